@@ -1,0 +1,26 @@
+/* The posttrain command-line program: shared helpers for its subcommands. */
+#ifndef PT_CLI_H
+#define PT_CLI_H
+
+#include "posttrain/posttrain.h"
+
+#include <stdio.h>
+
+/* Each subcommand gets argv with argv[0] = its own name; returns an exit code. */
+typedef int (*cli_cmd_fn)(int argc, char **argv);
+
+/* Print "posttrain: <what>: <status name>: <last error>" to stderr; returns 1. */
+int cli_fail(const char *what, int status);
+/* Print a usage error to stderr; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parse a whole decimal integer or number; return 0 on success. */
+int cli_parse_long(const char *s, long lo, long hi, long *out);
+int cli_parse_double(const char *s, double *out);
+
+int cmd_version(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif

@@ -1,0 +1,109 @@
+/*
+ * libposttrain: conventions shared by every call of the public API.
+ *
+ *  - Every call that can fail returns an int status: PT_OK (0) or a negative
+ *    PT_E* code.  pt_status_name() names a status, pt_status_str() describes it,
+ *    and pt_last_error() gives the detail of the last failure on this thread.
+ *  - Out-parameters come first.  Callbacks take a trailing `void *payload`.
+ *  - Options are transparent structs whose first field is `size`; fill one with
+ *    its pt_xxx_options_init() before changing fields.
+ *  - Handles are opaque; each type has its own pt_xxx_free(), which accepts NULL.
+ *  - No call exits, aborts or writes to stdout; diagnostics go to the log
+ *    callback the host installs (none by default).
+ */
+#ifndef POSTTRAIN_COMMON_H
+#define POSTTRAIN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(PT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define PT_API __attribute__((visibility("default")))
+#else
+#define PT_API
+#endif
+
+#define PT_VERSION_MAJOR 0
+#define PT_VERSION_MINOR 1
+#define PT_VERSION_PATCH 0
+#define PT_VERSION_NUMBER (PT_VERSION_MAJOR * 10000 + PT_VERSION_MINOR * 100 + PT_VERSION_PATCH)
+#define PT_VERSION_STRING "0.1.0"
+
+/* Status codes.  Values are part of the ABI: new ones are only appended. */
+typedef enum pt_status {
+    PT_OK = 0,
+    PT_EINVAL = -1,        /* an argument is invalid (NULL, out of range, bad option) */
+    PT_ENOMEM = -2,        /* an allocation failed or a size overflowed */
+    PT_EIO = -3,           /* a read, write, fsync or rename failed */
+    PT_EFORMAT = -4,       /* a file or JSON document is malformed */
+    PT_EUNSUPPORTED = -5,  /* valid input that this version does not support */
+    PT_ENOTFOUND = -6,     /* a file, tensor, token or key does not exist */
+    PT_ECANCELLED = -7,    /* the abort callback asked to stop */
+    PT_ERANGE = -8,        /* a value is outside what the format or model allows */
+    PT_ECALLBACK = -9,     /* a host callback reported failure */
+    PT_ESTATE = -10,       /* the call is not valid in the handle's current state */
+    PT_ENOSPC = -11,       /* no space left on the device */
+    PT_ECHECKSUM = -12,    /* a checksum did not match: the data is damaged */
+    PT_ENONFINITE = -13,   /* a loss or gradient was NaN or infinite */
+    PT_ESHAPE = -14,       /* a tensor has the wrong shape or dtype */
+    PT_ECONFIG = -15,      /* a model configuration is missing a field or is inconsistent */
+    PT_EINTERNAL = -16     /* a bug in libposttrain: please report it */
+} pt_status;
+
+/* Symbolic name of a status ("PT_EINVAL"), or "PT_E?" for an unknown code. */
+PT_API const char *pt_status_name(int status);
+/* One-line English description of a status. */
+PT_API const char *pt_status_str(int status);
+
+/* Detail of the last failure on the calling thread ("" if none).  The string
+ * stays valid until the next libposttrain call on the same thread. */
+PT_API const char *pt_last_error(void);
+/* Status of the last failure on the calling thread (PT_OK if none). */
+PT_API int pt_last_status(void);
+/* Forget the calling thread's last error. */
+PT_API void pt_clear_error(void);
+
+/* Runtime version; compare with PT_VERSION_NUMBER to detect a header/library mismatch. */
+PT_API int pt_version_number(void);
+PT_API const char *pt_version_string(void);
+
+/* Logging.  The library never prints; it hands messages to this callback. */
+typedef enum pt_log_level {
+    PT_LOG_ERROR = 0,
+    PT_LOG_WARN = 1,
+    PT_LOG_INFO = 2,
+    PT_LOG_DEBUG = 3
+} pt_log_level;
+
+typedef void (*pt_log_fn)(int level, const char *message, void *payload);
+
+/* Install (or with fn == NULL remove) the process-wide log callback.  Messages
+ * above max_level are not formatted at all. */
+PT_API int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload);
+/* Name of a log level ("error", "warn", "info", "debug"). */
+PT_API const char *pt_log_level_name(int level);
+
+/* Cancellation.  The callback returns non-zero to ask the library to stop; it
+ * is polled by long-running calls between steps (layers, batches, tokens) on
+ * the thread that installed it, and the call then returns PT_ECANCELLED. */
+typedef int (*pt_abort_fn)(void *payload);
+PT_API int pt_set_abort_callback(pt_abort_fn fn, void *payload);
+/* Poll the calling thread's abort callback: PT_ECANCELLED (with a message) if
+ * it asks to stop, PT_OK otherwise.  Hosts may call it from their own loops. */
+PT_API int pt_check_abort(void);
+
+/* Threads.  Every kernel (BLIS GEMMs included, through per-call settings, and
+ * the library's own OpenMP loops) uses this many threads.  The default is the
+ * PT_NUM_THREADS environment variable if set, else the number of online CPUs. */
+PT_API int pt_set_num_threads(int n);
+PT_API int pt_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

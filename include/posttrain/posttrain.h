@@ -1,0 +1,8 @@
+/* libposttrain: post-training (SFT, GRPO) of small Llama-family language
+ * models on CPUs.  This umbrella header includes the whole public API. */
+#ifndef POSTTRAIN_POSTTRAIN_H
+#define POSTTRAIN_POSTTRAIN_H
+
+#include "posttrain/common.h"
+
+#endif

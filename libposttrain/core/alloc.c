@@ -1,0 +1,121 @@
+#include "core.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void *pt_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        pt_err(PT_ENOMEM, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *pt_calloc(size_t count, size_t size)
+{
+    size_t total;
+    if (!pt_mul_size(count, size, &total)) {
+        pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+        return NULL;
+    }
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p)
+        pt_err(PT_ENOMEM, "out of memory allocating %zu bytes", total);
+    return p;
+}
+
+void *pt_malloc_array(size_t count, size_t size)
+{
+    size_t total;
+    if (!pt_mul_size(count, size, &total)) {
+        pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+        return NULL;
+    }
+    return pt_malloc(total);
+}
+
+void *pt_realloc_array(void *p, size_t count, size_t size)
+{
+    size_t total;
+    if (!pt_mul_size(count, size, &total)) {
+        pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+        return NULL;
+    }
+    void *q = realloc(p, total ? total : 1);
+    if (!q)
+        pt_err(PT_ENOMEM, "out of memory allocating %zu bytes", total);
+    return q;
+}
+
+void *pt_malloc_aligned(size_t n)
+{
+    size_t rounded;
+    if (!pt_add_size(n, 63, &rounded)) {
+        pt_err(PT_ENOMEM, "aligned allocation of %zu bytes overflows", n);
+        return NULL;
+    }
+    rounded &= ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        pt_err(PT_ENOMEM, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void pt_free_aligned(void *p)
+{
+    free(p);
+}
+
+char *pt_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = pt_malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes)
+{
+    *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pt_err(errno == ENOENT ? PT_ENOTFOUND : PT_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        fclose(f);
+        return pt_err(PT_EIO, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fclose(f);
+        return pt_err(PT_EIO, "%s is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > (uint64_t)max_bytes) {
+        fclose(f);
+        return pt_err(PT_ERANGE, "%s is %lld bytes, over the limit of %zu", path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = pt_malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return PT_ENOMEM;
+    }
+    size_t got = fread(buf, 1, n, f);
+    int rerr = ferror(f);
+    fclose(f);
+    if (got != n || rerr) {
+        free(buf);
+        return pt_err(PT_EIO, "short read on %s (%zu of %zu bytes)", path, got, n);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (out_len)
+        *out_len = n;
+    return PT_OK;
+}

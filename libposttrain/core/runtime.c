@@ -1,0 +1,110 @@
+/* Process-wide logging and thread settings; per-thread cancellation. */
+#include "core.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <unistd.h>
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pt_log_fn log_fn;
+static void *log_payload;
+static atomic_int log_max = -1; /* -1: no callback installed */
+
+int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload)
+{
+    if (fn && (max_level < PT_LOG_ERROR || max_level > PT_LOG_DEBUG))
+        return pt_err(PT_EINVAL, "pt_set_log_callback: level %d is not a pt_log_level", max_level);
+    pthread_mutex_lock(&log_lock);
+    log_fn = fn;
+    log_payload = payload;
+    atomic_store(&log_max, fn ? max_level : -1);
+    pthread_mutex_unlock(&log_lock);
+    return PT_OK;
+}
+
+const char *pt_log_level_name(int level)
+{
+    switch (level) {
+    case PT_LOG_ERROR: return "error";
+    case PT_LOG_WARN: return "warn";
+    case PT_LOG_INFO: return "info";
+    case PT_LOG_DEBUG: return "debug";
+    default: return "?";
+    }
+}
+
+void pt_log(int level, const char *fmt, ...)
+{
+    if (level > atomic_load(&log_max))
+        return;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&log_lock);
+    if (log_fn && level <= atomic_load(&log_max))
+        log_fn(level, buf, log_payload);
+    pthread_mutex_unlock(&log_lock);
+}
+
+static _Thread_local pt_abort_fn tl_abort_fn;
+static _Thread_local void *tl_abort_payload;
+
+int pt_set_abort_callback(pt_abort_fn fn, void *payload)
+{
+    tl_abort_fn = fn;
+    tl_abort_payload = fn ? payload : NULL;
+    return PT_OK;
+}
+
+int pt_check_abort(void)
+{
+    if (tl_abort_fn && tl_abort_fn(tl_abort_payload))
+        return pt_err(PT_ECANCELLED, "cancelled by the host's abort callback");
+    return PT_OK;
+}
+
+#define PT_MAX_THREADS 1024
+static atomic_int num_threads; /* 0: not decided yet */
+
+static int default_threads(void)
+{
+    const char *env = getenv("PT_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= PT_MAX_THREADS)
+            return (int)v;
+        pt_log(PT_LOG_WARN, "PT_NUM_THREADS=%s ignored: not an integer in [1, %d]", env, PT_MAX_THREADS);
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > PT_MAX_THREADS)
+        n = PT_MAX_THREADS;
+    return (int)n;
+}
+
+int pt_set_num_threads(int n)
+{
+    if (n < 1 || n > PT_MAX_THREADS)
+        return pt_err(PT_EINVAL, "pt_set_num_threads: %d is not in [1, %d]", n, PT_MAX_THREADS);
+    atomic_store(&num_threads, n);
+    return PT_OK;
+}
+
+int pt_get_num_threads(void)
+{
+    int n = atomic_load(&num_threads);
+    if (n == 0) {
+        n = default_threads();
+        int expected = 0;
+        if (!atomic_compare_exchange_strong(&num_threads, &expected, n))
+            n = expected;
+    }
+    return n;
+}

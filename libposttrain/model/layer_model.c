@@ -1,0 +1,2 @@
+/* Placeholder so the model layer builds before its first source lands. */
+#include "core/core.h"

@@ -1,0 +1,2 @@
+/* Placeholder so the train layer builds before its first source lands. */
+#include "core/core.h"

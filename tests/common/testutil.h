@@ -1,0 +1,66 @@
+/* Helpers shared by the Check suites. */
+#ifndef PT_TESTUTIL_H
+#define PT_TESTUTIL_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "posttrain/posttrain.h"
+
+/* Directory of the committed test files (tests/ in the source tree). */
+#ifndef PT_TEST_SRCDIR
+#error "PT_TEST_SRCDIR must be defined by the build"
+#endif
+
+/* ../shared/data next to the project, or $PT_SHARED_DATA.  Returns NULL and
+ * prints why when it is absent, so a test can skip loudly. */
+static inline const char *pt_test_shared_data(const char *who)
+{
+    static char path[4096];
+    const char *env = getenv("PT_SHARED_DATA");
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/../../shared/data", PT_TEST_SRCDIR);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "SKIP %s: shared data not found at %s (set PT_SHARED_DATA)\n", who, path);
+        return NULL;
+    }
+    return path;
+}
+
+/* Assert a status and that the last-error message mentions `needle`. */
+#define ck_assert_status(expr, expected, needle)                                             \
+    do {                                                                                     \
+        int st_ = (expr);                                                                    \
+        ck_assert_msg(st_ == (expected), "%s returned %s, expected %s (%s)", #expr,           \
+                      pt_status_name(st_), pt_status_name(expected), pt_last_error());       \
+        if ((needle) != NULL)                                                                \
+            ck_assert_msg(strstr(pt_last_error(), (needle)) != NULL,                         \
+                          "message '%s' does not mention '%s'", pt_last_error(), (needle));  \
+    } while (0)
+
+#define ck_assert_ok(expr)                                                                   \
+    do {                                                                                     \
+        int st_ = (expr);                                                                    \
+        ck_assert_msg(st_ == PT_OK, "%s failed: %s: %s", #expr, pt_status_name(st_),         \
+                      pt_last_error());                                                      \
+    } while (0)
+
+/* Run one suite; returns the process exit code. */
+static inline int pt_test_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    /* Check's fork mode and libgomp do not mix (docs/performance.md). */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+#endif

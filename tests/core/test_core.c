@@ -1,0 +1,246 @@
+/* Core services: errors, logging, cancellation, threads, allocation, RNG. */
+#include "testutil.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+
+START_TEST(test_status_names)
+{
+    /* Every status from PT_OK down to PT_EINTERNAL has a distinct name and text. */
+    for (int s = PT_OK; s >= PT_EINTERNAL; s--) {
+        ck_assert_str_ne(pt_status_name(s), "PT_E?");
+        ck_assert_str_ne(pt_status_str(s), "unknown status");
+        for (int t = s - 1; t >= PT_EINTERNAL; t--)
+            ck_assert_str_ne(pt_status_name(s), pt_status_name(t));
+    }
+    ck_assert_str_eq(pt_status_name(PT_EINVAL), "PT_EINVAL");
+    ck_assert_str_eq(pt_status_name(PT_ECHECKSUM), "PT_ECHECKSUM");
+    ck_assert_str_eq(pt_status_name(-999), "PT_E?");
+    ck_assert_str_eq(pt_status_name(1), "PT_E?");
+    ck_assert_str_eq(pt_status_str(-999), "unknown status");
+}
+END_TEST
+
+START_TEST(test_error_message)
+{
+    pt_clear_error();
+    ck_assert_str_eq(pt_last_error(), "");
+    ck_assert_int_eq(pt_last_status(), PT_OK);
+    ck_assert_int_eq(pt_err(PT_EFORMAT, "bad byte at %d", 17), PT_EFORMAT);
+    ck_assert_str_eq(pt_last_error(), "bad byte at 17");
+    ck_assert_int_eq(pt_last_status(), PT_EFORMAT);
+    ck_assert_int_eq(pt_err_prefix(PT_EFORMAT, "reading %s", "x.json"), PT_EFORMAT);
+    ck_assert_str_eq(pt_last_error(), "reading x.json: bad byte at 17");
+    /* A message longer than the buffer is truncated, not overflowed. */
+    char big[3000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    pt_err(PT_EINVAL, "%s", big);
+    ck_assert_uint_lt(strlen(pt_last_error()), 1024);
+    ck_assert_uint_gt(strlen(pt_last_error()), 1000);
+    pt_clear_error();
+    ck_assert_str_eq(pt_last_error(), "");
+}
+END_TEST
+
+static void *thread_error(void *arg)
+{
+    (void)arg;
+    /* A fresh thread starts with no error, and its error stays its own. */
+    int clean = pt_last_error()[0] == '\0' && pt_last_status() == PT_OK;
+    pt_err(PT_EIO, "other thread");
+    return (void *)(intptr_t)clean;
+}
+
+START_TEST(test_error_thread_local)
+{
+    pt_err(PT_ENOTFOUND, "main thread");
+    pthread_t th;
+    void *ret;
+    ck_assert_int_eq(pthread_create(&th, NULL, thread_error, NULL), 0);
+    ck_assert_int_eq(pthread_join(th, &ret), 0);
+    ck_assert_int_eq((int)(intptr_t)ret, 1);
+    ck_assert_str_eq(pt_last_error(), "main thread");
+    ck_assert_int_eq(pt_last_status(), PT_ENOTFOUND);
+}
+END_TEST
+
+struct log_capture {
+    int count;
+    int last_level;
+    char last[256];
+};
+
+static void capture_log(int level, const char *msg, void *payload)
+{
+    struct log_capture *c = payload;
+    c->count++;
+    c->last_level = level;
+    snprintf(c->last, sizeof c->last, "%s", msg);
+}
+
+START_TEST(test_log_callback)
+{
+    struct log_capture cap = { 0 };
+    ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_INFO, &cap));
+    pt_log(PT_LOG_INFO, "hello %d", 42);
+    ck_assert_int_eq(cap.count, 1);
+    ck_assert_int_eq(cap.last_level, PT_LOG_INFO);
+    ck_assert_str_eq(cap.last, "hello 42");
+    pt_log(PT_LOG_DEBUG, "filtered");
+    ck_assert_int_eq(cap.count, 1);
+    pt_log(PT_LOG_ERROR, "kept");
+    ck_assert_int_eq(cap.count, 2);
+    /* Errors are logged at debug level when the host asks for it. */
+    ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_DEBUG, &cap));
+    pt_err(PT_EIO, "disk gone");
+    ck_assert_int_eq(cap.count, 3);
+    ck_assert_str_eq(cap.last, "PT_EIO: disk gone");
+    ck_assert_status(pt_set_log_callback(capture_log, 7, &cap), PT_EINVAL, "level 7");
+    ck_assert_status(pt_set_log_callback(capture_log, -1, &cap), PT_EINVAL, "level");
+    /* Both refusals were themselves logged at debug level. */
+    ck_assert_int_eq(cap.count, 5);
+    ck_assert_ok(pt_set_log_callback(NULL, 0, NULL));
+    pt_log(PT_LOG_ERROR, "nobody listens");
+    ck_assert_int_eq(cap.count, 5);
+    ck_assert_str_eq(pt_log_level_name(PT_LOG_WARN), "warn");
+    ck_assert_str_eq(pt_log_level_name(99), "?");
+}
+END_TEST
+
+static int abort_after(void *payload)
+{
+    int *n = payload;
+    return --*n <= 0;
+}
+
+START_TEST(test_abort_callback)
+{
+    ck_assert_ok(pt_check_abort());
+    int budget = 3;
+    ck_assert_ok(pt_set_abort_callback(abort_after, &budget));
+    ck_assert_ok(pt_check_abort());
+    ck_assert_ok(pt_check_abort());
+    ck_assert_status(pt_check_abort(), PT_ECANCELLED, "abort callback");
+    ck_assert_ok(pt_set_abort_callback(NULL, NULL));
+    ck_assert_ok(pt_check_abort());
+}
+END_TEST
+
+START_TEST(test_threads)
+{
+    int before = pt_get_num_threads();
+    ck_assert_int_ge(before, 1);
+    ck_assert_ok(pt_set_num_threads(3));
+    ck_assert_int_eq(pt_get_num_threads(), 3);
+    ck_assert_status(pt_set_num_threads(0), PT_EINVAL, "0");
+    ck_assert_status(pt_set_num_threads(-4), PT_EINVAL, "-4");
+    ck_assert_status(pt_set_num_threads(100000), PT_EINVAL, "100000");
+    ck_assert_int_eq(pt_get_num_threads(), 3);
+    ck_assert_ok(pt_set_num_threads(before));
+}
+END_TEST
+
+START_TEST(test_alloc_overflow)
+{
+    pt_clear_error();
+    void *p = pt_malloc_array(SIZE_MAX / 2, 4);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(pt_last_status(), PT_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(pt_last_error(), "overflows"));
+    p = pt_calloc(SIZE_MAX / 8, 16);
+    ck_assert_ptr_null(p);
+    float *a = pt_malloc_aligned(100 * sizeof(float));
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq((uintptr_t)a % 64, 0);
+    pt_free_aligned(a);
+    size_t r;
+    ck_assert(!pt_mul_size(SIZE_MAX, 2, &r));
+    ck_assert(pt_mul_size(1000, 1000, &r) && r == 1000000);
+    ck_assert(!pt_add_size(SIZE_MAX, 1, &r));
+}
+END_TEST
+
+START_TEST(test_read_file)
+{
+    char path[] = "/tmp/pt_test_read_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
+    close(fd);
+    char *buf;
+    size_t n;
+    ck_assert_ok(pt_read_file(&buf, &n, path, 100));
+    ck_assert_uint_eq(n, 11);
+    ck_assert_int_eq(memcmp(buf, "hello\0world", 12), 0);
+    free(buf);
+    ck_assert_status(pt_read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
+    ck_assert_ptr_null(buf);
+    unlink(path);
+    ck_assert_status(pt_read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
+    ck_assert_status(pt_read_file(&buf, &n, "/tmp", 100), PT_EIO, "not a regular file");
+}
+END_TEST
+
+START_TEST(test_rng)
+{
+    pt_rng a, b;
+    pt_rng_seed(&a, 1234);
+    pt_rng_seed(&b, 1234);
+    for (int i = 0; i < 100; i++)
+        ck_assert_uint_eq(pt_rng_next(&a), pt_rng_next(&b));
+    pt_rng_seed(&b, 1235);
+    ck_assert_uint_ne(pt_rng_next(&a), pt_rng_next(&b));
+    /* xoshiro256** reference: first outputs for state {1,2,3,4}. */
+    pt_rng r = { { 1, 2, 3, 4 } };
+    ck_assert_uint_eq(pt_rng_next(&r), 11520ull);
+    ck_assert_uint_eq(pt_rng_next(&r), 0ull);
+    ck_assert_uint_eq(pt_rng_next(&r), 1509978240ull);
+    /* Moments of the normal sampler and range of the uniforms. */
+    pt_rng_seed(&a, 7);
+    double s = 0, s2 = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double x = pt_rng_normal(&a);
+        s += x;
+        s2 += x * x;
+    }
+    ck_assert_double_lt(fabs(s / n), 0.01);
+    ck_assert_double_lt(fabs(s2 / n - 1.0), 0.02);
+    int hist[10] = { 0 };
+    for (int i = 0; i < n; i++) {
+        float u = pt_rng_uniform(&a);
+        ck_assert(u >= 0.0f && u < 1.0f);
+        hist[(int)(u * 10)]++;
+        uint64_t k = pt_rng_below(&a, 7);
+        ck_assert_uint_lt(k, 7);
+    }
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_lt(abs(hist[i] - n / 10), n / 100);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_status_names);
+    tcase_add_test(tc, test_error_message);
+    tcase_add_test(tc, test_error_thread_local);
+    tcase_add_test(tc, test_log_callback);
+    tcase_add_test(tc, test_abort_callback);
+    tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_alloc_overflow);
+    tcase_add_test(tc, test_read_file);
+    tcase_add_test(tc, test_rng);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return pt_test_run(core_suite());
+}

@@ -1,0 +1,55 @@
+/* The public API as a host sees it, through libposttrain.so. */
+#include "testutil.h"
+
+START_TEST(test_version)
+{
+    ck_assert_int_eq(pt_version_number(), PT_VERSION_NUMBER);
+    ck_assert_str_eq(pt_version_string(), PT_VERSION_STRING);
+    char expect[32];
+    snprintf(expect, sizeof expect, "%d.%d.%d", PT_VERSION_MAJOR, PT_VERSION_MINOR, PT_VERSION_PATCH);
+    ck_assert_str_eq(pt_version_string(), expect);
+}
+END_TEST
+
+START_TEST(test_public_errors)
+{
+    pt_clear_error();
+    ck_assert_str_eq(pt_last_error(), "");
+    ck_assert_int_eq(pt_set_num_threads(0), PT_EINVAL);
+    ck_assert_int_eq(pt_last_status(), PT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(pt_last_error(), "pt_set_num_threads"));
+    ck_assert_str_eq(pt_status_name(PT_EINVAL), "PT_EINVAL");
+    ck_assert_str_eq(pt_status_str(PT_ENOSPC), "no space left on device");
+    ck_assert_int_eq(pt_set_log_callback((pt_log_fn)0, 0, NULL), PT_OK);
+    ck_assert_int_eq(pt_set_num_threads(2), PT_OK);
+    ck_assert_int_eq(pt_get_num_threads(), 2);
+}
+END_TEST
+
+static int always_stop(void *p)
+{
+    ++*(int *)p;
+    return 1;
+}
+
+START_TEST(test_public_abort)
+{
+    int calls = 0;
+    ck_assert_int_eq(pt_set_abort_callback(always_stop, &calls), PT_OK);
+    ck_assert_int_eq(pt_check_abort(), PT_ECANCELLED);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_int_eq(pt_set_abort_callback(NULL, NULL), PT_OK);
+    ck_assert_int_eq(pt_check_abort(), PT_OK);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("public");
+    TCase *tc = tcase_create("public");
+    tcase_add_test(tc, test_version);
+    tcase_add_test(tc, test_public_errors);
+    tcase_add_test(tc, test_public_abort);
+    suite_add_tcase(s, tc);
+    return pt_test_run(s);
+}
