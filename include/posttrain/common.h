@@ -67,6 +67,10 @@ PT_API int pt_last_status(void);
 /* Forget the calling thread's last error. */
 PT_API void pt_clear_error(void);
 
+/* Free memory that a libposttrain call allocated and handed to the caller
+ * (token id arrays, strings).  Accepts NULL. */
+PT_API void pt_free(void *ptr);
+
 /* Runtime version; compare with PT_VERSION_NUMBER to detect a header/library mismatch. */
 PT_API int pt_version_number(void);
 PT_API const char *pt_version_string(void);

@@ -4,5 +4,10 @@
 #define POSTTRAIN_POSTTRAIN_H
 
 #include "posttrain/common.h"
+#include "posttrain/model.h"
+#include "posttrain/modelio.h"
+#include "posttrain/tokenizer.h"
+#include "posttrain/chat.h"
+#include "posttrain/train.h"
 
 #endif

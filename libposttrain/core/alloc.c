@@ -69,6 +69,11 @@ void pt_free_aligned(void *p)
     free(p);
 }
 
+void pt_free(void *ptr)
+{
+    free(ptr);
+}
+
 char *pt_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -9,10 +9,11 @@ int pt_gemm_threads(size_t m, size_t n, size_t k)
     int nt = pt_get_num_threads();
     if (nt <= 1)
         return 1;
-    /* Below ~4 MFLOP a second thread costs more than it gives, and a skinny
-     * m (decode-time batches) splits badly in BLIS's sup path. */
+    /* Below ~0.25 MFLOP waking a second thread costs more than it gives.
+     * Measured on this machine kind with bench_gemm: even m = 1..8 decode
+     * shapes (576 x 1536) gain from 2 threads, so m alone does not decide. */
     double flops = 2.0 * (double)m * (double)n * (double)k;
-    if (flops < 4e6 || m < 16)
+    if (flops < 262144.0)
         return 1;
     return nt;
 }

@@ -20,9 +20,8 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
                  float beta, float *c, size_t ldc);
 
 /* Thread policy for a product of this size: the library's thread count,
- * except for products too small to amortise waking a second thread (small m,
- * as in decoding, collapses with two threads on BLIS 0.9; see
- * docs/performance.md). */
+ * except for products too small to amortise waking a second thread
+ * (bench/gemm.c measures the crossover). */
 int pt_gemm_threads(size_t m, size_t n, size_t k);
 
 #endif

@@ -1,0 +1,86 @@
+/* Shared helpers for the benchmark programs in bench/: wall time, peak RSS,
+ * the BLIS sgemm peak measured in the same run, and running the PyTorch
+ * anchor script.  Benchmarks print figures; they never assert on time. */
+#ifndef PT_BENCH_UTIL_H
+#define PT_BENCH_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "kernels/gemm.h"
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Peak resident set size of this process in MB. */
+static inline double bench_peak_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Median GFLOP/s of a row-major sgemm m x n x k through pt_sgemm_nt with
+ * `threads` threads (the peak the figures are compared with). */
+static inline double bench_gemm_peak(int threads, size_t m, size_t n, size_t k, int reps)
+{
+    float *a = malloc(m * k * sizeof *a), *b = malloc(k * n * sizeof *b), *c = malloc(m * n * sizeof *c);
+    if (!a || !b || !c) {
+        free(a); free(b); free(c);
+        return 0.0;
+    }
+    for (size_t i = 0; i < m * k; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < k * n; i++) b[i] = (float)(i % 5) * 0.1f;
+    double t[16];
+    if (reps > 16) reps = 16;
+    pt_sgemm_nt(threads, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
+        pt_sgemm_nt(threads, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        t[r] = bench_now() - t0;
+    }
+    double med = bench_median(t, reps);
+    free(a); free(b); free(c);
+    return 2.0 * (double)m * (double)n * (double)k / med / 1e9;
+}
+
+/* Run a shell command and copy the first line that starts with `key` into
+ * `line`; returns 0 when found. */
+static inline int bench_run_capture(const char *cmd, const char *key, char *line, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char buf[4096];
+    int found = -1;
+    while (fgets(buf, sizeof buf, p)) {
+        fputs(buf, stdout);
+        if (found != 0 && strncmp(buf, key, strlen(key)) == 0) {
+            snprintf(line, cap, "%s", buf);
+            found = 0;
+        }
+    }
+    pclose(p);
+    return found;
+}
+
+#endif

@@ -1,0 +1,84 @@
+/* libposttrain public API: the Llama-family transformer.
+ *
+ * A pt_model holds a configuration and its parameters (one FP32 block, with a
+ * gradient block allocated on first backward).  It can be built from a
+ * configuration alone (seeded random initialisation) or loaded from a Hugging
+ * Face directory (posttrain/modelio.h). */
+#ifndef POSTTRAIN_MODEL_H
+#define POSTTRAIN_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "posttrain/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pt_arch {
+    PT_ARCH_LLAMA = 0,   /* Llama, Llama-3.x, SmolLM2, TinyLlama */
+    PT_ARCH_QWEN2 = 1,   /* bias on the q, k and v projections */
+    PT_ARCH_QWEN3 = 2,   /* per-head RMSNorm on q and k */
+    PT_ARCH_MISTRAL = 3  /* Llama layout with an optional sliding window */
+} pt_arch;
+
+typedef enum pt_rope_type {
+    PT_ROPE_DEFAULT = 0,
+    PT_ROPE_LLAMA3 = 1,  /* rope_scaling {"rope_type": "llama3", ...} */
+    PT_ROPE_LINEAR = 2   /* rope_scaling {"rope_type": "linear", "factor": f} */
+} pt_rope_type;
+
+/* The fields of a Hugging Face config.json that decide the computation.
+ * Fill with pt_model_config_init() first; `size` must be sizeof(pt_model_config). */
+typedef struct pt_model_config {
+    size_t size;
+    int arch;                      /* pt_arch */
+    int vocab_size;
+    int hidden_size;
+    int intermediate_size;
+    int num_hidden_layers;
+    int num_attention_heads;
+    int num_key_value_heads;       /* divides num_attention_heads (GQA) */
+    int head_dim;                  /* may differ from hidden/heads (Qwen3) */
+    int max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    int rope_type;                 /* pt_rope_type */
+    double rope_factor;            /* llama3 / linear scaling factor */
+    double rope_low_freq_factor;   /* llama3 */
+    double rope_high_freq_factor;  /* llama3 */
+    int rope_original_max_position_embeddings; /* llama3 */
+    bool tie_word_embeddings;
+    bool attention_bias;           /* bias on q, k, v (qwen2; llama "attention_bias") */
+    bool qk_norm;                  /* per-head RMSNorm on q and k (qwen3) */
+    int sliding_window;            /* 0: none (mistral may set one) */
+    double initializer_range;      /* std of the normal init */
+    int bos_token_id;              /* -1 if absent */
+    int eos_token_id;              /* -1 if absent (the first one when a list) */
+    int pad_token_id;              /* -1 if absent */
+} pt_model_config;
+
+/* Defaults: a llama architecture with HF's default rope_theta 10000,
+ * rms_norm_eps 1e-6, initializer_range 0.02, no token ids, all sizes 0. */
+PT_API int pt_model_config_init(pt_model_config *cfg);
+/* Parse a Hugging Face config.json held in memory (len bytes). */
+PT_API int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len);
+/* Check a configuration for consistency (positive sizes, GQA divisibility, ...). */
+PT_API int pt_model_config_validate(const pt_model_config *cfg);
+
+typedef struct pt_model pt_model;
+
+/* A model with parameters initialised from `seed` (normal(0, initializer_range)
+ * for matrices and embeddings, ones for norms, zeros for biases). */
+PT_API int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed);
+PT_API void pt_model_free(pt_model *model);
+PT_API int pt_model_get_config(pt_model_config *out, const pt_model *model);
+/* Number of parameters (tied embeddings counted once). */
+PT_API int pt_model_num_params(uint64_t *out, const pt_model *model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

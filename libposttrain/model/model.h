@@ -1,0 +1,33 @@
+/* Internal view of a pt_model, shared with the modelio and train layers.
+ *
+ * CONTRACT (relied on by modelio/ and train/; extend, do not change):
+ * the parameters are exposed as a table of named tensors in Hugging Face
+ * naming and layout ("model.layers.3.self_attn.q_proj.weight" is
+ * [out_features, in_features], row-major FP32).  With tied embeddings there is
+ * no "lm_head.weight" entry. */
+#ifndef PT_MODEL_MODEL_H
+#define PT_MODEL_MODEL_H
+
+#include "posttrain/model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pt_tensor_ref {
+    const char *name;   /* Hugging Face tensor name */
+    float *data;        /* values, numel floats inside the model's parameter block */
+    float *grad;        /* matching gradient, or NULL before gradients exist */
+    int ndim;           /* 1 or 2 */
+    int64_t shape[2];   /* shape[1] is 1 when ndim == 1 */
+    size_t numel;
+    bool no_decay;      /* norms and biases: no weight decay by default */
+    bool trainable;     /* false for a frozen base (LoRA) */
+} pt_tensor_ref;
+
+size_t pt_model_tensor_count(const pt_model *m);
+const pt_tensor_ref *pt_model_tensor(const pt_model *m, size_t i);
+/* NULL (without setting an error) when no tensor has that name. */
+const pt_tensor_ref *pt_model_find_tensor(const pt_model *m, const char *name);
+
+#endif
