@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Make sure the Debian packages libposttrain needs are installed.
+# As root: install what is missing with apt-get.  Otherwise: print the exact
+# apt-get command and stop with status 1.
+set -euo pipefail
+pkgs=(meson ninja-build pkg-config gcc libc6-dev libblis-dev libblis4-openmp libcjson-dev check
+      libpcre2-dev libutf8proc-dev)
+if [ "${1:-}" = "--test" ]; then
+    # The test command also builds the libFuzzer harnesses with clang.
+    pkgs+=(clang libclang-rt-14-dev)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+    echo "deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    $cmd
+else
+    echo "deps: missing Debian packages. Run as root:" >&2
+    echo "  apt-get update && $cmd" >&2
+    exit 1
+fi

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install libposttrain into a temporary prefix, build examples/minimal.c
+# against it with nothing but pkg-config, and run it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+prefix=$(mktemp -d /tmp/posttrain-prefix.XXXXXX)
+trap 'rm -rf "$prefix"' EXIT
+meson configure "$build" -Dprefix="$prefix" >/dev/null
+meson install -C "$build" --quiet >/dev/null
+pcdir=$(dirname "$(find "$prefix" -name posttrain.pc | head -n 1)")
+export PKG_CONFIG_PATH="$pcdir"
+flags=$(pkg-config --cflags --libs posttrain)
+libdir=$(pkg-config --variable=libdir posttrain)
+cc -std=c11 -Wall -Wextra -Werror examples/minimal.c -o "$prefix/minimal" $flags -Wl,-rpath,"$libdir"
+echo "install-test: cc examples/minimal.c $flags"
+"$prefix/minimal"
+# Only the public pt_ API is exported.
+bad=$(nm -D --defined-only "$libdir/libposttrain.so" | awk '{print $3}' | grep -v '^pt_' || true)
+if [ -n "$bad" ]; then
+    echo "install-test: libposttrain.so exports non-pt_ symbols:" >&2
+    echo "$bad" >&2
+    exit 1
+fi
+echo "install-test: $(nm -D --defined-only "$libdir/libposttrain.so" | wc -l) exported symbols, all pt_"
+echo "install-test: 1 passed, 0 failed"
