@@ -1,4 +1,646 @@
-/* Model configuration: defaults, Hugging Face config.json parsing, validation
- * (being written). */
+/* Model configuration: defaults, Hugging Face config.json parsing, validation.
+ *
+ * The parser is strict: a field that would change the computation and that
+ * this library cannot honour is an error naming the field (PT_EUNSUPPORTED),
+ * never a silent misread.  Wrong JSON types, missing required fields and
+ * sizes outside sane bounds are PT_ECONFIG; a document that is not JSON is
+ * PT_EFORMAT.  JSON null is treated like an absent field throughout, as
+ * transformers does for its optional fields. */
 #include "core/core.h"
 #include "posttrain/model.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Bounds on sizes (far above any model this library can train, far below
+ * anything that could overflow the products computed from them). */
+#define CFG_MAX_VOCAB (4 * 1024 * 1024)
+#define CFG_MAX_HIDDEN 65536
+#define CFG_MAX_INTERMEDIATE (1024 * 1024)
+#define CFG_MAX_LAYERS 1024
+#define CFG_MAX_HEADS 1024
+#define CFG_MAX_HEAD_DIM 1024
+#define CFG_MAX_QDIM (256 * 1024)
+#define CFG_MAX_POSITIONS (16 * 1024 * 1024)
+
+#define CFG "config.json: "
+
+int pt_model_config_init(pt_model_config *cfg)
+{
+    if (!cfg)
+        return pt_err(PT_EINVAL, "pt_model_config_init: cfg is NULL");
+    memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
+    cfg->arch = PT_ARCH_LLAMA;
+    cfg->rms_norm_eps = 1e-6;
+    cfg->rope_theta = 10000.0;
+    cfg->rope_type = PT_ROPE_DEFAULT;
+    cfg->rope_factor = 1.0;
+    cfg->initializer_range = 0.02;
+    cfg->bos_token_id = -1;
+    cfg->eos_token_id = -1;
+    cfg->pad_token_id = -1;
+    return PT_OK;
+}
+
+/* ---- JSON field access ------------------------------------------------------ */
+
+static const char *json_type_name(const cJSON *it)
+{
+    if (cJSON_IsBool(it))
+        return "a boolean";
+    if (cJSON_IsNull(it))
+        return "null";
+    if (cJSON_IsNumber(it))
+        return "a number";
+    if (cJSON_IsString(it))
+        return "a string";
+    if (cJSON_IsArray(it))
+        return "an array";
+    if (cJSON_IsObject(it))
+        return "an object";
+    return "an invalid value";
+}
+
+/* Find key in obj (case-sensitive).  *out is NULL when absent or null.
+ * A key given twice is an error: JSON parsers disagree on which one wins. */
+static int field(const cJSON **out, const cJSON *obj, const char *ctx, const char *key)
+{
+    const cJSON *found = NULL;
+    *out = NULL;
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (c->string && strcmp(c->string, key) == 0) {
+            if (found)
+                return pt_err(PT_EFORMAT, CFG "duplicate key '%s%s'", ctx, key);
+            found = c;
+        }
+    }
+    *out = (found && !cJSON_IsNull(found)) ? found : NULL;
+    return PT_OK;
+}
+
+/* Whether key is in obj at all (null included). */
+static bool has_key(const cJSON *obj, const char *key)
+{
+    for (const cJSON *c = obj->child; c; c = c->next)
+        if (c->string && strcmp(c->string, key) == 0)
+            return true;
+    return false;
+}
+
+/* An integer field in [lo, hi].  *present says whether it was given. */
+static int get_int(int *out, bool *present, const cJSON *obj, const char *ctx, const char *key,
+                   bool required, long lo, long hi)
+{
+    const cJSON *it = NULL;
+    int st = field(&it, obj, ctx, key);
+    if (st)
+        return st;
+    if (present)
+        *present = it != NULL;
+    if (!it) {
+        if (required)
+            return pt_err(PT_ECONFIG, CFG "required field '%s%s' is missing", ctx, key);
+        return PT_OK;
+    }
+    if (!cJSON_IsNumber(it))
+        return pt_err(PT_ECONFIG, CFG "'%s%s' must be an integer, got %s", ctx, key,
+                      json_type_name(it));
+    double v = it->valuedouble;
+    if (!isfinite(v) || v != floor(v))
+        return pt_err(PT_ECONFIG, CFG "'%s%s' must be an integer, got %g", ctx, key, v);
+    if (v < (double)lo || v > (double)hi)
+        return pt_err(PT_ECONFIG, CFG "'%s%s' = %.0f is out of range [%ld, %ld]", ctx, key, v,
+                      lo, hi);
+    *out = (int)v;
+    return PT_OK;
+}
+
+static int get_double(double *out, bool *present, const cJSON *obj, const char *ctx,
+                      const char *key, bool required)
+{
+    const cJSON *it = NULL;
+    int st = field(&it, obj, ctx, key);
+    if (st)
+        return st;
+    if (present)
+        *present = it != NULL;
+    if (!it) {
+        if (required)
+            return pt_err(PT_ECONFIG, CFG "required field '%s%s' is missing", ctx, key);
+        return PT_OK;
+    }
+    if (!cJSON_IsNumber(it))
+        return pt_err(PT_ECONFIG, CFG "'%s%s' must be a number, got %s", ctx, key,
+                      json_type_name(it));
+    if (!isfinite(it->valuedouble))
+        return pt_err(PT_ECONFIG, CFG "'%s%s' must be finite", ctx, key);
+    *out = it->valuedouble;
+    return PT_OK;
+}
+
+static int get_bool(bool *out, bool *present, const cJSON *obj, const char *key)
+{
+    const cJSON *it = NULL;
+    int st = field(&it, obj, "", key);
+    if (st)
+        return st;
+    if (present)
+        *present = it != NULL;
+    if (!it)
+        return PT_OK;
+    if (!cJSON_IsBool(it))
+        return pt_err(PT_ECONFIG, CFG "'%s' must be true or false, got %s", key,
+                      json_type_name(it));
+    *out = cJSON_IsTrue(it);
+    return PT_OK;
+}
+
+/* A string field; *out is NULL when absent. */
+static int get_string(const char **out, const cJSON *obj, const char *ctx, const char *key)
+{
+    const cJSON *it = NULL;
+    int st = field(&it, obj, ctx, key);
+    if (st)
+        return st;
+    *out = NULL;
+    if (!it)
+        return PT_OK;
+    if (!cJSON_IsString(it) || !it->valuestring)
+        return pt_err(PT_ECONFIG, CFG "'%s%s' must be a string, got %s", ctx, key,
+                      json_type_name(it));
+    *out = it->valuestring;
+    return PT_OK;
+}
+
+/* A token id: an integer, or a non-empty list of integers (the first is
+ * kept, the rest are checked), or absent/null (-1). */
+static int get_token_id(int *out, const cJSON *obj, const char *key)
+{
+    const cJSON *it = NULL;
+    int st = field(&it, obj, "", key);
+    if (st)
+        return st;
+    if (!it)
+        return PT_OK;
+    if (cJSON_IsArray(it)) {
+        int n = 0;
+        for (const cJSON *c = it->child; c; c = c->next, n++) {
+            if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) ||
+                c->valuedouble != floor(c->valuedouble) || c->valuedouble < 0 ||
+                c->valuedouble > (double)CFG_MAX_VOCAB)
+                return pt_err(PT_ECONFIG, CFG "'%s'[%d] must be a token id (integer >= 0)",
+                              key, n);
+            if (n == 0)
+                *out = (int)c->valuedouble;
+        }
+        if (n == 0)
+            return pt_err(PT_ECONFIG, CFG "'%s' is an empty list", key);
+        return PT_OK;
+    }
+    return get_int(out, NULL, obj, "", key, false, 0, CFG_MAX_VOCAB);
+}
+
+/* ---- per-architecture facts ---------------------------------------------------- */
+
+typedef struct arch_info {
+    const char *model_type;
+    const char *causal_lm;        /* the architectures entry */
+    int default_max_positions;    /* transformers' defaults */
+    int default_bos, default_eos; /* -1: None */
+} arch_info;
+
+static const arch_info ARCHS[] = {
+    [PT_ARCH_LLAMA] = { "llama", "LlamaForCausalLM", 2048, 1, 2 },
+    [PT_ARCH_QWEN2] = { "qwen2", "Qwen2ForCausalLM", 32768, -1, -1 },
+    [PT_ARCH_QWEN3] = { "qwen3", "Qwen3ForCausalLM", 32768, -1, -1 },
+    [PT_ARCH_MISTRAL] = { "mistral", "MistralForCausalLM", 4096 * 32, 1, 2 },
+};
+#define N_ARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
+
+static int parse_architectures(const cJSON *root, int arch)
+{
+    const cJSON *it = NULL;
+    int st = field(&it, root, "", "architectures");
+    if (st || !it)
+        return st;
+    if (!cJSON_IsArray(it))
+        return pt_err(PT_ECONFIG, CFG "'architectures' must be a list of strings, got %s",
+                      json_type_name(it));
+    int n = 0;
+    for (const cJSON *c = it->child; c; c = c->next, n++) {
+        if (!cJSON_IsString(c) || !c->valuestring)
+            return pt_err(PT_ECONFIG, CFG "'architectures'[%d] must be a string, got %s", n,
+                          json_type_name(c));
+        if (strcmp(c->valuestring, ARCHS[arch].causal_lm) == 0)
+            continue;
+        for (int a = 0; a < N_ARCHS; a++)
+            if (strcmp(c->valuestring, ARCHS[a].causal_lm) == 0)
+                return pt_err(PT_ECONFIG,
+                              CFG "'architectures' names %s but model_type is '%s' (expected %s)",
+                              c->valuestring, ARCHS[arch].model_type, ARCHS[arch].causal_lm);
+        return pt_err(PT_EUNSUPPORTED,
+                      CFG "'architectures' entry '%.64s' is not supported (expected %s)",
+                      c->valuestring, ARCHS[arch].causal_lm);
+    }
+    return PT_OK;
+}
+
+/* rope_scaling (or transformers 5's rope_parameters): null, {"rope_type"
+ * or "type": "default" | "linear" | "llama3", ...}. */
+static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *ctx)
+{
+    const char *type = NULL, *type2 = NULL;
+    int st;
+    if ((st = get_string(&type, rs, ctx, "rope_type")) || (st = get_string(&type2, rs, ctx, "type")))
+        return st;
+    if (type && type2 && strcmp(type, type2) != 0)
+        return pt_err(PT_ECONFIG, CFG "'%srope_type' ('%.32s') and '%stype' ('%.32s') disagree",
+                      ctx, type, ctx, type2);
+    if (!type)
+        type = type2;
+    if (!type)
+        return pt_err(PT_ECONFIG, CFG "'%srope_type' is missing", ctx);
+    if (strcmp(type, "default") == 0) {
+        cfg->rope_type = PT_ROPE_DEFAULT;
+        cfg->rope_factor = 1.0;
+    } else if (strcmp(type, "linear") == 0) {
+        cfg->rope_type = PT_ROPE_LINEAR;
+        if ((st = get_double(&cfg->rope_factor, NULL, rs, ctx, "factor", true)))
+            return st;
+    } else if (strcmp(type, "llama3") == 0) {
+        cfg->rope_type = PT_ROPE_LLAMA3;
+        if ((st = get_double(&cfg->rope_factor, NULL, rs, ctx, "factor", true)) ||
+            (st = get_double(&cfg->rope_low_freq_factor, NULL, rs, ctx, "low_freq_factor", true)) ||
+            (st = get_double(&cfg->rope_high_freq_factor, NULL, rs, ctx, "high_freq_factor",
+                             true)) ||
+            (st = get_int(&cfg->rope_original_max_position_embeddings, NULL, rs, ctx,
+                          "original_max_position_embeddings", true, 1, CFG_MAX_POSITIONS)))
+            return st;
+    } else {
+        return pt_err(PT_EUNSUPPORTED,
+                      CFG "'%srope_type' '%.32s' is not supported (supported: default, linear, "
+                          "llama3)",
+                      ctx, type);
+    }
+    const cJSON *partial;
+    if ((st = field(&partial, rs, ctx, "partial_rotary_factor")))
+        return st;
+    if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
+        return pt_err(PT_EUNSUPPORTED, CFG "'%spartial_rotary_factor' other than 1 is not supported",
+                      ctx);
+    return PT_OK;
+}
+
+static int parse_root(pt_model_config *cfg, const cJSON *root)
+{
+    int st;
+    const char *model_type;
+    if ((st = get_string(&model_type, root, "", "model_type")))
+        return st;
+    if (!model_type)
+        return pt_err(PT_ECONFIG, CFG "required field 'model_type' is missing");
+    int arch = -1;
+    for (int a = 0; a < N_ARCHS; a++)
+        if (strcmp(model_type, ARCHS[a].model_type) == 0)
+            arch = a;
+    if (arch < 0)
+        return pt_err(PT_EUNSUPPORTED,
+                      CFG "model_type '%.64s' is not supported (supported: llama, qwen2, qwen3, "
+                          "mistral)",
+                      model_type);
+    cfg->arch = arch;
+    if ((st = parse_architectures(root, arch)))
+        return st;
+
+    /* Options that would change the computation in ways not implemented. */
+    const cJSON *it = NULL;
+    if ((st = field(&it, root, "", "quantization_config")))
+        return st;
+    if (it)
+        return pt_err(PT_EUNSUPPORTED,
+                      CFG "'quantization_config' is set: quantized checkpoints are not supported");
+    const char *act;
+    if ((st = get_string(&act, root, "", "hidden_act")))
+        return st;
+    if (act && strcmp(act, "silu") != 0)
+        return pt_err(PT_EUNSUPPORTED, CFG "'hidden_act' '%.32s' is not supported (only silu)", act);
+    bool mlp_bias = false;
+    if ((st = get_bool(&mlp_bias, NULL, root, "mlp_bias")))
+        return st;
+    if (mlp_bias)
+        return pt_err(PT_EUNSUPPORTED, CFG "'mlp_bias' true is not supported");
+    if ((st = field(&it, root, "", "partial_rotary_factor")))
+        return st;
+    if (it && !(cJSON_IsNumber(it) && it->valuedouble == 1.0))
+        return pt_err(PT_EUNSUPPORTED, CFG "'partial_rotary_factor' other than 1 is not supported");
+
+    /* Sizes. */
+    if ((st = get_int(&cfg->vocab_size, NULL, root, "", "vocab_size", true, 1, CFG_MAX_VOCAB)) ||
+        (st = get_int(&cfg->hidden_size, NULL, root, "", "hidden_size", true, 1, CFG_MAX_HIDDEN)) ||
+        (st = get_int(&cfg->intermediate_size, NULL, root, "", "intermediate_size", true, 1,
+                      CFG_MAX_INTERMEDIATE)) ||
+        (st = get_int(&cfg->num_hidden_layers, NULL, root, "", "num_hidden_layers", true, 1,
+                      CFG_MAX_LAYERS)) ||
+        (st = get_int(&cfg->num_attention_heads, NULL, root, "", "num_attention_heads", true, 1,
+                      CFG_MAX_HEADS)))
+        return st;
+    bool have_kv = false, have_hd = false, have_mp = false;
+    if ((st = get_int(&cfg->num_key_value_heads, &have_kv, root, "", "num_key_value_heads", false,
+                      1, CFG_MAX_HEADS)) ||
+        (st = get_int(&cfg->head_dim, &have_hd, root, "", "head_dim", false, 1, CFG_MAX_HEAD_DIM)) ||
+        (st = get_int(&cfg->max_position_embeddings, &have_mp, root, "", "max_position_embeddings",
+                      false, 1, CFG_MAX_POSITIONS)))
+        return st;
+    if (!have_kv)
+        cfg->num_key_value_heads = cfg->num_attention_heads;
+    if (!have_hd) {
+        if (cfg->hidden_size % cfg->num_attention_heads != 0)
+            return pt_err(PT_ECONFIG,
+                          CFG "'num_attention_heads' (%d) does not divide 'hidden_size' (%d) and "
+                              "no 'head_dim' is given",
+                          cfg->num_attention_heads, cfg->hidden_size);
+        cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+    }
+    if (!have_mp)
+        cfg->max_position_embeddings = ARCHS[arch].default_max_positions;
+
+    /* Norm, init, rope. */
+    if ((st = get_double(&cfg->rms_norm_eps, NULL, root, "", "rms_norm_eps", false)) ||
+        (st = get_double(&cfg->initializer_range, NULL, root, "", "initializer_range", false)))
+        return st;
+    const cJSON *rs, *rp;
+    if ((st = field(&rs, root, "", "rope_scaling")) || (st = field(&rp, root, "", "rope_parameters")))
+        return st;
+    bool have_theta = false;
+    if ((st = get_double(&cfg->rope_theta, &have_theta, root, "", "rope_theta", false)))
+        return st;
+    if (rp) {
+        if (!cJSON_IsObject(rp))
+            return pt_err(PT_ECONFIG, CFG "'rope_parameters' must be an object, got %s",
+                          json_type_name(rp));
+        double theta = cfg->rope_theta;
+        bool have_theta2 = false;
+        if ((st = get_double(&theta, &have_theta2, rp, "rope_parameters.", "rope_theta", false)))
+            return st;
+        if (have_theta2 && have_theta && theta != cfg->rope_theta)
+            return pt_err(PT_ECONFIG, CFG "'rope_theta' and 'rope_parameters.rope_theta' disagree");
+        cfg->rope_theta = theta;
+        if (!rs && (st = parse_rope(cfg, rp, "rope_parameters.")))
+            return st;
+    }
+    if (rs) {
+        if (!cJSON_IsObject(rs))
+            return pt_err(PT_ECONFIG, CFG "'rope_scaling' must be an object or null, got %s",
+                          json_type_name(rs));
+        if ((st = parse_rope(cfg, rs, "rope_scaling.")))
+            return st;
+    }
+
+    /* Embeddings, biases, norms. */
+    cfg->tie_word_embeddings = false; /* transformers' default for all four types */
+    if ((st = get_bool(&cfg->tie_word_embeddings, NULL, root, "tie_word_embeddings")))
+        return st;
+    bool attention_bias = false, have_ab = false;
+    if ((st = get_bool(&attention_bias, &have_ab, root, "attention_bias")))
+        return st;
+    if (arch == PT_ARCH_QWEN2) {
+        /* Qwen2 always has q/k/v biases (and none on o_proj); the field is not read. */
+        cfg->attention_bias = true;
+    } else {
+        if (attention_bias)
+            return pt_err(PT_EUNSUPPORTED,
+                          CFG "'attention_bias' true is not supported for model_type '%s' (it "
+                              "adds a bias to o_proj as well)",
+                          model_type);
+        cfg->attention_bias = false;
+    }
+    cfg->qk_norm = arch == PT_ARCH_QWEN3;
+
+    /* Sliding window. */
+    cfg->sliding_window = 0;
+    if (arch == PT_ARCH_MISTRAL) {
+        const cJSON *sw;
+        if ((st = field(&sw, root, "", "sliding_window")))
+            return st;
+        if (!has_key(root, "sliding_window"))
+            cfg->sliding_window = 4096; /* transformers' MistralConfig default */
+        else if (sw && (st = get_int(&cfg->sliding_window, NULL, root, "", "sliding_window", false,
+                                     1, CFG_MAX_POSITIONS)))
+            return st;
+    } else if (arch == PT_ARCH_QWEN2 || arch == PT_ARCH_QWEN3) {
+        bool use_sw = false;
+        if ((st = get_bool(&use_sw, NULL, root, "use_sliding_window")))
+            return st;
+        if (use_sw)
+            return pt_err(PT_EUNSUPPORTED,
+                          CFG "'use_sliding_window' true is not supported for model_type '%s'",
+                          model_type);
+    }
+    const cJSON *lt;
+    if ((st = field(&lt, root, "", "layer_types")))
+        return st;
+    if (lt) {
+        if (!cJSON_IsArray(lt))
+            return pt_err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s",
+                          json_type_name(lt));
+        int n = 0;
+        for (const cJSON *c = lt->child; c; c = c->next, n++) {
+            if (!cJSON_IsString(c) || !c->valuestring)
+                return pt_err(PT_ECONFIG, CFG "'layer_types'[%d] must be a string", n);
+            if (strcmp(c->valuestring, "full_attention") != 0 &&
+                !(strcmp(c->valuestring, "sliding_attention") == 0 && arch == PT_ARCH_MISTRAL))
+                return pt_err(PT_EUNSUPPORTED, CFG "'layer_types'[%d] '%.32s' is not supported",
+                              n, c->valuestring);
+        }
+    }
+
+    /* Token ids (lists keep their first entry). */
+    cfg->bos_token_id = ARCHS[arch].default_bos;
+    cfg->eos_token_id = ARCHS[arch].default_eos;
+    cfg->pad_token_id = -1;
+    if (has_key(root, "bos_token_id"))
+        cfg->bos_token_id = -1; /* an explicit null means None */
+    if (has_key(root, "eos_token_id"))
+        cfg->eos_token_id = -1;
+    if ((st = get_token_id(&cfg->bos_token_id, root, "bos_token_id")) ||
+        (st = get_token_id(&cfg->eos_token_id, root, "eos_token_id")) ||
+        (st = get_token_id(&cfg->pad_token_id, root, "pad_token_id")))
+        return st;
+    return PT_OK;
+}
+
+int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len)
+{
+    if (!cfg || (!json && len))
+        return pt_err(PT_EINVAL, "pt_model_config_from_json: NULL argument");
+    if (cfg->size != sizeof(pt_model_config))
+        return pt_err(PT_EINVAL,
+                      "pt_model_config_from_json: cfg->size is %zu, expected %zu (call "
+                      "pt_model_config_init first)",
+                      cfg->size, sizeof(pt_model_config));
+    if (len == 0)
+        return pt_err(PT_EFORMAT, CFG "empty document");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        size_t off = (at && at >= json && at <= json + len) ? (size_t)(at - json) : 0;
+        return pt_err(PT_EFORMAT, CFG "not valid JSON (near byte %zu)", off);
+    }
+    /* Only whitespace may follow the document. */
+    for (const char *p = end; p && p < json + len; p++) {
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            cJSON_Delete(root);
+            return pt_err(PT_EFORMAT, CFG "unexpected data after the JSON document (byte %zu)",
+                          (size_t)(p - json));
+        }
+    }
+    if (!cJSON_IsObject(root)) {
+        const char *t = json_type_name(root);
+        cJSON_Delete(root);
+        return pt_err(PT_ECONFIG, CFG "the document must be a JSON object, got %s", t);
+    }
+    pt_model_config tmp;
+    pt_model_config_init(&tmp);
+    int st = parse_root(&tmp, root);
+    cJSON_Delete(root);
+    if (st)
+        return st;
+    if ((st = pt_model_config_validate(&tmp)))
+        return st;
+    *cfg = tmp;
+    return PT_OK;
+}
+
+/* ---- validation ---------------------------------------------------------------- */
+
+static int check_range(const char *name, long v, long lo, long hi)
+{
+    if (v < lo || v > hi)
+        return pt_err(PT_ECONFIG, "model config: '%s' = %ld is out of range [%ld, %ld]", name, v,
+                      lo, hi);
+    return PT_OK;
+}
+
+static int check_positive(const char *name, double v)
+{
+    if (!isfinite(v) || !(v > 0))
+        return pt_err(PT_ECONFIG, "model config: '%s' = %g must be a finite number > 0", name, v);
+    return PT_OK;
+}
+
+int pt_model_config_validate(const pt_model_config *cfg)
+{
+    if (!cfg)
+        return pt_err(PT_EINVAL, "pt_model_config_validate: cfg is NULL");
+    if (cfg->size != sizeof(pt_model_config))
+        return pt_err(PT_EINVAL,
+                      "model config: size is %zu, expected %zu (call pt_model_config_init first)",
+                      cfg->size, sizeof(pt_model_config));
+    int st;
+    if (cfg->arch < 0 || cfg->arch >= N_ARCHS)
+        return pt_err(PT_EUNSUPPORTED, "model config: arch %d is not a known pt_arch", cfg->arch);
+    if ((st = check_range("vocab_size", cfg->vocab_size, 1, CFG_MAX_VOCAB)) ||
+        (st = check_range("hidden_size", cfg->hidden_size, 1, CFG_MAX_HIDDEN)) ||
+        (st = check_range("intermediate_size", cfg->intermediate_size, 1, CFG_MAX_INTERMEDIATE)) ||
+        (st = check_range("num_hidden_layers", cfg->num_hidden_layers, 1, CFG_MAX_LAYERS)) ||
+        (st = check_range("num_attention_heads", cfg->num_attention_heads, 1, CFG_MAX_HEADS)) ||
+        (st = check_range("num_key_value_heads", cfg->num_key_value_heads, 1, CFG_MAX_HEADS)) ||
+        (st = check_range("head_dim", cfg->head_dim, 1, CFG_MAX_HEAD_DIM)) ||
+        (st = check_range("max_position_embeddings", cfg->max_position_embeddings, 1,
+                          CFG_MAX_POSITIONS)))
+        return st;
+    if (cfg->num_attention_heads % cfg->num_key_value_heads != 0)
+        return pt_err(PT_ECONFIG,
+                      "model config: 'num_key_value_heads' (%d) does not divide "
+                      "'num_attention_heads' (%d)",
+                      cfg->num_key_value_heads, cfg->num_attention_heads);
+    if (cfg->head_dim % 2 != 0)
+        return pt_err(PT_ECONFIG, "model config: 'head_dim' (%d) must be even for rotary embeddings",
+                      cfg->head_dim);
+    if ((long)cfg->num_attention_heads * cfg->head_dim > CFG_MAX_QDIM)
+        return pt_err(PT_ECONFIG,
+                      "model config: 'num_attention_heads' x 'head_dim' (%d x %d) exceeds %d",
+                      cfg->num_attention_heads, cfg->head_dim, CFG_MAX_QDIM);
+    if ((st = check_positive("rms_norm_eps", cfg->rms_norm_eps)) ||
+        (st = check_positive("rope_theta", cfg->rope_theta)))
+        return st;
+    if (cfg->rms_norm_eps >= 1.0)
+        return pt_err(PT_ECONFIG, "model config: 'rms_norm_eps' = %g must be < 1",
+                      cfg->rms_norm_eps);
+    if (!isfinite(cfg->initializer_range) || cfg->initializer_range < 0)
+        return pt_err(PT_ECONFIG, "model config: 'initializer_range' = %g must be finite and >= 0",
+                      cfg->initializer_range);
+    switch (cfg->rope_type) {
+    case PT_ROPE_DEFAULT:
+        break;
+    case PT_ROPE_LINEAR:
+        if ((st = check_positive("rope_scaling.factor", cfg->rope_factor)))
+            return st;
+        break;
+    case PT_ROPE_LLAMA3:
+        if ((st = check_positive("rope_scaling.factor", cfg->rope_factor)) ||
+            (st = check_positive("rope_scaling.low_freq_factor", cfg->rope_low_freq_factor)) ||
+            (st = check_positive("rope_scaling.high_freq_factor", cfg->rope_high_freq_factor)) ||
+            (st = check_range("rope_scaling.original_max_position_embeddings",
+                              cfg->rope_original_max_position_embeddings, 1, CFG_MAX_POSITIONS)))
+            return st;
+        if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
+            return pt_err(PT_ECONFIG,
+                          "model config: 'rope_scaling.high_freq_factor' (%g) must exceed "
+                          "'low_freq_factor' (%g)",
+                          cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
+        break;
+    default:
+        return pt_err(PT_EUNSUPPORTED, "model config: rope_type %d is not a known pt_rope_type",
+                      cfg->rope_type);
+    }
+    /* What a Hugging Face config.json of the architecture can express. */
+    if (cfg->attention_bias != (cfg->arch == PT_ARCH_QWEN2))
+        return pt_err(cfg->attention_bias ? PT_EUNSUPPORTED : PT_ECONFIG,
+                      "model config: 'attention_bias' (q/k/v biases) %s",
+                      cfg->attention_bias ? "is only supported for qwen2"
+                                          : "is required for qwen2");
+    if (cfg->qk_norm != (cfg->arch == PT_ARCH_QWEN3))
+        return pt_err(cfg->qk_norm ? PT_EUNSUPPORTED : PT_ECONFIG, "model config: 'qk_norm' %s",
+                      cfg->qk_norm ? "is only supported for qwen3" : "is required for qwen3");
+    if (cfg->sliding_window < 0)
+        return pt_err(PT_ECONFIG, "model config: 'sliding_window' = %d must be >= 0",
+                      cfg->sliding_window);
+    if (cfg->sliding_window > 0 && cfg->arch != PT_ARCH_MISTRAL)
+        return pt_err(PT_EUNSUPPORTED, "model config: 'sliding_window' is only supported for mistral");
+    if ((st = check_range("bos_token_id", cfg->bos_token_id, -1, cfg->vocab_size - 1)) ||
+        (st = check_range("eos_token_id", cfg->eos_token_id, -1, cfg->vocab_size - 1)) ||
+        (st = check_range("pad_token_id", cfg->pad_token_id, -1, cfg->vocab_size - 1)))
+        return st;
+
+    /* Parameter count and its byte sizes must not overflow (16 bytes per
+     * parameter for full fine-tuning). */
+    uint64_t H = (uint64_t)cfg->hidden_size, V = (uint64_t)cfg->vocab_size;
+    uint64_t Q = (uint64_t)cfg->num_attention_heads * (uint64_t)cfg->head_dim;
+    uint64_t K = (uint64_t)cfg->num_key_value_heads * (uint64_t)cfg->head_dim;
+    uint64_t I = (uint64_t)cfg->intermediate_size, per_layer = 0, total = 0, bytes;
+    bool ok = true;
+    uint64_t t1, t2;
+    ok &= !__builtin_mul_overflow(H, Q + 2 * K, &t1);      /* q, k, v */
+    ok &= !__builtin_mul_overflow(Q, H, &t2);              /* o */
+    ok &= !__builtin_add_overflow(t1, t2, &per_layer);
+    ok &= !__builtin_mul_overflow(3 * H, I, &t1);          /* gate, up, down */
+    ok &= !__builtin_add_overflow(per_layer, t1, &per_layer);
+    ok &= !__builtin_add_overflow(per_layer, 2 * H + Q + 2 * K + 2 * (uint64_t)cfg->head_dim,
+                                  &per_layer);             /* norms, biases */
+    ok &= !__builtin_mul_overflow(per_layer, (uint64_t)cfg->num_hidden_layers, &total);
+    ok &= !__builtin_mul_overflow(V, H, &t1);
+    ok &= !__builtin_add_overflow(total, cfg->tie_word_embeddings ? t1 : 2 * t1, &total);
+    ok &= !__builtin_add_overflow(total, H, &total);
+    ok &= !__builtin_mul_overflow(total, (uint64_t)16, &bytes);
+#if SIZE_MAX < UINT64_MAX
+    ok &= bytes <= (uint64_t)SIZE_MAX;
+#endif
+    if (!ok)
+        return pt_err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
+    return PT_OK;
+}
