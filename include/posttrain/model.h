@@ -77,6 +77,58 @@ PT_API int pt_model_get_config(pt_model_config *out, const pt_model *model);
 /* Number of parameters (tied embeddings counted once). */
 PT_API int pt_model_num_params(uint64_t *out, const pt_model *model);
 
+/* ---- forward, backward, loss ------------------------------------------------
+ *
+ * A pt_context holds the activations of one forward pass (and what its
+ * backward needs) for up to max_batch x max_seq tokens, allocated once.  The
+ * model itself is only read by a forward, so several contexts may run
+ * forwards on one model from different threads; a backward accumulates into
+ * the model's single gradient block, so backwards on one model must not run
+ * concurrently. */
+typedef struct pt_context pt_context;
+
+PT_API int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq);
+PT_API void pt_context_free(pt_context *ctx);
+
+/* One batch of B rows of T tokens.  Fill with pt_batch_init() first. */
+typedef struct pt_batch {
+    size_t size;                /* sizeof(pt_batch) */
+    int batch;                  /* B, 1 .. the context's max_batch */
+    int seq;                    /* T, 1 .. the context's max_seq */
+    const int32_t *input_ids;   /* B*T token ids in [0, vocab_size) */
+    const int32_t *targets;     /* B*T target ids, or -1 for "no target" (NULL: all -1) */
+    const int32_t *positions;   /* optional B*T rotary positions >= 0 (NULL: 0..T-1 per row) */
+    const int32_t *segments;    /* optional B*T segment ids: attention only between
+                                 * tokens of one row with equal segment id (packing) */
+} pt_batch;
+
+PT_API int pt_batch_init(pt_batch *b);
+
+/* Forward pass.  logprobs (B*T, may be NULL) receives log p(target) for each
+ * token, 0 where the target is -1.  logits (B*T*vocab, may be NULL) receives
+ * the raw logits; when NULL they are never held in full (the LM head runs in
+ * chunks of rows).  The activations stay in ctx for one pt_model_backward. */
+PT_API int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits);
+
+/* Backward pass of the last forward on ctx, starting from dlogprobs (B*T:
+ * dLoss/dlogprob for each token; entries without a target are ignored).
+ * ACCUMULATES into the model's gradients (allocated, zeroed, on first use).
+ * One backward per forward: a second call returns PT_ESTATE. */
+PT_API int pt_model_backward(pt_context *ctx, const float *dlogprobs);
+
+/* Set the model's gradients to zero (no-op before they exist). */
+PT_API int pt_model_zero_grad(pt_model *model);
+/* Allocate the gradient block now (zeroed) instead of on the first backward. */
+PT_API int pt_model_alloc_grads(pt_model *model);
+
+/* Mean cross-entropy -sum(w*lp)/sum(w) over the tokens with a target, where
+ * w is `weights` (B*T, >= 0; NULL: 1 for every token with a target).  With
+ * backward = true it also runs the backward with dlogprobs = -w/sum(w) (fused
+ * with the LM head, so the logits are computed once).  When sum(w) is 0 the
+ * loss is 0 and the gradients are unchanged. */
+PT_API int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
+                         bool backward);
+
 #ifdef __cplusplus
 }
 #endif

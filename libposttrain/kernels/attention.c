@@ -1,0 +1,250 @@
+#include "kernels/attention.h"
+
+#include "core/core.h"
+#include "kernels/gemm.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define DEFAULT_TILE_Q 64
+#define DEFAULT_TILE_K 128
+
+static int tile_q(const pt_attn_shape *s)
+{
+    return s->tile_q > 0 ? s->tile_q : DEFAULT_TILE_Q;
+}
+
+static int tile_k(const pt_attn_shape *s)
+{
+    return s->tile_k > 0 ? s->tile_k : DEFAULT_TILE_K;
+}
+
+static size_t per_thread_floats(const pt_attn_shape *s)
+{
+    size_t tq = (size_t)tile_q(s), tk = (size_t)tile_k(s);
+    size_t fwd = tq * tk + tq * (size_t)s->hd + 2 * tq;
+    size_t bwd = 2 * tq * tk + tq;
+    size_t n = fwd > bwd ? fwd : bwd;
+    return (n + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
+}
+
+size_t pt_attention_scratch_floats(const pt_attn_shape *s, int nthreads)
+{
+    return per_thread_floats(s) * (size_t)(nthreads < 1 ? 1 : nthreads);
+}
+
+/* First key index a query tile starting at i0 can see. */
+static int key_start(const pt_attn_shape *s, int i0)
+{
+    if (s->window > 0 && i0 - s->window + 1 > 0)
+        return i0 - s->window + 1;
+    return 0;
+}
+
+/* True when every (i, j) of the tile is visible, so no mask is needed. */
+static int tile_unmasked(const pt_attn_shape *s, int i0, int i1, int j0, int j1)
+{
+    if (s->seg)
+        return 0;
+    if (j1 - 1 > i0) /* some j > some i */
+        return 0;
+    if (s->window > 0 && (i1 - 1) - j0 >= s->window)
+        return 0;
+    return 1;
+}
+
+static int visible(const pt_attn_shape *s, const int32_t *seg, int i, int j)
+{
+    if (j > i)
+        return 0;
+    if (s->window > 0 && i - j >= s->window)
+        return 0;
+    if (seg && seg[i] != seg[j])
+        return 0;
+    return 1;
+}
+
+static int num_threads_for(size_t tasks)
+{
+    int nt = pt_get_num_threads();
+    if ((size_t)nt > tasks)
+        nt = (int)tasks;
+    return nt < 1 ? 1 : nt;
+}
+
+void pt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const pt_attn_shape *s, float *scratch)
+{
+    const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
+    const int group = nh / nkv;
+    const size_t ldq = (size_t)nh * hd, ldk = (size_t)nkv * hd;
+    const int tq = tile_q(s), tk = tile_k(s);
+    const size_t per = per_thread_floats(s);
+    const size_t tasks = (size_t)B * nh;
+    int nt = num_threads_for(tasks);
+
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (size_t task = 0; task < tasks; task++) {
+        int b = (int)(task / (size_t)nh), h = (int)(task % (size_t)nh), g = h / group;
+        float *S = scratch + per * (size_t)omp_get_thread_num();
+        float *O = S + (size_t)tq * tk, *m = O + (size_t)tq * hd, *l = m + tq;
+        const float *Q = q + (size_t)b * T * ldq + (size_t)h * hd;
+        const float *K = k + (size_t)b * T * ldk + (size_t)g * hd;
+        const float *V = v + (size_t)b * T * ldk + (size_t)g * hd;
+        const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
+        float *Out = out + (size_t)b * T * ldq + (size_t)h * hd;
+        float *Lse = lse + ((size_t)b * nh + h) * T;
+
+        for (int i0 = 0; i0 < T; i0 += tq) {
+            int i1 = i0 + tq < T ? i0 + tq : T, nq = i1 - i0;
+            memset(O, 0, (size_t)nq * hd * sizeof *O);
+            for (int r = 0; r < nq; r++) {
+                m[r] = -INFINITY;
+                l[r] = 0.0f;
+            }
+            for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
+                int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
+                pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, s->scale,
+                            Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, S,
+                            (size_t)tk);
+                int full = tile_unmasked(s, i0, i1, j0, j1);
+                for (int r = 0; r < nq; r++) {
+                    float *Sr = S + (size_t)r * tk;
+                    int i = i0 + r;
+                    if (!full)
+                        for (int c = 0; c < nk; c++)
+                            if (!visible(s, seg, i, j0 + c))
+                                Sr[c] = -INFINITY;
+                    float mt = -INFINITY;
+                    for (int c = 0; c < nk; c++)
+                        mt = Sr[c] > mt ? Sr[c] : mt;
+                    float mn = mt > m[r] ? mt : m[r];
+                    if (mn == -INFINITY) {
+                        memset(Sr, 0, (size_t)nk * sizeof *Sr);
+                        continue;
+                    }
+                    float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+                    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                    for (int c = 0; c < nk; c++) {
+                        float p = expf(Sr[c] - mn);
+                        Sr[c] = p;
+                        sum += p;
+                    }
+                    l[r] = l[r] * alpha + sum;
+                    m[r] = mn;
+                    if (alpha != 1.0f) {
+                        float *Or = O + (size_t)r * hd;
+#pragma omp simd
+                        for (int d = 0; d < hd; d++)
+                            Or[d] *= alpha;
+                    }
+                }
+                pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, S,
+                            (size_t)tk, V + (size_t)j0 * ldk, ldk, 1.0f, O, (size_t)hd);
+            }
+            for (int r = 0; r < nq; r++) {
+                float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+                float *dst = Out + (size_t)(i0 + r) * ldq;
+                const float *Or = O + (size_t)r * hd;
+#pragma omp simd
+                for (int d = 0; d < hd; d++)
+                    dst[d] = Or[d] * inv;
+                Lse[i0 + r] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+            }
+        }
+    }
+}
+
+void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *out, const float *lse,
+                           const pt_attn_shape *s, float *scratch)
+{
+    const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
+    const int group = nh / nkv;
+    const size_t ldq = (size_t)nh * hd, ldk = (size_t)nkv * hd;
+    const int tq = tile_q(s), tk = tile_k(s);
+    const size_t per = per_thread_floats(s);
+    /* One task per (batch, kv head): it owns dk/dv of that head and dq of the
+     * query heads that read it, so no two threads write the same float. */
+    const size_t tasks = (size_t)B * nkv;
+    int nt = num_threads_for(tasks);
+
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (size_t task = 0; task < tasks; task++) {
+        int b = (int)(task / (size_t)nkv), g = (int)(task % (size_t)nkv);
+        float *P = scratch + per * (size_t)omp_get_thread_num();
+        float *dP = P + (size_t)tq * tk, *D = dP + (size_t)tq * tk;
+        const float *K = k + (size_t)b * T * ldk + (size_t)g * hd;
+        const float *V = v + (size_t)b * T * ldk + (size_t)g * hd;
+        float *dK = dk + (size_t)b * T * ldk + (size_t)g * hd;
+        float *dV = dv + (size_t)b * T * ldk + (size_t)g * hd;
+        const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
+        for (int t = 0; t < T; t++) {
+            memset(dK + (size_t)t * ldk, 0, (size_t)hd * sizeof *dK);
+            memset(dV + (size_t)t * ldk, 0, (size_t)hd * sizeof *dV);
+        }
+        for (int h = g * group; h < (g + 1) * group; h++) {
+            const float *Q = q + (size_t)b * T * ldq + (size_t)h * hd;
+            const float *O = out + (size_t)b * T * ldq + (size_t)h * hd;
+            const float *dO = dout + (size_t)b * T * ldq + (size_t)h * hd;
+            float *dQ = dq + (size_t)b * T * ldq + (size_t)h * hd;
+            const float *Lse = lse + ((size_t)b * nh + h) * T;
+            for (int t = 0; t < T; t++)
+                memset(dQ + (size_t)t * ldq, 0, (size_t)hd * sizeof *dQ);
+            for (int i0 = 0; i0 < T; i0 += tq) {
+                int i1 = i0 + tq < T ? i0 + tq : T, nq = i1 - i0;
+                for (int r = 0; r < nq; r++) {
+                    const float *a = dO + (size_t)(i0 + r) * ldq, *o = O + (size_t)(i0 + r) * ldq;
+                    float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+                    for (int x = 0; x < hd; x++)
+                        d += a[x] * o[x];
+                    D[r] = d;
+                }
+                for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
+                    int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
+                    pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, s->scale,
+                                Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, P,
+                                (size_t)tk);
+                    int full = tile_unmasked(s, i0, i1, j0, j1);
+                    for (int r = 0; r < nq; r++) {
+                        float *Pr = P + (size_t)r * tk;
+                        float L = Lse[i0 + r];
+#pragma omp simd
+                        for (int c = 0; c < nk; c++)
+                            Pr[c] = expf(Pr[c] - L);
+                        if (!full)
+                            for (int c = 0; c < nk; c++)
+                                if (!visible(s, seg, i0 + r, j0 + c))
+                                    Pr[c] = 0.0f;
+                    }
+                    /* dV += P^T dO */
+                    pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
+                                (size_t)tk, dO + (size_t)i0 * ldq, ldq, 1.0f,
+                                dV + (size_t)j0 * ldk, ldk);
+                    /* dP = dO V^T */
+                    pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
+                                dO + (size_t)i0 * ldq, ldq, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
+                                (size_t)tk);
+                    /* dS = P * (dP - D) * scale, into dP */
+                    for (int r = 0; r < nq; r++) {
+                        float *Pr = P + (size_t)r * tk, *dPr = dP + (size_t)r * tk;
+                        float Dr = D[r], sc = s->scale;
+#pragma omp simd
+                        for (int c = 0; c < nk; c++)
+                            dPr[c] = Pr[c] * (dPr[c] - Dr) * sc;
+                    }
+                    /* dQ += dS K ; dK += dS^T Q */
+                    pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, dP,
+                                (size_t)tk, K + (size_t)j0 * ldk, ldk, 1.0f,
+                                dQ + (size_t)i0 * ldq, ldq);
+                    pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, dP,
+                                (size_t)tk, Q + (size_t)i0 * ldq, ldq, 1.0f,
+                                dK + (size_t)j0 * ldk, ldk);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+/* Causal multi-head attention with grouped-query heads, tiled in the
+ * FlashAttention-2 manner: scores are computed one (query tile x key tile)
+ * block at a time with a running row maximum and sum, only the per-row
+ * logsumexp is kept, and the backward recomputes the probabilities from it.
+ * Memory beyond the inputs and outputs is O(threads x tile^2).
+ *
+ * Layouts (token-major, as the projections produce them):
+ *   q, out, dq : [B*T, nh*hd]   (row stride nh*hd)
+ *   k, v, dk, dv : [B*T, nkv*hd] (row stride nkv*hd)
+ *   lse : [B, nh, T]
+ * Query head h reads key/value head h / (nh/nkv).  Token i attends to j when
+ * j <= i, seg[i] == seg[j] (when seg is given) and i - j < window (window 0:
+ * unlimited).  Scores are scaled by `scale` (1/sqrt(hd)). */
+#ifndef PT_KERNELS_ATTENTION_H
+#define PT_KERNELS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pt_attn_shape {
+    int batch, seq, nh, nkv, hd;
+    float scale;
+    const int32_t *seg;   /* B*T segment ids, or NULL */
+    int window;           /* 0: unlimited */
+    int tile_q, tile_k;   /* 0: defaults */
+} pt_attn_shape;
+
+/* Floats of scratch the calls below need for `nthreads` threads. */
+size_t pt_attention_scratch_floats(const pt_attn_shape *s, int nthreads);
+
+/* out and lse are overwritten. */
+void pt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          const pt_attn_shape *s, float *scratch);
+
+/* dq, dk, dv are overwritten.  out/lse are the forward's results. */
+void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *out, const float *lse,
+                           const pt_attn_shape *s, float *scratch);
+
+#endif

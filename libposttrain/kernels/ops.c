@@ -1,0 +1,285 @@
+#include "kernels/ops.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Threads for a loop over `work` scalar operations: one thread for small
+ * loops (waking the team costs more than it saves). */
+static int loop_threads(size_t work)
+{
+    int nt = pt_get_num_threads();
+    return (nt > 1 && work >= 32768) ? nt : 1;
+}
+
+/* ---- RMSNorm ----------------------------------------------------------------- */
+
+void pt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
+                        size_t d, float eps)
+{
+    int nt = loop_threads(rows * d);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d;
+        float *yr = y + r * d;
+        float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (size_t i = 0; i < d; i++)
+            ss += xr[i] * xr[i];
+        float rs = 1.0f / sqrtf(ss / (float)d + eps);
+        if (rstd)
+            rstd[r] = rs;
+#pragma omp simd
+        for (size_t i = 0; i < d; i++)
+            yr[i] = xr[i] * rs * w[i];
+    }
+}
+
+void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                         const float *rstd, size_t rows, size_t d, bool accumulate_dx)
+{
+    int nt = loop_threads(rows * d);
+    /* dw first, so dx may alias dy. */
+    if (dw) {
+        /* dw[i] += sum_r dy[r,i] * x[r,i] * rs[r]: columns split across threads,
+         * rows in order, so the result does not depend on the thread count.
+         * Blocks of 16 columns keep the inner loop vectorised. */
+        size_t nblk = (d + 15) / 16;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            size_t j0 = b * 16, j1 = j0 + 16 < d ? j0 + 16 : d;
+            float acc[16] = { 0 };
+            for (size_t r = 0; r < rows; r++) {
+                const float *xr = x + r * d, *dyr = dy + r * d;
+                float rs = rstd[r];
+#pragma omp simd
+                for (size_t j = j0; j < j1; j++)
+                    acc[j - j0] += dyr[j] * xr[j] * rs;
+            }
+            for (size_t j = j0; j < j1; j++)
+                dw[j] += acc[j - j0];
+        }
+    }
+    /* dx = rs * w*dy - rs^3/d * x * sum(w*dy*x) */
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d, *dyr = dy + r * d;
+        float *dxr = dx + r * d;
+        float rs = rstd[r];
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (size_t i = 0; i < d; i++)
+            dot += w[i] * dyr[i] * xr[i];
+        float c = dot * rs * rs * rs / (float)d;
+        if (accumulate_dx) {
+#pragma omp simd
+            for (size_t i = 0; i < d; i++)
+                dxr[i] += rs * w[i] * dyr[i] - c * xr[i];
+        } else {
+#pragma omp simd
+            for (size_t i = 0; i < d; i++)
+                dxr[i] = rs * w[i] * dyr[i] - c * xr[i];
+        }
+    }
+}
+
+/* ---- RoPE ---------------------------------------------------------------------- */
+
+void pt_rope_inv_freq(float *inv_freq, int hd, double theta, int type, double factor,
+                      double low_freq_factor, double high_freq_factor, int original_max_pos)
+{
+    int half = hd / 2;
+    for (int j = 0; j < half; j++) {
+        /* As Hugging Face: float32 exponent 2j/hd, base ** exponent, 1/that. */
+        float expo = (float)(2 * j) / (float)hd;
+        float f = (float)(1.0 / pow(theta, (double)expo));
+        if (type == 2 && factor > 0) {
+            f = (float)((double)f / factor);
+        } else if (type == 1 && factor > 0) {
+            double old = (double)original_max_pos;
+            double low_wl = old / low_freq_factor, high_wl = old / high_freq_factor;
+            double wl = 2.0 * M_PI / (double)f;
+            double g = wl > low_wl ? (double)f / factor : (double)f;
+            if (!(wl < high_wl) && !(wl > low_wl)) {
+                double smooth = (old / wl - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                g = (1.0 - smooth) * g / factor + smooth * g;
+            }
+            f = (float)g;
+        }
+        inv_freq[j] = f;
+    }
+}
+
+void pt_rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, const float *inv_freq,
+                   int hd)
+{
+    size_t half = (size_t)hd / 2;
+    int nt = loop_threads(n * half * 8);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < n; t++) {
+        float p = (float)pos[t];
+        for (size_t j = 0; j < half; j++) {
+            float a = p * inv_freq[j]; /* float32 product, as torch does */
+            cos_t[t * half + j] = (float)cos((double)a);
+            sin_t[t * half + j] = (float)sin((double)a);
+        }
+    }
+}
+
+void pt_rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const float *cos_t,
+                   const float *sin_t, bool inverse)
+{
+    size_t half = (size_t)hd / 2;
+    float sgn = inverse ? -1.0f : 1.0f;
+    int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < n; t++) {
+        const float *c = cos_t + t * half, *s = sin_t + t * half;
+        for (int h = 0; h < nheads; h++) {
+            float *x1 = x + t * ld + (size_t)h * (size_t)hd, *x2 = x1 + half;
+#pragma omp simd
+            for (size_t j = 0; j < half; j++) {
+                float a = x1[j], b = x2[j], sj = sgn * s[j];
+                x1[j] = a * c[j] - b * sj;
+                x2[j] = b * c[j] + a * sj;
+            }
+        }
+    }
+}
+
+/* ---- SwiGLU ---------------------------------------------------------------------- */
+
+void pt_swiglu_forward(float *h, const float *g, const float *u, size_t n)
+{
+    int nt = loop_threads(n * 4);
+#pragma omp parallel for simd num_threads(nt) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float sig = 1.0f / (1.0f + expf(-gi));
+        h[i] = gi * sig * u[i];
+    }
+}
+
+void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                        size_t n)
+{
+    int nt = loop_threads(n * 4);
+#pragma omp parallel for simd num_threads(nt) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i], d = dh[i];
+        float sig = 1.0f / (1.0f + expf(-gi));
+        float silu = gi * sig;
+        du[i] = d * silu;
+        dg[i] = d * u[i] * sig * (1.0f + gi * (1.0f - sig));
+    }
+}
+
+/* ---- Elementwise ------------------------------------------------------------------- */
+
+void pt_colsum_add(float *db, const float *dy, size_t rows, size_t n, size_t ld)
+{
+    size_t nblk = (n + 15) / 16;
+    int nt = loop_threads(rows * n);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        size_t j0 = b * 16, j1 = j0 + 16 < n ? j0 + 16 : n;
+        float acc[16] = { 0 };
+        for (size_t r = 0; r < rows; r++) {
+            const float *y = dy + r * ld;
+#pragma omp simd
+            for (size_t j = j0; j < j1; j++)
+                acc[j - j0] += y[j];
+        }
+        for (size_t j = j0; j < j1; j++)
+            db[j] += acc[j - j0];
+    }
+}
+
+void pt_rows_set(float *y, const float *b, size_t rows, size_t n, size_t ld)
+{
+    for (size_t r = 0; r < rows; r++)
+        memcpy(y + r * ld, b, n * sizeof *y);
+}
+
+void pt_copy(float *y, const float *x, size_t n)
+{
+    if (y != x)
+        memcpy(y, x, n * sizeof *y);
+}
+
+/* ---- Embedding ------------------------------------------------------------------------ */
+
+void pt_embedding_forward(float *out, const float *table, const int32_t *ids, size_t n, size_t d)
+{
+    for (size_t t = 0; t < n; t++)
+        memcpy(out + t * d, table + (size_t)ids[t] * d, d * sizeof *out);
+}
+
+void pt_embedding_backward(float *dtable, const float *dout, const int32_t *ids, size_t n,
+                           size_t d)
+{
+    size_t nblk = (d + 63) / 64;
+    int nt = loop_threads(n * d);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        size_t j0 = b * 64, j1 = j0 + 64 < d ? j0 + 64 : d;
+        for (size_t t = 0; t < n; t++) {
+            float *dst = dtable + (size_t)ids[t] * d;
+            const float *src = dout + t * d;
+#pragma omp simd
+            for (size_t j = j0; j < j1; j++)
+                dst[j] += src[j];
+        }
+    }
+}
+
+/* ---- Log-softmax ------------------------------------------------------------------------ */
+
+static float row_max(const float *x, size_t v)
+{
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (size_t i = 0; i < v; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_t *target,
+                        size_t rows, size_t v)
+{
+    int nt = loop_threads(rows * v);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = logits + r * v;
+        float m = row_max(x, v);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = 0; i < v; i++)
+            s += expf(x[i] - m);
+        float l = m + logf(s);
+        lse[r] = l;
+        if (lp)
+            lp[r] = target[r] >= 0 ? x[target[r]] - l : 0.0f;
+    }
+}
+
+void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,
+                                 const int32_t *target, size_t rows, size_t v)
+{
+    int nt = loop_threads(rows * v);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        float *x = logits + r * v;
+        float g = target[r] >= 0 ? dlp[r] : 0.0f;
+        if (g == 0.0f) {
+            memset(x, 0, v * sizeof *x);
+            continue;
+        }
+        float l = lse[r], ng = -g;
+#pragma omp simd
+        for (size_t i = 0; i < v; i++)
+            x[i] = ng * expf(x[i] - l);
+        x[target[r]] += g;
+    }
+}

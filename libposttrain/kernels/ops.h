@@ -1,0 +1,71 @@
+/* Transformer building blocks in the llm.c style: one forward and one
+ * backward function per operation, plain float pointers, explicit sizes,
+ * row-major.  Backward functions ACCUMULATE parameter gradients (dw, db) and
+ * either overwrite or accumulate input gradients as documented.  All loops
+ * honour pt_get_num_threads(); reductions run in a fixed order, so results do
+ * not depend on scheduling (and parameter-gradient reductions not even on the
+ * thread count).  Nothing here knows about models. */
+#ifndef PT_KERNELS_OPS_H
+#define PT_KERNELS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * w, over rows of length d ---- */
+/* y may alias x.  rstd (rows) receives rsqrt(mean(x^2)+eps) when non-NULL. */
+void pt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
+                        size_t d, float eps);
+/* dx (+)= d/dx, dw += d/dw.  x is the forward input, rstd its saved value.
+ * accumulate_dx: add into dx instead of overwriting it.  dw may be NULL. */
+void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                         const float *rstd, size_t rows, size_t d, bool accumulate_dx);
+
+/* ---- Rotary embeddings, Hugging Face rotate_half convention ---------------- */
+/* inv_freq (hd/2) for head_dim hd: 1/theta^(2j/hd), then the rope scaling:
+ * type 0 none, 1 "llama3" (factor, low/high freq factor, original max
+ * positions), 2 "linear" (divide by factor). */
+void pt_rope_inv_freq(float *inv_freq, int hd, double theta, int type, double factor,
+                      double low_freq_factor, double high_freq_factor, int original_max_pos);
+/* cos/sin tables (n x hd/2) for n positions. */
+void pt_rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, const float *inv_freq,
+                   int hd);
+/* Rotate x (n tokens x nheads heads x hd, row stride ld floats) in place with
+ * the tables of each token.  inverse = true applies the transposed rotation
+ * (which is the backward of the forward rotation). */
+void pt_rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const float *cos_t,
+                   const float *sin_t, bool inverse);
+
+/* ---- SwiGLU: h = silu(g) * u ---------------------------------------------- */
+void pt_swiglu_forward(float *h, const float *g, const float *u, size_t n);
+/* From dh: dg and du (overwritten).  dg may alias dh. */
+void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+                        size_t n);
+
+/* ---- Elementwise helpers --------------------------------------------------- */
+/* db[j] += sum over rows of dy[r*ld + j], j < n; fixed order per column. */
+void pt_colsum_add(float *db, const float *dy, size_t rows, size_t n, size_t ld);
+/* y[r*ld + j] = b[j] for every row (bias broadcast before a beta=1 GEMM). */
+void pt_rows_set(float *y, const float *b, size_t rows, size_t n, size_t ld);
+/* y = x (n floats). */
+void pt_copy(float *y, const float *x, size_t n);
+
+/* ---- Embedding -------------------------------------------------------------- */
+/* out[t] = table[ids[t]] (d floats per row); ids must be in range. */
+void pt_embedding_forward(float *out, const float *table, const int32_t *ids, size_t n, size_t d);
+/* dtable[ids[t]] += dout[t]; deterministic (columns split across threads,
+ * tokens in order). */
+void pt_embedding_backward(float *dtable, const float *dout, const int32_t *ids, size_t n,
+                           size_t d);
+
+/* ---- Log-softmax / cross-entropy on a chunk of logits rows ------------------ */
+/* For each row r of logits (rows x v, row stride v): lse[r] = logsumexp, and
+ * lp[r] = logits[target[r]] - lse[r] (0 when target[r] < 0). */
+void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_t *target,
+                        size_t rows, size_t v);
+/* In place: logits row r becomes dlp[r] * (onehot(target[r]) - softmax(row));
+ * rows with target < 0 or dlp == 0 become zero. */
+void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,
+                                 const int32_t *target, size_t rows, size_t v);
+
+#endif

@@ -1,0 +1,512 @@
+/* The transformer's forward, backward and loss over a pt_context.
+ *
+ * Activations kept per layer for the backward (N = max_batch * max_seq):
+ *   x [N,H] layer input, xmid [N,H] residual after attention, q [N,Q],
+ *   k/v [N,KV] (after qk-norm and rope), att [N,Q] attention output,
+ *   lse [B*nh*T] attention row logsumexp, gate/up [N,I], r1/r2 [N] RMSNorm
+ *   rstd, and for qk-norm the pre-norm q/k and their per-head rstd.
+ * The normalised inputs and silu(gate)*up are recomputed in the backward;
+ * the attention probabilities are recomputed tile by tile; the logits exist
+ * only one chunk of rows at a time. */
+#include "model/transformer.h"
+
+#include "core/core.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+typedef struct layer_acts {
+    float *x, *xmid, *q, *k, *v, *att, *lse, *gate, *up, *r1, *r2;
+    float *qpre, *kpre, *rq, *rk; /* qk-norm only */
+} layer_acts;
+
+enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
+
+struct pt_context {
+    pt_model *model;
+    int max_batch, max_seq;
+    int B, T;
+    int state;
+    size_t chunk_rows;
+    int attn_threads;
+    float *block;
+    layer_acts *acts;     /* num_hidden_layers + 1 (the last holds only x) */
+    float *rf, *head_lse, *lp, *dlp;
+    float *xn, *hbuf, *dx, *dxn, *dq, *dk, *dv, *datt, *dg, *du;
+    float *chunk;
+    float *cos_t, *sin_t;
+    float *attn_scratch;
+    int32_t *ids, *tgt, *pos, *seg;
+    bool has_seg;
+};
+
+/* ---- allocation --------------------------------------------------------------- */
+
+typedef struct planner {
+    size_t total;   /* floats so far */
+    bool overflow;
+} planner;
+
+/* Reserve n floats (64-byte aligned); returns the offset. */
+static size_t plan(planner *p, size_t a, size_t b)
+{
+    size_t n, start = (p->total + 15) & ~(size_t)15, end;
+    if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
+        end > ((size_t)1 << 60) / sizeof(float)) {
+        p->overflow = true;
+        return 0;
+    }
+    p->total = end;
+    return start;
+}
+
+
+int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    if (!out || !model)
+        return pt_err(PT_EINVAL, "pt_context_create: NULL argument");
+    *out = NULL;
+    if (max_batch <= 0 || max_seq <= 0)
+        return pt_err(PT_EINVAL, "pt_context_create: max_batch %d and max_seq %d must be positive",
+                      max_batch, max_seq);
+    const pt_model_config *c = &model->cfg;
+    const int L = c->num_hidden_layers;
+    size_t N;
+    if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
+        return pt_err(PT_ENOMEM, "pt_context_create: %d x %d tokens is too many", max_batch,
+                      max_seq);
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim, V = (size_t)c->vocab_size;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim;
+
+    pt_context *ctx = pt_calloc(1, sizeof *ctx);
+    if (!ctx)
+        return PT_ENOMEM;
+    ctx->model = model;
+    ctx->max_batch = max_batch;
+    ctx->max_seq = max_seq;
+    ctx->acts = pt_calloc((size_t)L + 1, sizeof *ctx->acts);
+    size_t *loffs = pt_calloc(((size_t)L + 1) * 16, sizeof *loffs);
+    if (!ctx->acts || !loffs) {
+        pt_free(loffs);
+        pt_context_free(ctx);
+        return PT_ENOMEM;
+    }
+    /* Logit chunk: about 16 MiB of floats, at least 16 rows, at most N. */
+    size_t cr = ((size_t)1 << 22) / V;
+    cr = cr < 16 ? 16 : (cr / 16) * 16;
+    ctx->chunk_rows = cr > N ? N : cr;
+    int nt = pt_get_num_threads();
+    int procs = omp_get_num_procs();
+    ctx->attn_threads = nt > procs ? nt : procs;
+    if (ctx->attn_threads < 1)
+        ctx->attn_threads = 1;
+
+    planner p = { 0, false };
+    for (int l = 0; l <= L; l++) {
+        size_t *o = loffs + (size_t)l * 16;
+        o[0] = plan(&p, N, H);  /* x */
+        if (l == L)
+            break;
+        o[1] = plan(&p, N, H);  /* xmid */
+        o[2] = plan(&p, N, Q);  /* q */
+        o[3] = plan(&p, N, KV); /* k */
+        o[4] = plan(&p, N, KV); /* v */
+        o[5] = plan(&p, N, Q);  /* att */
+        o[6] = plan(&p, N, nh); /* lse */
+        o[7] = plan(&p, N, I);  /* gate */
+        o[8] = plan(&p, N, I);  /* up */
+        o[9] = plan(&p, N, 1);  /* r1 */
+        o[10] = plan(&p, N, 1); /* r2 */
+        if (c->qk_norm) {
+            o[11] = plan(&p, N, Q);
+            o[12] = plan(&p, N, KV);
+            o[13] = plan(&p, N, nh);
+            o[14] = plan(&p, N, nkv);
+        }
+    }
+    size_t rf_o = plan(&p, N, 1), hl_o = plan(&p, N, 1), lp_o = plan(&p, N, 1);
+    size_t dlp_o = plan(&p, N, 1);
+    size_t xn_o = plan(&p, N, H), h_o = plan(&p, N, I), dx_o = plan(&p, N, H);
+    size_t dxn_o = plan(&p, N, H), dq_o = plan(&p, N, Q), dk_o = plan(&p, N, KV);
+    size_t dv_o = plan(&p, N, KV), datt_o = plan(&p, N, Q), dg_o = plan(&p, N, I);
+    size_t du_o = plan(&p, N, I), ch_o = plan(&p, ctx->chunk_rows, V);
+    size_t cos_o = plan(&p, N, hd / 2), sin_o = plan(&p, N, hd / 2);
+    pt_attn_shape as = { .batch = max_batch, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
+                         .hd = (int)hd };
+    size_t at_o = plan(&p, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
+    size_t ids_o = plan(&p, N, 4); /* four int32 arrays, stored in float-sized slots */
+    if (p.overflow) {
+        pt_free(loffs);
+        pt_context_free(ctx);
+        return pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
+                      "overflows", max_batch, max_seq);
+    }
+    ctx->block = pt_malloc_aligned(p.total * sizeof(float));
+    if (!ctx->block) {
+        pt_free(loffs);
+        pt_context_free(ctx);
+        return pt_err_prefix(PT_ENOMEM, "pt_context_create: %zu MiB of activations",
+                             p.total * sizeof(float) >> 20);
+    }
+    float *B0 = ctx->block;
+    for (int l = 0; l <= L; l++) {
+        size_t *o = loffs + (size_t)l * 16;
+        layer_acts *a = &ctx->acts[l];
+        a->x = B0 + o[0];
+        if (l == L)
+            break;
+        a->xmid = B0 + o[1];
+        a->q = B0 + o[2];
+        a->k = B0 + o[3];
+        a->v = B0 + o[4];
+        a->att = B0 + o[5];
+        a->lse = B0 + o[6];
+        a->gate = B0 + o[7];
+        a->up = B0 + o[8];
+        a->r1 = B0 + o[9];
+        a->r2 = B0 + o[10];
+        if (c->qk_norm) {
+            a->qpre = B0 + o[11];
+            a->kpre = B0 + o[12];
+            a->rq = B0 + o[13];
+            a->rk = B0 + o[14];
+        }
+    }
+    pt_free(loffs);
+    ctx->rf = B0 + rf_o;
+    ctx->head_lse = B0 + hl_o;
+    ctx->lp = B0 + lp_o;
+    ctx->dlp = B0 + dlp_o;
+    ctx->xn = B0 + xn_o;
+    ctx->hbuf = B0 + h_o;
+    ctx->dx = B0 + dx_o;
+    ctx->dxn = B0 + dxn_o;
+    ctx->dq = B0 + dq_o;
+    ctx->dk = B0 + dk_o;
+    ctx->dv = B0 + dv_o;
+    ctx->datt = B0 + datt_o;
+    ctx->dg = B0 + dg_o;
+    ctx->du = B0 + du_o;
+    ctx->chunk = B0 + ch_o;
+    ctx->cos_t = B0 + cos_o;
+    ctx->sin_t = B0 + sin_o;
+    ctx->attn_scratch = B0 + at_o;
+    int32_t *ib = (int32_t *)(B0 + ids_o);
+    ctx->ids = ib;
+    ctx->tgt = ib + N;
+    ctx->pos = ib + 2 * N;
+    ctx->seg = ib + 3 * N;
+    *out = ctx;
+    return PT_OK;
+}
+
+void pt_context_free(pt_context *ctx)
+{
+    if (!ctx)
+        return;
+    pt_free_aligned(ctx->block);
+    pt_free(ctx->acts);
+    pt_free(ctx);
+}
+
+int pt_batch_init(pt_batch *b)
+{
+    if (!b)
+        return pt_err(PT_EINVAL, "pt_batch_init: NULL batch");
+    memset(b, 0, sizeof *b);
+    b->size = sizeof *b;
+    return PT_OK;
+}
+
+/* ---- forward -------------------------------------------------------------------- */
+
+static pt_linear lin(const float *w, const float *b, float *dw, float *db, size_t in, size_t out)
+{
+    pt_linear l = { w, b, dw, db, in, out };
+    return l;
+}
+
+static pt_attn_shape attn_shape(const pt_context *ctx)
+{
+    const pt_model_config *c = &ctx->model->cfg;
+    pt_attn_shape s = {
+        .batch = ctx->B, .seq = ctx->T, .nh = c->num_attention_heads,
+        .nkv = c->num_key_value_heads, .hd = c->head_dim,
+        .scale = (float)(1.0 / sqrt((double)c->head_dim)),
+        .seg = ctx->has_seg ? ctx->seg : NULL, .window = 0,
+    };
+    return s;
+}
+
+/* Validate a batch and copy its token data into the context. */
+static int load_batch(pt_context *ctx, const pt_batch *b)
+{
+    const pt_model_config *c = &ctx->model->cfg;
+    if (b->size != sizeof(pt_batch))
+        return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",
+                      b->size, sizeof(pt_batch));
+    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
+        return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
+                      b->batch, b->seq, ctx->max_batch, ctx->max_seq);
+    if (!b->input_ids)
+        return pt_err(PT_EINVAL, "batch: input_ids is NULL");
+    if (c->sliding_window > 0 && b->seq > c->sliding_window)
+        return pt_err(PT_EUNSUPPORTED, "batch: sequence length %d exceeds the model's "
+                      "sliding_window %d; sliding-window attention is not supported",
+                      b->seq, c->sliding_window);
+    const int B = b->batch, T = b->seq;
+    const size_t n = (size_t)B * T;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = b->input_ids[i];
+        if (id < 0 || id >= c->vocab_size)
+            return pt_err(PT_ERANGE, "batch: input id %d at row %zu position %zu is outside the "
+                          "vocabulary [0, %d)", id, i / (size_t)T, i % (size_t)T, c->vocab_size);
+        int32_t t = b->targets ? b->targets[i] : -1;
+        if (t < -1 || t >= c->vocab_size)
+            return pt_err(PT_ERANGE, "batch: target %d at row %zu position %zu is outside the "
+                          "vocabulary [0, %d) (use -1 for no target)", t, i / (size_t)T,
+                          i % (size_t)T, c->vocab_size);
+        int32_t p = b->positions ? b->positions[i] : (int32_t)(i % (size_t)T);
+        if (p < 0)
+            return pt_err(PT_ERANGE, "batch: position %d at row %zu position %zu is negative", p,
+                          i / (size_t)T, i % (size_t)T);
+        ctx->ids[i] = id;
+        ctx->tgt[i] = t;
+        ctx->pos[i] = p;
+        ctx->seg[i] = b->segments ? b->segments[i] : 0;
+    }
+    ctx->B = B;
+    ctx->T = T;
+    ctx->has_seg = b->segments != NULL;
+    return PT_OK;
+}
+
+/* LM head over chunks of rows: logits, log-softmax, log p(target), and when
+ * dlp is given the gradient (dxn = dlogits W, dW += dlogits^T xn) from the
+ * same logits.  xn is the final normalised hidden state. */
+static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, const float *dlp,
+                        float *dxn, bool compute_lp)
+{
+    pt_model *m = ctx->model;
+    const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
+    const size_t n = (size_t)ctx->B * ctx->T;
+    const float *W = m->w.lm_head;
+    for (size_t r0 = 0; r0 < n; r0 += ctx->chunk_rows) {
+        size_t nr = n - r0 < ctx->chunk_rows ? n - r0 : ctx->chunk_rows;
+        float *lg = ctx->chunk;
+        pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
+        if (logits_out)
+            memcpy(logits_out + r0 * V, lg, nr * V * sizeof *lg);
+        if (compute_lp)
+            pt_logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
+        if (!dlp)
+            continue;
+        pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+        pt_sgemm(false, false, nr, H, V, 1.0f, lg, V, W, H, 0.0f, dxn + r0 * H, H);
+        pt_sgemm(true, false, V, H, nr, 1.0f, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
+    }
+}
+
+static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
+                        const float *fused_dlp)
+{
+    pt_model *m = ctx->model;
+    const pt_model_config *c = &m->cfg;
+    ctx->state = ST_EMPTY;
+    int st = load_batch(ctx, b);
+    if (st != PT_OK)
+        return st;
+    if (fused_dlp && (st = pt_model_alloc_grads(m)) != PT_OK)
+        return st;
+    const int L = c->num_hidden_layers;
+    const size_t n = (size_t)ctx->B * ctx->T;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
+    const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    const float eps = (float)c->rms_norm_eps;
+    pt_attn_shape as = attn_shape(ctx);
+
+    pt_rope_table(ctx->cos_t, ctx->sin_t, ctx->pos, n, m->inv_freq, hd);
+    pt_embedding_forward(ctx->acts[0].x, m->w.embed, ctx->ids, n, H);
+    for (int l = 0; l < L; l++) {
+        layer_acts *a = &ctx->acts[l];
+        const pt_layer_w *w = &m->w.layers[l];
+        float *xn = ctx->xn;
+        pt_rmsnorm_forward(xn, a->r1, a->x, w->ln1, n, H, eps);
+        float *qo = c->qk_norm ? a->qpre : a->q, *ko = c->qk_norm ? a->kpre : a->k;
+        pt_linear lq = lin(w->wq, w->bq, NULL, NULL, H, Q);
+        pt_linear lk = lin(w->wk, w->bk, NULL, NULL, H, KV);
+        pt_linear lv = lin(w->wv, w->bv, NULL, NULL, H, KV);
+        pt_linear_forward(&lq, qo, Q, xn, H, n, false);
+        pt_linear_forward(&lk, ko, KV, xn, H, n, false);
+        pt_linear_forward(&lv, a->v, KV, xn, H, n, false);
+        if (c->qk_norm) {
+            pt_rmsnorm_forward(a->q, a->rq, a->qpre, w->qn, n * (size_t)nh, (size_t)hd, eps);
+            pt_rmsnorm_forward(a->k, a->rk, a->kpre, w->kn, n * (size_t)nkv, (size_t)hd, eps);
+        }
+        pt_rope_apply(a->q, Q, n, nh, hd, ctx->cos_t, ctx->sin_t, false);
+        pt_rope_apply(a->k, KV, n, nkv, hd, ctx->cos_t, ctx->sin_t, false);
+        pt_attention_forward(a->att, a->lse, a->q, a->k, a->v, &as, ctx->attn_scratch);
+        pt_copy(a->xmid, a->x, n * H);
+        pt_linear lo = lin(w->wo, NULL, NULL, NULL, Q, H);
+        pt_linear_forward(&lo, a->xmid, H, a->att, Q, n, true);
+        pt_rmsnorm_forward(xn, a->r2, a->xmid, w->ln2, n, H, eps);
+        pt_linear lg = lin(w->wg, NULL, NULL, NULL, H, I);
+        pt_linear lu = lin(w->wu, NULL, NULL, NULL, H, I);
+        pt_linear_forward(&lg, a->gate, I, xn, H, n, false);
+        pt_linear_forward(&lu, a->up, I, xn, H, n, false);
+        pt_swiglu_forward(ctx->hbuf, a->gate, a->up, n * I);
+        float *next = ctx->acts[l + 1].x;
+        pt_copy(next, a->xmid, n * H);
+        pt_linear ld = lin(w->wd, NULL, NULL, NULL, I, H);
+        pt_linear_forward(&ld, next, H, ctx->hbuf, I, n, true);
+        if ((st = pt_check_abort()) != PT_OK)
+            return st;
+    }
+    pt_rmsnorm_forward(ctx->xn, ctx->rf, ctx->acts[L].x, m->w.norm, n, H, eps);
+    head_chunks(ctx, ctx->xn, logits, fused_dlp, ctx->dxn, true);
+    if (logprobs)
+        memcpy(logprobs, ctx->lp, n * sizeof *logprobs);
+    ctx->state = fused_dlp ? ST_FORWARD_FUSED : ST_FORWARD;
+    return PT_OK;
+}
+
+int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
+{
+    if (!ctx || !b)
+        return pt_err(PT_EINVAL, "pt_model_forward: NULL argument");
+    return forward_impl(ctx, b, logprobs, logits, NULL);
+}
+
+/* ---- backward ------------------------------------------------------------------- */
+
+static int backward_impl(pt_context *ctx, const float *dlp)
+{
+    pt_model *m = ctx->model;
+    const pt_model_config *c = &m->cfg;
+    int st = pt_model_alloc_grads(m);
+    if (st != PT_OK)
+        return st;
+    const int L = c->num_hidden_layers;
+    const size_t n = (size_t)ctx->B * ctx->T;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
+    const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    const float eps = (float)c->rms_norm_eps;
+    pt_attn_shape as = attn_shape(ctx);
+    float *xn = ctx->xn, *dx = ctx->dx, *dxn = ctx->dxn;
+
+    if (ctx->state == ST_FORWARD) {
+        pt_rmsnorm_forward(xn, NULL, ctx->acts[L].x, m->w.norm, n, H, eps);
+        head_chunks(ctx, xn, NULL, dlp, dxn, false);
+    }
+    ctx->state = ST_EMPTY;
+    pt_rmsnorm_backward(dx, m->g.norm, dxn, ctx->acts[L].x, m->w.norm, ctx->rf, n, H, false);
+
+    for (int l = L - 1; l >= 0; l--) {
+        layer_acts *a = &ctx->acts[l];
+        const pt_layer_w *w = &m->w.layers[l];
+        pt_layer_w *g = &m->g.layers[l];
+        /* MLP: dx holds dLoss/d(layer output) = d(xmid) through the residual. */
+        pt_rmsnorm_forward(xn, NULL, a->xmid, w->ln2, n, H, eps);
+        pt_swiglu_forward(ctx->hbuf, a->gate, a->up, n * I);
+        pt_linear ld = lin(w->wd, NULL, g->wd, NULL, I, H);
+        pt_linear_backward(&ld, ctx->dg, I, false, dx, H, ctx->hbuf, I, n);
+        pt_swiglu_backward(ctx->dg, ctx->du, ctx->dg, a->gate, a->up, n * I);
+        pt_linear lg = lin(w->wg, NULL, g->wg, NULL, H, I);
+        pt_linear lu = lin(w->wu, NULL, g->wu, NULL, H, I);
+        pt_linear_backward(&lg, dxn, H, false, ctx->dg, I, xn, H, n);
+        pt_linear_backward(&lu, dxn, H, true, ctx->du, I, xn, H, n);
+        pt_rmsnorm_backward(dx, g->ln2, dxn, a->xmid, w->ln2, a->r2, n, H, true);
+        /* Attention. */
+        pt_linear lo = lin(w->wo, NULL, g->wo, NULL, Q, H);
+        pt_linear_backward(&lo, ctx->datt, Q, false, dx, H, a->att, Q, n);
+        pt_attention_backward(ctx->dq, ctx->dk, ctx->dv, ctx->datt, a->q, a->k, a->v, a->att,
+                              a->lse, &as, ctx->attn_scratch);
+        pt_rope_apply(ctx->dq, Q, n, nh, hd, ctx->cos_t, ctx->sin_t, true);
+        pt_rope_apply(ctx->dk, KV, n, nkv, hd, ctx->cos_t, ctx->sin_t, true);
+        if (c->qk_norm) {
+            pt_rmsnorm_backward(ctx->dq, g->qn, ctx->dq, a->qpre, w->qn, a->rq, n * (size_t)nh,
+                                (size_t)hd, false);
+            pt_rmsnorm_backward(ctx->dk, g->kn, ctx->dk, a->kpre, w->kn, a->rk, n * (size_t)nkv,
+                                (size_t)hd, false);
+        }
+        pt_rmsnorm_forward(xn, NULL, a->x, w->ln1, n, H, eps);
+        pt_linear lq = lin(w->wq, w->bq, g->wq, g->bq, H, Q);
+        pt_linear lk = lin(w->wk, w->bk, g->wk, g->bk, H, KV);
+        pt_linear lv = lin(w->wv, w->bv, g->wv, g->bv, H, KV);
+        pt_linear_backward(&lq, dxn, H, false, ctx->dq, Q, xn, H, n);
+        pt_linear_backward(&lk, dxn, H, true, ctx->dk, KV, xn, H, n);
+        pt_linear_backward(&lv, dxn, H, true, ctx->dv, KV, xn, H, n);
+        pt_rmsnorm_backward(dx, g->ln1, dxn, a->x, w->ln1, a->r1, n, H, true);
+        if ((st = pt_check_abort()) != PT_OK)
+            return st;
+    }
+    pt_embedding_backward(m->g.embed, dx, ctx->ids, n, H);
+    return PT_OK;
+}
+
+int pt_model_backward(pt_context *ctx, const float *dlogprobs)
+{
+    if (!ctx || !dlogprobs)
+        return pt_err(PT_EINVAL, "pt_model_backward: NULL argument");
+    if (ctx->state != ST_FORWARD)
+        return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
+                      "context (call pt_model_forward first; one backward per forward)");
+    const size_t n = (size_t)ctx->B * ctx->T;
+    memcpy(ctx->dlp, dlogprobs, n * sizeof *ctx->dlp);
+    return backward_impl(ctx, ctx->dlp);
+}
+
+int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
+                  bool backward)
+{
+    if (!loss || !ctx || !b)
+        return pt_err(PT_EINVAL, "pt_model_loss: NULL argument");
+    *loss = 0.0f;
+    if (b->size != sizeof(pt_batch))
+        return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",
+                      b->size, sizeof(pt_batch));
+    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
+        return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
+                      b->batch, b->seq, ctx->max_batch, ctx->max_seq);
+    const size_t n = (size_t)b->batch * b->seq;
+    double wsum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        bool has = b->targets && b->targets[i] >= 0;
+        float w = weights ? weights[i] : 1.0f;
+        if (weights && !(w >= 0.0f && isfinite(w)))
+            return pt_err(PT_EINVAL, "pt_model_loss: weight %g at token %zu must be finite and "
+                          ">= 0", (double)w, i);
+        if (has)
+            wsum += w;
+    }
+    if (wsum > 0.0)
+        for (size_t i = 0; i < n; i++) {
+            bool has = b->targets && b->targets[i] >= 0;
+            ctx->dlp[i] = has ? (float)(-(weights ? weights[i] : 1.0f) / wsum) : 0.0f;
+        }
+    bool fused = backward && wsum > 0.0;
+    int st = forward_impl(ctx, b, NULL, NULL, fused ? ctx->dlp : NULL);
+    if (st != PT_OK)
+        return st;
+    if (wsum > 0.0) {
+        double s = 0.0;
+        for (size_t i = 0; i < n; i++)
+            if (ctx->tgt[i] >= 0)
+                s += (double)(weights ? weights[i] : 1.0f) * (double)ctx->lp[i];
+        *loss = (float)(-s / wsum);
+    }
+    if (!fused) {
+        if (backward)
+            ctx->state = ST_EMPTY; /* nothing to accumulate; the forward is consumed */
+        return PT_OK;
+    }
+    return backward_impl(ctx, ctx->dlp);
+}

@@ -1,0 +1,67 @@
+/* Internal layout of a pt_model and the one linear-layer entry point.
+ * Only the model layer includes this; other layers use model/model.h's
+ * tensor table. */
+#ifndef PT_MODEL_TRANSFORMER_H
+#define PT_MODEL_TRANSFORMER_H
+
+#include "model/model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Pointers into the parameter (or gradient) block for one decoder layer.
+ * q/k/v weights are adjacent in memory (and so are gate/up, and the q/k/v
+ * biases), so [q;k;v] is one [(nh+2*nkv)*hd, H] matrix. */
+typedef struct pt_layer_w {
+    float *ln1;             /* [H] input_layernorm */
+    float *wq, *wk, *wv;    /* [Q,H], [KV,H], [KV,H] */
+    float *bq, *bk, *bv;    /* [Q], [KV], [KV] or NULL */
+    float *qn, *kn;         /* [hd] q_norm / k_norm (qwen3) or NULL */
+    float *wo;              /* [H,Q] */
+    float *ln2;             /* [H] post_attention_layernorm */
+    float *wg, *wu;         /* [I,H] gate_proj, up_proj */
+    float *wd;              /* [H,I] down_proj */
+} pt_layer_w;
+
+typedef struct pt_weights {
+    float *embed;           /* [V,H] */
+    float *norm;            /* [H] */
+    float *lm_head;         /* [V,H]; == embed when tied */
+    pt_layer_w *layers;     /* num_hidden_layers entries */
+} pt_weights;
+
+struct pt_model {
+    pt_model_config cfg;
+    int q_dim, kv_dim;      /* heads*hd, kv_heads*hd */
+    size_t num_floats;      /* floats in the parameter block (with alignment padding) */
+    uint64_t num_params;
+    float *params;          /* one 64-byte aligned block */
+    float *grads;           /* same layout, NULL until allocated */
+    pt_weights w, g;        /* g's pointers are NULL until grads exist */
+    size_t ntensors;
+    pt_tensor_ref *tensors;
+    size_t *offsets;        /* offset of each tensor in the blocks */
+    char *names;            /* storage for tensor names */
+    float *inv_freq;        /* [hd/2] rotary frequencies after scaling */
+};
+
+/* One projection y = x W^T + b with W [out, in] (Hugging Face Linear).
+ * Every projection of the transformer goes through these two functions, so
+ * adapters (LoRA) can hook here. */
+typedef struct pt_linear {
+    const float *w;   /* [out, in] */
+    const float *b;   /* [out] or NULL */
+    float *dw;        /* gradient of w, or NULL (frozen) */
+    float *db;        /* gradient of b, or NULL */
+    size_t in, out;
+} pt_linear;
+
+/* y[rows x out] (row stride ldy) = x W^T + b, or += when accumulate. */
+void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                       size_t rows, bool accumulate);
+/* dW += dy^T x, db += colsum(dy), and dx = dy W (or += when accumulate_dx;
+ * dx may be NULL). */
+void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
+                        const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows);
+
+#endif
