@@ -1,12 +1,85 @@
-/* libposttrain public API: train (being written; see docs/api.md). */
+/* libposttrain public API: optimizers and learning-rate schedules.
+ *
+ * An optimizer holds the state (moments, step count, schedule position) for the
+ * trainable parameters of one model.  The host accumulates gradients with
+ * pt_model_loss(..., backward = true) over one or more micro-batches, then
+ * calls pt_optimizer_step(), which clips, checks for non-finite values,
+ * updates the weights and zeroes the gradients. */
 #ifndef POSTTRAIN_TRAIN_H
 #define POSTTRAIN_TRAIN_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "posttrain/common.h"
+#include "posttrain/model.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum pt_optimizer_type {
+    PT_OPTIMIZER_ADAMW = 0, /* decoupled weight decay (torch.optim.AdamW) */
+    PT_OPTIMIZER_SGD = 1    /* momentum, L2 weight decay (torch.optim.SGD) */
+} pt_optimizer_type;
+
+typedef enum pt_schedule_type {
+    PT_SCHEDULE_CONSTANT = 0, /* lr (after warmup) */
+    PT_SCHEDULE_LINEAR = 1,   /* linear decay to 0 at total_steps */
+    PT_SCHEDULE_COSINE = 2    /* half cosine to min_lr_ratio * lr at total_steps */
+} pt_schedule_type;
+
+typedef struct pt_optimizer_options {
+    size_t size;
+    int type;                 /* pt_optimizer_type; default AdamW */
+    double lr;                /* peak learning rate; default 1e-4 */
+    double beta1, beta2, eps; /* AdamW; defaults 0.9, 0.999, 1e-8 */
+    double momentum;          /* SGD; default 0.9 */
+    double weight_decay;      /* default 0.0 */
+    bool decay_norms_and_biases; /* default false: no decay on norms and biases */
+    int schedule;             /* pt_schedule_type; default constant */
+    int64_t warmup_steps;     /* linear warmup from 0; default 0 */
+    int64_t total_steps;      /* needed by linear and cosine */
+    double min_lr_ratio;      /* cosine floor as a fraction of lr; default 0 */
+    double max_grad_norm;     /* clip by global L2 norm; 0 = off (default 1.0) */
+} pt_optimizer_options;
+
+/* Defaults as commented above (Hugging Face Trainer's defaults for AdamW). */
+PT_API int pt_optimizer_options_init(pt_optimizer_options *opts);
+
+typedef struct pt_optimizer pt_optimizer;
+
+/* An optimizer over the trainable parameters of `model` (the model must
+ * outlive it).  Moments are allocated here, zeroed. */
+PT_API int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_options *opts);
+PT_API void pt_optimizer_free(pt_optimizer *opt);
+
+typedef struct pt_step_stats {
+    size_t size;
+    double grad_norm;   /* global L2 norm before clipping (NaN/Inf when skipped for that) */
+    double lr;          /* learning rate used for this step */
+    int64_t step;       /* optimizer steps applied so far, after this one */
+    bool skipped;       /* true: non-finite gradients, nothing changed */
+    int64_t skipped_total; /* steps skipped since creation */
+} pt_step_stats;
+
+PT_API int pt_step_stats_init(pt_step_stats *stats);
+
+/* Apply one update from the gradients accumulated in the model, then zero them.
+ * Non-finite gradients skip the update (weights, moments and step count
+ * unchanged, the skip counter raised, the reason logged) and the call still
+ * returns PT_OK with stats->skipped set.  `stats` may be NULL. */
+PT_API int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt);
+
+/* The learning rate the next step will use. */
+PT_API int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt);
+/* Steps applied so far. */
+PT_API int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt);
+
+/* Learning-rate multiplier of a schedule at a given step (0-based), as
+ * Hugging Face's get_*_schedule_with_warmup compute it. */
+PT_API int pt_schedule_factor(double *factor, int schedule, int64_t step, int64_t warmup_steps,
+                              int64_t total_steps, double min_lr_ratio);
 
 #ifdef __cplusplus
 }

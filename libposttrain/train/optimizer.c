@@ -1,0 +1,413 @@
+/* AdamW and SGD with momentum, learning-rate schedules, global-norm clipping
+ * and non-finite step skipping.  Formulas follow torch.optim.AdamW/SGD and
+ * torch.nn.utils.clip_grad_norm_, so results match PyTorch step for step. */
+#include "train/optimizer.h"
+
+#include "core/core.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pt_optimizer {
+    pt_optimizer_options opts;
+    pt_model *model;        /* NULL for explicit parameter arrays */
+    pt_opt_param *params;
+    size_t *table_index;    /* model tensor index of each param (model-based) */
+    size_t n_params;
+    size_t numel_total;
+    float *m;               /* AdamW first moment / SGD momentum buffer */
+    float *v;               /* AdamW second moment */
+    int64_t step;
+    int64_t skipped;
+};
+
+int pt_optimizer_options_init(pt_optimizer_options *o)
+{
+    if (!o)
+        return pt_err(PT_EINVAL, "pt_optimizer_options_init: options is NULL");
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->type = PT_OPTIMIZER_ADAMW;
+    o->lr = 1e-4;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
+    o->momentum = 0.9;
+    o->weight_decay = 0.0;
+    o->schedule = PT_SCHEDULE_CONSTANT;
+    o->max_grad_norm = 1.0;
+    return PT_OK;
+}
+
+int pt_step_stats_init(pt_step_stats *s)
+{
+    if (!s)
+        return pt_err(PT_EINVAL, "pt_step_stats_init: stats is NULL");
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    return PT_OK;
+}
+
+static int check_options(const pt_optimizer_options *o)
+{
+    if (!o)
+        return pt_err(PT_EINVAL, "optimizer options are NULL");
+    if (o->size != sizeof *o)
+        return pt_err(PT_EINVAL, "optimizer options: size %zu is not %zu (call pt_optimizer_options_init)",
+                      o->size, sizeof *o);
+    if (o->type != PT_OPTIMIZER_ADAMW && o->type != PT_OPTIMIZER_SGD)
+        return pt_err(PT_EINVAL, "optimizer options: unknown type %d", o->type);
+    if (!(o->lr >= 0) || !isfinite(o->lr))
+        return pt_err(PT_EINVAL, "optimizer options: lr %g must be finite and >= 0", o->lr);
+    if (!(o->weight_decay >= 0) || !isfinite(o->weight_decay))
+        return pt_err(PT_EINVAL, "optimizer options: weight_decay %g must be finite and >= 0", o->weight_decay);
+    if (!(o->max_grad_norm >= 0) || !isfinite(o->max_grad_norm))
+        return pt_err(PT_EINVAL, "optimizer options: max_grad_norm %g must be finite and >= 0 (0 = off)",
+                      o->max_grad_norm);
+    if (o->type == PT_OPTIMIZER_ADAMW) {
+        if (!(o->beta1 >= 0 && o->beta1 < 1))
+            return pt_err(PT_EINVAL, "optimizer options: beta1 %g is not in [0, 1)", o->beta1);
+        if (!(o->beta2 >= 0 && o->beta2 < 1))
+            return pt_err(PT_EINVAL, "optimizer options: beta2 %g is not in [0, 1)", o->beta2);
+        if (!(o->eps > 0) || !isfinite(o->eps))
+            return pt_err(PT_EINVAL, "optimizer options: eps %g must be finite and > 0", o->eps);
+    } else if (!(o->momentum >= 0 && o->momentum < 1)) {
+        return pt_err(PT_EINVAL, "optimizer options: momentum %g is not in [0, 1)", o->momentum);
+    }
+    if (o->schedule < PT_SCHEDULE_CONSTANT || o->schedule > PT_SCHEDULE_COSINE)
+        return pt_err(PT_EINVAL, "optimizer options: unknown schedule %d", o->schedule);
+    if (o->warmup_steps < 0)
+        return pt_err(PT_EINVAL, "optimizer options: warmup_steps %lld is negative", (long long)o->warmup_steps);
+    if (o->schedule != PT_SCHEDULE_CONSTANT && o->total_steps <= 0)
+        return pt_err(PT_EINVAL, "optimizer options: the %s schedule needs total_steps > 0",
+                      o->schedule == PT_SCHEDULE_LINEAR ? "linear" : "cosine");
+    if (o->schedule != PT_SCHEDULE_CONSTANT && o->warmup_steps > o->total_steps)
+        return pt_err(PT_EINVAL, "optimizer options: warmup_steps %lld exceeds total_steps %lld",
+                      (long long)o->warmup_steps, (long long)o->total_steps);
+    if (!(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1))
+        return pt_err(PT_EINVAL, "optimizer options: min_lr_ratio %g is not in [0, 1]", o->min_lr_ratio);
+    return PT_OK;
+}
+
+int pt_schedule_factor(double *factor, int schedule, int64_t step, int64_t warmup, int64_t total,
+                       double min_lr_ratio)
+{
+    if (!factor)
+        return pt_err(PT_EINVAL, "pt_schedule_factor: factor is NULL");
+    if (step < 0 || warmup < 0)
+        return pt_err(PT_EINVAL, "pt_schedule_factor: negative step or warmup");
+    if (step < warmup) {
+        *factor = (double)step / (double)(warmup > 1 ? warmup : 1);
+        return PT_OK;
+    }
+    switch (schedule) {
+    case PT_SCHEDULE_CONSTANT:
+        *factor = 1.0;
+        return PT_OK;
+    case PT_SCHEDULE_LINEAR: {
+        if (total <= 0)
+            return pt_err(PT_EINVAL, "pt_schedule_factor: linear schedule needs total_steps > 0");
+        double f = (double)(total - step) / (double)(total - warmup > 1 ? total - warmup : 1);
+        *factor = f > 0 ? f : 0;
+        return PT_OK;
+    }
+    case PT_SCHEDULE_COSINE: {
+        if (total <= 0)
+            return pt_err(PT_EINVAL, "pt_schedule_factor: cosine schedule needs total_steps > 0");
+        double progress = (double)(step - warmup) / (double)(total - warmup > 1 ? total - warmup : 1);
+        if (progress > 1)
+            progress = 1;
+        double c = 0.5 * (1.0 + cos(M_PI * progress));
+        *factor = min_lr_ratio + (1.0 - min_lr_ratio) * c;
+        return PT_OK;
+    }
+    default:
+        return pt_err(PT_EINVAL, "pt_schedule_factor: unknown schedule %d", schedule);
+    }
+}
+
+static int alloc_state(pt_optimizer *o)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < o->n_params; i++)
+        if (!pt_add_size(total, o->params[i].numel, &total))
+            return pt_err(PT_ENOMEM, "optimizer: parameter count overflows");
+    o->numel_total = total;
+    o->m = pt_calloc(total ? total : 1, sizeof(float));
+    if (!o->m)
+        return PT_ENOMEM;
+    if (o->opts.type == PT_OPTIMIZER_ADAMW) {
+        o->v = pt_calloc(total ? total : 1, sizeof(float));
+        if (!o->v)
+            return PT_ENOMEM;
+    }
+    return PT_OK;
+}
+
+int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, size_t n,
+                               const pt_optimizer_options *opts)
+{
+    if (!out)
+        return pt_err(PT_EINVAL, "pt_optimizer_create: out is NULL");
+    *out = NULL;
+    int st = check_options(opts);
+    if (st)
+        return st;
+    if (!params && n)
+        return pt_err(PT_EINVAL, "pt_optimizer_create: params is NULL");
+    pt_optimizer *o = pt_calloc(1, sizeof *o);
+    if (!o)
+        return PT_ENOMEM;
+    o->opts = *opts;
+    o->params = pt_malloc_array(n ? n : 1, sizeof *o->params);
+    if (!o->params) {
+        pt_optimizer_free(o);
+        return PT_ENOMEM;
+    }
+    if (n)
+        memcpy(o->params, params, n * sizeof *params);
+    o->n_params = n;
+    if ((st = alloc_state(o))) {
+        pt_optimizer_free(o);
+        return st;
+    }
+    *out = o;
+    return PT_OK;
+}
+
+int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_options *opts)
+{
+    if (!out)
+        return pt_err(PT_EINVAL, "pt_optimizer_create: out is NULL");
+    *out = NULL;
+    if (!model)
+        return pt_err(PT_EINVAL, "pt_optimizer_create: model is NULL");
+    int st = check_options(opts);
+    if (st)
+        return st;
+    size_t count = pt_model_tensor_count(model), n = 0;
+    pt_opt_param *params = pt_malloc_array(count ? count : 1, sizeof *params);
+    size_t *index = pt_malloc_array(count ? count : 1, sizeof *index);
+    if (!params || !index) {
+        free(params);
+        free(index);
+        return PT_ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const pt_tensor_ref *t = pt_model_tensor(model, i);
+        if (!t->trainable)
+            continue;
+        params[n] = (pt_opt_param){ t->data, t->grad, t->numel,
+                                    opts->decay_norms_and_biases || !t->no_decay, t->name };
+        index[n++] = i;
+    }
+    if (n == 0) {
+        free(params);
+        free(index);
+        return pt_err(PT_EINVAL, "pt_optimizer_create: the model has no trainable parameters");
+    }
+    st = pt_optimizer_create_params(out, params, n, opts);
+    free(params);
+    if (st) {
+        free(index);
+        return st;
+    }
+    (*out)->model = model;
+    (*out)->table_index = index;
+    return PT_OK;
+}
+
+void pt_optimizer_free(pt_optimizer *o)
+{
+    if (!o)
+        return;
+    free(o->params);
+    free(o->table_index);
+    free(o->m);
+    free(o->v);
+    free(o);
+}
+
+static double current_lr(const pt_optimizer *o)
+{
+    double f = 1.0;
+    if (pt_schedule_factor(&f, o->opts.schedule, o->step, o->opts.warmup_steps, o->opts.total_steps,
+                           o->opts.min_lr_ratio))
+        f = 0.0;
+    return o->opts.lr * f;
+}
+
+int pt_optimizer_get_lr(double *lr, const pt_optimizer *o)
+{
+    if (!lr || !o)
+        return pt_err(PT_EINVAL, "pt_optimizer_get_lr: NULL argument");
+    *lr = current_lr(o);
+    return PT_OK;
+}
+
+int pt_optimizer_get_step(int64_t *step, const pt_optimizer *o)
+{
+    if (!step || !o)
+        return pt_err(PT_EINVAL, "pt_optimizer_get_step: NULL argument");
+    *step = o->step;
+    return PT_OK;
+}
+
+/* Sum of squares of one array in double, in a fixed order (blocks of 4096
+ * summed left to right) so the result does not depend on the thread count. */
+static double sum_squares(const float *g, size_t n)
+{
+    const size_t B = 4096;
+    size_t nb = (n + B - 1) / B;
+    double total = 0;
+    double *partial = nb > 1 ? malloc(nb * sizeof *partial) : NULL;
+    if (nb > 1 && partial) {
+#pragma omp parallel for num_threads(pt_get_num_threads()) schedule(static)
+        for (size_t b = 0; b < nb; b++) {
+            size_t e = (b + 1) * B < n ? (b + 1) * B : n;
+            double s = 0;
+            for (size_t i = b * B; i < e; i++)
+                s += (double)g[i] * (double)g[i];
+            partial[b] = s;
+        }
+        for (size_t b = 0; b < nb; b++)
+            total += partial[b];
+        free(partial);
+        return total;
+    }
+    /* Same blocking, serially (one block, or no memory for partials). */
+    for (size_t b = 0; b < nb; b++) {
+        size_t e = (b + 1) * B < n ? (b + 1) * B : n;
+        double s = 0;
+        for (size_t i = b * B; i < e; i++)
+            s += (double)g[i] * (double)g[i];
+        total += s;
+    }
+    return total;
+}
+
+static void refresh_grads(pt_optimizer *o)
+{
+    if (!o->model)
+        return;
+    for (size_t i = 0; i < o->n_params; i++)
+        o->params[i].grad = pt_model_tensor(o->model, o->table_index[i])->grad;
+}
+
+static void zero_grads(pt_optimizer *o)
+{
+    for (size_t i = 0; i < o->n_params; i++)
+        if (o->params[i].grad)
+            memset(o->params[i].grad, 0, o->params[i].numel * sizeof(float));
+}
+
+int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *o)
+{
+    if (!o)
+        return pt_err(PT_EINVAL, "pt_optimizer_step: optimizer is NULL");
+    if (stats && stats->size != sizeof *stats)
+        return pt_err(PT_EINVAL, "pt_optimizer_step: stats size %zu is not %zu (call pt_step_stats_init)",
+                      stats->size, sizeof *stats);
+    refresh_grads(o);
+    for (size_t i = 0; i < o->n_params; i++)
+        if (!o->params[i].grad)
+            return pt_err(PT_ESTATE, "pt_optimizer_step: no gradient for '%s' (run a backward pass first)",
+                          o->params[i].name ? o->params[i].name : "?");
+
+    double ss = 0;
+    for (size_t i = 0; i < o->n_params; i++)
+        ss += sum_squares(o->params[i].grad, o->params[i].numel);
+    double norm = sqrt(ss);
+    double lr = current_lr(o);
+    if (stats) {
+        stats->grad_norm = norm;
+        stats->lr = lr;
+    }
+    if (!isfinite(norm)) {
+        o->skipped++;
+        pt_log(PT_LOG_WARN, "optimizer step %lld skipped: gradient norm is %s (weights and moments unchanged)",
+               (long long)o->step + 1, isnan(norm) ? "NaN" : "infinite");
+        zero_grads(o);
+        if (stats) {
+            stats->skipped = true;
+            stats->step = o->step;
+            stats->skipped_total = o->skipped;
+        }
+        return PT_OK;
+    }
+    float clip = 1.0f;
+    if (o->opts.max_grad_norm > 0) {
+        double c = o->opts.max_grad_norm / (norm + 1e-6);
+        if (c < 1.0)
+            clip = (float)c;
+    }
+
+    o->step++;
+    const pt_optimizer_options *p = &o->opts;
+    const int nt = pt_get_num_threads();
+    size_t off = 0;
+    if (p->type == PT_OPTIMIZER_ADAMW) {
+        const float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->eps;
+        const double bc1 = 1.0 - pow(p->beta1, (double)o->step);
+        const double bc2 = 1.0 - pow(p->beta2, (double)o->step);
+        const float step_size = (float)(lr / bc1);
+        const float sqrt_bc2 = (float)sqrt(bc2);
+        for (size_t i = 0; i < o->n_params; i++) {
+            pt_opt_param *q = &o->params[i];
+            float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
+            const float decay = q->decay ? (float)(1.0 - lr * p->weight_decay) : 1.0f;
+            const size_t n = q->numel;
+#pragma omp parallel for simd num_threads(nt) schedule(static)
+            for (size_t j = 0; j < n; j++) {
+                float gj = g[j] * clip;
+                float wj = w[j] * decay;
+                float mj = b1 * m[j] + (1.0f - b1) * gj;
+                float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
+                m[j] = mj;
+                v[j] = vj;
+                w[j] = wj - step_size * mj / (sqrtf(vj) / sqrt_bc2 + eps);
+            }
+            off += n;
+        }
+    } else {
+        const float mom = (float)p->momentum, flr = (float)lr;
+        const bool first = o->step == 1;
+        for (size_t i = 0; i < o->n_params; i++) {
+            pt_opt_param *q = &o->params[i];
+            float *w = q->data, *g = q->grad, *buf = o->m + off;
+            const float wd = q->decay ? (float)p->weight_decay : 0.0f;
+            const size_t n = q->numel;
+#pragma omp parallel for simd num_threads(nt) schedule(static)
+            for (size_t j = 0; j < n; j++) {
+                float gj = g[j] * clip + wd * w[j];
+                float bj = mom == 0.0f ? gj : (first ? gj : mom * buf[j] + gj);
+                buf[j] = bj;
+                w[j] -= flr * bj;
+            }
+            off += n;
+        }
+    }
+    zero_grads(o);
+    if (stats) {
+        stats->skipped = false;
+        stats->step = o->step;
+        stats->skipped_total = o->skipped;
+    }
+    return PT_OK;
+}
+
+void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
+{
+    out->m = o->m;
+    out->v = o->v;
+    out->numel_total = o->numel_total;
+    out->step = &o->step;
+    out->skipped = &o->skipped;
+}
+
+const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
+{
+    return &o->opts;
+}

@@ -1,0 +1,35 @@
+/* Internal view of the optimizer, for tests and checkpoints. */
+#ifndef PT_TRAIN_OPTIMIZER_H
+#define PT_TRAIN_OPTIMIZER_H
+
+#include "posttrain/train.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct pt_opt_param {
+    float *data;
+    float *grad;
+    size_t numel;
+    bool decay;       /* weight decay applies */
+    const char *name; /* for messages and checkpoints; may be NULL */
+} pt_opt_param;
+
+/* An optimizer over explicit arrays (the model-based constructor builds the
+ * same thing from the model's tensor table).  `params` is copied. */
+int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, size_t n,
+                               const pt_optimizer_options *opts);
+
+/* State for checkpoints: first and second moments (second is NULL for SGD),
+ * each `numel_total` floats in parameter order, and the counters. */
+typedef struct pt_opt_state_view {
+    float *m;
+    float *v;
+    size_t numel_total;
+    int64_t *step;
+    int64_t *skipped;
+} pt_opt_state_view;
+void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *opt);
+const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *opt);
+
+#endif

@@ -1,0 +1,276 @@
+/* Optimizers against torch.optim trajectories (tests/train/gen_optimizer.py),
+ * schedules, clipping, non-finite skipping and option validation. */
+#include "testutil.h"
+
+#include "core/core.h"
+#include "train/optimizer.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+
+static cJSON *load_golden(void)
+{
+    char *text;
+    size_t n;
+    ck_assert_ok(pt_read_file(&text, &n, PT_TEST_SRCDIR "/train/data/optimizer_golden.json", 1 << 24));
+    cJSON *doc = cJSON_ParseWithLength(text, n);
+    free(text);
+    ck_assert_ptr_nonnull(doc);
+    return doc;
+}
+
+static void read_floats(const cJSON *arr, float *dst, int n)
+{
+    ck_assert_int_eq(cJSON_GetArraySize(arr), n);
+    for (int i = 0; i < n; i++)
+        dst[i] = (float)cJSON_GetArrayItem(arr, i)->valuedouble;
+}
+
+static double num(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    ck_assert_msg(cJSON_IsNumber(v), "golden lacks %s", key);
+    return v->valuedouble;
+}
+
+static int schedule_of(const char *s)
+{
+    return !strcmp(s, "cosine") ? PT_SCHEDULE_COSINE : !strcmp(s, "linear") ? PT_SCHEDULE_LINEAR
+                                                                             : PT_SCHEDULE_CONSTANT;
+}
+
+START_TEST(test_matches_torch)
+{
+    cJSON *doc = load_golden();
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(doc, "cases");
+    int ncases = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases)
+    {
+        const char *name = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
+        const char *type = cJSON_GetObjectItemCaseSensitive(c, "type")->valuestring;
+        pt_optimizer_options o;
+        ck_assert_ok(pt_optimizer_options_init(&o));
+        o.type = strcmp(type, "adamw") ? PT_OPTIMIZER_SGD : PT_OPTIMIZER_ADAMW;
+        o.lr = num(c, "lr");
+        o.weight_decay = num(c, "wd");
+        if (o.type == PT_OPTIMIZER_ADAMW) {
+            const cJSON *betas = cJSON_GetObjectItemCaseSensitive(c, "betas");
+            o.beta1 = cJSON_GetArrayItem(betas, 0)->valuedouble;
+            o.beta2 = cJSON_GetArrayItem(betas, 1)->valuedouble;
+            o.eps = num(c, "eps");
+        } else {
+            o.momentum = num(c, "momentum");
+        }
+        o.schedule = schedule_of(cJSON_GetObjectItemCaseSensitive(c, "schedule")->valuestring);
+        o.warmup_steps = (int64_t)num(c, "warmup");
+        o.total_steps = (int64_t)num(c, "total");
+        o.min_lr_ratio = num(c, "min_ratio");
+        o.max_grad_norm = num(c, "max_norm");
+
+        float w1[15], w2[4], g1[15], g2[4], e1[15], e2[4];
+        const cJSON *init = cJSON_GetObjectItemCaseSensitive(c, "init");
+        read_floats(cJSON_GetArrayItem(init, 0), w1, 15);
+        read_floats(cJSON_GetArrayItem(init, 1), w2, 4);
+        pt_opt_param params[2] = { { w1, g1, 15, true, "w1" }, { w2, g2, 4, false, "w2" } };
+        pt_optimizer *opt;
+        ck_assert_ok(pt_optimizer_create_params(&opt, params, 2, &o));
+        const cJSON *step;
+        int k = 0;
+        cJSON_ArrayForEach(step, cJSON_GetObjectItemCaseSensitive(c, "steps"))
+        {
+            const cJSON *grad = cJSON_GetObjectItemCaseSensitive(step, "grad");
+            read_floats(cJSON_GetArrayItem(grad, 0), g1, 15);
+            read_floats(cJSON_GetArrayItem(grad, 1), g2, 4);
+            double lr;
+            ck_assert_ok(pt_optimizer_get_lr(&lr, opt));
+            ck_assert_msg(fabs(lr - num(step, "lr")) <= 1e-12 * (1 + lr), "%s step %d: lr %.17g vs torch %.17g",
+                          name, k, lr, num(step, "lr"));
+            pt_step_stats stats;
+            ck_assert_ok(pt_step_stats_init(&stats));
+            ck_assert_ok(pt_optimizer_step(&stats, opt));
+            ck_assert(!stats.skipped);
+            ck_assert_int_eq(stats.step, k + 1);
+            ck_assert_msg(fabs(stats.grad_norm - num(step, "grad_norm")) <= 1e-5 * stats.grad_norm,
+                          "%s step %d: grad norm %g vs %g", name, k, stats.grad_norm, num(step, "grad_norm"));
+            const cJSON *wts = cJSON_GetObjectItemCaseSensitive(step, "weights");
+            read_floats(cJSON_GetArrayItem(wts, 0), e1, 15);
+            read_floats(cJSON_GetArrayItem(wts, 1), e2, 4);
+            for (int i = 0; i < 15; i++)
+                ck_assert_msg(fabsf(w1[i] - e1[i]) <= 2e-6f * (1 + fabsf(e1[i])), "%s step %d w1[%d]: %.9g vs %.9g",
+                              name, k, i, (double)w1[i], (double)e1[i]);
+            for (int i = 0; i < 4; i++)
+                ck_assert_msg(fabsf(w2[i] - e2[i]) <= 2e-6f * (1 + fabsf(e2[i])), "%s step %d w2[%d]: %.9g vs %.9g",
+                              name, k, i, (double)w2[i], (double)e2[i]);
+            /* The step zeroed the gradients. */
+            for (int i = 0; i < 15; i++)
+                ck_assert_float_eq(g1[i], 0.0f);
+            k++;
+        }
+        ck_assert_int_eq(k, (int)num(c, "n_steps"));
+        pt_optimizer_free(opt);
+        ncases++;
+    }
+    ck_assert_int_eq(ncases, 4);
+    cJSON_Delete(doc);
+}
+END_TEST
+
+START_TEST(test_nonfinite_skips)
+{
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.lr = 0.1;
+    float w[3] = { 1, 2, 3 }, g[3] = { 0.5f, NAN, 1 }, w0[3];
+    memcpy(w0, w, sizeof w);
+    pt_opt_param p = { w, g, 3, true, "w" };
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    pt_step_stats st;
+    pt_step_stats_init(&st);
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert(st.skipped);
+    ck_assert(isnan(st.grad_norm));
+    ck_assert_int_eq(st.step, 0);
+    ck_assert_int_eq(st.skipped_total, 1);
+    ck_assert_int_eq(memcmp(w, w0, sizeof w), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_float_eq(sv.m[i], 0.0f);
+        ck_assert_float_eq(sv.v[i], 0.0f);
+        ck_assert_float_eq(g[i], 0.0f); /* the bad gradient is dropped */
+    }
+    g[0] = INFINITY;
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert(st.skipped && isinf(st.grad_norm));
+    ck_assert_int_eq(st.skipped_total, 2);
+    /* A finite step afterwards is step 1 with bias corrections of step 1:
+     * AdamW's first step moves each weight by lr * sign(g) (eps aside). */
+    g[0] = 0.5f; g[1] = -2.0f; g[2] = 0.0f;
+    o.max_grad_norm = 0;
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert(!st.skipped);
+    ck_assert_int_eq(st.step, 1);
+    ck_assert_float_eq_tol(w[0], 1.0f - 0.1f, 1e-6f);
+    ck_assert_float_eq_tol(w[1], 2.0f + 0.1f, 1e-6f);
+    ck_assert_float_eq_tol(w[2], 3.0f, 1e-6f);
+    pt_optimizer_free(opt);
+}
+END_TEST
+
+START_TEST(test_schedule_factor)
+{
+    double f;
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_CONSTANT, 0, 4, 0, 0));
+    ck_assert_double_eq(f, 0.0);
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_CONSTANT, 2, 4, 0, 0));
+    ck_assert_double_eq(f, 0.5);
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_CONSTANT, 9, 4, 0, 0));
+    ck_assert_double_eq(f, 1.0);
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_LINEAR, 6, 2, 10, 0));
+    ck_assert_double_eq(f, 0.5);
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_LINEAR, 12, 2, 10, 0));
+    ck_assert_double_eq(f, 0.0);
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_COSINE, 6, 2, 10, 0));
+    ck_assert_double_eq_tol(f, 0.5, 1e-12);
+    ck_assert_ok(pt_schedule_factor(&f, PT_SCHEDULE_COSINE, 10, 2, 10, 0.1));
+    ck_assert_double_eq_tol(f, 0.1, 1e-12);
+    ck_assert_status(pt_schedule_factor(&f, 7, 1, 0, 10, 0), PT_EINVAL, "unknown schedule");
+    ck_assert_status(pt_schedule_factor(&f, PT_SCHEDULE_LINEAR, 1, 0, 0, 0), PT_EINVAL, "total_steps");
+    ck_assert_status(pt_schedule_factor(NULL, 0, 1, 0, 0, 0), PT_EINVAL, "NULL");
+}
+END_TEST
+
+START_TEST(test_bad_options)
+{
+    pt_optimizer_options o;
+    float w = 1, g = 1;
+    pt_opt_param p = { &w, &g, 1, true, "w" };
+    pt_optimizer *opt = (pt_optimizer *)&o;
+    pt_optimizer_options_init(&o);
+    o.lr = -1;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "lr");
+    ck_assert_ptr_null(opt);
+    pt_optimizer_options_init(&o);
+    o.beta2 = 1.0;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "beta2");
+    pt_optimizer_options_init(&o);
+    o.schedule = PT_SCHEDULE_COSINE;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "cosine schedule needs total_steps");
+    o.total_steps = 5;
+    o.warmup_steps = 6;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "warmup_steps 6 exceeds");
+    pt_optimizer_options_init(&o);
+    o.size = 8;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "pt_optimizer_options_init");
+    pt_optimizer_options_init(&o);
+    o.type = 9;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "unknown type 9");
+    o.type = PT_OPTIMIZER_SGD;
+    o.momentum = 1.5;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "momentum");
+    o.momentum = 0.5;
+    o.max_grad_norm = NAN;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "max_grad_norm");
+    ck_assert_status(pt_optimizer_create(&opt, NULL, &o), PT_EINVAL, "model is NULL");
+    ck_assert_status(pt_optimizer_step(NULL, NULL), PT_EINVAL, "NULL");
+    ck_assert_status(pt_optimizer_options_init(NULL), PT_EINVAL, "NULL");
+    pt_optimizer_free(NULL);
+    /* A grad-less parameter is a state error, not a crash. */
+    pt_optimizer_options_init(&o);
+    pt_opt_param nog = { &w, NULL, 1, true, "lonely" };
+    ck_assert_ok(pt_optimizer_create_params(&opt, &nog, 1, &o));
+    ck_assert_status(pt_optimizer_step(NULL, opt), PT_ESTATE, "lonely");
+    pt_step_stats bad = { 0 };
+    ck_assert_status(pt_optimizer_step(&bad, opt), PT_EINVAL, "pt_step_stats_init");
+    pt_optimizer_free(opt);
+}
+END_TEST
+
+START_TEST(test_deterministic_threads)
+{
+    /* A large parameter: the norm (and so clipping) is the same bit for bit
+     * with 1 and 2 threads, because partial sums have a fixed order. */
+    size_t n = 100003;
+    float *w1 = malloc(n * 4), *w2 = malloc(n * 4), *g1 = malloc(n * 4), *g2 = malloc(n * 4);
+    pt_rng r;
+    pt_rng_seed(&r, 3);
+    for (size_t i = 0; i < n; i++) {
+        w1[i] = w2[i] = (float)pt_rng_normal(&r);
+        g1[i] = g2[i] = (float)pt_rng_normal(&r);
+    }
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.weight_decay = 0.01;
+    pt_optimizer *a, *b;
+    pt_opt_param pa = { w1, g1, n, true, "a" }, pb = { w2, g2, n, true, "b" };
+    ck_assert_ok(pt_optimizer_create_params(&a, &pa, 1, &o));
+    ck_assert_ok(pt_optimizer_create_params(&b, &pb, 1, &o));
+    pt_step_stats sa, sb;
+    pt_step_stats_init(&sa);
+    pt_step_stats_init(&sb);
+    ck_assert_ok(pt_set_num_threads(1));
+    ck_assert_ok(pt_optimizer_step(&sa, a));
+    ck_assert_ok(pt_set_num_threads(2));
+    ck_assert_ok(pt_optimizer_step(&sb, b));
+    ck_assert(sa.grad_norm == sb.grad_norm);
+    ck_assert_int_eq(memcmp(w1, w2, n * 4), 0);
+    pt_optimizer_free(a);
+    pt_optimizer_free(b);
+    free(w1); free(w2); free(g1); free(g2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("optimizer");
+    TCase *tc = tcase_create("optimizer");
+    tcase_add_test(tc, test_matches_torch);
+    tcase_add_test(tc, test_nonfinite_skips);
+    tcase_add_test(tc, test_schedule_factor);
+    tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_deterministic_threads);
+    suite_add_tcase(s, tc);
+    return pt_test_run(s);
+}
