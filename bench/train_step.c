@@ -1,8 +1,342 @@
-/* Benchmark (being written). */
-#include <stdio.h>
+/* bench_train_step: one full training step (forward, backward through
+ * pt_model_loss(..., backward = true), and the AdamW update) of a model with
+ * random weights, against the PyTorch anchor run in the same process tree.
+ *
+ *   bench_train_step [--config smollm2-135m|tiny] [--threads N] [--batch B]
+ *                    [--seq T] [--steps N] [--warmup W] [--no-optimizer]
+ *                    [--no-anchor] [--anchor-reps R] [--shared DIR]
+ *
+ * Prints tokens/s, achieved GFLOP/s (6 * parameters * tokens / time), that as a
+ * fraction of the BLIS sgemm peak measured in the same run (max of 2048^3 and
+ * 1024x1536x576), peak RSS, then runs
+ *   /usr/bin/python3 SHARED/anchors/torch_llama.py train --config C --batch B --seq T
+ * and prints its figures and the ratios.  The optimizer step is on by default
+ * (the anchor includes AdamW); --no-optimizer times forward+backward alone.
+ * The AdamW settings match the anchor's torch.optim.AdamW(lr=1e-4):
+ * weight decay 0.01 on every tensor, no gradient clipping.
+ *
+ * Medians of the timed steps; the machine is shared and noisy, so compare the
+ * ratios of one run, never a lone absolute time. */
+#include "bench_util.h"
 
-int main(void)
+#include "posttrain/posttrain.h"
+#include "posttrain/train.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct bench_opts {
+    const char *config;
+    int threads, batch, seq, steps, warmup, anchor_reps;
+    int optimizer, anchor;
+    const char *shared;
+} bench_opts;
+
+static void usage(void)
 {
-    fprintf(stderr, "not written yet\n");
-    return 1;
+    fprintf(stderr,
+            "usage: bench_train_step [--config smollm2-135m|tiny] [--threads N] [--batch B]\n"
+            "                        [--seq T] [--steps N] [--warmup W] [--no-optimizer]\n"
+            "                        [--no-anchor] [--anchor-reps R] [--shared DIR]\n");
+}
+
+static int set_config(pt_model_config *c, const char *name, int seq)
+{
+    pt_model_config_init(c);
+    c->arch = PT_ARCH_LLAMA;
+    c->rms_norm_eps = 1e-5;
+    c->rope_theta = 10000.0;
+    c->tie_word_embeddings = true;
+    c->max_position_embeddings = seq > 2048 ? seq : 2048;
+    if (strcmp(name, "smollm2-135m") == 0) {
+        c->hidden_size = 576;
+        c->num_hidden_layers = 30;
+        c->num_attention_heads = 9;
+        c->num_key_value_heads = 3;
+        c->intermediate_size = 1536;
+        c->vocab_size = 49152;
+    } else if (strcmp(name, "tiny") == 0) {
+        c->hidden_size = 256;
+        c->num_hidden_layers = 4;
+        c->num_attention_heads = 4;
+        c->num_key_value_heads = 2;
+        c->intermediate_size = 704;
+        c->vocab_size = 8192;
+    } else {
+        return -1;
+    }
+    c->head_dim = c->hidden_size / c->num_attention_heads;
+    return 0;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The shared/ folder: --shared, $PT_SHARED_DIR, next to the source tree
+ * (from __FILE__ when absolute, or from the executable's build directory),
+ * or /work/shared. */
+static const char *find_shared(const char *opt)
+{
+    static char buf[PATH_MAX + 64];
+    if (opt)
+        return is_dir(opt) ? opt : NULL;
+    const char *env = getenv("PT_SHARED_DIR");
+    if (env && *env && is_dir(env))
+        return env;
+    if (__FILE__[0] == '/') {
+        snprintf(buf, sizeof buf, "%s", __FILE__);
+        char *s = strrchr(buf, '/');
+        if (s) {
+            snprintf(s, sizeof buf - (size_t)(s - buf), "/../../shared");
+            if (is_dir(buf))
+                return buf;
+        }
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *s = strrchr(exe, '/'); /* .../build-x/bench/bench_train_step */
+        if (s) {
+            *s = '\0';
+            /* build-x/bench -> ../../../shared (source tree is build-x/..) */
+            snprintf(buf, sizeof buf, "%s/../../../shared", exe);
+            if (is_dir(buf))
+                return buf;
+            snprintf(buf, sizeof buf, "%s/../../shared", exe);
+            if (is_dir(buf))
+                return buf;
+        }
+    }
+    return is_dir("/work/shared") ? "/work/shared" : NULL;
+}
+
+/* find_shared() made canonical for printing. */
+static const char *find_shared_real(const char *opt)
+{
+    static char real[PATH_MAX];
+    const char *p = find_shared(opt);
+    if (p && realpath(p, real))
+        return real;
+    return p;
+}
+
+/* Value of `key=` in a key=value line, or NAN. */
+static double kv_get(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s=", key);
+    const char *p = strstr(line, pat);
+    if (!p) {
+        snprintf(pat, sizeof pat, "%s=", key);
+        if (strncmp(line, pat, strlen(pat)) != 0)
+            return NAN;
+        p = line - 1;
+    }
+    return strtod(p + strlen(pat), NULL);
+}
+
+static int parse_args(bench_opts *o, int argc, char **argv)
+{
+    *o = (bench_opts){ .config = "smollm2-135m", .threads = 2, .batch = 4, .seq = 256,
+                       .steps = 5, .warmup = 1, .anchor_reps = 3, .optimizer = 1, .anchor = 1 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define INTOPT(flag, field)                                                                      \
+    if (strcmp(a, flag) == 0) {                                                                  \
+        if (!v)                                                                                  \
+            return -1;                                                                           \
+        o->field = atoi(v);                                                                      \
+        i++;                                                                                     \
+        continue;                                                                                \
+    }
+        INTOPT("--threads", threads)
+        INTOPT("--batch", batch)
+        INTOPT("--seq", seq)
+        INTOPT("--steps", steps)
+        INTOPT("--warmup", warmup)
+        INTOPT("--anchor-reps", anchor_reps)
+#undef INTOPT
+        if (strcmp(a, "--config") == 0 && v) {
+            o->config = v;
+            i++;
+        } else if (strcmp(a, "--shared") == 0 && v) {
+            o->shared = v;
+            i++;
+        } else if (strcmp(a, "--no-optimizer") == 0) {
+            o->optimizer = 0;
+        } else if (strcmp(a, "--no-anchor") == 0) {
+            o->anchor = 0;
+        } else {
+            return -1;
+        }
+    }
+    if (o->threads < 1 || o->batch < 1 || o->seq < 2 || o->steps < 1 || o->steps > 64 ||
+        o->warmup < 0 || o->anchor_reps < 1)
+        return -1;
+    return 0;
+}
+
+#define CHECK(expr)                                                                              \
+    do {                                                                                         \
+        int st_ = (expr);                                                                        \
+        if (st_ != PT_OK) {                                                                      \
+            fprintf(stderr, "%s failed: %s: %s\n", #expr, pt_status_name(st_), pt_last_error()); \
+            return 1;                                                                            \
+        }                                                                                        \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    pt_model_config cfg;
+    if (parse_args(&o, argc, argv) != 0 || set_config(&cfg, o.config, o.seq) != 0) {
+        usage();
+        return 2;
+    }
+    CHECK(pt_set_num_threads(o.threads));
+
+    pt_model *model = NULL;
+    pt_context *ctx = NULL;
+    pt_optimizer *opt = NULL;
+    double t0 = bench_now();
+    CHECK(pt_model_create(&model, &cfg, 1234));
+    uint64_t nparams = 0;
+    CHECK(pt_model_num_params(&nparams, model));
+    CHECK(pt_context_create(&ctx, model, o.batch, o.seq));
+    CHECK(pt_model_alloc_grads(model));
+    if (o.optimizer) {
+        pt_optimizer_options oo;
+        CHECK(pt_optimizer_options_init(&oo));
+        oo.type = PT_OPTIMIZER_ADAMW;
+        oo.lr = 1e-4;
+        oo.weight_decay = 0.01;           /* torch.optim.AdamW's default */
+        oo.decay_norms_and_biases = true; /* the anchor decays every tensor */
+        oo.max_grad_norm = 0.0;           /* the anchor does not clip */
+        CHECK(pt_optimizer_create(&opt, model, &oo));
+    }
+    double t_setup = bench_now() - t0;
+
+    size_t ntok = (size_t)o.batch * (size_t)o.seq;
+    int32_t *ids = malloc(ntok * sizeof *ids), *tgt = malloc(ntok * sizeof *tgt);
+    if (!ids || !tgt)
+        return 1;
+    uint64_t s = 42;
+    for (size_t i = 0; i < ntok; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        tgt[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
+    }
+    pt_batch b;
+    pt_batch_init(&b);
+    b.batch = o.batch;
+    b.seq = o.seq;
+    b.input_ids = ids;
+    b.targets = tgt;
+
+    printf("bench_train_step: config %s, %.2fM parameters, batch %d x seq %d, %d threads, "
+           "optimizer %s, setup %.2f s\n",
+           o.config, (double)nparams / 1e6, o.batch, o.seq, o.threads,
+           o.optimizer ? "AdamW" : "none", t_setup);
+    fflush(stdout);
+
+    double t_step[64], t_fb[64], t_opt[64];
+    float loss = 0.0f;
+    for (int r = -o.warmup; r < o.steps; r++) {
+        double a = bench_now();
+        if (!o.optimizer)
+            CHECK(pt_model_zero_grad(model));
+        CHECK(pt_model_loss(&loss, ctx, &b, NULL, true));
+        double m = bench_now();
+        if (o.optimizer)
+            CHECK(pt_optimizer_step(NULL, opt));
+        double e = bench_now();
+        if (r >= 0) {
+            t_step[r] = e - a;
+            t_fb[r] = m - a;
+            t_opt[r] = e - m;
+        }
+        printf("  %s %d: loss %.4f, %.3f s (forward+backward %.3f s, optimizer %.3f s)\n",
+               r < 0 ? "warm-up" : "step", r < 0 ? r + o.warmup : r, (double)loss, e - a, m - a,
+               e - m);
+        fflush(stdout);
+    }
+    double step = bench_median(t_step, o.steps);
+    double fb = bench_median(t_fb, o.steps);
+    double to = bench_median(t_opt, o.steps);
+    double rss = bench_peak_rss_mb();
+
+    /* GEMM peak measured now, in the same run (after the RSS reading: its
+     * buffers would otherwise count in a small config's peak). */
+    double peak1 = bench_gemm_peak(o.threads, 2048, 2048, 2048, 5);
+    double peak2 = bench_gemm_peak(o.threads, 1024, 1536, 576, 5);
+    double peak = peak1 > peak2 ? peak1 : peak2;
+
+    double tps = (double)ntok / step;
+    double gflops = 6.0 * (double)nparams * (double)ntok / step / 1e9;
+    double gflops_fb = 6.0 * (double)nparams * (double)ntok / fb / 1e9;
+    printf("ours: step %.3f s (median of %d; forward+backward %.3f s, optimizer %.3f s)\n", step,
+           o.steps, fb, to);
+    printf("ours: %.1f tokens/s, %.1f GFLOP/s (6N; forward+backward alone %.1f), "
+           "%.1f%% of the sgemm peak, peak RSS %.0f MB\n",
+           tps, gflops, gflops_fb, 100.0 * gflops / peak, rss);
+    printf("sgemm peak (%d threads): %.1f GFLOP/s at 2048^3, %.1f at 1024x1536x576\n", o.threads,
+           peak1, peak2);
+    fflush(stdout);
+
+    double a_tps = NAN, a_rss = NAN, a_gf = NAN;
+    if (o.anchor) {
+        const char *shared = find_shared_real(o.shared);
+        char script[PATH_MAX + 64];
+        if (shared)
+            snprintf(script, sizeof script, "%s/anchors/torch_llama.py", shared);
+        if (!shared || access(script, R_OK) != 0) {
+            printf("anchor: skipped (shared/anchors/torch_llama.py not found; use --shared DIR)\n");
+        } else if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+            printf("anchor: skipped (/usr/bin/python3 cannot import torch: apt-get install "
+                   "python3-torch)\n");
+        } else {
+            char cmd[2 * PATH_MAX], line[4096];
+            snprintf(cmd, sizeof cmd,
+                     "/usr/bin/python3 '%s' train --config %s --batch %d --seq %d --threads %d "
+                     "--reps %d 2>&1",
+                     script, o.config, o.batch, o.seq, o.threads, o.anchor_reps);
+            printf("anchor: %s\n", cmd);
+            fflush(stdout);
+            if (bench_run_capture(cmd, "mode=train", line, sizeof line) == 0) {
+                a_tps = kv_get(line, "tokens_per_s");
+                a_rss = kv_get(line, "peak_rss_mb");
+                a_gf = kv_get(line, "gflops_6n");
+            } else {
+                printf("anchor: no result line (mode=train ...) in its output\n");
+            }
+        }
+    }
+    if (!isnan(a_tps)) {
+        printf("anchor (PyTorch): %.1f tokens/s, %.1f GFLOP/s (6N), %.1f%% of the sgemm peak, "
+               "peak RSS %.0f MB\n",
+               a_tps, a_gf, 100.0 * a_gf / peak, a_rss);
+        printf("ratio: tokens/s ours/anchor %.2fx; peak RSS ours/anchor %.2f\n", tps / a_tps,
+               rss / a_rss);
+    }
+    printf("result: config=%s threads=%d batch=%d seq=%d optimizer=%d tokens_per_s=%.2f "
+           "gflops_6n=%.2f gemm_peak=%.1f peak_frac=%.3f rss_mb=%.0f anchor_tokens_per_s=%.2f "
+           "anchor_rss_mb=%.0f speed_ratio=%.3f rss_ratio=%.3f\n",
+           o.config, o.threads, o.batch, o.seq, o.optimizer, tps, gflops, peak, gflops / peak, rss,
+           a_tps, a_rss, tps / a_tps, rss / a_rss);
+
+    free(ids);
+    free(tgt);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(model);
+    return 0;
 }
