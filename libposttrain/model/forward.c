@@ -31,7 +31,8 @@ struct pt_context {
     int max_batch, max_seq;
     int B, T;
     int state;
-    size_t chunk_rows;
+    size_t chunk_rows, chunk_rows_max;
+    int tile_q, tile_k;
     int attn_threads;
     float *block;
     layer_acts *acts;     /* num_hidden_layers + 1 (the last holds only x) */
@@ -101,6 +102,7 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     size_t cr = ((size_t)1 << 22) / V;
     cr = cr < 16 ? 16 : (cr / 16) * 16;
     ctx->chunk_rows = cr > N ? N : cr;
+    ctx->chunk_rows_max = ctx->chunk_rows;
     int nt = pt_get_num_threads();
     int procs = omp_get_num_procs();
     ctx->attn_threads = nt > procs ? nt : procs;
@@ -224,6 +226,24 @@ int pt_batch_init(pt_batch *b)
     return PT_OK;
 }
 
+int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
+{
+    if (!ctx)
+        return pt_err(PT_EINVAL, "pt_context_set_tiling: NULL context");
+    pt_attn_shape def = { .hd = ctx->model->cfg.head_dim };
+    size_t have = pt_attention_scratch_floats(&def, 1);
+    pt_attn_shape want = { .hd = ctx->model->cfg.head_dim, .tile_q = tile_q, .tile_k = tile_k };
+    if (chunk_rows > ctx->chunk_rows_max || tile_q < 0 || tile_k < 0 ||
+        pt_attention_scratch_floats(&want, 1) > have)
+        return pt_err(PT_EINVAL, "pt_context_set_tiling: chunk %zu (max %zu) or tiles %d x %d "
+                      "exceed what the context was sized for", chunk_rows, ctx->chunk_rows_max,
+                      tile_q, tile_k);
+    ctx->chunk_rows = chunk_rows ? chunk_rows : ctx->chunk_rows_max;
+    ctx->tile_q = tile_q;
+    ctx->tile_k = tile_k;
+    return PT_OK;
+}
+
 /* ---- forward -------------------------------------------------------------------- */
 
 static pt_linear lin(const float *w, const float *b, float *dw, float *db, size_t in, size_t out)
@@ -240,6 +260,7 @@ static pt_attn_shape attn_shape(const pt_context *ctx)
         .nkv = c->num_key_value_heads, .hd = c->head_dim,
         .scale = (float)(1.0 / sqrt((double)c->head_dim)),
         .seg = ctx->has_seg ? ctx->seg : NULL, .window = 0,
+        .tile_q = ctx->tile_q, .tile_k = ctx->tile_k,
     };
     return s;
 }

@@ -30,4 +30,9 @@ const pt_tensor_ref *pt_model_tensor(const pt_model *m, size_t i);
 /* NULL (without setting an error) when no tensor has that name. */
 const pt_tensor_ref *pt_model_find_tensor(const pt_model *m, const char *name);
 
+/* Tuning and tests: use at most chunk_rows rows per LM-head chunk and
+ * tile_q x tile_k attention tiles on this context (0 keeps the default; values
+ * can only shrink what the context was sized for, else PT_EINVAL). */
+int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k);
+
 #endif

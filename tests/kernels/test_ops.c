@@ -1,0 +1,440 @@
+/* Kernels: each backward against central finite differences of a random
+ * projection loss L = sum(r * y) (computed in double), forward results against
+ * plain double-precision formulas, and the tiled attention against a naive
+ * full-softmax attention for many tile sizes, GQA ratios, segments and
+ * windows. */
+#include "testutil.h"
+
+#include "core/core.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+
+static void fill(float *x, size_t n, pt_rng *r, double sd, double mean)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(mean + sd * pt_rng_normal(r));
+}
+
+static double dot_d(const float *a, const float *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * (double)b[i];
+    return s;
+}
+
+/* A loss as a function of the current contents of some float buffer. */
+typedef double (*loss_fn)(void *env);
+
+/* Compare grad[i] with the central difference of f in x[i], for every i
+ * (or every stride-th); returns the number of checked entries. */
+static int fd_check(const char *what, float *x, const float *grad, size_t n, size_t stride,
+                    loss_fn f, void *env, float eps, double atol, double rtol)
+{
+    int checked = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        float save = x[i];
+        x[i] = save + eps;
+        double lp = f(env);
+        x[i] = save - eps;
+        double lm = f(env);
+        x[i] = save;
+        double fd = (lp - lm) / (2.0 * (double)eps);
+        ck_assert_msg(fabs(fd - grad[i]) <= atol + rtol * fabs(fd),
+                      "%s[%zu]: analytic %.7g vs finite difference %.7g", what, i,
+                      (double)grad[i], fd);
+        checked++;
+    }
+    return checked;
+}
+
+/* ---- RMSNorm -------------------------------------------------------------------- */
+
+typedef struct rms_env {
+    float *x, *w, *y, *r;
+    size_t rows, d;
+} rms_env;
+
+static double rms_loss(void *e)
+{
+    rms_env *v = e;
+    pt_rmsnorm_forward(v->y, NULL, v->x, v->w, v->rows, v->d, 1e-5f);
+    return dot_d(v->y, v->r, v->rows * v->d);
+}
+
+START_TEST(test_rmsnorm)
+{
+    pt_rng rng;
+    pt_rng_seed(&rng, 1);
+    enum { R = 5, D = 37 };
+    float x[R * D], w[D], y[R * D], r[R * D], rstd[R], dx[R * D], dw[D];
+    fill(x, R * D, &rng, 1.0, 0.3);
+    fill(w, D, &rng, 0.3, 1.0);
+    fill(r, R * D, &rng, 1.0, 0.0);
+    pt_rmsnorm_forward(y, rstd, x, w, R, D, 1e-5f);
+    /* forward against the formula in double */
+    for (int i = 0; i < R; i++) {
+        double ss = 0;
+        for (int j = 0; j < D; j++)
+            ss += (double)x[i * D + j] * x[i * D + j];
+        double rs = 1.0 / sqrt(ss / D + 1e-5);
+        ck_assert(fabs(rstd[i] - rs) < 1e-5 * rs);
+        for (int j = 0; j < D; j++)
+            ck_assert(fabs(y[i * D + j] - x[i * D + j] * rs * w[j]) < 1e-5);
+    }
+    for (int j = 0; j < D; j++)
+        dw[j] = 0.5f; /* accumulates */
+    pt_rmsnorm_backward(dx, dw, r, x, w, rstd, R, D, false);
+    for (int j = 0; j < D; j++)
+        dw[j] -= 0.5f;
+    rms_env env = { x, w, y, r, R, D };
+    fd_check("rmsnorm dx", x, dx, R * D, 1, rms_loss, &env, 1e-2f, 2e-4, 1e-2);
+    fd_check("rmsnorm dw", w, dw, D, 1, rms_loss, &env, 1e-2f, 2e-4, 1e-2);
+    /* accumulate_dx adds, and dx may alias dy */
+    float dx2[R * D];
+    memcpy(dx2, r, sizeof dx2);
+    pt_rmsnorm_backward(dx2, NULL, dx2, x, w, rstd, R, D, false);
+    for (int i = 0; i < R * D; i++)
+        ck_assert_float_eq(dx2[i], dx[i]);
+    for (int i = 0; i < R * D; i++)
+        dx2[i] = 1.0f;
+    pt_rmsnorm_backward(dx2, NULL, r, x, w, rstd, R, D, true);
+    for (int i = 0; i < R * D; i++)
+        ck_assert(fabsf(dx2[i] - (1.0f + dx[i])) < 1e-5f);
+}
+END_TEST
+
+/* ---- RoPE ------------------------------------------------------------------------- */
+
+typedef struct rope_env {
+    float *x, *y, *r, *c, *s;
+    size_t n, ld;
+    int nh, hd;
+} rope_env;
+
+static double rope_loss(void *e)
+{
+    rope_env *v = e;
+    memcpy(v->y, v->x, v->n * v->ld * sizeof(float));
+    pt_rope_apply(v->y, v->ld, v->n, v->nh, v->hd, v->c, v->s, false);
+    return dot_d(v->y, v->r, v->n * v->ld);
+}
+
+START_TEST(test_rope)
+{
+    enum { N = 6, NH = 3, HD = 8, LD = NH * HD };
+    pt_rng rng;
+    pt_rng_seed(&rng, 2);
+    float inv[HD / 2], c[N * HD / 2], s[N * HD / 2], x[N * LD], y[N * LD], r[N * LD], g[N * LD];
+    int32_t pos[N] = { 0, 1, 2, 7, 100, 3 };
+    pt_rope_inv_freq(inv, HD, 10000.0, 0, 0, 0, 0, 0);
+    for (int j = 0; j < HD / 2; j++)
+        ck_assert(fabs(inv[j] - pow(10000.0, -2.0 * j / HD)) < 1e-6 * inv[j]);
+    pt_rope_table(c, s, pos, N, inv, HD);
+    fill(x, N * LD, &rng, 1.0, 0.0);
+    fill(r, N * LD, &rng, 1.0, 0.0);
+    memcpy(y, x, sizeof y);
+    pt_rope_apply(y, LD, N, NH, HD, c, s, false);
+    /* rotate_half convention: pairs (j, j + hd/2) */
+    for (int t = 0; t < N; t++)
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < HD / 2; j++) {
+                double a = pos[t] * pow(10000.0, -2.0 * j / HD);
+                double x1 = x[t * LD + h * HD + j], x2 = x[t * LD + h * HD + j + HD / 2];
+                ck_assert(fabs(y[t * LD + h * HD + j] - (x1 * cos(a) - x2 * sin(a))) < 1e-4);
+                ck_assert(fabs(y[t * LD + h * HD + j + HD / 2] - (x2 * cos(a) + x1 * sin(a))) < 1e-4);
+            }
+    /* the inverse undoes the rotation */
+    pt_rope_apply(y, LD, N, NH, HD, c, s, true);
+    for (int i = 0; i < N * LD; i++)
+        ck_assert(fabsf(y[i] - x[i]) < 1e-5f);
+    /* backward = inverse rotation of the upstream gradient */
+    memcpy(g, r, sizeof g);
+    pt_rope_apply(g, LD, N, NH, HD, c, s, true);
+    rope_env env = { x, y, r, c, s, N, LD, NH, HD };
+    fd_check("rope dx", x, g, N * LD, 1, rope_loss, &env, 1e-2f, 1e-4, 1e-3);
+}
+END_TEST
+
+START_TEST(test_rope_scaling)
+{
+    /* Llama-3.1 style: factor 8, low 1, high 4, original 8192, theta 500000. */
+    enum { HD = 64 };
+    float inv[HD / 2], lin[HD / 2];
+    pt_rope_inv_freq(inv, HD, 500000.0, 1, 8.0, 1.0, 4.0, 8192);
+    int scaled = 0, kept = 0, smooth = 0;
+    for (int j = 0; j < HD / 2; j++) {
+        double f = 1.0 / pow(500000.0, (double)(float)(2.0 * j / HD));
+        double wl = 2 * M_PI / f;
+        double want;
+        if (wl < 8192.0 / 4.0) {
+            want = f;
+            kept++;
+        } else if (wl > 8192.0) {
+            want = f / 8.0;
+            scaled++;
+        } else {
+            double sm = (8192.0 / wl - 1.0) / (4.0 - 1.0);
+            want = (1 - sm) * f / 8.0 + sm * f;
+            smooth++;
+        }
+        ck_assert_msg(fabs(inv[j] - want) <= 1e-6 * want, "j=%d %g vs %g", j, (double)inv[j], want);
+    }
+    ck_assert(scaled > 0 && kept > 0 && smooth > 0); /* all three regimes exercised */
+    pt_rope_inv_freq(lin, HD, 10000.0, 2, 4.0, 0, 0, 0);
+    for (int j = 0; j < HD / 2; j++)
+        ck_assert(fabs(lin[j] - pow(10000.0, -(double)(float)(2.0 * j / HD)) / 4.0) < 1e-6 * lin[j]);
+}
+END_TEST
+
+/* ---- SwiGLU ---------------------------------------------------------------------------- */
+
+typedef struct sw_env {
+    float *g, *u, *h, *r;
+    size_t n;
+} sw_env;
+
+static double sw_loss(void *e)
+{
+    sw_env *v = e;
+    pt_swiglu_forward(v->h, v->g, v->u, v->n);
+    return dot_d(v->h, v->r, v->n);
+}
+
+START_TEST(test_swiglu)
+{
+    enum { N = 50 };
+    pt_rng rng;
+    pt_rng_seed(&rng, 3);
+    float g[N], u[N], h[N], r[N], dg[N], du[N];
+    fill(g, N, &rng, 2.0, 0.0);
+    fill(u, N, &rng, 1.0, 0.0);
+    fill(r, N, &rng, 1.0, 0.0);
+    pt_swiglu_forward(h, g, u, N);
+    for (int i = 0; i < N; i++)
+        ck_assert(fabs(h[i] - g[i] / (1 + exp(-(double)g[i])) * u[i]) < 1e-5);
+    pt_swiglu_backward(dg, du, r, g, u, N);
+    sw_env env = { g, u, h, r, N };
+    fd_check("swiglu dg", g, dg, N, 1, sw_loss, &env, 1e-2f, 2e-4, 1e-2);
+    fd_check("swiglu du", u, du, N, 1, sw_loss, &env, 1e-2f, 2e-4, 1e-2);
+    /* dg may alias dh */
+    float d2[N];
+    memcpy(d2, r, sizeof d2);
+    pt_swiglu_backward(d2, du, d2, g, u, N);
+    for (int i = 0; i < N; i++)
+        ck_assert_float_eq(d2[i], dg[i]);
+}
+END_TEST
+
+/* ---- log-softmax / cross-entropy ---------------------------------------------------------- */
+
+typedef struct ls_env {
+    float *x, *lse, *lp, *r;
+    int32_t *t;
+    size_t rows, v;
+} ls_env;
+
+static double ls_loss(void *e)
+{
+    ls_env *v = e;
+    pt_logsoftmax_rows(v->lse, v->lp, v->x, v->t, v->rows, v->v);
+    return dot_d(v->lp, v->r, v->rows);
+}
+
+START_TEST(test_logsoftmax)
+{
+    enum { R = 6, V = 29 };
+    pt_rng rng;
+    pt_rng_seed(&rng, 4);
+    float x[R * V], lse[R], lp[R], r[R], g[R * V];
+    int32_t t[R] = { 3, -1, 0, 28, 7, 7 };
+    fill(x, R * V, &rng, 3.0, 50.0); /* large offset: needs the max shift */
+    fill(r, R, &rng, 1.0, 0.0);
+    pt_logsoftmax_rows(lse, lp, x, t, R, V);
+    for (int i = 0; i < R; i++) {
+        double m = -1e300, s = 0;
+        for (int j = 0; j < V; j++)
+            m = fmax(m, x[i * V + j]);
+        for (int j = 0; j < V; j++)
+            s += exp(x[i * V + j] - m);
+        double l = m + log(s);
+        ck_assert(fabs(lse[i] - l) < 1e-4);
+        ck_assert(fabs(lp[i] - (t[i] >= 0 ? x[i * V + t[i]] - l : 0.0)) < 1e-4);
+    }
+    memcpy(g, x, sizeof g);
+    pt_logsoftmax_backward_rows(g, lse, r, t, R, V);
+    for (int j = 0; j < V; j++)
+        ck_assert_float_eq(g[1 * V + j], 0.0f); /* no target: no gradient */
+    ls_env env = { x, lse, lp, r, t, R, V };
+    fd_check("logsoftmax dlogits", x, g, R * V, 1, ls_loss, &env, 2e-2f, 5e-4, 1e-2);
+}
+END_TEST
+
+START_TEST(test_embedding_colsum)
+{
+    enum { N = 7, D = 70, VOC = 5 };
+    pt_rng rng;
+    pt_rng_seed(&rng, 5);
+    float tab[VOC * D], out[N * D], dt[VOC * D], want[VOC * D], db[D];
+    int32_t ids[N] = { 4, 0, 4, 2, 2, 2, 1 };
+    fill(tab, VOC * D, &rng, 1.0, 0.0);
+    pt_embedding_forward(out, tab, ids, N, D);
+    for (int t = 0; t < N; t++)
+        ck_assert_mem_eq(out + t * D, tab + ids[t] * D, D * sizeof(float));
+    for (int i = 0; i < VOC * D; i++)
+        dt[i] = want[i] = 1.0f;
+    for (int t = 0; t < N; t++)
+        for (int j = 0; j < D; j++)
+            want[ids[t] * D + j] += out[t * D + j];
+    pt_embedding_backward(dt, out, ids, N, D);
+    for (int i = 0; i < VOC * D; i++)
+        ck_assert(fabsf(dt[i] - want[i]) < 1e-5f);
+    for (int j = 0; j < D; j++)
+        db[j] = 2.0f;
+    pt_colsum_add(db, out, N, D - 3, D);
+    for (int j = 0; j < D - 3; j++) {
+        double s = 2.0;
+        for (int t = 0; t < N; t++)
+            s += out[t * D + j];
+        ck_assert(fabs(db[j] - s) < 1e-4);
+    }
+    ck_assert_float_eq(db[D - 1], 2.0f);
+}
+END_TEST
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+/* Naive attention in double: full score rows, softmax, weighted sum. */
+static void naive_attention(double *out, double *lse, const float *q, const float *k,
+                            const float *v, const pt_attn_shape *s)
+{
+    int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd, grp = nh / nkv;
+    size_t ldq = (size_t)nh * hd, ldk = (size_t)nkv * hd;
+    double *sc = malloc(sizeof(double) * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < T; i++) {
+                double m = -INFINITY;
+                for (int j = 0; j < T; j++) {
+                    bool ok = j <= i && (!s->seg || s->seg[b * T + i] == s->seg[b * T + j]) &&
+                              (s->window == 0 || i - j < s->window);
+                    double d = 0;
+                    for (int x = 0; x < hd; x++)
+                        d += (double)q[(b * T + i) * ldq + h * hd + x] *
+                             k[(b * T + j) * ldk + (h / grp) * hd + x];
+                    sc[j] = ok ? d * s->scale : -INFINITY;
+                    m = fmax(m, sc[j]);
+                }
+                double z = 0;
+                for (int j = 0; j < T; j++)
+                    z += sc[j] == -INFINITY ? 0 : exp(sc[j] - m);
+                lse[(b * nh + h) * T + i] = m + log(z);
+                for (int x = 0; x < hd; x++) {
+                    double o = 0;
+                    for (int j = 0; j < T; j++)
+                        if (sc[j] != -INFINITY)
+                            o += exp(sc[j] - m) / z * v[(b * T + j) * ldk + (h / grp) * hd + x];
+                    out[(b * T + i) * ldq + h * hd + x] = o;
+                }
+            }
+    free(sc);
+}
+
+typedef struct att_env {
+    float *q, *k, *v, *out, *lse, *r, *scratch;
+    pt_attn_shape s;
+} att_env;
+
+static double att_loss(void *e)
+{
+    att_env *a = e;
+    pt_attention_forward(a->out, a->lse, a->q, a->k, a->v, &a->s, a->scratch);
+    return dot_d(a->out, a->r, (size_t)a->s.batch * a->s.seq * a->s.nh * a->s.hd);
+}
+
+static void attention_case(int B, int T, int nh, int nkv, int hd, bool segs, int window,
+                           const int tiles[][2], int ntiles, bool check_grad)
+{
+    pt_rng rng;
+    pt_rng_seed(&rng, (uint64_t)(B * 1000 + T * 10 + nh + nkv + window));
+    size_t nq = (size_t)B * T * nh * hd, nk = (size_t)B * T * nkv * hd;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *out = malloc(nq * 4);
+    float *r = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
+    float *lse = malloc((size_t)B * nh * T * 4);
+    double *ref = malloc(nq * 8), *rlse = malloc((size_t)B * nh * T * 8);
+    int32_t *seg = malloc((size_t)B * T * 4);
+    fill(q, nq, &rng, 1.0, 0.0);
+    fill(k, nk, &rng, 1.0, 0.0);
+    fill(v, nk, &rng, 1.0, 0.0);
+    fill(r, nq, &rng, 1.0, 0.0);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            seg[b * T + t] = (t * 3) / T + b; /* three segments per row */
+    pt_attn_shape s = { B, T, nh, nkv, hd, (float)(1.0 / sqrt(hd)), segs ? seg : NULL, window, 0, 0 };
+    naive_attention(ref, rlse, q, k, v, &s);
+    for (int ti = 0; ti < ntiles; ti++) {
+        s.tile_q = tiles[ti][0];
+        s.tile_k = tiles[ti][1];
+        float *scratch = malloc(pt_attention_scratch_floats(&s, pt_get_num_threads()) * 4);
+        pt_attention_forward(out, lse, q, k, v, &s, scratch);
+        for (size_t i = 0; i < nq; i++)
+            ck_assert_msg(fabs(out[i] - ref[i]) < 2e-5, "tiles %dx%d out[%zu] %g vs %g", s.tile_q,
+                          s.tile_k, i, (double)out[i], ref[i]);
+        for (size_t i = 0; i < (size_t)B * nh * T; i++)
+            ck_assert(fabs(lse[i] - rlse[i]) < 2e-5);
+        if (check_grad) {
+            pt_attention_backward(dq, dk, dv, r, q, k, v, out, lse, &s, scratch);
+            att_env env = { q, k, v, out, lse, r, scratch, s };
+            fd_check("attention dq", q, dq, nq, 1, att_loss, &env, 1e-2f, 3e-4, 1e-2);
+            fd_check("attention dk", k, dk, nk, 1, att_loss, &env, 1e-2f, 3e-4, 1e-2);
+            fd_check("attention dv", v, dv, nk, 1, att_loss, &env, 1e-2f, 3e-4, 1e-2);
+        }
+        free(scratch);
+    }
+    free(q), free(k), free(v), free(out), free(r), free(dq), free(dk), free(dv), free(lse);
+    free(ref), free(rlse), free(seg);
+}
+
+START_TEST(test_attention_tiles_match_naive)
+{
+    static const int tiles[][2] = { { 0, 0 }, { 1, 1 }, { 2, 3 }, { 5, 2 }, { 4, 4 }, { 7, 16 } };
+    attention_case(2, 13, 4, 2, 8, false, 0, tiles, 6, false);
+    attention_case(1, 17, 6, 2, 4, true, 0, tiles, 6, false);
+    attention_case(2, 11, 2, 2, 6, false, 4, tiles, 6, false);
+    attention_case(1, 150, 2, 1, 16, true, 0, tiles, 1, false); /* several default tiles */
+    attention_case(1, 200, 2, 1, 8, false, 0, tiles, 1, false);
+}
+END_TEST
+
+START_TEST(test_attention_backward_fd)
+{
+    static const int tiles[][2] = { { 0, 0 }, { 3, 2 } };
+    attention_case(2, 6, 4, 2, 4, false, 0, tiles, 2, true);  /* GQA 2:1 */
+    attention_case(1, 9, 3, 1, 4, true, 0, tiles, 2, true);   /* MQA + segments */
+    attention_case(1, 7, 2, 2, 4, false, 3, tiles, 2, true);  /* window */
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("kernels_ops");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_rope_scaling);
+    tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_logsoftmax);
+    tcase_add_test(tc, test_embedding_colsum);
+    tcase_add_test(tc, test_attention_tiles_match_naive);
+    tcase_add_test(tc, test_attention_backward_fd);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return pt_test_run(ops_suite());
+}
