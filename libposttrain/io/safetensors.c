@@ -579,7 +579,10 @@ static int parse_header(pt_st_file *f)
     qsort(names, count, sizeof *names, cmp_str_ptr);
     for (size_t i = 1; i < count; i++)
         if (strcmp(names[i - 1], names[i]) == 0) {
-            st = pt_err(PT_EFORMAT, "duplicate tensor name '%s'", names[i]);
+            if (strcmp(names[i], "__metadata__") == 0)
+                st = pt_err(PT_EFORMAT, "duplicate key '__metadata__'");
+            else
+                st = pt_err(PT_EFORMAT, "duplicate tensor name '%s'", names[i]);
             goto done;
         }
     count = 0;

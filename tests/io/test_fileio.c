@@ -1,0 +1,319 @@
+/* Durable writes (temp + fsync + rename + directory fsync), errno mapping,
+ * failure paths (full disk, read-only file system, missing directory) and
+ * SHA-256. */
+#include "testutil.h"
+
+#include "core/core.h"
+#include "io/fileio.h"
+#include "io/safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+static char *make_tmpdir(void)
+{
+    const char *base = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/pt_fio_XXXXXX", base && *base ? base : "/tmp");
+    char *d = mkdtemp(tmpl);
+    ck_assert_ptr_nonnull(d);
+    return strdup(d);
+}
+
+static void rm_tree_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[4096];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0)
+                rmdir(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* Names in dir other than `keep`, joined; "" if none. */
+static void other_entries(const char *dir, const char *keep, char *out, size_t cap)
+{
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            (keep && strcmp(e->d_name, keep) == 0))
+            continue;
+        strncat(out, e->d_name, cap - strlen(out) - 2);
+        strncat(out, " ", cap - strlen(out) - 1);
+    }
+    closedir(d);
+}
+
+static void assert_file_is(const char *path, const void *content, size_t len)
+{
+    char *buf = NULL;
+    size_t got = 0;
+    ck_assert_ok(pt_read_file(&buf, &got, path, (size_t)1 << 24));
+    ck_assert_uint_eq(got, len);
+    ck_assert_int_eq(memcmp(buf, content, len), 0);
+    free(buf);
+}
+
+static void hex_of(const void *data, size_t len, char hex[65])
+{
+    uint8_t d[32];
+    pt_sha256(data, len, d);
+    pt_sha256_hex(d, hex);
+}
+
+START_TEST(test_sha256_vectors)
+{
+    char hex[65];
+    hex_of("", 0, hex);
+    ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    hex_of("abc", 3, hex);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    hex_of(m448, strlen(m448), hex);
+    ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    const char *m896 = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopq"
+                       "klmnopqrlmnopqrsmnopqrstnopqrstu";
+    hex_of(m896, strlen(m896), hex);
+    ck_assert_str_eq(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    /* one million 'a', fed in uneven pieces */
+    char *a = malloc(1000000);
+    memset(a, 'a', 1000000);
+    pt_sha256_ctx c;
+    pt_sha256_init(&c);
+    size_t done = 0, step = 1;
+    while (done < 1000000) {
+        size_t k = step > 1000000 - done ? 1000000 - done : step;
+        pt_sha256_update(&c, a + done, k);
+        done += k;
+        step = step * 3 % 997 + 1;
+    }
+    uint8_t d[32];
+    pt_sha256_final(&c, d);
+    pt_sha256_hex(d, hex);
+    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* every length 0..200 around block boundaries: incremental == one shot */
+    for (size_t len = 0; len <= 200; len++) {
+        uint8_t one[32], inc[32];
+        pt_sha256(a, len, one);
+        pt_sha256_init(&c);
+        for (size_t i = 0; i < len; i++)
+            pt_sha256_update(&c, a + i, 1);
+        pt_sha256_final(&c, inc);
+        ck_assert_int_eq(memcmp(one, inc, 32), 0);
+    }
+    free(a);
+}
+END_TEST
+
+START_TEST(test_atomic_write)
+{
+    char *dir = make_tmpdir();
+    char path[4096], others[1024];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    ck_assert_ok(pt_write_file_atomic(path, "hello", 5));
+    assert_file_is(path, "hello", 5);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_uint_eq(sb.st_mode & 0777, 0644);
+    /* replace */
+    ck_assert_ok(pt_write_file_atomic(path, "abc", 3));
+    assert_file_is(path, "abc", 3);
+    uint8_t dg[32];
+    char hex[65];
+    ck_assert_ok(pt_sha256_file(path, dg));
+    pt_sha256_hex(dg, hex);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* empty file */
+    ck_assert_ok(pt_write_file_atomic(path, NULL, 0));
+    assert_file_is(path, "", 0);
+    other_entries(dir, "out.bin", others, sizeof others);
+    ck_assert_str_eq(others, "");
+    /* streaming writer, aborted: nothing changes, no temp file */
+    pt_atomic_file af;
+    ck_assert_ok(pt_atomic_open(&af, path));
+    ck_assert_ok(pt_atomic_write(&af, "partial", 7));
+    other_entries(dir, "out.bin", others, sizeof others);
+    ck_assert_msg(strstr(others, ".out.bin.tmp.") != NULL, "temp file is '%s'", others);
+    pt_atomic_abort(&af);
+    pt_atomic_abort(&af); /* idempotent */
+    other_entries(dir, "out.bin", others, sizeof others);
+    ck_assert_str_eq(others, "");
+    assert_file_is(path, "", 0);
+    /* a relative path (no slash) works too */
+    char cwd[4096];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    ck_assert_int_eq(chdir(dir), 0);
+    ck_assert_ok(pt_write_file_atomic("rel.bin", "xyz", 3));
+    ck_assert_int_eq(chdir(cwd), 0);
+    snprintf(path, sizeof path, "%s/rel.bin", dir);
+    assert_file_is(path, "xyz", 3);
+    /* file checksums: streaming a large file equals hashing its bytes */
+    size_t big = 300000;
+    uint8_t *buf = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        buf[i] = (uint8_t)(i * 2654435761u >> 13);
+    snprintf(path, sizeof path, "%s/big.bin", dir);
+    ck_assert_ok(pt_write_file_atomic(path, buf, big));
+    uint8_t d1[32], d2[32];
+    pt_sha256(buf, big, d1);
+    ck_assert_ok(pt_sha256_file(path, d2));
+    ck_assert_int_eq(memcmp(d1, d2, 32), 0);
+    free(buf);
+    snprintf(path, sizeof path, "%s/absent.bin", dir);
+    ck_assert_status(pt_sha256_file(path, d2), PT_ENOTFOUND, "absent.bin");
+    ck_assert_ok(pt_fsync_dir(dir));
+    rm_tree_flat(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_errno_mapping)
+{
+    ck_assert_status(pt_io_errno(ENOSPC, "write", "/x/y.bin"), PT_ENOSPC, "write /x/y.bin: ");
+    ck_assert_status(pt_io_errno(EDQUOT, "write", "/x/y.bin"), PT_ENOSPC, "/x/y.bin");
+    ck_assert_status(pt_io_errno(EIO, "fsync", "/x/y.bin"), PT_EIO, "fsync /x/y.bin");
+    ck_assert_status(pt_io_errno(EACCES, "open", "/x/y.bin"), PT_EIO, "Permission denied");
+    ck_assert_status(pt_io_errno(EROFS, "open", "/x/y.bin"), PT_EIO, "Read-only file system");
+}
+END_TEST
+
+START_TEST(test_write_failures)
+{
+    char *dir = make_tmpdir();
+    char path[4096], others[1024];
+    /* directory that does not exist */
+    snprintf(path, sizeof path, "%s/missing/out.bin", dir);
+    ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, path);
+    ck_assert_status(pt_st_write(path, NULL, 0, NULL, 0), PT_EIO, path);
+    /* final name is a non-empty directory: rename fails, the directory survives */
+    snprintf(path, sizeof path, "%s/taken", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    char inner[4200];
+    snprintf(inner, sizeof inner, "%s/keep", path);
+    ck_assert_ok(pt_write_file_atomic(inner, "k", 1));
+    ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, "rename");
+    assert_file_is(inner, "k", 1);
+    other_entries(dir, "taken", others, sizeof others);
+    ck_assert_msg(others[0] == '\0', "left behind: %s", others);
+    unlink(inner);
+    rmdir(path);
+    /* path naming a directory */
+    ck_assert_status(pt_write_file_atomic("/tmp/", "x", 1), PT_EINVAL, "names a directory");
+    /* as a non-root user a 0555 directory is unwritable */
+    if (geteuid() != 0) {
+        ck_assert_int_eq(chmod(dir, 0555), 0);
+        snprintf(path, sizeof path, "%s/out.bin", dir);
+        ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, path);
+        chmod(dir, 0755);
+    }
+    rm_tree_flat(dir);
+    free(dir);
+}
+END_TEST
+
+/* The tmpfs mounted by the test, unmounted by the checked teardown even if
+ * an assertion fails half way. */
+static char *g_mounted;
+
+static void unmount_teardown(void)
+{
+    if (g_mounted) {
+        umount2(g_mounted, MNT_DETACH);
+        rmdir(g_mounted);
+        free(g_mounted);
+        g_mounted = NULL;
+    }
+}
+
+/* Mount a tiny tmpfs (root only); false (and a loud skip) if not possible. */
+static bool mount_small_tmpfs(const char *dir, const char *opts)
+{
+    if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
+        fprintf(stderr, "SKIP io/tmpfs: cannot mount a tmpfs at %s (%s); the errno mapping is "
+                        "tested directly\n", dir, strerror(errno));
+        return false;
+    }
+    g_mounted = strdup(dir);
+    return true;
+}
+
+START_TEST(test_full_disk_and_read_only)
+{
+    char *dir = make_tmpdir();
+    if (!mount_small_tmpfs(dir, "size=64k,mode=0755")) {
+        rmdir(dir);
+        free(dir);
+        return;
+    }
+    char path[4096], others[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    /* a previous, valid file under the final name */
+    float small[4] = {1, 2, 3, 4};
+    pt_st_write_tensor t = {.name = "w", .dtype = PT_ST_F32, .ndim = 1, .shape = {4}, .data = small};
+    ck_assert_ok(pt_st_write(path, &t, 1, NULL, 0));
+    char *before = NULL;
+    size_t before_len = 0;
+    ck_assert_ok(pt_read_file(&before, &before_len, path, 1 << 20));
+
+    /* 256 KiB does not fit in 64 KiB: PT_ENOSPC naming the file */
+    size_t n = 65536;
+    float *big = calloc(n, sizeof *big);
+    pt_st_write_tensor tb = {.name = "w", .dtype = PT_ST_F32, .ndim = 1, .shape = {(int64_t)n}, .data = big};
+    ck_assert_status(pt_st_write(path, &tb, 1, NULL, 0), PT_ENOSPC, "model.safetensors");
+    ck_assert_status(pt_write_file_atomic(path, big, n * sizeof *big), PT_ENOSPC, "No space left");
+    free(big);
+    assert_file_is(path, before, before_len);
+    other_entries(dir, "model.safetensors", others, sizeof others);
+    ck_assert_msg(others[0] == '\0', "left behind: %s", others);
+    pt_st_file *f;
+    ck_assert_ok(pt_st_open(&f, path));
+    ck_assert_uint_eq(pt_st_find(f, "w")->numel, 4);
+    pt_st_close(f);
+
+    /* read-only file system: an unwritable directory, even for root */
+    ck_assert_int_eq(mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, "size=64k"), 0);
+    ck_assert_status(pt_st_write(path, &t, 1, NULL, 0), PT_EIO, path);
+    ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, "Read-only file system");
+    assert_file_is(path, before, before_len);
+    other_entries(dir, "model.safetensors", others, sizeof others);
+    ck_assert_msg(others[0] == '\0', "left behind: %s", others);
+    free(before);
+    free(dir);
+    unmount_teardown();
+}
+END_TEST
+
+static Suite *fileio_suite(void)
+{
+    Suite *s = suite_create("io_fileio");
+    TCase *tc = tcase_create("fileio");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_sha256_vectors);
+    tcase_add_test(tc, test_atomic_write);
+    tcase_add_test(tc, test_errno_mapping);
+    tcase_add_test(tc, test_write_failures);
+    suite_add_tcase(s, tc);
+    TCase *tm = tcase_create("tmpfs");
+    tcase_add_checked_fixture(tm, NULL, unmount_teardown);
+    tcase_add_test(tm, test_full_disk_and_read_only);
+    suite_add_tcase(s, tm);
+    return s;
+}
+
+int main(void)
+{
+    return pt_test_run(fileio_suite());
+}
