@@ -76,6 +76,46 @@ PT_API int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt);
 /* Steps applied so far. */
 PT_API int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt);
 
+/* Supervised fine-tuning step. */
+typedef struct pt_sft_stats {
+    size_t size;
+    double loss;          /* mean weighted next-token loss over all micro-batches (nats) */
+    double tokens;        /* sum of the loss weights (the number of target tokens for 0/1 masks) */
+    double grad_norm;     /* global gradient norm before clipping */
+    double lr;            /* learning rate used */
+    int64_t step;         /* optimizer steps applied so far */
+    bool skipped;         /* non-finite loss or gradients: nothing changed */
+    int64_t skipped_total;
+} pt_sft_stats;
+
+PT_API int pt_sft_stats_init(pt_sft_stats *stats);
+
+/* One optimizer step over n_micro micro-batches (gradient accumulation): the
+ * loss is -sum(w * log p(target)) / sum(w) over every target token of every
+ * micro-batch, where weights[i] (B*T per micro-batch; the array or any entry
+ * may be NULL for 1 on every token with a target) are loss weights, e.g. 0/1
+ * completion-only masks.  Gradients of the whole accumulated batch equal
+ * those of one big batch.  A non-finite loss or gradient skips the step
+ * (weights and moments unchanged, stats->skipped set, PT_OK returned).  The
+ * abort callback is polled between micro-batches (PT_ECANCELLED; gradients
+ * are dropped, weights untouched). */
+PT_API int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
+                       const float *const *weights, int n_micro);
+
+/* Checkpoints.  pt_checkpoint_save writes the model's trainable tensors, the
+ * optimizer's moments and counters, and `host_json` (any JSON value the host
+ * wants back on resume, e.g. its data position; may be NULL) into a new
+ * directory `dir`: under a temporary name, every file fsynced and listed with
+ * its SHA-256 in MANIFEST.json (written last), then renamed into place.  An
+ * existing `dir` is never overwritten (PT_ESTATE).  A crash at any moment
+ * leaves earlier checkpoints intact.
+ * pt_checkpoint_load verifies every checksum (PT_ECHECKSUM names a damaged
+ * file) before reading anything into `model` and `opt`, which must have the
+ * same trainable tensors and optimizer type as when saved; *host_json (may be
+ * NULL) receives the host's JSON, to free with pt_free(). */
+PT_API int pt_checkpoint_save(const char *dir, const pt_model *model, pt_optimizer *opt, const char *host_json);
+PT_API int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_optimizer *opt);
+
 /* Learning-rate multiplier of a schedule at a given step (0-based), as
  * Hugging Face's get_*_schedule_with_warmup compute it. */
 PT_API int pt_schedule_factor(double *factor, int schedule, int64_t step, int64_t warmup_steps,

@@ -407,6 +407,25 @@ void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
     out->skipped = &o->skipped;
 }
 
+void pt_optimizer_zero_grads(pt_optimizer *o)
+{
+    refresh_grads(o);
+    zero_grads(o);
+}
+
+void pt_optimizer_record_skip(pt_optimizer *o, const char *reason)
+{
+    o->skipped++;
+    pt_log(PT_LOG_WARN, "optimizer step %lld skipped: %s (weights and moments unchanged)",
+           (long long)o->step + 1, reason);
+    pt_optimizer_zero_grads(o);
+}
+
+pt_model *pt_optimizer_model(const pt_optimizer *o)
+{
+    return o->model;
+}
+
 const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
 {
     return &o->opts;

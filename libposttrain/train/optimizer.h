@@ -30,6 +30,13 @@ typedef struct pt_opt_state_view {
     int64_t *skipped;
 } pt_opt_state_view;
 void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *opt);
+/* Count a skipped step (non-finite loss found before the update), log the
+ * reason and drop the accumulated gradients. */
+void pt_optimizer_record_skip(pt_optimizer *opt, const char *reason);
+/* Drop the accumulated gradients. */
+void pt_optimizer_zero_grads(pt_optimizer *opt);
+pt_model *pt_optimizer_model(const pt_optimizer *opt);
+
 const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *opt);
 
 #endif

@@ -1,0 +1,454 @@
+#include "train/checkpoint.h"
+
+#include "core/core.h"
+#include "io/fileio.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "train/optimizer.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_FORMAT "libposttrain-checkpoint"
+#define CKPT_VERSION 1
+#define MAX_STATE_JSON (64u << 20)
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = pt_malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* Remove a directory that holds only plain files (our temporary checkpoint). */
+static void remove_flat_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char *p = path_join(dir, e->d_name);
+            if (p) {
+                unlink(p);
+                free(p);
+            }
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static int write_weights(const char *path, const pt_model *model)
+{
+    size_t count = pt_model_tensor_count(model), n = 0;
+    pt_st_write_tensor *t = pt_calloc(count ? count : 1, sizeof *t);
+    if (!t)
+        return PT_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        if (!r->trainable)
+            continue;
+        t[n].name = r->name;
+        t[n].dtype = PT_ST_F32;
+        t[n].ndim = r->ndim;
+        t[n].shape[0] = r->shape[0];
+        t[n].shape[1] = r->shape[1];
+        t[n].data = r->data;
+        n++;
+    }
+    const char *meta[] = { "format", "pt" };
+    int st = pt_st_write(path, t, n, meta, 1);
+    free(t);
+    return st;
+}
+
+static int write_optimizer(const char *path, pt_optimizer *opt, const pt_model *model)
+{
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    size_t count = pt_model_tensor_count(model), n = 0, off = 0;
+    pt_st_write_tensor *t = pt_calloc(2 * (count ? count : 1), sizeof *t);
+    char **names = pt_calloc(2 * (count ? count : 1), sizeof *names);
+    int st = PT_OK;
+    if (!t || !names) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        if (!r->trainable)
+            continue;
+        for (int k = 0; k < (sv.v ? 2 : 1); k++) {
+            const char *prefix = k == 0 ? (sv.v ? "exp_avg." : "momentum_buffer.") : "exp_avg_sq.";
+            size_t len = strlen(prefix) + strlen(r->name) + 1;
+            names[n] = pt_malloc(len);
+            if (!names[n]) {
+                st = PT_ENOMEM;
+                goto done;
+            }
+            snprintf(names[n], len, "%s%s", prefix, r->name);
+            t[n].name = names[n];
+            t[n].dtype = PT_ST_F32;
+            t[n].ndim = r->ndim;
+            t[n].shape[0] = r->shape[0];
+            t[n].shape[1] = r->shape[1];
+            t[n].data = (k == 0 ? sv.m : sv.v) + off;
+            n++;
+        }
+        off += r->numel;
+    }
+    if (off != sv.numel_total) {
+        st = pt_err(PT_ESTATE, "checkpoint: the optimizer covers %zu values but the model's trainable "
+                               "tensors hold %zu (was the optimizer made for this model?)",
+                    sv.numel_total, off);
+        goto done;
+    }
+    st = pt_st_write(path, t, n, NULL, 0);
+done:
+    if (names)
+        for (size_t i = 0; i < 2 * (count ? count : 1); i++)
+            free(names[i]);
+    free(names);
+    free(t);
+    return st;
+}
+
+static int write_state(const char *path, pt_optimizer *opt, const char *extra_json)
+{
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    const pt_optimizer_options *o = pt_optimizer_options_of(opt);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *jo = cJSON_AddObjectToObject(root, "optimizer");
+    if (!root || !jo) {
+        cJSON_Delete(root);
+        return pt_err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
+    }
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)*sv.step);
+    cJSON_AddStringToObject(root, "step", buf); /* strings: exact 64-bit values */
+    snprintf(buf, sizeof buf, "%lld", (long long)*sv.skipped);
+    cJSON_AddStringToObject(root, "skipped_steps", buf);
+    cJSON_AddStringToObject(jo, "type", o->type == PT_OPTIMIZER_ADAMW ? "adamw" : "sgd");
+    cJSON_AddNumberToObject(jo, "lr", o->lr);
+    cJSON_AddNumberToObject(jo, "weight_decay", o->weight_decay);
+    cJSON_AddNumberToObject(jo, "numel", (double)sv.numel_total);
+    if (extra_json && *extra_json) {
+        cJSON *extra = cJSON_Parse(extra_json);
+        if (!extra) {
+            cJSON_Delete(root);
+            return pt_err(PT_EINVAL, "checkpoint: the host's extra state is not valid JSON");
+        }
+        cJSON_AddItemToObject(root, "host", extra);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text)
+        return pt_err(PT_ENOMEM, "checkpoint: out of memory printing %s", PT_CKPT_STATE);
+    int st = pt_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
+static int write_manifest(const char *dir)
+{
+    static const char *files[] = { PT_CKPT_WEIGHTS, PT_CKPT_OPTIMIZER, PT_CKPT_STATE };
+    cJSON *root = cJSON_CreateObject();
+    cJSON *jf = cJSON_AddObjectToObject(root, "files");
+    if (!root || !jf) {
+        cJSON_Delete(root);
+        return pt_err(PT_ENOMEM, "checkpoint: out of memory building the manifest");
+    }
+    cJSON_AddStringToObject(root, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(root, "version", CKPT_VERSION);
+    cJSON_AddStringToObject(root, "library", PT_VERSION_STRING);
+    int st = PT_OK;
+    for (size_t i = 0; i < sizeof files / sizeof files[0] && !st; i++) {
+        char *p = path_join(dir, files[i]);
+        if (!p) {
+            st = PT_ENOMEM;
+            break;
+        }
+        uint8_t digest[32];
+        char hex[65];
+        struct stat sb;
+        if (stat(p, &sb) != 0) {
+            st = pt_io_errno(errno, "stat", p);
+        } else if (!(st = pt_sha256_file(p, digest))) {
+            pt_sha256_hex(digest, hex);
+            cJSON *e = cJSON_AddObjectToObject(jf, files[i]);
+            char sz[32];
+            snprintf(sz, sizeof sz, "%lld", (long long)sb.st_size);
+            cJSON_AddStringToObject(e, "sha256", hex);
+            cJSON_AddStringToObject(e, "bytes", sz);
+        }
+        free(p);
+    }
+    if (!st) {
+        char *text = cJSON_Print(root);
+        char *p = path_join(dir, PT_CKPT_MANIFEST);
+        if (!text || !p)
+            st = pt_err(PT_ENOMEM, "checkpoint: out of memory writing the manifest");
+        else
+            st = pt_write_file_atomic(p, text, strlen(text));
+        free(text);
+        free(p);
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+int pt_checkpoint_save(const char *dir, const pt_model *model, pt_optimizer *opt, const char *host_json)
+{
+    if (!dir || !*dir || !model || !opt)
+        return pt_err(PT_EINVAL, "pt_checkpoint_save: NULL argument");
+    struct stat sb;
+    if (stat(dir, &sb) == 0)
+        return pt_err(PT_ESTATE, "pt_checkpoint_save: %s already exists (checkpoints are never overwritten)", dir);
+    size_t n = strlen(dir) + 32;
+    char *tmp = pt_malloc(n);
+    if (!tmp)
+        return PT_ENOMEM;
+    snprintf(tmp, n, "%s.tmp-%ld", dir, (long)getpid());
+    remove_flat_dir(tmp); /* leftovers of an earlier crash of this pid */
+    if (mkdir(tmp, 0755) != 0) {
+        int st = pt_io_errno(errno, "mkdir", tmp);
+        free(tmp);
+        return st;
+    }
+    char *pw = path_join(tmp, PT_CKPT_WEIGHTS), *po = path_join(tmp, PT_CKPT_OPTIMIZER),
+         *ps = path_join(tmp, PT_CKPT_STATE);
+    int st = (!pw || !po || !ps) ? PT_ENOMEM : PT_OK;
+    if (!st)
+        st = write_weights(pw, model);
+    if (!st)
+        st = write_optimizer(po, opt, model);
+    if (!st)
+        st = write_state(ps, opt, host_json);
+    if (!st)
+        st = write_manifest(tmp);
+    if (!st)
+        st = pt_fsync_dir(tmp);
+    if (!st && rename(tmp, dir) != 0)
+        st = pt_io_errno(errno, "rename", dir);
+    if (!st)
+        st = pt_fsync_parent_dir(dir);
+    if (st) {
+        pt_err_prefix(st, "pt_checkpoint_save %s", dir);
+        remove_flat_dir(tmp);
+    }
+    free(pw);
+    free(po);
+    free(ps);
+    free(tmp);
+    return st;
+}
+
+static const char *manifest_string(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int pt_checkpoint_verify(const char *dir)
+{
+    if (!dir)
+        return pt_err(PT_EINVAL, "pt_checkpoint_verify: dir is NULL");
+    char *mp = path_join(dir, PT_CKPT_MANIFEST);
+    if (!mp)
+        return PT_ENOMEM;
+    char *text;
+    size_t len;
+    int st = pt_read_file(&text, &len, mp, 1 << 20);
+    free(mp);
+    if (st == PT_ENOTFOUND)
+        return pt_err(PT_EFORMAT, "checkpoint %s has no %s: it is incomplete or not a checkpoint", dir,
+                      PT_CKPT_MANIFEST);
+    if (st)
+        return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    const char *fmt = root ? manifest_string(root, "format") : NULL;
+    const cJSON *files = root ? cJSON_GetObjectItemCaseSensitive(root, "files") : NULL;
+    if (!fmt || strcmp(fmt, CKPT_FORMAT) || !cJSON_IsObject(files)) {
+        cJSON_Delete(root);
+        return pt_err(PT_EFORMAT, "checkpoint %s: %s is not a libposttrain manifest", dir, PT_CKPT_MANIFEST);
+    }
+    static const char *required[] = { PT_CKPT_WEIGHTS, PT_CKPT_OPTIMIZER, PT_CKPT_STATE };
+    for (size_t i = 0; i < 3 && !st; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(files, required[i]))
+            st = pt_err(PT_EFORMAT, "checkpoint %s: the manifest does not list %s", dir, required[i]);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, files)
+    {
+        if (st)
+            break;
+        const char *want = manifest_string(e, "sha256"), *bytes = manifest_string(e, "bytes");
+        if (!want || !bytes || strchr(e->string, '/') || e->string[0] == '.') {
+            st = pt_err(PT_EFORMAT, "checkpoint %s: bad manifest entry '%s'", dir, e->string);
+            break;
+        }
+        char *p = path_join(dir, e->string);
+        if (!p) {
+            st = PT_ENOMEM;
+            break;
+        }
+        struct stat sb;
+        uint8_t digest[32];
+        char hex[65];
+        if (stat(p, &sb) != 0) {
+            st = pt_err(PT_ECHECKSUM, "checkpoint %s: %s is missing", dir, e->string);
+        } else if (strtoll(bytes, NULL, 10) != (long long)sb.st_size) {
+            st = pt_err(PT_ECHECKSUM, "checkpoint %s: %s is %lld bytes, the manifest says %s", dir, e->string,
+                        (long long)sb.st_size, bytes);
+        } else if (!(st = pt_sha256_file(p, digest))) {
+            pt_sha256_hex(digest, hex);
+            if (strcmp(hex, want))
+                st = pt_err(PT_ECHECKSUM, "checkpoint %s: %s has SHA-256 %s, the manifest says %s", dir,
+                            e->string, hex, want);
+        }
+        free(p);
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+static int load_weights(const char *path, pt_model *model)
+{
+    pt_st_file *f;
+    int st = pt_st_open(&f, path);
+    if (st)
+        return st;
+    size_t count = pt_model_tensor_count(model), used = 0;
+    for (size_t i = 0; i < count && !st; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        if (!r->trainable)
+            continue;
+        const pt_st_tensor *t = pt_st_find(f, r->name);
+        if (!t)
+            st = pt_err(PT_ENOTFOUND, "%s: no tensor '%s'", path, r->name);
+        else
+            st = pt_st_read_f32(t, r->data, r->numel);
+        used++;
+    }
+    if (!st && used != pt_st_count(f))
+        st = pt_err(PT_ESHAPE, "%s holds %zu tensors but the model has %zu trainable ones", path,
+                    pt_st_count(f), used);
+    pt_st_close(f);
+    return st;
+}
+
+static int load_optimizer(const char *path, pt_optimizer *opt, const pt_model *model)
+{
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    pt_st_file *f;
+    int st = pt_st_open(&f, path);
+    if (st)
+        return st;
+    size_t count = pt_model_tensor_count(model), off = 0;
+    char name[512];
+    for (size_t i = 0; i < count && !st; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        if (!r->trainable)
+            continue;
+        if (off + r->numel > sv.numel_total) {
+            st = pt_err(PT_ESTATE, "checkpoint: optimizer does not match the model");
+            break;
+        }
+        for (int k = 0; k < (sv.v ? 2 : 1) && !st; k++) {
+            snprintf(name, sizeof name, "%s%s", k == 0 ? (sv.v ? "exp_avg." : "momentum_buffer.") : "exp_avg_sq.",
+                     r->name);
+            const pt_st_tensor *t = pt_st_find(f, name);
+            if (!t)
+                st = pt_err(PT_ENOTFOUND, "%s: no tensor '%s' (saved by another optimizer type?)", path, name);
+            else
+                st = pt_st_read_f32(t, (k == 0 ? sv.m : sv.v) + off, r->numel);
+        }
+        off += r->numel;
+    }
+    pt_st_close(f);
+    return st;
+}
+
+static int parse_i64(const cJSON *root, const char *key, int64_t *out)
+{
+    const char *s = manifest_string(root, key);
+    char *end;
+    if (!s)
+        return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_optimizer *opt)
+{
+    if (host_json)
+        *host_json = NULL;
+    if (!dir || !model || !opt)
+        return pt_err(PT_EINVAL, "pt_checkpoint_load: NULL argument");
+    int st = pt_checkpoint_verify(dir);
+    if (st)
+        return st;
+    char *pw = path_join(dir, PT_CKPT_WEIGHTS), *po = path_join(dir, PT_CKPT_OPTIMIZER),
+         *ps = path_join(dir, PT_CKPT_STATE), *text = NULL;
+    cJSON *root = NULL;
+    int64_t step = 0, skipped = 0;
+    if (!pw || !po || !ps) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    size_t len;
+    if ((st = pt_read_file(&text, &len, ps, MAX_STATE_JSON)))
+        goto done;
+    root = cJSON_ParseWithLength(text, len);
+    const cJSON *jo = root ? cJSON_GetObjectItemCaseSensitive(root, "optimizer") : NULL;
+    const char *type = jo ? manifest_string(jo, "type") : NULL;
+    if (!root || !type || parse_i64(root, "step", &step) || parse_i64(root, "skipped_steps", &skipped)) {
+        st = pt_err(PT_EFORMAT, "%s: malformed trainer state", ps);
+        goto done;
+    }
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    if (strcmp(type, sv.v ? "adamw" : "sgd")) {
+        st = pt_err(PT_ESTATE, "%s: saved by a %s optimizer, resuming with %s", ps, type, sv.v ? "adamw" : "sgd");
+        goto done;
+    }
+    /* Everything is validated and read into place below; a failure part way
+     * leaves the model partly loaded, which the caller must treat as lost. */
+    if ((st = load_weights(pw, model)) || (st = load_optimizer(po, opt, model)))
+        goto done;
+    *sv.step = step;
+    *sv.skipped = skipped;
+    if (host_json) {
+        const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
+        if (host) {
+            *host_json = cJSON_PrintUnformatted(host);
+            if (!*host_json)
+                st = pt_err(PT_ENOMEM, "checkpoint: out of memory");
+        }
+    }
+done:
+    if (st)
+        pt_err_prefix(st, "pt_checkpoint_load %s", dir);
+    cJSON_Delete(root);
+    free(text);
+    free(pw);
+    free(po);
+    free(ps);
+    return st;
+}
