@@ -1,12 +1,139 @@
-/* libposttrain public API: modelio (being written; see docs/api.md). */
+/*
+ * libposttrain public API: Hugging Face model directories in and out, and
+ * evaluation of a model on JSONL data.
+ *
+ * A model directory holds config.json, the weights (model.safetensors, or
+ * model.safetensors.index.json with its shards), and usually tokenizer.json,
+ * tokenizer_config.json and generation_config.json.  See docs/model-files.md
+ * for the exact rules (tensor names per architecture, dtypes, what is an error).
+ */
 #ifndef POSTTRAIN_MODELIO_H
 #define POSTTRAIN_MODELIO_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "posttrain/common.h"
+#include "posttrain/model.h"
+#include "posttrain/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Read DIR/config.json (or the file itself when `path` is not a directory)
+ * into cfg (which must be initialised with pt_model_config_init). */
+PT_API int pt_model_config_load(pt_model_config *cfg, const char *path);
+
+/* The Hugging Face config.json text for cfg: exact field names of its
+ * model_type, sorted keys, torch_dtype "float32".  Free with pt_free. */
+PT_API int pt_model_config_to_json(char **out, const pt_model_config *cfg);
+
+/* Parameters a configuration implies (tied embeddings counted once), the
+ * same number pt_model_num_params gives for a model built from it. */
+PT_API int pt_model_config_num_params(uint64_t *out, const pt_model_config *cfg);
+
+/* What a model directory holds, read from config.json and the safetensors
+ * headers only (no tensor data is read). */
+#define PT_MODEL_INFO_MAX_DTYPES 24
+typedef struct pt_model_dir_info {
+    size_t size;                  /* sizeof(pt_model_dir_info) */
+    pt_model_config config;
+    uint64_t num_params;          /* parameters the config implies */
+    int num_files;                /* weight files: 1, or the shards of the index */
+    uint64_t num_tensors;         /* tensors in the weight files */
+    uint64_t weight_bytes;        /* bytes of tensor data in them */
+    int num_dtypes;               /* entries used in dtypes[] */
+    struct {
+        char name[16];            /* safetensors dtype: "F32", "BF16", ... */
+        uint64_t tensors;
+        uint64_t bytes;
+    } dtypes[PT_MODEL_INFO_MAX_DTYPES];
+    bool sharded;                 /* weights come from model.safetensors.index.json */
+    bool has_tokenizer;           /* tokenizer.json present */
+    bool has_generation_config;   /* generation_config.json present */
+} pt_model_dir_info;
+
+PT_API int pt_model_dir_info_init(pt_model_dir_info *info);
+PT_API int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir);
+
+/* Options of pt_model_load_dir.  Fill with pt_model_load_options_init(). */
+typedef struct pt_model_load_options {
+    size_t size;             /* sizeof(pt_model_load_options) */
+    bool load_tokenizer;     /* load DIR/tokenizer.json when present, so that
+                              * pt_model_tokenizer() returns it (default true);
+                              * a tokenizer that fails to load fails the call */
+} pt_model_load_options;
+
+PT_API int pt_model_load_options_init(pt_model_load_options *opts);
+
+/* Load a model directory (opts may be NULL for the defaults).  Every tensor
+ * of the model must be in the weights with its exact shape; a missing
+ * tensor is PT_ENOTFOUND, an unexpected one PT_EFORMAT, a mis-shaped one
+ * PT_ESHAPE, each naming the tensor.  F32, F16 and BF16 are converted to
+ * F32; other dtypes are PT_EUNSUPPORTED.  Rotary "inv_freq" buffers are
+ * ignored; "lm_head.weight" with tied embeddings is accepted only when it
+ * equals "model.embed_tokens.weight". */
+PT_API int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_options *opts);
+
+/* The directory the model was loaded from, or NULL (pt_model_create). */
+PT_API const char *pt_model_source_dir(const pt_model *model);
+/* The tokenizer loaded with the model, or NULL.  Owned by the model's
+ * modelio record: valid until pt_model_free of the model. */
+PT_API const pt_tokenizer *pt_model_tokenizer(const pt_model *model);
+
+/* Options of pt_model_save_dir.  Fill with pt_model_save_options_init(). */
+typedef struct pt_model_save_options {
+    size_t size;               /* sizeof(pt_model_save_options) */
+    const char *tokenizer_dir; /* copy the tokenizer files from here; NULL: the
+                                * directory the model was loaded from, if any */
+    bool copy_tokenizer;       /* default true */
+} pt_model_save_options;
+
+PT_API int pt_model_save_options_init(pt_model_save_options *opts);
+
+/* Write the Hugging Face layout into dir (created if absent; existing files
+ * of the same names are replaced): config.json, model.safetensors (F32,
+ * metadata {"format": "pt"}), generation_config.json (copied from the
+ * source directory when it has one, else written from the config's token
+ * ids), and the tokenizer files present in the tokenizer directory
+ * (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+ * chat_template.jinja, tokenizer.model, added_tokens.json, vocab.json,
+ * merges.txt).  Each file is written to a temporary name, fsynced and
+ * renamed into place. */
+PT_API int pt_model_save_dir(const pt_model *model, const char *dir,
+                             const pt_model_save_options *opts);
+
+/* ---- evaluation -------------------------------------------------------------- */
+
+typedef struct pt_eval_options {
+    size_t size;          /* sizeof(pt_eval_options) */
+    int max_length;       /* rows longer than this are cut to their first
+                           * max_length tokens (a warning is logged); 0: the
+                           * model's max_position_embeddings */
+    bool add_special;     /* {"text"} rows: add the tokenizer's special tokens
+                           * (its post-processor, e.g. BOS); default true */
+} pt_eval_options;
+
+PT_API int pt_eval_options_init(pt_eval_options *opts);
+
+/* Result of pt_model_eval_jsonl: loss in nats per predicted token. */
+typedef struct pt_eval_result {
+    double loss;          /* mean over all predicted tokens (0 when tokens == 0) */
+    int64_t tokens;       /* predicted tokens in all rows */
+    size_t n_rows;
+    double *row_loss;     /* per row: mean over its tokens (NaN when it has none) */
+    int64_t *row_tokens;  /* per row: predicted tokens */
+} pt_eval_result;
+
+/* Mean next-token loss of model over a JSONL file: every position predicts
+ * the next one.  Rows are {"text": str} (encoded with tok, which may be NULL
+ * when no row has text) or {"input_ids": [ids], "loss_mask": [0/1, ...]}
+ * (optional; loss_mask[i] == 0 leaves token i out of the loss as a target).
+ * Blank lines are skipped.  Free the result with pt_eval_result_free. */
+PT_API int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenizer *tok,
+                               const char *path, const pt_eval_options *opts);
+PT_API void pt_eval_result_free(pt_eval_result *r);
 
 #ifdef __cplusplus
 }

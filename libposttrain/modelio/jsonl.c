@@ -1,0 +1,454 @@
+/* JSONL data files, row by row (see jsonl.h). */
+#include "modelio/jsonl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define READ_CHUNK ((size_t)1 << 16)
+
+struct pt_jsonl {
+    char *name;
+    FILE *f;                 /* NULL when reading memory */
+    const char *mem;
+    size_t mem_len;
+    size_t max_line;
+    /* read buffer (file mode) */
+    char *rbuf;
+    size_t rpos, rlen;
+    bool eof;
+    uint64_t pos;            /* bytes consumed so far */
+    /* current line */
+    char *line;
+    size_t line_len, line_cap;
+    size_t line_no;
+    uint64_t line_offset;
+    size_t rows;
+    cJSON *row;
+};
+
+int pt_jsonl_err(const pt_jsonl *r, int status, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return pt_err(status, "%s line %zu: %s", r->name, r->line_no, msg);
+}
+
+static int jsonl_new(pt_jsonl **out, const char *name, size_t max_line)
+{
+    pt_jsonl *r = pt_calloc(1, sizeof *r);
+    if (!r)
+        return PT_ENOMEM;
+    r->name = pt_strdup(name);
+    if (!r->name) {
+        pt_free(r);
+        return PT_ENOMEM;
+    }
+    r->max_line = max_line ? max_line : PT_JSONL_DEFAULT_MAX_LINE;
+    *out = r;
+    return PT_OK;
+}
+
+int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
+{
+    if (!out || !path)
+        return pt_err(PT_EINVAL, "pt_jsonl_open: NULL argument");
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return pt_err(e == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: cannot open: %s", path,
+                      strerror(e));
+    }
+    pt_jsonl *r;
+    int st = jsonl_new(&r, path, max_line);
+    if (st) {
+        fclose(f);
+        return st;
+    }
+    r->f = f;
+    r->rbuf = pt_malloc(READ_CHUNK);
+    if (!r->rbuf) {
+        pt_jsonl_close(r);
+        return PT_ENOMEM;
+    }
+    *out = r;
+    return PT_OK;
+}
+
+int pt_jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char *name,
+                         size_t max_line)
+{
+    if (!out || (!buf && len))
+        return pt_err(PT_EINVAL, "pt_jsonl_open_memory: NULL argument");
+    *out = NULL;
+    pt_jsonl *r;
+    int st = jsonl_new(&r, name ? name : "<memory>", max_line);
+    if (st)
+        return st;
+    r->mem = buf;
+    r->mem_len = len;
+    *out = r;
+    return PT_OK;
+}
+
+void pt_jsonl_close(pt_jsonl *r)
+{
+    if (!r)
+        return;
+    if (r->f)
+        fclose(r->f);
+    cJSON_Delete(r->row);
+    pt_free(r->rbuf);
+    pt_free(r->line);
+    pt_free(r->name);
+    pt_free(r);
+}
+
+int pt_jsonl_rewind(pt_jsonl *r)
+{
+    if (!r)
+        return pt_err(PT_EINVAL, "pt_jsonl_rewind: NULL reader");
+    if (r->f) {
+        if (fseek(r->f, 0, SEEK_SET) != 0)
+            return pt_err(PT_EIO, "%s: cannot seek: %s", r->name, strerror(errno));
+        clearerr(r->f);
+    }
+    r->rpos = r->rlen = 0;
+    r->eof = false;
+    r->pos = 0;
+    r->line_no = 0;
+    r->line_offset = 0;
+    r->rows = 0;
+    cJSON_Delete(r->row);
+    r->row = NULL;
+    return PT_OK;
+}
+
+size_t pt_jsonl_line(const pt_jsonl *r)
+{
+    return r ? r->line_no : 0;
+}
+uint64_t pt_jsonl_offset(const pt_jsonl *r)
+{
+    return r ? r->line_offset : 0;
+}
+size_t pt_jsonl_rows(const pt_jsonl *r)
+{
+    return r ? r->rows : 0;
+}
+const char *pt_jsonl_name(const pt_jsonl *r)
+{
+    return r ? r->name : "";
+}
+
+static int line_append(pt_jsonl *r, const char *p, size_t n)
+{
+    size_t need = r->line_len + n; /* <= max_line + READ_CHUNK: checked by the caller */
+    if (need + 1 > r->line_cap) {
+        size_t cap = r->line_cap ? r->line_cap : 4096;
+        while (cap < need + 1)
+            cap *= 2;
+        char *nl = pt_realloc_array(r->line, cap, 1);
+        if (!nl)
+            return PT_ENOMEM;
+        r->line = nl;
+        r->line_cap = cap;
+    }
+    memcpy(r->line + r->line_len, p, n);
+    r->line_len = need;
+    r->line[need] = '\0';
+    return PT_OK;
+}
+
+/* Read the next raw line into r->line (without its '\n').  1: a line, 0: the
+ * end.  A line over the cap is consumed whole and reported as PT_ERANGE, so
+ * the caller may go on with the next one. */
+static int read_line(pt_jsonl *r)
+{
+    r->line_len = 0;
+    if (r->line)
+        r->line[0] = '\0';
+    r->line_offset = r->pos;
+    bool any = false, too_long = false;
+    for (;;) {
+        const char *buf;
+        size_t avail;
+        if (r->f) {
+            if (r->rpos == r->rlen) {
+                if (r->eof)
+                    break;
+                r->rlen = fread(r->rbuf, 1, READ_CHUNK, r->f);
+                r->rpos = 0;
+                if (r->rlen < READ_CHUNK) {
+                    if (ferror(r->f))
+                        return pt_err(PT_EIO, "%s: read error after line %zu", r->name,
+                                      r->line_no);
+                    r->eof = true;
+                }
+                if (r->rlen == 0)
+                    break;
+            }
+            buf = r->rbuf + r->rpos;
+            avail = r->rlen - r->rpos;
+        } else {
+            if (r->pos >= r->mem_len)
+                break;
+            buf = r->mem + r->pos;
+            avail = r->mem_len - (size_t)r->pos;
+        }
+        any = true;
+        const char *nl = memchr(buf, '\n', avail);
+        size_t take = nl ? (size_t)(nl - buf) : avail;
+        if (!too_long && take > r->max_line - r->line_len)
+            too_long = true;
+        if (!too_long) {
+            int st = line_append(r, buf, take);
+            if (st != PT_OK)
+                return st;
+        }
+        size_t consumed = take + (nl ? 1 : 0);
+        r->pos += consumed;
+        if (r->f)
+            r->rpos += consumed;
+        if (nl)
+            break;
+    }
+    if (!any)
+        return 0;
+    r->line_no++;
+    if (too_long)
+        return pt_jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes", r->max_line);
+    return 1;
+}
+
+int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
+{
+    if (!r || !row)
+        return pt_err(PT_EINVAL, "pt_jsonl_next: NULL argument");
+    *row = NULL;
+    cJSON_Delete(r->row);
+    r->row = NULL;
+    for (;;) {
+        int st = read_line(r);
+        if (st <= 0)
+            return st;
+        const char *p = r->line;
+        size_t n = r->line_len;
+        if (r->line_no == 1 && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+            p += 3; /* UTF-8 byte order mark */
+            n -= 3;
+        }
+        while (n && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
+            n--;
+        while (n && (*p == ' ' || *p == '\t'))
+            p++, n--;
+        if (n == 0)
+            continue; /* blank line */
+        if (memchr(p, '\0', n))
+            return pt_jsonl_err(r, PT_EFORMAT, "the line contains a NUL byte");
+        const char *end = NULL;
+        cJSON *j = cJSON_ParseWithLengthOpts(p, n, &end, false);
+        if (!j) {
+            const char *at = cJSON_GetErrorPtr();
+            size_t col = (at && at >= p && at <= p + n) ? (size_t)(at - p) + 1 : 1;
+            return pt_jsonl_err(r, PT_EFORMAT, "not valid JSON (near column %zu)", col);
+        }
+        if (end && end < p + n) {
+            cJSON_Delete(j);
+            return pt_jsonl_err(r, PT_EFORMAT,
+                                "unexpected data after the JSON value (column %zu); one row per "
+                                "line",
+                                (size_t)(end - p) + 1);
+        }
+        if (!cJSON_IsObject(j)) {
+            cJSON_Delete(j);
+            return pt_jsonl_err(r, PT_EFORMAT, "a row must be a JSON object");
+        }
+        r->row = j;
+        r->rows++;
+        *row = j;
+        return 1;
+    }
+}
+
+/* ---- row helpers ---------------------------------------------------------------- */
+
+int pt_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *e = p + len;
+    while (p < e) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t n;
+        uint32_t cp, min;
+        if ((c & 0xE0) == 0xC0) {
+            n = 1, cp = c & 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2, cp = c & 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return 0;
+        }
+        if ((size_t)(e - p) <= n)
+            return 0;
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+static const cJSON *member(const cJSON *row, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(row, key);
+}
+
+int pt_jsonl_row_kind(const pt_jsonl *r, const cJSON *row)
+{
+    if (!r || !row)
+        return pt_err(PT_EINVAL, "pt_jsonl_row_kind: NULL argument");
+    bool text = member(row, "text") != NULL, ids = member(row, "input_ids") != NULL;
+    if (text && ids)
+        return pt_jsonl_err(r, PT_EFORMAT, "a row has both \"text\" and \"input_ids\"");
+    return text ? PT_JSONL_TEXT : ids ? PT_JSONL_IDS : PT_JSONL_OTHER;
+}
+
+int pt_jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJSON *row,
+                        const char *key, int required)
+{
+    if (!s || !r || !row || !key)
+        return pt_err(PT_EINVAL, "pt_jsonl_row_string: NULL argument");
+    *s = NULL;
+    if (len)
+        *len = 0;
+    const cJSON *it = member(row, key);
+    if (!it) {
+        if (required)
+            return pt_jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
+        return PT_OK;
+    }
+    if (!cJSON_IsString(it) || !it->valuestring)
+        return pt_jsonl_err(r, PT_EFORMAT, "\"%s\" must be a string", key);
+    size_t n = strlen(it->valuestring);
+    if (!pt_utf8_valid(it->valuestring, n))
+        return pt_jsonl_err(r, PT_EFORMAT, "\"%s\" is not valid UTF-8", key);
+    *s = it->valuestring;
+    if (len)
+        *len = n;
+    return PT_OK;
+}
+
+int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
+                       const char *key, int32_t lo, int32_t hi_exclusive)
+{
+    if (!out || !n || !r || !row || !key)
+        return pt_err(PT_EINVAL, "pt_jsonl_int_array: NULL argument");
+    *out = NULL;
+    *n = 0;
+    const cJSON *it = member(row, key);
+    if (!it)
+        return pt_jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
+    if (!cJSON_IsArray(it))
+        return pt_jsonl_err(r, PT_EFORMAT, "\"%s\" must be an array of integers", key);
+    size_t count = 0;
+    for (const cJSON *c = it->child; c; c = c->next)
+        count++;
+    if (count == 0)
+        return PT_OK;
+    int32_t *a = pt_malloc_array(count, sizeof *a);
+    if (!a)
+        return PT_ENOMEM;
+    size_t i = 0;
+    for (const cJSON *c = it->child; c; c = c->next, i++) {
+        double v = c->valuedouble;
+        if (!cJSON_IsNumber(c) || !isfinite(v) || v != floor(v)) {
+            pt_free(a);
+            return pt_jsonl_err(r, PT_EFORMAT, "\"%s\"[%zu] is not an integer", key, i);
+        }
+        if (v < (double)lo || v >= (double)hi_exclusive) {
+            pt_free(a);
+            return pt_jsonl_err(r, PT_ERANGE, "\"%s\"[%zu] = %.0f is out of range [%d, %d)", key,
+                                i, v, (int)lo, (int)hi_exclusive);
+        }
+        a[i] = (int32_t)v;
+    }
+    *out = a;
+    *n = count;
+    return PT_OK;
+}
+
+int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r,
+                     const cJSON *row, int32_t vocab_size)
+{
+    if (!ids || !n || !r || !row)
+        return pt_err(PT_EINVAL, "pt_jsonl_row_ids: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    if (mask)
+        *mask = NULL;
+    if (vocab_size <= 0)
+        return pt_err(PT_EINVAL, "pt_jsonl_row_ids: vocab_size %d", (int)vocab_size);
+    int32_t *a;
+    size_t count;
+    int st = pt_jsonl_int_array(&a, &count, r, row, "input_ids", 0, vocab_size);
+    if (st)
+        return st;
+    const cJSON *m = member(row, "loss_mask");
+    if (m && !cJSON_IsNull(m)) {
+        if (!cJSON_IsArray(m)) {
+            pt_free(a);
+            return pt_jsonl_err(r, PT_EFORMAT, "\"loss_mask\" must be an array of 0/1");
+        }
+        size_t mc = 0;
+        for (const cJSON *c = m->child; c; c = c->next)
+            mc++;
+        if (mc != count) {
+            pt_free(a);
+            return pt_jsonl_err(r, PT_EFORMAT,
+                                "\"loss_mask\" has %zu entries but \"input_ids\" has %zu", mc,
+                                count);
+        }
+        uint8_t *mk = NULL;
+        if (count) {
+            mk = pt_malloc(count);
+            if (!mk) {
+                pt_free(a);
+                return PT_ENOMEM;
+            }
+        }
+        size_t i = 0;
+        for (const cJSON *c = m->child; c; c = c->next, i++) {
+            if (cJSON_IsBool(c)) {
+                mk[i] = cJSON_IsTrue(c) ? 1 : 0;
+            } else if (cJSON_IsNumber(c) && (c->valuedouble == 0 || c->valuedouble == 1)) {
+                mk[i] = c->valuedouble == 1 ? 1 : 0;
+            } else {
+                pt_free(a);
+                pt_free(mk);
+                return pt_jsonl_err(r, PT_EFORMAT, "\"loss_mask\"[%zu] must be 0 or 1", i);
+            }
+        }
+        if (mask)
+            *mask = mk;
+        else
+            pt_free(mk);
+    }
+    *ids = a;
+    *n = count;
+    return PT_OK;
+}

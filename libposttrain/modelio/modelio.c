@@ -1,0 +1,1005 @@
+/* Hugging Face model directories in and out (see posttrain/modelio.h and
+ * docs/model-files.md). */
+#include "core/core.h"
+#include "io/fileio.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "modelio/modelio_internal.h"
+#include "modelio/tokshim.h"
+#include "posttrain/modelio.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_CONFIG_BYTES ((size_t)16 << 20)
+#define MAX_INDEX_BYTES ((size_t)64 << 20)
+#define MAX_COPY_BYTES ((size_t)1 << 30)
+
+/* ---- small string builder ---------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int err;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) PT_PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->err)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->len;
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->err = pt_err(PT_EINTERNAL, "modelio: formatting failed");
+            return;
+        }
+        if (b->p && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        char *np = pt_realloc_array(b->p, cap, 1);
+        if (!np) {
+            b->err = PT_ENOMEM;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+/* A double that Python reads back as the same float: shortest round trip,
+ * always with a '.' or an exponent. */
+static void sb_double(sbuf *b, double v)
+{
+    char tmp[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v)
+            break;
+    }
+    if (!strpbrk(tmp, ".eEn"))
+        strcat(tmp, ".0");
+    sb_printf(b, "%s", tmp);
+}
+
+static void sb_token_id(sbuf *b, int id)
+{
+    if (id >= 0)
+        sb_printf(b, "%d", id);
+    else
+        sb_printf(b, "null");
+}
+
+/* ---- per-model record (source directory, tokenizer) ---------------------------
+ *
+ * pt_model's struct belongs to the model layer, so modelio keeps what it
+ * remembers about a loaded model in a side table keyed by the model pointer
+ * and guarded by the address of its parameter block, so that a later model
+ * that happens to reuse the address is not mistaken for it. */
+#include <pthread.h>
+
+typedef struct mio_rec {
+    const pt_model *m;
+    const float *params0;
+    size_t ntensors;
+    char *dir;
+    pt_tokenizer *tok;
+} mio_rec;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static mio_rec *g_recs;
+static size_t g_nrecs, g_caprecs;
+
+static const float *params0_of(const pt_model *m)
+{
+    const pt_tensor_ref *t = pt_model_tensor(m, 0);
+    return t ? t->data : NULL;
+}
+
+static mio_rec *find_rec_locked(const pt_model *m)
+{
+    for (size_t i = 0; i < g_nrecs; i++)
+        if (g_recs[i].m == m)
+            return &g_recs[i];
+    return NULL;
+}
+
+static void drop_rec_locked(mio_rec *r)
+{
+    pt_free(r->dir);
+    if (r->tok)
+        pt_modelio_tokenizer_free(r->tok);
+    *r = g_recs[--g_nrecs];
+}
+
+/* Takes ownership of dir and tok (freed on failure). */
+static int set_rec(const pt_model *m, char *dir, pt_tokenizer *tok)
+{
+    pthread_mutex_lock(&g_mu);
+    mio_rec *old = find_rec_locked(m);
+    if (old)
+        drop_rec_locked(old);
+    if (g_nrecs == g_caprecs) {
+        size_t cap = g_caprecs ? g_caprecs * 2 : 8;
+        mio_rec *n = pt_realloc_array(g_recs, cap, sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&g_mu);
+            pt_free(dir);
+            if (tok)
+                pt_modelio_tokenizer_free(tok);
+            return PT_ENOMEM;
+        }
+        g_recs = n;
+        g_caprecs = cap;
+    }
+    g_recs[g_nrecs++] = (mio_rec){ m, params0_of(m), pt_model_tensor_count(m), dir, tok };
+    pthread_mutex_unlock(&g_mu);
+    return PT_OK;
+}
+
+static mio_rec *get_rec_locked(const pt_model *m)
+{
+    mio_rec *r = find_rec_locked(m);
+    if (r && (r->params0 != params0_of(m) || r->ntensors != pt_model_tensor_count(m))) {
+        drop_rec_locked(r); /* a different model at a recycled address */
+        r = NULL;
+    }
+    return r;
+}
+
+const char *pt_model_source_dir(const pt_model *m)
+{
+    if (!m)
+        return NULL;
+    pthread_mutex_lock(&g_mu);
+    mio_rec *r = get_rec_locked(m);
+    const char *d = r ? r->dir : NULL;
+    pthread_mutex_unlock(&g_mu);
+    return d;
+}
+
+const pt_tokenizer *pt_model_tokenizer(const pt_model *m)
+{
+    if (!m)
+        return NULL;
+    pthread_mutex_lock(&g_mu);
+    mio_rec *r = get_rec_locked(m);
+    const pt_tokenizer *t = r ? r->tok : NULL;
+    pthread_mutex_unlock(&g_mu);
+    return t;
+}
+
+void pt_modelio_forget(const pt_model *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&g_mu);
+    mio_rec *r = find_rec_locked(m);
+    if (r)
+        drop_rec_locked(r);
+    if (g_nrecs == 0) {
+        pt_free(g_recs);
+        g_recs = NULL;
+        g_caprecs = 0;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- paths -------------------------------------------------------------------- */
+
+char *pt_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name), n;
+    if (!pt_add_size(a, b, &n) || !pt_add_size(n, 2, &n)) {
+        pt_err(PT_ENOMEM, "path too long");
+        return NULL;
+    }
+    char *p = pt_malloc(n);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/')
+        p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool pt_dir_has_file(const char *dir, const char *name)
+{
+    char *p = pt_path_join(dir, name);
+    bool r = p && is_file(p);
+    pt_free(p);
+    return r;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+    char *p = pt_strdup(dir);
+    if (!p)
+        return PT_ENOMEM;
+    size_t n = strlen(p);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] == '/' || p[i] == '\0') {
+            char c = p[i];
+            p[i] = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                int e = errno;
+                int st = pt_io_errno(e, "mkdir", p);
+                pt_free(p);
+                return st;
+            }
+            p[i] = c;
+        }
+    }
+    pt_free(p);
+    if (!is_dir(dir))
+        return pt_err(PT_EIO, "%s exists and is not a directory", dir);
+    return PT_OK;
+}
+
+/* ---- config.json -------------------------------------------------------------- */
+
+int pt_model_config_load(pt_model_config *cfg, const char *path)
+{
+    if (!cfg || !path)
+        return pt_err(PT_EINVAL, "pt_model_config_load: NULL argument");
+    char *file = is_dir(path) ? pt_path_join(path, "config.json") : pt_strdup(path);
+    if (!file)
+        return PT_ENOMEM;
+    char *text = NULL;
+    size_t len = 0;
+    int st = pt_read_file(&text, &len, file, MAX_CONFIG_BYTES);
+    if (st == PT_OK) {
+        st = pt_model_config_from_json(cfg, text, len);
+        if (st != PT_OK)
+            pt_err_prefix(st, "%s", file);
+    }
+    pt_free(text);
+    pt_free(file);
+    return st;
+}
+
+static const char *const MODEL_TYPES[] = { "llama", "qwen2", "qwen3", "mistral" };
+static const char *const CAUSAL_LMS[] = { "LlamaForCausalLM", "Qwen2ForCausalLM",
+                                          "Qwen3ForCausalLM", "MistralForCausalLM" };
+
+const char *pt_arch_model_type(int arch)
+{
+    return arch >= 0 && arch < 4 ? MODEL_TYPES[arch] : "?";
+}
+
+const char *pt_arch_class_name(int arch)
+{
+    return arch >= 0 && arch < 4 ? CAUSAL_LMS[arch] : "?";
+}
+
+/* eos_list: the JSON text of an eos_token_id list to write instead of the
+ * single id (NULL: the id). */
+static int config_to_json(char **out, const pt_model_config *c, const char *eos_list)
+{
+    int st = pt_model_config_validate(c);
+    if (st)
+        return st;
+    const bool llama = c->arch == PT_ARCH_LLAMA, qwen2 = c->arch == PT_ARCH_QWEN2;
+    const bool qwen3 = c->arch == PT_ARCH_QWEN3, mistral = c->arch == PT_ARCH_MISTRAL;
+    sbuf b = { 0 };
+    sb_printf(&b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", pt_arch_class_name(c->arch));
+    if (llama || qwen3)
+        sb_printf(&b, "  \"attention_bias\": false,\n");
+    sb_printf(&b, "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": ");
+    sb_token_id(&b, c->bos_token_id);
+    sb_printf(&b, ",\n  \"eos_token_id\": ");
+    if (eos_list)
+        sb_printf(&b, "%s", eos_list);
+    else
+        sb_token_id(&b, c->eos_token_id);
+    sb_printf(&b, ",\n  \"head_dim\": %d,\n", c->head_dim);
+    sb_printf(&b, "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->hidden_size);
+    sb_printf(&b, "  \"initializer_range\": ");
+    sb_double(&b, c->initializer_range);
+    sb_printf(&b, ",\n  \"intermediate_size\": %d,\n", c->intermediate_size);
+    sb_printf(&b, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+    if (qwen2 || qwen3)
+        sb_printf(&b, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
+    if (llama)
+        sb_printf(&b, "  \"mlp_bias\": false,\n");
+    sb_printf(&b, "  \"model_type\": \"%s\",\n", pt_arch_model_type(c->arch));
+    sb_printf(&b, "  \"num_attention_heads\": %d,\n", c->num_attention_heads);
+    sb_printf(&b, "  \"num_hidden_layers\": %d,\n", c->num_hidden_layers);
+    sb_printf(&b, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
+    if (c->pad_token_id >= 0)
+        sb_printf(&b, "  \"pad_token_id\": %d,\n", c->pad_token_id);
+    if (llama)
+        sb_printf(&b, "  \"pretraining_tp\": 1,\n");
+    sb_printf(&b, "  \"rms_norm_eps\": ");
+    sb_double(&b, c->rms_norm_eps);
+    sb_printf(&b, ",\n  \"rope_scaling\": ");
+    if (c->rope_type == PT_ROPE_LINEAR) {
+        sb_printf(&b, "{\n    \"factor\": ");
+        sb_double(&b, c->rope_factor);
+        sb_printf(&b, ",\n    \"rope_type\": \"linear\",\n    \"type\": \"linear\"\n  }");
+    } else if (c->rope_type == PT_ROPE_LLAMA3) {
+        sb_printf(&b, "{\n    \"factor\": ");
+        sb_double(&b, c->rope_factor);
+        sb_printf(&b, ",\n    \"high_freq_factor\": ");
+        sb_double(&b, c->rope_high_freq_factor);
+        sb_printf(&b, ",\n    \"low_freq_factor\": ");
+        sb_double(&b, c->rope_low_freq_factor);
+        sb_printf(&b, ",\n    \"original_max_position_embeddings\": %d,\n",
+                  c->rope_original_max_position_embeddings);
+        sb_printf(&b, "    \"rope_type\": \"llama3\"\n  }");
+    } else {
+        sb_printf(&b, "null");
+    }
+    sb_printf(&b, ",\n  \"rope_theta\": ");
+    sb_double(&b, c->rope_theta);
+    sb_printf(&b, ",\n");
+    if (mistral) {
+        sb_printf(&b, "  \"sliding_window\": ");
+        if (c->sliding_window > 0)
+            sb_printf(&b, "%d,\n", c->sliding_window);
+        else
+            sb_printf(&b, "null,\n");
+    } else if (qwen2 || qwen3) {
+        sb_printf(&b, "  \"sliding_window\": null,\n");
+    }
+    sb_printf(&b, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    sb_printf(&b, "  \"torch_dtype\": \"float32\",\n  \"use_cache\": true,\n");
+    if (qwen2 || qwen3)
+        sb_printf(&b, "  \"use_sliding_window\": false,\n");
+    sb_printf(&b, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+    if (b.err) {
+        pt_free(b.p);
+        return b.err;
+    }
+    *out = b.p;
+    return PT_OK;
+}
+
+int pt_model_config_to_json(char **out, const pt_model_config *cfg)
+{
+    if (!out || !cfg)
+        return pt_err(PT_EINVAL, "pt_model_config_to_json: NULL argument");
+    *out = NULL;
+    return config_to_json(out, cfg, NULL);
+}
+
+/* ---- weights: one file or an index of shards --------------------------------- */
+
+typedef struct wentry {
+    const char *name;
+    const pt_st_tensor *t;
+    int shard;
+} wentry;
+
+typedef struct weights {
+    pt_st_file **files;
+    char **file_names;
+    size_t nfiles;
+    wentry *e;
+    size_t n;
+} weights;
+
+static void weights_free(weights *w)
+{
+    for (size_t i = 0; i < w->nfiles; i++) {
+        pt_st_close(w->files[i]);
+        pt_free(w->file_names[i]);
+    }
+    pt_free(w->files);
+    pt_free(w->file_names);
+    pt_free(w->e);
+    memset(w, 0, sizeof *w);
+}
+
+static const wentry *weights_find(const weights *w, const char *name)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->e[i].name, name) == 0)
+            return &w->e[i];
+    return NULL;
+}
+
+static int weights_add_file(weights *w, const char *dir, const char *fname)
+{
+    char *path = pt_path_join(dir, fname);
+    if (!path)
+        return PT_ENOMEM;
+    pt_st_file *f;
+    int st = pt_st_open(&f, path);
+    pt_free(path);
+    if (st)
+        return st;
+    size_t cnt = pt_st_count(f), total;
+    pt_st_file **nf = pt_realloc_array(w->files, w->nfiles + 1, sizeof *nf);
+    if (nf)
+        w->files = nf;
+    char **nn = nf ? pt_realloc_array(w->file_names, w->nfiles + 1, sizeof *nn) : NULL;
+    if (nn)
+        w->file_names = nn;
+    wentry *ne = NULL;
+    if (nn && pt_add_size(w->n, cnt, &total))
+        ne = pt_realloc_array(w->e, total ? total : 1, sizeof *ne);
+    char *fn = ne ? pt_strdup(fname) : NULL;
+    if (!fn) {
+        if (ne)
+            w->e = ne;
+        pt_st_close(f);
+        return PT_ENOMEM;
+    }
+    w->e = ne;
+    int idx = (int)w->nfiles;
+    w->files[w->nfiles] = f;
+    w->file_names[w->nfiles] = fn;
+    w->nfiles++;
+    for (size_t i = 0; i < cnt; i++) {
+        const pt_st_tensor *t = pt_st_tensor_at(f, i);
+        const wentry *dup = weights_find(w, t->name);
+        if (dup)
+            return pt_err(PT_EFORMAT, "%s: tensor '%s' is in both %s and %s", dir, t->name,
+                          w->file_names[dup->shard], fname);
+        w->e[w->n++] = (wentry){ t->name, t, idx };
+    }
+    return PT_OK;
+}
+
+static bool safe_shard_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 255 || s[0] == '.' || strchr(s, '/') || strchr(s, '\\'))
+        return false;
+    return n > 12 && strcmp(s + n - 12, ".safetensors") == 0;
+}
+
+static int load_index(weights *w, const char *dir)
+{
+    char *path = pt_path_join(dir, "model.safetensors.index.json");
+    if (!path)
+        return PT_ENOMEM;
+    char *text = NULL;
+    size_t len = 0;
+    int st = pt_read_file(&text, &len, path, MAX_INDEX_BYTES);
+    if (st) {
+        pt_free(path);
+        return st;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    pt_free(text);
+    if (!root) {
+        st = pt_err(PT_EFORMAT, "%s: not valid JSON", path);
+        goto done;
+    }
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(wm)) {
+        st = pt_err(PT_EFORMAT, "%s: 'weight_map' is missing or not an object", path);
+        goto done;
+    }
+    if (!wm->child) {
+        st = pt_err(PT_EFORMAT, "%s: 'weight_map' is empty", path);
+        goto done;
+    }
+    /* Validate the map and open each distinct shard once, in order of first mention. */
+    for (const cJSON *c = wm->child; c; c = c->next) {
+        if (!cJSON_IsString(c) || !c->valuestring) {
+            st = pt_err(PT_EFORMAT, "%s: weight_map['%.200s'] must be a file name string", path,
+                        c->string ? c->string : "");
+            goto done;
+        }
+        if (!safe_shard_name(c->valuestring)) {
+            st = pt_err(PT_EFORMAT,
+                        "%s: weight_map['%.200s'] = '%.200s' is not a plain *.safetensors file "
+                        "name in the directory",
+                        path, c->string ? c->string : "", c->valuestring);
+            goto done;
+        }
+        for (const cJSON *d = wm->child; d != c; d = d->next)
+            if (c->string && d->string && strcmp(c->string, d->string) == 0) {
+                st = pt_err(PT_EFORMAT, "%s: weight_map lists '%.200s' twice", path, c->string);
+                goto done;
+            }
+        bool seen = false;
+        for (size_t i = 0; i < w->nfiles; i++)
+            if (strcmp(w->file_names[i], c->valuestring) == 0)
+                seen = true;
+        if (!seen && (st = weights_add_file(w, dir, c->valuestring)) != PT_OK) {
+            if (st == PT_ENOTFOUND)
+                pt_err_prefix(st, "%s: shard named in weight_map", path);
+            goto done;
+        }
+    }
+    /* The map and the shards must agree exactly. */
+    size_t mapped = 0;
+    for (const cJSON *c = wm->child; c; c = c->next, mapped++) {
+        const wentry *e = weights_find(w, c->string ? c->string : "");
+        if (!e || strcmp(w->file_names[e->shard], c->valuestring) != 0) {
+            st = pt_err(PT_EFORMAT, "%s: weight_map puts tensor '%.200s' in %s, which has no such "
+                                    "tensor",
+                        path, c->string ? c->string : "", c->valuestring);
+            goto done;
+        }
+    }
+    if (mapped != w->n) {
+        for (size_t i = 0; i < w->n; i++)
+            if (!cJSON_GetObjectItemCaseSensitive(wm, w->e[i].name)) {
+                st = pt_err(PT_EFORMAT, "%s: tensor '%s' in shard %s is not in weight_map", path,
+                            w->e[i].name, w->file_names[w->e[i].shard]);
+                goto done;
+            }
+    }
+    st = PT_OK;
+done:
+    cJSON_Delete(root);
+    pt_free(path);
+    return st;
+}
+
+static bool ignorable_tensor(const char *name)
+{
+    size_t n = strlen(name);
+    static const char suffix[] = ".rotary_emb.inv_freq";
+    return n >= sizeof suffix - 1 && strcmp(name + n - (sizeof suffix - 1), suffix) == 0;
+}
+
+static int shape_matches(const pt_st_tensor *t, const pt_tensor_ref *r)
+{
+    if (t->ndim != r->ndim)
+        return 0;
+    if (t->shape[0] != r->shape[0])
+        return 0;
+    return r->ndim == 1 || t->shape[1] == r->shape[1];
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* Fill the model's tensors from w (validated first: missing, unexpected,
+ * mis-shaped), converting to F32. */
+static int fill_model(pt_model *m, const weights *w, const char *dir)
+{
+    pt_model_config cfg;
+    pt_model_get_config(&cfg, m);
+    size_t nt = pt_model_tensor_count(m);
+    for (size_t i = 0; i < nt; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const wentry *e = weights_find(w, r->name);
+        if (!e)
+            return pt_err(PT_ENOTFOUND, "%s: tensor '%s' is missing from the weights", dir,
+                          r->name);
+        if (!shape_matches(e->t, r)) {
+            char want[64], got[160];
+            shape_str(want, sizeof want, r->ndim, r->shape);
+            shape_str(got, sizeof got, e->t->ndim, e->t->shape);
+            return pt_err(PT_ESHAPE, "%s: tensor '%s' has shape %s in %s, the config needs %s",
+                          dir, r->name, got, w->file_names[e->shard], want);
+        }
+        if (e->t->dtype != PT_ST_F32 && e->t->dtype != PT_ST_F16 && e->t->dtype != PT_ST_BF16)
+            return pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has dtype %s (only F32, F16, BF16 load)",
+                          dir, r->name, pt_st_dtype_name(e->t->dtype));
+    }
+    const pt_tensor_ref *embed = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    const wentry *head = NULL;
+    for (size_t i = 0; i < w->n; i++) {
+        const char *name = w->e[i].name;
+        if (pt_model_find_tensor(m, name) || ignorable_tensor(name))
+            continue;
+        if (cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0 && embed) {
+            head = &w->e[i];
+            continue;
+        }
+        return pt_err(PT_EFORMAT,
+                      "%s: unexpected tensor '%s' in %s (not part of a %s model with this config)",
+                      dir, name, w->file_names[w->e[i].shard], pt_arch_model_type(cfg.arch));
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const wentry *e = weights_find(w, r->name);
+        int st = pt_st_read_f32(e->t, r->data, r->numel);
+        if (st)
+            return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
+    }
+    if (head) {
+        /* A tied checkpoint that still carries lm_head.weight: accepted only
+         * when it is the embedding matrix again, so nothing is silently dropped. */
+        if (!shape_matches(head->t, embed))
+            return pt_err(PT_ESHAPE, "%s: 'lm_head.weight' is present with tie_word_embeddings "
+                                     "true and its shape differs from the embedding's",
+                          dir);
+        float *tmp = pt_malloc_array(embed->numel, sizeof(float));
+        if (!tmp)
+            return PT_ENOMEM;
+        int st = pt_st_read_f32(head->t, tmp, embed->numel);
+        if (st == PT_OK && memcmp(tmp, embed->data, embed->numel * sizeof(float)) != 0)
+            st = pt_err(PT_EFORMAT,
+                        "%s: 'lm_head.weight' differs from 'model.embed_tokens.weight' but "
+                        "tie_word_embeddings is true",
+                        dir);
+        pt_free(tmp);
+        if (st)
+            return st;
+    }
+    return PT_OK;
+}
+
+int pt_model_load_options_init(pt_model_load_options *o)
+{
+    if (!o)
+        return pt_err(PT_EINVAL, "pt_model_load_options_init: NULL");
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->load_tokenizer = true;
+    return PT_OK;
+}
+
+static int open_weights(weights *w, const char *dir)
+{
+    memset(w, 0, sizeof *w);
+    int st;
+    if (pt_dir_has_file(dir, "model.safetensors"))
+        st = weights_add_file(w, dir, "model.safetensors");
+    else if (pt_dir_has_file(dir, "model.safetensors.index.json"))
+        st = load_index(w, dir);
+    else
+        return pt_err(PT_ENOTFOUND,
+                      "%s: no model.safetensors or model.safetensors.index.json (pytorch_model.bin "
+                      "is not supported)",
+                      dir);
+    if (st)
+        weights_free(w);
+    return st;
+}
+
+int pt_model_config_num_params(uint64_t *out, const pt_model_config *c)
+{
+    if (!out || !c)
+        return pt_err(PT_EINVAL, "pt_model_config_num_params: NULL argument");
+    int st = pt_model_config_validate(c);
+    if (st)
+        return st;
+    /* validate() bounds every size, so these products cannot overflow. */
+    uint64_t H = (uint64_t)c->hidden_size, V = (uint64_t)c->vocab_size;
+    uint64_t hd = (uint64_t)c->head_dim, I = (uint64_t)c->intermediate_size;
+    uint64_t Q = (uint64_t)c->num_attention_heads * hd, KV = (uint64_t)c->num_key_value_heads * hd;
+    uint64_t layer = 2 * H + H * Q + 2 * H * KV + Q * H + 3 * H * I;
+    if (c->attention_bias)
+        layer += Q + 2 * KV;
+    if (c->qk_norm)
+        layer += 2 * hd;
+    *out = V * H + (uint64_t)c->num_hidden_layers * layer + H + (c->tie_word_embeddings ? 0 : V * H);
+    return PT_OK;
+}
+
+int pt_model_dir_info_init(pt_model_dir_info *info)
+{
+    if (!info)
+        return pt_err(PT_EINVAL, "pt_model_dir_info_init: NULL");
+    memset(info, 0, sizeof *info);
+    info->size = sizeof *info;
+    pt_model_config_init(&info->config);
+    return PT_OK;
+}
+
+int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
+{
+    if (!info || !dir)
+        return pt_err(PT_EINVAL, "pt_model_dir_inspect: NULL argument");
+    if (info->size != sizeof *info)
+        return pt_err(PT_EINVAL, "pt_model_dir_inspect: info size %zu, expected %zu", info->size,
+                      sizeof *info);
+    pt_model_dir_info_init(info);
+    if (!is_dir(dir))
+        return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
+    int st = pt_model_config_load(&info->config, dir);
+    if (st == PT_OK)
+        st = pt_model_config_num_params(&info->num_params, &info->config);
+    if (st)
+        return st;
+    weights w;
+    if ((st = open_weights(&w, dir)) != PT_OK)
+        return st;
+    info->sharded = !pt_dir_has_file(dir, "model.safetensors");
+    info->num_files = (int)w.nfiles;
+    for (size_t i = 0; i < w.n; i++) {
+        const pt_st_tensor *t = w.e[i].t;
+        const char *name = pt_st_dtype_name(t->dtype);
+        int k = 0;
+        while (k < info->num_dtypes && strcmp(info->dtypes[k].name, name ? name : "?") != 0)
+            k++;
+        if (k == info->num_dtypes && k < PT_MODEL_INFO_MAX_DTYPES) {
+            snprintf(info->dtypes[k].name, sizeof info->dtypes[k].name, "%s", name ? name : "?");
+            info->num_dtypes++;
+        }
+        if (k < PT_MODEL_INFO_MAX_DTYPES) {
+            info->dtypes[k].tensors++;
+            info->dtypes[k].bytes += t->nbytes;
+        }
+        info->num_tensors++;
+        info->weight_bytes += t->nbytes;
+    }
+    weights_free(&w);
+    info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");
+    info->has_generation_config = pt_dir_has_file(dir, "generation_config.json");
+    return PT_OK;
+}
+
+int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_options *opts)
+{
+    if (!out || !dir)
+        return pt_err(PT_EINVAL, "pt_model_load_dir: NULL argument");
+    *out = NULL;
+    pt_model_load_options def;
+    pt_model_load_options_init(&def);
+    if (!opts)
+        opts = &def;
+    if (opts->size != sizeof *opts)
+        return pt_err(PT_EINVAL, "pt_model_load_dir: options size %zu, expected %zu", opts->size,
+                      sizeof *opts);
+    if (!is_dir(dir))
+        return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
+    pt_model_config cfg;
+    pt_model_config_init(&cfg);
+    int st = pt_model_config_load(&cfg, dir);
+    if (st)
+        return st;
+    weights w;
+    if ((st = open_weights(&w, dir)) != PT_OK)
+        return st;
+    pt_model *m = NULL;
+    if ((st = pt_model_create(&m, &cfg, 0)) != PT_OK) {
+        weights_free(&w);
+        return pt_err_prefix(st, "%s", dir);
+    }
+    st = fill_model(m, &w, dir);
+    weights_free(&w);
+    if (st) {
+        pt_model_free(m);
+        return st;
+    }
+    pt_tokenizer *tok = NULL;
+    if (opts->load_tokenizer && pt_dir_has_file(dir, "tokenizer.json")) {
+        if ((st = pt_modelio_tokenizer_load(&tok, dir)) != PT_OK) {
+            pt_model_free(m);
+            return st;
+        }
+    }
+    char *d = pt_strdup(dir);
+    if (!d || (st = set_rec(m, d, tok)) != PT_OK) {
+        if (!d && tok)
+            pt_modelio_tokenizer_free(tok);
+        pt_model_free(m);
+        return d ? st : PT_ENOMEM;
+    }
+    *out = m;
+    return PT_OK;
+}
+
+/* ---- saving ------------------------------------------------------------------ */
+
+int pt_model_save_options_init(pt_model_save_options *o)
+{
+    if (!o)
+        return pt_err(PT_EINVAL, "pt_model_save_options_init: NULL");
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->copy_tokenizer = true;
+    return PT_OK;
+}
+
+static const char *const TOKENIZER_FILES[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+    "tokenizer.model", "added_tokens.json", "vocab.json", "merges.txt",
+};
+
+static bool same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int copy_file(const char *src_dir, const char *dst_dir, const char *name)
+{
+    char *src = pt_path_join(src_dir, name), *dst = pt_path_join(dst_dir, name);
+    int st = PT_ENOMEM;
+    if (src && dst) {
+        char *buf = NULL;
+        size_t len = 0;
+        st = pt_read_file(&buf, &len, src, MAX_COPY_BYTES);
+        if (st == PT_OK)
+            st = pt_write_file_atomic(dst, buf, len);
+        pt_free(buf);
+    }
+    pt_free(src);
+    pt_free(dst);
+    return st;
+}
+
+/* The eos_token_id list of the source config.json, when its first entry is
+ * still the config's eos id (the config struct keeps only the first). */
+static char *source_eos_list(const char *src_dir, int eos)
+{
+    if (!src_dir || eos < 0)
+        return NULL;
+    char *path = pt_path_join(src_dir, "config.json");
+    char *text = NULL;
+    size_t len = 0;
+    char *res = NULL;
+    if (path && pt_read_file(&text, &len, path, MAX_CONFIG_BYTES) == PT_OK) {
+        cJSON *root = cJSON_ParseWithLength(text, len);
+        const cJSON *e = root ? cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") : NULL;
+        if (cJSON_IsArray(e) && e->child && cJSON_IsNumber(e->child) &&
+            e->child->valuedouble == (double)eos) {
+            sbuf b = { 0 };
+            sb_printf(&b, "[");
+            for (const cJSON *c = e->child; c; c = c->next) {
+                if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > INT_MAX)
+                    b.err = PT_EFORMAT;
+                sb_printf(&b, "%s%d", c == e->child ? "" : ", ", (int)c->valuedouble);
+            }
+            sb_printf(&b, "]");
+            if (!b.err)
+                res = b.p;
+            else
+                pt_free(b.p);
+        }
+        cJSON_Delete(root);
+    }
+    pt_clear_error();
+    pt_free(text);
+    pt_free(path);
+    return res;
+}
+
+int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_options *opts)
+{
+    if (!m || !dir)
+        return pt_err(PT_EINVAL, "pt_model_save_dir: NULL argument");
+    pt_model_save_options def;
+    pt_model_save_options_init(&def);
+    if (!opts)
+        opts = &def;
+    if (opts->size != sizeof *opts)
+        return pt_err(PT_EINVAL, "pt_model_save_dir: options size %zu, expected %zu", opts->size,
+                      sizeof *opts);
+    pt_model_config cfg;
+    int st = pt_model_get_config(&cfg, m);
+    if (st)
+        return st;
+    /* Copy the source directory's name now: the record may change meanwhile. */
+    char *src = NULL;
+    {
+        const char *s = opts->tokenizer_dir ? opts->tokenizer_dir : pt_model_source_dir(m);
+        if (s && !(src = pt_strdup(s)))
+            return PT_ENOMEM;
+    }
+    char *json = NULL, *path = NULL, *eos_list = NULL;
+    pt_st_write_tensor *wt = NULL;
+    if ((st = make_dirs(dir)) != PT_OK)
+        goto done;
+
+    /* config.json */
+    eos_list = source_eos_list(pt_model_source_dir(m), cfg.eos_token_id);
+    if ((st = config_to_json(&json, &cfg, eos_list)) != PT_OK)
+        goto done;
+    if (!(path = pt_path_join(dir, "config.json"))) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    if ((st = pt_write_file_atomic(path, json, strlen(json))) != PT_OK)
+        goto done;
+    pt_free(path);
+    pt_free(json);
+    path = json = NULL;
+
+    /* model.safetensors */
+    size_t nt = pt_model_tensor_count(m);
+    wt = pt_calloc(nt ? nt : 1, sizeof *wt);
+    if (!wt) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        wt[i].name = r->name;
+        wt[i].dtype = PT_ST_F32;
+        wt[i].ndim = r->ndim;
+        wt[i].shape[0] = r->shape[0];
+        wt[i].shape[1] = r->ndim == 2 ? r->shape[1] : 0;
+        wt[i].data = r->data;
+    }
+    static const char *const meta[] = { "format", "pt" };
+    if (!(path = pt_path_join(dir, "model.safetensors"))) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    if ((st = pt_st_write(path, wt, nt, meta, 1)) != PT_OK)
+        goto done;
+    pt_free(path);
+    path = NULL;
+
+    /* generation_config.json: the source's, else from the config's ids. */
+    const char *msrc = pt_model_source_dir(m);
+    if (msrc && pt_dir_has_file(msrc, "generation_config.json") && !same_dir(msrc, dir)) {
+        if ((st = copy_file(msrc, dir, "generation_config.json")) != PT_OK)
+            goto done;
+    } else if (!(msrc && same_dir(msrc, dir) && pt_dir_has_file(dir, "generation_config.json"))) {
+        sbuf b = { 0 };
+        sb_printf(&b, "{\n  \"_from_model_config\": true");
+        if (cfg.bos_token_id >= 0)
+            sb_printf(&b, ",\n  \"bos_token_id\": %d", cfg.bos_token_id);
+        if (cfg.eos_token_id >= 0) {
+            sb_printf(&b, ",\n  \"eos_token_id\": ");
+            if (eos_list)
+                sb_printf(&b, "%s", eos_list);
+            else
+                sb_printf(&b, "%d", cfg.eos_token_id);
+        }
+        if (cfg.pad_token_id >= 0)
+            sb_printf(&b, ",\n  \"pad_token_id\": %d", cfg.pad_token_id);
+        sb_printf(&b, "\n}\n");
+        if (b.err) {
+            st = b.err;
+            goto done;
+        }
+        json = b.p;
+        if (!(path = pt_path_join(dir, "generation_config.json"))) {
+            st = PT_ENOMEM;
+            goto done;
+        }
+        if ((st = pt_write_file_atomic(path, json, strlen(json))) != PT_OK)
+            goto done;
+    }
+
+    /* tokenizer files */
+    if (opts->copy_tokenizer && src && !same_dir(src, dir)) {
+        for (size_t i = 0; i < sizeof TOKENIZER_FILES / sizeof TOKENIZER_FILES[0]; i++) {
+            if (!pt_dir_has_file(src, TOKENIZER_FILES[i]))
+                continue;
+            if ((st = copy_file(src, dir, TOKENIZER_FILES[i])) != PT_OK)
+                goto done;
+        }
+    }
+    st = PT_OK;
+done:
+    pt_free(wt);
+    pt_free(path);
+    pt_free(json);
+    pt_free(eos_list);
+    pt_free(src);
+    return st;
+}
