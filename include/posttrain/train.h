@@ -11,8 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "posttrain/chat.h"
 #include "posttrain/common.h"
 #include "posttrain/model.h"
+#include "posttrain/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,6 +103,77 @@ PT_API int pt_sft_stats_init(pt_sft_stats *stats);
  * are dropped, weights untouched). */
 PT_API int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
                        const float *const *weights, int n_micro);
+
+/* ---- SFT data --------------------------------------------------------------
+ *
+ * A dataset holds tokenized examples (ids plus a per-token loss mask: 1 = the
+ * model is trained to predict this token) split into a training and an
+ * evaluation part, and hands out batches.  Rows come from JSONL files:
+ *   {"text": str}                       every token is trained on
+ *   {"prompt": str, "completion": str}  the completion (and EOS) only, by default
+ *   {"messages": [{"role","content"}...]}  the assistant turns only, by default
+ *   {"input_ids": [...], "loss_mask": [...]}  as given (no mask: every token)
+ * or from the host (pt_dataset_add), e.g. an agent's own traces. */
+typedef struct pt_dataset_options {
+    size_t size;
+    int max_length;        /* tokens per example; longer ones are truncated (default 512) */
+    bool completion_only;  /* loss on completions / assistant turns only (default true) */
+    bool skip_bad_rows;    /* a malformed row is skipped and counted (default false: error) */
+    bool add_eos;          /* EOS after a text or completion (default true, when the tokenizer has one) */
+    const char *chat_template; /* template name for "messages" rows (NULL: the tokenizer's) */
+    double eval_fraction;  /* share of examples held out for evaluation (default 0) */
+    int batch_size;        /* rows per batch (default 8) */
+    bool pack;             /* pack several examples into each row (default false) */
+    bool shuffle;          /* reshuffle the training examples every epoch (default true) */
+    uint64_t seed;         /* shuffling and the evaluation split (default 0) */
+} pt_dataset_options;
+
+PT_API int pt_dataset_options_init(pt_dataset_options *opts);
+
+typedef struct pt_dataset pt_dataset;
+
+/* An empty dataset; add examples with pt_dataset_add. */
+PT_API int pt_dataset_create(pt_dataset **out, const pt_dataset_options *opts);
+/* Read every row of a JSONL file, tokenizing with `tok` (may be NULL when
+ * every row is pre-tokenized).  A malformed row is an error naming its line
+ * (or skipped and counted with skip_bad_rows). */
+PT_API int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer *tok,
+                                 const pt_dataset_options *opts);
+/* Add one tokenized example (loss_mask may be NULL: every token).  Examples
+ * added after the first batch was drawn join at the next epoch. */
+PT_API int pt_dataset_add(pt_dataset *d, const int32_t *ids, const uint8_t *loss_mask, size_t n);
+PT_API void pt_dataset_free(pt_dataset *d);
+
+typedef struct pt_dataset_stats {
+    size_t size;
+    int64_t rows;              /* rows read */
+    int64_t skipped_rows;      /* malformed rows skipped */
+    int64_t empty_rows;        /* rows left with no trained-on token (dropped) */
+    int64_t truncated_rows;    /* examples cut to max_length */
+    int64_t truncated_tokens;  /* tokens cut */
+    int64_t train_examples, eval_examples;
+    int64_t train_tokens, train_target_tokens;
+    int64_t epoch;             /* current training epoch (0-based) */
+    int64_t cursor;            /* next example of the epoch */
+} pt_dataset_stats;
+
+PT_API int pt_dataset_stats_init(pt_dataset_stats *stats);
+PT_API int pt_dataset_get_stats(pt_dataset_stats *stats, const pt_dataset *d);
+
+/* The next training batch: rows of examples (packed or one per row, padded),
+ * targets -1 where nothing is trained, and loss weights (1 on every target).
+ * The pointers in *batch and *weights stay valid until the next call.
+ * Epochs wrap around (reshuffled with seed + epoch). */
+PT_API int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *d);
+/* Mean loss over the evaluation split, in batches of batch_size (no gradient
+ * is touched).  PT_ESTATE when the split is empty. */
+PT_API int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *d, pt_context *ctx);
+/* Longest row a batch can hold (what a context must be sized for). */
+PT_API int pt_dataset_max_seq(int *seq, const pt_dataset *d);
+/* Position in the training stream, for checkpoints: set it back to resume
+ * the same data order. */
+PT_API int pt_dataset_get_position(int64_t *epoch, int64_t *cursor, const pt_dataset *d);
+PT_API int pt_dataset_set_position(pt_dataset *d, int64_t epoch, int64_t cursor);
 
 /* Checkpoints.  pt_checkpoint_save writes the model's trainable tensors, the
  * optimizer's moments and counters, and `host_json` (any JSON value the host
