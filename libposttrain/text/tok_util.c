@@ -1,0 +1,420 @@
+/* Tokenizer helpers: growable buffers, hash maps, UTF-8, regex compilation. */
+#include "text/tok_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- buffers -------------------------------------------------------------- */
+int tk_buf_reserve(tk_buf *b, size_t extra)
+{
+    size_t need;
+    if (!pt_add_size(b->n, extra, &need))
+        return pt_err(PT_ENOMEM, "tokenizer: buffer size overflows");
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) {
+        if (!pt_mul_size(cap, 2, &cap))
+            return pt_err(PT_ENOMEM, "tokenizer: buffer size overflows");
+    }
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return pt_err(PT_ENOMEM, "tokenizer: out of memory (%zu bytes)", cap);
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int tk_buf_put(tk_buf *b, const void *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (b->n + n > b->cap || b->n + n < b->n) {
+        int st = tk_buf_reserve(b, n);
+        if (st)
+            return st;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+void tk_buf_free(tk_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->n = b->cap = 0;
+}
+
+int tk_ids_reserve(tk_ids *a, size_t extra)
+{
+    size_t need;
+    if (!pt_add_size(a->n, extra, &need))
+        return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
+    if (need <= a->cap)
+        return 0;
+    size_t cap = a->cap ? a->cap : 64;
+    while (cap < need) {
+        if (!pt_mul_size(cap, 2, &cap))
+            return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
+    }
+    int32_t *v = pt_realloc_array(a->v, cap, sizeof *v);
+    if (!v)
+        return PT_ENOMEM;
+    a->v = v;
+    a->cap = cap;
+    return 0;
+}
+
+int tk_ids_push(tk_ids *a, int32_t x)
+{
+    if (a->n == a->cap) {
+        int st = tk_ids_reserve(a, 1);
+        if (st)
+            return st;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+int tk_ranges_push(tk_ranges *r, size_t a, size_t b, int match)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 32;
+        tk_range *v = pt_realloc_array(r->v, cap, sizeof *v);
+        if (!v)
+            return PT_ENOMEM;
+        r->v = v;
+        r->cap = cap;
+    }
+    r->v[r->n].a = a;
+    r->v[r->n].b = b;
+    r->v[r->n].match = match;
+    r->n++;
+    return 0;
+}
+
+/* ---- hashing ---------------------------------------------------------------- */
+uint64_t tk_hash(const void *data, size_t n)
+{
+    const unsigned char *s = data;
+    uint64_t h = 0x243F6A8885A308D3ull ^ (n * 0x9E3779B97F4A7C15ull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 32;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    return h;
+}
+
+static int strmap_grow(tk_strmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    uint32_t *slot = pt_calloc(cap, sizeof *slot);
+    if (!slot)
+        return PT_ENOMEM;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t j = (size_t)m->ent[i].hash & (cap - 1);
+        while (slot[j])
+            j = (j + 1) & (cap - 1);
+        slot[j] = (uint32_t)(i + 1);
+    }
+    free(m->slot);
+    m->slot = slot;
+    m->cap = cap;
+    return 0;
+}
+
+int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val)
+{
+    if (n > UINT32_MAX || m->pool.n > UINT32_MAX - n)
+        return pt_err(PT_ERANGE, "tokenizer: vocabulary strings too large");
+    if ((m->n + 1) * 2 > m->cap) {
+        int st = strmap_grow(m);
+        if (st)
+            return st;
+    }
+    uint64_t h = tk_hash(k, n);
+    size_t j = (size_t)h & (m->cap - 1);
+    while (m->slot[j]) {
+        const struct tk_strent *e = &m->ent[m->slot[j] - 1];
+        if (e->hash == h && e->len == n && memcmp(m->pool.p + e->off, k, n) == 0)
+            return 1;
+        j = (j + 1) & (m->cap - 1);
+    }
+    if (m->n == m->ent_cap) {
+        size_t cap = m->ent_cap ? m->ent_cap * 2 : 64;
+        struct tk_strent *e = pt_realloc_array(m->ent, cap, sizeof *e);
+        if (!e)
+            return PT_ENOMEM;
+        m->ent = e;
+        m->ent_cap = cap;
+    }
+    uint32_t off = (uint32_t)m->pool.n;
+    int st = tk_buf_put(&m->pool, k, n);
+    if (st == 0)
+        st = tk_buf_putc(&m->pool, '\0');
+    if (st)
+        return st;
+    m->ent[m->n].hash = h;
+    m->ent[m->n].off = off;
+    m->ent[m->n].len = (uint32_t)n;
+    m->ent[m->n].val = val;
+    m->n++;
+    m->slot[j] = (uint32_t)m->n;
+    return 0;
+}
+
+int32_t tk_strmap_get(const tk_strmap *m, const char *k, size_t n)
+{
+    if (m->cap == 0)
+        return -1;
+    uint64_t h = tk_hash(k, n);
+    size_t j = (size_t)h & (m->cap - 1);
+    while (m->slot[j]) {
+        const struct tk_strent *e = &m->ent[m->slot[j] - 1];
+        if (e->hash == h && e->len == n && memcmp(m->pool.p + e->off, k, n) == 0)
+            return e->val;
+        j = (j + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+void tk_strmap_free(tk_strmap *m)
+{
+    free(m->slot);
+    free(m->ent);
+    tk_buf_free(&m->pool);
+    memset(m, 0, sizeof *m);
+}
+
+int tk_pairmap_init(tk_pairmap *m, size_t expected)
+{
+    size_t cap = 64;
+    while (cap < expected * 2 + 2)
+        cap *= 2;
+    m->key = pt_calloc(cap, sizeof *m->key);
+    m->rank = pt_malloc_array(cap, sizeof *m->rank);
+    m->newid = pt_malloc_array(cap, sizeof *m->newid);
+    if (!m->key || !m->rank || !m->newid) {
+        tk_pairmap_free(m);
+        return PT_ENOMEM;
+    }
+    m->cap = cap;
+    m->n = 0;
+    return 0;
+}
+
+void tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t newid)
+{
+    uint64_t k = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
+    uint64_t h = k * 0x9E3779B97F4A7C15ull;
+    size_t mask = m->cap - 1, i = (size_t)(h >> 20) & mask;
+    while (m->key[i] != 0 && m->key[i] != k)
+        i = (i + 1) & mask;
+    if (m->key[i] == 0)
+        m->n++;
+    m->key[i] = k;
+    m->rank[i] = rank;
+    m->newid[i] = newid;
+}
+
+void tk_pairmap_free(tk_pairmap *m)
+{
+    free(m->key);
+    free(m->rank);
+    free(m->newid);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- UTF-8 ------------------------------------------------------------------ */
+size_t tk_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    if (n == 0)
+        return 0;
+    unsigned c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    unsigned lo = 0x80, hi = 0xBF;
+    size_t need;
+    uint32_t v;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+        v = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        v = c & 0x0F;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        v = c & 0x07;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < need + 1)
+        return 0;
+    for (size_t i = 1; i <= need; i++) {
+        unsigned d = s[i];
+        if (d < lo || d > hi)
+            return 0;
+        lo = 0x80;
+        hi = 0xBF;
+        v = (v << 6) | (d & 0x3F);
+    }
+    *cp = v;
+    return need + 1;
+}
+
+int tk_utf8_put(tk_buf *b, uint32_t cp)
+{
+    char t[4];
+    size_t k;
+    if (cp < 0x80) {
+        t[0] = (char)cp;
+        k = 1;
+    } else if (cp < 0x800) {
+        t[0] = (char)(0xC0 | (cp >> 6));
+        t[1] = (char)(0x80 | (cp & 0x3F));
+        k = 2;
+    } else if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | (cp >> 12));
+        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[2] = (char)(0x80 | (cp & 0x3F));
+        k = 3;
+    } else {
+        t[0] = (char)(0xF0 | (cp >> 18));
+        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[3] = (char)(0x80 | (cp & 0x3F));
+        k = 4;
+    }
+    return tk_buf_put(b, t, k);
+}
+
+/* Length of the maximal subpart of a well-formed sequence starting at s (at
+ * least 1): what one U+FFFD replaces in a lossy conversion. */
+static size_t utf8_maximal_subpart(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    unsigned lo = 0x80, hi = 0xBF;
+    size_t need;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 1;
+    size_t i = 1;
+    while (i <= need && i < n && s[i] >= lo && s[i] <= hi) {
+        i++;
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return i;
+}
+
+int tk_utf8_lossy(tk_buf *out, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, run = 0;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t k = tk_utf8_next(u + i, n - i, &cp);
+        if (k) {
+            i += k;
+            continue;
+        }
+        int st = tk_buf_put(out, s + run, i - run);
+        if (st == 0)
+            st = tk_buf_put(out, "\xEF\xBF\xBD", 3);
+        if (st)
+            return st;
+        i += utf8_maximal_subpart(u + i, n - i);
+        run = i;
+    }
+    return tk_buf_put(out, s + run, n - run);
+}
+
+bool tk_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t k = tk_utf8_next(u + i, n - i, &cp);
+        if (!k)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+bool tk_is_white_space(uint32_t c)
+{
+    return (c >= 9 && c <= 13) || c == 32 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+/* ---- regex ---------------------------------------------------------------------- */
+int tk_regex_compile(tk_regex *r, const char *pattern, size_t len, bool literal, const char *where)
+{
+    int errcode = 0;
+    PCRE2_SIZE erroff = 0;
+    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
+    if (literal)
+        opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_LITERAL;
+    r->code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &errcode, &erroff, NULL);
+    if (!r->code) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(errcode, msg, sizeof msg);
+        return pt_err(literal ? PT_EFORMAT : PT_EUNSUPPORTED,
+                      "tokenizer.json: %s: regex does not compile at offset %zu: %s", where,
+                      (size_t)erroff, (const char *)msg);
+    }
+    r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
+    return 0;
+}
+
+void tk_regex_free(tk_regex *r)
+{
+    if (r->code)
+        pcre2_code_free(r->code);
+    r->code = NULL;
+}
