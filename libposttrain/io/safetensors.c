@@ -611,7 +611,9 @@ static int parse_header(pt_st_file *f)
             n_meta++;
         }
         metas = pt_calloc(n_meta ? n_meta : 1, sizeof *metas);
-        if (!metas) {
+        free(names); /* reused for the metadata keys, which may outnumber the members */
+        names = pt_calloc(n_meta ? n_meta : 1, sizeof *names);
+        if (!metas || !names) {
             st = PT_ENOMEM;
             goto done;
         }
@@ -908,10 +910,12 @@ static inline uint16_t load_u16(const uint8_t *p)
     return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
 }
 
+#if !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 static inline uint32_t load_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
+#endif
 
 int pt_st_read_f32(const pt_st_tensor *t, float *dst, size_t numel)
 {

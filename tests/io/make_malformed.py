@@ -214,6 +214,8 @@ def valid_files():
     hdr = ('{"z":{"data_offsets":[0,4],"shape":[1],"dtype":"F32"},'
            '"y":{"shape":[1],"dtype":"I32","data_offsets":[4,8]}}')
     out["unpadded"] = st(hdr, struct.pack("<fi", 3.0, 5), pad=False)
+    # more metadata keys than top-level members; escapes and UTF-8 in names and values
+    out["metadata_only"] = st('{"__metadata__":{"a":"1","b":"2","c":"\\u00e9\\n","\u00e9":"x"}}')
     return out
 
 

@@ -534,6 +534,18 @@ START_TEST(test_valid_corpus)
     ck_assert_uint_eq(pt_st_find(f, "e")->nbytes, 2);
     pt_st_close(f);
 
+    /* more metadata keys than members; escapes decoded; UTF-8 kept */
+    snprintf(path, sizeof path, "%s/io/valid/metadata_only.safetensors", PT_TEST_SRCDIR);
+    ck_assert_ok(pt_st_open(&f, path));
+    ck_assert_uint_eq(pt_st_count(f), 0);
+    ck_assert_uint_eq(pt_st_metadata_count(f), 4);
+    ck_assert_str_eq(pt_st_metadata(f, "c"), "\xc3\xa9\n");
+    ck_assert_str_eq(pt_st_metadata(f, "\xc3\xa9"), "x");
+    const char *k3, *v3;
+    ck_assert_ok(pt_st_metadata_at(f, 3, &k3, &v3));
+    ck_assert_str_eq(k3, "\xc3\xa9");
+    pt_st_close(f);
+
     /* unpadded header, keys in another order, entries listed out of offset order */
     snprintf(path, sizeof path, "%s/io/valid/unpadded.safetensors", PT_TEST_SRCDIR);
     ck_assert_ok(pt_st_open(&f, path));
@@ -589,10 +601,12 @@ static void check_consistent(const pt_st_file *f, const uint8_t *buf, size_t len
     ck_assert_uint_eq(8 + pt_st_header_size(f) + pt_st_data_size(f), len);
 }
 
+static const char *const sweep_files[] = {"mixed", "one_f32", "metadata_only", "unpadded"};
+
 START_TEST(test_sweep)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/io/valid/mixed.safetensors", PT_TEST_SRCDIR);
+    snprintf(path, sizeof path, "%s/io/valid/%s.safetensors", PT_TEST_SRCDIR, sweep_files[_i]);
     size_t len;
     char *orig = read_all(path, &len);
     uint8_t *buf = malloc(len);
@@ -638,8 +652,8 @@ START_TEST(test_sweep)
             }
         }
     }
-    fprintf(stderr, "io sweep: %d truncations failed cleanly; %zu header bit flips: %d rejected, "
-                    "%d loaded consistently\n", truncated, hdr_end * 8, failed, loaded);
+    fprintf(stderr, "io sweep %s: %d truncations failed cleanly; %zu header bit flips: %d rejected, "
+                    "%d loaded consistently\n", sweep_files[_i], truncated, hdr_end * 8, failed, loaded);
     ck_assert_int_eq(truncated, (int)len);
     ck_assert_int_gt(failed, 0);
     free(buf);
@@ -663,7 +677,7 @@ static Suite *io_suite(void)
     tcase_add_test(tc, test_malformed_corpus);
     tcase_add_test(tc, test_valid_corpus);
     tcase_add_test(tc, test_open_errors);
-    tcase_add_test(tc, test_sweep);
+    tcase_add_loop_test(tc, test_sweep, 0, (int)(sizeof sweep_files / sizeof sweep_files[0]));
     suite_add_tcase(s, tc);
     return s;
 }
