@@ -22,5 +22,6 @@ int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_sft(int argc, char **argv);
 
 #endif

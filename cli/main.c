@@ -16,6 +16,7 @@ static const struct {
     { "info", cmd_info, "describe a Hugging Face model directory" },
     { "eval", cmd_eval, "mean next-token loss of a model on JSONL data" },
     { "tokenize", cmd_tokenize, "encode or decode JSONL lines with a tokenizer" },
+    { "sft", cmd_sft, "supervised fine-tuning on JSONL data" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

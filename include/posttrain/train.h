@@ -119,7 +119,8 @@ typedef struct pt_dataset_options {
     int max_length;        /* tokens per example; longer ones are truncated (default 512) */
     bool completion_only;  /* loss on completions / assistant turns only (default true) */
     bool skip_bad_rows;    /* a malformed row is skipped and counted (default false: error) */
-    bool add_eos;          /* EOS after a text or completion (default true, when the tokenizer has one) */
+    bool add_eos;          /* EOS after a completion (default true, when the tokenizer has one);
+                            * "text" rows are taken as they are */
     const char *chat_template; /* template name for "messages" rows (NULL: the tokenizer's) */
     double eval_fraction;  /* share of examples held out for evaluation (default 0) */
     int batch_size;        /* rows per batch (default 8) */

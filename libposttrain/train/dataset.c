@@ -273,10 +273,9 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
         size_t len;
         if ((st = pt_jsonl_row_string(&s, &len, r, row, "text", 1)))
             return st;
-        st = encode_into(ids, mask, n, tok, s, len, PT_TOK_ADD_SPECIAL, 1);
-        if (!st && add_eos)
-            st = append(ids, mask, n, &eos, 1, 1);
-        return st;
+        /* Taken as is (like `posttrain eval`): special tokens per the
+         * post-processor, no EOS appended. */
+        return encode_into(ids, mask, n, tok, s, len, PT_TOK_ADD_SPECIAL, 1);
     }
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(row, "messages");
     if (msgs) {

@@ -59,8 +59,8 @@ START_TEST(test_rows_and_masks)
     ck_assert_ok(pt_dataset_get_stats(&s, d));
     ck_assert_int_eq(s.rows, 4);
     ck_assert_int_eq(s.train_examples, 4);
-    ck_assert_int_eq(s.train_tokens, 6 + 5 + 4 + 3);
-    ck_assert_int_eq(s.train_target_tokens, 3 + 4 + 2 + 2);
+    ck_assert_int_eq(s.train_tokens, 6 + 4 + 4 + 3);
+    ck_assert_int_eq(s.train_target_tokens, 3 + 3 + 2 + 2);
     pt_batch b;
     const float *w;
     ck_assert_ok(pt_dataset_next_batch(&b, &w, d));
@@ -69,11 +69,11 @@ START_TEST(test_rows_and_masks)
     ck_assert_ptr_null(b.segments);
     /* <bos> a b | c d <eos>: the prompt is context, the completion and EOS are trained. */
     const int32_t r0[] = { 256, 97, 98, 99, 100, 257 }, t0[] = { -1, -1, 99, 100, 257, -1 };
-    const int32_t r1[] = { 256, 120, 121, 122, 257 }, t1[] = { 120, 121, 122, 257, -1 };
+    const int32_t r1[] = { 256, 120, 121, 122 }, t1[] = { 120, 121, 122, -1 }; /* text: no EOS added */
     const int32_t r2[] = { 5, 6, 7, 8 }, t2[] = { -1, 7, 8, -1 };
     const int32_t r3[] = { 9, 10, 11 }, t3[] = { 10, 11, -1 };
     expect_row(&b, w, 0, r0, t0, 6);
-    expect_row(&b, w, 1, r1, t1, 5);
+    expect_row(&b, w, 1, r1, t1, 4);
     expect_row(&b, w, 2, r2, t2, 4);
     expect_row(&b, w, 3, r3, t3, 3);
     pt_dataset_free(d);
