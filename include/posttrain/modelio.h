@@ -62,7 +62,9 @@ typedef struct pt_model_load_options {
     size_t size;             /* sizeof(pt_model_load_options) */
     bool load_tokenizer;     /* load DIR/tokenizer.json when present, so that
                               * pt_model_tokenizer() returns it (default true);
-                              * a tokenizer that fails to load fails the call */
+                              * a malformed tokenizer fails the call, one that
+                              * this build does not support (PT_EUNSUPPORTED)
+                              * is logged as a warning and left out */
 } pt_model_load_options;
 
 PT_API int pt_model_load_options_init(pt_model_load_options *opts);

@@ -792,7 +792,14 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     }
     pt_tokenizer *tok = NULL;
     if (opts->load_tokenizer && pt_dir_has_file(dir, "tokenizer.json")) {
-        if ((st = pt_modelio_tokenizer_load(&tok, dir)) != PT_OK) {
+        st = pt_modelio_tokenizer_load(&tok, dir);
+        if (st == PT_EUNSUPPORTED) {
+            /* A tokenizer kind this build cannot run: the weights are still
+             * usable (ids in, ids out), so warn instead of failing. */
+            pt_log(PT_LOG_WARN, "%s; the model is loaded without a tokenizer", pt_last_error());
+            pt_clear_error();
+            tok = NULL;
+        } else if (st != PT_OK) {
             pt_model_free(m);
             return st;
         }
