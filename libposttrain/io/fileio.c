@@ -326,11 +326,16 @@ int pt_sha256_file(const char *path, uint8_t digest[32])
 {
     if (!path)
         return pt_err(PT_EINVAL, "sha256: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return pt_err(PT_ENOTFOUND, "sha256: %s: no such file", path);
         return pt_io_errno(errno, "open", path);
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pt_err(PT_EIO, "sha256: %s: not a regular file", path);
     }
     pt_sha256_ctx c;
     pt_sha256_init(&c);

@@ -783,7 +783,8 @@ int pt_st_open(pt_st_file **out, const char *path)
     *out = NULL;
     if (!path)
         return pt_err(PT_EINVAL, "pt_st_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO or device under a hostile path must not hang the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return pt_err(PT_ENOTFOUND, "%s: no such file", path);

@@ -174,6 +174,7 @@ START_TEST(test_atomic_write)
     free(buf);
     snprintf(path, sizeof path, "%s/absent.bin", dir);
     ck_assert_status(pt_sha256_file(path, d2), PT_ENOTFOUND, "absent.bin");
+    ck_assert_status(pt_sha256_file(dir, d2), PT_EIO, "not a regular file");
     ck_assert_ok(pt_fsync_dir(dir));
     rm_tree_flat(dir);
     free(dir);

@@ -564,6 +564,14 @@ START_TEST(test_open_errors)
                      "/nonexistent/dir/x.safetensors");
     ck_assert_ptr_null(f);
     ck_assert_status(pt_st_open(&f, PT_TEST_SRCDIR), PT_EIO, "not a regular file");
+    /* a FIFO must not block the open */
+    char *dir = make_tmpdir();
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_status(pt_st_open(&f, fifo), PT_EIO, "not a regular file");
+    rm_tree_flat(dir);
+    free(dir);
     ck_assert_status(pt_st_open(NULL, "x"), PT_EINVAL, "out is NULL");
     ck_assert_status(pt_st_open(&f, NULL), PT_EINVAL, "path is NULL");
     ck_assert_status(pt_st_open_memory(&f, NULL, 5), PT_EINVAL, "buffer is NULL");
