@@ -22,7 +22,7 @@ const char *pt_arch_class_name(int arch);
  * pt_model_load_dir and will not be used again. */
 void pt_modelio_forget(const pt_model *m);
 
-/* Load dir's tokenizer (PT_EUNSUPPORTED when this build has no tokenizer). */
+/* Load dir's tokenizer (errors prefixed with the directory). */
 int pt_modelio_tokenizer_load(pt_tokenizer **out, const char *dir);
 
 #endif
