@@ -1,10 +1,460 @@
-/* posttrain tokenize: not built yet (its issue is open). */
+/* posttrain tokenize: encode {"text": ...} JSONL lines to {"ids": [...]}, or
+ * with --decode, {"ids": [...]} lines to {"text": ...}, in order.
+ * Public API only; a small JSON reader is built in for the one key it needs. */
 #include "cli.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void tokenize_usage(FILE *f)
+{
+    fprintf(f, "usage: posttrain tokenize --tokenizer PATH [--add-special-tokens] --jsonl < in.jsonl\n"
+               "       posttrain tokenize --tokenizer PATH --decode [--skip-special-tokens] --jsonl < in.jsonl\n\n"
+               "Encode {\"text\": ...} lines read from stdin into {\"ids\": [...]} lines on stdout, in order;\n"
+               "with --decode, turn {\"ids\": [...]} lines into {\"text\": ...} lines.\n\n"
+               "  --tokenizer PATH        a tokenizer.json or a model directory holding one\n"
+               "  --add-special-tokens    add the post-processor's special tokens (e.g. BOS)\n"
+               "  --decode                decode ids instead of encoding text\n"
+               "  --skip-special-tokens   leave special tokens out of decoded text (default: keep)\n"
+               "  --jsonl                 JSON Lines in and out (the only format)\n"
+               "A line that cannot be read is reported with its number on stderr (exit 1).\n");
+}
+
+/* ---- a minimal JSON reader ------------------------------------------------------ */
+typedef struct jr {
+    const char *p, *end;
+    const char *err;
+} jr;
+
+static void ws(jr *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\r' || *j->p == '\n'))
+        j->p++;
+}
+
+static int hex4(const char *p, unsigned *v)
+{
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                            : 16u;
+        if (d > 15)
+            return -1;
+        *v = *v * 16 + d;
+    }
+    return 0;
+}
+
+static void put_utf8(char *o, size_t *n, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[(*n)++] = (char)cp;
+    } else if (cp < 0x800) {
+        o[(*n)++] = (char)(0xC0 | (cp >> 6));
+        o[(*n)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        o[(*n)++] = (char)(0xE0 | (cp >> 12));
+        o[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[(*n)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        o[(*n)++] = (char)(0xF0 | (cp >> 18));
+        o[(*n)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        o[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[(*n)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* Parse a string at j->p (at the opening quote).  With out != NULL the
+ * unescaped bytes go to out (room for as many bytes as the source). */
+static int jstring(jr *j, char *out, size_t *out_n)
+{
+    size_t n = 0;
+    if (j->p >= j->end || *j->p != '"') {
+        j->err = "expected a string";
+        return -1;
+    }
+    j->p++;
+    while (j->p < j->end && *j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c < 0x20) {
+            j->err = "control character in a string";
+            return -1;
+        }
+        if (c != '\\') {
+            if (out)
+                out[n] = (char)c;
+            n++;
+            j->p++;
+            continue;
+        }
+        if (j->end - j->p < 2) {
+            j->err = "unterminated string";
+            return -1;
+        }
+        char e = j->p[1];
+        j->p += 2;
+        char lit = 0;
+        switch (e) {
+        case '"': lit = '"'; break;
+        case '\\': lit = '\\'; break;
+        case '/': lit = '/'; break;
+        case 'b': lit = '\b'; break;
+        case 'f': lit = '\f'; break;
+        case 'n': lit = '\n'; break;
+        case 'r': lit = '\r'; break;
+        case 't': lit = '\t'; break;
+        case 'u': {
+            unsigned cp, lo;
+            if (j->end - j->p < 4 || hex4(j->p, &cp)) {
+                j->err = "bad \\u escape";
+                return -1;
+            }
+            j->p += 4;
+            if (cp >= 0xD800 && cp < 0xDC00) {
+                if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || hex4(j->p + 2, &lo) || lo < 0xDC00 ||
+                    lo > 0xDFFF) {
+                    j->err = "unpaired surrogate in a \\u escape";
+                    return -1;
+                }
+                j->p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp < 0xE000) {
+                j->err = "unpaired surrogate in a \\u escape";
+                return -1;
+            }
+            if (out)
+                put_utf8(out, &n, cp);
+            else
+                n += 4;
+            continue;
+        }
+        default:
+            j->err = "bad escape in a string";
+            return -1;
+        }
+        if (out)
+            out[n] = lit;
+        n++;
+    }
+    if (j->p >= j->end) {
+        j->err = "unterminated string";
+        return -1;
+    }
+    j->p++;
+    if (out_n)
+        *out_n = n;
+    return 0;
+}
+
+static int jskip(jr *j, int depth);
+
+static int jnumber_skip(jr *j)
+{
+    const char *s = j->p;
+    while (j->p < j->end && strchr("+-0123456789.eE", *j->p))
+        j->p++;
+    if (j->p == s) {
+        j->err = "unexpected character";
+        return -1;
+    }
+    return 0;
+}
+
+static int jskip(jr *j, int depth)
+{
+    if (depth > 64) {
+        j->err = "nested too deeply";
+        return -1;
+    }
+    ws(j);
+    if (j->p >= j->end) {
+        j->err = "unexpected end of line";
+        return -1;
+    }
+    char c = *j->p;
+    if (c == '"')
+        return jstring(j, NULL, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        ws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                ws(j);
+                if (jstring(j, NULL, NULL))
+                    return -1;
+                ws(j);
+                if (j->p >= j->end || *j->p != ':') {
+                    j->err = "expected ':'";
+                    return -1;
+                }
+                j->p++;
+            }
+            if (jskip(j, depth + 1))
+                return -1;
+            ws(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (j->p < j->end && *j->p == close) {
+                j->p++;
+                return 0;
+            }
+            j->err = "expected ',' or a closing bracket";
+            return -1;
+        }
+    }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(words[i]);
+        if ((size_t)(j->end - j->p) >= l && memcmp(j->p, words[i], l) == 0) {
+            j->p += l;
+            return 0;
+        }
+    }
+    return jnumber_skip(j);
+}
+
+/* Find `key` in the top-level object of the line; j->p is left at its value. */
+static int jfind(jr *j, const char *key)
+{
+    ws(j);
+    if (j->p >= j->end || *j->p != '{') {
+        j->err = "the line is not a JSON object";
+        return -1;
+    }
+    j->p++;
+    ws(j);
+    if (j->p < j->end && *j->p == '}') {
+        j->err = NULL;
+        return 1;
+    }
+    size_t kl = strlen(key);
+    for (;;) {
+        ws(j);
+        const char *ks = j->p;
+        if (jstring(j, NULL, NULL))
+            return -1;
+        int match = (size_t)(j->p - ks) == kl + 2 && memcmp(ks + 1, key, kl) == 0;
+        ws(j);
+        if (j->p >= j->end || *j->p != ':') {
+            j->err = "expected ':'";
+            return -1;
+        }
+        j->p++;
+        ws(j);
+        if (match)
+            return 0;
+        if (jskip(j, 1))
+            return -1;
+        ws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (j->p < j->end && *j->p == '}')
+            return 1;
+        j->err = "expected ',' or '}'";
+        return -1;
+    }
+}
+
+/* ---- output ---------------------------------------------------------------------- */
+static void write_json_string(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\b': fputs("\\b", f); break;
+        case '\f': fputs("\\f", f); break;
+        default:
+            if (c < 0x20 || c == 0x7F)
+                fprintf(f, "\\u%04x", c);
+            else
+                fputc(c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static int line_error(long lineno, const char *what)
+{
+    fprintf(stderr, "posttrain tokenize: stdin line %ld: %s\n", lineno, what);
+    return 1;
+}
+
+static int encode_line(const pt_tokenizer *tok, const char *line, size_t n, unsigned flags, long lineno)
+{
+    jr j = {line, line + n, NULL};
+    int r = jfind(&j, "text");
+    if (r != 0)
+        return line_error(lineno, r < 0 ? j.err : "no \"text\" key");
+    if (j.p >= j.end || *j.p != '"')
+        return line_error(lineno, "\"text\" is not a string");
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return line_error(lineno, "out of memory");
+    size_t tl = 0;
+    if (jstring(&j, buf, &tl)) {
+        free(buf);
+        return line_error(lineno, j.err);
+    }
+    int32_t *ids = NULL;
+    size_t ni = 0;
+    int st = pt_tokenizer_encode(&ids, &ni, tok, buf, tl, flags);
+    free(buf);
+    if (st) {
+        char what[512];
+        snprintf(what, sizeof what, "encode failed: %s: %s", pt_status_name(st), pt_last_error());
+        return line_error(lineno, what);
+    }
+    fputs("{\"ids\": [", stdout);
+    for (size_t i = 0; i < ni; i++)
+        printf(i ? ", %d" : "%d", (int)ids[i]);
+    fputs("]}\n", stdout);
+    pt_free(ids);
+    return 0;
+}
+
+static int decode_line(const pt_tokenizer *tok, const char *line, size_t n, unsigned flags, long lineno)
+{
+    jr j = {line, line + n, NULL};
+    int r = jfind(&j, "ids");
+    if (r != 0)
+        return line_error(lineno, r < 0 ? j.err : "no \"ids\" key");
+    if (j.p >= j.end || *j.p != '[')
+        return line_error(lineno, "\"ids\" is not an array");
+    j.p++;
+    size_t cap = 64, ni = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids)
+        return line_error(lineno, "out of memory");
+    ws(&j);
+    if (j.p < j.end && *j.p == ']') {
+        j.p++;
+    } else {
+        for (;;) {
+            ws(&j);
+            char *e;
+            long v = j.p < j.end ? strtol(j.p, &e, 10) : 0;
+            if (j.p >= j.end || e == j.p || v < INT32_MIN || v > INT32_MAX || (e < j.end && (*e == '.' || *e == 'e' || *e == 'E'))) {
+                free(ids);
+                return line_error(lineno, "\"ids\" must hold integers");
+            }
+            j.p = e;
+            if (ni == cap) {
+                cap *= 2;
+                int32_t *v2 = realloc(ids, cap * sizeof *ids);
+                if (!v2) {
+                    free(ids);
+                    return line_error(lineno, "out of memory");
+                }
+                ids = v2;
+            }
+            ids[ni++] = (int32_t)v;
+            ws(&j);
+            if (j.p < j.end && *j.p == ',') {
+                j.p++;
+                continue;
+            }
+            if (j.p < j.end && *j.p == ']') {
+                j.p++;
+                break;
+            }
+            free(ids);
+            return line_error(lineno, "expected ',' or ']' in \"ids\"");
+        }
+    }
+    char *text = NULL;
+    size_t tl = 0;
+    int st = pt_tokenizer_decode(&text, &tl, tok, ids, ni, flags);
+    free(ids);
+    if (st) {
+        char what[512];
+        snprintf(what, sizeof what, "decode failed: %s: %s", pt_status_name(st), pt_last_error());
+        return line_error(lineno, what);
+    }
+    fputs("{\"text\": ", stdout);
+    write_json_string(stdout, text, tl);
+    fputs("}\n", stdout);
+    pt_free(text);
+    return 0;
+}
 
 int cmd_tokenize(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "posttrain tokenize: not available in this build yet\n");
-    return 1;
+    const char *path = NULL;
+    int add_special = 0, decode = 0, skip_special = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            tokenize_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
+            path = argv[++i];
+        } else if (!strcmp(argv[i], "--add-special-tokens")) {
+            add_special = 1;
+        } else if (!strcmp(argv[i], "--decode")) {
+            decode = 1;
+        } else if (!strcmp(argv[i], "--skip-special-tokens")) {
+            skip_special = 1;
+        } else if (!strcmp(argv[i], "--jsonl")) {
+            /* the only format */
+        } else {
+            return cli_usage_error("tokenize", "unknown or incomplete option '%s'", argv[i]);
+        }
+    }
+    if (!path)
+        return cli_usage_error("tokenize", "--tokenizer PATH is required");
+    if (decode && add_special)
+        return cli_usage_error("tokenize", "--add-special-tokens applies to encoding, not --decode");
+    if (!decode && skip_special)
+        return cli_usage_error("tokenize", "--skip-special-tokens applies to --decode");
+    pt_tokenizer *tok = NULL;
+    int st = pt_tokenizer_load(&tok, path);
+    if (st)
+        return cli_fail("tokenize: loading the tokenizer", st);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    long lineno = 0;
+    int rc = 0;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        size_t len = (size_t)n;
+        if (len && line[len - 1] == '\n')
+            len--;
+        if (len && line[len - 1] == '\r')
+            len--;
+        size_t k = 0;
+        while (k < len && (line[k] == ' ' || line[k] == '\t'))
+            k++;
+        if (k == len)
+            continue;  /* blank line */
+        rc = decode ? decode_line(tok, line, len, skip_special ? PT_TOK_SKIP_SPECIAL : 0, lineno)
+                    : encode_line(tok, line, len, add_special ? PT_TOK_ADD_SPECIAL : 0, lineno);
+        if (rc)
+            break;
+    }
+    free(line);
+    pt_tokenizer_free(tok);
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "posttrain tokenize: writing stdout failed\n");
+        rc = 1;
+    }
+    return rc;
 }

@@ -36,7 +36,9 @@ PT_API int pt_tokenizer_load_memory(pt_tokenizer **out, const char *json, size_t
 PT_API int pt_tokenizer_load_memory_config(pt_tokenizer **out, const char *json, size_t len,
                                            const char *config_json, size_t config_len);
 
-/* The built-in byte tokenizer (no files): ids 0-255 are the bytes 0x00-0xFF,
+/* The built-in byte tokenizer (no files): ids 0-255 are the bytes 0x00-0xFF
+ * (their token strings are the byte-level alphabet of GPT-2, e.g. "\u0120"
+ * for a space; bytes that are not UTF-8 decode to U+FFFD),
  * then the special tokens 256 <|bos|>, 257 <|eos|>, 258 <|pad|>,
  * 259 <|im_start|>, 260 <|im_end|> (vocabulary size 261).  Special tokens
  * written in the text are matched; PT_TOK_ADD_SPECIAL prepends <|bos|>.

@@ -681,7 +681,6 @@ static const char *const BYTE_CHARS[256] = {
 #undef TKB2
 };
 
-const char *tk_byte_char(unsigned b, size_t *len);
 const char *tk_byte_char(unsigned b, size_t *len)
 {
     const char *s = BYTE_CHARS[b & 0xFF];

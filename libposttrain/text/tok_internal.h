@@ -264,6 +264,9 @@ int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, 
 /* Run the normalizer chain over s (used at load to normalize added tokens). */
 int tk_normalize_string(const pt_tokenizer *t, tk_buf *out, const char *s, size_t n);
 
+/* Character of byte b in the byte-level (GPT-2) alphabet, 1 or 2 bytes. */
+const char *tk_byte_char(unsigned b, size_t *len);
+
 /* tok_decode.c */
 int tk_decode(tk_buf *out, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags);
 

@@ -112,8 +112,10 @@ done:
     return st;
 }
 
-/* The built-in byte tokenizer is an ordinary tokenizer.json, so it runs
- * through the same code as any other. */
+/* The built-in byte tokenizer is an ordinary tokenizer.json (a byte-level
+ * BPE without merges, so id == byte), so it runs through the same code as any
+ * other; its ByteLevel decoder turns bytes that are not UTF-8 into U+FFFD per
+ * maximal invalid sequence. */
 int pt_tokenizer_create_bytes(pt_tokenizer **out)
 {
     if (!out)
@@ -132,19 +134,23 @@ int pt_tokenizer_create_bytes(pt_tokenizer **out)
                  i ? "," : "", 256 + i, specials[i]);
         PUT(tmp);
     }
-    PUT("],\"normalizer\":null,\"pre_tokenizer\":null,"
+    PUT("],\"normalizer\":null,"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":false,"
+        "\"use_regex\":false},"
         "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<|bos|>\","
         "\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],\"special_tokens\":{\"<|bos|>\":"
         "{\"id\":\"<|bos|>\",\"ids\":[256],\"tokens\":[\"<|bos|>\"]}}},"
-        "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}]},"
-        "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"byte_fallback\":true,\"fuse_unk\":false,"
+        "\"decoder\":{\"type\":\"ByteLevel\"},"
+        "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"byte_fallback\":false,\"fuse_unk\":false,"
         "\"vocab\":{");
+    /* token of byte b: its character in the byte-level alphabet (as GPT-2) */
     for (int b = 0; b < 256; b++) {
-        snprintf(tmp, sizeof tmp, "%s\"<0x%02X>\":%d", b ? "," : "", b, b);
-        PUT(tmp);
-    }
-    for (int i = 0; i < 5; i++) {
-        snprintf(tmp, sizeof tmp, ",\"%s\":%d", specials[i], 256 + i);
+        size_t cl;
+        const char *c = tk_byte_char((unsigned)b, &cl);
+        if (b == '"' || b == '\\')
+            snprintf(tmp, sizeof tmp, "%s\"\\%c\":%d", b ? "," : "", b, b);
+        else
+            snprintf(tmp, sizeof tmp, "%s\"%.*s\":%d", b ? "," : "", (int)cl, c, b);
         PUT(tmp);
     }
     PUT("},\"merges\":[]}}");
