@@ -3,6 +3,9 @@
  * tests/reference/gen_parity.py (an independent PyTorch re-implementation of
  * Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM).
  *
+ * A fifth, qwen2_packed, packs several sequences per row (segment ids,
+ * rotary positions given explicitly, -1 targets at sequence ends).
+ *
  * Tolerance: |ours - golden| <= 1e-4 + 1e-3*|golden| for logits, log-probs
  * and gradients; 2e-5 absolute for the loss (about 5.5 nats).  A float32
  * implementation of the same math sits around 1e-6 here; the generator checks
@@ -20,6 +23,7 @@ static const char *const cases[] = {
     "qwen2_bias_untied",
     "qwen3_qknorm",
     "llama3_rope_scaling",
+    "qwen2_packed", /* packed rows: segments, irregular positions, -1 targets */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -31,6 +35,7 @@ typedef struct golden_case {
     pt_st_file *golden;
     int B, T, V;
     int32_t *ids, *targets;
+    int32_t *positions, *segments; /* NULL unless the golden has them */
     float *weights, *dlogprobs, *logits, *logprobs;
     float loss;
 } golden_case;
@@ -80,6 +85,10 @@ static void case_open(golden_case *c, int i)
     size_t bt = (size_t)c->B * (size_t)c->T;
     c->ids = golden_i32(c->golden, "input_ids", bt);
     c->targets = golden_i32(c->golden, "targets", bt);
+    if (pt_st_find(c->golden, "positions"))
+        c->positions = golden_i32(c->golden, "positions", bt);
+    if (pt_st_find(c->golden, "segments"))
+        c->segments = golden_i32(c->golden, "segments", bt);
     c->weights = golden_f32(c->golden, "weights", bt);
     c->dlogprobs = golden_f32(c->golden, "dlogprobs", bt);
     c->logprobs = golden_f32(c->golden, "logprobs", bt);
@@ -95,6 +104,8 @@ static void case_close(golden_case *c)
     pt_st_close(c->golden);
     free(c->ids);
     free(c->targets);
+    free(c->positions);
+    free(c->segments);
     free(c->weights);
     free(c->dlogprobs);
     free(c->logprobs);
@@ -109,6 +120,8 @@ static pt_batch case_batch(const golden_case *c)
     b.seq = c->T;
     b.input_ids = c->ids;
     b.targets = c->targets;
+    b.positions = c->positions;
+    b.segments = c->segments;
     return b;
 }
 
@@ -190,6 +203,10 @@ START_TEST(test_rows_and_prefix)
             b.seq = t;
             b.input_ids = c.ids + (size_t)r * (size_t)c.T;
             b.targets = c.targets + (size_t)r * (size_t)c.T;
+            if (c.positions)
+                b.positions = c.positions + (size_t)r * (size_t)c.T;
+            if (c.segments)
+                b.segments = c.segments + (size_t)r * (size_t)c.T;
             ck_assert_ok(pt_model_forward(ctx, &b, NULL, logits));
             int64_t shape[2] = { t, c.V };
             char what[256];
@@ -272,7 +289,7 @@ static Suite *parity_suite(void)
 int main(void)
 {
     int rc = pt_test_run(parity_suite());
-    fprintf(stderr, "parity: worst |diff| / tolerance over all comparisons: %.3g\n",
+    fprintf(stderr, "\nparity: worst |diff| / tolerance over all comparisons: %.3g\n",
             parity_worst_seen);
     return rc;
 }

@@ -187,7 +187,14 @@ CASES = {
         2,
         12,
     ),
+    # (e) sequence packing: qwen2 layout (biases), rows holding several sequences
+    #     with segment ids, positions restarting per sequence, -1 targets
+    "qwen2_packed": (qwen2_config(hidden_size=32, num_attention_heads=4,
+                                  num_key_value_heads=2, vocab_size=47), 1005, 2, 12),
 }
+
+# name -> per-row sequence lengths (each row sums to T)
+PACKED = {"qwen2_packed": [[5, 4, 3], [7, 5]]}
 
 # ----------------------------------------------------------------------------- model
 
@@ -285,16 +292,22 @@ def inv_freq_of(c, mutant=None):
     return inv
 
 
-def forward(c, P, ids, mutant=None):
-    """Logits [B,T,V] (float64) of an HF-style causal forward over ids [B,T]."""
+def forward(c, P, ids, mutant=None, positions=None, segments=None):
+    """Logits [B,T,V] (float64) of an HF-style causal forward over ids [B,T].
+    positions [B,T] (default 0..T-1 per row) are the rotary positions; with
+    segments [B,T], a token attends only to earlier tokens of its own segment
+    (sequence packing, as HF's position_ids + flattened-batch attention)."""
     B, T = ids.shape
     d = c["hidden_size"]
     nh, nkv, hd = c["num_attention_heads"], c["num_key_value_heads"], head_dim_of(c)
     eps = c["rms_norm_eps"]
     mt = c["model_type"]
     inv = inv_freq_of(c, mutant)
-    pos = torch.arange(T, dtype=torch.float64)
-    f = torch.outer(pos, inv)
+    if positions is None or mutant == "positions_ignored":
+        pos = torch.arange(T, dtype=torch.float64).expand(B, T)
+    else:
+        pos = torch.as_tensor(positions, dtype=torch.float64)
+    f = (pos.unsqueeze(-1) * inv).unsqueeze(1)  # [B,1,T,hd/2]: broadcast over heads
     if mutant == "rope_interleaved":
         emb = torch.repeat_interleave(f, 2, dim=-1)
         rot = rotate_interleaved
@@ -304,7 +317,10 @@ def forward(c, P, ids, mutant=None):
     cos, sin = emb.cos(), emb.sin()
 
     x = P["model.embed_tokens.weight"][ids]
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1).expand(B, 1, T, T)
+    if segments is not None and mutant != "segments_ignored":
+        sg = torch.as_tensor(segments, dtype=torch.long)
+        mask = mask | (sg.unsqueeze(-1) != sg.unsqueeze(-2)).unsqueeze(1)
     for i in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % i
         h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
@@ -359,14 +375,50 @@ def make_batch(c, rng, B, T):
     w[1, T - 2:] = 0.0
     w[0, T - 1] = 2.0
     w[1, 2] = 0.5
-    return ids, targets, w
+    return dict(input_ids=ids, targets=targets, weights=w)
 
 
-def compute(c, params, ids, targets, w, mutant=None):
+def make_packed_batch(c, rng, B, T, lengths):
+    """Rows packing several sequences: segment ids, positions restarting at 0 in
+    each segment (except the very last segment: 3, 5, 7, ...), target -1 ("no
+    target") on each segment's last token."""
+    V = c["vocab_size"]
+    ids = rng.integers(3, V, size=(B, T)).astype(np.int32)
+    targets = np.full((B, T), -1, dtype=np.int32)
+    positions = np.zeros((B, T), dtype=np.int32)
+    segments = np.zeros((B, T), dtype=np.int32)
+    for r in range(B):
+        assert sum(lengths[r]) == T
+        o = 0
+        for sgi, n in enumerate(lengths[r]):
+            ids[r, o] = c["bos_token_id"]
+            positions[r, o:o + n] = np.arange(n)
+            if r == B - 1 and sgi == len(lengths[r]) - 1:
+                # Within a segment RoPE only sees position differences, so
+                # restarting at 0 is indistinguishable from 0..T-1; this last
+                # segment uses positions 3, 5, 7, ... so that ignoring
+                # `positions` shows.
+                positions[r, o:o + n] = 3 + 2 * np.arange(n)
+            segments[r, o:o + n] = sgi + 10 * r  # any ids: only equality matters
+            targets[r, o:o + n - 1] = ids[r, o + 1:o + n]
+            o += n
+    w = np.ones((B, T), dtype=np.float32)
+    w[0, 1] = 0.0
+    w[1, 3] = 0.5
+    return dict(input_ids=ids, targets=targets, weights=w, positions=positions,
+                segments=segments)
+
+
+def compute(c, params, batch, mutant=None):
+    ids, targets, w = batch["input_ids"], batch["targets"], batch["weights"]
+    has = targets >= 0
+    w = np.where(has, w, 0.0)
     P = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in params.items()}
-    logits = forward(c, P, torch.tensor(ids, dtype=torch.long), mutant)
+    logits = forward(c, P, torch.tensor(ids, dtype=torch.long), mutant,
+                     batch.get("positions"), batch.get("segments"))
     lsm = torch.log_softmax(logits, -1)
-    lp = lsm.gather(-1, torch.tensor(targets, dtype=torch.long).unsqueeze(-1)).squeeze(-1)
+    tg = torch.tensor(np.where(has, targets, 0), dtype=torch.long)
+    lp = lsm.gather(-1, tg.unsqueeze(-1)).squeeze(-1) * torch.tensor(has.astype(np.float64))
     wt = torch.tensor(w.astype(np.float64))
     loss = -(wt * lp).sum() / wt.sum()
     loss.backward()
@@ -432,6 +484,7 @@ MUTANTS = {
     "qwen2_bias_untied": ["rope_interleaved", "gqa_tiled", "no_bias", "theta_default"],
     "qwen3_qknorm": ["rope_interleaved", "gqa_tiled", "no_qk_norm", "scale_hidden", "theta_default"],
     "llama3_rope_scaling": ["no_rope_scaling", "rope_interleaved", "theta_default"],
+    "qwen2_packed": ["segments_ignored", "positions_ignored", "rope_interleaved", "gqa_tiled"],
 }
 
 
@@ -479,23 +532,25 @@ def main():
     for name, (c, seed, B, T) in CASES.items():
         rng = np.random.default_rng(seed)
         params = init_params(c, rng)
-        ids, targets, w = make_batch(c, rng, B, T)
-        logits, lp, loss, grads = compute(c, params, ids, targets, w)
-        golden = {
-            "input_ids": ids,
-            "targets": targets,
-            "weights": w,
+        if name in PACKED:
+            batch = make_packed_batch(c, rng, B, T, PACKED[name])
+        else:
+            batch = make_batch(c, rng, B, T)
+        w = np.where(batch["targets"] >= 0, batch["weights"], 0.0).astype(np.float32)
+        logits, lp, loss, grads = compute(c, params, batch)
+        golden = dict(batch)
+        golden.update({
             "logits": logits.astype(np.float32),
             "logprobs": lp.astype(np.float32),
             "loss": np.array([loss], dtype=np.float32),
             "dlogprobs": (-w / w.sum()).astype(np.float32),
-        }
+        })
         for k, g in grads.items():
             golden["grad." + k] = g.astype(np.float32)
 
         # The goldens must catch the classic mistakes by a wide margin.
         for m in MUTANTS[name]:
-            ml, _, _, mg = compute(c, params, ids, targets, w, mutant=m)
+            ml, _, _, mg = compute(c, params, batch, mutant=m)
             vl = worst_violation(logits, ml)
             vg = max(worst_violation(grads[k], mg[k]) for k in grads)
             print("  %-20s mutant %-17s worst logit diff %7.1fx tol, worst grad diff %7.1fx tol"
