@@ -14,6 +14,8 @@
  * of times. */
 #include "parity_util.h"
 
+#include "posttrain/modelio.h"
+
 #define ATOL 1e-4
 #define RTOL 1e-3
 #define LOSS_ATOL 2e-5
@@ -273,6 +275,68 @@ START_TEST(test_forward_backward)
 }
 END_TEST
 
+/* pt_model_load_dir (the modelio path) reads the same tensors bit for bit as
+ * the suite's own loader, and its model gives the golden loss and gradients
+ * of the embedding. */
+START_TEST(test_load_dir)
+{
+    golden_case c;
+    case_open(&c, _i);
+    pt_model_load_options lo;
+    ck_assert_ok(pt_model_load_options_init(&lo));
+    lo.load_tokenizer = false;
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_load_dir(&m, c.dir, &lo));
+    ck_assert_uint_eq(pt_model_tensor_count(m), pt_model_tensor_count(c.model));
+    for (size_t i = 0; i < pt_model_tensor_count(c.model); i++) {
+        const pt_tensor_ref *a = pt_model_tensor(c.model, i);
+        const pt_tensor_ref *t = pt_model_find_tensor(m, a->name);
+        ck_assert_msg(t != NULL, "%s: pt_model_load_dir has no %s", c.name, a->name);
+        ck_assert_uint_eq(t->numel, a->numel);
+        ck_assert_msg(memcmp(t->data, a->data, a->numel * sizeof(float)) == 0,
+                      "%s: %s differs between pt_model_load_dir and the file", c.name, a->name);
+    }
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, c.B, c.T));
+    pt_batch b = case_batch(&c);
+    float loss = NAN;
+    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, true));
+    ck_assert_msg(fabs((double)loss - (double)c.loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
+                  c.name, (double)loss, (double)c.loss);
+    const pt_tensor_ref *e = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    ck_assert_ptr_nonnull(e);
+    float *ref = golden_f32(c.golden, "grad.model.embed_tokens.weight", e->numel);
+    char what[256];
+    snprintf(what, sizeof what, "%s: pt_model_load_dir model: gradient of %s", c.name, e->name);
+    parity_assert_close(what, e->grad, ref, e->numel, e->shape, e->ndim, ATOL, RTOL);
+    free(ref);
+    pt_context_free(ctx);
+    pt_model_free(m);
+    case_close(&c);
+}
+END_TEST
+
+/* One thread gives the golden gradients too (other GEMM splits and loops). */
+START_TEST(test_one_thread)
+{
+    golden_case c;
+    case_open(&c, _i);
+    int saved = pt_get_num_threads();
+    ck_assert_ok(pt_set_num_threads(1));
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
+    pt_batch b = case_batch(&c);
+    float loss = NAN;
+    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, true));
+    ck_assert_ok(pt_set_num_threads(saved));
+    ck_assert_msg(fabs((double)loss - (double)c.loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
+                  c.name, (double)loss, (double)c.loss);
+    check_grads(&c, 1.0f, "1 thread");
+    pt_context_free(ctx);
+    case_close(&c);
+}
+END_TEST
+
 static Suite *parity_suite(void)
 {
     Suite *s = suite_create("parity");
@@ -282,6 +346,8 @@ static Suite *parity_suite(void)
     tcase_add_loop_test(tc, test_rows_and_prefix, 0, NCASES);
     tcase_add_loop_test(tc, test_loss_backward, 0, NCASES);
     tcase_add_loop_test(tc, test_forward_backward, 0, NCASES);
+    tcase_add_loop_test(tc, test_one_thread, 0, NCASES);
+    tcase_add_loop_test(tc, test_load_dir, 0, NCASES);
     suite_add_tcase(s, tc);
     return s;
 }
