@@ -629,7 +629,10 @@ static int fill_model(pt_model *m, const weights *w, const char *dir)
     for (size_t i = 0; i < nt; i++) {
         const pt_tensor_ref *r = pt_model_tensor(m, i);
         const wentry *e = weights_find(w, r->name);
-        int st = pt_st_read_f32(e->t, r->data, r->numel);
+        int st = pt_check_abort();
+        if (st)
+            return st;
+        st = pt_st_read_f32(e->t, r->data, r->numel);
         if (st)
             return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
     }
@@ -905,6 +908,8 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
                       sizeof *opts);
     pt_model_config cfg;
     int st = pt_model_get_config(&cfg, m);
+    if (st == PT_OK)
+        st = pt_model_config_validate(&cfg);
     if (st)
         return st;
     /* Copy the source directory's name now: the record may change meanwhile. */
@@ -918,20 +923,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     pt_st_write_tensor *wt = NULL;
     if ((st = make_dirs(dir)) != PT_OK)
         goto done;
-
-    /* config.json */
     eos_list = source_eos_list(pt_model_source_dir(m), cfg.eos_token_id);
-    if ((st = config_to_json(&json, &cfg, eos_list)) != PT_OK)
-        goto done;
-    if (!(path = pt_path_join(dir, "config.json"))) {
-        st = PT_ENOMEM;
-        goto done;
-    }
-    if ((st = pt_write_file_atomic(path, json, strlen(json))) != PT_OK)
-        goto done;
-    pt_free(path);
-    pt_free(json);
-    path = json = NULL;
 
     /* model.safetensors */
     size_t nt = pt_model_tensor_count(m);
@@ -1001,6 +993,24 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
                 goto done;
         }
     }
+    /* config.json last: a config next to weights it does not describe would
+     * be the worst state an interrupted save could leave. */
+    pt_free(path);
+    pt_free(json);
+    path = json = NULL;
+    if ((st = config_to_json(&json, &cfg, eos_list)) != PT_OK)
+        goto done;
+    if (!(path = pt_path_join(dir, "config.json"))) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    if ((st = pt_write_file_atomic(path, json, strlen(json))) != PT_OK)
+        goto done;
+    if (pt_dir_has_file(dir, "model.safetensors.index.json"))
+        pt_log(PT_LOG_WARN,
+               "%s: model.safetensors.index.json and its shards are stale now (model.safetensors "
+               "takes precedence when loading); remove them to save space",
+               dir);
     st = PT_OK;
 done:
     pt_free(wt);

@@ -302,6 +302,62 @@ START_TEST(test_save_copies_tokenizer_files)
 }
 END_TEST
 
+
+static int always_abort(void *payload)
+{
+    (void)payload;
+    return 1;
+}
+
+/* Cancellation during a load; an eos_token_id list survives load + save. */
+START_TEST(test_abort_and_eos_list)
+{
+    pt_model *m = tiny_model(PT_ARCH_LLAMA, true, 5);
+    char *dir = make_tmpdir();
+    ck_assert_ok(pt_model_save_dir(m, dir, NULL));
+    pt_model_load_options o = no_tok();
+    pt_model *r = NULL;
+    ck_assert_ok(pt_set_abort_callback(always_abort, NULL));
+    ck_assert_int_eq(pt_model_load_dir(&r, dir, &o), PT_ECANCELLED);
+    ck_assert_ok(pt_set_abort_callback(NULL, NULL));
+    ck_assert_ptr_null(r);
+
+    /* a config whose eos_token_id is a list starting with the model's eos */
+    char *p = pt_path_join(dir, "config.json"), *text;
+    size_t len;
+    ck_assert_ok(pt_read_file(&text, &len, p, 1 << 20));
+    cJSON *root = cJSON_Parse(text);
+    pt_free(text);
+    cJSON_ReplaceItemInObject(root, "eos_token_id", cJSON_CreateIntArray((const int[]){ 2, 5, 7 }, 3));
+    char *s = cJSON_Print(root);
+    write_text(dir, "config.json", s);
+    free(s);
+    cJSON_Delete(root);
+    ck_assert_ok(pt_model_load_dir(&r, dir, &o));
+    pt_model_config c;
+    pt_model_get_config(&c, r);
+    ck_assert_int_eq(c.eos_token_id, 2);
+    char *out = make_tmpdir();
+    ck_assert_ok(pt_model_save_dir(r, out, NULL));
+    char *q = pt_path_join(out, "config.json");
+    ck_assert_ok(pt_read_file(&text, &len, q, 1 << 20));
+    root = cJSON_Parse(text);
+    const cJSON *e = cJSON_GetObjectItem(root, "eos_token_id");
+    ck_assert(cJSON_IsArray(e) && cJSON_GetArraySize(e) == 3);
+    ck_assert_int_eq(cJSON_GetArrayItem(e, 2)->valueint, 7);
+    cJSON_Delete(root);
+    pt_free(text);
+    pt_free(q);
+    pt_free(p);
+    free_loaded(r);
+    pt_model_free(m);
+    rm_rf(dir);
+    rm_rf(out);
+    free(dir);
+    free(out);
+}
+END_TEST
+
 /* ---- dtypes, shards, extras ---------------------------------------------------- */
 
 START_TEST(test_bf16_f16_load)
@@ -1018,6 +1074,7 @@ static Suite *modelio_suite(void)
     tcase_add_test(tc, test_bf16_f16_load);
     tcase_add_test(tc, test_sharded);
     tcase_add_test(tc, test_bad_dirs);
+    tcase_add_test(tc, test_abort_and_eos_list);
     suite_add_tcase(s, tc);
     TCase *tj = tcase_create("jsonl");
     tcase_add_test(tj, test_jsonl_rows);
