@@ -142,6 +142,19 @@ static double kv_get(const char *line, const char *key)
     return strtod(p + strlen(pat), NULL);
 }
 
+/* 1-minute load average (the machine is shared: say how busy it was). */
+static double load_avg(void)
+{
+    double l = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = NAN;
+        fclose(f);
+    }
+    return l;
+}
+
 static int parse_args(bench_opts *o, int argc, char **argv)
 {
     *o = (bench_opts){ .config = "smollm2-135m", .threads = 2, .batch = 4, .seq = 256,
@@ -243,9 +256,9 @@ int main(int argc, char **argv)
     b.targets = tgt;
 
     printf("bench_train_step: config %s, %.2fM parameters, batch %d x seq %d, %d threads, "
-           "optimizer %s, setup %.2f s\n",
+           "optimizer %s, setup %.2f s, load average %.2f\n",
            o.config, (double)nparams / 1e6, o.batch, o.seq, o.threads,
-           o.optimizer ? "AdamW" : "none", t_setup);
+           o.optimizer ? "AdamW" : "none", t_setup, load_avg());
     fflush(stdout);
 
     double t_step[64], t_fb[64], t_opt[64];
@@ -288,8 +301,8 @@ int main(int argc, char **argv)
     printf("ours: %.1f tokens/s, %.1f GFLOP/s (6N; forward+backward alone %.1f), "
            "%.1f%% of the sgemm peak, peak RSS %.0f MB\n",
            tps, gflops, gflops_fb, 100.0 * gflops / peak, rss);
-    printf("sgemm peak (%d threads): %.1f GFLOP/s at 2048^3, %.1f at 1024x1536x576\n", o.threads,
-           peak1, peak2);
+    printf("sgemm peak (%d threads): %.1f GFLOP/s at 2048^3, %.1f at 1024x1536x576; "
+           "load average %.2f\n", o.threads, peak1, peak2, load_avg());
     fflush(stdout);
 
     double a_tps = NAN, a_rss = NAN, a_gf = NAN;
@@ -315,6 +328,7 @@ int main(int argc, char **argv)
                 a_tps = kv_get(line, "tokens_per_s");
                 a_rss = kv_get(line, "peak_rss_mb");
                 a_gf = kv_get(line, "gflops_6n");
+                printf("anchor: done, load average %.2f\n", load_avg());
             } else {
                 printf("anchor: no result line (mode=train ...) in its output\n");
             }
