@@ -175,8 +175,8 @@ static int get_string(const char **out, const cJSON *obj, const char *ctx, const
     return PT_OK;
 }
 
-/* A token id: an integer, or a non-empty list of integers (the first is
- * kept, the rest are checked), or absent/null (-1). */
+/* A token id: an integer (-1 meaning none), or a non-empty list of integers
+ * (the first is kept, the rest are checked), or absent/null (-1). */
 static int get_token_id(int *out, const cJSON *obj, const char *key)
 {
     const cJSON *it = NULL;
@@ -200,7 +200,8 @@ static int get_token_id(int *out, const cJSON *obj, const char *key)
             return pt_err(PT_ECONFIG, CFG "'%s' is an empty list", key);
         return PT_OK;
     }
-    return get_int(out, NULL, obj, "", key, false, 0, CFG_MAX_VOCAB);
+    /* -1 is how some converted checkpoints spell "none" */
+    return get_int(out, NULL, obj, "", key, false, -1, CFG_MAX_VOCAB);
 }
 
 /* ---- per-architecture facts ---------------------------------------------------- */

@@ -156,6 +156,13 @@ START_TEST(test_mistral_defaults)
     c = parse_ok(buf);
     ck_assert_int_eq(c.sliding_window, 0);
     ck_assert_int_eq(c.bos_token_id, -1);
+    snprintf(buf, sizeof buf, MISTRAL_BASE, ", \"pad_token_id\": -1, \"eos_token_id\": 999");
+    c = parse_ok(buf);
+    ck_assert_int_eq(c.pad_token_id, -1);
+    ck_assert_int_eq(c.eos_token_id, 999);
+    snprintf(buf, sizeof buf, MISTRAL_BASE, ", \"pad_token_id\": -2");
+    ck_assert_int_eq(parse_status(buf), PT_ECONFIG);
+    ck_assert(strstr(pt_last_error(), "'pad_token_id' = -2") != NULL);
     snprintf(buf, sizeof buf, MISTRAL_BASE, ", \"sliding_window\": 256");
     c = parse_ok(buf);
     ck_assert_int_eq(c.sliding_window, 256);
