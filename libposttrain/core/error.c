@@ -66,6 +66,9 @@ void pt_clear_error(void)
 }
 
 static int set_message(int status, const char *prefix_of, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+static int set_message(int status, const char *prefix_of, const char *fmt, va_list ap)
 {
     char buf[PT_ERRMSG_MAX];
     vsnprintf(buf, sizeof buf, fmt, ap);

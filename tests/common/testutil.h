@@ -39,9 +39,10 @@ static inline const char *pt_test_shared_data(const char *who)
         int st_ = (expr);                                                                    \
         ck_assert_msg(st_ == (expected), "%s returned %s, expected %s (%s)", #expr,           \
                       pt_status_name(st_), pt_status_name(expected), pt_last_error());       \
-        if ((needle) != NULL)                                                                \
-            ck_assert_msg(strstr(pt_last_error(), (needle)) != NULL,                         \
-                          "message '%s' does not mention '%s'", pt_last_error(), (needle));  \
+        const char *needle_ = (needle);                                                      \
+        if (needle_ != NULL)                                                                 \
+            ck_assert_msg(strstr(pt_last_error(), needle_) != NULL,                          \
+                          "message '%s' does not mention '%s'", pt_last_error(), needle_);   \
     } while (0)
 
 #define ck_assert_ok(expr)                                                                   \
