@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# posttrain sft end to end on a committed tiny model (tests/reference/llama_tied_gqa):
+# 1. one plain SGD step equals "weights minus the gradient";
+# 2. N steps in one process equal k steps, checkpoint, exit, resume to N in a
+#    new process (bit-identical weights and losses);
+# 3. a damaged checkpoint is refused; bad options are usage errors.
+set -euo pipefail
+posttrain=$1 check=$2 model=$3
+work=$(mktemp -d /tmp/pt_sft_cli.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { echo "ok: $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+
+echo '{"input_ids": [1, 5, 9, 33, 17, 2, 40, 7, 7, 12]}' > "$work/one.jsonl"
+if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out "$work/sgd" \
+      --optimizer sgd --lr 1 --momentum 0 --weight-decay 0 --max-grad-norm 0 --steps 1 --batch-size 1 \
+      2>"$work/sgd.log" && "$check" "$model" "$work/sgd" "$work/one.jsonl"; then
+    ok "one SGD step is weights minus the gradient"
+else
+    cat "$work/sgd.log"; bad "one SGD step"
+fi
+
+for i in $(seq 0 11); do
+    printf '{"input_ids": [1, %d, %d, %d, %d, %d, 2], "loss_mask": [0, 0, 1, 1, 1, 1, 1]}\n' \
+        $((i % 50 + 3)) $((i * 7 % 50 + 3)) $((i * 3 % 50 + 3)) $((i * 11 % 50 + 3)) $((i * 13 % 50 + 3))
+done > "$work/data.jsonl"
+common=(sft --model "$model" --data "$work/data.jsonl" --optimizer adamw --lr 0.01 --weight-decay 0.1
+        --schedule cosine --warmup-steps 2 --steps 8 --batch-size 3 --grad-accum 2 --seed 5 --save-every 3)
+"$posttrain" --threads 2 "${common[@]}" --out "$work/full" 2>"$work/full.log"
+"$posttrain" --threads 2 "${common[@]}" --out "$work/resumed" \
+    --resume "$work/full/checkpoints/step-00000003" 2>"$work/resumed.log"
+if cmp -s "$work/full/model.safetensors" "$work/resumed/model.safetensors"; then
+    ok "resumed run ends with bit-identical weights"
+else
+    bad "resumed weights differ"
+fi
+if cmp -s "$work/full/checkpoints/step-00000006/optimizer.safetensors" \
+          "$work/resumed/checkpoints/step-00000006/optimizer.safetensors"; then
+    ok "resumed run has bit-identical optimizer moments at step 6"
+else
+    bad "resumed optimizer state differs"
+fi
+losses() { grep -o '"step": [0-9]*, "loss": [0-9.e+-]*' "$1" | awk -F'[:,]' '$2 > 3 {print $2, $4}'; }
+if [ "$(losses "$work/full/metrics.jsonl")" = "$(losses "$work/resumed/metrics.jsonl")" ] &&
+   [ "$(losses "$work/full/metrics.jsonl" | wc -l)" -eq 5 ]; then
+    ok "losses of steps 4-8 are identical after resume"
+else
+    bad "losses differ after resume"
+fi
+
+printf 'x' >> "$work/full/checkpoints/step-00000003/trainer_state.json"
+if "$posttrain" "${common[@]}" --out "$work/again" --resume "$work/full/checkpoints/step-00000003" \
+      2>"$work/damaged.log"; then
+    bad "a damaged checkpoint was accepted"
+elif grep -q "PT_ECHECKSUM" "$work/damaged.log"; then
+    ok "a damaged checkpoint is refused with PT_ECHECKSUM"
+else
+    cat "$work/damaged.log"; bad "damaged checkpoint: wrong error"
+fi
+set +e
+"$posttrain" sft --model "$model" --data "$work/data.jsonl" --out "$work/x" --lr fast 2>/dev/null
+[ $? -eq 2 ] && ok "a bad option value is a usage error" || bad "bad option value"
+"$posttrain" sft --model "$model" --data "$work/missing.jsonl" --out "$work/x" 2>"$work/missing.log"
+[ $? -eq 1 ] && grep -q "missing.jsonl" "$work/missing.log" && ok "a missing data file is named" || bad "missing data file"
+set -e
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
