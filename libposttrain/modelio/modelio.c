@@ -21,6 +21,7 @@
 #define MAX_CONFIG_BYTES ((size_t)16 << 20)
 #define MAX_INDEX_BYTES ((size_t)64 << 20)
 #define MAX_COPY_BYTES ((size_t)1 << 30)
+#define MAX_SHARDS 4096
 
 /* ---- small string builder ---------------------------------------------------- */
 
@@ -421,12 +422,28 @@ static void weights_free(weights *w)
     memset(w, 0, sizeof *w);
 }
 
+static int wentry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const wentry *)a)->name, ((const wentry *)b)->name);
+}
+
+/* Needs weights_seal() first (entries sorted by name). */
 static const wentry *weights_find(const weights *w, const char *name)
 {
-    for (size_t i = 0; i < w->n; i++)
-        if (strcmp(w->e[i].name, name) == 0)
-            return &w->e[i];
-    return NULL;
+    wentry key = { name, NULL, 0 };
+    return w->n ? bsearch(&key, w->e, w->n, sizeof *w->e, wentry_cmp) : NULL;
+}
+
+/* Sort the entries by name and reject a name held by two shards. */
+static int weights_seal(weights *w, const char *dir)
+{
+    if (w->n > 1)
+        qsort(w->e, w->n, sizeof *w->e, wentry_cmp);
+    for (size_t i = 1; i < w->n; i++)
+        if (strcmp(w->e[i - 1].name, w->e[i].name) == 0)
+            return pt_err(PT_EFORMAT, "%s: tensor '%s' is in both %s and %s", dir, w->e[i].name,
+                          w->file_names[w->e[i - 1].shard], w->file_names[w->e[i].shard]);
+    return PT_OK;
 }
 
 static int weights_add_file(weights *w, const char *dir, const char *fname)
@@ -463,10 +480,6 @@ static int weights_add_file(weights *w, const char *dir, const char *fname)
     w->nfiles++;
     for (size_t i = 0; i < cnt; i++) {
         const pt_st_tensor *t = pt_st_tensor_at(f, i);
-        const wentry *dup = weights_find(w, t->name);
-        if (dup)
-            return pt_err(PT_EFORMAT, "%s: tensor '%s' is in both %s and %s", dir, t->name,
-                          w->file_names[dup->shard], fname);
         w->e[w->n++] = (wentry){ t->name, t, idx };
     }
     return PT_OK;
@@ -480,8 +493,19 @@ static bool safe_shard_name(const char *s)
     return n > 12 && strcmp(s + n - 12, ".safetensors") == 0;
 }
 
+static int item_key_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+static int item_val_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const cJSON *const *)a)->valuestring, (*(const cJSON *const *)b)->valuestring);
+}
+
 static int load_index(weights *w, const char *dir)
 {
+    const cJSON **by_key = NULL, **by_val = NULL;
     char *path = pt_path_join(dir, "model.safetensors.index.json");
     if (!path)
         return PT_ENOMEM;
@@ -508,9 +532,11 @@ static int load_index(weights *w, const char *dir)
         st = pt_err(PT_EFORMAT, "%s: 'weight_map' is empty", path);
         goto done;
     }
-    /* Validate the map and open each distinct shard once, in order of first mention. */
+    /* Validate the map (sorted copies keep every check O(n log n) however
+     * large a hostile index is). */
+    size_t nmap = 0;
     for (const cJSON *c = wm->child; c; c = c->next) {
-        if (!cJSON_IsString(c) || !c->valuestring) {
+        if (!cJSON_IsString(c) || !c->valuestring || !c->string) {
             st = pt_err(PT_EFORMAT, "%s: weight_map['%.200s'] must be a file name string", path,
                         c->string ? c->string : "");
             goto done;
@@ -519,45 +545,71 @@ static int load_index(weights *w, const char *dir)
             st = pt_err(PT_EFORMAT,
                         "%s: weight_map['%.200s'] = '%.200s' is not a plain *.safetensors file "
                         "name in the directory",
-                        path, c->string ? c->string : "", c->valuestring);
+                        path, c->string, c->valuestring);
             goto done;
         }
-        for (const cJSON *d = wm->child; d != c; d = d->next)
-            if (c->string && d->string && strcmp(c->string, d->string) == 0) {
-                st = pt_err(PT_EFORMAT, "%s: weight_map lists '%.200s' twice", path, c->string);
-                goto done;
-            }
-        bool seen = false;
-        for (size_t i = 0; i < w->nfiles; i++)
-            if (strcmp(w->file_names[i], c->valuestring) == 0)
-                seen = true;
-        if (!seen && (st = weights_add_file(w, dir, c->valuestring)) != PT_OK) {
+        nmap++;
+    }
+    by_key = pt_malloc_array(nmap, sizeof *by_key);
+    by_val = pt_malloc_array(nmap, sizeof *by_val);
+    if (!by_key || !by_val) {
+        st = PT_ENOMEM;
+        goto done;
+    }
+    size_t k = 0;
+    for (const cJSON *c = wm->child; c; c = c->next, k++)
+        by_key[k] = by_val[k] = c;
+    qsort(by_key, nmap, sizeof *by_key, item_key_cmp);
+    qsort(by_val, nmap, sizeof *by_val, item_val_cmp);
+    for (size_t i = 1; i < nmap; i++)
+        if (strcmp(by_key[i - 1]->string, by_key[i]->string) == 0) {
+            st = pt_err(PT_EFORMAT, "%s: weight_map lists '%.200s' twice", path, by_key[i]->string);
+            goto done;
+        }
+    /* Open each distinct shard once. */
+    for (size_t i = 0; i < nmap; i++) {
+        if (i && strcmp(by_val[i - 1]->valuestring, by_val[i]->valuestring) == 0)
+            continue;
+        if (w->nfiles >= MAX_SHARDS) {
+            st = pt_err(PT_ERANGE, "%s: more than %d shards", path, MAX_SHARDS);
+            goto done;
+        }
+        if ((st = weights_add_file(w, dir, by_val[i]->valuestring)) != PT_OK) {
             if (st == PT_ENOTFOUND)
                 pt_err_prefix(st, "%s: shard named in weight_map", path);
             goto done;
         }
     }
+    if ((st = weights_seal(w, dir)) != PT_OK)
+        goto done;
     /* The map and the shards must agree exactly. */
-    size_t mapped = 0;
-    for (const cJSON *c = wm->child; c; c = c->next, mapped++) {
-        const wentry *e = weights_find(w, c->string ? c->string : "");
+    for (size_t i = 0; i < nmap; i++) {
+        const cJSON *c = by_key[i];
+        const wentry *e = weights_find(w, c->string);
         if (!e || strcmp(w->file_names[e->shard], c->valuestring) != 0) {
             st = pt_err(PT_EFORMAT, "%s: weight_map puts tensor '%.200s' in %s, which has no such "
                                     "tensor",
-                        path, c->string ? c->string : "", c->valuestring);
+                        path, c->string, c->valuestring);
             goto done;
         }
     }
-    if (mapped != w->n) {
-        for (size_t i = 0; i < w->n; i++)
-            if (!cJSON_GetObjectItemCaseSensitive(wm, w->e[i].name)) {
+    if (nmap != w->n) {
+        for (size_t i = 0; i < w->n; i++) {
+            cJSON key;
+            memset(&key, 0, sizeof key);
+            key.string = (char *)(uintptr_t)w->e[i].name;
+            const cJSON *kp = &key;
+            if (!bsearch(&kp, by_key, nmap, sizeof *by_key, item_key_cmp)) {
                 st = pt_err(PT_EFORMAT, "%s: tensor '%s' in shard %s is not in weight_map", path,
                             w->e[i].name, w->file_names[w->e[i].shard]);
                 goto done;
             }
+        }
     }
     st = PT_OK;
 done:
+    pt_free(by_key);
+    pt_free(by_val);
     cJSON_Delete(root);
     pt_free(path);
     return st;
@@ -588,6 +640,11 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
         snprintf(buf + k, n - k, "]");
 }
 
+static int str_ptr_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Fill the model's tensors from w (validated first: missing, unexpected,
  * mis-shaped), converting to F32. */
 static int fill_model(pt_model *m, const weights *w, const char *dir)
@@ -614,18 +671,32 @@ static int fill_model(pt_model *m, const weights *w, const char *dir)
     }
     const pt_tensor_ref *embed = pt_model_find_tensor(m, "model.embed_tokens.weight");
     const wentry *head = NULL;
-    for (size_t i = 0; i < w->n; i++) {
+    /* Every tensor of the model was found above, so a file with as many
+     * tensors (names being unique) has no other; else look for the extra one
+     * (through a sorted copy of the model's names). */
+    const char **names = NULL;
+    if (w->n != nt) {
+        names = pt_malloc_array(nt ? nt : 1, sizeof *names);
+        if (!names)
+            return PT_ENOMEM;
+        for (size_t i = 0; i < nt; i++)
+            names[i] = pt_model_tensor(m, i)->name;
+        qsort(names, nt, sizeof *names, str_ptr_cmp);
+    }
+    for (size_t i = 0; names && i < w->n; i++) {
         const char *name = w->e[i].name;
-        if (pt_model_find_tensor(m, name) || ignorable_tensor(name))
+        if (bsearch(&name, names, nt, sizeof *names, str_ptr_cmp) || ignorable_tensor(name))
             continue;
         if (cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0 && embed) {
             head = &w->e[i];
             continue;
         }
+        pt_free(names);
         return pt_err(PT_EFORMAT,
                       "%s: unexpected tensor '%s' in %s (not part of a %s model with this config)",
                       dir, name, w->file_names[w->e[i].shard], pt_arch_model_type(cfg.arch));
     }
+    pt_free(names);
     for (size_t i = 0; i < nt; i++) {
         const pt_tensor_ref *r = pt_model_tensor(m, i);
         const wentry *e = weights_find(w, r->name);
@@ -673,8 +744,11 @@ static int open_weights(weights *w, const char *dir)
 {
     memset(w, 0, sizeof *w);
     int st;
-    if (pt_dir_has_file(dir, "model.safetensors"))
+    if (pt_dir_has_file(dir, "model.safetensors")) {
         st = weights_add_file(w, dir, "model.safetensors");
+        if (st == PT_OK)
+            st = weights_seal(w, dir);
+    }
     else if (pt_dir_has_file(dir, "model.safetensors.index.json"))
         st = load_index(w, dir);
     else

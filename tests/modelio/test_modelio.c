@@ -462,7 +462,7 @@ START_TEST(test_sharded)
     size_t len;
     ck_assert_ok(pt_read_file(&text, &len, ip, 1 << 20));
     cJSON *root = cJSON_Parse(text);
-    pt_free(text);
+    char *text_of_index = text;
     cJSON *wm = cJSON_GetObjectItem(root, "weight_map");
     cJSON_DeleteItemFromObject(wm, "model.norm.weight");
     char *s = cJSON_Print(root);
@@ -499,13 +499,39 @@ START_TEST(test_sharded)
     free(s);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                      "weight_map['model.norm.weight'] must be a file name");
+    /* a key given twice */
+    cJSON_ReplaceItemInObject(wm, "model.norm.weight",
+                              cJSON_CreateString("model-00002-of-00002.safetensors"));
+    cJSON_AddStringToObject(wm, "model.norm.weight", "model-00002-of-00002.safetensors");
+    s = cJSON_Print(root);
+    write_text(dir, "model.safetensors.index.json", s);
+    free(s);
+    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
+                     "weight_map lists 'model.norm.weight' twice");
     cJSON_Delete(root);
+    /* a tensor held by two shards */
+    {
+        const pt_tensor_ref *nw = pt_model_find_tensor(m, "model.norm.weight");
+        pt_st_write_tensor extra = { .name = "model.norm.weight", .dtype = PT_ST_F32, .ndim = 1,
+                                     .shape = { nw->shape[0] }, .data = nw->data };
+        write_weights(dir, "model-00003-of-00003.safetensors", &extra, 1);
+        root = cJSON_Parse(text_of_index);
+        wm = cJSON_GetObjectItem(root, "weight_map");
+        cJSON_AddStringToObject(wm, "zz.unused", "model-00003-of-00003.safetensors");
+        s = cJSON_Print(root);
+        write_text(dir, "model.safetensors.index.json", s);
+        free(s);
+        ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
+                         "tensor 'model.norm.weight' is in both");
+    }
     /* no weight_map at all; not JSON */
     write_text(dir, "model.safetensors.index.json", "{\"metadata\": {}}");
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT, "'weight_map' is missing");
     write_text(dir, "model.safetensors.index.json", "{\"weight_map\": ");
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT, "not valid JSON");
     ck_assert_ptr_null(r);
+    cJSON_Delete(root);
+    pt_free(text_of_index);
     pt_free(ip);
     rm_rf(dir);
     free(dir);
