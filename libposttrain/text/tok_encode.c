@@ -17,6 +17,7 @@
  * nothing, exactly as for any character missing from the vocabulary. */
 #include "text/tok_internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -35,8 +36,28 @@ typedef struct tk_heapent {
     int32_t newid;
 } tk_heapent;
 
+/* Per-thread cache of BPE results for short words (the reference keeps a
+ * similar cache inside the model).  Keyed by the tokenizer's unique id, so a
+ * cache never serves another tokenizer; cleared when full. */
+#define TK_CACHE_MAX_WORD 64
+#define TK_CACHE_MAX_ENTRIES 32768
+typedef struct tk_cache {
+    uint64_t uid;
+    uint32_t *slot;      /* index+1 into ent, 0 = empty */
+    size_t cap;          /* power of two, 2 x TK_CACHE_MAX_ENTRIES */
+    struct tk_cent {
+        uint64_t hash;
+        uint32_t key_off, key_len, ids_off, n_ids;
+    } *ent;
+    size_t n;
+    tk_buf keys;
+    tk_ids ids;
+} tk_cache;
+
 typedef struct tk_ctx {
     const pt_tokenizer *t;
+    bool busy;
+    tk_cache cache;
     tk_ids *out;
     pcre2_match_data *md;
     pcre2_match_context *mctx;
@@ -461,6 +482,77 @@ static int split_added(const pt_tokenizer *t, const tk_trie *tr, const char *s, 
     return 0;
 }
 
+/* ---- word cache ------------------------------------------------------------------- */
+static void cache_clear(tk_cache *k, uint64_t uid)
+{
+    if (k->slot)
+        memset(k->slot, 0, k->cap * sizeof *k->slot);
+    k->n = 0;
+    k->keys.n = 0;
+    k->ids.n = 0;
+    k->uid = uid;
+}
+
+static void cache_free(tk_cache *k)
+{
+    free(k->slot);
+    free(k->ent);
+    tk_buf_free(&k->keys);
+    free(k->ids.v);
+    memset(k, 0, sizeof *k);
+}
+
+/* Append the cached ids of w to out; returns 1 on a hit, 0 on a miss. */
+static int cache_get(tk_ctx *c, const char *w, size_t n, uint64_t h)
+{
+    tk_cache *k = &c->cache;
+    if (!k->slot || k->uid != c->t->uid)
+        return 0;
+    size_t j = (size_t)h & (k->cap - 1);
+    while (k->slot[j]) {
+        const struct tk_cent *e = &k->ent[k->slot[j] - 1];
+        if (e->hash == h && e->key_len == n && memcmp(k->keys.p + e->key_off, w, n) == 0) {
+            if (tk_ids_reserve(c->out, e->n_ids))
+                return -1;
+            memcpy(c->out->v + c->out->n, k->ids.v + e->ids_off, e->n_ids * sizeof(int32_t));
+            c->out->n += e->n_ids;
+            return 1;
+        }
+        j = (j + 1) & (k->cap - 1);
+    }
+    return 0;
+}
+
+/* Remember that w encodes to ids[0..n_ids).  Failures only skip caching. */
+static void cache_put(tk_ctx *c, const char *w, size_t n, uint64_t h, const int32_t *ids, size_t n_ids)
+{
+    tk_cache *k = &c->cache;
+    if (!k->slot) {
+        k->cap = 2 * TK_CACHE_MAX_ENTRIES;
+        k->slot = calloc(k->cap, sizeof *k->slot);
+        k->ent = malloc(TK_CACHE_MAX_ENTRIES * sizeof *k->ent);
+        if (!k->slot || !k->ent) {
+            cache_free(k);
+            return;
+        }
+        k->uid = c->t->uid;
+    }
+    if (k->uid != c->t->uid || k->n == TK_CACHE_MAX_ENTRIES)
+        cache_clear(k, c->t->uid);
+    size_t j = (size_t)h & (k->cap - 1);
+    while (k->slot[j])
+        j = (j + 1) & (k->cap - 1);
+    struct tk_cent e = {h, (uint32_t)k->keys.n, (uint32_t)n, (uint32_t)k->ids.n, (uint32_t)n_ids};
+    if (tk_buf_put(&k->keys, w, n) || tk_ids_reserve(&k->ids, n_ids)) {
+        cache_clear(k, c->t->uid);
+        return;
+    }
+    memcpy(k->ids.v + k->ids.n, ids, n_ids * sizeof *ids);
+    k->ids.n += n_ids;
+    k->ent[k->n++] = e;
+    k->slot[j] = (uint32_t)k->n;
+}
+
 /* ---- BPE model ------------------------------------------------------------------- */
 static int sym_reserve(tk_ctx *c, size_t n)
 {
@@ -542,6 +634,15 @@ static int bpe_word(tk_ctx *c, const char *w, size_t n)
                                                           : tk_strmap_get(&t->vocab, w, n);
         if (id >= 0)
             return tk_ids_push(c->out, id);
+    }
+    uint64_t h = 0;
+    size_t out0 = c->out->n;
+    bool cacheable = n <= TK_CACHE_MAX_WORD;
+    if (cacheable) {
+        h = tk_hash(w, n);
+        st = cache_get(c, w, n, h);
+        if (st)
+            return st < 0 ? PT_ENOMEM : 0;
     }
     if ((st = sym_reserve(c, n + 1)))
         return st;
@@ -646,6 +747,8 @@ static int bpe_word(tk_ctx *c, const char *w, size_t n)
         return st;
     for (int32_t p = 0; p >= 0; p = sym[p].next)
         c->out->v[c->out->n++] = sym[p].id;
+    if (cacheable)
+        cache_put(c, w, n, h, c->out->v + out0, c->out->n - out0);
     return 0;
 }
 
@@ -791,6 +894,7 @@ static int pre_run(tk_ctx *c, size_t stage, const char *s, size_t n, bool first)
 /* ---- pipeline ---------------------------------------------------------------------- */
 static void ctx_free(tk_ctx *c)
 {
+    cache_free(&c->cache);
     if (c->md)
         pcre2_match_data_free(c->md);
     if (c->mctx)
@@ -868,18 +972,99 @@ static int encode_text(tk_ctx *c, const char *text, size_t len)
     return 0;
 }
 
+/* Scratch contexts are kept per thread (with their regex match data, JIT
+ * stack and word cache) so short encodes do not pay for setting them up. */
+static pthread_once_t tk_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tk_key;
+static bool tk_key_ok;
+
+static void tk_ctx_destroy(void *p)
+{
+    ctx_free(p);
+    free(p);
+}
+
+static void tk_key_init(void)
+{
+    tk_key_ok = pthread_key_create(&tk_key, tk_ctx_destroy) == 0;
+}
+
+static tk_ctx *ctx_acquire(bool *owned)
+{
+    pthread_once(&tk_once, tk_key_init);
+    tk_ctx *c = tk_key_ok ? pthread_getspecific(tk_key) : NULL;
+    *owned = false;
+    if (c && !c->busy) {
+        c->busy = true;
+        return c;
+    }
+    bool keep = tk_key_ok && !c;
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (keep && pthread_setspecific(tk_key, c) == 0) {
+        c->busy = true;
+        return c;
+    }
+    *owned = true;
+    return c;
+}
+
+/* Give back memory that one huge input needed, keep the usual sizes. */
+static void ctx_release(tk_ctx *c, bool owned)
+{
+    if (owned) {
+        tk_ctx_destroy(c);
+        return;
+    }
+    const size_t big = (size_t)4 << 20;
+    for (int i = 0; i < 2; i++)
+        if (c->nbuf[i].cap > big)
+            tk_buf_free(&c->nbuf[i]);
+    for (int i = 0; i < TK_MAX_STAGES; i++) {
+        if (c->sbuf[i].cap > big)
+            tk_buf_free(&c->sbuf[i]);
+        if (c->mbuf[i].cap > big)
+            tk_buf_free(&c->mbuf[i]);
+        if (c->rng[i].cap > big / sizeof(tk_range)) {
+            free(c->rng[i].v);
+            memset(&c->rng[i], 0, sizeof c->rng[i]);
+        }
+    }
+    if (c->seg.cap > 65536) {
+        free(c->seg.v);
+        memset(&c->seg, 0, sizeof c->seg);
+    }
+    if (c->sub.cap > 65536) {
+        free(c->sub.v);
+        memset(&c->sub, 0, sizeof c->sub);
+    }
+    if (c->sym_cap > 65536) {
+        free(c->sym);
+        free(c->heap);
+        c->sym = NULL;
+        c->heap = NULL;
+        c->sym_cap = c->heap_cap = 0;
+    }
+    c->t = NULL;
+    c->out = NULL;
+    c->busy = false;
+}
+
 int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, unsigned flags)
 {
-    tk_ctx c;
-    memset(&c, 0, sizeof c);
-    c.t = t;
-    c.out = out;
+    bool owned;
+    tk_ctx *c = ctx_acquire(&owned);
+    if (!c)
+        return pt_err(PT_ENOMEM, "tokenizer: out of memory (encode context)");
+    c->t = t;
+    c->out = out;
     int st = 0;
     if ((flags & PT_TOK_ADD_SPECIAL) && t->n_post) {
         for (size_t i = 0; i < t->n_post && st == 0; i++) {
             const tk_post_item *it = &t->post[i];
             if (it->is_seq) {
-                st = encode_text(&c, text, len);
+                st = encode_text(c, text, len);
             } else {
                 st = tk_ids_reserve(out, it->n_ids);
                 for (size_t k = 0; k < it->n_ids && st == 0; k++)
@@ -887,8 +1072,8 @@ int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, 
             }
         }
     } else {
-        st = encode_text(&c, text, len);
+        st = encode_text(c, text, len);
     }
-    ctx_free(&c);
+    ctx_release(c, owned);
     return st;
 }
