@@ -78,7 +78,9 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
 {
     const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
     const int group = nh / nkv;
-    const size_t ldq = (size_t)nh * hd, ldk = (size_t)nkv * hd;
+    const size_t ldq = s->ldq ? s->ldq : (size_t)nh * hd;
+    const size_t ldk = s->ldkv ? s->ldkv : (size_t)nkv * hd;
+    const size_t ldo = s->ldo ? s->ldo : (size_t)nh * hd;
     const int tq = tile_q(s), tk = tile_k(s);
     const size_t per = per_thread_floats(s);
     const size_t tasks = (size_t)B * nh;
@@ -93,7 +95,7 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
         const float *K = k + (size_t)b * T * ldk + (size_t)g * hd;
         const float *V = v + (size_t)b * T * ldk + (size_t)g * hd;
         const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
-        float *Out = out + (size_t)b * T * ldq + (size_t)h * hd;
+        float *Out = out + (size_t)b * T * ldo + (size_t)h * hd;
         float *Lse = lse + ((size_t)b * nh + h) * T;
 
         for (int i0 = 0; i0 < T; i0 += tq) {
@@ -146,7 +148,7 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
             }
             for (int r = 0; r < nq; r++) {
                 float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-                float *dst = Out + (size_t)(i0 + r) * ldq;
+                float *dst = Out + (size_t)(i0 + r) * ldo;
                 const float *Or = O + (size_t)r * hd;
 #pragma omp simd
                 for (int d = 0; d < hd; d++)
@@ -163,7 +165,9 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
 {
     const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
     const int group = nh / nkv;
-    const size_t ldq = (size_t)nh * hd, ldk = (size_t)nkv * hd;
+    const size_t ldq = s->ldq ? s->ldq : (size_t)nh * hd;
+    const size_t ldk = s->ldkv ? s->ldkv : (size_t)nkv * hd;
+    const size_t ldo = s->ldo ? s->ldo : (size_t)nh * hd;
     const int tq = tile_q(s), tk = tile_k(s);
     const size_t per = per_thread_floats(s);
     /* One task per (batch, kv head): it owns dk/dv of that head and dq of the
@@ -187,8 +191,8 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
         }
         for (int h = g * group; h < (g + 1) * group; h++) {
             const float *Q = q + (size_t)b * T * ldq + (size_t)h * hd;
-            const float *O = out + (size_t)b * T * ldq + (size_t)h * hd;
-            const float *dO = dout + (size_t)b * T * ldq + (size_t)h * hd;
+            const float *O = out + (size_t)b * T * ldo + (size_t)h * hd;
+            const float *dO = dout + (size_t)b * T * ldo + (size_t)h * hd;
             float *dQ = dq + (size_t)b * T * ldq + (size_t)h * hd;
             const float *Lse = lse + ((size_t)b * nh + h) * T;
             for (int t = 0; t < T; t++)
@@ -196,7 +200,7 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             for (int i0 = 0; i0 < T; i0 += tq) {
                 int i1 = i0 + tq < T ? i0 + tq : T, nq = i1 - i0;
                 for (int r = 0; r < nq; r++) {
-                    const float *a = dO + (size_t)(i0 + r) * ldq, *o = O + (size_t)(i0 + r) * ldq;
+                    const float *a = dO + (size_t)(i0 + r) * ldo, *o = O + (size_t)(i0 + r) * ldo;
                     float d = 0.0f;
 #pragma omp simd reduction(+ : d)
                     for (int x = 0; x < hd; x++)
@@ -222,11 +226,11 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                     }
                     /* dV += P^T dO */
                     pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
-                                (size_t)tk, dO + (size_t)i0 * ldq, ldq, 1.0f,
+                                (size_t)tk, dO + (size_t)i0 * ldo, ldo, 1.0f,
                                 dV + (size_t)j0 * ldk, ldk);
                     /* dP = dO V^T */
                     pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
-                                dO + (size_t)i0 * ldq, ldq, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
+                                dO + (size_t)i0 * ldo, ldo, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
                                 (size_t)tk);
                     /* dS = P * (dP - D) * scale, into dP */
                     for (int r = 0; r < nq; r++) {

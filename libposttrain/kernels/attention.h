@@ -5,9 +5,11 @@
  * Memory beyond the inputs and outputs is O(threads x tile^2).
  *
  * Layouts (token-major, as the projections produce them):
- *   q, out, dq : [B*T, nh*hd]   (row stride nh*hd)
- *   k, v, dk, dv : [B*T, nkv*hd] (row stride nkv*hd)
+ *   q, dq : [B*T, nh*hd]   (row stride ldq, default nh*hd)
+ *   k, v, dk, dv : [B*T, nkv*hd] (row stride ldkv, default nkv*hd)
+ *   out, dout : [B*T, nh*hd] (row stride ldo, default nh*hd)
  *   lse : [B, nh, T]
+ * (so q, k and v may be column blocks of one fused [B*T, (nh+2*nkv)*hd] buffer)
  * Query head h reads key/value head h / (nh/nkv).  Token i attends to j when
  * j <= i, seg[i] == seg[j] (when seg is given) and i - j < window (window 0:
  * unlimited).  Scores are scaled by `scale` (1/sqrt(hd)). */
@@ -23,6 +25,7 @@ typedef struct pt_attn_shape {
     const int32_t *seg;   /* B*T segment ids, or NULL */
     int window;           /* 0: unlimited */
     int tile_q, tile_k;   /* 0: defaults */
+    size_t ldq, ldkv, ldo; /* row strides, 0: defaults */
 } pt_attn_shape;
 
 /* Floats of scratch the calls below need for `nthreads` threads. */
@@ -32,7 +35,7 @@ size_t pt_attention_scratch_floats(const pt_attn_shape *s, int nthreads);
 void pt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const pt_attn_shape *s, float *scratch);
 
-/* dq, dk, dv are overwritten.  out/lse are the forward's results. */
+/* dq, dk, dv are overwritten (dq with stride ldq, dk/dv with ldkv).  out/lse are the forward's results. */
 void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                            const float *k, const float *v, const float *out, const float *lse,
                            const pt_attn_shape *s, float *scratch);

@@ -84,6 +84,69 @@ void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, 
     }
 }
 
+void pt_headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx,
+                         const float *w, size_t n, int nheads, int hd, float eps)
+{
+    int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < n; t++)
+        for (int h = 0; h < nheads; h++) {
+            const float *xr = x + t * ldx + (size_t)h * hd;
+            float *yr = y + t * ldy + (size_t)h * hd;
+            float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+            for (int i = 0; i < hd; i++)
+                ss += xr[i] * xr[i];
+            float rs = 1.0f / sqrtf(ss / (float)hd + eps);
+            rstd[t * (size_t)nheads + h] = rs;
+#pragma omp simd
+            for (int i = 0; i < hd; i++)
+                yr[i] = xr[i] * rs * w[i];
+        }
+}
+
+void pt_headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy,
+                          const float *x, size_t ldx, const float *w, const float *rstd,
+                          size_t n, int nheads, int hd)
+{
+    int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
+    if (dw) {
+        size_t nblk = ((size_t)hd + 15) / 16;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            size_t j0 = b * 16, j1 = j0 + 16 < (size_t)hd ? j0 + 16 : (size_t)hd;
+            float acc[16] = { 0 };
+            for (size_t t = 0; t < n; t++)
+                for (int h = 0; h < nheads; h++) {
+                    const float *xr = x + t * ldx + (size_t)h * hd;
+                    const float *dyr = dy + t * lddy + (size_t)h * hd;
+                    float rs = rstd[t * (size_t)nheads + h];
+#pragma omp simd
+                    for (size_t j = j0; j < j1; j++)
+                        acc[j - j0] += dyr[j] * xr[j] * rs;
+                }
+            for (size_t j = j0; j < j1; j++)
+                dw[j] += acc[j - j0];
+        }
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t t = 0; t < n; t++)
+        for (int h = 0; h < nheads; h++) {
+            const float *xr = x + t * ldx + (size_t)h * hd;
+            const float *dyr = dy + t * lddy + (size_t)h * hd;
+            float *dxr = dx + t * lddx + (size_t)h * hd;
+            float rs = rstd[t * (size_t)nheads + h];
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int i = 0; i < hd; i++)
+                dot += w[i] * dyr[i] * xr[i];
+            float c = dot * rs * rs * rs / (float)hd;
+#pragma omp simd
+            for (int i = 0; i < hd; i++)
+                dxr[i] = rs * w[i] * dyr[i] - c * xr[i];
+        }
+}
+
 /* ---- RoPE ---------------------------------------------------------------------- */
 
 void pt_rope_inv_freq(float *inv_freq, int hd, double theta, int type, double factor,
@@ -150,28 +213,36 @@ void pt_rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const floa
 
 /* ---- SwiGLU ---------------------------------------------------------------------- */
 
-void pt_swiglu_forward(float *h, const float *g, const float *u, size_t n)
+void pt_swiglu_forward(float *h, const float *g, const float *u, size_t rows, size_t n, size_t ld)
 {
-    int nt = loop_threads(n * 4);
-#pragma omp parallel for simd num_threads(nt) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float sig = 1.0f / (1.0f + expf(-gi));
-        h[i] = gi * sig * u[i];
+    int nt = loop_threads(rows * n * 4);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *gr = g + r * ld, *ur = u + r * ld;
+        float *hr = h + r * n;
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float gi = gr[i];
+            hr[i] = gi / (1.0f + expf(-gi)) * ur[i];
+        }
     }
 }
 
 void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
-                        size_t n)
+                        size_t rows, size_t n, size_t ld)
 {
-    int nt = loop_threads(n * 4);
-#pragma omp parallel for simd num_threads(nt) schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i], d = dh[i];
-        float sig = 1.0f / (1.0f + expf(-gi));
-        float silu = gi * sig;
-        du[i] = d * silu;
-        dg[i] = d * u[i] * sig * (1.0f + gi * (1.0f - sig));
+    int nt = loop_threads(rows * n * 4);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *gr = g + r * ld, *ur = u + r * ld, *dhr = dh + r * n;
+        float *dgr = dg + r * ld, *dur = du + r * ld;
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float gi = gr[i], d = dhr[i], ui = ur[i];
+            float sig = 1.0f / (1.0f + expf(-gi));
+            dur[i] = d * gi * sig;
+            dgr[i] = d * ui * sig * (1.0f + gi * (1.0f - sig));
+        }
     }
 }
 

@@ -21,6 +21,16 @@ void pt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, s
 void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                          const float *rstd, size_t rows, size_t d, bool accumulate_dx);
 
+/* Per-head RMSNorm (Qwen3's q_norm / k_norm): for each of n tokens and each
+ * of nheads heads, the hd floats at x[t*ldx + h*hd] are normalised with the
+ * shared weight w [hd] into y[t*ldy + h*hd]; rstd gets n*nheads values. */
+void pt_headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx,
+                         const float *w, size_t n, int nheads, int hd, float eps);
+/* dx (row stride lddx, overwritten; may alias dy when lddx == lddy), dw += . */
+void pt_headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy,
+                          const float *x, size_t ldx, const float *w, const float *rstd,
+                          size_t n, int nheads, int hd);
+
 /* ---- Rotary embeddings, Hugging Face rotate_half convention ---------------- */
 /* inv_freq (hd/2) for head_dim hd: 1/theta^(2j/hd), then the rope scaling:
  * type 0 none, 1 "llama3" (factor, low/high freq factor, original max
@@ -37,10 +47,12 @@ void pt_rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const floa
                    const float *sin_t, bool inverse);
 
 /* ---- SwiGLU: h = silu(g) * u ---------------------------------------------- */
-void pt_swiglu_forward(float *h, const float *g, const float *u, size_t n);
-/* From dh: dg and du (overwritten).  dg may alias dh. */
+/* rows x n: h is contiguous (row stride n); g and u have row stride ld (so
+ * they can be the two halves of one [rows, 2n] gate|up buffer). */
+void pt_swiglu_forward(float *h, const float *g, const float *u, size_t rows, size_t n, size_t ld);
+/* From dh (contiguous rows x n): dg and du (row stride ld), overwritten. */
 void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
-                        size_t n);
+                        size_t rows, size_t n, size_t ld);
 
 /* ---- Elementwise helpers --------------------------------------------------- */
 /* db[j] += sum over rows of dy[r*ld + j], j < n; fixed order per column. */

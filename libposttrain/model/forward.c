@@ -1,10 +1,12 @@
 /* The transformer's forward, backward and loss over a pt_context.
  *
  * Activations kept per layer for the backward (N = max_batch * max_seq):
- *   x [N,H] layer input, xmid [N,H] residual after attention, q [N,Q],
- *   k/v [N,KV] (after qk-norm and rope), att [N,Q] attention output,
- *   lse [B*nh*T] attention row logsumexp, gate/up [N,I], r1/r2 [N] RMSNorm
- *   rstd, and for qk-norm the pre-norm q/k and their per-head rstd.
+ *   x [N,H] layer input, xmid [N,H] residual after attention, qkv
+ *   [N,Q+2KV] (q and k after qk-norm and rope, v), att [N,Q] attention
+ *   output, lse [B*nh*T] attention row logsumexp, gu [N,2I] gate|up, r1/r2
+ *   [N] RMSNorm rstd, and for qk-norm the pre-norm q|k [N,Q+KV] and their
+ *   per-head rstd.  q/k/v (and gate/up) are computed by one fused GEMM each,
+ *   since their weights are adjacent in the parameter block.
  * The normalised inputs and silu(gate)*up are recomputed in the backward;
  * the attention probabilities are recomputed tile by tile; the logits exist
  * only one chunk of rows at a time. */
@@ -20,8 +22,8 @@
 #include <string.h>
 
 typedef struct layer_acts {
-    float *x, *xmid, *q, *k, *v, *att, *lse, *gate, *up, *r1, *r2;
-    float *qpre, *kpre, *rq, *rk; /* qk-norm only */
+    float *x, *xmid, *qkv, *att, *lse, *gu, *r1, *r2;
+    float *qkpre, *rq, *rk; /* qk-norm only */
 } layer_acts;
 
 enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
@@ -37,7 +39,7 @@ struct pt_context {
     float *block;
     layer_acts *acts;     /* num_hidden_layers + 1 (the last holds only x) */
     float *rf, *head_lse, *lp, *dlp;
-    float *xn, *hbuf, *dx, *dxn, *dq, *dk, *dv, *datt, *dg, *du;
+    float *xn, *hbuf, *dx, *dxn, *dqkv, *datt, *dgu;
     float *chunk;
     float *cos_t, *sin_t;
     float *attn_scratch;
@@ -115,19 +117,15 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
         o[0] = plan(&p, N, H);  /* x */
         if (l == L)
             break;
-        o[1] = plan(&p, N, H);  /* xmid */
-        o[2] = plan(&p, N, Q);  /* q */
-        o[3] = plan(&p, N, KV); /* k */
-        o[4] = plan(&p, N, KV); /* v */
-        o[5] = plan(&p, N, Q);  /* att */
-        o[6] = plan(&p, N, nh); /* lse */
-        o[7] = plan(&p, N, I);  /* gate */
-        o[8] = plan(&p, N, I);  /* up */
-        o[9] = plan(&p, N, 1);  /* r1 */
-        o[10] = plan(&p, N, 1); /* r2 */
+        o[1] = plan(&p, N, H);           /* xmid */
+        o[2] = plan(&p, N, Q + 2 * KV);  /* qkv */
+        o[5] = plan(&p, N, Q);           /* att */
+        o[6] = plan(&p, N, nh);          /* lse */
+        o[7] = plan(&p, N, 2 * I);       /* gate|up */
+        o[9] = plan(&p, N, 1);           /* r1 */
+        o[10] = plan(&p, N, 1);          /* r2 */
         if (c->qk_norm) {
-            o[11] = plan(&p, N, Q);
-            o[12] = plan(&p, N, KV);
+            o[11] = plan(&p, N, Q + KV); /* q|k before the norm */
             o[13] = plan(&p, N, nh);
             o[14] = plan(&p, N, nkv);
         }
@@ -135,9 +133,9 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     size_t rf_o = plan(&p, N, 1), hl_o = plan(&p, N, 1), lp_o = plan(&p, N, 1);
     size_t dlp_o = plan(&p, N, 1);
     size_t xn_o = plan(&p, N, H), h_o = plan(&p, N, I), dx_o = plan(&p, N, H);
-    size_t dxn_o = plan(&p, N, H), dq_o = plan(&p, N, Q), dk_o = plan(&p, N, KV);
-    size_t dv_o = plan(&p, N, KV), datt_o = plan(&p, N, Q), dg_o = plan(&p, N, I);
-    size_t du_o = plan(&p, N, I), ch_o = plan(&p, ctx->chunk_rows, V);
+    size_t dxn_o = plan(&p, N, H), dqkv_o = plan(&p, N, Q + 2 * KV);
+    size_t datt_o = plan(&p, N, Q), dgu_o = plan(&p, N, 2 * I);
+    size_t ch_o = plan(&p, ctx->chunk_rows, V);
     size_t cos_o = plan(&p, N, hd / 2), sin_o = plan(&p, N, hd / 2);
     pt_attn_shape as = { .batch = max_batch, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
                          .hd = (int)hd };
@@ -164,18 +162,14 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
         if (l == L)
             break;
         a->xmid = B0 + o[1];
-        a->q = B0 + o[2];
-        a->k = B0 + o[3];
-        a->v = B0 + o[4];
+        a->qkv = B0 + o[2];
         a->att = B0 + o[5];
         a->lse = B0 + o[6];
-        a->gate = B0 + o[7];
-        a->up = B0 + o[8];
+        a->gu = B0 + o[7];
         a->r1 = B0 + o[9];
         a->r2 = B0 + o[10];
         if (c->qk_norm) {
-            a->qpre = B0 + o[11];
-            a->kpre = B0 + o[12];
+            a->qkpre = B0 + o[11];
             a->rq = B0 + o[13];
             a->rk = B0 + o[14];
         }
@@ -189,12 +183,9 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     ctx->hbuf = B0 + h_o;
     ctx->dx = B0 + dx_o;
     ctx->dxn = B0 + dxn_o;
-    ctx->dq = B0 + dq_o;
-    ctx->dk = B0 + dk_o;
-    ctx->dv = B0 + dv_o;
+    ctx->dqkv = B0 + dqkv_o;
     ctx->datt = B0 + datt_o;
-    ctx->dg = B0 + dg_o;
-    ctx->du = B0 + du_o;
+    ctx->dgu = B0 + dgu_o;
     ctx->chunk = B0 + ch_o;
     ctx->cos_t = B0 + cos_o;
     ctx->sin_t = B0 + sin_o;
@@ -261,6 +252,9 @@ static pt_attn_shape attn_shape(const pt_context *ctx)
         .scale = (float)(1.0 / sqrt((double)c->head_dim)),
         .seg = ctx->has_seg ? ctx->seg : NULL, .window = 0,
         .tile_q = ctx->tile_q, .tile_k = ctx->tile_k,
+        .ldq = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
+        .ldkv = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
+        .ldo = (size_t)ctx->model->q_dim,
     };
     return s;
 }
@@ -350,6 +344,7 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
     const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
     const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
     const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    const size_t QKV = Q + 2 * KV;
     const float eps = (float)c->rms_norm_eps;
     pt_attn_shape as = attn_shape(ctx);
 
@@ -360,29 +355,26 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
         const pt_layer_w *w = &m->w.layers[l];
         float *xn = ctx->xn;
         pt_rmsnorm_forward(xn, a->r1, a->x, w->ln1, n, H, eps);
-        float *qo = c->qk_norm ? a->qpre : a->q, *ko = c->qk_norm ? a->kpre : a->k;
-        pt_linear lq = lin(w->wq, w->bq, NULL, NULL, H, Q);
-        pt_linear lk = lin(w->wk, w->bk, NULL, NULL, H, KV);
-        pt_linear lv = lin(w->wv, w->bv, NULL, NULL, H, KV);
-        pt_linear_forward(&lq, qo, Q, xn, H, n, false);
-        pt_linear_forward(&lk, ko, KV, xn, H, n, false);
-        pt_linear_forward(&lv, a->v, KV, xn, H, n, false);
+        /* q|k|v in one GEMM: the three weights (and biases) are adjacent. */
+        pt_linear lqkv = lin(w->wq, w->bq, NULL, NULL, H, QKV);
+        pt_linear_forward(&lqkv, a->qkv, QKV, xn, H, n, false);
+        float *qp = a->qkv, *kp = a->qkv + Q, *vp = a->qkv + Q + KV;
         if (c->qk_norm) {
-            pt_rmsnorm_forward(a->q, a->rq, a->qpre, w->qn, n * (size_t)nh, (size_t)hd, eps);
-            pt_rmsnorm_forward(a->k, a->rk, a->kpre, w->kn, n * (size_t)nkv, (size_t)hd, eps);
+            for (size_t t = 0; t < n; t++)
+                memcpy(a->qkpre + t * (Q + KV), a->qkv + t * QKV, (Q + KV) * sizeof(float));
+            pt_headnorm_forward(qp, QKV, a->rq, a->qkpre, Q + KV, w->qn, n, nh, hd, eps);
+            pt_headnorm_forward(kp, QKV, a->rk, a->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
         }
-        pt_rope_apply(a->q, Q, n, nh, hd, ctx->cos_t, ctx->sin_t, false);
-        pt_rope_apply(a->k, KV, n, nkv, hd, ctx->cos_t, ctx->sin_t, false);
-        pt_attention_forward(a->att, a->lse, a->q, a->k, a->v, &as, ctx->attn_scratch);
+        pt_rope_apply(qp, QKV, n, nh, hd, ctx->cos_t, ctx->sin_t, false);
+        pt_rope_apply(kp, QKV, n, nkv, hd, ctx->cos_t, ctx->sin_t, false);
+        pt_attention_forward(a->att, a->lse, qp, kp, vp, &as, ctx->attn_scratch);
         pt_copy(a->xmid, a->x, n * H);
         pt_linear lo = lin(w->wo, NULL, NULL, NULL, Q, H);
         pt_linear_forward(&lo, a->xmid, H, a->att, Q, n, true);
         pt_rmsnorm_forward(xn, a->r2, a->xmid, w->ln2, n, H, eps);
-        pt_linear lg = lin(w->wg, NULL, NULL, NULL, H, I);
-        pt_linear lu = lin(w->wu, NULL, NULL, NULL, H, I);
-        pt_linear_forward(&lg, a->gate, I, xn, H, n, false);
-        pt_linear_forward(&lu, a->up, I, xn, H, n, false);
-        pt_swiglu_forward(ctx->hbuf, a->gate, a->up, n * I);
+        pt_linear lgu = lin(w->wg, NULL, NULL, NULL, H, 2 * I);
+        pt_linear_forward(&lgu, a->gu, 2 * I, xn, H, n, false);
+        pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         float *next = ctx->acts[l + 1].x;
         pt_copy(next, a->xmid, n * H);
         pt_linear ld = lin(w->wd, NULL, NULL, NULL, I, H);
@@ -419,6 +411,7 @@ static int backward_impl(pt_context *ctx, const float *dlp)
     const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
     const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
     const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    const size_t QKV = Q + 2 * KV;
     const float eps = (float)c->rms_norm_eps;
     pt_attn_shape as = attn_shape(ctx);
     float *xn = ctx->xn, *dx = ctx->dx, *dxn = ctx->dxn;
@@ -436,35 +429,31 @@ static int backward_impl(pt_context *ctx, const float *dlp)
         pt_layer_w *g = &m->g.layers[l];
         /* MLP: dx holds dLoss/d(layer output) = d(xmid) through the residual. */
         pt_rmsnorm_forward(xn, NULL, a->xmid, w->ln2, n, H, eps);
-        pt_swiglu_forward(ctx->hbuf, a->gate, a->up, n * I);
+        pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         pt_linear ld = lin(w->wd, NULL, g->wd, NULL, I, H);
-        pt_linear_backward(&ld, ctx->dg, I, false, dx, H, ctx->hbuf, I, n);
-        pt_swiglu_backward(ctx->dg, ctx->du, ctx->dg, a->gate, a->up, n * I);
-        pt_linear lg = lin(w->wg, NULL, g->wg, NULL, H, I);
-        pt_linear lu = lin(w->wu, NULL, g->wu, NULL, H, I);
-        pt_linear_backward(&lg, dxn, H, false, ctx->dg, I, xn, H, n);
-        pt_linear_backward(&lu, dxn, H, true, ctx->du, I, xn, H, n);
+        /* dh overwrites h: the weight gradient is taken first */
+        pt_linear_backward(&ld, ctx->hbuf, I, false, dx, H, ctx->hbuf, I, n);
+        pt_swiglu_backward(ctx->dgu, ctx->dgu + I, ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
+        pt_linear lgu = lin(w->wg, NULL, g->wg, NULL, H, 2 * I);
+        pt_linear_backward(&lgu, dxn, H, false, ctx->dgu, 2 * I, xn, H, n);
         pt_rmsnorm_backward(dx, g->ln2, dxn, a->xmid, w->ln2, a->r2, n, H, true);
         /* Attention. */
         pt_linear lo = lin(w->wo, NULL, g->wo, NULL, Q, H);
         pt_linear_backward(&lo, ctx->datt, Q, false, dx, H, a->att, Q, n);
-        pt_attention_backward(ctx->dq, ctx->dk, ctx->dv, ctx->datt, a->q, a->k, a->v, a->att,
-                              a->lse, &as, ctx->attn_scratch);
-        pt_rope_apply(ctx->dq, Q, n, nh, hd, ctx->cos_t, ctx->sin_t, true);
-        pt_rope_apply(ctx->dk, KV, n, nkv, hd, ctx->cos_t, ctx->sin_t, true);
+        float *dq = ctx->dqkv, *dk = ctx->dqkv + Q, *dv = ctx->dqkv + Q + KV;
+        pt_attention_backward(dq, dk, dv, ctx->datt, a->qkv, a->qkv + Q, a->qkv + Q + KV,
+                              a->att, a->lse, &as, ctx->attn_scratch);
+        pt_rope_apply(dq, QKV, n, nh, hd, ctx->cos_t, ctx->sin_t, true);
+        pt_rope_apply(dk, QKV, n, nkv, hd, ctx->cos_t, ctx->sin_t, true);
         if (c->qk_norm) {
-            pt_rmsnorm_backward(ctx->dq, g->qn, ctx->dq, a->qpre, w->qn, a->rq, n * (size_t)nh,
-                                (size_t)hd, false);
-            pt_rmsnorm_backward(ctx->dk, g->kn, ctx->dk, a->kpre, w->kn, a->rk, n * (size_t)nkv,
-                                (size_t)hd, false);
+            pt_headnorm_backward(dq, QKV, g->qn, dq, QKV, a->qkpre, Q + KV, w->qn, a->rq, n, nh,
+                                 hd);
+            pt_headnorm_backward(dk, QKV, g->kn, dk, QKV, a->qkpre + Q, Q + KV, w->kn, a->rk, n,
+                                 nkv, hd);
         }
         pt_rmsnorm_forward(xn, NULL, a->x, w->ln1, n, H, eps);
-        pt_linear lq = lin(w->wq, w->bq, g->wq, g->bq, H, Q);
-        pt_linear lk = lin(w->wk, w->bk, g->wk, g->bk, H, KV);
-        pt_linear lv = lin(w->wv, w->bv, g->wv, g->bv, H, KV);
-        pt_linear_backward(&lq, dxn, H, false, ctx->dq, Q, xn, H, n);
-        pt_linear_backward(&lk, dxn, H, true, ctx->dk, KV, xn, H, n);
-        pt_linear_backward(&lv, dxn, H, true, ctx->dv, KV, xn, H, n);
+        pt_linear lqkv = lin(w->wq, w->bq, g->wq, g->bq, H, QKV);
+        pt_linear_backward(&lqkv, dxn, H, false, ctx->dqkv, QKV, xn, H, n);
         pt_rmsnorm_backward(dx, g->ln1, dxn, a->x, w->ln1, a->r1, n, H, true);
         if ((st = pt_check_abort()) != PT_OK)
             return st;

@@ -60,7 +60,8 @@ typedef struct pt_linear {
 void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
                        size_t rows, bool accumulate);
 /* dW += dy^T x, db += colsum(dy), and dx = dy W (or += when accumulate_dx;
- * dx may be NULL). */
+ * dx may be NULL).  The weight gradient is taken before dx is written, so dx
+ * may alias x (not dy). */
 void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
                         const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows);
 

@@ -192,39 +192,84 @@ END_TEST
 /* ---- SwiGLU ---------------------------------------------------------------------------- */
 
 typedef struct sw_env {
-    float *g, *u, *h, *r;
-    size_t n;
+    float *gu, *h, *r;
+    size_t rows, n;
 } sw_env;
 
 static double sw_loss(void *e)
 {
     sw_env *v = e;
-    pt_swiglu_forward(v->h, v->g, v->u, v->n);
-    return dot_d(v->h, v->r, v->n);
+    pt_swiglu_forward(v->h, v->gu, v->gu + v->n, v->rows, v->n, 2 * v->n);
+    return dot_d(v->h, v->r, v->rows * v->n);
 }
 
 START_TEST(test_swiglu)
 {
-    enum { N = 50 };
+    /* gate|up as the two halves of each row of a [R, 2C] buffer */
+    enum { R = 5, C = 11 };
     pt_rng rng;
     pt_rng_seed(&rng, 3);
-    float g[N], u[N], h[N], r[N], dg[N], du[N];
-    fill(g, N, &rng, 2.0, 0.0);
-    fill(u, N, &rng, 1.0, 0.0);
-    fill(r, N, &rng, 1.0, 0.0);
-    pt_swiglu_forward(h, g, u, N);
-    for (int i = 0; i < N; i++)
-        ck_assert(fabs(h[i] - g[i] / (1 + exp(-(double)g[i])) * u[i]) < 1e-5);
-    pt_swiglu_backward(dg, du, r, g, u, N);
-    sw_env env = { g, u, h, r, N };
-    fd_check("swiglu dg", g, dg, N, 1, sw_loss, &env, 1e-2f, 2e-4, 1e-2);
-    fd_check("swiglu du", u, du, N, 1, sw_loss, &env, 1e-2f, 2e-4, 1e-2);
-    /* dg may alias dh */
-    float d2[N];
-    memcpy(d2, r, sizeof d2);
-    pt_swiglu_backward(d2, du, d2, g, u, N);
-    for (int i = 0; i < N; i++)
-        ck_assert_float_eq(d2[i], dg[i]);
+    float gu[R * 2 * C], h[R * C], r[R * C], dgu[R * 2 * C];
+    fill(gu, R * 2 * C, &rng, 2.0, 0.0);
+    fill(r, R * C, &rng, 1.0, 0.0);
+    pt_swiglu_forward(h, gu, gu + C, R, C, 2 * C);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++) {
+            double g = gu[i * 2 * C + j], u = gu[i * 2 * C + C + j];
+            ck_assert(fabs(h[i * C + j] - g / (1 + exp(-g)) * u) < 1e-5);
+        }
+    pt_swiglu_backward(dgu, dgu + C, r, gu, gu + C, R, C, 2 * C);
+    sw_env env = { gu, h, r, R, C };
+    fd_check("swiglu dgate|dup", gu, dgu, R * 2 * C, 1, sw_loss, &env, 1e-2f, 2e-4, 1e-2);
+}
+END_TEST
+
+/* ---- per-head RMSNorm (qk-norm), strided ---------------------------------------------- */
+
+typedef struct hn_env {
+    float *x, *w, *y, *r, *rstd;
+    size_t n;
+    int nh, hd;
+} hn_env;
+
+static double hn_loss(void *e)
+{
+    hn_env *v = e;
+    /* x has row stride nh*hd + 3, y row stride nh*hd + 5 */
+    pt_headnorm_forward(v->y, (size_t)v->nh * v->hd + 5, v->rstd, v->x, (size_t)v->nh * v->hd + 3,
+                        v->w, v->n, v->nh, v->hd, 1e-6f);
+    return dot_d(v->y, v->r, v->n * ((size_t)v->nh * v->hd + 5));
+}
+
+START_TEST(test_headnorm)
+{
+    enum { N = 4, NH = 3, HD = 6, LX = NH * HD + 3, LY = NH * HD + 5 };
+    pt_rng rng;
+    pt_rng_seed(&rng, 9);
+    float x[N * LX], w[HD], y[N * LY], r[N * LY], rstd[N * NH], dx[N * LY], dw[HD] = { 0 };
+    fill(x, N * LX, &rng, 1.0, 0.2);
+    fill(w, HD, &rng, 0.3, 1.0);
+    fill(r, N * LY, &rng, 1.0, 0.0);
+    for (int t = 0; t < N; t++)
+        for (int j = NH * HD; j < LY; j++)
+            r[t * LY + j] = 0.0f; /* padding columns are not outputs */
+    hn_env env = { x, w, y, r, rstd, N, NH, HD };
+    hn_loss(&env);
+    /* forward: the same as a plain RMSNorm of each head vector */
+    float ref[HD], rr;
+    pt_rmsnorm_forward(ref, &rr, x + 2 * LX + 1 * HD, w, 1, HD, 1e-6f);
+    for (int j = 0; j < HD; j++)
+        ck_assert(fabsf(y[2 * LY + HD + j] - ref[j]) < 1e-6f);
+    ck_assert(fabsf(rstd[2 * NH + 1] - rr) < 1e-6f);
+    /* backward in place (dx aliases dy, stride LY); x stride LX */
+    memcpy(dx, r, sizeof dx);
+    pt_headnorm_backward(dx, LY, dw, dx, LY, x, LX, w, rstd, N, NH, HD);
+    float gx[N * LX];
+    memset(gx, 0, sizeof gx);
+    for (int t = 0; t < N; t++)
+        memcpy(gx + t * LX, dx + t * LY, NH * HD * sizeof(float));
+    fd_check("headnorm dx", x, gx, N * LX, 1, hn_loss, &env, 1e-2f, 2e-4, 1e-2);
+    fd_check("headnorm dw", w, dw, HD, 1, hn_loss, &env, 1e-2f, 2e-4, 1e-2);
 }
 END_TEST
 
@@ -372,7 +417,9 @@ static void attention_case(int B, int T, int nh, int nkv, int hd, bool segs, int
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
             seg[b * T + t] = (t * 3) / T + b; /* three segments per row */
-    pt_attn_shape s = { B, T, nh, nkv, hd, (float)(1.0 / sqrt(hd)), segs ? seg : NULL, window, 0, 0 };
+    pt_attn_shape s = { .batch = B, .seq = T, .nh = nh, .nkv = nkv, .hd = hd,
+                        .scale = (float)(1.0 / sqrt(hd)), .seg = segs ? seg : NULL,
+                        .window = window };
     naive_attention(ref, rlse, q, k, v, &s);
     for (int ti = 0; ti < ntiles; ti++) {
         s.tile_q = tiles[ti][0];
@@ -417,6 +464,46 @@ START_TEST(test_attention_backward_fd)
 }
 END_TEST
 
+/* q|k|v as column blocks of one buffer, the output with its own stride: the
+ * same numbers as the packed layout. */
+START_TEST(test_attention_fused_layout)
+{
+    enum { B = 2, T = 9, NH = 4, NKV = 2, HD = 4, Q = NH * HD, KV = NKV * HD, L = Q + 2 * KV };
+    pt_rng rng;
+    pt_rng_seed(&rng, 12);
+    static float qkv[B * T * L], q[B * T * Q], k[B * T * KV], v[B * T * KV], o1[B * T * Q],
+        o2[B * T * (Q + 1)], l1[B * NH * T], l2[B * NH * T], d1[B * T * Q], d2[B * T * (Q + 1)];
+    static float dq1[B * T * Q], dk1[B * T * KV], dv1[B * T * KV], dqkv[B * T * L];
+    fill(qkv, B * T * L, &rng, 1.0, 0.0);
+    fill(d1, B * T * Q, &rng, 1.0, 0.0);
+    for (int t = 0; t < B * T; t++) {
+        memcpy(q + t * Q, qkv + t * L, Q * 4);
+        memcpy(k + t * KV, qkv + t * L + Q, KV * 4);
+        memcpy(v + t * KV, qkv + t * L + Q + KV, KV * 4);
+        memcpy(d2 + t * (Q + 1), d1 + t * Q, Q * 4);
+    }
+    pt_attn_shape s = { .batch = B, .seq = T, .nh = NH, .nkv = NKV, .hd = HD, .scale = 0.5f,
+                        .tile_q = 4, .tile_k = 3 };
+    float *scratch = malloc(pt_attention_scratch_floats(&s, pt_get_num_threads()) * 4);
+    pt_attention_forward(o1, l1, q, k, v, &s, scratch);
+    pt_attention_backward(dq1, dk1, dv1, d1, q, k, v, o1, l1, &s, scratch);
+    pt_attn_shape f = s;
+    f.ldq = f.ldkv = L;
+    f.ldo = Q + 1;
+    pt_attention_forward(o2, l2, qkv, qkv + Q, qkv + Q + KV, &f, scratch);
+    pt_attention_backward(dqkv, dqkv + Q, dqkv + Q + KV, d2, qkv, qkv + Q, qkv + Q + KV, o2, l2,
+                          &f, scratch);
+    ck_assert_mem_eq(l1, l2, sizeof l1);
+    for (int t = 0; t < B * T; t++) {
+        ck_assert_mem_eq(o1 + t * Q, o2 + t * (Q + 1), Q * 4);
+        ck_assert_mem_eq(dq1 + t * Q, dqkv + t * L, Q * 4);
+        ck_assert_mem_eq(dk1 + t * KV, dqkv + t * L + Q, KV * 4);
+        ck_assert_mem_eq(dv1 + t * KV, dqkv + t * L + Q + KV, KV * 4);
+    }
+    free(scratch);
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("kernels_ops");
@@ -426,6 +513,8 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_rope_scaling);
     tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_headnorm);
+    tcase_add_test(tc, test_attention_fused_layout);
     tcase_add_test(tc, test_logsoftmax);
     tcase_add_test(tc, test_embedding_colsum);
     tcase_add_test(tc, test_attention_tiles_match_naive);
