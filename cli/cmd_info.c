@@ -183,6 +183,14 @@ int cmd_info(int argc, char **argv)
                    (unsigned long long)info.dtypes[i].bytes);
         printf("},\n \"has_tokenizer\": %s, \"has_generation_config\": %s,\n",
                info.has_tokenizer ? "true" : "false", info.has_generation_config ? "true" : "false");
+        printf(" \"weights_ok\": %s, \"weights_problem\": ",
+               info.weights_status == PT_OK ? "true" : "false");
+        if (info.weights_status == PT_OK)
+            printf("null,\n");
+        else {
+            json_string(info.weights_problem);
+            printf(",\n");
+        }
         printf(" \"memory\": {\"inference\": {\"context\": %ld, \"weights_bytes\": %.0f, "
                "\"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
                e.context, e.weights, e.kv_cache, e.infer_total);
@@ -228,6 +236,11 @@ int cmd_info(int argc, char **argv)
                (unsigned long long)info.dtypes[i].tensors, a);
     }
     printf("\n");
+    if (info.weights_status == PT_OK)
+        printf("weights:      every tensor the config needs, with its shape\n");
+    else
+        printf("weights:      WILL NOT LOAD: %s: %s\n", pt_status_name(info.weights_status),
+               info.weights_problem);
     printf("files:        tokenizer.json %s, generation_config.json %s\n",
            info.has_tokenizer ? "yes" : "no", info.has_generation_config ? "yes" : "no");
     printf("memory (FP32 in memory, estimates):\n");

@@ -52,6 +52,12 @@ typedef struct pt_model_dir_info {
     bool sharded;                 /* weights come from model.safetensors.index.json */
     bool has_tokenizer;           /* tokenizer.json present */
     bool has_generation_config;   /* generation_config.json present */
+    /* Whether the weights hold exactly the tensors the config needs, with
+     * their shapes and a loadable dtype (checked from the headers alone, by
+     * the rules of pt_model_load_dir): PT_OK, or the status the load would
+     * fail with and its message. */
+    int weights_status;
+    char weights_problem[320];
 } pt_model_dir_info;
 
 PT_API int pt_model_dir_info_init(pt_model_dir_info *info);

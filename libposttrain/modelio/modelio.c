@@ -631,6 +631,16 @@ static int shape_matches(const pt_st_tensor *t, const pt_tensor_ref *r)
     return r->ndim == 1 || t->shape[1] == r->shape[1];
 }
 
+static bool shape_matches_st(const pt_st_tensor *a, const pt_st_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
 static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
@@ -761,6 +771,112 @@ static int open_weights(weights *w, const char *dir)
     return st;
 }
 
+/* The tensors a config needs, by Hugging Face name, as the model layer lays
+ * them out (checked against its table by the tests). */
+static void exp_add(exp_tensor *e, size_t *n, int layer, const char *name, int64_t rows,
+                    int64_t cols)
+{
+    exp_tensor *t = &e[(*n)++];
+    if (layer >= 0)
+        snprintf(t->name, sizeof t->name, "model.layers.%d.%s", layer, name);
+    else
+        snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+}
+
+size_t pt_modelio_expected_tensors(exp_tensor *out, const pt_model_config *c)
+{
+    const int64_t V = c->vocab_size, H = c->hidden_size, I = c->intermediate_size;
+    const int64_t hd = c->head_dim, Q = c->num_attention_heads * hd;
+    const int64_t KV = c->num_key_value_heads * hd;
+    size_t n = 0;
+    exp_add(out, &n, -1, "model.embed_tokens.weight", V, H);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        exp_add(out, &n, l, "input_layernorm.weight", H, 0);
+        exp_add(out, &n, l, "self_attn.q_proj.weight", Q, H);
+        exp_add(out, &n, l, "self_attn.k_proj.weight", KV, H);
+        exp_add(out, &n, l, "self_attn.v_proj.weight", KV, H);
+        if (c->attention_bias) {
+            exp_add(out, &n, l, "self_attn.q_proj.bias", Q, 0);
+            exp_add(out, &n, l, "self_attn.k_proj.bias", KV, 0);
+            exp_add(out, &n, l, "self_attn.v_proj.bias", KV, 0);
+        }
+        if (c->qk_norm) {
+            exp_add(out, &n, l, "self_attn.q_norm.weight", hd, 0);
+            exp_add(out, &n, l, "self_attn.k_norm.weight", hd, 0);
+        }
+        exp_add(out, &n, l, "self_attn.o_proj.weight", H, Q);
+        exp_add(out, &n, l, "post_attention_layernorm.weight", H, 0);
+        exp_add(out, &n, l, "mlp.gate_proj.weight", I, H);
+        exp_add(out, &n, l, "mlp.up_proj.weight", I, H);
+        exp_add(out, &n, l, "mlp.down_proj.weight", H, I);
+    }
+    exp_add(out, &n, -1, "model.norm.weight", H, 0);
+    if (!c->tie_word_embeddings)
+        exp_add(out, &n, -1, "lm_head.weight", V, H);
+    return n;
+}
+
+static int exp_cmp(const void *a, const void *b)
+{
+    return strcmp(((const exp_tensor *)a)->name, ((const exp_tensor *)b)->name);
+}
+
+/* The first problem pt_model_load_dir would find with these weights
+ * (without reading data), as a status with the message set. */
+static int check_weights(const weights *w, const pt_model_config *c, const char *dir)
+{
+    size_t cap = 3 + 14 * (size_t)c->num_hidden_layers;
+    exp_tensor *e = pt_malloc_array(cap, sizeof *e);
+    if (!e)
+        return PT_ENOMEM;
+    size_t n = pt_modelio_expected_tensors(e, c);
+    int st = PT_OK;
+    const wentry *embed = NULL;
+    for (size_t i = 0; i < n && st == PT_OK; i++) {
+        const wentry *f = weights_find(w, e[i].name);
+        if (!f) {
+            st = pt_err(PT_ENOTFOUND, "%s: tensor '%s' is missing from the weights", dir,
+                        e[i].name);
+        } else if (f->t->ndim != e[i].ndim || f->t->shape[0] != e[i].shape[0] ||
+                   (e[i].ndim == 2 && f->t->shape[1] != e[i].shape[1])) {
+            char want[64], got[160];
+            shape_str(want, sizeof want, e[i].ndim, e[i].shape);
+            shape_str(got, sizeof got, f->t->ndim, f->t->shape);
+            st = pt_err(PT_ESHAPE, "%s: tensor '%s' has shape %s in %s, the config needs %s", dir,
+                        e[i].name, got, w->file_names[f->shard], want);
+        } else if (f->t->dtype != PT_ST_F32 && f->t->dtype != PT_ST_F16 &&
+                   f->t->dtype != PT_ST_BF16) {
+            st = pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has dtype %s (only F32, F16, BF16 load)",
+                        dir, e[i].name, pt_st_dtype_name(f->t->dtype));
+        }
+        if (f && i == 0)
+            embed = f;
+    }
+    if (st == PT_OK && w->n != n) {
+        qsort(e, n, sizeof *e, exp_cmp);
+        for (size_t i = 0; i < w->n && st == PT_OK; i++) {
+            exp_tensor key;
+            snprintf(key.name, sizeof key.name, "%s", w->e[i].name);
+            if ((strlen(w->e[i].name) < sizeof key.name &&
+                 bsearch(&key, e, n, sizeof *e, exp_cmp)) ||
+                ignorable_tensor(w->e[i].name))
+                continue;
+            if (c->tie_word_embeddings && strcmp(w->e[i].name, "lm_head.weight") == 0 && embed &&
+                shape_matches_st(w->e[i].t, embed->t))
+                continue; /* equality with the embedding is only known after reading */
+            st = pt_err(PT_EFORMAT,
+                        "%s: unexpected tensor '%s' in %s (not part of a %s model with this config)",
+                        dir, w->e[i].name, w->file_names[w->e[i].shard],
+                        pt_arch_model_type(c->arch));
+        }
+    }
+    pt_free(e);
+    return st;
+}
+
 int pt_model_config_num_params(uint64_t *out, const pt_model_config *c)
 {
     if (!out || !c)
@@ -827,6 +943,11 @@ int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
         }
         info->num_tensors++;
         info->weight_bytes += t->nbytes;
+    }
+    info->weights_status = check_weights(&w, &info->config, dir);
+    if (info->weights_status != PT_OK) {
+        snprintf(info->weights_problem, sizeof info->weights_problem, "%s", pt_last_error());
+        pt_clear_error();
     }
     weights_free(&w);
     info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");

@@ -7,6 +7,8 @@
 #include "posttrain/tokenizer.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* dir + "/" + name (pt_free); NULL with PT_ENOMEM set on failure. */
 char *pt_path_join(const char *dir, const char *name);
@@ -21,6 +23,17 @@ const char *pt_arch_class_name(int arch);
  * and free it; call before pt_model_free when the model came from
  * pt_model_load_dir and will not be used again. */
 void pt_modelio_forget(const pt_model *m);
+
+/* The tensors a config needs (Hugging Face names and shapes, in the model
+ * layer's order); out must hold 3 + 14 * num_hidden_layers entries.  Returns
+ * the count.  Used to check weights against a config without building the
+ * model (pt_model_dir_inspect). */
+typedef struct exp_tensor {
+    char name[80];
+    int ndim;
+    int64_t shape[2];
+} exp_tensor;
+size_t pt_modelio_expected_tensors(exp_tensor *out, const pt_model_config *c);
 
 /* Load dir's tokenizer (errors prefixed with the directory). */
 int pt_modelio_tokenizer_load(pt_tokenizer **out, const char *dir);

@@ -29,6 +29,7 @@ grep -q "architecture: llama (LlamaForCausalLM)" "$tmp/info.txt" || fail "info t
 grep -q "parameters:   260032" "$tmp/info.txt" || fail "info parameter count"
 "$exe" info --json "$model" > "$tmp/info.json"
 grep -q '"num_params": 260032' "$tmp/info.json" || fail "info --json: $(cat "$tmp/info.json")"
+grep -q '"weights_ok": true' "$tmp/info.json" || fail "info --json weights_ok"
 grep -q '"F32": {"tensors": 47, "bytes": 1040128}' "$tmp/info.json" || fail "info --json dtypes"
 [ "$(wc -l < "$tmp/info.json")" -ge 1 ] || fail "info --json empty"
 

@@ -179,6 +179,23 @@ static bool files_equal(const char *a, const char *b)
     return eq;
 }
 
+/* pt_model_load_dir fails with status/frag, and pt_model_dir_inspect
+ * reports the same problem from the headers alone. */
+static void load_and_inspect_fail(const char *dir, int status, const char *frag)
+{
+    pt_model_load_options o = no_tok();
+    pt_model *r = NULL;
+    ck_assert_status(pt_model_load_dir(&r, dir, &o), status, frag);
+    ck_assert_ptr_null(r);
+    pt_model_dir_info info;
+    pt_model_dir_info_init(&info);
+    ck_assert_ok(pt_model_dir_inspect(&info, dir));
+    ck_assert_msg(info.weights_status == status, "inspect: %s (%s)",
+                  pt_status_name(info.weights_status), info.weights_problem);
+    ck_assert_msg(strstr(info.weights_problem, frag) != NULL, "inspect: '%s' lacks '%s'",
+                  info.weights_problem, frag);
+}
+
 /* ---- save and reload ------------------------------------------------------------ */
 
 START_TEST(test_save_reload_bit_identical)
@@ -358,6 +375,30 @@ START_TEST(test_abort_and_eos_list)
 }
 END_TEST
 
+/* The tensors modelio expects from a config are exactly the model's table. */
+START_TEST(test_expected_tensors_match_model)
+{
+    static const int archs[] = { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_QWEN3, PT_ARCH_MISTRAL };
+    for (int k = 0; k < 8; k++) {
+        pt_model *m = tiny_model(archs[k % 4], k < 4, 1);
+        pt_model_config c;
+        pt_model_get_config(&c, m);
+        exp_tensor e[3 + 14 * 2];
+        size_t n = pt_modelio_expected_tensors(e, &c);
+        ck_assert_uint_eq(n, pt_model_tensor_count(m));
+        for (size_t i = 0; i < n; i++) {
+            const pt_tensor_ref *t = pt_model_find_tensor(m, e[i].name);
+            ck_assert_msg(t != NULL, "%s not in the model", e[i].name);
+            ck_assert_int_eq(t->ndim, e[i].ndim);
+            ck_assert_int_eq(t->shape[0], e[i].shape[0]);
+            if (t->ndim == 2)
+                ck_assert_int_eq(t->shape[1], e[i].shape[1]);
+        }
+        pt_model_free(m);
+    }
+}
+END_TEST
+
 /* ---- dtypes, shards, extras ---------------------------------------------------- */
 
 START_TEST(test_bf16_f16_load)
@@ -453,6 +494,7 @@ START_TEST(test_sharded)
     pt_model_dir_info_init(&info);
     ck_assert_ok(pt_model_dir_inspect(&info, dir));
     ck_assert(info.sharded);
+    ck_assert_int_eq(info.weights_status, PT_OK);
     ck_assert_int_eq(info.num_files, 2);
     ck_assert_uint_eq(info.num_tensors, pt_model_tensor_count(m));
 
@@ -551,8 +593,7 @@ START_TEST(test_bad_dirs)
     wlist_from_model(&w, m);
     wlist_remove(&w, "model.layers.1.mlp.up_proj.weight");
     dir = dir_with(m, &w);
-    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_ENOTFOUND,
-                     "tensor 'model.layers.1.mlp.up_proj.weight' is missing");
+    load_and_inspect_fail(dir, PT_ENOTFOUND, "tensor 'model.layers.1.mlp.up_proj.weight' is missing");
     rm_rf(dir);
     free(dir);
 
@@ -561,8 +602,7 @@ START_TEST(test_bad_dirs)
     w.t[w.n] = *wlist_find(&w, "model.layers.1.input_layernorm.weight");
     w.t[w.n++].name = "model.layers.2.input_layernorm.weight";
     dir = dir_with(m, &w);
-    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
-                     "unexpected tensor 'model.layers.2.input_layernorm.weight'");
+    load_and_inspect_fail(dir, PT_EFORMAT, "unexpected tensor 'model.layers.2.input_layernorm.weight'");
     rm_rf(dir);
     free(dir);
 
@@ -572,8 +612,8 @@ START_TEST(test_bad_dirs)
     t->shape[0] = 8;
     t->shape[1] = 32; /* [16, 16] in the model */
     dir = dir_with(m, &w);
-    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_ESHAPE,
-                     "tensor 'model.layers.0.self_attn.o_proj.weight' has shape [8, 32]");
+    load_and_inspect_fail(dir, PT_ESHAPE,
+                          "tensor 'model.layers.0.self_attn.o_proj.weight' has shape [8, 32]");
     rm_rf(dir);
     free(dir);
 
@@ -584,7 +624,7 @@ START_TEST(test_bad_dirs)
     t->shape[0] = 1;
     t->shape[1] = 16;
     dir = dir_with(m, &w);
-    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_ESHAPE, "'model.norm.weight'");
+    load_and_inspect_fail(dir, PT_ESHAPE, "'model.norm.weight'");
     rm_rf(dir);
     free(dir);
 
@@ -593,7 +633,7 @@ START_TEST(test_bad_dirs)
     t = wlist_find(&w, "model.norm.weight");
     t->dtype = PT_ST_I32;
     dir = dir_with(m, &w);
-    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EUNSUPPORTED, "dtype I32");
+    load_and_inspect_fail(dir, PT_EUNSUPPORTED, "dtype I32");
     rm_rf(dir);
     free(dir);
 
@@ -1000,6 +1040,7 @@ START_TEST(test_real_model_load_save)
     ck_assert_str_eq(info.dtypes[0].name, "F32");
     ck_assert_uint_eq(info.weight_bytes, 260032 * 4);
     ck_assert(info.has_tokenizer && !info.sharded);
+    ck_assert_int_eq(info.weights_status, PT_OK);
 
     char *out = make_tmpdir();
     ck_assert_ok(pt_model_save_dir(m, out, NULL));
@@ -1097,6 +1138,7 @@ static Suite *modelio_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_save_reload_bit_identical);
     tcase_add_test(tc, test_save_copies_tokenizer_files);
+    tcase_add_test(tc, test_expected_tensors_match_model);
     tcase_add_test(tc, test_bf16_f16_load);
     tcase_add_test(tc, test_sharded);
     tcase_add_test(tc, test_bad_dirs);
