@@ -5,6 +5,7 @@
 
 #include "posttrain/common.h"
 #include "posttrain/model.h"
+#include "posttrain/lora.h"
 #include "posttrain/modelio.h"
 #include "posttrain/tokenizer.h"
 #include "posttrain/chat.h"

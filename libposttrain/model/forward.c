@@ -12,6 +12,7 @@
  * only one chunk of rows at a time. */
 #include "model/transformer.h"
 
+#include "model/lora.h"
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
@@ -45,6 +46,8 @@ struct pt_context {
     float *attn_scratch;
     int32_t *ids, *tgt, *pos, *seg;
     bool has_seg;
+    float *lora_buf;      /* LoRA adapter scratch (pt_lora_scratch), grown on demand */
+    size_t lora_cap;
 };
 
 /* ---- allocation --------------------------------------------------------------- */
@@ -204,6 +207,7 @@ void pt_context_free(pt_context *ctx)
     if (!ctx)
         return;
     pt_free_aligned(ctx->block);
+    pt_free_aligned(ctx->lora_buf);
     pt_free(ctx->acts);
     pt_free(ctx);
 }
@@ -239,7 +243,7 @@ int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int ti
 
 static pt_linear lin(const float *w, const float *b, float *dw, float *db, size_t in, size_t out)
 {
-    pt_linear l = { w, b, dw, db, in, out };
+    pt_linear l = { .w = w, .b = b, .dw = dw, .db = db, .in = in, .out = out };
     return l;
 }
 
@@ -324,7 +328,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, con
             continue;
         pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
         pt_sgemm(false, false, nr, H, V, 1.0f, lg, V, W, H, 0.0f, dxn + r0 * H, H);
-        pt_sgemm(true, false, V, H, nr, 1.0f, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
+        if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
+            pt_sgemm(true, false, V, H, nr, 1.0f, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
     }
 }
 
@@ -338,6 +343,9 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
     if (st != PT_OK)
         return st;
     if (fused_dlp && (st = pt_model_alloc_grads(m)) != PT_OK)
+        return st;
+    if ((st = pt_lora_scratch(&ctx->lora_buf, &ctx->lora_cap, m,
+                              (size_t)ctx->B * ctx->T)) != PT_OK)
         return st;
     const int L = c->num_hidden_layers;
     const size_t n = (size_t)ctx->B * ctx->T;
@@ -357,6 +365,7 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
         pt_rmsnorm_forward(xn, a->r1, a->x, w->ln1, n, H, eps);
         /* q|k|v in one GEMM: the three weights (and biases) are adjacent. */
         pt_linear lqkv = lin(w->wq, w->bq, NULL, NULL, H, QKV);
+        pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, ctx->lora_buf);
         pt_linear_forward(&lqkv, a->qkv, QKV, xn, H, n, false);
         float *qp = a->qkv, *kp = a->qkv + Q, *vp = a->qkv + Q + KV;
         if (c->qk_norm) {
@@ -370,14 +379,17 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
         pt_attention_forward(a->att, a->lse, qp, kp, vp, &as, ctx->attn_scratch);
         pt_copy(a->xmid, a->x, n * H);
         pt_linear lo = lin(w->wo, NULL, NULL, NULL, Q, H);
+        pt_lora_attach(&lo, m, l, PT_LORA_O, ctx->lora_buf);
         pt_linear_forward(&lo, a->xmid, H, a->att, Q, n, true);
         pt_rmsnorm_forward(xn, a->r2, a->xmid, w->ln2, n, H, eps);
         pt_linear lgu = lin(w->wg, NULL, NULL, NULL, H, 2 * I);
+        pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, ctx->lora_buf);
         pt_linear_forward(&lgu, a->gu, 2 * I, xn, H, n, false);
         pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         float *next = ctx->acts[l + 1].x;
         pt_copy(next, a->xmid, n * H);
         pt_linear ld = lin(w->wd, NULL, NULL, NULL, I, H);
+        pt_lora_attach(&ld, m, l, PT_LORA_DOWN, ctx->lora_buf);
         pt_linear_forward(&ld, next, H, ctx->hbuf, I, n, true);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
@@ -431,14 +443,17 @@ static int backward_impl(pt_context *ctx, const float *dlp)
         pt_rmsnorm_forward(xn, NULL, a->xmid, w->ln2, n, H, eps);
         pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         pt_linear ld = lin(w->wd, NULL, g->wd, NULL, I, H);
+        pt_lora_attach(&ld, m, l, PT_LORA_DOWN, ctx->lora_buf);
         /* dh overwrites h: the weight gradient is taken first */
         pt_linear_backward(&ld, ctx->hbuf, I, false, dx, H, ctx->hbuf, I, n);
         pt_swiglu_backward(ctx->dgu, ctx->dgu + I, ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         pt_linear lgu = lin(w->wg, NULL, g->wg, NULL, H, 2 * I);
+        pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, ctx->lora_buf);
         pt_linear_backward(&lgu, dxn, H, false, ctx->dgu, 2 * I, xn, H, n);
         pt_rmsnorm_backward(dx, g->ln2, dxn, a->xmid, w->ln2, a->r2, n, H, true);
         /* Attention. */
         pt_linear lo = lin(w->wo, NULL, g->wo, NULL, Q, H);
+        pt_lora_attach(&lo, m, l, PT_LORA_O, ctx->lora_buf);
         pt_linear_backward(&lo, ctx->datt, Q, false, dx, H, a->att, Q, n);
         float *dq = ctx->dqkv, *dk = ctx->dqkv + Q, *dv = ctx->dqkv + Q + KV;
         pt_attention_backward(dq, dk, dv, ctx->datt, a->qkv, a->qkv + Q, a->qkv + Q + KV,
@@ -453,12 +468,14 @@ static int backward_impl(pt_context *ctx, const float *dlp)
         }
         pt_rmsnorm_forward(xn, NULL, a->x, w->ln1, n, H, eps);
         pt_linear lqkv = lin(w->wq, w->bq, g->wq, g->bq, H, QKV);
+        pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, ctx->lora_buf);
         pt_linear_backward(&lqkv, dxn, H, false, ctx->dqkv, QKV, xn, H, n);
         pt_rmsnorm_backward(dx, g->ln1, dxn, a->x, w->ln1, a->r1, n, H, true);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
     }
-    pt_embedding_backward(m->g.embed, dx, ctx->ids, n, H);
+    if (m->g.embed) /* NULL when the base is frozen (LoRA) */
+        pt_embedding_backward(m->g.embed, dx, ctx->ids, n, H);
     return PT_OK;
 }
 

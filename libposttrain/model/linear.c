@@ -19,11 +19,38 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
         beta = 1.0f;
     }
     pt_sgemm(false, true, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->in, beta, y, ldy);
+    /* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
+    for (int k = 0; k < lin->nlora; k++) {
+        const pt_lora_slice *s = &lin->lora[k];
+        float *t = lin->lora_scratch;
+        pt_sgemm(false, true, rows, s->r, lin->in, 1.0f, x, ldx, s->a, lin->in, 0.0f, t, s->r);
+        pt_sgemm(false, true, rows, s->len, s->r, s->scale, t, s->r, s->b, s->r, 1.0f, y + s->off,
+                 ldy);
+    }
 }
 
 void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
                         const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows)
 {
+    /* LoRA first, while x is intact (dx may overwrite x): per adapter k,
+     * t = x A^T (recomputed) and u_k = dy_slice B (both [rows, r]);
+     * dB += scale * dy_slice^T t, dA += scale * u_k^T x, and after the base
+     * dx, dx += scale * u_k A. */
+    for (int k = 0; k < lin->nlora; k++) {
+        const pt_lora_slice *s = &lin->lora[k];
+        float *t = lin->lora_scratch, *u = t + (size_t)(k + 1) * rows * s->r;
+        const float *dys = dy + s->off;
+        pt_sgemm(false, false, rows, s->r, s->len, 1.0f, dys, lddy, s->b, s->r, 0.0f, u, s->r);
+        if (s->db) {
+            pt_sgemm(false, true, rows, s->r, lin->in, 1.0f, x, ldx, s->a, lin->in, 0.0f, t,
+                     s->r);
+            pt_sgemm(true, false, s->len, s->r, rows, s->scale, dys, lddy, t, s->r, 1.0f, s->db,
+                     s->r);
+        }
+        if (s->da)
+            pt_sgemm(true, false, s->r, lin->in, rows, s->scale, u, s->r, x, ldx, 1.0f, s->da,
+                     lin->in);
+    }
     if (lin->dw)
         pt_sgemm(true, false, lin->out, lin->in, rows, 1.0f, dy, lddy, x, ldx, 1.0f, lin->dw,
                  lin->in);
@@ -32,4 +59,10 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
     if (dx)
         pt_sgemm(false, false, rows, lin->in, lin->out, 1.0f, dy, lddy, lin->w, lin->in,
                  accumulate_dx ? 1.0f : 0.0f, dx, lddx);
+    for (int k = 0; dx && k < lin->nlora; k++) {
+        const pt_lora_slice *s = &lin->lora[k];
+        const float *u = lin->lora_scratch + (size_t)(k + 1) * rows * s->r;
+        pt_sgemm(false, false, rows, lin->in, s->r, s->scale, u, s->r, s->a, lin->in, 1.0f, dx,
+                 lddx);
+    }
 }

@@ -2,6 +2,7 @@
  * naming, seeded initialisation, gradients. */
 #include "model/transformer.h"
 
+#include "model/lora.h"
 #include "core/core.h"
 #include "kernels/ops.h"
 
@@ -272,6 +273,7 @@ void pt_model_free(pt_model *m)
     pt_free(m->w.layers);
     pt_free(m->g.layers);
     pt_free(m->inv_freq);
+    pt_lora_release(m);
     pt_free(m);
 }
 
@@ -323,8 +325,8 @@ int pt_model_alloc_grads(pt_model *m)
 {
     if (!m)
         return pt_err(PT_EINVAL, "pt_model_alloc_grads: NULL model");
-    if (m->grads)
-        return PT_OK;
+    if (m->grads || m->lora)
+        return PT_OK; /* with LoRA the base is frozen: only the adapters have gradients */
     m->grads = pt_malloc_aligned(m->num_floats * sizeof(float));
     if (!m->grads)
         return pt_err_prefix(PT_ENOMEM, "model gradients");
@@ -361,5 +363,6 @@ int pt_model_zero_grad(pt_model *m)
         return pt_err(PT_EINVAL, "pt_model_zero_grad: NULL model");
     if (m->grads)
         memset(m->grads, 0, m->num_floats * sizeof(float));
+    pt_lora_zero_grads(m);
     return PT_OK;
 }

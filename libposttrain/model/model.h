@@ -23,10 +23,13 @@ typedef struct pt_tensor_ref {
     size_t numel;
     bool no_decay;      /* norms and biases: no weight decay by default */
     bool trainable;     /* false for a frozen base (LoRA) */
+    bool adapter;       /* a LoRA adapter (after all base tensors; not in the HF model files) */
 } pt_tensor_ref;
 
 size_t pt_model_tensor_count(const pt_model *m);
 const pt_tensor_ref *pt_model_tensor(const pt_model *m, size_t i);
+/* Number of base (non-adapter) tensors: they are entries 0 .. count-1. */
+size_t pt_model_base_tensor_count(const pt_model *m);
 /* NULL (without setting an error) when no tensor has that name. */
 const pt_tensor_ref *pt_model_find_tensor(const pt_model *m, const char *name);
 

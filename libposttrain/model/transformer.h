@@ -43,7 +43,18 @@ struct pt_model {
     size_t *offsets;        /* offset of each tensor in the blocks */
     char *names;            /* storage for tensor names */
     float *inv_freq;        /* [hd/2] rotary frequencies after scaling */
+    struct pt_lora *lora;   /* LoRA adapters (model/lora.h), or NULL */
 };
+
+/* A LoRA adapter on the output columns [off, off+len) of a linear:
+ * y[:, off:off+len] += scale * (x A^T) B^T (attached by pt_lora_attach). */
+typedef struct pt_lora_slice {
+    const float *a;   /* [r, in] */
+    const float *b;   /* [len, r] */
+    float *da, *db;   /* their gradients */
+    size_t off, len, r;
+    float scale;
+} pt_lora_slice;
 
 /* One projection y = x W^T + b with W [out, in] (Hugging Face Linear).
  * Every projection of the transformer goes through these two functions, so
@@ -54,6 +65,9 @@ typedef struct pt_linear {
     float *dw;        /* gradient of w, or NULL (frozen) */
     float *db;        /* gradient of b, or NULL */
     size_t in, out;
+    pt_lora_slice lora[3]; /* nlora adapters over output ranges */
+    int nlora;
+    float *lora_scratch;   /* (1 + nlora) * rows * r floats when nlora > 0 */
 } pt_linear;
 
 /* y[rows x out] (row stride ldy) = x W^T + b, or += when accumulate. */

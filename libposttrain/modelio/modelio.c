@@ -148,7 +148,7 @@ static int set_rec(const pt_model *m, char *dir, pt_tokenizer *tok)
         g_recs = n;
         g_caprecs = cap;
     }
-    g_recs[g_nrecs++] = (mio_rec){ m, params0_of(m), pt_model_tensor_count(m), dir, tok };
+    g_recs[g_nrecs++] = (mio_rec){ m, params0_of(m), pt_model_base_tensor_count(m), dir, tok };
     pthread_mutex_unlock(&g_mu);
     return PT_OK;
 }
@@ -156,7 +156,7 @@ static int set_rec(const pt_model *m, char *dir, pt_tokenizer *tok)
 static mio_rec *get_rec_locked(const pt_model *m)
 {
     mio_rec *r = find_rec_locked(m);
-    if (r && (r->params0 != params0_of(m) || r->ntensors != pt_model_tensor_count(m))) {
+    if (r && (r->params0 != params0_of(m) || r->ntensors != pt_model_base_tensor_count(m))) {
         drop_rec_locked(r); /* a different model at a recycled address */
         r = NULL;
     }
@@ -661,7 +661,7 @@ static int fill_model(pt_model *m, const weights *w, const char *dir)
 {
     pt_model_config cfg;
     pt_model_get_config(&cfg, m);
-    size_t nt = pt_model_tensor_count(m);
+    size_t nt = pt_model_base_tensor_count(m);
     for (size_t i = 0; i < nt; i++) {
         const pt_tensor_ref *r = pt_model_tensor(m, i);
         const wentry *e = weights_find(w, r->name);
@@ -1121,7 +1121,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     eos_list = source_eos_list(pt_model_source_dir(m), cfg.eos_token_id);
 
     /* model.safetensors */
-    size_t nt = pt_model_tensor_count(m);
+    size_t nt = pt_model_base_tensor_count(m);
     wt = pt_calloc(nt ? nt : 1, sizeof *wt);
     if (!wt) {
         st = PT_ENOMEM;
