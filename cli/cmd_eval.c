@@ -65,7 +65,7 @@ int cmd_eval(int argc, char **argv)
     pt_model *m = NULL;
     int st = pt_model_load_dir(&m, model_dir, NULL);
     if (st)
-        return cli_fail(model_dir, st);
+        return cli_fail("eval", st);
     pt_eval_options eo;
     pt_eval_options_init(&eo);
     eo.max_length = (int)max_length;
@@ -74,7 +74,7 @@ int cmd_eval(int argc, char **argv)
     st = pt_model_eval_jsonl(&r, m, pt_model_tokenizer(m), data, &eo);
     if (st) {
         pt_model_free(m);
-        return cli_fail(data, st);
+        return cli_fail("eval", st);
     }
     if (json) {
         printf("{\"loss\": ");

@@ -147,7 +147,7 @@ int cmd_info(int argc, char **argv)
     pt_model_dir_info_init(&info);
     int st = pt_model_dir_inspect(&info, dir);
     if (st)
-        return cli_fail(dir, st);
+        return cli_fail("info", st);
     const pt_model_config *c = &info.config;
     mem_est e = { 0 };
     e.context = context ? context : (c->max_position_embeddings < 2048 ? c->max_position_embeddings : 2048);
