@@ -6,6 +6,8 @@
 
 #include "core/core.h"
 
+#include <pthread.h>
+
 #define DATA PT_TEST_SRCDIR "/text/data/"
 
 static pt_tokenizer *load_data(const char *name)
@@ -529,6 +531,67 @@ START_TEST(test_byte_tokenizer)
 }
 END_TEST
 
+/* ---- one tokenizer, several threads (per-thread scratch and word cache) ---------- */
+typedef struct thread_job {
+    const pt_tokenizer *a, *b;
+    int seed;
+    int ok;
+} thread_job;
+
+static const char *const THREAD_TEXTS[] = {"the thing", "aaaaaaaaa", "hello w\xC3\xA9", "a<|endoftext|>b<tool> the",
+                                           "<|user|>  he", "thing thing the the"};
+
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    j->ok = 1;
+    for (int it = 0; it < 2000 && j->ok; it++) {
+        size_t k = (size_t)(it + j->seed) % 6;
+        /* alternate tokenizers so the per-thread cache must tell them apart */
+        const pt_tokenizer *t = (it + j->seed) % 2 ? j->a : j->b;
+        int32_t *x, *y;
+        size_t nx, ny;
+        if (pt_tokenizer_encode(&x, &nx, t, THREAD_TEXTS[k], strlen(THREAD_TEXTS[k]), 0) ||
+            pt_tokenizer_encode(&y, &ny, t, THREAD_TEXTS[k], strlen(THREAD_TEXTS[k]), 0)) {
+            j->ok = 0;
+            break;
+        }
+        if (nx != ny || (nx && memcmp(x, y, nx * sizeof *x) != 0))
+            j->ok = 0;
+        /* "the thing" differs between the two tokenizers */
+        if (k == 0 && t == j->a && !(nx == 5 && x[0] == 116 && x[4] == 262))
+            j->ok = 0;
+        if (k == 0 && t == j->b && !(nx == 10 && x[0] == 259 && x[9] == 106))
+            j->ok = 0;
+        pt_free(x);
+        pt_free(y);
+    }
+    return NULL;
+}
+
+START_TEST(test_threads)
+{
+    pt_tokenizer *a = load_data(DATA "tiny_bytelevel.json");
+    pt_tokenizer *b = load_data(DATA "tiny_spm.json");
+    /* SentencePiece: "▁the▁thing" has no merges but ▁h: ▁ t h e ▁ t h i n g */
+    EXPECT(b, "the thing", 0, 259, 119, 260, 261, 259, 119, 260, 108, 113, 106);
+    pthread_t th[4];
+    thread_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i].a = a;
+        jobs[i].b = b;
+        jobs[i].seed = i;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(jobs[i].ok, "thread %d saw a wrong or unstable encoding", i);
+    }
+    pt_tokenizer_free(a);
+    pt_tokenizer_free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -544,6 +607,7 @@ int main(void)
     tcase_add_test(tc, test_stream);
     tcase_add_test(tc, test_long_line);
     tcase_add_test(tc, test_byte_tokenizer);
+    tcase_add_test(tc, test_threads);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
