@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define READ_CHUNK ((size_t)1 << 16)
 
@@ -64,6 +65,11 @@ int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
         int e = errno;
         return pt_err(e == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: cannot open: %s", path,
                       strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return pt_err(PT_EIO, "%s: is a directory, not a JSONL file", path);
     }
     pt_jsonl *r;
     int st = jsonl_new(&r, path, max_line);

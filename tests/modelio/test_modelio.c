@@ -824,6 +824,7 @@ START_TEST(test_jsonl_bad_rows)
     ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: the line contains a NUL");
     pt_jsonl_close(r);
     ck_assert_status(pt_jsonl_open(&r, "/nonexistent/x.jsonl", 0), PT_ENOTFOUND, "x.jsonl");
+    ck_assert_status(pt_jsonl_open(&r, "/tmp", 0), PT_EIO, "is a directory");
 }
 END_TEST
 
