@@ -272,6 +272,55 @@ START_TEST(test_stories260k)
 }
 END_TEST
 
+/* Regex Unicode semantics where PCRE2 and the reference's Oniguruma differ
+ * unless patched: U+180E is not \\s for the reference; U+139A1 (Egyptian
+ * hieroglyph, Unicode 16) is a letter; U+1E950 is a number (Adlam digit, in
+ * PCRE2's tables) next to U+23750 (CJK Ext B letter).  Ids from the
+ * reference (tokenizers 0.22.2, Node binding). */
+START_TEST(test_regex_unicode)
+{
+    const char *root = pt_test_shared_data("tokenizer regex Unicode cases");
+    if (!root)
+        return;
+    static const struct {
+        const char *tok, *text;
+        int32_t ids[12];
+        size_t n;
+    } cases[] = {
+        {"gpt2", "x\xE1\xA0\x8E.m y", {87, 157, 254, 236, 13, 76, 331}, 7},
+        {"llama3", "x\xE1\xA0\x8E.m y", {87, 157, 254, 236, 13, 76, 379}, 7},
+        {"qwen3", "x\xE1\xA0\x8E.m y", {87, 123970, 236, 13, 76, 379}, 6},
+        {"gpt2", "\xF0\x93\xA6\xA1\"Wp", {172, 241, 99, 94, 1, 54, 79}, 7},
+        {"llama3", "\xF0\x93\xA6\xA1\"Wp", {172, 241, 99, 94, 61067, 79}, 6},
+        {"qwen3", "\xF0\x93\xA6\xA1\"Wp", {124373, 99, 94, 59967, 79}, 5},
+        {"llama3", "a\xE2\x80\x85 b\xE1\xA0\x8E\xE1\xA0\x8E" "c", {64, 122098, 293, 157, 254, 236, 157, 254, 236, 66}, 10},
+        {"qwen3", "a\xE2\x80\x85 b\xE1\xA0\x8E\xE1\xA0\x8E" "c", {64, 378, 227, 293, 123970, 236, 123970, 236, 66}, 9},
+        {"llama3", "\xF0\xA3\x9D\x90!\xF0\x9E\xA5\x90 7", {172, 96, 251, 238, 0, 172, 252, 119611, 220, 22}, 10},
+        {"qwen3", "\xF0\xA3\x9D\x90!\xF0\x9E\xA5\x90 7", {101026, 251, 238, 0, 172, 252, 98, 238, 220, 22}, 10},
+    };
+    static const char *const toks[] = {"gpt2", "llama3", "qwen3"};
+    for (int k3 = 0; k3 < 3; k3++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/tokenizers/%s/tokenizer.json", root, toks[k3]);
+        pt_tokenizer *t = NULL;
+        ck_assert_ok(pt_tokenizer_load(&t, path));
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            if (strcmp(cases[i].tok, toks[k3]) != 0)
+                continue;
+            int32_t *ids;
+            size_t n;
+            ck_assert_ok(pt_tokenizer_encode(&ids, &n, t, cases[i].text, strlen(cases[i].text), 0));
+            ck_assert_msg(n == cases[i].n, "case %zu (%s): %zu ids, expected %zu", i, cases[i].tok, n, cases[i].n);
+            for (size_t k = 0; k < n; k++)
+                ck_assert_msg(ids[k] == cases[i].ids[k], "case %zu (%s): id[%zu] = %d, expected %d", i, cases[i].tok, k,
+                              (int)ids[k], (int)cases[i].ids[k]);
+            pt_free(ids);
+        }
+        pt_tokenizer_free(t);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tokenizer_ref");
@@ -279,6 +328,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_vectors, 0, 4);
     tcase_add_test(tc, test_stories260k);
+    tcase_add_test(tc, test_regex_unicode);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
