@@ -7,6 +7,9 @@
 #include <math.h>
 #include <string.h>
 
+/* Rows are packed into sequences of this many tokens (or the longest row). */
+#define EVAL_PACK 512
+
 int pt_eval_options_init(pt_eval_options *o)
 {
     if (!o)
@@ -149,58 +152,101 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     if ((st = read_rows(&rows, &n, path, tok, cfg.vocab_size, max_len, opts->add_special)))
         return st;
 
+    /* Rows are packed, in order, into sequences of up to P tokens: each row
+     * keeps its own positions (0..n-1) and segment, so attention never
+     * crosses rows and the result equals one forward per row, while the
+     * products run on P rows at a time. */
     pt_eval_result *res = pt_calloc(1, sizeof *res);
     size_t longest = 1;
     for (size_t i = 0; i < n; i++)
         if (rows[i].n > longest)
             longest = rows[i].n;
-    int32_t *targets = pt_malloc_array(longest, sizeof *targets);
-    float *lp = pt_malloc_array(longest, sizeof *lp);
+    size_t P = longest > EVAL_PACK ? longest : EVAL_PACK;
+    int32_t *ids = pt_malloc_array(P, sizeof *ids), *targets = pt_malloc_array(P, sizeof *targets);
+    int32_t *pos = pt_malloc_array(P, sizeof *pos), *seg = pt_malloc_array(P, sizeof *seg);
+    size_t *owner = pt_malloc_array(P, sizeof *owner);
+    float *lp = pt_malloc_array(P, sizeof *lp);
+    double *sums = pt_calloc(n ? n : 1, sizeof *sums);
     if (res) {
         res->n_rows = n;
         res->row_loss = pt_calloc(n ? n : 1, sizeof *res->row_loss);
         res->row_tokens = pt_calloc(n ? n : 1, sizeof *res->row_tokens);
     }
     pt_context *ctx = NULL;
-    if (!res || !targets || !lp || !res->row_loss || !res->row_tokens) {
+    if (!res || !ids || !targets || !pos || !seg || !owner || !lp || !sums || !res->row_loss ||
+        !res->row_tokens) {
         st = PT_ENOMEM;
         goto done;
     }
-    if (longest >= 2 && (st = pt_context_create(&ctx, model, 1, (int)longest)) != PT_OK)
-        goto done;
-    double total = 0;
-    int64_t total_tokens = 0;
+    /* Count each row's predicted tokens (every position predicts the next;
+     * a mask of 0 drops that token as a target). */
+    bool any = false;
     for (size_t i = 0; i < n; i++) {
         const erow *e = &rows[i];
         int64_t cnt = 0;
-        double sum = 0;
-        if (e->n >= 2) {
-            for (size_t t = 0; t < e->n; t++) {
-                bool has = t + 1 < e->n && (!e->mask || e->mask[t + 1]);
-                targets[t] = has ? e->ids[t + 1] : -1;
-                cnt += has;
-            }
-        }
-        if (cnt > 0) {
-            if ((st = pt_check_abort()) != PT_OK)
-                goto done;
-            pt_batch b;
-            pt_batch_init(&b);
-            b.batch = 1;
-            b.seq = (int)e->n;
-            b.input_ids = e->ids;
-            b.targets = targets;
-            if ((st = pt_model_forward(ctx, &b, lp, NULL)) != PT_OK) {
-                pt_err_prefix(st, "%s: row %zu", path, i + 1);
-                goto done;
-            }
-            for (size_t t = 0; t + 1 < e->n; t++)
-                if (targets[t] >= 0)
-                    sum -= (double)lp[t];
-        }
+        for (size_t t = 1; t < e->n; t++)
+            cnt += !e->mask || e->mask[t];
         res->row_tokens[i] = cnt;
-        res->row_loss[i] = cnt ? sum / (double)cnt : NAN;
-        total += sum;
+        any |= cnt > 0;
+    }
+    if (any) {
+        size_t ctx_len = 0;
+        /* the longest pack actually needed */
+        for (size_t i = 0, used = 0; i < n; i++) {
+            if (!res->row_tokens[i])
+                continue;
+            used = used + rows[i].n <= P ? used + rows[i].n : rows[i].n;
+            if (used > ctx_len)
+                ctx_len = used;
+        }
+        if ((st = pt_context_create(&ctx, model, 1, (int)ctx_len)) != PT_OK)
+            goto done;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t used = 0;
+        int nseg = 0;
+        while (i < n && (res->row_tokens[i] == 0 || used + rows[i].n <= P)) {
+            const erow *e = &rows[i];
+            if (res->row_tokens[i]) {
+                for (size_t t = 0; t < e->n; t++) {
+                    bool has = t + 1 < e->n && (!e->mask || e->mask[t + 1]);
+                    ids[used + t] = e->ids[t];
+                    targets[used + t] = has ? e->ids[t + 1] : -1;
+                    pos[used + t] = (int32_t)t;
+                    seg[used + t] = nseg;
+                    owner[used + t] = i;
+                }
+                used += e->n;
+                nseg++;
+            }
+            i++;
+        }
+        if (used == 0)
+            continue;
+        if ((st = pt_check_abort()) != PT_OK)
+            goto done;
+        pt_batch b;
+        pt_batch_init(&b);
+        b.batch = 1;
+        b.seq = (int)used;
+        b.input_ids = ids;
+        b.targets = targets;
+        b.positions = pos;
+        b.segments = seg;
+        if ((st = pt_model_forward(ctx, &b, lp, NULL)) != PT_OK) {
+            pt_err_prefix(st, "%s: rows up to %zu", path, i);
+            goto done;
+        }
+        for (size_t t = 0; t < used; t++)
+            if (targets[t] >= 0)
+                sums[owner[t]] -= (double)lp[t];
+    }
+    double total = 0;
+    int64_t total_tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t cnt = res->row_tokens[i];
+        res->row_loss[i] = cnt ? sums[i] / (double)cnt : NAN;
+        total += sums[i];
         total_tokens += cnt;
     }
     res->tokens = total_tokens;
@@ -208,8 +254,13 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     st = PT_OK;
 done:
     pt_context_free(ctx);
+    pt_free(ids);
     pt_free(targets);
+    pt_free(pos);
+    pt_free(seg);
+    pt_free(owner);
     pt_free(lp);
+    pt_free(sums);
     rows_free(rows, n);
     if (st) {
         pt_eval_result_free(res);

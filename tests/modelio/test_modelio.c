@@ -929,6 +929,44 @@ START_TEST(test_eval_ids)
     ck_assert(fabs(res->row_loss[0] - l4) < 1e-5);
     pt_eval_result_free(res);
 
+    /* many rows: several packs of up to 512 tokens, with rows that have no
+     * target in between; each row equals its own forward */
+    {
+        FILE *f = fopen(p, "w");
+        int32_t rows[60][40];
+        int lens[60];
+        for (int i = 0; i < 60; i++) {
+            lens[i] = i % 7 == 3 ? 1 : 20 + (i * 7) % 21;
+            fprintf(f, "{\"input_ids\": [");
+            for (int t = 0; t < lens[i]; t++) {
+                rows[i][t] = (i * 31 + t * 17) % 64;
+                fprintf(f, "%s%d", t ? ", " : "", rows[i][t]);
+            }
+            fprintf(f, "]}\n");
+        }
+        fclose(f);
+        ck_assert_ok(pt_model_eval_jsonl(&res, m, NULL, p, NULL));
+        ck_assert_uint_eq(res->n_rows, 60);
+        double tot = 0;
+        int64_t cnt = 0;
+        for (int i = 0; i < 60; i++) {
+            ck_assert_int_eq(res->row_tokens[i], lens[i] - 1);
+            if (lens[i] < 2) {
+                ck_assert(isnan(res->row_loss[i]));
+                continue;
+            }
+            double want = ref_loss(m, rows[i], NULL, lens[i]);
+            ck_assert_msg(fabs(res->row_loss[i] - want) < 1e-5, "row %d: %.8f vs %.8f", i,
+                          res->row_loss[i], want);
+            tot += want * (lens[i] - 1);
+            cnt += lens[i] - 1;
+        }
+        ck_assert_int_eq(res->tokens, cnt);
+        ck_assert(cnt > 1100); /* more than two packs */
+        ck_assert(fabs(res->loss - tot / (double)cnt) < 1e-5);
+        pt_eval_result_free(res);
+    }
+
     /* errors name the line */
     write_text(dir, "d.jsonl", "{\"input_ids\": [1, 2]}\n{\"input_ids\": [1, 64]}\n");
     ck_assert_status(pt_model_eval_jsonl(&res, m, NULL, p, NULL), PT_ERANGE,
