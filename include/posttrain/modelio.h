@@ -34,7 +34,9 @@ PT_API int pt_model_config_to_json(char **out, const pt_model_config *cfg);
 PT_API int pt_model_config_num_params(uint64_t *out, const pt_model_config *cfg);
 
 /* What a model directory holds, read from config.json and the safetensors
- * headers only (no tensor data is read). */
+ * headers only (no tensor data is read).  A directory without weights files
+ * is described too (weights_status PT_ENOTFOUND); a bad config.json or a
+ * malformed safetensors header fails the call. */
 #define PT_MODEL_INFO_MAX_DTYPES 24
 typedef struct pt_model_dir_info {
     size_t size;                  /* sizeof(pt_model_dir_info) */

@@ -922,9 +922,18 @@ int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
         st = pt_model_config_num_params(&info->num_params, &info->config);
     if (st)
         return st;
+    info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");
+    info->has_generation_config = pt_dir_has_file(dir, "generation_config.json");
     weights w;
-    if ((st = open_weights(&w, dir)) != PT_OK)
-        return st;
+    if ((st = open_weights(&w, dir)) != PT_OK) {
+        /* a directory with a config but no weights is still described */
+        if (st != PT_ENOTFOUND)
+            return st;
+        info->weights_status = st;
+        snprintf(info->weights_problem, sizeof info->weights_problem, "%s", pt_last_error());
+        pt_clear_error();
+        return PT_OK;
+    }
     info->sharded = !pt_dir_has_file(dir, "model.safetensors");
     info->num_files = (int)w.nfiles;
     for (size_t i = 0; i < w.n; i++) {
@@ -950,8 +959,6 @@ int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
         pt_clear_error();
     }
     weights_free(&w);
-    info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");
-    info->has_generation_config = pt_dir_has_file(dir, "generation_config.json");
     return PT_OK;
 }
 

@@ -667,7 +667,7 @@ START_TEST(test_bad_dirs)
 
     /* no weights; no config; not a directory; a malformed safetensors */
     dir = dir_with(m, NULL);
-    ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_ENOTFOUND, "no model.safetensors");
+    load_and_inspect_fail(dir, PT_ENOTFOUND, "no model.safetensors");
     write_text(dir, "model.safetensors", "\x08\0\0\0\0\0\0\0{}      ");
     ck_assert_int_eq(pt_model_load_dir(&r, dir, &o), PT_EFORMAT);
     char *cp = pt_path_join(dir, "config.json");
