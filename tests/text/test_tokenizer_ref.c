@@ -214,6 +214,23 @@ START_TEST(test_vectors)
     snprintf(path, sizeof path, "%s/vectors-multilingual.jsonl", dir);
     int n2 = check_vectors(tok, path, name);
     ck_assert_int_eq(n2, 149);
+    /* tokenizer_config.json next to it */
+    static const struct {
+        int32_t vocab, bos, eos, pad;
+        int add_bos;
+        int has_template;
+    } cfg[] = {
+        {50257, -1, -1, -1, -1, 0},       /* gpt2: no tokenizer_config.json */
+        {128256, 128000, 128001, -1, -1, 1},
+        {151669, -1, 151645, 151643, 0, 1},
+        {32045, 1, 32000, 32000, 1, 1},
+    };
+    ck_assert_int_eq(pt_tokenizer_vocab_size(tok), cfg[_i].vocab);
+    ck_assert_int_eq(pt_tokenizer_bos_id(tok), cfg[_i].bos);
+    ck_assert_int_eq(pt_tokenizer_eos_id(tok), cfg[_i].eos);
+    ck_assert_int_eq(pt_tokenizer_pad_id(tok), cfg[_i].pad);
+    ck_assert_int_eq(pt_tokenizer_add_bos(tok), cfg[_i].add_bos);
+    ck_assert_int_eq(pt_tokenizer_chat_template(tok, NULL) != NULL, cfg[_i].has_template);
     pt_tokenizer_free(tok);
 }
 END_TEST
