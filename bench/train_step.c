@@ -4,7 +4,7 @@
  *
  *   bench_train_step [--config smollm2-135m|tiny] [--threads N] [--batch B]
  *                    [--seq T] [--steps N] [--warmup W] [--no-optimizer]
- *                    [--no-anchor] [--anchor-reps R] [--shared DIR]
+ *                    [--no-anchor] [--anchor-reps R] [--rounds K] [--shared DIR]
  *
  * Prints tokens/s, achieved GFLOP/s (6 * parameters * tokens / time), that as a
  * fraction of the BLIS sgemm peak measured in the same run (max of 2048^3 and
@@ -16,7 +16,9 @@
  * weight decay 0.01 on every tensor, no gradient clipping.
  *
  * Medians of the timed steps; the machine is shared and noisy, so compare the
- * ratios of one run, never a lone absolute time. */
+ * ratios of one run, never a lone absolute time.  --rounds K alternates our
+ * steps and the anchor K times and reports the median of the per-round
+ * figures and ratios. */
 #include "bench_util.h"
 
 #include "posttrain/posttrain.h"
@@ -30,7 +32,7 @@
 
 typedef struct bench_opts {
     const char *config;
-    int threads, batch, seq, steps, warmup, anchor_reps;
+    int threads, batch, seq, steps, warmup, anchor_reps, rounds;
     int optimizer, anchor;
     const char *shared;
 } bench_opts;
@@ -40,7 +42,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: bench_train_step [--config smollm2-135m|tiny] [--threads N] [--batch B]\n"
             "                        [--seq T] [--steps N] [--warmup W] [--no-optimizer]\n"
-            "                        [--no-anchor] [--anchor-reps R] [--shared DIR]\n");
+            "                        [--no-anchor] [--anchor-reps R] [--rounds K] [--shared DIR]\n");
 }
 
 static int set_config(pt_model_config *c, const char *name, int seq)
@@ -158,7 +160,7 @@ static double load_avg(void)
 static int parse_args(bench_opts *o, int argc, char **argv)
 {
     *o = (bench_opts){ .config = "smollm2-135m", .threads = 2, .batch = 4, .seq = 256,
-                       .steps = 5, .warmup = 1, .anchor_reps = 3, .optimizer = 1, .anchor = 1 };
+                       .steps = 5, .warmup = 1, .anchor_reps = 3, .rounds = 1, .optimizer = 1, .anchor = 1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -176,6 +178,7 @@ static int parse_args(bench_opts *o, int argc, char **argv)
         INTOPT("--steps", steps)
         INTOPT("--warmup", warmup)
         INTOPT("--anchor-reps", anchor_reps)
+        INTOPT("--rounds", rounds)
 #undef INTOPT
         if (strcmp(a, "--config") == 0 && v) {
             o->config = v;
@@ -192,7 +195,7 @@ static int parse_args(bench_opts *o, int argc, char **argv)
         }
     }
     if (o->threads < 1 || o->batch < 1 || o->seq < 2 || o->steps < 1 || o->steps > 64 ||
-        o->warmup < 0 || o->anchor_reps < 1)
+        o->warmup < 0 || o->anchor_reps < 1 || o->rounds < 1 || o->rounds > 16)
         return -1;
     return 0;
 }
@@ -261,91 +264,127 @@ int main(int argc, char **argv)
            o.optimizer ? "AdamW" : "none", t_setup, load_avg());
     fflush(stdout);
 
-    double t_step[64], t_fb[64], t_opt[64];
-    float loss = 0.0f;
-    for (int r = -o.warmup; r < o.steps; r++) {
-        double a = bench_now();
-        if (!o.optimizer)
-            CHECK(pt_model_zero_grad(model));
-        CHECK(pt_model_loss(&loss, ctx, &b, NULL, true));
-        double m = bench_now();
-        if (o.optimizer)
-            CHECK(pt_optimizer_step(NULL, opt));
-        double e = bench_now();
-        if (r >= 0) {
-            t_step[r] = e - a;
-            t_fb[r] = m - a;
-            t_opt[r] = e - m;
-        }
-        printf("  %s %d: loss %.4f, %.3f s (forward+backward %.3f s, optimizer %.3f s)\n",
-               r < 0 ? "warm-up" : "step", r < 0 ? r + o.warmup : r, (double)loss, e - a, m - a,
-               e - m);
-        fflush(stdout);
-    }
-    double step = bench_median(t_step, o.steps);
-    double fb = bench_median(t_fb, o.steps);
-    double to = bench_median(t_opt, o.steps);
-    double rss = bench_peak_rss_mb();
-
-    /* GEMM peak measured now, in the same run (after the RSS reading: its
-     * buffers would otherwise count in a small config's peak). */
-    double peak1 = bench_gemm_peak(o.threads, 2048, 2048, 2048, 5);
-    double peak2 = bench_gemm_peak(o.threads, 1024, 1536, 576, 5);
-    double peak = peak1 > peak2 ? peak1 : peak2;
-
-    double tps = (double)ntok / step;
-    double gflops = 6.0 * (double)nparams * (double)ntok / step / 1e9;
-    double gflops_fb = 6.0 * (double)nparams * (double)ntok / fb / 1e9;
-    printf("ours: step %.3f s (median of %d; forward+backward %.3f s, optimizer %.3f s)\n", step,
-           o.steps, fb, to);
-    printf("ours: %.1f tokens/s, %.1f GFLOP/s (6N; forward+backward alone %.1f), "
-           "%.1f%% of the sgemm peak, peak RSS %.0f MB\n",
-           tps, gflops, gflops_fb, 100.0 * gflops / peak, rss);
-    printf("sgemm peak (%d threads): %.1f GFLOP/s at 2048^3, %.1f at 1024x1536x576; "
-           "load average %.2f\n", o.threads, peak1, peak2, load_avg());
-    fflush(stdout);
-
-    double a_tps = NAN, a_rss = NAN, a_gf = NAN;
+    char anchor_cmd[2 * PATH_MAX + 256];
+    anchor_cmd[0] = '\0';
     if (o.anchor) {
         const char *shared = find_shared_real(o.shared);
         char script[PATH_MAX + 64];
         if (shared)
             snprintf(script, sizeof script, "%s/anchors/torch_llama.py", shared);
-        if (!shared || access(script, R_OK) != 0) {
+        if (!shared || access(script, R_OK) != 0)
             printf("anchor: skipped (shared/anchors/torch_llama.py not found; use --shared DIR)\n");
-        } else if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+        else if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
             printf("anchor: skipped (/usr/bin/python3 cannot import torch: apt-get install "
                    "python3-torch)\n");
-        } else {
-            char cmd[2 * PATH_MAX], line[4096];
-            snprintf(cmd, sizeof cmd,
+        else
+            snprintf(anchor_cmd, sizeof anchor_cmd,
                      "/usr/bin/python3 '%s' train --config %s --batch %d --seq %d --threads %d "
                      "--reps %d 2>&1",
                      script, o.config, o.batch, o.seq, o.threads, o.anchor_reps);
-            printf("anchor: %s\n", cmd);
-            fflush(stdout);
-            if (bench_run_capture(cmd, "mode=train", line, sizeof line) == 0) {
-                a_tps = kv_get(line, "tokens_per_s");
-                a_rss = kv_get(line, "peak_rss_mb");
-                a_gf = kv_get(line, "gflops_6n");
-                printf("anchor: done, load average %.2f\n", load_avg());
-            } else {
-                printf("anchor: no result line (mode=train ...) in its output\n");
+    }
+
+    /* Rounds: our timed steps, the sgemm peak, then the anchor; the figures
+     * of one round are measured side by side, and the summary takes medians
+     * over rounds. */
+    double r_tps[16], r_gf[16], r_frac[16], r_peak[16], r_atps[16], r_agf[16], r_ratio[16];
+    double rss = NAN, a_rss = NAN;
+    int n_anchor = 0;
+    float loss = 0.0f;
+    for (int round = 0; round < o.rounds; round++) {
+        double t_step[64], t_fb[64], t_opt[64];
+        int warm = round == 0 ? o.warmup : 0;
+        for (int r = -warm; r < o.steps; r++) {
+            double a = bench_now();
+            if (!o.optimizer)
+                CHECK(pt_model_zero_grad(model));
+            CHECK(pt_model_loss(&loss, ctx, &b, NULL, true));
+            double m = bench_now();
+            if (o.optimizer)
+                CHECK(pt_optimizer_step(NULL, opt));
+            double e = bench_now();
+            if (r >= 0) {
+                t_step[r] = e - a;
+                t_fb[r] = m - a;
+                t_opt[r] = e - m;
             }
+            printf("  %s %d: loss %.4f, %.3f s (forward+backward %.3f s, optimizer %.3f s)\n",
+                   r < 0 ? "warm-up" : "step", r < 0 ? r + warm : r, (double)loss, e - a,
+                   m - a, e - m);
+            fflush(stdout);
+        }
+        double step = bench_median(t_step, o.steps);
+        double fb = bench_median(t_fb, o.steps);
+        double to = bench_median(t_opt, o.steps);
+        if (round == 0)
+            rss = bench_peak_rss_mb();
+
+        /* GEMM peak measured now, in the same run (after the first RSS
+         * reading: its buffers would otherwise count in a small config's peak). */
+        double peak1 = bench_gemm_peak(o.threads, 2048, 2048, 2048, 5);
+        double peak2 = bench_gemm_peak(o.threads, 1024, 1536, 576, 5);
+        double peak = peak1 > peak2 ? peak1 : peak2;
+
+        double tps = (double)ntok / step;
+        double gflops = 6.0 * (double)nparams * (double)ntok / step / 1e9;
+        double gflops_fb = 6.0 * (double)nparams * (double)ntok / fb / 1e9;
+        r_tps[round] = tps;
+        r_gf[round] = gflops;
+        r_peak[round] = peak;
+        r_frac[round] = gflops / peak;
+        printf("round %d ours: step %.3f s (median of %d; forward+backward %.3f s, optimizer "
+               "%.3f s)\n", round, step, o.steps, fb, to);
+        printf("round %d ours: %.1f tokens/s, %.1f GFLOP/s (6N; forward+backward alone %.1f), "
+               "%.1f%% of the sgemm peak, peak RSS %.0f MB\n",
+               round, tps, gflops, gflops_fb, 100.0 * gflops / peak, rss);
+        printf("round %d sgemm peak (%d threads): %.1f GFLOP/s at 2048^3, %.1f at 1024x1536x576; "
+               "load average %.2f\n", round, o.threads, peak1, peak2, load_avg());
+        fflush(stdout);
+
+        if (anchor_cmd[0]) {
+            char line[4096];
+            printf("round %d anchor: %s\n", round, anchor_cmd);
+            fflush(stdout);
+            if (bench_run_capture(anchor_cmd, "mode=train", line, sizeof line) == 0) {
+                double a_tps = kv_get(line, "tokens_per_s");
+                double a_gf = kv_get(line, "gflops_6n");
+                double ar = kv_get(line, "peak_rss_mb");
+                if (isnan(a_rss) || ar > a_rss)
+                    a_rss = ar;
+                r_atps[n_anchor] = a_tps;
+                r_agf[n_anchor] = a_gf;
+                r_ratio[n_anchor] = tps / a_tps;
+                n_anchor++;
+                printf("round %d anchor (PyTorch): %.1f tokens/s, %.1f GFLOP/s (6N), %.1f%% of "
+                       "the sgemm peak, peak RSS %.0f MB; ratio ours/anchor %.2fx; load average "
+                       "%.2f\n", round, a_tps, a_gf, 100.0 * a_gf / peak, ar, tps / a_tps,
+                       load_avg());
+            } else {
+                printf("round %d anchor: no result line (mode=train ...) in its output\n", round);
+            }
+            fflush(stdout);
         }
     }
-    if (!isnan(a_tps)) {
-        printf("anchor (PyTorch): %.1f tokens/s, %.1f GFLOP/s (6N), %.1f%% of the sgemm peak, "
-               "peak RSS %.0f MB\n",
-               a_tps, a_gf, 100.0 * a_gf / peak, a_rss);
-        printf("ratio: tokens/s ours/anchor %.2fx; peak RSS ours/anchor %.2f\n", tps / a_tps,
-               rss / a_rss);
+
+    double tps = bench_median(r_tps, o.rounds), gflops = bench_median(r_gf, o.rounds);
+    double frac = bench_median(r_frac, o.rounds), peak = bench_median(r_peak, o.rounds);
+    printf("ours (median of %d rounds): %.1f tokens/s, %.1f GFLOP/s (6N), %.1f%% of the sgemm "
+           "peak (median peak %.1f GFLOP/s), peak RSS %.0f MB\n",
+           o.rounds, tps, gflops, 100.0 * frac, peak, rss);
+    double a_tps = NAN, ratio = NAN;
+    if (n_anchor > 0) {
+        a_tps = bench_median(r_atps, n_anchor);
+        double a_gf = bench_median(r_agf, n_anchor);
+        ratio = bench_median(r_ratio, n_anchor);
+        printf("anchor (median of %d runs): %.1f tokens/s, %.1f GFLOP/s (6N), peak RSS %.0f MB\n",
+               n_anchor, a_tps, a_gf, a_rss);
+        printf("ratio: tokens/s ours/anchor %.2fx (median of per-round ratios); peak RSS "
+               "ours/anchor %.2f\n", ratio, rss / a_rss);
     }
-    printf("result: config=%s threads=%d batch=%d seq=%d optimizer=%d tokens_per_s=%.2f "
+    printf("result: config=%s threads=%d batch=%d seq=%d optimizer=%d rounds=%d tokens_per_s=%.2f "
            "gflops_6n=%.2f gemm_peak=%.1f peak_frac=%.3f rss_mb=%.0f anchor_tokens_per_s=%.2f "
            "anchor_rss_mb=%.0f speed_ratio=%.3f rss_ratio=%.3f\n",
-           o.config, o.threads, o.batch, o.seq, o.optimizer, tps, gflops, peak, gflops / peak, rss,
-           a_tps, a_rss, tps / a_tps, rss / a_rss);
+           o.config, o.threads, o.batch, o.seq, o.optimizer, o.rounds, tps, gflops, peak, frac,
+           rss, a_tps, a_rss, ratio, rss / a_rss);
 
     free(ids);
     free(tgt);
