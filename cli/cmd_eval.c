@@ -18,7 +18,8 @@ static void usage(FILE *f)
             "                    \"tokens\"}, ...]} (a row without tokens has \"loss\": null)\n"
             "  --max-length N    cut rows to their first N tokens (default: the model's max\n"
             "                    positions)\n"
-            "  --no-special      do not add special tokens to {\"text\"} rows\n");
+            "  --no-special      do not add special tokens to {\"text\"} rows\n"
+            "  --adapter DIR     apply a PEFT LoRA adapter directory to the model first\n");
 }
 
 static void print_num(double v)
@@ -31,7 +32,7 @@ static void print_num(double v)
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *model_dir = NULL, *data = NULL;
+    const char *model_dir = NULL, *data = NULL, *adapter = NULL;
     bool json = false, special = true;
     long max_length = 0;
     for (int i = 1; i < argc; i++) {
@@ -43,13 +44,15 @@ int cmd_eval(int argc, char **argv)
             json = true;
         } else if (!strcmp(a, "--no-special")) {
             special = false;
-        } else if (!strcmp(a, "--model") || !strcmp(a, "--data")) {
+        } else if (!strcmp(a, "--model") || !strcmp(a, "--data") || !strcmp(a, "--adapter")) {
             if (i + 1 >= argc)
                 return cli_usage_error("eval", "%s needs a value", a);
             if (!strcmp(a, "--model"))
                 model_dir = argv[++i];
-            else
+            else if (!strcmp(a, "--data"))
                 data = argv[++i];
+            else
+                adapter = argv[++i];
         } else if (!strcmp(a, "--max-length")) {
             if (i + 1 >= argc || cli_parse_long(argv[i + 1], 2, 1L << 24, &max_length))
                 return cli_usage_error("eval", "--max-length needs an integer in [2, %ld]",
@@ -66,6 +69,10 @@ int cmd_eval(int argc, char **argv)
     int st = pt_model_load_dir(&m, model_dir, NULL);
     if (st)
         return cli_fail("eval", st);
+    if (adapter && (st = pt_lora_load_peft(m, adapter)) != PT_OK) {
+        pt_model_free(m);
+        return cli_fail("eval", st);
+    }
     pt_eval_options eo;
     pt_eval_options_init(&eo);
     eo.max_length = (int)max_length;
