@@ -1127,8 +1127,13 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
         goto done;
     eos_list = source_eos_list(pt_model_source_dir(m), cfg.eos_token_id);
 
-    /* model.safetensors */
+    /* model.safetensors: the base tensors only */
     size_t nt = pt_model_base_tensor_count(m);
+    if (pt_model_tensor_count(m) != nt)
+        pt_log(PT_LOG_WARN,
+               "%s: the model's LoRA adapters are not part of model.safetensors (merge them "
+               "first with pt_model_merge_lora, or save them with pt_lora_save_peft)",
+               dir);
     wt = pt_calloc(nt ? nt : 1, sizeof *wt);
     if (!wt) {
         st = PT_ENOMEM;
