@@ -30,11 +30,9 @@ typedef struct tk_sym {
     uint32_t len;
 } tk_sym;
 
-typedef struct tk_heapent {
-    uint32_t rank;
-    uint32_t pos;
-    int32_t newid;
-} tk_heapent;
+/* A candidate merge: (rank << 32 | position), so the smallest key is the
+ * best-ranked merge, leftmost first; its new id is merge_newid[rank]. */
+typedef uint64_t tk_heapent;
 
 /* Per-thread cache of BPE results for short words (the reference keeps a
  * similar cache inside the model).  Keyed by the tokenizer's unique id, so a
@@ -574,12 +572,7 @@ static int sym_reserve(tk_ctx *c, size_t n)
     return 0;
 }
 
-static inline bool heap_less(const tk_heapent *x, const tk_heapent *y)
-{
-    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
-}
-
-static int heap_push(tk_ctx *c, size_t *hn, uint32_t rank, uint32_t pos, int32_t newid)
+static int heap_push(tk_ctx *c, size_t *hn, uint32_t rank, uint32_t pos)
 {
     if (*hn == c->heap_cap) {
         tk_heapent *h = pt_realloc_array(c->heap, c->heap_cap * 2, sizeof *h);
@@ -588,38 +581,43 @@ static int heap_push(tk_ctx *c, size_t *hn, uint32_t rank, uint32_t pos, int32_t
         c->heap = h;
         c->heap_cap *= 2;
     }
-    tk_heapent e = {rank, pos, newid};
+    tk_heapent e = ((uint64_t)rank << 32) | pos;
+    tk_heapent *hp = c->heap;
     size_t i = (*hn)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!heap_less(&e, &c->heap[p]))
+        if (e >= hp[p])
             break;
-        c->heap[i] = c->heap[p];
+        hp[i] = hp[p];
         i = p;
     }
-    c->heap[i] = e;
+    hp[i] = e;
     return 0;
+}
+
+static void heap_sift_down(tk_heapent *hp, size_t n, size_t i, tk_heapent e)
+{
+    for (;;) {
+        size_t l = 2 * i + 1;
+        if (l >= n)
+            break;
+        size_t m = l;
+        if (l + 1 < n && hp[l + 1] < hp[l])
+            m = l + 1;
+        if (hp[m] >= e)
+            break;
+        hp[i] = hp[m];
+        i = m;
+    }
+    hp[i] = e;
 }
 
 static tk_heapent heap_pop(tk_ctx *c, size_t *hn)
 {
     tk_heapent top = c->heap[0];
     tk_heapent last = c->heap[--(*hn)];
-    size_t n = *hn, i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1;
-        if (l >= n)
-            break;
-        size_t m = l;
-        if (l + 1 < n && heap_less(&c->heap[l + 1], &c->heap[l]))
-            m = l + 1;
-        if (!heap_less(&c->heap[m], &last))
-            break;
-        c->heap[i] = c->heap[m];
-        i = m;
-    }
-    if (n > 0)
-        c->heap[i] = last;
+    if (*hn > 0)
+        heap_sift_down(c->heap, *hn, 0, last);
     return top;
 }
 
@@ -703,42 +701,48 @@ static int bpe_word(tk_ctx *c, const char *w, size_t n)
         return 0;
     sym[ns - 1].next = -1;
     if (ns > 1) {
+        /* all initial pairs, then heapify in O(n) */
         size_t hn = 0;
+        tk_heapent *hp = c->heap;
         for (size_t p = 0; p + 1 < ns; p++) {
             uint32_t rank;
             int32_t nid;
-            if (tk_pairmap_get(&t->merges, sym[p].id, sym[p + 1].id, &rank, &nid) &&
-                (st = heap_push(c, &hn, rank, (uint32_t)p, nid)))
-                return st;
-            sym = c->sym;
+            if (tk_pairmap_get(&t->merges, sym[p].id, sym[p + 1].id, &rank, &nid))
+                hp[hn++] = ((uint64_t)rank << 32) | p;
         }
+        for (size_t k = hn / 2; k-- > 0;)
+            heap_sift_down(hp, hn, k, hp[k]);
         while (hn > 0) {
             tk_heapent top = heap_pop(c, &hn);
-            tk_sym *cur = &sym[top.pos];
+            uint32_t pos = (uint32_t)top, top_rank = (uint32_t)(top >> 32);
+            int32_t top_id = t->merge_newid[top_rank];
+            tk_sym *cur = &sym[pos];
             if (cur->len == 0 || cur->next < 0)
                 continue;
             int32_t np = cur->next;
             tk_sym right = sym[np];
             uint32_t rank;
             int32_t nid;
-            if (!tk_pairmap_get(&t->merges, cur->id, right.id, &rank, &nid) || nid != top.newid)
+            /* a stale entry: the pair no longer makes this token (the
+             * reference compares the new id, not the rank) */
+            if (!tk_pairmap_get(&t->merges, cur->id, right.id, &rank, &nid) || nid != top_id)
                 continue;
-            cur->id = top.newid;
+            cur->id = top_id;
             cur->len += right.len;
             cur->next = right.next;
             sym[np].len = 0;
             if (right.next >= 0)
-                sym[right.next].prev = (int32_t)top.pos;
+                sym[right.next].prev = (int32_t)pos;
             if (cur->prev >= 0) {
                 int32_t pp = cur->prev;
                 if (tk_pairmap_get(&t->merges, sym[pp].id, cur->id, &rank, &nid) &&
-                    (st = heap_push(c, &hn, rank, (uint32_t)pp, nid)))
+                    (st = heap_push(c, &hn, rank, (uint32_t)pp)))
                     return st;
             }
-            cur = &sym[top.pos];
+            cur = &sym[pos];
             if (cur->next >= 0) {
                 if (tk_pairmap_get(&t->merges, cur->id, sym[cur->next].id, &rank, &nid) &&
-                    (st = heap_push(c, &hn, rank, top.pos, nid)))
+                    (st = heap_push(c, &hn, rank, pos)))
                     return st;
             }
         }

@@ -222,6 +222,8 @@ struct pt_tokenizer {
     /* model */
     tk_strmap vocab;                  /* model vocab: string -> id */
     tk_pairmap merges;
+    int32_t *merge_newid;             /* per merge rank: the token it makes */
+    size_t n_merges;
     int32_t byte_ids[256];            /* <0xNN> ids or -1 */
     int32_t char1_ids[128];           /* ids of one-byte ASCII tokens or -1 */
     int32_t unk_id;                   /* model unk or -1 */

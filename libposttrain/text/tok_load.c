@@ -665,6 +665,9 @@ static int parse_model(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
     int nm = merges ? cJSON_GetArraySize(merges) : 0;
     if ((st = tk_pairmap_init(&t->merges, (size_t)nm)))
         return st;
+    t->merge_newid = pt_malloc_array((size_t)nm + 1, sizeof *t->merge_newid);
+    if (!t->merge_newid)
+        return PT_ENOMEM;
     tk_buf cat = {0};
     uint32_t rank = 0;
     cJSON_ArrayForEach(it, merges) {
@@ -709,9 +712,11 @@ static int parse_model(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
             return st;
         }
         tk_pairmap_put(&t->merges, ia, ib, rank, ic);
+        t->merge_newid[rank] = ic;
         rank++;
     }
     tk_buf_free(&cat);
+    t->n_merges = rank;
     return 0;
 }
 
@@ -1038,6 +1043,7 @@ void tk_destroy(pt_tokenizer *t)
 {
     tk_strmap_free(&t->vocab);
     tk_pairmap_free(&t->merges);
+    free(t->merge_newid);
     free(t->id_str);
     free(t->id_len);
     free(t->id_flags);
