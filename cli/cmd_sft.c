@@ -30,8 +30,9 @@ static void sft_usage(FILE *f)
         "checkpoints and output:\n"
         "  --save-every N (0: none)  --resume CHECKPOINT_DIR  --metrics FILE (OUT/metrics.jsonl)\n"
         "  --log-every N (progress line interval when not on a terminal; 10)\n"
-        "LoRA:\n"
-        "  --lora-rank N --lora-alpha F --lora-targets q,k,v,o,gate,up,down   (not in this build)\n");
+        "LoRA (the base is frozen; OUT/adapter gets the PEFT adapter, OUT the merged model):\n"
+        "  --lora-rank N (0: full fine-tuning)  --lora-alpha F (= rank)\n"
+        "  --lora-targets LIST  comma-separated of q,k,v,o,gate,up,down or all (q,v)\n");
 }
 
 typedef struct sft_args {
@@ -41,7 +42,39 @@ typedef struct sft_args {
     int64_t steps;
     double epochs;
     int grad_accum, eval_every, save_every, log_every, lora_rank;
+    double lora_alpha;
+    unsigned lora_targets;
 } sft_args;
+
+static int parse_targets(unsigned *out, const char *list)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = { { "q", PT_LORA_Q }, { "k", PT_LORA_K }, { "v", PT_LORA_V }, { "o", PT_LORA_O },
+                  { "gate", PT_LORA_GATE }, { "up", PT_LORA_UP }, { "down", PT_LORA_DOWN }, { "all", PT_LORA_ALL },
+                  { "q_proj", PT_LORA_Q }, { "k_proj", PT_LORA_K }, { "v_proj", PT_LORA_V },
+                  { "o_proj", PT_LORA_O }, { "gate_proj", PT_LORA_GATE }, { "up_proj", PT_LORA_UP },
+                  { "down_proj", PT_LORA_DOWN } };
+    unsigned bits = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        bool found = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) {
+                bits |= names[i].bit;
+                found = true;
+            }
+        if (!found || n == 0)
+            return -1;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    *out = bits;
+    return bits ? 0 : -1;
+}
 
 static int parse_args(sft_args *a, int argc, char **argv)
 {
@@ -92,7 +125,12 @@ static int parse_args(sft_args *a, int argc, char **argv)
         if (!strcmp(k, "--resume")) { a->resume = v; continue; }
         if (!strcmp(k, "--metrics")) { a->metrics = v; continue; }
         if (!strcmp(k, "--chat-template")) { a->data_opts.chat_template = v; continue; }
-        if (!strcmp(k, "--lora-targets")) { continue; }
+        if (!strcmp(k, "--lora-targets")) {
+            if (parse_targets(&a->lora_targets, v))
+                return cli_usage_error("sft", "--lora-targets takes a comma-separated list of q,k,v,o,gate,up,down "
+                                              "or all, not '%s'", v);
+            continue;
+        }
         if (!strcmp(k, "--optimizer")) {
             if (!strcmp(v, "adamw"))
                 a->opt.type = PT_OPTIMIZER_ADAMW;
@@ -123,7 +161,7 @@ static int parse_args(sft_args *a, int argc, char **argv)
         REAL("--min-lr-ratio", a->opt.min_lr_ratio)
         REAL("--epochs", a->epochs)
         REAL("--eval-fraction", a->data_opts.eval_fraction)
-        REAL("--lora-alpha", x)
+        REAL("--lora-alpha", a->lora_alpha)
         NUM("--warmup-steps", 0, 1000000000L, a->opt.warmup_steps)
         NUM("--steps", 1, 1000000000L, a->steps)
         NUM("--batch-size", 1, 65536, a->data_opts.batch_size)
@@ -152,10 +190,10 @@ static int parse_args(sft_args *a, int argc, char **argv)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
     if (a->epochs < 0)
         return cli_usage_error("sft", "--epochs must be positive");
-    if (a->lora_rank > 0) {
-        fprintf(stderr, "posttrain sft: LoRA (--lora-rank) is not available in this build yet\n");
-        return 1;
-    }
+    if (a->lora_rank == 0 && (a->lora_alpha != 0 || a->lora_targets))
+        return cli_usage_error("sft", "--lora-alpha and --lora-targets need --lora-rank");
+    if (a->lora_alpha < 0)
+        return cli_usage_error("sft", "--lora-alpha must be positive");
     return 0;
 }
 
@@ -244,6 +282,20 @@ int cmd_sft(int argc, char **argv)
     if ((st = pt_model_load_dir(&model, a.model, NULL))) {
         cli_fail(a.model, st);
         goto done;
+    }
+    if (a.lora_rank > 0) {
+        pt_lora_options lo;
+        pt_lora_options_init(&lo);
+        lo.rank = a.lora_rank;
+        lo.alpha = a.lora_alpha > 0 ? a.lora_alpha : (double)a.lora_rank;
+        if (a.lora_targets)
+            lo.targets = a.lora_targets;
+        lo.seed = a.data_opts.seed;
+        if ((st = pt_model_add_lora(model, &lo))) {
+            cli_fail("LoRA", st);
+            goto done;
+        }
+        fprintf(stderr, "posttrain sft: LoRA rank %d, alpha %g; the base model is frozen\n", lo.rank, lo.alpha);
     }
     const pt_tokenizer *tok = pt_model_tokenizer(model);
     if ((st = pt_dataset_load_jsonl(&data, a.data, tok, &a.data_opts))) {
@@ -425,6 +477,19 @@ int cmd_sft(int argc, char **argv)
         goto done;
     if (a.save_every && save_checkpoint(&a, model, opt, data, step))
         goto done;
+    if (pt_model_has_lora(model)) {
+        char adir[4096];
+        snprintf(adir, sizeof adir, "%s/adapter", a.out);
+        if ((st = pt_lora_save_peft(model, adir, a.model))) {
+            cli_fail("saving the adapter", st);
+            goto done;
+        }
+        fprintf(stderr, "posttrain sft: saved the PEFT adapter to %s\n", adir);
+        if ((st = pt_model_merge_lora(model))) {
+            cli_fail("merging the adapter", st);
+            goto done;
+        }
+    }
     pt_model_save_options so;
     pt_model_save_options_init(&so);
     if ((st = pt_model_save_dir(model, a.out, &so))) {

@@ -49,6 +49,26 @@ else
     bad "losses differ after resume"
 fi
 
+lora=(sft --model "$model" --data "$work/data.jsonl" --lr 0.01 --steps 6 --batch-size 3 --seed 2
+      --lora-rank 4 --lora-alpha 8 --lora-targets all --save-every 3)
+"$posttrain" --threads 2 "${lora[@]}" --out "$work/lora" 2>"$work/lora.log"
+"$posttrain" --threads 2 "${lora[@]}" --out "$work/lora2" --resume "$work/lora/checkpoints/step-00000003" \
+    2>"$work/lora2.log"
+if [ -f "$work/lora/adapter/adapter_config.json" ] && [ -f "$work/lora/adapter/adapter_model.safetensors" ] &&
+   ! cmp -s "$work/lora/model.safetensors" "$model/model.safetensors" &&
+   cmp -s "$work/lora/adapter/adapter_model.safetensors" "$work/lora2/adapter/adapter_model.safetensors" &&
+   cmp -s "$work/lora/model.safetensors" "$work/lora2/model.safetensors"; then
+    ok "LoRA: PEFT adapter and merged model saved; resume is bit-identical"
+else
+    cat "$work/lora.log" "$work/lora2.log"; bad "LoRA run"
+fi
+if [ "$(stat -c %s "$work/lora/checkpoints/step-00000003/model.safetensors")" -lt \
+     "$(stat -c %s "$model/model.safetensors")" ]; then
+    ok "LoRA checkpoints hold the adapters only"
+else
+    bad "LoRA checkpoint holds the base"
+fi
+
 printf 'x' >> "$work/full/checkpoints/step-00000003/trainer_state.json"
 if "$posttrain" "${common[@]}" --out "$work/again" --resume "$work/full/checkpoints/step-00000003" \
       2>"$work/damaged.log"; then
