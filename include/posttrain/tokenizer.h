@@ -20,6 +20,9 @@ typedef struct pt_tokenizer pt_tokenizer;
 
 /* Flags for pt_tokenizer_encode. */
 #define PT_TOK_ADD_SPECIAL 1u   /* add the post-processor's special tokens (e.g. BOS) */
+#define PT_TOK_TRUNCATE 4u      /* apply tokenizer.json's "truncation" and "padding" as the
+                                   tokenizers library does (ignored by default, as in
+                                   transformers) */
 /* Flags for pt_tokenizer_decode and the decode stream. */
 #define PT_TOK_SKIP_SPECIAL 2u  /* leave special added tokens out of the text */
 

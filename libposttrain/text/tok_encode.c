@@ -1063,21 +1063,82 @@ int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, 
         return pt_err(PT_ENOMEM, "tokenizer: out of memory (encode context)");
     c->t = t;
     c->out = out;
+    bool special = (flags & PT_TOK_ADD_SPECIAL) && t->n_post;
+    bool trunc = (flags & PT_TOK_TRUNCATE) && t->has_trunc;
     int st = 0;
-    if ((flags & PT_TOK_ADD_SPECIAL) && t->n_post) {
-        for (size_t i = 0; i < t->n_post && st == 0; i++) {
-            const tk_post_item *it = &t->post[i];
-            if (it->is_seq) {
-                st = encode_text(c, text, len);
-            } else {
-                st = tk_ids_reserve(out, it->n_ids);
-                for (size_t k = 0; k < it->n_ids && st == 0; k++)
-                    out->v[out->n++] = it->ids[k];
+    if (trunc && t->trunc_only_second) {
+        ctx_release(c, owned);
+        return pt_err(PT_EINVAL, "tokenizer: truncation strategy OnlySecond needs a second sequence");
+    }
+    /* the content first, then the template around it (it is short) */
+    size_t start = out->n;
+    st = encode_text(c, text, len);
+    ctx_release(c, owned);
+    if (st)
+        return st;
+    size_t n_added = 0, pre = 0;
+    bool seen_seq = false;
+    if (special)
+        for (size_t i = 0; i < t->n_post; i++) {
+            if (t->post[i].is_seq)
+                seen_seq = true;
+            else {
+                n_added += t->post[i].n_ids;
+                if (!seen_seq)
+                    pre += t->post[i].n_ids;
             }
         }
-    } else {
-        st = encode_text(c, text, len);
+    size_t n = out->n - start;
+    if (trunc) {
+        /* as the reference: room for the special tokens is kept */
+        size_t max = t->trunc_max > n_added ? t->trunc_max - n_added : 0;
+        if (!special)
+            max = t->trunc_max;
+        if (n > max) {
+            if (t->trunc_left)
+                memmove(out->v + start, out->v + start + (n - max), max * sizeof *out->v);
+            out->n = start + max;
+            n = max;
+        }
     }
-    ctx_release(c, owned);
-    return st;
+    if (special) {
+        if ((st = tk_ids_reserve(out, n_added)))
+            return st;
+        int32_t *v = out->v + start;
+        memmove(v + pre, v, n * sizeof *v);
+        size_t o = 0, after = pre + n;
+        seen_seq = false;
+        for (size_t i = 0; i < t->n_post; i++) {
+            const tk_post_item *it = &t->post[i];
+            if (it->is_seq) {
+                seen_seq = true;
+                continue;
+            }
+            int32_t *dst = seen_seq ? v + after : v + o;
+            memcpy(dst, it->ids, it->n_ids * sizeof *dst);
+            if (seen_seq)
+                after += it->n_ids;
+            else
+                o += it->n_ids;
+        }
+        out->n = start + n + n_added;
+        n += n_added;
+    }
+    if ((flags & PT_TOK_TRUNCATE) && t->has_pad) {
+        size_t target = t->pad_fixed ? t->pad_fixed : n;
+        if (t->pad_multiple > 0 && target % t->pad_multiple != 0)
+            target += t->pad_multiple - target % t->pad_multiple;
+        if (n < target) {
+            size_t k = target - n;
+            if ((st = tk_ids_reserve(out, k)))
+                return st;
+            int32_t *v = out->v + start;
+            if (t->pad_left)
+                memmove(v + k, v, n * sizeof *v);
+            for (size_t i = 0; i < k; i++)
+                v[t->pad_left ? i : n + i] = t->pad_id_json;
+            out->n = start + target;
+        }
+    }
+    return 0;
 }

@@ -248,6 +248,13 @@ struct pt_tokenizer {
     bool has_decoder;
     tk_post_item *post;               /* single template ($A plus specials) */
     size_t n_post;
+    /* truncation / padding (applied only with PT_TOK_TRUNCATE) */
+    bool has_trunc, trunc_left, trunc_only_second;
+    size_t trunc_max;
+    bool has_pad, pad_left;
+    size_t pad_fixed;                 /* 0 = BatchLongest */
+    size_t pad_multiple;
+    int32_t pad_id_json;
     /* tokenizer_config.json */
     char *bos_token, *eos_token, *pad_token, *unk_token;
     int add_bos, add_eos;

@@ -588,7 +588,7 @@ static int parse_post(pt_tokenizer *t, const cJSON *n, const char *path, int dep
     if (strcmp(ty, "TemplateProcessing") == 0)
         return parse_template(t, n, path);
     if (strcmp(ty, "RobertaProcessing") == 0 || strcmp(ty, "BertProcessing") == 0) {
-        int32_t cls, sep;
+        int32_t cls = 0, sep = 0;
         if ((st = parse_pair_token(n, "cls", &cls, path)) || (st = parse_pair_token(n, "sep", &sep, path)))
             return st;
         if ((st = post_push(t, false, &cls, 1)) || (st = post_push(t, true, NULL, 0)) ||
@@ -871,6 +871,8 @@ static int build_ids(pt_tokenizer *t, int32_t max_id)
 
 static int check_post_ids(pt_tokenizer *t)
 {
+    if (t->has_pad && t->pad_id_json >= t->vocab_size)
+        return pt_err(PT_EFORMAT, "tokenizer.json: padding.pad_id: id %d is not in the vocabulary", (int)t->pad_id_json);
     for (size_t i = 0; i < t->n_post; i++)
         for (size_t k = 0; k < t->post[i].n_ids; k++)
             if (t->post[i].ids[k] >= t->vocab_size || !t->id_str[t->post[i].ids[k]])
@@ -909,6 +911,70 @@ static int build_tries(pt_tokenizer *t)
     return st;
 }
 
+static int parse_direction(const cJSON *obj, bool *left, const char *path)
+{
+    const char *d;
+    int st = get_str(obj, "direction", &d, path);
+    if (st)
+        return st;
+    if (!d || strcmp(d, "Right") == 0)
+        *left = false;
+    else if (strcmp(d, "Left") == 0)
+        *left = true;
+    else
+        return pt_err(PT_EFORMAT, "tokenizer.json: %s.direction: expected \"Right\" or \"Left\"", path);
+    return 0;
+}
+
+/* "truncation" and "padding": kept, and applied only on request
+ * (PT_TOK_TRUNCATE), since transformers ignores them when it loads a file. */
+static int parse_trunc_pad(pt_tokenizer *t, const cJSON *root)
+{
+    int st;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "truncation");
+    if (tr && !cJSON_IsNull(tr)) {
+        if (!cJSON_IsObject(tr))
+            return pt_err(PT_EFORMAT, "tokenizer.json: truncation: expected an object or null");
+        const cJSON *ml = cJSON_GetObjectItemCaseSensitive(tr, "max_length");
+        if (!ml)
+            return pt_err(PT_EFORMAT, "tokenizer.json: truncation.max_length: missing");
+        if ((st = get_size(tr, "max_length", &t->trunc_max, "truncation")) ||
+            (st = parse_direction(tr, &t->trunc_left, "truncation")))
+            return st;
+        const char *strat;
+        if ((st = get_str(tr, "strategy", &strat, "truncation")))
+            return st;
+        if (strat && strcmp(strat, "LongestFirst") != 0 && strcmp(strat, "OnlyFirst") != 0 &&
+            strcmp(strat, "OnlySecond") != 0)
+            return pt_err(PT_EFORMAT, "tokenizer.json: truncation.strategy: unknown strategy \"%s\"", strat);
+        t->trunc_only_second = strat && strcmp(strat, "OnlySecond") == 0;
+        t->has_trunc = true;
+    }
+    const cJSON *pd = cJSON_GetObjectItemCaseSensitive(root, "padding");
+    if (pd && !cJSON_IsNull(pd)) {
+        if (!cJSON_IsObject(pd))
+            return pt_err(PT_EFORMAT, "tokenizer.json: padding: expected an object or null");
+        const cJSON *sg = cJSON_GetObjectItemCaseSensitive(pd, "strategy");
+        if (cJSON_IsObject(sg)) {
+            if ((st = get_size(sg, "Fixed", &t->pad_fixed, "padding.strategy")))
+                return st;
+            if (!cJSON_GetObjectItemCaseSensitive(sg, "Fixed"))
+                return pt_err(PT_EFORMAT, "tokenizer.json: padding.strategy: expected \"BatchLongest\" or {\"Fixed\": n}");
+        } else if (!(cJSON_IsString(sg) && strcmp(sg->valuestring, "BatchLongest") == 0) && sg && !cJSON_IsNull(sg)) {
+            return pt_err(PT_EFORMAT, "tokenizer.json: padding.strategy: expected \"BatchLongest\" or {\"Fixed\": n}");
+        }
+        if ((st = parse_direction(pd, &t->pad_left, "padding")) ||
+            (st = get_size(pd, "pad_to_multiple_of", &t->pad_multiple, "padding")))
+            return st;
+        const cJSON *pid = cJSON_GetObjectItemCaseSensitive(pd, "pad_id");
+        t->pad_id_json = 0;
+        if (pid && (st = get_id(pid, &t->pad_id_json, "padding.pad_id")))
+            return st;
+        t->has_pad = true;
+    }
+    return 0;
+}
+
 int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
 {
     cJSON *root = cJSON_ParseWithLength(json, len);
@@ -929,12 +995,8 @@ int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
         st = pt_err(PT_EFORMAT, "tokenizer.json: model: missing");
         goto done;
     }
-    const char *ignored[] = {"truncation", "padding"};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, ignored[i]);
-        if (v && !cJSON_IsNull(v))
-            pt_log(PT_LOG_WARN, "tokenizer.json: %s is set; it is ignored (as transformers does)", ignored[i]);
-    }
+    if ((st = parse_trunc_pad(t, root)))
+        goto done;
     if ((st = parse_model(t, model, &max_id)))
         goto done;
     if ((st = parse_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), &max_id)))

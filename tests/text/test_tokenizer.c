@@ -531,6 +531,60 @@ START_TEST(test_byte_tokenizer)
 }
 END_TEST
 
+/* ---- truncation and padding (only with PT_TOK_TRUNCATE) --------------------------- */
+static pt_tokenizer *spm_variant(const char *trunc, const char *pad)
+{
+    char *json;
+    size_t n;
+    ck_assert_ok(pt_read_file(&json, &n, DATA "tiny_spm.json", 1 << 20));
+    char *buf = malloc(n + 1024);
+    const char *a = strstr(json, "\"truncation\": null");
+    const char *b = strstr(json, "\"padding\": null");
+    ck_assert(a && b && a < b);
+    int o = sprintf(buf, "%.*s\"truncation\": %s%.*s\"padding\": %s%s", (int)(a - json), json, trunc,
+                    (int)(b - (a + 18)), a + 18, pad, b + 15);
+    pt_tokenizer *t = NULL;
+    ck_assert_ok(pt_tokenizer_load_memory(&t, buf, (size_t)o));
+    free(buf);
+    free(json);
+    return t;
+}
+
+START_TEST(test_truncation_padding)
+{
+    /* expected ids from the reference (tokenizers 0.22.2) on the same files */
+    static const char T[] = "hello w\xC3\xA9 hello";
+    const unsigned TR = PT_TOK_TRUNCATE, SP = PT_TOK_ADD_SPECIAL;
+    pt_tokenizer *t = spm_variant("{\"direction\":\"Right\",\"max_length\":3,\"strategy\":\"LongestFirst\",\"stride\":0}",
+                                  "null");
+    EXPECT(t, T, 0, 268, 270, 198, 172, 268);  /* not applied by default */
+    EXPECT(t, T, TR, 268, 270, 198);
+    EXPECT(t, T, TR | SP, 1, 268, 270);        /* room kept for <s> */
+    EXPECT(t, "x", TR | SP, 1, 259, 123);
+    pt_tokenizer_free(t);
+    t = spm_variant("{\"direction\":\"Left\",\"max_length\":3,\"strategy\":\"LongestFirst\",\"stride\":0}", "null");
+    EXPECT(t, T, TR, 198, 172, 268);
+    EXPECT(t, T, TR | SP, 1, 172, 268);
+    pt_tokenizer_free(t);
+    t = spm_variant("null", "{\"strategy\":{\"Fixed\":6},\"direction\":\"Right\",\"pad_to_multiple_of\":null,"
+                            "\"pad_id\":2,\"pad_type_id\":0,\"pad_token\":\"</s>\"}");
+    EXPECT(t, T, TR, 268, 270, 198, 172, 268, 2);
+    EXPECT(t, "x", TR, 259, 123, 2, 2, 2, 2);
+    EXPECT(t, "", TR | SP, 1, 2, 2, 2, 2, 2);
+    EXPECT(t, "x", SP, 1, 259, 123);
+    pt_tokenizer_free(t);
+    t = spm_variant("{\"direction\":\"Right\",\"max_length\":5,\"strategy\":\"LongestFirst\",\"stride\":0}",
+                    "{\"strategy\":\"BatchLongest\",\"direction\":\"Left\",\"pad_to_multiple_of\":4,\"pad_id\":0,"
+                    "\"pad_type_id\":0,\"pad_token\":\"<unk>\"}");
+    EXPECT(t, T, TR, 0, 0, 0, 268, 270, 198, 172, 268);
+    EXPECT(t, T, TR | SP, 0, 0, 0, 1, 268, 270, 198, 172);
+    EXPECT(t, "x", TR, 0, 0, 259, 123);
+    EXPECT(t, "", TR | SP, 0, 0, 0, 1);
+    expect_ids(t, "", 0, TR, NULL, 0);
+    pt_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- one tokenizer, several threads (per-thread scratch and word cache) ---------- */
 typedef struct thread_job {
     const pt_tokenizer *a, *b;
@@ -608,6 +662,7 @@ int main(void)
     tcase_add_test(tc, test_long_line);
     tcase_add_test(tc, test_byte_tokenizer);
     tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_truncation_padding);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
