@@ -119,6 +119,13 @@ static const char *find_shared(void)
     return "/work/shared";
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct result {
     const char *name;
     size_t tokens;
@@ -193,12 +200,14 @@ int main(int argc, char **argv)
             return 1;
         }
         pt_free(ids);
-        double warm[50];
+        double warm[50], cpu[50];
         for (int r = 0; r < runs; r++) {
             size_t n2 = 0;
+            double c0 = cpu_now();
             t0 = bench_now();
             pt_tokenizer_encode(&ids, &n2, tok, text, len, 0);
             warm[r] = bench_now() - t0;
+            cpu[r] = cpu_now() - c0;
             if (n2 != n) {
                 fprintf(stderr, "bench_tokenize: token count changed between runs\n");
                 return 1;
@@ -210,6 +219,11 @@ int main(int argc, char **argv)
         for (int r = 1; r < runs; r++)
             if (warm[r] < best)
                 best = warm[r];
+        double cpu_sum = 0, wall_sum = 0;
+        for (int r = 0; r < runs; r++) {
+            cpu_sum += cpu[r];
+            wall_sum += warm[r];
+        }
         double med = bench_median(warm, runs);
         char *dec = NULL;
         size_t dl = 0;
@@ -222,8 +236,8 @@ int main(int argc, char **argv)
         printf("\n[%s] load %.0f ms; tokens=%zu (%.2f bytes/token)\n", names[k], load * 1e3, n, (double)len / (double)n);
         printf("  encode cold      : %.1f ms = %.3f M tok/s, %.2f MB/s\n", cold * 1e3, (double)n / cold / 1e6,
                (double)len / cold / 1e6);
-        printf("  encode warm med  : %.1f ms = %.3f M tok/s, %.2f MB/s\n", med * 1e3, (double)n / med / 1e6,
-               (double)len / med / 1e6);
+        printf("  encode warm med  : %.1f ms = %.3f M tok/s, %.2f MB/s (cpu/wall %.2f)\n", med * 1e3,
+               (double)n / med / 1e6, (double)len / med / 1e6, cpu_sum / wall_sum);
         printf("  encode warm best : %.1f ms = %.3f M tok/s, %.2f MB/s\n", best * 1e3, (double)n / best / 1e6,
                (double)len / best / 1e6);
         printf("  decode           : %.1f ms (%s)\n", dect * 1e3, round ? "round-trips" : "differs from input");
@@ -255,7 +269,8 @@ int main(int argc, char **argv)
         printf("anchor: failed (no JSON line)\n");
         return 0;
     }
-    printf("\nsummary (warm median, single thread; ratio = libposttrain / reference):\n");
+    printf("\nsummary (warm median wall time, single thread; ratio = libposttrain / reference; on a busy\n"
+           "machine compare the cpu/wall figures too):\n");
     for (int k = 0; k < nres; k++) {
         char key[256];
         snprintf(key, sizeof key, "\"name\":\"%s\"", res[k].name);
