@@ -55,6 +55,7 @@ typedef struct tk_cache {
 typedef struct tk_ctx {
     const pt_tokenizer *t;
     bool busy;
+    uint32_t words;       /* pre-tokens since the last abort poll */
     tk_cache cache;
     tk_ids *out;
     pcre2_match_data *md;
@@ -845,8 +846,16 @@ static int pre_run(tk_ctx *c, size_t stage, const char *s, size_t n, bool first)
     const pt_tokenizer *t = c->t;
     if (n == 0)
         return 0;
-    if (stage == t->n_pre)
+    if (stage == t->n_pre) {
+        /* long inputs honour the host's abort callback */
+        if (++c->words >= 4096) {
+            c->words = 0;
+            int ab = pt_check_abort();
+            if (ab)
+                return ab;
+        }
         return bpe_word(c, s, n);
+    }
     const tk_pretok *p = &t->pre[stage];
     tk_buf *b = &c->sbuf[stage];
     int st;
@@ -1063,6 +1072,7 @@ int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, 
         return pt_err(PT_ENOMEM, "tokenizer: out of memory (encode context)");
     c->t = t;
     c->out = out;
+    c->words = 0;
     bool special = (flags & PT_TOK_ADD_SPECIAL) && t->n_post;
     bool trunc = (flags & PT_TOK_TRUNCATE) && t->has_trunc;
     int st = 0;

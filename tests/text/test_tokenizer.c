@@ -489,6 +489,37 @@ START_TEST(test_long_line)
 }
 END_TEST
 
+static int abort_now(void *payload)
+{
+    (void)payload;
+    return 1;
+}
+
+START_TEST(test_abort)
+{
+    pt_tokenizer *t = load_data(DATA "tiny_bytelevel.json");
+    size_t n = 1u << 20;
+    char *s = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        s[i] = i % 3 == 2 ? ' ' : 'a';  /* many short words */
+    int32_t *ids;
+    size_t ni;
+    ck_assert_ok(pt_set_abort_callback(abort_now, NULL));
+    ck_assert_status(pt_tokenizer_encode(&ids, &ni, t, s, n, 0), PT_ECANCELLED, "");
+    ck_assert_ptr_null(ids);
+    ck_assert_ok(pt_set_abort_callback(NULL, NULL));
+    ck_assert_ok(pt_tokenizer_encode(&ids, &ni, t, s, n, 0));
+    ck_assert_uint_gt(ni, n / 3);
+    pt_free(ids);
+    /* short texts are not polled */
+    ck_assert_ok(pt_set_abort_callback(abort_now, NULL));
+    EXPECT(t, "the thing", 0, 116, 257, 256, 104, 262);
+    ck_assert_ok(pt_set_abort_callback(NULL, NULL));
+    free(s);
+    pt_tokenizer_free(t);
+}
+END_TEST
+
 /* ---- built-in byte tokenizer ---------------------------------------------------------- */
 START_TEST(test_byte_tokenizer)
 {
@@ -663,6 +694,7 @@ int main(void)
     tcase_add_test(tc, test_byte_tokenizer);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_truncation_padding);
+    tcase_add_test(tc, test_abort);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
