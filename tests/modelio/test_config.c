@@ -345,6 +345,54 @@ START_TEST(test_config_json_round_trip)
 }
 END_TEST
 
+/* Every truncation and every single-bit flip of a real config: no crash, a
+ * clean status, the struct untouched on failure, and an accepted config
+ * always valid. */
+START_TEST(test_truncation_and_bitflip_sweep)
+{
+    size_t n = strlen(SMOLLM2);
+    char *buf = malloc(n);
+    int ok = 0, failed = 0;
+    for (size_t cut = 0; cut <= n; cut++) {
+        memcpy(buf, SMOLLM2, n);
+        pt_model_config c;
+        pt_model_config_init(&c);
+        pt_model_config before = c;
+        int st = pt_model_config_from_json(&c, buf, cut);
+        if (cut == n) {
+            ck_assert_int_eq(st, PT_OK);
+        } else {
+            ck_assert_msg(st == PT_EFORMAT || st == PT_ECONFIG, "cut %zu: %s", cut,
+                          pt_status_name(st));
+            ck_assert(memcmp(&c, &before, sizeof c) == 0);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(buf, SMOLLM2, n);
+            buf[i] ^= (char)(1 << bit);
+            pt_model_config c;
+            pt_model_config_init(&c);
+            pt_model_config before = c;
+            int st = pt_model_config_from_json(&c, buf, n);
+            if (st == PT_OK) {
+                ck_assert_ok(pt_model_config_validate(&c));
+                ok++;
+            } else {
+                ck_assert_msg(st == PT_EFORMAT || st == PT_ECONFIG || st == PT_EUNSUPPORTED,
+                              "flip %zu.%d: %s", i, bit, pt_status_name(st));
+                ck_assert(pt_last_error()[0] != '\0');
+                ck_assert(memcmp(&c, &before, sizeof c) == 0);
+                failed++;
+            }
+        }
+    }
+    ck_assert_int_gt(ok, 0);     /* e.g. flips inside ignored fields */
+    ck_assert_int_gt(failed, 0);
+    free(buf);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -359,6 +407,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_validate_struct);
     tcase_add_test(tc, test_bad_config_corpus);
     tcase_add_test(tc, test_config_json_round_trip);
+    tcase_add_test(tc, test_truncation_and_bitflip_sweep);
     suite_add_tcase(s, tc);
     return s;
 }
