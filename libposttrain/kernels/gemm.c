@@ -18,6 +18,34 @@ int pt_gemm_threads(size_t m, size_t n, size_t k)
     return nt;
 }
 
+/* One BLIS call on nthreads threads. */
+static void blis_call(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
+                      float alpha, const float *a, size_t lda, const float *b, size_t ldb,
+                      float beta, float *c, size_t ldc)
+{
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_init(&rntm);
+    bli_rntm_set_num_threads(nthreads < 1 ? 1 : nthreads, &rntm);
+    float al = alpha, be = beta;
+    /* Row-major storage: row stride ld, column stride 1. */
+    bli_sgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
+                 trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
+                 (dim_t)m, (dim_t)n, (dim_t)k, &al,
+                 (float *)a, (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1,
+                 &be, c, (inc_t)ldc, 1, NULL, &rntm);
+}
+
+/* Large products are cut into independent blocks of rows (or columns) of C,
+ * each computed by a single-threaded BLIS call, and the blocks are shared
+ * among the threads dynamically.  Compared with BLIS's own threading this
+ * has one join instead of a spin barrier per packed panel, so a thread the
+ * OS preempts (shared, oversubscribed machines) delays only its own block,
+ * and the cut depends only on the shape, so every element of C is computed
+ * by the same sequence of operations whatever the thread count. */
+#define SPLIT_MIN 256   /* rows/columns per block at least (packing amortised) */
+#define SPLIT_MAX 16    /* blocks at most */
+#define SPLIT_ALIGN 48  /* multiple of the micro-kernel's MR (6) and NR (16) */
+
 void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb,
                  float beta, float *c, size_t ldc)
@@ -30,16 +58,33 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
                 c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
-    rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_init(&rntm);
-    bli_rntm_set_num_threads(nthreads < 1 ? 1 : nthreads, &rntm);
-    float al = alpha, be = beta;
-    /* Row-major storage: row stride ld, column stride 1. */
-    bli_sgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-                 trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-                 (dim_t)m, (dim_t)n, (dim_t)k, &al,
-                 (float *)a, (inc_t)lda, 1, (float *)b, (inc_t)ldb, 1,
-                 &be, c, (inc_t)ldc, 1, NULL, &rntm);
+    bool split_m = m >= n;
+    size_t dim = split_m ? m : n;
+    size_t nblk = dim / SPLIT_MIN;
+    if (nblk > SPLIT_MAX)
+        nblk = SPLIT_MAX;
+    if (nblk <= 1) {
+        blis_call(nthreads, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    size_t blk = (dim + nblk - 1) / nblk;
+    blk = (blk + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    nblk = (dim + blk - 1) / blk;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((size_t)nt > nblk)
+        nt = (int)nblk;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (size_t i = 0; i < nblk; i++) {
+        size_t s0 = i * blk, len = dim - s0 < blk ? dim - s0 : blk;
+        if (split_m) {
+            const float *ai = trans_a ? a + s0 : a + s0 * lda;
+            blis_call(1, trans_a, trans_b, len, n, k, alpha, ai, lda, b, ldb, beta, c + s0 * ldc,
+                      ldc);
+        } else {
+            const float *bi = trans_b ? b + s0 * ldb : b + s0;
+            blis_call(1, trans_a, trans_b, m, len, k, alpha, a, lda, bi, ldb, beta, c + s0, ldc);
+        }
+    }
 }
 
 void pt_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k,

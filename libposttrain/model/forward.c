@@ -103,8 +103,9 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
         pt_context_free(ctx);
         return PT_ENOMEM;
     }
-    /* Logit chunk: about 16 MiB of floats, at least 16 rows, at most N. */
-    size_t cr = ((size_t)1 << 22) / V;
+    /* Logit chunk: about 64 MiB of floats (336 rows at vocab 49152: few passes
+     * over the LM head weight), at least 16 rows, at most N. */
+    size_t cr = ((size_t)1 << 24) / V;
     cr = cr < 16 ? 16 : (cr / 16) * 16;
     ctx->chunk_rows = cr > N ? N : cr;
     ctx->chunk_rows_max = ctx->chunk_rows;
@@ -316,8 +317,14 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, con
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     const size_t n = (size_t)ctx->B * ctx->T;
     const float *W = m->w.lm_head;
-    for (size_t r0 = 0; r0 < n; r0 += ctx->chunk_rows) {
-        size_t nr = n - r0 < ctx->chunk_rows ? n - r0 : ctx->chunk_rows;
+    /* Equal chunks (multiples of 16 rows) rather than full ones and a sliver. */
+    size_t nchunks = (n + ctx->chunk_rows - 1) / ctx->chunk_rows;
+    size_t cr = (n + nchunks - 1) / nchunks;
+    cr = (cr + 15) / 16 * 16;
+    if (cr > ctx->chunk_rows)
+        cr = ctx->chunk_rows;
+    for (size_t r0 = 0; r0 < n; r0 += cr) {
+        size_t nr = n - r0 < cr ? n - r0 : cr;
         float *lg = ctx->chunk;
         pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
         if (logits_out)

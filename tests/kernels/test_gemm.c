@@ -106,6 +106,45 @@ START_TEST(test_gemm_deterministic)
 }
 END_TEST
 
+START_TEST(test_gemm_split_blocks)
+{
+    /* Products large enough to be cut into blocks of rows (m >= n) or of
+     * columns (n > m), every transpose, strided operands and beta: equal to
+     * the double-precision loop, and bit-identical for 1 and 2 threads (the
+     * cut depends on the shape only). */
+    static const size_t shapes[][3] = { { 700, 40, 30 }, { 30, 650, 20 }, { 1100, 300, 17 } };
+    pt_rng r;
+    pt_rng_seed(&r, 17);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            size_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 3, ldc = n + 2;
+            size_t arows = ta ? k : m, brows = tb ? n : k;
+            float *a = malloc(arows * lda * 4), *b = malloc(brows * ldb * 4);
+            float *c = malloc(m * ldc * 4), *c1 = malloc(m * ldc * 4), *c2 = malloc(m * ldc * 4);
+            fill(a, arows * lda, &r);
+            fill(b, brows * ldb, &r);
+            fill(c, m * ldc, &r);
+            memcpy(c1, c, m * ldc * 4);
+            memcpy(c2, c, m * ldc * 4);
+            pt_sgemm_nt(2, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c1, ldc);
+            pt_sgemm_nt(1, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c2, ldc);
+            naive(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c, ldc);
+            for (size_t i = 0; i < m; i++) {
+                ck_assert_int_eq(memcmp(c1 + i * ldc, c2 + i * ldc, n * 4), 0);
+                /* padding columns untouched */
+                ck_assert_int_eq(memcmp(c1 + i * ldc + n, c + i * ldc + n, 2 * 4), 0);
+                for (size_t j = 0; j < n; j++)
+                    ck_assert_msg(fabsf(c1[i * ldc + j] - c[i * ldc + j]) <= 1e-4f * (1.0f + sqrtf((float)k)),
+                                  "shape %zu ta=%d tb=%d (%zu,%zu): %g vs %g", s, ta, tb, i, j,
+                                  (double)c1[i * ldc + j], (double)c[i * ldc + j]);
+            }
+            free(a); free(b); free(c); free(c1); free(c2);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm");
@@ -115,6 +154,7 @@ int main(void)
     tcase_add_test(tc, test_gemm_k_zero);
     tcase_add_test(tc, test_gemm_thread_policy);
     tcase_add_test(tc, test_gemm_deterministic);
+    tcase_add_test(tc, test_gemm_split_blocks);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
