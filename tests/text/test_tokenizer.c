@@ -129,6 +129,36 @@ START_TEST(test_spm_tiny)
 }
 END_TEST
 
+START_TEST(test_config_forms)
+{
+    char *json;
+    size_t jn;
+    ck_assert_ok(pt_read_file(&json, &jn, DATA "tiny_spm.json", 1 << 20));
+    /* AddedToken dict form of the special tokens, list form of chat_template */
+    static const char conf[] =
+        "{\"bos_token\":{\"__type\":\"AddedToken\",\"content\":\"<s>\",\"lstrip\":false},"
+        "\"eos_token\":{\"content\":\"</s>\"},\"pad_token\":\"<unk>\","
+        "\"chat_template\":[{\"name\":\"default\",\"template\":\"D\"},{\"name\":\"tool_use\",\"template\":\"T\"}]}";
+    pt_tokenizer *t = NULL;
+    ck_assert_ok(pt_tokenizer_load_memory_config(&t, json, jn, conf, sizeof conf - 1));
+    ck_assert_int_eq(pt_tokenizer_bos_id(t), 1);
+    ck_assert_int_eq(pt_tokenizer_eos_id(t), 2);
+    ck_assert_int_eq(pt_tokenizer_pad_id(t), 0);
+    ck_assert_int_eq(pt_tokenizer_add_bos(t), -1);
+    ck_assert_str_eq(pt_tokenizer_chat_template(t, NULL), "D");
+    ck_assert_str_eq(pt_tokenizer_chat_template(t, "tool_use"), "T");
+    ck_assert_ptr_null(pt_tokenizer_chat_template(t, "rag"));
+    pt_tokenizer_free(t);
+    /* a malformed config is an error, not ignored */
+    ck_assert_status(pt_tokenizer_load_memory_config(&t, json, jn, "{\"chat_template\":3}", 19), PT_EFORMAT,
+                     "tokenizer_config.json: chat_template");
+    ck_assert_status(pt_tokenizer_load_memory_config(&t, json, jn, "{\"bos_token\":[1]}", 17), PT_EFORMAT,
+                     "tokenizer_config.json: bos_token");
+    ck_assert_status(pt_tokenizer_load_memory_config(&t, json, jn, "nope", 4), PT_EFORMAT, "tokenizer_config.json");
+    free(json);
+}
+END_TEST
+
 START_TEST(test_invalid_utf8)
 {
     pt_tokenizer *bl = load_data(DATA "tiny_bytelevel.json");
@@ -684,6 +714,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_bytelevel_tiny);
     tcase_add_test(tc, test_spm_tiny);
+    tcase_add_test(tc, test_config_forms);
     tcase_add_test(tc, test_invalid_utf8);
     tcase_add_test(tc, test_split_behaviors);
     tcase_add_test(tc, test_metaspace_and_normalizers);
