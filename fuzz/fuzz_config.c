@@ -1,16 +1,132 @@
-/* libFuzzer harness for config.json parsing and validation (and, on the same
- * bytes, the JSONL row reader).  Invariants checked:
+/* libFuzzer harness for config.json parsing and validation and, on the same
+ * bytes, the JSONL row reader and the model.safetensors.index.json loader.
+ * Invariants checked:
  *  - a failure is a negative status with a message, and leaves cfg unchanged;
  *  - an accepted config validates, its parameter count is computable, and the
  *    config.json the library writes for it parses back to the same struct;
- *  - JSONL rows are read to the end without crashing, every error naming a line. */
+ *  - JSONL rows are read to the end without crashing, every error naming a line;
+ *  - as an index.json next to two real shards, pt_model_dir_inspect's verdict
+ *    on the weights equals what pt_model_load_dir does. */
 #include "core/core.h"
+#include "io/safetensors.h"
+#include "model/model.h"
 #include "modelio/jsonl.h"
+#include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* A directory with a tiny model's config.json and its tensors split over
+ * model-00001-of-00002.safetensors and model-00002-of-00002.safetensors. */
+static char g_dir[256];
+
+static void cleanup_dir(void)
+{
+    static const char *const files[] = { "config.json", "model.safetensors.index.json",
+                                         "model-00001-of-00002.safetensors",
+                                         "model-00002-of-00002.safetensors" };
+    char path[512];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, files[i]);
+        unlink(path);
+    }
+    rmdir(g_dir);
+}
+
+static int setup_dir(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/pt_fuzz_index_XXXXXX");
+    if (!mkdtemp(g_dir))
+        return -1;
+    atexit(cleanup_dir);
+    pt_model_config c;
+    pt_model_config_init(&c);
+    c.vocab_size = 8;
+    c.hidden_size = 4;
+    c.intermediate_size = 6;
+    c.num_hidden_layers = 1;
+    c.num_attention_heads = 2;
+    c.num_key_value_heads = 1;
+    c.head_dim = 2;
+    c.max_position_embeddings = 16;
+    c.tie_word_embeddings = true;
+    pt_model *m = NULL;
+    char *json = NULL;
+    if (pt_model_create(&m, &c, 1) != PT_OK || pt_model_config_to_json(&json, &c) != PT_OK)
+        return -1;
+    char *p = pt_path_join(g_dir, "config.json");
+    FILE *f = fopen(p, "wb");
+    fputs(json, f);
+    fclose(f);
+    pt_free(p);
+    pt_free(json);
+    pt_st_write_tensor t[2][32];
+    size_t n[2] = { 0, 0 };
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        int s = strstr(r->name, "mlp") != NULL;
+        pt_st_write_tensor *w = &t[s][n[s]++];
+        memset(w, 0, sizeof *w);
+        w->name = r->name;
+        w->dtype = PT_ST_F32;
+        w->ndim = r->ndim;
+        w->shape[0] = r->shape[0];
+        w->shape[1] = r->ndim == 2 ? r->shape[1] : 0;
+        w->data = r->data;
+    }
+    static const char *const names[2] = { "model-00001-of-00002.safetensors",
+                                          "model-00002-of-00002.safetensors" };
+    for (int s = 0; s < 2; s++) {
+        p = pt_path_join(g_dir, names[s]);
+        if (pt_st_write(p, t[s], n[s], NULL, 0) != PT_OK)
+            return -1;
+        pt_free(p);
+    }
+    pt_model_free(m);
+    return 0;
+}
+
+static void fuzz_index(const char *buf, size_t size)
+{
+    static int ready = 0;
+    if (!ready) {
+        if (setup_dir() != 0)
+            abort();
+        ready = 1;
+    }
+    char *p = pt_path_join(g_dir, "model.safetensors.index.json");
+    FILE *f = fopen(p, "wb");
+    if (size)
+        fwrite(buf, 1, size, f);
+    fclose(f);
+    pt_free(p);
+    pt_model_dir_info info;
+    pt_model_dir_info_init(&info);
+    int st = pt_model_dir_inspect(&info, g_dir);
+    pt_model_load_options o;
+    pt_model_load_options_init(&o);
+    o.load_tokenizer = false;
+    pt_model *m = NULL;
+    int lst = pt_model_load_dir(&m, g_dir, &o);
+    if (st != PT_OK) {
+        /* the index itself is bad: the loader must refuse it the same way */
+        if (st >= 0 || lst != st || m)
+            abort();
+        return;
+    }
+    if ((info.weights_status == PT_OK) != (lst == PT_OK))
+        abort();
+    if (lst == PT_OK) {
+        pt_modelio_forget(m);
+        pt_model_free(m);
+    } else if (m || pt_last_error()[0] == '\0') {
+        abort();
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -81,6 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pt_free(json);
     }
     fuzz_jsonl(buf, size);
+    fuzz_index(buf, size);
     free(buf);
     return 0;
 }
