@@ -643,6 +643,8 @@ static int bpe_word(tk_ctx *c, const char *w, size_t n)
         if (st)
             return st < 0 ? PT_ENOMEM : 0;
     }
+    if (n >= ((size_t)1 << 31))
+        return pt_err(PT_ERANGE, "tokenizer: a single pre-token of %zu bytes is too long (limit 2 GiB)", n);
     if ((st = sym_reserve(c, n + 1)))
         return st;
     tk_sym *sym = c->sym;
