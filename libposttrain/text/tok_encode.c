@@ -1004,6 +1004,21 @@ static void tk_key_init(void)
     tk_key_ok = pthread_key_create(&tk_key, tk_ctx_destroy) == 0;
 }
 
+/* If the library is unloaded (dlclose), drop the key so that exiting
+ * threads do not call a destructor that is gone. */
+__attribute__((destructor)) static void tk_key_fini(void)
+{
+    if (!tk_key_ok)
+        return;
+    tk_ctx *c = pthread_getspecific(tk_key);
+    if (c && !c->busy) {
+        pthread_setspecific(tk_key, NULL);
+        tk_ctx_destroy(c);
+    }
+    pthread_key_delete(tk_key);
+    tk_key_ok = false;
+}
+
 static tk_ctx *ctx_acquire(bool *owned)
 {
     pthread_once(&tk_once, tk_key_init);
