@@ -2,6 +2,7 @@
 
 #include "core/core.h"
 #include "kernels/gemm.h"
+#include "kernels/vexp.h"
 
 #include <math.h>
 #include <omp.h>
@@ -126,11 +127,11 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
                         memset(Sr, 0, (size_t)nk * sizeof *Sr);
                         continue;
                     }
-                    float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+                    float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn); /* scalar: once per row */
                     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
                     for (int c = 0; c < nk; c++) {
-                        float p = expf(Sr[c] - mn);
+                        float p = pt_vexpf(Sr[c] - mn);
                         Sr[c] = p;
                         sum += p;
                     }
@@ -218,7 +219,7 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                         float L = Lse[i0 + r];
 #pragma omp simd
                         for (int c = 0; c < nk; c++)
-                            Pr[c] = expf(Pr[c] - L);
+                            Pr[c] = pt_vexpf(Pr[c] - L);
                         if (!full)
                             for (int c = 0; c < nk; c++)
                                 if (!visible(s, seg, i0 + r, j0 + c))

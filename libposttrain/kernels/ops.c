@@ -1,16 +1,18 @@
 #include "kernels/ops.h"
 
 #include "core/core.h"
+#include "kernels/vexp.h"
 
 #include <math.h>
 #include <string.h>
 
 /* Threads for a loop over `work` scalar operations: one thread for small
- * loops (waking the team costs more than it saves). */
+ * loops (waking the team costs more than it saves, and on a busy machine a
+ * late worker stalls the whole region). */
 static int loop_threads(size_t work)
 {
     int nt = pt_get_num_threads();
-    return (nt > 1 && work >= 32768) ? nt : 1;
+    return (nt > 1 && work >= 262144) ? nt : 1;
 }
 
 /* ---- RMSNorm ----------------------------------------------------------------- */
@@ -223,7 +225,7 @@ void pt_swiglu_forward(float *h, const float *g, const float *u, size_t rows, si
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float gi = gr[i];
-            hr[i] = gi / (1.0f + expf(-gi)) * ur[i];
+            hr[i] = gi / (1.0f + pt_vexpf(-gi)) * ur[i];
         }
     }
 }
@@ -239,7 +241,7 @@ void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, c
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float gi = gr[i], d = dhr[i], ui = ur[i];
-            float sig = 1.0f / (1.0f + expf(-gi));
+            float sig = 1.0f / (1.0f + pt_vexpf(-gi));
             dur[i] = d * gi * sig;
             dgr[i] = d * ui * sig * (1.0f + gi * (1.0f - sig));
         }
@@ -327,7 +329,7 @@ void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
         for (size_t i = 0; i < v; i++)
-            s += expf(x[i] - m);
+            s += pt_vexpf(x[i] - m);
         float l = m + logf(s);
         lse[r] = l;
         if (lp)
@@ -350,7 +352,7 @@ void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *d
         float l = lse[r], ng = -g;
 #pragma omp simd
         for (size_t i = 0; i < v; i++)
-            x[i] = ng * expf(x[i] - l);
+            x[i] = ng * pt_vexpf(x[i] - l);
         x[target[r]] += g;
     }
 }

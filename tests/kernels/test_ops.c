@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "kernels/vexp.h"
 
 #include <math.h>
 
@@ -504,6 +505,28 @@ START_TEST(test_attention_fused_layout)
 }
 END_TEST
 
+START_TEST(test_vexp)
+{
+    double worst = 0;
+    static float xs[200000], ys[200000];
+    for (int i = 0; i < 200000; i++)
+        xs[i] = -87.0f + 175.0f * (float)i / 200000.0f;
+#pragma omp simd
+    for (int i = 0; i < 200000; i++)
+        ys[i] = pt_vexpf(xs[i]);
+    for (int i = 0; i < 200000; i++) {
+        double e = exp((double)xs[i]);
+        worst = fmax(worst, fabs(ys[i] - e) / e);
+    }
+    ck_assert_msg(worst < 3e-7, "pt_vexpf worst relative error %g", worst);
+    ck_assert_float_eq(pt_vexpf(0.0f), 1.0f);
+    ck_assert_float_eq(pt_vexpf(-INFINITY), 0.0f);
+    ck_assert_float_eq(pt_vexpf(-1000.0f), 0.0f);
+    ck_assert(isfinite(pt_vexpf(1000.0f)) && pt_vexpf(1000.0f) > 1e38f);
+    ck_assert(isnan(pt_vexpf(NAN)));
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("kernels_ops");
@@ -514,6 +537,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_rope_scaling);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_headnorm);
+    tcase_add_test(tc, test_vexp);
     tcase_add_test(tc, test_attention_fused_layout);
     tcase_add_test(tc, test_logsoftmax);
     tcase_add_test(tc, test_embedding_colsum);
