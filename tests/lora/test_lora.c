@@ -32,6 +32,7 @@ static pt_model *tiny(int arch, uint64_t seed)
     c.max_position_embeddings = 64;
     c.tie_word_embeddings = arch == PT_ARCH_LLAMA;
     c.attention_bias = arch == PT_ARCH_QWEN2;
+    c.qk_norm = arch == PT_ARCH_QWEN3;
     c.initializer_range = 0.2;
     pt_model *m;
     ck_assert_ok(pt_model_create(&m, &c, seed));
@@ -328,6 +329,32 @@ START_TEST(test_fd_qwen2_bias)
 {
     /* k alone in q|k|v and up alone in gate|up: slices at non-zero offsets */
     fd_check(PT_ARCH_QWEN2, PT_LORA_K | PT_LORA_UP | PT_LORA_O);
+}
+END_TEST
+
+START_TEST(test_fd_qwen3_qknorm)
+{
+    fd_check(PT_ARCH_QWEN3, PT_LORA_Q | PT_LORA_K | PT_LORA_GATE | PT_LORA_DOWN);
+}
+END_TEST
+
+/* A context created before the adapters still runs them (its scratch grows). */
+START_TEST(test_context_before_add)
+{
+    pt_model *m = tiny(PT_ARCH_LLAMA, 2);
+    pt_batch b = batch_of(29);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, B, T));
+    pt_lora_options o = opts_all(5, 5);
+    ck_assert_ok(pt_model_add_lora(m, &o));
+    randomize_b(m, 9, 0.1f);
+    float *ref = logits_of(m, &b), *got = malloc((size_t)B * T * 29 * sizeof *got);
+    ck_assert_ok(pt_model_forward(ctx, &b, NULL, got));
+    ck_assert_int_eq(memcmp(ref, got, (size_t)B * T * 29 * sizeof *got), 0);
+    free(ref);
+    free(got);
+    pt_context_free(ctx);
+    pt_model_free(m);
 }
 END_TEST
 
@@ -768,6 +795,8 @@ static Suite *lora_suite(void)
     tcase_add_test(tc, test_fresh_identity);
     tcase_add_test(tc, test_fd_llama_tied);
     tcase_add_test(tc, test_fd_qwen2_bias);
+    tcase_add_test(tc, test_fd_qwen3_qknorm);
+    tcase_add_test(tc, test_context_before_add);
     tcase_add_test(tc, test_golden_llama);
     tcase_add_test(tc, test_golden_qwen2);
     tcase_add_test(tc, test_train_then_merge);
