@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "model/model.h"
+#include "model/transformer.h"
 
 #include <math.h>
 
@@ -107,6 +108,96 @@ static pt_batch as_batch(tbatch *tb, bool positions)
     b.positions = positions ? tb->pos : NULL;
     return b;
 }
+
+/* ---- the linear layer (x W^T + b) ------------------------------------------------------ */
+
+typedef struct lin_env {
+    pt_linear l;
+    float *x, *y, *r;
+    size_t rows;
+} lin_env;
+
+static double lin_loss(void *e)
+{
+    lin_env *v = e;
+    pt_linear_forward(&v->l, v->y, v->l.out + 2, v->x, v->l.in + 1, v->rows, false);
+    double s = 0;
+    for (size_t i = 0; i < v->rows; i++)
+        for (size_t j = 0; j < v->l.out; j++)
+            s += (double)v->y[i * (v->l.out + 2) + j] * v->r[i * v->l.out + j];
+    return s;
+}
+
+START_TEST(test_linear_fd)
+{
+    enum { R = 5, IN = 7, OUT = 6, LX = IN + 1, LY = OUT + 2 };
+    pt_rng rng;
+    pt_rng_seed(&rng, 4);
+    float w[OUT * IN], b[OUT], x[R * LX], y[R * LY], r[R * OUT], dy[R * LY];
+    float dw[OUT * IN] = { 0 }, db[OUT] = { 0 }, dx[R * LX];
+    for (int i = 0; i < OUT * IN; i++)
+        w[i] = (float)pt_rng_normal(&rng);
+    for (int i = 0; i < OUT; i++)
+        b[i] = (float)pt_rng_normal(&rng);
+    for (int i = 0; i < R * LX; i++)
+        x[i] = (float)pt_rng_normal(&rng);
+    for (int i = 0; i < R * OUT; i++)
+        r[i] = (float)pt_rng_normal(&rng);
+    lin_env env = { { .w = w, .b = b, .dw = dw, .db = db, .in = IN, .out = OUT }, x, y, r, R };
+    lin_loss(&env);
+    /* forward against the definition, and accumulate adds */
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < OUT; j++) {
+            double s = b[j];
+            for (int k = 0; k < IN; k++)
+                s += (double)x[i * LX + k] * w[j * IN + k];
+            ck_assert(fabs(y[i * LY + j] - s) < 1e-5);
+        }
+    float y0 = y[LY + 3];
+    pt_linear_forward(&env.l, y, LY, x, LX, R, true);
+    ck_assert(fabsf(y[LY + 3] - 2 * y0) < 1e-5f);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < OUT; j++)
+            dy[i * LY + j] = r[i * OUT + j];
+    pt_linear_backward(&env.l, dx, LX, false, dy, LY, x, LX, R);
+    /* finite differences in x, W and b */
+    for (int i = 0; i < R * LX; i++) {
+        if (i % LX == IN)
+            continue; /* padding */
+        float save = x[i];
+        x[i] = save + 1e-2f;
+        double lp = lin_loss(&env);
+        x[i] = save - 1e-2f;
+        double lm = lin_loss(&env);
+        x[i] = save;
+        ck_assert_msg(fabs((lp - lm) / 2e-2 - dx[i]) < 1e-3, "dx[%d]", i);
+    }
+    for (int i = 0; i < OUT * IN; i += 3) {
+        float save = w[i];
+        w[i] = save + 1e-2f;
+        double lp = lin_loss(&env);
+        w[i] = save - 1e-2f;
+        double lm = lin_loss(&env);
+        w[i] = save;
+        ck_assert_msg(fabs((lp - lm) / 2e-2 - dw[i]) < 1e-3, "dw[%d]", i);
+    }
+    for (int j = 0; j < OUT; j++) {
+        double s = 0;
+        for (int i = 0; i < R; i++)
+            s += r[i * OUT + j];
+        ck_assert(fabs(db[j] - s) < 1e-5);
+    }
+    /* dx may alias x: the weight gradient is taken first */
+    float x2[R * LX], dw2[OUT * IN] = { 0 };
+    memcpy(x2, x, sizeof x2);
+    env.l.dw = dw2;
+    env.l.db = NULL;
+    pt_linear_backward(&env.l, x2, LX, false, dy, LY, x2, LX, R);
+    ck_assert_mem_eq(dw2, dw, sizeof dw);
+    for (int i = 0; i < R; i++)
+        ck_assert_mem_eq(x2 + i * LX, dx + i * LX, IN * sizeof(float));
+}
+END_TEST
 
 /* ---- tensor table and init ----------------------------------------------------------- */
 
@@ -582,6 +673,7 @@ static Suite *model_suite(void)
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_linear_fd);
     tcase_add_test(tc, test_tensor_table);
     tcase_add_test(tc, test_fd_llama_tied_gqa);
     tcase_add_test(tc, test_fd_qwen2_bias_untied);
