@@ -337,6 +337,36 @@ START_TEST(test_one_thread)
 }
 END_TEST
 
+/* Small LM-head chunks and attention tiles that do not divide T: chunk
+ * boundaries, partial tiles and the running softmax across key tiles (the
+ * goldens' rows otherwise fit in one chunk and one tile). */
+START_TEST(test_small_tiles)
+{
+    golden_case c;
+    case_open(&c, _i);
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
+    ck_assert_ok(pt_context_set_tiling(ctx, 5, 3, 2));
+    pt_batch b = case_batch(&c);
+    size_t bt = (size_t)c.B * (size_t)c.T;
+    float *logits = calloc(bt * (size_t)c.V, sizeof *logits);
+    float *lp = calloc(bt, sizeof *lp);
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, logits));
+    int64_t shape3[3] = { c.B, c.T, c.V }, shape2[2] = { c.B, c.T };
+    char what[256];
+    snprintf(what, sizeof what, "%s: small tiles: logits", c.name);
+    parity_assert_close(what, logits, c.logits, bt * (size_t)c.V, shape3, 3, ATOL, RTOL);
+    snprintf(what, sizeof what, "%s: small tiles: logprobs", c.name);
+    parity_assert_close(what, lp, c.logprobs, bt, shape2, 2, ATOL, RTOL);
+    ck_assert_ok(pt_model_backward(ctx, c.dlogprobs));
+    check_grads(&c, 1.0f, "small tiles");
+    free(logits);
+    free(lp);
+    pt_context_free(ctx);
+    case_close(&c);
+}
+END_TEST
+
 static Suite *parity_suite(void)
 {
     Suite *s = suite_create("parity");
@@ -347,6 +377,7 @@ static Suite *parity_suite(void)
     tcase_add_loop_test(tc, test_loss_backward, 0, NCASES);
     tcase_add_loop_test(tc, test_forward_backward, 0, NCASES);
     tcase_add_loop_test(tc, test_one_thread, 0, NCASES);
+    tcase_add_loop_test(tc, test_small_tiles, 0, NCASES);
     tcase_add_loop_test(tc, test_load_dir, 0, NCASES);
     suite_add_tcase(s, tc);
     return s;
