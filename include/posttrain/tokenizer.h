@@ -58,12 +58,16 @@ PT_API void pt_tokenizer_free(pt_tokenizer *t);
 
 /* Encode `len` bytes of `text` (need not be NUL-terminated; invalid UTF-8 is
  * accepted, see docs/tokenizer.md).  *ids is allocated (free with pt_free);
- * it is NULL with *n_ids == 0 when there are no tokens. */
+ * it is NULL with *n_ids == 0 when there are no tokens.  Long inputs poll the
+ * abort callback (PT_ECANCELLED). */
 PT_API int pt_tokenizer_encode(int32_t **ids, size_t *n_ids, const pt_tokenizer *t,
                                const char *text, size_t len, unsigned flags);
 
 /* Decode ids to UTF-8 text (NUL-terminated; *len excludes the NUL; free with
- * pt_free).  Ids outside the vocabulary are an error (PT_ERANGE). */
+ * pt_free; len may be NULL).  An id < 0 or >= pt_tokenizer_vocab_size() is an
+ * error (PT_ERANGE); an unused id inside that range is skipped, as the
+ * reference does.  The text is always valid UTF-8 (bytes that do not form
+ * UTF-8 become U+FFFD, as the reference's decoders do). */
 PT_API int pt_tokenizer_decode(char **text, size_t *len, const pt_tokenizer *t,
                                const int32_t *ids, size_t n, unsigned flags);
 
