@@ -975,8 +975,27 @@ static int parse_trunc_pad(pt_tokenizer *t, const cJSON *root)
     return 0;
 }
 
+/* Offset of the first byte that is not part of valid UTF-8, or len. */
+static size_t utf8_bad_offset(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint32_t cp;
+        size_t k = (unsigned char)s[i] < 0x80 ? 1 : tk_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        if (!k)
+            return i;
+        i += k;
+    }
+    return len;
+}
+
 int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
 {
+    /* as the reference (Rust strings), the document must be UTF-8, so every
+     * token string and therefore every decoded text is */
+    size_t bad = utf8_bad_offset(json, len);
+    if (bad < len)
+        return pt_err(PT_EFORMAT, "tokenizer.json: not valid UTF-8 at byte %zu", bad);
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *ep = cJSON_GetErrorPtr();
@@ -1043,6 +1062,9 @@ static int config_token(const cJSON *root, const char *key, char **out)
 
 int tk_load_config(pt_tokenizer *t, const char *json, size_t len)
 {
+    size_t bad = utf8_bad_offset(json, len);
+    if (bad < len)
+        return pt_err(PT_EFORMAT, "tokenizer_config.json: not valid UTF-8 at byte %zu", bad);
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root)
         return pt_err(PT_EFORMAT, "tokenizer_config.json: not valid JSON");

@@ -371,6 +371,7 @@ START_TEST(test_malformed)
          PT_EFORMAT, "special token id 7 is not in the vocabulary");
     CASE(bpe("", V, "[]", ",\"post_processor\":{\"type\":\"Madeup\"}"), PT_EUNSUPPORTED, "post-processor \"Madeup\"");
     CASE(bpe("", "{}", "[]", ""), PT_EFORMAT, "vocabulary is empty");
+    CASE(bpe("", "{\"a\xFF\":0}", "[]", ""), PT_EFORMAT, "not valid UTF-8 at byte 34");
 #undef CASE
     ck_assert_int_ge(n, 10);
     for (int i = 0; i < n; i++) {
