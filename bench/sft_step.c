@@ -1,0 +1,195 @@
+/* bench_sft_step: the SFT step as `posttrain sft` runs it (pt_sft_step:
+ * forward, backward, AdamW) at the SmolLM2-135M shape, batch 4 x seq 256, for
+ * full fine-tuning and for LoRA rank 16 on every projection, each in its own
+ * child process (so each peak RSS is its own), then the PyTorch anchor
+ * (full fine-tuning with AdamW) in the same run.
+ *
+ *   bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] [--shared DIR]
+ *
+ * Prints tokens/s, GFLOP/s (6 * all parameters * tokens / time for full
+ * fine-tuning; the same count for LoRA, so the two are comparable as
+ * "model FLOPs"), that as a fraction of the sgemm peak measured in the same
+ * run, peak RSS, and the ratios against the anchor. */
+#include "bench_util.h"
+
+#include "posttrain/posttrain.h"
+
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct result {
+    double tokens_per_s, gflops, rss_mb;
+} result;
+
+static void smollm2(pt_model_config *c)
+{
+    pt_model_config_init(c);
+    c->arch = PT_ARCH_LLAMA;
+    c->hidden_size = 576;
+    c->num_hidden_layers = 30;
+    c->num_attention_heads = 9;
+    c->num_key_value_heads = 3;
+    c->head_dim = 64;
+    c->intermediate_size = 1536;
+    c->vocab_size = 49152;
+    c->tie_word_embeddings = true;
+    c->rms_norm_eps = 1e-5;
+    c->rope_theta = 10000.0;
+    c->max_position_embeddings = 2048;
+}
+
+/* Runs in a child: writes one result to fd. */
+static int run_mode(int fd, int lora_rank, int steps, int B, int T)
+{
+    pt_model_config c;
+    smollm2(&c);
+    pt_model *m;
+    pt_context *ctx;
+    pt_optimizer *opt;
+    if (pt_model_create(&m, &c, 1))
+        return 1;
+    uint64_t n;
+    pt_model_num_params(&n, m);
+    if (lora_rank > 0) {
+        pt_lora_options lo;
+        pt_lora_options_init(&lo);
+        lo.rank = lora_rank;
+        lo.alpha = 2.0 * lora_rank;
+        lo.targets = PT_LORA_ALL;
+        if (pt_model_add_lora(m, &lo))
+            return 1;
+    }
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    oo.lr = 1e-4;
+    oo.weight_decay = 0.01;
+    oo.max_grad_norm = 0; /* as the anchor: no clipping */
+    if (pt_optimizer_create(&opt, m, &oo) || pt_context_create(&ctx, m, B, T))
+        return 1;
+    int32_t *ids = malloc((size_t)B * T * sizeof *ids), *tgt = malloc((size_t)B * T * sizeof *tgt);
+    uint64_t x = 12345;
+    for (int i = 0; i < B * T; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)c.vocab_size);
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        tgt[i] = (int32_t)((x >> 33) % (uint64_t)c.vocab_size);
+    }
+    pt_batch b;
+    pt_batch_init(&b);
+    b.batch = B;
+    b.seq = T;
+    b.input_ids = ids;
+    b.targets = tgt;
+    double t[64];
+    if (steps > 64)
+        steps = 64;
+    for (int s = -1; s < steps; s++) { /* one warm-up step */
+        pt_sft_stats st;
+        pt_sft_stats_init(&st);
+        double t0 = bench_now();
+        if (pt_sft_step(&st, opt, ctx, &b, NULL, 1)) {
+            fprintf(stderr, "sft step: %s\n", pt_last_error());
+            return 1;
+        }
+        if (s >= 0)
+            t[s] = bench_now() - t0;
+    }
+    double med = bench_median(t, steps);
+    result r = { (double)B * T / med, 6.0 * (double)n * B * T / med / 1e9, bench_peak_rss_mb() };
+    if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+        return 1;
+    return 0;
+}
+
+static int child(result *out, int lora_rank, int steps, int B, int T)
+{
+    int p[2];
+    if (pipe(p))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        _exit(run_mode(p[1], lora_rank, steps, B, T));
+    }
+    close(p[1]);
+    ssize_t got = read(p[0], out, sizeof *out);
+    close(p[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return got == (ssize_t)sizeof *out && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static double field(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    return p ? atof(p + strlen(key)) : NAN;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256;
+    const char *shared = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--lora-rank") && i + 1 < argc)
+            lora_rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shared") && i + 1 < argc)
+            shared = argv[++i];
+        else if (!strcmp(argv[i], "--no-anchor"))
+            anchor = 0;
+        else {
+            fprintf(stderr, "usage: bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] "
+                            "[--shared DIR]\n");
+            return 2;
+        }
+    }
+    if (threads < 1 || steps < 1 || lora_rank < 1 || pt_set_num_threads(threads)) {
+        fprintf(stderr, "bench_sft_step: bad option value\n");
+        return 2;
+    }
+    double peak = fmax(bench_gemm_peak(threads, 2048, 2048, 2048, 3), bench_gemm_peak(threads, 1024, 1536, 576, 5));
+    printf("sgemm peak (%d threads): %.1f GFLOP/s\n", threads, peak);
+    result full, lora;
+    if (child(&full, 0, steps, B, T) || child(&lora, lora_rank, steps, B, T)) {
+        fprintf(stderr, "bench_sft_step: a run failed\n");
+        return 1;
+    }
+    printf("full SFT step     (SmolLM2-135M shape, batch %d x seq %d): %.1f tokens/s, %.1f GFLOP/s (%.0f%% of peak), "
+           "peak RSS %.0f MB\n", B, T, full.tokens_per_s, full.gflops, 100 * full.gflops / peak, full.rss_mb);
+    printf("LoRA r%-2d SFT step (same shape, all projections):         %.1f tokens/s (%.2fx the full step), "
+           "peak RSS %.0f MB\n", lora_rank, lora.tokens_per_s, lora.tokens_per_s / full.tokens_per_s, lora.rss_mb);
+    if (!anchor)
+        return 0;
+    char path[4096], cmd[8192], line[4096];
+    const char *cands[] = { shared, PT_BENCH_SHARED, "/work/shared" };
+    path[0] = '\0';
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        if (!cands[i])
+            continue;
+        snprintf(path, sizeof path, "%s/anchors/torch_llama.py", cands[i]);
+        if (access(path, R_OK) == 0)
+            break;
+        path[0] = '\0';
+    }
+    if (!path[0] || system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+        printf("anchor: skipped (%s)\n", path[0] ? "/usr/bin/python3 has no torch: apt-get install python3-torch"
+                                                  : "anchors/torch_llama.py not found; pass --shared DIR");
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s train --config smollm2-135m --batch %d --seq %d --threads %d",
+             path, B, T, threads);
+    printf("anchor: %s\n", cmd);
+    if (bench_run_capture(cmd, "mode=train", line, sizeof line)) {
+        printf("anchor: no result line\n");
+        return 1;
+    }
+    double atps = field(line, "tokens_per_s="), arss = field(line, "peak_rss_mb=");
+    printf("ratio vs PyTorch (full): %.2fx tokens/s, RSS %.2fx the anchor's (%.0f MB)\n", full.tokens_per_s / atps,
+           full.rss_mb / arss, arss);
+    printf("ratio vs PyTorch (LoRA r%d): %.2fx tokens/s\n", lora_rank, lora.tokens_per_s / atps);
+    return 0;
+}
