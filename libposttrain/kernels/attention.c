@@ -66,9 +66,11 @@ static int visible(const pt_attn_shape *s, const int32_t *seg, int i, int j)
     return 1;
 }
 
-static int num_threads_for(size_t tasks)
+static int num_threads_for(const pt_attn_shape *s, size_t tasks)
 {
     int nt = pt_get_num_threads();
+    if (s->max_threads > 0 && nt > s->max_threads)
+        nt = s->max_threads;
     if ((size_t)nt > tasks)
         nt = (int)tasks;
     return nt < 1 ? 1 : nt;
@@ -85,7 +87,7 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
     const int tq = tile_q(s), tk = tile_k(s);
     const size_t per = per_thread_floats(s);
     const size_t tasks = (size_t)B * nh;
-    int nt = num_threads_for(tasks);
+    int nt = num_threads_for(s, tasks);
 
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (size_t task = 0; task < tasks; task++) {
@@ -174,7 +176,7 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
     /* One task per (batch, kv head): it owns dk/dv of that head and dq of the
      * query heads that read it, so no two threads write the same float. */
     const size_t tasks = (size_t)B * nkv;
-    int nt = num_threads_for(tasks);
+    int nt = num_threads_for(s, tasks);
 
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (size_t task = 0; task < tasks; task++) {

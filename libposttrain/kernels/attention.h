@@ -26,6 +26,7 @@ typedef struct pt_attn_shape {
     int window;           /* 0: unlimited */
     int tile_q, tile_k;   /* 0: defaults */
     size_t ldq, ldkv, ldo; /* row strides, 0: defaults */
+    int max_threads;      /* threads the scratch was sized for (0: pt_get_num_threads()) */
 } pt_attn_shape;
 
 /* Floats of scratch the calls below need for `nthreads` threads. */

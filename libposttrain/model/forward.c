@@ -260,6 +260,7 @@ static pt_attn_shape attn_shape(const pt_context *ctx)
         .ldq = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
         .ldkv = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
         .ldo = (size_t)ctx->model->q_dim,
+        .max_threads = ctx->attn_threads,
     };
     return s;
 }
