@@ -79,6 +79,43 @@ static int init(void)
     return 0;
 }
 
+/* Decoded text must be valid UTF-8 (the library's promise). */
+static int utf8_ok(const char *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i], lo = 0x80, hi = 0xBF;
+        size_t need;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            lo = c == 0xE0 ? 0xA0 : 0x80;
+            hi = c == 0xED ? 0x9F : 0xBF;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            lo = c == 0xF0 ? 0x90 : 0x80;
+            hi = c == 0xF4 ? 0x8F : 0xBF;
+        } else {
+            return 0;
+        }
+        if (i + need >= n)
+            return 0;
+        for (size_t k = 1; k <= need; k++) {
+            if (s[i + k] < lo || s[i + k] > hi)
+                return 0;
+            lo = 0x80;
+            hi = 0xBF;
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
 static void roundtrip(const pt_tokenizer *t, const char *text, size_t len)
 {
     for (unsigned flags = 0; flags < 2; flags++) {
@@ -88,15 +125,21 @@ static void roundtrip(const pt_tokenizer *t, const char *text, size_t len)
             continue;
         char *s = NULL;
         size_t sl = 0;
-        if (pt_tokenizer_decode(&s, &sl, t, ids, n, flags ? PT_TOK_SKIP_SPECIAL : 0) == 0)
+        if (pt_tokenizer_decode(&s, &sl, t, ids, n, flags ? PT_TOK_SKIP_SPECIAL : 0) == 0) {
+            if (!utf8_ok(s, sl))
+                abort(); /* decoded text is not UTF-8 */
             pt_free(s);
+        }
         pt_decode_stream *ds = NULL;
         if (pt_decode_stream_new(&ds, t, flags ? PT_TOK_SKIP_SPECIAL : 0) == 0) {
             const char *p;
             size_t pl;
-            for (size_t i = 0; i < n && i < 4096; i++)
+            for (size_t i = 0; i < n && i < 4096; i++) {
                 if (pt_decode_stream_step(&p, &pl, ds, ids[i]))
                     break;
+                if (!utf8_ok(p, pl))
+                    abort(); /* a stream piece is not UTF-8 (half a character) */
+            }
             pt_decode_stream_flush(&p, &pl, ds);
             pt_decode_stream_free(ds);
         }
