@@ -44,6 +44,7 @@ static void blis_call(int nthreads, bool trans_a, bool trans_b, size_t m, size_t
  * by the same sequence of operations whatever the thread count. */
 #define SPLIT_MIN 256   /* rows/columns per block at least (packing amortised) */
 #define SPLIT_MAX 16    /* blocks at most */
+#define SPLIT_MIN_HALF 96 /* a half at least this long (mid-sized products) */
 #define SPLIT_ALIGN 48  /* multiple of the micro-kernel's MR (6) and NR (16) */
 
 void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
@@ -63,6 +64,8 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
     size_t nblk = dim / SPLIT_MIN;
     if (nblk > SPLIT_MAX)
         nblk = SPLIT_MAX;
+    if (nblk == 1 && dim >= 2 * SPLIT_MIN_HALF && 2.0 * (double)m * (double)n * (double)k >= 4e6)
+        nblk = 2; /* mid-sized products: two halves rather than BLIS's own threads */
     if (nblk <= 1) {
         blis_call(nthreads, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;

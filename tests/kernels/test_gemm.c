@@ -112,7 +112,8 @@ START_TEST(test_gemm_split_blocks)
      * columns (n > m), every transpose, strided operands and beta: equal to
      * the double-precision loop, and bit-identical for 1 and 2 threads (the
      * cut depends on the shape only). */
-    static const size_t shapes[][3] = { { 700, 40, 30 }, { 30, 650, 20 }, { 1100, 300, 17 } };
+    static const size_t shapes[][3] = { { 700, 40, 30 }, { 30, 650, 20 }, { 1100, 300, 17 },
+                                        { 300, 20, 400 } };
     pt_rng r;
     pt_rng_seed(&r, 17);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
