@@ -456,6 +456,46 @@ START_TEST(test_attention_tiles_match_naive)
 }
 END_TEST
 
+/* Large enough to be threaded: one thread and two give the same bits
+ * (each task owns its outputs), forward and backward; and the forward
+ * matches the naive reference. */
+START_TEST(test_attention_threads)
+{
+    static const int tiles[][2] = { { 0, 0 } };
+    attention_case(2, 160, 4, 2, 32, true, 0, tiles, 1, false);
+    enum { B = 2, T = 160, NH = 4, NKV = 2, HD = 32 };
+    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    pt_rng rng;
+    pt_rng_seed(&rng, 77);
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *d = malloc(nq * 4);
+    float *o[2], *l[2], *dq[2], *dk[2], *dv[2];
+    fill(q, nq, &rng, 1.0, 0.0);
+    fill(k, nk, &rng, 1.0, 0.0);
+    fill(v, nk, &rng, 1.0, 0.0);
+    fill(d, nq, &rng, 1.0, 0.0);
+    pt_attn_shape s = { .batch = B, .seq = T, .nh = NH, .nkv = NKV, .hd = HD,
+                        .scale = (float)(1.0 / sqrt(HD)) };
+    float *scratch = malloc(pt_attention_scratch_floats(&s, 2) * 4);
+    int nt0 = pt_get_num_threads();
+    for (int r = 0; r < 2; r++) {
+        o[r] = malloc(nq * 4), l[r] = malloc((size_t)B * NH * T * 4);
+        dq[r] = malloc(nq * 4), dk[r] = malloc(nk * 4), dv[r] = malloc(nk * 4);
+        ck_assert_ok(pt_set_num_threads(r + 1));
+        pt_attention_forward(o[r], l[r], q, k, v, &s, scratch);
+        pt_attention_backward(dq[r], dk[r], dv[r], d, q, k, v, o[r], l[r], &s, scratch);
+    }
+    pt_set_num_threads(nt0);
+    ck_assert_mem_eq(o[0], o[1], nq * 4);
+    ck_assert_mem_eq(l[0], l[1], (size_t)B * NH * T * 4);
+    ck_assert_mem_eq(dq[0], dq[1], nq * 4);
+    ck_assert_mem_eq(dk[0], dk[1], nk * 4);
+    ck_assert_mem_eq(dv[0], dv[1], nk * 4);
+    for (int r = 0; r < 2; r++)
+        free(o[r]), free(l[r]), free(dq[r]), free(dk[r]), free(dv[r]);
+    free(q), free(k), free(v), free(d), free(scratch);
+}
+END_TEST
+
 START_TEST(test_attention_backward_fd)
 {
     static const int tiles[][2] = { { 0, 0 }, { 3, 2 } };
@@ -543,6 +583,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_embedding_colsum);
     tcase_add_test(tc, test_attention_tiles_match_naive);
     tcase_add_test(tc, test_attention_backward_fd);
+    tcase_add_test(tc, test_attention_threads);
     suite_add_tcase(s, tc);
     return s;
 }
