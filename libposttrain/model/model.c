@@ -145,7 +145,19 @@ static void init_params(pt_model *m, const spec *specs, uint64_t seed)
     }
 }
 
+static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, bool random_init);
+
 int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed)
+{
+    return create(out, cfg, seed, true);
+}
+
+int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg)
+{
+    return create(out, cfg, 0, false);
+}
+
+static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, bool random_init)
 {
     if (!out || !cfg)
         return pt_err(PT_EINVAL, "pt_model_create: NULL argument");
@@ -252,7 +264,8 @@ int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed)
     for (size_t i = 0; i < n; i++)
         m->tensors[i].data = m->params + m->offsets[i];
     set_pointers(m, m->params, &m->w, m->w.layers, specs);
-    init_params(m, specs, seed);
+    if (random_init)
+        init_params(m, specs, seed);
     pt_rope_inv_freq(m->inv_freq, cfg->head_dim, cfg->rope_theta, cfg->rope_type, cfg->rope_factor,
                      cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
                      cfg->rope_original_max_position_embeddings);
@@ -274,7 +287,22 @@ void pt_model_free(pt_model *m)
     pt_free(m->g.layers);
     pt_free(m->inv_freq);
     pt_lora_release(m);
+    if (m->attachment_free)
+        m->attachment_free(m->attachment);
     pt_free(m);
+}
+
+void pt_model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *))
+{
+    if (m->attachment_free && m->attachment != data)
+        m->attachment_free(m->attachment);
+    m->attachment = data;
+    m->attachment_free = free_fn;
+}
+
+void *pt_model_attachment(const pt_model *m)
+{
+    return m ? m->attachment : NULL;
 }
 
 int pt_model_get_config(pt_model_config *out, const pt_model *m)

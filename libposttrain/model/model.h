@@ -38,4 +38,13 @@ const pt_tensor_ref *pt_model_find_tensor(const pt_model *m, const char *name);
  * can only shrink what the context was sized for, else PT_EINVAL). */
 int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k);
 
+/* One opaque record a higher layer (modelio: source directory, tokenizer)
+ * keeps with a model; free_fn runs in pt_model_free or when replaced. */
+void pt_model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *));
+void *pt_model_attachment(const pt_model *m);
+
+/* Like pt_model_create, but every parameter starts at zero (no random init):
+ * for loaders that overwrite every tensor anyway. */
+int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg);
+
 #endif

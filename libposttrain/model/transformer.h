@@ -43,6 +43,8 @@ struct pt_model {
     size_t *offsets;        /* offset of each tensor in the blocks */
     char *names;            /* storage for tensor names */
     float *inv_freq;        /* [hd/2] rotary frequencies after scaling */
+    void *attachment;       /* a higher layer's record (pt_model_set_attachment) */
+    void (*attachment_free)(void *);
     struct pt_lora *lora;   /* LoRA adapters (model/lora.h), or NULL */
 };
 

@@ -88,117 +88,50 @@ static void sb_token_id(sbuf *b, int id)
 
 /* ---- per-model record (source directory, tokenizer) ---------------------------
  *
- * pt_model's struct belongs to the model layer, so modelio keeps what it
- * remembers about a loaded model in a side table keyed by the model pointer
- * and guarded by the address of its parameter block, so that a later model
- * that happens to reuse the address is not mistaken for it. */
-#include <pthread.h>
-
+ * pt_model's struct belongs to the model layer; modelio keeps what it knows
+ * about a loaded model in the model's attachment, freed with the model. */
 typedef struct mio_rec {
-    const pt_model *m;
-    const float *params0;
-    size_t ntensors;
     char *dir;
     pt_tokenizer *tok;
 } mio_rec;
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static mio_rec *g_recs;
-static size_t g_nrecs, g_caprecs;
-
-static const float *params0_of(const pt_model *m)
+static void free_rec(void *p)
 {
-    const pt_tensor_ref *t = pt_model_tensor(m, 0);
-    return t ? t->data : NULL;
-}
-
-static mio_rec *find_rec_locked(const pt_model *m)
-{
-    for (size_t i = 0; i < g_nrecs; i++)
-        if (g_recs[i].m == m)
-            return &g_recs[i];
-    return NULL;
-}
-
-static void drop_rec_locked(mio_rec *r)
-{
+    mio_rec *r = p;
+    if (!r)
+        return;
     pt_free(r->dir);
     if (r->tok)
         pt_modelio_tokenizer_free(r->tok);
-    *r = g_recs[--g_nrecs];
+    pt_free(r);
 }
 
 /* Takes ownership of dir and tok (freed on failure). */
-static int set_rec(const pt_model *m, char *dir, pt_tokenizer *tok)
+static int set_rec(pt_model *m, char *dir, pt_tokenizer *tok)
 {
-    pthread_mutex_lock(&g_mu);
-    mio_rec *old = find_rec_locked(m);
-    if (old)
-        drop_rec_locked(old);
-    if (g_nrecs == g_caprecs) {
-        size_t cap = g_caprecs ? g_caprecs * 2 : 8;
-        mio_rec *n = pt_realloc_array(g_recs, cap, sizeof *n);
-        if (!n) {
-            pthread_mutex_unlock(&g_mu);
-            pt_free(dir);
-            if (tok)
-                pt_modelio_tokenizer_free(tok);
-            return PT_ENOMEM;
-        }
-        g_recs = n;
-        g_caprecs = cap;
+    mio_rec *r = pt_calloc(1, sizeof *r);
+    if (!r) {
+        pt_free(dir);
+        if (tok)
+            pt_modelio_tokenizer_free(tok);
+        return PT_ENOMEM;
     }
-    g_recs[g_nrecs++] = (mio_rec){ m, params0_of(m), pt_model_base_tensor_count(m), dir, tok };
-    pthread_mutex_unlock(&g_mu);
+    r->dir = dir;
+    r->tok = tok;
+    pt_model_set_attachment(m, r, free_rec);
     return PT_OK;
-}
-
-static mio_rec *get_rec_locked(const pt_model *m)
-{
-    mio_rec *r = find_rec_locked(m);
-    if (r && (r->params0 != params0_of(m) || r->ntensors != pt_model_base_tensor_count(m))) {
-        drop_rec_locked(r); /* a different model at a recycled address */
-        r = NULL;
-    }
-    return r;
 }
 
 const char *pt_model_source_dir(const pt_model *m)
 {
-    if (!m)
-        return NULL;
-    pthread_mutex_lock(&g_mu);
-    mio_rec *r = get_rec_locked(m);
-    const char *d = r ? r->dir : NULL;
-    pthread_mutex_unlock(&g_mu);
-    return d;
+    const mio_rec *r = pt_model_attachment(m);
+    return r ? r->dir : NULL;
 }
 
 const pt_tokenizer *pt_model_tokenizer(const pt_model *m)
 {
-    if (!m)
-        return NULL;
-    pthread_mutex_lock(&g_mu);
-    mio_rec *r = get_rec_locked(m);
-    const pt_tokenizer *t = r ? r->tok : NULL;
-    pthread_mutex_unlock(&g_mu);
-    return t;
-}
-
-void pt_modelio_forget(const pt_model *m)
-{
-    if (!m)
-        return;
-    pthread_mutex_lock(&g_mu);
-    mio_rec *r = find_rec_locked(m);
-    if (r)
-        drop_rec_locked(r);
-    if (g_nrecs == 0) {
-        pt_free(g_recs);
-        g_recs = NULL;
-        g_caprecs = 0;
-    }
-    pthread_mutex_unlock(&g_mu);
+    const mio_rec *r = pt_model_attachment(m);
+    return r ? r->tok : NULL;
 }
 
 /* ---- paths -------------------------------------------------------------------- */
@@ -985,7 +918,7 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     if ((st = open_weights(&w, dir)) != PT_OK)
         return st;
     pt_model *m = NULL;
-    if ((st = pt_model_create(&m, &cfg, 0)) != PT_OK) {
+    if ((st = pt_model_create_uninit(&m, &cfg)) != PT_OK) {
         weights_free(&w);
         return pt_err_prefix(st, "%s", dir);
     }

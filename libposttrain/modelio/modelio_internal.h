@@ -19,11 +19,6 @@ bool pt_dir_has_file(const char *dir, const char *name);
 const char *pt_arch_model_type(int arch);
 const char *pt_arch_class_name(int arch);
 
-/* Forget what modelio remembers about a model (source directory, tokenizer)
- * and free it; call before pt_model_free when the model came from
- * pt_model_load_dir and will not be used again. */
-void pt_modelio_forget(const pt_model *m);
-
 /* The tensors a config needs (Hugging Face names and shapes, in the model
  * layer's order); out must hold 3 + 14 * num_hidden_layers entries.  Returns
  * the count.  Used to check weights against a config without building the

@@ -164,8 +164,7 @@ static pt_model_load_options no_tok(void)
 
 static void free_loaded(pt_model *m)
 {
-    pt_modelio_forget(m);
-    pt_model_free(m);
+    pt_model_free(m); /* also frees modelio's record (source dir, tokenizer) */
 }
 
 static bool files_equal(const char *a, const char *b)
