@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 typedef struct demo_opts {
-    int digits, steps, batch, eval_n, hidden, layers;
+    int digits, steps, batch, eval_n, hidden, layers, heads, tied;
     double lr;
     uint64_t seed;
 } demo_opts;
@@ -147,7 +147,7 @@ static void demo_usage(FILE *f)
 
 int cmd_demo(int argc, char **argv)
 {
-    demo_opts o = { 2, 600, 64, 256, 128, 4, 3e-3, 1 };
+    demo_opts o = { 2, 600, 64, 256, 128, 4, 4, 1, 3e-3, 1 };
     for (int i = 1; i < argc; i++) {
         long v;
         double x;
@@ -172,6 +172,10 @@ int cmd_demo(int argc, char **argv)
             o.hidden = (int)v;
         else if (!strcmp(k, "--layers") && !cli_parse_long(val, 1, 32, &v))
             o.layers = (int)v;
+        else if (!strcmp(k, "--heads") && !cli_parse_long(val, 1, 64, &v))
+            o.heads = (int)v;
+        else if (!strcmp(k, "--tied") && !cli_parse_long(val, 0, 1, &v))
+            o.tied = (int)v;
         else if (!strcmp(k, "--seed") && !cli_parse_long(val, 0, 1L << 30, &v))
             o.seed = (uint64_t)v;
         else
@@ -194,13 +198,17 @@ int cmd_demo(int argc, char **argv)
     cfg.vocab_size = pt_tokenizer_vocab_size(tok);
     cfg.hidden_size = o.hidden;
     cfg.num_hidden_layers = o.layers;
-    cfg.num_attention_heads = o.hidden / 32 > 0 ? o.hidden / 32 : 1;
+    if (o.hidden % o.heads) {
+        fprintf(stderr, "posttrain demo: --heads must divide --hidden\n");
+        goto done;
+    }
+    cfg.num_attention_heads = o.heads;
     cfg.num_key_value_heads = cfg.num_attention_heads;
     cfg.head_dim = o.hidden / cfg.num_attention_heads;
     cfg.intermediate_size = o.hidden * 3;
     cfg.max_position_embeddings = 64;
     cfg.rms_norm_eps = 1e-5;
-    cfg.tie_word_embeddings = true;
+    cfg.tie_word_embeddings = o.tied != 0;
     cfg.initializer_range = 0.02;
     cfg.bos_token_id = pt_tokenizer_bos_id(tok);
     cfg.eos_token_id = pt_tokenizer_eos_id(tok);

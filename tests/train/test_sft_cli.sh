@@ -78,6 +78,28 @@ elif grep -q "PT_ECHECKSUM" "$work/damaged.log"; then
 else
     cat "$work/damaged.log"; bad "damaged checkpoint: wrong error"
 fi
+# Kill -9 while checkpoints are being written: every step-* directory that
+# exists must be complete and resumable (partial ones only under .tmp names).
+killed_ok=1
+for delay in 0.3 0.7 1.1; do
+    rm -rf "$work/kill"
+    "$posttrain" --threads 1 sft --model "$model" --data "$work/data.jsonl" --out "$work/kill" \
+        --steps 100000 --batch-size 3 --save-every 1 2>/dev/null &
+    pid=$!
+    sleep "$delay"
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    last=$(ls -d "$work/kill/checkpoints/step-"* 2>/dev/null | grep -v '\.tmp' | tail -n 1)
+    [ -n "$last" ] || continue
+    n=$(basename "$last" | sed 's/step-0*//')
+    if ! "$posttrain" --threads 1 sft --model "$model" --data "$work/data.jsonl" --out "$work/kill-resume" \
+            --steps $((n + 1)) --batch-size 3 --resume "$last" 2>"$work/kill.log"; then
+        cat "$work/kill.log"; killed_ok=0
+    fi
+    rm -rf "$work/kill-resume"
+done
+[ "$killed_ok" -eq 1 ] && ok "kill -9 during checkpointing leaves every checkpoint loadable" || bad "kill -9 checkpoint"
+
 set +e
 "$posttrain" sft --model "$model" --data "$work/data.jsonl" --out "$work/x" --lr fast 2>/dev/null
 [ $? -eq 2 ] && ok "a bad option value is a usage error" || bad "bad option value"
