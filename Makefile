@@ -30,7 +30,7 @@ test: deps
 	$(MAKE) --no-print-directory test-asan
 	scripts/install_test.sh $(BUILD)
 	fuzz/run.sh $(FUZZ_SECS)
-	@echo "make test: all stages passed"
+	@scripts/summary.sh $(BUILD) $(BUILD_ASAN)
 
 test-fast: build
 	meson test -C $(BUILD) --print-errorlogs

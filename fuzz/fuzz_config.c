@@ -122,7 +122,6 @@ static void fuzz_index(const char *buf, size_t size)
     if ((info.weights_status == PT_OK) != (lst == PT_OK))
         abort();
     if (lst == PT_OK) {
-        pt_modelio_forget(m);
         pt_model_free(m);
     } else if (m || pt_last_error()[0] == '\0') {
         abort();
