@@ -128,6 +128,7 @@ static double field(const char *line, const char *key)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256;
     const char *shared = NULL;
     for (int i = 1; i < argc; i++) {
@@ -151,13 +152,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_sft_step: bad option value\n");
         return 2;
     }
-    double peak = fmax(bench_gemm_peak(threads, 2048, 2048, 2048, 3), bench_gemm_peak(threads, 1024, 1536, 576, 5));
-    printf("sgemm peak (%d threads): %.1f GFLOP/s\n", threads, peak);
+    /* The children run first: a process that has started OpenMP threads must
+     * not fork (libgomp's pool does not survive it). */
     result full, lora;
     if (child(&full, 0, steps, B, T) || child(&lora, lora_rank, steps, B, T)) {
         fprintf(stderr, "bench_sft_step: a run failed\n");
         return 1;
     }
+    double peak = fmax(bench_gemm_peak(threads, 2048, 2048, 2048, 3), bench_gemm_peak(threads, 1024, 1536, 576, 5));
+    printf("sgemm peak (%d threads, measured after the runs): %.1f GFLOP/s\n", threads, peak);
     printf("full SFT step     (SmolLM2-135M shape, batch %d x seq %d): %.1f tokens/s, %.1f GFLOP/s (%.0f%% of peak), "
            "peak RSS %.0f MB\n", B, T, full.tokens_per_s, full.gflops, 100 * full.gflops / peak, full.rss_mb);
     printf("LoRA r%-2d SFT step (same shape, all projections):         %.1f tokens/s (%.2fx the full step), "
