@@ -139,7 +139,7 @@ static int evaluate(double *accuracy, pt_context *ctx, const pt_tokenizer *tok, 
 
 static void demo_usage(FILE *f)
 {
-    fprintf(f, "usage: posttrain demo [--digits N (2)] [--steps N (1200)] [--batch N (64)] [--lr F (3e-3)]\n"
+    fprintf(f, "usage: posttrain demo [--digits N (2)] [--steps N (800)] [--batch N (64)] [--lr F (3e-3)]\n"
                "                      [--hidden N (128)] [--layers N (4)] [--heads N (4)] [--tied 0|1 (0)]\n"
                "                      [--eval N (256)] [--seed N (1)]\n\n"
                "Fine-tunes a tiny built-in model by SFT on addition and prints held-out\n"
@@ -148,7 +148,7 @@ static void demo_usage(FILE *f)
 
 int cmd_demo(int argc, char **argv)
 {
-    demo_opts o = { 2, 1200, 64, 256, 128, 4, 4, 0, 3e-3, 1 };
+    demo_opts o = { 2, 800, 64, 256, 128, 4, 4, 0, 3e-3, 1 };
     for (int i = 1; i < argc; i++) {
         long v;
         double x;
