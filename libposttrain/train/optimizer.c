@@ -255,36 +255,36 @@ int pt_optimizer_get_step(int64_t *step, const pt_optimizer *o)
     return PT_OK;
 }
 
-/* Sum of squares of one array in double, in a fixed order (blocks of 4096
- * summed left to right) so the result does not depend on the thread count. */
+/* Sum of squares of block b (4096 floats) of g, in double. */
+#define SUMSQ_BLOCK ((size_t)4096)
+static double block_sum_squares(const float *g, size_t n, size_t b)
+{
+    size_t e = (b + 1) * SUMSQ_BLOCK < n ? (b + 1) * SUMSQ_BLOCK : n;
+    double s = 0;
+    for (size_t i = b * SUMSQ_BLOCK; i < e; i++)
+        s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+/* Sum of squares of one array: block sums added left to right, so the result
+ * does not depend on the thread count (blocks are summed in parallel when
+ * there is memory for the partial sums). */
 static double sum_squares(const float *g, size_t n)
 {
-    const size_t B = 4096;
-    size_t nb = (n + B - 1) / B;
+    size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double total = 0;
     double *partial = nb > 1 ? malloc(nb * sizeof *partial) : NULL;
-    if (nb > 1 && partial) {
+    if (partial) {
 #pragma omp parallel for num_threads(pt_get_num_threads()) schedule(static)
-        for (size_t b = 0; b < nb; b++) {
-            size_t e = (b + 1) * B < n ? (b + 1) * B : n;
-            double s = 0;
-            for (size_t i = b * B; i < e; i++)
-                s += (double)g[i] * (double)g[i];
-            partial[b] = s;
-        }
+        for (size_t b = 0; b < nb; b++)
+            partial[b] = block_sum_squares(g, n, b);
         for (size_t b = 0; b < nb; b++)
             total += partial[b];
         free(partial);
         return total;
     }
-    /* Same blocking, serially (one block, or no memory for partials). */
-    for (size_t b = 0; b < nb; b++) {
-        size_t e = (b + 1) * B < n ? (b + 1) * B : n;
-        double s = 0;
-        for (size_t i = b * B; i < e; i++)
-            s += (double)g[i] * (double)g[i];
-        total += s;
-    }
+    for (size_t b = 0; b < nb; b++)
+        total += block_sum_squares(g, n, b);
     return total;
 }
 
