@@ -139,32 +139,48 @@ static int add_norm(pt_tokenizer *t, tk_norm **slot)
     return 0;
 }
 
-static int parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, int depth)
+/* The part every pipeline component shares: a depth limit, an object with a
+ * "type", and "Sequence" components whose members (under seq_key) are parsed
+ * by the same function.  Returns a status; *ty is NULL when the component
+ * was a Sequence and has been handled. */
+typedef int (*tk_component_fn)(pt_tokenizer *t, const cJSON *n, const char *path, int depth, void *arg);
+
+static int component_begin(const char **ty, pt_tokenizer *t, const cJSON *n, const char *path, int depth,
+                           const char *what, const char *seq_key, tk_component_fn fn, void *arg)
 {
+    *ty = NULL;
     if (depth > 16)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: normalizers nested too deeply", path);
+        return pt_err(PT_EFORMAT, "tokenizer.json: %s: %s nested too deeply", path, what);
     if (!cJSON_IsObject(n))
         return pt_err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
-    const char *ty = type_of(n);
-    if (!ty)
+    const char *type = type_of(n);
+    if (!type)
         return pt_err(PT_EFORMAT, "tokenizer.json: %s.type: missing", path);
-    char sub[TK_PATH_MAX];
-    if (strcmp(ty, "Sequence") == 0) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        if (!cJSON_IsArray(arr))
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.normalizers: expected an array", path);
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr) {
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", path, i++);
-            int st = parse_normalizer(t, it, sub, depth + 1);
-            if (st)
-                return st;
-        }
+    if (strcmp(type, "Sequence") != 0) {
+        *ty = type;
         return 0;
     }
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, seq_key);
+    if (!cJSON_IsArray(arr))
+        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: expected an array", path, seq_key);
+    char sub[TK_PATH_MAX];
+    int i = 0, st;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        snprintf(sub, sizeof sub, "%s.%s[%d]", path, seq_key, i++);
+        if ((st = fn(t, it, sub, depth + 1, arg)))
+            return st;
+    }
+    return 0;
+}
+
+static int parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, int depth, void *arg)
+{
+    const char *ty;
+    int st = component_begin(&ty, t, n, path, depth, "normalizers", "normalizers", parse_normalizer, arg);
+    if (st || !ty)
+        return st;
     tk_norm *x = NULL;
-    int st;
     if (strcmp(ty, "NFC") == 0 || strcmp(ty, "NFD") == 0 || strcmp(ty, "NFKC") == 0 ||
         strcmp(ty, "NFKD") == 0 || strcmp(ty, "Lowercase") == 0 || strcmp(ty, "StripAccents") == 0) {
         if ((st = add_norm(t, &x)))
@@ -287,31 +303,14 @@ static int parse_prepend_scheme(const cJSON *n, tk_prepend_scheme *sc, const cha
     return 0;
 }
 
-static int parse_pretok(pt_tokenizer *t, const cJSON *n, const char *path, int depth)
+static int parse_pretok(pt_tokenizer *t, const cJSON *n, const char *path, int depth, void *arg)
 {
-    if (depth > 16)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: pre-tokenizers nested too deeply", path);
-    if (!cJSON_IsObject(n))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
-    const char *ty = type_of(n);
-    if (!ty)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.type: missing", path);
+    const char *ty;
+    int st = component_begin(&ty, t, n, path, depth, "pre-tokenizers", "pretokenizers", parse_pretok, arg);
+    if (st || !ty)
+        return st;
     char sub[TK_PATH_MAX];
-    int st;
     tk_pretok *x = NULL;
-    if (strcmp(ty, "Sequence") == 0) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, "pretokenizers");
-        if (!cJSON_IsArray(arr))
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.pretokenizers: expected an array", path);
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr) {
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", path, i++);
-            if ((st = parse_pretok(t, it, sub, depth + 1)))
-                return st;
-        }
-        return 0;
-    }
     if (strcmp(ty, "ByteLevel") == 0) {
         if ((st = add_pre(t, &x)))
             return st;
@@ -396,31 +395,13 @@ static int add_dec(pt_tokenizer *t, tk_dec **slot)
     return 0;
 }
 
-static int parse_decoder(pt_tokenizer *t, const cJSON *n, const char *path, int depth)
+static int parse_decoder(pt_tokenizer *t, const cJSON *n, const char *path, int depth, void *arg)
 {
-    if (depth > 16)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: decoders nested too deeply", path);
-    if (!cJSON_IsObject(n))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
-    const char *ty = type_of(n);
-    if (!ty)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.type: missing", path);
-    char sub[TK_PATH_MAX];
-    int st;
+    const char *ty;
+    int st = component_begin(&ty, t, n, path, depth, "decoders", "decoders", parse_decoder, arg);
+    if (st || !ty)
+        return st;
     tk_dec *x = NULL;
-    if (strcmp(ty, "Sequence") == 0) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, "decoders");
-        if (!cJSON_IsArray(arr))
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.decoders: expected an array", path);
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr) {
-            snprintf(sub, sizeof sub, "%s.decoders[%d]", path, i++);
-            if ((st = parse_decoder(t, it, sub, depth + 1)))
-                return st;
-        }
-        return 0;
-    }
     if (strcmp(ty, "ByteLevel") == 0 || strcmp(ty, "ByteFallback") == 0 || strcmp(ty, "Fuse") == 0) {
         if ((st = add_dec(t, &x)))
             return st;
@@ -556,30 +537,13 @@ static int parse_pair_token(const cJSON *n, const char *key, int32_t *id, const 
     return get_id(cJSON_GetArrayItem(v, 1), id, what);
 }
 
-static int parse_post(pt_tokenizer *t, const cJSON *n, const char *path, int depth, int *templates)
+static int parse_post(pt_tokenizer *t, const cJSON *n, const char *path, int depth, void *arg)
 {
-    if (depth > 16)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: post-processors nested too deeply", path);
-    if (!cJSON_IsObject(n))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
-    const char *ty = type_of(n);
-    if (!ty)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.type: missing", path);
-    char sub[TK_PATH_MAX];
-    int st;
-    if (strcmp(ty, "Sequence") == 0) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, "processors");
-        if (!cJSON_IsArray(arr))
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.processors: expected an array", path);
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, arr) {
-            snprintf(sub, sizeof sub, "%s.processors[%d]", path, i++);
-            if ((st = parse_post(t, it, sub, depth + 1, templates)))
-                return st;
-        }
-        return 0;
-    }
+    const char *ty;
+    int st = component_begin(&ty, t, n, path, depth, "post-processors", "processors", parse_post, arg);
+    if (st || !ty)
+        return st;
+    int *templates = arg;
     if (strcmp(ty, "ByteLevel") == 0)
         return 0;  /* only changes offsets */
     if (*templates)
@@ -1021,10 +985,10 @@ int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
     if ((st = parse_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), &max_id)))
         goto done;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (v && !cJSON_IsNull(v) && (st = parse_normalizer(t, v, "normalizer", 0)))
+    if (v && !cJSON_IsNull(v) && (st = parse_normalizer(t, v, "normalizer", 0, NULL)))
         goto done;
     v = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
-    if (v && !cJSON_IsNull(v) && (st = parse_pretok(t, v, "pre_tokenizer", 0)))
+    if (v && !cJSON_IsNull(v) && (st = parse_pretok(t, v, "pre_tokenizer", 0, NULL)))
         goto done;
     v = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
     if (v && !cJSON_IsNull(v) && (st = parse_post(t, v, "post_processor", 0, &templates)))
@@ -1032,7 +996,7 @@ int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
     v = cJSON_GetObjectItemCaseSensitive(root, "decoder");
     if (v && !cJSON_IsNull(v)) {
         t->has_decoder = true;
-        if ((st = parse_decoder(t, v, "decoder", 0)))
+        if ((st = parse_decoder(t, v, "decoder", 0, NULL)))
             goto done;
     }
     if (max_id < 0) {
