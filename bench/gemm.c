@@ -15,6 +15,7 @@ int main(int argc, char **argv)
         { 2048, 2048, 2048 }, { 1024, 1536, 576 }, { 1024, 576, 1536 }, { 1024, 576, 576 },
         { 256, 49152, 576 }, { 16, 1536, 576 }, { 8, 576, 1536 }, { 1, 576, 576 },
     };
+    printf("matrix products: %s\n", pt_blas_info());
     printf("%6s %6s %6s  %10s %10s %10s (GFLOP/s, median of 5)\n", "m", "n", "k", "1 thread",
            "threads", "policy");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -283,6 +283,7 @@ int main(int argc, char **argv)
                      script, o.config, o.batch, o.seq, o.threads, o.anchor_reps);
     }
 
+    printf("matrix products: %s\n", pt_blas_info());
     /* Rounds: our timed steps, the sgemm peak, then the anchor; the figures
      * of one round are measured side by side, and the summary takes medians
      * over rounds. */

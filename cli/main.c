@@ -90,6 +90,7 @@ int cmd_version(int argc, char **argv)
     if (argc > 1)
         return cli_usage_error("version", "takes no arguments");
     printf("posttrain %s (libposttrain %s)\n", PT_VERSION_STRING, pt_version_string());
+    printf("matrix products: %s\n", pt_blas_info());
     return 0;
 }
 

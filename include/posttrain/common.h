@@ -75,6 +75,11 @@ PT_API void pt_free(void *ptr);
 PT_API int pt_version_number(void);
 PT_API const char *pt_version_string(void);
 
+/* Which BLIS and which of its kernel sets do the matrix products, and why,
+ * e.g. "BLIS 0.9.0, skx kernels (chosen by libposttrain for this AMD AVX-512
+ * CPU)".  Initialises BLIS on first call; the string is static. */
+PT_API const char *pt_blas_info(void);
+
 /* Logging.  The library never prints; it hands messages to this callback. */
 typedef enum pt_log_level {
     PT_LOG_ERROR = 0,

@@ -4,6 +4,73 @@
 
 #include <blis.h>
 
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Kernel selection --------------------------------------------------
+ * BLIS picks its micro-kernels from the CPU it detects on first use.  BLIS
+ * releases before 1.0 (Debian 12 ships 0.9.0) know no AMD Zen 4 or later:
+ * they fall back to the portable 'generic' kernels there, measured at a
+ * fifth of the speed of the AVX-512 'skx' kernels they also ship
+ * (bench_gemm: 41 against 195 GFLOP/s per core at 1024x576x1536).  Before
+ * our first BLIS call we therefore ask for 'skx' on an AMD CPU with the
+ * AVX-512 subsets skx needs, through the one switch BLIS offers
+ * (BLIS_ARCH_TYPE, read once while BLIS initialises), and remove the
+ * variable again straight away.  A BLIS_ARCH_TYPE the user set is never
+ * touched, nor is a BLIS 1.0 or later, which detects these CPUs itself. */
+static pthread_once_t blis_once = PTHREAD_ONCE_INIT;
+static char blis_info[160];
+
+static bool amd_avx512_without_blis_config(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const char *ver = bli_info_get_version_str();
+    if (!ver || ver[0] != '0' || ver[1] != '.')
+        return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
+static void blis_setup(void)
+{
+    const char *why = "detected by BLIS";
+    if (getenv("BLIS_ARCH_TYPE") != NULL) {
+        why = "from BLIS_ARCH_TYPE";
+        bli_init();
+    } else if (amd_avx512_without_blis_config()) {
+        char id[16];
+        snprintf(id, sizeof id, "%d", (int)BLIS_ARCH_SKX);
+        why = "chosen by libposttrain for this AMD AVX-512 CPU";
+        if (setenv("BLIS_ARCH_TYPE", id, 0) == 0) {
+            bli_init();
+            unsetenv("BLIS_ARCH_TYPE");
+        } else {
+            bli_init();
+        }
+    } else {
+        bli_init();
+    }
+    arch_t arch = bli_arch_query_id();
+    const char *name = bli_arch_string(arch);
+    if (arch == BLIS_ARCH_GENERIC)
+        why = "portable fallback, slow: BLIS knows no optimised kernels for this CPU";
+    snprintf(blis_info, sizeof blis_info, "BLIS %s, %s kernels (%s)",
+             bli_info_get_version_str(), name ? name : "?", why);
+}
+
+const char *pt_blas_info(void)
+{
+    pthread_once(&blis_once, blis_setup);
+    return blis_info;
+}
+
 int pt_gemm_threads(size_t m, size_t n, size_t k)
 {
     int nt = pt_get_num_threads();
@@ -23,6 +90,7 @@ static void blis_call(int nthreads, bool trans_a, bool trans_b, size_t m, size_t
                       float alpha, const float *a, size_t lda, const float *b, size_t ldb,
                       float beta, float *c, size_t ldc)
 {
+    pthread_once(&blis_once, blis_setup);
     rntm_t rntm = BLIS_RNTM_INITIALIZER;
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(nthreads < 1 ? 1 : nthreads, &rntm);
@@ -45,7 +113,7 @@ static void blis_call(int nthreads, bool trans_a, bool trans_b, size_t m, size_t
 #define SPLIT_MIN 256   /* rows/columns per block at least (packing amortised) */
 #define SPLIT_MAX 16    /* blocks at most */
 #define SPLIT_MIN_HALF 96 /* a half at least this long (mid-sized products) */
-#define SPLIT_ALIGN 48  /* multiple of the micro-kernel's MR (6) and NR (16) */
+#define SPLIT_ALIGN 96  /* multiple of the micro-kernels' MR and NR: 6x16 (haswell, zen), 32x12 (skx) */
 
 void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb,

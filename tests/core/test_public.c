@@ -8,6 +8,9 @@ START_TEST(test_version)
     char expect[32];
     snprintf(expect, sizeof expect, "%d.%d.%d", PT_VERSION_MAJOR, PT_VERSION_MINOR, PT_VERSION_PATCH);
     ck_assert_str_eq(pt_version_string(), expect);
+    /* Exported, and names the BLIS release and its kernel set. */
+    const char *blas = pt_blas_info();
+    ck_assert_msg(!strncmp(blas, "BLIS ", 5) && strstr(blas, " kernels (") != NULL, "%s", blas);
 }
 END_TEST
 
