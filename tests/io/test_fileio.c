@@ -2,6 +2,7 @@
  * failure paths (full disk, read-only file system, missing directory) and
  * SHA-256. */
 #include "testutil.h"
+#include "testfs.h"
 
 #include "core/core.h"
 #include "io/fileio.h"
@@ -11,34 +12,6 @@
 #include <errno.h>
 #include <sys/mount.h>
 #include <unistd.h>
-
-static char *make_tmpdir(void)
-{
-    const char *base = getenv("TMPDIR");
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/pt_fio_XXXXXX", base && *base ? base : "/tmp");
-    char *d = mkdtemp(tmpl);
-    ck_assert_ptr_nonnull(d);
-    return strdup(d);
-}
-
-static void rm_tree_flat(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[4096];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (unlink(p) != 0)
-                rmdir(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
 
 /* Names in dir other than `keep`, joined; "" if none. */
 static void other_entries(const char *dir, const char *keep, char *out, size_t cap)
@@ -120,7 +93,7 @@ END_TEST
 
 START_TEST(test_atomic_write)
 {
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_fio_");
     char path[4096], others[1024];
     snprintf(path, sizeof path, "%s/out.bin", dir);
     ck_assert_ok(pt_write_file_atomic(path, "hello", 5));
@@ -176,7 +149,7 @@ START_TEST(test_atomic_write)
     ck_assert_status(pt_sha256_file(path, d2), PT_ENOTFOUND, "absent.bin");
     ck_assert_status(pt_sha256_file(dir, d2), PT_EIO, "not a regular file");
     ck_assert_ok(pt_fsync_dir(dir));
-    rm_tree_flat(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -193,7 +166,7 @@ END_TEST
 
 START_TEST(test_write_failures)
 {
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_fio_");
     char path[4096], others[1024];
     /* directory that does not exist */
     snprintf(path, sizeof path, "%s/missing/out.bin", dir);
@@ -220,7 +193,7 @@ START_TEST(test_write_failures)
         ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, path);
         chmod(dir, 0755);
     }
-    rm_tree_flat(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -253,7 +226,7 @@ static bool mount_small_tmpfs(const char *dir, const char *opts)
 
 START_TEST(test_full_disk_and_read_only)
 {
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_fio_");
     if (!mount_small_tmpfs(dir, "size=64k,mode=0755")) {
         rmdir(dir);
         free(dir);

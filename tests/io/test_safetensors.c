@@ -2,6 +2,7 @@
  * real stories260K file, the committed malformed corpus, and a truncation and
  * bit-flip sweep. */
 #include "testutil.h"
+#include "testfs.h"
 
 #include "core/core.h"
 #include "io/fileio.h"
@@ -17,33 +18,6 @@ static char *read_all(const char *path, size_t *len)
     int st = pt_read_file(&buf, len, path, (size_t)1 << 30);
     ck_assert_msg(st == PT_OK, "reading %s: %s", path, pt_last_error());
     return buf;
-}
-
-static char *make_tmpdir(void)
-{
-    const char *base = getenv("TMPDIR");
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/pt_st_XXXXXX", base && *base ? base : "/tmp");
-    char *d = mkdtemp(tmpl);
-    ck_assert_ptr_nonnull(d);
-    return strdup(d);
-}
-
-static void rm_tree_flat(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[4096];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
 }
 
 static int count_dir_entries(const char *dir)
@@ -202,7 +176,7 @@ END_TEST
 
 START_TEST(test_round_trip)
 {
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_st_");
     char path[4096];
     snprintf(path, sizeof path, "%s/rt.safetensors", dir);
 
@@ -319,7 +293,7 @@ START_TEST(test_round_trip)
     ck_assert_int_eq(memcmp(buf, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
     free(buf);
     ck_assert_int_eq(count_dir_entries(dir), 1);
-    rm_tree_flat(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -328,7 +302,7 @@ START_TEST(test_writer_bytes_match_reference_layout)
 {
     /* The writer's bytes for one tensor equal the committed file the Python
      * generator wrote in the Hugging Face layout. */
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_st_");
     char path[4096], ref[4096];
     snprintf(path, sizeof path, "%s/one.safetensors", dir);
     snprintf(ref, sizeof ref, "%s/io/valid/one_f32.safetensors", PT_TEST_SRCDIR);
@@ -342,14 +316,14 @@ START_TEST(test_writer_bytes_match_reference_layout)
     ck_assert_int_eq(memcmp(a, b, a_len), 0);
     free(a);
     free(b);
-    rm_tree_flat(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 }
 END_TEST
 
 START_TEST(test_writer_invalid)
 {
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_st_");
     char path[4096];
     snprintf(path, sizeof path, "%s/bad.safetensors", dir);
     float w[4] = {0};
@@ -391,7 +365,7 @@ START_TEST(test_writer_invalid)
     ck_assert_int_eq(count_dir_entries(dir), 0);
     ck_assert_ok(pt_st_write(path, t, 2, NULL, 0));
     ck_assert_int_eq(count_dir_entries(dir), 1);
-    rm_tree_flat(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -565,12 +539,12 @@ START_TEST(test_open_errors)
     ck_assert_ptr_null(f);
     ck_assert_status(pt_st_open(&f, PT_TEST_SRCDIR), PT_EIO, "not a regular file");
     /* a FIFO must not block the open */
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_st_");
     char fifo[4200];
     snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     ck_assert_status(pt_st_open(&f, fifo), PT_EIO, "not a regular file");
-    rm_tree_flat(dir);
+    pt_test_rm_rf(dir);
     free(dir);
     ck_assert_status(pt_st_open(NULL, "x"), PT_EINVAL, "out is NULL");
     ck_assert_status(pt_st_open(&f, NULL), PT_EINVAL, "path is NULL");

@@ -1,6 +1,7 @@
 /* LoRA adapters: options, freezing, gradients (finite differences and
  * PyTorch goldens), training then merging, PEFT files, checkpoints. */
 #include "testutil.h"
+#include "testfs.h"
 
 #include "core/core.h"
 #include "io/safetensors.h"
@@ -118,13 +119,6 @@ static double loss_at(pt_context *ctx, const pt_batch *b, bool backward)
     float loss;
     ck_assert_ok(pt_model_loss(&loss, ctx, b, g_w, backward));
     return loss;
-}
-
-static void rm_rf(const char *dir)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 
 static void write_text(const char *path, const char *text)
@@ -643,7 +637,7 @@ START_TEST(test_peft_roundtrip)
 
     pt_model_free(m);
     pt_model_free(m2);
-    rm_rf(root);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
 }
 END_TEST
 
@@ -722,7 +716,7 @@ START_TEST(test_peft_bad_dirs)
     ck_assert(!pt_model_has_lora(f));
     pt_model_free(f);
     pt_model_free(m);
-    rm_rf(root);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
 }
 END_TEST
 
@@ -781,7 +775,7 @@ START_TEST(test_checkpoint)
     pt_model_free(m);
     pt_model_free(m2);
     free(saved);
-    rm_rf(root);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
 }
 END_TEST
 

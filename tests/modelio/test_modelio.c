@@ -1,9 +1,9 @@
 /* Model directories in and out, JSONL rows, evaluation; and the real
  * stories260K model when ../shared/data is present. */
 #include "testutil.h"
+#include "testfs.h"
 
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -15,29 +15,6 @@
 #include "modelio/modelio_internal.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static void rm_rf(const char *dir)
-{
-    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static char *make_tmpdir(void)
-{
-    const char *base = getenv("TMPDIR");
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/pt_modelio_XXXXXX", base && *base ? base : "/tmp");
-    char *d = mkdtemp(tmpl);
-    ck_assert_msg(d != NULL, "mkdtemp failed");
-    return strdup(d);
-}
 
 static void write_text(const char *dir, const char *name, const char *text)
 {
@@ -142,7 +119,7 @@ static void write_weights(const char *dir, const char *fname, const pt_st_write_
 /* A directory with config.json for m and the given weights. */
 static char *dir_with(const pt_model *m, wlist *w)
 {
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_modelio_");
     pt_model_config c;
     pt_model_get_config(&c, m);
     char *json;
@@ -202,7 +179,7 @@ START_TEST(test_save_reload_bit_identical)
     static const int archs[] = { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_QWEN3, PT_ARCH_MISTRAL };
     for (int k = 0; k < 8; k++) {
         pt_model *m = tiny_model(archs[k % 4], k < 4, 100 + (uint64_t)k);
-        char *dir = make_tmpdir();
+        char *dir = pt_test_tmpdir("pt_modelio_");
         ck_assert_ok(pt_model_save_dir(m, dir, NULL));
         ck_assert(pt_dir_has_file(dir, "config.json"));
         ck_assert(pt_dir_has_file(dir, "model.safetensors"));
@@ -240,7 +217,7 @@ START_TEST(test_save_reload_bit_identical)
         pt_free(p);
 
         /* saving the reloaded model again gives the same bytes */
-        char *dir2 = make_tmpdir();
+        char *dir2 = pt_test_tmpdir("pt_modelio_");
         ck_assert_ok(pt_model_save_dir(r, dir2, NULL));
         char *a = pt_path_join(dir, "model.safetensors"), *b = pt_path_join(dir2, "model.safetensors");
         ck_assert(files_equal(a, b));
@@ -251,11 +228,11 @@ START_TEST(test_save_reload_bit_identical)
         ck_assert(files_equal(a, b));
         pt_free(a);
         pt_free(b);
-        rm_rf(dir2);
+        pt_test_rm_rf(dir2);
         free(dir2);
         free_loaded(r);
         pt_model_free(m);
-        rm_rf(dir);
+        pt_test_rm_rf(dir);
         free(dir);
     }
 }
@@ -264,7 +241,7 @@ END_TEST
 START_TEST(test_save_copies_tokenizer_files)
 {
     pt_model *m = tiny_model(PT_ARCH_LLAMA, true, 3);
-    char *src = make_tmpdir();
+    char *src = pt_test_tmpdir("pt_modelio_");
     ck_assert_ok(pt_model_save_dir(m, src, NULL));
     write_text(src, "tokenizer_config.json", "{\"add_bos_token\": true}\n");
     write_text(src, "special_tokens_map.json", "{\"bos_token\": \"<s>\"}\n");
@@ -272,7 +249,7 @@ START_TEST(test_save_copies_tokenizer_files)
     pt_model_load_options o = no_tok();
     pt_model *r = NULL;
     ck_assert_ok(pt_model_load_dir(&r, src, &o));
-    char *dst = make_tmpdir();
+    char *dst = pt_test_tmpdir("pt_modelio_");
     char sub[4200];
     snprintf(sub, sizeof sub, "%s/a/b", dst); /* created with its parents */
     ck_assert_ok(pt_model_save_dir(r, sub, NULL));
@@ -311,8 +288,8 @@ START_TEST(test_save_copies_tokenizer_files)
     free_loaded(r2);
     free_loaded(r);
     pt_model_free(m);
-    rm_rf(src);
-    rm_rf(dst);
+    pt_test_rm_rf(src);
+    pt_test_rm_rf(dst);
     free(src);
     free(dst);
 }
@@ -329,7 +306,7 @@ static int always_abort(void *payload)
 START_TEST(test_abort_and_eos_list)
 {
     pt_model *m = tiny_model(PT_ARCH_LLAMA, true, 5);
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_modelio_");
     ck_assert_ok(pt_model_save_dir(m, dir, NULL));
     pt_model_load_options o = no_tok();
     pt_model *r = NULL;
@@ -353,7 +330,7 @@ START_TEST(test_abort_and_eos_list)
     pt_model_config c;
     pt_model_get_config(&c, r);
     ck_assert_int_eq(c.eos_token_id, 2);
-    char *out = make_tmpdir();
+    char *out = pt_test_tmpdir("pt_modelio_");
     ck_assert_ok(pt_model_save_dir(r, out, NULL));
     char *q = pt_path_join(out, "config.json");
     ck_assert_ok(pt_read_file(&text, &len, q, 1 << 20));
@@ -367,8 +344,8 @@ START_TEST(test_abort_and_eos_list)
     pt_free(p);
     free_loaded(r);
     pt_model_free(m);
-    rm_rf(dir);
-    rm_rf(out);
+    pt_test_rm_rf(dir);
+    pt_test_rm_rf(out);
     free(dir);
     free(out);
 }
@@ -439,7 +416,7 @@ START_TEST(test_bf16_f16_load)
         ck_assert_uint_eq(info.num_params, np);
         ck_assert_uint_eq(info.weight_bytes, np * 2);
         free_loaded(r);
-        rm_rf(dir);
+        pt_test_rm_rf(dir);
         free(dir);
     }
     pt_model_free(m);
@@ -574,7 +551,7 @@ START_TEST(test_sharded)
     cJSON_Delete(root);
     pt_free(text_of_index);
     pt_free(ip);
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
     pt_model_free(m);
 }
@@ -593,7 +570,7 @@ START_TEST(test_bad_dirs)
     wlist_remove(&w, "model.layers.1.mlp.up_proj.weight");
     dir = dir_with(m, &w);
     load_and_inspect_fail(dir, PT_ENOTFOUND, "tensor 'model.layers.1.mlp.up_proj.weight' is missing");
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* unexpected tensor (a layer the config does not have) */
@@ -602,7 +579,7 @@ START_TEST(test_bad_dirs)
     w.t[w.n++].name = "model.layers.2.input_layernorm.weight";
     dir = dir_with(m, &w);
     load_and_inspect_fail(dir, PT_EFORMAT, "unexpected tensor 'model.layers.2.input_layernorm.weight'");
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* mis-shaped tensor: same element count, transposed */
@@ -613,7 +590,7 @@ START_TEST(test_bad_dirs)
     dir = dir_with(m, &w);
     load_and_inspect_fail(dir, PT_ESHAPE,
                           "tensor 'model.layers.0.self_attn.o_proj.weight' has shape [8, 32]");
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* 2-D where 1-D is expected */
@@ -624,7 +601,7 @@ START_TEST(test_bad_dirs)
     t->shape[1] = 16;
     dir = dir_with(m, &w);
     load_and_inspect_fail(dir, PT_ESHAPE, "'model.norm.weight'");
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* an integer tensor */
@@ -633,7 +610,7 @@ START_TEST(test_bad_dirs)
     t->dtype = PT_ST_I32;
     dir = dir_with(m, &w);
     load_and_inspect_fail(dir, PT_EUNSUPPORTED, "dtype I32");
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* rotary inv_freq buffers are ignored; a tied lm_head equal to the
@@ -650,7 +627,7 @@ START_TEST(test_bad_dirs)
     assert_same_model(m, r);
     free_loaded(r);
     r = NULL;
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
     const pt_tensor_ref *emb = pt_model_find_tensor(m, "model.embed_tokens.weight");
     float *other = malloc(emb->numel * sizeof(float));
@@ -661,7 +638,7 @@ START_TEST(test_bad_dirs)
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                      "'lm_head.weight' differs from 'model.embed_tokens.weight'");
     free(other);
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* no weights; no config; not a directory; a malformed safetensors */
@@ -679,7 +656,7 @@ START_TEST(test_bad_dirs)
     ck_assert(strstr(pt_last_error(), cp) != NULL);
     ck_assert_ptr_null(r);
     pt_free(cp);
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 
     /* options with a wrong size */
@@ -830,7 +807,7 @@ END_TEST
 START_TEST(test_jsonl_file_chunks)
 {
     /* a file read in 64 KiB chunks: rows spanning chunk boundaries */
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_modelio_");
     char *p = pt_path_join(dir, "big.jsonl");
     FILE *f = fopen(p, "w");
     for (int i = 0; i < 3000; i++) {
@@ -858,7 +835,7 @@ START_TEST(test_jsonl_file_chunks)
     ck_assert_int_eq(i, 3000);
     pt_jsonl_close(r);
     pt_free(p);
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -892,7 +869,7 @@ static double ref_loss(pt_model *m, const int32_t *ids, const uint8_t *mask, int
 START_TEST(test_eval_ids)
 {
     pt_model *m = tiny_model(PT_ARCH_QWEN3, false, 41);
-    char *dir = make_tmpdir();
+    char *dir = pt_test_tmpdir("pt_modelio_");
     char *p = pt_path_join(dir, "d.jsonl");
     static const int32_t r1[] = { 1, 5, 9, 33, 2, 60, 7 };
     static const int32_t r2[] = { 4, 4, 4, 8, 10, 11, 12, 13, 14, 15 };
@@ -983,7 +960,7 @@ START_TEST(test_eval_ids)
     ck_assert_int_eq(res->tokens, 0);
     pt_eval_result_free(res);
     pt_free(p);
-    rm_rf(dir);
+    pt_test_rm_rf(dir);
     free(dir);
     pt_model_free(m);
 }
@@ -1080,7 +1057,7 @@ START_TEST(test_real_model_load_save)
     ck_assert(info.has_tokenizer && !info.sharded);
     ck_assert_int_eq(info.weights_status, PT_OK);
 
-    char *out = make_tmpdir();
+    char *out = pt_test_tmpdir("pt_modelio_");
     ck_assert_ok(pt_model_save_dir(m, out, NULL));
     pt_model *r = NULL;
     ck_assert_ok(pt_model_load_dir(&r, out, NULL));
@@ -1102,7 +1079,7 @@ START_TEST(test_real_model_load_save)
         fprintf(stderr, "NOTE modelio: no tokenizer loaded with the model (this build)\n");
     free_loaded(r);
     free_loaded(m);
-    rm_rf(out);
+    pt_test_rm_rf(out);
     free(out);
 }
 END_TEST
@@ -1120,7 +1097,7 @@ START_TEST(test_real_model_eval)
     ck_assert_ok(pt_read_file(&text, &len, ref, 1 << 20));
     while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
         text[--len] = '\0';
-    char *tmp = make_tmpdir();
+    char *tmp = pt_test_tmpdir("pt_modelio_");
     char *p = pt_path_join(tmp, "d.jsonl");
     size_t n = strlen("{\"input_ids\": }\n") + len + 64;
     char *row = malloc(n + 256);
@@ -1163,7 +1140,7 @@ START_TEST(test_real_model_eval)
     pt_free(text);
     pt_free(ref);
     pt_free(p);
-    rm_rf(tmp);
+    pt_test_rm_rf(tmp);
     free(tmp);
     free_loaded(m);
 }

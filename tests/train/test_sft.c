@@ -1,5 +1,6 @@
 /* The SFT step and checkpoints on a tiny model built from a config. */
 #include "testutil.h"
+#include "testfs.h"
 
 #include "core/core.h"
 #include "model/model.h"
@@ -370,9 +371,7 @@ START_TEST(test_checkpoint_exact_resume)
     snprintf(path, sizeof path, "%s/checkpoint-x", root);
     ck_assert_status(pt_checkpoint_save(path, ma, oa, "{not json"), PT_EINVAL, "not valid JSON");
     ck_assert_int_eq(access(path, F_OK), -1);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
     pt_optimizer_free(oa); pt_optimizer_free(ob);
     pt_context_free(ca); pt_context_free(cb);
     pt_model_free(ma); pt_model_free(mb);

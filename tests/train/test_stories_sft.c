@@ -2,6 +2,7 @@
  * small dataset written here both lower the held-out loss, and the merged
  * export reloads with logits equal to the in-memory model's. */
 #include "testutil.h"
+#include "testfs.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -150,9 +151,7 @@ START_TEST(test_full_and_lora_lower_heldout_loss)
     }
     ck_assert_msg(worst < 1e-4, "merged vs adapter logits differ by %g", worst);
     printf("merged export reloads with identical logits; merged vs adapter max diff %.3g\n", worst);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", out);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(pt_test_rm_rf(out), 0);
     unlink(data_path);
     free(with_adapter); free(merged); free(reloaded);
     pt_model_free(back);
