@@ -10,59 +10,7 @@
 #include "core/core.h"
 #include "text/chat/chat_internal.h"
 
-static cJSON *g_doc;
-
-static cJSON *goldens(void)
-{
-    if (g_doc)
-        return g_doc;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/reference/chat/chat_goldens.json", PT_TEST_SRCDIR);
-    char *text = NULL;
-    size_t len = 0;
-    ck_assert_ok(pt_read_file(&text, &len, path, 64u << 20));
-    g_doc = cJSON_ParseWithLength(text, len);
-    free(text);
-    ck_assert_msg(g_doc != NULL, "cannot parse %s", path);
-    return g_doc;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* Messages of a named golden conversation (pointers into the document). */
-static size_t conversation(pt_chat_message *m, size_t cap, const char *name)
-{
-    const cJSON *convs = cJSON_GetObjectItemCaseSensitive(goldens(), "conversations");
-    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(convs, name);
-    ck_assert_msg(cJSON_IsArray(conv), "no conversation %s", name);
-    size_t n = 0;
-    const cJSON *msg;
-    cJSON_ArrayForEach(msg, conv)
-    {
-        ck_assert(n < cap);
-        ck_assert_ok(pt_chat_role_from_name(&m[n].role, jstr(msg, "role")));
-        m[n].content = jstr(msg, "content");
-        m[n].name = NULL;
-        n++;
-    }
-    return n;
-}
-
-static void case_options(pt_chat_options *o, const cJSON *c)
-{
-    pt_chat_options_init(o);
-    o->add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
-    const cJSON *think = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
-    if (cJSON_IsBool(think))
-        o->enable_thinking = cJSON_IsTrue(think);
-    const char *date = jstr(c, "date_string");
-    if (date)
-        o->date_string = date;
-}
+#include "chat_goldens.h"
 
 /* Render every case of one golden template with t; returns the number checked. */
 static int check_cases(const pt_chat_template *t, const cJSON *tpl)
@@ -523,6 +471,6 @@ static Suite *chat_suite(void)
 int main(void)
 {
     int rc = pt_test_run(chat_suite());
-    cJSON_Delete(g_doc);
+    goldens_free();
     return rc;
 }

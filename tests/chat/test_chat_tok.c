@@ -11,45 +11,7 @@
 #include "core/core.h"
 #include "text/chat/chat_internal.h"
 
-static cJSON *g_doc;
-
-static cJSON *goldens(void)
-{
-    if (g_doc)
-        return g_doc;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/reference/chat/chat_goldens.json", PT_TEST_SRCDIR);
-    char *text = NULL;
-    size_t len = 0;
-    ck_assert_ok(pt_read_file(&text, &len, path, 64u << 20));
-    g_doc = cJSON_ParseWithLength(text, len);
-    free(text);
-    ck_assert(g_doc != NULL);
-    return g_doc;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static size_t conversation(pt_chat_message *m, size_t cap, const char *name)
-{
-    const cJSON *conv =
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(goldens(), "conversations"), name);
-    size_t n = 0;
-    const cJSON *msg;
-    cJSON_ArrayForEach(msg, conv)
-    {
-        ck_assert(n < cap);
-        ck_assert_ok(pt_chat_role_from_name(&m[n].role, jstr(msg, "role")));
-        m[n].content = jstr(msg, "content");
-        m[n].name = NULL;
-        n++;
-    }
-    return n;
-}
+#include "chat_goldens.h"
 
 /* ---- built-in byte tokenizer -------------------------------------------------- */
 
@@ -149,13 +111,7 @@ static void check_case(const pt_tokenizer *tok, const pt_chat_template *t, const
     pt_chat_message m[16];
     size_t nm = conversation(m, 16, jstr(c, "conversation"));
     pt_chat_options o;
-    pt_chat_options_init(&o);
-    o.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
-    const cJSON *think = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
-    if (cJSON_IsBool(think))
-        o.enable_thinking = cJSON_IsTrue(think);
-    if (jstr(c, "date_string"))
-        o.date_string = jstr(c, "date_string");
+    case_options(&o, c);
     const char *expected = jstr(c, "expected");
 
     int32_t *ids = NULL, *ref = NULL;
@@ -315,6 +271,6 @@ static Suite *chat_tok_suite(void)
 int main(void)
 {
     int rc = pt_test_run(chat_tok_suite());
-    cJSON_Delete(g_doc);
+    goldens_free();
     return rc;
 }
