@@ -5,18 +5,31 @@
 #include <string.h>
 
 /* ---- buffers -------------------------------------------------------------- */
-int tk_buf_reserve(tk_buf *b, size_t extra)
+/* The capacity that holds n + extra items, doubling from 64.  Returns 1 with
+ * *cap set when the array must grow, 0 when cap already holds them, or an
+ * error naming `what` when the size overflows. */
+static int grown_cap(size_t n, size_t extra, size_t *cap, const char *what)
 {
     size_t need;
-    if (!pt_add_size(b->n, extra, &need))
-        return pt_err(PT_ENOMEM, "tokenizer: buffer size overflows");
-    if (need <= b->cap)
+    if (!pt_add_size(n, extra, &need))
+        return pt_err(PT_ENOMEM, "tokenizer: %s size overflows", what);
+    if (need <= *cap)
         return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need) {
-        if (!pt_mul_size(cap, 2, &cap))
-            return pt_err(PT_ENOMEM, "tokenizer: buffer size overflows");
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        if (!pt_mul_size(c, 2, &c))
+            return pt_err(PT_ENOMEM, "tokenizer: %s size overflows", what);
     }
+    *cap = c;
+    return 1;
+}
+
+int tk_buf_reserve(tk_buf *b, size_t extra)
+{
+    size_t cap = b->cap;
+    int st = grown_cap(b->n, extra, &cap, "buffer");
+    if (st <= 0)
+        return st;
     char *p = realloc(b->p, cap);
     if (!p)
         return pt_err(PT_ENOMEM, "tokenizer: out of memory (%zu bytes)", cap);
@@ -48,16 +61,10 @@ void tk_buf_free(tk_buf *b)
 
 int tk_ids_reserve(tk_ids *a, size_t extra)
 {
-    size_t need;
-    if (!pt_add_size(a->n, extra, &need))
-        return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
-    if (need <= a->cap)
-        return 0;
-    size_t cap = a->cap ? a->cap : 64;
-    while (cap < need) {
-        if (!pt_mul_size(cap, 2, &cap))
-            return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
-    }
+    size_t cap = a->cap;
+    int st = grown_cap(a->n, extra, &cap, "id array");
+    if (st <= 0)
+        return st;
     int32_t *v = pt_realloc_array(a->v, cap, sizeof *v);
     if (!v)
         return PT_ENOMEM;
