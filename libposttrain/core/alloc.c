@@ -14,13 +14,20 @@ void *pt_malloc(size_t n)
     return p;
 }
 
+/* count * size into *total; false (and the error set) when it overflows. */
+static bool array_bytes(size_t count, size_t size, size_t *total)
+{
+    if (pt_mul_size(count, size, total))
+        return true;
+    pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+    return false;
+}
+
 void *pt_calloc(size_t count, size_t size)
 {
     size_t total;
-    if (!pt_mul_size(count, size, &total)) {
-        pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+    if (!array_bytes(count, size, &total))
         return NULL;
-    }
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p)
         pt_err(PT_ENOMEM, "out of memory allocating %zu bytes", total);
@@ -30,20 +37,16 @@ void *pt_calloc(size_t count, size_t size)
 void *pt_malloc_array(size_t count, size_t size)
 {
     size_t total;
-    if (!pt_mul_size(count, size, &total)) {
-        pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+    if (!array_bytes(count, size, &total))
         return NULL;
-    }
     return pt_malloc(total);
 }
 
 void *pt_realloc_array(void *p, size_t count, size_t size)
 {
     size_t total;
-    if (!pt_mul_size(count, size, &total)) {
-        pt_err(PT_ENOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+    if (!array_bytes(count, size, &total))
         return NULL;
-    }
     void *q = realloc(p, total ? total : 1);
     if (!q)
         pt_err(PT_ENOMEM, "out of memory allocating %zu bytes", total);
