@@ -45,6 +45,31 @@ static int get_str(const cJSON *obj, const char *key, const char **out, const ch
     return 0;
 }
 
+/* A string that must be there unless it has a default (dflt non-NULL). */
+static int get_req_str(const cJSON *obj, const char *key, const char *dflt, const char **out, const char *path)
+{
+    int st = get_str(obj, key, out, path);
+    if (st)
+        return st;
+    if (!*out)
+        *out = dflt;
+    if (!*out)
+        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: missing", path, key);
+    return 0;
+}
+
+/* A copy of a string that must be there. */
+static int dup_req_str(const cJSON *obj, const char *key, char **out, size_t *len, const char *path)
+{
+    const char *s;
+    int st = get_req_str(obj, key, NULL, &s, path);
+    if (st)
+        return st;
+    *len = strlen(s);
+    *out = dup_n(s, *len);
+    return *out ? 0 : PT_ENOMEM;
+}
+
 /* A non-negative integer id. */
 static int get_id(const cJSON *v, int32_t *out, const char *what)
 {
@@ -83,13 +108,9 @@ static int get_char(const cJSON *obj, const char *key, char *buf, size_t *len, u
                     const char *path, const char *dflt)
 {
     const char *s = NULL;
-    int st = get_str(obj, key, &s, path);
+    int st = get_req_str(obj, key, dflt, &s, path);
     if (st)
         return st;
-    if (!s)
-        s = dflt;
-    if (!s)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: missing", path, key);
     size_t n = strlen(s);
     uint32_t c = 0;
     size_t k = n ? tk_utf8_next((const unsigned char *)s, n, &c) : 0;
@@ -126,16 +147,31 @@ static int get_pattern(const cJSON *obj, tk_regex *re, const char *path)
     return pt_err(PT_EFORMAT, "tokenizer.json: %s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", path);
 }
 
+/* Replace (normalizer and decoder): the "content" it writes and the pattern. */
+static int get_replace(const cJSON *obj, char **content, size_t *len, tk_regex *re, const char *path)
+{
+    int st = dup_req_str(obj, "content", content, len, path);
+    return st ? st : get_pattern(obj, re, path);
+}
+
+/* arr (n items of size bytes) grown by one zeroed item; NULL when out of
+ * memory (arr is then unchanged). */
+static void *push_zeroed(void *arr, size_t n, size_t size)
+{
+    char *v = pt_realloc_array(arr, n + 1, size);
+    if (v)
+        memset(v + n * size, 0, size);
+    return v;
+}
+
 /* ---- normalizers --------------------------------------------------------------- */
 static int add_norm(pt_tokenizer *t, tk_norm **slot)
 {
-    tk_norm *v = pt_realloc_array(t->norm, t->n_norm + 1, sizeof *v);
+    tk_norm *v = push_zeroed(t->norm, t->n_norm, sizeof *v);
     if (!v)
         return PT_ENOMEM;
     t->norm = v;
-    *slot = &v[t->n_norm];
-    memset(*slot, 0, sizeof **slot);
-    t->n_norm++;
+    *slot = &v[t->n_norm++];
     return 0;
 }
 
@@ -194,32 +230,16 @@ static int parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, i
         return 0;
     }
     if (strcmp(ty, "Prepend") == 0) {
-        const char *s;
-        if ((st = get_str(n, "prepend", &s, path)))
-            return st;
-        if (!s)
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.prepend: missing", path);
         if ((st = add_norm(t, &x)))
             return st;
         x->kind = TKN_PREPEND;
-        x->str_len = strlen(s);
-        x->str = dup_n(s, x->str_len);
-        return x->str ? 0 : PT_ENOMEM;
+        return dup_req_str(n, "prepend", &x->str, &x->str_len, path);
     }
     if (strcmp(ty, "Replace") == 0) {
-        const char *s;
-        if ((st = get_str(n, "content", &s, path)))
-            return st;
-        if (!s)
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.content: missing", path);
         if ((st = add_norm(t, &x)))
             return st;
         x->kind = TKN_REPLACE;
-        x->str_len = strlen(s);
-        x->str = dup_n(s, x->str_len);
-        if (!x->str)
-            return PT_ENOMEM;
-        return get_pattern(n, &x->re, path);
+        return get_replace(n, &x->str, &x->str_len, &x->re, path);
     }
     if (strcmp(ty, "Strip") == 0) {
         if ((st = add_norm(t, &x)))
@@ -243,26 +263,20 @@ static int add_pre(pt_tokenizer *t, tk_pretok **slot)
 {
     if (t->n_pre >= 32)
         return pt_err(PT_EUNSUPPORTED, "tokenizer.json: pre_tokenizer: more than 32 stages");
-    tk_pretok *v = pt_realloc_array(t->pre, t->n_pre + 1, sizeof *v);
+    tk_pretok *v = push_zeroed(t->pre, t->n_pre, sizeof *v);
     if (!v)
         return PT_ENOMEM;
     t->pre = v;
-    *slot = &v[t->n_pre];
-    memset(*slot, 0, sizeof **slot);
-    t->n_pre++;
+    *slot = &v[t->n_pre++];
     return 0;
 }
 
 static int parse_behavior(const cJSON *n, tk_behavior *b, const char *path, const char *dflt)
 {
     const char *s;
-    int st = get_str(n, "behavior", &s, path);
+    int st = get_req_str(n, "behavior", dflt, &s, path);
     if (st)
         return st;
-    if (!s)
-        s = dflt;
-    if (!s)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.behavior: missing", path);
     if (strcmp(s, "Removed") == 0)
         *b = TKB_REMOVED;
     else if (strcmp(s, "Isolated") == 0)
@@ -385,13 +399,11 @@ static int parse_pretok(pt_tokenizer *t, const cJSON *n, const char *path, int d
 /* ---- decoders ---------------------------------------------------------------------- */
 static int add_dec(pt_tokenizer *t, tk_dec **slot)
 {
-    tk_dec *v = pt_realloc_array(t->dec, t->n_dec + 1, sizeof *v);
+    tk_dec *v = push_zeroed(t->dec, t->n_dec, sizeof *v);
     if (!v)
         return PT_ENOMEM;
     t->dec = v;
-    *slot = &v[t->n_dec];
-    memset(*slot, 0, sizeof **slot);
-    t->n_dec++;
+    *slot = &v[t->n_dec++];
     return 0;
 }
 
@@ -409,19 +421,10 @@ static int parse_decoder(pt_tokenizer *t, const cJSON *n, const char *path, int 
         return 0;
     }
     if (strcmp(ty, "Replace") == 0) {
-        const char *s;
-        if ((st = get_str(n, "content", &s, path)))
-            return st;
-        if (!s)
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.content: missing", path);
         if ((st = add_dec(t, &x)))
             return st;
         x->kind = TKD_REPLACE;
-        x->content_len = strlen(s);
-        x->content = dup_n(s, x->content_len);
-        if (!x->content)
-            return PT_ENOMEM;
-        return get_pattern(n, &x->re, path);
+        return get_replace(n, &x->content, &x->content_len, &x->re, path);
     }
     if (strcmp(ty, "Strip") == 0) {
         if ((st = add_dec(t, &x)))
@@ -451,12 +454,11 @@ static int parse_decoder(pt_tokenizer *t, const cJSON *n, const char *path, int 
 /* ---- post-processors ------------------------------------------------------------ */
 static int post_push(pt_tokenizer *t, bool is_seq, const int32_t *ids, size_t n)
 {
-    tk_post_item *v = pt_realloc_array(t->post, t->n_post + 1, sizeof *v);
+    tk_post_item *v = push_zeroed(t->post, t->n_post, sizeof *v);
     if (!v)
         return PT_ENOMEM;
     t->post = v;
     tk_post_item *it = &v[t->n_post];
-    memset(it, 0, sizeof *it);
     it->is_seq = is_seq;
     if (n) {
         it->ids = pt_malloc_array(n, sizeof *ids);
