@@ -45,6 +45,21 @@ static int get_str(const cJSON *obj, const char *key, const char **out, const ch
     return 0;
 }
 
+/* Names of an enum's values in a tokenizer.json, ending with {NULL, -1}. */
+typedef struct {
+    const char *name;
+    int value;
+} tk_name;
+
+/* The value named s in tab, or -1. */
+static int name_value(const tk_name *tab, const char *s)
+{
+    for (; tab->name; tab++)
+        if (strcmp(tab->name, s) == 0)
+            return tab->value;
+    return -1;
+}
+
 /* A string that must be there unless it has a default (dflt non-NULL). */
 static int get_req_str(const cJSON *obj, const char *key, const char *dflt, const char **out, const char *path)
 {
@@ -216,17 +231,17 @@ static int parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, i
     int st = component_begin(&ty, t, n, path, depth, "normalizers", "normalizers", parse_normalizer, arg);
     if (st || !ty)
         return st;
+    static const tk_name no_options[] = {
+        {"NFC", TKN_NFC},   {"NFD", TKN_NFD},             {"NFKC", TKN_NFKC},
+        {"NFKD", TKN_NFKD}, {"Lowercase", TKN_LOWERCASE}, {"StripAccents", TKN_STRIP_ACCENTS},
+        {NULL, -1},
+    };
     tk_norm *x = NULL;
-    if (strcmp(ty, "NFC") == 0 || strcmp(ty, "NFD") == 0 || strcmp(ty, "NFKC") == 0 ||
-        strcmp(ty, "NFKD") == 0 || strcmp(ty, "Lowercase") == 0 || strcmp(ty, "StripAccents") == 0) {
+    int kind = name_value(no_options, ty);
+    if (kind >= 0) {
         if ((st = add_norm(t, &x)))
             return st;
-        x->kind = strcmp(ty, "NFC") == 0    ? TKN_NFC
-                  : strcmp(ty, "NFD") == 0  ? TKN_NFD
-                  : strcmp(ty, "NFKC") == 0 ? TKN_NFKC
-                  : strcmp(ty, "NFKD") == 0 ? TKN_NFKD
-                  : strcmp(ty, "Lowercase") == 0 ? TKN_LOWERCASE
-                                                 : TKN_STRIP_ACCENTS;
+        x->kind = (tk_norm_kind)kind;
         return 0;
     }
     if (strcmp(ty, "Prepend") == 0) {
@@ -277,18 +292,18 @@ static int parse_behavior(const cJSON *n, tk_behavior *b, const char *path, cons
     int st = get_req_str(n, "behavior", dflt, &s, path);
     if (st)
         return st;
-    if (strcmp(s, "Removed") == 0)
-        *b = TKB_REMOVED;
-    else if (strcmp(s, "Isolated") == 0)
-        *b = TKB_ISOLATED;
-    else if (strcmp(s, "MergedWithPrevious") == 0)
-        *b = TKB_MERGED_PREV;
-    else if (strcmp(s, "MergedWithNext") == 0)
-        *b = TKB_MERGED_NEXT;
-    else if (strcmp(s, "Contiguous") == 0)
-        *b = TKB_CONTIGUOUS;
-    else
+    static const tk_name behaviors[] = {
+        {"Removed", TKB_REMOVED},
+        {"Isolated", TKB_ISOLATED},
+        {"MergedWithPrevious", TKB_MERGED_PREV},
+        {"MergedWithNext", TKB_MERGED_NEXT},
+        {"Contiguous", TKB_CONTIGUOUS},
+        {NULL, -1},
+    };
+    int v = name_value(behaviors, s);
+    if (v < 0)
         return pt_err(PT_EFORMAT, "tokenizer.json: %s.behavior: unknown behavior \"%s\"", path, s);
+    *b = (tk_behavior)v;
     return 0;
 }
 
@@ -299,14 +314,13 @@ static int parse_prepend_scheme(const cJSON *n, tk_prepend_scheme *sc, const cha
     if (st)
         return st;
     if (s) {
-        if (strcmp(s, "always") == 0)
-            *sc = TK_PREPEND_ALWAYS;
-        else if (strcmp(s, "first") == 0)
-            *sc = TK_PREPEND_FIRST;
-        else if (strcmp(s, "never") == 0)
-            *sc = TK_PREPEND_NEVER;
-        else
+        static const tk_name schemes[] = {
+            {"always", TK_PREPEND_ALWAYS}, {"first", TK_PREPEND_FIRST}, {"never", TK_PREPEND_NEVER}, {NULL, -1},
+        };
+        int v = name_value(schemes, s);
+        if (v < 0)
             return pt_err(PT_EFORMAT, "tokenizer.json: %s.prepend_scheme: unknown scheme \"%s\"", path, s);
+        *sc = (tk_prepend_scheme)v;
         return 0;
     }
     /* Older files: add_prefix_space. */
@@ -413,11 +427,15 @@ static int parse_decoder(pt_tokenizer *t, const cJSON *n, const char *path, int 
     int st = component_begin(&ty, t, n, path, depth, "decoders", "decoders", parse_decoder, arg);
     if (st || !ty)
         return st;
+    static const tk_name no_options[] = {
+        {"ByteLevel", TKD_BYTELEVEL}, {"ByteFallback", TKD_BYTEFALLBACK}, {"Fuse", TKD_FUSE}, {NULL, -1},
+    };
     tk_dec *x = NULL;
-    if (strcmp(ty, "ByteLevel") == 0 || strcmp(ty, "ByteFallback") == 0 || strcmp(ty, "Fuse") == 0) {
+    int kind = name_value(no_options, ty);
+    if (kind >= 0) {
         if ((st = add_dec(t, &x)))
             return st;
-        x->kind = ty[4] == 'L' ? TKD_BYTELEVEL : ty[0] == 'B' ? TKD_BYTEFALLBACK : TKD_FUSE;
+        x->kind = (tk_dec_kind)kind;
         return 0;
     }
     if (strcmp(ty, "Replace") == 0) {
