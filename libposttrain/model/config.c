@@ -90,21 +90,29 @@ static bool has_key(const cJSON *obj, const char *key)
     return false;
 }
 
+/* The start the typed getters share: *it is the value, NULL when absent (an
+ * error when required); *present (if asked) says whether it was given. */
+static int typed_field(const cJSON **it, bool *present, const cJSON *obj, const char *ctx,
+                       const char *key, bool required)
+{
+    int st = field(it, obj, ctx, key);
+    if (st)
+        return st;
+    if (present)
+        *present = *it != NULL;
+    if (!*it && required)
+        return pt_err(PT_ECONFIG, CFG "required field '%s%s' is missing", ctx, key);
+    return PT_OK;
+}
+
 /* An integer field in [lo, hi].  *present says whether it was given. */
 static int get_int(int *out, bool *present, const cJSON *obj, const char *ctx, const char *key,
                    bool required, long lo, long hi)
 {
     const cJSON *it = NULL;
-    int st = field(&it, obj, ctx, key);
-    if (st)
+    int st = typed_field(&it, present, obj, ctx, key, required);
+    if (st || !it)
         return st;
-    if (present)
-        *present = it != NULL;
-    if (!it) {
-        if (required)
-            return pt_err(PT_ECONFIG, CFG "required field '%s%s' is missing", ctx, key);
-        return PT_OK;
-    }
     if (!cJSON_IsNumber(it))
         return pt_err(PT_ECONFIG, CFG "'%s%s' must be an integer, got %s", ctx, key,
                       json_type_name(it));
@@ -122,16 +130,9 @@ static int get_double(double *out, bool *present, const cJSON *obj, const char *
                       const char *key, bool required)
 {
     const cJSON *it = NULL;
-    int st = field(&it, obj, ctx, key);
-    if (st)
+    int st = typed_field(&it, present, obj, ctx, key, required);
+    if (st || !it)
         return st;
-    if (present)
-        *present = it != NULL;
-    if (!it) {
-        if (required)
-            return pt_err(PT_ECONFIG, CFG "required field '%s%s' is missing", ctx, key);
-        return PT_OK;
-    }
     if (!cJSON_IsNumber(it))
         return pt_err(PT_ECONFIG, CFG "'%s%s' must be a number, got %s", ctx, key,
                       json_type_name(it));
@@ -144,13 +145,9 @@ static int get_double(double *out, bool *present, const cJSON *obj, const char *
 static int get_bool(bool *out, bool *present, const cJSON *obj, const char *key)
 {
     const cJSON *it = NULL;
-    int st = field(&it, obj, "", key);
-    if (st)
+    int st = typed_field(&it, present, obj, "", key, false);
+    if (st || !it)
         return st;
-    if (present)
-        *present = it != NULL;
-    if (!it)
-        return PT_OK;
     if (!cJSON_IsBool(it))
         return pt_err(PT_ECONFIG, CFG "'%s' must be true or false, got %s", key,
                       json_type_name(it));
