@@ -1,0 +1,420 @@
+"""Loading libposttrain.so and declaring its C API for ctypes.
+
+Every function the binding calls is declared here with its argtypes and
+restype, and every option struct is laid out field for field as in
+include/posttrain/*.h (tests/python/test_layout.py checks each size against
+the `size` field that the C _init() function writes).
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["lib", "library_path"]
+
+c_int = ctypes.c_int
+c_int32 = ctypes.c_int32
+c_int64 = ctypes.c_int64
+c_uint64 = ctypes.c_uint64
+c_uint = ctypes.c_uint
+c_size_t = ctypes.c_size_t
+c_double = ctypes.c_double
+c_float = ctypes.c_float
+c_bool = ctypes.c_bool
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+POINTER = ctypes.POINTER
+
+
+# ---- finding the library -----------------------------------------------------
+
+def _candidates():
+    """(description, path-or-name) pairs in search order."""
+    out = []
+    env = os.environ.get("POSTTRAIN_LIBRARY")
+    if env:
+        if os.path.isdir(env):
+            out.append(("$POSTTRAIN_LIBRARY (directory)", os.path.join(env, "libposttrain.so")))
+        else:
+            out.append(("$POSTTRAIN_LIBRARY", env))
+    # Run from the source tree: python/posttrain/_lib.py -> <root>/build/libposttrain/
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    if os.path.isfile(os.path.join(root, "meson.build")):
+        out.append(("the source tree's meson build dir",
+                    os.path.join(root, "build", "libposttrain", "libposttrain.so")))
+    found = ctypes.util.find_library("posttrain")
+    if found:
+        out.append(("ctypes.util.find_library('posttrain')", found))
+    out.append(("the system loader", "libposttrain.so.0"))
+    return out
+
+
+def _load():
+    tried = []
+    for what, path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("  %s: %s (%s)" % (what, path, e))
+    raise ImportError(
+        "posttrain: cannot load libposttrain.so; tried, in order:\n" + "\n".join(tried) +
+        "\nSet POSTTRAIN_LIBRARY to the path of libposttrain.so (for example "
+        "build/libposttrain/libposttrain.so, or PREFIX/lib/x86_64-linux-gnu/libposttrain.so.0).")
+
+
+lib, library_path = _load()
+
+
+# ---- structures (exactly as in the C headers) ---------------------------------
+
+class ModelConfig(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("arch", c_int),
+        ("vocab_size", c_int),
+        ("hidden_size", c_int),
+        ("intermediate_size", c_int),
+        ("num_hidden_layers", c_int),
+        ("num_attention_heads", c_int),
+        ("num_key_value_heads", c_int),
+        ("head_dim", c_int),
+        ("max_position_embeddings", c_int),
+        ("rms_norm_eps", c_double),
+        ("rope_theta", c_double),
+        ("rope_type", c_int),
+        ("rope_factor", c_double),
+        ("rope_low_freq_factor", c_double),
+        ("rope_high_freq_factor", c_double),
+        ("rope_original_max_position_embeddings", c_int),
+        ("tie_word_embeddings", c_bool),
+        ("attention_bias", c_bool),
+        ("qk_norm", c_bool),
+        ("sliding_window", c_int),
+        ("initializer_range", c_double),
+        ("bos_token_id", c_int),
+        ("eos_token_id", c_int),
+        ("pad_token_id", c_int),
+    ]
+
+
+class Batch_(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("batch", c_int),
+        ("seq", c_int),
+        ("input_ids", POINTER(c_int32)),
+        ("targets", POINTER(c_int32)),
+        ("positions", POINTER(c_int32)),
+        ("segments", POINTER(c_int32)),
+    ]
+
+
+PT_MODEL_INFO_MAX_DTYPES = 24
+
+
+class _DtypeInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 16), ("tensors", c_uint64), ("bytes", c_uint64)]
+
+
+class ModelDirInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("config", ModelConfig),
+        ("num_params", c_uint64),
+        ("num_files", c_int),
+        ("num_tensors", c_uint64),
+        ("weight_bytes", c_uint64),
+        ("num_dtypes", c_int),
+        ("dtypes", _DtypeInfo * PT_MODEL_INFO_MAX_DTYPES),
+        ("sharded", c_bool),
+        ("has_tokenizer", c_bool),
+        ("has_generation_config", c_bool),
+        ("weights_status", c_int),
+        ("weights_problem", ctypes.c_char * 320),
+    ]
+
+
+class ModelLoadOptions(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool)]
+
+
+class ModelSaveOptions(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("tokenizer_dir", c_char_p), ("copy_tokenizer", c_bool)]
+
+
+class EvalOptions(ctypes.Structure):
+    _fields_ = [("size", c_size_t), ("max_length", c_int), ("add_special", c_bool)]
+
+
+class EvalResult(ctypes.Structure):
+    _fields_ = [
+        ("loss", c_double),
+        ("tokens", c_int64),
+        ("n_rows", c_size_t),
+        ("row_loss", POINTER(c_double)),
+        ("row_tokens", POINTER(c_int64)),
+    ]
+
+
+class OptimizerOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("type", c_int),
+        ("lr", c_double),
+        ("beta1", c_double),
+        ("beta2", c_double),
+        ("eps", c_double),
+        ("momentum", c_double),
+        ("weight_decay", c_double),
+        ("decay_norms_and_biases", c_bool),
+        ("schedule", c_int),
+        ("warmup_steps", c_int64),
+        ("total_steps", c_int64),
+        ("min_lr_ratio", c_double),
+        ("max_grad_norm", c_double),
+    ]
+
+
+class StepStats(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("grad_norm", c_double),
+        ("lr", c_double),
+        ("step", c_int64),
+        ("skipped", c_bool),
+        ("skipped_total", c_int64),
+    ]
+
+
+class SftStats(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("loss", c_double),
+        ("tokens", c_double),
+        ("grad_norm", c_double),
+        ("lr", c_double),
+        ("step", c_int64),
+        ("skipped", c_bool),
+        ("skipped_total", c_int64),
+    ]
+
+
+class DatasetOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("max_length", c_int),
+        ("completion_only", c_bool),
+        ("skip_bad_rows", c_bool),
+        ("add_eos", c_bool),
+        ("chat_template", c_char_p),
+        ("eval_fraction", c_double),
+        ("batch_size", c_int),
+        ("pack", c_bool),
+        ("shuffle", c_bool),
+        ("seed", c_uint64),
+    ]
+
+
+class DatasetStats(ctypes.Structure):
+    _fields_ = [("size", c_size_t)] + [(n, c_int64) for n in (
+        "rows", "skipped_rows", "empty_rows", "truncated_rows", "truncated_tokens",
+        "train_examples", "eval_examples", "train_tokens", "train_target_tokens",
+        "epoch", "cursor")]
+
+
+class LoraOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("rank", c_int),
+        ("alpha", c_double),
+        ("targets", c_uint),
+        ("dropout", c_double),
+        ("seed", c_uint64),
+    ]
+
+
+class ChatMessage(ctypes.Structure):
+    _fields_ = [("role", c_int), ("content", c_char_p), ("name", c_char_p)]
+
+
+class ChatOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("add_generation_prompt", c_int),
+        ("bos", c_int),
+        ("default_system", c_char_p),
+        ("enable_thinking", c_int),
+        ("date_string", c_char_p),
+    ]
+
+
+# Option structs with a size field, their C _init() and its return type (for
+# the layout test and for building defaults).
+OPTION_STRUCTS = {
+    "pt_model_config": (ModelConfig, "pt_model_config_init"),
+    "pt_batch": (Batch_, "pt_batch_init"),
+    "pt_model_dir_info": (ModelDirInfo, "pt_model_dir_info_init"),
+    "pt_model_load_options": (ModelLoadOptions, "pt_model_load_options_init"),
+    "pt_model_save_options": (ModelSaveOptions, "pt_model_save_options_init"),
+    "pt_eval_options": (EvalOptions, "pt_eval_options_init"),
+    "pt_optimizer_options": (OptimizerOptions, "pt_optimizer_options_init"),
+    "pt_step_stats": (StepStats, "pt_step_stats_init"),
+    "pt_sft_stats": (SftStats, "pt_sft_stats_init"),
+    "pt_dataset_options": (DatasetOptions, "pt_dataset_options_init"),
+    "pt_dataset_stats": (DatasetStats, "pt_dataset_stats_init"),
+    "pt_lora_options": (LoraOptions, "pt_lora_options_init"),
+    "pt_chat_options": (ChatOptions, "pt_chat_options_init"),
+}
+
+
+# ---- function declarations -------------------------------------------------
+
+LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+ABORT_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+
+P = POINTER
+vp = c_void_p        # opaque handles are passed as void pointers
+pp = P(c_void_p)     # out-parameter for a handle
+
+_DECLS = {
+    # common.h
+    "pt_status_name": (c_char_p, [c_int]),
+    "pt_status_str": (c_char_p, [c_int]),
+    "pt_last_error": (c_char_p, []),
+    "pt_last_status": (c_int, []),
+    "pt_clear_error": (None, []),
+    "pt_free": (None, [c_void_p]),
+    "pt_version_number": (c_int, []),
+    "pt_version_string": (c_char_p, []),
+    "pt_blas_info": (c_char_p, []),
+    "pt_set_log_callback": (c_int, [LOG_FN, c_int, c_void_p]),
+    "pt_log_level_name": (c_char_p, [c_int]),
+    "pt_set_abort_callback": (c_int, [ABORT_FN, c_void_p]),
+    "pt_check_abort": (c_int, []),
+    "pt_set_num_threads": (c_int, [c_int]),
+    "pt_get_num_threads": (c_int, []),
+    # model.h
+    "pt_model_config_init": (c_int, [P(ModelConfig)]),
+    "pt_model_config_from_json": (c_int, [P(ModelConfig), c_char_p, c_size_t]),
+    "pt_model_config_validate": (c_int, [P(ModelConfig)]),
+    "pt_model_create": (c_int, [pp, P(ModelConfig), c_uint64]),
+    "pt_model_free": (None, [vp]),
+    "pt_model_get_config": (c_int, [P(ModelConfig), vp]),
+    "pt_model_num_params": (c_int, [P(c_uint64), vp]),
+    "pt_context_create": (c_int, [pp, vp, c_int, c_int]),
+    "pt_context_free": (None, [vp]),
+    "pt_batch_init": (c_int, [P(Batch_)]),
+    "pt_model_forward": (c_int, [vp, P(Batch_), P(c_float), P(c_float)]),
+    "pt_model_backward": (c_int, [vp, P(c_float)]),
+    "pt_model_zero_grad": (c_int, [vp]),
+    "pt_model_alloc_grads": (c_int, [vp]),
+    "pt_model_loss": (c_int, [P(c_float), vp, P(Batch_), P(c_float), c_bool]),
+    # modelio.h
+    "pt_model_config_load": (c_int, [P(ModelConfig), c_char_p]),
+    "pt_model_config_to_json": (c_int, [P(c_void_p), P(ModelConfig)]),
+    "pt_model_config_num_params": (c_int, [P(c_uint64), P(ModelConfig)]),
+    "pt_model_dir_info_init": (c_int, [P(ModelDirInfo)]),
+    "pt_model_dir_inspect": (c_int, [P(ModelDirInfo), c_char_p]),
+    "pt_model_load_options_init": (c_int, [P(ModelLoadOptions)]),
+    "pt_model_load_dir": (c_int, [pp, c_char_p, P(ModelLoadOptions)]),
+    "pt_model_source_dir": (c_char_p, [vp]),
+    "pt_model_tokenizer": (c_void_p, [vp]),
+    "pt_model_save_options_init": (c_int, [P(ModelSaveOptions)]),
+    "pt_model_save_dir": (c_int, [vp, c_char_p, P(ModelSaveOptions)]),
+    "pt_eval_options_init": (c_int, [P(EvalOptions)]),
+    "pt_model_eval_jsonl": (c_int, [P(P(EvalResult)), vp, vp, c_char_p, P(EvalOptions)]),
+    "pt_eval_result_free": (None, [P(EvalResult)]),
+    # lora.h
+    "pt_lora_options_init": (c_int, [P(LoraOptions)]),
+    "pt_model_add_lora": (c_int, [vp, P(LoraOptions)]),
+    "pt_model_has_lora": (c_bool, [vp]),
+    "pt_model_get_lora": (c_int, [P(LoraOptions), vp]),
+    "pt_model_merge_lora": (c_int, [vp]),
+    "pt_model_remove_lora": (c_int, [vp]),
+    "pt_lora_save_peft": (c_int, [vp, c_char_p, c_char_p]),
+    "pt_lora_load_peft": (c_int, [vp, c_char_p]),
+    # tokenizer.h
+    "pt_tokenizer_load": (c_int, [pp, c_char_p]),
+    "pt_tokenizer_load_memory": (c_int, [pp, c_char_p, c_size_t]),
+    "pt_tokenizer_load_memory_config": (c_int, [pp, c_char_p, c_size_t, c_char_p, c_size_t]),
+    "pt_tokenizer_create_bytes": (c_int, [pp]),
+    "pt_tokenizer_free": (None, [vp]),
+    "pt_tokenizer_encode": (c_int, [P(P(c_int32)), P(c_size_t), vp, c_char_p, c_size_t, c_uint]),
+    "pt_tokenizer_decode": (c_int, [P(c_void_p), P(c_size_t), vp, P(c_int32), c_size_t, c_uint]),
+    "pt_tokenizer_vocab_size": (c_int32, [vp]),
+    "pt_tokenizer_token_to_id": (c_int, [P(c_int32), vp, c_char_p]),
+    "pt_tokenizer_id_to_token": (c_char_p, [vp, c_int32]),
+    "pt_tokenizer_is_special": (c_int, [vp, c_int32]),
+    "pt_tokenizer_is_added": (c_int, [vp, c_int32]),
+    "pt_tokenizer_bos_id": (c_int32, [vp]),
+    "pt_tokenizer_eos_id": (c_int32, [vp]),
+    "pt_tokenizer_pad_id": (c_int32, [vp]),
+    "pt_tokenizer_unk_id": (c_int32, [vp]),
+    "pt_tokenizer_bos_token": (c_char_p, [vp]),
+    "pt_tokenizer_eos_token": (c_char_p, [vp]),
+    "pt_tokenizer_pad_token": (c_char_p, [vp]),
+    "pt_tokenizer_add_bos": (c_int, [vp]),
+    "pt_tokenizer_add_eos": (c_int, [vp]),
+    "pt_tokenizer_chat_template": (c_char_p, [vp, c_char_p]),
+    "pt_decode_stream_new": (c_int, [pp, vp, c_uint]),
+    "pt_decode_stream_step": (c_int, [P(c_void_p), P(c_size_t), vp, c_int32]),
+    "pt_decode_stream_flush": (c_int, [P(c_void_p), P(c_size_t), vp]),
+    "pt_decode_stream_free": (None, [vp]),
+    # chat.h
+    "pt_chat_role_name": (c_char_p, [c_int]),
+    "pt_chat_role_from_name": (c_int, [P(c_int), c_char_p]),
+    "pt_chat_family_name": (c_char_p, [c_int]),
+    "pt_chat_options_init": (None, [P(ChatOptions)]),
+    "pt_chat_template_from_name": (c_int, [pp, c_char_p]),
+    "pt_chat_template_from_source": (c_int, [pp, c_char_p, c_char_p, c_char_p]),
+    "pt_chat_template_from_tokenizer": (c_int, [pp, vp]),
+    "pt_chat_template_free": (None, [vp]),
+    "pt_chat_template_family": (c_int, [vp]),
+    "pt_chat_template_name": (c_char_p, [vp]),
+    "pt_chat_template_set_tokens": (c_int, [vp, c_char_p, c_char_p]),
+    "pt_chat_render": (c_int, [P(c_void_p), P(c_size_t), vp, P(ChatMessage), c_size_t,
+                               P(ChatOptions)]),
+    "pt_chat_render_ids": (c_int, [P(P(c_int32)), P(P(ctypes.c_uint8)), P(c_size_t), vp, vp,
+                                   P(ChatMessage), c_size_t, P(ChatOptions)]),
+    # train.h
+    "pt_optimizer_options_init": (c_int, [P(OptimizerOptions)]),
+    "pt_optimizer_create": (c_int, [pp, vp, P(OptimizerOptions)]),
+    "pt_optimizer_free": (None, [vp]),
+    "pt_step_stats_init": (c_int, [P(StepStats)]),
+    "pt_optimizer_step": (c_int, [P(StepStats), vp]),
+    "pt_optimizer_get_lr": (c_int, [P(c_double), vp]),
+    "pt_optimizer_get_step": (c_int, [P(c_int64), vp]),
+    "pt_sft_stats_init": (c_int, [P(SftStats)]),
+    "pt_sft_step": (c_int, [P(SftStats), vp, vp, P(Batch_), P(P(c_float)), c_int]),
+    "pt_dataset_options_init": (c_int, [P(DatasetOptions)]),
+    "pt_dataset_create": (c_int, [pp, P(DatasetOptions)]),
+    "pt_dataset_load_jsonl": (c_int, [pp, c_char_p, vp, P(DatasetOptions)]),
+    "pt_dataset_add": (c_int, [vp, P(c_int32), P(ctypes.c_uint8), c_size_t]),
+    "pt_dataset_free": (None, [vp]),
+    "pt_dataset_stats_init": (c_int, [P(DatasetStats)]),
+    "pt_dataset_get_stats": (c_int, [P(DatasetStats), vp]),
+    "pt_dataset_next_batch": (c_int, [P(Batch_), P(P(c_float)), vp]),
+    "pt_dataset_eval_loss": (c_int, [P(c_double), P(c_double), vp, vp]),
+    "pt_dataset_max_seq": (c_int, [P(c_int), vp]),
+    "pt_dataset_get_position": (c_int, [P(c_int64), P(c_int64), vp]),
+    "pt_dataset_set_position": (c_int, [vp, c_int64, c_int64]),
+    "pt_checkpoint_save": (c_int, [c_char_p, vp, vp, c_char_p]),
+    "pt_checkpoint_load": (c_int, [P(c_void_p), c_char_p, vp, vp]),
+    "pt_schedule_factor": (c_int, [P(c_double), c_int, c_int64, c_int64, c_int64, c_double]),
+}
+
+for _name, (_res, _args) in _DECLS.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+del _name, _res, _args, _fn
+
+
+def has_symbol(name):
+    """True when the loaded library exports `name` (optional, newer API)."""
+    try:
+        getattr(lib, name)
+        return True
+    except AttributeError:
+        return False

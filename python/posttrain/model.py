@@ -1,0 +1,618 @@
+"""Models, contexts and batches (posttrain/model.h, modelio.h, lora.h)."""
+
+import collections
+import ctypes
+import json
+import os
+import shutil
+import tempfile
+
+from . import safetensors as _st
+from ._handle import Handle, out_handle
+from ._lib import (Batch_, EvalOptions, EvalResult, LoraOptions, ModelConfig, ModelDirInfo,
+                   ModelLoadOptions, ModelSaveOptions, lib)
+from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
+from .errors import check, invalid
+
+__all__ = [
+    "Model", "Context", "Batch", "ForwardResult", "EvalResult",
+    "default_config", "config_from_json", "load_config", "config_to_json",
+    "config_num_params", "validate_config", "inspect_dir",
+    "ARCH", "ROPE", "LORA_TARGETS",
+]
+
+ARCH = {"llama": 0, "qwen2": 1, "qwen3": 2, "mistral": 3}
+ROPE = {"default": 0, "llama3": 1, "linear": 2}
+LORA_TARGETS = {"q": 1, "k": 2, "v": 4, "o": 8, "gate": 16, "up": 32, "down": 64,
+                "q_proj": 1, "k_proj": 2, "v_proj": 4, "o_proj": 8, "gate_proj": 16,
+                "up_proj": 32, "down_proj": 64, "all_attn": 0x0f, "all": 0x7f}
+
+_CONFIG_FIELDS = [f for f, _ in ModelConfig._fields_ if f != "size"]
+
+ForwardResult = collections.namedtuple("ForwardResult", ["logprobs", "logits"])
+EvalResult = collections.namedtuple("EvalResult", ["loss", "tokens", "row_loss", "row_tokens"])
+
+
+# ---- configurations -------------------------------------------------------------
+
+def _struct_to_config(c):
+    return {f: getattr(c, f) for f in _CONFIG_FIELDS}
+
+
+def _config_struct(config):
+    """A filled pt_model_config from a dict of its fields (names as in the C
+    struct; arch and rope_type may be names), from a Hugging Face config.json
+    dict (recognised by model_type or architectures), or a ModelConfig."""
+    if isinstance(config, ModelConfig):
+        return config
+    if not isinstance(config, dict):
+        raise invalid("config must be a dict, not %s" % type(config).__name__)
+    if "model_type" in config or "architectures" in config:
+        return _config_from_json_struct(json.dumps(config))
+    c = ModelConfig()
+    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    for k, v in config.items():
+        if k not in _CONFIG_FIELDS:
+            raise invalid("unknown model config field %r (known: %s)"
+                          % (k, ", ".join(_CONFIG_FIELDS)), "config")
+        if k == "arch" and isinstance(v, str):
+            if v not in ARCH:
+                raise invalid("unknown arch %r (%s)" % (v, ", ".join(ARCH)), "config")
+            v = ARCH[v]
+        if k == "rope_type" and isinstance(v, str):
+            if v not in ROPE:
+                raise invalid("unknown rope_type %r (%s)" % (v, ", ".join(ROPE)), "config")
+            v = ROPE[v]
+        if v is None and k.endswith("_token_id"):
+            v = -1
+        try:
+            setattr(c, k, v)
+        except TypeError as e:
+            raise invalid("config field %r: %s" % (k, e), "config") from None
+    # As in Hugging Face configs: head_dim defaults to hidden_size / heads.
+    if "head_dim" not in config and c.num_attention_heads > 0 and c.head_dim == 0:
+        c.head_dim = c.hidden_size // c.num_attention_heads
+    return c
+
+
+def _config_from_json_struct(text):
+    c = ModelConfig()
+    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    check(lib.pt_model_config_from_json(ctypes.byref(c), b, len(b)), "pt_model_config_from_json")
+    return c
+
+
+def default_config():
+    """pt_model_config_init()'s defaults as a dict."""
+    c = ModelConfig()
+    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    return _struct_to_config(c)
+
+
+def config_from_json(text):
+    """Parse a Hugging Face config.json (str, bytes or dict) into a config dict."""
+    if isinstance(text, dict):
+        text = json.dumps(text)
+    return _struct_to_config(_config_from_json_struct(text))
+
+
+def load_config(path):
+    """Read DIR/config.json (or the file itself) into a config dict."""
+    c = ModelConfig()
+    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    check(lib.pt_model_config_load(ctypes.byref(c), fspath(path)), "pt_model_config_load")
+    return _struct_to_config(c)
+
+
+def config_to_json(config):
+    """The Hugging Face config.json text for a configuration."""
+    c = _config_struct(config)
+    out = ctypes.c_void_p()
+    check(lib.pt_model_config_to_json(ctypes.byref(out), ctypes.byref(c)), "pt_model_config_to_json")
+    try:
+        return ctypes.string_at(out.value).decode("utf-8")
+    finally:
+        lib.pt_free(out)
+
+
+def config_num_params(config):
+    c = _config_struct(config)
+    n = ctypes.c_uint64()
+    check(lib.pt_model_config_num_params(ctypes.byref(n), ctypes.byref(c)),
+          "pt_model_config_num_params")
+    return n.value
+
+
+def validate_config(config):
+    """Raise (ConfigError, InvalidArgument, ...) if the configuration is inconsistent."""
+    c = _config_struct(config)
+    check(lib.pt_model_config_validate(ctypes.byref(c)), "pt_model_config_validate")
+
+
+def inspect_dir(path):
+    """What a model directory holds, from config.json and the safetensors
+    headers alone (pt_model_dir_inspect), as a dict."""
+    info = ModelDirInfo()
+    check(lib.pt_model_dir_info_init(ctypes.byref(info)), "pt_model_dir_info_init")
+    check(lib.pt_model_dir_inspect(ctypes.byref(info), fspath(path)), "pt_model_dir_inspect")
+    return {
+        "config": _struct_to_config(info.config),
+        "num_params": info.num_params,
+        "num_files": info.num_files,
+        "num_tensors": info.num_tensors,
+        "weight_bytes": info.weight_bytes,
+        "dtypes": {info.dtypes[i].name.decode(): {"tensors": info.dtypes[i].tensors,
+                                                  "bytes": info.dtypes[i].bytes}
+                   for i in range(info.num_dtypes)},
+        "sharded": info.sharded,
+        "has_tokenizer": info.has_tokenizer,
+        "has_generation_config": info.has_generation_config,
+        "weights_status": info.weights_status,
+        "weights_problem": info.weights_problem.decode("utf-8", "replace"),
+    }
+
+
+# ---- batches ------------------------------------------------------------------
+
+class Batch:
+    """B rows of T tokens for a forward or a training step (a pt_batch whose
+    arrays this object owns).
+
+    input_ids: a list of ids (one row) or a list of equal-length rows (or a
+    1-D/2-D numpy array); targets, positions, segments alike, or None
+    (targets None: no token has a target; positions None: 0..T-1)."""
+
+    def __init__(self, input_ids, targets=None, positions=None, segments=None):
+        rows, squeeze = as_rows(input_ids, "input_ids")
+        B = len(rows)
+        T = len(rows[0])
+        if T == 0:
+            raise invalid("input_ids rows are empty", "Batch")
+        self.batch, self.seq, self.squeeze = B, T, squeeze
+        self._ids = flat_int32(rows, B, T, "input_ids")
+        self._tgt = self._opt(targets, "targets")
+        self._pos = self._opt(positions, "positions")
+        self._seg = self._opt(segments, "segments")
+        self._c = Batch_()
+        check(lib.pt_batch_init(ctypes.byref(self._c)), "pt_batch_init")
+        self._c.batch, self._c.seq = B, T
+        I32P = ctypes.POINTER(ctypes.c_int32)
+        self._c.input_ids = ctypes.cast(self._ids, I32P)
+        for field, arr in (("targets", self._tgt), ("positions", self._pos),
+                           ("segments", self._seg)):
+            setattr(self._c, field, ctypes.cast(arr, I32P) if arr is not None else None)
+
+    def _opt(self, x, what):
+        if x is None:
+            return None
+        rows, _ = as_rows(x, what)
+        return flat_int32(rows, self.batch, self.seq, what)
+
+    @classmethod
+    def next_token(cls, sequences, pad_id=0):
+        """A language-modelling batch: each sequence s predicts s[1:] from
+        s[:-1]; shorter rows are padded with pad_id (inputs) and -1 (targets)."""
+        rows, _ = as_rows(sequences, "sequences")
+        rows = [list(r) for r in rows]
+        if any(len(r) < 2 for r in rows):
+            raise invalid("every sequence needs at least 2 tokens", "Batch.next_token")
+        T = max(len(r) for r in rows) - 1
+        ids = [r[:-1] + [pad_id] * (T - len(r) + 1) for r in rows]
+        tgt = [r[1:] + [-1] * (T - len(r) + 1) for r in rows]
+        return cls(ids, tgt)
+
+    @classmethod
+    def _borrow(cls, cb):
+        """Copy a pt_batch the library owns (e.g. from pt_dataset_next_batch)."""
+        self = cls.__new__(cls)
+        B, T = cb.batch, cb.seq
+        n = B * T
+        self.batch, self.seq, self.squeeze = B, T, False
+
+        def cp(p):
+            if not p:
+                return None
+            return (ctypes.c_int32 * n).from_buffer_copy(ctypes.string_at(p, 4 * n))
+        self._ids, self._tgt = cp(cb.input_ids), cp(cb.targets)
+        self._pos, self._seg = cp(cb.positions), cp(cb.segments)
+        self._c = Batch_()
+        check(lib.pt_batch_init(ctypes.byref(self._c)), "pt_batch_init")
+        self._c.batch, self._c.seq = B, T
+        I32P = ctypes.POINTER(ctypes.c_int32)
+        for field, arr in (("input_ids", self._ids), ("targets", self._tgt),
+                           ("positions", self._pos), ("segments", self._seg)):
+            setattr(self._c, field, ctypes.cast(arr, I32P) if arr is not None else None)
+        return self
+
+    def _rows(self, arr):
+        if arr is None:
+            return None
+        flat = list(arr)
+        return [flat[i * self.seq:(i + 1) * self.seq] for i in range(self.batch)]
+
+    @property
+    def input_ids(self):
+        return self._rows(self._ids)
+
+    @property
+    def targets(self):
+        return self._rows(self._tgt)
+
+    @property
+    def positions(self):
+        return self._rows(self._pos)
+
+    @property
+    def segments(self):
+        return self._rows(self._seg)
+
+    @property
+    def ntokens(self):
+        return self.batch * self.seq
+
+    def __repr__(self):
+        return "<posttrain.Batch %dx%d>" % (self.batch, self.seq)
+
+
+def _as_batch(x, targets=None, positions=None, segments=None):
+    if isinstance(x, Batch):
+        if targets is not None or positions is not None or segments is not None:
+            raise invalid("pass either a Batch or input_ids with targets/positions/segments")
+        return x
+    return Batch(x, targets, positions, segments)
+
+
+def _out_shape(b, *rest):
+    return ((b.seq,) if b.squeeze else (b.batch, b.seq)) + rest
+
+
+# ---- contexts -------------------------------------------------------------------
+
+class Context(Handle):
+    """Activations of one forward pass for up to max_batch x max_seq tokens
+    (pt_context).  Keeps its model alive; closed automatically when the model
+    closes or its LoRA adapters change."""
+
+    _free_fn = "pt_context_free"
+    _kind = "context"
+    _needs_table = True
+
+    def __init__(self, model, max_batch, max_seq):
+        out = out_handle()
+        check(lib.pt_context_create(ctypes.byref(out), model._ptr, int(max_batch), int(max_seq)),
+              "pt_context_create")
+        super().__init__(out.value)
+        self.model = model
+        self.max_batch, self.max_seq = int(max_batch), int(max_seq)
+        self._last = None
+        model._add_dependent(self)
+
+    def fits(self, b):
+        return b.batch <= self.max_batch and b.seq <= self.max_seq
+
+    def forward(self, input_ids, targets=None, positions=None, segments=None,
+                logprobs=True, logits=True, numpy=None):
+        """Forward pass: ForwardResult(logprobs [B,T] or None, logits [B,T,V]
+        or None); rows squeezed away when input_ids was one flat row.
+        logprobs are log p(target), 0 where the target is -1."""
+        b = _as_batch(input_ids, targets, positions, segments)
+        n = b.ntokens
+        V = self.model.config["vocab_size"]
+        lp = (ctypes.c_float * n)() if logprobs else None
+        lg = (ctypes.c_float * (n * V))() if logits else None
+        check(lib.pt_model_forward(self._ptr, ctypes.byref(b._c), lp, lg), "pt_model_forward")
+        self._last = b
+        return ForwardResult(
+            shaped(lp, _out_shape(b), numpy) if logprobs else None,
+            shaped(lg, _out_shape(b, V), numpy) if logits else None)
+
+    def backward(self, dlogprobs):
+        """Backward of the last forward on this context from dLoss/dlogprob
+        per token (B*T values, flat or nested); accumulates into the model's
+        gradients."""
+        if self._last is None:
+            n = self.max_batch * self.max_seq
+        else:
+            n = self._last.ntokens
+        d = flat_float(dlogprobs, n, "dlogprobs")
+        check(lib.pt_model_backward(self._ptr, d), "pt_model_backward")
+
+    def loss(self, input_ids, targets=None, weights=None, backward=False,
+             positions=None, segments=None):
+        """Mean cross-entropy -sum(w*lp)/sum(w) over tokens with a target
+        (pt_model_loss); with backward=True the gradients accumulate too."""
+        b = _as_batch(input_ids, targets, positions, segments)
+        w = flat_float(weights, b.ntokens, "weights") if weights is not None else None
+        out = ctypes.c_float()
+        check(lib.pt_model_loss(ctypes.byref(out), self._ptr, ctypes.byref(b._c), w,
+                                bool(backward)), "pt_model_loss")
+        self._last = b
+        return out.value
+
+
+# ---- models ---------------------------------------------------------------------
+
+class Model(Handle):
+    """A Llama-family model (pt_model).
+
+    Model.load(dir) reads a Hugging Face directory; Model.create(config,
+    seed) builds a random one.  forward/logits/logprobs/loss run on an
+    internal context sized for the largest batch seen so far; create a
+    Context yourself for finer control."""
+
+    _free_fn = "pt_model_free"
+    _kind = "model"
+
+    def __init__(self, ptr):
+        super().__init__(ptr)
+        self._ctx = None
+        self._tok = None
+        self._cfg = None
+
+    # -- construction ------------------------------------------------------------
+    @classmethod
+    def create(cls, config, seed=0):
+        """A model with parameters initialised from seed.  config: a dict of
+        pt_model_config fields (missing ones keep pt_model_config_init's
+        defaults, except head_dim: hidden_size / num_attention_heads when not
+        given; arch "llama"/"qwen2"/"qwen3"/"mistral") or a Hugging Face
+        config.json dict."""
+        c = _config_struct(config)
+        out = out_handle()
+        check(lib.pt_model_create(ctypes.byref(out), ctypes.byref(c), int(seed)), "pt_model_create")
+        return cls(out.value)
+
+    @classmethod
+    def load(cls, path, load_tokenizer=True):
+        """Load a Hugging Face model directory (config.json, safetensors
+        weights, tokenizer.json when present and load_tokenizer)."""
+        o = ModelLoadOptions()
+        check(lib.pt_model_load_options_init(ctypes.byref(o)), "pt_model_load_options_init")
+        o.load_tokenizer = bool(load_tokenizer)
+        out = out_handle()
+        check(lib.pt_model_load_dir(ctypes.byref(out), fspath(path), ctypes.byref(o)),
+              "pt_model_load_dir")
+        return cls(out.value)
+
+    @classmethod
+    def from_state_dict(cls, config, tensors):
+        """A model from a configuration and {name: Tensor or (shape, values)}
+        with Hugging Face names (as state_dict() returns), through a temporary
+        directory."""
+        d = tempfile.mkdtemp(prefix="posttrain-")
+        try:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                f.write(config_to_json(config))
+            _st.write(os.path.join(d, "model.safetensors"), tensors, {"format": "pt"})
+            return cls.load(d, load_tokenizer=False)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def _close(self, reason):
+        self._ctx = None
+        super()._close(reason)
+
+    # -- properties ----------------------------------------------------------------
+    @property
+    def config(self):
+        """The configuration as a dict (a copy)."""
+        self._ptr
+        if self._cfg is None:
+            c = ModelConfig()
+            check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+            check(lib.pt_model_get_config(ctypes.byref(c), self._ptr), "pt_model_get_config")
+            self._cfg = _struct_to_config(c)
+        return dict(self._cfg)
+
+    @property
+    def num_params(self):
+        """Number of parameters (tied embeddings counted once; adapters included)."""
+        n = ctypes.c_uint64()
+        check(lib.pt_model_num_params(ctypes.byref(n), self._ptr), "pt_model_num_params")
+        return n.value
+
+    @property
+    def source_dir(self):
+        s = lib.pt_model_source_dir(self._ptr)
+        return os.fsdecode(s) if s is not None else None
+
+    @property
+    def tokenizer(self):
+        """The tokenizer loaded with the model (a borrowed handle, closed with
+        the model), or None."""
+        if self._tok is None or self._tok.closed:
+            p = lib.pt_model_tokenizer(self._ptr)
+            if not p:
+                return None
+            from .tokenizer import Tokenizer
+            self._tok = Tokenizer._borrowed(p, self)
+        return self._tok
+
+    # -- saving --------------------------------------------------------------------
+    def save(self, path, tokenizer_dir=None, copy_tokenizer=True):
+        """Write the Hugging Face layout into path (config.json,
+        model.safetensors F32, generation_config.json, tokenizer files)."""
+        o = ModelSaveOptions()
+        check(lib.pt_model_save_options_init(ctypes.byref(o)), "pt_model_save_options_init")
+        o.tokenizer_dir = fspath(tokenizer_dir, "tokenizer_dir") if tokenizer_dir else None
+        o.copy_tokenizer = bool(copy_tokenizer)
+        check(lib.pt_model_save_dir(self._ptr, fspath(path), ctypes.byref(o)), "pt_model_save_dir")
+
+    def state_dict(self, numpy=None):
+        """{name: Tensor} of the model's tensors as save() writes them (the
+        C API has no tensor accessor, so this saves into a temporary directory
+        and reads model.safetensors back).  Tensor.data is an array('f'), or
+        each value is a numpy array with numpy=True."""
+        self._ptr
+        d = tempfile.mkdtemp(prefix="posttrain-")
+        try:
+            self.save(d, copy_tokenizer=False)
+            tensors, _ = _st.read(os.path.join(d, "model.safetensors"))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        if want_numpy(numpy):
+            return {k: t.numpy() for k, t in tensors.items()}
+        return tensors
+
+    # -- compute ---------------------------------------------------------------------
+    def context(self, max_batch, max_seq):
+        """A new Context for up to max_batch x max_seq tokens."""
+        return Context(self, max_batch, max_seq)
+
+    def _context_for(self, b):
+        ctx = self._ctx
+        if ctx is not None and not ctx.closed and ctx.fits(b):
+            return ctx
+        mb, ms = b.batch, b.seq
+        if ctx is not None and not ctx.closed:
+            mb, ms = max(mb, ctx.max_batch), max(ms, ctx.max_seq)
+            ctx.close()
+        self._ctx = Context(self, mb, ms)
+        return self._ctx
+
+    def forward(self, input_ids, targets=None, positions=None, segments=None,
+                logprobs=True, logits=True, numpy=None):
+        """See Context.forward."""
+        b = _as_batch(input_ids, targets, positions, segments)
+        return self._context_for(b).forward(b, logprobs=logprobs, logits=logits, numpy=numpy)
+
+    def logits(self, input_ids, positions=None, segments=None, numpy=None):
+        """Raw logits [T, V] for one row or [B, T, V] for rows."""
+        b = _as_batch(input_ids, None, positions, segments)
+        return self._context_for(b).forward(b, logprobs=False, logits=True, numpy=numpy).logits
+
+    def logprobs(self, input_ids, targets, positions=None, segments=None, numpy=None):
+        """log p(target) per token (0 where the target is -1)."""
+        b = _as_batch(input_ids, targets, positions, segments)
+        return self._context_for(b).forward(b, logprobs=True, logits=False, numpy=numpy).logprobs
+
+    def loss(self, input_ids, targets=None, weights=None, backward=False,
+             positions=None, segments=None):
+        """See Context.loss.  Batch.next_token(seqs) gives next-token targets."""
+        b = _as_batch(input_ids, targets, positions, segments)
+        return self._context_for(b).loss(b, weights=weights, backward=backward)
+
+    def backward(self, dlogprobs):
+        """Backward of the last forward made through this model's own methods."""
+        if self._ctx is None or self._ctx.closed:
+            raise check_state("no forward to run a backward for")
+        self._ctx.backward(dlogprobs)
+
+    def zero_grad(self):
+        check(lib.pt_model_zero_grad(self._ptr), "pt_model_zero_grad")
+
+    def alloc_grads(self):
+        check(lib.pt_model_alloc_grads(self._ptr), "pt_model_alloc_grads")
+
+    def eval_jsonl(self, path, tokenizer=None, max_length=0, add_special=True):
+        """Mean next-token loss over a JSONL file (pt_model_eval_jsonl).
+        tokenizer defaults to the model's own."""
+        if tokenizer is None:
+            tokenizer = self.tokenizer
+        o = EvalOptions()
+        check(lib.pt_eval_options_init(ctypes.byref(o)), "pt_eval_options_init")
+        o.max_length = int(max_length)
+        o.add_special = bool(add_special)
+        out = ctypes.POINTER(EvalResult)()
+        check(lib.pt_model_eval_jsonl(ctypes.byref(out), self._ptr,
+                                      tokenizer._ptr if tokenizer is not None else None,
+                                      fspath(path), ctypes.byref(o)), "pt_model_eval_jsonl")
+        try:
+            r = out.contents
+            n = r.n_rows
+            return EvalResult(r.loss, r.tokens, [r.row_loss[i] for i in range(n)],
+                              [r.row_tokens[i] for i in range(n)])
+        finally:
+            lib.pt_eval_result_free(out)
+
+    # -- LoRA ----------------------------------------------------------------------
+    def _table_changed(self):
+        self._ctx = None
+        for d in list(self._dependents):
+            if getattr(d, "_needs_table", False):
+                d._close("the model's LoRA adapters changed (create contexts and optimizers "
+                         "after adding, loading, merging or removing adapters)")
+
+    def add_lora(self, rank=8, alpha=8.0, targets=("q", "v"), dropout=0.0, seed=0):
+        """Attach LoRA adapters and freeze the base.  targets: names among
+        q k v o gate up down (or q_proj ...), "all", "all_attn", or an int
+        bitmask.  Closes this model's contexts and optimizers."""
+        o = LoraOptions()
+        check(lib.pt_lora_options_init(ctypes.byref(o)), "pt_lora_options_init")
+        o.rank, o.alpha, o.dropout, o.seed = int(rank), float(alpha), float(dropout), int(seed)
+        o.targets = _lora_mask(targets)
+        self._ptr
+        self._table_changed()
+        check(lib.pt_model_add_lora(self._ptr, ctypes.byref(o)), "pt_model_add_lora")
+
+    @property
+    def has_lora(self):
+        return bool(lib.pt_model_has_lora(self._ptr))
+
+    @property
+    def lora(self):
+        """The adapter settings as a dict, or None without adapters."""
+        if not self.has_lora:
+            return None
+        o = LoraOptions()
+        check(lib.pt_lora_options_init(ctypes.byref(o)), "pt_lora_options_init")
+        check(lib.pt_model_get_lora(ctypes.byref(o), self._ptr), "pt_model_get_lora")
+        names = [n for n in ("q", "k", "v", "o", "gate", "up", "down") if o.targets & LORA_TARGETS[n]]
+        return {"rank": o.rank, "alpha": o.alpha, "targets": names, "dropout": o.dropout,
+                "seed": o.seed}
+
+    def merge_lora(self):
+        """Fold the adapters into the base (W += alpha/r * B A) and remove them."""
+        self._ptr
+        self._table_changed()
+        check(lib.pt_model_merge_lora(self._ptr), "pt_model_merge_lora")
+
+    def remove_lora(self):
+        self._ptr
+        self._table_changed()
+        check(lib.pt_model_remove_lora(self._ptr), "pt_model_remove_lora")
+
+    def save_lora(self, path, base_model_name_or_path=None):
+        """Write a PEFT adapter directory (adapter_config.json,
+        adapter_model.safetensors)."""
+        check(lib.pt_lora_save_peft(self._ptr, fspath(path),
+                                    cstr(base_model_name_or_path, "base_model_name_or_path")),
+              "pt_lora_save_peft")
+
+    def load_lora(self, path):
+        """Read a PEFT LoRA adapter directory into this model (no adapters yet)."""
+        self._ptr
+        self._table_changed()
+        check(lib.pt_lora_load_peft(self._ptr, fspath(path)), "pt_lora_load_peft")
+
+    def lora_state_dict(self, numpy=None):
+        """{PEFT name: Tensor} of the adapters, through save_lora."""
+        self._ptr
+        d = tempfile.mkdtemp(prefix="posttrain-")
+        try:
+            self.save_lora(d)
+            tensors, _ = _st.read(os.path.join(d, "adapter_model.safetensors"))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        if want_numpy(numpy):
+            return {k: t.numpy() for k, t in tensors.items()}
+        return tensors
+
+
+def check_state(message):
+    from .errors import StateError
+    return StateError(-10, message)
+
+
+def _lora_mask(targets):
+    if isinstance(targets, int):
+        return targets
+    if isinstance(targets, str):
+        targets = [targets]
+    mask = 0
+    for t in targets:
+        if t not in LORA_TARGETS:
+            raise invalid("unknown LoRA target %r (%s)" % (t, ", ".join(LORA_TARGETS)), "add_lora")
+        mask |= LORA_TARGETS[t]
+    return mask

@@ -1,0 +1,147 @@
+"""Process-wide settings: version, BLIS, threads, logging, cancellation."""
+
+import contextlib
+import logging
+import threading
+
+from ._lib import ABORT_FN, LOG_FN, lib
+from .errors import check, invalid
+
+__all__ = [
+    "version", "version_number", "blas_info", "set_num_threads", "get_num_threads",
+    "set_log_callback", "log_to_python", "set_abort_callback", "check_abort", "abort_on",
+    "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
+]
+
+LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
+_PY_LEVELS = {LOG_ERROR: logging.ERROR, LOG_WARN: logging.WARNING, LOG_INFO: logging.INFO,
+              LOG_DEBUG: logging.DEBUG}
+_LEVEL_NAMES = {"error": LOG_ERROR, "warn": LOG_WARN, "warning": LOG_WARN, "info": LOG_INFO,
+                "debug": LOG_DEBUG}
+
+
+def version():
+    """Version string of the loaded library, e.g. "0.1.0"."""
+    return lib.pt_version_string().decode()
+
+
+def version_number():
+    """major*10000 + minor*100 + patch of the loaded library."""
+    return lib.pt_version_number()
+
+
+def blas_info():
+    """Which BLIS and which kernel set do the matrix products, and why."""
+    return lib.pt_blas_info().decode("utf-8", "replace")
+
+
+def set_num_threads(n):
+    """Threads every kernel uses (BLIS included, per call)."""
+    check(lib.pt_set_num_threads(int(n)), "pt_set_num_threads")
+
+
+def get_num_threads():
+    return lib.pt_get_num_threads()
+
+
+# ---- logging -----------------------------------------------------------------
+
+_log_lock = threading.Lock()
+_log_state = {"cfunc": None, "fn": None}   # keeps the CFUNCTYPE alive
+
+
+def _level_value(level):
+    if isinstance(level, str):
+        try:
+            return _LEVEL_NAMES[level.lower()]
+        except KeyError:
+            raise invalid("unknown log level %r (error, warn, info, debug)" % level,
+                          "set_log_callback") from None
+    return int(level)
+
+
+def set_log_callback(fn, max_level=LOG_INFO):
+    """Install fn(level:int, message:str) as the library's log callback, or
+    remove it with fn=None.  Messages above max_level (0 error .. 3 debug, or
+    "error"/"warn"/"info"/"debug") are not even formatted.
+
+    The callback runs on whatever thread logs (under the library's lock) and
+    must not call libposttrain.  An exception it raises is printed by ctypes
+    and otherwise ignored."""
+    max_level = _level_value(max_level)
+    with _log_lock:
+        if fn is None:
+            check(lib.pt_set_log_callback(LOG_FN(), max_level, None), "pt_set_log_callback")
+            _log_state["cfunc"] = None
+            _log_state["fn"] = None
+            return
+
+        def bridge(level, message, payload):
+            fn(level, message.decode("utf-8", "replace") if message else "")
+
+        cfunc = LOG_FN(bridge)
+        check(lib.pt_set_log_callback(cfunc, max_level, None), "pt_set_log_callback")
+        # The old CFUNCTYPE may only be dropped once the library holds the new one.
+        _log_state["cfunc"] = cfunc
+        _log_state["fn"] = fn
+
+
+def log_to_python(logger="posttrain", max_level=LOG_INFO):
+    """Forward the library's messages to a Python logging.Logger (a name or a
+    Logger): error -> ERROR, warn -> WARNING, info -> INFO, debug -> DEBUG.
+    Returns the logger."""
+    if not isinstance(logger, logging.Logger):
+        logger = logging.getLogger(logger)
+
+    def fn(level, message):
+        logger.log(_PY_LEVELS.get(level, logging.DEBUG), "%s", message)
+
+    set_log_callback(fn, max_level)
+    return logger
+
+
+# ---- cancellation --------------------------------------------------------------
+
+_abort_lock = threading.Lock()
+_abort_cfuncs = {}   # thread ident -> CFUNCTYPE kept alive while installed
+
+
+def set_abort_callback(fn):
+    """Install fn() -> bool as the CALLING THREAD's abort callback (None
+    removes it).  Long calls on this thread (forward, backward, SFT steps,
+    long encodes) poll it between steps and raise posttrain.Cancelled when it
+    returns true.  If fn raises, the call is cancelled too."""
+    ident = threading.get_ident()
+    with _abort_lock:
+        if fn is None:
+            check(lib.pt_set_abort_callback(ABORT_FN(), None), "pt_set_abort_callback")
+            _abort_cfuncs.pop(ident, None)
+            return
+
+        def bridge(payload):
+            try:
+                return 1 if fn() else 0
+            except BaseException:  # noqa: B902 - never let it unwind through C
+                return 1
+
+        cfunc = ABORT_FN(bridge)
+        check(lib.pt_set_abort_callback(cfunc, None), "pt_set_abort_callback")
+        _abort_cfuncs[ident] = cfunc
+
+
+def check_abort():
+    """Poll this thread's abort callback: raises Cancelled if it asks to stop."""
+    check(lib.pt_check_abort(), "pt_check_abort")
+
+
+@contextlib.contextmanager
+def abort_on(fn_or_event):
+    """with abort_on(event): ...  cancels this thread's library calls once
+    event.is_set() (a threading.Event) or fn() is true; the callback is
+    removed on exit."""
+    fn = fn_or_event.is_set if hasattr(fn_or_event, "is_set") else fn_or_event
+    set_abort_callback(fn)
+    try:
+        yield
+    finally:
+        set_abort_callback(None)

@@ -1,0 +1,314 @@
+"""Optimizers, the SFT step, datasets and checkpoints (posttrain/train.h)."""
+
+import collections
+import ctypes
+import json
+
+from ._handle import Handle, out_handle
+from ._lib import (Batch_, DatasetOptions, DatasetStats, OptimizerOptions, SftStats, StepStats,
+                   lib)
+from ._util import cstr, flat_float, fspath, int32_array, shaped
+from .errors import check, invalid
+from .model import Batch, Context, Model
+
+__all__ = ["Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint",
+           "schedule_factor", "StepResult", "SftResult", "OPTIMIZERS", "SCHEDULES"]
+
+OPTIMIZERS = {"adamw": 0, "sgd": 1}
+SCHEDULES = {"constant": 0, "linear": 1, "cosine": 2}
+
+StepResult = collections.namedtuple("StepResult",
+                                     ["grad_norm", "lr", "step", "skipped", "skipped_total"])
+SftResult = collections.namedtuple("SftResult", ["loss", "tokens", "grad_norm", "lr", "step",
+                                                 "skipped", "skipped_total"])
+
+_OPT_FIELDS = [f for f, _ in OptimizerOptions._fields_ if f != "size"]
+_DATA_FIELDS = [f for f, _ in DatasetOptions._fields_ if f != "size"]
+
+
+def _named(value, table, what):
+    if isinstance(value, str):
+        if value not in table:
+            raise invalid("unknown %s %r (%s)" % (what, value, ", ".join(table)))
+        return table[value]
+    return int(value)
+
+
+def _apply(struct, fields, kwargs, what, conv=None):
+    for k, v in kwargs.items():
+        if k not in fields:
+            raise invalid("unknown %s option %r (known: %s)" % (what, k, ", ".join(fields)))
+        if conv and k in conv:
+            v = conv[k](v)
+        try:
+            setattr(struct, k, v)
+        except TypeError as e:
+            raise invalid("%s option %r: %s" % (what, k, e)) from None
+
+
+def optimizer_defaults():
+    """pt_optimizer_options_init()'s defaults as a dict."""
+    o = OptimizerOptions()
+    check(lib.pt_optimizer_options_init(ctypes.byref(o)), "pt_optimizer_options_init")
+    return {f: getattr(o, f) for f in _OPT_FIELDS}
+
+
+class Optimizer(Handle):
+    """AdamW or SGD over a model's trainable parameters, with a schedule.
+
+    Optimizer(model, type="adamw"|"sgd", lr=..., beta1, beta2, eps, momentum,
+    weight_decay, decay_norms_and_biases, schedule="constant"|"linear"|
+    "cosine", warmup_steps, total_steps, min_lr_ratio, max_grad_norm); unset
+    fields keep pt_optimizer_options_init()'s defaults.  Keeps the model
+    alive; closed when the model closes or its LoRA adapters change."""
+
+    _free_fn = "pt_optimizer_free"
+    _kind = "optimizer"
+    _needs_table = True
+
+    def __init__(self, model, **options):
+        o = OptimizerOptions()
+        check(lib.pt_optimizer_options_init(ctypes.byref(o)), "pt_optimizer_options_init")
+        _apply(o, _OPT_FIELDS, options, "optimizer",
+               {"type": lambda v: _named(v, OPTIMIZERS, "optimizer type"),
+                "schedule": lambda v: _named(v, SCHEDULES, "schedule")})
+        out = out_handle()
+        check(lib.pt_optimizer_create(ctypes.byref(out), model._ptr, ctypes.byref(o)),
+              "pt_optimizer_create")
+        super().__init__(out.value)
+        self.model = model
+        self.options = {f: getattr(o, f) for f in _OPT_FIELDS}
+        model._add_dependent(self)
+
+    def step(self):
+        """Apply one update from the accumulated gradients, then zero them."""
+        s = StepStats()
+        check(lib.pt_step_stats_init(ctypes.byref(s)), "pt_step_stats_init")
+        check(lib.pt_optimizer_step(ctypes.byref(s), self._ptr), "pt_optimizer_step")
+        return StepResult(s.grad_norm, s.lr, s.step, s.skipped, s.skipped_total)
+
+    @property
+    def lr(self):
+        """The learning rate the next step will use."""
+        v = ctypes.c_double()
+        check(lib.pt_optimizer_get_lr(ctypes.byref(v), self._ptr), "pt_optimizer_get_lr")
+        return v.value
+
+    @property
+    def step_count(self):
+        """Steps applied so far."""
+        v = ctypes.c_int64()
+        check(lib.pt_optimizer_get_step(ctypes.byref(v), self._ptr), "pt_optimizer_get_step")
+        return v.value
+
+    def sft_step(self, batches, weights=None, context=None):
+        """See posttrain.sft_step."""
+        return sft_step(self, batches, weights, context)
+
+
+def sft_step(optimizer, batches, weights=None, context=None):
+    """One optimizer step over one Batch or a list of micro-batches (gradient
+    accumulation): loss -sum(w*log p)/sum(w) over every target token.
+    weights: None (1 on every target), or one entry per micro-batch, each
+    None or B*T floats.  context defaults to the model's internal context
+    sized for the largest micro-batch.  Returns SftResult."""
+    if isinstance(batches, Batch):
+        batches = [batches]
+        if weights is not None:
+            weights = [weights]
+    batches = list(batches)
+    if not batches:
+        raise invalid("sft_step needs at least one batch", "sft_step")
+    for b in batches:
+        if not isinstance(b, Batch):
+            raise invalid("sft_step takes posttrain.Batch objects, not %s" % type(b).__name__)
+    model = optimizer.model
+    if context is None:
+        big = Batch.__new__(Batch)
+        big.batch = max(b.batch for b in batches)
+        big.seq = max(b.seq for b in batches)
+        context = model._context_for(big)
+    elif not isinstance(context, Context):
+        raise invalid("context must be a posttrain.Context")
+    n = len(batches)
+    arr = (type(batches[0]._c) * n)()
+    for i, b in enumerate(batches):
+        arr[i] = b._c
+    wp = None
+    keep = []
+    if weights is not None:
+        weights = list(weights)
+        if len(weights) != n:
+            raise invalid("%d weight entries for %d micro-batches" % (len(weights), n))
+        wp = (ctypes.POINTER(ctypes.c_float) * n)()
+        for i, (b, w) in enumerate(zip(batches, weights)):
+            if w is None:
+                continue
+            if isinstance(w, ctypes.Array):
+                fa = w
+            else:
+                fa = flat_float(w, b.ntokens, "weights[%d]" % i)
+            keep.append(fa)
+            wp[i] = ctypes.cast(fa, ctypes.POINTER(ctypes.c_float))
+    s = SftStats()
+    check(lib.pt_sft_stats_init(ctypes.byref(s)), "pt_sft_stats_init")
+    check(lib.pt_sft_step(ctypes.byref(s), optimizer._ptr, context._ptr, arr, wp, n),
+          "pt_sft_step")
+    return SftResult(s.loss, s.tokens, s.grad_norm, s.lr, s.step, s.skipped, s.skipped_total)
+
+
+def schedule_factor(schedule, step, warmup_steps=0, total_steps=0, min_lr_ratio=0.0):
+    """Learning-rate multiplier of a schedule at a 0-based step."""
+    f = ctypes.c_double()
+    check(lib.pt_schedule_factor(ctypes.byref(f), _named(schedule, SCHEDULES, "schedule"),
+                                 int(step), int(warmup_steps), int(total_steps),
+                                 float(min_lr_ratio)), "pt_schedule_factor")
+    return f.value
+
+
+# ---- checkpoints ---------------------------------------------------------------
+
+def save_checkpoint(path, model, optimizer, host_data=None):
+    """Write a new checkpoint directory (trainable tensors, optimizer state,
+    and host_data: any JSON-serialisable value, returned by load_checkpoint).
+    An existing directory is never overwritten (StateError)."""
+    hj = cstr(json.dumps(host_data), "host_data") if host_data is not None else None
+    check(lib.pt_checkpoint_save(fspath(path), model._ptr, optimizer._ptr, hj),
+          "pt_checkpoint_save")
+
+
+def load_checkpoint(path, model, optimizer):
+    """Verify every checksum, then restore weights, moments and counters.
+    Returns the host_data saved with it (None if none)."""
+    out = ctypes.c_void_p()
+    check(lib.pt_checkpoint_load(ctypes.byref(out), fspath(path), model._ptr, optimizer._ptr),
+          "pt_checkpoint_load")
+    if not out.value:
+        return None
+    try:
+        text = ctypes.string_at(out.value).decode("utf-8")
+    finally:
+        lib.pt_free(out)
+    return json.loads(text) if text else None
+
+
+# ---- datasets --------------------------------------------------------------------
+
+def dataset_defaults():
+    """pt_dataset_options_init()'s defaults as a dict."""
+    o = DatasetOptions()
+    check(lib.pt_dataset_options_init(ctypes.byref(o)), "pt_dataset_options_init")
+    return {f: (getattr(o, f).decode() if f == "chat_template" and getattr(o, f) else getattr(o, f))
+            for f in _DATA_FIELDS}
+
+
+class Dataset(Handle):
+    """Tokenized SFT examples with a training/evaluation split that hands out
+    batches (pt_dataset).  Options as in pt_dataset_options: max_length,
+    completion_only, skip_bad_rows, add_eos, chat_template, eval_fraction,
+    batch_size, pack, shuffle, seed."""
+
+    _free_fn = "pt_dataset_free"
+    _kind = "dataset"
+
+    @staticmethod
+    def _options(options):
+        o = DatasetOptions()
+        check(lib.pt_dataset_options_init(ctypes.byref(o)), "pt_dataset_options_init")
+        keep = cstr(options.get("chat_template"), "chat_template")
+        _apply(o, _DATA_FIELDS, {k: v for k, v in options.items() if k != "chat_template"},
+               "dataset")
+        o.chat_template = keep
+        return o, keep
+
+    @classmethod
+    def create(cls, **options):
+        """An empty dataset; add examples with add()."""
+        o, keep = cls._options(options)
+        out = out_handle()
+        check(lib.pt_dataset_create(ctypes.byref(out), ctypes.byref(o)), "pt_dataset_create")
+        d = cls(out.value)
+        d.batch_size = o.batch_size
+        return d
+
+    @classmethod
+    def load_jsonl(cls, path, tokenizer=None, **options):
+        """Read a JSONL file ({"text"}, {"prompt","completion"}, {"messages"},
+        {"input_ids","loss_mask"} rows), tokenizing with tokenizer (a
+        Tokenizer, or a Model whose tokenizer to use)."""
+        if isinstance(tokenizer, Model):
+            tokenizer = tokenizer.tokenizer
+        o, keep = cls._options(options)
+        out = out_handle()
+        check(lib.pt_dataset_load_jsonl(ctypes.byref(out), fspath(path),
+                                        tokenizer._ptr if tokenizer is not None else None,
+                                        ctypes.byref(o)), "pt_dataset_load_jsonl")
+        d = cls(out.value)
+        d.batch_size = o.batch_size
+        return d
+
+    def add(self, ids, loss_mask=None):
+        """Add one tokenized example (loss_mask: 0/1 per token, None = all 1)."""
+        arr, n = int32_array(ids, "ids")
+        m = None
+        if loss_mask is not None:
+            mm = [1 if v else 0 for v in loss_mask]
+            if len(mm) != n:
+                raise invalid("loss_mask has %d entries for %d ids" % (len(mm), n), "Dataset.add")
+            m = (ctypes.c_uint8 * max(n, 1))(*mm)
+        check(lib.pt_dataset_add(self._ptr, arr, m, n), "pt_dataset_add")
+
+    def next_batch(self, numpy=False):
+        """(Batch, weights): the next training batch (copied, so it stays
+        valid) and its loss weights (B*T floats, nested per row)."""
+        raw = Batch_()
+        check(lib.pt_batch_init(ctypes.byref(raw)), "pt_batch_init")
+        w = ctypes.POINTER(ctypes.c_float)()
+        check(lib.pt_dataset_next_batch(ctypes.byref(raw), ctypes.byref(w), self._ptr),
+              "pt_dataset_next_batch")
+        cb = Batch._borrow(raw)
+        n = cb.ntokens
+        wa = (ctypes.c_float * n).from_buffer_copy(ctypes.string_at(w, 4 * n))
+        return cb, shaped(wa, (cb.batch, cb.seq), numpy)
+
+    def eval_loss(self, context=None, model=None):
+        """(loss, tokens) over the evaluation split.  Pass a Context, or a
+        Model to use its internal context sized for this dataset."""
+        if context is None:
+            if model is None:
+                raise invalid("eval_loss needs a context or a model", "Dataset.eval_loss")
+            big = Batch.__new__(Batch)
+            big.batch = self.batch_size
+            big.seq = self.max_seq
+            context = model._context_for(big)
+        loss, tokens = ctypes.c_double(), ctypes.c_double()
+        check(lib.pt_dataset_eval_loss(ctypes.byref(loss), ctypes.byref(tokens), self._ptr,
+                                       context._ptr), "pt_dataset_eval_loss")
+        return loss.value, tokens.value
+
+    @property
+    def max_seq(self):
+        """Longest row a batch can hold (what a context must be sized for)."""
+        v = ctypes.c_int()
+        check(lib.pt_dataset_max_seq(ctypes.byref(v), self._ptr), "pt_dataset_max_seq")
+        return v.value
+
+    @property
+    def stats(self):
+        s = DatasetStats()
+        check(lib.pt_dataset_stats_init(ctypes.byref(s)), "pt_dataset_stats_init")
+        check(lib.pt_dataset_get_stats(ctypes.byref(s), self._ptr), "pt_dataset_get_stats")
+        return {f: getattr(s, f) for f, _ in DatasetStats._fields_ if f != "size"}
+
+    @property
+    def position(self):
+        """(epoch, cursor) in the training stream; assign it to resume."""
+        e, c = ctypes.c_int64(), ctypes.c_int64()
+        check(lib.pt_dataset_get_position(ctypes.byref(e), ctypes.byref(c), self._ptr),
+              "pt_dataset_get_position")
+        return e.value, c.value
+
+    @position.setter
+    def position(self, value):
+        e, c = value
+        check(lib.pt_dataset_set_position(self._ptr, int(e), int(c)), "pt_dataset_set_position")
