@@ -127,6 +127,29 @@ static pt_batch case_batch(const golden_case *c)
     return b;
 }
 
+/* A context for model m sized for the case's batch. */
+static pt_context *case_context(const golden_case *c, pt_model *m)
+{
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, c->B, c->T));
+    return ctx;
+}
+
+/* The weighted mean loss of the case's batch (gradients too when backward). */
+static float case_loss(const golden_case *c, pt_context *ctx, bool backward)
+{
+    pt_batch b = case_batch(c);
+    float loss = NAN;
+    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c->weights, backward));
+    return loss;
+}
+
+static void check_loss(const golden_case *c, float loss)
+{
+    ck_assert_msg(fabs((double)loss - (double)c->loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
+                  c->name, (double)loss, (double)c->loss);
+}
+
 /* Compare every parameter's gradient with scale * golden. */
 static void check_grads(const golden_case *c, float scale, const char *how)
 {
@@ -155,8 +178,7 @@ START_TEST(test_forward)
 {
     golden_case c;
     case_open(&c, _i);
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
+    pt_context *ctx = case_context(&c, c.model);
     pt_batch b = case_batch(&c);
     size_t bt = (size_t)c.B * (size_t)c.T;
     float *logits = calloc(bt * (size_t)c.V, sizeof *logits);
@@ -175,10 +197,7 @@ START_TEST(test_forward)
     snprintf(what, sizeof what, "%s: logprobs (no logits)", c.name);
     parity_assert_close(what, lp, c.logprobs, bt, shape2, 2, ATOL, RTOL);
 
-    float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, false));
-    ck_assert_msg(fabs((double)loss - (double)c.loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
-                  c.name, (double)loss, (double)c.loss);
+    check_loss(&c, case_loss(&c, ctx, false));
     free(logits);
     free(lp);
     pt_context_free(ctx);
@@ -192,8 +211,7 @@ START_TEST(test_rows_and_prefix)
 {
     golden_case c;
     case_open(&c, _i);
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
+    pt_context *ctx = case_context(&c, c.model);
     int tp = c.T - 3;
     float *logits = calloc((size_t)c.T * (size_t)c.V, sizeof *logits);
     for (int r = 0; r < c.B; r++) {
@@ -229,14 +247,9 @@ START_TEST(test_loss_backward)
 {
     golden_case c;
     case_open(&c, _i);
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
-    pt_batch b = case_batch(&c);
+    pt_context *ctx = case_context(&c, c.model);
     ck_assert_ok(pt_model_zero_grad(c.model));
-    float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, true));
-    ck_assert_msg(fabs((double)loss - (double)c.loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
-                  c.name, (double)loss, (double)c.loss);
+    check_loss(&c, case_loss(&c, ctx, true));
     check_grads(&c, 1.0f, "pt_model_loss");
     pt_context_free(ctx);
     case_close(&c);
@@ -249,8 +262,7 @@ START_TEST(test_forward_backward)
 {
     golden_case c;
     case_open(&c, _i);
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
+    pt_context *ctx = case_context(&c, c.model);
     pt_batch b = case_batch(&c);
     size_t bt = (size_t)c.B * (size_t)c.T;
     float *lp = calloc(bt, sizeof *lp);
@@ -258,8 +270,7 @@ START_TEST(test_forward_backward)
     ck_assert_ok(pt_model_backward(ctx, c.dlogprobs));
     check_grads(&c, 1.0f, "forward+backward");
 
-    float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, true));
+    case_loss(&c, ctx, true);
     check_grads(&c, 2.0f, "accumulated twice");
 
     ck_assert_ok(pt_model_zero_grad(c.model));
@@ -296,13 +307,8 @@ START_TEST(test_load_dir)
         ck_assert_msg(memcmp(t->data, a->data, a->numel * sizeof(float)) == 0,
                       "%s: %s differs between pt_model_load_dir and the file", c.name, a->name);
     }
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, m, c.B, c.T));
-    pt_batch b = case_batch(&c);
-    float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, true));
-    ck_assert_msg(fabs((double)loss - (double)c.loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
-                  c.name, (double)loss, (double)c.loss);
+    pt_context *ctx = case_context(&c, m);
+    check_loss(&c, case_loss(&c, ctx, true));
     const pt_tensor_ref *e = pt_model_find_tensor(m, "model.embed_tokens.weight");
     ck_assert_ptr_nonnull(e);
     float *ref = golden_f32(c.golden, "grad.model.embed_tokens.weight", e->numel);
@@ -323,14 +329,10 @@ START_TEST(test_one_thread)
     case_open(&c, _i);
     int saved = pt_get_num_threads();
     ck_assert_ok(pt_set_num_threads(1));
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
-    pt_batch b = case_batch(&c);
-    float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c.weights, true));
+    pt_context *ctx = case_context(&c, c.model);
+    float loss = case_loss(&c, ctx, true);
     ck_assert_ok(pt_set_num_threads(saved));
-    ck_assert_msg(fabs((double)loss - (double)c.loss) <= LOSS_ATOL, "%s: loss %.9g, golden %.9g",
-                  c.name, (double)loss, (double)c.loss);
+    check_loss(&c, loss);
     check_grads(&c, 1.0f, "1 thread");
     pt_context_free(ctx);
     case_close(&c);
@@ -344,8 +346,7 @@ START_TEST(test_small_tiles)
 {
     golden_case c;
     case_open(&c, _i);
-    pt_context *ctx = NULL;
-    ck_assert_ok(pt_context_create(&ctx, c.model, c.B, c.T));
+    pt_context *ctx = case_context(&c, c.model);
     ck_assert_ok(pt_context_set_tiling(ctx, 5, 3, 2));
     pt_batch b = case_batch(&c);
     size_t bt = (size_t)c.B * (size_t)c.T;
