@@ -298,14 +298,38 @@ static int line_error(long lineno, const char *what)
     return 1;
 }
 
+/* A library call on the line failed. */
+static int line_failed(long lineno, const char *op, int st)
+{
+    char what[512];
+    snprintf(what, sizeof what, "%s failed: %s: %s", op, pt_status_name(st), pt_last_error());
+    return line_error(lineno, what);
+}
+
+/* Position j on the value of key, which must begin with `open` (the JSON
+ * `kind` named in the error); 0, or the line's error. */
+static int line_value(jr *j, const char *key, char open, const char *kind, long lineno)
+{
+    char what[64];
+    int r = jfind(j, key);
+    if (r < 0)
+        return line_error(lineno, j->err);
+    if (r > 0) {
+        snprintf(what, sizeof what, "no \"%s\" key", key);
+        return line_error(lineno, what);
+    }
+    if (j->p >= j->end || *j->p != open) {
+        snprintf(what, sizeof what, "\"%s\" is not %s", key, kind);
+        return line_error(lineno, what);
+    }
+    return 0;
+}
+
 static int encode_line(const pt_tokenizer *tok, const char *line, size_t n, unsigned flags, long lineno)
 {
     jr j = {line, line + n, NULL};
-    int r = jfind(&j, "text");
-    if (r != 0)
-        return line_error(lineno, r < 0 ? j.err : "no \"text\" key");
-    if (j.p >= j.end || *j.p != '"')
-        return line_error(lineno, "\"text\" is not a string");
+    if (line_value(&j, "text", '"', "a string", lineno))
+        return 1;
     char *buf = malloc(n + 1);
     if (!buf)
         return line_error(lineno, "out of memory");
@@ -318,11 +342,8 @@ static int encode_line(const pt_tokenizer *tok, const char *line, size_t n, unsi
     size_t ni = 0;
     int st = pt_tokenizer_encode(&ids, &ni, tok, buf, tl, flags);
     free(buf);
-    if (st) {
-        char what[512];
-        snprintf(what, sizeof what, "encode failed: %s: %s", pt_status_name(st), pt_last_error());
-        return line_error(lineno, what);
-    }
+    if (st)
+        return line_failed(lineno, "encode", st);
     fputs("{\"ids\": [", stdout);
     for (size_t i = 0; i < ni; i++)
         printf(i ? ", %d" : "%d", (int)ids[i]);
@@ -334,11 +355,8 @@ static int encode_line(const pt_tokenizer *tok, const char *line, size_t n, unsi
 static int decode_line(const pt_tokenizer *tok, const char *line, size_t n, unsigned flags, long lineno)
 {
     jr j = {line, line + n, NULL};
-    int r = jfind(&j, "ids");
-    if (r != 0)
-        return line_error(lineno, r < 0 ? j.err : "no \"ids\" key");
-    if (j.p >= j.end || *j.p != '[')
-        return line_error(lineno, "\"ids\" is not an array");
+    if (line_value(&j, "ids", '[', "an array", lineno))
+        return 1;
     j.p++;
     size_t cap = 64, ni = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
@@ -384,11 +402,8 @@ static int decode_line(const pt_tokenizer *tok, const char *line, size_t n, unsi
     size_t tl = 0;
     int st = pt_tokenizer_decode(&text, &tl, tok, ids, ni, flags);
     free(ids);
-    if (st) {
-        char what[512];
-        snprintf(what, sizeof what, "decode failed: %s: %s", pt_status_name(st), pt_last_error());
-        return line_error(lineno, what);
-    }
+    if (st)
+        return line_failed(lineno, "decode", st);
     fputs("{\"text\": ", stdout);
     write_json_string(stdout, text, tl);
     fputs("}\n", stdout);
