@@ -4,6 +4,7 @@
 #ifndef PT_BENCH_UTIL_H
 #define PT_BENCH_UTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "kernels/gemm.h"
+#include "posttrain/posttrain.h"
 
 static inline double bench_now(void)
 {
@@ -81,6 +83,69 @@ static inline int bench_run_capture(const char *cmd, const char *key, char *line
     }
     pclose(p);
     return found;
+}
+
+/* The model shapes the benchmarks time: "smollm2-135m" (SmolLM2-135M) or
+ * "tiny", with positions for at least seq tokens; -1 for another name. */
+static inline int bench_model_config(pt_model_config *c, const char *name, int seq)
+{
+    pt_model_config_init(c);
+    c->arch = PT_ARCH_LLAMA;
+    c->rms_norm_eps = 1e-5;
+    c->rope_theta = 10000.0;
+    c->tie_word_embeddings = true;
+    c->max_position_embeddings = seq > 2048 ? seq : 2048;
+    if (strcmp(name, "smollm2-135m") == 0) {
+        c->hidden_size = 576;
+        c->num_hidden_layers = 30;
+        c->num_attention_heads = 9;
+        c->num_key_value_heads = 3;
+        c->intermediate_size = 1536;
+        c->vocab_size = 49152;
+    } else if (strcmp(name, "tiny") == 0) {
+        c->hidden_size = 256;
+        c->num_hidden_layers = 4;
+        c->num_attention_heads = 4;
+        c->num_key_value_heads = 2;
+        c->intermediate_size = 704;
+        c->vocab_size = 8192;
+    } else {
+        return -1;
+    }
+    c->head_dim = c->hidden_size / c->num_attention_heads;
+    return 0;
+}
+
+/* A B x T batch of ids and targets drawn below vocab by a fixed LCG from
+ * seed; bench_batch_free() after.  -1 when out of memory. */
+static inline int bench_random_batch(pt_batch *b, int B, int T, int vocab, uint64_t seed)
+{
+    size_t ntok = (size_t)B * (size_t)T;
+    int32_t *ids = malloc(ntok * sizeof *ids), *tgt = malloc(ntok * sizeof *tgt);
+    if (!ids || !tgt) {
+        free(ids);
+        free(tgt);
+        return -1;
+    }
+    uint64_t x = seed;
+    for (size_t i = 0; i < ntok; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        tgt[i] = (int32_t)((x >> 33) % (uint64_t)vocab);
+    }
+    pt_batch_init(b);
+    b->batch = B;
+    b->seq = T;
+    b->input_ids = ids;
+    b->targets = tgt;
+    return 0;
+}
+
+static inline void bench_batch_free(pt_batch *b)
+{
+    free((void *)b->input_ids);
+    free((void *)b->targets);
 }
 
 #endif

@@ -22,28 +22,11 @@ typedef struct result {
     double tokens_per_s, gflops, rss_mb;
 } result;
 
-static void smollm2(pt_model_config *c)
-{
-    pt_model_config_init(c);
-    c->arch = PT_ARCH_LLAMA;
-    c->hidden_size = 576;
-    c->num_hidden_layers = 30;
-    c->num_attention_heads = 9;
-    c->num_key_value_heads = 3;
-    c->head_dim = 64;
-    c->intermediate_size = 1536;
-    c->vocab_size = 49152;
-    c->tie_word_embeddings = true;
-    c->rms_norm_eps = 1e-5;
-    c->rope_theta = 10000.0;
-    c->max_position_embeddings = 2048;
-}
-
 /* Runs in a child: writes one result to fd. */
 static int run_mode(int fd, int lora_rank, int steps, int B, int T)
 {
     pt_model_config c;
-    smollm2(&c);
+    bench_model_config(&c, "smollm2-135m", T);
     pt_model *m;
     pt_context *ctx;
     pt_optimizer *opt;
@@ -67,20 +50,9 @@ static int run_mode(int fd, int lora_rank, int steps, int B, int T)
     oo.max_grad_norm = 0; /* as the anchor: no clipping */
     if (pt_optimizer_create(&opt, m, &oo) || pt_context_create(&ctx, m, B, T))
         return 1;
-    int32_t *ids = malloc((size_t)B * T * sizeof *ids), *tgt = malloc((size_t)B * T * sizeof *tgt);
-    uint64_t x = 12345;
-    for (int i = 0; i < B * T; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((x >> 33) % (uint64_t)c.vocab_size);
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        tgt[i] = (int32_t)((x >> 33) % (uint64_t)c.vocab_size);
-    }
     pt_batch b;
-    pt_batch_init(&b);
-    b.batch = B;
-    b.seq = T;
-    b.input_ids = ids;
-    b.targets = tgt;
+    if (bench_random_batch(&b, B, T, c.vocab_size, 12345))
+        return 1;
     double t[64];
     if (steps > 64)
         steps = 64;

@@ -45,35 +45,6 @@ static void usage(void)
             "                        [--no-anchor] [--anchor-reps R] [--rounds K] [--shared DIR]\n");
 }
 
-static int set_config(pt_model_config *c, const char *name, int seq)
-{
-    pt_model_config_init(c);
-    c->arch = PT_ARCH_LLAMA;
-    c->rms_norm_eps = 1e-5;
-    c->rope_theta = 10000.0;
-    c->tie_word_embeddings = true;
-    c->max_position_embeddings = seq > 2048 ? seq : 2048;
-    if (strcmp(name, "smollm2-135m") == 0) {
-        c->hidden_size = 576;
-        c->num_hidden_layers = 30;
-        c->num_attention_heads = 9;
-        c->num_key_value_heads = 3;
-        c->intermediate_size = 1536;
-        c->vocab_size = 49152;
-    } else if (strcmp(name, "tiny") == 0) {
-        c->hidden_size = 256;
-        c->num_hidden_layers = 4;
-        c->num_attention_heads = 4;
-        c->num_key_value_heads = 2;
-        c->intermediate_size = 704;
-        c->vocab_size = 8192;
-    } else {
-        return -1;
-    }
-    c->head_dim = c->hidden_size / c->num_attention_heads;
-    return 0;
-}
-
 static int is_dir(const char *p)
 {
     struct stat st;
@@ -213,7 +184,7 @@ int main(int argc, char **argv)
 {
     bench_opts o;
     pt_model_config cfg;
-    if (parse_args(&o, argc, argv) != 0 || set_config(&cfg, o.config, o.seq) != 0) {
+    if (parse_args(&o, argc, argv) != 0 || bench_model_config(&cfg, o.config, o.seq) != 0) {
         usage();
         return 2;
     }
@@ -241,22 +212,9 @@ int main(int argc, char **argv)
     double t_setup = bench_now() - t0;
 
     size_t ntok = (size_t)o.batch * (size_t)o.seq;
-    int32_t *ids = malloc(ntok * sizeof *ids), *tgt = malloc(ntok * sizeof *tgt);
-    if (!ids || !tgt)
-        return 1;
-    uint64_t s = 42;
-    for (size_t i = 0; i < ntok; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        tgt[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
-    }
     pt_batch b;
-    pt_batch_init(&b);
-    b.batch = o.batch;
-    b.seq = o.seq;
-    b.input_ids = ids;
-    b.targets = tgt;
+    if (bench_random_batch(&b, o.batch, o.seq, cfg.vocab_size, 42))
+        return 1;
 
     printf("bench_train_step: config %s, %.2fM parameters, batch %d x seq %d, %d threads, "
            "optimizer %s, setup %.2f s, load average %.2f\n",
@@ -396,8 +354,7 @@ int main(int argc, char **argv)
            o.config, o.threads, o.batch, o.seq, o.optimizer, o.rounds, tps, gflops, peak, frac,
            rss, a_tps, a_rss, ratio, rss / a_rss);
 
-    free(ids);
-    free(tgt);
+    bench_batch_free(&b);
     pt_optimizer_free(opt);
     pt_context_free(ctx);
     pt_model_free(model);
