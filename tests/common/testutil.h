@@ -52,6 +52,26 @@ static inline const char *pt_test_shared_data(const char *who)
                       pt_last_error());                                                      \
     } while (0)
 
+/* The tiny model shape the suites build on: hidden 16, intermediate 24, 2
+ * layers, 4 query and 2 KV heads of 4, 64 positions, q/k/v biases for Qwen2
+ * and q/k norms for Qwen3; everything else at pt_model_config_init's
+ * defaults for the caller to change. */
+static inline void pt_test_tiny_config(pt_model_config *c, int arch, int vocab)
+{
+    ck_assert_ok(pt_model_config_init(c));
+    c->arch = arch;
+    c->vocab_size = vocab;
+    c->hidden_size = 16;
+    c->intermediate_size = 24;
+    c->num_hidden_layers = 2;
+    c->num_attention_heads = 4;
+    c->num_key_value_heads = 2;
+    c->head_dim = 4;
+    c->max_position_embeddings = 64;
+    c->attention_bias = arch == PT_ARCH_QWEN2;
+    c->qk_norm = arch == PT_ARCH_QWEN3;
+}
+
 /* Run one suite; returns the process exit code. */
 static inline int pt_test_run(Suite *s)
 {

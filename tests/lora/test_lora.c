@@ -21,19 +21,8 @@
 static pt_model *tiny(int arch, uint64_t seed)
 {
     pt_model_config c;
-    ck_assert_ok(pt_model_config_init(&c));
-    c.arch = arch;
-    c.vocab_size = 29;
-    c.hidden_size = 16;
-    c.intermediate_size = 24;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 4;
-    c.max_position_embeddings = 64;
+    pt_test_tiny_config(&c, arch, 29);
     c.tie_word_embeddings = arch == PT_ARCH_LLAMA;
-    c.attention_bias = arch == PT_ARCH_QWEN2;
-    c.qk_norm = arch == PT_ARCH_QWEN3;
     c.initializer_range = 0.2;
     pt_model *m;
     ck_assert_ok(pt_model_create(&m, &c, seed));

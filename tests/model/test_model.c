@@ -17,14 +17,7 @@ enum { CFG_LLAMA, CFG_QWEN2, CFG_QWEN3, CFG_LLAMA3 };
 
 static void tiny_config(pt_model_config *c, int kind)
 {
-    ck_assert_ok(pt_model_config_init(c));
-    c->vocab_size = 37;
-    c->hidden_size = 16;
-    c->intermediate_size = 24;
-    c->num_hidden_layers = 2;
-    c->num_attention_heads = 4;
-    c->num_key_value_heads = 2;
-    c->head_dim = 4;
+    pt_test_tiny_config(c, PT_ARCH_LLAMA, 37);
     c->max_position_embeddings = 512;
     c->rms_norm_eps = 1e-5;
     c->initializer_range = 0.25;

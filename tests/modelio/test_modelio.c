@@ -26,20 +26,11 @@ static void write_text(const char *dir, const char *name, const char *text)
 static pt_model_config tiny_config(int arch, bool tied)
 {
     pt_model_config c;
-    pt_model_config_init(&c);
-    c.arch = arch;
-    c.vocab_size = 64;
-    c.hidden_size = 16;
-    c.intermediate_size = 24;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = arch == PT_ARCH_QWEN3 ? 8 : 4;
-    c.max_position_embeddings = 64;
+    pt_test_tiny_config(&c, arch, 64);
+    if (arch == PT_ARCH_QWEN3)
+        c.head_dim = 8;
     c.rms_norm_eps = 1e-5;
     c.tie_word_embeddings = tied;
-    c.attention_bias = arch == PT_ARCH_QWEN2;
-    c.qk_norm = arch == PT_ARCH_QWEN3;
     c.bos_token_id = 1;
     c.eos_token_id = 2;
     return c;

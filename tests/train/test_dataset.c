@@ -234,15 +234,7 @@ END_TEST
 static pt_model *tiny_model(void)
 {
     pt_model_config c;
-    pt_model_config_init(&c);
-    c.vocab_size = 50;
-    c.hidden_size = 16;
-    c.intermediate_size = 24;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 4;
-    c.max_position_embeddings = 64;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, 50);
     c.tie_word_embeddings = true;
     c.initializer_range = 0.3;
     pt_model *m;

@@ -19,16 +19,7 @@
 static pt_model *tiny_model(uint64_t seed)
 {
     pt_model_config c;
-    ck_assert_ok(pt_model_config_init(&c));
-    c.arch = PT_ARCH_LLAMA;
-    c.vocab_size = V;
-    c.hidden_size = 16;
-    c.intermediate_size = 24;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 4;
-    c.max_position_embeddings = 64;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, V);
     c.tie_word_embeddings = true;
     c.initializer_range = 0.2;
     pt_model *m;
