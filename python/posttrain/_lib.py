@@ -29,30 +29,34 @@ POINTER = ctypes.POINTER
 # ---- finding the library -----------------------------------------------------
 
 def _candidates():
-    """(description, path-or-name) pairs in search order."""
-    out = []
+    """(description, path-or-name) pairs in search order, computed lazily
+    (find_library may run external tools, so only when reached)."""
     env = os.environ.get("POSTTRAIN_LIBRARY")
     if env:
         if os.path.isdir(env):
-            out.append(("$POSTTRAIN_LIBRARY (directory)", os.path.join(env, "libposttrain.so")))
+            yield "$POSTTRAIN_LIBRARY (directory)", os.path.join(env, "libposttrain.so")
         else:
-            out.append(("$POSTTRAIN_LIBRARY", env))
+            yield "$POSTTRAIN_LIBRARY", env
     # Run from the source tree: python/posttrain/_lib.py -> <root>/build/libposttrain/
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     if os.path.isfile(os.path.join(root, "meson.build")):
-        out.append(("the source tree's meson build dir",
-                    os.path.join(root, "build", "libposttrain", "libposttrain.so")))
+        yield ("the source tree's meson build dir",
+               os.path.join(root, "build", "libposttrain", "libposttrain.so"))
     found = ctypes.util.find_library("posttrain")
     if found:
-        out.append(("ctypes.util.find_library('posttrain')", found))
-    out.append(("the system loader", "libposttrain.so.0"))
-    return out
+        yield "ctypes.util.find_library('posttrain')", found
+    else:
+        yield "ctypes.util.find_library('posttrain')", "(nothing found)"
+    yield "the system loader", "libposttrain.so.0"
 
 
 def _load():
     tried = []
     for what, path in _candidates():
+        if path == "(nothing found)":
+            tried.append("  %s: nothing found" % what)
+            continue
         try:
             return ctypes.CDLL(path), path
         except OSError as e:

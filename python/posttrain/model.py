@@ -9,8 +9,9 @@ import tempfile
 
 from . import safetensors as _st
 from ._handle import Handle, out_handle
-from ._lib import (Batch_, EvalOptions, EvalResult, LoraOptions, ModelConfig, ModelDirInfo,
+from ._lib import (Batch_, EvalOptions, LoraOptions, ModelConfig, ModelDirInfo,
                    ModelLoadOptions, ModelSaveOptions, lib)
+from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
 from .errors import check, invalid
 
@@ -192,15 +193,19 @@ class Batch:
     @classmethod
     def next_token(cls, sequences, pad_id=0):
         """A language-modelling batch: each sequence s predicts s[1:] from
-        s[:-1]; shorter rows are padded with pad_id (inputs) and -1 (targets)."""
-        rows, _ = as_rows(sequences, "sequences")
+        s[:-1]; shorter rows are padded with pad_id (inputs) and -1 (targets).
+        A single flat sequence gives a one-row batch whose results are
+        squeezed to one row."""
+        rows, squeeze = as_rows(sequences, "sequences")
         rows = [list(r) for r in rows]
         if any(len(r) < 2 for r in rows):
             raise invalid("every sequence needs at least 2 tokens", "Batch.next_token")
         T = max(len(r) for r in rows) - 1
         ids = [r[:-1] + [pad_id] * (T - len(r) + 1) for r in rows]
         tgt = [r[1:] + [-1] * (T - len(r) + 1) for r in rows]
-        return cls(ids, tgt)
+        b = cls(ids, tgt)
+        b.squeeze = squeeze   # one flat sequence in: results for one row out
+        return b
 
     @classmethod
     def _borrow(cls, cb):
@@ -296,6 +301,7 @@ class Context(Handle):
         """Forward pass: ForwardResult(logprobs [B,T] or None, logits [B,T,V]
         or None); rows squeezed away when input_ids was one flat row.
         logprobs are log p(target), 0 where the target is -1."""
+        self._ptr   # a closed context says so before its model is asked anything
         b = _as_batch(input_ids, targets, positions, segments)
         n = b.ntokens
         V = self.model.config["vocab_size"]
@@ -407,7 +413,8 @@ class Model(Handle):
 
     @property
     def num_params(self):
-        """Number of parameters (tied embeddings counted once; adapters included)."""
+        """Number of parameters of the base model (tied embeddings counted once;
+        LoRA adapters are not counted)."""
         n = ctypes.c_uint64()
         check(lib.pt_model_num_params(ctypes.byref(n), self._ptr), "pt_model_num_params")
         return n.value
@@ -482,8 +489,9 @@ class Model(Handle):
         b = _as_batch(input_ids, None, positions, segments)
         return self._context_for(b).forward(b, logprobs=False, logits=True, numpy=numpy).logits
 
-    def logprobs(self, input_ids, targets, positions=None, segments=None, numpy=None):
-        """log p(target) per token (0 where the target is -1)."""
+    def logprobs(self, input_ids, targets=None, positions=None, segments=None, numpy=None):
+        """log p(target) per token (0 where the target is -1); input_ids may
+        be a Batch carrying its targets."""
         b = _as_batch(input_ids, targets, positions, segments)
         return self._context_for(b).forward(b, logprobs=True, logits=False, numpy=numpy).logprobs
 
@@ -514,7 +522,7 @@ class Model(Handle):
         check(lib.pt_eval_options_init(ctypes.byref(o)), "pt_eval_options_init")
         o.max_length = int(max_length)
         o.add_special = bool(add_special)
-        out = ctypes.POINTER(EvalResult)()
+        out = ctypes.POINTER(_CEvalResult)()
         check(lib.pt_model_eval_jsonl(ctypes.byref(out), self._ptr,
                                       tokenizer._ptr if tokenizer is not None else None,
                                       fspath(path), ctypes.byref(o)), "pt_model_eval_jsonl")

@@ -1,0 +1,343 @@
+"""Core checks that need no shared data: runtime settings, callbacks, and the
+numbers of forward/logprobs/loss/gradient steps on tiny random models,
+recomputed independently in Python."""
+
+import logging
+import math
+import os
+import tempfile
+import threading
+import unittest
+
+import ptest
+import posttrain as pt
+
+TINY = ptest.TINY
+SEQS = [[256, 72, 101, 108, 108, 111, 44, 32, 119],
+        [256, 50, 43, 51, 61, 53, 257, 258, 258]]
+
+
+class TestRuntime(unittest.TestCase):
+    def test_version_and_blas(self):
+        n = pt.version_number()
+        self.assertEqual(pt.version(), "%d.%d.%d" % (n // 10000, n // 100 % 100, n % 100))
+        self.assertTrue(pt.blas_info().startswith("BLIS "), pt.blas_info())
+        self.assertTrue(os.path.exists(pt.library_path), pt.library_path)
+
+    def test_threads(self):
+        old = pt.get_num_threads()
+        try:
+            pt.set_num_threads(1)
+            self.assertEqual(pt.get_num_threads(), 1)
+            pt.set_num_threads(2)
+            self.assertEqual(pt.get_num_threads(), 2)
+        finally:
+            pt.set_num_threads(old)
+
+    def test_status_names(self):
+        for st, cls in pt.STATUS_CLASSES.items():
+            name = pt.status_name(st)
+            self.assertTrue(name.startswith("PT_E"), name)
+            e = cls(st, "m")
+            self.assertEqual(e.status_name, name)
+            self.assertIsInstance(e, pt.Error)
+        self.assertEqual(pt.status_name(-1), "PT_EINVAL")
+        self.assertIs(pt.STATUS_CLASSES[-12], pt.ChecksumError)
+        self.assertIs(pt.STATUS_CLASSES[-7], pt.Cancelled)
+
+    def test_log_callback(self):
+        got = []
+        pt.set_log_callback(lambda level, msg: got.append((level, msg)), "debug")
+        try:
+            with self.assertRaises(pt.NotFound):
+                pt.Model.load("/nonexistent/posttrain-model")
+        finally:
+            pt.set_log_callback(None)
+        # Every error is logged at debug level with its status name.
+        self.assertIn((pt.LOG_DEBUG, "PT_ENOTFOUND: /nonexistent/posttrain-model: not a directory"),
+                      got)
+        n = len(got)
+        with self.assertRaises(pt.NotFound):
+            pt.Model.load("/nonexistent/posttrain-model")
+        self.assertEqual(len(got), n, "callback still called after removal")
+
+    def test_log_to_python_logging(self):
+        records = []
+
+        class H(logging.Handler):
+            def emit(self, record):
+                records.append(record)
+        logger = logging.getLogger("posttrain.test")
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(H())
+        pt.log_to_python(logger, max_level="debug")
+        try:
+            with self.assertRaises(pt.FormatError):
+                pt.Tokenizer.from_json("{not json")
+        finally:
+            pt.set_log_callback(None)
+        msgs = [(r.levelno, r.getMessage()) for r in records]
+        self.assertIn((logging.DEBUG, "PT_EFORMAT: tokenizer.json: not valid JSON (near byte 2)"),
+                      msgs)
+
+    def test_abort_callback(self):
+        with pt.Model.create(TINY, seed=1) as m:
+            b = pt.Batch.next_token(SEQS)
+            ref = m.loss(b)
+            calls = []
+
+            def stop():
+                calls.append(1)
+                return True
+            pt.set_abort_callback(stop)
+            try:
+                with self.assertRaises(pt.Cancelled) as cm:
+                    m.loss(b)
+                self.assertEqual(cm.exception.message, "cancelled by the host's abort callback")
+                with self.assertRaises(pt.Cancelled):
+                    pt.check_abort()
+            finally:
+                pt.set_abort_callback(None)
+            self.assertGreater(len(calls), 0)
+            pt.check_abort()  # removed: no error
+            self.assertEqual(m.loss(b), ref)
+            # abort_on(event), and a callback that raises, cancel too.
+            ev = threading.Event()
+            with pt.abort_on(ev):
+                self.assertEqual(m.loss(b), ref)
+                ev.set()
+                with self.assertRaises(pt.Cancelled):
+                    m.loss(b)
+
+            def broken():
+                raise RuntimeError("boom")
+            with pt.abort_on(broken):
+                with self.assertRaises(pt.Cancelled):
+                    m.loss(b)
+            self.assertEqual(m.loss(b), ref)
+
+    def test_abort_callback_is_per_thread(self):
+        with pt.Model.create(TINY, seed=1) as m:
+            b = pt.Batch.next_token(SEQS)
+            out = {}
+
+            def worker():
+                pt.set_abort_callback(lambda: True)
+                try:
+                    m.loss(b)
+                    out["r"] = "no error"
+                except pt.Cancelled as e:
+                    out["r"] = e.status_name
+                finally:
+                    pt.set_abort_callback(None)
+            th = threading.Thread(target=worker)
+            th.start()
+            th.join()
+            self.assertEqual(out["r"], "PT_ECANCELLED")
+            self.assertGreater(m.loss(b), 0.0)   # this thread has no callback
+
+
+class TestForward(unittest.TestCase):
+    def setUp(self):
+        self.m = pt.Model.create(TINY, seed=7)
+
+    def tearDown(self):
+        self.m.close()
+
+    def test_config_and_params(self):
+        cfg = self.m.config
+        for k, v in TINY.items():
+            self.assertEqual(cfg[k], v, k)
+        self.assertEqual(cfg["head_dim"], 8)
+        V, H, I, L = 261, 16, 32, 2
+        kv = 8
+        per_layer = H * H + 2 * H * kv + H * H + 3 * H * I + 2 * H
+        self.assertEqual(self.m.num_params, 2 * V * H + L * per_layer + H)
+        self.assertEqual(pt.config_num_params(cfg), self.m.num_params)
+        # config.json text round trip
+        self.assertEqual(pt.config_from_json(pt.config_to_json(cfg)), cfg)
+        self.assertIsNone(self.m.source_dir)
+        self.assertIsNone(self.m.tokenizer)
+
+    def test_logprobs_match_logits(self):
+        b = pt.Batch.next_token(SEQS)
+        r = self.m.forward(b)
+        self.assertEqual((len(r.logits), len(r.logits[0]), len(r.logits[0][0])), (2, 8, 261))
+        for i in range(2):
+            for t in range(8):
+                ls = ptest.log_softmax_row(r.logits[i][t])
+                tgt = b.targets[i][t]
+                self.assertAlmostEqual(r.logprobs[i][t], ls[tgt], delta=1e-5)
+        # logprobs() alone gives the same values; -1 targets give 0.
+        tg = [row[:] for row in b.targets]
+        tg[1][3] = -1
+        lp = self.m.logprobs(b.input_ids, tg)
+        self.assertEqual(lp[1][3], 0.0)
+        self.assertEqual(lp[0], r.logprobs[0])
+
+    def test_loss_is_minus_mean_logprob(self):
+        b = pt.Batch.next_token(SEQS)
+        r = self.m.forward(b, logits=True)
+        # recompute from the logits alone
+        total = n = 0
+        for i in range(2):
+            for t in range(8):
+                total += ptest.log_softmax_row(r.logits[i][t])[b.targets[i][t]]
+                n += 1
+        loss = self.m.loss(b)
+        self.assertAlmostEqual(loss, -total / n, delta=2e-6)
+        self.assertGreater(loss, 4.0)   # about ln(261) = 5.56 for a fresh model
+        # weighted loss: -sum(w lp) / sum(w)
+        w = [[(i + t) % 3 * 0.5 for t in range(8)] for i in range(2)]
+        lw = self.m.loss(b, weights=w)
+        num = sum(w[i][t] * r.logprobs[i][t] for i in range(2) for t in range(8))
+        den = sum(w[i][t] for i in range(2) for t in range(8))
+        self.assertAlmostEqual(lw, -num / den, delta=2e-6)
+        self.assertEqual(self.m.loss(b, weights=[[0.0] * 8] * 2), 0.0)
+
+    def test_single_row_squeezes(self):
+        ids = SEQS[0]
+        lg = self.m.logits(ids)
+        self.assertEqual((len(lg), len(lg[0])), (9, 261))
+        lg2 = self.m.logits([ids])
+        self.assertEqual(lg2[0], lg)
+        # causal: a prefix's logits do not depend on later tokens
+        self.assertEqual(self.m.logits(ids[:4]), lg[:4])
+
+    def test_determinism_and_seed(self):
+        with pt.Model.create(TINY, seed=7) as a, pt.Model.create(TINY, seed=8) as c:
+            x = self.m.logits(SEQS[0])
+            self.assertEqual(a.logits(SEQS[0]), x)
+            self.assertNotEqual(c.logits(SEQS[0]), x)
+
+    def test_save_load_round_trip(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.m.save(d, copy_tokenizer=False)
+            self.assertEqual(sorted(os.listdir(d)),
+                             ["config.json", "generation_config.json", "model.safetensors"])
+            self.assertEqual(pt.load_config(d), self.m.config)
+            with pt.Model.load(d) as m2:
+                self.assertEqual(m2.source_dir, d)
+                self.assertEqual(m2.logits(SEQS), self.m.logits(SEQS))
+        # state_dict and from_state_dict round trip, exactly
+        sd = self.m.state_dict()
+        self.assertEqual(len(sd["model.embed_tokens.weight"]), 261 * 16)
+        self.assertEqual(sd["model.layers.0.self_attn.k_proj.weight"].shape, (8, 16))
+        self.assertEqual(sum(len(t) for t in sd.values()), self.m.num_params)
+        with pt.Model.from_state_dict(self.m.config, sd) as m3:
+            self.assertEqual(m3.logits(SEQS), self.m.logits(SEQS))
+
+    def test_explicit_context(self):
+        b = pt.Batch.next_token(SEQS)
+        with self.m.context(2, 8) as ctx:
+            r = ctx.forward(b)
+            self.assertEqual(r.logprobs, self.m.forward(b).logprobs)
+            self.assertAlmostEqual(ctx.loss(b), self.m.loss(b), delta=0)
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                ctx.forward(pt.Batch([list(range(9))]))
+            self.assertIn("does not fit the context's 2 x 8", cm.exception.message)
+
+    def test_numpy_results(self):
+        if not pt.numpy_available():
+            self.skipTest("numpy is not installed for this interpreter")
+        import numpy as np
+        b = pt.Batch.next_token(SEQS)
+        r = self.m.forward(b, numpy=True)
+        self.assertIsInstance(r.logits, np.ndarray)
+        self.assertEqual(r.logits.shape, (2, 8, 261))
+        self.assertEqual(r.logits.dtype, np.float32)
+        self.assertEqual(r.logits.tolist(), self.m.forward(b).logits)
+        # numpy inputs are accepted too
+        lp = self.m.logprobs(np.array(b.input_ids), np.array(b.targets), numpy=True)
+        self.assertEqual(lp.tolist(), r.logprobs.tolist())
+
+
+def sgd(model, lr=1.0):
+    return pt.Optimizer(model, type="sgd", lr=lr, momentum=0.0, weight_decay=0.0,
+                        max_grad_norm=0.0)
+
+
+class TestGradientStep(unittest.TestCase):
+    """One SGD step with lr 1, no momentum, decay or clipping moves the
+    weights by exactly minus the gradient: checked against the reported
+    gradient norm, against lr 0.5, against the separate backward path, and
+    by central finite differences of the loss along the step."""
+
+    def test_sgd_step_is_minus_gradient(self):
+        b = pt.Batch.next_token(SEQS)
+        with pt.Model.create(TINY, seed=11) as m:
+            before = ptest.tensors_flat(m.state_dict())
+            loss0 = m.loss(b)
+            with sgd(m, 1.0) as opt:
+                s = pt.sft_step(opt, b)
+            self.assertAlmostEqual(s.loss, loss0, delta=1e-6)
+            self.assertEqual((s.step, s.lr, s.skipped), (1, 1.0, False))
+            after = ptest.tensors_flat(m.state_dict())
+        delta = {k: [x - y for x, y in zip(before[k], after[k])] for k in before}
+        norm = math.sqrt(sum(v * v for d in delta.values() for v in d))
+        self.assertAlmostEqual(norm / s.grad_norm, 1.0, delta=1e-4)
+        for k in ("model.norm.weight", "lm_head.weight", "model.layers.1.mlp.down_proj.weight"):
+            self.assertGreater(max(abs(v) for v in delta[k]), 0.0, k)
+
+        # lr 0.5 from the same start moves half as far.
+        with pt.Model.create(TINY, seed=11) as m, sgd(m, 0.5) as opt:
+            pt.sft_step(opt, b)
+            half = ptest.tensors_flat(m.state_dict())
+        worst = max(abs((before[k][i] - half[k][i]) - 0.5 * delta[k][i])
+                    for k in before for i in range(len(before[k])))
+        self.assertLess(worst, 1e-6)
+
+        # loss(backward=True) + Optimizer.step() is the same update.
+        with pt.Model.create(TINY, seed=11) as m, sgd(m, 1.0) as opt:
+            m.loss(b, backward=True)
+            st = opt.step()
+            self.assertAlmostEqual(st.grad_norm, s.grad_norm, delta=1e-6 * s.grad_norm)
+            same = ptest.tensors_flat(m.state_dict())
+        self.assertEqual(same, after)
+
+        # forward + backward(dlogprobs = -1/N) + step: the same update again.
+        with pt.Model.create(TINY, seed=11) as m, sgd(m, 1.0) as opt:
+            m.forward(b, logits=False)
+            m.backward([-1.0 / b.ntokens] * b.ntokens)
+            opt.step()
+            manual = ptest.tensors_flat(m.state_dict())
+        worst = max(abs(manual[k][i] - after[k][i]) for k in after for i in range(len(after[k])))
+        self.assertLess(worst, 1e-6)
+
+        # Central finite differences along u = g/|g|: dL/du = |g|.
+        eps = 1e-2
+        sd = {}
+        cfg = dict(TINY)
+
+        def loss_at(h):
+            for k, v in before.items():
+                shape = shapes[k]
+                sd[k] = (shape, [x + h * d / norm for x, d in zip(v, delta[k])])
+            with pt.Model.from_state_dict(cfg, sd) as mm:
+                return mm.loss(b)
+        with pt.Model.create(TINY, seed=11) as m:
+            shapes = {k: t.shape for k, t in m.state_dict().items()}
+        self.assertAlmostEqual(loss_at(0.0), loss0, delta=0)
+        fd = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
+        self.assertAlmostEqual(fd / norm, 1.0, delta=2e-2)
+
+    def test_micro_batches_equal_one_batch(self):
+        rows = [s[:7] for s in SEQS] + [[256, 1, 2, 3, 4, 5, 6]]
+        big = pt.Batch.next_token(rows)
+        parts = [pt.Batch.next_token(rows[:2]), pt.Batch.next_token(rows[2:])]
+        with pt.Model.create(TINY, seed=5) as m, sgd(m, 1.0) as opt:
+            s1 = pt.sft_step(opt, big)
+            w1 = ptest.tensors_flat(m.state_dict())
+        with pt.Model.create(TINY, seed=5) as m, sgd(m, 1.0) as opt:
+            s2 = opt.sft_step(parts)
+            w2 = ptest.tensors_flat(m.state_dict())
+        self.assertAlmostEqual(s1.loss, s2.loss, delta=1e-6)
+        self.assertEqual(s1.tokens, 18.0)
+        self.assertEqual(s2.tokens, 18.0)
+        worst = max(abs(w1[k][i] - w2[k][i]) for k in w1 for i in range(len(w1[k])))
+        self.assertLess(worst, 1e-6)
+
+
+if __name__ == "__main__":
+    ptest.main()
