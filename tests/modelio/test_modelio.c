@@ -23,6 +23,15 @@ static void write_text(const char *dir, const char *name, const char *text)
     pt_free(p);
 }
 
+/* root, printed, as dir/name. */
+static void write_json(const char *dir, const char *name, const cJSON *root)
+{
+    char *s = cJSON_Print(root);
+    ck_assert_ptr_nonnull(s);
+    write_text(dir, name, s);
+    free(s);
+}
+
 static pt_model_config tiny_config(int arch, bool tied)
 {
     pt_model_config c;
@@ -313,9 +322,7 @@ START_TEST(test_abort_and_eos_list)
     cJSON *root = cJSON_Parse(text);
     pt_free(text);
     cJSON_ReplaceItemInObject(root, "eos_token_id", cJSON_CreateIntArray((const int[]){ 2, 5, 7 }, 3));
-    char *s = cJSON_Print(root);
-    write_text(dir, "config.json", s);
-    free(s);
+    write_json(dir, "config.json", root);
     cJSON_Delete(root);
     ck_assert_ok(pt_model_load_dir(&r, dir, &o));
     pt_model_config c;
@@ -441,9 +448,7 @@ static char *sharded_dir(const pt_model *m, const char *index_json)
     for (size_t i = 0; i < nb; i++)
         cJSON_AddStringToObject(wm, b[i].name, "model-00002-of-00002.safetensors");
     cJSON_AddItemToObject(root, "weight_map", wm);
-    char *s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     cJSON_Delete(root);
     return dir;
 }
@@ -474,47 +479,35 @@ START_TEST(test_sharded)
     char *text_of_index = text;
     cJSON *wm = cJSON_GetObjectItem(root, "weight_map");
     cJSON_DeleteItemFromObject(wm, "model.norm.weight");
-    char *s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                      "'model.norm.weight' in shard model-00002-of-00002.safetensors is not in "
                      "weight_map");
     /* a tensor mapped to the wrong shard */
     cJSON_AddStringToObject(wm, "model.norm.weight", "model-00001-of-00002.safetensors");
-    s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                      "puts tensor 'model.norm.weight' in model-00001-of-00002.safetensors");
     /* a shard name that leaves the directory */
     cJSON_ReplaceItemInObject(wm, "model.norm.weight",
                               cJSON_CreateString("../model-00002-of-00002.safetensors"));
-    s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT, "not a plain");
     /* a shard that does not exist */
     cJSON_ReplaceItemInObject(wm, "model.norm.weight",
                               cJSON_CreateString("model-00003-of-00002.safetensors"));
-    s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_ENOTFOUND, "model-00003-of-00002");
     /* a map entry that is not a string */
     cJSON_ReplaceItemInObject(wm, "model.norm.weight", cJSON_CreateNumber(2));
-    s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                      "weight_map['model.norm.weight'] must be a file name");
     /* a key given twice */
     cJSON_ReplaceItemInObject(wm, "model.norm.weight",
                               cJSON_CreateString("model-00002-of-00002.safetensors"));
     cJSON_AddStringToObject(wm, "model.norm.weight", "model-00002-of-00002.safetensors");
-    s = cJSON_Print(root);
-    write_text(dir, "model.safetensors.index.json", s);
-    free(s);
+    write_json(dir, "model.safetensors.index.json", root);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                      "weight_map lists 'model.norm.weight' twice");
     cJSON_Delete(root);
@@ -527,9 +520,7 @@ START_TEST(test_sharded)
         root = cJSON_Parse(text_of_index);
         wm = cJSON_GetObjectItem(root, "weight_map");
         cJSON_AddStringToObject(wm, "zz.unused", "model-00003-of-00003.safetensors");
-        s = cJSON_Print(root);
-        write_text(dir, "model.safetensors.index.json", s);
-        free(s);
+        write_json(dir, "model.safetensors.index.json", root);
         ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_EFORMAT,
                          "tensor 'model.norm.weight' is in both");
     }
