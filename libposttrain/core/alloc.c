@@ -53,6 +53,15 @@ void *pt_realloc_array(void *p, size_t count, size_t size)
     return q;
 }
 
+void *pt_grow_array(void *p, size_t *cap, size_t first, size_t size)
+{
+    size_t c = *cap ? *cap * 2 : first;
+    void *q = pt_realloc_array(p, c, size);
+    if (q)
+        *cap = c;
+    return q;
+}
+
 void *pt_malloc_aligned(size_t n)
 {
     size_t rounded;

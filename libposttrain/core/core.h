@@ -41,6 +41,10 @@ void *pt_malloc(size_t n);
 void *pt_calloc(size_t count, size_t size);
 void *pt_malloc_array(size_t count, size_t size);
 void *pt_realloc_array(void *p, size_t count, size_t size);
+/* p (*cap items of size bytes) reallocated to twice as many items, or to
+ * `first` when *cap is 0, and *cap updated: the growth of an array filled
+ * one item at a time.  NULL when out of memory (p and *cap unchanged). */
+void *pt_grow_array(void *p, size_t *cap, size_t first, size_t size);
 /* 64-byte aligned allocation (free with pt_free_aligned). */
 void *pt_malloc_aligned(size_t n);
 void pt_free_aligned(void *p);

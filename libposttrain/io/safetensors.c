@@ -205,12 +205,10 @@ static bool is_ws(uint8_t c)
 static int lex_push(lex_result *lr, num_token t)
 {
     if (lr->n_nums == lr->cap_nums) {
-        size_t cap = lr->cap_nums ? lr->cap_nums * 2 : 64;
-        num_token *p = pt_realloc_array(lr->nums, cap, sizeof *p);
+        num_token *p = pt_grow_array(lr->nums, &lr->cap_nums, 64, sizeof *p);
         if (!p)
             return PT_ENOMEM;
         lr->nums = p;
-        lr->cap_nums = cap;
     }
     lr->nums[lr->n_nums++] = t;
     return PT_OK;

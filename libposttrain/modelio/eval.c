@@ -58,14 +58,12 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_token
     const cJSON *row;
     while ((st = pt_jsonl_next(r, &row)) == 1) {
         if (n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            erow *nr = pt_realloc_array(rows, nc, sizeof *nr);
+            erow *nr = pt_grow_array(rows, &cap, 64, sizeof *nr);
             if (!nr) {
                 st = PT_ENOMEM;
                 break;
             }
             rows = nr;
-            cap = nc;
         }
         erow e = { 0 };
         int kind = pt_jsonl_row_kind(r, row);

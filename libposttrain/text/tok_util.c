@@ -87,12 +87,10 @@ int tk_ids_push(tk_ids *a, int32_t x)
 int tk_ranges_push(tk_ranges *r, size_t a, size_t b, int match)
 {
     if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 32;
-        tk_range *v = pt_realloc_array(r->v, cap, sizeof *v);
+        tk_range *v = pt_grow_array(r->v, &r->cap, 32, sizeof *v);
         if (!v)
             return PT_ENOMEM;
         r->v = v;
-        r->cap = cap;
     }
     r->v[r->n].a = a;
     r->v[r->n].b = b;
@@ -159,12 +157,10 @@ int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val)
         j = (j + 1) & (m->cap - 1);
     }
     if (m->n == m->ent_cap) {
-        size_t cap = m->ent_cap ? m->ent_cap * 2 : 64;
-        struct tk_strent *e = pt_realloc_array(m->ent, cap, sizeof *e);
+        struct tk_strent *e = pt_grow_array(m->ent, &m->ent_cap, 64, sizeof *e);
         if (!e)
             return PT_ENOMEM;
         m->ent = e;
-        m->ent_cap = cap;
     }
     uint32_t off = (uint32_t)m->pool.n;
     int st = tk_buf_put(&m->pool, k, n);

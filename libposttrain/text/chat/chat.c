@@ -506,12 +506,10 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
     if (n < *cap)
         return PT_OK;
-    size_t c = *cap ? *cap * 2 : 16;
-    void *p = pt_realloc_array(*arr, c, elem);
+    void *p = pt_grow_array(*arr, cap, 16, elem);
     if (!p)
         return PT_ENOMEM;
     *arr = p;
-    *cap = c;
     return PT_OK;
 }
 
