@@ -10,5 +10,6 @@
 #include "posttrain/tokenizer.h"
 #include "posttrain/chat.h"
 #include "posttrain/train.h"
+#include "posttrain/generate.h"
 
 #endif

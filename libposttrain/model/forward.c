@@ -341,6 +341,56 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, con
     }
 }
 
+void pt_layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io *io)
+{
+    const pt_model_config *c = &m->cfg;
+    const pt_layer_w *w = &m->w.layers[l];
+    const size_t H = (size_t)c->hidden_size, Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
+    const size_t QKV = Q + 2 * KV;
+    const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
+    const float eps = (float)c->rms_norm_eps;
+    pt_rmsnorm_forward(io->xn, io->r1, io->x, w->ln1, n, H, eps);
+    /* q|k|v in one product: the three weights (and biases) are adjacent. */
+    pt_linear lqkv = lin(w->wq, w->bq, NULL, NULL, H, QKV);
+    lqkv.rowwise = io->rowwise;
+    pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, io->lora_buf);
+    pt_linear_forward(&lqkv, io->qkv, QKV, io->xn, H, n, false);
+    float *qp = io->qkv, *kp = io->qkv + Q;
+    if (c->qk_norm) {
+        for (size_t t = 0; t < n; t++)
+            memcpy(io->qkpre + t * (Q + KV), io->qkv + t * QKV, (Q + KV) * sizeof(float));
+        pt_headnorm_forward(qp, QKV, io->rq, io->qkpre, Q + KV, w->qn, n, nh, hd, eps);
+        pt_headnorm_forward(kp, QKV, io->rk, io->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
+    }
+    pt_rope_apply(qp, QKV, n, nh, hd, io->cos_t, io->sin_t, false);
+    pt_rope_apply(kp, QKV, n, nkv, hd, io->cos_t, io->sin_t, false);
+}
+
+void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io)
+{
+    const pt_model_config *c = &m->cfg;
+    const pt_layer_w *w = &m->w.layers[l];
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim;
+    const float eps = (float)c->rms_norm_eps;
+    pt_copy(io->xmid, io->x, n * H);
+    pt_linear lo = lin(w->wo, NULL, NULL, NULL, Q, H);
+    lo.rowwise = io->rowwise;
+    pt_lora_attach(&lo, m, l, PT_LORA_O, io->lora_buf);
+    pt_linear_forward(&lo, io->xmid, H, io->att, Q, n, true);
+    pt_rmsnorm_forward(io->xn, io->r2, io->xmid, w->ln2, n, H, eps);
+    pt_linear lgu = lin(w->wg, NULL, NULL, NULL, H, 2 * I);
+    lgu.rowwise = io->rowwise;
+    pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, io->lora_buf);
+    pt_linear_forward(&lgu, io->gu, 2 * I, io->xn, H, n, false);
+    pt_swiglu_forward(io->h, io->gu, io->gu + I, n, I, 2 * I);
+    pt_copy(io->out, io->xmid, n * H);
+    pt_linear ld = lin(w->wd, NULL, NULL, NULL, I, H);
+    ld.rowwise = io->rowwise;
+    pt_lora_attach(&ld, m, l, PT_LORA_DOWN, io->lora_buf);
+    pt_linear_forward(&ld, io->out, H, io->h, I, n, true);
+}
+
 static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
                         const float *fused_dlp)
 {
@@ -357,10 +407,9 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
         return st;
     const int L = c->num_hidden_layers;
     const size_t n = (size_t)ctx->B * ctx->T;
-    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t H = (size_t)c->hidden_size;
     const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
-    const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
-    const size_t QKV = Q + 2 * KV;
+    const int hd = c->head_dim;
     const float eps = (float)c->rms_norm_eps;
     pt_attn_shape as = attn_shape(ctx);
 
@@ -368,37 +417,16 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
     pt_embedding_forward(ctx->acts[0].x, m->w.embed, ctx->ids, n, H);
     for (int l = 0; l < L; l++) {
         layer_acts *a = &ctx->acts[l];
-        const pt_layer_w *w = &m->w.layers[l];
-        float *xn = ctx->xn;
-        pt_rmsnorm_forward(xn, a->r1, a->x, w->ln1, n, H, eps);
-        /* q|k|v in one GEMM: the three weights (and biases) are adjacent. */
-        pt_linear lqkv = lin(w->wq, w->bq, NULL, NULL, H, QKV);
-        pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, ctx->lora_buf);
-        pt_linear_forward(&lqkv, a->qkv, QKV, xn, H, n, false);
-        float *qp = a->qkv, *kp = a->qkv + Q, *vp = a->qkv + Q + KV;
-        if (c->qk_norm) {
-            for (size_t t = 0; t < n; t++)
-                memcpy(a->qkpre + t * (Q + KV), a->qkv + t * QKV, (Q + KV) * sizeof(float));
-            pt_headnorm_forward(qp, QKV, a->rq, a->qkpre, Q + KV, w->qn, n, nh, hd, eps);
-            pt_headnorm_forward(kp, QKV, a->rk, a->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
-        }
-        pt_rope_apply(qp, QKV, n, nh, hd, ctx->cos_t, ctx->sin_t, false);
-        pt_rope_apply(kp, QKV, n, nkv, hd, ctx->cos_t, ctx->sin_t, false);
-        pt_attention_forward(a->att, a->lse, qp, kp, vp, &as, ctx->attn_scratch);
-        pt_copy(a->xmid, a->x, n * H);
-        pt_linear lo = lin(w->wo, NULL, NULL, NULL, Q, H);
-        pt_lora_attach(&lo, m, l, PT_LORA_O, ctx->lora_buf);
-        pt_linear_forward(&lo, a->xmid, H, a->att, Q, n, true);
-        pt_rmsnorm_forward(xn, a->r2, a->xmid, w->ln2, n, H, eps);
-        pt_linear lgu = lin(w->wg, NULL, NULL, NULL, H, 2 * I);
-        pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, ctx->lora_buf);
-        pt_linear_forward(&lgu, a->gu, 2 * I, xn, H, n, false);
-        pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
-        float *next = ctx->acts[l + 1].x;
-        pt_copy(next, a->xmid, n * H);
-        pt_linear ld = lin(w->wd, NULL, NULL, NULL, I, H);
-        pt_lora_attach(&ld, m, l, PT_LORA_DOWN, ctx->lora_buf);
-        pt_linear_forward(&ld, next, H, ctx->hbuf, I, n, true);
+        pt_layer_io io = {
+            .x = a->x, .xmid = a->xmid, .out = ctx->acts[l + 1].x, .qkv = a->qkv,
+            .att = a->att, .gu = a->gu, .r1 = a->r1, .r2 = a->r2, .qkpre = a->qkpre,
+            .rq = a->rq, .rk = a->rk, .xn = ctx->xn, .h = ctx->hbuf, .cos_t = ctx->cos_t,
+            .sin_t = ctx->sin_t, .lora_buf = ctx->lora_buf, .rowwise = false,
+        };
+        pt_layer_forward_qkv(m, l, n, &io);
+        pt_attention_forward(a->att, a->lse, a->qkv, a->qkv + Q, a->qkv + Q + KV, &as,
+                             ctx->attn_scratch);
+        pt_layer_forward_out(m, l, n, &io);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
     }

@@ -4,6 +4,16 @@
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 
+/* y = alpha x W^T + beta y with W [n, k]: one GEMM, or row by row. */
+static void product(bool rowwise, size_t rows, size_t n, size_t k, float alpha, const float *x,
+                    size_t ldx, const float *w, float beta, float *y, size_t ldy)
+{
+    if (rowwise)
+        pt_sgemv_rows(rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+    else
+        pt_sgemm(false, true, rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+}
+
 void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
                        size_t rows, bool accumulate)
 {
@@ -18,14 +28,13 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
         pt_rows_set(y, lin->b, rows, lin->out, ldy);
         beta = 1.0f;
     }
-    pt_sgemm(false, true, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->in, beta, y, ldy);
+    product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, beta, y, ldy);
     /* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
     for (int k = 0; k < lin->nlora; k++) {
         const pt_lora_slice *s = &lin->lora[k];
         float *t = lin->lora_scratch;
-        pt_sgemm(false, true, rows, s->r, lin->in, 1.0f, x, ldx, s->a, lin->in, 0.0f, t, s->r);
-        pt_sgemm(false, true, rows, s->len, s->r, s->scale, t, s->r, s->b, s->r, 1.0f, y + s->off,
-                 ldy);
+        product(lin->rowwise, rows, s->r, lin->in, 1.0f, x, ldx, s->a, 0.0f, t, s->r);
+        product(lin->rowwise, rows, s->len, s->r, s->scale, t, s->r, s->b, 1.0f, y + s->off, ldy);
     }
 }
 

@@ -70,6 +70,8 @@ typedef struct pt_linear {
     pt_lora_slice lora[3]; /* nlora adapters over output ranges */
     int nlora;
     float *lora_scratch;   /* (1 + nlora) * rows * r floats when nlora > 0 */
+    bool rowwise;          /* forward row by row (pt_sgemv_rows): decoding, where a
+                            * row's result must not depend on the other rows */
 } pt_linear;
 
 /* y[rows x out] (row stride ldy) = x W^T + b, or += when accumulate. */
@@ -80,5 +82,31 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
  * may alias x (not dy). */
 void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
                         const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows);
+
+/* One decoder layer's forward over n tokens, shared by the training forward
+ * (model/forward.c) and the KV-cache generator (model/generate.c): they differ
+ * only in the attention between the two halves.  Buffers are row-major with
+ * n rows. */
+typedef struct pt_layer_io {
+    const float *x;         /* [n,H] layer input */
+    float *xmid;            /* [n,H] written: x + attention projection */
+    float *out;             /* [n,H] written: layer output */
+    float *qkv;             /* [n,Q+2KV] written: q, k after qk-norm and rope, v */
+    const float *att;       /* [n,Q] attention output (read by the second half) */
+    float *gu;              /* [n,2I] written: gate|up */
+    float *r1, *r2;         /* [n] RMSNorm rstd (may be NULL) */
+    float *qkpre;           /* qk-norm: [n,Q+KV] q|k before the norm (written) */
+    float *rq, *rk;         /* qk-norm: [n*nh], [n*nkv] per-head rstd (written) */
+    float *xn;              /* [n,H] scratch */
+    float *h;               /* [n,I] scratch: silu(gate)*up */
+    const float *cos_t, *sin_t; /* [n, hd/2] rotary tables */
+    float *lora_buf;        /* pt_lora_scratch for n rows */
+    bool rowwise;           /* projections row by row (decoding) */
+} pt_layer_io;
+
+/* First half of layer l: xn = RMSNorm(x), q|k|v projection, qk-norm, rope. */
+void pt_layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io *io);
+/* Second half: xmid = x + att Wo^T, out = xmid + MLP(RMSNorm(xmid)). */
+void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io);
 
 #endif

@@ -1,0 +1,586 @@
+/* Batched generation with a KV cache (posttrain/generate.h).
+ *
+ * The layers run through the same per-layer code as the training forward
+ * (pt_layer_forward_qkv / pt_layer_forward_out in model/forward.c); only the
+ * attention differs:
+ *  - prefill: one row at a time, all its prompt positions in one pass with
+ *    the tiled causal attention of the training forward, keys and values
+ *    copied into the cache, the LM head only at the last position;
+ *  - decode: every active row together (m = active rows), each new token
+ *    attending to its row's cache at its own position.  The projections and
+ *    the LM head go row by row through BLIS sgemv (pt_linear.rowwise), which
+ *    is faster than sgemm at small m on this machine and makes a row's
+ *    results independent of the other rows.
+ * KV cache layout: [layer][row][kv head][position][head_dim], so the keys of
+ * one (row, head) are one contiguous [len, hd] matrix. */
+#include "model/generate_internal.h"
+
+#include "model/lora.h"
+#include "model/transformer.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/ops.h"
+#include "kernels/vexp.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+struct pt_generator {
+    pt_model *model;
+    int max_batch, max_seq;
+    int threads_cap;           /* threads the per-thread scratch was sized for */
+    size_t rows;               /* work-buffer rows: max(max_seq, max_batch) */
+    float *block;
+    float *kc, *vc;            /* KV cache */
+    float *x, *y, *xmid, *qkv, *att, *gu, *r1, *r2, *qkpre, *rq, *rk, *xn, *h;
+    float *cos_t, *sin_t, *lse, *attn_scratch, *dec_scratch, *logits;
+    void *samp;                /* threads_cap sampler scratches */
+    size_t samp_bytes;
+    int32_t *ids, *pos, *active;
+    pt_rng *rngs;
+    int32_t *stop;             /* copy of the stop ids of the current call */
+    float *lora_buf;
+    size_t lora_cap;
+    pt_generate_logits_fn hook;
+    void *hook_payload;
+};
+
+int pt_generate_options_init(pt_generate_options *o)
+{
+    if (!o)
+        return pt_err(PT_EINVAL, "pt_generate_options_init: NULL options");
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->max_new_tokens = 64;
+    o->temperature = 1.0f;
+    o->top_k = 0;
+    o->top_p = 1.0f;
+    o->min_p = 0.0f;
+    o->n_stop_ids = -1;
+    return PT_OK;
+}
+
+void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload)
+{
+    gen->hook = fn;
+    gen->hook_payload = payload;
+}
+
+/* ---- allocation --------------------------------------------------------------- */
+
+typedef struct planner {
+    size_t total;
+    bool overflow;
+} planner;
+
+static size_t plan(planner *p, size_t a, size_t b)
+{
+    size_t n, start = (p->total + 15) & ~(size_t)15, end;
+    if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
+        end > ((size_t)1 << 60) / sizeof(float)) {
+        p->overflow = true;
+        return 0;
+    }
+    p->total = end;
+    return start;
+}
+
+int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
+{
+    if (!out || !model)
+        return pt_err(PT_EINVAL, "pt_generator_create: NULL argument");
+    *out = NULL;
+    if (max_batch <= 0 || max_seq <= 0)
+        return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d and max_seq %d must be "
+                      "positive", max_batch, max_seq);
+    if (max_batch > (1 << 20) || max_seq > (1 << 24))
+        return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d or max_seq %d is too large",
+                      max_batch, max_seq);
+    const pt_model_config *c = &model->cfg;
+    const size_t L = (size_t)c->num_hidden_layers, H = (size_t)c->hidden_size;
+    const size_t I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
+    const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim, group = nh / nkv;
+    const size_t R = (size_t)(max_seq > max_batch ? max_seq : max_batch);
+
+    pt_generator *g = pt_calloc(1, sizeof *g);
+    if (!g)
+        return PT_ENOMEM;
+    g->model = model;
+    g->max_batch = max_batch;
+    g->max_seq = max_seq;
+    g->rows = R;
+    int nt = pt_get_num_threads(), procs = omp_get_num_procs();
+    g->threads_cap = nt > procs ? nt : procs;
+    if (g->threads_cap < 1)
+        g->threads_cap = 1;
+
+    planner p = { 0, false };
+    size_t cache_per = (size_t)max_batch * KV;
+    size_t kc_o = plan(&p, L * cache_per, (size_t)max_seq);
+    size_t vc_o = plan(&p, L * cache_per, (size_t)max_seq);
+    size_t x_o = plan(&p, R, H), y_o = plan(&p, R, H), xm_o = plan(&p, R, H);
+    size_t qkv_o = plan(&p, R, Q + 2 * KV), att_o = plan(&p, R, Q), gu_o = plan(&p, R, 2 * I);
+    size_t r1_o = plan(&p, R, 1), r2_o = plan(&p, R, 1);
+    size_t qkpre_o = 0, rq_o = 0, rk_o = 0;
+    if (c->qk_norm) {
+        qkpre_o = plan(&p, R, Q + KV);
+        rq_o = plan(&p, R, nh);
+        rk_o = plan(&p, R, nkv);
+    }
+    size_t xn_o = plan(&p, R, H), h_o = plan(&p, R, I);
+    size_t cos_o = plan(&p, R, hd / 2), sin_o = plan(&p, R, hd / 2);
+    size_t lse_o = plan(&p, nh, (size_t)max_seq);
+    pt_attn_shape as = { .batch = 1, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
+                         .hd = (int)hd };
+    size_t at_o = plan(&p, pt_attention_scratch_floats(&as, g->threads_cap), 1);
+    size_t dec_o = plan(&p, (size_t)g->threads_cap * group, (size_t)max_seq);
+    size_t lg_o = plan(&p, (size_t)max_batch, V);
+    size_t ids_o = plan(&p, 2 * (size_t)max_batch + R, 1); /* three int32 arrays */
+    g->samp_bytes = pt_sample_scratch_bytes((int)V);
+    size_t samp_o = plan(&p, (size_t)g->threads_cap, g->samp_bytes / sizeof(float) + 16);
+    if (p.overflow) {
+        pt_generator_free(g);
+        return pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
+                      "overflows", max_batch, max_seq);
+    }
+    g->block = pt_malloc_aligned(p.total * sizeof(float));
+    g->rngs = pt_calloc((size_t)max_batch, sizeof *g->rngs);
+    if (!g->block || !g->rngs) {
+        pt_generator_free(g);
+        return pt_err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
+                             "buffers", p.total * sizeof(float) >> 20);
+    }
+    float *B0 = g->block;
+    g->kc = B0 + kc_o;
+    g->vc = B0 + vc_o;
+    g->x = B0 + x_o;
+    g->y = B0 + y_o;
+    g->xmid = B0 + xm_o;
+    g->qkv = B0 + qkv_o;
+    g->att = B0 + att_o;
+    g->gu = B0 + gu_o;
+    g->r1 = B0 + r1_o;
+    g->r2 = B0 + r2_o;
+    if (c->qk_norm) {
+        g->qkpre = B0 + qkpre_o;
+        g->rq = B0 + rq_o;
+        g->rk = B0 + rk_o;
+    }
+    g->xn = B0 + xn_o;
+    g->h = B0 + h_o;
+    g->cos_t = B0 + cos_o;
+    g->sin_t = B0 + sin_o;
+    g->lse = B0 + lse_o;
+    g->attn_scratch = B0 + at_o;
+    g->dec_scratch = B0 + dec_o;
+    g->logits = B0 + lg_o;
+    int32_t *ib = (int32_t *)(B0 + ids_o);
+    g->ids = ib;
+    g->active = ib + max_batch;
+    g->pos = ib + 2 * (size_t)max_batch; /* R entries: prefill positions too */
+    g->samp = B0 + samp_o;
+    /* No stale values in the cache, ever: positions beyond a row's length
+     * are never read, but zeroing keeps tools like valgrind quiet. */
+    memset(g->kc, 0, L * cache_per * (size_t)max_seq * sizeof(float));
+    memset(g->vc, 0, L * cache_per * (size_t)max_seq * sizeof(float));
+    *out = g;
+    return PT_OK;
+}
+
+void pt_generator_free(pt_generator *g)
+{
+    if (!g)
+        return;
+    pt_free_aligned(g->block);
+    pt_free_aligned(g->lora_buf);
+    pt_free(g->rngs);
+    pt_free(g->stop);
+    pt_free(g);
+}
+
+/* ---- the forward pieces -------------------------------------------------------- */
+
+static float *cache_at(const pt_generator *g, float *base, int l, int row, int kvh)
+{
+    const pt_model *m = g->model;
+    size_t nkv = (size_t)m->cfg.num_key_value_heads, hd = (size_t)m->cfg.head_dim;
+    return base + ((((size_t)l * (size_t)g->max_batch + (size_t)row) * nkv + (size_t)kvh) *
+                   (size_t)g->max_seq) * hd;
+}
+
+/* Copy the keys and values of n tokens (qkv rows) of layer l into the cache
+ * rows rows[i] (or `row` for all when rows == NULL) at positions pos[i]
+ * (or pos0 + i). */
+static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, int row,
+                        const int32_t *pos, int pos0)
+{
+    const pt_model *m = g->model;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
+    const int nkv = m->cfg.num_key_value_heads;
+    const size_t hd = (size_t)m->cfg.head_dim;
+    for (size_t i = 0; i < n; i++) {
+        int r = rows ? rows[i] : row;
+        size_t p = (size_t)(pos ? pos[i] : pos0 + (int)i);
+        const float *k = g->qkv + i * QKV + Q, *v = k + KV;
+        for (int h = 0; h < nkv; h++) {
+            memcpy(cache_at(g, g->kc, l, r, h) + p * hd, k + (size_t)h * hd, hd * sizeof(float));
+            memcpy(cache_at(g, g->vc, l, r, h) + p * hd, v + (size_t)h * hd, hd * sizeof(float));
+        }
+    }
+}
+
+/* Attention of one new token per active row over its cached positions
+ * 0..pos[i]: for each (row, kv head), the `group` query heads that share it
+ * form one [group, hd] block, S = Q K^T * scale, softmax, O = S V. */
+static void decode_attention(pt_generator *g, int l, int m_rows)
+{
+    const pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
+    const int nkv = c->num_key_value_heads, group = c->num_attention_heads / nkv;
+    const size_t hd = (size_t)c->head_dim, ls = (size_t)g->max_seq;
+    const float scale = (float)(1.0 / sqrt((double)c->head_dim));
+    const size_t tasks = (size_t)m_rows * (size_t)nkv;
+    double work = 0.0;
+    for (int i = 0; i < m_rows; i++)
+        work += (double)(g->pos[i] + 1);
+    work *= (double)c->num_attention_heads * (double)hd * 4.0;
+    int nt = pt_get_num_threads();
+    if (work < 262144.0)
+        nt = 1;
+    if (nt > g->threads_cap)
+        nt = g->threads_cap;
+    if ((size_t)nt > tasks)
+        nt = (int)tasks;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (size_t t = 0; t < tasks; t++) {
+        int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
+        int row = g->active[i];
+        size_t len = (size_t)g->pos[i] + 1;
+        float *S = g->dec_scratch + (size_t)omp_get_thread_num() * (size_t)group * ls;
+        const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
+        const float *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
+        float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
+        pt_sgemm_nt(1, false, true, (size_t)group, len, hd, scale, q, hd, K, hd, 0.0f, S, ls);
+        for (int r = 0; r < group; r++) {
+            float *Sr = S + (size_t)r * ls;
+            float mx = -INFINITY;
+            for (size_t j = 0; j < len; j++)
+                mx = Sr[j] > mx ? Sr[j] : mx;
+            float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+            for (size_t j = 0; j < len; j++) {
+                float e = pt_vexpf(Sr[j] - mx);
+                Sr[j] = e;
+                sum += e;
+            }
+            float inv = 1.0f / sum;
+#pragma omp simd
+            for (size_t j = 0; j < len; j++)
+                Sr[j] *= inv;
+        }
+        pt_sgemm_nt(1, false, false, (size_t)group, hd, len, 1.0f, S, ls, Vc, hd, 0.0f, o, hd);
+    }
+}
+
+/* The final norm and the LM head for n hidden rows (x, row stride H) into
+ * logits (n x V). */
+static void head_rows(pt_generator *g, const float *x, size_t n, float *logits)
+{
+    const pt_model *m = g->model;
+    const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
+    pt_rmsnorm_forward(g->xn, NULL, x, m->w.norm, n, H, (float)m->cfg.rms_norm_eps);
+    pt_sgemv_rows(n, V, H, 1.0f, g->xn, H, m->w.lm_head, H, 0.0f, logits, V);
+}
+
+static pt_layer_io layer_io(pt_generator *g, const float *x, float *out, bool rowwise)
+{
+    pt_layer_io io = {
+        .x = x, .xmid = g->xmid, .out = out, .qkv = g->qkv, .att = g->att, .gu = g->gu,
+        .r1 = g->r1, .r2 = g->r2, .qkpre = g->qkpre, .rq = g->rq, .rk = g->rk, .xn = g->xn,
+        .h = g->h, .cos_t = g->cos_t, .sin_t = g->sin_t, .lora_buf = g->lora_buf,
+        .rowwise = rowwise,
+    };
+    return io;
+}
+
+/* Prefill cache row `row` with the T prompt ids; logits of the last position
+ * into `logits`. */
+static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *logits)
+{
+    const pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
+    const size_t n = (size_t)T;
+    for (int t = 0; t < T; t++)
+        g->pos[t] = t;
+    pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
+    pt_embedding_forward(g->x, m->w.embed, ids, n, H);
+    pt_attn_shape as = {
+        .batch = 1, .seq = T, .nh = c->num_attention_heads, .nkv = c->num_key_value_heads,
+        .hd = c->head_dim, .scale = (float)(1.0 / sqrt((double)c->head_dim)),
+        .ldq = Q + 2 * KV, .ldkv = Q + 2 * KV, .ldo = Q, .max_threads = g->threads_cap,
+    };
+    float *x = g->x, *y = g->y;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        pt_layer_io io = layer_io(g, x, y, false);
+        pt_layer_forward_qkv(m, l, n, &io);
+        cache_store(g, l, n, NULL, row, NULL, 0);
+        pt_attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,
+                             g->attn_scratch);
+        pt_layer_forward_out(m, l, n, &io);
+        float *t = x;
+        x = y;
+        y = t;
+        int st = pt_check_abort();
+        if (st != PT_OK)
+            return st;
+    }
+    head_rows(g, x + (n - 1) * H, 1, logits);
+    return PT_OK;
+}
+
+/* One decode step for the m_rows active rows: g->ids / g->pos hold each
+ * row's last token and its position; logits (m_rows x V) come out in
+ * g->logits. */
+static void decode_step(pt_generator *g, int m_rows)
+{
+    const pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, n = (size_t)m_rows;
+    pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
+    pt_embedding_forward(g->x, m->w.embed, g->ids, n, H);
+    float *x = g->x, *y = g->y;
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        pt_layer_io io = layer_io(g, x, y, true);
+        pt_layer_forward_qkv(m, l, n, &io);
+        cache_store(g, l, n, g->active, 0, g->pos, 0);
+        decode_attention(g, l, m_rows);
+        pt_layer_forward_out(m, l, n, &io);
+        float *t = x;
+        x = y;
+        y = t;
+    }
+    head_rows(g, x, n, g->logits);
+}
+
+/* Copy the prefilled cache of row `from` (T positions) to row `to`. */
+static void cache_copy_row(pt_generator *g, int from, int to, int T)
+{
+    const pt_model_config *c = &g->model->cfg;
+    const size_t bytes = (size_t)T * (size_t)c->head_dim * sizeof(float);
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        for (int h = 0; h < c->num_key_value_heads; h++) {
+            memcpy(cache_at(g, g->kc, l, to, h), cache_at(g, g->kc, l, from, h), bytes);
+            memcpy(cache_at(g, g->vc, l, to, h), cache_at(g, g->vc, l, from, h), bytes);
+        }
+}
+
+/* ---- pt_generate ------------------------------------------------------------------ */
+
+static int check_options(const pt_generate_options *o, const pt_model_config *c)
+{
+    if (o->size != sizeof(pt_generate_options))
+        return pt_err(PT_EINVAL, "pt_generate: options size %zu, expected %zu (call "
+                      "pt_generate_options_init first)", o->size, sizeof(pt_generate_options));
+    if (o->max_new_tokens < 1)
+        return pt_err(PT_EINVAL, "pt_generate: max_new_tokens %d must be at least 1",
+                      o->max_new_tokens);
+    if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
+        return pt_err(PT_EINVAL, "pt_generate: temperature %g must be finite and >= 0 "
+                      "(0: greedy)", (double)o->temperature);
+    if (o->top_k < 0)
+        return pt_err(PT_EINVAL, "pt_generate: top_k %d must be >= 0 (0: off)", o->top_k);
+    if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
+        return pt_err(PT_EINVAL, "pt_generate: top_p %g must be in (0, 1] (1: off)",
+                      (double)o->top_p);
+    if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
+        return pt_err(PT_EINVAL, "pt_generate: min_p %g must be in [0, 1] (0: off)",
+                      (double)o->min_p);
+    if (o->n_stop_ids > 0 && !o->stop_ids)
+        return pt_err(PT_EINVAL, "pt_generate: n_stop_ids is %d but stop_ids is NULL",
+                      o->n_stop_ids);
+    for (int i = 0; i < o->n_stop_ids; i++)
+        if (o->stop_ids[i] < 0 || o->stop_ids[i] >= c->vocab_size)
+            return pt_err(PT_ERANGE, "pt_generate: stop id %d (stop_ids[%d]) is outside the "
+                          "vocabulary [0, %d)", o->stop_ids[i], i, c->vocab_size);
+    return PT_OK;
+}
+
+static bool is_stop(const int32_t *stop, int n, int32_t tok)
+{
+    for (int i = 0; i < n; i++)
+        if (stop[i] == tok)
+            return true;
+    return false;
+}
+
+/* Sample the next token of active rows 0..m_rows-1 from logits (row i at
+ * logits + i*V); record it for batch row active[i]. */
+static void sample_rows(pt_generator *g, int m_rows, const float *logits, const pt_sampler *s,
+                        int32_t *tokens, float *logprobs, int32_t *n_tokens, int M)
+{
+    const int V = g->model->cfg.vocab_size;
+    int nt = pt_get_num_threads();
+    if (nt > g->threads_cap)
+        nt = g->threads_cap;
+    if (nt > m_rows)
+        nt = m_rows;
+    if ((size_t)m_rows * (size_t)V < 65536)
+        nt = 1;
+    if (g->hook)
+        for (int i = 0; i < m_rows; i++)
+            g->hook(g->active[i], n_tokens[g->active[i]], logits + (size_t)i * V, V,
+                    g->hook_payload);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int i = 0; i < m_rows; i++) {
+        pt_sample_scratch sc;
+        pt_sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
+                                                          (g->samp_bytes + 64), V);
+        int b = g->active[i];
+        float lp = 0.0f;
+        int32_t tok = pt_sample_token(logprobs ? &lp : NULL, logits + (size_t)i * V, V, s,
+                                      &g->rngs[b], &sc);
+        size_t at = (size_t)b * (size_t)M + (size_t)n_tokens[b];
+        tokens[at] = tok;
+        if (logprobs)
+            logprobs[at] = lp;
+        n_tokens[b]++;
+    }
+}
+
+int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons, float *logprobs,
+                pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens,
+                int batch, const pt_generate_options *opts)
+{
+    if (!tokens || !n_tokens || !g || !prompt_ids || !prompt_lens)
+        return pt_err(PT_EINVAL, "pt_generate: NULL argument (tokens, n_tokens, generator, "
+                      "prompt_ids and prompt_lens are required)");
+    pt_generate_options defaults;
+    if (!opts) {
+        pt_generate_options_init(&defaults);
+        opts = &defaults;
+    }
+    pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    int st = check_options(opts, c);
+    if (st != PT_OK)
+        return st;
+    if (batch < 1 || batch > g->max_batch)
+        return pt_err(PT_EINVAL, "pt_generate: batch %d is outside 1 .. the generator's "
+                      "max_batch %d", batch, g->max_batch);
+    const int M = opts->max_new_tokens, V = c->vocab_size;
+    size_t total = 0;
+    for (int b = 0; b < batch; b++) {
+        int T = prompt_lens[b];
+        if (T < 1)
+            return pt_err(PT_EINVAL, "pt_generate: prompt %d has length %d; a prompt needs at "
+                          "least one token", b, T);
+        if ((int64_t)T + M > g->max_seq)
+            return pt_err(PT_EINVAL, "pt_generate: prompt %d (%d tokens) plus max_new_tokens "
+                          "%d exceeds the generator's max_seq %d", b, T, M, g->max_seq);
+        if (c->sliding_window > 0 && T + M > c->sliding_window)
+            return pt_err(PT_EUNSUPPORTED, "pt_generate: prompt %d (%d tokens) plus "
+                          "max_new_tokens %d exceeds the model's sliding_window %d; "
+                          "sliding-window attention is not supported", b, T, M,
+                          c->sliding_window);
+        for (int t = 0; t < T; t++) {
+            int32_t id = prompt_ids[total + (size_t)t];
+            if (id < 0 || id >= V)
+                return pt_err(PT_ERANGE, "pt_generate: prompt %d token %d is id %d, outside "
+                              "the vocabulary [0, %d)", b, t, id, V);
+        }
+        total += (size_t)T;
+    }
+    /* Stop ids: the options' list, or the model's eos id. */
+    int n_stop = opts->n_stop_ids;
+    const int32_t *stop_src = opts->stop_ids;
+    int32_t eos = c->eos_token_id;
+    if (n_stop < 0) {
+        n_stop = eos >= 0 && eos < V ? 1 : 0;
+        stop_src = &eos;
+    }
+    pt_free(g->stop);
+    g->stop = NULL;
+    if (n_stop > 0) {
+        g->stop = pt_malloc_array((size_t)n_stop, sizeof *g->stop);
+        if (!g->stop)
+            return PT_ENOMEM;
+        memcpy(g->stop, stop_src, (size_t)n_stop * sizeof *g->stop);
+    }
+    if ((st = pt_lora_scratch(&g->lora_buf, &g->lora_cap, m, g->rows)) != PT_OK)
+        return st;
+
+    pt_sampler s = { .temperature = opts->temperature, .top_k = opts->top_k,
+                     .top_p = opts->top_p, .min_p = opts->min_p };
+    for (int b = 0; b < batch; b++) {
+        pt_sample_rng(&g->rngs[b], opts->seed, opts->stream_offset + (uint64_t)b);
+        n_tokens[b] = 0;
+        if (finish_reasons)
+            finish_reasons[b] = PT_FINISH_LENGTH;
+        for (int i = 0; i < M; i++) {
+            tokens[(size_t)b * M + (size_t)i] = -1;
+            if (logprobs)
+                logprobs[(size_t)b * M + (size_t)i] = 0.0f;
+        }
+    }
+
+    /* Prefill: each distinct prompt once; logits of row b into logits + b*V. */
+    const size_t Vs = (size_t)V;
+    size_t off = 0;
+    for (int b = 0; b < batch; b++) {
+        const int32_t *ids = prompt_ids + off;
+        int T = prompt_lens[b], same = -1;
+        size_t off2 = 0;
+        for (int a = 0; a < b && same < 0; a++) {
+            if (prompt_lens[a] == T &&
+                memcmp(prompt_ids + off2, ids, (size_t)T * sizeof *ids) == 0)
+                same = a;
+            off2 += (size_t)prompt_lens[a];
+        }
+        if (same >= 0) {
+            cache_copy_row(g, same, b, T);
+            memcpy(g->logits + (size_t)b * Vs, g->logits + (size_t)same * Vs,
+                   Vs * sizeof(float));
+        } else if ((st = prefill(g, b, ids, T, g->logits + (size_t)b * Vs)) != PT_OK) {
+            return st;
+        }
+        off += (size_t)T;
+    }
+
+    int n_active = batch;
+    for (int b = 0; b < batch; b++)
+        g->active[b] = b;
+    const float *step_logits = g->logits;
+    for (;;) {
+        if ((st = pt_check_abort()) != PT_OK)
+            return st;
+        sample_rows(g, n_active, step_logits, &s, tokens, logprobs, n_tokens, M);
+        /* Retire the rows that stopped; the others keep their order. */
+        int kept = 0;
+        for (int i = 0; i < n_active; i++) {
+            int b = g->active[i];
+            int32_t last = tokens[(size_t)b * M + (size_t)n_tokens[b] - 1];
+            if (is_stop(g->stop, n_stop, last)) {
+                if (finish_reasons)
+                    finish_reasons[b] = PT_FINISH_STOP;
+            } else if (n_tokens[b] < M) {
+                g->active[kept++] = b;
+            }
+        }
+        n_active = kept;
+        if (n_active == 0)
+            break;
+        for (int i = 0; i < n_active; i++) {
+            int b = g->active[i];
+            g->ids[i] = tokens[(size_t)b * M + (size_t)n_tokens[b] - 1];
+            g->pos[i] = prompt_lens[b] + n_tokens[b] - 1;
+        }
+        decode_step(g, n_active);
+        step_logits = g->logits;
+    }
+    return PT_OK;
+}

@@ -1,0 +1,56 @@
+/* Internal parts of the generator (model layer): the sampler, exposed so the
+ * tests can check its filters and frequencies on known distributions, and a
+ * hook that shows the logits of every step. */
+#ifndef PT_MODEL_GENERATE_INTERNAL_H
+#define PT_MODEL_GENERATE_INTERNAL_H
+
+#include "posttrain/generate.h"
+#include "core/core.h"
+
+#include <stdint.h>
+
+typedef struct pt_sampler {
+    float temperature;  /* 0: greedy */
+    int top_k;          /* 0: off */
+    float top_p;        /* 1: off */
+    float min_p;        /* 0: off */
+} pt_sampler;
+
+/* Working memory of one pt_sample_token call for a vocabulary of v ids. */
+typedef struct pt_sample_scratch {
+    float *z;       /* [v] logits / temperature */
+    float *e;       /* [v] exp(z - max z) */
+    int32_t *idx;   /* [v] candidate ids */
+    uint8_t *keep;  /* [v] 1 for the ids the filters keep */
+    float zmax;     /* max z, and the sum of e, of the last call */
+    float sum;
+} pt_sample_scratch;
+
+/* Bytes of scratch for one sampler call (64-byte aligned parts). */
+size_t pt_sample_scratch_bytes(int v);
+/* Point s's arrays into `mem` (pt_sample_scratch_bytes(v) bytes, 64-byte aligned). */
+void pt_sample_scratch_init(pt_sample_scratch *s, void *mem, int v);
+
+/* The ids the filters of s keep for these logits (temperature > 0): keep[i]
+ * is set to 1 or 0; returns how many are kept (>= 1).  Also leaves z and e
+ * of the scratch filled. */
+int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
+                     pt_sample_scratch *sc);
+
+/* Draw one id from logits (v entries) as pt_generate_options describes; the
+ * log-probability (log_softmax of logits / temperature over all v ids, or of
+ * the logits when greedy) goes to *logprob when non-NULL.  Uses rng only
+ * when temperature > 0 (exactly one 53-bit uniform per call). */
+int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
+                        pt_rng *rng, pt_sample_scratch *sc);
+
+/* The RNG stream of a row: xoshiro256** seeded from (seed, stream). */
+void pt_sample_rng(pt_rng *r, uint64_t seed, uint64_t stream);
+
+/* Called with the logits of every sampled token of every row, before the
+ * draw (row = batch index, step = index of the new token). */
+typedef void (*pt_generate_logits_fn)(int row, int step, const float *logits, int vocab,
+                                      void *payload);
+void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload);
+
+#endif

@@ -1,0 +1,241 @@
+/* The sampler of pt_generate: temperature, top-k, top-p, min-p and the draw.
+ * Everything a draw reads is the row's logits and its own RNG stream, so the
+ * result does not depend on other rows or on threads. */
+#include "model/generate_internal.h"
+
+#include "kernels/vexp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+size_t pt_sample_scratch_bytes(int v)
+{
+    size_t n = (size_t)v;
+    return 2 * round64(n * sizeof(float)) + round64(n * sizeof(int32_t)) + round64(n);
+}
+
+void pt_sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
+{
+    size_t n = (size_t)v;
+    char *p = mem;
+    s->z = (float *)p;
+    p += round64(n * sizeof(float));
+    s->e = (float *)p;
+    p += round64(n * sizeof(float));
+    s->idx = (int32_t *)p;
+    p += round64(n * sizeof(int32_t));
+    s->keep = (uint8_t *)p;
+}
+
+void pt_sample_rng(pt_rng *r, uint64_t seed, uint64_t stream)
+{
+    /* Two rounds of mixing so that (seed, stream) and (seed', stream') with
+     * seed + stream == seed' + stream' still give unrelated streams. */
+    uint64_t x = seed ^ 0x6A09E667F3BCC909ull;
+    x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
+    x ^= stream * 0x9E3779B97F4A7C15ull + 0x3C6EF372FE94F82Bull;
+    x = (x ^ (x >> 29)) * 0x94D049BB133111EBull;
+    pt_rng_seed(r, x ^ (x >> 32));
+}
+
+/* Order of preference: larger z first, then the lower id. */
+static inline int better(const float *z, int32_t a, int32_t b)
+{
+    return z[a] > z[b] || (z[a] == z[b] && a < b);
+}
+
+static void swap_ids(int32_t *a, int32_t *b)
+{
+    int32_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearrange idx[0..n) so that its k best (by `better`) come first, in any
+ * order (quickselect with a median-of-three pivot). */
+static void select_best(int32_t *idx, int n, int k, const float *z)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (better(z, idx[mid], idx[lo]))
+            swap_ids(&idx[mid], &idx[lo]);
+        if (better(z, idx[hi], idx[lo]))
+            swap_ids(&idx[hi], &idx[lo]);
+        if (better(z, idx[hi], idx[mid]))
+            swap_ids(&idx[hi], &idx[mid]);
+        int32_t pivot = idx[mid];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (better(z, idx[i], pivot))
+                i++;
+            while (better(z, pivot, idx[j]))
+                j--;
+            if (i <= j) {
+                swap_ids(&idx[i], &idx[j]);
+                i++;
+                j--;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+/* Insertion/heap-free sort of a short candidate list by `better` (shell sort:
+ * no recursion, no allocation, deterministic). */
+static void sort_best_first(int32_t *idx, int n, const float *z)
+{
+    static const int gaps[] = { 1750, 701, 301, 132, 57, 23, 10, 4, 1 };
+    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
+        int gap = gaps[g];
+        for (int i = gap; i < n; i++) {
+            int32_t t = idx[i];
+            int j = i;
+            for (; j >= gap && better(z, t, idx[j - gap]); j -= gap)
+                idx[j] = idx[j - gap];
+            idx[j] = t;
+        }
+    }
+}
+
+/* z = logits / T, e = exp(z - max); sc->zmax and sc->sum. */
+static void scale_exp(pt_sample_scratch *sc, const float *logits, int v, float t)
+{
+    float *z = sc->z, *e = sc->e;
+    float zmax = -INFINITY;
+    for (int i = 0; i < v; i++) {
+        z[i] = logits[i] / t;
+        zmax = z[i] > zmax ? z[i] : zmax;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < v; i++) {
+        e[i] = pt_vexpf(z[i] - zmax);
+        sum += e[i];
+    }
+    sc->zmax = zmax;
+    sc->sum = sum;
+}
+
+int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
+                     pt_sample_scratch *sc)
+{
+    if (v < 1)
+        return 0;
+    scale_exp(sc, logits, v, s->temperature);
+    const float *z = sc->z, *e = sc->e, sum = sc->sum;
+    int32_t *idx = sc->idx;
+    bool use_k = s->top_k > 0 && s->top_k < v, use_p = s->top_p < 1.0f;
+    if (!use_k && !use_p) {
+        for (int i = 0; i < v; i++)
+            keep[i] = 1;
+    } else {
+        int n = 0;
+        if (use_k) {
+            for (int i = 0; i < v; i++)
+                idx[i] = i;
+            select_best(idx, v, s->top_k, z);
+            n = s->top_k;
+        } else {
+            /* A token whose probability p is below (1 - top_p) / v is never
+             * in the nucleus: the tokens ranked at or below it hold at most
+             * v * p < 1 - top_p, so those above it already reach top_p.
+             * Half that bound leaves room for rounding. */
+            float cut = 0.5f * (1.0f - s->top_p) / (float)v * sum;
+            for (int i = 0; i < v; i++)
+                if (e[i] >= cut)
+                    idx[n++] = i;
+        }
+        for (int i = 0; i < v; i++)
+            keep[i] = 0;
+        if (!use_p) {
+            for (int r = 0; r < n; r++)
+                keep[idx[r]] = 1;
+        } else {
+            sort_best_first(idx, n, z);
+            double total = 0.0;
+            if (use_k)
+                for (int r = 0; r < n; r++)
+                    total += (double)e[idx[r]];
+            else
+                total = (double)sum;
+            double cum = 0.0;
+            for (int r = 0; r < n; r++) {
+                keep[idx[r]] = 1;
+                cum += (double)e[idx[r]] / total;
+                if (cum >= (double)s->top_p)
+                    break;
+            }
+        }
+    }
+    /* min_p: p >= min_p * p_max, i.e. e >= min_p * e_max (the most likely
+     * id, kept by every filter above, has the largest e). */
+    float emax = 0.0f;
+    for (int i = 0; i < v; i++)
+        emax = e[i] > emax ? e[i] : emax;
+    float floor_e = s->min_p * emax;
+    int kept = 0;
+    for (int i = 0; i < v; i++) {
+        if (keep[i] && s->min_p > 0.0f && e[i] < floor_e)
+            keep[i] = 0;
+        kept += keep[i];
+    }
+    return kept;
+}
+
+int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
+                        pt_rng *rng, pt_sample_scratch *sc)
+{
+    if (s->temperature == 0.0f) {
+        int32_t best = 0;
+        for (int i = 1; i < v; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        if (logprob) {
+            float m = logits[best], sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+            for (int i = 0; i < v; i++)
+                sum += pt_vexpf(logits[i] - m);
+            *logprob = -logf(sum);
+        }
+        return best;
+    }
+    bool filtered = (s->top_k > 0 && s->top_k < v) || s->top_p < 1.0f || s->min_p > 0.0f;
+    if (filtered)
+        pt_sample_filter(sc->keep, logits, v, s, sc);
+    else
+        scale_exp(sc, logits, v, s->temperature);
+    const float *e = sc->e;
+    double total = 0.0;
+    int32_t last = 0;
+    for (int i = 0; i < v; i++)
+        if (!filtered || sc->keep[i]) {
+            total += (double)e[i];
+            last = i;
+        }
+    double u = pt_rng_uniform_double(rng) * total, acc = 0.0;
+    int32_t tok = last;
+    for (int i = 0; i < v; i++) {
+        if (filtered && !sc->keep[i])
+            continue;
+        acc += (double)e[i];
+        if (u < acc) {
+            tok = i;
+            break;
+        }
+    }
+    if (logprob)
+        *logprob = sc->z[tok] - sc->zmax - logf(sc->sum);
+    return tok;
+}

@@ -1,0 +1,764 @@
+/* pt_generate on tiny random models:
+ *  - the KV-cache path (prefill + decode) gives the logits of pt_model_forward
+ *    on the whole sequence at every step (llama tied GQA, qwen2 bias, qwen3
+ *    qk-norm, llama3 rope scaling, and with a LoRA adapter), and its returned
+ *    log-probabilities are log_softmax(logits / T) of those forward logits;
+ *  - a row's tokens and log-probabilities are bit-identical alone and in a
+ *    batch (different prompt lengths, a repeated prompt), across runs, and at
+ *    1 and 2 threads; different seeds differ;
+ *  - the sampler: greedy ties, top_k, top_p, min_p kept sets against
+ *    independent computations, and chi-square of empirical frequencies;
+ *  - stop ids, the config's eos, max_new_tokens, abort, and every bad input. */
+#include "testutil.h"
+
+#include "core/core.h"
+#include "model/generate_internal.h"
+#include "model/model.h"
+
+#include <math.h>
+
+enum { CFG_LLAMA, CFG_QWEN2, CFG_QWEN3, CFG_LLAMA3, CFG_WIDE };
+
+static void make_config(pt_model_config *c, int kind)
+{
+    ck_assert_ok(pt_model_config_init(c));
+    c->vocab_size = 53;
+    c->hidden_size = 24;
+    c->intermediate_size = 40;
+    c->num_hidden_layers = 3;
+    c->num_attention_heads = 6;
+    c->num_key_value_heads = 2;
+    c->head_dim = 4;
+    c->max_position_embeddings = 256;
+    c->rms_norm_eps = 1e-5;
+    /* 0.2: logits of a few units; at 0.3 attention gets so sharp that two
+     * correct float32 orders of summation differ by 3e-5 in log-probability */
+    c->initializer_range = 0.2;
+    c->tie_word_embeddings = true;
+    if (kind == CFG_QWEN2) {
+        c->arch = PT_ARCH_QWEN2;
+        c->attention_bias = true;
+        c->tie_word_embeddings = false;
+        c->num_key_value_heads = 1;
+        c->rope_theta = 1000000.0;
+    } else if (kind == CFG_QWEN3) {
+        c->arch = PT_ARCH_QWEN3;
+        c->qk_norm = true;
+        c->tie_word_embeddings = false;
+        c->head_dim = 6;
+        c->num_attention_heads = 4;
+    } else if (kind == CFG_LLAMA3) {
+        c->head_dim = 8;
+        c->num_attention_heads = 3;
+        c->num_key_value_heads = 1;
+        c->rope_type = PT_ROPE_LLAMA3;
+        c->rope_factor = 8.0;
+        c->rope_low_freq_factor = 1.0;
+        c->rope_high_freq_factor = 4.0;
+        c->rope_original_max_position_embeddings = 16;
+    } else if (kind == CFG_WIDE) {
+        /* big enough that products, attention and sampling use 2 threads */
+        c->vocab_size = 16411;
+        c->hidden_size = 256;
+        c->intermediate_size = 512;
+        c->num_hidden_layers = 2;
+        c->num_attention_heads = 8;
+        c->num_key_value_heads = 2;
+        c->head_dim = 32;
+        c->initializer_range = 0.05;
+    }
+    ck_assert_ok(pt_model_config_validate(c));
+}
+
+/* A model whose norms and biases are not at their trivial init. */
+static pt_model *make_model(int kind, uint64_t seed)
+{
+    pt_model_config c;
+    make_config(&c, kind);
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_create(&m, &c, seed));
+    pt_rng r;
+    pt_rng_seed(&r, seed ^ 77);
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        if (!t->no_decay)
+            continue;
+        double base = strstr(t->name, "norm") ? 1.0 : 0.0;
+        for (size_t j = 0; j < t->numel; j++)
+            t->data[j] = (float)(base + 0.3 * pt_rng_normal(&r));
+    }
+    return m;
+}
+
+/* log_softmax(x / t)[i] in double. */
+static double log_softmax_at(const float *x, int v, double t, int i)
+{
+    double mx = -INFINITY;
+    for (int j = 0; j < v; j++)
+        mx = fmax(mx, (double)x[j] / t);
+    double s = 0.0;
+    for (int j = 0; j < v; j++)
+        s += exp((double)x[j] / t - mx);
+    return (double)x[i] / t - mx - log(s);
+}
+
+/* Prompts: lens[b] ids from a seeded stream, back to back. */
+static int32_t *make_prompts(const int32_t *lens, int batch, int vocab, uint64_t seed)
+{
+    size_t total = 0;
+    for (int b = 0; b < batch; b++)
+        total += (size_t)lens[b];
+    int32_t *ids = malloc(total * sizeof *ids);
+    pt_rng r;
+    pt_rng_seed(&r, seed);
+    for (size_t i = 0; i < total; i++)
+        ids[i] = (int32_t)pt_rng_below(&r, (uint64_t)vocab);
+    return ids;
+}
+
+/* ---- the KV-cache path against the full forward ----------------------------------- */
+
+#define MAXB 4
+#define MAXM 16
+
+typedef struct hook_rec {
+    int vocab;
+    float *logits; /* [MAXB][MAXM][vocab] */
+    int calls;
+} hook_rec;
+
+static void record_logits(int row, int step, const float *logits, int vocab, void *payload)
+{
+    hook_rec *h = payload;
+    ck_assert_int_eq(vocab, h->vocab);
+    ck_assert(row >= 0 && row < MAXB && step >= 0 && step < MAXM);
+    memcpy(h->logits + ((size_t)row * MAXM + (size_t)step) * (size_t)vocab, logits,
+           (size_t)vocab * sizeof(float));
+    h->calls++;
+}
+
+static void check_against_forward(pt_model *m, const char *what, float temperature)
+{
+    pt_model_config c;
+    ck_assert_ok(pt_model_get_config(&c, m));
+    const int V = c.vocab_size, B = 3, M = 12;
+    const int32_t lens[3] = { 3, 9, 6 };
+    int32_t *prompts = make_prompts(lens, B, V, 11);
+    pt_generator *g = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, MAXB, 24));
+    hook_rec h = { V, calloc((size_t)MAXB * MAXM * (size_t)V, sizeof(float)), 0 };
+    pt_generator_set_logits_hook(g, record_logits, &h);
+    pt_generate_options o;
+    ck_assert_ok(pt_generate_options_init(&o));
+    o.max_new_tokens = M;
+    o.temperature = temperature;
+    o.seed = 5;
+    o.n_stop_ids = 0;
+    int32_t tok[3 * 12], n[3], fin[3];
+    float lp[3 * 12];
+    ck_assert_ok(pt_generate(tok, n, fin, lp, g, prompts, lens, B, &o));
+    ck_assert_int_eq(h.calls, B * M);
+
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, 24));
+    float *logits = malloc((size_t)24 * V * sizeof *logits);
+    double worst_lsm = 0.0, worst_lp = 0.0;
+    size_t off = 0;
+    for (int b = 0; b < B; b++) {
+        ck_assert_int_eq(n[b], M);
+        ck_assert_int_eq(fin[b], PT_FINISH_LENGTH);
+        int32_t seq[24];
+        memcpy(seq, prompts + off, (size_t)lens[b] * sizeof *seq);
+        memcpy(seq + lens[b], tok + b * M, (size_t)M * sizeof *seq);
+        pt_batch bt;
+        pt_batch_init(&bt);
+        bt.batch = 1;
+        bt.seq = lens[b] + M - 1;
+        bt.input_ids = seq;
+        ck_assert_ok(pt_model_forward(ctx, &bt, NULL, logits));
+        for (int s = 0; s < M; s++) {
+            const float *full = logits + (size_t)(lens[b] - 1 + s) * V;
+            const float *cached = h.logits + ((size_t)b * MAXM + (size_t)s) * V;
+            for (int i = 0; i < V; i++) {
+                double d = fabs(log_softmax_at(full, V, 1.0, i) - log_softmax_at(cached, V, 1.0, i));
+                worst_lsm = fmax(worst_lsm, d);
+            }
+            double ref = log_softmax_at(full, V, temperature > 0 ? temperature : 1.0,
+                                        tok[b * M + s]);
+            worst_lp = fmax(worst_lp, fabs(ref - (double)lp[b * M + s]));
+            if (temperature == 0.0f) { /* greedy picks the forward's argmax */
+                int best = 0;
+                for (int i = 1; i < V; i++)
+                    if (full[i] > full[best])
+                        best = i;
+                ck_assert_int_eq(tok[b * M + s], best);
+            }
+        }
+        off += (size_t)lens[b];
+    }
+    fprintf(stderr, "%s (T=%g): cached vs full forward: log_softmax max |diff| %.2g, "
+            "returned logprob max |diff| %.2g\n", what, (double)temperature, worst_lsm, worst_lp);
+    ck_assert_msg(worst_lsm <= 1e-5, "%s: cached log_softmax differs by %g", what, worst_lsm);
+    ck_assert_msg(worst_lp <= 1e-5, "%s: returned logprobs differ by %g", what, worst_lp);
+    free(logits);
+    free(h.logits);
+    free(prompts);
+    pt_context_free(ctx);
+    pt_generator_free(g);
+}
+
+START_TEST(test_cache_equals_forward)
+{
+    static const char *names[] = { "llama tied GQA", "qwen2 bias", "qwen3 qk-norm",
+                                   "llama3 rope scaling" };
+    pt_model *m = make_model(_i, 100 + (uint64_t)_i);
+    check_against_forward(m, names[_i], 0.7f);
+    check_against_forward(m, names[_i], 0.0f);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_cache_equals_forward_lora)
+{
+    pt_model *m = make_model(CFG_QWEN2, 9);
+    pt_lora_options lo;
+    ck_assert_ok(pt_lora_options_init(&lo));
+    lo.rank = 3;
+    lo.alpha = 6.0;
+    lo.targets = PT_LORA_Q | PT_LORA_K | PT_LORA_V | PT_LORA_O | PT_LORA_GATE | PT_LORA_UP |
+                 PT_LORA_DOWN;
+    lo.seed = 4;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    /* B starts at zero: make the adapters do something */
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        if (t->adapter)
+            for (size_t j = 0; j < t->numel; j++)
+                t->data[j] = 0.2f * (float)sin((double)(i * 31 + j));
+    }
+    check_against_forward(m, "qwen2 + LoRA", 1.0f);
+    pt_model_free(m);
+}
+END_TEST
+
+/* ---- determinism and batch independence ------------------------------------------- */
+
+typedef struct run_out {
+    int32_t tok[MAXB * 20], n[MAXB], fin[MAXB];
+    float lp[MAXB * 20];
+} run_out;
+
+static void run(run_out *r, pt_generator *g, const int32_t *prompts, const int32_t *lens, int B,
+                const pt_generate_options *o)
+{
+    memset(r, 0x5a, sizeof *r);
+    ck_assert_ok(pt_generate(r->tok, r->n, r->fin, r->lp, g, prompts, lens, B, o));
+}
+
+static void assert_row_equal(const run_out *a, int ra, const run_out *b, int rb, int M,
+                             const char *what)
+{
+    ck_assert_msg(a->n[ra] == b->n[rb], "%s: %d vs %d tokens", what, a->n[ra], b->n[rb]);
+    ck_assert_msg(memcmp(a->tok + ra * M, b->tok + rb * M, (size_t)M * sizeof(int32_t)) == 0,
+                  "%s: tokens differ", what);
+    ck_assert_msg(memcmp(a->lp + ra * M, b->lp + rb * M, (size_t)M * sizeof(float)) == 0,
+                  "%s: logprobs are not bit-identical", what);
+    ck_assert_int_eq(a->fin[ra], b->fin[rb]);
+}
+
+static void check_independence(int kind, const int32_t *lens, int max_seq, int M, int threads)
+{
+    pt_model *m = make_model(kind, 3);
+    pt_model_config c;
+    pt_model_get_config(&c, m);
+    const int B = 4;
+    int32_t *prompts = make_prompts(lens, B, c.vocab_size, 21);
+    /* row 3 repeats row 1's prompt (a GRPO group): prefilled once */
+    if (lens[3] == lens[1]) {
+        size_t o1 = (size_t)lens[0], o3 = (size_t)lens[0] + lens[1] + lens[2];
+        memcpy(prompts + o3, prompts + o1, (size_t)lens[1] * sizeof *prompts);
+    }
+    pt_generator *g = NULL, *g1 = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, B, max_seq));
+    ck_assert_ok(pt_generator_create(&g1, m, 1, max_seq));
+    pt_generate_options o;
+    ck_assert_ok(pt_generate_options_init(&o));
+    o.max_new_tokens = M;
+    o.n_stop_ids = 0;
+    o.seed = 1234;
+    static run_out a, b, alone, t1;
+    for (int mode = 0; mode < 2; mode++) {
+        o.temperature = mode == 0 ? 0.0f : 0.9f;
+        o.top_k = mode == 0 ? 0 : 40;
+        o.top_p = mode == 0 ? 1.0f : 0.95f;
+        o.stream_offset = 0;
+        pt_set_num_threads(threads);
+        run(&a, g, prompts, lens, B, &o);
+        run(&b, g, prompts, lens, B, &o);
+        for (int r = 0; r < B; r++)
+            assert_row_equal(&a, r, &b, r, M, "same seed, second run");
+        size_t off = 0;
+        for (int r = 0; r < B; r++) {
+            o.stream_offset = (uint64_t)r;
+            run(&alone, g1, prompts + off, lens + r, 1, &o);
+            assert_row_equal(&a, r, &alone, 0, M, mode ? "sampled: batch vs alone"
+                                                      : "greedy: batch vs alone");
+            off += (size_t)lens[r];
+        }
+        o.stream_offset = 0;
+        pt_set_num_threads(threads == 1 ? 2 : 1);
+        run(&t1, g, prompts, lens, B, &o);
+        pt_set_num_threads(2);
+        for (int r = 0; r < B; r++)
+            assert_row_equal(&a, r, &t1, r, M, "1 vs 2 threads");
+        if (mode == 1) {
+            /* the repeated prompt gave two different samples (own streams) */
+            if (lens[3] == lens[1])
+                ck_assert(memcmp(a.tok + M, a.tok + 3 * M, (size_t)M * sizeof(int32_t)) != 0);
+            o.seed = 1235;
+            run(&b, g, prompts, lens, B, &o);
+            int differ = 0;
+            for (int r = 0; r < B; r++)
+                differ += memcmp(a.tok + r * M, b.tok + r * M, (size_t)M * sizeof(int32_t)) != 0;
+            ck_assert_msg(differ >= 3, "seeds 1234 and 1235 gave the same tokens in %d of 4 "
+                          "rows", B - differ);
+            o.seed = 1234;
+        }
+    }
+    free(prompts);
+    pt_generator_free(g);
+    pt_generator_free(g1);
+    pt_model_free(m);
+}
+
+START_TEST(test_batch_independence_tiny)
+{
+    const int32_t lens[4] = { 5, 2, 8, 2 };
+    check_independence(CFG_QWEN3, lens, 28, 20, 2);
+}
+END_TEST
+
+START_TEST(test_batch_independence_wide)
+{
+    /* long enough prompts that attention, products and the sampler run on
+     * two threads */
+    const int32_t lens[4] = { 70, 96, 41, 96 };
+    check_independence(CFG_WIDE, lens, 120, 10, 2);
+}
+END_TEST
+
+/* ---- the sampler ---------------------------------------------------------------------- */
+
+typedef struct samp_env {
+    void *mem;
+    pt_sample_scratch sc;
+} samp_env;
+
+static void samp_open(samp_env *e, int v)
+{
+    e->mem = pt_malloc_aligned(pt_sample_scratch_bytes(v));
+    pt_sample_scratch_init(&e->sc, e->mem, v);
+}
+
+static const float LG[10] = { 1.0f, 2.5f, -0.5f, 2.5f, 0.3f, 1.7f, -2.0f, 0.9f, 2.0f, 0.0f };
+/* ids by logit, best first (the tie 1/3 goes to the lower id) */
+static const int RANK[10] = { 1, 3, 8, 5, 0, 7, 4, 9, 2, 6 };
+
+static void probs(double *p, const float *lg, int v, double t)
+{
+    for (int i = 0; i < v; i++)
+        p[i] = exp(log_softmax_at(lg, v, t, i));
+}
+
+START_TEST(test_sampler_greedy)
+{
+    samp_env e;
+    samp_open(&e, 10);
+    pt_sampler s = { .temperature = 0.0f, .top_p = 1.0f };
+    float lp = 0.0f;
+    ck_assert_int_eq(pt_sample_token(&lp, LG, 10, &s, NULL, &e.sc), 1); /* tie 1/3: lower id */
+    ck_assert(fabs(lp - log_softmax_at(LG, 10, 1.0, 1)) < 1e-6);
+    pt_free_aligned(e.mem);
+}
+END_TEST
+
+START_TEST(test_sampler_top_k)
+{
+    samp_env e;
+    samp_open(&e, 10);
+    uint8_t keep[10];
+    for (int k = 1; k <= 10; k++) {
+        pt_sampler s = { .temperature = 0.8f, .top_k = k, .top_p = 1.0f };
+        ck_assert_int_eq(pt_sample_filter(keep, LG, 10, &s, &e.sc), k);
+        for (int r = 0; r < 10; r++)
+            ck_assert_msg(keep[RANK[r]] == (r < k), "top_k %d: id %d (rank %d) kept %d", k,
+                          RANK[r], r, keep[RANK[r]]);
+    }
+    /* a large vocabulary: exactly the k largest */
+    enum { BV = 5000 };
+    float *big = malloc(BV * sizeof *big);
+    pt_rng r;
+    pt_rng_seed(&r, 8);
+    for (int i = 0; i < BV; i++)
+        big[i] = (float)pt_rng_normal(&r);
+    samp_env e2;
+    samp_open(&e2, BV);
+    uint8_t *kb = malloc(BV);
+    pt_sampler s = { .temperature = 1.3f, .top_k = 137, .top_p = 1.0f };
+    ck_assert_int_eq(pt_sample_filter(kb, big, BV, &s, &e2.sc), 137);
+    float least_kept = INFINITY, best_dropped = -INFINITY;
+    for (int i = 0; i < BV; i++) {
+        if (kb[i])
+            least_kept = fminf(least_kept, big[i]);
+        else
+            best_dropped = fmaxf(best_dropped, big[i]);
+    }
+    ck_assert(least_kept > best_dropped);
+    free(kb);
+    free(big);
+    pt_free_aligned(e2.mem);
+    pt_free_aligned(e.mem);
+}
+END_TEST
+
+START_TEST(test_sampler_top_p_min_p)
+{
+    samp_env e;
+    samp_open(&e, 10);
+    uint8_t keep[10];
+    const double T = 0.7;
+    double p[10];
+    probs(p, LG, 10, T);
+    /* the nucleus of size k has mass c_k: top_p just below c_k keeps k
+     * tokens, just above keeps k + 1 */
+    double c = 0.0;
+    for (int k = 1; k < 10; k++) {
+        c += p[RANK[k - 1]];
+        for (int side = 0; side < 2; side++) {
+            float tp = (float)(side == 0 ? c - 1e-4 : c + 1e-4);
+            if (tp > 1.0f)
+                continue;
+            int want = side == 0 ? k : k + 1;
+            pt_sampler s = { .temperature = (float)T, .top_p = tp };
+            ck_assert_int_eq(pt_sample_filter(keep, LG, 10, &s, &e.sc), want);
+            for (int r = 0; r < 10; r++)
+                ck_assert_msg(keep[RANK[r]] == (r < want), "top_p %g: rank %d", (double)tp, r);
+        }
+    }
+    /* top_k then top_p on the renormalised top-k distribution */
+    double q[3], qs = p[RANK[0]] + p[RANK[1]] + p[RANK[2]];
+    for (int r = 0; r < 3; r++)
+        q[r] = p[RANK[r]] / qs;
+    pt_sampler s = { .temperature = (float)T, .top_k = 3, .top_p = (float)(q[0] + q[1] - 1e-4) };
+    ck_assert_int_eq(pt_sample_filter(keep, LG, 10, &s, &e.sc), 2);
+    ck_assert(keep[RANK[0]] && keep[RANK[1]] && !keep[RANK[2]]);
+    /* min_p: p >= min_p * p_max */
+    for (int t = 1; t < 10; t++) {
+        double ratio = p[RANK[t]] / p[RANK[0]];
+        for (int side = 0; side < 2; side++) {
+            float mp = (float)(side == 0 ? ratio - 1e-5 : ratio + 1e-5);
+            pt_sampler sm = { .temperature = (float)T, .top_p = 1.0f, .min_p = mp };
+            int n = pt_sample_filter(keep, LG, 10, &sm, &e.sc);
+            int want = 0;
+            for (int i = 0; i < 10; i++) {
+                int in = p[i] >= (double)mp * p[RANK[0]];
+                want += in;
+                ck_assert_msg(keep[i] == in, "min_p %g: id %d", (double)mp, i);
+            }
+            ck_assert_int_eq(n, want);
+        }
+    }
+    pt_free_aligned(e.mem);
+}
+END_TEST
+
+/* Chi-square of N draws against the expected probabilities (0 outside the
+ * kept set, where no draw may land). */
+static void check_frequencies(const pt_sampler *s, const double *expect, int v, int N,
+                              const char *what)
+{
+    samp_env e;
+    samp_open(&e, v);
+    pt_rng rng;
+    pt_sample_rng(&rng, 42, 0);
+    long count[16] = { 0 };
+    for (int d = 0; d < N; d++) {
+        float lp;
+        int32_t t = pt_sample_token(&lp, LG, v, s, &rng, &e.sc);
+        ck_assert(t >= 0 && t < v);
+        count[t]++;
+        if (d < 50) /* the log-probability is the unfiltered log_softmax(z) */
+            ck_assert(fabs((double)lp - log_softmax_at(LG, v, s->temperature, t)) < 2e-6);
+    }
+    double chi2 = 0.0;
+    int df = -1;
+    for (int i = 0; i < v; i++) {
+        if (expect[i] == 0.0) {
+            ck_assert_msg(count[i] == 0, "%s: id %d drawn %ld times but filtered", what, i,
+                          count[i]);
+            continue;
+        }
+        double ex = expect[i] * N;
+        chi2 += (count[i] - ex) * (count[i] - ex) / ex;
+        df++;
+    }
+    /* 99.9% quantiles of chi-square for df 1..9 */
+    static const double q999[10] = { 0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12,
+                                     27.88 };
+    fprintf(stderr, "%s: chi-square %.2f with %d degrees of freedom (limit %.2f)\n", what, chi2,
+            df, q999[df]);
+    ck_assert_msg(chi2 < q999[df], "%s: chi-square %.2f >= %.2f", what, chi2, q999[df]);
+    pt_free_aligned(e.mem);
+}
+
+START_TEST(test_sampler_frequencies)
+{
+    double p[10];
+    pt_sampler s = { .temperature = 0.8f, .top_p = 1.0f };
+    probs(p, LG, 10, 0.8);
+    check_frequencies(&s, p, 10, 200000, "softmax(logits/0.8)");
+    /* top_k 4 at T = 1.5: the renormalised top 4 */
+    probs(p, LG, 10, 1.5);
+    double q[10] = { 0 }, z = 0.0;
+    for (int r = 0; r < 4; r++)
+        z += p[RANK[r]];
+    for (int r = 0; r < 4; r++)
+        q[RANK[r]] = p[RANK[r]] / z;
+    pt_sampler sk = { .temperature = 1.5f, .top_k = 4, .top_p = 1.0f };
+    check_frequencies(&sk, q, 10, 200000, "top_k 4 at T=1.5");
+    /* min_p 0.3 at T = 1 */
+    probs(p, LG, 10, 1.0);
+    double pmax = p[RANK[0]], w[10], ws = 0.0;
+    for (int i = 0; i < 10; i++) {
+        w[i] = p[i] >= 0.3 * pmax ? p[i] : 0.0;
+        ws += w[i];
+    }
+    for (int i = 0; i < 10; i++)
+        w[i] /= ws;
+    pt_sampler sm = { .temperature = 1.0f, .top_p = 1.0f, .min_p = 0.3f };
+    check_frequencies(&sm, w, 10, 200000, "min_p 0.3");
+}
+END_TEST
+
+/* ---- stop ids, max_new_tokens, abort, bad inputs ------------------------------------ */
+
+START_TEST(test_stop_and_length)
+{
+    pt_model *m = make_model(CFG_LLAMA, 31);
+    pt_generator *g = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, 2, 40));
+    const int32_t lens[2] = { 4, 6 };
+    int32_t *prompts = make_prompts(lens, 2, 53, 4);
+    pt_generate_options o;
+    ck_assert_ok(pt_generate_options_init(&o));
+    o.temperature = 0.0f;
+    o.max_new_tokens = 30;
+    o.n_stop_ids = 0;
+    int32_t tok[60], n[2], fin[2], tok2[60], n2[2], fin2[2];
+    float lp[60];
+    ck_assert_ok(pt_generate(tok, n, fin, lp, g, prompts, lens, 2, &o));
+    ck_assert(n[0] == 30 && n[1] == 30 && fin[0] == PT_FINISH_LENGTH);
+    /* stop at the first occurrence of row 0's 5th token (row 1 may stop too) */
+    int32_t stop[2] = { 52, tok[4] };
+    o.stop_ids = stop;
+    o.n_stop_ids = 2;
+    ck_assert_ok(pt_generate(tok2, n2, fin2, NULL, g, prompts, lens, 2, &o));
+    for (int b = 0; b < 2; b++) {
+        int first = -1;
+        for (int i = 0; i < 30 && first < 0; i++)
+            if (tok[b * 30 + i] == 52 || tok[b * 30 + i] == stop[1])
+                first = i;
+        int want = first < 0 ? 30 : first + 1;
+        ck_assert_int_eq(n2[b], want);
+        ck_assert_int_eq(fin2[b], first < 0 ? PT_FINISH_LENGTH : PT_FINISH_STOP);
+        ck_assert_mem_eq(tok2 + b * 30, tok + b * 30, (size_t)want * sizeof(int32_t));
+        for (int i = want; i < 30; i++)
+            ck_assert_int_eq(tok2[b * 30 + i], -1);
+    }
+    ck_assert_int_le(n2[0], 5);
+    /* max_new_tokens: exactly that many, a prefix of the longer run */
+    o.n_stop_ids = 0;
+    o.max_new_tokens = 7;
+    ck_assert_ok(pt_generate(tok2, n2, fin2, NULL, g, prompts, lens, 2, &o));
+    for (int b = 0; b < 2; b++) {
+        ck_assert_int_eq(n2[b], 7);
+        ck_assert_int_eq(fin2[b], PT_FINISH_LENGTH);
+        ck_assert_mem_eq(tok2 + b * 7, tok + b * 30, 7 * sizeof(int32_t));
+    }
+    pt_generator_free(g);
+    pt_model_free(m);
+
+    /* default stop ids: the config's eos_token_id */
+    pt_model_config c;
+    make_config(&c, CFG_LLAMA);
+    c.eos_token_id = tok[2];
+    ck_assert_ok(pt_model_create(&m, &c, 31));
+    pt_model *ref = make_model(CFG_LLAMA, 31); /* same weights as before */
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++)
+        memcpy(pt_model_tensor(m, i)->data, pt_model_tensor(ref, i)->data,
+               pt_model_tensor(m, i)->numel * sizeof(float));
+    pt_model_free(ref);
+    ck_assert_ok(pt_generator_create(&g, m, 2, 40));
+    o.max_new_tokens = 30;
+    o.n_stop_ids = -1;
+    ck_assert_ok(pt_generate(tok2, n2, fin2, NULL, g, prompts, lens, 2, &o));
+    int first = 0;
+    while (tok[first] != tok[2])
+        first++;
+    ck_assert_int_eq(n2[0], first + 1);
+    ck_assert_int_eq(fin2[0], PT_FINISH_STOP);
+    ck_assert_int_eq(tok2[first], tok[2]);
+    free(prompts);
+    pt_generator_free(g);
+    pt_model_free(m);
+}
+END_TEST
+
+static int polls;
+static int abort_after(void *payload)
+{
+    return ++polls > *(int *)payload;
+}
+
+START_TEST(test_abort)
+{
+    pt_model *m = make_model(CFG_LLAMA, 2);
+    pt_generator *g = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, 1, 40));
+    const int32_t len = 3, ids[3] = { 1, 2, 3 };
+    pt_generate_options o;
+    pt_generate_options_init(&o);
+    o.max_new_tokens = 20;
+    o.n_stop_ids = 0;
+    int32_t tok[20], n[1];
+    /* 3 layer polls in the prefill, then one per token: stop at token 5 */
+    int limit = 3 + 5;
+    polls = 0;
+    pt_set_abort_callback(abort_after, &limit);
+    ck_assert_status(pt_generate(tok, n, NULL, NULL, g, ids, &len, 1, &o), PT_ECANCELLED, NULL);
+    pt_set_abort_callback(NULL, NULL);
+    ck_assert_int_eq(polls, limit + 1);
+    ck_assert_int_eq(n[0], 5);
+    ck_assert_ok(pt_generate(tok, n, NULL, NULL, g, ids, &len, 1, &o));
+    ck_assert_int_eq(n[0], 20);
+    pt_generator_free(g);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_bad_inputs)
+{
+    pt_model *m = make_model(CFG_LLAMA, 2);
+    pt_generator *g = NULL;
+    ck_assert_status(pt_generator_create(NULL, m, 1, 8), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generator_create(&g, NULL, 1, 8), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generator_create(&g, m, 0, 8), PT_EINVAL, "max_batch 0");
+    ck_assert_status(pt_generator_create(&g, m, 2, -1), PT_EINVAL, "max_seq -1");
+    ck_assert_status(pt_generate_options_init(NULL), PT_EINVAL, "NULL");
+    ck_assert_ok(pt_generator_create(&g, m, 2, 70));
+    const int32_t ids[4] = { 1, 2, 3, 4 }, lens[2] = { 2, 2 };
+    int32_t tok[128], n[2]; /* room for the default 64 new tokens */
+    float lp[128];
+    pt_generate_options o;
+    pt_generate_options_init(&o);
+    o.max_new_tokens = 5;
+    ck_assert_ok(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &o));
+    ck_assert_ok(pt_generate(tok, n, NULL, NULL, g, ids, lens, 1, NULL)); /* defaults: 64 new */
+    ck_assert_status(pt_generate(NULL, n, NULL, lp, g, ids, lens, 2, &o), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(tok, NULL, NULL, lp, g, ids, lens, 2, &o), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, NULL, ids, lens, 2, &o), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, NULL, lens, 2, &o), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, NULL, 2, &o), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 0, &o), PT_EINVAL, "batch 0");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 3, &o), PT_EINVAL,
+                     "max_batch 2");
+    const int32_t zero[2] = { 0, 2 }, longp[2] = { 2, 66 };
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, zero, 2, &o), PT_EINVAL, "length 0");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, longp, 2, &o), PT_EINVAL,
+                     "prompt 1 (66 tokens) plus max_new_tokens 5 exceeds the generator's max_seq 70");
+    const int32_t bad_ids[4] = { 1, 2, 53, 4 }, neg_ids[4] = { -1, 2, 3, 4 };
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, bad_ids, lens, 2, &o), PT_ERANGE,
+                     "id 53, outside the vocabulary");
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, neg_ids, lens, 2, &o), PT_ERANGE,
+                     "id -1");
+    pt_generate_options b = o;
+    b.size = 8;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "options size");
+    b = o;
+    b.max_new_tokens = 0;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "max_new_tokens 0");
+    b = o;
+    b.temperature = -0.5f;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "temperature -0.5");
+    b.temperature = NAN;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "temperature");
+    b = o;
+    b.top_k = -1;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "top_k -1");
+    b = o;
+    b.top_p = 0.0f;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "top_p 0 must be in (0, 1]");
+    b.top_p = 1.5f;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "top_p 1.5");
+    b = o;
+    b.min_p = -0.1f;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "min_p");
+    b.min_p = 2.0f;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "min_p 2");
+    b = o;
+    b.n_stop_ids = 2;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "stop_ids is NULL");
+    const int32_t bad_stop[2] = { 3, 99 };
+    b.stop_ids = bad_stop;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_ERANGE,
+                     "stop id 99 (stop_ids[1])");
+    pt_generator_free(g);
+    pt_generator_free(NULL);
+    /* sliding window (mistral) longer than the window */
+    pt_model_config c;
+    make_config(&c, CFG_LLAMA);
+    c.arch = PT_ARCH_MISTRAL;
+    c.sliding_window = 6;
+    pt_model *mw = NULL;
+    ck_assert_ok(pt_model_create(&mw, &c, 1));
+    ck_assert_ok(pt_generator_create(&g, mw, 2, 10));
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &o), PT_EUNSUPPORTED,
+                     "sliding_window 6");
+    o.max_new_tokens = 4;
+    ck_assert_ok(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &o));
+    pt_generator_free(g);
+    pt_model_free(mw);
+    pt_model_free(m);
+}
+END_TEST
+
+static Suite *generate_suite(void)
+{
+    Suite *s = suite_create("generate");
+    TCase *tc = tcase_create("generate");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_cache_equals_forward, CFG_LLAMA, CFG_LLAMA3 + 1);
+    tcase_add_test(tc, test_cache_equals_forward_lora);
+    tcase_add_test(tc, test_batch_independence_tiny);
+    tcase_add_test(tc, test_batch_independence_wide);
+    tcase_add_test(tc, test_sampler_greedy);
+    tcase_add_test(tc, test_sampler_top_k);
+    tcase_add_test(tc, test_sampler_top_p_min_p);
+    tcase_add_test(tc, test_sampler_frequencies);
+    tcase_add_test(tc, test_stop_and_length);
+    tcase_add_test(tc, test_abort);
+    tcase_add_test(tc, test_bad_inputs);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return pt_test_run(generate_suite());
+}
