@@ -150,6 +150,27 @@ static void check_loss(const golden_case *c, float loss)
                   c->name, (double)loss, (double)c->loss);
 }
 
+/* Forward of the case's batch with materialised logits: logits and log-probs
+ * against the goldens (named "<case>: <what_logits>" and "<case>: <what_lp>").
+ * Returns the log-probs (free them). */
+static float *check_forward(const golden_case *c, pt_context *ctx, const char *what_logits,
+                            const char *what_lp)
+{
+    pt_batch b = case_batch(c);
+    size_t bt = (size_t)c->B * (size_t)c->T;
+    float *logits = calloc(bt * (size_t)c->V, sizeof *logits);
+    float *lp = calloc(bt, sizeof *lp);
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, logits));
+    int64_t shape3[3] = { c->B, c->T, c->V }, shape2[2] = { c->B, c->T };
+    char what[256];
+    snprintf(what, sizeof what, "%s: %s", c->name, what_logits);
+    parity_assert_close(what, logits, c->logits, bt * (size_t)c->V, shape3, 3, ATOL, RTOL);
+    snprintf(what, sizeof what, "%s: %s", c->name, what_lp);
+    parity_assert_close(what, lp, c->logprobs, bt, shape2, 2, ATOL, RTOL);
+    free(logits);
+    return lp;
+}
+
 /* Compare every parameter's gradient with scale * golden. */
 static void check_grads(const golden_case *c, float scale, const char *how)
 {
@@ -179,26 +200,19 @@ START_TEST(test_forward)
     golden_case c;
     case_open(&c, _i);
     pt_context *ctx = case_context(&c, c.model);
-    pt_batch b = case_batch(&c);
-    size_t bt = (size_t)c.B * (size_t)c.T;
-    float *logits = calloc(bt * (size_t)c.V, sizeof *logits);
-    float *lp = calloc(bt, sizeof *lp);
-    ck_assert_ok(pt_model_forward(ctx, &b, lp, logits));
-    int64_t shape3[3] = { c.B, c.T, c.V }, shape2[2] = { c.B, c.T };
-    char what[256];
-    snprintf(what, sizeof what, "%s: logits", c.name);
-    parity_assert_close(what, logits, c.logits, bt * (size_t)c.V, shape3, 3, ATOL, RTOL);
-    snprintf(what, sizeof what, "%s: logprobs (with logits)", c.name);
-    parity_assert_close(what, lp, c.logprobs, bt, shape2, 2, ATOL, RTOL);
+    float *lp = check_forward(&c, ctx, "logits", "logprobs (with logits)");
 
     /* Without logits the LM head runs in chunks: same log-probs. */
+    pt_batch b = case_batch(&c);
+    size_t bt = (size_t)c.B * (size_t)c.T;
+    int64_t shape2[2] = { c.B, c.T };
+    char what[256];
     memset(lp, 0, bt * sizeof *lp);
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
     snprintf(what, sizeof what, "%s: logprobs (no logits)", c.name);
     parity_assert_close(what, lp, c.logprobs, bt, shape2, 2, ATOL, RTOL);
 
     check_loss(&c, case_loss(&c, ctx, false));
-    free(logits);
     free(lp);
     pt_context_free(ctx);
     case_close(&c);
@@ -348,20 +362,9 @@ START_TEST(test_small_tiles)
     case_open(&c, _i);
     pt_context *ctx = case_context(&c, c.model);
     ck_assert_ok(pt_context_set_tiling(ctx, 5, 3, 2));
-    pt_batch b = case_batch(&c);
-    size_t bt = (size_t)c.B * (size_t)c.T;
-    float *logits = calloc(bt * (size_t)c.V, sizeof *logits);
-    float *lp = calloc(bt, sizeof *lp);
-    ck_assert_ok(pt_model_forward(ctx, &b, lp, logits));
-    int64_t shape3[3] = { c.B, c.T, c.V }, shape2[2] = { c.B, c.T };
-    char what[256];
-    snprintf(what, sizeof what, "%s: small tiles: logits", c.name);
-    parity_assert_close(what, logits, c.logits, bt * (size_t)c.V, shape3, 3, ATOL, RTOL);
-    snprintf(what, sizeof what, "%s: small tiles: logprobs", c.name);
-    parity_assert_close(what, lp, c.logprobs, bt, shape2, 2, ATOL, RTOL);
+    float *lp = check_forward(&c, ctx, "small tiles: logits", "small tiles: logprobs");
     ck_assert_ok(pt_model_backward(ctx, c.dlogprobs));
     check_grads(&c, 1.0f, "small tiles");
-    free(logits);
     free(lp);
     pt_context_free(ctx);
     case_close(&c);
