@@ -1,5 +1,6 @@
 """Process-wide settings: version, BLIS, threads, logging, cancellation."""
 
+import atexit
 import contextlib
 import logging
 import threading
@@ -84,6 +85,20 @@ def set_log_callback(fn, max_level=LOG_INFO):
         # The old CFUNCTYPE may only be dropped once the library holds the new one.
         _log_state["cfunc"] = cfunc
         _log_state["fn"] = fn
+
+
+def _remove_log_callback_at_exit():
+    # Handles freed while the interpreter shuts down must not call back into
+    # Python: drop the callback before module teardown.
+    try:
+        if _log_state["cfunc"] is not None:
+            lib.pt_set_log_callback(LOG_FN(), LOG_ERROR, None)
+            _log_state["cfunc"] = None
+    except Exception:
+        pass
+
+
+atexit.register(_remove_log_callback_at_exit)
 
 
 def log_to_python(logger="posttrain", max_level=LOG_INFO):

@@ -43,6 +43,20 @@ class TestErrors(unittest.TestCase):
             self.assertPtError(pt.NotFound, "PT_ENOTFOUND", "nope.jsonl...",
                                pt.Dataset.load_jsonl, os.path.join(d, "nope.jsonl"),
                                pt.Tokenizer.bytes())
+            # a write below a regular file fails in mkdir: PT_EIO, also an OSError
+            f = os.path.join(d, "file")
+            open(f, "w").close()
+            with pt.Model.create(TINY) as m:
+                e = self.assertPtError(pt.IOFailure, "PT_EIO",
+                                       "mkdir %s: Not a directory" % os.path.join(f, "sub"),
+                                       m.save, os.path.join(f, "sub"))
+                self.assertIsInstance(e, OSError)
+                self.assertPtError(pt.StateError, "PT_ESTATE",
+                                   "pt_lora_save_peft: the model has no LoRA adapters",
+                                   m.save_lora, os.path.join(d, "adapter"))
+            self.assertPtError(pt.FormatError, "PT_EFORMAT",
+                               "%s: tokenizer.json: not valid JSON (near byte 0)" % f,
+                               pt.Tokenizer.load, f)
         # builtin bases: NotFound is a LookupError, InvalidArgument a ValueError
         self.assertTrue(issubclass(pt.NotFound, LookupError))
         self.assertTrue(issubclass(pt.InvalidArgument, ValueError))
