@@ -72,6 +72,18 @@ static inline void pt_test_tiny_config(pt_model_config *c, int arch, int vocab)
     c->qk_norm = arch == PT_ARCH_QWEN3;
 }
 
+/* A batch of one row: n ids and their targets (NULL: none). */
+static inline pt_batch pt_test_row_batch(const int32_t *ids, const int32_t *targets, int n)
+{
+    pt_batch b;
+    pt_batch_init(&b);
+    b.batch = 1;
+    b.seq = n;
+    b.input_ids = ids;
+    b.targets = targets;
+    return b;
+}
+
 /* Run one suite; returns the process exit code. */
 static inline int pt_test_run(Suite *s)
 {

@@ -836,12 +836,7 @@ static double ref_loss(pt_model *m, const int32_t *ids, const uint8_t *mask, int
         tg[t] = t + 1 < n ? ids[t + 1] : -1;
         wt[t] = t + 1 < n && (!mask || mask[t + 1]) ? 1.0f : 0.0f;
     }
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = 1;
-    b.seq = n;
-    b.input_ids = ids;
-    b.targets = tg;
+    pt_batch b = pt_test_row_batch(ids, tg, n);
     float loss;
     ck_assert_ok(pt_model_loss(&loss, ctx, &b, wt, false));
     pt_context_free(ctx);

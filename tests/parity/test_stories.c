@@ -88,11 +88,7 @@ START_TEST(test_logits)
     }
     pt_context *ctx = NULL;
     ck_assert_ok(pt_context_create(&ctx, m, 1, n));
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = 1;
-    b.seq = n;
-    b.input_ids = ids;
+    pt_batch b = pt_test_row_batch(ids, NULL, n);
     float *logits = malloc((size_t)n * V * sizeof *logits);
     ck_assert_ok(pt_model_forward(ctx, &b, NULL, logits));
     int64_t shape[2] = { n, V };
@@ -114,12 +110,7 @@ static void check_loss(pt_model *m, const int32_t *ids, int n, double expect, co
 {
     pt_context *ctx = NULL;
     ck_assert_ok(pt_context_create(&ctx, m, 1, n - 1));
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = 1;
-    b.seq = n - 1;
-    b.input_ids = ids;
-    b.targets = ids + 1;
+    pt_batch b = pt_test_row_batch(ids, ids + 1, n - 1);
     float loss = NAN;
     ck_assert_ok(pt_model_loss(&loss, ctx, &b, NULL, false));
     fprintf(stderr, "stories260K: loss %s %.9f (reference %.9f, diff %.2g)\n", what,
@@ -168,11 +159,7 @@ START_TEST(test_greedy_200)
     ck_assert_ok(pt_context_create(&ctx, m, 1, steps));
     ids[0] = 1; /* BOS */
     for (int t = 1; t <= steps; t++) {
-        pt_batch b;
-        pt_batch_init(&b);
-        b.batch = 1;
-        b.seq = t;
-        b.input_ids = ids;
+        pt_batch b = pt_test_row_batch(ids, NULL, t);
         ck_assert_ok(pt_model_forward(ctx, &b, NULL, logits));
         const float *last = logits + (size_t)(t - 1) * V;
         int best = 0, second = -1;

@@ -88,11 +88,7 @@ static void logits_of(pt_model *m, float *out, const int32_t *ids, int n)
 {
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, 1, n));
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = 1;
-    b.seq = n;
-    b.input_ids = ids;
+    pt_batch b = pt_test_row_batch(ids, NULL, n);
     ck_assert_ok(pt_model_forward(ctx, &b, NULL, out));
     pt_context_free(ctx);
 }
