@@ -30,6 +30,7 @@ from .tokenizer import ChatTemplate, DecodeStream, Tokenizer
 from .train import (OPTIMIZERS, SCHEDULES, Dataset, Optimizer, SftResult, StepResult,
                     dataset_defaults, load_checkpoint, optimizer_defaults, save_checkpoint,
                     schedule_factor, sft_step)
+from .generate import FINISH_REASONS, HAS_GENERATE, Generation, Generator, generate_defaults
 from . import safetensors
 
 __version__ = "0.1.0"   # of this binding; version() gives the loaded library's
@@ -50,6 +51,7 @@ __all__ = [
     "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
     "StepResult", "SftResult", "OPTIMIZERS", "SCHEDULES", "optimizer_defaults",
     "dataset_defaults", "safetensors",
+    "Generator", "Generation", "generate_defaults", "HAS_GENERATE", "FINISH_REASONS",
 ]
 
 # The library's major version must match the one this binding was written for.

@@ -253,6 +253,21 @@ class ChatOptions(ctypes.Structure):
     ]
 
 
+class GenerateOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("max_new_tokens", c_int),
+        ("temperature", c_float),
+        ("top_k", c_int),
+        ("top_p", c_float),
+        ("min_p", c_float),
+        ("seed", c_uint64),
+        ("stream_offset", c_uint64),
+        ("stop_ids", POINTER(c_int32)),
+        ("n_stop_ids", c_int),
+    ]
+
+
 # Option structs with a size field, their C _init() and its return type (for
 # the layout test and for building defaults).
 OPTION_STRUCTS = {
@@ -408,11 +423,15 @@ _DECLS = {
     "pt_schedule_factor": (c_int, [P(c_double), c_int, c_int64, c_int64, c_int64, c_double]),
 }
 
-for _name, (_res, _args) in _DECLS.items():
-    _fn = getattr(lib, _name)
-    _fn.restype = _res
-    _fn.argtypes = _args
-del _name, _res, _args, _fn
+# Newer parts of the API, declared only when the loaded library has them
+# (posttrain/generate.h).
+_OPTIONAL_DECLS = {
+    "pt_generate_options_init": (c_int, [P(GenerateOptions)]),
+    "pt_generator_create": (c_int, [pp, vp, c_int, c_int]),
+    "pt_generator_free": (None, [vp]),
+    "pt_generate": (c_int, [P(c_int32), P(c_int32), P(c_int32), P(c_float), vp, P(c_int32),
+                            P(c_int32), c_int, P(GenerateOptions)]),
+}
 
 
 def has_symbol(name):
@@ -422,3 +441,19 @@ def has_symbol(name):
         return True
     except AttributeError:
         return False
+
+
+for _name, (_res, _args) in _DECLS.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+for _name, (_res, _args) in _OPTIONAL_DECLS.items():
+    if has_symbol(_name):
+        _fn = getattr(lib, _name)
+        _fn.restype = _res
+        _fn.argtypes = _args
+del _name, _res, _args, _fn
+
+HAS_GENERATE = all(has_symbol(n) for n in _OPTIONAL_DECLS)
+if HAS_GENERATE:
+    OPTION_STRUCTS["pt_generate_options"] = (GenerateOptions, "pt_generate_options_init")

@@ -353,6 +353,7 @@ class Model(Handle):
     def __init__(self, ptr):
         super().__init__(ptr)
         self._ctx = None
+        self._gen = None
         self._tok = None
         self._cfg = None
 
@@ -397,6 +398,7 @@ class Model(Handle):
 
     def _close(self, reason):
         self._ctx = None
+        self._gen = None
         super()._close(reason)
 
     # -- properties ----------------------------------------------------------------
@@ -507,6 +509,29 @@ class Model(Handle):
             raise check_state("no forward to run a backward for")
         self._ctx.backward(dlogprobs)
 
+    # -- generation (posttrain/generate.h) ---------------------------------------------
+    def generator(self, max_batch, max_seq):
+        """A new Generator (KV cache) for up to max_batch rows of max_seq tokens."""
+        from .generate import Generator
+        return Generator(self, max_batch, max_seq)
+
+    def generate(self, prompts, max_new_tokens=None, **options):
+        """Generator.generate on an internal generator sized for the call
+        (grown as needed, like the internal context)."""
+        from .generate import Generator, generate_defaults
+        rows, _ = as_rows(prompts, "prompts")
+        if max_new_tokens is None:
+            max_new_tokens = generate_defaults()["max_new_tokens"]
+        B = len(rows)
+        T = max(len(list(r)) for r in rows) + int(max_new_tokens)
+        g = self._gen
+        if g is None or g.closed or g.max_batch < B or g.max_seq < T:
+            if g is not None and not g.closed:
+                B, T = max(B, g.max_batch), max(T, g.max_seq)
+                g.close()
+            g = self._gen = Generator(self, B, T)
+        return g.generate(prompts, max_new_tokens=max_new_tokens, **options)
+
     def zero_grad(self):
         check(lib.pt_model_zero_grad(self._ptr), "pt_model_zero_grad")
 
@@ -537,6 +562,7 @@ class Model(Handle):
     # -- LoRA ----------------------------------------------------------------------
     def _table_changed(self):
         self._ctx = None
+        self._gen = None
         for d in list(self._dependents):
             if getattr(d, "_needs_table", False):
                 d._close("the model's LoRA adapters changed (create contexts and optimizers "

@@ -26,7 +26,7 @@ def init(name):
 
 class TestLayout(unittest.TestCase):
     def test_sizes_match_c(self):
-        self.assertEqual(len(_lib.OPTION_STRUCTS), 13)
+        self.assertEqual(len(_lib.OPTION_STRUCTS), 14 if _lib.HAS_GENERATE else 13)
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)
@@ -89,6 +89,11 @@ class TestLayout(unittest.TestCase):
         b = init("pt_batch")
         self.assertFalse(b.targets)
         self.assertFalse(b.positions)
+        if _lib.HAS_GENERATE:
+            g = init("pt_generate_options")
+            self.assertEqual((g.max_new_tokens, g.temperature, g.top_k, g.top_p, g.min_p, g.seed,
+                              g.stream_offset, g.n_stop_ids), (64, 1.0, 0, 1.0, 0.0, 0, 0, -1))
+            self.assertFalse(g.stop_ids)
         for name in ("pt_step_stats", "pt_sft_stats", "pt_dataset_stats"):
             s = init(name)
             self.assertEqual(s.step if hasattr(s, "step") else s.rows, 0, name)

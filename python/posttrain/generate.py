@@ -1,0 +1,101 @@
+"""Batched generation with a KV cache and seeded sampling (posttrain/generate.h).
+
+Available when the loaded library exports pt_generate (posttrain.HAS_GENERATE)."""
+
+import collections
+import ctypes
+
+from ._handle import Handle, out_handle
+from ._lib import HAS_GENERATE, GenerateOptions, lib
+from ._util import as_rows, int32_array
+from .errors import Unsupported, check, invalid
+
+__all__ = ["Generator", "Generation", "generate_defaults", "HAS_GENERATE", "FINISH_REASONS"]
+
+FINISH_REASONS = {0: "stop", 1: "length"}
+
+Generation = collections.namedtuple("Generation", ["tokens", "logprobs", "finish_reason"])
+
+_FIELDS = ["max_new_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stream_offset"]
+
+
+def _require():
+    if not HAS_GENERATE:
+        raise Unsupported(-5, "the loaded libposttrain has no pt_generate (posttrain/generate.h)")
+
+
+def generate_defaults():
+    """pt_generate_options_init()'s defaults as a dict."""
+    _require()
+    o = GenerateOptions()
+    check(lib.pt_generate_options_init(ctypes.byref(o)), "pt_generate_options_init")
+    return {f: getattr(o, f) for f in _FIELDS}
+
+
+class Generator(Handle):
+    """KV cache and working memory for up to max_batch rows of max_seq tokens
+    (prompt plus completion) of one model (pt_generator).  Keeps the model
+    alive; closed with it, or when its LoRA adapters change."""
+
+    _free_fn = "pt_generator_free"
+    _kind = "generator"
+    _needs_table = True
+
+    def __init__(self, model, max_batch, max_seq):
+        _require()
+        out = out_handle()
+        check(lib.pt_generator_create(ctypes.byref(out), model._ptr, int(max_batch), int(max_seq)),
+              "pt_generator_create")
+        super().__init__(out.value)
+        self.model = model
+        self.max_batch, self.max_seq = int(max_batch), int(max_seq)
+        model._add_dependent(self)
+
+    def generate(self, prompts, max_new_tokens=None, temperature=None, top_k=None, top_p=None,
+                 min_p=None, seed=None, stream_offset=None, stop_ids=None, logprobs=True):
+        """Complete each prompt (a list of ids, or a list of such lists).
+
+        Sampling options default to pt_generate_options_init()'s (64 new
+        tokens, temperature 1, no top-k/top-p/min-p, seed 0); temperature 0
+        is greedy.  stop_ids: None for the model's eos_token_id, [] for
+        none, or a list of ids (a stop id is kept as the row's last token).
+        Returns one Generation(tokens, logprobs, finish_reason) per prompt
+        ("stop" or "length"); logprobs are log_softmax(logits / T) of each
+        token before filtering (None with logprobs=False).  A single flat
+        prompt gives a single Generation."""
+        self._ptr
+        rows, squeeze = as_rows(prompts, "prompts")
+        rows = [list(r) for r in rows]
+        B = len(rows)
+        if any(len(r) == 0 for r in rows):
+            raise invalid("every prompt needs at least one id", "Generator.generate")
+        o = GenerateOptions()
+        check(lib.pt_generate_options_init(ctypes.byref(o)), "pt_generate_options_init")
+        for name, v in (("max_new_tokens", max_new_tokens), ("temperature", temperature),
+                        ("top_k", top_k), ("top_p", top_p), ("min_p", min_p), ("seed", seed),
+                        ("stream_offset", stream_offset)):
+            if v is not None:
+                setattr(o, name, v)
+        stop_arr = None
+        if stop_ids is not None:
+            stop_arr, n_stop = int32_array(stop_ids, "stop_ids")
+            o.stop_ids = ctypes.cast(stop_arr, ctypes.POINTER(ctypes.c_int32))
+            o.n_stop_ids = n_stop
+        M = o.max_new_tokens
+        if M < 1:
+            raise invalid("max_new_tokens %d must be >= 1" % M, "Generator.generate")
+        ids, _ = int32_array([t for r in rows for t in r], "prompts")
+        lens, _ = int32_array([len(r) for r in rows], "prompt lengths")
+        toks = (ctypes.c_int32 * (B * M))()
+        ntok = (ctypes.c_int32 * B)()
+        fin = (ctypes.c_int32 * B)()
+        lps = (ctypes.c_float * (B * M))() if logprobs else None
+        check(lib.pt_generate(toks, ntok, fin, lps, self._ptr, ids, lens, B, ctypes.byref(o)),
+              "pt_generate")
+        out = []
+        for b in range(B):
+            n = ntok[b]
+            out.append(Generation(list(toks[b * M:b * M + n]),
+                                  list(lps[b * M:b * M + n]) if logprobs else None,
+                                  FINISH_REASONS.get(fin[b], fin[b])))
+        return out[0] if squeeze else out
