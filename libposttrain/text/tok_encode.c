@@ -158,22 +158,17 @@ static void apply_behavior(tk_ranges *r, tk_behavior beh, bool invert)
         r->n = o;
         break;
     case TKB_CONTIGUOUS:
-        for (size_t i = 0; i < r->n; i++) {
-            if (o > 0 && r->v[i].match == prev)
-                r->v[o - 1].b = r->v[i].b;
-            else
-                r->v[o++] = r->v[i];
-            prev = r->v[i].match;
-        }
-        r->n = o;
-        break;
     case TKB_MERGED_PREV:
+        /* A piece joins the one before it when it continues a run of its
+         * kind (Contiguous) or is a match after a non-match (MergedWithPrevious). */
         for (size_t i = 0; i < r->n; i++) {
-            if (o > 0 && r->v[i].match && !prev)
+            int m = r->v[i].match;
+            bool join = beh == TKB_CONTIGUOUS ? m == prev : m && !prev;
+            if (o > 0 && join)
                 r->v[o - 1].b = r->v[i].b;
             else
                 r->v[o++] = r->v[i];
-            prev = r->v[i].match;
+            prev = m;
         }
         r->n = o;
         break;
