@@ -33,6 +33,17 @@ static void ws(jr *j)
         j->p++;
 }
 
+/* Skip white space, then take c if it comes next. */
+static bool jeat(jr *j, char c)
+{
+    ws(j);
+    if (j->p < j->end && *j->p == c) {
+        j->p++;
+        return true;
+    }
+    return false;
+}
+
 static int hex4(const char *p, unsigned *v)
 {
     *v = 0;
@@ -181,34 +192,24 @@ static int jskip(jr *j, int depth)
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
         j->p++;
-        ws(j);
-        if (j->p < j->end && *j->p == close) {
-            j->p++;
+        if (jeat(j, close))
             return 0;
-        }
         for (;;) {
             if (c == '{') {
                 ws(j);
                 if (jstring(j, NULL, NULL))
                     return -1;
-                ws(j);
-                if (j->p >= j->end || *j->p != ':') {
+                if (!jeat(j, ':')) {
                     j->err = "expected ':'";
                     return -1;
                 }
-                j->p++;
             }
             if (jskip(j, depth + 1))
                 return -1;
-            ws(j);
-            if (j->p < j->end && *j->p == ',') {
-                j->p++;
+            if (jeat(j, ','))
                 continue;
-            }
-            if (j->p < j->end && *j->p == close) {
-                j->p++;
+            if (jeat(j, close))
                 return 0;
-            }
             j->err = "expected ',' or a closing bracket";
             return -1;
         }
@@ -227,14 +228,11 @@ static int jskip(jr *j, int depth)
 /* Find `key` in the top-level object of the line; j->p is left at its value. */
 static int jfind(jr *j, const char *key)
 {
-    ws(j);
-    if (j->p >= j->end || *j->p != '{') {
+    if (!jeat(j, '{')) {
         j->err = "the line is not a JSON object";
         return -1;
     }
-    j->p++;
-    ws(j);
-    if (j->p < j->end && *j->p == '}') {
+    if (jeat(j, '}')) {
         j->err = NULL;
         return 1;
     }
@@ -245,23 +243,18 @@ static int jfind(jr *j, const char *key)
         if (jstring(j, NULL, NULL))
             return -1;
         int match = (size_t)(j->p - ks) == kl + 2 && memcmp(ks + 1, key, kl) == 0;
-        ws(j);
-        if (j->p >= j->end || *j->p != ':') {
+        if (!jeat(j, ':')) {
             j->err = "expected ':'";
             return -1;
         }
-        j->p++;
         ws(j);
         if (match)
             return 0;
         if (jskip(j, 1))
             return -1;
-        ws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
+        if (jeat(j, ','))
             continue;
-        }
-        if (j->p < j->end && *j->p == '}')
+        if (jeat(j, '}'))
             return 1;
         j->err = "expected ',' or '}'";
         return -1;
@@ -362,10 +355,7 @@ static int decode_line(const pt_tokenizer *tok, const char *line, size_t n, unsi
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids)
         return line_error(lineno, "out of memory");
-    ws(&j);
-    if (j.p < j.end && *j.p == ']') {
-        j.p++;
-    } else {
+    if (!jeat(&j, ']')) {
         for (;;) {
             ws(&j);
             char *e;
@@ -385,15 +375,10 @@ static int decode_line(const pt_tokenizer *tok, const char *line, size_t n, unsi
                 ids = v2;
             }
             ids[ni++] = (int32_t)v;
-            ws(&j);
-            if (j.p < j.end && *j.p == ',') {
-                j.p++;
+            if (jeat(&j, ','))
                 continue;
-            }
-            if (j.p < j.end && *j.p == ']') {
-                j.p++;
+            if (jeat(&j, ']'))
                 break;
-            }
             free(ids);
             return line_error(lineno, "expected ',' or ']' in \"ids\"");
         }
