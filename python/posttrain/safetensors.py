@@ -91,13 +91,19 @@ def read(path):
 
 
 def write(path, tensors, metadata=None):
-    """Write {name: Tensor or (shape, flat floats)} as F32, names sorted."""
+    """Write {name: Tensor, numpy array or (shape, flat floats)} as F32,
+    names sorted."""
     header = {}
     chunks = []
     off = 0
     for name in sorted(tensors):
         t = tensors[name]
-        shape, data = (t.shape, t.data) if isinstance(t, Tensor) else t
+        if isinstance(t, Tensor):
+            shape, data = t.shape, t.data
+        elif _np is not None and isinstance(t, _np.ndarray):
+            shape, data = t.shape, t
+        else:
+            shape, data = t
         if _np is not None and isinstance(data, _np.ndarray):
             raw = _np.ascontiguousarray(data, dtype="<f4").tobytes()
         else:

@@ -251,6 +251,20 @@ class TestForward(unittest.TestCase):
         # numpy inputs are accepted too
         lp = self.m.logprobs(np.array(b.input_ids), np.array(b.targets), numpy=True)
         self.assertEqual(lp.tolist(), r.logprobs.tolist())
+        w = np.ones((2, 8), dtype=np.float64)
+        self.assertEqual(self.m.loss(b, weights=w), self.m.loss(b))
+        # state dicts as numpy arrays round-trip through from_state_dict
+        sd = self.m.state_dict(numpy=True)
+        self.assertEqual(sd["lm_head.weight"].shape, (261, 16))
+        sd["lm_head.weight"] = sd["lm_head.weight"] * 0
+        with pt.Model.from_state_dict(self.m.config, sd) as z:
+            self.assertEqual(z.logits(SEQS[0], numpy=True).max(), 0.0)
+            self.assertAlmostEqual(z.loss(b), np.log(261), delta=1e-5)
+        # datasets hand out numpy weights on request
+        with pt.Dataset.create(batch_size=1) as ds:
+            ds.add(np.array([1, 2, 3]), [0, 1, 1])
+            bb, ww = ds.next_batch(numpy=True)
+            self.assertEqual(ww.tolist(), [[1.0, 1.0, 0.0]])
 
 
 def sgd(model, lr=1.0):
