@@ -43,6 +43,13 @@ def _candidates():
     if os.path.isfile(os.path.join(root, "meson.build")):
         yield ("the source tree's meson build dir",
                os.path.join(root, "build", "libposttrain", "libposttrain.so"))
+    # Installed by meson: the library's install directory, recorded at install.
+    try:
+        from ._install_config import LIBDIR
+    except ImportError:
+        LIBDIR = None
+    if LIBDIR:
+        yield "the install prefix's libdir", os.path.join(LIBDIR, "libposttrain.so.0")
     found = ctypes.util.find_library("posttrain")
     if found:
         yield "ctypes.util.find_library('posttrain')", found
