@@ -231,12 +231,8 @@ START_TEST(test_rows_and_prefix)
     for (int r = 0; r < c.B; r++) {
         for (int pass = 0; pass < 2; pass++) {
             int t = pass == 0 ? c.T : tp;
-            pt_batch b;
-            pt_batch_init(&b);
-            b.batch = 1;
-            b.seq = t;
-            b.input_ids = c.ids + (size_t)r * (size_t)c.T;
-            b.targets = c.targets + (size_t)r * (size_t)c.T;
+            pt_batch b = pt_test_row_batch(c.ids + (size_t)r * (size_t)c.T,
+                                           c.targets + (size_t)r * (size_t)c.T, t);
             if (c.positions)
                 b.positions = c.positions + (size_t)r * (size_t)c.T;
             if (c.segments)
