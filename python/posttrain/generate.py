@@ -4,6 +4,7 @@ Available when the loaded library exports pt_generate (posttrain.HAS_GENERATE)."
 
 import collections
 import ctypes
+import weakref
 
 from ._handle import Handle, out_handle
 from ._lib import HAS_GENERATE, GenerateOptions, lib
@@ -41,13 +42,14 @@ class Generator(Handle):
     _kind = "generator"
     _needs_table = True
 
-    def __init__(self, model, max_batch, max_seq):
+    def __init__(self, model, max_batch, max_seq, _internal=False):
         _require()
         out = out_handle()
         check(lib.pt_generator_create(ctypes.byref(out), model._ptr, int(max_batch), int(max_seq)),
               "pt_generator_create")
         super().__init__(out.value)
-        self.model = model
+        # The model's own generator refers back weakly (no reference cycle).
+        self.model = weakref.proxy(model) if _internal else model
         self.max_batch, self.max_seq = int(max_batch), int(max_seq)
         model._add_dependent(self)
 

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 
 from . import safetensors as _st
 from ._handle import Handle, out_handle
@@ -283,12 +284,14 @@ class Context(Handle):
     _kind = "context"
     _needs_table = True
 
-    def __init__(self, model, max_batch, max_seq):
+    def __init__(self, model, max_batch, max_seq, _internal=False):
         out = out_handle()
         check(lib.pt_context_create(ctypes.byref(out), model._ptr, int(max_batch), int(max_seq)),
               "pt_context_create")
         super().__init__(out.value)
-        self.model = model
+        # The model's own context refers back weakly (the model closes it), so
+        # the two form no reference cycle and free by reference counting.
+        self.model = weakref.proxy(model) if _internal else model
         self.max_batch, self.max_seq = int(max_batch), int(max_seq)
         self._last = None
         model._add_dependent(self)
@@ -397,6 +400,11 @@ class Model(Handle):
             shutil.rmtree(d, ignore_errors=True)
 
     def _close(self, reason):
+        # The internal context and generator first (held strongly here, so
+        # this holds even when the garbage collector has cleared weak references).
+        for h in (self._ctx, self._gen):
+            if h is not None:
+                h._close("its model was closed")
         self._ctx = None
         self._gen = None
         super()._close(reason)
@@ -430,13 +438,15 @@ class Model(Handle):
     def tokenizer(self):
         """The tokenizer loaded with the model (a borrowed handle, closed with
         the model), or None."""
-        if self._tok is None or self._tok.closed:
+        tok = self._tok() if self._tok is not None else None
+        if tok is None or tok.closed:
             p = lib.pt_model_tokenizer(self._ptr)
             if not p:
                 return None
             from .tokenizer import Tokenizer
-            self._tok = Tokenizer._borrowed(p, self)
-        return self._tok
+            tok = Tokenizer._borrowed(p, self)
+            self._tok = weakref.ref(tok)   # the tokenizer keeps the model alive, not back
+        return tok
 
     # -- saving --------------------------------------------------------------------
     def save(self, path, tokenizer_dir=None, copy_tokenizer=True):
@@ -477,7 +487,7 @@ class Model(Handle):
         if ctx is not None and not ctx.closed:
             mb, ms = max(mb, ctx.max_batch), max(ms, ctx.max_seq)
             ctx.close()
-        self._ctx = Context(self, mb, ms)
+        self._ctx = Context(self, mb, ms, _internal=True)
         return self._ctx
 
     def forward(self, input_ids, targets=None, positions=None, segments=None,
@@ -506,7 +516,7 @@ class Model(Handle):
     def backward(self, dlogprobs):
         """Backward of the last forward made through this model's own methods."""
         if self._ctx is None or self._ctx.closed:
-            raise check_state("no forward to run a backward for")
+            raise _state_error("no forward to run a backward for")
         self._ctx.backward(dlogprobs)
 
     # -- generation (posttrain/generate.h) ---------------------------------------------
@@ -529,7 +539,7 @@ class Model(Handle):
             if g is not None and not g.closed:
                 B, T = max(B, g.max_batch), max(T, g.max_seq)
                 g.close()
-            g = self._gen = Generator(self, B, T)
+            g = self._gen = Generator(self, B, T, _internal=True)
         return g.generate(prompts, max_new_tokens=max_new_tokens, **options)
 
     def zero_grad(self):
@@ -634,7 +644,7 @@ class Model(Handle):
         return tensors
 
 
-def check_state(message):
+def _state_error(message):
     from .errors import StateError
     return StateError(-10, message)
 

@@ -218,6 +218,35 @@ class TestErrors(unittest.TestCase):
             del o
             gc.collect()
 
+    def test_no_reference_cycles(self):
+        # A model with its internal context, generator and borrowed tokenizer in
+        # use is freed by reference counting alone, as soon as it is dropped.
+        import weakref
+        root = ptest.shared_data("stories260K (reference-cycle check)")
+        gc.disable()
+        try:
+            m = pt.Model.create(TINY)
+            m.logits([1, 2, 3])
+            m.loss(pt.Batch.next_token([1, 2, 3]), backward=True)
+            if pt.HAS_GENERATE:
+                m.generate([1, 2], max_new_tokens=2)
+            ref = weakref.ref(m)
+            del m
+            self.assertIsNone(ref())
+            if root is not None:
+                m = pt.Model.load(os.path.join(root, "models", "stories260K"))
+                tok = m.tokenizer
+                self.assertEqual(tok.encode("a"), [261])
+                self.assertIs(m.tokenizer, tok)
+                ref = weakref.ref(m)
+                del m
+                self.assertIsNotNone(ref())          # the tokenizer keeps its model alive
+                self.assertEqual(tok.vocab_size, 512)
+                del tok
+                self.assertIsNone(ref())
+        finally:
+            gc.enable()
+
     def test_library_not_found(self):
         # A copy of the package outside the source tree, with POSTTRAIN_LIBRARY
         # pointing nowhere: ImportError names every place it tried.
