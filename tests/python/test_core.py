@@ -336,6 +336,36 @@ class TestGradientStep(unittest.TestCase):
         fd = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
         self.assertAlmostEqual(fd / norm, 1.0, delta=2e-2)
 
+    def test_adamw_first_step(self):
+        # AdamW's first step is lr * (g / (|g| + eps) + wd * w) (bias-corrected
+        # moments m = g, v = g^2), with no decay on norms by default; g comes
+        # from the SGD lr=1 step.
+        b = pt.Batch.next_token(SEQS)
+        with pt.Model.create(TINY, seed=11) as m:
+            w0 = ptest.tensors_flat(m.state_dict())
+            with sgd(m, 1.0) as opt:
+                pt.sft_step(opt, b)
+            g = {k: [x - y for x, y in zip(w0[k], v)]
+                 for k, v in ptest.tensors_flat(m.state_dict()).items()}
+        lr, wd, eps = 1e-3, 0.1, 1e-8
+        with pt.Model.create(TINY, seed=11) as m, \
+                pt.Optimizer(m, type="adamw", lr=lr, weight_decay=wd, eps=eps,
+                             max_grad_norm=0.0) as opt:
+            s = pt.sft_step(opt, b)
+            self.assertEqual(s.lr, lr)
+            w1 = ptest.tensors_flat(m.state_dict())
+        checked = 0
+        for k in w0:
+            decay = wd if not k.endswith("norm.weight") else 0.0
+            for i in range(len(w0[k])):
+                gi = g[k][i]
+                if abs(gi) < 1e-5:
+                    continue   # g recovered from float32 weights is too coarse there
+                want = lr * (gi / (abs(gi) + eps) + decay * w0[k][i])
+                self.assertAlmostEqual(w0[k][i] - w1[k][i], want, delta=2e-7, msg=k)
+                checked += 1
+        self.assertGreater(checked, 1000)
+
     def test_micro_batches_equal_one_batch(self):
         rows = [s[:7] for s in SEQS] + [[256, 1, 2, 3, 4, 5, 6]]
         big = pt.Batch.next_token(rows)
