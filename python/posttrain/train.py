@@ -114,6 +114,9 @@ def sft_step(optimizer, batches, weights=None, context=None):
     sized for the largest micro-batch.  Returns SftResult."""
     if isinstance(batches, Batch):
         batches = [batches]
+        # One batch: its weights (flat, per row, or numpy), or [those weights], or None.
+        if isinstance(weights, (list, tuple)) and len(weights) == 1 and weights[0] is None:
+            weights = None
         if weights is not None:
             weights = [weights]
     batches = list(batches)

@@ -366,6 +366,21 @@ class TestGradientStep(unittest.TestCase):
                 checked += 1
         self.assertGreater(checked, 1000)
 
+    def test_sft_step_weight_forms(self):
+        # One batch's weights may be None, [None], per row, [per row] or flat;
+        # zero weights on a row leave it out of the loss.
+        b = pt.Batch.next_token(SEQS)
+        losses = []
+        for w in (None, [None], [[1.0] * 8] * 2, [[[1.0] * 8] * 2], [1.0] * 16):
+            with pt.Model.create(TINY, seed=1) as m, pt.Optimizer(m) as o:
+                losses.append(o.sft_step(b, w).loss)
+        self.assertEqual(len(set(losses)), 1, losses)
+        with pt.Model.create(TINY, seed=1) as m, pt.Optimizer(m) as o:
+            only0 = m.loss(pt.Batch.next_token(SEQS[:1]))
+            s = o.sft_step(b, [[1.0] * 8, [0.0] * 8])
+            self.assertEqual(s.tokens, 8.0)
+            self.assertAlmostEqual(s.loss, only0, delta=1e-6)
+
     def test_micro_batches_equal_one_batch(self):
         rows = [s[:7] for s in SEQS] + [[256, 1, 2, 3, 4, 5, 6]]
         big = pt.Batch.next_token(rows)
