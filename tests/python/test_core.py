@@ -138,6 +138,32 @@ class TestRuntime(unittest.TestCase):
             self.assertGreater(m.loss(b), 0.0)   # this thread has no callback
 
 
+class TestThreads(unittest.TestCase):
+    def test_forwards_from_threads(self):
+        # Several Python threads, one Context each, on one model: results equal
+        # the sequential ones (ctypes releases the GIL during each call).
+        with pt.Model.create(TINY, seed=2) as m:
+            rows = [[256] + [(7 * i + 3 * k) % 256 for k in range(12)] for i in range(4)]
+            want = [m.logits(r) for r in rows]
+            got = [None] * 4
+            errors = []
+
+            def work(i):
+                try:
+                    with m.context(1, 13) as ctx:
+                        for _ in range(5):
+                            got[i] = ctx.forward(rows[i], logprobs=False).logits
+                except Exception as e:   # reported below
+                    errors.append(e)
+            ths = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join()
+            self.assertEqual(errors, [])
+            self.assertEqual(got, want)
+
+
 class TestForward(unittest.TestCase):
     def setUp(self):
         self.m = pt.Model.create(TINY, seed=7)
