@@ -59,6 +59,16 @@ def _candidates():
 
 
 def _load():
+    env = os.environ.get("POSTTRAIN_LIBRARY")
+    if env:
+        # An explicit choice is never silently replaced by another library.
+        what, path = next(_candidates())
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            raise ImportError("posttrain: cannot load libposttrain.so from %s %s (%s); unset "
+                              "POSTTRAIN_LIBRARY to search the usual places" % (what, path, e)) \
+                from None
     tried = []
     for what, path in _candidates():
         if path == "(nothing found)":

@@ -248,22 +248,40 @@ class TestErrors(unittest.TestCase):
             gc.enable()
 
     def test_library_not_found(self):
-        # A copy of the package outside the source tree, with POSTTRAIN_LIBRARY
-        # pointing nowhere: ImportError names every place it tried.
+        # A copy of the package outside the source tree.
+        import shutil
         with tempfile.TemporaryDirectory() as d:
-            import shutil
             shutil.copytree(os.path.dirname(pt.__file__), os.path.join(d, "posttrain"),
-                            ignore=shutil.ignore_patterns("__pycache__"))
-            env = dict(os.environ, POSTTRAIN_LIBRARY=os.path.join(d, "missing.so"),
-                       PYTHONPATH=d, PYTHONDONTWRITEBYTECODE="1")
-            env.pop("LD_LIBRARY_PATH", None)
-            p = subprocess.run([sys.executable, "-c", "import posttrain"], env=env,
-                               capture_output=True, text=True, cwd=d)
+                            ignore=shutil.ignore_patterns("__pycache__", "_install_config.py"))
+
+            def run(**extra):
+                env = dict(os.environ, PYTHONPATH=d, PYTHONDONTWRITEBYTECODE="1", **extra)
+                env.pop("LD_LIBRARY_PATH", None)
+                if not extra:
+                    env.pop("POSTTRAIN_LIBRARY", None)
+                return subprocess.run([sys.executable, "-c", "import posttrain as p; "
+                                       "print(p.library_path)"], env=env,
+                                      capture_output=True, text=True, cwd=d)
+            # An explicit POSTTRAIN_LIBRARY that does not load is an error, never
+            # replaced by another library.
+            missing = os.path.join(d, "missing.so")
+            p = run(POSTTRAIN_LIBRARY=missing)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("ImportError: posttrain: cannot load libposttrain.so from "
+                          "$POSTTRAIN_LIBRARY %s (" % missing, p.stderr)
+            # POSTTRAIN_LIBRARY may name the directory holding the library.
+            libdir = os.path.dirname(os.path.abspath(pt.library_path))
+            if os.path.exists(os.path.join(libdir, "libposttrain.so")):
+                p = run(POSTTRAIN_LIBRARY=libdir)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stdout.strip(), os.path.join(libdir, "libposttrain.so"))
+            # Without it: ImportError naming every place tried, unless installed.
+            p = run()
             if p.returncode == 0:
                 self.skipTest("libposttrain is installed system-wide, so the loader found it")
             self.assertIn("ImportError: posttrain: cannot load libposttrain.so; tried, in order:",
                           p.stderr)
-            self.assertIn("$POSTTRAIN_LIBRARY: %s" % os.path.join(d, "missing.so"), p.stderr)
+            self.assertIn("ctypes.util.find_library('posttrain'): nothing found", p.stderr)
             self.assertIn("the system loader: libposttrain.so.0", p.stderr)
 
 
