@@ -157,6 +157,17 @@ class TestReferenceVectors(unittest.TestCase):
         d = os.path.join(self.root, "models", "stories260K")
         with open(os.path.join(d, "reference", "tokenize.json"), encoding="utf-8") as f:
             ref = json.load(f)
+        # from memory, with and without the tokenizer_config.json text
+        with open(os.path.join(d, "tokenizer.json"), encoding="utf-8") as f:
+            tj = f.read()
+        with open(os.path.join(d, "tokenizer_config.json"), encoding="utf-8") as f:
+            tc = f.read()
+        with pt.Tokenizer.from_json(tj, tc) as t1, pt.Tokenizer.from_json(tj) as t2:
+            self.assertEqual((t1.bos_token, t1.eos_token, t1.add_bos), ("<s>", "</s>", True))
+            self.assertIsNone(t2.add_bos)
+            text = ref["results"][0]["text"]
+            self.assertEqual(t1.encode(text, add_special=True), t2.encode(text, add_special=True))
+            self.assertEqual(t1.encode(text), ref["results"][0]["ids"])
         with pt.Tokenizer.load(d) as tok:
             self.assertEqual((tok.vocab_size, tok.bos_id, tok.eos_id, tok.add_bos), (512, 1, 2, True))
             self.assertEqual(len(ref["results"]), 50)
