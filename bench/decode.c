@@ -1,0 +1,240 @@
+/* bench_decode: batched generation (pt_generate) with the KV cache on a model
+ * of the SmolLM2-135M shape with random weights, against the PyTorch anchor
+ * run in the same run.
+ *
+ *   bench_decode [--batch B[,B...]] [--prompt P] [--new N] [--threads T]
+ *                [--reps R] [--no-anchor] [--shared DIR]
+ *
+ * Defaults: batches 1 and 16, a 32-token prompt per row (a different one per
+ * row), 128 new tokens, 2 threads, 3 repetitions (medians).  For each batch:
+ *  - prefill tokens/s: B*P / time of pt_generate with max_new_tokens = 1
+ *    (prompts plus one sampled token);
+ *  - decode tokens/s (all rows): B*(N-1) / (time of the N-token call minus
+ *    the prefill time): the N-1 tokens that come from decode steps;
+ *  - GB/s of weight streaming: each decode step reads every weight once
+ *    (4 bytes per parameter), as a fraction of the ~47 GB/s this machine
+ *    reads (docs/performance.md);
+ *  - then the anchor: /usr/bin/python3 SHARED/anchors/torch_llama.py decode
+ *    --config smollm2-135m --batch B --steps N --prompt P, and ours/anchor.
+ * Sampling at temperature 1 without filters and no stop ids (the anchor
+ * samples with torch.multinomial).  The machine is shared: the load average
+ * is printed with the figures; compare ratios of one run. */
+#include "bench_util.h"
+
+#include "posttrain/posttrain.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#define MEM_BW_GBS 47.0
+
+static void loadavg(double l[3])
+{
+    l[0] = l[1] = l[2] = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return;
+    if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3)
+        l[0] = l[1] = l[2] = NAN;
+    fclose(f);
+}
+
+/* Value of " key=" in the anchor's key=value line. */
+static double field(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "%s=", key);
+    for (const char *p = line; (p = strstr(p, pat)) != NULL; p++)
+        if (p == line || p[-1] == ' ')
+            return strtod(p + strlen(pat), NULL);
+    return NAN;
+}
+
+#define CHECK(expr)                                                                              \
+    do {                                                                                         \
+        int st_ = (expr);                                                                        \
+        if (st_ != PT_OK) {                                                                      \
+            fprintf(stderr, "%s failed: %s: %s\n", #expr, pt_status_name(st_), pt_last_error()); \
+            return 1;                                                                            \
+        }                                                                                        \
+    } while (0)
+
+static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int reps,
+                     int threads, const char *anchor_script)
+{
+    const pt_model_config *cfgp = NULL;
+    pt_model_config cfg;
+    CHECK(pt_model_get_config(&cfg, model));
+    cfgp = &cfg;
+    pt_generator *g = NULL;
+    CHECK(pt_generator_create(&g, model, B, P + N));
+    int32_t *prompts = malloc((size_t)B * P * sizeof *prompts), *lens = malloc(B * sizeof *lens);
+    int32_t *tok = malloc((size_t)B * N * sizeof *tok), *cnt = malloc(B * sizeof *cnt);
+    float *lp = malloc((size_t)B * N * sizeof *lp);
+    if (!prompts || !lens || !tok || !cnt || !lp)
+        return 1;
+    uint64_t s = 99;
+    for (int i = 0; i < B * P; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        prompts[i] = (int32_t)((s >> 33) % (uint64_t)cfgp->vocab_size);
+    }
+    for (int b = 0; b < B; b++)
+        lens[b] = P;
+    pt_generate_options o;
+    CHECK(pt_generate_options_init(&o));
+    o.temperature = 1.0f;
+    o.n_stop_ids = 0;
+    o.seed = 1;
+    double t_pre[16], t_all[16];
+    if (reps > 16)
+        reps = 16;
+    /* warm-up (page faults of the KV cache, BLIS init) */
+    o.max_new_tokens = 2;
+    CHECK(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, B, &o));
+    for (int r = 0; r < reps; r++) {
+        o.max_new_tokens = 1;
+        double t0 = bench_now();
+        CHECK(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, B, &o));
+        t_pre[r] = bench_now() - t0;
+        o.max_new_tokens = N;
+        t0 = bench_now();
+        CHECK(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, B, &o));
+        t_all[r] = bench_now() - t0;
+        for (int b = 0; b < B; b++)
+            if (cnt[b] != N) {
+                fprintf(stderr, "row %d stopped after %d tokens\n", b, cnt[b]);
+                return 1;
+            }
+    }
+    double t_dec[16];
+    for (int r = 0; r < reps; r++)
+        t_dec[r] = t_all[r] - t_pre[r];
+    double pre = bench_median(t_pre, reps), dec = bench_median(t_dec, reps);
+    double prefill_tps = (double)B * P / pre;
+    double steps_s = (double)(N - 1) / dec;
+    double decode_tps = (double)B * steps_s;
+    double gbs = steps_s * (double)nparams * 4.0 / 1e9;
+    double la[3];
+    loadavg(la);
+    printf("ours batch %d: decode %.1f tokens/s (%.1f steps/s, %.1f ms/step), prefill %.1f "
+           "tokens/s, weight streaming %.1f GB/s = %.0f%% of %.0f GB/s, peak RSS %.0f MB "
+           "(median of %d; load average %.2f %.2f %.2f)\n",
+           B, decode_tps, steps_s, 1e3 / steps_s, prefill_tps, gbs, 100.0 * gbs / MEM_BW_GBS,
+           MEM_BW_GBS, bench_peak_rss_mb(), reps, la[0], la[1], la[2]);
+    fflush(stdout);
+    if (anchor_script) {
+        char cmd[4096], line[4096];
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' decode --config smollm2-135m --batch %d "
+                 "--steps %d --prompt %d --threads %d 2>&1", anchor_script, B, N, P, threads);
+        printf("anchor: %s\n", cmd);
+        fflush(stdout);
+        if (bench_run_capture(cmd, "mode=decode", line, sizeof line) == 0) {
+            double a_tps = field(line, "tokens_per_s"), a_pre = field(line, "prefill_tokens_per_s");
+            loadavg(la);
+            printf("anchor batch %d (PyTorch): decode %.1f tokens/s, prefill %.1f tokens/s; "
+                   "ratio ours/anchor: decode %.2fx, prefill %.2fx (load average %.2f)\n",
+                   B, a_tps, a_pre, decode_tps / a_tps, prefill_tps / a_pre, la[0]);
+            printf("result: batch=%d decode_tokens_per_s=%.2f prefill_tokens_per_s=%.2f "
+                   "gb_per_s=%.2f anchor_decode=%.2f anchor_prefill=%.2f decode_ratio=%.3f "
+                   "prefill_ratio=%.3f\n", B, decode_tps, prefill_tps, gbs, a_tps, a_pre,
+                   decode_tps / a_tps, prefill_tps / a_pre);
+        } else {
+            printf("anchor: no result line (mode=decode ...) in its output\n");
+        }
+        fflush(stdout);
+    }
+    free(prompts);
+    free(lens);
+    free(tok);
+    free(cnt);
+    free(lp);
+    pt_generator_free(g);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int batches[8] = { 1, 16 }, nb = 2, P = 32, N = 128, threads = 2, reps = 3, anchor = 1;
+    const char *shared = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-anchor")) {
+            anchor = 0;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "usage: bench_decode [--batch B[,B...]] [--prompt P] [--new N] "
+                            "[--threads T] [--reps R] [--no-anchor] [--shared DIR]\n");
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--batch")) {
+            nb = 0;
+            for (char *p = (char *)v; *p && nb < 8;) {
+                batches[nb++] = (int)strtol(p, &p, 10);
+                if (*p == ',')
+                    p++;
+            }
+        } else if (!strcmp(a, "--prompt")) {
+            P = atoi(v);
+        } else if (!strcmp(a, "--new")) {
+            N = atoi(v);
+        } else if (!strcmp(a, "--threads")) {
+            threads = atoi(v);
+        } else if (!strcmp(a, "--reps")) {
+            reps = atoi(v);
+        } else if (!strcmp(a, "--shared")) {
+            shared = v;
+        } else {
+            fprintf(stderr, "bench_decode: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (P < 1 || N < 2 || threads < 1 || reps < 1)
+        return 2;
+    CHECK(pt_set_num_threads(threads));
+    pt_model_config cfg;
+    CHECK(pt_model_config_init(&cfg));
+    cfg.hidden_size = 576;
+    cfg.num_hidden_layers = 30;
+    cfg.num_attention_heads = 9;
+    cfg.num_key_value_heads = 3;
+    cfg.head_dim = 64;
+    cfg.intermediate_size = 1536;
+    cfg.vocab_size = 49152;
+    cfg.tie_word_embeddings = true;
+    cfg.rms_norm_eps = 1e-5;
+    cfg.max_position_embeddings = 2048;
+    pt_model *model = NULL;
+    CHECK(pt_model_create(&model, &cfg, 1234));
+    uint64_t nparams = 0;
+    CHECK(pt_model_num_params(&nparams, model));
+    double la[3];
+    loadavg(la);
+    printf("bench_decode: SmolLM2-135M shape, %.2fM parameters (%.0f MB FP32), prompt %d, %d new "
+           "tokens, %d threads, load average %.2f %.2f %.2f\n", (double)nparams / 1e6,
+           (double)nparams * 4 / 1e6, P, N, threads, la[0], la[1], la[2]);
+    printf("matrix products: %s\n", pt_blas_info());
+    fflush(stdout);
+
+    char script[4096];
+    const char *anchor_script = NULL;
+    if (anchor) {
+        const char *dirs[3] = { shared, PT_BENCH_SHARED, "/work/shared" };
+        for (int d = 0; d < 3 && !anchor_script; d++) {
+            if (!dirs[d])
+                continue;
+            snprintf(script, sizeof script, "%s/anchors/torch_llama.py", dirs[d]);
+            if (access(script, R_OK) == 0)
+                anchor_script = script;
+        }
+        if (!anchor_script)
+            printf("anchor: skipped (anchors/torch_llama.py not found; use --shared DIR)\n");
+    }
+    for (int i = 0; i < nb; i++)
+        if (run_batch(model, nparams, batches[i], P, N, reps, threads, anchor_script) != 0)
+            return 1;
+    pt_model_free(model);
+    return 0;
+}
