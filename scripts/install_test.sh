@@ -23,4 +23,20 @@ if [ -n "$bad" ]; then
     exit 1
 fi
 echo "install-test: $(nm -D --defined-only "$libdir/libposttrain.so" | wc -l) exported symbols, all pt_"
-echo "install-test: 1 passed, 0 failed"
+# The Python binding, installed beside the library, finds it with no
+# POSTTRAIN_LIBRARY and no source tree (run from the prefix).
+init=$(find "$prefix" -path '*/posttrain/__init__.py' | head -n 1)
+if [ -n "$init" ]; then
+    site=$(dirname "$(dirname "$init")")
+    out=$(cd "$prefix" && env -u POSTTRAIN_LIBRARY PYTHONPATH="$site" python3 -c \
+        'import posttrain; print(posttrain.version()); from posttrain import _lib; print(_lib.library_path)')
+    echo "install-test: python binding: $out" | tr '\n' ' '; echo
+    case "$out" in
+        "$(pkg-config --modversion posttrain)"*) ;;
+        *) echo "install-test: the installed Python binding did not load the library" >&2; exit 1 ;;
+    esac
+    echo "install-test: 2 passed, 0 failed"
+else
+    echo "install-test: SKIP python binding (python3 not found at configure time)"
+    echo "install-test: 1 passed, 0 failed"
+fi
