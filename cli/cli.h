@@ -23,5 +23,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const struct {
     { "eval", cmd_eval, "mean next-token loss of a model on JSONL data" },
     { "tokenize", cmd_tokenize, "encode or decode JSONL lines with a tokenizer" },
     { "sft", cmd_sft, "supervised fine-tuning on JSONL data" },
+    { "generate", cmd_generate, "sample completions of a prompt (KV cache, seeded)" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
