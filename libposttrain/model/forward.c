@@ -52,13 +52,7 @@ struct pt_context {
 
 /* ---- allocation --------------------------------------------------------------- */
 
-typedef struct planner {
-    size_t total;   /* floats so far */
-    bool overflow;
-} planner;
-
-/* Reserve n floats (64-byte aligned); returns the offset. */
-static size_t plan(planner *p, size_t a, size_t b)
+size_t pt_plan(pt_planner *p, size_t a, size_t b)
 {
     size_t n, start = (p->total + 15) & ~(size_t)15, end;
     if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
@@ -115,36 +109,36 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     if (ctx->attn_threads < 1)
         ctx->attn_threads = 1;
 
-    planner p = { 0, false };
+    pt_planner p = { 0, false };
     for (int l = 0; l <= L; l++) {
         size_t *o = loffs + (size_t)l * 16;
-        o[0] = plan(&p, N, H);  /* x */
+        o[0] = pt_plan(&p, N, H);  /* x */
         if (l == L)
             break;
-        o[1] = plan(&p, N, H);           /* xmid */
-        o[2] = plan(&p, N, Q + 2 * KV);  /* qkv */
-        o[5] = plan(&p, N, Q);           /* att */
-        o[6] = plan(&p, N, nh);          /* lse */
-        o[7] = plan(&p, N, 2 * I);       /* gate|up */
-        o[9] = plan(&p, N, 1);           /* r1 */
-        o[10] = plan(&p, N, 1);          /* r2 */
+        o[1] = pt_plan(&p, N, H);           /* xmid */
+        o[2] = pt_plan(&p, N, Q + 2 * KV);  /* qkv */
+        o[5] = pt_plan(&p, N, Q);           /* att */
+        o[6] = pt_plan(&p, N, nh);          /* lse */
+        o[7] = pt_plan(&p, N, 2 * I);       /* gate|up */
+        o[9] = pt_plan(&p, N, 1);           /* r1 */
+        o[10] = pt_plan(&p, N, 1);          /* r2 */
         if (c->qk_norm) {
-            o[11] = plan(&p, N, Q + KV); /* q|k before the norm */
-            o[13] = plan(&p, N, nh);
-            o[14] = plan(&p, N, nkv);
+            o[11] = pt_plan(&p, N, Q + KV); /* q|k before the norm */
+            o[13] = pt_plan(&p, N, nh);
+            o[14] = pt_plan(&p, N, nkv);
         }
     }
-    size_t rf_o = plan(&p, N, 1), hl_o = plan(&p, N, 1), lp_o = plan(&p, N, 1);
-    size_t dlp_o = plan(&p, N, 1);
-    size_t xn_o = plan(&p, N, H), h_o = plan(&p, N, I), dx_o = plan(&p, N, H);
-    size_t dxn_o = plan(&p, N, H), dqkv_o = plan(&p, N, Q + 2 * KV);
-    size_t datt_o = plan(&p, N, Q), dgu_o = plan(&p, N, 2 * I);
-    size_t ch_o = plan(&p, ctx->chunk_rows, V);
-    size_t cos_o = plan(&p, N, hd / 2), sin_o = plan(&p, N, hd / 2);
+    size_t rf_o = pt_plan(&p, N, 1), hl_o = pt_plan(&p, N, 1), lp_o = pt_plan(&p, N, 1);
+    size_t dlp_o = pt_plan(&p, N, 1);
+    size_t xn_o = pt_plan(&p, N, H), h_o = pt_plan(&p, N, I), dx_o = pt_plan(&p, N, H);
+    size_t dxn_o = pt_plan(&p, N, H), dqkv_o = pt_plan(&p, N, Q + 2 * KV);
+    size_t datt_o = pt_plan(&p, N, Q), dgu_o = pt_plan(&p, N, 2 * I);
+    size_t ch_o = pt_plan(&p, ctx->chunk_rows, V);
+    size_t cos_o = pt_plan(&p, N, hd / 2), sin_o = pt_plan(&p, N, hd / 2);
     pt_attn_shape as = { .batch = max_batch, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
                          .hd = (int)hd };
-    size_t at_o = plan(&p, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
-    size_t ids_o = plan(&p, N, 4); /* four int32 arrays, stored in float-sized slots */
+    size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
+    size_t ids_o = pt_plan(&p, N, 4); /* four int32 arrays, stored in float-sized slots */
     if (p.overflow) {
         pt_free(loffs);
         pt_context_free(ctx);

@@ -69,23 +69,6 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 
 /* ---- allocation --------------------------------------------------------------- */
 
-typedef struct planner {
-    size_t total;
-    bool overflow;
-} planner;
-
-static size_t plan(planner *p, size_t a, size_t b)
-{
-    size_t n, start = (p->total + 15) & ~(size_t)15, end;
-    if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
-        end > ((size_t)1 << 60) / sizeof(float)) {
-        p->overflow = true;
-        return 0;
-    }
-    p->total = end;
-    return start;
-}
-
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
 {
     if (!out || !model)
@@ -117,30 +100,30 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     if (g->threads_cap < 1)
         g->threads_cap = 1;
 
-    planner p = { 0, false };
+    pt_planner p = { 0, false };
     size_t cache_per = (size_t)max_batch * KV;
-    size_t kc_o = plan(&p, L * cache_per, (size_t)max_seq);
-    size_t vc_o = plan(&p, L * cache_per, (size_t)max_seq);
-    size_t x_o = plan(&p, R, H), y_o = plan(&p, R, H), xm_o = plan(&p, R, H);
-    size_t qkv_o = plan(&p, R, Q + 2 * KV), att_o = plan(&p, R, Q), gu_o = plan(&p, R, 2 * I);
-    size_t r1_o = plan(&p, R, 1), r2_o = plan(&p, R, 1);
+    size_t kc_o = pt_plan(&p, L * cache_per, (size_t)max_seq);
+    size_t vc_o = pt_plan(&p, L * cache_per, (size_t)max_seq);
+    size_t x_o = pt_plan(&p, R, H), y_o = pt_plan(&p, R, H), xm_o = pt_plan(&p, R, H);
+    size_t qkv_o = pt_plan(&p, R, Q + 2 * KV), att_o = pt_plan(&p, R, Q), gu_o = pt_plan(&p, R, 2 * I);
+    size_t r1_o = pt_plan(&p, R, 1), r2_o = pt_plan(&p, R, 1);
     size_t qkpre_o = 0, rq_o = 0, rk_o = 0;
     if (c->qk_norm) {
-        qkpre_o = plan(&p, R, Q + KV);
-        rq_o = plan(&p, R, nh);
-        rk_o = plan(&p, R, nkv);
+        qkpre_o = pt_plan(&p, R, Q + KV);
+        rq_o = pt_plan(&p, R, nh);
+        rk_o = pt_plan(&p, R, nkv);
     }
-    size_t xn_o = plan(&p, R, H), h_o = plan(&p, R, I);
-    size_t cos_o = plan(&p, R, hd / 2), sin_o = plan(&p, R, hd / 2);
-    size_t lse_o = plan(&p, nh, (size_t)max_seq);
+    size_t xn_o = pt_plan(&p, R, H), h_o = pt_plan(&p, R, I);
+    size_t cos_o = pt_plan(&p, R, hd / 2), sin_o = pt_plan(&p, R, hd / 2);
+    size_t lse_o = pt_plan(&p, nh, (size_t)max_seq);
     pt_attn_shape as = { .batch = 1, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
                          .hd = (int)hd };
-    size_t at_o = plan(&p, pt_attention_scratch_floats(&as, g->threads_cap), 1);
-    size_t dec_o = plan(&p, (size_t)g->threads_cap * group, (size_t)max_seq);
-    size_t lg_o = plan(&p, (size_t)max_batch, V);
-    size_t ids_o = plan(&p, 2 * (size_t)max_batch + R, 1); /* three int32 arrays */
+    size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, g->threads_cap), 1);
+    size_t dec_o = pt_plan(&p, (size_t)g->threads_cap * group, (size_t)max_seq);
+    size_t lg_o = pt_plan(&p, (size_t)max_batch, V);
+    size_t ids_o = pt_plan(&p, 2 * (size_t)max_batch + R, 1); /* three int32 arrays */
     g->samp_bytes = pt_sample_scratch_bytes((int)V);
-    size_t samp_o = plan(&p, (size_t)g->threads_cap, g->samp_bytes / sizeof(float) + 16);
+    size_t samp_o = pt_plan(&p, (size_t)g->threads_cap, g->samp_bytes / sizeof(float) + 16);
     if (p.overflow) {
         pt_generator_free(g);
         return pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "

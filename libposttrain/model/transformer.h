@@ -83,6 +83,15 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
 void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
                         const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows);
 
+/* Lays out one allocation of floats: each pt_plan call reserves a x b floats
+ * at a 64-byte aligned offset (returned) and sets `overflow` when the size
+ * overflows (then nothing is allocated). */
+typedef struct pt_planner {
+    size_t total;   /* floats so far */
+    bool overflow;
+} pt_planner;
+size_t pt_plan(pt_planner *p, size_t a, size_t b);
+
 /* One decoder layer's forward over n tokens, shared by the training forward
  * (model/forward.c) and the KV-cache generator (model/generate.c): they differ
  * only in the attention between the two halves.  Buffers are row-major with
