@@ -165,6 +165,19 @@ void pt_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
     pt_sgemm_nt(pt_gemm_threads(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_t lda,
+              const float *x, float beta, float *y)
+{
+    pthread_once(&blis_once, blis_setup);
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_init(&rntm);
+    bli_rntm_set_num_threads(1, &rntm);
+    float al = alpha, be = beta;
+    bli_sgemv_ex(trans ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, BLIS_NO_CONJUGATE, (dim_t)m,
+                 (dim_t)n, &al, (float *)a, (inc_t)lda, 1, (float *)x, 1, &be, y, 1, NULL,
+                 &rntm);
+}
+
 #define GEMV_BLOCK 32 /* rows of W per block: 74 KB at k = 576 (stays in L2 for all m rows) */
 
 void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
@@ -179,14 +192,9 @@ void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, si
         nt = (int)nblk;
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (size_t b = 0; b < nblk; b++) {
-        rntm_t rntm = BLIS_RNTM_INITIALIZER;
-        bli_rntm_init(&rntm);
-        bli_rntm_set_num_threads(1, &rntm);
         size_t j0 = b * GEMV_BLOCK, len = n - j0 < GEMV_BLOCK ? n - j0 : GEMV_BLOCK;
-        float al = alpha, be = beta;
         for (size_t i = 0; i < m; i++)
-            bli_sgemv_ex(BLIS_NO_TRANSPOSE, BLIS_NO_CONJUGATE, (dim_t)len, (dim_t)k, &al,
-                         (float *)w + j0 * ldw, (inc_t)ldw, 1, (float *)x + i * ldx, 1, &be,
-                         y + i * ldy + j0, 1, NULL, &rntm);
+            pt_sgemv(false, len, k, alpha, w + j0 * ldw, ldw, x + i * ldx, beta,
+                     y + i * ldy + j0);
     }
 }

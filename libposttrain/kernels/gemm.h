@@ -35,6 +35,12 @@ int pt_gemm_threads(size_t m, size_t n, size_t k);
  * Measured on this machine kind (bench_decode, SmolLM2-135M shapes): 5x
  * faster than sgemm at m = 1, 1.6x at m = 16, where BLIS's sgemm spends its
  * time packing W.  beta is 0 (overwrite) or 1 (accumulate). */
+/* y = alpha * op(A) x + beta * y on one thread (BLIS sgemv), A [m x n]
+ * row-major with row stride lda: op(A) = A (y has m entries) or A^T when
+ * trans (y has n entries).  beta 0 overwrites y. */
+void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_t lda,
+              const float *x, float beta, float *y);
+
 void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
                    const float *w, size_t ldw, float beta, float *y, size_t ldy);
 

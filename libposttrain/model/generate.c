@@ -85,7 +85,7 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     const size_t I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
     const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim;
     const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
-    const size_t hd = (size_t)c->head_dim, group = nh / nkv;
+    const size_t hd = (size_t)c->head_dim;
     const size_t R = (size_t)(max_seq > max_batch ? max_seq : max_batch);
 
     pt_generator *g = pt_calloc(1, sizeof *g);
@@ -119,7 +119,7 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     pt_attn_shape as = { .batch = 1, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
                          .hd = (int)hd };
     size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, g->threads_cap), 1);
-    size_t dec_o = pt_plan(&p, (size_t)g->threads_cap * group, (size_t)max_seq);
+    size_t dec_o = pt_plan(&p, (size_t)g->threads_cap, (size_t)max_seq);
     size_t lg_o = pt_plan(&p, (size_t)max_batch, V);
     size_t ids_o = pt_plan(&p, 2 * (size_t)max_batch + R, 1); /* three int32 arrays */
     g->samp_bytes = pt_sample_scratch_bytes((int)V);
@@ -216,8 +216,8 @@ static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, i
 }
 
 /* Attention of one new token per active row over its cached positions
- * 0..pos[i]: for each (row, kv head), the `group` query heads that share it
- * form one [group, hd] block, S = Q K^T * scale, softmax, O = S V. */
+ * 0..pos[i]: one task per (row, kv head) covers the `group` query heads
+ * that share it: s = K q * scale, softmax, o = V^T s. */
 static void decode_attention(pt_generator *g, int l, int m_rows)
 {
     const pt_model *m = g->model;
@@ -243,13 +243,16 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
         int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
         int row = g->active[i];
         size_t len = (size_t)g->pos[i] + 1;
-        float *S = g->dec_scratch + (size_t)omp_get_thread_num() * (size_t)group * ls;
+        float *S = g->dec_scratch + (size_t)omp_get_thread_num() * ls;
         const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
         const float *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
         float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
-        pt_sgemm_nt(1, false, true, (size_t)group, len, hd, scale, q, hd, K, hd, 0.0f, S, ls);
+        /* One query head at a time with BLIS sgemv: scores = K q, then
+         * o = V^T softmax(scores).  (sgemm on the [group, hd] block costs
+         * more in call overhead than it computes at these sizes.) */
         for (int r = 0; r < group; r++) {
-            float *Sr = S + (size_t)r * ls;
+            float *Sr = S;
+            pt_sgemv(false, len, hd, scale, K, hd, q + (size_t)r * hd, 0.0f, Sr);
             float mx = -INFINITY;
             for (size_t j = 0; j < len; j++)
                 mx = Sr[j] > mx ? Sr[j] : mx;
@@ -260,12 +263,8 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
                 Sr[j] = e;
                 sum += e;
             }
-            float inv = 1.0f / sum;
-#pragma omp simd
-            for (size_t j = 0; j < len; j++)
-                Sr[j] *= inv;
+            pt_sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
         }
-        pt_sgemm_nt(1, false, false, (size_t)group, hd, len, 1.0f, S, ls, Vc, hd, 0.0f, o, hd);
     }
 }
 
