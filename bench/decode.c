@@ -40,17 +40,6 @@ static void loadavg(double l[3])
     fclose(f);
 }
 
-/* Value of " key=" in the anchor's key=value line. */
-static double field(const char *line, const char *key)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "%s=", key);
-    for (const char *p = line; (p = strstr(p, pat)) != NULL; p++)
-        if (p == line || p[-1] == ' ')
-            return strtod(p + strlen(pat), NULL);
-    return NAN;
-}
-
 #define CHECK(expr)                                                                              \
     do {                                                                                         \
         int st_ = (expr);                                                                        \
@@ -130,7 +119,11 @@ static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int
         printf("anchor: %s\n", cmd);
         fflush(stdout);
         if (bench_run_capture(cmd, "mode=decode", line, sizeof line) == 0) {
-            double a_tps = field(line, "tokens_per_s"), a_pre = field(line, "prefill_tokens_per_s");
+            /* "mode=decode tokens_per_s=X prefill_tokens_per_s=Y ..." */
+            double a_tps = NAN, a_pre = NAN;
+            if (sscanf(line, "mode=decode tokens_per_s=%lf prefill_tokens_per_s=%lf", &a_tps,
+                       &a_pre) != 2)
+                printf("anchor: unexpected result line: %s", line);
             loadavg(la);
             printf("anchor batch %d (PyTorch): decode %.1f tokens/s, prefill %.1f tokens/s; "
                    "ratio ours/anchor: decode %.2fx, prefill %.2fx (load average %.2f)\n",
