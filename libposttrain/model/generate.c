@@ -194,11 +194,11 @@ static float *cache_at(const pt_generator *g, float *base, int l, int row, int k
                    (size_t)g->max_seq) * hd;
 }
 
-/* Copy the keys and values of n tokens (qkv rows) of layer l into the cache
- * rows rows[i] (or `row` for all when rows == NULL) at positions pos[i]
- * (or pos0 + i). */
+/* Copy the keys and values of n tokens (qkv rows) of layer l into the cache:
+ * token i to row rows[i] at position pos[i] (decode), or when rows == NULL
+ * to row `row` at position i (prefill). */
 static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, int row,
-                        const int32_t *pos, int pos0)
+                        const int32_t *pos)
 {
     const pt_model *m = g->model;
     const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
@@ -206,7 +206,7 @@ static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, i
     const size_t hd = (size_t)m->cfg.head_dim;
     for (size_t i = 0; i < n; i++) {
         int r = rows ? rows[i] : row;
-        size_t p = (size_t)(pos ? pos[i] : pos0 + (int)i);
+        size_t p = rows ? (size_t)pos[i] : i;
         const float *k = g->qkv + i * QKV + Q, *v = k + KV;
         for (int h = 0; h < nkv; h++) {
             memcpy(cache_at(g, g->kc, l, r, h) + p * hd, k + (size_t)h * hd, hd * sizeof(float));
@@ -310,7 +310,7 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, false);
         pt_layer_forward_qkv(m, l, n, &io);
-        cache_store(g, l, n, NULL, row, NULL, 0);
+        cache_store(g, l, n, NULL, row, NULL);
         pt_attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,
                              g->attn_scratch);
         pt_layer_forward_out(m, l, n, &io);
@@ -339,7 +339,7 @@ static void decode_step(pt_generator *g, int m_rows)
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, true);
         pt_layer_forward_qkv(m, l, n, &io);
-        cache_store(g, l, n, g->active, 0, g->pos, 0);
+        cache_store(g, l, n, g->active, 0, g->pos);
         decode_attention(g, l, m_rows);
         pt_layer_forward_out(m, l, n, &io);
         float *t = x;
