@@ -50,7 +50,7 @@ typedef enum pt_finish_reason {
 typedef struct pt_generate_options {
     size_t size;              /* sizeof(pt_generate_options) */
     int max_new_tokens;       /* >= 1; default 64 */
-    float temperature;        /* >= 0; default 1 */
+    float temperature;        /* 0 (greedy) or >= 1e-6; default 1 */
     int top_k;                /* >= 0; 0 (default): off */
     float top_p;              /* in (0, 1]; 1 (default): off */
     float min_p;              /* in [0, 1]; 0 (default): off */

@@ -374,6 +374,9 @@ static int check_options(const pt_generate_options *o, const pt_model_config *c)
     if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
         return pt_err(PT_EINVAL, "pt_generate: temperature %g must be finite and >= 0 "
                       "(0: greedy)", (double)o->temperature);
+    if (o->temperature > 0.0f && o->temperature < 1e-6f) /* logits / T would overflow */
+        return pt_err(PT_EINVAL, "pt_generate: temperature %g is below 1e-6; use 0 for greedy",
+                      (double)o->temperature);
     if (o->top_k < 0)
         return pt_err(PT_EINVAL, "pt_generate: top_k %d must be >= 0 (0: off)", o->top_k);
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))

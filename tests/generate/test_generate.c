@@ -696,6 +696,9 @@ START_TEST(test_bad_inputs)
     b.temperature = NAN;
     ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
                      "temperature");
+    b.temperature = 1e-9f;
+    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+                     "use 0 for greedy");
     b = o;
     b.top_k = -1;
     ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "top_k -1");
