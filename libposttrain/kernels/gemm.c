@@ -190,7 +190,11 @@ void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, si
     int nt = pt_gemm_threads(m, n, k);
     if ((size_t)nt > nblk)
         nt = (int)nblk;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    /* Blocks handed out dynamically, a few at a time: a thread the OS
+     * preempts holds up only the blocks it has taken. */
+    size_t chunk = nblk / ((size_t)nt * 8);
+    int grab = chunk < 1 ? 1 : (int)chunk;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, grab) if (nt > 1)
     for (size_t b = 0; b < nblk; b++) {
         size_t j0 = b * GEMV_BLOCK, len = n - j0 < GEMV_BLOCK ? n - j0 : GEMV_BLOCK;
         for (size_t i = 0; i < m; i++)
