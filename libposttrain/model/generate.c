@@ -420,7 +420,7 @@ static void sample_rows(pt_generator *g, int m_rows, const float *logits, const 
         for (int i = 0; i < m_rows; i++)
             g->hook(g->active[i], n_tokens[g->active[i]], logits + (size_t)i * V, V,
                     g->hook_payload);
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int i = 0; i < m_rows; i++) {
         pt_sample_scratch sc;
         pt_sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
