@@ -6,42 +6,16 @@
  *    the reference ids;
  *  - sampled rows are bit-identical alone and in a batch.
  * The suite exits 77 (skipped, loudly) when the shared data is absent. */
-#include "testutil.h"
-
-#include <cjson/cJSON.h>
+#include "stories.h"
 
 static char model_dir[4096];
 
 static int32_t *reference_ids(int *n)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/reference/greedy_200_ids.json", model_dir);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s: cannot open", path);
-    static char text[1 << 16];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    ck_assert(cJSON_IsArray(j));
-    *n = cJSON_GetArraySize(j);
-    int32_t *ids = malloc((size_t)*n * sizeof *ids);
-    int i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, j) ids[i++] = (int32_t)e->valuedouble;
+    cJSON *j = pt_test_read_json(model_dir, "reference/greedy_200_ids.json");
+    int32_t *ids = pt_test_json_ids(j, n);
     cJSON_Delete(j);
     return ids;
-}
-
-static pt_model *load(void)
-{
-    pt_model_load_options lo;
-    ck_assert_ok(pt_model_load_options_init(&lo));
-    lo.load_tokenizer = false;
-    pt_model *m = NULL;
-    ck_assert_msg(pt_model_load_dir(&m, model_dir, &lo) == PT_OK, "loading %s: %s", model_dir,
-                  pt_last_error());
-    return m;
 }
 
 START_TEST(test_greedy_200)
@@ -49,7 +23,7 @@ START_TEST(test_greedy_200)
     int n = 0;
     int32_t *ref = reference_ids(&n);
     ck_assert_int_eq(n, 201);
-    pt_model *m = load();
+    pt_model *m = pt_test_load_stories(model_dir);
     pt_generator *g = NULL;
     ck_assert_ok(pt_generator_create(&g, m, 3, 201));
     pt_generate_options o;
@@ -87,7 +61,7 @@ START_TEST(test_sampled_batch_vs_alone)
 {
     int n = 0;
     int32_t *ref = reference_ids(&n);
-    pt_model *m = load();
+    pt_model *m = pt_test_load_stories(model_dir);
     pt_generator *g = NULL, *g1 = NULL;
     ck_assert_ok(pt_generator_create(&g, m, 3, 120));
     ck_assert_ok(pt_generator_create(&g1, m, 1, 120));

@@ -14,9 +14,7 @@
  * The suite exits 77 (skipped, loudly) when the shared data is absent. */
 #include "parity_util.h"
 
-#include "posttrain/modelio.h"
-
-#include <cjson/cJSON.h>
+#include "stories.h"
 
 #define LOGITS_ATOL 1e-4
 #define LOSS_ATOL 1e-5
@@ -25,53 +23,15 @@ static char model_dir[4096];
 
 static cJSON *read_json(const char *rel)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", model_dir, rel);
-    char *text = NULL;
-    size_t len = 0;
-    ck_assert_msg(pt_read_file(&text, &len, path, 16u << 20) == PT_OK, "%s: %s", path,
-                  pt_last_error());
-    cJSON *j = cJSON_ParseWithLength(text, len);
-    free(text);
-    ck_assert_msg(j != NULL, "%s: not valid JSON", path);
-    return j;
-}
-
-/* A JSON array of integers as a malloc'ed int32 array. */
-static int32_t *json_ids(const cJSON *arr, int *n)
-{
-    ck_assert(cJSON_IsArray(arr));
-    *n = cJSON_GetArraySize(arr);
-    int32_t *ids = malloc((size_t)*n * sizeof *ids);
-    ck_assert_ptr_nonnull(ids);
-    int i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr) {
-        ck_assert(cJSON_IsNumber(e));
-        ids[i++] = (int32_t)e->valuedouble;
-    }
-    return ids;
-}
-
-/* Through the library's directory loader (modelio), tokenizer left out: this
- * suite is about the weights and the math. */
-static pt_model *load_stories(void)
-{
-    pt_model_load_options lo;
-    ck_assert_ok(pt_model_load_options_init(&lo));
-    lo.load_tokenizer = false;
-    pt_model *m = NULL;
-    ck_assert_msg(pt_model_load_dir(&m, model_dir, &lo) == PT_OK, "loading %s: %s", model_dir,
-                  pt_last_error());
-    return m;
+    return pt_test_read_json(model_dir, rel);
 }
 
 START_TEST(test_logits)
 {
-    pt_model *m = load_stories();
+    pt_model *m = pt_test_load_stories(model_dir);
     cJSON *j = read_json("reference/logits.json");
     int n = 0;
-    int32_t *ids = json_ids(cJSON_GetObjectItemCaseSensitive(j, "input_ids"), &n);
+    int32_t *ids = pt_test_json_ids(cJSON_GetObjectItemCaseSensitive(j, "input_ids"), &n);
     ck_assert_int_eq(n, 32);
     const int V = 512;
     float *ref = malloc((size_t)n * V * sizeof *ref);
@@ -122,18 +82,18 @@ static void check_loss(pt_model *m, const int32_t *ids, int n, double expect, co
 
 START_TEST(test_losses)
 {
-    pt_model *m = load_stories();
+    pt_model *m = pt_test_load_stories(model_dir);
     cJSON *lj = read_json("reference/loss.json");
     cJSON *gj = read_json("reference/greedy_200_ids.json");
     int n = 0;
-    int32_t *ids = json_ids(gj, &n);
+    int32_t *ids = pt_test_json_ids(gj, &n);
     ck_assert_int_eq(n, 201);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(lj, "greedy_200");
     check_loss(m, ids, n, cJSON_GetObjectItemCaseSensitive(g, "loss")->valuedouble,
                "greedy_200_ids.json");
     free(ids);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(lj, "story");
-    ids = json_ids(cJSON_GetObjectItemCaseSensitive(s, "ids"), &n);
+    ids = pt_test_json_ids(cJSON_GetObjectItemCaseSensitive(s, "ids"), &n);
     ck_assert_int_eq(n, 103);
     check_loss(m, ids, n, cJSON_GetObjectItemCaseSensitive(s, "loss")->valuedouble,
                "story.txt ids");
@@ -146,10 +106,10 @@ END_TEST
 
 START_TEST(test_greedy_200)
 {
-    pt_model *m = load_stories();
+    pt_model *m = pt_test_load_stories(model_dir);
     cJSON *gj = read_json("reference/greedy_200_ids.json");
     int n = 0;
-    int32_t *ref = json_ids(gj, &n);
+    int32_t *ref = pt_test_json_ids(gj, &n);
     ck_assert_int_eq(n, 201);
     ck_assert_int_eq(ref[0], 1);
     const int V = 512, steps = 200;
