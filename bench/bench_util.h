@@ -14,6 +14,17 @@
 #include "kernels/gemm.h"
 #include "posttrain/posttrain.h"
 
+/* Run a libposttrain call; on failure print it with its status and message
+ * and return 1 from the calling function. */
+#define CHECK(expr)                                                                              \
+    do {                                                                                         \
+        int st_ = (expr);                                                                        \
+        if (st_ != PT_OK) {                                                                      \
+            fprintf(stderr, "%s failed: %s: %s\n", #expr, pt_status_name(st_), pt_last_error()); \
+            return 1;                                                                            \
+        }                                                                                        \
+    } while (0)
+
 static inline double bench_now(void)
 {
     struct timespec ts;

@@ -40,15 +40,6 @@ static void loadavg(double l[3])
     fclose(f);
 }
 
-#define CHECK(expr)                                                                              \
-    do {                                                                                         \
-        int st_ = (expr);                                                                        \
-        if (st_ != PT_OK) {                                                                      \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, pt_status_name(st_), pt_last_error()); \
-            return 1;                                                                            \
-        }                                                                                        \
-    } while (0)
-
 static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int reps,
                      int threads, const char *anchor_script)
 {

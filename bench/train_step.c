@@ -171,15 +171,6 @@ static int parse_args(bench_opts *o, int argc, char **argv)
     return 0;
 }
 
-#define CHECK(expr)                                                                              \
-    do {                                                                                         \
-        int st_ = (expr);                                                                        \
-        if (st_ != PT_OK) {                                                                      \
-            fprintf(stderr, "%s failed: %s: %s\n", #expr, pt_status_name(st_), pt_last_error()); \
-            return 1;                                                                            \
-        }                                                                                        \
-    } while (0)
-
 int main(int argc, char **argv)
 {
     bench_opts o;
