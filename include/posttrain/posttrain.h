@@ -11,5 +11,6 @@
 #include "posttrain/chat.h"
 #include "posttrain/train.h"
 #include "posttrain/generate.h"
+#include "posttrain/grpo.h"
 
 #endif

@@ -2,6 +2,7 @@
  * micro-batches, through the model's per-token log-probability gradient. */
 #include "core/core.h"
 #include "model/model.h"
+#include "train/grpo_internal.h"
 #include "train/optimizer.h"
 
 #include <math.h>
@@ -25,6 +26,26 @@ static double batch_weight(const pt_batch *b, const float *w)
         if (b->targets && b->targets[i] >= 0)
             s += w ? (double)w[i] : 1.0;
     return s;
+}
+
+int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, double total, double loss)
+{
+    pt_step_stats_init(out);
+    if (total <= 0 || !isfinite(loss)) {
+        pt_optimizer_record_skip(opt, total <= 0 ? "the batch has no target tokens"
+                                     : isnan(loss) ? "the loss is NaN" : "the loss is infinite");
+        int64_t step = 0;
+        pt_optimizer_get_step(&step, opt);
+        pt_optimizer_get_lr(&out->lr, opt);
+        pt_opt_state_view sv;
+        pt_optimizer_state_view(&sv, opt);
+        out->step = step;
+        out->skipped = true;
+        out->skipped_total = *sv.skipped;
+        out->grad_norm = total <= 0 ? 0.0 : NAN;
+        return PT_OK;
+    }
+    return pt_optimizer_step(out, opt);
 }
 
 int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
@@ -90,29 +111,14 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
         return st;
     }
     local.loss = total > 0 ? loss_sum / total : 0.0;
-    if (total <= 0 || !isfinite(local.loss)) {
-        pt_optimizer_record_skip(opt, total <= 0 ? "the batch has no target tokens"
-                                     : isnan(local.loss) ? "the loss is NaN" : "the loss is infinite");
-        int64_t step = 0;
-        pt_optimizer_get_step(&step, opt);
-        pt_optimizer_get_lr(&local.lr, opt);
-        pt_opt_state_view sv;
-        pt_optimizer_state_view(&sv, opt);
-        local.step = step;
-        local.skipped = true;
-        local.skipped_total = *sv.skipped;
-        local.grad_norm = total <= 0 ? 0.0 : NAN;
-    } else {
-        pt_step_stats ss;
-        pt_step_stats_init(&ss);
-        if ((st = pt_optimizer_step(&ss, opt)))
-            return st;
-        local.grad_norm = ss.grad_norm;
-        local.lr = ss.lr;
-        local.step = ss.step;
-        local.skipped = ss.skipped;
-        local.skipped_total = ss.skipped_total;
-    }
+    pt_step_stats ss;
+    if ((st = pt_train_finish_step(&ss, opt, total, local.loss)))
+        return st;
+    local.grad_norm = ss.grad_norm;
+    local.lr = ss.lr;
+    local.step = ss.step;
+    local.skipped = ss.skipped;
+    local.skipped_total = ss.skipped_total;
     if (stats)
         *stats = local;
     return PT_OK;
