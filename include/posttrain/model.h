@@ -76,6 +76,39 @@ PT_API void pt_model_free(pt_model *model);
 PT_API int pt_model_get_config(pt_model_config *out, const pt_model *model);
 /* Number of parameters (tied embeddings counted once). */
 PT_API int pt_model_num_params(uint64_t *out, const pt_model *model);
+/* Number of parameters the optimizer updates: every base parameter, or with
+ * LoRA adapters only the adapters' (the base is frozen). */
+PT_API int pt_model_num_trainable_params(uint64_t *out, const pt_model *model);
+
+/* ---- the parameter tensors -----------------------------------------------------
+ *
+ * The model's tensors by index: the base tensors first, in the order of the
+ * Hugging Face files, under their Hugging Face names, then any LoRA adapters
+ * (PEFT's names without the "base_model.model." prefix).  `data` and `grad`
+ * are live, row-major FP32 views into the model: writing `data` changes the
+ * weights (do not do it while a forward or backward runs), `grad` is NULL
+ * until gradients exist.  The views and names stay valid until the set of
+ * tensors changes (LoRA adapters added, merged or removed) or the model is
+ * freed. */
+typedef struct pt_tensor_info {
+    size_t size;            /* sizeof(pt_tensor_info), set by the library */
+    const char *name;
+    float *data;            /* numel floats */
+    float *grad;            /* numel floats, or NULL before gradients exist */
+    int ndim;               /* 1 or 2 */
+    int64_t shape[2];       /* shape[1] is 1 when ndim == 1 */
+    size_t numel;
+    bool trainable;         /* false for a frozen base (LoRA) */
+    bool adapter;           /* a LoRA adapter (not in the Hugging Face model files) */
+    bool no_decay;          /* norms and biases: no weight decay by default */
+} pt_tensor_info;
+
+/* Number of tensors (base plus adapters). */
+PT_API int pt_model_num_tensors(size_t *out, const pt_model *model);
+/* Tensor `index` (0 .. count-1); PT_ERANGE beyond. */
+PT_API int pt_model_tensor_info(pt_tensor_info *out, const pt_model *model, size_t index);
+/* The tensor called `name`; PT_ENOTFOUND (naming it) if there is none. */
+PT_API int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *model, const char *name);
 
 /* ---- forward, backward, loss ------------------------------------------------
  *

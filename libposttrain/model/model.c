@@ -321,6 +321,64 @@ int pt_model_num_params(uint64_t *out, const pt_model *m)
     return PT_OK;
 }
 
+int pt_model_num_trainable_params(uint64_t *out, const pt_model *m)
+{
+    if (!out || !m)
+        return pt_err(PT_EINVAL, "pt_model_num_trainable_params: NULL argument");
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].trainable)
+            n += m->tensors[i].numel;
+    *out = n;
+    return PT_OK;
+}
+
+static void fill_tensor_info(pt_tensor_info *out, const pt_tensor_ref *t)
+{
+    memset(out, 0, sizeof *out);
+    out->size = sizeof *out;
+    out->name = t->name;
+    out->data = t->data;
+    out->grad = t->grad;
+    out->ndim = t->ndim;
+    out->shape[0] = t->shape[0];
+    out->shape[1] = t->shape[1];
+    out->numel = t->numel;
+    out->trainable = t->trainable;
+    out->adapter = t->adapter;
+    out->no_decay = t->no_decay;
+}
+
+int pt_model_num_tensors(size_t *out, const pt_model *m)
+{
+    if (!out || !m)
+        return pt_err(PT_EINVAL, "pt_model_num_tensors: NULL argument");
+    *out = m->ntensors;
+    return PT_OK;
+}
+
+int pt_model_tensor_info(pt_tensor_info *out, const pt_model *m, size_t index)
+{
+    if (!out || !m)
+        return pt_err(PT_EINVAL, "pt_model_tensor_info: NULL argument");
+    if (index >= m->ntensors)
+        return pt_err(PT_ERANGE, "pt_model_tensor_info: index %zu is not below the %zu tensors",
+                      index, m->ntensors);
+    fill_tensor_info(out, &m->tensors[index]);
+    return PT_OK;
+}
+
+int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *m, const char *name)
+{
+    if (!out || !m || !name)
+        return pt_err(PT_EINVAL, "pt_model_find_tensor_info: NULL argument");
+    const pt_tensor_ref *t = pt_model_find_tensor(m, name);
+    if (!t)
+        return pt_err(PT_ENOTFOUND, "pt_model_find_tensor_info: the model has no tensor '%s'", name);
+    fill_tensor_info(out, t);
+    return PT_OK;
+}
+
 size_t pt_model_tensor_count(const pt_model *m)
 {
     return m ? m->ntensors : 0;

@@ -1,0 +1,192 @@
+/* The public tensor API: pt_model_num_tensors, pt_model_tensor_info,
+ * pt_model_find_tensor_info, pt_model_num_trainable_params.
+ *  - the table lists every Hugging Face tensor once, with the right shapes,
+ *    and its sizes add up to pt_model_num_params;
+ *  - `data` is the live weight: zeroing the final norm makes every logit 0,
+ *    so every log-probability is -log(V);
+ *  - `grad` appears with the gradients and matches a central finite
+ *    difference of the loss;
+ *  - LoRA adapters are listed after the base, trainable, with the base frozen;
+ *  - bad arguments give their statuses and messages. */
+#include "testutil.h"
+
+#include "posttrain/lora.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { V = 40 };
+
+static pt_model *tiny(bool tied)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, V);
+    c.tie_word_embeddings = tied;
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_create(&m, &c, 7));
+    return m;
+}
+
+static const int32_t ids[6] = { 1, 5, 9, 2, 33, 17 };
+static const int32_t tgt[6] = { 5, 9, 2, 33, 17, 4 };
+
+START_TEST(test_table)
+{
+    for (int tied = 0; tied <= 1; tied++) {
+        pt_model *m = tiny(tied);
+        size_t n = 0;
+        ck_assert_ok(pt_model_num_tensors(&n, m));
+        /* embeddings, 9 per layer (4 attention, 3 MLP, 2 norms), final norm, untied head */
+        ck_assert_uint_eq(n, 1 + 2 * 9 + 1 + (tied ? 0 : 1));
+        uint64_t sum = 0, params = 0, trainable = 0;
+        for (size_t i = 0; i < n; i++) {
+            pt_tensor_info t;
+            ck_assert_ok(pt_model_tensor_info(&t, m, i));
+            ck_assert_uint_eq(t.size, sizeof t);
+            ck_assert_uint_eq(t.numel, (size_t)(t.shape[0] * t.shape[1]));
+            ck_assert(t.ndim == 1 ? t.shape[1] == 1 : t.ndim == 2);
+            ck_assert(t.trainable && !t.adapter);
+            ck_assert_ptr_nonnull(t.data);
+            ck_assert_ptr_null(t.grad);
+            ck_assert_int_eq(t.no_decay, t.ndim == 1);
+            sum += t.numel;
+            /* the name finds the same tensor */
+            pt_tensor_info u;
+            ck_assert_ok(pt_model_find_tensor_info(&u, m, t.name));
+            ck_assert_ptr_eq(u.data, t.data);
+        }
+        ck_assert_ok(pt_model_num_params(&params, m));
+        ck_assert_ok(pt_model_num_trainable_params(&trainable, m));
+        ck_assert_uint_eq(sum, params);
+        ck_assert_uint_eq(trainable, params);
+
+        pt_tensor_info t;
+        ck_assert_ok(pt_model_tensor_info(&t, m, 0));
+        ck_assert_str_eq(t.name, "model.embed_tokens.weight");
+        ck_assert(t.shape[0] == V && t.shape[1] == 16);
+        ck_assert_ok(pt_model_find_tensor_info(&t, m, "model.layers.1.self_attn.k_proj.weight"));
+        ck_assert(t.ndim == 2 && t.shape[0] == 2 * 4 && t.shape[1] == 16); /* kv heads x head_dim */
+        ck_assert_ok(pt_model_find_tensor_info(&t, m, "model.layers.0.mlp.down_proj.weight"));
+        ck_assert(t.shape[0] == 16 && t.shape[1] == 24);
+        ck_assert_status(pt_model_find_tensor_info(&t, m, "lm_head.weight"),
+                         tied ? PT_ENOTFOUND : PT_OK, tied ? "'lm_head.weight'" : NULL);
+        pt_model_free(m);
+    }
+}
+END_TEST
+
+START_TEST(test_data_is_live)
+{
+    pt_model *m = tiny(false);
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, 6));
+    pt_batch b = pt_test_row_batch(ids, tgt, 6);
+    float lp[6];
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    for (int i = 0; i < 6; i++)
+        ck_assert_double_gt(fabs(lp[i] + log((double)V)), 1e-3); /* not uniform yet */
+    pt_tensor_info t;
+    ck_assert_ok(pt_model_find_tensor_info(&t, m, "model.norm.weight"));
+    memset(t.data, 0, t.numel * sizeof(float));
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    for (int i = 0; i < 6; i++)
+        ck_assert_double_le(fabs(lp[i] + log((double)V)), 1e-6);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_grad_view)
+{
+    pt_model *m = tiny(false);
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, 6));
+    pt_batch b = pt_test_row_batch(ids, tgt, 6);
+    float loss;
+    ck_assert_ok(pt_model_loss(&loss, ctx, &b, NULL, true));
+    pt_tensor_info t;
+    ck_assert_ok(pt_model_find_tensor_info(&t, m, "model.layers.0.self_attn.q_proj.weight"));
+    ck_assert_ptr_nonnull(t.grad);
+    for (size_t k = 0; k < t.numel; k += t.numel / 5) {
+        float keep = t.data[k], lp, lm;
+        const float h = 1e-2f;
+        t.data[k] = keep + h;
+        ck_assert_ok(pt_model_loss(&lp, ctx, &b, NULL, false));
+        t.data[k] = keep - h;
+        ck_assert_ok(pt_model_loss(&lm, ctx, &b, NULL, false));
+        t.data[k] = keep;
+        double fd = ((double)lp - (double)lm) / (2.0 * h);
+        ck_assert_msg(fabs(fd - t.grad[k]) <= 2e-3 + 2e-2 * fabs(fd), "element %zu: fd %g grad %g", k,
+                      fd, (double)t.grad[k]);
+    }
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_lora_listed)
+{
+    pt_model *m = tiny(true);
+    size_t base = 0, n = 0;
+    uint64_t params = 0, after = 0, trainable = 0, adapters = 0;
+    ck_assert_ok(pt_model_num_tensors(&base, m));
+    ck_assert_ok(pt_model_num_params(&params, m));
+    pt_lora_options o;
+    ck_assert_ok(pt_lora_options_init(&o));
+    o.rank = 2;
+    o.targets = PT_LORA_Q | PT_LORA_V;
+    ck_assert_ok(pt_model_add_lora(m, &o));
+    ck_assert_ok(pt_model_num_tensors(&n, m));
+    ck_assert_uint_eq(n, base + 2 * 2 * 2); /* A and B, q and v, 2 layers */
+    for (size_t i = 0; i < n; i++) {
+        pt_tensor_info t;
+        ck_assert_ok(pt_model_tensor_info(&t, m, i));
+        ck_assert_int_eq(t.adapter, i >= base);
+        ck_assert_int_eq(t.trainable, i >= base);
+        if (t.adapter) {
+            adapters += t.numel;
+            ck_assert_ptr_nonnull(strstr(t.name, "lora_"));
+            ck_assert(t.shape[0] == 2 || t.shape[1] == 2); /* rank 2 */
+        }
+    }
+    ck_assert_ok(pt_model_num_params(&after, m));
+    ck_assert_ok(pt_model_num_trainable_params(&trainable, m));
+    ck_assert_uint_eq(after, params);
+    ck_assert_uint_eq(trainable, adapters);
+    /* q: A 2x16 + B 16x2; v: A 2x16 + B 8x2; two layers */
+    ck_assert_uint_eq(adapters, 2 * (2 * 16 + 16 * 2 + 2 * 16 + 8 * 2));
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+    pt_model *m = tiny(true);
+    size_t n = 0;
+    pt_tensor_info t;
+    uint64_t u;
+    ck_assert_ok(pt_model_num_tensors(&n, m));
+    ck_assert_status(pt_model_tensor_info(&t, m, n), PT_ERANGE, "is not below");
+    ck_assert_status(pt_model_tensor_info(NULL, m, 0), PT_EINVAL, "NULL");
+    ck_assert_status(pt_model_tensor_info(&t, NULL, 0), PT_EINVAL, "NULL");
+    ck_assert_status(pt_model_find_tensor_info(&t, m, "no.such.weight"), PT_ENOTFOUND,
+                     "'no.such.weight'");
+    ck_assert_status(pt_model_find_tensor_info(&t, m, NULL), PT_EINVAL, "NULL");
+    ck_assert_status(pt_model_num_tensors(NULL, m), PT_EINVAL, "NULL");
+    ck_assert_status(pt_model_num_trainable_params(&u, NULL), PT_EINVAL, "NULL");
+    pt_model_free(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tensors");
+    TCase *tc = tcase_create("tensors");
+    tcase_add_test(tc, test_table);
+    tcase_add_test(tc, test_data_is_live);
+    tcase_add_test(tc, test_grad_view);
+    tcase_add_test(tc, test_lora_listed);
+    tcase_add_test(tc, test_bad_arguments);
+    suite_add_tcase(s, tc);
+    return pt_test_run(s);
+}
