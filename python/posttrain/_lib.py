@@ -270,6 +270,21 @@ class ChatOptions(ctypes.Structure):
     ]
 
 
+class TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("name", ctypes.c_char_p),
+        ("data", POINTER(c_float)),
+        ("grad", POINTER(c_float)),
+        ("ndim", c_int),
+        ("shape", ctypes.c_int64 * 2),
+        ("numel", c_size_t),
+        ("trainable", ctypes.c_bool),
+        ("adapter", ctypes.c_bool),
+        ("no_decay", ctypes.c_bool),
+    ]
+
+
 class GenerateOptions(ctypes.Structure):
     _fields_ = [
         ("size", c_size_t),
@@ -338,6 +353,10 @@ _DECLS = {
     "pt_model_free": (None, [vp]),
     "pt_model_get_config": (c_int, [P(ModelConfig), vp]),
     "pt_model_num_params": (c_int, [P(c_uint64), vp]),
+    "pt_model_num_trainable_params": (c_int, [P(c_uint64), vp]),
+    "pt_model_num_tensors": (c_int, [P(c_size_t), vp]),
+    "pt_model_tensor_info": (c_int, [P(TensorInfo), vp, c_size_t]),
+    "pt_model_find_tensor_info": (c_int, [P(TensorInfo), vp, ctypes.c_char_p]),
     "pt_context_create": (c_int, [pp, vp, c_int, c_int]),
     "pt_context_free": (None, [vp]),
     "pt_batch_init": (c_int, [P(Batch_)]),

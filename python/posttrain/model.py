@@ -1,5 +1,6 @@
 """Models, contexts and batches (posttrain/model.h, modelio.h, lora.h)."""
 
+import array
 import collections
 import ctypes
 import json
@@ -11,7 +12,7 @@ import weakref
 from . import safetensors as _st
 from ._handle import Handle, out_handle
 from ._lib import (Batch_, EvalOptions, LoraOptions, ModelConfig, ModelDirInfo,
-                   ModelLoadOptions, ModelSaveOptions, lib)
+                   ModelLoadOptions, ModelSaveOptions, TensorInfo, lib)
 from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
 from .errors import check, invalid
@@ -473,6 +474,75 @@ class Model(Handle):
         if want_numpy(numpy):
             return {k: t.numpy() for k, t in tensors.items()}
         return tensors
+
+    # -- the parameter tensors (live in the model; these methods copy) ------------------
+    @property
+    def num_trainable_params(self):
+        """Parameters the optimizer updates: all of the base, or with LoRA
+        adapters only theirs."""
+        n = ctypes.c_uint64()
+        check(lib.pt_model_num_trainable_params(ctypes.byref(n), self._ptr),
+              "pt_model_num_trainable_params")
+        return n.value
+
+    def _tensor(self, name):
+        t = TensorInfo()
+        check(lib.pt_model_find_tensor_info(ctypes.byref(t), self._ptr, cstr(name, "name", False)),
+              "pt_model_find_tensor_info")
+        return t
+
+    @staticmethod
+    def _info_dict(t):
+        shape = (t.shape[0],) if t.ndim == 1 else (t.shape[0], t.shape[1])
+        return {"name": t.name.decode(), "shape": shape, "numel": t.numel,
+                "trainable": bool(t.trainable), "adapter": bool(t.adapter),
+                "no_decay": bool(t.no_decay)}
+
+    def tensors(self):
+        """[info] for every tensor, base first then LoRA adapters; each info is
+        {name, shape, numel, trainable, adapter, no_decay}."""
+        n = ctypes.c_size_t()
+        check(lib.pt_model_num_tensors(ctypes.byref(n), self._ptr), "pt_model_num_tensors")
+        out = []
+        for i in range(n.value):
+            t = TensorInfo()
+            check(lib.pt_model_tensor_info(ctypes.byref(t), self._ptr, i), "pt_model_tensor_info")
+            out.append(self._info_dict(t))
+        return out
+
+    def tensor_info(self, name):
+        """{name, shape, numel, trainable, adapter, no_decay} of one tensor
+        (NotFound if the model has no such tensor)."""
+        return self._info_dict(self._tensor(name))
+
+    def _copy(self, t, ptr, numpy):
+        shape = (t.shape[0],) if t.ndim == 1 else (t.shape[0], t.shape[1])
+        data = array.array("f")
+        data.frombytes(ctypes.string_at(ptr, t.numel * 4))
+        tensor = _st.Tensor(shape, data)
+        return tensor.numpy() if want_numpy(numpy) else tensor
+
+    def get_tensor(self, name, numpy=None):
+        """A copy of a tensor's values: a Tensor (shape, array('f')), or a
+        numpy array with numpy=True."""
+        t = self._tensor(name)
+        return self._copy(t, t.data, numpy)
+
+    def get_grad(self, name, numpy=None):
+        """A copy of a tensor's accumulated gradient like get_tensor(), or None
+        before the model has gradients."""
+        t = self._tensor(name)
+        return self._copy(t, t.grad, numpy) if t.grad else None
+
+    def set_tensor(self, name, values):
+        """Overwrite a tensor's values (flat or nested sequence, Tensor or numpy
+        array with numel values).  Not while another thread runs a forward or
+        backward on this model."""
+        t = self._tensor(name)
+        if isinstance(values, _st.Tensor):
+            values = values.data
+        src = flat_float(values, t.numel, name)
+        ctypes.memmove(t.data, src, t.numel * 4)
 
     # -- compute ---------------------------------------------------------------------
     def context(self, max_batch, max_seq):

@@ -293,6 +293,71 @@ class TestForward(unittest.TestCase):
             self.assertEqual(ww.tolist(), [[1.0, 1.0, 0.0]])
 
 
+class TestTensors(unittest.TestCase):
+    """The tensor table through pt_model_tensor_info: the same tensors and
+    values as the saved files, writes that change the forward, gradients that
+    equal the step SGD takes, LoRA flags, errors."""
+
+    def test_table_matches_state_dict(self):
+        with pt.Model.create(TINY, seed=3) as m:
+            sd = m.state_dict()
+            infos = m.tensors()
+            self.assertEqual(sorted(i["name"] for i in infos), sorted(sd))
+            for i in infos:
+                t = m.get_tensor(i["name"])
+                self.assertEqual(t.shape, sd[i["name"]].shape)
+                self.assertEqual(list(t.data), list(sd[i["name"]].data), i["name"])
+                self.assertEqual(i["numel"], len(t))
+                self.assertTrue(i["trainable"] and not i["adapter"])
+            self.assertEqual(m.tensor_info("model.norm.weight")["no_decay"], True)
+            # the ctypes layout is the C struct's (the library stamps its size)
+            from posttrain._lib import TensorInfo
+            import ctypes
+            self.assertEqual(m._tensor("model.norm.weight").size, ctypes.sizeof(TensorInfo))
+            self.assertEqual(m.num_trainable_params, m.num_params)
+
+    def test_set_tensor_changes_the_model(self):
+        b = pt.Batch.next_token(SEQS)
+        with pt.Model.create(TINY, seed=3) as m:
+            self.assertGreater(abs(m.loss(b) - math.log(261)), 1e-3)
+            m.set_tensor("model.norm.weight", [0.0] * 16)
+            self.assertAlmostEqual(m.loss(b), math.log(261), delta=1e-5)
+            self.assertEqual(list(m.get_tensor("model.norm.weight").data), [0.0] * 16)
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                m.set_tensor("model.norm.weight", [1.0] * 15)
+            self.assertIn("has 15 values, expected 16", cm.exception.message)
+            with self.assertRaises(pt.NotFound) as cm:
+                m.get_tensor("model.no_such.weight")
+            self.assertIn("'model.no_such.weight'", cm.exception.message)
+
+    def test_grad_is_what_sgd_subtracts(self):
+        b = pt.Batch.next_token(SEQS)
+        name = "model.layers.1.mlp.down_proj.weight"
+        with pt.Model.create(TINY, seed=5) as m:
+            self.assertIsNone(m.get_grad(name))
+            m.loss(b, backward=True)
+            g = m.get_grad(name)
+            m.zero_grad()
+            before = list(m.get_tensor(name).data)
+            with sgd(m, 1.0) as opt:
+                pt.sft_step(opt, b)
+            after = list(m.get_tensor(name).data)
+        self.assertIsNotNone(g)
+        self.assertGreater(max(abs(v) for v in g.data), 0.0)
+        worst = max(abs((x - y) - gv) for x, y, gv in zip(before, after, g.data))
+        self.assertLess(worst, 1e-6)
+
+    def test_lora_flags(self):
+        with pt.Model.create(TINY, seed=3) as m:
+            m.add_lora(rank=2, targets=("q", "v"))
+            infos = m.tensors()
+            adapters = [i for i in infos if i["adapter"]]
+            self.assertEqual(len(adapters), 2 * 2 * 2)
+            self.assertTrue(all(i["trainable"] for i in adapters))
+            self.assertFalse(any(i["trainable"] for i in infos if not i["adapter"]))
+            self.assertEqual(m.num_trainable_params, sum(i["numel"] for i in adapters))
+
+
 def sgd(model, lr=1.0):
     return pt.Optimizer(model, type="sgd", lr=lr, momentum=0.0, weight_decay=0.0,
                         max_grad_norm=0.0)
