@@ -165,7 +165,7 @@ static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **i
             return cli_fail("generate --chat", st);
         pt_chat_message msg = { PT_CHAT_ROLE_USER, a->prompt, NULL };
         pt_chat_options co;
-        pt_chat_options_init(&co);
+        (void)pt_chat_options_init(&co); /* cannot fail: &co is not NULL */
         co.add_generation_prompt = 1;
         st = pt_chat_render_ids(ids, NULL, &len, t, tok, &msg, 1, &co);
         pt_chat_template_free(t);

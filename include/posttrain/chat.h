@@ -96,7 +96,8 @@ typedef struct pt_chat_options {
     const char *date_string;
 } pt_chat_options;
 
-PT_API void pt_chat_options_init(pt_chat_options *opts);
+/* Defaults; PT_EINVAL for NULL (like every other _init). */
+PT_API int pt_chat_options_init(pt_chat_options *opts);
 
 typedef struct pt_chat_template pt_chat_template;
 

@@ -420,7 +420,7 @@ _DECLS = {
     "pt_chat_role_name": (c_char_p, [c_int]),
     "pt_chat_role_from_name": (c_int, [P(c_int), c_char_p]),
     "pt_chat_family_name": (c_char_p, [c_int]),
-    "pt_chat_options_init": (None, [P(ChatOptions)]),
+    "pt_chat_options_init": (c_int, [P(ChatOptions)]),
     "pt_chat_template_from_name": (c_int, [pp, c_char_p]),
     "pt_chat_template_from_source": (c_int, [pp, c_char_p, c_char_p, c_char_p]),
     "pt_chat_template_from_tokenizer": (c_int, [pp, vp]),

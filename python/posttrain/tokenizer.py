@@ -296,7 +296,7 @@ class ChatTemplate(Handle):
     @staticmethod
     def _options(add_generation_prompt, bos, default_system, enable_thinking, date_string, keep):
         o = ChatOptions()
-        lib.pt_chat_options_init(ctypes.byref(o))
+        check(lib.pt_chat_options_init(ctypes.byref(o)), "pt_chat_options_init")
         o.add_generation_prompt = 1 if add_generation_prompt else 0
         if isinstance(bos, str):
             if bos not in _BOS:

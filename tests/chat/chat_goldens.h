@@ -59,7 +59,7 @@ static inline size_t conversation(pt_chat_message *m, size_t cap, const char *na
 /* The render options a golden case asks for. */
 static inline void case_options(pt_chat_options *o, const cJSON *c)
 {
-    pt_chat_options_init(o);
+    ck_assert_ok(pt_chat_options_init(o));
     o->add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt"));
     const cJSON *think = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
     if (cJSON_IsBool(think))

@@ -41,7 +41,9 @@ START_TEST(test_byte_tokenizer)
 
     /* the generation prompt (rollouts): nothing masked after it */
     pt_chat_options o;
-    pt_chat_options_init(&o);
+    ck_assert_ok(pt_chat_options_init(&o));
+    ck_assert_uint_eq(o.size, sizeof o);
+    ck_assert_status(pt_chat_options_init(NULL), PT_EINVAL, "NULL options");
     o.add_generation_prompt = 1;
     ck_assert_ok(pt_chat_render_ids(&ids, NULL, &n, t, tok, m, 1, &o));
     ck_assert_uint_eq(n, 21);

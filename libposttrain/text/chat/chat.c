@@ -134,14 +134,15 @@ const char *pt_chat_family_name(int family)
     }
 }
 
-void pt_chat_options_init(pt_chat_options *opts)
+int pt_chat_options_init(pt_chat_options *opts)
 {
     if (!opts)
-        return;
+        return pt_err(PT_EINVAL, "pt_chat_options_init: NULL options");
     memset(opts, 0, sizeof *opts);
     opts->size = sizeof *opts;
     opts->bos = PT_CHAT_BOS_TEMPLATE;
     opts->enable_thinking = 1;
+    return PT_OK;
 }
 
 /* ---- template objects ------------------------------------------------------ */
@@ -1053,7 +1054,7 @@ int pt_chat_render_internal(pt_chat_rendering *r, const pt_chat_template *t,
     if (!r || !t)
         return pt_err(PT_EINVAL, "chat render: NULL template");
     pt_chat_options defaults;
-    pt_chat_options_init(&defaults);
+    (void)pt_chat_options_init(&defaults); /* cannot fail: not NULL */
     if (opts) {
         if (opts->size < sizeof(size_t) || opts->size > sizeof defaults)
             return pt_err(PT_EINVAL, "pt_chat_options.size is %zu (expected at most %zu; use "
