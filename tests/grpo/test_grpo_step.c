@@ -619,6 +619,58 @@ START_TEST(test_zero_std_groups)
 }
 END_TEST
 
+static int abort_at_first_poll(void *payload)
+{
+    int *calls = payload;
+    return ++*calls >= 1;
+}
+
+START_TEST(test_abort_between_micro_batches)
+{
+    /* 6 rows in a 4-row context (two micro-batches): the abort callback
+     * stops the step at its first poll (in a forward or between
+     * micro-batches); the gradients are dropped and nothing is applied. */
+    make_samples();
+    pt_model *m = tiny_model(9);
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 4, 16));
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    add_samples(buf, NULL, NULL);
+    float *before = copy_params(m, false);
+    int calls = 0;
+    pt_set_abort_callback(abort_at_first_poll, &calls);
+    pt_grpo_stats st;
+    pt_grpo_stats_init(&st);
+    ck_assert_status(pt_grpo_step(&st, opt, ctx, buf, NULL), PT_ECANCELLED, NULL);
+    pt_set_abort_callback(NULL, NULL);
+    ck_assert_int_eq(calls, 1);
+    float *after = copy_params(m, false), *grads = copy_params(m, true);
+    size_t n = total_params(m);
+    ck_assert(memcmp(before, after, n * sizeof *before) == 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(grads[i] == 0.0f);
+    int64_t step = -1;
+    ck_assert_ok(pt_optimizer_get_step(&step, opt));
+    ck_assert_int_eq(step, 0);
+    /* and then the same step runs */
+    ck_assert_ok(pt_grpo_step(&st, opt, ctx, buf, NULL));
+    ck_assert_int_eq(st.step, 1);
+    ck_assert(st.grad_norm > 0);
+    free(before);
+    free(after);
+    free(grads);
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    pt_rollout_buffer_free(buf);
+    pt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grpo_step");
@@ -629,6 +681,7 @@ int main(void)
     tcase_add_test(tc, test_mu2_keeps_old_fixed);
     tcase_add_test(tc, test_bad_inputs);
     tcase_add_test(tc, test_zero_std_groups);
+    tcase_add_test(tc, test_abort_between_micro_batches);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_learns_reward);
     suite_add_tcase(s, tc);
