@@ -619,6 +619,59 @@ START_TEST(test_zero_std_groups)
 }
 END_TEST
 
+START_TEST(test_lora_adapters_only)
+{
+    /* With LoRA the step trains the adapters only: the base stays
+     * bit-identical, lora_B moves (it starts at 0, so its gradient is the
+     * one that is non-zero at the first step). */
+    make_samples();
+    pt_model *m = tiny_model(10);
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = 2;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    size_t nbase = pt_model_base_tensor_count(m);
+    float *base0 = malloc(total_params(m) * sizeof *base0);
+    size_t nb = 0;
+    for (size_t i = 0; i < nbase; i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        memcpy(base0 + nb, t->data, t->numel * sizeof *base0);
+        nb += t->numel;
+    }
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    oo.lr = 0.01;
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 8, 16));
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    add_samples(buf, NULL, NULL);
+    pt_grpo_stats st;
+    pt_grpo_stats_init(&st);
+    ck_assert_ok(pt_grpo_step(&st, opt, ctx, buf, NULL));
+    ck_assert(!st.skipped && st.grad_norm > 0);
+    nb = 0;
+    for (size_t i = 0; i < nbase; i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        ck_assert_msg(memcmp(base0 + nb, t->data, t->numel * sizeof *base0) == 0, "%s changed", t->name);
+        nb += t->numel;
+    }
+    const pt_tensor_ref *b = pt_model_find_tensor(m, "model.layers.0.self_attn.q_proj.lora_B.weight");
+    ck_assert(b != NULL);
+    double moved = 0;
+    for (size_t i = 0; i < b->numel; i++)
+        moved += fabsf(b->data[i]);
+    ck_assert_msg(moved > 1e-4, "lora_B did not move (%g)", moved);
+    free(base0);
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    pt_rollout_buffer_free(buf);
+    pt_model_free(m);
+}
+END_TEST
+
 static int abort_at_first_poll(void *payload)
 {
     int *calls = payload;
@@ -682,6 +735,7 @@ int main(void)
     tcase_add_test(tc, test_bad_inputs);
     tcase_add_test(tc, test_zero_std_groups);
     tcase_add_test(tc, test_abort_between_micro_batches);
+    tcase_add_test(tc, test_lora_adapters_only);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_learns_reward);
     suite_add_tcase(s, tc);
