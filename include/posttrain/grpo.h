@@ -78,6 +78,23 @@ PT_API int pt_rollout_buffer_count(int *n, const pt_rollout_buffer *buf);
 PT_API int pt_rollout_buffer_set_reward(pt_rollout_buffer *buf, int sample, int k, float reward);
 PT_API int pt_rollout_buffer_get_reward(float *reward, const pt_rollout_buffer *buf, int sample, int k);
 
+/* Which per-token log-probabilities of the samples. */
+typedef enum pt_rollout_logprobs {
+    PT_ROLLOUT_OLD = 0,  /* log pi_old, the sampling policy */
+    PT_ROLLOUT_REF = 1   /* log pi_ref, the reference policy of the KL term */
+} pt_rollout_logprobs;
+
+/* Compute the old or reference log-probabilities of every sample with a
+ * forward on ctx, replacing what the samples had.  ctx may belong to any
+ * model with the same vocabulary: for the reference, a frozen copy of the
+ * starting model (e.g. loaded from the same directory).  All or nothing: on
+ * error (a sample longer than the context, an id outside its vocabulary,
+ * PT_ECANCELLED) the buffer is unchanged. */
+PT_API int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which);
+/* Copy sample i's old or reference log-probabilities (n_ids - prompt_len
+ * floats) into out; PT_ESTATE when the sample has none yet. */
+PT_API int pt_rollout_buffer_get_logprobs(float *out, const pt_rollout_buffer *buf, int sample, int which);
+
 /* ---- rewards ---------------------------------------------------------------- */
 
 /* What a reward function sees of one sample (pointers valid during the call). */

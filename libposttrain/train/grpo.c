@@ -304,6 +304,109 @@ int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void
     return st;
 }
 
+int pt_rollout_buffer_get_logprobs(float *out, const pt_rollout_buffer *buf, int i, int which)
+{
+    if (!out || !buf)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_get_logprobs: NULL argument");
+    if (which != PT_ROLLOUT_OLD && which != PT_ROLLOUT_REF)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_get_logprobs: unknown which %d", which);
+    if (i < 0 || i >= buf->n)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_get_logprobs: sample %d is not in 0 .. %d", i, buf->n - 1);
+    const grpo_sample *s = &buf->s[i];
+    if (which == PT_ROLLOUT_OLD ? !s->has_old : !s->has_ref)
+        return pt_err(PT_ESTATE, "pt_rollout_buffer_get_logprobs: sample %d has no %s log-probabilities yet", i,
+                      which == PT_ROLLOUT_OLD ? "old" : "reference");
+    memcpy(out, which == PT_ROLLOUT_OLD ? s->old : s->ref, (size_t)s->n_comp * sizeof *out);
+    return PT_OK;
+}
+
+/* One row of a micro-batch for sample s, T wide: ids padded with 0,
+ * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */
+static void fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T)
+{
+    for (int t = 0; t < T; t++) {
+        ids[t] = t < s->n_ids ? s->ids[t] : 0;
+        tg[t] = (t >= s->prompt_len - 1 && t + 1 < s->n_ids) ? s->ids[t + 1] : -1;
+    }
+}
+
+int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
+{
+    if (!buf || !ctx)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_compute_logprobs: NULL argument");
+    if (which != PT_ROLLOUT_OLD && which != PT_ROLLOUT_REF)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_compute_logprobs: unknown which %d", which);
+    if (buf->n == 0)
+        return PT_OK;
+    int n = buf->n, maxlen = 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        maxlen = buf->s[i].n_ids > maxlen ? buf->s[i].n_ids : maxlen;
+        total += (size_t)buf->s[i].n_comp;
+    }
+    int rows_cap = n;
+    size_t cells = (size_t)n * (size_t)maxlen;
+    int32_t *bid = pt_malloc_array(cells, sizeof *bid), *btg = pt_malloc_array(cells, sizeof *btg);
+    float *blp = pt_malloc_array(cells, sizeof *blp), *res = pt_malloc_array(total, sizeof *res);
+    int st = PT_OK;
+    if (!bid || !btg || !blp || !res)
+        st = pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
+    size_t off = 0;
+    for (int i = 0; i < n && !st;) {
+        int rows = rows_cap < n - i ? rows_cap : n - i, T = 1;
+        for (int r = 0; r < rows; r++)
+            T = buf->s[i + r].n_ids > T ? buf->s[i + r].n_ids : T;
+        for (int r = 0; r < rows; r++)
+            fill_row(bid + (size_t)r * T, btg + (size_t)r * T, &buf->s[i + r], T);
+        if (i > 0 && (st = pt_check_abort()))
+            break;
+        pt_batch b;
+        pt_batch_init(&b);
+        b.batch = rows;
+        b.seq = T;
+        b.input_ids = bid;
+        b.targets = btg;
+        st = pt_model_forward(ctx, &b, blp, NULL);
+        if (st == PT_EINVAL && rows > 1) {
+            rows_cap = rows / 2;
+            st = PT_OK;
+            continue;
+        }
+        if (st) {
+            st = pt_err_prefix(st, "pt_rollout_buffer_compute_logprobs: forward of %d rows of %d tokens", rows, T);
+            break;
+        }
+        for (int r = 0; r < rows; r++) {
+            const grpo_sample *s = &buf->s[i + r];
+            memcpy(res + off, blp + (size_t)r * T + (s->prompt_len - 1), (size_t)s->n_comp * sizeof *res);
+            off += (size_t)s->n_comp;
+        }
+        i += rows;
+    }
+    for (int i = 0; i < n && !st; i++) {
+        grpo_sample *s = &buf->s[i];
+        if (which == PT_ROLLOUT_REF && !s->ref && !(s->ref = pt_malloc_array((size_t)s->n_comp, sizeof *s->ref)))
+            st = pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
+    }
+    if (!st) {
+        off = 0;
+        for (int i = 0; i < n; i++) {
+            grpo_sample *s = &buf->s[i];
+            memcpy(which == PT_ROLLOUT_OLD ? s->old : s->ref, res + off, (size_t)s->n_comp * sizeof *res);
+            if (which == PT_ROLLOUT_OLD)
+                s->has_old = true;
+            else
+                s->has_ref = true;
+            off += (size_t)s->n_comp;
+        }
+    }
+    free(bid);
+    free(btg);
+    free(blp);
+    free(res);
+    return st;
+}
+
 /* ---- rewards and advantages ---------------------------------------------------------- */
 
 double pt_grpo_combine_rewards(const float *r, const double *w, int k)
@@ -569,7 +672,7 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Reward, length and advantage statistics; fills adv and active. */
+/* Reward and completion-length statistics over every sample of the buffer. */
 static void reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R)
 {
     int n = buf->n;
@@ -631,8 +734,8 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     for (int i = 0; i < n; i++) {
         const grpo_sample *s = &buf->s[i];
         if (o->beta > 0 && !s->has_ref)
-            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (the step does not "
-                          "compute reference log-probabilities)", o->beta, i);
+            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, or fill them "
+                          "with pt_rollout_buffer_compute_logprobs)", o->beta, i);
         for (int t = 0; t < s->n_ids; t++)
             if (s->ids[t] >= cfg.vocab_size)
                 return pt_err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
@@ -727,11 +830,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
             const grpo_sample *s = &buf->s[k];
             if ((o->drop_zero_std_groups && zs[k]) || (o->mask_truncated_completions && s->truncated))
                 continue;
-            int32_t *ri = bid + (size_t)r * T, *rt = btg + (size_t)r * T;
-            for (int t = 0; t < T; t++) {
-                ri[t] = t < s->n_ids ? s->ids[t] : 0;
-                rt[t] = (t >= s->prompt_len - 1 && t + 1 < s->n_ids) ? s->ids[t + 1] : -1;
-            }
+            fill_row(bid + (size_t)r * T, btg + (size_t)r * T, s, T);
             r++;
         }
         pt_batch b;

@@ -672,6 +672,72 @@ START_TEST(test_lora_adapters_only)
 }
 END_TEST
 
+START_TEST(test_compute_logprobs)
+{
+    /* Reference log-probabilities from a forward of a second (reference)
+     * model; old ones from the policy itself: then the first step has ratio
+     * 1 and kl equals the mean k3 between the two models. */
+    make_samples();
+    pt_model *m = tiny_model(11), *refm = tiny_model(12);
+    pt_context *ctx, *rctx, *small;
+    ck_assert_ok(pt_context_create(&ctx, m, 8, 16));
+    ck_assert_ok(pt_context_create(&rctx, refm, 2, 16)); /* 6 rows in micro-batches of 2 */
+    ck_assert_ok(pt_context_create(&small, refm, 8, 5));
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    add_samples(buf, NULL, NULL);
+    float got[5];
+    ck_assert_status(pt_rollout_buffer_get_logprobs(got, buf, 0, PT_ROLLOUT_REF), PT_ESTATE, "no reference");
+    /* too long for a 5-token context: an error and the buffer unchanged */
+    ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, small, PT_ROLLOUT_REF), PT_EINVAL,
+                     "pt_rollout_buffer_compute_logprobs: forward of 1 rows");
+    ck_assert_status(pt_rollout_buffer_get_logprobs(got, buf, 0, PT_ROLLOUT_REF), PT_ESTATE, "no reference");
+    ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, ctx, 5), PT_EINVAL, "unknown which 5");
+    ck_assert_ok(pt_rollout_buffer_compute_logprobs(buf, rctx, PT_ROLLOUT_REF));
+    ck_assert_ok(pt_rollout_buffer_compute_logprobs(buf, ctx, PT_ROLLOUT_OLD));
+    float lpm[NS][5], lpr[NS][5];
+    current_logprobs(m, lpm);
+    current_logprobs(refm, lpr);
+    double k3 = 0, cnt = 0;
+    for (int i = 0; i < NS; i++) {
+        int nc = slen[i] - PL;
+        float o[5];
+        ck_assert_ok(pt_rollout_buffer_get_logprobs(got, buf, i, PT_ROLLOUT_REF));
+        ck_assert_ok(pt_rollout_buffer_get_logprobs(o, buf, i, PT_ROLLOUT_OLD));
+        for (int j = 0; j < nc; j++) {
+            ck_assert_float_eq_tol(got[j], lpr[i][j], 1e-5f);
+            ck_assert_float_eq_tol(o[j], lpm[i][j], 1e-5f);
+            if (smask[i][j]) {
+                double d = (double)got[j] - (double)o[j];
+                k3 += exp(d) - d - 1;
+                cnt++;
+            }
+        }
+    }
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    o.beta = 0.05;
+    o.epsilon_low = o.epsilon_high = 0.0;
+    pt_grpo_stats st;
+    pt_grpo_stats_init(&st);
+    ck_assert_ok(pt_grpo_step(&st, opt, ctx, buf, &o));
+    ck_assert(k3 / cnt > 1e-3);
+    ck_assert_double_eq_tol(st.kl, k3 / cnt, 1e-4 * k3 / cnt);
+    ck_assert_double_eq(st.clip_ratio_region, 0.0); /* the recorded old values are the policy's */
+    pt_context_free(ctx);
+    pt_context_free(rctx);
+    pt_context_free(small);
+    pt_optimizer_free(opt);
+    pt_rollout_buffer_free(buf);
+    pt_model_free(m);
+    pt_model_free(refm);
+}
+END_TEST
+
 static int abort_at_first_poll(void *payload)
 {
     int *calls = payload;
@@ -736,6 +802,7 @@ int main(void)
     tcase_add_test(tc, test_zero_std_groups);
     tcase_add_test(tc, test_abort_between_micro_batches);
     tcase_add_test(tc, test_lora_adapters_only);
+    tcase_add_test(tc, test_compute_logprobs);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_learns_reward);
     suite_add_tcase(s, tc);
