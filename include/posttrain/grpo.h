@@ -48,11 +48,12 @@ typedef struct pt_rollout_sample {
      * not (tool output an agent inserted).  NULL: all 1.  At least one 1. */
     const uint8_t *loss_mask;
     /* Per completion token: log pi_old of the token when it was sampled
-     * (pt_generate's logprobs), finite.  NULL: the first pt_grpo_step on the
+     * (pt_generate's logprobs), finite and <= 0.  NULL: the first pt_grpo_step on the
      * buffer records the current policy's values before it updates, and
      * later steps reuse them. */
     const float *old_logprobs;
-    /* Per completion token: log pi_ref (beta > 0 needs them), or NULL. */
+    /* Per completion token: log pi_ref, finite and <= 0 (beta > 0 needs
+     * them; see also pt_rollout_buffer_compute_logprobs), or NULL. */
     const float *ref_logprobs;
     int64_t group;               /* samples with equal group id form one group */
     /* n_reward_funcs scores (NaN: that function declined), or NULL: all
@@ -173,7 +174,8 @@ typedef struct pt_grpo_stats {
     double reward_func_std[PT_GRPO_MAX_REWARD_FUNCS];  /* (NaN when none scored) */
     double frac_reward_zero_std;  /* fraction of groups whose rewards are all equal */
     int64_t groups, groups_dropped;
-    double kl;                    /* mean k3 over loss tokens (0 when beta = 0 and no ref given) */
+    double kl;                    /* mean k3 over loss tokens when the samples have reference
+                                   * logprobs (whatever beta is), else 0 */
     double entropy;               /* NaN: the forward does not return the distribution */
     double clip_ratio_low, clip_ratio_high, clip_ratio_region; /* fractions of loss tokens */
     double completion_mean_length, completion_min_length, completion_max_length;
@@ -190,8 +192,9 @@ typedef struct pt_grpo_stats {
 PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);
 
 /* One optimizer step over the whole buffer.  ctx must be a context of the
- * optimizer's model; a sample longer than the context's max_seq is an
- * error.  Gradients are accumulated over micro-batches, then clipped and
+ * optimizer's model (not checked); a sample longer than the context's
+ * max_seq is an error.  Samples without old logprobs get the current
+ * policy's, recorded in the buffer for later steps.  Gradients are accumulated over micro-batches, then clipped and
  * applied exactly as pt_sft_step does (non-finite loss or gradients: skipped,
  * counted, PT_OK with stats->skipped).  On any error the weights and the
  * optimizer are unchanged.  stats may be NULL. */
