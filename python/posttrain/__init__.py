@@ -31,6 +31,8 @@ from .train import (OPTIMIZERS, SCHEDULES, Dataset, Optimizer, SftResult, StepRe
                     dataset_defaults, load_checkpoint, optimizer_defaults, save_checkpoint,
                     schedule_factor, sft_step)
 from .generate import FINISH_REASONS, HAS_GENERATE, Generation, Generator, generate_defaults
+from .grpo import (HAS_GRPO, IS_LEVELS, LOSS_TYPES, SCALE_REWARDS, GrpoStats, RewardSample,
+                   RolloutBuffer, grpo_defaults, grpo_step)
 from . import safetensors
 
 __version__ = "0.1.0"   # of this binding; version() gives the loaded library's
@@ -52,6 +54,8 @@ __all__ = [
     "StepResult", "SftResult", "OPTIMIZERS", "SCHEDULES", "optimizer_defaults",
     "dataset_defaults", "safetensors",
     "Generator", "Generation", "generate_defaults", "HAS_GENERATE", "FINISH_REASONS",
+    "RolloutBuffer", "RewardSample", "GrpoStats", "grpo_step", "grpo_defaults", "HAS_GRPO",
+    "SCALE_REWARDS", "LOSS_TYPES", "IS_LEVELS",
 ]
 
 # The library's major version must match the one this binding was written for.

@@ -300,6 +300,104 @@ class GenerateOptions(ctypes.Structure):
     ]
 
 
+PT_GRPO_MAX_REWARD_FUNCS = 8
+
+
+class RolloutBufferOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("n_reward_funcs", c_int),
+        ("reward_names", POINTER(c_char_p)),
+        ("reward_weights", POINTER(c_double)),
+    ]
+
+
+class RolloutSample(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("ids", POINTER(c_int32)),
+        ("n_ids", c_int),
+        ("prompt_len", c_int),
+        ("loss_mask", POINTER(ctypes.c_uint8)),
+        ("old_logprobs", POINTER(c_float)),
+        ("ref_logprobs", POINTER(c_float)),
+        ("group", c_int64),
+        ("rewards", POINTER(c_float)),
+        ("truncated", c_bool),
+    ]
+
+
+class RewardItem(ctypes.Structure):
+    _fields_ = [
+        ("ids", POINTER(c_int32)),
+        ("n_ids", c_int),
+        ("prompt_len", c_int),
+        ("group", c_int64),
+        ("truncated", c_bool),
+    ]
+
+
+class RewardBatch(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("n", c_int),
+        ("items", POINTER(RewardItem)),
+        ("func_index", c_int),
+        ("func_name", c_char_p),
+    ]
+
+
+class GrpoOptions(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("scale_rewards", c_int),
+        ("loss_type", c_int),
+        ("importance_sampling_level", c_int),
+        ("epsilon_low", c_double),
+        ("epsilon_high", c_double),
+        ("beta", c_double),
+        ("max_completion_length", c_int),
+        ("overlong_buffer", c_int),
+        ("mask_truncated_completions", c_bool),
+        ("drop_zero_std_groups", c_bool),
+        ("global_tokens", c_double),
+        ("global_samples", c_double),
+        ("micro_batch", c_int),
+    ]
+
+
+class GrpoStats(ctypes.Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("loss", c_double),
+        ("reward", c_double),
+        ("reward_std", c_double),
+        ("n_reward_funcs", c_int),
+        ("reward_func_mean", c_double * PT_GRPO_MAX_REWARD_FUNCS),
+        ("reward_func_std", c_double * PT_GRPO_MAX_REWARD_FUNCS),
+        ("frac_reward_zero_std", c_double),
+        ("groups", c_int64),
+        ("groups_dropped", c_int64),
+        ("kl", c_double),
+        ("entropy", c_double),
+        ("clip_ratio_low", c_double),
+        ("clip_ratio_high", c_double),
+        ("clip_ratio_region", c_double),
+        ("completion_mean_length", c_double),
+        ("completion_min_length", c_double),
+        ("completion_max_length", c_double),
+        ("clipped_ratio", c_double),
+        ("tokens", c_double),
+        ("grad_norm", c_double),
+        ("lr", c_double),
+        ("step", c_int64),
+        ("skipped", c_bool),
+        ("skipped_total", c_int64),
+        ("train_seconds", c_double),
+        ("tokens_per_second", c_double),
+    ]
+
+
 # Option structs with a size field, their C _init() and its return type (for
 # the layout test and for building defaults).
 OPTION_STRUCTS = {
@@ -323,6 +421,8 @@ OPTION_STRUCTS = {
 
 LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 ABORT_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
+# pt_reward_fn: int (*)(float *rewards, const pt_reward_batch *batch, void *payload)
+REWARD_FN = ctypes.CFUNCTYPE(c_int, POINTER(c_float), POINTER(RewardBatch), c_void_p)
 
 P = POINTER
 vp = c_void_p        # opaque handles are passed as void pointers
@@ -460,14 +560,33 @@ _DECLS = {
 }
 
 # Newer parts of the API, declared only when the loaded library has them
-# (posttrain/generate.h).
-_OPTIONAL_DECLS = {
+# (posttrain/generate.h, posttrain/grpo.h).
+_GENERATE_DECLS = {
     "pt_generate_options_init": (c_int, [P(GenerateOptions)]),
     "pt_generator_create": (c_int, [pp, vp, c_int, c_int]),
     "pt_generator_free": (None, [vp]),
     "pt_generate": (c_int, [P(c_int32), P(c_int32), P(c_int32), P(c_float), vp, P(c_int32),
                             P(c_int32), c_int, P(GenerateOptions)]),
 }
+_GRPO_DECLS = {
+    "pt_rollout_buffer_options_init": (c_int, [P(RolloutBufferOptions)]),
+    "pt_rollout_sample_init": (c_int, [P(RolloutSample)]),
+    "pt_rollout_buffer_create": (c_int, [pp, P(RolloutBufferOptions)]),
+    "pt_rollout_buffer_free": (None, [vp]),
+    "pt_rollout_buffer_add": (c_int, [vp, P(RolloutSample)]),
+    "pt_rollout_buffer_add_group": (c_int, [vp, P(RolloutSample), c_int]),
+    "pt_rollout_buffer_clear": (c_int, [vp]),
+    "pt_rollout_buffer_count": (c_int, [P(c_int), vp]),
+    "pt_rollout_buffer_set_reward": (c_int, [vp, c_int, c_int, c_float]),
+    "pt_rollout_buffer_get_reward": (c_int, [P(c_float), vp, c_int, c_int]),
+    "pt_rollout_buffer_compute_logprobs": (c_int, [vp, vp, c_int]),
+    "pt_rollout_buffer_get_logprobs": (c_int, [P(c_float), vp, c_int, c_int]),
+    "pt_rollout_buffer_score": (c_int, [vp, c_int, REWARD_FN, c_void_p]),
+    "pt_grpo_options_init": (c_int, [P(GrpoOptions)]),
+    "pt_grpo_stats_init": (c_int, [P(GrpoStats)]),
+    "pt_grpo_step": (c_int, [P(GrpoStats), vp, vp, vp, P(GrpoOptions)]),
+}
+_OPTIONAL_DECLS = dict(_GENERATE_DECLS, **_GRPO_DECLS)
 
 
 def has_symbol(name):
@@ -490,6 +609,13 @@ for _name, (_res, _args) in _OPTIONAL_DECLS.items():
         _fn.argtypes = _args
 del _name, _res, _args, _fn
 
-HAS_GENERATE = all(has_symbol(n) for n in _OPTIONAL_DECLS)
+HAS_GENERATE = all(has_symbol(n) for n in _GENERATE_DECLS)
 if HAS_GENERATE:
     OPTION_STRUCTS["pt_generate_options"] = (GenerateOptions, "pt_generate_options_init")
+HAS_GRPO = all(has_symbol(n) for n in _GRPO_DECLS)
+if HAS_GRPO:
+    OPTION_STRUCTS["pt_rollout_buffer_options"] = (RolloutBufferOptions,
+                                                   "pt_rollout_buffer_options_init")
+    OPTION_STRUCTS["pt_rollout_sample"] = (RolloutSample, "pt_rollout_sample_init")
+    OPTION_STRUCTS["pt_grpo_options"] = (GrpoOptions, "pt_grpo_options_init")
+    OPTION_STRUCTS["pt_grpo_stats"] = (GrpoStats, "pt_grpo_stats_init")

@@ -105,6 +105,11 @@ class Optimizer(Handle):
         """See posttrain.sft_step."""
         return sft_step(self, batches, weights, context)
 
+    def grpo_step(self, buffer, context=None, **options):
+        """See posttrain.grpo_step."""
+        from .grpo import grpo_step
+        return grpo_step(self, buffer, context, **options)
+
 
 def sft_step(optimizer, batches, weights=None, context=None):
     """One optimizer step over one Batch or a list of micro-batches (gradient

@@ -26,7 +26,8 @@ def init(name):
 
 class TestLayout(unittest.TestCase):
     def test_sizes_match_c(self):
-        self.assertEqual(len(_lib.OPTION_STRUCTS), 14 if _lib.HAS_GENERATE else 13)
+        self.assertEqual(len(_lib.OPTION_STRUCTS),
+                         13 + (1 if _lib.HAS_GENERATE else 0) + (4 if _lib.HAS_GRPO else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)
@@ -97,6 +98,53 @@ class TestLayout(unittest.TestCase):
         for name in ("pt_step_stats", "pt_sft_stats", "pt_dataset_stats"):
             s = init(name)
             self.assertEqual(s.step if hasattr(s, "step") else s.rows, 0, name)
+
+    @unittest.skipUnless(_lib.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+    def test_grpo_defaults_in_place(self):
+        bo = init("pt_rollout_buffer_options")
+        self.assertEqual(bo.n_reward_funcs, 1)
+        self.assertFalse(bo.reward_names)
+        self.assertFalse(bo.reward_weights)
+        s = init("pt_rollout_sample")
+        self.assertFalse(s.ids or s.loss_mask or s.old_logprobs or s.ref_logprobs or s.rewards)
+        self.assertEqual((s.n_ids, s.prompt_len, s.group, s.truncated), (0, 0, 0, False))
+        o = init("pt_grpo_options")
+        self.assertEqual((o.scale_rewards, o.loss_type, o.importance_sampling_level), (0, 2, 0))
+        self.assertEqual((o.epsilon_low, o.epsilon_high, o.beta), (0.2, 0.2, 0.0))
+        self.assertEqual((o.max_completion_length, o.overlong_buffer, o.micro_batch), (0, 0, 0))
+        self.assertFalse(o.mask_truncated_completions or o.drop_zero_std_groups)
+        self.assertEqual((o.global_tokens, o.global_samples), (0.0, 0.0))
+        st = init("pt_grpo_stats")
+        self.assertNotEqual(st.entropy, st.entropy)          # NaN, the last doubles zeroed
+        self.assertEqual((st.loss, st.groups, st.step, st.skipped_total, st.tokens_per_second),
+                         (0.0, 0, 0, 0, 0.0))
+
+    @unittest.skipUnless(_lib.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+    def test_reward_batch_layout(self):
+        # pt_reward_batch / pt_reward_item have no _init: a raw callback reads
+        # the size the library wrote and every item field.
+        seen = {}
+
+        def fn(rewards, batch_p, payload):
+            b = batch_p.contents
+            seen["size"] = b.size
+            seen["n"] = b.n
+            seen["func"] = (b.func_index, b.func_name)
+            seen["items"] = [(b.items[i].ids[:b.items[i].n_ids], b.items[i].prompt_len,
+                              b.items[i].group, b.items[i].truncated) for i in range(b.n)]
+            for i in range(b.n):
+                rewards[i] = 0.5 * i
+            return 0
+        cb = _lib.REWARD_FN(fn)
+        with pt.RolloutBuffer(["a", "b"]) as buf:
+            buf.add([1, 2], [3], group=-5)
+            buf.add([4], [5, 6, 7], group=1 << 40, truncated=True)
+            pt.errors.check(_lib.lib.pt_rollout_buffer_score(buf._ptr, 1, cb, None))
+            self.assertEqual(buf.get_reward(1, "b"), 0.5)
+        self.assertEqual(seen["size"], ctypes.sizeof(_lib.RewardBatch))
+        self.assertEqual(seen["n"], 2)
+        self.assertEqual(seen["func"], (1, b"b"))
+        self.assertEqual(seen["items"], [([1, 2, 3], 2, -5, False), ([4, 5, 6, 7], 1, 1 << 40, True)])
 
     def test_dir_info_nested_layout(self):
         # pt_model_dir_info nests a pt_model_config and a dtype table: every

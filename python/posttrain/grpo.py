@@ -1,0 +1,494 @@
+"""GRPO and its variants (posttrain/grpo.h): the rollout buffer, rewards
+(Python callables through pt_rollout_buffer_score) and pt_grpo_step.
+
+Available when the loaded library exports the GRPO API (posttrain.HAS_GRPO).
+
+    buf = pt.RolloutBuffer(["correct", "format"], [1.0, 0.2])
+    gens = buf.add_rollouts(model, prompts, num_generations=8, max_new_tokens=32)
+    buf.score("correct", lambda samples: [my_reward(s.completion) for s in samples])
+    stats = pt.grpo_step(opt, buf, loss_type="dapo")
+    buf.clear()
+"""
+
+import collections
+import ctypes
+import math
+
+from ._handle import Handle, out_handle
+from ._lib import GrpoStats as _CGrpoStats
+from ._lib import (HAS_GRPO, PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
+                   RolloutBufferOptions, RolloutSample, lib)
+from ._util import cstr, flat_float, int32_array, is_numpy
+from .errors import Error, InternalError, Unsupported, check, invalid
+from .model import Batch, Context, Model
+
+__all__ = ["RolloutBuffer", "RewardSample", "GrpoStats", "grpo_step", "grpo_defaults",
+           "HAS_GRPO", "SCALE_REWARDS", "LOSS_TYPES", "IS_LEVELS", "MAX_REWARD_FUNCS"]
+
+MAX_REWARD_FUNCS = PT_GRPO_MAX_REWARD_FUNCS
+SCALE_REWARDS = {"group": 0, "batch": 1, "none": 2, "rloo": 3}
+LOSS_TYPES = {"grpo": 0, "bnpo": 1, "dapo": 2, "dr_grpo": 3}
+IS_LEVELS = {"token": 0, "sequence": 1}
+_WHICH = {"old": 0, "ref": 1}
+
+# What a reward callable sees of one sample (in buffer order).
+RewardSample = collections.namedtuple(
+    "RewardSample", ["index", "ids", "prompt", "completion", "prompt_len", "group", "truncated"])
+
+_STAT_FIELDS = [f for f, _ in _CGrpoStats._fields_
+                if f not in ("size", "n_reward_funcs", "reward_func_mean", "reward_func_std")]
+# The step's statistics: every field of pt_grpo_stats; reward_func_mean and
+# reward_func_std are dicts {reward function name: value} (NaN when no
+# sample was scored by it).
+GrpoStats = collections.namedtuple(
+    "GrpoStats", _STAT_FIELDS[:3] + ["n_reward_funcs", "reward_func_mean", "reward_func_std"]
+    + _STAT_FIELDS[3:])
+
+_OPTION_FIELDS = [f for f, _ in GrpoOptions._fields_ if f != "size"]
+_ENUMS = {"scale_rewards": (SCALE_REWARDS, "scale_rewards"),
+          "loss_type": (LOSS_TYPES, "loss_type"),
+          "importance_sampling_level": (IS_LEVELS, "importance_sampling_level")}
+
+
+def _require():
+    if not HAS_GRPO:
+        raise Unsupported(-5, "the loaded libposttrain has no GRPO API (posttrain/grpo.h)")
+
+
+def _enum_name(value, table):
+    for k, v in table.items():
+        if v == value:
+            return k
+    return value
+
+
+def grpo_defaults():
+    """pt_grpo_options_init()'s defaults as a dict (enums by name)."""
+    _require()
+    o = GrpoOptions()
+    check(lib.pt_grpo_options_init(ctypes.byref(o)), "pt_grpo_options_init")
+    d = {f: getattr(o, f) for f in _OPTION_FIELDS}
+    for f, (table, _) in _ENUMS.items():
+        d[f] = _enum_name(d[f], table)
+    return d
+
+
+def _grpo_options(options):
+    o = GrpoOptions()
+    check(lib.pt_grpo_options_init(ctypes.byref(o)), "pt_grpo_options_init")
+    for k, v in options.items():
+        if k not in _OPTION_FIELDS:
+            raise invalid("unknown grpo option %r (valid: %s)" % (k, ", ".join(_OPTION_FIELDS)),
+                          "grpo_step")
+        if k in _ENUMS:
+            table, what = _ENUMS[k]
+            if isinstance(v, str):
+                if v not in table:
+                    raise invalid("unknown %s %r (valid: %s)" % (what, v, ", ".join(table)),
+                                  "grpo_step")
+                v = table[v]
+            elif isinstance(v, bool) or not isinstance(v, int):
+                raise invalid("%s must be one of %s (or its C enum value), not %r"
+                              % (what, ", ".join(table), v), "grpo_step")
+        try:
+            setattr(o, k, v)
+        except TypeError as e:
+            raise invalid("grpo option %r: %s" % (k, e), "grpo_step") from None
+    return o
+
+
+def _float_array(values, n, what, allow_none=False):
+    if values is None:
+        return None
+    if not is_numpy(values):
+        values = [math.nan if (allow_none and v is None) else v for v in values]
+    return flat_float(values, n, what)
+
+
+class RolloutBuffer(Handle):
+    """Completions with their log-probabilities, groups and rewards
+    (pt_rollout_buffer).
+
+    RolloutBuffer(reward_names=None, reward_weights=None): reward_names is a
+    list of up to 8 names (a single str for one), default one function
+    "reward0"; reward_weights one finite weight per function (default all
+    1).  Use with `with`, or close() it."""
+
+    _free_fn = "pt_rollout_buffer_free"
+    _kind = "rollout buffer"
+
+    def __init__(self, reward_names=None, reward_weights=None):
+        _require()
+        if isinstance(reward_names, (str, bytes)):
+            reward_names = [reward_names]
+        if reward_weights is not None and not is_numpy(reward_weights) and \
+                not isinstance(reward_weights, (list, tuple)):
+            reward_weights = [reward_weights]
+        o = RolloutBufferOptions()
+        check(lib.pt_rollout_buffer_options_init(ctypes.byref(o)),
+              "pt_rollout_buffer_options_init")
+        names = list(reward_names) if reward_names is not None else None
+        weights = [float(w) for w in reward_weights] if reward_weights is not None else None
+        if names is not None and weights is not None and len(names) != len(weights):
+            raise invalid("%d reward names but %d weights" % (len(names), len(weights)),
+                          "RolloutBuffer")
+        n = len(names) if names is not None else (len(weights) if weights is not None else 1)
+        keep = []
+        o.n_reward_funcs = n
+        if names is not None:
+            if len(set(names)) != len(names):
+                raise invalid("reward names must be distinct: %r" % (names,), "RolloutBuffer")
+            bn = [cstr(s, "reward name", allow_none=False) for s in names]
+            arr = (ctypes.c_char_p * max(n, 1))(*bn)
+            keep.append(arr)
+            o.reward_names = arr
+        if weights is not None:
+            warr = (ctypes.c_double * max(n, 1))(*weights)
+            keep.append(warr)
+            o.reward_weights = warr
+        out = out_handle()
+        check(lib.pt_rollout_buffer_create(ctypes.byref(out), ctypes.byref(o)),
+              "pt_rollout_buffer_create")
+        super().__init__(out.value)
+        self.reward_names = ([b.decode("utf-8") for b in bn] if names is not None
+                             else ["reward%d" % k for k in range(n)])
+        self.reward_weights = weights if weights is not None else [1.0] * n
+        # What the C API does not hand back: each sample's (n_ids, prompt_len,
+        # group), in buffer order (kept in step with every successful add).
+        self._meta = []
+
+    # -- adding samples --------------------------------------------------------------
+    def _sample(self, keep, prompt_ids, completion_ids, loss_mask, old_logprobs, ref_logprobs,
+                group, rewards, truncated, what):
+        if group is None:
+            raise invalid("%s: group is required (samples with equal group ids form one group)"
+                          % what, "RolloutBuffer.add")
+        p = list(prompt_ids) if not is_numpy(prompt_ids) else prompt_ids.tolist()
+        c = list(completion_ids) if not is_numpy(completion_ids) else completion_ids.tolist()
+        ids, n_ids = int32_array(p + c, what + " ids")
+        nc = len(c)
+        s = RolloutSample()
+        check(lib.pt_rollout_sample_init(ctypes.byref(s)), "pt_rollout_sample_init")
+        s.ids = ctypes.cast(ids, ctypes.POINTER(ctypes.c_int32))
+        s.n_ids = n_ids
+        s.prompt_len = len(p)
+        keep.append(ids)
+        if loss_mask is not None:
+            mm = [int(v) for v in loss_mask]
+            if len(mm) != nc:
+                raise invalid("%s: loss_mask has %d entries for %d completion tokens"
+                              % (what, len(mm), nc), "RolloutBuffer.add")
+            if any(v < 0 or v > 255 for v in mm):
+                raise invalid("%s: loss_mask entries must be 0 or 1" % what, "RolloutBuffer.add")
+            ma = (ctypes.c_uint8 * max(nc, 1))(*mm)
+            keep.append(ma)
+            s.loss_mask = ctypes.cast(ma, ctypes.POINTER(ctypes.c_uint8))
+        for field, vals in (("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs)):
+            if vals is not None:
+                fa = _float_array(vals, nc, "%s: %s" % (what, field))
+                keep.append(fa)
+                setattr(s, field, ctypes.cast(fa, ctypes.POINTER(ctypes.c_float)))
+        if rewards is not None:
+            k = len(self.reward_names)
+            if not isinstance(rewards, (list, tuple)) and not is_numpy(rewards):
+                rewards = [rewards]
+            ra = _float_array(rewards, k, "%s: rewards (one per reward function)" % what,
+                              allow_none=True)
+            keep.append(ra)
+            s.rewards = ctypes.cast(ra, ctypes.POINTER(ctypes.c_float))
+        s.group = int(group)
+        s.truncated = bool(truncated)
+        return s, (n_ids, len(p), int(group))
+
+    def add(self, prompt_ids, completion_ids, loss_mask=None, old_logprobs=None,
+            ref_logprobs=None, group=None, rewards=None, truncated=False):
+        """Copy one sample in (pt_rollout_buffer_add).  Per completion token:
+        loss_mask (1 = trained on, 0 = e.g. tool output; None: all 1),
+        old_logprobs (sampling log-probabilities, <= 0; None: recorded by the
+        first grpo_step), ref_logprobs (needed when beta > 0).  group is
+        required: samples with equal group ids form one group.  rewards:
+        one score per reward function (None or NaN: declined), or None
+        (unscored).  truncated: hit the length limit.  Returns its index."""
+        self._ptr
+        keep = []
+        s, meta = self._sample(keep, prompt_ids, completion_ids, loss_mask, old_logprobs,
+                               ref_logprobs, group, rewards, truncated, "sample")
+        check(lib.pt_rollout_buffer_add(self._ptr, ctypes.byref(s)), "pt_rollout_buffer_add")
+        self._meta.append(meta)
+        return len(self._meta) - 1
+
+    def add_group(self, prompt_ids, completions, loss_masks=None, old_logprobs=None,
+                  ref_logprobs=None, group=None, rewards=None, truncated=None):
+        """Copy G completions of one prompt in as one group, all or nothing
+        (pt_rollout_buffer_add_group).  completions: G lists of ids; the
+        other arguments are None or G per-completion entries (each as for
+        add(); truncated: G bools).  group None picks a new id (one more
+        than the largest in the buffer).  Returns the group id."""
+        self._ptr
+        comps = list(completions)
+        G = len(comps)
+        if G == 0:
+            raise invalid("add_group: no completions", "RolloutBuffer.add_group")
+
+        def per(x, name):
+            if x is None:
+                return [None] * G
+            x = list(x)
+            if len(x) != G:
+                raise invalid("add_group: %s has %d entries for %d completions"
+                              % (name, len(x), G), "RolloutBuffer.add_group")
+            return x
+        masks, olds, refs, rews = (per(loss_masks, "loss_masks"), per(old_logprobs, "old_logprobs"),
+                                   per(ref_logprobs, "ref_logprobs"), per(rewards, "rewards"))
+        truncs = per(truncated, "truncated")
+        if group is None:
+            group = self._next_group()
+        keep = []
+        arr = (RolloutSample * G)()
+        metas = []
+        for i in range(G):
+            s, meta = self._sample(keep, prompt_ids, comps[i], masks[i], olds[i], refs[i], group,
+                                   rews[i], bool(truncs[i]), "completion %d" % i)
+            arr[i] = s
+            metas.append(meta)
+        check(lib.pt_rollout_buffer_add_group(self._ptr, arr, G), "pt_rollout_buffer_add_group")
+        self._meta.extend(metas)
+        return int(group)
+
+    def _next_group(self):
+        return max((m[2] for m in self._meta), default=-1) + 1
+
+    def add_generations(self, prompts, generations):
+        """Put model.generate()'s outputs in as one group per prompt.
+
+        prompts: P prompts (lists of ids).  generations: either P lists of G
+        Generation objects, or a flat list of P*G Generations in the order
+        generate() returns them for the prompts each repeated G times
+        ([p0]*G + [p1]*G + ...).  Each Generation's logprobs become the old
+        log-probabilities (None if generated with logprobs=False), and
+        finish_reason "length" marks it truncated.  New group ids are
+        taken; returns them (one per prompt)."""
+        prompts = [list(p) for p in prompts]
+        gens = list(generations)
+        P = len(prompts)
+        if P == 0:
+            raise invalid("add_generations: no prompts", "RolloutBuffer.add_generations")
+        if gens and isinstance(gens[0], (list, tuple)) and not hasattr(gens[0], "tokens"):
+            if len(gens) != P:
+                raise invalid("add_generations: %d lists of generations for %d prompts"
+                              % (len(gens), P), "RolloutBuffer.add_generations")
+            per_prompt = [list(g) for g in gens]
+        else:
+            if len(gens) % P != 0 or not gens:
+                raise invalid("add_generations: %d generations is not a multiple of %d prompts"
+                              % (len(gens), P), "RolloutBuffer.add_generations")
+            G = len(gens) // P
+            per_prompt = [gens[i * G:(i + 1) * G] for i in range(P)]
+        groups = []
+        for p, gs in zip(prompts, per_prompt):
+            groups.append(self.add_group(
+                p, [g.tokens for g in gs],
+                old_logprobs=(None if any(g.logprobs is None for g in gs)
+                              else [g.logprobs for g in gs]),
+                truncated=[g.finish_reason == "length" for g in gs]))
+        return groups
+
+    def add_rollouts(self, model, prompts, num_generations, **generate_options):
+        """Sample num_generations completions of each prompt with
+        model.generate(..., logprobs=True) and add them as one group per
+        prompt (add_generations).  generate_options go to model.generate
+        (max_new_tokens, temperature, top_k, top_p, min_p, seed, stop_ids);
+        row r samples from stream (seed, r), so pass a new seed each round.
+        Use temperature 1 for old log-probabilities that match the policy.
+        Returns the Generations, one list of num_generations per prompt."""
+        G = int(num_generations)
+        if G < 1:
+            raise invalid("num_generations %d must be >= 1" % G, "RolloutBuffer.add_rollouts")
+        prompts = [list(p) for p in prompts]
+        rows = [p for p in prompts for _ in range(G)]
+        out = model.generate(rows, logprobs=True, **generate_options)
+        per_prompt = [out[i * G:(i + 1) * G] for i in range(len(prompts))]
+        self.add_generations(prompts, per_prompt)
+        return per_prompt
+
+    # -- contents --------------------------------------------------------------------
+    def clear(self):
+        """Forget every sample (the reward functions stay)."""
+        check(lib.pt_rollout_buffer_clear(self._ptr), "pt_rollout_buffer_clear")
+        self._meta = []
+
+    def __len__(self):
+        n = ctypes.c_int()
+        check(lib.pt_rollout_buffer_count(ctypes.byref(n), self._ptr), "pt_rollout_buffer_count")
+        if n.value != len(self._meta):  # pragma: no cover - would be a binding bug
+            raise InternalError(-16, "rollout buffer holds %d samples, the binding counted %d"
+                                % (n.value, len(self._meta)), "RolloutBuffer.__len__")
+        return n.value
+
+    def sample_info(self, i):
+        """(n_ids, prompt_len, group) of sample i, as added."""
+        return self._meta[self._index(i)]
+
+    @property
+    def max_len(self):
+        """The longest sample (prompt plus completion), 0 when empty."""
+        return max((m[0] for m in self._meta), default=0)
+
+    def _index(self, i):
+        n = len(self._meta)
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise invalid("sample %d is not in 0 .. %d" % (i, n - 1), "RolloutBuffer")
+        return i
+
+    def _func(self, k):
+        if isinstance(k, str):
+            if k not in self.reward_names:
+                raise invalid("unknown reward function %r (the buffer's: %s)"
+                              % (k, ", ".join(self.reward_names)), "RolloutBuffer")
+            return self.reward_names.index(k)
+        return int(k)
+
+    def set_reward(self, sample, k, reward):
+        """Set reward function k's (index or name) score of a sample; None or
+        NaN declines."""
+        v = math.nan if reward is None else float(reward)
+        check(lib.pt_rollout_buffer_set_reward(self._ptr, int(sample), self._func(k), v),
+              "pt_rollout_buffer_set_reward")
+
+    def get_reward(self, sample, k):
+        """Reward function k's score of a sample (NaN: declined or unscored)."""
+        v = ctypes.c_float()
+        check(lib.pt_rollout_buffer_get_reward(ctypes.byref(v), self._ptr, int(sample),
+                                               self._func(k)), "pt_rollout_buffer_get_reward")
+        return v.value
+
+    def rewards(self):
+        """Every score: one list of len(reward_names) floats per sample."""
+        K = len(self.reward_names)
+        return [[self.get_reward(i, k) for k in range(K)] for i in range(len(self))]
+
+    def score(self, k, fn):
+        """Score every sample with reward function k (index or name) through
+        fn(samples) -> rewards (pt_rollout_buffer_score).
+
+        samples is a list of RewardSample(index, ids, prompt, completion,
+        prompt_len, group, truncated) in buffer order; fn returns one value
+        per sample (None or NaN: declined).  If fn raises, the buffer keeps
+        its previous scores and that exception is re-raised, its __cause__
+        the CallbackError (PT_ECALLBACK) the library reported.  An infinite
+        reward is a CallbackError."""
+        k = self._func(k)
+        if not callable(fn):
+            raise invalid("score: fn must be callable", "RolloutBuffer.score")
+        failure = []
+
+        def bridge(rewards, batch_p, payload):
+            try:
+                b = batch_p.contents
+                if b.size != ctypes.sizeof(RewardBatch):
+                    raise InternalError(-16, "pt_reward_batch size %d is not the binding's %d"
+                                        % (b.size, ctypes.sizeof(RewardBatch)), "score")
+                samples = []
+                for i in range(b.n):
+                    it = b.items[i]
+                    ids = it.ids[:it.n_ids]
+                    samples.append(RewardSample(i, ids, ids[:it.prompt_len], ids[it.prompt_len:],
+                                                it.prompt_len, it.group, bool(it.truncated)))
+                vals = fn(samples)
+                vals = list(vals) if not is_numpy(vals) else vals.tolist()
+                if len(vals) != b.n:
+                    raise invalid("reward function %r returned %d values for %d samples"
+                                  % (self.reward_names[k], len(vals), b.n), "RolloutBuffer.score")
+                conv = [math.nan if v is None else float(v) for v in vals]
+                for i, v in enumerate(conv):
+                    rewards[i] = v
+                return 0
+            except BaseException as e:  # noqa: B902 - KeyboardInterrupt must not cross C
+                failure.append(e)
+                return 1
+
+        cb = REWARD_FN(bridge)   # alive until pt_rollout_buffer_score returns
+        st = lib.pt_rollout_buffer_score(self._ptr, k, cb, None)
+        if failure:
+            err = failure[0]
+            try:
+                check(st, "pt_rollout_buffer_score")
+            except Error as pe:
+                raise err from pe
+            raise err
+        check(st, "pt_rollout_buffer_score")
+
+    # -- log-probabilities -------------------------------------------------------------
+    def _context(self, context_or_model, what):
+        if isinstance(context_or_model, Context):
+            return context_or_model
+        if isinstance(context_or_model, Model):
+            n = len(self)
+            big = Batch.__new__(Batch)
+            big.batch = max(1, min(n, 16))
+            big.seq = max(1, self.max_len)
+            return context_or_model._context_for(big)
+        raise invalid("%s needs a posttrain.Context or a posttrain.Model, not %s"
+                      % (what, type(context_or_model).__name__), what)
+
+    def compute_logprobs(self, context_or_model, old=True, ref=False):
+        """Fill the old (old=True) and/or reference (ref=True) log-probabilities
+        of every sample with a forward (pt_rollout_buffer_compute_logprobs),
+        replacing what the samples had.  A Model uses its internal context;
+        for the reference pass the frozen reference model.  All or nothing."""
+        ctx = self._context(context_or_model, "compute_logprobs")
+        for flag, which in ((old, 0), (ref, 1)):
+            if flag:
+                check(lib.pt_rollout_buffer_compute_logprobs(self._ptr, ctx._ptr, which),
+                      "pt_rollout_buffer_compute_logprobs")
+
+    def get_logprobs(self, sample, which="old"):
+        """Sample's "old" or "ref" log-probabilities, one per completion token
+        (StateError when it has none yet)."""
+        if which not in _WHICH:
+            raise invalid("which must be 'old' or 'ref', not %r" % (which,),
+                          "RolloutBuffer.get_logprobs")
+        i = self._index(sample)
+        n_ids, plen, _ = self._meta[i]
+        out = (ctypes.c_float * (n_ids - plen))()
+        check(lib.pt_rollout_buffer_get_logprobs(out, self._ptr, i, _WHICH[which]),
+              "pt_rollout_buffer_get_logprobs")
+        return list(out)
+
+
+def grpo_step(optimizer, buffer, context=None, **options):
+    """One optimizer step over the whole buffer (pt_grpo_step).
+
+    options are pt_grpo_options fields by keyword: scale_rewards ("group",
+    "batch", "none", "rloo"), loss_type ("grpo", "bnpo", "dapo", "dr_grpo"),
+    importance_sampling_level ("token", "sequence"), epsilon_low,
+    epsilon_high, beta, max_completion_length, overlong_buffer,
+    mask_truncated_completions, drop_zero_std_groups, global_tokens,
+    global_samples, micro_batch; unset ones keep pt_grpo_options_init()'s
+    defaults (grpo_defaults()).  context: a Context of the optimizer's model
+    (default: the model's internal one, sized for the buffer).  Returns
+    GrpoStats."""
+    _require()
+    if not isinstance(buffer, RolloutBuffer):
+        raise invalid("grpo_step needs a posttrain.RolloutBuffer, not %s"
+                      % type(buffer).__name__, "grpo_step")
+    o = _grpo_options(options)
+    buffer._ptr
+    if context is None:
+        context = buffer._context(optimizer.model, "grpo_step")
+    elif not isinstance(context, Context):
+        raise invalid("context must be a posttrain.Context", "grpo_step")
+    s = _CGrpoStats()
+    check(lib.pt_grpo_stats_init(ctypes.byref(s)), "pt_grpo_stats_init")
+    check(lib.pt_grpo_step(ctypes.byref(s), optimizer._ptr, context._ptr, buffer._ptr,
+                           ctypes.byref(o)), "pt_grpo_step")
+    names = buffer.reward_names
+    vals = {f: getattr(s, f) for f in _STAT_FIELDS}
+    vals["n_reward_funcs"] = s.n_reward_funcs
+    vals["reward_func_mean"] = {names[k]: s.reward_func_mean[k] for k in range(s.n_reward_funcs)}
+    vals["reward_func_std"] = {names[k]: s.reward_func_std[k] for k in range(s.n_reward_funcs)}
+    vals["skipped"] = bool(vals["skipped"])
+    return GrpoStats(**vals)
