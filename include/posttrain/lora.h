@@ -60,6 +60,15 @@ PT_API int pt_lora_options_init(pt_lora_options *o);
 PT_API int pt_model_add_lora(pt_model *model, const pt_lora_options *opts);
 /* True when the model carries adapters (false for NULL). */
 PT_API bool pt_model_has_lora(const pt_model *model);
+/* Switch the adapters off (false) or on again (true): while off, forwards and
+ * generation compute the frozen base model alone, e.g. the reference policy
+ * of GRPO's KL term, with no second copy of the weights; a backward is then
+ * refused with PT_ESTATE (nothing trainable would get a gradient).  The
+ * switch is the model's: it affects every context and generator of it, so
+ * do not flip it while another thread runs one.  PT_ESTATE without adapters. */
+PT_API int pt_model_set_lora_enabled(pt_model *model, bool enabled);
+/* True when the model has adapters and they are switched on. */
+PT_API bool pt_model_lora_enabled(const pt_model *model);
 /* Copy the model's adapter settings (PT_ESTATE if it has none). */
 PT_API int pt_model_get_lora(pt_lora_options *out, const pt_model *model);
 /* Fold the adapters into the base, W += scaling * B A, then remove them and

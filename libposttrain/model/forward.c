@@ -516,6 +516,9 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
     if (ctx->state != ST_FORWARD)
         return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
                       "context (call pt_model_forward first; one backward per forward)");
+    int st = pt_lora_check_backward(ctx->model, "pt_model_backward");
+    if (st)
+        return st;
     const size_t n = (size_t)ctx->B * ctx->T;
     memcpy(ctx->dlp, dlogprobs, n * sizeof *ctx->dlp);
     return backward_impl(ctx, ctx->dlp);
@@ -533,6 +536,11 @@ int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *
     if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
         return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
                       b->batch, b->seq, ctx->max_batch, ctx->max_seq);
+    if (backward) {
+        int st = pt_lora_check_backward(ctx->model, "pt_model_loss");
+        if (st)
+            return st;
+    }
     const size_t n = (size_t)b->batch * b->seq;
     double wsum = 0.0;
     for (size_t i = 0; i < n; i++) {

@@ -83,6 +83,35 @@ bool pt_model_has_lora(const pt_model *m)
     return m && m->lora;
 }
 
+int pt_model_set_lora_enabled(pt_model *m, bool enabled)
+{
+    if (!m)
+        return pt_err(PT_EINVAL, "pt_model_set_lora_enabled: NULL model");
+    if (!m->lora)
+        return pt_err(PT_ESTATE, "pt_model_set_lora_enabled: the model has no LoRA adapters");
+    m->lora->disabled = !enabled;
+    return PT_OK;
+}
+
+bool pt_model_lora_enabled(const pt_model *m)
+{
+    return m && m->lora && !m->lora->disabled;
+}
+
+bool pt_lora_disabled(const pt_model *m)
+{
+    return m && m->lora && m->lora->disabled;
+}
+
+int pt_lora_check_backward(const pt_model *m, const char *who)
+{
+    if (pt_lora_disabled(m))
+        return pt_err(PT_ESTATE, "%s: the model's LoRA adapters are switched off "
+                      "(pt_model_set_lora_enabled) and its base is frozen: nothing would get a "
+                      "gradient", who);
+    return PT_OK;
+}
+
 int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
 {
     if (!out || !m)
@@ -278,7 +307,7 @@ int pt_model_merge_lora(pt_model *m)
 void pt_lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask, float *scratch)
 {
     const struct pt_lora *l = m->lora;
-    if (!l)
+    if (!l || l->disabled)
         return;
     size_t off = 0;
     for (int k = 0; k < PT_LORA_NMOD; k++) {

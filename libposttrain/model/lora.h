@@ -16,6 +16,7 @@ typedef struct pt_lora_pair {
 struct pt_lora {
     pt_lora_options opts;
     float scale;            /* alpha / r */
+    bool disabled;          /* pt_model_set_lora_enabled(false): forwards skip the adapters */
     size_t nbase;           /* base tensors at the start of the tensor table */
     size_t nadapters;       /* adapters (two table entries each) */
     size_t num_floats;      /* floats in each of params / grads */
@@ -36,6 +37,11 @@ void pt_lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask,
 /* Make *buf (capacity *cap floats, 64-byte aligned) hold the adapter scratch
  * (4 * rows * r floats) for `rows` rows; a no-op without adapters. */
 int pt_lora_scratch(float **buf, size_t *cap, const pt_model *m, size_t rows);
+/* True when the model has adapters and they are switched off. */
+bool pt_lora_disabled(const pt_model *m);
+/* PT_ESTATE (naming `who`) when a backward would reach nothing trainable
+ * because the adapters are switched off; PT_OK otherwise. */
+int pt_lora_check_backward(const pt_model *m, const char *who);
 /* Zero the adapters' gradients (no-op without adapters). */
 void pt_lora_zero_grads(pt_model *m);
 /* Free the adapters' memory (for pt_model_free; the table is not touched). */

@@ -2,6 +2,7 @@
  * per-token loss and the step (docs/grpo.md has the formulas). */
 #include "core/core.h"
 #include "model/model.h"
+#include "posttrain/lora.h"
 #include "train/grpo_internal.h"
 #include "train/optimizer.h"
 
@@ -330,12 +331,10 @@ static void fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T)
     }
 }
 
-int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
+/* Fill `which` logprobs from forwards on ctx: of every sample, or with
+ * only_missing of the samples that have none yet (all or nothing). */
+static int compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing)
 {
-    if (!buf || !ctx)
-        return pt_err(PT_EINVAL, "pt_rollout_buffer_compute_logprobs: NULL argument");
-    if (which != PT_ROLLOUT_OLD && which != PT_ROLLOUT_REF)
-        return pt_err(PT_EINVAL, "pt_rollout_buffer_compute_logprobs: unknown which %d", which);
     if (buf->n == 0)
         return PT_OK;
     int n = buf->n, maxlen = 0;
@@ -392,6 +391,10 @@ int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, 
         off = 0;
         for (int i = 0; i < n; i++) {
             grpo_sample *s = &buf->s[i];
+            if (only_missing && (which == PT_ROLLOUT_OLD ? s->has_old : s->has_ref)) {
+                off += (size_t)s->n_comp;
+                continue;
+            }
             memcpy(which == PT_ROLLOUT_OLD ? s->old : s->ref, res + off, (size_t)s->n_comp * sizeof *res);
             if (which == PT_ROLLOUT_OLD)
                 s->has_old = true;
@@ -405,6 +408,28 @@ int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, 
     free(blp);
     free(res);
     return st;
+}
+
+int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
+{
+    if (!buf || !ctx)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_compute_logprobs: NULL argument");
+    if (which != PT_ROLLOUT_OLD && which != PT_ROLLOUT_REF)
+        return pt_err(PT_EINVAL, "pt_rollout_buffer_compute_logprobs: unknown which %d", which);
+    return compute_logprobs(buf, ctx, which, false);
+}
+
+/* With LoRA, the reference policy is the frozen base: the reference
+ * logprobs the samples lack come from forwards with the adapters switched
+ * off (switched on again whatever happens). */
+static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_model *model)
+{
+    int st = pt_model_set_lora_enabled(model, false);
+    if (st)
+        return st;
+    st = compute_logprobs(buf, ctx, PT_ROLLOUT_REF, true);
+    pt_model_set_lora_enabled(model, true);
+    return st ? pt_err_prefix(st, "pt_grpo_step: reference logprobs of the base model (adapters off)") : PT_OK;
 }
 
 /* ---- rewards and advantages ---------------------------------------------------------- */
@@ -731,17 +756,23 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     if ((st = pt_model_get_config(&cfg, model)))
         return st;
     int n = buf->n, maxlen = 0;
+    bool refs_from_base = false;
     for (int i = 0; i < n; i++) {
         const grpo_sample *s = &buf->s[i];
-        if (o->beta > 0 && !s->has_ref)
-            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, or fill them "
-                          "with pt_rollout_buffer_compute_logprobs)", o->beta, i);
+        if (o->beta > 0 && !s->has_ref && pt_model_lora_enabled(model))
+            refs_from_base = true;
+        else if (o->beta > 0 && !s->has_ref)
+            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, fill them "
+                          "with pt_rollout_buffer_compute_logprobs, or train LoRA adapters: their base is the "
+                          "reference)", o->beta, i);
         for (int t = 0; t < s->n_ids; t++)
             if (s->ids[t] >= cfg.vocab_size)
                 return pt_err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
                               (int)s->ids[t], cfg.vocab_size);
         maxlen = s->n_ids > maxlen ? s->n_ids : maxlen;
     }
+    if (refs_from_base && (st = fill_reference_from_base(buf, ctx, model)))
+        return st;
     double t0 = now_seconds();
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);

@@ -738,6 +738,94 @@ START_TEST(test_compute_logprobs)
 }
 END_TEST
 
+START_TEST(test_lora_base_is_reference)
+{
+    /* With LoRA adapters and beta > 0, samples without reference logprobs
+     * get them from the frozen base: the adapters switched off make the
+     * model compute exactly its base (bit-identical to a model that never
+     * had adapters), and the step's reference values and kl are those. */
+    make_samples();
+    pt_model *m = tiny_model(13), *base = tiny_model(13);
+    ck_assert_status(pt_model_set_lora_enabled(base, false), PT_ESTATE, "has no LoRA adapters");
+    ck_assert(!pt_model_lora_enabled(base));
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = 2;
+    lo.targets = PT_LORA_ALL;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    ck_assert(pt_model_lora_enabled(m));
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    oo.lr = 0.05;
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 8, 16));
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    add_samples(buf, NULL, NULL);
+    pt_grpo_stats st;
+    pt_grpo_stats_init(&st);
+    ck_assert_ok(pt_grpo_step(&st, opt, ctx, buf, NULL)); /* beta 0: moves lora_B off 0 */
+
+    float lpb[NS][5], lpm[NS][5], lpoff[NS][5];
+    current_logprobs(base, lpb);
+    current_logprobs(m, lpm);
+    double diff = 0;
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < slen[i] - PL; j++)
+            diff = fmax(diff, fabs((double)lpm[i][j] - lpb[i][j]));
+    ck_assert_msg(diff > 1e-4, "the adapters changed nothing (%g)", diff);
+    ck_assert_ok(pt_model_set_lora_enabled(m, false));
+    ck_assert(!pt_model_lora_enabled(m));
+    current_logprobs(m, lpoff);
+    for (int i = 0; i < NS; i++)
+        ck_assert(memcmp(lpoff[i], lpb[i], (size_t)(slen[i] - PL) * sizeof(float)) == 0);
+    /* switched off, nothing is trainable: a backward is refused */
+    int32_t tg[16];
+    for (int t = 0; t < slen[0]; t++)
+        tg[t] = t + 1 < slen[0] ? sids[0][t + 1] : -1;
+    pt_batch b = pt_test_row_batch(sids[0], tg, slen[0]);
+    float loss;
+    ck_assert_status(pt_model_loss(&loss, ctx, &b, NULL, true), PT_ESTATE, "switched off");
+    ck_assert_ok(pt_model_set_lora_enabled(m, true));
+
+    /* a fresh buffer without reference values, beta > 0 */
+    pt_rollout_buffer *buf2;
+    ck_assert_ok(pt_rollout_buffer_create(&buf2, NULL));
+    add_samples(buf2, NULL, NULL);
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    o.beta = 0.1;
+    pt_grpo_stats_init(&st);
+    ck_assert_ok(pt_grpo_step(&st, opt, ctx, buf2, &o));
+    ck_assert(pt_model_lora_enabled(m)); /* switched on again */
+    double k3 = 0, cnt = 0;
+    for (int i = 0; i < NS; i++) {
+        float ref[5], old[5];
+        ck_assert_ok(pt_rollout_buffer_get_logprobs(ref, buf2, i, PT_ROLLOUT_REF));
+        ck_assert_ok(pt_rollout_buffer_get_logprobs(old, buf2, i, PT_ROLLOUT_OLD));
+        for (int j = 0; j < slen[i] - PL; j++) {
+            ck_assert_float_eq_tol(ref[j], lpb[i][j], 1e-5f);
+            ck_assert_float_eq_tol(old[j], lpm[i][j], 1e-5f);
+            if (smask[i][j]) {
+                double d = (double)ref[j] - (double)old[j];
+                k3 += exp(d) - d - 1;
+                cnt++;
+            }
+        }
+    }
+    ck_assert(k3 / cnt > 1e-7);
+    ck_assert_double_eq_tol(st.kl, k3 / cnt, 1e-3 * k3 / cnt + 1e-9);
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    pt_rollout_buffer_free(buf);
+    pt_rollout_buffer_free(buf2);
+    pt_model_free(m);
+    pt_model_free(base);
+}
+END_TEST
+
 static int abort_at_first_poll(void *payload)
 {
     int *calls = payload;
@@ -803,6 +891,7 @@ int main(void)
     tcase_add_test(tc, test_abort_between_micro_batches);
     tcase_add_test(tc, test_lora_adapters_only);
     tcase_add_test(tc, test_compute_logprobs);
+    tcase_add_test(tc, test_lora_base_is_reference);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_learns_reward);
     suite_add_tcase(s, tc);
