@@ -464,15 +464,18 @@ class TestOptions(unittest.TestCase):
             (dict(loss_type="dr_grpo"), "pt_grpo_step: loss_type dr_grpo needs "
              "max_completion_length > 0"),
             (dict(loss_type=7), "pt_grpo_step: unknown loss_type 7"),
-            (dict(beta=0.1), "pt_grpo_step: beta 0.1 > 0 but sample 0 has no ref_logprobs (set "
-             "them, or fill them with pt_rollout_buffer_compute_logprobs)"),
+            # (the end of this message lists the remedies, which grow with the API)
+            (dict(beta=0.1), "pt_grpo_step: beta 0.1 > 0 but sample 0 has no ref_logprobs ("),
             (dict(overlong_buffer=4, max_completion_length=2), "pt_grpo_step: overlong_buffer 4 "
              "needs max_completion_length >= it (is 2)"),
         ]
         for opts, msg in c_errors:
             with self.assertRaises(pt.InvalidArgument) as cm:
                 pt.grpo_step(self.opt, self.buf, **opts)
-            self.assertEqual(cm.exception.message, msg)
+            if msg.endswith("("):
+                self.assertTrue(cm.exception.message.startswith(msg), cm.exception.message)
+            else:
+                self.assertEqual(cm.exception.message, msg)
             self.assertEqual(cm.exception.function, "pt_grpo_step")
         with pt.RolloutBuffer() as empty, self.assertRaises(pt.StateError) as cm:
             pt.grpo_step(self.opt, empty)
