@@ -176,7 +176,8 @@ typedef struct pt_grpo_stats {
     int64_t groups, groups_dropped;
     double kl;                    /* mean k3 over loss tokens when the samples have reference
                                    * logprobs (whatever beta is), else 0 */
-    double entropy;               /* NaN: the forward does not return the distribution */
+    double entropy;               /* mean entropy (nats) of the policy's next-token distribution
+                                   * over the loss tokens, before the update */
     double clip_ratio_low, clip_ratio_high, clip_ratio_region; /* fractions of loss tokens */
     double completion_mean_length, completion_min_length, completion_max_length;
     double clipped_ratio;         /* fraction of truncated samples */

@@ -143,6 +143,13 @@ PT_API int pt_batch_init(pt_batch *b);
  * chunks of rows).  The activations stay in ctx for one pt_model_backward. */
 PT_API int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits);
 
+/* pt_model_forward that also writes entropy (B*T): the entropy in nats of
+ * the model's next-token distribution at every position, -sum_v p_v log p_v,
+ * computed from the same chunks of logits (GRPO's entropy metric).  Same
+ * logprobs, and the same backward afterwards, as pt_model_forward. */
+PT_API int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs,
+                                    float *entropy);
+
 /* Backward pass of the last forward on ctx, starting from dlogprobs (B*T:
  * dLoss/dlogprob for each token; entries without a target are ignored).
  * ACCUMULATES into the model's gradients (allocated, zeroed, on first use).

@@ -337,6 +337,31 @@ void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_
     }
 }
 
+/* One pass per row: s = sum e_i and t = sum e_i (x_i - m) with
+ * e_i = exp(x_i - m); H = -sum p_i (x_i - lse) = log s - t / s. */
+void pt_logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *logits,
+                                const int32_t *target, size_t rows, size_t v)
+{
+    int nt = loop_threads(rows * v);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = logits + r * v;
+        float m = row_max(x, v);
+        float s = 0.0f, t = 0.0f;
+#pragma omp simd reduction(+ : s, t)
+        for (size_t i = 0; i < v; i++) {
+            float d = x[i] - m, e = pt_vexpf(d);
+            s += e;
+            t += e * d;
+        }
+        float ls = logf(s), l = m + ls;
+        lse[r] = l;
+        ent[r] = ls - t / s;
+        if (lp)
+            lp[r] = target[r] >= 0 ? x[target[r]] - l : 0.0f;
+    }
+}
+
 void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,
                                  const int32_t *target, size_t rows, size_t v)
 {

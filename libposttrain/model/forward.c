@@ -305,8 +305,8 @@ static int load_batch(pt_context *ctx, const pt_batch *b)
 /* LM head over chunks of rows: logits, log-softmax, log p(target), and when
  * dlp is given the gradient (dxn = dlogits W, dW += dlogits^T xn) from the
  * same logits.  xn is the final normalised hidden state. */
-static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, const float *dlp,
-                        float *dxn, bool compute_lp)
+static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, float *entropy_out,
+                        const float *dlp, float *dxn, bool compute_lp)
 {
     pt_model *m = ctx->model;
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
@@ -324,7 +324,10 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, con
         pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
         if (logits_out)
             memcpy(logits_out + r0 * V, lg, nr * V * sizeof *lg);
-        if (compute_lp)
+        if (compute_lp && entropy_out)
+            pt_logsoftmax_entropy_rows(ctx->head_lse + r0, ctx->lp + r0, entropy_out + r0, lg,
+                                       ctx->tgt + r0, nr, V);
+        else if (compute_lp)
             pt_logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
         if (!dlp)
             continue;
@@ -386,7 +389,7 @@ void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io 
 }
 
 static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
-                        const float *fused_dlp)
+                        float *entropy, const float *fused_dlp)
 {
     pt_model *m = ctx->model;
     const pt_model_config *c = &m->cfg;
@@ -425,7 +428,7 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
             return st;
     }
     pt_rmsnorm_forward(ctx->xn, ctx->rf, ctx->acts[L].x, m->w.norm, n, H, eps);
-    head_chunks(ctx, ctx->xn, logits, fused_dlp, ctx->dxn, true);
+    head_chunks(ctx, ctx->xn, logits, entropy, fused_dlp, ctx->dxn, true);
     if (logprobs)
         memcpy(logprobs, ctx->lp, n * sizeof *logprobs);
     ctx->state = fused_dlp ? ST_FORWARD_FUSED : ST_FORWARD;
@@ -436,7 +439,14 @@ int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float 
 {
     if (!ctx || !b)
         return pt_err(PT_EINVAL, "pt_model_forward: NULL argument");
-    return forward_impl(ctx, b, logprobs, logits, NULL);
+    return forward_impl(ctx, b, logprobs, logits, NULL, NULL);
+}
+
+int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
+{
+    if (!ctx || !b || !entropy)
+        return pt_err(PT_EINVAL, "pt_model_forward_entropy: NULL argument");
+    return forward_impl(ctx, b, logprobs, NULL, entropy, NULL);
 }
 
 /* ---- backward ------------------------------------------------------------------- */
@@ -460,7 +470,7 @@ static int backward_impl(pt_context *ctx, const float *dlp)
 
     if (ctx->state == ST_FORWARD) {
         pt_rmsnorm_forward(xn, NULL, ctx->acts[L].x, m->w.norm, n, H, eps);
-        head_chunks(ctx, xn, NULL, dlp, dxn, false);
+        head_chunks(ctx, xn, NULL, NULL, dlp, dxn, false);
     }
     ctx->state = ST_EMPTY;
     pt_rmsnorm_backward(dx, m->g.norm, dxn, ctx->acts[L].x, m->w.norm, ctx->rf, n, H, false);
@@ -558,7 +568,7 @@ int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *
             ctx->dlp[i] = has ? (float)(-(weights ? weights[i] : 1.0f) / wsum) : 0.0f;
         }
     bool fused = backward && wsum > 0.0;
-    int st = forward_impl(ctx, b, NULL, NULL, fused ? ctx->dlp : NULL);
+    int st = forward_impl(ctx, b, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
     if (st != PT_OK)
         return st;
     if (wsum > 0.0) {

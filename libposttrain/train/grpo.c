@@ -780,7 +780,8 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     bool *zs = pt_malloc_array((size_t)n, sizeof *zs);
     float *lpc = pt_malloc_array((size_t)maxlen, sizeof *lpc), *dlc = pt_malloc_array((size_t)maxlen, sizeof *dlc);
     int32_t *bid = NULL, *btg = NULL;
-    float *blp = NULL, *bdl = NULL;
+    float *blp = NULL, *bdl = NULL, *bent = NULL;
+    double ent_sum = 0, ent_n = 0;
     if (!R || !adv || !zs || !lpc || !dlc) {
         st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
         goto done;
@@ -832,7 +833,8 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     btg = pt_malloc_array(cells, sizeof *btg);
     blp = pt_malloc_array(cells, sizeof *blp);
     bdl = pt_malloc_array(cells, sizeof *bdl);
-    if (!bid || !btg || !blp || !bdl) {
+    bent = pt_malloc_array(cells, sizeof *bent);
+    if (!bid || !btg || !blp || !bdl || !bent) {
         st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", rows_cap, maxlen);
         goto done;
     }
@@ -870,7 +872,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
         b.seq = T;
         b.input_ids = bid;
         b.targets = btg;
-        st = pt_model_forward(ctx, &b, blp, NULL);
+        st = pt_model_forward_entropy(ctx, &b, blp, bent);
         if (st == PT_EINVAL && rows > 1 && o->micro_batch == 0) {
             rows_cap = rows / 2; /* the context holds fewer rows: retry with half */
             st = PT_OK;
@@ -886,6 +888,12 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
             if ((o->drop_zero_std_groups && zs[k]) || (o->mask_truncated_completions && s->truncated))
                 continue;
             const float *rl = blp + (size_t)r * T + (s->prompt_len - 1);
+            const float *re = bent + (size_t)r * T + (s->prompt_len - 1);
+            for (int t = 0; t < s->n_comp; t++)
+                if (s->mask[t]) {
+                    ent_sum += re[t];
+                    ent_n++;
+                }
             float *rd = bdl + (size_t)r * T;
             memset(rd, 0, (size_t)T * sizeof *rd);
             memcpy(lpc, rl, (size_t)s->n_comp * sizeof *lpc);
@@ -906,6 +914,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     stats.loss = acc.loss;
     stats.tokens = acc.tokens;
     stats.kl = acc.tokens > 0 ? acc.kl / acc.tokens : 0.0;
+    stats.entropy = ent_n > 0 ? ent_sum / ent_n : 0.0;
     stats.clip_ratio_low = acc.tokens > 0 ? acc.clip_low / acc.tokens : 0.0;
     stats.clip_ratio_high = acc.tokens > 0 ? acc.clip_high / acc.tokens : 0.0;
     stats.clip_ratio_region = acc.tokens > 0 ? acc.clip_region / acc.tokens : 0.0;
@@ -925,6 +934,7 @@ done:
     free(btg);
     free(blp);
     free(bdl);
+    free(bent);
     return st;
 }
 

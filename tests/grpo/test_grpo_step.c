@@ -367,6 +367,21 @@ static void train_rounds(pt_model *m, int steps, double *rew, pt_grpo_stats *las
         }
         ck_assert_ok(pt_rollout_buffer_score(buf, 0, reward_first_token, &calls));
         ck_assert_ok(pt_rollout_buffer_score(buf, 1, reward_even_last, NULL));
+        /* the policy's mean next-token entropy over the completion tokens,
+         * before the update, one row at a time (every token is in the loss) */
+        double ent_sum = 0, ent_n = 0;
+        for (int i = 0; i < NP * G; i++) {
+            int32_t ids[PL + MNT];
+            float ent[PL + MNT];
+            memcpy(ids, prompts + i * PL, PL * sizeof *ids);
+            memcpy(ids + PL, tok + i * MNT, (size_t)nt[i] * sizeof *ids);
+            pt_batch b1 = pt_test_row_batch(ids, NULL, PL + nt[i]);
+            ck_assert_ok(pt_model_forward_entropy(ctx, &b1, NULL, ent));
+            for (int t = PL - 1; t < PL - 1 + nt[i]; t++) {
+                ent_sum += ent[t];
+                ent_n++;
+            }
+        }
         pt_grpo_options o;
         pt_grpo_options_init(&o);
         pt_grpo_stats st;
@@ -377,7 +392,8 @@ static void train_rounds(pt_model *m, int steps, double *rew, pt_grpo_stats *las
         ck_assert_double_eq(st.completion_mean_length, MNT);
         ck_assert_double_eq(st.clipped_ratio, 1.0);
         ck_assert_double_eq(st.reward_func_mean[1], 0.0); /* only the scored (even) ones count */
-        ck_assert(isnan(st.entropy));
+        ck_assert_double_eq_tol(st.entropy, ent_sum / ent_n, 1e-5);
+        ck_assert(st.entropy > 0 && st.entropy <= log((double)V) + 1e-6);
         if (rew)
             rew[s] = st.reward;
         if (last)

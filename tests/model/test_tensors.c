@@ -7,6 +7,7 @@
  *  - `grad` appears with the gradients and matches a central finite
  *    difference of the loss;
  *  - LoRA adapters are listed after the base, trainable, with the base frozen;
+ *  - pt_model_forward_entropy's entropies match the logits' softmax;
  *  - bad arguments give their statuses and messages. */
 #include "testutil.h"
 
@@ -159,6 +160,55 @@ START_TEST(test_lora_listed)
 }
 END_TEST
 
+START_TEST(test_forward_entropy)
+{
+    /* pt_model_forward_entropy: per position -sum p log p of the softmax of
+     * the logits pt_model_forward returns (recomputed in double here), the
+     * same log-probabilities, and the same gradients after a backward. */
+    pt_model *m = tiny(false);
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, 6));
+    pt_batch b = pt_test_row_batch(ids, tgt, 6);
+    float lp[6], lp2[6], ent[6], logits[6 * V];
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, logits));
+    ck_assert_ok(pt_model_forward_entropy(ctx, &b, lp2, ent));
+    for (int t = 0; t < 6; t++) {
+        const float *z = logits + t * V;
+        double mx = z[0], s = 0, h = 0;
+        for (int v = 1; v < V; v++)
+            mx = fmax(mx, z[v]);
+        for (int v = 0; v < V; v++)
+            s += exp(z[v] - mx);
+        double lse = mx + log(s);
+        for (int v = 0; v < V; v++)
+            h -= exp(z[v] - lse) * (z[v] - lse);
+        ck_assert_msg(fabs(h - ent[t]) <= 1e-5, "position %d: entropy %g, expected %g", t,
+                      (double)ent[t], h);
+        ck_assert(h > 0.1 && h < log((double)V));
+        ck_assert_float_eq_tol(lp2[t], lp[t], 1e-6f);
+    }
+    /* the backward of a forward_entropy equals that of a forward */
+    pt_tensor_info w;
+    ck_assert_ok(pt_model_find_tensor_info(&w, m, "model.layers.1.mlp.up_proj.weight"));
+    float dl[6] = { -1, 0.5f, 0, 2, -0.25f, 1 };
+    ck_assert_ok(pt_model_zero_grad(m));
+    ck_assert_ok(pt_model_forward(ctx, &b, NULL, NULL));
+    ck_assert_ok(pt_model_backward(ctx, dl));
+    ck_assert_ok(pt_model_find_tensor_info(&w, m, "model.layers.1.mlp.up_proj.weight"));
+    float *g1 = malloc(w.numel * sizeof *g1);
+    memcpy(g1, w.grad, w.numel * sizeof *g1);
+    ck_assert_ok(pt_model_zero_grad(m));
+    ck_assert_ok(pt_model_forward_entropy(ctx, &b, NULL, ent));
+    ck_assert_ok(pt_model_backward(ctx, dl));
+    for (size_t i = 0; i < w.numel; i++)
+        ck_assert_float_eq_tol(w.grad[i], g1[i], 1e-6f * (1.0f + fabsf(g1[i])));
+    free(g1);
+    ck_assert_status(pt_model_forward_entropy(ctx, &b, NULL, NULL), PT_EINVAL, "NULL");
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     pt_model *m = tiny(true);
@@ -186,6 +236,7 @@ int main(void)
     tcase_add_test(tc, test_data_is_live);
     tcase_add_test(tc, test_grad_view);
     tcase_add_test(tc, test_lora_listed);
+    tcase_add_test(tc, test_forward_entropy);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
