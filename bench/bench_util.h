@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <math.h>
+#include <unistd.h>
 
 #include "kernels/gemm.h"
 #include "posttrain/posttrain.h"
@@ -94,6 +96,35 @@ static inline int bench_run_capture(const char *cmd, const char *key, char *line
     }
     pclose(p);
     return found;
+}
+
+/* The PyTorch anchor script: anchors/torch_llama.py under `shared` (may be
+ * NULL), the ../shared beside the source tree, or /work/shared.  Returns
+ * path, or NULL when none is readable. */
+static inline const char *bench_find_anchor(char *path, size_t cap, const char *shared)
+{
+    const char *dirs[3] = { shared, PT_BENCH_SHARED, "/work/shared" };
+    for (int d = 0; d < 3; d++) {
+        if (!dirs[d])
+            continue;
+        snprintf(path, cap, "%s/anchors/torch_llama.py", dirs[d]);
+        if (access(path, R_OK) == 0)
+            return path;
+    }
+    return NULL;
+}
+
+/* The 1-minute load average (NaN if unreadable). */
+static inline double bench_loadavg(void)
+{
+    double l = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = NAN;
+        fclose(f);
+    }
+    return l;
 }
 
 /* The model shapes the benchmarks time: "smollm2-135m" (SmolLM2-135M) or

@@ -205,14 +205,7 @@ int main(int argc, char **argv)
     char script[4096];
     const char *anchor_script = NULL;
     if (anchor) {
-        const char *dirs[3] = { shared, PT_BENCH_SHARED, "/work/shared" };
-        for (int d = 0; d < 3 && !anchor_script; d++) {
-            if (!dirs[d])
-                continue;
-            snprintf(script, sizeof script, "%s/anchors/torch_llama.py", dirs[d]);
-            if (access(script, R_OK) == 0)
-                anchor_script = script;
-        }
+        anchor_script = bench_find_anchor(script, sizeof script, shared);
         if (!anchor_script)
             printf("anchor: skipped (anchors/torch_llama.py not found; use --shared DIR)\n");
     }

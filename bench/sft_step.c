@@ -141,16 +141,8 @@ int main(int argc, char **argv)
     if (!anchor)
         return 0;
     char path[4096], cmd[8192], line[4096];
-    const char *cands[] = { shared, PT_BENCH_SHARED, "/work/shared" };
-    path[0] = '\0';
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
-        if (!cands[i])
-            continue;
-        snprintf(path, sizeof path, "%s/anchors/torch_llama.py", cands[i]);
-        if (access(path, R_OK) == 0)
-            break;
+    if (!bench_find_anchor(path, sizeof path, shared))
         path[0] = '\0';
-    }
     if (!path[0] || system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
         printf("anchor: skipped (%s)\n", path[0] ? "/usr/bin/python3 has no torch: apt-get install python3-torch"
                                                   : "anchors/torch_llama.py not found; pass --shared DIR");
