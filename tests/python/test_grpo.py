@@ -197,7 +197,19 @@ class TestGrpoStep(unittest.TestCase):
         self.assertEqual(st.clipped_ratio, 2 / 8)
         self.assertEqual(st.tokens, sum(lens) - 1)      # one masked tool token
         self.assertEqual(st.kl, 0.0)
-        self.assertTrue(isnan(st.entropy))
+        # entropy: mean over the loss tokens of -sum p log p of the next-token
+        # distribution, from the logits recomputed here (libraries whose step
+        # predates it report NaN)
+        if not isnan(st.entropy):
+            ents = []
+            for p, c, mask, _, _, _ in SAMPLES:
+                ids = p + c
+                rows = self.m.logits(ids[:-1])
+                for j in range(len(c)):
+                    if mask is None or mask[j]:
+                        lsm = ptest.log_softmax_row(rows[len(p) - 1 + j])
+                        ents.append(-sum(math.exp(x) * x for x in lsm))
+            self.assertAlmostEqual(st.entropy, sum(ents) / len(ents), delta=1e-5)
         self.assertEqual((st.step, st.skipped, st.skipped_total, st.lr), (1, False, 0, 0.0))
         self.assertGreater(st.grad_norm, 0)
         self.assertGreater(st.tokens_per_second, 0)

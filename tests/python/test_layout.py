@@ -115,7 +115,7 @@ class TestLayout(unittest.TestCase):
         self.assertFalse(o.mask_truncated_completions or o.drop_zero_std_groups)
         self.assertEqual((o.global_tokens, o.global_samples), (0.0, 0.0))
         st = init("pt_grpo_stats")
-        self.assertNotEqual(st.entropy, st.entropy)          # NaN, the last doubles zeroed
+        self.assertNotEqual(st.entropy, st.entropy)          # NaN until a step sets it
         self.assertEqual((st.loss, st.groups, st.step, st.skipped_total, st.tokens_per_second),
                          (0.0, 0, 0, 0, 0.0))
 
