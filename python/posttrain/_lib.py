@@ -586,7 +586,11 @@ _GRPO_DECLS = {
     "pt_grpo_stats_init": (c_int, [P(GrpoStats)]),
     "pt_grpo_step": (c_int, [P(GrpoStats), vp, vp, vp, P(GrpoOptions)]),
 }
-_OPTIONAL_DECLS = dict(_GENERATE_DECLS, **_GRPO_DECLS)
+_LORA_SWITCH_DECLS = {
+    "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),
+    "pt_model_lora_enabled": (c_bool, [vp]),
+}
+_OPTIONAL_DECLS = dict(_GENERATE_DECLS, **_GRPO_DECLS, **_LORA_SWITCH_DECLS)
 
 
 def has_symbol(name):
@@ -612,6 +616,7 @@ del _name, _res, _args, _fn
 HAS_GENERATE = all(has_symbol(n) for n in _GENERATE_DECLS)
 if HAS_GENERATE:
     OPTION_STRUCTS["pt_generate_options"] = (GenerateOptions, "pt_generate_options_init")
+HAS_LORA_SWITCH = all(has_symbol(n) for n in _LORA_SWITCH_DECLS)
 HAS_GRPO = all(has_symbol(n) for n in _GRPO_DECLS)
 if HAS_GRPO:
     OPTION_STRUCTS["pt_rollout_buffer_options"] = (RolloutBufferOptions,

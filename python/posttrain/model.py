@@ -2,6 +2,7 @@
 
 import array
 import collections
+import contextlib
 import ctypes
 import json
 import os
@@ -13,9 +14,10 @@ from . import safetensors as _st
 from ._handle import Handle, out_handle
 from ._lib import (Batch_, EvalOptions, LoraOptions, ModelConfig, ModelDirInfo,
                    ModelLoadOptions, ModelSaveOptions, TensorInfo, lib)
+from ._lib import HAS_LORA_SWITCH
 from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
-from .errors import check, invalid
+from .errors import Unsupported, check, invalid
 
 __all__ = [
     "Model", "Context", "Batch", "ForwardResult", "EvalResult",
@@ -663,6 +665,35 @@ class Model(Handle):
     @property
     def has_lora(self):
         return bool(lib.pt_model_has_lora(self._ptr))
+
+    @property
+    def lora_enabled(self):
+        """True when the model has adapters and they are switched on.  Set it
+        to False to compute the frozen base alone (e.g. GRPO's reference;
+        a backward is refused meanwhile), True to switch them on again
+        (pt_model_set_lora_enabled; StateError without adapters)."""
+        if not HAS_LORA_SWITCH:
+            return self.has_lora
+        return bool(lib.pt_model_lora_enabled(self._ptr))
+
+    @lora_enabled.setter
+    def lora_enabled(self, enabled):
+        if not HAS_LORA_SWITCH:
+            raise Unsupported(-5, "the loaded libposttrain has no pt_model_set_lora_enabled",
+                              "Model.lora_enabled")
+        check(lib.pt_model_set_lora_enabled(self._ptr, bool(enabled)),
+              "pt_model_set_lora_enabled")
+
+    @contextlib.contextmanager
+    def lora_disabled(self):
+        """with model.lora_disabled(): ... runs the block on the frozen base,
+        switching the adapters on again however it ends."""
+        self.lora_enabled = False
+        try:
+            yield self
+        finally:
+            if not self.closed:
+                self.lora_enabled = True
 
     @property
     def lora(self):

@@ -298,6 +298,37 @@ class TestGrpoStep(unittest.TestCase):
                 self.assertGreater(st.kl, 1e-6)
 
 
+    @unittest.skipUnless(pt._lib.HAS_LORA_SWITCH, "no pt_model_set_lora_enabled")
+    def test_lora_base_is_the_reference(self):
+        # With adapters, beta > 0 and no reference logprobs, the step takes the
+        # reference from the frozen base; the same values come from
+        # compute_logprobs under model.lora_disabled(), which match a model
+        # without adapters.
+        m = pt.Model.create(TINY, seed=3)
+        base = [completion_logprobs(m, s[0], s[1]) for s in SAMPLES]
+        m.add_lora(rank=2, targets="all")
+        for t in m.tensors():
+            if "lora_B" in t["name"]:
+                m.set_tensor(t["name"], [0.05 * ((k % 7) - 3) for k in range(t["numel"])])
+        opt = pt.Optimizer(m, type="sgd", lr=0.0)
+        with self.buffer() as auto, self.buffer() as manual:
+            st_auto = pt.grpo_step(opt, auto, beta=0.1)
+            self.assertTrue(m.lora_enabled)
+            with m.lora_disabled():
+                self.assertFalse(m.lora_enabled)
+                manual.compute_logprobs(m, old=False, ref=True)
+            self.assertTrue(m.lora_enabled)
+            st_manual = pt.grpo_step(opt, manual, beta=0.1)
+            self.assertGreater(st_auto.kl, 1e-5)
+            self.assertAlmostEqual(st_auto.kl, st_manual.kl, delta=1e-9)
+            self.assertAlmostEqual(st_auto.loss, st_manual.loss, delta=1e-9)
+            for i in range(len(SAMPLES)):
+                self.assertEqual(auto.get_logprobs(i, "ref"), manual.get_logprobs(i, "ref"))
+                for x, y in zip(manual.get_logprobs(i, "ref"), base[i]):
+                    self.assertAlmostEqual(x, y, delta=2e-5)
+        m.close()
+
+
 @unittest.skipUnless(pt.HAS_GRPO, "the loaded libposttrain has no GRPO API")
 class TestRewards(unittest.TestCase):
     def make(self):
