@@ -481,6 +481,31 @@ class TestOptions(unittest.TestCase):
             "drop_zero_std_groups": False, "global_tokens": 0.0, "global_samples": 0.0,
             "micro_batch": 0})
 
+    def test_mu_two_keeps_the_recorded_old_logprobs(self):
+        lp0 = [completion_logprobs(self.m, [256, 1], c) for c in ([2, 3], [4])]
+        st1 = pt.grpo_step(self.opt, self.buf)
+        old = [self.buf.get_logprobs(i) for i in range(2)]
+        for got, want in zip(old, lp0):
+            for x, y in zip(got, want):
+                self.assertAlmostEqual(x, y, delta=2e-5)
+        st2 = pt.grpo_step(self.opt, self.buf)        # num_iterations 2: same old values
+        self.assertEqual([self.buf.get_logprobs(i) for i in range(2)], old)
+        self.assertEqual(st2.step, 2)
+        self.assertNotEqual(st2.loss, st1.loss)       # the ratios moved off 1
+
+    @unittest.skipUnless(pt.numpy_available(), "numpy is not installed")
+    def test_numpy_inputs(self):
+        import numpy as np
+        with pt.RolloutBuffer(["a", "b"]) as buf:
+            buf.add(np.array([256, 1]), np.array([2, 3], dtype=np.int64),
+                    old_logprobs=np.array([-1.0, -2.0]), loss_mask=np.array([1, 0]),
+                    rewards=np.array([0.5, np.nan]), group=np.int64(4))
+            self.assertEqual(buf.sample_info(0), (4, 2, 4))
+            self.assertEqual(buf.get_logprobs(0), [-1.0, -2.0])
+            self.assertEqual(buf.get_reward(0, "a"), 0.5)
+            buf.score("b", lambda ss: np.array([3.0] * len(ss)))
+            self.assertEqual(buf.get_reward(0, "b"), 3.0)
+
     def test_bad_options(self):
         w0 = self.unchanged()
         with self.assertRaises(pt.InvalidArgument) as cm:
