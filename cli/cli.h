@@ -17,6 +17,20 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_parse_long(const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *s, double *out);
 
+/* Shared by the training commands (cli_common.c).  cli_optimizer_option
+ * handles --optimizer, --schedule, --warmup-steps, --lr, --beta1, --beta2,
+ * --eps, --momentum, --weight-decay, --max-grad-norm and --min-lr-ratio:
+ * returns 1 when `key` is one of them (*rc is then 0, or the exit code of
+ * the usage error it printed), 0 otherwise. */
+int cli_optimizer_option(pt_optimizer_options *o, const char *cmd, const char *key, const char *val, int *rc);
+void cli_optimizer_usage(FILE *f, const char *default_lr);
+/* q,k,v,o,gate,up,down,all (or the *_proj names), comma-separated; 0 on success. */
+int cli_parse_lora_targets(unsigned *out, const char *list);
+/* A non-negative decimal seed; 0 on success. */
+int cli_parse_seed(const char *s, uint64_t *out);
+/* Monotonic seconds. */
+double cli_now(void);
+
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -24,5 +38,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_grpo(int argc, char **argv);
 
 #endif

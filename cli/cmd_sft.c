@@ -15,12 +15,9 @@ static void sft_usage(FILE *f)
     fprintf(f,
         "usage: posttrain sft --model DIR --data FILE.jsonl --out DIR [options]\n\n"
         "Rows: {\"text\"}, {\"prompt\",\"completion\"}, {\"messages\":[...]} or {\"input_ids\",\"loss_mask\"}.\n"
-        "The trained model is saved in Hugging Face layout at --out.\n\n"
-        "optimizer:\n"
-        "  --optimizer adamw|sgd   (adamw)       --lr F (1e-4)\n"
-        "  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)  --momentum F (sgd, 0.9)\n"
-        "  --weight-decay F (0)    --max-grad-norm F (1.0; 0 = off)\n"
-        "  --schedule constant|linear|cosine (constant)  --warmup-steps N (0)  --min-lr-ratio F (0)\n"
+        "The trained model is saved in Hugging Face layout at --out.\n\n");
+    cli_optimizer_usage(f, "1e-4");
+    fprintf(f,
         "length:\n"
         "  --steps N | --epochs F  (default: 1 epoch)\n"
         "data:\n"
@@ -45,36 +42,6 @@ typedef struct sft_args {
     double lora_alpha;
     unsigned lora_targets;
 } sft_args;
-
-static int parse_targets(unsigned *out, const char *list)
-{
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } names[] = { { "q", PT_LORA_Q }, { "k", PT_LORA_K }, { "v", PT_LORA_V }, { "o", PT_LORA_O },
-                  { "gate", PT_LORA_GATE }, { "up", PT_LORA_UP }, { "down", PT_LORA_DOWN }, { "all", PT_LORA_ALL },
-                  { "q_proj", PT_LORA_Q }, { "k_proj", PT_LORA_K }, { "v_proj", PT_LORA_V },
-                  { "o_proj", PT_LORA_O }, { "gate_proj", PT_LORA_GATE }, { "up_proj", PT_LORA_UP },
-                  { "down_proj", PT_LORA_DOWN } };
-    unsigned bits = 0;
-    const char *p = list;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        bool found = false;
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) {
-                bits |= names[i].bit;
-                found = true;
-            }
-        if (!found || n == 0)
-            return -1;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    *out = bits;
-    return bits ? 0 : -1;
-}
 
 static int parse_args(sft_args *a, int argc, char **argv)
 {
@@ -126,43 +93,20 @@ static int parse_args(sft_args *a, int argc, char **argv)
         if (!strcmp(k, "--metrics")) { a->metrics = v; continue; }
         if (!strcmp(k, "--chat-template")) { a->data_opts.chat_template = v; continue; }
         if (!strcmp(k, "--lora-targets")) {
-            if (parse_targets(&a->lora_targets, v))
+            if (cli_parse_lora_targets(&a->lora_targets, v))
                 return cli_usage_error("sft", "--lora-targets takes a comma-separated list of q,k,v,o,gate,up,down "
                                               "or all, not '%s'", v);
             continue;
         }
-        if (!strcmp(k, "--optimizer")) {
-            if (!strcmp(v, "adamw"))
-                a->opt.type = PT_OPTIMIZER_ADAMW;
-            else if (!strcmp(v, "sgd"))
-                a->opt.type = PT_OPTIMIZER_SGD;
-            else
-                return cli_usage_error("sft", "--optimizer is adamw or sgd, not '%s'", v);
+        int orc;
+        if (cli_optimizer_option(&a->opt, "sft", k, v, &orc)) {
+            if (orc)
+                return orc;
             continue;
         }
-        if (!strcmp(k, "--schedule")) {
-            if (!strcmp(v, "constant"))
-                a->opt.schedule = PT_SCHEDULE_CONSTANT;
-            else if (!strcmp(v, "linear"))
-                a->opt.schedule = PT_SCHEDULE_LINEAR;
-            else if (!strcmp(v, "cosine"))
-                a->opt.schedule = PT_SCHEDULE_COSINE;
-            else
-                return cli_usage_error("sft", "--schedule is constant, linear or cosine, not '%s'", v);
-            continue;
-        }
-        REAL("--lr", a->opt.lr)
-        REAL("--beta1", a->opt.beta1)
-        REAL("--beta2", a->opt.beta2)
-        REAL("--eps", a->opt.eps)
-        REAL("--momentum", a->opt.momentum)
-        REAL("--weight-decay", a->opt.weight_decay)
-        REAL("--max-grad-norm", a->opt.max_grad_norm)
-        REAL("--min-lr-ratio", a->opt.min_lr_ratio)
         REAL("--epochs", a->epochs)
         REAL("--eval-fraction", a->data_opts.eval_fraction)
         REAL("--lora-alpha", a->lora_alpha)
-        NUM("--warmup-steps", 0, 1000000000L, a->opt.warmup_steps)
         NUM("--steps", 1, 1000000000L, a->steps)
         NUM("--batch-size", 1, 65536, a->data_opts.batch_size)
         NUM("--grad-accum", 1, 65536, a->grad_accum)
@@ -172,12 +116,8 @@ static int parse_args(sft_args *a, int argc, char **argv)
         NUM("--log-every", 1, 1000000000L, a->log_every)
         NUM("--lora-rank", 0, 65536, a->lora_rank)
         if (!strcmp(k, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (errno || *end || !*v)
+            if (cli_parse_seed(v, &a->data_opts.seed))
                 return cli_usage_error("sft", "--seed needs a non-negative integer, not '%s'", v);
-            a->data_opts.seed = s;
             continue;
         }
         return cli_usage_error("sft", "unknown option '%s'", k);

@@ -18,6 +18,7 @@ static const struct {
     { "tokenize", cmd_tokenize, "encode or decode JSONL lines with a tokenizer" },
     { "sft", cmd_sft, "supervised fine-tuning on JSONL data" },
     { "generate", cmd_generate, "sample completions of a prompt (KV cache, seeded)" },
+    { "grpo", cmd_grpo, "GRPO on JSONL prompts with built-in rewards" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# posttrain grpo end to end on a committed tiny model (tests/reference/
+# llama_tied_gqa, vocabulary 61) given a hand-written character tokenizer:
+# a few steps write metrics.jsonl with every field, the saved model loads,
+# the same seed gives the same weights, LoRA and the GRPO options run, and
+# bad options are clear usage errors.  A short run on stories260K when the
+# shared data is there.
+set -uo pipefail
+posttrain=$1 ref=$2
+shared=${PT_SHARED_DATA:-$(dirname "$0")/../../../shared/data}
+work=$(mktemp -d /tmp/pt_grpo_cli.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { echo "ok: $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+
+model=$work/model
+mkdir -p "$model"
+cp "$ref/config.json" "$ref/model.safetensors" "$model/"
+{
+    printf '{"version": "1.0", "added_tokens": ['
+    printf '{"id": %d, "content": "%s", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}' \
+        0 '<unk>'; printf ', '
+    printf '{"id": %d, "content": "%s", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}' \
+        1 '<s>'; printf ', '
+    printf '{"id": %d, "content": "%s", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}' \
+        2 '</s>'
+    printf '], "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,\n'
+    printf ' "model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2'
+    i=3
+    for c in 0 1 2 3 4 5 6 7 8 9 + = ' ' a b c d e f g h i j k l m n o p q r s t u v w x y z \
+             A B C D E F G H I J K L M N O P Q R S; do   # ids 3 .. 60: the model's 61
+        printf ', "%s": %d' "$c" "$i"; i=$((i + 1))
+    done
+    printf '}, "merges": []}}\n'
+} > "$model/tokenizer.json"
+
+for i in $(seq 0 7); do
+    printf '{"prompt": "%d+%d=", "answer": "%d", "id": %d}\n' $i $((i % 3)) $((i + i % 3)) "$i"
+done > "$work/data.jsonl"
+
+run=(grpo --model "$model" --data "$work/data.jsonl" --reward exact,contains:0.5,length:0.1
+     --num-generations 4 --batch-prompts 2 --max-new-tokens 6 --steps 3 --lr 1e-3 --seed 3 --threads 2)
+if "$posttrain" "${run[@]}" --out "$work/out" 2>"$work/out.log"; then
+    ok "a 3-step run exits 0"
+else
+    cat "$work/out.log"; bad "the 3-step run failed"
+fi
+cat "$work/out.log"
+if [ "$(grep -c '^step [1-3]/3 reward ' "$work/out.log")" -eq 3 ] &&
+   grep -q '^step 3/3 reward [-0-9.]* std [0-9.]* zero_std [0-9.]* clip [0-9.]* kl [-0-9.e]* len [0-9.]* loss .* grad_norm .* lr .* gen [0-9]* tok/s train [0-9]* tok/s' "$work/out.log"; then
+    ok "a progress line per step with the reward, clip, kl, length, loss, grad norm, lr and tokens/s"
+else
+    bad "progress lines"
+fi
+fields='"step" "reward" "reward_std" "rewards/exact/mean" "rewards/contains/mean" "rewards/length/mean"
+        "frac_reward_zero_std" "loss" "kl" "clip_ratio/region_mean" "completions/mean_length" "grad_norm" "lr"
+        "gen_tokens_per_s" "train_tokens_per_s" "skipped"'
+if [ -f "$work/out/metrics.jsonl" ] && [ "$(wc -l < "$work/out/metrics.jsonl")" -eq 3 ] &&
+   python3 - "$work/out/metrics.jsonl" $fields <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for i, r in enumerate(rows):
+    for k in sys.argv[2:]:
+        k = k.strip('"')
+        assert k in r, (i, k)
+    assert r["step"] == i + 1
+    assert -0.1 <= r["reward"] <= 1.5 and r["reward_std"] >= 0
+    assert 0 <= r["frac_reward_zero_std"] <= 1
+    assert 1 <= r["completions/mean_length"] <= 6
+    assert -1 <= r["rewards/length/mean"] < 0
+    assert r["lr"] == 1e-3 and r["grad_norm"] >= 0 and r["gen_tokens_per_s"] > 0
+PY
+then
+    ok "metrics.jsonl has one row per step with every field in range"
+else
+    head -n 2 "$work/out/metrics.jsonl"; bad "metrics.jsonl"
+fi
+if "$posttrain" info "$work/out" >"$work/info.txt" 2>&1 && ! cmp -s "$work/out/model.safetensors" "$model/model.safetensors"; then
+    ok "the trained model loads (posttrain info) and differs from the start"
+else
+    cat "$work/info.txt"; bad "the saved model"
+fi
+"$posttrain" "${run[@]}" --out "$work/again" 2>/dev/null
+cmp -s "$work/out/model.safetensors" "$work/again/model.safetensors" &&
+    ok "the same seed gives bit-identical weights" || bad "not deterministic"
+
+"$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward contains --num-generations 3 --batch-prompts 2 \
+    --max-new-tokens 4 --steps 2 --lr 1e-3 --beta 0.05 --epsilon 0.1 --epsilon-high 0.28 --loss-type dr_grpo \
+    --scale-rewards none --num-iterations 2 --mask-truncated --lora-rank 2 --lora-targets all --temperature 0.9 \
+    --top-k 20 --top-p 0.95 --schedule cosine --warmup-steps 1 --out "$work/lora" 2>"$work/lora.log"
+if [ $? -eq 0 ] && [ -f "$work/lora/adapter/adapter_model.safetensors" ] && "$posttrain" info "$work/lora" >/dev/null 2>&1 &&
+   [ "$(wc -l < "$work/lora/metrics.jsonl")" -eq 2 ]; then
+    ok "LoRA, beta > 0 (reference model), dr_grpo, --scale-rewards none, mu = 2, sampling filters"
+else
+    cat "$work/lora.log"; bad "the LoRA / GRPO options run"
+fi
+
+usage_error() {   # expected message, then arguments
+    local want=$1; shift
+    "$posttrain" grpo "$@" >/dev/null 2>"$work/err.txt"
+    local rc=$?
+    if [ $rc -ne 0 ] && grep -qF -- "$want" "$work/err.txt"; then
+        ok "bad option ($*): exit $rc, '$want'"
+    else
+        echo "  got exit $rc: $(cat "$work/err.txt")"; bad "bad option ($*)"
+    fi
+}
+base=(--model "$model" --data "$work/data.jsonl" --out "$work/x")
+usage_error "--reward is required" "${base[@]}"
+usage_error "unknown reward 'bleu'" "${base[@]}" --reward bleu
+usage_error "the weight 'heavy' is not a number" "${base[@]}" --reward exact:heavy
+usage_error "--loss-type is grpo, bnpo, dapo or dr_grpo" "${base[@]}" --reward exact --loss-type ppo
+usage_error "--scale-rewards is group, batch, none or rloo" "${base[@]}" --reward exact --scale-rewards max
+usage_error "--num-generations needs an integer in [2, 1024]" "${base[@]}" --reward exact --num-generations 1
+usage_error "--lr needs a number" "${base[@]}" --reward exact --lr fast
+usage_error "--epsilon needs a number in" "${base[@]}" --reward exact --epsilon -1
+usage_error "unknown option '--frobnicate'" "${base[@]}" --reward exact --frobnicate 1
+usage_error "--model, --data and --out are required" --reward exact
+usage_error "--steps needs a value" "${base[@]}" --reward exact --steps
+usage_error "missing.jsonl" --model "$model" --data "$work/missing.jsonl" --out "$work/x" --reward exact
+printf '{"prompt": "1+1="}\n' > "$work/noanswer.jsonl"
+usage_error 'line 1: needs a string "answer"' --model "$model" --data "$work/noanswer.jsonl" --out "$work/x" --reward exact
+printf '{"prompt": "1+1=", "answer": "2"}\nnot json\n' > "$work/badjson.jsonl"
+usage_error "line 2: not a JSON object" --model "$model" --data "$work/badjson.jsonl" --out "$work/x" --reward exact
+usage_error "$work/nomodel" --model "$work/nomodel" --data "$work/data.jsonl" --out "$work/x" --reward exact
+
+stories=$shared/models/stories260K
+if [ -f "$stories/model.safetensors" ]; then
+    printf '{"prompt": "Once upon a time", "answer": "there"}\n{"prompt": "Lily and Tom", "answer": "park"}\n' \
+        > "$work/stories.jsonl"
+    if "$posttrain" grpo --model "$stories" --data "$work/stories.jsonl" --reward contains,length:0.1 \
+           --num-generations 4 --batch-prompts 2 --max-new-tokens 16 --steps 2 --lr 1e-4 --seed 1 --threads 2 \
+           --out "$work/stories" 2>"$work/stories.log" && "$posttrain" info "$work/stories" >/dev/null 2>&1 &&
+       [ "$(wc -l < "$work/stories/metrics.jsonl")" -eq 2 ]; then
+        ok "stories260K: 2 steps, metrics and a loadable model"
+    else
+        cat "$work/stories.log"; bad "stories260K run"
+    fi
+else
+    echo "SKIP stories260K run: $stories not found"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
