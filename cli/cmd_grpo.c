@@ -450,26 +450,6 @@ static void json_num(FILE *f, const char *key, double v)
         fprintf(f, ", \"%s\": null", key);
 }
 
-/* Reference log-probabilities of each completion token under `ref`. */
-static int ref_logprobs(float *out, pt_context *rctx, const int32_t *ids, int n_ids, int prompt_len,
-                        int32_t *targets, float *lp)
-{
-    for (int t = 0; t < n_ids - 1; t++)
-        targets[t] = ids[t + 1];
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = 1;
-    b.seq = n_ids - 1;
-    b.input_ids = ids;
-    b.targets = targets;
-    int st = pt_model_forward(rctx, &b, lp, NULL);
-    if (st)
-        return st;
-    for (int j = 0; j < n_ids - prompt_len; j++)
-        out[j] = lp[prompt_len + j - 1];
-    return PT_OK;
-}
-
 int cmd_grpo(int argc, char **argv)
 {
     grpo_args a;
@@ -490,8 +470,8 @@ int cmd_grpo(int argc, char **argv)
     int n_rows = 0;
     FILE *metrics = NULL;
     int32_t *prompts = NULL, *plens = NULL, *tokens = NULL, *ntok = NULL, *fin = NULL, *ids = NULL,
-            *targets = NULL, *order = NULL, *group_row = NULL;
-    float *lps = NULL, *rlp = NULL, *lpbuf = NULL;
+            *order = NULL, *group_row = NULL;
+    float *lps = NULL;
     rc = 1;
     if ((st = pt_model_load_dir(&model, a.model, NULL))) {
         cli_fail(a.model, st);
@@ -524,8 +504,11 @@ int cmd_grpo(int argc, char **argv)
                         "max_position_embeddings %d\n", max_prompt, a.max_new, cfg.max_position_embeddings);
         goto done;
     }
+    const int P = a.batch_prompts < n_rows ? a.batch_prompts : n_rows, N = P * a.G;
     if (a.grpo.beta > 0) {
-        if ((st = pt_model_load_dir(&ref, a.model, NULL)) || (st = pt_context_create(&rctx, ref, 1, max_seq))) {
+        /* The reference policy: the starting model, frozen. */
+        if ((st = pt_model_load_dir(&ref, a.model, NULL)) ||
+            (st = pt_context_create(&rctx, ref, N < 8 ? N : 8, max_seq))) {
             cli_fail("the reference model", st);
             goto done;
         }
@@ -544,7 +527,6 @@ int cmd_grpo(int argc, char **argv)
         }
         fprintf(stderr, "posttrain grpo: LoRA rank %d, alpha %g; the base model is frozen\n", lo.rank, lo.alpha);
     }
-    const int P = a.batch_prompts < n_rows ? a.batch_prompts : n_rows, N = P * a.G;
     const int64_t total = a.steps ? a.steps : (n_rows + P - 1) / P;
     if (a.opt.schedule != PT_SCHEDULE_CONSTANT)
         a.opt.total_steps = total * a.num_iterations;
@@ -573,12 +555,9 @@ int cmd_grpo(int argc, char **argv)
     fin = malloc((size_t)N * sizeof *fin);
     lps = malloc((size_t)N * (size_t)a.max_new * sizeof *lps);
     ids = malloc((size_t)max_seq * sizeof *ids);
-    targets = malloc((size_t)max_seq * sizeof *targets);
-    rlp = malloc((size_t)a.max_new * sizeof *rlp);
-    lpbuf = malloc((size_t)max_seq * sizeof *lpbuf);
     order = malloc((size_t)n_rows * sizeof *order);
     group_row = malloc((size_t)P * sizeof *group_row);
-    if (!prompts || !plens || !tokens || !ntok || !fin || !lps || !ids || !targets || !rlp || !lpbuf || !order ||
+    if (!prompts || !plens || !tokens || !ntok || !fin || !lps || !ids || !order ||
         !group_row) {
         fprintf(stderr, "posttrain grpo: out of memory\n");
         goto done;
@@ -653,23 +632,22 @@ int cmd_grpo(int argc, char **argv)
             memcpy(ids + pl, tokens + (size_t)i * a.max_new, (size_t)nt * sizeof *ids);
             off += pl;
             gen_tokens += nt;
-            if (ref && (st = ref_logprobs(rlp, rctx, ids, pl + nt, pl, targets, lpbuf))) {
-                cli_fail("reference log-probabilities", st);
-                goto done;
-            }
             pt_rollout_sample s;
             pt_rollout_sample_init(&s);
             s.ids = ids;
             s.n_ids = pl + nt;
             s.prompt_len = pl;
             s.old_logprobs = lps + (size_t)i * a.max_new;
-            s.ref_logprobs = ref ? rlp : NULL;
             s.group = i / a.G;
             s.truncated = fin[i] == PT_FINISH_LENGTH;
             if ((st = pt_rollout_buffer_add(buf, &s))) {
                 cli_fail("rollout buffer", st);
                 goto done;
             }
+        }
+        if (rctx && (st = pt_rollout_buffer_compute_logprobs(buf, rctx, PT_ROLLOUT_REF))) {
+            cli_fail("reference log-probabilities", st);
+            goto done;
         }
         for (int k = 0; k < a.n_rewards; k++)
             if ((st = pt_rollout_buffer_score(buf, k, builtin_reward, &rctx_s))) {
@@ -758,8 +736,7 @@ int cmd_grpo(int argc, char **argv)
 done:
     if (metrics)
         fclose(metrics);
-    free(prompts); free(plens); free(tokens); free(ntok); free(fin); free(lps); free(ids); free(targets);
-    free(rlp); free(lpbuf); free(order); free(group_row);
+    free(prompts); free(plens); free(tokens); free(ntok); free(fin); free(lps); free(ids); free(order); free(group_row);
     free_rows(rows, n_rows);
     pt_rollout_buffer_free(buf);
     pt_generator_free(gen);

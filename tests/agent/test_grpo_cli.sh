@@ -87,13 +87,26 @@ cmp -s "$work/out/model.safetensors" "$work/again/model.safetensors" &&
 
 "$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward contains --num-generations 3 --batch-prompts 2 \
     --max-new-tokens 4 --steps 2 --lr 1e-3 --beta 0.05 --epsilon 0.1 --epsilon-high 0.28 --loss-type dr_grpo \
-    --scale-rewards none --num-iterations 2 --mask-truncated --lora-rank 2 --lora-targets all --temperature 0.9 \
+    --scale-rewards none --num-iterations 2 --lora-rank 2 --lora-targets all --temperature 0.9 \
     --top-k 20 --top-p 0.95 --schedule cosine --warmup-steps 1 --out "$work/lora" 2>"$work/lora.log"
 if [ $? -eq 0 ] && [ -f "$work/lora/adapter/adapter_model.safetensors" ] && "$posttrain" info "$work/lora" >/dev/null 2>&1 &&
-   [ "$(wc -l < "$work/lora/metrics.jsonl")" -eq 2 ]; then
-    ok "LoRA, beta > 0 (reference model), dr_grpo, --scale-rewards none, mu = 2, sampling filters"
+   [ "$(wc -l < "$work/lora/metrics.jsonl")" -eq 2 ] &&
+   python3 -c 'import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; assert r[-1]["kl"] >= 0 and r[-1]["entropy"] > 0, r[-1]' \
+       "$work/lora/metrics.jsonl"; then
+    ok "LoRA, beta > 0 (reference model; kl and entropy reported), dr_grpo, --scale-rewards none, mu = 2, sampling filters"
 else
     cat "$work/lora.log"; bad "the LoRA / GRPO options run"
+fi
+
+# --mask-truncated: completions cut at --max-new-tokens get no loss tokens
+# (here nearly all are: the random model rarely samples EOS; a step with no
+# loss token is skipped, not an error).
+if "$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward exact --num-generations 2 --batch-prompts 2 \
+       --max-new-tokens 3 --steps 1 --mask-truncated --scale-rewards rloo --loss-type grpo --out "$work/masked" \
+       2>"$work/masked.log" && [ "$(wc -l < "$work/masked/metrics.jsonl")" -eq 1 ]; then
+    ok "--mask-truncated, rloo and the grpo loss run"
+else
+    cat "$work/masked.log"; bad "--mask-truncated run"
 fi
 
 usage_error() {   # expected message, then arguments
