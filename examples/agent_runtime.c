@@ -407,6 +407,8 @@ static int evaluate(double *acc, double *formed, runtime *rt, const problem *pro
 static int sft_phase(runtime *rt, uint64_t *rng)
 {
     const options *o = &rt->o;
+    if (o->sft_steps == 0)
+        return PT_OK;
     pt_dataset_options dopt;
     pt_dataset_options_init(&dopt);
     dopt.max_length = MAX_SEQ;
@@ -417,7 +419,8 @@ static int sft_phase(runtime *rt, uint64_t *rng)
     int st = pt_dataset_create(&data, &dopt);
     if (st)
         return fail("dataset", st);
-    const int n_examples = 2000;
+    /* Enough synthetic episodes for the steps asked for (one epoch), at most 2000. */
+    const int n_examples = o->sft_steps * o->batch < 2000 ? o->sft_steps * o->batch : 2000;
     for (int i = 0; i < n_examples; i++) {
         episode e;
         memset(&e, 0, sizeof e);
