@@ -15,6 +15,10 @@ libdir=$(pkg-config --variable=libdir posttrain)
 cc -std=c11 -Wall -Wextra -Werror examples/minimal.c -o "$prefix/minimal" $flags -Wl,-rpath,"$libdir"
 echo "install-test: cc examples/minimal.c $flags"
 "$prefix/minimal"
+# The agent-runtime example too, small arguments: it checks its own masks.
+cc -std=c11 -Wall -Wextra -Werror examples/agent_runtime.c -o "$prefix/agent_runtime" $flags -lm -Wl,-rpath,"$libdir"
+"$prefix/agent_runtime" --seed 1 --sft-steps 40 --steps 2 --prompts 2 --group 4 --eval 8 --quiet >/dev/null
+echo "install-test: cc examples/agent_runtime.c and ran it"
 # Only the public pt_ API is exported.
 bad=$(nm -D --defined-only "$libdir/libposttrain.so" | awk '{print $3}' | grep -v '^pt_' || true)
 if [ -n "$bad" ]; then
