@@ -30,6 +30,11 @@ int cli_parse_lora_targets(unsigned *out, const char *list);
 int cli_parse_seed(const char *s, uint64_t *out);
 /* Monotonic seconds. */
 double cli_now(void);
+/* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
+ * and merge it; then save the model in Hugging Face layout to OUT.  Messages
+ * name `cmd`; returns 0, or 1 after printing the failure. */
+int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
+                     long long steps);
 
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -115,3 +115,24 @@ double cli_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
+                     long long steps)
+{
+    int st;
+    if (pt_model_has_lora(model)) {
+        char adir[4096];
+        snprintf(adir, sizeof adir, "%s/adapter", out);
+        if ((st = pt_lora_save_peft(model, adir, base_name)))
+            return cli_fail("saving the adapter", st);
+        fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s\n", cmd, adir);
+        if ((st = pt_model_merge_lora(model)))
+            return cli_fail("merging the adapter", st);
+    }
+    pt_model_save_options so;
+    pt_model_save_options_init(&so);
+    if ((st = pt_model_save_dir(model, out, &so)))
+        return cli_fail("saving the model", st);
+    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps\n", cmd, out, steps);
+    return 0;
+}

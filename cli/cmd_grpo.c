@@ -712,26 +712,8 @@ int cmd_grpo(int argc, char **argv)
                     gs.clip_ratio_region, gs.kl, first.completion_mean_length, loss_sum / a.num_iterations,
                     gs.grad_norm, gs.lr, gen_tps, train_tps, cli_now() - t_start);
     }
-    if (pt_model_has_lora(model)) {
-        char adir[4096];
-        snprintf(adir, sizeof adir, "%s/adapter", a.out);
-        if ((st = pt_lora_save_peft(model, adir, a.model))) {
-            cli_fail("saving the adapter", st);
-            goto done;
-        }
-        fprintf(stderr, "posttrain grpo: saved the PEFT adapter to %s\n", adir);
-        if ((st = pt_model_merge_lora(model))) {
-            cli_fail("merging the adapter", st);
-            goto done;
-        }
-    }
-    pt_model_save_options so;
-    pt_model_save_options_init(&so);
-    if ((st = pt_model_save_dir(model, a.out, &so))) {
-        cli_fail("saving the model", st);
+    if (cli_save_trained("grpo", model, a.out, a.model, (long long)total))
         goto done;
-    }
-    fprintf(stderr, "posttrain grpo: saved the model to %s after %lld steps\n", a.out, (long long)total);
     rc = 0;
 done:
     if (metrics)

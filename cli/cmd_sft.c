@@ -417,26 +417,8 @@ int cmd_sft(int argc, char **argv)
         goto done;
     if (a.save_every && save_checkpoint(&a, model, opt, data, step))
         goto done;
-    if (pt_model_has_lora(model)) {
-        char adir[4096];
-        snprintf(adir, sizeof adir, "%s/adapter", a.out);
-        if ((st = pt_lora_save_peft(model, adir, a.model))) {
-            cli_fail("saving the adapter", st);
-            goto done;
-        }
-        fprintf(stderr, "posttrain sft: saved the PEFT adapter to %s\n", adir);
-        if ((st = pt_model_merge_lora(model))) {
-            cli_fail("merging the adapter", st);
-            goto done;
-        }
-    }
-    pt_model_save_options so;
-    pt_model_save_options_init(&so);
-    if ((st = pt_model_save_dir(model, a.out, &so))) {
-        cli_fail("saving the model", st);
+    if (cli_save_trained("sft", model, a.out, a.model, (long long)step))
         goto done;
-    }
-    fprintf(stderr, "posttrain sft: saved the model to %s after %lld steps\n", a.out, (long long)step);
     rc = 0;
 done:
     if (metrics)
