@@ -115,19 +115,6 @@ static double kv_get(const char *line, const char *key)
     return strtod(p + strlen(pat), NULL);
 }
 
-/* 1-minute load average (the machine is shared: say how busy it was). */
-static double load_avg(void)
-{
-    double l = NAN;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = NAN;
-        fclose(f);
-    }
-    return l;
-}
-
 static int parse_args(bench_opts *o, int argc, char **argv)
 {
     *o = (bench_opts){ .config = "smollm2-135m", .threads = 2, .batch = 4, .seq = 256,
@@ -210,7 +197,7 @@ int main(int argc, char **argv)
     printf("bench_train_step: config %s, %.2fM parameters, batch %d x seq %d, %d threads, "
            "optimizer %s, setup %.2f s, load average %.2f\n",
            o.config, (double)nparams / 1e6, o.batch, o.seq, o.threads,
-           o.optimizer ? "AdamW" : "none", t_setup, load_avg());
+           o.optimizer ? "AdamW" : "none", t_setup, bench_loadavg());
     fflush(stdout);
 
     char anchor_cmd[2 * PATH_MAX + 256];
@@ -296,7 +283,7 @@ int main(int argc, char **argv)
                round, tps, gflops, gflops_fb, 100.0 * gflops / peak, rss);
         printf("round %d sgemm peak (%d threads, best of before/after): %.1f GFLOP/s at 2048^3, "
                "%.1f at 1024x1536x576; "
-               "load average %.2f\n", round, o.threads, peak1, peak2, load_avg());
+               "load average %.2f\n", round, o.threads, peak1, peak2, bench_loadavg());
         fflush(stdout);
 
         if (anchor_cmd[0]) {
@@ -316,7 +303,7 @@ int main(int argc, char **argv)
                 printf("round %d anchor (PyTorch): %.1f tokens/s, %.1f GFLOP/s (6N), %.1f%% of "
                        "the sgemm peak, peak RSS %.0f MB; ratio ours/anchor %.2fx; load average "
                        "%.2f\n", round, a_tps, a_gf, 100.0 * a_gf / peak, ar, tps / a_tps,
-                       load_avg());
+                       bench_loadavg());
             } else {
                 printf("round %d anchor: no result line (mode=train ...) in its output\n", round);
             }
