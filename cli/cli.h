@@ -30,6 +30,18 @@ int cli_parse_lora_targets(unsigned *out, const char *list);
 int cli_parse_seed(const char *s, uint64_t *out);
 /* Monotonic seconds. */
 double cli_now(void);
+
+/* In a command's option loop, with the option name in `k`, its value in `v`
+ * and a `long n` in scope: when k is opt, parse an integer in [lo, hi] into
+ * dst and continue the loop, or return the usage error naming cmd. */
+#define CLI_INT_OPTION(cmd, opt, lo, hi, dst)                                                \
+    if (!strcmp(k, opt)) {                                                                 \
+        if (cli_parse_long(v, lo, hi, &n))                                                 \
+            return cli_usage_error(cmd, "%s needs an integer in [%ld, %ld], not '%s'", opt, \
+                                   (long)(lo), (long)(hi), v);                             \
+        dst = n;                                                                           \
+        continue;                                                                          \
+    }
 /* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */

@@ -129,14 +129,7 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         const char *v = argv[++i];
         long n;
         double x;
-#define NUM(opt, lo, hi, dst)                                                               \
-    if (!strcmp(k, opt)) {                                                                  \
-        if (cli_parse_long(v, lo, hi, &n))                                                  \
-            return cli_usage_error("grpo", "%s needs an integer in [%ld, %ld], not '%s'", opt, \
-                                   (long)(lo), (long)(hi), v);                              \
-        dst = n;                                                                            \
-        continue;                                                                           \
-    }
+#define NUM(opt, lo, hi, dst) CLI_INT_OPTION("grpo", opt, lo, hi, dst)
 #define REAL(opt, lo, hi, dst)                                                              \
     if (!strcmp(k, opt)) {                                                                  \
         if (cli_parse_double(v, &x) || !isfinite(x) || x < (lo) || x > (hi))                \

@@ -71,14 +71,7 @@ static int parse_args(sft_args *a, int argc, char **argv)
         const char *v = argv[++i];
         long n;
         double x;
-#define NUM(opt, lo, hi, dst)                                                              \
-    if (!strcmp(k, opt)) {                                                                 \
-        if (cli_parse_long(v, lo, hi, &n))                                                 \
-            return cli_usage_error("sft", "%s needs an integer in [%ld, %ld], not '%s'", opt, \
-                                   (long)(lo), (long)(hi), v);                             \
-        dst = n;                                                                           \
-        continue;                                                                          \
-    }
+#define NUM(opt, lo, hi, dst) CLI_INT_OPTION("sft", opt, lo, hi, dst)
 #define REAL(opt, dst)                                                                     \
     if (!strcmp(k, opt)) {                                                                 \
         if (cli_parse_double(v, &x) || !isfinite(x))                                       \
