@@ -42,6 +42,11 @@ double cli_now(void);
         dst = n;                                                                           \
         continue;                                                                          \
     }
+/* Add LoRA adapters of `rank` (alpha: 0 means rank; targets: 0 means the
+ * library's default) seeded by seed, and say so naming `cmd`; returns 0, or
+ * 1 after printing the failure. */
+int cli_add_lora(const char *cmd, pt_model *model, int rank, double alpha, unsigned targets,
+                 uint64_t seed);
 /* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */

@@ -136,3 +136,21 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
     fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps\n", cmd, out, steps);
     return 0;
 }
+
+int cli_add_lora(const char *cmd, pt_model *model, int rank, double alpha, unsigned targets,
+                 uint64_t seed)
+{
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = rank;
+    lo.alpha = alpha > 0 ? alpha : (double)rank;
+    if (targets)
+        lo.targets = targets;
+    lo.seed = seed;
+    int st = pt_model_add_lora(model, &lo);
+    if (st)
+        return cli_fail("LoRA", st);
+    fprintf(stderr, "posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank,
+            lo.alpha);
+    return 0;
+}

@@ -506,20 +506,8 @@ int cmd_grpo(int argc, char **argv)
             goto done;
         }
     }
-    if (a.lora_rank > 0) {
-        pt_lora_options lo;
-        pt_lora_options_init(&lo);
-        lo.rank = a.lora_rank;
-        lo.alpha = a.lora_alpha > 0 ? a.lora_alpha : (double)a.lora_rank;
-        if (a.lora_targets)
-            lo.targets = a.lora_targets;
-        lo.seed = a.seed;
-        if ((st = pt_model_add_lora(model, &lo))) {
-            cli_fail("LoRA", st);
-            goto done;
-        }
-        fprintf(stderr, "posttrain grpo: LoRA rank %d, alpha %g; the base model is frozen\n", lo.rank, lo.alpha);
-    }
+    if (a.lora_rank > 0 && cli_add_lora("grpo", model, a.lora_rank, a.lora_alpha, a.lora_targets, a.seed))
+        goto done;
     const int64_t total = a.steps ? a.steps : (n_rows + P - 1) / P;
     if (a.opt.schedule != PT_SCHEDULE_CONSTANT)
         a.opt.total_steps = total * a.num_iterations;

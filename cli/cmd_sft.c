@@ -216,20 +216,9 @@ int cmd_sft(int argc, char **argv)
         cli_fail(a.model, st);
         goto done;
     }
-    if (a.lora_rank > 0) {
-        pt_lora_options lo;
-        pt_lora_options_init(&lo);
-        lo.rank = a.lora_rank;
-        lo.alpha = a.lora_alpha > 0 ? a.lora_alpha : (double)a.lora_rank;
-        if (a.lora_targets)
-            lo.targets = a.lora_targets;
-        lo.seed = a.data_opts.seed;
-        if ((st = pt_model_add_lora(model, &lo))) {
-            cli_fail("LoRA", st);
-            goto done;
-        }
-        fprintf(stderr, "posttrain sft: LoRA rank %d, alpha %g; the base model is frozen\n", lo.rank, lo.alpha);
-    }
+    if (a.lora_rank > 0 &&
+        cli_add_lora("sft", model, a.lora_rank, a.lora_alpha, a.lora_targets, a.data_opts.seed))
+        goto done;
     const pt_tokenizer *tok = pt_model_tokenizer(model);
     if ((st = pt_dataset_load_jsonl(&data, a.data, tok, &a.data_opts))) {
         cli_fail(a.data, st);
