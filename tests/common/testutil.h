@@ -72,6 +72,21 @@ static inline void pt_test_tiny_config(pt_model_config *c, int arch, int vocab)
     c->qk_norm = arch == PT_ARCH_QWEN3;
 }
 
+/* A tied tiny llama of pt_test_tiny_config's shape with initializer range
+ * 0.2 (peaked enough that training moves the loss) and its gradients
+ * allocated: the model of the SFT and GRPO step suites. */
+static inline pt_model *pt_test_tiny_llama(int vocab, uint64_t seed)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, vocab);
+    c.tie_word_embeddings = true;
+    c.initializer_range = 0.2;
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, &c, seed));
+    ck_assert_ok(pt_model_alloc_grads(m));
+    return m;
+}
+
 /* A batch of one row: n ids and their targets (NULL: none). */
 static inline pt_batch pt_test_row_batch(const int32_t *ids, const int32_t *targets, int n)
 {

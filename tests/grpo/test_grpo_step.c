@@ -15,14 +15,7 @@
 
 static pt_model *tiny_model(uint64_t seed)
 {
-    pt_model_config c;
-    pt_test_tiny_config(&c, PT_ARCH_LLAMA, V);
-    c.tie_word_embeddings = true;
-    c.initializer_range = 0.2;
-    pt_model *m;
-    ck_assert_ok(pt_model_create(&m, &c, seed));
-    ck_assert_ok(pt_model_alloc_grads(m));
-    return m;
+    return pt_test_tiny_llama(V, seed);
 }
 
 static size_t total_params(const pt_model *m)
