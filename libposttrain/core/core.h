@@ -36,6 +36,67 @@ static inline bool pt_add_size(size_t a, size_t b, size_t *out)
     return !__builtin_add_overflow(a, b, out);
 }
 
+/* ---- argument checks -------------------------------------------------------
+ * Every public function checks its arguments with these, so each message
+ * names the function and the argument the same way:
+ *     PT_CHECK_NULL(model);            -> "pt_foo: model is NULL"
+ *     PT_CHECK_ARG(n > 0, n, "must be positive (got %d)", n);
+ *                                      -> "pt_foo: n must be positive (got 0)"
+ * Both return PT_EINVAL from the calling function. */
+int pt_err_arg(const char *func, const char *arg, const char *fmt, ...) PT_PRINTF(3, 4);
+#define PT_CHECK_NULL(p)                                                      \
+    do {                                                                      \
+        if (!(p))                                                             \
+            return pt_err(PT_EINVAL, "%s: %s is NULL", __func__, #p);         \
+    } while (0)
+#define PT_CHECK_ARG(cond, arg, ...)                                          \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            return pt_err_arg(__func__, #arg, __VA_ARGS__);                   \
+    } while (0)
+
+/* ---- versioned structs -----------------------------------------------------
+ * Options, configurations and stats begin with `size_t size`, set by their
+ * _init to sizeof the struct in the caller's header.  A caller built against
+ * an older, smaller header passes a smaller size; the library accepts any
+ * size from sizeof(size_t) up to its own and treats the fields the caller
+ * did not have as their defaults.
+ *
+ * pt_struct_read: `dst` (full_size bytes) already holds the defaults; copy
+ * the caller's `src` over its first src->size bytes and set dst->size to
+ * full_size.  NULL src means "all defaults".  A size outside the range is
+ * PT_EINVAL naming the function and the _init to call. */
+int pt_struct_read(void *dst, size_t full_size, const void *src, const char *func,
+                   const char *init_name);
+/* Check that a caller's output struct (stats) has a size in range; NULL is
+ * allowed (the caller does not want it). */
+int pt_struct_check_out(const void *user, size_t full_size, const char *func,
+                        const char *init_name);
+/* Copy a filled struct `full` into the caller's `user` (NULL: nothing),
+ * as many bytes as the caller's size says, keeping the caller's size. */
+void pt_struct_write(void *user, const void *full);
+
+/* opts_local = defaults from init(), then the caller's fields over them. */
+#define PT_STRUCT_READ(local, user, init)                                     \
+    ((void)init(&(local)), pt_struct_read(&(local), sizeof(local), (user), __func__, #init))
+#define PT_STRUCT_CHECK_OUT(user, type, init)                                 \
+    pt_struct_check_out((user), sizeof(type), __func__, #init)
+
+/* ---- enums with names ------------------------------------------------------
+ * Each public enum has a table of {value, name}; the public
+ * pt_<enum>_name / pt_<enum>_from_name functions are built on these. */
+typedef struct pt_enum_entry {
+    int value;
+    const char *name;
+} pt_enum_entry;
+/* The name of `value`, or NULL when the table has none. */
+const char *pt_enum_name(const pt_enum_entry *table, size_t n, int value);
+/* The value named `name` (exact match) into *out; PT_EINVAL naming `func`,
+ * `what` and every accepted name otherwise. */
+int pt_enum_from_name(int *out, const pt_enum_entry *table, size_t n, const char *name,
+                      const char *func, const char *what);
+#define PT_ENUM_COUNT(table) (sizeof(table) / sizeof((table)[0]))
+
 /* Allocation helpers.  They set PT_ENOMEM with a message on failure. */
 void *pt_malloc(size_t n);
 void *pt_calloc(size_t count, size_t size);

@@ -9,6 +9,7 @@
 #ifndef PT_IO_FILEIO_H
 #define PT_IO_FILEIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,18 @@
  * to PT_ENOSPC (ENOSPC, EDQUOT) or PT_EIO (anything else), record the message
  * "<what> <path>: <strerror>" and return the status. */
 int pt_io_errno(int err, const char *what, const char *path);
+
+/* "<dir>/<name>" (no doubled slash), or NULL with PT_ENOMEM recorded. */
+char *pt_path_join(const char *dir, const char *name);
+/* Is `path` an existing directory / regular file (following links)? */
+bool pt_is_dir(const char *path);
+bool pt_is_file(const char *path);
+/* Does directory `dir` hold a regular file `name`? */
+bool pt_dir_has_file(const char *dir, const char *name);
+/* mkdir -p: create `dir` and its missing parents (mode 0755).  PT_EIO (or
+ * PT_ENOSPC) naming the component that failed, or `dir` when it exists but
+ * is not a directory. */
+int pt_mkdir_p(const char *dir);
 
 /* fsync a directory (open O_RDONLY|O_DIRECTORY, fsync, close). */
 int pt_fsync_dir(const char *dir);

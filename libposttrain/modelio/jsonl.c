@@ -285,40 +285,6 @@ int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
 
 /* ---- row helpers ---------------------------------------------------------------- */
 
-int pt_utf8_valid(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s, *e = p + len;
-    while (p < e) {
-        unsigned c = *p;
-        if (c < 0x80) {
-            p++;
-            continue;
-        }
-        size_t n;
-        uint32_t cp, min;
-        if ((c & 0xE0) == 0xC0) {
-            n = 1, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3, cp = c & 0x07, min = 0x10000;
-        } else {
-            return 0;
-        }
-        if ((size_t)(e - p) <= n)
-            return 0;
-        for (size_t i = 1; i <= n; i++) {
-            if ((p[i] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (p[i] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        p += n + 1;
-    }
-    return 1;
-}
-
 static const cJSON *member(const cJSON *row, const char *key)
 {
     return cJSON_GetObjectItemCaseSensitive(row, key);

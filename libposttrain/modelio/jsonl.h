@@ -13,6 +13,7 @@
 #define PT_MODELIO_JSONL_H
 
 #include "core/core.h"
+#include "core/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -75,8 +76,5 @@ int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r
 /* An int array member under any key (used for other id lists). */
 int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
                        const char *key, int32_t lo, int32_t hi_exclusive);
-
-/* 1 if the bytes are valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
-int pt_utf8_valid(const char *s, size_t len);
 
 #endif

@@ -134,79 +134,13 @@ const pt_tokenizer *pt_model_tokenizer(const pt_model *m)
     return r ? r->tok : NULL;
 }
 
-/* ---- paths -------------------------------------------------------------------- */
-
-char *pt_path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name), n;
-    if (!pt_add_size(a, b, &n) || !pt_add_size(n, 2, &n)) {
-        pt_err(PT_ENOMEM, "path too long");
-        return NULL;
-    }
-    char *p = pt_malloc(n);
-    if (!p)
-        return NULL;
-    memcpy(p, dir, a);
-    size_t k = a;
-    if (a && dir[a - 1] != '/')
-        p[k++] = '/';
-    memcpy(p + k, name, b + 1);
-    return p;
-}
-
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-bool pt_dir_has_file(const char *dir, const char *name)
-{
-    char *p = pt_path_join(dir, name);
-    bool r = p && is_file(p);
-    pt_free(p);
-    return r;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *dir)
-{
-    char *p = pt_strdup(dir);
-    if (!p)
-        return PT_ENOMEM;
-    size_t n = strlen(p);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] == '/' || p[i] == '\0') {
-            char c = p[i];
-            p[i] = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                int e = errno;
-                int st = pt_io_errno(e, "mkdir", p);
-                pt_free(p);
-                return st;
-            }
-            p[i] = c;
-        }
-    }
-    pt_free(p);
-    if (!is_dir(dir))
-        return pt_err(PT_EIO, "%s exists and is not a directory", dir);
-    return PT_OK;
-}
-
 /* ---- config.json -------------------------------------------------------------- */
 
 int pt_model_config_load(pt_model_config *cfg, const char *path)
 {
     if (!cfg || !path)
         return pt_err(PT_EINVAL, "pt_model_config_load: NULL argument");
-    char *file = is_dir(path) ? pt_path_join(path, "config.json") : pt_strdup(path);
+    char *file = pt_is_dir(path) ? pt_path_join(path, "config.json") : pt_strdup(path);
     if (!file)
         return PT_ENOMEM;
     char *text = NULL;
@@ -848,7 +782,7 @@ int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
         return pt_err(PT_EINVAL, "pt_model_dir_inspect: info size %zu, expected %zu", info->size,
                       sizeof *info);
     pt_model_dir_info_init(info);
-    if (!is_dir(dir))
+    if (!pt_is_dir(dir))
         return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
     int st = pt_model_config_load(&info->config, dir);
     if (st == PT_OK)
@@ -907,7 +841,7 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     if (opts->size != sizeof *opts)
         return pt_err(PT_EINVAL, "pt_model_load_dir: options size %zu, expected %zu", opts->size,
                       sizeof *opts);
-    if (!is_dir(dir))
+    if (!pt_is_dir(dir))
         return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
     pt_model_config cfg;
     pt_model_config_init(&cfg);
@@ -1056,7 +990,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     }
     char *json = NULL, *path = NULL, *eos_list = NULL;
     pt_st_write_tensor *wt = NULL;
-    if ((st = make_dirs(dir)) != PT_OK)
+    if ((st = pt_mkdir_p(dir)) != PT_OK)
         goto done;
     eos_list = source_eos_list(pt_model_source_dir(m), cfg.eos_token_id);
 

@@ -3,6 +3,7 @@
 #ifndef PT_MODELIO_INTERNAL_H
 #define PT_MODELIO_INTERNAL_H
 
+#include "io/fileio.h"
 #include "posttrain/model.h"
 #include "posttrain/tokenizer.h"
 
@@ -10,10 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* dir + "/" + name (pt_free); NULL with PT_ENOMEM set on failure. */
-char *pt_path_join(const char *dir, const char *name);
-/* Whether dir/name exists and is a regular file. */
-bool pt_dir_has_file(const char *dir, const char *name);
 
 /* "llama", "qwen2", ... and "LlamaForCausalLM", ... for a pt_arch. */
 const char *pt_arch_model_type(int arch);

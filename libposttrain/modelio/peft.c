@@ -25,31 +25,6 @@ static const char *const k_targets[PT_LORA_NMOD] = {
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
 };
 
-static int mkdir_p(const char *dir)
-{
-    char *p = pt_strdup(dir);
-    if (!p)
-        return PT_ENOMEM;
-    size_t n = strlen(p);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0')
-            continue;
-        char c = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            int st = pt_io_errno(errno, "mkdir", p);
-            pt_free(p);
-            return st;
-        }
-        p[i] = c;
-    }
-    pt_free(p);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return pt_err(PT_EIO, "%s exists and is not a directory", dir);
-    return PT_OK;
-}
-
 static char *config_json(const struct pt_lora *l, const char *base)
 {
     cJSON *o = cJSON_CreateObject();
@@ -97,7 +72,7 @@ int pt_lora_save_peft(const pt_model *m, const char *dir, const char *base_model
     const struct pt_lora *l = m->lora;
     if (!l)
         return pt_err(PT_ESTATE, "pt_lora_save_peft: the model has no LoRA adapters");
-    int st = mkdir_p(dir);
+    int st = pt_mkdir_p(dir);
     if (st != PT_OK)
         return st;
     size_t nt = 2 * l->nadapters;

@@ -19,15 +19,6 @@
 #define CKPT_VERSION 1
 #define MAX_STATE_JSON (64u << 20)
 
-static char *path_join(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = pt_malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
 /* Remove a directory that holds only plain files (our temporary checkpoint). */
 static void remove_flat_dir(const char *dir)
 {
@@ -37,7 +28,7 @@ static void remove_flat_dir(const char *dir)
         while ((e = readdir(d))) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
-            char *p = path_join(dir, e->d_name);
+            char *p = pt_path_join(dir, e->d_name);
             if (p) {
                 unlink(p);
                 free(p);
@@ -174,7 +165,7 @@ static int write_manifest(const char *dir)
     cJSON_AddStringToObject(root, "library", PT_VERSION_STRING);
     int st = PT_OK;
     for (size_t i = 0; i < sizeof files / sizeof files[0] && !st; i++) {
-        char *p = path_join(dir, files[i]);
+        char *p = pt_path_join(dir, files[i]);
         if (!p) {
             st = PT_ENOMEM;
             break;
@@ -196,7 +187,7 @@ static int write_manifest(const char *dir)
     }
     if (!st) {
         char *text = cJSON_Print(root);
-        char *p = path_join(dir, PT_CKPT_MANIFEST);
+        char *p = pt_path_join(dir, PT_CKPT_MANIFEST);
         if (!text || !p)
             st = pt_err(PT_ENOMEM, "checkpoint: out of memory writing the manifest");
         else
@@ -226,8 +217,8 @@ int pt_checkpoint_save(const char *dir, const pt_model *model, pt_optimizer *opt
         free(tmp);
         return st;
     }
-    char *pw = path_join(tmp, PT_CKPT_WEIGHTS), *po = path_join(tmp, PT_CKPT_OPTIMIZER),
-         *ps = path_join(tmp, PT_CKPT_STATE);
+    char *pw = pt_path_join(tmp, PT_CKPT_WEIGHTS), *po = pt_path_join(tmp, PT_CKPT_OPTIMIZER),
+         *ps = pt_path_join(tmp, PT_CKPT_STATE);
     int st = (!pw || !po || !ps) ? PT_ENOMEM : PT_OK;
     if (!st)
         st = write_weights(pw, model);
@@ -264,7 +255,7 @@ int pt_checkpoint_verify(const char *dir)
 {
     if (!dir)
         return pt_err(PT_EINVAL, "pt_checkpoint_verify: dir is NULL");
-    char *mp = path_join(dir, PT_CKPT_MANIFEST);
+    char *mp = pt_path_join(dir, PT_CKPT_MANIFEST);
     if (!mp)
         return PT_ENOMEM;
     char *text;
@@ -298,7 +289,7 @@ int pt_checkpoint_verify(const char *dir)
             st = pt_err(PT_EFORMAT, "checkpoint %s: bad manifest entry '%s'", dir, e->string);
             break;
         }
-        char *p = path_join(dir, e->string);
+        char *p = pt_path_join(dir, e->string);
         if (!p) {
             st = PT_ENOMEM;
             break;
@@ -404,8 +395,8 @@ int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_op
     int st = pt_checkpoint_verify(dir);
     if (st)
         return st;
-    char *pw = path_join(dir, PT_CKPT_WEIGHTS), *po = path_join(dir, PT_CKPT_OPTIMIZER),
-         *ps = path_join(dir, PT_CKPT_STATE), *text = NULL;
+    char *pw = pt_path_join(dir, PT_CKPT_WEIGHTS), *po = pt_path_join(dir, PT_CKPT_OPTIMIZER),
+         *ps = pt_path_join(dir, PT_CKPT_STATE), *text = NULL;
     cJSON *root = NULL;
     int64_t step = 0, skipped = 0;
     if (!pw || !po || !ps) {
