@@ -69,6 +69,8 @@ typedef enum pt_chat_family {
 
 /* "chatml", "qwen3", "llama3", "llama2", "phi3", "plain", or NULL. */
 PT_API const char *pt_chat_family_name(int family);
+/* The family of a name pt_chat_family_name returns. */
+PT_API int pt_chat_family_from_name(int *out, const char *name);
 
 /* BOS handling (pt_chat_options.bos). */
 #define PT_CHAT_BOS_TEMPLATE 0 /* exactly as the template writes it (Llama-3: one

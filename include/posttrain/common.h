@@ -79,6 +79,12 @@ PT_API const char *pt_version_string(void);
  * e.g. "BLIS 0.9.0, skx kernels (chosen by libposttrain for this AMD AVX-512
  * CPU)".  Initialises BLIS on first call; the string is static. */
 PT_API const char *pt_blas_info(void);
+/* The capabilities of this build, as space-separated words (for example
+ * "sft lora generate grpo ..."): what a binding checks once, instead of
+ * probing for symbols.  Words are only ever added. */
+PT_API const char *pt_features(void);
+/* 1 when pt_features() lists `name`, else 0 (NULL: 0). */
+PT_API int pt_has_feature(const char *name);
 
 /* Logging.  The library never prints; it hands messages to this callback. */
 typedef enum pt_log_level {
@@ -95,6 +101,8 @@ typedef void (*pt_log_fn)(int level, const char *message, void *payload);
 PT_API int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload);
 /* Name of a log level ("error", "warn", "info", "debug"). */
 PT_API const char *pt_log_level_name(int level);
+/* The level named "error", "warn", "info" or "debug". */
+PT_API int pt_log_level_from_name(int *out, const char *name);
 
 /* Cancellation.  The callback returns non-zero to ask the library to stop; it
  * is polled by long-running calls between steps (layers, batches, tokens) on

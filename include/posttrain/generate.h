@@ -32,6 +32,12 @@ typedef enum pt_finish_reason {
     PT_FINISH_STOP = 0,    /* it sampled a stop id (kept as its last token) */
     PT_FINISH_LENGTH = 1   /* it reached max_new_tokens */
 } pt_finish_reason;
+/* The lower-case name of a pt_finish_reason value ("stop", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_finish_reason_name(int value);
+PT_API int pt_finish_reason_from_name(int *out, const char *name);
+
 
 /* Sampling options.  Fill with pt_generate_options_init() first.
  *

@@ -84,6 +84,12 @@ typedef enum pt_rollout_logprobs {
     PT_ROLLOUT_OLD = 0,  /* log pi_old, the sampling policy */
     PT_ROLLOUT_REF = 1   /* log pi_ref, the reference policy of the KL term */
 } pt_rollout_logprobs;
+/* The lower-case name of a pt_rollout_logprobs value ("old", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_rollout_logprobs_name(int value);
+PT_API int pt_rollout_logprobs_from_name(int *out, const char *name);
+
 
 /* Compute the old or reference log-probabilities of every sample with a
  * forward on ctx, replacing what the samples had.  ctx may belong to any
@@ -132,6 +138,12 @@ typedef enum pt_grpo_scale {
     PT_GRPO_SCALE_NONE = 2,  /* R - mean_g (Dr. GRPO)             TRL "none" */
     PT_GRPO_SCALE_RLOO = 3   /* R - mean of the other members (RLOO) */
 } pt_grpo_scale;
+/* The lower-case name of a pt_grpo_scale value ("group", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_grpo_scale_name(int value);
+PT_API int pt_grpo_scale_from_name(int *out, const char *name);
+
 
 typedef enum pt_grpo_loss_type {
     PT_GRPO_LOSS_GRPO = 0,   /* (1/G) sum_i (1/|o_i|) sum_t l */
@@ -139,11 +151,23 @@ typedef enum pt_grpo_loss_type {
     PT_GRPO_LOSS_DAPO = 2,   /* sum l / global_tokens (default: the buffer's) */
     PT_GRPO_LOSS_DR_GRPO = 3 /* sum l / (G_total * max_completion_length) */
 } pt_grpo_loss_type;
+/* The lower-case name of a pt_grpo_loss_type value ("grpo", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_grpo_loss_type_name(int value);
+PT_API int pt_grpo_loss_type_from_name(int *out, const char *name);
+
 
 typedef enum pt_grpo_is_level {
     PT_GRPO_IS_TOKEN = 0,    /* per-token ratio (GRPO) */
     PT_GRPO_IS_SEQUENCE = 1  /* sequence ratio exp(mean log ratio) (GSPO) */
 } pt_grpo_is_level;
+/* The lower-case name of a pt_grpo_is_level value ("token", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_grpo_is_level_name(int value);
+PT_API int pt_grpo_is_level_from_name(int *out, const char *name);
+
 
 typedef struct pt_grpo_options {
     size_t size;                  /* sizeof(pt_grpo_options) */

@@ -22,12 +22,24 @@ typedef enum pt_arch {
     PT_ARCH_QWEN3 = 2,   /* per-head RMSNorm on q and k */
     PT_ARCH_MISTRAL = 3  /* Llama layout with an optional sliding window */
 } pt_arch;
+/* The lower-case name of a pt_arch value ("llama", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_arch_name(int value);
+PT_API int pt_arch_from_name(int *out, const char *name);
+
 
 typedef enum pt_rope_type {
     PT_ROPE_DEFAULT = 0,
     PT_ROPE_LLAMA3 = 1,  /* rope_scaling {"rope_type": "llama3", ...} */
     PT_ROPE_LINEAR = 2   /* rope_scaling {"rope_type": "linear", "factor": f} */
 } pt_rope_type;
+/* The lower-case name of a pt_rope_type value ("default", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_rope_type_name(int value);
+PT_API int pt_rope_type_from_name(int *out, const char *name);
+
 
 /* The fields of a Hugging Face config.json that decide the computation.
  * Fill with pt_model_config_init() first; `size` must be sizeof(pt_model_config). */

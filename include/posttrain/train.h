@@ -24,12 +24,24 @@ typedef enum pt_optimizer_type {
     PT_OPTIMIZER_ADAMW = 0, /* decoupled weight decay (torch.optim.AdamW) */
     PT_OPTIMIZER_SGD = 1    /* momentum, L2 weight decay (torch.optim.SGD) */
 } pt_optimizer_type;
+/* The lower-case name of a pt_optimizer_type value ("adamw", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_optimizer_type_name(int value);
+PT_API int pt_optimizer_type_from_name(int *out, const char *name);
+
 
 typedef enum pt_schedule_type {
     PT_SCHEDULE_CONSTANT = 0, /* lr (after warmup) */
     PT_SCHEDULE_LINEAR = 1,   /* linear decay to 0 at total_steps */
     PT_SCHEDULE_COSINE = 2    /* half cosine to min_lr_ratio * lr at total_steps */
 } pt_schedule_type;
+/* The lower-case name of a pt_schedule_type value ("constant", ...), or NULL for
+ * a value that is not one; and the value of a name (PT_EINVAL listing the
+ * accepted names otherwise). */
+PT_API const char *pt_schedule_type_name(int value);
+PT_API int pt_schedule_type_from_name(int *out, const char *name);
+
 
 typedef struct pt_optimizer_options {
     size_t size;

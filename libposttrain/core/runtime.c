@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -25,15 +26,23 @@ int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload)
     return PT_OK;
 }
 
+static const pt_enum_entry k_log_level_names[] = {
+    { PT_LOG_ERROR, "error" },
+    { PT_LOG_WARN, "warn" },
+    { PT_LOG_INFO, "info" },
+    { PT_LOG_DEBUG, "debug" },
+};
+
+int pt_log_level_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_log_level_names, PT_ENUM_COUNT(k_log_level_names), name, __func__,
+                             "log level");
+}
+
 const char *pt_log_level_name(int level)
 {
-    switch (level) {
-    case PT_LOG_ERROR: return "error";
-    case PT_LOG_WARN: return "warn";
-    case PT_LOG_INFO: return "info";
-    case PT_LOG_DEBUG: return "debug";
-    default: return "?";
-    }
+    const char *n = pt_enum_name(k_log_level_names, PT_ENUM_COUNT(k_log_level_names), level);
+    return n ? n : "?";
 }
 
 void pt_log(int level, const char *fmt, ...)
@@ -107,4 +116,25 @@ int pt_get_num_threads(void)
             n = expected;
     }
     return n;
+}
+
+/* ---- features ---- */
+
+static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
+                                 "generate entropy grpo";
+
+const char *pt_features(void)
+{
+    return k_features;
+}
+
+int pt_has_feature(const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    size_t n = strlen(name);
+    for (const char *p = k_features; (p = strstr(p, name)); p += n)
+        if ((p == k_features || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
 }

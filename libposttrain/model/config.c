@@ -642,3 +642,42 @@ int pt_model_config_validate(const pt_model_config *cfg)
         return pt_err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
     return PT_OK;
 }
+
+/* ---- pt_arch names ---- */
+
+static const pt_enum_entry k_arch_names[] = {
+    { PT_ARCH_LLAMA, "llama" },
+    { PT_ARCH_QWEN2, "qwen2" },
+    { PT_ARCH_QWEN3, "qwen3" },
+    { PT_ARCH_MISTRAL, "mistral" },
+};
+
+const char *pt_arch_name(int value)
+{
+    return pt_enum_name(k_arch_names, PT_ENUM_COUNT(k_arch_names), value);
+}
+
+int pt_arch_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_arch_names, PT_ENUM_COUNT(k_arch_names), name, __func__,
+                             "architecture");
+}
+
+/* ---- pt_rope_type names ---- */
+
+static const pt_enum_entry k_rope_type_names[] = {
+    { PT_ROPE_DEFAULT, "default" },
+    { PT_ROPE_LLAMA3, "llama3" },
+    { PT_ROPE_LINEAR, "linear" },
+};
+
+const char *pt_rope_type_name(int value)
+{
+    return pt_enum_name(k_rope_type_names, PT_ENUM_COUNT(k_rope_type_names), value);
+}
+
+int pt_rope_type_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_rope_type_names, PT_ENUM_COUNT(k_rope_type_names), name, __func__,
+                             "rope type");
+}

@@ -569,3 +569,21 @@ int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons, flo
     }
     return PT_OK;
 }
+
+/* ---- pt_finish_reason names ---- */
+
+static const pt_enum_entry k_finish_reason_names[] = {
+    { PT_FINISH_STOP, "stop" },
+    { PT_FINISH_LENGTH, "length" },
+};
+
+const char *pt_finish_reason_name(int value)
+{
+    return pt_enum_name(k_finish_reason_names, PT_ENUM_COUNT(k_finish_reason_names), value);
+}
+
+int pt_finish_reason_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_finish_reason_names, PT_ENUM_COUNT(k_finish_reason_names), name, __func__,
+                             "finish reason");
+}

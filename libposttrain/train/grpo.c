@@ -969,3 +969,79 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
         *stats = local;
     return PT_OK;
 }
+
+/* ---- pt_grpo_scale names ---- */
+
+static const pt_enum_entry k_grpo_scale_names[] = {
+    { PT_GRPO_SCALE_GROUP, "group" },
+    { PT_GRPO_SCALE_BATCH, "batch" },
+    { PT_GRPO_SCALE_NONE, "none" },
+    { PT_GRPO_SCALE_RLOO, "rloo" },
+};
+
+const char *pt_grpo_scale_name(int value)
+{
+    return pt_enum_name(k_grpo_scale_names, PT_ENUM_COUNT(k_grpo_scale_names), value);
+}
+
+int pt_grpo_scale_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_grpo_scale_names, PT_ENUM_COUNT(k_grpo_scale_names), name, __func__,
+                             "reward scaling");
+}
+
+/* ---- pt_grpo_loss_type names ---- */
+
+static const pt_enum_entry k_grpo_loss_type_names[] = {
+    { PT_GRPO_LOSS_GRPO, "grpo" },
+    { PT_GRPO_LOSS_BNPO, "bnpo" },
+    { PT_GRPO_LOSS_DAPO, "dapo" },
+    { PT_GRPO_LOSS_DR_GRPO, "dr_grpo" },
+};
+
+const char *pt_grpo_loss_type_name(int value)
+{
+    return pt_enum_name(k_grpo_loss_type_names, PT_ENUM_COUNT(k_grpo_loss_type_names), value);
+}
+
+int pt_grpo_loss_type_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_grpo_loss_type_names, PT_ENUM_COUNT(k_grpo_loss_type_names), name, __func__,
+                             "loss type");
+}
+
+/* ---- pt_grpo_is_level names ---- */
+
+static const pt_enum_entry k_grpo_is_level_names[] = {
+    { PT_GRPO_IS_TOKEN, "token" },
+    { PT_GRPO_IS_SEQUENCE, "sequence" },
+};
+
+const char *pt_grpo_is_level_name(int value)
+{
+    return pt_enum_name(k_grpo_is_level_names, PT_ENUM_COUNT(k_grpo_is_level_names), value);
+}
+
+int pt_grpo_is_level_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_grpo_is_level_names, PT_ENUM_COUNT(k_grpo_is_level_names), name, __func__,
+                             "importance sampling level");
+}
+
+/* ---- pt_rollout_logprobs names ---- */
+
+static const pt_enum_entry k_rollout_logprobs_names[] = {
+    { PT_ROLLOUT_OLD, "old" },
+    { PT_ROLLOUT_REF, "ref" },
+};
+
+const char *pt_rollout_logprobs_name(int value)
+{
+    return pt_enum_name(k_rollout_logprobs_names, PT_ENUM_COUNT(k_rollout_logprobs_names), value);
+}
+
+int pt_rollout_logprobs_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_rollout_logprobs_names, PT_ENUM_COUNT(k_rollout_logprobs_names), name, __func__,
+                             "log-probability kind");
+}

@@ -430,3 +430,40 @@ const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
 {
     return &o->opts;
 }
+
+/* ---- pt_optimizer_type names ---- */
+
+static const pt_enum_entry k_optimizer_type_names[] = {
+    { PT_OPTIMIZER_ADAMW, "adamw" },
+    { PT_OPTIMIZER_SGD, "sgd" },
+};
+
+const char *pt_optimizer_type_name(int value)
+{
+    return pt_enum_name(k_optimizer_type_names, PT_ENUM_COUNT(k_optimizer_type_names), value);
+}
+
+int pt_optimizer_type_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_optimizer_type_names, PT_ENUM_COUNT(k_optimizer_type_names), name, __func__,
+                             "optimizer type");
+}
+
+/* ---- pt_schedule_type names ---- */
+
+static const pt_enum_entry k_schedule_type_names[] = {
+    { PT_SCHEDULE_CONSTANT, "constant" },
+    { PT_SCHEDULE_LINEAR, "linear" },
+    { PT_SCHEDULE_COSINE, "cosine" },
+};
+
+const char *pt_schedule_type_name(int value)
+{
+    return pt_enum_name(k_schedule_type_names, PT_ENUM_COUNT(k_schedule_type_names), value);
+}
+
+int pt_schedule_type_from_name(int *out, const char *name)
+{
+    return pt_enum_from_name(out, k_schedule_type_names, PT_ENUM_COUNT(k_schedule_type_names), name, __func__,
+                             "schedule");
+}

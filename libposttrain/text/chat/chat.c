@@ -1134,3 +1134,17 @@ int pt_chat_render(char **text, size_t *len, const pt_chat_template *t,
     pt_chat_rendering_clear(&r);
     return PT_OK;
 }
+
+int pt_chat_family_from_name(int *out, const char *name)
+{
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(name);
+    for (int f = 0; f < 64; f++) {
+        const char *n = pt_chat_family_name(f);
+        if (n && !strcmp(n, name)) {
+            *out = f;
+            return PT_OK;
+        }
+    }
+    return pt_err(PT_EINVAL, "%s: unknown chat family '%s'", __func__, name);
+}
