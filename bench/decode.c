@@ -13,7 +13,7 @@
  *    the prefill time): the N-1 tokens that come from decode steps;
  *  - GB/s of weight streaming: each decode step reads every weight once
  *    (4 bytes per parameter), as a fraction of the ~47 GB/s this machine
- *    reads (docs/performance.md);
+ *    reads (../shared/docs/performance.md, beside the repository);
  *  - then the anchor: /usr/bin/python3 SHARED/anchors/torch_llama.py decode
  *    --config smollm2-135m --batch B --steps N --prompt P, and ours/anchor.
  * Sampling at temperature 1 without filters and no stop ids (the anchor

@@ -27,11 +27,7 @@ extern "C" {
 #define PT_API
 #endif
 
-#define PT_VERSION_MAJOR 0
-#define PT_VERSION_MINOR 1
-#define PT_VERSION_PATCH 0
-#define PT_VERSION_NUMBER (PT_VERSION_MAJOR * 10000 + PT_VERSION_MINOR * 100 + PT_VERSION_PATCH)
-#define PT_VERSION_STRING "0.1.0"
+#include "posttrain/version.h"   /* PT_VERSION_MAJOR/MINOR/PATCH/NUMBER/STRING */
 
 /* Status codes.  Values are part of the ABI: new ones are only appended. */
 typedef enum pt_status {

@@ -25,6 +25,9 @@ int pt_err_prefix(int status, const char *fmt, ...) PT_PRINTF(2, 3);
 
 /* Send a message to the host's log callback, if one is installed for `level`. */
 void pt_log(int level, const char *fmt, ...) PT_PRINTF(2, 3);
+/* Install (fn != NULL) or remove the log callback: pt_set_log_callback after
+ * its argument checks. */
+void pt_log_install(pt_log_fn fn, int max_level, void *payload);
 
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool pt_mul_size(size_t a, size_t b, size_t *out)

@@ -102,13 +102,3 @@ int pt_err_prefix(int status, const char *fmt, ...)
     va_end(ap);
     return status;
 }
-
-int pt_version_number(void)
-{
-    return PT_VERSION_NUMBER;
-}
-
-const char *pt_version_string(void)
-{
-    return PT_VERSION_STRING;
-}

@@ -1,4 +1,5 @@
-/* Process-wide logging and thread settings; per-thread cancellation. */
+/* Process-wide settings (the log callback and its levels, threads, the
+ * version and feature list) and per-thread cancellation. */
 #include "core.h"
 
 #include <stdarg.h>
@@ -9,20 +10,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static pt_log_fn log_fn;
-static void *log_payload;
-static atomic_int log_max = -1; /* -1: no callback installed */
-
 int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload)
 {
-    if (fn && (max_level < PT_LOG_ERROR || max_level > PT_LOG_DEBUG))
-        return pt_err(PT_EINVAL, "pt_set_log_callback: level %d is not a pt_log_level", max_level);
-    pthread_mutex_lock(&log_lock);
-    log_fn = fn;
-    log_payload = payload;
-    atomic_store(&log_max, fn ? max_level : -1);
-    pthread_mutex_unlock(&log_lock);
+    PT_CHECK_ARG(!fn || (max_level >= PT_LOG_ERROR && max_level <= PT_LOG_DEBUG), max_level,
+                 "%d is not a pt_log_level", max_level);
+    pt_log_install(fn, max_level, payload);
     return PT_OK;
 }
 
@@ -43,21 +35,6 @@ const char *pt_log_level_name(int level)
 {
     const char *n = pt_enum_name(k_log_level_names, PT_ENUM_COUNT(k_log_level_names), level);
     return n ? n : "?";
-}
-
-void pt_log(int level, const char *fmt, ...)
-{
-    if (level > atomic_load(&log_max))
-        return;
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    pthread_mutex_lock(&log_lock);
-    if (log_fn && level <= atomic_load(&log_max))
-        log_fn(level, buf, log_payload);
-    pthread_mutex_unlock(&log_lock);
 }
 
 static _Thread_local pt_abort_fn tl_abort_fn;
@@ -137,4 +114,16 @@ int pt_has_feature(const char *name)
         if ((p == k_features || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
             return 1;
     return 0;
+}
+
+/* ---- version ---- */
+
+int pt_version_number(void)
+{
+    return PT_VERSION_NUMBER;
+}
+
+const char *pt_version_string(void)
+{
+    return PT_VERSION_STRING;
 }

@@ -24,6 +24,12 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
  * (bench/gemm.c measures the crossover). */
 int pt_gemm_threads(size_t m, size_t n, size_t k);
 
+/* y = alpha * op(A) x + beta * y on one thread (BLIS sgemv), A [m x n]
+ * row-major with row stride lda: op(A) = A (y has m entries) or A^T when
+ * trans (y has n entries).  beta 0 overwrites y. */
+void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_t lda,
+              const float *x, float beta, float *y);
+
 /* y_i = alpha * W x_i + beta * y_i for each of the m rows x_i of x (row
  * stride ldx) with W [n x k] row-major (row stride ldw): the product
  * x W^T of pt_sgemm(false, true, ...) computed row by row with BLIS's
@@ -35,12 +41,6 @@ int pt_gemm_threads(size_t m, size_t n, size_t k);
  * Measured on this machine kind (bench_decode, SmolLM2-135M shapes): 5x
  * faster than sgemm at m = 1, 1.6x at m = 16, where BLIS's sgemm spends its
  * time packing W.  beta is 0 (overwrite) or 1 (accumulate). */
-/* y = alpha * op(A) x + beta * y on one thread (BLIS sgemv), A [m x n]
- * row-major with row stride lda: op(A) = A (y has m entries) or A^T when
- * trans (y has n entries).  beta 0 overwrites y. */
-void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_t lda,
-              const float *x, float beta, float *y);
-
 void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
                    const float *w, size_t ldw, float beta, float *y, size_t ldy);
 

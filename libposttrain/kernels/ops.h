@@ -73,11 +73,11 @@ void pt_embedding_backward(float *dtable, const float *dout, const int32_t *ids,
 /* ---- Log-softmax / cross-entropy on a chunk of logits rows ------------------ */
 /* For each row r of logits (rows x v, row stride v): lse[r] = logsumexp, and
  * lp[r] = logits[target[r]] - lse[r] (0 when target[r] < 0). */
+void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_t *target,
+                        size_t rows, size_t v);
 /* Same, and ent[r] = the entropy -sum p log p of row r's softmax (nats). */
 void pt_logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *logits,
                                 const int32_t *target, size_t rows, size_t v);
-void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_t *target,
-                        size_t rows, size_t v);
 /* In place: logits row r becomes dlp[r] * (onehot(target[r]) - softmax(row));
  * rows with target < 0 or dlp == 0 become zero. */
 void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,

@@ -103,7 +103,8 @@ static inline pt_batch pt_test_row_batch(const int32_t *ids, const int32_t *targ
 static inline int pt_test_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);
-    /* Check's fork mode and libgomp do not mix (docs/performance.md). */
+    /* Check's fork mode and libgomp do not mix: a forked child inherits a
+     * libgomp thread pool it cannot use (../shared/docs/performance.md). */
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
