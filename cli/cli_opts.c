@@ -278,7 +278,8 @@ static void print_opt(FILE *f, const cli_opt *o)
 
 void cli_print_help(FILE *f, const cli_command *cmd, const cli_group *groups, size_t n_groups)
 {
-    fprintf(f, "usage: posttrain%s%s %s\n", cmd->name ? " " : "", cmd->name ? cmd->name : "", cmd->usage);
+    fprintf(f, "usage: posttrain%s%s%s%s\n", cmd->name ? " " : "", cmd->name ? cmd->name : "",
+            *cmd->usage ? " " : "", cmd->usage);
     if (cmd->about)
         fprintf(f, "\n%s\n", cmd->about);
     if (cmd->more_help)

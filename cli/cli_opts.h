@@ -11,8 +11,7 @@
  *         { CLI_INT, "steps", offsetof(my_args, steps), "N", .def = "100", .lo = 1,
  *           .hi = 1e9, .help = "optimizer steps" },
  *     };
- *     cli_group groups[] = { { "options", k_opts, CLI_COUNT_OF(k_opts), &args } };
- *     int rc = cli_parse(&k_cmd, groups, 1, argc, argv, NULL);
+ *     int rc = cli_parse_table(&k_cmd, k_opts, CLI_COUNT_OF(k_opts), &args, argc, argv, NULL);
  *     if (rc)
  *         return cli_exit_code(rc);
  *
@@ -102,6 +101,13 @@ typedef struct cli_rest {
  * the exit code (2) of the usage error it printed. */
 int cli_parse(const cli_command *cmd, const cli_group *groups, size_t n_groups, int argc,
               char **argv, cli_rest *rest);
+/* cli_parse for a command whose options are one table over one struct. */
+static inline int cli_parse_table(const cli_command *cmd, const cli_opt *opts, size_t n, void *base,
+                                  int argc, char **argv, cli_rest *rest)
+{
+    const cli_group group = { "options", opts, n, base };
+    return cli_parse(cmd, &group, 1, argc, argv, rest);
+}
 /* What a command returns for a non-zero cli_parse result. */
 static inline int cli_exit_code(int rc)
 {

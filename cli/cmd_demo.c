@@ -174,8 +174,7 @@ static void demo_free(demo_run *r)
 
 static int parse_args(demo_opts *o, int argc, char **argv)
 {
-    cli_group groups[] = { { "options", k_demo_opts, CLI_COUNT_OF(k_demo_opts), o } };
-    int rc = cli_parse(&k_demo, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
+    int rc = cli_parse_table(&k_demo, k_demo_opts, CLI_COUNT_OF(k_demo_opts), o, argc, argv, NULL);
     if (rc)
         return rc;
     if (o->hidden % 16)

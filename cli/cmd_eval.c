@@ -72,8 +72,7 @@ static void print_text(const pt_eval_result *r)
 int cmd_eval(int argc, char **argv)
 {
     eval_args a = { .special = true };
-    cli_group groups[] = { { "options", k_eval_opts, CLI_COUNT_OF(k_eval_opts), &a } };
-    int rc = cli_parse(&k_eval, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
+    int rc = cli_parse_table(&k_eval, k_eval_opts, CLI_COUNT_OF(k_eval_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
     pt_model *m = NULL;

@@ -92,8 +92,7 @@ static int parse_args(gen_args *a, int argc, char **argv)
 {
     *a = (gen_args){ 0 };
     pt_generate_options_init(&a->gen);
-    cli_group groups[] = { { "options", k_generate_opts, CLI_COUNT_OF(k_generate_opts), a } };
-    int rc = cli_parse(&k_generate, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
+    int rc = cli_parse_table(&k_generate, k_generate_opts, CLI_COUNT_OF(k_generate_opts), a, argc, argv, NULL);
     if (rc)
         return rc;
     if (!a->prompt == !a->prompt_ids)

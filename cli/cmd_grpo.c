@@ -233,6 +233,41 @@ static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenize
     return PT_OK;
 }
 
+/* The row of one line (`where`: "FILE line N") into *r, which is zeroed;
+ * 0, or 1 after the message naming the line. */
+static int read_row(grpo_row *r, const char *line, size_t len, const char *where, bool need_answer,
+                    const pt_tokenizer *tok, const pt_chat_template *t)
+{
+    if (len > MAX_LINE || strlen(line) != len) {
+        fprintf(stderr, "posttrain grpo: %s: too long or holds a NUL byte\n", where);
+        return 1;
+    }
+    cJSON *j = cJSON_ParseWithLength(line, len);
+    const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt") : NULL;
+    const cJSON *ans = j ? cJSON_GetObjectItemCaseSensitive(j, "answer") : NULL;
+    const char *why = !j || !cJSON_IsObject(j)        ? "not a JSON object"
+                      : !cJSON_IsString(p)            ? "needs a string \"prompt\""
+                      : ans && !cJSON_IsString(ans)   ? "\"answer\" must be a string"
+                      : need_answer && !ans           ? "needs a string \"answer\" (the exact and contains rewards)"
+                      : NULL;
+    if (why) {
+        fprintf(stderr, "posttrain grpo: %s: %s\n", where, why);
+        cJSON_Delete(j);
+        return 1;
+    }
+    int st = prompt_ids(&r->ids, &r->n_ids, p->valuestring, tok, t);
+    if (!st && ans && !(r->answer = dup_str(ans->valuestring)))
+        st = PT_ENOMEM;
+    cJSON_Delete(j);
+    if (st)
+        return cli_fail(where, st);
+    if (r->n_ids < 1) {
+        fprintf(stderr, "posttrain grpo: %s: the prompt encodes to no tokens\n", where);
+        return 1;
+    }
+    return 0;
+}
+
 /* Read every row; a malformed one is an error naming its line. */
 static int load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_tokenizer *tok,
                      const pt_chat_template *t)
@@ -243,7 +278,7 @@ static int load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_to
         return 1;
     }
     grpo_row *rows = NULL;
-    int n = 0, cap = 0, rc = 1;
+    int n = 0, cap = 0, rc = 0;
     char *line = NULL;
     size_t lcap = 0;
     ssize_t len;
@@ -251,69 +286,35 @@ static int load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_to
     bool need_answer = false;
     for (int k = 0; k < a->rewards.n; k++)
         need_answer |= a->rewards.kind[k] != REWARD_LENGTH;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
+    while (!rc && (len = getline(&line, &lcap, f)) >= 0) {
         lineno++;
         size_t s = 0;
         while (s < (size_t)len && isspace((unsigned char)line[s]))
             s++;
         if (s == (size_t)len)
             continue;   /* blank line */
-        if ((size_t)len > MAX_LINE || strlen(line) != (size_t)len) {
-            fprintf(stderr, "posttrain grpo: %s line %ld: too long or holds a NUL byte\n", a->data, lineno);
-            goto out;
-        }
-        cJSON *j = cJSON_ParseWithLength(line, (size_t)len);
-        const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt") : NULL;
-        const cJSON *ans = j ? cJSON_GetObjectItemCaseSensitive(j, "answer") : NULL;
-        const char *why = !j || !cJSON_IsObject(j)        ? "not a JSON object"
-                          : !cJSON_IsString(p)            ? "needs a string \"prompt\""
-                          : ans && !cJSON_IsString(ans)   ? "\"answer\" must be a string"
-                          : need_answer && !ans           ? "needs a string \"answer\" (the exact and contains rewards)"
-                          : NULL;
-        if (why) {
-            fprintf(stderr, "posttrain grpo: %s line %ld: %s\n", a->data, lineno, why);
-            cJSON_Delete(j);
-            goto out;
-        }
         if (n == cap) {
-            int nc = cap ? 2 * cap : 64;
-            grpo_row *r = realloc(rows, (size_t)nc * sizeof *r);
+            grpo_row *r = realloc(rows, (size_t)(cap ? 2 * cap : 64) * sizeof *r);
             if (!r) {
-                cJSON_Delete(j);
                 fprintf(stderr, "posttrain grpo: out of memory\n");
-                goto out;
+                rc = 1;
+                break;
             }
             rows = r;
-            cap = nc;
+            cap = cap ? 2 * cap : 64;
         }
-        grpo_row *r = &rows[n];
-        memset(r, 0, sizeof *r);
-        int st = prompt_ids(&r->ids, &r->n_ids, p->valuestring, tok, t);
-        if (!st && ans && !(r->answer = dup_str(ans->valuestring)))
-            st = PT_ENOMEM;
-        cJSON_Delete(j);
-        n++;
-        if (st) {
-            char what[512];
-            snprintf(what, sizeof what, "%s line %ld", a->data, lineno);
-            cli_fail(what, st);
-            goto out;
-        }
-        if (r->n_ids < 1) {
-            fprintf(stderr, "posttrain grpo: %s line %ld: the prompt encodes to no tokens\n", a->data, lineno);
-            goto out;
-        }
+        char where[512];
+        snprintf(where, sizeof where, "%s line %ld", a->data, lineno);
+        memset(&rows[n], 0, sizeof rows[n]);
+        rc = read_row(&rows[n++], line, (size_t)len, where, need_answer, tok, t);
     }
-    if (ferror(f)) {
+    if (!rc && ferror(f)) {
         fprintf(stderr, "posttrain grpo: reading %s: %s\n", a->data, strerror(errno));
-        goto out;
-    }
-    if (n == 0) {
+        rc = 1;
+    } else if (!rc && n == 0) {
         fprintf(stderr, "posttrain grpo: %s has no rows\n", a->data);
-        goto out;
+        rc = 1;
     }
-    rc = 0;
-out:
     free(line);
     fclose(f);
     if (rc) {

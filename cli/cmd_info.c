@@ -232,9 +232,8 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const mem
 int cmd_info(int argc, char **argv)
 {
     info_args a = { 0 };
-    cli_group groups[] = { { "options", k_info_opts, CLI_COUNT_OF(k_info_opts), &a } };
     cli_rest rest;
-    int rc = cli_parse(&k_info, groups, CLI_COUNT_OF(groups), argc, argv, &rest);
+    int rc = cli_parse_table(&k_info, k_info_opts, CLI_COUNT_OF(k_info_opts), &a, argc, argv, &rest);
     if (rc)
         return cli_exit_code(rc);
     if (rest.n == 0)

@@ -441,8 +441,7 @@ static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
 int cmd_tokenize(int argc, char **argv)
 {
     tokenize_args a = { 0 };
-    cli_group groups[] = { { "options", k_tokenize_opts, CLI_COUNT_OF(k_tokenize_opts), &a } };
-    int rc = cli_parse(&k_tokenize, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
+    int rc = cli_parse_table(&k_tokenize, k_tokenize_opts, CLI_COUNT_OF(k_tokenize_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
     if (a.decode && a.add_special)
