@@ -4,6 +4,9 @@
 
 #include "posttrain/posttrain.h"
 
+#include "cli_opts.h"
+
+#include <stdint.h>
 #include <stdio.h>
 
 /* Each subcommand gets argv with argv[0] = its own name; returns an exit code. */
@@ -11,42 +14,46 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
 
 /* Print "posttrain: <what>: <status name>: <last error>" to stderr; returns 1. */
 int cli_fail(const char *what, int status);
-/* Print a usage error to stderr; returns 2. */
+/* Print "posttrain CMD: <message> (see 'posttrain CMD --help')" to stderr
+ * (without CMD when it is NULL); returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Parse a whole decimal integer or number; return 0 on success. */
-int cli_parse_long(const char *s, long lo, long hi, long *out);
+/* Parse a whole decimal number; return 0 on success. */
 int cli_parse_double(const char *s, double *out);
 
-/* Shared by the training commands (cli_common.c).  cli_optimizer_option
- * handles --optimizer, --schedule, --warmup-steps, --lr, --beta1, --beta2,
- * --eps, --momentum, --weight-decay, --max-grad-norm and --min-lr-ratio:
- * returns 1 when `key` is one of them (*rc is then 0, or the exit code of
- * the usage error it printed), 0 otherwise. */
-int cli_optimizer_option(pt_optimizer_options *o, const char *cmd, const char *key, const char *val, int *rc);
-void cli_optimizer_usage(FILE *f, const char *default_lr);
-/* q,k,v,o,gate,up,down,all (or the *_proj names), comma-separated; 0 on success. */
-int cli_parse_lora_targets(unsigned *out, const char *list);
-/* A non-negative decimal seed; 0 on success. */
-int cli_parse_seed(const char *s, uint64_t *out);
 /* Monotonic seconds. */
 double cli_now(void);
+/* The next value of the splitmix64 sequence at *state (the demo's problems
+ * and the grpo prompt order; seeded streams that must stay as they are). */
+uint64_t cli_splitmix(uint64_t *state);
 
-/* In a command's option loop, with the option name in `k`, its value in `v`
- * and a `long n` in scope: when k is opt, parse an integer in [lo, hi] into
- * dst and continue the loop, or return the usage error naming cmd. */
-#define CLI_INT_OPTION(cmd, opt, lo, hi, dst)                                                \
-    if (!strcmp(k, opt)) {                                                                 \
-        if (cli_parse_long(v, lo, hi, &n))                                                 \
-            return cli_usage_error(cmd, "%s needs an integer in [%ld, %ld], not '%s'", opt, \
-                                   (long)(lo), (long)(hi), v);                             \
-        dst = n;                                                                           \
-        continue;                                                                          \
-    }
-/* Add LoRA adapters of `rank` (alpha: 0 means rank; targets: 0 means the
- * library's default) seeded by seed, and say so naming `cmd`; returns 0, or
- * 1 after printing the failure. */
-int cli_add_lora(const char *cmd, pt_model *model, int rank, double alpha, unsigned targets,
-                 uint64_t seed);
+/* ---- shared by the training commands (cli_common.c) ---- */
+
+/* The optimizer options but --lr (whose default differs by command), as
+ * offsets into a pt_optimizer_options: --optimizer, --beta1, --beta2, --eps,
+ * --momentum, --weight-decay, --max-grad-norm, --schedule, --warmup-steps,
+ * --min-lr-ratio. */
+extern const cli_opt cli_optimizer_opts[];
+extern const size_t cli_n_optimizer_opts;
+
+/* LoRA: --lora-rank, --lora-alpha, --lora-targets, as offsets into cli_lora_args. */
+typedef struct cli_lora_args {
+    int rank;       /* 0: full fine-tuning */
+    double alpha;   /* 0: the rank */
+    unsigned targets; /* PT_LORA_* bits; 0: the library's default */
+} cli_lora_args;
+extern const cli_opt cli_lora_opts[];
+extern const size_t cli_n_lora_opts;
+/* The usage error of --lora-alpha or --lora-targets without --lora-rank; 0 when fine. */
+int cli_check_lora(const char *cmd, const cli_lora_args *l);
+/* Add the LoRA adapters of l seeded by seed, and say so naming `cmd`;
+ * returns 0, or 1 after printing the failure. */
+int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint64_t seed);
+
+/* Create the output directory DIR (it may exist); 0, or 1 after the message. */
+int cli_make_out_dir(const char *cmd, const char *dir);
+/* Open the metrics file: `path`, or OUT/metrics.jsonl when it is NULL, with
+ * fopen's mode; NULL after the message. */
+FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode);
 /* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */

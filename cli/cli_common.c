@@ -1,74 +1,58 @@
-/* Option parsing shared by the training commands (sft, grpo). */
+/* Helpers shared by the commands: time, the splitmix stream, the optimizer
+ * and LoRA option tables of the training commands (sft, grpo), their output
+ * directory, metrics file and final save. */
 #include "cli.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
-void cli_optimizer_usage(FILE *f, const char *default_lr)
+double cli_now(void)
 {
-    fprintf(f,
-        "optimizer:\n"
-        "  --optimizer adamw|sgd   (adamw)       --lr F (%s)\n"
-        "  --beta1 F (0.9)  --beta2 F (0.999)  --eps F (1e-8)  --momentum F (sgd, 0.9)\n"
-        "  --weight-decay F (0)    --max-grad-norm F (1.0; 0 = off)\n"
-        "  --schedule constant|linear|cosine (constant)  --warmup-steps N (0)  --min-lr-ratio F (0)\n",
-        default_lr);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int cli_optimizer_option(pt_optimizer_options *o, const char *cmd, const char *k, const char *v, int *rc)
+uint64_t cli_splitmix(uint64_t *state)
 {
-    long n;
-    double x;
-    *rc = 0;
-    if (!strcmp(k, "--optimizer")) {
-        if (!strcmp(v, "adamw"))
-            o->type = PT_OPTIMIZER_ADAMW;
-        else if (!strcmp(v, "sgd"))
-            o->type = PT_OPTIMIZER_SGD;
-        else
-            *rc = cli_usage_error(cmd, "--optimizer is adamw or sgd, not '%s'", v);
-        return 1;
-    }
-    if (!strcmp(k, "--schedule")) {
-        if (!strcmp(v, "constant"))
-            o->schedule = PT_SCHEDULE_CONSTANT;
-        else if (!strcmp(v, "linear"))
-            o->schedule = PT_SCHEDULE_LINEAR;
-        else if (!strcmp(v, "cosine"))
-            o->schedule = PT_SCHEDULE_COSINE;
-        else
-            *rc = cli_usage_error(cmd, "--schedule is constant, linear or cosine, not '%s'", v);
-        return 1;
-    }
-    if (!strcmp(k, "--warmup-steps")) {
-        if (cli_parse_long(v, 0, 1000000000L, &n))
-            *rc = cli_usage_error(cmd, "%s needs an integer in [%ld, %ld], not '%s'", k, 0L, 1000000000L, v);
-        else
-            o->warmup_steps = n;
-        return 1;
-    }
-    static const char *const reals[] = { "--lr", "--beta1", "--beta2", "--eps", "--momentum",
-                                         "--weight-decay", "--max-grad-norm", "--min-lr-ratio" };
-    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
-        if (strcmp(k, reals[i]))
-            continue;
-        if (cli_parse_double(v, &x) || !isfinite(x)) {
-            *rc = cli_usage_error(cmd, "%s needs a number, not '%s'", k, v);
-            return 1;
-        }
-        double *dst[] = { &o->lr, &o->beta1, &o->beta2, &o->eps, &o->momentum, &o->weight_decay,
-                          &o->max_grad_norm, &o->min_lr_ratio };
-        *dst[i] = x;
-        return 1;
-    }
-    return 0;
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
-int cli_parse_lora_targets(unsigned *out, const char *list)
+/* ---- optimizer ---------------------------------------------------------------- */
+
+#define OPT(field) offsetof(pt_optimizer_options, field)
+const cli_opt cli_optimizer_opts[] = {
+    { CLI_ENUM, "optimizer", OPT(type), .def = "adamw", .from_name = pt_optimizer_type_from_name,
+      .enum_name = pt_optimizer_type_name, .help = "AdamW (decoupled weight decay) or SGD with momentum" },
+    { CLI_DOUBLE, "beta1", OPT(beta1), "F", .def = "0.9", .help = "AdamW first-moment decay" },
+    { CLI_DOUBLE, "beta2", OPT(beta2), "F", .def = "0.999", .help = "AdamW second-moment decay" },
+    { CLI_DOUBLE, "eps", OPT(eps), "F", .def = "1e-8", .help = "AdamW denominator term" },
+    { CLI_DOUBLE, "momentum", OPT(momentum), "F", .def = "0.9", .help = "SGD momentum" },
+    { CLI_DOUBLE, "weight-decay", OPT(weight_decay), "F", .def = "0", .help = "weight decay" },
+    { CLI_DOUBLE, "max-grad-norm", OPT(max_grad_norm), "F", .def = "1.0",
+      .help = "clip the global gradient norm to F; 0 = off" },
+    { CLI_ENUM, "schedule", OPT(schedule), .def = "constant", .from_name = pt_schedule_type_from_name,
+      .enum_name = pt_schedule_type_name, .help = "learning-rate schedule after the warmup" },
+    { CLI_INT64, "warmup-steps", OPT(warmup_steps), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "linear warmup from 0" },
+    { CLI_DOUBLE, "min-lr-ratio", OPT(min_lr_ratio), "F", .def = "0",
+      .help = "cosine floor as a fraction of --lr" },
+};
+#undef OPT
+const size_t cli_n_optimizer_opts = CLI_COUNT_OF(cli_optimizer_opts);
+
+/* ---- LoRA --------------------------------------------------------------------- */
+
+/* q,k,v,o,gate,up,down,all (or the *_proj names), comma-separated. */
+static int parse_lora_targets(void *dst, const char *list, const char *cmd, const char *opt)
 {
     static const struct {
         const char *name;
@@ -79,41 +63,80 @@ int cli_parse_lora_targets(unsigned *out, const char *list)
                   { "o_proj", PT_LORA_O }, { "gate_proj", PT_LORA_GATE }, { "up_proj", PT_LORA_UP },
                   { "down_proj", PT_LORA_DOWN } };
     unsigned bits = 0;
-    const char *p = list;
-    while (*p) {
+    bool ok = *list != '\0';
+    for (const char *p = list; *p && ok;) {
         size_t n = strcspn(p, ",");
-        bool found = false;
+        ok = false;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) {
                 bits |= names[i].bit;
-                found = true;
+                ok = true;
             }
-        if (!found || n == 0)
-            return -1;
         p += n;
         if (*p == ',')
             p++;
     }
-    *out = bits;
-    return bits ? 0 : -1;
-}
-
-int cli_parse_seed(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || !*s)
-        return -1;
-    *out = v;
+    if (!ok)
+        return cli_usage_error(cmd, "%s takes a comma-separated list of q,k,v,o,gate,up,down or all, not '%s'",
+                               opt, list);
+    *(unsigned *)dst = bits;
     return 0;
 }
 
-double cli_now(void)
+const cli_opt cli_lora_opts[] = {
+    { CLI_INT, "lora-rank", offsetof(cli_lora_args, rank), "N", .def = "0", .lo = 0, .hi = 65536,
+      .help = "LoRA rank; 0: full fine-tuning" },
+    { CLI_DOUBLE, "lora-alpha", offsetof(cli_lora_args, alpha), "F", .lo = 0, .hi = 1e9,
+      .help = "LoRA alpha (default: the rank)" },
+    { CLI_CUSTOM, "lora-targets", offsetof(cli_lora_args, targets), "LIST", .parse = parse_lora_targets,
+      .help = "comma-separated of q,k,v,o,gate,up,down or all (default q,v)" },
+};
+const size_t cli_n_lora_opts = CLI_COUNT_OF(cli_lora_opts);
+
+int cli_check_lora(const char *cmd, const cli_lora_args *l)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (l->rank == 0 && (l->alpha != 0 || l->targets))
+        return cli_usage_error(cmd, "--lora-alpha and --lora-targets need --lora-rank");
+    return 0;
+}
+
+int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint64_t seed)
+{
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = l->rank;
+    lo.alpha = l->alpha > 0 ? l->alpha : (double)l->rank;
+    if (l->targets)
+        lo.targets = l->targets;
+    lo.seed = seed;
+    int st = pt_model_add_lora(model, &lo);
+    if (st)
+        return cli_fail("LoRA", st);
+    fprintf(stderr, "posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank,
+            lo.alpha);
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------- */
+
+int cli_make_out_dir(const char *cmd, const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "posttrain %s: cannot create %s: %s\n", cmd, dir, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode)
+{
+    char def[4096];
+    snprintf(def, sizeof def, "%s/metrics.jsonl", out);
+    const char *file = path ? path : def;
+    FILE *f = fopen(file, mode);
+    if (!f)
+        fprintf(stderr, "posttrain %s: cannot write %s: %s\n", cmd, file, strerror(errno));
+    return f;
 }
 
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
@@ -134,23 +157,5 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
     if ((st = pt_model_save_dir(model, out, &so)))
         return cli_fail("saving the model", st);
     fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps\n", cmd, out, steps);
-    return 0;
-}
-
-int cli_add_lora(const char *cmd, pt_model *model, int rank, double alpha, unsigned targets,
-                 uint64_t seed)
-{
-    pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    lo.rank = rank;
-    lo.alpha = alpha > 0 ? alpha : (double)rank;
-    if (targets)
-        lo.targets = targets;
-    lo.seed = seed;
-    int st = pt_model_add_lora(model, &lo);
-    if (st)
-        return cli_fail("LoRA", st);
-    fprintf(stderr, "posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank,
-            lo.alpha);
     return 0;
 }

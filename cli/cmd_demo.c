@@ -6,9 +6,9 @@
 #include "cli.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct demo_opts {
@@ -17,20 +17,33 @@ typedef struct demo_opts {
     uint64_t seed;
 } demo_opts;
 
-static double demo_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#define DEMO(field) offsetof(demo_opts, field)
+static const cli_opt k_demo_opts[] = {
+    { CLI_INT, "digits", DEMO(digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
+    { CLI_INT, "steps", DEMO(steps), "N", .def = "800", .lo = 0, .hi = 1000000, .help = "SFT steps" },
+    { CLI_INT, "batch", DEMO(batch), "N", .def = "64", .lo = 1, .hi = 64, .help = "problems per step" },
+    { CLI_DOUBLE, "lr", DEMO(lr), "F", .def = "3e-3", .lo = 1e-9, .hi = 0.999999,
+      .help = "peak learning rate (AdamW, cosine schedule)" },
+    { CLI_INT, "hidden", DEMO(hidden), "N", .def = "128", .lo = 16, .hi = 1024,
+      .help = "hidden size, a multiple of 16" },
+    { CLI_INT, "layers", DEMO(layers), "N", .def = "4", .lo = 1, .hi = 32, .help = "transformer layers" },
+    { CLI_INT, "heads", DEMO(heads), "N", .def = "4", .lo = 1, .hi = 64,
+      .help = "attention heads (they must divide --hidden)" },
+    { CLI_INT, "tied", DEMO(tied), "0|1", .def = "0", .lo = 0, .hi = 1,
+      .help = "1: tie the input and output embeddings" },
+    { CLI_INT, "eval", DEMO(eval_n), "N", .def = "256", .lo = 1, .hi = 100000,
+      .help = "held-out problems to measure" },
+    { CLI_UINT64, "seed", DEMO(seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
+      .help = "seed of the model, the data and its order" },
+};
+#undef DEMO
 
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static const cli_command k_demo = {
+    .name = "demo",
+    .usage = "[options]",
+    .about = "Fine-tunes a tiny built-in model by SFT on addition and prints held-out\n"
+             "exact-match accuracy before and after.  Needs no file and no download.",
+};
 
 /* "a+b=" with both operands zero-padded to `digits`, and the answer written
  * least-significant digit first (the order in which carries propagate, so a
@@ -50,7 +63,7 @@ static void problem(char *prompt, char *answer, int digits, long a, long b)
 static int held_out(long a, long b)
 {
     uint64_t x = (uint64_t)a * 1000003u + (uint64_t)b;
-    return (splitmix(&x) & 15) == 0;
+    return (cli_splitmix(&x) & 15) == 0;
 }
 
 static int encode(int32_t **ids, size_t *n, const pt_tokenizer *tok, const char *s, unsigned flags)
@@ -137,205 +150,218 @@ static int evaluate(double *accuracy, pt_context *ctx, const pt_tokenizer *tok, 
     return st;
 }
 
-static void demo_usage(FILE *f)
+/* Everything the demo holds; demo_free releases it. */
+typedef struct demo_run {
+    demo_opts o;
+    pt_tokenizer *tok;
+    pt_model *model;
+    pt_context *ctx;
+    pt_optimizer *opt;
+    pt_dataset *data;
+    long (*eval_pairs)[2];
+    int n_eval, n_train, vocab;
+} demo_run;
+
+static void demo_free(demo_run *r)
 {
-    fprintf(f, "usage: posttrain demo [--digits N (2)] [--steps N (800)] [--batch N (64)] [--lr F (3e-3)]\n"
-               "                      [--hidden N (128)] [--layers N (4)] [--heads N (4)] [--tied 0|1 (0)]\n"
-               "                      [--eval N (256)] [--seed N (1)]\n\n"
-               "Fine-tunes a tiny built-in model by SFT on addition and prints held-out\n"
-               "exact-match accuracy before and after.  Needs no file and no download.\n");
+    free(r->eval_pairs);
+    pt_dataset_free(r->data);
+    pt_optimizer_free(r->opt);
+    pt_context_free(r->ctx);
+    pt_model_free(r->model);
+    pt_tokenizer_free(r->tok);
 }
 
-int cmd_demo(int argc, char **argv)
+static int parse_args(demo_opts *o, int argc, char **argv)
 {
-    demo_opts o = { 2, 800, 64, 256, 128, 4, 4, 0, 3e-3, 1 };
-    for (int i = 1; i < argc; i++) {
-        long v;
-        double x;
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            demo_usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc)
-            return cli_usage_error("demo", "%s needs a value", argv[i]);
-        const char *k = argv[i], *val = argv[++i];
-        if (!strcmp(k, "--lr") && !cli_parse_double(val, &x) && x > 0 && x < 1)
-            o.lr = x;
-        else if (!strcmp(k, "--digits") && !cli_parse_long(val, 1, 6, &v))
-            o.digits = (int)v;
-        else if (!strcmp(k, "--steps") && !cli_parse_long(val, 0, 1000000, &v))
-            o.steps = (int)v;
-        else if (!strcmp(k, "--batch") && !cli_parse_long(val, 1, 64, &v))
-            o.batch = (int)v;
-        else if (!strcmp(k, "--eval") && !cli_parse_long(val, 1, 100000, &v))
-            o.eval_n = (int)v;
-        else if (!strcmp(k, "--hidden") && !cli_parse_long(val, 16, 1024, &v) && v % 16 == 0)
-            o.hidden = (int)v;
-        else if (!strcmp(k, "--layers") && !cli_parse_long(val, 1, 32, &v))
-            o.layers = (int)v;
-        else if (!strcmp(k, "--heads") && !cli_parse_long(val, 1, 64, &v))
-            o.heads = (int)v;
-        else if (!strcmp(k, "--tied") && !cli_parse_long(val, 0, 1, &v))
-            o.tied = (int)v;
-        else if (!strcmp(k, "--seed") && !cli_parse_long(val, 0, 1L << 30, &v))
-            o.seed = (uint64_t)v;
-        else
-            return cli_usage_error("demo", "bad option or value: %s %s", k, val);
-    }
-    printf("libposttrain %s demo: SFT of a tiny built-in model on %d-digit addition\n", pt_version_string(),
-           o.digits);
-    pt_tokenizer *tok = NULL;
-    pt_model *model = NULL;
-    pt_context *ctx = NULL;
-    pt_optimizer *opt = NULL;
-    pt_dataset *data = NULL;
-    long(*eval_pairs)[2] = NULL;
-    int st, rc = 1;
-    if ((st = pt_tokenizer_create_bytes(&tok)))
+    int rc = cli_parse_table(&k_demo, k_demo_opts, CLI_COUNT_OF(k_demo_opts), o, argc, argv, NULL);
+    if (rc)
+        return rc;
+    if (o->hidden % 16)
+        return cli_usage_error("demo", "--hidden must be a multiple of 16, not %d", o->hidden);
+    if (o->hidden % o->heads)
+        return cli_usage_error("demo", "--heads must divide --hidden");
+    return 0;
+}
+
+/* The byte-level tokenizer and a tiny Llama of the options' shape. */
+static int build_model(demo_run *r)
+{
+    const demo_opts *o = &r->o;
+    int st;
+    if ((st = pt_tokenizer_create_bytes(&r->tok)))
         return cli_fail("tokenizer", st);
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     cfg.arch = PT_ARCH_LLAMA;
-    cfg.vocab_size = pt_tokenizer_vocab_size(tok);
-    cfg.hidden_size = o.hidden;
-    cfg.num_hidden_layers = o.layers;
-    if (o.hidden % o.heads) {
-        fprintf(stderr, "posttrain demo: --heads must divide --hidden\n");
-        goto done;
-    }
-    cfg.num_attention_heads = o.heads;
+    cfg.vocab_size = pt_tokenizer_vocab_size(r->tok);
+    cfg.hidden_size = o->hidden;
+    cfg.num_hidden_layers = o->layers;
+    cfg.num_attention_heads = o->heads;
     cfg.num_key_value_heads = cfg.num_attention_heads;
-    cfg.head_dim = o.hidden / cfg.num_attention_heads;
-    cfg.intermediate_size = o.hidden * 3;
+    cfg.head_dim = o->hidden / cfg.num_attention_heads;
+    cfg.intermediate_size = o->hidden * 3;
     cfg.max_position_embeddings = 64;
     cfg.rms_norm_eps = 1e-5;
-    cfg.tie_word_embeddings = o.tied != 0;
+    cfg.tie_word_embeddings = o->tied != 0;
     cfg.initializer_range = 0.02;
-    cfg.bos_token_id = pt_tokenizer_bos_id(tok);
-    cfg.eos_token_id = pt_tokenizer_eos_id(tok);
-    if ((st = pt_model_create(&model, &cfg, o.seed))) {
-        cli_fail("model", st);
-        goto done;
-    }
+    cfg.bos_token_id = pt_tokenizer_bos_id(r->tok);
+    cfg.eos_token_id = pt_tokenizer_eos_id(r->tok);
+    if ((st = pt_model_create(&r->model, &cfg, o->seed)))
+        return cli_fail("model", st);
+    r->vocab = cfg.vocab_size;
     uint64_t nparams = 0;
-    pt_model_num_params(&nparams, model);
-    printf("  model: llama, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n", o.layers,
-           o.hidden, cfg.num_attention_heads, cfg.vocab_size, (double)nparams / 1e6);
-    printf("  task: \"%0*d+%0*d=\" -> answer digits least-significant first, then EOS; %d threads\n", o.digits, 0,
-           o.digits, 0, pt_get_num_threads());
+    pt_model_num_params(&nparams, r->model);
+    printf("  model: %s, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n",
+           pt_arch_name(cfg.arch), o->layers, o->hidden, cfg.num_attention_heads, cfg.vocab_size,
+           (double)nparams / 1e6);
+    printf("  task: \"%0*d+%0*d=\" -> answer digits least-significant first, then EOS; %d threads\n", o->digits, 0,
+           o->digits, 0, pt_get_num_threads());
+    return 0;
+}
 
-    /* Training examples from the non-held-out pairs, in a seeded order. */
+/* One training example: the problem, its answer and EOS, trained on the
+ * answer and the EOS after it, not on the prompt. */
+static int add_example(demo_run *r, long a, long b)
+{
+    char prompt[64], answer[32], full[96];
+    problem(prompt, answer, r->o.digits, a, b);
+    snprintf(full, sizeof full, "%s%s", prompt, answer);
+    int32_t *ids;
+    size_t n;
+    int st;
+    if ((st = encode(&ids, &n, r->tok, full, PT_TOK_ADD_SPECIAL)))
+        return cli_fail("tokenize", st);
+    int32_t buf[96];
+    uint8_t mask[96];
+    memcpy(buf, ids, n * sizeof *ids);
+    buf[n] = pt_tokenizer_eos_id(r->tok);
+    for (size_t i = 0; i <= n; i++)
+        mask[i] = i >= n - strlen(answer);
+    pt_free(ids);
+    if ((st = pt_dataset_add(r->data, buf, mask, n + 1)))
+        return cli_fail("dataset", st);
+    return 0;
+}
+
+/* Training examples from the non-held-out pairs, in a seeded order, and up
+ * to --eval held-out pairs. */
+static int build_data(demo_run *r)
+{
+    const demo_opts *o = &r->o;
     long range = 1;
-    for (int i = 0; i < o.digits; i++)
+    for (int i = 0; i < o->digits; i++)
         range *= 10;
     pt_dataset_options dopt;
     pt_dataset_options_init(&dopt);
     dopt.max_length = 64;
-    dopt.batch_size = o.batch;
-    dopt.seed = o.seed;
-    if ((st = pt_dataset_create(&data, &dopt))) {
-        cli_fail("dataset", st);
-        goto done;
-    }
-    uint64_t rs = o.seed * 7919 + 17;
+    dopt.batch_size = o->batch;
+    dopt.seed = o->seed;
+    int st;
+    if ((st = pt_dataset_create(&r->data, &dopt)))
+        return cli_fail("dataset", st);
+    uint64_t rs = o->seed * 7919 + 17;
     int n_train = (int)(range * range < 20000 ? range * range : 20000);
-    eval_pairs = calloc((size_t)o.eval_n, sizeof *eval_pairs);
-    if (!eval_pairs)
-        goto done;
-    int n_eval = 0, added = 0;
-    for (long tries = 0; (added < n_train || n_eval < o.eval_n) && tries < 50L * (n_train + o.eval_n); tries++) {
-        long a = (long)(splitmix(&rs) % (uint64_t)range), b = (long)(splitmix(&rs) % (uint64_t)range);
+    r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs);
+    if (!r->eval_pairs)
+        return 1;
+    for (long tries = 0; (r->n_train < n_train || r->n_eval < o->eval_n) && tries < 50L * (n_train + o->eval_n);
+         tries++) {
+        long a = (long)(cli_splitmix(&rs) % (uint64_t)range), b = (long)(cli_splitmix(&rs) % (uint64_t)range);
         if (held_out(a, b)) {
-            if (n_eval < o.eval_n) {
-                eval_pairs[n_eval][0] = a;
-                eval_pairs[n_eval][1] = b;
-                n_eval++;
+            if (r->n_eval < o->eval_n) {
+                r->eval_pairs[r->n_eval][0] = a;
+                r->eval_pairs[r->n_eval][1] = b;
+                r->n_eval++;
             }
             continue;
         }
-        if (added >= n_train)
+        if (r->n_train >= n_train)
             continue;
-        char prompt[64], answer[32], full[96];
-        problem(prompt, answer, o.digits, a, b);
-        snprintf(full, sizeof full, "%s%s", prompt, answer);
-        int32_t *ids;
-        size_t n;
-        if ((st = encode(&ids, &n, tok, full, PT_TOK_ADD_SPECIAL))) {
-            cli_fail("tokenize", st);
-            goto done;
-        }
-        /* Train on the answer and the EOS after it, not on the prompt. */
-        int32_t buf[96];
-        uint8_t mask[96];
-        memcpy(buf, ids, n * sizeof *ids);
-        buf[n] = pt_tokenizer_eos_id(tok);
-        for (size_t i = 0; i <= n; i++)
-            mask[i] = i >= n - strlen(answer);
-        pt_free(ids);
-        if ((st = pt_dataset_add(data, buf, mask, n + 1))) {
-            cli_fail("dataset", st);
-            goto done;
-        }
-        added++;
+        if (add_example(r, a, b))
+            return 1;
+        r->n_train++;
     }
-    printf("  data: %d training problems, %d held-out problems never seen in training\n", added, n_eval);
+    printf("  data: %d training problems, %d held-out problems never seen in training\n", r->n_train, r->n_eval);
+    return 0;
+}
 
+/* AdamW with a cosine schedule over --steps; a progress line every 50 steps
+ * (every 5 on a terminal, redrawn in place). */
+static int setup_training(demo_run *r)
+{
+    const demo_opts *o = &r->o;
     pt_optimizer_options oo;
     pt_optimizer_options_init(&oo);
-    oo.lr = o.lr;
+    oo.lr = o->lr;
     oo.weight_decay = 0.01;
     oo.schedule = PT_SCHEDULE_COSINE;
-    oo.warmup_steps = o.steps / 20;
-    oo.total_steps = o.steps > 0 ? o.steps : 1;
+    oo.warmup_steps = o->steps / 20;
+    oo.total_steps = o->steps > 0 ? o->steps : 1;
     oo.min_lr_ratio = 0.1;
-    if ((st = pt_optimizer_create(&opt, model, &oo)) || (st = pt_context_create(&ctx, model, o.batch, 64))) {
-        cli_fail("setup", st);
-        goto done;
-    }
-    double acc0, acc1;
-    printf("  before training:\n");
-    if ((st = evaluate(&acc0, ctx, tok, &o, eval_pairs, n_eval, cfg.vocab_size, true))) {
-        cli_fail("evaluate", st);
-        goto done;
-    }
-    printf("  held-out exact match before: %.1f%% (%d problems)\n", 100 * acc0, n_eval);
-    double t0 = demo_now(), tokens = 0, ema = NAN;
+    int st;
+    if ((st = pt_optimizer_create(&r->opt, r->model, &oo)) || (st = pt_context_create(&r->ctx, r->model, o->batch, 64)))
+        return cli_fail("setup", st);
+    return 0;
+}
+
+static int train_loop(demo_run *r, double *t0)
+{
+    const demo_opts *o = &r->o;
+    double tokens = 0, ema = NAN;
     const bool tty = isatty(fileno(stdout));
-    for (int s = 1; s <= o.steps; s++) {
+    int st;
+    *t0 = cli_now();
+    for (int s = 1; s <= o->steps; s++) {
         pt_batch b;
         const float *w;
-        if ((st = pt_dataset_next_batch(&b, &w, data))) {
-            cli_fail("data", st);
-            goto done;
-        }
+        if ((st = pt_dataset_next_batch(&b, &w, r->data)))
+            return cli_fail("data", st);
         pt_sft_stats ss;
         pt_sft_stats_init(&ss);
-        if ((st = pt_sft_step(&ss, opt, ctx, &b, &w, 1))) {
-            cli_fail("sft step", st);
-            goto done;
-        }
+        if ((st = pt_sft_step(&ss, r->opt, r->ctx, &b, &w, 1)))
+            return cli_fail("sft step", st);
         tokens += (double)b.batch * b.seq;
         ema = isnan(ema) ? ss.loss : 0.95 * ema + 0.05 * ss.loss;
-        if (s % 50 == 0 || s == o.steps || (tty && s % 5 == 0)) {
-            double el = demo_now() - t0;
-            printf("%s  step %4d/%d  loss %.4f  lr %.2e  %.0f tok/s  %.0fs%s", tty ? "\r" : "", s, o.steps, ema,
+        if (s % 50 == 0 || s == o->steps || (tty && s % 5 == 0)) {
+            double el = cli_now() - *t0;
+            printf("%s  step %4d/%d  loss %.4f  lr %.2e  %.0f tok/s  %.0fs%s", tty ? "\r" : "", s, o->steps, ema,
                    ss.lr, tokens / el, el, tty && s % 50 ? "" : "\n");
             fflush(stdout);
         }
     }
-    printf("  after %d steps (%.0f s):\n", o.steps, demo_now() - t0);
-    if ((st = evaluate(&acc1, ctx, tok, &o, eval_pairs, n_eval, cfg.vocab_size, true))) {
+    return 0;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    demo_run r = { 0 };
+    int rc = parse_args(&r.o, argc, argv);
+    if (rc)
+        return cli_exit_code(rc);
+    printf("libposttrain %s demo: SFT of a tiny built-in model on %d-digit addition\n", pt_version_string(),
+           r.o.digits);
+    double acc0, acc1, t0;
+    int st;
+    rc = 1;
+    if (build_model(&r) || build_data(&r) || setup_training(&r))
+        goto done;
+    printf("  before training:\n");
+    if ((st = evaluate(&acc0, r.ctx, r.tok, &r.o, r.eval_pairs, r.n_eval, r.vocab, true))) {
+        cli_fail("evaluate", st);
+        goto done;
+    }
+    printf("  held-out exact match before: %.1f%% (%d problems)\n", 100 * acc0, r.n_eval);
+    if (train_loop(&r, &t0))
+        goto done;
+    printf("  after %d steps (%.0f s):\n", r.o.steps, cli_now() - t0);
+    if ((st = evaluate(&acc1, r.ctx, r.tok, &r.o, r.eval_pairs, r.n_eval, r.vocab, true))) {
         cli_fail("evaluate", st);
         goto done;
     }
     printf("  held-out exact match: %.1f%% before -> %.1f%% after\n", 100 * acc0, 100 * acc1);
     rc = 0;
 done:
-    free(eval_pairs);
-    pt_dataset_free(data);
-    pt_optimizer_free(opt);
-    pt_context_free(ctx);
-    pt_model_free(model);
-    pt_tokenizer_free(tok);
+    demo_free(&r);
     return rc;
 }

@@ -2,47 +2,56 @@
  * memory it needs for inference, full fine-tuning and LoRA. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f)
+typedef struct info_args {
+    bool json;
+    int context, batch, seq, rank;
+} info_args;
+
+#define INFO(field) offsetof(info_args, field)
+static const cli_opt k_info_opts[] = {
+    { CLI_FLAG, "json", INFO(json), .help = "print one JSON object instead of text" },
+    { CLI_INT, "context", INFO(context), "T", .lo = 1, .hi = 1 << 24,
+      .help = "inference length for the KV-cache estimate (default: min(max\npositions, 2048))" },
+    { CLI_INT, "batch", INFO(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
+      .help = "training batch for the activation estimate" },
+    { CLI_INT, "seq", INFO(seq), "T", .lo = 1, .hi = 1 << 24,
+      .help = "training sequence length (default: min(max positions, 256))" },
+    { CLI_INT, "lora-rank", INFO(rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
+      .help = "LoRA rank on all seven projections" },
+};
+#undef INFO
+
+static const cli_command k_info = {
+    .name = "info",
+    .usage = "[options] DIR",
+    .about = "Describe a Hugging Face model directory (config.json + safetensors): architecture,\n"
+             "sizes, parameter count, dtypes on disk, and estimated memory for inference, full\n"
+             "fine-tuning (AdamW, FP32) and LoRA.",
+    .max_args = 1,
+};
+
+/* "LlamaForCausalLM" for "llama": the Hugging Face class of the library's
+ * architecture name (every one follows the pattern). */
+static const char *class_name(char *buf, size_t n, int arch)
 {
-    fprintf(f,
-            "usage: posttrain info [options] DIR\n\n"
-            "Describe a Hugging Face model directory (config.json + safetensors): architecture,\n"
-            "sizes, parameter count, dtypes on disk, and estimated memory for inference, full\n"
-            "fine-tuning (AdamW, FP32) and LoRA.\n\n"
-            "options:\n"
-            "  --json           print one JSON object instead of text\n"
-            "  --context T      inference length for the KV-cache estimate (default: min(max\n"
-            "                   positions, 2048))\n"
-            "  --batch B        training batch for the activation estimate (default 4)\n"
-            "  --seq T          training sequence length (default: min(max positions, 256))\n"
-            "  --lora-rank R    LoRA rank on all seven projections (default 16)\n");
+    const char *name = pt_arch_name(arch);
+    if (!name)
+        return "?";
+    snprintf(buf, n, "%c%sForCausalLM", toupper((unsigned char)name[0]), name + 1);
+    return buf;
 }
 
 static const char *arch_name(int arch)
 {
-    switch (arch) {
-    case PT_ARCH_LLAMA: return "llama";
-    case PT_ARCH_QWEN2: return "qwen2";
-    case PT_ARCH_QWEN3: return "qwen3";
-    case PT_ARCH_MISTRAL: return "mistral";
-    default: return "?";
-    }
-}
-
-static const char *class_name(int arch)
-{
-    switch (arch) {
-    case PT_ARCH_LLAMA: return "LlamaForCausalLM";
-    case PT_ARCH_QWEN2: return "Qwen2ForCausalLM";
-    case PT_ARCH_QWEN3: return "Qwen3ForCausalLM";
-    case PT_ARCH_MISTRAL: return "MistralForCausalLM";
-    default: return "?";
-    }
+    const char *name = pt_arch_name(arch);
+    return name ? name : "?";
 }
 
 static void human(char *buf, size_t n, double bytes)
@@ -106,108 +115,64 @@ static void estimate(mem_est *e, const pt_model_config *c, uint64_t n_params)
     e->lora_total = e->weights + e->lora_state + e->lora_activations;
 }
 
-int cmd_info(int argc, char **argv)
+static void print_json(const char *dir, const pt_model_dir_info *info, const mem_est *e)
 {
-    bool json = false;
-    const char *dir = NULL;
-    long context = 0, batch = 4, seq = 0, rank = 16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--context") || !strcmp(a, "--batch") || !strcmp(a, "--seq") ||
-                   !strcmp(a, "--lora-rank")) {
-            long v;
-            if (i + 1 >= argc || cli_parse_long(argv[i + 1], 1, 1L << 24, &v))
-                return cli_usage_error("info", "%s needs an integer in [1, %ld]", a, 1L << 24);
-            i++;
-            if (!strcmp(a, "--context"))
-                context = v;
-            else if (!strcmp(a, "--batch"))
-                batch = v;
-            else if (!strcmp(a, "--seq"))
-                seq = v;
-            else
-                rank = v;
-        } else if (a[0] == '-') {
-            return cli_usage_error("info", "unknown option '%s'", a);
-        } else if (!dir) {
-            dir = a;
-        } else {
-            return cli_usage_error("info", "takes one directory");
-        }
+    const pt_model_config *c = &info->config;
+    char cls[64];
+    printf("{\"dir\": ");
+    json_string(dir);
+    printf(", \"model_type\": \"%s\", \"architecture\": \"%s\",\n", arch_name(c->arch),
+           class_name(cls, sizeof cls, c->arch));
+    printf(" \"config\": {\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+           "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": "
+           "%d, \"head_dim\": %d, \"max_position_embeddings\": %d, \"rope_theta\": %.17g, "
+           "\"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, \"attention_bias\": %s, "
+           "\"qk_norm\": %s, \"sliding_window\": %d, \"bos_token_id\": %d, \"eos_token_id\": "
+           "%d},\n",
+           c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
+           c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+           c->max_position_embeddings, c->rope_theta, c->rms_norm_eps,
+           c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
+           c->qk_norm ? "true" : "false", c->sliding_window, c->bos_token_id,
+           c->eos_token_id);
+    printf(" \"num_params\": %llu, \"files\": %d, \"sharded\": %s, \"tensors\": %llu, "
+           "\"weight_bytes\": %llu,\n \"dtypes\": {",
+           (unsigned long long)info->num_params, info->num_files, info->sharded ? "true" : "false",
+           (unsigned long long)info->num_tensors, (unsigned long long)info->weight_bytes);
+    for (int i = 0; i < info->num_dtypes; i++)
+        printf("%s\"%s\": {\"tensors\": %llu, \"bytes\": %llu}", i ? ", " : "",
+               info->dtypes[i].name, (unsigned long long)info->dtypes[i].tensors,
+               (unsigned long long)info->dtypes[i].bytes);
+    printf("},\n \"has_tokenizer\": %s, \"has_generation_config\": %s,\n",
+           info->has_tokenizer ? "true" : "false", info->has_generation_config ? "true" : "false");
+    printf(" \"weights_ok\": %s, \"weights_problem\": ",
+           info->weights_status == PT_OK ? "true" : "false");
+    if (info->weights_status == PT_OK)
+        printf("null,\n");
+    else {
+        json_string(info->weights_problem);
+        printf(",\n");
     }
-    if (!dir)
-        return cli_usage_error("info", "needs a model directory");
+    printf(" \"memory\": {\"inference\": {\"context\": %ld, \"weights_bytes\": %.0f, "
+           "\"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
+           e->context, e->weights, e->kv_cache, e->infer_total);
+    printf("  \"full_finetune\": {\"batch\": %ld, \"seq\": %ld, \"state_bytes\": %.0f, "
+           "\"activation_bytes\": %.0f, \"total_bytes\": %.0f},\n",
+           e->batch, e->seq, e->full_state, e->activations, e->full_total);
+    printf("  \"lora\": {\"rank\": %ld, \"batch\": %ld, \"seq\": %ld, \"adapter_params\": %.0f, "
+           "\"frozen_weights_bytes\": %.0f, \"adapter_state_bytes\": %.0f, "
+           "\"activation_bytes\": %.0f, \"total_bytes\": %.0f}}}\n",
+           e->rank, e->batch, e->seq, e->lora_params, e->weights, e->lora_state, e->lora_activations,
+           e->lora_total);
+}
 
-    pt_model_dir_info info;
-    pt_model_dir_info_init(&info);
-    int st = pt_model_dir_inspect(&info, dir);
-    if (st)
-        return cli_fail("info", st);
-    const pt_model_config *c = &info.config;
-    mem_est e = { 0 };
-    e.context = context ? context : (c->max_position_embeddings < 2048 ? c->max_position_embeddings : 2048);
-    e.batch = batch;
-    e.seq = seq ? seq : (c->max_position_embeddings < 256 ? c->max_position_embeddings : 256);
-    e.rank = rank;
-    estimate(&e, c, info.num_params);
-
-    if (json) {
-        printf("{\"dir\": ");
-        json_string(dir);
-        printf(", \"model_type\": \"%s\", \"architecture\": \"%s\",\n", arch_name(c->arch),
-               class_name(c->arch));
-        printf(" \"config\": {\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
-               "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": "
-               "%d, \"head_dim\": %d, \"max_position_embeddings\": %d, \"rope_theta\": %.17g, "
-               "\"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, \"attention_bias\": %s, "
-               "\"qk_norm\": %s, \"sliding_window\": %d, \"bos_token_id\": %d, \"eos_token_id\": "
-               "%d},\n",
-               c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
-               c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-               c->max_position_embeddings, c->rope_theta, c->rms_norm_eps,
-               c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
-               c->qk_norm ? "true" : "false", c->sliding_window, c->bos_token_id,
-               c->eos_token_id);
-        printf(" \"num_params\": %llu, \"files\": %d, \"sharded\": %s, \"tensors\": %llu, "
-               "\"weight_bytes\": %llu,\n \"dtypes\": {",
-               (unsigned long long)info.num_params, info.num_files, info.sharded ? "true" : "false",
-               (unsigned long long)info.num_tensors, (unsigned long long)info.weight_bytes);
-        for (int i = 0; i < info.num_dtypes; i++)
-            printf("%s\"%s\": {\"tensors\": %llu, \"bytes\": %llu}", i ? ", " : "",
-                   info.dtypes[i].name, (unsigned long long)info.dtypes[i].tensors,
-                   (unsigned long long)info.dtypes[i].bytes);
-        printf("},\n \"has_tokenizer\": %s, \"has_generation_config\": %s,\n",
-               info.has_tokenizer ? "true" : "false", info.has_generation_config ? "true" : "false");
-        printf(" \"weights_ok\": %s, \"weights_problem\": ",
-               info.weights_status == PT_OK ? "true" : "false");
-        if (info.weights_status == PT_OK)
-            printf("null,\n");
-        else {
-            json_string(info.weights_problem);
-            printf(",\n");
-        }
-        printf(" \"memory\": {\"inference\": {\"context\": %ld, \"weights_bytes\": %.0f, "
-               "\"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
-               e.context, e.weights, e.kv_cache, e.infer_total);
-        printf("  \"full_finetune\": {\"batch\": %ld, \"seq\": %ld, \"state_bytes\": %.0f, "
-               "\"activation_bytes\": %.0f, \"total_bytes\": %.0f},\n",
-               e.batch, e.seq, e.full_state, e.activations, e.full_total);
-        printf("  \"lora\": {\"rank\": %ld, \"batch\": %ld, \"seq\": %ld, \"adapter_params\": %.0f, "
-               "\"frozen_weights_bytes\": %.0f, \"adapter_state_bytes\": %.0f, "
-               "\"activation_bytes\": %.0f, \"total_bytes\": %.0f}}}\n",
-               e.rank, e.batch, e.seq, e.lora_params, e.weights, e.lora_state, e.lora_activations,
-               e.lora_total);
-        return 0;
-    }
-
+static void print_text(const char *dir, const pt_model_dir_info *info, const mem_est *e)
+{
+    const pt_model_config *c = &info->config;
+    char cls[64];
     char a[32], b[32], d[32];
     printf("model:        %s\n", dir);
-    printf("architecture: %s (%s)\n", arch_name(c->arch), class_name(c->arch));
+    printf("architecture: %s (%s)\n", arch_name(c->arch), class_name(cls, sizeof cls, c->arch));
     printf("sizes:        vocab %d, hidden %d, intermediate %d, layers %d\n", c->vocab_size,
            c->hidden_size, c->intermediate_size, c->num_hidden_layers);
     printf("attention:    %d heads, %d kv heads, head_dim %d%s%s", c->num_attention_heads,
@@ -216,52 +181,79 @@ int cmd_info(int argc, char **argv)
     if (c->sliding_window)
         printf(", sliding window %d", c->sliding_window);
     printf("\n");
-    printf("positions:    %d, rope theta %g%s, rms_norm_eps %g\n", c->max_position_embeddings,
-           c->rope_theta,
-           c->rope_type == PT_ROPE_LLAMA3   ? " (llama3 scaling)"
-           : c->rope_type == PT_ROPE_LINEAR ? " (linear scaling)"
-                                            : "",
-           c->rms_norm_eps);
+    const char *rope = pt_rope_type_name(c->rope_type);
+    printf("positions:    %d, rope theta %g", c->max_position_embeddings, c->rope_theta);
+    if (c->rope_type != PT_ROPE_DEFAULT)
+        printf(" (%s scaling)", rope ? rope : "?");
+    printf(", rms_norm_eps %g\n", c->rms_norm_eps);
     printf("embeddings:   %s; bos %d, eos %d\n", c->tie_word_embeddings ? "tied" : "untied",
            c->bos_token_id, c->eos_token_id);
-    printf("parameters:   %llu (%.2f M)\n", (unsigned long long)info.num_params,
-           (double)info.num_params / 1e6);
-    human(a, sizeof a, (double)info.weight_bytes);
-    printf("on disk:      %d file%s%s, %llu tensors, %s:", info.num_files,
-           info.num_files == 1 ? "" : "s", info.sharded ? " (sharded)" : "",
-           (unsigned long long)info.num_tensors, a);
-    for (int i = 0; i < info.num_dtypes; i++) {
-        human(a, sizeof a, (double)info.dtypes[i].bytes);
-        printf("%s %s x %llu (%s)", i ? "," : "", info.dtypes[i].name,
-               (unsigned long long)info.dtypes[i].tensors, a);
+    printf("parameters:   %llu (%.2f M)\n", (unsigned long long)info->num_params,
+           (double)info->num_params / 1e6);
+    human(a, sizeof a, (double)info->weight_bytes);
+    printf("on disk:      %d file%s%s, %llu tensors, %s:", info->num_files,
+           info->num_files == 1 ? "" : "s", info->sharded ? " (sharded)" : "",
+           (unsigned long long)info->num_tensors, a);
+    for (int i = 0; i < info->num_dtypes; i++) {
+        human(a, sizeof a, (double)info->dtypes[i].bytes);
+        printf("%s %s x %llu (%s)", i ? "," : "", info->dtypes[i].name,
+               (unsigned long long)info->dtypes[i].tensors, a);
     }
     printf("\n");
-    if (info.weights_status == PT_OK)
+    if (info->weights_status == PT_OK)
         printf("weights:      every tensor the config needs, with its shape\n");
     else
-        printf("weights:      WILL NOT LOAD: %s: %s\n", pt_status_name(info.weights_status),
-               info.weights_problem);
+        printf("weights:      WILL NOT LOAD: %s: %s\n", pt_status_name(info->weights_status),
+               info->weights_problem);
     printf("files:        tokenizer.json %s, generation_config.json %s\n",
-           info.has_tokenizer ? "yes" : "no", info.has_generation_config ? "yes" : "no");
+           info->has_tokenizer ? "yes" : "no", info->has_generation_config ? "yes" : "no");
     printf("memory (FP32 in memory, estimates):\n");
-    human(a, sizeof a, e.weights);
-    human(b, sizeof b, e.kv_cache);
-    human(d, sizeof d, e.infer_total);
+    human(a, sizeof a, e->weights);
+    human(b, sizeof b, e->kv_cache);
+    human(d, sizeof d, e->infer_total);
     printf("  inference:         %s weights + %s KV cache (1 sequence of %ld tokens) = %s\n", a,
-           b, e.context, d);
-    human(a, sizeof a, e.full_state);
-    human(b, sizeof b, e.activations);
-    human(d, sizeof d, e.full_total);
+           b, e->context, d);
+    human(a, sizeof a, e->full_state);
+    human(b, sizeof b, e->activations);
+    human(d, sizeof d, e->full_total);
     printf("  full fine-tuning:  %s weights+grads+AdamW moments (16 B/param) + %s activations "
            "(batch %ld x %ld) = %s\n",
-           a, b, e.batch, e.seq, d);
-    human(a, sizeof a, e.weights);
-    human(b, sizeof b, e.lora_state);
+           a, b, e->batch, e->seq, d);
+    human(a, sizeof a, e->weights);
+    human(b, sizeof b, e->lora_state);
     char f[32];
-    human(f, sizeof f, e.lora_activations);
-    human(d, sizeof d, e.lora_total);
+    human(f, sizeof f, e->lora_activations);
+    human(d, sizeof d, e->lora_total);
     printf("  LoRA rank %ld:      %s frozen weights + %s for %.0f adapter params (16 B/param) + "
            "%s activations (batch %ld x %ld) = %s\n",
-           e.rank, a, b, e.lora_params, f, e.batch, e.seq, d);
+           e->rank, a, b, e->lora_params, f, e->batch, e->seq, d);
+}
+
+int cmd_info(int argc, char **argv)
+{
+    info_args a = { 0 };
+    cli_rest rest;
+    int rc = cli_parse_table(&k_info, k_info_opts, CLI_COUNT_OF(k_info_opts), &a, argc, argv, &rest);
+    if (rc)
+        return cli_exit_code(rc);
+    if (rest.n == 0)
+        return cli_usage_error("info", "needs a model directory");
+    const char *dir = rest.args[0];
+    pt_model_dir_info info;
+    pt_model_dir_info_init(&info);
+    int st = pt_model_dir_inspect(&info, dir);
+    if (st)
+        return cli_fail("info", st);
+    const pt_model_config *c = &info.config;
+    mem_est e = { 0 };
+    e.context = a.context ? a.context : (c->max_position_embeddings < 2048 ? c->max_position_embeddings : 2048);
+    e.batch = a.batch;
+    e.seq = a.seq ? a.seq : (c->max_position_embeddings < 256 ? c->max_position_embeddings : 256);
+    e.rank = a.rank;
+    estimate(&e, c, info.num_params);
+    if (a.json)
+        print_json(dir, &info, &e);
+    else
+        print_text(dir, &info, &e);
     return 0;
 }

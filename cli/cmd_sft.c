@@ -4,130 +4,90 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-static void sft_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: posttrain sft --model DIR --data FILE.jsonl --out DIR [options]\n\n"
-        "Rows: {\"text\"}, {\"prompt\",\"completion\"}, {\"messages\":[...]} or {\"input_ids\",\"loss_mask\"}.\n"
-        "The trained model is saved in Hugging Face layout at --out.\n\n");
-    cli_optimizer_usage(f, "1e-4");
-    fprintf(f,
-        "length:\n"
-        "  --steps N | --epochs F  (default: 1 epoch)\n"
-        "data:\n"
-        "  --batch-size N (8)  --grad-accum N (1)  --max-length N (512)  --pack\n"
-        "  --all-tokens (train on prompts too)  --chat-template NAME  --skip-bad-rows\n"
-        "  --eval-fraction F (0)  --eval-every N (0: only at the end)  --seed N (0)\n"
-        "checkpoints and output:\n"
-        "  --save-every N (0: none)  --resume CHECKPOINT_DIR  --metrics FILE (OUT/metrics.jsonl)\n"
-        "  --log-every N (progress line interval when not on a terminal; 10)\n"
-        "LoRA (the base is frozen; OUT/adapter gets the PEFT adapter, OUT the merged model):\n"
-        "  --lora-rank N (0: full fine-tuning)  --lora-alpha F (= rank)\n"
-        "  --lora-targets LIST  comma-separated of q,k,v,o,gate,up,down or all (q,v)\n");
-}
-
 typedef struct sft_args {
-    const char *model, *data, *out, *resume, *metrics, *chat_template;
+    const char *model, *data, *out, *resume, *metrics;
     pt_optimizer_options opt;
     pt_dataset_options data_opts;
     int64_t steps;
     double epochs;
-    int grad_accum, eval_every, save_every, log_every, lora_rank;
-    double lora_alpha;
-    unsigned lora_targets;
+    int grad_accum, eval_every, save_every, log_every;
+    cli_lora_args lora;
 } sft_args;
+
+#define SFT(field) offsetof(sft_args, field)
+static const cli_opt k_sft_io_opts[] = {
+    { CLI_PATH, "model", SFT(model), "DIR", .required = true, .help = "Hugging Face model directory" },
+    { CLI_PATH, "data", SFT(data), "FILE.jsonl", .required = true, .help = "the training rows" },
+    { CLI_PATH, "out", SFT(out), "DIR", .required = true, .help = "where the trained model is saved" },
+};
+static const cli_opt k_sft_lr_opt[] = {
+    { CLI_DOUBLE, "lr", SFT(opt.lr), "F", .def = "1e-4", .help = "peak learning rate" },
+};
+static const cli_opt k_sft_length_opts[] = {
+    { CLI_INT64, "steps", SFT(steps), "N", .lo = 1, .hi = 1e9, .help = "optimizer steps (default: 1 epoch)" },
+    { CLI_DOUBLE, "epochs", SFT(epochs), "F", .lo = 0, .hi = 1e6, .help = "passes over the data instead of --steps" },
+};
+static const cli_opt k_sft_data_opts[] = {
+    { CLI_INT, "batch-size", SFT(data_opts.batch_size), "N", .def = "8", .lo = 1, .hi = 65536,
+      .help = "rows per micro-batch" },
+    { CLI_INT, "grad-accum", SFT(grad_accum), "N", .def = "1", .lo = 1, .hi = 65536,
+      .help = "micro-batches per optimizer step" },
+    { CLI_INT, "max-length", SFT(data_opts.max_length), "N", .def = "512", .lo = 2, .hi = 1048576,
+      .help = "tokens per example; longer ones are truncated" },
+    { CLI_FLAG, "pack", SFT(data_opts.pack), .help = "pack several examples into each row" },
+    { CLI_FLAG_CLEAR, "all-tokens", SFT(data_opts.completion_only), .help = "train on prompts too" },
+    { CLI_STRING, "chat-template", SFT(data_opts.chat_template), "NAME",
+      .help = "template of {\"messages\"} rows (default: the tokenizer's)" },
+    { CLI_FLAG, "skip-bad-rows", SFT(data_opts.skip_bad_rows), .help = "skip and count malformed rows" },
+    { CLI_DOUBLE, "eval-fraction", SFT(data_opts.eval_fraction), "F", .def = "0",
+      .help = "share of the examples held out for evaluation" },
+    { CLI_INT, "eval-every", SFT(eval_every), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "evaluate every N steps; 0: only at the end" },
+    { CLI_UINT64, "seed", SFT(data_opts.seed), "N", .def = "0", .help = "data order, evaluation split, LoRA init" },
+};
+static const cli_opt k_sft_output_opts[] = {
+    { CLI_INT, "save-every", SFT(save_every), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none" },
+    { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR", .help = "continue from a checkpoint, bit-identically" },
+    { CLI_PATH, "metrics", SFT(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
+    { CLI_INT, "log-every", SFT(log_every), "N", .def = "10", .lo = 1, .hi = 1e9,
+      .help = "progress line interval when not on a terminal" },
+};
+#undef SFT
+
+static const cli_command k_sft = {
+    .name = "sft",
+    .usage = "--model DIR --data FILE.jsonl --out DIR [options]",
+    .about = "Rows: {\"text\"}, {\"prompt\",\"completion\"}, {\"messages\":[...]} or {\"input_ids\",\"loss_mask\"}.\n"
+             "The trained model is saved in Hugging Face layout at --out.",
+};
 
 static int parse_args(sft_args *a, int argc, char **argv)
 {
     pt_optimizer_options_init(&a->opt);
     pt_dataset_options_init(&a->data_opts);
-    /* Schedules default to constant with no warmup. */
-    a->grad_accum = 1;
-    a->log_every = 10;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
-            sft_usage(stdout);
-            return -1;
-        }
-        bool flag = !strcmp(k, "--pack") || !strcmp(k, "--all-tokens") || !strcmp(k, "--skip-bad-rows");
-        if (flag) {
-            if (!strcmp(k, "--pack"))
-                a->data_opts.pack = true;
-            else if (!strcmp(k, "--all-tokens"))
-                a->data_opts.completion_only = false;
-            else
-                a->data_opts.skip_bad_rows = true;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return cli_usage_error("sft", "%s needs a value", k);
-        const char *v = argv[++i];
-        long n;
-        double x;
-#define NUM(opt, lo, hi, dst) CLI_INT_OPTION("sft", opt, lo, hi, dst)
-#define REAL(opt, dst)                                                                     \
-    if (!strcmp(k, opt)) {                                                                 \
-        if (cli_parse_double(v, &x) || !isfinite(x))                                       \
-            return cli_usage_error("sft", "%s needs a number, not '%s'", opt, v);          \
-        dst = x;                                                                           \
-        continue;                                                                          \
-    }
-        if (!strcmp(k, "--model")) { a->model = v; continue; }
-        if (!strcmp(k, "--data")) { a->data = v; continue; }
-        if (!strcmp(k, "--out")) { a->out = v; continue; }
-        if (!strcmp(k, "--resume")) { a->resume = v; continue; }
-        if (!strcmp(k, "--metrics")) { a->metrics = v; continue; }
-        if (!strcmp(k, "--chat-template")) { a->data_opts.chat_template = v; continue; }
-        if (!strcmp(k, "--lora-targets")) {
-            if (cli_parse_lora_targets(&a->lora_targets, v))
-                return cli_usage_error("sft", "--lora-targets takes a comma-separated list of q,k,v,o,gate,up,down "
-                                              "or all, not '%s'", v);
-            continue;
-        }
-        int orc;
-        if (cli_optimizer_option(&a->opt, "sft", k, v, &orc)) {
-            if (orc)
-                return orc;
-            continue;
-        }
-        REAL("--epochs", a->epochs)
-        REAL("--eval-fraction", a->data_opts.eval_fraction)
-        REAL("--lora-alpha", a->lora_alpha)
-        NUM("--steps", 1, 1000000000L, a->steps)
-        NUM("--batch-size", 1, 65536, a->data_opts.batch_size)
-        NUM("--grad-accum", 1, 65536, a->grad_accum)
-        NUM("--max-length", 2, 1048576, a->data_opts.max_length)
-        NUM("--eval-every", 0, 1000000000L, a->eval_every)
-        NUM("--save-every", 0, 1000000000L, a->save_every)
-        NUM("--log-every", 1, 1000000000L, a->log_every)
-        NUM("--lora-rank", 0, 65536, a->lora_rank)
-        if (!strcmp(k, "--seed")) {
-            if (cli_parse_seed(v, &a->data_opts.seed))
-                return cli_usage_error("sft", "--seed needs a non-negative integer, not '%s'", v);
-            continue;
-        }
-        return cli_usage_error("sft", "unknown option '%s'", k);
-#undef NUM
-#undef REAL
-    }
-    if (!a->model || !a->data || !a->out)
-        return cli_usage_error("sft", "--model, --data and --out are required");
+    const cli_group groups[] = {
+        { "options", k_sft_io_opts, CLI_COUNT_OF(k_sft_io_opts), a },
+        { "optimizer", k_sft_lr_opt, CLI_COUNT_OF(k_sft_lr_opt), a },
+        { NULL, cli_optimizer_opts, cli_n_optimizer_opts, &a->opt },
+        { "length", k_sft_length_opts, CLI_COUNT_OF(k_sft_length_opts), a },
+        { "data", k_sft_data_opts, CLI_COUNT_OF(k_sft_data_opts), a },
+        { "checkpoints and output", k_sft_output_opts, CLI_COUNT_OF(k_sft_output_opts), a },
+        { "LoRA (the base is frozen; OUT/adapter gets the PEFT adapter, OUT the merged model)", cli_lora_opts,
+          cli_n_lora_opts, &a->lora },
+    };
+    int rc = cli_parse(&k_sft, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
+    if (rc)
+        return rc;
     if (a->steps && a->epochs > 0)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
-    if (a->epochs < 0)
-        return cli_usage_error("sft", "--epochs must be positive");
-    if (a->lora_rank == 0 && (a->lora_alpha != 0 || a->lora_targets))
-        return cli_usage_error("sft", "--lora-alpha and --lora-targets need --lora-rank");
-    if (a->lora_alpha < 0)
-        return cli_usage_error("sft", "--lora-alpha must be positive");
-    return 0;
+    return cli_check_lora("sft", &a->lora);
 }
 
 static void fmt_eta(char *buf, size_t n, double secs)
@@ -138,13 +98,6 @@ static void fmt_eta(char *buf, size_t n, double secs)
         snprintf(buf, n, "%dh%02dm", (int)(secs / 3600), (int)fmod(secs / 60, 60));
     else
         snprintf(buf, n, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d, int64_t step)
@@ -198,216 +151,263 @@ static int resume_from(int64_t *step, const sft_args *a, pt_model *m, pt_optimiz
     return 0;
 }
 
-int cmd_sft(int argc, char **argv)
+/* The micro-batches of one optimizer step.  The dataset's batch buffers are
+ * reused per call, so each micro-batch is copied into buffers of its own. */
+typedef struct micro_batches {
+    int n;
+    pt_batch *b;
+    const float **w;
+    int32_t **ids;  /* 4 per micro-batch: inputs, targets, positions, segments */
+    float **wbufs;
+} micro_batches;
+
+static void micro_free(micro_batches *m)
 {
+    for (int i = 0; m->ids && i < m->n * 4; i++)
+        free(m->ids[i]);
+    for (int i = 0; m->wbufs && i < m->n; i++)
+        free(m->wbufs[i]);
+    free(m->b);
+    free(m->w);
+    free(m->ids);
+    free(m->wbufs);
+}
+
+static int micro_alloc(micro_batches *m, int n, size_t cells)
+{
+    m->n = n;
+    m->b = calloc((size_t)n, sizeof *m->b);
+    m->w = calloc((size_t)n, sizeof *m->w);
+    m->ids = calloc((size_t)n * 4, sizeof *m->ids);
+    m->wbufs = calloc((size_t)n, sizeof *m->wbufs);
+    bool ok = m->b && m->w && m->ids && m->wbufs;
+    for (int i = 0; i < n && ok; i++) {
+        for (int k = 0; k < 4; k++)
+            ok = ok && (m->ids[i * 4 + k] = malloc(cells * sizeof(int32_t)));
+        ok = ok && (m->wbufs[i] = malloc(cells * sizeof(float)));
+    }
+    if (!ok)
+        fprintf(stderr, "posttrain sft: out of memory\n");
+    return ok ? 0 : 1;
+}
+
+static int micro_fill(micro_batches *m, pt_dataset *data)
+{
+    for (int i = 0; i < m->n; i++) {
+        pt_batch b;
+        const float *bw;
+        int st = pt_dataset_next_batch(&b, &bw, data);
+        if (st)
+            return cli_fail("data", st);
+        size_t nc = (size_t)b.batch * (size_t)b.seq;
+        int32_t **ids = m->ids + i * 4;
+        memcpy(ids[0], b.input_ids, nc * sizeof(int32_t));
+        memcpy(ids[1], b.targets, nc * sizeof(int32_t));
+        memcpy(ids[2], b.positions, nc * sizeof(int32_t));
+        if (b.segments)
+            memcpy(ids[3], b.segments, nc * sizeof(int32_t));
+        memcpy(m->wbufs[i], bw, nc * sizeof(float));
+        m->b[i] = b;
+        m->b[i].input_ids = ids[0];
+        m->b[i].targets = ids[1];
+        m->b[i].positions = ids[2];
+        m->b[i].segments = b.segments ? ids[3] : NULL;
+        m->w[i] = m->wbufs[i];
+    }
+    return 0;
+}
+
+/* Everything a run holds; sft_free releases it. */
+typedef struct sft_run {
     sft_args a;
-    memset(&a, 0, sizeof a);
-    int rc = parse_args(&a, argc, argv);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    pt_model *model = NULL;
-    pt_dataset *data = NULL;
-    pt_optimizer *opt = NULL;
-    pt_context *ctx = NULL;
-    FILE *metrics = NULL;
-    int st;
-    rc = 1;
-    if ((st = pt_model_load_dir(&model, a.model, NULL))) {
-        cli_fail(a.model, st);
-        goto done;
-    }
-    if (a.lora_rank > 0 &&
-        cli_add_lora("sft", model, a.lora_rank, a.lora_alpha, a.lora_targets, a.data_opts.seed))
-        goto done;
-    const pt_tokenizer *tok = pt_model_tokenizer(model);
-    if ((st = pt_dataset_load_jsonl(&data, a.data, tok, &a.data_opts))) {
-        cli_fail(a.data, st);
-        goto done;
-    }
+    pt_model *model;
+    pt_dataset *data;
+    pt_optimizer *opt;
+    pt_context *ctx;
+    FILE *metrics;
     pt_dataset_stats ds;
-    pt_dataset_stats_init(&ds);
-    if ((st = pt_dataset_get_stats(&ds, data))) {
-        cli_fail(a.data, st);
-        goto done;
-    }
-    if (ds.train_examples == 0) {
-        fprintf(stderr, "posttrain sft: %s has no training examples\n", a.data);
-        goto done;
+    int max_seq;
+    int64_t total, step;
+    micro_batches mb;
+} sft_run;
+
+static void sft_free(sft_run *r)
+{
+    micro_free(&r->mb);
+    if (r->metrics)
+        fclose(r->metrics);
+    pt_context_free(r->ctx);
+    pt_optimizer_free(r->opt);
+    pt_dataset_free(r->data);
+    pt_model_free(r->model);
+}
+
+/* The model (with its LoRA adapters) and the data, with their statistics. */
+static int load(sft_run *r)
+{
+    const sft_args *a = &r->a;
+    int st;
+    if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
+        return cli_fail(a->model, st);
+    if (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed))
+        return 1;
+    const pt_tokenizer *tok = pt_model_tokenizer(r->model);
+    if ((st = pt_dataset_load_jsonl(&r->data, a->data, tok, &a->data_opts)))
+        return cli_fail(a->data, st);
+    pt_dataset_stats_init(&r->ds);
+    if ((st = pt_dataset_get_stats(&r->ds, r->data)))
+        return cli_fail(a->data, st);
+    const pt_dataset_stats *ds = &r->ds;
+    if (ds->train_examples == 0) {
+        fprintf(stderr, "posttrain sft: %s has no training examples\n", a->data);
+        return 1;
     }
     fprintf(stderr, "posttrain sft: %lld rows: %lld train, %lld eval examples; %lld skipped, %lld empty, "
                     "%lld truncated (%lld tokens cut)\n",
-            (long long)ds.rows, (long long)ds.train_examples, (long long)ds.eval_examples,
-            (long long)ds.skipped_rows, (long long)ds.empty_rows, (long long)ds.truncated_rows,
-            (long long)ds.truncated_tokens);
-    int64_t rows_per_step = (int64_t)a.data_opts.batch_size * a.grad_accum;
-    int64_t total = a.steps;
-    if (!total) {
-        double ep = a.epochs > 0 ? a.epochs : 1.0;
-        double examples_per_row = 1.0;
-        if (a.data_opts.pack && ds.train_examples > 0) {
-            double mean_len = (double)ds.train_tokens / (double)ds.train_examples;
-            examples_per_row = fmax(1.0, floor((double)a.data_opts.max_length / mean_len));
-        }
-        total = (int64_t)ceil(ep * (double)ds.train_examples / ((double)rows_per_step * examples_per_row));
-        if (total < 1)
-            total = 1;
+            (long long)ds->rows, (long long)ds->train_examples, (long long)ds->eval_examples,
+            (long long)ds->skipped_rows, (long long)ds->empty_rows, (long long)ds->truncated_rows,
+            (long long)ds->truncated_tokens);
+    return 0;
+}
+
+/* --steps, or the steps of --epochs (default 1) over the training examples. */
+static int64_t total_steps(const sft_run *r)
+{
+    const sft_args *a = &r->a;
+    if (a->steps)
+        return a->steps;
+    int64_t rows_per_step = (int64_t)a->data_opts.batch_size * a->grad_accum;
+    double ep = a->epochs > 0 ? a->epochs : 1.0;
+    double examples_per_row = 1.0;
+    if (a->data_opts.pack && r->ds.train_examples > 0) {
+        double mean_len = (double)r->ds.train_tokens / (double)r->ds.train_examples;
+        examples_per_row = fmax(1.0, floor((double)a->data_opts.max_length / mean_len));
     }
-    if (a.opt.schedule != PT_SCHEDULE_CONSTANT)
-        a.opt.total_steps = total;
-    if ((st = pt_optimizer_create(&opt, model, &a.opt))) {
-        cli_fail("optimizer", st);
-        goto done;
+    int64_t total = (int64_t)ceil(ep * (double)r->ds.train_examples / ((double)rows_per_step * examples_per_row));
+    return total < 1 ? 1 : total;
+}
+
+/* The optimizer, the context, the output directory, the resumed position
+ * and the metrics file. */
+static int setup(sft_run *r)
+{
+    sft_args *a = &r->a;
+    int st;
+    r->total = total_steps(r);
+    if (a->opt.schedule != PT_SCHEDULE_CONSTANT)
+        a->opt.total_steps = r->total;
+    if ((st = pt_optimizer_create(&r->opt, r->model, &a->opt)))
+        return cli_fail("optimizer", st);
+    pt_dataset_max_seq(&r->max_seq, r->data);
+    if ((st = pt_context_create(&r->ctx, r->model, a->data_opts.batch_size, r->max_seq)))
+        return cli_fail("context", st);
+    if (cli_make_out_dir("sft", a->out))
+        return 1;
+    if (a->resume) {
+        if (resume_from(&r->step, a, r->model, r->opt, r->data))
+            return 1;
+        fprintf(stderr, "posttrain sft: resumed at step %lld from %s\n", (long long)r->step, a->resume);
     }
-    int max_seq;
-    pt_dataset_max_seq(&max_seq, data);
-    if ((st = pt_context_create(&ctx, model, a.data_opts.batch_size, max_seq))) {
-        cli_fail("context", st);
-        goto done;
+    if (!(r->metrics = cli_open_metrics("sft", a->metrics, a->out, a->resume ? "a" : "w")))
+        return 1;
+    return micro_alloc(&r->mb, a->grad_accum, (size_t)a->data_opts.batch_size * (size_t)r->max_seq);
+}
+
+static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double dt, size_t step_tokens,
+                          bool do_eval, double eval_loss)
+{
+    fprintf(f, "{\"step\": %lld, \"loss\": %.6f, \"tokens\": %.0f, \"grad_norm\": %.6g, \"lr\": %.6g, "
+               "\"skipped\": %s, \"step_seconds\": %.4f, \"tokens_per_s\": %.1f",
+            (long long)step, s->loss, s->tokens, s->grad_norm, s->lr, s->skipped ? "true" : "false", dt,
+            (double)step_tokens / dt);
+    if (do_eval)
+        fprintf(f, ", \"eval_loss\": %.6f", eval_loss);
+    fprintf(f, "}\n");
+    fflush(f);
+}
+
+/* A progress bar on a terminal, otherwise a line every --log-every steps. */
+static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, double eta, bool tty,
+                          bool do_eval, double eval_loss)
+{
+    char etas[32];
+    fmt_eta(etas, sizeof etas, eta);
+    const long long step = (long long)r->step, total = (long long)r->total;
+    if (tty) {
+        int width = 24, filled = (int)((double)width * (double)step / (double)total);
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '#' : '.';
+        bar[width] = '\0';
+        fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f %.0f tok/s ETA %s   ", bar, step, total, s->loss, tps,
+                etas);
+        if (do_eval)
+            fprintf(stderr, "\n  eval loss %.4f\n", eval_loss);
+    } else if (step % r->a.log_every == 0 || step == total || do_eval) {
+        fprintf(stderr, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ETA %s%s", step, total,
+                s->loss, s->lr, s->grad_norm, tps, etas, do_eval ? "" : "\n");
+        if (do_eval)
+            fprintf(stderr, " eval_loss %.4f\n", eval_loss);
     }
-    if (mkdir(a.out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "posttrain sft: cannot create %s: %s\n", a.out, strerror(errno));
-        goto done;
-    }
-    int64_t step = 0;
-    if (a.resume) {
-        if (resume_from(&step, &a, model, opt, data))
-            goto done;
-        fprintf(stderr, "posttrain sft: resumed at step %lld from %s\n", (long long)step, a.resume);
-    }
-    char mpath[4096];
-    if (!a.metrics)
-        snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", a.out);
-    metrics = fopen(a.metrics ? a.metrics : mpath, a.resume ? "a" : "w");
-    if (!metrics) {
-        fprintf(stderr, "posttrain sft: cannot write %s: %s\n", a.metrics ? a.metrics : mpath, strerror(errno));
-        goto done;
-    }
+}
+
+/* Steps until --steps or the epochs are done: metrics, progress, checkpoints. */
+static int train(sft_run *r)
+{
+    const sft_args *a = &r->a;
     const bool tty = isatty(fileno(stderr));
-    const double t_start = now_s();
-    int64_t first = step;
+    const double t_start = cli_now();
+    const int64_t first = r->step;
     double tokens_seen = 0;
-    pt_batch *micro = calloc((size_t)a.grad_accum, sizeof *micro);
-    const float **w = calloc((size_t)a.grad_accum, sizeof *w);
-    int32_t **bufs = calloc((size_t)a.grad_accum * 4, sizeof *bufs);
-    float **wbufs = calloc((size_t)a.grad_accum, sizeof *wbufs);
-    if (!micro || !w || !bufs || !wbufs) {
-        fprintf(stderr, "posttrain sft: out of memory\n");
-        free(micro); free(w); free(bufs); free(wbufs);
-        goto done;
-    }
-    size_t cells = (size_t)a.data_opts.batch_size * (size_t)max_seq;
-    bool ok = true;
-    for (int i = 0; i < a.grad_accum && ok; i++) {
-        for (int k = 0; k < 4; k++)
-            ok = ok && (bufs[i * 4 + k] = malloc(cells * sizeof(int32_t)));
-        ok = ok && (wbufs[i] = malloc(cells * sizeof(float)));
-    }
-    while (ok && step < total) {
-        /* The dataset's batch buffers are reused per call: copy each micro-batch. */
-        for (int i = 0; i < a.grad_accum && ok; i++) {
-            pt_batch b;
-            const float *bw;
-            if ((st = pt_dataset_next_batch(&b, &bw, data))) {
-                cli_fail("data", st);
-                ok = false;
-                break;
-            }
-            size_t nc = (size_t)b.batch * (size_t)b.seq;
-            memcpy(bufs[i * 4 + 0], b.input_ids, nc * sizeof(int32_t));
-            memcpy(bufs[i * 4 + 1], b.targets, nc * sizeof(int32_t));
-            memcpy(bufs[i * 4 + 2], b.positions, nc * sizeof(int32_t));
-            if (b.segments)
-                memcpy(bufs[i * 4 + 3], b.segments, nc * sizeof(int32_t));
-            memcpy(wbufs[i], bw, nc * sizeof(float));
-            micro[i] = b;
-            micro[i].input_ids = bufs[i * 4 + 0];
-            micro[i].targets = bufs[i * 4 + 1];
-            micro[i].positions = bufs[i * 4 + 2];
-            micro[i].segments = b.segments ? bufs[i * 4 + 3] : NULL;
-            w[i] = wbufs[i];
-        }
-        if (!ok)
+    int st, rc = 0;
+    while (!rc && r->step < r->total) {
+        if ((rc = micro_fill(&r->mb, r->data)))
             break;
         pt_sft_stats s;
         pt_sft_stats_init(&s);
-        double t0 = now_s();
-        if ((st = pt_sft_step(&s, opt, ctx, micro, w, a.grad_accum))) {
-            cli_fail("sft step", st);
-            ok = false;
+        double t0 = cli_now();
+        if ((st = pt_sft_step(&s, r->opt, r->ctx, r->mb.b, r->mb.w, a->grad_accum))) {
+            rc = cli_fail("sft step", st);
             break;
         }
-        double dt = now_s() - t0;
-        step++;
+        double dt = cli_now() - t0;
+        r->step++;
         if (s.skipped)
             fprintf(stderr, "%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
-                    (long long)step);
+                    (long long)r->step);
         size_t step_tokens = 0;
-        for (int i = 0; i < a.grad_accum; i++)
-            step_tokens += (size_t)micro[i].batch * (size_t)micro[i].seq;
+        for (int i = 0; i < a->grad_accum; i++)
+            step_tokens += (size_t)r->mb.b[i].batch * (size_t)r->mb.b[i].seq;
         tokens_seen += (double)step_tokens;
-        double elapsed = now_s() - t_start, tps = tokens_seen / elapsed;
-        double eta = elapsed / (double)(step - first) * (double)(total - step);
-        double eval_loss = NAN;
-        bool do_eval = ds.eval_examples > 0 && ((a.eval_every && step % a.eval_every == 0) || step == total);
-        if (do_eval) {
-            double etok;
-            if ((st = pt_dataset_eval_loss(&eval_loss, &etok, data, ctx))) {
-                cli_fail("eval", st);
-                ok = false;
-                break;
-            }
-        }
-        fprintf(metrics, "{\"step\": %lld, \"loss\": %.6f, \"tokens\": %.0f, \"grad_norm\": %.6g, \"lr\": %.6g, "
-                         "\"skipped\": %s, \"step_seconds\": %.4f, \"tokens_per_s\": %.1f",
-                (long long)step, s.loss, s.tokens, s.grad_norm, s.lr, s.skipped ? "true" : "false", dt,
-                (double)step_tokens / dt);
-        if (do_eval)
-            fprintf(metrics, ", \"eval_loss\": %.6f", eval_loss);
-        fprintf(metrics, "}\n");
-        fflush(metrics);
-        char etas[32];
-        fmt_eta(etas, sizeof etas, eta);
-        if (tty) {
-            int width = 24, filled = (int)((double)width * (double)step / (double)total);
-            char bar[32];
-            for (int i = 0; i < width; i++)
-                bar[i] = i < filled ? '#' : '.';
-            bar[width] = '\0';
-            fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f %.0f tok/s ETA %s   ", bar, (long long)step,
-                    (long long)total, s.loss, tps, etas);
-            if (do_eval)
-                fprintf(stderr, "\n  eval loss %.4f\n", eval_loss);
-        } else if (step % a.log_every == 0 || step == total || do_eval) {
-            fprintf(stderr, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ETA %s%s", (long long)step,
-                    (long long)total, s.loss, s.lr, s.grad_norm, tps, etas, do_eval ? "" : "\n");
-            if (do_eval)
-                fprintf(stderr, " eval_loss %.4f\n", eval_loss);
-        }
-        if (a.save_every && step % a.save_every == 0 && step < total && save_checkpoint(&a, model, opt, data, step)) {
-            ok = false;
+        double elapsed = cli_now() - t_start, tps = tokens_seen / elapsed;
+        double eta = elapsed / (double)(r->step - first) * (double)(r->total - r->step);
+        double eval_loss = NAN, etok;
+        bool do_eval = r->ds.eval_examples > 0 && ((a->eval_every && r->step % a->eval_every == 0) ||
+                                                   r->step == r->total);
+        if (do_eval && (st = pt_dataset_eval_loss(&eval_loss, &etok, r->data, r->ctx))) {
+            rc = cli_fail("eval", st);
             break;
         }
+        write_metrics(r->metrics, r->step, &s, dt, step_tokens, do_eval, eval_loss);
+        show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
+        if (a->save_every && r->step % a->save_every == 0 && r->step < r->total)
+            rc = save_checkpoint(a, r->model, r->opt, r->data, r->step);
     }
     if (tty)
         fprintf(stderr, "\n");
-    for (int i = 0; i < a.grad_accum * 4; i++)
-        free(bufs[i]);
-    for (int i = 0; i < a.grad_accum; i++)
-        free(wbufs[i]);
-    free(micro); free(w); free(bufs); free(wbufs);
-    if (!ok)
-        goto done;
-    if (a.save_every && save_checkpoint(&a, model, opt, data, step))
-        goto done;
-    if (cli_save_trained("sft", model, a.out, a.model, (long long)step))
-        goto done;
-    rc = 0;
-done:
-    if (metrics)
-        fclose(metrics);
-    pt_context_free(ctx);
-    pt_optimizer_free(opt);
-    pt_dataset_free(data);
-    pt_model_free(model);
+    return rc;
+}
+
+int cmd_sft(int argc, char **argv)
+{
+    sft_run r;
+    memset(&r, 0, sizeof r);
+    int rc = parse_args(&r.a, argc, argv);
+    if (rc)
+        return cli_exit_code(rc);
+    rc = load(&r) || setup(&r) || train(&r) ||
+         (r.a.save_every && save_checkpoint(&r.a, r.model, r.opt, r.data, r.step)) ||
+         cli_save_trained("sft", r.model, r.a.out, r.a.model, (long long)r.step);
+    sft_free(&r);
     return rc;
 }

@@ -3,23 +3,36 @@
  * Public API only; a small JSON reader is built in for the one key it needs. */
 #include "cli.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void tokenize_usage(FILE *f)
-{
-    fprintf(f, "usage: posttrain tokenize --tokenizer PATH [--add-special-tokens] --jsonl < in.jsonl\n"
-               "       posttrain tokenize --tokenizer PATH --decode [--skip-special-tokens] --jsonl < in.jsonl\n\n"
-               "Encode {\"text\": ...} lines read from stdin into {\"ids\": [...]} lines on stdout, in order;\n"
-               "with --decode, turn {\"ids\": [...]} lines into {\"text\": ...} lines.\n\n"
-               "  --tokenizer PATH        a tokenizer.json or a model directory holding one\n"
-               "  --add-special-tokens    add the post-processor's special tokens (e.g. BOS)\n"
-               "  --decode                decode ids instead of encoding text\n"
-               "  --skip-special-tokens   leave special tokens out of decoded text (default: keep)\n"
-               "  --jsonl                 JSON Lines in and out (the only format)\n"
-               "A line that cannot be read is reported with its number on stderr (exit 1).\n");
-}
+typedef struct tokenize_args {
+    const char *path;
+    bool add_special, decode, skip_special, jsonl;
+} tokenize_args;
+
+#define TOK(field) offsetof(tokenize_args, field)
+static const cli_opt k_tokenize_opts[] = {
+    { CLI_PATH, "tokenizer", TOK(path), "PATH", .required = true,
+      .help = "a tokenizer.json or a model directory holding one" },
+    { CLI_FLAG, "add-special-tokens", TOK(add_special), .help = "add the post-processor's special tokens (e.g. BOS)" },
+    { CLI_FLAG, "decode", TOK(decode), .help = "decode ids instead of encoding text" },
+    { CLI_FLAG, "skip-special-tokens", TOK(skip_special),
+      .help = "leave special tokens out of decoded text (default: keep)" },
+    { CLI_FLAG, "jsonl", TOK(jsonl), .help = "JSON Lines in and out (the only format)" },
+};
+#undef TOK
+
+static const cli_command k_tokenize = {
+    .name = "tokenize",
+    .usage = "--tokenizer PATH [--add-special-tokens] --jsonl < in.jsonl\n"
+             "       posttrain tokenize --tokenizer PATH --decode [--skip-special-tokens] --jsonl < in.jsonl",
+    .about = "Encode {\"text\": ...} lines read from stdin into {\"ids\": [...]} lines on stdout, in order;\n"
+             "with --decode, turn {\"ids\": [...]} lines into {\"text\": ...} lines.",
+    .epilog = "A line that cannot be read is reported with its number on stderr (exit 1).",
+};
 
 /* ---- a minimal JSON reader ------------------------------------------------------ */
 typedef struct jr {
@@ -396,38 +409,9 @@ static int decode_line(const pt_tokenizer *tok, const char *line, size_t n, unsi
     return 0;
 }
 
-int cmd_tokenize(int argc, char **argv)
+/* Every line of stdin, in order, until the first that fails. */
+static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
 {
-    const char *path = NULL;
-    int add_special = 0, decode = 0, skip_special = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            tokenize_usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
-            path = argv[++i];
-        } else if (!strcmp(argv[i], "--add-special-tokens")) {
-            add_special = 1;
-        } else if (!strcmp(argv[i], "--decode")) {
-            decode = 1;
-        } else if (!strcmp(argv[i], "--skip-special-tokens")) {
-            skip_special = 1;
-        } else if (!strcmp(argv[i], "--jsonl")) {
-            /* the only format */
-        } else {
-            return cli_usage_error("tokenize", "unknown or incomplete option '%s'", argv[i]);
-        }
-    }
-    if (!path)
-        return cli_usage_error("tokenize", "--tokenizer PATH is required");
-    if (decode && add_special)
-        return cli_usage_error("tokenize", "--add-special-tokens applies to encoding, not --decode");
-    if (!decode && skip_special)
-        return cli_usage_error("tokenize", "--skip-special-tokens applies to --decode");
-    pt_tokenizer *tok = NULL;
-    int st = pt_tokenizer_load(&tok, path);
-    if (st)
-        return cli_fail("tokenize: loading the tokenizer", st);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -445,12 +429,30 @@ int cmd_tokenize(int argc, char **argv)
             k++;
         if (k == len)
             continue;  /* blank line */
-        rc = decode ? decode_line(tok, line, len, skip_special ? PT_TOK_SKIP_SPECIAL : 0, lineno)
-                    : encode_line(tok, line, len, add_special ? PT_TOK_ADD_SPECIAL : 0, lineno);
+        rc = a->decode ? decode_line(tok, line, len, a->skip_special ? PT_TOK_SKIP_SPECIAL : 0, lineno)
+                       : encode_line(tok, line, len, a->add_special ? PT_TOK_ADD_SPECIAL : 0, lineno);
         if (rc)
             break;
     }
     free(line);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    tokenize_args a = { 0 };
+    int rc = cli_parse_table(&k_tokenize, k_tokenize_opts, CLI_COUNT_OF(k_tokenize_opts), &a, argc, argv, NULL);
+    if (rc)
+        return cli_exit_code(rc);
+    if (a.decode && a.add_special)
+        return cli_usage_error("tokenize", "--add-special-tokens applies to encoding, not --decode");
+    if (!a.decode && a.skip_special)
+        return cli_usage_error("tokenize", "--skip-special-tokens applies to --decode");
+    pt_tokenizer *tok = NULL;
+    int st = pt_tokenizer_load(&tok, a.path);
+    if (st)
+        return cli_fail("tokenize: loading the tokenizer", st);
+    rc = run_lines(tok, &a);
     pt_tokenizer_free(tok);
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, "posttrain tokenize: writing stdout failed\n");

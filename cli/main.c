@@ -22,19 +22,6 @@ static const struct {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: posttrain [--threads N] [--verbose] <command> [options]\n\n"
-               "Post-training of small Llama-family language models on CPUs.\n\n"
-               "commands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nglobal options:\n"
-               "  --threads N   threads for every kernel (default: PT_NUM_THREADS or all CPUs)\n"
-               "  --verbose     log library messages (info level; twice for debug) to stderr\n"
-               "  -h, --help    this help; 'posttrain <command> --help' for a command's options\n");
-}
-
 int cli_fail(const char *what, int status)
 {
     const char *detail = pt_last_error();
@@ -46,25 +33,12 @@ int cli_fail(const char *what, int status)
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "posttrain %s: ", cmd);
+    fprintf(stderr, "posttrain%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see 'posttrain %s --help')\n", cmd);
+    fprintf(stderr, " (see 'posttrain%s%s --help')\n", cmd ? " " : "", cmd ? cmd : "");
     return 2;
-}
-
-int cli_parse_long(const char *s, long lo, long hi, long *out)
-{
-    if (!s || !*s)
-        return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 int cli_parse_double(const char *s, double *out)
@@ -86,55 +60,73 @@ static void stderr_logger(int level, const char *msg, void *payload)
     fprintf(stderr, "[%s] %s\n", pt_log_level_name(level), msg);
 }
 
+static const cli_command k_version = {
+    .name = "version",
+    .usage = "",
+    .about = "Print the library and program versions and the matrix-product backend.",
+};
+
 int cmd_version(int argc, char **argv)
 {
-    (void)argv;
-    if (argc > 1)
-        return cli_usage_error("version", "takes no arguments");
+    int rc = cli_parse(&k_version, NULL, 0, argc, argv, NULL);
+    if (rc)
+        return cli_exit_code(rc);
     printf("posttrain %s (libposttrain %s)\n", PT_VERSION_STRING, pt_version_string());
     printf("matrix products: %s\n", pt_blas_info());
     return 0;
 }
 
+/* ---- the program's global options ---- */
+
+typedef struct global_args {
+    int threads, verbose;
+    bool version;
+} global_args;
+
+static const cli_opt k_global_opts[] = {
+    { CLI_INT, "threads", offsetof(global_args, threads), "N", .lo = 1, .hi = 1024,
+      .help = "threads for every kernel (default: PT_NUM_THREADS or all CPUs)" },
+    { CLI_COUNT, "verbose", offsetof(global_args, verbose), .alias = 'v',
+      .help = "log library messages (info level; twice for debug) to stderr" },
+    { CLI_FLAG, "version", offsetof(global_args, version), .help = "the same as 'posttrain version'" },
+};
+
+static void list_commands(FILE *f)
+{
+    fprintf(f, "\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+static const cli_command k_program = {
+    .usage = "[--threads N] [--verbose] <command> [options]",
+    .about = "Post-training of small Llama-family language models on CPUs.",
+    .more_help = list_commands,
+    .epilog = "\n'posttrain <command> --help' lists a command's options.",
+    .stop_at_arg = true,
+};
+
 int main(int argc, char **argv)
 {
-    int i = 1, verbose = 0;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--version")) {
-            return cmd_version(1, argv);
-        } else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) {
-            verbose++;
-        } else if (!strcmp(argv[i], "--threads")) {
-            long n;
-            if (i + 1 >= argc || cli_parse_long(argv[i + 1], 1, 1024, &n)) {
-                fprintf(stderr, "posttrain: --threads needs an integer in [1, 1024]\n");
-                return 2;
-            }
-            int st = pt_set_num_threads((int)n);
-            if (st)
-                return cli_fail("--threads", st);
-            i++;
-        } else {
-            fprintf(stderr, "posttrain: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (i >= argc) {
-        usage(stderr);
+    global_args g = { 0 };
+    cli_group groups[] = { { "global options", k_global_opts, CLI_COUNT_OF(k_global_opts), &g } };
+    cli_rest rest;
+    int rc = cli_parse(&k_program, groups, CLI_COUNT_OF(groups), argc, argv, &rest);
+    if (rc)
+        return cli_exit_code(rc);
+    if (g.version)
+        return cmd_version(1, argv);
+    if (rest.n == 0) {
+        cli_print_help(stderr, &k_program, groups, CLI_COUNT_OF(groups));
         return 2;
     }
-    if (verbose)
-        pt_set_log_callback(stderr_logger, verbose > 1 ? PT_LOG_DEBUG : PT_LOG_INFO, NULL);
-    else
-        pt_set_log_callback(stderr_logger, PT_LOG_WARN, NULL);
+    int st;
+    if (g.threads && (st = pt_set_num_threads(g.threads)))
+        return cli_fail("--threads", st);
+    pt_set_log_callback(stderr_logger, g.verbose > 1 ? PT_LOG_DEBUG : g.verbose ? PT_LOG_INFO : PT_LOG_WARN,
+                        NULL);
     for (size_t c = 0; c < N_COMMANDS; c++)
-        if (!strcmp(argv[i], commands[c].name))
-            return commands[c].fn(argc - i, argv + i);
-    fprintf(stderr, "posttrain: unknown command '%s'\n", argv[i]);
-    usage(stderr);
-    return 2;
+        if (!strcmp(rest.args[0], commands[c].name))
+            return commands[c].fn(rest.n, rest.args);
+    return cli_usage_error(NULL, "unknown command '%s'", rest.args[0]);
 }

@@ -123,8 +123,8 @@ base=(--model "$model" --data "$work/data.jsonl" --out "$work/x")
 usage_error "--reward is required" "${base[@]}"
 usage_error "unknown reward 'bleu'" "${base[@]}" --reward bleu
 usage_error "the weight 'heavy' is not a number" "${base[@]}" --reward exact:heavy
-usage_error "--loss-type is grpo, bnpo, dapo or dr_grpo" "${base[@]}" --reward exact --loss-type ppo
-usage_error "--scale-rewards is group, batch, none or rloo" "${base[@]}" --reward exact --scale-rewards max
+usage_error "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo)" "${base[@]}" --reward exact --loss-type ppo
+usage_error "--scale-rewards: unknown reward scaling 'max' (one of: group, batch, none, rloo)" "${base[@]}" --reward exact --scale-rewards max
 usage_error "--num-generations needs an integer in [2, 1024]" "${base[@]}" --reward exact --num-generations 1
 usage_error "--lr needs a number" "${base[@]}" --reward exact --lr fast
 usage_error "--epsilon needs a number in" "${base[@]}" --reward exact --epsilon -1

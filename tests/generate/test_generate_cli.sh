@@ -73,14 +73,14 @@ expect() { # expected-exit-code needle args...
         echo "exit $rc:"; cat "$work/err.txt"; bad "$*"
     fi
 }
-expect 2 "needs --model" --prompt hi
+expect 2 "--model is required" --prompt hi
 expect 2 "exactly one of" --model "$model"
 expect 2 "exactly one of" --model "$model" --prompt hi --prompt-ids 1
-expect 2 "unknown argument" --model "$model" --prompt hi --bogus
+expect 2 "unknown option '--bogus'" --model "$model" --prompt hi --bogus
 expect 2 "needs a number" --model "$model" --prompt hi --temperature warm
-expect 2 "non-negative integer" --model "$model" --prompt hi --max-new-tokens -3
+expect 2 "--max-new-tokens needs an integer in \[0, 1073741824\], not '-3'" --model "$model" --prompt hi --max-new-tokens -3
 expect 2 "prompt-ids needs integers" --model "$model" --prompt-ids 1,x
-expect 2 "num-samples must be at least 1" --model "$model" --prompt hi --num-samples 0
+expect 2 "--num-samples needs an integer in \[1, 1073741824\], not '0'" --model "$model" --prompt hi --num-samples 0
 expect 1 "PT_EINVAL: pt_generate: temperature -1" --model "$model" --prompt hi --temperature -1
 expect 1 "PT_EINVAL: pt_generate: top_p 0" --model "$model" --prompt hi --top-p 0
 expect 1 "PT_EINVAL: pt_generate: min_p 1.5" --model "$model" --prompt hi --min-p 1.5
