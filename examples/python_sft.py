@@ -35,7 +35,7 @@ def greedy_answer(model, tok, prompt, max_new=4):
     """Greedy decoding: pt_generate (KV cache) when the library has it, else
     plain forwards (fine for a few tokens).  Both stop after EOS."""
     ids = tok.encode(prompt, add_special=True)
-    if pt.HAS_GENERATE:
+    if pt.has_feature("generate"):
         g = model.generate(ids, max_new_tokens=max_new, temperature=0, stop_ids=[tok.eos_id])
         return tok.decode(g.tokens, skip_special=True)
     out = []
