@@ -33,7 +33,11 @@ class LibEnum(enum.IntEnum):
         return type(self)._c_names[int(self)]
 
     def __format__(self, spec):
-        return format(str(self), spec) if not spec or spec[-1] == "s" else format(int(self), spec)
+        # A numeric presentation type ("d", "x", "02d", ...) formats the C
+        # value; anything else (no spec, "s", ">8") the library's name.
+        if spec and spec[-1] in "bcdoxXneEfFgG%":
+            return format(int(self), spec)
+        return format(str(self), spec)
 
     @classmethod
     def _missing_(cls, value):

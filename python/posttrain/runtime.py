@@ -23,7 +23,7 @@ _PY_LEVELS = {LOG_ERROR: logging.ERROR, LOG_WARN: logging.WARNING, LOG_INFO: log
 
 
 def version():
-    """Version string of the loaded library, e.g. "0.1.0"."""
+    """Version string of the loaded library, "MAJOR.MINOR.PATCH"."""
     return lib.pt_version_string().decode()
 
 
