@@ -75,7 +75,7 @@ def main():
             pt.Model.create(config, seed=1) as model, \
             pt.Dataset.load_jsonl(data, tok, batch_size=16, max_length=16, eval_fraction=0.2,
                                   seed=1) as ds, \
-            pt.Optimizer(model, lr=args.lr, schedule="cosine", warmup_steps=20,
+            pt.Optimizer(model, lr=args.lr, schedule=pt.Schedule.COSINE, warmup_steps=20,
                          total_steps=args.steps, weight_decay=0.01) as opt, \
             model.context(16, ds.max_seq) as ctx:
         st = ds.stats

@@ -6,6 +6,7 @@ Failures raise posttrain errors like the rest of the binding: FormatError
 tensor whose values do not fill its shape), IOFailure (the file system)."""
 
 import array
+import collections
 import errno
 import json
 import struct
@@ -14,7 +15,10 @@ import sys
 from .enums import Status
 from .errors import error_for
 
-__all__ = ["Tensor", "read", "write"]
+__all__ = ["Tensor", "Contents", "read", "write"]
+
+# What read() returns.
+Contents = collections.namedtuple("Contents", ["tensors", "metadata"])
 
 try:  # optional
     import numpy as _np
@@ -73,8 +77,8 @@ def _io(e, path, function):
 
 
 def read(path):
-    """(tensors, metadata) of a .safetensors file: {name: Tensor} converted
-    to float32, and the "__metadata__" dict ({} when absent)."""
+    """Contents(tensors, metadata) of a .safetensors file: {name: Tensor}
+    converted to float32, and the "__metadata__" dict ({} when absent)."""
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -111,7 +115,7 @@ def read(path):
             raise error_for(Status.EUNSUPPORTED, "%s: tensor %r has dtype %s (only F32/F16/BF16 "
                             "read here)" % (path, name, dt), "safetensors.read")
         tensors[name] = Tensor(d["shape"], data)
-    return tensors, meta
+    return Contents(tensors, meta)
 
 
 def write(path, tensors, metadata=None):
