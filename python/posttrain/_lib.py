@@ -182,6 +182,9 @@ _DECLS = {}
 
 
 def _declare(feature, table):
+    for name in table:   # each function is declared once
+        if any(name in t for t in _DECLS.values()):
+            raise AssertionError("posttrain._lib: %s is declared twice" % name)
     _DECLS.setdefault(feature, {}).update(table)
 
 
