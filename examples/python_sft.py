@@ -35,7 +35,7 @@ def greedy_answer(model, tok, prompt, max_new=4):
     """Greedy decoding: pt_generate (KV cache) when the library has it, else
     plain forwards (fine for a few tokens).  Both stop after EOS."""
     ids = tok.encode(prompt, add_special=True)
-    if pt.HAS_GENERATE:
+    if pt.has_feature("generate"):
         g = model.generate(ids, max_new_tokens=max_new, temperature=0, stop_ids=[tok.eos_id])
         return tok.decode(g.tokens, skip_special=True)
     out = []
@@ -75,7 +75,7 @@ def main():
             pt.Model.create(config, seed=1) as model, \
             pt.Dataset.load_jsonl(data, tok, batch_size=16, max_length=16, eval_fraction=0.2,
                                   seed=1) as ds, \
-            pt.Optimizer(model, lr=args.lr, schedule="cosine", warmup_steps=20,
+            pt.Optimizer(model, lr=args.lr, schedule=pt.Schedule.COSINE, warmup_steps=20,
                          total_steps=args.steps, weight_decay=0.01) as opt, \
             model.context(16, ds.max_seq) as ctx:
         st = ds.stats

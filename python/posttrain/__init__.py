@@ -9,56 +9,73 @@ ctypes.util.find_library("posttrain") / the system loader.
     with pt.Model.create({"vocab_size": 64, "hidden_size": 32, ...}) as m:
         print(m.loss(pt.Batch.next_token([[1, 2, 3, 4]])))
 
-Every failing call raises posttrain.Error (a subclass per status, e.g.
-InvalidArgument, NotFound, ChecksumError) with the library's message.
-See docs/python.md.
+One convention throughout (docs/python.md): a call returns its value (a
+named tuple when it has several, None when it has none) and raises
+posttrain.Error (a subclass per status, e.g. InvalidArgument, NotFound,
+ChecksumError, carrying .status and the library's message) when it fails.
+Named C enums are IntEnums built from the library's name tables (Arch,
+LossType, FinishReason, ...); arguments take a member or its name.
 """
 
+from ._lib import VERSION as _VERSION
 from ._lib import library_path
 from ._util import numpy_available, use_numpy
 from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
                      ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, RangeError, ShapeError,
                      StateError, Unsupported, status_name, status_str)
+from .enums import (Arch, ChatFamily, ChatRole, FinishReason, ISLevel, LogLevel, LossType,
+                    OptimizerType, RolloutLogprobs, RopeType, ScaleRewards, Schedule, Status)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
-                      get_num_threads, log_to_python, set_abort_callback, set_log_callback,
-                      set_num_threads, version, version_number)
-from .model import (ARCH, LORA_TARGETS, ROPE, Batch, Context, EvalResult, ForwardResult, Model,
+                      features, get_num_threads, has_feature, log_to_python, set_abort_callback,
+                      set_log_callback, set_num_threads, version, version_number)
+from .model import (LORA_TARGETS, Batch, Context, EvalResult, ForwardResult, Model,
                     config_from_json, config_num_params, config_to_json, default_config,
                     inspect_dir, load_config, validate_config)
-from .tokenizer import ChatTemplate, DecodeStream, Tokenizer
-from .train import (OPTIMIZERS, SCHEDULES, Dataset, Optimizer, SftResult, StepResult,
-                    dataset_defaults, load_checkpoint, optimizer_defaults, save_checkpoint,
-                    schedule_factor, sft_step)
-from .generate import FINISH_REASONS, HAS_GENERATE, Generation, Generator, generate_defaults
-from .grpo import (HAS_GRPO, IS_LEVELS, LOSS_TYPES, SCALE_REWARDS, GrpoStats, RewardSample,
-                   RolloutBuffer, grpo_defaults, grpo_step)
+from .tokenizer import DecodeStream, Tokenizer
+from .chat import ChatIds, ChatTemplate
+from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, StepResult,
+                    TrainingBatch, dataset_defaults, load_checkpoint, optimizer_defaults,
+                    save_checkpoint, schedule_factor, sft_step)
+from .generate import Generation, Generator, generate_defaults
+from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
 from . import safetensors
 
-__version__ = "0.1.0"   # of this binding; version() gives the loaded library's
+# The project version (meson.build's, the one source; see _lib.VERSION), or
+# the loaded library's when this copy of the package carries neither.
+__version__ = _VERSION or version()
 
 __all__ = [
-    "library_path", "numpy_available", "use_numpy",
+    "library_path", "numpy_available", "use_numpy", "__version__",
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError",
     "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
-    "version", "version_number", "blas_info", "set_num_threads", "get_num_threads",
-    "set_log_callback", "log_to_python", "set_abort_callback", "check_abort", "abort_on",
-    "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
-    "Model", "Context", "Batch", "ForwardResult", "EvalResult", "ARCH", "ROPE", "LORA_TARGETS",
+    "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
+    "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "RolloutLogprobs",
+    "version", "version_number", "features", "has_feature", "blas_info", "set_num_threads",
+    "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
+    "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
+    "Model", "Context", "Batch", "ForwardResult", "EvalResult", "LORA_TARGETS",
     "default_config", "config_from_json", "load_config", "config_to_json", "config_num_params",
     "validate_config", "inspect_dir",
-    "Tokenizer", "DecodeStream", "ChatTemplate",
+    "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds",
     "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
-    "StepResult", "SftResult", "OPTIMIZERS", "SCHEDULES", "optimizer_defaults",
-    "dataset_defaults", "safetensors",
-    "Generator", "Generation", "generate_defaults", "HAS_GENERATE", "FINISH_REASONS",
-    "RolloutBuffer", "RewardSample", "GrpoStats", "grpo_step", "grpo_defaults", "HAS_GRPO",
-    "SCALE_REWARDS", "LOSS_TYPES", "IS_LEVELS",
+    "StepResult", "SftResult", "TrainingBatch", "EvalLoss", "DatasetPosition",
+    "optimizer_defaults", "dataset_defaults", "safetensors",
+    "Generator", "Generation", "generate_defaults",
+    "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
 ]
 
-# The library's major version must match the one this binding was written for.
-if version_number() // 10000 != 0:
-    raise ImportError("posttrain: this binding is for libposttrain 0.x, but %s is %s"
-                      % (library_path, version()))
+
+def _version_tuple(v):
+    return tuple(int(x) for x in v.split("-")[0].split(".")[:3])
+
+
+# The library must be at least the version this binding comes with, and of
+# the same major version (its ABI).
+if _VERSION is not None:
+    _need, _have = _version_tuple(_VERSION), _version_tuple(version())
+    if _have < _need or _have[0] != _need[0]:
+        raise ImportError("posttrain: this binding (%s) needs libposttrain %s or a later %d.x, "
+                          "but %s is %s" % (_VERSION, _VERSION, _need[0], library_path, version()))

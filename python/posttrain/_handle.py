@@ -5,7 +5,7 @@ import ctypes
 import weakref
 
 from ._lib import lib
-from .errors import ClosedHandleError
+from .errors import ClosedHandleError, Status
 
 
 class Handle:
@@ -32,7 +32,7 @@ class Handle:
         p = self._p
         if p is None:
             why = self._closed_reason or "it was closed"
-            raise ClosedHandleError(-10, "%s is closed: %s" % (self._kind, why),
+            raise ClosedHandleError(Status.ESTATE, "%s is closed: %s" % (self._kind, why),
                                     type(self).__name__)
         return p
 

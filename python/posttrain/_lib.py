@@ -1,22 +1,27 @@
 """Loading libposttrain.so and declaring its C API for ctypes.
 
-Every function the binding calls is declared here with its argtypes and
-restype, and every option struct is laid out field for field as in
-include/posttrain/*.h (tests/python/test_layout.py checks each size against
-the `size` field that the C _init() function writes).
+Each struct is laid out here once, field for field as in
+include/posttrain/*.h, and each function the binding calls is declared once,
+in the table of the feature (pt_features()) that provides it.  A struct
+with a `size` field stamped by a C pt_X_init() is registered with
+@_stamped, which also declares that init function; Struct.new() builds one
+with the library's defaults (tests/python/test_layout.py checks every size
+against the one the C _init() writes).
 """
 
 import ctypes
 import ctypes.util
 import os
+import re
 
-__all__ = ["lib", "library_path"]
+__all__ = ["lib", "library_path", "VERSION", "FEATURES", "has_feature"]
 
 c_int = ctypes.c_int
 c_int32 = ctypes.c_int32
 c_int64 = ctypes.c_int64
 c_uint64 = ctypes.c_uint64
 c_uint = ctypes.c_uint
+c_uint8 = ctypes.c_uint8
 c_size_t = ctypes.c_size_t
 c_double = ctypes.c_double
 c_float = ctypes.c_float
@@ -87,9 +92,120 @@ def _load():
 lib, library_path = _load()
 
 
-# ---- structures (exactly as in the C headers) ---------------------------------
+# ---- the binding's version ------------------------------------------------------
+# One source: the project version in the top-level meson.build.  An installed
+# copy has it in _install_config.py (written by python/meson.build); a copy
+# run from the source tree reads meson.build itself.  None when neither is
+# there (a copied package): posttrain.__version__ then is the library's.
 
-class ModelConfig(ctypes.Structure):
+def _source_version():
+    try:
+        from ._install_config import VERSION as v
+        if v and not v.startswith("@"):
+            return v
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    build_file = os.path.join(os.path.dirname(os.path.dirname(here)), "meson.build")
+    try:
+        with open(build_file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"\bproject\s*\((.*?)\)", text, re.S)
+    v = m and re.search(r"\bversion\s*:\s*'([^']+)'", m.group(1))
+    return v.group(1) if v else None
+
+
+VERSION = _source_version()
+
+
+# ---- features ----------------------------------------------------------------------
+
+def _features(cdll, path):
+    """The loaded library's pt_features() words; ImportError for a library
+    that predates pt_features (and so the rest of this binding's API)."""
+    try:
+        fn = cdll.pt_features
+    except AttributeError:
+        try:
+            vs = cdll.pt_version_string
+            vs.restype, vs.argtypes = c_char_p, []
+            have = "libposttrain " + vs().decode("utf-8", "replace")
+        except (AttributeError, OSError):
+            have = "a library without pt_version_string()"
+        raise ImportError(
+            "posttrain: %s is %s, which has no pt_features(); this binding needs libposttrain "
+            "%s or newer (set POSTTRAIN_LIBRARY to a matching build)"
+            % (path, have, VERSION or "with pt_features()")) from None
+    fn.restype, fn.argtypes = c_char_p, []
+    return frozenset((fn() or b"").decode("ascii", "replace").split())
+
+
+FEATURES = _features(lib, library_path)
+
+
+def has_feature(name):
+    """True when the loaded library lists `name` in pt_features()."""
+    return name in FEATURES
+
+
+# ---- structures ----------------------------------------------------------------------
+
+class Struct(ctypes.Structure):
+    """A C struct.  Those with a C pt_X_init() (see _stamped) are built by new()."""
+
+    _init_fn = None
+
+    @classmethod
+    def field_names(cls):
+        """The struct's fields in C order, without the ABI `size` stamp."""
+        return [f[0] for f in cls._fields_ if f[0] != "size"]
+
+    @classmethod
+    def new(cls):
+        """A struct holding the library's defaults (its pt_X_init())."""
+        from .errors import check
+        s = cls()
+        check(getattr(lib, cls._init_fn)(ctypes.byref(s)), cls._init_fn)
+        return s
+
+    def to_dict(self):
+        return {f: getattr(self, f) for f in self.field_names()}
+
+
+# Size-stamped structs by C name: (class, name of its C _init()), for the
+# layout test.  Only those of features the loaded library has.
+OPTION_STRUCTS = {}
+# Function declarations by feature (None: always declared): {name: (restype, argtypes)}.
+_DECLS = {}
+
+
+def _declare(feature, table):
+    for name in table:   # each function is declared once
+        if any(name in t for t in _DECLS.values()):
+            raise AssertionError("posttrain._lib: %s is declared twice" % name)
+    _DECLS.setdefault(feature, {}).update(table)
+
+
+def _stamped(c_name, feature=None):
+    """Register a struct whose size field its C c_name_init() stamps, and
+    declare that init function."""
+    def register(cls):
+        cls._init_fn = c_name + "_init"
+        _declare(feature, {cls._init_fn: (c_int, [POINTER(cls)])})
+        if feature is None or has_feature(feature):
+            OPTION_STRUCTS[c_name] = (cls, cls._init_fn)
+        return cls
+    return register
+
+
+PT_MODEL_INFO_MAX_DTYPES = 24
+PT_GRPO_MAX_REWARD_FUNCS = 8
+
+
+@_stamped("pt_model_config")
+class ModelConfig(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("arch", c_int),
@@ -119,7 +235,8 @@ class ModelConfig(ctypes.Structure):
     ]
 
 
-class Batch_(ctypes.Structure):
+@_stamped("pt_batch")
+class Batch_(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("batch", c_int),
@@ -131,14 +248,13 @@ class Batch_(ctypes.Structure):
     ]
 
 
-PT_MODEL_INFO_MAX_DTYPES = 24
 
-
-class _DtypeInfo(ctypes.Structure):
+class _DtypeInfo(Struct):
     _fields_ = [("name", ctypes.c_char * 16), ("tensors", c_uint64), ("bytes", c_uint64)]
 
 
-class ModelDirInfo(ctypes.Structure):
+@_stamped("pt_model_dir_info")
+class ModelDirInfo(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("config", ModelConfig),
@@ -156,19 +272,22 @@ class ModelDirInfo(ctypes.Structure):
     ]
 
 
-class ModelLoadOptions(ctypes.Structure):
+@_stamped("pt_model_load_options")
+class ModelLoadOptions(Struct):
     _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool)]
 
 
-class ModelSaveOptions(ctypes.Structure):
+@_stamped("pt_model_save_options")
+class ModelSaveOptions(Struct):
     _fields_ = [("size", c_size_t), ("tokenizer_dir", c_char_p), ("copy_tokenizer", c_bool)]
 
 
-class EvalOptions(ctypes.Structure):
+@_stamped("pt_eval_options")
+class EvalOptions(Struct):
     _fields_ = [("size", c_size_t), ("max_length", c_int), ("add_special", c_bool)]
 
 
-class EvalResult(ctypes.Structure):
+class EvalResult(Struct):
     _fields_ = [
         ("loss", c_double),
         ("tokens", c_int64),
@@ -178,7 +297,8 @@ class EvalResult(ctypes.Structure):
     ]
 
 
-class OptimizerOptions(ctypes.Structure):
+@_stamped("pt_optimizer_options")
+class OptimizerOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("type", c_int),
@@ -197,7 +317,8 @@ class OptimizerOptions(ctypes.Structure):
     ]
 
 
-class StepStats(ctypes.Structure):
+@_stamped("pt_step_stats")
+class StepStats(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("grad_norm", c_double),
@@ -208,7 +329,8 @@ class StepStats(ctypes.Structure):
     ]
 
 
-class SftStats(ctypes.Structure):
+@_stamped("pt_sft_stats")
+class SftStats(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("loss", c_double),
@@ -221,7 +343,8 @@ class SftStats(ctypes.Structure):
     ]
 
 
-class DatasetOptions(ctypes.Structure):
+@_stamped("pt_dataset_options")
+class DatasetOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("max_length", c_int),
@@ -237,14 +360,16 @@ class DatasetOptions(ctypes.Structure):
     ]
 
 
-class DatasetStats(ctypes.Structure):
+@_stamped("pt_dataset_stats")
+class DatasetStats(Struct):
     _fields_ = [("size", c_size_t)] + [(n, c_int64) for n in (
         "rows", "skipped_rows", "empty_rows", "truncated_rows", "truncated_tokens",
         "train_examples", "eval_examples", "train_tokens", "train_target_tokens",
         "epoch", "cursor")]
 
 
-class LoraOptions(ctypes.Structure):
+@_stamped("pt_lora_options")
+class LoraOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("rank", c_int),
@@ -255,11 +380,12 @@ class LoraOptions(ctypes.Structure):
     ]
 
 
-class ChatMessage(ctypes.Structure):
+class ChatMessage(Struct):
     _fields_ = [("role", c_int), ("content", c_char_p), ("name", c_char_p)]
 
 
-class ChatOptions(ctypes.Structure):
+@_stamped("pt_chat_options")
+class ChatOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("add_generation_prompt", c_int),
@@ -270,22 +396,23 @@ class ChatOptions(ctypes.Structure):
     ]
 
 
-class TensorInfo(ctypes.Structure):
+class TensorInfo(Struct):
     _fields_ = [
         ("size", c_size_t),
-        ("name", ctypes.c_char_p),
+        ("name", c_char_p),
         ("data", POINTER(c_float)),
         ("grad", POINTER(c_float)),
         ("ndim", c_int),
-        ("shape", ctypes.c_int64 * 2),
+        ("shape", c_int64 * 2),
         ("numel", c_size_t),
-        ("trainable", ctypes.c_bool),
-        ("adapter", ctypes.c_bool),
-        ("no_decay", ctypes.c_bool),
+        ("trainable", c_bool),
+        ("adapter", c_bool),
+        ("no_decay", c_bool),
     ]
 
 
-class GenerateOptions(ctypes.Structure):
+@_stamped("pt_generate_options", "generate")
+class GenerateOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("max_new_tokens", c_int),
@@ -300,10 +427,9 @@ class GenerateOptions(ctypes.Structure):
     ]
 
 
-PT_GRPO_MAX_REWARD_FUNCS = 8
 
-
-class RolloutBufferOptions(ctypes.Structure):
+@_stamped("pt_rollout_buffer_options", "grpo")
+class RolloutBufferOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("n_reward_funcs", c_int),
@@ -312,13 +438,14 @@ class RolloutBufferOptions(ctypes.Structure):
     ]
 
 
-class RolloutSample(ctypes.Structure):
+@_stamped("pt_rollout_sample", "grpo")
+class RolloutSample(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("ids", POINTER(c_int32)),
         ("n_ids", c_int),
         ("prompt_len", c_int),
-        ("loss_mask", POINTER(ctypes.c_uint8)),
+        ("loss_mask", POINTER(c_uint8)),
         ("old_logprobs", POINTER(c_float)),
         ("ref_logprobs", POINTER(c_float)),
         ("group", c_int64),
@@ -327,7 +454,7 @@ class RolloutSample(ctypes.Structure):
     ]
 
 
-class RewardItem(ctypes.Structure):
+class RewardItem(Struct):
     _fields_ = [
         ("ids", POINTER(c_int32)),
         ("n_ids", c_int),
@@ -337,7 +464,7 @@ class RewardItem(ctypes.Structure):
     ]
 
 
-class RewardBatch(ctypes.Structure):
+class RewardBatch(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("n", c_int),
@@ -347,7 +474,8 @@ class RewardBatch(ctypes.Structure):
     ]
 
 
-class GrpoOptions(ctypes.Structure):
+@_stamped("pt_grpo_options", "grpo")
+class GrpoOptions(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("scale_rewards", c_int),
@@ -366,7 +494,8 @@ class GrpoOptions(ctypes.Structure):
     ]
 
 
-class GrpoStats(ctypes.Structure):
+@_stamped("pt_grpo_stats", "grpo")
+class GrpoStats(Struct):
     _fields_ = [
         ("size", c_size_t),
         ("loss", c_double),
@@ -398,25 +527,6 @@ class GrpoStats(ctypes.Structure):
     ]
 
 
-# Option structs with a size field, their C _init() and its return type (for
-# the layout test and for building defaults).
-OPTION_STRUCTS = {
-    "pt_model_config": (ModelConfig, "pt_model_config_init"),
-    "pt_batch": (Batch_, "pt_batch_init"),
-    "pt_model_dir_info": (ModelDirInfo, "pt_model_dir_info_init"),
-    "pt_model_load_options": (ModelLoadOptions, "pt_model_load_options_init"),
-    "pt_model_save_options": (ModelSaveOptions, "pt_model_save_options_init"),
-    "pt_eval_options": (EvalOptions, "pt_eval_options_init"),
-    "pt_optimizer_options": (OptimizerOptions, "pt_optimizer_options_init"),
-    "pt_step_stats": (StepStats, "pt_step_stats_init"),
-    "pt_sft_stats": (SftStats, "pt_sft_stats_init"),
-    "pt_dataset_options": (DatasetOptions, "pt_dataset_options_init"),
-    "pt_dataset_stats": (DatasetStats, "pt_dataset_stats_init"),
-    "pt_lora_options": (LoraOptions, "pt_lora_options_init"),
-    "pt_chat_options": (ChatOptions, "pt_chat_options_init"),
-}
-
-
 # ---- function declarations -------------------------------------------------
 
 LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
@@ -428,7 +538,7 @@ P = POINTER
 vp = c_void_p        # opaque handles are passed as void pointers
 pp = P(c_void_p)     # out-parameter for a handle
 
-_DECLS = {
+_declare(None, {
     # common.h
     "pt_status_name": (c_char_p, [c_int]),
     "pt_status_str": (c_char_p, [c_int]),
@@ -439,14 +549,14 @@ _DECLS = {
     "pt_version_number": (c_int, []),
     "pt_version_string": (c_char_p, []),
     "pt_blas_info": (c_char_p, []),
+    "pt_features": (c_char_p, []),
+    "pt_has_feature": (c_int, [c_char_p]),
     "pt_set_log_callback": (c_int, [LOG_FN, c_int, c_void_p]),
-    "pt_log_level_name": (c_char_p, [c_int]),
     "pt_set_abort_callback": (c_int, [ABORT_FN, c_void_p]),
     "pt_check_abort": (c_int, []),
     "pt_set_num_threads": (c_int, [c_int]),
     "pt_get_num_threads": (c_int, []),
     # model.h
-    "pt_model_config_init": (c_int, [P(ModelConfig)]),
     "pt_model_config_from_json": (c_int, [P(ModelConfig), c_char_p, c_size_t]),
     "pt_model_config_validate": (c_int, [P(ModelConfig)]),
     "pt_model_create": (c_int, [pp, P(ModelConfig), c_uint64]),
@@ -459,7 +569,6 @@ _DECLS = {
     "pt_model_find_tensor_info": (c_int, [P(TensorInfo), vp, ctypes.c_char_p]),
     "pt_context_create": (c_int, [pp, vp, c_int, c_int]),
     "pt_context_free": (None, [vp]),
-    "pt_batch_init": (c_int, [P(Batch_)]),
     "pt_model_forward": (c_int, [vp, P(Batch_), P(c_float), P(c_float)]),
     "pt_model_backward": (c_int, [vp, P(c_float)]),
     "pt_model_zero_grad": (c_int, [vp]),
@@ -469,19 +578,14 @@ _DECLS = {
     "pt_model_config_load": (c_int, [P(ModelConfig), c_char_p]),
     "pt_model_config_to_json": (c_int, [P(c_void_p), P(ModelConfig)]),
     "pt_model_config_num_params": (c_int, [P(c_uint64), P(ModelConfig)]),
-    "pt_model_dir_info_init": (c_int, [P(ModelDirInfo)]),
     "pt_model_dir_inspect": (c_int, [P(ModelDirInfo), c_char_p]),
-    "pt_model_load_options_init": (c_int, [P(ModelLoadOptions)]),
     "pt_model_load_dir": (c_int, [pp, c_char_p, P(ModelLoadOptions)]),
     "pt_model_source_dir": (c_char_p, [vp]),
     "pt_model_tokenizer": (c_void_p, [vp]),
-    "pt_model_save_options_init": (c_int, [P(ModelSaveOptions)]),
     "pt_model_save_dir": (c_int, [vp, c_char_p, P(ModelSaveOptions)]),
-    "pt_eval_options_init": (c_int, [P(EvalOptions)]),
     "pt_model_eval_jsonl": (c_int, [P(P(EvalResult)), vp, vp, c_char_p, P(EvalOptions)]),
     "pt_eval_result_free": (None, [P(EvalResult)]),
     # lora.h
-    "pt_lora_options_init": (c_int, [P(LoraOptions)]),
     "pt_model_add_lora": (c_int, [vp, P(LoraOptions)]),
     "pt_model_has_lora": (c_bool, [vp]),
     "pt_model_get_lora": (c_int, [P(LoraOptions), vp]),
@@ -517,10 +621,6 @@ _DECLS = {
     "pt_decode_stream_flush": (c_int, [P(c_void_p), P(c_size_t), vp]),
     "pt_decode_stream_free": (None, [vp]),
     # chat.h
-    "pt_chat_role_name": (c_char_p, [c_int]),
-    "pt_chat_role_from_name": (c_int, [P(c_int), c_char_p]),
-    "pt_chat_family_name": (c_char_p, [c_int]),
-    "pt_chat_options_init": (c_int, [P(ChatOptions)]),
     "pt_chat_template_from_name": (c_int, [pp, c_char_p]),
     "pt_chat_template_from_source": (c_int, [pp, c_char_p, c_char_p, c_char_p]),
     "pt_chat_template_from_tokenizer": (c_int, [pp, vp]),
@@ -533,21 +633,16 @@ _DECLS = {
     "pt_chat_render_ids": (c_int, [P(P(c_int32)), P(P(ctypes.c_uint8)), P(c_size_t), vp, vp,
                                    P(ChatMessage), c_size_t, P(ChatOptions)]),
     # train.h
-    "pt_optimizer_options_init": (c_int, [P(OptimizerOptions)]),
     "pt_optimizer_create": (c_int, [pp, vp, P(OptimizerOptions)]),
     "pt_optimizer_free": (None, [vp]),
-    "pt_step_stats_init": (c_int, [P(StepStats)]),
     "pt_optimizer_step": (c_int, [P(StepStats), vp]),
     "pt_optimizer_get_lr": (c_int, [P(c_double), vp]),
     "pt_optimizer_get_step": (c_int, [P(c_int64), vp]),
-    "pt_sft_stats_init": (c_int, [P(SftStats)]),
     "pt_sft_step": (c_int, [P(SftStats), vp, vp, P(Batch_), P(P(c_float)), c_int]),
-    "pt_dataset_options_init": (c_int, [P(DatasetOptions)]),
     "pt_dataset_create": (c_int, [pp, P(DatasetOptions)]),
     "pt_dataset_load_jsonl": (c_int, [pp, c_char_p, vp, P(DatasetOptions)]),
     "pt_dataset_add": (c_int, [vp, P(c_int32), P(ctypes.c_uint8), c_size_t]),
     "pt_dataset_free": (None, [vp]),
-    "pt_dataset_stats_init": (c_int, [P(DatasetStats)]),
     "pt_dataset_get_stats": (c_int, [P(DatasetStats), vp]),
     "pt_dataset_next_batch": (c_int, [P(Batch_), P(P(c_float)), vp]),
     "pt_dataset_eval_loss": (c_int, [P(c_double), P(c_double), vp, vp]),
@@ -557,20 +652,14 @@ _DECLS = {
     "pt_checkpoint_save": (c_int, [c_char_p, vp, vp, c_char_p]),
     "pt_checkpoint_load": (c_int, [P(c_void_p), c_char_p, vp, vp]),
     "pt_schedule_factor": (c_int, [P(c_double), c_int, c_int64, c_int64, c_int64, c_double]),
-}
-
-# Newer parts of the API, declared only when the loaded library has them
-# (posttrain/generate.h, posttrain/grpo.h).
-_GENERATE_DECLS = {
-    "pt_generate_options_init": (c_int, [P(GenerateOptions)]),
+})
+_declare("generate", {
     "pt_generator_create": (c_int, [pp, vp, c_int, c_int]),
     "pt_generator_free": (None, [vp]),
     "pt_generate": (c_int, [P(c_int32), P(c_int32), P(c_int32), P(c_float), vp, P(c_int32),
                             P(c_int32), c_int, P(GenerateOptions)]),
-}
-_GRPO_DECLS = {
-    "pt_rollout_buffer_options_init": (c_int, [P(RolloutBufferOptions)]),
-    "pt_rollout_sample_init": (c_int, [P(RolloutSample)]),
+})
+_declare("grpo", {
     "pt_rollout_buffer_create": (c_int, [pp, P(RolloutBufferOptions)]),
     "pt_rollout_buffer_free": (None, [vp]),
     "pt_rollout_buffer_add": (c_int, [vp, P(RolloutSample)]),
@@ -582,45 +671,35 @@ _GRPO_DECLS = {
     "pt_rollout_buffer_compute_logprobs": (c_int, [vp, vp, c_int]),
     "pt_rollout_buffer_get_logprobs": (c_int, [P(c_float), vp, c_int, c_int]),
     "pt_rollout_buffer_score": (c_int, [vp, c_int, REWARD_FN, c_void_p]),
-    "pt_grpo_options_init": (c_int, [P(GrpoOptions)]),
-    "pt_grpo_stats_init": (c_int, [P(GrpoStats)]),
     "pt_grpo_step": (c_int, [P(GrpoStats), vp, vp, vp, P(GrpoOptions)]),
-}
-_LORA_SWITCH_DECLS = {
+})
+_declare("lora-switch", {
     "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),
     "pt_model_lora_enabled": (c_bool, [vp]),
+})
+
+# Named enums: pt_X_name(int) -> const char * (NULL for an unknown value) and
+# pt_X_from_name(int *, const char *), by feature (posttrain/enums.py builds
+# the IntEnums from them).
+ENUM_FUNCTIONS = {
+    None: ["arch", "rope_type", "optimizer_type", "schedule_type", "log_level", "chat_role",
+           "chat_family"],
+    "generate": ["finish_reason"],
+    "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
 }
-_OPTIONAL_DECLS = dict(_GENERATE_DECLS, **_GRPO_DECLS, **_LORA_SWITCH_DECLS)
+for _feature, _prefixes in ENUM_FUNCTIONS.items():
+    for _p in _prefixes:
+        _declare(_feature, {"pt_%s_name" % _p: (c_char_p, [c_int]),
+                            "pt_%s_from_name" % _p: (c_int, [P(c_int), c_char_p])})
 
-
-def has_symbol(name):
-    """True when the loaded library exports `name` (optional, newer API)."""
-    try:
-        getattr(lib, name)
-        return True
-    except AttributeError:
-        return False
-
-
-for _name, (_res, _args) in _DECLS.items():
-    _fn = getattr(lib, _name)
-    _fn.restype = _res
-    _fn.argtypes = _args
-for _name, (_res, _args) in _OPTIONAL_DECLS.items():
-    if has_symbol(_name):
+# Declare what the loaded library has: every core function, and those of
+# each feature it lists (a missing core symbol is an AttributeError here,
+# at import, rather than a failure half-way through a program).
+for _feature, _table in _DECLS.items():
+    if _feature is not None and not has_feature(_feature):
+        continue
+    for _name, (_res, _args) in _table.items():
         _fn = getattr(lib, _name)
         _fn.restype = _res
         _fn.argtypes = _args
-del _name, _res, _args, _fn
-
-HAS_GENERATE = all(has_symbol(n) for n in _GENERATE_DECLS)
-if HAS_GENERATE:
-    OPTION_STRUCTS["pt_generate_options"] = (GenerateOptions, "pt_generate_options_init")
-HAS_LORA_SWITCH = all(has_symbol(n) for n in _LORA_SWITCH_DECLS)
-HAS_GRPO = all(has_symbol(n) for n in _GRPO_DECLS)
-if HAS_GRPO:
-    OPTION_STRUCTS["pt_rollout_buffer_options"] = (RolloutBufferOptions,
-                                                   "pt_rollout_buffer_options_init")
-    OPTION_STRUCTS["pt_rollout_sample"] = (RolloutSample, "pt_rollout_sample_init")
-    OPTION_STRUCTS["pt_grpo_options"] = (GrpoOptions, "pt_grpo_options_init")
-    OPTION_STRUCTS["pt_grpo_stats"] = (GrpoStats, "pt_grpo_stats_init")
+del _feature, _prefixes, _p, _table, _name, _res, _args, _fn

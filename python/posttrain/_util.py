@@ -4,6 +4,7 @@ import array
 import ctypes
 import os
 
+from ._lib import lib
 from .errors import invalid
 
 try:  # numpy is optional: used for outputs when present, never required
@@ -61,6 +62,19 @@ def cstr(s, what="string", allow_none=True):
     if b"\0" in b:
         raise invalid("%s contains a NUL character, which a C string cannot hold" % what)
     return b
+
+
+def text(b):
+    """A const char * result as str (None stays None)."""
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def take_string(ptr, n):
+    """Copy n bytes of a pt_free-able buffer (a c_void_p) into a str and free it."""
+    try:
+        return ctypes.string_at(ptr.value, n.value).decode("utf-8") if ptr.value else ""
+    finally:
+        lib.pt_free(ptr)
 
 
 def is_numpy(x):
@@ -161,6 +175,8 @@ def shaped(carr, shape, numpy, kind="f"):
     if want_numpy(numpy):
         dt = {"f": _np.float32, "i": _np.int32, "d": _np.float64, "q": _np.int64,
               "B": _np.uint8}[kind]
+        if not len(carr):
+            return _np.zeros(shape, dtype=dt)
         return _np.frombuffer(carr, dtype=dt).reshape(shape)
     flat = list(carr)
     for dim in reversed(shape[1:]):

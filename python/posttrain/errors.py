@@ -1,15 +1,17 @@
 """Exceptions: one class per libposttrain status, all subclasses of Error."""
 
 from ._lib import lib
+from .enums import Status
 
 __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError",
-    "ClosedHandleError", "STATUS_CLASSES", "check", "status_name", "status_str",
+    "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
+    "status_name", "status_str",
 ]
 
-PT_OK = 0
+PT_OK = Status.OK
 
 
 def _s(b):
@@ -29,15 +31,17 @@ def status_str(status):
 class Error(Exception):
     """A libposttrain call failed.
 
-    .status       the C status (negative int, e.g. -1 for PT_EINVAL)
+    .status       the C status, a posttrain.Status (an IntEnum: Status.EINVAL
+                  == -1); a plain int for a code this library does not name
     .status_name  its symbol, e.g. "PT_EINVAL"
-    .message      pt_last_error() right after the failing call
-    .function     the C function that failed (or the Python method, for
+    .message      pt_last_error() right after the failing call (or the
+                  binding's own message)
+    .function     the C function that failed (or the Python function, for
                   errors the binding detects itself)
     """
 
     def __init__(self, status, message, function=None):
-        self.status = int(status)
+        self.status = Status.wrap(status)
         self.status_name = status_name(self.status)
         self.message = message
         self.function = function
@@ -116,28 +120,22 @@ class ClosedHandleError(StateError):
     """A handle was used after close() (status PT_ESTATE, raised by the binding)."""
 
 
-STATUS_CLASSES = {
-    -1: InvalidArgument,
-    -2: OutOfMemory,
-    -3: IOFailure,
-    -4: FormatError,
-    -5: Unsupported,
-    -6: NotFound,
-    -7: Cancelled,
-    -8: RangeError,
-    -9: CallbackError,
-    -10: StateError,
-    -11: NoSpace,
-    -12: ChecksumError,
-    -13: NonFiniteError,
-    -14: ShapeError,
-    -15: ConfigError,
-    -16: InternalError,
+# The class of each status, by its name (the values come from the library).
+_CLASS_OF = {
+    "EINVAL": InvalidArgument, "ENOMEM": OutOfMemory, "EIO": IOFailure, "EFORMAT": FormatError,
+    "EUNSUPPORTED": Unsupported, "ENOTFOUND": NotFound, "ECANCELLED": Cancelled,
+    "ERANGE": RangeError, "ECALLBACK": CallbackError, "ESTATE": StateError, "ENOSPC": NoSpace,
+    "ECHECKSUM": ChecksumError, "ENONFINITE": NonFiniteError, "ESHAPE": ShapeError,
+    "ECONFIG": ConfigError, "EINTERNAL": InternalError,
 }
+# {Status: exception class} for every failure status the library names.
+STATUS_CLASSES = {st: _CLASS_OF.get(st.name, Error) for st in Status if st != Status.OK}
 
 
 def error_for(status, message, function=None):
-    """The exception object for a status (Error itself for unknown codes)."""
+    """The exception object for a status (Error itself for unknown codes):
+    what the binding raises for the failures it detects itself, e.g.
+    error_for(Status.ESTATE, "no forward to run a backward for", "Model.backward")."""
     return STATUS_CLASSES.get(int(status), Error)(status, message, function)
 
 
@@ -154,4 +152,4 @@ def check(status, function=None):
 
 def invalid(message, function=None):
     """An InvalidArgument raised by the binding's own argument checks."""
-    return InvalidArgument(-1, message, function)
+    return InvalidArgument(Status.EINVAL, message, function)

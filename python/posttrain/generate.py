@@ -1,35 +1,37 @@
 """Batched generation with a KV cache and seeded sampling (posttrain/generate.h).
 
-Available when the loaded library exports pt_generate (posttrain.HAS_GENERATE)."""
+Available when the loaded library has the "generate" feature
+(posttrain.has_feature("generate"))."""
 
 import collections
 import ctypes
 import weakref
 
 from ._handle import Handle, out_handle
-from ._lib import HAS_GENERATE, GenerateOptions, lib
+from ._lib import GenerateOptions, has_feature, lib
 from ._util import as_rows, int32_array
-from .errors import Unsupported, check, invalid
+from .enums import FinishReason, Status
+from .errors import check, error_for, invalid
 
-__all__ = ["Generator", "Generation", "generate_defaults", "HAS_GENERATE", "FINISH_REASONS"]
+__all__ = ["Generator", "Generation", "generate_defaults"]
 
-FINISH_REASONS = {0: "stop", 1: "length"}
-
+# finish_reason: a FinishReason (STOP or LENGTH).
 Generation = collections.namedtuple("Generation", ["tokens", "logprobs", "finish_reason"])
 
-_FIELDS = ["max_new_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stream_offset"]
+# The sampling options (the stop ids are an argument of their own).
+_FIELDS = [f for f in GenerateOptions.field_names() if f not in ("stop_ids", "n_stop_ids")]
 
 
 def _require():
-    if not HAS_GENERATE:
-        raise Unsupported(-5, "the loaded libposttrain has no pt_generate (posttrain/generate.h)")
+    if not has_feature("generate"):
+        raise error_for(Status.EUNSUPPORTED, "the loaded libposttrain has no pt_generate "
+                        "(feature generate, posttrain/generate.h)")
 
 
 def generate_defaults():
     """pt_generate_options_init()'s defaults as a dict."""
     _require()
-    o = GenerateOptions()
-    check(lib.pt_generate_options_init(ctypes.byref(o)), "pt_generate_options_init")
+    o = GenerateOptions.new()
     return {f: getattr(o, f) for f in _FIELDS}
 
 
@@ -62,22 +64,22 @@ class Generator(Handle):
         is greedy.  stop_ids: None for the model's eos_token_id, [] for
         none, or a list of ids (a stop id is kept as the row's last token).
         Returns one Generation(tokens, logprobs, finish_reason) per prompt
-        ("stop" or "length"); logprobs are log_softmax(logits / T) of each
-        token before filtering (None with logprobs=False).  A single flat
-        prompt gives a single Generation."""
+        (finish_reason FinishReason.STOP or FinishReason.LENGTH); logprobs
+        are log_softmax(logits / T) of each token before filtering (None
+        with logprobs=False).  A single flat prompt gives a single
+        Generation."""
         self._ptr
         rows, squeeze = as_rows(prompts, "prompts")
         rows = [list(r) for r in rows]
         B = len(rows)
         if any(len(r) == 0 for r in rows):
             raise invalid("every prompt needs at least one id", "Generator.generate")
-        o = GenerateOptions()
-        check(lib.pt_generate_options_init(ctypes.byref(o)), "pt_generate_options_init")
-        for name, v in (("max_new_tokens", max_new_tokens), ("temperature", temperature),
-                        ("top_k", top_k), ("top_p", top_p), ("min_p", min_p), ("seed", seed),
-                        ("stream_offset", stream_offset)):
-            if v is not None:
-                setattr(o, name, v)
+        o = GenerateOptions.new()
+        given = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+                     top_p=top_p, min_p=min_p, seed=seed, stream_offset=stream_offset)
+        for name in _FIELDS:
+            if given.get(name) is not None:
+                setattr(o, name, given[name])
         stop_arr = None
         if stop_ids is not None:
             stop_arr, n_stop = int32_array(stop_ids, "stop_ids")
@@ -99,5 +101,5 @@ class Generator(Handle):
             n = ntok[b]
             out.append(Generation(list(toks[b * M:b * M + n]),
                                   list(lps[b * M:b * M + n]) if logprobs else None,
-                                  FINISH_REASONS.get(fin[b], fin[b])))
+                                  FinishReason.wrap(fin[b])))
         return out[0] if squeeze else out

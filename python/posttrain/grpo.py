@@ -1,12 +1,13 @@
 """GRPO and its variants (posttrain/grpo.h): the rollout buffer, rewards
 (Python callables through pt_rollout_buffer_score) and pt_grpo_step.
 
-Available when the loaded library exports the GRPO API (posttrain.HAS_GRPO).
+Available when the loaded library has the "grpo" feature
+(posttrain.has_feature("grpo")).
 
     buf = pt.RolloutBuffer(["correct", "format"], [1.0, 0.2])
     gens = buf.add_rollouts(model, prompts, num_generations=8, max_new_tokens=32)
     buf.score("correct", lambda samples: [my_reward(s.completion) for s in samples])
-    stats = pt.grpo_step(opt, buf, loss_type="dapo")
+    stats = pt.grpo_step(opt, buf, loss_type=pt.LossType.DAPO)   # or "dapo"
     buf.clear()
 """
 
@@ -16,27 +17,26 @@ import math
 
 from ._handle import Handle, out_handle
 from ._lib import GrpoStats as _CGrpoStats
-from ._lib import (HAS_GRPO, PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
-                   RolloutBufferOptions, RolloutSample, lib)
+from ._lib import (PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
+                   RolloutBufferOptions, RolloutSample, has_feature, lib)
 from ._util import cstr, flat_float, int32_array, is_numpy
-from .errors import Error, InternalError, Unsupported, check, invalid
+from .enums import FinishReason, ISLevel, LossType, RolloutLogprobs, ScaleRewards, Status
+from .errors import Error, check, error_for, invalid
 from .model import Batch, Context, Model
 
-__all__ = ["RolloutBuffer", "RewardSample", "GrpoStats", "grpo_step", "grpo_defaults",
-           "HAS_GRPO", "SCALE_REWARDS", "LOSS_TYPES", "IS_LEVELS", "MAX_REWARD_FUNCS"]
+__all__ = ["RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step",
+           "grpo_defaults", "MAX_REWARD_FUNCS"]
 
 MAX_REWARD_FUNCS = PT_GRPO_MAX_REWARD_FUNCS
-SCALE_REWARDS = {"group": 0, "batch": 1, "none": 2, "rloo": 3}
-LOSS_TYPES = {"grpo": 0, "bnpo": 1, "dapo": 2, "dr_grpo": 3}
-IS_LEVELS = {"token": 0, "sequence": 1}
-_WHICH = {"old": 0, "ref": 1}
 
 # What a reward callable sees of one sample (in buffer order).
 RewardSample = collections.namedtuple(
     "RewardSample", ["index", "ids", "prompt", "completion", "prompt_len", "group", "truncated"])
+# RolloutBuffer.sample_info(i): what a sample holds, as added.
+SampleInfo = collections.namedtuple("SampleInfo", ["n_ids", "prompt_len", "group"])
 
-_STAT_FIELDS = [f for f, _ in _CGrpoStats._fields_
-                if f not in ("size", "n_reward_funcs", "reward_func_mean", "reward_func_std")]
+_STAT_FIELDS = [f for f in _CGrpoStats.field_names()
+                if f not in ("n_reward_funcs", "reward_func_mean", "reward_func_std")]
 # The step's statistics: every field of pt_grpo_stats; reward_func_mean and
 # reward_func_std are dicts {reward function name: value} (NaN when no
 # sample was scored by it).
@@ -44,52 +44,36 @@ GrpoStats = collections.namedtuple(
     "GrpoStats", _STAT_FIELDS[:3] + ["n_reward_funcs", "reward_func_mean", "reward_func_std"]
     + _STAT_FIELDS[3:])
 
-_OPTION_FIELDS = [f for f, _ in GrpoOptions._fields_ if f != "size"]
-_ENUMS = {"scale_rewards": (SCALE_REWARDS, "scale_rewards"),
-          "loss_type": (LOSS_TYPES, "loss_type"),
-          "importance_sampling_level": (IS_LEVELS, "importance_sampling_level")}
+_OPTION_FIELDS = GrpoOptions.field_names()
+# Option fields holding a named enum.
+_ENUMS = {"scale_rewards": ScaleRewards, "loss_type": LossType,
+          "importance_sampling_level": ISLevel}
 
 
 def _require():
-    if not HAS_GRPO:
-        raise Unsupported(-5, "the loaded libposttrain has no GRPO API (posttrain/grpo.h)")
-
-
-def _enum_name(value, table):
-    for k, v in table.items():
-        if v == value:
-            return k
-    return value
+    if not has_feature("grpo"):
+        raise error_for(Status.EUNSUPPORTED, "the loaded libposttrain has no GRPO API "
+                        "(feature grpo, posttrain/grpo.h)")
 
 
 def grpo_defaults():
-    """pt_grpo_options_init()'s defaults as a dict (enums by name)."""
+    """pt_grpo_options_init()'s defaults as a dict (scale_rewards, loss_type
+    and importance_sampling_level as ScaleRewards / LossType / ISLevel members)."""
     _require()
-    o = GrpoOptions()
-    check(lib.pt_grpo_options_init(ctypes.byref(o)), "pt_grpo_options_init")
-    d = {f: getattr(o, f) for f in _OPTION_FIELDS}
-    for f, (table, _) in _ENUMS.items():
-        d[f] = _enum_name(d[f], table)
+    d = GrpoOptions.new().to_dict()
+    for f, enum_type in _ENUMS.items():
+        d[f] = enum_type.wrap(d[f])
     return d
 
 
 def _grpo_options(options):
-    o = GrpoOptions()
-    check(lib.pt_grpo_options_init(ctypes.byref(o)), "pt_grpo_options_init")
+    o = GrpoOptions.new()
     for k, v in options.items():
         if k not in _OPTION_FIELDS:
             raise invalid("unknown grpo option %r (valid: %s)" % (k, ", ".join(_OPTION_FIELDS)),
                           "grpo_step")
         if k in _ENUMS:
-            table, what = _ENUMS[k]
-            if isinstance(v, str):
-                if v not in table:
-                    raise invalid("unknown %s %r (valid: %s)" % (what, v, ", ".join(table)),
-                                  "grpo_step")
-                v = table[v]
-            elif isinstance(v, bool) or not isinstance(v, int):
-                raise invalid("%s must be one of %s (or its C enum value), not %r"
-                              % (what, ", ".join(table), v), "grpo_step")
+            v = _ENUMS[k].coerce(v, k, "grpo_step")
         try:
             setattr(o, k, v)
         except TypeError as e:
@@ -124,9 +108,7 @@ class RolloutBuffer(Handle):
         if reward_weights is not None and not is_numpy(reward_weights) and \
                 not isinstance(reward_weights, (list, tuple)):
             reward_weights = [reward_weights]
-        o = RolloutBufferOptions()
-        check(lib.pt_rollout_buffer_options_init(ctypes.byref(o)),
-              "pt_rollout_buffer_options_init")
+        o = RolloutBufferOptions.new()
         names = list(reward_names) if reward_names is not None else None
         weights = [float(w) for w in reward_weights] if reward_weights is not None else None
         if names is not None and weights is not None and len(names) != len(weights):
@@ -167,8 +149,7 @@ class RolloutBuffer(Handle):
         c = list(completion_ids) if not is_numpy(completion_ids) else completion_ids.tolist()
         ids, n_ids = int32_array(p + c, what + " ids")
         nc = len(c)
-        s = RolloutSample()
-        check(lib.pt_rollout_sample_init(ctypes.byref(s)), "pt_rollout_sample_init")
+        s = RolloutSample.new()
         s.ids = ctypes.cast(ids, ctypes.POINTER(ctypes.c_int32))
         s.n_ids = n_ids
         s.prompt_len = len(p)
@@ -198,7 +179,7 @@ class RolloutBuffer(Handle):
             s.rewards = ctypes.cast(ra, ctypes.POINTER(ctypes.c_float))
         s.group = int(group)
         s.truncated = bool(truncated)
-        return s, (n_ids, len(p), int(group))
+        return s, SampleInfo(n_ids, len(p), int(group))
 
     def add(self, prompt_ids, completion_ids, loss_mask=None, old_logprobs=None,
             ref_logprobs=None, group=None, rewards=None, truncated=False):
@@ -266,7 +247,7 @@ class RolloutBuffer(Handle):
         generate() returns them for the prompts each repeated G times
         ([p0]*G + [p1]*G + ...).  Each Generation's logprobs become the old
         log-probabilities (None if generated with logprobs=False), and
-        finish_reason "length" marks it truncated.  New group ids are
+        finish_reason FinishReason.LENGTH marks it truncated.  New group ids are
         taken; returns them (one per prompt)."""
         prompts = [list(p) for p in prompts]
         gens = list(generations)
@@ -290,7 +271,7 @@ class RolloutBuffer(Handle):
                 p, [g.tokens for g in gs],
                 old_logprobs=(None if any(g.logprobs is None for g in gs)
                               else [g.logprobs for g in gs]),
-                truncated=[g.finish_reason == "length" for g in gs]))
+                truncated=[_truncated(g.finish_reason) for g in gs]))
         return groups
 
     def add_rollouts(self, model, prompts, num_generations, **generate_options):
@@ -321,12 +302,12 @@ class RolloutBuffer(Handle):
         n = ctypes.c_int()
         check(lib.pt_rollout_buffer_count(ctypes.byref(n), self._ptr), "pt_rollout_buffer_count")
         if n.value != len(self._meta):  # pragma: no cover - would be a binding bug
-            raise InternalError(-16, "rollout buffer holds %d samples, the binding counted %d"
-                                % (n.value, len(self._meta)), "RolloutBuffer.__len__")
+            raise error_for(Status.EINTERNAL, "rollout buffer holds %d samples, the binding "
+                            "counted %d" % (n.value, len(self._meta)), "RolloutBuffer.__len__")
         return n.value
 
     def sample_info(self, i):
-        """(n_ids, prompt_len, group) of sample i, as added."""
+        """SampleInfo(n_ids, prompt_len, group) of sample i, as added."""
         return self._meta[self._index(i)]
 
     @property
@@ -355,13 +336,13 @@ class RolloutBuffer(Handle):
         """Set reward function k's (index or name) score of a sample; None or
         NaN declines."""
         v = math.nan if reward is None else float(reward)
-        check(lib.pt_rollout_buffer_set_reward(self._ptr, int(sample), self._func(k), v),
+        check(lib.pt_rollout_buffer_set_reward(self._ptr, self._index(sample), self._func(k), v),
               "pt_rollout_buffer_set_reward")
 
     def get_reward(self, sample, k):
         """Reward function k's score of a sample (NaN: declined or unscored)."""
         v = ctypes.c_float()
-        check(lib.pt_rollout_buffer_get_reward(ctypes.byref(v), self._ptr, int(sample),
+        check(lib.pt_rollout_buffer_get_reward(ctypes.byref(v), self._ptr, self._index(sample),
                                                self._func(k)), "pt_rollout_buffer_get_reward")
         return v.value
 
@@ -389,8 +370,9 @@ class RolloutBuffer(Handle):
             try:
                 b = batch_p.contents
                 if b.size != ctypes.sizeof(RewardBatch):
-                    raise InternalError(-16, "pt_reward_batch size %d is not the binding's %d"
-                                        % (b.size, ctypes.sizeof(RewardBatch)), "score")
+                    raise error_for(Status.EINTERNAL, "pt_reward_batch size %d is not the "
+                                    "binding's %d" % (b.size, ctypes.sizeof(RewardBatch)),
+                                    "RolloutBuffer.score")
                 samples = []
                 for i in range(b.n):
                     it = b.items[i]
@@ -440,31 +422,40 @@ class RolloutBuffer(Handle):
         replacing what the samples had.  A Model uses its internal context;
         for the reference pass the frozen reference model.  All or nothing."""
         ctx = self._context(context_or_model, "compute_logprobs")
-        for flag, which in ((old, 0), (ref, 1)):
+        for flag, which in ((old, RolloutLogprobs.OLD), (ref, RolloutLogprobs.REF)):
             if flag:
                 check(lib.pt_rollout_buffer_compute_logprobs(self._ptr, ctx._ptr, which),
                       "pt_rollout_buffer_compute_logprobs")
 
-    def get_logprobs(self, sample, which="old"):
-        """Sample's "old" or "ref" log-probabilities, one per completion token
+    def get_logprobs(self, sample, which=RolloutLogprobs.OLD):
+        """Sample's old or reference log-probabilities (which: a
+        RolloutLogprobs, or "old" / "ref"), one per completion token
         (StateError when it has none yet)."""
-        if which not in _WHICH:
-            raise invalid("which must be 'old' or 'ref', not %r" % (which,),
-                          "RolloutBuffer.get_logprobs")
+        which = RolloutLogprobs.coerce(which, "which", "RolloutBuffer.get_logprobs")
         i = self._index(sample)
         n_ids, plen, _ = self._meta[i]
         out = (ctypes.c_float * (n_ids - plen))()
-        check(lib.pt_rollout_buffer_get_logprobs(out, self._ptr, i, _WHICH[which]),
+        check(lib.pt_rollout_buffer_get_logprobs(out, self._ptr, i, which),
               "pt_rollout_buffer_get_logprobs")
         return list(out)
+
+
+def _truncated(finish_reason):
+    """A Generation's finish_reason says it hit the length limit (a member,
+    or the name "length" of a hand-made Generation)."""
+    try:
+        return FinishReason.coerce(finish_reason) == FinishReason.LENGTH
+    except Error:
+        return False
 
 
 def grpo_step(optimizer, buffer, context=None, **options):
     """One optimizer step over the whole buffer (pt_grpo_step).
 
-    options are pt_grpo_options fields by keyword: scale_rewards ("group",
-    "batch", "none", "rloo"), loss_type ("grpo", "bnpo", "dapo", "dr_grpo"),
-    importance_sampling_level ("token", "sequence"), epsilon_low,
+    options are pt_grpo_options fields by keyword: scale_rewards (a
+    ScaleRewards: GROUP, BATCH, NONE, RLOO, or its lower-case name),
+    loss_type (a LossType: GRPO, BNPO, DAPO, DR_GRPO, or its name),
+    importance_sampling_level (an ISLevel: TOKEN, SEQUENCE), epsilon_low,
     epsilon_high, beta, max_completion_length, overlong_buffer,
     mask_truncated_completions, drop_zero_std_groups, global_tokens,
     global_samples, micro_batch; unset ones keep pt_grpo_options_init()'s
@@ -481,8 +472,7 @@ def grpo_step(optimizer, buffer, context=None, **options):
         context = buffer._context(optimizer.model, "grpo_step")
     elif not isinstance(context, Context):
         raise invalid("context must be a posttrain.Context", "grpo_step")
-    s = _CGrpoStats()
-    check(lib.pt_grpo_stats_init(ctypes.byref(s)), "pt_grpo_stats_init")
+    s = _CGrpoStats.new()
     check(lib.pt_grpo_step(ctypes.byref(s), optimizer._ptr, context._ptr, buffer._ptr,
                            ctypes.byref(o)), "pt_grpo_step")
     names = buffer.reward_names

@@ -13,26 +13,26 @@ import weakref
 from . import safetensors as _st
 from ._handle import Handle, out_handle
 from ._lib import (Batch_, EvalOptions, LoraOptions, ModelConfig, ModelDirInfo,
-                   ModelLoadOptions, ModelSaveOptions, TensorInfo, lib)
-from ._lib import HAS_LORA_SWITCH
+                   ModelLoadOptions, ModelSaveOptions, TensorInfo, has_feature, lib)
 from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
-from .errors import Unsupported, check, invalid
+from .enums import Arch, RopeType, Status
+from .errors import check, error_for, invalid
 
 __all__ = [
     "Model", "Context", "Batch", "ForwardResult", "EvalResult",
     "default_config", "config_from_json", "load_config", "config_to_json",
     "config_num_params", "validate_config", "inspect_dir",
-    "ARCH", "ROPE", "LORA_TARGETS",
+    "LORA_TARGETS",
 ]
 
-ARCH = {"llama": 0, "qwen2": 1, "qwen3": 2, "mistral": 3}
-ROPE = {"default": 0, "llama3": 1, "linear": 2}
 LORA_TARGETS = {"q": 1, "k": 2, "v": 4, "o": 8, "gate": 16, "up": 32, "down": 64,
                 "q_proj": 1, "k_proj": 2, "v_proj": 4, "o_proj": 8, "gate_proj": 16,
                 "up_proj": 32, "down_proj": 64, "all_attn": 0x0f, "all": 0x7f}
 
-_CONFIG_FIELDS = [f for f, _ in ModelConfig._fields_ if f != "size"]
+_CONFIG_FIELDS = ModelConfig.field_names()
+# Config fields holding a named enum: reported as members, accepted as names.
+_CONFIG_ENUMS = {"arch": Arch, "rope_type": RopeType}
 
 ForwardResult = collections.namedtuple("ForwardResult", ["logprobs", "logits"])
 EvalResult = collections.namedtuple("EvalResult", ["loss", "tokens", "row_loss", "row_tokens"])
@@ -41,12 +41,16 @@ EvalResult = collections.namedtuple("EvalResult", ["loss", "tokens", "row_loss",
 # ---- configurations -------------------------------------------------------------
 
 def _struct_to_config(c):
-    return {f: getattr(c, f) for f in _CONFIG_FIELDS}
+    d = c.to_dict()
+    for f, enum_type in _CONFIG_ENUMS.items():
+        d[f] = enum_type.wrap(d[f])
+    return d
 
 
 def _config_struct(config):
     """A filled pt_model_config from a dict of its fields (names as in the C
-    struct; arch and rope_type may be names), from a Hugging Face config.json
+    struct; arch and rope_type may be members of Arch / RopeType or their
+    names), from a Hugging Face config.json
     dict (recognised by model_type or architectures), or a ModelConfig."""
     if isinstance(config, ModelConfig):
         return config
@@ -54,20 +58,13 @@ def _config_struct(config):
         raise invalid("config must be a dict, not %s" % type(config).__name__)
     if "model_type" in config or "architectures" in config:
         return _config_from_json_struct(json.dumps(config))
-    c = ModelConfig()
-    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    c = ModelConfig.new()
     for k, v in config.items():
         if k not in _CONFIG_FIELDS:
             raise invalid("unknown model config field %r (known: %s)"
                           % (k, ", ".join(_CONFIG_FIELDS)), "config")
-        if k == "arch" and isinstance(v, str):
-            if v not in ARCH:
-                raise invalid("unknown arch %r (%s)" % (v, ", ".join(ARCH)), "config")
-            v = ARCH[v]
-        if k == "rope_type" and isinstance(v, str):
-            if v not in ROPE:
-                raise invalid("unknown rope_type %r (%s)" % (v, ", ".join(ROPE)), "config")
-            v = ROPE[v]
+        if k in _CONFIG_ENUMS:
+            v = _CONFIG_ENUMS[k].coerce(v, k, "config")
         if v is None and k.endswith("_token_id"):
             v = -1
         try:
@@ -81,8 +78,7 @@ def _config_struct(config):
 
 
 def _config_from_json_struct(text):
-    c = ModelConfig()
-    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    c = ModelConfig.new()
     b = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     check(lib.pt_model_config_from_json(ctypes.byref(c), b, len(b)), "pt_model_config_from_json")
     return c
@@ -90,8 +86,7 @@ def _config_from_json_struct(text):
 
 def default_config():
     """pt_model_config_init()'s defaults as a dict."""
-    c = ModelConfig()
-    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    c = ModelConfig.new()
     return _struct_to_config(c)
 
 
@@ -104,8 +99,7 @@ def config_from_json(text):
 
 def load_config(path):
     """Read DIR/config.json (or the file itself) into a config dict."""
-    c = ModelConfig()
-    check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+    c = ModelConfig.new()
     check(lib.pt_model_config_load(ctypes.byref(c), fspath(path)), "pt_model_config_load")
     return _struct_to_config(c)
 
@@ -138,8 +132,7 @@ def validate_config(config):
 def inspect_dir(path):
     """What a model directory holds, from config.json and the safetensors
     headers alone (pt_model_dir_inspect), as a dict."""
-    info = ModelDirInfo()
-    check(lib.pt_model_dir_info_init(ctypes.byref(info)), "pt_model_dir_info_init")
+    info = ModelDirInfo.new()
     check(lib.pt_model_dir_inspect(ctypes.byref(info), fspath(path)), "pt_model_dir_inspect")
     return {
         "config": _struct_to_config(info.config),
@@ -153,7 +146,7 @@ def inspect_dir(path):
         "sharded": info.sharded,
         "has_tokenizer": info.has_tokenizer,
         "has_generation_config": info.has_generation_config,
-        "weights_status": info.weights_status,
+        "weights_status": Status.wrap(info.weights_status),
         "weights_problem": info.weights_problem.decode("utf-8", "replace"),
     }
 
@@ -179,8 +172,7 @@ class Batch:
         self._tgt = self._opt(targets, "targets")
         self._pos = self._opt(positions, "positions")
         self._seg = self._opt(segments, "segments")
-        self._c = Batch_()
-        check(lib.pt_batch_init(ctypes.byref(self._c)), "pt_batch_init")
+        self._c = Batch_.new()
         self._c.batch, self._c.seq = B, T
         I32P = ctypes.POINTER(ctypes.c_int32)
         self._c.input_ids = ctypes.cast(self._ids, I32P)
@@ -225,8 +217,7 @@ class Batch:
             return (ctypes.c_int32 * n).from_buffer_copy(ctypes.string_at(p, 4 * n))
         self._ids, self._tgt = cp(cb.input_ids), cp(cb.targets)
         self._pos, self._seg = cp(cb.positions), cp(cb.segments)
-        self._c = Batch_()
-        check(lib.pt_batch_init(ctypes.byref(self._c)), "pt_batch_init")
+        self._c = Batch_.new()
         self._c.batch, self._c.seq = B, T
         I32P = ctypes.POINTER(ctypes.c_int32)
         for field, arr in (("input_ids", self._ids), ("targets", self._tgt),
@@ -380,8 +371,7 @@ class Model(Handle):
     def load(cls, path, load_tokenizer=True):
         """Load a Hugging Face model directory (config.json, safetensors
         weights, tokenizer.json when present and load_tokenizer)."""
-        o = ModelLoadOptions()
-        check(lib.pt_model_load_options_init(ctypes.byref(o)), "pt_model_load_options_init")
+        o = ModelLoadOptions.new()
         o.load_tokenizer = bool(load_tokenizer)
         out = out_handle()
         check(lib.pt_model_load_dir(ctypes.byref(out), fspath(path), ctypes.byref(o)),
@@ -418,8 +408,7 @@ class Model(Handle):
         """The configuration as a dict (a copy)."""
         self._ptr
         if self._cfg is None:
-            c = ModelConfig()
-            check(lib.pt_model_config_init(ctypes.byref(c)), "pt_model_config_init")
+            c = ModelConfig.new()
             check(lib.pt_model_get_config(ctypes.byref(c), self._ptr), "pt_model_get_config")
             self._cfg = _struct_to_config(c)
         return dict(self._cfg)
@@ -455,8 +444,7 @@ class Model(Handle):
     def save(self, path, tokenizer_dir=None, copy_tokenizer=True):
         """Write the Hugging Face layout into path (config.json,
         model.safetensors F32, generation_config.json, tokenizer files)."""
-        o = ModelSaveOptions()
-        check(lib.pt_model_save_options_init(ctypes.byref(o)), "pt_model_save_options_init")
+        o = ModelSaveOptions.new()
         o.tokenizer_dir = fspath(tokenizer_dir, "tokenizer_dir") if tokenizer_dir else None
         o.copy_tokenizer = bool(copy_tokenizer)
         check(lib.pt_model_save_dir(self._ptr, fspath(path), ctypes.byref(o)), "pt_model_save_dir")
@@ -588,7 +576,7 @@ class Model(Handle):
     def backward(self, dlogprobs):
         """Backward of the last forward made through this model's own methods."""
         if self._ctx is None or self._ctx.closed:
-            raise _state_error("no forward to run a backward for")
+            raise error_for(Status.ESTATE, "no forward to run a backward for", "Model.backward")
         self._ctx.backward(dlogprobs)
 
     # -- generation (posttrain/generate.h) ---------------------------------------------
@@ -625,8 +613,7 @@ class Model(Handle):
         tokenizer defaults to the model's own."""
         if tokenizer is None:
             tokenizer = self.tokenizer
-        o = EvalOptions()
-        check(lib.pt_eval_options_init(ctypes.byref(o)), "pt_eval_options_init")
+        o = EvalOptions.new()
         o.max_length = int(max_length)
         o.add_special = bool(add_special)
         out = ctypes.POINTER(_CEvalResult)()
@@ -654,8 +641,7 @@ class Model(Handle):
         """Attach LoRA adapters and freeze the base.  targets: names among
         q k v o gate up down (or q_proj ...), "all", "all_attn", or an int
         bitmask.  Closes this model's contexts and optimizers."""
-        o = LoraOptions()
-        check(lib.pt_lora_options_init(ctypes.byref(o)), "pt_lora_options_init")
+        o = LoraOptions.new()
         o.rank, o.alpha, o.dropout, o.seed = int(rank), float(alpha), float(dropout), int(seed)
         o.targets = _lora_mask(targets)
         self._ptr
@@ -672,15 +658,15 @@ class Model(Handle):
         to False to compute the frozen base alone (e.g. GRPO's reference;
         a backward is refused meanwhile), True to switch them on again
         (pt_model_set_lora_enabled; StateError without adapters)."""
-        if not HAS_LORA_SWITCH:
+        if not has_feature("lora-switch"):
             return self.has_lora
         return bool(lib.pt_model_lora_enabled(self._ptr))
 
     @lora_enabled.setter
     def lora_enabled(self, enabled):
-        if not HAS_LORA_SWITCH:
-            raise Unsupported(-5, "the loaded libposttrain has no pt_model_set_lora_enabled",
-                              "Model.lora_enabled")
+        if not has_feature("lora-switch"):
+            raise error_for(Status.EUNSUPPORTED, "the loaded libposttrain has no "
+                            "pt_model_set_lora_enabled (feature lora-switch)", "Model.lora_enabled")
         check(lib.pt_model_set_lora_enabled(self._ptr, bool(enabled)),
               "pt_model_set_lora_enabled")
 
@@ -700,8 +686,7 @@ class Model(Handle):
         """The adapter settings as a dict, or None without adapters."""
         if not self.has_lora:
             return None
-        o = LoraOptions()
-        check(lib.pt_lora_options_init(ctypes.byref(o)), "pt_lora_options_init")
+        o = LoraOptions.new()
         check(lib.pt_model_get_lora(ctypes.byref(o), self._ptr), "pt_model_get_lora")
         names = [n for n in ("q", "k", "v", "o", "gate", "up", "down") if o.targets & LORA_TARGETS[n]]
         return {"rank": o.rank, "alpha": o.alpha, "targets": names, "dropout": o.dropout,
@@ -743,11 +728,6 @@ class Model(Handle):
         if want_numpy(numpy):
             return {k: t.numpy() for k, t in tensors.items()}
         return tensors
-
-
-def _state_error(message):
-    from .errors import StateError
-    return StateError(-10, message)
 
 
 def _lora_mask(targets):

@@ -1,34 +1,46 @@
-"""Process-wide settings: version, BLIS, threads, logging, cancellation."""
+"""Process-wide settings: version, features, BLIS, threads, logging, cancellation."""
 
 import atexit
 import contextlib
 import logging
 import threading
 
-from ._lib import ABORT_FN, LOG_FN, lib
-from .errors import check, invalid
+from ._lib import ABORT_FN, FEATURES, LOG_FN, lib
+from ._lib import has_feature as _has_feature
+from .enums import LogLevel
+from .errors import check
 
 __all__ = [
-    "version", "version_number", "blas_info", "set_num_threads", "get_num_threads",
-    "set_log_callback", "log_to_python", "set_abort_callback", "check_abort", "abort_on",
-    "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
+    "version", "version_number", "features", "has_feature", "blas_info", "set_num_threads",
+    "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
+    "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
 
-LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
+LOG_ERROR, LOG_WARN = LogLevel.ERROR, LogLevel.WARN
+LOG_INFO, LOG_DEBUG = LogLevel.INFO, LogLevel.DEBUG
 _PY_LEVELS = {LOG_ERROR: logging.ERROR, LOG_WARN: logging.WARNING, LOG_INFO: logging.INFO,
               LOG_DEBUG: logging.DEBUG}
-_LEVEL_NAMES = {"error": LOG_ERROR, "warn": LOG_WARN, "warning": LOG_WARN, "info": LOG_INFO,
-                "debug": LOG_DEBUG}
 
 
 def version():
-    """Version string of the loaded library, e.g. "0.1.0"."""
+    """Version string of the loaded library, "MAJOR.MINOR.PATCH"."""
     return lib.pt_version_string().decode()
 
 
 def version_number():
     """major*10000 + minor*100 + patch of the loaded library."""
     return lib.pt_version_number()
+
+
+def features():
+    """The loaded library's capabilities (pt_features()) as a frozenset of
+    words, e.g. {"sft", "lora", "generate", "grpo", ...}."""
+    return FEATURES
+
+
+def has_feature(name):
+    """True when the loaded library has a capability (a word of pt_features())."""
+    return _has_feature(name)
 
 
 def blas_info():
@@ -52,19 +64,19 @@ _log_state = {"cfunc": None, "fn": None}   # keeps the CFUNCTYPE alive
 
 
 def _level_value(level):
+    # Names are case-insensitive here, and "warning" (Python logging's) means "warn".
     if isinstance(level, str):
-        try:
-            return _LEVEL_NAMES[level.lower()]
-        except KeyError:
-            raise invalid("unknown log level %r (error, warn, info, debug)" % level,
-                          "set_log_callback") from None
-    return int(level)
+        level = level.lower()
+        if level == "warning":
+            level = "warn"
+    return LogLevel.coerce(level, "max_level", "set_log_callback")
 
 
 def set_log_callback(fn, max_level=LOG_INFO):
-    """Install fn(level:int, message:str) as the library's log callback, or
-    remove it with fn=None.  Messages above max_level (0 error .. 3 debug, or
-    "error"/"warn"/"info"/"debug") are not even formatted.
+    """Install fn(level, message) as the library's log callback, or remove it
+    with fn=None; level is a LogLevel, message a str.  Messages above
+    max_level (a LogLevel, 0 error .. 3 debug, or "error"/"warn"/"info"/
+    "debug") are not even formatted.
 
     The callback runs on whatever thread logs (under the library's lock) and
     must not call libposttrain.  An exception it raises is printed by ctypes
@@ -78,7 +90,7 @@ def set_log_callback(fn, max_level=LOG_INFO):
             return
 
         def bridge(level, message, payload):
-            fn(level, message.decode("utf-8", "replace") if message else "")
+            fn(LogLevel.wrap(level), message.decode("utf-8", "replace") if message else "")
 
         cfunc = LOG_FN(bridge)
         check(lib.pt_set_log_callback(cfunc, max_level, None), "pt_set_log_callback")

@@ -1,13 +1,24 @@
 """A small pure-Python safetensors reader and writer (F32, F16, BF16 read;
 F32 written), used for tensor access: the C API exposes no tensor table, so
-Model.state_dict() saves the model and reads model.safetensors back."""
+Model.state_dict() saves the model and reads model.safetensors back.
+Failures raise posttrain errors like the rest of the binding: FormatError
+(a malformed file), Unsupported (a dtype not read here), InvalidArgument (a
+tensor whose values do not fill its shape), IOFailure (the file system)."""
 
 import array
+import collections
+import errno
 import json
 import struct
 import sys
 
-__all__ = ["Tensor", "read", "write"]
+from .enums import Status
+from .errors import error_for
+
+__all__ = ["Tensor", "Contents", "read", "write"]
+
+# What read() returns.
+Contents = collections.namedtuple("Contents", ["tensors", "metadata"])
 
 try:  # optional
     import numpy as _np
@@ -32,6 +43,8 @@ class Tensor:
         return n
 
     def numpy(self):
+        """The values as a float32 numpy array of this shape (ImportError
+        without numpy, as everywhere in the binding)."""
         if _np is None:
             raise ImportError("numpy is not installed")
         return _np.asarray(self.data, dtype=_np.float32).reshape(self.shape)
@@ -58,15 +71,30 @@ def _bf16_to_f32(raw):
     return out
 
 
+def _io(e, path, function):
+    st = Status.ENOSPC if e.errno == errno.ENOSPC else Status.EIO
+    return error_for(st, "%s: %s" % (path, e.strerror or e), function)
+
+
 def read(path):
-    """(tensors, metadata) of a .safetensors file: {name: Tensor} converted
-    to float32, and the "__metadata__" dict ({} when absent)."""
-    with open(path, "rb") as f:
-        blob = f.read()
+    """Contents(tensors, metadata) of a .safetensors file: {name: Tensor}
+    converted to float32, and the "__metadata__" dict ({} when absent)."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except FileNotFoundError:
+        raise error_for(Status.ENOTFOUND, "%s: no such file" % path, "safetensors.read") from None
+    except OSError as e:
+        raise _io(e, path, "safetensors.read") from None
     if len(blob) < 8:
-        raise ValueError("%s: too short for a safetensors file" % path)
+        raise error_for(Status.EFORMAT, "%s: too short for a safetensors file" % path,
+                        "safetensors.read")
     (hlen,) = struct.unpack_from("<Q", blob, 0)
-    header = json.loads(blob[8:8 + hlen].decode("utf-8"))
+    try:
+        header = json.loads(blob[8:8 + hlen].decode("utf-8"))
+    except ValueError as e:
+        raise error_for(Status.EFORMAT, "%s: the header is not valid JSON (%s)" % (path, e),
+                        "safetensors.read") from None
     base = 8 + hlen
     meta = header.pop("__metadata__", None) or {}
     tensors = {}
@@ -84,10 +112,10 @@ def read(path):
         elif dt == "BF16":
             data = _bf16_to_f32(raw)
         else:
-            raise ValueError("%s: tensor %r has dtype %s (only F32/F16/BF16 read here)"
-                             % (path, name, dt))
+            raise error_for(Status.EUNSUPPORTED, "%s: tensor %r has dtype %s (only F32/F16/BF16 "
+                            "read here)" % (path, name, dt), "safetensors.read")
         tensors[name] = Tensor(d["shape"], data)
-    return tensors, meta
+    return Contents(tensors, meta)
 
 
 def write(path, tensors, metadata=None):
@@ -117,7 +145,8 @@ def write(path, tensors, metadata=None):
         for s in shape:
             n *= s
         if len(raw) != 4 * n:
-            raise ValueError("tensor %r: %d values for shape %r" % (name, len(raw) // 4, shape))
+            raise error_for(Status.EINVAL, "tensor %r: %d values for shape %r"
+                            % (name, len(raw) // 4, shape), "safetensors.write")
         header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + len(raw)]}
         chunks.append(raw)
         off += len(raw)
@@ -125,8 +154,11 @@ def write(path, tensors, metadata=None):
         header["__metadata__"] = metadata
     h = json.dumps(header, separators=(",", ":")).encode("utf-8")
     h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
+    try:
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(h)))
+            f.write(h)
+            for c in chunks:
+                f.write(c)
+    except OSError as e:
+        raise _io(e, path, "safetensors.write") from None

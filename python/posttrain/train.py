@@ -5,60 +5,66 @@ import ctypes
 import json
 
 from ._handle import Handle, out_handle
-from ._lib import (Batch_, DatasetOptions, DatasetStats, OptimizerOptions, SftStats, StepStats,
-                   lib)
+from ._lib import Batch_, DatasetOptions, DatasetStats, OptimizerOptions, SftStats, StepStats, lib
 from ._util import cstr, flat_float, fspath, int32_array, shaped
+from .enums import OptimizerType, Schedule
 from .errors import check, invalid
 from .model import Batch, Context, Model
 
 __all__ = ["Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint",
-           "schedule_factor", "StepResult", "SftResult", "OPTIMIZERS", "SCHEDULES"]
+           "schedule_factor", "StepResult", "SftResult", "TrainingBatch", "EvalLoss",
+           "DatasetPosition"]
 
-OPTIMIZERS = {"adamw": 0, "sgd": 1}
-SCHEDULES = {"constant": 0, "linear": 1, "cosine": 2}
+# The statistics of a step: the fields of pt_step_stats / pt_sft_stats.
+StepResult = collections.namedtuple("StepResult", StepStats.field_names())
+SftResult = collections.namedtuple("SftResult", SftStats.field_names())
+# Dataset.next_batch(), .eval_loss() and .position.
+TrainingBatch = collections.namedtuple("TrainingBatch", ["batch", "weights"])
+EvalLoss = collections.namedtuple("EvalLoss", ["loss", "tokens"])
+DatasetPosition = collections.namedtuple("DatasetPosition", ["epoch", "cursor"])
 
-StepResult = collections.namedtuple("StepResult",
-                                     ["grad_norm", "lr", "step", "skipped", "skipped_total"])
-SftResult = collections.namedtuple("SftResult", ["loss", "tokens", "grad_norm", "lr", "step",
-                                                 "skipped", "skipped_total"])
-
-_OPT_FIELDS = [f for f, _ in OptimizerOptions._fields_ if f != "size"]
-_DATA_FIELDS = [f for f, _ in DatasetOptions._fields_ if f != "size"]
-
-
-def _named(value, table, what):
-    if isinstance(value, str):
-        if value not in table:
-            raise invalid("unknown %s %r (%s)" % (what, value, ", ".join(table)))
-        return table[value]
-    return int(value)
+_OPT_FIELDS = OptimizerOptions.field_names()
+_DATA_FIELDS = DatasetOptions.field_names()
+# Optimizer option fields holding a named enum.
+_OPT_ENUMS = {"type": OptimizerType, "schedule": Schedule}
 
 
-def _apply(struct, fields, kwargs, what, conv=None):
+def _result(cls, s):
+    return cls(*(getattr(s, f) for f in cls._fields))
+
+
+def _apply(struct, fields, kwargs, what, enums=None):
     for k, v in kwargs.items():
         if k not in fields:
             raise invalid("unknown %s option %r (known: %s)" % (what, k, ", ".join(fields)))
-        if conv and k in conv:
-            v = conv[k](v)
+        if enums and k in enums:
+            v = enums[k].coerce(v, k)
         try:
             setattr(struct, k, v)
         except TypeError as e:
             raise invalid("%s option %r: %s" % (what, k, e)) from None
 
 
+def _options_dict(o, enums):
+    d = o.to_dict()
+    for k, enum_type in enums.items():
+        d[k] = enum_type.wrap(d[k])
+    return d
+
+
 def optimizer_defaults():
-    """pt_optimizer_options_init()'s defaults as a dict."""
-    o = OptimizerOptions()
-    check(lib.pt_optimizer_options_init(ctypes.byref(o)), "pt_optimizer_options_init")
-    return {f: getattr(o, f) for f in _OPT_FIELDS}
+    """pt_optimizer_options_init()'s defaults as a dict (type and schedule as
+    OptimizerType / Schedule members)."""
+    return _options_dict(OptimizerOptions.new(), _OPT_ENUMS)
 
 
 class Optimizer(Handle):
     """AdamW or SGD over a model's trainable parameters, with a schedule.
 
-    Optimizer(model, type="adamw"|"sgd", lr=..., beta1, beta2, eps, momentum,
-    weight_decay, decay_norms_and_biases, schedule="constant"|"linear"|
-    "cosine", warmup_steps, total_steps, min_lr_ratio, max_grad_norm); unset
+    Optimizer(model, type=OptimizerType.ADAMW|SGD (or "adamw"|"sgd"), lr=...,
+    beta1, beta2, eps, momentum, weight_decay, decay_norms_and_biases,
+    schedule=Schedule.CONSTANT|LINEAR|COSINE (or "constant"|"linear"|
+    "cosine"), warmup_steps, total_steps, min_lr_ratio, max_grad_norm); unset
     fields keep pt_optimizer_options_init()'s defaults.  Keeps the model
     alive; closed when the model closes or its LoRA adapters change."""
 
@@ -67,25 +73,21 @@ class Optimizer(Handle):
     _needs_table = True
 
     def __init__(self, model, **options):
-        o = OptimizerOptions()
-        check(lib.pt_optimizer_options_init(ctypes.byref(o)), "pt_optimizer_options_init")
-        _apply(o, _OPT_FIELDS, options, "optimizer",
-               {"type": lambda v: _named(v, OPTIMIZERS, "optimizer type"),
-                "schedule": lambda v: _named(v, SCHEDULES, "schedule")})
+        o = OptimizerOptions.new()
+        _apply(o, _OPT_FIELDS, options, "optimizer", _OPT_ENUMS)
         out = out_handle()
         check(lib.pt_optimizer_create(ctypes.byref(out), model._ptr, ctypes.byref(o)),
               "pt_optimizer_create")
         super().__init__(out.value)
         self.model = model
-        self.options = {f: getattr(o, f) for f in _OPT_FIELDS}
+        self.options = _options_dict(o, _OPT_ENUMS)
         model._add_dependent(self)
 
     def step(self):
         """Apply one update from the accumulated gradients, then zero them."""
-        s = StepStats()
-        check(lib.pt_step_stats_init(ctypes.byref(s)), "pt_step_stats_init")
+        s = StepStats.new()
         check(lib.pt_optimizer_step(ctypes.byref(s), self._ptr), "pt_optimizer_step")
-        return StepResult(s.grad_norm, s.lr, s.step, s.skipped, s.skipped_total)
+        return _result(StepResult, s)
 
     @property
     def lr(self):
@@ -158,17 +160,17 @@ def sft_step(optimizer, batches, weights=None, context=None):
                 fa = flat_float(w, b.ntokens, "weights[%d]" % i)
             keep.append(fa)
             wp[i] = ctypes.cast(fa, ctypes.POINTER(ctypes.c_float))
-    s = SftStats()
-    check(lib.pt_sft_stats_init(ctypes.byref(s)), "pt_sft_stats_init")
+    s = SftStats.new()
     check(lib.pt_sft_step(ctypes.byref(s), optimizer._ptr, context._ptr, arr, wp, n),
           "pt_sft_step")
-    return SftResult(s.loss, s.tokens, s.grad_norm, s.lr, s.step, s.skipped, s.skipped_total)
+    return _result(SftResult, s)
 
 
 def schedule_factor(schedule, step, warmup_steps=0, total_steps=0, min_lr_ratio=0.0):
-    """Learning-rate multiplier of a schedule at a 0-based step."""
+    """Learning-rate multiplier of a schedule (a Schedule or its name) at a 0-based step."""
     f = ctypes.c_double()
-    check(lib.pt_schedule_factor(ctypes.byref(f), _named(schedule, SCHEDULES, "schedule"),
+    check(lib.pt_schedule_factor(ctypes.byref(f),
+                                 Schedule.coerce(schedule, "schedule", "schedule_factor"),
                                  int(step), int(warmup_steps), int(total_steps),
                                  float(min_lr_ratio)), "pt_schedule_factor")
     return f.value
@@ -204,10 +206,10 @@ def load_checkpoint(path, model, optimizer):
 
 def dataset_defaults():
     """pt_dataset_options_init()'s defaults as a dict."""
-    o = DatasetOptions()
-    check(lib.pt_dataset_options_init(ctypes.byref(o)), "pt_dataset_options_init")
-    return {f: (getattr(o, f).decode() if f == "chat_template" and getattr(o, f) else getattr(o, f))
-            for f in _DATA_FIELDS}
+    d = DatasetOptions.new().to_dict()
+    if d["chat_template"] is not None:
+        d["chat_template"] = d["chat_template"].decode()
+    return d
 
 
 class Dataset(Handle):
@@ -221,8 +223,7 @@ class Dataset(Handle):
 
     @staticmethod
     def _options(options):
-        o = DatasetOptions()
-        check(lib.pt_dataset_options_init(ctypes.byref(o)), "pt_dataset_options_init")
+        o = DatasetOptions.new()
         keep = cstr(options.get("chat_template"), "chat_template")
         _apply(o, _DATA_FIELDS, {k: v for k, v in options.items() if k != "chat_template"},
                "dataset")
@@ -266,21 +267,21 @@ class Dataset(Handle):
             m = (ctypes.c_uint8 * max(n, 1))(*mm)
         check(lib.pt_dataset_add(self._ptr, arr, m, n), "pt_dataset_add")
 
-    def next_batch(self, numpy=False):
-        """(Batch, weights): the next training batch (copied, so it stays
-        valid) and its loss weights (B*T floats, nested per row)."""
-        raw = Batch_()
-        check(lib.pt_batch_init(ctypes.byref(raw)), "pt_batch_init")
+    def next_batch(self, numpy=None):
+        """TrainingBatch(batch, weights): the next training batch (a Batch,
+        copied, so it stays valid) and its loss weights (B x T floats: nested
+        lists, or a numpy array as use_numpy() / numpy= says)."""
+        raw = Batch_.new()
         w = ctypes.POINTER(ctypes.c_float)()
         check(lib.pt_dataset_next_batch(ctypes.byref(raw), ctypes.byref(w), self._ptr),
               "pt_dataset_next_batch")
         cb = Batch._borrow(raw)
         n = cb.ntokens
         wa = (ctypes.c_float * n).from_buffer_copy(ctypes.string_at(w, 4 * n))
-        return cb, shaped(wa, (cb.batch, cb.seq), numpy)
+        return TrainingBatch(cb, shaped(wa, (cb.batch, cb.seq), numpy))
 
     def eval_loss(self, context=None, model=None):
-        """(loss, tokens) over the evaluation split.  Pass a Context, or a
+        """EvalLoss(loss, tokens) over the evaluation split.  Pass a Context, or a
         Model to use its internal context sized for this dataset."""
         if context is None:
             if model is None:
@@ -292,7 +293,7 @@ class Dataset(Handle):
         loss, tokens = ctypes.c_double(), ctypes.c_double()
         check(lib.pt_dataset_eval_loss(ctypes.byref(loss), ctypes.byref(tokens), self._ptr,
                                        context._ptr), "pt_dataset_eval_loss")
-        return loss.value, tokens.value
+        return EvalLoss(loss.value, tokens.value)
 
     @property
     def max_seq(self):
@@ -303,18 +304,19 @@ class Dataset(Handle):
 
     @property
     def stats(self):
-        s = DatasetStats()
-        check(lib.pt_dataset_stats_init(ctypes.byref(s)), "pt_dataset_stats_init")
+        """The dataset's counts (pt_dataset_stats) as a dict."""
+        s = DatasetStats.new()
         check(lib.pt_dataset_get_stats(ctypes.byref(s), self._ptr), "pt_dataset_get_stats")
-        return {f: getattr(s, f) for f, _ in DatasetStats._fields_ if f != "size"}
+        return s.to_dict()
 
     @property
     def position(self):
-        """(epoch, cursor) in the training stream; assign it to resume."""
+        """DatasetPosition(epoch, cursor) in the training stream; assign it
+        (or any (epoch, cursor) pair) to resume."""
         e, c = ctypes.c_int64(), ctypes.c_int64()
         check(lib.pt_dataset_get_position(ctypes.byref(e), ctypes.byref(c), self._ptr),
               "pt_dataset_get_position")
-        return e.value, c.value
+        return DatasetPosition(e.value, c.value)
 
     @position.setter
     def position(self, value):

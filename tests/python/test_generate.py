@@ -18,7 +18,7 @@ def argmax(row):
     return max(range(len(row)), key=row.__getitem__)   # ties: lowest id, as pt_generate
 
 
-@unittest.skipUnless(pt.HAS_GENERATE, "the loaded libposttrain has no pt_generate")
+@unittest.skipUnless(pt.has_feature("generate"), "the loaded libposttrain has no pt_generate")
 class TestGenerate(unittest.TestCase):
     def setUp(self):
         self.m = pt.Model.create(TINY, seed=9)
@@ -35,7 +35,7 @@ class TestGenerate(unittest.TestCase):
         out = self.m.generate(PROMPTS, max_new_tokens=6, temperature=0, stop_ids=[])
         self.assertEqual(len(out), 3)
         for p, g in zip(PROMPTS, out):
-            self.assertEqual(g.finish_reason, "length")
+            self.assertIs(g.finish_reason, pt.FinishReason.LENGTH)
             seq = list(p)
             for k in range(6):
                 row = self.m.logits(seq)[-1]
@@ -70,7 +70,8 @@ class TestGenerate(unittest.TestCase):
         stop = g.tokens[2]
         first = g.tokens.index(stop)
         s = self.m.generate(PROMPTS[0], max_new_tokens=6, temperature=0, stop_ids=[stop])
-        self.assertEqual(s.finish_reason, "stop")
+        self.assertIs(s.finish_reason, pt.FinishReason.STOP)
+        self.assertEqual((int(s.finish_reason), str(s.finish_reason)), (0, "stop"))
         self.assertEqual(s.tokens, g.tokens[:first + 1])
         self.assertIsNone(self.m.generate(PROMPTS[0], max_new_tokens=2, logprobs=False).logprobs)
 
@@ -101,7 +102,7 @@ class TestGenerate(unittest.TestCase):
         self.assertIn("LoRA adapters changed", cm.exception.message)
 
 
-@unittest.skipUnless(pt.HAS_GENERATE, "the loaded libposttrain has no pt_generate")
+@unittest.skipUnless(pt.has_feature("generate"), "the loaded libposttrain has no pt_generate")
 class TestStoriesGreedy(unittest.TestCase):
     def test_greedy_200(self):
         root = ptest.shared_data("stories260K greedy generation (Python binding)")
@@ -114,7 +115,7 @@ class TestStoriesGreedy(unittest.TestCase):
             text = f.read()
         with pt.Model.load(d) as m:
             g = m.generate([ref[0]], max_new_tokens=200, temperature=0)
-            self.assertEqual(g.finish_reason, "length")
+            self.assertIs(g.finish_reason, pt.FinishReason.LENGTH)
             self.assertEqual(g.tokens, ref[1:])
             self.assertEqual(m.tokenizer.decode(ref[:1] + g.tokens, skip_special=True), text)
 

@@ -133,7 +133,7 @@ def reference_loss(lp, old, ref, A, masks, truncated, loss_type, eps_low, eps_hi
     return loss, low / ntok, high / ntok, sum(kls) / len(kls)
 
 
-@unittest.skipUnless(pt.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+@unittest.skipUnless(pt.has_feature("grpo"), "the loaded libposttrain has no GRPO API")
 class TestGrpoStep(unittest.TestCase):
     def setUp(self):
         self.m = pt.Model.create(TINY, seed=3)
@@ -298,7 +298,7 @@ class TestGrpoStep(unittest.TestCase):
                 self.assertGreater(st.kl, 1e-6)
 
 
-    @unittest.skipUnless(pt._lib.HAS_LORA_SWITCH, "no pt_model_set_lora_enabled")
+    @unittest.skipUnless(pt.has_feature("lora-switch"), "no pt_model_set_lora_enabled")
     def test_lora_base_is_the_reference(self):
         # With adapters, beta > 0 and no reference logprobs, the step takes the
         # reference from the frozen base; the same values come from
@@ -329,7 +329,7 @@ class TestGrpoStep(unittest.TestCase):
         m.close()
 
 
-@unittest.skipUnless(pt.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+@unittest.skipUnless(pt.has_feature("grpo"), "the loaded libposttrain has no GRPO API")
 class TestRewards(unittest.TestCase):
     def make(self):
         buf = pt.RolloutBuffer(["a", "b"], WEIGHTS)
@@ -458,7 +458,7 @@ class TestRewards(unittest.TestCase):
             len(buf)
 
 
-@unittest.skipUnless(pt.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+@unittest.skipUnless(pt.has_feature("grpo"), "the loaded libposttrain has no GRPO API")
 class TestOptions(unittest.TestCase):
     def setUp(self):
         self.m = pt.Model.create(TINY, seed=3)
@@ -475,7 +475,8 @@ class TestOptions(unittest.TestCase):
 
     def test_defaults(self):
         self.assertEqual(pt.grpo_defaults(), {
-            "scale_rewards": "group", "loss_type": "dapo", "importance_sampling_level": "token",
+            "scale_rewards": pt.ScaleRewards.GROUP, "loss_type": pt.LossType.DAPO,
+            "importance_sampling_level": pt.ISLevel.TOKEN,
             "epsilon_low": 0.2, "epsilon_high": 0.2, "beta": 0.0, "max_completion_length": 0,
             "overlong_buffer": 0, "mask_truncated_completions": False,
             "drop_zero_std_groups": False, "global_tokens": 0.0, "global_samples": 0.0,
@@ -515,8 +516,8 @@ class TestOptions(unittest.TestCase):
             self.assertIn(name, cm.exception.message)
         with self.assertRaises(pt.InvalidArgument) as cm:
             pt.grpo_step(self.opt, self.buf, loss_type="ppo")
-        self.assertEqual(cm.exception.message,
-                         "unknown loss_type 'ppo' (valid: grpo, bnpo, dapo, dr_grpo)")
+        self.assertEqual(cm.exception.message, "pt_grpo_loss_type_from_name: unknown loss type "
+                         "'ppo' (one of: grpo, bnpo, dapo, dr_grpo)")
         with self.assertRaises(pt.InvalidArgument) as cm:
             pt.grpo_step(self.opt, self.buf, scale_rewards="std")
         self.assertIn("group, batch, none, rloo", cm.exception.message)
@@ -556,7 +557,7 @@ class TestOptions(unittest.TestCase):
         self.assertNotEqual(self.unchanged(), w0)
 
 
-@unittest.skipUnless(pt.HAS_GRPO and pt.HAS_GENERATE, "no GRPO or generation API")
+@unittest.skipUnless(pt.has_feature("grpo") and pt.has_feature("generate"), "no GRPO or generation API")
 class TestLearns(unittest.TestCase):
     def test_generate_score_step(self):
         # 4 prompts x 8 samples of 3 tokens, reward 1 when the first completion

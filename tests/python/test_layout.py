@@ -26,8 +26,8 @@ def init(name):
 
 class TestLayout(unittest.TestCase):
     def test_sizes_match_c(self):
-        self.assertEqual(len(_lib.OPTION_STRUCTS),
-                         13 + (1 if _lib.HAS_GENERATE else 0) + (4 if _lib.HAS_GRPO else 0))
+        self.assertEqual(len(_lib.OPTION_STRUCTS), 13 + (1 if pt.has_feature("generate") else 0)
+                         + (4 if pt.has_feature("grpo") else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)
@@ -90,7 +90,7 @@ class TestLayout(unittest.TestCase):
         b = init("pt_batch")
         self.assertFalse(b.targets)
         self.assertFalse(b.positions)
-        if _lib.HAS_GENERATE:
+        if pt.has_feature("generate"):
             g = init("pt_generate_options")
             self.assertEqual((g.max_new_tokens, g.temperature, g.top_k, g.top_p, g.min_p, g.seed,
                               g.stream_offset, g.n_stop_ids), (64, 1.0, 0, 1.0, 0.0, 0, 0, -1))
@@ -99,7 +99,7 @@ class TestLayout(unittest.TestCase):
             s = init(name)
             self.assertEqual(s.step if hasattr(s, "step") else s.rows, 0, name)
 
-    @unittest.skipUnless(_lib.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+    @unittest.skipUnless(pt.has_feature("grpo"), "the loaded libposttrain has no GRPO API")
     def test_grpo_defaults_in_place(self):
         bo = init("pt_rollout_buffer_options")
         self.assertEqual(bo.n_reward_funcs, 1)
@@ -119,7 +119,7 @@ class TestLayout(unittest.TestCase):
         self.assertEqual((st.loss, st.groups, st.step, st.skipped_total, st.tokens_per_second),
                          (0.0, 0, 0, 0, 0.0))
 
-    @unittest.skipUnless(_lib.HAS_GRPO, "the loaded libposttrain has no GRPO API")
+    @unittest.skipUnless(pt.has_feature("grpo"), "the loaded libposttrain has no GRPO API")
     def test_reward_batch_layout(self):
         # pt_reward_batch / pt_reward_item have no _init: a raw callback reads
         # the size the library wrote and every item field.

@@ -53,7 +53,8 @@ class TestByteTokenizer(unittest.TestCase):
 
     def test_chatml_render_and_mask(self):
         ct = pt.ChatTemplate.from_name("chatml")
-        self.assertEqual((ct.name, ct.family), ("chatml", "chatml"))
+        self.assertEqual((ct.name, ct.family), ("chatml", pt.ChatFamily.CHATML))
+        self.assertEqual(str(ct.family), "chatml")
         text = ct.render(MESSAGES)
         self.assertEqual(text,
                          "<|im_start|>system\nBe brief.<|im_end|>\n"
