@@ -11,7 +11,7 @@
 #include "core/core.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "modelio/jsonl.h"
+#include "io/jsonl.h"
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 

@@ -1,5 +1,5 @@
 /* JSONL data files, row by row (see jsonl.h). */
-#include "modelio/jsonl.h"
+#include "io/jsonl.h"
 
 #include <errno.h>
 #include <math.h>
