@@ -82,18 +82,25 @@ int pt_json_field(const cJSON **out, const cJSON *obj, const pt_json_ctx *c, con
     return PT_OK;
 }
 
-/* The start every typed getter shares: the member (NULL when absent, an
- * error when required) and whether it was given. */
+/* The start every getter shares: the member (NULL when absent, an error
+ * when required), whether it was given, and its JSON type (test, named
+ * `want` in the message). */
 static int typed_field(const cJSON **it, bool *present, const cJSON *obj, const pt_json_ctx *c,
-                       const char *key, bool required)
+                       const char *key, bool required, cJSON_bool (*test)(const cJSON *),
+                       const char *want)
 {
     int st = pt_json_field(it, obj, c, key);
     if (st)
         return st;
     if (present)
         *present = *it != NULL;
-    if (!*it && required)
-        return key_err(c, ctx_status(c), "required field ", key, " is missing");
+    if (!*it)
+        return required ? key_err(c, ctx_status(c), "required field ", key, " is missing") : PT_OK;
+    if (!test(*it)) {
+        const char *got = pt_json_type_name(*it);
+        *it = NULL;
+        return key_err(c, ctx_status(c), "", key, " must be %s, got %s", want, got);
+    }
     return PT_OK;
 }
 
@@ -101,13 +108,10 @@ int pt_json_get_i64(int64_t *out, bool *present, const cJSON *obj, const pt_json
                     const char *key, bool required, int64_t lo, int64_t hi)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it = NULL;
-    int st = typed_field(&it, present, obj, c, key, required);
+    const cJSON *it;
+    int st = typed_field(&it, present, obj, c, key, required, cJSON_IsNumber, "an integer");
     if (st || !it)
         return st;
-    if (!cJSON_IsNumber(it))
-        return key_err(c, ctx_status(c), "", key, " must be an integer, got %s",
-                       pt_json_type_name(it));
     double v = it->valuedouble;
     if (!isfinite(v) || v != floor(v))
         return key_err(c, ctx_status(c), "", key, " must be an integer, got %g", v);
@@ -133,13 +137,10 @@ int pt_json_get_double(double *out, bool *present, const cJSON *obj, const pt_js
                        const char *key, bool required)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it = NULL;
-    int st = typed_field(&it, present, obj, c, key, required);
+    const cJSON *it;
+    int st = typed_field(&it, present, obj, c, key, required, cJSON_IsNumber, "a number");
     if (st || !it)
         return st;
-    if (!cJSON_IsNumber(it))
-        return key_err(c, ctx_status(c), "", key, " must be a number, got %s",
-                       pt_json_type_name(it));
     if (!isfinite(it->valuedouble))
         return key_err(c, ctx_status(c), "", key, " must be finite");
     *out = it->valuedouble;
@@ -150,40 +151,19 @@ int pt_json_get_bool(bool *out, bool *present, const cJSON *obj, const pt_json_c
                      const char *key, bool required)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it = NULL;
-    int st = typed_field(&it, present, obj, c, key, required);
-    if (st || !it)
-        return st;
-    if (!cJSON_IsBool(it))
-        return key_err(c, ctx_status(c), "", key, " must be true or false, got %s",
-                       pt_json_type_name(it));
-    *out = cJSON_IsTrue(it);
-    return PT_OK;
-}
-
-/* A member of one JSON type (test: cJSON_IsString etc.), NULL when absent. */
-static int get_typed(const cJSON **out, const cJSON *obj, const pt_json_ctx *c, const char *key,
-                     bool required, cJSON_bool (*test)(const cJSON *), const char *want)
-{
-    PT_CHECK_NULL(out);
-    const cJSON *it = NULL;
-    int st = typed_field(&it, NULL, obj, c, key, required);
-    *out = NULL;
-    if (st || !it)
-        return st;
-    if (!test(it))
-        return key_err(c, ctx_status(c), "", key, " must be %s, got %s", want,
-                       pt_json_type_name(it));
-    *out = it;
-    return PT_OK;
+    const cJSON *it;
+    int st = typed_field(&it, present, obj, c, key, required, cJSON_IsBool, "true or false");
+    if (st == PT_OK && it)
+        *out = cJSON_IsTrue(it);
+    return st;
 }
 
 int pt_json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it = NULL;
-    int st = get_typed(&it, obj, c, key, required, cJSON_IsString, "a string");
+    const cJSON *it;
+    int st = typed_field(&it, NULL, obj, c, key, required, cJSON_IsString, "a string");
     *out = it ? it->valuestring : NULL;
     return st;
 }
@@ -191,13 +171,15 @@ int pt_json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
 int pt_json_get_object(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required)
 {
-    return get_typed(out, obj, c, key, required, cJSON_IsObject, "an object");
+    PT_CHECK_NULL(out);
+    return typed_field(out, NULL, obj, c, key, required, cJSON_IsObject, "an object");
 }
 
 int pt_json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
                       const char *key, bool required)
 {
-    return get_typed(out, obj, c, key, required, cJSON_IsArray, "an array");
+    PT_CHECK_NULL(out);
+    return typed_field(out, NULL, obj, c, key, required, cJSON_IsArray, "an array");
 }
 
 /* ---- writers ---------------------------------------------------------------- */

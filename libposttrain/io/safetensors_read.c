@@ -6,11 +6,9 @@
 #include "io/fileio.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 void pt_st_close(pt_st_file *f)
@@ -67,49 +65,26 @@ int pt_st_open_memory(pt_st_file **out, const void *buffer, size_t len)
     return finish_open(out, f);
 }
 
-/* Open path read-only: a regular file that can be mapped; its size in *size. */
-static int open_regular(int *fd_out, size_t *size, const char *path)
-{
-    /* O_NONBLOCK: a FIFO or device under a hostile path must not hang the open */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return pt_err(PT_ENOTFOUND, "%s: no such file", path);
-        return pt_io_errno(errno, "open", path);
-    }
-    struct stat sb;
-    int st = PT_OK;
-    if (fstat(fd, &sb) != 0)
-        st = pt_io_errno(errno, "stat", path);
-    else if (!S_ISREG(sb.st_mode))
-        st = pt_err(PT_EIO, "%s: not a regular file", path);
-    else if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX)
-        st = pt_err(PT_ERANGE, "%s: file too large to map", path);
-    if (st != PT_OK) {
-        close(fd);
-        return st;
-    }
-    *fd_out = fd;
-    *size = (size_t)sb.st_size;
-    return PT_OK;
-}
-
 int pt_st_open(pt_st_file **out, const char *path)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(path);
     int fd = -1;
-    size_t size = 0;
-    int st = open_regular(&fd, &size, path);
+    uint64_t size = 0;
+    int st = pt_open_regular(&fd, &size, path);
     if (st != PT_OK)
         return st;
+    if (size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return pt_err(PT_ERANGE, "%s: file too large to map", path);
+    }
     pt_st_file *f = new_handle(path);
     if (!f) {
         close(fd);
         return PT_ENOMEM;
     }
-    f->len = size;
+    f->len = (size_t)size;
     if (f->len > 0) {
         void *p = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
