@@ -207,8 +207,7 @@ static const char *short_escape(unsigned char c, unsigned flags)
 int pt_json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags)
 {
     PT_CHECK_NULL(b);
-    if (!s && n > 0)
-        return pt_err(PT_EINVAL, "%s: s is NULL", __func__);
+    PT_CHECK_ARG(s || n == 0, s, "is NULL with n = %zu", n);
     static const char hex[] = "0123456789abcdef";
     pt_strbuf_putc(b, '"');
     size_t run = 0; /* bytes copied as they are, flushed in one put */
