@@ -104,22 +104,42 @@ static int typed_field(const cJSON **it, bool *present, const cJSON *obj, const 
     return PT_OK;
 }
 
+typedef enum { GET_I64, GET_DOUBLE, GET_BOOL } scalar_kind;
+
+/* The scalar getters in one: the member's type, then (numbers) finiteness,
+ * integrality and range; *out (int64_t, double or bool) only when valid. */
+static int get_scalar(scalar_kind kind, void *out, bool *present, const cJSON *obj,
+                      const pt_json_ctx *c, const char *key, bool required, int64_t lo, int64_t hi)
+{
+    static const char *const want[] = {"an integer", "a number", "true or false"};
+    const cJSON *it;
+    int st = typed_field(&it, present, obj, c, key, required,
+                         kind == GET_BOOL ? cJSON_IsBool : cJSON_IsNumber, want[kind]);
+    if (st || !it)
+        return st;
+    double v = it->valuedouble;
+    if (kind == GET_BOOL) {
+        *(bool *)out = cJSON_IsTrue(it);
+    } else if (kind == GET_DOUBLE) {
+        if (!isfinite(v))
+            return key_err(c, ctx_status(c), "", key, " must be finite");
+        *(double *)out = v;
+    } else {
+        if (!isfinite(v) || v != floor(v))
+            return key_err(c, ctx_status(c), "", key, " must be an integer, got %g", v);
+        if (v < (double)lo || v > (double)hi)
+            return key_err(c, ctx_status(c), "", key, " = %.0f is out of range [%lld, %lld]", v,
+                           (long long)lo, (long long)hi);
+        *(int64_t *)out = (int64_t)v;
+    }
+    return PT_OK;
+}
+
 int pt_json_get_i64(int64_t *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                     const char *key, bool required, int64_t lo, int64_t hi)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it;
-    int st = typed_field(&it, present, obj, c, key, required, cJSON_IsNumber, "an integer");
-    if (st || !it)
-        return st;
-    double v = it->valuedouble;
-    if (!isfinite(v) || v != floor(v))
-        return key_err(c, ctx_status(c), "", key, " must be an integer, got %g", v);
-    if (v < (double)lo || v > (double)hi)
-        return key_err(c, ctx_status(c), "", key, " = %.0f is out of range [%lld, %lld]", v,
-                       (long long)lo, (long long)hi);
-    *out = (int64_t)v;
-    return PT_OK;
+    return get_scalar(GET_I64, out, present, obj, c, key, required, lo, hi);
 }
 
 int pt_json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
@@ -127,7 +147,7 @@ int pt_json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx
 {
     PT_CHECK_NULL(out);
     int64_t v = *out; /* kept when the member is absent */
-    int st = pt_json_get_i64(&v, present, obj, c, key, required, lo, hi);
+    int st = get_scalar(GET_I64, &v, present, obj, c, key, required, lo, hi);
     if (st == PT_OK)
         *out = (int)v;
     return st;
@@ -137,25 +157,14 @@ int pt_json_get_double(double *out, bool *present, const cJSON *obj, const pt_js
                        const char *key, bool required)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it;
-    int st = typed_field(&it, present, obj, c, key, required, cJSON_IsNumber, "a number");
-    if (st || !it)
-        return st;
-    if (!isfinite(it->valuedouble))
-        return key_err(c, ctx_status(c), "", key, " must be finite");
-    *out = it->valuedouble;
-    return PT_OK;
+    return get_scalar(GET_DOUBLE, out, present, obj, c, key, required, 0, 0);
 }
 
 int pt_json_get_bool(bool *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                      const char *key, bool required)
 {
     PT_CHECK_NULL(out);
-    const cJSON *it;
-    int st = typed_field(&it, present, obj, c, key, required, cJSON_IsBool, "true or false");
-    if (st == PT_OK && it)
-        *out = cJSON_IsTrue(it);
-    return st;
+    return get_scalar(GET_BOOL, out, present, obj, c, key, required, 0, 0);
 }
 
 int pt_json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
