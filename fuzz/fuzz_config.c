@@ -9,9 +9,9 @@
  *    pt_model_dir_inspect's verdict on the weights equals what
  *    pt_model_load_dir does. */
 #include "core/core.h"
+#include "io/jsonl.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "modelio/jsonl.h"
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 

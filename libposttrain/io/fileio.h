@@ -1,4 +1,7 @@
-/* Durable file writing and checksums.  Internal to libposttrain.
+/* Durable file writing, and the errno mapping of every io failure.
+ * Internal to libposttrain.  (Paths are io/path.h, SHA-256 io/sha256.h;
+ * both are included here for the callers that reach them through this
+ * header.)
  *
  * The atomic writer creates "<dir>/.<name>.tmp.XXXXXX" next to the final path,
  * writes to it, fsyncs it, renames it over the final name and fsyncs the
@@ -13,22 +16,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/path.h"
+#include "io/sha256.h"
+
 /* Map an errno value from operation `what` ("write", "fsync", ...) on `path`
  * to PT_ENOSPC (ENOSPC, EDQUOT) or PT_EIO (anything else), record the message
  * "<what> <path>: <strerror>" and return the status. */
 int pt_io_errno(int err, const char *what, const char *path);
 
-/* "<dir>/<name>" (no doubled slash), or NULL with PT_ENOMEM recorded. */
-char *pt_path_join(const char *dir, const char *name);
-/* Is `path` an existing directory / regular file (following links)? */
-bool pt_is_dir(const char *path);
-bool pt_is_file(const char *path);
-/* Does directory `dir` hold a regular file `name`? */
-bool pt_dir_has_file(const char *dir, const char *name);
-/* mkdir -p: create `dir` and its missing parents (mode 0755).  PT_EIO (or
- * PT_ENOSPC) naming the component that failed, or `dir` when it exists but
- * is not a directory. */
-int pt_mkdir_p(const char *dir);
+/* Open `path` read-only (O_CLOEXEC, O_NONBLOCK so a FIFO cannot hang) and
+ * check that it is a regular file: *fd, and its size into *size (may be
+ * NULL).  PT_ENOTFOUND "<path>: no such file", PT_EIO "<path>: not a
+ * regular file", or the errno mapping above. */
+int pt_open_regular(int *fd, uint64_t *size, const char *path);
 
 /* fsync a directory (open O_RDONLY|O_DIRECTORY, fsync, close). */
 int pt_fsync_dir(const char *dir);
@@ -58,22 +58,5 @@ void pt_atomic_abort(pt_atomic_file *af);
 
 /* Write a whole buffer to `path` atomically (the above in one call). */
 int pt_write_file_atomic(const char *path, const void *buf, size_t len);
-
-/* SHA-256 (FIPS 180-4). */
-typedef struct pt_sha256_ctx {
-    uint32_t h[8];
-    uint64_t total;         /* bytes hashed so far */
-    uint8_t buf[64];
-    size_t buf_len;
-} pt_sha256_ctx;
-
-void pt_sha256_init(pt_sha256_ctx *c);
-void pt_sha256_update(pt_sha256_ctx *c, const void *data, size_t len);
-void pt_sha256_final(pt_sha256_ctx *c, uint8_t digest[32]);
-void pt_sha256(const void *data, size_t len, uint8_t digest[32]);
-/* Hash a file by streaming it: PT_ENOTFOUND if absent, PT_EIO on read errors. */
-int pt_sha256_file(const char *path, uint8_t digest[32]);
-/* Lower-case hex of a digest into hex[65] (NUL-terminated). */
-void pt_sha256_hex(const uint8_t digest[32], char hex[65]);
 
 #endif

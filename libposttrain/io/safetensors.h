@@ -71,7 +71,7 @@ typedef struct pt_st_file pt_st_file;
 int pt_st_open(pt_st_file **out, const char *path);
 /* Validate a caller's buffer without copying it; the buffer must outlive the
  * handle.  Messages say "<memory>" where pt_st_open would name the path. */
-int pt_st_open_memory(pt_st_file **out, const void *buf, size_t len);
+int pt_st_open_memory(pt_st_file **out, const void *buffer, size_t len);
 void pt_st_close(pt_st_file *f);
 
 /* Path given to pt_st_open ("<memory>" for pt_st_open_memory). */
@@ -88,7 +88,7 @@ uint64_t pt_st_data_size(const pt_st_file *f);
 /* Read a F32, F16 or BF16 tensor as F32 into dst (numel floats).  Other
  * dtypes: PT_EUNSUPPORTED naming the tensor and dtype; numel different from
  * the tensor's: PT_ESHAPE. */
-int pt_st_read_f32(const pt_st_tensor *t, float *dst, size_t numel);
+int pt_st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel);
 
 /* __metadata__: value for key, or NULL (no error set). */
 const char *pt_st_metadata(const pt_st_file *f, const char *key);

@@ -1,6 +1,6 @@
 /* Mean next-token loss of a model over a JSONL file (posttrain eval). */
 #include "core/core.h"
-#include "modelio/jsonl.h"
+#include "io/jsonl.h"
 #include "modelio/tokshim.h"
 #include "posttrain/modelio.h"
 

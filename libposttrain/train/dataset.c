@@ -3,7 +3,7 @@
  * packing (packed examples get their own segment id and positions restarting
  * at 0, so they never attend to each other). */
 #include "core/core.h"
-#include "modelio/jsonl.h"
+#include "io/jsonl.h"
 #include "posttrain/train.h"
 
 #include <math.h>

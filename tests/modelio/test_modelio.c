@@ -11,7 +11,7 @@
 #include "io/fileio.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "modelio/jsonl.h"
+#include "io/jsonl.h"
 #include "modelio/modelio_internal.h"
 
 /* ---- helpers ------------------------------------------------------------------ */

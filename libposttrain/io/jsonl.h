@@ -9,8 +9,8 @@
  *   {"input_ids": [int, ...], "loss_mask": [0|1, ...] (optional, same length)}
  * and expose the parsed object for the other shapes (SFT's prompt/completion
  * and messages rows, GRPO's prompt rows). */
-#ifndef PT_MODELIO_JSONL_H
-#define PT_MODELIO_JSONL_H
+#ifndef PT_IO_JSONL_H
+#define PT_IO_JSONL_H
 
 #include "core/core.h"
 #include "core/utf8.h"

@@ -1,5 +1,5 @@
 /* JSONL data files, row by row (see jsonl.h). */
-#include "modelio/jsonl.h"
+#include "io/jsonl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -57,8 +57,8 @@ static int jsonl_new(pt_jsonl **out, const char *name, size_t max_line)
 
 int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
 {
-    if (!out || !path)
-        return pt_err(PT_EINVAL, "pt_jsonl_open: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(path);
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -90,8 +90,8 @@ int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
 int pt_jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char *name,
                          size_t max_line)
 {
-    if (!out || (!buf && len))
-        return pt_err(PT_EINVAL, "pt_jsonl_open_memory: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_ARG(buf || len == 0, buf, "is NULL with len = %zu", len);
     *out = NULL;
     pt_jsonl *r;
     int st = jsonl_new(&r, name ? name : "<memory>", max_line);
@@ -118,8 +118,7 @@ void pt_jsonl_close(pt_jsonl *r)
 
 int pt_jsonl_rewind(pt_jsonl *r)
 {
-    if (!r)
-        return pt_err(PT_EINVAL, "pt_jsonl_rewind: NULL reader");
+    PT_CHECK_NULL(r);
     if (r->f) {
         if (fseek(r->f, 0, SEEK_SET) != 0)
             return pt_err(PT_EIO, "%s: cannot seek: %s", r->name, strerror(errno));
@@ -235,8 +234,8 @@ static int read_line(pt_jsonl *r)
 
 int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
 {
-    if (!r || !row)
-        return pt_err(PT_EINVAL, "pt_jsonl_next: NULL argument");
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(row);
     *row = NULL;
     cJSON_Delete(r->row);
     r->row = NULL;
@@ -292,8 +291,8 @@ static const cJSON *member(const cJSON *row, const char *key)
 
 int pt_jsonl_row_kind(const pt_jsonl *r, const cJSON *row)
 {
-    if (!r || !row)
-        return pt_err(PT_EINVAL, "pt_jsonl_row_kind: NULL argument");
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(row);
     bool text = member(row, "text") != NULL, ids = member(row, "input_ids") != NULL;
     if (text && ids)
         return pt_jsonl_err(r, PT_EFORMAT, "a row has both \"text\" and \"input_ids\"");
@@ -303,8 +302,10 @@ int pt_jsonl_row_kind(const pt_jsonl *r, const cJSON *row)
 int pt_jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJSON *row,
                         const char *key, int required)
 {
-    if (!s || !r || !row || !key)
-        return pt_err(PT_EINVAL, "pt_jsonl_row_string: NULL argument");
+    PT_CHECK_NULL(s);
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(row);
+    PT_CHECK_NULL(key);
     *s = NULL;
     if (len)
         *len = 0;
@@ -328,8 +329,11 @@ int pt_jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJ
 int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
                        const char *key, int32_t lo, int32_t hi_exclusive)
 {
-    if (!out || !n || !r || !row || !key)
-        return pt_err(PT_EINVAL, "pt_jsonl_int_array: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(n);
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(row);
+    PT_CHECK_NULL(key);
     *out = NULL;
     *n = 0;
     const cJSON *it = member(row, key);
@@ -367,14 +371,15 @@ int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON 
 int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r,
                      const cJSON *row, int32_t vocab_size)
 {
-    if (!ids || !n || !r || !row)
-        return pt_err(PT_EINVAL, "pt_jsonl_row_ids: NULL argument");
+    PT_CHECK_NULL(ids);
+    PT_CHECK_NULL(n);
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(row);
     *ids = NULL;
     *n = 0;
     if (mask)
         *mask = NULL;
-    if (vocab_size <= 0)
-        return pt_err(PT_EINVAL, "pt_jsonl_row_ids: vocab_size %d", (int)vocab_size);
+    PT_CHECK_ARG(vocab_size > 0, vocab_size, "must be positive (got %d)", (int)vocab_size);
     int32_t *a;
     size_t count;
     int st = pt_jsonl_int_array(&a, &count, r, row, "input_ids", 0, vocab_size);

@@ -1,0 +1,169 @@
+/* safetensors dtypes: the closed set with names and sizes, the scalar
+ * F16/BF16 conversions, and reading a tensor as F32. */
+#include "io/safetensors.h"
+
+#include "core/core.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- dtypes -------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    unsigned bits;
+} dtype_info[PT_ST_DTYPE_COUNT] = {
+    [PT_ST_F32] = {"F32", 32},         [PT_ST_F16] = {"F16", 16},
+    [PT_ST_BF16] = {"BF16", 16},       [PT_ST_F64] = {"F64", 64},
+    [PT_ST_I64] = {"I64", 64},         [PT_ST_I32] = {"I32", 32},
+    [PT_ST_I16] = {"I16", 16},         [PT_ST_I8] = {"I8", 8},
+    [PT_ST_U8] = {"U8", 8},            [PT_ST_BOOL] = {"BOOL", 8},
+    [PT_ST_U16] = {"U16", 16},         [PT_ST_U32] = {"U32", 32},
+    [PT_ST_U64] = {"U64", 64},         [PT_ST_F8_E5M2] = {"F8_E5M2", 8},
+    [PT_ST_F8_E4M3] = {"F8_E4M3", 8},  [PT_ST_F8_E8M0] = {"F8_E8M0", 8},
+    [PT_ST_C64] = {"C64", 64},         [PT_ST_F4] = {"F4", 4},
+    [PT_ST_F6_E2M3] = {"F6_E2M3", 6},  [PT_ST_F6_E3M2] = {"F6_E3M2", 6},
+};
+
+const char *pt_st_dtype_name(int dtype)
+{
+    if (dtype < 0 || dtype >= PT_ST_DTYPE_COUNT)
+        return NULL;
+    return dtype_info[dtype].name;
+}
+
+int pt_st_dtype_from_name(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < PT_ST_DTYPE_COUNT; i++)
+        if (strcmp(dtype_info[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+unsigned pt_st_dtype_bits(int dtype)
+{
+    if (dtype < 0 || dtype >= PT_ST_DTYPE_COUNT)
+        return 0;
+    return dtype_info[dtype].bits;
+}
+
+/* ---- scalar conversions -------------------------------------------------- */
+
+static inline float bits_to_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint32_t f32_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+float pt_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0) {
+        /* zero or subnormal: mant x 2^-24, exact in float */
+        float v = (float)mant * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    if (exp == 31) /* inf or NaN, payload kept */
+        return bits_to_f32(sign | 0x7f800000u | (mant << 13));
+    return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+float pt_bf16_to_f32(uint16_t b)
+{
+    return bits_to_f32((uint32_t)b << 16);
+}
+
+uint16_t pt_f32_to_bf16(float f)
+{
+    uint32_t u = f32_to_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign, force quiet */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)((u + rounding) >> 16);
+}
+
+uint16_t pt_f32_to_f16(float f)
+{
+    uint32_t u = f32_to_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) /* NaN: keep top payload bits, stay NaN */
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) /* >= 65520 rounds to inf (and inf itself) */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
+        float v = fabsf(f) * 0x1p24f; /* exact scaling */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(v));
+    }
+    uint32_t h = ((((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu));
+    uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+/* ---- reading as float ---------------------------------------------------- */
+
+static inline uint16_t load_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
+}
+
+#if !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+static inline uint32_t load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+#endif
+
+int pt_st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel)
+{
+    PT_CHECK_NULL(tensor);
+    const pt_st_tensor *t = tensor;
+    if (numel != t->numel)
+        return pt_err(PT_ESHAPE, "tensor '%s' has %zu elements, the caller expects %zu", t->name,
+                      t->numel, numel);
+    if (t->dtype != PT_ST_F32 && t->dtype != PT_ST_F16 && t->dtype != PT_ST_BF16)
+        return pt_err(PT_EUNSUPPORTED, "tensor '%s' has dtype %s; only F32, F16 and BF16 load as float",
+                      t->name, pt_st_dtype_name(t->dtype) ? pt_st_dtype_name(t->dtype) : "?");
+    if (numel == 0)
+        return PT_OK;
+    PT_CHECK_ARG(dst, dst, "is NULL (the destination for tensor '%s')", t->name);
+    const uint8_t *src = t->data;
+    long long n = (long long)numel;
+    int nt = numel >= ((size_t)1 << 16) ? pt_get_num_threads() : 1;
+    switch (t->dtype) {
+    case PT_ST_F32:
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(dst, src, numel * sizeof(float));
+#else
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (long long i = 0; i < n; i++)
+            dst[i] = bits_to_f32(load_u32(src + 4 * i));
+#endif
+        break;
+    case PT_ST_F16:
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (long long i = 0; i < n; i++)
+            dst[i] = pt_f16_to_f32(load_u16(src + 2 * i));
+        break;
+    default:
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (long long i = 0; i < n; i++)
+            dst[i] = pt_bf16_to_f32(load_u16(src + 2 * i));
+        break;
+    }
+    return PT_OK;
+}
