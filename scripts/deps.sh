@@ -7,7 +7,8 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libblis-dev libblis4-openmp lib
       libpcre2-dev libutf8proc-dev)
 if [ "${1:-}" = "--test" ]; then
     # The test command also builds the libFuzzer harnesses with clang.
-    pkgs+=(clang libclang-rt-14-dev)
+    # python3-numpy: the Python binding's numpy paths are tested too (they skip without it).
+    pkgs+=(clang libclang-rt-14-dev python3-numpy)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
