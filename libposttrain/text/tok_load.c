@@ -128,7 +128,7 @@ static int get_char(const cJSON *obj, const char *key, char *buf, size_t *len, u
         return st;
     size_t n = strlen(s);
     uint32_t c = 0;
-    size_t k = n ? tk_utf8_next((const unsigned char *)s, n, &c) : 0;
+    size_t k = n ? pt_utf8_next((const unsigned char *)s, n, &c) : 0;
     if (n == 0 || k != n || n > 4)
         return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: expected exactly one character", path, key);
     memcpy(buf, s, n);
@@ -652,7 +652,7 @@ static int parse_model(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
     t->merge_newid = pt_malloc_array((size_t)nm + 1, sizeof *t->merge_newid);
     if (!t->merge_newid)
         return PT_ENOMEM;
-    tk_buf cat = {0};
+    pt_strbuf cat = PT_STRBUF_INIT;
     uint32_t rank = 0;
     cJSON_ArrayForEach(it, merges) {
         const char *a, *b;
@@ -660,7 +660,7 @@ static int parse_model(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
         if (cJSON_IsString(it)) {
             const char *s = it->valuestring, *sp = strchr(s, ' ');
             if (!sp || strchr(sp + 1, ' ')) {
-                tk_buf_free(&cat);
+                pt_strbuf_free(&cat);
                 return pt_err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: \"%.64s\" is not two tokens "
                               "separated by one space", rank, s);
             }
@@ -675,85 +675,37 @@ static int parse_model(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
             na = strlen(a);
             nb = strlen(b);
         } else {
-            tk_buf_free(&cat);
+            pt_strbuf_free(&cat);
             return pt_err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank);
         }
         int32_t ia = tk_strmap_get(&t->vocab, a, na), ib = tk_strmap_get(&t->vocab, b, nb);
-        cat.n = 0;
-        if ((st = tk_buf_put(&cat, a, na)) || (st = tk_buf_put(&cat, b, nb))) {
-            tk_buf_free(&cat);
+        pt_strbuf_clear(&cat);
+        pt_strbuf_put(&cat, a, na);
+        if ((st = pt_strbuf_put(&cat, b, nb))) {
+            pt_strbuf_free(&cat);
             return st;
         }
-        int32_t ic = tk_strmap_get(&t->vocab, cat.p ? cat.p : "", cat.n);
+        int32_t ic = tk_strmap_get(&t->vocab, cat.p ? cat.p : "", cat.len);
         if (ia < 0 || ib < 0 || ic < 0) {
             const char *bad = ia < 0 ? a : ib < 0 ? b : NULL;
-            int len = (int)(ia < 0 ? na : ib < 0 ? nb : cat.n);
+            int len = (int)(ia < 0 ? na : ib < 0 ? nb : cat.len);
             if (!bad)
                 bad = cat.p;
             st = pt_err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: token \"%.*s\" is not in the vocabulary",
                         rank, len > 64 ? 64 : len, bad);
-            tk_buf_free(&cat);
+            pt_strbuf_free(&cat);
             return st;
         }
         tk_pairmap_put(&t->merges, ia, ib, rank, ic);
         t->merge_newid[rank] = ic;
         rank++;
     }
-    tk_buf_free(&cat);
+    pt_strbuf_free(&cat);
     t->n_merges = rank;
     return 0;
 }
 
 /* ---- added tokens -------------------------------------------------------------- */
-static int trie_add(tk_trie *tr, const char *s, size_t n, int32_t token)
-{
-    if (tr->n == 0) {
-        tr->cap = 64;
-        tr->nodes = pt_calloc(tr->cap, sizeof *tr->nodes);
-        if (!tr->nodes)
-            return PT_ENOMEM;
-        tr->n = 1;
-        tr->nodes[0].token = -1;
-    }
-    uint32_t cur = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        uint32_t child = cur == 0 ? tr->root[c] : 0;
-        if (cur != 0) {
-            for (uint32_t k = tr->nodes[cur].first; k; k = tr->nodes[k].next)
-                if (tr->nodes[k].byte == c) {
-                    child = k;
-                    break;
-                }
-        }
-        if (!child) {
-            if (tr->n == tr->cap) {
-                tk_trie_node *v = pt_realloc_array(tr->nodes, tr->cap * 2, sizeof *v);
-                if (!v)
-                    return PT_ENOMEM;
-                tr->nodes = v;
-                tr->cap *= 2;
-            }
-            child = (uint32_t)tr->n++;
-            tr->nodes[child].token = -1;
-            tr->nodes[child].byte = c;
-            tr->nodes[child].first = 0;
-            if (cur == 0) {
-                tr->nodes[child].next = 0;
-                tr->root[c] = child;
-            } else {
-                tr->nodes[child].next = tr->nodes[cur].first;
-                tr->nodes[cur].first = child;
-            }
-        }
-        cur = child;
-    }
-    if (tr->nodes[cur].token < 0)
-        tr->nodes[cur].token = token;
-    tr->count++;
-    return 0;
-}
-
 static int parse_added(pt_tokenizer *t, const cJSON *arr, int32_t *max_id)
 {
     if (!arr || cJSON_IsNull(arr))
@@ -867,31 +819,31 @@ static int check_post_ids(pt_tokenizer *t)
 
 static int build_tries(pt_tokenizer *t)
 {
-    tk_buf nb = {0};
+    pt_strbuf nb = PT_STRBUF_INIT;
     int st = 0;
     for (size_t i = 0; i < t->n_added && st == 0; i++) {
         tk_added *a = &t->added[i];
         if (a->normalized && t->n_norm) {
-            nb.n = 0;
-            st = tk_normalize_string(t, &nb, a->content, a->len);
+            pt_strbuf_clear(&nb);
+            st = tk_normalize_string(&nb, t, a->content, a->len);
             if (st)
                 break;
-            if (nb.n == 0)
+            if (nb.len == 0)
                 continue;  /* normalizes to nothing: can never match */
-            a->norm = dup_n(nb.p, nb.n);
+            a->norm = dup_n(nb.p, nb.len);
             if (!a->norm) {
                 st = PT_ENOMEM;
                 break;
             }
-            a->norm_len = nb.n;
-            st = trie_add(&t->trie_norm, a->norm, a->norm_len, (int32_t)i);
+            a->norm_len = nb.len;
+            st = tk_trie_add(&t->trie_norm, a->norm, a->norm_len, (int32_t)i);
         } else if (a->normalized) {
-            st = trie_add(&t->trie_norm, a->content, a->len, (int32_t)i);
+            st = tk_trie_add(&t->trie_norm, a->content, a->len, (int32_t)i);
         } else {
-            st = trie_add(&t->trie_raw, a->content, a->len, (int32_t)i);
+            st = tk_trie_add(&t->trie_raw, a->content, a->len, (int32_t)i);
         }
     }
-    tk_buf_free(&nb);
+    pt_strbuf_free(&nb);
     return st;
 }
 
@@ -965,7 +917,7 @@ static size_t utf8_bad_offset(const char *s, size_t len)
     size_t i = 0;
     while (i < len) {
         uint32_t cp;
-        size_t k = (unsigned char)s[i] < 0x80 ? 1 : tk_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        size_t k = (unsigned char)s[i] < 0x80 ? 1 : pt_utf8_next((const unsigned char *)s + i, len - i, &cp);
         if (!k)
             return i;
         i += k;
@@ -1121,8 +1073,8 @@ void tk_destroy(pt_tokenizer *t)
     }
     free(t->added);
     tk_strmap_free(&t->added_map);
-    free(t->trie_raw.nodes);
-    free(t->trie_norm.nodes);
+    tk_trie_free(&t->trie_raw);
+    tk_trie_free(&t->trie_norm);
     for (size_t i = 0; i < t->n_norm; i++) {
         free(t->norm[i].str);
         tk_regex_free(&t->norm[i].re);
