@@ -205,6 +205,19 @@ size_t tk_utf8_unit_back(const char *s, size_t a, size_t b, uint32_t *cp)
     return k;
 }
 
+size_t tk_utf8_bad_offset(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint32_t cp;
+        size_t k = (unsigned char)s[i] < 0x80 ? 1 : pt_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        if (!k)
+            return i;
+        i += k;
+    }
+    return len;
+}
+
 /* Length of the maximal subpart of a well-formed sequence starting at s (at
  * least 1): what one U+FFFD replaces in a lossy conversion. */
 static size_t utf8_maximal_subpart(const unsigned char *s, size_t n)
