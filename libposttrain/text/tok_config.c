@@ -19,6 +19,59 @@ static int config_token(const cJSON *root, const char *key, char **out)
     return *out ? 0 : PT_ENOMEM;
 }
 
+/* The list form of chat_template: [{"name": ..., "template": ...}, ...]. */
+static int parse_template_list(pt_tokenizer *t, const cJSON *v)
+{
+    int n = cJSON_GetArraySize(v);
+    t->tmpl_names = pt_calloc((size_t)n + 1, sizeof *t->tmpl_names);
+    t->tmpl_texts = pt_calloc((size_t)n + 1, sizeof *t->tmpl_texts);
+    if (!t->tmpl_names || !t->tmpl_texts)
+        return PT_ENOMEM;
+    const cJSON *it;
+    int i = 0;
+    cJSON_ArrayForEach(it, v) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(it, "template");
+        if (!cJSON_IsString(nm) || !cJSON_IsString(tx))
+            return pt_err(PT_EFORMAT, "tokenizer_config.json: chat_template[%d]: expected {\"name\": ..., "
+                          "\"template\": ...}", i);
+        t->tmpl_names[t->n_tmpl] = pt_strdup(nm->valuestring);
+        t->tmpl_texts[t->n_tmpl] = pt_strdup(tx->valuestring);
+        if (!t->tmpl_names[t->n_tmpl] || !t->tmpl_texts[t->n_tmpl]) {
+            free(t->tmpl_names[t->n_tmpl]);
+            free(t->tmpl_texts[t->n_tmpl]);
+            return PT_ENOMEM;
+        }
+        t->n_tmpl++;
+        i++;
+    }
+    return 0;
+}
+
+static int parse_config(pt_tokenizer *t, const cJSON *root)
+{
+    if (!cJSON_IsObject(root))
+        return pt_err(PT_EFORMAT, "tokenizer_config.json: the document is not a JSON object");
+    int st;
+    if ((st = config_token(root, "bos_token", &t->bos_token)) || (st = config_token(root, "eos_token", &t->eos_token)) ||
+        (st = config_token(root, "pad_token", &t->pad_token)) || (st = config_token(root, "unk_token", &t->unk_token)))
+        return st;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "add_bos_token");
+    if (cJSON_IsBool(v))
+        t->add_bos = cJSON_IsTrue(v);
+    v = cJSON_GetObjectItemCaseSensitive(root, "add_eos_token");
+    if (cJSON_IsBool(v))
+        t->add_eos = cJSON_IsTrue(v);
+    v = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    if (cJSON_IsString(v))
+        return (t->chat_template = pt_strdup(v->valuestring)) ? 0 : PT_ENOMEM;
+    if (cJSON_IsArray(v))
+        return parse_template_list(t, v);
+    if (v && !cJSON_IsNull(v))
+        return pt_err(PT_EFORMAT, "tokenizer_config.json: chat_template: expected a string or a list");
+    return 0;
+}
+
 int tk_load_config(pt_tokenizer *t, const char *json, size_t len)
 {
     size_t bad = tk_utf8_bad_offset(json, len);
@@ -27,57 +80,7 @@ int tk_load_config(pt_tokenizer *t, const char *json, size_t len)
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root)
         return pt_err(PT_EFORMAT, "tokenizer_config.json: not valid JSON");
-    int st = 0;
-    if (!cJSON_IsObject(root)) {
-        st = pt_err(PT_EFORMAT, "tokenizer_config.json: the document is not a JSON object");
-        goto done;
-    }
-    if ((st = config_token(root, "bos_token", &t->bos_token)) || (st = config_token(root, "eos_token", &t->eos_token)) ||
-        (st = config_token(root, "pad_token", &t->pad_token)) || (st = config_token(root, "unk_token", &t->unk_token)))
-        goto done;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "add_bos_token");
-    if (cJSON_IsBool(v))
-        t->add_bos = cJSON_IsTrue(v);
-    v = cJSON_GetObjectItemCaseSensitive(root, "add_eos_token");
-    if (cJSON_IsBool(v))
-        t->add_eos = cJSON_IsTrue(v);
-    v = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
-    if (cJSON_IsString(v)) {
-        if (!(t->chat_template = pt_strdup(v->valuestring)))
-            st = PT_ENOMEM;
-    } else if (cJSON_IsArray(v)) {
-        int n = cJSON_GetArraySize(v);
-        t->tmpl_names = pt_calloc((size_t)n + 1, sizeof *t->tmpl_names);
-        t->tmpl_texts = pt_calloc((size_t)n + 1, sizeof *t->tmpl_texts);
-        if (!t->tmpl_names || !t->tmpl_texts) {
-            st = PT_ENOMEM;
-            goto done;
-        }
-        const cJSON *it;
-        int i = 0;
-        cJSON_ArrayForEach(it, v) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
-            const cJSON *tx = cJSON_GetObjectItemCaseSensitive(it, "template");
-            if (!cJSON_IsString(nm) || !cJSON_IsString(tx)) {
-                st = pt_err(PT_EFORMAT, "tokenizer_config.json: chat_template[%d]: expected {\"name\": ..., "
-                            "\"template\": ...}", i);
-                goto done;
-            }
-            t->tmpl_names[t->n_tmpl] = pt_strdup(nm->valuestring);
-            t->tmpl_texts[t->n_tmpl] = pt_strdup(tx->valuestring);
-            if (!t->tmpl_names[t->n_tmpl] || !t->tmpl_texts[t->n_tmpl]) {
-                free(t->tmpl_names[t->n_tmpl]);
-                free(t->tmpl_texts[t->n_tmpl]);
-                st = PT_ENOMEM;
-                goto done;
-            }
-            t->n_tmpl++;
-            i++;
-        }
-    } else if (v && !cJSON_IsNull(v)) {
-        st = pt_err(PT_EFORMAT, "tokenizer_config.json: chat_template: expected a string or a list");
-    }
-done:
+    int st = parse_config(t, root);
     cJSON_Delete(root);
     return st;
 }
