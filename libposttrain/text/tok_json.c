@@ -158,6 +158,27 @@ int tk_name_value(const pt_enum_entry *table, size_t n, const char *s)
     return -1;
 }
 
+int tk_json_enum(int *out, const cJSON *obj, const char *key, const pt_enum_entry *table, size_t n,
+                 const char *path)
+{
+    const char *s;
+    int st = tk_json_str(obj, key, &s, path);
+    if (st || !s)
+        return st;
+    int v = tk_name_value(table, n, s);
+    if (v >= 0) {
+        *out = v;
+        return 0;
+    }
+    pt_strbuf names = PT_STRBUF_INIT;
+    for (size_t i = 0; i < n; i++)
+        pt_strbuf_printf(&names, "%s\"%s\"", i ? ", " : "", table[i].name);
+    st = pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: unknown value \"%s\" (expected one of %s)", path, key, s,
+                names.p ? names.p : "");
+    pt_strbuf_free(&names);
+    return st;
+}
+
 int tk_component_begin(const char **ty, pt_tokenizer *t, const cJSON *n, const char *path, int depth,
                        const char *what, const char *seq_key, tk_component_fn fn, void *arg)
 {

@@ -34,6 +34,13 @@ int tk_json_pattern(const cJSON *obj, tk_regex *re, const char *path);
 /* Replace (normalizer and decoder): the "content" it writes and the pattern. */
 int tk_json_replace(const cJSON *obj, char **content, size_t *len, tk_regex *re, const char *path);
 
+/* An optional string option naming one of table's values: *out set to
+ * it, or unchanged when absent or null; an unknown name is PT_EFORMAT
+ * listing the known ones. */
+int tk_json_enum(int *out, const cJSON *obj, const char *key, const pt_enum_entry *table, size_t n,
+                 const char *path);
+#define TK_JSON_ENUM(out, obj, key, table, path) tk_json_enum((out), (obj), (key), (table), PT_ENUM_COUNT(table), (path))
+
 /* The value named s in a table of component or option names, or -1. */
 int tk_name_value(const pt_enum_entry *table, size_t n, const char *s);
 #define TK_NAME_VALUE(table, s) tk_name_value((table), PT_ENUM_COUNT(table), (s))

@@ -56,12 +56,9 @@ static int add_pre(pt_tokenizer *t, tk_pretok **slot, tk_pretok_kind kind)
     return st;
 }
 
-static int parse_behavior(const cJSON *n, tk_behavior *b, const char *path, const char *dflt)
+/* Split's "behavior": required unless it has a default (dflt >= 0). */
+static int parse_behavior(const cJSON *n, tk_behavior *b, const char *path, int dflt)
 {
-    const char *s;
-    int st = tk_json_req_str(n, "behavior", dflt, &s, path);
-    if (st)
-        return st;
     static const pt_enum_entry behaviors[] = {
         {TKB_REMOVED, "Removed"},
         {TKB_ISOLATED, "Isolated"},
@@ -69,31 +66,31 @@ static int parse_behavior(const cJSON *n, tk_behavior *b, const char *path, cons
         {TKB_MERGED_NEXT, "MergedWithNext"},
         {TKB_CONTIGUOUS, "Contiguous"},
     };
-    int v = TK_NAME_VALUE(behaviors, s);
+    int v = dflt;
+    int st = TK_JSON_ENUM(&v, n, "behavior", behaviors, path);
+    if (st)
+        return st;
     if (v < 0)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.behavior: unknown behavior \"%s\"", path, s);
+        return pt_err(PT_EFORMAT, "tokenizer.json: %s.behavior: missing", path);
     *b = (tk_behavior)v;
     return 0;
 }
 
-/* Metaspace's prepend_scheme (pre-tokenizer and decoder). */
+/* Metaspace's prepend_scheme (pre-tokenizer and decoder); older files say
+ * add_prefix_space instead. */
 static int parse_prepend_scheme(const cJSON *n, tk_prepend_scheme *sc, const char *path)
 {
-    const char *s;
-    int st = tk_json_str(n, "prepend_scheme", &s, path);
+    static const pt_enum_entry schemes[] = {
+        {TK_PREPEND_ALWAYS, "always"}, {TK_PREPEND_FIRST, "first"}, {TK_PREPEND_NEVER, "never"},
+    };
+    int v = -1;
+    int st = TK_JSON_ENUM(&v, n, "prepend_scheme", schemes, path);
     if (st)
         return st;
-    if (s) {
-        static const pt_enum_entry schemes[] = {
-            {TK_PREPEND_ALWAYS, "always"}, {TK_PREPEND_FIRST, "first"}, {TK_PREPEND_NEVER, "never"},
-        };
-        int v = TK_NAME_VALUE(schemes, s);
-        if (v < 0)
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.prepend_scheme: unknown scheme \"%s\"", path, s);
+    if (v >= 0) {
         *sc = (tk_prepend_scheme)v;
         return 0;
     }
-    /* Older files: add_prefix_space. */
     bool aps = true;
     if ((st = tk_json_bool(n, "add_prefix_space", &aps, path)))
         return st;
@@ -144,7 +141,7 @@ static int parse_split(pt_tokenizer *t, const cJSON *n, const char *path, const 
     bool inv = false, individual = false;
     int st = 0;
     if (strcmp(ty, "Split") == 0) {
-        if ((st = parse_behavior(n, &beh, path, NULL)) || (st = tk_json_bool(n, "invert", &inv, path)))
+        if ((st = parse_behavior(n, &beh, path, -1)) || (st = tk_json_bool(n, "invert", &inv, path)))
             return st;
     } else if (strcmp(ty, "Whitespace") == 0) {
         pat = "\\w+|[^\\w\\s]+";
@@ -160,7 +157,7 @@ static int parse_split(pt_tokenizer *t, const cJSON *n, const char *path, const 
         beh = individual ? TKB_ISOLATED : TKB_CONTIGUOUS;
     } else if (strcmp(ty, "Punctuation") == 0) {
         pat = "[\\p{P}[:punct:]]";
-        if ((st = parse_behavior(n, &beh, path, "Isolated")))
+        if ((st = parse_behavior(n, &beh, path, TKB_ISOLATED)))
             return st;
     } else {
         return 1;

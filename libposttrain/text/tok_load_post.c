@@ -133,19 +133,14 @@ int tk_check_post_ids(pt_tokenizer *t)
 }
 
 /* ---- truncation and padding -------------------------------------------------------- */
+/* "direction": "Right" (the default) or "Left". */
 static int parse_direction(const cJSON *obj, bool *left, const char *path)
 {
-    const char *d;
-    int st = tk_json_str(obj, "direction", &d, path);
-    if (st)
-        return st;
-    if (!d || strcmp(d, "Right") == 0)
-        *left = false;
-    else if (strcmp(d, "Left") == 0)
-        *left = true;
-    else
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.direction: expected \"Right\" or \"Left\"", path);
-    return 0;
+    static const pt_enum_entry directions[] = {{0, "Right"}, {1, "Left"}};
+    int v = 0;
+    int st = TK_JSON_ENUM(&v, obj, "direction", directions, path);
+    *left = v == 1;
+    return st;
 }
 
 /* "truncation" and "padding": kept, and applied only on request
@@ -163,13 +158,12 @@ int tk_parse_trunc_pad(pt_tokenizer *t, const cJSON *root)
         if ((st = tk_json_size(tr, "max_length", &t->trunc_max, "truncation")) ||
             (st = parse_direction(tr, &t->trunc_left, "truncation")))
             return st;
-        const char *strat;
-        if ((st = tk_json_str(tr, "strategy", &strat, "truncation")))
+        /* a single sequence: LongestFirst and OnlyFirst truncate it alike */
+        static const pt_enum_entry strategies[] = {{0, "LongestFirst"}, {0, "OnlyFirst"}, {1, "OnlySecond"}};
+        int only_second = 0;
+        if ((st = TK_JSON_ENUM(&only_second, tr, "strategy", strategies, "truncation")))
             return st;
-        if (strat && strcmp(strat, "LongestFirst") != 0 && strcmp(strat, "OnlyFirst") != 0 &&
-            strcmp(strat, "OnlySecond") != 0)
-            return pt_err(PT_EFORMAT, "tokenizer.json: truncation.strategy: unknown strategy \"%s\"", strat);
-        t->trunc_only_second = strat && strcmp(strat, "OnlySecond") == 0;
+        t->trunc_only_second = only_second == 1;
         t->has_trunc = true;
     }
     const cJSON *pd = cJSON_GetObjectItemCaseSensitive(root, "padding");

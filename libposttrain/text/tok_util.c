@@ -219,58 +219,37 @@ size_t tk_utf8_bad_offset(const char *s, size_t len)
 }
 
 /* Length of the maximal subpart of a well-formed sequence starting at s (at
- * least 1): what one U+FFFD replaces in a lossy conversion. */
+ * least 1): what one U+FFFD replaces in a lossy conversion.  s[0..i] is such
+ * a prefix when some valid sequence starts with it, which core's decoder
+ * tells once the rest is filled with continuation bytes (any continuation
+ * byte is valid after the second position). */
 static size_t utf8_maximal_subpart(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    unsigned lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 1;
+    size_t need = s[0] >= 0xF0 ? 3 : s[0] >= 0xE0 ? 2 : 1;
     size_t i = 1;
-    while (i <= need && i < n && s[i] >= lo && s[i] <= hi) {
+    while (i <= need && i < n) {
+        unsigned char t[4] = {0x80, 0x80, 0x80, 0x80};
+        memcpy(t, s, i + 1);
+        uint32_t cp;
+        if (pt_utf8_next(t, need + 1, &cp) == 0)
+            break;
         i++;
-        lo = 0x80;
-        hi = 0xBF;
     }
     return i;
 }
 
 int tk_utf8_lossy(pt_strbuf *out, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, run = 0;
-    while (i < n) {
-        if (u[i] < 0x80) {
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t k = pt_utf8_next(u + i, n - i, &cp);
-        if (k) {
-            i += k;
-            continue;
-        }
-        pt_strbuf_put(out, s + run, i - run);
+    size_t i = 0;
+    for (;;) {
+        size_t ok = tk_utf8_bad_offset(s + i, n - i);
+        int st = pt_strbuf_put(out, s + i, ok);
+        i += ok;
+        if (st || i == n)
+            return st;
         pt_strbuf_put(out, "\xEF\xBF\xBD", 3);
-        i += utf8_maximal_subpart(u + i, n - i);
-        run = i;
+        i += utf8_maximal_subpart((const unsigned char *)s + i, n - i);
     }
-    return pt_strbuf_put(out, s + run, n - run);
 }
 
 bool tk_is_white_space(uint32_t c)
