@@ -7,41 +7,40 @@
 #include <string.h>
 
 typedef struct tk_list {
-    tk_buf data;
+    pt_strbuf data;
     tk_ranges r;
 } tk_list;
 
 static void list_clear(tk_list *l)
 {
-    l->data.n = 0;
+    pt_strbuf_clear(&l->data);
     l->r.n = 0;
 }
 
 static void list_free(tk_list *l)
 {
-    tk_buf_free(&l->data);
+    pt_strbuf_free(&l->data);
     free(l->r.v);
 }
 
 /* Append a new item that holds s[0..n). */
 static int list_push(tk_list *l, const char *s, size_t n)
 {
-    size_t a = l->data.n;
-    int st = tk_buf_put(&l->data, s, n);
-    if (st == 0)
-        st = tk_ranges_push(&l->r, a, l->data.n, 0);
-    return st;
+    size_t a = l->data.len;
+    int st = pt_strbuf_put(&l->data, s, n);
+    return st ? st : tk_ranges_push(&l->r, a, l->data.len, 0);
 }
 
-/* Open an item; append bytes with tk_buf_put(&l->data, ...); close it. */
+/* Open an item; append bytes with pt_strbuf_put(&l->data, ...); close it. */
 static size_t list_open(tk_list *l)
 {
-    return l->data.n;
+    return l->data.len;
 }
 
 static int list_close(tk_list *l, size_t a)
 {
-    return tk_ranges_push(&l->r, a, l->data.n, 0);
+    int st = l->data.err;
+    return st ? st : tk_ranges_push(&l->r, a, l->data.len, 0);
 }
 
 #define ITEM(l, i) ((l)->data.p + (l)->r.v[i].a)
@@ -61,35 +60,35 @@ static int bytelevel_byte(uint32_t cp)
     return -1;
 }
 
-static int dec_bytelevel(const tk_list *in, tk_list *out, tk_buf *tmp)
+static int dec_bytelevel(const tk_list *in, tk_list *out, pt_strbuf *tmp)
 {
-    tmp->n = 0;
+    pt_strbuf_clear(tmp);
     for (size_t i = 0; i < in->r.n; i++) {
         const char *s = ITEM(in, i);
-        size_t n = ITEM_LEN(in, i), start = tmp->n, j = 0;
+        size_t n = ITEM_LEN(in, i), start = tmp->len, j = 0;
         bool ok = true;
         while (j < n) {
             uint32_t cp;
             size_t k = tk_utf8_unit(s + j, n - j, &cp);
-            int b = cp == 0xFFFFFFFFu ? -1 : bytelevel_byte(cp);
+            int b = cp == TK_BAD_CP ? -1 : bytelevel_byte(cp);
             if (b < 0) {
                 ok = false;
                 break;
             }
-            int st = tk_buf_putc(tmp, (char)b);
+            int st = pt_strbuf_putc(tmp, (char)b);
             if (st)
                 return st;
             j += k;
         }
         if (!ok) {
-            tmp->n = start;
-            int st = tk_buf_put(tmp, s, n);
+            tmp->len = start;
+            int st = pt_strbuf_put(tmp, s, n);
             if (st)
                 return st;
         }
     }
     size_t a = list_open(out);
-    int st = tk_utf8_lossy(&out->data, tmp->p ? tmp->p : "", tmp->n);
+    int st = tk_utf8_lossy(&out->data, tmp->p ? tmp->p : "", tmp->len);
     return st ? st : list_close(out, a);
 }
 
@@ -117,30 +116,30 @@ static int fallback_byte(const char *s, size_t n)
     return hi * 16 + lo;
 }
 
-static int flush_bytes(tk_list *out, tk_buf *pend)
+static int flush_bytes(tk_list *out, pt_strbuf *pend)
 {
-    if (pend->n == 0)
+    if (pend->len == 0)
         return 0;
     int st;
-    if (tk_utf8_valid(pend->p, pend->n)) {
-        st = list_push(out, pend->p, pend->n);
+    if (pt_utf8_valid(pend->p, pend->len)) {
+        st = list_push(out, pend->p, pend->len);
     } else {
         st = 0;
-        for (size_t k = 0; k < pend->n && st == 0; k++)
+        for (size_t k = 0; k < pend->len && st == 0; k++)
             st = list_push(out, "\xEF\xBF\xBD", 3);
     }
-    pend->n = 0;
+    pt_strbuf_clear(pend);
     return st;
 }
 
-static int dec_bytefallback(const tk_list *in, tk_list *out, tk_buf *pend)
+static int dec_bytefallback(const tk_list *in, tk_list *out, pt_strbuf *pend)
 {
-    pend->n = 0;
+    pt_strbuf_clear(pend);
     int st;
     for (size_t i = 0; i < in->r.n; i++) {
         int b = fallback_byte(ITEM(in, i), ITEM_LEN(in, i));
         if (b >= 0) {
-            if ((st = tk_buf_putc(pend, (char)b)))
+            if ((st = pt_strbuf_putc(pend, (char)b)))
                 return st;
             continue;
         }
@@ -154,7 +153,7 @@ static int dec_fuse(const tk_list *in, tk_list *out)
 {
     size_t a = list_open(out);
     for (size_t i = 0; i < in->r.n; i++) {
-        int st = tk_buf_put(&out->data, ITEM(in, i), ITEM_LEN(in, i));
+        int st = pt_strbuf_put(&out->data, ITEM(in, i), ITEM_LEN(in, i));
         if (st)
             return st;
     }
@@ -174,13 +173,10 @@ static int dec_strip(const tk_dec *d, const tk_list *in, tk_list *out)
             a += len;
         }
         for (size_t k = 0; k < d->strip_stop && b > a; k++) {
-            size_t p = b - 1;
-            while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80 && b - p < 4)
-                p--;
-            size_t len = tk_utf8_unit(s + p, b - p, &cp);
-            if (p + len != b || cp != d->strip_cp)
+            size_t len = tk_utf8_unit_back(s, a, b, &cp);
+            if (cp != d->strip_cp)
                 break;
-            b = p;
+            b -= len;
         }
         int st = list_push(out, s + a, b - a);
         if (st)
@@ -189,39 +185,13 @@ static int dec_strip(const tk_dec *d, const tk_list *in, tk_list *out)
     return 0;
 }
 
-static int dec_replace(const tk_dec *d, const tk_list *in, tk_list *out, pcre2_match_data *md)
+static int dec_replace(const tk_dec *d, const tk_list *in, tk_list *out, tk_matcher *m)
 {
     for (size_t i = 0; i < in->r.n; i++) {
-        const char *s = ITEM(in, i);
-        size_t n = ITEM_LEN(in, i), pos = 0, a0 = list_open(out);
-        int st;
-        while (pos <= n) {
-            int rc = d->re.jit ? pcre2_jit_match(d->re.code, (PCRE2_SPTR)s, n, pos, 0, md, NULL)
-                               : pcre2_match(d->re.code, (PCRE2_SPTR)s, n, pos, 0, md, NULL);
-            if (rc == PCRE2_ERROR_NOMATCH)
-                break;
-            if (rc < 0)
-                return pt_err(PT_ERANGE, "tokenizer: decoder regex matching failed (%d)", rc);
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            if (ov[1] == ov[0]) {
-                /* empty match: keep one character and go on */
-                if (ov[0] >= n)
-                    break;
-                uint32_t cp;
-                size_t k = tk_utf8_unit(s + ov[0], n - ov[0], &cp);
-                if ((st = tk_buf_put(&out->data, s + pos, ov[0] + k - pos)))
-                    return st;
-                pos = ov[0] + k;
-                continue;
-            }
-            if ((st = tk_buf_put(&out->data, s + pos, ov[0] - pos)) ||
-                (st = tk_buf_put(&out->data, d->content, d->content_len)))
-                return st;
-            pos = ov[1];
-        }
-        if (pos < n && (st = tk_buf_put(&out->data, s + pos, n - pos)))
-            return st;
-        if ((st = list_close(out, a0)))
+        size_t a0 = list_open(out);
+        int st = tk_regex_replace(&out->data, m, &d->re, ITEM(in, i), ITEM_LEN(in, i), d->content,
+                                  d->content_len);
+        if (st || (st = list_close(out, a0)))
             return st;
     }
     return 0;
@@ -235,10 +205,9 @@ static int dec_metaspace(const tk_dec *d, const tk_list *in, tk_list *out)
         int st;
         while (j < n) {
             if (n - j >= d->repl_len && memcmp(s + j, d->repl, d->repl_len) == 0) {
-                if ((st = tk_buf_put(&out->data, s + run, j - run)))
-                    return st;
-                if (!(i == 0 && d->prefix) && (st = tk_buf_putc(&out->data, ' ')))
-                    return st;
+                pt_strbuf_put(&out->data, s + run, j - run);
+                if (!(i == 0 && d->prefix))
+                    pt_strbuf_putc(&out->data, ' ');
                 j += d->repl_len;
                 run = j;
             } else {
@@ -246,80 +215,83 @@ static int dec_metaspace(const tk_dec *d, const tk_list *in, tk_list *out)
                 j += tk_utf8_unit(s + j, n - j, &cp);
             }
         }
-        if ((st = tk_buf_put(&out->data, s + run, n - run)) || (st = list_close(out, a0)))
+        pt_strbuf_put(&out->data, s + run, n - run);
+        if ((st = list_close(out, a0)))
             return st;
     }
     return 0;
 }
 
-int tk_decode(tk_buf *out, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags)
+/* The token strings of ids into l (unused ids and, with SKIP_SPECIAL, special
+ * tokens left out). */
+static int gather_tokens(tk_list *l, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags)
 {
-    tk_list L[2];
-    memset(L, 0, sizeof L);
-    tk_buf tmp = {0};
-    pcre2_match_data *md = NULL;
-    int st = 0, cur = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || id >= t->vocab_size) {
-            st = pt_err(PT_ERANGE, "tokenizer: decode: id %d at position %zu is outside the vocabulary (size %d)",
-                        (int)id, i, (int)t->vocab_size);
-            goto done;
-        }
+        if (id < 0 || id >= t->vocab_size)
+            return pt_err(PT_ERANGE, "tokenizer: decode: id %d at position %zu is outside the vocabulary (size %d)",
+                          (int)id, i, (int)t->vocab_size);
         if (!t->id_str[id])
             continue;  /* unused id: skipped, as the reference does */
         if ((flags & PT_TOK_SKIP_SPECIAL) && (t->id_flags[id] & 2))
             continue;
-        if ((st = list_push(&L[0], t->id_str[id], t->id_len[id])))
-            goto done;
+        int st = list_push(l, t->id_str[id], t->id_len[id]);
+        if (st)
+            return st;
     }
-    if (!t->has_decoder) {
+    return 0;
+}
+
+/* One decoder from in to out (emptied first). */
+static int run_decoder(const tk_dec *d, const tk_list *in, tk_list *out, pt_strbuf *tmp, tk_matcher *m)
+{
+    list_clear(out);
+    switch (d->kind) {
+    case TKD_BYTELEVEL:
+        return dec_bytelevel(in, out, tmp);
+    case TKD_BYTEFALLBACK:
+        return dec_bytefallback(in, out, tmp);
+    case TKD_FUSE:
+        return dec_fuse(in, out);
+    case TKD_STRIP:
+        return dec_strip(d, in, out);
+    case TKD_REPLACE: {
+        int st = tk_matcher_ready(m, false);
+        return st ? st : dec_replace(d, in, out, m);
+    }
+    case TKD_METASPACE:
+        return dec_metaspace(d, in, out);
+    }
+    return pt_err(PT_EINTERNAL, "tokenizer: unknown decoder kind");
+}
+
+int tk_decode(pt_strbuf *out, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags)
+{
+    tk_list L[2];
+    memset(L, 0, sizeof L);
+    pt_strbuf tmp = PT_STRBUF_INIT;
+    tk_matcher m = {0};
+    int cur = 0;
+    int st = gather_tokens(&L[0], t, ids, n, flags);
+    if (st == 0 && !t->has_decoder) {
+        /* no decoder: the tokens joined by spaces */
         for (size_t i = 0; i < L[0].r.n; i++) {
-            if ((i > 0 && (st = tk_buf_putc(out, ' '))) || (st = tk_buf_put(out, ITEM(&L[0], i), ITEM_LEN(&L[0], i))))
-                goto done;
+            if (i > 0)
+                pt_strbuf_putc(out, ' ');
+            st = pt_strbuf_put(out, ITEM(&L[0], i), ITEM_LEN(&L[0], i));
         }
         goto done;
     }
-    for (size_t k = 0; k < t->n_dec; k++) {
-        const tk_dec *d = &t->dec[k];
-        tk_list *in = &L[cur], *o = &L[cur ^ 1];
-        list_clear(o);
-        switch (d->kind) {
-        case TKD_BYTELEVEL:
-            st = dec_bytelevel(in, o, &tmp);
-            break;
-        case TKD_BYTEFALLBACK:
-            st = dec_bytefallback(in, o, &tmp);
-            break;
-        case TKD_FUSE:
-            st = dec_fuse(in, o);
-            break;
-        case TKD_STRIP:
-            st = dec_strip(d, in, o);
-            break;
-        case TKD_REPLACE:
-            if (!md && !(md = pcre2_match_data_create(1, NULL))) {
-                st = pt_err(PT_ENOMEM, "tokenizer: out of memory (regex match data)");
-                break;
-            }
-            st = dec_replace(d, in, o, md);
-            break;
-        case TKD_METASPACE:
-            st = dec_metaspace(d, in, o);
-            break;
-        }
-        if (st)
-            goto done;
+    for (size_t k = 0; k < t->n_dec && st == 0; k++) {
+        st = run_decoder(&t->dec[k], &L[cur], &L[cur ^ 1], &tmp, &m);
         cur ^= 1;
     }
-    for (size_t i = 0; i < L[cur].r.n; i++)
-        if ((st = tk_buf_put(out, ITEM(&L[cur], i), ITEM_LEN(&L[cur], i))))
-            goto done;
+    for (size_t i = 0; i < L[cur].r.n && st == 0; i++)
+        st = pt_strbuf_put(out, ITEM(&L[cur], i), ITEM_LEN(&L[cur], i));
 done:
     list_free(&L[0]);
     list_free(&L[1]);
-    tk_buf_free(&tmp);
-    if (md)
-        pcre2_match_data_free(md);
+    pt_strbuf_free(&tmp);
+    tk_matcher_free(&m);
     return st;
 }

@@ -4,11 +4,9 @@
 #ifndef PT_TEXT_TOK_INTERNAL_H
 #define PT_TEXT_TOK_INTERNAL_H
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
-#include "core/core.h"
 #include "posttrain/tokenizer.h"
+#include "text/tok_regex.h"
+#include "text/tok_util.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,133 +16,7 @@
  * far beyond the number of tokens actually listed. */
 #define TK_MAX_ID ((int32_t)1 << 26)
 
-/* ---- growable byte buffer and int arrays -------------------------------- */
-typedef struct tk_buf {
-    char *p;
-    size_t n, cap;
-} tk_buf;
-int tk_buf_reserve(tk_buf *b, size_t extra);
-int tk_buf_put(tk_buf *b, const void *s, size_t n);
-static inline int tk_buf_putc(tk_buf *b, char c)
-{
-    if (b->n + 1 > b->cap && tk_buf_reserve(b, 1) != 0)
-        return PT_ENOMEM;
-    b->p[b->n++] = c;
-    return 0;
-}
-void tk_buf_free(tk_buf *b);
-
-typedef struct tk_ids {
-    int32_t *v;
-    size_t n, cap;
-} tk_ids;
-int tk_ids_push(tk_ids *a, int32_t x);
-int tk_ids_reserve(tk_ids *a, size_t extra);
-
-/* Ranges inside a buffer. */
-typedef struct tk_range {
-    size_t a, b;   /* [a, b) */
-    int match;     /* for split: the range is a regex match */
-} tk_range;
-typedef struct tk_ranges {
-    tk_range *v;
-    size_t n, cap;
-} tk_ranges;
-int tk_ranges_push(tk_ranges *r, size_t a, size_t b, int match);
-
-/* ---- hashing ------------------------------------------------------------ */
-uint64_t tk_hash(const void *s, size_t n);
-
-/* String -> int32 map; keys are copied into an internal pool. */
-typedef struct tk_strmap {
-    uint32_t *slot;    /* index+1 into ent, 0 = empty */
-    size_t cap;        /* power of two */
-    struct tk_strent {
-        uint64_t hash;
-        uint32_t off, len;
-        int32_t val;
-    } *ent;
-    size_t n, ent_cap;
-    tk_buf pool;
-} tk_strmap;
-/* Insert; returns 1 if the key already existed (value left unchanged), 0 if
- * inserted, <0 on error. */
-int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val);
-/* Value or -1. */
-int32_t tk_strmap_get(const tk_strmap *m, const char *k, size_t n);
-void tk_strmap_free(tk_strmap *m);
-static inline const char *tk_strmap_key(const tk_strmap *m, size_t i, size_t *len)
-{
-    *len = m->ent[i].len;
-    return m->pool.p + m->ent[i].off;
-}
-
-/* (id, id) -> (rank, new id) map for BPE merges. */
-typedef struct tk_pairmap {
-    uint64_t *key;     /* (a << 32 | b) + 1; 0 = empty */
-    uint32_t *rank;
-    int32_t *newid;
-    size_t cap, n;
-} tk_pairmap;
-int tk_pairmap_init(tk_pairmap *m, size_t expected);
-/* Insert or overwrite (a later duplicate merge overwrites the earlier one, as
- * the reference's HashMap does). */
-void tk_pairmap_put(tk_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t newid);
-static inline bool tk_pairmap_get(const tk_pairmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *newid)
-{
-    if (m->cap == 0)
-        return false;
-    uint64_t k = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    size_t mask = m->cap - 1, i = (size_t)(h >> 20) & mask;
-    for (;;) {
-        uint64_t s = m->key[i];
-        if (s == k) {
-            *rank = m->rank[i];
-            *newid = m->newid[i];
-            return true;
-        }
-        if (s == 0)
-            return false;
-        i = (i + 1) & mask;
-    }
-}
-void tk_pairmap_free(tk_pairmap *m);
-
-/* ---- UTF-8 ---------------------------------------------------------------- */
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if s[0] does not start
- * one (invalid bytes are then taken one at a time).  *cp gets the code point. */
-size_t tk_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
-/* Length of the character unit at s: a valid sequence, or 1 for a bad byte. */
-static inline size_t tk_utf8_unit(const char *s, size_t n, uint32_t *cp)
-{
-    unsigned char c = (unsigned char)s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t k = tk_utf8_next((const unsigned char *)s, n, cp);
-    if (k == 0) {
-        *cp = 0xFFFFFFFFu;
-        return 1;
-    }
-    return k;
-}
-int tk_utf8_put(tk_buf *b, uint32_t cp);
-/* Append bytes converted as Rust's String::from_utf8_lossy does: each maximal
- * invalid subpart becomes one U+FFFD. */
-int tk_utf8_lossy(tk_buf *out, const char *s, size_t n);
-bool tk_utf8_valid(const char *s, size_t n);
-bool tk_is_white_space(uint32_t cp);
-
 /* ---- components ------------------------------------------------------------ */
-typedef struct tk_regex {
-    pcre2_code *code;
-    bool jit;
-} tk_regex;
-int tk_regex_compile(tk_regex *r, const char *pattern, size_t len, bool literal, const char *where);
-void tk_regex_free(tk_regex *r);
-
 typedef enum { TKN_NFC, TKN_NFD, TKN_NFKC, TKN_NFKD, TKN_LOWERCASE, TKN_PREPEND, TKN_REPLACE,
                TKN_STRIP, TKN_STRIP_ACCENTS } tk_norm_kind;
 typedef struct tk_norm {
@@ -216,6 +88,12 @@ typedef struct tk_trie {
     uint32_t root[256];    /* child of the root per first byte, 0 = none */
     size_t count;          /* number of patterns */
 } tk_trie;
+/* tok_trie.c: add s[0..n) for added token index `token` (a duplicate keeps
+ * the first); the leftmost-longest match at or after pos in s[0..n): its
+ * token index with *start and *len, or -1. */
+int tk_trie_add(tk_trie *tr, const char *s, size_t n, int32_t token);
+int32_t tk_trie_find(const tk_trie *tr, const char *s, size_t n, size_t pos, size_t *start, size_t *len);
+void tk_trie_free(tk_trie *tr);
 
 struct pt_tokenizer {
     uint64_t uid;                     /* unique per loaded tokenizer (cache key) */
@@ -271,12 +149,12 @@ void tk_destroy(pt_tokenizer *t);
 /* tok_encode.c */
 int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, unsigned flags);
 /* Run the normalizer chain over s (used at load to normalize added tokens). */
-int tk_normalize_string(const pt_tokenizer *t, tk_buf *out, const char *s, size_t n);
+int tk_normalize_string(pt_strbuf *out, const pt_tokenizer *t, const char *s, size_t n);
 
 /* Character of byte b in the byte-level (GPT-2) alphabet, 1 or 2 bytes. */
 const char *tk_byte_char(unsigned b, size_t *len);
 
 /* tok_decode.c */
-int tk_decode(tk_buf *out, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags);
+int tk_decode(pt_strbuf *out, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags);
 
 #endif

@@ -1,70 +1,21 @@
-/* Tokenizer helpers: growable buffers, hash maps, UTF-8, regex compilation. */
-#include "text/tok_internal.h"
+/* Tokenizer containers: id and range arrays, hash maps, UTF-8 units. */
+#include "text/tok_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- buffers -------------------------------------------------------------- */
-/* The capacity that holds n + extra items, doubling from 64.  Returns 1 with
- * *cap set when the array must grow, 0 when cap already holds them, or an
- * error naming `what` when the size overflows. */
-static int grown_cap(size_t n, size_t extra, size_t *cap, const char *what)
-{
-    size_t need;
-    if (!pt_add_size(n, extra, &need))
-        return pt_err(PT_ENOMEM, "tokenizer: %s size overflows", what);
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) {
-        if (!pt_mul_size(c, 2, &c))
-            return pt_err(PT_ENOMEM, "tokenizer: %s size overflows", what);
-    }
-    *cap = c;
-    return 1;
-}
-
-int tk_buf_reserve(tk_buf *b, size_t extra)
-{
-    size_t cap = b->cap;
-    int st = grown_cap(b->n, extra, &cap, "buffer");
-    if (st <= 0)
-        return st;
-    char *p = realloc(b->p, cap);
-    if (!p)
-        return pt_err(PT_ENOMEM, "tokenizer: out of memory (%zu bytes)", cap);
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tk_buf_put(tk_buf *b, const void *s, size_t n)
-{
-    if (n == 0)
-        return 0;
-    if (b->n + n > b->cap || b->n + n < b->n) {
-        int st = tk_buf_reserve(b, n);
-        if (st)
-            return st;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 0;
-}
-
-void tk_buf_free(tk_buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->n = b->cap = 0;
-}
-
+/* ---- int arrays and ranges ------------------------------------------------- */
 int tk_ids_reserve(tk_ids *a, size_t extra)
 {
-    size_t cap = a->cap;
-    int st = grown_cap(a->n, extra, &cap, "id array");
-    if (st <= 0)
-        return st;
+    size_t need;
+    if (!pt_add_size(a->n, extra, &need))
+        return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
+    if (need <= a->cap)
+        return 0;
+    size_t cap = a->cap ? a->cap : 64;
+    while (cap < need)
+        if (!pt_mul_size(cap, 2, &cap))
+            return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
     int32_t *v = pt_realloc_array(a->v, cap, sizeof *v);
     if (!v)
         return PT_ENOMEM;
@@ -73,14 +24,15 @@ int tk_ids_reserve(tk_ids *a, size_t extra)
     return 0;
 }
 
-int tk_ids_push(tk_ids *a, int32_t x)
+int tk_ids_append(tk_ids *a, const int32_t *v, size_t n)
 {
-    if (a->n == a->cap) {
-        int st = tk_ids_reserve(a, 1);
-        if (st)
-            return st;
-    }
-    a->v[a->n++] = x;
+    if (n == 0)
+        return 0;
+    int st = tk_ids_reserve(a, n);
+    if (st)
+        return st;
+    memcpy(a->v + a->n, v, n * sizeof *v);
+    a->n += n;
     return 0;
 }
 
@@ -141,7 +93,7 @@ static int strmap_grow(tk_strmap *m)
 
 int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val)
 {
-    if (n > UINT32_MAX || m->pool.n > UINT32_MAX - n)
+    if (n > UINT32_MAX || m->pool.len > UINT32_MAX - n)
         return pt_err(PT_ERANGE, "tokenizer: vocabulary strings too large");
     if ((m->n + 1) * 2 > m->cap) {
         int st = strmap_grow(m);
@@ -162,10 +114,10 @@ int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val)
             return PT_ENOMEM;
         m->ent = e;
     }
-    uint32_t off = (uint32_t)m->pool.n;
-    int st = tk_buf_put(&m->pool, k, n);
+    uint32_t off = (uint32_t)m->pool.len;
+    int st = pt_strbuf_put(&m->pool, k, n);
     if (st == 0)
-        st = tk_buf_putc(&m->pool, '\0');
+        st = pt_strbuf_putc(&m->pool, '\0');
     if (st)
         return st;
     m->ent[m->n].hash = h;
@@ -196,7 +148,7 @@ void tk_strmap_free(tk_strmap *m)
 {
     free(m->slot);
     free(m->ent);
-    tk_buf_free(&m->pool);
+    pt_strbuf_free(&m->pool);
     memset(m, 0, sizeof *m);
 }
 
@@ -239,153 +191,65 @@ void tk_pairmap_free(tk_pairmap *m)
     memset(m, 0, sizeof *m);
 }
 
-/* ---- UTF-8 ------------------------------------------------------------------ */
-size_t tk_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+/* ---- UTF-8 units -------------------------------------------------------------- */
+size_t tk_utf8_unit_back(const char *s, size_t a, size_t b, uint32_t *cp)
 {
-    if (n == 0)
-        return 0;
-    unsigned c = s[0];
-    if (c < 0x80) {
-        *cp = c;
+    size_t p = b - 1;
+    while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80 && b - p < 4)
+        p--;
+    size_t k = tk_utf8_unit(s + p, b - p, cp);
+    if (p + k != b) {
+        *cp = TK_BAD_CP;
         return 1;
     }
-    unsigned lo = 0x80, hi = 0xBF;
-    size_t need;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 1;
-        v = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        v = c & 0x0F;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        v = c & 0x07;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < need + 1)
-        return 0;
-    for (size_t i = 1; i <= need; i++) {
-        unsigned d = s[i];
-        if (d < lo || d > hi)
-            return 0;
-        lo = 0x80;
-        hi = 0xBF;
-        v = (v << 6) | (d & 0x3F);
-    }
-    *cp = v;
-    return need + 1;
+    return k;
 }
 
-int tk_utf8_put(tk_buf *b, uint32_t cp)
+size_t tk_utf8_bad_offset(const char *s, size_t len)
 {
-    char t[4];
-    size_t k;
-    if (cp < 0x80) {
-        t[0] = (char)cp;
-        k = 1;
-    } else if (cp < 0x800) {
-        t[0] = (char)(0xC0 | (cp >> 6));
-        t[1] = (char)(0x80 | (cp & 0x3F));
-        k = 2;
-    } else if (cp < 0x10000) {
-        t[0] = (char)(0xE0 | (cp >> 12));
-        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[2] = (char)(0x80 | (cp & 0x3F));
-        k = 3;
-    } else {
-        t[0] = (char)(0xF0 | (cp >> 18));
-        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[3] = (char)(0x80 | (cp & 0x3F));
-        k = 4;
+    size_t i = 0;
+    while (i < len) {
+        uint32_t cp;
+        size_t k = (unsigned char)s[i] < 0x80 ? 1 : pt_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        if (!k)
+            return i;
+        i += k;
     }
-    return tk_buf_put(b, t, k);
+    return len;
 }
 
 /* Length of the maximal subpart of a well-formed sequence starting at s (at
- * least 1): what one U+FFFD replaces in a lossy conversion. */
+ * least 1): what one U+FFFD replaces in a lossy conversion.  s[0..i] is such
+ * a prefix when some valid sequence starts with it, which core's decoder
+ * tells once the rest is filled with continuation bytes (any continuation
+ * byte is valid after the second position). */
 static size_t utf8_maximal_subpart(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    unsigned lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 1;
+    size_t need = s[0] >= 0xF0 ? 3 : s[0] >= 0xE0 ? 2 : 1;
     size_t i = 1;
-    while (i <= need && i < n && s[i] >= lo && s[i] <= hi) {
+    while (i <= need && i < n) {
+        unsigned char t[4] = {0x80, 0x80, 0x80, 0x80};
+        memcpy(t, s, i + 1);
+        uint32_t cp;
+        if (pt_utf8_next(t, need + 1, &cp) == 0)
+            break;
         i++;
-        lo = 0x80;
-        hi = 0xBF;
     }
     return i;
 }
 
-int tk_utf8_lossy(tk_buf *out, const char *s, size_t n)
+int tk_utf8_lossy(pt_strbuf *out, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, run = 0;
-    while (i < n) {
-        if (u[i] < 0x80) {
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t k = tk_utf8_next(u + i, n - i, &cp);
-        if (k) {
-            i += k;
-            continue;
-        }
-        int st = tk_buf_put(out, s + run, i - run);
-        if (st == 0)
-            st = tk_buf_put(out, "\xEF\xBF\xBD", 3);
-        if (st)
-            return st;
-        i += utf8_maximal_subpart(u + i, n - i);
-        run = i;
-    }
-    return tk_buf_put(out, s + run, n - run);
-}
-
-bool tk_utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
-    while (i < n) {
-        if (u[i] < 0x80) {
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t k = tk_utf8_next(u + i, n - i, &cp);
-        if (!k)
-            return false;
-        i += k;
+    for (;;) {
+        size_t ok = tk_utf8_bad_offset(s + i, n - i);
+        int st = pt_strbuf_put(out, s + i, ok);
+        i += ok;
+        if (st || i == n)
+            return st;
+        pt_strbuf_put(out, "\xEF\xBF\xBD", 3);
+        i += utf8_maximal_subpart((const unsigned char *)s + i, n - i);
     }
-    return true;
 }
 
 bool tk_is_white_space(uint32_t c)
@@ -393,138 +257,4 @@ bool tk_is_white_space(uint32_t c)
     return (c >= 9 && c <= 13) || c == 32 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
            c == 0x205F || c == 0x3000;
-}
-
-/* ---- regex ---------------------------------------------------------------------- */
-/* Letters and numbers that the reference's regex engine (Oniguruma with
- * Unicode 16.0) puts in \\p{L} / \\p{N} but PCRE2 10.42 (Unicode 14.0) does not:
- * assigned in Unicode 15.0-16.0.  Measured by probing the reference with a
- * Split(\\p{L}, Removed) tokenizer on every code point that is a letter or
- * number in Unicode 17 but not in 14.  With a newer PCRE2 they are redundant. */
-static const char L_EXTRA[] =
-    "\\x{1C89}-\\x{1C8A}\\x{A7CB}-\\x{A7CD}\\x{A7DA}-\\x{A7DC}\\x{105C0}-\\x{105F3}"
-    "\\x{10D4A}-\\x{10D65}\\x{10D6F}-\\x{10D85}\\x{10EC2}-\\x{10EC4}\\x{1123F}-\\x{11240}"
-    "\\x{11380}-\\x{11389}\\x{1138B}\\x{1138E}\\x{11390}-\\x{113B5}\\x{113B7}\\x{113D1}"
-    "\\x{113D3}\\x{11BC0}-\\x{11BE0}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}"
-    "\\x{1342F}\\x{13441}-\\x{13446}\\x{13460}-\\x{143FA}\\x{16100}-\\x{1611D}"
-    "\\x{16D40}-\\x{16D6C}\\x{18CFF}\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}"
-    "\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{1E5D0}-\\x{1E5ED}\\x{1E5F0}\\x{2B739}"
-    "\\x{2EBF0}-\\x{2EE5D}\\x{31350}-\\x{323AF}";
-static const char N_EXTRA[] =
-    "\\x{10D40}-\\x{10D49}\\x{116D0}-\\x{116E3}\\x{11BF0}-\\x{11BF9}\\x{11F50}-\\x{11F59}"
-    "\\x{16130}-\\x{16139}\\x{16D70}-\\x{16D79}\\x{1CCF0}-\\x{1CCF9}\\x{1D2C0}-\\x{1D2D3}"
-    "\\x{1E4F0}-\\x{1E4F9}\\x{1E5F1}-\\x{1E5FA}";
-
-/* The reference runs its patterns on Oniguruma, whose Unicode \s is the
- * White_Space property and whose \w is Alphabetic + marks + Nd + Pc.  PCRE2's
- * UCP \s also matches U+180E and its \w differs, so rewrite those escapes
- * into explicit properties (which work inside and outside classes). */
-static int rewrite_pattern(tk_buf *out, const char *p, size_t n)
-{
-    static const char WS[] = "\\p{White_Space}", NWS[] = "\\P{White_Space}";
-    static const char W_IN[] = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}";
-    bool in_class = false;
-    size_t class_start = 0;
-    int st = 0;
-    for (size_t i = 0; i < n && st == 0; i++) {
-        char c = p[i];
-        if (c == '\\' && i + 1 < n) {
-            char e = p[i + 1];
-            if (e == 's')
-                st = tk_buf_put(out, WS, sizeof WS - 1);
-            else if (e == 'S')
-                st = in_class ? tk_buf_put(out, p + i, 2) : tk_buf_put(out, NWS, sizeof NWS - 1);
-            else if ((e == 'p' || e == 'P') && i + 2 < n &&
-                     (p[i + 2] == 'L' || p[i + 2] == 'N' ||
-                      (p[i + 2] == '{' && i + 4 < n && (p[i + 3] == 'L' || p[i + 3] == 'N') && p[i + 4] == '}'))) {
-                /* \p{L} \pL \p{N} \pN (and \P outside classes): add the newer ranges */
-                char prop = p[i + 2] == '{' ? p[i + 3] : p[i + 2];
-                size_t skip = p[i + 2] == '{' ? 5 : 3;
-                const char *extra = prop == 'L' ? L_EXTRA : N_EXTRA;
-                if (e == 'P' && in_class) {
-                    st = tk_buf_put(out, p + i, skip);
-                } else {
-                    if (!in_class)
-                        st = tk_buf_put(out, e == 'P' ? "[^" : "[", e == 'P' ? 2 : 1);
-                    if (st == 0)
-                        st = tk_buf_put(out, prop == 'L' ? "\\p{L}" : "\\p{N}", 5);
-                    if (st == 0)
-                        st = tk_buf_put(out, extra, strlen(extra));
-                    if (st == 0 && !in_class)
-                        st = tk_buf_putc(out, ']');
-                }
-                i += skip - 1;
-                continue;
-            } else if (e == 'w' && in_class)
-                st = tk_buf_put(out, W_IN, sizeof W_IN - 1);
-            else if (e == 'w' || (e == 'W' && !in_class)) {
-                st = tk_buf_put(out, e == 'w' ? "[" : "[^", e == 'w' ? 1 : 2);
-                if (st == 0)
-                    st = tk_buf_put(out, W_IN, sizeof W_IN - 1);
-                if (st == 0)
-                    st = tk_buf_putc(out, ']');
-            } else {
-                st = tk_buf_put(out, p + i, 2);
-            }
-            i++;
-            continue;
-        }
-        if (!in_class && c == '[') {
-            in_class = true;
-            class_start = i + 1;
-            if (class_start < n && p[class_start] == '^')
-                class_start++;
-        } else if (in_class && c == '[' && i + 1 < n && p[i + 1] == ':') {
-            /* POSIX class [:name:] inside a class: copy through ":]" */
-            size_t k = i + 2;
-            while (k + 1 < n && !(p[k] == ':' && p[k + 1] == ']'))
-                k++;
-            if (k + 1 < n) {
-                st = tk_buf_put(out, p + i, k + 2 - i);
-                i = k + 1;
-                continue;
-            }
-        } else if (in_class && c == ']' && i != class_start) {
-            in_class = false;
-        }
-        st = tk_buf_putc(out, c);
-    }
-    return st;
-}
-
-int tk_regex_compile(tk_regex *r, const char *pattern, size_t len, bool literal, const char *where)
-{
-    int errcode = 0;
-    PCRE2_SIZE erroff = 0;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
-    tk_buf rw = {0};
-    if (literal) {
-        opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_LITERAL;
-    } else {
-        int st = rewrite_pattern(&rw, pattern, len);
-        if (st) {
-            tk_buf_free(&rw);
-            return st;
-        }
-        pattern = rw.p ? rw.p : "";
-        len = rw.n;
-    }
-    r->code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &errcode, &erroff, NULL);
-    tk_buf_free(&rw);
-    if (!r->code) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(errcode, msg, sizeof msg);
-        return pt_err(literal ? PT_EFORMAT : PT_EUNSUPPORTED,
-                      "tokenizer.json: %s: regex does not compile (at offset %zu after rewriting \\s and \\w): %s",
-                      where, (size_t)erroff, (const char *)msg);
-    }
-    r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
-    return 0;
-}
-
-void tk_regex_free(tk_regex *r)
-{
-    if (r->code)
-        pcre2_code_free(r->code);
-    r->code = NULL;
 }

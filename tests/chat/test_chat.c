@@ -265,7 +265,7 @@ START_TEST(test_errors)
     m[0].role = 9;
     ck_assert_status(pt_chat_render(&text, NULL, t, m, 1, NULL), PT_EINVAL, "role 9");
     ck_assert_status(pt_chat_render(&text, NULL, t, m, 0, NULL), PT_EINVAL, "empty");
-    ck_assert_status(pt_chat_render(&text, NULL, NULL, m, 1, NULL), PT_EINVAL, "NULL template");
+    ck_assert_status(pt_chat_render(&text, NULL, NULL, m, 1, NULL), PT_EINVAL, "t is NULL");
     pt_chat_template_free(t);
 
     pt_chat_message tool[] = {{PT_CHAT_ROLE_USER, "q", NULL}, {PT_CHAT_ROLE_ASSISTANT, "a", NULL},
@@ -392,7 +392,7 @@ static void toy_ids(char *maskstr, size_t cap, int *encodes, const char *tname, 
     size_t nid = 0, nwhole = 0;
     ck_assert_ok(pt_chat_ids_from_rendering(&ids, &mask, &nid, &r, toy_encode, toy_marker, &calls));
     *encodes = calls;
-    ck_assert_ok(toy_encode(&whole, &nwhole, r.text, r.len, &calls));
+    ck_assert_ok(toy_encode(&whole, &nwhole, r.text.p, r.text.len, &calls));
     ck_assert_uint_eq(nid, nwhole);
     ck_assert(memcmp(ids, whole, nid * sizeof *ids) == 0);
     ck_assert_uint_lt(nid, cap);

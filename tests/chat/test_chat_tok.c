@@ -43,7 +43,7 @@ START_TEST(test_byte_tokenizer)
     pt_chat_options o;
     ck_assert_ok(pt_chat_options_init(&o));
     ck_assert_uint_eq(o.size, sizeof o);
-    ck_assert_status(pt_chat_options_init(NULL), PT_EINVAL, "NULL options");
+    ck_assert_status(pt_chat_options_init(NULL), PT_EINVAL, "opts is NULL");
     o.add_generation_prompt = 1;
     ck_assert_ok(pt_chat_render_ids(&ids, NULL, &n, t, tok, m, 1, &o));
     ck_assert_uint_eq(n, 21);
@@ -128,7 +128,7 @@ static void check_case(const pt_tokenizer *tok, const pt_chat_template *t, const
     pt_chat_rendering r;
     memset(&r, 0, sizeof r);
     ck_assert_ok(pt_chat_render_internal(&r, t, m, nm, &o));
-    ck_assert_str_eq(r.text, expected);
+    ck_assert_str_eq(r.text.p, expected);
     size_t span = 0;
     for (size_t i = 0; i < n;) {
         if (!mask[i]) {
@@ -147,7 +147,7 @@ static void check_case(const pt_tokenizer *tok, const pt_chat_template *t, const
         char *dec = NULL;
         size_t dlen = 0;
         ck_assert_ok(pt_tokenizer_decode(&dec, &dlen, tok, ids + i, j - i, 0));
-        const char *st = r.text + r.spans[span].begin;
+        const char *st = r.text.p + r.spans[span].begin;
         size_t sl = r.spans[span].end - r.spans[span].begin;
         if (!byte_level) {
             /* SentencePiece: the decoder adds or strips the leading "▁" space */

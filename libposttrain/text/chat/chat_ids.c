@@ -14,42 +14,10 @@
 #include "text/chat/chat_internal.h"
 
 #include "core/core.h"
+#include "text/tok_util.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct id_buf {
-    int32_t *ids;
-    uint8_t *mask;
-    size_t n, cap;
-} id_buf;
-
-static int buf_append(id_buf *b, const int32_t *ids, size_t n)
-{
-    size_t need;
-    if (!pt_add_size(b->n, n, &need))
-        return pt_err(PT_ENOMEM, "chat ids: too many tokens");
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < need)
-            if (!pt_mul_size(cap, 2, &cap))
-                return pt_err(PT_ENOMEM, "chat ids: too many tokens");
-        int32_t *p = pt_realloc_array(b->ids, cap, sizeof *p);
-        if (!p)
-            return PT_ENOMEM;
-        b->ids = p;
-        uint8_t *q = pt_realloc_array(b->mask, cap, 1);
-        if (!q)
-            return PT_ENOMEM;
-        b->mask = q;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->ids + b->n, ids, n * sizeof *ids);
-    memset(b->mask + b->n, 0, n);
-    b->n = need;
-    return PT_OK;
-}
 
 /* Number of leading ids shared by a and b. */
 static size_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb)
@@ -80,83 +48,126 @@ static int boundary(size_t *out, const char *piece, size_t pos, const int32_t *i
     return PT_OK;
 }
 
+/* Valid cut positions into cuts (room for r->n_cuts + 2), increasing, with 0
+ * and the text's length at the ends; their count. */
+static int valid_cuts(size_t *cuts, size_t *nc, const pt_chat_rendering *r, pt_chat_marker_fn is_marker,
+                      void *payload)
+{
+    size_t n = 0;
+    cuts[n++] = 0;
+    for (size_t i = 0; i < r->n_cuts; i++) {
+        const pt_chat_cut *c = &r->cuts[i];
+        if (c->pos <= cuts[n - 1] || c->pos >= r->text.len)
+            continue;
+        int ok = is_marker(r->text.p + c->marker, c->marker_len, payload);
+        if (ok < 0)
+            return ok;
+        if (ok)
+            cuts[n++] = c->pos;
+    }
+    cuts[n++] = r->text.len;
+    *nc = n;
+    return PT_OK;
+}
+
+/* What one piece [c0, c1) adds: its ids (base onwards in ids) and the token
+ * ranges of the assistant spans that begin in it, from span *span on. */
+typedef struct piece_ctx {
+    const pt_chat_rendering *r;
+    pt_chat_encode_fn encode;
+    void *payload;
+    tk_ids ids;
+    tk_ranges masked;   /* token ranges with mask 1 */
+} piece_ctx;
+
+static int mask_spans(piece_ctx *p, size_t *span, size_t c0, size_t c1, const int32_t *pids, size_t np,
+                      size_t base)
+{
+    const pt_chat_rendering *r = p->r;
+    const char *piece = r->text.p + c0;
+    int st = PT_OK;
+    /* Spans that begin in this piece (a span never crosses a valid cut:
+     * cuts are only made outside assistant spans, but clamp anyway). */
+    while (st == PT_OK && *span < r->n_spans && r->spans[*span].begin < c1) {
+        const pt_chat_span *s = &r->spans[*span];
+        if (s->end <= c0 || s->end <= s->begin) {
+            (*span)++;
+            continue;
+        }
+        size_t a = s->begin > c0 ? s->begin - c0 : 0;
+        size_t e = s->end < c1 ? s->end - c0 : c1 - c0;
+        size_t ta = 0, te = np;
+        if (a > 0)
+            st = boundary(&ta, piece, a, pids, np, false, p->encode, p->payload);
+        if (st == PT_OK && e < c1 - c0)
+            st = boundary(&te, piece, e, pids, np, true, p->encode, p->payload);
+        if (st == PT_OK && te > ta)
+            st = tk_ranges_push(&p->masked, base + ta, base + te, 1);
+        if (s->end > c1)
+            break; /* continues into the next piece */
+        (*span)++;
+    }
+    return st;
+}
+
+static int add_piece(piece_ctx *p, size_t *span, size_t c0, size_t c1)
+{
+    int32_t *pids = NULL;
+    size_t np = 0;
+    int st = p->encode(&pids, &np, p->r->text.p + c0, c1 - c0, p->payload);
+    if (st != PT_OK)
+        return st;
+    size_t base = p->ids.n;
+    st = tk_ids_append(&p->ids, pids, np);
+    if (st == PT_OK)
+        st = mask_spans(p, span, c0, c1, pids, np, base);
+    free(pids);
+    return st;
+}
+
+/* The mask of n ids: 1 on the masked ranges. */
+static uint8_t *make_mask(const tk_ranges *masked, size_t n)
+{
+    uint8_t *mask = pt_calloc(n, 1);
+    if (mask)
+        for (size_t i = 0; i < masked->n; i++)
+            memset(mask + masked->v[i].a, 1, masked->v[i].b - masked->v[i].a);
+    return mask;
+}
+
 int pt_chat_ids_from_rendering(int32_t **ids_out, uint8_t **mask_out, size_t *n_out,
                                const pt_chat_rendering *r, pt_chat_encode_fn encode,
                                pt_chat_marker_fn is_marker, void *payload)
 {
-    if (!ids_out || !n_out || !r || !encode || !is_marker)
-        return pt_err(PT_EINVAL, "chat ids: NULL argument");
+    PT_CHECK_NULL(ids_out);
+    PT_CHECK_NULL(n_out);
     *ids_out = NULL;
     *n_out = 0;
     if (mask_out)
         *mask_out = NULL;
-
-    /* Valid cut positions, increasing, strictly inside the text. */
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(encode);
+    PT_CHECK_NULL(is_marker);
     size_t *cuts = pt_malloc_array(r->n_cuts + 2, sizeof *cuts);
     if (!cuts)
         return PT_ENOMEM;
-    size_t nc = 0;
-    cuts[nc++] = 0;
-    int st = PT_OK;
-    for (size_t i = 0; i < r->n_cuts && st == PT_OK; i++) {
-        const pt_chat_cut *c = &r->cuts[i];
-        if (c->pos <= cuts[nc - 1] || c->pos >= r->len)
-            continue;
-        int ok = is_marker(r->text + c->marker, c->marker_len, payload);
-        if (ok < 0)
-            st = ok;
-        else if (ok)
-            cuts[nc++] = c->pos;
-    }
-    cuts[nc++] = r->len;
-
-    id_buf b = {0};
-    size_t span = 0;
-    for (size_t p = 0; p + 1 < nc && st == PT_OK; p++) {
-        size_t c0 = cuts[p], c1 = cuts[p + 1];
-        const char *piece = r->text + c0;
-        int32_t *pids = NULL;
-        size_t np = 0;
-        st = encode(&pids, &np, piece, c1 - c0, payload);
-        if (st != PT_OK)
-            break;
-        size_t base = b.n;
-        st = buf_append(&b, pids, np);
-        /* Spans that begin in this piece (a span never crosses a valid cut:
-         * cuts are only made outside assistant spans, but clamp anyway). */
-        while (st == PT_OK && span < r->n_spans && r->spans[span].begin < c1) {
-            const pt_chat_span *s = &r->spans[span];
-            if (s->end <= c0 || s->end <= s->begin) {
-                span++;
-                continue;
-            }
-            size_t a = s->begin > c0 ? s->begin - c0 : 0;
-            size_t e = s->end < c1 ? s->end - c0 : c1 - c0;
-            size_t ta = 0, te = np;
-            if (a > 0)
-                st = boundary(&ta, piece, a, pids, np, false, encode, payload);
-            if (st == PT_OK && e < c1 - c0)
-                st = boundary(&te, piece, e, pids, np, true, encode, payload);
-            if (st == PT_OK && te > ta)
-                memset(b.mask + base + ta, 1, te - ta);
-            if (s->end <= c1)
-                span++;
-            else
-                break; /* continues into the next piece */
-        }
-        free(pids);
-    }
+    size_t nc = 0, span = 0;
+    piece_ctx p = {.r = r, .encode = encode, .payload = payload};
+    int st = valid_cuts(cuts, &nc, r, is_marker, payload);
+    for (size_t i = 0; i + 1 < nc && st == PT_OK; i++)
+        st = add_piece(&p, &span, cuts[i], cuts[i + 1]);
     free(cuts);
+    uint8_t *mask = NULL;
+    if (st == PT_OK && mask_out && p.ids.n > 0 && !(mask = make_mask(&p.masked, p.ids.n)))
+        st = PT_ENOMEM;
+    free(p.masked.v);
     if (st != PT_OK) {
-        free(b.ids);
-        free(b.mask);
+        free(p.ids.v);
         return st;
     }
-    *ids_out = b.ids;
-    *n_out = b.n;
+    *ids_out = p.ids.v;
+    *n_out = p.ids.n;
     if (mask_out)
-        *mask_out = b.mask;
-    else
-        free(b.mask);
+        *mask_out = mask;
     return PT_OK;
 }

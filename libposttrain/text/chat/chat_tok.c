@@ -28,14 +28,16 @@ int pt_chat_render_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_t
                        const pt_tokenizer *tok, const pt_chat_message *messages, size_t n_messages,
                        const pt_chat_options *opts)
 {
-    if (!ids || !n || !tok)
-        return pt_err(PT_EINVAL, "pt_chat_render_ids: NULL argument");
+    PT_CHECK_NULL(ids);
+    PT_CHECK_NULL(n);
     *ids = NULL;
     *n = 0;
     if (mask)
         *mask = NULL;
+    PT_CHECK_NULL(t);
+    PT_CHECK_NULL(tok);
     pt_chat_rendering r = {0};
-    int st = pt_chat_render_internal(&r, t, messages, n_messages, opts);
+    int st = pt_chat_render_checked(&r, t, messages, n_messages, opts, __func__);
     if (st == PT_OK)
         st = pt_chat_ids_from_rendering(ids, mask, n, &r, tok_encode, tok_is_marker, (void *)tok);
     pt_chat_rendering_clear(&r);
@@ -44,15 +46,13 @@ int pt_chat_render_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_t
 
 int pt_chat_template_from_tokenizer(pt_chat_template **out, const pt_tokenizer *tok)
 {
-    if (!out || !tok)
-        return pt_err(PT_EINVAL, "pt_chat_template_from_tokenizer: NULL argument");
+    PT_CHECK_NULL(out);
     *out = NULL;
+    PT_CHECK_NULL(tok);
     const char *src = pt_tokenizer_chat_template(tok, NULL);
     if (!src)
         return pt_err(PT_ENOTFOUND,
                       "the tokenizer has no chat_template (tokenizer_config.json); choose a template "
                       "by name with pt_chat_template_from_name()");
-    const char *bos = pt_tokenizer_bos_token(tok);
-    const char *eos = pt_tokenizer_eos_token(tok);
-    return pt_chat_template_from_source(out, src, bos, eos);
+    return pt_chat_template_from_source(out, src, pt_tokenizer_bos_token(tok), pt_tokenizer_eos_token(tok));
 }

@@ -1,0 +1,162 @@
+/* Chat template objects: the variants and the names that select them, the
+ * role and family names, creation by name, and the token strings. */
+#include "text/chat/chat_internal.h"
+
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- variants ---------------------------------------------------------------------- */
+static const struct chat_variant_info {
+    const char *name;
+    int family;
+    const char *bos, *eos;      /* the family's usual tokens (NULL: none) */
+    const char *system, *date;  /* built-in default system prompt / date */
+} k_variants[] = {
+    [PT_CHAT_V_CHATML] = {"chatml", PT_CHAT_CHATML, NULL, "<|im_end|>", NULL, NULL},
+    [PT_CHAT_V_SMOLLM2] = {"smollm2", PT_CHAT_CHATML, NULL, "<|im_end|>", PT_CHAT_SMOLLM2_SYSTEM, NULL},
+    [PT_CHAT_V_QWEN3] = {"qwen3", PT_CHAT_QWEN3, NULL, "<|im_end|>", NULL, NULL},
+    [PT_CHAT_V_LLAMA3] = {"llama3", PT_CHAT_LLAMA3, "<|begin_of_text|>", "<|eot_id|>", NULL, NULL},
+    [PT_CHAT_V_LLAMA3_GENPROMPT] = {"llama3-genprompt", PT_CHAT_LLAMA3, "<|begin_of_text|>", "<|eot_id|>", NULL,
+                                    NULL},
+    [PT_CHAT_V_LLAMA31] = {"llama3.1", PT_CHAT_LLAMA3, "<|begin_of_text|>", "<|eot_id|>", NULL,
+                           PT_CHAT_LLAMA31_DATE},
+    [PT_CHAT_V_LLAMA2] = {"llama2", PT_CHAT_LLAMA2, "<s>", "</s>", NULL, NULL},
+    [PT_CHAT_V_MISTRAL] = {"mistral", PT_CHAT_LLAMA2, "<s>", "</s>", NULL, NULL},
+    [PT_CHAT_V_PHI3] = {"phi3", PT_CHAT_PHI3, "<s>", "<|endoftext|>", NULL, NULL},
+    [PT_CHAT_V_PHI3_VISION] = {"phi3-vision", PT_CHAT_PHI3, "<s>", "<|endoftext|>", NULL, NULL},
+    [PT_CHAT_V_PLAIN] = {"plain", PT_CHAT_PLAIN, NULL, NULL, NULL, NULL},
+};
+
+/* The names pt_chat_template_from_name accepts (case-insensitive). */
+static const pt_enum_entry k_names[] = {
+    {PT_CHAT_V_CHATML, "chatml"},       {PT_CHAT_V_SMOLLM2, "smollm2"},  {PT_CHAT_V_SMOLLM2, "smollm"},
+    {PT_CHAT_V_QWEN3, "qwen3"},         {PT_CHAT_V_QWEN3, "qwen"},       {PT_CHAT_V_LLAMA3, "llama3"},
+    {PT_CHAT_V_LLAMA3, "llama-3"},      {PT_CHAT_V_LLAMA31, "llama3.1"}, {PT_CHAT_V_LLAMA31, "llama-3.1"},
+    {PT_CHAT_V_LLAMA31, "llama3.3"},    {PT_CHAT_V_LLAMA2, "llama2"},    {PT_CHAT_V_LLAMA2, "llama-2"},
+    {PT_CHAT_V_MISTRAL, "mistral"},     {PT_CHAT_V_PHI3, "phi3"},        {PT_CHAT_V_PHI3, "phi-3"},
+    {PT_CHAT_V_PHI3_VISION, "phi3-vision"}, {PT_CHAT_V_PLAIN, "plain"},
+};
+
+/* ---- role and family names ------------------------------------------------------------ */
+static const pt_enum_entry k_roles[] = {
+    {PT_CHAT_ROLE_SYSTEM, "system"},
+    {PT_CHAT_ROLE_USER, "user"},
+    {PT_CHAT_ROLE_ASSISTANT, "assistant"},
+    {PT_CHAT_ROLE_TOOL, "tool"},
+    {PT_CHAT_ROLE_TOOL, "ipython"},  /* Llama-3.1's name for the tool role (parsed, never named) */
+};
+
+static const pt_enum_entry k_families[] = {
+    {PT_CHAT_CHATML, "chatml"}, {PT_CHAT_QWEN3, "qwen3"}, {PT_CHAT_LLAMA3, "llama3"},
+    {PT_CHAT_LLAMA2, "llama2"}, {PT_CHAT_PHI3, "phi3"},   {PT_CHAT_PLAIN, "plain"},
+};
+
+const char *pt_chat_role_name(int role)
+{
+    return pt_enum_name(k_roles, PT_ENUM_COUNT(k_roles), role);
+}
+
+int pt_chat_role_from_name(int *role, const char *name)
+{
+    PT_CHECK_NULL(role);
+    PT_CHECK_NULL(name);
+    return pt_enum_from_name(role, k_roles, PT_ENUM_COUNT(k_roles), name, __func__, "chat role");
+}
+
+const char *pt_chat_family_name(int family)
+{
+    return pt_enum_name(k_families, PT_ENUM_COUNT(k_families), family);
+}
+
+int pt_chat_family_from_name(int *out, const char *name)
+{
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(name);
+    return pt_enum_from_name(out, k_families, PT_ENUM_COUNT(k_families), name, __func__, "chat family");
+}
+
+/* ---- template objects ------------------------------------------------------------------ */
+void pt_chat_template_free(pt_chat_template *t)
+{
+    if (!t)
+        return;
+    free(t->bos);
+    free(t->eos);
+    free(t->default_system);
+    free(t->date_default);
+    free(t);
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return PT_OK;
+    *dst = pt_strdup(src);
+    return *dst ? PT_OK : PT_ENOMEM;
+}
+
+int pt_chat_template_new(pt_chat_template **out, int variant)
+{
+    const struct chat_variant_info *v = &k_variants[variant];
+    pt_chat_template *t = pt_calloc(1, sizeof *t);
+    if (!t)
+        return PT_ENOMEM;
+    t->variant = variant;
+    t->family = v->family;
+    if (dup_opt(&t->bos, v->bos) || dup_opt(&t->eos, v->eos) || dup_opt(&t->default_system, v->system) ||
+        dup_opt(&t->date_default, v->date)) {
+        pt_chat_template_free(t);
+        return PT_ENOMEM;
+    }
+    *out = t;
+    return PT_OK;
+}
+
+int pt_chat_template_from_name(pt_chat_template **out, const char *name)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(name);
+    for (size_t i = 0; i < PT_ENUM_COUNT(k_names); i++)
+        if (strcasecmp(name, k_names[i].name) == 0)
+            return pt_chat_template_new(out, k_names[i].value);
+    return pt_err(PT_EUNSUPPORTED, "unknown chat template name '%s' (known: " PT_CHAT_NAMES ")", name);
+}
+
+int pt_chat_template_family(const pt_chat_template *t)
+{
+    return t ? t->family : 0;
+}
+
+const char *pt_chat_template_name(const pt_chat_template *t)
+{
+    return t ? k_variants[t->variant].name : NULL;
+}
+
+int pt_chat_replace_token(char **slot, const char *val)
+{
+    if (!val)
+        return PT_OK;
+    char *copy = NULL;
+    if (*val) {
+        copy = pt_strdup(val);
+        if (!copy)
+            return PT_ENOMEM;
+    }
+    free(*slot);
+    *slot = copy;
+    return PT_OK;
+}
+
+int pt_chat_template_set_tokens(pt_chat_template *t, const char *bos_token, const char *eos_token)
+{
+    PT_CHECK_NULL(t);
+    int st = pt_chat_replace_token(&t->bos, bos_token);
+    if (st == PT_OK)
+        st = pt_chat_replace_token(&t->eos, eos_token);
+    return st;
+}
