@@ -67,8 +67,8 @@ size_t pt_plan(pt_planner *p, size_t a, size_t b)
 
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
-    if (!out || !model)
-        return pt_err(PT_EINVAL, "pt_context_create: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(model);
     *out = NULL;
     if (max_batch <= 0 || max_seq <= 0)
         return pt_err(PT_EINVAL, "pt_context_create: max_batch %d and max_seq %d must be positive",
@@ -209,8 +209,7 @@ void pt_context_free(pt_context *ctx)
 
 int pt_batch_init(pt_batch *b)
 {
-    if (!b)
-        return pt_err(PT_EINVAL, "pt_batch_init: NULL batch");
+    PT_CHECK_NULL(b);
     memset(b, 0, sizeof *b);
     b->size = sizeof *b;
     return PT_OK;
@@ -218,8 +217,7 @@ int pt_batch_init(pt_batch *b)
 
 int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
 {
-    if (!ctx)
-        return pt_err(PT_EINVAL, "pt_context_set_tiling: NULL context");
+    PT_CHECK_NULL(ctx);
     pt_attn_shape def = { .hd = ctx->model->cfg.head_dim };
     size_t have = pt_attention_scratch_floats(&def, 1);
     pt_attn_shape want = { .hd = ctx->model->cfg.head_dim, .tile_q = tile_q, .tile_k = tile_k };
@@ -269,8 +267,7 @@ static int load_batch(pt_context *ctx, const pt_batch *b)
     if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
         return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
                       b->batch, b->seq, ctx->max_batch, ctx->max_seq);
-    if (!b->input_ids)
-        return pt_err(PT_EINVAL, "batch: input_ids is NULL");
+    PT_CHECK_NULL(b->input_ids);
     if (c->sliding_window > 0 && b->seq > c->sliding_window)
         return pt_err(PT_EUNSUPPORTED, "batch: sequence length %d exceeds the model's "
                       "sliding_window %d; sliding-window attention is not supported",
@@ -437,15 +434,16 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
 
 int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
 {
-    if (!ctx || !b)
-        return pt_err(PT_EINVAL, "pt_model_forward: NULL argument");
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
     return forward_impl(ctx, b, logprobs, logits, NULL, NULL);
 }
 
 int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
 {
-    if (!ctx || !b || !entropy)
-        return pt_err(PT_EINVAL, "pt_model_forward_entropy: NULL argument");
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
+    PT_CHECK_NULL(entropy);
     return forward_impl(ctx, b, logprobs, NULL, entropy, NULL);
 }
 
@@ -521,8 +519,8 @@ static int backward_impl(pt_context *ctx, const float *dlp)
 
 int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 {
-    if (!ctx || !dlogprobs)
-        return pt_err(PT_EINVAL, "pt_model_backward: NULL argument");
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(dlogprobs);
     if (ctx->state != ST_FORWARD)
         return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
                       "context (call pt_model_forward first; one backward per forward)");
@@ -537,8 +535,9 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
                   bool backward)
 {
-    if (!loss || !ctx || !b)
-        return pt_err(PT_EINVAL, "pt_model_loss: NULL argument");
+    PT_CHECK_NULL(loss);
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
     *loss = 0.0f;
     if (b->size != sizeof(pt_batch))
         return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",

@@ -48,8 +48,7 @@ struct pt_generator {
 
 int pt_generate_options_init(pt_generate_options *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_generate_options_init: NULL options");
+    PT_CHECK_NULL(o);
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
     o->max_new_tokens = 64;
@@ -71,8 +70,8 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
 {
-    if (!out || !model)
-        return pt_err(PT_EINVAL, "pt_generator_create: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(model);
     *out = NULL;
     if (max_batch <= 0 || max_seq <= 0)
         return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d and max_seq %d must be "
@@ -441,9 +440,11 @@ int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons, flo
                 pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens,
                 int batch, const pt_generate_options *opts)
 {
-    if (!tokens || !n_tokens || !g || !prompt_ids || !prompt_lens)
-        return pt_err(PT_EINVAL, "pt_generate: NULL argument (tokens, n_tokens, generator, "
-                      "prompt_ids and prompt_lens are required)");
+    PT_CHECK_NULL(tokens);
+    PT_CHECK_NULL(n_tokens);
+    PT_CHECK_NULL(g);
+    PT_CHECK_NULL(prompt_ids);
+    PT_CHECK_NULL(prompt_lens);
     pt_generate_options defaults;
     if (!opts) {
         pt_generate_options_init(&defaults);

@@ -5,6 +5,7 @@
 #define PT_MODEL_TRANSFORMER_H
 
 #include "model/model.h"
+#include "model/schema.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,12 +42,16 @@ struct pt_model {
     size_t ntensors;
     pt_tensor_ref *tensors;
     size_t *offsets;        /* offset of each tensor in the blocks */
-    char *names;            /* storage for tensor names */
+    pt_schema_tensor *layout; /* the schema's tensors (names, rows), base tensors' order */
     float *inv_freq;        /* [hd/2] rotary frequencies after scaling */
     void *attachment;       /* a higher layer's record (pt_model_set_attachment) */
     void (*attachment_free)(void *);
     struct pt_lora *lora;   /* LoRA adapters (model/lora.h), or NULL */
 };
+
+/* The slot of w (pt_weights, or pt_layer_w of `layer` for a per-layer
+ * row) that points at schema tensor `id`. */
+float **pt_weights_slot(pt_weights *w, int layer, pt_tensor_id id);
 
 /* A LoRA adapter on the output columns [off, off+len) of a linear:
  * y[:, off:off+len] += scale * (x A^T) B^T (attached by pt_lora_attach). */

@@ -682,9 +682,9 @@ START_TEST(test_bad_inputs)
     ck_assert_status(pt_generate(tok, n, NULL, lp, g, neg_ids, lens, 2, &o), PT_ERANGE,
                      "id -1");
     pt_generate_options b = o;
-    b.size = 8;
+    b.size = 3; /* smaller than any version of the struct */
     ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
-                     "options size");
+                     "struct size 3");
     b = o;
     b.max_new_tokens = 0;
     ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
