@@ -1,7 +1,7 @@
 /* Mean next-token loss of a model over a JSONL file (posttrain eval). */
 #include "core/core.h"
 #include "modelio/jsonl.h"
-#include "modelio/tokshim.h"
+#include "posttrain/tokenizer.h"
 #include "posttrain/modelio.h"
 
 #include <math.h>
@@ -12,8 +12,7 @@
 
 int pt_eval_options_init(pt_eval_options *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_eval_options_init: NULL");
+    PT_CHECK_NULL(o);
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
     o->max_length = 0;
@@ -85,7 +84,7 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_token
                                   "(use {\"input_ids\"} rows or add tokenizer.json)");
                 break;
             }
-            if ((st = pt_modelio_encode(&e.ids, &e.n, tok, text, len,
+            if ((st = pt_tokenizer_encode(&e.ids, &e.n, tok, text, len,
                                         add_special ? PT_TOK_ADD_SPECIAL : 0)) != PT_OK) {
                 pt_err_prefix(st, "%s line %zu", pt_jsonl_name(r), pt_jsonl_line(r));
                 break;
@@ -128,8 +127,9 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_token
 int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenizer *tok,
                         const char *path, const pt_eval_options *opts)
 {
-    if (!out || !model || !path)
-        return pt_err(PT_EINVAL, "pt_model_eval_jsonl: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(model);
+    PT_CHECK_NULL(path);
     *out = NULL;
     pt_eval_options def;
     pt_eval_options_init(&def);

@@ -67,8 +67,8 @@ static char *config_json(const struct pt_lora *l, const char *base)
 
 int pt_lora_save_peft(const pt_model *m, const char *dir, const char *base_model_name_or_path)
 {
-    if (!m || !dir)
-        return pt_err(PT_EINVAL, "pt_lora_save_peft: NULL argument");
+    PT_CHECK_NULL(m);
+    PT_CHECK_NULL(dir);
     const struct pt_lora *l = m->lora;
     if (!l)
         return pt_err(PT_ESTATE, "pt_lora_save_peft: the model has no LoRA adapters");
@@ -265,8 +265,8 @@ static int load_tensors(pt_model *m, const pt_st_file *f, const char *path)
 
 int pt_lora_load_peft(pt_model *m, const char *dir)
 {
-    if (!m || !dir)
-        return pt_err(PT_EINVAL, "pt_lora_load_peft: NULL argument");
+    PT_CHECK_NULL(m);
+    PT_CHECK_NULL(dir);
     if (m->lora)
         return pt_err(PT_ESTATE, "pt_lora_load_peft: the model already has LoRA adapters");
     char *cpath = pt_path_join(dir, PEFT_CONFIG);
