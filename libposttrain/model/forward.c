@@ -103,11 +103,7 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     cr = cr < 16 ? 16 : (cr / 16) * 16;
     ctx->chunk_rows = cr > N ? N : cr;
     ctx->chunk_rows_max = ctx->chunk_rows;
-    int nt = pt_get_num_threads();
-    int procs = omp_get_num_procs();
-    ctx->attn_threads = nt > procs ? nt : procs;
-    if (ctx->attn_threads < 1)
-        ctx->attn_threads = 1;
+    ctx->attn_threads = pt_scratch_threads();
 
     pt_planner p = { 0, false };
     for (int l = 0; l <= L; l++) {
@@ -135,8 +131,7 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     size_t datt_o = pt_plan(&p, N, Q), dgu_o = pt_plan(&p, N, 2 * I);
     size_t ch_o = pt_plan(&p, ctx->chunk_rows, V);
     size_t cos_o = pt_plan(&p, N, hd / 2), sin_o = pt_plan(&p, N, hd / 2);
-    pt_attn_shape as = { .batch = max_batch, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
-                         .hd = (int)hd };
+    pt_attn_shape as = pt_model_attn_shape(model, max_batch, max_seq, ctx->attn_threads);
     size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
     size_t ids_o = pt_plan(&p, N, 4); /* four int32 arrays, stored in float-sized slots */
     if (p.overflow) {
@@ -240,34 +235,58 @@ static pt_linear lin(const float *w, const float *b, float *dw, float *db, size_
     return l;
 }
 
-static pt_attn_shape attn_shape(const pt_context *ctx)
+int pt_scratch_threads(void)
 {
-    const pt_model_config *c = &ctx->model->cfg;
+    int nt = pt_get_num_threads(), procs = omp_get_num_procs();
+    nt = nt > procs ? nt : procs;
+    return nt < 1 ? 1 : nt;
+}
+
+pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads)
+{
+    const pt_model_config *c = &m->cfg;
+    const size_t qkv = (size_t)m->q_dim + 2 * (size_t)m->kv_dim;
     pt_attn_shape s = {
-        .batch = ctx->B, .seq = ctx->T, .nh = c->num_attention_heads,
+        .batch = batch, .seq = seq, .nh = c->num_attention_heads,
         .nkv = c->num_key_value_heads, .hd = c->head_dim,
         .scale = (float)(1.0 / sqrt((double)c->head_dim)),
-        .seg = ctx->has_seg ? ctx->seg : NULL, .window = 0,
-        .tile_q = ctx->tile_q, .tile_k = ctx->tile_k,
-        .ldq = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
-        .ldkv = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
-        .ldo = (size_t)ctx->model->q_dim,
-        .max_threads = ctx->attn_threads,
+        .ldq = qkv, .ldkv = qkv, .ldo = (size_t)m->q_dim, .max_threads = max_threads,
     };
     return s;
 }
 
-/* Validate a batch and copy its token data into the context. */
+static pt_attn_shape attn_shape(const pt_context *ctx)
+{
+    pt_attn_shape s = pt_model_attn_shape(ctx->model, ctx->B, ctx->T, ctx->attn_threads);
+    s.seg = ctx->has_seg ? ctx->seg : NULL;
+    s.tile_q = ctx->tile_q;
+    s.tile_k = ctx->tile_k;
+    return s;
+}
+
+/* The start of every forward: the context holds no forward any more, and
+ * the caller's batch `user` is read as a full-size struct into b, checked
+ * against the context (func: the public function the messages name). */
+static int read_batch(pt_batch *b, const pt_batch *user, pt_context *ctx, const char *func)
+{
+    ctx->state = ST_EMPTY;
+    pt_batch_init(b);
+    int st = pt_struct_read(b, sizeof *b, user, func, "pt_batch_init");
+    if (st)
+        return st;
+    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
+        return pt_err_arg(func, "batch", "of %d x %d tokens does not fit the context's %d x %d",
+                          b->batch, b->seq, ctx->max_batch, ctx->max_seq);
+    if (!b->input_ids)
+        return pt_err_arg(func, "batch", "input_ids is NULL");
+    return PT_OK;
+}
+
+/* Check a batch's token data (read_batch checked the rest) and copy it
+ * into the context. */
 static int load_batch(pt_context *ctx, const pt_batch *b)
 {
     const pt_model_config *c = &ctx->model->cfg;
-    if (b->size != sizeof(pt_batch))
-        return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",
-                      b->size, sizeof(pt_batch));
-    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
-        return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
-                      b->batch, b->seq, ctx->max_batch, ctx->max_seq);
-    PT_CHECK_NULL(b->input_ids);
     if (c->sliding_window > 0 && b->seq > c->sliding_window)
         return pt_err(PT_EUNSUPPORTED, "batch: sequence length %d exceeds the model's "
                       "sliding_window %d; sliding-window attention is not supported",
@@ -385,12 +404,12 @@ void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io 
     pt_linear_forward(&ld, io->out, H, io->h, I, n, true);
 }
 
+/* b: a batch read by read_batch. */
 static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
                         float *entropy, const float *fused_dlp)
 {
     pt_model *m = ctx->model;
     const pt_model_config *c = &m->cfg;
-    ctx->state = ST_EMPTY;
     int st = load_batch(ctx, b);
     if (st != PT_OK)
         return st;
@@ -436,7 +455,9 @@ int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float 
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
-    return forward_impl(ctx, b, logprobs, logits, NULL, NULL);
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, __func__);
+    return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
 }
 
 int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
@@ -444,7 +465,9 @@ int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(entropy);
-    return forward_impl(ctx, b, logprobs, NULL, entropy, NULL);
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, __func__);
+    return st ? st : forward_impl(ctx, &lb, logprobs, NULL, entropy, NULL);
 }
 
 /* ---- backward ------------------------------------------------------------------- */
@@ -532,26 +555,12 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
     return backward_impl(ctx, ctx->dlp);
 }
 
-int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
-                  bool backward)
+/* Fill dlp (B*T) with -w/sum(w) for the tokens with a target (w: weights,
+ * or 1) and *wsum with sum(w); PT_EINVAL naming the first bad weight. */
+static int loss_weights(float *dlp, double *wsum, const pt_batch *b, const float *weights)
 {
-    PT_CHECK_NULL(loss);
-    PT_CHECK_NULL(ctx);
-    PT_CHECK_NULL(b);
-    *loss = 0.0f;
-    if (b->size != sizeof(pt_batch))
-        return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",
-                      b->size, sizeof(pt_batch));
-    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
-        return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
-                      b->batch, b->seq, ctx->max_batch, ctx->max_seq);
-    if (backward) {
-        int st = pt_lora_check_backward(ctx->model, "pt_model_loss");
-        if (st)
-            return st;
-    }
     const size_t n = (size_t)b->batch * b->seq;
-    double wsum = 0.0;
+    double sum = 0.0;
     for (size_t i = 0; i < n; i++) {
         bool has = b->targets && b->targets[i] >= 0;
         float w = weights ? weights[i] : 1.0f;
@@ -559,18 +568,38 @@ int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *
             return pt_err(PT_EINVAL, "pt_model_loss: weight %g at token %zu must be finite and "
                           ">= 0", (double)w, i);
         if (has)
-            wsum += w;
+            sum += w;
     }
-    if (wsum > 0.0)
+    if (sum > 0.0)
         for (size_t i = 0; i < n; i++) {
             bool has = b->targets && b->targets[i] >= 0;
-            ctx->dlp[i] = has ? (float)(-(weights ? weights[i] : 1.0f) / wsum) : 0.0f;
+            dlp[i] = has ? (float)(-(weights ? weights[i] : 1.0f) / sum) : 0.0f;
         }
+    *wsum = sum;
+    return PT_OK;
+}
+
+int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
+                  bool backward)
+{
+    PT_CHECK_NULL(loss);
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
+    *loss = 0.0f;
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, __func__);
+    if (st == PT_OK && backward)
+        st = pt_lora_check_backward(ctx->model, "pt_model_loss");
+    double wsum = 0.0;
+    if (st == PT_OK)
+        st = loss_weights(ctx->dlp, &wsum, &lb, weights);
     bool fused = backward && wsum > 0.0;
-    int st = forward_impl(ctx, b, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
+    if (st == PT_OK)
+        st = forward_impl(ctx, &lb, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
     if (st != PT_OK)
         return st;
     if (wsum > 0.0) {
+        const size_t n = (size_t)lb.batch * lb.seq;
         double s = 0.0;
         for (size_t i = 0; i < n; i++)
             if (ctx->tgt[i] >= 0)

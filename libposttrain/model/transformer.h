@@ -4,6 +4,7 @@
 #ifndef PT_MODEL_TRANSFORMER_H
 #define PT_MODEL_TRANSFORMER_H
 
+#include "kernels/attention.h"
 #include "model/model.h"
 #include "model/schema.h"
 
@@ -96,6 +97,14 @@ typedef struct pt_planner {
     bool overflow;
 } pt_planner;
 size_t pt_plan(pt_planner *p, size_t a, size_t b);
+
+/* Threads that per-thread scratch is sized for: the larger of the
+ * configured thread count and the processors (at least 1). */
+int pt_scratch_threads(void);
+/* Causal attention of model m over batch x seq tokens in the layers'
+ * layout (q|k|v rows of Q+2KV floats, output rows of Q), without segments,
+ * tiles or window, with scratch for max_threads threads. */
+pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads);
 
 /* One decoder layer's forward over n tokens, shared by the training forward
  * (model/forward.c) and the KV-cache generator (model/generate.c): they differ
