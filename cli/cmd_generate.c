@@ -282,7 +282,7 @@ int cmd_generate(int argc, char **argv)
         rc = cli_fail("generate", st);
         goto done;
     }
-    if ((st = pt_generate(toks, cnt, fin, lps, g, prompts, lens, G, &o)) != PT_OK) {
+    if ((st = pt_generate(g, prompts, lens, G, &o, toks, cnt, fin, lps)) != PT_OK) {
         rc = cli_fail("generate", st);
         goto done;
     }

@@ -600,7 +600,7 @@ int cmd_grpo(int argc, char **argv)
         go.top_p = (float)a.top_p;
         go.seed = a.seed * 1000003u + (uint64_t)step;
         double t0 = cli_now();
-        if ((st = pt_generate(tokens, ntok, fin, lps, gen, prompts, plens, N, &go))) {
+        if ((st = pt_generate(gen, prompts, plens, N, &go, tokens, ntok, fin, lps))) {
             cli_fail("generate", st);
             goto done;
         }

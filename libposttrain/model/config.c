@@ -31,17 +31,11 @@
 int pt_model_config_init(pt_model_config *cfg)
 {
     PT_CHECK_NULL(cfg);
-    memset(cfg, 0, sizeof *cfg);
-    cfg->size = sizeof *cfg;
-    cfg->arch = PT_ARCH_LLAMA;
-    cfg->rms_norm_eps = 1e-6;
-    cfg->rope_theta = 10000.0;
-    cfg->rope_type = PT_ROPE_DEFAULT;
-    cfg->rope_factor = 1.0;
-    cfg->initializer_range = 0.02;
-    cfg->bos_token_id = -1;
-    cfg->eos_token_id = -1;
-    cfg->pad_token_id = -1;
+    *cfg = (pt_model_config){
+        .size = sizeof *cfg, .arch = PT_ARCH_LLAMA, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .rope_type = PT_ROPE_DEFAULT, .rope_factor = 1.0, .initializer_range = 0.02,
+        .bos_token_id = -1, .eos_token_id = -1, .pad_token_id = -1,
+    };
     return PT_OK;
 }
 

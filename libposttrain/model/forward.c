@@ -68,11 +68,10 @@ size_t pt_plan(pt_planner *p, size_t a, size_t b)
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
     PT_CHECK_NULL(out);
-    PT_CHECK_NULL(model);
     *out = NULL;
-    if (max_batch <= 0 || max_seq <= 0)
-        return pt_err(PT_EINVAL, "pt_context_create: max_batch %d and max_seq %d must be positive",
-                      max_batch, max_seq);
+    PT_CHECK_NULL(model);
+    PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
+    PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
     const pt_model_config *c = &model->cfg;
     const int L = c->num_hidden_layers;
     size_t N;
@@ -205,8 +204,7 @@ void pt_context_free(pt_context *ctx)
 int pt_batch_init(pt_batch *b)
 {
     PT_CHECK_NULL(b);
-    memset(b, 0, sizeof *b);
-    b->size = sizeof *b;
+    *b = (pt_batch){ .size = sizeof *b };
     return PT_OK;
 }
 
@@ -565,8 +563,8 @@ static int loss_weights(float *dlp, double *wsum, const pt_batch *b, const float
         bool has = b->targets && b->targets[i] >= 0;
         float w = weights ? weights[i] : 1.0f;
         if (weights && !(w >= 0.0f && isfinite(w)))
-            return pt_err(PT_EINVAL, "pt_model_loss: weight %g at token %zu must be finite and "
-                          ">= 0", (double)w, i);
+            return pt_err_arg("pt_model_loss", "weights", "[%zu] = %g must be finite and >= 0",
+                              i, (double)w);
         if (has)
             sum += w;
     }
@@ -579,12 +577,12 @@ static int loss_weights(float *dlp, double *wsum, const pt_batch *b, const float
     return PT_OK;
 }
 
-int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
-                  bool backward)
+int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward,
+                  float *loss)
 {
-    PT_CHECK_NULL(loss);
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
+    PT_CHECK_NULL(loss);
     *loss = 0.0f;
     pt_batch lb;
     int st = read_batch(&lb, b, ctx, __func__);

@@ -65,14 +65,12 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
 {
     PT_CHECK_NULL(out);
-    PT_CHECK_NULL(model);
     *out = NULL;
-    if (max_batch <= 0 || max_seq <= 0)
-        return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d and max_seq %d must be "
-                      "positive", max_batch, max_seq);
-    if (max_batch > (1 << 20) || max_seq > (1 << 24))
-        return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d or max_seq %d is too large",
-                      max_batch, max_seq);
+    PT_CHECK_NULL(model);
+    PT_CHECK_ARG(max_batch > 0 && max_batch <= (1 << 20), max_batch, "%d must be in 1 .. %d",
+                 max_batch, 1 << 20);
+    PT_CHECK_ARG(max_seq > 0 && max_seq <= (1 << 24), max_seq, "%d must be in 1 .. %d", max_seq,
+                 1 << 24);
     const pt_model_config *c = &model->cfg;
     const size_t L = (size_t)c->num_hidden_layers, H = (size_t)c->hidden_size;
     const size_t I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
@@ -556,15 +554,15 @@ static int decode_all(pt_generator *g, const pt_sampler *s, int batch, int M, in
     }
 }
 
-int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons, float *logprobs,
-                pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens,
-                int batch, const pt_generate_options *opts)
+int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+                const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
+                int32_t *finish_reasons, float *logprobs)
 {
-    PT_CHECK_NULL(tokens);
-    PT_CHECK_NULL(n_tokens);
     PT_CHECK_NULL(g);
     PT_CHECK_NULL(prompt_ids);
     PT_CHECK_NULL(prompt_lens);
+    PT_CHECK_NULL(tokens);
+    PT_CHECK_NULL(n_tokens);
     pt_generate_options o;
     int st = PT_STRUCT_READ(o, opts, pt_generate_options_init);
     if (st != PT_OK || (st = check_options(&o, &g->model->cfg)) != PT_OK)

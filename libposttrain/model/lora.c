@@ -32,13 +32,8 @@ static float *base_weight(pt_model *m, int layer, int k)
 int pt_lora_options_init(pt_lora_options *o)
 {
     PT_CHECK_NULL(o);
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->rank = 8;
-    o->alpha = 8.0;
-    o->targets = PT_LORA_Q | PT_LORA_V;
-    o->dropout = 0.0;
-    o->seed = 0;
+    *o = (pt_lora_options){ .size = sizeof *o, .rank = 8, .alpha = 8.0,
+                            .targets = PT_LORA_Q | PT_LORA_V, .dropout = 0.0, .seed = 0 };
     return PT_OK;
 }
 

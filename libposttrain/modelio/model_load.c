@@ -12,9 +12,7 @@
 int pt_model_load_options_init(pt_model_load_options *o)
 {
     PT_CHECK_NULL(o);
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->load_tokenizer = true;
+    *o = (pt_model_load_options){ .size = sizeof *o, .load_tokenizer = true };
     return PT_OK;
 }
 

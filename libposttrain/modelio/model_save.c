@@ -21,9 +21,7 @@ static const char *const TOKENIZER_FILES[] = {
 int pt_model_save_options_init(pt_model_save_options *o)
 {
     PT_CHECK_NULL(o);
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->copy_tokenizer = true;
+    *o = (pt_model_save_options){ .size = sizeof *o, .copy_tokenizer = true };
     return PT_OK;
 }
 

@@ -847,7 +847,7 @@ static double ref_loss(pt_model *m, const int32_t *ids, const uint8_t *mask, int
     }
     pt_batch b = pt_test_row_batch(ids, tg, n);
     float loss;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, wt, false));
+    ck_assert_ok(pt_model_loss(ctx, &b, wt, false, &loss));
     pt_context_free(ctx);
     return loss;
 }
