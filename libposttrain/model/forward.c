@@ -65,6 +65,67 @@ size_t pt_plan(pt_planner *p, size_t a, size_t b)
 }
 
 
+float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b)
+{
+    size_t off = pt_plan(p, a, b);
+    return base ? base + off : NULL;
+}
+
+/* Plan the context's block (N tokens) with p; with base != NULL point the
+ * buffers into it as well (the same plan, run again, gives the same
+ * offsets). */
+static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
+{
+    const pt_model *m = ctx->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, V = (size_t)c->vocab_size;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim;
+    const int L = c->num_hidden_layers;
+    for (int l = 0; l <= L; l++) {
+        layer_acts *a = &ctx->acts[l];
+        a->x = pt_plan_at(p, base, N, H);
+        if (l == L)
+            break; /* the last holds only the final hidden state */
+        a->xmid = pt_plan_at(p, base, N, H);
+        a->qkv = pt_plan_at(p, base, N, Q + 2 * KV);
+        a->att = pt_plan_at(p, base, N, Q);
+        a->lse = pt_plan_at(p, base, N, nh);
+        a->gu = pt_plan_at(p, base, N, 2 * I);
+        a->r1 = pt_plan_at(p, base, N, 1);
+        a->r2 = pt_plan_at(p, base, N, 1);
+        if (c->qk_norm) {
+            a->qkpre = pt_plan_at(p, base, N, Q + KV); /* q|k before the norm */
+            a->rq = pt_plan_at(p, base, N, nh);
+            a->rk = pt_plan_at(p, base, N, nkv);
+        }
+    }
+    ctx->rf = pt_plan_at(p, base, N, 1);
+    ctx->head_lse = pt_plan_at(p, base, N, 1);
+    ctx->lp = pt_plan_at(p, base, N, 1);
+    ctx->dlp = pt_plan_at(p, base, N, 1);
+    ctx->xn = pt_plan_at(p, base, N, H);
+    ctx->hbuf = pt_plan_at(p, base, N, I);
+    ctx->dx = pt_plan_at(p, base, N, H);
+    ctx->dxn = pt_plan_at(p, base, N, H);
+    ctx->dqkv = pt_plan_at(p, base, N, Q + 2 * KV);
+    ctx->datt = pt_plan_at(p, base, N, Q);
+    ctx->dgu = pt_plan_at(p, base, N, 2 * I);
+    ctx->chunk = pt_plan_at(p, base, ctx->chunk_rows, V);
+    ctx->cos_t = pt_plan_at(p, base, N, hd / 2);
+    ctx->sin_t = pt_plan_at(p, base, N, hd / 2);
+    pt_attn_shape as = pt_model_attn_shape(m, ctx->max_batch, ctx->max_seq, ctx->attn_threads);
+    ctx->attn_scratch =
+        pt_plan_at(p, base, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
+    /* four int32 arrays, stored in float-sized slots */
+    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, N, 4);
+    ctx->ids = ib;
+    ctx->tgt = ib ? ib + N : NULL;
+    ctx->pos = ib ? ib + 2 * N : NULL;
+    ctx->seg = ib ? ib + 3 * N : NULL;
+}
+
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
     PT_CHECK_NULL(out);
@@ -72,121 +133,43 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     PT_CHECK_NULL(model);
     PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
     PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
-    const pt_model_config *c = &model->cfg;
-    const int L = c->num_hidden_layers;
     size_t N;
     if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
         return pt_err(PT_ENOMEM, "pt_context_create: %d x %d tokens is too many", max_batch,
                       max_seq);
-    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
-    const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim, V = (size_t)c->vocab_size;
-    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
-    const size_t hd = (size_t)c->head_dim;
-
     pt_context *ctx = pt_calloc(1, sizeof *ctx);
     if (!ctx)
         return PT_ENOMEM;
     ctx->model = model;
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
-    ctx->acts = pt_calloc((size_t)L + 1, sizeof *ctx->acts);
-    size_t *loffs = pt_calloc(((size_t)L + 1) * 16, sizeof *loffs);
-    if (!ctx->acts || !loffs) {
-        pt_free(loffs);
+    ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
+    if (!ctx->acts) {
         pt_context_free(ctx);
         return PT_ENOMEM;
     }
     /* Logit chunk: about 64 MiB of floats (336 rows at vocab 49152: few passes
      * over the LM head weight), at least 16 rows, at most N. */
-    size_t cr = ((size_t)1 << 24) / V;
+    size_t cr = ((size_t)1 << 24) / (size_t)model->cfg.vocab_size;
     cr = cr < 16 ? 16 : (cr / 16) * 16;
     ctx->chunk_rows = cr > N ? N : cr;
     ctx->chunk_rows_max = ctx->chunk_rows;
     ctx->attn_threads = pt_scratch_threads();
-
     pt_planner p = { 0, false };
-    for (int l = 0; l <= L; l++) {
-        size_t *o = loffs + (size_t)l * 16;
-        o[0] = pt_plan(&p, N, H);  /* x */
-        if (l == L)
-            break;
-        o[1] = pt_plan(&p, N, H);           /* xmid */
-        o[2] = pt_plan(&p, N, Q + 2 * KV);  /* qkv */
-        o[5] = pt_plan(&p, N, Q);           /* att */
-        o[6] = pt_plan(&p, N, nh);          /* lse */
-        o[7] = pt_plan(&p, N, 2 * I);       /* gate|up */
-        o[9] = pt_plan(&p, N, 1);           /* r1 */
-        o[10] = pt_plan(&p, N, 1);          /* r2 */
-        if (c->qk_norm) {
-            o[11] = pt_plan(&p, N, Q + KV); /* q|k before the norm */
-            o[13] = pt_plan(&p, N, nh);
-            o[14] = pt_plan(&p, N, nkv);
-        }
-    }
-    size_t rf_o = pt_plan(&p, N, 1), hl_o = pt_plan(&p, N, 1), lp_o = pt_plan(&p, N, 1);
-    size_t dlp_o = pt_plan(&p, N, 1);
-    size_t xn_o = pt_plan(&p, N, H), h_o = pt_plan(&p, N, I), dx_o = pt_plan(&p, N, H);
-    size_t dxn_o = pt_plan(&p, N, H), dqkv_o = pt_plan(&p, N, Q + 2 * KV);
-    size_t datt_o = pt_plan(&p, N, Q), dgu_o = pt_plan(&p, N, 2 * I);
-    size_t ch_o = pt_plan(&p, ctx->chunk_rows, V);
-    size_t cos_o = pt_plan(&p, N, hd / 2), sin_o = pt_plan(&p, N, hd / 2);
-    pt_attn_shape as = pt_model_attn_shape(model, max_batch, max_seq, ctx->attn_threads);
-    size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
-    size_t ids_o = pt_plan(&p, N, 4); /* four int32 arrays, stored in float-sized slots */
-    if (p.overflow) {
-        pt_free(loffs);
+    lay_out(ctx, &p, NULL, N);
+    int st = PT_OK;
+    if (p.overflow)
+        st = pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
+                    "overflows", max_batch, max_seq);
+    else if (!(ctx->block = pt_malloc_aligned(p.total * sizeof(float))))
+        st = pt_err_prefix(PT_ENOMEM, "pt_context_create: %zu MiB of activations",
+                           p.total * sizeof(float) >> 20);
+    if (st) {
         pt_context_free(ctx);
-        return pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
-                      "overflows", max_batch, max_seq);
+        return st;
     }
-    ctx->block = pt_malloc_aligned(p.total * sizeof(float));
-    if (!ctx->block) {
-        pt_free(loffs);
-        pt_context_free(ctx);
-        return pt_err_prefix(PT_ENOMEM, "pt_context_create: %zu MiB of activations",
-                             p.total * sizeof(float) >> 20);
-    }
-    float *B0 = ctx->block;
-    for (int l = 0; l <= L; l++) {
-        size_t *o = loffs + (size_t)l * 16;
-        layer_acts *a = &ctx->acts[l];
-        a->x = B0 + o[0];
-        if (l == L)
-            break;
-        a->xmid = B0 + o[1];
-        a->qkv = B0 + o[2];
-        a->att = B0 + o[5];
-        a->lse = B0 + o[6];
-        a->gu = B0 + o[7];
-        a->r1 = B0 + o[9];
-        a->r2 = B0 + o[10];
-        if (c->qk_norm) {
-            a->qkpre = B0 + o[11];
-            a->rq = B0 + o[13];
-            a->rk = B0 + o[14];
-        }
-    }
-    pt_free(loffs);
-    ctx->rf = B0 + rf_o;
-    ctx->head_lse = B0 + hl_o;
-    ctx->lp = B0 + lp_o;
-    ctx->dlp = B0 + dlp_o;
-    ctx->xn = B0 + xn_o;
-    ctx->hbuf = B0 + h_o;
-    ctx->dx = B0 + dx_o;
-    ctx->dxn = B0 + dxn_o;
-    ctx->dqkv = B0 + dqkv_o;
-    ctx->datt = B0 + datt_o;
-    ctx->dgu = B0 + dgu_o;
-    ctx->chunk = B0 + ch_o;
-    ctx->cos_t = B0 + cos_o;
-    ctx->sin_t = B0 + sin_o;
-    ctx->attn_scratch = B0 + at_o;
-    int32_t *ib = (int32_t *)(B0 + ids_o);
-    ctx->ids = ib;
-    ctx->tgt = ib + N;
-    ctx->pos = ib + 2 * N;
-    ctx->seg = ib + 3 * N;
+    pt_planner again = { 0, false };
+    lay_out(ctx, &again, ctx->block, N);
     *out = ctx;
     return PT_OK;
 }

@@ -62,6 +62,58 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 
 /* ---- allocation --------------------------------------------------------------- */
 
+/* Floats of a layer's KV cache rows; times max_seq: one cache (planned with
+ * the overflow check). */
+static size_t cache_rows(const pt_generator *g)
+{
+    const pt_model *m = g->model;
+    return (size_t)m->cfg.num_hidden_layers * (size_t)g->max_batch * (size_t)m->kv_dim;
+}
+
+/* Plan the generator's block with p; with base != NULL point the buffers
+ * into it as well (the same plan, run again, gives the same offsets). */
+static void lay_out(pt_generator *g, pt_planner *p, float *base)
+{
+    const pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, V = (size_t)c->vocab_size;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim, R = g->rows, S = (size_t)g->max_seq;
+    const size_t B = (size_t)g->max_batch, T = (size_t)g->threads_cap;
+    g->kc = pt_plan_at(p, base, cache_rows(g), S);
+    g->vc = pt_plan_at(p, base, cache_rows(g), S);
+    g->x = pt_plan_at(p, base, R, H);
+    g->y = pt_plan_at(p, base, R, H);
+    g->xmid = pt_plan_at(p, base, R, H);
+    g->qkv = pt_plan_at(p, base, R, Q + 2 * KV);
+    g->att = pt_plan_at(p, base, R, Q);
+    g->gu = pt_plan_at(p, base, R, 2 * I);
+    g->r1 = pt_plan_at(p, base, R, 1);
+    g->r2 = pt_plan_at(p, base, R, 1);
+    if (c->qk_norm) {
+        g->qkpre = pt_plan_at(p, base, R, Q + KV);
+        g->rq = pt_plan_at(p, base, R, nh);
+        g->rk = pt_plan_at(p, base, R, nkv);
+    }
+    g->xn = pt_plan_at(p, base, R, H);
+    g->h = pt_plan_at(p, base, R, I);
+    g->cos_t = pt_plan_at(p, base, R, hd / 2);
+    g->sin_t = pt_plan_at(p, base, R, hd / 2);
+    g->lse = pt_plan_at(p, base, nh, S);
+    pt_attn_shape as = pt_model_attn_shape(m, 1, g->max_seq, g->threads_cap);
+    g->attn_scratch = pt_plan_at(p, base, pt_attention_scratch_floats(&as, g->threads_cap), 1);
+    g->dec_scratch = pt_plan_at(p, base, T, S);
+    g->logits = pt_plan_at(p, base, B, V);
+    /* three int32 arrays; pos has R entries: prefill positions too */
+    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, 2 * B + R, 1);
+    g->ids = ib;
+    g->active = ib ? ib + B : NULL;
+    g->pos = ib ? ib + 2 * B : NULL;
+    g->samp_bytes = pt_sample_scratch_bytes((int)V);
+    g->samp = pt_plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
+}
+
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
 {
     PT_CHECK_NULL(out);
@@ -71,91 +123,37 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
                  max_batch, 1 << 20);
     PT_CHECK_ARG(max_seq > 0 && max_seq <= (1 << 24), max_seq, "%d must be in 1 .. %d", max_seq,
                  1 << 24);
-    const pt_model_config *c = &model->cfg;
-    const size_t L = (size_t)c->num_hidden_layers, H = (size_t)c->hidden_size;
-    const size_t I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
-    const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim;
-    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
-    const size_t hd = (size_t)c->head_dim;
-    const size_t R = (size_t)(max_seq > max_batch ? max_seq : max_batch);
-
     pt_generator *g = pt_calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
     g->model = model;
     g->max_batch = max_batch;
     g->max_seq = max_seq;
-    g->rows = R;
+    g->rows = (size_t)(max_seq > max_batch ? max_seq : max_batch);
     g->threads_cap = pt_scratch_threads();
-
     pt_planner p = { 0, false };
-    size_t cache_per = (size_t)max_batch * KV;
-    size_t kc_o = pt_plan(&p, L * cache_per, (size_t)max_seq);
-    size_t vc_o = pt_plan(&p, L * cache_per, (size_t)max_seq);
-    size_t x_o = pt_plan(&p, R, H), y_o = pt_plan(&p, R, H), xm_o = pt_plan(&p, R, H);
-    size_t qkv_o = pt_plan(&p, R, Q + 2 * KV), att_o = pt_plan(&p, R, Q), gu_o = pt_plan(&p, R, 2 * I);
-    size_t r1_o = pt_plan(&p, R, 1), r2_o = pt_plan(&p, R, 1);
-    size_t qkpre_o = 0, rq_o = 0, rk_o = 0;
-    if (c->qk_norm) {
-        qkpre_o = pt_plan(&p, R, Q + KV);
-        rq_o = pt_plan(&p, R, nh);
-        rk_o = pt_plan(&p, R, nkv);
-    }
-    size_t xn_o = pt_plan(&p, R, H), h_o = pt_plan(&p, R, I);
-    size_t cos_o = pt_plan(&p, R, hd / 2), sin_o = pt_plan(&p, R, hd / 2);
-    size_t lse_o = pt_plan(&p, nh, (size_t)max_seq);
-    pt_attn_shape as = pt_model_attn_shape(model, 1, max_seq, g->threads_cap);
-    size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, g->threads_cap), 1);
-    size_t dec_o = pt_plan(&p, (size_t)g->threads_cap, (size_t)max_seq);
-    size_t lg_o = pt_plan(&p, (size_t)max_batch, V);
-    size_t ids_o = pt_plan(&p, 2 * (size_t)max_batch + R, 1); /* three int32 arrays */
-    g->samp_bytes = pt_sample_scratch_bytes((int)V);
-    size_t samp_o = pt_plan(&p, (size_t)g->threads_cap, g->samp_bytes / sizeof(float) + 16);
+    lay_out(g, &p, NULL);
+    int st = PT_OK;
     if (p.overflow) {
+        st = pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
+                    "overflows", max_batch, max_seq);
+    } else {
+        g->block = pt_malloc_aligned(p.total * sizeof(float));
+        g->rngs = pt_calloc((size_t)max_batch, sizeof *g->rngs);
+        if (!g->block || !g->rngs)
+            st = pt_err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
+                               "buffers", p.total * sizeof(float) >> 20);
+    }
+    if (st) {
         pt_generator_free(g);
-        return pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
-                      "overflows", max_batch, max_seq);
+        return st;
     }
-    g->block = pt_malloc_aligned(p.total * sizeof(float));
-    g->rngs = pt_calloc((size_t)max_batch, sizeof *g->rngs);
-    if (!g->block || !g->rngs) {
-        pt_generator_free(g);
-        return pt_err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
-                             "buffers", p.total * sizeof(float) >> 20);
-    }
-    float *B0 = g->block;
-    g->kc = B0 + kc_o;
-    g->vc = B0 + vc_o;
-    g->x = B0 + x_o;
-    g->y = B0 + y_o;
-    g->xmid = B0 + xm_o;
-    g->qkv = B0 + qkv_o;
-    g->att = B0 + att_o;
-    g->gu = B0 + gu_o;
-    g->r1 = B0 + r1_o;
-    g->r2 = B0 + r2_o;
-    if (c->qk_norm) {
-        g->qkpre = B0 + qkpre_o;
-        g->rq = B0 + rq_o;
-        g->rk = B0 + rk_o;
-    }
-    g->xn = B0 + xn_o;
-    g->h = B0 + h_o;
-    g->cos_t = B0 + cos_o;
-    g->sin_t = B0 + sin_o;
-    g->lse = B0 + lse_o;
-    g->attn_scratch = B0 + at_o;
-    g->dec_scratch = B0 + dec_o;
-    g->logits = B0 + lg_o;
-    int32_t *ib = (int32_t *)(B0 + ids_o);
-    g->ids = ib;
-    g->active = ib + max_batch;
-    g->pos = ib + 2 * (size_t)max_batch; /* R entries: prefill positions too */
-    g->samp = B0 + samp_o;
+    pt_planner again = { 0, false };
+    lay_out(g, &again, g->block);
     /* No stale values in the cache, ever: positions beyond a row's length
      * are never read, but zeroing keeps tools like valgrind quiet. */
-    memset(g->kc, 0, L * cache_per * (size_t)max_seq * sizeof(float));
-    memset(g->vc, 0, L * cache_per * (size_t)max_seq * sizeof(float));
+    memset(g->kc, 0, cache_rows(g) * (size_t)max_seq * sizeof(float));
+    memset(g->vc, 0, cache_rows(g) * (size_t)max_seq * sizeof(float));
     *out = g;
     return PT_OK;
 }

@@ -97,6 +97,9 @@ typedef struct pt_planner {
     bool overflow;
 } pt_planner;
 size_t pt_plan(pt_planner *p, size_t a, size_t b);
+/* pt_plan's reservation as a pointer into base, or NULL when base is NULL
+ * (a first pass that only sizes the block). */
+float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b);
 
 /* Threads that per-thread scratch is sized for: the larger of the
  * configured thread count and the processors (at least 1). */
