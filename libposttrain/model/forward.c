@@ -546,8 +546,8 @@ static int loss_weights(float *dlp, double *wsum, const pt_batch *b, const float
         bool has = b->targets && b->targets[i] >= 0;
         float w = weights ? weights[i] : 1.0f;
         if (weights && !(w >= 0.0f && isfinite(w)))
-            return pt_err_arg("pt_model_loss", "weights", "[%zu] = %g must be finite and >= 0",
-                              i, (double)w);
+            return pt_err_arg("pt_model_loss", "weight", "%g at token %zu must be finite and >= 0",
+                              (double)w, i);
         if (has)
             sum += w;
     }
