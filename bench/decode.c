@@ -71,15 +71,15 @@ static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int
         reps = 16;
     /* warm-up (page faults of the KV cache, BLIS init) */
     o.max_new_tokens = 2;
-    CHECK(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, B, &o));
+    CHECK(pt_generate(g, prompts, lens, B, &o, tok, cnt, NULL, lp));
     for (int r = 0; r < reps; r++) {
         o.max_new_tokens = 1;
         double t0 = bench_now();
-        CHECK(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, B, &o));
+        CHECK(pt_generate(g, prompts, lens, B, &o, tok, cnt, NULL, lp));
         t_pre[r] = bench_now() - t0;
         o.max_new_tokens = N;
         t0 = bench_now();
-        CHECK(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, B, &o));
+        CHECK(pt_generate(g, prompts, lens, B, &o, tok, cnt, NULL, lp));
         t_all[r] = bench_now() - t0;
         for (int b = 0; b < B; b++)
             if (cnt[b] != N) {

@@ -154,7 +154,7 @@ int main(int argc, char **argv)
         go.n_stop_ids = 0;
         go.seed = (uint64_t)(round + 2);
         double t0 = bench_now();
-        CHECK(pt_generate(tok, ntok, fin, lp, gen, prompts, lens, rows, &go));
+        CHECK(pt_generate(gen, prompts, lens, rows, &go, tok, ntok, fin, lp));
         double t1 = bench_now();
         CHECK(pt_rollout_buffer_clear(buf));
         for (int r = 0; r < rows; r++) {

@@ -240,7 +240,7 @@ int main(int argc, char **argv)
             double a = bench_now();
             if (!o.optimizer)
                 CHECK(pt_model_zero_grad(model));
-            CHECK(pt_model_loss(&loss, ctx, &b, NULL, true));
+            CHECK(pt_model_loss(ctx, &b, NULL, true, &loss));
             double m = bench_now();
             if (o.optimizer)
                 CHECK(pt_optimizer_step(NULL, opt));

@@ -222,7 +222,7 @@ static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int
         goto done;
     }
     if ((st = pt_generator_create(&g, m, G, (int)max_seq)) != PT_OK ||
-        (st = pt_generate(toks, cnt, fin, lps, g, prompts, lens, G, &a->gen)) != PT_OK) {
+        (st = pt_generate(g, prompts, lens, G, &a->gen, toks, cnt, fin, lps)) != PT_OK) {
         rc = cli_fail("generate", st);
         goto done;
     }

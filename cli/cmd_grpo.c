@@ -563,7 +563,7 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
     go.seed = a->seed * 1000003u + (uint64_t)step;
     double t0 = cli_now(), gen_tokens = 0;
     int st;
-    if ((st = pt_generate(r->tokens, r->ntok, r->fin, r->lps, r->gen, r->prompts, r->plens, r->N, &go)))
+    if ((st = pt_generate(r->gen, r->prompts, r->plens, r->N, &go, r->tokens, r->ntok, r->fin, r->lps)))
         return cli_fail("generate", st);
     double gen_s = cli_now() - t0;
     pt_rollout_buffer_clear(r->buf);

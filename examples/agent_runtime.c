@@ -309,7 +309,7 @@ static int generate_turn(runtime *rt, episode *ep, int n, int turn, double tempe
     go.seed = seed;
     go.stop_ids = &rt->im_end;
     go.n_stop_ids = 1;
-    if ((st = pt_generate(tokens, ntok, fin, lps, rt->gen, prompts, lens, n, &go)))
+    if ((st = pt_generate(rt->gen, prompts, lens, n, &go, tokens, ntok, fin, lps)))
         goto out;
     for (int i = 0; i < n; i++) {
         episode *e = &ep[i];

@@ -96,9 +96,9 @@ PT_API void pt_generator_free(pt_generator *gen);
  * opts may be NULL for the defaults.  The abort callback is polled once per
  * generated token (and per layer of each prefill); PT_ECANCELLED then, with
  * the outputs undefined. */
-PT_API int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons,
-                       float *logprobs, pt_generator *gen, const int32_t *prompt_ids,
-                       const int32_t *prompt_lens, int batch, const pt_generate_options *opts);
+PT_API int pt_generate(pt_generator *gen, const int32_t *prompt_ids, const int32_t *prompt_lens,
+                       int batch, const pt_generate_options *opts, int32_t *tokens,
+                       int32_t *n_tokens, int32_t *finish_reasons, float *logprobs);
 
 #ifdef __cplusplus
 }

@@ -178,8 +178,8 @@ PT_API int pt_model_alloc_grads(pt_model *model);
  * backward = true it also runs the backward with dlogprobs = -w/sum(w) (fused
  * with the LM head, so the logits are computed once).  When sum(w) is 0 the
  * loss is 0 and the gradients are unchanged. */
-PT_API int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
-                         bool backward);
+PT_API int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward,
+                         float *loss);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
  * PT_EFORMAT.  JSON null is treated like an absent field throughout, as
  * transformers does for its optional fields. */
 #include "core/core.h"
+#include "model/schema.h"
 #include "posttrain/model.h"
 
 #include <cjson/cJSON.h>
@@ -29,19 +30,12 @@
 
 int pt_model_config_init(pt_model_config *cfg)
 {
-    if (!cfg)
-        return pt_err(PT_EINVAL, "pt_model_config_init: cfg is NULL");
-    memset(cfg, 0, sizeof *cfg);
-    cfg->size = sizeof *cfg;
-    cfg->arch = PT_ARCH_LLAMA;
-    cfg->rms_norm_eps = 1e-6;
-    cfg->rope_theta = 10000.0;
-    cfg->rope_type = PT_ROPE_DEFAULT;
-    cfg->rope_factor = 1.0;
-    cfg->initializer_range = 0.02;
-    cfg->bos_token_id = -1;
-    cfg->eos_token_id = -1;
-    cfg->pad_token_id = -1;
+    PT_CHECK_NULL(cfg);
+    *cfg = (pt_model_config){
+        .size = sizeof *cfg, .arch = PT_ARCH_LLAMA, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .rope_type = PT_ROPE_DEFAULT, .rope_factor = 1.0, .initializer_range = 0.02,
+        .bos_token_id = -1, .eos_token_id = -1, .pad_token_id = -1,
+    };
     return PT_OK;
 }
 
@@ -201,24 +195,9 @@ static int get_token_id(int *out, const cJSON *obj, const char *key)
     return get_int(out, NULL, obj, "", key, false, -1, CFG_MAX_VOCAB);
 }
 
-/* ---- per-architecture facts ---------------------------------------------------- */
+/* ---- architectures ------------------------------------------------------------------ */
 
-typedef struct arch_info {
-    const char *model_type;
-    const char *causal_lm;        /* the architectures entry */
-    int default_max_positions;    /* transformers' defaults */
-    int default_bos, default_eos; /* -1: None */
-} arch_info;
-
-static const arch_info ARCHS[] = {
-    [PT_ARCH_LLAMA] = { "llama", "LlamaForCausalLM", 2048, 1, 2 },
-    [PT_ARCH_QWEN2] = { "qwen2", "Qwen2ForCausalLM", 32768, -1, -1 },
-    [PT_ARCH_QWEN3] = { "qwen3", "Qwen3ForCausalLM", 32768, -1, -1 },
-    [PT_ARCH_MISTRAL] = { "mistral", "MistralForCausalLM", 4096 * 32, 1, 2 },
-};
-#define N_ARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
-
-static int parse_architectures(const cJSON *root, int arch)
+static int parse_architectures(const cJSON *root, const pt_arch_info *arch)
 {
     const cJSON *it = NULL;
     int st = field(&it, root, "", "architectures");
@@ -232,16 +211,15 @@ static int parse_architectures(const cJSON *root, int arch)
         if (!cJSON_IsString(c) || !c->valuestring)
             return pt_err(PT_ECONFIG, CFG "'architectures'[%d] must be a string, got %s", n,
                           json_type_name(c));
-        if (strcmp(c->valuestring, ARCHS[arch].causal_lm) == 0)
+        if (strcmp(c->valuestring, arch->class_name) == 0)
             continue;
-        for (int a = 0; a < N_ARCHS; a++)
-            if (strcmp(c->valuestring, ARCHS[a].causal_lm) == 0)
-                return pt_err(PT_ECONFIG,
-                              CFG "'architectures' names %s but model_type is '%s' (expected %s)",
-                              c->valuestring, ARCHS[arch].model_type, ARCHS[arch].causal_lm);
+        if (pt_arch_info_by_class(c->valuestring))
+            return pt_err(PT_ECONFIG,
+                          CFG "'architectures' names %s but model_type is '%s' (expected %s)",
+                          c->valuestring, arch->model_type, arch->class_name);
         return pt_err(PT_EUNSUPPORTED,
                       CFG "'architectures' entry '%.64s' is not supported (expected %s)",
-                      c->valuestring, ARCHS[arch].causal_lm);
+                      c->valuestring, arch->class_name);
     }
     return PT_OK;
 }
@@ -292,30 +270,31 @@ static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *ctx)
     return PT_OK;
 }
 
-static int parse_root(pt_model_config *cfg, const cJSON *root)
+/* model_type and architectures: *arch is the architecture's facts. */
+static int parse_arch(const pt_arch_info **arch, pt_model_config *cfg, const cJSON *root)
 {
-    int st;
     const char *model_type;
-    if ((st = get_string(&model_type, root, "", "model_type")))
+    int st = get_string(&model_type, root, "", "model_type");
+    if (st)
         return st;
     if (!model_type)
         return pt_err(PT_ECONFIG, CFG "required field 'model_type' is missing");
-    int arch = -1;
-    for (int a = 0; a < N_ARCHS; a++)
-        if (strcmp(model_type, ARCHS[a].model_type) == 0)
-            arch = a;
-    if (arch < 0)
-        return pt_err(PT_EUNSUPPORTED,
-                      CFG "model_type '%.64s' is not supported (supported: llama, qwen2, qwen3, "
-                          "mistral)",
-                      model_type);
-    cfg->arch = arch;
-    if ((st = parse_architectures(root, arch)))
-        return st;
+    *arch = pt_arch_info_by_model_type(model_type);
+    if (!*arch) {
+        char names[128];
+        return pt_err(PT_EUNSUPPORTED, CFG "model_type '%.64s' is not supported (supported: %s)",
+                      model_type, pt_arch_list(names, sizeof names, PT_ARCH_LIST_ALL));
+    }
+    cfg->arch = (*arch)->arch;
+    return parse_architectures(root, *arch);
+}
 
-    /* Options that would change the computation in ways not implemented. */
+/* Options that would change the computation in ways not implemented. */
+static int parse_unsupported(const cJSON *root)
+{
     const cJSON *it = NULL;
-    if ((st = field(&it, root, "", "quantization_config")))
+    int st = field(&it, root, "", "quantization_config");
+    if (st)
         return st;
     if (it)
         return pt_err(PT_EUNSUPPORTED,
@@ -334,8 +313,12 @@ static int parse_root(pt_model_config *cfg, const cJSON *root)
         return st;
     if (it && !(cJSON_IsNumber(it) && it->valuedouble == 1.0))
         return pt_err(PT_EUNSUPPORTED, CFG "'partial_rotary_factor' other than 1 is not supported");
+    return PT_OK;
+}
 
-    /* Sizes. */
+static int parse_sizes(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
+{
+    int st;
     if ((st = get_int(&cfg->vocab_size, NULL, root, "", "vocab_size", true, 1, CFG_MAX_VOCAB)) ||
         (st = get_int(&cfg->hidden_size, NULL, root, "", "hidden_size", true, 1, CFG_MAX_HIDDEN)) ||
         (st = get_int(&cfg->intermediate_size, NULL, root, "", "intermediate_size", true, 1,
@@ -363,9 +346,14 @@ static int parse_root(pt_model_config *cfg, const cJSON *root)
         cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
     }
     if (!have_mp)
-        cfg->max_position_embeddings = ARCHS[arch].default_max_positions;
+        cfg->max_position_embeddings = arch->default_max_positions;
+    return PT_OK;
+}
 
-    /* Norm, init, rope. */
+/* rms_norm_eps, initializer_range, rope_theta, rope_scaling / rope_parameters. */
+static int parse_norm_rope(pt_model_config *cfg, const cJSON *root)
+{
+    int st;
     if ((st = get_double(&cfg->rms_norm_eps, NULL, root, "", "rms_norm_eps", false)) ||
         (st = get_double(&cfg->initializer_range, NULL, root, "", "initializer_range", false)))
         return st;
@@ -396,73 +384,84 @@ static int parse_root(pt_model_config *cfg, const cJSON *root)
         if ((st = parse_rope(cfg, rs, "rope_scaling.")))
             return st;
     }
+    return PT_OK;
+}
 
-    /* Embeddings, biases, norms. */
+/* Embeddings, q/k/v biases and norms: what the architecture fixes. */
+static int parse_attention(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
+{
     cfg->tie_word_embeddings = false; /* transformers' default for all four types */
-    if ((st = get_bool(&cfg->tie_word_embeddings, NULL, root, "tie_word_embeddings")))
+    int st = get_bool(&cfg->tie_word_embeddings, NULL, root, "tie_word_embeddings");
+    if (st)
         return st;
-    bool attention_bias = false, have_ab = false;
-    if ((st = get_bool(&attention_bias, &have_ab, root, "attention_bias")))
+    bool attention_bias = false;
+    if ((st = get_bool(&attention_bias, NULL, root, "attention_bias")))
         return st;
-    if (arch == PT_ARCH_QWEN2) {
-        /* Qwen2 always has q/k/v biases (and none on o_proj); the field is not read. */
-        cfg->attention_bias = true;
-    } else {
-        if (attention_bias)
-            return pt_err(PT_EUNSUPPORTED,
-                          CFG "'attention_bias' true is not supported for model_type '%s' (it "
-                              "adds a bias to o_proj as well)",
-                          model_type);
-        cfg->attention_bias = false;
-    }
-    cfg->qk_norm = arch == PT_ARCH_QWEN3;
+    /* An architecture with q/k/v biases always has them (and none on o_proj):
+     * the field is not read.  Elsewhere it would add an o_proj bias too. */
+    if (!arch->qkv_bias && attention_bias)
+        return pt_err(PT_EUNSUPPORTED,
+                      CFG "'attention_bias' true is not supported for model_type '%s' (it "
+                          "adds a bias to o_proj as well)",
+                      arch->model_type);
+    cfg->attention_bias = arch->qkv_bias;
+    cfg->qk_norm = arch->qk_norm;
+    return PT_OK;
+}
 
-    /* Sliding window. */
+static int parse_window(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
+{
+    int st;
     cfg->sliding_window = 0;
-    if (arch == PT_ARCH_MISTRAL) {
+    if (arch->default_sliding_window > 0) {
         const cJSON *sw;
         if ((st = field(&sw, root, "", "sliding_window")))
             return st;
         if (!has_key(root, "sliding_window"))
-            cfg->sliding_window = 4096; /* transformers' MistralConfig default */
+            cfg->sliding_window = arch->default_sliding_window;
         else if (sw && (st = get_int(&cfg->sliding_window, NULL, root, "", "sliding_window", false,
                                      1, CFG_MAX_POSITIONS)))
             return st;
-    } else if (arch == PT_ARCH_QWEN2 || arch == PT_ARCH_QWEN3) {
+    } else if (arch->json_fields & PT_ARCH_JSON_QWEN_WINDOW) {
         bool use_sw = false;
         if ((st = get_bool(&use_sw, NULL, root, "use_sliding_window")))
             return st;
         if (use_sw)
             return pt_err(PT_EUNSUPPORTED,
                           CFG "'use_sliding_window' true is not supported for model_type '%s'",
-                          model_type);
+                          arch->model_type);
     }
     const cJSON *lt;
     if ((st = field(&lt, root, "", "layer_types")))
         return st;
-    if (lt) {
-        if (!cJSON_IsArray(lt))
-            return pt_err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s",
-                          json_type_name(lt));
-        int n = 0;
-        for (const cJSON *c = lt->child; c; c = c->next, n++) {
-            if (!cJSON_IsString(c) || !c->valuestring)
-                return pt_err(PT_ECONFIG, CFG "'layer_types'[%d] must be a string", n);
-            if (strcmp(c->valuestring, "full_attention") != 0 &&
-                !(strcmp(c->valuestring, "sliding_attention") == 0 && arch == PT_ARCH_MISTRAL))
-                return pt_err(PT_EUNSUPPORTED, CFG "'layer_types'[%d] '%.32s' is not supported",
-                              n, c->valuestring);
-        }
+    if (!lt)
+        return PT_OK;
+    if (!cJSON_IsArray(lt))
+        return pt_err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s", json_type_name(lt));
+    int n = 0;
+    for (const cJSON *c = lt->child; c; c = c->next, n++) {
+        if (!cJSON_IsString(c) || !c->valuestring)
+            return pt_err(PT_ECONFIG, CFG "'layer_types'[%d] must be a string", n);
+        if (strcmp(c->valuestring, "full_attention") != 0 &&
+            !(strcmp(c->valuestring, "sliding_attention") == 0 &&
+              arch->default_sliding_window > 0))
+            return pt_err(PT_EUNSUPPORTED, CFG "'layer_types'[%d] '%.32s' is not supported", n,
+                          c->valuestring);
     }
+    return PT_OK;
+}
 
-    /* Token ids (lists keep their first entry). */
-    cfg->bos_token_id = ARCHS[arch].default_bos;
-    cfg->eos_token_id = ARCHS[arch].default_eos;
+/* Token ids (lists keep their first entry). */
+static int parse_token_ids(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
+{
+    cfg->bos_token_id = arch->default_bos;
+    cfg->eos_token_id = arch->default_eos;
     cfg->pad_token_id = -1;
     if (has_key(root, "bos_token_id"))
         cfg->bos_token_id = -1; /* an explicit null means None */
     if (has_key(root, "eos_token_id"))
         cfg->eos_token_id = -1;
+    int st;
     if ((st = get_token_id(&cfg->bos_token_id, root, "bos_token_id")) ||
         (st = get_token_id(&cfg->eos_token_id, root, "eos_token_id")) ||
         (st = get_token_id(&cfg->pad_token_id, root, "pad_token_id")))
@@ -470,15 +469,25 @@ static int parse_root(pt_model_config *cfg, const cJSON *root)
     return PT_OK;
 }
 
+static int parse_root(pt_model_config *cfg, const cJSON *root)
+{
+    const pt_arch_info *arch = NULL;
+    int st;
+    if ((st = parse_arch(&arch, cfg, root)) || (st = parse_unsupported(root)) ||
+        (st = parse_sizes(cfg, root, arch)) || (st = parse_norm_rope(cfg, root)) ||
+        (st = parse_attention(cfg, root, arch)) || (st = parse_window(cfg, root, arch)) ||
+        (st = parse_token_ids(cfg, root, arch)))
+        return st;
+    return PT_OK;
+}
+
 int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len)
 {
-    if (!cfg || (!json && len))
-        return pt_err(PT_EINVAL, "pt_model_config_from_json: NULL argument");
-    if (cfg->size != sizeof(pt_model_config))
-        return pt_err(PT_EINVAL,
-                      "pt_model_config_from_json: cfg->size is %zu, expected %zu (call "
-                      "pt_model_config_init first)",
-                      cfg->size, sizeof(pt_model_config));
+    PT_CHECK_NULL(cfg);
+    PT_CHECK_ARG(json || !len, json, "is NULL with len %zu", len);
+    int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
+    if (st)
+        return st;
     if (len == 0)
         return pt_err(PT_EFORMAT, CFG "empty document");
     const char *end = NULL;
@@ -503,13 +512,13 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
     }
     pt_model_config tmp;
     pt_model_config_init(&tmp);
-    int st = parse_root(&tmp, root);
+    st = parse_root(&tmp, root);
     cJSON_Delete(root);
     if (st)
         return st;
     if ((st = pt_model_config_validate(&tmp)))
         return st;
-    *cfg = tmp;
+    pt_struct_write(cfg, &tmp);
     return PT_OK;
 }
 
@@ -530,17 +539,9 @@ static int check_positive(const char *name, double v)
     return PT_OK;
 }
 
-int pt_model_config_validate(const pt_model_config *cfg)
+static int check_sizes(const pt_model_config *cfg)
 {
-    if (!cfg)
-        return pt_err(PT_EINVAL, "pt_model_config_validate: cfg is NULL");
-    if (cfg->size != sizeof(pt_model_config))
-        return pt_err(PT_EINVAL,
-                      "model config: size is %zu, expected %zu (call pt_model_config_init first)",
-                      cfg->size, sizeof(pt_model_config));
     int st;
-    if (cfg->arch < 0 || cfg->arch >= N_ARCHS)
-        return pt_err(PT_EUNSUPPORTED, "model config: arch %d is not a known pt_arch", cfg->arch);
     if ((st = check_range("vocab_size", cfg->vocab_size, 1, CFG_MAX_VOCAB)) ||
         (st = check_range("hidden_size", cfg->hidden_size, 1, CFG_MAX_HIDDEN)) ||
         (st = check_range("intermediate_size", cfg->intermediate_size, 1, CFG_MAX_INTERMEDIATE)) ||
@@ -563,6 +564,12 @@ int pt_model_config_validate(const pt_model_config *cfg)
         return pt_err(PT_ECONFIG,
                       "model config: 'num_attention_heads' x 'head_dim' (%d x %d) exceeds %d",
                       cfg->num_attention_heads, cfg->head_dim, CFG_MAX_QDIM);
+    return PT_OK;
+}
+
+static int check_norm_rope(const pt_model_config *cfg)
+{
+    int st;
     if ((st = check_positive("rms_norm_eps", cfg->rms_norm_eps)) ||
         (st = check_positive("rope_theta", cfg->rope_theta)))
         return st;
@@ -574,11 +581,9 @@ int pt_model_config_validate(const pt_model_config *cfg)
                       cfg->initializer_range);
     switch (cfg->rope_type) {
     case PT_ROPE_DEFAULT:
-        break;
+        return PT_OK;
     case PT_ROPE_LINEAR:
-        if ((st = check_positive("rope_scaling.factor", cfg->rope_factor)))
-            return st;
-        break;
+        return check_positive("rope_scaling.factor", cfg->rope_factor);
     case PT_ROPE_LLAMA3:
         if ((st = check_positive("rope_scaling.factor", cfg->rope_factor)) ||
             (st = check_positive("rope_scaling.low_freq_factor", cfg->rope_low_freq_factor)) ||
@@ -591,76 +596,72 @@ int pt_model_config_validate(const pt_model_config *cfg)
                           "model config: 'rope_scaling.high_freq_factor' (%g) must exceed "
                           "'low_freq_factor' (%g)",
                           cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
-        break;
+        return PT_OK;
     default:
         return pt_err(PT_EUNSUPPORTED, "model config: rope_type %d is not a known pt_rope_type",
                       cfg->rope_type);
     }
-    /* What a Hugging Face config.json of the architecture can express. */
-    if (cfg->attention_bias != (cfg->arch == PT_ARCH_QWEN2))
-        return pt_err(cfg->attention_bias ? PT_EUNSUPPORTED : PT_ECONFIG,
-                      "model config: 'attention_bias' (q/k/v biases) %s",
-                      cfg->attention_bias ? "is only supported for qwen2"
-                                          : "is required for qwen2");
-    if (cfg->qk_norm != (cfg->arch == PT_ARCH_QWEN3))
-        return pt_err(cfg->qk_norm ? PT_EUNSUPPORTED : PT_ECONFIG, "model config: 'qk_norm' %s",
-                      cfg->qk_norm ? "is only supported for qwen3" : "is required for qwen3");
+}
+
+/* A feature (q/k/v biases, q/k norms) is present exactly when the
+ * architecture has it: what a Hugging Face config.json can express. */
+static int check_feature(const char *what, bool set, bool arch_has, int list)
+{
+    if (set == arch_has)
+        return PT_OK;
+    char names[64];
+    pt_arch_list(names, sizeof names, list);
+    return pt_err(set ? PT_EUNSUPPORTED : PT_ECONFIG, "model config: %s %s %s", what,
+                  set ? "is only supported for" : "is required for", names);
+}
+
+static int check_arch_features(const pt_model_config *cfg, const pt_arch_info *arch)
+{
+    int st;
+    if ((st = check_feature("'attention_bias' (q/k/v biases)", cfg->attention_bias,
+                            arch->qkv_bias, PT_ARCH_LIST_QKV_BIAS)) ||
+        (st = check_feature("'qk_norm'", cfg->qk_norm, arch->qk_norm, PT_ARCH_LIST_QK_NORM)))
+        return st;
     if (cfg->sliding_window < 0)
         return pt_err(PT_ECONFIG, "model config: 'sliding_window' = %d must be >= 0",
                       cfg->sliding_window);
-    if (cfg->sliding_window > 0 && cfg->arch != PT_ARCH_MISTRAL)
-        return pt_err(PT_EUNSUPPORTED, "model config: 'sliding_window' is only supported for mistral");
-    if ((st = check_range("bos_token_id", cfg->bos_token_id, -1, cfg->vocab_size - 1)) ||
-        (st = check_range("eos_token_id", cfg->eos_token_id, -1, cfg->vocab_size - 1)) ||
-        (st = check_range("pad_token_id", cfg->pad_token_id, -1, cfg->vocab_size - 1)))
-        return st;
+    if (cfg->sliding_window > 0 && arch->default_sliding_window == 0) {
+        char names[64];
+        return pt_err(PT_EUNSUPPORTED, "model config: 'sliding_window' is only supported for %s",
+                      pt_arch_list(names, sizeof names, PT_ARCH_LIST_SLIDING));
+    }
+    return PT_OK;
+}
 
-    /* Parameter count and its byte sizes must not overflow (16 bytes per
+int pt_model_config_validate(const pt_model_config *cfg)
+{
+    PT_CHECK_NULL(cfg);
+    pt_model_config c;
+    int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
+    if (st)
+        return st;
+    const pt_arch_info *arch = pt_arch_info_get(c.arch);
+    if (!arch)
+        return pt_err(PT_EUNSUPPORTED, "model config: arch %d is not a known pt_arch", c.arch);
+    if ((st = check_sizes(&c)) || (st = check_norm_rope(&c)) ||
+        (st = check_arch_features(&c, arch)))
+        return st;
+    if ((st = check_range("bos_token_id", c.bos_token_id, -1, c.vocab_size - 1)) ||
+        (st = check_range("eos_token_id", c.eos_token_id, -1, c.vocab_size - 1)) ||
+        (st = check_range("pad_token_id", c.pad_token_id, -1, c.vocab_size - 1)))
+        return st;
+    /* The parameter count and its byte sizes must not overflow (16 bytes per
      * parameter for full fine-tuning). */
-    uint64_t H = (uint64_t)cfg->hidden_size, V = (uint64_t)cfg->vocab_size;
-    uint64_t Q = (uint64_t)cfg->num_attention_heads * (uint64_t)cfg->head_dim;
-    uint64_t K = (uint64_t)cfg->num_key_value_heads * (uint64_t)cfg->head_dim;
-    uint64_t I = (uint64_t)cfg->intermediate_size, per_layer = 0, total = 0, bytes;
-    bool ok = true;
-    uint64_t t1, t2;
-    ok &= !__builtin_mul_overflow(H, Q + 2 * K, &t1);      /* q, k, v */
-    ok &= !__builtin_mul_overflow(Q, H, &t2);              /* o */
-    ok &= !__builtin_add_overflow(t1, t2, &per_layer);
-    ok &= !__builtin_mul_overflow(3 * H, I, &t1);          /* gate, up, down */
-    ok &= !__builtin_add_overflow(per_layer, t1, &per_layer);
-    ok &= !__builtin_add_overflow(per_layer, 2 * H + Q + 2 * K + 2 * (uint64_t)cfg->head_dim,
-                                  &per_layer);             /* norms, biases */
-    ok &= !__builtin_mul_overflow(per_layer, (uint64_t)cfg->num_hidden_layers, &total);
-    ok &= !__builtin_mul_overflow(V, H, &t1);
-    ok &= !__builtin_add_overflow(total, cfg->tie_word_embeddings ? t1 : 2 * t1, &total);
-    ok &= !__builtin_add_overflow(total, H, &total);
-    ok &= !__builtin_mul_overflow(total, (uint64_t)16, &bytes);
+    uint64_t params, bytes;
+    if ((st = pt_schema_num_params(&params, &c)))
+        return st;
+    bool ok = !__builtin_mul_overflow(params, (uint64_t)16, &bytes);
 #if SIZE_MAX < UINT64_MAX
     ok &= bytes <= (uint64_t)SIZE_MAX;
 #endif
     if (!ok)
         return pt_err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
     return PT_OK;
-}
-
-/* ---- pt_arch names ---- */
-
-static const pt_enum_entry k_arch_names[] = {
-    { PT_ARCH_LLAMA, "llama" },
-    { PT_ARCH_QWEN2, "qwen2" },
-    { PT_ARCH_QWEN3, "qwen3" },
-    { PT_ARCH_MISTRAL, "mistral" },
-};
-
-const char *pt_arch_name(int value)
-{
-    return pt_enum_name(k_arch_names, PT_ENUM_COUNT(k_arch_names), value);
-}
-
-int pt_arch_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_arch_names, PT_ENUM_COUNT(k_arch_names), name, __func__,
-                             "architecture");
 }
 
 /* ---- pt_rope_type names ---- */

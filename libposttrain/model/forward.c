@@ -65,134 +65,111 @@ size_t pt_plan(pt_planner *p, size_t a, size_t b)
 }
 
 
+float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b)
+{
+    size_t off = pt_plan(p, a, b);
+    return base ? base + off : NULL;
+}
+
+/* Plan the context's block (N tokens) with p; with base != NULL point the
+ * buffers into it as well (the same plan, run again, gives the same
+ * offsets). */
+static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
+{
+    const pt_model *m = ctx->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, V = (size_t)c->vocab_size;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim;
+    const int L = c->num_hidden_layers;
+    for (int l = 0; l <= L; l++) {
+        layer_acts *a = &ctx->acts[l];
+        a->x = pt_plan_at(p, base, N, H);
+        if (l == L)
+            break; /* the last holds only the final hidden state */
+        a->xmid = pt_plan_at(p, base, N, H);
+        a->qkv = pt_plan_at(p, base, N, Q + 2 * KV);
+        a->att = pt_plan_at(p, base, N, Q);
+        a->lse = pt_plan_at(p, base, N, nh);
+        a->gu = pt_plan_at(p, base, N, 2 * I);
+        a->r1 = pt_plan_at(p, base, N, 1);
+        a->r2 = pt_plan_at(p, base, N, 1);
+        if (c->qk_norm) {
+            a->qkpre = pt_plan_at(p, base, N, Q + KV); /* q|k before the norm */
+            a->rq = pt_plan_at(p, base, N, nh);
+            a->rk = pt_plan_at(p, base, N, nkv);
+        }
+    }
+    ctx->rf = pt_plan_at(p, base, N, 1);
+    ctx->head_lse = pt_plan_at(p, base, N, 1);
+    ctx->lp = pt_plan_at(p, base, N, 1);
+    ctx->dlp = pt_plan_at(p, base, N, 1);
+    ctx->xn = pt_plan_at(p, base, N, H);
+    ctx->hbuf = pt_plan_at(p, base, N, I);
+    ctx->dx = pt_plan_at(p, base, N, H);
+    ctx->dxn = pt_plan_at(p, base, N, H);
+    ctx->dqkv = pt_plan_at(p, base, N, Q + 2 * KV);
+    ctx->datt = pt_plan_at(p, base, N, Q);
+    ctx->dgu = pt_plan_at(p, base, N, 2 * I);
+    ctx->chunk = pt_plan_at(p, base, ctx->chunk_rows, V);
+    ctx->cos_t = pt_plan_at(p, base, N, hd / 2);
+    ctx->sin_t = pt_plan_at(p, base, N, hd / 2);
+    pt_attn_shape as = pt_model_attn_shape(m, ctx->max_batch, ctx->max_seq, ctx->attn_threads);
+    ctx->attn_scratch =
+        pt_plan_at(p, base, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
+    /* four int32 arrays, stored in float-sized slots */
+    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, N, 4);
+    ctx->ids = ib;
+    ctx->tgt = ib ? ib + N : NULL;
+    ctx->pos = ib ? ib + 2 * N : NULL;
+    ctx->seg = ib ? ib + 3 * N : NULL;
+}
+
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
-    if (!out || !model)
-        return pt_err(PT_EINVAL, "pt_context_create: NULL argument");
+    PT_CHECK_NULL(out);
     *out = NULL;
-    if (max_batch <= 0 || max_seq <= 0)
-        return pt_err(PT_EINVAL, "pt_context_create: max_batch %d and max_seq %d must be positive",
-                      max_batch, max_seq);
-    const pt_model_config *c = &model->cfg;
-    const int L = c->num_hidden_layers;
+    PT_CHECK_NULL(model);
+    PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
+    PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
     size_t N;
     if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
         return pt_err(PT_ENOMEM, "pt_context_create: %d x %d tokens is too many", max_batch,
                       max_seq);
-    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
-    const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim, V = (size_t)c->vocab_size;
-    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
-    const size_t hd = (size_t)c->head_dim;
-
     pt_context *ctx = pt_calloc(1, sizeof *ctx);
     if (!ctx)
         return PT_ENOMEM;
     ctx->model = model;
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
-    ctx->acts = pt_calloc((size_t)L + 1, sizeof *ctx->acts);
-    size_t *loffs = pt_calloc(((size_t)L + 1) * 16, sizeof *loffs);
-    if (!ctx->acts || !loffs) {
-        pt_free(loffs);
+    ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
+    if (!ctx->acts) {
         pt_context_free(ctx);
         return PT_ENOMEM;
     }
     /* Logit chunk: about 64 MiB of floats (336 rows at vocab 49152: few passes
      * over the LM head weight), at least 16 rows, at most N. */
-    size_t cr = ((size_t)1 << 24) / V;
+    size_t cr = ((size_t)1 << 24) / (size_t)model->cfg.vocab_size;
     cr = cr < 16 ? 16 : (cr / 16) * 16;
     ctx->chunk_rows = cr > N ? N : cr;
     ctx->chunk_rows_max = ctx->chunk_rows;
-    int nt = pt_get_num_threads();
-    int procs = omp_get_num_procs();
-    ctx->attn_threads = nt > procs ? nt : procs;
-    if (ctx->attn_threads < 1)
-        ctx->attn_threads = 1;
-
+    ctx->attn_threads = pt_scratch_threads();
     pt_planner p = { 0, false };
-    for (int l = 0; l <= L; l++) {
-        size_t *o = loffs + (size_t)l * 16;
-        o[0] = pt_plan(&p, N, H);  /* x */
-        if (l == L)
-            break;
-        o[1] = pt_plan(&p, N, H);           /* xmid */
-        o[2] = pt_plan(&p, N, Q + 2 * KV);  /* qkv */
-        o[5] = pt_plan(&p, N, Q);           /* att */
-        o[6] = pt_plan(&p, N, nh);          /* lse */
-        o[7] = pt_plan(&p, N, 2 * I);       /* gate|up */
-        o[9] = pt_plan(&p, N, 1);           /* r1 */
-        o[10] = pt_plan(&p, N, 1);          /* r2 */
-        if (c->qk_norm) {
-            o[11] = pt_plan(&p, N, Q + KV); /* q|k before the norm */
-            o[13] = pt_plan(&p, N, nh);
-            o[14] = pt_plan(&p, N, nkv);
-        }
-    }
-    size_t rf_o = pt_plan(&p, N, 1), hl_o = pt_plan(&p, N, 1), lp_o = pt_plan(&p, N, 1);
-    size_t dlp_o = pt_plan(&p, N, 1);
-    size_t xn_o = pt_plan(&p, N, H), h_o = pt_plan(&p, N, I), dx_o = pt_plan(&p, N, H);
-    size_t dxn_o = pt_plan(&p, N, H), dqkv_o = pt_plan(&p, N, Q + 2 * KV);
-    size_t datt_o = pt_plan(&p, N, Q), dgu_o = pt_plan(&p, N, 2 * I);
-    size_t ch_o = pt_plan(&p, ctx->chunk_rows, V);
-    size_t cos_o = pt_plan(&p, N, hd / 2), sin_o = pt_plan(&p, N, hd / 2);
-    pt_attn_shape as = { .batch = max_batch, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
-                         .hd = (int)hd };
-    size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
-    size_t ids_o = pt_plan(&p, N, 4); /* four int32 arrays, stored in float-sized slots */
-    if (p.overflow) {
-        pt_free(loffs);
+    lay_out(ctx, &p, NULL, N);
+    int st = PT_OK;
+    if (p.overflow)
+        st = pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
+                    "overflows", max_batch, max_seq);
+    else if (!(ctx->block = pt_malloc_aligned(p.total * sizeof(float))))
+        st = pt_err_prefix(PT_ENOMEM, "pt_context_create: %zu MiB of activations",
+                           p.total * sizeof(float) >> 20);
+    if (st) {
         pt_context_free(ctx);
-        return pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
-                      "overflows", max_batch, max_seq);
+        return st;
     }
-    ctx->block = pt_malloc_aligned(p.total * sizeof(float));
-    if (!ctx->block) {
-        pt_free(loffs);
-        pt_context_free(ctx);
-        return pt_err_prefix(PT_ENOMEM, "pt_context_create: %zu MiB of activations",
-                             p.total * sizeof(float) >> 20);
-    }
-    float *B0 = ctx->block;
-    for (int l = 0; l <= L; l++) {
-        size_t *o = loffs + (size_t)l * 16;
-        layer_acts *a = &ctx->acts[l];
-        a->x = B0 + o[0];
-        if (l == L)
-            break;
-        a->xmid = B0 + o[1];
-        a->qkv = B0 + o[2];
-        a->att = B0 + o[5];
-        a->lse = B0 + o[6];
-        a->gu = B0 + o[7];
-        a->r1 = B0 + o[9];
-        a->r2 = B0 + o[10];
-        if (c->qk_norm) {
-            a->qkpre = B0 + o[11];
-            a->rq = B0 + o[13];
-            a->rk = B0 + o[14];
-        }
-    }
-    pt_free(loffs);
-    ctx->rf = B0 + rf_o;
-    ctx->head_lse = B0 + hl_o;
-    ctx->lp = B0 + lp_o;
-    ctx->dlp = B0 + dlp_o;
-    ctx->xn = B0 + xn_o;
-    ctx->hbuf = B0 + h_o;
-    ctx->dx = B0 + dx_o;
-    ctx->dxn = B0 + dxn_o;
-    ctx->dqkv = B0 + dqkv_o;
-    ctx->datt = B0 + datt_o;
-    ctx->dgu = B0 + dgu_o;
-    ctx->chunk = B0 + ch_o;
-    ctx->cos_t = B0 + cos_o;
-    ctx->sin_t = B0 + sin_o;
-    ctx->attn_scratch = B0 + at_o;
-    int32_t *ib = (int32_t *)(B0 + ids_o);
-    ctx->ids = ib;
-    ctx->tgt = ib + N;
-    ctx->pos = ib + 2 * N;
-    ctx->seg = ib + 3 * N;
+    pt_planner again = { 0, false };
+    lay_out(ctx, &again, ctx->block, N);
     *out = ctx;
     return PT_OK;
 }
@@ -209,17 +186,14 @@ void pt_context_free(pt_context *ctx)
 
 int pt_batch_init(pt_batch *b)
 {
-    if (!b)
-        return pt_err(PT_EINVAL, "pt_batch_init: NULL batch");
-    memset(b, 0, sizeof *b);
-    b->size = sizeof *b;
+    PT_CHECK_NULL(b);
+    *b = (pt_batch){ .size = sizeof *b };
     return PT_OK;
 }
 
 int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
 {
-    if (!ctx)
-        return pt_err(PT_EINVAL, "pt_context_set_tiling: NULL context");
+    PT_CHECK_NULL(ctx);
     pt_attn_shape def = { .hd = ctx->model->cfg.head_dim };
     size_t have = pt_attention_scratch_floats(&def, 1);
     pt_attn_shape want = { .hd = ctx->model->cfg.head_dim, .tile_q = tile_q, .tile_k = tile_k };
@@ -242,35 +216,58 @@ static pt_linear lin(const float *w, const float *b, float *dw, float *db, size_
     return l;
 }
 
-static pt_attn_shape attn_shape(const pt_context *ctx)
+int pt_scratch_threads(void)
 {
-    const pt_model_config *c = &ctx->model->cfg;
+    int nt = pt_get_num_threads(), procs = omp_get_num_procs();
+    nt = nt > procs ? nt : procs;
+    return nt < 1 ? 1 : nt;
+}
+
+pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads)
+{
+    const pt_model_config *c = &m->cfg;
+    const size_t qkv = (size_t)m->q_dim + 2 * (size_t)m->kv_dim;
     pt_attn_shape s = {
-        .batch = ctx->B, .seq = ctx->T, .nh = c->num_attention_heads,
+        .batch = batch, .seq = seq, .nh = c->num_attention_heads,
         .nkv = c->num_key_value_heads, .hd = c->head_dim,
         .scale = (float)(1.0 / sqrt((double)c->head_dim)),
-        .seg = ctx->has_seg ? ctx->seg : NULL, .window = 0,
-        .tile_q = ctx->tile_q, .tile_k = ctx->tile_k,
-        .ldq = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
-        .ldkv = (size_t)ctx->model->q_dim + 2 * (size_t)ctx->model->kv_dim,
-        .ldo = (size_t)ctx->model->q_dim,
-        .max_threads = ctx->attn_threads,
+        .ldq = qkv, .ldkv = qkv, .ldo = (size_t)m->q_dim, .max_threads = max_threads,
     };
     return s;
 }
 
-/* Validate a batch and copy its token data into the context. */
+static pt_attn_shape attn_shape(const pt_context *ctx)
+{
+    pt_attn_shape s = pt_model_attn_shape(ctx->model, ctx->B, ctx->T, ctx->attn_threads);
+    s.seg = ctx->has_seg ? ctx->seg : NULL;
+    s.tile_q = ctx->tile_q;
+    s.tile_k = ctx->tile_k;
+    return s;
+}
+
+/* The start of every forward: the context holds no forward any more, and
+ * the caller's batch `user` is read as a full-size struct into b, checked
+ * against the context (func: the public function the messages name). */
+static int read_batch(pt_batch *b, const pt_batch *user, pt_context *ctx, const char *func)
+{
+    ctx->state = ST_EMPTY;
+    pt_batch_init(b);
+    int st = pt_struct_read(b, sizeof *b, user, func, "pt_batch_init");
+    if (st)
+        return st;
+    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
+        return pt_err_arg(func, "batch", "of %d x %d tokens does not fit the context's %d x %d",
+                          b->batch, b->seq, ctx->max_batch, ctx->max_seq);
+    if (!b->input_ids)
+        return pt_err_arg(func, "batch", "input_ids is NULL");
+    return PT_OK;
+}
+
+/* Check a batch's token data (read_batch checked the rest) and copy it
+ * into the context. */
 static int load_batch(pt_context *ctx, const pt_batch *b)
 {
     const pt_model_config *c = &ctx->model->cfg;
-    if (b->size != sizeof(pt_batch))
-        return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",
-                      b->size, sizeof(pt_batch));
-    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
-        return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
-                      b->batch, b->seq, ctx->max_batch, ctx->max_seq);
-    if (!b->input_ids)
-        return pt_err(PT_EINVAL, "batch: input_ids is NULL");
     if (c->sliding_window > 0 && b->seq > c->sliding_window)
         return pt_err(PT_EUNSUPPORTED, "batch: sequence length %d exceeds the model's "
                       "sliding_window %d; sliding-window attention is not supported",
@@ -388,12 +385,12 @@ void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io 
     pt_linear_forward(&ld, io->out, H, io->h, I, n, true);
 }
 
+/* b: a batch read by read_batch. */
 static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
                         float *entropy, const float *fused_dlp)
 {
     pt_model *m = ctx->model;
     const pt_model_config *c = &m->cfg;
-    ctx->state = ST_EMPTY;
     int st = load_batch(ctx, b);
     if (st != PT_OK)
         return st;
@@ -437,16 +434,21 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
 
 int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
 {
-    if (!ctx || !b)
-        return pt_err(PT_EINVAL, "pt_model_forward: NULL argument");
-    return forward_impl(ctx, b, logprobs, logits, NULL, NULL);
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, __func__);
+    return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
 }
 
 int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
 {
-    if (!ctx || !b || !entropy)
-        return pt_err(PT_EINVAL, "pt_model_forward_entropy: NULL argument");
-    return forward_impl(ctx, b, logprobs, NULL, entropy, NULL);
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
+    PT_CHECK_NULL(entropy);
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, __func__);
+    return st ? st : forward_impl(ctx, &lb, logprobs, NULL, entropy, NULL);
 }
 
 /* ---- backward ------------------------------------------------------------------- */
@@ -521,8 +523,8 @@ static int backward_impl(pt_context *ctx, const float *dlp)
 
 int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 {
-    if (!ctx || !dlogprobs)
-        return pt_err(PT_EINVAL, "pt_model_backward: NULL argument");
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(dlogprobs);
     if (ctx->state != ST_FORWARD)
         return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
                       "context (call pt_model_forward first; one backward per forward)");
@@ -534,44 +536,51 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
     return backward_impl(ctx, ctx->dlp);
 }
 
-int pt_model_loss(float *loss, pt_context *ctx, const pt_batch *b, const float *weights,
-                  bool backward)
+/* Fill dlp (B*T) with -w/sum(w) for the tokens with a target (w: weights,
+ * or 1) and *wsum with sum(w); PT_EINVAL naming the first bad weight. */
+static int loss_weights(float *dlp, double *wsum, const pt_batch *b, const float *weights)
 {
-    if (!loss || !ctx || !b)
-        return pt_err(PT_EINVAL, "pt_model_loss: NULL argument");
-    *loss = 0.0f;
-    if (b->size != sizeof(pt_batch))
-        return pt_err(PT_EINVAL, "batch: size %zu, expected %zu (call pt_batch_init first)",
-                      b->size, sizeof(pt_batch));
-    if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
-        return pt_err(PT_EINVAL, "batch: %d x %d tokens does not fit the context's %d x %d",
-                      b->batch, b->seq, ctx->max_batch, ctx->max_seq);
-    if (backward) {
-        int st = pt_lora_check_backward(ctx->model, "pt_model_loss");
-        if (st)
-            return st;
-    }
     const size_t n = (size_t)b->batch * b->seq;
-    double wsum = 0.0;
+    double sum = 0.0;
     for (size_t i = 0; i < n; i++) {
         bool has = b->targets && b->targets[i] >= 0;
         float w = weights ? weights[i] : 1.0f;
         if (weights && !(w >= 0.0f && isfinite(w)))
-            return pt_err(PT_EINVAL, "pt_model_loss: weight %g at token %zu must be finite and "
-                          ">= 0", (double)w, i);
+            return pt_err_arg("pt_model_loss", "weight", "%g at token %zu must be finite and >= 0",
+                              (double)w, i);
         if (has)
-            wsum += w;
+            sum += w;
     }
-    if (wsum > 0.0)
+    if (sum > 0.0)
         for (size_t i = 0; i < n; i++) {
             bool has = b->targets && b->targets[i] >= 0;
-            ctx->dlp[i] = has ? (float)(-(weights ? weights[i] : 1.0f) / wsum) : 0.0f;
+            dlp[i] = has ? (float)(-(weights ? weights[i] : 1.0f) / sum) : 0.0f;
         }
+    *wsum = sum;
+    return PT_OK;
+}
+
+int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward,
+                  float *loss)
+{
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(b);
+    PT_CHECK_NULL(loss);
+    *loss = 0.0f;
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, __func__);
+    if (st == PT_OK && backward)
+        st = pt_lora_check_backward(ctx->model, "pt_model_loss");
+    double wsum = 0.0;
+    if (st == PT_OK)
+        st = loss_weights(ctx->dlp, &wsum, &lb, weights);
     bool fused = backward && wsum > 0.0;
-    int st = forward_impl(ctx, b, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
+    if (st == PT_OK)
+        st = forward_impl(ctx, &lb, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
     if (st != PT_OK)
         return st;
     if (wsum > 0.0) {
+        const size_t n = (size_t)lb.batch * lb.seq;
         double s = 0.0;
         for (size_t i = 0; i < n; i++)
             if (ctx->tgt[i] >= 0)

@@ -48,16 +48,9 @@ struct pt_generator {
 
 int pt_generate_options_init(pt_generate_options *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_generate_options_init: NULL options");
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->max_new_tokens = 64;
-    o->temperature = 1.0f;
-    o->top_k = 0;
-    o->top_p = 1.0f;
-    o->min_p = 0.0f;
-    o->n_stop_ids = -1;
+    PT_CHECK_NULL(o);
+    *o = (pt_generate_options){ .size = sizeof *o, .max_new_tokens = 64, .temperature = 1.0f,
+                                .top_p = 1.0f, .n_stop_ids = -1 };
     return PT_OK;
 }
 
@@ -69,106 +62,98 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 
 /* ---- allocation --------------------------------------------------------------- */
 
+/* Floats of a layer's KV cache rows; times max_seq: one cache (planned with
+ * the overflow check). */
+static size_t cache_rows(const pt_generator *g)
+{
+    const pt_model *m = g->model;
+    return (size_t)m->cfg.num_hidden_layers * (size_t)g->max_batch * (size_t)m->kv_dim;
+}
+
+/* Plan the generator's block with p; with base != NULL point the buffers
+ * into it as well (the same plan, run again, gives the same offsets). */
+static void lay_out(pt_generator *g, pt_planner *p, float *base)
+{
+    const pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, V = (size_t)c->vocab_size;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim, R = g->rows, S = (size_t)g->max_seq;
+    const size_t B = (size_t)g->max_batch, T = (size_t)g->threads_cap;
+    g->kc = pt_plan_at(p, base, cache_rows(g), S);
+    g->vc = pt_plan_at(p, base, cache_rows(g), S);
+    g->x = pt_plan_at(p, base, R, H);
+    g->y = pt_plan_at(p, base, R, H);
+    g->xmid = pt_plan_at(p, base, R, H);
+    g->qkv = pt_plan_at(p, base, R, Q + 2 * KV);
+    g->att = pt_plan_at(p, base, R, Q);
+    g->gu = pt_plan_at(p, base, R, 2 * I);
+    g->r1 = pt_plan_at(p, base, R, 1);
+    g->r2 = pt_plan_at(p, base, R, 1);
+    if (c->qk_norm) {
+        g->qkpre = pt_plan_at(p, base, R, Q + KV);
+        g->rq = pt_plan_at(p, base, R, nh);
+        g->rk = pt_plan_at(p, base, R, nkv);
+    }
+    g->xn = pt_plan_at(p, base, R, H);
+    g->h = pt_plan_at(p, base, R, I);
+    g->cos_t = pt_plan_at(p, base, R, hd / 2);
+    g->sin_t = pt_plan_at(p, base, R, hd / 2);
+    g->lse = pt_plan_at(p, base, nh, S);
+    pt_attn_shape as = pt_model_attn_shape(m, 1, g->max_seq, g->threads_cap);
+    g->attn_scratch = pt_plan_at(p, base, pt_attention_scratch_floats(&as, g->threads_cap), 1);
+    g->dec_scratch = pt_plan_at(p, base, T, S);
+    g->logits = pt_plan_at(p, base, B, V);
+    /* three int32 arrays; pos has R entries: prefill positions too */
+    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, 2 * B + R, 1);
+    g->ids = ib;
+    g->active = ib ? ib + B : NULL;
+    g->pos = ib ? ib + 2 * B : NULL;
+    g->samp_bytes = pt_sample_scratch_bytes((int)V);
+    g->samp = pt_plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
+}
+
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
 {
-    if (!out || !model)
-        return pt_err(PT_EINVAL, "pt_generator_create: NULL argument");
+    PT_CHECK_NULL(out);
     *out = NULL;
-    if (max_batch <= 0 || max_seq <= 0)
-        return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d and max_seq %d must be "
-                      "positive", max_batch, max_seq);
-    if (max_batch > (1 << 20) || max_seq > (1 << 24))
-        return pt_err(PT_EINVAL, "pt_generator_create: max_batch %d or max_seq %d is too large",
-                      max_batch, max_seq);
-    const pt_model_config *c = &model->cfg;
-    const size_t L = (size_t)c->num_hidden_layers, H = (size_t)c->hidden_size;
-    const size_t I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
-    const size_t Q = (size_t)model->q_dim, KV = (size_t)model->kv_dim;
-    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
-    const size_t hd = (size_t)c->head_dim;
-    const size_t R = (size_t)(max_seq > max_batch ? max_seq : max_batch);
-
+    PT_CHECK_NULL(model);
+    PT_CHECK_ARG(max_batch > 0 && max_batch <= (1 << 20), max_batch, "%d must be in 1 .. %d",
+                 max_batch, 1 << 20);
+    PT_CHECK_ARG(max_seq > 0 && max_seq <= (1 << 24), max_seq, "%d must be in 1 .. %d", max_seq,
+                 1 << 24);
     pt_generator *g = pt_calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
     g->model = model;
     g->max_batch = max_batch;
     g->max_seq = max_seq;
-    g->rows = R;
-    int nt = pt_get_num_threads(), procs = omp_get_num_procs();
-    g->threads_cap = nt > procs ? nt : procs;
-    if (g->threads_cap < 1)
-        g->threads_cap = 1;
-
+    g->rows = (size_t)(max_seq > max_batch ? max_seq : max_batch);
+    g->threads_cap = pt_scratch_threads();
     pt_planner p = { 0, false };
-    size_t cache_per = (size_t)max_batch * KV;
-    size_t kc_o = pt_plan(&p, L * cache_per, (size_t)max_seq);
-    size_t vc_o = pt_plan(&p, L * cache_per, (size_t)max_seq);
-    size_t x_o = pt_plan(&p, R, H), y_o = pt_plan(&p, R, H), xm_o = pt_plan(&p, R, H);
-    size_t qkv_o = pt_plan(&p, R, Q + 2 * KV), att_o = pt_plan(&p, R, Q), gu_o = pt_plan(&p, R, 2 * I);
-    size_t r1_o = pt_plan(&p, R, 1), r2_o = pt_plan(&p, R, 1);
-    size_t qkpre_o = 0, rq_o = 0, rk_o = 0;
-    if (c->qk_norm) {
-        qkpre_o = pt_plan(&p, R, Q + KV);
-        rq_o = pt_plan(&p, R, nh);
-        rk_o = pt_plan(&p, R, nkv);
-    }
-    size_t xn_o = pt_plan(&p, R, H), h_o = pt_plan(&p, R, I);
-    size_t cos_o = pt_plan(&p, R, hd / 2), sin_o = pt_plan(&p, R, hd / 2);
-    size_t lse_o = pt_plan(&p, nh, (size_t)max_seq);
-    pt_attn_shape as = { .batch = 1, .seq = max_seq, .nh = (int)nh, .nkv = (int)nkv,
-                         .hd = (int)hd };
-    size_t at_o = pt_plan(&p, pt_attention_scratch_floats(&as, g->threads_cap), 1);
-    size_t dec_o = pt_plan(&p, (size_t)g->threads_cap, (size_t)max_seq);
-    size_t lg_o = pt_plan(&p, (size_t)max_batch, V);
-    size_t ids_o = pt_plan(&p, 2 * (size_t)max_batch + R, 1); /* three int32 arrays */
-    g->samp_bytes = pt_sample_scratch_bytes((int)V);
-    size_t samp_o = pt_plan(&p, (size_t)g->threads_cap, g->samp_bytes / sizeof(float) + 16);
+    lay_out(g, &p, NULL);
+    int st = PT_OK;
     if (p.overflow) {
+        st = pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
+                    "overflows", max_batch, max_seq);
+    } else {
+        g->block = pt_malloc_aligned(p.total * sizeof(float));
+        g->rngs = pt_calloc((size_t)max_batch, sizeof *g->rngs);
+        if (!g->block || !g->rngs)
+            st = pt_err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
+                               "buffers", p.total * sizeof(float) >> 20);
+    }
+    if (st) {
         pt_generator_free(g);
-        return pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
-                      "overflows", max_batch, max_seq);
+        return st;
     }
-    g->block = pt_malloc_aligned(p.total * sizeof(float));
-    g->rngs = pt_calloc((size_t)max_batch, sizeof *g->rngs);
-    if (!g->block || !g->rngs) {
-        pt_generator_free(g);
-        return pt_err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
-                             "buffers", p.total * sizeof(float) >> 20);
-    }
-    float *B0 = g->block;
-    g->kc = B0 + kc_o;
-    g->vc = B0 + vc_o;
-    g->x = B0 + x_o;
-    g->y = B0 + y_o;
-    g->xmid = B0 + xm_o;
-    g->qkv = B0 + qkv_o;
-    g->att = B0 + att_o;
-    g->gu = B0 + gu_o;
-    g->r1 = B0 + r1_o;
-    g->r2 = B0 + r2_o;
-    if (c->qk_norm) {
-        g->qkpre = B0 + qkpre_o;
-        g->rq = B0 + rq_o;
-        g->rk = B0 + rk_o;
-    }
-    g->xn = B0 + xn_o;
-    g->h = B0 + h_o;
-    g->cos_t = B0 + cos_o;
-    g->sin_t = B0 + sin_o;
-    g->lse = B0 + lse_o;
-    g->attn_scratch = B0 + at_o;
-    g->dec_scratch = B0 + dec_o;
-    g->logits = B0 + lg_o;
-    int32_t *ib = (int32_t *)(B0 + ids_o);
-    g->ids = ib;
-    g->active = ib + max_batch;
-    g->pos = ib + 2 * (size_t)max_batch; /* R entries: prefill positions too */
-    g->samp = B0 + samp_o;
+    pt_planner again = { 0, false };
+    lay_out(g, &again, g->block);
     /* No stale values in the cache, ever: positions beyond a row's length
      * are never read, but zeroing keeps tools like valgrind quiet. */
-    memset(g->kc, 0, L * cache_per * (size_t)max_seq * sizeof(float));
-    memset(g->vc, 0, L * cache_per * (size_t)max_seq * sizeof(float));
+    memset(g->kc, 0, cache_rows(g) * (size_t)max_seq * sizeof(float));
+    memset(g->vc, 0, cache_rows(g) * (size_t)max_seq * sizeof(float));
     *out = g;
     return PT_OK;
 }
@@ -301,11 +286,7 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
         g->pos[t] = t;
     pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
     pt_embedding_forward(g->x, m->w.embed, ids, n, H);
-    pt_attn_shape as = {
-        .batch = 1, .seq = T, .nh = c->num_attention_heads, .nkv = c->num_key_value_heads,
-        .hd = c->head_dim, .scale = (float)(1.0 / sqrt((double)c->head_dim)),
-        .ldq = Q + 2 * KV, .ldkv = Q + 2 * KV, .ldo = Q, .max_threads = g->threads_cap,
-    };
+    pt_attn_shape as = pt_model_attn_shape(m, 1, T, g->threads_cap);
     float *x = g->x, *y = g->y;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, false);
@@ -363,35 +344,85 @@ static void cache_copy_row(pt_generator *g, int from, int to, int T)
 
 /* ---- pt_generate ------------------------------------------------------------------ */
 
+/* The checks of pt_generate's options (the messages name pt_generate). */
 static int check_options(const pt_generate_options *o, const pt_model_config *c)
 {
-    if (o->size != sizeof(pt_generate_options))
-        return pt_err(PT_EINVAL, "pt_generate: options size %zu, expected %zu (call "
-                      "pt_generate_options_init first)", o->size, sizeof(pt_generate_options));
+    static const char fn[] = "pt_generate";
     if (o->max_new_tokens < 1)
-        return pt_err(PT_EINVAL, "pt_generate: max_new_tokens %d must be at least 1",
-                      o->max_new_tokens);
+        return pt_err_arg(fn, "max_new_tokens", "%d must be at least 1", o->max_new_tokens);
     if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
-        return pt_err(PT_EINVAL, "pt_generate: temperature %g must be finite and >= 0 "
-                      "(0: greedy)", (double)o->temperature);
+        return pt_err_arg(fn, "temperature", "%g must be finite and >= 0 (0: greedy)",
+                          (double)o->temperature);
     if (o->temperature > 0.0f && o->temperature < 1e-6f) /* logits / T would overflow */
-        return pt_err(PT_EINVAL, "pt_generate: temperature %g is below 1e-6; use 0 for greedy",
-                      (double)o->temperature);
+        return pt_err_arg(fn, "temperature", "%g is below 1e-6; use 0 for greedy",
+                          (double)o->temperature);
     if (o->top_k < 0)
-        return pt_err(PT_EINVAL, "pt_generate: top_k %d must be >= 0 (0: off)", o->top_k);
+        return pt_err_arg(fn, "top_k", "%d must be >= 0 (0: off)", o->top_k);
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
-        return pt_err(PT_EINVAL, "pt_generate: top_p %g must be in (0, 1] (1: off)",
-                      (double)o->top_p);
+        return pt_err_arg(fn, "top_p", "%g must be in (0, 1] (1: off)", (double)o->top_p);
     if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return pt_err(PT_EINVAL, "pt_generate: min_p %g must be in [0, 1] (0: off)",
-                      (double)o->min_p);
+        return pt_err_arg(fn, "min_p", "%g must be in [0, 1] (0: off)", (double)o->min_p);
     if (o->n_stop_ids > 0 && !o->stop_ids)
-        return pt_err(PT_EINVAL, "pt_generate: n_stop_ids is %d but stop_ids is NULL",
-                      o->n_stop_ids);
+        return pt_err_arg(fn, "stop_ids", "is NULL but n_stop_ids is %d", o->n_stop_ids);
     for (int i = 0; i < o->n_stop_ids; i++)
         if (o->stop_ids[i] < 0 || o->stop_ids[i] >= c->vocab_size)
             return pt_err(PT_ERANGE, "pt_generate: stop id %d (stop_ids[%d]) is outside the "
                           "vocabulary [0, %d)", o->stop_ids[i], i, c->vocab_size);
+    return PT_OK;
+}
+
+/* Every prompt has 1 .. max_seq - M ids in the vocabulary. */
+static int check_prompts(const pt_generator *g, const int32_t *prompt_ids,
+                         const int32_t *prompt_lens, int batch, int M)
+{
+    const pt_model_config *c = &g->model->cfg;
+    const int V = c->vocab_size;
+    size_t total = 0;
+    for (int b = 0; b < batch; b++) {
+        int T = prompt_lens[b];
+        if (T < 1)
+            return pt_err(PT_EINVAL, "pt_generate: prompt %d has length %d; a prompt needs at "
+                          "least one token", b, T);
+        if ((int64_t)T + M > g->max_seq)
+            return pt_err(PT_EINVAL, "pt_generate: prompt %d (%d tokens) plus max_new_tokens "
+                          "%d exceeds the generator's max_seq %d", b, T, M, g->max_seq);
+        if (c->sliding_window > 0 && T + M > c->sliding_window)
+            return pt_err(PT_EUNSUPPORTED, "pt_generate: prompt %d (%d tokens) plus "
+                          "max_new_tokens %d exceeds the model's sliding_window %d; "
+                          "sliding-window attention is not supported", b, T, M,
+                          c->sliding_window);
+        for (int t = 0; t < T; t++) {
+            int32_t id = prompt_ids[total + (size_t)t];
+            if (id < 0 || id >= V)
+                return pt_err(PT_ERANGE, "pt_generate: prompt %d token %d is id %d, outside "
+                              "the vocabulary [0, %d)", b, t, id, V);
+        }
+        total += (size_t)T;
+    }
+    return PT_OK;
+}
+
+/* The call's stop ids into g->stop: the options' list, or the model's eos
+ * id; *n_stop their count. */
+static int set_stop_ids(pt_generator *g, const pt_generate_options *o, int *n_stop)
+{
+    const pt_model_config *c = &g->model->cfg;
+    int n = o->n_stop_ids;
+    const int32_t *src = o->stop_ids;
+    int32_t eos = c->eos_token_id;
+    if (n < 0) {
+        n = eos >= 0 && eos < c->vocab_size ? 1 : 0;
+        src = &eos;
+    }
+    pt_free(g->stop);
+    g->stop = NULL;
+    *n_stop = n;
+    if (n == 0)
+        return PT_OK;
+    g->stop = pt_malloc_array((size_t)n, sizeof *g->stop);
+    if (!g->stop)
+        return PT_ENOMEM;
+    memcpy(g->stop, src, (size_t)n * sizeof *g->stop);
     return PT_OK;
 }
 
@@ -437,113 +468,66 @@ static void sample_rows(pt_generator *g, int m_rows, const float *logits, const 
     }
 }
 
-int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons, float *logprobs,
-                pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens,
-                int batch, const pt_generate_options *opts)
+/* Seed every row's stream and set its outputs to "nothing yet". */
+static void reset_rows(pt_generator *g, const pt_generate_options *o, int batch, int32_t *tokens,
+                       int32_t *n_tokens, int32_t *finish_reasons, float *logprobs)
 {
-    if (!tokens || !n_tokens || !g || !prompt_ids || !prompt_lens)
-        return pt_err(PT_EINVAL, "pt_generate: NULL argument (tokens, n_tokens, generator, "
-                      "prompt_ids and prompt_lens are required)");
-    pt_generate_options defaults;
-    if (!opts) {
-        pt_generate_options_init(&defaults);
-        opts = &defaults;
-    }
-    pt_model *m = g->model;
-    const pt_model_config *c = &m->cfg;
-    int st = check_options(opts, c);
-    if (st != PT_OK)
-        return st;
-    if (batch < 1 || batch > g->max_batch)
-        return pt_err(PT_EINVAL, "pt_generate: batch %d is outside 1 .. the generator's "
-                      "max_batch %d", batch, g->max_batch);
-    const int M = opts->max_new_tokens, V = c->vocab_size;
-    size_t total = 0;
+    const size_t M = (size_t)o->max_new_tokens;
     for (int b = 0; b < batch; b++) {
-        int T = prompt_lens[b];
-        if (T < 1)
-            return pt_err(PT_EINVAL, "pt_generate: prompt %d has length %d; a prompt needs at "
-                          "least one token", b, T);
-        if ((int64_t)T + M > g->max_seq)
-            return pt_err(PT_EINVAL, "pt_generate: prompt %d (%d tokens) plus max_new_tokens "
-                          "%d exceeds the generator's max_seq %d", b, T, M, g->max_seq);
-        if (c->sliding_window > 0 && T + M > c->sliding_window)
-            return pt_err(PT_EUNSUPPORTED, "pt_generate: prompt %d (%d tokens) plus "
-                          "max_new_tokens %d exceeds the model's sliding_window %d; "
-                          "sliding-window attention is not supported", b, T, M,
-                          c->sliding_window);
-        for (int t = 0; t < T; t++) {
-            int32_t id = prompt_ids[total + (size_t)t];
-            if (id < 0 || id >= V)
-                return pt_err(PT_ERANGE, "pt_generate: prompt %d token %d is id %d, outside "
-                              "the vocabulary [0, %d)", b, t, id, V);
-        }
-        total += (size_t)T;
-    }
-    /* Stop ids: the options' list, or the model's eos id. */
-    int n_stop = opts->n_stop_ids;
-    const int32_t *stop_src = opts->stop_ids;
-    int32_t eos = c->eos_token_id;
-    if (n_stop < 0) {
-        n_stop = eos >= 0 && eos < V ? 1 : 0;
-        stop_src = &eos;
-    }
-    pt_free(g->stop);
-    g->stop = NULL;
-    if (n_stop > 0) {
-        g->stop = pt_malloc_array((size_t)n_stop, sizeof *g->stop);
-        if (!g->stop)
-            return PT_ENOMEM;
-        memcpy(g->stop, stop_src, (size_t)n_stop * sizeof *g->stop);
-    }
-    if ((st = pt_lora_scratch(&g->lora_buf, &g->lora_cap, m, g->rows)) != PT_OK)
-        return st;
-
-    pt_sampler s = { .temperature = opts->temperature, .top_k = opts->top_k,
-                     .top_p = opts->top_p, .min_p = opts->min_p };
-    for (int b = 0; b < batch; b++) {
-        pt_sample_rng(&g->rngs[b], opts->seed, opts->stream_offset + (uint64_t)b);
+        pt_sample_rng(&g->rngs[b], o->seed, o->stream_offset + (uint64_t)b);
         n_tokens[b] = 0;
         if (finish_reasons)
             finish_reasons[b] = PT_FINISH_LENGTH;
-        for (int i = 0; i < M; i++) {
-            tokens[(size_t)b * M + (size_t)i] = -1;
+        for (size_t i = 0; i < M; i++) {
+            tokens[(size_t)b * M + i] = -1;
             if (logprobs)
-                logprobs[(size_t)b * M + (size_t)i] = 0.0f;
+                logprobs[(size_t)b * M + i] = 0.0f;
         }
     }
+}
 
-    /* Prefill: each distinct prompt once; logits of row b into logits + b*V. */
-    const size_t Vs = (size_t)V;
+/* Prefill each distinct prompt once (a repeated one copies the cache of its
+ * first occurrence); logits of row b into g->logits + b*V. */
+static int prefill_all(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens,
+                       int batch)
+{
+    const size_t V = (size_t)g->model->cfg.vocab_size;
     size_t off = 0;
     for (int b = 0; b < batch; b++) {
         const int32_t *ids = prompt_ids + off;
         int T = prompt_lens[b], same = -1;
         size_t off2 = 0;
         for (int a = 0; a < b && same < 0; a++) {
-            if (prompt_lens[a] == T &&
-                memcmp(prompt_ids + off2, ids, (size_t)T * sizeof *ids) == 0)
+            if (prompt_lens[a] == T && memcmp(prompt_ids + off2, ids, (size_t)T * sizeof *ids) == 0)
                 same = a;
             off2 += (size_t)prompt_lens[a];
         }
         if (same >= 0) {
             cache_copy_row(g, same, b, T);
-            memcpy(g->logits + (size_t)b * Vs, g->logits + (size_t)same * Vs,
-                   Vs * sizeof(float));
-        } else if ((st = prefill(g, b, ids, T, g->logits + (size_t)b * Vs)) != PT_OK) {
-            return st;
+            memcpy(g->logits + (size_t)b * V, g->logits + (size_t)same * V, V * sizeof(float));
+        } else {
+            int st = prefill(g, b, ids, T, g->logits + (size_t)b * V);
+            if (st != PT_OK)
+                return st;
         }
         off += (size_t)T;
     }
+    return PT_OK;
+}
 
+/* Sample, retire the rows that stopped, decode the others; until none is left. */
+static int decode_all(pt_generator *g, const pt_sampler *s, int batch, int M, int n_stop,
+                      const int32_t *prompt_lens, int32_t *tokens, int32_t *n_tokens,
+                      int32_t *finish_reasons, float *logprobs)
+{
     int n_active = batch;
     for (int b = 0; b < batch; b++)
         g->active[b] = b;
-    const float *step_logits = g->logits;
     for (;;) {
-        if ((st = pt_check_abort()) != PT_OK)
+        int st = pt_check_abort();
+        if (st != PT_OK)
             return st;
-        sample_rows(g, n_active, step_logits, &s, tokens, logprobs, n_tokens, M);
+        sample_rows(g, n_active, g->logits, s, tokens, logprobs, n_tokens, M);
         /* Retire the rows that stopped; the others keep their order. */
         int kept = 0;
         for (int i = 0; i < n_active; i++) {
@@ -558,16 +542,44 @@ int pt_generate(int32_t *tokens, int32_t *n_tokens, int32_t *finish_reasons, flo
         }
         n_active = kept;
         if (n_active == 0)
-            break;
+            return PT_OK;
         for (int i = 0; i < n_active; i++) {
             int b = g->active[i];
             g->ids[i] = tokens[(size_t)b * M + (size_t)n_tokens[b] - 1];
             g->pos[i] = prompt_lens[b] + n_tokens[b] - 1;
         }
         decode_step(g, n_active);
-        step_logits = g->logits;
     }
-    return PT_OK;
+}
+
+int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+                const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
+                int32_t *finish_reasons, float *logprobs)
+{
+    PT_CHECK_NULL(g);
+    PT_CHECK_NULL(prompt_ids);
+    PT_CHECK_NULL(prompt_lens);
+    PT_CHECK_NULL(tokens);
+    PT_CHECK_NULL(n_tokens);
+    pt_generate_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_generate_options_init);
+    if (st != PT_OK || (st = check_options(&o, &g->model->cfg)) != PT_OK)
+        return st;
+    PT_CHECK_ARG(batch >= 1 && batch <= g->max_batch, batch,
+                 "%d is outside 1 .. the generator's max_batch %d", batch, g->max_batch);
+    const int M = o.max_new_tokens;
+    int n_stop = 0;
+    if ((st = check_prompts(g, prompt_ids, prompt_lens, batch, M)) != PT_OK ||
+        (st = set_stop_ids(g, &o, &n_stop)) != PT_OK ||
+        (st = pt_lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows)) != PT_OK)
+        return st;
+    pt_sampler s = { .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
+                     .min_p = o.min_p };
+    reset_rows(g, &o, batch, tokens, n_tokens, finish_reasons, logprobs);
+    if ((st = prefill_all(g, prompt_ids, prompt_lens, batch)) != PT_OK)
+        return st;
+    return decode_all(g, &s, batch, M, n_stop, prompt_lens, tokens, n_tokens, finish_reasons,
+                      logprobs);
 }
 
 /* ---- pt_finish_reason names ---- */

@@ -11,63 +11,29 @@
 
 #define LORA_NAME_LEN 96
 
-static const char *const k_modules[PT_LORA_NMOD] = {
-    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
-};
-
 const char *pt_lora_module_name(int k)
 {
-    return k >= 0 && k < PT_LORA_NMOD ? k_modules[k] : "?";
+    const pt_tensor_row *r = pt_tensor_row_lora(k);
+    return r ? r->module : "?";
 }
 
 void pt_lora_module_dims(const pt_model *m, int k, size_t *in, size_t *out)
 {
-    const size_t H = (size_t)m->cfg.hidden_size, I = (size_t)m->cfg.intermediate_size;
-    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
-    static const int kin[PT_LORA_NMOD] = { 0, 0, 0, 1, 0, 0, 2 };   /* 0 H, 1 Q, 2 I */
-    static const int kout[PT_LORA_NMOD] = { 1, 3, 3, 0, 2, 2, 0 };  /* 0 H, 1 Q, 2 I, 3 KV */
-    const size_t dims[4] = { H, Q, I, KV };
-    *in = dims[kin[k]];
-    *out = dims[kout[k]];
+    const pt_tensor_row *r = pt_tensor_row_lora(k);
+    *in = (size_t)pt_dim_size(r->cols, &m->cfg);
+    *out = (size_t)pt_dim_size(r->rows, &m->cfg);
 }
 
 static float *base_weight(pt_model *m, int layer, int k)
 {
-    pt_layer_w *w = &m->w.layers[layer];
-    float *const p[PT_LORA_NMOD] = { w->wq, w->wk, w->wv, w->wo, w->wg, w->wu, w->wd };
-    return p[k];
+    return *pt_weights_slot(&m->w, layer, pt_tensor_row_lora(k)->id);
 }
 
 int pt_lora_options_init(pt_lora_options *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_lora_options_init: NULL options");
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->rank = 8;
-    o->alpha = 8.0;
-    o->targets = PT_LORA_Q | PT_LORA_V;
-    o->dropout = 0.0;
-    o->seed = 0;
-    return PT_OK;
-}
-
-static int check_options(const pt_lora_options *o)
-{
-    if (o->size != sizeof(pt_lora_options))
-        return pt_err(PT_EINVAL, "LoRA options: size %zu, expected %zu (call "
-                      "pt_lora_options_init first)", o->size, sizeof(pt_lora_options));
-    if (o->rank < 1 || o->rank > 65536)
-        return pt_err(PT_EINVAL, "LoRA options: rank %d must be in 1 .. 65536", o->rank);
-    if (!(o->alpha > 0) || !isfinite(o->alpha))
-        return pt_err(PT_EINVAL, "LoRA options: alpha %g must be positive and finite", o->alpha);
-    if (o->targets == 0 || (o->targets & ~(unsigned)PT_LORA_ALL) != 0)
-        return pt_err(PT_EINVAL, "LoRA options: targets 0x%x must be a non-empty set of "
-                      "PT_LORA_* bits (0x%x)", o->targets, (unsigned)PT_LORA_ALL);
-    if (o->dropout != 0.0)
-        return pt_err(PT_EUNSUPPORTED, "LoRA options: dropout %g is not supported (must be 0)",
-                      o->dropout);
+    PT_CHECK_NULL(o);
+    *o = (pt_lora_options){ .size = sizeof *o, .rank = 8, .alpha = 8.0,
+                            .targets = PT_LORA_Q | PT_LORA_V, .dropout = 0.0, .seed = 0 };
     return PT_OK;
 }
 
@@ -85,8 +51,7 @@ bool pt_model_has_lora(const pt_model *m)
 
 int pt_model_set_lora_enabled(pt_model *m, bool enabled)
 {
-    if (!m)
-        return pt_err(PT_EINVAL, "pt_model_set_lora_enabled: NULL model");
+    PT_CHECK_NULL(m);
     if (!m->lora)
         return pt_err(PT_ESTATE, "pt_model_set_lora_enabled: the model has no LoRA adapters");
     m->lora->disabled = !enabled;
@@ -114,8 +79,8 @@ int pt_lora_check_backward(const pt_model *m, const char *who)
 
 int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
 {
-    if (!out || !m)
-        return pt_err(PT_EINVAL, "pt_model_get_lora: NULL argument");
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(m);
     if (!m->lora)
         return pt_err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
     *out = m->lora->opts;
@@ -154,107 +119,137 @@ static void drop_base_grads(pt_model *m)
         m->tensors[i].grad = NULL;
 }
 
-int pt_model_add_lora(pt_model *m, const pt_lora_options *o)
+/* Lay the adapters out in one block: A then B of each, 16-float aligned.
+ * With block == NULL only the size is planned; else the pairs point into
+ * block (params) and grads.  Returns the planner's total, 0 on overflow. */
+static size_t lay_out_adapters(struct pt_lora *l, const pt_model *m, float *block, float *grads)
 {
-    if (!m || !o)
-        return pt_err(PT_EINVAL, "pt_model_add_lora: NULL argument");
-    int st = check_options(o);
-    if (st != PT_OK)
-        return st;
-    if (m->lora)
-        return pt_err(PT_ESTATE, "pt_model_add_lora: the model already has LoRA adapters "
-                      "(merge or remove them first)");
-    const int L = m->cfg.num_hidden_layers;
-    const size_t r = (size_t)o->rank;
-    size_t per_layer = 0;
-    for (int k = 0; k < PT_LORA_NMOD; k++)
-        per_layer += (o->targets >> k) & 1u;
-    const size_t nad = (size_t)L * per_layer;
+    const size_t r = (size_t)l->opts.rank;
+    pt_planner p = { 0, false };
+    for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)
+        for (int k = 0; k < PT_LORA_NMOD; k++) {
+            if (!((l->opts.targets >> k) & 1u))
+                continue;
+            pt_lora_pair *q = &l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k];
+            pt_lora_module_dims(m, k, &q->in, &q->out);
+            size_t ao = pt_plan(&p, r, q->in), bo = pt_plan(&p, q->out, r);
+            if (block) {
+                q->a = block + ao;
+                q->da = grads + ao;
+                q->b = block + bo;
+                q->db = grads + bo;
+            }
+        }
+    return p.overflow ? 0 : p.total + 16;
+}
 
+/* A PEFT-initialised adapter pair's two table entries at tab[0], tab[1]:
+ * A ~ U(-1/sqrt(in), 1/sqrt(in)) (torch.nn.init.kaiming_uniform_ with
+ * a = sqrt(5)), B = 0. */
+static void add_entries(pt_tensor_ref *tab, char *names, const struct pt_lora *l,
+                        const pt_lora_pair *p, int layer, int k, pt_rng *rng)
+{
+    const size_t r = (size_t)l->opts.rank;
+    double bound = 1.0 / sqrt((double)p->in);
+    for (size_t j = 0; j < r * p->in; j++)
+        p->a[j] = (float)((2.0 * pt_rng_uniform_double(rng) - 1.0) * bound);
+    for (int ab = 0; ab < 2; ab++) {
+        char *name = names + (size_t)ab * LORA_NAME_LEN;
+        snprintf(name, LORA_NAME_LEN, "model.layers.%d.%s.lora_%c.weight", layer,
+                 pt_lora_module_name(k), ab ? 'B' : 'A');
+        pt_tensor_ref *t = &tab[ab];
+        memset(t, 0, sizeof *t);
+        t->name = name;
+        t->data = ab ? p->b : p->a;
+        t->grad = ab ? p->db : p->da;
+        t->ndim = 2;
+        t->shape[0] = ab ? (int64_t)p->out : (int64_t)r;
+        t->shape[1] = ab ? (int64_t)r : (int64_t)p->in;
+        t->numel = r * (ab ? p->out : p->in);
+        t->trainable = true;
+        t->adapter = true;
+        t->id = -1;
+        t->layer = layer;
+    }
+}
+
+/* The adapters' memory for options o (nothing attached yet). */
+static int lora_alloc(struct pt_lora **out, const pt_model *m, const pt_lora_options *o)
+{
     struct pt_lora *l = pt_calloc(1, sizeof *l);
     if (!l)
         return PT_ENOMEM;
+    const size_t L = (size_t)m->cfg.num_hidden_layers;
+    size_t per_layer = 0;
+    for (int k = 0; k < PT_LORA_NMOD; k++)
+        per_layer += (o->targets >> k) & 1u;
     l->opts = *o;
     l->scale = (float)(o->alpha / (double)o->rank);
     l->nbase = m->ntensors;
-    l->nadapters = nad;
-    l->mods = pt_calloc((size_t)L * PT_LORA_NMOD, sizeof *l->mods);
-    l->names = pt_calloc(2 * nad, LORA_NAME_LEN);
-    pt_tensor_ref *tab = pt_malloc_array(m->ntensors + 2 * nad, sizeof *tab);
-    if (!l->mods || !l->names || !tab) {
-        pt_free(tab);
-        lora_free(l);
-        return PT_ENOMEM;
+    l->nadapters = L * per_layer;
+    l->mods = pt_calloc(L * PT_LORA_NMOD, sizeof *l->mods);
+    l->names = pt_calloc(2 * l->nadapters, LORA_NAME_LEN);
+    int st = l->mods && l->names ? PT_OK : PT_ENOMEM;
+    if (st == PT_OK && !(l->num_floats = lay_out_adapters(l, m, NULL, NULL)))
+        st = pt_err(PT_ENOMEM, "pt_model_add_lora: rank %d adapters are too large", o->rank);
+    if (st == PT_OK) {
+        l->params = pt_malloc_aligned(l->num_floats * sizeof(float));
+        l->grads = pt_malloc_aligned(l->num_floats * sizeof(float));
+        if (!l->params || !l->grads)
+            st = pt_err_prefix(PT_ENOMEM, "LoRA adapters of rank %d", o->rank);
     }
-    /* Layout: A then B of each adapter, each 16-float aligned. */
-    size_t off = 0;
-    bool overflow = false;
-    for (int layer = 0; layer < L; layer++)
-        for (int k = 0; k < PT_LORA_NMOD; k++) {
-            if (!((o->targets >> k) & 1u))
-                continue;
-            size_t in, out, na, nb;
-            pt_lora_module_dims(m, k, &in, &out);
-            if (!pt_mul_size(r, in, &na) || !pt_mul_size(out, r, &nb) ||
-                !pt_add_size((off + 15) & ~(size_t)15, na, &off) ||
-                !pt_add_size((off + 15) & ~(size_t)15, nb, &off) || off > ((size_t)1 << 58))
-                overflow = true;
-        }
-    if (overflow || off > ((size_t)1 << 60) / sizeof(float)) {
-        pt_free(tab);
+    if (st != PT_OK) {
         lora_free(l);
-        return pt_err(PT_ENOMEM, "pt_model_add_lora: rank %d adapters are too large", o->rank);
-    }
-    l->num_floats = off + 16;
-    l->params = pt_malloc_aligned(l->num_floats * sizeof(float));
-    l->grads = pt_malloc_aligned(l->num_floats * sizeof(float));
-    if (!l->params || !l->grads) {
-        pt_free(tab);
-        lora_free(l);
-        return pt_err_prefix(PT_ENOMEM, "LoRA adapters of rank %d", o->rank);
+        return st;
     }
     memset(l->params, 0, l->num_floats * sizeof(float));
     memset(l->grads, 0, l->num_floats * sizeof(float));
+    lay_out_adapters(l, m, l->params, l->grads);
+    *out = l;
+    return PT_OK;
+}
 
+int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
+{
+    PT_CHECK_NULL(m);
+    pt_lora_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_lora_options_init);
+    if (st != PT_OK)
+        return st;
+    const int rank = o.rank;
+    const double alpha = o.alpha;
+    const unsigned targets = o.targets;
+    PT_CHECK_ARG(rank >= 1 && rank <= 65536, rank, "%d must be in 1 .. 65536", rank);
+    PT_CHECK_ARG(alpha > 0 && isfinite(alpha), alpha, "%g must be positive and finite", alpha);
+    PT_CHECK_ARG(targets != 0 && (targets & ~(unsigned)PT_LORA_ALL) == 0, targets,
+                 "0x%x must be a non-empty set of PT_LORA_* bits (0x%x)", targets,
+                 (unsigned)PT_LORA_ALL);
+    if (o.dropout != 0.0)
+        return pt_err(PT_EUNSUPPORTED, "pt_model_add_lora: dropout %g is not supported (must be 0)",
+                      o.dropout);
+    if (m->lora)
+        return pt_err(PT_ESTATE, "pt_model_add_lora: the model already has LoRA adapters "
+                      "(merge or remove them first)");
+    struct pt_lora *l = NULL;
+    if ((st = lora_alloc(&l, m, &o)) != PT_OK)
+        return st;
+    pt_tensor_ref *tab = pt_malloc_array(m->ntensors + 2 * l->nadapters, sizeof *tab);
+    if (!tab) {
+        lora_free(l);
+        return PT_ENOMEM;
+    }
     memcpy(tab, m->tensors, m->ntensors * sizeof *tab);
     pt_rng rng;
-    pt_rng_seed(&rng, o->seed);
-    size_t pos = 0, ti = m->ntensors;
-    for (int layer = 0; layer < L; layer++)
+    pt_rng_seed(&rng, o.seed);
+    size_t ti = m->ntensors;
+    for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)
         for (int k = 0; k < PT_LORA_NMOD; k++) {
-            if (!((o->targets >> k) & 1u))
+            const pt_lora_pair *p = &l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k];
+            if (!((o.targets >> k) & 1u))
                 continue;
-            pt_lora_pair *p = &l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k];
-            pt_lora_module_dims(m, k, &p->in, &p->out);
-            pos = (pos + 15) & ~(size_t)15;
-            p->a = l->params + pos;
-            p->da = l->grads + pos;
-            pos += r * p->in;
-            pos = (pos + 15) & ~(size_t)15;
-            p->b = l->params + pos;
-            p->db = l->grads + pos;
-            pos += p->out * r;
-            /* torch.nn.init.kaiming_uniform_(A, a=sqrt(5)): bound = 1/sqrt(fan_in). */
-            double bound = 1.0 / sqrt((double)p->in);
-            for (size_t j = 0; j < r * p->in; j++)
-                p->a[j] = (float)((2.0 * pt_rng_uniform_double(&rng) - 1.0) * bound);
-            for (int ab = 0; ab < 2; ab++) {
-                char *name = l->names + (ti - m->ntensors) * LORA_NAME_LEN;
-                snprintf(name, LORA_NAME_LEN, "model.layers.%d.%s.lora_%c.weight", layer,
-                         k_modules[k], ab ? 'B' : 'A');
-                pt_tensor_ref *t = &tab[ti++];
-                memset(t, 0, sizeof *t);
-                t->name = name;
-                t->data = ab ? p->b : p->a;
-                t->grad = ab ? p->db : p->da;
-                t->ndim = 2;
-                t->shape[0] = ab ? (int64_t)p->out : (int64_t)r;
-                t->shape[1] = ab ? (int64_t)r : (int64_t)p->in;
-                t->numel = r * (ab ? p->out : p->in);
-                t->no_decay = false;
-                t->trainable = true;
-                t->adapter = true;
-            }
+            add_entries(tab + ti, l->names + (ti - m->ntensors) * LORA_NAME_LEN, l, p, layer,
+                        k, &rng);
+            ti += 2;
         }
     /* Freeze the base. */
     drop_base_grads(m);
@@ -271,8 +266,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *o)
 
 int pt_model_remove_lora(pt_model *m)
 {
-    if (!m)
-        return pt_err(PT_EINVAL, "pt_model_remove_lora: NULL model");
+    PT_CHECK_NULL(m);
     if (!m->lora)
         return pt_err(PT_ESTATE, "pt_model_remove_lora: the model has no LoRA adapters");
     m->ntensors = m->lora->nbase;
@@ -286,8 +280,7 @@ int pt_model_remove_lora(pt_model *m)
 
 int pt_model_merge_lora(pt_model *m)
 {
-    if (!m)
-        return pt_err(PT_EINVAL, "pt_model_merge_lora: NULL model");
+    PT_CHECK_NULL(m);
     struct pt_lora *l = m->lora;
     if (!l)
         return pt_err(PT_ESTATE, "pt_model_merge_lora: the model has no LoRA adapters");

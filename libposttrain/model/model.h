@@ -24,6 +24,8 @@ typedef struct pt_tensor_ref {
     bool no_decay;      /* norms and biases: no weight decay by default */
     bool trainable;     /* false for a frozen base (LoRA) */
     bool adapter;       /* a LoRA adapter (after all base tensors; not in the HF model files) */
+    int id;             /* base tensors: the schema row (pt_tensor_id, model/schema.h); -1 adapters */
+    int layer;          /* its layer, or -1 for a global tensor (and adapters: their layer) */
 } pt_tensor_ref;
 
 size_t pt_model_tensor_count(const pt_model *m);

@@ -4,7 +4,9 @@
 #ifndef PT_MODEL_TRANSFORMER_H
 #define PT_MODEL_TRANSFORMER_H
 
+#include "kernels/attention.h"
 #include "model/model.h"
+#include "model/schema.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,12 +43,16 @@ struct pt_model {
     size_t ntensors;
     pt_tensor_ref *tensors;
     size_t *offsets;        /* offset of each tensor in the blocks */
-    char *names;            /* storage for tensor names */
+    pt_schema_tensor *layout; /* the schema's tensors (names, rows), base tensors' order */
     float *inv_freq;        /* [hd/2] rotary frequencies after scaling */
     void *attachment;       /* a higher layer's record (pt_model_set_attachment) */
     void (*attachment_free)(void *);
     struct pt_lora *lora;   /* LoRA adapters (model/lora.h), or NULL */
 };
+
+/* The slot of w (pt_weights, or pt_layer_w of `layer` for a per-layer
+ * row) that points at schema tensor `id`. */
+float **pt_weights_slot(pt_weights *w, int layer, pt_tensor_id id);
 
 /* A LoRA adapter on the output columns [off, off+len) of a linear:
  * y[:, off:off+len] += scale * (x A^T) B^T (attached by pt_lora_attach). */
@@ -91,6 +97,17 @@ typedef struct pt_planner {
     bool overflow;
 } pt_planner;
 size_t pt_plan(pt_planner *p, size_t a, size_t b);
+/* pt_plan's reservation as a pointer into base, or NULL when base is NULL
+ * (a first pass that only sizes the block). */
+float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b);
+
+/* Threads that per-thread scratch is sized for: the larger of the
+ * configured thread count and the processors (at least 1). */
+int pt_scratch_threads(void);
+/* Causal attention of model m over batch x seq tokens in the layers'
+ * layout (q|k|v rows of Q+2KV floats, output rows of Q), without segments,
+ * tiles or window, with scratch for max_threads threads. */
+pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads);
 
 /* One decoder layer's forward over n tokens, shared by the training forward
  * (model/forward.c) and the KV-cache generator (model/generate.c): they differ

@@ -1,7 +1,7 @@
 /* Mean next-token loss of a model over a JSONL file (posttrain eval). */
 #include "core/core.h"
 #include "io/jsonl.h"
-#include "modelio/tokshim.h"
+#include "posttrain/tokenizer.h"
 #include "posttrain/modelio.h"
 
 #include <math.h>
@@ -12,12 +12,8 @@
 
 int pt_eval_options_init(pt_eval_options *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_eval_options_init: NULL");
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->max_length = 0;
-    o->add_special = true;
+    PT_CHECK_NULL(o);
+    *o = (pt_eval_options){ .size = sizeof *o, .max_length = 0, .add_special = true };
     return PT_OK;
 }
 
@@ -45,6 +41,47 @@ static void rows_free(erow *rows, size_t n)
     pt_free(rows);
 }
 
+/* A {"text"} row, encoded with tok; every id must be in the vocabulary. */
+static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokenizer *tok,
+                         int32_t vocab, bool add_special)
+{
+    const char *text;
+    size_t len;
+    int st = pt_jsonl_row_string(&text, &len, r, row, "text", 1);
+    if (st != PT_OK)
+        return st;
+    if (!tok)
+        return pt_jsonl_err(r, PT_EUNSUPPORTED,
+                            "a {\"text\"} row needs a tokenizer and the model has none "
+                            "(use {\"input_ids\"} rows or add tokenizer.json)");
+    if ((st = pt_tokenizer_encode(&e->ids, &e->n, tok, text, len,
+                                  add_special ? PT_TOK_ADD_SPECIAL : 0)) != PT_OK)
+        return pt_err_prefix(st, "%s line %zu", pt_jsonl_name(r), pt_jsonl_line(r));
+    for (size_t i = 0; i < e->n; i++)
+        if (e->ids[i] < 0 || e->ids[i] >= vocab) {
+            st = pt_jsonl_err(r, PT_ERANGE,
+                              "the tokenizer gave id %d, outside the model's vocabulary of %d",
+                              (int)e->ids[i], (int)vocab);
+            pt_free(e->ids);
+            e->ids = NULL;
+            return st;
+        }
+    return PT_OK;
+}
+
+static int read_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokenizer *tok,
+                    int32_t vocab, bool add_special)
+{
+    int kind = pt_jsonl_row_kind(r, row);
+    if (kind < 0)
+        return kind;
+    if (kind == PT_JSONL_IDS)
+        return pt_jsonl_row_ids(&e->ids, &e->mask, &e->n, r, row, vocab);
+    if (kind == PT_JSONL_TEXT)
+        return read_text_row(e, r, row, tok, vocab, add_special);
+    return pt_jsonl_err(r, PT_EFORMAT, "a row needs \"text\" or \"input_ids\"");
+}
+
 /* Read every row of the file as token ids (and optional mask). */
 static int read_rows(erow **out, size_t *out_n, const char *path, const pt_tokenizer *tok,
                      int32_t vocab, size_t max_len, bool add_special)
@@ -66,46 +103,8 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_token
             rows = nr;
         }
         erow e = { 0 };
-        int kind = pt_jsonl_row_kind(r, row);
-        if (kind < 0) {
-            st = kind;
+        if ((st = read_row(&e, r, row, tok, vocab, add_special)) != PT_OK)
             break;
-        }
-        if (kind == PT_JSONL_IDS) {
-            if ((st = pt_jsonl_row_ids(&e.ids, &e.mask, &e.n, r, row, vocab)) != PT_OK)
-                break;
-        } else if (kind == PT_JSONL_TEXT) {
-            const char *text;
-            size_t len;
-            if ((st = pt_jsonl_row_string(&text, &len, r, row, "text", 1)) != PT_OK)
-                break;
-            if (!tok) {
-                st = pt_jsonl_err(r, PT_EUNSUPPORTED,
-                                  "a {\"text\"} row needs a tokenizer and the model has none "
-                                  "(use {\"input_ids\"} rows or add tokenizer.json)");
-                break;
-            }
-            if ((st = pt_modelio_encode(&e.ids, &e.n, tok, text, len,
-                                        add_special ? PT_TOK_ADD_SPECIAL : 0)) != PT_OK) {
-                pt_err_prefix(st, "%s line %zu", pt_jsonl_name(r), pt_jsonl_line(r));
-                break;
-            }
-            for (size_t i = 0; i < e.n; i++)
-                if (e.ids[i] < 0 || e.ids[i] >= vocab) {
-                    st = pt_jsonl_err(r, PT_ERANGE,
-                                      "the tokenizer gave id %d, outside the model's vocabulary "
-                                      "of %d",
-                                      (int)e.ids[i], (int)vocab);
-                    break;
-                }
-            if (st) {
-                pt_free(e.ids);
-                break;
-            }
-        } else {
-            st = pt_jsonl_err(r, PT_EFORMAT, "a row needs \"text\" or \"input_ids\"");
-            break;
-        }
         if (e.n > max_len) {
             e.n = max_len;
             cut++;
@@ -125,123 +124,152 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_token
     return PT_OK;
 }
 
-int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenizer *tok,
-                        const char *path, const pt_eval_options *opts)
-{
-    if (!out || !model || !path)
-        return pt_err(PT_EINVAL, "pt_model_eval_jsonl: NULL argument");
-    *out = NULL;
-    pt_eval_options def;
-    pt_eval_options_init(&def);
-    if (!opts)
-        opts = &def;
-    if (opts->size != sizeof *opts)
-        return pt_err(PT_EINVAL, "pt_model_eval_jsonl: options size %zu, expected %zu",
-                      opts->size, sizeof *opts);
-    if (opts->max_length < 0)
-        return pt_err(PT_EINVAL, "pt_model_eval_jsonl: max_length %d < 0", opts->max_length);
-    pt_model_config cfg;
-    int st = pt_model_get_config(&cfg, model);
-    if (st)
-        return st;
-    size_t max_len = (size_t)(opts->max_length ? opts->max_length : cfg.max_position_embeddings);
-    erow *rows = NULL;
-    size_t n = 0;
-    if ((st = read_rows(&rows, &n, path, tok, cfg.vocab_size, max_len, opts->add_special)))
-        return st;
+/* ---- packing and the forwards ------------------------------------------------------
+ *
+ * Rows are packed, in order, into sequences of up to P tokens: each row
+ * keeps its own positions (0..n-1) and segment, so attention never crosses
+ * rows and the result equals one forward per row, while the products run on
+ * P rows at a time. */
 
-    /* Rows are packed, in order, into sequences of up to P tokens: each row
-     * keeps its own positions (0..n-1) and segment, so attention never
-     * crosses rows and the result equals one forward per row, while the
-     * products run on P rows at a time. */
-    pt_eval_result *res = pt_calloc(1, sizeof *res);
+typedef struct pack {
+    size_t P;
+    int32_t *ids, *targets, *pos, *seg;
+    size_t *owner;          /* the row of each packed token */
+    float *lp;
+} pack;
+
+static void pack_free(pack *p)
+{
+    pt_free(p->ids);
+    pt_free(p->targets);
+    pt_free(p->pos);
+    pt_free(p->seg);
+    pt_free(p->owner);
+    pt_free(p->lp);
+}
+
+static int pack_alloc(pack *p, const erow *rows, size_t n)
+{
     size_t longest = 1;
     for (size_t i = 0; i < n; i++)
         if (rows[i].n > longest)
             longest = rows[i].n;
     size_t P = longest > EVAL_PACK ? longest : EVAL_PACK;
-    int32_t *ids = pt_malloc_array(P, sizeof *ids), *targets = pt_malloc_array(P, sizeof *targets);
-    int32_t *pos = pt_malloc_array(P, sizeof *pos), *seg = pt_malloc_array(P, sizeof *seg);
-    size_t *owner = pt_malloc_array(P, sizeof *owner);
-    float *lp = pt_malloc_array(P, sizeof *lp);
-    double *sums = pt_calloc(n ? n : 1, sizeof *sums);
-    if (res) {
-        res->n_rows = n;
-        res->row_loss = pt_calloc(n ? n : 1, sizeof *res->row_loss);
-        res->row_tokens = pt_calloc(n ? n : 1, sizeof *res->row_tokens);
-    }
-    pt_context *ctx = NULL;
-    if (!res || !ids || !targets || !pos || !seg || !owner || !lp || !sums || !res->row_loss ||
-        !res->row_tokens) {
-        st = PT_ENOMEM;
-        goto done;
-    }
-    /* Count each row's predicted tokens (every position predicts the next;
-     * a mask of 0 drops that token as a target). */
-    bool any = false;
+    *p = (pack){ .P = P };
+    p->ids = pt_malloc_array(P, sizeof *p->ids);
+    p->targets = pt_malloc_array(P, sizeof *p->targets);
+    p->pos = pt_malloc_array(P, sizeof *p->pos);
+    p->seg = pt_malloc_array(P, sizeof *p->seg);
+    p->owner = pt_malloc_array(P, sizeof *p->owner);
+    p->lp = pt_malloc_array(P, sizeof *p->lp);
+    return p->ids && p->targets && p->pos && p->seg && p->owner && p->lp ? PT_OK : PT_ENOMEM;
+}
+
+/* Each row's predicted tokens (every position predicts the next; a mask of
+ * 0 drops that token as a target) into row_tokens; the longest pack the
+ * rows with any need (0 when none has). */
+static size_t count_targets(int64_t *row_tokens, const erow *rows, size_t n, size_t P)
+{
+    size_t ctx_len = 0, used = 0;
     for (size_t i = 0; i < n; i++) {
         const erow *e = &rows[i];
         int64_t cnt = 0;
         for (size_t t = 1; t < e->n; t++)
             cnt += !e->mask || e->mask[t];
-        res->row_tokens[i] = cnt;
-        any |= cnt > 0;
+        row_tokens[i] = cnt;
+        if (!cnt)
+            continue;
+        used = used + e->n <= P ? used + e->n : e->n;
+        if (used > ctx_len)
+            ctx_len = used;
     }
-    if (any) {
-        size_t ctx_len = 0;
-        /* the longest pack actually needed */
-        for (size_t i = 0, used = 0; i < n; i++) {
-            if (!res->row_tokens[i])
-                continue;
-            used = used + rows[i].n <= P ? used + rows[i].n : rows[i].n;
-            if (used > ctx_len)
-                ctx_len = used;
+    return ctx_len;
+}
+
+/* Pack rows from *i on into p (skipping rows without targets); the count. */
+static size_t pack_rows(pack *p, const erow *rows, size_t n, const int64_t *row_tokens, size_t *i)
+{
+    size_t used = 0;
+    int nseg = 0;
+    for (; *i < n && (row_tokens[*i] == 0 || used + rows[*i].n <= p->P); (*i)++) {
+        const erow *e = &rows[*i];
+        if (!row_tokens[*i])
+            continue;
+        for (size_t t = 0; t < e->n; t++) {
+            bool has = t + 1 < e->n && (!e->mask || e->mask[t + 1]);
+            p->ids[used + t] = e->ids[t];
+            p->targets[used + t] = has ? e->ids[t + 1] : -1;
+            p->pos[used + t] = (int32_t)t;
+            p->seg[used + t] = nseg;
+            p->owner[used + t] = *i;
         }
-        if ((st = pt_context_create(&ctx, model, 1, (int)ctx_len)) != PT_OK)
-            goto done;
+        used += e->n;
+        nseg++;
     }
+    return used;
+}
+
+/* Forward every pack; sums[row] accumulates the row's negative log-probs. */
+static int run_packs(double *sums, pack *p, pt_context *ctx, const erow *rows, size_t n,
+                     const int64_t *row_tokens, const char *path)
+{
     for (size_t i = 0; i < n;) {
-        size_t used = 0;
-        int nseg = 0;
-        while (i < n && (res->row_tokens[i] == 0 || used + rows[i].n <= P)) {
-            const erow *e = &rows[i];
-            if (res->row_tokens[i]) {
-                for (size_t t = 0; t < e->n; t++) {
-                    bool has = t + 1 < e->n && (!e->mask || e->mask[t + 1]);
-                    ids[used + t] = e->ids[t];
-                    targets[used + t] = has ? e->ids[t + 1] : -1;
-                    pos[used + t] = (int32_t)t;
-                    seg[used + t] = nseg;
-                    owner[used + t] = i;
-                }
-                used += e->n;
-                nseg++;
-            }
-            i++;
-        }
+        size_t used = pack_rows(p, rows, n, row_tokens, &i);
         if (used == 0)
             continue;
-        if ((st = pt_check_abort()) != PT_OK)
-            goto done;
+        int st = pt_check_abort();
+        if (st != PT_OK)
+            return st;
         pt_batch b;
         pt_batch_init(&b);
         b.batch = 1;
         b.seq = (int)used;
-        b.input_ids = ids;
-        b.targets = targets;
-        b.positions = pos;
-        b.segments = seg;
-        if ((st = pt_model_forward(ctx, &b, lp, NULL)) != PT_OK) {
-            pt_err_prefix(st, "%s: rows up to %zu", path, i);
-            goto done;
-        }
+        b.input_ids = p->ids;
+        b.targets = p->targets;
+        b.positions = p->pos;
+        b.segments = p->seg;
+        if ((st = pt_model_forward(ctx, &b, p->lp, NULL)) != PT_OK)
+            return pt_err_prefix(st, "%s: rows up to %zu", path, i);
         for (size_t t = 0; t < used; t++)
-            if (targets[t] >= 0)
-                sums[owner[t]] -= (double)lp[t];
+            if (p->targets[t] >= 0)
+                sums[p->owner[t]] -= (double)p->lp[t];
     }
+    return PT_OK;
+}
+
+static pt_eval_result *result_alloc(size_t n)
+{
+    pt_eval_result *res = pt_calloc(1, sizeof *res);
+    if (!res)
+        return NULL;
+    res->n_rows = n;
+    res->row_loss = pt_calloc(n ? n : 1, sizeof *res->row_loss);
+    res->row_tokens = pt_calloc(n ? n : 1, sizeof *res->row_tokens);
+    if (!res->row_loss || !res->row_tokens) {
+        pt_eval_result_free(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* The losses of the rows' packed forwards into res. */
+static int evaluate(pt_eval_result *res, pt_model *model, const erow *rows, size_t n,
+                    const char *path)
+{
+    pack p;
+    double *sums = pt_calloc(n ? n : 1, sizeof *sums);
+    int st = pack_alloc(&p, rows, n);
+    if (!sums)
+        st = PT_ENOMEM;
+    pt_context *ctx = NULL;
+    size_t ctx_len = st == PT_OK ? count_targets(res->row_tokens, rows, n, p.P) : 0;
+    if (st == PT_OK && ctx_len)
+        st = pt_context_create(&ctx, model, 1, (int)ctx_len);
+    if (st == PT_OK)
+        st = run_packs(sums, &p, ctx, rows, n, res->row_tokens, path);
     double total = 0;
     int64_t total_tokens = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; st == PT_OK && i < n; i++) {
         int64_t cnt = res->row_tokens[i];
         res->row_loss[i] = cnt ? sums[i] / (double)cnt : NAN;
         total += sums[i];
@@ -249,16 +277,36 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     }
     res->tokens = total_tokens;
     res->loss = total_tokens ? total / (double)total_tokens : 0.0;
-    st = PT_OK;
-done:
     pt_context_free(ctx);
-    pt_free(ids);
-    pt_free(targets);
-    pt_free(pos);
-    pt_free(seg);
-    pt_free(owner);
-    pt_free(lp);
+    pack_free(&p);
     pt_free(sums);
+    return st;
+}
+
+int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenizer *tok,
+                        const char *path, const pt_eval_options *opts)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(model);
+    PT_CHECK_NULL(path);
+    pt_eval_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_eval_options_init);
+    if (st)
+        return st;
+    const int max_length = o.max_length;
+    PT_CHECK_ARG(max_length >= 0, max_length, "%d must be >= 0 (0: the model's maximum)",
+                 max_length);
+    pt_model_config cfg;
+    if ((st = pt_model_get_config(&cfg, model)))
+        return st;
+    size_t max_len = (size_t)(max_length ? max_length : cfg.max_position_embeddings);
+    erow *rows = NULL;
+    size_t n = 0;
+    if ((st = read_rows(&rows, &n, path, tok, cfg.vocab_size, max_len, o.add_special)))
+        return st;
+    pt_eval_result *res = result_alloc(n);
+    st = res ? evaluate(res, model, rows, n, path) : PT_ENOMEM;
     rows_free(rows, n);
     if (st) {
         pt_eval_result_free(res);

@@ -1,9 +1,10 @@
-/* Internal helpers of the modelio layer, shared by its files (and by the
- * train layer's loaders). */
+/* Internal pieces of the modelio layer, shared by its files: the weight
+ * files of a directory, their check against the model schema, the
+ * per-model record, and config.json helpers. */
 #ifndef PT_MODELIO_INTERNAL_H
 #define PT_MODELIO_INTERNAL_H
 
-#include "io/fileio.h"
+#include "io/safetensors.h"
 #include "posttrain/model.h"
 #include "posttrain/tokenizer.h"
 
@@ -11,23 +12,58 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PT_MODELIO_MAX_CONFIG_BYTES ((size_t)16 << 20)
 
-/* "llama", "qwen2", ... and "LlamaForCausalLM", ... for a pt_arch. */
-const char *pt_arch_model_type(int arch);
-const char *pt_arch_class_name(int arch);
+/* ---- the weight files of a directory (weights.c) ------------------------------ */
 
-/* The tensors a config needs (Hugging Face names and shapes, in the model
- * layer's order); out must hold 3 + 14 * num_hidden_layers entries.  Returns
- * the count.  Used to check weights against a config without building the
- * model (pt_model_dir_inspect). */
-typedef struct exp_tensor {
-    char name[80];
-    int ndim;
-    int64_t shape[2];
-} exp_tensor;
-size_t pt_modelio_expected_tensors(exp_tensor *out, const pt_model_config *c);
+typedef struct pt_weight_entry {
+    const char *name;
+    const pt_st_tensor *t;
+    int shard;                  /* index into file_names */
+} pt_weight_entry;
 
-/* Load dir's tokenizer (errors prefixed with the directory). */
-int pt_modelio_tokenizer_load(pt_tokenizer **out, const char *dir);
+/* model.safetensors, or the shards of model.safetensors.index.json, with
+ * every tensor of them sorted by name (a name in two shards is an error). */
+typedef struct pt_weight_files {
+    pt_st_file **files;
+    char **file_names;
+    size_t nfiles;
+    pt_weight_entry *e;
+    size_t n;
+    bool sharded;               /* from the index */
+} pt_weight_files;
+
+/* PT_ENOTFOUND when dir has neither file. */
+int pt_weight_files_open(pt_weight_files *w, const char *dir);
+void pt_weight_files_close(pt_weight_files *w);
+/* The entry called name, or NULL. */
+const pt_weight_entry *pt_weight_files_find(const pt_weight_files *w, const char *name);
+
+/* ---- the weights against the schema (weights_check.c) -------------------------- */
+
+/* The first problem pt_model_load_dir would find with weights w for config
+ * c, from the headers alone (missing, mis-shaped, undecodable, unexpected
+ * tensor), as a status with the message set.  A tied config's left-over
+ * "lm_head.weight" of the embedding's shape is accepted and returned in
+ * *tied_head (may be NULL): whether it equals the embedding is only known
+ * after reading it. */
+int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const char *dir,
+                     const pt_weight_entry **tied_head);
+
+/* ---- the per-model record (record.c) --------------------------------------------- */
+
+/* Keep dir and tok with model m (taking ownership of both, freed on failure
+ * too); pt_model_source_dir and pt_model_tokenizer read them back. */
+int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok);
+
+/* ---- config.json (config_json.c) ------------------------------------------------ */
+
+/* The config.json text of c; eos_list: the JSON text of an eos_token_id
+ * list to write instead of the single id (NULL: the id). */
+int pt_modelio_config_json(char **out, const pt_model_config *c, const char *eos_list);
+/* The eos_token_id list of src_dir's config.json as JSON text, when it is a
+ * list whose first entry is eos (the config struct keeps only the first);
+ * NULL otherwise (no error is left set). */
+char *pt_modelio_source_eos_list(const char *src_dir, int eos);
 
 #endif

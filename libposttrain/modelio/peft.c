@@ -20,10 +20,14 @@
 #define PEFT_CONFIG "adapter_config.json"
 #define PEFT_WEIGHTS "adapter_model.safetensors"
 
-/* Short PEFT target names, in PT_LORA_* bit order. */
-static const char *const k_targets[PT_LORA_NMOD] = {
-    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-};
+/* PEFT's short target name of LoRA target k (PT_LORA_* bit order): the last
+ * part of the module's name ("q_proj" for "self_attn.q_proj"). */
+static const char *target_name(int k)
+{
+    const char *module = pt_lora_module_name(k);
+    const char *dot = strrchr(module, '.');
+    return dot ? dot + 1 : module;
+}
 
 static char *config_json(const struct pt_lora *l, const char *base)
 {
@@ -36,7 +40,7 @@ static char *config_json(const struct pt_lora *l, const char *base)
     }
     for (int k = 0; k < PT_LORA_NMOD; k++)
         if ((l->opts.targets >> k) & 1u)
-            cJSON_AddItemToArray(tm, cJSON_CreateString(k_targets[k]));
+            cJSON_AddItemToArray(tm, cJSON_CreateString(target_name(k)));
     cJSON_AddItemToObject(o, "alpha_pattern", cJSON_CreateObject());
     cJSON_AddNullToObject(o, "auto_mapping");
     if (base)
@@ -67,8 +71,8 @@ static char *config_json(const struct pt_lora *l, const char *base)
 
 int pt_lora_save_peft(const pt_model *m, const char *dir, const char *base_model_name_or_path)
 {
-    if (!m || !dir)
-        return pt_err(PT_EINVAL, "pt_lora_save_peft: NULL argument");
+    PT_CHECK_NULL(m);
+    PT_CHECK_NULL(dir);
     const struct pt_lora *l = m->lora;
     if (!l)
         return pt_err(PT_ESTATE, "pt_lora_save_peft: the model has no LoRA adapters");
@@ -131,6 +135,92 @@ static int check_unsupported(const cJSON *root, const char *key, const char *pat
                   path, key);
 }
 
+/* peft_type, r, lora_alpha, lora_dropout. */
+static int parse_numbers(pt_lora_options *o, const cJSON *root, const char *path)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, "LORA") != 0)
+        return pt_err(v ? PT_EUNSUPPORTED : PT_EFORMAT, "%s: \"peft_type\" is %s, expected \"LORA\"",
+                      path, cJSON_IsString(v) ? v->valuestring : "missing or not a string");
+    v = cJSON_GetObjectItemCaseSensitive(root, "r");
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > 65536)
+        return pt_err(PT_EFORMAT, "%s: \"r\" must be an integer in 1 .. 65536", path);
+    o->rank = (int)v->valuedouble;
+    v = cJSON_GetObjectItemCaseSensitive(root, "lora_alpha");
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
+        return pt_err(PT_EFORMAT, "%s: \"lora_alpha\" must be a positive number", path);
+    o->alpha = v->valuedouble;
+    v = cJSON_GetObjectItemCaseSensitive(root, "lora_dropout");
+    if (v && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
+                                  v->valuedouble >= 1))
+        return pt_err(PT_EFORMAT, "%s: \"lora_dropout\" must be a number in [0, 1)", path);
+    if (v && cJSON_IsNumber(v) && v->valuedouble != 0)
+        pt_log(PT_LOG_WARN, "%s: lora_dropout %g is ignored (no dropout in libposttrain)", path,
+               v->valuedouble);
+    return PT_OK;
+}
+
+/* "q_proj, k_proj, ..." into buf. */
+static const char *target_list(char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int j = 0; j < PT_LORA_NMOD && k < n; j++) {
+        int w = snprintf(buf + k, n - k, "%s%s", j ? ", " : "", target_name(j));
+        k += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
+}
+
+static int parse_targets(pt_lora_options *o, const cJSON *root, const char *path)
+{
+    char names[128];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "target_modules");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+        return pt_err(cJSON_IsString(v) ? PT_EUNSUPPORTED : PT_EFORMAT,
+                      "%s: \"target_modules\" must be a non-empty list of module names (%s)", path,
+                      target_list(names, sizeof names));
+    o->targets = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
+    {
+        int k = -1;
+        for (int j = 0; cJSON_IsString(it) && j < PT_LORA_NMOD; j++)
+            if (strcmp(it->valuestring, target_name(j)) == 0)
+                k = j;
+        if (k < 0) {
+            bool str = cJSON_IsString(it);
+            return pt_err(PT_EUNSUPPORTED, "%s: target module %s%s%s is not one of %s", path,
+                          str ? "'" : "", str ? it->valuestring : "(not a string)", str ? "'" : "",
+                          target_list(names, sizeof names));
+        }
+        o->targets |= 1u << k;
+    }
+    return PT_OK;
+}
+
+/* Settings this library does not implement must be off. */
+static int check_settings(const cJSON *root, const char *path)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "bias");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "none") == 0))
+        return pt_err(PT_EUNSUPPORTED, "%s: \"bias\" must be \"none\"", path);
+    v = cJSON_GetObjectItemCaseSensitive(root, "task_type");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "CAUSAL_LM") == 0))
+        return pt_err(PT_EUNSUPPORTED, "%s: \"task_type\" must be \"CAUSAL_LM\"", path);
+    static const char *const unsupported[] = {
+        "use_rslora", "use_dora", "fan_in_fan_out", "modules_to_save", "layers_to_transform",
+        "rank_pattern", "alpha_pattern", "lora_bias",
+    };
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++) {
+        int st = check_unsupported(root, unsupported[i], path);
+        if (st != PT_OK)
+            return st;
+    }
+    return PT_OK;
+}
+
 static int parse_config(pt_lora_options *o, const char *path)
 {
     char *text = NULL;
@@ -145,78 +235,8 @@ static int parse_config(pt_lora_options *o, const char *path)
         return pt_err(PT_EFORMAT, "%s: not a JSON object", path);
     }
     pt_lora_options_init(o);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
-    if (!cJSON_IsString(v) || strcmp(v->valuestring, "LORA") != 0) {
-        st = pt_err(v ? PT_EUNSUPPORTED : PT_EFORMAT, "%s: \"peft_type\" is %s, expected \"LORA\"",
-                    path, cJSON_IsString(v) ? v->valuestring : "missing or not a string");
-        goto done;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "r");
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
-        v->valuedouble > 65536) {
-        st = pt_err(PT_EFORMAT, "%s: \"r\" must be an integer in 1 .. 65536", path);
-        goto done;
-    }
-    o->rank = (int)v->valuedouble;
-    v = cJSON_GetObjectItemCaseSensitive(root, "lora_alpha");
-    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
-        st = pt_err(PT_EFORMAT, "%s: \"lora_alpha\" must be a positive number", path);
-        goto done;
-    }
-    o->alpha = v->valuedouble;
-    v = cJSON_GetObjectItemCaseSensitive(root, "lora_dropout");
-    if (v && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
-                                  v->valuedouble >= 1)) {
-        st = pt_err(PT_EFORMAT, "%s: \"lora_dropout\" must be a number in [0, 1)", path);
-        goto done;
-    }
-    if (v && cJSON_IsNumber(v) && v->valuedouble != 0)
-        pt_log(PT_LOG_WARN, "%s: lora_dropout %g is ignored (no dropout in libposttrain)", path,
-               v->valuedouble);
-    v = cJSON_GetObjectItemCaseSensitive(root, "target_modules");
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0) {
-        st = pt_err(cJSON_IsString(v) ? PT_EUNSUPPORTED : PT_EFORMAT,
-                    "%s: \"target_modules\" must be a non-empty list of module names "
-                    "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)", path);
-        goto done;
-    }
-    o->targets = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, v)
-    {
-        int k = -1;
-        for (int j = 0; cJSON_IsString(it) && j < PT_LORA_NMOD; j++)
-            if (strcmp(it->valuestring, k_targets[j]) == 0)
-                k = j;
-        if (k < 0) {
-            st = pt_err(PT_EUNSUPPORTED, "%s: target module %s%s%s is not one of q_proj, k_proj, "
-                        "v_proj, o_proj, gate_proj, up_proj, down_proj", path,
-                        cJSON_IsString(it) ? "'" : "", cJSON_IsString(it) ? it->valuestring
-                                                                          : "(not a string)",
-                        cJSON_IsString(it) ? "'" : "");
-            goto done;
-        }
-        o->targets |= 1u << k;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "bias");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "none") == 0)) {
-        st = pt_err(PT_EUNSUPPORTED, "%s: \"bias\" must be \"none\"", path);
-        goto done;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "task_type");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && strcmp(v->valuestring, "CAUSAL_LM") == 0)) {
-        st = pt_err(PT_EUNSUPPORTED, "%s: \"task_type\" must be \"CAUSAL_LM\"", path);
-        goto done;
-    }
-    static const char *const unsupported[] = {
-        "use_rslora", "use_dora", "fan_in_fan_out", "modules_to_save", "layers_to_transform",
-        "rank_pattern", "alpha_pattern", "lora_bias",
-    };
-    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
-        if ((st = check_unsupported(root, unsupported[i], path)) != PT_OK)
-            goto done;
-    st = PT_OK;
-done:
+    if ((st = parse_numbers(o, root, path)) == PT_OK && (st = parse_targets(o, root, path)) == PT_OK)
+        st = check_settings(root, path);
     cJSON_Delete(root);
     return st;
 }
@@ -265,8 +285,8 @@ static int load_tensors(pt_model *m, const pt_st_file *f, const char *path)
 
 int pt_lora_load_peft(pt_model *m, const char *dir)
 {
-    if (!m || !dir)
-        return pt_err(PT_EINVAL, "pt_lora_load_peft: NULL argument");
+    PT_CHECK_NULL(m);
+    PT_CHECK_NULL(dir);
     if (m->lora)
         return pt_err(PT_ESTATE, "pt_lora_load_peft: the model already has LoRA adapters");
     char *cpath = pt_path_join(dir, PEFT_CONFIG);

@@ -82,7 +82,7 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
     double loss_sum = 0;
     if (total > 0 && n_micro == 1) {
         float loss;
-        st = pt_model_loss(&loss, ctx, &micro[0], weights ? weights[0] : NULL, true);
+        st = pt_model_loss(ctx, &micro[0], weights ? weights[0] : NULL, true, &loss);
         loss_sum = (double)loss * total;
     } else if (total > 0) {
         float *lp = pt_malloc_array(max_tokens, sizeof *lp), *dlp = pt_malloc_array(max_tokens, sizeof *dlp);

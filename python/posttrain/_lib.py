@@ -573,7 +573,7 @@ _declare(None, {
     "pt_model_backward": (c_int, [vp, P(c_float)]),
     "pt_model_zero_grad": (c_int, [vp]),
     "pt_model_alloc_grads": (c_int, [vp]),
-    "pt_model_loss": (c_int, [P(c_float), vp, P(Batch_), P(c_float), c_bool]),
+    "pt_model_loss": (c_int, [vp, P(Batch_), P(c_float), c_bool, P(c_float)]),
     # modelio.h
     "pt_model_config_load": (c_int, [P(ModelConfig), c_char_p]),
     "pt_model_config_to_json": (c_int, [P(c_void_p), P(ModelConfig)]),
@@ -656,8 +656,8 @@ _declare(None, {
 _declare("generate", {
     "pt_generator_create": (c_int, [pp, vp, c_int, c_int]),
     "pt_generator_free": (None, [vp]),
-    "pt_generate": (c_int, [P(c_int32), P(c_int32), P(c_int32), P(c_float), vp, P(c_int32),
-                            P(c_int32), c_int, P(GenerateOptions)]),
+    "pt_generate": (c_int, [vp, P(c_int32), P(c_int32), c_int, P(GenerateOptions), P(c_int32),
+                            P(c_int32), P(c_int32), P(c_float)]),
 })
 _declare("grpo", {
     "pt_rollout_buffer_create": (c_int, [pp, P(RolloutBufferOptions)]),

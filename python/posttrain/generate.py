@@ -94,7 +94,7 @@ class Generator(Handle):
         ntok = (ctypes.c_int32 * B)()
         fin = (ctypes.c_int32 * B)()
         lps = (ctypes.c_float * (B * M))() if logprobs else None
-        check(lib.pt_generate(toks, ntok, fin, lps, self._ptr, ids, lens, B, ctypes.byref(o)),
+        check(lib.pt_generate(self._ptr, ids, lens, B, ctypes.byref(o), toks, ntok, fin, lps),
               "pt_generate")
         out = []
         for b in range(B):

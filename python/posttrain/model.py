@@ -328,8 +328,8 @@ class Context(Handle):
         b = _as_batch(input_ids, targets, positions, segments)
         w = flat_float(weights, b.ntokens, "weights") if weights is not None else None
         out = ctypes.c_float()
-        check(lib.pt_model_loss(ctypes.byref(out), self._ptr, ctypes.byref(b._c), w,
-                                bool(backward)), "pt_model_loss")
+        check(lib.pt_model_loss(self._ptr, ctypes.byref(b._c), w, bool(backward),
+                                ctypes.byref(out)), "pt_model_loss")
         self._last = b
         return out.value
 

@@ -156,7 +156,7 @@ static void check_against_forward(pt_model *m, const char *what, float temperatu
     o.n_stop_ids = 0;
     int32_t tok[3 * 12], n[3], fin[3];
     float lp[3 * 12];
-    ck_assert_ok(pt_generate(tok, n, fin, lp, g, prompts, lens, B, &o));
+    ck_assert_ok(pt_generate(g, prompts, lens, B, &o, tok, n, fin, lp));
     ck_assert_int_eq(h.calls, B * M);
 
     pt_context *ctx = NULL;
@@ -252,7 +252,7 @@ static void run(run_out *r, pt_generator *g, const int32_t *prompts, const int32
                 const pt_generate_options *o)
 {
     memset(r, 0x5a, sizeof *r);
-    ck_assert_ok(pt_generate(r->tok, r->n, r->fin, r->lp, g, prompts, lens, B, o));
+    ck_assert_ok(pt_generate(g, prompts, lens, B, o, r->tok, r->n, r->fin, r->lp));
 }
 
 static void assert_row_equal(const run_out *a, int ra, const run_out *b, int rb, int M,
@@ -556,13 +556,13 @@ START_TEST(test_stop_and_length)
     o.n_stop_ids = 0;
     int32_t tok[60], n[2], fin[2], tok2[60], n2[2], fin2[2];
     float lp[60];
-    ck_assert_ok(pt_generate(tok, n, fin, lp, g, prompts, lens, 2, &o));
+    ck_assert_ok(pt_generate(g, prompts, lens, 2, &o, tok, n, fin, lp));
     ck_assert(n[0] == 30 && n[1] == 30 && fin[0] == PT_FINISH_LENGTH);
     /* stop at the first occurrence of row 0's 5th token (row 1 may stop too) */
     int32_t stop[2] = { 52, tok[4] };
     o.stop_ids = stop;
     o.n_stop_ids = 2;
-    ck_assert_ok(pt_generate(tok2, n2, fin2, NULL, g, prompts, lens, 2, &o));
+    ck_assert_ok(pt_generate(g, prompts, lens, 2, &o, tok2, n2, fin2, NULL));
     for (int b = 0; b < 2; b++) {
         int first = -1;
         for (int i = 0; i < 30 && first < 0; i++)
@@ -579,7 +579,7 @@ START_TEST(test_stop_and_length)
     /* max_new_tokens: exactly that many, a prefix of the longer run */
     o.n_stop_ids = 0;
     o.max_new_tokens = 7;
-    ck_assert_ok(pt_generate(tok2, n2, fin2, NULL, g, prompts, lens, 2, &o));
+    ck_assert_ok(pt_generate(g, prompts, lens, 2, &o, tok2, n2, fin2, NULL));
     for (int b = 0; b < 2; b++) {
         ck_assert_int_eq(n2[b], 7);
         ck_assert_int_eq(fin2[b], PT_FINISH_LENGTH);
@@ -601,7 +601,7 @@ START_TEST(test_stop_and_length)
     ck_assert_ok(pt_generator_create(&g, m, 2, 40));
     o.max_new_tokens = 30;
     o.n_stop_ids = -1;
-    ck_assert_ok(pt_generate(tok2, n2, fin2, NULL, g, prompts, lens, 2, &o));
+    ck_assert_ok(pt_generate(g, prompts, lens, 2, &o, tok2, n2, fin2, NULL));
     int first = 0;
     while (tok[first] != tok[2])
         first++;
@@ -635,11 +635,11 @@ START_TEST(test_abort)
     int limit = 3 + 5;
     polls = 0;
     pt_set_abort_callback(abort_after, &limit);
-    ck_assert_status(pt_generate(tok, n, NULL, NULL, g, ids, &len, 1, &o), PT_ECANCELLED, NULL);
+    ck_assert_status(pt_generate(g, ids, &len, 1, &o, tok, n, NULL, NULL), PT_ECANCELLED, NULL);
     pt_set_abort_callback(NULL, NULL);
     ck_assert_int_eq(polls, limit + 1);
     ck_assert_int_eq(n[0], 5);
-    ck_assert_ok(pt_generate(tok, n, NULL, NULL, g, ids, &len, 1, &o));
+    ck_assert_ok(pt_generate(g, ids, &len, 1, &o, tok, n, NULL, NULL));
     ck_assert_int_eq(n[0], 20);
     pt_generator_free(g);
     pt_model_free(m);
@@ -662,64 +662,64 @@ START_TEST(test_bad_inputs)
     pt_generate_options o;
     pt_generate_options_init(&o);
     o.max_new_tokens = 5;
-    ck_assert_ok(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &o));
-    ck_assert_ok(pt_generate(tok, n, NULL, NULL, g, ids, lens, 1, NULL)); /* defaults: 64 new */
-    ck_assert_status(pt_generate(NULL, n, NULL, lp, g, ids, lens, 2, &o), PT_EINVAL, "NULL");
-    ck_assert_status(pt_generate(tok, NULL, NULL, lp, g, ids, lens, 2, &o), PT_EINVAL, "NULL");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, NULL, ids, lens, 2, &o), PT_EINVAL, "NULL");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, NULL, lens, 2, &o), PT_EINVAL, "NULL");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, NULL, 2, &o), PT_EINVAL, "NULL");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 0, &o), PT_EINVAL, "batch 0");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 3, &o), PT_EINVAL,
+    ck_assert_ok(pt_generate(g, ids, lens, 2, &o, tok, n, NULL, lp));
+    ck_assert_ok(pt_generate(g, ids, lens, 1, NULL, tok, n, NULL, NULL)); /* defaults: 64 new */
+    ck_assert_status(pt_generate(g, ids, lens, 2, &o, NULL, n, NULL, lp), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(g, ids, lens, 2, &o, tok, NULL, NULL, lp), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(NULL, ids, lens, 2, &o, tok, n, NULL, lp), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(g, NULL, lens, 2, &o, tok, n, NULL, lp), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(g, ids, NULL, 2, &o, tok, n, NULL, lp), PT_EINVAL, "NULL");
+    ck_assert_status(pt_generate(g, ids, lens, 0, &o, tok, n, NULL, lp), PT_EINVAL, "batch 0");
+    ck_assert_status(pt_generate(g, ids, lens, 3, &o, tok, n, NULL, lp), PT_EINVAL,
                      "max_batch 2");
     const int32_t zero[2] = { 0, 2 }, longp[2] = { 2, 66 };
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, zero, 2, &o), PT_EINVAL, "length 0");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, longp, 2, &o), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, zero, 2, &o, tok, n, NULL, lp), PT_EINVAL, "length 0");
+    ck_assert_status(pt_generate(g, ids, longp, 2, &o, tok, n, NULL, lp), PT_EINVAL,
                      "prompt 1 (66 tokens) plus max_new_tokens 5 exceeds the generator's max_seq 70");
     const int32_t bad_ids[4] = { 1, 2, 53, 4 }, neg_ids[4] = { -1, 2, 3, 4 };
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, bad_ids, lens, 2, &o), PT_ERANGE,
+    ck_assert_status(pt_generate(g, bad_ids, lens, 2, &o, tok, n, NULL, lp), PT_ERANGE,
                      "id 53, outside the vocabulary");
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, neg_ids, lens, 2, &o), PT_ERANGE,
+    ck_assert_status(pt_generate(g, neg_ids, lens, 2, &o, tok, n, NULL, lp), PT_ERANGE,
                      "id -1");
     pt_generate_options b = o;
-    b.size = 8;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
-                     "options size");
+    b.size = 3; /* smaller than any version of the struct */
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
+                     "struct size 3");
     b = o;
     b.max_new_tokens = 0;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
                      "max_new_tokens 0");
     b = o;
     b.temperature = -0.5f;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
                      "temperature -0.5");
     b.temperature = NAN;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
                      "temperature");
     b.temperature = 1e-9f;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
                      "use 0 for greedy");
     b = o;
     b.top_k = -1;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "top_k -1");
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL, "top_k -1");
     b = o;
     b.top_p = 0.0f;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
                      "top_p 0 must be in (0, 1]");
     b.top_p = 1.5f;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "top_p 1.5");
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL, "top_p 1.5");
     b = o;
     b.min_p = -0.1f;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "min_p");
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL, "min_p");
     b.min_p = 2.0f;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL, "min_p 2");
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL, "min_p 2");
     b = o;
     b.n_stop_ids = 2;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_EINVAL,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_EINVAL,
                      "stop_ids is NULL");
     const int32_t bad_stop[2] = { 3, 99 };
     b.stop_ids = bad_stop;
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &b), PT_ERANGE,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &b, tok, n, NULL, lp), PT_ERANGE,
                      "stop id 99 (stop_ids[1])");
     pt_generator_free(g);
     pt_generator_free(NULL);
@@ -731,10 +731,10 @@ START_TEST(test_bad_inputs)
     pt_model *mw = NULL;
     ck_assert_ok(pt_model_create(&mw, &c, 1));
     ck_assert_ok(pt_generator_create(&g, mw, 2, 10));
-    ck_assert_status(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &o), PT_EUNSUPPORTED,
+    ck_assert_status(pt_generate(g, ids, lens, 2, &o, tok, n, NULL, lp), PT_EUNSUPPORTED,
                      "sliding_window 6");
     o.max_new_tokens = 4;
-    ck_assert_ok(pt_generate(tok, n, NULL, lp, g, ids, lens, 2, &o));
+    ck_assert_ok(pt_generate(g, ids, lens, 2, &o, tok, n, NULL, lp));
     pt_generator_free(g);
     pt_model_free(mw);
     pt_model_free(m);

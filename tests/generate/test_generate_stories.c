@@ -34,7 +34,7 @@ START_TEST(test_greedy_200)
     static int32_t tok[3 * 200];
     int32_t cnt[3], fin[3];
     for (int B = 1; B <= 3; B += 2) {
-        ck_assert_ok(pt_generate(tok, cnt, fin, NULL, g, prompt, lens, B, &o));
+        ck_assert_ok(pt_generate(g, prompt, lens, B, &o, tok, cnt, fin, NULL));
         for (int b = 0; b < B; b++) {
             ck_assert_int_eq(cnt[b], 200);
             ck_assert_int_eq(fin[b], PT_FINISH_LENGTH);
@@ -47,7 +47,7 @@ START_TEST(test_greedy_200)
     /* a 40-token prompt continues with the reference */
     const int32_t len40 = 40;
     o.max_new_tokens = 161;
-    ck_assert_ok(pt_generate(tok, cnt, fin, NULL, g, ref, &len40, 1, &o));
+    ck_assert_ok(pt_generate(g, ref, &len40, 1, &o, tok, cnt, fin, NULL));
     ck_assert_int_eq(cnt[0], 161);
     ck_assert_mem_eq(tok, ref + 40, 161 * sizeof(int32_t));
     fprintf(stderr, "stories260K: greedy generation reproduces the 200 reference ids\n");
@@ -79,11 +79,11 @@ START_TEST(test_sampled_batch_vs_alone)
     memcpy(prompts + 35, ref, 3 * sizeof *prompts);
     int32_t tok[180], cnt[3], t1[60], c1;
     float lp[180], l1[60];
-    ck_assert_ok(pt_generate(tok, cnt, NULL, lp, g, prompts, lens, 3, &o));
+    ck_assert_ok(pt_generate(g, prompts, lens, 3, &o, tok, cnt, NULL, lp));
     size_t off = 0;
     for (int b = 0; b < 3; b++) {
         o.stream_offset = (uint64_t)b;
-        ck_assert_ok(pt_generate(t1, &c1, NULL, l1, g1, prompts + off, lens + b, 1, &o));
+        ck_assert_ok(pt_generate(g1, prompts + off, lens + b, 1, &o, t1, &c1, NULL, l1));
         ck_assert_int_eq(c1, cnt[b]);
         ck_assert_mem_eq(t1, tok + b * 60, (size_t)c1 * sizeof(int32_t));
         ck_assert_mem_eq(l1, lp + b * 60, (size_t)c1 * sizeof(float));

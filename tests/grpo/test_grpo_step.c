@@ -173,10 +173,10 @@ START_TEST(test_policy_gradient_at_mu1)
     b.targets = tg;
     float loss;
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&loss, big, &b, wp, true));
+    ck_assert_ok(pt_model_loss(big, &b, wp, true, &loss));
     float *gp = copy_params(m, true);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&loss, big, &b, wn, true));
+    ck_assert_ok(pt_model_loss(big, &b, wn, true, &loss));
     float *gn = copy_params(m, true);
     size_t n = total_params(m);
     double maxg = 0, worst = 0;
@@ -342,7 +342,7 @@ static void train_rounds(pt_model *m, int steps, double *rew, pt_grpo_stats *las
         go.seed = 100 + (uint64_t)s;
         int32_t tok[NP * G * MNT], nt[NP * G], fin[NP * G];
         float lp[NP * G * MNT];
-        ck_assert_ok(pt_generate(tok, nt, fin, lp, gen, prompts, lens, NP * G, &go));
+        ck_assert_ok(pt_generate(gen, prompts, lens, NP * G, &go, tok, nt, fin, lp));
         ck_assert_ok(pt_rollout_buffer_clear(buf));
         for (int i = 0; i < NP * G; i++) {
             int32_t ids[PL + MNT];
@@ -796,7 +796,7 @@ START_TEST(test_lora_base_is_reference)
         tg[t] = t + 1 < slen[0] ? sids[0][t + 1] : -1;
     pt_batch b = pt_test_row_batch(sids[0], tg, slen[0]);
     float loss;
-    ck_assert_status(pt_model_loss(&loss, ctx, &b, NULL, true), PT_ESTATE, "switched off");
+    ck_assert_status(pt_model_loss(ctx, &b, NULL, true, &loss), PT_ESTATE, "switched off");
     ck_assert_ok(pt_model_set_lora_enabled(m, true));
 
     /* a fresh buffer without reference values, beta > 0 */

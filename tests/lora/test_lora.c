@@ -106,7 +106,7 @@ static size_t adapter_numel(const pt_model *m)
 static double loss_at(pt_context *ctx, const pt_batch *b, bool backward)
 {
     float loss;
-    ck_assert_ok(pt_model_loss(&loss, ctx, b, g_w, backward));
+    ck_assert_ok(pt_model_loss(ctx, b, g_w, backward, &loss));
     return loss;
 }
 
@@ -391,7 +391,7 @@ static void golden_check(const char *name)
                       "%s logits[%zu]: %g, torch %g", name, i, lg[i], ref[i]);
     float loss;
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, w, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, w, true, &loss));
     ck_assert_float_eq_tol(loss, refloss, 1e-4f * (1 + fabsf(refloss)));
     size_t ngrads = 0;
     for (size_t i = pt_model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {

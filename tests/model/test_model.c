@@ -274,7 +274,7 @@ END_TEST
 static double loss_of(pt_context *ctx, const pt_batch *b, const float *w)
 {
     float l;
-    ck_assert_ok(pt_model_loss(&l, ctx, b, w, false));
+    ck_assert_ok(pt_model_loss(ctx, b, w, false, &l));
     return l;
 }
 
@@ -295,7 +295,7 @@ static void model_fd(int kind, bool segments)
     }
     float loss;
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, tb.w, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, tb.w, true, &loss));
     ck_assert(loss > 2.0f && loss < 6.0f);
 
     pt_rng r;
@@ -405,7 +405,7 @@ START_TEST(test_unfused_chunked_tiled)
 
     /* reference: defaults, fused loss+backward */
     ck_assert_ok(pt_model_alloc_grads(m));
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, tb.w, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, tb.w, true, &loss));
     float *g_fused = grads_copy(m);
     ck_assert_ok(pt_model_forward(ctx, &b, lp, lg));
     /* log p(target) is the log-softmax of the returned logits */
@@ -442,14 +442,14 @@ START_TEST(test_unfused_chunked_tiled)
     assert_close(lp2, lp, n, 1e-5, "chunked logprobs");
     ck_assert_ok(pt_model_zero_grad(m));
     float loss2;
-    ck_assert_ok(pt_model_loss(&loss2, ctx, &b, tb.w, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, tb.w, true, &loss2));
     ck_assert(fabsf(loss2 - loss) < 1e-5f);
     float *g_chunk = grads_copy(m);
     assert_close(g_chunk, g_fused, G, 1e-5, "chunked grad");
     ck_assert_status(pt_context_set_tiling(ctx, 100000, 0, 0), PT_EINVAL, "chunk");
 
     /* gradients accumulate */
-    ck_assert_ok(pt_model_loss(&loss2, ctx, &b, tb.w, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, tb.w, true, &loss2));
     float *g_twice = grads_copy(m);
     for (size_t i = 0; i < G; i++)
         ck_assert(fabsf(g_twice[i] - 2 * g_chunk[i]) <= 1e-6f + 1e-5f * fabsf(g_chunk[i]));
@@ -530,24 +530,24 @@ START_TEST(test_determinism)
     pt_batch b = as_batch(&tb, false);
     size_t G = grads_len(m);
     float l1, l2, l3;
-    ck_assert_ok(pt_model_loss(&l1, ctx, &b, NULL, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &l1));
     float *g1 = grads_copy(m);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&l2, ctx, &b, NULL, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &l2));
     float *g2 = grads_copy(m);
     ck_assert_mem_eq(&l1, &l2, sizeof l1);
     ck_assert_mem_eq(g1, g2, G * sizeof *g1);
     int nt = pt_get_num_threads();
     pt_set_num_threads(nt == 1 ? 2 : 1);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&l3, ctx, &b, NULL, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &l3));
     pt_set_num_threads(nt);
     float *g3 = grads_copy(m);
     ck_assert(fabsf(l3 - l1) < 1e-5f);
     /* more threads than the context's attention scratch was sized for: capped */
     ck_assert_ok(pt_set_num_threads(omp_get_num_procs() + 1));
     float l4;
-    ck_assert_ok(pt_model_loss(&l4, ctx, &b, NULL, false));
+    ck_assert_ok(pt_model_loss(ctx, &b, NULL, false, &l4));
     pt_set_num_threads(nt);
     ck_assert(fabsf(l4 - l1) < 1e-5f);
     assert_close(g3, g1, G, 1e-4, "other thread count");
@@ -575,12 +575,12 @@ START_TEST(test_errors)
     ck_assert_status(pt_model_backward(ctx, dl), PT_ESTATE, "forward");
     ck_assert_status(pt_model_forward(NULL, &b, lp, NULL), PT_EINVAL, "");
     ck_assert_status(pt_model_forward(ctx, NULL, lp, NULL), PT_EINVAL, "");
-    ck_assert_status(pt_model_loss(NULL, ctx, &b, NULL, false), PT_EINVAL, "");
+    ck_assert_status(pt_model_loss(ctx, &b, NULL, false, NULL), PT_EINVAL, "");
     b.batch = 3;
     ck_assert_status(pt_model_forward(ctx, &b, lp, NULL), PT_EINVAL, "3 x 6");
     b.batch = 2;
     b.seq = 7;
-    ck_assert_status(pt_model_loss(&loss, ctx, &b, NULL, true), PT_EINVAL, "2 x 7");
+    ck_assert_status(pt_model_loss(ctx, &b, NULL, true, &loss), PT_EINVAL, "2 x 7");
     b.seq = 6;
     tb.ids[9] = c.vocab_size;
     ck_assert_status(pt_model_forward(ctx, &b, lp, NULL), PT_ERANGE, "row 1 position 3");
@@ -602,7 +602,7 @@ START_TEST(test_errors)
     for (int i = 0; i < 12; i++)
         w[i] = 1.0f;
     w[5] = -1.0f;
-    ck_assert_status(pt_model_loss(&loss, ctx, &b, w, true), PT_EINVAL, "weight");
+    ck_assert_status(pt_model_loss(ctx, &b, w, true, &loss), PT_EINVAL, "weight");
     /* a failed forward leaves nothing to differentiate */
     ck_assert_status(pt_model_backward(ctx, dl), PT_ESTATE, "");
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
@@ -613,7 +613,7 @@ START_TEST(test_errors)
     for (int i = 0; i < 12; i++)
         w[i] = 0.0f;
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, w, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, w, true, &loss));
     ck_assert_float_eq(loss, 0.0f);
     ck_assert_float_eq(pt_model_tensor(m, 0)->grad[3], 0.0f);
     ck_assert_status(pt_model_create(NULL, &c, 1), PT_EINVAL, "");

@@ -12,7 +12,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "io/jsonl.h"
-#include "modelio/modelio_internal.h"
+#include "model/schema.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -349,7 +349,8 @@ START_TEST(test_abort_and_eos_list)
 }
 END_TEST
 
-/* The tensors modelio expects from a config are exactly the model's table. */
+/* The tensors the schema gives a config (what loading and inspection check
+ * the weights against) are exactly the model's table, in its order. */
 START_TEST(test_expected_tensors_match_model)
 {
     static const int archs[] = { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_QWEN3, PT_ARCH_MISTRAL };
@@ -357,17 +358,25 @@ START_TEST(test_expected_tensors_match_model)
         pt_model *m = tiny_model(archs[k % 4], k < 4, 1);
         pt_model_config c;
         pt_model_get_config(&c, m);
-        exp_tensor e[3 + 14 * 2];
-        size_t n = pt_modelio_expected_tensors(e, &c);
+        pt_schema_tensor *e = NULL;
+        size_t n = 0;
+        ck_assert_ok(pt_schema_tensors(&e, &n, &c));
         ck_assert_uint_eq(n, pt_model_tensor_count(m));
         for (size_t i = 0; i < n; i++) {
             const pt_tensor_ref *t = pt_model_find_tensor(m, e[i].name);
             ck_assert_msg(t != NULL, "%s not in the model", e[i].name);
+            ck_assert_ptr_eq(t, pt_model_tensor(m, i));
             ck_assert_int_eq(t->ndim, e[i].ndim);
             ck_assert_int_eq(t->shape[0], e[i].shape[0]);
             if (t->ndim == 2)
                 ck_assert_int_eq(t->shape[1], e[i].shape[1]);
+            ck_assert_int_eq(t->id, (int)e[i].row->id);
         }
+        uint64_t np = 0, mp = 0;
+        ck_assert_ok(pt_model_config_num_params(&np, &c));
+        ck_assert_ok(pt_model_num_params(&mp, m));
+        ck_assert_uint_eq(np, mp);
+        pt_free(e);
         pt_model_free(m);
     }
 }
@@ -838,7 +847,7 @@ static double ref_loss(pt_model *m, const int32_t *ids, const uint8_t *mask, int
     }
     pt_batch b = pt_test_row_batch(ids, tg, n);
     float loss;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, wt, false));
+    ck_assert_ok(pt_model_loss(ctx, &b, wt, false, &loss));
     pt_context_free(ctx);
     return loss;
 }

@@ -140,7 +140,7 @@ static float case_loss(const golden_case *c, pt_context *ctx, bool backward)
 {
     pt_batch b = case_batch(c);
     float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, c->weights, backward));
+    ck_assert_ok(pt_model_loss(ctx, &b, c->weights, backward, &loss));
     return loss;
 }
 

@@ -72,7 +72,7 @@ static void check_loss(pt_model *m, const int32_t *ids, int n, double expect, co
     ck_assert_ok(pt_context_create(&ctx, m, 1, n - 1));
     pt_batch b = pt_test_row_batch(ids, ids + 1, n - 1);
     float loss = NAN;
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, NULL, false));
+    ck_assert_ok(pt_model_loss(ctx, &b, NULL, false, &loss));
     fprintf(stderr, "stories260K: loss %s %.9f (reference %.9f, diff %.2g)\n", what,
             (double)loss, expect, fabs((double)loss - expect));
     ck_assert_msg(fabs((double)loss - expect) <= LOSS_ATOL, "stories260K loss over %s: %.9f, "

@@ -71,7 +71,7 @@ class TestErrors(unittest.TestCase):
             self.assertPtError(pt.InvalidArgument, "PT_EINVAL",
                                "optimizer options: unknown type 7", pt.Optimizer, m, type=7)
             self.assertPtError(pt.InvalidArgument, "PT_EINVAL",
-                               "LoRA options: rank 0 must be in 1 .. 65536", m.add_lora, rank=0)
+                               "pt_model_add_lora: rank 0 must be in 1 .. 65536", m.add_lora, rank=0)
             self.assertPtError(pt.InvalidArgument, "PT_EINVAL",
                                "pt_model_loss: weight -1 at token 1 must be finite and >= 0",
                                m.loss, [[1, 2, 3]], [[2, 3, 4]], weights=[[1, -1, 1]])

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     pt_context *ctx;
     float loss;
     if ((st = pt_context_create(&ctx, before, 1, b.seq)) || (st = pt_model_alloc_grads(before)) ||
-        (st = pt_model_loss(&loss, ctx, &b, w, true)))
+        (st = pt_model_loss(ctx, &b, w, true, &loss)))
         return fail("gradient", st);
     double worst = 0, moved = 0;
     const char *worst_name = "";

@@ -300,10 +300,10 @@ START_TEST(test_packing_changes_nothing)
     float *gp = malloc(n * 4), *gu = malloc(n * 4);
     float lp, lu;
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&lp, ctx, &bp, wp, true));
+    ck_assert_ok(pt_model_loss(ctx, &bp, wp, true, &lp));
     grads(m, gp);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&lu, ctx, &bu, wu, true));
+    ck_assert_ok(pt_model_loss(ctx, &bu, wu, true, &lu));
     grads(m, gu);
     ck_assert_msg(fabsf(lp - lu) <= 1e-6f * fabsf(lu), "packed loss %.9g vs unpacked %.9g", (double)lp, (double)lu);
     double worst = 0, scale = 0;

@@ -88,7 +88,7 @@ START_TEST(test_plain_gradient_step)
     pt_batch b = rows(0, B);
     float loss;
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_model_loss(&loss, ctx, &b, wts, true));
+    ck_assert_ok(pt_model_loss(ctx, &b, wts, true, &loss));
     float *before, *grad;
     size_t n;
     snapshot(m, &before, &n);

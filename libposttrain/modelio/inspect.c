@@ -1,0 +1,105 @@
+/* What a model directory holds, from config.json and the safetensors
+ * headers alone (pt_model_dir_inspect), and the parameters a configuration
+ * implies. */
+#include "core/core.h"
+#include "io/fileio.h"
+#include "model/schema.h"
+#include "modelio/modelio_internal.h"
+#include "posttrain/modelio.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int pt_model_config_num_params(uint64_t *out, const pt_model_config *cfg)
+{
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(cfg);
+    pt_model_config c;
+    int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
+    if (st == PT_OK)
+        st = pt_model_config_validate(&c);
+    return st ? st : pt_schema_num_params(out, &c);
+}
+
+int pt_model_dir_info_init(pt_model_dir_info *info)
+{
+    PT_CHECK_NULL(info);
+    memset(info, 0, sizeof *info);
+    info->size = sizeof *info;
+    pt_model_config_init(&info->config);
+    return PT_OK;
+}
+
+/* The problem of the last failed call into info (and no error left set). */
+static void set_problem(pt_model_dir_info *info, int st)
+{
+    info->weights_status = st;
+    snprintf(info->weights_problem, sizeof info->weights_problem, "%s", pt_last_error());
+    pt_clear_error();
+}
+
+/* Count the tensors, bytes and dtypes of the weight files. */
+static void count_weights(pt_model_dir_info *info, const pt_weight_files *w)
+{
+    info->sharded = w->sharded;
+    info->num_files = (int)w->nfiles;
+    for (size_t i = 0; i < w->n; i++) {
+        const pt_st_tensor *t = w->e[i].t;
+        const char *name = pt_st_dtype_name(t->dtype);
+        if (!name)
+            name = "?";
+        int k = 0;
+        while (k < info->num_dtypes && strcmp(info->dtypes[k].name, name) != 0)
+            k++;
+        if (k == info->num_dtypes && k < PT_MODEL_INFO_MAX_DTYPES) {
+            snprintf(info->dtypes[k].name, sizeof info->dtypes[k].name, "%s", name);
+            info->num_dtypes++;
+        }
+        if (k < PT_MODEL_INFO_MAX_DTYPES) {
+            info->dtypes[k].tensors++;
+            info->dtypes[k].bytes += t->nbytes;
+        }
+        info->num_tensors++;
+        info->weight_bytes += t->nbytes;
+    }
+}
+
+static int inspect(pt_model_dir_info *info, const char *dir)
+{
+    if (!pt_is_dir(dir))
+        return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
+    int st = pt_model_config_load(&info->config, dir);
+    if (st == PT_OK)
+        st = pt_model_config_num_params(&info->num_params, &info->config);
+    if (st)
+        return st;
+    info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");
+    info->has_generation_config = pt_dir_has_file(dir, "generation_config.json");
+    pt_weight_files w;
+    if ((st = pt_weight_files_open(&w, dir)) != PT_OK) {
+        /* a directory with a config but no weights is still described */
+        if (st != PT_ENOTFOUND)
+            return st;
+        set_problem(info, st);
+        return PT_OK;
+    }
+    count_weights(info, &w);
+    if ((st = pt_weights_check(&w, &info->config, dir, NULL)) != PT_OK)
+        set_problem(info, st);
+    pt_weight_files_close(&w);
+    return PT_OK;
+}
+
+int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
+{
+    PT_CHECK_NULL(info);
+    PT_CHECK_NULL(dir);
+    int st = PT_STRUCT_CHECK_OUT(info, pt_model_dir_info, pt_model_dir_info_init);
+    if (st)
+        return st;
+    pt_model_dir_info full;
+    pt_model_dir_info_init(&full);
+    st = inspect(&full, dir);
+    pt_struct_write(info, &full);
+    return st;
+}

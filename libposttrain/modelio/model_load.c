@@ -1,0 +1,118 @@
+/* pt_model_load_dir: a Hugging Face model directory into a pt_model
+ * (config.json, the weights checked against the schema and converted to
+ * F32, and the tokenizer). */
+#include "core/core.h"
+#include "io/fileio.h"
+#include "model/model.h"
+#include "modelio/modelio_internal.h"
+#include "posttrain/modelio.h"
+
+#include <string.h>
+
+int pt_model_load_options_init(pt_model_load_options *o)
+{
+    PT_CHECK_NULL(o);
+    *o = (pt_model_load_options){ .size = sizeof *o, .load_tokenizer = true };
+    return PT_OK;
+}
+
+/* A tied checkpoint that still carries lm_head.weight: accepted only when
+ * it is the embedding matrix again, so nothing is silently dropped. */
+static int check_tied_head(const pt_model *m, const pt_weight_entry *head, const char *dir)
+{
+    const pt_tensor_ref *embed = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    float *tmp = pt_malloc_array(embed->numel, sizeof(float));
+    if (!tmp)
+        return PT_ENOMEM;
+    int st = pt_st_read_f32(head->t, tmp, embed->numel);
+    if (st == PT_OK && memcmp(tmp, embed->data, embed->numel * sizeof(float)) != 0)
+        st = pt_err(PT_EFORMAT,
+                    "%s: 'lm_head.weight' differs from 'model.embed_tokens.weight' but "
+                    "tie_word_embeddings is true",
+                    dir);
+    pt_free(tmp);
+    return st;
+}
+
+/* Fill the model's tensors from w (checked first), converting to F32. */
+static int fill_model(pt_model *m, const pt_weight_files *w, const char *dir)
+{
+    pt_model_config cfg;
+    pt_model_get_config(&cfg, m);
+    const pt_weight_entry *head = NULL;
+    int st = pt_weights_check(w, &cfg, dir, &head);
+    if (st)
+        return st;
+    size_t nt = pt_model_base_tensor_count(m);
+    for (size_t i = 0; i < nt; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        if ((st = pt_check_abort()))
+            return st;
+        st = pt_st_read_f32(pt_weight_files_find(w, r->name)->t, r->data, r->numel);
+        if (st)
+            return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
+    }
+    return head ? check_tied_head(m, head, dir) : PT_OK;
+}
+
+/* The tokenizer of dir when asked for and present: a malformed one is an
+ * error, one this build cannot run is a warning (the weights are still
+ * usable, ids in, ids out) and *out stays NULL. */
+static int load_tokenizer(pt_tokenizer **out, const char *dir, bool wanted)
+{
+    *out = NULL;
+    if (!wanted || !pt_dir_has_file(dir, "tokenizer.json"))
+        return PT_OK;
+    int st = pt_tokenizer_load(out, dir);
+    if (st)
+        pt_err_prefix(st, "%s: tokenizer", dir);
+    if (st == PT_EUNSUPPORTED) {
+        pt_log(PT_LOG_WARN, "%s; the model is loaded without a tokenizer", pt_last_error());
+        pt_clear_error();
+        *out = NULL;
+        return PT_OK;
+    }
+    return st;
+}
+
+int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_options *opts)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(dir);
+    pt_model_load_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_model_load_options_init);
+    if (st)
+        return st;
+    if (!pt_is_dir(dir))
+        return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
+    pt_model_config cfg;
+    pt_model_config_init(&cfg);
+    if ((st = pt_model_config_load(&cfg, dir)))
+        return st;
+    pt_weight_files w;
+    if ((st = pt_weight_files_open(&w, dir)) != PT_OK)
+        return st;
+    pt_model *m = NULL;
+    if ((st = pt_model_create_uninit(&m, &cfg)) != PT_OK)
+        st = pt_err_prefix(st, "%s", dir);
+    else
+        st = fill_model(m, &w, dir);
+    pt_weight_files_close(&w);
+    pt_tokenizer *tok = NULL;
+    if (st == PT_OK)
+        st = load_tokenizer(&tok, dir, o.load_tokenizer);
+    char *d = NULL;
+    if (st == PT_OK && !(d = pt_strdup(dir))) {
+        pt_tokenizer_free(tok);
+        st = PT_ENOMEM;
+    }
+    if (st == PT_OK)
+        st = pt_modelio_set_record(m, d, tok);
+    if (st) {
+        pt_model_free(m);
+        return st;
+    }
+    *out = m;
+    return PT_OK;
+}
