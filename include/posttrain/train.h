@@ -198,9 +198,11 @@ PT_API int pt_dataset_set_position(pt_dataset *d, int64_t epoch, int64_t cursor)
  * pt_checkpoint_load verifies every checksum (PT_ECHECKSUM names a damaged
  * file) before reading anything into `model` and `opt`, which must have the
  * same trainable tensors and optimizer type as when saved; *host_json (may be
- * NULL) receives the host's JSON, to free with pt_free(). */
-PT_API int pt_checkpoint_save(const char *dir, const pt_model *model, pt_optimizer *opt, const char *host_json);
-PT_API int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_optimizer *opt);
+ * NULL) receives the host's JSON, to free with pt_free().
+ * Like every function here: out-parameters first, then the objects acted
+ * upon, then the rest (pt_model_save_dir(model, dir) likewise). */
+PT_API int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir);
+PT_API int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir);
 
 /* Learning-rate multiplier of a schedule at a given step (0-based), as
  * Hugging Face's get_*_schedule_with_warmup compute it. */
