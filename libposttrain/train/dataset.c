@@ -439,6 +439,19 @@ static int ensure_split(pt_dataset *d)
     return PT_OK;
 }
 
+/* ensure_split, then PT_ESTATE naming func when the training (or with
+ * eval the evaluation) part is empty. */
+static int ensure_part(pt_dataset *d, bool eval, const char *func)
+{
+    int st = ensure_split(d);
+    if (st)
+        return st;
+    if ((eval ? d->n_eval : d->n_train) == 0)
+        return pt_err(PT_ESTATE, "%s: the dataset has no %s", func,
+                      eval ? "evaluation split (set eval_fraction)" : "training examples");
+    return PT_OK;
+}
+
 static void make_order(pt_dataset *d)
 {
     for (size_t i = 0; i < d->n_train; i++)
@@ -498,11 +511,9 @@ int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *da
     PT_CHECK_NULL(batch);
     PT_CHECK_NULL(weights);
     PT_CHECK_NULL(dataset);
-    int st = ensure_split(dataset);
+    int st = ensure_part(dataset, false, __func__);
     if (st)
         return st;
-    if (dataset->n_train == 0)
-        return pt_err(PT_ESTATE, "pt_dataset_next_batch: the dataset has no training examples");
     const int B = dataset->opts.batch_size;
     int T = dataset->opts.max_length;
     if (dataset->opts.pack) {
@@ -550,11 +561,9 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
     PT_CHECK_NULL(loss);
     PT_CHECK_NULL(dataset);
     PT_CHECK_NULL(ctx);
-    int st = ensure_split(dataset);
+    int st = ensure_part(dataset, true, __func__);
     if (st)
         return st;
-    if (dataset->n_eval == 0)
-        return pt_err(PT_ESTATE, "pt_dataset_eval_loss: the dataset has no evaluation split (set eval_fraction)");
     const int B = dataset->opts.batch_size;
     double sum = 0, count = 0;
     float *lp = pt_malloc_array((size_t)B * (size_t)dataset->opts.max_length, sizeof *lp);

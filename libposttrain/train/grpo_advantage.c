@@ -31,15 +31,15 @@ static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, const dou
     return ng;
 }
 
-/* The std of all n rewards (scale "batch"). */
-static double batch_std(const double *R, int n)
+double pt_grpo_mean_std(double *mean, const double *x, int n)
 {
-    double bm = 0, ss = 0;
+    double m = 0, ss = 0;
     for (int i = 0; i < n; i++)
-        bm += R[i];
-    bm /= n;
+        m += x[i];
+    m /= n;
     for (int i = 0; i < n; i++)
-        ss += (R[i] - bm) * (R[i] - bm);
+        ss += (x[i] - m) * (x[i] - m);
+    *mean = m;
     return pt_grpo_std(ss, n);
 }
 
@@ -77,7 +77,7 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R
             if (sd[g] <= 1e-8)
                 nz++;
         }
-        double bstd = scale == PT_GRPO_SCALE_BATCH ? batch_std(R, n) : 0;
+        double bmean, bstd = scale == PT_GRPO_SCALE_BATCH ? pt_grpo_mean_std(&bmean, R, n) : 0;
         for (int i = 0; i < n; i++) {
             int g = gi[i];
             zero_std[i] = sd[g] <= 1e-8;

@@ -57,6 +57,9 @@ double pt_grpo_overlong_penalty(int len, int l_max, int l_c);
  * 0 for fewer than two values. */
 double pt_grpo_std(double sumsq_dev, int n);
 
+/* The mean of n values into *mean; returns their unbiased std. */
+double pt_grpo_mean_std(double *mean, const double *x, int n);
+
 /* Reward and completion-length statistics over every sample of the buffer,
  * R the combined rewards: reward, reward_std, n_reward_funcs,
  * reward_func_mean/std, completion_*_length and clipped_ratio of *st. */

@@ -89,14 +89,7 @@ static void reward_func_stats(double *mean, double *sd, const pt_rollout_buffer 
 void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R)
 {
     int n = buf->n;
-    double m = 0, ss = 0;
-    for (int i = 0; i < n; i++)
-        m += R[i];
-    m /= n;
-    for (int i = 0; i < n; i++)
-        ss += (R[i] - m) * (R[i] - m);
-    st->reward = m;
-    st->reward_std = pt_grpo_std(ss, n);
+    st->reward_std = pt_grpo_mean_std(&st->reward, R, n);
     st->n_reward_funcs = buf->k;
     for (int k = 0; k < PT_GRPO_MAX_REWARD_FUNCS; k++) {
         st->reward_func_mean[k] = st->reward_func_std[k] = NAN;
