@@ -110,7 +110,7 @@ static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_d
     pt_dataset_get_position(&epoch, &cursor, d);
     snprintf(host, sizeof host, "{\"step\": %lld, \"epoch\": %lld, \"cursor\": %lld, \"seed\": %llu}",
              (long long)step, (long long)epoch, (long long)cursor, (unsigned long long)a->data_opts.seed);
-    int st = pt_checkpoint_save(dir, m, o, host);
+    int st = pt_checkpoint_save(m, o, host, dir);
     if (st)
         return cli_fail("saving a checkpoint", st);
     fprintf(stderr, "posttrain sft: checkpoint %s\n", dir);
@@ -120,7 +120,7 @@ static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_d
 static int resume_from(int64_t *step, const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d)
 {
     char *host = NULL;
-    int st = pt_checkpoint_load(&host, a->resume, m, o);
+    int st = pt_checkpoint_load(&host, m, o, a->resume);
     if (st)
         return cli_fail("--resume", st);
     long long epoch = -1, cursor = -1, steps = -1;

@@ -154,8 +154,8 @@ PT_API int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_to
                                  const pt_dataset_options *opts);
 /* Add one tokenized example (loss_mask may be NULL: every token).  Examples
  * added after the first batch was drawn join at the next epoch. */
-PT_API int pt_dataset_add(pt_dataset *d, const int32_t *ids, const uint8_t *loss_mask, size_t n);
-PT_API void pt_dataset_free(pt_dataset *d);
+PT_API int pt_dataset_add(pt_dataset *dataset, const int32_t *ids, const uint8_t *loss_mask, size_t n);
+PT_API void pt_dataset_free(pt_dataset *dataset);
 
 typedef struct pt_dataset_stats {
     size_t size;
@@ -171,22 +171,22 @@ typedef struct pt_dataset_stats {
 } pt_dataset_stats;
 
 PT_API int pt_dataset_stats_init(pt_dataset_stats *stats);
-PT_API int pt_dataset_get_stats(pt_dataset_stats *stats, const pt_dataset *d);
+PT_API int pt_dataset_get_stats(pt_dataset_stats *stats, const pt_dataset *dataset);
 
 /* The next training batch: rows of examples (packed or one per row, padded),
  * targets -1 where nothing is trained, and loss weights (1 on every target).
  * The pointers in *batch and *weights stay valid until the next call.
  * Epochs wrap around (reshuffled with seed + epoch). */
-PT_API int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *d);
+PT_API int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *dataset);
 /* Mean loss over the evaluation split, in batches of batch_size (no gradient
  * is touched).  PT_ESTATE when the split is empty. */
-PT_API int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *d, pt_context *ctx);
+PT_API int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_context *ctx);
 /* Longest row a batch can hold (what a context must be sized for). */
-PT_API int pt_dataset_max_seq(int *seq, const pt_dataset *d);
+PT_API int pt_dataset_max_seq(int *seq, const pt_dataset *dataset);
 /* Position in the training stream, for checkpoints: set it back to resume
  * the same data order. */
-PT_API int pt_dataset_get_position(int64_t *epoch, int64_t *cursor, const pt_dataset *d);
-PT_API int pt_dataset_set_position(pt_dataset *d, int64_t epoch, int64_t cursor);
+PT_API int pt_dataset_get_position(int64_t *epoch, int64_t *cursor, const pt_dataset *dataset);
+PT_API int pt_dataset_set_position(pt_dataset *dataset, int64_t epoch, int64_t cursor);
 
 /* Checkpoints.  pt_checkpoint_save writes the model's trainable tensors, the
  * optimizer's moments and counters, and `host_json` (any JSON value the host
@@ -198,9 +198,11 @@ PT_API int pt_dataset_set_position(pt_dataset *d, int64_t epoch, int64_t cursor)
  * pt_checkpoint_load verifies every checksum (PT_ECHECKSUM names a damaged
  * file) before reading anything into `model` and `opt`, which must have the
  * same trainable tensors and optimizer type as when saved; *host_json (may be
- * NULL) receives the host's JSON, to free with pt_free(). */
-PT_API int pt_checkpoint_save(const char *dir, const pt_model *model, pt_optimizer *opt, const char *host_json);
-PT_API int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_optimizer *opt);
+ * NULL) receives the host's JSON, to free with pt_free().
+ * Like every function here: out-parameters first, then the objects acted
+ * upon, then the rest (pt_model_save_dir(model, dir) likewise). */
+PT_API int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir);
+PT_API int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir);
 
 /* Learning-rate multiplier of a schedule at a given step (0-based), as
  * Hugging Face's get_*_schedule_with_warmup compute it. */

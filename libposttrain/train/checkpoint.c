@@ -130,7 +130,7 @@ static int write_state(const char *path, pt_optimizer *opt, const char *extra_js
     cJSON_AddStringToObject(root, "step", buf); /* strings: exact 64-bit values */
     snprintf(buf, sizeof buf, "%lld", (long long)*sv.skipped);
     cJSON_AddStringToObject(root, "skipped_steps", buf);
-    cJSON_AddStringToObject(jo, "type", o->type == PT_OPTIMIZER_ADAMW ? "adamw" : "sgd");
+    cJSON_AddStringToObject(jo, "type", pt_optimizer_type_name(o->type));
     cJSON_AddNumberToObject(jo, "lr", o->lr);
     cJSON_AddNumberToObject(jo, "weight_decay", o->weight_decay);
     cJSON_AddNumberToObject(jo, "numel", (double)sv.numel_total);
@@ -199,10 +199,12 @@ static int write_manifest(const char *dir)
     return st;
 }
 
-int pt_checkpoint_save(const char *dir, const pt_model *model, pt_optimizer *opt, const char *host_json)
+int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir)
 {
-    if (!dir || !*dir || !model || !opt)
-        return pt_err(PT_EINVAL, "pt_checkpoint_save: NULL argument");
+    PT_CHECK_NULL(model);
+    PT_CHECK_NULL(opt);
+    PT_CHECK_NULL(dir);
+    PT_CHECK_ARG(*dir, dir, "is empty");
     struct stat sb;
     if (stat(dir, &sb) == 0)
         return pt_err(PT_ESTATE, "pt_checkpoint_save: %s already exists (checkpoints are never overwritten)", dir);
@@ -253,8 +255,7 @@ static const char *manifest_string(const cJSON *obj, const char *key)
 
 int pt_checkpoint_verify(const char *dir)
 {
-    if (!dir)
-        return pt_err(PT_EINVAL, "pt_checkpoint_verify: dir is NULL");
+    PT_CHECK_NULL(dir);
     char *mp = pt_path_join(dir, PT_CKPT_MANIFEST);
     if (!mp)
         return PT_ENOMEM;
@@ -386,12 +387,13 @@ static int parse_i64(const cJSON *root, const char *key, int64_t *out)
     return 0;
 }
 
-int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_optimizer *opt)
+int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir)
 {
     if (host_json)
         *host_json = NULL;
-    if (!dir || !model || !opt)
-        return pt_err(PT_EINVAL, "pt_checkpoint_load: NULL argument");
+    PT_CHECK_NULL(model);
+    PT_CHECK_NULL(opt);
+    PT_CHECK_NULL(dir);
     int st = pt_checkpoint_verify(dir);
     if (st)
         return st;
@@ -415,8 +417,9 @@ int pt_checkpoint_load(char **host_json, const char *dir, pt_model *model, pt_op
     }
     pt_opt_state_view sv;
     pt_optimizer_state_view(&sv, opt);
-    if (strcmp(type, sv.v ? "adamw" : "sgd")) {
-        st = pt_err(PT_ESTATE, "%s: saved by a %s optimizer, resuming with %s", ps, type, sv.v ? "adamw" : "sgd");
+    const char *have = pt_optimizer_type_name(pt_optimizer_options_of(opt)->type);
+    if (strcmp(type, have)) {
+        st = pt_err(PT_ESTATE, "%s: saved by a %s optimizer, resuming with %s", ps, type, have);
         goto done;
     }
     /* Everything is validated and read into place below; a failure part way

@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "io/jsonl.h"
 #include "posttrain/train.h"
+#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,42 +34,44 @@ struct pt_dataset {
     float *b_w;
 };
 
-int pt_dataset_options_init(pt_dataset_options *o)
+int pt_dataset_options_init(pt_dataset_options *opts)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_dataset_options_init: options is NULL");
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->max_length = 512;
-    o->completion_only = true;
-    o->add_eos = true;
-    o->batch_size = 8;
-    o->shuffle = true;
+    PT_STRUCT_INIT_ZERO(opts);
+    opts->max_length = 512;
+    opts->completion_only = true;
+    opts->add_eos = true;
+    opts->batch_size = 8;
+    opts->shuffle = true;
     return PT_OK;
 }
 
-int pt_dataset_stats_init(pt_dataset_stats *s)
+int pt_dataset_stats_init(pt_dataset_stats *stats)
 {
-    if (!s)
-        return pt_err(PT_EINVAL, "pt_dataset_stats_init: stats is NULL");
-    memset(s, 0, sizeof *s);
-    s->size = sizeof *s;
+    PT_STRUCT_INIT_ZERO(stats);
     return PT_OK;
 }
 
-int pt_dataset_create(pt_dataset **out, const pt_dataset_options *o)
+/* The fields of full options (read with PT_STRUCT_READ). */
+static int check_options(const pt_dataset_options *o)
 {
-    if (!out)
-        return pt_err(PT_EINVAL, "pt_dataset_create: out is NULL");
-    *out = NULL;
-    if (!o || o->size != sizeof *o)
-        return pt_err(PT_EINVAL, "pt_dataset_create: options missing or not initialised with pt_dataset_options_init");
     if (o->max_length < 2 || o->max_length > (1 << 20))
         return pt_err(PT_EINVAL, "dataset options: max_length %d is not in [2, 1048576]", o->max_length);
     if (o->batch_size < 1 || o->batch_size > 65536)
         return pt_err(PT_EINVAL, "dataset options: batch_size %d is not in [1, 65536]", o->batch_size);
     if (!(o->eval_fraction >= 0 && o->eval_fraction < 1))
         return pt_err(PT_EINVAL, "dataset options: eval_fraction %g is not in [0, 1)", o->eval_fraction);
+    return PT_OK;
+}
+
+int pt_dataset_create(pt_dataset **out, const pt_dataset_options *opts)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    pt_dataset_options local;
+    const pt_dataset_options *o = &local;
+    int st = PT_STRUCT_READ(local, opts, pt_dataset_options_init);
+    if (st || (st = check_options(o)))
+        return st;
     pt_dataset *d = pt_calloc(1, sizeof *d);
     if (!d)
         return PT_ENOMEM;
@@ -152,10 +155,10 @@ static int add_owned(pt_dataset *d, int32_t *ids, uint8_t *mask, size_t n)
     return PT_OK;
 }
 
-int pt_dataset_add(pt_dataset *d, const int32_t *ids, const uint8_t *loss_mask, size_t n)
+int pt_dataset_add(pt_dataset *dataset, const int32_t *ids, const uint8_t *loss_mask, size_t n)
 {
-    if (!d || (!ids && n))
-        return pt_err(PT_EINVAL, "pt_dataset_add: NULL argument");
+    PT_CHECK_NULL(dataset);
+    PT_CHECK_ARG(ids || !n, ids, "is NULL (n is %zu)", n);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0)
             return pt_err(PT_ERANGE, "pt_dataset_add: token %zu has negative id %d", i, ids[i]);
@@ -170,7 +173,7 @@ int pt_dataset_add(pt_dataset *d, const int32_t *ids, const uint8_t *loss_mask, 
         memcpy(ci, ids, n * sizeof *ci);
     for (size_t i = 0; i < n; i++)
         cm[i] = loss_mask ? (loss_mask[i] != 0) : 1;
-    return add_owned(d, ci, cm, n);
+    return add_owned(dataset, ci, cm, n);
 }
 
 /* Append src (n ids) to a growing id/mask pair with mask value m. */
@@ -309,13 +312,13 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
     return st;
 }
 
-int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer *tok, const pt_dataset_options *o)
+int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer *tok, const pt_dataset_options *opts)
 {
-    if (!out || !path)
-        return pt_err(PT_EINVAL, "pt_dataset_load_jsonl: NULL argument");
+    PT_CHECK_NULL(out);
     *out = NULL;
+    PT_CHECK_NULL(path);
     pt_dataset *d;
-    int st = pt_dataset_create(&d, o);
+    int st = pt_dataset_create(&d, opts);
     if (st)
         return st;
     pt_jsonl *r;
@@ -436,6 +439,19 @@ static int ensure_split(pt_dataset *d)
     return PT_OK;
 }
 
+/* ensure_split, then PT_ESTATE naming func when the training (or with
+ * eval the evaluation) part is empty. */
+static int ensure_part(pt_dataset *d, bool eval, const char *func)
+{
+    int st = ensure_split(d);
+    if (st)
+        return st;
+    if ((eval ? d->n_eval : d->n_train) == 0)
+        return pt_err(PT_ESTATE, "%s: the dataset has no %s", func,
+                      eval ? "evaluation split (set eval_fraction)" : "training examples");
+    return PT_OK;
+}
+
 static void make_order(pt_dataset *d)
 {
     for (size_t i = 0; i < d->n_train; i++)
@@ -490,28 +506,27 @@ static const example *peek_example(pt_dataset *d)
     return &d->ex[d->order[d->cursor]];
 }
 
-int pt_dataset_next_batch(pt_batch *b, const float **weights, pt_dataset *d)
+int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *dataset)
 {
-    if (!b || !weights || !d)
-        return pt_err(PT_EINVAL, "pt_dataset_next_batch: NULL argument");
-    int st = ensure_split(d);
+    PT_CHECK_NULL(batch);
+    PT_CHECK_NULL(weights);
+    PT_CHECK_NULL(dataset);
+    int st = ensure_part(dataset, false, __func__);
     if (st)
         return st;
-    if (d->n_train == 0)
-        return pt_err(PT_ESTATE, "pt_dataset_next_batch: the dataset has no training examples");
-    const int B = d->opts.batch_size;
-    int T = d->opts.max_length;
-    if (d->opts.pack) {
-        clear_rows(d, (size_t)B * T);
+    const int B = dataset->opts.batch_size;
+    int T = dataset->opts.max_length;
+    if (dataset->opts.pack) {
+        clear_rows(dataset, (size_t)B * T);
         for (int r = 0; r < B; r++) {
-            const example *e = next_example(d);
+            const example *e = next_example(dataset);
             int c = 0, seg = 0;
-            place(d, T, r, c, e, seg++);
+            place(dataset, T, r, c, e, seg++);
             c += e->len;
             const example *p;
-            while ((p = peek_example(d)) && c + p->len <= T) {
-                d->cursor++;
-                place(d, T, r, c, p, seg++);
+            while ((p = peek_example(dataset)) && c + p->len <= T) {
+                dataset->cursor++;
+                place(dataset, T, r, c, p, seg++);
                 c += p->len;
             }
         }
@@ -519,63 +534,62 @@ int pt_dataset_next_batch(pt_batch *b, const float **weights, pt_dataset *d)
         const example *rows[65536];
         int longest = 1;
         for (int r = 0; r < B; r++) {
-            rows[r] = next_example(d);
+            rows[r] = next_example(dataset);
             if (rows[r]->len > longest)
                 longest = rows[r]->len;
         }
         T = longest;
-        clear_rows(d, (size_t)B * T);
+        clear_rows(dataset, (size_t)B * T);
         for (int r = 0; r < B; r++)
-            place(d, T, r, 0, rows[r], 0);
+            place(dataset, T, r, 0, rows[r], 0);
     }
-    d->stats.epoch = d->epoch;
-    d->stats.cursor = d->cursor;
-    pt_batch_init(b);
-    b->batch = B;
-    b->seq = T;
-    b->input_ids = d->b_ids;
-    b->targets = d->b_tgt;
-    b->positions = d->b_pos;
-    b->segments = d->opts.pack ? d->b_seg : NULL;
-    *weights = d->b_w;
+    dataset->stats.epoch = dataset->epoch;
+    dataset->stats.cursor = dataset->cursor;
+    pt_batch_init(batch);
+    batch->batch = B;
+    batch->seq = T;
+    batch->input_ids = dataset->b_ids;
+    batch->targets = dataset->b_tgt;
+    batch->positions = dataset->b_pos;
+    batch->segments = dataset->opts.pack ? dataset->b_seg : NULL;
+    *weights = dataset->b_w;
     return PT_OK;
 }
 
-int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *d, pt_context *ctx)
+int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_context *ctx)
 {
-    if (!loss || !d || !ctx)
-        return pt_err(PT_EINVAL, "pt_dataset_eval_loss: NULL argument");
-    int st = ensure_split(d);
+    PT_CHECK_NULL(loss);
+    PT_CHECK_NULL(dataset);
+    PT_CHECK_NULL(ctx);
+    int st = ensure_part(dataset, true, __func__);
     if (st)
         return st;
-    if (d->n_eval == 0)
-        return pt_err(PT_ESTATE, "pt_dataset_eval_loss: the dataset has no evaluation split (set eval_fraction)");
-    const int B = d->opts.batch_size;
+    const int B = dataset->opts.batch_size;
     double sum = 0, count = 0;
-    float *lp = pt_malloc_array((size_t)B * (size_t)d->opts.max_length, sizeof *lp);
+    float *lp = pt_malloc_array((size_t)B * (size_t)dataset->opts.max_length, sizeof *lp);
     if (!lp)
         return PT_ENOMEM;
-    for (size_t first = 0; first < d->n_eval && !st; first += (size_t)B) {
-        int rows = (int)(d->n_eval - first < (size_t)B ? d->n_eval - first : (size_t)B);
+    for (size_t first = 0; first < dataset->n_eval && !st; first += (size_t)B) {
+        int rows = (int)(dataset->n_eval - first < (size_t)B ? dataset->n_eval - first : (size_t)B);
         int T = 1;
         for (int r = 0; r < rows; r++)
-            if (d->ex[d->eval[first + (size_t)r]].len > T)
-                T = d->ex[d->eval[first + (size_t)r]].len;
-        clear_rows(d, (size_t)rows * T);
+            if (dataset->ex[dataset->eval[first + (size_t)r]].len > T)
+                T = dataset->ex[dataset->eval[first + (size_t)r]].len;
+        clear_rows(dataset, (size_t)rows * T);
         for (int r = 0; r < rows; r++)
-            place(d, T, r, 0, &d->ex[d->eval[first + (size_t)r]], 0);
+            place(dataset, T, r, 0, &dataset->ex[dataset->eval[first + (size_t)r]], 0);
         pt_batch b;
         pt_batch_init(&b);
         b.batch = rows;
         b.seq = T;
-        b.input_ids = d->b_ids;
-        b.targets = d->b_tgt;
+        b.input_ids = dataset->b_ids;
+        b.targets = dataset->b_tgt;
         if ((st = pt_model_forward(ctx, &b, lp, NULL)))
             break;
         for (size_t i = 0; i < (size_t)rows * (size_t)T; i++)
-            if (d->b_w[i] > 0) {
-                sum -= (double)d->b_w[i] * lp[i];
-                count += d->b_w[i];
+            if (dataset->b_w[i] > 0) {
+                sum -= (double)dataset->b_w[i] * lp[i];
+                count += dataset->b_w[i];
             }
     }
     free(lp);
@@ -587,50 +601,49 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *d, pt_context
     return PT_OK;
 }
 
-int pt_dataset_max_seq(int *seq, const pt_dataset *d)
+int pt_dataset_max_seq(int *seq, const pt_dataset *dataset)
 {
-    if (!seq || !d)
-        return pt_err(PT_EINVAL, "pt_dataset_max_seq: NULL argument");
-    *seq = d->opts.max_length;
+    PT_CHECK_NULL(seq);
+    PT_CHECK_NULL(dataset);
+    *seq = dataset->opts.max_length;
     return PT_OK;
 }
 
-int pt_dataset_get_stats(pt_dataset_stats *s, const pt_dataset *d)
+int pt_dataset_get_stats(pt_dataset_stats *stats, const pt_dataset *dataset)
 {
-    if (!s || !d)
-        return pt_err(PT_EINVAL, "pt_dataset_get_stats: NULL argument");
-    if (s->size != sizeof *s)
-        return pt_err(PT_EINVAL, "pt_dataset_get_stats: call pt_dataset_stats_init first");
-    int st = ensure_split((pt_dataset *)d);
+    PT_CHECK_NULL(stats);
+    PT_CHECK_NULL(dataset);
+    int st = PT_STRUCT_CHECK_OUT(stats, pt_dataset_stats, pt_dataset_stats_init);
+    if (st || (st = ensure_split((pt_dataset *)dataset)))
+        return st;
+    pt_dataset_stats local = dataset->stats;
+    local.epoch = dataset->epoch;
+    local.cursor = dataset->cursor;
+    pt_struct_write(stats, &local);
+    return PT_OK;
+}
+
+int pt_dataset_get_position(int64_t *epoch, int64_t *cursor, const pt_dataset *dataset)
+{
+    PT_CHECK_NULL(epoch);
+    PT_CHECK_NULL(cursor);
+    PT_CHECK_NULL(dataset);
+    *epoch = dataset->epoch;
+    *cursor = dataset->order_valid ? dataset->cursor : 0;
+    return PT_OK;
+}
+
+int pt_dataset_set_position(pt_dataset *dataset, int64_t epoch, int64_t cursor)
+{
+    PT_CHECK_NULL(dataset);
+    int st = ensure_split(dataset);
     if (st)
         return st;
-    *s = d->stats;
-    s->epoch = d->epoch;
-    s->cursor = d->cursor;
-    return PT_OK;
-}
-
-int pt_dataset_get_position(int64_t *epoch, int64_t *cursor, const pt_dataset *d)
-{
-    if (!epoch || !cursor || !d)
-        return pt_err(PT_EINVAL, "pt_dataset_get_position: NULL argument");
-    *epoch = d->epoch;
-    *cursor = d->order_valid ? d->cursor : 0;
-    return PT_OK;
-}
-
-int pt_dataset_set_position(pt_dataset *d, int64_t epoch, int64_t cursor)
-{
-    if (!d)
-        return pt_err(PT_EINVAL, "pt_dataset_set_position: dataset is NULL");
-    int st = ensure_split(d);
-    if (st)
-        return st;
-    if (epoch < 0 || cursor < 0 || cursor > (int64_t)d->n_train)
+    if (epoch < 0 || cursor < 0 || cursor > (int64_t)dataset->n_train)
         return pt_err(PT_ERANGE, "pt_dataset_set_position: epoch %lld cursor %lld out of range (%zu training examples)",
-                      (long long)epoch, (long long)cursor, d->n_train);
-    d->epoch = epoch;
-    make_order(d);
-    d->cursor = cursor;
+                      (long long)epoch, (long long)cursor, dataset->n_train);
+    dataset->epoch = epoch;
+    make_order(dataset);
+    dataset->cursor = cursor;
     return PT_OK;
 }

@@ -1,4 +1,7 @@
-/* Internal pieces of the GRPO step, reachable by the tests. */
+/* Internals of GRPO, shared by its files (grpo_rollout.c: the buffer and its
+ * log-probabilities; grpo_reward.c: scoring and reward statistics;
+ * grpo_advantage.c; grpo_loss.c: the per-token loss; grpo_step.c) and
+ * reachable by the tests. */
 #ifndef PT_TRAIN_GRPO_INTERNAL_H
 #define PT_TRAIN_GRPO_INTERNAL_H
 
@@ -6,13 +9,70 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* Shared by pt_sft_step and pt_grpo_step (defined in sft.c): after the
- * gradients of a whole step are accumulated, either skip the step (no loss
- * tokens, or a non-finite loss: the gradients are dropped and the skip
- * counted) or run pt_optimizer_step.  *out receives grad_norm, lr, step,
- * skipped and skipped_total. */
-int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, double tokens, double loss);
+/* ---- the buffer (grpo_rollout.c) ---- */
+
+/* One sample, copied in. */
+typedef struct grpo_sample {
+    int32_t *ids;
+    int n_ids, prompt_len, n_comp, n_mask;
+    uint8_t *mask;     /* n_comp */
+    float *old, *ref;  /* n_comp; old is filled on first use when absent */
+    bool has_old, has_ref, truncated;
+    int64_t group;
+    float rewards[PT_GRPO_MAX_REWARD_FUNCS];
+} grpo_sample;
+
+struct pt_rollout_buffer {
+    int k;                                   /* reward functions */
+    char *names[PT_GRPO_MAX_REWARD_FUNCS];
+    double weights[PT_GRPO_MAX_REWARD_FUNCS];
+    grpo_sample *s;
+    int n, cap;
+};
+
+/* One row of a micro-batch for sample s, T wide: ids padded with 0,
+ * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */
+void pt_grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T);
+
+/* A forward of rows x T tokens on ctx into logprobs, and into entropy too
+ * when it is not NULL. */
+int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float *logprobs,
+                         float *entropy);
+
+/* Fill `which` logprobs from forwards on ctx: of every sample, or with
+ * only_missing of the samples that have none yet (all or nothing). */
+int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing);
+
+/* ---- rewards (grpo_reward.c) and advantages (grpo_advantage.c) ---- */
+
+/* Sum w_k r_k over the functions that did not decline (NaN), 0 if all did. */
+double pt_grpo_combine_rewards(const float *r, const double *w, int k);
+
+/* DAPO's soft over-long penalty for a completion of len tokens. */
+double pt_grpo_overlong_penalty(int len, int l_max, int l_c);
+
+/* Unbiased std (torch.std) from the sum of squared deviations of n values;
+ * 0 for fewer than two values. */
+double pt_grpo_std(double sumsq_dev, int n);
+
+/* The mean of n values into *mean; returns their unbiased std. */
+double pt_grpo_mean_std(double *mean, const double *x, int n);
+
+/* Reward and completion-length statistics over every sample of the buffer,
+ * R the combined rewards: reward, reward_std, n_reward_funcs,
+ * reward_func_mean/std, completion_*_length and clipped_ratio of *st. */
+void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R);
+
+/* Advantages of n samples from their combined rewards R (after any
+ * over-long penalty) and group ids: adv[i], zero_std[i] (its group's
+ * rewards are all equal).  Returns the number of groups and, through
+ * *n_zero, how many have zero std.  PT_ENOMEM as a negative value. */
+int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R, const int64_t *group, int n,
+                       int scale);
+
+/* ---- the per-token loss (grpo_loss.c) ---- */
 
 /* Constants of one step's loss aggregation. */
 typedef struct pt_grpo_norm {
@@ -41,22 +101,12 @@ typedef struct pt_grpo_acc {
 void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const float *logp, const float *old,
                          const float *ref, const uint8_t *mask, int n, double adv, const pt_grpo_norm *nm);
 
-/* Advantages of n samples from their combined rewards R (after any
- * over-long penalty) and group ids: adv[i], zero_std[i] (its group's
- * rewards are all equal).  Returns the number of groups and, through
- * *n_zero, how many have zero std.  PT_ENOMEM as a negative value. */
-int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R, const int64_t *group, int n,
-                       int scale);
-
-/* DAPO's soft over-long penalty for a completion of len tokens. */
-double pt_grpo_overlong_penalty(int len, int l_max, int l_c);
-
-/* Sum w_k r_k over the functions that did not decline (NaN), 0 if all did. */
-double pt_grpo_combine_rewards(const float *r, const double *w, int k);
+/* ---- the step (grpo_step.c) ---- */
 
 /* The forward and backward half of pt_grpo_step: checks, advantages, loss,
  * gradients accumulated into the model's (dropped on error); no optimizer
- * step.  Fills *out except grad_norm, lr, step and the skip fields. */
+ * step.  `o` is a full pt_grpo_options.  Fills *out except grad_norm, lr,
+ * step and the skip fields. */
 int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o);
 

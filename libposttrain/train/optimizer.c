@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "model/model.h"
+#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,40 +24,30 @@ struct pt_optimizer {
     int64_t skipped;
 };
 
-int pt_optimizer_options_init(pt_optimizer_options *o)
+int pt_optimizer_options_init(pt_optimizer_options *opts)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_optimizer_options_init: options is NULL");
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->type = PT_OPTIMIZER_ADAMW;
-    o->lr = 1e-4;
-    o->beta1 = 0.9;
-    o->beta2 = 0.999;
-    o->eps = 1e-8;
-    o->momentum = 0.9;
-    o->weight_decay = 0.0;
-    o->schedule = PT_SCHEDULE_CONSTANT;
-    o->max_grad_norm = 1.0;
+    PT_STRUCT_INIT_ZERO(opts);
+    opts->type = PT_OPTIMIZER_ADAMW;
+    opts->lr = 1e-4;
+    opts->beta1 = 0.9;
+    opts->beta2 = 0.999;
+    opts->eps = 1e-8;
+    opts->momentum = 0.9;
+    opts->weight_decay = 0.0;
+    opts->schedule = PT_SCHEDULE_CONSTANT;
+    opts->max_grad_norm = 1.0;
     return PT_OK;
 }
 
-int pt_step_stats_init(pt_step_stats *s)
+int pt_step_stats_init(pt_step_stats *stats)
 {
-    if (!s)
-        return pt_err(PT_EINVAL, "pt_step_stats_init: stats is NULL");
-    memset(s, 0, sizeof *s);
-    s->size = sizeof *s;
+    PT_STRUCT_INIT_ZERO(stats);
     return PT_OK;
 }
 
+/* The fields of full options (read with PT_STRUCT_READ). */
 static int check_options(const pt_optimizer_options *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "optimizer options are NULL");
-    if (o->size != sizeof *o)
-        return pt_err(PT_EINVAL, "optimizer options: size %zu is not %zu (call pt_optimizer_options_init)",
-                      o->size, sizeof *o);
     if (o->type != PT_OPTIMIZER_ADAMW && o->type != PT_OPTIMIZER_SGD)
         return pt_err(PT_EINVAL, "optimizer options: unknown type %d", o->type);
     if (!(o->lr >= 0) || !isfinite(o->lr))
@@ -82,7 +73,7 @@ static int check_options(const pt_optimizer_options *o)
         return pt_err(PT_EINVAL, "optimizer options: warmup_steps %lld is negative", (long long)o->warmup_steps);
     if (o->schedule != PT_SCHEDULE_CONSTANT && o->total_steps <= 0)
         return pt_err(PT_EINVAL, "optimizer options: the %s schedule needs total_steps > 0",
-                      o->schedule == PT_SCHEDULE_LINEAR ? "linear" : "cosine");
+                      pt_schedule_type_name(o->schedule));
     if (o->schedule != PT_SCHEDULE_CONSTANT && o->warmup_steps > o->total_steps)
         return pt_err(PT_EINVAL, "optimizer options: warmup_steps %lld exceeds total_steps %lld",
                       (long long)o->warmup_steps, (long long)o->total_steps);
@@ -91,41 +82,35 @@ static int check_options(const pt_optimizer_options *o)
     return PT_OK;
 }
 
-int pt_schedule_factor(double *factor, int schedule, int64_t step, int64_t warmup, int64_t total,
+int pt_schedule_factor(double *factor, int schedule, int64_t step, int64_t warmup_steps, int64_t total_steps,
                        double min_lr_ratio)
 {
-    if (!factor)
-        return pt_err(PT_EINVAL, "pt_schedule_factor: factor is NULL");
-    if (step < 0 || warmup < 0)
-        return pt_err(PT_EINVAL, "pt_schedule_factor: negative step or warmup");
+    PT_CHECK_NULL(factor);
+    PT_CHECK_ARG(step >= 0, step, "%lld is negative", (long long)step);
+    PT_CHECK_ARG(warmup_steps >= 0, warmup_steps, "%lld is negative", (long long)warmup_steps);
+    const int64_t warmup = warmup_steps, total = total_steps;
     if (step < warmup) {
         *factor = (double)step / (double)(warmup > 1 ? warmup : 1);
         return PT_OK;
     }
-    switch (schedule) {
-    case PT_SCHEDULE_CONSTANT:
+    if (!pt_schedule_type_name(schedule))
+        return pt_err(PT_EINVAL, "pt_schedule_factor: unknown schedule %d", schedule);
+    if (schedule != PT_SCHEDULE_CONSTANT && total <= 0)
+        return pt_err(PT_EINVAL, "pt_schedule_factor: %s schedule needs total_steps > 0",
+                      pt_schedule_type_name(schedule));
+    if (schedule == PT_SCHEDULE_CONSTANT) {
         *factor = 1.0;
-        return PT_OK;
-    case PT_SCHEDULE_LINEAR: {
-        if (total <= 0)
-            return pt_err(PT_EINVAL, "pt_schedule_factor: linear schedule needs total_steps > 0");
+    } else if (schedule == PT_SCHEDULE_LINEAR) {
         double f = (double)(total - step) / (double)(total - warmup > 1 ? total - warmup : 1);
         *factor = f > 0 ? f : 0;
-        return PT_OK;
-    }
-    case PT_SCHEDULE_COSINE: {
-        if (total <= 0)
-            return pt_err(PT_EINVAL, "pt_schedule_factor: cosine schedule needs total_steps > 0");
+    } else {
         double progress = (double)(step - warmup) / (double)(total - warmup > 1 ? total - warmup : 1);
         if (progress > 1)
             progress = 1;
         double c = 0.5 * (1.0 + cos(M_PI * progress));
         *factor = min_lr_ratio + (1.0 - min_lr_ratio) * c;
-        return PT_OK;
     }
-    default:
-        return pt_err(PT_EINVAL, "pt_schedule_factor: unknown schedule %d", schedule);
-    }
+    return PT_OK;
 }
 
 static int alloc_state(pt_optimizer *o)
@@ -149,18 +134,17 @@ static int alloc_state(pt_optimizer *o)
 int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, size_t n,
                                const pt_optimizer_options *opts)
 {
-    if (!out)
-        return pt_err(PT_EINVAL, "pt_optimizer_create: out is NULL");
+    PT_CHECK_NULL(out);
     *out = NULL;
-    int st = check_options(opts);
-    if (st)
+    pt_optimizer_options local;
+    int st = PT_STRUCT_READ(local, opts, pt_optimizer_options_init);
+    if (st || (st = check_options(&local)))
         return st;
-    if (!params && n)
-        return pt_err(PT_EINVAL, "pt_optimizer_create: params is NULL");
+    PT_CHECK_ARG(params || !n, params, "is NULL (n is %zu)", n);
     pt_optimizer *o = pt_calloc(1, sizeof *o);
     if (!o)
         return PT_ENOMEM;
-    o->opts = *opts;
+    o->opts = local;
     o->params = pt_malloc_array(n ? n : 1, sizeof *o->params);
     if (!o->params) {
         pt_optimizer_free(o);
@@ -179,13 +163,12 @@ int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, s
 
 int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_options *opts)
 {
-    if (!out)
-        return pt_err(PT_EINVAL, "pt_optimizer_create: out is NULL");
+    PT_CHECK_NULL(out);
     *out = NULL;
-    if (!model)
-        return pt_err(PT_EINVAL, "pt_optimizer_create: model is NULL");
-    int st = check_options(opts);
-    if (st)
+    PT_CHECK_NULL(model);
+    pt_optimizer_options local;
+    int st = PT_STRUCT_READ(local, opts, pt_optimizer_options_init);
+    if (st || (st = check_options(&local)))
         return st;
     size_t count = pt_model_tensor_count(model), n = 0;
     pt_opt_param *params = pt_malloc_array(count ? count : 1, sizeof *params);
@@ -200,7 +183,7 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
         if (!t->trainable)
             continue;
         params[n] = (pt_opt_param){ t->data, t->grad, t->numel,
-                                    opts->decay_norms_and_biases || !t->no_decay, t->name };
+                                    local.decay_norms_and_biases || !t->no_decay, t->name };
         index[n++] = i;
     }
     if (n == 0) {
@@ -208,7 +191,7 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
         free(index);
         return pt_err(PT_EINVAL, "pt_optimizer_create: the model has no trainable parameters");
     }
-    st = pt_optimizer_create_params(out, params, n, opts);
+    st = pt_optimizer_create_params(out, params, n, &local);
     free(params);
     if (st) {
         free(index);
@@ -239,19 +222,19 @@ static double current_lr(const pt_optimizer *o)
     return o->opts.lr * f;
 }
 
-int pt_optimizer_get_lr(double *lr, const pt_optimizer *o)
+int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt)
 {
-    if (!lr || !o)
-        return pt_err(PT_EINVAL, "pt_optimizer_get_lr: NULL argument");
-    *lr = current_lr(o);
+    PT_CHECK_NULL(lr);
+    PT_CHECK_NULL(opt);
+    *lr = current_lr(opt);
     return PT_OK;
 }
 
-int pt_optimizer_get_step(int64_t *step, const pt_optimizer *o)
+int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt)
 {
-    if (!step || !o)
-        return pt_err(PT_EINVAL, "pt_optimizer_get_step: NULL argument");
-    *step = o->step;
+    PT_CHECK_NULL(step);
+    PT_CHECK_NULL(opt);
+    *step = opt->step;
     return PT_OK;
 }
 
@@ -303,98 +286,110 @@ static void zero_grads(pt_optimizer *o)
             memset(o->params[i].grad, 0, o->params[i].numel * sizeof(float));
 }
 
-int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *o)
+/* The global L2 norm of the gradients: the parameters' sums of squares
+ * added in order. */
+static double grad_norm(const pt_optimizer *o)
 {
-    if (!o)
-        return pt_err(PT_EINVAL, "pt_optimizer_step: optimizer is NULL");
-    if (stats && stats->size != sizeof *stats)
-        return pt_err(PT_EINVAL, "pt_optimizer_step: stats size %zu is not %zu (call pt_step_stats_init)",
-                      stats->size, sizeof *stats);
-    refresh_grads(o);
-    for (size_t i = 0; i < o->n_params; i++)
-        if (!o->params[i].grad)
-            return pt_err(PT_ESTATE, "pt_optimizer_step: no gradient for '%s' (run a backward pass first)",
-                          o->params[i].name ? o->params[i].name : "?");
-
     double ss = 0;
     for (size_t i = 0; i < o->n_params; i++)
         ss += sum_squares(o->params[i].grad, o->params[i].numel);
-    double norm = sqrt(ss);
-    double lr = current_lr(o);
-    if (stats) {
-        stats->grad_norm = norm;
-        stats->lr = lr;
-    }
-    if (!isfinite(norm)) {
-        o->skipped++;
-        pt_log(PT_LOG_WARN, "optimizer step %lld skipped: gradient norm is %s (weights and moments unchanged)",
-               (long long)o->step + 1, isnan(norm) ? "NaN" : "infinite");
-        zero_grads(o);
-        if (stats) {
-            stats->skipped = true;
-            stats->step = o->step;
-            stats->skipped_total = o->skipped;
-        }
-        return PT_OK;
-    }
-    float clip = 1.0f;
-    if (o->opts.max_grad_norm > 0) {
-        double c = o->opts.max_grad_norm / (norm + 1e-6);
-        if (c < 1.0)
-            clip = (float)c;
-    }
+    return sqrt(ss);
+}
 
-    o->step++;
+/* One AdamW update of every parameter (o->step already counts it). */
+static void adamw_update(pt_optimizer *o, double lr, float clip)
+{
     const pt_optimizer_options *p = &o->opts;
     const int nt = pt_get_num_threads();
     size_t off = 0;
-    if (p->type == PT_OPTIMIZER_ADAMW) {
-        const float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->eps;
-        const double bc1 = 1.0 - pow(p->beta1, (double)o->step);
-        const double bc2 = 1.0 - pow(p->beta2, (double)o->step);
-        const float step_size = (float)(lr / bc1);
-        const float sqrt_bc2 = (float)sqrt(bc2);
-        for (size_t i = 0; i < o->n_params; i++) {
-            pt_opt_param *q = &o->params[i];
-            float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
-            const float decay = q->decay ? (float)(1.0 - lr * p->weight_decay) : 1.0f;
-            const size_t n = q->numel;
+    const float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->eps;
+    const double bc1 = 1.0 - pow(p->beta1, (double)o->step);
+    const double bc2 = 1.0 - pow(p->beta2, (double)o->step);
+    const float step_size = (float)(lr / bc1);
+    const float sqrt_bc2 = (float)sqrt(bc2);
+    for (size_t i = 0; i < o->n_params; i++) {
+        pt_opt_param *q = &o->params[i];
+        float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
+        const float decay = q->decay ? (float)(1.0 - lr * p->weight_decay) : 1.0f;
+        const size_t n = q->numel;
 #pragma omp parallel for simd num_threads(nt) schedule(static)
-            for (size_t j = 0; j < n; j++) {
-                float gj = g[j] * clip;
-                float wj = w[j] * decay;
-                float mj = b1 * m[j] + (1.0f - b1) * gj;
-                float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
-                m[j] = mj;
-                v[j] = vj;
-                w[j] = wj - step_size * mj / (sqrtf(vj) / sqrt_bc2 + eps);
-            }
-            off += n;
+        for (size_t j = 0; j < n; j++) {
+            float gj = g[j] * clip;
+            float wj = w[j] * decay;
+            float mj = b1 * m[j] + (1.0f - b1) * gj;
+            float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
+            m[j] = mj;
+            v[j] = vj;
+            w[j] = wj - step_size * mj / (sqrtf(vj) / sqrt_bc2 + eps);
         }
+        off += n;
+    }
+}
+
+/* One SGD (momentum) update of every parameter (o->step already counts it). */
+static void sgd_update(pt_optimizer *o, double lr, float clip)
+{
+    const pt_optimizer_options *p = &o->opts;
+    const int nt = pt_get_num_threads();
+    size_t off = 0;
+    const float mom = (float)p->momentum, flr = (float)lr;
+    const bool first = o->step == 1;
+    for (size_t i = 0; i < o->n_params; i++) {
+        pt_opt_param *q = &o->params[i];
+        float *w = q->data, *g = q->grad, *buf = o->m + off;
+        const float wd = q->decay ? (float)p->weight_decay : 0.0f;
+        const size_t n = q->numel;
+#pragma omp parallel for simd num_threads(nt) schedule(static)
+        for (size_t j = 0; j < n; j++) {
+            float gj = g[j] * clip + wd * w[j];
+            float bj = mom == 0.0f ? gj : (first ? gj : mom * buf[j] + gj);
+            buf[j] = bj;
+            w[j] -= flr * bj;
+        }
+        off += n;
+    }
+}
+
+int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
+{
+    PT_CHECK_NULL(opt);
+    int st = PT_STRUCT_CHECK_OUT(stats, pt_step_stats, pt_step_stats_init);
+    if (st)
+        return st;
+    refresh_grads(opt);
+    for (size_t i = 0; i < opt->n_params; i++)
+        if (!opt->params[i].grad)
+            return pt_err(PT_ESTATE, "pt_optimizer_step: no gradient for '%s' (run a backward pass first)",
+                          opt->params[i].name ? opt->params[i].name : "?");
+    pt_step_stats local;
+    pt_step_stats_init(&local);
+    double norm = grad_norm(opt);
+    double lr = current_lr(opt);
+    local.grad_norm = norm;
+    local.lr = lr;
+    if (!isfinite(norm)) {
+        opt->skipped++;
+        pt_log(PT_LOG_WARN, "optimizer step %lld skipped: gradient norm is %s (weights and moments unchanged)",
+               (long long)opt->step + 1, isnan(norm) ? "NaN" : "infinite");
+        zero_grads(opt);
+        local.skipped = true;
     } else {
-        const float mom = (float)p->momentum, flr = (float)lr;
-        const bool first = o->step == 1;
-        for (size_t i = 0; i < o->n_params; i++) {
-            pt_opt_param *q = &o->params[i];
-            float *w = q->data, *g = q->grad, *buf = o->m + off;
-            const float wd = q->decay ? (float)p->weight_decay : 0.0f;
-            const size_t n = q->numel;
-#pragma omp parallel for simd num_threads(nt) schedule(static)
-            for (size_t j = 0; j < n; j++) {
-                float gj = g[j] * clip + wd * w[j];
-                float bj = mom == 0.0f ? gj : (first ? gj : mom * buf[j] + gj);
-                buf[j] = bj;
-                w[j] -= flr * bj;
-            }
-            off += n;
+        float clip = 1.0f;
+        if (opt->opts.max_grad_norm > 0) {
+            double c = opt->opts.max_grad_norm / (norm + 1e-6);
+            if (c < 1.0)
+                clip = (float)c;
         }
+        opt->step++;
+        if (opt->opts.type == PT_OPTIMIZER_ADAMW)
+            adamw_update(opt, lr, clip);
+        else
+            sgd_update(opt, lr, clip);
+        zero_grads(opt);
     }
-    zero_grads(o);
-    if (stats) {
-        stats->skipped = false;
-        stats->step = o->step;
-        stats->skipped_total = o->skipped;
-    }
+    local.step = opt->step;
+    local.skipped_total = opt->skipped;
+    pt_struct_write(stats, &local);
     return PT_OK;
 }
 
@@ -431,39 +426,15 @@ const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
     return &o->opts;
 }
 
-/* ---- pt_optimizer_type names ---- */
-
 static const pt_enum_entry k_optimizer_type_names[] = {
     { PT_OPTIMIZER_ADAMW, "adamw" },
     { PT_OPTIMIZER_SGD, "sgd" },
 };
-
-const char *pt_optimizer_type_name(int value)
-{
-    return pt_enum_name(k_optimizer_type_names, PT_ENUM_COUNT(k_optimizer_type_names), value);
-}
-
-int pt_optimizer_type_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_optimizer_type_names, PT_ENUM_COUNT(k_optimizer_type_names), name, __func__,
-                             "optimizer type");
-}
-
-/* ---- pt_schedule_type names ---- */
+PT_ENUM_NAME_FUNCS(pt_optimizer_type, k_optimizer_type_names, "optimizer type")
 
 static const pt_enum_entry k_schedule_type_names[] = {
     { PT_SCHEDULE_CONSTANT, "constant" },
     { PT_SCHEDULE_LINEAR, "linear" },
     { PT_SCHEDULE_COSINE, "cosine" },
 };
-
-const char *pt_schedule_type_name(int value)
-{
-    return pt_enum_name(k_schedule_type_names, PT_ENUM_COUNT(k_schedule_type_names), value);
-}
-
-int pt_schedule_type_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_schedule_type_names, PT_ENUM_COUNT(k_schedule_type_names), name, __func__,
-                             "schedule");
-}
+PT_ENUM_NAME_FUNCS(pt_schedule_type, k_schedule_type_names, "schedule")

@@ -2,19 +2,18 @@
  * micro-batches, through the model's per-token log-probability gradient. */
 #include "core/core.h"
 #include "model/model.h"
-#include "train/grpo_internal.h"
 #include "train/optimizer.h"
+#include "train/step_internal.h"
+#include "train/train_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int pt_sft_stats_init(pt_sft_stats *s)
+int pt_sft_stats_init(pt_sft_stats *stats)
 {
-    if (!s)
-        return pt_err(PT_EINVAL, "pt_sft_stats_init: stats is NULL");
-    memset(s, 0, sizeof *s);
-    s->size = sizeof *s;
+    PT_STRUCT_INIT_ZERO(stats);
     return PT_OK;
 }
 
@@ -28,42 +27,22 @@ static double batch_weight(const pt_batch *b, const float *w)
     return s;
 }
 
-int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, double total, double loss)
+/* Check every micro-batch and its weights; *total receives the sum of the
+ * loss weights, *max_tokens the largest B*T. */
+static int check_micro(double *total, size_t *max_tokens, const pt_batch *micro, const float *const *weights,
+                       int n_micro)
 {
-    pt_step_stats_init(out);
-    if (total <= 0 || !isfinite(loss)) {
-        pt_optimizer_record_skip(opt, total <= 0 ? "the batch has no target tokens"
-                                     : isnan(loss) ? "the loss is NaN" : "the loss is infinite");
-        int64_t step = 0;
-        pt_optimizer_get_step(&step, opt);
-        pt_optimizer_get_lr(&out->lr, opt);
-        pt_opt_state_view sv;
-        pt_optimizer_state_view(&sv, opt);
-        out->step = step;
-        out->skipped = true;
-        out->skipped_total = *sv.skipped;
-        out->grad_norm = total <= 0 ? 0.0 : NAN;
-        return PT_OK;
-    }
-    return pt_optimizer_step(out, opt);
-}
-
-int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
-                const float *const *weights, int n_micro)
-{
-    if (!opt || !ctx || !micro)
-        return pt_err(PT_EINVAL, "pt_sft_step: NULL argument");
-    if (n_micro < 1)
-        return pt_err(PT_EINVAL, "pt_sft_step: n_micro %d must be >= 1", n_micro);
-    if (stats && stats->size != sizeof *stats)
-        return pt_err(PT_EINVAL, "pt_sft_step: stats size %zu is not %zu (call pt_sft_stats_init)", stats->size,
-                      sizeof *stats);
-    double total = 0;
-    size_t max_tokens = 0;
+    *total = 0;
+    *max_tokens = 0;
     for (int i = 0; i < n_micro; i++) {
-        const pt_batch *b = &micro[i];
-        if (b->size != sizeof *b || b->batch < 1 || b->seq < 1)
-            return pt_err(PT_EINVAL, "pt_sft_step: micro-batch %d is not an initialised pt_batch with batch, seq >= 1", i);
+        char what[48];
+        snprintf(what, sizeof what, "pt_sft_step: micro-batch %d", i);
+        const pt_batch *b = pt_struct_at(micro, (size_t)i);
+        int st = pt_struct_check_out(b, sizeof *b, what, "pt_batch_init");
+        if (st)
+            return st;
+        if (b->batch < 1 || b->seq < 1)
+            return pt_err(PT_EINVAL, "%s is not an initialised pt_batch with batch, seq >= 1", what);
         const float *w = weights ? weights[i] : NULL;
         size_t n = (size_t)b->batch * (size_t)b->seq;
         if (w)
@@ -71,55 +50,72 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
                 if (!(w[j] >= 0.0f) || !isfinite(w[j]))
                     return pt_err(PT_EINVAL, "pt_sft_step: micro-batch %d: weight %zu is %g (must be finite and >= 0)",
                                   i, j, (double)w[j]);
-        total += batch_weight(b, w);
-        if (n > max_tokens)
-            max_tokens = n;
+        *total += batch_weight(b, w);
+        if (n > *max_tokens)
+            *max_tokens = n;
     }
+    return PT_OK;
+}
+
+/* Forward and backward over every micro-batch, each token's gradient
+ * -w / total; *loss_sum receives -sum(w * log p). */
+static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *micro, const float *const *weights,
+                            int n_micro, double total, size_t max_tokens)
+{
+    *loss_sum = 0;
+    if (n_micro == 1) {
+        float loss = 0.0f;
+        int st = pt_model_loss(ctx, micro, weights ? weights[0] : NULL, true, &loss);
+        *loss_sum = (double)loss * total;
+        return st;
+    }
+    float *lp = pt_malloc_array(max_tokens, sizeof *lp), *dlp = pt_malloc_array(max_tokens, sizeof *dlp);
+    int st = (!lp || !dlp) ? PT_ENOMEM : PT_OK;
+    for (int i = 0; i < n_micro && !st; i++) {
+        const pt_batch *b = pt_struct_at(micro, (size_t)i);
+        const float *w = weights ? weights[i] : NULL;
+        size_t n = (size_t)b->batch * (size_t)b->seq;
+        if (i > 0 && (st = pt_check_abort()))
+            break;
+        if ((st = pt_model_forward(ctx, b, lp, NULL)))
+            break;
+        for (size_t j = 0; j < n; j++) {
+            float wj = (b->targets && b->targets[j] >= 0) ? (w ? w[j] : 1.0f) : 0.0f;
+            *loss_sum -= (double)wj * (double)lp[j];
+            dlp[j] = (float)(-(double)wj / total);
+        }
+        st = pt_model_backward(ctx, dlp);
+    }
+    free(lp);
+    free(dlp);
+    return st;
+}
+
+int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
+                const float *const *weights, int n_micro)
+{
+    PT_CHECK_NULL(opt);
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(micro);
+    PT_CHECK_ARG(n_micro >= 1, n_micro, "%d must be >= 1", n_micro);
+    int st = PT_STRUCT_CHECK_OUT(stats, pt_sft_stats, pt_sft_stats_init);
+    if (st)
+        return st;
+    double total;
+    size_t max_tokens;
+    if ((st = check_micro(&total, &max_tokens, micro, weights, n_micro)))
+        return st;
     pt_sft_stats local;
     pt_sft_stats_init(&local);
     local.tokens = total;
-    int st = PT_OK;
     double loss_sum = 0;
-    if (total > 0 && n_micro == 1) {
-        float loss;
-        st = pt_model_loss(ctx, &micro[0], weights ? weights[0] : NULL, true, &loss);
-        loss_sum = (double)loss * total;
-    } else if (total > 0) {
-        float *lp = pt_malloc_array(max_tokens, sizeof *lp), *dlp = pt_malloc_array(max_tokens, sizeof *dlp);
-        if (!lp || !dlp)
-            st = PT_ENOMEM;
-        for (int i = 0; i < n_micro && !st; i++) {
-            const pt_batch *b = &micro[i];
-            const float *w = weights ? weights[i] : NULL;
-            size_t n = (size_t)b->batch * (size_t)b->seq;
-            if (i > 0 && (st = pt_check_abort()))
-                break;
-            if ((st = pt_model_forward(ctx, b, lp, NULL)))
-                break;
-            for (size_t j = 0; j < n; j++) {
-                float wj = (b->targets && b->targets[j] >= 0) ? (w ? w[j] : 1.0f) : 0.0f;
-                loss_sum -= (double)wj * (double)lp[j];
-                dlp[j] = (float)(-(double)wj / total);
-            }
-            st = pt_model_backward(ctx, dlp);
-        }
-        free(lp);
-        free(dlp);
-    }
-    if (st) {
-        pt_optimizer_zero_grads(opt);
-        return st;
-    }
+    if (total > 0)
+        st = accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens);
     local.loss = total > 0 ? loss_sum / total : 0.0;
     pt_step_stats ss;
-    if ((st = pt_train_finish_step(&ss, opt, total, local.loss)))
+    if ((st = pt_train_finish_step(&ss, opt, st, total, local.loss)))
         return st;
-    local.grad_norm = ss.grad_norm;
-    local.lr = ss.lr;
-    local.step = ss.step;
-    local.skipped = ss.skipped;
-    local.skipped_total = ss.skipped_total;
-    if (stats)
-        *stats = local;
+    PT_STEP_STATS_COPY(&local, &ss);
+    pt_struct_write(stats, &local);
     return PT_OK;
 }

@@ -649,8 +649,8 @@ _declare(None, {
     "pt_dataset_max_seq": (c_int, [P(c_int), vp]),
     "pt_dataset_get_position": (c_int, [P(c_int64), P(c_int64), vp]),
     "pt_dataset_set_position": (c_int, [vp, c_int64, c_int64]),
-    "pt_checkpoint_save": (c_int, [c_char_p, vp, vp, c_char_p]),
-    "pt_checkpoint_load": (c_int, [P(c_void_p), c_char_p, vp, vp]),
+    "pt_checkpoint_save": (c_int, [vp, vp, c_char_p, c_char_p]),
+    "pt_checkpoint_load": (c_int, [P(c_void_p), vp, vp, c_char_p]),
     "pt_schedule_factor": (c_int, [P(c_double), c_int, c_int64, c_int64, c_int64, c_double]),
 })
 _declare("generate", {

@@ -183,7 +183,7 @@ def save_checkpoint(path, model, optimizer, host_data=None):
     and host_data: any JSON-serialisable value, returned by load_checkpoint).
     An existing directory is never overwritten (StateError)."""
     hj = cstr(json.dumps(host_data), "host_data") if host_data is not None else None
-    check(lib.pt_checkpoint_save(fspath(path), model._ptr, optimizer._ptr, hj),
+    check(lib.pt_checkpoint_save(model._ptr, optimizer._ptr, hj, fspath(path)),
           "pt_checkpoint_save")
 
 
@@ -191,7 +191,7 @@ def load_checkpoint(path, model, optimizer):
     """Verify every checksum, then restore weights, moments and counters.
     Returns the host_data saved with it (None if none)."""
     out = ctypes.c_void_p()
-    check(lib.pt_checkpoint_load(ctypes.byref(out), fspath(path), model._ptr, optimizer._ptr),
+    check(lib.pt_checkpoint_load(ctypes.byref(out), model._ptr, optimizer._ptr, fspath(path)),
           "pt_checkpoint_load")
     if not out.value:
         return None

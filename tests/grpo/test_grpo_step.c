@@ -9,6 +9,7 @@
 #include "train/optimizer.h"
 
 #include <math.h>
+#include <stddef.h>
 
 #define V 37
 #define PL 3 /* prompt length */
@@ -527,8 +528,18 @@ START_TEST(test_bad_inputs)
     s.loss_mask = NULL;
     s.size = 3;
     ck_assert_status(pt_rollout_buffer_add(buf, &s), PT_EINVAL, "pt_rollout_sample_init");
-    s.size = sizeof s;
+    /* a sample from an older header (it ends before loss_mask): the rest defaults */
+    s.size = offsetof(pt_rollout_sample, loss_mask);
+    s.old_logprobs = old; /* beyond its size: not read (old[1] is NaN) */
     int cnt = -1;
+    ck_assert_ok(pt_rollout_buffer_add(buf, &s));
+    ck_assert_ok(pt_rollout_buffer_count(&cnt, buf));
+    ck_assert_int_eq(cnt, 1);
+    float lp_old[2];
+    ck_assert_status(pt_rollout_buffer_get_logprobs(lp_old, buf, 0, PT_ROLLOUT_OLD), PT_ESTATE, "no old");
+    ck_assert_ok(pt_rollout_buffer_clear(buf));
+    s.old_logprobs = NULL;
+    s.size = sizeof s;
     ck_assert_ok(pt_rollout_buffer_count(&cnt, buf));
     ck_assert_int_eq(cnt, 0);
     /* a group is all or nothing */
@@ -701,7 +712,7 @@ START_TEST(test_compute_logprobs)
     ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, small, PT_ROLLOUT_REF), PT_EINVAL,
                      "pt_rollout_buffer_compute_logprobs: forward of 1 rows");
     ck_assert_status(pt_rollout_buffer_get_logprobs(got, buf, 0, PT_ROLLOUT_REF), PT_ESTATE, "no reference");
-    ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, ctx, 5), PT_EINVAL, "unknown which 5");
+    ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, ctx, 5), PT_EINVAL, "which 5 is not PT_ROLLOUT_OLD or PT_ROLLOUT_REF");
     ck_assert_ok(pt_rollout_buffer_compute_logprobs(buf, rctx, PT_ROLLOUT_REF));
     ck_assert_ok(pt_rollout_buffer_compute_logprobs(buf, ctx, PT_ROLLOUT_OLD));
     float lpm[NS][5], lpr[NS][5];

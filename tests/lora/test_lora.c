@@ -720,7 +720,7 @@ START_TEST(test_checkpoint)
     ck_assert_ok(pt_model_add_lora(m, &o));
     pt_optimizer *opt = adamw(m);
     sft_steps(m, opt, 2);
-    ck_assert_ok(pt_checkpoint_save(dir, m, opt, "{\"x\": 1}"));
+    ck_assert_ok(pt_checkpoint_save(m, opt, "{\"x\": 1}", dir));
     size_t na = adapter_numel(m), nbase = pt_model_base_tensor_count(m);
     float *saved = malloc(na * sizeof *saved);
     for (size_t i = nbase, off = 0; i < pt_model_tensor_count(m); i++) {
@@ -735,7 +735,7 @@ START_TEST(test_checkpoint)
     ck_assert_ok(pt_model_add_lora(m2, &o));
     pt_optimizer *opt2 = adamw(m2);
     char *host = NULL;
-    ck_assert_ok(pt_checkpoint_load(&host, dir, m2, opt2));
+    ck_assert_ok(pt_checkpoint_load(&host, m2, opt2, dir));
     pt_free(host);
     for (size_t i = nbase, off = 0; i < pt_model_tensor_count(m2); i++) {
         const pt_tensor_ref *t = pt_model_tensor(m2, i);
@@ -755,7 +755,7 @@ START_TEST(test_checkpoint)
     pt_model *m3 = tiny(PT_ARCH_LLAMA, 9);
     pt_optimizer *opt3 = adamw(m3);
     host = NULL;
-    ck_assert_int_ne(pt_checkpoint_load(&host, dir, m3, opt3), PT_OK);
+    ck_assert_int_ne(pt_checkpoint_load(&host, m3, opt3, dir), PT_OK);
     pt_free(host);
     pt_optimizer_free(opt3);
     pt_model_free(m3);

@@ -7,6 +7,7 @@
 #include "posttrain/train.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <unistd.h>
 
 static char *write_tmp(const char *text)
@@ -126,6 +127,22 @@ START_TEST(test_bad_rows)
     ck_assert_status(pt_dataset_next_batch(&b, &w, d), PT_ESTATE, "no training examples");
     int32_t neg[2] = { 1, -4 };
     ck_assert_status(pt_dataset_add(d, neg, NULL, 2), PT_ERANGE, "negative id -4");
+    pt_dataset_free(d);
+    /* NULL options are the defaults (batch_size 8, max_length 512) */
+    ck_assert_ok(pt_dataset_create(&d, NULL));
+    int seq = 0;
+    ck_assert_ok(pt_dataset_max_seq(&seq, d));
+    ck_assert_int_eq(seq, 512);
+    /* stats of an older, smaller header: its fields only */
+    pt_dataset_stats old;
+    pt_dataset_stats_init(&old);
+    old.size = offsetof(pt_dataset_stats, skipped_rows);
+    old.skipped_rows = 99;
+    ck_assert_ok(pt_dataset_get_stats(&old, d));
+    ck_assert_int_eq(old.rows, 0);
+    ck_assert_int_eq(old.skipped_rows, 99);
+    old.size = 3;
+    ck_assert_status(pt_dataset_get_stats(&old, d), PT_EINVAL, "pt_dataset_stats_init");
     pt_dataset_free(d);
     pt_tokenizer_free(tok);
 }

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 
 static cJSON *load_golden(void)
 {
@@ -202,7 +203,7 @@ START_TEST(test_bad_options)
     o.warmup_steps = 6;
     ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "warmup_steps 6 exceeds");
     pt_optimizer_options_init(&o);
-    o.size = 8;
+    o.size = sizeof o + 8; /* larger than this library knows (sizes from 8 up are older headers) */
     ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "pt_optimizer_options_init");
     pt_optimizer_options_init(&o);
     o.type = 9;
@@ -224,6 +225,42 @@ START_TEST(test_bad_options)
     ck_assert_status(pt_optimizer_step(NULL, opt), PT_ESTATE, "lonely");
     pt_step_stats bad = { 0 };
     ck_assert_status(pt_optimizer_step(&bad, opt), PT_EINVAL, "pt_step_stats_init");
+    pt_optimizer_free(opt);
+}
+END_TEST
+
+/* NULL options are the defaults; an older, smaller options or stats struct
+ * is read as far as its size goes, the rest defaults. */
+START_TEST(test_null_and_older_structs)
+{
+    float w = 1, g = 0.5f;
+    pt_opt_param p = { &w, &g, 1, true, "w" };
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, NULL));
+    const pt_optimizer_options *got = pt_optimizer_options_of(opt);
+    ck_assert_int_eq(got->type, PT_OPTIMIZER_ADAMW);
+    ck_assert_double_eq(got->lr, 1e-4);
+    ck_assert_uint_eq(got->size, sizeof(pt_optimizer_options));
+    pt_optimizer_free(opt);
+    /* a header that ended after `type` */
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.type = PT_OPTIMIZER_SGD;
+    o.lr = 123.0; /* beyond the old size: not read */
+    o.size = offsetof(pt_optimizer_options, lr);
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    got = pt_optimizer_options_of(opt);
+    ck_assert_int_eq(got->type, PT_OPTIMIZER_SGD);
+    ck_assert_double_eq(got->lr, 1e-4);
+    /* stats of an older size: only that much is written */
+    pt_step_stats st;
+    pt_step_stats_init(&st);
+    st.size = offsetof(pt_step_stats, lr);
+    st.lr = -7.0;
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert_double_eq(st.grad_norm, 0.5);
+    ck_assert_double_eq(st.lr, -7.0);
+    ck_assert_uint_eq(st.size, offsetof(pt_step_stats, lr));
     pt_optimizer_free(opt);
 }
 END_TEST
@@ -270,6 +307,7 @@ int main(void)
     tcase_add_test(tc, test_nonfinite_skips);
     tcase_add_test(tc, test_schedule_factor);
     tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_null_and_older_structs);
     tcase_add_test(tc, test_deterministic_threads);
     suite_add_tcase(s, tc);
     return pt_test_run(s);

@@ -285,8 +285,8 @@ START_TEST(test_checkpoint_exact_resume)
     ck_assert_ok(pt_context_create(&ca, ma, 2, T));
     pt_optimizer *oa = adamw(ma);
     train_steps(ma, oa, ca, 0, 3, la);
-    ck_assert_ok(pt_checkpoint_save(dir, ma, oa, "{\"data_cursor\": 3}"));
-    ck_assert_status(pt_checkpoint_save(dir, ma, oa, NULL), PT_ESTATE, "already exists");
+    ck_assert_ok(pt_checkpoint_save(ma, oa, "{\"data_cursor\": 3}", dir));
+    ck_assert_status(pt_checkpoint_save(ma, oa, NULL, dir), PT_ESTATE, "already exists");
     train_steps(ma, oa, ca, 3, 8, la);
     /* Run B: a fresh model with another seed, resumed from the checkpoint. */
     pt_model *mb = tiny_model(99);
@@ -294,7 +294,7 @@ START_TEST(test_checkpoint_exact_resume)
     ck_assert_ok(pt_context_create(&cb, mb, 2, T));
     pt_optimizer *ob = adamw(mb);
     char *host;
-    ck_assert_ok(pt_checkpoint_load(&host, dir, mb, ob));
+    ck_assert_ok(pt_checkpoint_load(&host, mb, ob, dir));
     ck_assert_str_eq(host, "{\"data_cursor\":3}");
     pt_free(host);
     int64_t step;
@@ -327,7 +327,7 @@ START_TEST(test_checkpoint_exact_resume)
     fclose(f);
     float *keep;
     snapshot(mb, &keep, &n);
-    ck_assert_status(pt_checkpoint_load(NULL, dir, mb, ob), PT_ECHECKSUM, "optimizer.safetensors has SHA-256");
+    ck_assert_status(pt_checkpoint_load(NULL, mb, ob, dir), PT_ECHECKSUM, "optimizer.safetensors has SHA-256");
     float *now;
     snapshot(mb, &now, &n);
     ck_assert_int_eq(memcmp(keep, now, n * 4), 0); /* verified before touching the model */
@@ -339,7 +339,7 @@ START_TEST(test_checkpoint_exact_resume)
     ck_assert_status(pt_checkpoint_verify(dir), PT_ECHECKSUM, "missing");
     snprintf(path, sizeof path, "%s/%s", dir, PT_CKPT_MANIFEST);
     unlink(path);
-    ck_assert_status(pt_checkpoint_load(NULL, dir, mb, ob), PT_EFORMAT, "no MANIFEST.json");
+    ck_assert_status(pt_checkpoint_load(NULL, mb, ob, dir), PT_EFORMAT, "no MANIFEST.json");
     free(keep);
     /* Nothing but the final directory was left behind by the save. */
     DIR *d = opendir(root);
@@ -351,9 +351,9 @@ START_TEST(test_checkpoint_exact_resume)
     closedir(d);
     ck_assert_int_eq(entries, 1);
     /* An unwritable destination reports the path and leaves no temp dir. */
-    ck_assert_status(pt_checkpoint_save("/proc/pt-no-such/ckpt", ma, oa, NULL), PT_EIO, "/proc/pt-no-such");
+    ck_assert_status(pt_checkpoint_save(ma, oa, NULL, "/proc/pt-no-such/ckpt"), PT_EIO, "/proc/pt-no-such");
     snprintf(path, sizeof path, "%s/checkpoint-x", root);
-    ck_assert_status(pt_checkpoint_save(path, ma, oa, "{not json"), PT_EINVAL, "not valid JSON");
+    ck_assert_status(pt_checkpoint_save(ma, oa, "{not json", path), PT_EINVAL, "not valid JSON");
     ck_assert_int_eq(access(path, F_OK), -1);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     pt_optimizer_free(oa); pt_optimizer_free(ob);

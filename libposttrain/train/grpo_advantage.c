@@ -1,0 +1,103 @@
+/* Advantages: each sample's combined reward against its group's (TRL's
+ * scale_rewards "group", "batch", "none", and RLOO's leave-one-out mean). */
+#include "core/core.h"
+#include "train/grpo_internal.h"
+#include "train/train_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+double pt_grpo_std(double sumsq_dev, int n)
+{
+    return n > 1 ? sqrt(sumsq_dev / (double)(n - 1)) : 0.0;
+}
+
+/* Per-group sums of n samples: gi[i] the group of sample i (groups numbered
+ * in order of first appearance), sum and cnt per group; returns the number
+ * of groups. */
+static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, const double *R, const int64_t *group, int n)
+{
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        int g = 0;
+        while (g < ng && ids[g] != group[i])
+            g++;
+        if (g == ng)
+            ids[ng++] = group[i];
+        gi[i] = g;
+        sum[g] += R[i];
+        cnt[g]++;
+    }
+    return ng;
+}
+
+double pt_grpo_mean_std(double *mean, const double *x, int n)
+{
+    double m = 0, ss = 0;
+    for (int i = 0; i < n; i++)
+        m += x[i];
+    m /= n;
+    for (int i = 0; i < n; i++)
+        ss += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    return pt_grpo_std(ss, n);
+}
+
+/* The advantage of reward r in a group with the given mean, std, sum and count. */
+static double advantage(double r, double mean, double sd, double sum, int cnt, double bstd, int scale)
+{
+    if (scale == PT_GRPO_SCALE_GROUP)
+        return (r - mean) / (sd + 1e-4);
+    if (scale == PT_GRPO_SCALE_BATCH)
+        return (r - mean) / (bstd + 1e-4);
+    if (scale == PT_GRPO_SCALE_NONE)
+        return r - mean;
+    return r - (sum - r) / (cnt - 1);
+}
+
+int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R, const int64_t *group, int n,
+                       int scale)
+{
+    int *gi = pt_malloc_array((size_t)n, sizeof *gi), *cnt = pt_calloc((size_t)n, sizeof *cnt);
+    int64_t *ids = pt_malloc_array((size_t)n, sizeof *ids);
+    double *mean = pt_calloc((size_t)n, sizeof *mean), *sd = pt_calloc((size_t)n, sizeof *sd),
+           *sum = pt_calloc((size_t)n, sizeof *sum);
+    int ng = PT_ENOMEM;
+    if (gi && ids && mean && sd && sum && cnt) {
+        ng = assign_groups(gi, ids, sum, cnt, R, group, n);
+        for (int g = 0; g < ng; g++)
+            mean[g] = sum[g] / cnt[g];
+        for (int i = 0; i < n; i++) {
+            double d = R[i] - mean[gi[i]];
+            sd[gi[i]] += d * d;
+        }
+        int nz = 0;
+        for (int g = 0; g < ng; g++) {
+            sd[g] = pt_grpo_std(sd[g], cnt[g]);
+            if (sd[g] <= 1e-8)
+                nz++;
+        }
+        double bmean, bstd = scale == PT_GRPO_SCALE_BATCH ? pt_grpo_mean_std(&bmean, R, n) : 0;
+        for (int i = 0; i < n; i++) {
+            int g = gi[i];
+            zero_std[i] = sd[g] <= 1e-8;
+            adv[i] = zero_std[i] ? 0.0 : advantage(R[i], mean[g], sd[g], sum[g], cnt[g], bstd, scale);
+        }
+        *n_zero = nz;
+    }
+    free(gi);
+    free(ids);
+    free(mean);
+    free(sd);
+    free(sum);
+    free(cnt);
+    return ng;
+}
+
+static const pt_enum_entry k_grpo_scale_names[] = {
+    { PT_GRPO_SCALE_GROUP, "group" },
+    { PT_GRPO_SCALE_BATCH, "batch" },
+    { PT_GRPO_SCALE_NONE, "none" },
+    { PT_GRPO_SCALE_RLOO, "rloo" },
+};
+PT_ENUM_NAME_FUNCS(pt_grpo_scale, k_grpo_scale_names, "reward scaling")

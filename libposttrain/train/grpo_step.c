@@ -1,0 +1,361 @@
+/* The GRPO step: options, the checks of the buffer, advantages, forwards and
+ * backwards over micro-batches through the per-token loss, then the
+ * optimizer step shared with SFT (step_internal.h). */
+#include "core/core.h"
+#include "model/model.h"
+#include "posttrain/lora.h"
+#include "train/grpo_internal.h"
+#include "train/optimizer.h"
+#include "train/step_internal.h"
+#include "train/train_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int pt_grpo_options_init(pt_grpo_options *opts)
+{
+    PT_STRUCT_INIT_ZERO(opts);
+    opts->scale_rewards = PT_GRPO_SCALE_GROUP;
+    opts->loss_type = PT_GRPO_LOSS_DAPO;
+    opts->importance_sampling_level = PT_GRPO_IS_TOKEN;
+    opts->epsilon_low = 0.2;
+    opts->epsilon_high = 0.2;
+    return PT_OK;
+}
+
+int pt_grpo_stats_init(pt_grpo_stats *stats)
+{
+    PT_STRUCT_INIT_ZERO(stats);
+    stats->entropy = NAN;
+    return PT_OK;
+}
+
+static int check_options(const pt_grpo_options *o)
+{
+    if (o->scale_rewards < PT_GRPO_SCALE_GROUP || o->scale_rewards > PT_GRPO_SCALE_RLOO)
+        return pt_err(PT_EINVAL, "pt_grpo_step: unknown scale_rewards %d", o->scale_rewards);
+    if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_DR_GRPO)
+        return pt_err(PT_EINVAL, "pt_grpo_step: unknown loss_type %d", o->loss_type);
+    if (o->importance_sampling_level != PT_GRPO_IS_TOKEN && o->importance_sampling_level != PT_GRPO_IS_SEQUENCE)
+        return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_level %d", o->importance_sampling_level);
+    if (!(o->epsilon_low >= 0 && o->epsilon_low < 1) || !(o->epsilon_high >= 0 && isfinite(o->epsilon_high)))
+        return pt_err(PT_EINVAL, "pt_grpo_step: epsilon_low %g must be in [0, 1) and epsilon_high %g finite and >= 0",
+                      o->epsilon_low, o->epsilon_high);
+    if (!(o->beta >= 0 && isfinite(o->beta)))
+        return pt_err(PT_EINVAL, "pt_grpo_step: beta %g must be finite and >= 0", o->beta);
+    if (o->max_completion_length < 0 || o->overlong_buffer < 0 || o->micro_batch < 0)
+        return pt_err(PT_EINVAL, "pt_grpo_step: max_completion_length %d, overlong_buffer %d and micro_batch %d "
+                      "must be >= 0", o->max_completion_length, o->overlong_buffer, o->micro_batch);
+    if (o->overlong_buffer > 0 && o->overlong_buffer > o->max_completion_length)
+        return pt_err(PT_EINVAL, "pt_grpo_step: overlong_buffer %d needs max_completion_length >= it (is %d)",
+                      o->overlong_buffer, o->max_completion_length);
+    if (o->loss_type == PT_GRPO_LOSS_DR_GRPO && o->max_completion_length <= 0)
+        return pt_err(PT_EINVAL, "pt_grpo_step: loss_type dr_grpo needs max_completion_length > 0");
+    if (!(o->global_tokens >= 0 && isfinite(o->global_tokens)) ||
+        !(o->global_samples >= 0 && isfinite(o->global_samples)))
+        return pt_err(PT_EINVAL, "pt_grpo_step: global_tokens %g and global_samples %g must be finite and >= 0",
+                      o->global_tokens, o->global_samples);
+    return PT_OK;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Every sample's ids inside the model's vocabulary and its reference
+ * logprobs present when beta > 0 (or to come from the LoRA base:
+ * *refs_from_base); *maxlen receives the longest sample. */
+static int check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
+                         const pt_grpo_options *o)
+{
+    pt_model_config cfg;
+    int st = pt_model_get_config(&cfg, model);
+    if (st)
+        return st;
+    *maxlen = 0;
+    *refs_from_base = false;
+    for (int i = 0; i < buf->n; i++) {
+        const grpo_sample *s = &buf->s[i];
+        if (o->beta > 0 && !s->has_ref && pt_model_lora_enabled(model))
+            *refs_from_base = true;
+        else if (o->beta > 0 && !s->has_ref)
+            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, fill them "
+                          "with pt_rollout_buffer_compute_logprobs, or train LoRA adapters: their base is the "
+                          "reference)", o->beta, i);
+        for (int t = 0; t < s->n_ids; t++)
+            if (s->ids[t] >= cfg.vocab_size)
+                return pt_err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
+                              (int)s->ids[t], cfg.vocab_size);
+        *maxlen = s->n_ids > *maxlen ? s->n_ids : *maxlen;
+    }
+    return PT_OK;
+}
+
+/* With LoRA, the reference policy is the frozen base: the reference
+ * logprobs the samples lack come from forwards with the adapters switched
+ * off (switched on again whatever happens). */
+static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_model *model)
+{
+    int st = pt_model_set_lora_enabled(model, false);
+    if (st)
+        return st;
+    st = pt_rollout_compute_logprobs(buf, ctx, PT_ROLLOUT_REF, true);
+    pt_model_set_lora_enabled(model, true);
+    return st ? pt_err_prefix(st, "pt_grpo_step: reference logprobs of the base model (adapters off)") : PT_OK;
+}
+
+/* The working state of one accumulation. */
+typedef struct grpo_run {
+    const pt_grpo_options *o;
+    pt_rollout_buffer *buf;
+    pt_context *ctx;
+    int n, maxlen;
+    double *R, *adv;            /* per sample: combined reward, advantage */
+    bool *zs;                   /* per sample: its group's rewards are all equal */
+    float *lpc, *dlc;           /* one sample's completion logprobs and dL/dlogp */
+    int rows_cap;               /* rows per forward */
+    int32_t *bid, *btg;         /* a micro-batch: ids, targets */
+    float *blp, *bdl, *bent;    /* its logprobs, dL/dlogp, entropies */
+    pt_grpo_norm nm;
+    pt_grpo_acc acc;
+    double ent_sum, ent_n, fwd_tokens;
+} grpo_run;
+
+static void run_free(grpo_run *w)
+{
+    free(w->R);
+    free(w->adv);
+    free(w->zs);
+    free(w->lpc);
+    free(w->dlc);
+    free(w->bid);
+    free(w->btg);
+    free(w->blp);
+    free(w->bdl);
+    free(w->bent);
+}
+
+/* Combined rewards (with the over-long penalty), advantages and the reward
+ * statistics of the buffer into *stats. */
+static int compute_advantages(grpo_run *w, pt_grpo_stats *stats)
+{
+    const pt_grpo_options *o = w->o;
+    for (int i = 0; i < w->n; i++) {
+        const grpo_sample *s = &w->buf->s[i];
+        w->R[i] = pt_grpo_combine_rewards(s->rewards, w->buf->weights, w->buf->k);
+        if (o->overlong_buffer > 0)
+            w->R[i] += pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer);
+    }
+    int n_zero = 0;
+    int64_t *groups = pt_malloc_array((size_t)w->n, sizeof *groups);
+    if (!groups)
+        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    for (int i = 0; i < w->n; i++)
+        groups[i] = w->buf->s[i].group;
+    int ng = pt_grpo_advantages(w->adv, w->zs, &n_zero, w->R, groups, w->n, o->scale_rewards);
+    free(groups);
+    if (ng < 0)
+        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    stats->groups = ng;
+    stats->frac_reward_zero_std = (double)n_zero / ng;
+    pt_grpo_reward_stats(stats, w->buf, w->R);
+    stats->groups_dropped = o->drop_zero_std_groups ? n_zero : 0;
+    return PT_OK;
+}
+
+/* Whether sample k has loss tokens in this step (not in a dropped group,
+ * not a masked truncated completion). */
+static bool trains(const grpo_run *w, int k)
+{
+    return !((w->o->drop_zero_std_groups && w->zs[k]) || (w->o->mask_truncated_completions && w->buf->s[k].truncated));
+}
+
+/* The loss normalisers over the samples that take part; returns the loss
+ * tokens. */
+static double make_norm(grpo_run *w)
+{
+    double n_seq = 0, n_tok = 0;
+    for (int i = 0; i < w->n; i++) {
+        const grpo_sample *s = &w->buf->s[i];
+        if (w->o->drop_zero_std_groups && w->zs[i])
+            continue;
+        n_seq += 1;
+        if (!(w->o->mask_truncated_completions && s->truncated))
+            n_tok += s->n_mask;
+    }
+    pt_grpo_make_norm(&w->nm, w->o, n_seq, n_tok);
+    return n_tok;
+}
+
+/* The loss of sample k, row r of the micro-batch of width T just forwarded:
+ * its entropy summed, its old logprobs recorded when it had none, its
+ * dL/dlogp written into the row of bdl. */
+static void sample_loss(grpo_run *w, int k, int r, int T)
+{
+    grpo_sample *s = &w->buf->s[k];
+    const float *rl = w->blp + (size_t)r * T + (s->prompt_len - 1);
+    const float *re = w->bent + (size_t)r * T + (s->prompt_len - 1);
+    for (int t = 0; t < s->n_comp; t++)
+        if (s->mask[t]) {
+            w->ent_sum += re[t];
+            w->ent_n++;
+        }
+    float *rd = w->bdl + (size_t)r * T;
+    memset(rd, 0, (size_t)T * sizeof *rd);
+    memcpy(w->lpc, rl, (size_t)s->n_comp * sizeof *w->lpc);
+    if (!s->has_old) {
+        memcpy(s->old, w->lpc, (size_t)s->n_comp * sizeof *w->lpc);
+        s->has_old = true;
+    }
+    pt_grpo_loss_sample(&w->acc, w->dlc, w->lpc, s->old, s->has_ref ? s->ref : NULL, s->mask, s->n_comp, w->adv[k],
+                        &w->nm);
+    memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
+}
+
+/* Samples first .. end-1 (rows of them train, T wide): forward, loss,
+ * backward.  *retry: the context holds fewer rows, rows_cap was halved and
+ * nothing was done. */
+static int micro_batch(grpo_run *w, int first, int end, int rows, int T, bool *retry)
+{
+    *retry = false;
+    int r = 0;
+    for (int k = first; k < end; k++)
+        if (trains(w, k)) {
+            pt_grpo_fill_row(w->bid + (size_t)r * T, w->btg + (size_t)r * T, &w->buf->s[k], T);
+            r++;
+        }
+    int st = pt_grpo_forward_rows(w->ctx, w->bid, w->btg, rows, T, w->blp, w->bent);
+    if (st == PT_EINVAL && rows > 1 && w->o->micro_batch == 0) {
+        w->rows_cap = rows / 2; /* the context holds fewer rows: retry with half */
+        *retry = true;
+        return PT_OK;
+    }
+    if (st)
+        return pt_err_prefix(st, "pt_grpo_step: forward of %d rows of %d tokens", rows, T);
+    r = 0;
+    for (int k = first; k < end; k++)
+        if (trains(w, k))
+            sample_loss(w, k, r++, T);
+    w->fwd_tokens += (double)rows * T;
+    return pt_model_backward(w->ctx, w->bdl);
+}
+
+/* Every micro-batch of the step, in buffer order, skipping the samples
+ * with no loss tokens. */
+static int micro_batches(grpo_run *w)
+{
+    size_t cells = (size_t)w->rows_cap * (size_t)w->maxlen;
+    w->bid = pt_malloc_array(cells, sizeof *w->bid);
+    w->btg = pt_malloc_array(cells, sizeof *w->btg);
+    w->blp = pt_malloc_array(cells, sizeof *w->blp);
+    w->bdl = pt_malloc_array(cells, sizeof *w->bdl);
+    w->bent = pt_malloc_array(cells, sizeof *w->bent);
+    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent)
+        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
+    int i = 0, batches = 0, st;
+    while (i < w->n) {
+        int rows = 0, T = 1, j = i;
+        for (; j < w->n && rows < w->rows_cap; j++)
+            if (trains(w, j)) {
+                rows++;
+                T = w->buf->s[j].n_ids > T ? w->buf->s[j].n_ids : T;
+            }
+        if (rows == 0) {
+            i = j;
+            continue;
+        }
+        if (batches > 0 && (st = pt_check_abort()))
+            return st;
+        bool retry;
+        if ((st = micro_batch(w, i, j, rows, T, &retry)))
+            return st;
+        if (retry)
+            continue;
+        batches++;
+        i = j;
+    }
+    return PT_OK;
+}
+
+/* The loss, KL, entropy, clipping and speed statistics of a finished
+ * accumulation. */
+static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
+{
+    const pt_grpo_acc *acc = &w->acc;
+    stats->loss = acc->loss;
+    stats->tokens = acc->tokens;
+    stats->kl = acc->tokens > 0 ? acc->kl / acc->tokens : 0.0;
+    stats->entropy = w->ent_n > 0 ? w->ent_sum / w->ent_n : 0.0;
+    stats->clip_ratio_low = acc->tokens > 0 ? acc->clip_low / acc->tokens : 0.0;
+    stats->clip_ratio_high = acc->tokens > 0 ? acc->clip_high / acc->tokens : 0.0;
+    stats->clip_ratio_region = acc->tokens > 0 ? acc->clip_region / acc->tokens : 0.0;
+    stats->train_seconds = now_seconds() - t0;
+    stats->tokens_per_second = stats->train_seconds > 0 ? w->fwd_tokens / stats->train_seconds : 0.0;
+}
+
+int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
+                       const pt_grpo_options *o)
+{
+    int st = check_options(o);
+    if (st)
+        return st;
+    if (buf->n == 0)
+        return pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
+    grpo_run w = { .o = o, .buf = buf, .ctx = ctx, .n = buf->n };
+    bool refs_from_base;
+    if ((st = check_samples(&w.maxlen, &refs_from_base, buf, model, o)))
+        return st;
+    if (refs_from_base && (st = fill_reference_from_base(buf, ctx, model)))
+        return st;
+    double t0 = now_seconds();
+    pt_grpo_stats stats;
+    pt_grpo_stats_init(&stats);
+    w.R = pt_malloc_array((size_t)w.n, sizeof *w.R);
+    w.adv = pt_malloc_array((size_t)w.n, sizeof *w.adv);
+    w.zs = pt_malloc_array((size_t)w.n, sizeof *w.zs);
+    w.lpc = pt_malloc_array((size_t)w.maxlen, sizeof *w.lpc);
+    w.dlc = pt_malloc_array((size_t)w.maxlen, sizeof *w.dlc);
+    if (!w.R || !w.adv || !w.zs || !w.lpc || !w.dlc)
+        st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    if (!st)
+        st = compute_advantages(&w, &stats);
+    w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
+    if (!st && make_norm(&w) > 0)
+        st = micro_batches(&w);
+    if (!st)
+        finish_stats(&stats, &w, t0);
+    if (st)
+        pt_model_zero_grad(model);
+    else
+        *out = stats;
+    run_free(&w);
+    return st;
+}
+
+int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_rollout_buffer *buf,
+                 const pt_grpo_options *opts)
+{
+    PT_CHECK_NULL(opt);
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_NULL(buf);
+    int st = PT_STRUCT_CHECK_OUT(stats, pt_grpo_stats, pt_grpo_stats_init);
+    if (st)
+        return st;
+    pt_grpo_options o;
+    if ((st = PT_STRUCT_READ(o, opts, pt_grpo_options_init)))
+        return st;
+    pt_grpo_stats local;
+    pt_grpo_stats_init(&local);
+    st = pt_grpo_accumulate(&local, ctx, pt_optimizer_model(opt), buf, &o);
+    pt_step_stats ss;
+    if ((st = pt_train_finish_step(&ss, opt, st, local.tokens, local.loss)))
+        return st;
+    PT_STEP_STATS_COPY(&local, &ss);
+    pt_struct_write(stats, &local);
+    return PT_OK;
+}

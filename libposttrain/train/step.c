@@ -1,0 +1,40 @@
+/* The end of a training step, shared by pt_sft_step and pt_grpo_step
+ * (step_internal.h). */
+#include "train/step_internal.h"
+
+#include "core/core.h"
+#include "train/optimizer.h"
+
+#include <math.h>
+
+/* A skipped step: the gradients dropped, the skip counted and *out filled
+ * from the optimizer's counters. */
+static void skip_step(pt_step_stats *out, pt_optimizer *opt, double tokens, double loss)
+{
+    pt_optimizer_record_skip(opt, tokens <= 0 ? "the batch has no target tokens"
+                                  : isnan(loss) ? "the loss is NaN" : "the loss is infinite");
+    int64_t step = 0;
+    pt_optimizer_get_step(&step, opt);
+    pt_optimizer_get_lr(&out->lr, opt);
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    out->step = step;
+    out->skipped = true;
+    out->skipped_total = *sv.skipped;
+    out->grad_norm = tokens <= 0 ? 0.0 : NAN;
+}
+
+int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated, double tokens,
+                         double loss)
+{
+    if (accumulated) {
+        pt_optimizer_zero_grads(opt);
+        return accumulated;
+    }
+    pt_step_stats_init(out);
+    if (tokens <= 0 || !isfinite(loss)) {
+        skip_step(out, opt, tokens, loss);
+        return PT_OK;
+    }
+    return pt_optimizer_step(out, opt);
+}
