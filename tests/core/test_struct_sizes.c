@@ -1575,12 +1575,47 @@ START_TEST(test_add_group_message)
 }
 END_TEST
 
+/* ---- every _init: NULL is PT_EINVAL, and it sets size to the header's sizeof ----- */
+
+#define INIT_CASE(T, init)                                                                    \
+    do {                                                                                      \
+        T x_;                                                                                 \
+        memset(&x_, CANARY, sizeof x_);                                                       \
+        ck_assert_ok(init(&x_));                                                              \
+        ck_assert_uint_eq(x_.size, sizeof(T));                                                \
+        ck_assert_status(init(NULL), PT_EINVAL, #init);                                       \
+    } while (0)
+
+START_TEST(test_inits)
+{
+    INIT_CASE(pt_model_config, pt_model_config_init);
+    INIT_CASE(pt_batch, pt_batch_init);
+    INIT_CASE(pt_model_dir_info, pt_model_dir_info_init);
+    INIT_CASE(pt_model_load_options, pt_model_load_options_init);
+    INIT_CASE(pt_model_save_options, pt_model_save_options_init);
+    INIT_CASE(pt_eval_options, pt_eval_options_init);
+    INIT_CASE(pt_chat_options, pt_chat_options_init);
+    INIT_CASE(pt_lora_options, pt_lora_options_init);
+    INIT_CASE(pt_optimizer_options, pt_optimizer_options_init);
+    INIT_CASE(pt_step_stats, pt_step_stats_init);
+    INIT_CASE(pt_sft_stats, pt_sft_stats_init);
+    INIT_CASE(pt_dataset_options, pt_dataset_options_init);
+    INIT_CASE(pt_dataset_stats, pt_dataset_stats_init);
+    INIT_CASE(pt_generate_options, pt_generate_options_init);
+    INIT_CASE(pt_rollout_buffer_options, pt_rollout_buffer_options_init);
+    INIT_CASE(pt_rollout_sample, pt_rollout_sample_init);
+    INIT_CASE(pt_grpo_options, pt_grpo_options_init);
+    INIT_CASE(pt_grpo_stats, pt_grpo_stats_init);
+}
+END_TEST
+
 int main(void)
 {
     pt_set_num_threads(1);
     Suite *s = suite_create("struct_sizes");
     TCase *tc = tcase_create("struct_sizes");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_inits);
     tcase_add_test(tc, test_config_inputs);
     tcase_add_test(tc, test_config_outputs);
     tcase_add_test(tc, test_batch);
