@@ -566,13 +566,4 @@ static const pt_enum_entry k_rope_type_names[] = {
     { PT_ROPE_LINEAR, "linear" },
 };
 
-const char *pt_rope_type_name(int value)
-{
-    return pt_enum_name(k_rope_type_names, PT_ENUM_COUNT(k_rope_type_names), value);
-}
-
-int pt_rope_type_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_rope_type_names, PT_ENUM_COUNT(k_rope_type_names), name, __func__,
-                             "rope type");
-}
+PT_ENUM_NAME_FUNCS(pt_rope_type, k_rope_type_names, "rope type")

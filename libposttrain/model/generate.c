@@ -589,13 +589,4 @@ static const pt_enum_entry k_finish_reason_names[] = {
     { PT_FINISH_LENGTH, "length" },
 };
 
-const char *pt_finish_reason_name(int value)
-{
-    return pt_enum_name(k_finish_reason_names, PT_ENUM_COUNT(k_finish_reason_names), value);
-}
-
-int pt_finish_reason_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_finish_reason_names, PT_ENUM_COUNT(k_finish_reason_names), name, __func__,
-                             "finish reason");
-}
+PT_ENUM_NAME_FUNCS(pt_finish_reason, k_finish_reason_names, "finish reason")
