@@ -134,13 +134,7 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
                         continue;
                     }
                     float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn); /* scalar: once per row */
-                    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                    for (int c = 0; c < nk; c++) {
-                        float p = pt_vexpf(Sr[c] - mn);
-                        Sr[c] = p;
-                        sum += p;
-                    }
+                    float sum = pt_vexp_sum(Sr, Sr, (size_t)nk, mn);
                     l[r] = l[r] * alpha + sum;
                     m[r] = mn;
                     if (alpha != 1.0f) {

@@ -241,13 +241,7 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
             float mx = -INFINITY;
             for (size_t j = 0; j < len; j++)
                 mx = Sr[j] > mx ? Sr[j] : mx;
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (size_t j = 0; j < len; j++) {
-                float e = pt_vexpf(Sr[j] - mx);
-                Sr[j] = e;
-                sum += e;
-            }
+            float sum = pt_vexp_sum(Sr, Sr, len, mx);
             pt_sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
         }
     }
