@@ -10,9 +10,9 @@
  *    pt_model_load_dir does. */
 #include "core/core.h"
 #include "io/jsonl.h"
+#include "io/path.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "io/path.h"
 #include "posttrain/modelio.h"
 
 #include <stdint.h>

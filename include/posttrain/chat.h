@@ -56,7 +56,7 @@ typedef struct pt_chat_message {
 /* "system", "user", "assistant", "tool" (or NULL for an unknown role). */
 PT_API const char *pt_chat_role_name(int role);
 /* Parse a role name ("ipython" is accepted as tool).  PT_EINVAL if unknown. */
-PT_API int pt_chat_role_from_name(int *role, const char *name);
+PT_API int pt_chat_role_from_name(int *out, const char *name);
 
 typedef enum pt_chat_family {
     PT_CHAT_CHATML = 1,

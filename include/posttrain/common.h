@@ -95,7 +95,8 @@ typedef void (*pt_log_fn)(int level, const char *message, void *payload);
 /* Install (or with fn == NULL remove) the process-wide log callback.  Messages
  * above max_level are not formatted at all. */
 PT_API int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload);
-/* Name of a log level ("error", "warn", "info", "debug"). */
+/* Name of a log level ("error", "warn", "info", "debug"; "?" for a value
+ * that is not a pt_log_level). */
 PT_API const char *pt_log_level_name(int level);
 /* The level named "error", "warn", "info" or "debug". */
 PT_API int pt_log_level_from_name(int *out, const char *name);

@@ -61,6 +61,13 @@ void pt_struct_write(void *user, const void *full)
     memcpy(user, &size, sizeof size);
 }
 
+const void *pt_struct_at(const void *array, size_t i)
+{
+    size_t size;
+    memcpy(&size, array, sizeof size);
+    return (const char *)array + i * size;
+}
+
 const char *pt_enum_name(const pt_enum_entry *table, size_t n, int value)
 {
     for (size_t i = 0; i < n; i++)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define PT_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -85,6 +86,22 @@ void pt_struct_write(void *user, const void *full);
 #define PT_STRUCT_CHECK_OUT(user, type, init)                                 \
     pt_struct_check_out((user), sizeof(type), __func__, #init)
 
+/* The start of every _init that zeroes its struct: the pointer checked
+ * (PT_EINVAL naming the _init), the struct zeroed, its size set.  The _init
+ * then sets its non-zero defaults and returns PT_OK.  (An _init may instead
+ * assign one designated initializer of its defaults.) */
+#define PT_STRUCT_INIT_ZERO(p)                                                \
+    do {                                                                      \
+        PT_CHECK_NULL(p);                                                     \
+        memset((p), 0, sizeof *(p));                                          \
+        (p)->size = sizeof *(p);                                              \
+    } while (0)
+
+/* Element i of a caller's array of versioned structs: the stride is the
+ * caller's own sizeof, the size its _init wrote into element 0 (which the
+ * caller checks first). */
+const void *pt_struct_at(const void *array, size_t i);
+
 /* ---- enums with names ------------------------------------------------------
  * Each public enum has a table of {value, name}; the public
  * pt_<enum>_name / pt_<enum>_from_name functions are built on these. */
@@ -99,6 +116,24 @@ const char *pt_enum_name(const pt_enum_entry *table, size_t n, int value);
 int pt_enum_from_name(int *out, const pt_enum_entry *table, size_t n, const char *name,
                       const char *func, const char *what);
 #define PT_ENUM_COUNT(table) (sizeof(table) / sizeof((table)[0]))
+
+/* Define the public pair pt_<stem>_name / pt_<stem>_from_name over one
+ * table of pt_enum_entry; `what` names the enum in from_name's message.
+ * A value listed twice is named by its first entry; the later names are
+ * aliases that from_name accepts too.  _name returns NULL for a value the
+ * table lacks, or `unknown` with PT_ENUM_NAME_FUNCS_OR. */
+#define PT_ENUM_NAME_FUNCS(stem, table, what) PT_ENUM_NAME_FUNCS_OR(stem, table, what, NULL)
+#define PT_ENUM_NAME_FUNCS_OR(stem, table, what, unknown)                     \
+    const char *stem##_name(int value)                                        \
+    {                                                                         \
+        const char *name_ = pt_enum_name(table, PT_ENUM_COUNT(table), value); \
+        return name_ ? name_ : (unknown);                                     \
+    }                                                                         \
+    int stem##_from_name(int *out, const char *name)                          \
+    {                                                                         \
+        return pt_enum_from_name(out, table, PT_ENUM_COUNT(table), name,      \
+                                 __func__, what);                             \
+    }
 
 /* Allocation helpers.  They set PT_ENOMEM with a message on failure. */
 void *pt_malloc(size_t n);

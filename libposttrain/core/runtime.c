@@ -25,17 +25,9 @@ static const pt_enum_entry k_log_level_names[] = {
     { PT_LOG_DEBUG, "debug" },
 };
 
-int pt_log_level_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_log_level_names, PT_ENUM_COUNT(k_log_level_names), name, __func__,
-                             "log level");
-}
-
-const char *pt_log_level_name(int level)
-{
-    const char *n = pt_enum_name(k_log_level_names, PT_ENUM_COUNT(k_log_level_names), level);
-    return n ? n : "?";
-}
+/* pt_log_level_name is "?" for a value that is no level (it names the levels
+ * of log lines, where NULL would not print). */
+PT_ENUM_NAME_FUNCS_OR(pt_log_level, k_log_level_names, "log level", "?")
 
 static _Thread_local pt_abort_fn tl_abort_fn;
 static _Thread_local void *tl_abort_payload;

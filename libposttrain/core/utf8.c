@@ -45,7 +45,7 @@ size_t pt_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
     return need + 1;
 }
 
-bool pt_utf8_valid(const char *s, size_t n)
+size_t pt_utf8_valid_prefix(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
@@ -57,10 +57,15 @@ bool pt_utf8_valid(const char *s, size_t n)
         uint32_t cp;
         size_t k = pt_utf8_next(u + i, n - i, &cp);
         if (!k)
-            return false;
+            return i;
         i += k;
     }
-    return true;
+    return n;
+}
+
+bool pt_utf8_valid(const char *s, size_t n)
+{
+    return pt_utf8_valid_prefix(s, n) == n;
 }
 
 size_t pt_utf8_encode(uint32_t cp, char out[4])

@@ -21,6 +21,22 @@ static int tile_k(const pt_attn_shape *s)
     return s->tile_k > 0 ? s->tile_k : DEFAULT_TILE_K;
 }
 
+/* Row strides of q, k and v, and out: packed rows when the shape says 0. */
+static size_t ld_q(const pt_attn_shape *s)
+{
+    return s->ldq ? s->ldq : (size_t)s->nh * s->hd;
+}
+
+static size_t ld_kv(const pt_attn_shape *s)
+{
+    return s->ldkv ? s->ldkv : (size_t)s->nkv * s->hd;
+}
+
+static size_t ld_o(const pt_attn_shape *s)
+{
+    return s->ldo ? s->ldo : (size_t)s->nh * s->hd;
+}
+
 static size_t per_thread_floats(const pt_attn_shape *s)
 {
     size_t tq = (size_t)tile_q(s), tk = (size_t)tile_k(s);
@@ -85,9 +101,7 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
 {
     const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
     const int group = nh / nkv;
-    const size_t ldq = s->ldq ? s->ldq : (size_t)nh * hd;
-    const size_t ldk = s->ldkv ? s->ldkv : (size_t)nkv * hd;
-    const size_t ldo = s->ldo ? s->ldo : (size_t)nh * hd;
+    const size_t ldq = ld_q(s), ldk = ld_kv(s), ldo = ld_o(s);
     const int tq = tile_q(s), tk = tile_k(s);
     const size_t per = per_thread_floats(s);
     const size_t tasks = (size_t)B * nh;
@@ -134,13 +148,7 @@ void pt_attention_forward(float *out, float *lse, const float *q, const float *k
                         continue;
                     }
                     float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn); /* scalar: once per row */
-                    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                    for (int c = 0; c < nk; c++) {
-                        float p = pt_vexpf(Sr[c] - mn);
-                        Sr[c] = p;
-                        sum += p;
-                    }
+                    float sum = pt_vexp_sum(Sr, Sr, (size_t)nk, mn);
                     l[r] = l[r] * alpha + sum;
                     m[r] = mn;
                     if (alpha != 1.0f) {
@@ -172,9 +180,7 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
 {
     const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
     const int group = nh / nkv;
-    const size_t ldq = s->ldq ? s->ldq : (size_t)nh * hd;
-    const size_t ldk = s->ldkv ? s->ldkv : (size_t)nkv * hd;
-    const size_t ldo = s->ldo ? s->ldo : (size_t)nh * hd;
+    const size_t ldq = ld_q(s), ldk = ld_kv(s), ldo = ld_o(s);
     const int tq = tile_q(s), tk = tile_k(s);
     const size_t per = per_thread_floats(s);
     /* One task per (batch, kv head): it owns dk/dv of that head and dq of the

@@ -8,6 +8,7 @@
 #ifndef PT_KERNELS_VEXP_H
 #define PT_KERNELS_VEXP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 static inline float pt_vexpf(float x)
@@ -36,6 +37,20 @@ static inline float pt_vexpf(float x)
     float y = p * s.f;
     /* (a select, not a branch, so loops stay vectorisable) */
     return x < -87.0f ? 0.0f : y;
+}
+
+/* dst[i] = exp(src[i] - shift) for i < n (dst may be src), and their sum:
+ * softmax's numerators and denominator once its maximum is known. */
+static inline float pt_vexp_sum(float *dst, const float *src, size_t n, float shift)
+{
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (size_t i = 0; i < n; i++) {
+        float e = pt_vexpf(src[i] - shift);
+        dst[i] = e;
+        sum += e;
+    }
+    return sum;
 }
 
 #endif

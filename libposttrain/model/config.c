@@ -7,6 +7,7 @@
  * PT_EFORMAT.  JSON null is treated like an absent field throughout, as
  * transformers does for its optional fields. */
 #include "core/core.h"
+#include "io/json.h"
 #include "model/schema.h"
 #include "posttrain/model.h"
 
@@ -39,131 +40,14 @@ int pt_model_config_init(pt_model_config *cfg)
     return PT_OK;
 }
 
-/* ---- JSON field access ------------------------------------------------------ */
+/* ---- JSON field access (io/json.h) ------------------------------------------ */
 
-static const char *json_type_name(const cJSON *it)
-{
-    if (cJSON_IsBool(it))
-        return "a boolean";
-    if (cJSON_IsNull(it))
-        return "null";
-    if (cJSON_IsNumber(it))
-        return "a number";
-    if (cJSON_IsString(it))
-        return "a string";
-    if (cJSON_IsArray(it))
-        return "an array";
-    if (cJSON_IsObject(it))
-        return "an object";
-    return "an invalid value";
-}
+/* The document's root, and a nested object of it ("rope_scaling"). */
+static const pt_json_ctx k_root = {.file = "config.json", .status = PT_ECONFIG};
 
-/* Find key in obj (case-sensitive).  *out is NULL when absent or null.
- * A key given twice is an error: JSON parsers disagree on which one wins. */
-static int field(const cJSON **out, const cJSON *obj, const char *ctx, const char *key)
+static pt_json_ctx sub_ctx(const char *path)
 {
-    const cJSON *found = NULL;
-    *out = NULL;
-    for (const cJSON *c = obj->child; c; c = c->next) {
-        if (c->string && strcmp(c->string, key) == 0) {
-            if (found)
-                return pt_err(PT_EFORMAT, CFG "duplicate key '%s%s'", ctx, key);
-            found = c;
-        }
-    }
-    *out = (found && !cJSON_IsNull(found)) ? found : NULL;
-    return PT_OK;
-}
-
-/* Whether key is in obj at all (null included). */
-static bool has_key(const cJSON *obj, const char *key)
-{
-    for (const cJSON *c = obj->child; c; c = c->next)
-        if (c->string && strcmp(c->string, key) == 0)
-            return true;
-    return false;
-}
-
-/* The start the typed getters share: *it is the value, NULL when absent (an
- * error when required); *present (if asked) says whether it was given. */
-static int typed_field(const cJSON **it, bool *present, const cJSON *obj, const char *ctx,
-                       const char *key, bool required)
-{
-    int st = field(it, obj, ctx, key);
-    if (st)
-        return st;
-    if (present)
-        *present = *it != NULL;
-    if (!*it && required)
-        return pt_err(PT_ECONFIG, CFG "required field '%s%s' is missing", ctx, key);
-    return PT_OK;
-}
-
-/* An integer field in [lo, hi].  *present says whether it was given. */
-static int get_int(int *out, bool *present, const cJSON *obj, const char *ctx, const char *key,
-                   bool required, long lo, long hi)
-{
-    const cJSON *it = NULL;
-    int st = typed_field(&it, present, obj, ctx, key, required);
-    if (st || !it)
-        return st;
-    if (!cJSON_IsNumber(it))
-        return pt_err(PT_ECONFIG, CFG "'%s%s' must be an integer, got %s", ctx, key,
-                      json_type_name(it));
-    double v = it->valuedouble;
-    if (!isfinite(v) || v != floor(v))
-        return pt_err(PT_ECONFIG, CFG "'%s%s' must be an integer, got %g", ctx, key, v);
-    if (v < (double)lo || v > (double)hi)
-        return pt_err(PT_ECONFIG, CFG "'%s%s' = %.0f is out of range [%ld, %ld]", ctx, key, v,
-                      lo, hi);
-    *out = (int)v;
-    return PT_OK;
-}
-
-static int get_double(double *out, bool *present, const cJSON *obj, const char *ctx,
-                      const char *key, bool required)
-{
-    const cJSON *it = NULL;
-    int st = typed_field(&it, present, obj, ctx, key, required);
-    if (st || !it)
-        return st;
-    if (!cJSON_IsNumber(it))
-        return pt_err(PT_ECONFIG, CFG "'%s%s' must be a number, got %s", ctx, key,
-                      json_type_name(it));
-    if (!isfinite(it->valuedouble))
-        return pt_err(PT_ECONFIG, CFG "'%s%s' must be finite", ctx, key);
-    *out = it->valuedouble;
-    return PT_OK;
-}
-
-static int get_bool(bool *out, bool *present, const cJSON *obj, const char *key)
-{
-    const cJSON *it = NULL;
-    int st = typed_field(&it, present, obj, "", key, false);
-    if (st || !it)
-        return st;
-    if (!cJSON_IsBool(it))
-        return pt_err(PT_ECONFIG, CFG "'%s' must be true or false, got %s", key,
-                      json_type_name(it));
-    *out = cJSON_IsTrue(it);
-    return PT_OK;
-}
-
-/* A string field; *out is NULL when absent. */
-static int get_string(const char **out, const cJSON *obj, const char *ctx, const char *key)
-{
-    const cJSON *it = NULL;
-    int st = field(&it, obj, ctx, key);
-    if (st)
-        return st;
-    *out = NULL;
-    if (!it)
-        return PT_OK;
-    if (!cJSON_IsString(it) || !it->valuestring)
-        return pt_err(PT_ECONFIG, CFG "'%s%s' must be a string, got %s", ctx, key,
-                      json_type_name(it));
-    *out = it->valuestring;
-    return PT_OK;
+    return (pt_json_ctx){.file = "config.json", .path = path, .status = PT_ECONFIG};
 }
 
 /* A token id: an integer (-1 meaning none), or a non-empty list of integers
@@ -171,7 +55,7 @@ static int get_string(const char **out, const cJSON *obj, const char *ctx, const
 static int get_token_id(int *out, const cJSON *obj, const char *key)
 {
     const cJSON *it = NULL;
-    int st = field(&it, obj, "", key);
+    int st = pt_json_field(&it, obj, &k_root, key);
     if (st)
         return st;
     if (!it)
@@ -192,7 +76,7 @@ static int get_token_id(int *out, const cJSON *obj, const char *key)
         return PT_OK;
     }
     /* -1 is how some converted checkpoints spell "none" */
-    return get_int(out, NULL, obj, "", key, false, -1, CFG_MAX_VOCAB);
+    return pt_json_get_int(out, NULL, obj, &k_root, key, false, -1, CFG_MAX_VOCAB);
 }
 
 /* ---- architectures ------------------------------------------------------------------ */
@@ -200,17 +84,17 @@ static int get_token_id(int *out, const cJSON *obj, const char *key)
 static int parse_architectures(const cJSON *root, const pt_arch_info *arch)
 {
     const cJSON *it = NULL;
-    int st = field(&it, root, "", "architectures");
+    int st = pt_json_field(&it, root, &k_root, "architectures");
     if (st || !it)
         return st;
     if (!cJSON_IsArray(it))
         return pt_err(PT_ECONFIG, CFG "'architectures' must be a list of strings, got %s",
-                      json_type_name(it));
+                      pt_json_type_name(it));
     int n = 0;
     for (const cJSON *c = it->child; c; c = c->next, n++) {
         if (!cJSON_IsString(c) || !c->valuestring)
             return pt_err(PT_ECONFIG, CFG "'architectures'[%d] must be a string, got %s", n,
-                          json_type_name(c));
+                          pt_json_type_name(c));
         if (strcmp(c->valuestring, arch->class_name) == 0)
             continue;
         if (pt_arch_info_by_class(c->valuestring))
@@ -225,48 +109,52 @@ static int parse_architectures(const cJSON *root, const pt_arch_info *arch)
 }
 
 /* rope_scaling (or transformers 5's rope_parameters): null, {"rope_type"
- * or "type": "default" | "linear" | "llama3", ...}. */
-static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *ctx)
+ * or "type": "default" | "linear" | "llama3", ...}.  path is the member's
+ * name, for messages. */
+static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *path)
 {
+    const pt_json_ctx c = sub_ctx(path);
     const char *type = NULL, *type2 = NULL;
     int st;
-    if ((st = get_string(&type, rs, ctx, "rope_type")) || (st = get_string(&type2, rs, ctx, "type")))
+    if ((st = pt_json_get_string(&type, rs, &c, "rope_type", false)) ||
+        (st = pt_json_get_string(&type2, rs, &c, "type", false)))
         return st;
     if (type && type2 && strcmp(type, type2) != 0)
-        return pt_err(PT_ECONFIG, CFG "'%srope_type' ('%.32s') and '%stype' ('%.32s') disagree",
-                      ctx, type, ctx, type2);
+        return pt_err(PT_ECONFIG, CFG "'%s.rope_type' ('%.32s') and '%s.type' ('%.32s') disagree",
+                      path, type, path, type2);
     if (!type)
         type = type2;
     if (!type)
-        return pt_err(PT_ECONFIG, CFG "'%srope_type' is missing", ctx);
+        return pt_err(PT_ECONFIG, CFG "'%s.rope_type' is missing", path);
     if (strcmp(type, "default") == 0) {
         cfg->rope_type = PT_ROPE_DEFAULT;
         cfg->rope_factor = 1.0;
     } else if (strcmp(type, "linear") == 0) {
         cfg->rope_type = PT_ROPE_LINEAR;
-        if ((st = get_double(&cfg->rope_factor, NULL, rs, ctx, "factor", true)))
+        if ((st = pt_json_get_double(&cfg->rope_factor, NULL, rs, &c, "factor", true)))
             return st;
     } else if (strcmp(type, "llama3") == 0) {
         cfg->rope_type = PT_ROPE_LLAMA3;
-        if ((st = get_double(&cfg->rope_factor, NULL, rs, ctx, "factor", true)) ||
-            (st = get_double(&cfg->rope_low_freq_factor, NULL, rs, ctx, "low_freq_factor", true)) ||
-            (st = get_double(&cfg->rope_high_freq_factor, NULL, rs, ctx, "high_freq_factor",
-                             true)) ||
-            (st = get_int(&cfg->rope_original_max_position_embeddings, NULL, rs, ctx,
-                          "original_max_position_embeddings", true, 1, CFG_MAX_POSITIONS)))
+        if ((st = pt_json_get_double(&cfg->rope_factor, NULL, rs, &c, "factor", true)) ||
+            (st = pt_json_get_double(&cfg->rope_low_freq_factor, NULL, rs, &c, "low_freq_factor",
+                                     true)) ||
+            (st = pt_json_get_double(&cfg->rope_high_freq_factor, NULL, rs, &c, "high_freq_factor",
+                                     true)) ||
+            (st = pt_json_get_int(&cfg->rope_original_max_position_embeddings, NULL, rs, &c,
+                                  "original_max_position_embeddings", true, 1, CFG_MAX_POSITIONS)))
             return st;
     } else {
         return pt_err(PT_EUNSUPPORTED,
-                      CFG "'%srope_type' '%.32s' is not supported (supported: default, linear, "
+                      CFG "'%s.rope_type' '%.32s' is not supported (supported: default, linear, "
                           "llama3)",
-                      ctx, type);
+                      path, type);
     }
     const cJSON *partial;
-    if ((st = field(&partial, rs, ctx, "partial_rotary_factor")))
+    if ((st = pt_json_field(&partial, rs, &c, "partial_rotary_factor")))
         return st;
     if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
-        return pt_err(PT_EUNSUPPORTED, CFG "'%spartial_rotary_factor' other than 1 is not supported",
-                      ctx);
+        return pt_err(PT_EUNSUPPORTED,
+                      CFG "'%s.partial_rotary_factor' other than 1 is not supported", path);
     return PT_OK;
 }
 
@@ -274,11 +162,9 @@ static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *ctx)
 static int parse_arch(const pt_arch_info **arch, pt_model_config *cfg, const cJSON *root)
 {
     const char *model_type;
-    int st = get_string(&model_type, root, "", "model_type");
+    int st = pt_json_get_string(&model_type, root, &k_root, "model_type", true);
     if (st)
         return st;
-    if (!model_type)
-        return pt_err(PT_ECONFIG, CFG "required field 'model_type' is missing");
     *arch = pt_arch_info_by_model_type(model_type);
     if (!*arch) {
         char names[128];
@@ -293,23 +179,23 @@ static int parse_arch(const pt_arch_info **arch, pt_model_config *cfg, const cJS
 static int parse_unsupported(const cJSON *root)
 {
     const cJSON *it = NULL;
-    int st = field(&it, root, "", "quantization_config");
+    int st = pt_json_field(&it, root, &k_root, "quantization_config");
     if (st)
         return st;
     if (it)
         return pt_err(PT_EUNSUPPORTED,
                       CFG "'quantization_config' is set: quantized checkpoints are not supported");
     const char *act;
-    if ((st = get_string(&act, root, "", "hidden_act")))
+    if ((st = pt_json_get_string(&act, root, &k_root, "hidden_act", false)))
         return st;
     if (act && strcmp(act, "silu") != 0)
         return pt_err(PT_EUNSUPPORTED, CFG "'hidden_act' '%.32s' is not supported (only silu)", act);
     bool mlp_bias = false;
-    if ((st = get_bool(&mlp_bias, NULL, root, "mlp_bias")))
+    if ((st = pt_json_get_bool(&mlp_bias, NULL, root, &k_root, "mlp_bias", false)))
         return st;
     if (mlp_bias)
         return pt_err(PT_EUNSUPPORTED, CFG "'mlp_bias' true is not supported");
-    if ((st = field(&it, root, "", "partial_rotary_factor")))
+    if ((st = pt_json_field(&it, root, &k_root, "partial_rotary_factor")))
         return st;
     if (it && !(cJSON_IsNumber(it) && it->valuedouble == 1.0))
         return pt_err(PT_EUNSUPPORTED, CFG "'partial_rotary_factor' other than 1 is not supported");
@@ -319,21 +205,24 @@ static int parse_unsupported(const cJSON *root)
 static int parse_sizes(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
 {
     int st;
-    if ((st = get_int(&cfg->vocab_size, NULL, root, "", "vocab_size", true, 1, CFG_MAX_VOCAB)) ||
-        (st = get_int(&cfg->hidden_size, NULL, root, "", "hidden_size", true, 1, CFG_MAX_HIDDEN)) ||
-        (st = get_int(&cfg->intermediate_size, NULL, root, "", "intermediate_size", true, 1,
-                      CFG_MAX_INTERMEDIATE)) ||
-        (st = get_int(&cfg->num_hidden_layers, NULL, root, "", "num_hidden_layers", true, 1,
-                      CFG_MAX_LAYERS)) ||
-        (st = get_int(&cfg->num_attention_heads, NULL, root, "", "num_attention_heads", true, 1,
-                      CFG_MAX_HEADS)))
+    if ((st = pt_json_get_int(&cfg->vocab_size, NULL, root, &k_root, "vocab_size", true, 1,
+                              CFG_MAX_VOCAB)) ||
+        (st = pt_json_get_int(&cfg->hidden_size, NULL, root, &k_root, "hidden_size", true, 1,
+                              CFG_MAX_HIDDEN)) ||
+        (st = pt_json_get_int(&cfg->intermediate_size, NULL, root, &k_root, "intermediate_size",
+                              true, 1, CFG_MAX_INTERMEDIATE)) ||
+        (st = pt_json_get_int(&cfg->num_hidden_layers, NULL, root, &k_root, "num_hidden_layers",
+                              true, 1, CFG_MAX_LAYERS)) ||
+        (st = pt_json_get_int(&cfg->num_attention_heads, NULL, root, &k_root, "num_attention_heads",
+                              true, 1, CFG_MAX_HEADS)))
         return st;
     bool have_kv = false, have_hd = false, have_mp = false;
-    if ((st = get_int(&cfg->num_key_value_heads, &have_kv, root, "", "num_key_value_heads", false,
-                      1, CFG_MAX_HEADS)) ||
-        (st = get_int(&cfg->head_dim, &have_hd, root, "", "head_dim", false, 1, CFG_MAX_HEAD_DIM)) ||
-        (st = get_int(&cfg->max_position_embeddings, &have_mp, root, "", "max_position_embeddings",
-                      false, 1, CFG_MAX_POSITIONS)))
+    if ((st = pt_json_get_int(&cfg->num_key_value_heads, &have_kv, root, &k_root,
+                              "num_key_value_heads", false, 1, CFG_MAX_HEADS)) ||
+        (st = pt_json_get_int(&cfg->head_dim, &have_hd, root, &k_root, "head_dim", false, 1,
+                              CFG_MAX_HEAD_DIM)) ||
+        (st = pt_json_get_int(&cfg->max_position_embeddings, &have_mp, root, &k_root,
+                              "max_position_embeddings", false, 1, CFG_MAX_POSITIONS)))
         return st;
     if (!have_kv)
         cfg->num_key_value_heads = cfg->num_attention_heads;
@@ -354,34 +243,38 @@ static int parse_sizes(pt_model_config *cfg, const cJSON *root, const pt_arch_in
 static int parse_norm_rope(pt_model_config *cfg, const cJSON *root)
 {
     int st;
-    if ((st = get_double(&cfg->rms_norm_eps, NULL, root, "", "rms_norm_eps", false)) ||
-        (st = get_double(&cfg->initializer_range, NULL, root, "", "initializer_range", false)))
+    if ((st = pt_json_get_double(&cfg->rms_norm_eps, NULL, root, &k_root, "rms_norm_eps", false)) ||
+        (st = pt_json_get_double(&cfg->initializer_range, NULL, root, &k_root, "initializer_range",
+                                 false)))
         return st;
     const cJSON *rs, *rp;
-    if ((st = field(&rs, root, "", "rope_scaling")) || (st = field(&rp, root, "", "rope_parameters")))
+    if ((st = pt_json_field(&rs, root, &k_root, "rope_scaling")) ||
+        (st = pt_json_field(&rp, root, &k_root, "rope_parameters")))
         return st;
     bool have_theta = false;
-    if ((st = get_double(&cfg->rope_theta, &have_theta, root, "", "rope_theta", false)))
+    if ((st = pt_json_get_double(&cfg->rope_theta, &have_theta, root, &k_root, "rope_theta",
+                                 false)))
         return st;
     if (rp) {
         if (!cJSON_IsObject(rp))
             return pt_err(PT_ECONFIG, CFG "'rope_parameters' must be an object, got %s",
-                          json_type_name(rp));
+                          pt_json_type_name(rp));
         double theta = cfg->rope_theta;
         bool have_theta2 = false;
-        if ((st = get_double(&theta, &have_theta2, rp, "rope_parameters.", "rope_theta", false)))
+        const pt_json_ctx c = sub_ctx("rope_parameters");
+        if ((st = pt_json_get_double(&theta, &have_theta2, rp, &c, "rope_theta", false)))
             return st;
         if (have_theta2 && have_theta && theta != cfg->rope_theta)
             return pt_err(PT_ECONFIG, CFG "'rope_theta' and 'rope_parameters.rope_theta' disagree");
         cfg->rope_theta = theta;
-        if (!rs && (st = parse_rope(cfg, rp, "rope_parameters.")))
+        if (!rs && (st = parse_rope(cfg, rp, "rope_parameters")))
             return st;
     }
     if (rs) {
         if (!cJSON_IsObject(rs))
             return pt_err(PT_ECONFIG, CFG "'rope_scaling' must be an object or null, got %s",
-                          json_type_name(rs));
-        if ((st = parse_rope(cfg, rs, "rope_scaling.")))
+                          pt_json_type_name(rs));
+        if ((st = parse_rope(cfg, rs, "rope_scaling")))
             return st;
     }
     return PT_OK;
@@ -391,11 +284,12 @@ static int parse_norm_rope(pt_model_config *cfg, const cJSON *root)
 static int parse_attention(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
 {
     cfg->tie_word_embeddings = false; /* transformers' default for all four types */
-    int st = get_bool(&cfg->tie_word_embeddings, NULL, root, "tie_word_embeddings");
+    int st = pt_json_get_bool(&cfg->tie_word_embeddings, NULL, root, &k_root, "tie_word_embeddings",
+                              false);
     if (st)
         return st;
     bool attention_bias = false;
-    if ((st = get_bool(&attention_bias, NULL, root, "attention_bias")))
+    if ((st = pt_json_get_bool(&attention_bias, NULL, root, &k_root, "attention_bias", false)))
         return st;
     /* An architecture with q/k/v biases always has them (and none on o_proj):
      * the field is not read.  Elsewhere it would add an o_proj bias too. */
@@ -415,16 +309,16 @@ static int parse_window(pt_model_config *cfg, const cJSON *root, const pt_arch_i
     cfg->sliding_window = 0;
     if (arch->default_sliding_window > 0) {
         const cJSON *sw;
-        if ((st = field(&sw, root, "", "sliding_window")))
+        if ((st = pt_json_field(&sw, root, &k_root, "sliding_window")))
             return st;
-        if (!has_key(root, "sliding_window"))
+        if (!pt_json_has_key(root, "sliding_window"))
             cfg->sliding_window = arch->default_sliding_window;
-        else if (sw && (st = get_int(&cfg->sliding_window, NULL, root, "", "sliding_window", false,
-                                     1, CFG_MAX_POSITIONS)))
+        else if (sw && (st = pt_json_get_int(&cfg->sliding_window, NULL, root, &k_root,
+                                             "sliding_window", false, 1, CFG_MAX_POSITIONS)))
             return st;
     } else if (arch->json_fields & PT_ARCH_JSON_QWEN_WINDOW) {
         bool use_sw = false;
-        if ((st = get_bool(&use_sw, NULL, root, "use_sliding_window")))
+        if ((st = pt_json_get_bool(&use_sw, NULL, root, &k_root, "use_sliding_window", false)))
             return st;
         if (use_sw)
             return pt_err(PT_EUNSUPPORTED,
@@ -432,19 +326,19 @@ static int parse_window(pt_model_config *cfg, const cJSON *root, const pt_arch_i
                           arch->model_type);
     }
     const cJSON *lt;
-    if ((st = field(&lt, root, "", "layer_types")))
+    if ((st = pt_json_field(&lt, root, &k_root, "layer_types")))
         return st;
     if (!lt)
         return PT_OK;
     if (!cJSON_IsArray(lt))
-        return pt_err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s", json_type_name(lt));
+        return pt_err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s",
+                      pt_json_type_name(lt));
     int n = 0;
     for (const cJSON *c = lt->child; c; c = c->next, n++) {
         if (!cJSON_IsString(c) || !c->valuestring)
             return pt_err(PT_ECONFIG, CFG "'layer_types'[%d] must be a string", n);
         if (strcmp(c->valuestring, "full_attention") != 0 &&
-            !(strcmp(c->valuestring, "sliding_attention") == 0 &&
-              arch->default_sliding_window > 0))
+            !(strcmp(c->valuestring, "sliding_attention") == 0 && arch->default_sliding_window > 0))
             return pt_err(PT_EUNSUPPORTED, CFG "'layer_types'[%d] '%.32s' is not supported", n,
                           c->valuestring);
     }
@@ -457,9 +351,9 @@ static int parse_token_ids(pt_model_config *cfg, const cJSON *root, const pt_arc
     cfg->bos_token_id = arch->default_bos;
     cfg->eos_token_id = arch->default_eos;
     cfg->pad_token_id = -1;
-    if (has_key(root, "bos_token_id"))
+    if (pt_json_has_key(root, "bos_token_id"))
         cfg->bos_token_id = -1; /* an explicit null means None */
-    if (has_key(root, "eos_token_id"))
+    if (pt_json_has_key(root, "eos_token_id"))
         cfg->eos_token_id = -1;
     int st;
     if ((st = get_token_id(&cfg->bos_token_id, root, "bos_token_id")) ||
@@ -506,7 +400,7 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
         }
     }
     if (!cJSON_IsObject(root)) {
-        const char *t = json_type_name(root);
+        const char *t = pt_json_type_name(root);
         cJSON_Delete(root);
         return pt_err(PT_ECONFIG, CFG "the document must be a JSON object, got %s", t);
     }
@@ -672,13 +566,4 @@ static const pt_enum_entry k_rope_type_names[] = {
     { PT_ROPE_LINEAR, "linear" },
 };
 
-const char *pt_rope_type_name(int value)
-{
-    return pt_enum_name(k_rope_type_names, PT_ENUM_COUNT(k_rope_type_names), value);
-}
-
-int pt_rope_type_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_rope_type_names, PT_ENUM_COUNT(k_rope_type_names), name, __func__,
-                             "rope type");
-}
+PT_ENUM_NAME_FUNCS(pt_rope_type, k_rope_type_names, "rope type")

@@ -186,8 +186,7 @@ void pt_context_free(pt_context *ctx)
 
 int pt_batch_init(pt_batch *b)
 {
-    PT_CHECK_NULL(b);
-    *b = (pt_batch){ .size = sizeof *b };
+    PT_STRUCT_INIT_ZERO(b);
     return PT_OK;
 }
 

@@ -241,13 +241,7 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
             float mx = -INFINITY;
             for (size_t j = 0; j < len; j++)
                 mx = Sr[j] > mx ? Sr[j] : mx;
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (size_t j = 0; j < len; j++) {
-                float e = pt_vexpf(Sr[j] - mx);
-                Sr[j] = e;
-                sum += e;
-            }
+            float sum = pt_vexp_sum(Sr, Sr, len, mx);
             pt_sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
         }
     }
@@ -589,13 +583,4 @@ static const pt_enum_entry k_finish_reason_names[] = {
     { PT_FINISH_LENGTH, "length" },
 };
 
-const char *pt_finish_reason_name(int value)
-{
-    return pt_enum_name(k_finish_reason_names, PT_ENUM_COUNT(k_finish_reason_names), value);
-}
-
-int pt_finish_reason_from_name(int *out, const char *name)
-{
-    return pt_enum_from_name(out, k_finish_reason_names, PT_ENUM_COUNT(k_finish_reason_names), name, __func__,
-                             "finish reason");
-}
+PT_ENUM_NAME_FUNCS(pt_finish_reason, k_finish_reason_names, "finish reason")

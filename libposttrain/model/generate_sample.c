@@ -118,14 +118,8 @@ static void scale_exp(pt_sample_scratch *sc, const float *logits, int v, float t
         z[i] = logits[i] / t;
         zmax = z[i] > zmax ? z[i] : zmax;
     }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < v; i++) {
-        e[i] = pt_vexpf(z[i] - zmax);
-        sum += e[i];
-    }
     sc->zmax = zmax;
-    sc->sum = sum;
+    sc->sum = pt_vexp_sum(e, z, (size_t)v, zmax);
 }
 
 int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,

@@ -9,17 +9,28 @@
 
 /* ---- architectures ------------------------------------------------------------- */
 
+/* Each architecture's pt_arch value and config.json model_type, which is
+ * its pt_arch name: written once, for k_arch_names and k_archs. */
+#define ARCH_LLAMA PT_ARCH_LLAMA, "llama"
+#define ARCH_QWEN2 PT_ARCH_QWEN2, "qwen2"
+#define ARCH_QWEN3 PT_ARCH_QWEN3, "qwen3"
+#define ARCH_MISTRAL PT_ARCH_MISTRAL, "mistral"
+
+static const pt_enum_entry k_arch_names[] = {
+    { ARCH_LLAMA }, { ARCH_QWEN2 }, { ARCH_QWEN3 }, { ARCH_MISTRAL },
+};
+
 static const pt_arch_info k_archs[] = {
-    { PT_ARCH_LLAMA, "llama", "LlamaForCausalLM", 2048, 1, 2, false, false, 0,
+    { ARCH_LLAMA, "LlamaForCausalLM", 2048, 1, 2, false, false, 0,
       PT_ARCH_JSON_ATTENTION_BIAS | PT_ARCH_JSON_MLP_BIAS | PT_ARCH_JSON_PRETRAINING_TP },
-    { PT_ARCH_QWEN2, "qwen2", "Qwen2ForCausalLM", 32768, -1, -1, true, false, 0,
-      PT_ARCH_JSON_QWEN_WINDOW },
-    { PT_ARCH_QWEN3, "qwen3", "Qwen3ForCausalLM", 32768, -1, -1, false, true, 0,
+    { ARCH_QWEN2, "Qwen2ForCausalLM", 32768, -1, -1, true, false, 0, PT_ARCH_JSON_QWEN_WINDOW },
+    { ARCH_QWEN3, "Qwen3ForCausalLM", 32768, -1, -1, false, true, 0,
       PT_ARCH_JSON_ATTENTION_BIAS | PT_ARCH_JSON_QWEN_WINDOW },
     /* transformers' MistralConfig: 4096 * 32 positions, a 4096-token window */
-    { PT_ARCH_MISTRAL, "mistral", "MistralForCausalLM", 4096 * 32, 1, 2, false, false, 4096, 0 },
+    { ARCH_MISTRAL, "MistralForCausalLM", 4096 * 32, 1, 2, false, false, 4096, 0 },
 };
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
+_Static_assert(PT_ENUM_COUNT(k_arch_names) == N_ARCHS, "one name per architecture");
 
 const pt_arch_info *pt_arch_info_get(int arch)
 {
@@ -46,19 +57,7 @@ const pt_arch_info *pt_arch_info_by_class(const char *class_name)
 }
 
 /* pt_arch's names are the model_types. */
-const char *pt_arch_name(int value)
-{
-    const pt_arch_info *a = pt_arch_info_get(value);
-    return a ? a->model_type : NULL;
-}
-
-int pt_arch_from_name(int *out, const char *name)
-{
-    pt_enum_entry names[N_ARCHS];
-    for (size_t i = 0; i < N_ARCHS; i++)
-        names[i] = (pt_enum_entry){ k_archs[i].arch, k_archs[i].model_type };
-    return pt_enum_from_name(out, names, N_ARCHS, name, __func__, "architecture");
-}
+PT_ENUM_NAME_FUNCS(pt_arch, k_arch_names, "architecture")
 
 static bool has_feature(const pt_arch_info *a, int feature)
 {

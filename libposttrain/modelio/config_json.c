@@ -4,6 +4,7 @@
 #include "core/core.h"
 #include "core/strbuf.h"
 #include "io/fileio.h"
+#include "io/json.h"
 #include "model/schema.h"
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
@@ -11,7 +12,6 @@
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 int pt_model_config_load(pt_model_config *cfg, const char *path)
@@ -36,26 +36,11 @@ int pt_model_config_load(pt_model_config *cfg, const char *path)
 
 /* ---- writing --------------------------------------------------------------------- */
 
-/* A double that Python reads back as the same float: shortest round trip,
- * always with a '.' or an exponent. */
-static void put_double(pt_strbuf *b, double v)
-{
-    char tmp[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v)
-            break;
-    }
-    if (!strpbrk(tmp, ".eEn"))
-        strcat(tmp, ".0");
-    pt_strbuf_puts(b, tmp);
-}
-
 /* "key": <double>,\n at the given indentation. */
 static void put_double_field(pt_strbuf *b, const char *indent, const char *key, double v)
 {
     pt_strbuf_printf(b, "%s\"%s\": ", indent, key);
-    put_double(b, v);
+    pt_json_put_double(b, v);
     pt_strbuf_puts(b, ",\n");
 }
 

@@ -23,9 +23,7 @@ int pt_model_config_num_params(uint64_t *out, const pt_model_config *cfg)
 
 int pt_model_dir_info_init(pt_model_dir_info *info)
 {
-    PT_CHECK_NULL(info);
-    memset(info, 0, sizeof *info);
-    info->size = sizeof *info;
+    PT_STRUCT_INIT_ZERO(info);
     pt_model_config_init(&info->config);
     return PT_OK;
 }

@@ -74,7 +74,7 @@ static int parse_config(pt_tokenizer *t, const cJSON *root)
 
 int tk_load_config(pt_tokenizer *t, const char *json, size_t len)
 {
-    size_t bad = tk_utf8_bad_offset(json, len);
+    size_t bad = pt_utf8_valid_prefix(json, len);
     if (bad < len)
         return pt_err(PT_EFORMAT, "tokenizer_config.json: not valid UTF-8 at byte %zu", bad);
     cJSON *root = cJSON_ParseWithLength(json, len);

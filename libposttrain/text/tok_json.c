@@ -16,42 +16,13 @@ char *tk_strndup(const char *s, size_t n)
     return p;
 }
 
-/* Optional boolean: absent or null keeps *out. */
-int tk_json_bool(const cJSON *obj, const char *key, bool *out, const char *path)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v || cJSON_IsNull(v))
-        return 0;
-    if (!cJSON_IsBool(v))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: expected a boolean", path, key);
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-/* Optional string: absent or null gives NULL. */
-int tk_json_str(const cJSON *obj, const char *key, const char **out, const char *path)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    *out = NULL;
-    if (!v || cJSON_IsNull(v))
-        return 0;
-    if (!cJSON_IsString(v))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: expected a string", path, key);
-    *out = v->valuestring;
-    return 0;
-}
-
 /* A string that must be there unless it has a default (dflt non-NULL). */
 int tk_json_req_str(const cJSON *obj, const char *key, const char *dflt, const char **out, const char *path)
 {
-    int st = tk_json_str(obj, key, out, path);
-    if (st)
-        return st;
-    if (!*out)
+    int st = pt_json_get_string(out, obj, &TK_JSON_CTX(path), key, dflt == NULL);
+    if (!st && !*out)
         *out = dflt;
-    if (!*out)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: missing", path, key);
-    return 0;
+    return st;
 }
 
 /* A copy of a string that must be there. */
@@ -83,14 +54,12 @@ int tk_json_id(const cJSON *v, int32_t *out, const char *what)
 
 int tk_json_size(const cJSON *obj, const char *key, size_t *out, const char *path)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v || cJSON_IsNull(v))
-        return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble > 1e9)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: expected a non-negative integer", path, key);
-    *out = (size_t)v->valuedouble;
-    return 0;
+    int64_t v = 0;
+    bool present = false;
+    int st = pt_json_get_i64(&v, &present, obj, &TK_JSON_CTX(path), key, false, 0, TK_JSON_SIZE_MAX);
+    if (!st && present)
+        *out = (size_t)v;
+    return st;
 }
 
 const char *tk_json_type(const cJSON *obj)
@@ -162,7 +131,7 @@ int tk_json_enum(int *out, const cJSON *obj, const char *key, const pt_enum_entr
                  const char *path)
 {
     const char *s;
-    int st = tk_json_str(obj, key, &s, path);
+    int st = pt_json_get_string(&s, obj, &TK_JSON_CTX(path), key, false);
     if (st || !s)
         return st;
     int v = tk_name_value(table, n, s);

@@ -1,27 +1,35 @@
-/* Reading tokenizer.json values: typed getters whose failures name the JSON
- * path of the value (PT_EFORMAT), the common shape of pipeline components,
- * and the small allocation helpers the loaders share.  Not installed. */
+/* Reading tokenizer.json values: io/json.h's typed getters in the context
+ * TK_JSON_CTX(path) (failures name the JSON path of the value, PT_EFORMAT),
+ * the few value shapes of tokenizer.json on top of them, the common shape of
+ * pipeline components, and the small allocation helpers the loaders share.
+ * Not installed. */
 #ifndef PT_TEXT_TOK_JSON_H
 #define PT_TEXT_TOK_JSON_H
 
 #include "text/tok_internal.h"
+
+#include "io/json.h"
 
 #include <cjson/cJSON.h>
 
 /* Room for a JSON path in messages. */
 #define TK_PATH_MAX 256
 
-/* Optional boolean (absent or null keeps *out). */
-int tk_json_bool(const cJSON *obj, const char *key, bool *out, const char *path);
-/* Optional string (absent or null gives NULL). */
-int tk_json_str(const cJSON *obj, const char *key, const char **out, const char *path);
+/* The pt_json_ctx of the object at JSON path json_path of tokenizer.json
+ * (an lvalue: pass &TK_JSON_CTX(path)).  A duplicate key reads the first one, as
+ * cJSON's own lookup does everywhere else in the loader. */
+#define TK_JSON_CTX(json_path)                                                                     \
+    ((pt_json_ctx){                                                                                \
+        .file = "tokenizer.json", .path = (json_path), .status = PT_EFORMAT, .first_wins = true})
+
 /* A string that must be there unless it has a default (dflt non-NULL). */
 int tk_json_req_str(const cJSON *obj, const char *key, const char *dflt, const char **out, const char *path);
 /* A copy of a string that must be there. */
 int tk_json_dup_str(const cJSON *obj, const char *key, char **out, size_t *len, const char *path);
 /* A non-negative integer id (below TK_MAX_ID); `what` is its path. */
 int tk_json_id(const cJSON *v, int32_t *out, const char *what);
-/* Optional non-negative integer (absent or null keeps *out). */
+/* Optional integer in [0, TK_JSON_SIZE_MAX] (absent or null keeps *out). */
+#define TK_JSON_SIZE_MAX 1000000000
 int tk_json_size(const cJSON *obj, const char *key, size_t *out, const char *path);
 /* The "type" string of a component, or NULL. */
 const char *tk_json_type(const cJSON *obj);

@@ -93,7 +93,7 @@ int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
 {
     /* as the reference (Rust strings), the document must be UTF-8, so every
      * token string and therefore every decoded text is */
-    size_t bad = tk_utf8_bad_offset(json, len);
+    size_t bad = pt_utf8_valid_prefix(json, len);
     if (bad < len)
         return pt_err(PT_EFORMAT, "tokenizer.json: not valid UTF-8 at byte %zu", bad);
     cJSON *root = cJSON_ParseWithLength(json, len);

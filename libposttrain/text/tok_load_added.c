@@ -12,19 +12,21 @@ static int parse_one(tk_added *a, const cJSON *it, const char *path)
         return pt_err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
     char what[96];
     snprintf(what, sizeof what, "%s.id", path);
+    const pt_json_ctx c = TK_JSON_CTX(path);
     const char *content;
     int st;
     if ((st = tk_json_id(cJSON_GetObjectItemCaseSensitive(it, "id"), &a->id, what)) ||
-        (st = tk_json_str(it, "content", &content, path)))
+        (st = pt_json_get_string(&content, it, &c, "content", false)))
         return st;
     if (!content || !*content)
         return pt_err(PT_EFORMAT, "tokenizer.json: %s.content: missing or empty", path);
-    if ((st = tk_json_bool(it, "special", &a->special, path)))
+    if ((st = pt_json_get_bool(&a->special, NULL, it, &c, "special", false)))
         return st;
     a->normalized = !a->special;
-    if ((st = tk_json_bool(it, "lstrip", &a->lstrip, path)) || (st = tk_json_bool(it, "rstrip", &a->rstrip, path)) ||
-        (st = tk_json_bool(it, "single_word", &a->single_word, path)) ||
-        (st = tk_json_bool(it, "normalized", &a->normalized, path)))
+    if ((st = pt_json_get_bool(&a->lstrip, NULL, it, &c, "lstrip", false)) ||
+        (st = pt_json_get_bool(&a->rstrip, NULL, it, &c, "rstrip", false)) ||
+        (st = pt_json_get_bool(&a->single_word, NULL, it, &c, "single_word", false)) ||
+        (st = pt_json_get_bool(&a->normalized, NULL, it, &c, "normalized", false)))
         return st;
     a->len = strlen(content);
     a->content = tk_strndup(content, a->len);

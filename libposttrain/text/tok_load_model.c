@@ -19,10 +19,11 @@ static int parse_options(pt_tokenizer *t, const cJSON *m)
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (dropout && !cJSON_IsNull(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
         return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.dropout: BPE dropout is not supported (must be null)");
+    const pt_json_ctx c = TK_JSON_CTX("model");
     const char *csp, *eows;
     int st;
-    if ((st = tk_json_str(m, "continuing_subword_prefix", &csp, "model")) ||
-        (st = tk_json_str(m, "end_of_word_suffix", &eows, "model")))
+    if ((st = pt_json_get_string(&csp, m, &c, "continuing_subword_prefix", false)) ||
+        (st = pt_json_get_string(&eows, m, &c, "end_of_word_suffix", false)))
         return st;
     if (csp && *csp)
         return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.continuing_subword_prefix: \"%s\" is not supported "
@@ -30,10 +31,10 @@ static int parse_options(pt_tokenizer *t, const cJSON *m)
     if (eows && *eows)
         return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.end_of_word_suffix: \"%s\" is not supported "
                       "(must be null)", eows);
-    if ((st = tk_json_bool(m, "fuse_unk", &t->fuse_unk, "model")) ||
-        (st = tk_json_bool(m, "byte_fallback", &t->byte_fallback, "model")))
+    if ((st = pt_json_get_bool(&t->fuse_unk, NULL, m, &c, "fuse_unk", false)) ||
+        (st = pt_json_get_bool(&t->byte_fallback, NULL, m, &c, "byte_fallback", false)))
         return st;
-    return tk_json_bool(m, "ignore_merges", &t->ignore_merges, "model");
+    return pt_json_get_bool(&t->ignore_merges, NULL, m, &c, "ignore_merges", false);
 }
 
 /* "vocab" (token -> id) and "unk_token". */
@@ -59,7 +60,8 @@ static int parse_vocab(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
             *max_id = id;
     }
     const char *unk;
-    if ((st = tk_json_str(m, "unk_token", &unk, "model")))
+    const pt_json_ctx c = TK_JSON_CTX("model");
+    if ((st = pt_json_get_string(&unk, m, &c, "unk_token", false)))
         return st;
     t->unk_id = -1;
     if (unk) {

@@ -34,9 +34,9 @@ int tk_parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, int d
         return tk_json_replace(n, &x->str, &x->str_len, &x->re, path);
     case TKN_STRIP:
         x->left = x->right = true;
-        if ((st = tk_json_bool(n, "strip_left", &x->left, path)))
+        if ((st = pt_json_get_bool(&x->left, NULL, n, &TK_JSON_CTX(path), "strip_left", false)))
             return st;
-        return tk_json_bool(n, "strip_right", &x->right, path);
+        return pt_json_get_bool(&x->right, NULL, n, &TK_JSON_CTX(path), "strip_right", false);
     default:
         return 0;
     }
@@ -92,7 +92,7 @@ static int parse_prepend_scheme(const cJSON *n, tk_prepend_scheme *sc, const cha
         return 0;
     }
     bool aps = true;
-    if ((st = tk_json_bool(n, "add_prefix_space", &aps, path)))
+    if ((st = pt_json_get_bool(&aps, NULL, n, &TK_JSON_CTX(path), "add_prefix_space", false)))
         return st;
     *sc = aps ? TK_PREPEND_ALWAYS : TK_PREPEND_NEVER;
     return 0;
@@ -106,8 +106,8 @@ static int parse_bytelevel(pt_tokenizer *t, const cJSON *n, const char *path)
         return st;
     x->add_prefix_space = true;
     x->use_regex = true;
-    if ((st = tk_json_bool(n, "add_prefix_space", &x->add_prefix_space, path)) ||
-        (st = tk_json_bool(n, "use_regex", &x->use_regex, path)))
+    if ((st = pt_json_get_bool(&x->add_prefix_space, NULL, n, &TK_JSON_CTX(path), "add_prefix_space", false)) ||
+        (st = pt_json_get_bool(&x->use_regex, NULL, n, &TK_JSON_CTX(path), "use_regex", false)))
         return st;
     if (!x->use_regex)
         return 0;
@@ -125,7 +125,8 @@ static int parse_metaspace(pt_tokenizer *t, const cJSON *n, const char *path)
         return st;
     x->split = true;
     if ((st = tk_json_char(n, "replacement", x->repl, &x->repl_len, NULL, path, "\xE2\x96\x81")) ||
-        (st = parse_prepend_scheme(n, &x->scheme, path)) || (st = tk_json_bool(n, "split", &x->split, path)))
+        (st = parse_prepend_scheme(n, &x->scheme, path)) ||
+        (st = pt_json_get_bool(&x->split, NULL, n, &TK_JSON_CTX(path), "split", false)))
         return st;
     if (x->split)
         return tk_regex_compile(&x->re, x->repl, x->repl_len, true, path);
@@ -141,7 +142,8 @@ static int parse_split(pt_tokenizer *t, const cJSON *n, const char *path, const 
     bool inv = false, individual = false;
     int st = 0;
     if (strcmp(ty, "Split") == 0) {
-        if ((st = parse_behavior(n, &beh, path, -1)) || (st = tk_json_bool(n, "invert", &inv, path)))
+        if ((st = parse_behavior(n, &beh, path, -1)) ||
+            (st = pt_json_get_bool(&inv, NULL, n, &TK_JSON_CTX(path), "invert", false)))
             return st;
     } else if (strcmp(ty, "Whitespace") == 0) {
         pat = "\\w+|[^\\w\\s]+";
@@ -151,7 +153,7 @@ static int parse_split(pt_tokenizer *t, const cJSON *n, const char *path, const 
         pat = "\\s+";
         beh = TKB_REMOVED;
     } else if (strcmp(ty, "Digits") == 0) {
-        if ((st = tk_json_bool(n, "individual_digits", &individual, path)))
+        if ((st = pt_json_get_bool(&individual, NULL, n, &TK_JSON_CTX(path), "individual_digits", false)))
             return st;
         pat = "\\p{N}";
         beh = individual ? TKB_ISOLATED : TKB_CONTIGUOUS;

@@ -205,19 +205,6 @@ size_t tk_utf8_unit_back(const char *s, size_t a, size_t b, uint32_t *cp)
     return k;
 }
 
-size_t tk_utf8_bad_offset(const char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        uint32_t cp;
-        size_t k = (unsigned char)s[i] < 0x80 ? 1 : pt_utf8_next((const unsigned char *)s + i, len - i, &cp);
-        if (!k)
-            return i;
-        i += k;
-    }
-    return len;
-}
-
 /* Length of the maximal subpart of a well-formed sequence starting at s (at
  * least 1): what one U+FFFD replaces in a lossy conversion.  s[0..i] is such
  * a prefix when some valid sequence starts with it, which core's decoder
@@ -242,7 +229,7 @@ int tk_utf8_lossy(pt_strbuf *out, const char *s, size_t n)
 {
     size_t i = 0;
     for (;;) {
-        size_t ok = tk_utf8_bad_offset(s + i, n - i);
+        size_t ok = pt_utf8_valid_prefix(s + i, n - i);
         int st = pt_strbuf_put(out, s + i, ok);
         i += ok;
         if (st || i == n)

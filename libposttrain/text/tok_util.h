@@ -134,9 +134,6 @@ static inline size_t tk_utf8_unit(const char *s, size_t n, uint32_t *cp)
 /* Length of the unit that ends at s[b) and starts at or after s[a] (a < b);
  * when the trailing bytes are not one unit, 1 with *cp = TK_BAD_CP. */
 size_t tk_utf8_unit_back(const char *s, size_t a, size_t b, uint32_t *cp);
-/* Offset of the first byte of s[0..len) that is not part of well-formed
- * UTF-8, or len. */
-size_t tk_utf8_bad_offset(const char *s, size_t len);
 /* Append bytes converted as Rust's String::from_utf8_lossy does: each maximal
  * invalid subpart becomes one U+FFFD. */
 int tk_utf8_lossy(pt_strbuf *out, const char *s, size_t n);

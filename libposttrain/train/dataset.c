@@ -5,7 +5,6 @@
 #include "core/core.h"
 #include "io/jsonl.h"
 #include "posttrain/train.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,7 +2,6 @@
  * scale_rewards "group", "batch", "none", and RLOO's leave-one-out mean). */
 #include "core/core.h"
 #include "train/grpo_internal.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

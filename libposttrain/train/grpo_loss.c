@@ -2,7 +2,6 @@
  * level, the k3 KL term, and the loss type's normalisation (docs/grpo.md). */
 #include "core/core.h"
 #include "train/grpo_internal.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 

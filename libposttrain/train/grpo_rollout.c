@@ -4,7 +4,6 @@
 #include "core/core.h"
 #include "model/model.h"
 #include "train/grpo_internal.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdio.h>

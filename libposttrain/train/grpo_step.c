@@ -7,7 +7,6 @@
 #include "train/grpo_internal.h"
 #include "train/optimizer.h"
 #include "train/step_internal.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,6 @@
 
 #include "core/core.h"
 #include "model/model.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

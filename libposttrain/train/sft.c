@@ -4,7 +4,6 @@
 #include "model/model.h"
 #include "train/optimizer.h"
 #include "train/step_internal.h"
-#include "train/train_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -344,7 +344,7 @@ START_TEST(test_malformed)
     CASE(bpe("", V, "{}", ""), PT_EFORMAT, "model.merges: expected an array");
     CASE(bpe("\"dropout\":0.1,", V, "[]", ""), PT_EUNSUPPORTED, "model.dropout");
     CASE(bpe("\"continuing_subword_prefix\":\"##\",", V, "[]", ""), PT_EUNSUPPORTED, "continuing_subword_prefix");
-    CASE(bpe("\"byte_fallback\":\"yes\",", V, "[]", ""), PT_EFORMAT, "model.byte_fallback: expected a boolean");
+    CASE(bpe("\"byte_fallback\":\"yes\",", V, "[]", ""), PT_EFORMAT, "'model.byte_fallback' must be true or false, got a string");
     CASE(bpe("\"unk_token\":\"<unk>\",", V, "[]", ""), PT_EFORMAT, "model.unk_token");
     CASE(bpe("", "{\"a\":1e12}", "[]", ""), PT_ERANGE, "out of range");
     CASE(bpe("", "{\"a\":0,\"b\":9000000}", "[]", ""), PT_ERANGE, "out of range");

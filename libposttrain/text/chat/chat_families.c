@@ -5,6 +5,7 @@
 #include "text/chat/chat_render.h"
 
 #include "core/core.h"
+#include "io/json.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -250,7 +251,9 @@ int chat_render_llama3(chat_render_ctx *c)
         if (c->t->variant == PT_CHAT_V_LLAMA31 && role == PT_CHAT_ROLE_TOOL) {
             CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
             CHAT_TRY(chat_emits(r, "<|start_header_id|>ipython<|end_header_id|>\n\n"));
-            CHAT_TRY(chat_emit_json_string(r, c->m[i].content));
+            /* json.dumps(content, ensure_ascii=False) */
+            const char *s = c->m[i].content;
+            CHAT_TRY(pt_json_put_string_ex(&r->text, s, strlen(s), PT_JSON_SHORT_ESCAPES));
             CHAT_TRY(chat_emits(r, "<|eot_id|>"));
             continue;
         }

@@ -11,9 +11,7 @@
 
 int pt_chat_options_init(pt_chat_options *opts)
 {
-    PT_CHECK_NULL(opts);
-    memset(opts, 0, sizeof *opts);
-    opts->size = sizeof *opts;
+    PT_STRUCT_INIT_ZERO(opts);
     opts->bos = PT_CHAT_BOS_TEMPLATE;
     opts->enable_thinking = 1;
     return PT_OK;

@@ -35,8 +35,6 @@ static inline int chat_emits(pt_chat_rendering *r, const char *s)
 }
 /* s[0..n) with Python's strip() applied. */
 int chat_emit_stripped(pt_chat_rendering *r, const char *s, size_t n);
-/* json.dumps(s, ensure_ascii=False) of a string. */
-int chat_emit_json_string(pt_chat_rendering *r, const char *s);
 /* Record a cut at the current end, before the marker that is written next
  * (nothing at the very start, or for a NULL or empty marker). */
 int chat_cut_before(pt_chat_rendering *r, const char *marker);

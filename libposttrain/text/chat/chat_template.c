@@ -46,7 +46,8 @@ static const pt_enum_entry k_roles[] = {
     {PT_CHAT_ROLE_USER, "user"},
     {PT_CHAT_ROLE_ASSISTANT, "assistant"},
     {PT_CHAT_ROLE_TOOL, "tool"},
-    {PT_CHAT_ROLE_TOOL, "ipython"},  /* Llama-3.1's name for the tool role (parsed, never named) */
+    {PT_CHAT_ROLE_TOOL, "ipython"},  /* Llama-3.1's name for the tool role: an alias (parsed,
+                                      * never named: the first entry of a value names it) */
 };
 
 static const pt_enum_entry k_families[] = {
@@ -54,29 +55,8 @@ static const pt_enum_entry k_families[] = {
     {PT_CHAT_LLAMA2, "llama2"}, {PT_CHAT_PHI3, "phi3"},   {PT_CHAT_PLAIN, "plain"},
 };
 
-const char *pt_chat_role_name(int role)
-{
-    return pt_enum_name(k_roles, PT_ENUM_COUNT(k_roles), role);
-}
-
-int pt_chat_role_from_name(int *role, const char *name)
-{
-    PT_CHECK_NULL(role);
-    PT_CHECK_NULL(name);
-    return pt_enum_from_name(role, k_roles, PT_ENUM_COUNT(k_roles), name, __func__, "chat role");
-}
-
-const char *pt_chat_family_name(int family)
-{
-    return pt_enum_name(k_families, PT_ENUM_COUNT(k_families), family);
-}
-
-int pt_chat_family_from_name(int *out, const char *name)
-{
-    PT_CHECK_NULL(out);
-    PT_CHECK_NULL(name);
-    return pt_enum_from_name(out, k_families, PT_ENUM_COUNT(k_families), name, __func__, "chat family");
-}
+PT_ENUM_NAME_FUNCS(pt_chat_role, k_roles, "chat role")
+PT_ENUM_NAME_FUNCS(pt_chat_family, k_families, "chat family")
 
 /* ---- template objects ------------------------------------------------------------------ */
 void pt_chat_template_free(pt_chat_template *t)

@@ -1,11 +1,10 @@
 /* Writing a rendering: the text, the cuts and assistant spans recorded
- * along it, and the Python string semantics the Jinja sources rely on
- * (str.strip, json.dumps). */
+ * along it, and the Python str.strip the Jinja sources rely on (their
+ * json.dumps is io/json.h's pt_json_put_string_ex). */
 #include "text/chat/chat_render.h"
 
 #include "core/core.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,32 +116,4 @@ int chat_emit_stripped(pt_chat_rendering *r, const char *s, size_t n)
     size_t b = 0, e = n;
     pt_chat_py_strip(s, &b, &e, true, true);
     return chat_emit(r, s + b, e - b);
-}
-
-int chat_emit_json_string(pt_chat_rendering *r, const char *s)
-{
-    int st = chat_emits(r, "\"");
-    for (const char *p = s; st == PT_OK && *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        char esc[8];
-        switch (c) {
-        case '"': st = chat_emits(r, "\\\""); break;
-        case '\\': st = chat_emits(r, "\\\\"); break;
-        case '\n': st = chat_emits(r, "\\n"); break;
-        case '\r': st = chat_emits(r, "\\r"); break;
-        case '\t': st = chat_emits(r, "\\t"); break;
-        case '\b': st = chat_emits(r, "\\b"); break;
-        case '\f': st = chat_emits(r, "\\f"); break;
-        default:
-            if (c < 0x20) {
-                snprintf(esc, sizeof esc, "\\u%04x", c);
-                st = chat_emits(r, esc);
-            } else {
-                st = chat_emit(r, p, 1);
-            }
-        }
-    }
-    if (st == PT_OK)
-        st = chat_emits(r, "\"");
-    return st;
 }
