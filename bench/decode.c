@@ -45,6 +45,7 @@ static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int
 {
     const pt_model_config *cfgp = NULL;
     pt_model_config cfg;
+    pt_model_config_init(&cfg);
     CHECK(pt_model_get_config(&cfg, model));
     cfgp = &cfg;
     pt_generator *g = NULL;

@@ -314,6 +314,7 @@ static int train_loop(demo_run *r, double *t0)
     *t0 = cli_now();
     for (int s = 1; s <= o->steps; s++) {
         pt_batch b;
+        pt_batch_init(&b);
         const float *w;
         if ((st = pt_dataset_next_batch(&b, &w, r->data)))
             return cli_fail("data", st);

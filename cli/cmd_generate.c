@@ -182,6 +182,7 @@ static int print_samples(const gen_args *a, const pt_tokenizer *tok, const int32
 static int stop_ids(int32_t stop[2], const gen_args *a, const pt_model *m, const pt_tokenizer *tok)
 {
     pt_model_config cfg;
+    pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, m);
     int n_stop = 0;
     if (a->ignore_eos)

@@ -454,6 +454,7 @@ static int load(grpo_run *r)
         r->max_prompt = r->rows[i].n_ids > r->max_prompt ? r->rows[i].n_ids : r->max_prompt;
     r->max_seq = r->max_prompt + a->gen.max_new_tokens;
     pt_model_config cfg;
+    pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, r->model);
     if (cfg.max_position_embeddings > 0 && r->max_seq > cfg.max_position_embeddings) {
         fprintf(stderr, "posttrain grpo: the longest prompt (%d tokens) plus --max-new-tokens %d exceeds the model's "

@@ -195,6 +195,7 @@ static int micro_fill(micro_batches *m, pt_dataset *data)
 {
     for (int i = 0; i < m->n; i++) {
         pt_batch b;
+        pt_batch_init(&b);
         const float *bw;
         int st = pt_dataset_next_batch(&b, &bw, data);
         if (st)

@@ -458,6 +458,7 @@ static int sft_phase(runtime *rt, uint64_t *rng)
     double t0 = now_s(), tokens = 0, ema = NAN;
     for (int s = 1; s <= o->sft_steps; s++) {
         pt_batch b;
+        pt_batch_init(&b);
         const float *w;
         pt_sft_stats ss;
         pt_sft_stats_init(&ss);

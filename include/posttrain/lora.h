@@ -69,7 +69,8 @@ PT_API bool pt_model_has_lora(const pt_model *model);
 PT_API int pt_model_set_lora_enabled(pt_model *model, bool enabled);
 /* True when the model has adapters and they are switched on. */
 PT_API bool pt_model_lora_enabled(const pt_model *model);
-/* Copy the model's adapter settings (PT_ESTATE if it has none). */
+/* Copy the model's adapter settings into *out, filled with
+ * pt_lora_options_init() first (PT_ESTATE if it has none). */
 PT_API int pt_model_get_lora(pt_lora_options *out, const pt_model *model);
 /* Fold the adapters into the base, W += scaling * B A, then remove them and
  * make the base trainable again (for export with pt_model_save_dir). */

@@ -42,7 +42,8 @@ PT_API int pt_rope_type_from_name(int *out, const char *name);
 
 
 /* The fields of a Hugging Face config.json that decide the computation.
- * Fill with pt_model_config_init() first; `size` must be sizeof(pt_model_config). */
+ * Fill with pt_model_config_init() first (an older header's smaller `size` is
+ * accepted: the fields it lacks take their defaults; docs/api.md). */
 typedef struct pt_model_config {
     size_t size;
     int arch;                      /* pt_arch */
@@ -85,6 +86,8 @@ typedef struct pt_model pt_model;
  * for matrices and embeddings, ones for norms, zeros for biases). */
 PT_API int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed);
 PT_API void pt_model_free(pt_model *model);
+/* Copy the model's configuration into *out, filled with pt_model_config_init()
+ * first (only its `size` bytes are written). */
 PT_API int pt_model_get_config(pt_model_config *out, const pt_model *model);
 /* Number of parameters (tied embeddings counted once). */
 PT_API int pt_model_num_params(uint64_t *out, const pt_model *model);
@@ -103,7 +106,7 @@ PT_API int pt_model_num_trainable_params(uint64_t *out, const pt_model *model);
  * tensors changes (LoRA adapters added, merged or removed) or the model is
  * freed. */
 typedef struct pt_tensor_info {
-    size_t size;            /* sizeof(pt_tensor_info), set by the library */
+    size_t size;            /* set by pt_tensor_info_init (the caller's header) */
     const char *name;
     float *data;            /* numel floats */
     float *grad;            /* numel floats, or NULL before gradients exist */
@@ -115,6 +118,9 @@ typedef struct pt_tensor_info {
     bool no_decay;          /* norms and biases: no weight decay by default */
 } pt_tensor_info;
 
+/* Fill with pt_tensor_info_init() before passing it: the library writes only
+ * as many bytes as its size says. */
+PT_API int pt_tensor_info_init(pt_tensor_info *info);
 /* Number of tensors (base plus adapters). */
 PT_API int pt_model_num_tensors(size_t *out, const pt_model *model);
 /* Tensor `index` (0 .. count-1); PT_ERANGE beyond. */

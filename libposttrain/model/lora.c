@@ -83,7 +83,10 @@ int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
     PT_CHECK_NULL(m);
     if (!m->lora)
         return pt_err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
-    *out = m->lora->opts;
+    int st = PT_STRUCT_CHECK_OUT(out, pt_lora_options, pt_lora_options_init);
+    if (st)
+        return st;
+    pt_struct_write(out, &m->lora->opts);
     return PT_OK;
 }
 

@@ -198,7 +198,10 @@ int pt_model_get_config(pt_model_config *out, const pt_model *m)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
-    *out = m->cfg;
+    int st = PT_STRUCT_CHECK_OUT(out, pt_model_config, pt_model_config_init);
+    if (st)
+        return st;
+    pt_struct_write(out, &m->cfg);
     return PT_OK;
 }
 
@@ -222,20 +225,28 @@ int pt_model_num_trainable_params(uint64_t *out, const pt_model *m)
     return PT_OK;
 }
 
+int pt_tensor_info_init(pt_tensor_info *info)
+{
+    PT_STRUCT_INIT_ZERO(info);
+    return PT_OK;
+}
+
+/* The caller's info (its own size) filled from t. */
 static void fill_tensor_info(pt_tensor_info *out, const pt_tensor_ref *t)
 {
-    memset(out, 0, sizeof *out);
-    out->size = sizeof *out;
-    out->name = t->name;
-    out->data = t->data;
-    out->grad = t->grad;
-    out->ndim = t->ndim;
-    out->shape[0] = t->shape[0];
-    out->shape[1] = t->shape[1];
-    out->numel = t->numel;
-    out->trainable = t->trainable;
-    out->adapter = t->adapter;
-    out->no_decay = t->no_decay;
+    pt_tensor_info full;
+    pt_tensor_info_init(&full);
+    full.name = t->name;
+    full.data = t->data;
+    full.grad = t->grad;
+    full.ndim = t->ndim;
+    full.shape[0] = t->shape[0];
+    full.shape[1] = t->shape[1];
+    full.numel = t->numel;
+    full.trainable = t->trainable;
+    full.adapter = t->adapter;
+    full.no_decay = t->no_decay;
+    pt_struct_write(out, &full);
 }
 
 int pt_model_num_tensors(size_t *out, const pt_model *m)
@@ -250,6 +261,9 @@ int pt_model_tensor_info(pt_tensor_info *out, const pt_model *m, size_t index)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
+    int st = PT_STRUCT_CHECK_OUT(out, pt_tensor_info, pt_tensor_info_init);
+    if (st)
+        return st;
     if (index >= m->ntensors)
         return pt_err(PT_ERANGE, "pt_model_tensor_info: index %zu is not below the %zu tensors",
                       index, m->ntensors);
@@ -262,6 +276,9 @@ int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *m, const char
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
     PT_CHECK_NULL(name);
+    int st = PT_STRUCT_CHECK_OUT(out, pt_tensor_info, pt_tensor_info_init);
+    if (st)
+        return st;
     const pt_tensor_ref *t = pt_model_find_tensor(m, name);
     if (!t)
         return pt_err(PT_ENOTFOUND, "pt_model_find_tensor_info: the model has no tensor '%s'", name);

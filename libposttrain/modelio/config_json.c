@@ -18,12 +18,15 @@ int pt_model_config_load(pt_model_config *cfg, const char *path)
 {
     PT_CHECK_NULL(cfg);
     PT_CHECK_NULL(path);
+    int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
+    if (st)
+        return st;
     char *file = pt_is_dir(path) ? pt_path_join(path, "config.json") : pt_strdup(path);
     if (!file)
         return PT_ENOMEM;
     char *text = NULL;
     size_t len = 0;
-    int st = pt_read_file(&text, &len, file, PT_MODELIO_MAX_CONFIG_BYTES);
+    st = pt_read_file(&text, &len, file, PT_MODELIO_MAX_CONFIG_BYTES);
     if (st == PT_OK) {
         st = pt_model_config_from_json(cfg, text, len);
         if (st != PT_OK)

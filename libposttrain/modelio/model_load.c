@@ -38,6 +38,7 @@ static int check_tied_head(const pt_model *m, const pt_weight_entry *head, const
 static int fill_model(pt_model *m, const pt_weight_files *w, const char *dir)
 {
     pt_model_config cfg;
+    pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, m);
     const pt_weight_entry *head = NULL;
     int st = pt_weights_check(w, &cfg, dir, &head);

@@ -172,6 +172,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     if (st)
         return st;
     pt_model_config cfg;
+    pt_model_config_init(&cfg);
     if ((st = pt_model_get_config(&cfg, m)) || (st = pt_model_config_validate(&cfg)))
         return st;
     /* Copy the source directory's name now: the record may change meanwhile. */

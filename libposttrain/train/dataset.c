@@ -62,13 +62,14 @@ static int check_options(const pt_dataset_options *o)
     return PT_OK;
 }
 
-int pt_dataset_create(pt_dataset **out, const pt_dataset_options *opts)
+/* pt_dataset_create for the public function `func` (its messages). */
+static int dataset_create(pt_dataset **out, const pt_dataset_options *opts, const char *func)
 {
-    PT_CHECK_NULL(out);
     *out = NULL;
     pt_dataset_options local;
     const pt_dataset_options *o = &local;
-    int st = PT_STRUCT_READ(local, opts, pt_dataset_options_init);
+    pt_dataset_options_init(&local);
+    int st = pt_struct_read(&local, sizeof local, opts, func, "pt_dataset_options_init");
     if (st || (st = check_options(o)))
         return st;
     pt_dataset *d = pt_calloc(1, sizeof *d);
@@ -96,6 +97,12 @@ int pt_dataset_create(pt_dataset **out, const pt_dataset_options *opts)
     }
     *out = d;
     return PT_OK;
+}
+
+int pt_dataset_create(pt_dataset **out, const pt_dataset_options *opts)
+{
+    PT_CHECK_NULL(out);
+    return dataset_create(out, opts, __func__);
 }
 
 void pt_dataset_free(pt_dataset *d)
@@ -317,7 +324,7 @@ int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer
     *out = NULL;
     PT_CHECK_NULL(path);
     pt_dataset *d;
-    int st = pt_dataset_create(&d, opts);
+    int st = dataset_create(&d, opts, __func__);
     if (st)
         return st;
     pt_jsonl *r;
@@ -510,7 +517,9 @@ int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *da
     PT_CHECK_NULL(batch);
     PT_CHECK_NULL(weights);
     PT_CHECK_NULL(dataset);
-    int st = ensure_part(dataset, false, __func__);
+    int st = PT_STRUCT_CHECK_OUT(batch, pt_batch, pt_batch_init);
+    if (!st)
+        st = ensure_part(dataset, false, __func__);
     if (st)
         return st;
     const int B = dataset->opts.batch_size;
@@ -544,13 +553,15 @@ int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *da
     }
     dataset->stats.epoch = dataset->epoch;
     dataset->stats.cursor = dataset->cursor;
-    pt_batch_init(batch);
-    batch->batch = B;
-    batch->seq = T;
-    batch->input_ids = dataset->b_ids;
-    batch->targets = dataset->b_tgt;
-    batch->positions = dataset->b_pos;
-    batch->segments = dataset->opts.pack ? dataset->b_seg : NULL;
+    pt_batch full;
+    pt_batch_init(&full);
+    full.batch = B;
+    full.seq = T;
+    full.input_ids = dataset->b_ids;
+    full.targets = dataset->b_tgt;
+    full.positions = dataset->b_pos;
+    full.segments = dataset->opts.pack ? dataset->b_seg : NULL;
+    pt_struct_write(batch, &full);
     *weights = dataset->b_w;
     return PT_OK;
 }

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ADD_FUNC "pt_rollout_buffer_add" /* the name pt_rollout_buffer_add_group's messages use too */
 
 int pt_rollout_buffer_options_init(pt_rollout_buffer_options *opts)
 {
@@ -95,12 +94,13 @@ static int check_logprob(const float *lp, int j, const char *what, const char *k
     return PT_OK;
 }
 
-/* Check the caller's sample `user` (index idx of its call) and read it into
- * *s, a full pt_rollout_sample. */
-static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, const pt_rollout_sample *user, int idx)
+/* Check the caller's sample `user` (index idx of the call to the public
+ * function `func`) and read it into *s, a full pt_rollout_sample. */
+static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, const pt_rollout_sample *user, int idx,
+                        const char *func)
 {
     char what[64];
-    snprintf(what, sizeof what, ADD_FUNC ": sample %d", idx);
+    snprintf(what, sizeof what, "%s: sample %d", func, idx);
     pt_rollout_sample_init(s);
     int st = pt_struct_read(s, sizeof *s, user, what, "pt_rollout_sample_init");
     if (st)
@@ -130,7 +130,7 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
     return PT_OK;
 }
 
-static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_rollout_sample *s)
+static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_rollout_sample *s, const char *func)
 {
     memset(d, 0, sizeof *d);
     int nc = s->n_ids - s->prompt_len;
@@ -143,7 +143,7 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
     d->ref = s->ref_logprobs ? pt_malloc_array((size_t)nc, sizeof *d->ref) : NULL;
     if (!d->ids || !d->mask || !d->old || (s->ref_logprobs && !d->ref)) {
         sample_release(d);
-        return pt_err(PT_ENOMEM, ADD_FUNC ": out of memory");
+        return pt_err(PT_ENOMEM, "%s: out of memory", func);
     }
     memcpy(d->ids, s->ids, (size_t)s->n_ids * sizeof *d->ids);
     for (int j = 0; j < nc; j++) {
@@ -163,10 +163,10 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
 }
 
 /* Room for n more samples. */
-static int reserve(pt_rollout_buffer *buf, int n)
+static int reserve(pt_rollout_buffer *buf, int n, const char *func)
 {
     if (n > INT32_MAX / 2 - buf->n)
-        return pt_err(PT_ENOMEM, ADD_FUNC ": too many samples");
+        return pt_err(PT_ENOMEM, "%s: too many samples", func);
     if (buf->n + n <= buf->cap)
         return PT_OK;
     int cap = buf->cap ? buf->cap : 16;
@@ -174,27 +174,26 @@ static int reserve(pt_rollout_buffer *buf, int n)
         cap *= 2;
     grpo_sample *ns = pt_realloc_array(buf->s, (size_t)cap, sizeof *ns);
     if (!ns)
-        return pt_err(PT_ENOMEM, ADD_FUNC ": out of memory");
+        return pt_err(PT_ENOMEM, "%s: out of memory", func);
     buf->s = ns;
     buf->cap = cap;
     return PT_OK;
 }
 
-int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n)
+/* The n samples (a caller's array, its stride the caller's sample size)
+ * checked, then copied in; all or nothing.  Messages name `func`. */
+static int add_samples(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n, const char *func)
 {
-    PT_CHECK_NULL(buf);
-    PT_CHECK_NULL(samples);
-    PT_CHECK_ARG(n >= 1, n, "%d must be >= 1", n);
     pt_rollout_sample *local = pt_malloc_array((size_t)n, sizeof *local);
     if (!local)
-        return pt_err(PT_ENOMEM, ADD_FUNC ": out of memory");
+        return pt_err(PT_ENOMEM, "%s: out of memory", func);
     int st = PT_OK, i = 0;
     for (; i < n && !st; i++)
-        st = check_sample(&local[i], buf, pt_struct_at(samples, (size_t)i), i);
+        st = check_sample(&local[i], buf, pt_struct_at(samples, (size_t)i), i, func);
     if (!st)
-        st = reserve(buf, n);
+        st = reserve(buf, n, func);
     for (i = 0; i < n && !st; i++)
-        st = copy_sample(&buf->s[buf->n + i], buf, &local[i]);
+        st = copy_sample(&buf->s[buf->n + i], buf, &local[i], func);
     if (st)
         for (int j = 0; j < i - 1; j++)
             sample_release(&buf->s[buf->n + j]);
@@ -204,11 +203,19 @@ int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample 
     return st;
 }
 
+int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n)
+{
+    PT_CHECK_NULL(buf);
+    PT_CHECK_NULL(samples);
+    PT_CHECK_ARG(n >= 1, n, "%d must be >= 1", n);
+    return add_samples(buf, samples, n, __func__);
+}
+
 int pt_rollout_buffer_add(pt_rollout_buffer *buf, const pt_rollout_sample *sample)
 {
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(sample);
-    return pt_rollout_buffer_add_group(buf, sample, 1);
+    return add_samples(buf, sample, 1, __func__);
 }
 
 int pt_rollout_buffer_clear(pt_rollout_buffer *buf)

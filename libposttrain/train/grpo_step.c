@@ -73,6 +73,7 @@ static int check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buf
                          const pt_grpo_options *o)
 {
     pt_model_config cfg;
+    pt_model_config_init(&cfg);
     int st = pt_model_get_config(&cfg, model);
     if (st)
         return st;

@@ -26,6 +26,15 @@ static double batch_weight(const pt_batch *b, const float *w)
     return s;
 }
 
+/* Micro-batch i of the caller's array (whose stride is the caller's
+ * pt_batch size) read into *local: fields an older header lacks are the
+ * defaults.  `what` names it in messages. */
+static int read_micro(pt_batch *local, const pt_batch *micro, int i, const char *what)
+{
+    pt_batch_init(local);
+    return pt_struct_read(local, sizeof *local, pt_struct_at(micro, (size_t)i), what, "pt_batch_init");
+}
+
 /* Check every micro-batch and its weights; *total receives the sum of the
  * loss weights, *max_tokens the largest B*T. */
 static int check_micro(double *total, size_t *max_tokens, const pt_batch *micro, const float *const *weights,
@@ -36,8 +45,9 @@ static int check_micro(double *total, size_t *max_tokens, const pt_batch *micro,
     for (int i = 0; i < n_micro; i++) {
         char what[48];
         snprintf(what, sizeof what, "pt_sft_step: micro-batch %d", i);
-        const pt_batch *b = pt_struct_at(micro, (size_t)i);
-        int st = pt_struct_check_out(b, sizeof *b, what, "pt_batch_init");
+        pt_batch local;
+        const pt_batch *b = &local;
+        int st = read_micro(&local, micro, i, what);
         if (st)
             return st;
         if (b->batch < 1 || b->seq < 1)
@@ -71,7 +81,10 @@ static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *m
     float *lp = pt_malloc_array(max_tokens, sizeof *lp), *dlp = pt_malloc_array(max_tokens, sizeof *dlp);
     int st = (!lp || !dlp) ? PT_ENOMEM : PT_OK;
     for (int i = 0; i < n_micro && !st; i++) {
-        const pt_batch *b = pt_struct_at(micro, (size_t)i);
+        pt_batch local;
+        const pt_batch *b = &local;
+        if ((st = read_micro(&local, micro, i, "pt_sft_step")))
+            break;
         const float *w = weights ? weights[i] : NULL;
         size_t n = (size_t)b->batch * (size_t)b->seq;
         if (i > 0 && (st = pt_check_abort()))

@@ -396,6 +396,7 @@ class ChatOptions(Struct):
     ]
 
 
+@_stamped("pt_tensor_info")
 class TensorInfo(Struct):
     _fields_ = [
         ("size", c_size_t),

@@ -476,7 +476,7 @@ class Model(Handle):
         return n.value
 
     def _tensor(self, name):
-        t = TensorInfo()
+        t = TensorInfo.new()
         check(lib.pt_model_find_tensor_info(ctypes.byref(t), self._ptr, cstr(name, "name", False)),
               "pt_model_find_tensor_info")
         return t
@@ -495,7 +495,7 @@ class Model(Handle):
         check(lib.pt_model_num_tensors(ctypes.byref(n), self._ptr), "pt_model_num_tensors")
         out = []
         for i in range(n.value):
-            t = TensorInfo()
+            t = TensorInfo.new()
             check(lib.pt_model_tensor_info(ctypes.byref(t), self._ptr, i), "pt_model_tensor_info")
             out.append(self._info_dict(t))
         return out

@@ -343,7 +343,7 @@ START_TEST(test_config_outputs)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_model_config_load's size message names
+/* pt_model_config_load's size message names
  * pt_model_config_from_json (prefixed with the file), not itself. */
 START_TEST(test_config_load_message)
 {
@@ -362,7 +362,7 @@ START_TEST(test_config_load_message)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_model_get_config assigns the whole struct
+/* pt_model_get_config assigns the whole struct
  * (*out = m->cfg) without reading out->size. */
 START_TEST(test_get_config)
 {
@@ -384,7 +384,7 @@ START_TEST(test_get_config)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_model_tensor_info / pt_model_find_tensor_info write
+/* pt_model_tensor_info / pt_model_find_tensor_info write
  * the whole pt_tensor_info (fill_tensor_info memsets sizeof *out) whatever
  * the caller's size; there is no pt_tensor_info_init to fill it with. */
 START_TEST(test_tensor_info)
@@ -393,7 +393,8 @@ START_TEST(test_tensor_info)
     tiny(&cfg);
     pt_model *m;
     ck_assert_ok(pt_model_create(&m, &cfg, 1));
-    pt_tensor_info full = { .size = sizeof full }, t;
+    pt_tensor_info full, t;
+    ck_assert_ok(pt_tensor_info_init(&full));
     ck_assert_ok(pt_model_tensor_info(&full, m, 1));
     const size_t cut = offsetof(pt_tensor_info, no_decay);
     cut_out(&t, cut, sizeof t);
@@ -654,7 +655,7 @@ START_TEST(test_sft)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_sft_step reads the targets of a micro-batch whose
+/* pt_sft_step reads the targets of a micro-batch whose
  * size ends before them (check_micro -> batch_weight reads b->targets
  * directly, not a copy read with pt_struct_read). */
 START_TEST(test_sft_batch_without_targets)
@@ -722,7 +723,7 @@ START_TEST(test_lora)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_model_get_lora assigns the whole struct
+/* pt_model_get_lora assigns the whole struct
  * (*out = m->lora->opts) without reading out->size. */
 START_TEST(test_get_lora)
 {
@@ -1278,7 +1279,7 @@ START_TEST(test_dataset)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_dataset_load_jsonl's size message names
+/* pt_dataset_load_jsonl's size message names
  * pt_dataset_create (it calls it with the caller's options). */
 START_TEST(test_dataset_load_message)
 {
@@ -1297,7 +1298,7 @@ START_TEST(test_dataset_load_message)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_dataset_next_batch writes the whole pt_batch
+/* pt_dataset_next_batch writes the whole pt_batch
  * (pt_batch_init(batch) and every field) whatever the caller's size. */
 START_TEST(test_dataset_next_batch)
 {
@@ -1560,7 +1561,7 @@ START_TEST(test_grpo)
 }
 END_TEST
 
-/* FIXME(lead) case: pt_rollout_buffer_add_group's size messages name
+/* pt_rollout_buffer_add_group's size messages name
  * pt_rollout_buffer_add ("pt_rollout_buffer_add: sample 0: struct size
  * ..."; ADD_FUNC in grpo_rollout.c), not pt_rollout_buffer_add_group. */
 START_TEST(test_add_group_message)
@@ -1606,6 +1607,7 @@ START_TEST(test_inits)
     INIT_CASE(pt_rollout_sample, pt_rollout_sample_init);
     INIT_CASE(pt_grpo_options, pt_grpo_options_init);
     INIT_CASE(pt_grpo_stats, pt_grpo_stats_init);
+    INIT_CASE(pt_tensor_info, pt_tensor_info_init);
 }
 END_TEST
 
@@ -1628,28 +1630,14 @@ int main(void)
     tcase_add_test(tc, test_eval);
     tcase_add_test(tc, test_dataset);
     tcase_add_test(tc, test_grpo);
-    /* Cases the library does not honour yet.  They fail today; they run
-     * (and stay compiled) with PT_TEST_FIXME=1 set, and each moves up into
-     * the list above once its fix lands. */
-    if (getenv("PT_TEST_FIXME")) {
-        /* FIXME(lead): the size message names pt_model_config_from_json */
-        tcase_add_test(tc, test_config_load_message);
-        /* FIXME(lead): pt_model_get_config writes sizeof(pt_model_config) bytes */
-        tcase_add_test(tc, test_get_config);
-        /* FIXME(lead): pt_model_tensor_info / _find_tensor_info write the whole
-         * pt_tensor_info; no size check, no pt_tensor_info_init */
-        tcase_add_test(tc, test_tensor_info);
-        /* FIXME(lead): pt_sft_step reads micro[i].targets beyond micro[i].size */
-        tcase_add_test(tc, test_sft_batch_without_targets);
-        /* FIXME(lead): pt_model_get_lora writes sizeof(pt_lora_options) bytes */
-        tcase_add_test(tc, test_get_lora);
-        /* FIXME(lead): the size message names pt_dataset_create */
-        tcase_add_test(tc, test_dataset_load_message);
-        /* FIXME(lead): pt_dataset_next_batch writes sizeof(pt_batch) bytes */
-        tcase_add_test(tc, test_dataset_next_batch);
-        /* FIXME(lead): the size message names pt_rollout_buffer_add */
-        tcase_add_test(tc, test_add_group_message);
-    }
+    tcase_add_test(tc, test_config_load_message);
+    tcase_add_test(tc, test_get_config);
+    tcase_add_test(tc, test_tensor_info);
+    tcase_add_test(tc, test_sft_batch_without_targets);
+    tcase_add_test(tc, test_get_lora);
+    tcase_add_test(tc, test_dataset_load_message);
+    tcase_add_test(tc, test_dataset_next_batch);
+    tcase_add_test(tc, test_add_group_message);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -140,6 +140,7 @@ static void record_logits(int row, int step, const float *logits, int vocab, voi
 static void check_against_forward(pt_model *m, const char *what, float temperature)
 {
     pt_model_config c;
+    pt_model_config_init(&c);
     ck_assert_ok(pt_model_get_config(&c, m));
     const int V = c.vocab_size, B = 3, M = 12;
     const int32_t lens[3] = { 3, 9, 6 };
@@ -270,6 +271,7 @@ static void check_independence(int kind, const int32_t *lens, int max_seq, int M
 {
     pt_model *m = make_model(kind, 3);
     pt_model_config c;
+    pt_model_config_init(&c);
     pt_model_get_config(&c, m);
     const int B = 4;
     int32_t *prompts = make_prompts(lens, B, c.vocab_size, 21);

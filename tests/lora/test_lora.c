@@ -153,6 +153,7 @@ START_TEST(test_options)
     ck_assert(pt_model_has_lora(m));
     ck_assert_status(pt_model_add_lora(m, &o), PT_ESTATE, "already");
     pt_lora_options got;
+    pt_lora_options_init(&got);
     ck_assert_ok(pt_model_get_lora(&got, m));
     ck_assert_int_eq(got.rank, 4);
     ck_assert_uint_eq(got.targets, PT_LORA_Q);
@@ -357,6 +358,7 @@ static void golden_check(const char *name)
     ck_assert_ok(pt_lora_load_peft(m, adir));
     ck_assert(pt_model_has_lora(m));
     pt_lora_options o;
+    pt_lora_options_init(&o);
     ck_assert_ok(pt_model_get_lora(&o, m));
     ck_assert_int_eq(o.rank, 4);
     ck_assert(o.alpha == 8.0);
@@ -599,6 +601,7 @@ START_TEST(test_peft_roundtrip)
         ck_assert_int_eq(memcmp(a->data, b2->data, a->numel * sizeof(float)), 0);
     }
     pt_lora_options o2;
+    pt_lora_options_init(&o2);
     ck_assert_ok(pt_model_get_lora(&o2, m2));
     ck_assert_int_eq(o2.rank, 2);
     ck_assert(o2.alpha == 5.0);

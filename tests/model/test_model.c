@@ -246,6 +246,7 @@ START_TEST(test_tensor_table)
                          pt_model_tensor(m, i)->numel * sizeof(float));
     ck_assert_float_ne(pt_model_tensor(m, 0)->data[0], pt_model_tensor(m3, 0)->data[0]);
     pt_model_config back;
+    pt_model_config_init(&back);
     ck_assert_ok(pt_model_get_config(&back, m));
     ck_assert_int_eq(back.head_dim, 6);
     pt_model_free(m);

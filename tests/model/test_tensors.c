@@ -42,6 +42,7 @@ START_TEST(test_table)
         uint64_t sum = 0, params = 0, trainable = 0;
         for (size_t i = 0; i < n; i++) {
             pt_tensor_info t;
+            pt_tensor_info_init(&t);
             ck_assert_ok(pt_model_tensor_info(&t, m, i));
             ck_assert_uint_eq(t.size, sizeof t);
             ck_assert_uint_eq(t.numel, (size_t)(t.shape[0] * t.shape[1]));
@@ -53,6 +54,7 @@ START_TEST(test_table)
             sum += t.numel;
             /* the name finds the same tensor */
             pt_tensor_info u;
+            pt_tensor_info_init(&u);
             ck_assert_ok(pt_model_find_tensor_info(&u, m, t.name));
             ck_assert_ptr_eq(u.data, t.data);
         }
@@ -62,6 +64,7 @@ START_TEST(test_table)
         ck_assert_uint_eq(trainable, params);
 
         pt_tensor_info t;
+        pt_tensor_info_init(&t);
         ck_assert_ok(pt_model_tensor_info(&t, m, 0));
         ck_assert_str_eq(t.name, "model.embed_tokens.weight");
         ck_assert(t.shape[0] == V && t.shape[1] == 16);
@@ -87,6 +90,7 @@ START_TEST(test_data_is_live)
     for (int i = 0; i < 6; i++)
         ck_assert_double_gt(fabs(lp[i] + log((double)V)), 1e-3); /* not uniform yet */
     pt_tensor_info t;
+    pt_tensor_info_init(&t);
     ck_assert_ok(pt_model_find_tensor_info(&t, m, "model.norm.weight"));
     memset(t.data, 0, t.numel * sizeof(float));
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
@@ -106,6 +110,7 @@ START_TEST(test_grad_view)
     float loss;
     ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &loss));
     pt_tensor_info t;
+    pt_tensor_info_init(&t);
     ck_assert_ok(pt_model_find_tensor_info(&t, m, "model.layers.0.self_attn.q_proj.weight"));
     ck_assert_ptr_nonnull(t.grad);
     for (size_t k = 0; k < t.numel; k += t.numel / 5) {
@@ -141,6 +146,7 @@ START_TEST(test_lora_listed)
     ck_assert_uint_eq(n, base + 2 * 2 * 2); /* A and B, q and v, 2 layers */
     for (size_t i = 0; i < n; i++) {
         pt_tensor_info t;
+        pt_tensor_info_init(&t);
         ck_assert_ok(pt_model_tensor_info(&t, m, i));
         ck_assert_int_eq(t.adapter, i >= base);
         ck_assert_int_eq(t.trainable, i >= base);
@@ -189,6 +195,7 @@ START_TEST(test_forward_entropy)
     }
     /* the backward of a forward_entropy equals that of a forward */
     pt_tensor_info w;
+    pt_tensor_info_init(&w);
     ck_assert_ok(pt_model_find_tensor_info(&w, m, "model.layers.1.mlp.up_proj.weight"));
     float dl[6] = { -1, 0.5f, 0, 2, -0.25f, 1 };
     ck_assert_ok(pt_model_zero_grad(m));
@@ -214,6 +221,7 @@ START_TEST(test_bad_arguments)
     pt_model *m = tiny(true);
     size_t n = 0;
     pt_tensor_info t;
+    pt_tensor_info_init(&t);
     uint64_t u;
     ck_assert_ok(pt_model_num_tensors(&n, m));
     ck_assert_status(pt_model_tensor_info(&t, m, n), PT_ERANGE, "is not below");

@@ -56,7 +56,9 @@ static pt_model *tiny_model(int arch, bool tied, uint64_t seed)
 static void assert_same_model(const pt_model *a, const pt_model *b)
 {
     pt_model_config ca, cb;
+    pt_model_config_init(&ca);
     pt_model_get_config(&ca, a);
+    pt_model_config_init(&cb);
     pt_model_get_config(&cb, b);
     ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "configs differ");
     ck_assert_uint_eq(pt_model_tensor_count(a), pt_model_tensor_count(b));
@@ -121,6 +123,7 @@ static char *dir_with(const pt_model *m, wlist *w)
 {
     char *dir = pt_test_tmpdir("pt_modelio_");
     pt_model_config c;
+    pt_model_config_init(&c);
     pt_model_get_config(&c, m);
     char *json;
     ck_assert_ok(pt_model_config_to_json(&json, &c));
@@ -326,6 +329,7 @@ START_TEST(test_abort_and_eos_list)
     cJSON_Delete(root);
     ck_assert_ok(pt_model_load_dir(&r, dir, &o));
     pt_model_config c;
+    pt_model_config_init(&c);
     pt_model_get_config(&c, r);
     ck_assert_int_eq(c.eos_token_id, 2);
     char *out = pt_test_tmpdir("pt_modelio_");
@@ -357,6 +361,7 @@ START_TEST(test_expected_tensors_match_model)
     for (int k = 0; k < 8; k++) {
         pt_model *m = tiny_model(archs[k % 4], k < 4, 1);
         pt_model_config c;
+        pt_model_config_init(&c);
         pt_model_get_config(&c, m);
         pt_schema_tensor *e = NULL;
         size_t n = 0;
@@ -999,6 +1004,7 @@ START_TEST(test_real_model_load_save)
     pt_model *m = NULL;
     ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
     pt_model_config c;
+    pt_model_config_init(&c);
     pt_model_get_config(&c, m);
     ck_assert_int_eq(c.arch, PT_ARCH_LLAMA);
     ck_assert_int_eq(c.vocab_size, 512);

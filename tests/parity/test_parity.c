@@ -74,6 +74,7 @@ static void case_open(golden_case *c, int i)
     snprintf(c->dir, sizeof c->dir, "%s/reference/%s", PT_TEST_SRCDIR, c->name);
     ck_assert_msg(parity_load_model(&c->model, c->dir) == PT_OK, "%s: loading the model: %s",
                   c->name, pt_last_error());
+    pt_model_config_init(&c->cfg);
     ck_assert_ok(pt_model_get_config(&c->cfg, c->model));
     char path[1100];
     snprintf(path, sizeof path, "%s/golden.safetensors", c->dir);

@@ -440,7 +440,7 @@ class TestRewards(unittest.TestCase):
             # a group is all or nothing
             with self.assertRaises(pt.InvalidArgument) as cm:
                 buf.add_group([1, 2], [[3], [4, 5]], loss_masks=[None, [0, 0]])
-            self.assertEqual(cm.exception.message, "pt_rollout_buffer_add: sample 1: the loss "
+            self.assertEqual(cm.exception.message, "pt_rollout_buffer_add_group: sample 1: the loss "
                              "mask is all zero (no completion token to train on)")
             self.assertEqual(len(buf), 0)
             self.assertEqual(buf.add_group([1, 2], [[3], [4, 5]], rewards=[1.0, None]), 0)

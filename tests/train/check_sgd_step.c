@@ -39,6 +39,7 @@ int main(int argc, char **argv)
     if ((st = pt_dataset_load_jsonl(&d, argv[3], NULL, &o)))
         return fail(argv[3], st);
     pt_batch b;
+    pt_batch_init(&b);
     const float *w;
     if ((st = pt_dataset_next_batch(&b, &w, d)))
         return fail("batch", st);

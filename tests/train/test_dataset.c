@@ -63,6 +63,7 @@ START_TEST(test_rows_and_masks)
     ck_assert_int_eq(s.train_tokens, 6 + 4 + 4 + 3);
     ck_assert_int_eq(s.train_target_tokens, 3 + 3 + 2 + 2);
     pt_batch b;
+    pt_batch_init(&b);
     const float *w;
     ck_assert_ok(pt_dataset_next_batch(&b, &w, d));
     ck_assert_int_eq(b.batch, 4);
@@ -123,6 +124,7 @@ START_TEST(test_bad_rows)
     pt_dataset_options_init(&o);
     ck_assert_ok(pt_dataset_create(&d, &o));
     pt_batch b;
+    pt_batch_init(&b);
     const float *w;
     ck_assert_status(pt_dataset_next_batch(&b, &w, d), PT_ESTATE, "no training examples");
     int32_t neg[2] = { 1, -4 };
@@ -196,6 +198,7 @@ static void draw(pt_dataset *d, int nb, int *out)
 {
     for (int k = 0; k < nb; k++) {
         pt_batch b;
+        pt_batch_init(&b);
         const float *w;
         ck_assert_ok(pt_dataset_next_batch(&b, &w, d));
         for (int r = 0; r < b.batch; r++)
@@ -294,6 +297,8 @@ START_TEST(test_packing_changes_nothing)
         ck_assert_ok(pt_dataset_add(plain, ex[i], i == 2 ? m2 : NULL, len[i]));
     }
     pt_batch bp, bu;
+    pt_batch_init(&bp);
+    pt_batch_init(&bu);
     const float *wp, *wu;
     ck_assert_ok(pt_dataset_next_batch(&bp, &wp, packed));
     ck_assert_ok(pt_dataset_next_batch(&bu, &wu, plain));

@@ -70,6 +70,7 @@ static double train(pt_model *m, int steps, double lr, double *before)
     ck_assert_double_gt(tokens, 20);
     for (int s = 0; s < steps; s++) {
         pt_batch b;
+        pt_batch_init(&b);
         const float *w;
         ck_assert_ok(pt_dataset_next_batch(&b, &w, d));
         pt_sft_stats st;
