@@ -2,87 +2,20 @@
  * with built-in reward functions: pt_generate rollouts, pt_rollout_buffer,
  * pt_grpo_step; a progress line per step, a metrics file, the trained model
  * saved in Hugging Face layout. */
-#include "cli.h"
+#include "cmd_grpo.h"
 
-#include <cjson/cJSON.h>
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_LINE (16u << 20)
-
-enum { REWARD_EXACT, REWARD_CONTAINS, REWARD_LENGTH };
-static const char *const reward_kind_names[] = { "exact", "contains", "length" };
-
-typedef struct grpo_rewards {
-    int n, kind[PT_GRPO_MAX_REWARD_FUNCS];
-    double weight[PT_GRPO_MAX_REWARD_FUNCS];
-    const char *name[PT_GRPO_MAX_REWARD_FUNCS];
-} grpo_rewards;
-
-typedef struct grpo_args {
-    const char *model, *data, *out, *metrics, *chat_template;
-    bool chat;
-    pt_optimizer_options opt;
-    pt_grpo_options grpo;
-    pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
-    grpo_rewards rewards;
-    int G, batch_prompts, num_iterations, log_every, threads;
-    cli_lora_args lora;
-    int64_t steps;
-    uint64_t seed;
-} grpo_args;
-
-/* --reward NAME[:W][,NAME[:W]...], which may be repeated: each item is added. */
-static int parse_rewards(void *dst, const char *list, const char *cmd, const char *opt)
-{
-    grpo_rewards *r = dst;
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        char item[64];
-        if (n == 0 || n >= sizeof item)
-            return cli_usage_error(cmd, "%s takes NAME[:WEIGHT] items separated by commas, not '%s'", opt, list);
-        memcpy(item, p, n);
-        item[n] = '\0';
-        char *colon = strchr(item, ':');
-        double w = 1.0;
-        if (colon) {
-            *colon = '\0';
-            if (cli_parse_double(colon + 1, &w) || !isfinite(w))
-                return cli_usage_error(cmd, "%s %s: the weight '%s' is not a number", opt, item, colon + 1);
-        }
-        int kind = -1;
-        for (int k = 0; k < 3; k++)
-            if (!strcmp(item, reward_kind_names[k]))
-                kind = k;
-        if (kind < 0)
-            return cli_usage_error(cmd, "unknown reward '%s' (the built-in rewards are exact, contains, length)",
-                                   item);
-        for (int k = 0; k < r->n; k++)
-            if (r->kind[k] == kind)
-                return cli_usage_error(cmd, "reward '%s' is given twice", item);
-        if (r->n >= PT_GRPO_MAX_REWARD_FUNCS)
-            return cli_usage_error(cmd, "at most %d rewards", PT_GRPO_MAX_REWARD_FUNCS);
-        r->kind[r->n] = kind;
-        r->name[r->n] = reward_kind_names[kind];
-        r->weight[r->n] = w;
-        r->n++;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return 0;
-}
 
 #define GRPO(field) offsetof(grpo_args, field)
 static const cli_opt k_grpo_io_opts[] = {
     { CLI_PATH, "model", GRPO(model), "DIR", .required = true, .help = "Hugging Face model directory" },
     { CLI_PATH, "data", GRPO(data), "FILE.jsonl", .required = true, .help = "the prompt rows" },
     { CLI_PATH, "out", GRPO(out), "DIR", .required = true, .help = "where the trained model is saved" },
-    { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .required = true, .parse = parse_rewards,
+    { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .required = true, .parse = grpo_parse_rewards,
       .help = "the rewards and their weights (may be repeated)" },
 };
 static const cli_opt k_grpo_generation_opts[] = {
@@ -177,205 +110,6 @@ static int parse_args(grpo_args *a, int argc, char **argv)
     return 0;
 }
 
-/* ---- data ------------------------------------------------------------------ */
-
-typedef struct grpo_row {
-    int32_t *ids;          /* prompt ids (malloc) */
-    int n_ids;
-    char *answer;          /* NULL when the row has none */
-} grpo_row;
-
-static void free_rows(grpo_row *rows, int n)
-{
-    for (int i = 0; rows && i < n; i++) {
-        free(rows[i].ids);
-        free(rows[i].answer);
-    }
-    free(rows);
-}
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
-/* The prompt's ids: the text encoded with the tokenizer's special tokens, or
- * one user message in a chat template with the generation prompt. */
-static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenizer *tok, const pt_chat_template *t)
-{
-    int32_t *ids = NULL;
-    size_t len = 0;
-    int st;
-    if (t) {
-        pt_chat_message m = { PT_CHAT_ROLE_USER, text, NULL };
-        pt_chat_options co;
-        (void)pt_chat_options_init(&co);
-        co.add_generation_prompt = 1;
-        st = pt_chat_render_ids(&ids, NULL, &len, t, tok, &m, 1, &co);
-    } else {
-        st = pt_tokenizer_encode(&ids, &len, tok, text, strlen(text), PT_TOK_ADD_SPECIAL);
-    }
-    if (st)
-        return st;
-    *out = malloc((len ? len : 1) * sizeof **out);
-    if (!*out) {
-        pt_free(ids);
-        return PT_ENOMEM;
-    }
-    if (len)
-        memcpy(*out, ids, len * sizeof *ids);
-    pt_free(ids);
-    *n = (int)len;
-    return PT_OK;
-}
-
-/* The row of one line (`where`: "FILE line N") into *r, which is zeroed;
- * 0, or 1 after the message naming the line. */
-static int read_row(grpo_row *r, const char *line, size_t len, const char *where, bool need_answer,
-                    const pt_tokenizer *tok, const pt_chat_template *t)
-{
-    if (len > MAX_LINE || strlen(line) != len) {
-        fprintf(stderr, "posttrain grpo: %s: too long or holds a NUL byte\n", where);
-        return 1;
-    }
-    cJSON *j = cJSON_ParseWithLength(line, len);
-    const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt") : NULL;
-    const cJSON *ans = j ? cJSON_GetObjectItemCaseSensitive(j, "answer") : NULL;
-    const char *why = !j || !cJSON_IsObject(j)        ? "not a JSON object"
-                      : !cJSON_IsString(p)            ? "needs a string \"prompt\""
-                      : ans && !cJSON_IsString(ans)   ? "\"answer\" must be a string"
-                      : need_answer && !ans           ? "needs a string \"answer\" (the exact and contains rewards)"
-                      : NULL;
-    if (why) {
-        fprintf(stderr, "posttrain grpo: %s: %s\n", where, why);
-        cJSON_Delete(j);
-        return 1;
-    }
-    int st = prompt_ids(&r->ids, &r->n_ids, p->valuestring, tok, t);
-    if (!st && ans && !(r->answer = dup_str(ans->valuestring)))
-        st = PT_ENOMEM;
-    cJSON_Delete(j);
-    if (st)
-        return cli_fail(where, st);
-    if (r->n_ids < 1) {
-        fprintf(stderr, "posttrain grpo: %s: the prompt encodes to no tokens\n", where);
-        return 1;
-    }
-    return 0;
-}
-
-/* Read every row; a malformed one is an error naming its line. */
-static int load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_tokenizer *tok,
-                     const pt_chat_template *t)
-{
-    FILE *f = fopen(a->data, "r");
-    if (!f) {
-        fprintf(stderr, "posttrain grpo: cannot open %s: %s\n", a->data, strerror(errno));
-        return 1;
-    }
-    grpo_row *rows = NULL;
-    int n = 0, cap = 0, rc = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    long lineno = 0;
-    bool need_answer = false;
-    for (int k = 0; k < a->rewards.n; k++)
-        need_answer |= a->rewards.kind[k] != REWARD_LENGTH;
-    while (!rc && (len = getline(&line, &lcap, f)) >= 0) {
-        lineno++;
-        size_t s = 0;
-        while (s < (size_t)len && isspace((unsigned char)line[s]))
-            s++;
-        if (s == (size_t)len)
-            continue;   /* blank line */
-        if (n == cap) {
-            grpo_row *r = realloc(rows, (size_t)(cap ? 2 * cap : 64) * sizeof *r);
-            if (!r) {
-                fprintf(stderr, "posttrain grpo: out of memory\n");
-                rc = 1;
-                break;
-            }
-            rows = r;
-            cap = cap ? 2 * cap : 64;
-        }
-        char where[512];
-        snprintf(where, sizeof where, "%s line %ld", a->data, lineno);
-        memset(&rows[n], 0, sizeof rows[n]);
-        rc = read_row(&rows[n++], line, (size_t)len, where, need_answer, tok, t);
-    }
-    if (!rc && ferror(f)) {
-        fprintf(stderr, "posttrain grpo: reading %s: %s\n", a->data, strerror(errno));
-        rc = 1;
-    } else if (!rc && n == 0) {
-        fprintf(stderr, "posttrain grpo: %s has no rows\n", a->data);
-        rc = 1;
-    }
-    free(line);
-    fclose(f);
-    if (rc) {
-        free_rows(rows, n);
-        return rc;
-    }
-    *out = rows;
-    *n_out = n;
-    return 0;
-}
-
-/* ---- rewards ------------------------------------------------------------------ */
-
-typedef struct reward_ctx {
-    const grpo_args *a;
-    const pt_tokenizer *tok;
-    const grpo_row *rows;
-    const int *group_row;      /* group id (prompt slot in the step) -> row */
-} reward_ctx;
-
-static void strip(const char **s, size_t *n)
-{
-    while (*n && isspace((unsigned char)(*s)[0])) {
-        (*s)++;
-        (*n)--;
-    }
-    while (*n && isspace((unsigned char)(*s)[*n - 1]))
-        (*n)--;
-}
-
-static int builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload)
-{
-    const reward_ctx *rc = payload;
-    const int kind = rc->a->rewards.kind[batch->func_index];
-    for (int i = 0; i < batch->n; i++) {
-        const pt_reward_item *it = &batch->items[i];
-        const int n_comp = it->n_ids - it->prompt_len;
-        if (kind == REWARD_LENGTH) {
-            rewards[i] = -(float)n_comp / (float)rc->a->gen.max_new_tokens;
-            continue;
-        }
-        const char *answer = rc->rows[rc->group_row[it->group]].answer;
-        char *text;
-        size_t len;
-        if (pt_tokenizer_decode(&text, &len, rc->tok, it->ids + it->prompt_len, (size_t)n_comp,
-                                PT_TOK_SKIP_SPECIAL))
-            return 1;
-        if (kind == REWARD_EXACT) {
-            const char *s = text, *t = answer;
-            size_t ns = len, nt = strlen(answer);
-            strip(&s, &ns);
-            strip(&t, &nt);
-            rewards[i] = ns == nt && !memcmp(s, t, ns) ? 1.0f : 0.0f;
-        } else {
-            rewards[i] = answer[0] == '\0' || strstr(text, answer) ? 1.0f : 0.0f;
-        }
-        pt_free(text);
-    }
-    return 0;
-}
-
 /* ---- the run ------------------------------------------------------------------ */
 
 static void json_num(FILE *f, const char *key, double v)
@@ -421,7 +155,7 @@ static void grpo_free(grpo_run *r)
         fclose(r->metrics);
     free(r->prompts); free(r->plens); free(r->tokens); free(r->ntok); free(r->fin); free(r->lps);
     free(r->ids); free(r->order); free(r->group_row);
-    free_rows(r->rows, r->n_rows);
+    grpo_free_rows(r->rows, r->n_rows);
     pt_rollout_buffer_free(r->buf);
     pt_generator_free(r->gen);
     pt_context_free(r->ctx);
@@ -448,7 +182,7 @@ static int load(grpo_run *r)
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))
         return cli_fail("--chat", st);
-    if (load_rows(&r->rows, &r->n_rows, a, r->tok, r->tpl))
+    if (grpo_load_rows(&r->rows, &r->n_rows, a, r->tok, r->tpl))
         return 1;
     for (int i = 0; i < r->n_rows; i++)
         r->max_prompt = r->rows[i].n_ids > r->max_prompt ? r->rows[i].n_ids : r->max_prompt;
@@ -590,7 +324,7 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
         return cli_fail("reference log-probabilities", st);
     reward_ctx rc = { a, r->tok, r->rows, r->group_row };
     for (int k = 0; k < a->rewards.n; k++)
-        if ((st = pt_rollout_buffer_score(r->buf, k, builtin_reward, &rc)))
+        if ((st = pt_rollout_buffer_score(r->buf, k, grpo_builtin_reward, &rc)))
             return cli_fail("scoring", st);
     return 0;
 }
