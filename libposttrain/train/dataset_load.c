@@ -96,6 +96,47 @@ static int encode_into(int32_t **ids, uint8_t **mask, size_t *len, const pt_toke
     return st;
 }
 
+/* A prompt/completion row: the ids of encoding prompt + completion as one
+ * text (with the post-processor's special tokens), never the two encoded
+ * apart, so a SentencePiece-style tokenizer prepends its word-boundary marker
+ * once, at the start, and not again before the completion.  The completion
+ * (mask 1) starts at the first id where the whole text's ids depart from the
+ * prompt's own ids: when the prompt's ids are a prefix of the whole text's,
+ * exactly after them; when a token straddles the boundary (a merge joins the
+ * prompt's last characters with the completion's first), that token and
+ * everything after it are the completion's.  With mask_prompt false the
+ * prompt is trained on too. */
+static int prompt_completion(int32_t **ids, uint8_t **mask, size_t *n, const pt_tokenizer *tok, const char *prompt,
+                             size_t plen, const char *completion, size_t clen, bool mask_prompt)
+{
+    if (plen > SIZE_MAX - 1 - clen)
+        return pt_err(PT_ERANGE, "prompt and completion are too long");
+    char *whole = pt_malloc(plen + clen + 1);
+    if (!whole)
+        return PT_ENOMEM;
+    if (plen)
+        memcpy(whole, prompt, plen);
+    if (clen)
+        memcpy(whole + plen, completion, clen);
+    whole[plen + clen] = 0;
+    int32_t *w = NULL, *p = NULL;
+    size_t nw = 0, np = 0;
+    int st = pt_tokenizer_encode(&w, &nw, tok, whole, plen + clen, PT_TOK_ADD_SPECIAL);
+    pt_free(whole);
+    if (!st)
+        st = pt_tokenizer_encode(&p, &np, tok, prompt, plen, PT_TOK_ADD_SPECIAL);
+    size_t k = 0;
+    while (!st && k < nw && k < np && w[k] == p[k])
+        k++;
+    if (!st)
+        st = append(ids, mask, n, w, k, mask_prompt ? 0 : 1);
+    if (!st)
+        st = append(ids, mask, n, w + k, nw - k, 1);
+    pt_free(w);
+    pt_free(p);
+    return st;
+}
+
 static int row_messages(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r, const cJSON *msgs,
                         const pt_tokenizer *tok, const pt_chat_template *tpl)
 {
@@ -193,10 +234,8 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
         return pt_jsonl_err(r, PT_EFORMAT, "a row needs \"text\", \"prompt\"+\"completion\", \"messages\" or \"input_ids\"");
     if ((st = pt_jsonl_row_string(&completion, &clen, r, row, "completion", 1)))
         return st;
-    st = encode_into(ids, mask, n, tok, prompt, plen, PT_TOK_ADD_SPECIAL, co ? 0 : 1);
-    if (!st)
-        st = encode_into(ids, mask, n, tok, completion, clen, 0, 1);
-    if (!st && add_eos)
+    st = prompt_completion(ids, mask, n, tok, prompt, plen, completion, clen, co);
+    if (!st && add_eos && !(*n > 0 && (*ids)[*n - 1] == eos))
         st = append(ids, mask, n, &eos, 1, 1);
     return st;
 }
