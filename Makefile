@@ -4,8 +4,9 @@ BUILD      ?= build
 BUILD_ASAN ?= build-asan
 FUZZ_SECS  ?= 10
 MESON_OPTS ?=
+PREFIX     ?= /usr/local
 
-.PHONY: all deps build demo test test-fast test-asan install-test fuzz bench clean
+.PHONY: all deps build demo test test-fast test-asan install install-test fuzz bench clean
 
 all: build
 
@@ -41,6 +42,12 @@ test-asan: deps
 	ninja -C $(BUILD_ASAN)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    meson test -C $(BUILD_ASAN) --print-errorlogs --num-processes 2 --timeout-multiplier 4
+
+# Install the library, headers, posttrain.pc, the CLI, the Python binding and
+# docs/ under PREFIX (README.md, "Installing").
+install: build
+	meson configure $(BUILD) -Dprefix=$(PREFIX)
+	meson install -C $(BUILD)
 
 install-test: build
 	scripts/install_test.sh $(BUILD)

@@ -1,7 +1,11 @@
-/* The smallest libposttrain host: built against the installed headers with
- *   cc minimal.c $(pkg-config --cflags --libs posttrain)
- * It checks the header/library versions, shows the error convention, and
- * installs a log callback. */
+/* The smallest libposttrain host, built against the installed copy as
+ * README.md ("Installing") says, e.g. with PREFIX=$HOME/.local:
+ *   export PKG_CONFIG_PATH=$HOME/.local/lib/x86_64-linux-gnu/pkgconfig
+ *   cc -std=c11 examples/minimal.c -o minimal $(pkg-config --cflags --libs posttrain) \
+ *      -Wl,-rpath,$(pkg-config --variable=libdir posttrain)
+ * (scripts/install_test.sh runs exactly those commands).  It checks the
+ * header/library versions, shows the error convention, and installs a log
+ * callback. */
 #include <posttrain/posttrain.h>
 
 #include <stdio.h>
