@@ -110,9 +110,16 @@ PT_API int pt_set_abort_callback(pt_abort_fn fn, void *payload);
  * it asks to stop, PT_OK otherwise.  Hosts may call it from their own loops. */
 PT_API int pt_check_abort(void);
 
-/* Threads.  Every kernel (BLIS GEMMs included, through per-call settings, and
- * the library's own OpenMP loops) uses this many threads.  The default is the
- * PT_NUM_THREADS environment variable if set, else the number of online CPUs. */
+/* Threads.  pt_set_num_threads sets the process setting: the count every
+ * kernel (BLIS GEMMs included, through per-call settings, and the library's
+ * own OpenMP loops) uses in a call whose context or generator has no count of
+ * its own (pt_context_set_num_threads, pt_generator_set_num_threads), and in
+ * calls without either (pt_optimizer_step, model loading).  The default is the
+ * PT_NUM_THREADS environment variable if set, else the number of online CPUs.
+ * n must be in [1, 1024].
+ * pt_get_num_threads is the count in effect on the calling thread: 1 inside an
+ * OpenMP parallel region, else the count of the library call running on this
+ * thread (from a callback), else the process setting. */
 PT_API int pt_set_num_threads(int n);
 PT_API int pt_get_num_threads(void);
 

@@ -80,6 +80,12 @@ typedef struct pt_generator pt_generator;
 /* A generator for `model` with room for max_batch rows of max_seq tokens. */
 PT_API int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq);
 PT_API void pt_generator_free(pt_generator *gen);
+/* Threads for pt_generate on this generator: n in [1, 1024], or 0 to follow
+ * the process setting (the default); as pt_context_set_num_threads.  The
+ * per-row loops use at most max(process setting at creation, online CPUs).
+ * pt_generator_get_num_threads: the count its calls use now. */
+PT_API int pt_generator_set_num_threads(pt_generator *gen, int n);
+PT_API int pt_generator_get_num_threads(const pt_generator *gen);
 
 /* Generate for `batch` prompts.  Prompt b is prompt_lens[b] >= 1 ids,
  * stored back to back in prompt_ids (prompt b starts after the ids of

@@ -140,6 +140,16 @@ typedef struct pt_context pt_context;
 
 PT_API int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq);
 PT_API void pt_context_free(pt_context *ctx);
+/* Threads for every call on this context (forward, backward, loss, and the
+ * SFT/GRPO steps and evaluation that run on it, optimizer update included):
+ * n in [1, 1024], or 0 to follow the process setting (pt_set_num_threads; the
+ * default).  Attention uses at most max(process setting when the context was
+ * created, online CPUs).  Results are bit-identical for the same count.
+ * Give each host thread that trains its own context a share of the cores
+ * (docs/api.md, "Threads").  pt_context_get_num_threads: the count its calls
+ * use now (the process setting when 0 was set). */
+PT_API int pt_context_set_num_threads(pt_context *ctx, int n);
+PT_API int pt_context_get_num_threads(const pt_context *ctx);
 
 /* One batch of B rows of T tokens.  Fill with pt_batch_init() first. */
 typedef struct pt_batch {

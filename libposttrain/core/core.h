@@ -30,6 +30,20 @@ void pt_log(int level, const char *fmt, ...) PT_PRINTF(2, 3);
  * its argument checks. */
 void pt_log_install(pt_log_fn fn, int max_level, void *payload);
 
+/* ---- threads ---------------------------------------------------------------
+ * pt_get_num_threads() is the count a kernel uses now: 1 inside a parallel
+ * region, else the count of the library call running on this host thread
+ * (set by pt_threads_enter), else the process setting.  An entry point that
+ * runs with a context or a generator brackets its work with
+ *     int prev = pt_threads_enter(n);  ...  pt_threads_leave(prev);
+ * (n <= 0 keeps the enclosing count), so two host threads each with their own
+ * count never share a process-wide value. */
+#define PT_MAX_THREADS 1024
+int pt_threads_enter(int n);
+void pt_threads_leave(int prev);
+/* The process setting (pt_set_num_threads, or the default). */
+int pt_get_process_num_threads(void);
+
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool pt_mul_size(size_t a, size_t b, size_t *out)
 {

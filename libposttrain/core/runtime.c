@@ -1,5 +1,6 @@
 /* Process-wide settings (the log callback and its levels, threads, the
- * version and feature list) and per-thread cancellation. */
+ * version and feature list), per-thread cancellation and the thread count of
+ * the call running on a host thread. */
 #include "core.h"
 
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <omp.h>
 
 int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload)
 {
@@ -46,8 +48,10 @@ int pt_check_abort(void)
     return PT_OK;
 }
 
-#define PT_MAX_THREADS 1024
 static atomic_int num_threads; /* 0: not decided yet */
+/* The count of the library call running on this host thread (a context's or a
+ * generator's, set by pt_threads_enter); 0 outside such a call. */
+static _Thread_local int tl_call_threads;
 
 static int default_threads(void)
 {
@@ -75,7 +79,20 @@ int pt_set_num_threads(int n)
     return PT_OK;
 }
 
-int pt_get_num_threads(void)
+int pt_threads_enter(int n)
+{
+    int prev = tl_call_threads;
+    if (n > 0)
+        tl_call_threads = n > PT_MAX_THREADS ? PT_MAX_THREADS : n;
+    return prev;
+}
+
+void pt_threads_leave(int prev)
+{
+    tl_call_threads = prev;
+}
+
+int pt_get_process_num_threads(void)
 {
     int n = atomic_load(&num_threads);
     if (n == 0) {
@@ -85,6 +102,15 @@ int pt_get_num_threads(void)
             n = expected;
     }
     return n;
+}
+
+int pt_get_num_threads(void)
+{
+    /* Inside a parallel region (ours, or the host's own OpenMP team) another
+     * team would fight the running one for the same cores: one thread. */
+    if (omp_in_parallel())
+        return 1;
+    return tl_call_threads > 0 ? tl_call_threads : pt_get_process_num_threads();
 }
 
 /* ---- features ---- */

@@ -48,6 +48,7 @@ struct pt_context {
     bool has_seg;
     float *lora_buf;      /* LoRA adapter scratch (pt_lora_scratch), grown on demand */
     size_t lora_cap;
+    int num_threads;      /* pt_context_set_num_threads; 0: the process setting */
 };
 
 /* ---- allocation --------------------------------------------------------------- */
@@ -182,6 +183,22 @@ void pt_context_free(pt_context *ctx)
     pt_free_aligned(ctx->lora_buf);
     pt_free(ctx->acts);
     pt_free(ctx);
+}
+
+int pt_context_set_num_threads(pt_context *ctx, int n)
+{
+    PT_CHECK_NULL(ctx);
+    PT_CHECK_ARG(n >= 0 && n <= PT_MAX_THREADS, n,
+                 "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
+    ctx->num_threads = n;
+    return PT_OK;
+}
+
+int pt_context_get_num_threads(const pt_context *ctx)
+{
+    if (!ctx)
+        return pt_err(PT_EINVAL, "pt_context_get_num_threads: ctx is NULL");
+    return ctx->num_threads > 0 ? ctx->num_threads : pt_get_process_num_threads();
 }
 
 int pt_batch_init(pt_batch *b)
@@ -385,7 +402,7 @@ void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io 
 }
 
 /* b: a batch read by read_batch. */
-static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
+static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
                         float *entropy, const float *fused_dlp)
 {
     pt_model *m = ctx->model;
@@ -431,6 +448,16 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
     return PT_OK;
 }
 
+/* forward_run with the context's thread count. */
+static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
+                        float *entropy, const float *fused_dlp)
+{
+    int prev = pt_threads_enter(ctx->num_threads);
+    int st = forward_run(ctx, b, logprobs, logits, entropy, fused_dlp);
+    pt_threads_leave(prev);
+    return st;
+}
+
 int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
 {
     PT_CHECK_NULL(ctx);
@@ -452,7 +479,7 @@ int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs
 
 /* ---- backward ------------------------------------------------------------------- */
 
-static int backward_impl(pt_context *ctx, const float *dlp)
+static int backward_run(pt_context *ctx, const float *dlp)
 {
     pt_model *m = ctx->model;
     const pt_model_config *c = &m->cfg;
@@ -518,6 +545,15 @@ static int backward_impl(pt_context *ctx, const float *dlp)
     if (m->g.embed) /* NULL when the base is frozen (LoRA) */
         pt_embedding_backward(m->g.embed, dx, ctx->ids, n, H);
     return PT_OK;
+}
+
+/* backward_run with the context's thread count. */
+static int backward_impl(pt_context *ctx, const float *dlp)
+{
+    int prev = pt_threads_enter(ctx->num_threads);
+    int st = backward_run(ctx, dlp);
+    pt_threads_leave(prev);
+    return st;
 }
 
 int pt_model_backward(pt_context *ctx, const float *dlogprobs)

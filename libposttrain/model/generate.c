@@ -44,6 +44,7 @@ struct pt_generator {
     size_t lora_cap;
     pt_generate_logits_fn hook;
     void *hook_payload;
+    int num_threads;           /* pt_generator_set_num_threads; 0: the process setting */
 };
 
 int pt_generate_options_init(pt_generate_options *o)
@@ -58,6 +59,22 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 {
     gen->hook = fn;
     gen->hook_payload = payload;
+}
+
+int pt_generator_set_num_threads(pt_generator *gen, int n)
+{
+    PT_CHECK_NULL(gen);
+    PT_CHECK_ARG(n >= 0 && n <= PT_MAX_THREADS, n,
+                 "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
+    gen->num_threads = n;
+    return PT_OK;
+}
+
+int pt_generator_get_num_threads(const pt_generator *gen)
+{
+    if (!gen)
+        return pt_err(PT_EINVAL, "pt_generator_get_num_threads: gen is NULL");
+    return gen->num_threads > 0 ? gen->num_threads : pt_get_process_num_threads();
 }
 
 /* ---- allocation --------------------------------------------------------------- */
@@ -570,10 +587,12 @@ int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *promp
     pt_sampler s = { .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
                      .min_p = o.min_p };
     reset_rows(g, &o, batch, tokens, n_tokens, finish_reasons, logprobs);
-    if ((st = prefill_all(g, prompt_ids, prompt_lens, batch)) != PT_OK)
-        return st;
-    return decode_all(g, &s, batch, M, n_stop, prompt_lens, tokens, n_tokens, finish_reasons,
-                      logprobs);
+    int prev = pt_threads_enter(g->num_threads);
+    if ((st = prefill_all(g, prompt_ids, prompt_lens, batch)) == PT_OK)
+        st = decode_all(g, &s, batch, M, n_stop, prompt_lens, tokens, n_tokens, finish_reasons,
+                        logprobs);
+    pt_threads_leave(prev);
+    return st;
 }
 
 /* ---- pt_finish_reason names ---- */

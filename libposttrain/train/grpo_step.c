@@ -353,7 +353,10 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     pt_grpo_stats_init(&local);
     st = pt_grpo_accumulate(&local, ctx, pt_optimizer_model(opt), buf, &o);
     pt_step_stats ss;
-    if ((st = pt_train_finish_step(&ss, opt, st, local.tokens, local.loss)))
+    int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
+    st = pt_train_finish_step(&ss, opt, st, local.tokens, local.loss);
+    pt_threads_leave(prev);
+    if (st)
         return st;
     PT_STEP_STATS_COPY(&local, &ss);
     pt_struct_write(stats, &local);

@@ -125,7 +125,10 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
         st = accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens);
     local.loss = total > 0 ? loss_sum / total : 0.0;
     pt_step_stats ss;
-    if ((st = pt_train_finish_step(&ss, opt, st, total, local.loss)))
+    int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
+    st = pt_train_finish_step(&ss, opt, st, total, local.loss);
+    pt_threads_leave(prev);
+    if (st)
         return st;
     PT_STEP_STATS_COPY(&local, &ss);
     pt_struct_write(stats, &local);
