@@ -60,6 +60,40 @@ FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
                      long long steps);
 
+/* ---- outputs against inputs and earlier runs (cli_out.c) ---- */
+
+/* Refuse (usage error, 2) an output path that is, or lies inside, or holds,
+ * an input path: compared as resolved paths and by st_dev/st_ino; the
+ * message names both options.  0 when they are apart or either is NULL. */
+#define CLI_ALLOW_IN_INSIDE_OUT 1u /* the input may lie inside the output directory */
+#define CLI_ALLOW_OUT_INSIDE_IN 2u /* the output may lie inside the input directory */
+int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
+                       const char *in, unsigned allow);
+
+/* A training command's hold on its --out directory. */
+typedef struct cli_out {
+    int lock_fd;
+    char resume[4096]; /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
+} cli_out;
+#define CLI_OUT_CONTINUE 1u   /* --resume DIR: the run continues what OUT holds */
+#define CLI_OUT_OVERWRITE 2u  /* --overwrite: replace an earlier run */
+#define CLI_OUT_AUTO 4u       /* --resume auto: continue from the latest checkpoint */
+#define CLI_OUT_CAN_RESUME 8u /* the command has --resume (for the message) */
+/* Create OUT, lock OUT/.posttrain.lock for the run (a second run on it
+ * fails), remove half-written checkpoint and file names a killed run left,
+ * and refuse an OUT (or a non-empty `metrics` file) an earlier run used
+ * unless `flags` continue or replace it (--overwrite removes OUT/checkpoints
+ * and OUT/adapter).  0, else the exit code after the message. */
+int cli_out_begin(cli_out *o, const char *cmd, const char *out, const char *metrics, unsigned flags);
+void cli_out_end(cli_out *o);
+/* A checkpoint in OUT/checkpoints past `step` (a resumed run would collide
+ * with it): 1 after the message, else 0. */
+int cli_out_check_later(const char *cmd, const char *out, long long step);
+/* Keep the rows of the metrics file at `path` up to `step` (dropping later
+ * ones and a row a kill cut short), rewritten atomically; a missing file is
+ * fine.  0, or 1 after the message. */
+int cli_metrics_trim(const char *cmd, const char *path, long long step);
+
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -93,6 +93,17 @@ int cmd_eval(int argc, char **argv)
         pt_model_free(m);
         return cli_fail("eval", st);
     }
+    if (r->n_rows == 0 || r->tokens == 0) {
+        /* a loss over nothing is not a loss of 0 */
+        if (r->n_rows == 0)
+            fprintf(stderr, "posttrain eval: %s has no rows to score\n", a.data);
+        else
+            fprintf(stderr, "posttrain eval: %s: none of its %zu rows has a token to predict\n", a.data,
+                    r->n_rows);
+        pt_eval_result_free(r);
+        pt_model_free(m);
+        return 1;
+    }
     if (a.json)
         print_json(r);
     else

@@ -199,6 +199,15 @@ static int stop_ids(int32_t stop[2], const gen_args *a, const pt_model *m, const
 static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int32_t *prompt, int n_prompt)
 {
     const int G = a->num_samples, M = a->gen.max_new_tokens < 1 ? 1 : a->gen.max_new_tokens;
+    /* positions past max_position_embeddings are outside what the model was made for */
+    pt_model_config cfg;
+    pt_model_config_init(&cfg);
+    pt_model_get_config(&cfg, m);
+    if (cfg.max_position_embeddings > 0 && (int64_t)n_prompt + M > cfg.max_position_embeddings) {
+        fprintf(stderr, "posttrain generate: the prompt (%d tokens) plus --max-new-tokens %d exceeds the model's "
+                        "max_position_embeddings %d\n", n_prompt, M, cfg.max_position_embeddings);
+        return 1;
+    }
     int32_t *prompts = malloc((size_t)G * (size_t)n_prompt * sizeof *prompts);
     int32_t *lens = malloc((size_t)G * sizeof *lens), *cnt = malloc((size_t)G * sizeof *cnt);
     int32_t *fin = malloc((size_t)G * sizeof *fin);

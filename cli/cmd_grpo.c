@@ -60,6 +60,8 @@ static const cli_opt k_grpo_other_opts[] = {
     { CLI_UINT64, "seed", GRPO(seed), "N", .def = "0", .help = "prompt order, sampling, LoRA init" },
     { CLI_INT, "threads", GRPO(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
     { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
+    { CLI_FLAG, "overwrite", GRPO(overwrite),
+      .help = "replace an earlier run in --out; without it a used --out is\nrefused" },
     { CLI_INT, "log-every", GRPO(log_every), "N", .def = "1", .lo = 1, .hi = 1e9, .help = "progress line interval" },
 };
 #undef GRPO
@@ -135,6 +137,7 @@ typedef struct grpo_run {
     int P, N;          /* prompts and samples per step */
     int64_t total;
     FILE *metrics;
+    cli_out out;
     /* per step: N prompts and completions; the prompt order and its rows */
     int32_t *prompts, *plens, *tokens, *ntok, *fin, *ids, *order, *group_row;
     float *lps;
@@ -164,6 +167,7 @@ static void grpo_free(grpo_run *r)
     pt_chat_template_free(r->tpl);
     pt_model_free(r->ref);
     pt_model_free(r->model);
+    cli_out_end(&r->out);
 }
 
 /* The model, its tokenizer and chat template, and the prompts. */
@@ -249,7 +253,7 @@ static int setup(grpo_run *r)
     bo.reward_weights = a->rewards.weight;
     if ((st = pt_rollout_buffer_create(&r->buf, &bo)))
         return cli_fail("rollout buffer", st);
-    if (alloc_buffers(r) || cli_make_out_dir("grpo", a->out) ||
+    if (alloc_buffers(r) ||
         !(r->metrics = cli_open_metrics("grpo", a->metrics, a->out, "w")))
         return 1;
     fprintf(stderr, "posttrain grpo: %d prompts, %lld steps of %d prompts x %d generations, rewards", r->n_rows,
@@ -413,12 +417,30 @@ int cmd_grpo(int argc, char **argv)
 {
     grpo_run r;
     memset(&r, 0, sizeof r);
+    r.out.lock_fd = -1;
     int rc = parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
     int st;
     if (r.a.threads && (st = pt_set_num_threads(r.a.threads)))
         return cli_fail("--threads", st);
+    /* before anything is written: outputs apart from the inputs, --out locked and unused */
+    const grpo_args *a = &r.a;
+    if ((rc = cli_check_disjoint("grpo", "--out", a->out, "--model", a->model, 0)) ||
+        (rc = cli_check_disjoint("grpo", "--out", a->out, "--data", a->data, 0)) ||
+        (rc = cli_check_disjoint("grpo", "--metrics", a->metrics, "--model", a->model, 0)) ||
+        (rc = cli_check_disjoint("grpo", "--metrics", a->metrics, "--data", a->data, 0)) ||
+        (rc = cli_check_disjoint("grpo", "--metrics", a->metrics, "--out", a->out, CLI_ALLOW_OUT_INSIDE_IN))) {
+        grpo_free(&r);
+        return rc;
+    }
+    char mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", a->out);
+    if ((rc = cli_out_begin(&r.out, "grpo", a->out, a->metrics ? a->metrics : mpath,
+                            a->overwrite ? CLI_OUT_OVERWRITE : 0))) {
+        grpo_free(&r);
+        return rc;
+    }
     rc = load(&r) || setup(&r) || train(&r) ||
          cli_save_trained("grpo", r.model, r.a.out, r.a.model, (long long)r.total);
     grpo_free(&r);

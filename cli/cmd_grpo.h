@@ -19,7 +19,7 @@ typedef struct grpo_rewards {
 
 typedef struct grpo_args {
     const char *model, *data, *out, *metrics, *chat_template;
-    bool chat;
+    bool chat, overwrite;
     pt_optimizer_options opt;
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */

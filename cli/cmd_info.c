@@ -10,13 +10,15 @@
 #include <string.h>
 
 typedef struct info_args {
-    bool json;
+    bool json, lenient;
     int context, batch, seq, rank;
 } info_args;
 
 #define INFO(field) offsetof(info_args, field)
 static const cli_opt k_info_opts[] = {
     { CLI_FLAG, "json", INFO(json), .help = "print one JSON object instead of text" },
+    { CLI_FLAG, "lenient", INFO(lenient),
+      .help = "describe a directory whose weights will not load too (it still\nexits 1 and says it is broken)" },
     { CLI_INT, "context", INFO(context), "T", .lo = 1, .hi = 1 << 24,
       .help = "inference length for the KV-cache estimate (default: min(max\npositions, 2048))" },
     { CLI_INT, "batch", INFO(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
@@ -33,7 +35,9 @@ static const cli_command k_info = {
     .usage = "[options] DIR",
     .about = "Describe a Hugging Face model directory (config.json + safetensors): architecture,\n"
              "sizes, parameter count, dtypes on disk, and estimated memory for inference, full\n"
-             "fine-tuning (AdamW, FP32) and LoRA.",
+             "fine-tuning (AdamW, FP32) and LoRA.  The weights are checked as loading checks\n"
+             "them (every shard present; tensor names, shapes and dtypes against config.json):\n"
+             "a directory that will not load is an error (exit 1) before anything is printed.",
     .max_args = 1,
 };
 
@@ -244,6 +248,13 @@ int cmd_info(int argc, char **argv)
     int st = pt_model_dir_inspect(&info, dir);
     if (st)
         return cli_fail("info", st);
+    /* the same check as loading, before anything is reported */
+    const bool broken = info.weights_status != PT_OK;
+    if (broken && !a.lenient) {
+        fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s (--lenient describes it anyway)\n",
+                dir, pt_status_name(info.weights_status), info.weights_problem);
+        return 1;
+    }
     const pt_model_config *c = &info.config;
     mem_est e = { 0 };
     e.context = a.context ? a.context : (c->max_position_embeddings < 2048 ? c->max_position_embeddings : 2048);
@@ -255,5 +266,11 @@ int cmd_info(int argc, char **argv)
         print_json(dir, &info, &e);
     else
         print_text(dir, &info, &e);
+    if (broken) {
+        fflush(stdout);
+        fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s\n", dir,
+                pt_status_name(info.weights_status), info.weights_problem);
+        return 1;
+    }
     return 0;
 }

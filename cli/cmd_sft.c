@@ -17,6 +17,7 @@ typedef struct sft_args {
     int64_t steps;
     double epochs;
     int grad_accum, eval_every, save_every, log_every;
+    bool overwrite;
     cli_lora_args lora;
 } sft_args;
 
@@ -54,7 +55,10 @@ static const cli_opt k_sft_data_opts[] = {
 static const cli_opt k_sft_output_opts[] = {
     { CLI_INT, "save-every", SFT(save_every), "N", .def = "0", .lo = 0, .hi = 1e9,
       .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none" },
-    { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR", .help = "continue from a checkpoint, bit-identically" },
+    { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
+      .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_FLAG, "overwrite", SFT(overwrite),
+      .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", SFT(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
     { CLI_INT, "log-every", SFT(log_every), "N", .def = "10", .lo = 1, .hi = 1e9,
       .help = "progress line interval when not on a terminal" },
@@ -87,6 +91,8 @@ static int parse_args(sft_args *a, int argc, char **argv)
         return rc;
     if (a->steps && a->epochs > 0)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
+    if (a->overwrite && a->resume)
+        return cli_usage_error("sft", "give --resume or --overwrite, not both");
     return cli_check_lora("sft", &a->lora);
 }
 
@@ -226,9 +232,11 @@ typedef struct sft_run {
     pt_optimizer *opt;
     pt_context *ctx;
     FILE *metrics;
+    cli_out out;
+    char metrics_path[4096];
     pt_dataset_stats ds;
     int max_seq;
-    int64_t total, step;
+    int64_t total, step, resumed_step;
     micro_batches mb;
 } sft_run;
 
@@ -241,6 +249,7 @@ static void sft_free(sft_run *r)
     pt_optimizer_free(r->opt);
     pt_dataset_free(r->data);
     pt_model_free(r->model);
+    cli_out_end(&r->out);
 }
 
 /* The model (with its LoRA adapters) and the data, with their statistics. */
@@ -304,25 +313,49 @@ static int setup(sft_run *r)
         return cli_fail("context", st);
     if (cli_make_out_dir("sft", a->out))
         return 1;
+    r->resumed_step = -1;
     if (a->resume) {
         if (resume_from(&r->step, a, r->model, r->opt, r->data))
             return 1;
         fprintf(stderr, "posttrain sft: resumed at step %lld from %s\n", (long long)r->step, a->resume);
+        r->resumed_step = r->step;
+        /* continue the metrics after the checkpoint's step, without the rows
+         * of steps it is about to redo */
+        if (cli_out_check_later("sft", a->out, (long long)r->step) ||
+            cli_metrics_trim("sft", r->metrics_path, (long long)r->step))
+            return 1;
     }
-    if (!(r->metrics = cli_open_metrics("sft", a->metrics, a->out, a->resume ? "a" : "w")))
+    if (!(r->metrics = cli_open_metrics("sft", r->metrics_path, a->out, a->resume ? "a" : "w")))
         return 1;
     return micro_alloc(&r->mb, a->grad_accum, (size_t)a->data_opts.batch_size * (size_t)r->max_seq);
+}
+
+/* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
+ * not finite (JSON has no NaN or infinity). */
+static void json_num(FILE *f, const char *key, bool g, int prec, double v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    if (!isfinite(v))
+        fprintf(f, "null");
+    else if (g)
+        fprintf(f, "%.*g", prec, v);
+    else
+        fprintf(f, "%.*f", prec, v);
 }
 
 static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double dt, size_t step_tokens,
                           bool do_eval, double eval_loss)
 {
-    fprintf(f, "{\"step\": %lld, \"loss\": %.6f, \"tokens\": %.0f, \"grad_norm\": %.6g, \"lr\": %.6g, "
-               "\"skipped\": %s, \"step_seconds\": %.4f, \"tokens_per_s\": %.1f",
-            (long long)step, s->loss, s->tokens, s->grad_norm, s->lr, s->skipped ? "true" : "false", dt,
-            (double)step_tokens / dt);
+    fprintf(f, "{\"step\": %lld", (long long)step);
+    json_num(f, "loss", false, 6, s->loss);
+    json_num(f, "tokens", false, 0, s->tokens);
+    json_num(f, "grad_norm", true, 6, s->grad_norm);
+    json_num(f, "lr", true, 6, s->lr);
+    fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
+    json_num(f, "step_seconds", false, 4, dt);
+    json_num(f, "tokens_per_s", false, 1, (double)step_tokens / dt);
     if (do_eval)
-        fprintf(f, ", \"eval_loss\": %.6f", eval_loss);
+        json_num(f, "eval_loss", false, 6, eval_loss);
     fprintf(f, "}\n");
     fflush(f);
 }
@@ -399,15 +432,56 @@ static int train(sft_run *r)
     return rc;
 }
 
+/* Before anything is written: outputs apart from the inputs, then the hold
+ * on --out (its lock, an earlier run in it, --resume auto's checkpoint). */
+static int check_out(sft_run *r)
+{
+    sft_args *a = &r->a;
+    const bool auto_resume = a->resume && !strcmp(a->resume, "auto");
+    const char *resume = auto_resume ? NULL : a->resume;
+    int rc;
+    if ((rc = cli_check_disjoint("sft", "--out", a->out, "--model", a->model, 0)) ||
+        (rc = cli_check_disjoint("sft", "--out", a->out, "--data", a->data, 0)) ||
+        (rc = cli_check_disjoint("sft", "--out", a->out, "--resume", resume, CLI_ALLOW_IN_INSIDE_OUT)) ||
+        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--model", a->model, 0)) ||
+        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--data", a->data, 0)) ||
+        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--resume", resume, 0)) ||
+        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--out", a->out, CLI_ALLOW_OUT_INSIDE_IN)))
+        return rc;
+    if (a->metrics)
+        snprintf(r->metrics_path, sizeof r->metrics_path, "%s", a->metrics);
+    else
+        snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", a->out);
+    unsigned flags = CLI_OUT_CAN_RESUME | (a->overwrite ? CLI_OUT_OVERWRITE : 0) |
+                     (auto_resume ? CLI_OUT_AUTO : resume ? CLI_OUT_CONTINUE : 0);
+    if ((rc = cli_out_begin(&r->out, "sft", a->out, r->metrics_path, flags)))
+        return rc;
+    if (auto_resume) {
+        if (r->out.resume[0]) {
+            a->resume = r->out.resume;
+            fprintf(stderr, "posttrain sft: --resume auto: the latest checkpoint is %s\n", a->resume);
+        } else {
+            a->resume = NULL;
+            fprintf(stderr, "posttrain sft: --resume auto: %s holds no run yet; starting at step 0\n", a->out);
+        }
+    }
+    return 0;
+}
+
 int cmd_sft(int argc, char **argv)
 {
     sft_run r;
     memset(&r, 0, sizeof r);
+    r.out.lock_fd = -1;
     int rc = parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
+    if ((rc = check_out(&r))) {
+        sft_free(&r);
+        return rc;
+    }
     rc = load(&r) || setup(&r) || train(&r) ||
-         (r.a.save_every && save_checkpoint(&r.a, r.model, r.opt, r.data, r.step)) ||
+         (r.a.save_every && r.step != r.resumed_step && save_checkpoint(&r.a, r.model, r.opt, r.data, r.step)) ||
          cli_save_trained("sft", r.model, r.a.out, r.a.model, (long long)r.step);
     sft_free(&r);
     return rc;

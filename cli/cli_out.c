@@ -1,0 +1,362 @@
+/* The output side of the training commands: outputs that would hit an input
+ * are refused (resolved paths and inodes), --out is locked for the run, a
+ * used --out is refused unless the run continues it (--resume) or replaces
+ * it (--overwrite), leftovers of a killed run are removed, and a resumed
+ * run's metrics keep the rows up to the checkpoint's step. */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOCK_NAME ".posttrain.lock"
+
+/* ---- paths -------------------------------------------------------------------- */
+
+/* The absolute, symlink-free form of p, which need not exist: the real path
+ * of its longest existing prefix and the rest as given.  0, or -1. */
+static int resolve(const char *p, char out[PATH_MAX])
+{
+    if (realpath(p, out))
+        return 0;
+    if (errno != ENOENT && errno != ENOTDIR)
+        return -1;
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", p) >= (int)sizeof buf)
+        return -1;
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = '\0';
+    char *slash = strrchr(buf, '/');
+    const char *base = slash ? slash + 1 : buf;
+    char parent[PATH_MAX];
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == buf)
+        snprintf(parent, sizeof parent, "/");
+    else {
+        *slash = '\0';
+        snprintf(parent, sizeof parent, "%s", buf);
+    }
+    char rp[PATH_MAX];
+    if (resolve(parent, rp) != 0)
+        return -1;
+    if (!strcmp(base, ".") || !*base)
+        return snprintf(out, PATH_MAX, "%s", rp) >= PATH_MAX ? -1 : 0;
+    return snprintf(out, PATH_MAX, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base) >= PATH_MAX ? -1 : 0;
+}
+
+/* a and b name the same file or directory: the same inode when both exist,
+ * else the same resolved path. */
+static bool same(const char *ra, const struct stat *sa, bool ea, const char *rb, const struct stat *sb, bool eb)
+{
+    if (ea && eb)
+        return sa->st_dev == sb->st_dev && sa->st_ino == sb->st_ino;
+    return !strcmp(ra, rb);
+}
+
+/* The resolved path inner lies below the directory outer (ro, so, eo). */
+static bool inside(const char *inner, const char *ro, const struct stat *so, bool eo)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", inner);
+    for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+        if (slash == buf)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        struct stat st;
+        bool e = stat(buf, &st) == 0;
+        if (same(buf, &st, e, ro, so, eo))
+            return true;
+        if (slash == buf)
+            break;
+    }
+    return false;
+}
+
+int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
+                       const char *in, unsigned allow)
+{
+    if (!out || !in)
+        return 0;
+    char ro[PATH_MAX], ri[PATH_MAX];
+    if (resolve(out, ro) != 0 || resolve(in, ri) != 0) {
+        fprintf(stderr, "posttrain %s: cannot resolve %s or %s: %s\n", cmd, out, in, strerror(errno));
+        return 1;
+    }
+    struct stat so, si;
+    bool eo = stat(ro, &so) == 0, ei = stat(ri, &si) == 0;
+    if (same(ro, &so, eo, ri, &si, ei))
+        return cli_usage_error(cmd, "%s %s is the same file as %s %s; writing it would destroy that input",
+                               out_opt, out, in_opt, in);
+    if (!(allow & CLI_ALLOW_IN_INSIDE_OUT) && inside(ri, ro, &so, eo))
+        return cli_usage_error(cmd, "%s %s is inside %s %s; writing there could destroy that input", in_opt, in,
+                               out_opt, out);
+    if (!(allow & CLI_ALLOW_OUT_INSIDE_IN) && inside(ro, ri, &si, ei))
+        return cli_usage_error(cmd, "%s %s is inside %s %s; writing there could destroy that input", out_opt,
+                               out, in_opt, in);
+    return 0;
+}
+
+/* ---- the output directory ----------------------------------------------------- */
+
+/* Remove the files of a flat directory and the directory; 0 or -1. */
+static int remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    char p[PATH_MAX];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+    return rmdir(dir);
+}
+
+/* Remove dir and everything below it (no symlink is followed); 0 or -1. */
+static int remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    char p[PATH_MAX];
+    int rc = 0;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            struct stat st;
+            if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+                rc |= remove_tree(p);
+            else if (unlink(p) != 0)
+                rc = -1;
+        }
+    closedir(d);
+    return rmdir(dir) != 0 ? -1 : rc;
+}
+
+/* "step-00000012" -> 12; -1 for any other name (a ".tmp-PID" leftover too). */
+static long long step_of(const char *name)
+{
+    if (strncmp(name, "step-", 5) != 0 || !name[5])
+        return -1;
+    char *end;
+    long long n = strtoll(name + 5, &end, 10);
+    return *end || n < 0 ? -1 : n;
+}
+
+/* A name pt_checkpoint_save or an atomic file write uses while writing. */
+static bool is_temp(const char *name)
+{
+    return (!strncmp(name, "step-", 5) && strstr(name, ".tmp-")) || (name[0] == '.' && strstr(name, ".tmp."));
+}
+
+/* Remove what a killed run left half-written in dir; how many. */
+static int remove_temps(const char *cmd, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    char p[PATH_MAX];
+    while ((e = readdir(d)))
+        if (is_temp(e->d_name)) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            struct stat st;
+            if (lstat(p, &st) != 0)
+                continue;
+            if (S_ISDIR(st.st_mode) ? remove_flat(p) : unlink(p))
+                fprintf(stderr, "posttrain %s: warning: cannot remove the stale %s: %s\n", cmd, p, strerror(errno));
+            else {
+                fprintf(stderr, "posttrain %s: removed %s, left half-written by an earlier run\n", cmd, p);
+                n++;
+            }
+        }
+    closedir(d);
+    return n;
+}
+
+/* The highest step of OUT/checkpoints/step-N (its name in name), or -1. */
+static long long latest_checkpoint(const char *out, char *name, size_t n)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    long long best = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long s = step_of(e->d_name);
+        if (s > best) {
+            best = s;
+            snprintf(name, n, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+/* What in OUT shows an earlier run ("" when nothing does). */
+static void used_by(const char *out, const char *metrics, char *what, size_t n)
+{
+    what[0] = '\0';
+    DIR *d = opendir(out);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, LOCK_NAME)) {
+            snprintf(what, n, "%s/%s", out, e->d_name);
+            break;
+        }
+    if (d)
+        closedir(d);
+    struct stat st;
+    if (!what[0] && metrics && stat(metrics, &st) == 0 && st.st_size > 0)
+        snprintf(what, n, "%s", metrics);
+}
+
+int cli_out_begin(cli_out *o, const char *cmd, const char *out, const char *metrics, unsigned flags)
+{
+    o->lock_fd = -1;
+    o->resume[0] = '\0';
+    if (cli_make_out_dir(cmd, out))
+        return 1;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", out, LOCK_NAME);
+    o->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (o->lock_fd < 0) {
+        fprintf(stderr, "posttrain %s: cannot create the lock file %s: %s\n", cmd, p, strerror(errno));
+        return 1;
+    }
+    if (flock(o->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            fprintf(stderr, "posttrain %s: --out %s is in use by another posttrain run (%s is locked); "
+                            "wait for it or choose another --out\n", cmd, out, p);
+        else
+            fprintf(stderr, "posttrain %s: cannot lock %s: %s\n", cmd, p, strerror(errno));
+        return 1;
+    }
+    /* We hold the lock: a half-written name is a killed run's. */
+    remove_temps(cmd, out);
+    snprintf(p, sizeof p, "%s/checkpoints", out);
+    remove_temps(cmd, p);
+    snprintf(p, sizeof p, "%s/adapter", out);
+    remove_temps(cmd, p);
+    char what[PATH_MAX + 8];
+    used_by(out, metrics, what, sizeof what);
+    if (!what[0] || (flags & CLI_OUT_CONTINUE))
+        return 0;
+    if (flags & CLI_OUT_OVERWRITE) {
+        static const char *const trees[] = { "checkpoints", "adapter" };
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(p, sizeof p, "%s/%s", out, trees[i]);
+            if (remove_tree(p) != 0) {
+                fprintf(stderr, "posttrain %s: --overwrite: cannot remove %s: %s\n", cmd, p, strerror(errno));
+                return 1;
+            }
+        }
+        fprintf(stderr, "posttrain %s: --overwrite: replacing the earlier run in %s\n", cmd, out);
+        return 0;
+    }
+    if (flags & CLI_OUT_AUTO) {
+        long long s = latest_checkpoint(out, o->resume, sizeof o->resume);
+        if (s >= 0)
+            return 0;
+        fprintf(stderr, "posttrain %s: --resume auto: --out %s holds an earlier run (%s) but no checkpoint "
+                        "in %s/checkpoints to continue from; give --overwrite to start again\n",
+                cmd, out, what, out);
+        return 2;
+    }
+    if (flags & CLI_OUT_CAN_RESUME)
+        return cli_usage_error(cmd, "--out %s already holds a run (%s): give --resume auto to continue it or "
+                                    "--overwrite to replace it", out, what);
+    return cli_usage_error(cmd, "--out %s already holds a run (%s): give --overwrite to replace it or choose "
+                                "another --out", out, what);
+}
+
+void cli_out_end(cli_out *o)
+{
+    if (o->lock_fd >= 0)
+        close(o->lock_fd);
+    o->lock_fd = -1;
+}
+
+int cli_out_check_later(const char *cmd, const char *out, long long step)
+{
+    char name[PATH_MAX];
+    long long s = latest_checkpoint(out, name, sizeof name);
+    if (s > step) {
+        fprintf(stderr, "posttrain %s: --resume: %s is past the resumed step %lld and would be overwritten; "
+                        "resume from it (--resume auto) or remove it\n", cmd, name, step);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- metrics ------------------------------------------------------------------ */
+
+/* The "step" of a metrics row, or -1. */
+static long long row_step(const char *line)
+{
+    const char *s = strstr(line, "\"step\":");
+    if (!s)
+        return -1;
+    char *end;
+    long long n = strtoll(s + 7, &end, 10);
+    return end == s + 7 ? -1 : n;
+}
+
+int cli_metrics_trim(const char *cmd, const char *path, long long step)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? 0 : (fprintf(stderr, "posttrain %s: cannot read %s: %s\n", cmd, path,
+                                              strerror(errno)), 1);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *w = fopen(tmp, "w");
+    if (!w) {
+        fprintf(stderr, "posttrain %s: cannot write %s: %s\n", cmd, tmp, strerror(errno));
+        fclose(f);
+        return 1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long long kept = 0, dropped = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        long long s = row_step(line);
+        /* a row cut by a kill has no newline; rows past the checkpoint are redone */
+        if (line[len - 1] == '\n' && s >= 0 && s <= step) {
+            fwrite(line, 1, (size_t)len, w);
+            kept++;
+        } else
+            dropped++;
+    }
+    free(line);
+    fclose(f);
+    bool ok = fflush(w) == 0 && fsync(fileno(w)) == 0;
+    ok = fclose(w) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "posttrain %s: cannot rewrite %s: %s\n", cmd, path, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    if (dropped)
+        fprintf(stderr, "posttrain %s: %s: kept %lld rows up to step %lld, dropped %lld after it\n", cmd, path,
+                kept, step, dropped);
+    return 0;
+}

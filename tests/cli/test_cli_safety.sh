@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Every command as strict as the loader, and nothing on disk lost:
+# info refuses the malformed directories eval refuses (--lenient describes
+# them and still exits 1); outputs that hit an input are refused before
+# anything is written; a used --out is refused (--resume auto continues it,
+# --overwrite replaces it); a second run on one --out is locked out; a
+# killed run's half-written checkpoint is removed; a resumed run's metrics
+# hold each step once; generate honours max_position_embeddings; eval of an
+# empty file fails.  Checksums of the model, data and checkpoints are
+# compared before and after.  Usage: test_cli_safety.sh POSTTRAIN REF_MODEL_DIR
+set -uo pipefail
+exe=$1 ref=$2
+work=$(mktemp -d /tmp/pt_cli_safety.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+sums() { find "$@" -type f -print0 2>/dev/null | sort -z | xargs -0 sha256sum; }
+
+# expect NAME CODE NEEDLE ARGS...: exit CODE with NEEDLE (fixed) on stderr
+expect() {
+    name=$1 code=$2 needle=$3
+    shift 3
+    timeout 120 "$exe" "$@" >"$work/stdout" 2>"$work/stderr"
+    rc=$?
+    if [ "$rc" -eq "$code" ] && { [ -z "$needle" ] || grep -qF -- "$needle" "$work/stderr"; }; then
+        ok "$name: exit $code, '$needle'"
+    else
+        bad "$name: exit $rc (want $code, '$needle'): $(cat "$work/stderr")"
+    fi
+}
+# same NAME BEFORE: the checksums saved in BEFORE still hold
+same() {
+    if sums "${@:3}" | cmp -s - "$2"; then ok "$1: nothing on disk changed"; else bad "$1: files changed"; fi
+}
+
+model=$work/model
+mkdir -p "$model"
+cp "$ref/config.json" "$ref/model.safetensors" "$model/"
+for i in $(seq 0 11); do
+    printf '{"input_ids": [1, %d, %d, %d, %d, 2]}\n' $((i % 50 + 3)) $((i * 7 % 50 + 3)) $((i * 3 % 50 + 3)) \
+        $((i * 11 % 50 + 3))
+done > "$work/data.jsonl"
+data=$work/data.jsonl
+sums "$model" "$data" > "$work/inputs.sum"
+
+# ---- info as strict as loading --------------------------------------------------
+expect "info on a good directory" 0 "" info "$model"
+mk() { rm -rf "$work/$1"; mkdir -p "$work/$1"; cp "$ref/config.json" "$work/$1/"; }
+mk empty_header
+printf '\002\000\000\000\000\000\000\000{}' > "$work/empty_header/model.safetensors"
+mk missing_shard
+printf '{"metadata": {}, "weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}\n' \
+    > "$work/missing_shard/model.safetensors.index.json"
+mk bad_shape
+cp "$ref/model.safetensors" "$work/bad_shape/"
+sed -i 's/"intermediate_size": 48/"intermediate_size": 64/' "$work/bad_shape/config.json"
+for d in empty_header missing_shard bad_shape; do
+    sums "$work/$d" > "$work/$d.sum"
+    expect "info $d" 1 "is broken and will not load" info "$work/$d"
+    [ -s "$work/stdout" ] && bad "info $d printed a report: $(cat "$work/stdout")" || ok "info $d reports nothing"
+    expect "info --json $d" 1 "is broken and will not load" info --json "$work/$d"
+    [ -s "$work/stdout" ] && bad "info --json $d printed" || ok "info --json $d prints nothing"
+    expect "eval $d" 1 "" eval --model "$work/$d" --data "$data"
+    expect "info --lenient $d" 1 "is broken and will not load" info --lenient "$work/$d"
+    grep -q "WILL NOT LOAD" "$work/stdout" && ok "info --lenient $d says WILL NOT LOAD" ||
+        bad "info --lenient $d: $(cat "$work/stdout")"
+    same "$d" "$work/$d.sum" "$work/$d"
+done
+expect "missing shard named" 1 "model-00001-of-00002.safetensors" info "$work/missing_shard"
+expect "bad shape named" 1 "the config needs" info "$work/bad_shape"
+
+# ---- outputs that hit inputs ------------------------------------------------------
+sft=(sft --model "$model" --data "$data" --steps 2 --batch-size 2 --seed 1)
+expect "--out = --model" 2 "--out $model is the same file as --model" "${sft[@]}" --out "$model"
+ln -s "$model" "$work/model_link"
+expect "--out a symlink to --model" 2 "is the same file as --model" "${sft[@]}" --out "$work/model_link"
+expect "--out inside --model" 2 "is inside --model" "${sft[@]}" --out "$model/sub"
+expect "--metrics = a model file" 2 "is inside --model" "${sft[@]}" --out "$work/o1" --metrics "$model/model.safetensors"
+expect "--metrics = --data" 2 "--metrics $data is the same file as --data" "${sft[@]}" --out "$work/o1" --metrics "$data"
+ln "$data" "$work/data_hardlink.jsonl"
+expect "--metrics a hard link of --data" 2 "is the same file as --data" "${sft[@]}" --out "$work/o1" \
+    --metrics "$work/data_hardlink.jsonl"
+mkdir -p "$work/holder"
+cp "$data" "$work/holder/train.jsonl"
+sums "$work/holder" > "$work/holder.sum"
+expect "--data inside --out" 2 "is inside --out" sft --model "$model" --data "$work/holder/train.jsonl" \
+    --steps 1 --batch-size 2 --out "$work/holder"
+same "--data inside --out" "$work/holder.sum" "$work/holder"
+expect "grpo --out = --model" 2 "--out $model is the same file as --model" grpo --model "$model" --data "$data" \
+    --reward exact --out "$model"
+expect "grpo --metrics = --data" 2 "is the same file as --data" grpo --model "$model" --data "$data" \
+    --reward exact --out "$work/g1" --metrics "$data"
+same "the overlaps" "$work/inputs.sum" "$model" "$data"
+[ ! -e "$work/o1" ] && ok "no --out was created by a refused run" || bad "a refused run created --out"
+
+# ---- a used --out, --resume auto, --overwrite --------------------------------------
+run=(--threads 1 "${sft[@]}" --save-every 2)
+expect "a first run" 0 "saved the model" "${run[@]}" --steps 4 --out "$work/run"
+sums "$work/run" | grep -v '\.posttrain\.lock' > "$work/run.sum"
+expect "a used --out" 2 "already holds a run" "${run[@]}" --steps 4 --out "$work/run"
+grep -qF -- "--resume auto" "$work/stderr" && grep -qF -- "--overwrite" "$work/stderr" &&
+    ok "the refusal names --resume auto and --overwrite" || bad "refusal hint: $(cat "$work/stderr")"
+if sums "$work/run" | grep -v '\.posttrain\.lock' | cmp -s - "$work/run.sum"; then
+    ok "the refused run left metrics, checkpoints and model as they were"
+else
+    bad "the refused run changed $work/run"
+fi
+expect "grpo into a used --out" 2 "give --overwrite" grpo --model "$model" --data "$data" --reward exact \
+    --out "$work/run"
+cp -r "$work/run/checkpoints/step-00000002" "$work/ckpt2"
+sums "$work/ckpt2" > "$work/ckpt2.sum"
+expect "--out = --resume" 2 "is the same file as --resume" "${run[@]}" --out "$work/ckpt2" --resume "$work/ckpt2"
+same "--out = --resume" "$work/ckpt2.sum" "$work/ckpt2"
+expect "--metrics inside --resume" 2 "is inside --resume" "${run[@]}" --out "$work/o2" --resume "$work/ckpt2" \
+    --metrics "$work/ckpt2/m.jsonl"
+expect "a resume behind a later checkpoint" 1 "is past the resumed step 2" "${run[@]}" --steps 6 --out "$work/run" \
+    --resume "$work/run/checkpoints/step-00000002"
+steps() { grep -o '"step": [0-9]*' "$1" | awk '{printf "%s ", $2}'; }
+[ "$(steps "$work/run/metrics.jsonl")" = "1 2 3 4 " ] && ok "the refused resume kept the metrics" ||
+    bad "metrics after the refused resume: $(steps "$work/run/metrics.jsonl")"
+expect "--resume auto continues" 0 "the latest checkpoint is $work/run/checkpoints/step-00000004" \
+    "${run[@]}" --steps 6 --out "$work/run" --resume auto
+[ "$(steps "$work/run/metrics.jsonl")" = "1 2 3 4 5 6 " ] && ok "--resume auto: metrics 1..6, each once" ||
+    bad "metrics after --resume auto: $(steps "$work/run/metrics.jsonl")"
+cmp -s "$work/ckpt2/model.safetensors" "$work/run/checkpoints/step-00000002/model.safetensors" &&
+    ok "--resume auto kept the old checkpoints" || bad "an old checkpoint changed"
+expect "--overwrite replaces" 0 "replacing the earlier run" "${run[@]}" --steps 2 --out "$work/run" --overwrite
+[ "$(steps "$work/run/metrics.jsonl")" = "1 2 " ] && [ ! -e "$work/run/checkpoints/step-00000004" ] &&
+    ok "--overwrite: fresh metrics, old checkpoints gone" || bad "--overwrite: $(steps "$work/run/metrics.jsonl")"
+expect "--overwrite with --resume" 2 "give --resume or --overwrite, not both" "${run[@]}" --out "$work/run" \
+    --overwrite --resume auto
+
+# A killed run: metrics past its last checkpoint, a cut last row, a half-written checkpoint.
+expect "a run to kill" 0 "saved the model" "${run[@]}" --steps 3 --out "$work/kill"
+loss3=$(grep '"step": 3,' "$work/kill/metrics.jsonl" | grep -o '"loss": [0-9.e+-]*')
+rm -rf "$work/kill/checkpoints/step-00000003"
+mkdir "$work/kill/checkpoints/step-00000003.tmp-999999"
+echo partial > "$work/kill/checkpoints/step-00000003.tmp-999999/model.safetensors"
+printf '{"step": 4, "loss": 1.2' >> "$work/kill/metrics.jsonl"
+expect "resume after a kill" 0 "removed $work/kill/checkpoints/step-00000003.tmp-999999" \
+    "${run[@]}" --steps 3 --out "$work/kill" --resume auto
+[ ! -e "$work/kill/checkpoints/step-00000003.tmp-999999" ] && ok "the stale checkpoint directory is gone" ||
+    bad "the stale checkpoint directory is still there"
+[ "$(steps "$work/kill/metrics.jsonl")" = "1 2 3 " ] && ok "metrics after the kill: 1..3, each once" ||
+    bad "metrics after the kill: $(steps "$work/kill/metrics.jsonl")"
+[ "$(grep '"step": 3,' "$work/kill/metrics.jsonl" | grep -o '"loss": [0-9.e+-]*')" = "$loss3" ] &&
+    ok "the redone step 3 has the same loss ($loss3)" || bad "step 3's loss changed"
+if grep -qi 'nan\|inf' "$work/kill/metrics.jsonl"; then bad "bare nan/inf in metrics"; else ok "metrics hold no bare nan/inf"; fi
+if python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$work/kill/metrics.jsonl" 2>/dev/null; then
+    ok "every metrics row is JSON"
+else
+    command -v python3 >/dev/null && bad "a metrics row is not JSON" || ok "(no python3: JSON check skipped)"
+fi
+
+# Two runs on one --out: the second is locked out.
+mkdir -p "$work/locked"
+flock "$work/locked/.posttrain.lock" sleep 30 >/dev/null 2>&1 </dev/null &
+holder=$!
+for _ in $(seq 50); do flock -n "$work/locked/.posttrain.lock" true 2>/dev/null || break; sleep 0.1; done
+expect "a second run on a locked --out" 1 "is in use by another posttrain run" "${run[@]}" --out "$work/locked"
+[ ! -e "$work/locked/metrics.jsonl" ] && ok "the locked-out run wrote no metrics" || bad "the locked-out run wrote metrics"
+pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+
+# ---- generate and eval -------------------------------------------------------------
+expect "generate past max_position_embeddings" 1 "plus --max-new-tokens 126 exceeds the model's max_position_embeddings 128" \
+    generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 126
+expect "generate within max_position_embeddings" 0 "" generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 4
+: > "$work/empty.jsonl"
+expect "eval of an empty file" 1 "has no rows to score" eval --model "$model" --data "$work/empty.jsonl"
+expect "eval of a good file" 0 "" eval --model "$model" --data "$data"
+same "the whole suite" "$work/inputs.sum" "$model" "$data"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
