@@ -536,6 +536,22 @@ const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
     return &o->opts;
 }
 
+int pt_optimizer_set_schedule(pt_optimizer *o, double lr, int schedule, int64_t warmup_steps,
+                              int64_t total_steps, double min_lr_ratio)
+{
+    pt_optimizer_options n = o->opts;
+    n.lr = lr;
+    n.schedule = schedule;
+    n.warmup_steps = warmup_steps;
+    n.total_steps = total_steps;
+    n.min_lr_ratio = min_lr_ratio;
+    int st = check_options(&n);
+    if (st)
+        return st;
+    o->opts = n;
+    return PT_OK;
+}
+
 static const pt_enum_entry k_optimizer_type_names[] = {
     { PT_OPTIMIZER_ADAMW, "adamw" },
     { PT_OPTIMIZER_SGD, "sgd" },
