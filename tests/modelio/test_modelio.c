@@ -786,6 +786,13 @@ START_TEST(test_jsonl_bad_rows)
     longline[sizeof longline - 2] = '}';
     longline[sizeof longline - 1] = '\0';
     expect_row_error(longline, PT_ERANGE, "longer than 256 bytes", 10);
+    expect_row_error("{\"text\": \"a\\u0000b\"}", PT_EFORMAT,
+                     "\"text\": the string contains \\u0000 (a NUL character)", 10);
+    expect_row_error("{\"text\": \"a\\\\u0000b\", \"x\\u0000\": 1}", PT_EFORMAT,
+                     "a key (column 23) contains \\u0000", 10);
+    expect_row_error("{\"text\": \"a\", \"text\": \"b\"}", PT_EFORMAT, "duplicate key \"text\"", 10);
+    expect_row_error("{\"messages\": [{\"role\": \"user\", \"role\": \"x\"}]}", PT_EFORMAT,
+                     "duplicate key \"role\"", 10);
 
     /* a NUL byte in a line; a missing file */
     static const char nul[] = "{\"text\": \"a\"}\n{\"te\0t\": 1}\n";
@@ -794,6 +801,20 @@ START_TEST(test_jsonl_bad_rows)
     const cJSON *row;
     ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
     ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: the line contains a NUL");
+    /* a NUL byte stops the reader: the rest is not read */
+    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: reading stopped");
+    pt_jsonl_close(r);
+    /* /dev/zero: stops at the first NUL instead of reading forever */
+    ck_assert_ok(pt_jsonl_open(&r, "/dev/zero", 0));
+    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "/dev/zero line 1: the line contains a NUL byte");
+    pt_jsonl_close(r);
+    /* an endless line without a newline: stops after twice the cap */
+    static char endless[4096];
+    memset(endless, 'a', sizeof endless);
+    ck_assert_ok(pt_jsonl_open_memory(&r, endless, sizeof endless, "e.jsonl", 256));
+    ck_assert_status(pt_jsonl_next(r, &row), PT_ERANGE,
+                     "e.jsonl line 1: the line is longer than 256 bytes and no newline follows");
+    ck_assert_status(pt_jsonl_next(r, &row), PT_ERANGE, "reading stopped");
     pt_jsonl_close(r);
     ck_assert_status(pt_jsonl_open(&r, "/nonexistent/x.jsonl", 0), PT_ENOTFOUND, "x.jsonl");
     ck_assert_status(pt_jsonl_open(&r, "/tmp", 0), PT_EIO, "is a directory");
