@@ -64,32 +64,25 @@ static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenize
     return PT_OK;
 }
 
-/* The row of one line (`where`: "FILE line N") into *r, which is zeroed;
- * 0, or 1 after the message naming the line. */
-static int read_row(grpo_row *r, const char *line, size_t len, const char *where, bool need_answer,
-                    const pt_tokenizer *tok, const pt_chat_template *t)
+/* The current row of the library's reader into *r, which is zeroed; 0, or 1
+ * after the message (which names the file and line). */
+static int read_row(grpo_row *r, const pt_jsonl_reader *rd, bool need_answer, const pt_tokenizer *tok,
+                    const pt_chat_template *t, const char *where)
 {
-    if (len > MAX_LINE || strlen(line) != len) {
-        fprintf(stderr, "posttrain grpo: %s: too long or holds a NUL byte\n", where);
+    const char *prompt, *ans;
+    int st = pt_jsonl_reader_string(&prompt, NULL, rd, "prompt", true);
+    if (!st)
+        st = pt_jsonl_reader_string(&ans, NULL, rd, "answer", false);
+    if (!st && need_answer && !ans) {
+        fprintf(stderr, "posttrain grpo: %s: needs a string \"answer\" (the exact and contains rewards)\n",
+                where);
         return 1;
     }
-    cJSON *j = cJSON_ParseWithLength(line, len);
-    const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt") : NULL;
-    const cJSON *ans = j ? cJSON_GetObjectItemCaseSensitive(j, "answer") : NULL;
-    const char *why = !j || !cJSON_IsObject(j)        ? "not a JSON object"
-                      : !cJSON_IsString(p)            ? "needs a string \"prompt\""
-                      : ans && !cJSON_IsString(ans)   ? "\"answer\" must be a string"
-                      : need_answer && !ans           ? "needs a string \"answer\" (the exact and contains rewards)"
-                      : NULL;
-    if (why) {
-        fprintf(stderr, "posttrain grpo: %s: %s\n", where, why);
-        cJSON_Delete(j);
-        return 1;
-    }
-    int st = prompt_ids(&r->ids, &r->n_ids, p->valuestring, tok, t);
-    if (!st && ans && !(r->answer = dup_str(ans->valuestring)))
+    if (st)
+        return cli_fail("grpo", st);
+    st = prompt_ids(&r->ids, &r->n_ids, prompt, tok, t);
+    if (!st && ans && !(r->answer = dup_str(ans)))
         st = PT_ENOMEM;
-    cJSON_Delete(j);
     if (st)
         return cli_fail(where, st);
     if (r->n_ids < 1) {
@@ -102,27 +95,16 @@ static int read_row(grpo_row *r, const char *line, size_t len, const char *where
 int grpo_load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_tokenizer *tok,
                    const pt_chat_template *t)
 {
-    FILE *f = fopen(a->data, "r");
-    if (!f) {
-        fprintf(stderr, "posttrain grpo: cannot open %s: %s\n", a->data, strerror(errno));
-        return 1;
-    }
+    pt_jsonl_reader *rd;
+    int st = pt_jsonl_reader_open(&rd, a->data, MAX_LINE);
+    if (st)
+        return cli_fail("grpo", st);
     grpo_row *rows = NULL;
     int n = 0, cap = 0, rc = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    long lineno = 0;
     bool need_answer = false;
     for (int k = 0; k < a->rewards.n; k++)
         need_answer |= a->rewards.kind[k] != REWARD_LENGTH;
-    while (!rc && (len = getline(&line, &lcap, f)) >= 0) {
-        lineno++;
-        size_t s = 0;
-        while (s < (size_t)len && isspace((unsigned char)line[s]))
-            s++;
-        if (s == (size_t)len)
-            continue;   /* blank line */
+    while (!rc && (st = pt_jsonl_reader_next(rd)) == 1) {
         if (n == cap) {
             grpo_row *r = realloc(rows, (size_t)(cap ? 2 * cap : 64) * sizeof *r);
             if (!r) {
@@ -133,20 +115,20 @@ int grpo_load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_toke
             rows = r;
             cap = cap ? 2 * cap : 64;
         }
+        size_t lineno = 0;
+        pt_jsonl_reader_line(&lineno, rd);
         char where[512];
-        snprintf(where, sizeof where, "%s line %ld", a->data, lineno);
+        snprintf(where, sizeof where, "%s line %zu", a->data, lineno);
         memset(&rows[n], 0, sizeof rows[n]);
-        rc = read_row(&rows[n++], line, (size_t)len, where, need_answer, tok, t);
+        rc = read_row(&rows[n++], rd, need_answer, tok, t, where);
     }
-    if (!rc && ferror(f)) {
-        fprintf(stderr, "posttrain grpo: reading %s: %s\n", a->data, strerror(errno));
-        rc = 1;
+    if (!rc && st < 0) {
+        rc = cli_fail("grpo", st);
     } else if (!rc && n == 0) {
         fprintf(stderr, "posttrain grpo: %s has no rows\n", a->data);
         rc = 1;
     }
-    free(line);
-    fclose(f);
+    pt_jsonl_reader_free(rd);
     if (rc) {
         grpo_free_rows(rows, n);
         return rc;

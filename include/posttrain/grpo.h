@@ -212,6 +212,7 @@ typedef struct pt_grpo_stats {
     int64_t skipped_total;
     double train_seconds;         /* wall time of the step */
     double tokens_per_second;     /* forward+backward tokens (all positions) per second */
+    int skip_reason;              /* pt_skip_reason: why this step was skipped */
 } pt_grpo_stats;
 
 PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);

@@ -8,6 +8,7 @@
 #include "posttrain/lora.h"
 #include "posttrain/modelio.h"
 #include "posttrain/tokenizer.h"
+#include "posttrain/jsonl.h"
 #include "posttrain/chat.h"
 #include "posttrain/train.h"
 #include "posttrain/generate.h"

@@ -68,6 +68,21 @@ typedef struct pt_optimizer pt_optimizer;
 PT_API int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_options *opts);
 PT_API void pt_optimizer_free(pt_optimizer *opt);
 
+/* Why a step was skipped (pt_step_stats, pt_sft_stats and pt_grpo_stats
+ * .skip_reason; PT_SKIP_NONE when the step was applied). */
+typedef enum pt_skip_reason {
+    PT_SKIP_NONE = 0,
+    PT_SKIP_NO_TOKENS = 1,         /* the batch has no target tokens */
+    PT_SKIP_NONFINITE_LOSS = 2,    /* the loss is NaN or infinite */
+    PT_SKIP_NONFINITE_GRAD = 3,    /* the gradient norm is NaN or infinite */
+    PT_SKIP_NONFINITE_UPDATE = 4   /* the update would make a weight or moment non-finite */
+} pt_skip_reason;
+/* The lower-case name of a pt_skip_reason value ("none", "no_tokens",
+ * "nonfinite_loss", "nonfinite_grad", "nonfinite_update"), or NULL; and the
+ * value of a name (PT_EINVAL listing the accepted names otherwise). */
+PT_API const char *pt_skip_reason_name(int value);
+PT_API int pt_skip_reason_from_name(int *out, const char *name);
+
 typedef struct pt_step_stats {
     size_t size;
     double grad_norm;   /* global L2 norm before clipping (NaN/Inf when skipped for that) */
@@ -75,13 +90,16 @@ typedef struct pt_step_stats {
     int64_t step;       /* optimizer steps applied so far, after this one */
     bool skipped;       /* true: non-finite gradients, nothing changed */
     int64_t skipped_total; /* steps skipped since creation */
+    int skip_reason;    /* pt_skip_reason: why this step was skipped */
 } pt_step_stats;
 
 PT_API int pt_step_stats_init(pt_step_stats *stats);
 
 /* Apply one update from the gradients accumulated in the model, then zero them.
- * Non-finite gradients skip the update (weights, moments and step count
- * unchanged, the skip counter raised, the reason logged) and the call still
+ * Non-finite gradients, or an update that would make any weight or moment
+ * non-finite (checked before anything is written), skip the update (weights,
+ * moments and step count unchanged, the skip counter raised, the reason
+ * logged and in stats->skip_reason) and the call still
  * returns PT_OK with stats->skipped set.  `stats` may be NULL. */
 PT_API int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt);
 
@@ -100,6 +118,7 @@ typedef struct pt_sft_stats {
     int64_t step;         /* optimizer steps applied so far */
     bool skipped;         /* non-finite loss or gradients: nothing changed */
     int64_t skipped_total;
+    int skip_reason;      /* pt_skip_reason: why this step was skipped */
 } pt_sft_stats;
 
 PT_API int pt_sft_stats_init(pt_sft_stats *stats);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -28,6 +29,7 @@ struct pt_jsonl {
     uint64_t line_offset;
     size_t rows;
     cJSON *row;
+    int stopped;             /* a status that ended the stream (NUL byte, endless line) */
 };
 
 int pt_jsonl_err(const pt_jsonl *r, int status, const char *fmt, ...)
@@ -130,6 +132,7 @@ int pt_jsonl_rewind(pt_jsonl *r)
     r->line_no = 0;
     r->line_offset = 0;
     r->rows = 0;
+    r->stopped = 0;
     cJSON_Delete(r->row);
     r->row = NULL;
     return PT_OK;
@@ -180,7 +183,11 @@ static int read_line(pt_jsonl *r)
     if (r->line)
         r->line[0] = '\0';
     r->line_offset = r->pos;
-    bool any = false, too_long = false;
+    bool any = false, too_long = false, nul = false;
+    /* Bytes skipped after the cap: a line over the cap is skipped to its
+     * newline, but only for up to another max_line bytes, so a stream without
+     * newlines is never read to its (possibly absent) end. */
+    size_t skipped = 0;
     for (;;) {
         const char *buf;
         size_t avail;
@@ -210,12 +217,19 @@ static int read_line(pt_jsonl *r)
         any = true;
         const char *nl = memchr(buf, '\n', avail);
         size_t take = nl ? (size_t)(nl - buf) : avail;
+        /* A NUL byte: the data is not text (e.g. /dev/zero); stop here. */
+        if (memchr(buf, '\0', take)) {
+            nul = true;
+            break;
+        }
         if (!too_long && take > r->max_line - r->line_len)
             too_long = true;
         if (!too_long) {
             int st = line_append(r, buf, take);
             if (st != PT_OK)
                 return st;
+        } else {
+            skipped += take;
         }
         size_t consumed = take + (nl ? 1 : 0);
         r->pos += consumed;
@@ -223,13 +237,111 @@ static int read_line(pt_jsonl *r)
             r->rpos += consumed;
         if (nl)
             break;
+        if (too_long && skipped > r->max_line) {
+            r->line_no++;
+            r->stopped = PT_ERANGE;
+            return pt_jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes and no newline follows "
+                                "within another %zu bytes; reading stopped", r->max_line, r->max_line);
+        }
     }
     if (!any)
         return 0;
     r->line_no++;
+    if (nul) {
+        r->stopped = PT_EFORMAT;
+        return pt_jsonl_err(r, PT_EFORMAT, "the line contains a NUL byte (not a text file?); reading stopped");
+    }
     if (too_long)
         return pt_jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes", r->max_line);
     return 1;
+}
+
+/* A \u0000 escape in a string of the line (cJSON would cut the string
+ * there): PT_EFORMAT naming the key it belongs to. */
+static int check_nul_escapes(const pt_jsonl *r, const char *p, size_t n)
+{
+    bool in_str = false;
+    size_t str_start = 0, key_start = 0, key_len = 0;
+    bool have_key = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (!in_str) {
+            if (c == '"') {
+                in_str = true;
+                str_start = i + 1;
+            }
+            continue;
+        }
+        if (c == '\\') {
+            if (i + 5 < n && p[i + 1] == 'u' && !memcmp(p + i + 2, "0000", 4)) {
+                /* is this string a key? it is when ':' follows it */
+                size_t j = i + 6;
+                while (j < n && !(p[j] == '"' && p[j - 1] != '\\'))
+                    j++;
+                size_t k = j + 1;
+                while (k < n && (p[k] == ' ' || p[k] == '\t'))
+                    k++;
+                if (k < n && p[k] == ':')
+                    return pt_jsonl_err(r, PT_EFORMAT, "a key (column %zu) contains \\u0000, which is not "
+                                        "allowed", str_start);
+                if (have_key)
+                    return pt_jsonl_err(r, PT_EFORMAT, "\"%.*s\": the string contains \\u0000 (a NUL "
+                                        "character), which is not allowed", (int)key_len, p + key_start);
+                return pt_jsonl_err(r, PT_EFORMAT, "a string (column %zu) contains \\u0000 (a NUL "
+                                    "character), which is not allowed", str_start);
+            }
+            i++; /* skip the escaped character */
+            continue;
+        }
+        if (c == '"') {
+            in_str = false;
+            size_t k = i + 1;
+            while (k < n && (p[k] == ' ' || p[k] == '\t'))
+                k++;
+            if (k < n && p[k] == ':') {
+                have_key = true;
+                key_start = str_start;
+                key_len = i - str_start;
+            }
+        }
+    }
+    return PT_OK;
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that appears twice in one object (at any depth): PT_EFORMAT naming it. */
+static int check_duplicate_keys(const pt_jsonl *r, const cJSON *o, int depth)
+{
+    if (depth > 64)
+        return PT_OK; /* cJSON's own nesting limit is lower */
+    size_t n = 0;
+    for (const cJSON *c = o->child; c; c = c->next) {
+        if (c->child) {
+            int st = check_duplicate_keys(r, c, depth + 1);
+            if (st)
+                return st;
+        }
+        n++;
+    }
+    if (!cJSON_IsObject(o) || n < 2)
+        return PT_OK;
+    const char **keys = pt_malloc_array(n, sizeof *keys);
+    if (!keys)
+        return pt_jsonl_err(r, PT_ENOMEM, "out of memory checking the keys of a row");
+    size_t i = 0;
+    for (const cJSON *c = o->child; c; c = c->next)
+        keys[i++] = c->string ? c->string : "";
+    qsort(keys, n, sizeof *keys, cmp_str_ptr);
+    int st = PT_OK;
+    for (i = 1; i < n && !st; i++)
+        if (!strcmp(keys[i - 1], keys[i]))
+            st = pt_jsonl_err(r, PT_EFORMAT, "duplicate key \"%s\"", keys[i]);
+    pt_free(keys);
+    return st;
 }
 
 int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
@@ -239,6 +351,8 @@ int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
     *row = NULL;
     cJSON_Delete(r->row);
     r->row = NULL;
+    if (r->stopped)
+        return pt_jsonl_err(r, r->stopped, "reading stopped at this line after an earlier error");
     for (;;) {
         int st = read_line(r);
         if (st <= 0)
@@ -255,8 +369,6 @@ int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
             p++, n--;
         if (n == 0)
             continue; /* blank line */
-        if (memchr(p, '\0', n))
-            return pt_jsonl_err(r, PT_EFORMAT, "the line contains a NUL byte");
         const char *end = NULL;
         cJSON *j = cJSON_ParseWithLengthOpts(p, n, &end, false);
         if (!j) {
@@ -274,6 +386,10 @@ int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
         if (!cJSON_IsObject(j)) {
             cJSON_Delete(j);
             return pt_jsonl_err(r, PT_EFORMAT, "a row must be a JSON object");
+        }
+        if ((st = check_nul_escapes(r, p, n)) || (st = check_duplicate_keys(r, j, 0))) {
+            cJSON_Delete(j);
+            return st;
         }
         r->row = j;
         r->rows++;

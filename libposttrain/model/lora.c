@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "kernels/gemm.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -224,6 +225,9 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
     const unsigned targets = o.targets;
     PT_CHECK_ARG(rank >= 1 && rank <= 65536, rank, "%d must be in 1 .. 65536", rank);
     PT_CHECK_ARG(alpha > 0 && isfinite(alpha), alpha, "%g must be positive and finite", alpha);
+    if (!(alpha / (double)rank <= (double)FLT_MAX))
+        return pt_err(PT_ERANGE, "pt_model_add_lora: alpha %g / rank %d = %g overflows the float LoRA "
+                      "scale (at most %g)", alpha, rank, alpha / (double)rank, (double)FLT_MAX);
     PT_CHECK_ARG(targets != 0 && (targets & ~(unsigned)PT_LORA_ALL) == 0, targets,
                  "0x%x must be a non-empty set of PT_LORA_* bits (0x%x)", targets,
                  (unsigned)PT_LORA_ALL);

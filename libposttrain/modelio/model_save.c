@@ -8,6 +8,7 @@
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -141,13 +142,29 @@ static int write_config(const pt_model_config *cfg, const char *dir, const char 
     return st;
 }
 
+/* PT_ENONFINITE naming the first base tensor (and element) that holds a NaN or
+ * an infinity: such a model is never written. */
+static int check_finite(const pt_model *m, const char *dir)
+{
+    size_t nt = pt_model_base_tensor_count(m);
+    for (size_t i = 0; i < nt; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        for (size_t j = 0; j < r->numel; j++)
+            if (!isfinite(r->data[j]))
+                return pt_err(PT_ENONFINITE, "pt_model_save_dir: %s: tensor '%s' holds %s at element %zu; "
+                              "a non-finite model is not saved (nothing was written)",
+                              dir, r->name, isnan(r->data[j]) ? "NaN" : "an infinity", j);
+    }
+    return PT_OK;
+}
+
 /* Every file in order; config.json last: a config next to weights it does
  * not describe would be the worst state an interrupted save could leave. */
 static int save(const pt_model *m, const pt_model_config *cfg, const char *dir, const char *src,
                 bool copy_tok)
 {
-    int st = pt_mkdir_p(dir);
-    if (st != PT_OK)
+    int st = check_finite(m, dir);
+    if (st != PT_OK || (st = pt_mkdir_p(dir)) != PT_OK)
         return st;
     char *eos_list = pt_modelio_source_eos_list(pt_model_source_dir(m), cfg->eos_token_id);
     if ((st = write_weights(m, dir)) == PT_OK &&

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,43 @@ static void remove_flat_dir(const char *dir)
         closedir(d);
     }
     rmdir(dir);
+}
+
+/* The first non-finite value among what a checkpoint holds: the trainable
+ * tensors and the optimizer moments (PT_ENONFINITE naming it). */
+static int first_nonfinite(const float *x, size_t n, size_t *at)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(x[j])) {
+            *at = j;
+            return 1;
+        }
+    return 0;
+}
+
+static int check_finite(const pt_model *model, pt_optimizer *opt, const char *dir)
+{
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    size_t count = pt_model_tensor_count(model), off = 0, at = 0;
+    for (size_t i = 0; i < count; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        if (!r->trainable)
+            continue;
+        const char *what = NULL;
+        if (first_nonfinite(r->data, r->numel, &at))
+            what = "tensor";
+        else if (off + r->numel <= sv.numel_total && first_nonfinite(sv.m + off, r->numel, &at))
+            what = sv.v ? "the first moment of tensor" : "the momentum of tensor";
+        else if (sv.v && off + r->numel <= sv.numel_total && first_nonfinite(sv.v + off, r->numel, &at))
+            what = "the second moment of tensor";
+        if (what)
+            return pt_err(PT_ENONFINITE, "pt_checkpoint_save %s: %s '%s' holds a non-finite value at "
+                          "element %zu; a non-finite state is not saved (nothing was written)",
+                          dir, what, r->name, at);
+        off += r->numel;
+    }
+    return PT_OK;
 }
 
 static int write_weights(const char *path, const pt_model *model)
@@ -134,6 +172,19 @@ static int write_state(const char *path, pt_optimizer *opt, const char *extra_js
     cJSON_AddNumberToObject(jo, "lr", o->lr);
     cJSON_AddNumberToObject(jo, "weight_decay", o->weight_decay);
     cJSON_AddNumberToObject(jo, "numel", (double)sv.numel_total);
+    /* The schedule, so that a resumed run uses the learning rates the
+     * uninterrupted one would (numbers print exactly: cJSON round-trips). */
+    cJSON *js = cJSON_AddObjectToObject(jo, "schedule");
+    if (!js) {
+        cJSON_Delete(root);
+        return pt_err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
+    }
+    cJSON_AddStringToObject(js, "type", pt_schedule_type_name(o->schedule));
+    snprintf(buf, sizeof buf, "%lld", (long long)o->warmup_steps);
+    cJSON_AddStringToObject(js, "warmup_steps", buf);
+    snprintf(buf, sizeof buf, "%lld", (long long)o->total_steps);
+    cJSON_AddStringToObject(js, "total_steps", buf);
+    cJSON_AddNumberToObject(js, "min_lr_ratio", o->min_lr_ratio);
     if (extra_json && *extra_json) {
         cJSON *extra = cJSON_Parse(extra_json);
         if (!extra) {
@@ -208,6 +259,9 @@ int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *hos
     struct stat sb;
     if (stat(dir, &sb) == 0)
         return pt_err(PT_ESTATE, "pt_checkpoint_save: %s already exists (checkpoints are never overwritten)", dir);
+    int fin = check_finite(model, opt, dir);
+    if (fin)
+        return fin;
     size_t n = strlen(dir) + 32;
     char *tmp = pt_malloc(n);
     if (!tmp)
@@ -387,6 +441,39 @@ static int parse_i64(const cJSON *root, const char *key, int64_t *out)
     return 0;
 }
 
+/* The saved learning rate and schedule replace the optimizer's, so the
+ * resumed run follows the uninterrupted one; a state written before the
+ * schedule was saved keeps the optimizer's (with a warning). */
+static int load_schedule(const char *ps, const cJSON *jo, pt_optimizer *opt)
+{
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(jo, "schedule");
+    const cJSON *jlr = cJSON_GetObjectItemCaseSensitive(jo, "lr");
+    if (!js) {
+        pt_log(PT_LOG_WARN, "%s: no saved schedule (an older checkpoint): resuming with the optimizer's", ps);
+        return PT_OK;
+    }
+    const char *type = manifest_string(js, "type");
+    const cJSON *jmin = cJSON_GetObjectItemCaseSensitive(js, "min_lr_ratio");
+    int64_t warmup = 0, total = 0;
+    int schedule = 0;
+    if (!type || !cJSON_IsNumber(jlr) || !cJSON_IsNumber(jmin) || parse_i64(js, "warmup_steps", &warmup) ||
+        parse_i64(js, "total_steps", &total))
+        return pt_err(PT_EFORMAT, "%s: malformed optimizer.schedule (needs type, warmup_steps, total_steps, "
+                      "min_lr_ratio and optimizer.lr)", ps);
+    if (pt_schedule_type_from_name(&schedule, type))
+        return pt_err(PT_EFORMAT, "%s: optimizer.schedule.type '%s' is not a schedule", ps, type);
+    const pt_optimizer_options *o = pt_optimizer_options_of(opt);
+    if (o->lr != jlr->valuedouble || o->schedule != schedule || o->warmup_steps != warmup ||
+        o->total_steps != total || o->min_lr_ratio != jmin->valuedouble)
+        pt_log(PT_LOG_INFO, "%s: resuming with the saved schedule: %s, lr %g, warmup %lld, total %lld, "
+               "min_lr_ratio %g", ps, type, jlr->valuedouble, (long long)warmup, (long long)total,
+               jmin->valuedouble);
+    int st = pt_optimizer_set_schedule(opt, jlr->valuedouble, schedule, warmup, total, jmin->valuedouble);
+    if (st)
+        pt_err_prefix(st, "%s: the saved schedule", ps);
+    return st;
+}
+
 int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir)
 {
     if (host_json)
@@ -424,6 +511,8 @@ int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, con
     }
     /* Everything is validated and read into place below; a failure part way
      * leaves the model partly loaded, which the caller must treat as lost. */
+    if ((st = load_schedule(ps, jo, opt)))
+        goto done;
     if ((st = load_weights(pw, model)) || (st = load_optimizer(po, opt, model)))
         goto done;
     *sv.step = step;

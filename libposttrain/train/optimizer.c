@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "model/model.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,18 @@ static int check_options(const pt_optimizer_options *o)
     if (!(o->max_grad_norm >= 0) || !isfinite(o->max_grad_norm))
         return pt_err(PT_EINVAL, "optimizer options: max_grad_norm %g must be finite and >= 0 (0 = off)",
                       o->max_grad_norm);
+    /* The update multiplies lr by other values in float: refuse an lr whose
+     * products already overflow, before any step is taken. */
+    if (!(o->lr <= (double)FLT_MAX))
+        return pt_err(PT_ERANGE, "optimizer options: lr %g overflows a float (at most %g)", o->lr,
+                      (double)FLT_MAX);
+    if (!(o->lr * o->weight_decay <= (double)FLT_MAX))
+        return pt_err(PT_ERANGE, "optimizer options: lr %g * weight_decay %g overflows a float", o->lr,
+                      o->weight_decay);
+    if (o->type == PT_OPTIMIZER_ADAMW && o->beta1 >= 0 && o->beta1 < 1 &&
+        !(o->lr / (1.0 - o->beta1) <= (double)FLT_MAX))
+        return pt_err(PT_ERANGE, "optimizer options: lr %g / (1 - beta1 %g) (the first step size) "
+                      "overflows a float", o->lr, o->beta1);
     if (o->type == PT_OPTIMIZER_ADAMW) {
         if (!(o->beta1 >= 0 && o->beta1 < 1))
             return pt_err(PT_EINVAL, "optimizer options: beta1 %g is not in [0, 1)", o->beta1);
@@ -295,34 +308,121 @@ static double grad_norm(const pt_optimizer *o)
     return sqrt(ss);
 }
 
+/* One AdamW element: the new weight, first and second moment. The check
+ * (adamw_finite) and the update (adamw_update) both call it, so the check sees
+ * exactly the values the update would write. */
+static inline void adamw_elem(float *wo, float *mo, float *vo, float w, float g, float m, float v,
+                              float clip, float decay, float b1, float b2, float step_size,
+                              float sqrt_bc2, float eps)
+{
+    float gj = g * clip;
+    float wj = w * decay;
+    float mj = b1 * m + (1.0f - b1) * gj;
+    float vj = b2 * v + (1.0f - b2) * gj * gj;
+    *mo = mj;
+    *vo = vj;
+    *wo = wj - step_size * mj / (sqrtf(vj) / sqrt_bc2 + eps);
+}
+
+typedef struct adamw_consts {
+    float b1, b2, eps, step_size, sqrt_bc2;
+} adamw_consts;
+
+/* The constants of AdamW step o->step (already counting the step). */
+static adamw_consts adamw_constants(const pt_optimizer *o, double lr)
+{
+    const pt_optimizer_options *p = &o->opts;
+    const double bc1 = 1.0 - pow(p->beta1, (double)o->step);
+    const double bc2 = 1.0 - pow(p->beta2, (double)o->step);
+    return (adamw_consts){ (float)p->beta1, (float)p->beta2, (float)p->eps, (float)(lr / bc1),
+                           (float)sqrt(bc2) };
+}
+
+static float decay_of(const pt_optimizer *o, const pt_opt_param *q, double lr)
+{
+    return q->decay ? (float)(1.0 - lr * o->opts.weight_decay) : 1.0f;
+}
+
+/* The first parameter whose AdamW update would write a non-finite weight or
+ * moment (n_params when every value stays finite); nothing is written. */
+static size_t adamw_finite(const pt_optimizer *o, double lr, float clip)
+{
+    const int nt = pt_get_num_threads();
+    const adamw_consts c = adamw_constants(o, lr);
+    size_t off = 0;
+    for (size_t i = 0; i < o->n_params; i++) {
+        const pt_opt_param *q = &o->params[i];
+        const float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
+        const float decay = decay_of(o, q, lr);
+        const size_t n = q->numel;
+        int bad = 0;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
+        for (size_t j = 0; j < n; j++) {
+            float wj, mj, vj;
+            adamw_elem(&wj, &mj, &vj, w[j], g[j], m[j], v[j], clip, decay, c.b1, c.b2, c.step_size,
+                       c.sqrt_bc2, c.eps);
+            bad |= !isfinite(wj) || !isfinite(mj) || !isfinite(vj);
+        }
+        if (bad)
+            return i;
+        off += n;
+    }
+    return o->n_params;
+}
+
 /* One AdamW update of every parameter (o->step already counts it). */
 static void adamw_update(pt_optimizer *o, double lr, float clip)
 {
-    const pt_optimizer_options *p = &o->opts;
     const int nt = pt_get_num_threads();
+    const adamw_consts c = adamw_constants(o, lr);
     size_t off = 0;
-    const float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->eps;
-    const double bc1 = 1.0 - pow(p->beta1, (double)o->step);
-    const double bc2 = 1.0 - pow(p->beta2, (double)o->step);
-    const float step_size = (float)(lr / bc1);
-    const float sqrt_bc2 = (float)sqrt(bc2);
     for (size_t i = 0; i < o->n_params; i++) {
         pt_opt_param *q = &o->params[i];
         float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
-        const float decay = q->decay ? (float)(1.0 - lr * p->weight_decay) : 1.0f;
+        const float decay = decay_of(o, q, lr);
         const size_t n = q->numel;
 #pragma omp parallel for simd num_threads(nt) schedule(static)
-        for (size_t j = 0; j < n; j++) {
-            float gj = g[j] * clip;
-            float wj = w[j] * decay;
-            float mj = b1 * m[j] + (1.0f - b1) * gj;
-            float vj = b2 * v[j] + (1.0f - b2) * gj * gj;
-            m[j] = mj;
-            v[j] = vj;
-            w[j] = wj - step_size * mj / (sqrtf(vj) / sqrt_bc2 + eps);
-        }
+        for (size_t j = 0; j < n; j++)
+            adamw_elem(&w[j], &m[j], &v[j], w[j], g[j], m[j], v[j], clip, decay, c.b1, c.b2, c.step_size,
+                       c.sqrt_bc2, c.eps);
         off += n;
     }
+}
+
+/* One SGD element: the new weight and momentum buffer. */
+static inline void sgd_elem(float *wo, float *bo, float w, float g, float buf, float clip, float wd,
+                            float mom, bool first, float flr)
+{
+    float gj = g * clip + wd * w;
+    float bj = mom == 0.0f ? gj : (first ? gj : mom * buf + gj);
+    *bo = bj;
+    *wo = w - flr * bj;
+}
+
+/* As adamw_finite, for SGD. */
+static size_t sgd_finite(const pt_optimizer *o, double lr, float clip)
+{
+    const int nt = pt_get_num_threads();
+    const float mom = (float)o->opts.momentum, flr = (float)lr;
+    const bool first = o->step == 1;
+    size_t off = 0;
+    for (size_t i = 0; i < o->n_params; i++) {
+        const pt_opt_param *q = &o->params[i];
+        const float *w = q->data, *g = q->grad, *buf = o->m + off;
+        const float wd = q->decay ? (float)o->opts.weight_decay : 0.0f;
+        const size_t n = q->numel;
+        int bad = 0;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
+        for (size_t j = 0; j < n; j++) {
+            float wj, bj;
+            sgd_elem(&wj, &bj, w[j], g[j], buf[j], clip, wd, mom, first, flr);
+            bad |= !isfinite(wj) || !isfinite(bj);
+        }
+        if (bad)
+            return i;
+        off += n;
+    }
+    return o->n_params;
 }
 
 /* One SGD (momentum) update of every parameter (o->step already counts it). */
@@ -339,12 +439,8 @@ static void sgd_update(pt_optimizer *o, double lr, float clip)
         const float wd = q->decay ? (float)p->weight_decay : 0.0f;
         const size_t n = q->numel;
 #pragma omp parallel for simd num_threads(nt) schedule(static)
-        for (size_t j = 0; j < n; j++) {
-            float gj = g[j] * clip + wd * w[j];
-            float bj = mom == 0.0f ? gj : (first ? gj : mom * buf[j] + gj);
-            buf[j] = bj;
-            w[j] -= flr * bj;
-        }
+        for (size_t j = 0; j < n; j++)
+            sgd_elem(&w[j], &buf[j], w[j], g[j], buf[j], clip, wd, mom, first, flr);
         off += n;
     }
 }
@@ -372,6 +468,7 @@ int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
                (long long)opt->step + 1, isnan(norm) ? "NaN" : "infinite");
         zero_grads(opt);
         local.skipped = true;
+        local.skip_reason = PT_SKIP_NONFINITE_GRAD;
     } else {
         float clip = 1.0f;
         if (opt->opts.max_grad_norm > 0) {
@@ -379,11 +476,25 @@ int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
             if (c < 1.0)
                 clip = (float)c;
         }
+        /* Check the values the update would write before writing any:
+         * a step that would leave a non-finite weight or moment is skipped
+         * with the weights, moments and step count as they were. */
         opt->step++;
-        if (opt->opts.type == PT_OPTIMIZER_ADAMW)
+        const bool adamw = opt->opts.type == PT_OPTIMIZER_ADAMW;
+        size_t bad = adamw ? adamw_finite(opt, lr, clip) : sgd_finite(opt, lr, clip);
+        if (bad < opt->n_params) {
+            opt->step--;
+            opt->skipped++;
+            const char *name = opt->params[bad].name ? opt->params[bad].name : "?";
+            pt_log(PT_LOG_WARN, "optimizer step %lld skipped: the update would make '%s' non-finite "
+                   "(lr %g; weights and moments unchanged)", (long long)opt->step + 1, name, lr);
+            local.skipped = true;
+            local.skip_reason = PT_SKIP_NONFINITE_UPDATE;
+        } else if (adamw) {
             adamw_update(opt, lr, clip);
-        else
+        } else {
             sgd_update(opt, lr, clip);
+        }
         zero_grads(opt);
     }
     local.step = opt->step;
@@ -425,6 +536,22 @@ const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
     return &o->opts;
 }
 
+int pt_optimizer_set_schedule(pt_optimizer *o, double lr, int schedule, int64_t warmup_steps,
+                              int64_t total_steps, double min_lr_ratio)
+{
+    pt_optimizer_options n = o->opts;
+    n.lr = lr;
+    n.schedule = schedule;
+    n.warmup_steps = warmup_steps;
+    n.total_steps = total_steps;
+    n.min_lr_ratio = min_lr_ratio;
+    int st = check_options(&n);
+    if (st)
+        return st;
+    o->opts = n;
+    return PT_OK;
+}
+
 static const pt_enum_entry k_optimizer_type_names[] = {
     { PT_OPTIMIZER_ADAMW, "adamw" },
     { PT_OPTIMIZER_SGD, "sgd" },
@@ -437,3 +564,12 @@ static const pt_enum_entry k_schedule_type_names[] = {
     { PT_SCHEDULE_COSINE, "cosine" },
 };
 PT_ENUM_NAME_FUNCS(pt_schedule_type, k_schedule_type_names, "schedule")
+
+static const pt_enum_entry k_skip_reason_names[] = {
+    { PT_SKIP_NONE, "none" },
+    { PT_SKIP_NO_TOKENS, "no_tokens" },
+    { PT_SKIP_NONFINITE_LOSS, "nonfinite_loss" },
+    { PT_SKIP_NONFINITE_GRAD, "nonfinite_grad" },
+    { PT_SKIP_NONFINITE_UPDATE, "nonfinite_update" },
+};
+PT_ENUM_NAME_FUNCS(pt_skip_reason, k_skip_reason_names, "skip reason")

@@ -38,5 +38,10 @@ void pt_optimizer_zero_grads(pt_optimizer *opt);
 pt_model *pt_optimizer_model(const pt_optimizer *opt);
 
 const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *opt);
+/* Replace the learning rate and its schedule (a checkpoint's, on resume);
+ * checked as the options are at creation (PT_EINVAL/PT_ERANGE, nothing
+ * changed on failure). */
+int pt_optimizer_set_schedule(pt_optimizer *opt, double lr, int schedule, int64_t warmup_steps,
+                              int64_t total_steps, double min_lr_ratio);
 
 #endif

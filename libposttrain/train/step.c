@@ -20,6 +20,7 @@ static void skip_step(pt_step_stats *out, pt_optimizer *opt, double tokens, doub
     pt_optimizer_state_view(&sv, opt);
     out->step = step;
     out->skipped = true;
+    out->skip_reason = tokens <= 0 ? PT_SKIP_NO_TOKENS : PT_SKIP_NONFINITE_LOSS;
     out->skipped_total = *sv.skipped;
     out->grad_norm = tokens <= 0 ? 0.0 : NAN;
 }

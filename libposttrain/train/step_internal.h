@@ -23,6 +23,7 @@ int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated,
         (dst)->step = (ss)->step;                                             \
         (dst)->skipped = (ss)->skipped;                                       \
         (dst)->skipped_total = (ss)->skipped_total;                           \
+        (dst)->skip_reason = (ss)->skip_reason;                               \
     } while (0)
 
 #endif

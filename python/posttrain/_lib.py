@@ -326,6 +326,7 @@ class StepStats(Struct):
         ("step", c_int64),
         ("skipped", c_bool),
         ("skipped_total", c_int64),
+        ("skip_reason", c_int),
     ]
 
 
@@ -340,6 +341,7 @@ class SftStats(Struct):
         ("step", c_int64),
         ("skipped", c_bool),
         ("skipped_total", c_int64),
+        ("skip_reason", c_int),
     ]
 
 
@@ -525,6 +527,7 @@ class GrpoStats(Struct):
         ("skipped_total", c_int64),
         ("train_seconds", c_double),
         ("tokens_per_second", c_double),
+        ("skip_reason", c_int),
     ]
 
 

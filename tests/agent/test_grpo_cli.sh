@@ -135,7 +135,12 @@ usage_error "missing.jsonl" --model "$model" --data "$work/missing.jsonl" --out 
 printf '{"prompt": "1+1="}\n' > "$work/noanswer.jsonl"
 usage_error 'line 1: needs a string "answer"' --model "$model" --data "$work/noanswer.jsonl" --out "$work/x" --reward exact
 printf '{"prompt": "1+1=", "answer": "2"}\nnot json\n' > "$work/badjson.jsonl"
-usage_error "line 2: not a JSON object" --model "$model" --data "$work/badjson.jsonl" --out "$work/x" --reward exact
+usage_error "line 2: not valid JSON" --model "$model" --data "$work/badjson.jsonl" --out "$work/x" --reward exact
+printf '{"prompt": "1+1=", "answer": "2"} junk\n' > "$work/trailing.jsonl"
+usage_error "line 1: unexpected data after the JSON value" --model "$model" --data "$work/trailing.jsonl" --out "$work/x" --reward exact
+printf '{"prompt": "1+1=\xff", "answer": "2"}\n' > "$work/badutf8.jsonl"
+usage_error 'line 1: "prompt" is not valid UTF-8' --model "$model" --data "$work/badutf8.jsonl" --out "$work/x" --reward exact
+usage_error "/dev/zero line 1: the line contains a NUL byte" --model "$model" --data /dev/zero --out "$work/x" --reward exact
 usage_error "$work/nomodel" --model "$work/nomodel" --data "$work/data.jsonl" --out "$work/x" --reward exact
 
 stories=$shared/models/stories260K

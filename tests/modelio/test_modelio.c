@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "io/jsonl.h"
+#include "posttrain/jsonl.h"
 #include "model/schema.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -758,6 +759,47 @@ static void expect_row_error(const char *line, int status, const char *frag, int
     pt_jsonl_close(r);
 }
 
+START_TEST(test_jsonl_public_reader)
+{
+    char *dir = pt_test_tmpdir("pt_modelio_");
+    char *p = pt_path_join(dir, "rows.jsonl");
+    static const char text[] = "{\"prompt\": \"hi\", \"answer\": \"2\"}\n\n{\"prompt\": 5}\n"
+                               "{\"prompt\": \"a\"} x\n{\"answer\": \"b\"}\n";
+    ck_assert_ok(pt_write_file_atomic(p, text, sizeof text - 1));
+    pt_jsonl_reader *r;
+    ck_assert_ok(pt_jsonl_reader_open(&r, p, 0));
+    const char *s, *json;
+    size_t len, line;
+    ck_assert_status(pt_jsonl_reader_string(&s, &len, r, "prompt", true), PT_ESTATE, "no current row");
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 1);
+    ck_assert_ok(pt_jsonl_reader_string(&s, &len, r, "prompt", true));
+    ck_assert_str_eq(s, "hi");
+    ck_assert_uint_eq(len, 2);
+    ck_assert_ok(pt_jsonl_reader_string(&s, NULL, r, "missing", false));
+    ck_assert_ptr_null(s);
+    ck_assert_ok(pt_jsonl_reader_json(&json, r));
+    ck_assert_str_eq(json, "{\"prompt\":\"hi\",\"answer\":\"2\"}");
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 1);
+    ck_assert_ok(pt_jsonl_reader_line(&line, r));
+    ck_assert_uint_eq(line, 3);
+    ck_assert_status(pt_jsonl_reader_string(&s, NULL, r, "prompt", true), PT_EFORMAT,
+                     "rows.jsonl line 3: \"prompt\" must be a string");
+    ck_assert_status(pt_jsonl_reader_next(r), PT_EFORMAT, "rows.jsonl line 4: unexpected data after");
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 1);
+    ck_assert_status(pt_jsonl_reader_string(&s, NULL, r, "prompt", true), PT_ENOTFOUND,
+                     "rows.jsonl line 5: the row has no \"prompt\"");
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 0);
+    pt_jsonl_reader_free(r);
+    pt_jsonl_reader_free(NULL);
+    ck_assert_status(pt_jsonl_reader_open(&r, "/nonexistent/x.jsonl", 0), PT_ENOTFOUND, "x.jsonl");
+    ck_assert_ptr_null(r);
+    unlink(p);
+    pt_free(p);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_jsonl_bad_rows)
 {
     expect_row_error("{\"text\": \"x\"", PT_EFORMAT, "not valid JSON", 10);
@@ -786,6 +828,13 @@ START_TEST(test_jsonl_bad_rows)
     longline[sizeof longline - 2] = '}';
     longline[sizeof longline - 1] = '\0';
     expect_row_error(longline, PT_ERANGE, "longer than 256 bytes", 10);
+    expect_row_error("{\"text\": \"a\\u0000b\"}", PT_EFORMAT,
+                     "\"text\": the string contains \\u0000 (a NUL character)", 10);
+    expect_row_error("{\"text\": \"a\\\\u0000b\", \"x\\u0000\": 1}", PT_EFORMAT,
+                     "a key (column 23) contains \\u0000", 10);
+    expect_row_error("{\"text\": \"a\", \"text\": \"b\"}", PT_EFORMAT, "duplicate key \"text\"", 10);
+    expect_row_error("{\"messages\": [{\"role\": \"user\", \"role\": \"x\"}]}", PT_EFORMAT,
+                     "duplicate key \"role\"", 10);
 
     /* a NUL byte in a line; a missing file */
     static const char nul[] = "{\"text\": \"a\"}\n{\"te\0t\": 1}\n";
@@ -794,6 +843,20 @@ START_TEST(test_jsonl_bad_rows)
     const cJSON *row;
     ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
     ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: the line contains a NUL");
+    /* a NUL byte stops the reader: the rest is not read */
+    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: reading stopped");
+    pt_jsonl_close(r);
+    /* /dev/zero: stops at the first NUL instead of reading forever */
+    ck_assert_ok(pt_jsonl_open(&r, "/dev/zero", 0));
+    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "/dev/zero line 1: the line contains a NUL byte");
+    pt_jsonl_close(r);
+    /* an endless line without a newline: stops after twice the cap */
+    static char endless[4096];
+    memset(endless, 'a', sizeof endless);
+    ck_assert_ok(pt_jsonl_open_memory(&r, endless, sizeof endless, "e.jsonl", 256));
+    ck_assert_status(pt_jsonl_next(r, &row), PT_ERANGE,
+                     "e.jsonl line 1: the line is longer than 256 bytes and no newline follows");
+    ck_assert_status(pt_jsonl_next(r, &row), PT_ERANGE, "reading stopped");
     pt_jsonl_close(r);
     ck_assert_status(pt_jsonl_open(&r, "/nonexistent/x.jsonl", 0), PT_ENOTFOUND, "x.jsonl");
     ck_assert_status(pt_jsonl_open(&r, "/tmp", 0), PT_EIO, "is a directory");
@@ -1154,6 +1217,7 @@ static Suite *modelio_suite(void)
     TCase *tj = tcase_create("jsonl");
     tcase_add_test(tj, test_jsonl_rows);
     tcase_add_test(tj, test_jsonl_bad_rows);
+    tcase_add_test(tj, test_jsonl_public_reader);
     tcase_add_test(tj, test_jsonl_file_chunks);
     suite_add_tcase(s, tj);
     TCase *te = tcase_create("eval");

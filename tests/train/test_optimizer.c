@@ -145,6 +145,7 @@ START_TEST(test_nonfinite_skips)
     g[0] = INFINITY;
     ck_assert_ok(pt_optimizer_step(&st, opt));
     ck_assert(st.skipped && isinf(st.grad_norm));
+    ck_assert_int_eq(st.skip_reason, PT_SKIP_NONFINITE_GRAD);
     ck_assert_int_eq(st.skipped_total, 2);
     /* A finite step afterwards is step 1 with bias corrections of step 1:
      * AdamW's first step moves each weight by lr * sign(g) (eps aside). */
@@ -180,6 +181,89 @@ START_TEST(test_schedule_factor)
     ck_assert_status(pt_schedule_factor(&f, 7, 1, 0, 10, 0), PT_EINVAL, "unknown schedule");
     ck_assert_status(pt_schedule_factor(&f, PT_SCHEDULE_LINEAR, 1, 0, 0, 0), PT_EINVAL, "total_steps");
     ck_assert_status(pt_schedule_factor(NULL, 0, 1, 0, 0, 0), PT_EINVAL, "NULL");
+}
+END_TEST
+
+START_TEST(test_nonfinite_update_skips)
+{
+    /* SGD: finite gradients whose update overflows: skipped, nothing changed. */
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.type = PT_OPTIMIZER_SGD;
+    o.lr = 1e38;
+    o.max_grad_norm = 0;
+    float w[2] = { 1, 2 }, g[2] = { 1e10f, 1 }, w0[2];
+    memcpy(w0, w, sizeof w);
+    pt_opt_param p = { w, g, 2, true, "layer.w" };
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    pt_step_stats st;
+    pt_step_stats_init(&st);
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert(st.skipped);
+    ck_assert_int_eq(st.skip_reason, PT_SKIP_NONFINITE_UPDATE);
+    ck_assert_str_eq(pt_skip_reason_name(st.skip_reason), "nonfinite_update");
+    ck_assert(isfinite(st.grad_norm));
+    ck_assert_int_eq(st.step, 0);
+    ck_assert_int_eq(st.skipped_total, 1);
+    ck_assert_int_eq(memcmp(w, w0, sizeof w), 0);
+    ck_assert_float_eq(sv.m[0], 0.0f);
+    ck_assert_float_eq(sv.m[1], 0.0f);
+    ck_assert_float_eq(g[0], 0.0f);
+    pt_optimizer_free(opt);
+
+    /* AdamW: the first step moves w by lr / (1 - beta1) * (1 - beta1) = lr... past FLT_MAX. */
+    pt_optimizer_options_init(&o);
+    o.lr = 1e38;
+    o.beta1 = 0.5;
+    o.max_grad_norm = 0;
+    w[0] = 3e38f; w[1] = 1; g[0] = -1; g[1] = 1;
+    memcpy(w0, w, sizeof w);
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    pt_optimizer_state_view(&sv, opt);
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert(st.skipped);
+    ck_assert_int_eq(st.skip_reason, PT_SKIP_NONFINITE_UPDATE);
+    ck_assert_int_eq(st.step, 0);
+    ck_assert_int_eq(memcmp(w, w0, sizeof w), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_float_eq(sv.m[i], 0.0f);
+        ck_assert_float_eq(sv.v[i], 0.0f);
+    }
+    /* A harmless step afterwards is applied as step 1. */
+    w[0] = 1; g[0] = -1; g[1] = 1;
+    o.lr = 0.5;
+    pt_optimizer_free(opt);
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert(!st.skipped);
+    ck_assert_int_eq(st.skip_reason, PT_SKIP_NONE);
+    ck_assert_int_eq(st.step, 1);
+    ck_assert_msg(fabsf(w[0] - 1.5f) < 1e-5f, "w[0] = %a", (double)w[0]);
+    pt_optimizer_free(opt);
+}
+END_TEST
+
+START_TEST(test_overflowing_options)
+{
+    pt_optimizer_options o;
+    float w = 1, g = 1;
+    pt_opt_param p = { &w, &g, 1, true, "w" };
+    pt_optimizer *opt = (pt_optimizer *)&o;
+    pt_optimizer_options_init(&o);
+    o.lr = 1e308;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE, "lr 1e+308 overflows a float");
+    ck_assert_ptr_null(opt);
+    pt_optimizer_options_init(&o);
+    o.lr = 1e38;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE,
+                     "lr 1e+38 / (1 - beta1 0.9) (the first step size) overflows");
+    pt_optimizer_options_init(&o);
+    o.lr = 1e30;
+    o.weight_decay = 1e10;
+    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE, "weight_decay 1e+10 overflows");
 }
 END_TEST
 
@@ -305,6 +389,8 @@ int main(void)
     TCase *tc = tcase_create("optimizer");
     tcase_add_test(tc, test_matches_torch);
     tcase_add_test(tc, test_nonfinite_skips);
+    tcase_add_test(tc, test_nonfinite_update_skips);
+    tcase_add_test(tc, test_overflowing_options);
     tcase_add_test(tc, test_schedule_factor);
     tcase_add_test(tc, test_bad_options);
     tcase_add_test(tc, test_null_and_older_structs);

@@ -271,6 +271,142 @@ static pt_optimizer *adamw(pt_model *m)
     return opt;
 }
 
+/* Resume with every schedule: the checkpoint's schedule and lr replace the
+ * resuming optimizer's (created here with other values on purpose), and the
+ * weights after the remaining steps are bit-identical to an uninterrupted run. */
+START_TEST(test_resume_every_schedule)
+{
+    make_data();
+    struct { int type, schedule; int64_t warmup, total; double min_lr; } cases[] = {
+        { PT_OPTIMIZER_ADAMW, PT_SCHEDULE_CONSTANT, 0, 0, 0 },
+        { PT_OPTIMIZER_ADAMW, PT_SCHEDULE_CONSTANT, 4, 0, 0 },
+        { PT_OPTIMIZER_ADAMW, PT_SCHEDULE_LINEAR, 0, 7, 0 },
+        { PT_OPTIMIZER_SGD, PT_SCHEDULE_LINEAR, 2, 7, 0 },
+        { PT_OPTIMIZER_ADAMW, PT_SCHEDULE_COSINE, 0, 7, 0.1 },
+        { PT_OPTIMIZER_ADAMW, PT_SCHEDULE_COSINE, 2, 7, 0.2 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char root[] = "/tmp/pt_sched_XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(root));
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s/ck", root);
+        pt_optimizer_options o;
+        pt_optimizer_options_init(&o);
+        o.type = cases[c].type;
+        o.lr = 0.02;
+        o.schedule = cases[c].schedule;
+        o.warmup_steps = cases[c].warmup;
+        o.total_steps = cases[c].total;
+        o.min_lr_ratio = cases[c].min_lr;
+        double la[8], lb[8];
+        pt_model *ma = tiny_model(5);
+        pt_context *ca;
+        ck_assert_ok(pt_context_create(&ca, ma, 2, T));
+        pt_optimizer *oa;
+        ck_assert_ok(pt_optimizer_create(&oa, ma, &o));
+        train_steps(ma, oa, ca, 0, 3, la);
+        ck_assert_ok(pt_checkpoint_save(ma, oa, NULL, dir));
+        train_steps(ma, oa, ca, 3, 8, la);
+        pt_optimizer_options other = o;
+        other.lr = 0.5;
+        other.schedule = PT_SCHEDULE_LINEAR;
+        other.warmup_steps = 1;
+        other.total_steps = 100;
+        other.min_lr_ratio = 0;
+        pt_model *mb = tiny_model(99);
+        pt_context *cb;
+        ck_assert_ok(pt_context_create(&cb, mb, 2, T));
+        pt_optimizer *ob;
+        ck_assert_ok(pt_optimizer_create(&ob, mb, &other));
+        ck_assert_ok(pt_checkpoint_load(NULL, mb, ob, dir));
+        double lr_b;
+        ck_assert_ok(pt_optimizer_get_lr(&lr_b, ob));
+        double want;
+        ck_assert_ok(pt_schedule_factor(&want, o.schedule, 3, o.warmup_steps, o.total_steps, o.min_lr_ratio));
+        ck_assert_msg(lr_b == o.lr * want, "case %zu: lr after resume %.17g, want %.17g", c, lr_b, o.lr * want);
+        train_steps(mb, ob, cb, 3, 8, lb);
+        for (int s = 3; s < 8; s++)
+            ck_assert_msg(la[s] == lb[s], "case %zu step %d: loss %.9g vs resumed %.9g", c, s, la[s], lb[s]);
+        float *a, *b;
+        size_t n;
+        snapshot(ma, &a, &n);
+        snapshot(mb, &b, &n);
+        ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "case %zu: weights differ after resume", c);
+        free(a);
+        free(b);
+        pt_optimizer_free(oa);
+        pt_optimizer_free(ob);
+        pt_context_free(ca);
+        pt_context_free(cb);
+        pt_model_free(ma);
+        pt_model_free(mb);
+        ck_assert_int_eq(pt_test_rm_rf(root), 0);
+    }
+}
+END_TEST
+
+/* A NaN in the weights or the moments is never saved: the checkpoint writer
+ * and pt_model_save_dir refuse with PT_ENONFINITE naming the tensor, and what
+ * was saved before is intact. */
+START_TEST(test_nonfinite_never_saved)
+{
+    char root[] = "/tmp/pt_nonfin_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    char ck[256], md[256], path[512];
+    snprintf(ck, sizeof ck, "%s/ck", root);
+    snprintf(md, sizeof md, "%s/model", root);
+    pt_model *m = tiny_model(5);
+    pt_optimizer *opt = adamw(m);
+    ck_assert_ok(pt_model_save_dir(m, md, NULL));
+    snprintf(path, sizeof path, "%s/model.safetensors", md);
+    char *before;
+    size_t nbefore;
+    ck_assert_ok(pt_read_file(&before, &nbefore, path, 1 << 26));
+    size_t idx = 0;
+    for (; idx < pt_model_tensor_count(m); idx++)
+        if (pt_model_tensor(m, idx)->trainable && pt_model_tensor(m, idx)->ndim == 2)
+            break;
+    const pt_tensor_ref *r = pt_model_tensor(m, idx);
+    float keep = r->data[3];
+    r->data[3] = NAN;
+    char want[512];
+    snprintf(want, sizeof want, "tensor '%s' holds a non-finite value at element 3", r->name);
+    ck_assert_status(pt_checkpoint_save(m, opt, NULL, ck), PT_ENONFINITE, want);
+    struct stat sb;
+    ck_assert_int_ne(stat(ck, &sb), 0);
+    snprintf(want, sizeof want, "tensor '%s' holds NaN at element 3", r->name);
+    ck_assert_status(pt_model_save_dir(m, md, NULL), PT_ENONFINITE, want);
+    char *after;
+    size_t nafter;
+    ck_assert_ok(pt_read_file(&after, &nafter, path, 1 << 26));
+    ck_assert(nafter == nbefore && memcmp(before, after, nafter) == 0);
+    free(after);
+    r->data[3] = INFINITY;
+    snprintf(want, sizeof want, "tensor '%s' holds an infinity at element 3", r->name);
+    ck_assert_status(pt_model_save_dir(m, md, NULL), PT_ENONFINITE, want);
+    r->data[3] = keep;
+    /* A non-finite moment. */
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    sv.v[0] = NAN;
+    ck_assert_status(pt_checkpoint_save(m, opt, NULL, ck), PT_ENONFINITE, "the second moment of tensor");
+    ck_assert_int_ne(stat(ck, &sb), 0);
+    sv.v[0] = 0;
+    ck_assert_ok(pt_checkpoint_save(m, opt, NULL, ck));
+    /* A LoRA scale alpha / rank that overflows a float is refused up front. */
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = 4;
+    lo.alpha = 1e308;
+    ck_assert_status(pt_model_add_lora(m, &lo), PT_ERANGE, "alpha 1e+308 / rank 4 = 2.5e+307 overflows");
+    ck_assert(!pt_model_has_lora(m));
+    free(before);
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
+}
+END_TEST
+
 START_TEST(test_checkpoint_exact_resume)
 {
     make_data();
@@ -372,6 +508,8 @@ int main(void)
     tcase_add_test(tc, test_nonfinite_loss_skips);
     tcase_add_test(tc, test_cancel_between_microbatches);
     tcase_add_test(tc, test_checkpoint_exact_resume);
+    tcase_add_test(tc, test_resume_every_schedule);
+    tcase_add_test(tc, test_nonfinite_never_saved);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -1,0 +1,53 @@
+/*
+ * libposttrain public API: JSONL data files, row by row.
+ *
+ * The reader every command of the library uses (SFT and GRPO data, eval),
+ * offered to hosts so that they read rows with the same rules: one JSON
+ * object per line, blank lines skipped, a UTF-8 byte order mark on the first
+ * line allowed; each line is capped at max_line bytes; a NUL byte, trailing
+ * data after the object, invalid UTF-8 in a string that is read, a \u0000
+ * escape in a string and a duplicate key are refused.  Every error message
+ * starts with "<path> line N: ".  A NUL byte or a line that runs on past
+ * twice the cap without a newline stops the reader (later calls repeat the
+ * error), so a stream such as /dev/zero is never read without bound.
+ */
+#ifndef POSTTRAIN_JSONL_H
+#define POSTTRAIN_JSONL_H
+
+#include "posttrain/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pt_jsonl_reader pt_jsonl_reader;
+
+/* Open path (max_line 0: 64 MiB).  PT_ENOTFOUND, PT_EIO (e.g. a directory). */
+PT_API int pt_jsonl_reader_open(pt_jsonl_reader **out, const char *path, size_t max_line);
+/* NULL is fine. */
+PT_API void pt_jsonl_reader_free(pt_jsonl_reader *r);
+
+/* The next row: 1 when there is one, 0 at the end of the file, or a negative
+ * status: PT_EFORMAT (not a JSON object, trailing data, a NUL byte, \u0000,
+ * a duplicate key), PT_ERANGE (a line over the cap; the reader goes on with
+ * the next line unless it stopped), PT_EIO. */
+PT_API int pt_jsonl_reader_next(pt_jsonl_reader *r);
+
+/* The 1-based line number of the current row (0 before the first). */
+PT_API int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *r);
+
+/* The current row's string member `key`: *s points into the reader (valid
+ * until the next call; NUL-terminated, *len bytes, len may be NULL), checked
+ * to be valid UTF-8.  Absent: PT_ENOTFOUND when required, else PT_OK with *s
+ * NULL.  Not a string or not UTF-8: PT_EFORMAT.  Messages name the line. */
+PT_API int pt_jsonl_reader_string(const char **s, size_t *len, const pt_jsonl_reader *r,
+                                  const char *key, bool required);
+
+/* The current row as compact JSON text (valid until the next call). */
+PT_API int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

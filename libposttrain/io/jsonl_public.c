@@ -1,0 +1,81 @@
+/* The public JSONL reader (include/posttrain/jsonl.h) over io/jsonl. */
+#include "io/jsonl.h"
+#include "posttrain/jsonl.h"
+
+#include <stdlib.h>
+
+struct pt_jsonl_reader {
+    pt_jsonl *r;
+    const cJSON *row;   /* the current row (owned by r) */
+    char *json;         /* its compact text, made on request */
+};
+
+int pt_jsonl_reader_open(pt_jsonl_reader **out, const char *path, size_t max_line)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(path);
+    pt_jsonl_reader *h = pt_calloc(1, sizeof *h);
+    if (!h)
+        return pt_err(PT_ENOMEM, "pt_jsonl_reader_open: out of memory");
+    int st = pt_jsonl_open(&h->r, path, max_line);
+    if (st) {
+        pt_free(h);
+        return st;
+    }
+    *out = h;
+    return PT_OK;
+}
+
+void pt_jsonl_reader_free(pt_jsonl_reader *h)
+{
+    if (!h)
+        return;
+    pt_jsonl_close(h->r);
+    free(h->json);
+    pt_free(h);
+}
+
+int pt_jsonl_reader_next(pt_jsonl_reader *h)
+{
+    PT_CHECK_NULL(h);
+    free(h->json);
+    h->json = NULL;
+    h->row = NULL;
+    return pt_jsonl_next(h->r, &h->row);
+}
+
+int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *h)
+{
+    PT_CHECK_NULL(line);
+    PT_CHECK_NULL(h);
+    *line = pt_jsonl_line(h->r);
+    return PT_OK;
+}
+
+int pt_jsonl_reader_string(const char **s, size_t *len, const pt_jsonl_reader *h, const char *key,
+                           bool required)
+{
+    PT_CHECK_NULL(s);
+    *s = NULL;
+    PT_CHECK_NULL(h);
+    PT_CHECK_NULL(key);
+    if (!h->row)
+        return pt_err(PT_ESTATE, "pt_jsonl_reader_string: no current row (call pt_jsonl_reader_next "
+                      "and check it returned 1)");
+    return pt_jsonl_row_string(s, len, h->r, h->row, key, required);
+}
+
+int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *h)
+{
+    PT_CHECK_NULL(json);
+    *json = NULL;
+    PT_CHECK_NULL(h);
+    if (!h->row)
+        return pt_err(PT_ESTATE, "pt_jsonl_reader_json: no current row (call pt_jsonl_reader_next "
+                      "and check it returned 1)");
+    if (!h->json && !(h->json = cJSON_PrintUnformatted(h->row)))
+        return pt_err(PT_ENOMEM, "pt_jsonl_reader_json: out of memory");
+    *json = h->json;
+    return PT_OK;
+}
