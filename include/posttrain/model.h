@@ -138,8 +138,20 @@ PT_API int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *model,
  * concurrently. */
 typedef struct pt_context pt_context;
 
+/* A context for `model`.  max_seq beyond the model's
+ * max_position_embeddings is PT_ERANGE (naming both numbers) unless the
+ * caller opted in with pt_model_set_allow_long_context.  A context belongs
+ * to the model's current set of tensors: after LoRA adapters are added,
+ * merged or removed, every call with it is PT_ESTATE (create a new one). */
 PT_API int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq);
 PT_API void pt_context_free(pt_context *ctx);
+
+/* Opt in to contexts and generators longer than the model's
+ * max_position_embeddings (off by default): for a model whose RoPE is scaled
+ * (or will be fine-tuned) to positions it was not trained for.  Handles
+ * already created are not affected. */
+PT_API int pt_model_set_allow_long_context(pt_model *model, bool allow);
+PT_API bool pt_model_allow_long_context(const pt_model *model);
 
 /* One batch of B rows of T tokens.  Fill with pt_batch_init() first. */
 typedef struct pt_batch {

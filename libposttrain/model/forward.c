@@ -31,6 +31,7 @@ enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
 
 struct pt_context {
     pt_model *model;
+    uint64_t generation;  /* the model's structure generation it was created for */
     int max_batch, max_seq;
     int B, T;
     int state;
@@ -133,6 +134,9 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     PT_CHECK_NULL(model);
     PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
     PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
+    int st = pt_model_check_positions(model, max_seq, "pt_context_create");
+    if (st)
+        return st;
     size_t N;
     if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
         return pt_err(PT_ENOMEM, "pt_context_create: %d x %d tokens is too many", max_batch,
@@ -141,6 +145,7 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     if (!ctx)
         return PT_ENOMEM;
     ctx->model = model;
+    ctx->generation = pt_model_generation(model);
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
     ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
@@ -157,7 +162,6 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     ctx->attn_threads = pt_scratch_threads();
     pt_planner p = { 0, false };
     lay_out(ctx, &p, NULL, N);
-    int st = PT_OK;
     if (p.overflow)
         st = pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
                     "overflows", max_batch, max_seq);
@@ -172,6 +176,16 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     lay_out(ctx, &again, ctx->block, N);
     *out = ctx;
     return PT_OK;
+}
+
+pt_model *pt_context_model(const pt_context *ctx)
+{
+    return ctx ? ctx->model : NULL;
+}
+
+int pt_context_check_current(const pt_context *ctx, const char *who)
+{
+    return pt_model_check_generation(ctx->model, ctx->generation, who, "context");
 }
 
 void pt_context_free(pt_context *ctx)
@@ -436,7 +450,9 @@ int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float 
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     pt_batch lb;
-    int st = read_batch(&lb, b, ctx, __func__);
+    int st = pt_context_check_current(ctx, __func__);
+    if (!st)
+        st = read_batch(&lb, b, ctx, __func__);
     return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
 }
 
@@ -446,7 +462,9 @@ int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(entropy);
     pt_batch lb;
-    int st = read_batch(&lb, b, ctx, __func__);
+    int st = pt_context_check_current(ctx, __func__);
+    if (!st)
+        st = read_batch(&lb, b, ctx, __func__);
     return st ? st : forward_impl(ctx, &lb, logprobs, NULL, entropy, NULL);
 }
 
@@ -524,6 +542,9 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(dlogprobs);
+    int gst = pt_context_check_current(ctx, __func__);
+    if (gst)
+        return gst;
     if (ctx->state != ST_FORWARD)
         return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
                       "context (call pt_model_forward first; one backward per forward)");
@@ -567,7 +588,9 @@ int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool
     PT_CHECK_NULL(loss);
     *loss = 0.0f;
     pt_batch lb;
-    int st = read_batch(&lb, b, ctx, __func__);
+    int st = pt_context_check_current(ctx, __func__);
+    if (!st)
+        st = read_batch(&lb, b, ctx, __func__);
     if (st == PT_OK && backward)
         st = pt_lora_check_backward(ctx->model, "pt_model_loss");
     double wsum = 0.0;
