@@ -140,9 +140,10 @@ typedef struct pt_context pt_context;
 
 /* A context for `model`.  max_seq beyond the model's
  * max_position_embeddings is PT_ERANGE (naming both numbers) unless the
- * caller opted in with pt_model_set_allow_long_context.  A context belongs
- * to the model's current set of tensors: after LoRA adapters are added,
- * merged or removed, every call with it is PT_ESTATE (create a new one). */
+ * caller opted in with pt_model_set_allow_long_context.  A context follows
+ * the model's tensors (adding, merging or removing LoRA adapters needs no
+ * new context), but a pt_model_backward across such a change, after the
+ * forward it differentiates, is PT_ESTATE. */
 PT_API int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq);
 PT_API void pt_context_free(pt_context *ctx);
 

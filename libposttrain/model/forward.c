@@ -31,7 +31,7 @@ enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
 
 struct pt_context {
     pt_model *model;
-    uint64_t generation;  /* the model's structure generation it was created for */
+    uint64_t generation;  /* the model's structure generation at the last forward */
     int max_batch, max_seq;
     int B, T;
     int state;
@@ -185,7 +185,10 @@ pt_model *pt_context_model(const pt_context *ctx)
 
 int pt_context_check_current(const pt_context *ctx, const char *who)
 {
-    return pt_model_check_generation(ctx->model, ctx->generation, who, "context");
+    if (pt_model_generation(ctx->model) == ctx->generation)
+        return PT_OK;
+    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this context's forward "
+                  "pass: run the forward again", who, pt_model_last_change(ctx->model));
 }
 
 void pt_context_free(pt_context *ctx)
@@ -442,6 +445,7 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
     if (logprobs)
         memcpy(logprobs, ctx->lp, n * sizeof *logprobs);
     ctx->state = fused_dlp ? ST_FORWARD_FUSED : ST_FORWARD;
+    ctx->generation = pt_model_generation(m);
     return PT_OK;
 }
 
@@ -450,9 +454,7 @@ int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float 
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     pt_batch lb;
-    int st = pt_context_check_current(ctx, __func__);
-    if (!st)
-        st = read_batch(&lb, b, ctx, __func__);
+    int st = read_batch(&lb, b, ctx, __func__);
     return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
 }
 
@@ -462,9 +464,7 @@ int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(entropy);
     pt_batch lb;
-    int st = pt_context_check_current(ctx, __func__);
-    if (!st)
-        st = read_batch(&lb, b, ctx, __func__);
+    int st = read_batch(&lb, b, ctx, __func__);
     return st ? st : forward_impl(ctx, &lb, logprobs, NULL, entropy, NULL);
 }
 
@@ -588,9 +588,7 @@ int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool
     PT_CHECK_NULL(loss);
     *loss = 0.0f;
     pt_batch lb;
-    int st = pt_context_check_current(ctx, __func__);
-    if (!st)
-        st = read_batch(&lb, b, ctx, __func__);
+    int st = read_batch(&lb, b, ctx, __func__);
     if (st == PT_OK && backward)
         st = pt_lora_check_backward(ctx->model, "pt_model_loss");
     double wsum = 0.0;

@@ -343,6 +343,11 @@ void pt_model_bump_generation(pt_model *m, const char *what)
     m->last_change = what;
 }
 
+const char *pt_model_last_change(const pt_model *m)
+{
+    return m->last_change ? m->last_change : "nothing";
+}
+
 int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle)
 {
     if (m->generation == gen)

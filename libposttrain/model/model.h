@@ -47,9 +47,10 @@ void *pt_model_attachment(const pt_model *m);
 
 /* The model's structure generation.  Everything that reallocates or
  * reshapes the tensor table (LoRA add, merge, remove) calls
- * pt_model_bump_generation with what it did ("LoRA merged"); the handles made
- * for the model (optimizers, contexts, generators) remember the generation
- * they were made for and refuse to work once it changed. */
+ * pt_model_bump_generation with what it did ("LoRA merged"); optimizers and
+ * generators remember the generation they were made for and refuse to work
+ * once it changed; a context remembers its last forward's (a backward
+ * across a change is refused). */
 uint64_t pt_model_generation(const pt_model *m);
 void pt_model_bump_generation(pt_model *m, const char *what);
 /* PT_ESTATE when m's generation is no longer gen: "<who>: the model's
@@ -59,8 +60,11 @@ int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, 
 
 /* The model a context was created for. */
 pt_model *pt_context_model(const pt_context *ctx);
-/* PT_ESTATE (naming `who`) when ctx's model changed structure since ctx was
- * created. */
+/* What the last generation bump did ("LoRA merged"), or "nothing". */
+const char *pt_model_last_change(const pt_model *m);
+/* PT_ESTATE (naming `who`) when ctx's model changed structure since ctx's
+ * last forward (a context itself follows the model: its adapter scratch
+ * grows on demand, so only a backward across a change is refused). */
 int pt_context_check_current(const pt_context *ctx, const char *who);
 
 /* PT_ERANGE (naming `who`) when seq exceeds the model's

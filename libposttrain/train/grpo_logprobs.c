@@ -120,6 +120,5 @@ int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, 
     PT_CHECK_NULL(ctx);
     PT_CHECK_ARG(which == PT_ROLLOUT_OLD || which == PT_ROLLOUT_REF, which,
                  "%d is not PT_ROLLOUT_OLD or PT_ROLLOUT_REF", which);
-    int st = pt_context_check_current(ctx, "pt_rollout_buffer_compute_logprobs");
-    return st ? st : pt_rollout_compute_logprobs(buf, ctx, which, false);
+    return pt_rollout_compute_logprobs(buf, ctx, which, false);
 }

@@ -297,8 +297,7 @@ int pt_optimizer_check_context(const pt_optimizer *o, const pt_context *ctx, con
         return pt_err(PT_EINVAL, "%s: ctx and opt belong to different models (ctx's model %p, "
                       "opt's model %p): create the context and the optimizer for the same model",
                       who, (const void *)cm, (const void *)o->model);
-    int st = pt_optimizer_check_current(o, who);
-    return st ? st : pt_context_check_current(ctx, who);
+    return pt_optimizer_check_current(o, who);
 }
 
 /* Point the parameters at the model's current gradients (the model's

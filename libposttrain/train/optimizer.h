@@ -41,7 +41,7 @@ pt_model *pt_optimizer_model(const pt_optimizer *opt);
 int pt_optimizer_check_current(const pt_optimizer *opt, const char *who);
 /* The checks of a call where an optimizer and a context meet: both were made
  * for the same model (PT_EINVAL naming both otherwise) and that model has
- * not changed structure since either was created (PT_ESTATE). */
+ * not changed structure since the optimizer was created (PT_ESTATE). */
 int pt_optimizer_check_context(const pt_optimizer *opt, const pt_context *ctx, const char *who);
 /* PT_EINVAL (naming `who`) when opt was not created for `model`. */
 int pt_optimizer_check_model(const pt_optimizer *opt, const pt_model *model, const char *who);
