@@ -357,10 +357,10 @@ int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, 
                   handle);
 }
 
-int pt_model_set_allow_long_context(pt_model *m, bool allow)
+int pt_model_set_allow_long_context(pt_model *model, bool allow)
 {
-    PT_CHECK_NULL(m);
-    m->allow_long_context = allow;
+    PT_CHECK_NULL(model);
+    model->allow_long_context = allow;
     return PT_OK;
 }
 
