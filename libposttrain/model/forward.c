@@ -127,14 +127,28 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
     ctx->seg = ib ? ib + 3 * N : NULL;
 }
 
+static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
+                          bool packed);
+
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    return context_create(out, model, max_batch, max_seq, false);
+}
+
+int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    return context_create(out, model, max_batch, max_seq, true);
+}
+
+static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
+                          bool packed)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(model);
     PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
     PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
-    int st = pt_model_check_positions(model, max_seq, "pt_context_create");
+    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, "pt_context_create");
     if (st)
         return st;
     size_t N;

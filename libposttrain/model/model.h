@@ -67,6 +67,11 @@ const char *pt_model_last_change(const pt_model *m);
  * grows on demand, so only a backward across a change is refused). */
 int pt_context_check_current(const pt_context *ctx, const char *who);
 
+/* pt_context_create without the max_position_embeddings check, for rows
+ * packed side by side whose positions restart in each segment (each
+ * segment within the model's positions: the caller's duty). */
+int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq);
+
 /* PT_ERANGE (naming `who`) when seq exceeds the model's
  * max_position_embeddings and the caller did not opt in with
  * pt_model_set_allow_long_context. */

@@ -525,6 +525,7 @@ class GrpoStats(Struct):
         ("skipped_total", c_int64),
         ("train_seconds", c_double),
         ("tokens_per_second", c_double),
+        ("samples_unscored", c_int64),
     ]
 
 
