@@ -82,6 +82,11 @@ START_TEST(test_merge_then_step_with_old_optimizer)
     ck_assert_status(pt_optimizer_step(NULL, opt), PT_ESTATE, "pt_optimizer_step: the model's "
                      "tensors changed (LoRA merged)");
     ck_assert(tensor_equals(m, 0, w0, n0));
+    ck_assert_status(pt_checkpoint_save(m, opt, NULL, "/tmp/pt_misuse_never_written"), PT_ESTATE,
+                     "pt_checkpoint_save: the model's tensors changed (LoRA merged) since this "
+                     "optimizer was created");
+    struct stat sb;
+    ck_assert_int_ne(stat("/tmp/pt_misuse_never_written", &sb), 0);
 
     /* the remedy: a new optimizer (the context follows the model) */
     pt_optimizer *opt2 = sgd(m);
@@ -107,8 +112,12 @@ START_TEST(test_add_and_remove_lora_after_optimizer)
     ck_assert_status(pt_sft_step(NULL, opt, ctx, &b, NULL, 1), PT_ESTATE,
                      "pt_sft_step: the model's tensors changed (LoRA adapters added) since this "
                      "optimizer was created: create a new optimizer");
-    pt_optimizer *lopt = sgd(m);
+    pt_optimizer *lopt;
+    ck_assert_ok(pt_optimizer_create(&lopt, m, NULL)); /* NULL options: AdamW, lr 1e-4 */
     ck_assert_ok(pt_sft_step(NULL, lopt, ctx, &b, NULL, 1));
+    double lr = 0;
+    ck_assert_ok(pt_optimizer_get_lr(&lr, lopt));
+    ck_assert(lr == 1e-4);
     ck_assert_ok(pt_model_remove_lora(m));
     ck_assert_status(pt_sft_step(NULL, lopt, ctx, &b, NULL, 1), PT_ESTATE,
                      "(LoRA adapters removed) since this optimizer was created");
