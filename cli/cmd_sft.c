@@ -309,6 +309,12 @@ static int setup(sft_run *r)
     if ((st = pt_optimizer_create(&r->opt, r->model, &a->opt)))
         return cli_fail("optimizer", st);
     pt_dataset_max_seq(&r->max_seq, r->data);
+    /* Batches are as long as their longest row: no row may exceed the
+     * model's positions, so neither does the context. */
+    pt_model_config cfg;
+    pt_model_config_init(&cfg);
+    if (pt_model_get_config(&cfg, r->model) == PT_OK && r->max_seq > cfg.max_position_embeddings)
+        r->max_seq = cfg.max_position_embeddings;
     if ((st = pt_context_create(&r->ctx, r->model, a->data_opts.batch_size, r->max_seq)))
         return cli_fail("context", st);
     if (cli_make_out_dir("sft", a->out))

@@ -77,7 +77,11 @@ PT_API int pt_generate_options_init(pt_generate_options *opts);
 
 typedef struct pt_generator pt_generator;
 
-/* A generator for `model` with room for max_batch rows of max_seq tokens. */
+/* A generator for `model` with room for max_batch rows of max_seq tokens.
+ * max_seq beyond the model's max_position_embeddings is PT_ERANGE unless the
+ * caller opted in (pt_model_set_allow_long_context).  After LoRA adapters
+ * are added, merged or removed, pt_generate with it is PT_ESTATE: create a
+ * new generator. */
 PT_API int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq);
 PT_API void pt_generator_free(pt_generator *gen);
 /* Threads for pt_generate on this generator: n in [1, 1024], or 0 to follow

@@ -210,16 +210,24 @@ typedef struct pt_grpo_stats {
     int64_t step;
     bool skipped;
     int64_t skipped_total;
-    double train_seconds;         /* wall time of the step */
+    double train_seconds;         /* wall time of the whole step: checks, the reference
+                                   * forwards (LoRA base), forwards, backwards, update */
     double tokens_per_second;     /* forward+backward tokens (all positions) per second */
     int skip_reason;              /* pt_skip_reason: why this step was skipped */
+    int64_t samples_unscored;     /* samples every reward function declined (all NaN): they
+                                   * take part with a combined reward of 0 (TRL's nansum) */
 } pt_grpo_stats;
 
 PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);
 
 /* One optimizer step over the whole buffer.  ctx must be a context of the
- * optimizer's model (not checked); a sample longer than the context's
- * max_seq is an error.  Samples without old logprobs get the current
+ * optimizer's model (checked: PT_EINVAL naming both handles), and neither
+ * may predate a change of the model's tensors (LoRA added, merged, removed:
+ * PT_ESTATE, create new ones).  A buffer where no sample has a reward (never
+ * scored, or every reward function declined every sample) is PT_ESTATE;
+ * samples with no reward among others are counted in
+ * stats->samples_unscored.  A sample longer than the context's max_seq is an
+ * error.  Samples without old logprobs get the current
  * policy's, recorded in the buffer for later steps.  Gradients are accumulated over micro-batches, then clipped and
  * applied exactly as pt_sft_step does (non-finite loss or gradients: skipped,
  * counted, PT_OK with stats->skipped).  On any error the weights and the

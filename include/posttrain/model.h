@@ -138,6 +138,12 @@ PT_API int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *model,
  * concurrently. */
 typedef struct pt_context pt_context;
 
+/* A context for `model`.  max_seq beyond the model's
+ * max_position_embeddings is PT_ERANGE (naming both numbers) unless the
+ * caller opted in with pt_model_set_allow_long_context.  A context follows
+ * the model's tensors (adding, merging or removing LoRA adapters needs no
+ * new context), but a pt_model_backward across such a change, after the
+ * forward it differentiates, is PT_ESTATE. */
 PT_API int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq);
 PT_API void pt_context_free(pt_context *ctx);
 /* Threads for every call on this context (forward, backward, loss, and the
@@ -150,6 +156,13 @@ PT_API void pt_context_free(pt_context *ctx);
  * use now (the process setting when 0 was set). */
 PT_API int pt_context_set_num_threads(pt_context *ctx, int n);
 PT_API int pt_context_get_num_threads(const pt_context *ctx);
+
+/* Opt in to contexts and generators longer than the model's
+ * max_position_embeddings (off by default): for a model whose RoPE is scaled
+ * (or will be fine-tuned) to positions it was not trained for.  Handles
+ * already created are not affected. */
+PT_API int pt_model_set_allow_long_context(pt_model *model, bool allow);
+PT_API bool pt_model_allow_long_context(const pt_model *model);
 
 /* One batch of B rows of T tokens.  Fill with pt_batch_init() first. */
 typedef struct pt_batch {

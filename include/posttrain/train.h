@@ -64,7 +64,10 @@ PT_API int pt_optimizer_options_init(pt_optimizer_options *opts);
 typedef struct pt_optimizer pt_optimizer;
 
 /* An optimizer over the trainable parameters of `model` (the model must
- * outlive it).  Moments are allocated here, zeroed. */
+ * outlive it).  Moments are allocated here, zeroed.  It belongs to the
+ * model's tensors as they are now: after LoRA adapters are added, merged or
+ * removed every call with it (pt_optimizer_step, pt_sft_step, pt_grpo_step,
+ * checkpoints) is PT_ESTATE: create a new optimizer. */
 PT_API int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_options *opts);
 PT_API void pt_optimizer_free(pt_optimizer *opt);
 
@@ -131,7 +134,9 @@ PT_API int pt_sft_stats_init(pt_sft_stats *stats);
  * those of one big batch.  A non-finite loss or gradient skips the step
  * (weights and moments unchanged, stats->skipped set, PT_OK returned).  The
  * abort callback is polled between micro-batches (PT_ECANCELLED; gradients
- * are dropped, weights untouched). */
+ * are dropped, weights untouched).  ctx and opt must belong to the same model
+ * (PT_EINVAL naming both), and opt must predate no LoRA add, merge or removal
+ * (PT_ESTATE). */
 PT_API int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
                        const float *const *weights, int n_micro);
 
@@ -217,7 +222,9 @@ PT_API int pt_dataset_set_position(pt_dataset *dataset, int64_t epoch, int64_t c
  * pt_checkpoint_load verifies every checksum (PT_ECHECKSUM names a damaged
  * file) before reading anything into `model` and `opt`, which must have the
  * same trainable tensors and optimizer type as when saved; *host_json (may be
- * NULL) receives the host's JSON, to free with pt_free().
+ * NULL) receives the host's JSON, to free with pt_free().  A `dir` that does
+ * not exist is PT_ENOTFOUND.  Both calls need `opt` to be an optimizer of
+ * `model` (PT_EINVAL otherwise, nothing written or read).
  * Like every function here: out-parameters first, then the objects acted
  * upon, then the rest (pt_model_save_dir(model, dir) likewise). */
 PT_API int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir);

@@ -31,6 +31,7 @@ enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
 
 struct pt_context {
     pt_model *model;
+    uint64_t generation;  /* the model's structure generation at the last forward */
     int max_batch, max_seq;
     int B, T;
     int state;
@@ -127,13 +128,30 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
     ctx->seg = ib ? ib + 3 * N : NULL;
 }
 
+static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
+                          bool packed);
+
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    return context_create(out, model, max_batch, max_seq, false);
+}
+
+int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    return context_create(out, model, max_batch, max_seq, true);
+}
+
+static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
+                          bool packed)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(model);
     PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
     PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
+    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, "pt_context_create");
+    if (st)
+        return st;
     size_t N;
     if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
         return pt_err(PT_ENOMEM, "pt_context_create: %d x %d tokens is too many", max_batch,
@@ -142,6 +160,7 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     if (!ctx)
         return PT_ENOMEM;
     ctx->model = model;
+    ctx->generation = pt_model_generation(model);
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
     ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
@@ -158,7 +177,6 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     ctx->attn_threads = pt_scratch_threads();
     pt_planner p = { 0, false };
     lay_out(ctx, &p, NULL, N);
-    int st = PT_OK;
     if (p.overflow)
         st = pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
                     "overflows", max_batch, max_seq);
@@ -173,6 +191,19 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     lay_out(ctx, &again, ctx->block, N);
     *out = ctx;
     return PT_OK;
+}
+
+pt_model *pt_context_model(const pt_context *ctx)
+{
+    return ctx ? ctx->model : NULL;
+}
+
+int pt_context_check_current(const pt_context *ctx, const char *who)
+{
+    if (pt_model_generation(ctx->model) == ctx->generation)
+        return PT_OK;
+    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this context's forward "
+                  "pass: run the forward again", who, pt_model_last_change(ctx->model));
 }
 
 void pt_context_free(pt_context *ctx)
@@ -445,6 +476,7 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     if (logprobs)
         memcpy(logprobs, ctx->lp, n * sizeof *logprobs);
     ctx->state = fused_dlp ? ST_FORWARD_FUSED : ST_FORWARD;
+    ctx->generation = pt_model_generation(m);
     return PT_OK;
 }
 
@@ -560,6 +592,9 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(dlogprobs);
+    int gst = pt_context_check_current(ctx, __func__);
+    if (gst)
+        return gst;
     if (ctx->state != ST_FORWARD)
         return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
                       "context (call pt_model_forward first; one backward per forward)");

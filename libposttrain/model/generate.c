@@ -28,6 +28,7 @@
 
 struct pt_generator {
     pt_model *model;
+    uint64_t generation;       /* the model's structure generation it was created for */
     int max_batch, max_seq;
     int threads_cap;           /* threads the per-thread scratch was sized for */
     size_t rows;               /* work-buffer rows: max(max_seq, max_batch) */
@@ -140,10 +141,14 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
                  max_batch, 1 << 20);
     PT_CHECK_ARG(max_seq > 0 && max_seq <= (1 << 24), max_seq, "%d must be in 1 .. %d", max_seq,
                  1 << 24);
+    int gst = pt_model_check_positions(model, max_seq, "pt_generator_create");
+    if (gst)
+        return gst;
     pt_generator *g = pt_calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
     g->model = model;
+    g->generation = pt_model_generation(model);
     g->max_batch = max_batch;
     g->max_seq = max_seq;
     g->rows = (size_t)(max_seq > max_batch ? max_seq : max_batch);
@@ -572,8 +577,11 @@ int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *promp
     PT_CHECK_NULL(prompt_lens);
     PT_CHECK_NULL(tokens);
     PT_CHECK_NULL(n_tokens);
+    int st = pt_model_check_generation(g->model, g->generation, "pt_generate", "generator");
+    if (st)
+        return st;
     pt_generate_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_generate_options_init);
+    st = PT_STRUCT_READ(o, opts, pt_generate_options_init);
     if (st != PT_OK || (st = check_options(&o, &g->model->cfg)) != PT_OK)
         return st;
     PT_CHECK_ARG(batch >= 1 && batch <= g->max_batch, batch,

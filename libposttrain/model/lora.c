@@ -268,6 +268,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
     m->tensors = tab;
     m->ntensors = ti;
     m->lora = l;
+    pt_model_bump_generation(m, "LoRA adapters added");
     return PT_OK;
 }
 
@@ -282,6 +283,7 @@ int pt_model_remove_lora(pt_model *m)
         m->tensors[i].grad = NULL;
     }
     pt_lora_release(m);
+    pt_model_bump_generation(m, "LoRA adapters removed");
     return PT_OK;
 }
 
@@ -301,7 +303,10 @@ int pt_model_merge_lora(pt_model *m)
             pt_sgemm(false, false, p->out, p->in, r, l->scale, p->b, r, p->a, p->in, 1.0f,
                      base_weight(m, layer, k), p->in);
         }
-    return pt_model_remove_lora(m);
+    int st = pt_model_remove_lora(m);
+    if (st == PT_OK)
+        pt_model_bump_generation(m, "LoRA merged");
+    return st;
 }
 
 void pt_lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask, float *scratch)

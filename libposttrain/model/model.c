@@ -331,3 +331,50 @@ int pt_model_zero_grad(pt_model *m)
     pt_lora_zero_grads(m);
     return PT_OK;
 }
+
+uint64_t pt_model_generation(const pt_model *m)
+{
+    return m ? m->generation : 0;
+}
+
+void pt_model_bump_generation(pt_model *m, const char *what)
+{
+    m->generation++;
+    m->last_change = what;
+}
+
+const char *pt_model_last_change(const pt_model *m)
+{
+    return m->last_change ? m->last_change : "nothing";
+}
+
+int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle)
+{
+    if (m->generation == gen)
+        return PT_OK;
+    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this %s was created: "
+                  "create a new %s", who, m->last_change ? m->last_change : "restructured", handle,
+                  handle);
+}
+
+int pt_model_set_allow_long_context(pt_model *model, bool allow)
+{
+    PT_CHECK_NULL(model);
+    model->allow_long_context = allow;
+    return PT_OK;
+}
+
+bool pt_model_allow_long_context(const pt_model *m)
+{
+    return m && m->allow_long_context;
+}
+
+int pt_model_check_positions(const pt_model *m, int seq, const char *who)
+{
+    const int maxp = m->cfg.max_position_embeddings;
+    if (seq <= maxp || m->allow_long_context)
+        return PT_OK;
+    return pt_err(PT_ERANGE, "%s: max_seq %d exceeds the model's max_position_embeddings %d "
+                  "(call pt_model_set_allow_long_context(model, true) to use positions the model "
+                  "was not trained for, e.g. with rope scaling)", who, seq, maxp);
+}

@@ -45,6 +45,38 @@ int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int ti
 void pt_model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *));
 void *pt_model_attachment(const pt_model *m);
 
+/* The model's structure generation.  Everything that reallocates or
+ * reshapes the tensor table (LoRA add, merge, remove) calls
+ * pt_model_bump_generation with what it did ("LoRA merged"); optimizers and
+ * generators remember the generation they were made for and refuse to work
+ * once it changed; a context remembers its last forward's (a backward
+ * across a change is refused). */
+uint64_t pt_model_generation(const pt_model *m);
+void pt_model_bump_generation(pt_model *m, const char *what);
+/* PT_ESTATE when m's generation is no longer gen: "<who>: the model's
+ * tensors changed (<what>) since this <handle> was created: create a new
+ * <handle>"; PT_OK otherwise. */
+int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle);
+
+/* The model a context was created for. */
+pt_model *pt_context_model(const pt_context *ctx);
+/* What the last generation bump did ("LoRA merged"), or "nothing". */
+const char *pt_model_last_change(const pt_model *m);
+/* PT_ESTATE (naming `who`) when ctx's model changed structure since ctx's
+ * last forward (a context itself follows the model: its adapter scratch
+ * grows on demand, so only a backward across a change is refused). */
+int pt_context_check_current(const pt_context *ctx, const char *who);
+
+/* pt_context_create without the max_position_embeddings check, for rows
+ * packed side by side whose positions restart in each segment (each
+ * segment within the model's positions: the caller's duty). */
+int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq);
+
+/* PT_ERANGE (naming `who`) when seq exceeds the model's
+ * max_position_embeddings and the caller did not opt in with
+ * pt_model_set_allow_long_context. */
+int pt_model_check_positions(const pt_model *m, int seq, const char *who);
+
 /* Like pt_model_create, but every parameter starts at zero (no random init):
  * for loaders that overwrite every tensor anyway. */
 int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg);

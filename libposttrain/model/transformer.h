@@ -48,6 +48,10 @@ struct pt_model {
     void *attachment;       /* a higher layer's record (pt_model_set_attachment) */
     void (*attachment_free)(void *);
     struct pt_lora *lora;   /* LoRA adapters (model/lora.h), or NULL */
+    uint64_t generation;    /* structure generation: bumped whenever the tensor table is
+                             * reallocated (pt_model_bump_generation) */
+    const char *last_change;/* what the last bump did ("LoRA merged"), static text */
+    bool allow_long_context;/* contexts/generators beyond max_position_embeddings allowed */
 };
 
 /* The slot of w (pt_weights, or pt_layer_w of `layer` for a per-layer

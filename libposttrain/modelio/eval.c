@@ -1,6 +1,7 @@
 /* Mean next-token loss of a model over a JSONL file (posttrain eval). */
 #include "core/core.h"
 #include "io/jsonl.h"
+#include "model/model.h"
 #include "posttrain/tokenizer.h"
 #include "posttrain/modelio.h"
 
@@ -264,7 +265,7 @@ static int evaluate(pt_eval_result *res, pt_model *model, const erow *rows, size
     pt_context *ctx = NULL;
     size_t ctx_len = st == PT_OK ? count_targets(res->row_tokens, rows, n, p.P) : 0;
     if (st == PT_OK && ctx_len)
-        st = pt_context_create(&ctx, model, 1, (int)ctx_len);
+        st = pt_context_create_packed(&ctx, model, 1, (int)ctx_len); /* packed rows */
     if (st == PT_OK)
         st = run_packs(sums, &p, ctx, rows, n, res->row_tokens, path);
     double total = 0;

@@ -256,6 +256,9 @@ int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *hos
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(dir);
     PT_CHECK_ARG(*dir, dir, "is empty");
+    int cst = pt_optimizer_check_model(opt, model, "pt_checkpoint_save");
+    if (cst)
+        return cst;
     struct stat sb;
     if (stat(dir, &sb) == 0)
         return pt_err(PT_ESTATE, "pt_checkpoint_save: %s already exists (checkpoints are never overwritten)", dir);
@@ -481,7 +484,14 @@ int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, con
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(dir);
-    int st = pt_checkpoint_verify(dir);
+    int st = pt_optimizer_check_model(opt, model, "pt_checkpoint_load");
+    if (st)
+        return st;
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        return pt_err(PT_ENOTFOUND, "pt_checkpoint_load: checkpoint directory %s does not exist",
+                      dir);
+    st = pt_checkpoint_verify(dir);
     if (st)
         return st;
     char *pw = pt_path_join(dir, PT_CKPT_WEIGHTS), *po = pt_path_join(dir, PT_CKPT_OPTIMIZER),

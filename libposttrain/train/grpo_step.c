@@ -96,6 +96,29 @@ static int check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buf
     return PT_OK;
 }
 
+/* *unscored: the samples that no reward function scored (all NaN: never
+ * scored, or every function declined them); PT_ESTATE when that is every
+ * sample, since the step would have nothing to learn from. */
+static int count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
+{
+    int64_t n = 0;
+    for (int i = 0; i < buf->n; i++) {
+        bool any = false;
+        for (int k = 0; k < buf->k && !any; k++)
+            any = !isnan(buf->s[i].rewards[k]);
+        n += !any;
+    }
+    *unscored = n;
+    if (n == buf->n)
+        return pt_err(PT_ESTATE, "pt_grpo_step: no sample has a reward: score the buffer first "
+                      "(pt_rollout_buffer_score or pt_rollout_buffer_set_reward; all %d samples "
+                      "have only NaN rewards)", buf->n);
+    if (n > 0)
+        pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward "
+               "function declined them): they count with reward 0", (long long)n, buf->n);
+    return PT_OK;
+}
+
 /* With LoRA, the reference policy is the frozen base: the reference
  * logprobs the samples lack come from forwards with the adapters switched
  * off (switched on again whatever happens). */
@@ -306,15 +329,18 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
         return st;
     if (buf->n == 0)
         return pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
+    double t0 = now_seconds();
     grpo_run w = { .o = o, .buf = buf, .ctx = ctx, .n = buf->n };
     bool refs_from_base;
-    if ((st = check_samples(&w.maxlen, &refs_from_base, buf, model, o)))
+    int64_t unscored = 0;
+    if ((st = check_samples(&w.maxlen, &refs_from_base, buf, model, o)) ||
+        (st = count_unscored(&unscored, buf)))
         return st;
     if (refs_from_base && (st = fill_reference_from_base(buf, ctx, model)))
         return st;
-    double t0 = now_seconds();
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
+    stats.samples_unscored = unscored;
     w.R = pt_malloc_array((size_t)w.n, sizeof *w.R);
     w.adv = pt_malloc_array((size_t)w.n, sizeof *w.adv);
     w.zs = pt_malloc_array((size_t)w.n, sizeof *w.zs);
@@ -344,14 +370,16 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(buf);
     int st = PT_STRUCT_CHECK_OUT(stats, pt_grpo_stats, pt_grpo_stats_init);
-    if (st)
+    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
+    double t0 = now_seconds();
     pt_grpo_options o;
     if ((st = PT_STRUCT_READ(o, opts, pt_grpo_options_init)))
         return st;
     pt_grpo_stats local;
     pt_grpo_stats_init(&local);
     st = pt_grpo_accumulate(&local, ctx, pt_optimizer_model(opt), buf, &o);
+    const double fwd_tokens = local.tokens_per_second * local.train_seconds;
     pt_step_stats ss;
     int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
     st = pt_train_finish_step(&ss, opt, st, local.tokens, local.loss);
@@ -359,6 +387,9 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     if (st)
         return st;
     PT_STEP_STATS_COPY(&local, &ss);
+    /* the reported time is the whole step's, the optimizer update included */
+    local.train_seconds = now_seconds() - t0;
+    local.tokens_per_second = local.train_seconds > 0 ? fwd_tokens / local.train_seconds : 0.0;
     pt_struct_write(stats, &local);
     return PT_OK;
 }

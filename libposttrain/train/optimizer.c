@@ -14,6 +14,7 @@
 struct pt_optimizer {
     pt_optimizer_options opts;
     pt_model *model;        /* NULL for explicit parameter arrays */
+    uint64_t generation;    /* the model's structure generation it was created for */
     pt_opt_param *params;
     size_t *table_index;    /* model tensor index of each param (model-based) */
     size_t n_params;
@@ -210,6 +211,7 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
         return st;
     }
     (*out)->model = model;
+    (*out)->generation = pt_model_generation(model);
     (*out)->table_index = index;
     return PT_OK;
 }
@@ -283,9 +285,40 @@ static double sum_squares(const float *g, size_t n)
     return total;
 }
 
-static void refresh_grads(pt_optimizer *o)
+int pt_optimizer_check_current(const pt_optimizer *o, const char *who)
 {
     if (!o->model)
+        return PT_OK;
+    return pt_model_check_generation(o->model, o->generation, who, "optimizer");
+}
+
+int pt_optimizer_check_model(const pt_optimizer *o, const pt_model *model, const char *who)
+{
+    if (o->model && o->model != model)
+        return pt_err(PT_EINVAL, "%s: opt was created for another model than the one given "
+                      "(model %p, opt's model %p): pass the optimizer of this model", who,
+                      (const void *)model, (const void *)o->model);
+    return pt_optimizer_check_current(o, who);
+}
+
+int pt_optimizer_check_context(const pt_optimizer *o, const pt_context *ctx, const char *who)
+{
+    const pt_model *cm = pt_context_model(ctx);
+    if (!o->model)
+        return pt_err(PT_EINVAL, "%s: opt was created over explicit arrays, not for ctx's model", who);
+    if (cm != o->model)
+        return pt_err(PT_EINVAL, "%s: ctx and opt belong to different models (ctx's model %p, "
+                      "opt's model %p): create the context and the optimizer for the same model",
+                      who, (const void *)cm, (const void *)o->model);
+    return pt_optimizer_check_current(o, who);
+}
+
+/* Point the parameters at the model's current gradients (the model's
+ * structure is the one the optimizer was created for: checked by the
+ * callers). */
+static void refresh_grads(pt_optimizer *o)
+{
+    if (!o->model || pt_model_generation(o->model) != o->generation)
         return;
     for (size_t i = 0; i < o->n_params; i++)
         o->params[i].grad = pt_model_tensor(o->model, o->table_index[i])->grad;
@@ -449,7 +482,7 @@ int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
 {
     PT_CHECK_NULL(opt);
     int st = PT_STRUCT_CHECK_OUT(stats, pt_step_stats, pt_step_stats_init);
-    if (st)
+    if (st || (st = pt_optimizer_check_current(opt, "pt_optimizer_step")))
         return st;
     refresh_grads(opt);
     for (size_t i = 0; i < opt->n_params; i++)
@@ -514,6 +547,8 @@ void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
 
 void pt_optimizer_zero_grads(pt_optimizer *o)
 {
+    if (o->model && pt_model_generation(o->model) != o->generation)
+        return; /* its gradient views are gone with the old tensor table */
     refresh_grads(o);
     zero_grads(o);
 }

@@ -36,6 +36,15 @@ void pt_optimizer_record_skip(pt_optimizer *opt, const char *reason);
 /* Drop the accumulated gradients. */
 void pt_optimizer_zero_grads(pt_optimizer *opt);
 pt_model *pt_optimizer_model(const pt_optimizer *opt);
+/* PT_ESTATE (naming `who`) when the optimizer's model changed structure
+ * (LoRA added, merged, removed) since the optimizer was created. */
+int pt_optimizer_check_current(const pt_optimizer *opt, const char *who);
+/* The checks of a call where an optimizer and a context meet: both were made
+ * for the same model (PT_EINVAL naming both otherwise) and that model has
+ * not changed structure since the optimizer was created (PT_ESTATE). */
+int pt_optimizer_check_context(const pt_optimizer *opt, const pt_context *ctx, const char *who);
+/* PT_EINVAL (naming `who`) when opt was not created for `model`. */
+int pt_optimizer_check_model(const pt_optimizer *opt, const pt_model *model, const char *who);
 
 const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *opt);
 /* Replace the learning rate and its schedule (a checkpoint's, on resume);

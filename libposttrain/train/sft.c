@@ -111,7 +111,7 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
     PT_CHECK_NULL(micro);
     PT_CHECK_ARG(n_micro >= 1, n_micro, "%d must be >= 1", n_micro);
     int st = PT_STRUCT_CHECK_OUT(stats, pt_sft_stats, pt_sft_stats_init);
-    if (st)
+    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_sft_step")))
         return st;
     double total;
     size_t max_tokens;

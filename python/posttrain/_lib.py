@@ -528,6 +528,7 @@ class GrpoStats(Struct):
         ("train_seconds", c_double),
         ("tokens_per_second", c_double),
         ("skip_reason", c_int),
+        ("samples_unscored", c_int64),
     ]
 
 

@@ -288,7 +288,8 @@ class Dataset(Handle):
                 raise invalid("eval_loss needs a context or a model", "Dataset.eval_loss")
             big = Batch.__new__(Batch)
             big.batch = self.batch_size
-            big.seq = self.max_seq
+            # batches are as long as their longest row, which fits the model
+            big.seq = min(self.max_seq, model.config["max_position_embeddings"])
             context = model._context_for(big)
         loss, tokens = ctypes.c_double(), ctypes.c_double()
         check(lib.pt_dataset_eval_loss(ctypes.byref(loss), ctypes.byref(tokens), self._ptr,

@@ -145,10 +145,13 @@ class TestErrors(unittest.TestCase):
             self.assertPtError(pt.StateError, "PT_ESTATE",
                                "pt_checkpoint_save: %s already exists (checkpoints are never "
                                "overwritten)" % ck, pt.save_checkpoint, ck, m, opt)
+            self.assertPtError(pt.NotFound, "PT_ENOTFOUND",
+                               "pt_checkpoint_load: checkpoint directory %s does not exist"
+                               % (ck + "x"), pt.load_checkpoint, ck + "x", m, opt)
+            os.makedirs(ck + "x")
             self.assertPtError(pt.FormatError, "PT_EFORMAT",
                                "checkpoint %s has no MANIFEST.json: it is incomplete or not a "
                                "checkpoint" % (ck + "x"), pt.load_checkpoint, ck + "x", m, opt)
-            os.makedirs(ck + "x")
             with open(os.path.join(ck, "model.safetensors"), "r+b") as f:
                 f.seek(200)
                 byte = f.read(1)

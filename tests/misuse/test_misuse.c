@@ -1,0 +1,421 @@
+/* The misuse suite: each test makes one mistake a host can make with the
+ * handles (an optimizer kept across a LoRA merge, a context and an optimizer
+ * of different models, an unscored rollout buffer, a missing checkpoint, a
+ * context longer than the model's positions, ...) and asserts the status,
+ * the message, and that nothing was trained or lost. */
+#include "testutil.h"
+
+#include <math.h>
+#include <unistd.h>
+
+#define V 29
+#define T 8
+
+static int32_t g_ids[T], g_tgt[T];
+
+static pt_batch one_row(void)
+{
+    for (int i = 0; i < T; i++) {
+        g_ids[i] = (int32_t)((i * 7 + 3) % V);
+        g_tgt[i] = i + 1 < T ? (int32_t)(((i + 1) * 7 + 3) % V) : -1;
+    }
+    return pt_test_row_batch(g_ids, g_tgt, T);
+}
+
+static pt_optimizer *sgd(pt_model *m)
+{
+    pt_optimizer_options oo;
+    ck_assert_ok(pt_optimizer_options_init(&oo));
+    oo.type = PT_OPTIMIZER_SGD;
+    oo.lr = 0.1;
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    return opt;
+}
+
+/* A copy of tensor i's values (freed by the caller). */
+static float *copy_tensor(const pt_model *m, size_t i, size_t *n)
+{
+    pt_tensor_info ti;
+    ck_assert_ok(pt_tensor_info_init(&ti));
+    ck_assert_ok(pt_model_tensor_info(&ti, m, i));
+    float *c = malloc(ti.numel * sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    memcpy(c, ti.data, ti.numel * sizeof *c);
+    *n = ti.numel;
+    return c;
+}
+
+static bool tensor_equals(const pt_model *m, size_t i, const float *c, size_t n)
+{
+    pt_tensor_info ti;
+    ck_assert_ok(pt_tensor_info_init(&ti));
+    ck_assert_ok(pt_model_tensor_info(&ti, m, i));
+    return ti.numel == n && memcmp(ti.data, c, n * sizeof *c) == 0;
+}
+
+/* ---- structure changes under an optimizer ----------------------------------- */
+
+START_TEST(test_merge_then_step_with_old_optimizer)
+{
+    pt_model *m = pt_test_tiny_llama(V, 1);
+    ck_assert_ok(pt_model_add_lora(m, NULL)); /* NULL options: the defaults (rank 8, q|v) */
+    pt_lora_options lo;
+    ck_assert_ok(pt_lora_options_init(&lo));
+    ck_assert_ok(pt_model_get_lora(&lo, m));
+    ck_assert_int_eq(lo.rank, 8);
+    pt_optimizer *opt = sgd(m);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, T));
+    pt_batch b = one_row();
+    pt_sft_stats s;
+    ck_assert_ok(pt_sft_stats_init(&s));
+    ck_assert_ok(pt_sft_step(&s, opt, ctx, &b, NULL, 1));
+    ck_assert_int_eq(s.step, 1);
+
+    ck_assert_ok(pt_model_merge_lora(m));
+    size_t n0;
+    float *w0 = copy_tensor(m, 0, &n0);
+    ck_assert_status(pt_sft_step(&s, opt, ctx, &b, NULL, 1), PT_ESTATE,
+                     "pt_sft_step: the model's tensors changed (LoRA merged) since this optimizer "
+                     "was created: create a new optimizer");
+    ck_assert_status(pt_optimizer_step(NULL, opt), PT_ESTATE, "pt_optimizer_step: the model's "
+                     "tensors changed (LoRA merged)");
+    ck_assert(tensor_equals(m, 0, w0, n0));
+    ck_assert_status(pt_checkpoint_save(m, opt, NULL, "/tmp/pt_misuse_never_written"), PT_ESTATE,
+                     "pt_checkpoint_save: the model's tensors changed (LoRA merged) since this "
+                     "optimizer was created");
+    struct stat sb;
+    ck_assert_int_ne(stat("/tmp/pt_misuse_never_written", &sb), 0);
+
+    /* the remedy: a new optimizer (the context follows the model) */
+    pt_optimizer *opt2 = sgd(m);
+    ck_assert_ok(pt_sft_step(&s, opt2, ctx, &b, NULL, 1));
+    ck_assert_int_eq(s.step, 1);
+    ck_assert(!tensor_equals(m, 0, w0, n0));
+    free(w0);
+    pt_optimizer_free(opt2);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_add_and_remove_lora_after_optimizer)
+{
+    pt_model *m = pt_test_tiny_llama(V, 2);
+    pt_optimizer *opt = sgd(m);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, T));
+    pt_batch b = one_row();
+    ck_assert_ok(pt_model_add_lora(m, NULL));
+    ck_assert_status(pt_sft_step(NULL, opt, ctx, &b, NULL, 1), PT_ESTATE,
+                     "pt_sft_step: the model's tensors changed (LoRA adapters added) since this "
+                     "optimizer was created: create a new optimizer");
+    pt_optimizer *lopt;
+    ck_assert_ok(pt_optimizer_create(&lopt, m, NULL)); /* NULL options: AdamW, lr 1e-4 */
+    ck_assert_ok(pt_sft_step(NULL, lopt, ctx, &b, NULL, 1));
+    double lr = 0;
+    ck_assert_ok(pt_optimizer_get_lr(&lr, lopt));
+    ck_assert(lr == 1e-4);
+    ck_assert_ok(pt_model_remove_lora(m));
+    ck_assert_status(pt_sft_step(NULL, lopt, ctx, &b, NULL, 1), PT_ESTATE,
+                     "(LoRA adapters removed) since this optimizer was created");
+    pt_optimizer_free(lopt);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_backward_across_lora_add)
+{
+    pt_model *m = pt_test_tiny_llama(V, 3);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, T));
+    pt_batch b = one_row();
+    float lp[T], dlp[T];
+    for (int i = 0; i < T; i++)
+        dlp[i] = -0.1f;
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    ck_assert_ok(pt_model_add_lora(m, NULL));
+    ck_assert_status(pt_model_backward(ctx, dlp), PT_ESTATE,
+                     "pt_model_backward: the model's tensors changed (LoRA adapters added) since "
+                     "this context's forward pass: run the forward again");
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    ck_assert_ok(pt_model_backward(ctx, dlp));
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
+START_TEST(test_generator_after_lora_add)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, V);
+    c.max_position_embeddings = 128;
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, &c, 4));
+    pt_generator *g;
+    ck_assert_ok(pt_generator_create(&g, m, 1, 80));
+    int32_t prompt[3] = { 1, 2, 3 }, len = 3, toks[64], ntok;
+    /* NULL options: the defaults (64 new tokens, temperature 1) */
+    ck_assert_ok(pt_generate(g, prompt, &len, 1, NULL, toks, &ntok, NULL, NULL));
+    ck_assert_int_ge(ntok, 1);
+    ck_assert_int_le(ntok, 64);
+    ck_assert_ok(pt_model_add_lora(m, NULL));
+    ck_assert_status(pt_generate(g, prompt, &len, 1, NULL, toks, &ntok, NULL, NULL), PT_ESTATE,
+                     "pt_generate: the model's tensors changed (LoRA adapters added) since this "
+                     "generator was created: create a new generator");
+    pt_generator_free(g);
+    ck_assert_ok(pt_generator_create(&g, m, 1, 80));
+    ck_assert_ok(pt_generate(g, prompt, &len, 1, NULL, toks, &ntok, NULL, NULL));
+    pt_generator_free(g);
+    pt_model_free(m);
+}
+END_TEST
+
+/* ---- handles of different models -------------------------------------------- */
+
+START_TEST(test_sft_context_of_another_model)
+{
+    pt_model *a = pt_test_tiny_llama(V, 5), *b = pt_test_tiny_llama(V, 6);
+    pt_optimizer *opt = sgd(a);
+    pt_context *ctx_b;
+    ck_assert_ok(pt_context_create(&ctx_b, b, 1, T));
+    size_t na, nb;
+    float *wa = copy_tensor(a, 0, &na), *wb = copy_tensor(b, 0, &nb);
+    pt_batch bt = one_row();
+    ck_assert_status(pt_sft_step(NULL, opt, ctx_b, &bt, NULL, 1), PT_EINVAL,
+                     "pt_sft_step: ctx and opt belong to different models");
+    ck_assert(tensor_equals(a, 0, wa, na));
+    ck_assert(tensor_equals(b, 0, wb, nb));
+    /* no gradient piled into b */
+    pt_tensor_info ti;
+    ck_assert_ok(pt_tensor_info_init(&ti));
+    ck_assert_ok(pt_model_tensor_info(&ti, b, 0));
+    for (size_t j = 0; ti.grad && j < ti.numel; j++)
+        ck_assert_float_eq(ti.grad[j], 0.0f);
+    int64_t step = -1;
+    ck_assert_ok(pt_optimizer_get_step(&step, opt));
+    ck_assert_int_eq(step, 0);
+    free(wa);
+    free(wb);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx_b);
+    pt_model_free(a);
+    pt_model_free(b);
+}
+END_TEST
+
+/* A buffer of one group of three samples (rewards: NULL for none). */
+static pt_rollout_buffer *buffer_of(const float *rewards)
+{
+    static const int32_t ids[3][6] = { { 1, 2, 3, 4, 5, 6 }, { 1, 2, 3, 7, 8, 9 },
+                                       { 1, 2, 3, 10, 11, 12 } };
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL)); /* NULL options: one reward function */
+    pt_rollout_sample s[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_ok(pt_rollout_sample_init(&s[i]));
+        s[i].ids = ids[i];
+        s[i].n_ids = 6;
+        s[i].prompt_len = 3;
+        s[i].group = 0;
+        s[i].rewards = rewards ? &rewards[i] : NULL;
+    }
+    ck_assert_ok(pt_rollout_buffer_add_group(buf, s, 3));
+    return buf;
+}
+
+START_TEST(test_grpo_context_of_another_model)
+{
+    pt_model *a = pt_test_tiny_llama(V, 7), *b = pt_test_tiny_llama(V, 8);
+    pt_optimizer *opt = sgd(a);
+    pt_context *ctx_b;
+    ck_assert_ok(pt_context_create(&ctx_b, b, 3, T));
+    const float r[3] = { 1.0f, 0.0f, 0.5f };
+    pt_rollout_buffer *buf = buffer_of(r);
+    size_t na;
+    float *wa = copy_tensor(a, 0, &na);
+    ck_assert_status(pt_grpo_step(NULL, opt, ctx_b, buf, NULL), PT_EINVAL,
+                     "pt_grpo_step: ctx and opt belong to different models");
+    ck_assert(tensor_equals(a, 0, wa, na));
+    /* the right pair, with NULL options (the defaults) */
+    pt_context *ctx_a;
+    ck_assert_ok(pt_context_create(&ctx_a, a, 3, T));
+    pt_grpo_stats gs;
+    ck_assert_ok(pt_grpo_stats_init(&gs));
+    ck_assert_ok(pt_grpo_step(&gs, opt, ctx_a, buf, NULL));
+    ck_assert_int_eq(gs.step, 1);
+    ck_assert_int_eq(gs.samples_unscored, 0);
+    ck_assert(gs.train_seconds > 0);
+    ck_assert(!tensor_equals(a, 0, wa, na));
+    free(wa);
+    pt_rollout_buffer_free(buf);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx_a);
+    pt_context_free(ctx_b);
+    pt_model_free(a);
+    pt_model_free(b);
+}
+END_TEST
+
+START_TEST(test_checkpoint_optimizer_of_another_model)
+{
+    pt_model *a = pt_test_tiny_llama(V, 9), *b = pt_test_tiny_llama(V, 10);
+    pt_optimizer *opt = sgd(a);
+    char dir[] = "/tmp/pt_misuse_ckpt_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[sizeof dir + 16];
+    snprintf(path, sizeof path, "%s/ck", dir);
+    ck_assert_status(pt_checkpoint_save(b, opt, NULL, path), PT_EINVAL,
+                     "pt_checkpoint_save: opt was created for another model");
+    struct stat sb;
+    ck_assert_int_ne(stat(path, &sb), 0); /* nothing written */
+    ck_assert_ok(pt_checkpoint_save(a, opt, NULL, path));
+    ck_assert_status(pt_checkpoint_load(NULL, b, opt, path), PT_EINVAL,
+                     "pt_checkpoint_load: opt was created for another model");
+    ck_assert_ok(pt_checkpoint_load(NULL, a, opt, path));
+    char cmd[sizeof dir + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    pt_optimizer_free(opt);
+    pt_model_free(a);
+    pt_model_free(b);
+}
+END_TEST
+
+START_TEST(test_checkpoint_missing_directory)
+{
+    pt_model *m = pt_test_tiny_llama(V, 11);
+    pt_optimizer *opt = sgd(m);
+    char *host = (char *)1;
+    ck_assert_status(pt_checkpoint_load(&host, m, opt, "/tmp/pt_misuse_no_such_checkpoint/ck"),
+                     PT_ENOTFOUND, "/tmp/pt_misuse_no_such_checkpoint/ck does not exist");
+    ck_assert_ptr_null(host);
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+}
+END_TEST
+
+/* ---- rollout buffers without rewards ------------------------------------------ */
+
+static void grpo_refused(const float *rewards)
+{
+    pt_model *m = pt_test_tiny_llama(V, 12);
+    pt_optimizer *opt = sgd(m);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 3, T));
+    pt_rollout_buffer *buf = buffer_of(rewards);
+    size_t n;
+    float *w = copy_tensor(m, 0, &n);
+    ck_assert_status(pt_grpo_step(NULL, opt, ctx, buf, NULL), PT_ESTATE,
+                     "pt_grpo_step: no sample has a reward: score the buffer first");
+    ck_assert(tensor_equals(m, 0, w, n));
+    int64_t step = -1;
+    ck_assert_ok(pt_optimizer_get_step(&step, opt));
+    ck_assert_int_eq(step, 0);
+    free(w);
+    pt_rollout_buffer_free(buf);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+
+START_TEST(test_grpo_unscored_buffer)
+{
+    grpo_refused(NULL);
+}
+END_TEST
+
+START_TEST(test_grpo_all_declined_buffer)
+{
+    const float r[3] = { NAN, NAN, NAN };
+    grpo_refused(r);
+}
+END_TEST
+
+START_TEST(test_grpo_some_declined_counted)
+{
+    pt_model *m = pt_test_tiny_llama(V, 13);
+    pt_optimizer *opt = sgd(m);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 3, T));
+    const float r[3] = { 1.0f, NAN, 0.0f };
+    pt_rollout_buffer *buf = buffer_of(r);
+    pt_grpo_stats gs;
+    ck_assert_ok(pt_grpo_stats_init(&gs));
+    ck_assert_ok(pt_grpo_step(&gs, opt, ctx, buf, NULL));
+    ck_assert_int_eq(gs.samples_unscored, 1);
+    ck_assert_int_eq(gs.step, 1);
+    pt_rollout_buffer_free(buf);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
+/* ---- lengths beyond the model's positions ------------------------------------- */
+
+START_TEST(test_context_longer_than_positions)
+{
+    pt_model *m = pt_test_tiny_llama(V, 14); /* max_position_embeddings 64 */
+    pt_context *ctx = NULL;
+    ck_assert_status(pt_context_create(&ctx, m, 1, 65), PT_ERANGE,
+                     "pt_context_create: max_seq 65 exceeds the model's max_position_embeddings 64");
+    ck_assert_ptr_null(ctx);
+    pt_generator *g = NULL;
+    ck_assert_status(pt_generator_create(&g, m, 1, 100), PT_ERANGE,
+                     "pt_generator_create: max_seq 100 exceeds the model's "
+                     "max_position_embeddings 64");
+    ck_assert_ptr_null(g);
+    ck_assert_ok(pt_context_create(&ctx, m, 1, 64)); /* exactly the positions: fine */
+    pt_context_free(ctx);
+
+    ck_assert(!pt_model_allow_long_context(m));
+    ck_assert_ok(pt_model_set_allow_long_context(m, true));
+    ck_assert(pt_model_allow_long_context(m));
+    ck_assert_ok(pt_context_create(&ctx, m, 1, 65));
+    ck_assert_ok(pt_generator_create(&g, m, 1, 100));
+    /* the opted-in context really runs positions beyond 64 */
+    int32_t ids[65], tgt[65];
+    for (int i = 0; i < 65; i++) {
+        ids[i] = (int32_t)(i % V);
+        tgt[i] = -1;
+    }
+    pt_batch b = pt_test_row_batch(ids, tgt, 65);
+    float lp[65];
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    pt_generator_free(g);
+    pt_context_free(ctx);
+    ck_assert_status(pt_model_set_allow_long_context(NULL, true), PT_EINVAL, "model is NULL");
+    pt_model_free(m);
+}
+END_TEST
+
+static Suite *misuse_suite(void)
+{
+    Suite *s = suite_create("misuse");
+    TCase *tc = tcase_create("misuse");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_merge_then_step_with_old_optimizer);
+    tcase_add_test(tc, test_add_and_remove_lora_after_optimizer);
+    tcase_add_test(tc, test_backward_across_lora_add);
+    tcase_add_test(tc, test_generator_after_lora_add);
+    tcase_add_test(tc, test_sft_context_of_another_model);
+    tcase_add_test(tc, test_grpo_context_of_another_model);
+    tcase_add_test(tc, test_checkpoint_optimizer_of_another_model);
+    tcase_add_test(tc, test_checkpoint_missing_directory);
+    tcase_add_test(tc, test_grpo_unscored_buffer);
+    tcase_add_test(tc, test_grpo_all_declined_buffer);
+    tcase_add_test(tc, test_grpo_some_declined_counted);
+    tcase_add_test(tc, test_context_longer_than_positions);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return pt_test_run(misuse_suite());
+}
