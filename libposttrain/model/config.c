@@ -26,6 +26,10 @@
 #define CFG_MAX_HEAD_DIM 1024
 #define CFG_MAX_QDIM (256 * 1024)
 #define CFG_MAX_POSITIONS (16 * 1024 * 1024)
+/* The parameter count (2^36, about 68.7e9 parameters or 256 GiB of FP32
+ * weights alone): sizes that pass each field's bound but multiply to more
+ * are a configuration error before anything is allocated, not PT_ENOMEM. */
+#define CFG_MAX_PARAMS ((uint64_t)1 << 36)
 
 #define CFG "config.json: "
 
@@ -555,6 +559,13 @@ int pt_model_config_validate(const pt_model_config *cfg)
 #endif
     if (!ok)
         return pt_err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
+    if (params > CFG_MAX_PARAMS)
+        return pt_err(PT_ECONFIG,
+                      "model config: the parameter count %llu exceeds the limit of 2^36 "
+                      "(%llu): 'vocab_size' %d, 'hidden_size' %d, 'intermediate_size' %d, "
+                      "'num_hidden_layers' %d",
+                      (unsigned long long)params, (unsigned long long)CFG_MAX_PARAMS,
+                      c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers);
     return PT_OK;
 }
 

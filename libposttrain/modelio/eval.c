@@ -1,12 +1,57 @@
 /* Mean next-token loss of a model over a JSONL file (posttrain eval). */
 #include "core/core.h"
+#include "io/fileio.h"
 #include "io/jsonl.h"
 #include "model/model.h"
+#include "modelio/modelio_internal.h"
 #include "posttrain/tokenizer.h"
 #include "posttrain/modelio.h"
 
 #include <math.h>
 #include <string.h>
+
+/* ---- a tokenizer against a model's vocabulary ---------------------------------- */
+
+int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, const char *what)
+{
+    const int64_t t = pt_tokenizer_vocab_size(tok), v = model_vocab;
+    if (t > v)
+        return pt_err(PT_ESHAPE,
+                      "%s: the tokenizer's ids go up to %lld (%lld ids) but the model's "
+                      "vocab_size is %lld: ids >= %lld have no embedding row",
+                      what, (long long)(t - 1), (long long)t, (long long)v, (long long)v);
+    /* padding: up to the next multiple of 128 at or above t, or by at most
+     * 1% of t (Qwen2.5: 151665 ids, vocab_size 151936), whichever is more */
+    int64_t allowed = (t + 127) / 128 * 128;
+    if (t + t / 100 > allowed)
+        allowed = t + t / 100;
+    if (v > allowed)
+        return pt_err(PT_ESHAPE,
+                      "%s: the model's vocab_size %lld exceeds the tokenizer's %lld ids by more "
+                      "than embedding padding (at most %lld): the tokenizer does not belong to "
+                      "the model",
+                      what, (long long)v, (long long)t, (long long)allowed);
+    return PT_OK;
+}
+
+/* No tokenizer for a {"text"} row: when the model came from a directory
+ * whose tokenizer.json this build could not load, that is the reason
+ * (PT_EUNSUPPORTED naming the file and what is unsupported). */
+static int no_tokenizer(pt_jsonl *r, const pt_model *model)
+{
+    const char *dir = pt_model_source_dir(model);
+    if (dir && pt_dir_has_file(dir, "tokenizer.json")) {
+        pt_tokenizer *t = NULL;
+        int st = pt_tokenizer_load(&t, dir);
+        pt_tokenizer_free(t);
+        if (st)
+            return pt_err_prefix(st, "%s line %zu: a {\"text\"} row needs a tokenizer, and the "
+                                     "model's was not loaded", pt_jsonl_name(r), pt_jsonl_line(r));
+    }
+    return pt_jsonl_err(r, PT_EUNSUPPORTED,
+                        "a {\"text\"} row needs a tokenizer and the model has none "
+                        "(use {\"input_ids\"} rows or add tokenizer.json)");
+}
 
 /* Rows are packed into sequences of this many tokens (or the longest row). */
 #define EVAL_PACK 512
@@ -43,8 +88,8 @@ static void rows_free(erow *rows, size_t n)
 }
 
 /* A {"text"} row, encoded with tok; every id must be in the vocabulary. */
-static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokenizer *tok,
-                         int32_t vocab, bool add_special)
+static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_model *model,
+                         const pt_tokenizer *tok, int32_t vocab, bool add_special)
 {
     const char *text;
     size_t len;
@@ -52,9 +97,7 @@ static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokeni
     if (st != PT_OK)
         return st;
     if (!tok)
-        return pt_jsonl_err(r, PT_EUNSUPPORTED,
-                            "a {\"text\"} row needs a tokenizer and the model has none "
-                            "(use {\"input_ids\"} rows or add tokenizer.json)");
+        return no_tokenizer(r, model);
     if ((st = pt_tokenizer_encode(&e->ids, &e->n, tok, text, len,
                                   add_special ? PT_TOK_ADD_SPECIAL : 0)) != PT_OK)
         return pt_err_prefix(st, "%s line %zu", pt_jsonl_name(r), pt_jsonl_line(r));
@@ -70,8 +113,8 @@ static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokeni
     return PT_OK;
 }
 
-static int read_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokenizer *tok,
-                    int32_t vocab, bool add_special)
+static int read_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_model *model,
+                    const pt_tokenizer *tok, int32_t vocab, bool add_special)
 {
     int kind = pt_jsonl_row_kind(r, row);
     if (kind < 0)
@@ -79,13 +122,13 @@ static int read_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_tokenizer *
     if (kind == PT_JSONL_IDS)
         return pt_jsonl_row_ids(&e->ids, &e->mask, &e->n, r, row, vocab);
     if (kind == PT_JSONL_TEXT)
-        return read_text_row(e, r, row, tok, vocab, add_special);
+        return read_text_row(e, r, row, model, tok, vocab, add_special);
     return pt_jsonl_err(r, PT_EFORMAT, "a row needs \"text\" or \"input_ids\"");
 }
 
 /* Read every row of the file as token ids (and optional mask). */
-static int read_rows(erow **out, size_t *out_n, const char *path, const pt_tokenizer *tok,
-                     int32_t vocab, size_t max_len, bool add_special)
+static int read_rows(erow **out, size_t *out_n, const char *path, const pt_model *model,
+                     const pt_tokenizer *tok, int32_t vocab, size_t max_len, bool add_special)
 {
     pt_jsonl *r;
     int st = pt_jsonl_open(&r, path, 0);
@@ -104,7 +147,7 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_token
             rows = nr;
         }
         erow e = { 0 };
-        if ((st = read_row(&e, r, row, tok, vocab, add_special)) != PT_OK)
+        if ((st = read_row(&e, r, row, model, tok, vocab, add_special)) != PT_OK)
             break;
         if (e.n > max_len) {
             e.n = max_len;
@@ -305,7 +348,9 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     size_t max_len = (size_t)(max_length ? max_length : cfg.max_position_embeddings);
     erow *rows = NULL;
     size_t n = 0;
-    if ((st = read_rows(&rows, &n, path, tok, cfg.vocab_size, max_len, o.add_special)))
+    if (tok && (st = pt_modelio_check_tokenizer(tok, cfg.vocab_size, "pt_model_eval_jsonl")))
+        return st;
+    if ((st = read_rows(&rows, &n, path, model, tok, cfg.vocab_size, max_len, o.add_special)))
         return st;
     pt_eval_result *res = result_alloc(n);
     st = res ? evaluate(res, model, rows, n, path) : PT_ENOMEM;

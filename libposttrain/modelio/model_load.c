@@ -7,6 +7,7 @@
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int pt_model_load_options_init(pt_model_load_options *o)
@@ -103,6 +104,14 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     pt_tokenizer *tok = NULL;
     if (st == PT_OK)
         st = load_tokenizer(&tok, dir, o.load_tokenizer);
+    if (st == PT_OK && tok) {
+        char what[4096];
+        snprintf(what, sizeof what, "%s/tokenizer.json", dir);
+        if ((st = pt_modelio_check_tokenizer(tok, cfg.vocab_size, what))) {
+            pt_tokenizer_free(tok);
+            tok = NULL;
+        }
+    }
     char *d = NULL;
     if (st == PT_OK && !(d = pt_strdup(dir))) {
         pt_tokenizer_free(tok);

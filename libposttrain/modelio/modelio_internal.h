@@ -56,6 +56,14 @@ int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const c
  * too); pt_model_source_dir and pt_model_tokenizer read them back. */
 int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok);
 
+/* ---- a tokenizer against a model (eval.c) -------------------------------------- */
+
+/* PT_ESHAPE (the message starting with `what`) unless tok belongs to a
+ * model of vocab_size model_vocab: every id it can produce is below
+ * model_vocab, and model_vocab exceeds its id range by no more than
+ * embedding padding (the next multiple of 128, or 1%, whichever is more). */
+int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, const char *what);
+
 /* ---- config.json (config_json.c) ------------------------------------------------ */
 
 /* The config.json text of c; eos_list: the JSON text of an eos_token_id

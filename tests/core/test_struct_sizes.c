@@ -977,7 +977,8 @@ static char *subdir(const char *root, const char *name)
     return p;
 }
 
-static const char k_tok_json[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]}}";
+/* ids 0 and 260: the id range of the byte model (VB), as pt_model_load_dir requires */
+static const char k_tok_json[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":260},\"merges\":[]}}";
 
 START_TEST(test_save_load)
 {

@@ -268,6 +268,60 @@ START_TEST(test_validate_struct)
 END_TEST
 
 /* Every file of the committed corpus gives its status and message. */
+/* SMOLLM2 with the text `from` replaced by `to`, parsed: the status. */
+static int parse_replaced(const char *from, const char *to)
+{
+    const char *at = strstr(SMOLLM2, from);
+    ck_assert_ptr_nonnull(at);
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - SMOLLM2), SMOLLM2, to, at + strlen(from));
+    return parse_status(buf);
+}
+
+/* Absurd sizes are PT_ECONFIG naming the field, before anything is
+ * allocated (never PT_ENOMEM). */
+START_TEST(test_absurd_sizes)
+{
+    ck_assert_status(parse_replaced("\"hidden_size\": 576", "\"hidden_size\": 1073741824"),
+                     PT_ECONFIG, "'hidden_size'");
+    ck_assert_status(parse_replaced("\"vocab_size\": 49152", "\"vocab_size\": 2147483647"),
+                     PT_ECONFIG, "'vocab_size'");
+    ck_assert_status(parse_replaced("\"num_hidden_layers\": 30", "\"num_hidden_layers\": 1e6"),
+                     PT_ECONFIG, "'num_hidden_layers'");
+    ck_assert_status(parse_replaced("\"intermediate_size\": 1536", "\"intermediate_size\": 1e9"),
+                     PT_ECONFIG, "'intermediate_size'");
+
+    /* each field within its own bound, the product far beyond 2^36 */
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, 4 * 1024 * 1024);
+    c.hidden_size = 65536;
+    c.intermediate_size = 1024 * 1024;
+    c.num_hidden_layers = 1024;
+    c.num_attention_heads = 64;
+    c.num_key_value_heads = 64;
+    c.head_dim = 1024;
+    ck_assert_status(pt_model_config_validate(&c), PT_ECONFIG, "parameter count");
+    ck_assert_status(pt_model_config_validate(&c), PT_ECONFIG, "'num_hidden_layers' 1024");
+    pt_model *m = (pt_model *)1;
+    ck_assert_status(pt_model_create(&m, &c, 1), PT_ECONFIG, "exceeds the limit of 2^36");
+    ck_assert_ptr_null(m);
+    /* just over the bound: the tied embedding alone is 2^20 x 2^16 = 2^36, plus the layers */
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, 1024 * 1024);
+    c.hidden_size = 65536;
+    c.tie_word_embeddings = true;
+    ck_assert_status(pt_model_config_validate(&c), PT_ECONFIG, "'vocab_size' 1048576");
+    /* and a config just under it (a 1.4e9-parameter shape) still validates */
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, 151936);
+    c.hidden_size = 2048;
+    c.intermediate_size = 8960;
+    c.num_hidden_layers = 28;
+    c.num_attention_heads = 16;
+    c.num_key_value_heads = 2;
+    c.head_dim = 128;
+    ck_assert_ok(pt_model_config_validate(&c));
+}
+END_TEST
+
 START_TEST(test_bad_config_corpus)
 {
     char path[4096];
@@ -405,6 +459,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_defaults_and_rope_variants);
     tcase_add_test(tc, test_failed_parse_leaves_cfg);
     tcase_add_test(tc, test_validate_struct);
+    tcase_add_test(tc, test_absurd_sizes);
     tcase_add_test(tc, test_bad_config_corpus);
     tcase_add_test(tc, test_config_json_round_trip);
     tcase_add_test(tc, test_truncation_and_bitflip_sweep);

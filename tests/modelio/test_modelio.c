@@ -920,6 +920,142 @@ static double ref_loss(pt_model *m, const int32_t *ids, const uint8_t *mask, int
     return loss;
 }
 
+/* A BPE tokenizer.json with ids 0 .. n-1 (tokens "t0" ...) as dir/tokenizer.json,
+ * or of model type `type` when not NULL. */
+static void write_tokenizer(const char *dir, int n, const char *type)
+{
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", type ? type : "BPE");
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "t%d", i);
+        cJSON_AddNumberToObject(vocab, name, i);
+    }
+    cJSON_AddArrayToObject(model, "merges");
+    write_json(dir, "tokenizer.json", root);
+    cJSON_Delete(root);
+}
+
+#define ck_assert_pstr_contains(needle) \
+    ck_assert_msg(strstr(pt_last_error(), (needle)) != NULL, "'%s' lacks '%s'", pt_last_error(), \
+                  (needle))
+
+static pt_model *vocab_model(int vocab)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, vocab);
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, &c, 5));
+    return m;
+}
+
+/* A tokenizer meets a model: every id it gives must have an embedding row,
+ * and the model's vocabulary may exceed its ids only by padding (the next
+ * multiple of 128, or 1%). */
+START_TEST(test_eval_tokenizer_vocab)
+{
+    char *dir = pt_test_tmpdir("pt_modelio_tokv");
+    char *p = pt_path_join(dir, "d.jsonl");
+    write_text(dir, "d.jsonl", "{\"text\": \"hi\"}\n");
+    pt_tokenizer *tok;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    ck_assert_int_eq(pt_tokenizer_vocab_size(tok), 261);
+    static const int ok_vocab[] = { 261, 300, 384 };
+    for (int i = 0; i < 3; i++) {
+        pt_model *m = vocab_model(ok_vocab[i]);
+        pt_eval_result *res;
+        ck_assert_ok(pt_model_eval_jsonl(&res, m, tok, p, NULL));
+        ck_assert_int_eq(res->tokens, 2); /* BOS h i: two targets */
+        pt_eval_result_free(res);
+        pt_model_free(m);
+    }
+    pt_eval_result *res = (pt_eval_result *)1;
+    pt_model *m = vocab_model(512);
+    ck_assert_status(pt_model_eval_jsonl(&res, m, tok, p, NULL), PT_ESHAPE,
+                     "pt_model_eval_jsonl: the model's vocab_size 512 exceeds the tokenizer's 261 "
+                     "ids by more than embedding padding (at most 384)");
+    ck_assert_ptr_null(res);
+    pt_model_free(m);
+    m = vocab_model(385);
+    ck_assert_status(pt_model_eval_jsonl(&res, m, tok, p, NULL), PT_ESHAPE,
+                     "vocab_size 385 exceeds the tokenizer's 261 ids");
+    pt_model_free(m);
+    /* too small: refused even for {"input_ids"} rows */
+    write_text(dir, "d.jsonl", "{\"input_ids\": [1, 2, 3]}\n");
+    m = vocab_model(200);
+    ck_assert_status(pt_model_eval_jsonl(&res, m, tok, p, NULL), PT_ESHAPE,
+                     "the tokenizer's ids go up to 260 (261 ids) but the model's vocab_size is 200");
+    ck_assert_ok(pt_model_eval_jsonl(&res, m, NULL, p, NULL));
+    pt_eval_result_free(res);
+    pt_model_free(m);
+    pt_tokenizer_free(tok);
+    pt_free(p);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* pt_model_load_dir checks the directory's tokenizer.json against the model
+ * (so eval and sft of the directory both see it), and an unsupported
+ * tokenizer is named as such by eval, not as a missing tokenizer.json. */
+START_TEST(test_load_dir_tokenizer_checks)
+{
+    char *dir = pt_test_tmpdir("pt_modelio_tokd");
+    pt_model *m = vocab_model(200);
+    ck_assert_ok(pt_model_save_dir(m, dir, NULL));
+    pt_model_free(m);
+    char *tj = pt_path_join(dir, "tokenizer.json");
+
+    write_tokenizer(dir, 150, NULL); /* 150 ids in a vocabulary of 200: padding to 256 */
+    ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
+    ck_assert_ptr_nonnull(pt_model_tokenizer(m));
+    pt_model_free(m);
+
+    write_tokenizer(dir, 10, NULL);
+    m = (pt_model *)1;
+    ck_assert_status(pt_model_load_dir(&m, dir, NULL), PT_ESHAPE,
+                     "tokenizer.json: the model's vocab_size 200 exceeds the tokenizer's 10 ids");
+    ck_assert_pstr_contains(tj);
+    ck_assert_ptr_null(m);
+    write_tokenizer(dir, 201, NULL);
+    ck_assert_status(pt_model_load_dir(&m, dir, NULL), PT_ESHAPE,
+                     "the tokenizer's ids go up to 200 (201 ids) but the model's vocab_size is 200");
+    /* not asked for: not checked */
+    pt_model_load_options lo;
+    pt_model_load_options_init(&lo);
+    lo.load_tokenizer = false;
+    ck_assert_ok(pt_model_load_dir(&m, dir, &lo));
+    pt_model_free(m);
+
+    /* an unsupported model type: the loader names it and the file */
+    write_tokenizer(dir, 150, "WordPiece");
+    pt_tokenizer *tok = (pt_tokenizer *)1;
+    ck_assert_status(pt_tokenizer_load(&tok, dir), PT_EUNSUPPORTED,
+                     "model.type: model \"WordPiece\" is not supported (only BPE)");
+    ck_assert_pstr_contains(tj);
+    ck_assert_ptr_null(tok);
+    write_tokenizer(dir, 150, "Unigram");
+    ck_assert_status(pt_tokenizer_load(&tok, dir), PT_EUNSUPPORTED, "\"Unigram\" is not supported");
+    /* the model loads without it (a warning), and a {"text"} row says why */
+    write_tokenizer(dir, 150, "WordPiece");
+    ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
+    ck_assert_ptr_null(pt_model_tokenizer(m));
+    write_text(dir, "d.jsonl", "{\"text\": \"hi\"}\n");
+    char *p = pt_path_join(dir, "d.jsonl");
+    pt_eval_result *res;
+    ck_assert_status(pt_model_eval_jsonl(&res, m, NULL, p, NULL), PT_EUNSUPPORTED,
+                     "line 1: a {\"text\"} row needs a tokenizer, and the model's was not loaded");
+    ck_assert_pstr_contains("model \"WordPiece\" is not supported");
+    ck_assert_pstr_contains(tj);
+    pt_model_free(m);
+    pt_free(p);
+    pt_free(tj);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_eval_ids)
 {
     pt_model *m = tiny_model(PT_ARCH_QWEN3, false, 41);
@@ -1223,6 +1359,8 @@ static Suite *modelio_suite(void)
     TCase *te = tcase_create("eval");
     tcase_set_timeout(te, 120);
     tcase_add_test(te, test_eval_ids);
+    tcase_add_test(te, test_eval_tokenizer_vocab);
+    tcase_add_test(te, test_load_dir_tokenizer_checks);
     suite_add_tcase(s, te);
     TCase *tr = tcase_create("real");
     tcase_set_timeout(tr, 120);
