@@ -11,7 +11,7 @@
 
 typedef struct gen_args {
     const char *model, *prompt, *prompt_ids;
-    bool chat, ignore_eos, print_ids, print_logprobs;
+    bool chat, ignore_eos, print_ids, print_logprobs, allow_long;
     int num_samples, threads;
     pt_generate_options gen;
 } gen_args;
@@ -40,6 +40,8 @@ static const cli_opt k_generate_opts[] = {
     { CLI_FLAG, "ignore-eos", GEN(ignore_eos), .help = "do not stop at the end-of-sequence token" },
     { CLI_FLAG, "print-ids", GEN(print_ids), .help = "print each completion's token ids (one line) after its text" },
     { CLI_FLAG, "logprobs", GEN(print_logprobs), .help = "print each token's log-probability (one line) after it" },
+    { CLI_FLAG, "allow-long-context", GEN(allow_long),
+      .help = "allow a prompt plus new tokens beyond the model's\nmax_position_embeddings (rope scaling)" },
 };
 #undef GEN
 
@@ -203,9 +205,14 @@ static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, m);
-    if (cfg.max_position_embeddings > 0 && (int64_t)n_prompt + M > cfg.max_position_embeddings) {
+    if (a->allow_long) {
+        int st = pt_model_set_allow_long_context(m, true);
+        if (st)
+            return cli_fail("--allow-long-context", st);
+    } else if (cfg.max_position_embeddings > 0 && (int64_t)n_prompt + M > cfg.max_position_embeddings) {
         fprintf(stderr, "posttrain generate: the prompt (%d tokens) plus --max-new-tokens %d exceeds the model's "
-                        "max_position_embeddings %d\n", n_prompt, M, cfg.max_position_embeddings);
+                        "max_position_embeddings %d (--allow-long-context to go beyond it)\n", n_prompt, M,
+                cfg.max_position_embeddings);
         return 1;
     }
     int32_t *prompts = malloc((size_t)G * (size_t)n_prompt * sizeof *prompts);

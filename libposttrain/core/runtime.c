@@ -116,7 +116,7 @@ int pt_get_num_threads(void)
 /* ---- features ---- */
 
 static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
-                                 "generate entropy grpo";
+                                 "generate entropy grpo context-threads long-context jsonl";
 
 const char *pt_features(void)
 {

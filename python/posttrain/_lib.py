@@ -682,13 +682,23 @@ _declare("lora-switch", {
     "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),
     "pt_model_lora_enabled": (c_bool, [vp]),
 })
+_declare("context-threads", {
+    "pt_context_set_num_threads": (c_int, [vp, c_int]),
+    "pt_context_get_num_threads": (c_int, [vp]),
+    "pt_generator_set_num_threads": (c_int, [vp, c_int]),
+    "pt_generator_get_num_threads": (c_int, [vp]),
+})
+_declare("long-context", {
+    "pt_model_set_allow_long_context": (c_int, [vp, c_bool]),
+    "pt_model_allow_long_context": (c_bool, [vp]),
+})
 
 # Named enums: pt_X_name(int) -> const char * (NULL for an unknown value) and
 # pt_X_from_name(int *, const char *), by feature (posttrain/enums.py builds
 # the IntEnums from them).
 ENUM_FUNCTIONS = {
     None: ["arch", "rope_type", "optimizer_type", "schedule_type", "log_level", "chat_role",
-           "chat_family"],
+           "chat_family", "skip_reason"],
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
 }

@@ -19,7 +19,7 @@ from ._lib import lib, has_feature
 
 __all__ = ["LibEnum", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
-           "RolloutLogprobs", "Status"]
+           "RolloutLogprobs", "SkipReason", "Status"]
 
 # Values are read upwards (or downwards for statuses) until this many in a
 # row have no name.
@@ -147,6 +147,9 @@ ISLevel = _build("ISLevel", "grpo_is_level",
 RolloutLogprobs = _build("RolloutLogprobs", "rollout_logprobs",
                          "Which log-probabilities of a rollout (pt_rollout_logprobs): OLD, REF.",
                          "grpo")
+SkipReason = _build("SkipReason", "skip_reason",
+                    "Why a training step was skipped (pt_skip_reason): NONE, NO_TOKENS, "
+                    "NONFINITE_LOSS, NONFINITE_GRAD, NONFINITE_UPDATE.")
 # Statuses: OK, EINVAL, ... from pt_status_name ("PT_EINVAL"; "PT_E?" for an
 # unknown code), read downwards from 0; str() is the C symbol.
 Status = _build("Status", None, "libposttrain status (pt_status): OK, EINVAL, ENOMEM, ...",

@@ -55,6 +55,16 @@ class Generator(Handle):
         self.max_batch, self.max_seq = int(max_batch), int(max_seq)
         model._add_dependent(self)
 
+    @property
+    def num_threads(self):
+        """The thread count generation on this generator uses
+        (pt_generator_get_num_threads); settable (0 follows set_num_threads())."""
+        return int(lib.pt_generator_get_num_threads(self._ptr))
+
+    @num_threads.setter
+    def num_threads(self, n):
+        check(lib.pt_generator_set_num_threads(self._ptr, int(n)), "pt_generator_set_num_threads")
+
     def generate(self, prompts, max_new_tokens=None, temperature=None, top_k=None, top_p=None,
                  min_p=None, seed=None, stream_offset=None, stop_ids=None, logprobs=True):
         """Complete each prompt (a list of ids, or a list of such lists).

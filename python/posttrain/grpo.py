@@ -20,7 +20,8 @@ from ._lib import GrpoStats as _CGrpoStats
 from ._lib import (PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
                    RolloutBufferOptions, RolloutSample, has_feature, lib)
 from ._util import cstr, flat_float, int32_array, is_numpy
-from .enums import FinishReason, ISLevel, LossType, RolloutLogprobs, ScaleRewards, Status
+from .enums import (FinishReason, ISLevel, LossType, RolloutLogprobs, ScaleRewards, SkipReason,
+                    Status)
 from .errors import Error, check, error_for, invalid
 from .model import Batch, Context, Model
 
@@ -481,4 +482,5 @@ def grpo_step(optimizer, buffer, context=None, **options):
     vals["reward_func_mean"] = {names[k]: s.reward_func_mean[k] for k in range(s.n_reward_funcs)}
     vals["reward_func_std"] = {names[k]: s.reward_func_std[k] for k in range(s.n_reward_funcs)}
     vals["skipped"] = bool(vals["skipped"])
+    vals["skip_reason"] = SkipReason.wrap(vals["skip_reason"])
     return GrpoStats(**vals)

@@ -290,6 +290,17 @@ class Context(Handle):
         self._last = None
         model._add_dependent(self)
 
+    @property
+    def num_threads(self):
+        """The thread count calls on this context use (pt_context_get_num_threads);
+        set it (pt_context_set_num_threads: 0 follows set_num_threads()) to give
+        each of several host threads its own share of the cores."""
+        return int(lib.pt_context_get_num_threads(self._ptr))
+
+    @num_threads.setter
+    def num_threads(self, n):
+        check(lib.pt_context_set_num_threads(self._ptr, int(n)), "pt_context_set_num_threads")
+
     def fits(self, b):
         return b.batch <= self.max_batch and b.seq <= self.max_seq
 
@@ -669,6 +680,18 @@ class Model(Handle):
                             "pt_model_set_lora_enabled (feature lora-switch)", "Model.lora_enabled")
         check(lib.pt_model_set_lora_enabled(self._ptr, bool(enabled)),
               "pt_model_set_lora_enabled")
+
+    @property
+    def allow_long_context(self):
+        """Whether contexts and generators may be longer than the model's
+        max_position_embeddings (pt_model_allow_long_context; False by
+        default, for rope scaling set it True)."""
+        return bool(lib.pt_model_allow_long_context(self._ptr))
+
+    @allow_long_context.setter
+    def allow_long_context(self, allow):
+        check(lib.pt_model_set_allow_long_context(self._ptr, bool(allow)),
+              "pt_model_set_allow_long_context")
 
     @contextlib.contextmanager
     def lora_disabled(self):

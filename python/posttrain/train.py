@@ -7,7 +7,7 @@ import json
 from ._handle import Handle, out_handle
 from ._lib import Batch_, DatasetOptions, DatasetStats, OptimizerOptions, SftStats, StepStats, lib
 from ._util import cstr, flat_float, fspath, int32_array, shaped
-from .enums import OptimizerType, Schedule
+from .enums import OptimizerType, Schedule, SkipReason
 from .errors import check, invalid
 from .model import Batch, Context, Model
 
@@ -30,7 +30,10 @@ _OPT_ENUMS = {"type": OptimizerType, "schedule": Schedule}
 
 
 def _result(cls, s):
-    return cls(*(getattr(s, f) for f in cls._fields))
+    vals = {f: getattr(s, f) for f in cls._fields}
+    if "skip_reason" in vals:
+        vals["skip_reason"] = SkipReason.wrap(vals["skip_reason"])
+    return cls(**vals)
 
 
 def _apply(struct, fields, kwargs, what, enums=None):

@@ -166,6 +166,11 @@ pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/de
 expect "generate past max_position_embeddings" 1 "plus --max-new-tokens 126 exceeds the model's max_position_embeddings 128" \
     generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 126
 expect "generate within max_position_embeddings" 0 "" generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 4
+expect "generate past max_position_embeddings, opted in" 0 "" \
+    generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 130 --allow-long-context --ignore-eos --print-ids
+n_new=$(tail -n 1 "$work/stdout" | wc -w)
+[ "$n_new" -eq 130 ] && ok "--allow-long-context generated 130 tokens past position 128" \
+    || bad "--allow-long-context generated $n_new tokens, want 130: $(tail -n 2 "$work/stdout")"
 : > "$work/empty.jsonl"
 expect "eval of an empty file" 1 "has no rows to score" eval --model "$model" --data "$work/empty.jsonl"
 expect "eval of a good file" 0 "" eval --model "$model" --data "$data"

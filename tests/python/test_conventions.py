@@ -297,5 +297,50 @@ class TestReturnConvention(unittest.TestCase):
             self.assertIsInstance(cm.exception, ValueError)     # as before
 
 
+class TestTrustFeatures(unittest.TestCase):
+    """Per-context thread counts, the long-context opt-in and skip reasons
+    reach Python as they are in C."""
+
+    def test_context_and_generator_threads(self):
+        with pt.Model.create(TINY, seed=3) as m:
+            ctx = pt.Context(m, 2, 8)
+            self.assertEqual(ctx.num_threads, pt.get_num_threads())   # 0: the process count
+            ctx.num_threads = 1
+            self.assertEqual(ctx.num_threads, 1)
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                ctx.num_threads = -1
+            self.assertIn("pt_context_set_num_threads", cm.exception.message)
+            self.assertEqual(ctx.num_threads, 1)
+            if pt.has_feature("generate"):
+                g = pt.Generator(m, 1, 8)
+                g.num_threads = 1
+                self.assertEqual(g.num_threads, 1)
+                with self.assertRaises(pt.InvalidArgument):
+                    g.num_threads = 5000
+
+    def test_long_context_opt_in(self):
+        with pt.Model.create(TINY, seed=3) as m:
+            longest = m.config["max_position_embeddings"]
+            self.assertFalse(m.allow_long_context)
+            with self.assertRaises(pt.RangeError) as cm:
+                pt.Context(m, 1, longest + 1)
+            self.assertIn("max_position_embeddings %d" % longest, cm.exception.message)
+            m.allow_long_context = True
+            self.assertTrue(m.allow_long_context)
+            ctx = pt.Context(m, 1, longest + 1)
+            self.assertEqual(ctx.max_seq, longest + 1)
+
+    def test_skip_reason_is_an_enum(self):
+        self.assertEqual([m.name for m in pt.SkipReason],
+                         ["NONE", "NO_TOKENS", "NONFINITE_LOSS", "NONFINITE_GRAD",
+                          "NONFINITE_UPDATE"])
+        with pt.Model.create(TINY, seed=3) as m:
+            opt = pt.Optimizer(m, lr=1e-3)
+            # a batch with no target tokens is skipped, and says why
+            r = pt.sft_step(opt, pt.Batch([[1, 2, 3]], targets=[[-1, -1, -1]]))
+            self.assertTrue(r.skipped)
+            self.assertIs(r.skip_reason, pt.SkipReason.NO_TOKENS)
+
+
 if __name__ == "__main__":
     ptest.main()
