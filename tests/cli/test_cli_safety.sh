@@ -174,6 +174,8 @@ n_new=$(tail -n 1 "$work/stdout" | wc -w)
 : > "$work/empty.jsonl"
 expect "eval of an empty file" 1 "has no rows to score" eval --model "$model" --data "$work/empty.jsonl"
 expect "eval of a good file" 0 "" eval --model "$model" --data "$data"
+expect "eval of /dev/zero stops at once" 1 "contains a NUL byte" eval --model "$model" --data /dev/zero
+expect "sft of /dev/zero stops at once" 1 "contains a NUL byte" sft --model "$model" --data /dev/zero --out "$work/zero-out"
 same "the whole suite" "$work/inputs.sum" "$model" "$data"
 
 echo "$pass passed, $fail failed"
