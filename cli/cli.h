@@ -14,6 +14,10 @@ typedef int (*cli_cmd_fn)(int argc, char **argv);
 
 /* Print "posttrain: <what>: <status name>: <last error>" to stderr; returns 1. */
 int cli_fail(const char *what, int status);
+/* After a failure that needed the model's tokenizer: when the model has none
+ * but its directory holds a tokenizer.json, say why that file was not loaded
+ * (an unsupported type, a malformed file). */
+void cli_explain_tokenizer(const char *cmd, const char *model_dir, const pt_model *model);
 /* Print "posttrain CMD: <message> (see 'posttrain CMD --help')" to stderr
  * (without CMD when it is NULL); returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -159,3 +159,22 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
     fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps\n", cmd, out, steps);
     return 0;
 }
+
+void cli_explain_tokenizer(const char *cmd, const char *model_dir, const pt_model *model)
+{
+    if (pt_model_tokenizer(model))
+        return;
+    size_t n = strlen(model_dir) + sizeof "/tokenizer.json";
+    char *path = malloc(n);
+    if (!path)
+        return;
+    snprintf(path, n, "%s/tokenizer.json", model_dir);
+    struct stat sb;
+    pt_tokenizer *tok = NULL;
+    int st = stat(path, &sb) == 0 ? pt_tokenizer_load(&tok, path) : PT_OK;
+    if (st)
+        fprintf(stderr, "posttrain %s: the model's tokenizer was not loaded: %s: %s\n", cmd,
+                pt_status_name(st), pt_last_error());
+    pt_tokenizer_free(tok);
+    free(path);
+}

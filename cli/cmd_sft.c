@@ -262,8 +262,11 @@ static int load(sft_run *r)
     if (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed))
         return 1;
     const pt_tokenizer *tok = pt_model_tokenizer(r->model);
-    if ((st = pt_dataset_load_jsonl(&r->data, a->data, tok, &a->data_opts)))
-        return cli_fail(a->data, st);
+    if ((st = pt_dataset_load_jsonl(&r->data, a->data, tok, &a->data_opts))) {
+        cli_fail(a->data, st);
+        cli_explain_tokenizer("sft", a->model, r->model);
+        return 1;
+    }
     pt_dataset_stats_init(&r->ds);
     if ((st = pt_dataset_get_stats(&r->ds, r->data)))
         return cli_fail(a->data, st);

@@ -176,6 +176,14 @@ expect "eval of an empty file" 1 "has no rows to score" eval --model "$model" --
 expect "eval of a good file" 0 "" eval --model "$model" --data "$data"
 expect "eval of /dev/zero stops at once" 1 "contains a NUL byte" eval --model "$model" --data /dev/zero
 expect "sft of /dev/zero stops at once" 1 "contains a NUL byte" sft --model "$model" --data /dev/zero --out "$work/zero-out"
+# a tokenizer.json of a type the library does not implement: sft says so, not "needs a tokenizer"
+mkdir -p "$work/wordpiece"
+cp "$ref/config.json" "$ref/model.safetensors" "$work/wordpiece/"
+printf '{"version": "1.0", "added_tokens": [], "model": {"type": "WordPiece", "vocab": {"a": 0}}}\n' \
+    > "$work/wordpiece/tokenizer.json"
+printf '{"text": "Once upon a time"}\n' > "$work/text.jsonl"
+expect "sft with an unsupported tokenizer type" 1 'PT_EUNSUPPORTED: '"$work"'/wordpiece/tokenizer.json: tokenizer.json: model.type: model "WordPiece" is not supported' \
+    sft --model "$work/wordpiece" --data "$work/text.jsonl" --out "$work/wordpiece-out"
 same "the whole suite" "$work/inputs.sum" "$model" "$data"
 
 echo "$pass passed, $fail failed"
