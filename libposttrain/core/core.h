@@ -43,6 +43,14 @@ int pt_threads_enter(int n);
 void pt_threads_leave(int prev);
 /* The process setting (pt_set_num_threads, or the default). */
 int pt_get_process_num_threads(void);
+/* A handle's own setting (contexts, generators): 0 follows the process
+ * setting.  pt_thread_setting_check is PT_EINVAL naming `func` outside
+ * [0, PT_MAX_THREADS]; pt_thread_setting_count is the count it runs with. */
+int pt_thread_setting_check(int n, const char *func);
+static inline int pt_thread_setting_count(int n)
+{
+    return n > 0 ? n : pt_get_process_num_threads();
+}
 
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool pt_mul_size(size_t a, size_t b, size_t *out)

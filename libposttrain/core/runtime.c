@@ -92,6 +92,13 @@ void pt_threads_leave(int prev)
     tl_call_threads = prev;
 }
 
+int pt_thread_setting_check(int n, const char *func)
+{
+    if (n < 0 || n > PT_MAX_THREADS)
+        return pt_err_arg(func, "n", "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
+    return PT_OK;
+}
+
 int pt_get_process_num_threads(void)
 {
     int n = atomic_load(&num_threads);

@@ -219,17 +219,17 @@ void pt_context_free(pt_context *ctx)
 int pt_context_set_num_threads(pt_context *ctx, int n)
 {
     PT_CHECK_NULL(ctx);
-    PT_CHECK_ARG(n >= 0 && n <= PT_MAX_THREADS, n,
-                 "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
-    ctx->num_threads = n;
-    return PT_OK;
+    int st = pt_thread_setting_check(n, __func__);
+    if (!st)
+        ctx->num_threads = n;
+    return st;
 }
 
 int pt_context_get_num_threads(const pt_context *ctx)
 {
     if (!ctx)
         return pt_err(PT_EINVAL, "pt_context_get_num_threads: ctx is NULL");
-    return ctx->num_threads > 0 ? ctx->num_threads : pt_get_process_num_threads();
+    return pt_thread_setting_count(ctx->num_threads);
 }
 
 int pt_batch_init(pt_batch *b)

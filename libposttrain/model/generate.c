@@ -65,17 +65,17 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 int pt_generator_set_num_threads(pt_generator *gen, int n)
 {
     PT_CHECK_NULL(gen);
-    PT_CHECK_ARG(n >= 0 && n <= PT_MAX_THREADS, n,
-                 "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
-    gen->num_threads = n;
-    return PT_OK;
+    int st = pt_thread_setting_check(n, __func__);
+    if (!st)
+        gen->num_threads = n;
+    return st;
 }
 
 int pt_generator_get_num_threads(const pt_generator *gen)
 {
     if (!gen)
         return pt_err(PT_EINVAL, "pt_generator_get_num_threads: gen is NULL");
-    return gen->num_threads > 0 ? gen->num_threads : pt_get_process_num_threads();
+    return pt_thread_setting_count(gen->num_threads);
 }
 
 /* ---- allocation --------------------------------------------------------------- */
