@@ -63,6 +63,10 @@ FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const
  * name `cmd`; returns 0, or 1 after printing the failure. */
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
                      long long steps);
+/* The end of a training command: the metrics file as OUT/metrics.svg (or
+ * wherever svg says), then "posttrain CMD: plot: SVG" on stderr; a failure is
+ * only a warning line (the run has succeeded).  Returns the status (cmd_plot.c). */
+int cli_plot_metrics(const char *cmd, const char *metrics, const char *svg);
 
 /* ---- outputs against inputs and earlier runs (cli_out.c) ---- */
 
@@ -106,5 +110,6 @@ int cmd_demo(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

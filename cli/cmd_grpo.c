@@ -443,6 +443,13 @@ int cmd_grpo(int argc, char **argv)
     }
     rc = load(&r) || setup(&r) || train(&r) ||
          cli_save_trained("grpo", r.model, r.a.out, r.a.model, (long long)r.total);
+    if (!rc) {
+        char svg[4096 + 16];
+        snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
+        if (r.metrics)
+            fflush(r.metrics);
+        cli_plot_metrics("grpo", a->metrics ? a->metrics : mpath, svg);
+    }
     grpo_free(&r);
     return rc;
 }

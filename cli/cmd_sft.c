@@ -492,6 +492,13 @@ int cmd_sft(int argc, char **argv)
     rc = load(&r) || setup(&r) || train(&r) ||
          (r.a.save_every && r.step != r.resumed_step && save_checkpoint(&r.a, r.model, r.opt, r.data, r.step)) ||
          cli_save_trained("sft", r.model, r.a.out, r.a.model, (long long)r.step);
+    if (!rc) {
+        char svg[4096 + 16];
+        snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
+        if (r.metrics)
+            fflush(r.metrics);
+        cli_plot_metrics("sft", r.metrics_path, svg);
+    }
     sft_free(&r);
     return rc;
 }

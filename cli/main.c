@@ -19,6 +19,7 @@ static const struct {
     { "sft", cmd_sft, "supervised fine-tuning on JSONL data" },
     { "generate", cmd_generate, "sample completions of a prompt (KV cache, seeded)" },
     { "grpo", cmd_grpo, "GRPO on JSONL prompts with built-in rewards" },
+    { "plot", cmd_plot, "draw a run's metrics JSONL as an SVG" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -13,5 +13,6 @@
 #include "posttrain/train.h"
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
+#include "posttrain/plot.h"
 
 #endif

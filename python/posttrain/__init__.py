@@ -37,7 +37,7 @@ from .tokenizer import DecodeStream, Tokenizer
 from .chat import ChatIds, ChatTemplate
 from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, StepResult,
                     TrainingBatch, dataset_defaults, load_checkpoint, optimizer_defaults,
-                    save_checkpoint, schedule_factor, sft_step)
+                    plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
 from . import safetensors
@@ -64,7 +64,7 @@ __all__ = [
     "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds",
     "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
     "StepResult", "SftResult", "TrainingBatch", "EvalLoss", "DatasetPosition",
-    "optimizer_defaults", "dataset_defaults", "safetensors",
+    "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
 ]

@@ -297,6 +297,12 @@ class EvalResult(Struct):
     ]
 
 
+@_stamped("pt_plot_options", "plot")
+class PlotOptions(Struct):
+    _fields_ = [("size", c_size_t), ("width", c_int), ("height", c_int), ("title", c_char_p),
+                ("series", ctypes.c_uint)]
+
+
 @_stamped("pt_optimizer_options")
 class OptimizerOptions(Struct):
     _fields_ = [
@@ -677,6 +683,9 @@ _declare("grpo", {
     "pt_rollout_buffer_get_logprobs": (c_int, [P(c_float), vp, c_int, c_int]),
     "pt_rollout_buffer_score": (c_int, [vp, c_int, REWARD_FN, c_void_p]),
     "pt_grpo_step": (c_int, [P(GrpoStats), vp, vp, vp, P(GrpoOptions)]),
+})
+_declare("plot", {
+    "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
 _declare("lora-switch", {
     "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),

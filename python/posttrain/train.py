@@ -5,10 +5,12 @@ import ctypes
 import json
 
 from ._handle import Handle, out_handle
-from ._lib import Batch_, DatasetOptions, DatasetStats, OptimizerOptions, SftStats, StepStats, lib
+from ._lib import (Batch_, DatasetOptions, DatasetStats, OptimizerOptions, PlotOptions, SftStats, StepStats,
+                   has_feature, lib)
 from ._util import cstr, flat_float, fspath, int32_array, shaped
 from .enums import OptimizerType, Schedule, SkipReason
-from .errors import check, invalid
+from .enums import Status
+from .errors import Unsupported, check, invalid
 from .model import Batch, Context, Model
 
 __all__ = ["Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint",
@@ -177,6 +179,37 @@ def schedule_factor(schedule, step, warmup_steps=0, total_steps=0, min_lr_ratio=
                                  int(step), int(warmup_steps), int(total_steps),
                                  float(min_lr_ratio)), "pt_schedule_factor")
     return f.value
+
+
+# ---- metrics --------------------------------------------------------------------
+
+def plot_metrics(metrics_path, svg_path, width=None, height=None, title=None):
+    """Draw a metrics JSONL file (what `posttrain sft` / `posttrain grpo` write:
+    rows with a numeric "step") as an SVG at svg_path (pt_plot_metrics_svg):
+    one panel per series present (loss, eval_loss, reward, kl, accuracy, lr),
+    nulls left out.  width (default 720) and height (default 170 per panel
+    plus 40) are pixels; title defaults to the metrics path.  The file is
+    replaced atomically: on an error (NotFound, FormatError naming the line,
+    InvalidArgument "no numeric series in ...") it is left as it was."""
+    if not has_feature("plot"):
+        raise Unsupported(Status.EUNSUPPORTED, "this libposttrain has no plot feature", "plot_metrics")
+    o = PlotOptions.new()
+    if width is not None:
+        o.width = _whole(width, "width")
+    if height is not None:
+        o.height = _whole(height, "height")
+    t = cstr(title, "title")
+    o.title = t
+    check(lib.pt_plot_metrics_svg(fspath(metrics_path, "metrics_path"), fspath(svg_path, "svg_path"),
+                                  ctypes.byref(o)), "pt_plot_metrics_svg")
+
+
+def _whole(v, what):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise invalid("plot_metrics: %s must be an int, not %s" % (what, type(v).__name__))
+    if not -2**31 <= v < 2**31:
+        raise invalid("plot_metrics: %s %d is out of range" % (what, v))
+    return v
 
 
 # ---- checkpoints ---------------------------------------------------------------

@@ -53,6 +53,13 @@ if [ "$(grep -c '^step [1-3]/3 reward ' "$work/out.log")" -eq 3 ] &&
 else
     bad "progress lines"
 fi
+if [ "$(tail -n 1 "$work/out.log")" = "posttrain grpo: plot: $work/out/metrics.svg" ] &&
+   [ "$(grep -c '<polyline' "$work/out/metrics.svg")" -eq 5 ] &&
+   [ "$(grep -A20 'id="accuracy"' "$work/out/metrics.svg" | grep -m1 '<polyline' | grep -o '[0-9.]*,[0-9.]*' | wc -l)" -eq 3 ]; then
+    ok "the run ends with 'plot: OUT/metrics.svg': loss, reward, kl, accuracy and lr over 3 steps"
+else
+    bad "grpo's metrics.svg"
+fi
 fields='"step" "reward" "reward_std" "rewards/exact/mean" "rewards/contains/mean" "rewards/length/mean"
         "frac_reward_zero_std" "loss" "kl" "clip_ratio/region_mean" "completions/mean_length" "grad_norm" "lr"
         "gen_tokens_per_s" "train_tokens_per_s" "skipped"'

@@ -1609,6 +1609,7 @@ START_TEST(test_inits)
     INIT_CASE(pt_grpo_options, pt_grpo_options_init);
     INIT_CASE(pt_grpo_stats, pt_grpo_stats_init);
     INIT_CASE(pt_tensor_info, pt_tensor_info_init);
+    INIT_CASE(pt_plot_options, pt_plot_options_init);
 }
 END_TEST
 

@@ -187,5 +187,70 @@ class TestLora(unittest.TestCase):
             self.assertLess(worst, 1e-4)
 
 
+class TestPlot(unittest.TestCase):
+    """posttrain.plot_metrics over pt_plot_metrics_svg."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.m = os.path.join(self.dir.name, "metrics.jsonl")
+        self.svg = os.path.join(self.dir.name, "metrics.svg")
+        with open(self.m, "w") as f:
+            for step, loss in enumerate([3.0, 2.5, None, 1.5], 1):
+                f.write(json.dumps({"step": step, "loss": loss, "lr": 0.001}) + "\n")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def points(self, svg, panel):
+        g = svg[svg.index('id="%s"' % panel):]
+        g = g[:g.index("</g>")]
+        pts = g[g.index('points="') + 8:]
+        pts = pts[:pts.index('"')]
+        return [tuple(float(v) for v in p.split(",")) for p in pts.split()]
+
+    def test_svg(self):
+        self.assertTrue(pt.has_feature("plot"))
+        pt.plot_metrics(self.m, self.svg, width=500, height=400, title="run <1>")
+        with open(self.svg) as f:
+            svg = f.read()
+        self.assertIn('<svg xmlns="http://www.w3.org/2000/svg"', svg)
+        self.assertIn('width="500" height="400"', svg)
+        self.assertIn("run &lt;1&gt;", svg)
+        self.assertEqual(svg.count("<polyline"), 2)
+        loss = self.points(svg, "loss")
+        self.assertEqual(len(loss), 3)                       # the null is left out
+        ys = [y for _, y in loss]
+        self.assertEqual(ys, sorted(ys))                     # 3.0 highest up ... 1.5 lowest
+        self.assertAlmostEqual((ys[1] - ys[0]) / (ys[2] - ys[0]), 1 / 3, places=3)
+        self.assertEqual(len(self.points(svg, "lr")), 4)
+        self.assertNotIn("nan", svg)
+        self.assertNotIn("inf", svg)
+        pt.plot_metrics(self.m, self.svg)                    # defaults
+        with open(self.svg) as f:
+            self.assertIn('width="720" height="380"', f.read())
+
+    def test_errors(self):
+        with open(self.svg, "w") as f:
+            f.write("keep")
+        with self.assertRaises(pt.NotFound):
+            pt.plot_metrics(os.path.join(self.dir.name, "missing.jsonl"), self.svg)
+        with open(self.m, "w") as f:
+            f.write('{"step": 1, "loss": 1}\n{"step": \n')
+        with self.assertRaisesRegex(pt.FormatError, "line 2"):
+            pt.plot_metrics(self.m, self.svg)
+        with open(self.m, "w") as f:
+            f.write('{"step": 1, "tokens": 4}\n')
+        with self.assertRaisesRegex(pt.InvalidArgument, "no numeric series in"):
+            pt.plot_metrics(self.m, self.svg)
+        with open(self.m, "w") as f:
+            f.write('{"step": 1, "loss": 1}\n')
+        with self.assertRaisesRegex(pt.InvalidArgument, "width 5"):
+            pt.plot_metrics(self.m, self.svg, width=5)
+        with self.assertRaises(pt.InvalidArgument):
+            pt.plot_metrics(self.m, self.svg, height="tall")
+        with open(self.svg) as f:
+            self.assertEqual(f.read(), "keep")
+
+
 if __name__ == "__main__":
     ptest.main()
