@@ -124,6 +124,23 @@ static const pt_tensor_row k_rows[PT_T_COUNT] = {
         PT_INIT_NORMAL, false, 0, PT_T_EMBED),
 };
 
+/* llama.cpp's tensor names (gguf-py's constants.py, MODEL_TENSOR), index = id. */
+static const char *const k_gguf_names[PT_T_COUNT] = {
+    "token_embd.weight", "attn_norm.weight", "attn_q.weight", "attn_k.weight",
+    "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_q_norm.weight",
+    "attn_k_norm.weight", "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight",
+    "ffn_up.weight", "ffn_down.weight", "output_norm.weight", "output.weight",
+};
+
+const char *pt_tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, int layer)
+{
+    if (!row || (int)row->id < 0 || row->id >= PT_T_COUNT || n == 0)
+        return NULL;
+    int len = row->per_layer ? snprintf(buf, n, "blk.%d.%s", layer, k_gguf_names[row->id])
+                             : snprintf(buf, n, "%s", k_gguf_names[row->id]);
+    return len < 0 || (size_t)len >= n ? NULL : buf;
+}
+
 const pt_tensor_row *pt_tensor_rows(void)
 {
     return k_rows;

@@ -120,6 +120,10 @@ typedef struct pt_tensor_row {
 /* The rows in file order (PT_T_COUNT of them; index = id). */
 const pt_tensor_row *pt_tensor_rows(void);
 const pt_tensor_row *pt_tensor_row_get(pt_tensor_id id);
+/* llama.cpp's GGUF name of a row ("blk.<layer>.attn_q.weight",
+ * "token_embd.weight"; layer ignored for global rows) into buf, or NULL when
+ * it does not fit. */
+const char *pt_tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, int layer);
 /* Whether the row exists for this configuration. */
 bool pt_tensor_row_present(const pt_tensor_row *row, const pt_model_config *c);
 /* A dimension's size for this configuration. */
