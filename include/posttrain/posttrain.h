@@ -14,5 +14,6 @@
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
 #include "posttrain/plot.h"
+#include "posttrain/gguf.h"
 
 #endif

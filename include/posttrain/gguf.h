@@ -1,0 +1,69 @@
+/*
+ * libposttrain public API: GGUF files, the format llama.cpp (and ollama,
+ * LM Studio, llama-cpp-python) serves.  See docs/gguf.md.
+ *
+ * Export writes what llama.cpp's own converter (convert_hf_to_gguf.py)
+ * writes for the same Hugging Face model: GGUF v3, the general.* and
+ * <arch>.* metadata, the tokenizer (byte-level BPE as "gpt2" with its
+ * pre-tokenizer name, SentencePiece-style BPE as "llama" with scores), the
+ * chat template, and the tensors under llama.cpp's names with Q and K
+ * permuted for llama-type architectures.
+ *
+ * Import: pt_model_load_dir (posttrain/modelio.h) also accepts a .gguf
+ * file holding F32, F16 or BF16 tensors, with its tokenizer rebuilt from
+ * the metadata; quantised files are refused with PT_EUNSUPPORTED.
+ */
+#ifndef POSTTRAIN_GGUF_H
+#define POSTTRAIN_GGUF_H
+
+#include <stddef.h>
+
+#include "posttrain/common.h"
+#include "posttrain/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tensor type of an export ("f32", "f16", "bf16"; general.file_type 0, 1,
+ * 32).  As the converter does, 1-D tensors (norms, biases) stay F32. */
+typedef enum pt_gguf_ftype {
+    PT_GGUF_FTYPE_F32 = 0,
+    PT_GGUF_FTYPE_F16 = 1,
+    PT_GGUF_FTYPE_BF16 = 2
+} pt_gguf_ftype;
+
+PT_API const char *pt_gguf_ftype_name(int value);
+PT_API int pt_gguf_ftype_from_name(int *out, const char *name);
+
+typedef struct pt_gguf_export_options {
+    size_t size;          /* sizeof(pt_gguf_export_options) */
+    int type;             /* pt_gguf_ftype; default PT_GGUF_FTYPE_F32 */
+    const char *name;     /* general.name; NULL: derived from the source
+                           * directory's name as the converter does */
+} pt_gguf_export_options;
+
+PT_API int pt_gguf_export_options_init(pt_gguf_export_options *opts);
+
+/* Write the model as a GGUF model file (written to a temporary name,
+ * fsynced and renamed: nothing under `path` changes on failure).  LoRA
+ * adapters, if the model has them, are merged into the written weights
+ * (the model itself is unchanged).  The tokenizer is the model's
+ * (pt_model_tokenizer); a model without one is PT_ESTATE. */
+PT_API int pt_model_export_gguf(const pt_model *model, const char *path,
+                                const pt_gguf_export_options *opts);
+
+/* Write the model's LoRA adapters as a GGUF LoRA adapter, as llama.cpp's
+ * convert_lora_to_gguf.py does (general.type "adapter", adapter.type
+ * "lora", adapter.lora.alpha, tensors "<name>.weight.lora_a" / ".lora_b"),
+ * which llama.cpp applies with --lora over the base model's GGUF.  opts
+ * may be NULL; opts->type applies to the adapter matrices.  A model
+ * without adapters is PT_ESTATE. */
+PT_API int pt_lora_export_gguf(const pt_model *model, const char *path,
+                               const pt_gguf_export_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
