@@ -86,7 +86,8 @@ static int num_threads_for(const pt_attn_shape *s, size_t tasks)
 {
     int nt = pt_get_num_threads();
     /* Below ~4 MFLOP of scores a second thread costs more than it saves. */
-    double work = (double)s->batch * s->nh * (double)s->seq * s->seq * s->hd;
+    int span = s->window > 0 && s->window < s->seq ? s->window : s->seq;
+    double work = (double)s->batch * s->nh * (double)s->seq * span * s->hd;
     if (work < 2e6)
         nt = 1;
     if (s->max_threads > 0 && nt > s->max_threads)

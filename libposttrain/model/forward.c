@@ -279,6 +279,7 @@ pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max
         .nkv = c->num_key_value_heads, .hd = c->head_dim,
         .scale = (float)(1.0 / sqrt((double)c->head_dim)),
         .ldq = qkv, .ldkv = qkv, .ldo = (size_t)m->q_dim, .max_threads = max_threads,
+        .window = c->sliding_window, /* 0: none; Mistral's: token i sees j > i - window */
     };
     return s;
 }
@@ -315,10 +316,6 @@ static int read_batch(pt_batch *b, const pt_batch *user, pt_context *ctx, const 
 static int load_batch(pt_context *ctx, const pt_batch *b)
 {
     const pt_model_config *c = &ctx->model->cfg;
-    if (c->sliding_window > 0 && b->seq > c->sliding_window)
-        return pt_err(PT_EUNSUPPORTED, "batch: sequence length %d exceeds the model's "
-                      "sliding_window %d; sliding-window attention is not supported",
-                      b->seq, c->sliding_window);
     const int B = b->batch, T = b->seq;
     const size_t n = (size_t)B * T;
     for (size_t i = 0; i < n; i++) {

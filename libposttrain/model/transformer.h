@@ -109,8 +109,9 @@ float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b);
  * configured thread count and the processors (at least 1). */
 int pt_scratch_threads(void);
 /* Causal attention of model m over batch x seq tokens in the layers'
- * layout (q|k|v rows of Q+2KV floats, output rows of Q), without segments,
- * tiles or window, with scratch for max_threads threads. */
+ * layout (q|k|v rows of Q+2KV floats, output rows of Q), with the model's
+ * sliding window (0: none) but without segments or tiles, with scratch for
+ * max_threads threads. */
 pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads);
 
 /* One decoder layer's forward over n tokens, shared by the training forward

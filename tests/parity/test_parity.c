@@ -5,6 +5,10 @@
  *
  * A fifth, qwen2_packed, packs several sequences per row (segment ids,
  * rotary positions given explicitly, -1 targets at sequence ends).
+ * mistral_sliding has a sliding window of 5 over 12 tokens (GQA, untied,
+ * head_dim 12 != hidden / heads), and mistral_packed packs segments longer
+ * than the window; the generator shows that no window, W+1 or W-1 keys,
+ * or a window over position ids miss the bounds by thousands of times.
  *
  * Tolerance: |ours - golden| <= 1e-4 + 1e-3*|golden| for logits, log-probs
  * and gradients; 2e-5 absolute for the loss (about 5.5 nats).  A float32
@@ -26,6 +30,8 @@ static const char *const cases[] = {
     "qwen3_qknorm",
     "llama3_rope_scaling",
     "qwen2_packed", /* packed rows: segments, irregular positions, -1 targets */
+    "mistral_sliding", /* sliding window 5 < T = 12 */
+    "mistral_packed",  /* the window inside packed segments */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -154,6 +154,38 @@ def qwen3_config(**kw):
     return c
 
 
+def mistral_config(**kw):
+    # transformers' MistralConfig.to_dict() field set (4.45): no attention_bias /
+    # mlp_bias / pretraining_tp; an explicit head_dim (Mistral-Nemo style, here
+    # 12 with hidden 32 / 4 heads) and a window shorter than the sequence.
+    c = {
+        "architectures": ["MistralForCausalLM"],
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "head_dim": 12,
+        "hidden_act": "silu",
+        "hidden_size": 32,
+        "initializer_range": 0.02,
+        "intermediate_size": 48,
+        "max_position_embeddings": 128,
+        "model_type": "mistral",
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "sliding_window": 5,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "transformers_version": "4.45.2",
+        "use_cache": True,
+        "vocab_size": 57,
+    }
+    c.update(kw)
+    return c
+
+
 # name -> (config, seed, batch, seq)
 CASES = {
     # (a) llama, tied embeddings, GQA 4 query heads / 2 KV heads
@@ -191,10 +223,17 @@ CASES = {
     #     with segment ids, positions restarting per sequence, -1 targets
     "qwen2_packed": (qwen2_config(hidden_size=32, num_attention_heads=4,
                                   num_key_value_heads=2, vocab_size=47), 1005, 2, 12),
+    # (f) mistral: sliding window 5 over 12 tokens (keys j with i - 5 < j <= i),
+    #     GQA 4/2, untied head, head_dim 12 != 32/4
+    "mistral_sliding": (mistral_config(), 1006, 2, 12),
+    # (g) mistral packed: segments longer than the window (7+5, 4+8), so the
+    #     window and the segment mask both cut rows
+    "mistral_packed": (mistral_config(vocab_size=43, head_dim=8, num_key_value_heads=1),
+                       1007, 2, 12),
 }
 
 # name -> per-row sequence lengths (each row sums to T)
-PACKED = {"qwen2_packed": [[5, 4, 3], [7, 5]]}
+PACKED = {"qwen2_packed": [[5, 4, 3], [7, 5]], "mistral_packed": [[7, 5], [4, 8]]}
 
 # ----------------------------------------------------------------------------- model
 
@@ -292,6 +331,25 @@ def inv_freq_of(c, mutant=None):
     return inv
 
 
+def window_mask(c, T, pos, mutant):
+    """[B or 1, 1, T, T] True where Mistral's sliding window hides key j from
+    query i, or None.  transformers' masking_utils.sliding_window_overlay keeps
+    kv_idx > q_idx - sliding_window (W keys including the token itself), over
+    token indices (cache positions), not position_ids; packed sequences are
+    cut by their segment mask on top.  The mutants are the mistakes to catch:
+    no window, W+1 keys (older Mistral code's j >= i - W), W-1 keys, and the
+    window measured in position_ids."""
+    W = c.get("sliding_window") if c["model_type"] == "mistral" else None
+    if not W or mutant == "window_ignored":
+        return None
+    W += {"window_plus_one": 1, "window_minus_one": -1}.get(mutant, 0)
+    if mutant == "window_by_position":
+        d = pos.unsqueeze(-1) - pos.unsqueeze(-2)  # [B,T,T] position_ids i - j
+        return (d >= W).unsqueeze(1)
+    i = torch.arange(T)
+    return ((i.unsqueeze(-1) - i.unsqueeze(0)) >= W).expand(1, 1, T, T)
+
+
 def forward(c, P, ids, mutant=None, positions=None, segments=None):
     """Logits [B,T,V] (float64) of an HF-style causal forward over ids [B,T].
     positions [B,T] (default 0..T-1 per row) are the rotary positions; with
@@ -321,6 +379,9 @@ def forward(c, P, ids, mutant=None, positions=None, segments=None):
     if segments is not None and mutant != "segments_ignored":
         sg = torch.as_tensor(segments, dtype=torch.long)
         mask = mask | (sg.unsqueeze(-1) != sg.unsqueeze(-2)).unsqueeze(1)
+    wm = window_mask(c, T, pos, mutant)
+    if wm is not None:
+        mask = mask | wm
     for i in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % i
         h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
@@ -485,6 +546,10 @@ MUTANTS = {
     "qwen3_qknorm": ["rope_interleaved", "gqa_tiled", "no_qk_norm", "scale_hidden", "theta_default"],
     "llama3_rope_scaling": ["no_rope_scaling", "rope_interleaved", "theta_default"],
     "qwen2_packed": ["segments_ignored", "positions_ignored", "rope_interleaved", "gqa_tiled"],
+    "mistral_sliding": ["window_ignored", "window_plus_one", "window_minus_one",
+                        "rope_interleaved", "gqa_tiled", "scale_hidden", "theta_default"],
+    "mistral_packed": ["window_ignored", "window_plus_one", "window_minus_one",
+                       "window_by_position", "segments_ignored", "positions_ignored"],
 }
 
 
