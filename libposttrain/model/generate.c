@@ -11,8 +11,15 @@
  *    the LM head go row by row through BLIS sgemv (pt_linear.rowwise), which
  *    is faster than sgemm at small m on this machine and makes a row's
  *    results independent of the other rows.
- * KV cache layout: [layer][row][kv head][position][head_dim], so the keys of
- * one (row, head) are one contiguous [len, hd] matrix. */
+ * KV cache layout: [layer][row][kv head][slot][head_dim], so the keys of
+ * one (row, head) are one contiguous [slots, hd] matrix.  Without a sliding
+ * window there are max_seq slots and position p is slot p.  With Mistral's
+ * window W (token i attends to keys j with i - W < j <= i) shorter than
+ * max_seq there are W slots, a ring: position p goes to slot p % W,
+ * overwriting position p - W, which no later token can see.  A decode step
+ * stores its token's key first, so the ring then holds exactly the W
+ * positions it attends to; softmax and the weighted sum do not depend on
+ * the order of the slots. */
 #include "model/generate_internal.h"
 
 #include "model/lora.h"
@@ -30,6 +37,8 @@ struct pt_generator {
     pt_model *model;
     uint64_t generation;       /* the model's structure generation it was created for */
     int max_batch, max_seq;
+    int slots;                 /* cache slots per (layer, row, kv head): max_seq, or the
+                                * sliding window when shorter (a ring) */
     int threads_cap;           /* threads the per-thread scratch was sized for */
     size_t rows;               /* work-buffer rows: max(max_seq, max_batch) */
     float *block;
@@ -80,7 +89,7 @@ int pt_generator_get_num_threads(const pt_generator *gen)
 
 /* ---- allocation --------------------------------------------------------------- */
 
-/* Floats of a layer's KV cache rows; times max_seq: one cache (planned with
+/* Floats of a layer's KV cache rows; times g->slots: one cache (planned with
  * the overflow check). */
 static size_t cache_rows(const pt_generator *g)
 {
@@ -99,8 +108,9 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
     const size_t hd = (size_t)c->head_dim, R = g->rows, S = (size_t)g->max_seq;
     const size_t B = (size_t)g->max_batch, T = (size_t)g->threads_cap;
-    g->kc = pt_plan_at(p, base, cache_rows(g), S);
-    g->vc = pt_plan_at(p, base, cache_rows(g), S);
+    const size_t slots = (size_t)g->slots;
+    g->kc = pt_plan_at(p, base, cache_rows(g), slots);
+    g->vc = pt_plan_at(p, base, cache_rows(g), slots);
     g->x = pt_plan_at(p, base, R, H);
     g->y = pt_plan_at(p, base, R, H);
     g->xmid = pt_plan_at(p, base, R, H);
@@ -121,7 +131,7 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     g->lse = pt_plan_at(p, base, nh, S);
     pt_attn_shape as = pt_model_attn_shape(m, 1, g->max_seq, g->threads_cap);
     g->attn_scratch = pt_plan_at(p, base, pt_attention_scratch_floats(&as, g->threads_cap), 1);
-    g->dec_scratch = pt_plan_at(p, base, T, S);
+    g->dec_scratch = pt_plan_at(p, base, T, slots);
     g->logits = pt_plan_at(p, base, B, V);
     /* three int32 arrays; pos has R entries: prefill positions too */
     int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, 2 * B + R, 1);
@@ -151,6 +161,8 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     g->generation = pt_model_generation(model);
     g->max_batch = max_batch;
     g->max_seq = max_seq;
+    int w = model->cfg.sliding_window;
+    g->slots = w > 0 && w < max_seq ? w : max_seq;
     g->rows = (size_t)(max_seq > max_batch ? max_seq : max_batch);
     g->threads_cap = pt_scratch_threads();
     pt_planner p = { 0, false };
@@ -172,12 +184,22 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     }
     pt_planner again = { 0, false };
     lay_out(g, &again, g->block);
-    /* No stale values in the cache, ever: positions beyond a row's length
-     * are never read, but zeroing keeps tools like valgrind quiet. */
-    memset(g->kc, 0, cache_rows(g) * (size_t)max_seq * sizeof(float));
-    memset(g->vc, 0, cache_rows(g) * (size_t)max_seq * sizeof(float));
+    /* No stale values in the cache, ever: slots beyond a row's length are
+     * never read, but zeroing keeps tools like valgrind quiet. */
+    memset(g->kc, 0, cache_rows(g) * (size_t)g->slots * sizeof(float));
+    memset(g->vc, 0, cache_rows(g) * (size_t)g->slots * sizeof(float));
     *out = g;
     return PT_OK;
+}
+
+int pt_generator_cache_slots(const pt_generator *g)
+{
+    return g->slots;
+}
+
+size_t pt_generator_cache_floats(const pt_generator *g)
+{
+    return 2 * cache_rows(g) * (size_t)g->slots;
 }
 
 void pt_generator_free(pt_generator *g)
@@ -198,22 +220,24 @@ static float *cache_at(const pt_generator *g, float *base, int l, int row, int k
     const pt_model *m = g->model;
     size_t nkv = (size_t)m->cfg.num_key_value_heads, hd = (size_t)m->cfg.head_dim;
     return base + ((((size_t)l * (size_t)g->max_batch + (size_t)row) * nkv + (size_t)kvh) *
-                   (size_t)g->max_seq) * hd;
+                   (size_t)g->slots) * hd;
 }
 
 /* Copy the keys and values of n tokens (qkv rows) of layer l into the cache:
  * token i to row rows[i] at position pos[i] (decode), or when rows == NULL
- * to row `row` at position i (prefill). */
+ * to row `row` at position i (prefill; only the last g->slots positions,
+ * the ones a later token can see).  Position p is slot p % g->slots. */
 static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, int row,
                         const int32_t *pos)
 {
     const pt_model *m = g->model;
     const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
     const int nkv = m->cfg.num_key_value_heads;
-    const size_t hd = (size_t)m->cfg.head_dim;
-    for (size_t i = 0; i < n; i++) {
+    const size_t hd = (size_t)m->cfg.head_dim, slots = (size_t)g->slots;
+    size_t first = !rows && n > slots ? n - slots : 0;
+    for (size_t i = first; i < n; i++) {
         int r = rows ? rows[i] : row;
-        size_t p = rows ? (size_t)pos[i] : i;
+        size_t p = (rows ? (size_t)pos[i] : i) % slots;
         const float *k = g->qkv + i * QKV + Q, *v = k + KV;
         for (int h = 0; h < nkv; h++) {
             memcpy(cache_at(g, g->kc, l, r, h) + p * hd, k + (size_t)h * hd, hd * sizeof(float));
@@ -222,21 +246,30 @@ static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, i
     }
 }
 
+/* Keys a token at position pos attends to, all in the cache: pos + 1, or
+ * the full ring. */
+static size_t visible_slots(const pt_generator *g, int pos)
+{
+    size_t len = (size_t)pos + 1;
+    return len < (size_t)g->slots ? len : (size_t)g->slots;
+}
+
 /* Attention of one new token per active row over its cached positions
- * 0..pos[i]: one task per (row, kv head) covers the `group` query heads
- * that share it: s = K q * scale, softmax, o = V^T s. */
+ * (0..pos[i], or the ring's pos[i]-W+1..pos[i] in slot order): one task per
+ * (row, kv head) covers the `group` query heads that share it: s = K q *
+ * scale, softmax, o = V^T s. */
 static void decode_attention(pt_generator *g, int l, int m_rows)
 {
     const pt_model *m = g->model;
     const pt_model_config *c = &m->cfg;
     const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
     const int nkv = c->num_key_value_heads, group = c->num_attention_heads / nkv;
-    const size_t hd = (size_t)c->head_dim, ls = (size_t)g->max_seq;
+    const size_t hd = (size_t)c->head_dim, ls = (size_t)g->slots;
     const float scale = (float)(1.0 / sqrt((double)c->head_dim));
     const size_t tasks = (size_t)m_rows * (size_t)nkv;
     double work = 0.0;
     for (int i = 0; i < m_rows; i++)
-        work += (double)(g->pos[i] + 1);
+        work += (double)visible_slots(g, g->pos[i]);
     work *= (double)c->num_attention_heads * (double)hd * 4.0;
     int nt = pt_get_num_threads();
     if (work < 262144.0)
@@ -249,7 +282,7 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
     for (size_t t = 0; t < tasks; t++) {
         int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
         int row = g->active[i];
-        size_t len = (size_t)g->pos[i] + 1;
+        size_t len = visible_slots(g, g->pos[i]);
         float *S = g->dec_scratch + (size_t)omp_get_thread_num() * ls;
         const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
         const float *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
@@ -350,7 +383,7 @@ static void decode_step(pt_generator *g, int m_rows)
 static void cache_copy_row(pt_generator *g, int from, int to, int T)
 {
     const pt_model_config *c = &g->model->cfg;
-    const size_t bytes = (size_t)T * (size_t)c->head_dim * sizeof(float);
+    const size_t bytes = visible_slots(g, T - 1) * (size_t)c->head_dim * sizeof(float);
     for (int l = 0; l < c->num_hidden_layers; l++)
         for (int h = 0; h < c->num_key_value_heads; h++) {
             memcpy(cache_at(g, g->kc, l, to, h), cache_at(g, g->kc, l, from, h), bytes);
@@ -402,11 +435,6 @@ static int check_prompts(const pt_generator *g, const int32_t *prompt_ids,
         if ((int64_t)T + M > g->max_seq)
             return pt_err(PT_EINVAL, "pt_generate: prompt %d (%d tokens) plus max_new_tokens "
                           "%d exceeds the generator's max_seq %d", b, T, M, g->max_seq);
-        if (c->sliding_window > 0 && T + M > c->sliding_window)
-            return pt_err(PT_EUNSUPPORTED, "pt_generate: prompt %d (%d tokens) plus "
-                          "max_new_tokens %d exceeds the model's sliding_window %d; "
-                          "sliding-window attention is not supported", b, T, M,
-                          c->sliding_window);
         for (int t = 0; t < T; t++) {
             int32_t id = prompt_ids[total + (size_t)t];
             if (id < 0 || id >= V)

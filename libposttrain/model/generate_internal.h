@@ -47,6 +47,12 @@ int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sam
 /* The RNG stream of a row: xoshiro256** seeded from (seed, stream). */
 void pt_sample_rng(pt_rng *r, uint64_t seed, uint64_t stream);
 
+/* KV-cache slots per (layer, row, kv head): max_seq, or the model's
+ * sliding window when that is shorter (a ring); and the floats of keys and
+ * values together (2 * layers * max_batch * kv_heads * head_dim * slots). */
+int pt_generator_cache_slots(const pt_generator *g);
+size_t pt_generator_cache_floats(const pt_generator *g);
+
 /* Called with the logits of every sampled token of every row, before the
  * draw (row = batch index, step = index of the new token). */
 typedef void (*pt_generate_logits_fn)(int row, int step, const float *logits, int vocab,

@@ -1,8 +1,10 @@
 /* pt_generate on tiny random models:
  *  - the KV-cache path (prefill + decode) gives the logits of pt_model_forward
  *    on the whole sequence at every step (llama tied GQA, qwen2 bias, qwen3
- *    qk-norm, llama3 rope scaling, and with a LoRA adapter), and its returned
+ *    qk-norm, llama3 rope scaling, mistral with a sliding window of 5 shorter
+ *    than prompts and completions, and with a LoRA adapter), and its returned
  *    log-probabilities are log_softmax(logits / T) of those forward logits;
+ *  - with a window the cache is a ring of W slots per (layer, row, kv head);
  *  - a row's tokens and log-probabilities are bit-identical alone and in a
  *    batch (different prompt lengths, a repeated prompt), across runs, and at
  *    1 and 2 threads; different seeds differ;
@@ -17,7 +19,9 @@
 
 #include <math.h>
 
-enum { CFG_LLAMA, CFG_QWEN2, CFG_QWEN3, CFG_LLAMA3, CFG_WIDE };
+enum { CFG_LLAMA, CFG_QWEN2, CFG_QWEN3, CFG_LLAMA3, CFG_MISTRAL, CFG_WIDE, CFG_WIDE_MISTRAL };
+
+#define WINDOW 5 /* CFG_MISTRAL's sliding window */
 
 static void make_config(pt_model_config *c, int kind)
 {
@@ -56,7 +60,12 @@ static void make_config(pt_model_config *c, int kind)
         c->rope_low_freq_factor = 1.0;
         c->rope_high_freq_factor = 4.0;
         c->rope_original_max_position_embeddings = 16;
-    } else if (kind == CFG_WIDE) {
+    } else if (kind == CFG_MISTRAL) {
+        c->arch = PT_ARCH_MISTRAL;
+        c->sliding_window = WINDOW;
+        c->tie_word_embeddings = false;
+        c->rope_theta = 1000000.0;
+    } else if (kind == CFG_WIDE || kind == CFG_WIDE_MISTRAL) {
         /* big enough that products, attention and sampling use 2 threads */
         c->vocab_size = 16411;
         c->hidden_size = 256;
@@ -66,6 +75,10 @@ static void make_config(pt_model_config *c, int kind)
         c->num_key_value_heads = 2;
         c->head_dim = 32;
         c->initializer_range = 0.05;
+        if (kind == CFG_WIDE_MISTRAL) {
+            c->arch = PT_ARCH_MISTRAL;
+            c->sliding_window = 48;
+        }
     }
     ck_assert_ok(pt_model_config_validate(c));
 }
@@ -137,6 +150,14 @@ static void record_logits(int row, int step, const float *logits, int vocab, voi
     h->calls++;
 }
 
+/* Logits hook for test_window_ring_long: [row][step][vocab] with 40 steps. */
+static void record_steps(int row, int step, const float *logits, int vocab, void *payload)
+{
+    ck_assert(row >= 0 && row < 4 && step >= 0 && step < 40);
+    memcpy((float *)payload + ((size_t)row * 40 + (size_t)step) * (size_t)vocab, logits,
+           (size_t)vocab * sizeof(float));
+}
+
 static void check_against_forward(pt_model *m, const char *what, float temperature)
 {
     pt_model_config c;
@@ -163,7 +184,7 @@ static void check_against_forward(pt_model *m, const char *what, float temperatu
     pt_context *ctx = NULL;
     ck_assert_ok(pt_context_create(&ctx, m, 1, 24));
     float *logits = malloc((size_t)24 * V * sizeof *logits);
-    double worst_lsm = 0.0, worst_lp = 0.0;
+    double worst_lsm = 0.0, worst_lp = 0.0, worst_rel = 0.0;
     size_t off = 0;
     for (int b = 0; b < B; b++) {
         ck_assert_int_eq(n[b], M);
@@ -183,6 +204,9 @@ static void check_against_forward(pt_model *m, const char *what, float temperatu
             for (int i = 0; i < V; i++) {
                 double d = fabs(log_softmax_at(full, V, 1.0, i) - log_softmax_at(cached, V, 1.0, i));
                 worst_lsm = fmax(worst_lsm, d);
+                /* relative, with logits below 1 in size compared absolutely */
+                double r = fabs((double)cached[i] - (double)full[i]) / fmax(1.0, fabs(full[i]));
+                worst_rel = fmax(worst_rel, r);
             }
             double ref = log_softmax_at(full, V, temperature > 0 ? temperature : 1.0,
                                         tok[b * M + s]);
@@ -197,8 +221,11 @@ static void check_against_forward(pt_model *m, const char *what, float temperatu
         }
         off += (size_t)lens[b];
     }
-    fprintf(stderr, "%s (T=%g): cached vs full forward: log_softmax max |diff| %.2g, "
-            "returned logprob max |diff| %.2g\n", what, (double)temperature, worst_lsm, worst_lp);
+    fprintf(stderr, "%s (T=%g): cached vs full forward: logits max rel %.2g, log_softmax max "
+            "|diff| %.2g, returned logprob max |diff| %.2g\n", what, (double)temperature,
+            worst_rel, worst_lsm, worst_lp);
+    ck_assert_msg(worst_rel <= 1e-5, "%s: cached logits differ by %g (relative)", what,
+                  worst_rel);
     ck_assert_msg(worst_lsm <= 1e-5, "%s: cached log_softmax differs by %g", what, worst_lsm);
     ck_assert_msg(worst_lp <= 1e-5, "%s: returned logprobs differ by %g", what, worst_lp);
     free(logits);
@@ -211,7 +238,7 @@ static void check_against_forward(pt_model *m, const char *what, float temperatu
 START_TEST(test_cache_equals_forward)
 {
     static const char *names[] = { "llama tied GQA", "qwen2 bias", "qwen3 qk-norm",
-                                   "llama3 rope scaling" };
+                                   "llama3 rope scaling", "mistral window 5" };
     pt_model *m = make_model(_i, 100 + (uint64_t)_i);
     check_against_forward(m, names[_i], 0.7f);
     check_against_forward(m, names[_i], 0.0f);
@@ -346,6 +373,106 @@ START_TEST(test_batch_independence_wide)
      * two threads */
     const int32_t lens[4] = { 70, 96, 41, 96 };
     check_independence(CFG_WIDE, lens, 120, 10, 2);
+}
+END_TEST
+
+START_TEST(test_batch_independence_window)
+{
+    /* row 3 repeats row 1's 9-token prompt, longer than the window 5: its
+     * ring is copied; the wide model's window 48 is shorter than 96 + 10 */
+    const int32_t lens[4] = { 3, 9, 6, 9 };
+    check_independence(CFG_MISTRAL, lens, 30, 20, 2);
+    const int32_t wide[4] = { 70, 96, 41, 96 };
+    check_independence(CFG_WIDE_MISTRAL, wide, 120, 10, 2);
+}
+END_TEST
+
+/* ---- the sliding-window ring ------------------------------------------------------ */
+
+/* The cache holds W slots per (layer, row, kv head) with a window shorter
+ * than max_seq, max_seq slots otherwise. */
+START_TEST(test_window_ring_slots)
+{
+    pt_model *mw = make_model(CFG_MISTRAL, 1), *ml = make_model(CFG_LLAMA, 1);
+    pt_model_config c;
+    make_config(&c, CFG_MISTRAL);
+    const size_t per_slot = 2 * (size_t)c.num_hidden_layers * (size_t)c.num_key_value_heads *
+                            (size_t)c.head_dim;
+    const struct { pt_model *m; int max_seq, slots; } cases[] = {
+        { mw, 24, WINDOW }, { mw, 200, WINDOW }, { mw, WINDOW, WINDOW }, { mw, 3, 3 },
+        { ml, 24, 24 }, { ml, 200, 200 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pt_generator *g = NULL;
+        ck_assert_ok(pt_generator_create(&g, cases[i].m, 3, cases[i].max_seq));
+        ck_assert_int_eq(pt_generator_cache_slots(g), cases[i].slots);
+        ck_assert_uint_eq(pt_generator_cache_floats(g), per_slot * 3 * (size_t)cases[i].slots);
+        pt_generator_free(g);
+    }
+    pt_model_free(mw);
+    pt_model_free(ml);
+}
+END_TEST
+
+/* The ring over many turns: greedy decoding of 40 tokens with W = 5 (the
+ * ring wraps 8 times) after prompts of 1, 4, 6 and 23 tokens (shorter than,
+ * about, and much longer than the window), batched; every step's logits
+ * against pt_model_forward over the whole final sequence (teacher forced,
+ * the window as a mask). */
+START_TEST(test_window_ring_long)
+{
+    pt_model *m = make_model(CFG_MISTRAL, 17);
+    pt_model_config c;
+    make_config(&c, CFG_MISTRAL);
+    enum { B = 4, M = 40, S = 64 };
+    const int V = c.vocab_size;
+    const int32_t lens[B] = { 1, 4, 6, 23 };
+    int32_t *prompts = make_prompts(lens, B, V, 41);
+    pt_generator *g = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, B, S));
+    ck_assert_int_eq(pt_generator_cache_slots(g), WINDOW);
+    float *steps = calloc((size_t)B * M * (size_t)V, sizeof(float));
+    pt_generator_set_logits_hook(g, record_steps, steps);
+    pt_generate_options o;
+    ck_assert_ok(pt_generate_options_init(&o));
+    o.max_new_tokens = M;
+    o.temperature = 0.0f;
+    o.n_stop_ids = 0;
+    int32_t tok[B * M], n[B];
+    ck_assert_ok(pt_generate(g, prompts, lens, B, &o, tok, n, NULL, NULL));
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, S));
+    float *logits = malloc((size_t)S * V * sizeof *logits);
+    double worst = 0.0;
+    size_t off = 0;
+    for (int b = 0; b < B; b++) {
+        int32_t seq[S];
+        memcpy(seq, prompts + off, (size_t)lens[b] * sizeof *seq);
+        memcpy(seq + lens[b], tok + b * M, (size_t)M * sizeof *seq);
+        pt_batch bt;
+        pt_batch_init(&bt);
+        bt.batch = 1;
+        bt.seq = lens[b] + M - 1;
+        bt.input_ids = seq;
+        ck_assert_ok(pt_model_forward(ctx, &bt, NULL, logits));
+        for (int s = 0; s < M; s++) {
+            const float *full = logits + (size_t)(lens[b] - 1 + s) * V;
+            const float *cached = steps + ((size_t)b * M + (size_t)s) * V;
+            for (int i = 0; i < V; i++)
+                worst = fmax(worst, fabs((double)cached[i] - (double)full[i]) /
+                                        fmax(1.0, fabs(full[i])));
+        }
+        off += (size_t)lens[b];
+    }
+    fprintf(stderr, "mistral window 5, 40 greedy steps, prompts 1/4/6/23: cached vs full "
+            "forward logits max rel %.2g\n", worst);
+    ck_assert_msg(worst <= 1e-5, "ring logits differ from the full forward by %g", worst);
+    free(logits);
+    free(steps);
+    free(prompts);
+    pt_context_free(ctx);
+    pt_generator_free(g);
+    pt_model_free(m);
 }
 END_TEST
 
@@ -725,20 +852,6 @@ START_TEST(test_bad_inputs)
                      "stop id 99 (stop_ids[1])");
     pt_generator_free(g);
     pt_generator_free(NULL);
-    /* sliding window (mistral) longer than the window */
-    pt_model_config c;
-    make_config(&c, CFG_LLAMA);
-    c.arch = PT_ARCH_MISTRAL;
-    c.sliding_window = 6;
-    pt_model *mw = NULL;
-    ck_assert_ok(pt_model_create(&mw, &c, 1));
-    ck_assert_ok(pt_generator_create(&g, mw, 2, 10));
-    ck_assert_status(pt_generate(g, ids, lens, 2, &o, tok, n, NULL, lp), PT_EUNSUPPORTED,
-                     "sliding_window 6");
-    o.max_new_tokens = 4;
-    ck_assert_ok(pt_generate(g, ids, lens, 2, &o, tok, n, NULL, lp));
-    pt_generator_free(g);
-    pt_model_free(mw);
     pt_model_free(m);
 }
 END_TEST
@@ -748,10 +861,13 @@ static Suite *generate_suite(void)
     Suite *s = suite_create("generate");
     TCase *tc = tcase_create("generate");
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_cache_equals_forward, CFG_LLAMA, CFG_LLAMA3 + 1);
+    tcase_add_loop_test(tc, test_cache_equals_forward, CFG_LLAMA, CFG_MISTRAL + 1);
+    tcase_add_test(tc, test_window_ring_slots);
+    tcase_add_test(tc, test_window_ring_long);
     tcase_add_test(tc, test_cache_equals_forward_lora);
     tcase_add_test(tc, test_batch_independence_tiny);
     tcase_add_test(tc, test_batch_independence_wide);
+    tcase_add_test(tc, test_batch_independence_window);
     tcase_add_test(tc, test_sampler_greedy);
     tcase_add_test(tc, test_sampler_top_k);
     tcase_add_test(tc, test_sampler_top_p_min_p);
