@@ -451,6 +451,8 @@ START_TEST(test_attention_tiles_match_naive)
     attention_case(2, 13, 4, 2, 8, false, 0, tiles, 6, false);
     attention_case(1, 17, 6, 2, 4, true, 0, tiles, 6, false);
     attention_case(2, 11, 2, 2, 6, false, 4, tiles, 6, false);
+    attention_case(2, 40, 4, 2, 8, true, 6, tiles, 6, false); /* window inside segments */
+    attention_case(1, 150, 2, 1, 16, false, 37, tiles, 1, false); /* window across tiles */
     attention_case(1, 150, 2, 1, 16, true, 0, tiles, 1, false); /* several default tiles */
     attention_case(1, 200, 2, 1, 8, false, 0, tiles, 1, false);
 }
@@ -502,6 +504,51 @@ START_TEST(test_attention_backward_fd)
     attention_case(2, 6, 4, 2, 4, false, 0, tiles, 2, true);  /* GQA 2:1 */
     attention_case(1, 9, 3, 1, 4, true, 0, tiles, 2, true);   /* MQA + segments */
     attention_case(1, 7, 2, 2, 4, false, 3, tiles, 2, true);  /* window */
+    attention_case(1, 12, 4, 2, 4, true, 3, tiles, 2, true);  /* window + segments + GQA */
+}
+END_TEST
+
+/* Keys outside every query of a tile's window are skipped, not masked: with
+ * key 0's k and v NaN, a masked product would still give 0 * NaN = NaN in
+ * every row, but the rows whose tiles start at or after the window (i0 >=
+ * W) never read key 0, in the forward and the backward. */
+static void window_skip_case(int T, int W, int tq, int tk)
+{
+    enum { HD = 4 };
+    size_t n = (size_t)T * HD;
+    float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4);
+    float *d = malloc(n * 4), *dq = malloc(n * 4), *dk = malloc(n * 4), *dv = malloc(n * 4);
+    float *lse = malloc((size_t)T * 4);
+    pt_rng rng;
+    pt_rng_seed(&rng, 5);
+    fill(q, n, &rng, 1.0, 0.0);
+    fill(k, n, &rng, 1.0, 0.0);
+    fill(v, n, &rng, 1.0, 0.0);
+    fill(d, n, &rng, 1.0, 0.0);
+    for (int x = 0; x < HD; x++)
+        k[x] = v[x] = NAN;
+    pt_attn_shape s = { .batch = 1, .seq = T, .nh = 1, .nkv = 1, .hd = HD,
+                        .scale = 0.5f, .window = W, .tile_q = tq, .tile_k = tk };
+    float *scratch = malloc(pt_attention_scratch_floats(&s, pt_get_num_threads()) * 4);
+    pt_attention_forward(o, lse, q, k, v, &s, scratch);
+    pt_attention_backward(dq, dk, dv, d, q, k, v, o, lse, &s, scratch);
+    int q0 = tq > 0 ? tq : 64; /* the first row whose tile starts at or after W */
+    while (q0 < W)
+        q0 += tq > 0 ? tq : 64;
+    ck_assert_msg(isnan(o[0]), "row 0 sees key 0");
+    for (size_t i = (size_t)q0 * HD; i < n; i++)
+        ck_assert_msg(isfinite(o[i]) && isfinite(dq[i]) && isfinite(dk[i]) && isfinite(dv[i]),
+                      "T %d W %d tiles %dx%d: element %zu (row %zu) read key 0", T, W, tq, tk, i,
+                      i / HD);
+    free(q), free(k), free(v), free(o), free(d), free(dq), free(dk), free(dv), free(lse);
+    free(scratch);
+}
+
+START_TEST(test_attention_window_skips_blocks)
+{
+    window_skip_case(64, 8, 8, 8);
+    window_skip_case(50, 5, 4, 3);
+    window_skip_case(300, 8, 0, 0); /* default 64 x 128 tiles */
 }
 END_TEST
 
@@ -583,6 +630,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_embedding_colsum);
     tcase_add_test(tc, test_attention_tiles_match_naive);
     tcase_add_test(tc, test_attention_backward_fd);
+    tcase_add_test(tc, test_attention_window_skips_blocks);
     tcase_add_test(tc, test_attention_threads);
     suite_add_tcase(s, tc);
     return s;
