@@ -84,7 +84,7 @@ static void json_string(const char *s)
 }
 
 typedef struct mem_est {
-    long context, batch, seq, rank;
+    long context, kv_slots, batch, seq, rank;
     double weights, kv_cache, infer_total;
     double full_state, activations, full_total;
     double lora_params, lora_state, lora_activations, lora_total;
@@ -98,8 +98,11 @@ static void estimate(mem_est *e, const pt_model_config *c, uint64_t n_params)
     const double KV = c->num_key_value_heads * hd, heads = c->num_attention_heads;
     const double r = (double)e->rank, N = (double)n_params;
     e->weights = 4 * N;
-    /* K and V of every layer for `context` tokens of one sequence */
-    e->kv_cache = 2 * L * KV * (double)e->context * 4;
+    /* K and V of every layer for `context` tokens of one sequence; with a
+     * sliding window the generator keeps a ring of that many slots */
+    e->kv_slots = c->sliding_window > 0 && c->sliding_window < e->context ? c->sliding_window
+                                                                           : e->context;
+    e->kv_cache = 2 * L * KV * (double)e->kv_slots * 4;
     e->infer_total = e->weights + e->kv_cache;
     /* weights + gradients + two Adam moments */
     e->full_state = 16 * N;
@@ -157,9 +160,9 @@ static void print_json(const char *dir, const pt_model_dir_info *info, const mem
         json_string(info->weights_problem);
         printf(",\n");
     }
-    printf(" \"memory\": {\"inference\": {\"context\": %ld, \"weights_bytes\": %.0f, "
-           "\"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
-           e->context, e->weights, e->kv_cache, e->infer_total);
+    printf(" \"memory\": {\"inference\": {\"context\": %ld, \"kv_cache_slots\": %ld, "
+           "\"weights_bytes\": %.0f, \"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
+           e->context, e->kv_slots, e->weights, e->kv_cache, e->infer_total);
     printf("  \"full_finetune\": {\"batch\": %ld, \"seq\": %ld, \"state_bytes\": %.0f, "
            "\"activation_bytes\": %.0f, \"total_bytes\": %.0f},\n",
            e->batch, e->seq, e->full_state, e->activations, e->full_total);
@@ -215,8 +218,12 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const mem
     human(a, sizeof a, e->weights);
     human(b, sizeof b, e->kv_cache);
     human(d, sizeof d, e->infer_total);
-    printf("  inference:         %s weights + %s KV cache (1 sequence of %ld tokens) = %s\n", a,
-           b, e->context, d);
+    if (e->kv_slots < e->context)
+        printf("  inference:         %s weights + %s KV cache (1 sequence of %ld tokens, a ring "
+               "of %ld: the sliding window) = %s\n", a, b, e->context, e->kv_slots, d);
+    else
+        printf("  inference:         %s weights + %s KV cache (1 sequence of %ld tokens) = %s\n",
+               a, b, e->context, d);
     human(a, sizeof a, e->full_state);
     human(b, sizeof b, e->activations);
     human(d, sizeof d, e->full_total);

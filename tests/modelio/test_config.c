@@ -377,6 +377,9 @@ START_TEST(test_config_json_round_trip)
         "{\"model_type\": \"mistral\", \"vocab_size\": 300, \"hidden_size\": 48, "
         "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
         "\"num_key_value_heads\": 2, \"sliding_window\": 64}",
+        "{\"model_type\": \"mistral\", \"vocab_size\": 300, \"hidden_size\": 48, "
+        "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+        "\"sliding_window\": null}",
         "{\"model_type\": \"llama\", \"vocab_size\": 300, \"hidden_size\": 48, "
         "\"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
         "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
@@ -394,6 +397,11 @@ START_TEST(test_config_json_round_trip)
         ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "config %zu differs after a round trip:\n%s",
                       i, json);
         ck_assert(strstr(json, "\"torch_dtype\": \"float32\""));
+        /* mistral's window is written as read: 64, and null (none) as null */
+        if (i == 3)
+            ck_assert(strstr(json, "\"sliding_window\": 64,"));
+        if (i == 4)
+            ck_assert(strstr(json, "\"sliding_window\": null,"));
         pt_free(json);
     }
 }
