@@ -13,12 +13,12 @@ if [ ! -d "$build" ]; then
     CC=clang meson setup "$build" -Dfuzz=true -Dtests=disabled -Dbuildtype=debugoptimized \
         -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
-if ! ninja -C "$build" fuzz/fuzz_safetensors fuzz/fuzz_config fuzz/fuzz_tokenizer >"$build/fuzz-build.log" 2>&1; then
+if ! ninja -C "$build" fuzz/fuzz_safetensors fuzz/fuzz_config fuzz/fuzz_tokenizer fuzz/fuzz_gguf >"$build/fuzz-build.log" 2>&1; then
     grep -E -B2 -A8 "error|FAILED" "$build/fuzz-build.log" | head -60 >&2
     echo "fuzz/run.sh: building the harnesses failed (full log: $build/fuzz-build.log)" >&2
     exit 1
 fi
-for h in safetensors config tokenizer; do
+for h in safetensors config tokenizer gguf; do
     work=$(mktemp -d)
     cp -r fuzz/corpus/$h/. "$work/" 2>/dev/null || true
     echo "fuzz: $h for ${secs}s"

@@ -1,5 +1,6 @@
 /* What the files of the GGUF container share.  Internal to io/:
  *   gguf_types.c   type tables (names, block sizes)
+ *   gguf_arena.c   the handle's bump allocator
  *   gguf_parse.c   the validating parser over a bounded cursor
  *   gguf_read.c    opening (mmap or memory), accessors, getters, read_f32
  *   gguf_get.c     the typed getters, pt_gguf_read_f32

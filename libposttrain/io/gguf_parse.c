@@ -21,58 +21,6 @@
 /* Messages show at most this many bytes of a key or name. */
 #define SHOW 200
 
-/* ---- arena ------------------------------------------------------------------ */
-
-struct gguf_chunk {
-    gguf_chunk *next;
-    size_t cap;
-    uint64_t data[];
-};
-
-#define ARENA_CHUNK ((size_t)64 << 10)
-
-void *pt_gguf_arena_alloc(gguf_arena *a, size_t n)
-{
-    if (n > SIZE_MAX - sizeof(gguf_chunk) - 8) {
-        pt_err(PT_ENOMEM, "gguf: allocation of %zu bytes overflows", n);
-        return NULL;
-    }
-    size_t need = n == 0 ? 8 : (n + 7) & ~(size_t)7;
-    if (a->head && a->cap - a->used >= need) {
-        void *p = (unsigned char *)a->head->data + a->used;
-        a->used += need;
-        return p;
-    }
-    bool own = need > ARENA_CHUNK / 4;
-    size_t cap = own ? need : ARENA_CHUNK;
-    gguf_chunk *c = pt_malloc(sizeof(gguf_chunk) + cap);
-    if (!c)
-        return NULL;
-    c->cap = cap;
-    if (own && a->head) { /* keep filling the current chunk */
-        c->next = a->head->next;
-        a->head->next = c;
-        return c->data;
-    }
-    c->next = a->head;
-    a->head = c;
-    a->cap = cap;
-    a->used = need;
-    return c->data;
-}
-
-void pt_gguf_arena_free(gguf_arena *a)
-{
-    gguf_chunk *c = a->head;
-    while (c) {
-        gguf_chunk *next = c->next;
-        free(c);
-        c = next;
-    }
-    a->head = NULL;
-    a->used = a->cap = 0;
-}
-
 /* ---- cursor ----------------------------------------------------------------- */
 
 typedef struct cursor {
@@ -146,8 +94,10 @@ static int get_name(pt_gguf *g, cursor *c, const char **out, const char *what)
     if (ok != s.len)
         return pt_err(PT_EFORMAT, "%s at byte %zu is not valid UTF-8 (byte %zu of it)", what,
                       c->pos - (size_t)s.len - 8, ok);
-    if (memchr(s.ptr, '\0', (size_t)s.len))
-        return pt_err(PT_EFORMAT, "%s '%.*s' contains a NUL byte", what, SHOW, s.ptr);
+    const char *nul = memchr(s.ptr, '\0', (size_t)s.len);
+    if (nul)
+        return pt_err(PT_EFORMAT, "%s at byte %zu contains a NUL byte (byte %zu of it)", what,
+                      c->pos - (size_t)s.len - 8, (size_t)(nul - s.ptr));
     char *p = pt_gguf_arena_alloc(&g->arena, (size_t)s.len + 1);
     if (!p)
         return PT_ENOMEM;
@@ -404,8 +354,9 @@ static int read_tensor_info(pt_gguf *g, cursor *c, pt_gguf_tensor *t)
         return pt_err(PT_EFORMAT, "n_dims %" PRIu32 " is not in 1..%d", t->ndim, PT_GGUF_MAX_DIMS);
     for (int d = 0; d < PT_GGUF_MAX_DIMS; d++)
         t->ne[d] = 1;
+    static const char *const ne_names[PT_GGUF_MAX_DIMS] = {"ne[0]", "ne[1]", "ne[2]", "ne[3]"};
     for (uint32_t d = 0; d < t->ndim; d++)
-        if ((st = get_u64(c, &t->ne[d], "ne")) != PT_OK)
+        if ((st = get_u64(c, &t->ne[d], ne_names[d])) != PT_OK)
             return st;
     uint32_t type;
     if ((st = get_u32(c, &type, "the ggml type")) != PT_OK)
