@@ -37,11 +37,14 @@ fi
 export TMPDIR="$tmp/tmp" PIP_NO_CACHE_DIR=1 PIP_NO_INDEX=1 PIP_CONFIG_FILE=/dev/null \
        PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 PT_NUM_THREADS=2
 unset POSTTRAIN_LIBRARY PYTHONPATH
+# Debian's pip (a system site package) installs into the venv as well as the
+# venv's own copy would, so the venv skips ensurepip (about 10 s).
 venv="$tmp/venv"
-"$py" -m venv --system-site-packages "$venv"
+"$py" -m venv --system-site-packages --without-pip "$venv"
+pip=("$venv/bin/python" -m pip)
 log="$tmp/pip.log"
 t0=$(date +%s)
-if ! (cd "$tmp/src" && "$venv/bin/pip" install --no-build-isolation \
+if ! (cd "$tmp/src" && "${pip[@]}" install --no-build-isolation \
         --config-settings=compile-args=-j"$jobs" .) >"$log" 2>&1; then
     cat "$log" >&2
     echo "pip-test: pip install --no-build-isolation . failed" >&2
@@ -140,7 +143,7 @@ echo "pip-test: $ntests binding test files passed against the installed package 
      "$(( $(date +%s) - t0 ))s${PT_SHARED_DATA:+ (shared data $PT_SHARED_DATA)}"
 
 # 4. pip uninstall removes the package and the library.
-"$venv/bin/pip" uninstall -y posttrain >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+"${pip[@]}" uninstall -y posttrain >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 if [ -e "$site/posttrain" ] || (cd "$tmp/run" && "$venv/bin/python" -c 'import posttrain' 2>/dev/null); then
     echo "pip-test: posttrain is still importable after pip uninstall" >&2
     exit 1
