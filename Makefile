@@ -30,6 +30,7 @@ test: deps
 	meson test -C $(BUILD) --print-errorlogs --num-processes 2
 	$(MAKE) --no-print-directory test-asan
 	scripts/install_test.sh $(BUILD)
+	scripts/pip_test.sh
 	fuzz/run.sh $(FUZZ_SECS)
 	@scripts/summary.sh $(BUILD) $(BUILD_ASAN)
 

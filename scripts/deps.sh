@@ -8,7 +8,8 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libblis-dev libblis4-openmp lib
 if [ "${1:-}" = "--test" ]; then
     # The test command also builds the libFuzzer harnesses with clang.
     # python3-numpy: the Python binding's numpy paths are tested too (they skip without it).
-    pkgs+=(clang libclang-rt-14-dev python3-numpy)
+    # python3-mesonpy, -pip, -venv: scripts/pip_test.sh (pip install . into a venv).
+    pkgs+=(clang libclang-rt-14-dev python3-numpy python3-mesonpy python3-pip python3-venv)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -42,8 +42,12 @@ def _candidates():
             yield "$POSTTRAIN_LIBRARY (directory)", os.path.join(env, "libposttrain.so")
         else:
             yield "$POSTTRAIN_LIBRARY", env
-    # Run from the source tree: python/posttrain/_lib.py -> <root>/build/libposttrain/
     here = os.path.dirname(os.path.abspath(__file__))
+    # Installed by pip (pyproject.toml): the library bundled in the package.
+    bundled = os.path.join(here, "libposttrain.so")
+    if os.path.isfile(bundled):
+        yield "the library bundled in the package", bundled
+    # Run from the source tree: python/posttrain/_lib.py -> <root>/build/libposttrain/
     root = os.path.dirname(os.path.dirname(here))
     if os.path.isfile(os.path.join(root, "meson.build")):
         yield ("the source tree's meson build dir",

@@ -252,12 +252,41 @@ class TestErrors(unittest.TestCase):
         finally:
             gc.enable()
 
-    def test_library_not_found(self):
-        # A copy of the package outside the source tree.
+    @staticmethod
+    def _copy_package(d):
+        """A copy of the package in d, outside the source tree, without the
+        install record and without a bundled library (a pip-installed one)."""
+        import shutil
+        shutil.copytree(os.path.dirname(pt.__file__), os.path.join(d, "posttrain"),
+                        ignore=shutil.ignore_patterns("__pycache__", "_install_config.py",
+                                                      "libposttrain.so"))
+
+    def test_bundled_library(self):
+        # As pip installs it: posttrain/libposttrain.so is loaded before any
+        # other place (only $POSTTRAIN_LIBRARY comes first).
         import shutil
         with tempfile.TemporaryDirectory() as d:
-            shutil.copytree(os.path.dirname(pt.__file__), os.path.join(d, "posttrain"),
-                            ignore=shutil.ignore_patterns("__pycache__", "_install_config.py"))
+            self._copy_package(d)
+            bundled = os.path.join(d, "posttrain", "libposttrain.so")
+            shutil.copyfile(pt.library_path, bundled)
+            env = dict(os.environ, PYTHONPATH=d, PYTHONDONTWRITEBYTECODE="1")
+            env.pop("POSTTRAIN_LIBRARY", None)
+            code = "import posttrain as p; print(p.library_path); print(p.__version__)"
+            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, cwd=d)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout.split(), [bundled, pt.version()])
+            # An explicit POSTTRAIN_LIBRARY still wins over the bundled copy.
+            env["POSTTRAIN_LIBRARY"] = os.path.join(d, "missing.so")
+            p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, cwd=d)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("$POSTTRAIN_LIBRARY %s (" % env["POSTTRAIN_LIBRARY"], p.stderr)
+
+    def test_library_not_found(self):
+        # A copy of the package outside the source tree.
+        with tempfile.TemporaryDirectory() as d:
+            self._copy_package(d)
 
             def run(**extra):
                 env = dict(os.environ, PYTHONPATH=d, PYTHONDONTWRITEBYTECODE="1", **extra)
