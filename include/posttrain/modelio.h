@@ -60,6 +60,11 @@ typedef struct pt_model_dir_info {
      * fail with and its message. */
     int weights_status;
     char weights_problem[320];
+    /* A GGUF file (`dir` is a .gguf file): its version (2 or 3), else 0;
+     * dtypes[] then holds ggml type names ("F16", "Q4_K", ...), num_files
+     * is 1 and has_tokenizer says whether tokenizer.ggml.* is present. */
+    int gguf_version;
+    bool quantised;               /* GGUF: some tensor has a quantised (or integer) type */
 } pt_model_dir_info;
 
 PT_API int pt_model_dir_info_init(pt_model_dir_info *info);
