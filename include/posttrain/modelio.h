@@ -82,7 +82,10 @@ typedef struct pt_model_load_options {
 
 PT_API int pt_model_load_options_init(pt_model_load_options *opts);
 
-/* Load a model directory (opts may be NULL for the defaults).  Every tensor
+/* Load a model directory (opts may be NULL for the defaults), or a GGUF
+ * model file (a file starting with the magic "GGUF": configuration from its
+ * metadata, F32/F16/BF16 tensors, the tokenizer rebuilt from
+ * tokenizer.ggml.*; quantised tensors are PT_EUNSUPPORTED; docs/gguf.md).  Every tensor
  * of the model must be in the weights with its exact shape; a missing
  * tensor is PT_ENOTFOUND, an unexpected one PT_EFORMAT, a mis-shaped one
  * PT_ESHAPE, each naming the tensor.  F32, F16 and BF16 are converted to
