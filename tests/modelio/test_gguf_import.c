@@ -152,6 +152,77 @@ START_TEST(test_llama3_rope_from_freqs)
 }
 END_TEST
 
+/* rope_freqs.weight of a file, opened, for pt_gguf_rope_from_freqs. */
+static int rope_fit(pt_model_config *c, const float *r, int n, const char *tmp)
+{
+    char *path = pt_path_join(tmp, "rope.gguf");
+    pt_gguf_writer *w = NULL;
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    uint64_t ne = (uint64_t)n;
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "rope_freqs.weight", 1, &ne, PT_GGML_F32, r));
+    ck_assert_ok(pt_gguf_write(w, path));
+    pt_gguf_writer_free(w);
+    pt_gguf *g = NULL;
+    ck_assert_ok(pt_gguf_open(&g, path));
+    int st = pt_gguf_rope_from_freqs(c, g, pt_gguf_find_tensor(g, "rope_freqs.weight"), path);
+    pt_gguf_close(g);
+    pt_free(path);
+    return st;
+}
+
+/* Llama 3.1's real scaling (head_dim 128, theta 500000, factor 8, low 1,
+ * high 4, original 8192: 64 factors, many of them blended) comes back as
+ * exactly those numbers; factors no llama3 parameters give are refused. */
+START_TEST(test_llama31_rope_recovered)
+{
+    char *tmp = pt_test_tmpdir("pt_gguf_rope_");
+    pt_model_config c;
+    pt_model_config_init(&c);
+    c.head_dim = 128;
+    c.rope_theta = 500000.0;
+    c.rope_type = PT_ROPE_LLAMA3;
+    c.rope_factor = 8.0;
+    c.rope_low_freq_factor = 1.0;
+    c.rope_high_freq_factor = 4.0;
+    c.rope_original_max_position_embeddings = 8192;
+    float *r = gb_rope_freqs(&c);
+    int blended = 0;
+    for (int j = 0; j < 64; j++)
+        blended += r[j] != 1.0f && r[j] != 8.0f;
+    ck_assert_int_ge(blended, 2);
+    pt_model_config d;
+    pt_model_config_init(&d);
+    d.head_dim = 128;
+    d.rope_theta = 500000.0;
+    ck_assert_ok(rope_fit(&d, r, 64, tmp));
+    ck_assert_int_eq(d.rope_type, PT_ROPE_LLAMA3);
+    ck_assert(d.rope_factor == 8.0);
+    ck_assert_msg(d.rope_low_freq_factor == 1.0, "low %.17g", d.rope_low_freq_factor);
+    ck_assert_msg(d.rope_high_freq_factor == 4.0, "high %.17g", d.rope_high_freq_factor);
+    ck_assert_int_eq(d.rope_original_max_position_embeddings, 8192);
+    /* all ones: no scaling */
+    for (int j = 0; j < 64; j++)
+        r[j] = 1.0f;
+    pt_model_config_init(&d);
+    d.head_dim = 128;
+    ck_assert_ok(rope_fit(&d, r, 64, tmp));
+    ck_assert_int_eq(d.rope_type, PT_ROPE_DEFAULT);
+    /* rising and falling again: not llama3 */
+    for (int j = 0; j < 64; j++)
+        r[j] = 1.0f + (float)(j % 7);
+    pt_model_config_init(&d);
+    d.head_dim = 128;
+    ck_assert_status(rope_fit(&d, r, 64, tmp), PT_EUNSUPPORTED, "not those of llama3 rope scaling");
+    /* the wrong length */
+    pt_model_config_init(&d);
+    d.head_dim = 64;
+    ck_assert_status(rope_fit(&d, r, 64, tmp), PT_ESHAPE, "rope_freqs.weight");
+    free(r);
+    pt_test_rm_rf(tmp);
+    free(tmp);
+}
+END_TEST
+
 /* The GGUF permutation is really applied: a file whose Q/K were not
  * permuted gives other weights (so the exact match above is not trivial). */
 START_TEST(test_permutation_matters)
@@ -643,6 +714,7 @@ static Suite *gguf_import_suite(void)
     tcase_add_test(tm, test_qwen2_bias_untied);
     tcase_add_test(tm, test_qwen3_qk_norm);
     tcase_add_test(tm, test_llama3_rope_from_freqs);
+    tcase_add_test(tm, test_llama31_rope_recovered);
     tcase_add_test(tm, test_permutation_matters);
     tcase_add_test(tm, test_bf16_file);
     tcase_add_test(tm, test_malformed_models);
