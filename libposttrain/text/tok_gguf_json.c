@@ -319,6 +319,10 @@ static int put_score_merges(pt_strbuf *b, const gg_vocab *v)
     }
     if (st == PT_OK && n > 1)
         qsort(c, n, sizeof *c, cand_cmp);
+    if (st == PT_OK && n > 1 && c[0].score == c[n - 1].score)
+        pt_log(PT_LOG_WARN, "%s: tokenizer.ggml.scores are all %g (the converter's placeholder for a "
+               "tokenizer.json source): the merges are ordered by token id, right for "
+               "SentencePiece BPE vocabularies listed in merge order", v->what, (double)c[0].score);
     for (size_t i = 0; st == PT_OK && i < n; i++)
         put_merge(b, v->tok[c[i].l].ptr, v->tok[c[i].l].len, v->tok[c[i].r].ptr,
                   v->tok[c[i].r].len, i == 0);
