@@ -33,6 +33,8 @@ static const pre_def k_pre[] = {
     { "llama-bpe", PRE_SPLIT, RE_LLAMA3, false, true },
     { "llama3", PRE_SPLIT, RE_LLAMA3, false, true },
     { "llama-v3", PRE_SPLIT, RE_LLAMA3, false, true },
+    /* the converter's name for Llama 3 tokenizer.json files hashing like Smaug's */
+    { "smaug-bpe", PRE_SPLIT, RE_LLAMA3, false, true },
     { "qwen2", PRE_SPLIT, RE_QWEN2, true, false },
     { "deepseek-r1-qwen", PRE_SPLIT, RE_QWEN2, true, false },
     { "smollm", PRE_DIGITS, NULL, false, false },
@@ -46,7 +48,7 @@ static int find_pre(const pre_def **out, const gg_vocab *v)
             return PT_OK;
         }
     return pt_err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%s' has no known Hugging Face "
-                  "pre-tokenizer (known: gpt-2, llama-bpe, llama3, llama-v3, qwen2, "
+                  "pre-tokenizer (known: gpt-2, llama-bpe, llama3, llama-v3, smaug-bpe, qwen2, "
                   "deepseek-r1-qwen, smollm)", v->what, *v->pre ? v->pre : "(missing)");
 }
 
