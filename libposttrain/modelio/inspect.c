@@ -68,7 +68,9 @@ static int inspect(pt_model_dir_info *info, const char *dir)
     if (pt_gguf_is_file(dir))
         return pt_gguf_inspect(info, dir);
     if (!pt_is_dir(dir))
-        return pt_err(PT_ENOTFOUND, "%s: not a directory (nor a GGUF file)", dir);
+        return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
+                                                      "GGUF magic)"
+                                                    : "%s: not a directory", dir);
     int st = pt_model_config_load(&info->config, dir);
     if (st == PT_OK)
         st = pt_model_config_num_params(&info->num_params, &info->config);

@@ -90,7 +90,9 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     if (pt_gguf_is_file(dir))
         return pt_gguf_load_model(out, dir, &o);
     if (!pt_is_dir(dir))
-        return pt_err(PT_ENOTFOUND, "%s: not a directory (nor a GGUF file)", dir);
+        return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
+                                                      "GGUF magic)"
+                                                    : "%s: not a directory", dir);
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     if ((st = pt_model_config_load(&cfg, dir)))

@@ -450,7 +450,8 @@ START_TEST(test_not_gguf)
     char *path = pt_path_join(tmp, "x.gguf");
     ck_assert_ok(pt_write_file_atomic(path, "GGML....", 8));
     pt_model *m = NULL;
-    ck_assert_status(pt_model_load_dir(&m, path, NULL), PT_ENOTFOUND, "not a directory (nor a GGUF file)");
+    ck_assert_status(pt_model_load_dir(&m, path, NULL), PT_ENOTFOUND,
+                     "not a directory (and not a GGUF file: no GGUF magic)");
     ck_assert_ok(pt_write_file_atomic(path, "GGUF\x03\0\0\0", 8));
     int st = pt_model_load_dir(&m, path, NULL);
     ck_assert_msg(st == PT_EFORMAT || st == PT_ERANGE, "%s", pt_status_name(st));
