@@ -14,7 +14,8 @@ typedef struct eval_args {
 
 #define EVAL(field) offsetof(eval_args, field)
 static const cli_opt k_eval_opts[] = {
-    { CLI_PATH, "model", EVAL(model), "DIR", .required = true, .help = "Hugging Face model directory" },
+    { CLI_PATH, "model", EVAL(model), "DIR", .required = true,
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
     { CLI_PATH, "data", EVAL(data), "FILE.jsonl", .required = true, .help = "the rows to score" },
     { CLI_FLAG, "json", EVAL(json),
       .help = "print one JSON object {\"loss\", \"tokens\", \"rows\": [{\"loss\",\n"

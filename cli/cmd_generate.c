@@ -19,7 +19,7 @@ typedef struct gen_args {
 #define GEN(field) offsetof(gen_args, field)
 static const cli_opt k_generate_opts[] = {
     { CLI_PATH, "model", GEN(model), "DIR", .required = true,
-      .help = "Hugging Face model directory (with tokenizer.json for text)" },
+      .help = "Hugging Face model directory (with tokenizer.json for text), or a GGUF file" },
     { CLI_STRING, "prompt", GEN(prompt), "TEXT",
       .help = "prompt text, encoded with the model's tokenizer and its\nspecial tokens (e.g. BOS)" },
     { CLI_STRING, "prompt-ids", GEN(prompt_ids), "IDS", .help = "prompt token ids, separated by commas or spaces" },

@@ -12,7 +12,8 @@
 
 #define GRPO(field) offsetof(grpo_args, field)
 static const cli_opt k_grpo_io_opts[] = {
-    { CLI_PATH, "model", GRPO(model), "DIR", .required = true, .help = "Hugging Face model directory" },
+    { CLI_PATH, "model", GRPO(model), "DIR", .required = true,
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
     { CLI_PATH, "data", GRPO(data), "FILE.jsonl", .required = true, .help = "the prompt rows" },
     { CLI_PATH, "out", GRPO(out), "DIR", .required = true, .help = "where the trained model is saved" },
     { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .required = true, .parse = grpo_parse_rewards,

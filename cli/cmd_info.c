@@ -32,9 +32,10 @@ static const cli_opt k_info_opts[] = {
 
 static const cli_command k_info = {
     .name = "info",
-    .usage = "[options] DIR",
-    .about = "Describe a Hugging Face model directory (config.json + safetensors): architecture,\n"
-             "sizes, parameter count, dtypes on disk, and estimated memory for inference, full\n"
+    .usage = "[options] DIR|FILE.gguf",
+    .about = "Describe a Hugging Face model directory (config.json + safetensors) or a GGUF file:\n"
+             "architecture, sizes, parameter count, dtypes on disk (GGUF: tensor types, quantised\n"
+             "or not; no tensor data is read), and estimated memory for inference, full\n"
              "fine-tuning (AdamW, FP32) and LoRA.  The weights are checked as loading checks\n"
              "them (every shard present; tensor names, shapes and dtypes against config.json):\n"
              "a directory that will not load is an error (exit 1) before anything is printed.",
@@ -150,7 +151,10 @@ static void print_json(const char *dir, const pt_model_dir_info *info, const mem
         printf("%s\"%s\": {\"tensors\": %llu, \"bytes\": %llu}", i ? ", " : "",
                info->dtypes[i].name, (unsigned long long)info->dtypes[i].tensors,
                (unsigned long long)info->dtypes[i].bytes);
-    printf("},\n \"has_tokenizer\": %s, \"has_generation_config\": %s,\n",
+    printf("},\n \"format\": \"%s\", \"gguf_version\": %d, \"quantised\": %s,\n",
+           info->gguf_version ? "gguf" : "safetensors", info->gguf_version,
+           info->quantised ? "true" : "false");
+    printf(" \"has_tokenizer\": %s, \"has_generation_config\": %s,\n",
            info->has_tokenizer ? "true" : "false", info->has_generation_config ? "true" : "false");
     printf(" \"weights_ok\": %s, \"weights_problem\": ",
            info->weights_status == PT_OK ? "true" : "false");
@@ -207,13 +211,20 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const mem
                (unsigned long long)info->dtypes[i].tensors, a);
     }
     printf("\n");
+    if (info->gguf_version)
+        printf("format:       GGUF v%d, %s\n", info->gguf_version,
+               info->quantised ? "quantised (cannot be trained; export F32/F16/BF16)"
+                               : "F32/F16/BF16 (loads for training)");
     if (info->weights_status == PT_OK)
         printf("weights:      every tensor the config needs, with its shape\n");
     else
         printf("weights:      WILL NOT LOAD: %s: %s\n", pt_status_name(info->weights_status),
                info->weights_problem);
-    printf("files:        tokenizer.json %s, generation_config.json %s\n",
-           info->has_tokenizer ? "yes" : "no", info->has_generation_config ? "yes" : "no");
+    if (info->gguf_version)
+        printf("tokenizer:    %s\n", info->has_tokenizer ? "tokenizer.ggml.* metadata" : "none");
+    else
+        printf("files:        tokenizer.json %s, generation_config.json %s\n",
+               info->has_tokenizer ? "yes" : "no", info->has_generation_config ? "yes" : "no");
     printf("memory (FP32 in memory, estimates):\n");
     human(a, sizeof a, e->weights);
     human(b, sizeof b, e->kv_cache);

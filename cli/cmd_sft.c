@@ -23,7 +23,8 @@ typedef struct sft_args {
 
 #define SFT(field) offsetof(sft_args, field)
 static const cli_opt k_sft_io_opts[] = {
-    { CLI_PATH, "model", SFT(model), "DIR", .required = true, .help = "Hugging Face model directory" },
+    { CLI_PATH, "model", SFT(model), "DIR", .required = true,
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
     { CLI_PATH, "data", SFT(data), "FILE.jsonl", .required = true, .help = "the training rows" },
     { CLI_PATH, "out", SFT(out), "DIR", .required = true, .help = "where the trained model is saved" },
 };

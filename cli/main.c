@@ -13,7 +13,7 @@ static const struct {
 } commands[] = {
     { "version", cmd_version, "print the library and program versions" },
     { "demo", cmd_demo, "run the built-in demonstration job" },
-    { "info", cmd_info, "describe a Hugging Face model directory" },
+    { "info", cmd_info, "describe a Hugging Face model directory or GGUF file" },
     { "eval", cmd_eval, "mean next-token loss of a model on JSONL data" },
     { "tokenize", cmd_tokenize, "encode or decode JSONL lines with a tokenizer" },
     { "sft", cmd_sft, "supervised fine-tuning on JSONL data" },

@@ -60,6 +60,11 @@ typedef struct pt_model_dir_info {
      * fail with and its message. */
     int weights_status;
     char weights_problem[320];
+    /* A GGUF file (`dir` is a .gguf file): its version (2 or 3), else 0;
+     * dtypes[] then holds ggml type names ("F16", "Q4_K", ...), num_files
+     * is 1 and has_tokenizer says whether tokenizer.ggml.* is present. */
+    int gguf_version;
+    bool quantised;               /* GGUF: some tensor has a quantised (or integer) type */
 } pt_model_dir_info;
 
 PT_API int pt_model_dir_info_init(pt_model_dir_info *info);
@@ -77,7 +82,10 @@ typedef struct pt_model_load_options {
 
 PT_API int pt_model_load_options_init(pt_model_load_options *opts);
 
-/* Load a model directory (opts may be NULL for the defaults).  Every tensor
+/* Load a model directory (opts may be NULL for the defaults), or a GGUF
+ * model file (a file starting with the magic "GGUF": configuration from its
+ * metadata, F32/F16/BF16 tensors, the tokenizer rebuilt from
+ * tokenizer.ggml.*; quantised tensors are PT_EUNSUPPORTED; docs/gguf.md).  Every tensor
  * of the model must be in the weights with its exact shape; a missing
  * tensor is PT_ENOTFOUND, an unexpected one PT_EFORMAT, a mis-shaped one
  * PT_ESHAPE, each naming the tensor.  F32, F16 and BF16 are converted to

@@ -4,6 +4,7 @@
 #include "core/core.h"
 #include "io/fileio.h"
 #include "model/schema.h"
+#include "modelio/gguf_import.h"
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 
@@ -64,8 +65,12 @@ static void count_weights(pt_model_dir_info *info, const pt_weight_files *w)
 
 static int inspect(pt_model_dir_info *info, const char *dir)
 {
+    if (pt_gguf_is_file(dir))
+        return pt_gguf_inspect(info, dir);
     if (!pt_is_dir(dir))
-        return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
+        return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
+                                                      "GGUF magic)"
+                                                    : "%s: not a directory", dir);
     int st = pt_model_config_load(&info->config, dir);
     if (st == PT_OK)
         st = pt_model_config_num_params(&info->num_params, &info->config);

@@ -4,6 +4,7 @@
 #include "core/core.h"
 #include "io/fileio.h"
 #include "model/model.h"
+#include "modelio/gguf_import.h"
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 
@@ -86,8 +87,12 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     int st = PT_STRUCT_READ(o, opts, pt_model_load_options_init);
     if (st)
         return st;
+    if (pt_gguf_is_file(dir))
+        return pt_gguf_load_model(out, dir, &o);
     if (!pt_is_dir(dir))
-        return pt_err(PT_ENOTFOUND, "%s: not a directory", dir);
+        return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
+                                                      "GGUF magic)"
+                                                    : "%s: not a directory", dir);
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     if ((st = pt_model_config_load(&cfg, dir)))

@@ -132,6 +132,28 @@ static int copy_tokenizer(const char *src, const char *dir)
     return PT_OK;
 }
 
+/* The tokenizer files of a model loaded from a GGUF file, generated from its
+ * metadata when it was loaded. */
+static int write_generated_tokenizer(const pt_model *m, const char *dir)
+{
+    const char *json = pt_modelio_tokenizer_json(m), *config = pt_modelio_tokenizer_config(m);
+    int st = json ? write_text(dir, "tokenizer.json", json) : PT_OK;
+    if (st == PT_OK && config)
+        st = write_text(dir, "tokenizer_config.json", config);
+    return st;
+}
+
+/* The tokenizer files: from the tokenizer directory given, else those
+ * generated for a GGUF source, else the source directory's. */
+static int save_tokenizer(const pt_model *m, const char *dir, const char *src, bool from_opts)
+{
+    if (!from_opts && pt_modelio_tokenizer_json(m))
+        return write_generated_tokenizer(m, dir);
+    if (!src || same_dir(src, dir))
+        return PT_OK;
+    return copy_tokenizer(src, dir);
+}
+
 static int write_config(const pt_model_config *cfg, const char *dir, const char *eos_list)
 {
     char *json = NULL;
@@ -161,7 +183,7 @@ static int check_finite(const pt_model *m, const char *dir)
 /* Every file in order; config.json last: a config next to weights it does
  * not describe would be the worst state an interrupted save could leave. */
 static int save(const pt_model *m, const pt_model_config *cfg, const char *dir, const char *src,
-                bool copy_tok)
+                bool copy_tok, bool src_from_opts)
 {
     int st = check_finite(m, dir);
     if (st != PT_OK || (st = pt_mkdir_p(dir)) != PT_OK)
@@ -169,7 +191,7 @@ static int save(const pt_model *m, const pt_model_config *cfg, const char *dir, 
     char *eos_list = pt_modelio_source_eos_list(pt_model_source_dir(m), cfg->eos_token_id);
     if ((st = write_weights(m, dir)) == PT_OK &&
         (st = write_generation_config(m, cfg, dir, eos_list)) == PT_OK &&
-        (!copy_tok || !src || same_dir(src, dir) || (st = copy_tokenizer(src, dir)) == PT_OK))
+        (!copy_tok || (st = save_tokenizer(m, dir, src, src_from_opts)) == PT_OK))
         st = write_config(cfg, dir, eos_list);
     pt_free(eos_list);
     if (st == PT_OK && pt_dir_has_file(dir, "model.safetensors.index.json"))
@@ -197,7 +219,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     char *src = s ? pt_strdup(s) : NULL;
     if (s && !src)
         return PT_ENOMEM;
-    st = save(m, &cfg, dir, src, o.copy_tokenizer);
+    st = save(m, &cfg, dir, src, o.copy_tokenizer, o.tokenizer_dir != NULL);
     pt_free(src);
     return st;
 }

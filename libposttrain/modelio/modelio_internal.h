@@ -55,6 +55,13 @@ int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const c
 /* Keep dir and tok with model m (taking ownership of both, freed on failure
  * too); pt_model_source_dir and pt_model_tokenizer read them back. */
 int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok);
+/* Keep the tokenizer.json / tokenizer_config.json texts generated for a
+ * model loaded from a GGUF file (taking ownership; either may be NULL), so
+ * that pt_model_save_dir writes them; read back with the getters (NULL
+ * when there are none). */
+int pt_modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_config);
+const char *pt_modelio_tokenizer_json(const pt_model *m);
+const char *pt_modelio_tokenizer_config(const pt_model *m);
 
 /* ---- a tokenizer against a model (eval.c) -------------------------------------- */
 

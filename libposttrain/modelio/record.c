@@ -9,6 +9,7 @@
 typedef struct mio_rec {
     char *dir;
     pt_tokenizer *tok;
+    char *tok_json, *tok_config;  /* generated tokenizer files (a GGUF source), or NULL */
 } mio_rec;
 
 static void free_rec(void *p)
@@ -18,6 +19,8 @@ static void free_rec(void *p)
         return;
     pt_free(r->dir);
     pt_tokenizer_free(r->tok);
+    pt_free(r->tok_json);
+    pt_free(r->tok_config);
     pt_free(r);
 }
 
@@ -45,4 +48,31 @@ const pt_tokenizer *pt_model_tokenizer(const pt_model *m)
 {
     const mio_rec *r = pt_model_attachment(m);
     return r ? r->tok : NULL;
+}
+
+int pt_modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_config)
+{
+    mio_rec *r = pt_model_attachment(m);
+    if (!r) {
+        pt_free(tok_json);
+        pt_free(tok_config);
+        return pt_err(PT_ESTATE, "model record: no record to attach tokenizer files to");
+    }
+    pt_free(r->tok_json);
+    pt_free(r->tok_config);
+    r->tok_json = tok_json;
+    r->tok_config = tok_config;
+    return PT_OK;
+}
+
+const char *pt_modelio_tokenizer_json(const pt_model *m)
+{
+    const mio_rec *r = pt_model_attachment(m);
+    return r ? r->tok_json : NULL;
+}
+
+const char *pt_modelio_tokenizer_config(const pt_model *m)
+{
+    const mio_rec *r = pt_model_attachment(m);
+    return r ? r->tok_config : NULL;
 }

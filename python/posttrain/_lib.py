@@ -273,6 +273,8 @@ class ModelDirInfo(Struct):
         ("has_generation_config", c_bool),
         ("weights_status", c_int),
         ("weights_problem", ctypes.c_char * 320),
+        ("gguf_version", c_int),
+        ("quantised", c_bool),
     ]
 
 

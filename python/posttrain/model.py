@@ -130,8 +130,9 @@ def validate_config(config):
 
 
 def inspect_dir(path):
-    """What a model directory holds, from config.json and the safetensors
-    headers alone (pt_model_dir_inspect), as a dict."""
+    """What a model directory (or GGUF file) holds, from config.json and the
+    safetensors headers (or the GGUF metadata) alone (pt_model_dir_inspect),
+    as a dict."""
     info = ModelDirInfo.new()
     check(lib.pt_model_dir_inspect(ctypes.byref(info), fspath(path)), "pt_model_dir_inspect")
     return {
@@ -148,6 +149,8 @@ def inspect_dir(path):
         "has_generation_config": info.has_generation_config,
         "weights_status": Status.wrap(info.weights_status),
         "weights_problem": info.weights_problem.decode("utf-8", "replace"),
+        "gguf_version": info.gguf_version,
+        "quantised": info.quantised,
     }
 
 

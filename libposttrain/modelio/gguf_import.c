@@ -1,0 +1,286 @@
+/* A GGUF model file into a pt_model (gguf_import.h): the tensors checked
+ * against the schema under llama.cpp's names, read to F32 with Q and K
+ * un-permuted for llama-type architectures, and the tokenizer rebuilt from
+ * the metadata (text/tok_gguf.h). */
+#include "core/core.h"
+#include "io/path.h"
+#include "model/model.h"
+#include "model/schema.h"
+#include "modelio/gguf_import.h"
+#include "modelio/gguf_internal.h"
+#include "modelio/modelio_internal.h"
+#include "text/tok_gguf.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+bool pt_gguf_is_file(const char *path)
+{
+    if (!pt_is_file(path))
+        return false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char magic[4];
+    bool yes = read(fd, magic, 4) == 4 && memcmp(magic, PT_GGUF_MAGIC, 4) == 0;
+    close(fd);
+    return yes;
+}
+
+/* ---- the tensors against the schema ------------------------------------------------ */
+
+static bool is_float_type(int type)
+{
+    return type == PT_GGML_F32 || type == PT_GGML_F16 || type == PT_GGML_BF16;
+}
+
+static void ne_str(char *buf, size_t n, uint32_t ndim, const uint64_t *ne)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (uint32_t i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)ne[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* Schema tensor e is in g under its llama.cpp name, with the GGUF shape
+ * (ne[0] the fastest: {cols, rows}) and a float type. */
+static int check_tensor(const pt_gguf *g, const pt_schema_tensor *e, const char *path)
+{
+    char name[PT_TENSOR_NAME_MAX];
+    pt_tensor_gguf_name(name, sizeof name, e->row, e->layer);
+    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
+    if (!t)
+        return pt_err(PT_ENOTFOUND, "%s: tensor '%s' (%s) is missing", path, name, e->name);
+    uint64_t want[2] = { (uint64_t)(e->ndim == 2 ? e->shape[1] : e->shape[0]),
+                         (uint64_t)e->shape[0] };
+    if (t->ndim != (uint32_t)e->ndim || t->ne[0] != want[0] || (e->ndim == 2 && t->ne[1] != want[1])) {
+        char got[96], need[64];
+        ne_str(got, sizeof got, t->ndim, t->ne);
+        ne_str(need, sizeof need, (uint32_t)e->ndim, want);
+        return pt_err(PT_ESHAPE, "%s: tensor '%s' has ne %s, the config needs %s", path, name,
+                      got, need);
+    }
+    if (!is_float_type(t->type)) {
+        const char *tn = pt_ggml_type_name(t->type);
+        return pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has type %s: quantised GGUF cannot be "
+                      "trained; export F32/F16/BF16", path, name, tn ? tn : "?");
+    }
+    return PT_OK;
+}
+
+/* Whether name is one of the n schema tensors (or rope_freqs.weight, which
+ * the configuration consumed). */
+static bool expected(const char *name, const pt_schema_tensor *e, size_t n)
+{
+    if (strcmp(name, "rope_freqs.weight") == 0)
+        return true;
+    char buf[PT_TENSOR_NAME_MAX];
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, pt_tensor_gguf_name(buf, sizeof buf, e[i].row, e[i].layer)) == 0)
+            return true;
+    return false;
+}
+
+int pt_gguf_weights_check(const pt_gguf *g, const pt_model_config *cfg, const char *path)
+{
+    pt_schema_tensor *e = NULL;
+    size_t n = 0;
+    int st = pt_schema_tensors(&e, &n, cfg);
+    for (size_t i = 0; st == PT_OK && i < n; i++)
+        st = check_tensor(g, &e[i], path);
+    /* every schema tensor is present and names are unique: more tensors
+     * than the schema's (and rope_freqs) means an unexpected one */
+    size_t nt = pt_gguf_tensor_count(g);
+    for (size_t i = 0; st == PT_OK && nt > n && i < nt; i++) {
+        const char *name = pt_gguf_tensor_at(g, i)->name;
+        if (!expected(name, e, n))
+            st = pt_err(PT_EFORMAT, "%s: unexpected tensor '%s' (not part of a %s model with this "
+                        "config)", path, name, pt_arch_name(cfg->arch));
+    }
+    pt_free(e);
+    return st;
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+/* The heads whose Q/K rows the converter permuted for tensor r, or 0. */
+static int permuted_heads(const pt_tensor_ref *r, const pt_model_config *c)
+{
+    if (!pt_gguf_arch_permutes(c->arch))
+        return 0;
+    if (r->id == PT_T_WQ || r->id == PT_T_BQ)
+        return c->num_attention_heads;
+    if (r->id == PT_T_WK || r->id == PT_T_BK)
+        return c->num_key_value_heads;
+    return 0;
+}
+
+static int read_tensor(const pt_gguf *g, const pt_tensor_ref *r, const pt_model_config *c,
+                       float *tmp, const char *path)
+{
+    char name[PT_TENSOR_NAME_MAX];
+    pt_tensor_gguf_name(name, sizeof name, pt_tensor_row_get((pt_tensor_id)r->id), r->layer);
+    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
+    int heads = permuted_heads(r, c);
+    int st = pt_gguf_read_f32(t, heads ? tmp : r->data, r->numel);
+    if (st)
+        return pt_err_prefix(st, "%s: tensor '%s'", path, name);
+    if (heads)
+        pt_gguf_unpermute_rows(r->data, tmp, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
+    return PT_OK;
+}
+
+static int fill_model(pt_model *m, const pt_gguf *g, const pt_model_config *c, const char *path)
+{
+    size_t nt = pt_model_base_tensor_count(m), most = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (permuted_heads(pt_model_tensor(m, i), c) && pt_model_tensor(m, i)->numel > most)
+            most = pt_model_tensor(m, i)->numel;
+    float *tmp = most ? pt_malloc_array(most, sizeof(float)) : NULL;
+    if (most && !tmp)
+        return PT_ENOMEM;
+    int st = PT_OK;
+    for (size_t i = 0; st == PT_OK && i < nt; i++)
+        if (!(st = pt_check_abort()))
+            st = read_tensor(g, pt_model_tensor(m, i), c, tmp, path);
+    pt_free(tmp);
+    return st;
+}
+
+/* ---- the tokenizer ------------------------------------------------------------------- */
+
+typedef struct gguf_tok {
+    pt_tokenizer *tok;
+    char *json, *config;   /* tokenizer.json, tokenizer_config.json */
+} gguf_tok;
+
+static void gguf_tok_free(gguf_tok *t)
+{
+    pt_tokenizer_free(t->tok);
+    pt_free(t->json);
+    pt_free(t->config);
+    *t = (gguf_tok){ 0 };
+}
+
+/* The tokenizer rebuilt from the metadata, when wanted and present: one
+ * this build cannot rebuild or run is a warning (the weights still load),
+ * malformed metadata an error. */
+static int load_tokenizer(gguf_tok *t, const pt_gguf *g, const pt_model_config *c,
+                          const char *path, bool wanted)
+{
+    *t = (gguf_tok){ 0 };
+    if (!wanted || !pt_tok_gguf_present(g))
+        return PT_OK;
+    int st = pt_tok_gguf_texts(&t->json, &t->config, g, path, c->max_position_embeddings);
+    if (st == PT_OK && (st = pt_tokenizer_load_memory_config(&t->tok, t->json, strlen(t->json),
+                                                              t->config, strlen(t->config))))
+        st = pt_err_prefix(st, "%s: the tokenizer rebuilt from tokenizer.ggml.*", path);
+    if (st == PT_OK)
+        st = pt_modelio_check_tokenizer(t->tok, c->vocab_size, path);
+    if (st)
+        gguf_tok_free(t);
+    if (st == PT_EUNSUPPORTED) {
+        pt_log(PT_LOG_WARN, "%s; the model is loaded without a tokenizer", pt_last_error());
+        pt_clear_error();
+        return PT_OK;
+    }
+    return st;
+}
+
+/* ---- loading and inspection ------------------------------------------------------------ */
+
+static int load(pt_model **out, const pt_gguf *g, const char *path, const pt_model_load_options *o)
+{
+    pt_model_config cfg;
+    pt_model_config_init(&cfg);
+    pt_model *m = NULL;
+    int st = pt_gguf_model_config(&cfg, g, path);
+    if (st == PT_OK)
+        st = pt_gguf_weights_check(g, &cfg, path);
+    if (st == PT_OK && (st = pt_model_create_uninit(&m, &cfg)))
+        st = pt_err_prefix(st, "%s", path);
+    if (st == PT_OK)
+        st = fill_model(m, g, &cfg, path);
+    gguf_tok t = { 0 };
+    if (st == PT_OK)
+        st = load_tokenizer(&t, g, &cfg, path, o->load_tokenizer);
+    char *d = NULL;
+    if (st == PT_OK && !(d = pt_strdup(path)))
+        st = PT_ENOMEM;
+    if (st == PT_OK) {
+        st = pt_modelio_set_record(m, d, t.tok); /* owns d and the tokenizer now */
+        t.tok = NULL;
+    }
+    if (st == PT_OK) {
+        st = pt_modelio_set_tokenizer_texts(m, t.json, t.config);
+        t.json = t.config = NULL;
+    }
+    gguf_tok_free(&t);
+    if (st) {
+        pt_model_free(m);
+        return st;
+    }
+    *out = m;
+    return PT_OK;
+}
+
+int pt_gguf_load_model(pt_model **out, const char *path, const pt_model_load_options *o)
+{
+    pt_gguf *g = NULL;
+    int st = pt_gguf_open(&g, path);
+    if (st == PT_OK)
+        st = load(out, g, path, o);
+    pt_gguf_close(g);
+    return st;
+}
+
+/* Count the tensors and bytes of each ggml type. */
+static void count_types(pt_model_dir_info *info, const pt_gguf *g)
+{
+    info->num_files = 1;
+    for (size_t i = 0; i < pt_gguf_tensor_count(g); i++) {
+        const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i);
+        const char *name = pt_ggml_type_name(t->type);
+        if (!name)
+            name = "?";
+        int k = 0;
+        while (k < info->num_dtypes && strcmp(info->dtypes[k].name, name) != 0)
+            k++;
+        if (k == info->num_dtypes && k < PT_MODEL_INFO_MAX_DTYPES) {
+            snprintf(info->dtypes[k].name, sizeof info->dtypes[k].name, "%s", name);
+            info->num_dtypes++;
+        }
+        if (k < PT_MODEL_INFO_MAX_DTYPES) {
+            info->dtypes[k].tensors++;
+            info->dtypes[k].bytes += t->nbytes;
+        }
+        if (!is_float_type(t->type))
+            info->quantised = true;
+        info->num_tensors++;
+        info->weight_bytes += t->nbytes;
+    }
+}
+
+int pt_gguf_inspect(pt_model_dir_info *info, const char *path)
+{
+    pt_gguf *g = NULL;
+    int st = pt_gguf_open(&g, path);
+    if (st == PT_OK)
+        st = pt_gguf_model_config(&info->config, g, path);
+    if (st == PT_OK)
+        st = pt_model_config_num_params(&info->num_params, &info->config);
+    if (st == PT_OK) {
+        info->gguf_version = (int)pt_gguf_version(g);
+        info->has_tokenizer = pt_tok_gguf_present(g);
+        count_types(info, g);
+        if ((info->weights_status = pt_gguf_weights_check(g, &info->config, path)) != PT_OK) {
+            snprintf(info->weights_problem, sizeof info->weights_problem, "%s", pt_last_error());
+            pt_clear_error();
+        }
+    }
+    pt_gguf_close(g);
+    return st;
+}
