@@ -15,7 +15,11 @@ trap 'rm -rf "$work"' EXIT
 pass=0 fail=0
 ok() { echo "ok: $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
-kv() { python3 "$reader" "$1" | awk -F'\t' -v k="$2" '$1 == k { print $3; exit }'; }
+# The reader's whole output goes to a file first (grep -q or awk stopping
+# early would break the pipe under pipefail).
+kv() { python3 "$reader" "$1" > "$work/kv.txt" && awk -F'\t' -v k="$2" '$1 == k { print $3 }' "$work/kv.txt"; }
+has_line() { python3 "$reader" "$1" > "$work/has.txt" && grep -q -- "$2" "$work/has.txt"; }
+count_tensors() { python3 "$reader" "$1" > "$work/cnt.txt" && grep -c '^tensor' "$work/cnt.txt"; }
 
 model=$work/tiny-llama
 mkdir -p "$model"
@@ -35,8 +39,8 @@ if "$posttrain" export --model "$model" --out "$out" 2>"$work/e.log" &&
    [ "$(kv "$out" general.name)" = "'Tiny Llama'" ] &&
    [ "$(kv "$out" general.file_type)" = 0 ] &&
    [ "$(kv "$out" tokenizer.ggml.tokens)" = 61 ] &&
-   [ "$(python3 "$reader" "$out" | grep -c '^tensor')" -eq 20 ] &&
-   ! python3 "$reader" "$out" | grep -q $'^tensor\toutput.weight'; then
+   [ "$(count_tensors "$out")" -eq 20 ] &&
+   ! has_line "$out" $'^tensor\toutput.weight'; then
     ok "export writes 20 tensors (tied: no output.weight) and says so"
 else
     cat "$work/e.log"; bad "export of the tiny model"
@@ -45,8 +49,8 @@ fi
 if "$posttrain" export --model "$model" --out "$work/h.gguf" --type f16 --name 'My Tiny' 2>"$work/e.log" &&
    [ "$(kv "$work/h.gguf" general.name)" = "'My Tiny'" ] &&
    [ "$(kv "$work/h.gguf" general.file_type)" = 1 ] &&
-   python3 "$reader" "$work/h.gguf" | grep -q $'^tensor\tblk.0.attn_q.weight\tF16' &&
-   python3 "$reader" "$work/h.gguf" | grep -q $'^tensor\tblk.0.attn_norm.weight\tF32'; then
+   has_line "$work/h.gguf" $'^tensor\tblk.0.attn_q.weight\tF16' &&
+   has_line "$work/h.gguf" $'^tensor\tblk.0.attn_norm.weight\tF32'; then
     ok "--type f16 (norms stay F32) and --name"
 else
     cat "$work/e.log"; bad "--type f16 --name"
@@ -82,7 +86,7 @@ if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out 
    [ "$(kv "$work/mm.gguf" general.type)" = "'model'" ] &&
    ! cmp -s "$work/mm.gguf" "$out" &&
    "$posttrain" export --model "$work/run" --out "$work/run.gguf" 2>"$work/e.log" &&
-   [ "$(python3 "$reader" "$work/run.gguf" | grep -c '^tensor')" -eq 20 ]; then
+   [ "$(count_tensors "$work/run.gguf")" -eq 20 ]; then
     ok "a LoRA run: --adapter (8 adapter tensors), --adapter --merge, and the run's --out directory"
 else
     cat "$work/sft.log" "$work/e.log"; bad "export of a LoRA run"
