@@ -100,6 +100,7 @@ typedef enum pt_ggml_type {
     PT_GGML_BF16 = 30,
     PT_GGML_TQ1_0 = 34,
     PT_GGML_TQ2_0 = 35,
+    PT_GGML_MXFP4 = 39,        /* ggml 2025-08: e8m0 scale + 16 bytes per 32 */
     PT_GGML_TYPE_END = 40      /* numbers at or above this are unknown */
 } pt_ggml_type;
 
@@ -108,8 +109,13 @@ const char *pt_ggml_type_name(int type);
 /* Elements per block and bytes per block (1 and 4 for F32); false for an
  * unknown or removed type number. */
 bool pt_ggml_type_block(int type, uint64_t *block_elems, uint64_t *block_bytes);
+/* F32, F16 or BF16: the types read as float and written from float. */
+bool pt_ggml_type_is_float(int type);
 /* "uint32", "string", ... or NULL. */
 const char *pt_gguf_type_name(int type);
+/* Bytes of one value of a fixed-size metadata type (1 for BOOL); 0 for
+ * STRING, ARRAY and unknown numbers. */
+size_t pt_gguf_type_size(int type);
 
 /* A string inside the file (not NUL-terminated; may contain any byte). */
 typedef struct pt_gguf_str {
@@ -154,6 +160,9 @@ void pt_gguf_close(pt_gguf *g);
 uint32_t pt_gguf_version(const pt_gguf *g);
 uint32_t pt_gguf_alignment(const pt_gguf *g);
 const char *pt_gguf_path(const pt_gguf *g);   /* NULL for memory */
+/* File offset of the data section (the end of the header, padded to the
+ * alignment; the file's length when it holds no tensors and no padding). */
+uint64_t pt_gguf_data_offset(const pt_gguf *g);
 
 size_t pt_gguf_kv_count(const pt_gguf *g);
 const pt_gguf_kv *pt_gguf_kv_at(const pt_gguf *g, size_t i);
@@ -164,6 +173,7 @@ const pt_gguf_kv *pt_gguf_find_kv(const pt_gguf *g, const char *key);
  * getters accept any integer type whose value fits (PT_ERANGE otherwise);
  * the float getter accepts FLOAT32 and FLOAT64. */
 int pt_gguf_get_u32(const pt_gguf *g, const char *key, uint32_t *out);
+int pt_gguf_get_u64(const pt_gguf *g, const char *key, uint64_t *out);
 int pt_gguf_get_i64(const pt_gguf *g, const char *key, int64_t *out);
 int pt_gguf_get_f32(const pt_gguf *g, const char *key, float *out);
 int pt_gguf_get_bool(const pt_gguf *g, const char *key, bool *out);

@@ -1,0 +1,168 @@
+/* Opening a GGUF file (read-only mmap) or a caller's buffer, the handle's
+ * accessors, the typed getters and reading a tensor as F32.  Validation is
+ * pt_gguf_parse's. */
+#include "io/gguf_internal.h"
+
+#include "core/core.h"
+#include "io/fileio.h"
+#include "io/safetensors.h"
+
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void pt_gguf_close(pt_gguf *g)
+{
+    if (!g)
+        return;
+    if (g->mapped && g->base)
+        munmap((void *)g->base, g->len);
+    pt_gguf_arena_free(&g->arena);
+    free(g->path);
+    free(g);
+}
+
+/* Validate the bytes g holds and hand g out, or close it. */
+static int finish_open(pt_gguf **out, pt_gguf *g)
+{
+    int st = pt_gguf_parse(g);
+    if (st != PT_OK) {
+        pt_err_prefix(st, "gguf %s", g->path ? g->path : "<memory>");
+        pt_gguf_close(g);
+        return st;
+    }
+    *out = g;
+    return PT_OK;
+}
+
+int pt_gguf_open_memory(pt_gguf **out, const void *buf, size_t len)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_ARG(buf || len == 0, buf, "is NULL (len %zu)", len);
+    pt_gguf *g = pt_calloc(1, sizeof *g);
+    if (!g)
+        return PT_ENOMEM;
+    g->base = buf;
+    g->len = len;
+    return finish_open(out, g);
+}
+
+/* Map the file behind fd (size bytes) into g. */
+static int map_file(pt_gguf *g, int fd, uint64_t size, const char *path)
+{
+    if (size > (uint64_t)SIZE_MAX)
+        return pt_err(PT_ERANGE, "gguf %s: file too large to map", path);
+    g->len = (size_t)size;
+    if (g->len == 0)
+        return PT_OK;
+    void *p = mmap(NULL, g->len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        return pt_io_errno(errno, "mmap", path);
+    g->base = p;
+    g->mapped = true;
+    return PT_OK;
+}
+
+int pt_gguf_open(pt_gguf **out, const char *path)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(path);
+    int fd = -1;
+    uint64_t size = 0;
+    int st = pt_open_regular(&fd, &size, path);
+    if (st != PT_OK)
+        return st;
+    pt_gguf *g = pt_calloc(1, sizeof *g);
+    if (!g || !(g->path = pt_strdup(path))) {
+        close(fd);
+        free(g);
+        return PT_ENOMEM;
+    }
+    st = map_file(g, fd, size, path);
+    close(fd);
+    if (st != PT_OK) {
+        pt_gguf_close(g);
+        return st;
+    }
+    return finish_open(out, g);
+}
+
+uint32_t pt_gguf_version(const pt_gguf *g)
+{
+    return g ? g->version : 0;
+}
+
+uint32_t pt_gguf_alignment(const pt_gguf *g)
+{
+    return g ? g->alignment : 0;
+}
+
+const char *pt_gguf_path(const pt_gguf *g)
+{
+    return g ? g->path : NULL;
+}
+
+uint64_t pt_gguf_data_offset(const pt_gguf *g)
+{
+    return g ? g->data_start : 0;
+}
+
+size_t pt_gguf_kv_count(const pt_gguf *g)
+{
+    return g ? g->n_kv : 0;
+}
+
+const pt_gguf_kv *pt_gguf_kv_at(const pt_gguf *g, size_t i)
+{
+    return g && i < g->n_kv ? &g->kv[i] : NULL;
+}
+
+size_t pt_gguf_tensor_count(const pt_gguf *g)
+{
+    return g ? g->n_tensors : 0;
+}
+
+const pt_gguf_tensor *pt_gguf_tensor_at(const pt_gguf *g, size_t i)
+{
+    return g && i < g->n_tensors ? &g->tensors[i] : NULL;
+}
+
+/* Binary search over pointers sorted by the string at byte `field` of each
+ * pointee. */
+static const void *find_sorted(const void *const *sorted, size_t n, size_t field, const char *s)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *k = *(const char *const *)((const char *)sorted[mid] + field);
+        int c = strcmp(s, k);
+        if (c == 0)
+            return sorted[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+const pt_gguf_kv *pt_gguf_find_kv(const pt_gguf *g, const char *key)
+{
+    if (!g || !key || !g->kv_by_key)
+        return NULL;
+    return find_sorted((const void *const *)g->kv_by_key, g->n_kv, offsetof(pt_gguf_kv, key), key);
+}
+
+const pt_gguf_tensor *pt_gguf_find_tensor(const pt_gguf *g, const char *name)
+{
+    if (!g || !name || !g->t_by_name)
+        return NULL;
+    return find_sorted((const void *const *)g->t_by_name, g->n_tensors,
+                       offsetof(pt_gguf_tensor, name), name);
+}

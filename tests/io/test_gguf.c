@@ -1,0 +1,350 @@
+/* The GGUF v3 container: type tables, round trips of every metadata type
+ * and tensor type with exact bytes, the typed getters, the writer's
+ * refusals and durability, the committed malformed corpus, and a
+ * truncation sweep. */
+#include "testutil.h"
+#include "testfs.h"
+
+#include "core/core.h"
+#include "io/fileio.h"
+#include "io/gguf.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <unistd.h>
+
+static char *read_all(const char *path, size_t *len)
+{
+    char *buf = NULL;
+    int st = pt_read_file(&buf, len, path, (size_t)1 << 30);
+    ck_assert_msg(st == PT_OK, "reading %s: %s", path, pt_last_error());
+    return buf;
+}
+
+static int count_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static uint16_t u16_at(const void *p, size_t i)
+{
+    const uint8_t *b = (const uint8_t *)p + 2 * i;
+    return (uint16_t)(b[0] | b[1] << 8);
+}
+
+static uint64_t u64_at(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+/* ---- type tables ------------------------------------------------------------ */
+
+START_TEST(test_type_tables)
+{
+    /* ggml.h numbers, ggml-common.h block sizes */
+    static const struct { int type; const char *name; uint64_t be, bb; } known[] = {
+        {0, "F32", 1, 4},        {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},
+        {3, "Q4_1", 32, 20},     {6, "Q5_0", 32, 22},     {7, "Q5_1", 32, 24},
+        {8, "Q8_0", 32, 34},     {9, "Q8_1", 32, 36},     {10, "Q2_K", 256, 84},
+        {11, "Q3_K", 256, 110},  {12, "Q4_K", 256, 144},  {13, "Q5_K", 256, 176},
+        {14, "Q6_K", 256, 210},  {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66},
+        {17, "IQ2_XS", 256, 74}, {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},
+        {20, "IQ4_NL", 32, 18},  {21, "IQ3_S", 256, 110}, {22, "IQ2_S", 256, 82},
+        {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
+        {26, "I32", 1, 4},       {27, "I64", 1, 8},       {28, "F64", 1, 8},
+        {29, "IQ1_M", 256, 56},  {30, "BF16", 1, 2},      {34, "TQ1_0", 256, 54},
+        {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
+    };
+    int n_known = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        uint64_t be = 0, bb = 0;
+        ck_assert(pt_ggml_type_block(known[i].type, &be, &bb));
+        ck_assert_str_eq(pt_ggml_type_name(known[i].type), known[i].name);
+        ck_assert_uint_eq(be, known[i].be);
+        ck_assert_uint_eq(bb, known[i].bb);
+    }
+    for (int t = -1; t <= PT_GGML_TYPE_END + 1; t++)
+        n_known += pt_ggml_type_block(t, NULL, NULL);
+    ck_assert_int_eq(n_known, (int)(sizeof known / sizeof known[0]));
+    /* removed numbers: 4, 5 (Q4_2, Q4_3), 31..33, 36..38 (repacked layouts) */
+    static const int removed[] = {4, 5, 31, 32, 33, 36, 37, 38, 40, -1};
+    for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
+        ck_assert(!pt_ggml_type_block(removed[i], NULL, NULL));
+        ck_assert_ptr_null(pt_ggml_type_name(removed[i]));
+    }
+    ck_assert(pt_ggml_type_is_float(PT_GGML_BF16) && !pt_ggml_type_is_float(PT_GGML_F64));
+    static const char *gnames[] = {"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
+                                   "bool", "string", "array", "uint64", "int64", "float64"};
+    static const size_t gsizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    for (int t = 0; t < PT_GGUF_TYPE_COUNT; t++) {
+        ck_assert_str_eq(pt_gguf_type_name(t), gnames[t]);
+        ck_assert_uint_eq(pt_gguf_type_size(t), gsizes[t]);
+    }
+    ck_assert_ptr_null(pt_gguf_type_name(13));
+    ck_assert_uint_eq(pt_gguf_type_size(13), 0);
+}
+END_TEST
+
+/* ---- round trip ------------------------------------------------------------- */
+
+/* Values that test F32 -> F16 / BF16 rounding (numpy astype agrees). */
+static const float round_src[8] = {
+    1.0f,
+    1.0f + 0x1p-11f,       /* F16 tie: even 0x3C00; BF16 exact-ish: 0x3F80 */
+    1.0f + 3 * 0x1p-11f,   /* F16 tie: even 0x3C02 */
+    0.1f,                  /* F16 0x2E66, BF16 0x3DCD */
+    65520.0f,              /* F16 overflows to inf 0x7C00 */
+    0x1p-25f,              /* F16 subnormal tie to 0 */
+    -2.0f,
+    1.0f + 0x1p-8f,        /* BF16 tie: even 0x3F80 */
+};
+static const uint16_t round_f16[8] = {0x3C00, 0x3C00, 0x3C02, 0x2E66, 0x7C00, 0x0000, 0xC000, 0x3C04};
+static const uint16_t round_bf16[8] = {0x3F80, 0x3F80, 0x3F80, 0x3DCD, 0x4780, 0x3300, 0xC000, 0x3F80};
+
+static const char *const arr_strs[3] = {"", "a\0b", "\xff\xfe tok"};
+static const size_t arr_lens[3] = {0, 3, 7};
+
+static void build_full(pt_gguf_writer *w, const float *f32, const uint8_t *q4)
+{
+    ck_assert_ok(pt_gguf_set_str(w, "general.architecture", "llama"));
+    ck_assert_ok(pt_gguf_set_u8(w, "k.u8", 200));
+    ck_assert_ok(pt_gguf_set_u32(w, "k.u32", 4000000000u));
+    ck_assert_ok(pt_gguf_set_i32(w, "k.i32", -123456));
+    ck_assert_ok(pt_gguf_set_u64(w, "k.u64", UINT64_MAX));
+    ck_assert_ok(pt_gguf_set_f32(w, "k.f32", 1e-5f));
+    ck_assert_ok(pt_gguf_set_bool(w, "k.bool", true));
+    ck_assert_ok(pt_gguf_set_str_n(w, "k.bytes", "x\0\xff", 3));
+    ck_assert_ok(pt_gguf_set_str(w, "k.\xc3\xa9", ""));
+    /* arrays of every element type but string/array */
+    uint8_t a_u8[2] = {0, 255};
+    int8_t a_i8[2] = {-128, 127};
+    uint16_t a_u16[2] = {1, 65535};
+    int16_t a_i16[2] = {-32768, 7};
+    uint32_t a_u32[2] = {0, 0xdeadbeef};
+    int32_t a_i32[3] = {-1, 0, INT32_MAX};
+    float a_f32[2] = {-0.0f, 3.5f};
+    uint8_t a_bool[3] = {1, 0, 1};
+    uint64_t a_u64[1] = {0x0102030405060708ull};
+    int64_t a_i64[2] = {INT64_MIN, 5};
+    double a_f64[2] = {0.1, -1e300};
+    ck_assert_ok(pt_gguf_set_arr(w, "a.u8", PT_GGUF_UINT8, a_u8, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.i8", PT_GGUF_INT8, a_i8, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.u16", PT_GGUF_UINT16, a_u16, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.i16", PT_GGUF_INT16, a_i16, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.u32", PT_GGUF_UINT32, a_u32, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.i32", PT_GGUF_INT32, a_i32, 3));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.f32", PT_GGUF_FLOAT32, a_f32, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.bool", PT_GGUF_BOOL, a_bool, 3));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.u64", PT_GGUF_UINT64, a_u64, 1));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.i64", PT_GGUF_INT64, a_i64, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.f64", PT_GGUF_FLOAT64, a_f64, 2));
+    ck_assert_ok(pt_gguf_set_arr(w, "a.empty", PT_GGUF_INT32, NULL, 0));
+    ck_assert_ok(pt_gguf_set_arr_str(w, "a.str", arr_strs, arr_lens, 3));
+    const char *plain[2] = {"<s>", "</s>"};
+    ck_assert_ok(pt_gguf_set_arr_str(w, "a.plain", plain, NULL, 2));
+    /* tensors: ne[0] fastest */
+    uint64_t ne3[1] = {3}, ne8[1] = {8}, ne24[2] = {4, 2}, neq[2] = {32, 2};
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "t.f32", 1, ne3, PT_GGML_F32, f32));
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "t.f16", 1, ne8, PT_GGML_F16, round_src));
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "t.bf16", 1, ne8, PT_GGML_BF16, round_src));
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "t.2d", 2, ne24, PT_GGML_F32, round_src));
+    ck_assert_ok(pt_gguf_add_tensor_raw(w, "t.q8", 2, neq, PT_GGML_Q8_0, q4, 68));
+}
+
+static void check_kv(const pt_gguf *g)
+{
+    ck_assert_uint_eq(pt_gguf_version(g), 3);
+    ck_assert_uint_eq(pt_gguf_alignment(g), 32);
+    ck_assert_uint_eq(pt_gguf_kv_count(g), 23);
+    /* insertion order */
+    ck_assert_str_eq(pt_gguf_kv_at(g, 0)->key, "general.architecture");
+    ck_assert_str_eq(pt_gguf_kv_at(g, 8)->key, "k.\xc3\xa9");
+    ck_assert_str_eq(pt_gguf_kv_at(g, 22)->key, "a.plain");
+    ck_assert_ptr_null(pt_gguf_kv_at(g, 23));
+    const pt_gguf_kv *kv = pt_gguf_find_kv(g, "k.u8");
+    ck_assert_int_eq(kv->type, PT_GGUF_UINT8);
+    ck_assert_uint_eq(*(const uint8_t *)kv->data, 200);
+    kv = pt_gguf_find_kv(g, "k.i32");
+    ck_assert_int_eq(kv->type, PT_GGUF_INT32);
+    ck_assert_int_eq(*(const int32_t *)kv->data, -123456);
+    kv = pt_gguf_find_kv(g, "k.u64");
+    ck_assert_int_eq(kv->type, PT_GGUF_UINT64);
+    ck_assert(*(const uint64_t *)kv->data == UINT64_MAX);
+    kv = pt_gguf_find_kv(g, "k.f32");
+    ck_assert_int_eq(kv->type, PT_GGUF_FLOAT32);
+    ck_assert(*(const float *)kv->data == 1e-5f);
+    kv = pt_gguf_find_kv(g, "k.bool");
+    ck_assert_int_eq(kv->type, PT_GGUF_BOOL);
+    ck_assert_uint_eq(*(const uint8_t *)kv->data, 1);
+    pt_gguf_str s;
+    ck_assert_ok(pt_gguf_get_str(g, "k.bytes", &s));
+    ck_assert_uint_eq(s.len, 3);
+    ck_assert(memcmp(s.ptr, "x\0\xff", 3) == 0);
+    ck_assert_ok(pt_gguf_get_str(g, "k.\xc3\xa9", &s));
+    ck_assert_uint_eq(s.len, 0);
+    ck_assert_ok(pt_gguf_get_str(g, "general.architecture", &s));
+    ck_assert(s.len == 5 && memcmp(s.ptr, "llama", 5) == 0);
+    const void *d;
+    uint64_t n;
+    ck_assert_ok(pt_gguf_get_arr(g, "a.i8", PT_GGUF_INT8, &d, &n));
+    ck_assert(n == 2 && ((const int8_t *)d)[0] == -128 && ((const int8_t *)d)[1] == 127);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.u16", PT_GGUF_UINT16, &d, &n));
+    ck_assert(n == 2 && ((const uint16_t *)d)[1] == 65535);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.i16", PT_GGUF_INT16, &d, &n));
+    ck_assert(n == 2 && ((const int16_t *)d)[0] == -32768 && ((const int16_t *)d)[1] == 7);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.u32", PT_GGUF_UINT32, &d, &n));
+    ck_assert(n == 2 && ((const uint32_t *)d)[1] == 0xdeadbeef);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.i32", PT_GGUF_INT32, &d, &n));
+    ck_assert(n == 3 && ((const int32_t *)d)[0] == -1 && ((const int32_t *)d)[2] == INT32_MAX);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.f32", PT_GGUF_FLOAT32, &d, &n));
+    ck_assert(n == 2 && signbit(((const float *)d)[0]) && ((const float *)d)[1] == 3.5f);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.bool", PT_GGUF_BOOL, &d, &n));
+    ck_assert(n == 3 && memcmp(d, "\1\0\1", 3) == 0);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.u8", PT_GGUF_UINT8, &d, &n));
+    ck_assert(n == 2 && memcmp(d, "\0\xff", 2) == 0);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.u64", PT_GGUF_UINT64, &d, &n));
+    ck_assert(n == 1 && ((const uint64_t *)d)[0] == 0x0102030405060708ull);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.i64", PT_GGUF_INT64, &d, &n));
+    ck_assert(n == 2 && ((const int64_t *)d)[0] == INT64_MIN && ((const int64_t *)d)[1] == 5);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.f64", PT_GGUF_FLOAT64, &d, &n));
+    ck_assert(n == 2 && ((const double *)d)[0] == 0.1 && ((const double *)d)[1] == -1e300);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.empty", PT_GGUF_INT32, &d, &n));
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ok(pt_gguf_get_arr(g, "a.str", PT_GGUF_STRING, &d, &n));
+    ck_assert_uint_eq(n, 3);
+    const pt_gguf_str *ss = d;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_eq(ss[i].len, arr_lens[i]);
+        ck_assert(memcmp(ss[i].ptr, arr_strs[i], arr_lens[i]) == 0);
+    }
+    ck_assert_ok(pt_gguf_get_arr(g, "a.plain", PT_GGUF_STRING, &d, &n));
+    ss = d;
+    ck_assert(n == 2 && ss[1].len == 4 && memcmp(ss[1].ptr, "</s>", 4) == 0);
+}
+
+static void check_tensors(const pt_gguf *g, const float *f32, const uint8_t *q8)
+{
+    ck_assert_uint_eq(pt_gguf_tensor_count(g), 5);
+    /* offsets: 12 bytes -> 32, 16 -> 64, 16 -> 96, 32 -> 128, 68 */
+    static const uint64_t offsets[5] = {0, 32, 64, 96, 128};
+    static const uint64_t nbytes[5] = {12, 16, 16, 32, 68};
+    static const char *names[5] = {"t.f32", "t.f16", "t.bf16", "t.2d", "t.q8"};
+    ck_assert_uint_eq(pt_gguf_data_offset(g) % 32, 0);
+    for (int i = 0; i < 5; i++) {
+        const pt_gguf_tensor *t = pt_gguf_tensor_at(g, (size_t)i);
+        ck_assert_str_eq(t->name, names[i]);
+        ck_assert_ptr_eq(pt_gguf_find_tensor(g, names[i]), t);
+        ck_assert_uint_eq(t->offset, offsets[i]);
+        ck_assert_uint_eq(t->nbytes, nbytes[i]);
+    }
+    float out[8];
+    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, "t.f32");
+    ck_assert(t->ndim == 1 && t->ne[0] == 3 && t->ne[1] == 1 && t->ne[3] == 1 && t->numel == 3);
+    ck_assert_ok(pt_gguf_read_f32(t, out, 3));
+    ck_assert(memcmp(out, f32, 12) == 0);
+    t = pt_gguf_find_tensor(g, "t.f16");
+    ck_assert_int_eq(t->type, PT_GGML_F16);
+    for (int i = 0; i < 8; i++)
+        ck_assert_uint_eq(u16_at(t->data, (size_t)i), round_f16[i]);
+    ck_assert_ok(pt_gguf_read_f32(t, out, 8));
+    ck_assert(out[0] == 1.0f && out[2] == 1.0f + 2 * 0x1p-10f && out[3] == 0.0999755859375f);
+    ck_assert(isinf(out[4]) && out[5] == 0.0f && out[6] == -2.0f);
+    t = pt_gguf_find_tensor(g, "t.bf16");
+    ck_assert_int_eq(t->type, PT_GGML_BF16);
+    for (int i = 0; i < 8; i++)
+        ck_assert_uint_eq(u16_at(t->data, (size_t)i), round_bf16[i]);
+    ck_assert_ok(pt_gguf_read_f32(t, out, 8));
+    ck_assert(out[3] == 0.10009765625f && out[4] == 65536.0f && out[5] == 0x1p-25f);
+    t = pt_gguf_find_tensor(g, "t.2d");
+    ck_assert(t->ndim == 2 && t->ne[0] == 4 && t->ne[1] == 2 && t->numel == 8);
+    ck_assert_ok(pt_gguf_read_f32(t, out, 8));
+    ck_assert(memcmp(out, round_src, 32) == 0);
+    t = pt_gguf_find_tensor(g, "t.q8");
+    ck_assert(t->type == PT_GGML_Q8_0 && t->numel == 64);
+    ck_assert(memcmp(t->data, q8, 68) == 0);
+    ck_assert_status(pt_gguf_read_f32(t, out, 64), PT_EUNSUPPORTED,
+                     "tensor t.q8 has type Q8_0: quantised GGUF tensors cannot be trained");
+    ck_assert_status(pt_gguf_read_f32(pt_gguf_find_tensor(g, "t.f32"), out, 4), PT_ESHAPE,
+                     "has 3 elements, the caller expects 4");
+    ck_assert_ptr_null(pt_gguf_find_tensor(g, "nope"));
+    ck_assert_ptr_null(pt_gguf_tensor_at(g, 5));
+}
+
+START_TEST(test_round_trip)
+{
+    char *dir = pt_test_tmpdir("pt_gguf_");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    float f32[3] = {1.5f, -0.0f, 3.4028235e38f};
+    uint8_t q8[68];
+    for (int i = 0; i < 68; i++)
+        q8[i] = (uint8_t)(i * 37);
+    pt_gguf_writer *w;
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    build_full(w, f32, q8);
+    ck_assert_ok(pt_gguf_write(w, path));
+    /* written twice gives the same bytes */
+    char path2[4200];
+    snprintf(path2, sizeof path2, "%s/m2.gguf", dir);
+    ck_assert_ok(pt_gguf_write(w, path2));
+    pt_gguf_writer_free(w);
+    ck_assert_int_eq(count_dir_entries(dir), 2); /* no temporary left */
+    size_t len, len2;
+    char *bytes = read_all(path, &len);
+    char *bytes2 = read_all(path2, &len2);
+    ck_assert(len == len2 && memcmp(bytes, bytes2, len) == 0);
+    /* header: magic, version 3, 5 tensors, 23 pairs, first key */
+    ck_assert(memcmp(bytes, "GGUF\3\0\0\0", 8) == 0);
+    ck_assert_uint_eq(u64_at((const uint8_t *)bytes + 8), 5);
+    ck_assert_uint_eq(u64_at((const uint8_t *)bytes + 16), 23);
+    ck_assert_uint_eq(u64_at((const uint8_t *)bytes + 24), 20);
+    ck_assert(memcmp(bytes + 32, "general.architecture\x08\0\0\0\x05\0\0\0\0\0\0\0llama", 33) == 0);
+    pt_gguf *g;
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_str_eq(pt_gguf_path(g), path);
+    /* the data section ends with the last tensor padded to 32 */
+    ck_assert_uint_eq(len, pt_gguf_data_offset(g) + 128 + 96);
+    check_kv(g);
+    check_tensors(g, f32, q8);
+    for (size_t i = 0; i < pt_gguf_tensor_count(g); i++)
+        ck_assert_uint_eq((uintptr_t)pt_gguf_tensor_at(g, i)->data % 32, 0); /* mmap is aligned */
+    pt_gguf_close(g);
+    /* the same bytes from memory */
+    ck_assert_ok(pt_gguf_open_memory(&g, bytes, len));
+    ck_assert_ptr_null(pt_gguf_path(g));
+    check_kv(g);
+    check_tensors(g, f32, q8);
+    pt_gguf_close(g);
+    free(bytes);
+    free(bytes2);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+static Suite *gguf_suite(void)
+{
+    Suite *s = suite_create("io_gguf");
+    TCase *tc = tcase_create("gguf");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_type_tables);
+    tcase_add_test(tc, test_round_trip);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return pt_test_run(gguf_suite());
+}
