@@ -146,8 +146,10 @@ static int get_name(pt_gguf *g, cursor *c, const char **out, const char *what)
     if (ok != s.len)
         return pt_err(PT_EFORMAT, "%s at byte %zu is not valid UTF-8 (byte %zu of it)", what,
                       c->pos - (size_t)s.len - 8, ok);
-    if (memchr(s.ptr, '\0', (size_t)s.len))
-        return pt_err(PT_EFORMAT, "%s '%.*s' contains a NUL byte", what, SHOW, s.ptr);
+    const char *nul = memchr(s.ptr, '\0', (size_t)s.len);
+    if (nul)
+        return pt_err(PT_EFORMAT, "%s at byte %zu contains a NUL byte (byte %zu of it)", what,
+                      c->pos - (size_t)s.len - 8, (size_t)(nul - s.ptr));
     char *p = pt_gguf_arena_alloc(&g->arena, (size_t)s.len + 1);
     if (!p)
         return PT_ENOMEM;
@@ -404,8 +406,9 @@ static int read_tensor_info(pt_gguf *g, cursor *c, pt_gguf_tensor *t)
         return pt_err(PT_EFORMAT, "n_dims %" PRIu32 " is not in 1..%d", t->ndim, PT_GGUF_MAX_DIMS);
     for (int d = 0; d < PT_GGUF_MAX_DIMS; d++)
         t->ne[d] = 1;
+    static const char *const ne_names[PT_GGUF_MAX_DIMS] = {"ne[0]", "ne[1]", "ne[2]", "ne[3]"};
     for (uint32_t d = 0; d < t->ndim; d++)
-        if ((st = get_u64(c, &t->ne[d], "ne")) != PT_OK)
+        if ((st = get_u64(c, &t->ne[d], ne_names[d])) != PT_OK)
             return st;
     uint32_t type;
     if ((st = get_u32(c, &type, "the ggml type")) != PT_OK)

@@ -333,6 +333,484 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+/* ---- typed getters ------------------------------------------------------------ */
+
+START_TEST(test_getters)
+{
+    char *dir = pt_test_tmpdir("pt_gguf_");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/g.gguf", dir);
+    pt_gguf_writer *w;
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    ck_assert_ok(pt_gguf_set_u8(w, "u8", 255));
+    ck_assert_ok(pt_gguf_set_i32(w, "neg", -5));
+    ck_assert_ok(pt_gguf_set_i32(w, "i32", 77));
+    ck_assert_ok(pt_gguf_set_u32(w, "u32max", UINT32_MAX));
+    ck_assert_ok(pt_gguf_set_u64(w, "big", (uint64_t)1 << 40));
+    ck_assert_ok(pt_gguf_set_u64(w, "huge", UINT64_MAX));
+    ck_assert_ok(pt_gguf_set_f32(w, "eps", 1e-6f));
+    ck_assert_ok(pt_gguf_set_bool(w, "flag", false));
+    ck_assert_ok(pt_gguf_set_str(w, "name", "x"));
+    int64_t i64v[2] = {INT64_MIN, INT64_MAX};
+    ck_assert_ok(pt_gguf_set_arr(w, "arr", PT_GGUF_INT64, i64v, 2));
+    ck_assert_ok(pt_gguf_write(w, path));
+    pt_gguf_writer_free(w);
+    pt_gguf *g;
+    ck_assert_ok(pt_gguf_open(&g, path));
+    uint32_t u = 0;
+    int64_t i = 0;
+    uint64_t u64 = 0;
+    float f = 0;
+    bool b = true;
+    pt_gguf_str s;
+    const void *d;
+    uint64_t n;
+    /* any integer type whose value fits */
+    ck_assert_ok(pt_gguf_get_u32(g, "u8", &u));
+    ck_assert_uint_eq(u, 255);
+    ck_assert_ok(pt_gguf_get_u32(g, "i32", &u));
+    ck_assert_uint_eq(u, 77);
+    ck_assert_ok(pt_gguf_get_u32(g, "u32max", &u));
+    ck_assert_uint_eq(u, UINT32_MAX);
+    ck_assert_ok(pt_gguf_get_i64(g, "neg", &i));
+    ck_assert_int_eq(i, -5);
+    ck_assert_ok(pt_gguf_get_i64(g, "big", &i));
+    ck_assert_int_eq(i, (int64_t)1 << 40);
+    ck_assert_ok(pt_gguf_get_u64(g, "huge", &u64));
+    ck_assert(u64 == UINT64_MAX);
+    /* range */
+    u = 9;
+    ck_assert_status(pt_gguf_get_u32(g, "neg", &u), PT_ERANGE, "neg: value -5 (int32) is out of range for uint32");
+    ck_assert_uint_eq(u, 9);
+    ck_assert_status(pt_gguf_get_u32(g, "big", &u), PT_ERANGE, "big: value 1099511627776 (uint64) is out of range for uint32");
+    ck_assert_status(pt_gguf_get_i64(g, "huge", &i), PT_ERANGE, "out of range for int64");
+    ck_assert_status(pt_gguf_get_u64(g, "neg", &u64), PT_ERANGE, "out of range for uint64");
+    /* wrong type */
+    ck_assert_status(pt_gguf_get_u32(g, "name", &u), PT_EFORMAT, "name: expected uint32, found string");
+    ck_assert_status(pt_gguf_get_u32(g, "eps", &u), PT_EFORMAT, "eps: expected uint32, found float32");
+    ck_assert_status(pt_gguf_get_u32(g, "flag", &u), PT_EFORMAT, "expected uint32, found bool");
+    ck_assert_status(pt_gguf_get_i64(g, "arr", &i), PT_EFORMAT, "arr: expected int64, found array of int64");
+    ck_assert_status(pt_gguf_get_f32(g, "i32", &f), PT_EFORMAT, "i32: expected float32, found int32");
+    ck_assert_status(pt_gguf_get_bool(g, "u8", &b), PT_EFORMAT, "u8: expected bool, found uint8");
+    ck_assert_status(pt_gguf_get_str(g, "u8", &s), PT_EFORMAT, "u8: expected string, found uint8");
+    ck_assert_status(pt_gguf_get_arr(g, "arr", PT_GGUF_INT32, &d, &n), PT_EFORMAT,
+                     "arr: expected array of int32, found array of int64");
+    ck_assert_status(pt_gguf_get_arr(g, "name", PT_GGUF_STRING, &d, &n), PT_EFORMAT,
+                     "name: expected array of string, found string");
+    ck_assert_status(pt_gguf_get_arr(g, "arr", PT_GGUF_ARRAY, &d, &n), PT_EINVAL, "elem_type");
+    /* missing */
+    ck_assert_status(pt_gguf_get_u32(g, "llama.block_count", &u), PT_ENOTFOUND, "llama.block_count: missing");
+    ck_assert_status(pt_gguf_get_f32(g, "nope", &f), PT_ENOTFOUND, "nope: missing");
+    ck_assert_status(pt_gguf_get_str(g, "nope", &s), PT_ENOTFOUND, "nope: missing");
+    ck_assert_status(pt_gguf_get_arr(g, "nope", PT_GGUF_INT64, &d, &n), PT_ENOTFOUND, "nope: missing");
+    ck_assert_status(pt_gguf_get_u32(NULL, "u8", &u), PT_EINVAL, NULL);
+    ck_assert_status(pt_gguf_get_u32(g, NULL, &u), PT_EINVAL, NULL);
+    ck_assert_status(pt_gguf_get_u32(g, "u8", NULL), PT_EINVAL, NULL);
+    ck_assert_ptr_null(pt_gguf_find_kv(g, NULL));
+    ck_assert_ptr_null(pt_gguf_find_kv(NULL, "u8"));
+    /* right types */
+    ck_assert_ok(pt_gguf_get_f32(g, "eps", &f));
+    ck_assert(f == 1e-6f);
+    ck_assert_ok(pt_gguf_get_bool(g, "flag", &b));
+    ck_assert(!b);
+    ck_assert_ok(pt_gguf_get_arr(g, "arr", PT_GGUF_INT64, &d, &n));
+    ck_assert(n == 2 && ((const int64_t *)d)[0] == INT64_MIN);
+    pt_gguf_close(g);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* The generator's valid files: version 2, alignment 64 with FLOAT64 through
+ * get_f32, a quantised tensor, a header-only file. */
+START_TEST(test_valid_corpus)
+{
+    char path[4096];
+    pt_gguf *g;
+    float out[8];
+    snprintf(path, sizeof path, "%s/io/gguf_valid/version2.gguf", PT_TEST_SRCDIR);
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_uint_eq(pt_gguf_version(g), 2);
+    ck_assert_ok(pt_gguf_read_f32(pt_gguf_find_tensor(g, "w"), out, 8));
+    ck_assert(out[0] == 0.0f && out[7] == 7.0f);
+    pt_gguf_close(g);
+
+    snprintf(path, sizeof path, "%s/io/gguf_valid/align64.gguf", PT_TEST_SRCDIR);
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_uint_eq(pt_gguf_alignment(g), 64);
+    ck_assert_uint_eq(pt_gguf_data_offset(g) % 64, 0);
+    ck_assert_ok(pt_gguf_get_f32(g, "f", &out[0]));
+    ck_assert(out[0] == 0.5f);
+    ck_assert_ok(pt_gguf_read_f32(pt_gguf_find_tensor(g, "a"), out, 4));
+    ck_assert(out[0] == 1.0f && out[1] == -2.0f && out[2] == 0x1p-24f && isinf(out[3]));
+    const pt_gguf_tensor *b = pt_gguf_find_tensor(g, "b");
+    ck_assert(b->offset == 64 && b->ndim == 2 && b->numel == 4);
+    ck_assert_ok(pt_gguf_read_f32(b, out, 4));
+    ck_assert(out[0] == 1.0f && out[1] == -1.0f && out[2] == 2.0f && out[3] == 0.0f);
+    pt_gguf_close(g);
+
+    snprintf(path, sizeof path, "%s/io/gguf_valid/quantised.gguf", PT_TEST_SRCDIR);
+    ck_assert_ok(pt_gguf_open(&g, path));
+    const pt_gguf_tensor *q = pt_gguf_find_tensor(g, "blk.0.ffn_down.weight");
+    ck_assert(q->type == PT_GGML_Q4_K && q->numel == 256 && q->nbytes == 144);
+    ck_assert_status(pt_gguf_read_f32(q, out, 256), PT_EUNSUPPORTED,
+                     "tensor blk.0.ffn_down.weight has type Q4_K: quantised GGUF tensors cannot be "
+                     "trained; convert the model to F32, F16 or BF16");
+    ck_assert_ok(pt_gguf_read_f32(pt_gguf_find_tensor(g, "n"), out, 8));
+    ck_assert(out[3] == 3.0f);
+    pt_gguf_close(g);
+
+    snprintf(path, sizeof path, "%s/io/gguf_valid/no_tensors.gguf", PT_TEST_SRCDIR);
+    ck_assert_ok(pt_gguf_open(&g, path));
+    uint32_t a;
+    ck_assert_ok(pt_gguf_get_u32(g, "a", &a));
+    ck_assert_uint_eq(a, 7);
+    ck_assert_uint_eq(pt_gguf_tensor_count(g), 0);
+    pt_gguf_close(g);
+}
+END_TEST
+
+/* ---- the writer's refusals and durability --------------------------------- */
+
+START_TEST(test_writer_invalid)
+{
+    pt_gguf_writer *w;
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    float v[256] = {0};
+    uint64_t ne[4] = {4, 1, 1, 1};
+    ck_assert_ok(pt_gguf_set_u32(w, "a", 1));
+    ck_assert_status(pt_gguf_set_u32(w, "a", 2), PT_EINVAL, "key 'a' was already added");
+    ck_assert_status(pt_gguf_set_str(w, "a", "x"), PT_EINVAL, "key 'a' was already added");
+    ck_assert_status(pt_gguf_set_arr(w, "a", PT_GGUF_UINT8, "x", 1), PT_EINVAL, "already added");
+    ck_assert_status(pt_gguf_set_u32(w, "", 2), PT_EINVAL, "key is empty");
+    ck_assert_status(pt_gguf_set_u32(w, NULL, 2), PT_EINVAL, "key is NULL");
+    ck_assert_status(pt_gguf_set_u32(w, "bad\xff", 2), PT_EINVAL, "not valid UTF-8");
+    ck_assert_status(pt_gguf_set_str(w, "s", NULL), PT_EINVAL, "v is NULL");
+    ck_assert_status(pt_gguf_set_arr(w, "x", PT_GGUF_STRING, v, 1), PT_EINVAL, "not a numeric or bool type");
+    ck_assert_status(pt_gguf_set_arr(w, "x", PT_GGUF_ARRAY, v, 1), PT_EINVAL, "not a numeric or bool type");
+    ck_assert_status(pt_gguf_set_arr(w, "x", PT_GGUF_UINT8, NULL, 1), PT_EINVAL, "data is NULL");
+    ck_assert_status(pt_gguf_set_arr(w, "x", PT_GGUF_BOOL, "\2", 1), PT_EINVAL, "not 0 or 1");
+    ck_assert_status(pt_gguf_set_arr(w, "x", PT_GGUF_UINT8, v, PT_GGUF_MAX_ARRAY + 1), PT_ERANGE, "limit");
+    const char *strs[2] = {"a", NULL};
+    ck_assert_status(pt_gguf_set_arr_str(w, "x", strs, NULL, 2), PT_EINVAL, "string 1 is NULL");
+    ck_assert_status(pt_gguf_set_u32(w, "general.alignment", 3), PT_EINVAL, "not a nonzero power of two");
+    ck_assert_status(pt_gguf_set_u64(w, "general.alignment", 32), PT_EINVAL, "pt_gguf_set_u32");
+    ck_assert_status(pt_gguf_set_str(w, "general.alignment", "32"), PT_EINVAL, "pt_gguf_set_u32");
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "t", 1, ne, PT_GGML_F32, v));
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "t", 1, ne, PT_GGML_F16, v), PT_EINVAL,
+                     "tensor 't' was already added");
+    ck_assert_status(pt_gguf_add_tensor_raw(w, "t", 1, ne, PT_GGML_F32, v, 16), PT_EINVAL, "already added");
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 1, ne, PT_GGML_Q4_K, v), PT_EINVAL,
+                     "type Q4_K cannot be written from F32");
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 1, ne, 31, v), PT_EINVAL, "type unknown");
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 0, ne, PT_GGML_F32, v), PT_EINVAL, "ndim 0");
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 5, ne, PT_GGML_F32, v), PT_EINVAL, "ndim 5");
+    uint64_t ne0[2] = {4, 0};
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 2, ne0, PT_GGML_F32, v), PT_ESHAPE, "ne[1] = 0");
+    uint64_t neov[3] = {(uint64_t)1 << 32, (uint64_t)1 << 32, 16};
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 3, neov, PT_GGML_F32, v), PT_ESHAPE, "overflow");
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "q", 1, ne, PT_GGML_F32, NULL), PT_EINVAL, "src is NULL");
+    ck_assert_status(pt_gguf_add_tensor_f32(w, "", 1, ne, PT_GGML_F32, v), PT_EINVAL, "has 0 bytes");
+    char longname[80];
+    memset(longname, 'n', 64);
+    longname[64] = '\0';
+    ck_assert_status(pt_gguf_add_tensor_f32(w, longname, 1, ne, PT_GGML_F32, v), PT_EINVAL,
+                     "has 64 bytes (1 to 63: llama.cpp's limit)");
+    longname[63] = '\0';
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, longname, 1, ne, PT_GGML_F32, v));
+    ck_assert_status(pt_gguf_add_tensor_raw(w, "r", 1, ne, PT_GGML_F32, v, 15), PT_ESHAPE,
+                     "15 bytes given, its shape and type F32 need 16");
+    uint64_t neq[1] = {100};
+    ck_assert_status(pt_gguf_add_tensor_raw(w, "r", 1, neq, PT_GGML_Q4_K, v, 144), PT_ESHAPE,
+                     "ne[0] = 100 is not a multiple of the Q4_K block size 256");
+    ck_assert_status(pt_gguf_add_tensor_raw(w, "r", 1, ne, PT_GGML_F32, NULL, 16), PT_EINVAL, "bytes is NULL");
+    /* after all the refusals: the name "r" is still free */
+    ck_assert_ok(pt_gguf_add_tensor_raw(w, "r", 1, ne, PT_GGML_F32, v, 16));
+    ck_assert_status(pt_gguf_write(w, NULL), PT_EINVAL, "path is NULL");
+    ck_assert_status(pt_gguf_write(NULL, "x"), PT_EINVAL, "w is NULL");
+    pt_gguf_writer_free(w);
+    pt_gguf_writer_free(NULL);
+    ck_assert_status(pt_gguf_writer_new(NULL), PT_EINVAL, "out is NULL");
+}
+END_TEST
+
+START_TEST(test_writer_alignment)
+{
+    /* general.alignment set by the caller is written and used */
+    char *dir = pt_test_tmpdir("pt_gguf_");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/a.gguf", dir);
+    pt_gguf_writer *w;
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    ck_assert_ok(pt_gguf_set_u32(w, "general.alignment", 128));
+    float v[3] = {1, 2, 3};
+    uint64_t ne[1] = {3};
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "a", 1, ne, PT_GGML_F32, v));
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "b", 1, ne, PT_GGML_BF16, v));
+    ck_assert_ok(pt_gguf_write(w, path));
+    pt_gguf_writer_free(w);
+    pt_gguf *g;
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_uint_eq(pt_gguf_alignment(g), 128);
+    ck_assert_uint_eq(pt_gguf_data_offset(g), 128);
+    ck_assert_uint_eq(pt_gguf_find_tensor(g, "b")->offset, 128);
+    float out[3];
+    ck_assert_ok(pt_gguf_read_f32(pt_gguf_find_tensor(g, "b"), out, 3));
+    ck_assert(out[0] == 1 && out[1] == 2 && out[2] == 3);
+    pt_gguf_close(g);
+    /* an empty writer: a valid header-only file */
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    ck_assert_ok(pt_gguf_write(w, path));
+    pt_gguf_writer_free(w);
+    size_t len;
+    char *bytes = read_all(path, &len);
+    ck_assert_uint_eq(len, 32);
+    ck_assert(memcmp(bytes, "GGUF\3\0\0\0", 8) == 0);
+    free(bytes);
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_uint_eq(pt_gguf_kv_count(g) + pt_gguf_tensor_count(g), 0);
+    pt_gguf_close(g);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_write_failure_leaves_nothing)
+{
+    char *dir = pt_test_tmpdir("pt_gguf_");
+    char path[4200];
+    pt_gguf_writer *w;
+    ck_assert_ok(pt_gguf_writer_new(&w));
+    float v[4] = {1, 2, 3, 4};
+    uint64_t ne[1] = {4};
+    ck_assert_ok(pt_gguf_set_str(w, "general.name", "x"));
+    ck_assert_ok(pt_gguf_add_tensor_f32(w, "t", 1, ne, PT_GGML_F16, v));
+    /* a directory that does not exist */
+    snprintf(path, sizeof path, "%s/missing/m.gguf", dir);
+    int st = pt_gguf_write(w, path);
+    ck_assert_msg(st == PT_EIO || st == PT_ENOTFOUND, "got %s", pt_status_name(st));
+    ck_assert(strstr(pt_last_error(), path) != NULL);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    ck_assert_int_eq(count_dir_entries(dir), 0);
+    /* a read-only directory (skipped when running as root, who may write anyway) */
+    char ro[4200];
+    snprintf(ro, sizeof ro, "%s/ro", dir);
+    ck_assert_int_eq(mkdir(ro, 0555), 0);
+    snprintf(path, sizeof path, "%s/m.gguf", ro);
+    if (geteuid() != 0) {
+        ck_assert_status(pt_gguf_write(w, path), PT_EIO, "m.gguf");
+        ck_assert_int_eq(count_dir_entries(ro), 0);
+    } else {
+        fprintf(stderr, "SKIP read-only directory check: running as root\n");
+    }
+    /* a parent that is a file, not a directory (fails for root too) */
+    char file[4200];
+    snprintf(file, sizeof file, "%s/plain", dir);
+    ck_assert_ok(pt_write_file_atomic(file, "x", 1));
+    snprintf(path, sizeof path, "%s/plain/m.gguf", dir);
+    ck_assert_status(pt_gguf_write(w, path), PT_EIO, "gguf ");
+    ck_assert_int_eq(count_dir_entries(dir), 2);
+    /* an existing file is replaced only by a complete one */
+    snprintf(path, sizeof path, "%s/keep.gguf", dir);
+    ck_assert_ok(pt_write_file_atomic(path, "old", 3));
+    snprintf(ro, sizeof ro, "%s/keep.gguf/", dir);
+    ck_assert_status(pt_gguf_write(w, ro), PT_EINVAL, "names a directory");
+    size_t len;
+    char *old = read_all(path, &len);
+    ck_assert(len == 3 && memcmp(old, "old", 3) == 0);
+    free(old);
+    pt_gguf_writer_free(w);
+    chmod(ro, 0755);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- malformed corpus ---------------------------------------------------------- */
+
+static int status_from_name(const char *name)
+{
+    for (int s = PT_OK; s >= PT_EINTERNAL; s--)
+        if (strcmp(pt_status_name(s), name) == 0)
+            return s;
+    return 1;
+}
+
+START_TEST(test_malformed_corpus)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/io/gguf_malformed/EXPECTED.tsv", PT_TEST_SRCDIR);
+    size_t len;
+    char *tsv = read_all(path, &len);
+    int checked = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(tsv, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#')
+            continue;
+        char *file = line, *status = strchr(file, '\t');
+        ck_assert_ptr_nonnull(status);
+        *status++ = '\0';
+        char *frag = strchr(status, '\t');
+        ck_assert_ptr_nonnull(frag);
+        *frag++ = '\0';
+        int expected = status_from_name(status);
+        ck_assert_msg(expected < 0, "bad status %s in EXPECTED.tsv", status);
+        snprintf(path, sizeof path, "%s/io/gguf_malformed/%s", PT_TEST_SRCDIR, file);
+        pt_gguf *g = (pt_gguf *)(uintptr_t)1;
+        pt_clear_error();
+        int st = pt_gguf_open(&g, path);
+        ck_assert_msg(st == expected, "%s: got %s (%s), expected %s", file, pt_status_name(st),
+                      pt_last_error(), status);
+        ck_assert_ptr_null(g);
+        ck_assert_msg(strstr(pt_last_error(), frag) != NULL, "%s: message '%s' lacks '%s'", file,
+                      pt_last_error(), frag);
+        char prefix[4200];
+        snprintf(prefix, sizeof prefix, "gguf %s: ", path);
+        ck_assert_msg(strncmp(pt_last_error(), prefix, strlen(prefix)) == 0,
+                      "%s: message '%s' does not start with '%s'", file, pt_last_error(), prefix);
+        size_t blen;
+        char *bytes = read_all(path, &blen);
+        ck_assert_int_eq(pt_gguf_open_memory(&g, blen ? bytes : NULL, blen), expected);
+        ck_assert_ptr_null(g);
+        ck_assert_msg(strstr(pt_last_error(), frag) != NULL, "%s (memory): '%s'", file, pt_last_error());
+        ck_assert(strncmp(pt_last_error(), "gguf <memory>: ", 15) == 0);
+        free(bytes);
+        checked++;
+    }
+    free(tsv);
+    ck_assert_int_ge(checked, 60);
+    fprintf(stderr, "io: %d malformed GGUF files rejected with the expected status and message\n",
+            checked);
+}
+END_TEST
+
+START_TEST(test_open_errors)
+{
+    pt_gguf *g = (pt_gguf *)(uintptr_t)1;
+    ck_assert_status(pt_gguf_open(&g, "/nonexistent/dir/x.gguf"), PT_ENOTFOUND, "/nonexistent/dir/x.gguf");
+    ck_assert_ptr_null(g);
+    ck_assert_status(pt_gguf_open(&g, PT_TEST_SRCDIR), PT_EIO, "not a regular file");
+    ck_assert_status(pt_gguf_open(NULL, "x"), PT_EINVAL, "out is NULL");
+    ck_assert_status(pt_gguf_open(&g, NULL), PT_EINVAL, "path is NULL");
+    ck_assert_status(pt_gguf_open_memory(&g, NULL, 5), PT_EINVAL, "buf is NULL");
+    ck_assert_status(pt_gguf_open_memory(&g, NULL, 0), PT_EFORMAT, "the magic needs 4 bytes");
+    ck_assert_status(pt_gguf_read_f32(NULL, NULL, 0), PT_EINVAL, NULL);
+    pt_gguf_close(NULL);
+    ck_assert_uint_eq(pt_gguf_kv_count(NULL), 0);
+    ck_assert_uint_eq(pt_gguf_tensor_count(NULL), 0);
+    ck_assert_ptr_null(pt_gguf_find_tensor(NULL, "x"));
+    ck_assert_ptr_null(pt_gguf_kv_at(NULL, 0));
+}
+END_TEST
+
+/* ---- truncation sweep -------------------------------------------------------- */
+
+/* An opened file must be self-consistent and every float tensor readable. */
+static void check_consistent(const pt_gguf *g, const uint8_t *buf, size_t len)
+{
+    for (size_t i = 0; i < pt_gguf_kv_count(g); i++)
+        ck_assert_ptr_eq(pt_gguf_find_kv(g, pt_gguf_kv_at(g, i)->key), pt_gguf_kv_at(g, i));
+    for (size_t i = 0; i < pt_gguf_tensor_count(g); i++) {
+        const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i);
+        ck_assert_ptr_eq(pt_gguf_find_tensor(g, t->name), t);
+        const uint8_t *d = t->data;
+        ck_assert(d >= buf + pt_gguf_data_offset(g) && d + t->nbytes <= buf + len);
+        ck_assert_uint_eq(t->offset % pt_gguf_alignment(g), 0);
+        if (pt_ggml_type_is_float(t->type)) {
+            float *out = malloc(t->numel * sizeof *out);
+            ck_assert_ok(pt_gguf_read_f32(t, out, t->numel));
+            free(out);
+        }
+    }
+}
+
+static const char *const sweep_files[] = {"gguf_valid/version2.gguf", "gguf_valid/align64.gguf",
+                                          "gguf_valid/quantised.gguf", "written"};
+
+START_TEST(test_sweep)
+{
+    size_t len;
+    char *orig;
+    char path[4200];
+    char *dir = NULL;
+    if (strcmp(sweep_files[_i], "written") == 0) {
+        dir = pt_test_tmpdir("pt_gguf_");
+        snprintf(path, sizeof path, "%s/m.gguf", dir);
+        float f32[3] = {1.5f, -0.0f, 3.0f};
+        uint8_t q8[68] = {0};
+        pt_gguf_writer *w;
+        ck_assert_ok(pt_gguf_writer_new(&w));
+        build_full(w, f32, q8);
+        ck_assert_ok(pt_gguf_write(w, path));
+        pt_gguf_writer_free(w);
+    } else {
+        snprintf(path, sizeof path, "%s/io/%s", PT_TEST_SRCDIR, sweep_files[_i]);
+    }
+    orig = read_all(path, &len);
+    pt_gguf *g;
+    /* the shortest file that loads ends with the last tensor's data (the
+     * padding after it is not needed) */
+    ck_assert_ok(pt_gguf_open_memory(&g, orig, len));
+    size_t min_len = pt_gguf_tensor_count(g) ? 0 : len;
+    for (size_t i = 0; i < pt_gguf_tensor_count(g); i++) {
+        const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i);
+        size_t end = (size_t)(pt_gguf_data_offset(g) + t->offset + t->nbytes);
+        min_len = end > min_len ? end : min_len;
+    }
+    pt_gguf_close(g);
+    int truncated = 0;
+    for (size_t cut = 0; cut <= len; cut++) {
+        /* exactly `cut` bytes, so ASan sees any overread */
+        uint8_t *p = malloc(cut ? cut : 1);
+        memcpy(p, orig, cut);
+        int st = pt_gguf_open_memory(&g, cut ? p : NULL, cut);
+        if (cut < min_len) {
+            ck_assert_msg(st < 0 && st != PT_EINTERNAL, "truncated at %zu gave %d", cut, st);
+            ck_assert_ptr_null(g);
+            ck_assert(pt_last_error()[0] != '\0');
+            truncated++;
+        } else {
+            ck_assert_ok(st);
+            check_consistent(g, p, cut);
+            pt_gguf_close(g);
+        }
+        free(p);
+    }
+    /* every bit of the header flipped: rejected or consistent */
+    uint8_t *buf = malloc(len);
+    ck_assert_ok(pt_gguf_open_memory(&g, orig, len));
+    size_t hdr_end = (size_t)pt_gguf_data_offset(g);
+    pt_gguf_close(g);
+    int failed = 0, loaded = 0;
+    for (size_t byte = 0; byte < hdr_end; byte++)
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(buf, orig, len);
+            buf[byte] ^= (uint8_t)(1u << bit);
+            int st = pt_gguf_open_memory(&g, buf, len);
+            if (st == PT_OK) {
+                check_consistent(g, buf, len);
+                pt_gguf_close(g);
+                loaded++;
+            } else {
+                ck_assert_msg(st < 0 && st != PT_EINTERNAL, "flip %zu:%d gave %d", byte, bit, st);
+                ck_assert_ptr_null(g);
+                failed++;
+            }
+        }
+    fprintf(stderr, "gguf sweep %s: %d truncations failed cleanly; %zu header bit flips: %d "
+                    "rejected, %d loaded consistently\n", sweep_files[_i], truncated, hdr_end * 8,
+            failed, loaded);
+    ck_assert_int_eq(truncated, (int)min_len);
+    ck_assert_int_gt(failed, 0);
+    free(buf);
+    free(orig);
+    if (dir) {
+        pt_test_rm_rf(dir);
+        free(dir);
+    }
+}
+END_TEST
+
 static Suite *gguf_suite(void)
 {
     Suite *s = suite_create("io_gguf");
@@ -340,6 +818,14 @@ static Suite *gguf_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_type_tables);
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_getters);
+    tcase_add_test(tc, test_valid_corpus);
+    tcase_add_test(tc, test_writer_invalid);
+    tcase_add_test(tc, test_writer_alignment);
+    tcase_add_test(tc, test_write_failure_leaves_nothing);
+    tcase_add_test(tc, test_malformed_corpus);
+    tcase_add_test(tc, test_open_errors);
+    tcase_add_loop_test(tc, test_sweep, 0, (int)(sizeof sweep_files / sizeof sweep_files[0]));
     suite_add_tcase(s, tc);
     return s;
 }
