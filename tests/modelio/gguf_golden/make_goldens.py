@@ -6,9 +6,12 @@ builds the same models with libposttrain, exports them with
 pt_model_export_gguf / pt_lora_export_gguf and compares the digests.
 
     /usr/bin/python3 tests/modelio/gguf_golden/make_goldens.py \
-        --llama-cpp /work/llamacpp-src --commit c392e50... \
-        [--llama-cpp-qwen3 /work/llamacpp-fork-src --commit-qwen3 d32676d...] \
+        --llama-cpp /work/llamacpp-src --commit c392e5094deaf2d1a7c18683214f007fad3fe42b \
         [--out /work/gguf-out] [CASE ...]
+
+writes gguf_golden/<first 7 digits of the commit>/CASE.digest.json; a case
+whose architecture the converter does not know (Qwen3 before April 2025) is
+skipped.
 
 Needs numpy and torch (Debian python3-numpy, python3-torch), tqdm, and the
 libposttrain library (POSTTRAIN_LIBRARY or --lib).  `transformers` and
@@ -55,7 +58,7 @@ CASES = {
     "tiny_llama3_f32": ("tiny_llama3", "hf", "f32"),
     "tiny_qwen2_f32": ("tiny_qwen2", "hf", "f32"),
     "tiny_qwen2_f16": ("tiny_qwen2", "hf", "f16"),
-    "tiny_qwen3_f32": ("tiny_qwen3", "hf-qwen3", "f32"),
+    "tiny_qwen3_f32": ("tiny_qwen3", "hf", "f32"),
     "stories260K_lora_f32": ("stories260K_lora", "lora", "f32"),
     "stories260K_lora_f16": ("stories260K_lora", "lora", "f16"),
 }
@@ -134,15 +137,29 @@ def run(cmd, env):
         raise SystemExit("converter failed: %s" % " ".join(cmd))
 
 
+def knows_arch(src, inp):
+    """Whether the tree's converter has a class for the input's architecture."""
+    cls = {"tiny_qwen3": "Qwen3ForCausalLM"}.get(inp)
+    if cls is None:
+        return True
+    files = [os.path.join(src, "convert_hf_to_gguf.py")]
+    pkg = os.path.join(src, "conversion")       # newer trees split the model classes out
+    if os.path.isdir(pkg):
+        files += [os.path.join(pkg, f) for f in sorted(os.listdir(pkg)) if f.endswith(".py")]
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            if '"%s"' % cls in f.read():
+                return True
+    return False
+
+
 def convert(case, args, env):
     inp, kind, outtype = CASES[case]
     src, commit = args.llama_cpp, args.commit
-    if kind == "hf-qwen3":
-        src, commit = args.llama_cpp_qwen3, args.commit_qwen3
-        if not src:
-            print("skip %s: no --llama-cpp-qwen3 (the upstream snapshot has no Qwen3)" % case)
-            return None
-    outfile = os.path.join(args.out, "conv_%s.gguf" % case)
+    if not knows_arch(src, inp):
+        print("skip %s: this converter does not know its architecture" % case)
+        return None
+    outfile = os.path.join(args.out, "conv_%s_%s.gguf" % (commit[:7], case))
     if kind == "lora":
         base, d = make_lora(args.out)
         script = "convert_lora_to_gguf.py"
@@ -165,9 +182,6 @@ def main():
     ap.add_argument("--llama-cpp", default=os.environ.get("LLAMA_CPP_SRC"),
                     help="llama.cpp source tree (env LLAMA_CPP_SRC)")
     ap.add_argument("--commit", default=os.environ.get("LLAMA_CPP_COMMIT", "unknown"))
-    ap.add_argument("--llama-cpp-qwen3", default=os.environ.get("LLAMA_CPP_QWEN3_SRC"),
-                    help="a llama.cpp tree whose converter knows Qwen3")
-    ap.add_argument("--commit-qwen3", default=os.environ.get("LLAMA_CPP_QWEN3_COMMIT", "unknown"))
     ap.add_argument("--out", default="/work/gguf-out")
     ap.add_argument("--lib", default=os.environ.get("POSTTRAIN_LIBRARY"))
     ap.add_argument("cases", nargs="*")
@@ -185,7 +199,8 @@ def main():
         if r is None:
             continue
         head, outfile = r
-        path = os.path.join(HERE, "%s.digest.json" % case)
+        os.makedirs(os.path.join(HERE, args.commit[:7]), exist_ok=True)
+        path = os.path.join(HERE, args.commit[:7], "%s.digest.json" % case)
         gguf_digest.write(path, gguf_digest.digest(outfile), head)
         print("wrote", path)
 
