@@ -272,8 +272,11 @@ static int split_parts(const char *full, char **parts)
             p++;
         if (k == 0 || n == MAX_PARTS)
             continue;
-        if (!(parts[n] = pt_malloc(k + 2)))
+        if (!(parts[n] = pt_malloc(k + 2))) {
+            while (n > 0)
+                pt_free(parts[--n]);
             return -1;
+        }
         memcpy(parts[n], s, k);
         parts[n++][k] = '\0';
     }
@@ -323,7 +326,7 @@ int gx_model_id_components(gx_name_parts *out, const char *id, int64_t total)
     }
     int st = split_org(out, id);
     char *parts[MAX_PARTS];
-    unsigned t[MAX_PARTS];
+    unsigned t[MAX_PARTS] = { 0 };
     int n = st ? 0 : split_parts(out->full, parts);
     if (n < 0)
         st = PT_ENOMEM;

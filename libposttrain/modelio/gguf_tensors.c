@@ -191,16 +191,23 @@ static bool is_llama3(const cJSON *r)
 }
 
 /* One factor, in torch's float32 arithmetic: `2*math.pi / freq` is
- * freq.reciprocal() * 2pi, the scalars are rounded to float32 first. */
+ * freq.reciprocal() * 2pi, the scalars are rounded to float32 first, and
+ * every operation rounds on its own (the volatile stores keep the compiler
+ * from fusing a multiply and an add). */
 static float rope_factor(float freq, double factor, double low, double high, double old)
 {
-    float wavelen = (1.0f / freq) * (float)(2.0 * M_PI);
+    volatile float recip = 1.0f / freq;
+    volatile float wavelen = recip * (float)(2.0 * M_PI);
     if (wavelen < (float)(old / high))
         return 1.0f;
     if (wavelen > (float)(old / low))
         return (float)factor;
-    float smooth = ((1.0f / wavelen) * (float)old - (float)low) / (float)(high - low);
-    return 1.0f / ((1.0f - smooth) / (float)factor + smooth);
+    volatile float inv = 1.0f / wavelen;
+    volatile float scaled = inv * (float)old;
+    volatile float smooth = (scaled - (float)low) / (float)(high - low);
+    volatile float part = (1.0f - smooth) / (float)factor;
+    volatile float sum = part + smooth;
+    return 1.0f / sum;
 }
 
 bool gx_rope_freqs(const cJSON *hp, float *out, size_t n)
