@@ -283,6 +283,124 @@ static void setup(void)
         g_tmp = pt_test_tmpdir("pt-gguf-golden-");
 }
 
+/* ---- the record of llama.cpp running our files (llamacpp_runs.json) ---- */
+
+static cJSON *g_runs;
+
+static const cJSON *run_named(const char *name)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(g_runs, "runs"))
+        if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, name) == 0)
+            return r;
+    ck_abort_msg("llamacpp_runs.json has no run %s", name);
+    return NULL;
+}
+
+static void assert_sha256(const char *path, const cJSON *run, const char *field)
+{
+    uint8_t dg[32];
+    char hex[65];
+    ck_assert_ok(pt_sha256_file(path, dg));
+    pt_sha256_hex(dg, hex);
+    const char *want = cJSON_GetObjectItem(run, field)->valuestring;
+    ck_assert_msg(strcmp(hex, want) == 0, "%s: our export's sha256 is %s, llama.cpp ran %s",
+                  cJSON_GetObjectItem(run, "name")->valuestring, hex, want);
+}
+
+/* Our greedy generation of the record's prompt must be the recorded ids and
+ * text, which the record says llama.cpp produced too. */
+static void assert_generation(pt_model *m, const cJSON *run)
+{
+    const char *name = cJSON_GetObjectItem(run, "name")->valuestring;
+    ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(run, "same_text")),
+                  "%s: the record says llama.cpp's text differs from ours", name);
+    const pt_tokenizer *tok = pt_model_tokenizer(m);
+    const char *prompt = cJSON_GetObjectItem(g_runs, "prompt")->valuestring;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_ok(pt_tokenizer_encode(&ids, &n, tok, prompt, strlen(prompt), PT_TOK_ADD_SPECIAL));
+    int np = 0, ng = 0;
+    int32_t *want_p = pt_test_json_ids(cJSON_GetObjectItem(run, "posttrain_prompt_ids"), &np);
+    int32_t *want = pt_test_json_ids(cJSON_GetObjectItem(run, "posttrain_ids"), &ng);
+    ck_assert_int_eq((int)n, np);
+    ck_assert(memcmp(ids, want_p, n * sizeof *ids) == 0);
+    pt_generate_options o;
+    ck_assert_ok(pt_generate_options_init(&o));
+    o.max_new_tokens = (int)cJSON_GetObjectItem(g_runs, "n_predict")->valuedouble;
+    o.temperature = 0.0f;
+    pt_generator *gen;
+    ck_assert_ok(pt_generator_create(&gen, m, 1, (int)n + o.max_new_tokens));
+    int32_t *toks = malloc((size_t)o.max_new_tokens * sizeof *toks), nt = 0;
+    const int32_t len = (int32_t)n;
+    ck_assert_ok(pt_generate(gen, ids, &len, 1, &o, toks, &nt, NULL, NULL));
+    ck_assert_msg(nt == ng, "%s: %d tokens generated, the record has %d", name, nt, ng);
+    for (int i = 0; i < ng; i++)
+        ck_assert_msg(toks[i] == want[i], "%s: token %d is %d, the record has %d", name, i,
+                      toks[i], want[i]);
+    char *text = NULL;
+    ck_assert_ok(pt_tokenizer_decode(&text, NULL, tok, toks, (size_t)nt, PT_TOK_SKIP_SPECIAL));
+    ck_assert_str_eq(text, cJSON_GetObjectItem(run, "posttrain_text")->valuestring);
+    ck_assert_str_eq(text, cJSON_GetObjectItem(run, "llama_cpp_text")->valuestring);
+    pt_free(text);
+    pt_generator_free(gen);
+    free(toks);
+    free(want);
+    free(want_p);
+    pt_free(ids);
+}
+
+/* stories260K exported as f32 / f16 (loop 0 / 1): the file llama.cpp ran. */
+START_TEST(test_run_model)
+{
+    if (!g_shared)
+        return;
+    const char *type = _i ? "f16" : "f32";
+    char name[64], out[4200];
+    snprintf(name, sizeof name, "stories260K_%s", type);
+    snprintf(out, sizeof out, "%s/run_%s.gguf", g_tmp, name);
+    const cJSON *run = run_named(name);
+    pt_model *m = stories();
+    pt_gguf_export_options o;
+    ck_assert_ok(pt_gguf_export_options_init(&o));
+    ck_assert_ok(pt_gguf_ftype_from_name(&o.type, type));
+    ck_assert_ok(pt_model_export_gguf(m, out, &o));
+    assert_sha256(out, run, "gguf_sha256");
+    assert_generation(m, run);
+    pt_model_free(m);
+}
+END_TEST
+
+/* The LoRA adapter exported as f32 / f16 over the f32 base. */
+START_TEST(test_run_lora)
+{
+    if (!g_shared)
+        return;
+    const char *type = _i ? "f16" : "f32";
+    char name[64], out[4200];
+    snprintf(name, sizeof name, "stories260K_lora_%s", type);
+    snprintf(out, sizeof out, "%s/run_%s.gguf", g_tmp, name);
+    const cJSON *run = run_named(name);
+    pt_model *m = stories();
+    add_lora(m);
+    pt_gguf_export_options o;
+    ck_assert_ok(pt_gguf_export_options_init(&o));
+    ck_assert_ok(pt_gguf_ftype_from_name(&o.type, type));
+    o.name = "stories260K_lora";   /* posttrain export names it after the PEFT directory */
+    ck_assert_ok(pt_lora_export_gguf(m, out, &o));
+    assert_sha256(out, run, "lora_sha256");
+    assert_generation(m, run);
+    pt_model_free(m);
+}
+END_TEST
+
+static void runs_setup(void)
+{
+    setup();
+    if (!g_runs)
+        g_runs = pt_test_read_json(GOLDEN_DIR, "llamacpp_runs.json");
+}
+
 int main(void)
 {
     g_shared = pt_test_shared_data("gguf_golden (export vs llama.cpp's converter)");
@@ -292,10 +410,17 @@ int main(void)
     tcase_add_unchecked_fixture(tc, setup, NULL);
     tcase_add_loop_test(tc, test_converter, 0, (int)(N_CASES * 2));
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("llamacpp_runs");
+    tcase_set_timeout(tr, 300);
+    tcase_add_unchecked_fixture(tr, runs_setup, NULL);
+    tcase_add_loop_test(tr, test_run_model, 0, 2);
+    tcase_add_loop_test(tr, test_run_lora, 0, 2);
+    suite_add_tcase(s, tr);
 
     int rc = pt_test_run(s);
     if (g_tmp)
         pt_test_rm_rf(g_tmp);
     free(g_tmp);
+    cJSON_Delete(g_runs);
     return rc;
 }
