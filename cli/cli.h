@@ -111,5 +111,6 @@ int cmd_sft(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

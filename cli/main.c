@@ -20,6 +20,7 @@ static const struct {
     { "generate", cmd_generate, "sample completions of a prompt (KV cache, seeded)" },
     { "grpo", cmd_grpo, "GRPO on JSONL prompts with built-in rewards" },
     { "plot", cmd_plot, "draw a run's metrics JSONL as an SVG" },
+    { "export", cmd_export, "write a model or a LoRA adapter as a GGUF file for llama.cpp" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,125 @@
+/* posttrain export --model DIR --out FILE.gguf: a model (or a PEFT adapter
+ * of it) as the GGUF file llama.cpp loads. */
+#include "cli.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct export_args {
+    const char *model, *out, *name, *adapter;
+    int type;
+    bool merge;
+} export_args;
+
+#define EXP(field) offsetof(export_args, field)
+static const cli_opt k_export_opts[] = {
+    { CLI_PATH, "model", EXP(model), "DIR", .required = true,
+      .help = "Hugging Face model directory (a downloaded model or a run's --out)" },
+    { CLI_PATH, "out", EXP(out), "FILE.gguf", .required = true,
+      .help = "the GGUF file to write (replaced atomically)" },
+    { CLI_ENUM, "type", EXP(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
+      .enum_name = pt_gguf_ftype_name, .help = "tensor type of the matrices (1-D tensors stay f32)" },
+    { CLI_STRING, "name", EXP(name), "NAME",
+      .help = "general.name (default: derived from DIR's name as llama.cpp's\nconverter derives it)" },
+    { CLI_PATH, "adapter", EXP(adapter), "PEFT_DIR",
+      .help = "a PEFT LoRA adapter of the model: written as a GGUF LoRA adapter\n(llama.cpp --lora)" },
+    { CLI_FLAG, "merge", EXP(merge),
+      .help = "with --adapter: write the model with the adapter merged instead" },
+};
+#undef EXP
+
+static const cli_command k_export = {
+    .name = "export",
+    .usage = "--model DIR --out FILE.gguf [--type f32|f16|bf16] [--name NAME] [--adapter PEFT_DIR [--merge]]",
+    .about = "Write a model as the GGUF file llama.cpp's convert_hf_to_gguf.py writes for DIR:\n"
+             "the metadata, the tokenizer (DIR must hold tokenizer.json) and the tensors under\n"
+             "llama.cpp's names.  With --adapter, write the PEFT adapter as a GGUF LoRA adapter\n"
+             "(as convert_lora_to_gguf.py does) for llama.cpp's --lora over DIR's GGUF, or with\n"
+             "--merge the model with the adapter merged into its weights.",
+    .epilog = "A training checkpoint (OUT/checkpoints/step-N) holds only the trained tensors and\n"
+              "the optimizer state; export the run's output directory instead.",
+};
+
+static bool has_file(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int check_args(const export_args *a)
+{
+    if (a->merge && !a->adapter)
+        return cli_usage_error("export", "--merge needs --adapter");
+    if (has_file(a->model, "MANIFEST.json") && !has_file(a->model, "config.json"))
+        return cli_usage_error("export", "--model %s is a training checkpoint: it holds the trained "
+                               "tensors and the optimizer state, not a model; give the run's --out "
+                               "directory (or the base model with --adapter OUT/adapter)", a->model);
+    if (a->adapter && !a->merge && a->name)
+        return cli_usage_error("export", "--name names a model file; a LoRA adapter takes its name "
+                               "from the adapter directory");
+    return cli_check_disjoint("export", "--out", a->out, "--model", a->model, CLI_ALLOW_OUT_INSIDE_IN);
+}
+
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+}
+
+/* The tensor count of a GGUF file's header (u64 after the magic and the
+ * version), or 0 when unreadable. */
+static unsigned long long gguf_tensor_count(const char *path)
+{
+    unsigned char h[16] = { 0 };
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(h, 1, sizeof h, f) : 0;
+    if (f)
+        fclose(f);
+    unsigned long long n = 0;
+    for (int i = 0; got == sizeof h && i < 8; i++)
+        n |= (unsigned long long)h[8 + i] << (8 * i);
+    return n;
+}
+
+static int write_gguf(const export_args *a, pt_model *m)
+{
+    pt_gguf_export_options o;
+    pt_gguf_export_options_init(&o);
+    o.type = a->type;
+    o.name = a->name;
+    int st = a->adapter && !a->merge ? pt_lora_export_gguf(m, a->out, &o) : pt_model_export_gguf(m, a->out, &o);
+    if (st) {
+        cli_explain_tokenizer("export", a->model, m);
+        return cli_fail("export", st);
+    }
+    return 0;
+}
+
+int cmd_export(int argc, char **argv)
+{
+    export_args a = { 0 };
+    int rc = cli_parse_table(&k_export, k_export_opts, CLI_COUNT_OF(k_export_opts), &a, argc, argv, NULL);
+    if (rc)
+        return cli_exit_code(rc);
+    if ((rc = check_args(&a)))
+        return rc;
+    pt_model *m = NULL;
+    int st = pt_model_load_dir(&m, a.model, NULL);
+    if (st)
+        return cli_fail("--model", st);
+    if (a.adapter && (st = pt_lora_load_peft(m, a.adapter))) {
+        pt_model_free(m);
+        return cli_fail("--adapter", st);
+    }
+    rc = write_gguf(&a, m);
+    pt_model_free(m);
+    if (rc)
+        return rc;
+    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %llu tensors)\n", a.out, file_size(a.out),
+            gguf_tensor_count(a.out));
+    return 0;
+}
