@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -53,6 +54,23 @@ def llama_cli(args, model, lora=None):
     return cmd, run(cmd).rstrip("\n")
 
 
+def llama_ids(args, model, lora=None):
+    """The ids llama-cli evaluates: the prompt, then each sampled token (its
+    verbose log's "eval: [ 'piece':id, ... ]" lines).  The last sampled
+    token is not evaluated, so this run asks for one more."""
+    cmd = [os.path.join(args.llama_cpp_bin, "llama-cli"), "-m", model]
+    if lora:
+        cmd += ["--lora", lora]
+    cmd += ["-p", PROMPT, "-n", str(N + 1), "--temp", "0", "--top-k", "1", "-no-cnv",
+            "--no-display-prompt", "--no-warmup", "-s", "1", "-t", "1", "-v"]
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       errors="replace")
+    evals = [[int(x) for x in re.findall(r":(\d+)(?=, |\s*\])", line)]
+             for line in r.stderr.splitlines() if line.startswith("eval: [")]
+    prompt, gen = evals[0], [e[0] for e in evals[1:]]
+    return prompt, gen[:N]
+
+
 def llama_tokens(args, model, text):
     """llama.cpp's tokenization (with BOS) of prompt + completion."""
     cmd = [os.path.join(args.llama_cpp_bin, "llama-tokenize"), "-m", model, "-p", text,
@@ -83,15 +101,17 @@ def record(args, name, export_cmd, model, lora, posttrain):
     cmd, text = llama_cli(args, model, lora)
     prompt_ids, gen, our_text, finish = posttrain
     toks = llama_tokens(args, model, PROMPT + text)
+    lp, lg = llama_ids(args, model, lora)
     r = {"name": name, "export": export_cmd, "gguf_sha256": sha256(model)}
     if lora:
         r["lora_sha256"] = sha256(lora)
     r.update({"llama_cpp": cmd, "llama_cpp_text": text,
-              "llama_cpp_tokens_of_prompt_and_text": toks,
+              "llama_cpp_prompt_ids": lp, "llama_cpp_ids": lg,
               "posttrain_prompt_ids": prompt_ids, "posttrain_ids": gen,
               "posttrain_finish": finish, "posttrain_text": our_text,
               "same_text": text == our_text,
-              "same_ids": toks == prompt_ids + gen})
+              "same_ids": lp == prompt_ids and lg == gen,
+              "llama_tokenize_of_prompt_and_text": toks})
     print("%-28s same text %s, same ids %s" % (name, r["same_text"], r["same_ids"]))
     return r
 
@@ -133,6 +153,10 @@ def main():
             r[k] = [os.path.basename(a) if a == args.posttrain else a for a in r[k]]
             r[k] = [("llama-cli" if a.endswith("/llama-cli") else a) for a in r[k]]
     doc = {"llama_cpp_commit": args.commit, "prompt": PROMPT, "n_predict": N,
+           "llama_cpp_ids_from": "the same llama-cli command with -n %d -v: its 'eval: [ ... ]' "
+                                 "log lines (the prompt, then each sampled token)" % (N + 1),
+           "llama_tokenize_note": "llama-tokenize -m FILE -p PROMPT+TEXT --ids: llama.cpp's "
+                                  "own tokenization of the text, for information",
            "posttrain_generate": "Model.load(DIR) [load_lora(PEFT)]; generate(tokenizer.encode("
                                  "prompt, add_special=True), max_new_tokens=40, temperature=0)",
            "runs": runs}
