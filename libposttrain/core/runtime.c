@@ -123,7 +123,7 @@ int pt_get_num_threads(void)
 /* ---- features ---- */
 
 static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
-                                 "generate entropy grpo context-threads long-context jsonl plot";
+                                 "generate entropy grpo context-threads long-context jsonl plot gguf";
 
 const char *pt_features(void)
 {

@@ -303,6 +303,11 @@ class PlotOptions(Struct):
                 ("series", ctypes.c_uint)]
 
 
+@_stamped("pt_gguf_export_options", "gguf")
+class GgufExportOptions(Struct):
+    _fields_ = [("size", c_size_t), ("type", c_int), ("name", c_char_p)]
+
+
 @_stamped("pt_optimizer_options")
 class OptimizerOptions(Struct):
     _fields_ = [
@@ -687,6 +692,10 @@ _declare("grpo", {
 _declare("plot", {
     "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
+_declare("gguf", {
+    "pt_model_export_gguf": (c_int, [vp, c_char_p, P(GgufExportOptions)]),
+    "pt_lora_export_gguf": (c_int, [vp, c_char_p, P(GgufExportOptions)]),
+})
 _declare("lora-switch", {
     "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),
     "pt_model_lora_enabled": (c_bool, [vp]),
@@ -710,6 +719,7 @@ ENUM_FUNCTIONS = {
            "chat_family", "skip_reason"],
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
+    "gguf": ["gguf_ftype"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():
     for _p in _prefixes:

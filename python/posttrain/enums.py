@@ -17,7 +17,7 @@ import re
 
 from ._lib import lib, has_feature
 
-__all__ = ["LibEnum", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
+__all__ = ["LibEnum", "GgufType", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
            "RolloutLogprobs", "SkipReason", "Status"]
 
@@ -147,6 +147,8 @@ ISLevel = _build("ISLevel", "grpo_is_level",
 RolloutLogprobs = _build("RolloutLogprobs", "rollout_logprobs",
                          "Which log-probabilities of a rollout (pt_rollout_logprobs): OLD, REF.",
                          "grpo")
+GgufType = _build("GgufType", "gguf_ftype",
+                   "Tensor type of a GGUF export (pt_gguf_ftype): F32, F16, BF16.", "gguf")
 SkipReason = _build("SkipReason", "skip_reason",
                     "Why a training step was skipped (pt_skip_reason): NONE, NO_TOKENS, "
                     "NONFINITE_LOSS, NONFINITE_GRAD, NONFINITE_UPDATE.")

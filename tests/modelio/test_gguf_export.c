@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -501,6 +502,14 @@ START_TEST(test_name_heuristics)
     ck_assert_ok(pt_gguf_open(&g, out));
     check_str(g, "general.name", "My Model");
     check_str(g, "general.basename", "SmolLM2");
+    pt_gguf_close(g);
+    /* an older caller's struct without `name`: what lies past its size is not read */
+    o.size = offsetof(pt_gguf_export_options, name);
+    o.type = PT_GGUF_FTYPE_F16;
+    ck_assert_ok(pt_model_export_gguf(m, out, &o));
+    ck_assert_ok(pt_gguf_open(&g, out));
+    check_str(g, "general.name", "SmolLM2 135M Instruct");
+    ck_assert_uint_eq(u32(g, "general.file_type"), 1);
     pt_gguf_close(g);
     pt_model_free(m);
     pt_test_rm_rf(root);

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# posttrain export: tests/reference/llama_tied_gqa given a 61-token cut of
+# the stories260K tokenizer (tests/modelio/data/stories260K), exported and
+# read back with tests/cli/gguf_read.py (python3 standard library): the last
+# line names the path, size and tensor count; --type and --name; the usage
+# errors (exit 2); a model without tokenizer (exit 1, the old file kept);
+# a LoRA run's adapter as a GGUF adapter and merged; stories260K when
+# ../shared/data is present.
+set -euo pipefail
+posttrain=$1 src=$2
+ref=$src/tests/reference/llama_tied_gqa fixture=$src/tests/modelio/data/stories260K
+reader=$src/tests/cli/gguf_read.py
+work=$(mktemp -d /tmp/pt_cli_export.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { echo "ok: $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+kv() { python3 "$reader" "$1" | awk -F'\t' -v k="$2" '$1 == k { print $3; exit }'; }
+
+model=$work/tiny-llama
+mkdir -p "$model"
+cp "$ref/config.json" "$ref/model.safetensors" "$fixture/tokenizer_config.json" "$model/"
+python3 - "$fixture/tokenizer.json" "$model/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1], encoding="utf-8"))
+t["model"]["vocab"] = {k: v for k, v in t["model"]["vocab"].items() if v < 61}
+t["model"]["merges"] = []
+json.dump(t, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+
+out=$work/m.gguf
+if "$posttrain" export --model "$model" --out "$out" 2>"$work/e.log" &&
+   [ "$(tail -n 1 "$work/e.log")" = "posttrain export: wrote $out ($(stat -c %s "$out") bytes, 20 tensors)" ] &&
+   [ "$(kv "$out" general.architecture)" = "'llama'" ] &&
+   [ "$(kv "$out" general.name)" = "'Tiny Llama'" ] &&
+   [ "$(kv "$out" general.file_type)" = 0 ] &&
+   [ "$(kv "$out" tokenizer.ggml.tokens)" = 61 ] &&
+   [ "$(python3 "$reader" "$out" | grep -c '^tensor')" -eq 20 ] &&
+   ! python3 "$reader" "$out" | grep -q $'^tensor\toutput.weight'; then
+    ok "export writes 20 tensors (tied: no output.weight) and says so"
+else
+    cat "$work/e.log"; bad "export of the tiny model"
+fi
+
+if "$posttrain" export --model "$model" --out "$work/h.gguf" --type f16 --name 'My Tiny' 2>"$work/e.log" &&
+   [ "$(kv "$work/h.gguf" general.name)" = "'My Tiny'" ] &&
+   [ "$(kv "$work/h.gguf" general.file_type)" = 1 ] &&
+   python3 "$reader" "$work/h.gguf" | grep -q $'^tensor\tblk.0.attn_q.weight\tF16' &&
+   python3 "$reader" "$work/h.gguf" | grep -q $'^tensor\tblk.0.attn_norm.weight\tF32'; then
+    ok "--type f16 (norms stay F32) and --name"
+else
+    cat "$work/e.log"; bad "--type f16 --name"
+fi
+
+echo keep > "$work/keep.gguf"
+expect() { # exit code, message, args...
+    local code=$1 msg=$2 rc=0
+    shift 2
+    "$posttrain" export "$@" 2>"$work/err.log" || rc=$?
+    if [ "$rc" -eq "$code" ] && grep -q -- "$msg" "$work/err.log" && [ "$(cat "$work/keep.gguf")" = keep ]; then
+        ok "export $* fails with $code ($msg), the file untouched"
+    else
+        cat "$work/err.log"; bad "export $*: exit $rc, expected $code with '$msg'"
+    fi
+}
+expect 2 '--out' --model "$model"
+expect 2 'q4' --model "$model" --out "$work/keep.gguf" --type q4
+expect 2 '--merge needs --adapter' --model "$model" --out "$work/keep.gguf" --merge
+mkdir -p "$work/ckpt" && echo '{}' > "$work/ckpt/MANIFEST.json"
+expect 2 'training checkpoint' --model "$work/ckpt" --out "$work/keep.gguf"
+expect 1 'no tokenizer' --model "$ref" --out "$work/keep.gguf"
+expect 1 'PT_ENOTFOUND' --model "$work/missing" --out "$work/keep.gguf"
+
+echo '{"input_ids": [1, 5, 9, 33, 17, 2, 40, 7, 7, 12]}' > "$work/one.jsonl"
+if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out "$work/run" --steps 2 \
+       --batch-size 1 --lora-rank 2 --lr 0.05 >/dev/null 2>"$work/sft.log" &&
+   "$posttrain" export --model "$model" --adapter "$work/run/adapter" --out "$work/a.gguf" 2>"$work/e.log" &&
+   [ "$(kv "$work/a.gguf" general.type)" = "'adapter'" ] &&
+   [ "$(kv "$work/a.gguf" adapter.type)" = "'lora'" ] &&
+   grep -q "posttrain export: wrote $work/a.gguf (.* bytes, 8 tensors)" "$work/e.log" &&
+   "$posttrain" export --model "$model" --adapter "$work/run/adapter" --merge --out "$work/mm.gguf" 2>"$work/e.log" &&
+   [ "$(kv "$work/mm.gguf" general.type)" = "'model'" ] &&
+   ! cmp -s "$work/mm.gguf" "$out" &&
+   "$posttrain" export --model "$work/run" --out "$work/run.gguf" 2>"$work/e.log" &&
+   [ "$(python3 "$reader" "$work/run.gguf" | grep -c '^tensor')" -eq 20 ]; then
+    ok "a LoRA run: --adapter (8 adapter tensors), --adapter --merge, and the run's --out directory"
+else
+    cat "$work/sft.log" "$work/e.log"; bad "export of a LoRA run"
+fi
+
+stories=$src/../shared/data/models/stories260K
+if [ -d "$stories" ]; then
+    if "$posttrain" export --model "$stories" --out "$work/s.gguf" --type bf16 2>"$work/e.log" &&
+       [ "$(kv "$work/s.gguf" general.name)" = "'stories260K'" ] &&
+       [ "$(kv "$work/s.gguf" general.size_label)" = "'260K'" ] &&
+       [ "$(kv "$work/s.gguf" general.file_type)" = 32 ]; then
+        ok "stories260K as bf16"
+    else
+        cat "$work/e.log"; bad "stories260K"
+    fi
+else
+    echo "SKIP stories260K: shared data not found at $stories"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
