@@ -1,0 +1,429 @@
+/* GGUF export against llama.cpp itself: for every digest in
+ * tests/modelio/gguf_golden/ (made by make_goldens.py from the files that
+ * llama.cpp's convert_hf_to_gguf.py / convert_lora_to_gguf.py wrote), build
+ * the same model here, export it with pt_model_export_gguf /
+ * pt_lora_export_gguf, and compare key by key and tensor by tensor.  Then
+ * check the record of llama.cpp running our export (llamacpp_runs.json):
+ * the exported file's sha256 and our greedy generation.  Skips loudly
+ * without ../shared/data (the tokenizers and stories260K). */
+#include "gguf_golden_cmp.h"
+#include "stories.h"
+#include "testfs.h"
+#include "testutil.h"
+
+#include <fnmatch.h>
+
+#include "io/gguf.h"
+#include "io/fileio.h"
+#include "io/path.h"
+#include "io/sha256.h"
+#include "posttrain/gguf.h"
+
+#define GOLDEN_DIR PT_TEST_SRCDIR "/modelio/gguf_golden"
+#define REF_DIR PT_TEST_SRCDIR "/reference"
+#define SEED 20250222u   /* make_goldens.py's SEED */
+
+static const char *g_shared;
+static char *g_tmp;
+
+/* make_goldens.py's perturb_1d and perturb_lora_b. */
+static float perturb_1d(size_t i, size_t j)
+{
+    return 1.0f + (float)((int)((i * 31 + j * 7) % 17) - 8) / 64.0f;
+}
+
+static float perturb_lora_b(size_t i, size_t j)
+{
+    return (float)((int)((i * 13 + j * 5) % 23) - 11) / 256.0f;
+}
+
+static void copy_file(const char *src_dir, const char *dst_dir, const char *name)
+{
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/%s", src_dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", dst_dir, name);
+    char *buf = NULL;
+    size_t len = 0;
+    ck_assert_msg(pt_read_file(&buf, &len, src, 1u << 30) == PT_OK, "%s: %s", src, pt_last_error());
+    ck_assert_ok(pt_write_file_atomic(dst, buf, len));
+    free(buf);
+}
+
+static pt_model *load(const char *dir)
+{
+    pt_model *m = NULL;
+    ck_assert_msg(pt_model_load_dir(&m, dir, NULL) == PT_OK, "%s: %s", dir, pt_last_error());
+    return m;
+}
+
+/* stories260K copied to TMP/stories260K (config, weights, tokenizer; the
+ * directory's name is the converter's general.name) and loaded. */
+static pt_model *stories(void)
+{
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/models/stories260K", g_shared);
+    snprintf(dst, sizeof dst, "%s/stories260K", g_tmp);
+    if (!pt_is_dir(dst)) {
+        ck_assert_ok(pt_mkdir_p(dst));
+        const char *files[] = { "config.json", "model.safetensors", "tokenizer.json",
+                                "tokenizer_config.json" };
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+            copy_file(src, dst, files[i]);
+    }
+    return load(dst);
+}
+
+typedef struct synth {
+    const char *name, *ref, *tok;
+    int vocab, bos, eos;
+} synth;
+
+static const synth SYNTH[] = {
+    { "tiny_llama3", "llama_tied_gqa", "llama3", 128256, 128000, 128001 },
+    { "tiny_qwen2", "qwen2_bias_untied", "qwen3", 151936, 151643, 151645 },
+    { "tiny_qwen3", "qwen3_qknorm", "qwen3", 151936, 151643, 151645 },
+};
+
+static void set_1d(pt_model *m)
+{
+    size_t n;
+    ck_assert_ok(pt_model_num_tensors(&n, m));
+    for (size_t i = 0; i < n; i++) {
+        pt_tensor_info t;
+        pt_tensor_info_init(&t);
+        ck_assert_ok(pt_model_tensor_info(&t, m, i));
+        if (t.ndim == 1 && !t.adapter)
+            for (size_t j = 0; j < t.numel; j++)
+                t.data[j] = perturb_1d(i, j);
+    }
+}
+
+/* make_goldens.py's make_synthetic: a reference config with the tokenizer's
+ * vocabulary, seeded weights, perturbed 1-D tensors, saved with the
+ * tokenizer to TMP/NAME and loaded back. */
+static pt_model *synthetic(const synth *s)
+{
+    char path[4200], dir[4200], tok[4200];
+    snprintf(path, sizeof path, "%s/%s/config.json", REF_DIR, s->ref);
+    snprintf(dir, sizeof dir, "%s/%s", g_tmp, s->name);
+    snprintf(tok, sizeof tok, "%s/tokenizers/%s", g_shared, s->tok);
+    pt_model_config c;
+    ck_assert_ok(pt_model_config_init(&c));
+    ck_assert_ok(pt_model_config_load(&c, path));
+    c.vocab_size = s->vocab;
+    c.bos_token_id = s->bos;
+    c.eos_token_id = s->eos;
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, &c, SEED));
+    set_1d(m);
+    pt_model_save_options so;
+    ck_assert_ok(pt_model_save_options_init(&so));
+    so.tokenizer_dir = tok;
+    ck_assert_ok(pt_model_save_dir(m, dir, &so));
+    pt_model_free(m);
+    return load(dir);
+}
+
+/* make_goldens.py's make_lora: rank 4, alpha 8 on q k v o down, A from seed
+ * 5, B from perturb_lora_b. */
+static void add_lora(pt_model *m)
+{
+    pt_lora_options lo;
+    ck_assert_ok(pt_lora_options_init(&lo));
+    lo.rank = 4;
+    lo.alpha = 8.0;
+    lo.targets = PT_LORA_Q | PT_LORA_K | PT_LORA_V | PT_LORA_O | PT_LORA_DOWN;
+    lo.seed = 5;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    size_t n;
+    ck_assert_ok(pt_model_num_tensors(&n, m));
+    for (size_t i = 0; i < n; i++) {
+        pt_tensor_info t;
+        pt_tensor_info_init(&t);
+        ck_assert_ok(pt_model_tensor_info(&t, m, i));
+        if (t.adapter && strstr(t.name, ".lora_B."))
+            for (size_t j = 0; j < t.numel; j++)
+                t.data[j] = perturb_lora_b(i, j);
+    }
+}
+
+static pt_model *model_for(const char *input)
+{
+    if (strcmp(input, "stories260K") == 0)
+        return stories();
+    if (strcmp(input, "stories260K_lora") == 0) {
+        pt_model *m = stories();
+        add_lora(m);
+        return m;
+    }
+    for (size_t i = 0; i < sizeof SYNTH / sizeof *SYNTH; i++)
+        if (strcmp(input, SYNTH[i].name) == 0)
+            return synthetic(&SYNTH[i]);
+    ck_abort_msg("unknown input %s", input);
+    return NULL;
+}
+
+/* The converters whose files the digests describe: llama.cpp upstream
+ * (Feb 2025; no Qwen3 yet) and the unsloth fork (Aug 2026), which is the
+ * converter the exporter follows where the two differ. */
+static const char *const COMMITS[] = { "c392e50", "d32676d" };
+static const char *const CASES[] = {
+    "stories260K_f32", "stories260K_f16", "tiny_llama3_f32", "tiny_qwen2_f32",
+    "tiny_qwen2_f16", "tiny_qwen3_f32", "stories260K_lora_f32", "stories260K_lora_f16",
+};
+#define N_CASES (sizeof CASES / sizeof *CASES)
+
+/* Write our export of the digest's model to `out`. */
+static void export_case(const cJSON *dg, const char *out)
+{
+    const char *input = cJSON_GetObjectItem(dg, "input")->valuestring;
+    const char *outtype = cJSON_GetObjectItem(dg, "outtype")->valuestring;
+    bool lora = strcmp(cJSON_GetObjectItem(dg, "converter")->valuestring,
+                       "convert_lora_to_gguf.py") == 0;
+    pt_model *m = model_for(input);
+    pt_gguf_export_options o;
+    ck_assert_ok(pt_gguf_export_options_init(&o));
+    ck_assert_ok(pt_gguf_ftype_from_name(&o.type, outtype));
+    if (lora) {
+        o.name = input;   /* the converter names an adapter after its PEFT directory */
+        ck_assert_ok(pt_lora_export_gguf(m, out, &o));
+    } else {
+        ck_assert_ok(pt_model_export_gguf(m, out, &o));
+    }
+    pt_model_free(m);
+}
+
+/* The differences found, each checked against the known ones
+ * (gguf_golden/COMMIT/KNOWN_DIFFERENCES.json: case -> glob patterns). */
+typedef struct found {
+    const char *label;
+    const cJSON *known;    /* array of patterns, or NULL */
+    int unexplained;
+    char first[1024];
+    bool used[64];
+} found;
+
+static void on_diff(void *ctx, const char *msg)
+{
+    found *f = ctx;
+    int i = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, f->known) {
+        if (fnmatch(p->valuestring, msg, 0) == 0) {
+            f->used[i] = true;
+            fprintf(stderr, "%s: known: %s\n", f->label, msg);
+            return;
+        }
+        i++;
+    }
+    fprintf(stderr, "%s: DIFFERS: %s\n", f->label, msg);
+    if (f->unexplained++ == 0)
+        snprintf(f->first, sizeof f->first, "%s", msg);
+}
+
+static cJSON *known_differences(const char *commit)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", GOLDEN_DIR, commit);
+    return pt_test_read_json(dir, "KNOWN_DIFFERENCES.json");
+}
+
+/* Export the digest's model as we do and compare; every difference must be
+ * a known one and every known one must still occur. */
+static void check_case(const char *commit, const char *case_name)
+{
+    char dir[4200], file[256], out[4200], label[256];
+    snprintf(dir, sizeof dir, "%s/%s", GOLDEN_DIR, commit);
+    snprintf(file, sizeof file, "%s.digest.json", case_name);
+    snprintf(out, sizeof out, "%s/%s.gguf", g_tmp, case_name);
+    snprintf(label, sizeof label, "%s/%s", commit, case_name);
+    cJSON *dg = pt_test_read_json(dir, file);
+    cJSON *known = known_differences(commit);
+    found f = { .label = label };
+    f.known = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(known, "cases"), case_name);
+    ck_assert(cJSON_GetArraySize(f.known) <= 64);
+    export_case(dg, out);
+    pt_gguf *g = NULL;
+    ck_assert_msg(pt_gguf_open(&g, out) == PT_OK, "%s: %s", out, pt_last_error());
+    int nd = pt_golden_compare(g, dg, on_diff, &f);
+    pt_gguf_close(g);
+    cJSON_Delete(dg);
+    ck_assert_msg(f.unexplained == 0, "%s: %d difference(s) from llama.cpp's converter, %d "
+                  "unexplained; first: %s", label, nd, f.unexplained, f.first);
+    for (int i = 0; i < cJSON_GetArraySize(f.known); i++)
+        ck_assert_msg(f.used[i], "%s: the known difference '%s' no longer occurs (update "
+                      "KNOWN_DIFFERENCES.json)", label, cJSON_GetArrayItem(f.known, i)->valuestring);
+    cJSON_Delete(known);
+    if (nd == 0)
+        fprintf(stderr, "%s: identical to the converter's file key by key and tensor by tensor\n",
+                label);
+}
+
+/* Loop index: commit * N_CASES + case; a digest the converter could not
+ * make (Qwen3 before the fork) is absent and skipped. */
+START_TEST(test_converter)
+{
+    if (!g_shared)
+        return;
+    const char *commit = COMMITS[_i / (int)N_CASES], *c = CASES[_i % (int)N_CASES];
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s/%s.digest.json", GOLDEN_DIR, commit, c);
+    if (!pt_is_file(path)) {
+        fprintf(stderr, "SKIP %s/%s: no digest (that converter does not know the "
+                        "architecture)\n", commit, c);
+        return;
+    }
+    check_case(commit, c);
+}
+END_TEST
+
+static void setup(void)
+{
+    if (!g_tmp)
+        g_tmp = pt_test_tmpdir("pt-gguf-golden-");
+}
+
+/* ---- the record of llama.cpp running our files (llamacpp_runs.json) ---- */
+
+static cJSON *g_runs;
+
+static const cJSON *run_named(const char *name)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(g_runs, "runs"))
+        if (strcmp(cJSON_GetObjectItem(r, "name")->valuestring, name) == 0)
+            return r;
+    ck_abort_msg("llamacpp_runs.json has no run %s", name);
+    return NULL;
+}
+
+static void assert_sha256(const char *path, const cJSON *run, const char *field)
+{
+    uint8_t dg[32];
+    char hex[65];
+    ck_assert_ok(pt_sha256_file(path, dg));
+    pt_sha256_hex(dg, hex);
+    const char *want = cJSON_GetObjectItem(run, field)->valuestring;
+    ck_assert_msg(strcmp(hex, want) == 0, "%s: our export's sha256 is %s, llama.cpp ran %s",
+                  cJSON_GetObjectItem(run, "name")->valuestring, hex, want);
+}
+
+/* Our greedy generation of the record's prompt must be the recorded ids and
+ * text, which the record says llama.cpp produced too. */
+static void assert_generation(pt_model *m, const cJSON *run)
+{
+    const char *name = cJSON_GetObjectItem(run, "name")->valuestring;
+    ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(run, "same_text")),
+                  "%s: the record says llama.cpp's text differs from ours", name);
+    const pt_tokenizer *tok = pt_model_tokenizer(m);
+    const char *prompt = cJSON_GetObjectItem(g_runs, "prompt")->valuestring;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_ok(pt_tokenizer_encode(&ids, &n, tok, prompt, strlen(prompt), PT_TOK_ADD_SPECIAL));
+    int np = 0, ng = 0;
+    int32_t *want_p = pt_test_json_ids(cJSON_GetObjectItem(run, "posttrain_prompt_ids"), &np);
+    int32_t *want = pt_test_json_ids(cJSON_GetObjectItem(run, "posttrain_ids"), &ng);
+    ck_assert_int_eq((int)n, np);
+    ck_assert(memcmp(ids, want_p, n * sizeof *ids) == 0);
+    pt_generate_options o;
+    ck_assert_ok(pt_generate_options_init(&o));
+    o.max_new_tokens = (int)cJSON_GetObjectItem(g_runs, "n_predict")->valuedouble;
+    o.temperature = 0.0f;
+    pt_generator *gen;
+    ck_assert_ok(pt_generator_create(&gen, m, 1, (int)n + o.max_new_tokens));
+    int32_t *toks = malloc((size_t)o.max_new_tokens * sizeof *toks), nt = 0;
+    const int32_t len = (int32_t)n;
+    ck_assert_ok(pt_generate(gen, ids, &len, 1, &o, toks, &nt, NULL, NULL));
+    ck_assert_msg(nt == ng, "%s: %d tokens generated, the record has %d", name, nt, ng);
+    for (int i = 0; i < ng; i++)
+        ck_assert_msg(toks[i] == want[i], "%s: token %d is %d, the record has %d", name, i,
+                      toks[i], want[i]);
+    char *text = NULL;
+    ck_assert_ok(pt_tokenizer_decode(&text, NULL, tok, toks, (size_t)nt, PT_TOK_SKIP_SPECIAL));
+    ck_assert_str_eq(text, cJSON_GetObjectItem(run, "posttrain_text")->valuestring);
+    ck_assert_str_eq(text, cJSON_GetObjectItem(run, "llama_cpp_text")->valuestring);
+    pt_free(text);
+    pt_generator_free(gen);
+    free(toks);
+    free(want);
+    free(want_p);
+    pt_free(ids);
+}
+
+/* stories260K exported as f32 / f16 (loop 0 / 1): the file llama.cpp ran. */
+START_TEST(test_run_model)
+{
+    if (!g_shared)
+        return;
+    const char *type = _i ? "f16" : "f32";
+    char name[64], out[4200];
+    snprintf(name, sizeof name, "stories260K_%s", type);
+    snprintf(out, sizeof out, "%s/run_%s.gguf", g_tmp, name);
+    const cJSON *run = run_named(name);
+    pt_model *m = stories();
+    pt_gguf_export_options o;
+    ck_assert_ok(pt_gguf_export_options_init(&o));
+    ck_assert_ok(pt_gguf_ftype_from_name(&o.type, type));
+    ck_assert_ok(pt_model_export_gguf(m, out, &o));
+    assert_sha256(out, run, "gguf_sha256");
+    assert_generation(m, run);
+    pt_model_free(m);
+}
+END_TEST
+
+/* The LoRA adapter exported as f32 / f16 over the f32 base. */
+START_TEST(test_run_lora)
+{
+    if (!g_shared)
+        return;
+    const char *type = _i ? "f16" : "f32";
+    char name[64], out[4200];
+    snprintf(name, sizeof name, "stories260K_lora_%s", type);
+    snprintf(out, sizeof out, "%s/run_%s.gguf", g_tmp, name);
+    const cJSON *run = run_named(name);
+    pt_model *m = stories();
+    add_lora(m);
+    pt_gguf_export_options o;
+    ck_assert_ok(pt_gguf_export_options_init(&o));
+    ck_assert_ok(pt_gguf_ftype_from_name(&o.type, type));
+    /* o.name NULL, as `posttrain export --adapter` leaves it: general.name is
+     * then the base directory's name ("stories260K"), where the converter
+     * writes the PEFT directory's ("stories260K_lora"); llama.cpp reads
+     * neither. */
+    ck_assert_ok(pt_lora_export_gguf(m, out, &o));
+    assert_sha256(out, run, "lora_sha256");
+    assert_generation(m, run);
+    pt_model_free(m);
+}
+END_TEST
+
+static void runs_setup(void)
+{
+    setup();
+    if (!g_runs)
+        g_runs = pt_test_read_json(GOLDEN_DIR, "llamacpp_runs.json");
+}
+
+int main(void)
+{
+    g_shared = pt_test_shared_data("gguf_golden (export vs llama.cpp's converter)");
+    Suite *s = suite_create("gguf_golden");
+    TCase *tc = tcase_create("converter");
+    tcase_set_timeout(tc, 600);
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    tcase_add_loop_test(tc, test_converter, 0, (int)(N_CASES * 2));
+    suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("llamacpp_runs");
+    tcase_set_timeout(tr, 300);
+    tcase_add_unchecked_fixture(tr, runs_setup, NULL);
+    tcase_add_loop_test(tr, test_run_model, 0, 2);
+    tcase_add_loop_test(tr, test_run_lora, 0, 2);
+    suite_add_tcase(s, tr);
+
+    int rc = pt_test_run(s);
+    if (g_tmp)
+        pt_test_rm_rf(g_tmp);
+    free(g_tmp);
+    cJSON_Delete(g_runs);
+    return rc;
+}
