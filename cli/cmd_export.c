@@ -9,7 +9,7 @@
 
 typedef struct export_args {
     const char *model, *out, *name, *adapter;
-    int type;
+    int type, spm_scores;
     bool merge;
 } export_args;
 
@@ -21,6 +21,12 @@ static const cli_opt k_export_opts[] = {
       .help = "the GGUF file to write (replaced atomically)" },
     { CLI_ENUM, "type", EXP(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
       .enum_name = pt_gguf_ftype_name, .help = "tensor type of the matrices (1-D tensors stay f32)" },
+    { CLI_ENUM, "spm-scores", EXP(spm_scores), "MODE", .def = "converter",
+      .from_name = pt_gguf_spm_scores_from_name, .enum_name = pt_gguf_spm_scores_name,
+      .help = "tokenizer.ggml.scores of a SentencePiece-style tokenizer.json:\n"
+              "converter: -1000 for every token, as llama.cpp's converter\n"
+              "(llama.cpp then tokenizes some texts differently); merges: from\n"
+              "the merge ranks (llama.cpp tokenizes as Hugging Face)" },
     { CLI_STRING, "name", EXP(name), "NAME",
       .help = "general.name (default: derived from DIR's name as llama.cpp's\nconverter derives it)" },
     { CLI_PATH, "adapter", EXP(adapter), "PEFT_DIR",
@@ -91,6 +97,7 @@ static int write_gguf(const export_args *a, pt_model *m)
     pt_gguf_export_options_init(&o);
     o.type = a->type;
     o.name = a->name;
+    o.spm_scores = a->spm_scores;
     int st = a->adapter && !a->merge ? pt_lora_export_gguf(m, a->out, &o) : pt_model_export_gguf(m, a->out, &o);
     if (st) {
         cli_explain_tokenizer("export", a->model, m);

@@ -29,6 +29,7 @@ typedef struct gx_ctx {
     pt_model_config cfg;
     int type;                   /* pt_gguf_ftype */
     const char *name;           /* general.name override, or NULL */
+    int spm_scores;             /* pt_gguf_spm_scores */
     const char *out_path;
     const pt_tokenizer *tok;
     const char *src_dir;        /* NULL: none */
