@@ -18,6 +18,8 @@
 #include "io/path.h"
 #include "io/sha256.h"
 #include "posttrain/gguf.h"
+#include "posttrain/lora.h"
+#include "posttrain/modelio.h"
 
 #define GOLDEN_DIR PT_TEST_SRCDIR "/modelio/gguf_golden"
 #define REF_DIR PT_TEST_SRCDIR "/reference"
@@ -147,15 +149,31 @@ static void add_lora(pt_model *m)
     }
 }
 
+/* make_goldens.py's PEFT directory: add_lora's adapters saved to
+ * TMP/stories260K_lora, loaded onto a fresh stories260K with
+ * pt_lora_load_peft (whose directory names the adapter, as in the
+ * converter). */
+static pt_model *stories_lora(void)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/stories260K_lora", g_tmp);
+    if (!pt_is_dir(dir)) {
+        pt_model *m = stories();
+        add_lora(m);
+        ck_assert_ok(pt_lora_save_peft(m, dir, "stories260K"));
+        pt_model_free(m);
+    }
+    pt_model *m = stories();
+    ck_assert_msg(pt_lora_load_peft(m, dir) == PT_OK, "%s: %s", dir, pt_last_error());
+    return m;
+}
+
 static pt_model *model_for(const char *input)
 {
     if (strcmp(input, "stories260K") == 0)
         return stories();
-    if (strcmp(input, "stories260K_lora") == 0) {
-        pt_model *m = stories();
-        add_lora(m);
-        return m;
-    }
+    if (strcmp(input, "stories260K_lora") == 0)
+        return stories_lora();
     for (size_t i = 0; i < sizeof SYNTH / sizeof *SYNTH; i++)
         if (strcmp(input, SYNTH[i].name) == 0)
             return synthetic(&SYNTH[i]);
@@ -185,7 +203,7 @@ static void export_case(const cJSON *dg, const char *out)
     ck_assert_ok(pt_gguf_export_options_init(&o));
     ck_assert_ok(pt_gguf_ftype_from_name(&o.type, outtype));
     if (lora) {
-        o.name = input;   /* the converter names an adapter after its PEFT directory */
+        /* o.name NULL: general.name from the PEFT directory, as the converter */
         ck_assert_ok(pt_lora_export_gguf(m, out, &o));
     } else {
         ck_assert_ok(pt_model_export_gguf(m, out, &o));
@@ -381,15 +399,12 @@ START_TEST(test_run_lora)
     snprintf(name, sizeof name, "stories260K_lora_%s", type);
     snprintf(out, sizeof out, "%s/run_%s.gguf", g_tmp, name);
     const cJSON *run = run_named(name);
-    pt_model *m = stories();
-    add_lora(m);
+    pt_model *m = stories_lora();
     pt_gguf_export_options o;
     ck_assert_ok(pt_gguf_export_options_init(&o));
     ck_assert_ok(pt_gguf_ftype_from_name(&o.type, type));
     /* o.name NULL, as `posttrain export --adapter` leaves it: general.name is
-     * then the base directory's name ("stories260K"), where the converter
-     * writes the PEFT directory's ("stories260K_lora"); llama.cpp reads
-     * neither. */
+     * the PEFT directory's ("stories260K_lora"), as the converter writes */
     ck_assert_ok(pt_lora_export_gguf(m, out, &o));
     assert_sha256(out, run, "lora_sha256");
     assert_generation(m, run);
