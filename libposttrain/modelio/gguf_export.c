@@ -103,6 +103,21 @@ static int check_args(const pt_model *m, const char *path, const pt_gguf_export_
     return PT_OK;
 }
 
+/* llama.cpp's "llama" architecture, which the converter writes for
+ * MistralForCausalLM (no converter writes a sliding-window key for it),
+ * attends to the whole context: outputs agree with the model's only while
+ * the context fits the window. */
+static void warn_sliding_window(const gx_ctx *c)
+{
+    int w = c->cfg.sliding_window, n_ctx = c->cfg.max_position_embeddings;
+    if (w > 0 && w < n_ctx)
+        pt_log(PT_LOG_WARN, "pt_model_export_gguf: %s: the model attends within a sliding window of %d "
+               "tokens, shorter than its context length %d, but llama.cpp's %s architecture has no "
+               "sliding window (it attends to the whole context): llama.cpp's outputs agree with the "
+               "model's only for contexts of at most %d tokens", c->out_path, w, n_ctx,
+               pt_gguf_arch_name(c->cfg.arch), w);
+}
+
 /* Everything into the writer, then the file. */
 static int export(gx_ctx *c, gx_bufs *bufs)
 {
@@ -117,6 +132,8 @@ static int export(gx_ctx *c, gx_bufs *bufs)
         st = gx_add_vocab(c);
     if (!st)
         st = pt_gguf_write(c->w, c->out_path);
+    if (!st)
+        warn_sliding_window(c);
     return st;
 }
 

@@ -814,6 +814,71 @@ START_TEST(test_spm_scores_merges)
 }
 END_TEST
 
+typedef struct log_capture {
+    int warnings;
+    char last[1024];
+} log_capture;
+
+static void capture_log(int level, const char *msg, void *payload)
+{
+    log_capture *c = payload;
+    if (level == PT_LOG_WARN && strstr(msg, "sliding window")) {
+        c->warnings++;
+        snprintf(c->last, sizeof c->last, "%s", msg);
+    }
+}
+
+/* No key of g names a sliding window. */
+static void assert_no_sliding_key(const pt_gguf *g)
+{
+    for (size_t i = 0; i < pt_gguf_kv_count(g); i++)
+        ck_assert_msg(!strstr(pt_gguf_kv_at(g, i)->key, "sliding"), "%s", pt_gguf_kv_at(g, i)->key);
+}
+
+/* Mistral as the converters write MistralForCausalLM: architecture "llama"
+ * and no sliding-window key; a window shorter than the context is warned
+ * about (once, through the log), a window covering it is not. */
+START_TEST(test_mistral_sliding_window)
+{
+    char *root = pt_test_tmpdir("gguf_exp_");
+    char *dir = make_dir(root, "mistral_sliding", "mistral_sliding", 512, FIXTURE);
+    char *out = pt_path_join(root, "m.gguf");
+    log_capture cap = { 0 };
+    ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_WARN, &cap));
+    pt_model *m = load(dir);
+    ck_assert_ok(pt_model_export_gguf(m, out, NULL));
+    ck_assert_int_eq(cap.warnings, 1);
+    ck_assert_msg(strstr(cap.last, "sliding window of 5 tokens") && strstr(cap.last, "context length 128") &&
+                  strstr(cap.last, "llama architecture has no sliding window") &&
+                  strstr(cap.last, "at most 5 tokens"), "%s", cap.last);
+    pt_gguf *g = NULL;
+    ck_assert_ok(pt_gguf_open(&g, out));
+    check_str(g, "general.architecture", "llama");
+    ck_assert_uint_eq(u32(g, "llama.context_length"), 128);
+    assert_no_sliding_key(g);
+    pt_gguf_close(g);
+    pt_model_free(m);
+    /* a window as long as the context: nothing to warn about */
+    cJSON *cj = read_json(dir, "config.json");
+    cJSON_ReplaceItemInObject(cj, "sliding_window", cJSON_CreateNumber(128));
+    char *text = cJSON_Print(cj), *cfg = pt_path_join(dir, "config.json");
+    ck_assert_ok(pt_write_file_atomic(cfg, text, strlen(text)));
+    cap.warnings = 0;
+    m = load(dir);
+    ck_assert_ok(pt_model_export_gguf(m, out, NULL));
+    ck_assert_int_eq(cap.warnings, 0);
+    ck_assert_ok(pt_set_log_callback(NULL, 0, NULL));
+    pt_model_free(m);
+    cJSON_free(text);
+    cJSON_Delete(cj);
+    pt_free(cfg);
+    pt_test_rm_rf(root);
+    free(root);
+    pt_free(dir);
+    pt_free(out);
+}
+END_TEST
+
 START_TEST(test_qwen_spm_tokenizer_refused)
 {
     /* Qwen2Model.set_vocab takes _set_vocab_gpt2, whose pre-tokenizer hash of
@@ -1088,6 +1153,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_bad_arguments);
     tcase_add_test(t, test_qwen_spm_tokenizer_refused);
     tcase_add_test(t, test_spm_scores_merges);
+    tcase_add_test(t, test_mistral_sliding_window);
     tcase_add_test(t, test_stories260K);
     tcase_add_test(t, test_gpt2_tokenizer);
     tcase_add_test(t, test_llama3_tokenizer);

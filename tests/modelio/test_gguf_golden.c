@@ -84,6 +84,7 @@ static const synth SYNTH[] = {
     { "tiny_llama3", "llama_tied_gqa", "llama3", 128256, 128000, 128001 },
     { "tiny_qwen2", "qwen2_bias_untied", "qwen3", 151936, 151643, 151645 },
     { "tiny_qwen3", "qwen3_qknorm", "qwen3", 151936, 151643, 151645 },
+    { "tiny_mistral", "mistral_sliding", "llama-spm", 32045, 1, 2 },
 };
 
 static void set_1d(pt_model *m)
@@ -188,6 +189,7 @@ static const char *const COMMITS[] = { "c392e50", "d32676d" };
 static const char *const CASES[] = {
     "stories260K_f32", "stories260K_f16", "tiny_llama3_f32", "tiny_qwen2_f32",
     "tiny_qwen2_f16", "tiny_qwen3_f32", "stories260K_lora_f32", "stories260K_lora_f16",
+    "tiny_mistral_f32",
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
 
