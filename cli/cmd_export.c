@@ -1,45 +1,55 @@
 /* posttrain export --model DIR --out FILE.gguf: a model (or a PEFT adapter
- * of it) as the GGUF file llama.cpp loads. */
-#include "cli.h"
+ * of it, or a training checkpoint) as the GGUF file llama.cpp loads. */
+#include "cmd_export.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct export_args {
-    const char *model, *out, *name, *adapter;
-    int type;
-    bool merge;
-} export_args;
-
 #define EXP(field) offsetof(export_args, field)
 static const cli_opt k_export_opts[] = {
-    { CLI_PATH, "model", EXP(model), "DIR", .required = true,
-      .help = "Hugging Face model directory (a downloaded model or a run's --out)" },
+    { CLI_PATH, "model", EXP(model), "DIR",
+      .help = "Hugging Face model directory (a downloaded model or a run's --out);\n"
+              "with --checkpoint: the base model (default: the one it records)" },
     { CLI_PATH, "out", EXP(out), "FILE.gguf", .required = true,
       .help = "the GGUF file to write (replaced atomically)" },
     { CLI_ENUM, "type", EXP(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
       .enum_name = pt_gguf_ftype_name, .help = "tensor type of the matrices (1-D tensors stay f32)" },
+    { CLI_ENUM, "spm-scores", EXP(spm_scores), "MODE", .def = "converter",
+      .from_name = pt_gguf_spm_scores_from_name, .enum_name = pt_gguf_spm_scores_name,
+      .help = "tokenizer.ggml.scores of a SentencePiece-style tokenizer.json:\n"
+              "converter: -1000 for every token, as llama.cpp's converter\n"
+              "(llama.cpp then tokenizes some texts differently); merges: from\n"
+              "the merge ranks (llama.cpp tokenizes as Hugging Face)" },
     { CLI_STRING, "name", EXP(name), "NAME",
-      .help = "general.name (default: derived from DIR's name as llama.cpp's\nconverter derives it)" },
+      .help = "general.name (default: derived as llama.cpp's converters derive it\n"
+              "from DIR's name, or for an adapter the PEFT_DIR's)" },
     { CLI_PATH, "adapter", EXP(adapter), "PEFT_DIR",
       .help = "a PEFT LoRA adapter of the model: written as a GGUF LoRA adapter\n(llama.cpp --lora)" },
     { CLI_FLAG, "merge", EXP(merge),
       .help = "with --adapter: write the model with the adapter merged instead" },
+    { CLI_PATH, "checkpoint", EXP(checkpoint), "CKPT_DIR",
+      .help = "a training checkpoint (OUT/checkpoints/step-N of posttrain sft):\n"
+              "its model (LoRA adapters merged)" },
+    { CLI_FLAG, "adapter-only", EXP(adapter_only),
+      .help = "with --checkpoint of a LoRA run: write its adapters as a GGUF\nLoRA adapter instead" },
 };
 #undef EXP
 
 static const cli_command k_export = {
     .name = "export",
-    .usage = "--model DIR --out FILE.gguf [--type f32|f16|bf16] [--name NAME] [--adapter PEFT_DIR [--merge]]",
+    .usage = "--model DIR --out FILE.gguf [--type f32|f16|bf16] [--name NAME] [--spm-scores MODE]\n"
+             "       [--adapter PEFT_DIR [--merge]]\n"
+             "       posttrain export --checkpoint CKPT_DIR [--model BASE_DIR] [--adapter-only] --out FILE.gguf ...",
     .about = "Write a model as the GGUF file llama.cpp's convert_hf_to_gguf.py writes for DIR:\n"
              "the metadata, the tokenizer (DIR must hold tokenizer.json) and the tensors under\n"
              "llama.cpp's names.  With --adapter, write the PEFT adapter as a GGUF LoRA adapter\n"
              "(as convert_lora_to_gguf.py does) for llama.cpp's --lora over DIR's GGUF, or with\n"
-             "--merge the model with the adapter merged into its weights.",
-    .epilog = "A training checkpoint (OUT/checkpoints/step-N) holds only the trained tensors and\n"
-              "the optimizer state; export the run's output directory instead.",
+             "--merge the model with the adapter merged into its weights.  With --checkpoint,\n"
+             "the model of a training checkpoint: its base (recorded by posttrain sft, or\n"
+             "--model) with the trained tensors (LoRA merged, or with --adapter-only the\n"
+             "adapters as a GGUF LoRA adapter).",
 };
 
 static bool has_file(const char *dir, const char *name)
@@ -52,16 +62,22 @@ static bool has_file(const char *dir, const char *name)
 
 static int check_args(const export_args *a)
 {
+    if (!a->model && !a->checkpoint)
+        return cli_usage_error("export", "give --model DIR (or --checkpoint CKPT_DIR)");
     if (a->merge && !a->adapter)
         return cli_usage_error("export", "--merge needs --adapter");
-    if (has_file(a->model, "MANIFEST.json") && !has_file(a->model, "config.json"))
+    if (a->adapter_only && !a->checkpoint)
+        return cli_usage_error("export", "--adapter-only needs --checkpoint (--adapter alone writes "
+                               "the adapter)");
+    if (a->checkpoint && a->adapter)
+        return cli_usage_error("export", "--checkpoint holds its own adapters: give --checkpoint or "
+                               "--adapter, not both");
+    if (a->model && has_file(a->model, "MANIFEST.json") && !has_file(a->model, "config.json"))
         return cli_usage_error("export", "--model %s is a training checkpoint: it holds the trained "
-                               "tensors and the optimizer state, not a model; give the run's --out "
-                               "directory (or the base model with --adapter OUT/adapter)", a->model);
-    if (a->adapter && !a->merge && a->name)
-        return cli_usage_error("export", "--name names a model file; a LoRA adapter takes its name "
-                               "from the adapter directory");
-    return cli_check_disjoint("export", "--out", a->out, "--model", a->model, CLI_ALLOW_OUT_INSIDE_IN);
+                               "tensors and the optimizer state, not a model; export it with "
+                               "--checkpoint %s (or give the run's --out directory)", a->model, a->model);
+    int rc = cli_check_disjoint("export", "--out", a->out, "--model", a->model, CLI_ALLOW_OUT_INSIDE_IN);
+    return rc ? rc : cli_check_disjoint("export", "--out", a->out, "--checkpoint", a->checkpoint, 0);
 }
 
 static long long file_size(const char *path)
@@ -91,10 +107,27 @@ static int write_gguf(const export_args *a, pt_model *m)
     pt_gguf_export_options_init(&o);
     o.type = a->type;
     o.name = a->name;
-    int st = a->adapter && !a->merge ? pt_lora_export_gguf(m, a->out, &o) : pt_model_export_gguf(m, a->out, &o);
+    o.spm_scores = a->spm_scores;
+    bool adapter = (a->adapter && !a->merge) || a->adapter_only;
+    int st = adapter ? pt_lora_export_gguf(m, a->out, &o) : pt_model_export_gguf(m, a->out, &o);
     if (st) {
-        cli_explain_tokenizer("export", a->model, m);
+        const char *dir = pt_model_source_dir(m);
+        if (dir)
+            cli_explain_tokenizer("export", dir, m);
         return cli_fail("export", st);
+    }
+    return 0;
+}
+
+static int load_model(pt_model **m, const export_args *a)
+{
+    int st = pt_model_load_dir(m, a->model, NULL);
+    if (st)
+        return cli_fail("--model", st);
+    if (a->adapter && (st = pt_lora_load_peft(*m, a->adapter))) {
+        pt_model_free(*m);
+        *m = NULL;
+        return cli_fail("--adapter", st);
     }
     return 0;
 }
@@ -108,12 +141,11 @@ int cmd_export(int argc, char **argv)
     if ((rc = check_args(&a)))
         return rc;
     pt_model *m = NULL;
-    int st = pt_model_load_dir(&m, a.model, NULL);
-    if (st)
-        return cli_fail("--model", st);
-    if (a.adapter && (st = pt_lora_load_peft(m, a.adapter))) {
-        pt_model_free(m);
-        return cli_fail("--adapter", st);
+    if (a.checkpoint) {
+        if ((rc = export_load_checkpoint(&m, &a)))
+            return rc;
+    } else if ((rc = load_model(&m, &a))) {
+        return rc;
     }
     rc = write_gguf(&a, m);
     pt_model_free(m);

@@ -2,6 +2,8 @@
  * JSONL data, with checkpoints, exact resume, progress and a metrics file. */
 #include "cli.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -107,16 +109,45 @@ static void fmt_eta(char *buf, size_t n, double secs)
         snprintf(buf, n, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
 }
 
+/* The checkpoint's host JSON: the data position (for --resume), and for
+ * `posttrain export --checkpoint` the base model (its resolved path) and
+ * the LoRA options when there are adapters. */
+static int host_json(char *buf, size_t n, const sft_args *a, const pt_model *m, int64_t step,
+                     const pt_dataset *d)
+{
+    int64_t epoch, cursor;
+    pt_dataset_get_position(&epoch, &cursor, d);
+    char *abs = realpath(a->model, NULL);
+    cJSON *js = cJSON_CreateString(abs ? abs : a->model);
+    char *model = js ? cJSON_PrintUnformatted(js) : NULL;
+    free(abs);
+    cJSON_Delete(js);
+    if (!model)
+        return -1;
+    int k = snprintf(buf, n, "{\"step\": %lld, \"epoch\": %lld, \"cursor\": %lld, \"seed\": %llu, "
+                     "\"model\": %s", (long long)step, (long long)epoch, (long long)cursor,
+                     (unsigned long long)a->data_opts.seed, model);
+    cJSON_free(model);
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    if (k > 0 && (size_t)k < n && pt_model_get_lora(&lo, m) == PT_OK)
+        k += snprintf(buf + k, n - (size_t)k, ", \"lora\": {\"rank\": %d, \"alpha\": %.17g, "
+                      "\"targets\": %u}", lo.rank, lo.alpha, lo.targets);
+    if (k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, "}");
+    return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
 static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d, int64_t step)
 {
-    char dir[4096], host[256];
+    char dir[4096], host[8192];
     snprintf(dir, sizeof dir, "%s/checkpoints", a->out);
     mkdir(dir, 0755);
     snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", a->out, (long long)step);
-    int64_t epoch, cursor;
-    pt_dataset_get_position(&epoch, &cursor, d);
-    snprintf(host, sizeof host, "{\"step\": %lld, \"epoch\": %lld, \"cursor\": %lld, \"seed\": %llu}",
-             (long long)step, (long long)epoch, (long long)cursor, (unsigned long long)a->data_opts.seed);
+    if (host_json(host, sizeof host, a, m, step, d)) {
+        fprintf(stderr, "posttrain sft: saving a checkpoint: the model path is too long\n");
+        return 1;
+    }
     int st = pt_checkpoint_save(m, o, host, dir);
     if (st)
         return cli_fail("saving a checkpoint", st);

@@ -36,11 +36,42 @@ typedef enum pt_gguf_ftype {
 PT_API const char *pt_gguf_ftype_name(int value);
 PT_API int pt_gguf_ftype_from_name(int *out, const char *name);
 
+/* tokenizer.ggml.scores of a SentencePiece-style tokenizer.json (BPE with
+ * byte fallback, written as tokenizer.ggml.model "llama"; "converter",
+ * "merges").  llama.cpp tokenizes such a vocabulary by the scores alone
+ * (the highest-scoring adjacent pair is merged first), so:
+ *
+ * - PT_GGUF_SPM_SCORES_CONVERTER (the default): every score -1000, what
+ *   convert_hf_to_gguf.py (gguf-py's LlamaHfVocab) writes for a directory
+ *   without tokenizer.model.  llama.cpp then merges in token-id order, which
+ *   is not Hugging Face's merge order: stories260K's " little" is 1 token in
+ *   Hugging Face and 4 in llama.cpp.
+ * - PT_GGUF_SPM_SCORES_MERGES: a piece's score is minus the rank of the
+ *   first merge of tokenizer.json producing it (0 for the first merge),
+ *   every other token -1e9, as a SentencePiece BPE model scores its pieces;
+ *   llama.cpp then merges in Hugging Face's order, and pt_model_load_dir
+ *   rebuilds exactly the tokenizer.json merges from the scores.
+ *
+ * Byte-level ("gpt2") vocabularies carry their merges and no scores: the
+ * option does not change them. */
+typedef enum pt_gguf_spm_scores {
+    PT_GGUF_SPM_SCORES_CONVERTER = 0,
+    PT_GGUF_SPM_SCORES_MERGES = 1
+} pt_gguf_spm_scores;
+
+PT_API const char *pt_gguf_spm_scores_name(int value);
+PT_API int pt_gguf_spm_scores_from_name(int *out, const char *name);
+
 typedef struct pt_gguf_export_options {
     size_t size;          /* sizeof(pt_gguf_export_options) */
     int type;             /* pt_gguf_ftype; default PT_GGUF_FTYPE_F32 */
-    const char *name;     /* general.name; NULL: derived from the source
-                           * directory's name as the converter does */
+    const char *name;     /* general.name; NULL: derived as the converter
+                           * derives it (a model: from its source directory's
+                           * name; an adapter: from the PEFT directory
+                           * pt_lora_load_peft read, else the model's) */
+    int spm_scores;       /* pt_gguf_spm_scores; default
+                           * PT_GGUF_SPM_SCORES_CONVERTER (a struct of the
+                           * older size without it gets the default) */
 } pt_gguf_export_options;
 
 PT_API int pt_gguf_export_options_init(pt_gguf_export_options *opts);

@@ -229,6 +229,16 @@ PT_API int pt_dataset_set_position(pt_dataset *dataset, int64_t epoch, int64_t c
  * upon, then the rest (pt_model_save_dir(model, dir) likewise). */
 PT_API int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir);
 PT_API int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir);
+/* A checkpoint's trained weights without its optimizer state (to export or
+ * evaluate it).  pt_checkpoint_read_host verifies every checksum, as
+ * pt_checkpoint_load does, and returns the host's JSON in *host_json (NULL
+ * when none was saved; free with pt_free()).  pt_checkpoint_load_weights
+ * verifies them and reads the saved tensors into `model`, which must have
+ * the trainable tensors it had when saved (a LoRA run's base with adapters
+ * added with the same rank and targets); a failure part way leaves the
+ * model partly loaded.  A `dir` that does not exist is PT_ENOTFOUND. */
+PT_API int pt_checkpoint_read_host(char **host_json, const char *dir);
+PT_API int pt_checkpoint_load_weights(pt_model *model, const char *dir);
 
 /* Learning-rate multiplier of a schedule at a given step (0-based), as
  * Hugging Face's get_*_schedule_with_warmup compute it. */

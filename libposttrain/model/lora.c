@@ -99,6 +99,7 @@ static void lora_free(struct pt_lora *l)
     pt_free_aligned(l->grads);
     pt_free(l->mods);
     pt_free(l->names);
+    pt_free(l->source_dir);
     pt_free(l);
 }
 

@@ -23,6 +23,7 @@ struct pt_lora {
     float *params, *grads;  /* 64-byte aligned blocks */
     pt_lora_pair *mods;     /* [num_hidden_layers * PT_LORA_NMOD]; a == NULL: no adapter */
     char *names;            /* storage for the adapter tensor names */
+    char *source_dir;       /* the PEFT directory pt_lora_load_peft read them from, or NULL */
 };
 
 /* PEFT / Hugging Face module name of projection k (0 .. 6): "self_attn.q_proj", ... */

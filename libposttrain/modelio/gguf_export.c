@@ -19,10 +19,17 @@ static const pt_enum_entry k_ftype_names[] = {
 };
 PT_ENUM_NAME_FUNCS(pt_gguf_ftype, k_ftype_names, "GGUF tensor type")
 
+static const pt_enum_entry k_spm_scores_names[] = {
+    { PT_GGUF_SPM_SCORES_CONVERTER, "converter" },
+    { PT_GGUF_SPM_SCORES_MERGES, "merges" },
+};
+PT_ENUM_NAME_FUNCS(pt_gguf_spm_scores, k_spm_scores_names, "SentencePiece score mode")
+
 int pt_gguf_export_options_init(pt_gguf_export_options *o)
 {
     PT_CHECK_NULL(o);
-    *o = (pt_gguf_export_options){ .size = sizeof *o, .type = PT_GGUF_FTYPE_F32, .name = NULL };
+    *o = (pt_gguf_export_options){ .size = sizeof *o, .type = PT_GGUF_FTYPE_F32, .name = NULL,
+                                   .spm_scores = PT_GGUF_SPM_SCORES_CONVERTER };
     return PT_OK;
 }
 
@@ -77,9 +84,14 @@ static void ctx_free(gx_ctx *c)
 
 static int check_args(const pt_model *m, const char *path, const pt_gguf_export_options *o)
 {
-    PT_CHECK_ARG(o->type >= PT_GGUF_FTYPE_F32 && o->type <= PT_GGUF_FTYPE_BF16, opts->type,
-                 "%d is not a pt_gguf_ftype (f32 0, f16 1, bf16 2)", o->type);
-    PT_CHECK_ARG(*path != '\0', path, "is empty");
+    static const char fn[] = "pt_model_export_gguf";
+    if (!pt_gguf_ftype_name(o->type))
+        return pt_err_arg(fn, "opts->type", "%d is not a pt_gguf_ftype (f32 0, f16 1, bf16 2)", o->type);
+    if (!pt_gguf_spm_scores_name(o->spm_scores))
+        return pt_err_arg(fn, "opts->spm_scores", "%d is not a pt_gguf_spm_scores (converter 0, merges 1)",
+                          o->spm_scores);
+    if (*path == '\0')
+        return pt_err_arg(fn, "path", "is empty");
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, m);
@@ -89,6 +101,21 @@ static int check_args(const pt_model *m, const char *path, const pt_gguf_export_
         return pt_err(PT_ESTATE, "pt_model_export_gguf: the model has no tokenizer (load it from a "
                       "directory holding tokenizer.json): a GGUF model file carries its vocabulary");
     return PT_OK;
+}
+
+/* llama.cpp's "llama" architecture, which the converter writes for
+ * MistralForCausalLM (no converter writes a sliding-window key for it),
+ * attends to the whole context: outputs agree with the model's only while
+ * the context fits the window. */
+static void warn_sliding_window(const gx_ctx *c)
+{
+    int w = c->cfg.sliding_window, n_ctx = c->cfg.max_position_embeddings;
+    if (w > 0 && w < n_ctx)
+        pt_log(PT_LOG_WARN, "pt_model_export_gguf: %s: the model attends within a sliding window of %d "
+               "tokens, shorter than its context length %d, but llama.cpp's %s architecture has no "
+               "sliding window (it attends to the whole context): llama.cpp's outputs agree with the "
+               "model's only for contexts of at most %d tokens", c->out_path, w, n_ctx,
+               pt_gguf_arch_name(c->cfg.arch), w);
 }
 
 /* Everything into the writer, then the file. */
@@ -105,6 +132,8 @@ static int export(gx_ctx *c, gx_bufs *bufs)
         st = gx_add_vocab(c);
     if (!st)
         st = pt_gguf_write(c->w, c->out_path);
+    if (!st)
+        warn_sliding_window(c);
     return st;
 }
 
@@ -116,7 +145,7 @@ int pt_model_export_gguf(const pt_model *model, const char *path, const pt_gguf_
     int st = PT_STRUCT_READ(o, opts, pt_gguf_export_options_init);
     if (st || (st = check_args(model, path, &o)))
         return st;
-    gx_ctx c = { .m = model, .type = o.type, .name = o.name, .out_path = path,
+    gx_ctx c = { .m = model, .type = o.type, .name = o.name, .spm_scores = o.spm_scores, .out_path = path,
                  .tok = pt_model_tokenizer(model), .src_dir = pt_model_source_dir(model) };
     pt_model_config_init(&c.cfg);
     pt_model_get_config(&c.cfg, model);

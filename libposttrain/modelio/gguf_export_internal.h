@@ -29,6 +29,7 @@ typedef struct gx_ctx {
     pt_model_config cfg;
     int type;                   /* pt_gguf_ftype */
     const char *name;           /* general.name override, or NULL */
+    int spm_scores;             /* pt_gguf_spm_scores */
     const char *out_path;
     const pt_tokenizer *tok;
     const char *src_dir;        /* NULL: none */
@@ -67,6 +68,18 @@ typedef struct gx_name_parts {
 } gx_name_parts;
 int gx_model_id_components(gx_name_parts *out, const char *model_id, int64_t total_params);
 void gx_name_parts_free(gx_name_parts *p);
+/* The naming keys Metadata.set_gguf_meta_model writes (NULL: not written). */
+typedef struct gx_names {
+    char *name, *organization, *basename, *finetune, *version, *size_label;
+} gx_names;
+void gx_names_free(gx_names *n);
+/* One model id's heuristics into the fields of *n still unset (the name is
+ * id_to_title of the id's full name).  total: the parameter count, negative
+ * for a LoRA adapter (gguf-py's get_total_parameter_count). */
+int gx_names_apply_id(gx_names *n, const char *id, int64_t total);
+/* general.name, version, organization, finetune, basename, size_label, in
+ * that order, each when set and not empty. */
+int gx_names_write(pt_gguf_writer *w, const gx_names *n);
 /* Metadata.id_to_title. */
 char *gx_id_to_title(const char *s);
 /* gguf.size_label for a dense model ("260K", "1.2B"). */

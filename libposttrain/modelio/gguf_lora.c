@@ -3,8 +3,9 @@
  * llama.cpp applies with --lora over the base model's GGUF.
  *
  * Metadata, in the converter's order: general.architecture,
- * general.type = "adapter", adapter.type = "lora", general.name,
- * adapter.lora.alpha (float32), general.quantization_version = 2 (the
+ * general.type = "adapter", adapter.type = "lora", the naming keys
+ * (general.name, and version / finetune / basename when the PEFT
+ * directory's name has them; gguf_name.c), adapter.lora.alpha (float32), general.quantization_version = 2 (the
  * converter's LoRA model writes no general.file_type and no <arch>.* keys).
  *
  * Tensors: per adapted projection "blk.<i>.<tensor>.weight.lora_a" (A, ggml
@@ -15,10 +16,10 @@
  * (LoraTorchTensor.permute permutes the output side), so B of q_proj /
  * k_proj is stored permuted like the base weight and A as it is. */
 #include "core/core.h"
-#include "core/strbuf.h"
 #include "io/gguf.h"
 #include "model/lora.h"
 #include "model/schema.h"
+#include "modelio/gguf_export_internal.h"
 #include "modelio/gguf_internal.h"
 #include "posttrain/gguf.h"
 #include "posttrain/modelio.h"
@@ -126,101 +127,57 @@ static int add_pair(pt_gguf_writer *w, const pt_model *m, const lora_item *it, i
     return pt_gguf_add_tensor_f32(w, name, 2, ne_b, type, b);
 }
 
-/* ---- general.name ---------------------------------------------------------------- */
+/* ---- the naming keys --------------------------------------------------------------- */
 
-static bool is_lower_ascii_word(const char *w, size_t n)
+/* gguf-py's get_total_parameter_count for an adapter: minus the elements of
+ * the base weights adapted (out * in per lora_a / lora_b pair). */
+static int64_t adapter_total(const pt_model *m, const lora_item *it, size_t n)
 {
-    bool cased = false;
+    int64_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)w[i];
-        if (c >= 0x80 || (c >= 'A' && c <= 'Z'))
-            return false;
-        cased |= c >= 'a' && c <= 'z';
+        const pt_lora_pair *p = &m->lora->mods[(size_t)it[i].layer * PT_LORA_NMOD + (size_t)it[i].k];
+        total += (int64_t)(p->out * p->in);
     }
-    return cased;
+    return -total;
 }
 
-static bool is_digit(char c)
+/* One directory's name through the id heuristics (nothing for "" or "."). */
+static int apply_dir(gx_names *n, const char *dir, int64_t total)
 {
-    return c >= '0' && c <= '9';
+    char *id = gx_path_name(dir);
+    if (!id)
+        return PT_ENOMEM;
+    int st = *id ? gx_names_apply_id(n, id, total) : PT_OK;
+    pt_free(id);
+    return st;
 }
 
-/* ^v\d+(\.\d+)*$ or ^\d.*$: the words gguf-py's id_to_title keeps as they are. */
-static bool is_version_word(const char *w, size_t n)
+/* The naming keys as convert_lora_to_gguf.py derives them: Metadata.load
+ * with the PEFT directory as the model-card directory (its name through
+ * the id heuristics), else, for adapters not loaded from a PEFT directory,
+ * the base model's directory, else its model_type; opts->name replaces
+ * general.name. */
+static int adapter_names(gx_names *n, const pt_model *m, const char *name, int64_t total)
 {
-    if (n > 0 && is_digit(w[0]))
-        return true;
-    if (n < 2 || w[0] != 'v' || !is_digit(w[1]))
-        return false;
-    for (size_t i = 1; i < n; i++)
-        if (!is_digit(w[i]) && !(w[i] == '.' && i + 1 < n && is_digit(w[i + 1]) &&
-                                 is_digit(w[i - 1])))
-            return false;
-    return true;
-}
-
-/* One word in Python's str.title() form (the word is lowercase ASCII):
- * a letter after a non-letter is capitalised. */
-static void append_title_word(pt_strbuf *sb, const char *w, size_t n)
-{
-    bool title = is_lower_ascii_word(w, n) && !is_version_word(w, n);
-    for (size_t i = 0; i < n; i++) {
-        char c = w[i];
-        bool after_letter = i > 0 && w[i - 1] >= 'a' && w[i - 1] <= 'z';
-        if (title && c >= 'a' && c <= 'z' && !after_letter)
-            c = (char)(c - 'a' + 'A');
-        pt_strbuf_putc(sb, c);
+    const char *peft = m->lora->source_dir, *base = pt_model_source_dir(m);
+    int st = peft ? apply_dir(n, peft, total) : PT_OK;
+    if (st == PT_OK && !n->name && base)
+        st = apply_dir(n, base, total);
+    if (st == PT_OK && !n->name) {
+        const pt_arch_info *a = pt_arch_info_get(m->cfg.arch);
+        st = gx_names_apply_id(n, a ? a->model_type : "model", total);
     }
-}
-
-/* gguf-py's Metadata.id_to_title: '-' becomes a space, words split on
- * whitespace, lowercase words title-cased unless they are versions or start
- * with a digit, joined by single spaces.  (Words with non-ASCII bytes are
- * kept as they are.) */
-static int id_to_title(pt_strbuf *sb, const char *id, size_t len)
-{
-    size_t i = 0;
-    bool first = true;
-    while (i < len) {
-        while (i < len && (id[i] == '-' || id[i] == ' ' || (id[i] >= '\t' && id[i] <= '\r')))
-            i++;
-        size_t s = i;
-        while (i < len && !(id[i] == '-' || id[i] == ' ' || (id[i] >= '\t' && id[i] <= '\r')))
-            i++;
-        if (i == s)
-            break;
-        if (!first)
-            pt_strbuf_putc(sb, ' ');
-        first = false;
-        append_title_word(sb, id + s, i - s);
+    if (st == PT_OK && name) {
+        pt_free(n->name);
+        if (!(n->name = pt_strdup(name)))
+            st = PT_ENOMEM;
     }
-    return sb->err;
-}
-
-/* The default general.name: the title form of the base model's source
- * directory name (the converter's fallback for a directory without a model
- * card), else of its model_type. */
-static int default_name(pt_strbuf *sb, const pt_model *m)
-{
-    const char *dir = pt_model_source_dir(m);
-    size_t len = dir ? strlen(dir) : 0;
-    while (len > 1 && dir[len - 1] == '/')
-        len--;
-    size_t s = len;
-    while (s > 0 && dir[s - 1] != '/')
-        s--;
-    bool usable = len > s && !(len - s == 1 && dir[s] == '.') &&
-                  !(len - s == 2 && dir[s] == '.' && dir[s + 1] == '.');
-    if (usable)
-        return id_to_title(sb, dir + s, len - s);
-    const pt_arch_info *a = pt_arch_info_get(m->cfg.arch);
-    const char *mt = a ? a->model_type : "model";
-    return id_to_title(sb, mt, strlen(mt));
+    return st;
 }
 
 /* ---- the file ------------------------------------------------------------------------ */
 
-static int add_metadata(pt_gguf_writer *w, const pt_model *m, const char *name)
+static int add_metadata(pt_gguf_writer *w, const pt_model *m, const gx_names *names)
 {
     int st = pt_gguf_set_str(w, "general.architecture", pt_gguf_arch_name(m->cfg.arch));
     if (st == PT_OK)
@@ -228,7 +185,7 @@ static int add_metadata(pt_gguf_writer *w, const pt_model *m, const char *name)
     if (st == PT_OK)
         st = pt_gguf_set_str(w, "adapter.type", "lora");
     if (st == PT_OK)
-        st = pt_gguf_set_str(w, "general.name", name);
+        st = gx_names_write(w, names);
     if (st == PT_OK)
         st = pt_gguf_set_f32(w, "adapter.lora.alpha", (float)m->lora->opts.alpha);
     if (st == PT_OK)
@@ -267,8 +224,8 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
 {
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(path);
-    pt_gguf_export_options o = { .size = sizeof o, .type = PT_GGUF_FTYPE_F32, .name = NULL };
-    int st = pt_struct_read(&o, sizeof o, opts, __func__, "pt_gguf_export_options_init");
+    pt_gguf_export_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_gguf_export_options_init);
     if (st == PT_OK)
         st = check_model(model, &o);
     if (st != PT_OK)
@@ -277,7 +234,7 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
     size_t n = 0;
     float *scratch = NULL;
     pt_gguf_writer *w = NULL;
-    pt_strbuf name = PT_STRBUF_INIT;
+    gx_names names = { 0 };
     if ((st = collect_items(&items, &n, model)) != PT_OK)
         goto done;
     size_t nf = permuted_floats(model, items, n);
@@ -285,18 +242,18 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
         st = pt_err(PT_ENOMEM, "pt_lora_export_gguf: permuted lora_b (%zu floats)", nf);
         goto done;
     }
-    st = o.name ? pt_strbuf_puts(&name, o.name) : default_name(&name, model);
+    st = adapter_names(&names, model, o.name, adapter_total(model, items, n));
     if (st == PT_OK)
         st = pt_gguf_writer_new(&w);
     if (st == PT_OK)
-        st = add_metadata(w, model, name.p ? name.p : "");
+        st = add_metadata(w, model, &names);
     if (st == PT_OK)
         st = add_tensors(w, model, items, n, ggml_type_of(o.type), scratch);
     if (st == PT_OK)
         st = pt_gguf_write(w, path);
 done:
     pt_gguf_writer_free(w);
-    pt_strbuf_free(&name);
+    gx_names_free(&names);
     pt_free(scratch);
     pt_free(items);
     return st;

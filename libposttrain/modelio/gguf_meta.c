@@ -30,11 +30,6 @@ static const cJSON *find_num(const cJSON *hp, const char *const *keys)
     return NULL;
 }
 
-static int set_str(gx_ctx *c, const char *key, const char *v)
-{
-    return v && *v ? pt_gguf_set_str(c->w, key, v) : PT_OK;   /* add_string skips "" */
-}
-
 static int arch_key(char *buf, size_t n, const gx_ctx *c, const char *suffix)
 {
     int k = snprintf(buf, n, "%s.%s", pt_gguf_arch_name(c->cfg.arch), suffix);
@@ -60,48 +55,6 @@ static int put_f32(gx_ctx *c, const char *suffix, const cJSON *v)
 }
 
 /* ---- naming ------------------------------------------------------------------ */
-
-typedef struct gx_names {
-    char *name, *organization, *basename, *finetune, *version, *size_label;
-} gx_names;
-
-static void names_free(gx_names *n)
-{
-    pt_free(n->name);
-    pt_free(n->organization);
-    pt_free(n->basename);
-    pt_free(n->finetune);
-    pt_free(n->version);
-    pt_free(n->size_label);
-}
-
-/* Take *src into *dst when *dst is still unset. */
-static void take(char **dst, char **src)
-{
-    if (!*dst) {
-        *dst = *src;
-        *src = NULL;
-    }
-}
-
-/* One model id's heuristics into the fields still unset. */
-static int apply_id(gx_names *n, const char *id, int64_t total)
-{
-    gx_name_parts p;
-    int st = gx_model_id_components(&p, id, total);
-    if (st || !p.full)
-        return st;
-    if (!n->name && !(n->name = gx_id_to_title(p.full)))
-        st = PT_ENOMEM;
-    if (p.org && !n->organization && !(n->organization = gx_id_to_title(p.org)))
-        st = PT_ENOMEM;
-    take(&n->basename, &p.basename);
-    take(&n->finetune, &p.finetune);
-    take(&n->version, &p.version);
-    take(&n->size_label, &p.size_label);
-    gx_name_parts_free(&p);
-    return st;
-}
 
 /* The model id of the directory: its name, or with no source directory
  * the output file's name without ".gguf". */
@@ -138,12 +91,12 @@ static int derive_names(gx_names *n, gx_ctx *c)
     for (const char *s = nop; s && *s; s++)
         slashes += *s == '/';
     if (nop && slashes <= 1)
-        st = apply_id(n, nop, total);
+        st = gx_names_apply_id(n, nop, total);
     char *id = st ? NULL : dir_id(c);
     if (!st && !id)
         st = PT_ENOMEM;
     if (!st)
-        st = apply_id(n, id, total);
+        st = gx_names_apply_id(n, id, total);
     if (!st && !n->name && !(n->name = pt_strdup(id)))
         st = PT_ENOMEM;
     pt_free(id);
@@ -167,18 +120,8 @@ static int add_names(gx_ctx *c)
     gx_names n = { 0 };
     int st = derive_names(&n, c);
     if (!st)
-        st = set_str(c, "general.name", n.name);
-    if (!st)
-        st = set_str(c, "general.version", n.version);
-    if (!st)
-        st = set_str(c, "general.organization", n.organization);
-    if (!st)
-        st = set_str(c, "general.finetune", n.finetune);
-    if (!st)
-        st = set_str(c, "general.basename", n.basename);
-    if (!st)
-        st = set_str(c, "general.size_label", n.size_label);
-    names_free(&n);
+        st = gx_names_write(c->w, &n);
+    gx_names_free(&n);
     return st;
 }
 

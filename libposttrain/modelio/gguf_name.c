@@ -3,9 +3,12 @@
  * finetune, version and size_label from a model id such as the model
  * directory's name.  The regular expressions are matched by hand with
  * their IGNORECASE semantics; character classes (\d, \w, isalpha) are
- * ASCII, a byte >= 0x80 counting as a letter. */
+ * ASCII, a byte >= 0x80 counting as a letter.  The naming keys of a model
+ * file (gguf_meta.c) and of a LoRA adapter (gguf_lora.c) both come from
+ * gx_names_apply_id and gx_names_write. */
 #include "core/core.h"
 #include "core/strbuf.h"
+#include "io/gguf.h"
 #include "modelio/gguf_export_internal.h"
 
 #include <ctype.h>
@@ -443,4 +446,65 @@ char *gx_path_name(const char *dir)
         r[best_len] = '\0';
     }
     return r;
+}
+
+/* ---- the naming keys -------------------------------------------------------------- */
+
+void gx_names_free(gx_names *n)
+{
+    pt_free(n->name);
+    pt_free(n->organization);
+    pt_free(n->basename);
+    pt_free(n->finetune);
+    pt_free(n->version);
+    pt_free(n->size_label);
+    *n = (gx_names){ 0 };
+}
+
+/* Take *src into *dst when *dst is still unset. */
+static void take(char **dst, char **src)
+{
+    if (!*dst) {
+        *dst = *src;
+        *src = NULL;
+    }
+}
+
+int gx_names_apply_id(gx_names *n, const char *id, int64_t total)
+{
+    gx_name_parts p;
+    int st = gx_model_id_components(&p, id, total);
+    if (st || !p.full)
+        return st;
+    if (!n->name && !(n->name = gx_id_to_title(p.full)))
+        st = PT_ENOMEM;
+    if (p.org && !n->organization && !(n->organization = gx_id_to_title(p.org)))
+        st = PT_ENOMEM;
+    take(&n->basename, &p.basename);
+    take(&n->finetune, &p.finetune);
+    take(&n->version, &p.version);
+    take(&n->size_label, &p.size_label);
+    gx_name_parts_free(&p);
+    return st;
+}
+
+static int set_str(pt_gguf_writer *w, const char *key, const char *v)
+{
+    return v && *v ? pt_gguf_set_str(w, key, v) : PT_OK;   /* add_string skips "" */
+}
+
+int gx_names_write(pt_gguf_writer *w, const gx_names *n)
+{
+    int st = set_str(w, "general.name", n->name);
+    if (!st)
+        st = set_str(w, "general.version", n->version);
+    if (!st)
+        st = set_str(w, "general.organization", n->organization);
+    if (!st)
+        st = set_str(w, "general.finetune", n->finetune);
+    if (!st)
+        st = set_str(w, "general.basename", n->basename);
+    if (!st)
+        st = set_str(w, "general.size_label", n->size_label);
+    return st;
 }

@@ -10,7 +10,8 @@
  * - SentencePiece-style BPE with byte fallback ("llama", gguf-py's
  *   LlamaHfVocab, taken by llama-type models whose tokenizer.json is BPE
  *   with byte_fallback and a Sequence decoder): the model vocabulary then
- *   the added tokens past it, every score -1000, <0xNN> tokens BYTE, the
+ *   the added tokens past it, every score -1000 (or, with spm_scores
+ *   "merges", minus the merge rank of the piece), <0xNN> tokens BYTE, the
  *   tokenizer's special tokens (bos/eos/unk/pad/... and
  *   additional_special_tokens of tokenizer_config.json) CONTROL. */
 #include "core/core.h"
@@ -174,21 +175,15 @@ static int gpt2_token(gx_toks *t, const pt_tokenizer *tok, int32_t i)
     return t->str[i] ? PT_OK : PT_ENOMEM;
 }
 
-static int write_list(gx_ctx *c, const char *model, const char *pre, const gx_toks *t, bool scores)
+static int write_list(gx_ctx *c, const char *model, const char *pre, const gx_toks *t, const float *scores)
 {
     int st = pt_gguf_set_str(c->w, "tokenizer.ggml.model", model);
     if (!st)
         st = pt_gguf_set_str(c->w, "tokenizer.ggml.pre", pre);
     if (!st)
         st = pt_gguf_set_arr_str(c->w, "tokenizer.ggml.tokens", (const char *const *)t->str, NULL, t->n);
-    float *sc = scores ? pt_malloc_array(t->n ? t->n : 1, sizeof *sc) : NULL;
-    if (!st && scores && !sc)
-        st = PT_ENOMEM;
-    for (size_t i = 0; sc && i < t->n; i++)
-        sc[i] = -1000.0f;
     if (!st && scores)
-        st = pt_gguf_set_arr(c->w, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, sc, t->n);
-    pt_free(sc);
+        st = pt_gguf_set_arr(c->w, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, scores, t->n);
     return st ? st : pt_gguf_set_arr(c->w, "tokenizer.ggml.token_type", PT_GGUF_INT32, t->type, t->n);
 }
 
@@ -208,7 +203,7 @@ static int vocab_gpt2(gx_ctx *c)
     for (int64_t i = 0; i < n && !st; i++)
         st = gpt2_token(&t, c->tok, (int32_t)i);
     if (!st)
-        st = write_list(c, "gpt2", pre, &t, false);
+        st = write_list(c, "gpt2", pre, &t, NULL);
     toks_free(&t);
     return st ? st : gx_add_special(c, true, -1);
 }
@@ -268,6 +263,73 @@ static bool is_byte_token(const char *s)
            isxdigit((unsigned char)s[4]) && s[5] == '>';
 }
 
+/* A tokenizer.json merge ("a b" or ["a", "b"]) as the merged piece. */
+static char *merged_piece(const cJSON *it)
+{
+    if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2) {
+        const cJSON *l = cJSON_GetArrayItem(it, 0), *r = cJSON_GetArrayItem(it, 1);
+        if (!cJSON_IsString(l) || !cJSON_IsString(r))
+            return NULL;
+        pt_strbuf b = { 0 };
+        pt_strbuf_puts(&b, l->valuestring);
+        pt_strbuf_puts(&b, r->valuestring);
+        return pt_strbuf_detach(&b, NULL);
+    }
+    const char *s = cJSON_IsString(it) ? it->valuestring : NULL, *sp = s ? strchr(s, ' ') : NULL;
+    if (!sp || sp == s || !sp[1] || strchr(sp + 1, ' '))
+        return NULL;
+    char *p = pt_strdup(s);
+    if (p)
+        memmove(p + (sp - s), p + (sp - s) + 1, strlen(sp));
+    return p;
+}
+
+/* PT_GGUF_SPM_SCORES_MERGES: minus the rank of the first merge producing
+ * each piece, GX_SCORE_NONE for the pieces no merge produces.  Ranks are
+ * exact in a float up to 2^24 merges. */
+#define GX_SCORE_NONE (-1e9f)
+static int merge_scores(const gx_ctx *c, float *scores, size_t n)
+{
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(c->tok_json, "model"), "merges"), *it;
+    if (!cJSON_IsArray(merges))
+        return pt_err(PT_EFORMAT, "pt_model_export_gguf: spm_scores \"merges\": tokenizer.json has no "
+                      "model.merges list");
+    if (cJSON_GetArraySize(merges) > (1 << 24))
+        return pt_err(PT_ERANGE, "pt_model_export_gguf: spm_scores \"merges\": %d merges, more than a "
+                      "float32 score ranks exactly (2^24)", cJSON_GetArraySize(merges));
+    for (size_t i = 0; i < n; i++)
+        scores[i] = GX_SCORE_NONE;
+    int rank = 0, st = PT_OK;
+    cJSON_ArrayForEach(it, merges) {
+        char *piece = merged_piece(it);
+        int32_t id = -1;
+        if (!piece)
+            st = pt_err(PT_EFORMAT, "pt_model_export_gguf: tokenizer.json model.merges[%d] is not two "
+                        "tokens", rank);
+        else if (pt_tokenizer_token_to_id(&id, c->tok, piece) || id < 0 || (size_t)id >= n)
+            st = pt_err(PT_EFORMAT, "pt_model_export_gguf: tokenizer.json model.merges[%d] makes '%s', "
+                        "which is not in the vocabulary", rank, piece);
+        else if (scores[id] == GX_SCORE_NONE)
+            scores[id] = rank ? (float)-rank : 0.0f;
+        pt_free(piece);
+        if (st)
+            return st;
+        rank++;
+    }
+    return PT_OK;
+}
+
+/* tokenizer.ggml.scores of the n tokens written (c->spm_scores). */
+static int spm_scores(const gx_ctx *c, float *scores, size_t n)
+{
+    if (c->spm_scores == PT_GGUF_SPM_SCORES_MERGES)
+        return merge_scores(c, scores, n);
+    for (size_t i = 0; i < n; i++)
+        scores[i] = -1000.0f;   /* LlamaHfVocab's placeholder */
+    return PT_OK;
+}
+
 #define GX_MAX_SPECIAL 4096
 
 static int vocab_llama_hf(gx_ctx *c)
@@ -297,8 +359,14 @@ static int vocab_llama_hf(gx_ctx *c)
             t.type[k++] = in_ids(sp, nsp, i) ? TT_CONTROL : TT_USER_DEFINED;
     }
     pt_free(sp);
+    float *scores = st ? NULL : pt_malloc_array(n ? n : 1, sizeof *scores);
+    if (!st && !scores)
+        st = PT_ENOMEM;
     if (!st)
-        st = write_list(c, "llama", "default", &t, true);
+        st = spm_scores(c, scores, n);
+    if (!st)
+        st = write_list(c, "llama", "default", &t, scores);
+    pt_free(scores);
     toks_free(&t);
     return st ? st : gx_add_special(c, false, (int64_t)n);
 }

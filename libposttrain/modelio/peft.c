@@ -308,7 +308,9 @@ int pt_lora_load_peft(pt_model *m, const char *dir)
     }
     if ((st = pt_model_add_lora(m, &o)) != PT_OK)
         goto done;
-    if ((st = load_tensors(m, f, wpath)) != PT_OK)
+    if ((st = load_tensors(m, f, wpath)) == PT_OK && !(m->lora->source_dir = pt_strdup(dir)))
+        st = PT_ENOMEM;
+    if (st != PT_OK)
         pt_model_remove_lora(m);
 done:
     pt_st_close(f);

@@ -323,8 +323,13 @@ static int put_score_merges(pt_strbuf *b, const gg_vocab *v)
         qsort(c, n, sizeof *c, cand_cmp);
     if (st == PT_OK && n > 1 && c[0].score == c[n - 1].score)
         pt_log(PT_LOG_WARN, "%s: tokenizer.ggml.scores are all %g (the converter's placeholder for a "
-               "tokenizer.json source): the merges are ordered by token id, right for "
-               "SentencePiece BPE vocabularies listed in merge order", v->what, (double)c[0].score);
+               "tokenizer.json source), so the merge order is lost: the merges are ordered by token "
+               "id, which is right only for vocabularies listed in merge order (otherwise some texts "
+               "tokenize differently from Hugging Face, here and in llama.cpp). To keep the order, "
+               "load the Hugging Face directory (tokenizer.json) instead, or write the GGUF file "
+               "with scores from the merges: posttrain export --spm-scores merges "
+               "(pt_gguf_export_options.spm_scores = PT_GGUF_SPM_SCORES_MERGES)",
+               v->what, (double)c[0].score);
     for (size_t i = 0; st == PT_OK && i < n; i++)
         put_merge(b, v->tok[c[i].l].ptr, v->tok[c[i].l].len, v->tok[c[i].r].ptr,
                   v->tok[c[i].r].len, i == 0);

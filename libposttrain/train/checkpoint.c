@@ -545,3 +545,54 @@ done:
     free(ps);
     return st;
 }
+
+/* The directory exists and its files match the manifest. */
+static int check_dir(const char *dir, const char *fn)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        return pt_err(PT_ENOTFOUND, "%s: checkpoint directory %s does not exist", fn, dir);
+    return pt_checkpoint_verify(dir);
+}
+
+int pt_checkpoint_read_host(char **host_json, const char *dir)
+{
+    PT_CHECK_NULL(host_json);
+    *host_json = NULL;
+    PT_CHECK_NULL(dir);
+    int st = check_dir(dir, __func__);
+    if (st)
+        return st;
+    char *ps = pt_path_join(dir, PT_CKPT_STATE), *text = NULL;
+    size_t len = 0;
+    if (!ps)
+        return PT_ENOMEM;
+    st = pt_read_file(&text, &len, ps, MAX_STATE_JSON);
+    cJSON *root = st ? NULL : cJSON_ParseWithLength(text, len);
+    if (!st && !cJSON_IsObject(root))
+        st = pt_err(PT_EFORMAT, "%s: malformed trainer state", ps);
+    const cJSON *host = st ? NULL : cJSON_GetObjectItemCaseSensitive(root, "host");
+    if (host && !(*host_json = cJSON_PrintUnformatted(host)))
+        st = pt_err(PT_ENOMEM, "checkpoint: out of memory");
+    if (st)
+        pt_err_prefix(st, "pt_checkpoint_read_host %s", dir);
+    cJSON_Delete(root);
+    free(text);
+    free(ps);
+    return st;
+}
+
+int pt_checkpoint_load_weights(pt_model *model, const char *dir)
+{
+    PT_CHECK_NULL(model);
+    PT_CHECK_NULL(dir);
+    int st = check_dir(dir, __func__);
+    if (st)
+        return st;
+    char *pw = pt_path_join(dir, PT_CKPT_WEIGHTS);
+    st = pw ? load_weights(pw, model) : PT_ENOMEM;
+    if (st)
+        pt_err_prefix(st, "pt_checkpoint_load_weights %s", dir);
+    free(pw);
+    return st;
+}

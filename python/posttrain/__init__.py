@@ -26,7 +26,7 @@ from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, Cl
                      StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, FinishReason, GgufType, ISLevel, LogLevel, LossType,
                     OptimizerType, RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason,
-                    Status)
+                    SpmScores, Status)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
                       features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
@@ -54,7 +54,7 @@ __all__ = [
     "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "RolloutLogprobs",
-    "SkipReason", "GgufType",
+    "SkipReason", "GgufType", "SpmScores",
     "version", "version_number", "features", "has_feature", "blas_info", "set_num_threads",
     "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",

@@ -311,7 +311,7 @@ class PlotOptions(Struct):
 
 @_stamped("pt_gguf_export_options", "gguf")
 class GgufExportOptions(Struct):
-    _fields_ = [("size", c_size_t), ("type", c_int), ("name", c_char_p)]
+    _fields_ = [("size", c_size_t), ("type", c_int), ("name", c_char_p), ("spm_scores", c_int)]
 
 
 @_stamped("pt_optimizer_options")
@@ -725,7 +725,7 @@ ENUM_FUNCTIONS = {
            "chat_family", "skip_reason"],
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
-    "gguf": ["gguf_ftype"],
+    "gguf": ["gguf_ftype", "gguf_spm_scores"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():
     for _p in _prefixes:

@@ -17,7 +17,7 @@ import re
 
 from ._lib import lib, has_feature
 
-__all__ = ["LibEnum", "GgufType", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
+__all__ = ["LibEnum", "GgufType", "SpmScores", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
            "RolloutLogprobs", "SkipReason", "Status"]
 
@@ -149,6 +149,9 @@ RolloutLogprobs = _build("RolloutLogprobs", "rollout_logprobs",
                          "grpo")
 GgufType = _build("GgufType", "gguf_ftype",
                    "Tensor type of a GGUF export (pt_gguf_ftype): F32, F16, BF16.", "gguf")
+SpmScores = _build("SpmScores", "gguf_spm_scores",
+                   "tokenizer.ggml.scores of a SentencePiece-style GGUF export "
+                   "(pt_gguf_spm_scores): CONVERTER, MERGES.", "gguf")
 SkipReason = _build("SkipReason", "skip_reason",
                     "Why a training step was skipped (pt_skip_reason): NONE, NO_TOKENS, "
                     "NONFINITE_LOSS, NONFINITE_GRAD, NONFINITE_UPDATE.")

@@ -16,7 +16,7 @@ from ._lib import (Batch_, EvalOptions, GgufExportOptions, LoraOptions, ModelCon
                    ModelLoadOptions, ModelSaveOptions, TensorInfo, has_feature, lib)
 from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
-from .enums import Arch, GgufType, RopeType, Status
+from .enums import Arch, GgufType, RopeType, SpmScores, Status
 from .errors import check, error_for, invalid
 
 __all__ = [
@@ -463,29 +463,37 @@ class Model(Handle):
         o.copy_tokenizer = bool(copy_tokenizer)
         check(lib.pt_model_save_dir(self._ptr, fspath(path), ctypes.byref(o)), "pt_model_save_dir")
 
-    def _gguf_options(self, type, name, function):
+    def _gguf_options(self, type, name, function, spm_scores="converter"):
         if not has_feature("gguf"):
             raise error_for(Status.EUNSUPPORTED, "the loaded libposttrain cannot write GGUF files "
                             "(feature gguf)", function)
         o = GgufExportOptions.new()
         o.type = int(GgufType.coerce(type, "type", function))
         o.name = cstr(name, "name")
+        o.spm_scores = int(SpmScores.coerce(spm_scores, "spm_scores", function))
         return o
 
-    def export_gguf(self, path, type="f32", name=None):
+    def export_gguf(self, path, type="f32", name=None, spm_scores="converter"):
         """Write the model as the GGUF file llama.cpp's convert_hf_to_gguf.py
         writes for its directory (pt_model_export_gguf): type "f32", "f16" or
         "bf16" for the matrices (1-D tensors stay F32), name for general.name
-        (default: derived from the source directory's name).  LoRA adapters
-        are merged into the written weights; the model needs its tokenizer
-        (StateError otherwise)."""
-        o = self._gguf_options(type, name, "Model.export_gguf")
+        (default: derived from the source directory's name).  spm_scores, for
+        a SentencePiece-style tokenizer.json: "converter" (every score -1000,
+        as the converter writes; llama.cpp then tokenizes some texts
+        differently from Hugging Face) or "merges" (scores from the merge
+        ranks: llama.cpp tokenizes as Hugging Face).  LoRA adapters are merged
+        into the written weights; the model needs its tokenizer (StateError
+        otherwise)."""
+        o = self._gguf_options(type, name, "Model.export_gguf", spm_scores)
         check(lib.pt_model_export_gguf(self._ptr, fspath(path), ctypes.byref(o)), "pt_model_export_gguf")
 
-    def export_lora_gguf(self, path, type="f32"):
+    def export_lora_gguf(self, path, type="f32", name=None):
         """Write the model's LoRA adapters as a GGUF LoRA adapter for
-        llama.cpp's --lora (pt_lora_export_gguf; StateError without adapters)."""
-        o = self._gguf_options(type, None, "Model.export_lora_gguf")
+        llama.cpp's --lora (pt_lora_export_gguf; StateError without adapters).
+        name: general.name (default: derived, as the converter derives it,
+        from the PEFT directory the adapters were loaded from, else from the
+        model's directory)."""
+        o = self._gguf_options(type, name, "Model.export_lora_gguf")
         check(lib.pt_lora_export_gguf(self._ptr, fspath(path), ctypes.byref(o)), "pt_lora_export_gguf")
 
     def state_dict(self, numpy=None):

@@ -4,8 +4,11 @@
 # read back with tests/cli/gguf_read.py (python3 standard library): the last
 # line names the path, size and tensor count; --type and --name; the usage
 # errors (exit 2); a model without tokenizer (exit 1, the old file kept);
-# a LoRA run's adapter as a GGUF adapter and merged; stories260K when
-# ../shared/data is present.
+# a LoRA run's adapter as a GGUF adapter (named after its directory) and
+# merged; training checkpoints (--checkpoint, LoRA and full: the last one
+# exports to the same bytes as the run's --out, --adapter-only to those of
+# --adapter OUT/adapter); --spm-scores; stories260K when ../shared/data is
+# present.
 set -euo pipefail
 posttrain=$1 src=$2
 ref=$src/tests/reference/llama_tied_gqa fixture=$src/tests/modelio/data/stories260K
@@ -23,7 +26,16 @@ count_tensors() { python3 "$reader" "$1" > "$work/cnt.txt" && grep -c '^tensor' 
 
 model=$work/tiny-llama
 mkdir -p "$model"
-cp "$ref/config.json" "$ref/model.safetensors" "$fixture/tokenizer_config.json" "$model/"
+cp "$ref/model.safetensors" "$fixture/tokenizer_config.json" "$model/"
+# head_dim spelled out, as the config.json sft writes to --out has it (the
+# converter writes attention.key_length only when config.json names it), so
+# that a checkpoint (metadata from this base) and the run's --out export alike
+python3 - "$ref/config.json" "$model/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1], encoding="utf-8"))
+c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+json.dump(c, open(sys.argv[2], "w", encoding="utf-8"), indent=2)
+PY
 python3 - "$fixture/tokenizer.json" "$model/tokenizer.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -70,6 +82,9 @@ expect() { # exit code, message, args...
 expect 2 '--out' --model "$model"
 expect 2 'q4' --model "$model" --out "$work/keep.gguf" --type q4
 expect 2 '--merge needs --adapter' --model "$model" --out "$work/keep.gguf" --merge
+expect 2 'converter' --model "$model" --out "$work/keep.gguf" --spm-scores sentencepiece
+expect 2 '--adapter-only needs --checkpoint' --model "$model" --out "$work/keep.gguf" --adapter-only
+expect 2 'give --model' --out "$work/keep.gguf"
 mkdir -p "$work/ckpt" && echo '{}' > "$work/ckpt/MANIFEST.json"
 expect 2 'training checkpoint' --model "$work/ckpt" --out "$work/keep.gguf"
 expect 1 'no tokenizer' --model "$ref" --out "$work/keep.gguf"
@@ -80,6 +95,7 @@ if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out 
        --batch-size 1 --lora-rank 2 --lr 0.05 >/dev/null 2>"$work/sft.log" &&
    "$posttrain" export --model "$model" --adapter "$work/run/adapter" --out "$work/a.gguf" 2>"$work/e.log" &&
    [ "$(kv "$work/a.gguf" general.type)" = "'adapter'" ] &&
+   [ "$(kv "$work/a.gguf" general.name)" = "'Adapter'" ] &&
    [ "$(kv "$work/a.gguf" adapter.type)" = "'lora'" ] &&
    grep -q "posttrain export: wrote $work/a.gguf (.* bytes, 8 tensors)" "$work/e.log" &&
    "$posttrain" export --model "$model" --adapter "$work/run/adapter" --merge --out "$work/mm.gguf" 2>"$work/e.log" &&
@@ -91,6 +107,38 @@ if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out 
 else
     cat "$work/sft.log" "$work/e.log"; bad "export of a LoRA run"
 fi
+
+# Checkpoints: 2 steps with --save-every 1; step 2 is the run's last.
+ck=$work/runc/checkpoints
+if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out "$work/runc" --steps 2 \
+       --batch-size 1 --lora-rank 2 --lr 0.05 --save-every 1 >/dev/null 2>"$work/sft.log" &&
+   "$posttrain" export --model "$work/runc" --name Run --out "$work/out2.gguf" 2>"$work/e.log" &&
+   "$posttrain" export --checkpoint "$ck/step-00000002" --name Run --out "$work/ck2.gguf" 2>"$work/e.log" &&
+   grep -q "checkpoint $ck/step-00000002 over .*tiny-llama with its LoRA adapters" "$work/e.log" &&
+   cmp "$work/out2.gguf" "$work/ck2.gguf" &&
+   "$posttrain" export --checkpoint "$ck/step-00000001" --model "$model" --name Run --out "$work/ck1.gguf" 2>"$work/e.log" &&
+   [ "$(count_tensors "$work/ck1.gguf")" -eq 20 ] && ! cmp -s "$work/ck1.gguf" "$work/ck2.gguf" &&
+   "$posttrain" export --model "$model" --adapter "$work/runc/adapter" --out "$work/ad.gguf" 2>"$work/e.log" &&
+   "$posttrain" export --checkpoint "$ck/step-00000002" --adapter-only --name Adapter --out "$work/ck2a.gguf" 2>"$work/e.log" &&
+   cmp "$work/ad.gguf" "$work/ck2a.gguf"; then
+    ok "a LoRA checkpoint: step 2 exports as the run's --out (merged) and, --adapter-only, as OUT/adapter; step 1 differs"
+else
+    cat "$work/sft.log" "$work/e.log"; bad "export of a LoRA checkpoint"
+fi
+if "$posttrain" --threads 2 sft --model "$model" --data "$work/one.jsonl" --out "$work/runf" --steps 2 \
+       --batch-size 1 --lr 0.01 --save-every 1 >/dev/null 2>"$work/sft.log" &&
+   "$posttrain" export --model "$work/runf" --name Run --out "$work/f2.gguf" 2>"$work/e.log" &&
+   "$posttrain" export --checkpoint "$work/runf/checkpoints/step-00000002" --name Run --out "$work/fck2.gguf" 2>"$work/e.log" &&
+   cmp "$work/f2.gguf" "$work/fck2.gguf" &&
+   "$posttrain" export --checkpoint "$work/runf/checkpoints/step-00000001" --name Run --out "$work/fck1.gguf" 2>"$work/e.log" &&
+   ! cmp -s "$work/fck1.gguf" "$work/fck2.gguf"; then
+    ok "a full fine-tune checkpoint: step 2 exports as the run's --out, step 1 differs"
+else
+    cat "$work/sft.log" "$work/e.log"; bad "export of a full checkpoint"
+fi
+expect 2 'full fine-tune' --checkpoint "$work/runf/checkpoints/step-00000002" --adapter-only --out "$work/keep.gguf"
+expect 2 'not both' --checkpoint "$ck/step-00000002" --adapter "$work/runc/adapter" --out "$work/keep.gguf"
+expect 1 'MANIFEST' --checkpoint "$work/runc" --out "$work/keep.gguf"
 
 stories=$src/../shared/data/models/stories260K
 if [ -d "$stories" ]; then

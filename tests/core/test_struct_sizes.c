@@ -12,7 +12,8 @@
  *   - an output struct (stats, info) of a smaller size gets exactly its own
  *     bytes: the fields within are filled as in the full struct, the bytes
  *     beyond (0xA5 canaries) are untouched.
- * Everything runs on one thread, so results are compared bit for bit. */
+ * Everything runs on one thread, so results are compared bit for bit
+ * (files written, such as GGUF exports, byte for byte). */
 #include "testutil.h"
 #include "testfs.h"
 
@@ -1577,6 +1578,116 @@ START_TEST(test_add_group_message)
 }
 END_TEST
 
+/* ---- GGUF export: pt_gguf_export_options -------------------------------------------- */
+
+/* Two files in root equal byte for byte. */
+static void same_gguf(const char *root, const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    char *x = read_all(root, a, &la), *y = read_all(root, b, &lb);
+    ck_assert_msg(x && y && la == lb && !memcmp(x, y, la), "%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+static bool differ_gguf(const char *root, const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    char *x = read_all(root, a, &la), *y = read_all(root, b, &lb);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    bool d = la != lb || memcmp(x, y, la) != 0;
+    free(x);
+    free(y);
+    return d;
+}
+
+/* A tiny llama with the SentencePiece-style stories260K tokenizer (so that
+ * spm_scores shows in the file), saved to root/src and loaded back. */
+static pt_model *gguf_model(const char *root)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, 512);
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, &c, 5));
+    pt_model_save_options so;
+    ck_assert_ok(pt_model_save_options_init(&so));
+    so.tokenizer_dir = PT_TEST_SRCDIR "/modelio/data/stories260K";
+    char *d = subdir(root, "src");
+    ck_assert_ok(pt_model_save_dir(m, d, &so));
+    pt_model_free(m);
+    ck_assert_ok(pt_model_load_dir(&m, d, NULL));
+    free(d);
+    return m;
+}
+
+typedef int (*gguf_export_fn)(const pt_model *, const char *, const pt_gguf_export_options *);
+
+static void export_as(gguf_export_fn fn, const pt_model *m, const char *root, const char *name,
+                      const pt_gguf_export_options *o)
+{
+    char *p = subdir(root, name);
+    ck_assert_msg(fn(m, p, o) == PT_OK, "%s: %s", name, pt_last_error());
+    free(p);
+}
+
+/* Older cuts: before spm_scores (the newest), before name, before type:
+ * each equals the full struct with the fields beyond at their defaults,
+ * though they hold non-default values; NULL is the defaults. */
+static void gguf_cuts(gguf_export_fn fn, const pt_model *m, const char *root, bool spm_shows)
+{
+    pt_gguf_export_options full, old, def;
+    ck_assert_ok(pt_gguf_export_options_init(&def));
+    ck_assert_ok(pt_gguf_export_options_init(&full));
+    full.type = PT_GGUF_FTYPE_F16;
+    full.name = "Full Name";
+    full.spm_scores = PT_GGUF_SPM_SCORES_MERGES;
+    export_as(fn, m, root, "full.gguf", &full);
+    export_as(fn, m, root, "null.gguf", NULL);
+    export_as(fn, m, root, "def.gguf", &def);
+    same_gguf(root, "null.gguf", "def.gguf");
+    static const size_t cuts[] = { offsetof(pt_gguf_export_options, spm_scores),
+                                   offsetof(pt_gguf_export_options, name),
+                                   offsetof(pt_gguf_export_options, type) };
+    for (size_t k = 0; k < 3; k++) {
+        pt_gguf_export_options want = def;
+        if (cuts[k] > offsetof(pt_gguf_export_options, type))
+            want.type = full.type;
+        if (cuts[k] > offsetof(pt_gguf_export_options, name))
+            want.name = full.name;
+        old = full;
+        old.size = cuts[k];
+        export_as(fn, m, root, "old.gguf", &old);
+        export_as(fn, m, root, "want.gguf", &want);
+        same_gguf(root, "old.gguf", "want.gguf");
+    }
+    /* the newest field is read when it is there */
+    old = full;
+    old.size = offsetof(pt_gguf_export_options, spm_scores);
+    export_as(fn, m, root, "old.gguf", &old);
+    ck_assert(differ_gguf(root, "full.gguf", "old.gguf") == spm_shows);
+    char *p = subdir(root, "bad.gguf");
+    BAD_SIZES(full, fn(m, p, &full), fn == pt_model_export_gguf ? "pt_model_export_gguf" : "pt_lora_export_gguf",
+              "pt_gguf_export_options_init");
+    free(p);
+}
+
+START_TEST(test_gguf_export)
+{
+    char *root = pt_test_tmpdir("pt_sizes_gguf");
+    pt_model *m = gguf_model(root);
+    gguf_cuts(pt_model_export_gguf, m, root, true);
+    pt_lora_options lo;
+    ck_assert_ok(pt_lora_options_init(&lo));
+    lo.rank = 2;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    gguf_cuts(pt_lora_export_gguf, m, root, false);   /* an adapter has no vocabulary */
+    pt_model_free(m);
+    pt_test_rm_rf(root);
+    free(root);
+}
+END_TEST
+
 /* ---- every _init: NULL is PT_EINVAL, and it sets size to the header's sizeof ----- */
 
 #define INIT_CASE(T, init)                                                                    \
@@ -1610,6 +1721,7 @@ START_TEST(test_inits)
     INIT_CASE(pt_grpo_stats, pt_grpo_stats_init);
     INIT_CASE(pt_tensor_info, pt_tensor_info_init);
     INIT_CASE(pt_plot_options, pt_plot_options_init);
+    INIT_CASE(pt_gguf_export_options, pt_gguf_export_options_init);
 }
 END_TEST
 
@@ -1640,6 +1752,7 @@ int main(void)
     tcase_add_test(tc, test_dataset_load_message);
     tcase_add_test(tc, test_dataset_next_batch);
     tcase_add_test(tc, test_add_group_message);
+    tcase_add_test(tc, test_gguf_export);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

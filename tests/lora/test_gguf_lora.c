@@ -522,12 +522,13 @@ START_TEST(test_peft_same_bytes)
 {
     char *root = pt_test_tmpdir("pt_gguf_lora_");
     char peft[4200], p1[4200], p2[4200];
-    snprintf(peft, sizeof peft, "%s/peft", root);
     snprintf(p1, sizeof p1, "%s/mem.gguf", root);
     snprintf(p2, sizeof p2, "%s/peft.gguf", root);
     static const char *const refs[] = { "llama_tied_gqa", "qwen2_bias_untied" };
     for (int r = 0; r < 2; r++)
         for (int type = PT_GGUF_FTYPE_F32; type <= PT_GGUF_FTYPE_BF16; type++) {
+            /* named as the base, so that the default general.name agrees */
+            snprintf(peft, sizeof peft, "%s/%d/%s", root, type, refs[r]);
             pt_model *m = load_ref(refs[r]);
             add_lora(m, PT_LORA_Q | PT_LORA_K | PT_LORA_O | PT_LORA_GATE | PT_LORA_DOWN);
             ck_assert_ok(pt_lora_save_peft(m, peft, refs[r]));
@@ -549,6 +550,64 @@ START_TEST(test_peft_same_bytes)
 }
 END_TEST
 
+static void check_opt_str(const pt_gguf *g, const char *key, const char *want)
+{
+    pt_gguf_str v;
+    ck_assert_msg(pt_gguf_get_str(g, key, &v) == PT_OK, "%s: %s", key, pt_last_error());
+    ck_assert_msg(v.len == strlen(want) && memcmp(v.ptr, want, v.len) == 0, "%s is '%.*s', want '%s'",
+                  key, (int)v.len, v.ptr, want);
+}
+
+/* general.* of an adapter loaded from a PEFT directory: the directory's
+ * name through gguf-py's heuristics, as convert_lora_to_gguf.py (d32676d)
+ * wrote for stories260K's adapter in a directory "tiny-Story-lora-v1.5":
+ * name "Tiny Story Lora v1.5", version "v1.5", basename "tiny-Story", in
+ * that order after adapter.type (the file was byte-identical to ours).
+ * --name replaces only general.name; adapters added afterwards in memory
+ * are named after the base directory again. */
+START_TEST(test_peft_dir_name)
+{
+    char *root = pt_test_tmpdir("pt_gguf_lora_");
+    char peft[4200], path[4200];
+    snprintf(peft, sizeof peft, "%s/tiny-Story-lora-v1.5", root);
+    snprintf(path, sizeof path, "%s/a.gguf", root);
+    pt_model *m = load_ref("llama_tied_gqa");
+    add_lora(m, PT_LORA_Q | PT_LORA_V);
+    ck_assert_ok(pt_lora_save_peft(m, peft, "llama_tied_gqa"));
+    pt_model_free(m);
+    m = load_ref("llama_tied_gqa");
+    ck_assert_ok(pt_lora_load_peft(m, peft));
+    export_to(m, path, PT_GGUF_FTYPE_F32, NULL);
+    pt_gguf *g;
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_uint_eq(pt_gguf_kv_count(g), 8);
+    static const char *const order[] = { "general.architecture", "general.type", "adapter.type",
+                                         "general.name", "general.version", "general.basename",
+                                         "adapter.lora.alpha", "general.quantization_version" };
+    for (size_t i = 0; i < 8; i++)
+        ck_assert_str_eq(pt_gguf_kv_at(g, i)->key, order[i]);
+    check_opt_str(g, "general.name", "Tiny Story Lora v1.5");
+    check_opt_str(g, "general.version", "v1.5");
+    check_opt_str(g, "general.basename", "tiny-Story");
+    pt_gguf_close(g);
+    export_to(m, path, PT_GGUF_FTYPE_F32, "Mine");
+    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_uint_eq(pt_gguf_kv_count(g), 8);
+    check_opt_str(g, "general.name", "Mine");
+    check_opt_str(g, "general.version", "v1.5");
+    pt_gguf_close(g);
+    ck_assert_ok(pt_model_remove_lora(m));
+    add_lora(m, PT_LORA_Q);
+    export_to(m, path, PT_GGUF_FTYPE_F32, NULL);
+    ck_assert_ok(pt_gguf_open(&g, path));
+    check_keys(g, "llama", "Llama_Tied_Gqa");
+    pt_gguf_close(g);
+    pt_model_free(m);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
+    free(root);
+}
+END_TEST
+
 static Suite *gguf_lora_suite(void)
 {
     Suite *s = suite_create("gguf_lora");
@@ -563,6 +622,7 @@ static Suite *gguf_lora_suite(void)
     tcase_add_test(tc, test_name_option);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_peft_same_bytes);
+    tcase_add_test(tc, test_peft_dir_name);
     suite_add_tcase(s, tc);
     return s;
 }

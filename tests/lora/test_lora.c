@@ -771,6 +771,60 @@ START_TEST(test_checkpoint)
 }
 END_TEST
 
+/* The weights alone (pt_checkpoint_read_host / pt_checkpoint_load_weights):
+ * the host JSON back, the saved adapters into a fresh model without any
+ * optimizer, and the failures. */
+START_TEST(test_checkpoint_weights_only)
+{
+    char root[] = "/tmp/pt_lora_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/ckpt", root);
+    pt_model *m = tiny(PT_ARCH_LLAMA, 9);
+    pt_lora_options o = opts_all(4, 8);
+    ck_assert_ok(pt_model_add_lora(m, &o));
+    pt_optimizer *opt = adamw(m);
+    sft_steps(m, opt, 2);
+    ck_assert_ok(pt_checkpoint_save(m, opt, "{\"model\": \"/base\", \"lora\": {\"rank\": 4}}", dir));
+    char *host = (char *)"x";
+    ck_assert_ok(pt_checkpoint_read_host(&host, dir));
+    ck_assert_str_eq(host, "{\"model\":\"/base\",\"lora\":{\"rank\":4}}");
+    pt_free(host);
+    pt_model *m2 = tiny(PT_ARCH_LLAMA, 9);
+    o.seed = 77;
+    ck_assert_ok(pt_model_add_lora(m2, &o));
+    ck_assert_ok(pt_checkpoint_load_weights(m2, dir));
+    size_t nbase = pt_model_base_tensor_count(m);
+    for (size_t i = 0; i < pt_model_tensor_count(m2); i++)
+        ck_assert_msg(memcmp(pt_model_tensor(m, i)->data, pt_model_tensor(m2, i)->data,
+                             pt_model_tensor(m, i)->numel * sizeof(float)) == 0,
+                      "%s (%s) differs", pt_model_tensor(m2, i)->name, i < nbase ? "base" : "adapter");
+    /* the wrong trainable tensors: a model without adapters */
+    pt_model *m3 = tiny(PT_ARCH_LLAMA, 9);
+    ck_assert_status(pt_checkpoint_load_weights(m3, dir), PT_ENOTFOUND, "pt_checkpoint_load_weights");
+    pt_model_free(m3);
+    /* arguments, a missing directory, a damaged file */
+    ck_assert_status(pt_checkpoint_read_host(NULL, dir), PT_EINVAL, "host_json");
+    ck_assert_status(pt_checkpoint_load_weights(NULL, dir), PT_EINVAL, "model");
+    snprintf(path, sizeof path, "%s/missing", root);
+    ck_assert_status(pt_checkpoint_read_host(&host, path), PT_ENOTFOUND, "does not exist");
+    ck_assert_ptr_null(host);
+    ck_assert_status(pt_checkpoint_load_weights(m2, path), PT_ENOTFOUND, "does not exist");
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, -1, SEEK_END);
+    fputc(0x5a, f);
+    fclose(f);
+    ck_assert_status(pt_checkpoint_load_weights(m2, dir), PT_ECHECKSUM, "model.safetensors");
+    ck_assert_status(pt_checkpoint_read_host(&host, dir), PT_ECHECKSUM, "model.safetensors");
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+    pt_model_free(m2);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
+}
+END_TEST
+
 static Suite *lora_suite(void)
 {
     Suite *s = suite_create("lora");
@@ -789,6 +843,7 @@ static Suite *lora_suite(void)
     tcase_add_test(tc, test_peft_roundtrip);
     tcase_add_test(tc, test_peft_bad_dirs);
     tcase_add_test(tc, test_checkpoint);
+    tcase_add_test(tc, test_checkpoint_weights_only);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -702,6 +702,183 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* The merged piece of a tokenizer.json merge ("a b" or ["a", "b"]). */
+static void merge_piece(char *buf, size_t n, const cJSON *it)
+{
+    if (cJSON_IsArray(it)) {
+        snprintf(buf, n, "%s%s", cJSON_GetArrayItem(it, 0)->valuestring, cJSON_GetArrayItem(it, 1)->valuestring);
+        return;
+    }
+    const char *s = it->valuestring, *sp = strchr(s, ' ');
+    ck_assert_ptr_nonnull(sp);
+    snprintf(buf, n, "%.*s%s", (int)(sp - s), s, sp + 1);
+}
+
+/* spm_scores "merges": token i's score is minus the index of the first
+ * merge of tokenizer.json making it, -1e9 for the tokens no merge makes;
+ * the importer rebuilds exactly tokenizer.json's merges from them; the rest
+ * of the file is the converter-parity export's. */
+START_TEST(test_spm_scores_merges)
+{
+    char *root = pt_test_tmpdir("gguf_exp_");
+    char *dir = make_dir(root, "llama_tied_gqa", "llama_tied_gqa", 512, FIXTURE);
+    pt_model *m = load(dir);
+    char *conv = pt_path_join(root, "conv.gguf"), *mer = pt_path_join(root, "merges.gguf");
+    pt_gguf_export_options o;
+    pt_gguf_export_options_init(&o);
+    ck_assert_int_eq(o.spm_scores, PT_GGUF_SPM_SCORES_CONVERTER);
+    ck_assert_ok(pt_model_export_gguf(m, conv, &o));
+    o.spm_scores = PT_GGUF_SPM_SCORES_MERGES;
+    ck_assert_ok(pt_model_export_gguf(m, mer, &o));
+    cJSON *tj = read_json(FIXTURE, "tokenizer.json");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges"), *it;
+    float want[512];
+    for (int i = 0; i < 512; i++)
+        want[i] = -1e9f;
+    int k = 0, made = 0;
+    cJSON_ArrayForEach(it, merges) {
+        char piece[256];
+        merge_piece(piece, sizeof piece, it);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(vocab, piece);
+        ck_assert_msg(cJSON_IsNumber(id), "merge %d makes %s", k, piece);
+        if (want[id->valueint] == -1e9f) {
+            want[id->valueint] = (float)-k;
+            made++;
+        }
+        k++;
+    }
+    ck_assert_int_eq(k, 165);
+    ck_assert_int_eq(made, 151);   /* distinct pieces the 165 merges make */
+    pt_gguf *g = NULL, *gc = NULL;
+    ck_assert_ok(pt_gguf_open(&g, mer));
+    ck_assert_ok(pt_gguf_open(&gc, conv));
+    const void *d;
+    uint64_t cnt;
+    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, &d, &cnt));
+    ck_assert_uint_eq(cnt, 512);
+    int none = 0;
+    for (int i = 0; i < 512; i++) {
+        ck_assert_msg(((const float *)d)[i] == want[i], "score of %d: %g, want %g", i,
+                      (double)((const float *)d)[i], (double)want[i]);
+        none += want[i] == -1e9f;
+    }
+    fprintf(stderr, "spm_scores merges: %d merges, %d pieces scored by rank, %d at -1e9\n", k, made, none);
+    /* only the scores differ: same keys, same tensors */
+    ck_assert_uint_eq(pt_gguf_kv_count(g), pt_gguf_kv_count(gc));
+    ck_assert_uint_eq(pt_gguf_tensor_count(g), pt_gguf_tensor_count(gc));
+    size_t na, nb;
+    char *ta = slurp(conv, &na), *tb = slurp(mer, &nb);
+    ck_assert_uint_eq(na, nb);
+    size_t ndiff = 0;
+    for (size_t i = 0; i < na; i++)
+        ndiff += ta[i] != tb[i];
+    ck_assert_uint_gt(ndiff, 0);
+    ck_assert_uint_le(ndiff, 512 * 4);
+    pt_free(ta);
+    pt_free(tb);
+    pt_gguf_close(g);
+    pt_gguf_close(gc);
+    /* the importer: exactly tokenizer.json's merges, Hugging Face's ids */
+    pt_model *back = load(mer);
+    const pt_tokenizer *tb_tok = pt_model_tokenizer(back), *ta_tok = pt_model_tokenizer(m);
+    static const char *const texts[] = { " little", "Once upon a time, there was a little girl.",
+                                         "  two  spaces\tand a tab" };
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        int32_t *ia = NULL, *ib = NULL;
+        size_t nia = 0, nib = 0;
+        ck_assert_ok(pt_tokenizer_encode(&ia, &nia, ta_tok, texts[t], strlen(texts[t]), PT_TOK_ADD_SPECIAL));
+        ck_assert_ok(pt_tokenizer_encode(&ib, &nib, tb_tok, texts[t], strlen(texts[t]), PT_TOK_ADD_SPECIAL));
+        ck_assert_uint_eq(nia, nib);
+        ck_assert(memcmp(ia, ib, nia * sizeof *ia) == 0);
+        pt_free(ia);
+        pt_free(ib);
+    }
+    pt_model_free(back);
+    /* a bad value, and the names */
+    o.spm_scores = 2;
+    ck_assert_status(pt_model_export_gguf(m, mer, &o), PT_EINVAL, "opts->spm_scores");
+    int v = -1;
+    ck_assert_ok(pt_gguf_spm_scores_from_name(&v, "merges"));
+    ck_assert_int_eq(v, PT_GGUF_SPM_SCORES_MERGES);
+    ck_assert_str_eq(pt_gguf_spm_scores_name(PT_GGUF_SPM_SCORES_CONVERTER), "converter");
+    ck_assert_status(pt_gguf_spm_scores_from_name(&v, "sentencepiece"), PT_EINVAL, "converter");
+    cJSON_Delete(tj);
+    pt_model_free(m);
+    pt_test_rm_rf(root);
+    free(root);
+    pt_free(dir);
+    pt_free(conv);
+    pt_free(mer);
+}
+END_TEST
+
+typedef struct log_capture {
+    int warnings;
+    char last[1024];
+} log_capture;
+
+static void capture_log(int level, const char *msg, void *payload)
+{
+    log_capture *c = payload;
+    if (level == PT_LOG_WARN && strstr(msg, "sliding window")) {
+        c->warnings++;
+        snprintf(c->last, sizeof c->last, "%s", msg);
+    }
+}
+
+/* No key of g names a sliding window. */
+static void assert_no_sliding_key(const pt_gguf *g)
+{
+    for (size_t i = 0; i < pt_gguf_kv_count(g); i++)
+        ck_assert_msg(!strstr(pt_gguf_kv_at(g, i)->key, "sliding"), "%s", pt_gguf_kv_at(g, i)->key);
+}
+
+/* Mistral as the converters write MistralForCausalLM: architecture "llama"
+ * and no sliding-window key; a window shorter than the context is warned
+ * about (once, through the log), a window covering it is not. */
+START_TEST(test_mistral_sliding_window)
+{
+    char *root = pt_test_tmpdir("gguf_exp_");
+    char *dir = make_dir(root, "mistral_sliding", "mistral_sliding", 512, FIXTURE);
+    char *out = pt_path_join(root, "m.gguf");
+    log_capture cap = { 0 };
+    ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_WARN, &cap));
+    pt_model *m = load(dir);
+    ck_assert_ok(pt_model_export_gguf(m, out, NULL));
+    ck_assert_int_eq(cap.warnings, 1);
+    ck_assert_msg(strstr(cap.last, "sliding window of 5 tokens") && strstr(cap.last, "context length 128") &&
+                  strstr(cap.last, "llama architecture has no sliding window") &&
+                  strstr(cap.last, "at most 5 tokens"), "%s", cap.last);
+    pt_gguf *g = NULL;
+    ck_assert_ok(pt_gguf_open(&g, out));
+    check_str(g, "general.architecture", "llama");
+    ck_assert_uint_eq(u32(g, "llama.context_length"), 128);
+    assert_no_sliding_key(g);
+    pt_gguf_close(g);
+    pt_model_free(m);
+    /* a window as long as the context: nothing to warn about */
+    cJSON *cj = read_json(dir, "config.json");
+    cJSON_ReplaceItemInObject(cj, "sliding_window", cJSON_CreateNumber(128));
+    char *text = cJSON_Print(cj), *cfg = pt_path_join(dir, "config.json");
+    ck_assert_ok(pt_write_file_atomic(cfg, text, strlen(text)));
+    cap.warnings = 0;
+    m = load(dir);
+    ck_assert_ok(pt_model_export_gguf(m, out, NULL));
+    ck_assert_int_eq(cap.warnings, 0);
+    ck_assert_ok(pt_set_log_callback(NULL, 0, NULL));
+    pt_model_free(m);
+    cJSON_free(text);
+    cJSON_Delete(cj);
+    pt_free(cfg);
+    pt_test_rm_rf(root);
+    free(root);
+    pt_free(dir);
+    pt_free(out);
+}
+END_TEST
+
 START_TEST(test_qwen_spm_tokenizer_refused)
 {
     /* Qwen2Model.set_vocab takes _set_vocab_gpt2, whose pre-tokenizer hash of
@@ -975,6 +1152,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_no_tokenizer_estate);
     tcase_add_test(t, test_bad_arguments);
     tcase_add_test(t, test_qwen_spm_tokenizer_refused);
+    tcase_add_test(t, test_spm_scores_merges);
+    tcase_add_test(t, test_mistral_sliding_window);
     tcase_add_test(t, test_stories260K);
     tcase_add_test(t, test_gpt2_tokenizer);
     tcase_add_test(t, test_llama3_tokenizer);

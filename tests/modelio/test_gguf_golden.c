@@ -18,6 +18,8 @@
 #include "io/path.h"
 #include "io/sha256.h"
 #include "posttrain/gguf.h"
+#include "posttrain/lora.h"
+#include "posttrain/modelio.h"
 
 #define GOLDEN_DIR PT_TEST_SRCDIR "/modelio/gguf_golden"
 #define REF_DIR PT_TEST_SRCDIR "/reference"
@@ -82,6 +84,7 @@ static const synth SYNTH[] = {
     { "tiny_llama3", "llama_tied_gqa", "llama3", 128256, 128000, 128001 },
     { "tiny_qwen2", "qwen2_bias_untied", "qwen3", 151936, 151643, 151645 },
     { "tiny_qwen3", "qwen3_qknorm", "qwen3", 151936, 151643, 151645 },
+    { "tiny_mistral", "mistral_sliding", "llama-spm", 32045, 1, 2 },
 };
 
 static void set_1d(pt_model *m)
@@ -147,15 +150,31 @@ static void add_lora(pt_model *m)
     }
 }
 
+/* make_goldens.py's PEFT directory: add_lora's adapters saved to
+ * TMP/stories260K_lora, loaded onto a fresh stories260K with
+ * pt_lora_load_peft (whose directory names the adapter, as in the
+ * converter). */
+static pt_model *stories_lora(void)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/stories260K_lora", g_tmp);
+    if (!pt_is_dir(dir)) {
+        pt_model *m = stories();
+        add_lora(m);
+        ck_assert_ok(pt_lora_save_peft(m, dir, "stories260K"));
+        pt_model_free(m);
+    }
+    pt_model *m = stories();
+    ck_assert_msg(pt_lora_load_peft(m, dir) == PT_OK, "%s: %s", dir, pt_last_error());
+    return m;
+}
+
 static pt_model *model_for(const char *input)
 {
     if (strcmp(input, "stories260K") == 0)
         return stories();
-    if (strcmp(input, "stories260K_lora") == 0) {
-        pt_model *m = stories();
-        add_lora(m);
-        return m;
-    }
+    if (strcmp(input, "stories260K_lora") == 0)
+        return stories_lora();
     for (size_t i = 0; i < sizeof SYNTH / sizeof *SYNTH; i++)
         if (strcmp(input, SYNTH[i].name) == 0)
             return synthetic(&SYNTH[i]);
@@ -170,6 +189,7 @@ static const char *const COMMITS[] = { "c392e50", "d32676d" };
 static const char *const CASES[] = {
     "stories260K_f32", "stories260K_f16", "tiny_llama3_f32", "tiny_qwen2_f32",
     "tiny_qwen2_f16", "tiny_qwen3_f32", "stories260K_lora_f32", "stories260K_lora_f16",
+    "tiny_mistral_f32",
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
 
@@ -185,7 +205,7 @@ static void export_case(const cJSON *dg, const char *out)
     ck_assert_ok(pt_gguf_export_options_init(&o));
     ck_assert_ok(pt_gguf_ftype_from_name(&o.type, outtype));
     if (lora) {
-        o.name = input;   /* the converter names an adapter after its PEFT directory */
+        /* o.name NULL: general.name from the PEFT directory, as the converter */
         ck_assert_ok(pt_lora_export_gguf(m, out, &o));
     } else {
         ck_assert_ok(pt_model_export_gguf(m, out, &o));
@@ -381,18 +401,95 @@ START_TEST(test_run_lora)
     snprintf(name, sizeof name, "stories260K_lora_%s", type);
     snprintf(out, sizeof out, "%s/run_%s.gguf", g_tmp, name);
     const cJSON *run = run_named(name);
-    pt_model *m = stories();
-    add_lora(m);
+    pt_model *m = stories_lora();
     pt_gguf_export_options o;
     ck_assert_ok(pt_gguf_export_options_init(&o));
     ck_assert_ok(pt_gguf_ftype_from_name(&o.type, type));
     /* o.name NULL, as `posttrain export --adapter` leaves it: general.name is
-     * then the base directory's name ("stories260K"), where the converter
-     * writes the PEFT directory's ("stories260K_lora"); llama.cpp reads
-     * neither. */
+     * the PEFT directory's ("stories260K_lora"), as the converter writes */
     ck_assert_ok(pt_lora_export_gguf(m, out, &o));
     assert_sha256(out, run, "lora_sha256");
     assert_generation(m, run);
+    pt_model_free(m);
+}
+END_TEST
+
+/* ---- the record of llama.cpp tokenizing our exports (llamacpp_tokenize.json) ---- */
+
+static cJSON *g_tok;
+
+static void assert_ids(const cJSON *want, const int32_t *ids, size_t n, const char *what, const char *text)
+{
+    int nw = 0;
+    int32_t *w = pt_test_json_ids(want, &nw);
+    ck_assert_msg((size_t)nw == n && (n == 0 || memcmp(w, ids, n * sizeof *ids) == 0),
+                  "'%s': %s: %zu ids, the record has %d", text, what, n, nw);
+    free(w);
+}
+
+static bool same_json_ids(const cJSON *a, const cJSON *b)
+{
+    return cJSON_Compare(a, b, true);
+}
+
+/* Our stories260K export with spm_scores `mode` is the file llama.cpp
+ * tokenized (sha256); our tokenizer and the tokenizer the importer rebuilds
+ * from the `merges` file give the recorded ids for every text; the record
+ * says llama.cpp's ids equal them for `merges` on every text and differ for
+ * `converter` on " little". */
+START_TEST(test_tokenize_record)
+{
+    if (!g_shared)
+        return;
+    static const char *const modes[] = { "converter", "merges" };
+    const cJSON *exports = cJSON_GetObjectItem(g_tok, "exports");
+    pt_model *m = stories(), *back = NULL;
+    char out[4200];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out, sizeof out, "%s/spm_%s.gguf", g_tmp, modes[k]);
+        pt_gguf_export_options o;
+        ck_assert_ok(pt_gguf_export_options_init(&o));
+        ck_assert_ok(pt_gguf_spm_scores_from_name(&o.spm_scores, modes[k]));
+        ck_assert_ok(pt_model_export_gguf(m, out, &o));
+        const cJSON *e = cJSON_GetObjectItem(exports, modes[k]);
+        cJSON_AddItemToObject((cJSON *)e, "name", cJSON_CreateString(modes[k]));
+        assert_sha256(out, e, "gguf_sha256");
+    }
+    back = load(out);   /* the merges file */
+    const pt_tokenizer *tok = pt_model_tokenizer(m), *btok = pt_model_tokenizer(back);
+    int n = 0, same_merges = 0, same_conv = 0;
+    bool little_differs = false;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(g_tok, "texts")) {
+        const char *text = cJSON_GetObjectItem(row, "text")->valuestring;
+        const cJSON *ours = cJSON_GetObjectItem(row, "posttrain_ids");
+        int32_t *ids = NULL;
+        size_t ni = 0;
+        ck_assert_ok(pt_tokenizer_encode(&ids, &ni, tok, text, strlen(text), PT_TOK_ADD_SPECIAL));
+        assert_ids(ours, ids, ni, "our tokenizer", text);
+        pt_free(ids);
+        ck_assert_ok(pt_tokenizer_encode(&ids, &ni, btok, text, strlen(text), PT_TOK_ADD_SPECIAL));
+        assert_ids(ours, ids, ni, "the tokenizer imported from the merges file", text);
+        pt_free(ids);
+        bool sm = same_json_ids(ours, cJSON_GetObjectItem(row, "llama_cpp_ids_merges"));
+        bool sc = same_json_ids(ours, cJSON_GetObjectItem(row, "llama_cpp_ids_converter"));
+        ck_assert_msg(sm, "'%s': the record says llama.cpp tokenizes the merges file differently", text);
+        same_merges += sm;
+        same_conv += sc;
+        if (strcmp(text, " little") == 0)
+            little_differs = !sc;
+        n++;
+    }
+    ck_assert_int_ge(n, 40);
+    ck_assert(little_differs);
+    const cJSON *sum = cJSON_GetObjectItem(g_tok, "summary");
+    ck_assert_int_eq(cJSON_GetObjectItem(sum, "texts")->valueint, n);
+    ck_assert_int_eq(cJSON_GetObjectItem(sum, "same_as_posttrain_merges")->valueint, same_merges);
+    ck_assert_int_eq(cJSON_GetObjectItem(sum, "same_as_posttrain_converter")->valueint, same_conv);
+    ck_assert_int_lt(same_conv, n);
+    fprintf(stderr, "llamacpp_tokenize.json: %d texts; llama.cpp = ours on %d with spm_scores "
+            "merges, %d with converter\n", n, same_merges, same_conv);
+    pt_model_free(back);
     pt_model_free(m);
 }
 END_TEST
@@ -402,6 +499,8 @@ static void runs_setup(void)
     setup();
     if (!g_runs)
         g_runs = pt_test_read_json(GOLDEN_DIR, "llamacpp_runs.json");
+    if (!g_tok)
+        g_tok = pt_test_read_json(GOLDEN_DIR, "llamacpp_tokenize.json");
 }
 
 int main(void)
@@ -418,6 +517,7 @@ int main(void)
     tcase_add_unchecked_fixture(tr, runs_setup, NULL);
     tcase_add_loop_test(tr, test_run_model, 0, 2);
     tcase_add_loop_test(tr, test_run_lora, 0, 2);
+    tcase_add_test(tr, test_tokenize_record);
     suite_add_tcase(s, tr);
 
     int rc = pt_test_run(s);
@@ -425,5 +525,6 @@ int main(void)
         pt_test_rm_rf(g_tmp);
     free(g_tmp);
     cJSON_Delete(g_runs);
+    cJSON_Delete(g_tok);
     return rc;
 }

@@ -645,7 +645,7 @@ END_TEST
 /* The tokenizer of rel through the exporter: a tiny llama with its
  * vocabulary saved with the tokenizer files, loaded, pt_model_export_gguf,
  * loaded back from the GGUF file. */
-static void check_exported_tokenizer(const char *rel, int min_checked)
+static void check_exported_tokenizer(const char *rel, int spm_scores, int min_checked)
 {
     const char *data = pt_test_shared_data(rel);
     if (!data)
@@ -672,7 +672,10 @@ static void check_exported_tokenizer(const char *rel, int min_checked)
     so.tokenizer_dir = dir;
     ck_assert_ok(pt_model_save_dir(m, hf, &so));
     src = load_ok(hf, true);
-    ck_assert_ok(pt_model_export_gguf(src, path, NULL));
+    pt_gguf_export_options eo;
+    pt_gguf_export_options_init(&eo);
+    eo.spm_scores = spm_scores;
+    ck_assert_ok(pt_model_export_gguf(src, path, &eo));
     g = load_ok(path, true);
     assert_same_weights(src, g);
     const pt_tokenizer *tok = pt_model_tokenizer(g);
@@ -700,14 +703,14 @@ static void check_exported_tokenizer(const char *rel, int min_checked)
 
 START_TEST(test_export_round_trip_tokenizers)
 {
-    check_exported_tokenizer("tokenizers/gpt2", 204);
-    check_exported_tokenizer("tokenizers/llama3", 204);
-    check_exported_tokenizer("tokenizers/qwen3", 204);
-    /* Not llama-spm: the exporter writes every score as -1000 (the converter's
-     * LlamaHfVocab placeholder for a tokenizer.json source), so the merge
-     * order of its whitespace pieces ("\u2581\u2581", ...) is lost and
-     * " Hello world" encodes differently; the scores test_tok_llama_spm
-     * writes keep it. */
+    check_exported_tokenizer("tokenizers/gpt2", PT_GGUF_SPM_SCORES_CONVERTER, 204);
+    check_exported_tokenizer("tokenizers/llama3", PT_GGUF_SPM_SCORES_CONVERTER, 204);
+    check_exported_tokenizer("tokenizers/qwen3", PT_GGUF_SPM_SCORES_CONVERTER, 204);
+    /* llama-spm only with spm_scores "merges": with the converter's -1000
+     * for every score (LlamaHfVocab's placeholder for a tokenizer.json
+     * source) the merge order of its whitespace pieces ("\u2581\u2581", ...)
+     * is lost and " Hello world" encodes differently. */
+    check_exported_tokenizer("tokenizers/llama-spm", PT_GGUF_SPM_SCORES_MERGES, 190);
 }
 END_TEST
 

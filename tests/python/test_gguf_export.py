@@ -90,11 +90,44 @@ class TestGgufExport(unittest.TestCase):
         self.assertEqual(kv["general.type"], "adapter")
         self.assertEqual(kv["adapter.type"], "lora")
         self.assertEqual(len(tensors), 2 * 2 * 2)   # 2 layers x q, v x A, B
+        self.assertEqual(kv["general.name"], "Tiny Llama")   # no PEFT directory: the base's
         merged = os.path.join(self.tmp.name, "m.gguf")
         self.model.export_gguf(merged)
         self.assertTrue(self.model.has_lora)         # the model keeps its adapters
         _, _, t = self.read(merged)
         self.assertEqual(len(t), 20)
+        # loaded from a PEFT directory: named after it, as convert_lora_to_gguf.py names it
+        peft = os.path.join(self.tmp.name, "story-lora-v2")
+        self.model.save_lora(peft)
+        with pt.Model.load(self.dir) as m:
+            m.load_lora(peft)
+            m.export_lora_gguf(out)
+            kv, keys, _ = self.read(out)
+            self.assertEqual(kv["general.name"], "Story Lora v2")
+            self.assertEqual(kv["general.version"], "v2")
+            self.assertEqual(kv["general.basename"], "story")
+            m.export_lora_gguf(out, name="Mine")
+            kv, _, _ = self.read(out)
+            self.assertEqual(kv["general.name"], "Mine")
+
+    def test_spm_scores(self):
+        out = os.path.join(self.tmp.name, "m.gguf")
+        self.model.export_gguf(out)
+        kv, _, _ = self.read(out)
+        self.assertEqual(set(kv["tokenizer.ggml.scores"][1]), {-1000.0})   # the converter's
+        self.model.export_gguf(out, spm_scores=pt.SpmScores.MERGES)
+        kv, _, _ = self.read(out)
+        scores = kv["tokenizer.ggml.scores"][1]
+        with open(os.path.join(FIXTURE, "tokenizer.json"), encoding="utf-8") as f:
+            tj = json.load(f)["model"]
+        first = {}
+        for rank, mg in enumerate(tj["merges"]):
+            piece = "".join(mg) if isinstance(mg, list) else mg.replace(" ", "", 1)
+            first.setdefault(tj["vocab"][piece], rank)
+        self.assertEqual(scores, [-float(first[i]) if i in first else -1e9 for i in range(512)])
+        self.model.export_gguf(out, spm_scores="converter")
+        with self.assertRaises(pt.InvalidArgument):
+            self.model.export_gguf(out, spm_scores="sentencepiece")
 
 
 if __name__ == "__main__":

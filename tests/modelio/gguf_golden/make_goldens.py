@@ -50,6 +50,8 @@ SYNTHETIC = {
     "tiny_llama3": ("llama_tied_gqa", "llama3", 128256, 128000, 128001),
     "tiny_qwen2": ("qwen2_bias_untied", "qwen3", 151936, 151643, 151645),
     "tiny_qwen3": ("qwen3_qknorm", "qwen3", 151936, 151643, 151645),
+    # MistralForCausalLM with sliding_window 5 < max_position_embeddings 128
+    "tiny_mistral": ("mistral_sliding", "llama-spm", 32045, 1, 2),
 }
 CASES = {
     # case: (input, converter, outtype)
@@ -59,6 +61,7 @@ CASES = {
     "tiny_qwen2_f32": ("tiny_qwen2", "hf", "f32"),
     "tiny_qwen2_f16": ("tiny_qwen2", "hf", "f16"),
     "tiny_qwen3_f32": ("tiny_qwen3", "hf", "f32"),
+    "tiny_mistral_f32": ("tiny_mistral", "hf", "f32"),
     "stories260K_lora_f32": ("stories260K_lora", "lora", "f32"),
     "stories260K_lora_f16": ("stories260K_lora", "lora", "f16"),
 }
