@@ -31,11 +31,6 @@ bool pt_gguf_is_file(const char *path)
 
 /* ---- the tensors against the schema ------------------------------------------------ */
 
-static bool is_float_type(int type)
-{
-    return type == PT_GGML_F32 || type == PT_GGML_F16 || type == PT_GGML_BF16;
-}
-
 static void ne_str(char *buf, size_t n, uint32_t ndim, const uint64_t *ne)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
@@ -63,7 +58,7 @@ static int check_tensor(const pt_gguf *g, const pt_schema_tensor *e, const char 
         return pt_err(PT_ESHAPE, "%s: tensor '%s' has ne %s, the config needs %s", path, name,
                       got, need);
     }
-    if (!is_float_type(t->type)) {
+    if (!pt_ggml_type_is_float(t->type)) {
         const char *tn = pt_ggml_type_name(t->type);
         return pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has type %s: quantised GGUF cannot be "
                       "trained; export F32/F16/BF16", path, name, tn ? tn : "?");
@@ -243,24 +238,9 @@ static void count_types(pt_model_dir_info *info, const pt_gguf *g)
     info->num_files = 1;
     for (size_t i = 0; i < pt_gguf_tensor_count(g); i++) {
         const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i);
-        const char *name = pt_ggml_type_name(t->type);
-        if (!name)
-            name = "?";
-        int k = 0;
-        while (k < info->num_dtypes && strcmp(info->dtypes[k].name, name) != 0)
-            k++;
-        if (k == info->num_dtypes && k < PT_MODEL_INFO_MAX_DTYPES) {
-            snprintf(info->dtypes[k].name, sizeof info->dtypes[k].name, "%s", name);
-            info->num_dtypes++;
-        }
-        if (k < PT_MODEL_INFO_MAX_DTYPES) {
-            info->dtypes[k].tensors++;
-            info->dtypes[k].bytes += t->nbytes;
-        }
-        if (!is_float_type(t->type))
+        pt_model_info_add_tensor(info, pt_ggml_type_name(t->type), t->nbytes);
+        if (!pt_ggml_type_is_float(t->type))
             info->quantised = true;
-        info->num_tensors++;
-        info->weight_bytes += t->nbytes;
     }
 }
 

@@ -37,6 +37,26 @@ static void set_problem(pt_model_dir_info *info, int st)
     pt_clear_error();
 }
 
+/* Count one tensor of `nbytes` bytes of type `dtype` (NULL: "?") in info's
+ * per-dtype table, tensor count and weight bytes. */
+void pt_model_info_add_tensor(pt_model_dir_info *info, const char *dtype, uint64_t nbytes)
+{
+    const char *name = dtype ? dtype : "?";
+    int k = 0;
+    while (k < info->num_dtypes && strcmp(info->dtypes[k].name, name) != 0)
+        k++;
+    if (k == info->num_dtypes && k < PT_MODEL_INFO_MAX_DTYPES) {
+        snprintf(info->dtypes[k].name, sizeof info->dtypes[k].name, "%s", name);
+        info->num_dtypes++;
+    }
+    if (k < PT_MODEL_INFO_MAX_DTYPES) {
+        info->dtypes[k].tensors++;
+        info->dtypes[k].bytes += nbytes;
+    }
+    info->num_tensors++;
+    info->weight_bytes += nbytes;
+}
+
 /* Count the tensors, bytes and dtypes of the weight files. */
 static void count_weights(pt_model_dir_info *info, const pt_weight_files *w)
 {
@@ -44,22 +64,7 @@ static void count_weights(pt_model_dir_info *info, const pt_weight_files *w)
     info->num_files = (int)w->nfiles;
     for (size_t i = 0; i < w->n; i++) {
         const pt_st_tensor *t = w->e[i].t;
-        const char *name = pt_st_dtype_name(t->dtype);
-        if (!name)
-            name = "?";
-        int k = 0;
-        while (k < info->num_dtypes && strcmp(info->dtypes[k].name, name) != 0)
-            k++;
-        if (k == info->num_dtypes && k < PT_MODEL_INFO_MAX_DTYPES) {
-            snprintf(info->dtypes[k].name, sizeof info->dtypes[k].name, "%s", name);
-            info->num_dtypes++;
-        }
-        if (k < PT_MODEL_INFO_MAX_DTYPES) {
-            info->dtypes[k].tensors++;
-            info->dtypes[k].bytes += t->nbytes;
-        }
-        info->num_tensors++;
-        info->weight_bytes += t->nbytes;
+        pt_model_info_add_tensor(info, pt_st_dtype_name(t->dtype), t->nbytes);
     }
 }
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "posttrain/modelio.h"
+
 #define PT_MODELIO_MAX_CONFIG_BYTES ((size_t)16 << 20)
 
 /* ---- the weight files of a directory (weights.c) ------------------------------ */
@@ -54,6 +56,11 @@ int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const c
 
 /* Keep dir and tok with model m (taking ownership of both, freed on failure
  * too); pt_model_source_dir and pt_model_tokenizer read them back. */
+/* Count one tensor of `nbytes` bytes of type `dtype` (NULL: "?") in a
+ * pt_model_dir_info: its per-dtype table, tensor count and weight bytes
+ * (inspect.c; shared by the safetensors and GGUF inspectors). */
+void pt_model_info_add_tensor(pt_model_dir_info *info, const char *dtype, uint64_t nbytes);
+
 int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok);
 /* Keep the tokenizer.json / tokenizer_config.json texts generated for a
  * model loaded from a GGUF file (taking ownership; either may be NULL), so
