@@ -122,6 +122,8 @@ typedef struct pt_sft_stats {
     bool skipped;         /* non-finite loss or gradients: nothing changed */
     int64_t skipped_total;
     int skip_reason;      /* pt_skip_reason: why this step was skipped */
+    double comm_seconds;  /* spent in collectives (data-parallel jobs: transfers and waiting
+                           * for the slowest rank); 0 in one process */
 } pt_sft_stats;
 
 PT_API int pt_sft_stats_init(pt_sft_stats *stats);
@@ -136,7 +138,13 @@ PT_API int pt_sft_stats_init(pt_sft_stats *stats);
  * abort callback is polled between micro-batches (PT_ECANCELLED; gradients
  * are dropped, weights untouched).  ctx and opt must belong to the same model
  * (PT_EINVAL naming both), and opt must predate no LoRA add, merge or removal
- * (PT_ESTATE). */
+ * (PT_ESTATE).
+ * With a data-parallel job attached (pt_optimizer_set_dist, posttrain/dist.h)
+ * each rank passes its own share of the global batch: the loss is normalised
+ * by the weight of the whole global batch, the gradients are summed over the
+ * ranks before the update, and the stats (loss, tokens) are global.  An
+ * error on any rank fails the step on every rank (PT_EPEER on the others),
+ * with nothing applied. */
 PT_API int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
                        const float *const *weights, int n_micro);
 

@@ -31,6 +31,7 @@ static const struct {
     { PT_ESHAPE, "PT_ESHAPE", "wrong tensor shape or dtype" },
     { PT_ECONFIG, "PT_ECONFIG", "invalid model configuration" },
     { PT_EINTERNAL, "PT_EINTERNAL", "internal error" },
+    { PT_EPEER, "PT_EPEER", "another rank of the distributed job failed" },
 };
 
 const char *pt_status_name(int status)

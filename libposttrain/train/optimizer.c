@@ -4,6 +4,7 @@
 #include "train/optimizer.h"
 
 #include "core/core.h"
+#include "dist/dist_internal.h"
 #include "model/model.h"
 
 #include <float.h>
@@ -23,6 +24,7 @@ struct pt_optimizer {
     float *v;               /* AdamW second moment */
     int64_t step;
     int64_t skipped;
+    pt_dist *dist;          /* data-parallel job (pt_optimizer_set_dist), or NULL */
 };
 
 int pt_optimizer_options_init(pt_optimizer_options *opts)
@@ -322,6 +324,25 @@ static void refresh_grads(pt_optimizer *o)
         return;
     for (size_t i = 0; i < o->n_params; i++)
         o->params[i].grad = pt_model_tensor(o->model, o->table_index[i])->grad;
+}
+
+const pt_opt_param *pt_optimizer_params(pt_optimizer *o, size_t *n)
+{
+    refresh_grads(o);
+    *n = o->n_params;
+    return o->params;
+}
+
+pt_dist *pt_optimizer_dist(const pt_optimizer *o)
+{
+    return o ? o->dist : NULL;
+}
+
+int pt_optimizer_set_dist(pt_optimizer *opt, pt_dist *d)
+{
+    PT_CHECK_NULL(opt);
+    opt->dist = d;
+    return PT_OK;
 }
 
 static void zero_grads(pt_optimizer *o)

@@ -46,6 +46,10 @@ int pt_optimizer_check_context(const pt_optimizer *opt, const pt_context *ctx, c
 /* PT_EINVAL (naming `who`) when opt was not created for `model`. */
 int pt_optimizer_check_model(const pt_optimizer *opt, const pt_model *model, const char *who);
 
+/* The parameters with their current gradient pointers (NULL when the model
+ * has none allocated yet); *n receives their count. */
+const pt_opt_param *pt_optimizer_params(pt_optimizer *opt, size_t *n);
+
 const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *opt);
 /* Replace the learning rate and its schedule (a checkpoint's, on resume);
  * checked as the options are at creation (PT_EINVAL/PT_ERANGE, nothing

@@ -2,6 +2,7 @@
  * micro-batches, through the model's per-token log-probability gradient. */
 #include "core/core.h"
 #include "model/model.h"
+#include "train/dist_train.h"
 #include "train/optimizer.h"
 #include "train/step_internal.h"
 
@@ -67,12 +68,13 @@ static int check_micro(double *total, size_t *max_tokens, const pt_batch *micro,
 }
 
 /* Forward and backward over every micro-batch, each token's gradient
- * -w / total; *loss_sum receives -sum(w * log p). */
+ * -w / total; *loss_sum receives -sum(w * log p).  One micro-batch whose own
+ * weight is the total (one process) goes through pt_model_loss directly. */
 static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *micro, const float *const *weights,
-                            int n_micro, double total, size_t max_tokens)
+                            int n_micro, double total, size_t max_tokens, bool local_total)
 {
     *loss_sum = 0;
-    if (n_micro == 1) {
+    if (n_micro == 1 && local_total) {
         float loss = 0.0f;
         int st = pt_model_loss(ctx, micro, weights ? weights[0] : NULL, true, &loss);
         *loss_sum = (double)loss * total;
@@ -103,26 +105,57 @@ static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *m
     return st;
 }
 
+/* The local part of a step: the arguments, the micro-batches and their
+ * weight (*total).  Every rank of a job runs it and then agrees on the
+ * outcome, so that an error on one rank never leaves the others waiting. */
+static int local_checks(double *total, size_t *max_tokens, const pt_optimizer *opt, const pt_context *ctx,
+                        const pt_batch *micro, const float *const *weights, int n_micro, const pt_sft_stats *stats)
+{
+    *total = 0;
+    *max_tokens = 0;
+    if (!ctx)
+        return pt_err(PT_EINVAL, "pt_sft_step: ctx is NULL");
+    if (!micro)
+        return pt_err(PT_EINVAL, "pt_sft_step: micro is NULL");
+    if (n_micro < 1)
+        return pt_err_arg("pt_sft_step", "n_micro", "%d must be >= 1", n_micro);
+    int st = pt_struct_check_out(stats, sizeof(pt_sft_stats), "pt_sft_step", "pt_sft_stats_init");
+    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_sft_step")))
+        return st;
+    return check_micro(total, max_tokens, micro, weights, n_micro);
+}
+
 int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
                 const float *const *weights, int n_micro)
 {
     PT_CHECK_NULL(opt);
-    PT_CHECK_NULL(ctx);
-    PT_CHECK_NULL(micro);
-    PT_CHECK_ARG(n_micro >= 1, n_micro, "%d must be >= 1", n_micro);
-    int st = PT_STRUCT_CHECK_OUT(stats, pt_sft_stats, pt_sft_stats_init);
-    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_sft_step")))
-        return st;
+    pt_dist *d = pt_optimizer_dist(opt);
+    const double comm0 = pt_dist_comm_seconds(d);
     double total;
     size_t max_tokens;
-    if ((st = check_micro(&total, &max_tokens, micro, weights, n_micro)))
+    int st = local_checks(&total, &max_tokens, opt, ctx, micro, weights, n_micro, stats);
+    if (d) {
+        int64_t step = 0;
+        pt_optimizer_get_step(&step, opt);
+        pt_dist_set_step(d, step + 1);
+        /* every rank's outcome, and the global loss weight: the normaliser */
+        if ((st = pt_comm_agree_sum(NULL, d, st, &total, 1, "pt_sft_step")))
+            return st;
+    } else if (st) {
         return st;
+    }
     pt_sft_stats local;
     pt_sft_stats_init(&local);
     local.tokens = total;
     double loss_sum = 0;
     if (total > 0)
-        st = accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens);
+        st = accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens, d == NULL);
+    if (d) {
+        int acc = pt_comm_agree_sum(NULL, d, st, &loss_sum, 1, "pt_sft_step");
+        if (!acc && total > 0 && isfinite(loss_sum))
+            acc = pt_dist_allreduce_grads(d, opt);
+        st = acc;
+    }
     local.loss = total > 0 ? loss_sum / total : 0.0;
     pt_step_stats ss;
     int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
@@ -131,6 +164,7 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
     if (st)
         return st;
     PT_STEP_STATS_COPY(&local, &ss);
+    local.comm_seconds = pt_dist_comm_seconds(d) - comm0;
     pt_struct_write(stats, &local);
     return PT_OK;
 }

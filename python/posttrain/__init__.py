@@ -22,8 +22,8 @@ from ._lib import library_path
 from ._util import numpy_available, use_numpy
 from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
                      ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
-                     NonFiniteError, NoSpace, NotFound, OutOfMemory, RangeError, ShapeError,
-                     StateError, Unsupported, status_name, status_str)
+                     NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
+                     ShapeError, StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, FinishReason, GgufType, ISLevel, LogLevel, LossType,
                     OptimizerType, RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason,
                     SpmScores, Status)
@@ -50,7 +50,7 @@ __all__ = [
     "library_path", "numpy_available", "use_numpy", "__version__",
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
-    "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError",
+    "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
     "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "RolloutLogprobs",

@@ -359,6 +359,7 @@ class SftStats(Struct):
         ("skipped", c_bool),
         ("skipped_total", c_int64),
         ("skip_reason", c_int),
+        ("comm_seconds", c_double),
     ]
 
 

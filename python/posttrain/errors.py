@@ -116,6 +116,10 @@ class InternalError(Error):
     """PT_EINTERNAL: a bug in libposttrain."""
 
 
+class PeerError(Error):
+    """PT_EPEER: another rank of a distributed job failed or did not arrive in time."""
+
+
 class ClosedHandleError(StateError):
     """A handle was used after close() (status PT_ESTATE, raised by the binding)."""
 
@@ -126,7 +130,7 @@ _CLASS_OF = {
     "EUNSUPPORTED": Unsupported, "ENOTFOUND": NotFound, "ECANCELLED": Cancelled,
     "ERANGE": RangeError, "ECALLBACK": CallbackError, "ESTATE": StateError, "ENOSPC": NoSpace,
     "ECHECKSUM": ChecksumError, "ENONFINITE": NonFiniteError, "ESHAPE": ShapeError,
-    "ECONFIG": ConfigError, "EINTERNAL": InternalError,
+    "ECONFIG": ConfigError, "EINTERNAL": InternalError, "EPEER": PeerError,
 }
 # {Status: exception class} for every failure status the library names.
 STATUS_CLASSES = {st: _CLASS_OF.get(st.name, Error) for st in Status if st != Status.OK}

@@ -40,7 +40,8 @@ class TestEnums(unittest.TestCase):
                          ["CHATML", "QWEN3", "LLAMA3", "LLAMA2", "PHI3", "PLAIN"])
         self.assertEqual((int(pt.Status.OK), int(pt.Status.EINVAL), int(pt.Status.EINTERNAL)),
                          (0, -1, -16))
-        self.assertEqual(len(pt.Status), 17)
+        self.assertEqual(int(pt.Status.EPEER), -17)
+        self.assertEqual(len(pt.Status), 18)
         if pt.has_feature("generate"):
             self.assertEqual([(m.name, int(m)) for m in pt.FinishReason],
                              [("STOP", 0), ("LENGTH", 1)])

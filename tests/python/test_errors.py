@@ -24,7 +24,7 @@ class TestErrors(unittest.TestCase):
         self.assertIs(type(e), cls)
         self.assertEqual(e.status_name, status_name)
         self.assertEqual(e.status, {v: k for k, v in
-                                    ((s, pt.status_name(s)) for s in range(-16, 0))}[status_name])
+                                    ((s, pt.status_name(s)) for s in range(-17, 0))}[status_name])
         if message.endswith("..."):
             self.assertIn(message[:-3], e.message)
         else:
