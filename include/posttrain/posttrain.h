@@ -15,5 +15,6 @@
 #include "posttrain/grpo.h"
 #include "posttrain/plot.h"
 #include "posttrain/gguf.h"
+#include "posttrain/goodput.h"
 
 #endif

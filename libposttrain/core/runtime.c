@@ -123,7 +123,8 @@ int pt_get_num_threads(void)
 /* ---- features ---- */
 
 static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
-                                 "generate entropy grpo context-threads long-context jsonl plot gguf";
+                                 "generate entropy grpo context-threads long-context jsonl plot gguf "
+                                 "goodput";
 
 const char *pt_features(void)
 {
