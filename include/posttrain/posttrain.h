@@ -16,5 +16,6 @@
 #include "posttrain/plot.h"
 #include "posttrain/gguf.h"
 #include "posttrain/dist.h"
+#include "posttrain/goodput.h"
 
 #endif

@@ -123,7 +123,8 @@ int pt_get_num_threads(void)
 /* ---- features ---- */
 
 static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
-                                 "generate entropy grpo context-threads long-context jsonl plot gguf dist"
+                                 "generate entropy grpo context-threads long-context jsonl plot gguf "
+                                 "goodput dist"
 #ifdef PT_HAVE_MPI
                                  " mpi"
 #endif

@@ -26,7 +26,7 @@ from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, Cl
                      ShapeError, StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, FinishReason, GgufType, ISLevel, LogLevel, LossType,
                     OptimizerType, RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason,
-                    SpmScores, Status)
+                    SpmScores, Status, TimeKind)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
                       features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
@@ -40,6 +40,7 @@ from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, St
                     plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
+from .goodput import Goodput, GoodputReport, young_daly_interval
 from . import safetensors
 
 # The project version (meson.build's, the one source; see _lib.VERSION), or
@@ -54,7 +55,7 @@ __all__ = [
     "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "RolloutLogprobs",
-    "SkipReason", "GgufType", "SpmScores",
+    "SkipReason", "GgufType", "SpmScores", "TimeKind",
     "version", "version_number", "features", "has_feature", "blas_info", "set_num_threads",
     "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
@@ -67,6 +68,7 @@ __all__ = [
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
+    "Goodput", "GoodputReport", "young_daly_interval",
 ]
 
 

@@ -314,6 +314,22 @@ class GgufExportOptions(Struct):
     _fields_ = [("size", c_size_t), ("type", c_int), ("name", c_char_p), ("spm_scores", c_int)]
 
 
+PT_TIME_KINDS = 9
+
+
+@_stamped("pt_goodput_report", "goodput")
+class GoodputReport(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("wall", c_double),
+        ("seconds", c_double * PT_TIME_KINDS),
+        ("pending", c_double),
+        ("goodput", c_double),
+        ("steps_kept", c_int64),
+        ("steps_lost", c_int64),
+    ]
+
+
 @_stamped("pt_optimizer_options")
 class OptimizerOptions(Struct):
     _fields_ = [
@@ -703,6 +719,20 @@ _declare("gguf", {
     "pt_model_export_gguf": (c_int, [vp, c_char_p, P(GgufExportOptions)]),
     "pt_lora_export_gguf": (c_int, [vp, c_char_p, P(GgufExportOptions)]),
 })
+_declare("goodput", {
+    "pt_goodput_create": (c_int, [pp]),
+    "pt_goodput_free": (None, [vp]),
+    "pt_goodput_add": (c_int, [vp, c_int, c_double]),
+    "pt_goodput_begin": (c_int, [vp, c_int]),
+    "pt_goodput_end": (c_int, [vp]),
+    "pt_goodput_step_done": (c_int, [vp]),
+    "pt_goodput_commit": (c_int, [vp]),
+    "pt_goodput_rollback": (c_int, [vp]),
+    "pt_goodput_get": (c_int, [P(GoodputReport), vp]),
+    "pt_goodput_to_json": (c_int, [P(c_void_p), vp]),
+    "pt_goodput_restore": (c_int, [vp, c_char_p, c_double, c_int64]),
+    "pt_checkpoint_interval_young_daly": (c_int, [P(c_double), c_double, c_double]),
+})
 _declare("lora-switch", {
     "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),
     "pt_model_lora_enabled": (c_bool, [vp]),
@@ -727,6 +757,7 @@ ENUM_FUNCTIONS = {
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
+    "goodput": ["time_kind"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():
     for _p in _prefixes:

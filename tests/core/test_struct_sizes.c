@@ -1688,6 +1688,49 @@ START_TEST(test_gguf_export)
 }
 END_TEST
 
+/* pt_goodput_get writes an older, smaller report up to its size.  wall,
+ * seconds[PT_TIME_OTHER] and goodput follow the wall clock: compared only
+ * for being filled, never bit for bit. */
+#define GOODPUT_FIELDS(X, ...) X(__VA_ARGS__, pending) X(__VA_ARGS__, steps_kept) X(__VA_ARGS__, steps_lost)
+
+START_TEST(test_goodput)
+{
+    pt_goodput *gp;
+    ck_assert_ok(pt_goodput_create(&gp));
+    for (int k = 0; k < PT_TIME_OTHER; k++)
+        ck_assert_ok(pt_goodput_add(gp, k, 0.5 * (k + 1)));
+    ck_assert_ok(pt_goodput_step_done(gp));
+    ck_assert_ok(pt_goodput_commit(gp));
+    ck_assert_ok(pt_goodput_step_done(gp));
+    ck_assert_ok(pt_goodput_rollback(gp));
+    ck_assert_ok(pt_goodput_add(gp, PT_TIME_STEP, 0.25));
+    pt_goodput_report full, c;
+    ck_assert_ok(pt_goodput_report_init(&full));
+    ck_assert_ok(pt_goodput_get(&full, gp));
+    ck_assert(full.pending == 0.25 && full.steps_kept == 1 && full.steps_lost == 1);
+    const size_t cuts[] = { offsetof(pt_goodput_report, steps_lost), offsetof(pt_goodput_report, goodput),
+                            offsetof(pt_goodput_report, pending), offsetof(pt_goodput_report, seconds),
+                            sizeof(size_t) };
+    for (size_t j = 0; j < sizeof cuts / sizeof *cuts; j++) {
+        ck_assert_ok(pt_goodput_report_init(&c));
+        cut_out(&c, cuts[j], sizeof c);
+        ck_assert_ok(pt_goodput_get(&c, gp));
+        assert_canaries(&c, cuts[j], sizeof c, "pt_goodput_get");
+        GOODPUT_FIELDS(CMP_FIELD, pt_goodput_report, c, full, cuts[j])
+        if (offsetof(pt_goodput_report, seconds) + sizeof c.seconds <= cuts[j]) {
+            ck_assert(!memcmp(c.seconds, full.seconds, PT_TIME_OTHER * sizeof *c.seconds));
+            ck_assert(c.seconds[PT_TIME_OTHER] >= 0);
+        }
+        if (offsetof(pt_goodput_report, wall) + sizeof c.wall <= cuts[j])
+            ck_assert(c.wall >= full.wall);
+        if (offsetof(pt_goodput_report, goodput) + sizeof c.goodput <= cuts[j])
+            ck_assert(c.goodput == (c.seconds[PT_TIME_STEP] + c.seconds[PT_TIME_GENERATE]) / c.wall);
+    }
+    BAD_SIZES(c, pt_goodput_get(&c, gp), "pt_goodput_get", "pt_goodput_report_init");
+    pt_goodput_free(gp);
+}
+END_TEST
+
 /* ---- every _init: NULL is PT_EINVAL, and it sets size to the header's sizeof ----- */
 
 #define INIT_CASE(T, init)                                                                    \
@@ -1722,6 +1765,7 @@ START_TEST(test_inits)
     INIT_CASE(pt_tensor_info, pt_tensor_info_init);
     INIT_CASE(pt_plot_options, pt_plot_options_init);
     INIT_CASE(pt_gguf_export_options, pt_gguf_export_options_init);
+    INIT_CASE(pt_goodput_report, pt_goodput_report_init);
 }
 END_TEST
 
@@ -1753,6 +1797,7 @@ int main(void)
     tcase_add_test(tc, test_dataset_next_batch);
     tcase_add_test(tc, test_add_group_message);
     tcase_add_test(tc, test_gguf_export);
+    tcase_add_test(tc, test_goodput);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -29,7 +29,8 @@ class TestLayout(unittest.TestCase):
         self.assertEqual(len(_lib.OPTION_STRUCTS), 14 + (1 if pt.has_feature("generate") else 0)
                          + (4 if pt.has_feature("grpo") else 0)
                          + (1 if pt.has_feature("plot") else 0)
-                         + (1 if pt.has_feature("gguf") else 0))
+                         + (1 if pt.has_feature("gguf") else 0)
+                         + (1 if pt.has_feature("goodput") else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)
