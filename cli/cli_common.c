@@ -212,14 +212,41 @@ int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key)
     return 0;
 }
 
+/* After a failed load: when the checkpoint's recorded LoRA options are not
+ * the run's (the usual cause of missing tensors), say which options to give. */
+static void explain_lora(const char *cmd, const pt_model *m, const char *dir)
+{
+    char *text = NULL;
+    if (pt_checkpoint_read_host(&text, dir) != PT_OK || !text)
+        return;
+    cJSON *h = cJSON_Parse(text);
+    pt_free(text);
+    const cJSON *jl = cJSON_GetObjectItemCaseSensitive(h, "lora");
+    long long rank = 0, targets = 0;
+    bool saved = jl && !cli_json_i64(&rank, jl, "rank") && !cli_json_i64(&targets, jl, "targets");
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    bool have = pt_model_get_lora(&lo, m) == PT_OK;
+    if (saved && (!have || lo.rank != rank || lo.targets != (unsigned)targets))
+        fprintf(stderr, "posttrain %s: --resume: %s is of a LoRA run (rank %lld): give that run's --lora-rank, "
+                        "--lora-alpha and --lora-targets\n", cmd, dir, rank);
+    else if (h && !jl && have)
+        fprintf(stderr, "posttrain %s: --resume: %s is of a full fine-tune: resume it without --lora-rank\n", cmd,
+                dir);
+    cJSON_Delete(h);
+}
+
 int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_model *m, pt_optimizer *o,
                           const char *dir, uint64_t seed)
 {
     *host = NULL;
     char *text = NULL;
     int st = pt_checkpoint_load(&text, m, o, dir);
-    if (st)
-        return cli_fail("--resume", st);
+    if (st) {
+        cli_fail("--resume", st);
+        explain_lora(cmd, m, dir);
+        return 1;
+    }
     cJSON *h = text ? cJSON_Parse(text) : NULL;
     pt_free(text);
     const cJSON *jc = cJSON_GetObjectItemCaseSensitive(h, "command");
