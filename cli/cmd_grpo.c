@@ -350,7 +350,8 @@ static int resume_from(grpo_run *r)
 }
 
 /* The reference model, LoRA, the optimizer, contexts, generator, rollout
- * buffer and step buffers, the output directory and the metrics file. */
+ * buffer and step buffers, the prompt order (or the state --resume loads),
+ * and the metrics file (continued after a resumed step). */
 static int setup(grpo_run *r)
 {
     grpo_args *a = &r->a;
