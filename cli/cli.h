@@ -6,6 +6,9 @@
 
 #include "cli_opts.h"
 
+#include <cjson/cJSON.h>
+
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -68,6 +71,33 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
  * only a warning line (the run has succeeded).  Returns the status (cmd_plot.c). */
 int cli_plot_metrics(const char *cmd, const char *metrics, const char *svg);
 
+/* ---- checkpoints of the training commands (cli_common.c) ---- */
+
+/* A checkpoint's host JSON (the "host" object of its trainer_state.json):
+ * {"command": CMD, "step": STEP, "seed": "SEED" (a decimal string: cJSON
+ * keeps numbers as doubles, strings exactly), "model": the resolved path of
+ * model_dir, "lora": {"rank", "alpha", "targets"} when m has adapters}, to
+ * which the command adds its own fields (what `posttrain export --checkpoint`
+ * rebuilds the model from, and what --resume continues from).  NULL after
+ * the message. */
+cJSON *cli_host_new(const char *cmd, long long step, uint64_t seed, const char *model_dir, const pt_model *m);
+/* Write the checkpoint OUT/checkpoints/step-NNNNNNNN of `step` with `host`
+ * (pt_checkpoint_save: weights, optimizer moments, schedule) and say so.
+ * 0, or 1 after the message. */
+int cli_checkpoint_save(const char *cmd, const char *out, const pt_model *m, pt_optimizer *o, const cJSON *host,
+                        long long step);
+/* Load the checkpoint `dir` into m (whose LoRA adapters, if any, are added
+ * already) and o: *host gets its host JSON (free with cJSON_Delete), *step
+ * its step.  A checkpoint of another command or without a step is refused;
+ * a different seed is a warning naming both.  0, or 1 after the message. */
+int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_model *m, pt_optimizer *o,
+                          const char *dir, uint64_t seed);
+/* An integer field of a host JSON object: a whole JSON number (exact below
+ * 2^53; older checkpoints) or a string of decimal digits (exact).  0 with *v
+ * set, or -1 when it is missing or not such a value. */
+int cli_json_i64(long long *v, const cJSON *obj, const char *key);
+int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key);
+
 /* ---- outputs against inputs and earlier runs (cli_out.c) ---- */
 
 /* Refuse (usage error, 2) an output path that is, or lies inside, or holds,
@@ -81,7 +111,8 @@ int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, co
 /* A training command's hold on its --out directory. */
 typedef struct cli_out {
     int lock_fd;
-    char resume[4096]; /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
+    char resume[4096];  /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
+    char metrics[4096]; /* cli_out_start: --metrics, or OUT/metrics.jsonl */
 } cli_out;
 #define CLI_OUT_CONTINUE 1u   /* --resume DIR: the run continues what OUT holds */
 #define CLI_OUT_OVERWRITE 2u  /* --overwrite: replace an earlier run */
@@ -101,6 +132,20 @@ int cli_out_check_later(const char *cmd, const char *out, long long step);
  * ones and a row a kill cut short), rewritten atomically; a missing file is
  * fine.  0, or 1 after the message. */
 int cli_metrics_trim(const char *cmd, const char *path, long long step);
+/* The start of a training command with --resume and --overwrite, before
+ * anything is written: --resume and --overwrite together are a usage error;
+ * --out and --metrics may not be, hold or lie inside --model, --data or
+ * --resume (cli_check_disjoint; --resume may lie inside --out); then
+ * cli_out_begin, with o->metrics set to the metrics path.  --resume auto
+ * becomes the latest checkpoint in OUT/checkpoints (*resume points to
+ * o->resume) or, when OUT holds no run, NULL (a fresh start), and says
+ * which.  0, else the exit code after the message. */
+int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metrics, const char *model,
+                  const char *data, const char **resume, bool overwrite);
+/* A run resumed at `step`: refuse a later checkpoint in OUT/checkpoints
+ * (cli_out_check_later), keep the metrics rows up to `step`
+ * (cli_metrics_trim of o->metrics).  0, or 1 after the message. */
+int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step);
 
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -1,9 +1,12 @@
 /* Helpers shared by the commands: time, the splitmix stream, the optimizer
  * and LoRA option tables of the training commands (sft, grpo), their output
- * directory, metrics file and final save. */
+ * directory, metrics file, checkpoints (host JSON, save, resume) and final
+ * save. */
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -114,6 +117,156 @@ int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint6
         return cli_fail("LoRA", st);
     fprintf(stderr, "posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank,
             lo.alpha);
+    return 0;
+}
+
+/* ---- checkpoints -------------------------------------------------------------- */
+
+cJSON *cli_host_new(const char *cmd, long long step, uint64_t seed, const char *model_dir, const pt_model *m)
+{
+    cJSON *h = cJSON_CreateObject();
+    char *abs = realpath(model_dir, NULL);
+    char seed_s[32];
+    snprintf(seed_s, sizeof seed_s, "%" PRIu64, seed);
+    bool ok = h && cJSON_AddStringToObject(h, "command", cmd) && cJSON_AddNumberToObject(h, "step", (double)step) &&
+              cJSON_AddStringToObject(h, "seed", seed_s) &&
+              cJSON_AddStringToObject(h, "model", abs ? abs : model_dir);
+    free(abs);
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    if (ok && pt_model_get_lora(&lo, m) == PT_OK) {
+        cJSON *jl = cJSON_AddObjectToObject(h, "lora");
+        ok = jl && cJSON_AddNumberToObject(jl, "rank", lo.rank) && cJSON_AddNumberToObject(jl, "alpha", lo.alpha) &&
+             cJSON_AddNumberToObject(jl, "targets", lo.targets);
+    }
+    if (!ok) {
+        cJSON_Delete(h);
+        fprintf(stderr, "posttrain %s: out of memory building a checkpoint's host JSON\n", cmd);
+        return NULL;
+    }
+    return h;
+}
+
+int cli_checkpoint_save(const char *cmd, const char *out, const pt_model *m, pt_optimizer *o, const cJSON *host,
+                        long long step)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    if (cli_make_out_dir(cmd, dir))
+        return 1;
+    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", out, step);
+    char *text = cJSON_PrintUnformatted(host);
+    if (!text) {
+        fprintf(stderr, "posttrain %s: out of memory printing a checkpoint's host JSON\n", cmd);
+        return 1;
+    }
+    int st = pt_checkpoint_save(m, o, text, dir);
+    cJSON_free(text);
+    if (st)
+        return cli_fail("saving a checkpoint", st);
+    fprintf(stderr, "posttrain %s: checkpoint %s\n", cmd, dir);
+    return 0;
+}
+
+int cli_json_i64(long long *v, const cJSON *obj, const char *key)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d != floor(d) || fabs(d) > 9007199254740992.0)
+            return -1;
+        *v = (long long)d;
+        return 0;
+    }
+    if (!cJSON_IsString(j))
+        return -1;
+    const char *s = j->valuestring;
+    char *end;
+    errno = 0;
+    long long n = strtoll(s, &end, 10);
+    if (errno || end == s || *end || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')))
+        return -1;
+    *v = n;
+    return 0;
+}
+
+int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d < 0 || d != floor(d) || d > 9007199254740992.0)
+            return -1;
+        *v = (uint64_t)d;
+        return 0;
+    }
+    if (!cJSON_IsString(j))
+        return -1;
+    const char *s = j->valuestring;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] < '0' || s[0] > '9')
+        return -1;
+    *v = n;
+    return 0;
+}
+
+/* After a failed load: when the checkpoint's recorded LoRA options are not
+ * the run's (the usual cause of missing tensors), say which options to give. */
+static void explain_lora(const char *cmd, const pt_model *m, const char *dir)
+{
+    char *text = NULL;
+    if (pt_checkpoint_read_host(&text, dir) != PT_OK || !text)
+        return;
+    cJSON *h = cJSON_Parse(text);
+    pt_free(text);
+    const cJSON *jl = cJSON_GetObjectItemCaseSensitive(h, "lora");
+    long long rank = 0, targets = 0;
+    bool saved = jl && !cli_json_i64(&rank, jl, "rank") && !cli_json_i64(&targets, jl, "targets");
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    bool have = pt_model_get_lora(&lo, m) == PT_OK;
+    if (saved && (!have || lo.rank != rank || lo.targets != (unsigned)targets))
+        fprintf(stderr, "posttrain %s: --resume: %s is of a LoRA run (rank %lld): give that run's --lora-rank, "
+                        "--lora-alpha and --lora-targets\n", cmd, dir, rank);
+    else if (h && !jl && have)
+        fprintf(stderr, "posttrain %s: --resume: %s is of a full fine-tune: resume it without --lora-rank\n", cmd,
+                dir);
+    cJSON_Delete(h);
+}
+
+int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_model *m, pt_optimizer *o,
+                          const char *dir, uint64_t seed)
+{
+    *host = NULL;
+    char *text = NULL;
+    int st = pt_checkpoint_load(&text, m, o, dir);
+    if (st) {
+        cli_fail("--resume", st);
+        explain_lora(cmd, m, dir);
+        return 1;
+    }
+    cJSON *h = text ? cJSON_Parse(text) : NULL;
+    pt_free(text);
+    const cJSON *jc = cJSON_GetObjectItemCaseSensitive(h, "command");
+    uint64_t saved_seed = 0;
+    if (!cJSON_IsObject(h) || cli_json_i64(step, h, "step") || *step < 0) {
+        fprintf(stderr, "posttrain %s: --resume: %s records no training step (not a checkpoint of posttrain %s)\n",
+                cmd, dir, cmd);
+        cJSON_Delete(h);
+        return 1;
+    }
+    if (jc && (!cJSON_IsString(jc) || strcmp(jc->valuestring, cmd))) {
+        fprintf(stderr, "posttrain %s: --resume: %s is a checkpoint of posttrain %s, not of posttrain %s\n", cmd,
+                dir, cJSON_IsString(jc) ? jc->valuestring : "?", cmd);
+        cJSON_Delete(h);
+        return 1;
+    }
+    if (cli_json_u64(&saved_seed, h, "seed") == 0 && saved_seed != seed)
+        fprintf(stderr, "posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %"
+                        PRIu64 "\n", cmd, saved_seed, seed);
+    *host = h;
     return 0;
 }
 

@@ -306,6 +306,49 @@ int cli_out_check_later(const char *cmd, const char *out, long long step)
     return 0;
 }
 
+int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metrics, const char *model,
+                  const char *data, const char **resume, bool overwrite)
+{
+    o->lock_fd = -1;
+    o->resume[0] = '\0';
+    if (overwrite && *resume)
+        return cli_usage_error(cmd, "give --resume or --overwrite, not both");
+    const bool auto_resume = *resume && !strcmp(*resume, "auto");
+    const char *dir = auto_resume ? NULL : *resume;
+    int rc;
+    if ((rc = cli_check_disjoint(cmd, "--out", out, "--model", model, 0)) ||
+        (rc = cli_check_disjoint(cmd, "--out", out, "--data", data, 0)) ||
+        (rc = cli_check_disjoint(cmd, "--out", out, "--resume", dir, CLI_ALLOW_IN_INSIDE_OUT)) ||
+        (rc = cli_check_disjoint(cmd, "--metrics", metrics, "--model", model, 0)) ||
+        (rc = cli_check_disjoint(cmd, "--metrics", metrics, "--data", data, 0)) ||
+        (rc = cli_check_disjoint(cmd, "--metrics", metrics, "--resume", dir, 0)) ||
+        (rc = cli_check_disjoint(cmd, "--metrics", metrics, "--out", out, CLI_ALLOW_OUT_INSIDE_IN)))
+        return rc;
+    if (metrics)
+        snprintf(o->metrics, sizeof o->metrics, "%s", metrics);
+    else
+        snprintf(o->metrics, sizeof o->metrics, "%s/metrics.jsonl", out);
+    unsigned flags = CLI_OUT_CAN_RESUME | (overwrite ? CLI_OUT_OVERWRITE : 0) |
+                     (auto_resume ? CLI_OUT_AUTO : dir ? CLI_OUT_CONTINUE : 0);
+    if ((rc = cli_out_begin(o, cmd, out, o->metrics, flags)))
+        return rc;
+    if (auto_resume) {
+        if (o->resume[0]) {
+            *resume = o->resume;
+            fprintf(stderr, "posttrain %s: --resume auto: the latest checkpoint is %s\n", cmd, o->resume);
+        } else {
+            *resume = NULL;
+            fprintf(stderr, "posttrain %s: --resume auto: %s holds no run yet; starting at step 0\n", cmd, out);
+        }
+    }
+    return 0;
+}
+
+int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step)
+{
+    return cli_out_check_later(cmd, out, step) || cli_metrics_trim(cmd, o->metrics, step);
+}
+
 /* ---- metrics ------------------------------------------------------------------ */
 
 /* The "step" of a metrics row, or -1. */

@@ -1,9 +1,10 @@
 /* posttrain export --checkpoint CKPT_DIR: the model a training checkpoint
  * holds, rebuilt from its base model and the trained tensors.  A checkpoint
  * (train/checkpoint.c) keeps only the trainable tensors and the optimizer
- * state; `posttrain sft` records in its host JSON the base model ("model",
- * its resolved path) and, for a LoRA run, the adapters' options ("lora":
- * rank, alpha, targets), which is what the rebuild needs. */
+ * state; `posttrain sft` and `posttrain grpo` record in its host JSON
+ * (cli_host_new) the base model ("model", its resolved path) and, for a LoRA
+ * run, the adapters' options ("lora": rank, alpha, targets), which is what
+ * the rebuild needs. */
 #include "cmd_export.h"
 
 #include <cjson/cJSON.h>

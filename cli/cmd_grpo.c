@@ -1,9 +1,10 @@
 /* posttrain grpo: GRPO of a Hugging Face model directory on JSONL prompts
  * with built-in reward functions: pt_generate rollouts, pt_rollout_buffer,
- * pt_grpo_step; a progress line per step, a metrics file, the trained model
- * saved in Hugging Face layout. */
+ * pt_grpo_step; a progress line per step, a metrics file, checkpoints and
+ * bit-exact resume, the trained model saved in Hugging Face layout. */
 #include "cmd_grpo.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -57,13 +58,19 @@ static const cli_opt k_grpo_opts[] = {
     { CLI_FLAG, "mask-truncated", GRPO(grpo.mask_truncated_completions),
       .help = "no loss on completions cut at --max-new-tokens" },
 };
+static const cli_opt k_grpo_output_opts[] = {
+    { CLI_INT, "save-every", GRPO(save_every), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; 0: none" },
+    { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
+      .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_FLAG, "overwrite", GRPO(overwrite),
+      .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
+    { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
+    { CLI_INT, "log-every", GRPO(log_every), "N", .def = "1", .lo = 1, .hi = 1e9, .help = "progress line interval" },
+};
 static const cli_opt k_grpo_other_opts[] = {
     { CLI_UINT64, "seed", GRPO(seed), "N", .def = "0", .help = "prompt order, sampling, LoRA init" },
     { CLI_INT, "threads", GRPO(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
-    { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
-    { CLI_FLAG, "overwrite", GRPO(overwrite),
-      .help = "replace an earlier run in --out; without it a used --out is\nrefused" },
-    { CLI_INT, "log-every", GRPO(log_every), "N", .def = "1", .lo = 1, .hi = 1e9, .help = "progress line interval" },
 };
 #undef GRPO
 
@@ -94,6 +101,7 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         { NULL, cli_optimizer_opts, cli_n_optimizer_opts, &a->opt },
         { "GRPO (docs/grpo.md)", k_grpo_opts, CLI_COUNT_OF(k_grpo_opts), a },
         { "LoRA", cli_lora_opts, cli_n_lora_opts, &a->lora },
+        { "checkpoints and output", k_grpo_output_opts, CLI_COUNT_OF(k_grpo_output_opts), a },
         { "other", k_grpo_other_opts, CLI_COUNT_OF(k_grpo_other_opts), a },
     };
     int rc = cli_parse(&k_grpo, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
@@ -136,13 +144,17 @@ typedef struct grpo_run {
     grpo_row *rows;
     int n_rows, max_prompt, max_seq;
     int P, N;          /* prompts and samples per step */
-    int64_t total;
+    int64_t total, step, resumed_step; /* step: rounds done */
     FILE *metrics;
     cli_out out;
     /* per step: N prompts and completions; the prompt order and its rows */
     int32_t *prompts, *plens, *tokens, *ntok, *fin, *ids, *order, *group_row;
     float *lps;
-    uint64_t rng;      /* the prompt order: a seeded shuffle per pass */
+    /* The prompt order: a seeded shuffle of the rows per pass.  rng is the
+     * splitmix state now, order_rng its state before the shuffle that made
+     * `order` (a checkpoint keeps both and the cursor: enough to rebuild
+     * the order and continue it). */
+    uint64_t rng, order_rng;
     int cursor;
 } grpo_run;
 
@@ -224,8 +236,122 @@ static int alloc_buffers(grpo_run *r)
     return 0;
 }
 
+/* A new pass: order = a shuffle of the rows drawn from rng (order_rng keeps
+ * the state it started from). */
+static void shuffle(grpo_run *r)
+{
+    r->order_rng = r->rng;
+    for (int i = 0; i < r->n_rows; i++)
+        r->order[i] = i;
+    for (int i = r->n_rows - 1; i > 0; i--) {
+        int j = (int)(cli_splitmix(&r->rng) % (uint64_t)(i + 1));
+        int32_t tmp = r->order[i];
+        r->order[i] = r->order[j];
+        r->order[j] = tmp;
+    }
+    r->cursor = 0;
+}
+
+/* A checkpoint after `step` rounds: the shared host JSON (cli_host_new:
+ * step, seed, base model, LoRA options) with the prompt order (rng and
+ * order_rng as decimal strings, cursor, the number of rows), the batch
+ * shape and the optimizer's step count. */
+static int save_checkpoint(const grpo_run *r)
+{
+    const grpo_args *a = &r->a;
+    int64_t opt_steps = 0;
+    pt_optimizer_get_step(&opt_steps, r->opt);
+    char rng[32], order_rng[32];
+    snprintf(rng, sizeof rng, "%" PRIu64, r->rng);
+    snprintf(order_rng, sizeof order_rng, "%" PRIu64, r->order_rng);
+    cJSON *h = cli_host_new("grpo", (long long)r->step, a->seed, a->model, r->model);
+    if (!h)
+        return 1;
+    int rc = 1;
+    if (cJSON_AddStringToObject(h, "rng", rng) && cJSON_AddStringToObject(h, "order_rng", order_rng) &&
+        cJSON_AddNumberToObject(h, "cursor", r->cursor) && cJSON_AddNumberToObject(h, "prompts", r->n_rows) &&
+        cJSON_AddNumberToObject(h, "num_generations", a->G) &&
+        cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
+        cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) &&
+        cJSON_AddNumberToObject(h, "optimizer_steps", (double)opt_steps))
+        rc = cli_checkpoint_save("grpo", a->out, r->model, r->opt, h, (long long)r->step);
+    else
+        fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
+    cJSON_Delete(h);
+    return rc;
+}
+
+/* An integer field of the checkpoint's host JSON that must equal this
+ * run's `want`: "--num-generations N" when `opt` is an option, else "N
+ * <what>".  0, or 1 after a message naming both values. */
+static int same_shape(const cJSON *h, const char *key, const char *opt, const char *what, long long want,
+                      const char *dir)
+{
+    long long v;
+    if (cli_json_i64(&v, h, key)) {
+        fprintf(stderr, "posttrain grpo: --resume: %s does not record \"%s\" (not a checkpoint of posttrain grpo)\n",
+                dir, key);
+        return 1;
+    }
+    if (v == want)
+        return 0;
+    if (opt)
+        fprintf(stderr, "posttrain grpo: --resume: %s was made with %s %lld, this run gives %s %lld: resume with "
+                        "%s %lld, or start a new --out\n", dir, opt, v, opt, want, opt, v);
+    else
+        fprintf(stderr, "posttrain grpo: --resume: %s was made with %lld %s, this run has %lld: the prompt order "
+                        "cannot be continued\n", dir, v, what, want);
+    return 1;
+}
+
+/* Weights, optimizer moments and schedule from the checkpoint; then the
+ * round, and the prompt order rebuilt from order_rng (which must lead to
+ * the saved rng) and continued at the saved cursor. */
+static int resume_from(grpo_run *r)
+{
+    const grpo_args *a = &r->a;
+    const char *dir = a->resume;
+    cJSON *h;
+    long long step, cursor = -1, iters = 0, opt_saved = -1;
+    uint64_t rng = 0, order_rng = 0;
+    if (cli_checkpoint_resume(&h, &step, "grpo", r->model, r->opt, dir, a->seed))
+        return 1;
+    int rc = same_shape(h, "num_generations", "--num-generations", NULL, a->G, dir) ||
+             same_shape(h, "batch_prompts", "--batch-prompts", NULL, a->batch_prompts, dir) ||
+             same_shape(h, "prompts", NULL, "prompt rows in --data", r->n_rows, dir);
+    if (!rc && (cli_json_u64(&rng, h, "rng") || cli_json_u64(&order_rng, h, "order_rng") ||
+                cli_json_i64(&cursor, h, "cursor") || cursor < 0 || cursor > r->n_rows)) {
+        fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (rng, order_rng, cursor)\n", dir);
+        rc = 1;
+    }
+    int64_t opt_steps = 0;
+    pt_optimizer_get_step(&opt_steps, r->opt);
+    if (!rc && (cli_json_i64(&opt_saved, h, "optimizer_steps") || opt_saved != opt_steps)) {
+        fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
+                        "%lld\n", dir, (long long)opt_steps, opt_saved);
+        rc = 1;
+    }
+    if (!rc && !cli_json_i64(&iters, h, "num_iterations") && iters != a->num_iterations)
+        fprintf(stderr, "posttrain grpo: warning: the checkpoint was made with --num-iterations %lld, resuming with "
+                        "%d\n", iters, a->num_iterations);
+    cJSON_Delete(h);
+    if (rc)
+        return 1;
+    r->rng = order_rng;
+    shuffle(r);
+    if (r->rng != rng) {
+        fprintf(stderr, "posttrain grpo: --resume: %s: its prompt order state is inconsistent (order_rng does not "
+                        "lead to rng)\n", dir);
+        return 1;
+    }
+    r->cursor = (int)cursor;
+    r->step = step;
+    return 0;
+}
+
 /* The reference model, LoRA, the optimizer, contexts, generator, rollout
- * buffer and step buffers, the output directory and the metrics file. */
+ * buffer and step buffers, the prompt order (or the state --resume loads),
+ * and the metrics file (continued after a resumed step). */
 static int setup(grpo_run *r)
 {
     grpo_args *a = &r->a;
@@ -254,16 +380,28 @@ static int setup(grpo_run *r)
     bo.reward_weights = a->rewards.weight;
     if ((st = pt_rollout_buffer_create(&r->buf, &bo)))
         return cli_fail("rollout buffer", st);
-    if (alloc_buffers(r) ||
-        !(r->metrics = cli_open_metrics("grpo", a->metrics, a->out, "w")))
+    if (alloc_buffers(r))
         return 1;
     fprintf(stderr, "posttrain grpo: %d prompts, %lld steps of %d prompts x %d generations, rewards", r->n_rows,
             (long long)r->total, r->P, a->G);
     for (int k = 0; k < a->rewards.n; k++)
         fprintf(stderr, " %s:%g", a->rewards.name[k], a->rewards.weight[k]);
     fprintf(stderr, "\n");
-    r->rng = a->seed ^ 0x6A09E667F3BCC908ull;
+    r->rng = r->order_rng = a->seed ^ 0x6A09E667F3BCC908ull;
     r->cursor = r->n_rows;
+    r->resumed_step = -1;
+    if (a->resume) {
+        if (resume_from(r))
+            return 1;
+        fprintf(stderr, "posttrain grpo: resumed at step %lld from %s\n", (long long)r->step, a->resume);
+        r->resumed_step = r->step;
+        /* continue the metrics after the checkpoint's step, without the rows
+         * of steps it is about to redo */
+        if (cli_out_resumed(&r->out, "grpo", a->out, (long long)r->step))
+            return 1;
+    }
+    if (!(r->metrics = cli_open_metrics("grpo", r->out.metrics, a->out, a->resume ? "a" : "w")))
+        return 1;
     return 0;
 }
 
@@ -272,17 +410,8 @@ static void next_prompts(grpo_run *r)
 {
     int off = 0;
     for (int p = 0; p < r->P; p++) {
-        if (r->cursor == r->n_rows) {
-            for (int i = 0; i < r->n_rows; i++)
-                r->order[i] = i;
-            for (int i = r->n_rows - 1; i > 0; i--) {
-                int j = (int)(cli_splitmix(&r->rng) % (uint64_t)(i + 1));
-                int32_t tmp = r->order[i];
-                r->order[i] = r->order[j];
-                r->order[j] = tmp;
-            }
-            r->cursor = 0;
-        }
+        if (r->cursor == r->n_rows)
+            shuffle(r);
         r->group_row[p] = r->order[r->cursor++];
         const grpo_row *row = &r->rows[r->group_row[p]];
         for (int g = 0; g < r->a.G; g++) {
@@ -299,8 +428,14 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
 {
     const grpo_args *a = &r->a;
     const int max_new = a->gen.max_new_tokens;
+    /* Sample i of the step's global batch draws from the stream (seed,
+     * first_sample + i), so rollouts depend only on the seed, the step and
+     * the sample's global index: this process generates the whole batch
+     * (a process generating only groups [g0, g1) would start at g0 * G). */
+    const uint64_t first_sample = 0;
     pt_generate_options go = a->gen;
     go.seed = a->seed * 1000003u + (uint64_t)step;
+    go.stream_offset = first_sample;
     double t0 = cli_now(), gen_tokens = 0;
     int st;
     if ((st = pt_generate(r->gen, r->prompts, r->plens, r->N, &go, r->tokens, r->ntok, r->fin, r->lps)))
@@ -391,16 +526,19 @@ static void write_metrics(FILE *f, const grpo_rewards *rw, int64_t step, const s
     fflush(f);
 }
 
-/* Every step: prompts, rollouts, updates, a metrics line and a progress line. */
+/* Every step (after a resumed one): prompts, rollouts, updates, a metrics
+ * line, a progress line, and every --save-every steps a checkpoint. */
 static int train(grpo_run *r)
 {
     const double t_start = cli_now();
-    for (int64_t step = 1; step <= r->total; step++) {
+    while (r->step < r->total) {
+        const int64_t step = r->step + 1;
         step_report rep;
         next_prompts(r);
         double t0 = cli_now();
         if (rollout(r, step, &rep.gen_tps) || update(r, step, &rep))
             return 1;
+        r->step = step;
         rep.step_s = cli_now() - t0;
         write_metrics(r->metrics, &r->a.rewards, step, &rep);
         if (step % r->a.log_every == 0 || step == r->total)
@@ -410,6 +548,8 @@ static int train(grpo_run *r)
                     rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
                     rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
                     rep.train_tps, cli_now() - t_start);
+        if (r->a.save_every && step % r->a.save_every == 0 && step < r->total && save_checkpoint(r))
+            return 1;
     }
     return 0;
 }
@@ -425,31 +565,23 @@ int cmd_grpo(int argc, char **argv)
     int st;
     if (r.a.threads && (st = pt_set_num_threads(r.a.threads)))
         return cli_fail("--threads", st);
-    /* before anything is written: outputs apart from the inputs, --out locked and unused */
-    const grpo_args *a = &r.a;
-    if ((rc = cli_check_disjoint("grpo", "--out", a->out, "--model", a->model, 0)) ||
-        (rc = cli_check_disjoint("grpo", "--out", a->out, "--data", a->data, 0)) ||
-        (rc = cli_check_disjoint("grpo", "--metrics", a->metrics, "--model", a->model, 0)) ||
-        (rc = cli_check_disjoint("grpo", "--metrics", a->metrics, "--data", a->data, 0)) ||
-        (rc = cli_check_disjoint("grpo", "--metrics", a->metrics, "--out", a->out, CLI_ALLOW_OUT_INSIDE_IN))) {
+    /* before anything is written: outputs apart from the inputs, the hold
+     * on --out (its lock, an earlier run in it, --resume auto's checkpoint) */
+    if ((rc = cli_out_start(&r.out, "grpo", r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
+                            r.a.overwrite))) {
         grpo_free(&r);
         return rc;
     }
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", a->out);
-    if ((rc = cli_out_begin(&r.out, "grpo", a->out, a->metrics ? a->metrics : mpath,
-                            a->overwrite ? CLI_OUT_OVERWRITE : 0))) {
-        grpo_free(&r);
-        return rc;
-    }
+    /* a final checkpoint (before LoRA is merged), unless the resumed one is it */
     rc = load(&r) || setup(&r) || train(&r) ||
-         cli_save_trained("grpo", r.model, r.a.out, r.a.model, (long long)r.total);
+         (r.a.save_every && r.step != r.resumed_step && save_checkpoint(&r)) ||
+         cli_save_trained("grpo", r.model, r.a.out, r.a.model, (long long)r.step);
     if (!rc) {
         char svg[4096 + 16];
         snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
         if (r.metrics)
             fflush(r.metrics);
-        cli_plot_metrics("grpo", a->metrics ? a->metrics : mpath, svg);
+        cli_plot_metrics("grpo", r.out.metrics, svg);
     }
     grpo_free(&r);
     return rc;

@@ -19,12 +19,13 @@ typedef struct grpo_rewards {
 
 typedef struct grpo_args {
     const char *model, *data, *out, *metrics, *chat_template;
+    const char *resume;      /* --resume: a checkpoint directory, "auto", or NULL */
     bool chat, overwrite;
     pt_optimizer_options opt;
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
     grpo_rewards rewards;
-    int G, batch_prompts, num_iterations, log_every, threads;
+    int G, batch_prompts, num_iterations, log_every, threads, save_every;
     cli_lora_args lora;
     int64_t steps;
     uint64_t seed;

@@ -4,12 +4,10 @@
 
 #include <cjson/cJSON.h>
 
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct sft_args {
@@ -94,8 +92,6 @@ static int parse_args(sft_args *a, int argc, char **argv)
         return rc;
     if (a->steps && a->epochs > 0)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
-    if (a->overwrite && a->resume)
-        return cli_usage_error("sft", "give --resume or --overwrite, not both");
     return cli_check_lora("sft", &a->lora);
 }
 
@@ -109,80 +105,37 @@ static void fmt_eta(char *buf, size_t n, double secs)
         snprintf(buf, n, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
 }
 
-/* The checkpoint's host JSON: the data position (for --resume), and for
- * `posttrain export --checkpoint` the base model (its resolved path) and
- * the LoRA options when there are adapters. */
-static int host_json(char *buf, size_t n, const sft_args *a, const pt_model *m, int64_t step,
-                     const pt_dataset *d)
+/* A checkpoint: the shared host JSON (cli_host_new: step, seed, base model,
+ * LoRA options) with the data position, for --resume. */
+static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d, int64_t step)
 {
     int64_t epoch, cursor;
     pt_dataset_get_position(&epoch, &cursor, d);
-    char *abs = realpath(a->model, NULL);
-    cJSON *js = cJSON_CreateString(abs ? abs : a->model);
-    char *model = js ? cJSON_PrintUnformatted(js) : NULL;
-    free(abs);
-    cJSON_Delete(js);
-    if (!model)
-        return -1;
-    int k = snprintf(buf, n, "{\"step\": %lld, \"epoch\": %lld, \"cursor\": %lld, \"seed\": %llu, "
-                     "\"model\": %s", (long long)step, (long long)epoch, (long long)cursor,
-                     (unsigned long long)a->data_opts.seed, model);
-    cJSON_free(model);
-    pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    if (k > 0 && (size_t)k < n && pt_model_get_lora(&lo, m) == PT_OK)
-        k += snprintf(buf + k, n - (size_t)k, ", \"lora\": {\"rank\": %d, \"alpha\": %.17g, "
-                      "\"targets\": %u}", lo.rank, lo.alpha, lo.targets);
-    if (k > 0 && (size_t)k < n)
-        k += snprintf(buf + k, n - (size_t)k, "}");
-    return k > 0 && (size_t)k < n ? 0 : -1;
-}
-
-static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d, int64_t step)
-{
-    char dir[4096], host[8192];
-    snprintf(dir, sizeof dir, "%s/checkpoints", a->out);
-    mkdir(dir, 0755);
-    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", a->out, (long long)step);
-    if (host_json(host, sizeof host, a, m, step, d)) {
-        fprintf(stderr, "posttrain sft: saving a checkpoint: the model path is too long\n");
+    cJSON *h = cli_host_new("sft", (long long)step, a->data_opts.seed, a->model, m);
+    if (!h)
         return 1;
-    }
-    int st = pt_checkpoint_save(m, o, host, dir);
-    if (st)
-        return cli_fail("saving a checkpoint", st);
-    fprintf(stderr, "posttrain sft: checkpoint %s\n", dir);
-    return 0;
+    int rc = 1;
+    if (cJSON_AddNumberToObject(h, "epoch", (double)epoch) && cJSON_AddNumberToObject(h, "cursor", (double)cursor))
+        rc = cli_checkpoint_save("sft", a->out, m, o, h, (long long)step);
+    else
+        fprintf(stderr, "posttrain sft: out of memory building a checkpoint\n");
+    cJSON_Delete(h);
+    return rc;
 }
 
 static int resume_from(int64_t *step, const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d)
 {
-    char *host = NULL;
-    int st = pt_checkpoint_load(&host, m, o, a->resume);
-    if (st)
-        return cli_fail("--resume", st);
-    long long epoch = -1, cursor = -1, steps = -1;
-    unsigned long long seed = 0;
-    const char *e = host ? strstr(host, "\"epoch\":") : NULL, *c = host ? strstr(host, "\"cursor\":") : NULL,
-               *s = host ? strstr(host, "\"seed\":") : NULL;
-    const char *sp = host ? strstr(host, "\"step\":") : NULL;
-    if (sp)
-        steps = strtoll(sp + 7, NULL, 10);
-    if (e)
-        epoch = strtoll(e + 8, NULL, 10);
-    if (c)
-        cursor = strtoll(c + 9, NULL, 10);
-    if (s)
-        seed = strtoull(s + 7, NULL, 10);
-    pt_free(host);
-    if (epoch < 0 || cursor < 0 || steps < 0) {
+    cJSON *h;
+    long long steps, epoch = -1, cursor = -1;
+    if (cli_checkpoint_resume(&h, &steps, "sft", m, o, a->resume, a->data_opts.seed))
+        return 1;
+    bool ok = !cli_json_i64(&epoch, h, "epoch") && !cli_json_i64(&cursor, h, "cursor") && epoch >= 0 && cursor >= 0;
+    cJSON_Delete(h);
+    if (!ok) {
         fprintf(stderr, "posttrain sft: --resume: %s has no data position\n", a->resume);
         return 1;
     }
-    if (seed != a->data_opts.seed)
-        fprintf(stderr, "posttrain sft: warning: the checkpoint was made with --seed %llu, resuming with %llu\n",
-                seed, (unsigned long long)a->data_opts.seed);
-    st = pt_dataset_set_position(d, epoch, cursor);
+    int st = pt_dataset_set_position(d, epoch, cursor);
     if (st)
         return cli_fail("--resume", st);
     *step = steps;
@@ -265,7 +218,6 @@ typedef struct sft_run {
     pt_context *ctx;
     FILE *metrics;
     cli_out out;
-    char metrics_path[4096];
     pt_dataset_stats ds;
     int max_seq;
     int64_t total, step, resumed_step;
@@ -352,8 +304,6 @@ static int setup(sft_run *r)
         r->max_seq = cfg.max_position_embeddings;
     if ((st = pt_context_create(&r->ctx, r->model, a->data_opts.batch_size, r->max_seq)))
         return cli_fail("context", st);
-    if (cli_make_out_dir("sft", a->out))
-        return 1;
     r->resumed_step = -1;
     if (a->resume) {
         if (resume_from(&r->step, a, r->model, r->opt, r->data))
@@ -362,11 +312,10 @@ static int setup(sft_run *r)
         r->resumed_step = r->step;
         /* continue the metrics after the checkpoint's step, without the rows
          * of steps it is about to redo */
-        if (cli_out_check_later("sft", a->out, (long long)r->step) ||
-            cli_metrics_trim("sft", r->metrics_path, (long long)r->step))
+        if (cli_out_resumed(&r->out, "sft", a->out, (long long)r->step))
             return 1;
     }
-    if (!(r->metrics = cli_open_metrics("sft", r->metrics_path, a->out, a->resume ? "a" : "w")))
+    if (!(r->metrics = cli_open_metrics("sft", r->out.metrics, a->out, a->resume ? "a" : "w")))
         return 1;
     return micro_alloc(&r->mb, a->grad_accum, (size_t)a->data_opts.batch_size * (size_t)r->max_seq);
 }
@@ -473,42 +422,6 @@ static int train(sft_run *r)
     return rc;
 }
 
-/* Before anything is written: outputs apart from the inputs, then the hold
- * on --out (its lock, an earlier run in it, --resume auto's checkpoint). */
-static int check_out(sft_run *r)
-{
-    sft_args *a = &r->a;
-    const bool auto_resume = a->resume && !strcmp(a->resume, "auto");
-    const char *resume = auto_resume ? NULL : a->resume;
-    int rc;
-    if ((rc = cli_check_disjoint("sft", "--out", a->out, "--model", a->model, 0)) ||
-        (rc = cli_check_disjoint("sft", "--out", a->out, "--data", a->data, 0)) ||
-        (rc = cli_check_disjoint("sft", "--out", a->out, "--resume", resume, CLI_ALLOW_IN_INSIDE_OUT)) ||
-        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--model", a->model, 0)) ||
-        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--data", a->data, 0)) ||
-        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--resume", resume, 0)) ||
-        (rc = cli_check_disjoint("sft", "--metrics", a->metrics, "--out", a->out, CLI_ALLOW_OUT_INSIDE_IN)))
-        return rc;
-    if (a->metrics)
-        snprintf(r->metrics_path, sizeof r->metrics_path, "%s", a->metrics);
-    else
-        snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", a->out);
-    unsigned flags = CLI_OUT_CAN_RESUME | (a->overwrite ? CLI_OUT_OVERWRITE : 0) |
-                     (auto_resume ? CLI_OUT_AUTO : resume ? CLI_OUT_CONTINUE : 0);
-    if ((rc = cli_out_begin(&r->out, "sft", a->out, r->metrics_path, flags)))
-        return rc;
-    if (auto_resume) {
-        if (r->out.resume[0]) {
-            a->resume = r->out.resume;
-            fprintf(stderr, "posttrain sft: --resume auto: the latest checkpoint is %s\n", a->resume);
-        } else {
-            a->resume = NULL;
-            fprintf(stderr, "posttrain sft: --resume auto: %s holds no run yet; starting at step 0\n", a->out);
-        }
-    }
-    return 0;
-}
-
 int cmd_sft(int argc, char **argv)
 {
     sft_run r;
@@ -517,7 +430,10 @@ int cmd_sft(int argc, char **argv)
     int rc = parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
-    if ((rc = check_out(&r))) {
+    /* before anything is written: outputs apart from the inputs, the hold
+     * on --out (its lock, an earlier run in it, --resume auto's checkpoint) */
+    if ((rc = cli_out_start(&r.out, "sft", r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
+                            r.a.overwrite))) {
         sft_free(&r);
         return rc;
     }
@@ -529,7 +445,7 @@ int cmd_sft(int argc, char **argv)
         snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
         if (r.metrics)
             fflush(r.metrics);
-        cli_plot_metrics("sft", r.metrics_path, svg);
+        cli_plot_metrics("sft", r.out.metrics, svg);
     }
     sft_free(&r);
     return rc;

@@ -106,8 +106,8 @@ if sums "$work/run" | grep -v '\.posttrain\.lock' | cmp -s - "$work/run.sum"; th
 else
     bad "the refused run changed $work/run"
 fi
-expect "grpo into a used --out" 2 "give --overwrite" grpo --model "$model" --data "$data" --reward exact \
-    --out "$work/run"
+expect "grpo into a used --out" 2 "give --resume auto to continue it or --overwrite" grpo --model "$model" \
+    --data "$data" --reward exact --out "$work/run"
 cp -r "$work/run/checkpoints/step-00000002" "$work/ckpt2"
 sums "$work/ckpt2" > "$work/ckpt2.sum"
 expect "--out = --resume" 2 "is the same file as --resume" "${run[@]}" --out "$work/ckpt2" --resume "$work/ckpt2"
