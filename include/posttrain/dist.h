@@ -46,7 +46,10 @@ typedef struct pt_dist pt_dist;
 
 /* Which communication layer a job uses. */
 typedef enum pt_dist_backend {
-    PT_DIST_AUTO = 0,   /* MPI when the library was built with it, else single */
+    PT_DIST_AUTO = 0,   /* MPI when the library was built with it and the process was
+                         * started by an MPI launcher (mpirun, mpiexec, srun: their
+                         * environment), MPI is initialised, or mpi_comm is given;
+                         * else single, so one program runs alone or under mpirun */
     PT_DIST_SINGLE = 1, /* one process, no communication (a job of size 1) */
     PT_DIST_MPI = 2     /* MPI (PT_EUNSUPPORTED when built without it) */
 } pt_dist_backend;

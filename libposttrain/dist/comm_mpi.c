@@ -43,6 +43,19 @@ static int mpi_fail(int rc, const char *what)
     return pt_err(PT_EPEER, "%s: MPI error: %s", what, s);
 }
 
+bool pt_backend_mpi_launched(void)
+{
+    /* Open MPI, MPICH/Hydra and PMI-1/2, PMIx (Slurm's srun too) */
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
+                                        "MPI_LOCALNRANKS" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]))
+            return true;
+    int init = 0;
+    MPI_Initialized(&init);
+    return init != 0;
+}
+
 int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm)
 {
     int init = 0, fin = 0;

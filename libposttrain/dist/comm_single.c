@@ -4,6 +4,11 @@
 
 #include "core/core.h"
 
+bool pt_backend_mpi_launched(void)
+{
+    return false;
+}
+
 int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm)
 {
     (void)out;

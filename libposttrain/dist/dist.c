@@ -63,7 +63,9 @@ int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
     if (o.bucket_bytes < MIN_BUCKET || o.bucket_bytes > MAX_BUCKET)
         return pt_err(PT_EINVAL, "pt_dist_create: bucket_bytes %zu is not in [%zu, %zu]", o.bucket_bytes,
                       MIN_BUCKET, MAX_BUCKET);
-    int backend = o.backend == PT_DIST_AUTO ? (pt_dist_has_mpi() ? PT_DIST_MPI : PT_DIST_SINGLE) : o.backend;
+    int backend = o.backend == PT_DIST_AUTO ? (pt_dist_has_mpi() && (mpi_comm || pt_backend_mpi_launched())
+                                                   ? PT_DIST_MPI : PT_DIST_SINGLE)
+                                           : o.backend;
     if (backend == PT_DIST_MPI && !pt_dist_has_mpi())
         return pt_err(PT_EUNSUPPORTED, "pt_dist_create: this libposttrain was built without MPI "
                       "(meson -Dmpi=enabled with an MPI installed, e.g. Debian's libopenmpi-dev)");

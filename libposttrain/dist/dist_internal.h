@@ -71,6 +71,9 @@ struct pt_dist {
     size_t scratch_n;
 };
 
+/* Whether this process was started by an MPI launcher (mpirun, mpiexec,
+ * srun: their environment variables), or MPI is already initialised. */
+bool pt_backend_mpi_launched(void);
 int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm);
 void pt_backend_mpi_free(pt_backend *be, bool failed);
 int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
