@@ -21,10 +21,25 @@ Template sources:
   * The others are written below from the public model repositories on the
     Hugging Face hub (tokenizer_config.json, "chat_template" field), as cited
     next to each one.
+  * The tool-calling templates (Qwen2.5, Qwen3's later revision, Llama 3.1 and
+    3.2, SmolLM2) are read from templates/*.jinja; templates/README.md names
+    where each came from and the second copy it was checked against.
+
+Tool goldens: a case may name a tool set (TOOLSETS, JSON text as a host
+would hold it; json.loads gives the `tools` list), its conversation may hold
+assistant messages with tool calls (name + arguments as JSON text;
+json.loads gives the dict the templates `tojson`), and transformers' other
+template inputs are set as apply_chat_template sets them: tools=None when
+there are none, strftime_now fixed to one date.  JSON_CASES pins
+json.dumps(json.loads(text), ensure_ascii=False) (with and without indent=4)
+for the C re-serialiser.
 """
 import argparse
+import datetime
 import json
 import os
+import random
+import struct
 import sys
 
 import jinja2
@@ -33,6 +48,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "chat_goldens.json")
+TEMPLATES_DIR = os.path.join(HERE, "templates")
+# What strftime_now("%d %b %Y") returns while rendering (Llama 3.2's date).
+FIXED_NOW = datetime.datetime(2026, 3, 9)
 
 # ---- templates from the public model repositories -------------------------
 
@@ -261,7 +279,102 @@ CONVERSATIONS = {
                     m("user", "Bonjour"), m("assistant", "Salut.")],
     "starts_assistant": [m("assistant", "I speak first."), m("user", "OK")],
     "two_users": [m("user", "One"), m("user", "Two")],
+    "sys_only": [m("system", SYS)],
 }
+
+
+# ---- tools ------------------------------------------------------------------
+
+# Tool definitions as JSON text, the way a host holds them (pt_chat_options.tools_json).
+# Deliberately not in json.dumps form: no spaces, escapes json.dumps does not write
+# (\u00e9, \/, a surrogate pair), numbers it re-spells (1e1, 1.5E+3, -0.0, 1e16, 0.10).
+TOOLSETS = {
+    "weather": (
+        '[{"type":"function","function":{"name":"get_weather","description":'
+        '"Current weather for a city. Returns \u00b0C; use \\"city, country\\".",'
+        '"parameters":{"type":"object","properties":{"city":{"type":"string",'
+        '"description":"City name, e.g. Z\\u00fcrich or \u6771\u4eac"},"unit":{"type":"string",'
+        '"enum":["c","f"]},"days":{"type":"integer","minimum":0,"maximum":1e1,"default":1}},'
+        '"required":["city"]}}},'
+        ' {"type": "function", "function": {"name": "add", "description": '
+        '"Add two numbers.\\nTab:\\tend \\u0007 bell \u2028 sep \\ud83e\\udd99 \\/ slash",'
+        ' "parameters": {"type": "object", "properties": {"a": {"type": "number", "default": -0.0},'
+        ' "b": {"type": "number", "default": 1.5E+3, "examples": [0.10, 1e-7, 1e16, 12345678901234567890, -0, 2.5e-300]}},'
+        ' "required": [], "additionalProperties": {}}}}]'
+    ),
+    "empty": "[]",
+    "bare": '[{"name": "ping", "description": "No parameters.", "parameters": {"type": "object", "properties": {}}}]',
+}
+
+def tc(name, arguments):
+    """A tool call as libposttrain takes it: the name and the arguments as JSON text."""
+    return {"name": name, "arguments": arguments}
+
+def am(content, calls):
+    return {"role": "assistant", "content": content, "tool_calls": calls}
+
+W_PARIS = tc("get_weather", '{"city":"Paris","unit":"c"}')
+W_ZURICH = tc("get_weather", '{ "city" : "Z\\u00fcrich",\n "days": 3, "opts": {"deep": [1, 2.50, {"x": null}, []], "flag": true, "e": {}} }')
+ADD = tc("add", '{"a": 2, "b": 0.1, "note": "say \\"hi\\"\\n\\u00e9 \u65e5\u672c \U0001f999"}')
+PING = tc("ping", "{}")
+
+CONVERSATIONS.update({
+    "tools_user": [m("user", "What's the weather in Paris?")],
+    "tools_sys_user": [m("system", "  You are a weather bot.\n"), m("user", " Weather in Paris? ")],
+    "call_one": [m("user", "What's the weather in Paris?"), am("", [W_PARIS]),
+                 m("tool", '{"temp_c": 21, "sky": "clear"}'), m("assistant", "It is 21 \u00b0C and clear.")],
+    "call_content": [m("system", SYS), m("user", "Weather in Z\u00fcrich for 3 days?"),
+                     am("Let me check.", [W_ZURICH]), m("tool", "sunny\n\"warm\"\n")],
+    "call_two": [m("user", "Weather in Paris, and 2 + 0.1?"), am("", [W_PARIS, ADD]),
+                 m("tool", "21 C"), m("tool", "2.1"), m("assistant", "Paris: 21 C. Sum: 2.1.")],
+    "call_last": [m("user", "Ping it."), am("", [PING])],
+    "call_think": [m("user", "Weather in Paris?"),
+                   am("<think>\nI should call the tool.\n</think>\n\n", [W_PARIS]),
+                   m("tool", "21 C")],
+    "call_then_user": [m("user", "Ping it."), am("", [PING]), m("tool", "pong"),
+                       m("assistant", "Done."), m("user", "Thanks!"), m("assistant", "You're welcome.")],
+})
+
+# (conversation, tool set) pairs rendered by every template that knows tools: each
+# conversation with its tools, plus an empty tool list and tool calls without tools.
+TOOL_CASES = [("tools_user", "weather"), ("tools_sys_user", "weather"), ("call_one", "weather"),
+              ("call_content", "weather"), ("call_two", "weather"), ("call_last", "bare"),
+              ("call_think", "weather"), ("call_then_user", "bare"), ("tools_user", "empty"),
+              ("call_one", None), ("call_then_user", None)]
+
+# Inputs of the C JSON re-serialiser: (text, what json.loads gives, dumped as json.dumps
+# does it with and without indent=4).
+def _json_cases():
+    cases = [
+        '{}', '[]', ' {"a" : [ ] , "b":{ }}', '"\\u0000\\u001f\\u007f\\u0080\\u2028\\ud83e\\udd99\\"\\\\\\/\\b\\f\\n\\r\\t"',
+        '[0, -0, 1, -1, 12345678901234567890123, -9007199254740993]',
+        '[0.0, -0.0, 1.0, 1e0, 1E+2, 1e-2, 0.1, 0.2, 0.30000000000000004, 1e15, 1e16, 123456789012345678, '
+        '1.5e300, 2.5e-300, 5e-324, 1.7976931348623157e308, 1e400, -1e400, 1e-400, 0.0001, 0.00001, '
+        '100.0, 1e22, 1e21, 9007199254740993.0, 4.35, 0.1e1, 123.456e-7]',
+        '[true, false, null, "x", [[[]]], {"k": {"k": {"k": [1, {"z": "\u00e9"}]}}}]',
+        '{"z": 1, "a": 2, "m": {"b": [], "a": {}}}',
+        TOOLSETS["weather"], W_ZURICH["arguments"], ADD["arguments"],
+    ]
+    rng = random.Random(20260309)
+    floats = []
+    for _ in range(400):
+        while True:
+            v = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+            if v == v and v not in (float("inf"), float("-inf")):
+                break
+        floats.append(repr(v))
+    for _ in range(200):
+        floats.append("%s%d.%de%d" % (rng.choice(["", "-"]), rng.randrange(0, 10 ** rng.randrange(1, 12)),
+                                      rng.randrange(0, 10 ** rng.randrange(1, 20)), rng.randrange(-330, 330)))
+    for e in range(-1074, 1024, 7):  # powers of two: asymmetric rounding intervals
+        floats.append(repr(2.0 ** e))
+    cases.append("[" + ", ".join(floats) + "]")
+    out = []
+    for text in cases:
+        value = json.loads(text)
+        out.append({"text": text, "dumps": json.dumps(value, ensure_ascii=False),
+                    "dumps_indent4": json.dumps(value, ensure_ascii=False, indent=4)})
+    return out
 
 ALL_BASIC = ["sys_user_asst", "user_asst", "user_only", "sys_user", "multi", "multi_open", "whitespace",
              "unicode", "newlines", "markup_text", "empty_asst"]
@@ -271,21 +384,22 @@ TEMPLATES = [
     # name, template key, bos, eos, expected variant, conversation names, extra vars cases
     dict(name="qwen3", origin="shared:qwen3", bos=None, eos="<|im_end|>", variant="qwen3",
          convs=ALL_BASIC + ["tool", "tool_two", "tool_open", "think_last", "think_earlier", "system_late",
-                            "starts_assistant", "two_users"],
+                            "starts_assistant", "two_users"] + TOOL_CASES,
          extra=[{"enable_thinking": False}]),
     dict(name="llama3-shared", origin="shared:llama3", bos="<|begin_of_text|>", eos="<|end_of_text|>",
          variant="llama3-genprompt", convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users"]),
     dict(name="phi3-vision", origin="shared:llama-spm", bos="<s>", eos="<|endoftext|>", variant="phi3-vision",
          convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users"]),
     dict(name="chatml", origin="CHATML", bos=None, eos="<|im_end|>", variant="chatml",
-         convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users"]),
+         convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users", ("tools_user", "weather")]),
     dict(name="smollm2", origin="SMOLLM2", bos="<|im_start|>", eos="<|im_end|>", variant="smollm2",
-         convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users"]),
+         convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users"] + TOOL_CASES),
     dict(name="llama3", origin="LLAMA3", bos="<|begin_of_text|>", eos="<|eot_id|>", variant="llama3",
-         convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users"]),
+         convs=ALL_BASIC + ["tool", "system_late", "starts_assistant", "two_users", ("tools_user", "weather")]),
     dict(name="llama3.1", origin="LLAMA31", bos="<|begin_of_text|>", eos="<|eot_id|>", variant="llama3.1",
-         convs=ALL_BASIC + ["tool", "tool_two", "system_late", "starts_assistant", "two_users"],
-         extra=[{"date_string": "30 Nov 2026"}]),
+         convs=ALL_BASIC + ["tool", "tool_two", "system_late", "starts_assistant", "two_users"] + TOOL_CASES
+         + [("sys_only", "weather")],
+         extra=[{"date_string": "30 Nov 2026"}, {"tools_in_user_message": False}]),
     dict(name="llama2", origin="LLAMA2", bos="<s>", eos="</s>", variant="llama2",
          convs=ALL_BASIC + ["starts_assistant", "two_users"]),
     dict(name="mistral", origin="MISTRAL", bos="<s>", eos="</s>", variant="mistral",
@@ -296,6 +410,17 @@ TEMPLATES = [
          convs=ALL_BASIC + ["tool", "starts_assistant", "two_users"]),
     dict(name="plain-eos", origin="PLAIN", bos=None, eos="</s>", variant="plain",
          convs=["user_asst", "multi", "unicode"]),
+    # the tool-calling templates, read from templates/ (see its README.md)
+    dict(name="qwen2.5", origin="file:qwen2.5-instruct.jinja", bos=None, eos="<|im_end|>", variant="qwen2.5",
+         convs=ALL_BASIC + ["tool", "tool_two", "tool_open", "think_last", "system_late", "starts_assistant",
+                            "two_users"] + TOOL_CASES),
+    dict(name="qwen3-later", origin="file:qwen3-later.jinja", bos=None, eos="<|im_end|>", variant="qwen3",
+         convs=["sys_user_asst", "multi", "tool_two", "think_last", "think_earlier"] + TOOL_CASES,
+         extra=[{"enable_thinking": False}]),
+    dict(name="llama3.2", origin="file:llama3.2-instruct.jinja", bos="<|begin_of_text|>", eos="<|eot_id|>",
+         variant="llama3.2",
+         convs=ALL_BASIC + ["tool", "tool_two", "system_late", "two_users"] + TOOL_CASES + [("sys_only", "weather")],
+         extra=[{"date_string": "30 Nov 2026"}, {"tools_in_user_message": False}]),
 ]
 
 SOURCES = {"CHATML": CHATML, "SMOLLM2": SMOLLM2, "LLAMA3": LLAMA3, "LLAMA31": LLAMA31, "LLAMA2": LLAMA2,
@@ -315,7 +440,22 @@ def make_env():
                                         extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: FIXED_NOW.strftime(fmt)
     return env
+
+
+def jinja_messages(conv):
+    """The messages as transformers hands them to the template: tool calls in the
+    OpenAI/transformers shape with their arguments as a dict."""
+    out = []
+    for msg in conv:
+        d = {"role": msg["role"], "content": msg["content"]}
+        if msg.get("tool_calls"):
+            d["tool_calls"] = [{"type": "function",
+                                "function": {"name": c["name"], "arguments": json.loads(c["arguments"])}}
+                               for c in msg["tool_calls"]]
+        out.append(d)
+    return out
 
 
 def load_shared(shared, folder):
@@ -334,6 +474,12 @@ def main():
     ap.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
     args = ap.parse_args()
 
+    with open(os.path.join(TEMPLATES_DIR, "llama3.1-instruct.jinja"), encoding="utf-8", newline="") as f:
+        if f.read() != LLAMA31:
+            sys.exit("templates/llama3.1-instruct.jinja differs from LLAMA31")
+    with open(os.path.join(TEMPLATES_DIR, "smollm2-instruct.jinja"), encoding="utf-8", newline="") as f:
+        if f.read() != SMOLLM2:
+            sys.exit("templates/smollm2-instruct.jinja differs from SMOLLM2")
     env = make_env()
     out_templates = []
     for spec in TEMPLATES:
@@ -348,22 +494,33 @@ def main():
                     val = val.get("content")
                 if val != spec[key]:
                     sys.exit("%s: %s is %r, generator expects %r" % (where, field, val, spec[key]))
+        elif origin.startswith("file:"):
+            fname = origin.split(":", 1)[1]
+            with open(os.path.join(TEMPLATES_DIR, fname), encoding="utf-8", newline="") as f:
+                source = f.read()
+            where = "tests/reference/chat/templates/" + fname
         else:
             source = SOURCES[origin]
             where = "gen_chat.py:" + origin
         tpl = env.from_string(source)
         cases = []
         option_sets = [{}] + spec.get("extra", [])
-        for conv_name in spec["convs"]:
+        for conv in spec["convs"]:
+            conv_name, tools = conv if isinstance(conv, tuple) else (conv, None)
             for opts in option_sets:
                 for agp in (False, True):
-                    ctx = dict(messages=CONVERSATIONS[conv_name], add_generation_prompt=agp)
+                    ctx = dict(messages=jinja_messages(CONVERSATIONS[conv_name]), add_generation_prompt=agp,
+                               tools=json.loads(TOOLSETS[tools]) if tools else None)
                     if spec["bos"] is not None:
                         ctx["bos_token"] = spec["bos"]
                     if spec["eos"] is not None:
                         ctx["eos_token"] = spec["eos"]
                     ctx.update(opts)
                     case = {"conversation": conv_name, "add_generation_prompt": agp}
+                    if tools:
+                        case["tools"] = tools
+                    if "strftime_now" in source and "date_string" not in opts:
+                        case["strftime_now"] = FIXED_NOW.strftime("%d %b %Y")
                     case.update(opts)
                     try:
                         case["expected"] = tpl.render(**ctx)
@@ -379,6 +536,8 @@ def main():
         "generator": "tests/reference/chat/gen_chat.py",
         "jinja2_version": jinja2.__version__,
         "conversations": CONVERSATIONS,
+        "toolsets": TOOLSETS,
+        "json_cases": _json_cases(),
         "templates": out_templates,
     }
     text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
