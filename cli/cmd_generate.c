@@ -126,7 +126,7 @@ static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **i
         pt_chat_template *t = NULL;
         if ((st = pt_chat_template_from_tokenizer(&t, tok)) != PT_OK)
             return cli_fail("generate --chat", st);
-        pt_chat_message msg = { PT_CHAT_ROLE_USER, a->prompt, NULL };
+        pt_chat_message msg = { .role = PT_CHAT_ROLE_USER, .content = a->prompt };
         pt_chat_options co;
         (void)pt_chat_options_init(&co); /* cannot fail: &co is not NULL */
         co.add_generation_prompt = 1;

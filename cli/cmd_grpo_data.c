@@ -42,7 +42,7 @@ static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenize
     size_t len = 0;
     int st;
     if (t) {
-        pt_chat_message m = { PT_CHAT_ROLE_USER, text, NULL };
+        pt_chat_message m = { .role = PT_CHAT_ROLE_USER, .content = text };
         pt_chat_options co;
         (void)pt_chat_options_init(&co);
         co.add_generation_prompt = 1;

@@ -163,14 +163,14 @@ static size_t messages(pt_chat_message *m, const char *user, const char *call, c
                        const char *answer)
 {
     size_t n = 0;
-    m[n++] = (pt_chat_message){ PT_CHAT_ROLE_SYSTEM, SYSTEM_PROMPT, NULL };
-    m[n++] = (pt_chat_message){ PT_CHAT_ROLE_USER, user, NULL };
+    m[n++] = (pt_chat_message){ .role = PT_CHAT_ROLE_SYSTEM, .content = SYSTEM_PROMPT };
+    m[n++] = (pt_chat_message){ .role = PT_CHAT_ROLE_USER, .content = user };
     if (call)
-        m[n++] = (pt_chat_message){ PT_CHAT_ROLE_ASSISTANT, call, NULL };
+        m[n++] = (pt_chat_message){ .role = PT_CHAT_ROLE_ASSISTANT, .content = call };
     if (tool)
-        m[n++] = (pt_chat_message){ PT_CHAT_ROLE_TOOL, tool, "add" };
+        m[n++] = (pt_chat_message){ .role = PT_CHAT_ROLE_TOOL, .content = tool, .name = "add" };
     if (answer)
-        m[n++] = (pt_chat_message){ PT_CHAT_ROLE_ASSISTANT, answer, NULL };
+        m[n++] = (pt_chat_message){ .role = PT_CHAT_ROLE_ASSISTANT, .content = answer };
     return n;
 }
 

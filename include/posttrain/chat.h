@@ -14,11 +14,24 @@
  * (pt_chat_template_from_name; the variant name is pt_chat_template_name):
  *   PT_CHAT_CHATML  "chatml"      <|im_start|>role\n...<|im_end|>\n
  *                   "smollm2"     ChatML with SmolLM2's default system prompt
+ *                   "qwen2.5"     Qwen2.5-Instruct: ChatML with Qwen's default
+ *                                 system prompt, tools, <tool_call> blocks and
+ *                                 <tool_response> user turns
  *   PT_CHAT_QWEN3   "qwen3", "qwen"  Qwen3's ChatML (empty <think> block on the
  *                                 final assistant turn, tool responses as user turns)
  *   PT_CHAT_LLAMA3  "llama3"      Meta-Llama-3-Instruct
  *                   "llama3.1"    Llama-3.1/3.3-Instruct (Cutting Knowledge /
  *                                 Today Date system header; also "llama3.3")
+ *                   "llama3.2"    Llama-3.2-Instruct (as llama3.1, today's date)
+ *
+ * Tools (docs/chat.md): the templates that know them ("qwen2.5", "qwen3",
+ * "llama3.1", "llama3.2"; pt_chat_template_supports_tools) render the host's
+ * tool definitions (pt_chat_options.tools_json), assistant tool calls
+ * (pt_chat_message.tool_calls) and tool results exactly as their Jinja source
+ * does, with the JSON re-serialised as transformers' `tojson` writes it; the
+ * others ignore tool definitions as their Jinja source does and refuse tool
+ * calls (their source would silently drop them).  pt_chat_parse_tool_calls
+ * reads the calls back out of generated text.
  *   PT_CHAT_LLAMA2  "llama2"      Llama-2-chat: <s>[INST] <<SYS>>...<</SYS>> ... [/INST] ... </s>
  *                   "mistral"     Mistral-7B-Instruct v0.1/v0.2: <s>[INST] ... [/INST]...</s>
  *   PT_CHAT_PHI3    "phi3"        Phi-3-mini-instruct (ends with eos_token unless
@@ -43,14 +56,27 @@ typedef enum pt_chat_role {
     PT_CHAT_ROLE_TOOL = 3    /* a tool's output, in the context but never in the mask */
 } pt_chat_role;
 
-/* One message.  content is UTF-8 and NUL-terminated (NULL is an error).  name
- * is an optional tool name for PT_CHAT_ROLE_TOOL; no supported template
- * renders it (they identify tool results by position), so it is kept only
- * for the host's bookkeeping. */
+/* One tool call of an assistant message: what the model generated, and what
+ * pt_chat_parse_tool_calls returns. */
+typedef struct pt_chat_tool_call {
+    const char *name;       /* the function's name, UTF-8 (written as it is) */
+    const char *arguments;  /* its arguments: a JSON object as text, in any
+                             * spacing (the template writes json.dumps of it);
+                             * NULL means {} */
+} pt_chat_tool_call;
+
+/* One message.  content is UTF-8 and NUL-terminated; NULL is an error except on
+ * an assistant message with tool calls, where it means "" (no text before the
+ * calls).  name is an optional tool name for PT_CHAT_ROLE_TOOL; no supported
+ * template renders it (they identify tool results by position), so it is kept
+ * only for the host's bookkeeping.  tool_calls / n_tool_calls: the calls an
+ * assistant message makes (n_tool_calls 0: none; other roles must have none). */
 typedef struct pt_chat_message {
     int role;                /* pt_chat_role */
     const char *content;
     const char *name;
+    const pt_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
 } pt_chat_message;
 
 /* "system", "user", "assistant", "tool" (or NULL for an unknown role). */
@@ -93,9 +119,19 @@ typedef struct pt_chat_options {
     /* Qwen3: 0 adds the empty "<think>\n\n</think>\n\n" after the generation
      * prompt (enable_thinking=False).  Default 1. */
     int enable_thinking;
-    /* Llama-3.1: the "Today Date: " line.  NULL (default): the template's
-     * "26 Jul 2024". */
+    /* Llama-3.1/3.2: the "Today Date: " line.  NULL (default): the template's
+     * ("26 Jul 2024" for Llama-3.1, today's date for Llama-3.2). */
     const char *date_string;
+    /* Tool definitions: a JSON array of objects (usually
+     * {"type": "function", "function": {"name", "description", "parameters"}}),
+     * as transformers' apply_chat_template(tools=...) takes them.  NULL
+     * (default): no tools; "[]" is an empty list (Llama-3.1 still writes its
+     * "Environment: ipython" line for it, Qwen nothing).  Malformed JSON is
+     * PT_EFORMAT naming the byte; templates without tools ignore it. */
+    const char *tools_json;
+    /* Llama-3.1/3.2 with tools: 1 (default, the template's) lists them in the
+     * first user message, 0 in the system header. */
+    int tools_in_user_message;
 } pt_chat_options;
 
 /* Defaults; PT_EINVAL for NULL (like every other _init). */
@@ -122,10 +158,15 @@ PT_API int pt_chat_template_from_tokenizer(pt_chat_template **out, const pt_toke
 PT_API void pt_chat_template_free(pt_chat_template *t);
 
 PT_API int pt_chat_template_family(const pt_chat_template *t);
-/* Variant name: "chatml", "smollm2", "qwen3", "llama3", "llama3-genprompt"
- * (the first Llama-3 template revision, which always ends with the assistant
- * header), "llama3.1", "llama2", "mistral", "phi3", "phi3-vision", "plain". */
+/* Variant name: "chatml", "smollm2", "qwen2.5", "qwen3", "llama3",
+ * "llama3-genprompt" (the first Llama-3 template revision, which always ends
+ * with the assistant header), "llama3.1", "llama3.2", "llama2", "mistral",
+ * "phi3", "phi3-vision", "plain". */
 PT_API const char *pt_chat_template_name(const pt_chat_template *t);
+
+/* 1 if the template renders tool definitions and assistant tool calls
+ * ("qwen2.5", "qwen3", "llama3.1", "llama3.2"), else 0 (also for NULL). */
+PT_API int pt_chat_template_supports_tools(const pt_chat_template *t);
 
 /* Replace the bos/eos token strings the template writes (NULL leaves one
  * unchanged, "" removes it).  For "plain", an eos token is written after each
@@ -156,6 +197,26 @@ PT_API int pt_chat_render(char **text, size_t *len, const pt_chat_template *t,
 PT_API int pt_chat_render_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_template *t,
                               const pt_tokenizer *tok, const pt_chat_message *messages,
                               size_t n_messages, const pt_chat_options *opts);
+
+/* The tool calls in text[0, len) that a model generated after the assistant
+ * header, in the template's format:
+ *   "qwen2.5", "qwen3", "chatml", "smollm2": <tool_call>{"name": ..., "arguments": {...}}</tool_call>
+ *       blocks (whitespace around the JSON allowed), any number, after the
+ *       assistant's text;
+ *   "llama3.1", "llama3.2": the whole reply is one {"name": ..., "parameters": {...}}
+ *       object (a reply that does not start with '{' has no call).
+ * *calls gets *n_calls calls (one allocation holding the array and its strings:
+ * free with pt_free; NULL when there are none); each call's arguments are
+ * json.dumps of the object, so the calls can be put on an assistant message
+ * as they are.  content_len (may be NULL) gets the length of the text before
+ * the first call without the whitespace that ends it: the message's content.
+ * Only whitespace may separate or follow the calls (and, at the very end, the
+ * template's end-of-turn token).  A malformed call is PT_EFORMAT naming the
+ * call, its byte offset and what is wrong (bad JSON and where, no "name",
+ * arguments that are not an object, an unknown key, an unterminated
+ * <tool_call>); a template with no tool-call format is PT_EUNSUPPORTED. */
+PT_API int pt_chat_parse_tool_calls(pt_chat_tool_call **calls, size_t *n_calls, size_t *content_len,
+                                    const pt_chat_template *t, const char *text, size_t len);
 
 #ifdef __cplusplus
 }

@@ -37,7 +37,12 @@ static inline const char *jstr(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Messages of a named golden conversation (pointers into the document). */
+/* Tool calls of the messages conversation() returned last (pointers into the
+ * document). */
+static pt_chat_tool_call g_calls[64];
+
+/* Messages of a named golden conversation (pointers into the document); an
+ * assistant message's tool calls are {name, arguments as JSON text}. */
 static inline size_t conversation(pt_chat_message *m, size_t cap, const char *name)
 {
     const cJSON *convs = cJSON_GetObjectItemCaseSensitive(goldens(), "conversations");
@@ -51,9 +56,44 @@ static inline size_t conversation(pt_chat_message *m, size_t cap, const char *na
         ck_assert_ok(pt_chat_role_from_name(&m[n].role, jstr(msg, "role")));
         m[n].content = jstr(msg, "content");
         m[n].name = NULL;
+        m[n].tool_calls = NULL;
+        m[n].n_tool_calls = 0;
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+        const cJSON *call;
+        static size_t used;
+        if (n == 0)
+            used = 0;
+        cJSON_ArrayForEach(call, calls)
+        {
+            ck_assert(used < sizeof g_calls / sizeof g_calls[0]);
+            if (m[n].n_tool_calls == 0)
+                m[n].tool_calls = &g_calls[used];
+            g_calls[used].name = jstr(call, "name");
+            g_calls[used].arguments = jstr(call, "arguments");
+            used++;
+            m[n].n_tool_calls++;
+        }
         n++;
     }
     return n;
+}
+
+/* Does any of the n messages make tool calls? */
+static inline bool has_tool_calls(const pt_chat_message *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].n_tool_calls > 0)
+            return true;
+    return false;
+}
+
+/* The JSON text of a named golden tool set. */
+static inline const char *toolset(const char *name)
+{
+    const cJSON *sets = cJSON_GetObjectItemCaseSensitive(goldens(), "toolsets");
+    const char *s = jstr(sets, name);
+    ck_assert_msg(s != NULL, "no tool set %s", name);
+    return s;
 }
 
 /* The render options a golden case asks for. */
@@ -67,6 +107,16 @@ static inline void case_options(pt_chat_options *o, const cJSON *c)
     const char *date = jstr(c, "date_string");
     if (date)
         o->date_string = date;
+    /* the date strftime_now gave the generator (Llama-3.2): today's, for us */
+    const char *now = jstr(c, "strftime_now");
+    if (now)
+        o->date_string = now;
+    const char *tools = jstr(c, "tools");
+    if (tools)
+        o->tools_json = toolset(tools);
+    const cJSON *tium = cJSON_GetObjectItemCaseSensitive(c, "tools_in_user_message");
+    if (cJSON_IsBool(tium))
+        o->tools_in_user_message = cJSON_IsTrue(tium);
 }
 
 #endif

@@ -29,6 +29,16 @@ static int check_cases(const pt_chat_template *t, const cJSON *tpl)
         size_t len = 0;
         int st = pt_chat_render(&text, &len, t, m, n, &o);
         const char *expected = jstr(c, "expected");
+        if (!pt_chat_template_supports_tools(t) && has_tool_calls(m, n)) {
+            /* the Jinja source drops the calls (SmolLM2 writes the empty content
+             * instead): libposttrain refuses */
+            ck_assert_msg(expected && !strstr(expected, "get_weather\"") && !strstr(expected, "\"ping"),
+                          "%s/%s: the template was expected to drop the tool calls", jstr(tpl, "name"), conv);
+            ck_assert_status(st, PT_EUNSUPPORTED, "no tool-call format");
+            ck_assert(text == NULL);
+            checked++;
+            continue;
+        }
         if (expected) {
             ck_assert_msg(st == PT_OK, "%s/%s gen=%d: %s", jstr(tpl, "name"), conv,
                           o.add_generation_prompt, pt_last_error());
@@ -70,8 +80,8 @@ START_TEST(test_goldens_from_source)
         templates++;
         pt_chat_template_free(t);
     }
-    ck_assert_int_eq(templates, 12);
-    ck_assert_int_ge(total, 400);
+    ck_assert_int_eq(templates, 15);
+    ck_assert_int_ge(total, 860);
 }
 END_TEST
 
@@ -85,7 +95,7 @@ START_TEST(test_goldens_by_name)
         if (strcmp(name, "llama3-shared") == 0)
             continue; /* first Llama-3 revision: only by recognition */
         pt_chat_template *t = NULL;
-        ck_assert_ok(pt_chat_template_from_name(&t, strcmp(name, "plain-eos") == 0 ? "plain" : name));
+        ck_assert_ok(pt_chat_template_from_name(&t, jstr(tpl, "variant")));
         ck_assert_str_eq(pt_chat_template_name(t), jstr(tpl, "variant"));
         /* by-name defaults equal the files' tokens, except plain's eos */
         if (strcmp(name, "plain-eos") == 0)
@@ -93,7 +103,7 @@ START_TEST(test_goldens_by_name)
         total += check_cases(t, tpl);
         pt_chat_template_free(t);
     }
-    ck_assert_int_ge(total, 350);
+    ck_assert_int_ge(total, 800);
 }
 END_TEST
 
@@ -163,7 +173,7 @@ START_TEST(test_unrecognised_sources)
         "{% endfor %}",
         NULL, NULL));
     ck_assert_str_eq(pt_chat_template_name(t), "chatml");
-    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL}};
+    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL, NULL, 0}};
     char *text = NULL;
     ck_assert_ok(pt_chat_render(&text, NULL, t, m, 1, NULL));
     ck_assert_str_eq(text, "<|im_start|>system\nBe brief\tplease.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
@@ -174,7 +184,7 @@ END_TEST
 
 START_TEST(test_options)
 {
-    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL}, {PT_CHAT_ROLE_ASSISTANT, "Yo", NULL}};
+    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "Yo", NULL, NULL, 0}};
     pt_chat_options o;
     pt_chat_options_init(&o);
     ck_assert_uint_eq(o.size, sizeof o);
@@ -229,8 +239,8 @@ START_TEST(test_options)
 
     ck_assert_ok(pt_chat_template_from_name(&t, "llama2"));
     ck_assert_ok(pt_chat_template_set_tokens(t, "<B>", "<E>"));
-    pt_chat_message m3[] = {{PT_CHAT_ROLE_USER, "a", NULL}, {PT_CHAT_ROLE_ASSISTANT, "b", NULL},
-                            {PT_CHAT_ROLE_USER, "c", NULL}};
+    pt_chat_message m3[] = {{PT_CHAT_ROLE_USER, "a", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "b", NULL, NULL, 0},
+                            {PT_CHAT_ROLE_USER, "c", NULL, NULL, 0}};
     ck_assert_ok(pt_chat_render(&text, NULL, t, m3, 3, NULL));
     ck_assert_str_eq(text, "<B>[INST] a [/INST] b <E><B>[INST] c [/INST]");
     pt_free(text);
@@ -258,7 +268,7 @@ START_TEST(test_errors)
     pt_chat_template *t = NULL;
     char *text = (char *)1;
     ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
-    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, NULL, NULL}};
+    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, NULL, NULL, NULL, 0}};
     ck_assert_status(pt_chat_render(&text, NULL, t, m, 1, NULL), PT_EINVAL, "message 0");
     ck_assert_ptr_null(text);
     m[0].content = "x";
@@ -268,19 +278,19 @@ START_TEST(test_errors)
     ck_assert_status(pt_chat_render(&text, NULL, NULL, m, 1, NULL), PT_EINVAL, "t is NULL");
     pt_chat_template_free(t);
 
-    pt_chat_message tool[] = {{PT_CHAT_ROLE_USER, "q", NULL}, {PT_CHAT_ROLE_ASSISTANT, "a", NULL},
-                              {PT_CHAT_ROLE_TOOL, "r", "search"}};
+    pt_chat_message tool[] = {{PT_CHAT_ROLE_USER, "q", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "a", NULL, NULL, 0},
+                              {PT_CHAT_ROLE_TOOL, "r", "search", NULL, 0}};
     ck_assert_ok(pt_chat_template_from_name(&t, "phi3"));
     ck_assert_status(pt_chat_render(&text, NULL, t, tool, 3, NULL), PT_EUNSUPPORTED, "message 2");
     pt_chat_template_free(t);
     ck_assert_ok(pt_chat_template_from_name(&t, "llama2"));
-    pt_chat_message user_tool[] = {{PT_CHAT_ROLE_USER, "q", NULL}, {PT_CHAT_ROLE_TOOL, "r", NULL}};
+    pt_chat_message user_tool[] = {{PT_CHAT_ROLE_USER, "q", NULL, NULL, 0}, {PT_CHAT_ROLE_TOOL, "r", NULL, NULL, 0}};
     ck_assert_status(pt_chat_render(&text, NULL, t, user_tool, 2, NULL), PT_EUNSUPPORTED, "no tool turn");
     ck_assert_status(pt_chat_render(&text, NULL, t, tool, 3, NULL), PT_EINVAL, "message 2 is tool");
     ck_assert_status(pt_chat_render(&text, NULL, t, tool + 1, 2, NULL), PT_EINVAL, "alternate");
     pt_chat_template_free(t);
     ck_assert_ok(pt_chat_template_from_name(&t, "mistral"));
-    pt_chat_message sys[] = {{PT_CHAT_ROLE_SYSTEM, "s", NULL}};
+    pt_chat_message sys[] = {{PT_CHAT_ROLE_SYSTEM, "s", NULL, NULL, 0}};
     ck_assert_status(pt_chat_render(&text, NULL, t, sys, 1, NULL), PT_EINVAL, "alternate");
     ck_assert_status(pt_chat_render(&text, NULL, t, user_tool, 2, NULL), PT_EUNSUPPORTED,
                      "Only user and assistant");
@@ -410,10 +420,10 @@ START_TEST(test_ids_mask_toy)
 {
     char mask[256];
     int encodes = 0;
-    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL},
-                           {PT_CHAT_ROLE_ASSISTANT, "Hello there", NULL},
-                           {PT_CHAT_ROLE_USER, "Bye", NULL},
-                           {PT_CHAT_ROLE_ASSISTANT, "Ciao", NULL}};
+    pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL, NULL, 0},
+                           {PT_CHAT_ROLE_ASSISTANT, "Hello there", NULL, NULL, 0},
+                           {PT_CHAT_ROLE_USER, "Bye", NULL, NULL, 0},
+                           {PT_CHAT_ROLE_ASSISTANT, "Ciao", NULL, NULL, 0}};
     /* <|im_start|> user \n Hi <|im_end|> \n | <|im_start|> assistant \n [Hello ' ' there <|im_end|>] \n | ... */
     toy_ids(mask, sizeof mask, &encodes, "chatml", m, 4, 0);
     ck_assert_str_eq(mask, "000000" "000" "1111" "0" "000000" "000" "11" "0");
@@ -430,22 +440,22 @@ START_TEST(test_ids_mask_toy)
 
     /* plain: completion glued to the prompt merges into one token, which is
      * then in the mask (it contains assistant text) */
-    pt_chat_message pc[] = {{PT_CHAT_ROLE_USER, "abc", NULL}, {PT_CHAT_ROLE_ASSISTANT, "def", NULL}};
+    pt_chat_message pc[] = {{PT_CHAT_ROLE_USER, "abc", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "def", NULL, NULL, 0}};
     toy_ids(mask, sizeof mask, &encodes, "plain", pc, 2, 0);
     ck_assert_str_eq(mask, "1");
     pc[1].content = " def";
     toy_ids(mask, sizeof mask, &encodes, "plain", pc, 2, 0);
     ck_assert_str_eq(mask, "011");
     /* the end straddles: "de" + user "f" merge into one token "def" */
-    pt_chat_message pe[] = {{PT_CHAT_ROLE_USER, "1 ", NULL}, {PT_CHAT_ROLE_ASSISTANT, "de", NULL},
-                            {PT_CHAT_ROLE_USER, "f 2", NULL}};
+    pt_chat_message pe[] = {{PT_CHAT_ROLE_USER, "1 ", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "de", NULL, NULL, 0},
+                            {PT_CHAT_ROLE_USER, "f 2", NULL, NULL, 0}};
     toy_ids(mask, sizeof mask, &encodes, "plain", pe, 3, 0);
     ck_assert_str_eq(mask, "00100");
 
     /* phi3-vision: a tool turn writes <|tool|>, which is not one token here,
      * so no cut is made before it; ids still equal the whole encoding */
-    pt_chat_message pt[] = {{PT_CHAT_ROLE_USER, "q", NULL}, {PT_CHAT_ROLE_ASSISTANT, "a", NULL},
-                            {PT_CHAT_ROLE_TOOL, "r", NULL}, {PT_CHAT_ROLE_ASSISTANT, "b", NULL}};
+    pt_chat_message pt[] = {{PT_CHAT_ROLE_USER, "q", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "a", NULL, NULL, 0},
+                            {PT_CHAT_ROLE_TOOL, "r", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "b", NULL, NULL, 0}};
     toy_ids(mask, sizeof mask, &encodes, "phi3-vision", pt, 4, 0);
     /* < | user | > \n q <|end|> \n, <|assistant|> \n [a <|end|>] \n, < | tool | > \n r <|end|> \n, ... */
     ck_assert_str_eq(mask, "000000000" "00" "11" "0" "000000000" "00" "11" "0");

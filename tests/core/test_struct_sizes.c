@@ -852,8 +852,8 @@ END_TEST
 
 /* ---- chat: pt_chat_options ---------------------------------------------------------- */
 
-static const pt_chat_message k_msgs[2] = { { PT_CHAT_ROLE_USER, "Hi there", NULL },
-                                           { PT_CHAT_ROLE_ASSISTANT, "Hello!", NULL } };
+static const pt_chat_message k_msgs[2] = { { .role = PT_CHAT_ROLE_USER, .content = "Hi there" },
+                                           { .role = PT_CHAT_ROLE_ASSISTANT, .content = "Hello!" } };
 
 /* Render with opts and assert it equals the rendering with ref, both as
  * text and as ids with their mask. */

@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static bool has(const char *s, const char *needle)
 {
@@ -21,37 +20,36 @@ static int chatml_default_system(char **out, const char *src)
     *out = NULL;
     static const char *const heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n"};
     for (int h = 0; h < 2; h++) {
-        const char *p = strstr(src, heads[h]);
-        if (!p)
-            continue;
-        p += strlen(heads[h]);
-        const char *end = strstr(p, "<|im_end|>");
-        if (!end || end == p)
-            continue;
-        bool plain = true;
-        for (const char *q = p; q < end; q++)
-            if (*q == '\'' || *q == '"' || *q == '+' || *q == '{' || *q == '}')
-                plain = false;
-        if (!plain)
-            continue;
-        char *s = pt_malloc((size_t)(end - p) + 1);
-        if (!s)
-            return PT_ENOMEM;
-        size_t n = 0;
-        for (const char *q = p; q < end; q++) {
-            if (q[0] == '\\' && q + 1 < end) {
-                char c = q[1];
-                if (c == 'n' || c == 't' || c == '\\' || c == '\'' || c == '"') {
-                    s[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c;
-                    q++;
-                    continue;
+        for (const char *p = strstr(src, heads[h]); p; p = strstr(p, heads[h])) {
+            p += strlen(heads[h]);
+            const char *end = strstr(p, "<|im_end|>");
+            if (!end || end == p)
+                continue;
+            bool plain = true;
+            for (const char *q = p; q < end; q++)
+                if (*q == '\'' || *q == '"' || *q == '+' || *q == '{' || *q == '}')
+                    plain = false;
+            if (!plain)
+                continue;
+            char *s = pt_malloc((size_t)(end - p) + 1);
+            if (!s)
+                return PT_ENOMEM;
+            size_t n = 0;
+            for (const char *q = p; q < end; q++) {
+                if (q[0] == '\\' && q + 1 < end) {
+                    char c = q[1];
+                    if (c == 'n' || c == 't' || c == '\\' || c == '\'' || c == '"') {
+                        s[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c;
+                        q++;
+                        continue;
+                    }
                 }
+                s[n++] = *q;
             }
-            s[n++] = *q;
+            s[n] = '\0';
+            *out = s;
+            return PT_OK;
         }
-        s[n] = '\0';
-        *out = s;
-        return PT_OK;
     }
     return PT_OK;
 }
@@ -94,15 +92,23 @@ static int detect_variant(int *variant, const char *src)
             }
             return unrecognised("a ChatML template with reasoning markup other than Qwen3's");
         }
-        if (has(src, "tool"))
-            return unrecognised("a ChatML template with tool-call logic other than Qwen3's "
-                                "(e.g. Qwen2.5)");
+        if (has(src, "tool")) {
+            /* Qwen2.5-Instruct's: a <tools> block, tool calls as <tool_call> JSON, tool
+             * results as <tool_response> user turns */
+            if (has(src, "<tool_call>") && has(src, "<tool_response>") && has(src, "# Tools") &&
+                has(src, "tool_call.arguments | tojson") && has(src, "message.tool_calls")) {
+                *variant = PT_CHAT_V_QWEN25;
+                return PT_OK;
+            }
+            return unrecognised("a ChatML template with tool-call logic other than Qwen2.5's or Qwen3's");
+        }
         *variant = PT_CHAT_V_CHATML;
         return PT_OK;
     }
     if (has(src, "<|start_header_id|>")) {
         if (has(src, "Cutting Knowledge Date")) {
-            *variant = PT_CHAT_V_LLAMA31;
+            /* Llama-3.2's source takes the date from strftime_now */
+            *variant = has(src, "strftime_now") ? PT_CHAT_V_LLAMA32 : PT_CHAT_V_LLAMA31;
             return PT_OK;
         }
         if (!has(src, "| trim") && !has(src, "|trim"))
@@ -140,28 +146,20 @@ static int detect_variant(int *variant, const char *src)
     return unrecognised("none of the markers <|im_start|>, <|start_header_id|>, [INST], <|user|> found");
 }
 
-/* Llama-3.2: transformers passes strftime_now, so the date is today's. */
-static int today(pt_chat_template *t)
-{
-    char buf[32];
-    time_t now = time(NULL);
-    struct tm tmv;
-    if (!localtime_r(&now, &tmv) || strftime(buf, sizeof buf, "%d %b %Y", &tmv) == 0)
-        return PT_OK;
-    char *d = pt_strdup(buf);
-    if (!d)
-        return PT_ENOMEM;
-    free(t->date_default);
-    t->date_default = d;
-    return PT_OK;
-}
-
 /* What the source adds to the family's defaults: ChatML's built-in system
- * prompt (SmolLM2's makes it the smollm2 variant), Llama-3.1's date. */
+ * prompt (SmolLM2's makes it the smollm2 variant; Qwen2.5's is whatever its
+ * source writes, none if it writes none), Llama-3.1's date. */
 static int source_defaults(pt_chat_template *t, const char *source)
 {
     int st = PT_OK;
-    if (t->variant == PT_CHAT_V_CHATML) {
+    if (t->variant == PT_CHAT_V_QWEN25) {
+        char *sys = NULL;
+        st = chatml_default_system(&sys, source);
+        if (st == PT_OK) {
+            free(t->default_system);
+            t->default_system = sys;
+        }
+    } else if (t->variant == PT_CHAT_V_CHATML) {
         char *sys = NULL;
         st = chatml_default_system(&sys, source);
         if (st == PT_OK && sys) {
@@ -177,8 +175,6 @@ static int source_defaults(pt_chat_template *t, const char *source)
             free(t->date_default);
             t->date_default = date;
         }
-        if (st == PT_OK && has(source, "strftime_now"))
-            st = today(t);
     }
     return st;
 }

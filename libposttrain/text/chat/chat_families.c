@@ -16,6 +16,43 @@ static const char *role_str(int role)
     return s ? s : "?";
 }
 
+/* A message's content ("" for an assistant message with tool calls and none). */
+static const char *content_of(const pt_chat_message *m)
+{
+    return m->content ? m->content : "";
+}
+
+/* The tools' instructions of Qwen2.5 and Qwen3, around `tool | tojson` lines. */
+#define QWEN_TOOLS_HEAD                                                                        \
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"          \
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+#define QWEN_TOOLS_TAIL                                                                         \
+    "\n</tools>\n\nFor each function call, return a json object with function name and "        \
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "               \
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+
+static int qwen_tools_block(chat_render_ctx *c)
+{
+    pt_chat_rendering *r = c->r;
+    CHAT_TRY(chat_emits(r, QWEN_TOOLS_HEAD));
+    for (size_t i = 0; i < c->n_tools; i++) {
+        CHAT_TRY(chat_emits(r, "\n"));
+        CHAT_TRY(chat_emit_tool(c, i, -1));
+    }
+    return chat_emits(r, QWEN_TOOLS_TAIL);
+}
+
+/* <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> */
+static int qwen_tool_call(chat_render_ctx *c, const pt_chat_tool_call *call)
+{
+    pt_chat_rendering *r = c->r;
+    chat_emits(r, "<tool_call>\n{\"name\": \"");
+    chat_emits(r, call->name);
+    CHAT_TRY(chat_emits(r, "\", \"arguments\": "));
+    CHAT_TRY(chat_emit_arguments(c, call));
+    return chat_emits(r, "}\n</tool_call>");
+}
+
 /* ---- ChatML and Qwen3 ------------------------------------------------------------ */
 static int chatml_system(pt_chat_rendering *r, const char *content)
 {
@@ -134,8 +171,9 @@ static void qwen3_split(qwen3_parts *p, const char *content, size_t len)
 static int qwen3_assistant(chat_render_ctx *c, size_t i, size_t last_query)
 {
     pt_chat_rendering *r = c->r;
+    const pt_chat_message *m = &c->m[i];
     qwen3_parts p;
-    qwen3_split(&p, c->m[i].content, strlen(c->m[i].content));
+    qwen3_split(&p, content_of(m), strlen(content_of(m)));
     CHAT_TRY(chat_cut_before(r, "<|im_start|>"));
     CHAT_TRY(chat_emits(r, "<|im_start|>assistant\n"));
     CHAT_TRY(chat_span_open(r));
@@ -154,6 +192,12 @@ static int qwen3_assistant(chat_render_ctx *c, size_t i, size_t last_query)
         chat_emit(r, p.body + bb, p.body_len - bb);
     } else {
         chat_emit(r, p.body, p.body_len);
+    }
+    /* the calls, after a newline unless nothing (after any </think>) precedes them */
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        if (k > 0 || p.body_len > 0)
+            CHAT_TRY(chat_emits(r, "\n"));
+        CHAT_TRY(qwen_tool_call(c, &m->tool_calls[k]));
     }
     CHAT_TRY(chat_emits(r, "<|im_end|>"));
     chat_span_close(r);
@@ -180,10 +224,18 @@ int chat_render_qwen3(chat_render_ctx *c)
 {
     pt_chat_rendering *r = c->r;
     const pt_chat_message *m = c->m;
-    if (m[0].role == PT_CHAT_ROLE_SYSTEM)
-        CHAT_TRY(chatml_system(r, m[0].content));
-    else if (c->default_system)
-        CHAT_TRY(chatml_system(r, c->default_system));
+    const char *sys = m[0].role == PT_CHAT_ROLE_SYSTEM ? m[0].content : c->default_system;
+    if (c->n_tools > 0) {
+        /* `if tools`: the system message (if any), then the tools */
+        CHAT_TRY(chat_emits(r, "<|im_start|>system\n"));
+        if (sys) {
+            CHAT_TRY(chat_emits(r, sys));
+            CHAT_TRY(chat_emits(r, "\n\n"));
+        }
+        CHAT_TRY(qwen_tools_block(c));
+    } else if (sys) {
+        CHAT_TRY(chatml_system(r, sys));
+    }
     size_t last_query = qwen3_last_query(c);
     for (size_t i = 0; i < c->n; i++) {
         int role = m[i].role;
@@ -199,6 +251,64 @@ int chat_render_qwen3(chat_render_ctx *c)
         CHAT_TRY(chat_emits(r, "<|im_start|>assistant\n"));
         if (!c->o->enable_thinking)
             CHAT_TRY(chat_emits(r, "<think>\n\n</think>\n\n"));
+    }
+    return PT_OK;
+}
+
+/* ---- Qwen2.5 ------------------------------------------------------------------------ */
+/* Assistant message i with tool calls: <|im_start|>assistant, "\n" + content if
+ * any, "\n<tool_call>...</tool_call>" per call, <|im_end|>.  The span starts
+ * after the first "\n", where the generation prompt ends. */
+static int qwen25_calls(chat_render_ctx *c, size_t i)
+{
+    pt_chat_rendering *r = c->r;
+    const pt_chat_message *m = &c->m[i];
+    CHAT_TRY(chat_cut_before(r, "<|im_start|>"));
+    CHAT_TRY(chat_emits(r, "<|im_start|>assistant"));
+    CHAT_TRY(chat_span_open(r));
+    r->spans[r->n_spans - 1].begin++;
+    if (*content_of(m)) {
+        chat_emits(r, "\n");
+        chat_emits(r, m->content);
+    }
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        CHAT_TRY(chat_emits(r, "\n"));
+        CHAT_TRY(qwen_tool_call(c, &m->tool_calls[k]));
+    }
+    CHAT_TRY(chat_emits(r, "<|im_end|>"));
+    chat_span_close(r);
+    return chat_emits(r, "\n");
+}
+
+int chat_render_qwen25(chat_render_ctx *c)
+{
+    pt_chat_rendering *r = c->r;
+    const pt_chat_message *m = c->m;
+    const char *sys = m[0].role == PT_CHAT_ROLE_SYSTEM ? m[0].content : c->default_system;
+    if (c->n_tools > 0) {
+        /* `if tools`: the system message or the default, then the tools */
+        CHAT_TRY(chat_emits(r, "<|im_start|>system\n"));
+        if (sys)
+            CHAT_TRY(chat_emits(r, sys));
+        CHAT_TRY(chat_emits(r, "\n\n"));
+        CHAT_TRY(qwen_tools_block(c));
+    } else if (sys) {
+        CHAT_TRY(chatml_system(r, sys));
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        int role = m[i].role;
+        if (role == PT_CHAT_ROLE_SYSTEM && i == 0)
+            continue;
+        if (role == PT_CHAT_ROLE_TOOL)
+            CHAT_TRY(qwen3_tool(c, i));
+        else if (role == PT_CHAT_ROLE_ASSISTANT && m[i].n_tool_calls > 0)
+            CHAT_TRY(qwen25_calls(c, i));
+        else
+            CHAT_TRY(chatml_turn(r, role_str(role), m[i].content, role == PT_CHAT_ROLE_ASSISTANT));
+    }
+    if (c->o->add_generation_prompt) {
+        CHAT_TRY(chat_cut_before(r, "<|im_start|>"));
+        CHAT_TRY(chat_emits(r, "<|im_start|>assistant\n"));
     }
     return PT_OK;
 }
@@ -220,41 +330,120 @@ static int llama3_turn(chat_render_ctx *c, const char *role, const char *content
     return PT_OK;
 }
 
+#define LLAMA_TOOLS_FORMAT                                                                        \
+    "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name " \
+    "and its value}.Do not use variables.\n\n"
+
+/* Each tool as tojson(indent=4), then "\n\n". */
+static int llama3_tools(chat_render_ctx *c)
+{
+    for (size_t i = 0; i < c->n_tools; i++) {
+        CHAT_TRY(chat_emit_tool(c, i, 4));
+        CHAT_TRY(chat_emits(c->r, "\n\n"));
+    }
+    return PT_OK;
+}
+
+/* The Llama-3.1/3.2 system header (with tools: "Environment: ipython" and,
+ * unless they go to the user message, the tools) and, with tools in the user
+ * message, that message; *first is the first message left to render. */
+static int llama31_head(chat_render_ctx *c, size_t *first)
+{
+    pt_chat_rendering *r = c->r;
+    bool tools = c->tools_json != NULL; /* `tools is not none`: an empty list counts */
+    const char *sys = "";
+    if (c->m[0].role == PT_CHAT_ROLE_SYSTEM) {
+        sys = c->m[0].content;
+        *first = 1;
+    } else if (c->default_system) {
+        sys = c->default_system;
+    }
+    const char *date = c->o->date_string ? c->o->date_string
+                                         : (c->t->date_default ? c->t->date_default : PT_CHAT_LLAMA31_DATE);
+    CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
+    CHAT_TRY(chat_emits(r, "<|start_header_id|>system<|end_header_id|>\n\n"));
+    if (tools)
+        CHAT_TRY(chat_emits(r, "Environment: ipython\n"));
+    CHAT_TRY(chat_emits(r, "Cutting Knowledge Date: December 2023\nToday Date: "));
+    CHAT_TRY(chat_emits(r, date));
+    CHAT_TRY(chat_emits(r, "\n\n"));
+    if (tools && !c->o->tools_in_user_message) {
+        CHAT_TRY(chat_emits(r, "You have access to the following functions. To call a function, please "
+                               "respond with JSON for a function call." LLAMA_TOOLS_FORMAT));
+        CHAT_TRY(llama3_tools(c));
+    }
+    CHAT_TRY(chat_emit_stripped(r, sys, strlen(sys)));
+    CHAT_TRY(chat_emits(r, "<|eot_id|>"));
+    if (!tools || !c->o->tools_in_user_message)
+        return PT_OK;
+    /* the first message after the system message becomes the tools' user turn */
+    if (*first >= c->n)
+        return pt_err(PT_EINVAL, "Cannot put tools in the first user message when there's no first user "
+                                 "message! (the %s template with tools and tools_in_user_message)",
+                      pt_chat_template_name(c->t));
+    const pt_chat_message *u = &c->m[*first];
+    if (u->n_tool_calls > 0)
+        return pt_err(PT_EUNSUPPORTED,
+                      "chat message %zu: the %s template puts the first message after the system message "
+                      "into the tools' user turn and would drop its tool calls",
+                      *first, pt_chat_template_name(c->t));
+    CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
+    CHAT_TRY(chat_emits(r, "<|start_header_id|>user<|end_header_id|>\n\n"
+                           "Given the following functions, please respond with a JSON for a function call "
+                           "with its proper arguments that best answers the given prompt.\n\n" LLAMA_TOOLS_FORMAT));
+    CHAT_TRY(llama3_tools(c));
+    CHAT_TRY(chat_emit_stripped(r, content_of(u), strlen(content_of(u))));
+    CHAT_TRY(chat_emits(r, "<|eot_id|>"));
+    (*first)++;
+    return PT_OK;
+}
+
+/* An assistant message with its one tool call:
+ * {"name": "NAME", "parameters": ARGS}<|eot_id|>, all in the span. */
+static int llama31_call(chat_render_ctx *c, size_t i)
+{
+    pt_chat_rendering *r = c->r;
+    const pt_chat_message *m = &c->m[i];
+    if (m->n_tool_calls != 1)
+        return pt_err(PT_EINVAL, "This model only supports single tool-calls at once! (the %s template; chat "
+                                 "message %zu has %zu)",
+                      pt_chat_template_name(c->t), i, m->n_tool_calls);
+    CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
+    CHAT_TRY(chat_emits(r, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+    CHAT_TRY(chat_span_open(r));
+    chat_emits(r, "{\"name\": \"");
+    chat_emits(r, m->tool_calls[0].name);
+    CHAT_TRY(chat_emits(r, "\", \"parameters\": "));
+    CHAT_TRY(chat_emit_arguments(c, &m->tool_calls[0]));
+    CHAT_TRY(chat_emits(r, "}<|eot_id|>"));
+    chat_span_close(r);
+    return PT_OK;
+}
+
 int chat_render_llama3(chat_render_ctx *c)
 {
     pt_chat_rendering *r = c->r;
     size_t first = 0;
+    bool v31 = c->t->variant == PT_CHAT_V_LLAMA31 || c->t->variant == PT_CHAT_V_LLAMA32;
     if (c->bos)
         CHAT_TRY(chat_emits(r, c->bos));
-    if (c->t->variant == PT_CHAT_V_LLAMA31) {
-        const char *sys = "";
-        if (c->m[0].role == PT_CHAT_ROLE_SYSTEM) {
-            sys = c->m[0].content;
-            first = 1;
-        } else if (c->default_system) {
-            sys = c->default_system;
-        }
-        const char *date = c->o->date_string ? c->o->date_string
-                                             : (c->t->date_default ? c->t->date_default : PT_CHAT_LLAMA31_DATE);
-        CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
-        CHAT_TRY(chat_emits(r, "<|start_header_id|>system<|end_header_id|>\n\n"));
-        CHAT_TRY(chat_emits(r, "Cutting Knowledge Date: December 2023\nToday Date: "));
-        CHAT_TRY(chat_emits(r, date));
-        CHAT_TRY(chat_emits(r, "\n\n"));
-        CHAT_TRY(chat_emit_stripped(r, sys, strlen(sys)));
-        CHAT_TRY(chat_emits(r, "<|eot_id|>"));
-    } else if (c->default_system && c->m[0].role != PT_CHAT_ROLE_SYSTEM) {
+    if (v31)
+        CHAT_TRY(llama31_head(c, &first));
+    else if (c->default_system && c->m[0].role != PT_CHAT_ROLE_SYSTEM)
         CHAT_TRY(llama3_turn(c, "system", c->default_system, false));
-    }
     for (size_t i = first; i < c->n; i++) {
         int role = c->m[i].role;
-        if (c->t->variant == PT_CHAT_V_LLAMA31 && role == PT_CHAT_ROLE_TOOL) {
+        if (v31 && role == PT_CHAT_ROLE_TOOL) {
             CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
             CHAT_TRY(chat_emits(r, "<|start_header_id|>ipython<|end_header_id|>\n\n"));
             /* json.dumps(content, ensure_ascii=False) */
             const char *s = c->m[i].content;
             CHAT_TRY(pt_json_put_string_ex(&r->text, s, strlen(s), PT_JSON_SHORT_ESCAPES));
             CHAT_TRY(chat_emits(r, "<|eot_id|>"));
+            continue;
+        }
+        if (v31 && c->m[i].n_tool_calls > 0) {
+            CHAT_TRY(llama31_call(c, i));
             continue;
         }
         CHAT_TRY(llama3_turn(c, role_str(role), c->m[i].content, role == PT_CHAT_ROLE_ASSISTANT));

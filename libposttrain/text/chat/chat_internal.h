@@ -24,7 +24,9 @@ enum pt_chat_variant {
     PT_CHAT_V_MISTRAL,
     PT_CHAT_V_PHI3,
     PT_CHAT_V_PHI3_VISION,
-    PT_CHAT_V_PLAIN
+    PT_CHAT_V_PLAIN,
+    PT_CHAT_V_QWEN25,
+    PT_CHAT_V_LLAMA32
 };
 
 struct pt_chat_template {
@@ -37,16 +39,22 @@ struct pt_chat_template {
 };
 
 #define PT_CHAT_SMOLLM2_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+#define PT_CHAT_QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 #define PT_CHAT_LLAMA31_DATE "26 Jul 2024"
 /* The names pt_chat_template_from_name knows, for messages. */
-#define PT_CHAT_NAMES                                                                        \
-    "chatml, smollm2, qwen3 (or qwen), llama3, llama3.1, llama2, mistral, phi3, phi3-vision, " \
-    "plain"
+#define PT_CHAT_NAMES                                                                          \
+    "chatml, smollm2, qwen2.5, qwen3 (or qwen), llama3, llama3.1, llama3.2, llama2, mistral, " \
+    "phi3, phi3-vision, plain"
 
 /* chat_template.c: a template of `variant` with its family's tokens and
  * defaults; replace a token string (NULL: keep, "": none). */
 int pt_chat_template_new(pt_chat_template **out, int variant);
 int pt_chat_replace_token(char **slot, const char *val);
+/* Does the variant render tools and tool calls? */
+bool pt_chat_variant_has_tools(int variant);
+/* Today's date as Llama-3.2's template writes it (strftime "%d %b %Y"), into
+ * t->date_default. */
+int pt_chat_set_today(pt_chat_template *t);
 
 /* ---- renderings ------------------------------------------------------------------- */
 /* A place where tokenization may restart: `pos` is the cut, and the marker
@@ -101,6 +109,29 @@ typedef int (*pt_chat_marker_fn)(const char *text, size_t len, void *payload);
  * with the piece's ids (see docs/chat.md). */
 int pt_chat_ids_from_rendering(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_rendering *r,
                                pt_chat_encode_fn encode, pt_chat_marker_fn is_marker, void *payload);
+
+/* ---- JSON as `tojson` writes it (chat_json.c) -------------------------------------- */
+/* Where and why a JSON text is malformed. */
+typedef struct pt_chat_json_err {
+    size_t at;       /* byte offset in the text */
+    char what[128];
+} pt_chat_json_err;
+
+/* One JSON value at s[*pos, n) (leading whitespace skipped; *pos is left just
+ * after it), appended to out as Python's json.dumps(json.loads(value),
+ * ensure_ascii=False, indent=indent) writes it (indent < 0: none); out NULL
+ * only checks it.  PT_EFORMAT with *e filled for malformed JSON. */
+int pt_chat_json_value(pt_strbuf *out, const char *s, size_t n, size_t *pos, int indent, pt_chat_json_err *e);
+/* The same for a text that is exactly one value (whitespace around it). */
+int pt_chat_json_dump(pt_strbuf *out, const char *s, size_t n, int indent, pt_chat_json_err *e);
+/* The JSON string token at s[*pos] decoded (UTF-8) into raw. */
+int pt_chat_json_string(pt_strbuf *raw, const char *s, size_t n, size_t *pos, pt_chat_json_err *e);
+/* The first position at or after pos that is not JSON whitespace. */
+size_t pt_chat_json_ws(const char *s, size_t n, size_t pos);
+/* "an object", "a string", ... for a value starting with `first`. */
+const char *pt_chat_json_kind(char first);
+/* v as Python's repr(float) (json.dumps' float form: 1.0, 1e-07, 1e+16, Infinity). */
+int pt_chat_put_py_float(pt_strbuf *b, double v);
 
 /* chat_text.c: Python's str.strip() / lstrip() / rstrip() whitespace
  * (str.isspace) on UTF-8: narrows [*b, *e) of s.  Exposed for the tests. */

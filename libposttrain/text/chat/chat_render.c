@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "text/tok_util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ int pt_chat_options_init(pt_chat_options *opts)
     PT_STRUCT_INIT_ZERO(opts);
     opts->bos = PT_CHAT_BOS_TEMPLATE;
     opts->enable_thinking = 1;
+    opts->tools_in_user_message = 1;
     return PT_OK;
 }
 
@@ -27,8 +29,37 @@ void pt_chat_rendering_clear(pt_chat_rendering *r)
     memset(r, 0, sizeof *r);
 }
 
+/* A JSON error in `what` (a message's tool call, tools_json) as PT_EFORMAT. */
+static int json_error(const char *func, const char *what, const pt_chat_json_err *e)
+{
+    return pt_err(PT_EFORMAT, "%s: %s: malformed JSON at byte %zu: %s", func, what, e->at, e->what);
+}
+
+/* A call's arguments: a JSON object (NULL means {}). */
+static int check_arguments(const pt_chat_tool_call *call, size_t i, size_t k, const char *func)
+{
+    if (!call->name)
+        return pt_err(PT_EINVAL, "%s: chat message %zu, tool call %zu has a NULL name", func, i, k);
+    if (!call->arguments)
+        return PT_OK;
+    char what[96];
+    snprintf(what, sizeof what, "chat message %zu, tool call %zu ('%.32s') arguments", i, k, call->name);
+    pt_chat_json_err e;
+    size_t len = strlen(call->arguments);
+    int st = pt_chat_json_dump(NULL, call->arguments, len, -1, &e);
+    if (st == PT_EFORMAT)
+        return json_error(func, what, &e);
+    if (st != PT_OK)
+        return st;
+    size_t b = pt_chat_json_ws(call->arguments, len, 0);
+    if (call->arguments[b] != '{')
+        return pt_err(PT_EINVAL, "%s: %s must be a JSON object, got %s", func, what,
+                      pt_chat_json_kind(call->arguments[b]));
+    return PT_OK;
+}
+
 /* A conversation every family can take: at least one message, each with
- * content and a known role. */
+ * content and a known role, tool calls only on assistant messages. */
 static int check_messages(const pt_chat_message *messages, size_t n_messages, const char *func)
 {
     if (n_messages == 0)
@@ -36,11 +67,81 @@ static int check_messages(const pt_chat_message *messages, size_t n_messages, co
     if (!messages)
         return pt_err_arg(func, "messages", "is NULL");
     for (size_t i = 0; i < n_messages; i++) {
-        if (!messages[i].content)
+        const pt_chat_message *m = &messages[i];
+        if (!pt_chat_role_name(m->role))
+            return pt_err(PT_EINVAL, "%s: chat message %zu has unknown role %d", func, i, m->role);
+        if (m->n_tool_calls > 0 && m->role != PT_CHAT_ROLE_ASSISTANT)
+            return pt_err(PT_EINVAL, "%s: chat message %zu is a %s message with tool calls (only assistant "
+                          "messages make them)", func, i, pt_chat_role_name(m->role));
+        if (m->n_tool_calls > 0 && !m->tool_calls)
+            return pt_err(PT_EINVAL, "%s: chat message %zu has n_tool_calls = %zu and NULL tool_calls", func, i,
+                          m->n_tool_calls);
+        if (!m->content && m->n_tool_calls == 0)
             return pt_err(PT_EINVAL, "%s: chat message %zu has NULL content", func, i);
-        if (!pt_chat_role_name(messages[i].role))
-            return pt_err(PT_EINVAL, "%s: chat message %zu has unknown role %d", func, i, messages[i].role);
+        for (size_t k = 0; k < m->n_tool_calls; k++) {
+            int st = check_arguments(&m->tool_calls[k], i, k, func);
+            if (st != PT_OK)
+                return st;
+        }
     }
+    return PT_OK;
+}
+
+/* tools_json: a JSON array of objects; its elements' spans into *tools. */
+static int parse_tools(pt_chat_span **tools, size_t *n_tools, const char *json, const char *func)
+{
+    *tools = NULL;
+    *n_tools = 0;
+    size_t len = strlen(json), pos = pt_chat_json_ws(json, len, 0);
+    pt_chat_json_err e;
+    int st = pt_chat_json_dump(NULL, json, len, -1, &e);
+    if (st == PT_EFORMAT)
+        return json_error(func, "opts->tools_json", &e);
+    if (st != PT_OK)
+        return st;
+    if (json[pos] != '[')
+        return pt_err(PT_EINVAL, "%s: opts->tools_json must be a JSON array of tool definitions, got %s", func,
+                      pt_chat_json_kind(json[pos]));
+    size_t cap = 0;
+    pt_chat_span *v = NULL;
+    pos = pt_chat_json_ws(json, len, pos + 1);
+    while (json[pos] != ']') {
+        if (json[pos] != '{') {
+            free(v);
+            return pt_err(PT_EINVAL, "%s: opts->tools_json: tool %zu is %s, not an object (a JSON schema)", func,
+                          *n_tools, pt_chat_json_kind(json[pos]));
+        }
+        if (*n_tools == cap) {
+            pt_chat_span *g = pt_grow_array(v, &cap, 8, sizeof *v);
+            if (!g) {
+                free(v);
+                return PT_ENOMEM;
+            }
+            v = g;
+        }
+        size_t b = pos;
+        (void)pt_chat_json_value(NULL, json, len, &pos, -1, &e); /* checked above */
+        v[(*n_tools)++] = (pt_chat_span){b, pos};
+        pos = pt_chat_json_ws(json, len, pos);
+        if (json[pos] == ',')
+            pos = pt_chat_json_ws(json, len, pos + 1);
+    }
+    *tools = v;
+    return PT_OK;
+}
+
+/* A template whose source ignores tool calls would drop them: refuse. */
+static int check_tool_support(const pt_chat_template *t, const pt_chat_message *m, size_t n, const char *func)
+{
+    if (pt_chat_variant_has_tools(t->variant))
+        return PT_OK;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].n_tool_calls > 0)
+            return pt_err(PT_EUNSUPPORTED,
+                          "%s: chat message %zu has tool calls, but the %s chat template has no tool-call "
+                          "format (its Jinja source would silently drop them; templates with tools: qwen2.5, "
+                          "qwen3, llama3.1, llama3.2)",
+                          func, i, pt_chat_template_name(t));
     return PT_OK;
 }
 
@@ -49,10 +150,12 @@ static int render_family(chat_render_ctx *c)
     switch (c->t->variant) {
     case PT_CHAT_V_CHATML:
     case PT_CHAT_V_SMOLLM2: return chat_render_chatml(c);
+    case PT_CHAT_V_QWEN25: return chat_render_qwen25(c);
     case PT_CHAT_V_QWEN3: return chat_render_qwen3(c);
     case PT_CHAT_V_LLAMA3:
     case PT_CHAT_V_LLAMA3_GENPROMPT:
-    case PT_CHAT_V_LLAMA31: return chat_render_llama3(c);
+    case PT_CHAT_V_LLAMA31:
+    case PT_CHAT_V_LLAMA32: return chat_render_llama3(c);
     case PT_CHAT_V_LLAMA2: return chat_render_llama2(c);
     case PT_CHAT_V_MISTRAL: return chat_render_mistral(c);
     case PT_CHAT_V_PHI3:
@@ -72,7 +175,12 @@ int pt_chat_render_checked(pt_chat_rendering *r, const pt_chat_template *t, cons
         return st;
     if (o.bos != PT_CHAT_BOS_TEMPLATE && o.bos != PT_CHAT_BOS_NONE)
         return pt_err_arg(func, "opts->bos", "is %d (expected PT_CHAT_BOS_TEMPLATE or PT_CHAT_BOS_NONE)", o.bos);
-    if ((st = check_messages(messages, n_messages, func)) != PT_OK)
+    if ((st = check_messages(messages, n_messages, func)) != PT_OK ||
+        (st = check_tool_support(t, messages, n_messages, func)) != PT_OK)
+        return st;
+    pt_chat_span *tools = NULL;
+    size_t n_tools = 0;
+    if (o.tools_json && (st = parse_tools(&tools, &n_tools, o.tools_json, func)) != PT_OK)
         return st;
     chat_render_ctx c = {
         .r = r,
@@ -83,6 +191,9 @@ int pt_chat_render_checked(pt_chat_rendering *r, const pt_chat_template *t, cons
         .bos = o.bos == PT_CHAT_BOS_NONE ? NULL : t->bos,
         .eos = t->eos,
         .default_system = o.default_system ? o.default_system : t->default_system,
+        .tools_json = o.tools_json,
+        .tools = tools,
+        .n_tools = n_tools,
     };
     if (c.default_system && !*c.default_system)
         c.default_system = NULL;
@@ -90,9 +201,9 @@ int pt_chat_render_checked(pt_chat_rendering *r, const pt_chat_template *t, cons
         c.bos = NULL;
     tk_strbuf_reuse(&r->text);
     r->n_cuts = r->n_spans = 0;
-    if ((st = pt_strbuf_reserve(&r->text, 0)) != PT_OK)
-        return st;
-    st = render_family(&c);
+    if ((st = pt_strbuf_reserve(&r->text, 0)) == PT_OK)
+        st = render_family(&c);
+    free(tools);
     return st != PT_OK ? st : r->text.err;
 }
 

@@ -14,6 +14,10 @@ typedef struct chat_render_ctx {
     const char *bos;            /* NULL when left out */
     const char *eos;
     const char *default_system; /* NULL when none */
+    /* tools_json and its elements (each an object), when tools were given */
+    const char *tools_json;     /* NULL: no tools (the template's `tools` is None) */
+    const pt_chat_span *tools;  /* n_tools spans of tools_json */
+    size_t n_tools;
 } chat_render_ctx;
 
 /* Return from the calling function when expr fails. */
@@ -44,9 +48,14 @@ int chat_cut_after(pt_chat_rendering *r, const char *marker);
 /* An assistant span from the current end; closing it ends it there. */
 int chat_span_open(pt_chat_rendering *r);
 void chat_span_close(pt_chat_rendering *r);
+/* Tool definition i as `tool | tojson` (indent < 0) or `tojson(indent=N)`. */
+int chat_emit_tool(chat_render_ctx *c, size_t i, int indent);
+/* A call's arguments as `arguments | tojson` ({} for NULL). */
+int chat_emit_arguments(chat_render_ctx *c, const pt_chat_tool_call *call);
 
 /* ---- the families (chat_families.c) ------------------------------------------------ */
 int chat_render_chatml(chat_render_ctx *c);
+int chat_render_qwen25(chat_render_ctx *c);
 int chat_render_qwen3(chat_render_ctx *c);
 int chat_render_llama3(chat_render_ctx *c);
 int chat_render_llama2(chat_render_ctx *c);

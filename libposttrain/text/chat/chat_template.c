@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* ---- variants ---------------------------------------------------------------------- */
 static const struct chat_variant_info {
@@ -28,6 +29,8 @@ static const struct chat_variant_info {
     [PT_CHAT_V_PHI3] = {"phi3", PT_CHAT_PHI3, "<s>", "<|endoftext|>", NULL, NULL},
     [PT_CHAT_V_PHI3_VISION] = {"phi3-vision", PT_CHAT_PHI3, "<s>", "<|endoftext|>", NULL, NULL},
     [PT_CHAT_V_PLAIN] = {"plain", PT_CHAT_PLAIN, NULL, NULL, NULL, NULL},
+    [PT_CHAT_V_QWEN25] = {"qwen2.5", PT_CHAT_CHATML, NULL, "<|im_end|>", PT_CHAT_QWEN25_SYSTEM, NULL},
+    [PT_CHAT_V_LLAMA32] = {"llama3.2", PT_CHAT_LLAMA3, "<|begin_of_text|>", "<|eot_id|>", NULL, NULL},
 };
 
 /* The names pt_chat_template_from_name accepts (case-insensitive). */
@@ -38,6 +41,8 @@ static const pt_enum_entry k_names[] = {
     {PT_CHAT_V_LLAMA31, "llama3.3"},    {PT_CHAT_V_LLAMA2, "llama2"},    {PT_CHAT_V_LLAMA2, "llama-2"},
     {PT_CHAT_V_MISTRAL, "mistral"},     {PT_CHAT_V_PHI3, "phi3"},        {PT_CHAT_V_PHI3, "phi-3"},
     {PT_CHAT_V_PHI3_VISION, "phi3-vision"}, {PT_CHAT_V_PLAIN, "plain"},
+    {PT_CHAT_V_QWEN25, "qwen2.5"},      {PT_CHAT_V_QWEN25, "qwen-2.5"},  {PT_CHAT_V_LLAMA32, "llama3.2"},
+    {PT_CHAT_V_LLAMA32, "llama-3.2"},
 };
 
 /* ---- role and family names ------------------------------------------------------------ */
@@ -79,6 +84,33 @@ static int dup_opt(char **dst, const char *src)
     return *dst ? PT_OK : PT_ENOMEM;
 }
 
+bool pt_chat_variant_has_tools(int variant)
+{
+    return variant == PT_CHAT_V_QWEN25 || variant == PT_CHAT_V_QWEN3 || variant == PT_CHAT_V_LLAMA31 ||
+           variant == PT_CHAT_V_LLAMA32;
+}
+
+int pt_chat_template_supports_tools(const pt_chat_template *t)
+{
+    return t && pt_chat_variant_has_tools(t->variant) ? 1 : 0;
+}
+
+/* transformers passes strftime_now, so Llama-3.2's date is today's (local time). */
+int pt_chat_set_today(pt_chat_template *t)
+{
+    char buf[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    if (!localtime_r(&now, &tmv) || strftime(buf, sizeof buf, "%d %b %Y", &tmv) == 0)
+        return PT_OK; /* keep the template's fallback date */
+    char *d = pt_strdup(buf);
+    if (!d)
+        return PT_ENOMEM;
+    free(t->date_default);
+    t->date_default = d;
+    return PT_OK;
+}
+
 int pt_chat_template_new(pt_chat_template **out, int variant)
 {
     const struct chat_variant_info *v = &k_variants[variant];
@@ -88,7 +120,8 @@ int pt_chat_template_new(pt_chat_template **out, int variant)
     t->variant = variant;
     t->family = v->family;
     if (dup_opt(&t->bos, v->bos) || dup_opt(&t->eos, v->eos) || dup_opt(&t->default_system, v->system) ||
-        dup_opt(&t->date_default, v->date)) {
+        dup_opt(&t->date_default, v->date) ||
+        (variant == PT_CHAT_V_LLAMA32 && pt_chat_set_today(t) != PT_OK)) {
         pt_chat_template_free(t);
         return PT_ENOMEM;
     }

@@ -117,3 +117,19 @@ int chat_emit_stripped(pt_chat_rendering *r, const char *s, size_t n)
     pt_chat_py_strip(s, &b, &e, true, true);
     return chat_emit(r, s + b, e - b);
 }
+
+/* ---- tools ------------------------------------------------------------------ */
+int chat_emit_tool(chat_render_ctx *c, size_t i, int indent)
+{
+    const pt_chat_span *t = &c->tools[i];
+    pt_chat_json_err e;
+    return pt_chat_json_dump(&c->r->text, c->tools_json + t->begin, t->end - t->begin, indent, &e);
+}
+
+int chat_emit_arguments(chat_render_ctx *c, const pt_chat_tool_call *call)
+{
+    if (!call->arguments)
+        return chat_emits(c->r, "{}");
+    pt_chat_json_err e;
+    return pt_chat_json_dump(&c->r->text, call->arguments, strlen(call->arguments), -1, &e);
+}
