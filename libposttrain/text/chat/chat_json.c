@@ -582,7 +582,7 @@ static int jvalue(jparser *p, int level)
             return PT_OK;
         break;
     default:
-        if (c == '-' || is_digit(c))
+        if ((c == '-' && !(p->pos + 1 < p->n && p->s[p->pos + 1] == 'I')) || is_digit(c))
             return jnumber(p);
         break;
     }
