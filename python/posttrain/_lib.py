@@ -416,8 +416,13 @@ class LoraOptions(Struct):
     ]
 
 
+class ChatToolCall(Struct):
+    _fields_ = [("name", c_char_p), ("arguments", c_char_p)]
+
+
 class ChatMessage(Struct):
-    _fields_ = [("role", c_int), ("content", c_char_p), ("name", c_char_p)]
+    _fields_ = [("role", c_int), ("content", c_char_p), ("name", c_char_p),
+                ("tool_calls", POINTER(ChatToolCall)), ("n_tool_calls", c_size_t)]
 
 
 @_stamped("pt_chat_options")
@@ -429,6 +434,8 @@ class ChatOptions(Struct):
         ("default_system", c_char_p),
         ("enable_thinking", c_int),
         ("date_string", c_char_p),
+        ("tools_json", c_char_p),
+        ("tools_in_user_message", c_int),
     ]
 
 
@@ -672,6 +679,9 @@ _declare(None, {
                                P(ChatOptions)]),
     "pt_chat_render_ids": (c_int, [P(P(c_int32)), P(P(ctypes.c_uint8)), P(c_size_t), vp, vp,
                                    P(ChatMessage), c_size_t, P(ChatOptions)]),
+    "pt_chat_template_supports_tools": (c_int, [vp]),
+    "pt_chat_parse_tool_calls": (c_int, [P(P(ChatToolCall)), P(c_size_t), P(c_size_t), vp, c_char_p,
+                                         c_size_t]),
     # train.h
     "pt_optimizer_create": (c_int, [pp, vp, P(OptimizerOptions)]),
     "pt_optimizer_free": (None, [vp]),
