@@ -83,6 +83,8 @@ class TestLayout(unittest.TestCase):
         self.assertEqual((co.add_generation_prompt, co.bos, co.enable_thinking), (0, 0, 1))
         self.assertIsNone(co.default_system)
         self.assertIsNone(co.date_string)
+        self.assertIsNone(co.tools_json)
+        self.assertEqual(co.tools_in_user_message, 1)
         self.assertTrue(init("pt_model_load_options").load_tokenizer)
         so = init("pt_model_save_options")
         self.assertIsNone(so.tokenizer_dir)
