@@ -36,7 +36,7 @@ from ._handle import Handle, out_handle
 from ._lib import DistOptions, has_feature, lib
 from ._util import is_numpy, text, want_numpy
 from .enums import DistBackend, Status
-from .errors import Error, check, error_for, invalid
+from .errors import Error, check, error_for, invalid, status_str
 
 __all__ = ["Dist", "DistBackend", "dist_defaults", "has_mpi"]
 
@@ -293,11 +293,16 @@ class Dist(Handle):
             exc, code = status, int(status.status)
         elif isinstance(status, BaseException):
             exc, code = status, int(Status.ECALLBACK)
-        elif isinstance(status, bool) or not isinstance(status, int):
-            raise invalid("status must be 0, a posttrain.Status, a PT_E* code or an exception, "
-                          "not %r" % (status,), fn)
         else:
-            code = int(status)
+            try:
+                if isinstance(status, bool):
+                    raise TypeError
+                code = operator.index(status)
+            except TypeError:
+                raise invalid("status must be 0, a posttrain.Status, a PT_E* code or an "
+                              "exception, not %r" % (status,), fn) from None
+            if not -2**31 <= code < 2**31:
+                raise invalid("status %d is not 0 or a PT_E* status" % code, fn)
         p = self._ptr
         first = ctypes.c_int(-1)
         if exc is None:
@@ -305,7 +310,7 @@ class Dist(Handle):
         st = lib.pt_dist_agree(ctypes.byref(first), p, code)
         if st == 0:
             return first.value
-        message = text(lib.pt_last_error())
+        message = text(lib.pt_last_error()) or status_str(st)
         if exc is not None and st == code:
             raise exc
         e = error_for(st, message, "pt_dist_agree")

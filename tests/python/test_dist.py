@@ -15,7 +15,8 @@ bytes), barrier, agree (statuses, posttrain errors and Python exceptions,
 PeerError naming the failed rank), data-parallel sft_step against one
 process over the same global batches (weights within rel 1e-6 per tensor,
 the same loss on every rank, global token counts, comm_seconds), with one
-and two micro-batches per rank, check_replicas after one flipped bit on one
+and two micro-batches per rank, data-parallel grpo_step over each rank's
+share of the groups against one process, check_replicas after one flipped bit on one
 rank (ChecksumError naming it, .bad_rank), Optimizer.set_dist / dist= and
 what closing an attached Dist does, options and their errors, closed
 handles, and an mpi4py communicator when mpi4py is importable."""
@@ -86,20 +87,73 @@ def train(dist, n_micro):
     return model, out
 
 
-def max_rel_diff(a, b):
-    """The worst tensor's max|a - b| / max|b|."""
-    worst = 0.0
+def rel_diffs(a, b):
+    """(the worst tensor's max|a - b| / max|b|: the worst single weight
+    against its tensor's scale, the worst tensor's ||a - b|| / ||b||: its
+    relative error).  Element-wise ratios are meaningless for weights near
+    0, whose last bits follow the rounding of tiny Adam updates."""
+    worst = worst_norm = 0.0
     for info in b.tensors():
         x, y = a.get_tensor(info["name"]).data, b.get_tensor(info["name"]).data
         diff = max(abs(p - q) for p, q in zip(x, y))
         scale = max(abs(q) for q in y)
         worst = max(worst, diff / scale if scale > 0 else diff)
-    return worst
+        d2 = sum((p - q) ** 2 for p, q in zip(x, y))
+        b2 = sum(q * q for q in y)
+        worst_norm = max(worst_norm, math.sqrt(d2 / b2) if b2 > 0 else math.sqrt(d2))
+    return worst, worst_norm
+
+
+def max_rel_diff(a, b):
+    """The worst tensor's max|a - b| / max|b|."""
+    return rel_diffs(a, b)[0]
 
 
 def rank0_value(d, value):
     """Rank 0's float, on every rank, bit for bit."""
     return struct.unpack("<d", d.broadcast(struct.pack("<d", value), 0))[0]
+
+
+# ---- data-parallel GRPO: every rank makes every rank's groups ------------------
+
+GROUPS, GSIZE = 5, 3
+
+
+def group_samples(rnd, g):
+    """The GSIZE samples of group g in round rnd: (prompt, completion, mask,
+    old logprobs, rewards, truncated); the second reward declined now and
+    then, group 1 a zero-std group."""
+    rng = random.Random(5000 + 1000 * rnd + g)
+    V = TINY["vocab_size"]
+    out = []
+    for _ in range(GSIZE):
+        prompt = [rng.randrange(V) for _ in range(2 + rng.randrange(2))]
+        nc = 2 + rng.randrange(4)
+        comp = [rng.randrange(V) for _ in range(nc)]
+        mask = [1] + [int(rng.randrange(5) != 0) for _ in range(nc - 1)]
+        old = [-0.5 - 3.0 * rng.random() for _ in range(nc)]
+        rewards = [0.5 if g == 1 else 0.5 * rng.randrange(3),
+                   None if rng.randrange(4) == 0 else rng.random()]
+        out.append((prompt, comp, mask, old, rewards, rng.randrange(4) == 0))
+    return out
+
+
+def grpo_train(dist):
+    """Two rounds of GRPO (DAPO loss, group scaling) over every group in one
+    process (dist None), or over this rank's share of the groups.  (model,
+    last GrpoStats)."""
+    model = pt.Model.create(TINY, seed=9)
+    opt = make_opt(model, dist)
+    groups = dist.shard(GROUPS) if dist is not None else range(GROUPS)
+    for rnd in range(2):
+        with pt.RolloutBuffer(["a", "b"], [1.0, 0.5]) as buf:
+            for g in groups:
+                for prompt, comp, mask, old, rewards, trunc in group_samples(rnd, g):
+                    buf.add(prompt, comp, mask, old, group=g, rewards=rewards, truncated=trunc)
+            st = opt.grpo_step(buf, loss_type="dapo", scale_rewards="group", epsilon_high=0.28,
+                               max_completion_length=6)
+    opt.close()
+    return model, st
 
 
 @unittest.skipUnless(pt.has_feature("dist"), "the loaded libposttrain has no dist feature")
@@ -244,7 +298,7 @@ class TestJob(unittest.TestCase):
 
 
 @unittest.skipUnless(pt.has_feature("dist"), "the loaded libposttrain has no dist feature")
-class TestDataParallelSft(unittest.TestCase):
+class TestDataParallel(unittest.TestCase):
     def test_equals_one_process(self):
         one, st1 = train(None, 1)
         start = pt.Model.create(TINY, seed=5)
@@ -253,10 +307,11 @@ class TestDataParallelSft(unittest.TestCase):
         for n_micro in (1, 2):
             with self.subTest(micro_batches=n_micro):
                 dp, stn = train(D, n_micro)
-                rel = max_rel_diff(dp, one)
+                rel, norm_rel = rel_diffs(dp, one)
                 if D.rank == 0:
-                    print("\n%d ranks, %d micro-batches per rank: weights vs one process: rel %.3g"
-                          % (D.size, n_micro, rel), file=sys.stderr)
+                    print("\n%d ranks, %d micro-batches per rank: weights vs one process: worst "
+                          "weight %.3g of its tensor's scale (L2 rel %.3g)"
+                          % (D.size, n_micro, rel, norm_rel), file=sys.stderr)
                 self.assertLessEqual(rel, 1e-6)
                 for s in range(STEPS):
                     self.assertFalse(stn[s].skipped)
@@ -273,6 +328,37 @@ class TestDataParallelSft(unittest.TestCase):
                     self.assertEqual(st1[s].comm_seconds, 0.0)
                 dp.close()
         one.close()
+
+    @unittest.skipUnless(pt.has_feature("grpo") and "comm_seconds" in pt.GrpoStats._fields,
+                         "the loaded libposttrain has no data-parallel GRPO")
+    def test_grpo_equals_one_process(self):
+        one, s1 = grpo_train(None)
+        dp, sn = grpo_train(D)
+        # As tests/dist/test_dist.c: GRPO's losses go through more reductions
+        # (ratios, clipping, per-group normalisers), so each tensor within rel
+        # 1e-6 as a whole (L2), every single weight within 1e-5 of its scale.
+        rel, norm_rel = rel_diffs(dp, one)
+        if D.rank == 0:
+            print("\ngrpo, %d ranks: weights vs one process: rel %.3g (worst weight %.3g of its "
+                  "tensor's scale)" % (D.size, norm_rel, rel), file=sys.stderr)
+        self.assertLessEqual(norm_rel, 1e-6)
+        self.assertLessEqual(rel, 1e-5)
+        self.assertFalse(sn.skipped)
+        # the statistics of the whole global batch, bit for bit on the reward side
+        self.assertEqual((sn.groups, sn.tokens, sn.reward, sn.reward_std),
+                         (s1.groups, s1.tokens, s1.reward, s1.reward_std))
+        self.assertEqual(sn.groups, GROUPS)
+        self.assertEqual(sn.reward_func_mean, s1.reward_func_mean)
+        self.assertEqual(sn.frac_reward_zero_std, s1.frac_reward_zero_std)
+        self.assertLessEqual(abs(sn.loss - s1.loss), 1e-5 * abs(s1.loss) + 1e-12)
+        self.assertEqual(rank0_value(D, sn.loss), sn.loss)
+        if D.size == 1:
+            self.assertEqual(sn.comm_seconds, 0.0)
+        else:
+            self.assertGreater(sn.comm_seconds, 0.0)
+        self.assertEqual(s1.comm_seconds, 0.0)
+        one.close()
+        dp.close()
 
     def test_check_replicas(self):
         model, _ = train(D, 1)
