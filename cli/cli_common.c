@@ -115,8 +115,7 @@ int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint6
     int st = pt_model_add_lora(model, &lo);
     if (st)
         return cli_fail("LoRA", st);
-    fprintf(stderr, "posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank,
-            lo.alpha);
+    cli_note("posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank, lo.alpha);
     return 0;
 }
 
@@ -264,8 +263,8 @@ int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_mod
         return 1;
     }
     if (cli_json_u64(&saved_seed, h, "seed") == 0 && saved_seed != seed)
-        fprintf(stderr, "posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %"
-                        PRIu64 "\n", cmd, saved_seed, seed);
+        cli_note("posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %" PRIu64
+                 "\n", cmd, saved_seed, seed);
     *host = h;
     return 0;
 }

@@ -397,7 +397,7 @@ static int setup(grpo_run *r)
         r->resumed_step = r->step;
         /* continue the metrics after the checkpoint's step, without the rows
          * of steps it is about to redo */
-        if (cli_out_resumed(&r->out, "grpo", a->out, (long long)r->step))
+        if (cli_out_resumed(&r->out, "grpo", a->out, (long long)r->step, NULL, NULL))
             return 1;
     }
     if (!(r->metrics = cli_open_metrics("grpo", r->out.metrics, a->out, a->resume ? "a" : "w")))

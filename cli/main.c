@@ -27,7 +27,10 @@ static const struct {
 int cli_fail(const char *what, int status)
 {
     const char *detail = pt_last_error();
-    fprintf(stderr, "posttrain: %s: %s%s%s\n", what, pt_status_name(status),
+    char rank[32] = "";
+    if (cli_nranks > 1)
+        snprintf(rank, sizeof rank, "rank %d: ", cli_rank);
+    fprintf(stderr, "posttrain: %s%s: %s%s%s\n", rank, what, pt_status_name(status),
             detail[0] ? ": " : "", detail);
     return 1;
 }

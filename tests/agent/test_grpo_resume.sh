@@ -52,7 +52,7 @@ for line in open(sys.argv[1]):
     print(json.dumps(r, sort_keys=True))
 PY
 }
-steps() { grep -o '"step": [0-9]*' "$1" | awk '{printf "%s ", $2}'; }
+steps() { grep -v '"goodput"' "$1" | grep -o '"step": [0-9]*' | awk '{printf "%s ", $2}'; }
 
 # resume_case NAME ARGS...: 4 rounds in one run (checkpoints every 2) against
 # 2 rounds, then --resume auto to 4 in a new process.
