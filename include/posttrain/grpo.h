@@ -216,6 +216,7 @@ typedef struct pt_grpo_stats {
     int skip_reason;              /* pt_skip_reason: why this step was skipped */
     int64_t samples_unscored;     /* samples every reward function declined (all NaN): they
                                    * take part with a combined reward of 0 (TRL's nansum) */
+    double comm_seconds;          /* spent in collectives (data-parallel jobs), else 0 */
 } pt_grpo_stats;
 
 PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);

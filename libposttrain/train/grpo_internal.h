@@ -5,6 +5,7 @@
 #ifndef PT_TRAIN_GRPO_INTERNAL_H
 #define PT_TRAIN_GRPO_INTERNAL_H
 
+#include "posttrain/dist.h"
 #include "posttrain/grpo.h"
 
 #include <stdbool.h>
@@ -108,6 +109,18 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const float *logp, cons
  * step.  `o` is a full pt_grpo_options.  Fills *out except grad_norm, lr,
  * step and the skip fields. */
 int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
-                       const pt_grpo_options *o);
+                       const pt_grpo_options *o, pt_dist *d);
+
+/* ---- data-parallel steps (grpo_view.c) ---- */
+
+/* Every rank's samples, in rank order, into *view (no token arrays: ids,
+ * mask, old and ref are NULL; groups renumbered densely by first
+ * appearance, rank by rank, since group ids are local to a rank), and this
+ * rank's first sample's index in it into *offset.  Collective: `status` is
+ * this rank's outcome so far; PT_OK only when every rank's was (a failed
+ * rank keeps its status and message, the others get PT_EPEER naming it).
+ * On error *view is empty.  Free with pt_grpo_view_free. */
+int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const pt_rollout_buffer *buf, int status);
+void pt_grpo_view_free(pt_rollout_buffer *view);
 
 #endif

@@ -5,6 +5,7 @@
 #include "model/model.h"
 #include "posttrain/lora.h"
 #include "train/grpo_internal.h"
+#include "train/dist_train.h"
 #include "train/optimizer.h"
 #include "train/step_internal.h"
 
@@ -136,10 +137,12 @@ static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_
 typedef struct grpo_run {
     const pt_grpo_options *o;
     pt_rollout_buffer *buf;
+    const pt_rollout_buffer *all; /* the whole global batch: buf, or every rank's (grpo_view.c) */
+    int offset;                 /* buf's first sample in `all` */
     pt_context *ctx;
-    int n, maxlen;
-    double *R, *adv;            /* per sample: combined reward, advantage */
-    bool *zs;                   /* per sample: its group's rewards are all equal */
+    int n, maxlen;              /* buf's samples, its longest */
+    double *R, *adv;            /* per sample of `all`: combined reward, advantage */
+    bool *zs;                   /* per sample of `all`: its group's rewards are all equal */
     float *lpc, *dlc;           /* one sample's completion logprobs and dL/dlogp */
     int rows_cap;               /* rows per forward */
     int32_t *bid, *btg;         /* a micro-batch: ids, targets */
@@ -164,47 +167,49 @@ static void run_free(grpo_run *w)
 }
 
 /* Combined rewards (with the over-long penalty), advantages and the reward
- * statistics of the buffer into *stats. */
+ * statistics of the whole global batch into *stats. */
 static int compute_advantages(grpo_run *w, pt_grpo_stats *stats)
 {
     const pt_grpo_options *o = w->o;
-    for (int i = 0; i < w->n; i++) {
-        const grpo_sample *s = &w->buf->s[i];
-        w->R[i] = pt_grpo_combine_rewards(s->rewards, w->buf->weights, w->buf->k);
+    const pt_rollout_buffer *all = w->all;
+    for (int i = 0; i < all->n; i++) {
+        const grpo_sample *s = &all->s[i];
+        w->R[i] = pt_grpo_combine_rewards(s->rewards, all->weights, all->k);
         if (o->overlong_buffer > 0)
             w->R[i] += pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer);
     }
     int n_zero = 0;
-    int64_t *groups = pt_malloc_array((size_t)w->n, sizeof *groups);
+    int64_t *groups = pt_malloc_array((size_t)all->n, sizeof *groups);
     if (!groups)
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    for (int i = 0; i < w->n; i++)
-        groups[i] = w->buf->s[i].group;
-    int ng = pt_grpo_advantages(w->adv, w->zs, &n_zero, w->R, groups, w->n, o->scale_rewards);
+    for (int i = 0; i < all->n; i++)
+        groups[i] = all->s[i].group;
+    int ng = pt_grpo_advantages(w->adv, w->zs, &n_zero, w->R, groups, all->n, o->scale_rewards);
     free(groups);
     if (ng < 0)
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
     stats->groups = ng;
     stats->frac_reward_zero_std = (double)n_zero / ng;
-    pt_grpo_reward_stats(stats, w->buf, w->R);
+    pt_grpo_reward_stats(stats, all, w->R);
     stats->groups_dropped = o->drop_zero_std_groups ? n_zero : 0;
     return PT_OK;
 }
 
-/* Whether sample k has loss tokens in this step (not in a dropped group,
- * not a masked truncated completion). */
+/* Whether sample k of this rank's buffer has loss tokens in this step (not
+ * in a dropped group, not a masked truncated completion). */
 static bool trains(const grpo_run *w, int k)
 {
-    return !((w->o->drop_zero_std_groups && w->zs[k]) || (w->o->mask_truncated_completions && w->buf->s[k].truncated));
+    return !((w->o->drop_zero_std_groups && w->zs[w->offset + k]) ||
+             (w->o->mask_truncated_completions && w->buf->s[k].truncated));
 }
 
-/* The loss normalisers over the samples that take part; returns the loss
- * tokens. */
+/* The loss normalisers over the samples of the global batch that take
+ * part; returns the loss tokens. */
 static double make_norm(grpo_run *w)
 {
     double n_seq = 0, n_tok = 0;
-    for (int i = 0; i < w->n; i++) {
-        const grpo_sample *s = &w->buf->s[i];
+    for (int i = 0; i < w->all->n; i++) {
+        const grpo_sample *s = &w->all->s[i];
         if (w->o->drop_zero_std_groups && w->zs[i])
             continue;
         n_seq += 1;
@@ -235,8 +240,8 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
         memcpy(s->old, w->lpc, (size_t)s->n_comp * sizeof *w->lpc);
         s->has_old = true;
     }
-    pt_grpo_loss_sample(&w->acc, w->dlc, w->lpc, s->old, s->has_ref ? s->ref : NULL, s->mask, s->n_comp, w->adv[k],
-                        &w->nm);
+    pt_grpo_loss_sample(&w->acc, w->dlc, w->lpc, s->old, s->has_ref ? s->ref : NULL, s->mask, s->n_comp,
+                        w->adv[w->offset + k], &w->nm);
     memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
 }
 
@@ -321,38 +326,66 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
     stats->tokens_per_second = stats->train_seconds > 0 ? w->fwd_tokens / stats->train_seconds : 0.0;
 }
 
-int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
-                       const pt_grpo_options *o)
+/* With a job: the sums of this rank's accumulation added over every rank
+ * (in rank order) in the collective that also agrees on the outcome. */
+static int agree_sums(pt_dist *d, grpo_run *w, int st)
 {
-    int st = check_options(o);
-    if (st)
-        return st;
-    if (buf->n == 0)
-        return pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
+    double v[9] = { w->acc.loss, w->acc.tokens, w->acc.kl, w->acc.clip_low, w->acc.clip_high, w->acc.clip_region,
+                    w->ent_sum, w->ent_n, w->fwd_tokens };
+    st = pt_comm_agree_sum(NULL, d, st, v, 9, "pt_grpo_step");
+    w->acc = (pt_grpo_acc){ v[0], v[1], v[2], v[3], v[4], v[5] };
+    w->ent_sum = v[6];
+    w->ent_n = v[7];
+    w->fwd_tokens = v[8];
+    return st;
+}
+
+int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
+                       const pt_grpo_options *o, pt_dist *d)
+{
     double t0 = now_seconds();
-    grpo_run w = { .o = o, .buf = buf, .ctx = ctx, .n = buf->n };
-    bool refs_from_base;
-    int64_t unscored = 0;
-    if ((st = check_samples(&w.maxlen, &refs_from_base, buf, model, o)) ||
-        (st = count_unscored(&unscored, buf)))
+    grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .n = buf->n };
+    bool refs_from_base = false;
+    int st = check_options(o);
+    if (!st && buf->n == 0)
+        st = pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
+    if (!st)
+        st = check_samples(&w.maxlen, &refs_from_base, buf, model, o);
+    /* with a job, every rank's samples (and outcome so far); from here on
+     * every path of every rank reaches agree_sums */
+    pt_rollout_buffer view;
+    memset(&view, 0, sizeof view);
+    if (d) {
+        if ((st = pt_grpo_view_gather(&view, &w.offset, d, buf, st)))
+            return st;
+        w.all = &view;
+    } else if (st) {
         return st;
-    if (refs_from_base && (st = fill_reference_from_base(buf, ctx, model)))
-        return st;
+    }
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
+    int64_t unscored = 0;
+    st = count_unscored(&unscored, w.all);
+    if (!st && refs_from_base)
+        st = fill_reference_from_base(buf, ctx, model);
     stats.samples_unscored = unscored;
-    w.R = pt_malloc_array((size_t)w.n, sizeof *w.R);
-    w.adv = pt_malloc_array((size_t)w.n, sizeof *w.adv);
-    w.zs = pt_malloc_array((size_t)w.n, sizeof *w.zs);
-    w.lpc = pt_malloc_array((size_t)w.maxlen, sizeof *w.lpc);
-    w.dlc = pt_malloc_array((size_t)w.maxlen, sizeof *w.dlc);
-    if (!w.R || !w.adv || !w.zs || !w.lpc || !w.dlc)
-        st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    const size_t N = (size_t)w.all->n;
+    if (!st) {
+        w.R = pt_malloc_array(N, sizeof *w.R);
+        w.adv = pt_malloc_array(N, sizeof *w.adv);
+        w.zs = pt_malloc_array(N, sizeof *w.zs);
+        w.lpc = pt_malloc_array((size_t)w.maxlen, sizeof *w.lpc);
+        w.dlc = pt_malloc_array((size_t)w.maxlen, sizeof *w.dlc);
+        if (!w.R || !w.adv || !w.zs || !w.lpc || !w.dlc)
+            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    }
     if (!st)
         st = compute_advantages(&w, &stats);
     w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
     if (!st && make_norm(&w) > 0)
         st = micro_batches(&w);
+    if (d)
+        st = agree_sums(d, &w, st);
     if (!st)
         finish_stats(&stats, &w, t0);
     if (st)
@@ -360,6 +393,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     else
         *out = stats;
     run_free(&w);
+    pt_grpo_view_free(&view);
     return st;
 }
 
@@ -376,9 +410,20 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     pt_grpo_options o;
     if ((st = PT_STRUCT_READ(o, opts, pt_grpo_options_init)))
         return st;
+    pt_dist *d = pt_optimizer_dist(opt);
+    const double comm0 = pt_dist_comm_seconds(d);
+    if (d) {
+        int64_t step = 0;
+        pt_optimizer_get_step(&step, opt);
+        pt_dist_set_step(d, step + 1);
+    }
     pt_grpo_stats local;
     pt_grpo_stats_init(&local);
-    st = pt_grpo_accumulate(&local, ctx, pt_optimizer_model(opt), buf, &o);
+    st = pt_grpo_accumulate(&local, ctx, pt_optimizer_model(opt), buf, &o, d);
+    /* the gradients of every rank, summed (a step the finish will skip
+     * for a non-finite loss or no tokens needs none) */
+    if (!st && d && local.tokens > 0 && isfinite(local.loss))
+        st = pt_dist_allreduce_grads(d, opt);
     const double fwd_tokens = local.tokens_per_second * local.train_seconds;
     pt_step_stats ss;
     int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
@@ -390,6 +435,7 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     /* the reported time is the whole step's, the optimizer update included */
     local.train_seconds = now_seconds() - t0;
     local.tokens_per_second = local.train_seconds > 0 ? fwd_tokens / local.train_seconds : 0.0;
+    local.comm_seconds = pt_dist_comm_seconds(d) - comm0;
     pt_struct_write(stats, &local);
     return PT_OK;
 }

@@ -563,6 +563,7 @@ class GrpoStats(Struct):
         ("tokens_per_second", c_double),
         ("skip_reason", c_int),
         ("samples_unscored", c_int64),
+        ("comm_seconds", c_double),
     ]
 
 

@@ -193,16 +193,22 @@ static pt_batch rows_of(const global_batch *g, int lo, int n)
     return b;
 }
 
-static pt_optimizer *make_opt(pt_model *m)
+static pt_optimizer *make_opt_eps(pt_model *m, double eps)
 {
     pt_optimizer_options o;
     pt_optimizer_options_init(&o);
+    o.eps = eps;
     o.lr = 1e-2;
     o.weight_decay = 0.01;
     o.max_grad_norm = 0.5;
     pt_optimizer *opt;
     ck_assert_ok(pt_optimizer_create(&opt, m, &o));
     return opt;
+}
+
+static pt_optimizer *make_opt(pt_model *m)
+{
+    return make_opt_eps(m, 1e-8);
 }
 
 /* STEPS steps; with d, this rank's shard of each global batch, split into
@@ -244,28 +250,42 @@ static pt_model *train(pt_dist *d, int n_micro, double *losses, double *tokens)
     return m;
 }
 
-/* The worst tensor's max |a - b| / max |b|: the difference relative to
- * the tensor's scale (an element-wise ratio is meaningless for weights
- * near 0, whose last bits follow the rounding of tiny Adam updates). */
-static double max_rel_diff(const pt_model *a, const pt_model *b)
+/* How far two models' weights are apart: *norm_rel receives the worst
+ * tensor's ||a - b|| / ||b|| (L2, the relative error of a tensor), and the
+ * return value the worst tensor's max |a - b| / max |b| (the worst single
+ * weight against the tensor's scale).  Element-wise ratios are meaningless
+ * for weights near 0, whose last bits follow the rounding of tiny Adam
+ * updates. */
+static double max_rel_diff_norm(const pt_model *a, const pt_model *b, double *norm_rel)
 {
     size_t n;
     ck_assert_ok(pt_model_num_tensors(&n, a));
-    double worst = 0;
+    double worst = 0, worst_norm = 0;
     for (size_t i = 0; i < n; i++) {
         pt_tensor_info ta, tb;
         pt_tensor_info_init(&ta);
         pt_tensor_info_init(&tb);
         ck_assert_ok(pt_model_tensor_info(&ta, a, i));
         ck_assert_ok(pt_model_tensor_info(&tb, b, i));
-        double diff = 0, scale = 0;
+        double diff = 0, scale = 0, d2 = 0, b2 = 0;
         for (size_t j = 0; j < ta.numel; j++) {
-            diff = fmax(diff, fabs((double)ta.data[j] - tb.data[j]));
+            double e = (double)ta.data[j] - tb.data[j];
+            diff = fmax(diff, fabs(e));
             scale = fmax(scale, fabs((double)tb.data[j]));
+            d2 += e * e;
+            b2 += (double)tb.data[j] * tb.data[j];
         }
         worst = fmax(worst, scale > 0 ? diff / scale : diff);
+        worst_norm = fmax(worst_norm, b2 > 0 ? sqrt(d2 / b2) : sqrt(d2));
     }
+    if (norm_rel)
+        *norm_rel = worst_norm;
     return worst;
+}
+
+static double max_rel_diff(const pt_model *a, const pt_model *b)
+{
+    return max_rel_diff_norm(a, b, NULL);
 }
 
 /* FNV-1a over the bits of every weight. */
@@ -309,10 +329,13 @@ START_TEST(test_sft_equals_one_process)
     pt_model *one = train(NULL, 1, l1, t1);
     for (int n_micro = 1; n_micro <= 2; n_micro++) {
         pt_model *dp = train(g_d, n_micro, ln, tn);
-        double rel = max_rel_diff(dp, one);
+        double norm_rel, rel = max_rel_diff_norm(dp, one, &norm_rel);
         if (g_rank == 0)
-            printf("%d ranks, %d micro-batches per rank: weights vs one process: rel %.3g\n", g_size, n_micro, rel);
-        ck_assert_msg(rel <= 1e-6, "%d ranks, %d micro-batches: weights differ from one process by rel %g",
+            printf("%d ranks, %d micro-batches per rank: weights vs one process: rel %.3g (worst weight %.3g of "
+                   "its tensor's scale)\n", g_size, n_micro, norm_rel, rel);
+        ck_assert_msg(norm_rel <= 1e-6, "%d ranks, %d micro-batches: weights differ from one process by rel %g",
+                      g_size, n_micro, norm_rel);
+        ck_assert_msg(rel <= 1e-5, "%d ranks, %d micro-batches: a weight differs by %g of its tensor's scale",
                       g_size, n_micro, rel);
         for (int s = 0; s < STEPS; s++) {
             ck_assert_msg(tn[s] == t1[s], "step %d: global tokens %g, one process %g", s, tn[s], t1[s]);
@@ -463,6 +486,241 @@ START_TEST(test_check_replicas)
 }
 END_TEST
 
+
+/* ---- data-parallel GRPO -------------------------------------------------------- */
+
+#define GROUPS 5
+#define GSIZE 3
+#define GMAXLEN 8
+
+/* Sample j of group g at round `round`: 2-3 prompt ids, 2-5 completion ids
+ * (the last a tool token out of the loss now and then), old and reference
+ * logprobs, two rewards (the second declined now and then; group 1 all
+ * equal: a zero-std group), truncation. */
+typedef struct gsample {
+    int32_t ids[GMAXLEN];
+    uint8_t mask[GMAXLEN];
+    float old[GMAXLEN], ref[GMAXLEN], rewards[2];
+    int n_ids, prompt_len;
+    bool truncated;
+} gsample;
+
+static void make_sample(gsample *x, int round, int g, int j)
+{
+    pt_rng rng;
+    pt_rng_seed(&rng, 5000 + (uint64_t)round * 1000 + (uint64_t)g * 10 + (uint64_t)j);
+    x->prompt_len = 2 + (int)pt_rng_below(&rng, 2);
+    int nc = 2 + (int)pt_rng_below(&rng, 4);
+    x->n_ids = x->prompt_len + nc;
+    for (int t = 0; t < x->n_ids; t++)
+        x->ids[t] = (int32_t)pt_rng_below(&rng, VOCAB);
+    for (int t = 0; t < nc; t++) {
+        x->mask[t] = t == 0 || pt_rng_below(&rng, 5) != 0;
+        x->old[t] = -0.5f - (float)pt_rng_uniform(&rng) * 3.0f;
+        x->ref[t] = x->old[t] - 0.2f + (float)pt_rng_uniform(&rng) * 0.4f;
+    }
+    x->rewards[0] = g == 1 ? 0.5f : (float)pt_rng_below(&rng, 3) * 0.5f;
+    x->rewards[1] = pt_rng_below(&rng, 4) == 0 ? NAN : (float)pt_rng_uniform(&rng);
+    x->truncated = pt_rng_below(&rng, 4) == 0;
+}
+
+/* The buffer of groups [g0, g0 + ng) of a round, with group ids numbered
+ * from `id_base` (ranks number their own groups from 0: ids are local). */
+static pt_rollout_buffer *make_buffer(int round, int g0, int ng, int64_t id_base, bool with_old, bool with_ref)
+{
+    pt_rollout_buffer_options bo;
+    pt_rollout_buffer_options_init(&bo);
+    bo.n_reward_funcs = 2;
+    const double weights[2] = { 1.0, 0.5 };
+    bo.reward_weights = weights;
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, &bo));
+    for (int g = g0; g < g0 + ng; g++)
+        for (int j = 0; j < GSIZE; j++) {
+            gsample x;
+            make_sample(&x, round, g, j);
+            pt_rollout_sample s;
+            pt_rollout_sample_init(&s);
+            s.ids = x.ids;
+            s.n_ids = x.n_ids;
+            s.prompt_len = x.prompt_len;
+            s.loss_mask = x.mask;
+            s.old_logprobs = with_old ? x.old : NULL;
+            s.ref_logprobs = with_ref ? x.ref : NULL;
+            s.group = id_base + (g - g0);
+            s.rewards = x.rewards;
+            s.truncated = x.truncated;
+            ck_assert_ok(pt_rollout_buffer_add(buf, &s));
+        }
+    return buf;
+}
+
+typedef struct grpo_case {
+    const char *name;
+    int scale, loss, level;
+    double beta;
+    bool drop_zero_std, mask_truncated, with_old, lora;
+    int micro_batch, iterations;
+} grpo_case;
+
+static const grpo_case k_grpo_cases[] = {
+    { "group/dapo", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0, false, false, true, false, 0, 1 },
+    { "batch/grpo/kl", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_TOKEN, 0.05, false, false, true, false, 2, 1 },
+    { "none/bnpo/drop", PT_GRPO_SCALE_NONE, PT_GRPO_LOSS_BNPO, PT_GRPO_IS_TOKEN, 0, true, true, false, false, 0, 2 },
+    { "rloo/dr_grpo/gspo", PT_GRPO_SCALE_RLOO, PT_GRPO_LOSS_DR_GRPO, PT_GRPO_IS_SEQUENCE, 0, false, false, true, false,
+      1, 1 },
+    { "lora/base-ref", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0.1, false, true, false, true, 0, 2 },
+};
+
+/* Two rounds of a case; with d, this rank's share of the groups. */
+static pt_model *grpo_train(pt_dist *d, const grpo_case *c, pt_grpo_stats *last)
+{
+    pt_model *m = pt_test_tiny_llama(VOCAB, 9);
+    if (c->lora) {
+        pt_lora_options lo;
+        pt_lora_options_init(&lo);
+        lo.rank = 2;
+        lo.seed = 3;
+        ck_assert_ok(pt_model_add_lora(m, &lo));
+    }
+    /* With LoRA, B starts at 0, so the first gradients of A are tiny and
+     * AdamW's update of them is in its eps regime, where a gradient's
+     * rounding of 1e-7 (its summation order) becomes 1e-6 in the weights:
+     * one process with another micro-batching moves by as much.  eps 1e-6
+     * keeps this case out of that regime; the other cases use 1e-8. */
+    pt_optimizer *opt = make_opt_eps(m, c->lora ? 1e-6 : 1e-8);
+    ck_assert_ok(pt_optimizer_set_dist(opt, d));
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, GROUPS * GSIZE, GMAXLEN));
+    int64_t g0 = 0, ng = GROUPS;
+    if (d)
+        ck_assert_ok(pt_dist_shard(&g0, &ng, d, GROUPS));
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    o.scale_rewards = c->scale;
+    o.loss_type = c->loss;
+    o.importance_sampling_level = c->level;
+    o.beta = c->beta;
+    o.epsilon_high = 0.28;
+    o.drop_zero_std_groups = c->drop_zero_std;
+    o.mask_truncated_completions = c->mask_truncated;
+    o.max_completion_length = 6;
+    o.micro_batch = c->micro_batch;
+    for (int round = 0; round < 2; round++) {
+        pt_rollout_buffer *buf = make_buffer(round, (int)g0, (int)ng, d ? 0 : 100, c->with_old,
+                                             c->beta > 0 && !c->lora);
+        for (int it = 0; it < c->iterations; it++) {
+            pt_grpo_stats_init(last);
+            ck_assert_ok(pt_grpo_step(last, opt, ctx, buf, &o));
+            ck_assert(!last->skipped);
+        }
+        pt_rollout_buffer_free(buf);
+    }
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    return m;
+}
+
+START_TEST(test_grpo_equals_one_process)
+{
+    for (size_t k = 0; k < sizeof k_grpo_cases / sizeof k_grpo_cases[0]; k++) {
+        const grpo_case *c = &k_grpo_cases[k];
+        pt_grpo_stats s1, sn, again;
+        pt_model *one = grpo_train(NULL, c, &s1);
+        pt_model *dp = grpo_train(g_d, c, &sn);
+        double norm_rel, rel = max_rel_diff_norm(dp, one, &norm_rel);
+        if (g_rank == 0)
+            printf("grpo %s, %d ranks: weights vs one process: rel %.3g (worst weight %.3g of its tensor's "
+                   "scale)\n", c->name, g_size, norm_rel, rel);
+        ck_assert_msg(norm_rel <= 1e-6, "%s: %d ranks differ from one process by rel %g", c->name, g_size, norm_rel);
+        ck_assert_msg(rel <= 1e-5, "%s: %d ranks: a weight differs by %g of its tensor's scale", c->name, g_size, rel);
+        /* the statistics of the whole global batch: the reward side is
+         * computed from the same values in the same order, bit for bit */
+        ck_assert(sn.reward == s1.reward && sn.reward_std == s1.reward_std);
+        ck_assert(sn.reward_func_mean[1] == s1.reward_func_mean[1]);
+        ck_assert(sn.frac_reward_zero_std == s1.frac_reward_zero_std && sn.groups == s1.groups);
+        ck_assert_int_eq(sn.groups, GROUPS);
+        ck_assert(sn.groups_dropped == s1.groups_dropped && sn.samples_unscored == s1.samples_unscored);
+        ck_assert(sn.completion_mean_length == s1.completion_mean_length);
+        ck_assert(sn.clipped_ratio == s1.clipped_ratio);
+        ck_assert(sn.tokens == s1.tokens);
+        const double pairs[][2] = { { sn.loss, s1.loss }, { sn.kl, s1.kl }, { sn.entropy, s1.entropy },
+                                    { sn.clip_ratio_region, s1.clip_ratio_region }, { sn.grad_norm, s1.grad_norm } };
+        /* these follow the weights of the last step, already apart by the
+         * rounding above */
+        for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+            ck_assert_msg(fabs(pairs[i][0] - pairs[i][1]) <= 1e-5 * fabs(pairs[i][1]) + 1e-12,
+                          "%s: statistic %zu: %.9g vs one process %.9g", c->name, i, pairs[i][0], pairs[i][1]);
+        /* bit-identical on a rerun, and the same weights on every rank */
+        pt_model *dp2 = grpo_train(g_d, c, &again);
+        ck_assert_msg(same_bits(dp, dp2), "%s: a rerun on %d ranks differs", c->name, g_size);
+        double h = (double)(weights_hash(dp) >> 12), mx = h, mn = h;
+        ck_assert_ok(pt_comm_allreduce_max_f64(g_d, &mx, 1, "max"));
+        ck_assert_ok(pt_comm_allreduce_min_f64(g_d, &mn, 1, "min"));
+        ck_assert(mx == mn);
+        if (g_size > 1)
+            ck_assert(sn.comm_seconds > 0);
+        pt_model_free(dp2);
+        pt_model_free(dp);
+        pt_model_free(one);
+    }
+}
+END_TEST
+
+/* A bad sample on one rank fails the step on every rank, nothing applied;
+ * a rank whose buffer has no reward at all takes part (the global batch
+ * has rewards). */
+START_TEST(test_grpo_error_on_one_rank)
+{
+    pt_model *m = pt_test_tiny_llama(VOCAB, 9);
+    pt_optimizer *opt = make_opt(m);
+    ck_assert_ok(pt_optimizer_set_dist(opt, g_d));
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, GROUPS * GSIZE, GMAXLEN));
+    int64_t g0, ng;
+    ck_assert_ok(pt_dist_shard(&g0, &ng, g_d, GROUPS));
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    o.beta = 0.1; /* the last rank's buffer lacks reference logprobs: an error there */
+    const int bad = g_size - 1;
+    pt_rollout_buffer *buf = make_buffer(0, (int)g0, (int)ng, 0, true, g_rank != bad);
+    uint64_t h0 = weights_hash(m);
+    int st = pt_grpo_step(NULL, opt, ctx, buf, &o);
+    if (g_rank == bad) {
+        ck_assert_status(st, PT_EINVAL, "has no ref_logprobs");
+    } else {
+        char want[64];
+        snprintf(want, sizeof want, "pt_grpo_step: rank %d failed (PT_EINVAL)", bad);
+        ck_assert_status(st, PT_EPEER, want);
+    }
+    ck_assert(weights_hash(m) == h0);
+    pt_rollout_buffer_free(buf);
+    /* unscored samples on one rank only: counted, and the step runs */
+    o.beta = 0;
+    buf = make_buffer(0, (int)g0, (int)ng, 0, true, false);
+    if (g_rank == bad && g_size > 1)
+        for (int i = 0; i < (int)ng * GSIZE; i++)
+            for (int k = 0; k < 2; k++)
+                ck_assert_ok(pt_rollout_buffer_set_reward(buf, i, k, NAN));
+    pt_grpo_stats s;
+    pt_grpo_stats_init(&s);
+    ck_assert_ok(pt_grpo_step(&s, opt, ctx, buf, &o));
+    ck_assert(!s.skipped);
+    if (g_size > 1) {
+        int64_t b2, n2;
+        pt_dist_shard(&b2, &n2, g_d, GROUPS);
+        double mine = g_rank == bad ? (double)n2 * GSIZE : 0;
+        ck_assert_ok(pt_dist_allreduce_sum(g_d, &mine, 1));
+        ck_assert_int_eq(s.samples_unscored, (int64_t)mine);
+    }
+    ck_assert(weights_hash(m) != h0);
+    pt_rollout_buffer_free(buf);
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+}
+END_TEST
+
 static Suite *dist_suite(void)
 {
     Suite *s = suite_create("dist");
@@ -476,6 +734,8 @@ static Suite *dist_suite(void)
     tcase_add_test(tc, test_sft_bit_identical_rerun);
     tcase_add_test(tc, test_sft_error_on_one_rank);
     tcase_add_test(tc, test_check_replicas);
+    tcase_add_test(tc, test_grpo_equals_one_process);
+    tcase_add_test(tc, test_grpo_error_on_one_rank);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -114,7 +114,7 @@ START_TEST(test_policy_gradient_at_mu1)
     pt_grpo_stats st;
     pt_grpo_stats_init(&st);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o));
+    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
     float *g = copy_params(m, true);
     ck_assert_double_eq(st.tokens, 2 + 4 + 3 + 5 + 2 + 3 - 1); /* completion tokens, one masked */
     ck_assert_double_eq(st.clip_ratio_region, 0.0);
@@ -229,7 +229,7 @@ START_TEST(test_finite_difference)
     pt_grpo_stats st;
     pt_grpo_stats_init(&st);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o));
+    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
     ck_assert(st.kl > 0);
     const char *names[] = { "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
                             "model.layers.1.mlp.down_proj.weight", "model.norm.weight" };
@@ -254,10 +254,10 @@ START_TEST(test_finite_difference)
             float w0 = t->data[best];
             double h = 2e-3, lp, lm;
             t->data[best] = w0 + (float)h;
-            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o));
+            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
             lp = st.loss;
             t->data[best] = w0 - (float)h;
-            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o));
+            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
             lm = st.loss;
             t->data[best] = w0;
             double fd = (lp - lm) / (2 * h);
