@@ -56,6 +56,11 @@ int cli_check_lora(const char *cmd, const cli_lora_args *l);
  * returns 0, or 1 after printing the failure. */
 int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint64_t seed);
 
+/* Back to the weights a run started from: model_dir loaded again, with the
+ * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied
+ * into m's tensors (m keeps its contexts and generators).  0, or 1 after
+ * the message. */
+int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed);
 /* Create the output directory DIR (it may exist); 0, or 1 after the message. */
 int cli_make_out_dir(const char *cmd, const char *dir);
 /* Open the metrics file: `path`, or OUT/metrics.jsonl when it is NULL, with

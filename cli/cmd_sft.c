@@ -398,29 +398,7 @@ static int setup(sft_run *r)
 static int restart(sft_run *r)
 {
     const sft_args *a = &r->a;
-    pt_model *fresh = NULL;
-    int st = pt_model_load_dir(&fresh, a->model, NULL), rc = 0;
-    if (st)
-        rc = cli_fail(a->model, st);
-    pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    if (!rc && a->lora.rank > 0 && pt_model_get_lora(&lo, r->model) == PT_OK && (st = pt_model_add_lora(fresh, &lo)))
-        rc = cli_fail("LoRA", st);
-    size_t n = 0, nf = 0;
-    pt_model_num_tensors(&n, r->model);
-    pt_model_num_tensors(&nf, fresh);
-    for (size_t i = 0; !rc && i < n; i++) {
-        pt_tensor_info ti, tf;
-        pt_tensor_info_init(&ti);
-        pt_tensor_info_init(&tf);
-        if (nf != n || pt_model_tensor_info(&ti, r->model, i) || pt_model_tensor_info(&tf, fresh, i) ||
-            ti.numel != tf.numel || strcmp(ti.name, tf.name)) {
-            fprintf(stderr, "posttrain sft: %s no longer matches the model being trained\n", a->model);
-            rc = 1;
-        } else
-            memcpy(ti.data, tf.data, ti.numel * sizeof *ti.data);
-    }
-    pt_model_free(fresh);
+    int st, rc = cli_reload_start("sft", r->model, a->model, &a->lora, a->data_opts.seed);
     if (!rc)
         rc = make_optimizer(r);
     if (!rc && (st = pt_dataset_set_position(r->data, 0, 0)))
