@@ -137,6 +137,12 @@ if ! run 3 few "${sft[@]}" --batch-size 2 --steps 2 --out "$work/few" &&
 else
     cat "$work/few.log"; bad "sft: fewer rows than ranks"
 fi
+if ! run 3 usage "${sft[@]}" --steps 2 --out "$work/usage" --frob &&
+   [ "$(grep -c "unknown option '--frob'" "$work/usage.log")" -eq 1 ]; then
+    ok "a usage error under mpirun is printed once"
+else
+    cat "$work/usage.log"; bad "usage error under mpirun"
+fi
 echo "  (sft at 1/2/3 ranks: $(since "$t0") s)"
 
 # ---- elastic: 2 ranks for 4 steps, then 1 or 3 ranks to 8 ---------------------------
