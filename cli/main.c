@@ -65,7 +65,10 @@ int cli_parse_double(const char *s, double *out)
 static void stderr_logger(int level, const char *msg, void *payload)
 {
     (void)payload;
-    fprintf(stderr, "[%s] %s\n", pt_log_level_name(level), msg);
+    if (cli_nranks > 1)
+        fprintf(stderr, "[%s] rank %d: %s\n", pt_log_level_name(level), cli_rank, msg);
+    else
+        fprintf(stderr, "[%s] %s\n", pt_log_level_name(level), msg);
 }
 
 static const cli_command k_version = {
@@ -146,8 +149,10 @@ int main(int argc, char **argv)
     int st;
     if (g.threads && (st = pt_set_num_threads(g.threads)))
         return cli_fail("--threads", st);
-    pt_set_log_callback(stderr_logger, g.verbose > 1 ? PT_LOG_DEBUG : g.verbose ? PT_LOG_INFO : PT_LOG_WARN,
-                        NULL);
+    /* under mpirun the ranks' warnings are the same (a skipped step): rank 0
+     * logs them, the others only errors unless --verbose */
+    pt_set_log_callback(stderr_logger, g.verbose > 1 ? PT_LOG_DEBUG : g.verbose ? PT_LOG_INFO
+                                       : cli_rank == 0 ? PT_LOG_WARN : PT_LOG_ERROR, NULL);
     for (size_t c = 0; c < N_COMMANDS; c++)
         if (!strcmp(rest.args[0], commands[c].name))
             return commands[c].fn(rest.n, rest.args);

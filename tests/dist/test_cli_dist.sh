@@ -7,7 +7,8 @@
 #    over the same global batch (weights rel 1e-6, tests/dist/st_compare.py);
 #    the same run twice is byte-identical; rank 0 alone prints and writes
 #    the metrics, which end with a goodput row whose parts add up to the
-#    wall time; fewer rows than ranks is an error naming both numbers;
+#    wall time; fewer rows than ranks is an error naming both numbers; a
+#    usage error and a skipped non-finite step are reported once;
 # 2. elastic: 2 ranks for 4 steps, then 1 or 3 ranks to 8 with --resume
 #    auto, equals 2 ranks to 8;
 # 3. a rank killed with SIGKILL after a checkpoint exists: the job ends
@@ -142,6 +143,15 @@ if ! run 3 usage "${sft[@]}" --steps 2 --out "$work/usage" --frob &&
     ok "a usage error under mpirun is printed once"
 else
     cat "$work/usage.log"; bad "usage error under mpirun"
+fi
+# a step whose update would make the weights non-finite is skipped on every rank, and said once
+if run 3 nonfinite "${sft[@]}" --steps 2 --optimizer sgd --lr 1e38 --warmup-steps 0 --max-grad-norm 0 --save-every 0 \
+       --out "$work/nonfinite" &&
+   [ "$(grep -c '^posttrain sft: step 2 skipped (non-finite loss or gradients)$' "$work/nonfinite.log")" -eq 1 ] &&
+   [ "$(grep -c 'optimizer step 2 skipped' "$work/nonfinite.log")" -eq 1 ]; then
+    ok "a non-finite step at 3 ranks is skipped everywhere and reported once"
+else
+    cat "$work/nonfinite.log"; bad "non-finite step at 3 ranks"
 fi
 echo "  (sft at 1/2/3 ranks: $(since "$t0") s)"
 
