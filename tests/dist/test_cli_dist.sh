@@ -220,6 +220,13 @@ for ((i = 0; i < 600; i++)); do
     [ -f "$work/stopped/metrics.jsonl" ] && [ "$(wc -l <"$work/stopped/metrics.jsonl")" -gt 20 ] && break
     sleep 0.02
 done
+# Rank R's PT_EPEER names rank 1 among the ranks that did not arrive (a rank
+# waiting at the next collective for a rank still stuck waiting for rank 1
+# names both: "rank(s) 0, 1").
+names_stopped() {
+    grep -Eq "^posttrain: rank $1: .*rank $1: .* did not complete within 3 s; rank\(s\) ([0-9]+, )*1(, [0-9]+)* did not arrive" \
+        "$work/stopped.log"
+}
 victim=$(rank_pid 1)
 if [ -n "$victim" ]; then
     ts=$(now)
@@ -228,8 +235,7 @@ if [ -n "$victim" ]; then
     rc=$?
     secs=$(since "$ts")
     if [ "$rc" -ne 0 ] && [ "$(echo "$secs >= 3 && $secs < 10" | bc)" = 1 ] &&
-       grep -q '^posttrain: rank 0: .*rank 0: .* did not complete within 3 s; rank(s) 1 did not arrive' "$work/stopped.log" &&
-       grep -q '^posttrain: rank 2: .*rank 2: .* did not complete within 3 s; rank(s) 1 did not arrive' "$work/stopped.log" &&
+       names_stopped 0 && names_stopped 2 &&
        ! grep -q 'left behind' "$work/stopped.log" && [ -z "$(tagged_pids)" ]; then
         ok "SIGSTOP of rank 1: ranks 0 and 2 named it and the job ended $secs s later (status $rc); nothing left"
     else
