@@ -95,10 +95,11 @@ class Optimizer(Handle):
             self.set_dist(dist)
 
     def set_dist(self, dist):
-        """Make sft_step (and grpo_step, where the library supports it)
-        data-parallel over a posttrain.Dist (pt_optimizer_set_dist): each rank
-        passes its share of the global batch, the loss is normalised over the
-        whole global batch and the gradients are summed across the ranks.
+        """Make sft_step and grpo_step data-parallel over a posttrain.Dist
+        (pt_optimizer_set_dist): each rank passes its share of the global
+        batch, the loss is normalised over the whole global batch and the
+        gradients are summed across the ranks (step() after a backward of
+        your own is not: it applies this rank's gradients alone).
         None detaches.  The optimizer keeps the Dist alive; closing the Dist
         first detaches it, and the next step raises ClosedHandleError."""
         if dist is not None:
