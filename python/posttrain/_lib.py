@@ -749,6 +749,7 @@ _declare("dist", {
     "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),
     "pt_dist_free": (None, [vp]),
     "pt_dist_rank": (c_int, [vp]),
+    "pt_dist_get_backend": (c_int, [vp]),
     "pt_dist_size": (c_int, [vp]),
     "pt_dist_shard": (c_int, [P(c_int64), P(c_int64), vp, c_int64]),
     "pt_optimizer_set_dist": (c_int, [vp, vp]),

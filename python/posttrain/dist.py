@@ -192,6 +192,11 @@ class Dist(Handle):
         return lib.pt_dist_size(self._ptr)
 
     @property
+    def backend(self):
+        """The DistBackend the job runs on (SINGLE or MPI: auto resolved)."""
+        return DistBackend(lib.pt_dist_get_backend(self._ptr))
+
+    @property
     def comm_seconds(self):
         """Seconds this rank has spent inside collectives since the job was
         created (transfers, and waiting for the slowest rank)."""

@@ -167,6 +167,9 @@ class TestJob(unittest.TestCase):
             self.assertEqual(D.rank, int(os.environ["OMPI_COMM_WORLD_RANK"]))
         self.assertEqual(repr(D), "<posttrain.Dist rank %d of %d>" % (D.rank, D.size))
         self.assertIs(D.options["backend"], pt.DistBackend.AUTO)
+        # auto resolved: MPI under a launcher (with MPI built), else one process
+        self.assertIs(D.backend, pt.DistBackend.MPI if pt.has_mpi() and launched_size() > 1 or
+                      (pt.has_mpi() and os.environ.get("OMPI_COMM_WORLD_SIZE")) else pt.DistBackend.SINGLE)
         self.assertEqual(D.options["timeout_s"], 30.0)
         self.assertFalse(D.closed)
 
