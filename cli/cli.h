@@ -56,6 +56,11 @@ int cli_check_lora(const char *cmd, const cli_lora_args *l);
  * returns 0, or 1 after printing the failure. */
 int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint64_t seed);
 
+/* Back to the weights a run started from: model_dir loaded again, with the
+ * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied
+ * into m's tensors (m keeps its contexts and generators).  0, or 1 after
+ * the message. */
+int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed);
 /* Create the output directory DIR (it may exist); 0, or 1 after the message. */
 int cli_make_out_dir(const char *cmd, const char *dir);
 /* Open the metrics file: `path`, or OUT/metrics.jsonl when it is NULL, with
@@ -129,9 +134,13 @@ void cli_out_end(cli_out *o);
  * with it): 1 after the message, else 0. */
 int cli_out_check_later(const char *cmd, const char *out, long long step);
 /* Keep the rows of the metrics file at `path` up to `step` (dropping later
- * ones and a row a kill cut short), rewritten atomically; a missing file is
- * fine.  0, or 1 after the message. */
-int cli_metrics_trim(const char *cmd, const char *path, long long step);
+ * ones, a row a kill cut short, and the goodput row a finished run ends
+ * with), rewritten atomically; a missing file is fine.  *lost_seconds (may
+ * be NULL) receives the sum of the "step_seconds" of the complete step rows
+ * dropped, *lost_steps (may be NULL) their number: the work a resumed run
+ * redoes.  0, or 1 after the message. */
+int cli_metrics_trim(const char *cmd, const char *path, long long step, double *lost_seconds,
+                     long long *lost_steps);
 /* The start of a training command with --resume and --overwrite, before
  * anything is written: --resume and --overwrite together are a usage error;
  * --out and --metrics may not be, hold or lie inside --model, --data or
@@ -144,8 +153,123 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
                   const char *data, const char **resume, bool overwrite);
 /* A run resumed at `step`: refuse a later checkpoint in OUT/checkpoints
  * (cli_out_check_later), keep the metrics rows up to `step`
- * (cli_metrics_trim of o->metrics).  0, or 1 after the message. */
-int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step);
+ * (cli_metrics_trim of o->metrics, whose lost_seconds and lost_steps it
+ * passes on).  0, or 1 after the message. */
+int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step, double *lost_seconds,
+                    long long *lost_steps);
+
+/* ---- data-parallel runs of the training commands (cli_dist.c) ---- */
+
+/* This process's rank and the job's size (0 and 1 until cli_job_begin):
+ * informational messages are printed by rank 0 only (cli_note), errors by
+ * the rank that has them (cli_fail names the rank in a job of several). */
+extern int cli_rank, cli_nranks;
+/* fprintf(stderr, ...) on rank 0 only. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The options sft and grpo share for data-parallel runs, silent data
+ * corruption and goodput: --dist-timeout, --sdc-every, --sdc-action,
+ * --mtbf-hours (offsets into cli_dist_args). */
+typedef struct cli_dist_args {
+    double timeout;     /* --dist-timeout: seconds; 0: no deadline */
+    int sdc_every;      /* --sdc-every: steps; 0: off */
+    int sdc_action;     /* CLI_SDC_ROLLBACK or CLI_SDC_STOP */
+    double mtbf_hours;  /* --mtbf-hours (with --save-every auto); 0: unset */
+} cli_dist_args;
+#define CLI_SDC_ROLLBACK 0
+#define CLI_SDC_STOP 1
+extern const cli_opt cli_dist_opts[];
+extern const size_t cli_n_dist_opts;
+/* --save-every N or auto (CLI_SAVE_AUTO) into an int. */
+#define CLI_SAVE_AUTO (-1)
+int cli_parse_save_every(void *dst, const char *value, const char *cmd, const char *opt);
+/* The usage errors of --save-every auto without --mtbf-hours and the other
+ * way round; 0 when fine. */
+int cli_check_dist(const char *cmd, const cli_dist_args *d, int save_every);
+
+/* A training command's job: its ranks (pt_dist, backend auto), its goodput
+ * accountant, the checkpoint policy and the replica checks. */
+typedef struct cli_job {
+    const char *cmd;
+    cli_dist_args args;
+    pt_dist *dist;
+    pt_goodput *gp;
+    int rank, size;
+    bool open;                /* a goodput section is open */
+    int save_every;           /* steps between checkpoints; 0: none */
+    bool save_auto;           /* --save-every auto: save_every is chosen after the first checkpoint */
+    long long first_step;     /* the step this process started at */
+    long long last_save;      /* the step of the last complete checkpoint (saved or resumed), or -1 */
+    char last_ckpt[4096];     /* its directory, "" for none (a rollback goes to the start) */
+    double work_seconds;      /* step, generate and wait seconds of this process's steps */
+    long long work_steps;
+    int flip_rank;            /* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP, or -1 */
+    long long flip_step;
+    int rollbacks;            /* rollbacks since the last replica check that passed */
+} cli_job;
+
+/* Start the goodput clock (and its startup section), then join the job
+ * (pt_dist_create with --dist-timeout) and set cli_rank / cli_nranks.  0,
+ * or 1 after the message. */
+int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_every);
+/* Free the job (collective unless it failed) and the accountant. */
+void cli_job_end(cli_job *j);
+/* End the open goodput section, if any, and open one of `kind` (-1: none). */
+void cli_job_section(cli_job *j, int kind);
+/* Every rank's exit code `rc` (0, 1, 2): 0 when all are 0; else this rank's
+ * own code when it failed (it printed why), or the first failed rank's
+ * (rank 0 says which rank failed during `what`).  A job that cannot agree
+ * (PT_EPEER) is 1 after the message. */
+int cli_job_agree(cli_job *j, int rc, const char *what);
+/* cli_out_start on rank 0 only (the only rank that takes --out's lock and
+ * writes there), its outcome and --resume auto's choice broadcast: *resume
+ * is then the same on every rank (o->resume holds it). */
+int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,
+                      const char *data, const char **resume, bool overwrite);
+/* This rank's share [*begin, *begin + *count) of n items (rows of a
+ * micro-batch, prompt groups); fewer items than ranks is a usage error (2)
+ * naming both numbers and `what` ("--batch-size"), printed by rank 0. */
+int cli_job_shard(cli_job *j, int64_t *begin, int64_t *count, int64_t n, const char *what);
+/* The test hook POSTTRAIN_TEST_FLIP_BIT=RANK:STEP: on that rank, after that
+ * step, flip one bit of the first trainable weight (once per process). */
+void cli_job_flip_hook(cli_job *j, pt_model *m, long long step);
+/* The time of one step: `seconds` in all, `comm` of it at collectives
+ * (wait), `gen` of it generating (generate); the rest is step time. */
+void cli_job_step_time(cli_job *j, double seconds, double comm, double gen);
+/* Whether a checkpoint is due after `step` of `total`. */
+bool cli_job_save_due(const cli_job *j, long long step, long long total);
+/* Whether a replica check is due after `step` (every --sdc-every steps). */
+bool cli_job_check_due(const cli_job *j, long long step);
+#define CLI_SDC_MISMATCH 3
+/* The replica check after `step` (pt_dist_check_replicas; nothing to do in
+ * a job of one): 0 when the replicas agree, CLI_SDC_MISMATCH after rank 0
+ * printed the message naming the rank(s) and the step (then roll back),
+ * 1 after the message when the run must stop (--sdc-action stop, a
+ * mismatch again and again, a lost peer). */
+int cli_job_check(cli_job *j, pt_optimizer *opt, long long step);
+/* The goodput totals as a JSON object for a checkpoint's host JSON
+ * (commits the pending steps first: call it when the checkpoint is about
+ * to hold them), or NULL after the message. */
+cJSON *cli_job_goodput_json(cli_job *j);
+/* After rank 0 tried to write the checkpoint of `step` in `dir` (rc its
+ * outcome, started at t0): every rank agrees on it; a complete checkpoint
+ * becomes the rollback point, and with --save-every auto the first one
+ * sets the interval (Young-Daly from its cost and the steps' time, chosen
+ * on rank 0 and broadcast).  0, or 1. */
+int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0);
+/* A checkpoint loaded at `step` from `dir` (--resume): the rollback point;
+ * the goodput totals of its host JSON restored with lost_seconds and
+ * lost_steps (the old run's work after it).  0, or 1 after the message. */
+int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *dir, double lost_seconds,
+                    long long lost_steps);
+/* A rollback: the pending steps are lost (pt_goodput_rollback). */
+void cli_job_rolled_back(cli_job *j);
+/* The end of a successful run after `step`: commit, then on rank 0 the
+ * goodput line on stderr and the final metrics row {"step": STEP,
+ * "goodput": {"goodput": G, "wall": S, "seconds/KIND": S for every
+ * pt_time_kind, "pending", "steps_kept", "steps_lost", "ranks"}} in f (may
+ * be NULL).  Readers that want the step rows skip the row with "goodput". */
+void cli_job_report(cli_job *j, FILE *f, long long step);
 
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -103,21 +103,54 @@ int cli_check_lora(const char *cmd, const cli_lora_args *l)
     return 0;
 }
 
+static void lora_options(pt_lora_options *lo, const cli_lora_args *l, uint64_t seed)
+{
+    pt_lora_options_init(lo);
+    lo->rank = l->rank;
+    lo->alpha = l->alpha > 0 ? l->alpha : (double)l->rank;
+    if (l->targets)
+        lo->targets = l->targets;
+    lo->seed = seed;
+}
+
 int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint64_t seed)
 {
     pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    lo.rank = l->rank;
-    lo.alpha = l->alpha > 0 ? l->alpha : (double)l->rank;
-    if (l->targets)
-        lo.targets = l->targets;
-    lo.seed = seed;
+    lora_options(&lo, l, seed);
     int st = pt_model_add_lora(model, &lo);
     if (st)
         return cli_fail("LoRA", st);
-    fprintf(stderr, "posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank,
-            lo.alpha);
+    cli_note("posttrain %s: LoRA rank %d, alpha %g; the base model is frozen\n", cmd, lo.rank, lo.alpha);
     return 0;
+}
+
+int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed)
+{
+    pt_model *fresh = NULL;
+    int st = pt_model_load_dir(&fresh, model_dir, NULL), rc = 0;
+    if (st)
+        rc = cli_fail(model_dir, st);
+    pt_lora_options lo;
+    lora_options(&lo, l, seed);
+    if (!rc && l->rank > 0 && (st = pt_model_add_lora(fresh, &lo)))
+        rc = cli_fail("LoRA", st);
+    size_t n = 0, nf = 0;
+    pt_model_num_tensors(&n, m);
+    if (!rc)
+        pt_model_num_tensors(&nf, fresh);
+    for (size_t i = 0; !rc && i < n; i++) {
+        pt_tensor_info ti, tf;
+        pt_tensor_info_init(&ti);
+        pt_tensor_info_init(&tf);
+        if (nf != n || pt_model_tensor_info(&ti, m, i) || pt_model_tensor_info(&tf, fresh, i) ||
+            ti.numel != tf.numel || strcmp(ti.name, tf.name)) {
+            fprintf(stderr, "posttrain %s: %s no longer matches the model being trained\n", cmd, model_dir);
+            rc = 1;
+        } else
+            memcpy(ti.data, tf.data, ti.numel * sizeof *ti.data);
+    }
+    pt_model_free(fresh);
+    return rc;
 }
 
 /* ---- checkpoints -------------------------------------------------------------- */
@@ -264,8 +297,8 @@ int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_mod
         return 1;
     }
     if (cli_json_u64(&saved_seed, h, "seed") == 0 && saved_seed != seed)
-        fprintf(stderr, "posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %"
-                        PRIu64 "\n", cmd, saved_seed, seed);
+        cli_note("posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %" PRIu64
+                 "\n", cmd, saved_seed, seed);
     *host = h;
     return 0;
 }

@@ -344,9 +344,11 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
     return 0;
 }
 
-int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step)
+int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step, double *lost_seconds,
+                    long long *lost_steps)
 {
-    return cli_out_check_later(cmd, out, step) || cli_metrics_trim(cmd, o->metrics, step);
+    return cli_out_check_later(cmd, out, step) ||
+           cli_metrics_trim(cmd, o->metrics, step, lost_seconds, lost_steps);
 }
 
 /* ---- metrics ------------------------------------------------------------------ */
@@ -362,8 +364,24 @@ static long long row_step(const char *line)
     return end == s + 7 ? -1 : n;
 }
 
-int cli_metrics_trim(const char *cmd, const char *path, long long step)
+/* The "step_seconds" of a metrics row, or 0. */
+static double row_seconds(const char *line)
 {
+    const char *s = strstr(line, "\"step_seconds\":");
+    if (!s)
+        return 0;
+    char *end;
+    double v = strtod(s + 15, &end);
+    return end == s + 15 || !(v >= 0 && v < 1e12) ? 0 : v;
+}
+
+int cli_metrics_trim(const char *cmd, const char *path, long long step, double *lost_seconds,
+                     long long *lost_steps)
+{
+    if (lost_seconds)
+        *lost_seconds = 0;
+    if (lost_steps)
+        *lost_steps = 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return errno == ENOENT ? 0 : (fprintf(stderr, "posttrain %s: cannot read %s: %s\n", cmd, path,
@@ -382,12 +400,22 @@ int cli_metrics_trim(const char *cmd, const char *path, long long step)
     long long kept = 0, dropped = 0;
     while ((len = getline(&line, &cap, f)) > 0) {
         long long s = row_step(line);
-        /* a row cut by a kill has no newline; rows past the checkpoint are redone */
-        if (line[len - 1] == '\n' && s >= 0 && s <= step) {
+        const bool complete = line[len - 1] == '\n', goodput = strstr(line, "\"goodput\":") != NULL;
+        /* a row cut by a kill has no newline; rows past the checkpoint are
+         * redone; the goodput row of a finished run is written again at the
+         * end of this one */
+        if (complete && !goodput && s >= 0 && s <= step) {
             fwrite(line, 1, (size_t)len, w);
             kept++;
-        } else
+        } else {
             dropped++;
+            if (complete && !goodput && s > step) {
+                if (lost_seconds)
+                    *lost_seconds += row_seconds(line);
+                if (lost_steps)
+                    ++*lost_steps;
+            }
+        }
     }
     free(line);
     fclose(f);

@@ -37,7 +37,7 @@ static const cli_opt k_grpo_length_opts[] = {
     { CLI_INT64, "steps", GRPO(steps), "N", .lo = 1, .hi = 1e9,
       .help = "generation rounds (default: one pass over the prompts)" },
     { CLI_INT, "batch-prompts", GRPO(batch_prompts), "N", .def = "4", .lo = 1, .hi = 65536,
-      .help = "prompts per step" },
+      .help = "prompts per step (of the whole job: under mpirun each rank\ngenerates for its share of them)" },
 };
 static const cli_opt k_grpo_lr_opt[] = {
     { CLI_DOUBLE, "lr", GRPO(opt.lr), "F", .def = "1e-6", .help = "peak learning rate" },
@@ -59,8 +59,9 @@ static const cli_opt k_grpo_opts[] = {
       .help = "no loss on completions cut at --max-new-tokens" },
 };
 static const cli_opt k_grpo_output_opts[] = {
-    { CLI_INT, "save-every", GRPO(save_every), "N", .def = "0", .lo = 0, .hi = 1e9,
-      .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; 0: none" },
+    { CLI_CUSTOM, "save-every", GRPO(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
+      .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; 0: none; auto: "
+              "Young-Daly\n(--mtbf-hours)" },
     { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
     { CLI_FLAG, "overwrite", GRPO(overwrite),
@@ -102,6 +103,8 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         { "GRPO (docs/grpo.md)", k_grpo_opts, CLI_COUNT_OF(k_grpo_opts), a },
         { "LoRA", cli_lora_opts, cli_n_lora_opts, &a->lora },
         { "checkpoints and output", k_grpo_output_opts, CLI_COUNT_OF(k_grpo_output_opts), a },
+        { "data-parallel runs (mpirun -np N posttrain grpo ...; docs/distributed.md)", cli_dist_opts,
+          cli_n_dist_opts, &a->dist },
         { "other", k_grpo_other_opts, CLI_COUNT_OF(k_grpo_other_opts), a },
     };
     int rc = cli_parse(&k_grpo, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
@@ -111,7 +114,7 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         return cli_usage_error("grpo", "--temperature must be 0 (greedy) or at least 1e-6");
     if (a->chat && a->chat_template)
         return cli_usage_error("grpo", "give --chat or --chat-template, not both");
-    if ((rc = cli_check_lora("grpo", &a->lora)))
+    if ((rc = cli_check_lora("grpo", &a->lora)) || (rc = cli_check_dist("grpo", &a->dist, a->save_every)))
         return rc;
     if (a->G * (int64_t)a->batch_prompts > 65536)
         return cli_usage_error("grpo", "--num-generations x --batch-prompts is too large");
@@ -134,6 +137,7 @@ static void json_num(FILE *f, const char *key, double v)
 /* Everything a run holds; grpo_free releases it. */
 typedef struct grpo_run {
     grpo_args a;
+    cli_job job;
     pt_model *model, *ref;
     const pt_tokenizer *tok;
     pt_chat_template *tpl;
@@ -143,26 +147,30 @@ typedef struct grpo_run {
     pt_rollout_buffer *buf;
     grpo_row *rows;
     int n_rows, max_prompt, max_seq;
-    int P, N;          /* prompts and samples per step */
+    int P, N;          /* prompts (groups) and samples per step, of the whole job */
+    int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
     int64_t total, step, resumed_step; /* step: rounds done */
     FILE *metrics;
     cli_out out;
-    /* per step: N prompts and completions; the prompt order and its rows */
+    /* per step: this rank's NL prompts and completions; the prompt order and
+     * the rows of the step's P groups */
     int32_t *prompts, *plens, *tokens, *ntok, *fin, *ids, *order, *group_row;
     float *lps;
     /* The prompt order: a seeded shuffle of the rows per pass.  rng is the
      * splitmix state now, order_rng its state before the shuffle that made
      * `order` (a checkpoint keeps both and the cursor: enough to rebuild
-     * the order and continue it). */
+     * the order and continue it).  Every rank keeps the same order. */
     uint64_t rng, order_rng;
     int cursor;
 } grpo_run;
 
 /* What one step reports: rewards and lengths come from the rollouts (the
- * same for every iteration); loss, clipping, kl and grad norm from the last. */
+ * same for every iteration); loss, clipping, kl and grad norm from the last.
+ * All of them are of the whole job (pt_grpo_step gathers them) but the
+ * generation speed, this rank's. */
 typedef struct step_report {
     pt_grpo_stats first, last;
-    double loss, gen_tps, train_tps, step_s;
+    double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
 } step_report;
 
 static void grpo_free(grpo_run *r)
@@ -218,7 +226,7 @@ static int load(grpo_run *r)
 
 static int alloc_buffers(grpo_run *r)
 {
-    const size_t N = (size_t)r->N, max_new = (size_t)r->a.gen.max_new_tokens;
+    const size_t N = (size_t)r->NL, max_new = (size_t)r->a.gen.max_new_tokens;
     r->prompts = malloc(N * (size_t)r->max_prompt * sizeof *r->prompts);
     r->plens = malloc(N * sizeof *r->plens);
     r->tokens = malloc(N * max_new * sizeof *r->tokens);
@@ -252,33 +260,49 @@ static void shuffle(grpo_run *r)
     r->cursor = 0;
 }
 
-/* A checkpoint after `step` rounds: the shared host JSON (cli_host_new:
- * step, seed, base model, LoRA options) with the prompt order (rng and
- * order_rng as decimal strings, cursor, the number of rows), the batch
- * shape and the optimizer's step count. */
-static int save_checkpoint(const grpo_run *r)
+/* The prompt order of the start of a run. */
+static void order_start(grpo_run *r)
+{
+    r->rng = r->order_rng = r->a.seed ^ 0x6A09E667F3BCC908ull;
+    r->cursor = r->n_rows;
+}
+
+/* A checkpoint after r->step rounds (written by rank 0, agreed by every
+ * rank): the shared host JSON (cli_host_new: step, seed, base model, LoRA
+ * options) with the prompt order (rng and order_rng as decimal strings,
+ * cursor, the number of rows), the batch shape, the optimizer's step count
+ * and the goodput totals; nothing in it depends on the number of ranks but
+ * the timings.  t0: when the save (and the replica check before it) began. */
+static int save_checkpoint(grpo_run *r, double t0)
 {
     const grpo_args *a = &r->a;
-    int64_t opt_steps = 0;
-    pt_optimizer_get_step(&opt_steps, r->opt);
-    char rng[32], order_rng[32];
-    snprintf(rng, sizeof rng, "%" PRIu64, r->rng);
-    snprintf(order_rng, sizeof order_rng, "%" PRIu64, r->order_rng);
-    cJSON *h = cli_host_new("grpo", (long long)r->step, a->seed, a->model, r->model);
-    if (!h)
-        return 1;
-    int rc = 1;
-    if (cJSON_AddStringToObject(h, "rng", rng) && cJSON_AddStringToObject(h, "order_rng", order_rng) &&
-        cJSON_AddNumberToObject(h, "cursor", r->cursor) && cJSON_AddNumberToObject(h, "prompts", r->n_rows) &&
-        cJSON_AddNumberToObject(h, "num_generations", a->G) &&
-        cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
-        cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) &&
-        cJSON_AddNumberToObject(h, "optimizer_steps", (double)opt_steps))
-        rc = cli_checkpoint_save("grpo", a->out, r->model, r->opt, h, (long long)r->step);
-    else
-        fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
-    cJSON_Delete(h);
-    return rc;
+    char dir[4096 + 32];
+    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", a->out, (long long)r->step);
+    cJSON *g = cli_job_goodput_json(&r->job);
+    int rc = g ? 0 : 1;
+    if (!rc && r->job.rank == 0) {
+        int64_t opt_steps = 0;
+        pt_optimizer_get_step(&opt_steps, r->opt);
+        char rng[32], order_rng[32];
+        snprintf(rng, sizeof rng, "%" PRIu64, r->rng);
+        snprintf(order_rng, sizeof order_rng, "%" PRIu64, r->order_rng);
+        cJSON *h = cli_host_new("grpo", (long long)r->step, a->seed, a->model, r->model);
+        rc = 1;
+        if (h && cJSON_AddStringToObject(h, "rng", rng) && cJSON_AddStringToObject(h, "order_rng", order_rng) &&
+            cJSON_AddNumberToObject(h, "cursor", r->cursor) && cJSON_AddNumberToObject(h, "prompts", r->n_rows) &&
+            cJSON_AddNumberToObject(h, "num_generations", a->G) &&
+            cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
+            cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) &&
+            cJSON_AddNumberToObject(h, "optimizer_steps", (double)opt_steps) &&
+            cJSON_AddItemToObject(h, "goodput", g)) {
+            g = NULL;
+            rc = cli_checkpoint_save("grpo", a->out, r->model, r->opt, h, (long long)r->step);
+        } else if (h)
+            fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
+        cJSON_Delete(h);
+    }
+    cJSON_Delete(g);
+    return cli_job_saved(&r->job, rc, (long long)r->step, dir, t0);
 }
 
 /* An integer field of the checkpoint's host JSON that must equal this
@@ -304,18 +328,18 @@ static int same_shape(const cJSON *h, const char *key, const char *opt, const ch
     return 1;
 }
 
-/* Weights, optimizer moments and schedule from the checkpoint; then the
- * round, and the prompt order rebuilt from order_rng (which must lead to
- * the saved rng) and continued at the saved cursor. */
-static int resume_from(grpo_run *r)
+/* Weights, optimizer moments and schedule from the checkpoint `dir` (every
+ * rank reads it); then the round, and the prompt order rebuilt from
+ * order_rng (which must lead to the saved rng) and continued at the saved
+ * cursor.  *host gets its host JSON.  0, or 1 after the message. */
+static int load_state(cJSON **host, grpo_run *r, const char *dir)
 {
     const grpo_args *a = &r->a;
-    const char *dir = a->resume;
-    cJSON *h;
     long long step, cursor = -1, iters = 0, opt_saved = -1;
     uint64_t rng = 0, order_rng = 0;
-    if (cli_checkpoint_resume(&h, &step, "grpo", r->model, r->opt, dir, a->seed))
+    if (cli_checkpoint_resume(host, &step, "grpo", r->model, r->opt, dir, a->seed))
         return 1;
+    const cJSON *h = *host;
     int rc = same_shape(h, "num_generations", "--num-generations", NULL, a->G, dir) ||
              same_shape(h, "batch_prompts", "--batch-prompts", NULL, a->batch_prompts, dir) ||
              same_shape(h, "prompts", NULL, "prompt rows in --data", r->n_rows, dir);
@@ -332,9 +356,8 @@ static int resume_from(grpo_run *r)
         rc = 1;
     }
     if (!rc && !cli_json_i64(&iters, h, "num_iterations") && iters != a->num_iterations)
-        fprintf(stderr, "posttrain grpo: warning: the checkpoint was made with --num-iterations %lld, resuming with "
-                        "%d\n", iters, a->num_iterations);
-    cJSON_Delete(h);
+        cli_note("posttrain grpo: warning: the checkpoint was made with --num-iterations %lld, resuming with %d\n",
+                 iters, a->num_iterations);
     if (rc)
         return 1;
     r->rng = order_rng;
@@ -349,16 +372,69 @@ static int resume_from(grpo_run *r)
     return 0;
 }
 
+/* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
+ * step (the rows after it are the work this run redoes: lost goodput); the
+ * goodput totals it recorded are restored. */
+static int resume_from(grpo_run *r)
+{
+    const grpo_args *a = &r->a;
+    cJSON *h = NULL;
+    cli_job_section(&r->job, PT_TIME_LOAD);
+    int rc = load_state(&h, r, a->resume);
+    double lost = 0;
+    long long lost_steps = 0;
+    if (!rc) {
+        cli_note("posttrain grpo: resumed at step %lld from %s\n", (long long)r->step, a->resume);
+        /* continue the metrics after the checkpoint's step, without the rows
+         * of steps it is about to redo */
+        if (r->job.rank == 0)
+            rc = cli_out_resumed(&r->out, "grpo", a->out, (long long)r->step, &lost, &lost_steps);
+    }
+    if (!rc)
+        rc = cli_job_resumed(&r->job, h, (long long)r->step, a->resume, lost, lost_steps);
+    cJSON_Delete(h);
+    cli_job_section(&r->job, PT_TIME_STARTUP);
+    r->resumed_step = r->step;
+    return rc;
+}
+
+/* A new optimizer over the model, attached to the job when it has several
+ * ranks (a job of one trains exactly as without one). */
+static int make_optimizer(grpo_run *r)
+{
+    int st;
+    pt_optimizer_free(r->opt);
+    r->opt = NULL;
+    if ((st = pt_optimizer_create(&r->opt, r->model, &r->a.opt)))
+        return cli_fail("optimizer", st);
+    if (r->job.size > 1 && (st = pt_optimizer_set_dist(r->opt, r->job.dist)))
+        return cli_fail("optimizer", st);
+    return 0;
+}
+
+/* This rank's groups of the step's P prompts; 0, or the exit code after
+ * the message (fewer prompts than ranks). */
+static int shard_groups(grpo_run *r)
+{
+    r->P = r->a.batch_prompts < r->n_rows ? r->a.batch_prompts : r->n_rows;
+    r->N = r->P * r->a.G;
+    int64_t g0, ng;
+    int rc = cli_job_shard(&r->job, &g0, &ng, r->P,
+                           r->P < r->a.batch_prompts ? "the prompt rows of --data" : "--batch-prompts");
+    r->g0 = (int)g0;
+    r->ng = (int)ng;
+    r->NL = r->ng * r->a.G;
+    return rc;
+}
+
 /* The reference model, LoRA, the optimizer, contexts, generator, rollout
  * buffer and step buffers, the prompt order (or the state --resume loads),
- * and the metrics file (continued after a resumed step). */
+ * and the metrics file (rank 0; continued after a resumed step). */
 static int setup(grpo_run *r)
 {
     grpo_args *a = &r->a;
     int st;
-    r->P = a->batch_prompts < r->n_rows ? a->batch_prompts : r->n_rows;
-    r->N = r->P * a->G;
-    const int ctx_batch = r->N < 8 ? r->N : 8;
+    const int ctx_batch = r->NL < 8 ? r->NL : 8;
     /* The reference policy: the starting model, frozen. */
     if (a->grpo.beta > 0 && ((st = pt_model_load_dir(&r->ref, a->model, NULL)) ||
                              (st = pt_context_create(&r->rctx, r->ref, ctx_batch, r->max_seq))))
@@ -368,10 +444,10 @@ static int setup(grpo_run *r)
     r->total = a->steps ? a->steps : (r->n_rows + r->P - 1) / r->P;
     if (a->opt.schedule != PT_SCHEDULE_CONSTANT)
         a->opt.total_steps = r->total * a->num_iterations;
-    if ((st = pt_optimizer_create(&r->opt, r->model, &a->opt)))
-        return cli_fail("optimizer", st);
+    if (make_optimizer(r))
+        return 1;
     if ((st = pt_context_create(&r->ctx, r->model, ctx_batch, r->max_seq)) ||
-        (st = pt_generator_create(&r->gen, r->model, r->N, r->max_seq)))
+        (st = pt_generator_create(&r->gen, r->model, r->NL, r->max_seq)))
         return cli_fail("context", st);
     pt_rollout_buffer_options bo;
     pt_rollout_buffer_options_init(&bo);
@@ -382,30 +458,59 @@ static int setup(grpo_run *r)
         return cli_fail("rollout buffer", st);
     if (alloc_buffers(r))
         return 1;
-    fprintf(stderr, "posttrain grpo: %d prompts, %lld steps of %d prompts x %d generations, rewards", r->n_rows,
-            (long long)r->total, r->P, a->G);
+    cli_note("posttrain grpo: %d prompts, %lld steps of %d prompts x %d generations, rewards", r->n_rows,
+             (long long)r->total, r->P, a->G);
     for (int k = 0; k < a->rewards.n; k++)
-        fprintf(stderr, " %s:%g", a->rewards.name[k], a->rewards.weight[k]);
-    fprintf(stderr, "\n");
-    r->rng = r->order_rng = a->seed ^ 0x6A09E667F3BCC908ull;
-    r->cursor = r->n_rows;
+        cli_note(" %s:%g", a->rewards.name[k], a->rewards.weight[k]);
+    cli_note("\n");
+    order_start(r);
     r->resumed_step = -1;
-    if (a->resume) {
-        if (resume_from(r))
-            return 1;
-        fprintf(stderr, "posttrain grpo: resumed at step %lld from %s\n", (long long)r->step, a->resume);
-        r->resumed_step = r->step;
-        /* continue the metrics after the checkpoint's step, without the rows
-         * of steps it is about to redo */
-        if (cli_out_resumed(&r->out, "grpo", a->out, (long long)r->step))
-            return 1;
-    }
-    if (!(r->metrics = cli_open_metrics("grpo", r->out.metrics, a->out, a->resume ? "a" : "w")))
+    if (a->resume && resume_from(r))
+        return 1;
+    if (r->job.rank == 0 &&
+        !(r->metrics = cli_open_metrics("grpo", r->out.metrics, a->out, a->resume ? "a" : "w")))
         return 1;
     return 0;
 }
 
-/* The step's P prompts in the shuffled order, each repeated G times. */
+/* Back to the start of the run: the weights of --model (with the LoRA
+ * adapters initialised as at the start), a new optimizer, the first prompt
+ * order. */
+static int restart(grpo_run *r)
+{
+    int rc = cli_reload_start("grpo", r->model, r->a.model, &r->a.lora, r->a.seed);
+    if (!rc)
+        rc = make_optimizer(r);
+    order_start(r);
+    r->step = 0;
+    return rc;
+}
+
+/* After a replica mismatch: every rank goes back to the last complete
+ * checkpoint (or the start) and the steps after it are replayed; their
+ * time is lost, their metrics rows are dropped. */
+static int rollback(grpo_run *r)
+{
+    cli_job *j = &r->job;
+    cli_job_rolled_back(j);
+    cli_job_section(j, PT_TIME_LOAD);
+    cJSON *h = NULL;
+    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt) : restart(r);
+    cJSON_Delete(h);
+    rc = cli_job_agree(j, rc, "rolling back");
+    if (!rc && r->metrics) {
+        fclose(r->metrics);
+        r->metrics = NULL;
+        if (cli_metrics_trim("grpo", r->out.metrics, (long long)r->step, NULL, NULL) ||
+            !(r->metrics = cli_open_metrics("grpo", r->out.metrics, r->a.out, "a")))
+            rc = 1;
+    }
+    cli_job_section(j, -1);
+    return rc;
+}
+
+/* The step's P prompts in the shuffled order (every rank draws them all);
+ * this rank's groups [g0, g0 + ng), each prompt repeated G times. */
 static void next_prompts(grpo_run *r)
 {
     int off = 0;
@@ -413,36 +518,39 @@ static void next_prompts(grpo_run *r)
         if (r->cursor == r->n_rows)
             shuffle(r);
         r->group_row[p] = r->order[r->cursor++];
+        if (p < r->g0 || p >= r->g0 + r->ng)
+            continue;
         const grpo_row *row = &r->rows[r->group_row[p]];
         for (int g = 0; g < r->a.G; g++) {
             memcpy(r->prompts + off, row->ids, (size_t)row->n_ids * sizeof *r->prompts);
-            r->plens[p * r->a.G + g] = row->n_ids;
+            r->plens[(p - r->g0) * r->a.G + g] = row->n_ids;
             off += row->n_ids;
         }
     }
 }
 
-/* Sample the completions, fill the rollout buffer, add the reference
- * log-probabilities and the rewards.  *gen_tps: generated tokens per second. */
+/* Sample this rank's completions, fill the rollout buffer, add the
+ * reference log-probabilities and the rewards.  *gen_tps: generated tokens
+ * per second. */
 static int rollout(grpo_run *r, int64_t step, double *gen_tps)
 {
     const grpo_args *a = &r->a;
     const int max_new = a->gen.max_new_tokens;
     /* Sample i of the step's global batch draws from the stream (seed,
-     * first_sample + i), so rollouts depend only on the seed, the step and
-     * the sample's global index: this process generates the whole batch
-     * (a process generating only groups [g0, g1) would start at g0 * G). */
-    const uint64_t first_sample = 0;
+     * i), so rollouts depend only on the seed, the step and the sample's
+     * global index, whatever the number of ranks: this rank's samples start
+     * at its first group's. */
+    const uint64_t first_sample = (uint64_t)r->g0 * (uint64_t)a->G;
     pt_generate_options go = a->gen;
     go.seed = a->seed * 1000003u + (uint64_t)step;
     go.stream_offset = first_sample;
     double t0 = cli_now(), gen_tokens = 0;
     int st;
-    if ((st = pt_generate(r->gen, r->prompts, r->plens, r->N, &go, r->tokens, r->ntok, r->fin, r->lps)))
+    if ((st = pt_generate(r->gen, r->prompts, r->plens, r->NL, &go, r->tokens, r->ntok, r->fin, r->lps)))
         return cli_fail("generate", st);
     double gen_s = cli_now() - t0;
     pt_rollout_buffer_clear(r->buf);
-    for (int i = 0, off = 0; i < r->N; i++) {
+    for (int i = 0, off = 0; i < r->NL; i++) {
         const int pl = r->plens[i], nt = r->ntok[i];
         memcpy(r->ids, r->prompts + off, (size_t)pl * sizeof *r->ids);
         memcpy(r->ids + pl, r->tokens + (size_t)i * max_new, (size_t)nt * sizeof *r->ids);
@@ -454,7 +562,7 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
         s.n_ids = pl + nt;
         s.prompt_len = pl;
         s.old_logprobs = r->lps + (size_t)i * max_new;
-        s.group = i / a->G;
+        s.group = i / a->G; /* this rank's group; the step numbers them globally */
         s.truncated = r->fin[i] == PT_FINISH_LENGTH;
         if ((st = pt_rollout_buffer_add(r->buf, &s)))
             return cli_fail("rollout buffer", st);
@@ -462,7 +570,7 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
     *gen_tps = gen_tokens / gen_s;
     if (r->rctx && (st = pt_rollout_buffer_compute_logprobs(r->buf, r->rctx, PT_ROLLOUT_REF)))
         return cli_fail("reference log-probabilities", st);
-    reward_ctx rc = { a, r->tok, r->rows, r->group_row };
+    reward_ctx rc = { a, r->tok, r->rows, r->group_row + r->g0 };
     for (int k = 0; k < a->rewards.n; k++)
         if ((st = pt_rollout_buffer_score(r->buf, k, grpo_builtin_reward, &rc)))
             return cli_fail("scoring", st);
@@ -473,6 +581,7 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
 static int update(grpo_run *r, int64_t step, step_report *rep)
 {
     double train_s = 0, loss_sum = 0;
+    rep->comm_s = 0;
     pt_grpo_stats_init(&rep->first);
     for (int it = 0; it < r->a.num_iterations; it++) {
         pt_grpo_stats_init(&rep->last);
@@ -483,16 +592,17 @@ static int update(grpo_run *r, int64_t step, step_report *rep)
             rep->first = rep->last;
         train_s += rep->last.train_seconds;
         loss_sum += rep->last.loss;
+        rep->comm_s += rep->last.comm_seconds;
         if (rep->last.skipped)
-            fprintf(stderr, "posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)step, it + 1,
-                    rep->last.tokens > 0 ? "non-finite loss or gradients" : "no loss token");
+            cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)step, it + 1,
+                     rep->last.tokens > 0 ? "non-finite loss or gradients" : "no loss token");
     }
     rep->loss = loss_sum / r->a.num_iterations;
     rep->train_tps = train_s > 0 ? rep->first.tokens_per_second : 0;
     return 0;
 }
 
-static void write_metrics(FILE *f, const grpo_rewards *rw, int64_t step, const step_report *rep)
+static void write_metrics(FILE *f, const grpo_rewards *rw, int64_t step, const step_report *rep, bool dist)
 {
     const pt_grpo_stats *first = &rep->first, *gs = &rep->last;
     fprintf(f, "{\"step\": %lld", (long long)step);
@@ -522,36 +632,72 @@ static void write_metrics(FILE *f, const grpo_rewards *rw, int64_t step, const s
     json_num(f, "gen_tokens_per_s", rep->gen_tps);
     json_num(f, "train_tokens_per_s", rep->train_tps);
     json_num(f, "step_seconds", rep->step_s);
+    if (dist)
+        json_num(f, "comm_seconds", rep->comm_s);
     fprintf(f, ", \"skipped\": %s}\n", gs->skipped ? "true" : "false");
     fflush(f);
 }
 
 /* Every step (after a resumed one): prompts, rollouts, updates, a metrics
- * line, a progress line, and every --save-every steps a checkpoint. */
+ * line and a progress line (rank 0), replica checks, checkpoints, and a
+ * rollback when the replicas disagree. */
 static int train(grpo_run *r)
 {
+    cli_job *j = &r->job;
     const double t_start = cli_now();
+    cli_job_section(j, -1);
     while (r->step < r->total) {
         const int64_t step = r->step + 1;
         step_report rep;
-        next_prompts(r);
         double t0 = cli_now();
-        if (rollout(r, step, &rep.gen_tps) || update(r, step, &rep))
+        next_prompts(r);
+        if (rollout(r, step, &rep.gen_tps))
+            return 1;
+        rep.gen_s = cli_now() - t0;
+        if (update(r, step, &rep))
             return 1;
         r->step = step;
         rep.step_s = cli_now() - t0;
-        write_metrics(r->metrics, &r->a.rewards, step, &rep);
-        if (step % r->a.log_every == 0 || step == r->total)
+        cli_job_step_time(j, rep.step_s, rep.comm_s, rep.gen_s);
+        cli_job_flip_hook(j, r->model, (long long)step);
+        if (r->metrics)
+            write_metrics(r->metrics, &r->a.rewards, step, &rep, j->size > 1);
+        if (j->rank == 0 && (step % r->a.log_every == 0 || step == r->total))
             fprintf(stderr, "step %lld/%lld reward %.4f std %.4f zero_std %.2f clip %.4f kl %.4g len %.1f loss %.4g "
                             "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs\n",
                     (long long)step, (long long)r->total, rep.first.reward, rep.first.reward_std,
                     rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
                     rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
                     rep.train_tps, cli_now() - t_start);
-        if (r->a.save_every && step % r->a.save_every == 0 && step < r->total && save_checkpoint(r))
-            return 1;
+        const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
+        if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
+            /* no corrupted state is ever saved: the replicas are compared first */
+            double t_save = cli_now();
+            cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
+            int c = cli_job_check(j, r->opt, (long long)step);
+            if (c == CLI_SDC_MISMATCH) {
+                cli_job_section(j, -1);
+                if (rollback(r))
+                    return 1;
+                continue;
+            }
+            int rc = c ? c : save ? save_checkpoint(r, t_save) : 0;
+            cli_job_section(j, -1);
+            if (rc)
+                return rc;
+        }
     }
     return 0;
+}
+
+/* The trained model in --out, written by rank 0 and agreed by every rank. */
+static int save_final(grpo_run *r)
+{
+    cli_job_section(&r->job, PT_TIME_SAVE);
+    int rc = r->job.rank == 0 ? cli_save_trained("grpo", r->model, r->a.out, r->a.model, (long long)r->step) : 0;
+    rc = cli_job_agree(&r->job, rc, "saving the model");
+    cli_job_section(&r->job, -1);
+    return rc;
 }
 
 int cmd_grpo(int argc, char **argv)
@@ -565,24 +711,37 @@ int cmd_grpo(int argc, char **argv)
     int st;
     if (r.a.threads && (st = pt_set_num_threads(r.a.threads)))
         return cli_fail("--threads", st);
-    /* before anything is written: outputs apart from the inputs, the hold
-     * on --out (its lock, an earlier run in it, --resume auto's checkpoint) */
-    if ((rc = cli_out_start(&r.out, "grpo", r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
-                            r.a.overwrite))) {
-        grpo_free(&r);
-        return rc;
-    }
-    /* a final checkpoint (before LoRA is merged), unless the resumed one is it */
-    rc = load(&r) || setup(&r) || train(&r) ||
-         (r.a.save_every && r.step != r.resumed_step && save_checkpoint(&r)) ||
-         cli_save_trained("grpo", r.model, r.a.out, r.a.model, (long long)r.step);
+    /* the job (one process, or every rank under mpirun) and its goodput
+     * clock; before anything is written: outputs apart from the inputs, the
+     * hold on --out (rank 0: its lock, an earlier run in it, --resume auto's
+     * checkpoint, shared with every rank) */
+    if (!(rc = cli_job_begin(&r.job, "grpo", &r.a.dist, r.a.save_every)))
+        rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
+                               r.a.overwrite);
+    /* this rank's groups of every step (the same outcome on every rank) */
     if (!rc) {
-        char svg[4096 + 16];
-        snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-        if (r.metrics)
+        rc = load(&r);
+        rc = cli_job_agree(&r.job, rc, "loading the model and prompts");
+    }
+    if (!rc)
+        rc = shard_groups(&r);
+    if (!rc) {
+        rc = setup(&r);
+        rc = cli_job_agree(&r.job, rc, "starting");
+    }
+    /* a final checkpoint (before LoRA is merged) is part of train() */
+    if (!rc)
+        rc = train(&r) || save_final(&r);
+    if (!rc) {
+        cli_job_report(&r.job, r.metrics, (long long)r.step);
+        if (r.metrics) {
+            char svg[4096 + 16];
+            snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
             fflush(r.metrics);
-        cli_plot_metrics("grpo", r.out.metrics, svg);
+            cli_plot_metrics("grpo", r.out.metrics, svg);
+        }
     }
     grpo_free(&r);
+    cli_job_end(&r.job);
     return rc;
 }

@@ -25,8 +25,10 @@ typedef struct grpo_args {
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
     grpo_rewards rewards;
-    int G, batch_prompts, num_iterations, log_every, threads, save_every;
+    int G, batch_prompts, num_iterations, log_every, threads;
+    int save_every;          /* steps, 0, or CLI_SAVE_AUTO */
     cli_lora_args lora;
+    cli_dist_args dist;
     int64_t steps;
     uint64_t seed;
 } grpo_args;

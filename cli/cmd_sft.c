@@ -19,6 +19,7 @@ typedef struct sft_args {
     int grad_accum, eval_every, save_every, log_every;
     bool overwrite;
     cli_lora_args lora;
+    cli_dist_args dist;
 } sft_args;
 
 #define SFT(field) offsetof(sft_args, field)
@@ -37,7 +38,7 @@ static const cli_opt k_sft_length_opts[] = {
 };
 static const cli_opt k_sft_data_opts[] = {
     { CLI_INT, "batch-size", SFT(data_opts.batch_size), "N", .def = "8", .lo = 1, .hi = 65536,
-      .help = "rows per micro-batch" },
+      .help = "rows per micro-batch (of the whole job: under mpirun each\nrank takes its share)" },
     { CLI_INT, "grad-accum", SFT(grad_accum), "N", .def = "1", .lo = 1, .hi = 65536,
       .help = "micro-batches per optimizer step" },
     { CLI_INT, "max-length", SFT(data_opts.max_length), "N", .def = "512", .lo = 2, .hi = 1048576,
@@ -54,8 +55,9 @@ static const cli_opt k_sft_data_opts[] = {
     { CLI_UINT64, "seed", SFT(data_opts.seed), "N", .def = "0", .help = "data order, evaluation split, LoRA init" },
 };
 static const cli_opt k_sft_output_opts[] = {
-    { CLI_INT, "save-every", SFT(save_every), "N", .def = "0", .lo = 0, .hi = 1e9,
-      .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none" },
+    { CLI_CUSTOM, "save-every", SFT(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
+      .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none; auto: Young-Daly "
+              "(--mtbf-hours)" },
     { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
     { CLI_FLAG, "overwrite", SFT(overwrite),
@@ -86,12 +88,16 @@ static int parse_args(sft_args *a, int argc, char **argv)
         { "checkpoints and output", k_sft_output_opts, CLI_COUNT_OF(k_sft_output_opts), a },
         { "LoRA (the base is frozen; OUT/adapter gets the PEFT adapter, OUT the merged model)", cli_lora_opts,
           cli_n_lora_opts, &a->lora },
+        { "data-parallel runs (mpirun -np N posttrain sft ...; docs/distributed.md)", cli_dist_opts,
+          cli_n_dist_opts, &a->dist },
     };
     int rc = cli_parse(&k_sft, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
     if (rc)
         return rc;
     if (a->steps && a->epochs > 0)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
+    if ((rc = cli_check_dist("sft", &a->dist, a->save_every)))
+        return rc;
     return cli_check_lora("sft", &a->lora);
 }
 
@@ -105,49 +111,14 @@ static void fmt_eta(char *buf, size_t n, double secs)
         snprintf(buf, n, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
 }
 
-/* A checkpoint: the shared host JSON (cli_host_new: step, seed, base model,
- * LoRA options) with the data position, for --resume. */
-static int save_checkpoint(const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d, int64_t step)
-{
-    int64_t epoch, cursor;
-    pt_dataset_get_position(&epoch, &cursor, d);
-    cJSON *h = cli_host_new("sft", (long long)step, a->data_opts.seed, a->model, m);
-    if (!h)
-        return 1;
-    int rc = 1;
-    if (cJSON_AddNumberToObject(h, "epoch", (double)epoch) && cJSON_AddNumberToObject(h, "cursor", (double)cursor))
-        rc = cli_checkpoint_save("sft", a->out, m, o, h, (long long)step);
-    else
-        fprintf(stderr, "posttrain sft: out of memory building a checkpoint\n");
-    cJSON_Delete(h);
-    return rc;
-}
-
-static int resume_from(int64_t *step, const sft_args *a, pt_model *m, pt_optimizer *o, pt_dataset *d)
-{
-    cJSON *h;
-    long long steps, epoch = -1, cursor = -1;
-    if (cli_checkpoint_resume(&h, &steps, "sft", m, o, a->resume, a->data_opts.seed))
-        return 1;
-    bool ok = !cli_json_i64(&epoch, h, "epoch") && !cli_json_i64(&cursor, h, "cursor") && epoch >= 0 && cursor >= 0;
-    cJSON_Delete(h);
-    if (!ok) {
-        fprintf(stderr, "posttrain sft: --resume: %s has no data position\n", a->resume);
-        return 1;
-    }
-    int st = pt_dataset_set_position(d, epoch, cursor);
-    if (st)
-        return cli_fail("--resume", st);
-    *step = steps;
-    return 0;
-}
-
 /* The micro-batches of one optimizer step.  The dataset's batch buffers are
- * reused per call, so each micro-batch is copied into buffers of its own. */
+ * reused per call, so each micro-batch is copied into buffers of its own;
+ * `shard` and `sw` are this rank's rows of each (all of them in a job of
+ * one). */
 typedef struct micro_batches {
     int n;
-    pt_batch *b;
-    const float **w;
+    pt_batch *b, *shard;
+    const float **w, **sw;
     int32_t **ids;  /* 4 per micro-batch: inputs, targets, positions, segments */
     float **wbufs;
 } micro_batches;
@@ -159,7 +130,9 @@ static void micro_free(micro_batches *m)
     for (int i = 0; m->wbufs && i < m->n; i++)
         free(m->wbufs[i]);
     free(m->b);
+    free(m->shard);
     free(m->w);
+    free(m->sw);
     free(m->ids);
     free(m->wbufs);
 }
@@ -168,10 +141,12 @@ static int micro_alloc(micro_batches *m, int n, size_t cells)
 {
     m->n = n;
     m->b = calloc((size_t)n, sizeof *m->b);
+    m->shard = calloc((size_t)n, sizeof *m->shard);
     m->w = calloc((size_t)n, sizeof *m->w);
+    m->sw = calloc((size_t)n, sizeof *m->sw);
     m->ids = calloc((size_t)n * 4, sizeof *m->ids);
     m->wbufs = calloc((size_t)n, sizeof *m->wbufs);
-    bool ok = m->b && m->w && m->ids && m->wbufs;
+    bool ok = m->b && m->shard && m->w && m->sw && m->ids && m->wbufs;
     for (int i = 0; i < n && ok; i++) {
         for (int k = 0; k < 4; k++)
             ok = ok && (m->ids[i * 4 + k] = malloc(cells * sizeof(int32_t)));
@@ -182,7 +157,9 @@ static int micro_alloc(micro_batches *m, int n, size_t cells)
     return ok ? 0 : 1;
 }
 
-static int micro_fill(micro_batches *m, pt_dataset *data)
+/* The next micro-batches of the whole job (every rank reads the same rows),
+ * and this rank's rows [begin, begin + count) of each. */
+static int micro_fill(micro_batches *m, pt_dataset *data, int64_t begin, int64_t count)
 {
     for (int i = 0; i < m->n; i++) {
         pt_batch b;
@@ -205,6 +182,16 @@ static int micro_fill(micro_batches *m, pt_dataset *data)
         m->b[i].positions = ids[2];
         m->b[i].segments = b.segments ? ids[3] : NULL;
         m->w[i] = m->wbufs[i];
+        const size_t off = (size_t)begin * (size_t)b.seq;
+        pt_batch *s = &m->shard[i];
+        *s = m->b[i];
+        s->batch = (int)count;
+        s->input_ids += off;
+        s->targets += off;
+        s->positions += off;
+        if (s->segments)
+            s->segments += off;
+        m->sw[i] = m->wbufs[i] + off;
     }
     return 0;
 }
@@ -212,6 +199,7 @@ static int micro_fill(micro_batches *m, pt_dataset *data)
 /* Everything a run holds; sft_free releases it. */
 typedef struct sft_run {
     sft_args a;
+    cli_job job;
     pt_model *model;
     pt_dataset *data;
     pt_optimizer *opt;
@@ -221,6 +209,7 @@ typedef struct sft_run {
     pt_dataset_stats ds;
     int max_seq;
     int64_t total, step, resumed_step;
+    int64_t row0, rows;  /* this rank's rows of every micro-batch */
     micro_batches mb;
 } sft_run;
 
@@ -234,6 +223,81 @@ static void sft_free(sft_run *r)
     pt_dataset_free(r->data);
     pt_model_free(r->model);
     cli_out_end(&r->out);
+}
+
+/* A checkpoint after r->step (written by rank 0, agreed by every rank): the
+ * shared host JSON (cli_host_new: step, seed, base model, LoRA options) with
+ * the data position and the goodput totals, for --resume (nothing in it
+ * depends on the number of ranks but the timings).
+ * t0: when the save (and the replica check before it) began. */
+static int save_checkpoint(sft_run *r, double t0)
+{
+    const sft_args *a = &r->a;
+    char dir[4096 + 32];
+    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", a->out, (long long)r->step);
+    cJSON *g = cli_job_goodput_json(&r->job);
+    int rc = g ? 0 : 1;
+    if (!rc && r->job.rank == 0) {
+        int64_t epoch, cursor;
+        pt_dataset_get_position(&epoch, &cursor, r->data);
+        cJSON *h = cli_host_new("sft", (long long)r->step, a->data_opts.seed, a->model, r->model);
+        rc = 1;
+        if (h && cJSON_AddNumberToObject(h, "epoch", (double)epoch) &&
+            cJSON_AddNumberToObject(h, "cursor", (double)cursor) && cJSON_AddItemToObject(h, "goodput", g)) {
+            g = NULL;
+            rc = cli_checkpoint_save("sft", a->out, r->model, r->opt, h, (long long)r->step);
+        } else if (h)
+            fprintf(stderr, "posttrain sft: out of memory building a checkpoint\n");
+        cJSON_Delete(h);
+    }
+    cJSON_Delete(g);
+    return cli_job_saved(&r->job, rc, (long long)r->step, dir, t0);
+}
+
+/* Weights, optimizer state and data position from the checkpoint `dir`
+ * (every rank reads it); *host gets its host JSON.  0, or 1 after the
+ * message. */
+static int load_state(cJSON **host, sft_run *r, const char *dir)
+{
+    const sft_args *a = &r->a;
+    long long steps, epoch = -1, cursor = -1;
+    if (cli_checkpoint_resume(host, &steps, "sft", r->model, r->opt, dir, a->data_opts.seed))
+        return 1;
+    if (cli_json_i64(&epoch, *host, "epoch") || cli_json_i64(&cursor, *host, "cursor") || epoch < 0 || cursor < 0) {
+        fprintf(stderr, "posttrain sft: --resume: %s has no data position\n", dir);
+        return 1;
+    }
+    int st = pt_dataset_set_position(r->data, epoch, cursor);
+    if (st)
+        return cli_fail("--resume", st);
+    r->step = steps;
+    return 0;
+}
+
+/* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
+ * step (the rows after it are the work this run redoes: lost goodput); the
+ * goodput totals it recorded are restored. */
+static int resume_from(sft_run *r)
+{
+    const sft_args *a = &r->a;
+    cJSON *h = NULL;
+    cli_job_section(&r->job, PT_TIME_LOAD);
+    int rc = load_state(&h, r, a->resume);
+    double lost = 0;
+    long long lost_steps = 0;
+    if (!rc) {
+        cli_note("posttrain sft: resumed at step %lld from %s\n", (long long)r->step, a->resume);
+        /* continue the metrics after the checkpoint's step, without the rows
+         * of steps it is about to redo */
+        if (r->job.rank == 0)
+            rc = cli_out_resumed(&r->out, "sft", a->out, (long long)r->step, &lost, &lost_steps);
+    }
+    if (!rc)
+        rc = cli_job_resumed(&r->job, h, (long long)r->step, a->resume, lost, lost_steps);
+    cJSON_Delete(h);
+    cli_job_section(&r->job, PT_TIME_STARTUP);
+    r->resumed_step = r->step;
+    return rc;
 }
 
 /* The model (with its LoRA adapters) and the data, with their statistics. */
@@ -259,11 +323,11 @@ static int load(sft_run *r)
         fprintf(stderr, "posttrain sft: %s has no training examples\n", a->data);
         return 1;
     }
-    fprintf(stderr, "posttrain sft: %lld rows: %lld train, %lld eval examples; %lld skipped, %lld empty, "
-                    "%lld truncated (%lld tokens cut)\n",
-            (long long)ds->rows, (long long)ds->train_examples, (long long)ds->eval_examples,
-            (long long)ds->skipped_rows, (long long)ds->empty_rows, (long long)ds->truncated_rows,
-            (long long)ds->truncated_tokens);
+    cli_note("posttrain sft: %lld rows: %lld train, %lld eval examples; %lld skipped, %lld empty, "
+             "%lld truncated (%lld tokens cut)\n",
+             (long long)ds->rows, (long long)ds->train_examples, (long long)ds->eval_examples,
+             (long long)ds->skipped_rows, (long long)ds->empty_rows, (long long)ds->truncated_rows,
+             (long long)ds->truncated_tokens);
     return 0;
 }
 
@@ -284,8 +348,22 @@ static int64_t total_steps(const sft_run *r)
     return total < 1 ? 1 : total;
 }
 
-/* The optimizer, the context, the output directory, the resumed position
- * and the metrics file. */
+/* A new optimizer over the model, attached to the job when it has several
+ * ranks (a job of one trains exactly as without one). */
+static int make_optimizer(sft_run *r)
+{
+    int st;
+    pt_optimizer_free(r->opt);
+    r->opt = NULL;
+    if ((st = pt_optimizer_create(&r->opt, r->model, &r->a.opt)))
+        return cli_fail("optimizer", st);
+    if (r->job.size > 1 && (st = pt_optimizer_set_dist(r->opt, r->job.dist)))
+        return cli_fail("optimizer", st);
+    return 0;
+}
+
+/* The optimizer, the context, the resumed position and the metrics file
+ * (rank 0). */
 static int setup(sft_run *r)
 {
     sft_args *a = &r->a;
@@ -293,8 +371,8 @@ static int setup(sft_run *r)
     r->total = total_steps(r);
     if (a->opt.schedule != PT_SCHEDULE_CONSTANT)
         a->opt.total_steps = r->total;
-    if ((st = pt_optimizer_create(&r->opt, r->model, &a->opt)))
-        return cli_fail("optimizer", st);
+    if (make_optimizer(r))
+        return 1;
     pt_dataset_max_seq(&r->max_seq, r->data);
     /* Batches are as long as their longest row: no row may exceed the
      * model's positions, so neither does the context. */
@@ -302,22 +380,54 @@ static int setup(sft_run *r)
     pt_model_config_init(&cfg);
     if (pt_model_get_config(&cfg, r->model) == PT_OK && r->max_seq > cfg.max_position_embeddings)
         r->max_seq = cfg.max_position_embeddings;
-    if ((st = pt_context_create(&r->ctx, r->model, a->data_opts.batch_size, r->max_seq)))
+    /* this rank's rows of a micro-batch; the evaluation takes whole batches */
+    int ctx_rows = r->ds.eval_examples > 0 ? a->data_opts.batch_size : (int)r->rows;
+    if ((st = pt_context_create(&r->ctx, r->model, ctx_rows, r->max_seq)))
         return cli_fail("context", st);
     r->resumed_step = -1;
-    if (a->resume) {
-        if (resume_from(&r->step, a, r->model, r->opt, r->data))
-            return 1;
-        fprintf(stderr, "posttrain sft: resumed at step %lld from %s\n", (long long)r->step, a->resume);
-        r->resumed_step = r->step;
-        /* continue the metrics after the checkpoint's step, without the rows
-         * of steps it is about to redo */
-        if (cli_out_resumed(&r->out, "sft", a->out, (long long)r->step))
-            return 1;
-    }
-    if (!(r->metrics = cli_open_metrics("sft", r->out.metrics, a->out, a->resume ? "a" : "w")))
+    if (a->resume && resume_from(r))
+        return 1;
+    if (r->job.rank == 0 && !(r->metrics = cli_open_metrics("sft", r->out.metrics, a->out, a->resume ? "a" : "w")))
         return 1;
     return micro_alloc(&r->mb, a->grad_accum, (size_t)a->data_opts.batch_size * (size_t)r->max_seq);
+}
+
+/* Back to the start of the run: the weights of --model (with the LoRA
+ * adapters initialised as at the start), a new optimizer, the first data
+ * position. */
+static int restart(sft_run *r)
+{
+    const sft_args *a = &r->a;
+    int st, rc = cli_reload_start("sft", r->model, a->model, &a->lora, a->data_opts.seed);
+    if (!rc)
+        rc = make_optimizer(r);
+    if (!rc && (st = pt_dataset_set_position(r->data, 0, 0)))
+        rc = cli_fail("data", st);
+    r->step = 0;
+    return rc;
+}
+
+/* After a replica mismatch: every rank goes back to the last complete
+ * checkpoint (or the start) and the steps after it are replayed; their
+ * time is lost, their metrics rows are dropped. */
+static int rollback(sft_run *r)
+{
+    cli_job *j = &r->job;
+    cli_job_rolled_back(j);
+    cli_job_section(j, PT_TIME_LOAD);
+    cJSON *h = NULL;
+    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt) : restart(r);
+    cJSON_Delete(h);
+    rc = cli_job_agree(j, rc, "rolling back");
+    if (!rc && r->metrics) {
+        fclose(r->metrics);
+        r->metrics = NULL;
+        if (cli_metrics_trim("sft", r->out.metrics, (long long)r->step, NULL, NULL) ||
+            !(r->metrics = cli_open_metrics("sft", r->out.metrics, r->a.out, "a")))
+            rc = 1;
+    }
+    cli_job_section(j, -1);
+    return rc;
 }
 
 /* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
@@ -334,7 +444,7 @@ static void json_num(FILE *f, const char *key, bool g, int prec, double v)
 }
 
 static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double dt, size_t step_tokens,
-                          bool do_eval, double eval_loss)
+                          bool do_eval, double eval_loss, bool dist)
 {
     fprintf(f, "{\"step\": %lld", (long long)step);
     json_num(f, "loss", false, 6, s->loss);
@@ -343,6 +453,8 @@ static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double d
     json_num(f, "lr", true, 6, s->lr);
     fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
     json_num(f, "step_seconds", false, 4, dt);
+    if (dist)
+        json_num(f, "comm_seconds", false, 4, s->comm_seconds);
     json_num(f, "tokens_per_s", false, 1, (double)step_tokens / dt);
     if (do_eval)
         json_num(f, "eval_loss", false, 6, eval_loss);
@@ -375,30 +487,37 @@ static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, d
     }
 }
 
-/* Steps until --steps or the epochs are done: metrics, progress, checkpoints. */
+/* Steps until --steps or the epochs are done: metrics and progress (rank
+ * 0), evaluation (every rank, the whole split), replica checks, checkpoints,
+ * and a rollback when the replicas disagree. */
 static int train(sft_run *r)
 {
     const sft_args *a = &r->a;
-    const bool tty = isatty(fileno(stderr));
+    cli_job *j = &r->job;
+    const bool tty = j->rank == 0 && isatty(fileno(stderr));
     const double t_start = cli_now();
     const int64_t first = r->step;
     double tokens_seen = 0;
     int st, rc = 0;
+    cli_job_section(j, -1);
     while (!rc && r->step < r->total) {
-        if ((rc = micro_fill(&r->mb, r->data)))
+        double t_fill = cli_now();
+        if ((rc = micro_fill(&r->mb, r->data, r->row0, r->rows)))
             break;
         pt_sft_stats s;
         pt_sft_stats_init(&s);
         double t0 = cli_now();
-        if ((st = pt_sft_step(&s, r->opt, r->ctx, r->mb.b, r->mb.w, a->grad_accum))) {
+        if ((st = pt_sft_step(&s, r->opt, r->ctx, r->mb.shard, r->mb.sw, a->grad_accum))) {
             rc = cli_fail("sft step", st);
             break;
         }
         double dt = cli_now() - t0;
+        cli_job_step_time(j, cli_now() - t_fill, s.comm_seconds, 0);
         r->step++;
+        cli_job_flip_hook(j, r->model, (long long)r->step);
         if (s.skipped)
-            fprintf(stderr, "%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
-                    (long long)r->step);
+            cli_note("%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
+                     (long long)r->step);
         size_t step_tokens = 0;
         for (int i = 0; i < a->grad_accum; i++)
             step_tokens += (size_t)r->mb.b[i].batch * (size_t)r->mb.b[i].seq;
@@ -408,17 +527,46 @@ static int train(sft_run *r)
         double eval_loss = NAN, etok;
         bool do_eval = r->ds.eval_examples > 0 && ((a->eval_every && r->step % a->eval_every == 0) ||
                                                    r->step == r->total);
-        if (do_eval && (st = pt_dataset_eval_loss(&eval_loss, &etok, r->data, r->ctx))) {
-            rc = cli_fail("eval", st);
-            break;
+        if (do_eval) {
+            cli_job_section(j, PT_TIME_EVAL);
+            st = pt_dataset_eval_loss(&eval_loss, &etok, r->data, r->ctx);
+            cli_job_section(j, -1);
+            if (st) {
+                rc = cli_fail("eval", st);
+                break;
+            }
         }
-        write_metrics(r->metrics, r->step, &s, dt, step_tokens, do_eval, eval_loss);
-        show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
-        if (a->save_every && r->step % a->save_every == 0 && r->step < r->total)
-            rc = save_checkpoint(a, r->model, r->opt, r->data, r->step);
+        if (r->metrics) {
+            write_metrics(r->metrics, r->step, &s, dt, step_tokens, do_eval, eval_loss, j->size > 1);
+            show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
+        }
+        const bool save = cli_job_save_due(j, (long long)r->step, (long long)r->total);
+        if (save || cli_job_check_due(j, (long long)r->step) || r->step == r->total) {
+            /* no corrupted state is ever saved: the replicas are compared first */
+            double t_save = cli_now();
+            cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
+            int c = cli_job_check(j, r->opt, (long long)r->step);
+            if (c == CLI_SDC_MISMATCH) {
+                cli_job_section(j, -1);
+                rc = rollback(r);
+                continue;
+            }
+            rc = c ? c : save ? save_checkpoint(r, t_save) : 0;
+            cli_job_section(j, -1);
+        }
     }
     if (tty)
         fprintf(stderr, "\n");
+    return rc;
+}
+
+/* The trained model in --out, written by rank 0 and agreed by every rank. */
+static int save_final(sft_run *r)
+{
+    cli_job_section(&r->job, PT_TIME_SAVE);
+    int rc = r->job.rank == 0 ? cli_save_trained("sft", r->model, r->a.out, r->a.model, (long long)r->step) : 0;
+    rc = cli_job_agree(&r->job, rc, "saving the model");
+    cli_job_section(&r->job, -1);
     return rc;
 }
 
@@ -430,23 +578,32 @@ int cmd_sft(int argc, char **argv)
     int rc = parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
+    /* the job (one process, or every rank under mpirun) and its goodput
+     * clock; this rank's rows of every micro-batch of --batch-size */
+    if (!(rc = cli_job_begin(&r.job, "sft", &r.a.dist, r.a.save_every)))
+        rc = cli_job_shard(&r.job, &r.row0, &r.rows, r.a.data_opts.batch_size, "--batch-size");
     /* before anything is written: outputs apart from the inputs, the hold
-     * on --out (its lock, an earlier run in it, --resume auto's checkpoint) */
-    if ((rc = cli_out_start(&r.out, "sft", r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
-                            r.a.overwrite))) {
-        sft_free(&r);
-        return rc;
-    }
-    rc = load(&r) || setup(&r) || train(&r) ||
-         (r.a.save_every && r.step != r.resumed_step && save_checkpoint(&r.a, r.model, r.opt, r.data, r.step)) ||
-         cli_save_trained("sft", r.model, r.a.out, r.a.model, (long long)r.step);
+     * on --out (rank 0: its lock, an earlier run in it, --resume auto's
+     * checkpoint, shared with every rank) */
+    if (!rc)
+        rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
+                               r.a.overwrite);
     if (!rc) {
-        char svg[4096 + 16];
-        snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-        if (r.metrics)
+        rc = load(&r) || setup(&r);
+        rc = cli_job_agree(&r.job, rc, "starting");
+    }
+    if (!rc)
+        rc = train(&r) || save_final(&r);
+    if (!rc) {
+        cli_job_report(&r.job, r.metrics, (long long)r.step);
+        if (r.metrics) {
+            char svg[4096 + 16];
+            snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
             fflush(r.metrics);
-        cli_plot_metrics("sft", r.out.metrics, svg);
+            cli_plot_metrics("sft", r.out.metrics, svg);
+        }
     }
     sft_free(&r);
+    cli_job_end(&r.job);
     return rc;
 }

@@ -27,13 +27,19 @@ static const struct {
 int cli_fail(const char *what, int status)
 {
     const char *detail = pt_last_error();
-    fprintf(stderr, "posttrain: %s: %s%s%s\n", what, pt_status_name(status),
+    char rank[32] = "";
+    if (cli_nranks > 1)
+        snprintf(rank, sizeof rank, "rank %d: ", cli_rank);
+    fprintf(stderr, "posttrain: %s%s: %s%s%s\n", rank, what, pt_status_name(status),
             detail[0] ? ": " : "", detail);
     return 1;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
+    /* under mpirun every rank has the same usage error: rank 0 says it */
+    if (cli_rank != 0)
+        return 2;
     va_list ap;
     fprintf(stderr, "posttrain%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_start(ap, fmt);
@@ -59,7 +65,10 @@ int cli_parse_double(const char *s, double *out)
 static void stderr_logger(int level, const char *msg, void *payload)
 {
     (void)payload;
-    fprintf(stderr, "[%s] %s\n", pt_log_level_name(level), msg);
+    if (cli_nranks > 1)
+        fprintf(stderr, "[%s] rank %d: %s\n", pt_log_level_name(level), cli_rank, msg);
+    else
+        fprintf(stderr, "[%s] %s\n", pt_log_level_name(level), msg);
 }
 
 static const cli_command k_version = {
@@ -108,8 +117,23 @@ static const cli_command k_program = {
     .stop_at_arg = true,
 };
 
+/* The rank an MPI launcher gave this process (its environment), so that
+ * usage errors and notes are printed once before the job is joined
+ * (cli_job_begin sets the rank the job has). */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    cli_rank = launcher_rank();
     global_args g = { 0 };
     cli_group groups[] = { { "global options", k_global_opts, CLI_COUNT_OF(k_global_opts), &g } };
     cli_rest rest;
@@ -125,8 +149,10 @@ int main(int argc, char **argv)
     int st;
     if (g.threads && (st = pt_set_num_threads(g.threads)))
         return cli_fail("--threads", st);
-    pt_set_log_callback(stderr_logger, g.verbose > 1 ? PT_LOG_DEBUG : g.verbose ? PT_LOG_INFO : PT_LOG_WARN,
-                        NULL);
+    /* under mpirun the ranks' warnings are the same (a skipped step): rank 0
+     * logs them, the others only errors unless --verbose */
+    pt_set_log_callback(stderr_logger, g.verbose > 1 ? PT_LOG_DEBUG : g.verbose ? PT_LOG_INFO
+                                       : cli_rank == 0 ? PT_LOG_WARN : PT_LOG_ERROR, NULL);
     for (size_t c = 0; c < N_COMMANDS; c++)
         if (!strcmp(rest.args[0], commands[c].name))
             return commands[c].fn(rest.n, rest.args);

@@ -78,12 +78,16 @@ PT_API bool pt_dist_has_mpi(void);
  * per process), or a pointer to the host's own MPI_Comm, which is
  * duplicated (the host keeps MPI's lifetime).  With the single backend, or
  * without MPI: a job of size 1, and a non-NULL mpi_comm is
- * PT_EUNSUPPORTED. */
+ * PT_EUNSUPPORTED.  Backend auto in a library built without MPI, in a process
+ * an MPI launcher started as one of several ranks, is PT_EUNSUPPORTED too:
+ * the ranks would otherwise train as separate jobs of one. */
 PT_API int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts);
 /* Collective unless the job failed (PT_EPEER): then nothing is finalised,
  * and the host should exit non-zero. */
 PT_API void pt_dist_free(pt_dist *d);
 
+/* The backend the job runs on (PT_DIST_SINGLE or PT_DIST_MPI: auto resolved). */
+PT_API int pt_dist_get_backend(const pt_dist *d);
 PT_API int pt_dist_rank(const pt_dist *d);
 PT_API int pt_dist_size(const pt_dist *d);
 

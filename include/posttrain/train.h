@@ -103,7 +103,12 @@ PT_API int pt_step_stats_init(pt_step_stats *stats);
  * non-finite (checked before anything is written), skip the update (weights,
  * moments and step count unchanged, the skip counter raised, the reason
  * logged and in stats->skip_reason) and the call still
- * returns PT_OK with stats->skipped set.  `stats` may be NULL. */
+ * returns PT_OK with stats->skipped set.  `stats` may be NULL.
+ * With a data-parallel job of several ranks attached (pt_optimizer_set_dist),
+ * the gradients are first summed over the ranks (in rank order, so every
+ * rank applies the same update): each rank's backward must then be
+ * normalised by the whole global batch, as pt_sft_step does by itself.  An
+ * error on one rank fails the call on every rank (PT_EPEER on the others). */
 PT_API int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt);
 
 /* The learning rate the next step will use. */

@@ -47,6 +47,18 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The job size an MPI launcher announced in the environment, or 0. */
+static long launcher_size(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return strtol(v, NULL, 10);
+    }
+    return 0;
+}
+
 int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
 {
     PT_CHECK_NULL(out);
@@ -66,6 +78,11 @@ int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
     int backend = o.backend == PT_DIST_AUTO ? (pt_dist_has_mpi() && (mpi_comm || pt_backend_mpi_launched())
                                                    ? PT_DIST_MPI : PT_DIST_SINGLE)
                                            : o.backend;
+    if (o.backend == PT_DIST_AUTO && !pt_dist_has_mpi() && launcher_size() > 1)
+        return pt_err(PT_EUNSUPPORTED, "pt_dist_create: this process was started by an MPI launcher as one of %ld "
+                      "ranks, but this libposttrain was built without MPI: each rank would train alone (rebuild "
+                      "with meson -Dmpi=enabled, or choose backend single to run alone on purpose)",
+                      launcher_size());
     if (backend == PT_DIST_MPI && !pt_dist_has_mpi())
         return pt_err(PT_EUNSUPPORTED, "pt_dist_create: this libposttrain was built without MPI "
                       "(meson -Dmpi=enabled with an MPI installed, e.g. Debian's libopenmpi-dev)");
@@ -95,6 +112,11 @@ void pt_dist_free(pt_dist *d)
         pt_backend_mpi_free(d->be, d->failed);
     free(d->scratch);
     free(d);
+}
+
+int pt_dist_get_backend(const pt_dist *d)
+{
+    return d ? d->opts.backend : PT_DIST_SINGLE;
 }
 
 int pt_dist_rank(const pt_dist *d)

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "dist/dist_internal.h"
+#include "train/dist_train.h"
 #include "model/model.h"
 
 #include <float.h>
@@ -502,6 +503,23 @@ static void sgd_update(pt_optimizer *o, double lr, float clip)
 int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
 {
     PT_CHECK_NULL(opt);
+    pt_dist *d = opt->dist;
+    if (d && pt_dist_size(d) > 1) {
+        /* a data-parallel job: every rank's outcome, then the gradients
+         * summed over the ranks, as pt_sft_step and pt_grpo_step do */
+        int st = PT_STRUCT_CHECK_OUT(stats, pt_step_stats, pt_step_stats_init);
+        if (!st)
+            st = pt_optimizer_check_current(opt, "pt_optimizer_step");
+        int64_t step = opt->step;
+        pt_dist_set_step(d, step + 1);
+        if ((st = pt_comm_agree(NULL, d, st, "pt_optimizer_step")) || (st = pt_dist_allreduce_grads(d, opt)))
+            return st;
+    }
+    return pt_optimizer_apply(stats, opt);
+}
+
+int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
+{
     int st = PT_STRUCT_CHECK_OUT(stats, pt_step_stats, pt_step_stats_init);
     if (st || (st = pt_optimizer_check_current(opt, "pt_optimizer_step")))
         return st;

@@ -46,6 +46,10 @@ int pt_optimizer_check_context(const pt_optimizer *opt, const pt_context *ctx, c
 /* PT_EINVAL (naming `who`) when opt was not created for `model`. */
 int pt_optimizer_check_model(const pt_optimizer *opt, const pt_model *model, const char *who);
 
+/* pt_optimizer_step on this rank's gradients alone (the steps that summed
+ * them over a data-parallel job already, and single processes). */
+int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt);
+
 /* The parameters with their current gradient pointers (NULL when the model
  * has none allocated yet); *n receives their count. */
 const pt_opt_param *pt_optimizer_params(pt_optimizer *opt, size_t *n);

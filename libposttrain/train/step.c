@@ -37,5 +37,5 @@ int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated,
         skip_step(out, opt, tokens, loss);
         return PT_OK;
     }
-    return pt_optimizer_step(out, opt);
+    return pt_optimizer_apply(out, opt);
 }

@@ -41,6 +41,7 @@ from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, St
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
 from .goodput import Goodput, GoodputReport, young_daly_interval
+from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
 
 # The project version (meson.build's, the one source; see _lib.VERSION), or
@@ -69,6 +70,7 @@ __all__ = [
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
     "Goodput", "GoodputReport", "young_daly_interval",
+    "Dist", "DistBackend", "dist_defaults", "has_mpi",
 ]
 
 

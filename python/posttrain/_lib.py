@@ -330,6 +330,16 @@ class GoodputReport(Struct):
     ]
 
 
+@_stamped("pt_dist_options", "dist")
+class DistOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("backend", c_int),
+        ("timeout_s", c_double),
+        ("bucket_bytes", c_size_t),
+    ]
+
+
 @_stamped("pt_optimizer_options")
 class OptimizerOptions(Struct):
     _fields_ = [
@@ -744,6 +754,22 @@ _declare("goodput", {
     "pt_goodput_restore": (c_int, [vp, c_char_p, c_double, c_int64]),
     "pt_checkpoint_interval_young_daly": (c_int, [P(c_double), c_double, c_double]),
 })
+_declare("dist", {
+    "pt_dist_has_mpi": (c_bool, []),
+    "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),
+    "pt_dist_free": (None, [vp]),
+    "pt_dist_rank": (c_int, [vp]),
+    "pt_dist_get_backend": (c_int, [vp]),
+    "pt_dist_size": (c_int, [vp]),
+    "pt_dist_shard": (c_int, [P(c_int64), P(c_int64), vp, c_int64]),
+    "pt_optimizer_set_dist": (c_int, [vp, vp]),
+    "pt_dist_allreduce_sum": (c_int, [vp, P(c_double), c_size_t]),
+    "pt_dist_broadcast": (c_int, [vp, c_void_p, c_size_t, c_int]),
+    "pt_dist_barrier": (c_int, [vp]),
+    "pt_dist_agree": (c_int, [P(c_int), vp, c_int]),
+    "pt_dist_comm_seconds": (c_double, [vp]),
+    "pt_dist_check_replicas": (c_int, [P(c_int), P(c_uint64), vp, vp]),
+})
 _declare("lora-switch", {
     "pt_model_set_lora_enabled": (c_int, [vp, c_bool]),
     "pt_model_lora_enabled": (c_bool, [vp]),
@@ -769,6 +795,7 @@ ENUM_FUNCTIONS = {
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],
+    "dist": ["dist_backend"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():
     for _p in _prefixes:

@@ -19,7 +19,7 @@ from ._lib import lib, has_feature
 
 __all__ = ["LibEnum", "GgufType", "SpmScores", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
-           "RolloutLogprobs", "SkipReason", "TimeKind", "Status"]
+           "RolloutLogprobs", "SkipReason", "TimeKind", "DistBackend", "Status"]
 
 # Values are read upwards (or downwards for statuses) until this many in a
 # row have no name.
@@ -158,6 +158,9 @@ SkipReason = _build("SkipReason", "skip_reason",
 TimeKind = _build("TimeKind", "time_kind",
                   "What a second of wall time was spent on (pt_time_kind): STEP, GENERATE, WAIT, "
                   "SAVE, LOAD, STARTUP, EVAL, LOST, OTHER.", "goodput")
+DistBackend = _build("DistBackend", "dist_backend",
+                     "Communication layer of a data-parallel job (pt_dist_backend): AUTO, SINGLE, "
+                     "MPI.", "dist")
 # Statuses: OK, EINVAL, ... from pt_status_name ("PT_EINVAL"; "PT_E?" for an
 # unknown code), read downwards from 0; str() is the C symbol.
 Status = _build("Status", None, "libposttrain status (pt_status): OK, EINVAL, ENOMEM, ...",

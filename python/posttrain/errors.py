@@ -7,7 +7,7 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError",
-    "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
+    "PeerError", "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
     "status_name", "status_str",
 ]
 

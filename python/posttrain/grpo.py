@@ -469,6 +469,7 @@ def grpo_step(optimizer, buffer, context=None, **options):
                       % type(buffer).__name__, "grpo_step")
     o = _grpo_options(options)
     buffer._ptr
+    optimizer._check_dist()
     if context is None:
         context = buffer._context(optimizer.model, "grpo_step")
     elif not isinstance(context, Context):

@@ -10,7 +10,7 @@ from ._lib import (Batch_, DatasetOptions, DatasetStats, OptimizerOptions, PlotO
 from ._util import cstr, flat_float, fspath, int32_array, shaped
 from .enums import OptimizerType, Schedule, SkipReason
 from .enums import Status
-from .errors import Unsupported, check, invalid
+from .errors import ClosedHandleError, Unsupported, check, invalid
 from .model import Batch, Context, Model
 
 __all__ = ["Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint",
@@ -71,15 +71,19 @@ class Optimizer(Handle):
     schedule=Schedule.CONSTANT|LINEAR|COSINE (or "constant"|"linear"|
     "cosine"), warmup_steps, total_steps, min_lr_ratio, max_grad_norm); unset
     fields keep pt_optimizer_options_init()'s defaults.  Keeps the model
-    alive; closed when the model closes or its LoRA adapters change."""
+    alive; closed when the model closes or its LoRA adapters change.
+    dist: a posttrain.Dist to train data-parallel (see set_dist)."""
 
     _free_fn = "pt_optimizer_free"
     _kind = "optimizer"
     _needs_table = True
+    _dist = None
 
-    def __init__(self, model, **options):
+    def __init__(self, model, dist=None, **options):
         o = OptimizerOptions.new()
         _apply(o, _OPT_FIELDS, options, "optimizer", _OPT_ENUMS)
+        if dist is not None:
+            _check_dist_arg(dist, "Optimizer")
         out = out_handle()
         check(lib.pt_optimizer_create(ctypes.byref(out), model._ptr, ctypes.byref(o)),
               "pt_optimizer_create")
@@ -87,6 +91,39 @@ class Optimizer(Handle):
         self.model = model
         self.options = _options_dict(o, _OPT_ENUMS)
         model._add_dependent(self)
+        if dist is not None:
+            self.set_dist(dist)
+
+    def set_dist(self, dist):
+        """Make sft_step and grpo_step data-parallel over a posttrain.Dist
+        (pt_optimizer_set_dist): each rank passes its share of the global
+        batch, the loss is normalised over the whole global batch and the
+        gradients are summed across the ranks (step() after a backward of
+        your own is not: it applies this rank's gradients alone).
+        None detaches.  The optimizer keeps the Dist alive; closing the Dist
+        first detaches it, and the next step raises ClosedHandleError."""
+        if dist is not None:
+            _check_dist_arg(dist, "Optimizer.set_dist")
+        check(lib.pt_optimizer_set_dist(self._ptr, dist._ptr if dist is not None else None),
+              "pt_optimizer_set_dist")
+        self._dist = dist
+        if dist is not None:
+            dist._attach(self)
+
+    @property
+    def dist(self):
+        """The attached posttrain.Dist, or None."""
+        return self._dist
+
+    def _check_dist(self):
+        """ClosedHandleError when the attached Dist was closed: a step then
+        would train this rank alone, and the replicas would drift apart."""
+        d = self._dist
+        if d is not None and d.closed:
+            raise ClosedHandleError(
+                Status.ESTATE, "the optimizer's distributed job is closed (%s): attach an open "
+                "posttrain.Dist with set_dist(), or set_dist(None) to train in this process alone"
+                % (d._closed_reason or "it was closed"), "Optimizer")
 
     def step(self):
         """Apply one update from the accumulated gradients, then zero them."""
@@ -118,6 +155,16 @@ class Optimizer(Handle):
         return grpo_step(self, buffer, context, **options)
 
 
+def _check_dist_arg(dist, function):
+    if not has_feature("dist"):
+        raise Unsupported(Status.EUNSUPPORTED, "the loaded libposttrain has no data-parallel "
+                          "layer (feature dist)", function)
+    from .dist import Dist
+    if not isinstance(dist, Dist):
+        raise invalid("dist must be a posttrain.Dist or None, not %r" % (dist,), function)
+    dist._ptr   # ClosedHandleError when closed
+
+
 def sft_step(optimizer, batches, weights=None, context=None):
     """One optimizer step over one Batch or a list of micro-batches (gradient
     accumulation): loss -sum(w*log p)/sum(w) over every target token.
@@ -137,6 +184,7 @@ def sft_step(optimizer, batches, weights=None, context=None):
     for b in batches:
         if not isinstance(b, Batch):
             raise invalid("sft_step takes posttrain.Batch objects, not %s" % type(b).__name__)
+    optimizer._check_dist()
     model = optimizer.model
     if context is None:
         big = Batch.__new__(Batch)

@@ -47,10 +47,15 @@ fi
 fields='"step" "reward" "reward_std" "rewards/exact/mean" "rewards/contains/mean" "rewards/length/mean"
         "frac_reward_zero_std" "loss" "kl" "clip_ratio/region_mean" "completions/mean_length" "grad_norm" "lr"
         "gen_tokens_per_s" "train_tokens_per_s" "skipped"'
-if [ -f "$work/out/metrics.jsonl" ] && [ "$(wc -l < "$work/out/metrics.jsonl")" -eq 3 ] &&
+if [ -f "$work/out/metrics.jsonl" ] && [ "$(grep -vc '"goodput"' "$work/out/metrics.jsonl")" -eq 3 ] &&
    python3 - "$work/out/metrics.jsonl" $fields <<'PY'
 import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+# the last row is the run's goodput (docs/distributed.md), the others one per step
+g = rows.pop()["goodput"]
+assert g["steps_kept"] == 3 and g["steps_lost"] == 0 and 0 < g["goodput"] <= 1, g
+parts = sum(v for k, v in g.items() if k.startswith("seconds/")) + g["pending"]
+assert abs(parts - g["wall"]) <= 1e-3 + 1e-3 * g["wall"], (parts, g)
 for i, r in enumerate(rows):
     for k in sys.argv[2:]:
         k = k.strip('"')
@@ -63,7 +68,7 @@ for i, r in enumerate(rows):
     assert r["lr"] == 1e-3 and r["grad_norm"] >= 0 and r["gen_tokens_per_s"] > 0
 PY
 then
-    ok "metrics.jsonl has one row per step with every field in range"
+    ok "metrics.jsonl has one row per step with every field in range, then the goodput row"
 else
     head -n 2 "$work/out/metrics.jsonl"; bad "metrics.jsonl"
 fi
@@ -81,8 +86,8 @@ cmp -s "$work/out/model.safetensors" "$work/again/model.safetensors" &&
     --scale-rewards none --num-iterations 2 --lora-rank 2 --lora-targets all --temperature 0.9 \
     --top-k 20 --top-p 0.95 --schedule cosine --warmup-steps 1 --out "$work/lora" 2>"$work/lora.log"
 if [ $? -eq 0 ] && [ -f "$work/lora/adapter/adapter_model.safetensors" ] && "$posttrain" info "$work/lora" >/dev/null 2>&1 &&
-   [ "$(wc -l < "$work/lora/metrics.jsonl")" -eq 2 ] &&
-   python3 -c 'import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; assert r[-1]["kl"] >= 0 and r[-1]["entropy"] > 0, r[-1]' \
+   [ "$(grep -vc '"goodput"' "$work/lora/metrics.jsonl")" -eq 2 ] &&
+   python3 -c 'import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; assert r[-2]["kl"] >= 0 and r[-2]["entropy"] > 0, r[-2]' \
        "$work/lora/metrics.jsonl"; then
     ok "LoRA, beta > 0 (reference model; kl and entropy reported), dr_grpo, --scale-rewards none, mu = 2, sampling filters"
 else
@@ -94,7 +99,7 @@ fi
 # loss token is skipped, not an error).
 if "$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward exact --num-generations 2 --batch-prompts 2 \
        --max-new-tokens 3 --steps 1 --mask-truncated --scale-rewards rloo --loss-type grpo --out "$work/masked" \
-       2>"$work/masked.log" && [ "$(wc -l < "$work/masked/metrics.jsonl")" -eq 1 ]; then
+       2>"$work/masked.log" && [ "$(grep -vc '"goodput"' "$work/masked/metrics.jsonl")" -eq 1 ]; then
     ok "--mask-truncated, rloo and the grpo loss run"
 else
     cat "$work/masked.log"; bad "--mask-truncated run"
@@ -141,7 +146,7 @@ if [ -f "$stories/model.safetensors" ]; then
     if "$posttrain" grpo --model "$stories" --data "$work/stories.jsonl" --reward contains,length:0.1 \
            --num-generations 4 --batch-prompts 2 --max-new-tokens 16 --steps 2 --lr 1e-4 --seed 1 --threads 2 \
            --out "$work/stories" 2>"$work/stories.log" && "$posttrain" info "$work/stories" >/dev/null 2>&1 &&
-       [ "$(wc -l < "$work/stories/metrics.jsonl")" -eq 2 ]; then
+       [ "$(grep -vc '"goodput"' "$work/stories/metrics.jsonl")" -eq 2 ]; then
         ok "stories260K: 2 steps, metrics and a loadable model"
     else
         cat "$work/stories.log"; bad "stories260K run"

@@ -23,7 +23,8 @@ if [ -n "${ASAN_OPTIONS:-}" ]; then
 fi
 mpirun=${MPIRUN:-mpirun}
 
-session_pids() { ps -e -o pid= -o sid= | awk -v s="$1" '$2 == s && $1 != s { print $1 } $1 == s { print $1 }'; }
+# (ps without the sanitizer runtimes an ASan test run preloads: ps hangs with them)
+session_pids() { env -u LD_PRELOAD ps -e -o pid= -o sid= | awk -v s="$1" '$2 == s && $1 != s { print $1 } $1 == s { print $1 }'; }
 
 setsid "$mpirun" -np "$np" "$@" &
 leader=$!
@@ -50,7 +51,7 @@ for ((i = 0; i < 30; i++)); do
     [ -z "$left" ] && break
     sleep 0.1
 done
-if [ -n "$left" ]; then ps -o pid,stat,etime,args -p "$(echo $left | tr ' ' ',')" >&2; fi
+if [ -n "$left" ]; then env -u LD_PRELOAD ps -o pid,stat,etime,args -p "$(echo $left | tr ' ' ',')" >&2; fi
 if [ -n "$left" ]; then
     echo "mpirun.sh: processes left behind: $left: killing them" >&2
     for p in $left; do kill -KILL "$p" 2>/dev/null; done

@@ -38,6 +38,21 @@ START_TEST(test_shard)
     ck_assert_status(pt_dist_shard(&b, &c, g_d, g_size - 1), PT_EINVAL, want);
     ck_assert_int_eq(pt_dist_rank(g_d), g_rank);
     ck_assert_int_eq(pt_dist_size(g_d), g_size);
+    const char *be = getenv("PT_TEST_DIST_BACKEND");
+    ck_assert_int_eq(pt_dist_get_backend(g_d), be && !strcmp(be, "single") ? PT_DIST_SINGLE
+                                               : pt_dist_has_mpi() ? PT_DIST_MPI : PT_DIST_SINGLE);
+    if (!pt_dist_has_mpi()) {
+        /* a build without MPI started as one of several ranks refuses auto */
+        setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+        pt_dist *x = NULL;
+        ck_assert_status(pt_dist_create(&x, NULL, NULL), PT_EUNSUPPORTED, "one of 2 ranks");
+        pt_dist_options o;
+        pt_dist_options_init(&o);
+        o.backend = PT_DIST_SINGLE;
+        ck_assert_ok(pt_dist_create(&x, NULL, &o));
+        pt_dist_free(x);
+        unsetenv("OMPI_COMM_WORLD_SIZE");
+    }
 }
 END_TEST
 
@@ -441,6 +456,53 @@ START_TEST(test_sft_error_on_one_rank)
 }
 END_TEST
 
+/* pt_optimizer_step on a job sums the ranks' gradients: a host's own
+ * backward (normalised by the global batch) then the step gives the
+ * weights of pt_sft_step, the same on every rank. */
+START_TEST(test_optimizer_step_sums)
+{
+    double l[STEPS], t[STEPS];
+    pt_model *ref = train(g_d, 1, l, t);
+    pt_model *m = pt_test_tiny_llama(VOCAB, 5);
+    pt_optimizer *opt = make_opt(m);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, ROWS, SEQ));
+    ck_assert_ok(pt_optimizer_set_dist(opt, g_d));
+    int64_t lo, n;
+    ck_assert_ok(pt_dist_shard(&lo, &n, g_d, ROWS));
+    float lp[ROWS * SEQ], dlp[ROWS * SEQ];
+    for (int s = 0; s < STEPS; s++) {
+        global_batch g;
+        make_batch(&g, s);
+        double total = 0;
+        for (int i = 0; i < ROWS * SEQ; i++)
+            total += g.tg[i] >= 0 ? g.w[i] : 0.0;
+        pt_batch b = rows_of(&g, (int)lo, (int)n);
+        ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+        for (int i = 0; i < (int)n * SEQ; i++) {
+            int gi = (int)lo * SEQ + i;
+            dlp[i] = g.tg[gi] >= 0 ? (float)(-(double)g.w[gi] / total) : 0.0f;
+        }
+        ck_assert_ok(pt_model_backward(ctx, dlp));
+        pt_step_stats st;
+        pt_step_stats_init(&st);
+        ck_assert_ok(pt_optimizer_step(&st, opt));
+        ck_assert(!st.skipped);
+    }
+    double norm_rel, rel = max_rel_diff_norm(m, ref, &norm_rel);
+    ck_assert_msg(norm_rel <= 1e-6 && rel <= 1e-5, "pt_optimizer_step on %d ranks: rel %g (worst %g)", g_size,
+                  norm_rel, rel);
+    double h = (double)(weights_hash(m) >> 12), mx = h, mn = h;
+    ck_assert_ok(pt_comm_allreduce_max_f64(g_d, &mx, 1, "max"));
+    ck_assert_ok(pt_comm_allreduce_min_f64(g_d, &mn, 1, "min"));
+    ck_assert(mx == mn);
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+    pt_model_free(ref);
+}
+END_TEST
+
 /* ---- silent data corruption ---------------------------------------------------- */
 
 START_TEST(test_check_replicas)
@@ -733,6 +795,7 @@ static Suite *dist_suite(void)
     tcase_add_test(tc, test_sft_equals_one_process);
     tcase_add_test(tc, test_sft_bit_identical_rerun);
     tcase_add_test(tc, test_sft_error_on_one_rank);
+    tcase_add_test(tc, test_optimizer_step_sums);
     tcase_add_test(tc, test_check_replicas);
     tcase_add_test(tc, test_grpo_equals_one_process);
     tcase_add_test(tc, test_grpo_error_on_one_rank);

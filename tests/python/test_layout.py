@@ -30,7 +30,8 @@ class TestLayout(unittest.TestCase):
                          + (4 if pt.has_feature("grpo") else 0)
                          + (1 if pt.has_feature("plot") else 0)
                          + (1 if pt.has_feature("gguf") else 0)
-                         + (1 if pt.has_feature("goodput") else 0))
+                         + (1 if pt.has_feature("goodput") else 0)
+                         + (1 if pt.has_feature("dist") else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)

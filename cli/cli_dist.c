@@ -1,0 +1,425 @@
+/* The data-parallel side of the training commands (sft, grpo): the job
+ * (pt_dist, backend auto: MPI under mpirun/mpiexec/srun, else one process),
+ * rank 0's hold on --out with --resume auto's choice broadcast, agreement
+ * on every rank's outcome, shares of a batch, the checkpoint policy
+ * (--save-every N or auto with Young-Daly), the replica checks against
+ * silent data corruption (--sdc-every, --sdc-action) with their test hook,
+ * and the goodput accountant of the run (docs/distributed.md). */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_rank = 0, cli_nranks = 1;
+
+void cli_note(const char *fmt, ...)
+{
+    if (cli_rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- options ------------------------------------------------------------------ */
+
+static int parse_sdc_action(void *dst, const char *value, const char *cmd, const char *opt)
+{
+    if (!strcmp(value, "rollback"))
+        *(int *)dst = CLI_SDC_ROLLBACK;
+    else if (!strcmp(value, "stop"))
+        *(int *)dst = CLI_SDC_STOP;
+    else
+        return cli_usage_error(cmd, "%s takes rollback or stop, not '%s'", opt, value);
+    return 0;
+}
+
+int cli_parse_save_every(void *dst, const char *value, const char *cmd, const char *opt)
+{
+    if (!strcmp(value, "auto")) {
+        *(int *)dst = CLI_SAVE_AUTO;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end || v < 0 || v > 1000000000 || !(value[0] >= '0' && value[0] <= '9'))
+        return cli_usage_error(cmd, "%s needs an integer in [0, 1000000000] or 'auto', not '%s'", opt, value);
+    *(int *)dst = (int)v;
+    return 0;
+}
+
+#define DA(field) offsetof(cli_dist_args, field)
+const cli_opt cli_dist_opts[] = {
+    { CLI_DOUBLE, "dist-timeout", DA(timeout), "S", .def = "60", .lo = 0, .hi = 1e9,
+      .help = "under mpirun: a collective that does not complete within S\nseconds fails the job, naming the ranks "
+              "that did not arrive;\n0: no deadline" },
+    { CLI_INT, "sdc-every", DA(sdc_every), "K", .def = "100", .lo = 0, .hi = 1e9,
+      .help = "under mpirun: compare the replicas' hashes every K steps and\nbefore every save; 0: off" },
+    { CLI_CUSTOM, "sdc-action", DA(sdc_action), "rollback|stop", .def = "rollback", .parse = parse_sdc_action,
+      .help = "on a replica mismatch: roll back to the last checkpoint and\nreplay, or stop" },
+    { CLI_DOUBLE, "mtbf-hours", DA(mtbf_hours), "H", .lo = 0, .hi = 1e9,
+      .help = "mean time between failures of the job (with --save-every auto)" },
+};
+#undef DA
+const size_t cli_n_dist_opts = CLI_COUNT_OF(cli_dist_opts);
+
+int cli_check_dist(const char *cmd, const cli_dist_args *d, int save_every)
+{
+    if (save_every == CLI_SAVE_AUTO && !(d->mtbf_hours > 0))
+        return cli_usage_error(cmd, "--save-every auto needs --mtbf-hours H (H > 0)");
+    if (save_every != CLI_SAVE_AUTO && d->mtbf_hours != 0)
+        return cli_usage_error(cmd, "--mtbf-hours is used by --save-every auto only");
+    return 0;
+}
+
+/* ---- the job ------------------------------------------------------------------ */
+
+/* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP (a test hook, docs/distributed.md). */
+static void read_flip_hook(cli_job *j)
+{
+    j->flip_rank = -1;
+    const char *v = getenv("POSTTRAIN_TEST_FLIP_BIT");
+    if (!v || !*v)
+        return;
+    int rank;
+    long long step;
+    char tail;
+    if (sscanf(v, "%d:%lld%c", &rank, &step, &tail) != 2 || rank < 0 || step < 1) {
+        cli_note("posttrain %s: warning: POSTTRAIN_TEST_FLIP_BIT=%s is not RANK:STEP; ignored\n", j->cmd, v);
+        return;
+    }
+    j->flip_rank = rank;
+    j->flip_step = step;
+}
+
+int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_every)
+{
+    memset(j, 0, sizeof *j);
+    j->cmd = cmd;
+    j->args = *a;
+    j->size = 1;
+    j->last_save = -1;
+    j->save_auto = save_every == CLI_SAVE_AUTO;
+    j->save_every = save_every > 0 ? save_every : 0;
+    int st;
+    if ((st = pt_goodput_create(&j->gp)))
+        return cli_fail("goodput", st);
+    cli_job_section(j, PT_TIME_STARTUP);
+    const char *launched = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!launched)
+        launched = getenv("PMI_SIZE");
+    if (!pt_dist_has_mpi() && launched && atoi(launched) > 1) {
+        fprintf(stderr, "posttrain %s: this libposttrain was built without MPI, so under an MPI launcher of %s "
+                        "processes each would train alone: rebuild with MPI (meson -Dmpi=enabled) or run one "
+                        "process\n", cmd, launched);
+        return 1;
+    }
+    pt_dist_options o;
+    pt_dist_options_init(&o);
+    o.timeout_s = a->timeout;
+    if ((st = pt_dist_create(&j->dist, NULL, &o)))
+        return cli_fail("joining the data-parallel job", st);
+    j->rank = pt_dist_rank(j->dist);
+    j->size = pt_dist_size(j->dist);
+    cli_rank = j->rank;
+    cli_nranks = j->size;
+    read_flip_hook(j);
+    if (j->size > 1)
+        cli_note("posttrain %s: data-parallel over %d ranks (MPI); collectives' deadline: %g s%s\n", cmd,
+                 j->size, a->timeout, a->timeout > 0 ? "" : " (none)");
+    return 0;
+}
+
+void cli_job_end(cli_job *j)
+{
+    pt_dist_free(j->dist);
+    j->dist = NULL;
+    pt_goodput_free(j->gp);
+    j->gp = NULL;
+}
+
+void cli_job_section(cli_job *j, int kind)
+{
+    if (!j->gp)
+        return;
+    if (j->open)
+        pt_goodput_end(j->gp);
+    j->open = kind >= 0 && pt_goodput_begin(j->gp, kind) == PT_OK;
+}
+
+int cli_job_agree(cli_job *j, int rc, const char *what)
+{
+    if (j->size <= 1)
+        return rc;
+    double stack[64], *v = j->size <= 64 ? stack : calloc((size_t)j->size, sizeof *v);
+    if (!v) {
+        fprintf(stderr, "posttrain %s: out of memory\n", j->cmd);
+        return 1;
+    }
+    memset(v, 0, (size_t)j->size * sizeof *v);
+    v[j->rank] = rc;
+    int st = pt_dist_allreduce_sum(j->dist, v, (size_t)j->size);
+    int first = -1;
+    for (int q = 0; q < j->size && !st; q++)
+        if (v[q] != 0 && first < 0)
+            first = q;
+    int out = first < 0 ? 0 : (int)v[first];
+    if (v != stack)
+        free(v);
+    if (st)
+        return rc ? rc : cli_fail(what, st);
+    if (rc)
+        return rc;
+    if (first >= 0 && j->rank == 0)
+        fprintf(stderr, "posttrain %s: rank %d failed while %s (its message says why); stopping every rank\n",
+                j->cmd, first, what);
+    return out;
+}
+
+int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,
+                      const char *data, const char **resume, bool overwrite)
+{
+    o->lock_fd = -1;
+    o->resume[0] = o->metrics[0] = '\0';
+    if (j->size <= 1)
+        return cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
+    struct {
+        int rc, has_resume;
+        char resume[sizeof o->resume];
+    } msg;
+    memset(&msg, 0, sizeof msg);
+    if (j->rank == 0) {
+        msg.rc = cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
+        if (!msg.rc && *resume) {
+            msg.has_resume = 1;
+            snprintf(msg.resume, sizeof msg.resume, "%s", *resume);
+        }
+    }
+    int st = pt_dist_broadcast(j->dist, &msg, sizeof msg, 0);
+    if (st)
+        return cli_fail("sharing --out's state", st);
+    if (j->rank != 0) {
+        snprintf(o->resume, sizeof o->resume, "%s", msg.resume);
+        *resume = msg.has_resume ? o->resume : NULL;
+    }
+    return msg.rc;
+}
+
+int cli_job_shard(cli_job *j, int64_t *begin, int64_t *count, int64_t n, const char *what)
+{
+    if (n < j->size) {
+        if (j->rank == 0)
+            cli_usage_error(j->cmd, "%s: %lld cannot be shared by %d ranks (each needs at least one): give at "
+                                    "least %d, or run at most %lld ranks", what, (long long)n, j->size, j->size,
+                            (long long)n);
+        return 2;
+    }
+    int st = pt_dist_shard(begin, count, j->dist, n);
+    return st ? cli_fail(what, st) : 0;
+}
+
+void cli_job_flip_hook(cli_job *j, pt_model *m, long long step)
+{
+    if (j->flip_rank != j->rank || j->flip_step != step)
+        return;
+    j->flip_rank = -1; /* once per process: the replay after a rollback is clean */
+    size_t n = 0;
+    pt_model_num_tensors(&n, m);
+    for (size_t i = 0; i < n; i++) {
+        pt_tensor_info ti;
+        pt_tensor_info_init(&ti);
+        if (pt_model_tensor_info(&ti, m, i) != PT_OK || !ti.trainable || !ti.numel)
+            continue;
+        uint32_t bits;
+        memcpy(&bits, ti.data, sizeof bits);
+        bits ^= 1u << 13;
+        memcpy(ti.data, &bits, sizeof bits);
+        fprintf(stderr, "posttrain %s: rank %d: POSTTRAIN_TEST_FLIP_BIT: flipped bit 13 of %s[0] after step %lld\n",
+                j->cmd, j->rank, ti.name, step);
+        return;
+    }
+}
+
+void cli_job_step_time(cli_job *j, double seconds, double comm, double gen)
+{
+    double step = seconds - comm - gen;
+    pt_goodput_add(j->gp, PT_TIME_STEP, step > 0 ? step : 0);
+    if (comm > 0)
+        pt_goodput_add(j->gp, PT_TIME_WAIT, comm);
+    if (gen > 0)
+        pt_goodput_add(j->gp, PT_TIME_GENERATE, gen);
+    pt_goodput_step_done(j->gp);
+    j->work_seconds += seconds;
+    j->work_steps++;
+}
+
+bool cli_job_save_due(const cli_job *j, long long step, long long total)
+{
+    if (j->save_auto)
+        /* the first checkpoint after this process's first step times the
+         * interval (cli_job_saved) */
+        return step == total || j->save_every == 0 || step - j->last_save >= j->save_every;
+    return j->save_every > 0 && (step % j->save_every == 0 || step == total);
+}
+
+bool cli_job_check_due(const cli_job *j, long long step)
+{
+    return j->size > 1 && j->args.sdc_every > 0 && step % j->args.sdc_every == 0;
+}
+
+int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
+{
+    if (j->size <= 1 || j->args.sdc_every <= 0)
+        return 0;
+    int bad = -1;
+    int st = pt_dist_check_replicas(&bad, NULL, j->dist, opt);
+    if (st == PT_OK) {
+        j->rollbacks = 0;
+        return 0;
+    }
+    if (st != PT_ECHECKSUM)
+        return cli_fail("replica check", st);
+    /* the same status and message on every rank: rank 0 says it */
+    if (j->rank == 0)
+        fprintf(stderr, "posttrain %s: silent data corruption detected after step %lld on rank %d: %s\n", j->cmd,
+                step, bad, pt_last_error());
+    if (j->args.sdc_action == CLI_SDC_STOP) {
+        cli_note("posttrain %s: stopping (--sdc-action stop); relaunch with --resume auto to continue from the "
+                 "last checkpoint\n", j->cmd);
+        return 1;
+    }
+    if (++j->rollbacks > 3) {
+        cli_note("posttrain %s: the replicas disagreed again after %d rollbacks: stopping\n", j->cmd,
+                 j->rollbacks - 1);
+        return 1;
+    }
+    if (j->last_ckpt[0])
+        cli_note("posttrain %s: rolling every rank back to step %lld (%s) and replaying\n", j->cmd, j->last_save,
+                 j->last_ckpt);
+    else
+        cli_note("posttrain %s: rolling every rank back to the start (no checkpoint yet) and replaying\n",
+                 j->cmd);
+    return CLI_SDC_MISMATCH;
+}
+
+cJSON *cli_job_goodput_json(cli_job *j)
+{
+    pt_goodput_commit(j->gp);
+    char *text = NULL;
+    int st = pt_goodput_to_json(&text, j->gp);
+    if (st) {
+        cli_fail("goodput", st);
+        return NULL;
+    }
+    cJSON *g = cJSON_Parse(text);
+    pt_free(text);
+    if (!g)
+        fprintf(stderr, "posttrain %s: out of memory building the goodput JSON\n", j->cmd);
+    return g;
+}
+
+int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0)
+{
+    if ((rc = cli_job_agree(j, rc, "saving a checkpoint")))
+        return rc;
+    j->last_save = step;
+    snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", dir);
+    if (!j->save_auto || j->save_every > 0)
+        return 0;
+    /* --save-every auto: this first checkpoint's cost and the steps' time so
+     * far give the interval, on rank 0, for every rank */
+    double n = 1;
+    if (j->rank == 0) {
+        double cost = cli_now() - t0, per_step = j->work_steps ? j->work_seconds / (double)j->work_steps : 0;
+        double interval = 0;
+        if (per_step > 0 && cost > 0 &&
+            pt_checkpoint_interval_young_daly(&interval, cost, j->args.mtbf_hours * 3600.0) == PT_OK)
+            n = fmin(1e9, fmax(1.0, round(interval / per_step)));
+        fprintf(stderr, "posttrain %s: --save-every auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of "
+                        "%g h, Young-Daly gives %.1f s: a checkpoint every %.0f steps\n", j->cmd, cost, per_step,
+                j->args.mtbf_hours, interval, n);
+    }
+    int st = j->size > 1 ? pt_dist_broadcast(j->dist, &n, sizeof n, 0) : PT_OK;
+    if (st)
+        return cli_fail("sharing --save-every auto's interval", st);
+    j->save_every = (int)n;
+    return 0;
+}
+
+int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *dir, double lost_seconds,
+                    long long lost_steps)
+{
+    j->last_save = step;
+    j->first_step = step;
+    snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", dir);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(host, "goodput");
+    if (!cJSON_IsObject(g)) {
+        cli_note("posttrain %s: %s records no goodput totals: goodput counts this process only\n", j->cmd, dir);
+        return 0;
+    }
+    char *text = cJSON_PrintUnformatted(g);
+    if (!text) {
+        fprintf(stderr, "posttrain %s: out of memory\n", j->cmd);
+        return 1;
+    }
+    int st = pt_goodput_restore(j->gp, text, lost_seconds, lost_steps);
+    cJSON_free(text);
+    if (st)
+        cli_note("posttrain %s: warning: the goodput totals of %s were not restored: %s\n", j->cmd, dir,
+                 pt_last_error());
+    else if (lost_steps)
+        cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
+                 j->cmd, lost_steps, lost_seconds, step);
+    return 0;
+}
+
+void cli_job_rolled_back(cli_job *j)
+{
+    pt_goodput_rollback(j->gp);
+}
+
+/* ", "KEY": V" with %.4f, or null. */
+static void json_secs(FILE *f, const char *key, double v)
+{
+    if (isfinite(v))
+        fprintf(f, ", \"%s\": %.4f", key, v);
+    else
+        fprintf(f, ", \"%s\": null", key);
+}
+
+void cli_job_report(cli_job *j, FILE *f, long long step)
+{
+    cli_job_section(j, -1);
+    pt_goodput_commit(j->gp);
+    pt_goodput_report r;
+    pt_goodput_report_init(&r);
+    if (pt_goodput_get(&r, j->gp) != PT_OK || j->rank != 0)
+        return;
+    fprintf(stderr, "posttrain %s: goodput %.3f of %.2f s wall:", j->cmd, r.goodput, r.wall);
+    for (int k = 0; k < PT_TIME_KINDS; k++)
+        fprintf(stderr, "%s %s %.2f", k ? "," : "", pt_time_kind_name(k), r.seconds[k]);
+    fprintf(stderr, "; %lld steps kept, %lld lost\n", (long long)r.steps_kept, (long long)r.steps_lost);
+    if (!f)
+        return;
+    fprintf(f, "{\"step\": %lld, \"goodput\": {\"goodput\": ", step);
+    if (isfinite(r.goodput))
+        fprintf(f, "%.6f", r.goodput);
+    else
+        fprintf(f, "null");
+    json_secs(f, "wall", r.wall);
+    for (int k = 0; k < PT_TIME_KINDS; k++) {
+        char key[48];
+        snprintf(key, sizeof key, "seconds/%s", pt_time_kind_name(k));
+        json_secs(f, key, r.seconds[k]);
+    }
+    json_secs(f, "pending", r.pending);
+    fprintf(f, ", \"steps_kept\": %lld, \"steps_lost\": %lld, \"ranks\": %d}}\n", (long long)r.steps_kept,
+            (long long)r.steps_lost, j->size);
+    fflush(f);
+}
