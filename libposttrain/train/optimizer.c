@@ -507,7 +507,7 @@ int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
     if (d && pt_dist_size(d) > 1) {
         /* a data-parallel job: every rank's outcome, then the gradients
          * summed over the ranks, as pt_sft_step and pt_grpo_step do */
-        int st = PT_STRUCT_CHECK_OUT(stats, pt_step_stats, pt_step_stats_init);
+        int st = pt_struct_check_out(stats, sizeof(pt_step_stats), "pt_optimizer_step", "pt_step_stats_init");
         if (!st)
             st = pt_optimizer_check_current(opt, "pt_optimizer_step");
         int64_t step = opt->step;
@@ -520,7 +520,7 @@ int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
 
 int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
 {
-    int st = PT_STRUCT_CHECK_OUT(stats, pt_step_stats, pt_step_stats_init);
+    int st = pt_struct_check_out(stats, sizeof(pt_step_stats), "pt_optimizer_step", "pt_step_stats_init");
     if (st || (st = pt_optimizer_check_current(opt, "pt_optimizer_step")))
         return st;
     refresh_grads(opt);
