@@ -34,7 +34,7 @@ from .model import (LORA_TARGETS, Batch, Context, EvalResult, ForwardResult, Mod
                     config_from_json, config_num_params, config_to_json, default_config,
                     inspect_dir, load_config, validate_config)
 from .tokenizer import DecodeStream, Tokenizer
-from .chat import ChatIds, ChatTemplate
+from .chat import ChatIds, ChatTemplate, ToolCalls
 from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, StepResult,
                     TrainingBatch, dataset_defaults, load_checkpoint, optimizer_defaults,
                     plot_metrics, save_checkpoint, schedule_factor, sft_step)
@@ -63,7 +63,7 @@ __all__ = [
     "Model", "Context", "Batch", "ForwardResult", "EvalResult", "LORA_TARGETS",
     "default_config", "config_from_json", "load_config", "config_to_json", "config_num_params",
     "validate_config", "inspect_dir",
-    "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds",
+    "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds", "ToolCalls",
     "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
     "StepResult", "SftResult", "TrainingBatch", "EvalLoss", "DatasetPosition",
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
