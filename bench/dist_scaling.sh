@@ -36,7 +36,7 @@ run() {
 }
 for np in $nps; do
     case $what in
-        allreduce|all) run "$np" allreduce "${extra[@]}" ;;
+        allreduce|all) [ "$np" -gt 1 ] && run "$np" allreduce "${extra[@]}" ;;
     esac
     case $what in
         sft|all) run "$np" sft "${extra[@]}" ;;
