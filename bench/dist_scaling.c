@@ -109,6 +109,19 @@ static void header(const char *mode, int threads)
     printf("argv: %s (mpirun's own switches are not visible here; bench/dist_scaling.sh prints them)\n", g_cmd);
     printf("mode %s: %d rank(s), %ld online CPU(s), CPUs allowed per rank (min) %d, threads per rank %d, "
            "load average %.2f\n", mode, g_size, sysconf(_SC_NPROCESSORS_ONLN), min_cpus, threads, bench_loadavg());
+    char model[256] = "?";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+                snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+                model[strcspn(model, "\n")] = '\0';
+                break;
+            }
+        fclose(f);
+    }
+    printf("cpu: %s; matrix products: %s\n", model, pt_blas_info());
     if (threads > min_cpus)
         printf("warning: %d threads per rank but a rank may run on only %d CPU(s): mpirun binds each rank to a "
                "core when there are at most 2 ranks; pass --bind-to none\n", threads, min_cpus);

@@ -152,6 +152,33 @@ def table(args, title, comm_fn):
     return rows
 
 
+def sensitivity(args, bucket, alpha, o, beta, g, gv):
+    """Goodput at a few node counts when a node computes faster than this
+    2-core machine, or fails more often: the comm share grows as compute
+    shrinks, which is when overlapping the all-reduce with the backward pays."""
+    s = 4 * args.params
+    print("\n### Sensitivity (ASSUMED network as above): goodput / comm share of the step\n")
+    print("| node speed-up | MTBF_node | nodes | ours, %.0f MiB, today's fold | ours, 256 MiB, vectorised fold "
+          "| ring | ring, all-reduce overlapped with the backward |" % args.bucket_mib)
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    restart = args.restart_s + args.ckpt_load_s
+    for speed in (1, 16, 64):
+        for mtbf_h in (args.mtbf_node_h, args.mtbf_node_h / 10):
+            for p in (8, 512, 4096):
+                compute = args.compute_step_s / args.samples_per_step * args.samples_per_node / speed
+                mtbf = mtbf_h * 3600 / p
+                kept = kept_fraction(young_daly(args.ckpt_save_s, mtbf), args.ckpt_save_s, restart, mtbf)
+                cells = []
+                for comm, overlap in ((allreduce_pairwise(p, s, bucket, alpha, o, beta, g), False),
+                                      (allreduce_pairwise(p, s, 256 * 1048576, alpha, o, beta, gv), False),
+                                      (allreduce_ring(p, s, alpha, beta, gv), False),
+                                      (allreduce_ring(p, s, alpha, beta, gv), True)):
+                    bwd = compute * 2 / 3
+                    step = compute - bwd + max(bwd, comm) if overlap else compute + comm
+                    cells.append("%.1f%% / %.0f%%" % (100 * kept * compute / step, 100 * (step - compute) / step))
+                print("| %gx | %.0f h | %d | %s |" % (speed, mtbf_h, p, " | ".join(cells)))
+
+
 def cross_check(lib_path):
     lib = ctypes.CDLL(lib_path)
     f = lib.pt_checkpoint_interval_young_daly
@@ -235,6 +262,8 @@ def main():
               lambda p, sz: allreduce_pairwise(p, sz, big * 1048576, alpha, o, beta, gv))
         table(args, "%s: ring all-reduce (reference, vectorised fold)" % net,
               lambda p, sz: allreduce_ring(p, sz, alpha, beta, gv))
+    if args.only in ("all", "cluster"):
+        sensitivity(args, bucket, alpha, o, beta, g, gv)
     if args.lib:
         ok = cross_check(args.lib)
         print("cross-check: %s" % ("OK" if ok else "MISMATCH"))
