@@ -3,7 +3,8 @@
  *
  *   mpirun -np P --bind-to none bench_dist_scaling allreduce [--sizes LIST] [--buckets LIST] [--reps N]
  *   mpirun -np P --bind-to none bench_dist_scaling sft [--batch B] [--seq T] [--steps N] [--threads N]
- *                                                      [--bucket MiB] [--checkpoint DIR] [--ckpt-reps N]
+ *                                                      [--bucket MiB] [--grad-buckets LIST] [--checkpoint DIR]
+ *                                                      [--ckpt-reps N] [--config smollm2-135m|tiny]
  *
  * (bench/dist_scaling.sh runs both at 1..4 ranks with the right mpirun
  * switches and prints each command before its output.)
@@ -31,7 +32,8 @@
  * (pt_sft_stats; per rank: transfers and waiting for the slowest rank),
  * compute = wall - comm; tokens/s; peak RSS per rank.  Then the gradient
  * all-reduce alone (the internal pt_dist_allreduce_grads the step calls,
- * every rank idle otherwise).  --checkpoint DIR: rank 0 times
+ * every rank idle otherwise), and with --grad-buckets LIST (MiB) the same
+ * with other bucket sizes.  --checkpoint DIR: rank 0 times
  * pt_checkpoint_save of the model and its AdamW state into DIR/ckpt-K
  * (removed afterwards) and pt_checkpoint_load of it.
  *
@@ -400,11 +402,30 @@ static int checkpoint_figures(pt_dist *d, pt_model *m, pt_optimizer *opt, const 
     return 0;
 }
 
+/* Median over 3 runs (after one warm-up) of the slowest rank's time of the
+ * gradient all-reduce the step calls, pt_dist_allreduce_grads. */
+static int time_grads(double *out, pt_dist *d, pt_optimizer *opt)
+{
+    double ar[3];
+    for (int r = -1; r < 3; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = bench_now();
+        CHECK(pt_dist_allreduce_grads(d, opt));
+        double dt = max_over_ranks(bench_now() - t0);
+        if (r >= 0)
+            ar[r] = dt;
+    }
+    *out = bench_median(ar, 3);
+    return 0;
+}
+
 static int run_sft(int argc, char **argv)
 {
     int G = 4, T = 256, steps = 3, threads = 0, ckpt_reps = 3;
     double bucket_mib = 4;
     const char *ckpt = NULL, *config = "smollm2-135m";
+    double gbuckets[MAXV];
+    int ngb = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             G = atoi(argv[++i]);
@@ -422,6 +443,8 @@ static int run_sft(int argc, char **argv)
             ckpt_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--config") && i + 1 < argc)
             config = argv[++i];
+        else if (!strcmp(argv[i], "--grad-buckets") && i + 1 < argc)
+            ngb = parse_list(gbuckets, MAXV, argv[++i]);
         else {
             if (!g_rank)
                 fprintf(stderr, "sft: unknown option %s\n", argv[i]);
@@ -431,7 +454,7 @@ static int run_sft(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (threads <= 0) /* the cores shared out, at least one thread per rank */
         threads = cpus / g_size > 1 ? (int)(cpus / g_size) : 1;
-    if (G < g_size || T < 2 || steps < 1 || steps > 64 || ckpt_reps < 1 || pt_set_num_threads(threads)) {
+    if (G < g_size || T < 2 || steps < 1 || steps > 64 || ckpt_reps < 1 || ngb < 0 || pt_set_num_threads(threads)) {
         if (!g_rank)
             fprintf(stderr, "sft: bad option value (the global batch must have a row per rank)\n");
         return 2;
@@ -505,17 +528,9 @@ static int run_sft(int argc, char **argv)
     double rss = bench_peak_rss_mb(), rss_max = max_over_ranks(rss), rss_min = min_over_ranks(rss);
 
     /* the gradient all-reduce alone, every rank idle otherwise */
-    double ar[8];
-    int ar_reps = 3;
-    for (int r = -1; r < ar_reps; r++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = bench_now();
-        CHECK(pt_dist_allreduce_grads(d, opt));
-        double dt = max_over_ranks(bench_now() - t0);
-        if (r >= 0)
-            ar[r] = dt;
-    }
-    double arm = bench_median(ar, ar_reps);
+    double arm;
+    if (time_grads(&arm, d, opt))
+        return 1;
     if (!g_rank) {
         double tok = (double)G * T;
         printf("figure: sft np=%d threads=%d global_batch=%dx%d rows_rank0=%lld bucket_mib=%g params=%llu steps=%d "
@@ -526,6 +541,22 @@ static int run_sft(int argc, char **argv)
         printf("figure: grad_allreduce np=%d bucket_mib=%g bytes=%.0f isolated_s=%.4f algbw_gbs=%.2f "
                "(pt_dist_allreduce_grads alone; in the step comm_s_min=%.3f) load=%.2f\n", g_size, bucket_mib,
                (double)nparams * 4, arm, (double)nparams * 4 / arm / 1e9, cmin, bench_loadavg());
+    }
+    /* --grad-buckets: the same all-reduce with other bucket sizes */
+    for (int k = 0; k < ngb && g_size > 1; k++) {
+        pt_dist *d2;
+        o.bucket_bytes = (size_t)(gbuckets[k] * 1048576.0);
+        CHECK(pt_dist_create(&d2, &world, &o));
+        CHECK(pt_optimizer_set_dist(opt, d2));
+        double t2;
+        if (time_grads(&t2, d2, opt))
+            return 1;
+        CHECK(pt_optimizer_set_dist(opt, d));
+        pt_dist_free(d2);
+        if (!g_rank)
+            printf("figure: grad_allreduce np=%d bucket_mib=%g bytes=%.0f isolated_s=%.4f algbw_gbs=%.2f "
+                   "(pt_dist_allreduce_grads alone, --grad-buckets) load=%.2f\n", g_size, gbuckets[k],
+                   (double)nparams * 4, t2, (double)nparams * 4 / t2 / 1e9, bench_loadavg());
     }
     if (ckpt && checkpoint_figures(d, m, opt, ckpt, ckpt_reps))
         return 1;

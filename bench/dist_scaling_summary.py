@@ -131,6 +131,16 @@ def main(paths):
                                   m("comm_s_rank0"), m("comm_s_min"), m("comm_s_max"), 100 * m("comm_frac"),
                                   fmt_s(med([f["isolated_s"] for f in g])) if g else "-", m("peak_rss_mb_max"),
                                   len(fs), min(loads), max(loads)))
+    if any(k[0] > 1 for k in grad):
+        print("\n### Gradient all-reduce alone (pt_dist_allreduce_grads, every rank idle otherwise)\n")
+        print("| ranks | bucket | time | algbw | runs | load |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for key in sorted(k for k in grad if k[0] > 1):
+            fs = grad[key]
+            t = med([f["isolated_s"] for f in fs])
+            print("| %d | %g MiB | %s | %.2f GB/s | %d | %.1f-%.1f |" % (
+                key[0], key[1], fmt_s(t), fs[0]["bytes"] / t / 1e9, len(fs), min(f["load"] for f in fs),
+                max(f["load"] for f in fs)))
     if ckpt:
         print("\n### Checkpoint (rank 0)\n")
         print("| bytes | save | load | runs | load average |")
