@@ -69,16 +69,26 @@ def main(paths):
     sft = collections.defaultdict(list)  # np -> [fig]
     grad = collections.defaultdict(list)
     ckpt = []
+    per_log = []  # per log: {np: step_s} of its sft runs, for ratios within one sequence
     for p in paths:
+        steps = {}
+        per_log.append(steps)
+        before = math.nan
         for line in open(p, errors="replace"):
+            if line.startswith("== ") and "load average:" in line:
+                # bench/dist_scaling.sh's line before each command: the load before the run
+                before = float(line.split("load average:")[1].split(",")[0])
+                continue
             if not line.startswith("figure: "):
                 continue
             kind = line.split()[1]
             f = parse(line)
+            f["before"] = before
             if kind == "allreduce" and f["np"] >= 2:
                 ar[(int(f["np"]), f["bytes"], f["bucket_mib"])].append(f)
             elif kind == "sft":
                 sft[(int(f["np"]), int(f["threads"]), f["bucket_mib"])].append(f)
+                steps[int(f["np"])] = f["step_s"]
             elif kind == "grad_allreduce":
                 grad[(int(f["np"]), f["bucket_mib"])].append(f)
             elif kind == "checkpoint":
@@ -94,7 +104,7 @@ def main(paths):
             fs = ar[key]
             to, tb, t1 = med([f["ours_s"] for f in fs]), med([f["mpib_s"] for f in fs]), med([f["mpi1_s"] for f in fs])
             ratio = med([f["ours_s"] / f["mpib_s"] for f in fs])
-            loads = [f["load"] for f in fs]
+            loads = [f["before"] for f in fs]
             print("| %d | %s | %g MiB | %s | %.2f GB/s | %s | %s | %.2fx | %d | %.1f-%.1f |" % (
                 np_, fmt_bytes(b), bk, fmt_s(to), 2 * (np_ - 1) / np_ * b / to / 1e9, fmt_s(tb), fmt_s(t1), ratio,
                 len(fs), min(loads), max(loads)))
@@ -125,12 +135,21 @@ def main(paths):
             fs = sft[key]
             g = grad.get((key[0], key[2]), [])
             m = lambda k: med([f[k] for f in fs])
-            loads = [f["load"] for f in fs]
+            loads = [f["before"] for f in fs]
             print("| %d | %d | %g MiB | %.2f s | %.1f | %.2f s | %.3f s | %.3f..%.3f s | %.1f%% | %s | %.0f MB | %d | "
                   "%.1f-%.1f |" % (key[0], key[1], key[2], m("step_s"), m("tokens_per_s"), m("compute_s_rank0"),
                                   m("comm_s_rank0"), m("comm_s_min"), m("comm_s_max"), 100 * m("comm_frac"),
                                   fmt_s(med([f["isolated_s"] for f in g])) if g else "-", m("peak_rss_mb_max"),
                                   len(fs), min(loads), max(loads)))
+    seqs = [st for st in per_log if 1 in st and len(st) > 1]
+    if seqs:
+        print("\n### Step time relative to 1 rank, within one sequence of runs (median over %d sequences)\n"
+              % len(seqs))
+        print("| ranks | step / step at 1 rank | per sequence |")
+        print("|---:|---:|---|")
+        for np_ in sorted({k for st in seqs for k in st if k > 1}):
+            r = [st[np_] / st[1] for st in seqs if np_ in st]
+            print("| %d | %.2f | %s |" % (np_, med(r), ", ".join("%.2f" % x for x in r)))
     if any(k[0] > 1 for k in grad):
         print("\n### Gradient all-reduce alone (pt_dist_allreduce_grads, every rank idle otherwise)\n")
         print("| ranks | bucket | time | algbw | runs | load |")
@@ -139,8 +158,8 @@ def main(paths):
             fs = grad[key]
             t = med([f["isolated_s"] for f in fs])
             print("| %d | %g MiB | %s | %.2f GB/s | %d | %.1f-%.1f |" % (
-                key[0], key[1], fmt_s(t), fs[0]["bytes"] / t / 1e9, len(fs), min(f["load"] for f in fs),
-                max(f["load"] for f in fs)))
+                key[0], key[1], fmt_s(t), fs[0]["bytes"] / t / 1e9, len(fs), min(f["before"] for f in fs),
+                max(f["before"] for f in fs)))
     if ckpt:
         print("\n### Checkpoint (rank 0)\n")
         print("| bytes | save | load | runs | load average |")
@@ -148,7 +167,7 @@ def main(paths):
         print("| %.0f MB | %.2f s (%.2f GB/s) | %.2f s | %d | %.1f-%.1f |" % (
             med([f["bytes"] for f in ckpt]) / 1e6, med([f["save_s"] for f in ckpt]),
             med([f["save_gbs"] for f in ckpt]), med([f["load_s"] for f in ckpt]), len(ckpt),
-            min(f["load"] for f in ckpt), max(f["load"] for f in ckpt)))
+            min(f["before"] for f in ckpt), max(f["before"] for f in ckpt)))
     return 0
 
 

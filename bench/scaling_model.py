@@ -129,8 +129,8 @@ def table(args, title, comm_fn):
           "MTBF_node = %.0f h\n" % (compute, args.samples_per_node, args.seq, args.ckpt_save_s, restart,
                                     args.mtbf_node_h))
     print("| nodes | all-reduce | step | comm share | step with overlap | failures/h | MTBF_job | Young-Daly tau "
-          "| best tau | kept | goodput | kept tokens/s (all nodes) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| = steps | best tau | kept | goodput | kept tokens/s (all nodes) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for p in args.nodes:
         comm = comm_fn(p, s)
@@ -146,9 +146,9 @@ def table(args, title, comm_fn):
         good = kept * compute / step
         tps = p * args.samples_per_node * args.seq / step * kept
         rows.append((p, comm, step, kept, good, tau, best))
-        print("| %d | %s | %s | %.1f%% | %s | %.3f | %s | %s | %s | %.1f%% | %.1f%% | %.0f |" % (
+        print("| %d | %s | %s | %.1f%% | %s | %.3f | %s | %s | %.0f | %s | %.1f%% | %.1f%% | %.0f |" % (
             p, fmt_time(comm), fmt_time(step), 100 * comm / step, fmt_time(step_ov), 3600 / mtbf, fmt_time(mtbf),
-            fmt_time(tau), fmt_time(best), 100 * kept, 100 * good, tps))
+            fmt_time(tau), tau / step, fmt_time(best), 100 * kept, 100 * good, tps))
     return rows
 
 
