@@ -49,19 +49,23 @@ import sys
 MEASURED = {
     # SmolLM2-135M shape, pt_model_num_params
     "params": 134515008,
-    # bench_dist_scaling sft at 1 rank, 2 threads, 4 x 256: compute seconds per step
-    "compute_step_s": 3.40,
+    # bench_dist_scaling sft at 1 rank, 2 threads (--bind-to none), 4 x 256: the median step
+    # of 5 runs started at load < 1 (9.87-10.69 s; AMD EPYC Zen 3, 2 vCPUs, BLIS zen3 kernels)
+    "compute_step_s": 10.3,
     "samples_per_step": 4,
-    # pt_checkpoint_save / pt_checkpoint_load of that model with AdamW state
-    "ckpt_save_s": 5.0,
-    "ckpt_load_s": 3.0,
-    # local shared memory, 2 ranks: our all-reduce's alpha-beta fit (per bucket, per byte)
-    "local_alpha_bucket_s": 100e-6,
-    "local_beta_s_per_byte": 0.6e-9,
-    # the rank-order fold of pt_comm_allreduce_f32 today, seconds per byte per add
-    "fold_gamma_s_per_byte": 0.47e-9,
-    # the same fold written as one vectorised loop per peer (measured, not in the library)
-    "fold_gamma_vec_s_per_byte": 0.07e-9,
+    # pt_checkpoint_save / pt_checkpoint_load of that model with its AdamW state
+    # (1614 MB; medians of 2 x 3 saves: 13.4-13.9 s, loads 8.6-8.8 s)
+    "ckpt_save_s": 13.9,
+    "ckpt_load_s": 8.8,
+    # our all-reduce at 2 local ranks (shared memory, not oversubscribed), 4 MiB buckets:
+    # the alpha-beta fit of the medians of 3 runs (t = alpha * buckets + beta * bytes)
+    "local_alpha_bucket_s": 3.5e-6,
+    "local_beta_s_per_byte": 1.05e-9,
+    # the rank-order fold of pt_comm_allreduce_f32 today (dist.c), seconds per byte per add,
+    # measured inside the all-reduce at 2 ranks on 2 MiB shards: 890-990 us
+    "fold_gamma_s_per_byte": 0.45e-9,
+    # the same fold as one loop per peer (vectorised; a patched copy, not the library): 317-340 us
+    "fold_gamma_vec_s_per_byte": 0.15e-9,
 }
 
 # ---- assumed: a cluster network this project has not measured -----------------
@@ -247,7 +251,7 @@ def main():
         la, lb = args.local_alpha_us * 1e-6, args.local_beta_ns * 1e-9
         # the fit already holds the fold and both rounds: alpha per bucket, beta per byte of
         # the gradient at P = 2, where a rank sends S/2 twice (so beta per wire byte as well)
-        table(args, "MEASURED network (this machine's shared memory, 2-rank fit: alpha %.0f us per bucket, "
+        table(args, "MEASURED network (this machine's shared memory, 2-rank fit: alpha %.1f us per bucket, "
               "%.2f ns/byte), pairwise formula, %.0f MiB buckets; a bound no real cluster reaches" %
               (args.local_alpha_us, args.local_beta_ns, args.bucket_mib),
               lambda p, sz: allreduce_pairwise(p, sz, bucket, la / 2, 0.0, lb, 0.0))
