@@ -54,9 +54,9 @@ MEASURED = {
     "compute_step_s": 10.3,
     "samples_per_step": 4,
     # pt_checkpoint_save / pt_checkpoint_load of that model with its AdamW state
-    # (1614 MB; medians of 2 x 3 saves: 13.4-13.9 s, loads 8.6-8.8 s)
-    "ckpt_save_s": 13.9,
-    "ckpt_load_s": 8.8,
+    # (1614 MB; the median of 2 runs of 3 saves each: 13.4 and 13.9 s; loads 8.6 and 8.8 s)
+    "ckpt_save_s": 13.7,
+    "ckpt_load_s": 8.7,
     # our all-reduce at 2 local ranks (shared memory, not oversubscribed), 4 MiB buckets:
     # the alpha-beta fit of the medians of 3 runs (t = alpha * buckets + beta * bytes)
     "local_alpha_bucket_s": 3.5e-6,
