@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
@@ -64,6 +65,11 @@ static int default_threads(void)
         pt_log(PT_LOG_WARN, "PT_NUM_THREADS=%s ignored: not an integer in [1, %d]", env, PT_MAX_THREADS);
     }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the CPUs this process may run on (an MPI launcher binding a rank to
+     * one core, taskset, cgroups' cpusets), when fewer */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 1 && CPU_COUNT(&set) < n)
+        n = CPU_COUNT(&set);
     if (n < 1)
         n = 1;
     if (n > PT_MAX_THREADS)

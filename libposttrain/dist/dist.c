@@ -371,12 +371,19 @@ static int allreduce_bucket_f32(pt_dist *d, float *buf, size_t n, float *scratch
         return st;
     /* rank order: ((r0 + r1) + r2) ..., this rank's own values in their place */
     float *own = buf + mlo;
-    for (size_t i = 0; i < mine; i++) {
-        float acc = me == 0 ? own[i] : scratch[i];
-        for (int q = 1; q < size; q++)
-            acc += q == me ? own[i] : scratch[(size_t)q * mine + i];
-        own[i] = acc;
+    /* one pass per rank over the shard (vectorised), accumulating in rank
+     * order: acc = r0, acc += r1, acc += r2, ...  The accumulator is this
+     * rank's own values when it is rank 0, else scratch's unused slot. */
+    float *restrict acc = me == 0 ? own : scratch + (size_t)me * mine;
+    if (me != 0)
+        memcpy(acc, scratch, mine * sizeof *acc);
+    for (int q = 1; q < size; q++) {
+        const float *restrict src = q == me ? own : scratch + (size_t)q * mine;
+        for (size_t i = 0; i < mine; i++)
+            acc[i] += src[i];
     }
+    if (me != 0)
+        memcpy(own, acc, mine * sizeof *own);
     for (int q = 0; q < size; q++) {
         if (q == me)
             continue;
