@@ -11,6 +11,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifdef PT_HAVE_MPI
+#include <mpi.h>
+#endif
+
 static pt_dist *g_d;
 static int g_rank, g_size;
 
@@ -166,6 +170,34 @@ START_TEST(test_agree)
         ck_assert_status(st, PT_EPEER, want);
     }
     ck_assert_status(pt_dist_agree(NULL, g_d, 1), PT_EINVAL, "status");
+}
+END_TEST
+
+/* A host's own communicator: the job runs on a split of the world. */
+START_TEST(test_host_communicator)
+{
+#ifdef PT_HAVE_MPI
+    if (pt_dist_get_backend(g_d) != PT_DIST_MPI)
+        return;
+    MPI_Comm half;
+    ck_assert_int_eq(MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &half), MPI_SUCCESS);
+    pt_dist *h;
+    ck_assert_ok(pt_dist_create(&h, &half, NULL));
+    const int hsize = (g_size + (g_rank % 2 == 0)) / 2;
+    ck_assert_int_eq(pt_dist_size(h), hsize);
+    ck_assert_int_eq(pt_dist_rank(h), g_rank / 2);
+    double v = g_rank, want = 0;
+    for (int r = g_rank % 2; r < g_size; r += 2)
+        want += r;
+    ck_assert_ok(pt_dist_allreduce_sum(h, &v, 1));
+    ck_assert(v == want);
+    pt_dist_free(h);
+    MPI_Comm_free(&half);
+#else
+    pt_dist *h = NULL;
+    int dummy = 0;
+    ck_assert_status(pt_dist_create(&h, &dummy, NULL), PT_EUNSUPPORTED, "mpi_comm");
+#endif
 }
 END_TEST
 
@@ -792,6 +824,7 @@ static Suite *dist_suite(void)
     tcase_add_test(tc, test_allreduce_rank_order);
     tcase_add_test(tc, test_small_collectives);
     tcase_add_test(tc, test_agree);
+    tcase_add_test(tc, test_host_communicator);
     tcase_add_test(tc, test_sft_equals_one_process);
     tcase_add_test(tc, test_sft_bit_identical_rerun);
     tcase_add_test(tc, test_sft_error_on_one_rank);
