@@ -249,6 +249,7 @@ class Batch_(Struct):
         ("targets", POINTER(c_int32)),
         ("positions", POINTER(c_int32)),
         ("segments", POINTER(c_int32)),
+        ("temperature", c_float),
     ]
 
 

@@ -123,7 +123,7 @@ static void assert_canaries(const void *p, size_t size, size_t full, const char 
 
 #define BATCH_FIELDS(X, ...)                                                                  \
     X(__VA_ARGS__, batch) X(__VA_ARGS__, seq) X(__VA_ARGS__, input_ids) X(__VA_ARGS__, targets) \
-    X(__VA_ARGS__, positions) X(__VA_ARGS__, segments)
+    X(__VA_ARGS__, positions) X(__VA_ARGS__, segments) X(__VA_ARGS__, temperature)
 
 #define TENSOR_INFO_FIELDS(X, ...)                                                            \
     X(__VA_ARGS__, name) X(__VA_ARGS__, data) X(__VA_ARGS__, grad) X(__VA_ARGS__, ndim)        \
@@ -461,12 +461,22 @@ START_TEST(test_batch)
     pt_batch full = full_batch();
     run_forward(&ref, ctx, &full);
 
-    /* Without segments: the packing segments beyond are not read. */
+    /* Without temperature: the one beyond is not read (1). */
     pt_batch b = full;
+    b.temperature = 0.5f;
+    run_forward(&with, ctx, &b);
+    ck_assert_msg(memcmp(&with, &ref, sizeof ref), "temperature is not observable");
+    b.size = offsetof(pt_batch, temperature);
+    run_forward(&got, ctx, &b);
+    assert_same_fwd(&got, &ref, "batch without temperature");
+
+    /* Without segments: the packing segments beyond are not read. */
+    b = full;
     b.segments = k_seg;
     run_forward(&with, ctx, &b);
     ck_assert_msg(memcmp(&with, &ref, sizeof ref), "segments are not observable");
     b.size = offsetof(pt_batch, segments);
+    b.temperature = 0.5f;
     run_forward(&got, ctx, &b);
     assert_same_fwd(&got, &ref, "batch without segments");
 
