@@ -575,6 +575,8 @@ static int micro_batches(grpo_run *w)
 {
     int st;
     if (w->plan) {
+        if (w->n_plan == 0) /* none of this rank's samples trains */
+            return PT_OK;
         if ((st = mb_train(w, &w->plan[w->n_plan - 1])))
             return st;
         for (int p = 0; p + 1 < w->n_plan; p++) {
@@ -809,9 +811,11 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     if (!st)
         st = compute_advantages(&w, &stats);
     w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
-    /* the loss tokens of the global batch: the same on every rank */
+    /* the loss tokens of the global batch: the same on every rank; with a
+     * job every rank takes part in the entropy pass's collectives, whatever
+     * its outcome so far */
     const bool any_tokens = !st && make_norm(&w) > 0;
-    if (o->top_entropy_quantile < 1 && (any_tokens || (st && d)))
+    if (o->top_entropy_quantile < 1 && (any_tokens || d))
         st = entropy_pass(&w, st);
     if (!st && any_tokens)
         st = micro_batches(&w);
