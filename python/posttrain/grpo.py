@@ -319,12 +319,11 @@ class RolloutBuffer(Handle):
         Returns the Generations, one list of num_generations per prompt."""
         G = int(num_generations)
         t = generate_options.get("temperature")
-        if t is not None and float(t) > 0:
-            self.sampling_temperature = float(t)
-        elif t is None:
+        if t is None:
             from .generate import generate_defaults
-            dt = generate_defaults()["temperature"]
-            self.sampling_temperature = float(dt) if dt > 0 else 1.0
+            t = generate_defaults()["temperature"]
+        # greedy (0) trains the plain model: temperature 1
+        self.sampling_temperature = float(t) if float(t) > 0 else 1.0
         if G < 1:
             raise invalid("num_generations %d must be >= 1" % G, "RolloutBuffer.add_rollouts")
         prompts = [list(p) for p in prompts]
