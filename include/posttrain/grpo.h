@@ -1,14 +1,18 @@
-/* libposttrain public API: GRPO and its variants (Dr. GRPO, DAPO, RLOO, GSPO)
- * as a host-driven step.
+/* libposttrain public API: GRPO and its variants (Dr. GRPO, DAPO, RLOO,
+ * GSPO, CISPO, two-sided clipping, the top-entropy mask) as a host-driven
+ * step.
  *
  * The host generates completions (pt_generate), puts them with their
  * sampling log-probabilities into a pt_rollout_buffer, scores them (its own
- * code or pt_rollout_buffer_score with a pt_reward_fn), and calls
+ * code or pt_rollout_buffer_score with a pt_reward_fn; or one reward per
+ * segment, i.e. assistant turn; or advantages per token), and calls
  * pt_grpo_step, which computes the advantages, runs forward and backward
- * over micro-batches through the per-token log-probability gradient and
- * applies one optimizer step.  num_iterations (mu) > 1 is the host calling
- * pt_grpo_step again on the same buffer: the old log-probabilities stay
- * fixed.  The formulas are in docs/grpo.md. */
+ * over micro-batches at the sampling temperature through the per-token
+ * log-probability gradient, weighting each token for the difference between
+ * the sampler and the trainer, and applies one optimizer step.
+ * num_iterations (mu) > 1 is the host calling pt_grpo_step again on the same
+ * buffer: the old log-probabilities stay fixed.  The formulas are in
+ * docs/grpo.md. */
 #ifndef POSTTRAIN_GRPO_H
 #define POSTTRAIN_GRPO_H
 
