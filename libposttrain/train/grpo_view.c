@@ -50,10 +50,11 @@ static int gather_segments(pt_rollout_buffer *view, pt_dist *d, const pt_rollout
     int st = send && counts && view->view_seg ? PT_OK : PT_ENOMEM;
     if (!st) {
         size_t o = 0;
-        for (int i = 0; i < buf->n; i++) {
-            memcpy(send + o, buf->s[i].seg, (size_t)buf->s[i].n_seg * sizeof *send);
-            o += (size_t)buf->s[i].n_seg;
-        }
+        for (int i = 0; i < buf->n; i++)
+            if (buf->s[i].n_seg > 0) {
+                memcpy(send + o, buf->s[i].seg, (size_t)buf->s[i].n_seg * sizeof *send);
+                o += (size_t)buf->s[i].n_seg;
+            }
         size_t off = 0;
         for (int q = 0; q < size; q++) {
             counts[q] = (size_t)heads[q].nseg * sizeof *send;
