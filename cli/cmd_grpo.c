@@ -11,6 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A bound of the importance-sampling correction: a number >= 0, or inf. */
+static int parse_clip(void *dst, const char *v, const char *cmd, const char *opt)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (!*v || *end || isnan(x) || x < 0 || (isinf(x) && !strcmp(opt, "--importance-sampling-clip-min")))
+        return cli_usage_error(cmd, "%s needs a number >= 0%s, not '%s'", opt,
+                               strcmp(opt, "--importance-sampling-clip-min") ? " or inf" : "", v);
+    *(double *)dst = x;
+    return 0;
+}
+
 #define GRPO(field) offsetof(grpo_args, field)
 static const cli_opt k_grpo_io_opts[] = {
     { CLI_PATH, "model", GRPO(model), "DIR", .required = true,
@@ -26,7 +38,7 @@ static const cli_opt k_grpo_generation_opts[] = {
     { CLI_INT, "max-new-tokens", GRPO(gen.max_new_tokens), "N", .def = "64", .lo = 1, .hi = 1000000,
       .help = "tokens per completion at most" },
     { CLI_FLOAT, "temperature", GRPO(gen.temperature), "F", .def = "1.0", .lo = 0, .hi = 100,
-      .help = "0: greedy, else at least 1e-6" },
+      .help = "0: greedy, else at least 1e-6; the step scores at it too\n(log_softmax(logits / T), as TRL)" },
     { CLI_FLOAT, "top-p", GRPO(gen.top_p), "F", .def = "1.0", .lo = 1e-9, .hi = 1, .help = "nucleus sampling" },
     { CLI_INT, "top-k", GRPO(gen.top_k), "N", .def = "0", .lo = 0, .hi = 100000000, .help = "0: off" },
     { CLI_FLAG, "chat", GRPO(chat), .help = "wrap prompts in the tokenizer's chat template" },
@@ -52,11 +64,23 @@ static const cli_opt k_grpo_opts[] = {
     { CLI_INT, "num-iterations", GRPO(num_iterations), "N", .def = "1", .lo = 1, .hi = 1000,
       .help = "updates per generation round" },
     { CLI_ENUM, "loss-type", GRPO(grpo.loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
-      .enum_name = pt_grpo_loss_type_name, .help = "the loss aggregation (docs/grpo.md)" },
+      .enum_name = pt_grpo_loss_type_name, .help = "the loss and its aggregation (docs/grpo.md)" },
     { CLI_ENUM, "scale-rewards", GRPO(grpo.scale_rewards), .def = "group", .from_name = pt_grpo_scale_from_name,
       .enum_name = pt_grpo_scale_name, .help = "how advantages are scaled" },
     { CLI_FLAG, "mask-truncated", GRPO(grpo.mask_truncated_completions),
       .help = "no loss on completions cut at --max-new-tokens" },
+    { CLI_DOUBLE, "delta", GRPO(grpo.delta), "F", .def = "0", .lo = 0, .hi = 1e6,
+      .help = "two-sided clipping: cap the ratio at F (> 1 + epsilon-high;\n0: off)" },
+    { CLI_DOUBLE, "top-entropy-quantile", GRPO(grpo.top_entropy_quantile), "F", .def = "1", .lo = 0, .hi = 1,
+      .help = "train only the tokens in the top F quantile of entropy\n(1: all)" },
+    { CLI_ENUM, "importance-sampling-correction", GRPO(grpo.importance_sampling_correction),
+      .def = "sequence_mask", .from_name = pt_grpo_is_correction_from_name,
+      .enum_name = pt_grpo_is_correction_name,
+      .help = "correct for the sampler (TRL's vllm_importance_sampling_mode)" },
+    { CLI_CUSTOM, "importance-sampling-clip-max", GRPO(grpo.importance_sampling_clip_max), "F|inf", .def = "3",
+      .parse = parse_clip, .help = "the correction's upper bound" },
+    { CLI_CUSTOM, "importance-sampling-clip-min", GRPO(grpo.importance_sampling_clip_min), "F", .def = "0",
+      .parse = parse_clip, .help = "the correction's lower bound (0: none)" },
 };
 static const cli_opt k_grpo_output_opts[] = {
     { CLI_CUSTOM, "save-every", GRPO(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
@@ -121,6 +145,25 @@ static int parse_args(grpo_args *a, int argc, char **argv)
     if (isnan(a->grpo.epsilon_high))
         a->grpo.epsilon_high = a->grpo.epsilon_low;
     a->grpo.max_completion_length = a->gen.max_new_tokens;
+    /* the step scores at the sampling temperature (greedy: the plain model) */
+    a->grpo.temperature = a->gen.temperature > 0 ? a->gen.temperature : 1.0;
+    /* the library's checks of the GRPO options, before anything is loaded */
+    if (!(a->grpo.importance_sampling_clip_min < a->grpo.importance_sampling_clip_max))
+        return cli_usage_error("grpo", "--importance-sampling-clip-min must be below --importance-sampling-clip-max");
+    if (a->grpo.delta != 0 && !(a->grpo.delta > 1 + a->grpo.epsilon_high))
+        return cli_usage_error("grpo", "--delta must be 0 (off) or above 1 + --epsilon-high (%g)",
+                               1 + a->grpo.epsilon_high);
+    if (a->grpo.delta != 0 && a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
+        return cli_usage_error("grpo", "--delta does not apply to --loss-type cispo");
+    if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO && !(a->grpo.epsilon_high > 0))
+        return cli_usage_error("grpo", "--loss-type cispo needs --epsilon-high > 0 (its cap on the ratio; TRL "
+                               "recommends 5)");
+    if ((a->grpo.importance_sampling_correction == PT_GRPO_IS_TOKEN_TRUNCATE ||
+         a->grpo.importance_sampling_correction == PT_GRPO_IS_SEQUENCE_TRUNCATE) &&
+        a->grpo.importance_sampling_clip_min == 0 && isinf(a->grpo.importance_sampling_clip_max))
+        return cli_usage_error("grpo", "--importance-sampling-correction %s needs --importance-sampling-clip-min > 0 "
+                               "or a finite --importance-sampling-clip-max",
+                               pt_grpo_is_correction_name(a->grpo.importance_sampling_correction));
     return 0;
 }
 
@@ -561,14 +604,19 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
         s.ids = r->ids;
         s.n_ids = pl + nt;
         s.prompt_len = pl;
-        s.old_logprobs = r->lps + (size_t)i * max_new;
+        /* pt_generate's are the sampler's; pi_old is the trainer's, recorded
+         * by the first iteration (docs/grpo.md) */
+        s.sampling_logprobs = r->lps + (size_t)i * max_new;
         s.group = i / a->G; /* this rank's group; the step numbers them globally */
         s.truncated = r->fin[i] == PT_FINISH_LENGTH;
         if ((st = pt_rollout_buffer_add(r->buf, &s)))
             return cli_fail("rollout buffer", st);
     }
     *gen_tps = gen_tokens / gen_s;
-    if (r->rctx && (st = pt_rollout_buffer_compute_logprobs(r->buf, r->rctx, PT_ROLLOUT_REF)))
+    pt_rollout_logprobs_options lo;
+    pt_rollout_logprobs_options_init(&lo);
+    lo.temperature = a->grpo.temperature;
+    if (r->rctx && (st = pt_rollout_buffer_compute_logprobs_with(r->buf, r->rctx, PT_ROLLOUT_REF, &lo)))
         return cli_fail("reference log-probabilities", st);
     reward_ctx rc = { a, r->tok, r->rows, r->group_row + r->g0 };
     for (int k = 0; k < a->rewards.n; k++)
@@ -602,8 +650,9 @@ static int update(grpo_run *r, int64_t step, step_report *rep)
     return 0;
 }
 
-static void write_metrics(FILE *f, const grpo_rewards *rw, int64_t step, const step_report *rep, bool dist)
+static void write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_report *rep, bool dist)
 {
+    const grpo_rewards *rw = &a->rewards;
     const pt_grpo_stats *first = &rep->first, *gs = &rep->last;
     fprintf(f, "{\"step\": %lld", (long long)step);
     json_num(f, "reward", first->reward);
@@ -622,6 +671,21 @@ static void write_metrics(FILE *f, const grpo_rewards *rw, int64_t step, const s
     json_num(f, "clip_ratio/region_mean", gs->clip_ratio_region);
     json_num(f, "clip_ratio/low_mean", gs->clip_ratio_low);
     json_num(f, "clip_ratio/high_mean", gs->clip_ratio_high);
+    if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
+        json_num(f, "cispo_clip_ratio", gs->cispo_clip_ratio);
+    /* the sampler against the trainer, at the first iteration (TRL's names) */
+    json_num(f, "sampling/sampling_logp_difference/mean", first->sampling_logp_difference_mean);
+    json_num(f, "sampling/sampling_logp_difference/max", first->sampling_logp_difference_max);
+    if (a->grpo.importance_sampling_correction != PT_GRPO_IS_CORRECTION_NONE) {
+        json_num(f, "sampling/importance_sampling_ratio/min", first->importance_sampling_ratio_min);
+        json_num(f, "sampling/importance_sampling_ratio/mean", first->importance_sampling_ratio_mean);
+        json_num(f, "sampling/importance_sampling_ratio/max", first->importance_sampling_ratio_max);
+        json_num(f, "sampling/importance_sampling_corrected_fraction", first->importance_sampling_corrected_fraction);
+    }
+    if (a->grpo.top_entropy_quantile < 1) {
+        json_num(f, "entropy_threshold", gs->entropy_threshold);
+        json_num(f, "entropy_kept_fraction", gs->entropy_kept_fraction);
+    }
     json_num(f, "completions/mean_length", first->completion_mean_length);
     json_num(f, "completions/min_length", first->completion_min_length);
     json_num(f, "completions/max_length", first->completion_max_length);
@@ -661,7 +725,7 @@ static int train(grpo_run *r)
         cli_job_step_time(j, rep.step_s, rep.comm_s, rep.gen_s);
         cli_job_flip_hook(j, r->model, (long long)step);
         if (r->metrics)
-            write_metrics(r->metrics, &r->a.rewards, step, &rep, j->size > 1);
+            write_metrics(r->metrics, &r->a, step, &rep, j->size > 1);
         if (j->rank == 0 && (step % r->a.log_every == 0 || step == r->total))
             fprintf(stderr, "step %lld/%lld reward %.4f std %.4f zero_std %.2f clip %.4f kl %.4g len %.1f loss %.4g "
                             "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs\n",

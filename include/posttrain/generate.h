@@ -50,9 +50,14 @@ PT_API int pt_finish_reason_from_name(int *out, const char *name);
  *    tokens whose probability under softmax of the remaining z reaches top_p,
  *    min_p keeps the remaining tokens with p >= min_p * p_max; the token is
  *    drawn from softmax(z) restricted to the kept set.
- *  - the returned log-probability is log_softmax(z)[token] over the whole
- *    vocabulary, before any filtering (with T == 0: log_softmax(l)[token]),
- *    which is how TRL computes the sampling ("old") log-probabilities. */
+ *  - the returned log-probability is that of the token under the
+ *    distribution it was drawn from: log softmax(z)[token] over the kept set,
+ *    renormalised (vLLM's "processed" log-probabilities, which TRL takes as
+ *    the sampling log-probabilities); with no filter active that is
+ *    log_softmax(z)[token] over the whole vocabulary, and with T == 0
+ *    log_softmax(l)[token].  Pass them as pt_rollout_sample.sampling_logprobs
+ *    (docs/grpo.md: the step's ratio uses the policy's log_softmax(z) over
+ *    the whole vocabulary, which it computes itself). */
 typedef struct pt_generate_options {
     size_t size;              /* sizeof(pt_generate_options) */
     int max_new_tokens;       /* >= 1; default 64 */
@@ -101,8 +106,9 @@ PT_API int pt_generator_get_num_threads(const pt_generator *gen);
  *                   -1 after its last one
  *   n_tokens        [batch]: how many new tokens row b has (1 .. M)
  *   finish_reasons  [batch]: pt_finish_reason, may be NULL
- *   logprobs        [batch * M], like tokens (0 after the last one), may be
- *                   NULL (not computed then)
+ *   logprobs        [batch * M], like tokens (0 after the last one): each
+ *                   token's log-probability under the distribution it was
+ *                   drawn from (above); may be NULL (not computed then)
  * opts may be NULL for the defaults.  The abort callback is polled once per
  * generated token (and per layer of each prefill); PT_ECANCELLED then, with
  * the outputs undefined. */

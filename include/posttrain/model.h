@@ -174,13 +174,20 @@ typedef struct pt_batch {
     const int32_t *positions;   /* optional B*T rotary positions >= 0 (NULL: 0..T-1 per row) */
     const int32_t *segments;    /* optional B*T segment ids: attention only between
                                  * tokens of one row with equal segment id (packing) */
+    /* Logits are divided by it before the log-softmax: the log-probabilities,
+     * entropies, loss and backward are those of softmax(logits / temperature)
+     * (GRPO's training at the sampling temperature; docs/model.md).  Finite
+     * and >= 1e-6; default 1 (bit for bit the plain model).  Returned logits
+     * stay raw. */
+    float temperature;
 } pt_batch;
 
 PT_API int pt_batch_init(pt_batch *b);
 
 /* Forward pass.  logprobs (B*T, may be NULL) receives log p(target) for each
- * token, 0 where the target is -1.  logits (B*T*vocab, may be NULL) receives
- * the raw logits; when NULL they are never held in full (the LM head runs in
+ * token (p = softmax(logits / b->temperature)), 0 where the target is -1.
+ * logits (B*T*vocab, may be NULL) receives the raw logits (not divided by
+ * the temperature); when NULL they are never held in full (the LM head runs in
  * chunks of rows).  The activations stay in ctx for one pt_model_backward. */
 PT_API int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits);
 

@@ -281,6 +281,14 @@ void pt_copy(float *y, const float *x, size_t n)
         memcpy(y, x, n * sizeof *y);
 }
 
+void pt_div_scalar(float *x, size_t n, float d)
+{
+    int nt = loop_threads(n);
+#pragma omp parallel for simd num_threads(nt) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        x[i] /= d;
+}
+
 /* ---- Embedding ------------------------------------------------------------------------ */
 
 void pt_embedding_forward(float *out, const float *table, const int32_t *ids, size_t n, size_t d)

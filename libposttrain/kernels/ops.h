@@ -61,6 +61,9 @@ void pt_colsum_add(float *db, const float *dy, size_t rows, size_t n, size_t ld)
 void pt_rows_set(float *y, const float *b, size_t rows, size_t n, size_t ld);
 /* y = x (n floats). */
 void pt_copy(float *y, const float *x, size_t n);
+/* x[i] /= d in place (n floats): logits / temperature, rounded as the
+ * sampler's division. */
+void pt_div_scalar(float *x, size_t n, float d);
 
 /* ---- Embedding -------------------------------------------------------------- */
 /* out[t] = table[ids[t]] (d floats per row); ids must be in range. */

@@ -47,6 +47,7 @@ struct pt_context {
     float *attn_scratch;
     int32_t *ids, *tgt, *pos, *seg;
     bool has_seg;
+    float temperature;    /* the batch's, kept for the backward (1: none) */
     float *lora_buf;      /* LoRA adapter scratch (pt_lora_scratch), grown on demand */
     size_t lora_cap;
     int num_threads;      /* pt_context_set_num_threads; 0: the process setting */
@@ -235,6 +236,7 @@ int pt_context_get_num_threads(const pt_context *ctx)
 int pt_batch_init(pt_batch *b)
 {
     PT_STRUCT_INIT_ZERO(b);
+    b->temperature = 1.0f;
     return PT_OK;
 }
 
@@ -308,6 +310,10 @@ static int read_batch(pt_batch *b, const pt_batch *user, pt_context *ctx, const 
                           b->batch, b->seq, ctx->max_batch, ctx->max_seq);
     if (!b->input_ids)
         return pt_err_arg(func, "batch", "input_ids is NULL");
+    /* as pt_generate's: logits / T must not overflow */
+    if (!(isfinite(b->temperature) && b->temperature >= 1e-6f))
+        return pt_err_arg(func, "batch", "temperature %g must be finite and >= 1e-6",
+                          (double)b->temperature);
     return PT_OK;
 }
 
@@ -340,12 +346,15 @@ static int load_batch(pt_context *ctx, const pt_batch *b)
     ctx->B = B;
     ctx->T = T;
     ctx->has_seg = b->segments != NULL;
+    ctx->temperature = b->temperature;
     return PT_OK;
 }
 
 /* LM head over chunks of rows: logits, log-softmax, log p(target), and when
  * dlp is given the gradient (dxn = dlogits W, dW += dlogits^T xn) from the
- * same logits.  xn is the final normalised hidden state. */
+ * same logits.  xn is the final normalised hidden state.  With a
+ * temperature T != 1 the log-softmax is of z = logits / T, and dlogits =
+ * dz / T (the products' alpha). */
 static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, float *entropy_out,
                         const float *dlp, float *dxn, bool compute_lp)
 {
@@ -353,6 +362,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     const size_t n = (size_t)ctx->B * ctx->T;
     const float *W = m->w.lm_head;
+    const float temp = ctx->temperature;
+    const float gscale = temp == 1.0f ? 1.0f : (float)(1.0 / (double)temp);
     /* Equal chunks (multiples of 16 rows) rather than full ones and a sliver. */
     size_t nchunks = (n + ctx->chunk_rows - 1) / ctx->chunk_rows;
     size_t cr = (n + nchunks - 1) / nchunks;
@@ -365,6 +376,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
         if (logits_out)
             memcpy(logits_out + r0 * V, lg, nr * V * sizeof *lg);
+        if (temp != 1.0f)
+            pt_div_scalar(lg, nr * V, temp);
         if (compute_lp && entropy_out)
             pt_logsoftmax_entropy_rows(ctx->head_lse + r0, ctx->lp + r0, entropy_out + r0, lg,
                                        ctx->tgt + r0, nr, V);
@@ -373,9 +386,9 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         if (!dlp)
             continue;
         pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
-        pt_sgemm(false, false, nr, H, V, 1.0f, lg, V, W, H, 0.0f, dxn + r0 * H, H);
+        pt_sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
         if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
-            pt_sgemm(true, false, V, H, nr, 1.0f, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
+            pt_sgemm(true, false, V, H, nr, gscale, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
     }
 }
 

@@ -38,8 +38,10 @@ int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler
                      pt_sample_scratch *sc);
 
 /* Draw one id from logits (v entries) as pt_generate_options describes; the
- * log-probability (log_softmax of logits / temperature over all v ids, or of
- * the logits when greedy) goes to *logprob when non-NULL.  Uses rng only
+ * log-probability of the id under the distribution drawn from (softmax of
+ * logits / temperature over the ids top-k, top-p and min-p kept,
+ * renormalised; over all v ids when nothing is filtered; log_softmax of the
+ * logits when greedy) goes to *logprob when non-NULL.  Uses rng only
  * when temperature > 0 (exactly one 53-bit uniform per call). */
 int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
                         pt_rng *rng, pt_sample_scratch *sc);

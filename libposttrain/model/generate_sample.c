@@ -1,4 +1,5 @@
-/* The sampler of pt_generate: temperature, top-k, top-p, min-p and the draw.
+/* The sampler of pt_generate: temperature, top-k, top-p, min-p, the draw and
+ * the log-probability of the drawn token under the distribution drawn from.
  * Everything a draw reads is the row's logits and its own RNG stream, so the
  * result does not depend on other rows or on threads. */
 #include "model/generate_internal.h"
@@ -229,7 +230,11 @@ int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sam
             break;
         }
     }
+    /* The log-probability under the distribution drawn from: softmax(z)
+     * over the kept ids, renormalised (vLLM's processed logprobs, TRL's
+     * sampling logprobs); unfiltered, the whole log_softmax(z). */
     if (logprob)
-        *logprob = sc->z[tok] - sc->zmax - logf(sc->sum);
+        *logprob = filtered ? (float)((double)(sc->z[tok] - sc->zmax) - log(total))
+                            : sc->z[tok] - sc->zmax - logf(sc->sum);
     return tok;
 }

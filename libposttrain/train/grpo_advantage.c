@@ -1,5 +1,6 @@
 /* Advantages: each sample's combined reward against its group's (TRL's
- * scale_rewards "group", "batch", "none", and RLOO's leave-one-out mean). */
+ * scale_rewards "group", "batch", "none", and RLOO's leave-one-out mean),
+ * or each segment's reward against the segment-k rewards of its group. */
 #include "core/core.h"
 #include "train/grpo_internal.h"
 
@@ -90,6 +91,96 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R
     free(sd);
     free(sum);
     free(cnt);
+    return ng;
+}
+
+/* Group index of each of n samples by first appearance of its id; returns
+ * the number of groups, or -1 out of memory. */
+static int group_index(int *gi, const int64_t *group, int n)
+{
+    int64_t *ids = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *ids);
+    if (!ids)
+        return -1;
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        int g = 0;
+        while (g < ng && ids[g] != group[i])
+            g++;
+        if (g == ng)
+            ids[ng++] = group[i];
+        gi[i] = g;
+    }
+    free(ids);
+    return ng;
+}
+
+int pt_grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const double *rew, const int *off,
+                               const int *nseg, const int64_t *group, int n, int scale)
+{
+    int K = 0;
+    for (int i = 0; i < n; i++)
+        K = nseg[i] > K ? nseg[i] : K;
+    K = K > 0 ? K : 1;
+    int *gi = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *gi);
+    int ng = gi ? group_index(gi, group, n) : -1;
+    size_t cells = (size_t)(ng > 0 ? ng : 1) * (size_t)K;
+    double *sum = pt_calloc(cells, sizeof *sum), *ss = pt_calloc(cells, sizeof *ss);
+    double *bsum = pt_calloc((size_t)K, sizeof *bsum), *bss = pt_calloc((size_t)K, sizeof *bss);
+    int *cnt = pt_calloc(cells, sizeof *cnt), *bcnt = pt_calloc((size_t)K, sizeof *bcnt);
+    bool *spread = pt_calloc((size_t)(ng > 0 ? ng : 1), sizeof *spread);
+    if (ng < 0 || !sum || !ss || !bsum || !bss || !cnt || !bcnt || !spread) {
+        ng = PT_ENOMEM;
+        goto done;
+    }
+    /* sums, then squared deviations, per (group, segment index) and per index */
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < nseg[i]; k++) {
+            double r = rew[off[i] + k];
+            if (isnan(r))
+                continue;
+            size_t c = (size_t)gi[i] * K + k;
+            sum[c] += r;
+            cnt[c]++;
+            bsum[k] += r;
+            bcnt[k]++;
+        }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < nseg[i]; k++) {
+            double r = rew[off[i] + k];
+            if (isnan(r))
+                continue;
+            size_t c = (size_t)gi[i] * K + k;
+            double m = sum[c] / cnt[c], bm = bsum[k] / bcnt[k];
+            ss[c] += (r - m) * (r - m);
+            bss[k] += (r - bm) * (r - bm);
+        }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < nseg[i]; k++) {
+            double r = rew[off[i] + k];
+            size_t c = (size_t)gi[i] * K + k;
+            double sd = isnan(r) ? 0 : pt_grpo_std(ss[c], cnt[c]);
+            if (isnan(r) || sd <= 1e-8) {
+                adv[off[i] + k] = 0.0;
+                continue;
+            }
+            spread[gi[i]] = true;
+            adv[off[i] + k] = advantage(r, sum[c] / cnt[c], sd, sum[c], cnt[c], pt_grpo_std(bss[k], bcnt[k]), scale);
+        }
+    int nz = 0;
+    for (int g = 0; g < ng; g++)
+        nz += !spread[g];
+    for (int i = 0; i < n; i++)
+        zero_std[i] = !spread[gi[i]];
+    *n_zero = nz;
+done:
+    free(gi);
+    free(sum);
+    free(ss);
+    free(bsum);
+    free(bss);
+    free(cnt);
+    free(bcnt);
+    free(spread);
     return ng;
 }
 

@@ -14,16 +14,30 @@
 
 /* ---- the buffer (grpo_rollout.c) ---- */
 
+/* Where a sample's advantages come from. */
+enum { GRPO_KIND_REWARD = 0, GRPO_KIND_SEGMENTS = 1, GRPO_KIND_ADVANTAGES = 2 };
+
 /* One sample, copied in. */
 typedef struct grpo_sample {
     int32_t *ids;
     int n_ids, prompt_len, n_comp, n_mask;
     uint8_t *mask;     /* n_comp */
     float *old, *ref;  /* n_comp; old is filled on first use when absent */
+    float *samp;       /* n_comp sampling log-probabilities, or NULL */
+    float *tadv;       /* n_comp advantages given by the host (GRPO_KIND_ADVANTAGES), or NULL */
+    float *seg;        /* n_seg segment rewards (GRPO_KIND_SEGMENTS), or NULL */
+    int n_seg, kind;
     bool has_old, has_ref, truncated;
+    /* the temperature the library computed old, ref, sampling values at
+     * (indexed by pt_rollout_logprobs); 0: given by the host */
+    float lp_temp[3];
     int64_t group;
     float rewards[PT_GRPO_MAX_REWARD_FUNCS];
 } grpo_sample;
+
+/* The segment (0, 1, ...) of each completion token, -1 off the mask;
+ * returns the number of segments. */
+int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n);
 
 struct pt_rollout_buffer {
     int k;                                   /* reward functions */
@@ -31,20 +45,23 @@ struct pt_rollout_buffer {
     double weights[PT_GRPO_MAX_REWARD_FUNCS];
     grpo_sample *s;
     int n, cap;
+    float *view_seg;                         /* a global view's copy of the segment rewards */
 };
 
 /* One row of a micro-batch for sample s, T wide: ids padded with 0,
  * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */
 void pt_grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T);
 
-/* A forward of rows x T tokens on ctx into logprobs, and into entropy too
- * when it is not NULL. */
-int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float *logprobs,
-                         float *entropy);
+/* A forward of rows x T tokens on ctx at a temperature into logprobs, and
+ * into entropy too when it is not NULL. */
+int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float temperature,
+                         float *logprobs, float *entropy);
 
-/* Fill `which` logprobs from forwards on ctx: of every sample, or with
- * only_missing of the samples that have none yet (all or nothing). */
-int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing);
+/* Fill `which` logprobs from forwards on ctx at a temperature: of every
+ * sample, or with only_missing of the samples that have none yet (all or
+ * nothing). */
+int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing,
+                                float temperature);
 
 /* ---- rewards (grpo_reward.c) and advantages (grpo_advantage.c) ---- */
 
@@ -73,14 +90,24 @@ void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const
 int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R, const int64_t *group, int n,
                        int scale);
 
+/* Per-segment advantages of n samples with segment rewards: sample i has
+ * nseg[i] rewards at rew + off[i] (NaN: declined), and gets its advantages
+ * at adv + off[i]: segment k against the segment-k rewards of its group
+ * (docs/grpo.md).  zero_std[i]: no segment index of its group has a
+ * spread.  Returns the number of groups (and *n_zero), or PT_ENOMEM as a
+ * negative value. */
+int pt_grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const double *rew, const int *off,
+                               const int *nseg, const int64_t *group, int n, int scale);
+
 /* ---- the per-token loss (grpo_loss.c) ---- */
 
 /* Constants of one step's loss aggregation. */
 typedef struct pt_grpo_norm {
     int loss_type, level;
     double eps_low, eps_high, beta;
+    double delta;      /* two-sided clipping cap, INFINITY when off */
     double n_seq;      /* grpo: G, the samples of the step */
-    double n_tokens;   /* bnpo / dapo: the token normaliser */
+    double n_tokens;   /* bnpo / dapo / cispo: the token normaliser */
     double dr_const;   /* dr_grpo: G_total * max_completion_length */
 } pt_grpo_norm;
 
@@ -94,13 +121,41 @@ typedef struct pt_grpo_acc {
     double tokens;     /* loss tokens */
     double kl;         /* sum of k3 */
     double clip_low, clip_high, clip_region; /* counts */
+    double cispo_clip; /* count */
+    /* sampler against trainer (tokens with sampling logprobs) */
+    double samp_tokens, samp_diff_sum, samp_diff_max;
+    /* the correction's weights: units (tokens or samples), their sum,
+     * extremes and how many were truncated or masked */
+    double is_units, is_sum, is_min, is_max, is_corrected;
+    /* entropy mask: loss tokens kept */
+    double ent_kept;
 } pt_grpo_acc;
 
-/* The loss of one sample of n completion tokens with advantage adv: adds
- * to *acc and writes dL/dlogp into dlogp[0 .. n) (0 off the mask).  ref may
- * be NULL (then beta must be 0 and kl counts 0). */
-void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const float *logp, const float *old,
-                         const float *ref, const uint8_t *mask, int n, double adv, const pt_grpo_norm *nm);
+/* One sample's tokens for the loss. */
+typedef struct pt_grpo_tokens {
+    int n;                       /* completion tokens */
+    const float *logp, *old;
+    const float *ref;            /* NULL: no KL (beta must be 0) */
+    const uint8_t *mask;         /* loss tokens */
+    const double *adv;           /* per token */
+    const double *pw;            /* per token weight of the policy term (the
+                                  * correction times the entropy mask); NULL: 1 */
+} pt_grpo_tokens;
+
+/* The loss of one sample: adds to *acc and writes dL/dlogp into dlogp[0 ..
+ * n) (0 off the mask). */
+void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t, const pt_grpo_norm *nm);
+
+/* The correction's weight per token into w[0 .. n) (1 for a sample without
+ * sampling log-probabilities: samp NULL; anything off the mask), from the
+ * trainer's old and the sampler's log-probabilities, and its metrics into
+ * *acc.  o: a full pt_grpo_options. */
+void pt_grpo_is_weights(double *w, pt_grpo_acc *acc, const float *old, const float *samp, const uint8_t *mask, int n,
+                        const pt_grpo_options *o);
+
+/* torch.quantile(x[0 .. n), q) (linear interpolation; sorts x in place);
+ * NaN for n == 0. */
+double pt_grpo_quantile(float *x, size_t n, double q);
 
 /* ---- the step (grpo_step.c) ---- */
 
@@ -111,10 +166,17 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const float *logp, cons
 int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o, pt_dist *d);
 
+/* Tests only: called by the step with every training sample's dL/dlogp
+ * (its index in the buffer, n completion tokens) before the backward; NULL
+ * removes it.  Process-wide, not thread-safe. */
+typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
+void pt_grpo_set_dlogp_hook(pt_grpo_dlogp_hook fn, void *payload);
+
 /* ---- data-parallel steps (grpo_view.c) ---- */
 
 /* Every rank's samples, in rank order, into *view (no token arrays: ids,
- * mask, old and ref are NULL; groups renumbered densely by first
+ * mask, old, ref, samp and tadv are NULL; the segment rewards travel, seg
+ * pointing into the view's own copy; groups renumbered densely by first
  * appearance, rank by rank, since group ids are local to a rank), and this
  * rank's first sample's index in it into *offset.  Collective: `status` is
  * this rank's outcome so far; PT_OK only when every rank's was (a failed

@@ -1,9 +1,12 @@
 /* Forwards over the samples of a rollout buffer: the rows of a micro-batch,
- * and the old or reference log-probabilities of every sample. */
+ * and the old, reference or sampling log-probabilities of every sample at
+ * a temperature. */
 #include "core/core.h"
 #include "model/model.h"
 #include "train/grpo_internal.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +18,8 @@ void pt_grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T)
     }
 }
 
-int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float *logprobs,
-                         float *entropy)
+int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float temperature,
+                         float *logprobs, float *entropy)
 {
     pt_batch b;
     pt_batch_init(&b);
@@ -24,12 +27,13 @@ int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg,
     b.seq = T;
     b.input_ids = ids;
     b.targets = tg;
+    b.temperature = temperature;
     return entropy ? pt_model_forward_entropy(ctx, &b, logprobs, entropy) : pt_model_forward(ctx, &b, logprobs, NULL);
 }
 
 /* The completion log-probabilities of every sample, in order, into res
  * (the sum of n_comp floats), in forwards of as many rows as ctx holds. */
-static int forward_all(float *res, const pt_rollout_buffer *buf, pt_context *ctx, int maxlen)
+static int forward_all(float *res, const pt_rollout_buffer *buf, pt_context *ctx, int maxlen, float temperature)
 {
     int n = buf->n, rows_cap = n;
     size_t cells = (size_t)n * (size_t)maxlen;
@@ -47,7 +51,7 @@ static int forward_all(float *res, const pt_rollout_buffer *buf, pt_context *ctx
             pt_grpo_fill_row(bid + (size_t)r * T, btg + (size_t)r * T, &buf->s[i + r], T);
         if (i > 0 && (st = pt_check_abort()))
             break;
-        st = pt_grpo_forward_rows(ctx, bid, btg, rows, T, blp, NULL);
+        st = pt_grpo_forward_rows(ctx, bid, btg, rows, T, temperature, blp, NULL);
         if (st == PT_EINVAL && rows > 1) {
             rows_cap = rows / 2; /* the context holds fewer rows: retry with half */
             st = PT_OK;
@@ -70,27 +74,41 @@ static int forward_all(float *res, const pt_rollout_buffer *buf, pt_context *ctx
     return st;
 }
 
+/* The array of sample s that `which` names, and whether it is set. */
+static float **lp_array(grpo_sample *s, int which)
+{
+    return which == PT_ROLLOUT_OLD ? &s->old : which == PT_ROLLOUT_REF ? &s->ref : &s->samp;
+}
+
+static bool lp_present(const grpo_sample *s, int which)
+{
+    return which == PT_ROLLOUT_OLD ? s->has_old : which == PT_ROLLOUT_REF ? s->has_ref : s->samp != NULL;
+}
+
 /* Copy res (from forward_all) into the samples' `which` logprobs: all of
- * them, or with only_missing those that have none. */
-static void store(pt_rollout_buffer *buf, const float *res, int which, bool only_missing)
+ * them, or with only_missing those that have none (their arrays are
+ * allocated). */
+static void store(pt_rollout_buffer *buf, const float *res, int which, bool only_missing, float temperature)
 {
     size_t off = 0;
     for (int i = 0; i < buf->n; i++) {
         grpo_sample *s = &buf->s[i];
-        if (only_missing && (which == PT_ROLLOUT_OLD ? s->has_old : s->has_ref)) {
+        if (only_missing && lp_present(s, which)) {
             off += (size_t)s->n_comp;
             continue;
         }
-        memcpy(which == PT_ROLLOUT_OLD ? s->old : s->ref, res + off, (size_t)s->n_comp * sizeof *res);
+        memcpy(*lp_array(s, which), res + off, (size_t)s->n_comp * sizeof *res);
         if (which == PT_ROLLOUT_OLD)
             s->has_old = true;
-        else
+        else if (which == PT_ROLLOUT_REF)
             s->has_ref = true;
+        s->lp_temp[which] = temperature;
         off += (size_t)s->n_comp;
     }
 }
 
-int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing)
+int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing,
+                                float temperature)
 {
     if (buf->n == 0)
         return PT_OK;
@@ -101,24 +119,50 @@ int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int whi
         total += (size_t)buf->s[i].n_comp;
     }
     float *res = pt_malloc_array(total, sizeof *res);
-    int st = res ? forward_all(res, buf, ctx, maxlen)
+    int st = res ? forward_all(res, buf, ctx, maxlen, temperature)
                  : pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
+    /* room for the arrays a sample lacks (kept on error: they are unset) */
     for (int i = 0; i < buf->n && !st; i++) {
-        grpo_sample *s = &buf->s[i];
-        if (which == PT_ROLLOUT_REF && !s->ref && !(s->ref = pt_malloc_array((size_t)s->n_comp, sizeof *s->ref)))
+        float **a = lp_array(&buf->s[i], which);
+        if (!*a && !(*a = pt_malloc_array((size_t)buf->s[i].n_comp, sizeof **a)))
             st = pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
     }
     if (!st)
-        store(buf, res, which, only_missing);
+        store(buf, res, which, only_missing, temperature);
     free(res);
     return st;
+}
+
+int pt_rollout_logprobs_options_init(pt_rollout_logprobs_options *opts)
+{
+    PT_STRUCT_INIT_ZERO(opts);
+    opts->temperature = 1.0;
+    return PT_OK;
+}
+
+#define CHECK_WHICH(which)                                                                         \
+    PT_CHECK_ARG((which) >= PT_ROLLOUT_OLD && (which) <= PT_ROLLOUT_SAMPLING, which,                  \
+                 "%d is not PT_ROLLOUT_OLD, PT_ROLLOUT_REF or PT_ROLLOUT_SAMPLING", (which))
+
+int pt_rollout_buffer_compute_logprobs_with(pt_rollout_buffer *buf, pt_context *ctx, int which,
+                                            const pt_rollout_logprobs_options *opts)
+{
+    PT_CHECK_NULL(buf);
+    PT_CHECK_NULL(ctx);
+    CHECK_WHICH(which);
+    pt_rollout_logprobs_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_rollout_logprobs_options_init);
+    if (st)
+        return st;
+    PT_CHECK_ARG(isfinite(o.temperature) && o.temperature >= 1e-6 && o.temperature <= FLT_MAX, temperature,
+                 "%g must be finite and >= 1e-6", o.temperature);
+    return pt_rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature);
 }
 
 int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
 {
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(ctx);
-    PT_CHECK_ARG(which == PT_ROLLOUT_OLD || which == PT_ROLLOUT_REF, which,
-                 "%d is not PT_ROLLOUT_OLD or PT_ROLLOUT_REF", which);
-    return pt_rollout_compute_logprobs(buf, ctx, which, false);
+    CHECK_WHICH(which);
+    return pt_rollout_compute_logprobs(buf, ctx, which, false, 1.0f);
 }

@@ -1,6 +1,6 @@
-/* The rollout buffer: samples copied in and checked, their rewards, and
- * their old and reference log-probabilities (read, or computed with
- * forwards). */
+/* The rollout buffer: samples copied in and checked, their rewards (per
+ * sample or per segment) or given advantages, and their old, reference and
+ * sampling log-probabilities (read, or computed with forwards). */
 #include "core/core.h"
 #include "model/model.h"
 #include "train/grpo_internal.h"
@@ -30,6 +30,9 @@ static void sample_release(grpo_sample *s)
     free(s->mask);
     free(s->old);
     free(s->ref);
+    free(s->samp);
+    free(s->tadv);
+    free(s->seg);
     memset(s, 0, sizeof *s);
 }
 
@@ -94,6 +97,44 @@ static int check_logprob(const float *lp, int j, const char *what, const char *k
     return PT_OK;
 }
 
+int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n)
+{
+    int k = -1;
+    for (int j = 0; j < n; j++) {
+        bool on = mask ? mask[j] != 0 : true;
+        if (on && (j == 0 || !(mask ? mask[j - 1] != 0 : true)))
+            k++;
+        if (seg_of)
+            seg_of[j] = on ? k : -1;
+    }
+    return k + 1;
+}
+
+/* The per-token advantages and segment rewards of sample s (checked for
+ * the messages of `what`). */
+static int check_advantage_source(const pt_rollout_sample *s, int nc, const char *what)
+{
+    if (s->advantages && s->segment_rewards)
+        return pt_err(PT_EINVAL, "%s: advantages and segment_rewards are both set (give one: per-token advantages "
+                      "are used as given, segment rewards are normalised per segment)", what);
+    for (int j = 0; s->advantages && j < nc; j++)
+        if (!isfinite(s->advantages[j]))
+            return pt_err(PT_EINVAL, "%s: advantage %d is %g (must be finite)", what, j, (double)s->advantages[j]);
+    if (!s->segment_rewards) {
+        if (s->n_segments != 0)
+            return pt_err(PT_EINVAL, "%s: n_segments %d without segment_rewards", what, s->n_segments);
+        return PT_OK;
+    }
+    int runs = pt_grpo_segments_of(NULL, s->loss_mask, nc);
+    if (s->n_segments != runs)
+        return pt_err(PT_EINVAL, "%s: n_segments %d does not match the loss mask's %d segment%s (runs of 1s)", what,
+                      s->n_segments, runs, runs == 1 ? "" : "s");
+    for (int k = 0; k < s->n_segments; k++)
+        if (isinf(s->segment_rewards[k]))
+            return pt_err(PT_EINVAL, "%s: segment reward %d is infinite (NaN declines)", what, k);
+    return PT_OK;
+}
+
 /* Check the caller's sample `user` (index idx of the call to the public
  * function `func`) and read it into *s, a full pt_rollout_sample. */
 static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, const pt_rollout_sample *user, int idx,
@@ -119,7 +160,8 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
             return pt_err(PT_EINVAL, "%s: loss_mask[%d] is %d (must be 0 or 1)", what, j, s->loss_mask[j]);
         nm += s->loss_mask ? s->loss_mask[j] : 1;
         if ((st = check_logprob(s->old_logprobs, j, what, "old")) ||
-            (st = check_logprob(s->ref_logprobs, j, what, "ref")))
+            (st = check_logprob(s->ref_logprobs, j, what, "ref")) ||
+            (st = check_logprob(s->sampling_logprobs, j, what, "sampling")))
             return st;
     }
     if (nm == 0)
@@ -127,7 +169,20 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
     for (int k = 0; s->rewards && k < buf->k; k++)
         if (isinf(s->rewards[k]))
             return pt_err(PT_EINVAL, "%s: reward %d is infinite", what, k);
-    return PT_OK;
+    return check_advantage_source(s, nc, what);
+}
+
+/* A copy of n floats of src, or NULL for NULL; *fail when out of memory. */
+static float *dup_floats(const float *src, int n, bool *fail)
+{
+    if (!src)
+        return NULL;
+    float *d = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *d);
+    if (!d)
+        *fail = true;
+    else
+        memcpy(d, src, (size_t)n * sizeof *d);
+    return d;
 }
 
 static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_rollout_sample *s, const char *func)
@@ -137,11 +192,15 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
     d->n_ids = s->n_ids;
     d->prompt_len = s->prompt_len;
     d->n_comp = nc;
+    bool fail = false;
     d->ids = pt_malloc_array((size_t)s->n_ids, sizeof *d->ids);
     d->mask = pt_malloc_array((size_t)nc, 1);
     d->old = pt_malloc_array((size_t)nc, sizeof *d->old);
-    d->ref = s->ref_logprobs ? pt_malloc_array((size_t)nc, sizeof *d->ref) : NULL;
-    if (!d->ids || !d->mask || !d->old || (s->ref_logprobs && !d->ref)) {
+    d->ref = dup_floats(s->ref_logprobs, nc, &fail);
+    d->samp = dup_floats(s->sampling_logprobs, nc, &fail);
+    d->tadv = dup_floats(s->advantages, nc, &fail);
+    d->seg = dup_floats(s->segment_rewards, s->n_segments, &fail);
+    if (!d->ids || !d->mask || !d->old || fail) {
         sample_release(d);
         return pt_err(PT_ENOMEM, "%s: out of memory", func);
     }
@@ -151,12 +210,12 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
         d->n_mask += d->mask[j];
         d->old[j] = s->old_logprobs ? s->old_logprobs[j] : 0.0f;
     }
-    if (s->ref_logprobs)
-        memcpy(d->ref, s->ref_logprobs, (size_t)nc * sizeof *d->ref);
     d->has_old = s->old_logprobs != NULL;
     d->has_ref = s->ref_logprobs != NULL;
     d->truncated = s->truncated;
     d->group = s->group;
+    d->n_seg = s->segment_rewards ? s->n_segments : 0;
+    d->kind = s->advantages ? GRPO_KIND_ADVANTAGES : s->segment_rewards ? GRPO_KIND_SEGMENTS : GRPO_KIND_REWARD;
     for (int k = 0; k < PT_GRPO_MAX_REWARD_FUNCS; k++)
         d->rewards[k] = (s->rewards && k < buf->k) ? s->rewards[k] : NAN;
     return PT_OK;
@@ -267,25 +326,64 @@ int pt_rollout_buffer_get_reward(float *reward, const pt_rollout_buffer *buf, in
     return PT_OK;
 }
 
+/* Sample i's reward of segment k (checked for the messages of who). */
+static int check_segment(const pt_rollout_buffer *buf, int i, int k, const char *who)
+{
+    int st = check_index(buf, i, false, 0, who);
+    if (st)
+        return st;
+    const grpo_sample *s = &buf->s[i];
+    if (s->kind != GRPO_KIND_SEGMENTS)
+        return pt_err_arg(who, "sample", "%d has no segment rewards (it was added without segment_rewards)", i);
+    if (k < 0 || k >= s->n_seg)
+        return pt_err_arg(who, "segment", "%d is not in 0 .. %d", k, s->n_seg - 1);
+    return PT_OK;
+}
+
+int pt_rollout_buffer_set_segment_reward(pt_rollout_buffer *buf, int sample, int segment, float reward)
+{
+    int st = check_segment(buf, sample, segment, __func__);
+    if (st)
+        return st;
+    PT_CHECK_ARG(!isinf(reward), reward, "is infinite (NaN declines)");
+    buf->s[sample].seg[segment] = reward;
+    return PT_OK;
+}
+
+int pt_rollout_buffer_get_segment_reward(float *reward, const pt_rollout_buffer *buf, int sample, int segment)
+{
+    PT_CHECK_NULL(reward);
+    int st = check_segment(buf, sample, segment, __func__);
+    if (st)
+        return st;
+    *reward = buf->s[sample].seg[segment];
+    return PT_OK;
+}
+
+static const char *const k_lp_what[3] = { "old", "reference", "sampling" };
+
 int pt_rollout_buffer_get_logprobs(float *out, const pt_rollout_buffer *buf, int sample, int which)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(buf);
-    PT_CHECK_ARG(which == PT_ROLLOUT_OLD || which == PT_ROLLOUT_REF, which,
-                 "%d is not PT_ROLLOUT_OLD or PT_ROLLOUT_REF", which);
+    PT_CHECK_ARG(which >= PT_ROLLOUT_OLD && which <= PT_ROLLOUT_SAMPLING, which,
+                 "%d is not PT_ROLLOUT_OLD, PT_ROLLOUT_REF or PT_ROLLOUT_SAMPLING", which);
     int st = check_index(buf, sample, false, 0, __func__);
     if (st)
         return st;
     const grpo_sample *s = &buf->s[sample];
-    if (which == PT_ROLLOUT_OLD ? !s->has_old : !s->has_ref)
+    const float *src = which == PT_ROLLOUT_OLD ? (s->has_old ? s->old : NULL)
+                     : which == PT_ROLLOUT_REF ? (s->has_ref ? s->ref : NULL) : s->samp;
+    if (!src)
         return pt_err(PT_ESTATE, "pt_rollout_buffer_get_logprobs: sample %d has no %s log-probabilities yet", sample,
-                      which == PT_ROLLOUT_OLD ? "old" : "reference");
-    memcpy(out, which == PT_ROLLOUT_OLD ? s->old : s->ref, (size_t)s->n_comp * sizeof *out);
+                      k_lp_what[which]);
+    memcpy(out, src, (size_t)s->n_comp * sizeof *out);
     return PT_OK;
 }
 
 static const pt_enum_entry k_rollout_logprobs_names[] = {
     { PT_ROLLOUT_OLD, "old" },
     { PT_ROLLOUT_REF, "ref" },
+    { PT_ROLLOUT_SAMPLING, "sampling" },
 };
 PT_ENUM_NAME_FUNCS(pt_rollout_logprobs, k_rollout_logprobs_names, "log-probability kind")

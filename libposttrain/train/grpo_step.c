@@ -4,11 +4,13 @@
 #include "core/core.h"
 #include "model/model.h"
 #include "posttrain/lora.h"
+#include "dist/dist_internal.h"
 #include "train/grpo_internal.h"
 #include "train/dist_train.h"
 #include "train/optimizer.h"
 #include "train/step_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,11 @@ int pt_grpo_options_init(pt_grpo_options *opts)
     opts->importance_sampling_level = PT_GRPO_IS_TOKEN;
     opts->epsilon_low = 0.2;
     opts->epsilon_high = 0.2;
+    opts->temperature = 1.0;
+    opts->importance_sampling_correction = PT_GRPO_IS_SEQUENCE_MASK;
+    opts->importance_sampling_clip_max = 3.0;
+    opts->importance_sampling_clip_min = 0.0;
+    opts->top_entropy_quantile = 1.0;
     return PT_OK;
 }
 
@@ -29,6 +36,42 @@ int pt_grpo_stats_init(pt_grpo_stats *stats)
 {
     PT_STRUCT_INIT_ZERO(stats);
     stats->entropy = NAN;
+    stats->sampling_logp_difference_mean = stats->sampling_logp_difference_max = NAN;
+    stats->importance_sampling_ratio_min = stats->importance_sampling_ratio_mean = NAN;
+    stats->importance_sampling_ratio_max = stats->importance_sampling_corrected_fraction = NAN;
+    stats->entropy_threshold = NAN;
+    stats->entropy_kept_fraction = 1.0;
+    return PT_OK;
+}
+
+/* The options added with the sampler correction and the loss family of
+ * TRL 1.x (check_options' second half). */
+static int check_options_1x(const pt_grpo_options *o)
+{
+    if (!(isfinite(o->temperature) && o->temperature >= 1e-6 && o->temperature <= FLT_MAX))
+        return pt_err(PT_EINVAL, "pt_grpo_step: temperature %g must be finite and >= 1e-6 (the sampling "
+                      "temperature; 1 when sampling greedily)", o->temperature);
+    const int m = o->importance_sampling_correction;
+    if (m < PT_GRPO_IS_CORRECTION_NONE || m > PT_GRPO_IS_SEQUENCE_MASK)
+        return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_correction %d", m);
+    const double cmax = o->importance_sampling_clip_max, cmin = o->importance_sampling_clip_min;
+    if (!(cmax > 0) || !(cmin >= 0 && isfinite(cmin)) || !(cmin < cmax))
+        return pt_err(PT_EINVAL, "pt_grpo_step: importance_sampling_clip_min %g and importance_sampling_clip_max %g "
+                      "must satisfy 0 <= clip_min < clip_max (clip_max may be infinite)", cmin, cmax);
+    if ((m == PT_GRPO_IS_TOKEN_TRUNCATE || m == PT_GRPO_IS_SEQUENCE_TRUNCATE) && cmin == 0 && isinf(cmax))
+        return pt_err(PT_EINVAL, "pt_grpo_step: importance_sampling_correction %s needs "
+                      "importance_sampling_clip_min > 0 or a finite importance_sampling_clip_max",
+                      pt_grpo_is_correction_name(m));
+    if (o->loss_type == PT_GRPO_LOSS_CISPO && !(o->epsilon_high > 0))
+        return pt_err(PT_EINVAL, "pt_grpo_step: loss_type cispo needs epsilon_high > 0 (its cap on the ratio; "
+                      "TRL recommends 5)");
+    if (o->delta != 0 && !(isfinite(o->delta) && o->delta > 1.0 + o->epsilon_high))
+        return pt_err(PT_EINVAL, "pt_grpo_step: delta %g must be 0 (off) or finite and > 1 + epsilon_high (%g)",
+                      o->delta, 1.0 + o->epsilon_high);
+    if (o->delta != 0 && o->loss_type == PT_GRPO_LOSS_CISPO)
+        return pt_err(PT_EINVAL, "pt_grpo_step: delta (two-sided clipping) does not apply to loss_type cispo");
+    if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
+        return pt_err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
     return PT_OK;
 }
 
@@ -36,7 +79,7 @@ static int check_options(const pt_grpo_options *o)
 {
     if (o->scale_rewards < PT_GRPO_SCALE_GROUP || o->scale_rewards > PT_GRPO_SCALE_RLOO)
         return pt_err(PT_EINVAL, "pt_grpo_step: unknown scale_rewards %d", o->scale_rewards);
-    if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_DR_GRPO)
+    if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_CISPO)
         return pt_err(PT_EINVAL, "pt_grpo_step: unknown loss_type %d", o->loss_type);
     if (o->importance_sampling_level != PT_GRPO_IS_TOKEN && o->importance_sampling_level != PT_GRPO_IS_SEQUENCE)
         return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_level %d", o->importance_sampling_level);
@@ -57,7 +100,7 @@ static int check_options(const pt_grpo_options *o)
         !(o->global_samples >= 0 && isfinite(o->global_samples)))
         return pt_err(PT_EINVAL, "pt_grpo_step: global_tokens %g and global_samples %g must be finite and >= 0",
                       o->global_tokens, o->global_samples);
-    return PT_OK;
+    return check_options_1x(o);
 }
 
 static double now_seconds(void)
@@ -92,6 +135,14 @@ static int check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buf
             if (s->ids[t] >= cfg.vocab_size)
                 return pt_err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
                               (int)s->ids[t], cfg.vocab_size);
+        /* log-probabilities the library computed: at the step's temperature */
+        static const char *const kind[3] = { "old", "reference", "sampling" };
+        for (int k = 0; k < 3; k++)
+            if (s->lp_temp[k] != 0 && s->lp_temp[k] != (float)o->temperature)
+                return pt_err(PT_EINVAL, "pt_grpo_step: sample %d's %s log-probabilities were computed at temperature "
+                              "%g, the step's temperature is %g (compute them again at %g: "
+                              "pt_rollout_buffer_compute_logprobs_with)", i, kind[k], (double)s->lp_temp[k],
+                              o->temperature, o->temperature);
         *maxlen = s->n_ids > *maxlen ? s->n_ids : *maxlen;
     }
     return PT_OK;
@@ -104,9 +155,12 @@ static int count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
 {
     int64_t n = 0;
     for (int i = 0; i < buf->n; i++) {
-        bool any = false;
-        for (int k = 0; k < buf->k && !any; k++)
-            any = !isnan(buf->s[i].rewards[k]);
+        const grpo_sample *s = &buf->s[i];
+        bool any = s->kind == GRPO_KIND_ADVANTAGES; /* its advantages are its signal */
+        for (int k = 0; s->kind == GRPO_KIND_REWARD && k < buf->k && !any; k++)
+            any = !isnan(s->rewards[k]);
+        for (int k = 0; s->kind == GRPO_KIND_SEGMENTS && k < s->n_seg && !any; k++)
+            any = !isnan(s->seg[k]);
         n += !any;
     }
     *unscored = n;
@@ -116,22 +170,28 @@ static int count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
                       "have only NaN rewards)", buf->n);
     if (n > 0)
         pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward "
-               "function declined them): they count with reward 0", (long long)n, buf->n);
+               "function, or every segment, declined them): they count with reward 0", (long long)n, buf->n);
     return PT_OK;
 }
 
 /* With LoRA, the reference policy is the frozen base: the reference
  * logprobs the samples lack come from forwards with the adapters switched
  * off (switched on again whatever happens). */
-static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_model *model)
+static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_model *model, float temperature)
 {
     int st = pt_model_set_lora_enabled(model, false);
     if (st)
         return st;
-    st = pt_rollout_compute_logprobs(buf, ctx, PT_ROLLOUT_REF, true);
+    st = pt_rollout_compute_logprobs(buf, ctx, PT_ROLLOUT_REF, true, temperature);
     pt_model_set_lora_enabled(model, true);
     return st ? pt_err_prefix(st, "pt_grpo_step: reference logprobs of the base model (adapters off)") : PT_OK;
 }
+
+/* One micro-batch: samples first .. end-1 of the buffer (rows of them
+ * train), T wide. */
+typedef struct grpo_mb {
+    int first, end, rows, T;
+} grpo_mb;
 
 /* The working state of one accumulation. */
 typedef struct grpo_run {
@@ -140,13 +200,22 @@ typedef struct grpo_run {
     const pt_rollout_buffer *all; /* the whole global batch: buf, or every rank's (grpo_view.c) */
     int offset;                 /* buf's first sample in `all` */
     pt_context *ctx;
+    pt_dist *d;
+    float temp;                 /* the step's temperature */
     int n, maxlen;              /* buf's samples, its longest */
-    double *R, *adv;            /* per sample of `all`: combined reward, advantage */
-    bool *zs;                   /* per sample of `all`: its group's rewards are all equal */
+    double *R, *adv;            /* per sample of `all`: reported reward, advantage (reward samples) */
+    bool *zs;                   /* per sample of `all`: its group has nothing to learn (zero std) */
+    int *seg_off;               /* per sample of `all`: its first segment in segadv */
+    double *segadv;             /* the advantage of every segment of `all` */
     float *lpc, *dlc;           /* one sample's completion logprobs and dL/dlogp */
+    double *tadv, *pw;          /* one sample's per-token advantages and policy-term weights */
+    int *seg_of;                /* one sample's segment index per token */
     int rows_cap;               /* rows per forward */
     int32_t *bid, *btg;         /* a micro-batch: ids, targets */
     float *blp, *bdl, *bent;    /* its logprobs, dL/dlogp, entropies */
+    grpo_mb *plan;              /* the micro-batches an entropy pass made (NULL: none) */
+    int n_plan;
+    double ent_thr;             /* top_entropy_quantile < 1: the threshold; else -inf */
     pt_grpo_norm nm;
     pt_grpo_acc acc;
     double ent_sum, ent_n, fwd_tokens;
@@ -157,41 +226,190 @@ static void run_free(grpo_run *w)
     free(w->R);
     free(w->adv);
     free(w->zs);
+    free(w->seg_off);
+    free(w->segadv);
     free(w->lpc);
     free(w->dlc);
+    free(w->tadv);
+    free(w->pw);
+    free(w->seg_of);
     free(w->bid);
     free(w->btg);
     free(w->blp);
     free(w->bdl);
     free(w->bent);
+    free(w->plan);
 }
 
-/* Combined rewards (with the over-long penalty), advantages and the reward
- * statistics of the whole global batch into *stats. */
+/* The reward a sample reports (stats): its combined reward (with the
+ * over-long penalty), or the sum of its segment rewards (the penalty on the
+ * last); a sample with given advantages reports its combined reward. */
+static double reported_reward(const grpo_sample *s, const pt_rollout_buffer *all, const pt_grpo_options *o)
+{
+    double pen = o->overlong_buffer > 0 && s->kind != GRPO_KIND_ADVANTAGES
+                     ? pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer)
+                     : 0.0;
+    if (s->kind != GRPO_KIND_SEGMENTS)
+        return pt_grpo_combine_rewards(s->rewards, all->weights, all->k) + pen;
+    double r = 0;
+    for (int k = 0; k < s->n_seg; k++)
+        if (!isnan(s->seg[k]))
+            r += (double)s->seg[k] + (k == s->n_seg - 1 ? pen : 0.0);
+    return r;
+}
+
+/* Every group's members take their advantages from one place. */
+static int check_group_kinds(const pt_rollout_buffer *all)
+{
+    static const char *const what[3] = { "rewards", "segment_rewards", "advantages" };
+    int *first = pt_malloc_array((size_t)all->n, sizeof *first);
+    int64_t *ids = pt_malloc_array((size_t)all->n, sizeof *ids);
+    int st = first && ids ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    int ng = 0;
+    for (int i = 0; i < all->n && !st; i++) {
+        int g = 0;
+        while (g < ng && ids[g] != all->s[i].group)
+            g++;
+        if (g == ng) {
+            ids[ng++] = all->s[i].group;
+            first[g] = i;
+        } else if (all->s[first[g]].kind != all->s[i].kind) {
+            st = pt_err(PT_EINVAL, "pt_grpo_step: a group mixes samples with %s and samples with %s (global "
+                        "samples %d and %d): every member of a group takes its advantages from the same place",
+                        what[all->s[first[g]].kind], what[all->s[i].kind], first[g], i);
+        }
+    }
+    free(first);
+    free(ids);
+    return st;
+}
+
+/* The samples of `all` of one kind, compressed: their indices into idx,
+ * returns how many. */
+static int of_kind(int *idx, const pt_rollout_buffer *all, int kind)
+{
+    int m = 0;
+    for (int i = 0; i < all->n; i++)
+        if (all->s[i].kind == kind)
+            idx[m++] = i;
+    return m;
+}
+
+/* Advantages of the samples with segment rewards (the over-long penalty on
+ * each one's last segment); *ng and *nz: their groups, with zero std. */
+static int segment_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz)
+{
+    const pt_rollout_buffer *all = w->all;
+    int *off = pt_malloc_array((size_t)m + 1, sizeof *off), *nseg = pt_malloc_array((size_t)m + 1, sizeof *nseg);
+    int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
+    bool *zs = pt_malloc_array((size_t)m + 1, sizeof *zs);
+    double *rew = NULL, *adv = NULL;
+    size_t total = 0;
+    for (int j = 0; j < m; j++)
+        total += (size_t)all->s[idx[j]].n_seg;
+    rew = pt_malloc_array(total + 1, sizeof *rew);
+    adv = pt_malloc_array(total + 1, sizeof *adv);
+    int st = off && nseg && grp && zs && rew && adv ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    if (!st) {
+        int o = 0;
+        for (int j = 0; j < m; j++) {
+            const grpo_sample *s = &all->s[idx[j]];
+            off[j] = o;
+            nseg[j] = s->n_seg;
+            grp[j] = s->group;
+            for (int k = 0; k < s->n_seg; k++)
+                rew[o + k] = s->seg[k];
+            if (w->o->overlong_buffer > 0 && s->n_seg > 0)
+                rew[o + s->n_seg - 1] +=
+                    pt_grpo_overlong_penalty(s->n_comp, w->o->max_completion_length, w->o->overlong_buffer);
+            o += s->n_seg;
+        }
+        *ng = pt_grpo_segment_advantages(adv, zs, nz, rew, off, nseg, grp, m, w->o->scale_rewards);
+        if (*ng < 0)
+            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    }
+    for (int j = 0; j < m && !st; j++) {
+        const int i = idx[j];
+        w->zs[i] = zs[j];
+        memcpy(w->segadv + w->seg_off[i], adv + off[j], (size_t)nseg[j] * sizeof *adv);
+    }
+    free(off);
+    free(nseg);
+    free(grp);
+    free(zs);
+    free(rew);
+    free(adv);
+    return st;
+}
+
+/* Advantages of the samples with rewards; *ng and *nz as above. */
+static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz)
+{
+    double *R = pt_malloc_array((size_t)m + 1, sizeof *R), *adv = pt_malloc_array((size_t)m + 1, sizeof *adv);
+    int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
+    bool *zs = pt_malloc_array((size_t)m + 1, sizeof *zs);
+    int st = R && adv && grp && zs ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    if (!st) {
+        for (int j = 0; j < m; j++) {
+            R[j] = w->R[idx[j]];
+            grp[j] = w->all->s[idx[j]].group;
+        }
+        *ng = pt_grpo_advantages(adv, zs, nz, R, grp, m, w->o->scale_rewards);
+        if (*ng < 0)
+            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    }
+    for (int j = 0; j < m && !st; j++) {
+        w->adv[idx[j]] = adv[j];
+        w->zs[idx[j]] = zs[j];
+    }
+    free(R);
+    free(adv);
+    free(grp);
+    free(zs);
+    return st;
+}
+
+/* Rewards (with the over-long penalty), advantages (per sample or per
+ * segment) and the reward statistics of the whole global batch into
+ * *stats. */
 static int compute_advantages(grpo_run *w, pt_grpo_stats *stats)
 {
-    const pt_grpo_options *o = w->o;
     const pt_rollout_buffer *all = w->all;
+    int st = check_group_kinds(all);
+    if (st)
+        return st;
+    size_t nseg = 0;
     for (int i = 0; i < all->n; i++) {
         const grpo_sample *s = &all->s[i];
-        w->R[i] = pt_grpo_combine_rewards(s->rewards, all->weights, all->k);
-        if (o->overlong_buffer > 0)
-            w->R[i] += pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer);
+        w->R[i] = reported_reward(s, all, w->o);
+        w->adv[i] = 0.0;
+        w->zs[i] = false;
+        w->seg_off[i] = (int)nseg;
+        nseg += (size_t)s->n_seg;
     }
-    int n_zero = 0;
-    int64_t *groups = pt_malloc_array((size_t)all->n, sizeof *groups);
-    if (!groups)
+    if (nseg > (size_t)INT32_MAX)
+        return pt_err(PT_ERANGE, "pt_grpo_step: %zu segments is too many", nseg);
+    w->segadv = pt_malloc_array(nseg + 1, sizeof *w->segadv);
+    int *idx = pt_malloc_array((size_t)all->n, sizeof *idx);
+    if (!w->segadv || !idx) {
+        free(idx);
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    for (int i = 0; i < all->n; i++)
-        groups[i] = all->s[i].group;
-    int ng = pt_grpo_advantages(w->adv, w->zs, &n_zero, w->R, groups, all->n, o->scale_rewards);
-    free(groups);
-    if (ng < 0)
-        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    stats->groups = ng;
-    stats->frac_reward_zero_std = (double)n_zero / ng;
+    }
+    int ng_r = 0, nz_r = 0, ng_s = 0, nz_s = 0;
+    int m = of_kind(idx, all, GRPO_KIND_REWARD);
+    if (m > 0)
+        st = reward_advantages(w, idx, m, &ng_r, &nz_r);
+    m = of_kind(idx, all, GRPO_KIND_SEGMENTS);
+    if (!st && m > 0)
+        st = segment_advantages(w, idx, m, &ng_s, &nz_s);
+    free(idx);
+    if (st)
+        return st;
+    stats->groups = ng_r + ng_s;
+    stats->frac_reward_zero_std = stats->groups > 0 ? (double)(nz_r + nz_s) / (double)stats->groups : 0.0;
     pt_grpo_reward_stats(stats, all, w->R);
-    stats->groups_dropped = o->drop_zero_std_groups ? n_zero : 0;
+    stats->groups_dropped = w->o->drop_zero_std_groups ? nz_r + nz_s : 0;
+    stats->segments = (int64_t)nseg;
     return PT_OK;
 }
 
@@ -220,9 +438,37 @@ static double make_norm(grpo_run *w)
     return n_tok;
 }
 
+static pt_grpo_dlogp_hook g_dlogp_hook;
+static void *g_dlogp_payload;
+
+void pt_grpo_set_dlogp_hook(pt_grpo_dlogp_hook fn, void *payload)
+{
+    g_dlogp_hook = fn;
+    g_dlogp_payload = payload;
+}
+
+/* Sample k's advantage of every completion token into w->tadv. */
+static void token_advantages(grpo_run *w, int k)
+{
+    const grpo_sample *s = &w->buf->s[k];
+    const int i = w->offset + k;
+    if (s->kind == GRPO_KIND_ADVANTAGES) {
+        for (int j = 0; j < s->n_comp; j++)
+            w->tadv[j] = s->tadv[j];
+    } else if (s->kind == GRPO_KIND_SEGMENTS) {
+        pt_grpo_segments_of(w->seg_of, s->mask, s->n_comp);
+        for (int j = 0; j < s->n_comp; j++)
+            w->tadv[j] = w->seg_of[j] >= 0 ? w->segadv[w->seg_off[i] + w->seg_of[j]] : 0.0;
+    } else {
+        for (int j = 0; j < s->n_comp; j++)
+            w->tadv[j] = w->adv[i];
+    }
+}
+
 /* The loss of sample k, row r of the micro-batch of width T just forwarded:
- * its entropy summed, its old logprobs recorded when it had none, its
- * dL/dlogp written into the row of bdl. */
+ * its entropy summed, its old logprobs recorded when it had none, the
+ * sampler correction and the entropy mask, its dL/dlogp written into the
+ * row of bdl. */
 static void sample_loss(grpo_run *w, int k, int r, int T)
 {
     grpo_sample *s = &w->buf->s[k];
@@ -239,43 +485,77 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
     if (!s->has_old) {
         memcpy(s->old, w->lpc, (size_t)s->n_comp * sizeof *w->lpc);
         s->has_old = true;
+        s->lp_temp[PT_ROLLOUT_OLD] = w->temp;
     }
-    pt_grpo_loss_sample(&w->acc, w->dlc, w->lpc, s->old, s->has_ref ? s->ref : NULL, s->mask, s->n_comp,
-                        w->adv[w->offset + k], &w->nm);
+    pt_grpo_is_weights(w->pw, &w->acc, s->old, s->samp, s->mask, s->n_comp, w->o);
+    for (int t = 0; t < s->n_comp; t++)
+        if (s->mask[t]) {
+            bool keep = (double)re[t] >= w->ent_thr;
+            w->acc.ent_kept += keep;
+            if (!keep)
+                w->pw[t] = 0.0;
+        }
+    token_advantages(w, k);
+    pt_grpo_tokens tk = { .n = s->n_comp, .logp = w->lpc, .old = s->old, .ref = s->has_ref ? s->ref : NULL,
+                          .mask = s->mask, .adv = w->tadv, .pw = w->pw };
+    pt_grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
+    if (g_dlogp_hook)
+        g_dlogp_hook(k, w->dlc, s->n_comp, g_dlogp_payload);
     memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
 }
 
-/* Samples first .. end-1 (rows of them train, T wide): forward, loss,
- * backward.  *retry: the context holds fewer rows, rows_cap was halved and
- * nothing was done. */
-static int micro_batch(grpo_run *w, int first, int end, int rows, int T, bool *retry)
+/* Fill the rows of micro-batch m (its training samples). */
+static void fill_rows(grpo_run *w, const grpo_mb *m)
 {
-    *retry = false;
     int r = 0;
-    for (int k = first; k < end; k++)
+    for (int k = m->first; k < m->end; k++)
         if (trains(w, k)) {
-            pt_grpo_fill_row(w->bid + (size_t)r * T, w->btg + (size_t)r * T, &w->buf->s[k], T);
+            pt_grpo_fill_row(w->bid + (size_t)r * m->T, w->btg + (size_t)r * m->T, &w->buf->s[k], m->T);
             r++;
         }
-    int st = pt_grpo_forward_rows(w->ctx, w->bid, w->btg, rows, T, w->blp, w->bent);
-    if (st == PT_EINVAL && rows > 1 && w->o->micro_batch == 0) {
-        w->rows_cap = rows / 2; /* the context holds fewer rows: retry with half */
+}
+
+/* The forward of micro-batch m (logprobs and entropies into blp, bent).
+ * *retry: the context holds fewer rows, rows_cap was halved and nothing
+ * was done. */
+static int mb_forward(grpo_run *w, const grpo_mb *m, bool *retry)
+{
+    *retry = false;
+    fill_rows(w, m);
+    int st = pt_grpo_forward_rows(w->ctx, w->bid, w->btg, m->rows, m->T, w->temp, w->blp, w->bent);
+    if (st == PT_EINVAL && m->rows > 1 && w->o->micro_batch == 0 && !w->plan) {
+        w->rows_cap = m->rows / 2; /* the context holds fewer rows: retry with half */
         *retry = true;
         return PT_OK;
     }
-    if (st)
-        return pt_err_prefix(st, "pt_grpo_step: forward of %d rows of %d tokens", rows, T);
-    r = 0;
-    for (int k = first; k < end; k++)
+    return st ? pt_err_prefix(st, "pt_grpo_step: forward of %d rows of %d tokens", m->rows, m->T) : PT_OK;
+}
+
+/* The losses and backward of micro-batch m, forwarded last on the context. */
+static int mb_train(grpo_run *w, const grpo_mb *m)
+{
+    int r = 0;
+    for (int k = m->first; k < m->end; k++)
         if (trains(w, k))
-            sample_loss(w, k, r++, T);
-    w->fwd_tokens += (double)rows * T;
+            sample_loss(w, k, r++, m->T);
+    w->fwd_tokens += (double)m->rows * m->T;
     return pt_model_backward(w->ctx, w->bdl);
 }
 
-/* Every micro-batch of the step, in buffer order, skipping the samples
- * with no loss tokens. */
-static int micro_batches(grpo_run *w)
+/* The next micro-batch from sample i on: the training samples up to
+ * rows_cap of them; rows 0 when none is left. */
+static grpo_mb next_mb(const grpo_run *w, int i)
+{
+    grpo_mb m = { .first = i, .end = i, .rows = 0, .T = 1 };
+    for (; m.end < w->n && m.rows < w->rows_cap; m.end++)
+        if (trains(w, m.end)) {
+            m.rows++;
+            m.T = w->buf->s[m.end].n_ids > m.T ? w->buf->s[m.end].n_ids : m.T;
+        }
+    return m;
+}
+
+static int alloc_rows(grpo_run *w)
 {
     size_t cells = (size_t)w->rows_cap * (size_t)w->maxlen;
     w->bid = pt_malloc_array(cells, sizeof *w->bid);
@@ -285,58 +565,200 @@ static int micro_batches(grpo_run *w)
     w->bent = pt_malloc_array(cells, sizeof *w->bent);
     if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent)
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
-    int i = 0, batches = 0, st;
+    return PT_OK;
+}
+
+/* Every micro-batch of the step, in buffer order, skipping the samples
+ * with no loss tokens: forward, loss, backward.  After an entropy pass the
+ * context still holds its last micro-batch, which goes first. */
+static int micro_batches(grpo_run *w)
+{
+    int st;
+    if (w->plan) {
+        if (w->n_plan == 0) /* none of this rank's samples trains */
+            return PT_OK;
+        if ((st = mb_train(w, &w->plan[w->n_plan - 1])))
+            return st;
+        for (int p = 0; p + 1 < w->n_plan; p++) {
+            bool retry;
+            if ((st = pt_check_abort()) || (st = mb_forward(w, &w->plan[p], &retry)) ||
+                (st = mb_train(w, &w->plan[p])))
+                return st;
+        }
+        return PT_OK;
+    }
+    if ((st = alloc_rows(w)))
+        return st;
+    int i = 0, batches = 0;
     while (i < w->n) {
-        int rows = 0, T = 1, j = i;
-        for (; j < w->n && rows < w->rows_cap; j++)
-            if (trains(w, j)) {
-                rows++;
-                T = w->buf->s[j].n_ids > T ? w->buf->s[j].n_ids : T;
-            }
-        if (rows == 0) {
-            i = j;
+        grpo_mb m = next_mb(w, i);
+        if (m.rows == 0) {
+            i = m.end;
             continue;
         }
         if (batches > 0 && (st = pt_check_abort()))
             return st;
         bool retry;
-        if ((st = micro_batch(w, i, j, rows, T, &retry)))
+        if ((st = mb_forward(w, &m, &retry)))
             return st;
         if (retry)
             continue;
+        if ((st = mb_train(w, &m)))
+            return st;
         batches++;
-        i = j;
+        i = m.end;
     }
     return PT_OK;
 }
 
-/* The loss, KL, entropy, clipping and speed statistics of a finished
- * accumulation. */
+/* top_entropy_quantile < 1: a forward of every micro-batch (recorded in
+ * w->plan) for the entropies of this rank's loss tokens, with every rank's
+ * (a collective when d is set: every rank calls it, with its status so
+ * far), and their quantile 1 - rho into w->ent_thr. */
+static int entropy_pass(grpo_run *w, int st)
+{
+    float *vals = NULL;
+    size_t nv = 0, cap = 0;
+    if (!st && !(w->plan = pt_malloc_array((size_t)w->n + 1, sizeof *w->plan)))
+        st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    if (!st)
+        st = alloc_rows(w);
+    int i = 0;
+    while (!st && i < w->n) {
+        grpo_mb m = next_mb(w, i);
+        if (m.rows == 0) {
+            i = m.end;
+            continue;
+        }
+        bool retry;
+        if ((w->n_plan > 0 && (st = pt_check_abort())) || (st = mb_forward(w, &m, &retry)))
+            break;
+        if (retry)
+            continue;
+        w->plan[w->n_plan++] = m;
+        int r = 0;
+        for (int k = m.first; k < m.end && !st; k++) {
+            if (!trains(w, k))
+                continue;
+            const grpo_sample *s = &w->buf->s[k];
+            const float *re = w->bent + (size_t)r++ * m.T + (s->prompt_len - 1);
+            if (nv + (size_t)s->n_comp > cap) {
+                size_t nc = 2 * (cap + (size_t)s->n_comp);
+                float *nvp = realloc(vals, nc * sizeof *vals);
+                if (!nvp) {
+                    st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+                    break;
+                }
+                vals = nvp;
+                cap = nc;
+            }
+            for (int t = 0; t < s->n_comp; t++)
+                if (s->mask[t])
+                    vals[nv++] = re[t];
+        }
+        i = m.end;
+    }
+    float *allv = vals;
+    size_t nall = nv;
+    if (w->d) {
+        /* every rank's entropies, in rank order */
+        double cnt = (double)nv;
+        st = pt_comm_agree_sum(NULL, w->d, st, &cnt, 1, "pt_grpo_step");
+        const int size = pt_dist_size(w->d);
+        size_t *counts = st ? NULL : pt_malloc_array((size_t)size * 2, sizeof *counts);
+        double *per = st ? NULL : pt_malloc_array((size_t)size, sizeof *per);
+        double mine = (double)nv;
+        allv = NULL;
+        if (!st && (!counts || !per || !(allv = pt_malloc_array((size_t)cnt + 1, sizeof *allv))))
+            st = PT_ENOMEM; /* the same sizes on every rank: every rank fails here, or none */
+        if (!st)
+            st = pt_comm_allgather(w->d, &mine, sizeof mine, per, "pt_grpo_step");
+        if (!st) {
+            size_t off = 0;
+            for (int q = 0; q < size; q++) {
+                counts[q] = (size_t)per[q] * sizeof *allv;
+                counts[size + q] = off;
+                off += counts[q];
+            }
+            nall = (size_t)cnt;
+            st = pt_comm_allgatherv(w->d, vals, nv * sizeof *vals, allv, counts, counts + size, "pt_grpo_step");
+        }
+        free(counts);
+        free(per);
+        free(vals);
+    }
+    if (!st)
+        w->ent_thr = nall > 0 ? pt_grpo_quantile(allv, nall, 1.0 - w->o->top_entropy_quantile) : INFINITY;
+    free(allv);
+    return st;
+}
+
+/* The loss, KL, entropy, clipping, sampler and speed statistics of a
+ * finished accumulation. */
 static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
 {
     const pt_grpo_acc *acc = &w->acc;
+    const double tok = acc->tokens;
     stats->loss = acc->loss;
-    stats->tokens = acc->tokens;
-    stats->kl = acc->tokens > 0 ? acc->kl / acc->tokens : 0.0;
+    stats->tokens = tok;
+    stats->kl = tok > 0 ? acc->kl / tok : 0.0;
     stats->entropy = w->ent_n > 0 ? w->ent_sum / w->ent_n : 0.0;
-    stats->clip_ratio_low = acc->tokens > 0 ? acc->clip_low / acc->tokens : 0.0;
-    stats->clip_ratio_high = acc->tokens > 0 ? acc->clip_high / acc->tokens : 0.0;
-    stats->clip_ratio_region = acc->tokens > 0 ? acc->clip_region / acc->tokens : 0.0;
+    stats->clip_ratio_low = tok > 0 ? acc->clip_low / tok : 0.0;
+    stats->clip_ratio_high = tok > 0 ? acc->clip_high / tok : 0.0;
+    stats->clip_ratio_region = tok > 0 ? acc->clip_region / tok : 0.0;
+    stats->cispo_clip_ratio = tok > 0 ? acc->cispo_clip / tok : 0.0;
+    if (acc->samp_tokens > 0) {
+        stats->sampling_logp_difference_mean = acc->samp_diff_sum / acc->samp_tokens;
+        stats->sampling_logp_difference_max = acc->samp_diff_max;
+    }
+    if (acc->is_units > 0) {
+        stats->importance_sampling_ratio_mean = acc->is_sum / acc->is_units;
+        stats->importance_sampling_ratio_min = acc->is_min;
+        stats->importance_sampling_ratio_max = acc->is_max;
+        stats->importance_sampling_corrected_fraction = acc->is_corrected / acc->is_units;
+    }
+    if (w->o->top_entropy_quantile < 1) {
+        stats->entropy_threshold = w->ent_thr;
+        stats->entropy_kept_fraction = tok > 0 ? acc->ent_kept / tok : 1.0;
+    }
     stats->train_seconds = now_seconds() - t0;
     stats->tokens_per_second = stats->train_seconds > 0 ? w->fwd_tokens / stats->train_seconds : 0.0;
 }
 
 /* With a job: the sums of this rank's accumulation added over every rank
- * (in rank order) in the collective that also agrees on the outcome. */
+ * (in rank order) in the collective that also agrees on the outcome; then
+ * the extremes. */
 static int agree_sums(pt_dist *d, grpo_run *w, int st)
 {
-    double v[9] = { w->acc.loss, w->acc.tokens, w->acc.kl, w->acc.clip_low, w->acc.clip_high, w->acc.clip_region,
-                    w->ent_sum, w->ent_n, w->fwd_tokens };
-    st = pt_comm_agree_sum(NULL, d, st, v, 9, "pt_grpo_step");
-    w->acc = (pt_grpo_acc){ v[0], v[1], v[2], v[3], v[4], v[5] };
+    pt_grpo_acc *a = &w->acc;
+    double v[16] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
+                     w->fwd_tokens, a->cispo_clip, a->samp_tokens, a->samp_diff_sum, a->is_units, a->is_sum,
+                     a->is_corrected, a->ent_kept };
+    st = pt_comm_agree_sum(NULL, d, st, v, 16, "pt_grpo_step");
+    a->loss = v[0];
+    a->tokens = v[1];
+    a->kl = v[2];
+    a->clip_low = v[3];
+    a->clip_high = v[4];
+    a->clip_region = v[5];
     w->ent_sum = v[6];
     w->ent_n = v[7];
     w->fwd_tokens = v[8];
+    a->cispo_clip = v[9];
+    a->samp_tokens = v[10];
+    a->samp_diff_sum = v[11];
+    a->is_units = v[12];
+    a->is_sum = v[13];
+    a->is_corrected = v[14];
+    a->ent_kept = v[15];
+    if (st)
+        return st;
+    /* every rank agreed: every rank is here */
+    double x[3] = { a->samp_diff_max, a->is_max, -a->is_min };
+    st = pt_comm_allreduce_max_f64(d, x, 3, "pt_grpo_step");
+    a->samp_diff_max = x[0];
+    a->is_max = x[1];
+    a->is_min = -x[2];
     return st;
 }
 
@@ -344,7 +766,10 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
                        const pt_grpo_options *o, pt_dist *d)
 {
     double t0 = now_seconds();
-    grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .n = buf->n };
+    grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .d = d, .n = buf->n, .temp = (float)o->temperature,
+                   .ent_thr = -INFINITY };
+    w.acc.is_min = INFINITY;
+    w.acc.is_max = -INFINITY;
     bool refs_from_base = false;
     int st = check_options(o);
     if (!st && buf->n == 0)
@@ -367,22 +792,32 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     int64_t unscored = 0;
     st = count_unscored(&unscored, w.all);
     if (!st && refs_from_base)
-        st = fill_reference_from_base(buf, ctx, model);
+        st = fill_reference_from_base(buf, ctx, model, w.temp);
     stats.samples_unscored = unscored;
-    const size_t N = (size_t)w.all->n;
+    const size_t N = (size_t)w.all->n, L = (size_t)w.maxlen + 1;
     if (!st) {
         w.R = pt_malloc_array(N, sizeof *w.R);
         w.adv = pt_malloc_array(N, sizeof *w.adv);
         w.zs = pt_malloc_array(N, sizeof *w.zs);
-        w.lpc = pt_malloc_array((size_t)w.maxlen, sizeof *w.lpc);
-        w.dlc = pt_malloc_array((size_t)w.maxlen, sizeof *w.dlc);
-        if (!w.R || !w.adv || !w.zs || !w.lpc || !w.dlc)
+        w.seg_off = pt_malloc_array(N, sizeof *w.seg_off);
+        w.lpc = pt_malloc_array(L, sizeof *w.lpc);
+        w.dlc = pt_malloc_array(L, sizeof *w.dlc);
+        w.tadv = pt_malloc_array(L, sizeof *w.tadv);
+        w.pw = pt_malloc_array(L, sizeof *w.pw);
+        w.seg_of = pt_malloc_array(L, sizeof *w.seg_of);
+        if (!w.R || !w.adv || !w.zs || !w.seg_off || !w.lpc || !w.dlc || !w.tadv || !w.pw || !w.seg_of)
             st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
     if (!st)
         st = compute_advantages(&w, &stats);
     w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
-    if (!st && make_norm(&w) > 0)
+    /* the loss tokens of the global batch: the same on every rank; with a
+     * job every rank takes part in the entropy pass's collectives, whatever
+     * its outcome so far */
+    const bool any_tokens = !st && make_norm(&w) > 0;
+    if (o->top_entropy_quantile < 1 && (any_tokens || d))
+        st = entropy_pass(&w, st);
+    if (!st && any_tokens)
         st = micro_batches(&w);
     if (d)
         st = agree_sums(d, &w, st);

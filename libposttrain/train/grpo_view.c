@@ -1,5 +1,6 @@
 /* The global view of a data-parallel GRPO step: every rank's samples, in
- * rank order, without their token arrays, so that every rank computes the
+ * rank order, without their token arrays but with their segment rewards,
+ * so that every rank computes the
  * advantages, the reward statistics and the loss normalisers of the whole
  * global batch exactly as one process would over the concatenated buffers.
  * Group ids are local to a rank (a group is never split across ranks): the
@@ -19,13 +20,52 @@ typedef struct view_head {
     double n;                  /* samples */
     double groups;             /* distinct group ids */
     double k;                  /* reward functions */
+    double nseg;               /* segment rewards of its samples */
     double weights[PT_GRPO_MAX_REWARD_FUNCS];
 } view_head;
 
 void pt_grpo_view_free(pt_rollout_buffer *view)
 {
     free(view->s);
+    free(view->view_seg);
     memset(view, 0, sizeof *view);
+}
+
+/* Every rank's segment rewards (rank order, sample order) into
+ * view->view_seg, each view sample's seg pointing at its own; heads[q].nseg
+ * of them from rank q.  Collective. */
+static int gather_segments(pt_rollout_buffer *view, pt_dist *d, const pt_rollout_buffer *buf, const view_head *heads,
+                           int size, const char *what)
+{
+    size_t total = 0, mine = 0;
+    for (int q = 0; q < size; q++)
+        total += (size_t)heads[q].nseg;
+    for (int i = 0; i < buf->n; i++)
+        mine += (size_t)buf->s[i].n_seg;
+    float *send = pt_malloc_array(mine + 1, sizeof *send);
+    size_t *counts = pt_malloc_array((size_t)size * 2, sizeof *counts);
+    view->view_seg = pt_malloc_array(total + 1, sizeof *view->view_seg);
+    /* every rank allocates the same sizes but for send: a failure there is
+     * this rank's, and its peers' deadline names it */
+    int st = send && counts && view->view_seg ? PT_OK : PT_ENOMEM;
+    if (!st) {
+        size_t o = 0;
+        for (int i = 0; i < buf->n; i++)
+            if (buf->s[i].n_seg > 0) {
+                memcpy(send + o, buf->s[i].seg, (size_t)buf->s[i].n_seg * sizeof *send);
+                o += (size_t)buf->s[i].n_seg;
+            }
+        size_t off = 0;
+        for (int q = 0; q < size; q++) {
+            counts[q] = (size_t)heads[q].nseg * sizeof *send;
+            counts[size + q] = off;
+            off += counts[q];
+        }
+        st = pt_comm_allgatherv(d, send, mine * sizeof *send, view->view_seg, counts, counts + size, what);
+    }
+    free(send);
+    free(counts);
+    return st;
 }
 
 /* Renumber the group ids of s[0 .. n) densely by first appearance, from
@@ -68,7 +108,10 @@ int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const 
                 status = PT_ENOMEM;
         }
     }
-    view_head head = { .status = status, .n = status ? 0 : buf->n, .groups = (double)ng, .k = buf->k };
+    double nseg = 0;
+    for (int i = 0; !status && i < buf->n; i++)
+        nseg += buf->s[i].n_seg;
+    view_head head = { .status = status, .n = status ? 0 : buf->n, .groups = (double)ng, .k = buf->k, .nseg = nseg };
     for (int j = 0; j < buf->k; j++)
         head.weights[j] = buf->weights[j];
     view_head *heads = pt_malloc_array((size_t)size, sizeof *heads);
@@ -119,6 +162,8 @@ int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const 
     }
     if (!st)
         st = pt_comm_allgatherv(d, mine, (size_t)buf->n * sizeof *mine, view->s, counts, displs, what);
+    if (!st)
+        st = gather_segments(view, d, buf, heads, size, what);
     free(heads);
     free(counts);
     free(mine);
@@ -130,11 +175,15 @@ int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const 
     view->cap = (int)total;
     view->k = buf->k;
     memcpy(view->weights, buf->weights, sizeof view->weights);
-    /* the arrays stay on their own rank */
+    /* the token arrays stay on their own rank; the segment rewards travel */
+    size_t so = 0;
     for (size_t i = 0; i < total; i++) {
-        view->s[i].ids = NULL;
-        view->s[i].mask = NULL;
-        view->s[i].old = view->s[i].ref = NULL;
+        grpo_sample *v = &view->s[i];
+        v->ids = NULL;
+        v->mask = NULL;
+        v->old = v->ref = v->samp = v->tadv = NULL;
+        v->seg = v->n_seg > 0 ? view->view_seg + so : NULL;
+        so += (size_t)v->n_seg;
     }
     return PT_OK;
 }

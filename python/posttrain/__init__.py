@@ -24,9 +24,9 @@ from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, Cl
                      ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
-from .enums import (Arch, ChatFamily, ChatRole, FinishReason, GgufType, ISLevel, LogLevel, LossType,
-                    OptimizerType, RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason,
-                    SpmScores, Status, TimeKind)
+from .enums import (Arch, ChatFamily, ChatRole, FinishReason, GgufType, ISCorrection, ISLevel,
+                    LogLevel, LossType, OptimizerType, RolloutLogprobs, RopeType, ScaleRewards,
+                    Schedule, SkipReason, SpmScores, Status, TimeKind)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
                       features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
@@ -55,8 +55,8 @@ __all__ = [
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
     "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
-    "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "RolloutLogprobs",
-    "SkipReason", "GgufType", "SpmScores", "TimeKind",
+    "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
+    "RolloutLogprobs", "SkipReason", "GgufType", "SpmScores", "TimeKind",
     "version", "version_number", "features", "has_feature", "blas_info", "set_num_threads",
     "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",

@@ -249,6 +249,7 @@ class Batch_(Struct):
         ("targets", POINTER(c_int32)),
         ("positions", POINTER(c_int32)),
         ("segments", POINTER(c_int32)),
+        ("temperature", c_float),
     ]
 
 
@@ -505,6 +506,18 @@ class RolloutSample(Struct):
         ("group", c_int64),
         ("rewards", POINTER(c_float)),
         ("truncated", c_bool),
+        ("sampling_logprobs", POINTER(c_float)),
+        ("advantages", POINTER(c_float)),
+        ("segment_rewards", POINTER(c_float)),
+        ("n_segments", c_int),
+    ]
+
+
+@_stamped("pt_rollout_logprobs_options", "temperature")
+class RolloutLogprobsOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("temperature", c_double),
     ]
 
 
@@ -545,6 +558,12 @@ class GrpoOptions(Struct):
         ("global_tokens", c_double),
         ("global_samples", c_double),
         ("micro_batch", c_int),
+        ("temperature", c_double),
+        ("importance_sampling_correction", c_int),
+        ("importance_sampling_clip_max", c_double),
+        ("importance_sampling_clip_min", c_double),
+        ("delta", c_double),
+        ("top_entropy_quantile", c_double),
     ]
 
 
@@ -581,6 +600,16 @@ class GrpoStats(Struct):
         ("skip_reason", c_int),
         ("samples_unscored", c_int64),
         ("comm_seconds", c_double),
+        ("sampling_logp_difference_mean", c_double),
+        ("sampling_logp_difference_max", c_double),
+        ("importance_sampling_ratio_min", c_double),
+        ("importance_sampling_ratio_mean", c_double),
+        ("importance_sampling_ratio_max", c_double),
+        ("importance_sampling_corrected_fraction", c_double),
+        ("cispo_clip_ratio", c_double),
+        ("entropy_threshold", c_double),
+        ("entropy_kept_fraction", c_double),
+        ("segments", c_int64),
     ]
 
 
@@ -733,6 +762,13 @@ _declare("grpo", {
     "pt_rollout_buffer_score": (c_int, [vp, c_int, REWARD_FN, c_void_p]),
     "pt_grpo_step": (c_int, [P(GrpoStats), vp, vp, vp, P(GrpoOptions)]),
 })
+_declare("temperature", {
+    "pt_rollout_buffer_compute_logprobs_with": (c_int, [vp, vp, c_int, P(RolloutLogprobsOptions)]),
+})
+_declare("grpo-segments", {
+    "pt_rollout_buffer_set_segment_reward": (c_int, [vp, c_int, c_int, c_float]),
+    "pt_rollout_buffer_get_segment_reward": (c_int, [P(c_float), vp, c_int, c_int]),
+})
 _declare("plot", {
     "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
@@ -793,6 +829,7 @@ ENUM_FUNCTIONS = {
            "chat_family", "skip_reason"],
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
+    "grpo-sampling": ["grpo_is_correction"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],
     "dist": ["dist_backend"],

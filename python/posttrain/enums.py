@@ -19,7 +19,7 @@ from ._lib import lib, has_feature
 
 __all__ = ["LibEnum", "GgufType", "SpmScores", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
-           "RolloutLogprobs", "SkipReason", "TimeKind", "DistBackend", "Status"]
+           "RolloutLogprobs", "ISCorrection", "SkipReason", "TimeKind", "DistBackend", "Status"]
 
 # Values are read upwards (or downwards for statuses) until this many in a
 # row have no name.
@@ -141,12 +141,16 @@ FinishReason = _build("FinishReason", "finish_reason",
 ScaleRewards = _build("ScaleRewards", "grpo_scale",
                       "GRPO advantage scaling (pt_grpo_scale): GROUP, BATCH, NONE, RLOO.", "grpo")
 LossType = _build("LossType", "grpo_loss_type",
-                  "GRPO loss normalisation (pt_grpo_loss_type): GRPO, BNPO, DAPO, DR_GRPO.", "grpo")
+                  "GRPO loss (pt_grpo_loss_type): GRPO, BNPO, DAPO, DR_GRPO, CISPO.", "grpo")
 ISLevel = _build("ISLevel", "grpo_is_level",
                  "GRPO importance-sampling level (pt_grpo_is_level): TOKEN, SEQUENCE.", "grpo")
 RolloutLogprobs = _build("RolloutLogprobs", "rollout_logprobs",
-                         "Which log-probabilities of a rollout (pt_rollout_logprobs): OLD, REF.",
-                         "grpo")
+                         "Which log-probabilities of a rollout (pt_rollout_logprobs): OLD, REF, "
+                         "SAMPLING.", "grpo")
+ISCorrection = _build("ISCorrection", "grpo_is_correction",
+                      "GRPO's correction for the sampler (pt_grpo_is_correction; TRL's "
+                      "vllm_importance_sampling_mode): NONE, TOKEN_TRUNCATE, TOKEN_MASK, "
+                      "SEQUENCE_TRUNCATE, SEQUENCE_MASK.", "grpo-sampling")
 GgufType = _build("GgufType", "gguf_ftype",
                    "Tensor type of a GGUF export (pt_gguf_ftype): F32, F16, BF16.", "gguf")
 SpmScores = _build("SpmScores", "gguf_spm_scores",

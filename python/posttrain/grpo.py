@@ -5,10 +5,18 @@ Available when the loaded library has the "grpo" feature
 (posttrain.has_feature("grpo")).
 
     buf = pt.RolloutBuffer(["correct", "format"], [1.0, 0.2])
-    gens = buf.add_rollouts(model, prompts, num_generations=8, max_new_tokens=32)
+    gens = buf.add_rollouts(model, prompts, num_generations=8, max_new_tokens=32,
+                            temperature=0.7)
     buf.score("correct", lambda samples: [my_reward(s.completion) for s in samples])
-    stats = pt.grpo_step(opt, buf, loss_type=pt.LossType.DAPO)   # or "dapo"
+    stats = pt.grpo_step(opt, buf, loss_type=pt.LossType.DAPO)   # or "dapo"; at T = 0.7
     buf.clear()
+
+The generations' log-probabilities go in as the sampler's
+(sampling_logprobs); the step records the trainer's pi_old itself and, by
+default (TRL's), corrects for the difference (importance_sampling_correction).
+A sample's advantages come from its rewards, from one reward per segment (a
+run of loss-mask-1 tokens: an assistant turn), or are given per token
+(docs/grpo.md).
 """
 
 import collections
@@ -18,10 +26,10 @@ import math
 from ._handle import Handle, out_handle
 from ._lib import GrpoStats as _CGrpoStats
 from ._lib import (PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
-                   RolloutBufferOptions, RolloutSample, has_feature, lib)
+                   RolloutBufferOptions, RolloutLogprobsOptions, RolloutSample, has_feature, lib)
 from ._util import cstr, flat_float, int32_array, is_numpy
-from .enums import (FinishReason, ISLevel, LossType, RolloutLogprobs, ScaleRewards, SkipReason,
-                    Status)
+from .enums import (FinishReason, ISCorrection, ISLevel, LossType, RolloutLogprobs, ScaleRewards,
+                    SkipReason, Status)
 from .errors import Error, check, error_for, invalid
 from .model import Batch, Context, Model
 
@@ -48,7 +56,7 @@ GrpoStats = collections.namedtuple(
 _OPTION_FIELDS = GrpoOptions.field_names()
 # Option fields holding a named enum.
 _ENUMS = {"scale_rewards": ScaleRewards, "loss_type": LossType,
-          "importance_sampling_level": ISLevel}
+          "importance_sampling_level": ISLevel, "importance_sampling_correction": ISCorrection}
 
 
 def _require():
@@ -58,8 +66,9 @@ def _require():
 
 
 def grpo_defaults():
-    """pt_grpo_options_init()'s defaults as a dict (scale_rewards, loss_type
-    and importance_sampling_level as ScaleRewards / LossType / ISLevel members)."""
+    """pt_grpo_options_init()'s defaults as a dict (scale_rewards, loss_type,
+    importance_sampling_level and importance_sampling_correction as
+    ScaleRewards / LossType / ISLevel / ISCorrection members)."""
     _require()
     d = GrpoOptions.new().to_dict()
     for f, enum_type in _ENUMS.items():
@@ -139,10 +148,13 @@ class RolloutBuffer(Handle):
         # What the C API does not hand back: each sample's (n_ids, prompt_len,
         # group), in buffer order (kept in step with every successful add).
         self._meta = []
+        # The temperature of the last add_rollouts (grpo_step's default), or None.
+        self.sampling_temperature = None
 
     # -- adding samples --------------------------------------------------------------
     def _sample(self, keep, prompt_ids, completion_ids, loss_mask, old_logprobs, ref_logprobs,
-                group, rewards, truncated, what):
+                group, rewards, truncated, what, sampling_logprobs=None, advantages=None,
+                segment_rewards=None):
         if group is None:
             raise invalid("%s: group is required (samples with equal group ids form one group)"
                           % what, "RolloutBuffer.add")
@@ -165,11 +177,20 @@ class RolloutBuffer(Handle):
             ma = (ctypes.c_uint8 * max(nc, 1))(*mm)
             keep.append(ma)
             s.loss_mask = ctypes.cast(ma, ctypes.POINTER(ctypes.c_uint8))
-        for field, vals in (("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs)):
+        for field, vals in (("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs),
+                            ("sampling_logprobs", sampling_logprobs), ("advantages", advantages)):
             if vals is not None:
                 fa = _float_array(vals, nc, "%s: %s" % (what, field))
                 keep.append(fa)
                 setattr(s, field, ctypes.cast(fa, ctypes.POINTER(ctypes.c_float)))
+        if segment_rewards is not None:
+            if not isinstance(segment_rewards, (list, tuple)) and not is_numpy(segment_rewards):
+                segment_rewards = [segment_rewards]
+            n_seg = len(segment_rewards)
+            sa = _float_array(segment_rewards, n_seg, "%s: segment_rewards" % what, allow_none=True)
+            keep.append(sa)
+            s.segment_rewards = ctypes.cast(sa, ctypes.POINTER(ctypes.c_float))
+            s.n_segments = n_seg
         if rewards is not None:
             k = len(self.reward_names)
             if not isinstance(rewards, (list, tuple)) and not is_numpy(rewards):
@@ -183,24 +204,32 @@ class RolloutBuffer(Handle):
         return s, SampleInfo(n_ids, len(p), int(group))
 
     def add(self, prompt_ids, completion_ids, loss_mask=None, old_logprobs=None,
-            ref_logprobs=None, group=None, rewards=None, truncated=False):
+            ref_logprobs=None, group=None, rewards=None, truncated=False, sampling_logprobs=None,
+            advantages=None, segment_rewards=None):
         """Copy one sample in (pt_rollout_buffer_add).  Per completion token:
         loss_mask (1 = trained on, 0 = e.g. tool output; None: all 1),
-        old_logprobs (sampling log-probabilities, <= 0; None: recorded by the
-        first grpo_step), ref_logprobs (needed when beta > 0).  group is
-        required: samples with equal group ids form one group.  rewards:
-        one score per reward function (None or NaN: declined), or None
-        (unscored).  truncated: hit the length limit.  Returns its index."""
+        sampling_logprobs (the sampler's log-probabilities, e.g. a
+        Generation's logprobs, <= 0), old_logprobs (the trainer's pi_old at
+        the step's temperature; None, usual: recorded by the first
+        grpo_step), ref_logprobs (needed when beta > 0), advantages (used as
+        given, instead of rewards).  group is required: samples with equal
+        group ids form one group.  rewards: one score per reward function
+        (None or NaN: declined), or None (unscored).  segment_rewards: one
+        reward per segment (a run of loss-mask-1 tokens: an assistant turn;
+        None or NaN declines), advantages then per segment index within the
+        group.  truncated: hit the length limit.  Returns its index."""
         self._ptr
         keep = []
         s, meta = self._sample(keep, prompt_ids, completion_ids, loss_mask, old_logprobs,
-                               ref_logprobs, group, rewards, truncated, "sample")
+                               ref_logprobs, group, rewards, truncated, "sample",
+                               sampling_logprobs, advantages, segment_rewards)
         check(lib.pt_rollout_buffer_add(self._ptr, ctypes.byref(s)), "pt_rollout_buffer_add")
         self._meta.append(meta)
         return len(self._meta) - 1
 
     def add_group(self, prompt_ids, completions, loss_masks=None, old_logprobs=None,
-                  ref_logprobs=None, group=None, rewards=None, truncated=None):
+                  ref_logprobs=None, group=None, rewards=None, truncated=None,
+                  sampling_logprobs=None, advantages=None, segment_rewards=None):
         """Copy G completions of one prompt in as one group, all or nothing
         (pt_rollout_buffer_add_group).  completions: G lists of ids; the
         other arguments are None or G per-completion entries (each as for
@@ -222,6 +251,8 @@ class RolloutBuffer(Handle):
             return x
         masks, olds, refs, rews = (per(loss_masks, "loss_masks"), per(old_logprobs, "old_logprobs"),
                                    per(ref_logprobs, "ref_logprobs"), per(rewards, "rewards"))
+        samps, advs, segs = (per(sampling_logprobs, "sampling_logprobs"),
+                             per(advantages, "advantages"), per(segment_rewards, "segment_rewards"))
         truncs = per(truncated, "truncated")
         if group is None:
             group = self._next_group()
@@ -230,7 +261,8 @@ class RolloutBuffer(Handle):
         metas = []
         for i in range(G):
             s, meta = self._sample(keep, prompt_ids, comps[i], masks[i], olds[i], refs[i], group,
-                                   rews[i], bool(truncs[i]), "completion %d" % i)
+                                   rews[i], bool(truncs[i]), "completion %d" % i, samps[i], advs[i],
+                                   segs[i])
             arr[i] = s
             metas.append(meta)
         check(lib.pt_rollout_buffer_add_group(self._ptr, arr, G), "pt_rollout_buffer_add_group")
@@ -246,10 +278,11 @@ class RolloutBuffer(Handle):
         prompts: P prompts (lists of ids).  generations: either P lists of G
         Generation objects, or a flat list of P*G Generations in the order
         generate() returns them for the prompts each repeated G times
-        ([p0]*G + [p1]*G + ...).  Each Generation's logprobs become the old
-        log-probabilities (None if generated with logprobs=False), and
-        finish_reason FinishReason.LENGTH marks it truncated.  New group ids are
-        taken; returns them (one per prompt)."""
+        ([p0]*G + [p1]*G + ...).  Each Generation's logprobs become the
+        sampling log-probabilities (None if generated with logprobs=False;
+        the step records the trainer's old ones), and finish_reason
+        FinishReason.LENGTH marks it truncated.  New group ids are taken;
+        returns them (one per prompt)."""
         prompts = [list(p) for p in prompts]
         gens = list(generations)
         P = len(prompts)
@@ -270,8 +303,8 @@ class RolloutBuffer(Handle):
         for p, gs in zip(prompts, per_prompt):
             groups.append(self.add_group(
                 p, [g.tokens for g in gs],
-                old_logprobs=(None if any(g.logprobs is None for g in gs)
-                              else [g.logprobs for g in gs]),
+                sampling_logprobs=(None if any(g.logprobs is None for g in gs)
+                                   else [g.logprobs for g in gs]),
                 truncated=[_truncated(g.finish_reason) for g in gs]))
         return groups
 
@@ -281,9 +314,16 @@ class RolloutBuffer(Handle):
         prompt (add_generations).  generate_options go to model.generate
         (max_new_tokens, temperature, top_k, top_p, min_p, seed, stop_ids);
         row r samples from stream (seed, r), so pass a new seed each round.
-        Use temperature 1 for old log-probabilities that match the policy.
+        The temperature is remembered (sampling_temperature): grpo_step
+        trains at it unless given another, as TRL's one `temperature` does.
         Returns the Generations, one list of num_generations per prompt."""
         G = int(num_generations)
+        t = generate_options.get("temperature")
+        if t is None:
+            from .generate import generate_defaults
+            t = generate_defaults()["temperature"]
+        # greedy (0) trains the plain model: temperature 1
+        self.sampling_temperature = float(t) if float(t) > 0 else 1.0
         if G < 1:
             raise invalid("num_generations %d must be >= 1" % G, "RolloutBuffer.add_rollouts")
         prompts = [list(p) for p in prompts]
@@ -345,6 +385,21 @@ class RolloutBuffer(Handle):
         v = ctypes.c_float()
         check(lib.pt_rollout_buffer_get_reward(ctypes.byref(v), self._ptr, self._index(sample),
                                                self._func(k)), "pt_rollout_buffer_get_reward")
+        return v.value
+
+    def set_segment_reward(self, sample, segment, reward):
+        """Set the reward of one segment of a sample added with
+        segment_rewards; None or NaN declines."""
+        v = math.nan if reward is None else float(reward)
+        check(lib.pt_rollout_buffer_set_segment_reward(self._ptr, self._index(sample), int(segment), v),
+              "pt_rollout_buffer_set_segment_reward")
+
+    def get_segment_reward(self, sample, segment):
+        """The reward of one segment of a sample (NaN: declined)."""
+        v = ctypes.c_float()
+        check(lib.pt_rollout_buffer_get_segment_reward(ctypes.byref(v), self._ptr,
+                                                       self._index(sample), int(segment)),
+              "pt_rollout_buffer_get_segment_reward")
         return v.value
 
     def rewards(self):
@@ -417,24 +472,32 @@ class RolloutBuffer(Handle):
         raise invalid("%s needs a posttrain.Context or a posttrain.Model, not %s"
                       % (what, type(context_or_model).__name__), what)
 
-    def compute_logprobs(self, context_or_model, old=True, ref=False):
-        """Fill the old (old=True) and/or reference (ref=True) log-probabilities
-        of every sample with a forward (pt_rollout_buffer_compute_logprobs),
-        replacing what the samples had.  A Model uses its internal context;
-        for the reference pass the frozen reference model.  All or nothing."""
+    def compute_logprobs(self, context_or_model, old=True, ref=False, sampling=False,
+                         temperature=1.0):
+        """Fill the old (old=True), reference (ref=True) and/or sampling
+        (sampling=True) log-probabilities of every sample with a forward at
+        `temperature` (log_softmax(logits / temperature):
+        pt_rollout_buffer_compute_logprobs_with), replacing what the samples
+        had.  A Model uses its internal context; for the reference pass the
+        frozen reference model.  Give the step's temperature: grpo_step
+        refuses values computed at another.  All or nothing."""
         ctx = self._context(context_or_model, "compute_logprobs")
-        for flag, which in ((old, RolloutLogprobs.OLD), (ref, RolloutLogprobs.REF)):
+        o = RolloutLogprobsOptions.new()
+        o.temperature = float(temperature)
+        for flag, which in ((old, RolloutLogprobs.OLD), (ref, RolloutLogprobs.REF),
+                            (sampling, RolloutLogprobs.SAMPLING)):
             if flag:
-                check(lib.pt_rollout_buffer_compute_logprobs(self._ptr, ctx._ptr, which),
-                      "pt_rollout_buffer_compute_logprobs")
+                check(lib.pt_rollout_buffer_compute_logprobs_with(self._ptr, ctx._ptr, which,
+                                                                  ctypes.byref(o)),
+                      "pt_rollout_buffer_compute_logprobs_with")
 
     def get_logprobs(self, sample, which=RolloutLogprobs.OLD):
-        """Sample's old or reference log-probabilities (which: a
-        RolloutLogprobs, or "old" / "ref"), one per completion token
-        (StateError when it has none yet)."""
+        """Sample's old, reference or sampling log-probabilities (which: a
+        RolloutLogprobs, or "old" / "ref" / "sampling"), one per completion
+        token (StateError when it has none yet)."""
         which = RolloutLogprobs.coerce(which, "which", "RolloutBuffer.get_logprobs")
         i = self._index(sample)
-        n_ids, plen, _ = self._meta[i]
+        n_ids, plen = self._meta[i][0], self._meta[i][1]
         out = (ctypes.c_float * (n_ids - plen))()
         check(lib.pt_rollout_buffer_get_logprobs(out, self._ptr, i, which),
               "pt_rollout_buffer_get_logprobs")
@@ -455,18 +518,25 @@ def grpo_step(optimizer, buffer, context=None, **options):
 
     options are pt_grpo_options fields by keyword: scale_rewards (a
     ScaleRewards: GROUP, BATCH, NONE, RLOO, or its lower-case name),
-    loss_type (a LossType: GRPO, BNPO, DAPO, DR_GRPO, or its name),
+    loss_type (a LossType: GRPO, BNPO, DAPO, DR_GRPO, CISPO, or its name),
     importance_sampling_level (an ISLevel: TOKEN, SEQUENCE), epsilon_low,
     epsilon_high, beta, max_completion_length, overlong_buffer,
     mask_truncated_completions, drop_zero_std_groups, global_tokens,
-    global_samples, micro_batch; unset ones keep pt_grpo_options_init()'s
-    defaults (grpo_defaults()).  context: a Context of the optimizer's model
-    (default: the model's internal one, sized for the buffer).  Returns
-    GrpoStats."""
+    global_samples, micro_batch, temperature (the sampling temperature;
+    default: the buffer's sampling_temperature when add_rollouts set it,
+    else 1), importance_sampling_correction (an ISCorrection: NONE,
+    TOKEN_TRUNCATE, TOKEN_MASK, SEQUENCE_TRUNCATE, SEQUENCE_MASK; TRL's
+    vllm_importance_sampling_mode), importance_sampling_clip_max,
+    importance_sampling_clip_min, delta, top_entropy_quantile; unset ones
+    keep pt_grpo_options_init()'s defaults (grpo_defaults()).  context: a
+    Context of the optimizer's model (default: the model's internal one,
+    sized for the buffer).  Returns GrpoStats."""
     _require()
     if not isinstance(buffer, RolloutBuffer):
         raise invalid("grpo_step needs a posttrain.RolloutBuffer, not %s"
                       % type(buffer).__name__, "grpo_step")
+    if "temperature" not in options and buffer.sampling_temperature is not None:
+        options = dict(options, temperature=buffer.sampling_temperature)
     o = _grpo_options(options)
     buffer._ptr
     optimizer._check_dist()

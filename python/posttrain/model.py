@@ -162,9 +162,11 @@ class Batch:
 
     input_ids: a list of ids (one row) or a list of equal-length rows (or a
     1-D/2-D numpy array); targets, positions, segments alike, or None
-    (targets None: no token has a target; positions None: 0..T-1)."""
+    (targets None: no token has a target; positions None: 0..T-1).
+    temperature: log-probabilities, entropies, loss and gradients are those
+    of softmax(logits / temperature) (default 1; the logits stay raw)."""
 
-    def __init__(self, input_ids, targets=None, positions=None, segments=None):
+    def __init__(self, input_ids, targets=None, positions=None, segments=None, temperature=1.0):
         rows, squeeze = as_rows(input_ids, "input_ids")
         B = len(rows)
         T = len(rows[0])
@@ -177,6 +179,7 @@ class Batch:
         self._seg = self._opt(segments, "segments")
         self._c = Batch_.new()
         self._c.batch, self._c.seq = B, T
+        self._c.temperature = float(temperature)
         I32P = ctypes.POINTER(ctypes.c_int32)
         self._c.input_ids = ctypes.cast(self._ids, I32P)
         for field, arr in (("targets", self._tgt), ("positions", self._pos),
@@ -222,6 +225,7 @@ class Batch:
         self._pos, self._seg = cp(cb.positions), cp(cb.segments)
         self._c = Batch_.new()
         self._c.batch, self._c.seq = B, T
+        self._c.temperature = cb.temperature
         I32P = ctypes.POINTER(ctypes.c_int32)
         for field, arr in (("input_ids", self._ids), ("targets", self._tgt),
                            ("positions", self._pos), ("segments", self._seg)):

@@ -105,6 +105,47 @@ else
     cat "$work/masked.log"; bad "--mask-truncated run"
 fi
 
+# --temperature feeds the sampler and the step: at T 0.5 without filters the
+# trainer's first-iteration log-probabilities are the sampler's (their
+# difference is float rounding), the correction weights are 1; CISPO with
+# the top-entropy quantile, then two-sided clipping with token_truncate
+if "$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward contains --num-generations 4 --batch-prompts 2 \
+       --max-new-tokens 5 --steps 2 --lr 1e-3 --temperature 0.5 --loss-type cispo --epsilon-high 5 \
+       --top-entropy-quantile 0.5 --num-iterations 2 --out "$work/cispo" 2>"$work/cispo.log" &&
+   python3 - "$work/cispo/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"goodput"' not in l]
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["sampling/sampling_logp_difference/max"] < 1e-4, r
+    assert abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 1e-4, r
+    assert r["sampling/importance_sampling_corrected_fraction"] == 0, r
+    assert 0 <= r["cispo_clip_ratio"] <= 1 and r["entropy_threshold"] > 0, r
+    assert 0 < r["entropy_kept_fraction"] < 1, r
+PY
+then
+    ok "--temperature 0.5 feeds the step: sampler and trainer agree (cispo, --top-entropy-quantile, mu = 2)"
+else
+    cat "$work/cispo.log"; head -n 2 "$work/cispo/metrics.jsonl"; bad "the T=0.5 cispo run"
+fi
+if "$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward contains --num-generations 4 --batch-prompts 2 \
+       --max-new-tokens 5 --steps 1 --lr 1e-3 --temperature 0.8 --top-k 5 --delta 1.5 \
+       --importance-sampling-correction token_truncate --importance-sampling-clip-max 2 \
+       --importance-sampling-clip-min 0.5 --out "$work/delta" 2>"$work/delta.log" &&
+   python3 - "$work/delta/metrics.jsonl" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"goodput"' not in l][0]
+# top-k: the sampler's distribution is the renormalised top 5, the trainer's the whole vocabulary
+assert r["sampling/sampling_logp_difference/mean"] > 1e-3, r
+assert 0.5 <= r["sampling/importance_sampling_ratio/min"] <= r["sampling/importance_sampling_ratio/max"] <= 2, r
+assert "cispo_clip_ratio" not in r and "entropy_threshold" not in r
+PY
+then
+    ok "--delta, token_truncate with its band; top-k makes the sampler differ from the trainer"
+else
+    cat "$work/delta.log"; bad "the --delta / token_truncate run"
+fi
+
 usage_error() {   # expected message, then arguments
     local want=$1; shift
     "$posttrain" grpo "$@" >/dev/null 2>"$work/err.txt"
@@ -117,9 +158,24 @@ usage_error() {   # expected message, then arguments
 }
 base=(--model "$model" --data "$work/data.jsonl" --out "$work/x")
 usage_error "--reward is required" "${base[@]}"
+usage_error "--delta must be 0 (off) or above 1 + --epsilon-high (1.2)" "${base[@]}" --reward exact --delta 1.1
+usage_error "--delta does not apply to --loss-type cispo" "${base[@]}" --reward exact --loss-type cispo \
+    --epsilon-high 5 --delta 8
+usage_error "--loss-type cispo needs --epsilon-high > 0" "${base[@]}" --reward exact --loss-type cispo \
+    --epsilon-high 0
+usage_error "--importance-sampling-clip-min must be below --importance-sampling-clip-max" "${base[@]}" \
+    --reward exact --importance-sampling-clip-min 3
+usage_error "--importance-sampling-clip-max needs a number >= 0 or inf, not 'x'" "${base[@]}" --reward exact \
+    --importance-sampling-clip-max x
+usage_error "--importance-sampling-clip-min needs a number >= 0, not 'inf'" "${base[@]}" --reward exact \
+    --importance-sampling-clip-min inf
+usage_error "--importance-sampling-correction token_truncate needs --importance-sampling-clip-min > 0" \
+    "${base[@]}" --reward exact --importance-sampling-correction token_truncate --importance-sampling-clip-max inf
+usage_error "--top-entropy-quantile needs a number in [0, 1], not '2'" "${base[@]}" --reward exact \
+    --top-entropy-quantile 2
 usage_error "unknown reward 'bleu'" "${base[@]}" --reward bleu
 usage_error "the weight 'heavy' is not a number" "${base[@]}" --reward exact:heavy
-usage_error "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo)" "${base[@]}" --reward exact --loss-type ppo
+usage_error "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo)" "${base[@]}" --reward exact --loss-type ppo
 usage_error "--scale-rewards: unknown reward scaling 'max' (one of: group, batch, none, rloo)" "${base[@]}" --reward exact --scale-rewards max
 usage_error "--num-generations needs an integer in [2, 1024]" "${base[@]}" --reward exact --num-generations 1
 usage_error "--lr needs a number" "${base[@]}" --reward exact --lr fast

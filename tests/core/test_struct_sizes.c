@@ -109,7 +109,12 @@ static void assert_canaries(const void *p, size_t size, size_t full, const char 
     X(__VA_ARGS__, clip_ratio_region) X(__VA_ARGS__, completion_mean_length)                   \
     X(__VA_ARGS__, completion_min_length) X(__VA_ARGS__, completion_max_length)                \
     X(__VA_ARGS__, clipped_ratio) X(__VA_ARGS__, tokens) X(__VA_ARGS__, grad_norm)             \
-    X(__VA_ARGS__, lr) X(__VA_ARGS__, step) X(__VA_ARGS__, skipped) X(__VA_ARGS__, skipped_total)
+    X(__VA_ARGS__, lr) X(__VA_ARGS__, step) X(__VA_ARGS__, skipped) X(__VA_ARGS__, skipped_total)    \
+    X(__VA_ARGS__, samples_unscored) X(__VA_ARGS__, sampling_logp_difference_mean)              \
+    X(__VA_ARGS__, sampling_logp_difference_max) X(__VA_ARGS__, importance_sampling_ratio_min)  \
+    X(__VA_ARGS__, importance_sampling_ratio_mean) X(__VA_ARGS__, importance_sampling_ratio_max) \
+    X(__VA_ARGS__, importance_sampling_corrected_fraction) X(__VA_ARGS__, cispo_clip_ratio)     \
+    X(__VA_ARGS__, entropy_threshold) X(__VA_ARGS__, entropy_kept_fraction) X(__VA_ARGS__, segments)
 
 #define DIR_INFO_FIELDS(X, ...)                                                               \
     X(__VA_ARGS__, num_params) X(__VA_ARGS__, num_files) X(__VA_ARGS__, num_tensors)           \
@@ -123,7 +128,7 @@ static void assert_canaries(const void *p, size_t size, size_t full, const char 
 
 #define BATCH_FIELDS(X, ...)                                                                  \
     X(__VA_ARGS__, batch) X(__VA_ARGS__, seq) X(__VA_ARGS__, input_ids) X(__VA_ARGS__, targets) \
-    X(__VA_ARGS__, positions) X(__VA_ARGS__, segments)
+    X(__VA_ARGS__, positions) X(__VA_ARGS__, segments) X(__VA_ARGS__, temperature)
 
 #define TENSOR_INFO_FIELDS(X, ...)                                                            \
     X(__VA_ARGS__, name) X(__VA_ARGS__, data) X(__VA_ARGS__, grad) X(__VA_ARGS__, ndim)        \
@@ -461,12 +466,22 @@ START_TEST(test_batch)
     pt_batch full = full_batch();
     run_forward(&ref, ctx, &full);
 
-    /* Without segments: the packing segments beyond are not read. */
+    /* Without temperature: the one beyond is not read (1). */
     pt_batch b = full;
+    b.temperature = 0.5f;
+    run_forward(&with, ctx, &b);
+    ck_assert_msg(memcmp(&with, &ref, sizeof ref), "temperature is not observable");
+    b.size = offsetof(pt_batch, temperature);
+    run_forward(&got, ctx, &b);
+    assert_same_fwd(&got, &ref, "batch without temperature");
+
+    /* Without segments: the packing segments beyond are not read. */
+    b = full;
     b.segments = k_seg;
     run_forward(&with, ctx, &b);
     ck_assert_msg(memcmp(&with, &ref, sizeof ref), "segments are not observable");
     b.size = offsetof(pt_batch, segments);
+    b.temperature = 0.5f;
     run_forward(&got, ctx, &b);
     assert_same_fwd(&got, &ref, "batch without segments");
 
@@ -1433,13 +1448,20 @@ START_TEST(test_grpo)
     assert_same_grpo(&so, &eo, &sf, &ef, sizeof so);
     env_close(&eo);
 
-    /* grpo options without micro_batch (1 beyond) and without beta and what
-     * follows (0.5 beyond would need reference log-probabilities) */
-    const size_t gcuts[] = { offsetof(pt_grpo_options, micro_batch), offsetof(pt_grpo_options, beta),
-                             sizeof(size_t) };
+    /* grpo options without the fields of the sampler correction and TRL 1.x's
+     * loss family (a temperature and an entropy quantile beyond would show),
+     * without micro_batch (1 beyond) and without beta and what follows (0.5
+     * beyond would need reference log-probabilities) */
+    const size_t gcuts[] = { offsetof(pt_grpo_options, temperature), offsetof(pt_grpo_options, micro_batch),
+                             offsetof(pt_grpo_options, beta), sizeof(size_t) };
     for (size_t k = 0; k < sizeof gcuts / sizeof *gcuts; k++) {
         go = gf;
-        go.micro_batch = 1;
+        go.temperature = 0.5;
+        go.top_entropy_quantile = 0.5;
+        go.importance_sampling_correction = 99; /* invalid: must not be read */
+        go.delta = -1;
+        if (gcuts[k] <= offsetof(pt_grpo_options, micro_batch))
+            go.micro_batch = 1;
         if (gcuts[k] <= offsetof(pt_grpo_options, beta)) {
             go.beta = 0.5;
             go.drop_zero_std_groups = true;
@@ -1452,8 +1474,23 @@ START_TEST(test_grpo)
         env_close(&eo);
     }
 
+    /* the options beyond those cuts are observable */
+    go = gf;
+    go.temperature = 0.5;
+    ck_assert_ok(pt_grpo_stats_init(&so));
+    grpo_run(&eo, &bf, full_s, sizeof *full_s, false, &go, &so);
+    ck_assert(so.entropy != sf.entropy);
+    env_close(&eo);
+    go = gf;
+    go.top_entropy_quantile = 0.5;
+    ck_assert_ok(pt_grpo_stats_init(&so));
+    grpo_run(&eo, &bf, full_s, sizeof *full_s, false, &go, &so);
+    ck_assert(so.entropy_kept_fraction < 1);
+    env_close(&eo);
+
     /* grpo stats of an older header */
-    const size_t scuts[] = { offsetof(pt_grpo_stats, tokens_per_second), offsetof(pt_grpo_stats, train_seconds),
+    const size_t scuts[] = { offsetof(pt_grpo_stats, sampling_logp_difference_mean),
+                             offsetof(pt_grpo_stats, tokens_per_second), offsetof(pt_grpo_stats, train_seconds),
                              offsetof(pt_grpo_stats, kl), offsetof(pt_grpo_stats, reward_func_mean),
                              sizeof(size_t) };
     for (size_t k = 0; k < sizeof scuts / sizeof *scuts; k++) {
@@ -1500,6 +1537,77 @@ START_TEST(test_grpo)
         ck_assert_double_eq(so.clipped_ratio, 0.0);
         env_close(&eo);
     }
+    /* samples of an older header: without sampling_logprobs and what follows
+     * (per-token advantages, segment rewards beyond would change the step) */
+    static const float adv[SL - PL] = { 3, -3, 1 }, seg[1] = { 5 }, samp[SL - PL] = { -9, -9, -9 };
+    pt_rollout_sample older[NS];
+    for (int i = 0; i < NS; i++) {
+        older[i] = full_s[i];
+        older[i].sampling_logprobs = samp;
+        older[i].advantages = i % 2 ? adv : NULL;
+        older[i].segment_rewards = i % 2 ? NULL : seg;
+        older[i].n_segments = i % 2 ? 0 : 1;
+        older[i].size = offsetof(pt_rollout_sample, sampling_logprobs);
+    }
+    const size_t ocut = offsetof(pt_rollout_sample, sampling_logprobs);
+    alignas(16) unsigned char packed[NS * sizeof(pt_rollout_sample)];
+    memset(packed, 0, sizeof packed);
+    for (int i = 0; i < NS; i++)
+        memcpy(packed + (size_t)i * ocut, &older[i], ocut);
+    memcpy(packed + (size_t)NS * ocut, &older[0].sampling_logprobs,
+           sizeof(pt_rollout_sample) - ocut); /* the last one's fields beyond its size */
+    for (int one = 0; one < 3; one++) {
+        ck_assert_ok(pt_grpo_stats_init(&so));
+        if (one < 2)
+            grpo_run(&eo, &bf, packed, ocut, one, &gf, &so);
+        else
+            grpo_run(&eo, &bf, older, sizeof *older, true, &gf, &so);
+        assert_same_grpo(&so, &eo, &sf, &ef, sizeof so);
+        ck_assert(isnan(so.sampling_logp_difference_mean) && so.segments == 0);
+        env_close(&eo);
+    }
+    /* ... and those fields are read in a full one (the sampling values only
+     * enter the metrics and the weights) */
+    for (int i = 0; i < NS; i++) {
+        older[i].size = sizeof older[i];
+        older[i].advantages = NULL;
+        older[i].segment_rewards = NULL;
+        older[i].n_segments = 0;
+    }
+    ck_assert_ok(pt_grpo_stats_init(&so));
+    grpo_run(&eo, &bf, older, sizeof *older, false, &gf, &so);
+    ck_assert(so.sampling_logp_difference_mean > 1);
+    env_close(&eo);
+
+    /* pt_rollout_logprobs_options: NULL, or of an older header (a temperature
+     * beyond is not read), are temperature 1 */
+    pt_rollout_logprobs_options lf, lo;
+    ck_assert_ok(pt_rollout_logprobs_options_init(&lf));
+    float lp_full[NS][SL - PL], lp_got[SL - PL];
+    env_open(&eo, &bf);
+    ck_assert_ok(pt_rollout_buffer_add_group(eo.buf, full_s, NS));
+    ck_assert_ok(pt_rollout_buffer_compute_logprobs_with(eo.buf, eo.ctx, PT_ROLLOUT_REF, &lf));
+    for (int i = 0; i < NS; i++)
+        ck_assert_ok(pt_rollout_buffer_get_logprobs(lp_full[i], eo.buf, i, PT_ROLLOUT_REF));
+    lo = lf;
+    lo.temperature = 0.25;
+    ck_assert_ok(pt_rollout_buffer_compute_logprobs_with(eo.buf, eo.ctx, PT_ROLLOUT_REF, &lo));
+    ck_assert_ok(pt_rollout_buffer_get_logprobs(lp_got, eo.buf, 0, PT_ROLLOUT_REF));
+    ck_assert(memcmp(lp_got, lp_full[0], sizeof lp_got) != 0);
+    const pt_rollout_logprobs_options *lopts[2] = { NULL, &lo };
+    for (int k = 0; k < 2; k++) {
+        lo.size = offsetof(pt_rollout_logprobs_options, temperature);
+        ck_assert_ok(pt_rollout_buffer_compute_logprobs_with(eo.buf, eo.ctx, PT_ROLLOUT_REF, lopts[k]));
+        for (int i = 0; i < NS; i++) {
+            ck_assert_ok(pt_rollout_buffer_get_logprobs(lp_got, eo.buf, i, PT_ROLLOUT_REF));
+            ck_assert(memcmp(lp_got, lp_full[i], sizeof lp_got) == 0);
+        }
+    }
+    lo.size = sizeof lo;
+    BAD_SIZES(lo, pt_rollout_buffer_compute_logprobs_with(eo.buf, eo.ctx, PT_ROLLOUT_REF, &lo),
+              "pt_rollout_buffer_compute_logprobs_with", "pt_rollout_logprobs_options_init");
+    env_close(&eo);
+
     /* without rewards: NaN (unscored) until set */
     env_open(&eo, &bf);
     pt_rollout_sample s = full_s[0];

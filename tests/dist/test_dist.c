@@ -594,8 +594,8 @@ END_TEST
 typedef struct gsample {
     int32_t ids[GMAXLEN];
     uint8_t mask[GMAXLEN];
-    float old[GMAXLEN], ref[GMAXLEN], rewards[2];
-    int n_ids, prompt_len;
+    float old[GMAXLEN], ref[GMAXLEN], samp[GMAXLEN], adv[GMAXLEN], rewards[2], seg[GMAXLEN];
+    int n_ids, prompt_len, n_seg;
     bool truncated;
 } gsample;
 
@@ -616,11 +616,35 @@ static void make_sample(gsample *x, int round, int g, int j)
     x->rewards[0] = g == 1 ? 0.5f : (float)pt_rng_below(&rng, 3) * 0.5f;
     x->rewards[1] = pt_rng_below(&rng, 4) == 0 ? NAN : (float)pt_rng_uniform(&rng);
     x->truncated = pt_rng_below(&rng, 4) == 0;
+    /* the sampler's values, per-token advantages, a reward per segment */
+    x->n_seg = 0;
+    for (int t = 0; t < nc; t++) {
+        x->samp[t] = x->old[t] - 0.1f + (float)pt_rng_uniform(&rng) * 0.2f;
+        x->adv[t] = (float)pt_rng_uniform(&rng) * 2.0f - 1.0f;
+        if (x->mask[t] && (t == 0 || !x->mask[t - 1])) {
+            x->seg[x->n_seg] = g == 1 ? 1.0f : pt_rng_below(&rng, 6) == 0 ? NAN : (float)pt_rng_below(&rng, 3);
+            x->n_seg++;
+        }
+    }
 }
+
+/* Where the samples of a case take their advantages from. */
+enum { ADV_REWARDS, ADV_SEGMENTS, ADV_TOKENS };
 
 /* The buffer of groups [g0, g0 + ng) of a round, with group ids numbered
  * from `id_base` (ranks number their own groups from 0: ids are local). */
+static pt_rollout_buffer *make_buffer_as(int round, int g0, int ng, int64_t id_base, bool with_old, bool with_ref,
+                                         bool with_samp, int adv);
+
 static pt_rollout_buffer *make_buffer(int round, int g0, int ng, int64_t id_base, bool with_old, bool with_ref)
+{
+    return make_buffer_as(round, g0, ng, id_base, with_old, with_ref, false, ADV_REWARDS);
+}
+
+/* make_buffer with the sampler's log-probabilities, and advantages from
+ * rewards, segment rewards or given per token */
+static pt_rollout_buffer *make_buffer_as(int round, int g0, int ng, int64_t id_base, bool with_old, bool with_ref,
+                                         bool with_samp, int adv)
 {
     pt_rollout_buffer_options bo;
     pt_rollout_buffer_options_init(&bo);
@@ -644,6 +668,13 @@ static pt_rollout_buffer *make_buffer(int round, int g0, int ng, int64_t id_base
             s.group = id_base + (g - g0);
             s.rewards = x.rewards;
             s.truncated = x.truncated;
+            s.sampling_logprobs = with_samp ? x.samp : NULL;
+            if (adv == ADV_SEGMENTS) {
+                s.segment_rewards = x.seg;
+                s.n_segments = x.n_seg;
+            } else if (adv == ADV_TOKENS) {
+                s.advantages = x.adv;
+            }
             ck_assert_ok(pt_rollout_buffer_add(buf, &s));
         }
     return buf;
@@ -655,15 +686,30 @@ typedef struct grpo_case {
     double beta;
     bool drop_zero_std, mask_truncated, with_old, lora;
     int micro_batch, iterations;
+    /* the sampler correction and TRL 1.x's loss family; where the
+     * advantages come from */
+    bool with_samp;
+    int is_mode, adv;
+    double temperature, delta, quantile;
 } grpo_case;
 
 static const grpo_case k_grpo_cases[] = {
-    { "group/dapo", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0, false, false, true, false, 0, 1 },
-    { "batch/grpo/kl", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_TOKEN, 0.05, false, false, true, false, 2, 1 },
-    { "none/bnpo/drop", PT_GRPO_SCALE_NONE, PT_GRPO_LOSS_BNPO, PT_GRPO_IS_TOKEN, 0, true, true, false, false, 0, 2 },
+    { "group/dapo", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0, false, false, true, false, 0, 1,
+      false, 0, ADV_REWARDS, 1, 0, 1 },
+    { "batch/grpo/kl", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_TOKEN, 0.05, false, false, true, false, 2, 1,
+      false, 0, ADV_REWARDS, 1, 0, 1 },
+    { "none/bnpo/drop", PT_GRPO_SCALE_NONE, PT_GRPO_LOSS_BNPO, PT_GRPO_IS_TOKEN, 0, true, true, false, false, 0, 2,
+      false, 0, ADV_REWARDS, 1, 0, 1 },
     { "rloo/dr_grpo/gspo", PT_GRPO_SCALE_RLOO, PT_GRPO_LOSS_DR_GRPO, PT_GRPO_IS_SEQUENCE, 0, false, false, true, false,
-      1, 1 },
-    { "lora/base-ref", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0.1, false, true, false, true, 0, 2 },
+      1, 1, false, 0, ADV_REWARDS, 1, 0, 1 },
+    { "lora/base-ref", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0.1, false, true, false, true, 0, 2,
+      false, 0, ADV_REWARDS, 1, 0, 1 },
+    { "segments/seq-mask/T0.8/q0.6", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0, false, false, true,
+      false, 2, 1, true, PT_GRPO_IS_SEQUENCE_MASK, ADV_SEGMENTS, 0.8, 0, 0.6 },
+    { "segments-batch/drop/recorded-old", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_TOKEN, 0, true, false,
+      false, false, 0, 2, true, PT_GRPO_IS_TOKEN_TRUNCATE, ADV_SEGMENTS, 1.3, 1.5, 1 },
+    { "tokens/cispo/q0.3", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_CISPO, PT_GRPO_IS_TOKEN, 0, false, false, true, false, 1,
+      1, true, PT_GRPO_IS_TOKEN_MASK, ADV_TOKENS, 1, 0, 0.3 },
 };
 
 /* Two rounds of a case; with d, this rank's share of the groups. */
@@ -700,9 +746,20 @@ static pt_model *grpo_train(pt_dist *d, const grpo_case *c, pt_grpo_stats *last)
     o.mask_truncated_completions = c->mask_truncated;
     o.max_completion_length = 6;
     o.micro_batch = c->micro_batch;
+    if (c->with_samp) {
+        o.temperature = c->temperature;
+        o.importance_sampling_correction = c->is_mode;
+        bool seq = c->is_mode == PT_GRPO_IS_SEQUENCE_MASK || c->is_mode == PT_GRPO_IS_SEQUENCE_TRUNCATE;
+        o.importance_sampling_clip_min = seq ? 0.8 : 0.95;
+        o.importance_sampling_clip_max = seq ? 1.25 : 1.05;
+        o.delta = c->delta;
+        o.top_entropy_quantile = c->quantile;
+        if (c->loss == PT_GRPO_LOSS_CISPO)
+            o.epsilon_high = 1.1;
+    }
     for (int round = 0; round < 2; round++) {
-        pt_rollout_buffer *buf = make_buffer(round, (int)g0, (int)ng, d ? 0 : 100, c->with_old,
-                                             c->beta > 0 && !c->lora);
+        pt_rollout_buffer *buf = make_buffer_as(round, (int)g0, (int)ng, d ? 0 : 100, c->with_old,
+                                                c->beta > 0 && !c->lora, c->with_samp, c->adv);
         for (int it = 0; it < c->iterations; it++) {
             pt_grpo_stats_init(last);
             ck_assert_ok(pt_grpo_step(last, opt, ctx, buf, &o));
@@ -722,6 +779,9 @@ START_TEST(test_grpo_equals_one_process)
         pt_grpo_stats s1, sn, again;
         pt_model *one = grpo_train(NULL, c, &s1);
         pt_model *dp = grpo_train(g_d, c, &sn);
+        pt_model *fresh = pt_test_tiny_llama(VOCAB, 9);
+        ck_assert_msg(weights_hash(one) != weights_hash(fresh), "%s: the weights did not move", c->name);
+        pt_model_free(fresh);
         double norm_rel, rel = max_rel_diff_norm(dp, one, &norm_rel);
         if (g_rank == 0)
             printf("grpo %s, %d ranks: weights vs one process: rel %.3g (worst weight %.3g of its tensor's "
@@ -733,13 +793,34 @@ START_TEST(test_grpo_equals_one_process)
         ck_assert(sn.reward == s1.reward && sn.reward_std == s1.reward_std);
         ck_assert(sn.reward_func_mean[1] == s1.reward_func_mean[1]);
         ck_assert(sn.frac_reward_zero_std == s1.frac_reward_zero_std && sn.groups == s1.groups);
-        ck_assert_int_eq(sn.groups, GROUPS);
+        ck_assert_int_eq(sn.groups, c->adv == ADV_TOKENS ? 0 : GROUPS);
+        ck_assert(sn.segments == s1.segments && (sn.segments > 0) == (c->adv == ADV_SEGMENTS));
         ck_assert(sn.groups_dropped == s1.groups_dropped && sn.samples_unscored == s1.samples_unscored);
         ck_assert(sn.completion_mean_length == s1.completion_mean_length);
         ck_assert(sn.clipped_ratio == s1.clipped_ratio);
         ck_assert(sn.tokens == s1.tokens);
         const double pairs[][2] = { { sn.loss, s1.loss }, { sn.kl, s1.kl }, { sn.entropy, s1.entropy },
-                                    { sn.clip_ratio_region, s1.clip_ratio_region }, { sn.grad_norm, s1.grad_norm } };
+                                    { sn.clip_ratio_region, s1.clip_ratio_region }, { sn.grad_norm, s1.grad_norm },
+                                    { sn.cispo_clip_ratio, s1.cispo_clip_ratio },
+                                    { sn.entropy_kept_fraction, s1.entropy_kept_fraction } };
+        if (c->with_samp) {
+            /* the sampler's side: over every rank's tokens, the extremes too */
+            const double sp[][2] = { { sn.sampling_logp_difference_mean, s1.sampling_logp_difference_mean },
+                                     { sn.sampling_logp_difference_max, s1.sampling_logp_difference_max },
+                                     { sn.importance_sampling_ratio_min, s1.importance_sampling_ratio_min },
+                                     { sn.importance_sampling_ratio_mean, s1.importance_sampling_ratio_mean },
+                                     { sn.importance_sampling_ratio_max, s1.importance_sampling_ratio_max },
+                                     { sn.importance_sampling_corrected_fraction,
+                                       s1.importance_sampling_corrected_fraction } };
+            for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++)
+                ck_assert_msg(fabs(sp[i][0] - sp[i][1]) <= 1e-5 * fabs(sp[i][1]) + 1e-12,
+                              "%s: sampler statistic %zu: %.9g vs one process %.9g", c->name, i, sp[i][0], sp[i][1]);
+            ck_assert(s1.sampling_logp_difference_mean > 0 && s1.importance_sampling_ratio_mean > 0);
+            if (c->quantile < 1)
+                ck_assert_msg(fabs(sn.entropy_threshold - s1.entropy_threshold) <= 1e-5 * s1.entropy_threshold,
+                              "%s: entropy threshold %.9g vs one process %.9g", c->name, sn.entropy_threshold,
+                              s1.entropy_threshold);
+        }
         /* these follow the weights of the last step, already apart by the
          * rounding above */
         for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
@@ -789,8 +870,12 @@ START_TEST(test_grpo_error_on_one_rank)
     }
     ck_assert(weights_hash(m) == h0);
     pt_rollout_buffer_free(buf);
-    /* unscored samples on one rank only: counted, and the step runs */
+    /* unscored samples on one rank only: counted, and the step runs; with
+     * the zero-std groups dropped that rank has nothing to train on, and
+     * still takes part in the entropy quantile's pass */
     o.beta = 0;
+    o.drop_zero_std_groups = true;
+    o.top_entropy_quantile = 0.5;
     buf = make_buffer(0, (int)g0, (int)ng, 0, true, false);
     if (g_rank == bad && g_size > 1)
         for (int i = 0; i < (int)ng * GSIZE; i++)

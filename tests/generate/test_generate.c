@@ -616,8 +616,9 @@ static void check_frequencies(const pt_sampler *s, const double *expect, int v, 
         int32_t t = pt_sample_token(&lp, LG, v, s, &rng, &e.sc);
         ck_assert(t >= 0 && t < v);
         count[t]++;
-        if (d < 50) /* the log-probability is the unfiltered log_softmax(z) */
-            ck_assert(fabs((double)lp - log_softmax_at(LG, v, s->temperature, t)) < 2e-6);
+        if (d < 50) /* the log-probability under the distribution drawn from */
+            ck_assert_msg(fabs((double)lp - log(expect[t])) < 2e-6, "%s: logprob of %d is %.8g, want %.8g",
+                          what, t, (double)lp, log(expect[t]));
     }
     double chi2 = 0.0;
     int df = -1;
@@ -666,6 +667,16 @@ START_TEST(test_sampler_frequencies)
         w[i] /= ws;
     pt_sampler sm = { .temperature = 1.0f, .top_p = 1.0f, .min_p = 0.3f };
     check_frequencies(&sm, w, 10, 200000, "min_p 0.3");
+    /* top_p 0.8 at T = 0.9: the renormalised nucleus */
+    probs(p, LG, 10, 0.9);
+    double c = 0.0, u[10] = { 0 };
+    int nk = 0;
+    while (c < 0.8)
+        c += p[RANK[nk++]];
+    for (int r = 0; r < nk; r++)
+        u[RANK[r]] = p[RANK[r]] / c;
+    pt_sampler sp = { .temperature = 0.9f, .top_p = 0.8f };
+    check_frequencies(&sp, u, 10, 200000, "top_p 0.8 at T=0.9");
 }
 END_TEST
 

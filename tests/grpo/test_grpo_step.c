@@ -712,7 +712,7 @@ START_TEST(test_compute_logprobs)
     ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, small, PT_ROLLOUT_REF), PT_EINVAL,
                      "pt_rollout_buffer_compute_logprobs: forward of 1 rows");
     ck_assert_status(pt_rollout_buffer_get_logprobs(got, buf, 0, PT_ROLLOUT_REF), PT_ESTATE, "no reference");
-    ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, ctx, 5), PT_EINVAL, "which 5 is not PT_ROLLOUT_OLD or PT_ROLLOUT_REF");
+    ck_assert_status(pt_rollout_buffer_compute_logprobs(buf, ctx, 5), PT_EINVAL, "which 5 is not PT_ROLLOUT_OLD, PT_ROLLOUT_REF or PT_ROLLOUT_SAMPLING");
     ck_assert_ok(pt_rollout_buffer_compute_logprobs(buf, rctx, PT_ROLLOUT_REF));
     ck_assert_ok(pt_rollout_buffer_compute_logprobs(buf, ctx, PT_ROLLOUT_OLD));
     float lpm[NS][5], lpr[NS][5];

@@ -279,7 +279,7 @@ static double loss_of(pt_context *ctx, const pt_batch *b, const float *w)
     return l;
 }
 
-static void model_fd(int kind, bool segments)
+static void model_fd(int kind, bool segments, float temperature)
 {
     pt_model_config c;
     tiny_config(&c, kind);
@@ -289,6 +289,7 @@ static void model_fd(int kind, bool segments)
     tbatch tb;
     random_batch(&tb, 2, 7, c.vocab_size, 5 + (uint64_t)kind, kind == CFG_LLAMA3 ? 90 : 0);
     pt_batch b = as_batch(&tb, true);
+    b.temperature = temperature; /* log_softmax(logits / T), and its backward */
     if (segments) {
         for (int i = 0; i < 14; i++)
             tb.seg[i] = (i % 7) < 3 ? 0 : 1;
@@ -328,33 +329,41 @@ static void model_fd(int kind, bool segments)
             worst = sqrt(num / den);
     }
     ck_assert_int_ge(checked, 4 * 20);
-    fprintf(stderr, "model FD config %d%s: %d entries, worst relative error per tensor %.2e\n",
-            kind, segments ? " (segments)" : "", checked, worst);
+    fprintf(stderr, "model FD config %d%s T=%g: %d entries, worst relative error per tensor %.2e\n",
+            kind, segments ? " (segments)" : "", (double)temperature, checked, worst);
     pt_context_free(ctx);
     pt_model_free(m);
 }
 
 START_TEST(test_fd_llama_tied_gqa)
 {
-    model_fd(CFG_LLAMA, false);
+    model_fd(CFG_LLAMA, false, 1.0f);
 }
 END_TEST
 
 START_TEST(test_fd_qwen2_bias_untied)
 {
-    model_fd(CFG_QWEN2, false);
+    model_fd(CFG_QWEN2, false, 1.0f);
 }
 END_TEST
 
 START_TEST(test_fd_qwen3_qk_norm)
 {
-    model_fd(CFG_QWEN3, true);
+    model_fd(CFG_QWEN3, true, 1.0f);
 }
 END_TEST
 
 START_TEST(test_fd_llama3_rope)
 {
-    model_fd(CFG_LLAMA3, false);
+    model_fd(CFG_LLAMA3, false, 1.0f);
+}
+END_TEST
+
+/* the temperature of pt_batch: the loss of softmax(logits / T) */
+START_TEST(test_fd_temperature)
+{
+    model_fd(CFG_QWEN2, false, 0.6f);
+    model_fd(CFG_LLAMA, true, 1.7f);
 }
 END_TEST
 
@@ -691,6 +700,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_fd_qwen2_bias_untied);
     tcase_add_test(tc, test_fd_qwen3_qk_norm);
     tcase_add_test(tc, test_fd_llama3_rope);
+    tcase_add_test(tc, test_fd_temperature);
     tcase_add_test(tc, test_unfused_chunked_tiled);
     tcase_add_test(tc, test_packing_matches_separate_rows);
     tcase_add_test(tc, test_determinism);

@@ -178,13 +178,14 @@ static float *check_forward(const golden_case *c, pt_context *ctx, const char *w
     return lp;
 }
 
-/* Compare every parameter's gradient with scale * golden. */
-static void check_grads(const golden_case *c, float scale, const char *how)
+/* Compare every parameter's gradient with scale * the gradients of golden
+ * file f. */
+static void check_grads_in(const golden_case *c, pt_st_file *f, float scale, const char *how)
 {
     size_t n = pt_model_tensor_count(c->model);
     size_t ngolden = 0;
-    for (size_t i = 0; i < pt_st_count(c->golden); i++)
-        ngolden += strncmp(pt_st_tensor_at(c->golden, i)->name, "grad.", 5) == 0;
+    for (size_t i = 0; i < pt_st_count(f); i++)
+        ngolden += strncmp(pt_st_tensor_at(f, i)->name, "grad.", 5) == 0;
     ck_assert_msg(n == ngolden, "%s: model has %zu tensors, golden has %zu gradients", c->name, n,
                   ngolden);
     for (size_t i = 0; i < n; i++) {
@@ -193,12 +194,17 @@ static void check_grads(const golden_case *c, float scale, const char *how)
         snprintf(gname, sizeof gname, "grad.%s", t->name);
         snprintf(what, sizeof what, "%s: %s: gradient of %s", c->name, how, t->name);
         ck_assert_msg(t->grad != NULL, "%s is NULL", what);
-        float *ref = golden_f32(c->golden, gname, t->numel);
+        float *ref = golden_f32(f, gname, t->numel);
         for (size_t k = 0; k < t->numel; k++)
             ref[k] *= scale;
         parity_assert_close(what, t->grad, ref, t->numel, t->shape, t->ndim, ATOL, RTOL);
         free(ref);
     }
+}
+
+static void check_grads(const golden_case *c, float scale, const char *how)
+{
+    check_grads_in(c, c->golden, scale, how);
 }
 
 /* Forward: logits, log-probs (with and without materialised logits), loss. */
@@ -374,6 +380,89 @@ START_TEST(test_small_tiles)
 }
 END_TEST
 
+/* The cases of gen_parity.py's TEMPERATURES: the batch through
+ * log_softmax(logits / T) (pt_batch.temperature): log-probs, entropies, the
+ * raw logits unchanged, the loss and its gradients through pt_model_loss,
+ * forward + backward and small LM-head chunks; a later batch at T = 1 on the
+ * same context is the plain model again. */
+static const char *const temperature_cases[] = { "llama_tied_gqa", "qwen2_bias_untied", "qwen2_packed" };
+
+START_TEST(test_temperature)
+{
+    int ci = 0;
+    while (strcmp(cases[ci], temperature_cases[_i]))
+        ci++;
+    golden_case c;
+    case_open(&c, ci);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/golden_temperature.safetensors", c.dir);
+    pt_st_file *tg = NULL;
+    ck_assert_ok(pt_st_open(&tg, path));
+    size_t bt = (size_t)c.B * (size_t)c.T;
+    float *temp = golden_f32(tg, "temperature", 1), *want_lp = golden_f32(tg, "logprobs", bt);
+    float *want_ent = golden_f32(tg, "entropy", bt), *want_loss = golden_f32(tg, "loss", 1);
+    int64_t shape2[2] = { c.B, c.T }, shape3[3] = { c.B, c.T, c.V };
+    char what[256];
+    pt_context *ctx = case_context(&c, c.model);
+    pt_batch b = case_batch(&c);
+    b.temperature = temp[0];
+    float *lp = calloc(bt, sizeof *lp), *ent = calloc(bt, sizeof *ent);
+    float *logits = calloc(bt * (size_t)c.V, sizeof *logits);
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, logits));
+    snprintf(what, sizeof what, "%s: T=%g: logprobs", c.name, (double)temp[0]);
+    parity_assert_close(what, lp, want_lp, bt, shape2, 2, ATOL, RTOL);
+    snprintf(what, sizeof what, "%s: T=%g: raw logits", c.name, (double)temp[0]);
+    parity_assert_close(what, logits, c.logits, bt * (size_t)c.V, shape3, 3, ATOL, RTOL);
+    memset(lp, 0, bt * sizeof *lp);
+    ck_assert_ok(pt_model_forward_entropy(ctx, &b, lp, ent));
+    snprintf(what, sizeof what, "%s: T=%g: logprobs (entropy pass)", c.name, (double)temp[0]);
+    parity_assert_close(what, lp, want_lp, bt, shape2, 2, ATOL, RTOL);
+    snprintf(what, sizeof what, "%s: T=%g: entropy", c.name, (double)temp[0]);
+    parity_assert_close(what, ent, want_ent, bt, shape2, 2, ATOL, RTOL);
+    /* the backward of that forward (the LM head recomputed at T) */
+    ck_assert_ok(pt_model_zero_grad(c.model));
+    ck_assert_ok(pt_model_backward(ctx, c.dlogprobs));
+    check_grads_in(&c, tg, 1.0f, "T: forward+backward");
+    /* the fused loss */
+    float loss = NAN;
+    ck_assert_ok(pt_model_zero_grad(c.model));
+    ck_assert_ok(pt_model_loss(ctx, &b, c.weights, true, &loss));
+    ck_assert_msg(fabs((double)loss - (double)want_loss[0]) <= LOSS_ATOL, "%s: T loss %.9g, golden %.9g", c.name,
+                  (double)loss, (double)want_loss[0]);
+    check_grads_in(&c, tg, 1.0f, "T: pt_model_loss");
+    /* small chunks of the LM head */
+    ck_assert_ok(pt_context_set_tiling(ctx, 5, 3, 2));
+    ck_assert_ok(pt_model_zero_grad(c.model));
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    snprintf(what, sizeof what, "%s: T=%g: logprobs (small chunks)", c.name, (double)temp[0]);
+    parity_assert_close(what, lp, want_lp, bt, shape2, 2, ATOL, RTOL);
+    ck_assert_ok(pt_model_backward(ctx, c.dlogprobs));
+    check_grads_in(&c, tg, 1.0f, "T: small chunks");
+    /* T = 1 again on the same context: the plain golden */
+    b.temperature = 1.0f;
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    snprintf(what, sizeof what, "%s: T=1 after T=%g: logprobs", c.name, (double)temp[0]);
+    parity_assert_close(what, lp, c.logprobs, bt, shape2, 2, ATOL, RTOL);
+    /* a temperature outside (0, inf) is refused, naming it */
+    for (int k = 0; k < 3; k++) {
+        const float badt[3] = { 0.0f, -1.0f, INFINITY };
+        b.temperature = badt[k];
+        ck_assert_status(pt_model_forward(ctx, &b, lp, NULL), PT_EINVAL, "temperature");
+        ck_assert_status(pt_model_loss(ctx, &b, c.weights, true, &loss), PT_EINVAL, "temperature");
+    }
+    free(lp);
+    free(ent);
+    free(logits);
+    free(temp);
+    free(want_lp);
+    free(want_ent);
+    free(want_loss);
+    pt_st_close(tg);
+    pt_context_free(ctx);
+    case_close(&c);
+}
+END_TEST
+
 static Suite *parity_suite(void)
 {
     Suite *s = suite_create("parity");
@@ -386,6 +475,8 @@ static Suite *parity_suite(void)
     tcase_add_loop_test(tc, test_one_thread, 0, NCASES);
     tcase_add_loop_test(tc, test_small_tiles, 0, NCASES);
     tcase_add_loop_test(tc, test_load_dir, 0, NCASES);
+    tcase_add_loop_test(tc, test_temperature, 0,
+                        (int)(sizeof temperature_cases / sizeof temperature_cases[0]));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -49,11 +49,14 @@ class TestEnums(unittest.TestCase):
             self.assertEqual(int(pt.LossType.DR_GRPO), 3)
             self.assertEqual([m.name for m in pt.ScaleRewards], ["GROUP", "BATCH", "NONE", "RLOO"])
             self.assertEqual([m.name for m in pt.ISLevel], ["TOKEN", "SEQUENCE"])
-            self.assertEqual([m.name for m in pt.RolloutLogprobs], ["OLD", "REF"])
+            self.assertEqual([m.name for m in pt.RolloutLogprobs], ["OLD", "REF", "SAMPLING"])
+            self.assertEqual([m.name for m in pt.ISCorrection],
+                             ["NONE", "TOKEN_TRUNCATE", "TOKEN_MASK", "SEQUENCE_TRUNCATE",
+                              "SEQUENCE_MASK"])
         # Every member is the upper-case of the library's name for its value.
         for cls in (pt.Arch, pt.RopeType, pt.OptimizerType, pt.Schedule, pt.LogLevel, pt.ChatRole,
                     pt.ChatFamily, pt.FinishReason, pt.ScaleRewards, pt.LossType, pt.ISLevel,
-                    pt.RolloutLogprobs):
+                    pt.RolloutLogprobs, pt.ISCorrection):
             for m in cls:
                 with self.subTest(enum=cls.__name__, member=m.name):
                     self.assertEqual(lib_name(cls._c_prefix, m), str(m))

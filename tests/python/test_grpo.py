@@ -480,7 +480,10 @@ class TestOptions(unittest.TestCase):
             "epsilon_low": 0.2, "epsilon_high": 0.2, "beta": 0.0, "max_completion_length": 0,
             "overlong_buffer": 0, "mask_truncated_completions": False,
             "drop_zero_std_groups": False, "global_tokens": 0.0, "global_samples": 0.0,
-            "micro_batch": 0})
+            "micro_batch": 0, "temperature": 1.0,
+            "importance_sampling_correction": pt.ISCorrection.SEQUENCE_MASK,
+            "importance_sampling_clip_max": 3.0, "importance_sampling_clip_min": 0.0,
+            "delta": 0.0, "top_entropy_quantile": 1.0})
 
     def test_mu_two_keeps_the_recorded_old_logprobs(self):
         lp0 = [completion_logprobs(self.m, [256, 1], c) for c in ([2, 3], [4])]
@@ -517,7 +520,11 @@ class TestOptions(unittest.TestCase):
         with self.assertRaises(pt.InvalidArgument) as cm:
             pt.grpo_step(self.opt, self.buf, loss_type="ppo")
         self.assertEqual(cm.exception.message, "pt_grpo_loss_type_from_name: unknown loss type "
-                         "'ppo' (one of: grpo, bnpo, dapo, dr_grpo)")
+                         "'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo)")
+        with self.assertRaises(pt.InvalidArgument) as cm:
+            pt.grpo_step(self.opt, self.buf, importance_sampling_correction="vllm")
+        self.assertIn("token_truncate, token_mask, sequence_truncate, sequence_mask",
+                      cm.exception.message)
         with self.assertRaises(pt.InvalidArgument) as cm:
             pt.grpo_step(self.opt, self.buf, scale_rewards="std")
         self.assertIn("group, batch, none, rloo", cm.exception.message)
@@ -537,6 +544,17 @@ class TestOptions(unittest.TestCase):
             (dict(beta=0.1), "pt_grpo_step: beta 0.1 > 0 but sample 0 has no ref_logprobs ("),
             (dict(overlong_buffer=4, max_completion_length=2), "pt_grpo_step: overlong_buffer 4 "
              "needs max_completion_length >= it (is 2)"),
+            (dict(temperature=0.0), "pt_grpo_step: temperature 0 must be finite and >= 1e-6 (the "
+             "sampling temperature; 1 when sampling greedily)"),
+            (dict(delta=1.1), "pt_grpo_step: delta 1.1 must be 0 (off) or finite and > 1 + "
+             "epsilon_high (1.2)"),
+            (dict(top_entropy_quantile=2.0), "pt_grpo_step: top_entropy_quantile 2 must be in "
+             "[0, 1]"),
+            (dict(importance_sampling_clip_min=4.0), "pt_grpo_step: importance_sampling_clip_min 4 "
+             "and importance_sampling_clip_max 3 must satisfy 0 <= clip_min < clip_max (clip_max "
+             "may be infinite)"),
+            (dict(loss_type="cispo", epsilon_high=0.0), "pt_grpo_step: loss_type cispo needs "
+             "epsilon_high > 0 (its cap on the ratio; TRL recommends 5)"),
         ]
         for opts, msg in c_errors:
             with self.assertRaises(pt.InvalidArgument) as cm:
@@ -555,6 +573,95 @@ class TestOptions(unittest.TestCase):
         st = self.opt.grpo_step(self.buf, loss_type="bnpo", scale_rewards="rloo")
         self.assertEqual(st.step, 1)
         self.assertNotEqual(self.unchanged(), w0)
+
+
+@unittest.skipUnless(pt.has_feature("grpo-segments") and pt.has_feature("grpo-sampling")
+                     and pt.has_feature("temperature") and pt.has_feature("generate"),
+                     "the loaded libposttrain has no sampler correction or segment rewards")
+class TestSamplerAndSegments(unittest.TestCase):
+    def setUp(self):
+        self.m = pt.Model.create(TINY, seed=5)
+        self.opt = pt.Optimizer(self.m, type="sgd", lr=0.0)
+
+    def tearDown(self):
+        self.m.close()
+
+    def test_batch_temperature(self):
+        ids = [256, 10, 11, 12, 13]
+        logits = self.m.logits(ids[:-1])
+        for T in (1.0, 0.5, 1.7):
+            got = self.m.logprobs(pt.Batch(ids[:-1], ids[1:], temperature=T))
+            for t in range(len(ids) - 1):
+                z = [x / T for x in logits[t]]
+                mx = max(z)
+                lse = mx + math.log(sum(math.exp(x - mx) for x in z))
+                self.assertAlmostEqual(got[t], z[ids[t + 1]] - lse, delta=1e-5)
+        with self.assertRaises(pt.InvalidArgument) as cm:
+            self.m.logprobs(pt.Batch(ids[:-1], ids[1:], temperature=0.0))
+        self.assertIn("temperature 0 must be finite and >= 1e-6", cm.exception.message)
+
+    def test_on_policy_at_temperature(self):
+        # rollouts at T = 0.5 (their logprobs go in as the sampler's); the
+        # step trains at the buffer's sampling temperature: ratio 1 against
+        # the old values it records, sampler and trainer agree
+        prompts = [[256, 10 + p] for p in range(3)]
+        with pt.RolloutBuffer() as buf:
+            buf.add_rollouts(self.m, prompts, 4, max_new_tokens=5, stop_ids=[], seed=3,
+                             temperature=0.5)
+            self.assertEqual(buf.sampling_temperature, 0.5)
+            buf.score(0, lambda ss: [float(s.completion[0] % 3) for s in ss])
+            st = pt.grpo_step(self.opt, buf, epsilon_low=1e-5, epsilon_high=1e-5)
+            self.assertEqual(st.clip_ratio_region, 0.0)
+            self.assertLess(st.sampling_logp_difference_max, 1e-5)
+            self.assertAlmostEqual(st.importance_sampling_ratio_mean, 1.0, delta=1e-4)
+            self.assertEqual(st.importance_sampling_corrected_fraction, 0.0)
+            # the old values it recorded are at T = 0.5
+            for i in range(len(buf)):
+                for a, b in zip(buf.get_logprobs(i, "old"), buf.get_logprobs(i, "sampling")):
+                    self.assertAlmostEqual(a, b, delta=1e-5)
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                pt.grpo_step(self.opt, buf, temperature=1.0)
+            self.assertIn("were computed at temperature 0.5, the step's temperature is 1",
+                          cm.exception.message)
+            # compute_logprobs at a temperature: the reference at the step's
+            buf.compute_logprobs(self.m, old=False, ref=True, temperature=0.5)
+            st = pt.grpo_step(self.opt, buf, beta=0.1, importance_sampling_correction="none",
+                              loss_type=pt.LossType.CISPO, epsilon_high=5.0)
+            self.assertLess(st.kl, 1e-9)
+            self.assertTrue(math.isnan(st.importance_sampling_ratio_mean))
+            self.assertEqual(st.cispo_clip_ratio, 0.0)
+
+    def test_segments_and_token_advantages(self):
+        mask = [1, 1, 0, 1]
+        with pt.RolloutBuffer() as buf:
+            buf.add_group([256, 1], [[2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13]],
+                          loss_masks=[mask] * 3,
+                          segment_rewards=[[0.0, 1.0], [1.0, 0.0], [1.0, None]])
+            self.assertEqual(buf.get_segment_reward(0, 1), 1.0)
+            self.assertTrue(math.isnan(buf.get_segment_reward(2, 1)))
+            buf.set_segment_reward(2, 1, 0.0)
+            st = pt.grpo_step(self.opt, buf, top_entropy_quantile=0.5, delta=2.0)
+            self.assertEqual((st.segments, st.groups, st.reward), (6, 1, 1.0))
+            self.assertLess(st.entropy_kept_fraction, 1.0)
+            self.assertFalse(math.isnan(st.entropy_threshold))
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                buf.add([256, 1], [2, 3, 4, 5], loss_mask=mask, group=0, segment_rewards=[1.0])
+            self.assertEqual(cm.exception.message, "pt_rollout_buffer_add: sample 0: n_segments 1 "
+                             "does not match the loss mask's 2 segments (runs of 1s)")
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                buf.set_segment_reward(0, 2, 1.0)
+            self.assertIn("segment 2 is not in 0 .. 1", cm.exception.message)
+        with pt.RolloutBuffer() as buf:
+            # per-token advantages, used as given (no rewards needed): at ratio 1
+            # and loss dapo the loss is -mean(A) over the loss tokens
+            buf.add([256, 1], [2, 3, 4], advantages=[1.0, -2.0, 0.5], group=0)
+            buf.add([256, 1], [5, 6], advantages=[3.0, 0.0], loss_mask=[1, 0], group=1)
+            st = pt.grpo_step(self.opt, buf)
+            self.assertEqual((st.groups, st.samples_unscored, st.tokens), (0, 0, 4))
+            self.assertAlmostEqual(st.loss, -(1.0 - 2.0 + 0.5 + 3.0) / 4, delta=1e-6)
+            with self.assertRaises(pt.InvalidArgument) as cm:
+                buf.add([256, 1], [2], advantages=[1.0], segment_rewards=[1.0], group=2)
+            self.assertIn("advantages and segment_rewards are both set", cm.exception.message)
 
 
 @unittest.skipUnless(pt.has_feature("grpo") and pt.has_feature("generate"), "no GRPO or generation API")
@@ -581,7 +688,8 @@ class TestLearns(unittest.TestCase):
                 if step == 0:
                     # the generations went in as groups 0..3 with their logprobs
                     self.assertEqual(buf.sample_info(9), (7, 4, 1))
-                    self.assertEqual(buf.get_logprobs(9), gens[1][1].logprobs)
+                    self.assertEqual(buf.get_logprobs(9, "sampling"), gens[1][1].logprobs)
+                    self.assertEqual(buf.sampling_temperature, 1.0)
                 buf.score("first_small", first_small)
                 st = pt.grpo_step(opt, buf)
                 self.assertFalse(st.skipped)

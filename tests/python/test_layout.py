@@ -31,7 +31,8 @@ class TestLayout(unittest.TestCase):
                          + (1 if pt.has_feature("plot") else 0)
                          + (1 if pt.has_feature("gguf") else 0)
                          + (1 if pt.has_feature("goodput") else 0)
-                         + (1 if pt.has_feature("dist") else 0))
+                         + (1 if pt.has_feature("dist") else 0)
+                         + (1 if pt.has_feature("temperature") else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)
@@ -113,13 +114,23 @@ class TestLayout(unittest.TestCase):
         self.assertFalse(bo.reward_weights)
         s = init("pt_rollout_sample")
         self.assertFalse(s.ids or s.loss_mask or s.old_logprobs or s.ref_logprobs or s.rewards)
-        self.assertEqual((s.n_ids, s.prompt_len, s.group, s.truncated), (0, 0, 0, False))
+        self.assertFalse(s.sampling_logprobs or s.advantages or s.segment_rewards)
+        self.assertEqual((s.n_ids, s.prompt_len, s.group, s.truncated, s.n_segments),
+                         (0, 0, 0, False, 0))
         o = init("pt_grpo_options")
         self.assertEqual((o.scale_rewards, o.loss_type, o.importance_sampling_level), (0, 2, 0))
         self.assertEqual((o.epsilon_low, o.epsilon_high, o.beta), (0.2, 0.2, 0.0))
         self.assertEqual((o.max_completion_length, o.overlong_buffer, o.micro_batch), (0, 0, 0))
         self.assertFalse(o.mask_truncated_completions or o.drop_zero_std_groups)
         self.assertEqual((o.global_tokens, o.global_samples), (0.0, 0.0))
+        self.assertEqual((o.temperature, o.importance_sampling_correction,
+                          o.importance_sampling_clip_max, o.importance_sampling_clip_min),
+                         (1.0, 4, 3.0, 0.0))
+        self.assertEqual((o.delta, o.top_entropy_quantile), (0.0, 1.0))
+        lo = init("pt_rollout_logprobs_options")
+        self.assertEqual(lo.temperature, 1.0)
+        b = init("pt_batch")
+        self.assertEqual(b.temperature, 1.0)
         st = init("pt_grpo_stats")
         self.assertNotEqual(st.entropy, st.entropy)          # NaN until a step sets it
         self.assertEqual((st.loss, st.groups, st.step, st.skipped_total, st.tokens_per_second),

@@ -17,6 +17,9 @@ tests/reference/<name>/ with
                       (log p(target)), loss F32 [1] = -sum(w*lp)/sum(w), dlogprobs F32 [B,T]
                       (= -w/sum(w), the upstream gradient of that loss), and
                       grad.<hf name> F32 for every parameter (d loss / d parameter)
+  golden_temperature.safetensors  (three cases) the same batch through
+                      log_softmax(logits / T): temperature F32 [1], logprobs, entropy F32
+                      [B,T], loss F32 [1] and grad.<hf name> (pt_batch.temperature)
 
 The model is an independent re-implementation of Hugging Face's LlamaForCausalLM /
 Qwen2ForCausalLM / Qwen3ForCausalLM forward (eager attention):
@@ -234,6 +237,12 @@ CASES = {
 
 # name -> per-row sequence lengths (each row sums to T)
 PACKED = {"qwen2_packed": [[5, 4, 3], [7, 5]], "mistral_packed": [[7, 5], [4, 8]]}
+
+# A second golden, golden_temperature.safetensors, for these cases: the same
+# batch through log_softmax(logits / T) (GRPO's training at the sampling
+# temperature): temperature F32 [1], logprobs, entropy F32 [B,T], loss and
+# grad.<name>; the raw logits are those of golden.safetensors.
+TEMPERATURES = {"llama_tied_gqa": 0.7, "qwen2_bias_untied": 0.45, "qwen2_packed": 1.6}
 
 # ----------------------------------------------------------------------------- model
 
@@ -470,14 +479,23 @@ def make_packed_batch(c, rng, B, T, lengths):
                 segments=segments)
 
 
-def compute(c, params, batch, mutant=None):
+def compute(c, params, batch, mutant=None, temperature=1.0, entropy=None):
+    """Logits, log p(target), the weighted loss and every parameter's gradient;
+    with a temperature the log-softmax is of logits / temperature (TRL's
+    logits.div_(temperature) before selective_log_softmax), and `entropy`, a
+    list, receives the entropy of that softmax at every position."""
     ids, targets, w = batch["input_ids"], batch["targets"], batch["weights"]
     has = targets >= 0
     w = np.where(has, w, 0.0)
     P = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in params.items()}
     logits = forward(c, P, torch.tensor(ids, dtype=torch.long), mutant,
                      batch.get("positions"), batch.get("segments"))
-    lsm = torch.log_softmax(logits, -1)
+    z = logits / temperature if temperature != 1.0 else logits
+    if mutant == "temperature_times":
+        z = logits * temperature
+    lsm = torch.log_softmax(z, -1)
+    if entropy is not None:
+        entropy.append(-(lsm.exp() * lsm).sum(-1).detach().numpy())
     tg = torch.tensor(np.where(has, targets, 0), dtype=torch.long)
     lp = lsm.gather(-1, tg.unsqueeze(-1)).squeeze(-1) * torch.tensor(has.astype(np.float64))
     wt = torch.tensor(w.astype(np.float64))
@@ -625,6 +643,27 @@ def main():
                 ok = False
 
         d = os.path.join(HERE, name)
+        tgolden = None
+        if name in TEMPERATURES:
+            t = TEMPERATURES[name]
+            ent = []
+            _, tlp, tloss, tgrads = compute(c, params, batch, temperature=t, entropy=ent)
+            tgolden = {"temperature": np.array([t], dtype=np.float32),
+                       "logprobs": tlp.astype(np.float32), "entropy": ent[0].astype(np.float32),
+                       "loss": np.array([tloss], dtype=np.float32)}
+            for k, g in tgrads.items():
+                tgolden["grad." + k] = g.astype(np.float32)
+            # temperature 1, or a product instead of the division, must miss by far
+            for label, (mlp, mg) in (("temperature_ignored", (lp, grads)),
+                                     ("temperature_times", compute(c, params, batch, mutant="temperature_times",
+                                                                   temperature=t)[1::2])):
+                vl = worst_violation(tlp, mlp)
+                vg = max(worst_violation(tgrads[k], mg[k]) for k in tgrads)
+                print("  %-20s mutant %-17s worst logprob diff %7.1fx tol, worst grad diff %7.1fx tol"
+                      % (name, label, vl, vg))
+                if vl < 10 or vg < 10:
+                    print("ERROR: %s: mutant %s is not caught by a wide margin" % (name, label))
+                    ok = False
         nparam = sum(v.size for v in params.values())
         print("%s: %d params, B=%d T=%d, loss %.9f, |logits| max %.2f, |grad| max %.3g"
               % (name, nparam, B, T, loss, np.abs(logits).max(),
@@ -640,6 +679,12 @@ def main():
                 if not np.array_equal(oldp[k], v):
                     print("ERROR: %s: weight %s differs from the committed file" % (name, k))
                     ok = False
+            if tgolden is not None:
+                oldt = read_safetensors(os.path.join(d, "golden_temperature.safetensors"))
+                for k, v in tgolden.items():
+                    if not np.array_equal(oldt[k], v):
+                        print("ERROR: %s: temperature golden %s differs from the committed file" % (name, k))
+                        ok = False
             continue
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "config.json"), "w") as f:
@@ -652,6 +697,10 @@ def main():
         # Round trip through our own reader.
         back = read_safetensors(os.path.join(d, "golden.safetensors"))
         assert all(np.array_equal(back[k], golden[k]) for k in golden)
+        if tgolden is not None:
+            write_safetensors(os.path.join(d, "golden_temperature.safetensors"), tgolden,
+                              {"generator": "tests/reference/gen_parity.py", "torch": torch.__version__,
+                               "precision": "float64 math, stored as float32"})
     if not ok:
         sys.exit(1)
 
