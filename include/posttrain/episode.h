@@ -165,6 +165,12 @@ typedef struct pt_episode_options {
     int n_reward_funcs;           /* floats in a reply's rewards and turn_rewards,
                                    * 1 .. PT_GRPO_MAX_REWARD_FUNCS; default 1 */
     int on_error;                 /* pt_episode_on_error; default CONTINUE */
+    /* Tokens one batched step may feed (every decoding row's one token,
+     * then appended ids; an append longer than what is left goes on in the
+     * next steps): bounds how long the decoding rows wait for a long
+     * append.  0 (default): max(max_seq, max_batch) of the generator, the
+     * most a step holds; otherwise from its max_batch to that. */
+    int max_step_tokens;
 } pt_episode_options;
 
 PT_API int pt_episode_options_init(pt_episode_options *opts);
