@@ -110,8 +110,9 @@ typedef struct pt_env_turn {
 
 /* The environment's answer, written by the callback into the reply the
  * library hands it (size is the library's sizeof; every field starts at
- * 0 / NULL).  The library copies everything it points to as soon as the
- * callback returns. */
+ * 0 / NULL).  What it points to must outlast the callback (memory of the
+ * payload, or static, not the callback's locals): the library copies it as
+ * soon as the callback returns, before it calls the environment again. */
 typedef struct pt_env_reply {
     size_t size;
     int action;                /* PT_ENV_APPEND or PT_ENV_DONE (0, unset, is malformed) */

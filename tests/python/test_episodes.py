@@ -190,6 +190,17 @@ class TestEpisodes(unittest.TestCase):
             self.assertIs(r[0].end, pt.EpisodeEnd.ERROR, msg)
             self.assertIs(r[0].status, pt.Status.EINVAL)
             self.assertIn(msg, r[0].error)
+        # KeyboardInterrupt: every episode ends at its next turn, then it is re-raised
+        calls = []
+
+        def interrupted(t):
+            calls.append(t.episode)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return scripted()(t)
+        with self.assertRaises(KeyboardInterrupt):
+            self.play(interrupted)
+        self.assertLessEqual(len(calls), 2 + 4)
         with self.assertRaises(pt.InvalidArgument) as cm:
             self.play(scripted(), max_turns=0)
         self.assertIn("pt_episodes_run: max_turns 0 must be at least 1", cm.exception.message)
