@@ -64,7 +64,10 @@ PT_API int pt_episode_end_from_name(int *out, const char *name);
 /* The environment's answer. */
 typedef enum pt_env_action {
     PT_ENV_APPEND = 1, /* append ids (or text) to the context, then the model's next turn */
-    PT_ENV_DONE = 2    /* the episode is over */
+    PT_ENV_DONE = 2,   /* the episode is over */
+    PT_ENV_PENDING = 3 /* not ready yet (a tool still running): the episode's row waits
+                        * and the environment is called again with the same turn
+                        * after the next batched step, while the others decode */
 } pt_env_action;
 PT_API const char *pt_env_action_name(int value);
 PT_API int pt_env_action_from_name(int *out, const char *name);
@@ -106,6 +109,8 @@ typedef struct pt_env_turn {
     size_t turn_text_len;
     const char *text;
     size_t text_len;
+    int attempt;             /* 0 at the first call for this turn; 1, 2, ... when it is
+                              * called again after answering PT_ENV_PENDING */
 } pt_env_turn;
 
 /* The environment's answer, written by the callback into the reply the
@@ -139,7 +144,11 @@ typedef struct pt_env_reply {
  * failure of this episode (PT_ECALLBACK), as is a malformed reply (an
  * unknown action, ids outside the vocabulary, ids and text together, text
  * without a tokenizer, an infinite reward: PT_EINVAL).  The callback runs
- * on the thread that called pt_episodes_run, between batched steps. */
+ * on the thread that called pt_episodes_run, between batched steps.  An
+ * environment whose tools run elsewhere (threads, processes) starts them
+ * and answers PT_ENV_PENDING, and gives the result when called again: the
+ * other episodes decode meanwhile.  When no episode is left to decode, the
+ * pending ones are called again at once (block in the callback then). */
 typedef int (*pt_env_fn)(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
 
 /* Options.  Fill with pt_episode_options_init() first. */
@@ -260,6 +269,7 @@ typedef struct pt_episode_stats {
     double seconds;               /* wall time of the run */
     double env_seconds;           /* of it, in the environment */
     double tokens_per_second;     /* sampled tokens per second outside the environment */
+    int64_t env_pending;          /* of env_calls, those answered PT_ENV_PENDING */
 } pt_episode_stats;
 
 PT_API int pt_episode_stats_init(pt_episode_stats *stats);

@@ -37,7 +37,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { PH_WAIT, PH_DECODE, PH_APPEND, PH_ENDED };
+/* waiting for a row; decoding (one pending token); appending (pending
+ * ids); waiting for the environment's answer; ended */
+enum { PH_WAIT, PH_DECODE, PH_APPEND, PH_ENV, PH_ENDED };
 
 /* One episode: its ids, mask and log-probabilities per position (the
  * prompt's positions 0), its turns, rewards and how it ended. */
@@ -56,7 +58,8 @@ typedef struct ep_rec {
     char *error;
     /* while playing */
     pt_rng rng;
-    int phase, row, cached, turn_tokens;
+    int phase, row, cached, turn_tokens, attempt;
+    int64_t pending_step;         /* r->st->steps when it answered PT_ENV_PENDING */
 } ep_rec;
 
 struct pt_episode_results {
@@ -473,7 +476,8 @@ static int after_sample(run *r, ep_rec *e, int32_t tok, float lp)
     e->t_len[t] = e->turn_tokens;
     e->t_end[t] = end;
     e->turn_tokens = 0;
-    e->phase = PH_APPEND; /* until the environment says otherwise */
+    e->phase = PH_ENV;    /* until the environment answers */
+    e->attempt = 0;
     return 1;             /* the turn ended */
 }
 
@@ -516,6 +520,7 @@ static int call_env(run *r, int idx)
     view.final = e->n >= r->L ? PT_EPISODE_MAX_TOKENS
                : e->n_turns >= o->max_turns ? PT_EPISODE_MAX_TURNS : 0;
     view.tokens_left = view.final ? 0 : room;
+    view.attempt = e->attempt;
     char *turn_text = NULL, *text = NULL;
     int st = PT_OK;
     if (o->decode_text) {
@@ -543,9 +548,19 @@ static int call_env(run *r, int idx)
                          rep.error ? ": " : "", rep.error ? rep.error : "");
     /* the answer, checked before anything of it is used */
     int bad;
-    if (rep.action != PT_ENV_APPEND && rep.action != PT_ENV_DONE)
-        return env_error(r, e, idx, PT_EINVAL, "the environment answered action %d, neither "
-                         "PT_ENV_APPEND (1) nor PT_ENV_DONE (2)", rep.action);
+    if (rep.action != PT_ENV_APPEND && rep.action != PT_ENV_DONE && rep.action != PT_ENV_PENDING)
+        return env_error(r, e, idx, PT_EINVAL, "the environment answered action %d, not "
+                         "PT_ENV_APPEND (1), PT_ENV_DONE (2) or PT_ENV_PENDING (3)", rep.action);
+    if (rep.action == PT_ENV_PENDING) {
+        if (rep.ids || rep.n_ids || rep.text || rep.rewards || rep.turn_rewards)
+            return env_error(r, e, idx, PT_EINVAL, "the environment answered PT_ENV_PENDING "
+                             "with ids, text or rewards: give them with the answer");
+        e->attempt++;
+        e->phase = PH_ENV;  /* its row waits; called again after the next step */
+        e->pending_step = r->st->steps;
+        r->st->env_pending++;
+        return PT_OK;
+    }
     if (check_rewards(rep.rewards, K, &bad))
         return env_error(r, e, idx, PT_EINVAL, "rewards[%d] is %g: a reward must be finite "
                          "(NaN declines)", bad, (double)rep.rewards[bad]);
@@ -753,6 +768,41 @@ static int step(run *r, int *fed)
     return w ? sample_and_answer(r, w) : PT_OK;
 }
 
+/* Call the environment again for the episodes whose answer was pending
+ * before the last step (all of them when `now`: nothing else runs), in
+ * episode order. */
+static int poll_pending(run *r, bool now)
+{
+    int n = 0;
+    for (int row = 0; row < r->B; row++) {
+        int idx = r->row_ep[row];
+        if (idx >= 0 && r->res->e[idx].phase == PH_ENV &&
+            (now || r->res->e[idx].pending_step < r->st->steps))
+            r->queue[n++] = idx;
+    }
+    for (int i = 1; i < n; i++) /* episode order */
+        for (int j = i; j > 0 && r->queue[j - 1] > r->queue[j]; j--) {
+            int t = r->queue[j];
+            r->queue[j] = r->queue[j - 1];
+            r->queue[j - 1] = t;
+        }
+    for (int i = 0; i < n; i++) {
+        int st = call_env(r, r->queue[i]);
+        if (st)
+            return st;
+    }
+    return PT_OK;
+}
+
+/* Rows holding an episode. */
+static int rows_in_play(const run *r)
+{
+    int n = 0;
+    for (int row = 0; row < r->B; row++)
+        n += r->row_ep[row] >= 0;
+    return n;
+}
+
 /* ---- pt_episodes_run -------------------------------------------------------------- */
 
 static void run_free(run *r)
@@ -951,13 +1001,14 @@ int pt_episodes_run(pt_episode_results *res, pt_generator *gen, const int32_t *p
     }
     int prev = pt_threads_enter(pt_genrows_thread_setting(gen));
     st = admit_all(&r);
-    while (!st) {
+    while (!st && rows_in_play(&r) > 0) {
         if ((st = pt_check_abort()))
             break;
         int fed = 0;
-        if ((st = step(&r, &fed)) || fed == 0)
+        /* a step; then the answers that were pending (at once when no row
+         * decodes), then rows freed by episodes that ended */
+        if ((st = step(&r, &fed)) || (st = poll_pending(&r, fed == 0)) || (st = admit_all(&r)))
             break;
-        st = admit_all(&r);
     }
     pt_threads_leave(prev);
     if (st) /* the run stopped: what had not ended is marked so */
@@ -1043,6 +1094,7 @@ PT_ENUM_NAME_FUNCS(pt_episode_end, k_episode_end_names, "episode end")
 static const pt_enum_entry k_env_action_names[] = {
     { PT_ENV_APPEND, "append" },
     { PT_ENV_DONE, "done" },
+    { PT_ENV_PENDING, "pending" },
 };
 PT_ENUM_NAME_FUNCS(pt_env_action, k_env_action_names, "environment action")
 

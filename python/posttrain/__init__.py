@@ -40,8 +40,8 @@ from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, St
                     plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
-from .episodes import (Append, Done, Episode, Episodes, Turn, TurnInfo, episode_defaults,
-                       play_episodes)
+from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
+                       episode_defaults, play_episodes)
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
@@ -71,7 +71,7 @@ __all__ = [
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
-    "Append", "Done", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
+    "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
     "Dist", "DistBackend", "dist_defaults", "has_mpi",

@@ -618,6 +618,7 @@ class EnvTurn(Struct):
         ("turn_text_len", c_size_t),
         ("text", POINTER(ctypes.c_char)),
         ("text_len", c_size_t),
+        ("attempt", c_int),
     ]
 
 
@@ -666,7 +667,8 @@ class EpisodeStats(Struct):
         (n, c_int64) for n in ("turns", "sampled_tokens", "appended_tokens", "prompt_tokens",
                                "prefill_tokens", "prompt_tokens_shared", "forward_tokens", "steps",
                                "env_calls")] + [
-        (n, c_double) for n in ("seconds", "env_seconds", "tokens_per_second")]
+        (n, c_double) for n in ("seconds", "env_seconds", "tokens_per_second")] + [
+        ("env_pending", c_int64)]
 
 
 # ---- function declarations -------------------------------------------------

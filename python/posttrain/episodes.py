@@ -16,8 +16,9 @@ Available when the loaded library has the "episodes" feature
 
 The callable is called each time an episode's turn ends, on the calling
 thread, and returns Done(rewards=..., turn_rewards=...), Append(ids=... or
-text=..., turn_rewards=...), a list of ids (append them) or a str (append
-its encoding).  An exception it raises ends that episode with the error
+text=..., turn_rewards=...), a list of ids (append them), a str (append
+its encoding), or Pending (not ready: a tool still running elsewhere; the
+others decode meanwhile and the callable is asked again).  An exception it raises ends that episode with the error
 "<ExceptionType>: <message>" (on_error="continue", the default) or stops the
 run and is re-raised (on_error="stop"), its __cause__ the CallbackError the
 library reported and its .episodes the results so far.
@@ -34,7 +35,7 @@ from ._util import as_rows, cstr, int32_array, is_numpy
 from .enums import EnvAction, EpisodeEnd, OnError, Status, TurnEnd
 from .errors import Error, check, error_for, invalid
 
-__all__ = ["Turn", "Append", "Done", "Episode", "TurnInfo", "EpisodeStats", "Episodes",
+__all__ = ["Turn", "Append", "Done", "Pending", "Episode", "TurnInfo", "EpisodeStats", "Episodes",
            "play_episodes", "episode_defaults"]
 
 # What the environment sees when a turn of an episode ended.  ids: the
@@ -43,10 +44,11 @@ __all__ = ["Turn", "Append", "Done", "Episode", "TurnInfo", "EpisodeStats", "Epi
 # episode can go on, else the EpisodeEnd an Append would end it with
 # (answer Done with the rewards); tokens_left: most ids an Append may add;
 # turn_text, text: with decode_text, the turn and the whole completion
-# decoded (None otherwise).
+# decoded (None otherwise); attempt: 0, or how many times this turn's
+# answer was Pending so far.
 Turn = collections.namedtuple(
     "Turn", ["episode", "group", "turn", "ids", "prompt_len", "turn_start", "turn_ids",
-             "turn_end", "final", "tokens_left", "turn_text", "text"])
+             "turn_end", "final", "tokens_left", "turn_text", "text", "attempt"])
 # One turn of a played episode: its sampled ids are ids[start:start + length].
 TurnInfo = collections.namedtuple("TurnInfo", ["start", "length", "end"])
 # A played episode.  completion = ids[prompt_len:]; loss_mask and logprobs
@@ -113,6 +115,19 @@ class Done:
         return "Done(rewards=%r)" % (self.rewards,)
 
 
+class Pending:
+    """The environment's answer: not ready yet (a tool still running in
+    another thread or process).  The episode's row waits, the others go on
+    decoding, and the callable is called again with the same turn
+    (Turn.attempt counting up) after the next batched step; when nothing
+    else decodes, at once.  Return the class or an instance."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "Pending()"
+
+
 def _reward_array(values, k, what):
     if values is None:
         return None
@@ -131,6 +146,9 @@ def _fill_reply(rep, ans, k, keep):
         ans = Append(ids=ans)
     elif isinstance(ans, (str, bytes)):
         ans = Append(text=ans)
+    if ans is Pending or isinstance(ans, Pending):
+        rep.action = int(EnvAction.PENDING)
+        return
     if isinstance(ans, Done):
         rep.action = int(EnvAction.DONE)
     elif isinstance(ans, Append):
@@ -322,7 +340,8 @@ def play_episodes(generator, prompts, env, groups=None, max_turns=None, max_tota
             turn = Turn(t.episode, t.group, t.turn, all_ids, t.prompt_len, t.turn_start,
                         all_ids[t.turn_start:], TurnEnd.wrap(t.turn_end),
                         EpisodeEnd.wrap(t.final) if t.final else 0, t.tokens_left,
-                        _text(t.turn_text, t.turn_text_len), _text(t.text, t.text_len))
+                        _text(t.turn_text, t.turn_text_len), _text(t.text, t.text_len),
+                        t.attempt)
             _fill_reply(rep, env(turn), k, reply_keep)
             return 0
         except BaseException as e:  # noqa: B902 - nothing may cross into C

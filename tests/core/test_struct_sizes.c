@@ -1763,7 +1763,8 @@ static void ep_run(pt_episode_stats *st, pt_episode_results *res, pt_generator *
 #define EP_STATS_FIELDS(X, ...)                                                               \
     X(__VA_ARGS__, episodes) X(__VA_ARGS__, done) X(__VA_ARGS__, turns)                        \
     X(__VA_ARGS__, sampled_tokens) X(__VA_ARGS__, appended_tokens) X(__VA_ARGS__, prefill_tokens) \
-    X(__VA_ARGS__, forward_tokens) X(__VA_ARGS__, steps) X(__VA_ARGS__, env_calls)
+    X(__VA_ARGS__, forward_tokens) X(__VA_ARGS__, steps) X(__VA_ARGS__, env_calls)                \
+    X(__VA_ARGS__, env_pending)
 
 START_TEST(test_episodes)
 {
@@ -1845,7 +1846,8 @@ START_TEST(test_episodes)
         CMP_FIELD(pt_episode, c, ef, ecuts[j], rewards)
     }
     BAD_SIZES(ef, pt_episode_results_get(&ef, res, 0), "pt_episode_results_get", "pt_episode_init");
-    const size_t scuts[] = { offsetof(pt_episode_stats, tokens_per_second), offsetof(pt_episode_stats, steps),
+    const size_t scuts[] = { offsetof(pt_episode_stats, env_pending), offsetof(pt_episode_stats, tokens_per_second),
+                             offsetof(pt_episode_stats, steps),
                              offsetof(pt_episode_stats, turns), sizeof(size_t) };
     for (size_t j = 0; j < sizeof scuts / sizeof *scuts; j++) {
         pt_episode_stats c;

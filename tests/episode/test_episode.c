@@ -102,7 +102,7 @@ static double log_softmax_at(const float *x, int v, int i)
 /* ---- a scripted environment --------------------------------------------------------- */
 
 enum { FAIL_NONE, FAIL_RETURN, FAIL_BAD_ID, FAIL_ACTION, FAIL_INF, FAIL_BOTH, FAIL_TEXT_NO_TOK,
-       FAIL_NEG, FAIL_DONE_IDS };
+       FAIL_NEG, FAIL_DONE_IDS, FAIL_PENDING_IDS };
 
 /* Deterministic in the episode's global index (base + view->episode) and
  * the turn: episode g is done after turns_of(g) turns; before that it
@@ -117,6 +117,9 @@ typedef struct script {
     int always_append;  /* never done: the limits end the episodes */
     int respect_room;   /* done when the append would not fit (tokens_left) */
     bool check_text;    /* compare turn_text/text with decoding the ids */
+    int pending_g;      /* this episode answers PT_ENV_PENDING pending_n times per turn */
+    int pending_n, calls_pending;
+    int log[256], n_log; /* episodes in call order; -1 - g for a pending answer */
     const pt_tokenizer *tok;
     int text_reply;     /* append text (for the byte tokenizer) instead of ids */
     int32_t appended[MAXE][8][32]; /* what was appended (episode g, turn) */
@@ -164,6 +167,15 @@ static int scripted_env(pt_env_reply *rep, const pt_env_turn *t, void *payload)
     rw[1] = -1.0f;
     trw[0] = (float)(10 * g + t->turn);
     trw[1] = NAN;
+    if (g == s->pending_g && t->attempt < s->pending_n) {
+        ck_assert_int_eq(t->attempt, s->calls_pending++ % s->pending_n);
+        if (s->n_log < 256)
+            s->log[s->n_log++] = -1 - g;
+        rep->action = PT_ENV_PENDING;
+        return 0;
+    }
+    if (s->n_log < 256)
+        s->log[s->n_log++] = g;
     rep->turn_rewards = trw;
     if (g == s->fail_g && t->turn == s->fail_turn) {
         switch (s->fail_kind) {
@@ -203,6 +215,11 @@ static int scripted_env(pt_env_reply *rep, const pt_env_turn *t, void *payload)
             return 0;
         case FAIL_DONE_IDS:
             rep->action = PT_ENV_DONE;
+            rep->ids = ids;
+            rep->n_ids = 1;
+            return 0;
+        case FAIL_PENDING_IDS:
+            rep->action = PT_ENV_PENDING;
             rep->ids = ids;
             rep->n_ids = 1;
             return 0;
@@ -253,6 +270,7 @@ static void script_init(script *s, int vocab, int span)
     s->vocab = vocab;
     s->span = span;
     s->fail_g = -1;
+    s->pending_g = -1;
 }
 
 static int32_t *make_prompts(const int32_t *lens, int n, int vocab, uint64_t seed)
@@ -683,7 +701,8 @@ START_TEST(test_env_failures)
     } cases[] = {
         { FAIL_RETURN, PT_ECALLBACK, "episode 2 turn 1: the environment returned 7: tool crashed" },
         { FAIL_BAD_ID, PT_EINVAL, "episode 2 turn 1: appended id 53 (ids[1]) is outside the vocabulary [0, 53)" },
-        { FAIL_ACTION, PT_EINVAL, "episode 2 turn 1: the environment answered action 9" },
+        { FAIL_ACTION, PT_EINVAL, "episode 2 turn 1: the environment answered action 9, not "
+                                  "PT_ENV_APPEND (1), PT_ENV_DONE (2) or PT_ENV_PENDING (3)" },
         { FAIL_INF, PT_EINVAL, "episode 2 turn 1: rewards[0] is inf" },
         { FAIL_BOTH, PT_EINVAL, "both ids and text" },
         { FAIL_TEXT_NO_TOK, PT_EINVAL, "no tokenizer" },
@@ -745,6 +764,85 @@ START_TEST(test_env_failures)
     }
     (void)bad_run;
     eo.on_error = PT_EPISODE_ERROR_CONTINUE;
+    pt_generator_free(g);
+    free(prompts);
+    pt_model_free(m);
+}
+END_TEST
+
+/* An environment whose answer is pending (a tool running elsewhere): the
+ * episode's row waits, the others decode, and the episodes come out as
+ * with an environment that answers at once. */
+START_TEST(test_pending_answers)
+{
+    pt_model *m = make_model(CFG_LLAMA, 16);
+    enum { N = 4 };
+    const int32_t lens[N] = { 3, 4, 5, 6 };
+    int32_t *prompts = make_prompts(lens, N, V_TINY, 23);
+    pt_generator *g = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, N, 64));
+    pt_generate_options so = sampling(4, 1.0f, 8);
+    pt_episode_options eo;
+    ck_assert_ok(pt_episode_options_init(&eo));
+    eo.sampling = &so;
+    eo.max_turns = 3;
+    static played at_once, later, alone_pending;
+    static script s;
+    script_init(&s, V_TINY, 3);
+    s.turns = 3;
+    play(&at_once, g, prompts, lens, N, &eo, &s);
+    /* episode 1 keeps the environment busy 12 steps at each of its turns */
+    script_init(&s, V_TINY, 3);
+    s.turns = 3;
+    s.pending_g = 1;
+    s.pending_n = 12;
+    pt_episode_results *res = NULL;
+    ck_assert_ok(pt_episode_results_create(&res));
+    ck_assert_ok(pt_episodes_run(res, g, prompts, lens, NULL, N, &eo, scripted_env, &s));
+    for (int i = 0; i < N; i++) {
+        pt_episode e = get(res, i);
+        ck_assert_int_eq(e.end, PT_EPISODE_DONE);
+        ck_assert_int_eq(e.n_ids, at_once.n[i]);
+        ck_assert(memcmp(e.ids, at_once.ids[i], (size_t)e.n_ids * sizeof *e.ids) == 0);
+        ck_assert(memcmp(e.logprobs, at_once.lp[i], (size_t)(e.n_ids - e.prompt_len) * sizeof(float)) == 0);
+    }
+    pt_episode_stats st;
+    pt_episode_stats_init(&st);
+    ck_assert_ok(pt_episode_results_stats(&st, res));
+    ck_assert_int_eq(st.env_pending, 3 * 12);
+    ck_assert_int_eq(st.env_calls, 4 * 3 + 3 * 12);
+    /* the others went on meanwhile: they were done before episode 1's first answer */
+    int first_answer = -1, others_done = 0;
+    for (int i = 0; i < s.n_log && first_answer < 0; i++) {
+        if (s.log[i] == 1)
+            first_answer = i;
+        else if (s.log[i] >= 0)
+            others_done++;
+    }
+    ck_assert_int_eq(others_done, 3 * 3);
+    /* one episode alone, always pending: called again at once (nothing decodes) */
+    script_init(&s, V_TINY, 3);
+    s.turns = 3;
+    s.pending_g = 0;
+    s.pending_n = 5;
+    pt_generate_options one = so;
+    pt_episode_options eo1 = eo;
+    eo1.sampling = &one;
+    play(&alone_pending, g, prompts, lens, 1, &eo1, &s);
+    ck_assert_int_eq(alone_pending.n[0], at_once.n[0]);
+    ck_assert(memcmp(alone_pending.ids[0], at_once.ids[0], (size_t)at_once.n[0] * sizeof(int32_t)) == 0);
+    (void)later;
+    /* a pending answer that carries ids is malformed */
+    script_init(&s, V_TINY, 3);
+    s.turns = 3;
+    s.fail_g = 2;
+    s.fail_turn = 0;
+    s.fail_kind = FAIL_PENDING_IDS;
+    ck_assert_ok(pt_episodes_run(res, g, prompts, lens, NULL, N, &eo, scripted_env, &s));
+    pt_episode e2 = get(res, 2);
+    ck_assert_int_eq(e2.end, PT_EPISODE_ERROR);
+    ck_assert_ptr_nonnull(strstr(e2.error, "PT_ENV_PENDING with ids, text or rewards"));
+    pt_episode_results_free(res);
     pt_generator_free(g);
     free(prompts);
     pt_model_free(m);
@@ -1185,6 +1283,7 @@ START_TEST(test_bad_options)
     ck_assert_str_eq(pt_turn_end_name(PT_TURN_STOP_STRING), "stop_string");
     ck_assert_str_eq(pt_episode_end_name(PT_EPISODE_MAX_TURNS), "max_turns");
     ck_assert_str_eq(pt_env_action_name(PT_ENV_DONE), "done");
+    ck_assert_str_eq(pt_env_action_name(PT_ENV_PENDING), "pending");
     ck_assert_str_eq(pt_episode_on_error_name(PT_EPISODE_ERROR_STOP), "stop");
     ck_assert_ptr_null(pt_env_action_name(0));
     int v = -1;
@@ -1216,6 +1315,7 @@ static Suite *episode_suite(void)
     tcase_add_test(tc, test_batch_independence);
     tcase_add_test(tc, test_one_turn_is_generate);
     tcase_add_test(tc, test_env_failures);
+    tcase_add_test(tc, test_pending_answers);
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_abort);
     tcase_add_test(tc, test_text_and_stop_strings);

@@ -53,6 +53,11 @@ class TestEpisodes(unittest.TestCase):
         opts.update(kw)
         return (gen or self.gen).play(prompts, env, **opts)
 
+    def test_enums(self):
+        self.assertEqual([m.name for m in pt.EnvAction], ["APPEND", "DONE", "PENDING"])
+        self.assertEqual([m.name for m in pt.EpisodeEnd],
+                         ["DONE", "MAX_TURNS", "MAX_TOKENS", "ERROR", "STOPPED"])
+
     def test_defaults(self):
         self.assertEqual(pt.episode_defaults(),
                          {"max_turns": 4, "max_total_tokens": 0, "decode_text": False,
@@ -206,6 +211,31 @@ class TestEpisodes(unittest.TestCase):
         self.assertIn("pt_episodes_run: max_turns 0 must be at least 1", cm.exception.message)
         with self.assertRaises(pt.InvalidArgument):
             self.play(scripted(), on_error="sometimes")
+
+    def test_pending_tools_in_threads(self):
+        # tools run in a thread pool: Pending until the result is there; the
+        # episodes come out as with an environment that answers at once
+        import concurrent.futures
+        import time
+        sync = scripted()
+        pool = concurrent.futures.ThreadPoolExecutor(2)
+        jobs = {}
+
+        def env(t):
+            key = (t.episode, t.turn)
+            if key not in jobs:
+                self.assertEqual(t.attempt, 0)
+                jobs[key] = pool.submit(lambda t=t: (time.sleep(0.002 * (t.episode + 1)), sync(t))[1])
+            if not jobs[key].done():
+                return pt.Pending
+            return jobs[key].result()
+        ok = self.play(scripted())
+        got = self.play(env)
+        pool.shutdown()
+        self.assertEqual([e.ids for e in got], [e.ids for e in ok])
+        self.assertEqual([e.logprobs for e in got], [e.logprobs for e in ok])
+        self.assertEqual([e.rewards for e in got], [e.rewards for e in ok])
+        self.assertEqual(got.stats.env_calls - got.stats.env_pending, 12)
 
     def test_limits(self):
         eps = self.play(lambda t: [5, 6, 7], max_turns=2)          # never done
