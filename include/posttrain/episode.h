@@ -148,7 +148,9 @@ typedef struct pt_env_reply {
  * environment whose tools run elsewhere (threads, processes) starts them
  * and answers PT_ENV_PENDING, and gives the result when called again: the
  * other episodes decode meanwhile.  When no episode is left to decode, the
- * pending ones are called again at once (block in the callback then). */
+ * pending ones are called again at once (block in the callback then).  The
+ * callback may use the library (a tokenizer, the chat parser), but not the
+ * run's generator or results. */
 typedef int (*pt_env_fn)(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
 
 /* Options.  Fill with pt_episode_options_init() first. */
