@@ -13,6 +13,7 @@
 #include "posttrain/train.h"
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
+#include "posttrain/episode.h"
 #include "posttrain/plot.h"
 #include "posttrain/gguf.h"
 #include "posttrain/dist.h"

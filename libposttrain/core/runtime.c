@@ -130,7 +130,7 @@ int pt_get_num_threads(void)
 
 static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
                                  "generate entropy grpo context-threads long-context jsonl plot gguf "
-                                 "goodput dist chat-tools temperature grpo-sampling grpo-segments"
+                                 "goodput dist chat-tools temperature grpo-sampling grpo-segments episodes"
 #ifdef PT_HAVE_MPI
                                  " mpi"
 #endif

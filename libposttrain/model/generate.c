@@ -21,6 +21,7 @@
  * positions it attends to; softmax and the weighted sum do not depend on
  * the order of the slots. */
 #include "model/generate_internal.h"
+#include "model/generate_rows.h"
 
 #include "model/lora.h"
 #include "model/transformer.h"
@@ -31,6 +32,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 struct pt_generator {
@@ -133,11 +135,13 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     g->attn_scratch = pt_plan_at(p, base, pt_attention_scratch_floats(&as, g->threads_cap), 1);
     g->dec_scratch = pt_plan_at(p, base, T, slots);
     g->logits = pt_plan_at(p, base, B, V);
-    /* three int32 arrays; pos has R entries: prefill positions too */
-    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, 2 * B + R, 1);
+    /* three int32 arrays of R entries: a step of pt_genrows_step feeds up
+     * to R tokens (decoding, pt_generate, uses B), and pos holds the prefill
+     * positions too */
+    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, 3 * R, 1);
     g->ids = ib;
-    g->active = ib ? ib + B : NULL;
-    g->pos = ib ? ib + 2 * B : NULL;
+    g->active = ib ? ib + R : NULL;
+    g->pos = ib ? ib + 2 * R : NULL;
     g->samp_bytes = pt_sample_scratch_bytes((int)V);
     g->samp = pt_plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
 }
@@ -355,10 +359,13 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
     return PT_OK;
 }
 
-/* One decode step for the m_rows active rows: g->ids / g->pos hold each
- * row's last token and its position; logits (m_rows x V) come out in
- * g->logits. */
-static void decode_step(pt_generator *g, int m_rows)
+/* One batched forward of m_rows tokens: token i is g->ids[i] at position
+ * g->pos[i] of cache row g->active[i] (one token per row when decoding;
+ * consecutive positions of one row when pt_genrows_step continues a row).
+ * Logits of the tokens with want[i] (want NULL: all), in order, go to
+ * `logits`.  Everything runs row by row, so a token's results do not depend
+ * on the other tokens. */
+static void forward_rows(pt_generator *g, int m_rows, const uint8_t *want, float *logits)
 {
     const pt_model *m = g->model;
     const pt_model_config *c = &m->cfg;
@@ -376,7 +383,26 @@ static void decode_step(pt_generator *g, int m_rows)
         x = y;
         y = t;
     }
-    head_rows(g, x, n, g->logits);
+    if (!want) {
+        head_rows(g, x, n, logits);
+        return;
+    }
+    /* the wanted rows, gathered into the free buffer (the head runs row by
+     * row: gathering changes no result) */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (want[i])
+            memcpy(y + (k++) * H, x + i * H, H * sizeof(float));
+    if (k)
+        head_rows(g, y, k, logits);
+}
+
+/* One decode step for the m_rows active rows: g->ids / g->pos hold each
+ * row's last token and its position; logits (m_rows x V) come out in
+ * g->logits. */
+static void decode_step(pt_generator *g, int m_rows)
+{
+    forward_rows(g, m_rows, NULL, g->logits);
 }
 
 /* Copy the prefilled cache of row `from` (T positions) to row `to`. */
@@ -393,31 +419,41 @@ static void cache_copy_row(pt_generator *g, int from, int to, int T)
 
 /* ---- pt_generate ------------------------------------------------------------------ */
 
-/* The checks of pt_generate's options (the messages name pt_generate). */
-static int check_options(const pt_generate_options *o, const pt_model_config *c)
+/* The checks of pt_generate's options; the messages name fn and each field
+ * as prefix + its name ("pt_generate: top_k ...", "pt_episodes_run:
+ * sampling.top_k ..."). */
+int pt_genrows_check_options(const pt_generate_options *o, const pt_model_config *c,
+                             const char *fn, const char *prefix)
 {
-    static const char fn[] = "pt_generate";
+    char arg[64];
+#define ARG(name) (snprintf(arg, sizeof arg, "%s%s", prefix, name), arg)
     if (o->max_new_tokens < 1)
-        return pt_err_arg(fn, "max_new_tokens", "%d must be at least 1", o->max_new_tokens);
+        return pt_err_arg(fn, ARG("max_new_tokens"), "%d must be at least 1", o->max_new_tokens);
     if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
-        return pt_err_arg(fn, "temperature", "%g must be finite and >= 0 (0: greedy)",
+        return pt_err_arg(fn, ARG("temperature"), "%g must be finite and >= 0 (0: greedy)",
                           (double)o->temperature);
     if (o->temperature > 0.0f && o->temperature < 1e-6f) /* logits / T would overflow */
-        return pt_err_arg(fn, "temperature", "%g is below 1e-6; use 0 for greedy",
+        return pt_err_arg(fn, ARG("temperature"), "%g is below 1e-6; use 0 for greedy",
                           (double)o->temperature);
     if (o->top_k < 0)
-        return pt_err_arg(fn, "top_k", "%d must be >= 0 (0: off)", o->top_k);
+        return pt_err_arg(fn, ARG("top_k"), "%d must be >= 0 (0: off)", o->top_k);
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
-        return pt_err_arg(fn, "top_p", "%g must be in (0, 1] (1: off)", (double)o->top_p);
+        return pt_err_arg(fn, ARG("top_p"), "%g must be in (0, 1] (1: off)", (double)o->top_p);
     if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return pt_err_arg(fn, "min_p", "%g must be in [0, 1] (0: off)", (double)o->min_p);
+        return pt_err_arg(fn, ARG("min_p"), "%g must be in [0, 1] (0: off)", (double)o->min_p);
     if (o->n_stop_ids > 0 && !o->stop_ids)
-        return pt_err_arg(fn, "stop_ids", "is NULL but n_stop_ids is %d", o->n_stop_ids);
+        return pt_err_arg(fn, ARG("stop_ids"), "is NULL but n_stop_ids is %d", o->n_stop_ids);
+#undef ARG
     for (int i = 0; i < o->n_stop_ids; i++)
         if (o->stop_ids[i] < 0 || o->stop_ids[i] >= c->vocab_size)
-            return pt_err(PT_ERANGE, "pt_generate: stop id %d (stop_ids[%d]) is outside the "
-                          "vocabulary [0, %d)", o->stop_ids[i], i, c->vocab_size);
+            return pt_err(PT_ERANGE, "%s: stop id %d (%sstop_ids[%d]) is outside the "
+                          "vocabulary [0, %d)", fn, o->stop_ids[i], prefix, i, c->vocab_size);
     return PT_OK;
+}
+
+static int check_options(const pt_generate_options *o, const pt_model_config *c)
+{
+    return pt_genrows_check_options(o, c, "pt_generate", "");
 }
 
 /* Every prompt has 1 .. max_seq - M ids in the vocabulary. */
@@ -620,8 +656,8 @@ int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *promp
         (st = set_stop_ids(g, &o, &n_stop)) != PT_OK ||
         (st = pt_lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows)) != PT_OK)
         return st;
-    pt_sampler s = { .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
-                     .min_p = o.min_p };
+    pt_sampler s;
+    pt_genrows_sampler(&s, &o);
     reset_rows(g, &o, batch, tokens, n_tokens, finish_reasons, logprobs);
     int prev = pt_threads_enter(g->num_threads);
     if ((st = prefill_all(g, prompt_ids, prompt_lens, batch)) == PT_OK)
@@ -629,6 +665,111 @@ int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *promp
                         logprobs);
     pt_threads_leave(prev);
     return st;
+}
+
+/* ---- rows: sequences kept in the cache (model/generate_rows.h) ---------------------- */
+
+int pt_genrows_begin(pt_generator *g, const char *fn)
+{
+    int st = pt_model_check_generation(g->model, g->generation, fn, "generator");
+    if (st)
+        return st;
+    return pt_lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows);
+}
+
+pt_model *pt_genrows_model(const pt_generator *g)
+{
+    return g->model;
+}
+
+int pt_genrows_max_batch(const pt_generator *g)
+{
+    return g->max_batch;
+}
+
+int pt_genrows_max_seq(const pt_generator *g)
+{
+    return g->max_seq;
+}
+
+int pt_genrows_thread_setting(const pt_generator *g)
+{
+    return g->num_threads;
+}
+
+int pt_genrows_step_capacity(const pt_generator *g)
+{
+    return (int)g->rows;
+}
+
+int pt_genrows_chunk_limit(const pt_generator *g, int pos, int n)
+{
+    /* Without a ring, or within the ring's first pass, a chunk's keys go to
+     * slots no token of the chunk needs.  Past it, a later token's key
+     * would overwrite a position an earlier token of the chunk still sees:
+     * one token at a time, as decoding. */
+    if (g->slots >= g->max_seq || (int64_t)pos + n <= g->slots)
+        return n;
+    if (pos < g->slots)
+        return g->slots - pos;
+    return 1;
+}
+
+int pt_genrows_prefill(pt_generator *g, int row, const int32_t *ids, int n, float *logits)
+{
+    return prefill(g, row, ids, n, logits);
+}
+
+void pt_genrows_copy(pt_generator *g, int from, int to, int n)
+{
+    cache_copy_row(g, from, to, n);
+}
+
+void pt_genrows_step(pt_generator *g, int n, const int32_t *rows, const int32_t *ids,
+                     const int32_t *pos, const uint8_t *want, float *logits)
+{
+    memcpy(g->active, rows, (size_t)n * sizeof *rows);
+    memcpy(g->ids, ids, (size_t)n * sizeof *ids);
+    memcpy(g->pos, pos, (size_t)n * sizeof *pos);
+    forward_rows(g, n, want, logits);
+}
+
+float *pt_genrows_logits(pt_generator *g)
+{
+    return g->logits;
+}
+
+void pt_genrows_sampler(pt_sampler *s, const pt_generate_options *o)
+{
+    *s = (pt_sampler){ .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p,
+                       .min_p = o->min_p };
+}
+
+void pt_genrows_sample(pt_generator *g, int m, const float *logits, const pt_sampler *s,
+                       pt_rng *const *rngs, int32_t *tok, float *lp, const int32_t *hook_row,
+                       const int32_t *hook_step)
+{
+    const int V = g->model->cfg.vocab_size;
+    int nt = pt_get_num_threads();
+    if (nt > g->threads_cap)
+        nt = g->threads_cap;
+    if (nt > m)
+        nt = m;
+    if ((size_t)m * (size_t)V < 65536)
+        nt = 1;
+    if (g->hook)
+        for (int i = 0; i < m; i++)
+            g->hook(hook_row[i], hook_step[i], logits + (size_t)i * V, V, g->hook_payload);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int i = 0; i < m; i++) {
+        pt_sample_scratch sc;
+        pt_sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
+                                                          (g->samp_bytes + 64), V);
+        float l = 0.0f;
+        tok[i] = pt_sample_token(lp ? &l : NULL, logits + (size_t)i * V, V, s, rngs[i], &sc);
+        if (lp)
+            lp[i] = l;
+    }
 }
 
 /* ---- pt_finish_reason names ---- */

@@ -24,9 +24,10 @@ from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, Cl
                      ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
-from .enums import (Arch, ChatFamily, ChatRole, FinishReason, GgufType, ISCorrection, ISLevel,
-                    LogLevel, LossType, OptimizerType, RolloutLogprobs, RopeType, ScaleRewards,
-                    Schedule, SkipReason, SpmScores, Status, TimeKind)
+from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishReason, GgufType,
+                    ISCorrection, ISLevel, LogLevel, LossType, OnError, OptimizerType,
+                    RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason, SpmScores,
+                    Status, TimeKind, TurnEnd)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
                       features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
@@ -40,6 +41,8 @@ from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, St
                     plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
+from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
+                       episode_defaults, play_episodes)
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
@@ -69,6 +72,8 @@ __all__ = [
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
+    "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
+    "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
     "Dist", "DistBackend", "dist_defaults", "has_mpi",
 ]

@@ -613,12 +613,102 @@ class GrpoStats(Struct):
     ]
 
 
+@_stamped("pt_episode_options", "episodes")
+class EpisodeOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("sampling", POINTER(GenerateOptions)),
+        ("max_turns", c_int),
+        ("max_total_tokens", c_int),
+        ("stop_strings", POINTER(c_char_p)),
+        ("n_stop_strings", c_int),
+        ("tokenizer", c_void_p),
+        ("decode_text", c_bool),
+        ("n_reward_funcs", c_int),
+        ("on_error", c_int),
+        ("max_step_tokens", c_int),
+    ]
+
+
+class EnvTurn(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("episode", c_int),
+        ("group", c_int64),
+        ("turn", c_int),
+        ("ids", POINTER(c_int32)),
+        ("n_ids", c_int),
+        ("prompt_len", c_int),
+        ("turn_start", c_int),
+        ("turn_end", c_int),
+        ("final", c_int),
+        ("tokens_left", c_int),
+        ("turn_text", POINTER(ctypes.c_char)),
+        ("turn_text_len", c_size_t),
+        ("text", POINTER(ctypes.c_char)),
+        ("text_len", c_size_t),
+        ("attempt", c_int),
+    ]
+
+
+class EnvReply(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("action", c_int),
+        ("ids", POINTER(c_int32)),
+        ("n_ids", c_int),
+        ("text", c_char_p),
+        ("rewards", POINTER(c_float)),
+        ("turn_rewards", POINTER(c_float)),
+        ("error", c_char_p),
+    ]
+
+
+@_stamped("pt_episode", "episodes")
+class Episode_(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("index", c_int),
+        ("group", c_int64),
+        ("ids", POINTER(c_int32)),
+        ("n_ids", c_int),
+        ("prompt_len", c_int),
+        ("loss_mask", POINTER(c_uint8)),
+        ("logprobs", POINTER(c_float)),
+        ("n_turns", c_int),
+        ("turn_start", POINTER(c_int32)),
+        ("turn_len", POINTER(c_int32)),
+        ("turn_end", POINTER(c_int32)),
+        ("n_reward_funcs", c_int),
+        ("rewards", POINTER(c_float)),
+        ("turn_rewards", POINTER(c_float)),
+        ("end", c_int),
+        ("truncated", c_bool),
+        ("status", c_int),
+        ("error", c_char_p),
+    ]
+
+
+@_stamped("pt_episode_stats", "episodes")
+class EpisodeStats(Struct):
+    _fields_ = [("size", c_size_t)] + [(n, c_int) for n in (
+        "episodes", "done", "max_turns", "max_tokens", "errors", "stopped", "truncated")] + [
+        (n, c_int64) for n in ("turns", "sampled_tokens", "appended_tokens", "prompt_tokens",
+                               "prefill_tokens", "prompt_tokens_shared", "forward_tokens", "steps",
+                               "env_calls")] + [
+        (n, c_double) for n in ("seconds", "env_seconds", "tokens_per_second")] + [
+        ("env_pending", c_int64)]
+
+
 # ---- function declarations -------------------------------------------------
 
 LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 ABORT_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 # pt_reward_fn: int (*)(float *rewards, const pt_reward_batch *batch, void *payload)
 REWARD_FN = ctypes.CFUNCTYPE(c_int, POINTER(c_float), POINTER(RewardBatch), c_void_p)
+
+# pt_env_fn: int (*)(pt_env_reply *reply, const pt_env_turn *turn, void *payload)
+ENV_FN = ctypes.CFUNCTYPE(c_int, POINTER(EnvReply), POINTER(EnvTurn), c_void_p)
 
 P = POINTER
 vp = c_void_p        # opaque handles are passed as void pointers
@@ -769,6 +859,16 @@ _declare("grpo-segments", {
     "pt_rollout_buffer_set_segment_reward": (c_int, [vp, c_int, c_int, c_float]),
     "pt_rollout_buffer_get_segment_reward": (c_int, [P(c_float), vp, c_int, c_int]),
 })
+_declare("episodes", {
+    "pt_episode_results_create": (c_int, [pp]),
+    "pt_episode_results_free": (None, [vp]),
+    "pt_episodes_run": (c_int, [vp, vp, P(c_int32), P(c_int32), P(c_int64), c_int,
+                                P(EpisodeOptions), ENV_FN, c_void_p]),
+    "pt_episode_results_count": (c_int, [P(c_int), vp]),
+    "pt_episode_results_get": (c_int, [P(Episode_), vp, c_int]),
+    "pt_episode_results_stats": (c_int, [P(EpisodeStats), vp]),
+    "pt_rollout_buffer_add_episodes": (c_int, [P(c_int), vp, vp]),
+})
 _declare("plot", {
     "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
@@ -830,6 +930,7 @@ ENUM_FUNCTIONS = {
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
     "grpo-sampling": ["grpo_is_correction"],
+    "episodes": ["turn_end", "episode_end", "env_action", "episode_on_error"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],
     "dist": ["dist_backend"],

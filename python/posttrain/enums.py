@@ -19,7 +19,8 @@ from ._lib import lib, has_feature
 
 __all__ = ["LibEnum", "GgufType", "SpmScores", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
-           "RolloutLogprobs", "ISCorrection", "SkipReason", "TimeKind", "DistBackend", "Status"]
+           "RolloutLogprobs", "ISCorrection", "SkipReason", "TimeKind", "DistBackend", "Status",
+           "TurnEnd", "EpisodeEnd", "EnvAction", "OnError"]
 
 # Values are read upwards (or downwards for statuses) until this many in a
 # row have no name.
@@ -151,6 +152,17 @@ ISCorrection = _build("ISCorrection", "grpo_is_correction",
                       "GRPO's correction for the sampler (pt_grpo_is_correction; TRL's "
                       "vllm_importance_sampling_mode): NONE, TOKEN_TRUNCATE, TOKEN_MASK, "
                       "SEQUENCE_TRUNCATE, SEQUENCE_MASK.", "grpo-sampling")
+TurnEnd = _build("TurnEnd", "turn_end",
+                 "How a turn of an episode ended (pt_turn_end): STOP_ID, STOP_STRING, LENGTH, "
+                 "MAX_TOKENS.", "episodes")
+EpisodeEnd = _build("EpisodeEnd", "episode_end",
+                    "How an episode ended (pt_episode_end): DONE, MAX_TURNS, MAX_TOKENS, ERROR, "
+                    "STOPPED.", "episodes")
+EnvAction = _build("EnvAction", "env_action",
+                   "An environment's answer (pt_env_action): APPEND, DONE.", "episodes")
+OnError = _build("OnError", "episode_on_error",
+                 "What an environment failure does to a run of episodes (pt_episode_on_error): "
+                 "CONTINUE, STOP.", "episodes")
 GgufType = _build("GgufType", "gguf_ftype",
                    "Tensor type of a GGUF export (pt_gguf_ftype): F32, F16, BF16.", "gguf")
 SpmScores = _build("SpmScores", "gguf_spm_scores",

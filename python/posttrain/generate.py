@@ -65,6 +65,13 @@ class Generator(Handle):
     def num_threads(self, n):
         check(lib.pt_generator_set_num_threads(self._ptr, int(n)), "pt_generator_set_num_threads")
 
+    def play(self, prompts, env, **options):
+        """Play one multi-turn episode per prompt from the KV cache with the
+        environment callable env (posttrain.play_episodes; needs the
+        "episodes" feature).  Returns posttrain.Episodes."""
+        from .episodes import play_episodes
+        return play_episodes(self, prompts, env, **options)
+
     def generate(self, prompts, max_new_tokens=None, temperature=None, top_k=None, top_p=None,
                  min_p=None, seed=None, stream_offset=None, stop_ids=None, logprobs=True):
         """Complete each prompt (a list of ids, or a list of such lists).

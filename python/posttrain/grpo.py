@@ -308,6 +308,12 @@ class RolloutBuffer(Handle):
                 truncated=[_truncated(g.finish_reason) for g in gs]))
         return groups
 
+    def add_episodes(self, episodes):
+        """Add the episodes of a posttrain.Episodes run that ended without
+        error, one sample each (pt_rollout_buffer_add_episodes); returns how
+        many went in."""
+        return episodes.add_to(self)
+
     def add_rollouts(self, model, prompts, num_generations, **generate_options):
         """Sample num_generations completions of each prompt with
         model.generate(..., logprobs=True) and add them as one group per

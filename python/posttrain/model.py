@@ -653,6 +653,22 @@ class Model(Handle):
             g = self._gen = Generator(self, B, T, _internal=True)
         return g.generate(prompts, max_new_tokens=max_new_tokens, **options)
 
+    def play_episodes(self, prompts, env, max_total_tokens, max_batch=None, **options):
+        """Generator.play on an internal generator with room for max_batch
+        rows (default: the number of prompts, at most 64) of max_total_tokens
+        ids (grown as needed, like the internal context)."""
+        from .generate import Generator
+        rows, _ = as_rows(prompts, "prompts")
+        B = int(max_batch) if max_batch is not None else min(len(rows), 64)
+        T = int(max_total_tokens)
+        g = self._gen
+        if g is None or g.closed or g.max_batch < B or g.max_seq < T:
+            if g is not None and not g.closed:
+                B, T = max(B, g.max_batch), max(T, g.max_seq)
+                g.close()
+            g = self._gen = Generator(self, B, T, _internal=True)
+        return g.play(prompts, env, max_total_tokens=max_total_tokens, **options)
+
     def zero_grad(self):
         check(lib.pt_model_zero_grad(self._ptr), "pt_model_zero_grad")
 

@@ -1839,6 +1839,140 @@ START_TEST(test_goodput)
 }
 END_TEST
 
+/* ---- episodes: pt_episode_options (and its nested pt_generate_options), the
+ * pt_episode and pt_episode_stats outputs ----------------------------------- */
+
+static int ep_env(pt_env_reply *rep, const pt_env_turn *t, void *payload)
+{
+    static const int32_t add[3] = { 4, 5, 6 };
+    static float reward[2];
+    (void)payload;
+    reward[0] = (float)t->episode;
+    reward[1] = (float)t->turn;
+    if (t->turn >= 1 || t->final) {
+        rep->action = PT_ENV_DONE;
+        rep->rewards = reward;
+    } else {
+        rep->action = PT_ENV_APPEND;
+        rep->ids = add;
+        rep->n_ids = 3;
+    }
+    return 0;
+}
+
+static void ep_run(pt_episode_stats *st, pt_episode_results *res, pt_generator *g, const pt_episode_options *o)
+{
+    static const int32_t prompts[5] = { 1, 2, 3, 4, 5 }, lens[2] = { 3, 2 };
+    ck_assert_ok(pt_episodes_run(res, g, prompts, lens, NULL, 2, o, ep_env, NULL));
+    ck_assert_ok(pt_episode_stats_init(st));
+    ck_assert_ok(pt_episode_results_stats(st, res));
+}
+
+#define EP_STATS_FIELDS(X, ...)                                                               \
+    X(__VA_ARGS__, episodes) X(__VA_ARGS__, done) X(__VA_ARGS__, turns)                        \
+    X(__VA_ARGS__, sampled_tokens) X(__VA_ARGS__, appended_tokens) X(__VA_ARGS__, prefill_tokens) \
+    X(__VA_ARGS__, forward_tokens) X(__VA_ARGS__, steps) X(__VA_ARGS__, env_calls)                \
+    X(__VA_ARGS__, env_pending)
+
+START_TEST(test_episodes)
+{
+    pt_model *m = gen_model(-1);
+    pt_generator *g;
+    ck_assert_ok(pt_generator_create(&g, m, 2, 72));
+    pt_episode_results *res, *res2;
+    ck_assert_ok(pt_episode_results_create(&res));
+    ck_assert_ok(pt_episode_results_create(&res2));
+    pt_episode_options full, old;
+    pt_episode_stats ref, got;
+    /* NULL options: the defaults */
+    ck_assert_ok(pt_episode_options_init(&full));
+    ep_run(&ref, res, g, &full);
+    ep_run(&got, res2, g, NULL);
+    ck_assert(ref.sampled_tokens == got.sampled_tokens && ref.steps == got.steps);
+    /* without max_step_tokens: 0, the whole step (2 would split the appends) */
+    full.max_step_tokens = 2;
+    ep_run(&ref, res, g, &full);
+    full.max_step_tokens = 0;
+    ep_run(&got, res, g, &full);
+    ck_assert_msg(ref.steps != got.steps, "max_step_tokens is not observable");
+    old = full;
+    old.max_step_tokens = 2;
+    old.size = offsetof(pt_episode_options, max_step_tokens);
+    ep_run(&ref, res, g, &old);
+    EP_STATS_FIELDS(CMP_FIELD, pt_episode_stats, ref, got, sizeof ref)
+    /* without n_reward_funcs and what follows: one reward function */
+    old = full;
+    old.n_reward_funcs = 2;
+    ep_run(&ref, res, g, &old);
+    pt_episode e;
+    ck_assert_ok(pt_episode_init(&e));
+    ck_assert_ok(pt_episode_results_get(&e, res, 1));
+    ck_assert_int_eq(e.n_reward_funcs, 2);
+    old.size = offsetof(pt_episode_options, n_reward_funcs);
+    ep_run(&ref, res, g, &old);
+    ck_assert_ok(pt_episode_results_get(&e, res, 1));
+    ck_assert_int_eq(e.n_reward_funcs, 1);
+    /* the nested sampling options of an older header: their defaults beyond */
+    pt_generate_options so, so_old;
+    ck_assert_ok(pt_generate_options_init(&so));
+    so.max_new_tokens = 5;
+    full.sampling = &so;
+    ep_run(&ref, res, g, &full);
+    so_old = so;
+    so_old.seed = 99;
+    so_old.size = offsetof(pt_generate_options, seed);
+    full.sampling = &so_old;
+    ep_run(&got, res2, g, &full);
+    EP_STATS_FIELDS(CMP_FIELD, pt_episode_stats, ref, got, sizeof ref)
+    pt_episode a, b;
+    ck_assert_ok(pt_episode_init(&a));
+    ck_assert_ok(pt_episode_init(&b));
+    ck_assert_ok(pt_episode_results_get(&a, res, 0));
+    ck_assert_ok(pt_episode_results_get(&b, res2, 0));
+    ck_assert(a.n_ids == b.n_ids && !memcmp(a.ids, b.ids, (size_t)a.n_ids * sizeof *a.ids));
+    BAD_SIZES(so_old, pt_episodes_run(res, g, (const int32_t[]){ 1 }, (const int32_t[]){ 1 }, NULL, 1, &full,
+                                      ep_env, NULL), "pt_episodes_run", "pt_generate_options_init");
+    full.sampling = NULL;
+    BAD_SIZES(full, pt_episodes_run(res, g, (const int32_t[]){ 1 }, (const int32_t[]){ 1 }, NULL, 1, &full,
+                                    ep_env, NULL), "pt_episodes_run", "pt_episode_options_init");
+    /* outputs of an older header: their own bytes only */
+    ep_run(&ref, res, g, NULL);
+    pt_episode ef;
+    ck_assert_ok(pt_episode_init(&ef));
+    ck_assert_ok(pt_episode_results_get(&ef, res, 1));
+    const size_t ecuts[] = { offsetof(pt_episode, error), offsetof(pt_episode, turn_rewards),
+                             offsetof(pt_episode, n_turns), sizeof(size_t) };
+    for (size_t j = 0; j < sizeof ecuts / sizeof *ecuts; j++) {
+        pt_episode c;
+        ck_assert_ok(pt_episode_init(&c));
+        cut_out(&c, ecuts[j], sizeof c);
+        ck_assert_ok(pt_episode_results_get(&c, res, 1));
+        assert_canaries(&c, ecuts[j], sizeof c, "pt_episode_results_get");
+        CMP_FIELD(pt_episode, c, ef, ecuts[j], n_ids)
+        CMP_FIELD(pt_episode, c, ef, ecuts[j], ids)
+        CMP_FIELD(pt_episode, c, ef, ecuts[j], n_turns)
+        CMP_FIELD(pt_episode, c, ef, ecuts[j], rewards)
+    }
+    BAD_SIZES(ef, pt_episode_results_get(&ef, res, 0), "pt_episode_results_get", "pt_episode_init");
+    const size_t scuts[] = { offsetof(pt_episode_stats, env_pending), offsetof(pt_episode_stats, tokens_per_second),
+                             offsetof(pt_episode_stats, steps),
+                             offsetof(pt_episode_stats, turns), sizeof(size_t) };
+    for (size_t j = 0; j < sizeof scuts / sizeof *scuts; j++) {
+        pt_episode_stats c;
+        ck_assert_ok(pt_episode_stats_init(&c));
+        cut_out(&c, scuts[j], sizeof c);
+        ck_assert_ok(pt_episode_results_stats(&c, res));
+        assert_canaries(&c, scuts[j], sizeof c, "pt_episode_results_stats");
+        EP_STATS_FIELDS(CMP_FIELD, pt_episode_stats, c, ref, scuts[j])
+    }
+    BAD_SIZES(ref, pt_episode_results_stats(&ref, res), "pt_episode_results_stats", "pt_episode_stats_init");
+    pt_episode_results_free(res);
+    pt_episode_results_free(res2);
+    pt_generator_free(g);
+    pt_model_free(m);
+}
+END_TEST
+
 /* ---- every _init: NULL is PT_EINVAL, and it sets size to the header's sizeof ----- */
 
 #define INIT_CASE(T, init)                                                                    \
@@ -1874,6 +2008,9 @@ START_TEST(test_inits)
     INIT_CASE(pt_plot_options, pt_plot_options_init);
     INIT_CASE(pt_gguf_export_options, pt_gguf_export_options_init);
     INIT_CASE(pt_goodput_report, pt_goodput_report_init);
+    INIT_CASE(pt_episode_options, pt_episode_options_init);
+    INIT_CASE(pt_episode, pt_episode_init);
+    INIT_CASE(pt_episode_stats, pt_episode_stats_init);
 }
 END_TEST
 
@@ -1906,6 +2043,7 @@ int main(void)
     tcase_add_test(tc, test_add_group_message);
     tcase_add_test(tc, test_gguf_export);
     tcase_add_test(tc, test_goodput);
+    tcase_add_test(tc, test_episodes);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
