@@ -338,8 +338,10 @@ class RolloutBuffer(Handle):
         from .generate import encode_prompts
         if isinstance(prompts, (str, bytes)):
             prompts = [prompts]
-        prompts = encode_prompts(list(prompts), tokenizer if tokenizer is not None
-                                 else model.tokenizer, add_special, "RolloutBuffer.add_rollouts")
+        prompts = list(prompts)
+        if tokenizer is None and any(isinstance(p, (str, bytes)) for p in prompts):
+            tokenizer = model.tokenizer
+        prompts = encode_prompts(prompts, tokenizer, add_special, "RolloutBuffer.add_rollouts")
         prompts = [list(p) for p in prompts]
         rows = [p for p in prompts for _ in range(G)]
         out = model.generate(rows, logprobs=True, **generate_options)

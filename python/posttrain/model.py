@@ -642,9 +642,10 @@ class Model(Handle):
         list of them) is encoded with tokenizer, default the model's own
         (with special tokens such as BOS unless add_special=False); without
         a tokenizer it is an InvalidArgument, never read as ids."""
-        from .generate import Generator, encode_prompts, generate_defaults
-        prompts = encode_prompts(prompts, tokenizer if tokenizer is not None else self.tokenizer,
-                                 add_special, "Model.generate")
+        from .generate import Generator, _has_text, encode_prompts, generate_defaults
+        if tokenizer is None and _has_text(prompts):
+            tokenizer = self.tokenizer
+        prompts = encode_prompts(prompts, tokenizer, add_special, "Model.generate")
         rows, _ = as_rows(prompts, "prompts")
         if max_new_tokens is None:
             max_new_tokens = generate_defaults()["max_new_tokens"]
