@@ -77,7 +77,8 @@ class GRPOTrainer:
         max_completion_length defaults to max_new_tokens, temperature to the
         sampling temperature.
     ref_model: the frozen reference policy, required when grpo["beta"] > 0
-        (e.g. the same directory loaded again).
+        (e.g. the same directory loaded again), unless the model has LoRA
+        adapters: the step then takes the frozen base as the reference.
     seed: the prompt order (a shuffle per pass, unless shuffle=False) and
         the sampling (round r samples from seed * 1000003 + r).
     output_dir, save_every: a checkpoint every save_every rounds into
@@ -152,8 +153,9 @@ class GRPOTrainer:
         self.grpo_options = dict(grpo or {})
         self.grpo_options.setdefault("max_completion_length", int(max_new_tokens))
         self.grpo_options.setdefault("temperature", float(temperature) if temperature > 0 else 1.0)
-        if self.grpo_options.get("beta", 0) > 0 and ref_model is None:
-            raise invalid("beta > 0 needs ref_model= (the frozen reference policy)", "GRPOTrainer")
+        if self.grpo_options.get("beta", 0) > 0 and ref_model is None and not model.has_lora:
+            raise invalid("beta > 0 needs ref_model= (the frozen reference policy), or a model "
+                          "with LoRA adapters (the frozen base is the reference)", "GRPOTrainer")
         self.ref_model = ref_model
         self.seed = int(seed) & _MASK64
         self.shuffle = bool(shuffle)

@@ -340,6 +340,17 @@ class TestTrainer(unittest.TestCase):
                 self.assertEqual(h["kl"] > 0, prev["grad_norm"] > 0 or prev["kl"] > 0)
             self.assertGreater(hist[-1]["kl"], 0.0)
             tr.close()
+        # with LoRA adapters the frozen base is the reference (no second model)
+        with pt.Model.create(TINY, seed=2) as m:
+            m.add_lora(rank=2, alpha=4.0, seed=1)
+            base = {k: v for k, v in weights_bytes(m).items() if "lora" not in k}
+            tr = self.trainer(m, None, grpo={"beta": 0.05}, eval_every=0, learning_rate=3e-2)
+            hist = tr.train(rounds=3)
+            self.assertEqual(hist[0]["kl"], 0.0)
+            self.assertGreater(hist[-1]["kl"], 0.0)
+            self.assertEqual({k: v for k, v in weights_bytes(m).items() if "lora" not in k},
+                             base)
+            tr.close()
 
 
 if __name__ == "__main__":
