@@ -13,7 +13,7 @@ from ._util import as_rows, int32_array
 from .enums import FinishReason, Status
 from .errors import check, error_for, invalid
 
-__all__ = ["Generator", "Generation", "generate_defaults"]
+__all__ = ["Generator", "Generation", "generate_defaults", "encode_prompts"]
 
 # finish_reason: a FinishReason (STOP or LENGTH).
 Generation = collections.namedtuple("Generation", ["tokens", "logprobs", "finish_reason"])
@@ -26,6 +26,34 @@ def _require():
     if not has_feature("generate"):
         raise error_for(Status.EUNSUPPORTED, "the loaded libposttrain has no pt_generate "
                         "(feature generate, posttrain/generate.h)")
+
+
+def _is_text(x):
+    return isinstance(x, (str, bytes))
+
+
+def encode_prompts(prompts, tokenizer, add_special=True, what="generate"):
+    """Prompts as token ids: a str (or UTF-8 bytes) is encoded with
+    tokenizer.encode(text, add_special=add_special), a list of them
+    element-wise; ids (a list of ints, or a list of such lists) pass through
+    unchanged.  Returns what was given in the same shape (one row for one
+    prompt).  A text prompt without a tokenizer is an InvalidArgument: the
+    characters are never taken for ids."""
+    if _is_text(prompts):
+        if tokenizer is None:
+            raise invalid("prompt %r is text but there is no tokenizer to encode it (the model "
+                          "has none: pass tokenizer=, or give token ids)" % (prompts[:40],), what)
+        return tokenizer.encode(prompts, add_special=add_special)
+    if isinstance(prompts, (list, tuple)) and any(_is_text(p) for p in prompts):
+        if not all(_is_text(p) for p in prompts):
+            raise invalid("prompts mix text and token ids: give all as text or all as ids", what)
+        return [encode_prompts(p, tokenizer, add_special, what) for p in prompts]
+    return prompts
+
+
+def _has_text(prompts):
+    return _is_text(prompts) or (isinstance(prompts, (list, tuple)) and
+                                 any(_is_text(p) for p in prompts))
 
 
 def generate_defaults():
@@ -73,8 +101,12 @@ class Generator(Handle):
         return play_episodes(self, prompts, env, **options)
 
     def generate(self, prompts, max_new_tokens=None, temperature=None, top_k=None, top_p=None,
-                 min_p=None, seed=None, stream_offset=None, stop_ids=None, logprobs=True):
-        """Complete each prompt (a list of ids, or a list of such lists).
+                 min_p=None, seed=None, stream_offset=None, stop_ids=None, logprobs=True,
+                 tokenizer=None, add_special=True):
+        """Complete each prompt (a list of ids, or a list of such lists; or
+        a str, or a list of str: encoded with tokenizer, default the
+        model's, with its special tokens such as BOS unless
+        add_special=False; InvalidArgument when there is no tokenizer).
 
         Sampling options default to pt_generate_options_init()'s (64 new
         tokens, temperature 1, no top-k/top-p/min-p, seed 0); temperature 0
@@ -86,6 +118,9 @@ class Generator(Handle):
         with logprobs=False).  A single flat prompt gives a single
         Generation."""
         self._ptr
+        if tokenizer is None and _has_text(prompts):
+            tokenizer = self.model.tokenizer
+        prompts = encode_prompts(prompts, tokenizer, add_special, "Generator.generate")
         rows, squeeze = as_rows(prompts, "prompts")
         rows = [list(r) for r in rows]
         B = len(rows)

@@ -34,7 +34,7 @@ from .errors import Error, check, error_for, invalid
 from .model import Batch, Context, Model
 
 __all__ = ["RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step",
-           "grpo_defaults", "MAX_REWARD_FUNCS"]
+           "grpo_defaults", "MAX_REWARD_FUNCS", "reward_arguments", "call_reward"]
 
 MAX_REWARD_FUNCS = PT_GRPO_MAX_REWARD_FUNCS
 
@@ -314,7 +314,8 @@ class RolloutBuffer(Handle):
         many went in."""
         return episodes.add_to(self)
 
-    def add_rollouts(self, model, prompts, num_generations, **generate_options):
+    def add_rollouts(self, model, prompts, num_generations, tokenizer=None, add_special=True,
+                     **generate_options):
         """Sample num_generations completions of each prompt with
         model.generate(..., logprobs=True) and add them as one group per
         prompt (add_generations).  generate_options go to model.generate
@@ -322,7 +323,9 @@ class RolloutBuffer(Handle):
         row r samples from stream (seed, r), so pass a new seed each round.
         The temperature is remembered (sampling_temperature): grpo_step
         trains at it unless given another, as TRL's one `temperature` does.
-        Returns the Generations, one list of num_generations per prompt."""
+        Text prompts are encoded as model.generate does (tokenizer, default
+        the model's; add_special).  Returns the Generations, one list of
+        num_generations per prompt."""
         G = int(num_generations)
         t = generate_options.get("temperature")
         if t is None:
@@ -332,6 +335,13 @@ class RolloutBuffer(Handle):
         self.sampling_temperature = float(t) if float(t) > 0 else 1.0
         if G < 1:
             raise invalid("num_generations %d must be >= 1" % G, "RolloutBuffer.add_rollouts")
+        from .generate import encode_prompts
+        if isinstance(prompts, (str, bytes)):
+            prompts = [prompts]
+        prompts = list(prompts)
+        if tokenizer is None and any(isinstance(p, (str, bytes)) for p in prompts):
+            tokenizer = model.tokenizer
+        prompts = encode_prompts(prompts, tokenizer, add_special, "RolloutBuffer.add_rollouts")
         prompts = [list(p) for p in prompts]
         rows = [p for p in prompts for _ in range(G)]
         out = model.generate(rows, logprobs=True, **generate_options)
@@ -465,6 +475,42 @@ class RolloutBuffer(Handle):
             raise err
         check(st, "pt_rollout_buffer_score")
 
+    def score_completions(self, k, fn, tokenizer, rows=None, prompts=None, skip_special=True):
+        """Score every sample with reward function k (index or name) through
+        a reward function in TRL's shape:
+
+            fn(prompts, completions, completion_ids, **columns) -> values
+
+        called once with one entry per sample in buffer order: prompts (the
+        prompt texts: prompts[group] when given, else a row's "prompt" when
+        it is a str, else the decoded prompt ids), completions
+        (tokenizer.decode(completion ids, skip_special=skip_special)),
+        completion_ids (lists of ids) and, as keyword arguments, every other
+        field of the sample's row: rows maps a group id to its row (a dict;
+        a list is indexed by group id), and a field "x" arrives as x=[the
+        value of each sample's row].  Rows must all have the same fields.
+        fn returns one float or None (declined: NaN) per sample; more or
+        fewer values, or an infinite one, is an error with the buffer left
+        as it was, the exception re-raised (RolloutBuffer.score).  Returns
+        the values as floats (NaN for None; the buffer keeps them as float32),
+        in buffer order."""
+        if tokenizer is None:
+            raise invalid("score_completions needs a tokenizer to decode the completions",
+                          "RolloutBuffer.score_completions")
+        if not callable(fn):
+            raise invalid("score_completions: fn must be callable",
+                          "RolloutBuffer.score_completions")
+        name = self.reward_names[self._func(k)] if not isinstance(k, str) else k
+        got = []
+
+        def batch_fn(samples):
+            args = reward_arguments(samples, tokenizer, rows, prompts, skip_special)
+            vals = call_reward(fn, name, *args)
+            got.append(vals)
+            return vals
+        self.score(k, batch_fn)
+        return got[0]
+
     # -- log-probabilities -------------------------------------------------------------
     def _context(self, context_or_model, what):
         if isinstance(context_or_model, Context):
@@ -508,6 +554,78 @@ class RolloutBuffer(Handle):
         check(lib.pt_rollout_buffer_get_logprobs(out, self._ptr, i, which),
               "pt_rollout_buffer_get_logprobs")
         return list(out)
+
+
+_RESERVED = ("prompts", "completions", "completion_ids")
+
+
+def _row_of(rows, group):
+    if rows is None:
+        return None
+    try:
+        return rows[group]
+    except (KeyError, IndexError, TypeError):
+        raise invalid("no row for group %r (rows has %d)" % (group, len(rows)),
+                      "score_completions") from None
+
+
+def reward_arguments(samples, tokenizer, rows=None, prompts=None, skip_special=True):
+    """The arguments of a TRL-shaped reward function for samples (a list of
+    RewardSample): (prompts, completions, completion_ids, columns), where
+    columns maps every row field but "prompt" to its per-sample values
+    (see RolloutBuffer.score_completions)."""
+    p_text, c_text, c_ids = [], [], []
+    columns = None
+    for smp in samples:
+        row = _row_of(rows, smp.group)
+        if prompts is not None:
+            p = prompts[smp.group]
+        elif isinstance(row, dict) and isinstance(row.get("prompt"), str):
+            p = row["prompt"]
+        else:
+            p = tokenizer.decode(smp.prompt, skip_special=skip_special)
+        p_text.append(p)
+        ids = list(smp.completion)
+        c_ids.append(ids)
+        c_text.append(tokenizer.decode(ids, skip_special=skip_special))
+        if row is not None:
+            if not isinstance(row, dict):
+                raise invalid("a row must be a dict, not %s" % type(row).__name__,
+                              "score_completions")
+            keys = [f for f in row if f != "prompt"]
+            if columns is None:
+                for f in keys:
+                    if f in _RESERVED:
+                        raise invalid("row field %r would hide the reward function's own "
+                                      "argument of that name" % f, "score_completions")
+                columns = {f: [] for f in keys}
+            elif set(keys) != set(columns):
+                raise invalid("rows have different fields: %s and %s"
+                              % (sorted(columns), sorted(keys)), "score_completions")
+            for f in keys:
+                columns[f].append(row[f])
+    return p_text, c_text, c_ids, (columns or {})
+
+
+def call_reward(fn, name, prompts, completions, completion_ids, columns):
+    """Call a TRL-shaped reward function; its values as floats, None -> NaN
+    (InvalidArgument for a wrong count or an infinite value)."""
+    vals = fn(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+    if vals is None:
+        raise invalid("reward function %r returned None instead of a list (one value or None per "
+                      "completion)" % (name,), "score_completions")
+    vals = vals.tolist() if is_numpy(vals) else list(vals)
+    if len(vals) != len(completions):
+        raise invalid("reward function %r returned %d values for %d completions"
+                      % (name, len(vals), len(completions)), "score_completions")
+    out = []
+    for v in vals:
+        x = math.nan if v is None else float(v)
+        if math.isinf(x):
+            raise invalid("reward function %r returned %r (rewards are finite, or None to "
+                          "decline)" % (name, v), "score_completions")
+        out.append(x)
+    return out
 
 
 def _truncated(finish_reason):

@@ -636,10 +636,16 @@ class Model(Handle):
         from .generate import Generator
         return Generator(self, max_batch, max_seq)
 
-    def generate(self, prompts, max_new_tokens=None, **options):
+    def generate(self, prompts, max_new_tokens=None, tokenizer=None, add_special=True, **options):
         """Generator.generate on an internal generator sized for the call
-        (grown as needed, like the internal context)."""
-        from .generate import Generator, generate_defaults
+        (grown as needed, like the internal context).  A str prompt (or a
+        list of them) is encoded with tokenizer, default the model's own
+        (with special tokens such as BOS unless add_special=False); without
+        a tokenizer it is an InvalidArgument, never read as ids."""
+        from .generate import Generator, _has_text, encode_prompts, generate_defaults
+        if tokenizer is None and _has_text(prompts):
+            tokenizer = self.tokenizer
+        prompts = encode_prompts(prompts, tokenizer, add_special, "Model.generate")
         rows, _ = as_rows(prompts, "prompts")
         if max_new_tokens is None:
             max_new_tokens = generate_defaults()["max_new_tokens"]
