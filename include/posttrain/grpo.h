@@ -340,9 +340,12 @@ PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);
 /* One optimizer step over the whole buffer.  ctx must be a context of the
  * optimizer's model (checked: PT_EINVAL naming both handles), and neither
  * may predate a change of the model's tensors (LoRA added, merged, removed:
- * PT_ESTATE, create new ones).  A buffer where no sample has a reward (never
- * scored, or every reward function declined every sample) is PT_ESTATE;
- * samples with no reward among others are counted in
+ * PT_ESTATE, create new ones).  A buffer where no sample has a reward is
+ * PT_ESTATE when some sample was never scored (the host forgot to score);
+ * when every reward function declined every sample (TRL's all-None step)
+ * the step is skipped: PT_OK, stats->skipped, skip_reason
+ * PT_SKIP_NO_REWARDS, reward NaN, nothing changed but the skip count.
+ * Samples with no reward among others are counted in
  * stats->samples_unscored.  A sample longer than the context's max_seq is an
  * error.  Samples without old logprobs get the current
  * policy's, recorded in the buffer for later steps.  Gradients are accumulated over micro-batches, then clipped and

@@ -78,7 +78,8 @@ typedef enum pt_skip_reason {
     PT_SKIP_NO_TOKENS = 1,         /* the batch has no target tokens */
     PT_SKIP_NONFINITE_LOSS = 2,    /* the loss is NaN or infinite */
     PT_SKIP_NONFINITE_GRAD = 3,    /* the gradient norm is NaN or infinite */
-    PT_SKIP_NONFINITE_UPDATE = 4   /* the update would make a weight or moment non-finite */
+    PT_SKIP_NONFINITE_UPDATE = 4,  /* the update would make a weight or moment non-finite */
+    PT_SKIP_NO_REWARDS = 5         /* GRPO: every reward function declined every sample */
 } pt_skip_reason;
 /* The lower-case name of a pt_skip_reason value ("none", "no_tokens",
  * "nonfinite_loss", "nonfinite_grad", "nonfinite_update"), or NULL; and the

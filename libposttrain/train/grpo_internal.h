@@ -28,6 +28,9 @@ typedef struct grpo_sample {
     float *seg;        /* n_seg segment rewards (GRPO_KIND_SEGMENTS), or NULL */
     int n_seg, kind;
     bool has_old, has_ref, truncated;
+    /* rewards were given for it (at add, by set_reward or score; segment
+     * rewards and advantages at add), even if all declined (NaN) */
+    bool scored;
     /* the temperature the library computed old, ref, sampling values at
      * (indexed by pt_rollout_logprobs); 0: given by the host */
     float lp_temp[3];

@@ -39,8 +39,10 @@ int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void
             st = pt_err(PT_ECALLBACK, "pt_rollout_buffer_score: reward function %d ('%s') gave sample %d an "
                         "infinite reward", k, buf->names[k], i);
     if (!st)
-        for (int i = 0; i < buf->n; i++)
+        for (int i = 0; i < buf->n; i++) {
             buf->s[i].rewards[k] = r[i];
+            buf->s[i].scored = true;
+        }
     free(items);
     free(r);
     return st;

@@ -216,6 +216,7 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
     d->group = s->group;
     d->n_seg = s->segment_rewards ? s->n_segments : 0;
     d->kind = s->advantages ? GRPO_KIND_ADVANTAGES : s->segment_rewards ? GRPO_KIND_SEGMENTS : GRPO_KIND_REWARD;
+    d->scored = d->kind != GRPO_KIND_REWARD || s->rewards != NULL;
     for (int k = 0; k < PT_GRPO_MAX_REWARD_FUNCS; k++)
         d->rewards[k] = (s->rewards && k < buf->k) ? s->rewards[k] : NAN;
     return PT_OK;
@@ -313,6 +314,7 @@ int pt_rollout_buffer_set_reward(pt_rollout_buffer *buf, int sample, int k, floa
         return st;
     PT_CHECK_ARG(!isinf(reward), reward, "is infinite (NaN declines)");
     buf->s[sample].rewards[k] = reward;
+    buf->s[sample].scored = true;
     return PT_OK;
 }
 

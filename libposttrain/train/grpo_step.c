@@ -148,30 +148,51 @@ static int check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buf
     return PT_OK;
 }
 
-/* *unscored: the samples that no reward function scored (all NaN: never
- * scored, or every function declined them); PT_ESTATE when that is every
- * sample, since the step would have nothing to learn from. */
-static int count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
+/* Sample s has a reward to learn from: one not NaN (or given advantages). */
+static bool has_reward(const pt_rollout_buffer *buf, const grpo_sample *s)
+{
+    bool any = s->kind == GRPO_KIND_ADVANTAGES; /* its advantages are its signal */
+    for (int k = 0; s->kind == GRPO_KIND_REWARD && k < buf->k && !any; k++)
+        any = !isnan(s->rewards[k]);
+    for (int k = 0; s->kind == GRPO_KIND_SEGMENTS && k < s->n_seg && !any; k++)
+        any = !isnan(s->seg[k]);
+    return any;
+}
+
+/* A buffer none of whose samples has a reward, one of which was never
+ * scored at all, is a host that forgot to score: PT_ESTATE.  (Every
+ * function declining every sample is TRL's all-None step: skipped.) */
+static int check_scored(const pt_rollout_buffer *buf)
+{
+    bool never = false;
+    for (int i = 0; i < buf->n; i++) {
+        if (has_reward(buf, &buf->s[i]))
+            return PT_OK;
+        never |= !buf->s[i].scored;
+    }
+    if (!never)
+        return PT_OK;
+    return pt_err(PT_ESTATE, "pt_grpo_step: no sample has a reward: score the buffer first "
+                  "(pt_rollout_buffer_score or pt_rollout_buffer_set_reward; all %d samples "
+                  "have only NaN rewards, and some were never scored)", buf->n);
+}
+
+/* *unscored: the samples without a reward (all NaN: every function
+ * declined them, or never scored among scored ones).  When that is every
+ * sample the step has nothing to learn from: the caller skips it
+ * (PT_SKIP_NO_REWARDS). */
+static void count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
 {
     int64_t n = 0;
-    for (int i = 0; i < buf->n; i++) {
-        const grpo_sample *s = &buf->s[i];
-        bool any = s->kind == GRPO_KIND_ADVANTAGES; /* its advantages are its signal */
-        for (int k = 0; s->kind == GRPO_KIND_REWARD && k < buf->k && !any; k++)
-            any = !isnan(s->rewards[k]);
-        for (int k = 0; s->kind == GRPO_KIND_SEGMENTS && k < s->n_seg && !any; k++)
-            any = !isnan(s->seg[k]);
-        n += !any;
-    }
+    for (int i = 0; i < buf->n; i++)
+        n += !has_reward(buf, &buf->s[i]);
     *unscored = n;
     if (n == buf->n)
-        return pt_err(PT_ESTATE, "pt_grpo_step: no sample has a reward: score the buffer first "
-                      "(pt_rollout_buffer_score or pt_rollout_buffer_set_reward; all %d samples "
-                      "have only NaN rewards)", buf->n);
-    if (n > 0)
+        pt_log(PT_LOG_WARN, "pt_grpo_step: no sample has a reward (every reward function declined "
+               "all %d): the step is skipped", buf->n);
+    else if (n > 0)
         pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward "
                "function, or every segment, declined them): they count with reward 0", (long long)n, buf->n);
-    return PT_OK;
 }
 
 /* With LoRA, the reference policy is the frozen base: the reference
@@ -776,6 +797,8 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
         st = pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
     if (!st)
         st = check_samples(&w.maxlen, &refs_from_base, buf, model, o);
+    if (!st)
+        st = check_scored(buf);
     /* with a job, every rank's samples (and outcome so far); from here on
      * every path of every rank reaches agree_sums */
     pt_rollout_buffer view;
@@ -790,8 +813,11 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
     int64_t unscored = 0;
-    st = count_unscored(&unscored, w.all);
-    if (!st && refs_from_base)
+    count_unscored(&unscored, w.all);
+    /* nothing scored: no forward, no update (the same on every rank: the
+     * view is global) */
+    const bool no_rewards = unscored == w.all->n;
+    if (!st && refs_from_base && !no_rewards)
         st = fill_reference_from_base(buf, ctx, model, w.temp);
     stats.samples_unscored = unscored;
     const size_t N = (size_t)w.all->n, L = (size_t)w.maxlen + 1;
@@ -808,14 +834,21 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
         if (!w.R || !w.adv || !w.zs || !w.seg_off || !w.lpc || !w.dlc || !w.tadv || !w.pw || !w.seg_of)
             st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
-    if (!st)
+    if (!st && !no_rewards)
         st = compute_advantages(&w, &stats);
+    if (no_rewards) {
+        stats.reward = stats.reward_std = NAN;
+        stats.n_reward_funcs = w.all->k;
+        for (int k = 0; k < w.all->k; k++)
+            stats.reward_func_mean[k] = stats.reward_func_std[k] = NAN;
+        stats.skip_reason = PT_SKIP_NO_REWARDS; /* for pt_grpo_step's finish */
+    }
     w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
     /* the loss tokens of the global batch: the same on every rank; with a
      * job every rank takes part in the entropy pass's collectives, whatever
      * its outcome so far */
-    const bool any_tokens = !st && make_norm(&w) > 0;
-    if (o->top_entropy_quantile < 1 && (any_tokens || d))
+    const bool any_tokens = !st && !no_rewards && make_norm(&w) > 0;
+    if (o->top_entropy_quantile < 1 && (any_tokens || (d && !no_rewards)))
         st = entropy_pass(&w, st);
     if (!st && any_tokens)
         st = micro_batches(&w);
@@ -862,7 +895,7 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     const double fwd_tokens = local.tokens_per_second * local.train_seconds;
     pt_step_stats ss;
     int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
-    st = pt_train_finish_step(&ss, opt, st, local.tokens, local.loss);
+    st = pt_train_finish_step(&ss, opt, st, local.skip_reason == PT_SKIP_NO_REWARDS, local.tokens, local.loss);
     pt_threads_leave(prev);
     if (st)
         return st;

@@ -645,5 +645,6 @@ static const pt_enum_entry k_skip_reason_names[] = {
     { PT_SKIP_NONFINITE_LOSS, "nonfinite_loss" },
     { PT_SKIP_NONFINITE_GRAD, "nonfinite_grad" },
     { PT_SKIP_NONFINITE_UPDATE, "nonfinite_update" },
+    { PT_SKIP_NO_REWARDS, "no_rewards" },
 };
 PT_ENUM_NAME_FUNCS(pt_skip_reason, k_skip_reason_names, "skip reason")

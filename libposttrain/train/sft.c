@@ -159,7 +159,7 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
     local.loss = total > 0 ? loss_sum / total : 0.0;
     pt_step_stats ss;
     int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
-    st = pt_train_finish_step(&ss, opt, st, total, local.loss);
+    st = pt_train_finish_step(&ss, opt, st, false, total, local.loss);
     pt_threads_leave(prev);
     if (st)
         return st;

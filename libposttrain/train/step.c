@@ -9,9 +9,10 @@
 
 /* A skipped step: the gradients dropped, the skip counted and *out filled
  * from the optimizer's counters. */
-static void skip_step(pt_step_stats *out, pt_optimizer *opt, double tokens, double loss)
+static void skip_step(pt_step_stats *out, pt_optimizer *opt, bool no_rewards, double tokens, double loss)
 {
-    pt_optimizer_record_skip(opt, tokens <= 0 ? "the batch has no target tokens"
+    pt_optimizer_record_skip(opt, no_rewards ? "no sample has a reward"
+                                  : tokens <= 0 ? "the batch has no target tokens"
                                   : isnan(loss) ? "the loss is NaN" : "the loss is infinite");
     int64_t step = 0;
     pt_optimizer_get_step(&step, opt);
@@ -20,12 +21,12 @@ static void skip_step(pt_step_stats *out, pt_optimizer *opt, double tokens, doub
     pt_optimizer_state_view(&sv, opt);
     out->step = step;
     out->skipped = true;
-    out->skip_reason = tokens <= 0 ? PT_SKIP_NO_TOKENS : PT_SKIP_NONFINITE_LOSS;
+    out->skip_reason = no_rewards ? PT_SKIP_NO_REWARDS : tokens <= 0 ? PT_SKIP_NO_TOKENS : PT_SKIP_NONFINITE_LOSS;
     out->skipped_total = *sv.skipped;
-    out->grad_norm = tokens <= 0 ? 0.0 : NAN;
+    out->grad_norm = no_rewards || tokens <= 0 ? 0.0 : NAN;
 }
 
-int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated, double tokens,
+int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated, bool no_rewards, double tokens,
                          double loss)
 {
     if (accumulated) {
@@ -33,8 +34,8 @@ int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated,
         return accumulated;
     }
     pt_step_stats_init(out);
-    if (tokens <= 0 || !isfinite(loss)) {
-        skip_step(out, opt, tokens, loss);
+    if (no_rewards || tokens <= 0 || !isfinite(loss)) {
+        skip_step(out, opt, no_rewards, tokens, loss);
         return PT_OK;
     }
     return pt_optimizer_apply(out, opt);

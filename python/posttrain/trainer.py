@@ -93,10 +93,10 @@ class GRPOTrainer:
     time/training, time/evaluation, time/saving and time/round seconds.
 
     A round where every reward function declined every completion has no
-    reward to learn from: the library refuses such a buffer (pt_grpo_step
-    returns PT_ESTATE), so the trainer makes no step (the optimizer's step
-    count does not move), reports reward NaN, skipped True and skip_reason
-    "no_rewards", and goes on with the next round.
+    reward to learn from: pt_grpo_step skips it (the optimizer's step count
+    does not move) and the round reports reward NaN, skipped True and
+    skip_reason "no_rewards" (PT_SKIP_NO_REWARDS), then the next round
+    follows.
     """
 
     def __init__(self, model, reward_funcs, train_dataset, tokenizer=None, reward_weights=None,
@@ -268,33 +268,29 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         # The buffer was cleared: its groups are 0 .. P-1, in the order of rows.
         texts = [self._prompt_text(r, p) for r, p in zip(rows, prompt_ids)]
-        scores = {name: buf.score_completions(k, fn, self.tokenizer, rows=rows, prompts=texts)
-                  for k, (fn, name) in enumerate(zip(self.reward_funcs, self.reward_names))}
+        for k, fn in enumerate(self.reward_funcs):
+            buf.score_completions(k, fn, self.tokenizer, rows=rows, prompts=texts)
         t_score = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        all_declined = all(_isnan(v) for vals in scores.values() for v in vals)
         stats = None
         losses = []
-        if not all_declined:
-            if self.ref_model is not None:
-                buf.compute_logprobs(self.ref_model, old=False, ref=True,
-                                     temperature=self.grpo_options["temperature"])
-            for _ in range(self.num_iterations):
-                st = grpo_step(self.optimizer, buf, **self.grpo_options)
-                if stats is None:
-                    stats = st
-                last = st
-                losses.append(st.loss)
+        if self.ref_model is not None:
+            buf.compute_logprobs(self.ref_model, old=False, ref=True,
+                                 temperature=self.grpo_options["temperature"])
+        for _ in range(self.num_iterations):
+            # every function declining every completion: the step skips
+            # (skip_reason no_rewards), the optimizer's count unchanged
+            st = grpo_step(self.optimizer, buf, **self.grpo_options)
+            if stats is None:
+                stats = st
+            last = st
+            losses.append(st.loss)
         t_train = time.perf_counter() - t0
         self.round = step
 
         m = {"round": step}
-        lengths = [len(g.tokens) for gs in gens for g in gs]
-        if stats is None:
-            m.update(self._declined_metrics(scores, lengths, gens))
-        else:
-            m.update(self._step_metrics(stats, last, losses))
+        m.update(self._step_metrics(stats, last, losses))
         t_eval = 0.0
         if self.eval_every and step % self.eval_every == 0 and self.eval_dataset is not None:
             t0 = time.perf_counter()
@@ -315,20 +311,6 @@ class GRPOTrainer:
 
     def _gen_options(self):
         return {k: v for k, v in self.generate_options.items() if v is not None}
-
-    def _declined_metrics(self, scores, lengths, gens):
-        m = {"reward": math.nan, "reward_std": math.nan}
-        for name in self.reward_names:
-            m["rewards/%s/mean" % name] = math.nan
-            m["rewards/%s/std" % name] = math.nan
-        m["completions/mean_length"] = sum(lengths) / len(lengths)
-        m["completions/min_length"] = float(min(lengths))
-        m["completions/max_length"] = float(max(lengths))
-        m["loss"] = math.nan
-        m["step"] = self.optimizer.step_count
-        m["skipped"] = True
-        m["skip_reason"] = "no_rewards"
-        return m
 
     def _step_metrics(self, first, last, losses):
         m = {"reward": first.reward, "reward_std": first.reward_std}

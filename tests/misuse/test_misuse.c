@@ -329,10 +329,42 @@ START_TEST(test_grpo_unscored_buffer)
 }
 END_TEST
 
+/* Every reward function declined every sample (TRL's all-None step): the
+ * step is skipped with PT_SKIP_NO_REWARDS, counted, nothing changed. */
 START_TEST(test_grpo_all_declined_buffer)
 {
+    pt_model *m = pt_test_tiny_llama(V, 12);
+    pt_optimizer *opt = sgd(m);
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, 3, T));
     const float r[3] = { NAN, NAN, NAN };
-    grpo_refused(r);
+    pt_rollout_buffer *buf = buffer_of(r);
+    size_t n;
+    float *w = copy_tensor(m, 0, &n);
+    pt_grpo_stats gs;
+    ck_assert_ok(pt_grpo_stats_init(&gs));
+    ck_assert_ok(pt_grpo_step(&gs, opt, ctx, buf, NULL));
+    ck_assert(gs.skipped);
+    ck_assert_int_eq(gs.skip_reason, PT_SKIP_NO_REWARDS);
+    ck_assert_str_eq(pt_skip_reason_name(gs.skip_reason), "no_rewards");
+    ck_assert_int_eq(gs.skipped_total, 1);
+    ck_assert_int_eq(gs.samples_unscored, 3);
+    ck_assert(isnan(gs.reward));
+    ck_assert(gs.tokens == 0);
+    ck_assert(tensor_equals(m, 0, w, n));
+    int64_t step = -1;
+    ck_assert_ok(pt_optimizer_get_step(&step, opt));
+    ck_assert_int_eq(step, 0);
+    /* one declined sample scored later: the step trains */
+    ck_assert_ok(pt_rollout_buffer_set_reward(buf, 0, 0, 1.0f));
+    ck_assert_ok(pt_grpo_step(&gs, opt, ctx, buf, NULL));
+    ck_assert(!gs.skipped);
+    ck_assert_int_eq(gs.samples_unscored, 2);
+    free(w);
+    pt_rollout_buffer_free(buf);
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
 }
 END_TEST
 

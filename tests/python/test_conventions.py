@@ -337,7 +337,7 @@ class TestTrustFeatures(unittest.TestCase):
     def test_skip_reason_is_an_enum(self):
         self.assertEqual([m.name for m in pt.SkipReason],
                          ["NONE", "NO_TOKENS", "NONFINITE_LOSS", "NONFINITE_GRAD",
-                          "NONFINITE_UPDATE"])
+                          "NONFINITE_UPDATE", "NO_REWARDS"])
         with pt.Model.create(TINY, seed=3) as m:
             opt = pt.Optimizer(m, lr=1e-3)
             # a batch with no target tokens is skipped, and says why

@@ -168,15 +168,25 @@ class TestTrlRewards(unittest.TestCase):
         with self.assertRaises(pt.InvalidArgument):
             self.buf.score_completions("r", lambda **kw: [1.0] * 6, None)
 
-    def test_all_declined_is_refused_by_the_step(self):
+    def test_all_declined_step_is_skipped(self):
         self.buf.score_completions("r", lambda completions, **kw: [None] * 6, self.tok)
         with pt.Optimizer(self.m, lr=1e-3) as opt:
             before = weights_bytes(self.m)
-            with self.assertRaises(pt.StateError) as cm:
-                pt.grpo_step(opt, self.buf)
-            self.assertIn("no sample has a reward", cm.exception.message)
+            st = pt.grpo_step(opt, self.buf)
+            self.assertTrue(st.skipped)
+            self.assertEqual(st.skip_reason, pt.SkipReason.NO_REWARDS)
+            self.assertTrue(math.isnan(st.reward))
+            self.assertEqual(st.samples_unscored, 6)
+            self.assertEqual(st.skipped_total, 1)
             self.assertEqual(opt.step_count, 0)
             self.assertEqual(weights_bytes(self.m), before)
+
+    def test_never_scored_is_refused_by_the_step(self):
+        with pt.Optimizer(self.m, lr=1e-3) as opt:
+            with self.assertRaises(pt.StateError) as cm:
+                pt.grpo_step(opt, self.buf)
+            self.assertIn("score the buffer first", cm.exception.message)
+            self.assertEqual(opt.step_count, 0)
 
 
 ROWS = [{"prompt": "q%d" % i, "answer": chr(97 + i)} for i in range(5)]
