@@ -61,7 +61,8 @@ static const cli_opt k_grpo_length_opts[] = {
       .help = "prompts per step (of the whole job: under mpirun each rank\ngenerates for its share of them)" },
 };
 static const cli_opt k_grpo_lr_opt[] = {
-    { CLI_DOUBLE, "lr", GRPO(opt.lr), "F", .def = "1e-6", .help = "peak learning rate" },
+    { CLI_DOUBLE, "lr", GRPO(opt.lr), "F", .def = "1e-6",
+      .help = "peak learning rate (TRL's default, for 1B+ models; small\nmodels need more: 1e-4 to 3e-4 for stories260K, docs/grpo.md)" },
 };
 static const cli_opt k_grpo_opts[] = {
     { CLI_DOUBLE, "beta", GRPO(grpo.beta), "F", .def = "0", .lo = 0, .hi = 1e6,
