@@ -2,7 +2,8 @@
 # posttrain grpo --eval: the held-out rows are evaluated before the first
 # step, every --eval-every steps and after the last, as metrics rows with
 # the right steps and fields; evaluating does not change the training (the
-# same weights without --eval); a resumed run gives the same eval rows; the
+# same weights without --eval, also with longer held-out prompts); a resumed
+# run gives the same eval rows; the
 # errors.  On stories260K (when ../shared/data has it): the greedy eval
 # reward and length equal those computed apart with `posttrain generate
 # --temperature 0` and the same reward, before and after training, and
@@ -88,8 +89,13 @@ fi
 
 # evaluating does not disturb the training: the same weights without --eval
 "$posttrain" "${run[@]}" --steps 5 --out "$work/b" 2>"$work/b.log" || { cat "$work/b.log"; bad "the run without --eval"; }
-if cmp -s "$work/a/model.safetensors" "$work/b/model.safetensors"; then
-    ok "the same weights with and without --eval"
+# held-out prompts longer than every training prompt (a longer generator and context)
+printf '{"prompt": "12+13=", "answer": "25"}\n{"prompt": "1+1+1+1+1=", "answer": "5"}\n' > "$work/long.jsonl"
+"$posttrain" "${run[@]}" --steps 5 --eval "$work/long.jsonl" --out "$work/b2" 2>"$work/b2.log" ||
+    { cat "$work/b2.log"; bad "the run with long held-out prompts"; }
+if cmp -s "$work/a/model.safetensors" "$work/b/model.safetensors" &&
+   cmp -s "$work/b2/model.safetensors" "$work/b/model.safetensors"; then
+    ok "the same weights with and without --eval (also with held-out prompts longer than the training ones)"
 else
     bad "--eval changed the training"
 fi
