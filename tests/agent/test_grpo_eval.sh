@@ -3,11 +3,10 @@
 # step, every --eval-every steps and after the last, as metrics rows with
 # the right steps and fields; evaluating does not change the training (the
 # same weights without --eval, also with longer held-out prompts); a resumed
-# run gives the same eval rows; the
-# errors.  On stories260K (when ../shared/data has it): the greedy eval
-# reward and length equal those computed apart with `posttrain generate
-# --temperature 0` and the same reward, before and after training, and
-# training changed them.
+# run gives the same eval rows; the errors.  On stories260K (when
+# ../shared/data has it): the greedy eval reward and length equal those
+# computed apart with `posttrain generate --temperature 0` and the same
+# reward, before and after training, and training changed them.
 set -uo pipefail
 posttrain=$1 ref=$2
 shared=${PT_SHARED_DATA:-$(dirname "$0")/../../../shared/data}
