@@ -32,6 +32,15 @@ static const cli_opt k_grpo_io_opts[] = {
     { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .required = true, .parse = grpo_parse_rewards,
       .help = "the rewards and their weights (may be repeated)" },
 };
+static const cli_opt k_grpo_eval_opts[] = {
+    { CLI_PATH, "eval", GRPO(eval), "FILE.jsonl",
+      .help = "held-out prompt rows (as --data): greedy and sampled reward\nand accuracy before the first step, every "
+              "--eval-every\nsteps and after the last" },
+    { CLI_INT, "eval-every", GRPO(eval_every), "N", .lo = 1, .hi = 1e9,
+      .help = "evaluate every N steps (default: before the first and after\nthe last only)" },
+    { CLI_INT, "eval-samples", GRPO(eval_samples), "N", .lo = 1, .hi = 1024,
+      .help = "sampled completions of each held-out prompt (default 1)" },
+};
 static const cli_opt k_grpo_generation_opts[] = {
     { CLI_INT, "num-generations", GRPO(G), "G", .def = "8", .lo = 2, .hi = 1024,
       .help = "completions per prompt (a group)" },
@@ -52,7 +61,8 @@ static const cli_opt k_grpo_length_opts[] = {
       .help = "prompts per step (of the whole job: under mpirun each rank\ngenerates for its share of them)" },
 };
 static const cli_opt k_grpo_lr_opt[] = {
-    { CLI_DOUBLE, "lr", GRPO(opt.lr), "F", .def = "1e-6", .help = "peak learning rate" },
+    { CLI_DOUBLE, "lr", GRPO(opt.lr), "F", .def = "1e-6",
+      .help = "peak learning rate (TRL's default, for 1B+ models; small\nmodels need more: 1e-4 to 3e-4 for stories260K, docs/grpo.md)" },
 };
 static const cli_opt k_grpo_opts[] = {
     { CLI_DOUBLE, "beta", GRPO(grpo.beta), "F", .def = "0", .lo = 0, .hi = 1e6,
@@ -118,9 +128,11 @@ static int parse_args(grpo_args *a, int argc, char **argv)
     pt_grpo_options_init(&a->grpo);
     pt_generate_options_init(&a->gen);
     a->grpo.epsilon_high = NAN; /* unset: --epsilon */
+    a->eval_every = a->eval_samples = -1; /* unset */
     const cli_group groups[] = {
         { "options", k_grpo_io_opts, CLI_COUNT_OF(k_grpo_io_opts), a },
         { "generation", k_grpo_generation_opts, CLI_COUNT_OF(k_grpo_generation_opts), a },
+        { "held-out evaluation", k_grpo_eval_opts, CLI_COUNT_OF(k_grpo_eval_opts), a },
         { "length and batch", k_grpo_length_opts, CLI_COUNT_OF(k_grpo_length_opts), a },
         { "optimizer", k_grpo_lr_opt, CLI_COUNT_OF(k_grpo_lr_opt), a },
         { NULL, cli_optimizer_opts, cli_n_optimizer_opts, &a->opt },
@@ -138,6 +150,13 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         return cli_usage_error("grpo", "--temperature must be 0 (greedy) or at least 1e-6");
     if (a->chat && a->chat_template)
         return cli_usage_error("grpo", "give --chat or --chat-template, not both");
+    if (!a->eval && (a->eval_every != -1 || a->eval_samples != -1))
+        return cli_usage_error("grpo", "%s needs --eval FILE.jsonl (the held-out prompts)",
+                               a->eval_every != -1 ? "--eval-every" : "--eval-samples");
+    if (a->eval_every == -1)
+        a->eval_every = 0;
+    if (a->eval_samples == -1)
+        a->eval_samples = 1;
     if ((rc = cli_check_lora("grpo", &a->lora)) || (rc = cli_check_dist("grpo", &a->dist, a->save_every)))
         return rc;
     if (a->G * (int64_t)a->batch_prompts > 65536)
@@ -188,8 +207,8 @@ typedef struct grpo_run {
     pt_context *ctx, *rctx;
     pt_generator *gen;
     pt_rollout_buffer *buf;
-    grpo_row *rows;
-    int n_rows, max_prompt, max_seq;
+    grpo_row *rows, *eval_rows; /* --data's and --eval's */
+    int n_rows, n_eval, max_prompt, max_seq;
     int P, N;          /* prompts (groups) and samples per step, of the whole job */
     int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
     int64_t total, step, resumed_step; /* step: rounds done */
@@ -223,6 +242,7 @@ static void grpo_free(grpo_run *r)
     free(r->prompts); free(r->plens); free(r->tokens); free(r->ntok); free(r->fin); free(r->lps);
     free(r->ids); free(r->order); free(r->group_row);
     grpo_free_rows(r->rows, r->n_rows);
+    grpo_free_rows(r->eval_rows, r->n_eval);
     pt_rollout_buffer_free(r->buf);
     pt_generator_free(r->gen);
     pt_context_free(r->ctx);
@@ -250,17 +270,22 @@ static int load(grpo_run *r)
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))
         return cli_fail("--chat", st);
-    if (grpo_load_rows(&r->rows, &r->n_rows, a, r->tok, r->tpl))
+    if (grpo_load_rows(&r->rows, &r->n_rows, a->data, NULL, a, r->tok, r->tpl) ||
+        (a->eval && grpo_load_rows(&r->eval_rows, &r->n_eval, a->eval, "--eval", a, r->tok, r->tpl)))
         return 1;
+    /* the generator takes the held-out prompts too */
     for (int i = 0; i < r->n_rows; i++)
         r->max_prompt = r->rows[i].n_ids > r->max_prompt ? r->rows[i].n_ids : r->max_prompt;
+    for (int i = 0; i < r->n_eval; i++)
+        r->max_prompt = r->eval_rows[i].n_ids > r->max_prompt ? r->eval_rows[i].n_ids : r->max_prompt;
     r->max_seq = r->max_prompt + a->gen.max_new_tokens;
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, r->model);
     if (cfg.max_position_embeddings > 0 && r->max_seq > cfg.max_position_embeddings) {
-        fprintf(stderr, "posttrain grpo: the longest prompt (%d tokens) plus --max-new-tokens %d exceeds the model's "
-                        "max_position_embeddings %d\n", r->max_prompt, a->gen.max_new_tokens,
+        fprintf(stderr, "posttrain grpo: the longest prompt%s (%d tokens) plus --max-new-tokens %d exceeds the model's "
+                        "max_position_embeddings %d\n", r->n_eval ? " of --data and --eval" : "", r->max_prompt,
+                a->gen.max_new_tokens,
                 cfg.max_position_embeddings);
         return 1;
     }
@@ -702,6 +727,35 @@ static void write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_
     fflush(f);
 }
 
+/* --eval after `step` rounds (0: before the first): every rank evaluates
+ * its contiguous share of the held-out rows (possibly none), the sums are
+ * added over the job, and rank 0 writes the row and the line.  Every rank
+ * takes part, so the job stays in step. */
+static int evaluate(grpo_run *r, int64_t step)
+{
+    cli_job *j = &r->job;
+    cli_job_section(j, PT_TIME_EVAL);
+    const int64_t n = r->n_eval, q = n / j->size, extra = n % j->size;
+    const int64_t begin = j->rank * q + (j->rank < extra ? j->rank : extra);
+    const int64_t count = q + (j->rank < extra);
+    grpo_eval_sums s;
+    int rc = grpo_eval_run(&s, r->gen, r->NL, r->max_prompt, &r->a, r->tok, r->eval_rows, begin, count);
+    rc = cli_job_agree(j, rc, "evaluating --eval");
+    int st;
+    if (!rc && j->size > 1 && (st = pt_dist_allreduce_sum(j->dist, (double *)&s, sizeof s / sizeof(double))))
+        rc = cli_fail("grpo --eval: adding the ranks' scores", st);
+    if (!rc)
+        grpo_eval_report(r->metrics, j->rank == 0, &r->a, step, &s);
+    cli_job_section(j, -1);
+    return rc;
+}
+
+/* Whether --eval runs after `step` (0: before the first step). */
+static bool eval_due(const grpo_run *r, int64_t step)
+{
+    return r->n_eval > 0 && (step == 0 || step == r->total || (r->a.eval_every > 0 && step % r->a.eval_every == 0));
+}
+
 /* Every step (after a resumed one): prompts, rollouts, updates, a metrics
  * line and a progress line (rank 0), replica checks, checkpoints, and a
  * rollback when the replicas disagree. */
@@ -710,6 +764,9 @@ static int train(grpo_run *r)
     cli_job *j = &r->job;
     const double t_start = cli_now();
     cli_job_section(j, -1);
+    /* a resumed run has the rows of the checkpoint's step */
+    if (r->step == 0 && eval_due(r, 0) && evaluate(r, 0))
+        return 1;
     while (r->step < r->total) {
         const int64_t step = r->step + 1;
         step_report rep;
@@ -733,6 +790,8 @@ static int train(grpo_run *r)
                     rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
                     rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
                     rep.train_tps, cli_now() - t_start);
+        if (eval_due(r, step) && evaluate(r, step))
+            return 1;
         const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
             /* no corrupted state is ever saved: the replicas are compared first */

@@ -20,12 +20,14 @@ typedef struct grpo_rewards {
 typedef struct grpo_args {
     const char *model, *data, *out, *metrics, *chat_template;
     const char *resume;      /* --resume: a checkpoint directory, "auto", or NULL */
+    const char *eval;        /* --eval: held-out prompt rows, or NULL */
     bool chat, overwrite;
     pt_optimizer_options opt;
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
     grpo_rewards rewards;
     int G, batch_prompts, num_iterations, log_every, threads;
+    int eval_every, eval_samples; /* --eval-every (0: at the start and the end only), --eval-samples */
     int save_every;          /* steps, 0, or CLI_SAVE_AUTO */
     cli_lora_args lora;
     cli_dist_args dist;
@@ -52,11 +54,43 @@ typedef struct reward_ctx {
  * grpo_rewards), which may be repeated: each item is added. */
 int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char *opt);
 void grpo_free_rows(grpo_row *rows, int n);
-/* Read every row of a->data; a malformed one is an error naming its line.
- * 0, or 1 after the message. */
-int grpo_load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_tokenizer *tok,
-                   const pt_chat_template *t);
+/* Read every row of `path` (--data when opt is NULL, else the option that
+ * names it in messages, "--eval"); a malformed one is an error naming its
+ * file and line.  0, or 1 after the message. */
+int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt, const grpo_args *a,
+                   const pt_tokenizer *tok, const pt_chat_template *t);
 /* A pt_reward_fn for every built-in reward; payload is a reward_ctx. */
 int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload);
+
+/* ---- --eval (cmd_grpo_eval.c) ---------------------------------------------- */
+
+/* Index 0: greedy decoding; 1: sampled at the run's temperature. */
+enum { GRPO_EVAL_GREEDY, GRPO_EVAL_SAMPLED, GRPO_EVAL_KINDS };
+
+/* Sums over the evaluated completions (this rank's, or the job's after
+ * grpo_eval_reduce): n completions, the total reward R, the correct ones,
+ * completion tokens, and each reward function's unweighted value. */
+typedef struct grpo_eval_sums {
+    double n[GRPO_EVAL_KINDS], reward[GRPO_EVAL_KINDS], correct[GRPO_EVAL_KINDS], length[GRPO_EVAL_KINDS];
+    double func[GRPO_EVAL_KINDS][PT_GRPO_MAX_REWARD_FUNCS];
+} grpo_eval_sums;
+
+/* Whether accuracy is defined for these rewards: some exact or contains
+ * reward has a positive weight. */
+bool grpo_eval_has_accuracy(const grpo_rewards *rw);
+/* Evaluate rows[begin, begin + count) (this rank's share of the held-out
+ * rows) with `gen` (room for `cap` rows of max_prompt + max_new_tokens
+ * tokens): one greedy completion of each row, and, when the run samples
+ * (temperature > 0), a->eval_samples completions of each at the run's
+ * temperature, top-p and top-k from the fixed seed a->seed ^ EVAL, stream
+ * row * eval_samples + k (so the same at every step, on any number of ranks).
+ * Each completion is scored by every reward; it is correct when every exact
+ * or contains reward with a positive weight gives 1.  0, or 1 after the
+ * message. */
+int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, int max_prompt, const grpo_args *a,
+                  const pt_tokenizer *tok, const grpo_row *rows, int64_t begin, int64_t count);
+/* The metrics row {"step": STEP, "eval/...": ...} of the job's sums and the
+ * progress line on stderr. */
+void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const grpo_eval_sums *s);
 
 #endif

@@ -67,7 +67,7 @@ static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenize
 /* The current row of the library's reader into *r, which is zeroed; 0, or 1
  * after the message (which names the file and line). */
 static int read_row(grpo_row *r, const pt_jsonl_reader *rd, bool need_answer, const pt_tokenizer *tok,
-                    const pt_chat_template *t, const char *where)
+                    const pt_chat_template *t, const char *where, const char *what)
 {
     const char *prompt, *ans;
     int st = pt_jsonl_reader_string(&prompt, NULL, rd, "prompt", true);
@@ -79,7 +79,7 @@ static int read_row(grpo_row *r, const pt_jsonl_reader *rd, bool need_answer, co
         return 1;
     }
     if (st)
-        return cli_fail("grpo", st);
+        return cli_fail(what, st);
     st = prompt_ids(&r->ids, &r->n_ids, prompt, tok, t);
     if (!st && ans && !(r->answer = dup_str(ans)))
         st = PT_ENOMEM;
@@ -92,13 +92,15 @@ static int read_row(grpo_row *r, const pt_jsonl_reader *rd, bool need_answer, co
     return 0;
 }
 
-int grpo_load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_tokenizer *tok,
-                   const pt_chat_template *t)
+int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt, const grpo_args *a,
+                   const pt_tokenizer *tok, const pt_chat_template *t)
 {
     pt_jsonl_reader *rd;
-    int st = pt_jsonl_reader_open(&rd, a->data, MAX_LINE);
+    char what[64];
+    snprintf(what, sizeof what, "grpo%s%s", opt ? " " : "", opt ? opt : "");
+    int st = pt_jsonl_reader_open(&rd, path, MAX_LINE);
     if (st)
-        return cli_fail("grpo", st);
+        return cli_fail(what, st);
     grpo_row *rows = NULL;
     int n = 0, cap = 0, rc = 0;
     bool need_answer = false;
@@ -118,14 +120,14 @@ int grpo_load_rows(grpo_row **out, int *n_out, const grpo_args *a, const pt_toke
         size_t lineno = 0;
         pt_jsonl_reader_line(&lineno, rd);
         char where[512];
-        snprintf(where, sizeof where, "%s line %zu", a->data, lineno);
+        snprintf(where, sizeof where, "%s%s%s line %zu", opt ? opt : "", opt ? " " : "", path, lineno);
         memset(&rows[n], 0, sizeof rows[n]);
-        rc = read_row(&rows[n++], rd, need_answer, tok, t, where);
+        rc = read_row(&rows[n++], rd, need_answer, tok, t, where, what);
     }
     if (!rc && st < 0) {
-        rc = cli_fail("grpo", st);
+        rc = cli_fail(what, st);
     } else if (!rc && n == 0) {
-        fprintf(stderr, "posttrain grpo: %s has no rows\n", a->data);
+        fprintf(stderr, "posttrain grpo: %s%s%s has no rows\n", opt ? opt : "", opt ? " " : "", path);
         rc = 1;
     }
     pt_jsonl_reader_free(rd);

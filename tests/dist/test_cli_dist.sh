@@ -26,7 +26,9 @@
 #    first checkpoint;
 # 7. grpo at 2 and 3 ranks equals 1 rank and reruns bit-identically; fewer
 #    prompts than ranks is an error naming both; elastic 2 -> 3 ranks; a
-#    replica mismatch rolled back to byte-identical weights.
+#    replica mismatch rolled back to byte-identical weights; --eval at 2
+#    ranks (uneven shares, a rank with no held-out row) writes the eval rows
+#    of 1 rank.
 # The rank PIDs for kill/stop come from /proc/PID/environ of the posttrain
 # processes: this script's PT_TEST_TAG, which mpirun passes on, and
 # OMPI_COMM_WORLD_RANK.
@@ -338,6 +340,40 @@ if POSTTRAIN_TEST_FLIP_BIT=0:3 run 3 gsdc "${grpo[@]}" --steps 4 --sdc-every 1 -
 else
     cat "$work/gsdc.log"; bad "grpo SDC"
 fi
+# --eval: every rank evaluates its share of the held-out rows (5 rows at 2
+# ranks: 3 and 2; 1 row: rank 1 has none), the sums are added, rank 0
+# writes the rows: those of 1 rank, and rank 0 alone prints them
+for i in 1 3 5 7 8; do
+    printf '{"prompt": "%d+%d=", "answer": "%d"}\n' $((i + 1)) $((i % 2)) $((i + 1 + i % 2))
+done > "$work/eval5.jsonl"
+head -n 1 "$work/eval5.jsonl" > "$work/eval1.jsonl"
+eval_rows() {
+    python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "eval/prompts" in r: print(json.dumps(r, sort_keys=True))' "$1"
+}
+same_eval() { # same_eval A B: the same eval rows, numbers within 1e-6
+    python3 -c 'import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 3 and [r["step"] for r in a] == [0, 2, 3], (a, b)
+for x, y in zip(a, b):
+    assert sorted(x) == sorted(y) and all(abs(x[k] - y[k]) <= 1e-6 for k in x), (x, y)' "$1" "$2"
+}
+for e in 5 1; do
+    for np in 1 2; do
+        run "$np" "gev$e-$np" "${grpo[@]}" --steps 3 --eval "$work/eval$e.jsonl" --eval-every 2 --eval-samples 2 \
+            --out "$work/gev$e-$np" || { cat "$work/gev$e-$np.log"; bad "grpo --eval at $np ranks failed"; }
+        eval_rows "$work/gev$e-$np/metrics.jsonl" > "$work/gev$e-$np.rows"
+    done
+    if same_eval "$work/gev$e-2.rows" "$work/gev$e-1.rows" &&
+       [ "$(grep -c "^eval step [0-9]*: $e prompts greedy" "$work/gev$e-2.log")" -eq 3 ]; then
+        ok "grpo --eval with $e held-out rows at 2 ranks: the eval rows of 1 rank at steps 0, 2, 3, printed once each"
+    else
+        cat "$work/gev$e-2.log"; bad "grpo --eval with $e rows at 2 ranks"
+    fi
+done
 echo "  (grpo: $(since "$t0") s)"
 
 echo "$pass passed, $fail failed"
