@@ -94,7 +94,8 @@ int demo_grpo(demo_run *r)
     gen.max_new_tokens = M;
     gen.temperature = (float)o->temperature;
     uint64_t rng = o->seed * 104729 + 3;
-    double t0 = cli_now(), gen_s = 0, zero_std = 0, reward_sum = 0;
+    double t0 = cli_now(), zero_std = 0, reward_sum = 0;
+    int since = 0;
     for (int step = 1; step <= o->grpo_steps; step++) {
         long pairs[256][2];
         for (int p = 0; p < P; p++) {
@@ -109,12 +110,10 @@ int demo_grpo(demo_run *r)
             }
         }
         gen.seed = o->seed * 1000003u + (uint64_t)step;
-        double tg = cli_now();
         if ((st = pt_generate(r->gen, m.prompts, m.lens, N, &gen, m.tokens, m.ntok, m.fin, m.lps))) {
             cli_fail("generate", st);
             goto out;
         }
-        gen_s += cli_now() - tg;
         for (int i = 0; i < N; i++) {
             char prompt[64], right[32];
             demo_problem(prompt, right, o->digits, pairs[i / G][0], pairs[i / G][1], false);
@@ -153,12 +152,13 @@ int demo_grpo(demo_run *r)
         pt_rollout_buffer_clear(buf);
         zero_std += gs.frac_reward_zero_std;
         reward_sum += gs.reward;
-        bool line = o->eval_every > 0 ? step % o->eval_every == 0 : step % 25 == 0;
-        if (line || step == o->grpo_steps) {
-            printf("  grpo step %4d/%d  reward %.3f  zero-std groups %.2f  entropy %.3f  kl %.4f  %.0fs",
-                   step, o->grpo_steps, reward_sum / (o->eval_every > 0 ? o->eval_every : 25), zero_std /
-                   (o->eval_every > 0 ? o->eval_every : 25), gs.entropy, gs.kl, cli_now() - t0);
+        since++;
+        const int every = o->eval_every > 0 ? o->eval_every : 25;
+        if (step % every == 0 || step == o->grpo_steps) {
+            printf("  grpo step %4d/%d  reward %.3f  zero-std groups %.2f  entropy %.3f  kl %.4f  %.0fs", step,
+                   o->grpo_steps, reward_sum / since, zero_std / since, gs.entropy, gs.kl, cli_now() - t0);
             reward_sum = zero_std = 0;
+            since = 0;
             if (o->eval_every > 0) {
                 demo_score g;
                 if ((st = demo_evaluate(&g, r, 0, 0, 0))) {
@@ -171,7 +171,6 @@ int demo_grpo(demo_run *r)
             fflush(stdout);
         }
     }
-    (void)gen_s;
     rc = 0;
 out:
     mem_free(&m);
