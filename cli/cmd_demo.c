@@ -41,6 +41,8 @@ static const cli_opt k_demo_opts[] = {
       .enum_name = pt_grpo_loss_type_name, .help = "GRPO loss aggregation (docs/grpo.md)" },
     { CLI_ENUM, "scale-rewards", DEMO(scale), .def = "group", .from_name = pt_grpo_scale_from_name,
       .enum_name = pt_grpo_scale_name, .help = "GRPO advantage scaling" },
+    { CLI_FLAG, "drop-zero-std", DEMO(drop_zero_std),
+      .help = "leave groups whose rewards are all equal out of the GRPO step" },
     { CLI_INT, "eval-every", DEMO(eval_every), "N", .def = "0", .lo = 0, .hi = 1000000,
       .help = "greedy held-out accuracy every N GRPO steps (0: at the end)" },
     { CLI_INT, "eval", DEMO(eval_n), "N", .def = "1000", .lo = 1, .hi = 100000,

@@ -19,6 +19,7 @@ typedef struct demo_opts {
     double lr;
     /* GRPO */
     int grpo_steps, prompts, group, loss_type, scale, eval_every;
+    bool drop_zero_std;
     double grpo_lr, beta, temperature;
     /* evaluation */
     int eval_n;

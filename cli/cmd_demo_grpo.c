@@ -89,6 +89,7 @@ int demo_grpo(demo_run *r)
     go.scale_rewards = o->scale;
     go.beta = o->beta;
     go.max_completion_length = M;
+    go.drop_zero_std_groups = o->drop_zero_std;
     pt_generate_options gen;
     pt_generate_options_init(&gen);
     gen.max_new_tokens = M;
