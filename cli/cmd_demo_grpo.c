@@ -90,6 +90,10 @@ int demo_grpo(demo_run *r)
     go.beta = o->beta;
     go.max_completion_length = M;
     go.drop_zero_std_groups = o->drop_zero_std;
+    go.temperature = o->temperature; /* the step scores at the sampling temperature */
+    pt_rollout_logprobs_options lo;
+    pt_rollout_logprobs_options_init(&lo);
+    lo.temperature = o->temperature;
     pt_generate_options gen;
     pt_generate_options_init(&gen);
     gen.max_new_tokens = M;
@@ -127,11 +131,9 @@ int demo_grpo(demo_run *r)
             s.ids = m.ids;
             s.n_ids = r->plen + m.ntok[i];
             s.prompt_len = r->plen;
-            /* pt_generate's log-probabilities are those of the tempered
-             * distribution; the step scores at temperature 1, so they are
-             * the old policy's only at temperature 1 (otherwise the step
-             * records its own). */
-            s.old_logprobs = o->temperature == 1.0 ? m.lps + (size_t)i * M : NULL;
+            /* pt_generate's are the sampler's; pi_old, the trainer's, is
+             * recorded by the step (docs/grpo.md) */
+            s.sampling_logprobs = m.lps + (size_t)i * M;
             s.group = i / G;
             s.rewards = &reward;
             s.truncated = m.fin[i] == PT_FINISH_LENGTH;
@@ -140,7 +142,7 @@ int demo_grpo(demo_run *r)
                 goto out;
             }
         }
-        if (ref_ctx && (st = pt_rollout_buffer_compute_logprobs(buf, ref_ctx, PT_ROLLOUT_REF))) {
+        if (ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(buf, ref_ctx, PT_ROLLOUT_REF, &lo))) {
             cli_fail("reference", st);
             goto out;
         }
