@@ -24,6 +24,9 @@ static const cli_opt k_demo_opts[] = {
       .help = "share of the teacher's traces in which it forgets the carries" },
     { CLI_INT, "traces", DEMO(traces), "N", .def = "20000", .lo = 1, .hi = 10000000,
       .help = "SFT traces of the teacher" },
+    { CLI_PATH, "save-traces", DEMO(save_traces), "FILE",
+      .help = "also write the teacher's traces to FILE, one {\"prompt\", \"completion\"}\n"
+              "JSONL row each (the data format of posttrain sft), replaced atomically" },
     { CLI_INT, "steps", DEMO(steps), "N", .def = "800", .lo = 0, .hi = 1000000, .help = "SFT steps" },
     { CLI_INT, "batch", DEMO(batch), "N", .def = "64", .lo = 1, .hi = 256, .help = "SFT traces per step" },
     { CLI_DOUBLE, "lr", DEMO(lr), "F", .def = "3e-3", .lo = 1e-9, .hi = 0.999999,
@@ -231,6 +234,8 @@ int cmd_demo(int argc, char **argv)
     printf("  teacher: a scripted policy that forgets the carries in %.0f%% of its traces;\n"
            "           %.1f%% of its %d SFT traces are wrong\n",
            100 * r.o.slip, 100 * r.teacher_wrong, r.n_train);
+    if (r.o.save_traces)
+        printf("           (written to %s)\n", r.o.save_traces);
     printf("  held-out: %d problems never trained on (standard error of an accuracy <= %.1f points); "
            "%d thread%s\n", r.n_eval, 50 / sqrt(r.n_eval), pt_context_get_num_threads(r.ctx),
            pt_context_get_num_threads(r.ctx) == 1 ? "" : "s");

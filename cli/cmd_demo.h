@@ -17,6 +17,7 @@ typedef struct demo_opts {
     double slip;        /* probability that the teacher forgets the carries on a trace */
     int traces, steps, batch;
     double lr;
+    const char *save_traces; /* the traces as JSONL, or NULL */
     /* GRPO */
     int grpo_steps, prompts, group, loss_type, scale, eval_every;
     bool drop_zero_std;

@@ -3,8 +3,12 @@
  * data, the held-out problems and their evaluation through pt_generate. */
 #include "cmd_demo.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void demo_problem(char *prompt, char *answer, int digits, long a, long b, bool slip)
 {
@@ -106,6 +110,49 @@ static bool seen_insert(uint64_t *set, size_t cap, uint64_t key)
     }
 }
 
+/* --save-traces: the traces go to PATH.tmp-PID, renamed to PATH once all are
+ * written; on failure it is removed and PATH left as it was. */
+typedef struct trace_file {
+    FILE *f;
+    char tmp[PATH_MAX];
+} trace_file;
+
+static int traces_open(trace_file *t, const char *path)
+{
+    if ((size_t)snprintf(t->tmp, sizeof t->tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof t->tmp) {
+        fprintf(stderr, "posttrain demo: cannot write %s: the path is too long\n", path);
+        return 1;
+    }
+    if (!(t->f = fopen(t->tmp, "w"))) {
+        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Close, then rename over path when ok (else remove); 0, or 1 after the message. */
+static int traces_close(trace_file *t, const char *path, bool ok)
+{
+    if (!t->f)
+        return !ok;
+    bool bad = ferror(t->f) != 0;
+    int err = errno;
+    if (fclose(t->f) != 0 && !bad) {
+        bad = true;
+        err = errno;
+    }
+    t->f = NULL;
+    if (ok && !bad && rename(t->tmp, path) != 0) {
+        bad = true;
+        err = errno;
+    }
+    if (ok && bad)
+        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(err ? err : EIO));
+    if (!ok || bad)
+        unlink(t->tmp);
+    return !ok || bad;
+}
+
 int demo_build_data(demo_run *r)
 {
     const demo_opts *o = &r->o;
@@ -124,6 +171,9 @@ int demo_build_data(demo_run *r)
      * answered right, or with the carries forgotten with probability slip. */
     uint64_t rs = o->seed * 7919 + 17;
     int wrong = 0;
+    trace_file tf = { 0 };
+    if (o->save_traces && traces_open(&tf, o->save_traces))
+        return 1;
     for (int i = 0; i < o->traces; i++) {
         long a, b;
         demo_draw_train(&a, &b, r, &rs);
@@ -133,8 +183,13 @@ int demo_build_data(demo_run *r)
         demo_problem(p, given, o->digits, a, b, slip);
         wrong += strcmp(right, given) != 0;
         if (add_trace(r, a, b, slip))
-            return 1;
+            return traces_close(&tf, o->save_traces, false);
+        /* digits, '+' and '=': nothing to escape */
+        if (tf.f)
+            fprintf(tf.f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", p, given);
     }
+    if (traces_close(&tf, o->save_traces, true))
+        return 1;
     r->n_train = o->traces;
     r->teacher_wrong = o->traces ? (double)wrong / o->traces : 0;
     /* The held-out problems: the same for every seed (a fixed stream), distinct. */
