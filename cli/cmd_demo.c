@@ -61,7 +61,8 @@ static const cli_opt k_demo_opts[] = {
       .help = "1: tie the input and output embeddings" },
     { CLI_INT, "threads", DEMO(threads), "N", .def = "1", .lo = 0, .hi = 1024,
       .help = "threads of the demo's model; 0: the program's (posttrain --threads N,\n"
-              "PT_NUM_THREADS or every CPU).  The results do not depend on it" },
+              "PT_NUM_THREADS or every CPU).  The same seed and thread count give\n"
+              "the same output (docs/demo.md)" },
 };
 #undef DEMO
 
