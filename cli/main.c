@@ -12,7 +12,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     { "version", cmd_version, "print the library and program versions" },
-    { "demo", cmd_demo, "run the built-in demonstration job" },
+    { "demo", cmd_demo, "SFT, then GRPO, of a tiny built-in model (make demo)" },
     { "info", cmd_info, "describe a Hugging Face model directory or GGUF file" },
     { "eval", cmd_eval, "mean next-token loss of a model on JSONL data" },
     { "tokenize", cmd_tokenize, "encode or decode JSONL lines with a tokenizer" },

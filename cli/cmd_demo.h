@@ -1,0 +1,78 @@
+/* posttrain demo: shared between cmd_demo.c (options, the model, SFT, the
+ * run), cmd_demo_task.c (the task, the teacher, the data, evaluation) and
+ * cmd_demo_grpo.c (GRPO with the verifiable reward). */
+#ifndef PT_CMD_DEMO_H
+#define PT_CMD_DEMO_H
+
+#include "cli.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct demo_opts {
+    /* task and model */
+    int digits, hidden, layers, heads, tied, threads;
+    uint64_t seed;
+    /* the teacher and SFT */
+    double slip;        /* probability that the teacher forgets the carries on a trace */
+    int traces, steps, batch;
+    double lr;
+    const char *save_traces; /* the traces as JSONL, or NULL */
+    /* GRPO */
+    int grpo_steps, prompts, group, loss_type, scale, eval_every;
+    bool drop_zero_std;
+    double grpo_lr, beta, temperature;
+    /* evaluation */
+    int eval_n;
+    double eval_temperature;
+} demo_opts;
+
+/* Accuracy on the held-out problems, and how often the answer was the
+ * teacher's slip (the carries forgotten) where that differs from the right one. */
+typedef struct demo_score {
+    double correct, slipped;
+    int n;
+    char shown[512];    /* a few problems with a carry and the answers given */
+} demo_score;
+
+/* Everything the demo holds; demo_free releases it. */
+typedef struct demo_run {
+    demo_opts o;
+    pt_tokenizer *tok;
+    pt_model *model;
+    pt_context *ctx;
+    pt_generator *gen;
+    pt_dataset *data;
+    long (*eval_pairs)[2];
+    int n_eval, n_train, vocab, gen_rows;
+    int plen, alen;         /* prompt tokens (with BOS), answer digits */
+    long range;             /* 10^digits */
+    double teacher_wrong;   /* fraction of the SFT traces whose answer is wrong */
+} demo_run;
+
+/* ---- cmd_demo_task.c ---- */
+
+/* "a+b=" and the right answer (digits + 1 of them, least significant first);
+ * with slip, the teacher's slip instead: each column's digit sum mod 10, the
+ * carries forgotten. */
+void demo_problem(char *prompt, char *answer, int digits, long a, long b, bool slip);
+/* Whether the pair (a, b) is held out (never trained on, by SFT or GRPO). */
+bool demo_held_out(long a, long b);
+/* A training pair (not held out) from the stream at *rng. */
+void demo_draw_train(long *a, long *b, const demo_run *r, uint64_t *rng);
+/* The prompt's ids (r->plen of them, starting with BOS) into ids. */
+int demo_prompt_ids(int32_t *ids, const demo_run *r, long a, long b);
+/* Whether a completion (n tokens, with its EOS when it stopped) is exactly
+ * `answer` followed by EOS. */
+bool demo_is_answer(const demo_run *r, const int32_t *tokens, int n, const char *answer);
+/* The SFT traces of the teacher, and the held-out problems. */
+int demo_build_data(demo_run *r);
+/* Held-out accuracy, greedy (temperature 0) or sampled (seeded); the
+ * first `show` problems with a carry are written into s->shown. */
+int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed, int show);
+
+/* ---- cmd_demo_grpo.c ---- */
+
+int demo_grpo(demo_run *r);
+
+#endif

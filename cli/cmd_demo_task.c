@@ -1,0 +1,278 @@
+/* posttrain demo: the task (addition written as text, the answer least
+ * significant digit first), the scripted teacher whose traces are the SFT
+ * data, the held-out problems and their evaluation through pt_generate. */
+#include "cmd_demo.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void demo_problem(char *prompt, char *answer, int digits, long a, long b, bool slip)
+{
+    snprintf(prompt, 64, "%0*ld+%0*ld=", digits, a, digits, b);
+    /* Column i (from the right) of a + b, with or without the carries. */
+    int carry = 0;
+    for (int i = 0; i <= digits; i++) {
+        int s = (int)(a % 10) + (int)(b % 10) + carry;
+        answer[i] = (char)('0' + s % 10);
+        carry = slip ? 0 : s / 10;
+        a /= 10;
+        b /= 10;
+    }
+    answer[digits + 1] = '\0';
+}
+
+/* Held-out problems are those whose pair hashes into the top 1/8, the same
+ * pairs for every seed. */
+bool demo_held_out(long a, long b)
+{
+    uint64_t x = (uint64_t)a * 1000003u + (uint64_t)b;
+    return (cli_splitmix(&x) & 7) == 0;
+}
+
+void demo_draw_train(long *a, long *b, const demo_run *r, uint64_t *rng)
+{
+    do {
+        *a = (long)(cli_splitmix(rng) % (uint64_t)r->range);
+        *b = (long)(cli_splitmix(rng) % (uint64_t)r->range);
+    } while (demo_held_out(*a, *b));
+}
+
+int demo_prompt_ids(int32_t *ids, const demo_run *r, long a, long b)
+{
+    char prompt[64], answer[32];
+    demo_problem(prompt, answer, r->o.digits, a, b, false);
+    int32_t *p;
+    size_t n;
+    int st = pt_tokenizer_encode(&p, &n, r->tok, prompt, strlen(prompt), PT_TOK_ADD_SPECIAL);
+    if (st)
+        return st;
+    if ((int)n != r->plen) {
+        pt_free(p);
+        return PT_EINVAL;
+    }
+    memcpy(ids, p, n * sizeof *ids);
+    pt_free(p);
+    return PT_OK;
+}
+
+bool demo_is_answer(const demo_run *r, const int32_t *tokens, int n, const char *answer)
+{
+    if (n < 2 || tokens[n - 1] != pt_tokenizer_eos_id(r->tok))
+        return false;
+    char *text;
+    size_t len;
+    if (pt_tokenizer_decode(&text, &len, r->tok, tokens, (size_t)(n - 1), 0))
+        return false;
+    bool ok = len == strlen(answer) && memcmp(text, answer, len) == 0;
+    pt_free(text);
+    return ok;
+}
+
+/* One trace of the teacher: the problem, its answer (the slip when it
+ * slipped) and EOS, trained on the answer and the EOS, not on the prompt. */
+static int add_trace(demo_run *r, long a, long b, bool slip)
+{
+    char prompt[64], answer[32], full[96];
+    demo_problem(prompt, answer, r->o.digits, a, b, slip);
+    snprintf(full, sizeof full, "%s%s", prompt, answer);
+    int32_t *ids;
+    size_t n;
+    int st;
+    if ((st = pt_tokenizer_encode(&ids, &n, r->tok, full, strlen(full), PT_TOK_ADD_SPECIAL)))
+        return cli_fail("tokenize", st);
+    int32_t buf[96];
+    uint8_t mask[96];
+    memcpy(buf, ids, n * sizeof *ids);
+    buf[n] = pt_tokenizer_eos_id(r->tok);
+    for (size_t i = 0; i <= n; i++)
+        mask[i] = i >= (size_t)r->plen;
+    pt_free(ids);
+    if ((st = pt_dataset_add(r->data, buf, mask, n + 1)))
+        return cli_fail("dataset", st);
+    return 0;
+}
+
+/* A small set of pairs, to keep the held-out problems distinct. */
+static bool seen_insert(uint64_t *set, size_t cap, uint64_t key)
+{
+    uint64_t h = key + 1, x = key;
+    for (size_t i = cli_splitmix(&x) % cap;; i = (i + 1) % cap) {
+        if (set[i] == h)
+            return false;
+        if (!set[i]) {
+            set[i] = h;
+            return true;
+        }
+    }
+}
+
+/* --save-traces: the traces go to PATH.tmp-PID, renamed to PATH once all are
+ * written; on failure it is removed and PATH left as it was. */
+typedef struct trace_file {
+    FILE *f;
+    char tmp[PATH_MAX];
+} trace_file;
+
+static int traces_open(trace_file *t, const char *path)
+{
+    if ((size_t)snprintf(t->tmp, sizeof t->tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof t->tmp) {
+        fprintf(stderr, "posttrain demo: cannot write %s: the path is too long\n", path);
+        return 1;
+    }
+    if (!(t->f = fopen(t->tmp, "w"))) {
+        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Close, then rename over path when ok (else remove); 0, or 1 after the message. */
+static int traces_close(trace_file *t, const char *path, bool ok)
+{
+    if (!t->f)
+        return !ok;
+    bool bad = ferror(t->f) != 0;
+    int err = errno;
+    if (fclose(t->f) != 0 && !bad) {
+        bad = true;
+        err = errno;
+    }
+    t->f = NULL;
+    if (ok && !bad && rename(t->tmp, path) != 0) {
+        bad = true;
+        err = errno;
+    }
+    if (ok && bad)
+        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(err ? err : EIO));
+    if (!ok || bad)
+        unlink(t->tmp);
+    return !ok || bad;
+}
+
+int demo_build_data(demo_run *r)
+{
+    const demo_opts *o = &r->o;
+    r->range = 1;
+    for (int i = 0; i < o->digits; i++)
+        r->range *= 10;
+    pt_dataset_options dopt;
+    pt_dataset_options_init(&dopt);
+    dopt.max_length = 64;
+    dopt.batch_size = o->batch;
+    dopt.seed = o->seed;
+    int st;
+    if ((st = pt_dataset_create(&r->data, &dopt)))
+        return cli_fail("dataset", st);
+    /* The teacher's traces: problems drawn from the training pairs, each
+     * answered right, or with the carries forgotten with probability slip. */
+    uint64_t rs = o->seed * 7919 + 17;
+    int wrong = 0;
+    trace_file tf = { 0 };
+    if (o->save_traces && traces_open(&tf, o->save_traces))
+        return 1;
+    for (int i = 0; i < o->traces; i++) {
+        long a, b;
+        demo_draw_train(&a, &b, r, &rs);
+        bool slip = (double)(cli_splitmix(&rs) >> 11) * 0x1.0p-53 < o->slip;
+        char p[64], right[32], given[32];
+        demo_problem(p, right, o->digits, a, b, false);
+        demo_problem(p, given, o->digits, a, b, slip);
+        wrong += strcmp(right, given) != 0;
+        if (add_trace(r, a, b, slip))
+            return traces_close(&tf, o->save_traces, false);
+        /* digits, '+' and '=': nothing to escape */
+        if (tf.f)
+            fprintf(tf.f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", p, given);
+    }
+    if (traces_close(&tf, o->save_traces, true))
+        return 1;
+    r->n_train = o->traces;
+    r->teacher_wrong = o->traces ? (double)wrong / o->traces : 0;
+    /* The held-out problems: the same for every seed (a fixed stream), distinct. */
+    size_t cap = 4 * (size_t)o->eval_n + 1;
+    uint64_t *set = calloc(cap, sizeof *set);
+    r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs);
+    if (!set || !r->eval_pairs) {
+        free(set);
+        return cli_fail("data", PT_ENOMEM);
+    }
+    uint64_t es = 0x5eed0fdeadbeefULL;
+    for (long tries = 0; r->n_eval < o->eval_n && tries < 200L * o->eval_n; tries++) {
+        long a = (long)(cli_splitmix(&es) % (uint64_t)r->range), b = (long)(cli_splitmix(&es) % (uint64_t)r->range);
+        if (!demo_held_out(a, b) || !seen_insert(set, cap, (uint64_t)a * (uint64_t)r->range + (uint64_t)b))
+            continue;
+        r->eval_pairs[r->n_eval][0] = a;
+        r->eval_pairs[r->n_eval][1] = b;
+        r->n_eval++;
+    }
+    free(set);
+    return 0;
+}
+
+int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed, int show)
+{
+    const int B = r->gen_rows, M = r->alen + 1;
+    int32_t *prompts = malloc((size_t)B * (size_t)r->plen * sizeof *prompts);
+    int32_t *lens = malloc((size_t)B * sizeof *lens);
+    int32_t *tokens = malloc((size_t)B * (size_t)M * sizeof *tokens);
+    int32_t *ntok = malloc((size_t)B * sizeof *ntok);
+    int correct = 0, slipped = 0, shown = 0, st = PT_OK;
+    size_t used = 0;
+    s->shown[0] = '\0';
+    if (!prompts || !lens || !tokens || !ntok)
+        st = PT_ENOMEM;
+    pt_generate_options go;
+    pt_generate_options_init(&go);
+    go.max_new_tokens = M;
+    go.temperature = (float)temperature;
+    go.seed = seed;
+    for (int first = 0; first < r->n_eval && !st; first += B) {
+        int rows = r->n_eval - first < B ? r->n_eval - first : B;
+        for (int i = 0; i < rows && !st; i++) {
+            lens[i] = r->plen;
+            st = demo_prompt_ids(prompts + (size_t)i * r->plen, r, r->eval_pairs[first + i][0],
+                                 r->eval_pairs[first + i][1]);
+        }
+        /* Each row draws from its own stream, whatever the batch. */
+        go.stream_offset = (uint64_t)first;
+        if (st || (st = pt_generate(r->gen, prompts, lens, rows, &go, tokens, ntok, NULL, NULL)))
+            break;
+        for (int i = 0; i < rows; i++) {
+            char prompt[64], right[32], slip[32];
+            long a = r->eval_pairs[first + i][0], b = r->eval_pairs[first + i][1];
+            demo_problem(prompt, right, r->o.digits, a, b, false);
+            demo_problem(prompt, slip, r->o.digits, a, b, true);
+            const int32_t *t = tokens + (size_t)i * M;
+            bool carry = strcmp(right, slip) != 0;
+            bool ok = demo_is_answer(r, t, ntok[i], right);
+            bool sl = carry && demo_is_answer(r, t, ntok[i], slip);
+            correct += ok;
+            slipped += sl;
+            if (carry && shown < show) {
+                char *text = NULL;
+                size_t len;
+                if (pt_tokenizer_decode(&text, &len, r->tok, t, (size_t)ntok[i], PT_TOK_SKIP_SPECIAL) == PT_OK) {
+                    int w = snprintf(s->shown + used, sizeof s->shown - used, "    %s%-*s %s%s%s\n", prompt,
+                                     r->alen, text, ok ? "right" : sl ? "wrong: the carries forgotten" : "wrong",
+                                     ok ? "" : ", right: ", ok ? "" : right);
+                    if (w > 0 && (size_t)w < sizeof s->shown - used)
+                        used += (size_t)w;
+                }
+                pt_free(text);
+                shown++;
+            }
+        }
+    }
+    free(prompts);
+    free(lens);
+    free(tokens);
+    free(ntok);
+    s->n = r->n_eval;
+    s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
+    s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;
+    return st;
+}
