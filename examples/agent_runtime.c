@@ -80,7 +80,7 @@ typedef struct runtime {
     pt_generator *gen;
     pt_episode_results *res;
     int32_t im_end;
-    long episodes_checked, template_checked, mask_violations;
+    long traces_checked, episodes_checked, template_checked, mask_violations;
 } runtime;
 
 /* The defaults: what docs/agents.md measured. */
@@ -247,7 +247,7 @@ static int episode_ids(int32_t **ids, uint8_t **mask, size_t *n, size_t *prompt_
     pt_free(c2);
     if (st)
         goto out;
-    rt->episodes_checked++;
+    rt->traces_checked++;
     if (!ok) {
         rt->mask_violations++;
         fprintf(stderr, "agent_runtime: MASK VIOLATION in the episode for %d+%d (call '%s', tool '%s')\n",
@@ -926,9 +926,9 @@ int main(int argc, char **argv)
         goto fail_st;
 
     rc = 0;
-    printf("[check] episodes checked %ld (%ld against the template's rendering), tokens in a loss mask the "
-           "model did not sample: %ld\n",
-           rt.episodes_checked, rt.template_checked, rt.mask_violations);
+    printf("[check] SFT traces checked %ld, episodes played and checked %ld (%ld also against the template's "
+           "rendering), tokens in a loss mask the model did not sample: %ld\n",
+           rt.traces_checked, rt.episodes_checked, rt.template_checked, rt.mask_violations);
     if (rt.mask_violations || rt.episodes_checked == 0) {
         printf("[check] FAIL: the loss mask covered a token the model did not sample\n");
         rc = 1;
