@@ -686,7 +686,7 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
     pt_grpo_options go;
     pt_grpo_options_init(&go);   /* DAPO loss, group-scaled advantages, beta 0 */
     go.temperature = o->temperature;
-    double t_all = now_s();
+    double t_all = now_s(), zero_std = 0;
     for (int it = 1; it <= o->grpo_steps; it++) {
         for (int p = 0; p < o->prompts; p++) {
             problem pr = draw(rng, false);
@@ -711,6 +711,7 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
             goto out;
         }
         pt_rollout_buffer_clear(buf);
+        zero_std += gs.frac_reward_zero_std;
         if (!o->quiet)
             printf("[grpo] iter %3d/%d  correct %.2f  calls right %.2f  answers from the tool %.2f  "
                    "reward %.3f +- %.3f  zero_std %.2f  segments %lld  clip %.3f  len %.1f  loss %+.4f  "
@@ -720,8 +721,9 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
                    gs.loss, gs.grad_norm, added, es.tokens_per_second, gs.tokens_per_second,
                    gs.skipped ? "  (skipped)" : "");
     }
-    printf("[grpo] %d iterations of %d prompts x %d episodes (%s rewards) in %.1f s\n", o->grpo_steps, o->prompts,
-           o->group, o->per_turn ? "per-turn" : "per-episode", now_s() - t_all);
+    printf("[grpo] %d iterations of %d prompts x %d episodes (%s rewards) in %.1f s, zero-std groups %.2f\n",
+           o->grpo_steps, o->prompts, o->group, o->per_turn ? "per-turn" : "per-episode", now_s() - t_all,
+           o->grpo_steps ? zero_std / o->grpo_steps : 0.0);
     st = PT_OK;
 out:
     free(probs);
