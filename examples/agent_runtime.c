@@ -84,7 +84,7 @@ typedef struct runtime {
 } runtime;
 
 /* The defaults: what docs/agents.md measured. */
-static const options DEFAULTS = { .sft_steps = 400, .grpo_steps = 60, .prompts = 8, .group = 8, .eval_n = 400,
+static const options DEFAULTS = { .sft_steps = 400, .grpo_steps = 120, .prompts = 8, .group = 8, .eval_n = 400,
                                   .hidden = 64, .layers = 2, .batch = 16, .threads = 1, .sft_lr = 3e-3,
                                   .grpo_lr = 3e-4, .temperature = 1.0, .max_drop = 0.1, .slip = 0.4,
                                   .habit = 0.7,

@@ -4,8 +4,8 @@
 # accuracy not worse after GRPO), print every phase, check every SFT trace
 # and every episode it plays, turn per-turn rewards into segment rewards,
 # keep its training data independent of the evaluation size, and refuse
-# bad options.  The learning itself (400 SFT steps and 60 GRPO iterations,
-# a minute or two) is too slow for a unit test: bench/agent_seeds.sh
+# bad options.  The learning itself (400 SFT steps and 120 GRPO iterations,
+# 30 s to 2 minutes) is too slow for a unit test: bench/agent_seeds.sh
 # measures it and docs/agents.md gives the figures.
 set -uo pipefail
 exe=$1
