@@ -284,7 +284,7 @@ typedef struct play_state {
     runtime *rt;
     const problem *probs;
     ep_state *st;
-    char msg[128];
+    char msg[TEXT_MAX + 64];          /* the tool message: its markup and the tool's output */
     float turn_rewards[2], rewards[2];
 } play_state;
 
