@@ -5,21 +5,34 @@
  * runtime's tool with "CALL add a b"; the runtime runs the tool and appends
  * its output as a tool message; the assistant then gives the final answer.
  *
- *   <|im_start|>system\nTools: add.<|im_end|>\n
+ *   <|im_start|>system\ntool: add<|im_end|>\n
  *   <|im_start|>user\n12+34<|im_end|>\n
- *   <|im_start|>assistant\nCALL add 12 34<|im_end|>\n     <- the model (in the loss)
- *   <|im_start|>tool\n46<|im_end|>\n                      <- the runtime (never in the loss)
- *   <|im_start|>assistant\n46<|im_end|>\n                 <- the model (in the loss)
+ *   <|im_start|>assistant\nCALL add 12 34<|im_end|>    <- sampled (turn 0, in the loss)
+ *   \n<|im_start|>tool\n46<|im_end|>\n<|im_start|>assistant\n
+ *                                                      <- appended by the runtime (never in the loss)
+ *   46<|im_end|>                                       <- sampled (turn 1, in the loss)
  *
- * Every episode becomes token ids with a loss mask through the chat template
- * (pt_chat_render_ids: 1 exactly on the assistant's own tokens).  The policy
- * (a tiny Llama built from a config, byte tokenizer, no download) is warmed
- * up by SFT on synthetic successful episodes, then trained with GRPO on
- * groups of episodes it plays itself (pt_generate, seeded sampling), scored
- * by the runtime (correct answer, well-formed tool call).
+ * The policy (a tiny Llama built from a config, byte tokenizer, no
+ * download) is warmed up by SFT on the traces of an imperfect scripted
+ * teacher (it passes a wrong argument to the tool, or ignores the tool's
+ * result, in a fixed share of its traces: like a real agent's logs), each
+ * rendered with the chat template (pt_chat_render_ids: mask 1 exactly on the
+ * assistant's tokens).  Then GRPO on groups of episodes the policy plays
+ * itself with the episode engine (pt_episodes_run): the runtime's
+ * environment callback runs the tool and appends the tool message, ends the
+ * episode after the answer turn, and rewards each turn: the call turn by
+ * whether the call is right, the answer turn by whether the answer is the
+ * tool's result.  pt_rollout_buffer_add_episodes turns these into
+ * per-segment rewards, so a right call followed by a wrong answer
+ * reinforces the call and not the answer.  The loss is on the tokens as
+ * sampled, never on re-rendered text.
  *
- * The program checks itself and exits non-zero if a tool-output token was
- * ever in a loss mask, or if training made held-out accuracy clearly worse.
+ * Held-out problems (pairs never trained on, drawn from their own random
+ * stream) are evaluated greedily and sampled, before training, after SFT
+ * and after GRPO.  The program checks itself and exits non-zero if a token
+ * the model did not sample (the tool message, an end-of-turn it did not
+ * produce) was ever in a loss mask, or if GRPO made held-out accuracy
+ * clearly worse than SFT.
  *
  * Public API only; builds against the installed library with
  *   cc -std=c11 agent_runtime.c $(pkg-config --cflags --libs posttrain) -lm */
@@ -33,16 +46,17 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_SEQ 192     /* context and generator length (the longest episode fits) */
-#define CALL_MAX 16     /* new tokens for the tool call turn */
-#define ANSWER_MAX 8    /* new tokens for the answer turn */
+#define MAX_SEQ 160     /* context and generator length (the longest episode fits) */
+#define TURN_MAX 16     /* new tokens per assistant turn */
 #define TEXT_MAX 96
+#define MAX_ROWS 64     /* the generator's rows */
 
 static const char *const SYSTEM_PROMPT = "tool: add";
 
 typedef struct options {
     int sft_steps, grpo_steps, prompts, group, eval_n, hidden, layers, batch, threads;
-    double sft_lr, grpo_lr, temperature, max_drop;
+    double sft_lr, grpo_lr, temperature, max_drop, slip, habit;
+    bool per_turn;      /* --credit turn (per-turn rewards) or episode (one reward) */
     uint64_t seed;
     bool quiet;
 } options;
@@ -51,15 +65,10 @@ typedef struct problem {
     int a, b;
 } problem;
 
-/* One played episode. */
+/* An SFT trace of the teacher. */
 typedef struct episode {
     problem p;
     char call[TEXT_MAX], tool[TEXT_MAX], answer[TEXT_MAX];
-    int32_t g1[CALL_MAX], g2[ANSWER_MAX];   /* the sampled tokens of each assistant turn */
-    float lp1[CALL_MAX], lp2[ANSWER_MAX];   /* and their sampling log-probabilities */
-    int n1, n2;
-    bool stop1, stop2;                      /* the turn ended with <|im_end|> */
-    bool wellformed, right_call, correct;   /* the rewards' inputs */
 } episode;
 
 typedef struct runtime {
@@ -69,10 +78,17 @@ typedef struct runtime {
     pt_model *model;
     pt_context *ctx;
     pt_generator *gen;
-    int max_rows;
+    pt_episode_results *res;
     int32_t im_end;
-    long episodes_checked, mask_violations;
+    long traces_checked, episodes_checked, template_checked, mask_violations;
 } runtime;
+
+/* The defaults: what docs/agents.md measured. */
+static const options DEFAULTS = { .sft_steps = 400, .grpo_steps = 120, .prompts = 8, .group = 8, .eval_n = 400,
+                                  .hidden = 64, .layers = 2, .batch = 16, .threads = 1, .sft_lr = 3e-3,
+                                  .grpo_lr = 3e-4, .temperature = 1.0, .max_drop = 0.1, .slip = 0.4,
+                                  .habit = 0.7,
+                                  .per_turn = true, .seed = 1 };
 
 static double now_s(void)
 {
@@ -231,7 +247,7 @@ static int episode_ids(int32_t **ids, uint8_t **mask, size_t *n, size_t *prompt_
     pt_free(c2);
     if (st)
         goto out;
-    rt->episodes_checked++;
+    rt->traces_checked++;
     if (!ok) {
         rt->mask_violations++;
         fprintf(stderr, "agent_runtime: MASK VIOLATION in the episode for %d+%d (call '%s', tool '%s')\n",
@@ -250,159 +266,309 @@ out:
     return st;
 }
 
-/* ---- playing episodes ------------------------------------------------------------ */
+/* ---- playing episodes with the episode engine ------------------------------------ */
 
-/* Decode a turn's sampled tokens (without the final <|im_end|>) to text. */
-static int turn_text(char *out, size_t cap, const runtime *rt, const int32_t *g, int n, bool stopped)
+/* What the environment saw of one episode. */
+typedef struct ep_state {
+    char call[TEXT_MAX], tool[TEXT_MAX], answer[TEXT_MAX];
+    bool call_stop, answer_stop;            /* the turn ended with <|im_end|> */
+    bool formed, right_call, used_tool, correct;
+    int turns;                              /* turns the environment saw: 1 or 2 */
+    int call_end;                           /* n_ids after the call turn: the append starts here */
+    int answer_start, answer_end;           /* the answer turn's sampled ids */
+} ep_state;
+
+/* The environment's payload: the problems of the run, what it saw, and the
+ * reply's storage (it must outlast the callback). */
+typedef struct play_state {
+    runtime *rt;
+    const problem *probs;
+    ep_state *st;
+    char msg[TEXT_MAX + 64];          /* the tool message: its markup and the tool's output */
+    float turn_rewards[2], rewards[2];
+} play_state;
+
+static const float NO_REWARD = NAN;
+
+/* A turn's text without its final <|im_end|> (special tokens kept as text,
+ * NUL bytes as DEL). */
+static void turn_content(char *out, size_t cap, const pt_env_turn *t, bool *stopped)
 {
-    char *text;
-    size_t len;
-    int st = pt_tokenizer_decode(&text, &len, rt->tok, g, (size_t)(stopped ? n - 1 : n), 0);
-    if (st)
-        return st;
-    snprintf(out, cap, "%s", text);
-    pt_free(text);
+    size_t len = t->turn_text_len;
+    const char *end_tag = "<|im_end|>";
+    const size_t tag = strlen(end_tag);
+    *stopped = t->turn_end == PT_TURN_STOP_ID;
+    if (*stopped && len >= tag && memcmp(t->turn_text + len - tag, end_tag, tag) == 0)
+        len -= tag;
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, t->turn_text, len);
+    out[len] = '\0';
+    for (size_t i = 0; i < len; i++)   /* a sampled NUL byte: kept visible (not printable) */
+        if (out[i] == '\0')
+            out[i] = '\x7f';
+}
+
+/* The runtime's environment.  Turn 0 (the call): run the tool and append the
+ * tool message and the next assistant header, or end the episode when the
+ * call did not end with <|im_end|> (no end-of-turn token the model did not
+ * produce is ever appended).  Turn 1 (the answer): done.  Rewards per turn
+ * (call: the call is right; answer: the answer is the tool's result), or
+ * with --credit episode one reward for the episode (the answer is right). */
+static int environment(pt_env_reply *rep, const pt_env_turn *t, void *payload)
+{
+    play_state *ps = payload;
+    ep_state *e = &ps->st[t->episode];
+    const problem p = ps->probs[t->episode];
+    const bool per_turn = ps->rt->o.per_turn;
+    if (t->turn == 0) {
+        turn_content(e->call, sizeof e->call, t, &e->call_stop);
+        e->turns = 1;
+        e->call_end = t->n_ids;
+        e->formed = e->call_stop && run_tool(e->tool, sizeof e->tool, e->call);
+        if (!e->call_stop)
+            snprintf(e->tool, sizeof e->tool, "error");
+        char want[TEXT_MAX];
+        snprintf(want, sizeof want, "CALL add %02d %02d", p.a, p.b);
+        e->right_call = e->call_stop && strcmp(e->call, want) == 0;
+        ps->turn_rewards[0] = e->right_call ? 1.0f : 0.0f;
+        ps->turn_rewards[1] = NO_REWARD;
+        if (per_turn)
+            rep->turn_rewards = ps->turn_rewards;
+        if (!e->call_stop || t->final) {
+            ps->rewards[0] = per_turn ? ps->turn_rewards[0] : NO_REWARD;
+            ps->rewards[1] = 0.0f;
+            rep->action = PT_ENV_DONE;
+            rep->rewards = ps->rewards;
+            return 0;
+        }
+        snprintf(ps->msg, sizeof ps->msg, "\n<|im_start|>tool\n%s<|im_end|>\n<|im_start|>assistant\n", e->tool);
+        rep->action = PT_ENV_APPEND;
+        rep->text = ps->msg;
+        return 0;
+    }
+    turn_content(e->answer, sizeof e->answer, t, &e->answer_stop);
+    e->turns = 2;
+    e->answer_start = t->turn_start;
+    e->answer_end = t->n_ids;
+    char want[16];
+    snprintf(want, sizeof want, "%d", p.a + p.b);
+    e->correct = e->answer_stop && strcmp(e->answer, want) == 0;
+    e->used_tool = e->answer_stop && e->formed && strcmp(e->answer, e->tool) == 0;
+    /* An answer after a malformed call had no result to use: no reward
+     * (NaN: its segment gets advantage 0). */
+    ps->turn_rewards[0] = NO_REWARD;
+    ps->turn_rewards[1] = e->formed ? (e->used_tool ? 1.0f : 0.0f) : NO_REWARD;
+    if (per_turn)
+        rep->turn_rewards = ps->turn_rewards;
+    ps->rewards[0] = per_turn ? (e->right_call ? 1.0f : 0.0f) : NO_REWARD;
+    ps->rewards[1] = e->correct ? 1.0f : 0.0f;
+    rep->action = PT_ENV_DONE;
+    rep->rewards = ps->rewards;
+    return 0;
+}
+
+/* Printable ASCII, no special token: the text re-encodes to the ids it was
+ * decoded from. */
+static bool printable(const char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x20 || *s > 0x7e)
+            return false;
+    return true;
+}
+
+/* Check every episode of a run against what the environment saw of it: the
+ * loss mask is 1 exactly on the turns' sampled ids (the prompt and the
+ * appended tool message 0; an <|im_end|> in the mask only where a turn
+ * ended on it), and, where the texts have no special token, the ids and the
+ * mask are the chat template's rendering of the conversation.  A violation
+ * is counted (the program then fails). */
+static int check_episodes(runtime *rt, const play_state *ps, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pt_episode ep;
+        pt_episode_init(&ep);
+        int st = pt_episode_results_get(&ep, rt->res, i);
+        if (st)
+            return st;
+        const ep_state *e = &ps->st[i];
+        const int end = e->turns == 2 ? e->answer_end : e->call_end;
+        bool ok = ep.end == PT_EPISODE_DONE && e->turns >= 1 && ep.n_ids == end && e->call_end > ep.prompt_len;
+        for (int q = ep.prompt_len; ok && q < ep.n_ids; q++) {
+            const bool sampled = q < e->call_end || (e->turns == 2 && q >= e->answer_start && q < e->answer_end);
+            const uint8_t m = ep.loss_mask[q - ep.prompt_len];
+            if (m != (sampled ? 1 : 0))
+                ok = false;
+            if (m && ep.ids[q] == rt->im_end &&
+                !((q == e->call_end - 1 && e->call_stop) || (q == e->answer_end - 1 && e->answer_stop)))
+                ok = false;
+        }
+        if (ok && e->turns == 2 && e->call_stop && e->answer_stop && printable(e->call) && printable(e->answer) &&
+            !strstr(e->call, "<|") && !strstr(e->answer, "<|")) {
+            char user[32];
+            snprintf(user, sizeof user, "%02d+%02d", ps->probs[i].a, ps->probs[i].b);
+            pt_chat_message m[5];
+            int32_t *ids;
+            uint8_t *mask;
+            size_t nr;
+            if ((st = render(&ids, &mask, &nr, rt, m, messages(m, user, e->call, e->tool, e->answer), false)))
+                return st;
+            ok = nr >= (size_t)ep.n_ids && memcmp(ids, ep.ids, (size_t)ep.n_ids * sizeof *ids) == 0;
+            for (int q = 0; ok && q < ep.n_ids; q++)
+                ok = mask[q] == (q < ep.prompt_len ? 0 : ep.loss_mask[q - ep.prompt_len]);
+            pt_free(ids);
+            pt_free(mask);
+            rt->template_checked++;
+        }
+        rt->episodes_checked++;
+        if (!ok) {
+            rt->mask_violations++;
+            fprintf(stderr, "agent_runtime: MASK VIOLATION in episode %d (%d+%d, call '%s', answer '%s')\n", i,
+                    ps->probs[i].a, ps->probs[i].b, e->call, e->answer);
+        }
+    }
     return PT_OK;
 }
 
-/* One generation turn for n episodes: the prompt of each is the rendering
- * of its messages so far with the assistant header. */
-static int generate_turn(runtime *rt, episode *ep, int n, int turn, double temperature, uint64_t seed)
+/* Play n episodes of the problems (groups: every `group` consecutive
+ * episodes, or NULL) at the temperature (0: greedy) with the engine, then
+ * check them.  The results stay in rt->res, what the environment saw in
+ * ps->st. */
+static int play(runtime *rt, play_state *ps, const problem *probs, int n, int group, double temperature,
+                uint64_t seed)
 {
-    int32_t *prompts = NULL, *lens = NULL, *tokens = NULL, *ntok = NULL, *fin = NULL;
-    float *lps = NULL;
-    const int max_new = turn == 1 ? CALL_MAX : ANSWER_MAX;
+    int32_t *prompts = malloc((size_t)n * MAX_SEQ * sizeof *prompts);
+    int32_t *lens = malloc((size_t)n * sizeof *lens);
+    int64_t *groups = malloc((size_t)n * sizeof *groups);
     int st = PT_ENOMEM;
-    prompts = malloc((size_t)n * MAX_SEQ * sizeof *prompts);
-    lens = malloc((size_t)n * sizeof *lens);
-    ntok = malloc((size_t)n * sizeof *ntok);
-    fin = malloc((size_t)n * sizeof *fin);
-    tokens = malloc((size_t)n * (size_t)max_new * sizeof *tokens);
-    lps = malloc((size_t)n * (size_t)max_new * sizeof *lps);
-    if (!prompts || !lens || !ntok || !fin || !tokens || !lps)
+    if (!prompts || !lens || !groups)
         goto out;
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         char user[32];
-        user_text(user, sizeof user, ep[i].p);
-        pt_chat_message m[5];
-        size_t nm = turn == 1 ? messages(m, user, NULL, NULL, NULL) : messages(m, user, ep[i].call, ep[i].tool, NULL);
+        snprintf(user, sizeof user, "%02d+%02d", probs[i].a, probs[i].b);
+        pt_chat_message m[2];
         int32_t *ids;
         size_t nid;
-        if ((st = render(&ids, NULL, &nid, rt, m, nm, true)))
+        if ((st = render(&ids, NULL, &nid, rt, m, messages(m, user, NULL, NULL, NULL), true)))
             goto out;
-        if (nid + (size_t)max_new > MAX_SEQ) {
-            pt_free(ids);
-            st = PT_ERANGE;
-            fprintf(stderr, "agent_runtime: a prompt of %zu tokens does not fit\n", nid);
-            goto out;
-        }
         memcpy(prompts + off, ids, nid * sizeof *ids);
         pt_free(ids);
         lens[i] = (int32_t)nid;
+        groups[i] = group > 0 ? i / group : i;
         off += nid;
     }
-    pt_generate_options go;
-    pt_generate_options_init(&go);
-    go.max_new_tokens = max_new;
-    go.temperature = (float)temperature;
-    go.seed = seed;
-    go.stop_ids = &rt->im_end;
-    go.n_stop_ids = 1;
-    if ((st = pt_generate(rt->gen, prompts, lens, n, &go, tokens, ntok, fin, lps)))
-        goto out;
-    for (int i = 0; i < n; i++) {
-        episode *e = &ep[i];
-        const int32_t *t = tokens + (size_t)i * max_new;
-        const float *l = lps + (size_t)i * max_new;
-        bool stopped = fin[i] == PT_FINISH_STOP;
-        if (turn == 1) {
-            e->n1 = ntok[i];
-            e->stop1 = stopped;
-            memcpy(e->g1, t, (size_t)ntok[i] * sizeof *t);
-            memcpy(e->lp1, l, (size_t)ntok[i] * sizeof *l);
-            if ((st = turn_text(e->call, sizeof e->call, rt, t, ntok[i], stopped)))
-                goto out;
-            e->wellformed = run_tool(e->tool, sizeof e->tool, e->call);
-            char want[TEXT_MAX];
-            snprintf(want, sizeof want, "CALL add %02d %02d", e->p.a, e->p.b);
-            e->right_call = strcmp(e->call, want) == 0;
-        } else {
-            e->n2 = ntok[i];
-            e->stop2 = stopped;
-            memcpy(e->g2, t, (size_t)ntok[i] * sizeof *t);
-            memcpy(e->lp2, l, (size_t)ntok[i] * sizeof *l);
-            if ((st = turn_text(e->answer, sizeof e->answer, rt, t, ntok[i], stopped)))
-                goto out;
-            char want[16];
-            snprintf(want, sizeof want, "%d", e->p.a + e->p.b);
-            e->correct = strcmp(e->answer, want) == 0;
-        }
-    }
-    st = PT_OK;
+    memset(ps->st, 0, (size_t)n * sizeof *ps->st);
+    ps->rt = rt;
+    ps->probs = probs;
+    pt_generate_options so;
+    pt_generate_options_init(&so);
+    so.max_new_tokens = TURN_MAX;
+    so.temperature = (float)temperature;
+    so.seed = seed;
+    so.stop_ids = &rt->im_end;
+    so.n_stop_ids = 1;
+    pt_episode_options eo;
+    pt_episode_options_init(&eo);
+    eo.sampling = &so;
+    eo.max_turns = 2;
+    eo.max_total_tokens = MAX_SEQ;
+    eo.tokenizer = rt->tok;
+    eo.decode_text = true;
+    eo.n_reward_funcs = 2;
+    eo.on_error = PT_EPISODE_ERROR_STOP;
+    if ((st = pt_episodes_run(rt->res, rt->gen, prompts, lens, groups, n, &eo, environment, ps)))
+        fail("pt_episodes_run", st);
+    else
+        st = check_episodes(rt, ps, n);
 out:
-    if (st == PT_ENOMEM && !(prompts && lens && ntok && fin && tokens && lps))
+    if (st == PT_ENOMEM)
         fprintf(stderr, "agent_runtime: out of memory\n");
     free(prompts);
     free(lens);
-    free(tokens);
-    free(ntok);
-    free(fin);
-    free(lps);
+    free(groups);
     return st;
 }
 
-/* Play n episodes: call turn, tool, answer turn. */
-static int play(runtime *rt, episode *ep, int n, double temperature, uint64_t seed)
+typedef struct scores {
+    double correct, right_call, used_tool;
+} scores;
+
+static scores score(const play_state *ps, int n)
 {
-    int st;
-    for (int start = 0; start < n; start += rt->max_rows) {
-        int rows = n - start < rt->max_rows ? n - start : rt->max_rows;
-        if ((st = generate_turn(rt, ep + start, rows, 1, temperature, seed * 2 + (uint64_t)start)) ||
-            (st = generate_turn(rt, ep + start, rows, 2, temperature, seed * 2 + 1 + (uint64_t)start)))
-            return st;
+    scores s = { 0, 0, 0 };
+    for (int i = 0; i < n; i++) {
+        s.correct += ps->st[i].correct;
+        s.right_call += ps->st[i].right_call;
+        s.used_tool += ps->st[i].used_tool;
     }
+    s.correct /= n;
+    s.right_call /= n;
+    s.used_tool /= n;
+    return s;
+}
+
+/* Held-out accuracy, greedy and sampled at the training temperature. */
+static int evaluate(scores *greedy, scores *sampled, runtime *rt, play_state *ps, const problem *probs,
+                    const char *label, bool show)
+{
+    const int n = rt->o.eval_n;
+    int st = play(rt, ps, probs, n, 0, 0.0, 0);
+    if (st)
+        return st;
+    *greedy = score(ps, n);
+    for (int i = 0; show && i < 2; i++)
+        printf("[eval]   %02d+%02d -> call '%s' -> tool '%s' -> answer '%s' (%s)\n", probs[i].a, probs[i].b,
+               ps->st[i].call, ps->st[i].tool, ps->st[i].answer, ps->st[i].correct ? "right" : "wrong");
+    if ((st = play(rt, ps, probs, n, 0, rt->o.temperature, 0xE5A1 + rt->o.seed)))
+        return st;
+    *sampled = score(ps, n);
+    printf("[eval] %-10s held-out (%d): greedy %5.1f%% (calls right %5.1f%%, answers from the tool %5.1f%%); "
+           "sampled at T=%.2g %5.1f%% (%5.1f%%, %5.1f%%)\n",
+           label, n, 100 * greedy->correct, 100 * greedy->right_call, 100 * greedy->used_tool, rt->o.temperature,
+           100 * sampled->correct, 100 * sampled->right_call, 100 * sampled->used_tool);
     return PT_OK;
 }
 
-/* Greedy episodes on the held-out problems: fraction answered correctly and
- * fraction with a well-formed tool call. */
-static int evaluate(double *acc, double *formed, runtime *rt, const problem *probs, int n, const char *label,
-                    bool show)
-{
-    episode *ep = calloc((size_t)n, sizeof *ep);
-    if (!ep)
-        return PT_ENOMEM;
-    for (int i = 0; i < n; i++)
-        ep[i].p = probs[i];
-    int st = play(rt, ep, n, 0.0, 0);
-    int c = 0, f = 0;
-    for (int i = 0; !st && i < n; i++) {
-        c += ep[i].correct;
-        f += ep[i].wellformed;
-        /* Every evaluated episode goes through the mask check too. */
-        int32_t *ids;
-        uint8_t *mask;
-        size_t nid, np;
-        if ((st = episode_ids(&ids, &mask, &nid, &np, rt, &ep[i])))
-            break;
-        pt_free(ids);
-        pt_free(mask);
-    }
-    if (!st) {
-        *acc = (double)c / n;
-        *formed = (double)f / n;
-        printf("[eval] %-12s held-out accuracy %5.1f%% (%d/%d), well-formed tool calls %5.1f%%\n", label,
-               100 * *acc, c, n, 100 * *formed);
-        for (int i = 0; show && i < 2 && i < n; i++)
-            printf("[eval]   %d+%d -> call '%s' -> tool '%s' -> answer '%s' (%s)\n", ep[i].p.a, ep[i].p.b,
-                   ep[i].call, ep[i].tool, ep[i].answer, ep[i].correct ? "right" : "wrong");
-    }
-    free(ep);
-    return st;
-}
+/* ---- phase 1: SFT on the traces of an imperfect teacher ---------------------- */
 
-/* ---- phase 1: SFT on synthetic successful episodes ------------------------ */
+/* The teacher's trace of a problem, like a real agent's log.  A habit: in
+ * a share `habit` of the problems with an operand below 20 it reads that
+ * operand's digits the wrong way round ("05" -> "50", "17" -> "71") in the
+ * call, and answers with the tool's (wrong) result.  Slips, in a share `slip` of the
+ * other traces: half of them a wrong argument (the second operand's digits
+ * swapped) answered with the tool's result, half a right call whose result
+ * it ignores (it answers 10 off).  Returns whether the trace is right. */
+static bool teacher(episode *e, uint64_t *trng, double slip, double habit)
+{
+    const double u = (double)(splitmix(trng) >> 11) * 0x1p-53;
+    const double h = (double)(splitmix(trng) >> 11) * 0x1p-53;
+    const int a = e->p.a, b = e->p.b;
+    int a_written = a, b_written = b;
+    bool ignore = false;
+    if ((a < 20 || b < 20) && h < habit) {
+        if (a < 20)
+            a_written = (a % 10) * 10 + a / 10;
+        if (b < 20)
+            b_written = (b % 10) * 10 + b / 10;
+    } else if (u < slip / 2) {
+        b_written = (b % 10) * 10 + b / 10;
+        if (b_written == b)
+            b_written = (b + 1) % 100;
+    } else if (u < slip) {
+        ignore = true;
+    }
+    snprintf(e->call, sizeof e->call, "CALL add %02d %02d", a_written, b_written);
+    run_tool(e->tool, sizeof e->tool, e->call);
+    if (ignore)
+        snprintf(e->answer, sizeof e->answer, "%d", a + b >= 10 ? a + b - 10 : a + b + 10);
+    else
+        snprintf(e->answer, sizeof e->answer, "%s", e->tool);
+    char want[16];
+    snprintf(want, sizeof want, "%d", a + b);
+    return strcmp(e->answer, want) == 0;
+}
 
 static int sft_phase(runtime *rt, uint64_t *rng)
 {
@@ -419,15 +585,15 @@ static int sft_phase(runtime *rt, uint64_t *rng)
     int st = pt_dataset_create(&data, &dopt);
     if (st)
         return fail("dataset", st);
-    /* Enough synthetic episodes for the steps asked for (one epoch), at most 2000. */
+    /* Enough traces for the steps asked for (one epoch), at most 2000. */
     const int n_examples = o->sft_steps * o->batch < 2000 ? o->sft_steps * o->batch : 2000;
+    uint64_t trng = o->seed * 0xD1B54A32D192ED03ull + 11;   /* the teacher's own stream */
+    int right = 0;
     for (int i = 0; i < n_examples; i++) {
         episode e;
         memset(&e, 0, sizeof e);
         e.p = draw(rng, false);
-        snprintf(e.call, sizeof e.call, "CALL add %02d %02d", e.p.a, e.p.b);
-        run_tool(e.tool, sizeof e.tool, e.call);
-        snprintf(e.answer, sizeof e.answer, "%d", e.p.a + e.p.b);
+        right += teacher(&e, &trng, o->slip, o->habit);
         int32_t *ids;
         uint8_t *mask;
         size_t n, np;
@@ -472,36 +638,37 @@ static int sft_phase(runtime *rt, uint64_t *rng)
             printf("[sft]  step %4d/%d  loss %.4f  lr %.2e  grad_norm %.3f  %.0f trained tokens/s\n", s,
                    o->sft_steps, ema, ss.lr, ss.grad_norm, tokens / (now_s() - t0));
     }
-    printf("[sft]  %d steps on %d synthetic episodes in %.1f s, final loss %.4f\n", o->sft_steps, n_examples,
-           now_s() - t0, ema);
+    printf("[sft]  %d steps on %d teacher traces (%.1f%% of them right) in %.1f s, final loss %.4f\n", o->sft_steps,
+           n_examples, 100.0 * right / n_examples, now_s() - t0, ema);
 out:
     pt_optimizer_free(opt);
     pt_dataset_free(data);
     return st;
 }
 
+
 /* ---- phase 2: GRPO on the policy's own episodes ----------------------------- */
 
-/* The runtime's rewards: the final answer is right (1); the tool call is
- * well-formed (0.1) and passes the user's operands (0.4 more). */
-static const char *const REWARD_NAMES[3] = { "correct", "tool_call", "call_args" };
-static const double REWARD_WEIGHTS[3] = { 1.0, 0.1, 0.4 };
+/* Two reward functions.  Per turn: "call" for the call turn, "answer" for
+ * the answer turn (pt_rollout_buffer_add_episodes makes each its segment's
+ * reward); per episode: "answer" only, the final answer being right. */
+static const char *const REWARD_NAMES[2] = { "call", "answer" };
+static const double REWARD_WEIGHTS[2] = { 1.0, 1.0 };
 
-static int grpo_phase(runtime *rt, uint64_t *rng)
+static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
 {
     const options *o = &rt->o;
     const int n = o->prompts * o->group;
     pt_rollout_buffer_options bo;
     pt_rollout_buffer_options_init(&bo);
-    bo.n_reward_funcs = 3;
+    bo.n_reward_funcs = 2;
     bo.reward_names = REWARD_NAMES;
     bo.reward_weights = REWARD_WEIGHTS;
     pt_rollout_buffer *buf = NULL;
     pt_optimizer *opt = NULL;
-    episode *ep = calloc((size_t)n, sizeof *ep);
-    float *old_lp = malloc(MAX_SEQ * sizeof *old_lp);
+    problem *probs = malloc((size_t)n * sizeof *probs);
     int st = PT_ENOMEM;
-    if (!ep || !old_lp) {
+    if (!probs) {
         fprintf(stderr, "agent_runtime: out of memory\n");
         goto out;
     }
@@ -518,75 +685,24 @@ static int grpo_phase(runtime *rt, uint64_t *rng)
     }
     pt_grpo_options go;
     pt_grpo_options_init(&go);   /* DAPO loss, group-scaled advantages, beta 0 */
-    double t_all = now_s();
+    go.temperature = o->temperature;
+    double t_all = now_s(), zero_std = 0;
     for (int it = 1; it <= o->grpo_steps; it++) {
-        double t0 = now_s();
         for (int p = 0; p < o->prompts; p++) {
             problem pr = draw(rng, false);
-            for (int g = 0; g < o->group; g++) {
-                memset(&ep[p * o->group + g], 0, sizeof *ep);
-                ep[p * o->group + g].p = pr;
-            }
+            for (int g = 0; g < o->group; g++)
+                probs[p * o->group + g] = pr;
         }
-        if ((st = play(rt, ep, n, o->temperature, o->seed * 1000003u + (uint64_t)it))) {
-            fail("generate", st);
+        if ((st = play(rt, ps, probs, n, o->group, o->temperature, o->seed * 1000003u + (uint64_t)it)))
             goto out;
-        }
-        double t_gen = now_s() - t0, gen_tokens = 0;
-        int aligned = 0;
-        for (int i = 0; i < n; i++) {
-            const episode *e = &ep[i];
-            int32_t *ids;
-            uint8_t *mask;
-            size_t nid, np;
-            gen_tokens += e->n1 + e->n2;
-            if ((st = episode_ids(&ids, &mask, &nid, &np, rt, e))) {
-                fail("episode", st);
-                goto out;
-            }
-            /* The sampling log-probabilities line up with the completion's
-             * mask runs when each turn ended with <|im_end|> and its text
-             * re-encodes to the sampled tokens; otherwise the step records
-             * the policy's own (NULL), which at mu = 1 are the same values. */
-            const int ncomp = (int)(nid - np);
-            bool ok = e->stop1 && e->stop2;
-            int run = 0, j1 = 0, j2 = 0;
-            for (int j = 0; ok && j < ncomp; j++) {
-                uint8_t mk = mask[np + (size_t)j];
-                int32_t id = ids[np + (size_t)j];
-                old_lp[j] = 0.0f;
-                if (mk && (j == 0 || !mask[np + (size_t)j - 1]))
-                    run++;
-                if (!mk)
-                    continue;
-                if (run == 1 && j1 < e->n1 && e->g1[j1] == id)
-                    old_lp[j] = e->lp1[j1++];
-                else if (run == 2 && j2 < e->n2 && e->g2[j2] == id)
-                    old_lp[j] = e->lp2[j2++];
-                else
-                    ok = false;
-            }
-            ok = ok && run == 2 && j1 == e->n1 && j2 == e->n2;
-            aligned += ok;
-            const float rewards[3] = { e->correct ? 1.0f : 0.0f, e->wellformed ? 1.0f : 0.0f,
-                                       e->right_call ? 1.0f : 0.0f };
-            pt_rollout_sample s;
-            pt_rollout_sample_init(&s);
-            s.ids = ids;
-            s.n_ids = (int)nid;
-            s.prompt_len = (int)np;
-            s.loss_mask = mask + np;        /* assistant tokens 1, tool output 0 */
-            s.old_logprobs = ok ? old_lp : NULL;
-            s.group = i / o->group;
-            s.rewards = rewards;
-            s.truncated = !e->stop1 || !e->stop2;
-            st = pt_rollout_buffer_add(buf, &s);
-            pt_free(ids);
-            pt_free(mask);
-            if (st) {
-                fail("pt_rollout_buffer_add", st);
-                goto out;
-            }
+        scores sc = score(ps, n);
+        pt_episode_stats es;
+        pt_episode_stats_init(&es);
+        pt_episode_results_stats(&es, rt->res);
+        int added = 0;
+        if ((st = pt_rollout_buffer_add_episodes(&added, buf, rt->res))) {
+            fail("pt_rollout_buffer_add_episodes", st);
+            goto out;
         }
         pt_grpo_stats gs;
         pt_grpo_stats_init(&gs);
@@ -595,21 +711,22 @@ static int grpo_phase(runtime *rt, uint64_t *rng)
             goto out;
         }
         pt_rollout_buffer_clear(buf);
+        zero_std += gs.frac_reward_zero_std;
         if (!o->quiet)
-            printf("[grpo] iter %3d/%d  reward %.3f +- %.3f  correct %.2f  tool_call %.2f  call_args %.2f  zero_std %.2f  "
-                   "clip %.3f  len %.1f  loss %+.4f  grad_norm %.3f  logprobs from sampling %d/%d  "
-                   "gen %.0f tok/s  train %.0f tok/s%s\n",
-                   it, o->grpo_steps, gs.reward, gs.reward_std, gs.reward_func_mean[0], gs.reward_func_mean[1],
-                   gs.reward_func_mean[2], gs.frac_reward_zero_std, gs.clip_ratio_region, gs.completion_mean_length, gs.loss,
-                   gs.grad_norm, aligned, n, gen_tokens / t_gen, gs.tokens_per_second,
+            printf("[grpo] iter %3d/%d  correct %.2f  calls right %.2f  answers from the tool %.2f  "
+                   "reward %.3f +- %.3f  zero_std %.2f  segments %lld  clip %.3f  len %.1f  loss %+.4f  "
+                   "grad_norm %.3f  episodes %d  gen %.0f tok/s  train %.0f tok/s%s\n",
+                   it, o->grpo_steps, sc.correct, sc.right_call, sc.used_tool, gs.reward, gs.reward_std,
+                   gs.frac_reward_zero_std, (long long)gs.segments, gs.clip_ratio_region, gs.completion_mean_length,
+                   gs.loss, gs.grad_norm, added, es.tokens_per_second, gs.tokens_per_second,
                    gs.skipped ? "  (skipped)" : "");
     }
-    printf("[grpo] %d iterations of %d prompts x %d episodes in %.1f s\n", o->grpo_steps, o->prompts, o->group,
-           now_s() - t_all);
+    printf("[grpo] %d iterations of %d prompts x %d episodes (%s rewards) in %.1f s, zero-std groups %.2f\n",
+           o->grpo_steps, o->prompts, o->group, o->per_turn ? "per-turn" : "per-episode", now_s() - t_all,
+           o->grpo_steps ? zero_std / o->grpo_steps : 0.0);
     st = PT_OK;
 out:
-    free(ep);
-    free(old_lp);
+    free(probs);
     pt_optimizer_free(opt);
     pt_rollout_buffer_free(buf);
     return st;
@@ -622,15 +739,23 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: agent_runtime [options]\n\n"
         "Plays a toy tool-use task (the assistant calls 'CALL add a b', the runtime\n"
-        "answers as a tool message, the assistant answers), then fine-tunes a tiny\n"
-        "model on its episodes: SFT warm-up, then GRPO.  Exits 1 if a tool-output\n"
-        "token was ever in a loss mask or training made held-out accuracy worse.\n\n"
-        "  --sft-steps N (350)   --sft-lr F (3e-3)    --batch N (16)\n"
-        "  --steps N (8)         GRPO iterations      --grpo-lr F (1e-4)\n"
-        "  --prompts N (8)       --group N (8)        --temperature F (1.0)\n"
-        "  --eval N (48)         held-out problems    --max-drop F (0.2)\n"
-        "  --hidden N (64)       --layers N (2)       --seed N (1)   --threads N (2)\n"
-        "  --quiet               only the phase summaries\n");
+        "answers as a tool message, the assistant answers) with the episode engine,\n"
+        "and fine-tunes a tiny model on its episodes: SFT on an imperfect teacher's\n"
+        "traces, then GRPO with per-turn rewards.  Exits 1 if a token the model did\n"
+        "not sample was ever in a loss mask or GRPO made held-out accuracy worse.\n\n"
+        "  --sft-steps N (%d)   --sft-lr F (%g)    --batch N (%d)\n"
+        "  --slip F (%g)       the share of the teacher's traces with a random slip\n"
+        "  --habit F (%g)      the share of problems with an operand below 20 whose\n"
+        "                        call the teacher gets wrong (\"17\" read as \"71\")\n"
+        "  --steps N (%d)       GRPO iterations      --grpo-lr F (%g)\n"
+        "  --prompts N (%d)      --group N (%d)        --temperature F (%g)\n"
+        "  --credit turn|episode (turn): rewards per turn, or one per episode\n"
+        "  --eval N (%d)        held-out problems    --max-drop F (%g)\n"
+        "  --hidden N (%d)      --layers N (%d)       --seed N (1)   --threads N (%d)\n"
+        "  --quiet               only the phase summaries\n",
+        DEFAULTS.sft_steps, DEFAULTS.sft_lr, DEFAULTS.batch, DEFAULTS.slip, DEFAULTS.habit, DEFAULTS.grpo_steps, DEFAULTS.grpo_lr,
+        DEFAULTS.prompts, DEFAULTS.group, DEFAULTS.temperature, DEFAULTS.eval_n, DEFAULTS.max_drop,
+        DEFAULTS.hidden, DEFAULTS.layers, DEFAULTS.threads);
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -645,9 +770,7 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 
 static int parse_options(options *o, int argc, char **argv)
 {
-    *o = (options){ .sft_steps = 350, .grpo_steps = 8, .prompts = 8, .group = 8, .eval_n = 48, .hidden = 64,
-                    .layers = 2, .batch = 16, .threads = 2, .sft_lr = 3e-3, .grpo_lr = 1e-4,
-                    .temperature = 1.0, .max_drop = 0.2, .seed = 1 };
+    *o = DEFAULTS;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
@@ -664,6 +787,14 @@ static int parse_options(options *o, int argc, char **argv)
             return 2;
         }
         const char *val = argv[++i];
+        if (!strcmp(k, "--credit")) {
+            if (strcmp(val, "turn") && strcmp(val, "episode")) {
+                fprintf(stderr, "agent_runtime: --credit needs 'turn' or 'episode', not '%s'\n", val);
+                return 2;
+            }
+            o->per_turn = !strcmp(val, "turn");
+            continue;
+        }
         struct {
             const char *name;
             double lo, hi;
@@ -673,7 +804,8 @@ static int parse_options(options *o, int argc, char **argv)
                      { "--hidden", 16, 1024, true }, { "--layers", 1, 32, true }, { "--batch", 1, 256, true },
                      { "--threads", 1, 256, true }, { "--seed", 0, 4294967295.0, true },
                      { "--sft-lr", 1e-7, 1, false }, { "--grpo-lr", 1e-8, 1, false },
-                     { "--temperature", 0.05, 10, false }, { "--max-drop", 0, 1, false } };
+                     { "--temperature", 0.05, 10, false }, { "--max-drop", 0, 1, false },
+                     { "--slip", 0, 1, false }, { "--habit", 0, 1, false } };
         size_t which = sizeof spec / sizeof spec[0];
         for (size_t s = 0; s < sizeof spec / sizeof spec[0]; s++)
             if (!strcmp(k, spec[s].name))
@@ -701,7 +833,9 @@ static int parse_options(options *o, int argc, char **argv)
         case 10: o->sft_lr = v; break;
         case 11: o->grpo_lr = v; break;
         case 12: o->temperature = v; break;
-        default: o->max_drop = v; break;
+        case 13: o->max_drop = v; break;
+        case 14: o->slip = v; break;
+        default: o->habit = v; break;
         }
     }
     if (o->hidden % 16) {
@@ -721,6 +855,8 @@ int main(int argc, char **argv)
     const options *o = &rt.o;
     const double t_start = now_s();
     problem *eval = NULL;
+    play_state ps;
+    memset(&ps, 0, sizeof ps);
     int st;
     rc = 1;
     if ((st = pt_set_num_threads(o->threads))) {
@@ -749,13 +885,13 @@ int main(int argc, char **argv)
     cfg.rms_norm_eps = 1e-5;
     cfg.bos_token_id = pt_tokenizer_bos_id(rt.tok);
     cfg.eos_token_id = rt.im_end;
-    rt.max_rows = o->prompts * o->group > o->eval_n ? o->prompts * o->group : o->eval_n;
-    if (rt.max_rows > 64)
-        rt.max_rows = 64;
-    int ctx_rows = o->batch > rt.max_rows ? o->batch : rt.max_rows;
+    const int n_play = o->prompts * o->group > o->eval_n ? o->prompts * o->group : o->eval_n;
+    const int rows = n_play < MAX_ROWS ? n_play : MAX_ROWS;
+    const int ctx_rows = o->batch > rows ? o->batch : rows;
     if ((st = pt_model_create(&rt.model, &cfg, o->seed)) ||
         (st = pt_context_create(&rt.ctx, rt.model, ctx_rows, MAX_SEQ)) ||
-        (st = pt_generator_create(&rt.gen, rt.model, rt.max_rows, MAX_SEQ))) {
+        (st = pt_generator_create(&rt.gen, rt.model, rows, MAX_SEQ)) ||
+        (st = pt_episode_results_create(&rt.res))) {
         fail("model", st);
         goto done;
     }
@@ -766,34 +902,45 @@ int main(int argc, char **argv)
            pt_version_string(), o->layers, o->hidden, (double)params / 1e6, pt_chat_template_name(rt.tpl),
            (unsigned long long)o->seed, pt_get_num_threads());
 
-    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 7;
+    /* Two streams: the training problems (SFT traces, then GRPO prompts)
+     * and the held-out evaluation problems, so --eval never changes what
+     * is trained on. */
+    uint64_t train_rng = o->seed * 0x9E3779B97F4A7C15ull + 7;
+    uint64_t eval_rng = o->seed * 0xBF58476D1CE4E5B9ull + 0xE7A1;
     eval = malloc((size_t)o->eval_n * sizeof *eval);
-    if (!eval)
+    ps.st = calloc((size_t)n_play, sizeof *ps.st);
+    if (!eval || !ps.st) {
+        fprintf(stderr, "agent_runtime: out of memory\n");
         goto done;
+    }
     for (int i = 0; i < o->eval_n; i++)
-        eval[i] = draw(&rng, true);
-    double acc0, acc1, acc2, f0, f1, f2;
-    if ((st = evaluate(&acc0, &f0, &rt, eval, o->eval_n, "before", false)))
+        eval[i] = draw(&eval_rng, true);
+    scores g0, s0, g1, s1, g2, s2;
+    if ((st = evaluate(&g0, &s0, &rt, &ps, eval, "before", false)))
         goto fail_st;
-    if ((st = sft_phase(&rt, &rng)))
+    if ((st = sft_phase(&rt, &train_rng)))
         goto done;
-    if ((st = evaluate(&acc1, &f1, &rt, eval, o->eval_n, "after SFT", true)))
+    if ((st = evaluate(&g1, &s1, &rt, &ps, eval, "after SFT", true)))
         goto fail_st;
-    if ((st = grpo_phase(&rt, &rng)))
+    if ((st = grpo_phase(&rt, &ps, &train_rng)))
         goto done;
-    if ((st = evaluate(&acc2, &f2, &rt, eval, o->eval_n, "after GRPO", true)))
+    if ((st = evaluate(&g2, &s2, &rt, &ps, eval, "after GRPO", true)))
         goto fail_st;
 
     rc = 0;
-    printf("[check] episodes checked %ld, tool-output tokens in a loss mask: %ld\n", rt.episodes_checked,
-           rt.mask_violations);
+    printf("[check] SFT traces checked %ld, episodes played and checked %ld (%ld also against the template's "
+           "rendering), tokens in a loss mask the model did not sample: %ld\n",
+           rt.traces_checked, rt.episodes_checked, rt.template_checked, rt.mask_violations);
     if (rt.mask_violations || rt.episodes_checked == 0) {
-        printf("[check] FAIL: the loss mask covered a non-assistant token\n");
+        printf("[check] FAIL: the loss mask covered a token the model did not sample\n");
         rc = 1;
     }
-    bool worse = acc2 < acc0 - o->max_drop || (o->grpo_steps > 0 && acc2 < acc1 - o->max_drop);
-    printf("[check] held-out accuracy %.1f%% -> %.1f%% (SFT) -> %.1f%% (GRPO), allowed drop %.0f points: %s\n",
-           100 * acc0, 100 * acc1, 100 * acc2, 100 * o->max_drop, worse ? "FAIL" : "ok");
+    bool worse = o->grpo_steps > 0 &&
+                 (g2.correct < g1.correct - o->max_drop || s2.correct < s1.correct - o->max_drop);
+    printf("[check] held-out accuracy greedy %.1f%% -> %.1f%% (SFT) -> %.1f%% (GRPO), sampled %.1f%% -> %.1f%% -> "
+           "%.1f%%, allowed drop %.0f points: %s\n",
+           100 * g0.correct, 100 * g1.correct, 100 * g2.correct, 100 * s0.correct, 100 * s1.correct,
+           100 * s2.correct, 100 * o->max_drop, worse ? "FAIL" : "ok");
     if (worse)
         rc = 1;
     printf("agent_runtime: %s in %.1f s\n", rc ? "FAILED" : "passed", now_s() - t_start);
@@ -802,6 +949,8 @@ fail_st:
     fail("evaluate", st);
 done:
     free(eval);
+    free(ps.st);
+    pt_episode_results_free(rt.res);
     pt_generator_free(rt.gen);
     pt_context_free(rt.ctx);
     pt_model_free(rt.model);

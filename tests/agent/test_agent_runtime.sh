@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # examples/agent_runtime with small arguments (seconds, also under ASan): it
-# must exit 0 (no tool-output token in any loss mask, held-out accuracy not
-# worse after training), print every phase, and refuse bad options.  The
-# learning itself (default arguments: ~50% held-out accuracy after SFT) is
-# too slow for a unit test; docs/agents.md gives the measured figures.
+# must exit 0 (no token the model did not sample in any loss mask, held-out
+# accuracy not worse after GRPO), print every phase, check every SFT trace
+# and every episode it plays, turn per-turn rewards into segment rewards,
+# keep its training data independent of the evaluation size, and refuse
+# bad options.  The learning itself (400 SFT steps and 120 GRPO iterations,
+# 30 s to 2 minutes) is too slow for a unit test: bench/agent_seeds.sh
+# measures it and docs/agents.md gives the figures.
 set -uo pipefail
 exe=$1
 work=$(mktemp -d /tmp/pt_agent_rt.XXXXXX)
@@ -12,22 +15,44 @@ pass=0 fail=0
 ok() { echo "ok: $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
 
+small=(--seed 1 --sft-steps 40 --steps 2 --prompts 2 --group 4 --threads 1)
 start=$(date +%s)
-"$exe" --seed 1 --sft-steps 40 --steps 2 --prompts 2 --group 4 --eval 8 >"$work/out.txt" 2>"$work/err.txt"
+"$exe" "${small[@]}" --eval 8 >"$work/out.txt" 2>"$work/err.txt"
 rc=$?
 echo "agent_runtime took $(( $(date +%s) - start )) s"
 cat "$work/out.txt"
 [ "$rc" -eq 0 ] && ok "agent_runtime exits 0" || { cat "$work/err.txt"; bad "agent_runtime exit status $rc"; }
-for pat in '^\[eval\] before ' '^\[sft\]  40 steps' '^\[grpo\] iter   2/2 ' '^\[eval\] after GRPO ' \
-           '^\[check\] episodes checked [1-9][0-9]*, tool-output tokens in a loss mask: 0$' \
+# 40 steps x batch 16 = 640 SFT traces; 3 evaluations x (greedy + sampled) x 8 + 2 x 2 x 4 episodes = 64
+for pat in '^\[eval\] before  *held-out \(8\): greedy .* sampled at T=1 ' '^\[sft\]  40 steps on 640 teacher traces' \
+           '^\[grpo\] iter   2/2 .* segments 1[0-6] ' '^\[grpo\] 2 iterations of 2 prompts x 4 episodes \(per-turn rewards\)' \
+           '^\[eval\] after GRPO ' \
+           '^\[check\] SFT traces checked 640, episodes played and checked 64 \([1-9][0-9]* also .*\), tokens in a loss mask the model did not sample: 0$' \
            '^\[check\] held-out accuracy .*: ok$' '^agent_runtime: passed'; do
-    grep -q "$pat" "$work/out.txt" && ok "output has /$pat/" || bad "output lacks /$pat/"
+    grep -Eq "$pat" "$work/out.txt" && ok "output has /$pat/" || bad "output lacks /$pat/"
 done
-"$exe" --seed 1 --sft-steps 0 --steps 0 --eval 4 --quiet >"$work/none.txt" 2>&1
-[ $? -eq 0 ] && grep -q "tool-output tokens in a loss mask: 0" "$work/none.txt" &&
-    ok "untrained model: random episodes still never put tool output in the mask" || bad "untrained run"
+# The evaluation problems come from their own stream: another --eval leaves
+# the training (the SFT loss, the GRPO iterations) exactly as it was.
+"$exe" "${small[@]}" --eval 24 >"$work/out24.txt" 2>&1
+train_lines() { grep -E '^\[(sft|grpo)\] (step|iter|[0-9]+ steps)' "$1" | sed -E 's/ *(gen|train|[0-9]+ trained) [0-9]+ tok.*//; s/ in [0-9.]+ s//'; }
+if [ -n "$(train_lines "$work/out.txt")" ] && [ "$(train_lines "$work/out.txt")" = "$(train_lines "$work/out24.txt")" ] &&
+   grep -q 'held-out (24)' "$work/out24.txt"; then
+    ok "--eval 24 trains exactly as --eval 8 (separate problem streams)"
+else
+    diff <(train_lines "$work/out.txt") <(train_lines "$work/out24.txt"); bad "--eval changed the training"
+fi
+"$exe" "${small[@]}" --eval 8 --credit episode >"$work/ep.txt" 2>&1
+[ $? -eq 0 ] && grep -q '^\[grpo\] iter   2/2 .* segments 0 ' "$work/ep.txt" &&
+    grep -q '(per-episode rewards)' "$work/ep.txt" &&
+    ok "--credit episode: one reward per episode, no segment rewards" || { cat "$work/ep.txt"; bad "--credit episode"; }
+"$exe" --seed 1 --sft-steps 0 --steps 0 --eval 32 --quiet >"$work/none.txt" 2>&1
+[ $? -eq 0 ] && grep -q "episodes played and checked 192 .*did not sample: 0$" "$work/none.txt" &&
+    ok "untrained model: random episodes still never put an unsampled token in the mask" ||
+    { cat "$work/none.txt"; bad "untrained run"; }
 "$exe" --steps many >/dev/null 2>"$work/bad.txt"
 [ $? -eq 2 ] && grep -q -- "--steps needs an integer" "$work/bad.txt" && ok "bad value: usage error" || bad "bad value"
+"$exe" --credit both >/dev/null 2>"$work/bad3.txt"
+[ $? -eq 2 ] && grep -q -- "--credit needs 'turn' or 'episode', not 'both'" "$work/bad3.txt" && ok "bad --credit: usage error" ||
+    bad "bad --credit"
 "$exe" --frobnicate 1 >/dev/null 2>"$work/bad2.txt"
 [ $? -eq 2 ] && grep -q "unknown option '--frobnicate'" "$work/bad2.txt" && ok "unknown option: usage error" ||
     bad "unknown option"
