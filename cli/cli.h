@@ -262,6 +262,13 @@ int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0
  * lost_steps (the old run's work after it).  0, or 1 after the message. */
 int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *dir, double lost_seconds,
                     long long lost_steps);
+/* The end of `posttrain CMD --resume DIR` after the command loaded the
+ * checkpoint's state (rc its outcome, h its host JSON, taken over and
+ * freed): the note, rank 0's metrics kept up to `step` (the rows after it
+ * are the work this run redoes: lost goodput), cli_job_resumed, then the
+ * start-up section again (CMD is the job's command).  0, or 1 after the message. */
+int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *out, const char *dir,
+                          long long step);
 /* A rollback: the pending steps are lost (pt_goodput_rollback). */
 void cli_job_rolled_back(cli_job *j);
 /* The end of a successful run after `step`: commit, then on rank 0 the

@@ -352,6 +352,23 @@ int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0
     return 0;
 }
 
+int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *out, const char *dir,
+                          long long step)
+{
+    double lost = 0;
+    long long lost_steps = 0;
+    if (!rc) {
+        cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, step, dir);
+        if (j->rank == 0)
+            rc = cli_out_resumed(o, j->cmd, out, step, &lost, &lost_steps);
+    }
+    if (!rc)
+        rc = cli_job_resumed(j, h, step, dir, lost, lost_steps);
+    cJSON_Delete(h);
+    cli_job_section(j, PT_TIME_STARTUP);
+    return rc;
+}
+
 int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *dir, double lost_seconds,
                     long long lost_steps)
 {

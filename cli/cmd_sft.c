@@ -283,19 +283,7 @@ static int resume_from(sft_run *r)
     cJSON *h = NULL;
     cli_job_section(&r->job, PT_TIME_LOAD);
     int rc = load_state(&h, r, a->resume);
-    double lost = 0;
-    long long lost_steps = 0;
-    if (!rc) {
-        cli_note("posttrain sft: resumed at step %lld from %s\n", (long long)r->step, a->resume);
-        /* continue the metrics after the checkpoint's step, without the rows
-         * of steps it is about to redo */
-        if (r->job.rank == 0)
-            rc = cli_out_resumed(&r->out, "sft", a->out, (long long)r->step, &lost, &lost_steps);
-    }
-    if (!rc)
-        rc = cli_job_resumed(&r->job, h, (long long)r->step, a->resume, lost, lost_steps);
-    cJSON_Delete(h);
-    cli_job_section(&r->job, PT_TIME_STARTUP);
+    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->out, a->resume, (long long)r->step);
     r->resumed_step = r->step;
     return rc;
 }
