@@ -27,8 +27,8 @@ done > "$work/data.jsonl"
 # 2 steps x 2 prompts x 4 episodes x 2 turns (append " ok=" after the first,
 # done with reward(text) after the second): 32 requests
 base=(grpo --model "$model" --data "$work/data.jsonl" --num-generations 4 --batch-prompts 2 --max-new-tokens 4
-      --steps 2 --lr 1e-3 --seed 3 --threads 2)
-if timeout 60 "$posttrain" "${base[@]}" --env "python3 '$here/grpo_env.py' '$work/log.jsonl' twoturn" \
+      --lr 1e-3 --seed 3 --threads 2)
+if timeout 60 "$posttrain" "${base[@]}" --steps 2 --env "python3 '$here/grpo_env.py' '$work/log.jsonl' twoturn" \
        --max-turns 2 --out "$work/out" 2>"$work/out.log"; then
     ok "a 2-step --env run exits 0"
 else
@@ -74,9 +74,20 @@ fi
 grep -q '^step 2/2 reward .* episodes 8 errors 0 turns 2.00$' "$work/out.log" &&
     ok "the progress line counts episodes, errors and turns" || { cat "$work/out.log"; bad "progress line"; }
 
+# --save-every and --resume auto with a deterministic environment: 1 step,
+# then resumed to 2, gives the weights of the 2-step run above
+env1="python3 '$here/grpo_env.py' '$work/log_r.jsonl' twoturn"
+if timeout 60 "$posttrain" "${base[@]}" --steps 1 --env "$env1" --max-turns 2 --save-every 1 --out "$work/res" 2>"$work/res.log" &&
+   timeout 60 "$posttrain" "${base[@]}" --steps 2 --env "$env1" --max-turns 2 --save-every 1 --resume auto --out "$work/res" \
+       2>>"$work/res.log" && cmp -s "$work/out/model.safetensors" "$work/res/model.safetensors"; then
+    ok "--env with --save-every and --resume auto: 1 + 1 steps give the 2-step run's weights"
+else
+    cat "$work/res.log"; bad "--env resume"
+fi
+
 # errors: per step, episode 1 answers {"error": ..}, 2 a line that is not
 # JSON, 5 done with 2 rewards where --env-rewards is 1; with turn_rewards
-if timeout 60 "$posttrain" "${base[@]}" --env "python3 '$here/grpo_env.py' '$work/log2.jsonl' errors" \
+if timeout 60 "$posttrain" "${base[@]}" --steps 2 --env "python3 '$here/grpo_env.py' '$work/log2.jsonl' errors" \
        --max-turns 2 --stop-string zz --out "$work/out2" 2>"$work/out2.log" &&
    python3 - "$work/log2.jsonl" "$work/out2/metrics.jsonl" <<'PY'
 import json, sys
@@ -99,14 +110,14 @@ for want in "episode 1 turn 0: the environment returned 1: tool broke" \
 done
 
 # a CMD that exits at once, one that answers nonsense: a clear error, no hang
-timeout 20 "$posttrain" "${base[@]}" --env "exit 3" --out "$work/out3" 2>"$work/out3.log"
+timeout 20 "$posttrain" "${base[@]}" --steps 2 --env "exit 3" --out "$work/out3" 2>"$work/out3.log"
 rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF "posttrain grpo: step 1: --env 'exit 3' exited with status 3" "$work/out3.log"; then
     ok "--env 'exit 3': exit $rc, the message names the command and its status"
 else
     cat "$work/out3.log"; bad "--env 'exit 3' (exit $rc)"
 fi
-timeout 20 "$posttrain" "${base[@]}" --env "cat" --out "$work/out4" 2>"$work/out4.log"
+timeout 20 "$posttrain" "${base[@]}" --steps 2 --env "cat" --out "$work/out4" 2>"$work/out4.log"
 rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
    grep -qF "posttrain grpo: step 1: every episode failed (the first: episode 0 turn 0: the environment returned 1: --env reply: unknown key \"step\"" "$work/out4.log"; then
