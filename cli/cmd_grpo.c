@@ -23,14 +23,39 @@ static int parse_clip(void *dst, const char *v, const char *cmd, const char *opt
     return 0;
 }
 
+/* --stop-string S, repeatable: each is added. */
+static int parse_stop_string(void *dst, const char *v, const char *cmd, const char *opt)
+{
+    grpo_args *a = (grpo_args *)((char *)dst - offsetof(grpo_args, stop_strings));
+    if (!*v)
+        return cli_usage_error(cmd, "%s needs a non-empty string", opt);
+    if (a->n_stop_strings >= GRPO_MAX_STOP_STRINGS)
+        return cli_usage_error(cmd, "at most %d %s", GRPO_MAX_STOP_STRINGS, opt);
+    a->stop_strings[a->n_stop_strings++] = v;
+    return 0;
+}
+
 #define GRPO(field) offsetof(grpo_args, field)
 static const cli_opt k_grpo_io_opts[] = {
     { CLI_PATH, "model", GRPO(model), "DIR", .required = true,
       .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
     { CLI_PATH, "data", GRPO(data), "FILE.jsonl", .required = true, .help = "the prompt rows" },
     { CLI_PATH, "out", GRPO(out), "DIR", .required = true, .help = "where the trained model is saved" },
-    { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .required = true, .parse = grpo_parse_rewards,
-      .help = "the rewards and their weights (may be repeated)" },
+    { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .parse = grpo_parse_rewards,
+      .help = "the rewards and their weights (may be repeated); required\nunless --env" },
+};
+static const cli_opt k_grpo_env_opts[] = {
+    { CLI_STRING, "env", GRPO(env), "CMD",
+      .help = "play each group as multi-turn episodes with the environment\nCMD (/bin/sh -c CMD: one JSON line per "
+              "turn on its stdin, one\nreply line on its stdout; docs/cli-grpo.md); its rewards\nreplace --reward" },
+    { CLI_INT, "env-rewards", GRPO(env_rewards), "N", .lo = 1, .hi = PT_GRPO_MAX_REWARD_FUNCS,
+      .help = "rewards per reply, env0 .. env<N-1>, weight 1 each (default 1)" },
+    { CLI_INT, "max-turns", GRPO(max_turns), "N", .lo = 1, .hi = 100000,
+      .help = "assistant turns per episode at most (default 4)" },
+    { CLI_INT, "max-total-tokens", GRPO(max_total_tokens), "N", .lo = 2, .hi = 100000000,
+      .help = "ids per episode, prompt included (default: the longest\nprompt + 2 x --max-turns x --max-new-tokens)" },
+    { CLI_CUSTOM, "stop-string", GRPO(stop_strings), "S", .parse = parse_stop_string,
+      .help = "a turn also ends once its text contains S (repeatable)" },
 };
 static const cli_opt k_grpo_eval_opts[] = {
     { CLI_PATH, "eval", GRPO(eval), "FILE.jsonl",
@@ -111,7 +136,7 @@ static const cli_opt k_grpo_other_opts[] = {
 
 static const cli_command k_grpo = {
     .name = "grpo",
-    .usage = "--model DIR --data FILE.jsonl --out DIR --reward NAME[:W][,NAME[:W]...] [options]",
+.usage = "--model DIR --data FILE.jsonl --out DIR (--reward NAME[:W][,NAME[:W]...] | --env CMD) [options]",
     .about = "Rows: {\"prompt\": str, \"answer\": str, ...} (other fields are ignored).  Each step\n"
              "samples --num-generations completions for each of --batch-prompts prompts, scores\n"
              "them, and applies --num-iterations GRPO updates.  The trained model is saved in\n"
@@ -119,7 +144,11 @@ static const cli_command k_grpo = {
              "rewards (weights W default to 1; R = sum of W * reward):\n"
              "  exact      1 if the completion, stripped of surrounding whitespace, equals the answer, else 0\n"
              "  contains   1 if the answer appears in the completion, else 0\n"
-             "  length     -(completion tokens / --max-new-tokens): a length penalty (e.g. length:0.1)",
+             "  length     -(completion tokens / --max-new-tokens): a length penalty (e.g. length:0.1)\n\n"
+             "--env CMD: each request line is {\"step\", \"episode\", \"group\", \"turn\", \"attempt\", \"row\",\n"
+             "\"text\", \"turn_text\", \"turn_end\", \"final\", \"tokens_left\"}; each reply line is\n"
+             "{\"append\": TEXT} (not in the loss), {\"done\": true, \"rewards\": [..]} or {\"error\": WHY};\n"
+             "\"rewards\"/\"turn_rewards\" (N numbers or nulls) may come with append or done.",
 };
 
 static int parse_args(grpo_args *a, int argc, char **argv)
@@ -129,9 +158,11 @@ static int parse_args(grpo_args *a, int argc, char **argv)
     pt_generate_options_init(&a->gen);
     a->grpo.epsilon_high = NAN; /* unset: --epsilon */
     a->eval_every = a->eval_samples = -1; /* unset */
+    a->env_rewards = a->max_turns = a->max_total_tokens = -1;
     const cli_group groups[] = {
         { "options", k_grpo_io_opts, CLI_COUNT_OF(k_grpo_io_opts), a },
         { "generation", k_grpo_generation_opts, CLI_COUNT_OF(k_grpo_generation_opts), a },
+        { "environment (multi-turn episodes; docs/cli-grpo.md)", k_grpo_env_opts, CLI_COUNT_OF(k_grpo_env_opts), a },
         { "held-out evaluation", k_grpo_eval_opts, CLI_COUNT_OF(k_grpo_eval_opts), a },
         { "length and batch", k_grpo_length_opts, CLI_COUNT_OF(k_grpo_length_opts), a },
         { "optimizer", k_grpo_lr_opt, CLI_COUNT_OF(k_grpo_lr_opt), a },
@@ -150,6 +181,31 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         return cli_usage_error("grpo", "--temperature must be 0 (greedy) or at least 1e-6");
     if (a->chat && a->chat_template)
         return cli_usage_error("grpo", "give --chat or --chat-template, not both");
+    if (a->env && a->rewards.n)
+        return cli_usage_error("grpo", "give --env or --reward, not both (the environment's rewards replace the "
+                                       "built-in ones)");
+    if (!a->env && !a->rewards.n)
+        return cli_usage_error("grpo", "--reward is required (or --env CMD)");
+    if (!a->env && (a->env_rewards != -1 || a->max_turns != -1 || a->max_total_tokens != -1 || a->n_stop_strings))
+        return cli_usage_error("grpo", "%s needs --env CMD",
+                               a->env_rewards != -1 ? "--env-rewards" : a->max_turns != -1 ? "--max-turns"
+                               : a->max_total_tokens != -1 ? "--max-total-tokens" : "--stop-string");
+    if (a->env && a->eval)
+        return cli_usage_error("grpo", "--eval does not apply to --env (it scores single completions with --reward)");
+    if (a->env && !*a->env)
+        return cli_usage_error("grpo", "--env needs a command");
+    if (a->env) {
+        static const char *const env_names[PT_GRPO_MAX_REWARD_FUNCS] = { "env0", "env1", "env2", "env3",
+                                                                         "env4", "env5", "env6", "env7" };
+        a->rewards.n = a->env_rewards == -1 ? 1 : a->env_rewards;
+        for (int k = 0; k < a->rewards.n; k++) {
+            a->rewards.kind[k] = REWARD_LENGTH; /* unused: the environment scores */
+            a->rewards.name[k] = env_names[k];
+            a->rewards.weight[k] = 1.0;
+        }
+        if (a->max_turns == -1)
+            a->max_turns = 4;
+    }
     if (!a->eval && (a->eval_every != -1 || a->eval_samples != -1))
         return cli_usage_error("grpo", "%s needs --eval FILE.jsonl (the held-out prompts)",
                                a->eval_every != -1 ? "--eval-every" : "--eval-samples");
@@ -224,6 +280,11 @@ typedef struct grpo_run {
      * the order and continue it).  Every rank keeps the same order. */
     uint64_t rng, order_rng;
     int cursor;
+    /* --env: the environment process, the episodes of a round, their groups */
+    grpo_env *env;
+    pt_episode_results *eres;
+    int64_t *egroups;
+    int max_total; /* the episodes' max_total_tokens */
 } grpo_run;
 
 /* What one step reports: rewards and lengths come from the rollouts (the
@@ -233,14 +294,22 @@ typedef struct grpo_run {
 typedef struct step_report {
     pt_grpo_stats first, last;
     double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
+    /* --env: the job's episodes of the round by how they ended, their turns,
+     * appended tokens, environment calls and seconds (summed over ranks) */
+    double ep[8];
 } step_report;
+enum { EP_EPISODES, EP_ERRORS, EP_DONE, EP_TRUNCATED, EP_TURNS, EP_APPENDED, EP_CALLS, EP_ENV_SECONDS };
 
 static void grpo_free(grpo_run *r)
 {
     if (r->metrics)
         fclose(r->metrics);
     free(r->prompts); free(r->plens); free(r->tokens); free(r->ntok); free(r->fin); free(r->lps);
-    free(r->ids); free(r->order); free(r->group_row);
+    free(r->ids); free(r->order); free(r->group_row); free(r->egroups);
+    pt_episode_results_free(r->eres);
+    if (grpo_env_stop(r->env))
+        fprintf(stderr, "posttrain grpo: --env: the environment had to be killed\n");
+    r->env = NULL;
     grpo_free_rows(r->rows, r->n_rows);
     grpo_free_rows(r->eval_rows, r->n_eval);
     pt_rollout_buffer_free(r->buf);
@@ -257,7 +326,7 @@ static void grpo_free(grpo_run *r)
 /* The model, its tokenizer and chat template, and the prompts. */
 static int load(grpo_run *r)
 {
-    const grpo_args *a = &r->a;
+    grpo_args *a = &r->a;
     int st;
     if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
         return cli_fail(a->model, st);
@@ -282,6 +351,30 @@ static int load(grpo_run *r)
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, r->model);
+    if (a->env) {
+        /* the episodes' room: --max-total-tokens, or twice the turns' tokens */
+        if (a->max_total_tokens > 0 && a->max_total_tokens <= r->max_prompt) {
+            fprintf(stderr, "posttrain grpo: --max-total-tokens %d leaves no room after the longest prompt (%d "
+                            "tokens)\n", a->max_total_tokens, r->max_prompt);
+            return 1;
+        }
+        int64_t total = a->max_total_tokens > 0 ? a->max_total_tokens
+                                                : r->max_prompt + 2 * (int64_t)a->max_turns * a->gen.max_new_tokens;
+        if (a->max_total_tokens <= 0 && cfg.max_position_embeddings > 0 && total > cfg.max_position_embeddings)
+            total = cfg.max_position_embeddings > r->max_seq ? cfg.max_position_embeddings : r->max_seq;
+        if (total > 100000000)
+            total = 100000000;
+        r->max_total = (int)total;
+        if (r->max_total > r->max_seq)
+            r->max_seq = r->max_total;
+        if (cfg.max_position_embeddings > 0 && r->max_seq > cfg.max_position_embeddings) {
+            fprintf(stderr, "posttrain grpo: --max-total-tokens %d exceeds the model's max_position_embeddings %d\n",
+                    r->max_seq, cfg.max_position_embeddings);
+            return 1;
+        }
+        /* dr_grpo's constant: the longest completion an episode can have */
+        r->a.grpo.max_completion_length = r->max_total - r->max_prompt;
+    }
     if (cfg.max_position_embeddings > 0 && r->max_seq > cfg.max_position_embeddings) {
         fprintf(stderr, "posttrain grpo: the longest prompt%s (%d tokens) plus --max-new-tokens %d exceeds the model's "
                         "max_position_embeddings %d\n", r->n_eval ? " of --data and --eval" : "", r->max_prompt,
@@ -304,6 +397,10 @@ static int alloc_buffers(grpo_run *r)
     r->ids = malloc((size_t)r->max_seq * sizeof *r->ids);
     r->order = malloc((size_t)r->n_rows * sizeof *r->order);
     r->group_row = malloc((size_t)r->P * sizeof *r->group_row);
+    if (r->a.env && (!(r->egroups = malloc(N * sizeof *r->egroups)) || pt_episode_results_create(&r->eres))) {
+        fprintf(stderr, "posttrain grpo: out of memory\n");
+        return 1;
+    }
     if (!r->prompts || !r->plens || !r->tokens || !r->ntok || !r->fin || !r->lps || !r->ids || !r->order ||
         !r->group_row) {
         fprintf(stderr, "posttrain grpo: out of memory\n");
@@ -518,7 +615,12 @@ static int setup(grpo_run *r)
              (long long)r->total, r->P, a->G);
     for (int k = 0; k < a->rewards.n; k++)
         cli_note(" %s:%g", a->rewards.name[k], a->rewards.weight[k]);
+    if (a->env)
+        cli_note(" from --env '%s' (episodes of at most %d turns, %d tokens)", a->env, a->max_turns, r->max_total);
     cli_note("\n");
+    /* every rank its own environment process */
+    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n))
+        return 1;
     order_start(r);
     r->resumed_step = -1;
     if (a->resume && resume_from(r))
@@ -585,11 +687,76 @@ static void next_prompts(grpo_run *r)
     }
 }
 
-/* Sample this rank's completions, fill the rollout buffer, add the
- * reference log-probabilities and the rewards.  *gen_tps: generated tokens
- * per second. */
-static int rollout(grpo_run *r, int64_t step, double *gen_tps)
+/* --env: play this rank's groups as episodes with the environment (the
+ * sampling options of go, episode e from the stream (seed, stream_offset +
+ * e) as rollout's completions) and put the episodes that ended without
+ * error into the rollout buffer with the rewards the environment gave.
+ * A dead environment, or a round in which every episode failed, ends the
+ * run. */
+static int rollout_episodes(grpo_run *r, int64_t step, const pt_generate_options *go, step_report *rep)
 {
+    const grpo_args *a = &r->a;
+    for (int i = 0; i < r->NL; i++)
+        r->egroups[i] = i / a->G;
+    pt_episode_options eo;
+    pt_episode_options_init(&eo);
+    eo.sampling = go;
+    eo.max_turns = a->max_turns;
+    eo.max_total_tokens = r->max_total;
+    eo.stop_strings = a->n_stop_strings ? a->stop_strings : NULL;
+    eo.n_stop_strings = a->n_stop_strings;
+    eo.tokenizer = r->tok;
+    eo.decode_text = true;
+    eo.n_reward_funcs = a->rewards.n;
+    eo.on_error = PT_EPISODE_ERROR_CONTINUE;
+    grpo_env_ctx ec = { r->env, r->rows, r->group_row + r->g0, step, (int64_t)r->g0 * a->G, r->g0 };
+    int st = pt_episodes_run(r->eres, r->gen, r->prompts, r->plens, r->egroups, r->NL, &eo, grpo_env_call, &ec);
+    if (st)
+        return cli_fail("episodes", st);
+    const char *dead = grpo_env_failure(r->env);
+    if (dead) {
+        fprintf(stderr, "posttrain grpo: step %lld: %s\n", (long long)step, dead);
+        return 1;
+    }
+    pt_episode_stats es;
+    pt_episode_stats_init(&es);
+    pt_episode_results_stats(&es, r->eres);
+    if (es.errors + es.stopped == es.episodes) {
+        pt_episode ep;
+        pt_episode_init(&ep);
+        pt_episode_results_get(&ep, r->eres, 0);
+        fprintf(stderr, "posttrain grpo: step %lld: every episode failed (the first: %s)\n", (long long)step,
+                ep.error ? ep.error : "?");
+        return 1;
+    }
+    rep->gen_tps = es.tokens_per_second;
+    rep->ep[EP_EPISODES] = es.episodes;
+    rep->ep[EP_ERRORS] = es.errors + es.stopped;
+    rep->ep[EP_DONE] = es.done;
+    rep->ep[EP_TRUNCATED] = es.truncated;
+    rep->ep[EP_TURNS] = (double)es.turns;
+    rep->ep[EP_APPENDED] = (double)es.appended_tokens;
+    rep->ep[EP_CALLS] = (double)es.env_calls;
+    rep->ep[EP_ENV_SECONDS] = es.env_seconds;
+    if (r->job.size > 1 && (st = pt_dist_allreduce_sum(r->job.dist, rep->ep, EP_ENV_SECONDS + 1)))
+        return cli_fail("adding the ranks' episode counts", st);
+    pt_rollout_buffer_clear(r->buf);
+    if ((st = pt_rollout_buffer_add_episodes(NULL, r->buf, r->eres)))
+        return cli_fail("rollout buffer", st);
+    pt_rollout_logprobs_options lo;
+    pt_rollout_logprobs_options_init(&lo);
+    lo.temperature = a->grpo.temperature;
+    if (r->rctx && (st = pt_rollout_buffer_compute_logprobs_with(r->buf, r->rctx, PT_ROLLOUT_REF, &lo)))
+        return cli_fail("reference log-probabilities", st);
+    return 0;
+}
+
+/* Sample this rank's completions, fill the rollout buffer, add the
+ * reference log-probabilities and the rewards (with --env: play its
+ * episodes).  rep->gen_tps: generated tokens per second. */
+static int rollout(grpo_run *r, int64_t step, step_report *rep)
+{
+    double *gen_tps = &rep->gen_tps;
     const grpo_args *a = &r->a;
     const int max_new = a->gen.max_new_tokens;
     /* Sample i of the step's global batch draws from the stream (seed,
@@ -600,6 +767,8 @@ static int rollout(grpo_run *r, int64_t step, double *gen_tps)
     pt_generate_options go = a->gen;
     go.seed = a->seed * 1000003u + (uint64_t)step;
     go.stream_offset = first_sample;
+    if (a->env)
+        return rollout_episodes(r, step, &go, rep);
     double t0 = cli_now(), gen_tokens = 0;
     int st;
     if ((st = pt_generate(r->gen, r->prompts, r->plens, r->NL, &go, r->tokens, r->ntok, r->fin, r->lps)))
@@ -711,6 +880,16 @@ static void write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_
     json_num(f, "step_seconds", rep->step_s);
     if (dist)
         json_num(f, "comm_seconds", rep->comm_s);
+    if (a->env) {
+        json_num(f, "episodes", rep->ep[EP_EPISODES]);
+        json_num(f, "episodes/errors", rep->ep[EP_ERRORS]);
+        json_num(f, "episodes/done", rep->ep[EP_DONE]);
+        json_num(f, "episodes/truncated", rep->ep[EP_TRUNCATED]);
+        json_num(f, "episodes/turns_mean", rep->ep[EP_TURNS] / rep->ep[EP_EPISODES]);
+        json_num(f, "episodes/appended_tokens", rep->ep[EP_APPENDED]);
+        json_num(f, "episodes/env_calls", rep->ep[EP_CALLS]);
+        json_num(f, "env_seconds", rep->ep[EP_ENV_SECONDS]);
+    }
     fprintf(f, ", \"skipped\": %s}\n", gs->skipped ? "true" : "false");
     fflush(f);
 }
@@ -760,7 +939,8 @@ static int train(grpo_run *r)
         step_report rep;
         double t0 = cli_now();
         next_prompts(r);
-        if (rollout(r, step, &rep.gen_tps))
+        memset(rep.ep, 0, sizeof rep.ep);
+        if (rollout(r, step, &rep))
             return 1;
         rep.gen_s = cli_now() - t0;
         if (update(r, step, &rep))
@@ -771,13 +951,17 @@ static int train(grpo_run *r)
         cli_job_flip_hook(j, r->model, (long long)step);
         if (r->metrics)
             write_metrics(r->metrics, &r->a, step, &rep, j->size > 1);
+        char ep_note[96] = "";
+        if (r->a.env)
+            snprintf(ep_note, sizeof ep_note, " episodes %.0f errors %.0f turns %.2f", rep.ep[EP_EPISODES],
+                     rep.ep[EP_ERRORS], rep.ep[EP_TURNS] / rep.ep[EP_EPISODES]);
         if (j->rank == 0 && (step % r->a.log_every == 0 || step == r->total))
             fprintf(stderr, "step %lld/%lld reward %.4f std %.4f zero_std %.2f clip %.4f kl %.4g len %.1f loss %.4g "
-                            "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs\n",
+                            "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs%s\n",
                     (long long)step, (long long)r->total, rep.first.reward, rep.first.reward_std,
                     rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
                     rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
-                    rep.train_tps, cli_now() - t_start);
+                    rep.train_tps, cli_now() - t_start, ep_note);
         if (eval_due(r, step) && evaluate(r, step))
             return 1;
         const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);

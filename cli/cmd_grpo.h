@@ -17,7 +17,14 @@ typedef struct grpo_rewards {
     const char *name[PT_GRPO_MAX_REWARD_FUNCS];
 } grpo_rewards;
 
+/* --stop-string, repeatable. */
+#define GRPO_MAX_STOP_STRINGS 16
+
 typedef struct grpo_args {
+    const char *env;         /* --env CMD, or NULL */
+    int env_rewards, max_turns, max_total_tokens;
+    const char *stop_strings[GRPO_MAX_STOP_STRINGS];
+    int n_stop_strings;
     const char *model, *data, *out, *metrics, *chat_template;
     const char *resume;      /* --resume: a checkpoint directory, "auto", or NULL */
     const char *eval;        /* --eval: held-out prompt rows, or NULL */
@@ -40,6 +47,7 @@ typedef struct grpo_row {
     int32_t *ids;          /* prompt ids (malloc) */
     int n_ids;
     char *answer;          /* NULL when the row has none */
+    struct cJSON *json;    /* the whole row (with --env only), else NULL */
 } grpo_row;
 
 /* The payload of grpo_builtin_reward. */
@@ -61,6 +69,33 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
                    const pt_tokenizer *tok, const pt_chat_template *t);
 /* A pt_reward_fn for every built-in reward; payload is a reward_ctx. */
 int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload);
+
+/* ---- --env (cmd_grpo_env.c) ------------------------------------------------ */
+
+/* The environment process of --env. */
+typedef struct grpo_env grpo_env;
+
+/* Start CMD (/bin/sh -c CMD, stdin and stdout piped, stderr inherited);
+ * SIGPIPE is ignored from then on.  0, or 1 after the message. */
+int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards);
+/* Close its stdin and wait for it (killed after 5 s); frees e (may be NULL).
+ * 0, or 1 when it had to be killed. */
+int grpo_env_stop(grpo_env *e);
+/* NULL while the process is alive and answering; else why not (naming CMD
+ * and its exit status). */
+const char *grpo_env_failure(const grpo_env *e);
+
+/* The payload of grpo_env_call for one round. */
+typedef struct grpo_env_ctx {
+    grpo_env *env;
+    const grpo_row *rows;
+    const int *group_row;      /* this rank's group (pt_env_turn's group) -> row */
+    int64_t step;
+    int64_t first_episode, first_group; /* this rank's first in the step's whole batch */
+} grpo_env_ctx;
+
+/* The pt_env_fn: one request line out, one reply line in. */
+int grpo_env_call(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
 
 /* ---- --eval (cmd_grpo_eval.c) ---------------------------------------------- */
 

@@ -21,6 +21,7 @@ void grpo_free_rows(grpo_row *rows, int n)
     for (int i = 0; rows && i < n; i++) {
         free(rows[i].ids);
         free(rows[i].answer);
+        cJSON_Delete(rows[i].json);
     }
     free(rows);
 }
@@ -66,12 +67,12 @@ static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenize
 
 /* The current row of the library's reader into *r, which is zeroed; 0, or 1
  * after the message (which names the file and line). */
-static int read_row(grpo_row *r, const pt_jsonl_reader *rd, bool need_answer, const pt_tokenizer *tok,
+static int read_row(grpo_row *r, pt_jsonl_reader *rd, bool need_answer, bool keep_json, const pt_tokenizer *tok,
                     const pt_chat_template *t, const char *where, const char *what)
 {
-    const char *prompt, *ans;
+    const char *prompt, *ans = NULL;
     int st = pt_jsonl_reader_string(&prompt, NULL, rd, "prompt", true);
-    if (!st)
+    if (!st && !keep_json) /* --env: the environment reads the row's fields itself */
         st = pt_jsonl_reader_string(&ans, NULL, rd, "answer", false);
     if (!st && need_answer && !ans) {
         fprintf(stderr, "posttrain grpo: %s: needs a string \"answer\" (the exact and contains rewards)\n",
@@ -89,6 +90,16 @@ static int read_row(grpo_row *r, const pt_jsonl_reader *rd, bool need_answer, co
         fprintf(stderr, "posttrain grpo: %s: the prompt encodes to no tokens\n", where);
         return 1;
     }
+    /* --env: the row as it was read, sent with every request */
+    const char *json;
+    if (keep_json) {
+        if ((st = pt_jsonl_reader_json(&json, rd)))
+            return cli_fail(where, st);
+        if (!(r->json = cJSON_Parse(json))) {
+            fprintf(stderr, "posttrain grpo: %s: out of memory\n", where);
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -104,7 +115,7 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
     grpo_row *rows = NULL;
     int n = 0, cap = 0, rc = 0;
     bool need_answer = false;
-    for (int k = 0; k < a->rewards.n; k++)
+    for (int k = 0; k < a->rewards.n && !a->env; k++)
         need_answer |= a->rewards.kind[k] != REWARD_LENGTH;
     while (!rc && (st = pt_jsonl_reader_next(rd)) == 1) {
         if (n == cap) {
@@ -122,7 +133,7 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
         char where[512];
         snprintf(where, sizeof where, "%s%s%s line %zu", opt ? opt : "", opt ? " " : "", path, lineno);
         memset(&rows[n], 0, sizeof rows[n]);
-        rc = read_row(&rows[n++], rd, need_answer, tok, t, where, what);
+        rc = read_row(&rows[n++], rd, need_answer, a->env != NULL, tok, t, where, what);
     }
     if (!rc && st < 0) {
         rc = cli_fail(what, st);
