@@ -28,7 +28,8 @@
 #    prompts than ranks is an error naming both; elastic 2 -> 3 ranks; a
 #    replica mismatch rolled back to byte-identical weights; --eval at 2
 #    ranks (uneven shares, a rank with no held-out row) writes the eval rows
-#    of 1 rank.
+#    of 1 rank; --env at 2 and 3 ranks (an environment process per rank)
+#    equals 1 rank, its episode counts summed.
 # The rank PIDs for kill/stop come from /proc/PID/environ of the posttrain
 # processes: this script's PT_TEST_TAG, which mpirun passes on, and
 # OMPI_COMM_WORLD_RANK.
@@ -372,6 +373,35 @@ for e in 5 1; do
         ok "grpo --eval with $e held-out rows at 2 ranks: the eval rows of 1 rank at steps 0, 2, 3, printed once each"
     else
         cat "$work/gev$e-2.log"; bad "grpo --eval with $e rows at 2 ranks"
+    fi
+done
+# --env: each rank starts its own environment process and plays its groups'
+# episodes; 2 ranks (3 groups a step: 2 and 1) and 3 ranks equal 1 rank,
+# and the episode counts of a step are summed over the ranks
+envrows() {
+    python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if "episodes" in r:
+        print(r["step"], r["reward"], r["episodes"], r["episodes/errors"], r["episodes/env_calls"],
+              r["episodes/appended_tokens"])' "$1"
+}
+genv=(grpo --model "$model" --data "$work/prompts.jsonl" --num-generations 4 --batch-prompts 3 --max-new-tokens 4
+      --lr 1e-3 --threads 1 --seed 3 --steps 2 --max-turns 2)
+for np in 1 2 3; do
+    run "$np" "genv$np" "${genv[@]}" --env "python3 '$here/../agent/grpo_env.py' '$work/genv$np-\$OMPI_COMM_WORLD_RANK.log' twoturn" \
+        --out "$work/genv$np" || { cat "$work/genv$np.log"; bad "grpo --env at $np ranks failed"; }
+    envrows "$work/genv$np/metrics.jsonl" > "$work/genv$np.rows"
+done
+for np in 2 3; do
+    if msg=$(compare "genv$np" genv1) && [ "$(wc -l < "$work/genv1.rows")" -eq 2 ] &&
+       [ "$(awk '{print $1, $3, $4, $5, $6}' "$work/genv$np.rows")" = "1 12 0 24 48
+2 12 0 24 48" ] &&
+       [ "$(awk '{print $1, $2}' "$work/genv$np.rows")" = "$(awk '{print $1, $2}' "$work/genv1.rows")" ] &&
+       [ "$(cat "$work/genv$np"-*.log | grep -c '"request"')" -eq 48 ]; then
+        ok "grpo --env at $np ranks: the weights of 1 rank ($msg), its rewards, 12 episodes and 24 env calls a step summed over the ranks' own environments"
+    else
+        cat "$work/genv$np.log" "$work/genv$np.rows"; bad "grpo --env at $np ranks: ${msg:-}"
     fi
 done
 echo "  (grpo: $(since "$t0") s)"
