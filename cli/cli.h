@@ -269,6 +269,12 @@ int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *d
  * start-up section again (CMD is the job's command).  0, or 1 after the message. */
 int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *out, const char *dir,
                           long long step);
+/* The end of a rollback after the command reloaded its state (rc its
+ * outcome, now at `step`): every rank agrees on it; rank 0's metrics file
+ * (*metrics, NULL on the other ranks) is trimmed to `step` and reopened
+ * for appending; the load section ends.  0, or 1 after the message. */
+int cli_job_rollback_finish(cli_job *j, int rc, FILE **metrics, const char *metrics_path, const char *out,
+                            long long step);
 /* A rollback: the pending steps are lost (pt_goodput_rollback). */
 void cli_job_rolled_back(cli_job *j);
 /* The end of a successful run after `step`: commit, then on rank 0 the

@@ -352,6 +352,21 @@ int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0
     return 0;
 }
 
+int cli_job_rollback_finish(cli_job *j, int rc, FILE **metrics, const char *metrics_path, const char *out,
+                            long long step)
+{
+    rc = cli_job_agree(j, rc, "rolling back");
+    if (!rc && *metrics) {
+        fclose(*metrics);
+        *metrics = NULL;
+        if (cli_metrics_trim(j->cmd, metrics_path, step, NULL, NULL) ||
+            !(*metrics = cli_open_metrics(j->cmd, metrics_path, out, "a")))
+            rc = 1;
+    }
+    cli_job_section(j, -1);
+    return rc;
+}
+
 int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *out, const char *dir,
                           long long step)
 {

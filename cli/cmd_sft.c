@@ -406,16 +406,7 @@ static int rollback(sft_run *r)
     cJSON *h = NULL;
     int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt) : restart(r);
     cJSON_Delete(h);
-    rc = cli_job_agree(j, rc, "rolling back");
-    if (!rc && r->metrics) {
-        fclose(r->metrics);
-        r->metrics = NULL;
-        if (cli_metrics_trim("sft", r->out.metrics, (long long)r->step, NULL, NULL) ||
-            !(r->metrics = cli_open_metrics("sft", r->out.metrics, r->a.out, "a")))
-            rc = 1;
-    }
-    cli_job_section(j, -1);
-    return rc;
+    return cli_job_rollback_finish(j, rc, &r->metrics, r->out.metrics, r->a.out, (long long)r->step);
 }
 
 /* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
