@@ -84,6 +84,7 @@ int cmd_version(int argc, char **argv)
         return cli_exit_code(rc);
     printf("posttrain %s (libposttrain %s)\n", PT_VERSION_STRING, pt_version_string());
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     return 0;
 }
 

@@ -76,6 +76,22 @@ PT_API const char *pt_version_string(void);
  * e.g. "BLIS 0.9.0, skx kernels (chosen by libposttrain for this AMD AVX-512
  * CPU)".  Initialises BLIS on first call; the string is static. */
 PT_API const char *pt_blas_info(void);
+/* The kernel path: which vector instructions the library's own kernels use,
+ * chosen at run time from what the CPU and the OS support.  Paths, lowest
+ * first: "avx2" (AVX2 + FMA, the floor), "avx512" (AVX-512 F/BW/DQ/VL),
+ * "avx512bf16" (AVX512_BF16: BF16 products with FP32 accumulation).  The
+ * default is the highest the CPU runs; the environment variable PT_CPU (read
+ * once, on first use) or pt_set_cpu_path() forces a lower one, so one machine
+ * can test every path it can run.  pt_set_cpu_path(NULL or "auto") goes back
+ * to the highest; a path above the CPU's is PT_EUNSUPPORTED, an unknown name
+ * PT_EINVAL.  Process-wide: call it between library calls, not during one. */
+PT_API int pt_set_cpu_path(const char *name);
+/* The path in use ("avx2", "avx512" or "avx512bf16"); static string. */
+PT_API const char *pt_cpu_path(void);
+/* The CPU and the paths, e.g. "Intel(R) Xeon(R) Processor; kernels avx512
+ * (CPU runs up to avx512bf16; forced by PT_CPU=avx512)".  Valid until the
+ * next call on the same thread. */
+PT_API const char *pt_cpu_info(void);
 /* The capabilities of this build, as space-separated words (for example
  * "sft lora generate grpo ..."): what a binding checks once, instead of
  * probing for symbols.  Words are only ever added. */

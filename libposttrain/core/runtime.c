@@ -126,32 +126,6 @@ int pt_get_num_threads(void)
     return tl_call_threads > 0 ? tl_call_threads : pt_get_process_num_threads();
 }
 
-/* ---- features ---- */
-
-static const char k_features[] = "sft lora lora-switch peft checkpoint chat tensor-info "
-                                 "generate entropy grpo context-threads long-context jsonl plot gguf "
-                                 "goodput dist chat-tools temperature grpo-sampling grpo-segments episodes"
-#ifdef PT_HAVE_MPI
-                                 " mpi"
-#endif
-    ;
-
-const char *pt_features(void)
-{
-    return k_features;
-}
-
-int pt_has_feature(const char *name)
-{
-    if (!name || !*name)
-        return 0;
-    size_t n = strlen(name);
-    for (const char *p = k_features; (p = strstr(p, name)); p += n)
-        if ((p == k_features || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
-            return 1;
-    return 0;
-}
-
 /* ---- version ---- */
 
 int pt_version_number(void)
