@@ -1,0 +1,63 @@
+/* BF16 (bfloat16: the top 16 bits of an IEEE binary32) storage and the
+ * products that read it.
+ *
+ * Conversions: FP32 -> BF16 rounds to nearest, ties to even (NaN stays a
+ * quiet NaN, as vcvtneps2bf16 and PyTorch do); BF16 -> FP32 is exact (a
+ * shift). */
+#ifndef PT_KERNELS_BF16_H
+#define PT_KERNELS_BF16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef uint16_t pt_bf16;
+
+static inline float pt_bf16_to_f32(pt_bf16 h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline pt_bf16 pt_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (pt_bf16)((u >> 16) | 0x40u); /* NaN: quiet, sign kept */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (pt_bf16)(u >> 16);
+}
+
+/* dst[i] = bf16(src[i]) / float(src[i]) for n values (vectorised; threads
+ * for large n). */
+void pt_f32_to_bf16_n(pt_bf16 *dst, const float *src, size_t n);
+void pt_bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n);
+
+/* C[m x n] = alpha * op(A) op(B) + beta * C, row-major as pt_sgemm (A is
+ * m x k, or k x m when trans_a; B is k x n, or n x k when trans_b), where
+ * each of A and B is stored as FP32 or as BF16 (a_bf16, b_bf16).
+ * - On a path with BF16 arithmetic (pt_cpu_bf16_compute()): both operands
+ *   are rounded to BF16 (where FP32) and multiplied with FP32 accumulation
+ *   (vdpbf16ps), as PyTorch's autocast does.
+ * - Otherwise BF16 operands are widened to FP32 (exactly) and the product
+ *   is FP32 (BLIS).
+ * beta 0 overwrites C.  Threads and determinism as pt_sgemm: every element
+ * of C is computed by the same operations whatever the thread count. */
+void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                   const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
+                   float beta, float *c, size_t ldc);
+
+/* y_i = alpha * W x_i + beta * y_i for the m rows x_i of x (row stride
+ * ldx), W [n x k] BF16 row-major (row stride ldw), x and y FP32: the BF16
+ * counterpart of pt_sgemv_rows (decoding; W streams from memory once for
+ * all m rows).  W is widened to FP32 in the kernel and the arithmetic is
+ * FP32 on every path, so row i's result does not depend on m, the other
+ * rows or the thread count.  beta is 0 or 1. */
+void pt_bgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
+                   const pt_bf16 *w, size_t ldw, float beta, float *y, size_t ldy);
+
+#endif
