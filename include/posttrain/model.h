@@ -128,6 +128,41 @@ PT_API int pt_model_tensor_info(pt_tensor_info *out, const pt_model *model, size
 /* The tensor called `name`; PT_ENOTFOUND (naming it) if there is none. */
 PT_API int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *model, const char *name);
 
+/* ---- BF16 ----------------------------------------------------------------------
+ *
+ * pt_model_set_bf16(model, mode):
+ * - PT_BF16_OFF: FP32 everywhere (the default).
+ * - PT_BF16_ON: every matrix weight (embeddings, projections, LM head) gets
+ *   a BF16 copy.  A frozen base (LoRA adapters attached) is then stored
+ *   only in BF16: its FP32 memory is returned to the OS and its tensor views
+ *   show data == NULL.  Trainable weights stay FP32 masters (the optimizer
+ *   and checkpoints see FP32) and, where the CPU has BF16 arithmetic
+ *   (pt_cpu_path() "avx512bf16"), the products of the forward and backward
+ *   use BF16 copies with FP32 accumulation (mixed precision, as PyTorch's
+ *   autocast); norms, softmax, losses and their statistics stay FP32.
+ *   Elsewhere BF16 weights are widened to FP32 inside the products.
+ * - PT_BF16_FROZEN: as ON, and the whole base is frozen (not trainable) and
+ *   stored in BF16: for a generator's or GRPO's reference model.  LoRA
+ *   adapters may still be added and trained.
+ * Adapters are always FP32.  Saving a model or exporting it writes FP32 (a
+ * BF16-stored weight widened exactly), so a run resumes on any CPU.  A host
+ * that writes tensor data directly while BF16 is on calls
+ * pt_model_weights_changed afterwards so the BF16 copies follow.  Turning
+ * BF16 off widens a stored base back (its values keep their BF16
+ * rounding).  Changes the model's structure generation when it freezes or
+ * unfreezes the base (optimizers made before must be made again). */
+typedef enum pt_bf16_mode {
+    PT_BF16_OFF = 0,
+    PT_BF16_ON = 1,
+    PT_BF16_FROZEN = 2
+} pt_bf16_mode;
+PT_API int pt_model_set_bf16(pt_model *model, int mode);
+/* The mode (PT_BF16_OFF for NULL). */
+PT_API int pt_model_get_bf16(const pt_model *model);
+/* The FP32 weights were written by the host: refresh the BF16 copies
+ * before the next product.  No-op for NULL. */
+PT_API void pt_model_weights_changed(pt_model *model);
+
 /* ---- forward, backward, loss ------------------------------------------------
  *
  * A pt_context holds the activations of one forward pass (and what its

@@ -80,20 +80,6 @@ float pt_f16_to_f32(uint16_t h)
     return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-float pt_bf16_to_f32(uint16_t b)
-{
-    return bits_to_f32((uint32_t)b << 16);
-}
-
-uint16_t pt_f32_to_bf16(float f)
-{
-    uint32_t u = f32_to_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign, force quiet */
-        return (uint16_t)((u >> 16) | 0x0040u);
-    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)((u + rounding) >> 16);
-}
-
 uint16_t pt_f32_to_f16(float f)
 {
     uint32_t u = f32_to_bits(f);

@@ -15,6 +15,7 @@
 #include "model/lora.h"
 #include "core/core.h"
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 
@@ -259,9 +260,11 @@ int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int ti
 
 /* ---- forward -------------------------------------------------------------------- */
 
-static pt_linear lin(const float *w, const float *b, float *dw, float *db, size_t in, size_t out)
+static pt_linear lin(const pt_model *m, const float *w, const float *b, float *dw, float *db,
+                     size_t in, size_t out)
 {
-    pt_linear l = { .w = w, .b = b, .dw = dw, .db = db, .in = in, .out = out };
+    pt_linear l = { .w = w, .w16 = pt_model_w16(m, w), .b = b, .dw = dw, .db = db, .in = in,
+                    .out = out };
     return l;
 }
 
@@ -362,6 +365,7 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     const size_t n = (size_t)ctx->B * ctx->T;
     const float *W = m->w.lm_head;
+    const pt_bf16 *W16 = pt_model_w16(m, W);
     const float temp = ctx->temperature;
     const float gscale = temp == 1.0f ? 1.0f : (float)(1.0 / (double)temp);
     /* Equal chunks (multiples of 16 rows) rather than full ones and a sliver. */
@@ -373,7 +377,11 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     for (size_t r0 = 0; r0 < n; r0 += cr) {
         size_t nr = n - r0 < cr ? n - r0 : cr;
         float *lg = ctx->chunk;
-        pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
+        if (W16)
+            pt_gemm_mixed(false, true, nr, V, H, 1.0f, xn + r0 * H, false, H, W16, true, H, 0.0f,
+                          lg, V);
+        else
+            pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
         if (logits_out)
             memcpy(logits_out + r0 * V, lg, nr * V * sizeof *lg);
         if (temp != 1.0f)
@@ -386,8 +394,15 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         if (!dlp)
             continue;
         pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
-        pt_sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
-        if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
+        if (W16)
+            pt_gemm_mixed(false, false, nr, H, V, gscale, lg, false, V, W16, true, H, 0.0f,
+                          dxn + r0 * H, H);
+        else
+            pt_sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
+        if (m->g.lm_head && W16) /* mixed precision: the gradient's product in BF16 too */
+            pt_gemm_mixed(true, false, V, H, nr, gscale, lg, false, V, xn + r0 * H, false, H, 1.0f,
+                          m->g.lm_head, H);
+        else if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
             pt_sgemm(true, false, V, H, nr, gscale, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
     }
 }
@@ -402,7 +417,7 @@ void pt_layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io 
     const float eps = (float)c->rms_norm_eps;
     pt_rmsnorm_forward(io->xn, io->r1, io->x, w->ln1, n, H, eps);
     /* q|k|v in one product: the three weights (and biases) are adjacent. */
-    pt_linear lqkv = lin(w->wq, w->bq, NULL, NULL, H, QKV);
+    pt_linear lqkv = lin(m, w->wq, w->bq, NULL, NULL, H, QKV);
     lqkv.rowwise = io->rowwise;
     pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, io->lora_buf);
     pt_linear_forward(&lqkv, io->qkv, QKV, io->xn, H, n, false);
@@ -425,18 +440,18 @@ void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io 
     const size_t Q = (size_t)m->q_dim;
     const float eps = (float)c->rms_norm_eps;
     pt_copy(io->xmid, io->x, n * H);
-    pt_linear lo = lin(w->wo, NULL, NULL, NULL, Q, H);
+    pt_linear lo = lin(m, w->wo, NULL, NULL, NULL, Q, H);
     lo.rowwise = io->rowwise;
     pt_lora_attach(&lo, m, l, PT_LORA_O, io->lora_buf);
     pt_linear_forward(&lo, io->xmid, H, io->att, Q, n, true);
     pt_rmsnorm_forward(io->xn, io->r2, io->xmid, w->ln2, n, H, eps);
-    pt_linear lgu = lin(w->wg, NULL, NULL, NULL, H, 2 * I);
+    pt_linear lgu = lin(m, w->wg, NULL, NULL, NULL, H, 2 * I);
     lgu.rowwise = io->rowwise;
     pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, io->lora_buf);
     pt_linear_forward(&lgu, io->gu, 2 * I, io->xn, H, n, false);
     pt_swiglu_forward(io->h, io->gu, io->gu + I, n, I, 2 * I);
     pt_copy(io->out, io->xmid, n * H);
-    pt_linear ld = lin(w->wd, NULL, NULL, NULL, I, H);
+    pt_linear ld = lin(m, w->wd, NULL, NULL, NULL, I, H);
     ld.rowwise = io->rowwise;
     pt_lora_attach(&ld, m, l, PT_LORA_DOWN, io->lora_buf);
     pt_linear_forward(&ld, io->out, H, io->h, I, n, true);
@@ -456,6 +471,7 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     if ((st = pt_lora_scratch(&ctx->lora_buf, &ctx->lora_cap, m,
                               (size_t)ctx->B * ctx->T)) != PT_OK)
         return st;
+    pt_model_bf16_prepare(m);
     const int L = c->num_hidden_layers;
     const size_t n = (size_t)ctx->B * ctx->T;
     const size_t H = (size_t)c->hidden_size;
@@ -465,7 +481,7 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     pt_attn_shape as = attn_shape(ctx);
 
     pt_rope_table(ctx->cos_t, ctx->sin_t, ctx->pos, n, m->inv_freq, hd);
-    pt_embedding_forward(ctx->acts[0].x, m->w.embed, ctx->ids, n, H);
+    pt_model_embed(m, ctx->acts[0].x, ctx->ids, n);
     for (int l = 0; l < L; l++) {
         layer_acts *a = &ctx->acts[l];
         pt_layer_io io = {
@@ -552,17 +568,17 @@ static int backward_run(pt_context *ctx, const float *dlp)
         /* MLP: dx holds dLoss/d(layer output) = d(xmid) through the residual. */
         pt_rmsnorm_forward(xn, NULL, a->xmid, w->ln2, n, H, eps);
         pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
-        pt_linear ld = lin(w->wd, NULL, g->wd, NULL, I, H);
+        pt_linear ld = lin(m, w->wd, NULL, g->wd, NULL, I, H);
         pt_lora_attach(&ld, m, l, PT_LORA_DOWN, ctx->lora_buf);
         /* dh overwrites h: the weight gradient is taken first */
         pt_linear_backward(&ld, ctx->hbuf, I, false, dx, H, ctx->hbuf, I, n);
         pt_swiglu_backward(ctx->dgu, ctx->dgu + I, ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
-        pt_linear lgu = lin(w->wg, NULL, g->wg, NULL, H, 2 * I);
+        pt_linear lgu = lin(m, w->wg, NULL, g->wg, NULL, H, 2 * I);
         pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, ctx->lora_buf);
         pt_linear_backward(&lgu, dxn, H, false, ctx->dgu, 2 * I, xn, H, n);
         pt_rmsnorm_backward(dx, g->ln2, dxn, a->xmid, w->ln2, a->r2, n, H, true);
         /* Attention. */
-        pt_linear lo = lin(w->wo, NULL, g->wo, NULL, Q, H);
+        pt_linear lo = lin(m, w->wo, NULL, g->wo, NULL, Q, H);
         pt_lora_attach(&lo, m, l, PT_LORA_O, ctx->lora_buf);
         pt_linear_backward(&lo, ctx->datt, Q, false, dx, H, a->att, Q, n);
         float *dq = ctx->dqkv, *dk = ctx->dqkv + Q, *dv = ctx->dqkv + Q + KV;
@@ -577,7 +593,7 @@ static int backward_run(pt_context *ctx, const float *dlp)
                                  nkv, hd);
         }
         pt_rmsnorm_forward(xn, NULL, a->x, w->ln1, n, H, eps);
-        pt_linear lqkv = lin(w->wq, w->bq, g->wq, g->bq, H, QKV);
+        pt_linear lqkv = lin(m, w->wq, w->bq, g->wq, g->bq, H, QKV);
         pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, ctx->lora_buf);
         pt_linear_backward(&lqkv, dxn, H, false, ctx->dqkv, QKV, xn, H, n);
         pt_rmsnorm_backward(dx, g->ln1, dxn, a->x, w->ln1, a->r1, n, H, true);

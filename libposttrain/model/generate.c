@@ -313,7 +313,11 @@ static void head_rows(pt_generator *g, const float *x, size_t n, float *logits)
     const pt_model *m = g->model;
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     pt_rmsnorm_forward(g->xn, NULL, x, m->w.norm, n, H, (float)m->cfg.rms_norm_eps);
-    pt_sgemv_rows(n, V, H, 1.0f, g->xn, H, m->w.lm_head, H, 0.0f, logits, V);
+    const pt_bf16 *w16 = pt_model_w16(m, m->w.lm_head);
+    if (w16)
+        pt_bgemv_rows(n, V, H, 1.0f, g->xn, H, w16, H, 0.0f, logits, V);
+    else
+        pt_sgemv_rows(n, V, H, 1.0f, g->xn, H, m->w.lm_head, H, 0.0f, logits, V);
 }
 
 static pt_layer_io layer_io(pt_generator *g, const float *x, float *out, bool rowwise)
@@ -338,7 +342,7 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
     for (int t = 0; t < T; t++)
         g->pos[t] = t;
     pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
-    pt_embedding_forward(g->x, m->w.embed, ids, n, H);
+    pt_model_embed(m, g->x, ids, n);
     pt_attn_shape as = pt_model_attn_shape(m, 1, T, g->threads_cap);
     float *x = g->x, *y = g->y;
     for (int l = 0; l < c->num_hidden_layers; l++) {
@@ -371,7 +375,7 @@ static void forward_rows(pt_generator *g, int m_rows, const uint8_t *want, float
     const pt_model_config *c = &m->cfg;
     const size_t H = (size_t)c->hidden_size, n = (size_t)m_rows;
     pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
-    pt_embedding_forward(g->x, m->w.embed, g->ids, n, H);
+    pt_model_embed(m, g->x, g->ids, n);
     float *x = g->x, *y = g->y;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, true);
@@ -660,6 +664,7 @@ int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *promp
     pt_genrows_sampler(&s, &o);
     reset_rows(g, &o, batch, tokens, n_tokens, finish_reasons, logprobs);
     int prev = pt_threads_enter(g->num_threads);
+    pt_model_bf16_prepare(g->model);
     if ((st = prefill_all(g, prompt_ids, prompt_lens, batch)) == PT_OK)
         st = decode_all(g, &s, batch, M, n_stop, prompt_lens, tokens, n_tokens, finish_reasons,
                         logprobs);
@@ -674,6 +679,7 @@ int pt_genrows_begin(pt_generator *g, const char *fn)
     int st = pt_model_check_generation(g->model, g->generation, fn, "generator");
     if (st)
         return st;
+    pt_model_bf16_prepare(g->model);
     return pt_lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows);
 }
 

@@ -1,14 +1,21 @@
 /* The one linear layer of the transformer: y = x W^T + b on BLIS. */
 #include "model/transformer.h"
 
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 
-/* y = alpha x W^T + beta y with W [n, k]: one GEMM, or row by row. */
+/* y = alpha x W^T + beta y with W [n, k] (FP32 w, or BF16 w16 when set):
+ * one GEMM, or row by row. */
 static void product(bool rowwise, size_t rows, size_t n, size_t k, float alpha, const float *x,
-                    size_t ldx, const float *w, float beta, float *y, size_t ldy)
+                    size_t ldx, const float *w, const pt_bf16 *w16, float beta, float *y,
+                    size_t ldy)
 {
-    if (rowwise)
+    if (w16 && rowwise)
+        pt_bgemv_rows(rows, n, k, alpha, x, ldx, w16, k, beta, y, ldy);
+    else if (w16)
+        pt_gemm_mixed(false, true, rows, n, k, alpha, x, false, ldx, w16, true, k, beta, y, ldy);
+    else if (rowwise)
         pt_sgemv_rows(rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
     else
         pt_sgemm(false, true, rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
@@ -28,13 +35,15 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
         pt_rows_set(y, lin->b, rows, lin->out, ldy);
         beta = 1.0f;
     }
-    product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, beta, y, ldy);
+    product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
+            ldy);
     /* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
     for (int k = 0; k < lin->nlora; k++) {
         const pt_lora_slice *s = &lin->lora[k];
         float *t = lin->lora_scratch;
-        product(lin->rowwise, rows, s->r, lin->in, 1.0f, x, ldx, s->a, 0.0f, t, s->r);
-        product(lin->rowwise, rows, s->len, s->r, s->scale, t, s->r, s->b, 1.0f, y + s->off, ldy);
+        product(lin->rowwise, rows, s->r, lin->in, 1.0f, x, ldx, s->a, NULL, 0.0f, t, s->r);
+        product(lin->rowwise, rows, s->len, s->r, s->scale, t, s->r, s->b, NULL, 1.0f, y + s->off,
+                ldy);
     }
 }
 
@@ -60,12 +69,20 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
             pt_sgemm(true, false, s->r, lin->in, rows, s->scale, u, s->r, x, ldx, 1.0f, s->da,
                      lin->in);
     }
-    if (lin->dw)
+    /* With a BF16 weight on a BF16 path the weight gradient is a BF16
+     * product too (mixed precision); a BF16 weight elsewhere is frozen. */
+    if (lin->dw && lin->w16)
+        pt_gemm_mixed(true, false, lin->out, lin->in, rows, 1.0f, dy, false, lddy, x, false, ldx,
+                      1.0f, lin->dw, lin->in);
+    else if (lin->dw)
         pt_sgemm(true, false, lin->out, lin->in, rows, 1.0f, dy, lddy, x, ldx, 1.0f, lin->dw,
                  lin->in);
     if (lin->db)
         pt_colsum_add(lin->db, dy, rows, lin->out, lddy);
-    if (dx)
+    if (dx && lin->w16)
+        pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dy, false, lddy, lin->w16, true,
+                      lin->in, accumulate_dx ? 1.0f : 0.0f, dx, lddx);
+    else if (dx)
         pt_sgemm(false, false, rows, lin->in, lin->out, 1.0f, dy, lddy, lin->w, lin->in,
                  accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     for (int k = 0; dx && k < lin->nlora; k++) {

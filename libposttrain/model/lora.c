@@ -295,6 +295,7 @@ int pt_model_merge_lora(pt_model *m)
     if (!l)
         return pt_err(PT_ESTATE, "pt_model_merge_lora: the model has no LoRA adapters");
     const size_t r = (size_t)l->opts.rank;
+    pt_model_bf16_unstore(m); /* merge into FP32 (a BF16 base is widened first) */
     for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)
         for (int k = 0; k < PT_LORA_NMOD; k++) {
             const pt_lora_pair *p = &l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k];
@@ -304,6 +305,7 @@ int pt_model_merge_lora(pt_model *m)
             pt_sgemm(false, false, p->out, p->in, r, l->scale, p->b, r, p->a, p->in, 1.0f,
                      base_weight(m, layer, k), p->in);
         }
+    pt_model_weights_changed(m); /* BF16 copies follow the merged weights */
     int st = pt_model_remove_lora(m);
     if (st == PT_OK)
         pt_model_bump_generation(m, "LoRA merged");

@@ -108,6 +108,7 @@ static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, boo
     if (!m)
         return PT_ENOMEM;
     m->cfg = c;
+    pthread_mutex_init(&m->bf16_lock, NULL);
     m->q_dim = (int)pt_dim_size(PT_DIM_Q, &c);
     m->kv_dim = (int)pt_dim_size(PT_DIM_KV, &c);
     const size_t L = (size_t)c.num_hidden_layers;
@@ -168,6 +169,8 @@ void pt_model_free(pt_model *m)
     if (!m)
         return;
     pt_free_aligned(m->params);
+    pt_free_aligned(m->params16);
+    pthread_mutex_destroy(&m->bf16_lock);
     pt_free_aligned(m->grads);
     pt_free(m->tensors);
     pt_free(m->offsets);
@@ -341,6 +344,9 @@ void pt_model_bump_generation(pt_model *m, const char *what)
 {
     m->generation++;
     m->last_change = what;
+    /* BF16 copies follow the tensor table (a frozen base stored in BF16);
+     * the copies exist already, so nothing here allocates. */
+    (void)pt_model_bf16_sync(m);
 }
 
 const char *pt_model_last_change(const pt_model *m)

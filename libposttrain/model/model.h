@@ -77,6 +77,11 @@ int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, i
  * pt_model_set_allow_long_context. */
 int pt_model_check_positions(const pt_model *m, int seq, const char *who);
 
+/* A tensor's values as FP32: t->data, or (a frozen BF16 base tensor, whose
+ * data is NULL) a widened copy in *tmp, which the caller frees with
+ * pt_free; NULL with the error set when that allocation fails. */
+const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float **tmp);
+
 /* Like pt_model_create, but every parameter starts at zero (no random init):
  * for loaders that overwrite every tensor anyway. */
 int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg);

@@ -5,9 +5,11 @@
 #define PT_MODEL_TRANSFORMER_H
 
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "model/model.h"
 #include "model/schema.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -52,7 +54,28 @@ struct pt_model {
                              * reallocated (pt_model_bump_generation) */
     const char *last_change;/* what the last bump did ("LoRA merged"), static text */
     bool allow_long_context;/* contexts/generators beyond max_position_embeddings allowed */
+    /* BF16 (model/precision.c) */
+    int bf16_mode;          /* pt_bf16_mode */
+    pt_bf16 *params16;      /* BF16 copies of the 2-D base tensors (offsets as params), or NULL */
+    bool bf16_stored;       /* the 2-D base tensors exist only in params16 (FP32 released) */
+    uint64_t weights_version; /* bumped whenever the FP32 weights change */
+    uint64_t bf16_version;  /* weights_version params16 was converted from */
+    pthread_mutex_t bf16_lock; /* one refresh of params16 at a time */
 };
+
+/* After the tensor table changed (pt_model_bump_generation): BF16 copies
+ * made or dropped, frozen FP32 released or restored, per the mode. */
+int pt_model_bf16_sync(pt_model *m);
+/* The frozen base's FP32 back (before writing it, as a LoRA merge does). */
+void pt_model_bf16_unstore(pt_model *m);
+/* Before a forward: the BF16 copies refreshed if the weights changed and
+ * products use them (mixed precision). */
+void pt_model_bf16_prepare(pt_model *m);
+/* The BF16 weight the products should use for the base matrix at w (a
+ * pointer into m->params), or NULL for FP32 products. */
+const pt_bf16 *pt_model_w16(const pt_model *m, const float *w);
+/* x[i] = embedding row ids[i] (FP32 or widened BF16), n rows. */
+void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
 
 /* The slot of w (pt_weights, or pt_layer_w of `layer` for a per-layer
  * row) that points at schema tensor `id`. */
@@ -73,6 +96,7 @@ typedef struct pt_lora_slice {
  * adapters (LoRA) can hook here. */
 typedef struct pt_linear {
     const float *w;   /* [out, in] */
+    const pt_bf16 *w16; /* the same in BF16 when products use it (pt_model_w16), else NULL */
     const float *b;   /* [out] or NULL */
     float *dw;        /* gradient of w, or NULL (frozen) */
     float *db;        /* gradient of b, or NULL */

@@ -36,21 +36,28 @@ void gx_tensors_free(gx_bufs *b)
     *b = (gx_bufs){ 0 };
 }
 
-/* A buffer of n floats owned by b until gx_tensors_free. */
-static float *buf_new(gx_bufs *b, size_t n)
+/* b owns f from now on (freed by gx_tensors_free; at once on failure). */
+static float *buf_keep(gx_bufs *b, float *f)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 16;
         float **p = pt_realloc_array(b->p, cap, sizeof *p);
-        if (!p)
+        if (!p) {
+            pt_free(f);
             return NULL;
+        }
         b->p = p;
         b->cap = cap;
     }
-    float *f = pt_malloc_array(n ? n : 1, sizeof(float));
-    if (f)
-        b->p[b->n++] = f;
+    b->p[b->n++] = f;
     return f;
+}
+
+/* A buffer of n floats owned by b until gx_tensors_free. */
+static float *buf_new(gx_bufs *b, size_t n)
+{
+    float *f = pt_malloc_array(n ? n : 1, sizeof(float));
+    return f ? buf_keep(b, f) : NULL;
 }
 
 static int ggml_type_of(int ftype)
@@ -83,13 +90,18 @@ static const pt_lora_pair *lora_pair(const pt_model *m, const pt_tensor_ref *r)
  * and the rows permuted for llama-type Q and K. */
 static int tensor_values(const float **out, gx_ctx *c, gx_bufs *bufs, const pt_tensor_ref *r)
 {
-    const float *src = r->data;
+    float *wide = NULL;
+    const float *src = pt_tensor_values(c->m, r, &wide);
+    if (!src)
+        return pt_last_status();
+    if (wide && !buf_keep(bufs, wide))
+        return PT_ENOMEM;
     const pt_lora_pair *p = lora_pair(c->m, r);
     if (p) {
         float *w = buf_new(bufs, r->numel);
         if (!w)
             return PT_ENOMEM;
-        memcpy(w, r->data, r->numel * sizeof(float));
+        memcpy(w, src, r->numel * sizeof(float));
         const struct pt_lora *l = c->m->lora;
         pt_sgemm(false, false, p->out, p->in, (size_t)l->opts.rank, l->scale, p->b,
                  (size_t)l->opts.rank, p->a, p->in, 1.0f, w, p->in);

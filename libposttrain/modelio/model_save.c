@@ -62,7 +62,7 @@ static int write_text(const char *dir, const char *name, const char *text)
 }
 
 /* model.safetensors: the base tensors only (F32, metadata format=pt). */
-static int write_weights(const pt_model *m, const char *dir)
+static int write_weights(const pt_model *m, const char *dir, const float *const *vals)
 {
     size_t nt = pt_model_base_tensor_count(m);
     if (pt_model_tensor_count(m) != nt)
@@ -80,7 +80,7 @@ static int write_weights(const pt_model *m, const char *dir)
         wt[i].ndim = r->ndim;
         wt[i].shape[0] = r->shape[0];
         wt[i].shape[1] = r->ndim == 2 ? r->shape[1] : 0;
-        wt[i].data = r->data;
+        wt[i].data = vals[i];
     }
     static const char *const meta[] = { "format", "pt" };
     if (st == PT_OK)
@@ -166,18 +166,41 @@ static int write_config(const pt_model_config *cfg, const char *dir, const char 
 
 /* PT_ENONFINITE naming the first base tensor (and element) that holds a NaN or
  * an infinity: such a model is never written. */
-static int check_finite(const pt_model *m, const char *dir)
+static int check_finite(const pt_model *m, const char *dir, const float *const *vals)
 {
     size_t nt = pt_model_base_tensor_count(m);
     for (size_t i = 0; i < nt; i++) {
         const pt_tensor_ref *r = pt_model_tensor(m, i);
         for (size_t j = 0; j < r->numel; j++)
-            if (!isfinite(r->data[j]))
+            if (!isfinite(vals[i][j]))
                 return pt_err(PT_ENONFINITE, "pt_model_save_dir: %s: tensor '%s' holds %s at element %zu; "
                               "a non-finite model is not saved (nothing was written)",
-                              dir, r->name, isnan(r->data[j]) ? "NaN" : "an infinity", j);
+                              dir, r->name, isnan(vals[i][j]) ? "NaN" : "an infinity", j);
     }
     return PT_OK;
+}
+
+/* The base tensors' FP32 values: views, or widened copies (in tmps, freed
+ * by free_values) of a base stored in BF16. */
+static int get_values(const pt_model *m, const float ***vals, float ***tmps)
+{
+    size_t nt = pt_model_base_tensor_count(m);
+    *vals = pt_calloc(nt ? nt : 1, sizeof **vals);
+    *tmps = pt_calloc(nt ? nt : 1, sizeof **tmps);
+    if (!*vals || !*tmps)
+        return PT_ENOMEM;
+    for (size_t i = 0; i < nt; i++)
+        if (!((*vals)[i] = pt_tensor_values(m, pt_model_tensor(m, i), &(*tmps)[i])))
+            return pt_last_status();
+    return PT_OK;
+}
+
+static void free_values(const pt_model *m, const float **vals, float **tmps)
+{
+    for (size_t i = 0; tmps && i < pt_model_base_tensor_count(m); i++)
+        pt_free(tmps[i]);
+    pt_free(tmps);
+    pt_free((void *)vals);
 }
 
 /* Every file in order; config.json last: a config next to weights it does
@@ -185,15 +208,22 @@ static int check_finite(const pt_model *m, const char *dir)
 static int save(const pt_model *m, const pt_model_config *cfg, const char *dir, const char *src,
                 bool copy_tok, bool src_from_opts)
 {
-    int st = check_finite(m, dir);
-    if (st != PT_OK || (st = pt_mkdir_p(dir)) != PT_OK)
+    const float **vals = NULL;
+    float **tmps = NULL;
+    int st = get_values(m, &vals, &tmps);
+    if (st == PT_OK)
+        st = check_finite(m, dir, vals);
+    if (st != PT_OK || (st = pt_mkdir_p(dir)) != PT_OK) {
+        free_values(m, vals, tmps);
         return st;
+    }
     char *eos_list = pt_modelio_source_eos_list(pt_model_source_dir(m), cfg->eos_token_id);
-    if ((st = write_weights(m, dir)) == PT_OK &&
+    if ((st = write_weights(m, dir, vals)) == PT_OK &&
         (st = write_generation_config(m, cfg, dir, eos_list)) == PT_OK &&
         (!copy_tok || (st = save_tokenizer(m, dir, src, src_from_opts)) == PT_OK))
         st = write_config(cfg, dir, eos_list);
     pt_free(eos_list);
+    free_values(m, vals, tmps);
     if (st == PT_OK && pt_dir_has_file(dir, "model.safetensors.index.json"))
         pt_log(PT_LOG_WARN,
                "%s: model.safetensors.index.json and its shards are stale now (model.safetensors "

@@ -372,7 +372,18 @@ int pt_checkpoint_verify(const char *dir)
     return st;
 }
 
+static int load_weights_file(const char *path, pt_model *model);
+
+/* The trainable tensors from path; the BF16 copies follow (even after a
+ * failure part way, which may have written some). */
 static int load_weights(const char *path, pt_model *model)
+{
+    int st = load_weights_file(path, model);
+    pt_model_weights_changed(model);
+    return st;
+}
+
+static int load_weights_file(const char *path, pt_model *model)
 {
     pt_st_file *f;
     int st = pt_st_open(&f, path);

@@ -567,6 +567,8 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
         } else {
             sgd_update(opt, lr, clip);
         }
+        if (!local.skipped)
+            pt_model_weights_changed(opt->model); /* BF16 copies follow */
         zero_grads(opt);
     }
     local.step = opt->step;

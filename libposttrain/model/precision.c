@@ -1,0 +1,195 @@
+/* BF16 in the model (pt_model_set_bf16): BF16 copies of the matrix weights,
+ * FP32 released where the weights are frozen.
+ *
+ * Every 2-D base tensor (embeddings, projections, LM head) gets a BF16 copy
+ * in m->params16, at the same offset as in the FP32 block, so tensors that
+ * are adjacent in FP32 (q|k|v, gate|up) are adjacent in BF16 too.
+ * - Frozen base (LoRA attached, or PT_BF16_FROZEN): the BF16 copy is the
+ *   weight; its FP32 pages are given back to the OS (madvise) and the tensor
+ *   table shows data == NULL.  Products widen it to FP32 on CPUs without
+ *   BF16 arithmetic and multiply in BF16 on those with it.
+ * - Trainable base: FP32 stays the master (optimizers update it); the BF16
+ *   copy serves the products only on a path with BF16 arithmetic (mixed
+ *   precision) and is refreshed before a forward whenever the weights
+ *   changed (pt_model_weights_changed). */
+#include "model/transformer.h"
+
+#include "core/core.h"
+#include "kernels/bf16.h"
+#include "kernels/cpu.h"
+#include "kernels/ops.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static bool is_matrix(const pt_model *m, size_t i)
+{
+    return i < pt_model_base_tensor_count(m) && m->tensors[i].ndim == 2;
+}
+
+/* Give the whole pages inside [p, p + n) back to the OS: they read as
+ * zeros until written again.  Only an optimisation of memory: failure
+ * leaves them as they are. */
+static void release_pages(float *p, size_t n)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0 || n == 0)
+        return;
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
+    uintptr_t a2 = (a + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1), b2 = b & ~((uintptr_t)ps - 1);
+    if (b2 > a2)
+        (void)madvise((void *)a2, b2 - a2, MADV_DONTNEED);
+}
+
+static void convert_matrices(pt_model *m)
+{
+    for (size_t i = 0; i < m->ntensors; i++)
+        if (is_matrix(m, i) && m->tensors[i].data)
+            pt_f32_to_bf16_n(m->params16 + m->offsets[i], m->tensors[i].data, m->tensors[i].numel);
+}
+
+/* Frozen base: FP32 -> BF16 once, FP32 released.  Trainable again: BF16
+ * widened back into FP32 (values keep their BF16 rounding). */
+static void store(pt_model *m, bool frozen)
+{
+    for (size_t i = 0; i < m->ntensors; i++) {
+        if (!is_matrix(m, i))
+            continue;
+        pt_tensor_ref *t = &m->tensors[i];
+        float *fp = m->params + m->offsets[i];
+        if (frozen && !m->bf16_stored) {
+            pt_f32_to_bf16_n(m->params16 + m->offsets[i], fp, t->numel);
+            release_pages(fp, t->numel);
+            t->data = NULL;
+        } else if (!frozen && m->bf16_stored) {
+            pt_bf16_to_f32_n(fp, m->params16 + m->offsets[i], t->numel);
+            t->data = fp;
+        }
+    }
+    m->bf16_stored = frozen;
+    m->bf16_version = m->weights_version;
+}
+
+static bool base_frozen(const pt_model *m)
+{
+    return m->bf16_mode == PT_BF16_FROZEN ||
+           (pt_model_base_tensor_count(m) > 0 && !m->tensors[0].trainable);
+}
+
+int pt_model_bf16_sync(pt_model *m)
+{
+    if (m->bf16_mode == PT_BF16_OFF) {
+        if (m->bf16_stored)
+            store(m, false);
+        pt_free_aligned(m->params16);
+        m->params16 = NULL;
+        return PT_OK;
+    }
+    if (!m->params16) {
+        m->params16 = pt_malloc_aligned(m->num_floats * sizeof(pt_bf16));
+        if (!m->params16)
+            return pt_err(PT_ENOMEM, "BF16 copy of %zu parameters", (size_t)m->num_params);
+        m->bf16_version = m->weights_version - 1; /* not converted yet */
+    }
+    bool frozen = base_frozen(m);
+    if (frozen && m->bf16_mode == PT_BF16_FROZEN)
+        for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+            m->tensors[i].trainable = false;
+    if (frozen != m->bf16_stored)
+        store(m, frozen);
+    return PT_OK;
+}
+
+int pt_model_set_bf16(pt_model *m, int mode)
+{
+    PT_CHECK_NULL(m);
+    PT_CHECK_ARG(mode >= PT_BF16_OFF && mode <= PT_BF16_FROZEN, mode,
+                 "%d is not a pt_bf16_mode (0 off, 1 on, 2 frozen)", mode);
+    if (m->bf16_mode == PT_BF16_FROZEN && mode != PT_BF16_FROZEN && !m->lora)
+        for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+            m->tensors[i].trainable = true;
+    int prev = m->bf16_mode;
+    m->bf16_mode = mode;
+    int st = pt_model_bf16_sync(m);
+    if (st != PT_OK) {
+        m->bf16_mode = prev;
+        return pt_err_prefix(st, "pt_model_set_bf16");
+    }
+    if (mode == PT_BF16_FROZEN || prev == PT_BF16_FROZEN)
+        pt_model_bump_generation(m, mode == PT_BF16_FROZEN ? "base frozen in BF16" : "base unfrozen");
+    return PT_OK;
+}
+
+int pt_model_get_bf16(const pt_model *m)
+{
+    return m ? m->bf16_mode : PT_BF16_OFF;
+}
+
+void pt_model_weights_changed(pt_model *m)
+{
+    if (m)
+        m->weights_version++;
+}
+
+void pt_model_bf16_prepare(pt_model *m)
+{
+    if (!m->params16 || m->bf16_stored || !pt_cpu_bf16_compute())
+        return;
+    pthread_mutex_lock(&m->bf16_lock);
+    if (m->bf16_version != m->weights_version) {
+        convert_matrices(m);
+        m->bf16_version = m->weights_version;
+    }
+    pthread_mutex_unlock(&m->bf16_lock);
+}
+
+const pt_bf16 *pt_model_w16(const pt_model *m, const float *w)
+{
+    if (!m->params16 || !w)
+        return NULL;
+    if (!m->bf16_stored && !pt_cpu_bf16_compute())
+        return NULL;
+    return m->params16 + (w - m->params);
+}
+
+const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float **tmp)
+{
+    *tmp = NULL;
+    if (t->data)
+        return t->data;
+    size_t i = (size_t)(t - m->tensors);
+    if (!m->params16 || i >= m->ntensors) {
+        pt_err(PT_ESTATE, "tensor '%s' has no values", t->name);
+        return NULL;
+    }
+    *tmp = pt_malloc_array(t->numel ? t->numel : 1, sizeof(float));
+    if (!*tmp) {
+        pt_err(PT_ENOMEM, "widening BF16 tensor '%s'", t->name);
+        return NULL;
+    }
+    pt_bf16_to_f32_n(*tmp, m->params16 + m->offsets[i], t->numel);
+    return *tmp;
+}
+
+void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
+{
+    const size_t H = (size_t)m->cfg.hidden_size;
+    if (!m->bf16_stored) {
+        pt_embedding_forward(x, m->w.embed, ids, n, H);
+        return;
+    }
+    const pt_bf16 *e = pt_model_w16(m, m->w.embed);
+    for (size_t i = 0; i < n; i++) {
+        const pt_bf16 *row = e + (size_t)ids[i] * H;
+        for (size_t j = 0; j < H; j++)
+            x[i * H + j] = pt_bf16_to_f32(row[j]);
+    }
+}
+
+void pt_model_bf16_unstore(pt_model *m)
+{
+    if (m->bf16_stored)
+        store(m, false);
+}
