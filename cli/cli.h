@@ -56,6 +56,11 @@ int cli_check_lora(const char *cmd, const cli_lora_args *l);
  * returns 0, or 1 after printing the failure. */
 int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint64_t seed);
 
+/* --bf16: pt_model_set_bf16(model, mode) with a note of the CPU and the
+ * kernel path (whether products are BF16 or widened).  0, or 1 after the
+ * message. */
+int cli_set_bf16(const char *cmd, pt_model *model, int mode);
+
 /* Back to the weights a run started from: model_dir loaded again, with the
  * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied
  * into m's tensors (m keeps its contexts and generators).  0, or 1 after

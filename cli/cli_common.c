@@ -124,6 +124,19 @@ int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint6
     return 0;
 }
 
+int cli_set_bf16(const char *cmd, pt_model *model, int mode)
+{
+    int st = pt_model_set_bf16(model, mode);
+    if (st)
+        return cli_fail("--bf16", st);
+    bool compute = strcmp(pt_cpu_path(), "avx512bf16") == 0;
+    cli_note("posttrain %s: BF16 %s; kernels %s: %s\n", cmd,
+             mode == PT_BF16_FROZEN ? "weights" : "on",
+             pt_cpu_path(), compute ? "BF16 products with FP32 accumulation"
+                                    : "BF16 weights widened to FP32 in the products");
+    return 0;
+}
+
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed)
 {
     pt_model *fresh = NULL;
@@ -146,7 +159,7 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
             ti.numel != tf.numel || strcmp(ti.name, tf.name)) {
             fprintf(stderr, "posttrain %s: %s no longer matches the model being trained\n", cmd, model_dir);
             rc = 1;
-        } else
+        } else if (ti.data) /* NULL: a frozen base kept in BF16, which no step changes */
             memcpy(ti.data, tf.data, ti.numel * sizeof *ti.data);
     }
     pt_model_free(fresh);

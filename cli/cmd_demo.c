@@ -44,6 +44,7 @@ static const cli_opt k_demo_opts[] = {
       .enum_name = pt_grpo_loss_type_name, .help = "GRPO loss aggregation (docs/grpo.md)" },
     { CLI_ENUM, "scale-rewards", DEMO(scale), .def = "group", .from_name = pt_grpo_scale_from_name,
       .enum_name = pt_grpo_scale_name, .help = "GRPO advantage scaling" },
+    { CLI_FLAG, "bf16", DEMO(bf16), .help = "mixed precision where the CPU has BF16 arithmetic\n(docs/bf16.md)" },
     { CLI_FLAG, "drop-zero-std", DEMO(drop_zero_std),
       .help = "leave groups whose rewards are all equal out of the GRPO step" },
     { CLI_INT, "eval-every", DEMO(eval_every), "N", .def = "0", .lo = 0, .hi = 1000000,
@@ -130,6 +131,8 @@ static int build_model(demo_run *r)
     cfg.eos_token_id = pt_tokenizer_eos_id(r->tok);
     if ((st = pt_model_create(&r->model, &cfg, o->seed)))
         return cli_fail("model", st);
+    if (o->bf16 && cli_set_bf16("demo", r->model, PT_BF16_ON))
+        return 1;
     r->vocab = cfg.vocab_size;
     r->plen = 1 + 2 * o->digits + 2;
     r->alen = o->digits + 1;

@@ -20,7 +20,7 @@ typedef struct demo_opts {
     const char *save_traces; /* the traces as JSONL, or NULL */
     /* GRPO */
     int grpo_steps, prompts, group, loss_type, scale, eval_every;
-    bool drop_zero_std;
+    bool drop_zero_std, bf16;
     double grpo_lr, beta, temperature;
     /* evaluation */
     int eval_n;

@@ -43,6 +43,9 @@ static int copy_model(pt_model **out, pt_model *src)
         if (!(st = pt_model_tensor_info(&a, src, i)) && !(st = pt_model_tensor_info(&b, *out, i)))
             memcpy(b.data, a.data, a.numel * sizeof *a.data);
     }
+    /* with --bf16 the reference is frozen in BF16 too */
+    if (!st && pt_model_get_bf16(src) != PT_BF16_OFF)
+        st = pt_model_set_bf16(*out, PT_BF16_FROZEN);
     return st;
 }
 

@@ -8,7 +8,7 @@
 
 typedef struct eval_args {
     const char *model, *data, *adapter;
-    bool json, special;
+    bool json, special, bf16;
     int max_length;
 } eval_args;
 
@@ -17,6 +17,7 @@ static const cli_opt k_eval_opts[] = {
     { CLI_PATH, "model", EVAL(model), "DIR", .required = true,
       .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
     { CLI_PATH, "data", EVAL(data), "FILE.jsonl", .required = true, .help = "the rows to score" },
+    { CLI_FLAG, "bf16", EVAL(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
     { CLI_FLAG, "json", EVAL(json),
       .help = "print one JSON object {\"loss\", \"tokens\", \"rows\": [{\"loss\",\n"
               "\"tokens\"}, ...]} (a row without tokens has \"loss\": null)" },
@@ -80,6 +81,10 @@ int cmd_eval(int argc, char **argv)
     int st = pt_model_load_dir(&m, a.model, NULL);
     if (st)
         return cli_fail("eval", st);
+    if (a.bf16 && cli_set_bf16("eval", m, PT_BF16_FROZEN)) {
+        pt_model_free(m);
+        return 1;
+    }
     if (a.adapter && (st = pt_lora_load_peft(m, a.adapter)) != PT_OK) {
         pt_model_free(m);
         return cli_fail("eval", st);

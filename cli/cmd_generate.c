@@ -11,7 +11,7 @@
 
 typedef struct gen_args {
     const char *model, *prompt, *prompt_ids;
-    bool chat, ignore_eos, print_ids, print_logprobs, allow_long;
+    bool chat, ignore_eos, print_ids, print_logprobs, allow_long, bf16;
     int num_samples, threads;
     pt_generate_options gen;
 } gen_args;
@@ -37,6 +37,7 @@ static const cli_opt k_generate_opts[] = {
     { CLI_INT, "num-samples", GEN(num_samples), "G", .def = "1", .lo = 1, .hi = 1 << 30,
       .help = "completions of the prompt" },
     { CLI_INT, "threads", GEN(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
+    { CLI_FLAG, "bf16", GEN(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
     { CLI_FLAG, "ignore-eos", GEN(ignore_eos), .help = "do not stop at the end-of-sequence token" },
     { CLI_FLAG, "print-ids", GEN(print_ids), .help = "print each completion's token ids (one line) after its text" },
     { CLI_FLAG, "logprobs", GEN(print_logprobs), .help = "print each token's log-probability (one line) after it" },
@@ -267,6 +268,10 @@ int cmd_generate(int argc, char **argv)
     pt_model *m = NULL;
     if ((st = pt_model_load_dir(&m, a.model, NULL)) != PT_OK)
         return cli_fail("generate: loading the model", st);
+    if (a.bf16 && cli_set_bf16("generate", m, PT_BF16_FROZEN)) {
+        pt_model_free(m);
+        return 1;
+    }
     const pt_tokenizer *tok = pt_model_tokenizer(m);
     int32_t *prompt = NULL;
     int n_prompt = 0;

@@ -123,6 +123,7 @@ static const cli_opt k_grpo_output_opts[] = {
               "Young-Daly\n(--mtbf-hours)" },
     { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_FLAG, "bf16", GRPO(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
     { CLI_FLAG, "overwrite", GRPO(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
@@ -330,6 +331,8 @@ static int load(grpo_run *r)
     int st;
     if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
         return cli_fail(a->model, st);
+    if (a->bf16 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
+        return 1;
     if (!(r->tok = pt_model_tokenizer(r->model))) {
         fprintf(stderr, "posttrain grpo: %s has no tokenizer.json (needed to encode prompts and score answers)\n",
                 a->model);
@@ -590,6 +593,7 @@ static int setup(grpo_run *r)
     const int ctx_batch = r->NL < 8 ? r->NL : 8;
     /* The reference policy: the starting model, frozen. */
     if (a->grpo.beta > 0 && ((st = pt_model_load_dir(&r->ref, a->model, NULL)) ||
+                             (a->bf16 && (st = pt_model_set_bf16(r->ref, PT_BF16_FROZEN))) ||
                              (st = pt_context_create(&r->rctx, r->ref, ctx_batch, r->max_seq))))
         return cli_fail("the reference model", st);
     if (a->lora.rank > 0 && cli_add_lora("grpo", r->model, &a->lora, a->seed))

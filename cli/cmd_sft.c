@@ -17,7 +17,7 @@ typedef struct sft_args {
     int64_t steps;
     double epochs;
     int grad_accum, eval_every, save_every, log_every;
-    bool overwrite;
+    bool overwrite, bf16;
     cli_lora_args lora;
     cli_dist_args dist;
 } sft_args;
@@ -60,6 +60,7 @@ static const cli_opt k_sft_output_opts[] = {
               "(--mtbf-hours)" },
     { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_FLAG, "bf16", SFT(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
     { CLI_FLAG, "overwrite", SFT(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", SFT(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
@@ -295,6 +296,8 @@ static int load(sft_run *r)
     int st;
     if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
         return cli_fail(a->model, st);
+    if (a->bf16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
+        return 1;
     if (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed))
         return 1;
     const pt_tokenizer *tok = pt_model_tokenizer(r->model);

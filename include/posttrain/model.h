@@ -162,6 +162,10 @@ PT_API int pt_model_get_bf16(const pt_model *model);
 /* The FP32 weights were written by the host: refresh the BF16 copies
  * before the next product.  No-op for NULL. */
 PT_API void pt_model_weights_changed(pt_model *model);
+/* Copy the FP32 values of the tensor called name into dst (n floats, the
+ * tensor's numel): its data, or a base stored in BF16 widened exactly.
+ * PT_ENOTFOUND for no such tensor, PT_ESHAPE when n is not its numel. */
+PT_API int pt_model_copy_tensor(float *dst, size_t n, const pt_model *model, const char *name);
 
 /* ---- forward, backward, loss ------------------------------------------------
  *

@@ -193,3 +193,21 @@ void pt_model_bf16_unstore(pt_model *m)
     if (m->bf16_stored)
         store(m, false);
 }
+
+int pt_model_copy_tensor(float *dst, size_t n, const pt_model *m, const char *name)
+{
+    PT_CHECK_NULL(dst);
+    PT_CHECK_NULL(m);
+    PT_CHECK_NULL(name);
+    const pt_tensor_ref *t = pt_model_find_tensor(m, name);
+    if (!t)
+        return pt_err(PT_ENOTFOUND, "pt_model_copy_tensor: the model has no tensor '%s'", name);
+    if (n != t->numel)
+        return pt_err(PT_ESHAPE, "pt_model_copy_tensor: '%s' has %zu values, not %zu", name,
+                      t->numel, n);
+    if (t->data)
+        memcpy(dst, t->data, n * sizeof *dst);
+    else
+        pt_bf16_to_f32_n(dst, m->params16 + m->offsets[t - m->tensors], n);
+    return PT_OK;
+}

@@ -150,7 +150,13 @@ FEATURES = _features(lib, library_path)
 
 
 def has_feature(name):
-    """True when the loaded library lists `name` in pt_features()."""
+    """True when the loaded library lists `name` in pt_features().  The
+    capabilities are read once; the word naming the kernel path in use
+    ("cpu-path=avx2", ...) follows pt_set_cpu_path, so it is asked live."""
+    if name.startswith("cpu-path="):
+        fn = lib.pt_features
+        fn.restype, fn.argtypes = c_char_p, []
+        return name in fn().decode("ascii", "replace").split()
     return name in FEATURES
 
 
@@ -915,6 +921,17 @@ _declare("context-threads", {
     "pt_context_get_num_threads": (c_int, [vp]),
     "pt_generator_set_num_threads": (c_int, [vp, c_int]),
     "pt_generator_get_num_threads": (c_int, [vp]),
+})
+_declare("cpu-dispatch", {
+    "pt_set_cpu_path": (c_int, [c_char_p]),
+    "pt_cpu_path": (c_char_p, []),
+    "pt_cpu_info": (c_char_p, []),
+})
+_declare("bf16", {
+    "pt_model_set_bf16": (c_int, [vp, c_int]),
+    "pt_model_get_bf16": (c_int, [vp]),
+    "pt_model_weights_changed": (None, [vp]),
+    "pt_model_copy_tensor": (c_int, [POINTER(c_float), c_size_t, vp, c_char_p]),
 })
 _declare("long-context", {
     "pt_model_set_allow_long_context": (c_int, [vp, c_bool]),

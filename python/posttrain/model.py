@@ -17,7 +17,7 @@ from ._lib import (Batch_, EvalOptions, GgufExportOptions, LoraOptions, ModelCon
 from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
 from .enums import Arch, GgufType, RopeType, SpmScores, Status
-from .errors import check, error_for, invalid
+from .errors import StateError, check, error_for, invalid
 
 __all__ = [
     "Model", "Context", "Batch", "ForwardResult", "EvalResult",
@@ -386,15 +386,19 @@ class Model(Handle):
         return cls(out.value)
 
     @classmethod
-    def load(cls, path, load_tokenizer=True):
+    def load(cls, path, load_tokenizer=True, bf16=False):
         """Load a Hugging Face model directory (config.json, safetensors
-        weights, tokenizer.json when present and load_tokenizer)."""
+        weights, tokenizer.json when present and load_tokenizer), or a GGUF
+        file; bf16 as the bf16 property takes it."""
         o = ModelLoadOptions.new()
         o.load_tokenizer = bool(load_tokenizer)
         out = out_handle()
         check(lib.pt_model_load_dir(ctypes.byref(out), fspath(path), ctypes.byref(o)),
               "pt_model_load_dir")
-        return cls(out.value)
+        m = cls(out.value)
+        if bf16:
+            m.bf16 = bf16
+        return m
 
     @classmethod
     def from_state_dict(cls, config, tensors):
@@ -438,6 +442,25 @@ class Model(Handle):
         n = ctypes.c_uint64()
         check(lib.pt_model_num_params(ctypes.byref(n), self._ptr), "pt_model_num_params")
         return n.value
+
+    _BF16_MODES = {False: 0, None: 0, "off": 0, True: 1, "on": 1, "frozen": 2}
+
+    @property
+    def bf16(self):
+        """BF16 mode (pt_model_set_bf16): False (FP32), True (matrix weights
+        get BF16 copies: a frozen base is kept only in BF16, and products are
+        mixed precision where the CPU has BF16 arithmetic; TRL's bf16=True),
+        or "frozen" (the whole base frozen and kept in BF16: a generator's or
+        reference model)."""
+        return {0: False, 1: True, 2: "frozen"}[lib.pt_model_get_bf16(self._ptr)]
+
+    @bf16.setter
+    def bf16(self, mode):
+        key = mode.lower() if isinstance(mode, str) else mode
+        if key not in self._BF16_MODES:
+            raise invalid("bf16 must be False, True or \"frozen\", not %r" % (mode,),
+                          "Model.bf16")
+        check(lib.pt_model_set_bf16(self._ptr, self._BF16_MODES[key]), "pt_model_set_bf16")
 
     @property
     def source_dir(self):
@@ -567,6 +590,11 @@ class Model(Handle):
         """A copy of a tensor's values: a Tensor (shape, array('f')), or a
         numpy array with numpy=True."""
         t = self._tensor(name)
+        if not t.data:   # a frozen base kept in BF16: widened by the library
+            buf = (ctypes.c_float * t.numel)()
+            check(lib.pt_model_copy_tensor(buf, t.numel, self._ptr, cstr(name, "name", False)),
+                  "pt_model_copy_tensor")
+            return self._copy(t, ctypes.addressof(buf), numpy)
         return self._copy(t, t.data, numpy)
 
     def get_grad(self, name, numpy=None):
@@ -582,8 +610,12 @@ class Model(Handle):
         t = self._tensor(name)
         if isinstance(values, _st.Tensor):
             values = values.data
+        if not t.data:
+            raise StateError(Status.ESTATE, "%s is part of a frozen base kept in BF16 (set "
+                             "model.bf16 = False first)" % name, "Model.set_tensor")
         src = flat_float(values, t.numel, name)
         ctypes.memmove(t.data, src, t.numel * 4)
+        lib.pt_model_weights_changed(self._ptr)   # BF16 copies follow
 
     # -- compute ---------------------------------------------------------------------
     def context(self, max_batch, max_seq):

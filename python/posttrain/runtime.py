@@ -11,7 +11,8 @@ from .enums import LogLevel
 from .errors import check
 
 __all__ = [
-    "version", "version_number", "features", "has_feature", "blas_info", "set_num_threads",
+    "version", "version_number", "features", "has_feature", "blas_info", "cpu_path",
+    "set_cpu_path", "cpu_info", "set_num_threads",
     "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
@@ -46,6 +47,25 @@ def has_feature(name):
 def blas_info():
     """Which BLIS and which kernel set do the matrix products, and why."""
     return lib.pt_blas_info().decode("utf-8", "replace")
+
+
+def cpu_path():
+    """The kernel path in use: "avx2", "avx512" or "avx512bf16" (chosen at
+    run time from the CPU; PT_CPU or set_cpu_path() force a lower one)."""
+    return lib.pt_cpu_path().decode()
+
+
+def set_cpu_path(name=None):
+    """Force the kernel path ("avx2", "avx512", "avx512bf16"); None or "auto":
+    the highest this CPU runs.  Unsupported (a path above the CPU's) or
+    InvalidArgument (an unknown name)."""
+    check(lib.pt_set_cpu_path(None if name is None else str(name).encode()), "pt_set_cpu_path")
+
+
+def cpu_info():
+    """The CPU model and the kernel paths, e.g. "AMD EPYC ...; kernels avx2
+    (CPU runs up to avx2)"."""
+    return lib.pt_cpu_info().decode("utf-8", "replace")
 
 
 def set_num_threads(n):

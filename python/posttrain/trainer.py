@@ -76,6 +76,9 @@ class GRPOTrainer:
         epsilon_high, beta, delta, mask_truncated_completions, ...);
         max_completion_length defaults to max_new_tokens, temperature to the
         sampling temperature.
+    bf16: TRL's bf16=True: model.bf16 = True (mixed precision where the CPU
+        has BF16 arithmetic; a frozen LoRA base kept in BF16) and the
+        reference model frozen in BF16 (docs/bf16.md).
     ref_model: the frozen reference policy, required when grpo["beta"] > 0
         (e.g. the same directory loaded again), unless the model has LoRA
         adapters: the step then takes the frozen base as the reference.
@@ -104,8 +107,15 @@ class GRPOTrainer:
                  batch_prompts=4, max_new_tokens=64, temperature=1.0, top_k=None, top_p=None,
                  min_p=None, stop_ids=None, num_iterations=1, learning_rate=1e-6,
                  optimizer=None, grpo=None, ref_model=None, seed=0, shuffle=True,
-                 add_special=True, output_dir=None, save_every=0, eval_every=0, callback=None):
+                 add_special=True, output_dir=None, save_every=0, eval_every=0, callback=None,
+                 bf16=False):
         _require()
+        if bf16:
+            # TRL's bf16=True: mixed precision where the CPU has BF16
+            # arithmetic, a frozen base (LoRA) and the reference in BF16
+            model.bf16 = True
+            if ref_model is not None:
+                ref_model.bf16 = "frozen"
         self.model = model
         self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         if self.tokenizer is None:
