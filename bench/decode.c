@@ -3,7 +3,8 @@
  * run in the same run.
  *
  *   bench_decode [--batch B[,B...]] [--prompt P] [--new N] [--threads T]
- *                [--reps R] [--no-anchor] [--shared DIR]
+ *                [--reps R] [--precision fp32,bf16] [--no-anchor] [--shared DIR]
+ *                [--model DIR]
  *
  * Defaults: batches 1 and 16, a 32-token prompt per row (a different one per
  * row), 128 new tokens, 2 threads, 3 repetitions (medians).  For each batch:
@@ -16,6 +17,14 @@
  *    reads (../shared/docs/performance.md, beside the repository);
  *  - then the anchor: /usr/bin/python3 SHARED/anchors/torch_llama.py decode
  *    --config smollm2-135m --batch B --steps N --prompt P, and ours/anchor.
+ * --precision: fp32 (FP32 weights), bf16 (the same weights frozen in BF16,
+ * pt_model_set_bf16(PT_BF16_FROZEN): half the bytes streamed; products in
+ * BF16 where the CPU has it, else widened), or both (the default), each
+ * against the anchor in the same precision (torch_llama.py --bf16: BF16
+ * weights and cache), with the BF16/FP32 ratio of ours.  The CPU and the
+ * kernel path (PT_CPU forces a lower one) are printed first.
+ * --model DIR: that model instead of the random SmolLM2-135M-shaped one
+ * (bench/llamacpp_decode.sh passes the one it exports for llama.cpp).
  * Sampling at temperature 1 without filters and no stop ids (the anchor
  * samples with torch.multinomial).  The machine is shared: the load average
  * is printed with the figures; compare ratios of one run. */
@@ -40,9 +49,15 @@ static void loadavg(double l[3])
     fclose(f);
 }
 
-static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int reps,
-                     int threads, const char *anchor_script)
+typedef struct figures {
+    double decode_tps, prefill_tps;
+} figures;
+
+static int run_batch(figures *out, pt_model *model, uint64_t nparams, int B, int P, int N,
+                     int reps, int threads, const char *anchor_script)
 {
+    const bool bf16 = pt_model_get_bf16(model) != PT_BF16_OFF;
+    const char *prec = bf16 ? "bf16" : "fp32";
     const pt_model_config *cfgp = NULL;
     pt_model_config cfg;
     pt_model_config_init(&cfg);
@@ -95,34 +110,37 @@ static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int
     double prefill_tps = (double)B * P / pre;
     double steps_s = (double)(N - 1) / dec;
     double decode_tps = (double)B * steps_s;
-    double gbs = steps_s * (double)nparams * 4.0 / 1e9;
+    double gbs = steps_s * (double)nparams * (bf16 ? 2.0 : 4.0) / 1e9;
+    out->decode_tps = decode_tps;
+    out->prefill_tps = prefill_tps;
     double la[3];
     loadavg(la);
-    printf("ours batch %d: decode %.1f tokens/s (%.1f steps/s, %.1f ms/step), prefill %.1f "
+    printf("ours %s batch %d: decode %.1f tokens/s (%.1f steps/s, %.1f ms/step), prefill %.1f "
            "tokens/s, weight streaming %.1f GB/s = %.0f%% of %.0f GB/s, peak RSS %.0f MB "
            "(median of %d; load average %.2f %.2f %.2f)\n",
-           B, decode_tps, steps_s, 1e3 / steps_s, prefill_tps, gbs, 100.0 * gbs / MEM_BW_GBS,
+           prec, B, decode_tps, steps_s, 1e3 / steps_s, prefill_tps, gbs, 100.0 * gbs / MEM_BW_GBS,
            MEM_BW_GBS, bench_peak_rss_mb(), reps, la[0], la[1], la[2]);
     fflush(stdout);
     if (anchor_script) {
         char cmd[4096], line[4096];
         snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' decode --config smollm2-135m --batch %d "
-                 "--steps %d --prompt %d --threads %d 2>&1", anchor_script, B, N, P, threads);
+                 "--steps %d --prompt %d --threads %d%s 2>&1", anchor_script, B, N, P, threads,
+                 bf16 ? " --bf16" : "");
         printf("anchor: %s\n", cmd);
         fflush(stdout);
         if (bench_run_capture(cmd, "mode=decode", line, sizeof line) == 0) {
-            /* "mode=decode tokens_per_s=X prefill_tokens_per_s=Y ..." */
+            /* "mode=decode[_bf16] tokens_per_s=X prefill_tokens_per_s=Y ..." */
             double a_tps = NAN, a_pre = NAN;
-            if (sscanf(line, "mode=decode tokens_per_s=%lf prefill_tokens_per_s=%lf", &a_tps,
-                       &a_pre) != 2)
+            const char *f = strstr(line, "tokens_per_s=");
+            if (!f || sscanf(f, "tokens_per_s=%lf prefill_tokens_per_s=%lf", &a_tps, &a_pre) != 2)
                 printf("anchor: unexpected result line: %s", line);
             loadavg(la);
-            printf("anchor batch %d (PyTorch): decode %.1f tokens/s, prefill %.1f tokens/s; "
+            printf("anchor %s batch %d (PyTorch): decode %.1f tokens/s, prefill %.1f tokens/s; "
                    "ratio ours/anchor: decode %.2fx, prefill %.2fx (load average %.2f)\n",
-                   B, a_tps, a_pre, decode_tps / a_tps, prefill_tps / a_pre, la[0]);
-            printf("result: batch=%d decode_tokens_per_s=%.2f prefill_tokens_per_s=%.2f "
+                   prec, B, a_tps, a_pre, decode_tps / a_tps, prefill_tps / a_pre, la[0]);
+            printf("result: precision=%s batch=%d decode_tokens_per_s=%.2f prefill_tokens_per_s=%.2f "
                    "gb_per_s=%.2f anchor_decode=%.2f anchor_prefill=%.2f decode_ratio=%.3f "
-                   "prefill_ratio=%.3f\n", B, decode_tps, prefill_tps, gbs, a_tps, a_pre,
+                   "prefill_ratio=%.3f\n", prec, B, decode_tps, prefill_tps, gbs, a_tps, a_pre,
                    decode_tps / a_tps, prefill_tps / a_pre);
         } else {
             printf("anchor: no result line (mode=decode ...) in its output\n");
@@ -141,7 +159,8 @@ static int run_batch(pt_model *model, uint64_t nparams, int B, int P, int N, int
 int main(int argc, char **argv)
 {
     int batches[8] = { 1, 16 }, nb = 2, P = 32, N = 128, threads = 2, reps = 3, anchor = 1;
-    const char *shared = NULL;
+    bool want_fp32 = true, want_bf16 = true;
+    const char *shared = NULL, *model_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-anchor")) {
@@ -150,7 +169,8 @@ int main(int argc, char **argv)
         }
         if (!v) {
             fprintf(stderr, "usage: bench_decode [--batch B[,B...]] [--prompt P] [--new N] "
-                            "[--threads T] [--reps R] [--no-anchor] [--shared DIR]\n");
+                            "[--threads T] [--reps R] [--precision fp32,bf16] [--no-anchor] "
+                            "[--shared DIR] [--model DIR]\n");
             return 2;
         }
         i++;
@@ -169,6 +189,11 @@ int main(int argc, char **argv)
             threads = atoi(v);
         } else if (!strcmp(a, "--reps")) {
             reps = atoi(v);
+        } else if (!strcmp(a, "--precision")) {
+            want_fp32 = strstr(v, "fp32") != NULL;
+            want_bf16 = strstr(v, "bf16") != NULL;
+        } else if (!strcmp(a, "--model")) {
+            model_dir = v;
         } else if (!strcmp(a, "--shared")) {
             shared = v;
         } else {
@@ -176,7 +201,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (P < 1 || N < 2 || threads < 1 || reps < 1)
+    if (P < 1 || N < 2 || threads < 1 || reps < 1 || !(want_fp32 || want_bf16))
         return 2;
     CHECK(pt_set_num_threads(threads));
     pt_model_config cfg;
@@ -192,7 +217,10 @@ int main(int argc, char **argv)
     cfg.rms_norm_eps = 1e-5;
     cfg.max_position_embeddings = 2048;
     pt_model *model = NULL;
-    CHECK(pt_model_create(&model, &cfg, 1234));
+    if (model_dir)
+        CHECK(pt_model_load_dir(&model, model_dir, NULL));
+    else
+        CHECK(pt_model_create(&model, &cfg, 1234));
     uint64_t nparams = 0;
     CHECK(pt_model_num_params(&nparams, model));
     double la[3];
@@ -201,6 +229,7 @@ int main(int argc, char **argv)
            "tokens, %d threads, load average %.2f %.2f %.2f\n", (double)nparams / 1e6,
            (double)nparams * 4 / 1e6, P, N, threads, la[0], la[1], la[2]);
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     fflush(stdout);
 
     char script[4096];
@@ -210,9 +239,20 @@ int main(int argc, char **argv)
         if (!anchor_script)
             printf("anchor: skipped (anchors/torch_llama.py not found; use --shared DIR)\n");
     }
-    for (int i = 0; i < nb; i++)
-        if (run_batch(model, nparams, batches[i], P, N, reps, threads, anchor_script) != 0)
+    figures f32[8], fb[8];
+    for (int i = 0; want_fp32 && i < nb; i++)
+        if (run_batch(&f32[i], model, nparams, batches[i], P, N, reps, threads, anchor_script))
             return 1;
+    if (want_bf16) {
+        CHECK(pt_model_set_bf16(model, PT_BF16_FROZEN));
+        for (int i = 0; i < nb; i++)
+            if (run_batch(&fb[i], model, nparams, batches[i], P, N, reps, threads, anchor_script))
+                return 1;
+    }
+    for (int i = 0; want_fp32 && want_bf16 && i < nb; i++)
+        printf("ours bf16/fp32 batch %d (kernels %s): decode %.2fx, prefill %.2fx\n", batches[i],
+               pt_cpu_path(), fb[i].decode_tps / f32[i].decode_tps,
+               fb[i].prefill_tps / f32[i].prefill_tps);
     pt_model_free(model);
     return 0;
 }

@@ -1,10 +1,13 @@
 /* bench_sft_step: the SFT step as `posttrain sft` runs it (pt_sft_step:
  * forward, backward, AdamW) at the SmolLM2-135M shape, batch 4 x seq 256, for
- * full fine-tuning and for LoRA rank 16 on every projection, each in its own
- * child process (so each peak RSS is its own), then the PyTorch anchor
- * (full fine-tuning with AdamW) in the same run.
+ * full fine-tuning and for LoRA rank 16 on every projection, in FP32 and with
+ * BF16 (pt_model_set_bf16(PT_BF16_ON): mixed precision where the CPU has
+ * BF16 arithmetic, the LoRA base frozen in BF16), each in its own child
+ * process (so each peak RSS is its own), then the PyTorch anchor (full
+ * fine-tuning with AdamW, FP32 and --bf16 autocast) in the same run.
  *
- *   bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] [--shared DIR]
+ *   bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] [--no-bf16]
+ *                  [--shared DIR]
  *
  * Prints tokens/s, GFLOP/s (6 * all parameters * tokens / time for full
  * fine-tuning; the same count for LoRA, so the two are comparable as
@@ -23,7 +26,7 @@ typedef struct result {
 } result;
 
 /* Runs in a child: writes one result to fd. */
-static int run_mode(int fd, int lora_rank, int steps, int B, int T)
+static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
 {
     pt_model_config c;
     bench_model_config(&c, "smollm2-135m", T);
@@ -34,6 +37,8 @@ static int run_mode(int fd, int lora_rank, int steps, int B, int T)
         return 1;
     uint64_t n;
     pt_model_num_params(&n, m);
+    if (bf16 && pt_model_set_bf16(m, PT_BF16_ON))
+        return 1;
     if (lora_rank > 0) {
         pt_lora_options lo;
         pt_lora_options_init(&lo);
@@ -74,7 +79,7 @@ static int run_mode(int fd, int lora_rank, int steps, int B, int T)
     return 0;
 }
 
-static int child(result *out, int lora_rank, int steps, int B, int T)
+static int child(result *out, int lora_rank, bool bf16, int steps, int B, int T)
 {
     int p[2];
     if (pipe(p))
@@ -82,7 +87,7 @@ static int child(result *out, int lora_rank, int steps, int B, int T)
     pid_t pid = fork();
     if (pid == 0) {
         close(p[0]);
-        _exit(run_mode(p[1], lora_rank, steps, B, T));
+        _exit(run_mode(p[1], lora_rank, bf16, steps, B, T));
     }
     close(p[1]);
     ssize_t got = read(p[0], out, sizeof *out);
@@ -101,7 +106,7 @@ static double field(const char *line, const char *key)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256;
+    int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256, bf16 = 1;
     const char *shared = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -114,9 +119,11 @@ int main(int argc, char **argv)
             shared = argv[++i];
         else if (!strcmp(argv[i], "--no-anchor"))
             anchor = 0;
+        else if (!strcmp(argv[i], "--no-bf16"))
+            bf16 = 0;
         else {
             fprintf(stderr, "usage: bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] "
-                            "[--shared DIR]\n");
+                            "[--no-bf16] [--shared DIR]\n");
             return 2;
         }
     }
@@ -126,18 +133,28 @@ int main(int argc, char **argv)
     }
     /* The children run first: a process that has started OpenMP threads must
      * not fork (libgomp's pool does not survive it). */
-    result full, lora;
-    if (child(&full, 0, steps, B, T) || child(&lora, lora_rank, steps, B, T)) {
+    result full, lora, fullb = { 0 }, lorab = { 0 };
+    if (child(&full, 0, false, steps, B, T) || child(&lora, lora_rank, false, steps, B, T) ||
+        (bf16 && (child(&fullb, 0, true, steps, B, T) ||
+                  child(&lorab, lora_rank, true, steps, B, T)))) {
         fprintf(stderr, "bench_sft_step: a run failed\n");
         return 1;
     }
     double peak = fmax(bench_gemm_peak(threads, 2048, 2048, 2048, 3), bench_gemm_peak(threads, 1024, 1536, 576, 5));
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     printf("sgemm peak (%d threads, measured after the runs): %.1f GFLOP/s\n", threads, peak);
     printf("full SFT step     (SmolLM2-135M shape, batch %d x seq %d): %.1f tokens/s, %.1f GFLOP/s (%.0f%% of peak), "
            "peak RSS %.0f MB\n", B, T, full.tokens_per_s, full.gflops, 100 * full.gflops / peak, full.rss_mb);
     printf("LoRA r%-2d SFT step (same shape, all projections):         %.1f tokens/s (%.2fx the full step), "
            "peak RSS %.0f MB\n", lora_rank, lora.tokens_per_s, lora.tokens_per_s / full.tokens_per_s, lora.rss_mb);
+    if (bf16) {
+        printf("full SFT step BF16 (mixed precision on %s): %.1f tokens/s (%.2fx FP32), peak RSS %.0f MB\n",
+               pt_cpu_path(), fullb.tokens_per_s, fullb.tokens_per_s / full.tokens_per_s, fullb.rss_mb);
+        printf("LoRA r%-2d SFT step on a BF16 base:       %.1f tokens/s (step time %.2fx FP32's), "
+               "peak RSS %.0f MB (%.2fx FP32's)\n", lora_rank, lorab.tokens_per_s,
+               lora.tokens_per_s / lorab.tokens_per_s, lorab.rss_mb, lorab.rss_mb / lora.rss_mb);
+    }
     if (!anchor)
         return 0;
     char path[4096], cmd[8192], line[4096];
@@ -159,5 +176,18 @@ int main(int argc, char **argv)
     printf("ratio vs PyTorch (full): %.2fx tokens/s, RSS %.2fx the anchor's (%.0f MB)\n", full.tokens_per_s / atps,
            full.rss_mb / arss, arss);
     printf("ratio vs PyTorch (LoRA r%d): %.2fx tokens/s\n", lora_rank, lora.tokens_per_s / atps);
+    if (!bf16)
+        return 0;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s train --bf16 --config smollm2-135m --batch %d --seq %d "
+             "--threads %d", path, B, T, threads);
+    printf("anchor: %s\n", cmd);
+    if (bench_run_capture(cmd, "mode=train", line, sizeof line)) {
+        printf("anchor: no result line\n");
+        return 1;
+    }
+    double btps = field(line, "tokens_per_s="), brss = field(line, "peak_rss_mb=");
+    printf("anchor --bf16: %.1f tokens/s, peak RSS %.0f MB\n", btps, brss);
+    printf("ratio vs PyTorch --bf16 (full, ours BF16): %.2fx tokens/s; ours FP32 vs it: %.2fx\n",
+           fullb.tokens_per_s / btps, full.tokens_per_s / btps);
     return 0;
 }
