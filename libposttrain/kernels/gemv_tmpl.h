@@ -1,0 +1,133 @@
+/* The body of the small-m kernels (kernels/gemv.h), written once and
+ * included by each path's file after it has defined:
+ *   GV_TARGET            function attribute for the path (may be empty)
+ *   GV_VEC, GV_VW        the vector type and its width in floats
+ *   GV_RMAX, GV_CMAX     register block: rows of W x rows of x (at most 4 x 6)
+ *   GV_NAME_F32/_BF16    the names of the two kernels to define
+ *   GV_MASK              the type of a tail mask
+ * and the inline functions (all GV_TARGET):
+ *   gv_zero(), gv_load(const float *), gv_load_bf16(const uint16_t *),
+ *   gv_mask(size_t t) for the first t < GV_VW lanes,
+ *   gv_load_tail(const float *, GV_MASK), gv_load_bf16_tail(const uint16_t *,
+ *   GV_MASK, size_t t) (other lanes 0), gv_fma(a, b, acc) = a * b + acc,
+ *   gv_hsum(v) (the fixed tree of kernels/gemv.h).
+ * Every output element gets its own accumulator and the operations listed
+ * in kernels/gemv.h, whatever block it falls in: the block shape only
+ * decides how many accumulators run side by side. */
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GV_INLINE static inline __attribute__((always_inline)) GV_TARGET
+
+/* s[r][c] = row r of W (r < R) . row c of x (c < C), over k values.  R, C
+ * and bf16 are constants after inlining, so the loops unroll and the
+ * accumulators live in registers. */
+GV_INLINE void gv_micro(const int R, const int C, const bool bf16, size_t k, const void *w,
+                        size_t ldw, const float *x, size_t ldx, float s[GV_RMAX][GV_CMAX])
+{
+    const float *wf = (const float *)w;
+    const uint16_t *wh = (const uint16_t *)w;
+    GV_VEC acc[GV_RMAX][GV_CMAX];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = gv_zero();
+    size_t p = 0;
+    for (; p + GV_VW <= k; p += GV_VW) {
+        GV_VEC xv[GV_CMAX];
+        for (int c = 0; c < C; c++)
+            xv[c] = gv_load(x + (size_t)c * ldx + p);
+        for (int r = 0; r < R; r++) {
+            GV_VEC wv = bf16 ? gv_load_bf16(wh + (size_t)r * ldw + p)
+                             : gv_load(wf + (size_t)r * ldw + p);
+            for (int c = 0; c < C; c++)
+                acc[r][c] = gv_fma(wv, xv[c], acc[r][c]);
+        }
+    }
+    if (p < k) {
+        const size_t t = k - p;
+        const GV_MASK mk = gv_mask(t);
+        GV_VEC xv[GV_CMAX];
+        for (int c = 0; c < C; c++)
+            xv[c] = gv_load_tail(x + (size_t)c * ldx + p, mk);
+        for (int r = 0; r < R; r++) {
+            GV_VEC wv = bf16 ? gv_load_bf16_tail(wh + (size_t)r * ldw + p, mk, t)
+                             : gv_load_tail(wf + (size_t)r * ldw + p, mk);
+            for (int c = 0; c < C; c++)
+                acc[r][c] = gv_fma(wv, xv[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            s[r][c] = gv_hsum(acc[r][c]);
+}
+
+#define GV_CASE(R_, C_)                                                                  \
+    case (R_) * 8 + (C_):                                                                \
+        gv_micro((R_), (C_), bf16, k, wj, ldw, xi, ldx, s);                              \
+        break;
+#if GV_CMAX >= 4
+#define GV_CASES_4(R_) GV_CASE(R_, 4)
+#else
+#define GV_CASES_4(R_)
+#endif
+#if GV_CMAX >= 6
+#define GV_CASES_5_6(R_) GV_CASE(R_, 5) GV_CASE(R_, 6)
+#elif GV_CMAX >= 5
+#define GV_CASES_5_6(R_) GV_CASE(R_, 5)
+#else
+#define GV_CASES_5_6(R_)
+#endif
+#define GV_CASES(R_) GV_CASE(R_, 1) GV_CASE(R_, 2) GV_CASE(R_, 3) GV_CASES_4(R_) GV_CASES_5_6(R_)
+
+/* All m rows of x against the len rows of W: GV_RMAX rows of W at a time,
+ * each run against every group of GV_CMAX rows of x while it is in L1. */
+GV_INLINE void gv_block(const bool bf16, size_t m, size_t len, size_t k, float alpha,
+                        const float *x, size_t ldx, const void *w, size_t ldw, float beta,
+                        float *y, size_t ldy)
+{
+    const size_t esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (size_t j = 0; j < len; j += GV_RMAX) {
+        const int R = len - j < GV_RMAX ? (int)(len - j) : GV_RMAX;
+        const void *wj = (const char *)w + j * ldw * esz;
+        for (size_t i = 0; i < m; i += GV_CMAX) {
+            const int C = m - i < GV_CMAX ? (int)(m - i) : GV_CMAX;
+            const float *xi = x + i * ldx;
+            float s[GV_RMAX][GV_CMAX];
+            switch (R * 8 + C) {
+                GV_CASES(1)
+#if GV_RMAX >= 2
+                GV_CASES(2)
+#endif
+#if GV_RMAX >= 3
+                GV_CASES(3)
+#endif
+#if GV_RMAX >= 4
+                GV_CASES(4)
+#endif
+            default:
+                __builtin_unreachable();
+            }
+            for (int c = 0; c < C; c++) {
+                float *yc = y + (i + (size_t)c) * ldy + j;
+                for (int r = 0; r < R; r++)
+                    yc[r] = beta == 0.0f ? alpha * s[r][c] : fmaf(beta, yc[r], alpha * s[r][c]);
+            }
+        }
+    }
+}
+
+GV_TARGET void GV_NAME_F32(size_t m, size_t len, size_t k, float alpha, const float *x,
+                           size_t ldx, const float *w, size_t ldw, float beta, float *y,
+                           size_t ldy)
+{
+    gv_block(false, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);
+}
+
+GV_TARGET void GV_NAME_BF16(size_t m, size_t len, size_t k, float alpha, const float *x,
+                            size_t ldx, const uint16_t *w, size_t ldw, float beta, float *y,
+                            size_t ldy)
+{
+    gv_block(true, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);
+}
