@@ -17,7 +17,7 @@
 #define GV_VEC __m512
 #define GV_VW 16
 #define GV_RMAX 4
-#define GV_CMAX 4
+#define GV_CMAX 6
 #define GV_MASK __mmask16
 #define GV_NAME_F32 pt_gemv_f32_avx512
 #define GV_NAME_BF16 pt_gemv_bf16_avx512

@@ -81,39 +81,57 @@ GV_INLINE void gv_micro(const int R, const int C, const bool bf16, size_t k, con
 #endif
 #define GV_CASES(R_) GV_CASE(R_, 1) GV_CASE(R_, 2) GV_CASE(R_, 3) GV_CASES_4(R_) GV_CASES_5_6(R_)
 
-/* All m rows of x against the len rows of W: GV_RMAX rows of W at a time,
- * each run against every group of GV_CMAX rows of x while it is in L1. */
+/* Rows [j, j + jn) of W (wj) against rows [i, i + C) of x (xi), GV_RMAX
+ * rows of W at a time. */
+GV_INLINE void gv_panel(const bool bf16, const int C, size_t jn, size_t k, float alpha,
+                        const float *xi, size_t ldx, const void *wj, size_t ldw, float beta,
+                        float *yi, size_t ldy)
+{
+    const size_t esz = bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (size_t j = 0; j < jn; j += GV_RMAX, wj = (const char *)wj + GV_RMAX * ldw * esz) {
+        const int R = jn - j < GV_RMAX ? (int)(jn - j) : GV_RMAX;
+        float s[GV_RMAX][GV_CMAX];
+        switch (R * 8 + C) {
+            GV_CASES(1)
+#if GV_RMAX >= 2
+            GV_CASES(2)
+#endif
+#if GV_RMAX >= 3
+            GV_CASES(3)
+#endif
+#if GV_RMAX >= 4
+            GV_CASES(4)
+#endif
+        default:
+            __builtin_unreachable();
+        }
+        for (int c = 0; c < C; c++) {
+            float *yc = yi + (size_t)c * ldy + j;
+            for (int r = 0; r < R; r++)
+                yc[r] = beta == 0.0f ? alpha * s[r][c] : fmaf(beta, yc[r], alpha * s[r][c]);
+        }
+    }
+}
+
+/* Rows of W per panel: a panel (at most GV_PANEL_BYTES) stays in L2 while
+ * every group of GV_CMAX rows of x (in L1) runs against it. */
+#define GV_PANEL_BYTES (192u << 10)
+
+/* All m rows of x against the len rows of W, a panel of W at a time. */
 GV_INLINE void gv_block(const bool bf16, size_t m, size_t len, size_t k, float alpha,
                         const float *x, size_t ldx, const void *w, size_t ldw, float beta,
                         float *y, size_t ldy)
 {
     const size_t esz = bf16 ? sizeof(uint16_t) : sizeof(float);
-    for (size_t j = 0; j < len; j += GV_RMAX) {
-        const int R = len - j < GV_RMAX ? (int)(len - j) : GV_RMAX;
+    size_t jb = GV_PANEL_BYTES / (ldw * esz + 1);
+    jb = jb < GV_RMAX ? GV_RMAX : jb / GV_RMAX * GV_RMAX;
+    for (size_t j = 0; j < len; j += jb) {
+        const size_t jn = len - j < jb ? len - j : jb;
         const void *wj = (const char *)w + j * ldw * esz;
         for (size_t i = 0; i < m; i += GV_CMAX) {
             const int C = m - i < GV_CMAX ? (int)(m - i) : GV_CMAX;
-            const float *xi = x + i * ldx;
-            float s[GV_RMAX][GV_CMAX];
-            switch (R * 8 + C) {
-                GV_CASES(1)
-#if GV_RMAX >= 2
-                GV_CASES(2)
-#endif
-#if GV_RMAX >= 3
-                GV_CASES(3)
-#endif
-#if GV_RMAX >= 4
-                GV_CASES(4)
-#endif
-            default:
-                __builtin_unreachable();
-            }
-            for (int c = 0; c < C; c++) {
-                float *yc = y + (i + (size_t)c) * ldy + j;
-                for (int r = 0; r < R; r++)
-                    yc[r] = beta == 0.0f ? alpha * s[r][c] : fmaf(beta, yc[r], alpha * s[r][c]);
-            }
+            gv_panel(bf16, C, jn, k, alpha, x + i * ldx, ldx, wj, ldw, beta, y + i * ldy + j,
+                     ldy);
         }
     }
 }
