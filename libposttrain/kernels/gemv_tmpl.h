@@ -29,6 +29,7 @@ GV_INLINE void gv_micro(const int R, const int C, const bool bf16, size_t k, con
 {
     const float *wf = (const float *)w;
     const uint16_t *wh = (const uint16_t *)w;
+    const size_t esz = bf16 ? sizeof(uint16_t) : sizeof(float);
     GV_VEC acc[GV_RMAX][GV_CMAX];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++)
@@ -39,8 +40,13 @@ GV_INLINE void gv_micro(const int R, const int C, const bool bf16, size_t k, con
         for (int c = 0; c < C; c++)
             xv[c] = gv_load(x + (size_t)c * ldx + p);
         for (int r = 0; r < R; r++) {
-            GV_VEC wv = bf16 ? gv_load_bf16(wh + (size_t)r * ldw + p)
-                             : gv_load(wf + (size_t)r * ldw + p);
+            /* The same columns of the next R rows: they stream from
+             * memory while these are multiplied (the hardware prefetchers
+             * alone left BF16 weights at 2/3 of FP32's bytes per second).
+             * A hint, never a fault, even past the end of W. */
+            const char *wr = (const char *)w + ((size_t)r * ldw + p) * esz;
+            __builtin_prefetch((const void *)((uintptr_t)wr + (uintptr_t)R * ldw * esz), 0, 3);
+            GV_VEC wv = bf16 ? gv_load_bf16((const uint16_t *)wr) : gv_load((const float *)wr);
             for (int c = 0; c < C; c++)
                 acc[r][c] = gv_fma(wv, xv[c], acc[r][c]);
         }
