@@ -70,6 +70,28 @@ static inline float gv_hsum(__m256 v)
     return _mm_cvtss_f32(a);
 }
 
+/* The sums of 8 vectors a[e] into out[e], each by the tree of gv_hsum
+ * with the same operands in the same order (so the same bits), but for 8
+ * vectors at once.  After the last level lane 4 (e % 2) + e / 2 holds
+ * vector e's sum. */
+static inline void gv_hsum_vw(const __m256 a[8], float out[8])
+{
+    __m256 b[4], c[2];
+    for (int p = 0; p < 4; p++) /* lanes l + l+4: [a2p | a2p+1] */
+        b[p] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * p], a[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(a[2 * p], a[2 * p + 1], 0x31));
+    for (int q = 0; q < 2; q++) /* l + l+2 */
+        c[q] = _mm256_add_ps(_mm256_shuffle_ps(b[2 * q], b[2 * q + 1], 0x44),
+                             _mm256_shuffle_ps(b[2 * q], b[2 * q + 1], 0xEE));
+    __m256 e = _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], 0x88), /* l + l+1 */
+                             _mm256_shuffle_ps(c[0], c[1], 0xDD));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(e, order));
+}
+
+/* Blocks of at least this many accumulators use gv_hsum_vw. */
+#define GV_HSUM_MIN 6
+
 #include "kernels/gemv_tmpl.h"
 
 #endif

@@ -74,6 +74,31 @@ GV_TARGET static inline float gv_hsum(__m512 v)
     return _mm_cvtss_f32(a);
 }
 
+/* The sums of 16 vectors a[e] into out[e], each by the tree of gv_hsum
+ * with the same operands in the same order (so the same bits), but for 16
+ * vectors at once: level by level, each add serves two vectors' halves.
+ * After the last level lane 4 (e % 4) + e / 4 holds vector e's sum. */
+GV_TARGET static inline void gv_hsum_vw(const __m512 a[16], float out[16])
+{
+    __m512 b[8], c[4], d[2];
+    for (int p = 0; p < 8; p++) /* lanes l + l+8: [a2p | a2p+1] */
+        b[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
+    for (int q = 0; q < 4; q++) /* l + l+4: one 128-bit block a vector */
+        c[q] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * q], b[2 * q + 1], 0x88),
+                             _mm512_shuffle_f32x4(b[2 * q], b[2 * q + 1], 0xDD));
+    for (int u = 0; u < 2; u++) /* l + l+2 */
+        d[u] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * u], c[2 * u + 1], 0x44),
+                             _mm512_shuffle_ps(c[2 * u], c[2 * u + 1], 0xEE));
+    __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), /* l + l+1 */
+                             _mm512_shuffle_ps(d[0], d[1], 0xDD));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, e));
+}
+
+/* Blocks of at least this many accumulators use gv_hsum_vw. */
+#define GV_HSUM_MIN 8
+
 #include "kernels/gemv_tmpl.h"
 
 #endif

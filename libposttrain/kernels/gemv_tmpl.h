@@ -10,7 +10,8 @@
  *   gv_mask(size_t t) for the first t < GV_VW lanes,
  *   gv_load_tail(const float *, GV_MASK), gv_load_bf16_tail(const uint16_t *,
  *   GV_MASK, size_t t) (other lanes 0), gv_fma(a, b, acc) = a * b + acc,
- *   gv_hsum(v) (the fixed tree of kernels/gemv.h).
+ *   gv_hsum(v) (the fixed tree of kernels/gemv.h), gv_hsum_vw(a, out) (the
+ *   same for GV_VW vectors at once, bit for bit), and GV_HSUM_MIN.
  * Every output element gets its own accumulator and the operations listed
  * in kernels/gemv.h, whatever block it falls in: the block shape only
  * decides how many accumulators run side by side. */
@@ -40,10 +41,11 @@ GV_INLINE void gv_micro(const int R, const int C, const bool bf16, size_t k, con
         for (int c = 0; c < C; c++)
             xv[c] = gv_load(x + (size_t)c * ldx + p);
         for (int r = 0; r < R; r++) {
-            /* The same columns of the next R rows: they stream from
-             * memory while these are multiplied (the hardware prefetchers
-             * alone left BF16 weights at 2/3 of FP32's bytes per second).
-             * A hint, never a fault, even past the end of W. */
+            /* The same columns of the next R rows, so they stream in while
+             * these are multiplied (the hardware prefetchers alone left
+             * BF16 weights at 2/3 of FP32's bytes per second; issuing it
+             * only for the first group of x rows measured slower).  A
+             * hint, never a fault, even past the end of W. */
             const char *wr = (const char *)w + ((size_t)r * ldw + p) * esz;
             __builtin_prefetch((const void *)((uintptr_t)wr + (uintptr_t)R * ldw * esz), 0, 3);
             GV_VEC wv = bf16 ? gv_load_bf16((const uint16_t *)wr) : gv_load((const float *)wr);
@@ -64,9 +66,22 @@ GV_INLINE void gv_micro(const int R, const int C, const bool bf16, size_t k, con
                 acc[r][c] = gv_fma(wv, xv[c], acc[r][c]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++)
-            s[r][c] = gv_hsum(acc[r][c]);
+    if (R * C < GV_HSUM_MIN) {
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++)
+                s[r][c] = gv_hsum(acc[r][c]);
+        return;
+    }
+    /* GV_VW accumulators at a time (the missing ones 0): same sums. */
+    for (int e0 = 0; e0 < R * C; e0 += GV_VW) {
+        GV_VEC v[GV_VW];
+        float o[GV_VW];
+        for (int e = 0; e < GV_VW; e++)
+            v[e] = e0 + e < R * C ? acc[(e0 + e) / C][(e0 + e) % C] : gv_zero();
+        gv_hsum_vw(v, o);
+        for (int e = 0; e < GV_VW && e0 + e < R * C; e++)
+            s[(e0 + e) / C][(e0 + e) % C] = o[e];
+    }
 }
 
 #define GV_CASE(R_, C_)                                                                  \
