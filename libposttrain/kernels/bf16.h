@@ -54,9 +54,12 @@ void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, flo
 /* y_i = alpha * W x_i + beta * y_i for the m rows x_i of x (row stride
  * ldx), W [n x k] BF16 row-major (row stride ldw), x and y FP32: the BF16
  * counterpart of pt_sgemv_rows (decoding; W streams from memory once for
- * all m rows).  W is widened to FP32 in the kernel and the arithmetic is
- * FP32 on every path, so row i's result does not depend on m, the other
- * rows or the thread count.  beta is 0 or 1. */
+ * all m rows, at half the bytes).  W is widened to FP32 in the kernel (a
+ * 16-bit shift, exact) and the arithmetic is FP32 on every path, including
+ * avx512bf16 (no vdpbf16ps: x is not rounded), so the result equals
+ * pt_sgemv_rows on the widened weights bit for bit on the same path, and
+ * row i's result does not depend on m, the other rows or the thread count
+ * (kernels/gemv.h).  beta is 0 or 1. */
 void pt_bgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
                    const pt_bf16 *w, size_t ldw, float beta, float *y, size_t ldy);
 

@@ -177,28 +177,3 @@ void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_
                  (dim_t)n, &al, (float *)a, (inc_t)lda, 1, (float *)x, 1, &be, y, 1, NULL,
                  &rntm);
 }
-
-#define GEMV_BLOCK 32 /* rows of W per block: 74 KB at k = 576 (stays in L2 for all m rows) */
-
-void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
-                   const float *w, size_t ldw, float beta, float *y, size_t ldy)
-{
-    if (m == 0 || n == 0)
-        return;
-    pthread_once(&blis_once, blis_setup);
-    size_t nblk = (n + GEMV_BLOCK - 1) / GEMV_BLOCK;
-    int nt = pt_gemm_threads(m, n, k);
-    if ((size_t)nt > nblk)
-        nt = (int)nblk;
-    /* Blocks handed out dynamically, a few at a time: a thread the OS
-     * preempts holds up only the blocks it has taken. */
-    size_t chunk = nblk / ((size_t)nt * 8);
-    int grab = chunk < 1 ? 1 : (int)chunk;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, grab) if (nt > 1)
-    for (size_t b = 0; b < nblk; b++) {
-        size_t j0 = b * GEMV_BLOCK, len = n - j0 < GEMV_BLOCK ? n - j0 : GEMV_BLOCK;
-        for (size_t i = 0; i < m; i++)
-            pt_sgemv(false, len, k, alpha, w + j0 * ldw, ldw, x + i * ldx, beta,
-                     y + i * ldy + j0);
-    }
-}

@@ -32,15 +32,15 @@ void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_
 
 /* y_i = alpha * W x_i + beta * y_i for each of the m rows x_i of x (row
  * stride ldx) with W [n x k] row-major (row stride ldw): the product
- * x W^T of pt_sgemm(false, true, ...) computed row by row with BLIS's
- * level-2 sgemv, for decoding (m = a few tokens).  W is cut into fixed
- * blocks of rows shared among pt_gemm_threads(m, n, k) threads; each block
- * serves all m rows while it is in cache, so W streams from memory once.
- * Every element is computed by the same operations whatever m and the
- * thread count (row i's result does not depend on the other rows).
- * Measured on this machine kind (bench_decode, SmolLM2-135M shapes): 5x
- * faster than sgemm at m = 1, 1.6x at m = 16, where BLIS's sgemm spends its
- * time packing W.  beta is 0 (overwrite) or 1 (accumulate). */
+ * x W^T of pt_sgemm(false, true, ...) for decoding (m = 1 to a few dozen
+ * rows).  Our own kernels (kernels/gemv.c; AVX2 + FMA or AVX-512, chosen at
+ * run time by pt_cpu_active()) register-block a few rows of W against a few
+ * rows of x, so every element of W is read from memory once per call for
+ * all m rows.  W is cut into fixed blocks of rows shared dynamically among
+ * pt_gemm_threads(m, n, k) threads.  Every element is computed by the same
+ * operations whatever m, the other rows and the thread count (the order is
+ * fixed by the path: kernels/gemv.h), so row i's result does not depend on
+ * the other rows.  beta is 0 (overwrite; y is not read) or 1 (accumulate). */
 void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
                    const float *w, size_t ldw, float beta, float *y, size_t ldy);
 
