@@ -1,40 +1,433 @@
 /* pt_gemm_mixed: products with BF16 operands (kernels/bf16.h).
- * REFERENCE VERSION: widens every operand to FP32 (rounding FP32 operands
- * to BF16 first on a BF16 path) and calls BLIS. */
+ *
+ * BF16-compute path (pt_cpu_bf16_compute()): our own blocked GEMM.  For
+ * each chunk of rows of C and each block of k, the A rows are packed once
+ * into BF16 panels of PT_MR rows shared by all threads; the columns of C
+ * are then cut into blocks handed out dynamically, and each thread packs
+ * its block of B (panels of PT_NR columns) and runs the micro-kernel
+ * (gemm_bf16_kern.inc) over it.  Packed words hold a k-pair: BF16 of
+ * k = 2p in the low half, k = 2p + 1 in the high half, as vdpbf16ps reads
+ * them; an odd k and the rows and columns past the edges are padded with
+ * zeros.  The blocks of k depend on k alone and every element of C is
+ * summed by one micro-kernel call per k block, in the same order, whatever
+ * the thread count, the chunk or the column block it falls in.
+ *
+ * Other paths: BF16 operands are widened to FP32 block by block and
+ * multiplied by BLIS along pt_sgemm_nt's own cut, so the result equals
+ * pt_sgemm on widened copies bit for bit. */
 #include "kernels/bf16.h"
 
 #include "core/core.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 
+#include <immintrin.h>
+#include <omp.h>
 #include <stdlib.h>
 
-/* rows x cols of a row-major operand with stride ld, as FP32 with stride cols */
-static float *widen(const void *p, bool bf16, bool round, size_t rows, size_t cols, size_t ld)
+typedef float pt_v16f __attribute__((vector_size(64)));
+typedef uint32_t pt_v16u __attribute__((vector_size(64)));
+
+#define PT_MR 12
+#define PT_NR 32
+#define PT_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+#define KC_MAX 768                  /* k per block at most (even) */
+#define A_CHUNK_BYTES (1536u << 10) /* packed A rows per chunk (shared, in L2) */
+#define NB_PANELS_MAX 8             /* B panels per column block at most */
+
+/* ---- the tile epilogue, shared by both variants ---- */
+
+/* c = alpha t + beta c (first k block; beta 0 overwrites) or c + alpha t,
+ * for the mr x nr corner of a tile t of stride PT_NR.  fmaf keeps the
+ * rounding the same whatever the compiler's contraction choices. */
+static inline __attribute__((always_inline)) void tile_update(const float *t, float *c, size_t ldc,
+                                                              size_t mr, size_t nr, float alpha,
+                                                              float beta, bool first)
 {
-    float *w = malloc(rows * cols * sizeof *w + 1);
-    if (!w)
-        return NULL;
-    for (size_t i = 0; i < rows; i++)
-        for (size_t j = 0; j < cols; j++) {
-            float v = bf16 ? pt_bf16_to_f32(((const pt_bf16 *)p)[i * ld + j])
-                           : ((const float *)p)[i * ld + j];
-            w[i * cols + j] = round ? pt_bf16_to_f32(pt_f32_to_bf16(v)) : v;
+    for (size_t i = 0; i < mr; i++) {
+        const float *ti = t + i * PT_NR;
+        float *ci = c + i * ldc;
+        if (!first)
+            for (size_t j = 0; j < nr; j++)
+                ci[j] = fmaf(alpha, ti[j], ci[j]);
+        else if (beta == 0.0f)
+            for (size_t j = 0; j < nr; j++)
+                ci[j] = alpha * ti[j];
+        else
+            for (size_t j = 0; j < nr; j++)
+                ci[j] = fmaf(alpha, ti[j], beta * ci[j]);
+    }
+}
+
+/* ---- the two variants of the micro-kernel ---- */
+
+#define KFN(name) name##_emu
+#define DPBF16(acc, a, b)                                                                          \
+    do {                                                                                           \
+        for (int l_ = 0; l_ < 16; l_++)                                                            \
+            (acc)[l_] = pt_dpbf16_lane((acc)[l_], (a)[l_], (b)[l_]);                               \
+    } while (0)
+#include "kernels/gemm_bf16_kern.inc"
+#undef KFN
+#undef DPBF16
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PT_HAVE_HW_BF16 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
+#define KFN(name) name##_hw
+#define DPBF16(acc, a, b) ((acc) = (pt_v16f)_mm512_dpbf16_ps((__m512)(acc), (__m512bh)(a), (__m512bh)(b)))
+#include "kernels/gemm_bf16_kern.inc"
+#undef KFN
+#undef DPBF16
+
+bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+{
+    if (pt_cpu_detected() < PT_CPU_AVX512BF16)
+        return false;
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 s = _mm512_maskz_loadu_ps(k, acc + i);
+        __m512i x = _mm512_maskz_loadu_epi32(k, a + i), y = _mm512_maskz_loadu_epi32(k, b + i);
+        s = _mm512_dpbf16_ps(s, (__m512bh)x, (__m512bh)y);
+        _mm512_mask_storeu_ps(acc + i, k, s);
+    }
+    return true;
+}
+#pragma GCC pop_options
+#else
+bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+{
+    return false;
+}
+#endif
+
+typedef void (*block_fn)(size_t mc, size_t nc, size_t np, const uint32_t *apack,
+                         const uint32_t *bpack, float *c, size_t ldc, float alpha, float beta,
+                         bool first);
+
+/* ---- packing ---- */
+
+/* One operand as the kernels read it: element (r, kk) of the panel
+ * dimension r (rows of op(A), columns of op(B)) and k. */
+typedef struct operand {
+    const void *p;
+    size_t ld;
+    bool bf16;
+    bool kmajor; /* element (r, kk) at p[kk * ld + r]; otherwise p[r * ld + kk] */
+} operand;
+
+static inline __attribute__((always_inline)) uint32_t bf16_at(const void *p, bool bf16, size_t i)
+{
+    return bf16 ? ((const pt_bf16 *)p)[i] : pt_f32_to_bf16(((const float *)p)[i]);
+}
+
+/* Panel of R words per k-pair: rows r0 .. r0+rn of x (rn <= R, the rest
+ * zeros) over k0 .. k0+kn (np = ceil(kn/2) pairs; an odd kn's last pair has
+ * a zero high half). */
+static inline __attribute__((always_inline)) void pack_kmajor(const void *p, size_t ld, bool bf16,
+                                                              size_t r0, size_t rn, size_t R,
+                                                              size_t k0, size_t kn, uint32_t *dst)
+{
+    size_t np = (kn + 1) / 2;
+    for (size_t q = 0; q < np; q++) {
+        size_t kk = k0 + 2 * q;
+        uint32_t *d = dst + q * R;
+        if (2 * q + 1 < kn)
+            for (size_t r = 0; r < rn; r++)
+                d[r] = bf16_at(p, bf16, kk * ld + r0 + r) |
+                       bf16_at(p, bf16, (kk + 1) * ld + r0 + r) << 16;
+        else
+            for (size_t r = 0; r < rn; r++)
+                d[r] = bf16_at(p, bf16, kk * ld + r0 + r);
+        for (size_t r = rn; r < R; r++)
+            d[r] = 0;
+    }
+}
+
+static inline __attribute__((always_inline)) void pack_rmajor(const void *p, size_t ld, bool bf16,
+                                                              size_t r0, size_t rn, size_t R,
+                                                              size_t k0, size_t kn, uint32_t *dst)
+{
+    size_t np = (kn + 1) / 2, full = kn / 2;
+    for (size_t r = 0; r < rn; r++) {
+        size_t base = (r0 + r) * ld + k0;
+        for (size_t q = 0; q < full; q++)
+            dst[q * R + r] = bf16_at(p, bf16, base + 2 * q) | bf16_at(p, bf16, base + 2 * q + 1) << 16;
+        if (full < np)
+            dst[full * R + r] = bf16_at(p, bf16, base + 2 * full);
+    }
+    for (size_t q = 0; q < np; q++)
+        for (size_t r = rn; r < R; r++)
+            dst[q * R + r] = 0;
+}
+
+static void pack_panel(const operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
+                       uint32_t *dst)
+{
+    if (x->kmajor) {
+        if (x->bf16)
+            pack_kmajor(x->p, x->ld, true, r0, rn, R, k0, kn, dst);
+        else
+            pack_kmajor(x->p, x->ld, false, r0, rn, R, k0, kn, dst);
+    } else {
+        if (x->bf16)
+            pack_rmajor(x->p, x->ld, true, r0, rn, R, k0, kn, dst);
+        else
+            pack_rmajor(x->p, x->ld, false, r0, rn, R, k0, kn, dst);
+    }
+}
+
+/* ---- blocking ---- */
+
+/* The blocks of k: *kc (even) per block, the last one shorter. */
+static size_t k_blocks(size_t k, size_t *kc)
+{
+    size_t nkb = (k + KC_MAX - 1) / KC_MAX;
+    size_t b = (k + nkb - 1) / nkb;
+    *kc = (b + 1) / 2 * 2;
+    return (k + *kc - 1) / *kc;
+}
+
+static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc)
+{
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+/* No memory for the panels: the same sums element by element, with the
+ * emulated instruction (slow; only when allocation fails). */
+static void gemm_bf16_scalar(const operand *A, const operand *B, size_t m, size_t n, size_t k,
+                             float alpha, float beta, float *c, size_t ldc)
+{
+    size_t kc, nkb = k_blocks(k, &kc);
+    uint32_t wa[2] __attribute__((aligned(64))), wb[2] __attribute__((aligned(64)));
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t kb = 0; kb < nkb; kb++) {
+                size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc;
+                float acc = 0.0f, t[PT_NR];
+                for (size_t q = 0; q < (kn + 1) / 2; q++) {
+                    size_t kq = k0 + 2 * q, kl = kn - 2 * q < 2 ? kn - 2 * q : 2;
+                    pack_panel(A, i, 1, 1, kq, kl, wa);
+                    pack_panel(B, j, 1, 1, kq, kl, wb);
+                    acc = pt_dpbf16_lane(acc, wa[0], wb[0]);
+                }
+                t[0] = acc;
+                tile_update(t, c + i * ldc + j, ldc, 1, 1, alpha, beta, kb == 0);
+            }
+}
+
+/* The BF16 product with the micro-kernel variant blk on nt threads. */
+static void gemm_bf16_run(int nt, block_fn blk, const operand *A, const operand *B, size_t m,
+                          size_t n, size_t k, float alpha, float beta, float *c, size_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        scale_c(m, n, beta, c, ldc);
+        return;
+    }
+    size_t kc, nkb = k_blocks(k, &kc), npm = kc / 2;
+    /* rows of C per chunk (whole A panels, packed A in A_CHUNK_BYTES), evened out */
+    size_t mpan = (m + PT_MR - 1) / PT_MR, cpan = A_CHUNK_BYTES / (npm * 4 * PT_MR);
+    cpan = cpan < 1 ? 1 : cpan > mpan ? mpan : cpan;
+    size_t nchunks = (mpan + cpan - 1) / cpan;
+    cpan = (mpan + nchunks - 1) / nchunks;
+    /* columns of C per block: about 4 blocks per thread */
+    if (nt < 1)
+        nt = 1;
+    size_t npan = (n + PT_NR - 1) / PT_NR, nbp = (npan + 4 * (size_t)nt - 1) / (4 * (size_t)nt);
+    nbp = nbp < 1 ? 1 : nbp > NB_PANELS_MAX ? NB_PANELS_MAX : nbp;
+    size_t nitems = (npan + nbp - 1) / nbp;
+    if ((size_t)nt > nitems && (size_t)nt > cpan)
+        nt = (int)(nitems > cpan ? nitems : cpan);
+    /* B panels 64-byte aligned (the kernel's vector loads); A is broadcast */
+    size_t awords = (cpan * PT_MR * npm + 15) / 16 * 16, bwords = nbp * PT_NR * npm;
+    uint32_t *buf = aligned_alloc(64, (awords + (size_t)nt * bwords) * sizeof *buf);
+    if (!buf) {
+        gemm_bf16_scalar(A, B, m, n, k, alpha, beta, c, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        uint32_t *bpack = buf + awords + (size_t)omp_get_thread_num() * bwords;
+        for (size_t ch = 0; ch < nchunks; ch++) {
+            size_t i0 = ch * cpan * PT_MR, mc = m - i0 < cpan * PT_MR ? m - i0 : cpan * PT_MR;
+            size_t mp = (mc + PT_MR - 1) / PT_MR;
+            for (size_t kb = 0; kb < nkb; kb++) {
+                size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
+#pragma omp for schedule(dynamic, 4)
+                for (size_t p = 0; p < mp; p++) {
+                    size_t r = p * PT_MR, rn = mc - r < PT_MR ? mc - r : PT_MR;
+                    pack_panel(A, i0 + r, rn, PT_MR, k0, kn, buf + r * np);
+                }
+#pragma omp for schedule(dynamic, 1)
+                for (size_t it = 0; it < nitems; it++) {
+                    size_t j0 = it * nbp * PT_NR, nc = n - j0 < nbp * PT_NR ? n - j0 : nbp * PT_NR;
+                    for (size_t r = 0; r < nc; r += PT_NR)
+                        pack_panel(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
+                                   bpack + r * np);
+                    blk(mc, nc, np, buf, bpack, c + i0 * ldc + j0, ldc, alpha, beta, kb == 0);
+                }
+            }
         }
+    }
+    free(buf);
+}
+
+void pt_gemm_bf16_nt(int nthreads, bool emulated, bool trans_a, bool trans_b, size_t m, size_t n,
+                     size_t k, float alpha, const void *a, bool a_bf16, size_t lda, const void *b,
+                     bool b_bf16, size_t ldb, float beta, float *c, size_t ldc)
+{
+    operand A = { a, lda, a_bf16, trans_a }, B = { b, ldb, b_bf16, !trans_b };
+    block_fn f = block_emu;
+#ifdef PT_HAVE_HW_BF16
+    if (!emulated && pt_cpu_detected() >= PT_CPU_AVX512BF16)
+        f = block_hw;
+#endif
+    gemm_bf16_run(nthreads, f, &A, &B, m, n, k, alpha, beta, c, ldc);
+}
+
+void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                           const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
+                           size_t ldb, float beta, float *c, size_t ldc)
+{
+    pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), true, trans_a, trans_b, m, n, k, alpha, a, a_bf16,
+                    lda, b, b_bf16, ldb, beta, c, ldc);
+}
+
+/* ---- FP32 arithmetic (paths without BF16): widen, then BLIS ---- */
+
+static inline float elem_f32(const operand *x, size_t r, size_t kk)
+{
+    size_t i = x->kmajor ? kk * x->ld + r : r * x->ld + kk;
+    return x->bf16 ? pt_bf16_to_f32(((const pt_bf16 *)x->p)[i]) : ((const float *)x->p)[i];
+}
+
+/* No memory for FP32 copies: a plain loop (slow; only when allocation fails). */
+static void gemm_f32_loop(const operand *A, const operand *B, size_t m, size_t n, size_t k,
+                          float alpha, float beta, float *c, size_t ldc)
+{
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (size_t p = 0; p < k; p++)
+                s += elem_f32(A, i, p) * elem_f32(B, j, p);
+            float *ci = c + i * ldc + j;
+            *ci = beta == 0.0f ? alpha * s : alpha * s + beta * *ci;
+        }
+}
+
+/* rows r0 .. r0+rn, columns c0 .. c0+cn of a BF16 row-major matrix, as FP32
+ * with row stride cn */
+static void widen(float *dst, const pt_bf16 *src, size_t ld, size_t r0, size_t rn, size_t c0,
+                  size_t cn)
+{
+    for (size_t i = 0; i < rn; i++)
+        for (size_t j = 0; j < cn; j++)
+            dst[i * cn + j] = pt_bf16_to_f32(src[(r0 + i) * ld + c0 + j]);
+}
+
+/* A row-major operand of rows x cols as FP32: p itself, or widened into w. */
+static const float *as_f32(const void *p, bool bf16, size_t ld, size_t r0, size_t rows, size_t c0,
+                           size_t cols, float *w, size_t *ldw)
+{
+    if (!bf16) {
+        *ldw = ld;
+        return (const float *)p + r0 * ld + c0;
+    }
+    widen(w, p, ld, r0, rows, c0, cols);
+    *ldw = cols;
     return w;
+}
+
+/* The blocks of pt_sgemm_nt's cut, with the operand along the cut widened
+ * block by block into per-thread scratch and the other one (the smaller:
+ * min(m, n) x k) widened once. */
+static void mixed_f32_split(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha,
+                            const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
+                            size_t ldb, float beta, float *c, size_t ldc, bool split_m,
+                            size_t blk, size_t nblk)
+{
+    size_t dim = split_m ? m : n;
+    bool cut_bf16 = split_m ? a_bf16 : b_bf16, other_bf16 = split_m ? b_bf16 : a_bf16;
+    size_t orows = split_m ? (tb ? n : k) : (ta ? k : m), ocols = split_m ? (tb ? k : n) : (ta ? m : k);
+    if ((size_t)nt > nblk)
+        nt = (int)nblk;
+    size_t scratch = cut_bf16 ? blk * k : 0, whole = other_bf16 ? orows * ocols : 0;
+    float *w = (scratch || whole) ? malloc(((size_t)nt * scratch + whole) * sizeof *w) : NULL;
+    if ((scratch || whole) && !w) {
+        operand A = { a, lda, a_bf16, ta }, B = { b, ldb, b_bf16, !tb };
+        gemm_f32_loop(&A, &B, m, n, k, alpha, beta, c, ldc);
+        return;
+    }
+    size_t ldo;
+    const float *o = split_m ? as_f32(b, b_bf16, ldb, 0, orows, 0, ocols, w, &ldo)
+                             : as_f32(a, a_bf16, lda, 0, orows, 0, ocols, w, &ldo);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (size_t i = 0; i < nblk; i++) {
+        float *s = w + whole + (size_t)omp_get_thread_num() * scratch;
+        size_t s0 = i * blk, len = dim - s0 < blk ? dim - s0 : blk, ldx;
+        if (split_m) {
+            const float *ai = ta ? as_f32(a, a_bf16, lda, 0, k, s0, len, s, &ldx)
+                                 : as_f32(a, a_bf16, lda, s0, len, 0, k, s, &ldx);
+            pt_sgemm_1(ta, tb, len, n, k, alpha, ai, ldx, o, ldo, beta, c + s0 * ldc, ldc);
+        } else {
+            const float *bi = tb ? as_f32(b, b_bf16, ldb, s0, len, 0, k, s, &ldx)
+                                 : as_f32(b, b_bf16, ldb, 0, k, s0, len, s, &ldx);
+            pt_sgemm_1(ta, tb, m, len, k, alpha, o, ldo, bi, ldx, beta, c + s0, ldc);
+        }
+    }
+    free(w);
+}
+
+/* FP32 arithmetic on operands widened exactly: equal bit for bit to
+ * pt_sgemm on widened copies (the same cut, the same BLIS calls). */
+static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
+                      bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
+                      float *c, size_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    if ((!a_bf16 && !b_bf16) || k == 0) { /* k = 0: C = beta C, the operands unread */
+        pt_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    int nt = pt_gemm_threads(m, n, k);
+    bool split_m;
+    size_t blk, nblk = pt_sgemm_split(m, n, k, &split_m, &blk);
+    if (nblk > 1) {
+        mixed_f32_split(nt, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc,
+                        split_m, blk, nblk);
+        return;
+    }
+    /* one BLIS call (max(m, n) below two blocks): both operands whole */
+    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    size_t wa = a_bf16 ? ar * ac : 0, wb = b_bf16 ? br * bc : 0;
+    float *w = malloc((wa + wb) * sizeof *w);
+    if (!w) {
+        operand A = { a, lda, a_bf16, ta }, B = { b, ldb, b_bf16, !tb };
+        gemm_f32_loop(&A, &B, m, n, k, alpha, beta, c, ldc);
+        return;
+    }
+    size_t la, lb;
+    const float *fa = as_f32(a, a_bf16, lda, 0, ar, 0, ac, w, &la);
+    const float *fb = as_f32(b, b_bf16, ldb, 0, br, 0, bc, w + wa, &lb);
+    pt_sgemm_nt(nt, ta, tb, m, n, k, alpha, fa, la, fb, lb, beta, c, ldc);
+    free(w);
 }
 
 void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc)
 {
-    bool round = pt_cpu_bf16_compute();
-    size_t ar = trans_a ? k : m, ac = trans_a ? m : k;
-    size_t br = trans_b ? n : k, bc = trans_b ? k : n;
-    float *wa = widen(a, a_bf16, round, ar, ac, lda);
-    float *wb = widen(b, b_bf16, round, br, bc, ldb);
-    if (wa && wb)
-        pt_sgemm(trans_a, trans_b, m, n, k, alpha, wa, ac, wb, bc, beta, c, ldc);
-    free(wa);
-    free(wb);
+    if (pt_cpu_bf16_compute())
+        pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), false, trans_a, trans_b, m, n, k, alpha, a,
+                        a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
+    else
+        mixed_f32(trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
 }

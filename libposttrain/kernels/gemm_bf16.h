@@ -1,0 +1,75 @@
+/* Internal: the BF16 GEMM of pt_gemm_mixed (kernels/bf16.h), for tests and
+ * benchmarks.
+ *
+ * The BF16-compute path is a blocked GEMM of our own: both operands packed
+ * into BF16 panels with k-pairs interleaved (one 32-bit word holds the BF16
+ * values of k = 2p in its low half and k = 2p + 1 in its high half), then a
+ * register-blocked micro-kernel built on one instruction, vdpbf16ps.  The
+ * micro-kernel source (gemm_bf16_kern.inc) is compiled twice: once with
+ * AVX512_BF16 (the real instruction) and once with pt_dpbf16_lane below, a
+ * C emulation of the instruction's documented semantics, so the packing,
+ * blocking and edge logic run and are tested on any CPU. */
+#ifndef PT_KERNELS_GEMM_BF16_H
+#define PT_KERNELS_GEMM_BF16_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A denormal FP32 value becomes a zero of the same sign (DAZ / FTZ). */
+static inline float pt_flush_denormal(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0)
+        u &= 0x80000000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static inline float pt_bf16_word_f32(uint32_t w, int half)
+{
+    uint32_t u = half ? (w & 0xffff0000u) : (w << 16);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* One FP32 lane of VDPBF16PS (Intel SDM): a and b each hold two BF16
+ * values (element 2j in the low half, 2j+1 in the high half);
+ *   acc += a.hi * b.hi, then acc += a.lo * b.lo,
+ * each step an FMA rounded to nearest even, with denormal inputs read as
+ * zero and denormal results flushed to zero; MXCSR is ignored. */
+static inline float pt_dpbf16_lane(float acc, uint32_t a, uint32_t b)
+{
+    acc = pt_flush_denormal(acc);
+    acc = pt_flush_denormal(fmaf(pt_flush_denormal(pt_bf16_word_f32(a, 1)),
+                                 pt_flush_denormal(pt_bf16_word_f32(b, 1)), acc));
+    acc = pt_flush_denormal(fmaf(pt_flush_denormal(pt_bf16_word_f32(a, 0)),
+                                 pt_flush_denormal(pt_bf16_word_f32(b, 0)), acc));
+    return acc;
+}
+
+/* acc[j] = vdpbf16ps(acc, a, b) lane by lane for j < n, with the real
+ * instruction (16 lanes at a time); false, and nothing done, when the CPU
+ * has no AVX512_BF16. */
+bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n);
+
+/* pt_gemm_mixed's BF16-compute path with the emulated micro-kernel, on any
+ * CPU: the same packing, blocking, thread split and order of operations as
+ * the real-instruction path, so the two agree bit for bit wherever the
+ * emulation matches the hardware. */
+void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                           const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
+                           size_t ldb, float beta, float *c, size_t ldc);
+
+/* The same with an explicit thread count (1 .. pt_get_num_threads()) and
+ * micro-kernel (emulated or real; real falls back to emulated without
+ * AVX512_BF16): for tests of determinism and benchmarks. */
+void pt_gemm_bf16_nt(int nthreads, bool emulated, bool trans_a, bool trans_b, size_t m, size_t n,
+                     size_t k, float alpha, const void *a, bool a_bf16, size_t lda, const void *b,
+                     bool b_bf16, size_t ldb, float beta, float *c, size_t ldc);
+
+#endif
