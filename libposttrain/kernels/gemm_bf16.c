@@ -24,7 +24,9 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef float pt_v16f __attribute__((vector_size(64)));
 typedef uint32_t pt_v16u __attribute__((vector_size(64)));
@@ -97,8 +99,101 @@ bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t
     return true;
 }
 #pragma GCC pop_options
+
+/* ---- vdpbf16ps's arithmetic through FP32 FMAs ----
+ * Each step of vdpbf16ps is an FMA with denormal inputs read as zero and
+ * denormal results flushed (the product of two BF16 values is exact in
+ * FP32), so vfmadd231ps on the widened halves, hi then lo, under
+ * MXCSR = round to nearest + DAZ + FTZ computes the same bits.  On CPUs
+ * where vdpbf16ps issues at a quarter of the FMA rate (measured on Sapphire
+ * Rapids: bench_gemm_bf16) this is the faster of the two.  The panels hold
+ * per k-pair the R high halves, then the R low halves, as FP32 bit
+ * patterns. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+#define PT_MXCSR_DPBF16 (0x1f80u | 0x8000u | 0x0040u) /* exceptions masked, RNE, FTZ, DAZ */
+
+/* noinline: a call is a wall the compiler moves no arithmetic across, so
+ * all of it runs under the MXCSR set around the call. */
+static __attribute__((noinline)) void ukr_fma(size_t np, const uint32_t *restrict pa, const uint32_t *restrict pb,
+                    float *restrict t)
+{
+#define UF_DECL(i) __m512 c##i##a = _mm512_setzero_ps(), c##i##b = _mm512_setzero_ps();
+#define UF_STEP(i, h)                                                                                  {                                                                                                      __m512 x_ = _mm512_castsi512_ps(_mm512_set1_epi32((int)pa[(h) * PT_MR + (i)]));                   c##i##a = _mm512_fmadd_ps(x_, b0, c##i##a);                                                        c##i##b = _mm512_fmadd_ps(x_, b1, c##i##b);                                                    }
+#define UF_HI(i) UF_STEP(i, 0)
+#define UF_LO(i) UF_STEP(i, 1)
+#define UF_STORE(i)                                                                                    _mm512_store_ps(t + (i) * PT_NR, c##i##a);                                                         _mm512_store_ps(t + (i) * PT_NR + 16, c##i##b);
+    PT_ROWS(UF_DECL)
+    for (size_t q = 0; q < np; q++) {
+        __m512 b0 = _mm512_castsi512_ps(_mm512_load_si512(pb));
+        __m512 b1 = _mm512_castsi512_ps(_mm512_load_si512(pb + 16));
+        PT_ROWS(UF_HI)
+        b0 = _mm512_castsi512_ps(_mm512_load_si512(pb + 32));
+        b1 = _mm512_castsi512_ps(_mm512_load_si512(pb + 48));
+        PT_ROWS(UF_LO)
+        pa += 2 * PT_MR;
+        pb += 2 * PT_NR;
+    }
+    PT_ROWS(UF_STORE)
+#undef UF_DECL
+#undef UF_STEP
+#undef UF_HI
+#undef UF_LO
+#undef UF_STORE
+}
+
+static void block_fma(size_t mc, size_t nc, size_t np, const uint32_t *apack,
+                      const uint32_t *bpack, float *c, size_t ldc, float alpha, float beta,
+                      bool first)
+{
+    float t[PT_MR * PT_NR] __attribute__((aligned(64)));
+    unsigned int csr = _mm_getcsr();
+    for (size_t jr = 0; jr < nc; jr += PT_NR) {
+        size_t nr = nc - jr < PT_NR ? nc - jr : PT_NR;
+        for (size_t ir = 0; ir < mc; ir += PT_MR) {
+            size_t mr = mc - ir < PT_MR ? mc - ir : PT_MR;
+            _mm_setcsr(PT_MXCSR_DPBF16);
+            ukr_fma(np, apack + 2 * ir * np, bpack + 2 * jr * np, t);
+            _mm_setcsr(csr); /* the epilogue as in the other variants */
+            tile_update(t, c + ir * ldc + jr, ldc, mr, nr, alpha, beta, first);
+        }
+    }
+}
+
+static __attribute__((noinline)) void fma_lanes(float *acc, const uint32_t *a, const uint32_t *b,
+                                                size_t n)
+{
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 s = _mm512_maskz_loadu_ps(k, acc + i);
+        __m512i x = _mm512_maskz_loadu_epi32(k, a + i), y = _mm512_maskz_loadu_epi32(k, b + i);
+        s = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(x, hi)),
+                            _mm512_castsi512_ps(_mm512_and_si512(y, hi)), s);
+        s = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
+                            _mm512_castsi512_ps(_mm512_slli_epi32(y, 16)), s);
+        _mm512_mask_storeu_ps(acc + i, k, s);
+    }
+}
+
+bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+{
+    if (pt_cpu_detected() < PT_CPU_AVX512)
+        return false;
+    unsigned int csr = _mm_getcsr();
+    _mm_setcsr(PT_MXCSR_DPBF16);
+    fma_lanes(acc, a, b, n);
+    _mm_setcsr(csr);
+    return true;
+}
+#pragma GCC pop_options
 #else
 bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+{
+    return false;
+}
+
+bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
     return false;
 }
@@ -222,8 +317,30 @@ static void gemm_bf16_scalar(const operand *A, const operand *B, size_t m, size_
 }
 
 /* The BF16 product with the micro-kernel variant blk on nt threads. */
-static void gemm_bf16_run(int nt, block_fn blk, const operand *A, const operand *B, size_t m,
-                          size_t n, size_t k, float alpha, float beta, float *c, size_t ldc)
+/* A panel as pack_panel packs it, or in the FMA kernel's layout (split:
+ * per k-pair the R high halves, then the R low halves, packed through
+ * scratch). */
+static void pack_into(const operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
+                      uint32_t *dst, bool split, uint32_t *scratch)
+{
+    if (!split) {
+        pack_panel(x, r0, rn, R, k0, kn, dst);
+        return;
+    }
+    pack_panel(x, r0, rn, R, k0, kn, scratch);
+    for (size_t q = 0; q < (kn + 1) / 2; q++)
+        for (size_t r = 0; r < R; r++) {
+            uint32_t w = scratch[q * R + r];
+            dst[2 * q * R + r] = w & 0xffff0000u;
+            dst[2 * q * R + R + r] = w << 16;
+        }
+}
+
+/* The BF16 product with the micro-kernel variant blk (split: the FMA
+ * kernel's panels) on nt threads. */
+static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, const operand *B,
+                          size_t m, size_t n, size_t k, float alpha, float beta, float *c,
+                          size_t ldc)
 {
     if (m == 0 || n == 0)
         return;
@@ -231,9 +348,9 @@ static void gemm_bf16_run(int nt, block_fn blk, const operand *A, const operand 
         scale_c(m, n, beta, c, ldc);
         return;
     }
-    size_t kc, nkb = k_blocks(k, &kc), npm = kc / 2;
+    size_t kc, nkb = k_blocks(k, &kc), npm = kc / 2, f = split ? 2 : 1;
     /* rows of C per chunk (whole A panels, packed A in A_CHUNK_BYTES), evened out */
-    size_t mpan = (m + PT_MR - 1) / PT_MR, cpan = A_CHUNK_BYTES / (npm * 4 * PT_MR);
+    size_t mpan = (m + PT_MR - 1) / PT_MR, cpan = A_CHUNK_BYTES / (npm * 4 * f * PT_MR);
     cpan = cpan < 1 ? 1 : cpan > mpan ? mpan : cpan;
     size_t nchunks = (mpan + cpan - 1) / cpan;
     cpan = (mpan + nchunks - 1) / nchunks;
@@ -246,15 +363,17 @@ static void gemm_bf16_run(int nt, block_fn blk, const operand *A, const operand 
     if ((size_t)nt > nitems && (size_t)nt > cpan)
         nt = (int)(nitems > cpan ? nitems : cpan);
     /* B panels 64-byte aligned (the kernel's vector loads); A is broadcast */
-    size_t awords = (cpan * PT_MR * npm + 15) / 16 * 16, bwords = nbp * PT_NR * npm;
-    uint32_t *buf = aligned_alloc(64, (awords + (size_t)nt * bwords) * sizeof *buf);
+    size_t awords = (cpan * PT_MR * npm * f + 15) / 16 * 16, bwords = nbp * PT_NR * npm * f;
+    size_t swords = split ? PT_NR * npm : 0; /* per thread, for pack_into */
+    uint32_t *buf = aligned_alloc(64, (awords + (size_t)nt * (bwords + swords)) * sizeof *buf);
     if (!buf) {
         gemm_bf16_scalar(A, B, m, n, k, alpha, beta, c, ldc);
         return;
     }
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        uint32_t *bpack = buf + awords + (size_t)omp_get_thread_num() * bwords;
+        uint32_t *bpack = buf + awords + (size_t)omp_get_thread_num() * (bwords + swords);
+        uint32_t *scratch = bpack + bwords;
         for (size_t ch = 0; ch < nchunks; ch++) {
             size_t i0 = ch * cpan * PT_MR, mc = m - i0 < cpan * PT_MR ? m - i0 : cpan * PT_MR;
             size_t mp = (mc + PT_MR - 1) / PT_MR;
@@ -263,14 +382,14 @@ static void gemm_bf16_run(int nt, block_fn blk, const operand *A, const operand 
 #pragma omp for schedule(dynamic, 4)
                 for (size_t p = 0; p < mp; p++) {
                     size_t r = p * PT_MR, rn = mc - r < PT_MR ? mc - r : PT_MR;
-                    pack_panel(A, i0 + r, rn, PT_MR, k0, kn, buf + r * np);
+                    pack_into(A, i0 + r, rn, PT_MR, k0, kn, buf + r * np * f, split, scratch);
                 }
 #pragma omp for schedule(dynamic, 1)
                 for (size_t it = 0; it < nitems; it++) {
                     size_t j0 = it * nbp * PT_NR, nc = n - j0 < nbp * PT_NR ? n - j0 : nbp * PT_NR;
                     for (size_t r = 0; r < nc; r += PT_NR)
-                        pack_panel(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
-                                   bpack + r * np);
+                        pack_into(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
+                                  bpack + r * np * f, split, scratch);
                     blk(mc, nc, np, buf, bpack, c + i0 * ldc + j0, ldc, alpha, beta, kb == 0);
                 }
             }
@@ -279,25 +398,120 @@ static void gemm_bf16_run(int nt, block_fn blk, const operand *A, const operand 
     free(buf);
 }
 
-void pt_gemm_bf16_nt(int nthreads, bool emulated, bool trans_a, bool trans_b, size_t m, size_t n,
-                     size_t k, float alpha, const void *a, bool a_bf16, size_t lda, const void *b,
-                     bool b_bf16, size_t ldb, float beta, float *c, size_t ldc)
+/* ---- the choice of micro-kernel ---- */
+
+bool pt_bf16_kernel_available(pt_bf16_kernel kind)
+{
+#ifdef PT_HAVE_HW_BF16
+    if (kind == PT_BF16_KERNEL_DPBF16)
+        return pt_cpu_detected() >= PT_CPU_AVX512BF16;
+    if (kind == PT_BF16_KERNEL_FMA)
+        return pt_cpu_detected() >= PT_CPU_AVX512;
+#endif
+    return kind == PT_BF16_KERNEL_EMULATED || kind == PT_BF16_KERNEL_AUTO;
+}
+
+const char *pt_bf16_kernel_name(pt_bf16_kernel kind)
+{
+    static const char *const names[] = { "auto", "emulated", "dpbf16", "fma" };
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
+static pt_bf16_kernel auto_kind = PT_BF16_KERNEL_EMULATED;
+
+#ifdef PT_HAVE_HW_BF16
+#define CAL_NP 96 /* k-pairs of the timed tiles (panels in L1) */
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The faster of vdpbf16ps and the FMA kernel on this CPU: the best of 15
+ * timings of 8 tiles each, taken in turns.  Both compute the same bits, so
+ * the choice changes only the speed. */
+static void choose_auto(void)
+{
+    if (pt_cpu_detected() < PT_CPU_AVX512BF16) {
+        auto_kind = pt_cpu_detected() >= PT_CPU_AVX512 ? PT_BF16_KERNEL_FMA : PT_BF16_KERNEL_EMULATED;
+        return;
+    }
+    enum { AW = PT_MR * CAL_NP, BW = PT_NR * CAL_NP };
+    uint32_t *w = aligned_alloc(64, (3 * (AW + BW) + PT_MR * PT_NR) * sizeof *w);
+    if (!w) {
+        auto_kind = PT_BF16_KERNEL_DPBF16;
+        return;
+    }
+    uint32_t *pa = w, *pb = w + AW, *sa = pb + BW, *sb = sa + 2 * AW;
+    float *t = (float *)(sb + 2 * BW);
+    for (size_t i = 0; i < AW + BW; i++)
+        w[i] = 0x3f803f80u + (uint32_t)(i % 61) * 0x00010001u; /* BF16 pairs near 1 */
+    for (size_t q = 0; q < CAL_NP; q++) {
+        for (size_t r = 0; r < PT_MR; r++) {
+            sa[2 * q * PT_MR + r] = pa[q * PT_MR + r] & 0xffff0000u;
+            sa[2 * q * PT_MR + PT_MR + r] = pa[q * PT_MR + r] << 16;
+        }
+        for (size_t r = 0; r < PT_NR; r++) {
+            sb[2 * q * PT_NR + r] = pb[q * PT_NR + r] & 0xffff0000u;
+            sb[2 * q * PT_NR + PT_NR + r] = pb[q * PT_NR + r] << 16;
+        }
+    }
+    double best[2] = { 1e9, 1e9 };
+    for (int rep = 0; rep < 15; rep++)
+        for (int v = 0; v < 2; v++) {
+            double t0 = now_sec();
+            for (int i = 0; i < 8; i++) {
+                if (v == 0)
+                    ukr_hw(CAL_NP, pa, pb, t);
+                else
+                    ukr_fma(CAL_NP, sa, sb, t);
+            }
+            double dt = now_sec() - t0;
+            best[v] = dt < best[v] ? dt : best[v];
+        }
+    free(w);
+    auto_kind = best[1] < best[0] ? PT_BF16_KERNEL_FMA : PT_BF16_KERNEL_DPBF16;
+}
+#else
+static void choose_auto(void)
+{
+}
+#endif
+
+pt_bf16_kernel pt_bf16_kernel_auto(void)
+{
+    pthread_once(&auto_once, choose_auto);
+    return auto_kind;
+}
+
+void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans_b, size_t m,
+                     size_t n, size_t k, float alpha, const void *a, bool a_bf16, size_t lda,
+                     const void *b, bool b_bf16, size_t ldb, float beta, float *c, size_t ldc)
 {
     operand A = { a, lda, a_bf16, trans_a }, B = { b, ldb, b_bf16, !trans_b };
+    if (kind == PT_BF16_KERNEL_AUTO)
+        kind = pt_bf16_kernel_auto();
+    if (!pt_bf16_kernel_available(kind))
+        kind = PT_BF16_KERNEL_EMULATED;
     block_fn f = block_emu;
 #ifdef PT_HAVE_HW_BF16
-    if (!emulated && pt_cpu_detected() >= PT_CPU_AVX512BF16)
+    if (kind == PT_BF16_KERNEL_DPBF16)
         f = block_hw;
+    else if (kind == PT_BF16_KERNEL_FMA)
+        f = block_fma;
 #endif
-    gemm_bf16_run(nthreads, f, &A, &B, m, n, k, alpha, beta, c, ldc);
+    gemm_bf16_run(nthreads, f, kind == PT_BF16_KERNEL_FMA, &A, &B, m, n, k, alpha, beta, c, ldc);
 }
 
 void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                            const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
                            size_t ldb, float beta, float *c, size_t ldc)
 {
-    pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), true, trans_a, trans_b, m, n, k, alpha, a, a_bf16,
-                    lda, b, b_bf16, ldb, beta, c, ldc);
+    pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_EMULATED, trans_a, trans_b, m, n, k,
+                    alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
 }
 
 /* ---- FP32 arithmetic (paths without BF16): widen, then BLIS ---- */
@@ -426,8 +640,8 @@ void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, flo
                    float beta, float *c, size_t ldc)
 {
     if (pt_cpu_bf16_compute())
-        pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), false, trans_a, trans_b, m, n, k, alpha, a,
-                        a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
+        pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k,
+                        alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
     else
         mixed_f32(trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
 }

@@ -57,6 +57,26 @@ static inline float pt_dpbf16_lane(float acc, uint32_t a, uint32_t b)
  * has no AVX512_BF16. */
 bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n);
 
+/* The same through two FP32 FMAs per lane (high halves, then low) under
+ * MXCSR round-to-nearest + DAZ + FTZ: the arithmetic of the FMA kernel;
+ * false without AVX-512. */
+bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n);
+
+/* The micro-kernels of the BF16 product, all computing the same bits. */
+typedef enum pt_bf16_kernel {
+    PT_BF16_KERNEL_AUTO = 0, /* the faster of DPBF16 and FMA on this CPU (timed once) */
+    PT_BF16_KERNEL_EMULATED, /* vdpbf16ps emulated in C: any CPU */
+    PT_BF16_KERNEL_DPBF16,   /* the real vdpbf16ps: AVX512_BF16 */
+    PT_BF16_KERNEL_FMA,      /* vdpbf16ps's arithmetic by FP32 FMAs under DAZ/FTZ: AVX-512 */
+} pt_bf16_kernel;
+
+/* True when this CPU runs kernel kind. */
+bool pt_bf16_kernel_available(pt_bf16_kernel kind);
+/* The kernel AUTO picks on this CPU (DPBF16 or FMA; EMULATED without
+ * AVX-512), and its name ("emulated", "dpbf16", "fma"). */
+pt_bf16_kernel pt_bf16_kernel_auto(void);
+const char *pt_bf16_kernel_name(pt_bf16_kernel kind);
+
 /* pt_gemm_mixed's BF16-compute path with the emulated micro-kernel, on any
  * CPU: the same packing, blocking, thread split and order of operations as
  * the real-instruction path, so the two agree bit for bit wherever the
@@ -66,10 +86,10 @@ void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_
                            size_t ldb, float beta, float *c, size_t ldc);
 
 /* The same with an explicit thread count (1 .. pt_get_num_threads()) and
- * micro-kernel (emulated or real; real falls back to emulated without
- * AVX512_BF16): for tests of determinism and benchmarks. */
-void pt_gemm_bf16_nt(int nthreads, bool emulated, bool trans_a, bool trans_b, size_t m, size_t n,
-                     size_t k, float alpha, const void *a, bool a_bf16, size_t lda, const void *b,
-                     bool b_bf16, size_t ldb, float beta, float *c, size_t ldc);
+ * micro-kernel (one the CPU lacks falls back to the emulated one): for
+ * tests of determinism and benchmarks. */
+void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans_b, size_t m,
+                     size_t n, size_t k, float alpha, const void *a, bool a_bf16, size_t lda,
+                     const void *b, bool b_bf16, size_t ldb, float beta, float *c, size_t ldc);
 
 #endif

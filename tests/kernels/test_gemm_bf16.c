@@ -15,8 +15,8 @@
 
 #include <math.h>
 
-static bool ran_emulated, ran_hw_lanes, ran_hw_gemm, ran_f32_path;
-static long hw_lanes_differing = -1;
+static bool ran_emulated, ran_hw_lanes, ran_hw_gemm, ran_fma_lanes, ran_fma_gemm, ran_f32_path;
+static long hw_lanes_differing = -1, fma_lanes_differing = -1;
 
 static bool cpu_has_bf16(void)
 {
@@ -145,12 +145,11 @@ static uint32_t random_bf16(pt_rng *r)
     return sign | exp << 7 | man;
 }
 
-START_TEST(test_lane_emulation_vs_instruction)
+/* Random lanes (incl. denormal inputs and accumulators, and products that
+ * underflow) through fn against pt_dpbf16_lane: the number of lanes that
+ * differ, each by at most 1 ulp; -1 when fn cannot run here. */
+static long lanes_vs_emulation(bool (*fn)(float *, const uint32_t *, const uint32_t *, size_t))
 {
-    if (!cpu_has_bf16()) {
-        printf("skipped: the real vdpbf16ps (this CPU has no AVX512_BF16)\n");
-        return;
-    }
     enum { N = 1 << 16 };
     pt_rng r;
     pt_rng_seed(&r, 11);
@@ -169,29 +168,57 @@ START_TEST(test_lane_emulation_vs_instruction)
         memcpy(&acc[i], &u, sizeof u);
         emu[i] = pt_dpbf16_lane(acc[i], a[i], b[i]);
     }
-    ck_assert(pt_dpbf16_hw_lanes(acc, a, b, N));
-    long diff = 0;
-    for (size_t i = 0; i < N; i++) {
-        uint32_t x, y;
-        memcpy(&x, &acc[i], 4);
-        memcpy(&y, &emu[i], 4);
-        if (x == y)
-            continue;
-        diff++;
-        long d = (long)(int32_t)x - (long)(int32_t)y;
-        ck_assert_msg(labs(d) <= 1 || (fabsf(acc[i]) == 0.0f && fabsf(emu[i]) == 0.0f),
-                      "lane %zu: a %08x b %08x: hardware %08x, emulation %08x", i, a[i], b[i], x, y);
+    long diff = -1;
+    if (fn(acc, a, b, N)) {
+        diff = 0;
+        for (size_t i = 0; i < N; i++) {
+            uint32_t x, y;
+            memcpy(&x, &acc[i], 4);
+            memcpy(&y, &emu[i], 4);
+            if (x == y)
+                continue;
+            diff++;
+            long d = (long)(int32_t)x - (long)(int32_t)y;
+            ck_assert_msg(labs(d) <= 1 || (fabsf(acc[i]) == 0.0f && fabsf(emu[i]) == 0.0f),
+                          "lane %zu: a %08x b %08x: got %08x, emulation %08x", i, a[i], b[i], x, y);
+        }
     }
-    printf("vdpbf16ps emulation vs the real instruction: %ld of %d lanes differ\n", diff, (int)N);
-    hw_lanes_differing = diff;
-    ran_hw_lanes = true;
     free(acc); free(emu); free(a); free(b);
+    return diff;
+}
+
+START_TEST(test_lane_emulation_vs_instruction)
+{
+    if (!cpu_has_bf16()) {
+        printf("skipped: the real vdpbf16ps (this CPU has no AVX512_BF16)\n");
+        return;
+    }
+    hw_lanes_differing = lanes_vs_emulation(pt_dpbf16_hw_lanes);
+    ck_assert_int_ge(hw_lanes_differing, 0);
+    printf("vdpbf16ps emulation vs the real instruction: %ld of %d lanes differ\n",
+           hw_lanes_differing, 1 << 16);
+    ran_hw_lanes = true;
+}
+END_TEST
+
+START_TEST(test_lane_fma_vs_emulation)
+{
+    if (!pt_bf16_kernel_available(PT_BF16_KERNEL_FMA)) {
+        printf("skipped: the FMA kernel's lanes (this CPU has no AVX-512)\n");
+        return;
+    }
+    fma_lanes_differing = lanes_vs_emulation(pt_dpbf16_fma_lanes);
+    ck_assert_int_ge(fma_lanes_differing, 0);
+    printf("vdpbf16ps emulation vs FMAs under DAZ/FTZ: %ld of %d lanes differ\n",
+           fma_lanes_differing, 1 << 16);
+    ran_fma_lanes = true;
 }
 END_TEST
 
 /* The product of one shape through pt_gemm_bf16_nt(nt, emulated), on fresh
  * operands from seed (the same seed gives the same inputs). */
-static float *run_bf16(int nt, bool emulated, const size_t shape[3], int t, int mix, uint64_t seed)
+static float *run_bf16(int nt, pt_bf16_kernel kind, const size_t shape[3], int t, int mix,
+                       uint64_t seed)
 {
     pt_rng r;
     pt_rng_seed(&r, seed);
@@ -201,7 +228,7 @@ static float *run_bf16(int nt, bool emulated, const size_t shape[3], int t, int 
     void *a = make_operand(ta ? k : m, lda, abf, &r), *b = make_operand(tb ? n : k, ldb, bbf, &r);
     float *c = malloc(m * ldc * sizeof *c);
     fill(c, m * ldc, &r);
-    pt_gemm_bf16_nt(nt, emulated, ta, tb, m, n, k, 0.75f, a, abf, lda, b, bbf, ldb, 1.25f, c, ldc);
+    pt_gemm_bf16_nt(nt, kind, ta, tb, m, n, k, 0.75f, a, abf, lda, b, bbf, ldb, 1.25f, c, ldc);
     free(a);
     free(b);
     return c;
@@ -210,53 +237,88 @@ static float *run_bf16(int nt, bool emulated, const size_t shape[3], int t, int 
 /* Shapes with several row chunks, k blocks and column blocks. */
 static const size_t big_shapes[][3] = { { 1030, 70, 1540 }, { 50, 700, 801 }, { 16, 1536, 576 } };
 
-START_TEST(test_instruction_gemm_equals_emulated)
+/* The GEMM with kernel kind equal bit for bit to the emulated one. */
+static void gemm_equals_emulated(pt_bf16_kernel kind)
 {
-    if (!cpu_has_bf16()) {
-        printf("skipped: the real-instruction GEMM (this CPU has no AVX512_BF16)\n");
-        return;
-    }
     for (size_t s = 0; s < sizeof big_shapes / sizeof big_shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             const size_t *sh = big_shapes[s];
             int mix = (int)(s + (size_t)t) % 4;
-            float *x = run_bf16(2, false, sh, t, mix, 100 + s), *y = run_bf16(2, true, sh, t, mix, 100 + s);
+            float *x = run_bf16(2, kind, sh, t, mix, 100 + s);
+            float *y = run_bf16(2, PT_BF16_KERNEL_EMULATED, sh, t, mix, 100 + s);
             ck_assert_msg(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x) == 0,
-                          "shape %zu t=%d: instruction and emulation differ", s, t);
+                          "shape %zu t=%d: %s and emulation differ", s, t, pt_bf16_kernel_name(kind));
             free(x);
             free(y);
         }
     for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++)
         for (int mix = 0; mix < 4; mix++) {
             const size_t *sh = k_shapes[s];
-            float *x = run_bf16(2, false, sh, mix, mix, 200 + s), *y = run_bf16(2, true, sh, mix, mix, 200 + s);
+            float *x = run_bf16(2, kind, sh, mix, mix, 200 + s);
+            float *y = run_bf16(2, PT_BF16_KERNEL_EMULATED, sh, mix, mix, 200 + s);
             ck_assert_int_eq(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x), 0);
             free(x);
             free(y);
         }
-    /* pt_gemm_mixed on this path is the real-instruction kernel. */
+}
+
+START_TEST(test_instruction_gemm_equals_emulated)
+{
+    if (!cpu_has_bf16()) {
+        printf("skipped: the real-instruction GEMM (this CPU has no AVX512_BF16)\n");
+        return;
+    }
+    gemm_equals_emulated(PT_BF16_KERNEL_DPBF16);
+    ran_hw_gemm = true;
+}
+END_TEST
+
+START_TEST(test_fma_gemm_equals_emulated)
+{
+    if (!pt_bf16_kernel_available(PT_BF16_KERNEL_FMA)) {
+        printf("skipped: the FMA kernel's GEMM (this CPU has no AVX-512)\n");
+        return;
+    }
+    gemm_equals_emulated(PT_BF16_KERNEL_FMA);
+    ran_fma_gemm = true;
+}
+END_TEST
+
+START_TEST(test_mixed_uses_the_bf16_kernel)
+{
+    /* pt_gemm_mixed on a BF16 path is the kernel AUTO picks; MXCSR is left
+     * as it was. */
+    if (!pt_cpu_bf16_compute()) {
+        printf("skipped: pt_gemm_mixed's BF16 path (this CPU has no AVX512_BF16)\n");
+        return;
+    }
     pt_rng r;
     pt_rng_seed(&r, 3);
     float a[6 * 40], b[40 * 5], c1[30], c2[30];
     fill(a, 240, &r);
     fill(b, 200, &r);
+    unsigned int csr = __builtin_ia32_stmxcsr();
     pt_gemm_mixed(false, false, 6, 5, 40, 1.0f, a, false, 40, b, false, 5, 0.0f, c1, 5);
-    pt_gemm_bf16_nt(1, false, false, false, 6, 5, 40, 1.0f, a, false, 40, b, false, 5, 0.0f, c2, 5);
+    ck_assert_uint_eq(csr, __builtin_ia32_stmxcsr());
+    pt_gemm_bf16_nt(1, PT_BF16_KERNEL_EMULATED, false, false, 6, 5, 40, 1.0f, a, false, 40, b,
+                    false, 5, 0.0f, c2, 5);
     ck_assert_int_eq(memcmp(c1, c2, sizeof c1), 0);
-    ran_hw_gemm = true;
 }
 END_TEST
 
 START_TEST(test_threads_bit_identical)
 {
-    bool hw = cpu_has_bf16();
+    static const pt_bf16_kernel kinds[] = { PT_BF16_KERNEL_EMULATED, PT_BF16_KERNEL_DPBF16,
+                                            PT_BF16_KERNEL_FMA };
     for (size_t s = 0; s < sizeof big_shapes / sizeof big_shapes[0]; s++)
-        for (int v = 0; v < (hw ? 2 : 1); v++) {
+        for (size_t v = 0; v < 3; v++) {
+            if (!pt_bf16_kernel_available(kinds[v]))
+                continue;
             const size_t *sh = big_shapes[s];
             int t = (int)s % 4, mix = 3 - (int)s % 4;
-            float *x = run_bf16(1, v == 0, sh, t, mix, 300 + s), *y = run_bf16(2, v == 0, sh, t, mix, 300 + s);
+            float *x = run_bf16(1, kinds[v], sh, t, mix, 300 + s), *y = run_bf16(2, kinds[v], sh, t, mix, 300 + s);
             ck_assert_msg(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x) == 0,
-                          "shape %zu %s: 1 and 2 threads differ", s, v == 0 ? "emulated" : "instruction");
+                          "shape %zu %s: 1 and 2 threads differ", s, pt_bf16_kernel_name(kinds[v]));
             free(x);
             free(y);
         }
@@ -317,18 +379,24 @@ int main(void)
     tcase_add_test(tc, test_emulated_matches_naive);
     tcase_add_test(tc, test_k_zero);
     tcase_add_test(tc, test_lane_emulation_vs_instruction);
+    tcase_add_test(tc, test_lane_fma_vs_emulation);
     tcase_add_test(tc, test_instruction_gemm_equals_emulated);
+    tcase_add_test(tc, test_fma_gemm_equals_emulated);
+    tcase_add_test(tc, test_mixed_uses_the_bf16_kernel);
     tcase_add_test(tc, test_threads_bit_identical);
     tcase_add_test(tc, test_f32_path_widens_exactly);
     suite_add_tcase(s, tc);
     int rc = pt_test_run(s);
-    printf("paths: emulated BF16 GEMM %s; real vdpbf16ps lanes %s; real-instruction GEMM %s; "
-           "FP32 path (avx2) %s\n",
+    printf("paths: emulated BF16 GEMM %s; real vdpbf16ps lanes %s, GEMM %s; FMA kernel lanes %s, "
+           "GEMM %s; FP32 path (avx2) %s\n",
            ran_emulated ? "ran" : "did not run",
            ran_hw_lanes ? "ran" : "skipped (no AVX512_BF16)",
            ran_hw_gemm ? "ran" : "skipped (no AVX512_BF16)",
+           ran_fma_lanes ? "ran" : "skipped (no AVX-512)",
+           ran_fma_gemm ? "ran" : "skipped (no AVX-512)",
            ran_f32_path ? "ran" : "did not run");
-    if (hw_lanes_differing >= 0)
-        printf("lanes where the emulation differs from the instruction: %ld\n", hw_lanes_differing);
+    printf("lanes differing from the emulation (of 65536): instruction %ld, FMA kernel %ld "
+           "(-1: not run); pt_gemm_mixed's BF16 kernel here: %s\n",
+           hw_lanes_differing, fma_lanes_differing, pt_bf16_kernel_name(pt_bf16_kernel_auto()));
     return rc;
 }
