@@ -35,8 +35,13 @@ typedef uint32_t pt_v16u __attribute__((vector_size(64)));
 #define PT_NR 32
 #define PT_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-#define KC_MAX 768                  /* k per block at most (even) */
-#define A_CHUNK_BYTES (1536u << 10) /* packed A rows per chunk (shared, in L2) */
+#ifndef KC_MAX
+#define KC_MAX 768 /* k per block at most (even) */
+#endif
+#ifndef A_CHUNK_MB
+#define A_CHUNK_MB 8
+#endif
+#define A_CHUNK_BYTES ((size_t)A_CHUNK_MB << 20) /* packed A rows per item at most */
 #define NB_PANELS_MAX 8             /* B panels per column block at most */
 
 /* ---- the tile epilogue, shared by both variants ---- */
@@ -111,6 +116,7 @@ bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t
  * patterns. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+typedef float pt_f32_alias __attribute__((may_alias)); /* the panels hold FP32 bit patterns */
 #define PT_MXCSR_DPBF16 (0x1f80u | 0x8000u | 0x0040u) /* exceptions masked, RNE, FTZ, DAZ */
 
 /* noinline: a call is a wall the compiler moves no arithmetic across, so
@@ -148,10 +154,10 @@ static void block_fma(size_t mc, size_t nc, size_t np, const uint32_t *apack,
 {
     float t[PT_MR * PT_NR] __attribute__((aligned(64)));
     unsigned int csr = _mm_getcsr();
-    for (size_t jr = 0; jr < nc; jr += PT_NR) {
-        size_t nr = nc - jr < PT_NR ? nc - jr : PT_NR;
-        for (size_t ir = 0; ir < mc; ir += PT_MR) {
-            size_t mr = mc - ir < PT_MR ? mc - ir : PT_MR;
+    for (size_t ir = 0; ir < mc; ir += PT_MR) {
+        size_t mr = mc - ir < PT_MR ? mc - ir : PT_MR;
+        for (size_t jr = 0; jr < nc; jr += PT_NR) {
+            size_t nr = nc - jr < PT_NR ? nc - jr : PT_NR;
             _mm_setcsr(PT_MXCSR_DPBF16);
             ukr_fma(np, apack + 2 * ir * np, bpack + 2 * jr * np, t);
             _mm_setcsr(csr); /* the epilogue as in the other variants */
@@ -316,7 +322,6 @@ static void gemm_bf16_scalar(const operand *A, const operand *B, size_t m, size_
             }
 }
 
-/* The BF16 product with the micro-kernel variant blk on nt threads. */
 /* A panel as pack_panel packs it, or in the FMA kernel's layout (split:
  * per k-pair the R high halves, then the R low halves, packed through
  * scratch). */
@@ -336,8 +341,53 @@ static void pack_into(const operand *x, size_t r0, size_t rn, size_t R, size_t k
         }
 }
 
+/* How a product is cut: k blocks of kc (kc/2 pairs), the whole of A packed
+ * once for all threads (f words per k-pair and row: 2 in the FMA kernel's
+ * layout), then independent items of chunk x column block, each packing its
+ * own B block (per thread buffers of bwords + swords). */
+typedef struct bf16_plan {
+    size_t kc, nkb, f, mpan, cpan, nchunks, nbp, ncb, awords, bwords, swords;
+    int nt;
+} bf16_plan;
+
+static void plan_bf16(bf16_plan *p, int nt, bool split, size_t m, size_t n, size_t k)
+{
+    p->nkb = k_blocks(k, &p->kc);
+    p->f = split ? 2 : 1;
+    size_t npm = p->kc / 2;
+    /* columns per block: about 4 items per thread; when the columns give
+     * fewer, the rows are cut into chunks as well */
+    nt = nt < 1 ? 1 : nt;
+    p->mpan = (m + PT_MR - 1) / PT_MR;
+    size_t npan = (n + PT_NR - 1) / PT_NR, want = 4 * (size_t)nt;
+    size_t nbp = (npan + want - 1) / want;
+    p->nbp = nbp < 1 ? 1 : nbp > NB_PANELS_MAX ? NB_PANELS_MAX : nbp;
+    p->ncb = (npan + p->nbp - 1) / p->nbp;
+    size_t nch = p->ncb >= want ? 1 : (want + p->ncb - 1) / p->ncb;
+    size_t cmax = A_CHUNK_BYTES / (npm * 4 * p->f * PT_MR); /* bound the A read per item */
+    cmax = cmax < 1 ? 1 : cmax;
+    if (nch < (p->mpan + cmax - 1) / cmax)
+        nch = (p->mpan + cmax - 1) / cmax;
+    nch = nch > p->mpan ? p->mpan : nch;
+    p->cpan = (p->mpan + nch - 1) / nch;
+    p->nchunks = (p->mpan + p->cpan - 1) / p->cpan;
+    size_t items = p->nchunks * p->ncb;
+    p->nt = (size_t)nt > items ? (int)items : nt;
+    /* all of A; B blocks 64-byte aligned (the kernel's vector loads) */
+    p->awords = (p->mpan * PT_MR * p->f * ((k + 1) / 2) + 15) / 16 * 16;
+    p->bwords = p->nbp * PT_NR * npm * p->f;
+    p->swords = split ? PT_NR * npm : 0;
+}
+
+/* The packed A of k block kb: panels of PT_MR rows, each np * PT_MR * f words. */
+static size_t a_offset(const bf16_plan *p, size_t kb)
+{
+    return p->mpan * PT_MR * p->f * kb * (p->kc / 2);
+}
+
 /* The BF16 product with the micro-kernel variant blk (split: the FMA
- * kernel's panels) on nt threads. */
+ * kernel's panels) on nt threads.  Each item computes its tile of C over
+ * all k blocks in order, so no item depends on another. */
 static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, const operand *B,
                           size_t m, size_t n, size_t k, float alpha, float beta, float *c,
                           size_t ldc)
@@ -348,50 +398,36 @@ static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, co
         scale_c(m, n, beta, c, ldc);
         return;
     }
-    size_t kc, nkb = k_blocks(k, &kc), npm = kc / 2, f = split ? 2 : 1;
-    /* rows of C per chunk (whole A panels, packed A in A_CHUNK_BYTES), evened out */
-    size_t mpan = (m + PT_MR - 1) / PT_MR, cpan = A_CHUNK_BYTES / (npm * 4 * f * PT_MR);
-    cpan = cpan < 1 ? 1 : cpan > mpan ? mpan : cpan;
-    size_t nchunks = (mpan + cpan - 1) / cpan;
-    cpan = (mpan + nchunks - 1) / nchunks;
-    /* columns of C per block: about 4 blocks per thread */
-    if (nt < 1)
-        nt = 1;
-    size_t npan = (n + PT_NR - 1) / PT_NR, nbp = (npan + 4 * (size_t)nt - 1) / (4 * (size_t)nt);
-    nbp = nbp < 1 ? 1 : nbp > NB_PANELS_MAX ? NB_PANELS_MAX : nbp;
-    size_t nitems = (npan + nbp - 1) / nbp;
-    if ((size_t)nt > nitems && (size_t)nt > cpan)
-        nt = (int)(nitems > cpan ? nitems : cpan);
-    /* B panels 64-byte aligned (the kernel's vector loads); A is broadcast */
-    size_t awords = (cpan * PT_MR * npm * f + 15) / 16 * 16, bwords = nbp * PT_NR * npm * f;
-    size_t swords = split ? PT_NR * npm : 0; /* per thread, for pack_into */
-    uint32_t *buf = aligned_alloc(64, (awords + (size_t)nt * (bwords + swords)) * sizeof *buf);
+    bf16_plan p;
+    plan_bf16(&p, nt, split, m, n, k);
+    size_t kc = p.kc, f = p.f, tw = p.bwords + p.swords;
+    uint32_t *buf = aligned_alloc(64, (p.awords + (size_t)p.nt * tw) * sizeof *buf);
     if (!buf) {
         gemm_bf16_scalar(A, B, m, n, k, alpha, beta, c, ldc);
         return;
     }
-#pragma omp parallel num_threads(nt) if (nt > 1)
+#pragma omp parallel num_threads(p.nt) if (p.nt > 1)
     {
-        uint32_t *bpack = buf + awords + (size_t)omp_get_thread_num() * (bwords + swords);
-        uint32_t *scratch = bpack + bwords;
-        for (size_t ch = 0; ch < nchunks; ch++) {
-            size_t i0 = ch * cpan * PT_MR, mc = m - i0 < cpan * PT_MR ? m - i0 : cpan * PT_MR;
-            size_t mp = (mc + PT_MR - 1) / PT_MR;
-            for (size_t kb = 0; kb < nkb; kb++) {
-                size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
+        uint32_t *bpack = buf + p.awords + (size_t)omp_get_thread_num() * tw;
+        uint32_t *scratch = bpack + p.bwords;
 #pragma omp for schedule(dynamic, 4)
-                for (size_t p = 0; p < mp; p++) {
-                    size_t r = p * PT_MR, rn = mc - r < PT_MR ? mc - r : PT_MR;
-                    pack_into(A, i0 + r, rn, PT_MR, k0, kn, buf + r * np * f, split, scratch);
-                }
+        for (size_t i = 0; i < p.nkb * p.mpan; i++) {
+            size_t kb = i / p.mpan, r = i % p.mpan * PT_MR, rn = m - r < PT_MR ? m - r : PT_MR;
+            size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
+            pack_into(A, r, rn, PT_MR, k0, kn, buf + a_offset(&p, kb) + r * np * f, split, scratch);
+        }
 #pragma omp for schedule(dynamic, 1)
-                for (size_t it = 0; it < nitems; it++) {
-                    size_t j0 = it * nbp * PT_NR, nc = n - j0 < nbp * PT_NR ? n - j0 : nbp * PT_NR;
-                    for (size_t r = 0; r < nc; r += PT_NR)
-                        pack_into(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
-                                  bpack + r * np * f, split, scratch);
-                    blk(mc, nc, np, buf, bpack, c + i0 * ldc + j0, ldc, alpha, beta, kb == 0);
-                }
+        for (size_t it = 0; it < p.nchunks * p.ncb; it++) {
+            size_t i0 = it / p.ncb * p.cpan * PT_MR, j0 = it % p.ncb * p.nbp * PT_NR;
+            size_t mc = m - i0 < p.cpan * PT_MR ? m - i0 : p.cpan * PT_MR;
+            size_t nc = n - j0 < p.nbp * PT_NR ? n - j0 : p.nbp * PT_NR;
+            for (size_t kb = 0; kb < p.nkb; kb++) {
+                size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
+                for (size_t r = 0; r < nc; r += PT_NR)
+                    pack_into(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
+                              bpack + r * np * f, split, scratch);
+                blk(mc, nc, np, buf + a_offset(&p, kb) + i0 * np * f, bpack, c + i0 * ldc + j0,
+                    ldc, alpha, beta, kb == 0);
             }
         }
     }
