@@ -84,26 +84,21 @@ static double gflops(const shape *s, double sec)
     return 2.0 * (double)s->m * (double)s->n * (double)s->k / sec / 1e9;
 }
 
-static double time_run(int which, int nt, const shape *s, const operands *o)
-{
-    double t[REPS];
-    run_once(which, nt, s, o);
-    for (int r = 0; r < REPS; r++) {
-        double t0 = bench_now();
-        run_once(which, nt, s, o);
-        t[r] = bench_now() - t0;
-    }
-    return gflops(s, bench_median(t, REPS));
-}
-
 #ifdef PT_BENCH_DNNL
 static dnnl_engine_t dnnl_eng;
 static dnnl_stream_t dnnl_str;
 static char dnnl_impl[128] = "";
 
+typedef struct dnnl_job {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_t mem[3];
+    dnnl_exec_arg_t args[3];
+} dnnl_job;
+
 /* oneDNN's matmul of the same product, both operands BF16, FP32 output;
- * 0 when it cannot run. */
-static double time_dnnl(const shape *s, const operands *o)
+ * false when it cannot run. */
+static bool dnnl_prepare(dnnl_job *j, const shape *s, const operands *o)
 {
     dnnl_memory_desc_t md_a, md_b, md_c;
     dnnl_dims_t da = { (dnnl_dim_t)s->m, (dnnl_dim_t)s->k }, db = { (dnnl_dim_t)s->k, (dnnl_dim_t)s->n };
@@ -111,40 +106,77 @@ static double time_dnnl(const shape *s, const operands *o)
     if (dnnl_memory_desc_init_by_tag(&md_a, 2, da, dnnl_bf16, s->ta ? dnnl_ba : dnnl_ab) ||
         dnnl_memory_desc_init_by_tag(&md_b, 2, db, dnnl_bf16, s->tb ? dnnl_ba : dnnl_ab) ||
         dnnl_memory_desc_init_by_tag(&md_c, 2, dc, dnnl_f32, dnnl_ab))
-        return 0;
+        return false;
     dnnl_matmul_desc_t desc;
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t prim;
     if (dnnl_matmul_desc_init(&desc, &md_a, &md_b, NULL, &md_c) ||
-        dnnl_primitive_desc_create(&pd, &desc, NULL, dnnl_eng, NULL))
-        return 0;
+        dnnl_primitive_desc_create(&j->pd, &desc, NULL, dnnl_eng, NULL))
+        return false;
     const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    if (dnnl_primitive_desc_query(j->pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         snprintf(dnnl_impl, sizeof dnnl_impl, "%s", impl);
-    if (dnnl_primitive_create(&prim, pd)) {
-        dnnl_primitive_desc_destroy(pd);
-        return 0;
+    if (dnnl_primitive_create(&j->prim, j->pd)) {
+        dnnl_primitive_desc_destroy(j->pd);
+        return false;
     }
-    dnnl_memory_t ma, mb, mc;
-    dnnl_memory_create(&ma, &md_a, dnnl_eng, o->ab);
-    dnnl_memory_create(&mb, &md_b, dnnl_eng, o->bb);
-    dnnl_memory_create(&mc, &md_c, dnnl_eng, o->c);
-    dnnl_exec_arg_t args[3] = { { DNNL_ARG_SRC, ma }, { DNNL_ARG_WEIGHTS, mb }, { DNNL_ARG_DST, mc } };
-    double t[REPS];
-    dnnl_primitive_execute(prim, dnnl_str, 3, args);
+    dnnl_memory_create(&j->mem[0], &md_a, dnnl_eng, o->ab);
+    dnnl_memory_create(&j->mem[1], &md_b, dnnl_eng, o->bb);
+    dnnl_memory_create(&j->mem[2], &md_c, dnnl_eng, o->c);
+    j->args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, j->mem[0] };
+    j->args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, j->mem[1] };
+    j->args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DST, j->mem[2] };
+    return true;
+}
+
+static void dnnl_run(dnnl_job *j)
+{
+    dnnl_primitive_execute(j->prim, dnnl_str, 3, j->args);
     dnnl_stream_wait(dnnl_str);
-    for (int r = 0; r < REPS; r++) {
-        double t0 = bench_now();
-        dnnl_primitive_execute(prim, dnnl_str, 3, args);
-        dnnl_stream_wait(dnnl_str);
-        t[r] = bench_now() - t0;
-    }
-    dnnl_memory_destroy(ma); dnnl_memory_destroy(mb); dnnl_memory_destroy(mc);
-    dnnl_primitive_destroy(prim);
-    dnnl_primitive_desc_destroy(pd);
-    return gflops(s, bench_median(t, REPS));
+}
+
+static void dnnl_release(dnnl_job *j)
+{
+    for (int i = 0; i < 3; i++)
+        dnnl_memory_destroy(j->mem[i]);
+    dnnl_primitive_destroy(j->prim);
+    dnnl_primitive_desc_destroy(j->pd);
 }
 #endif
+
+enum { NMETHODS = 5 }; /* BLIS, ours, ours bb, vdpbf16ps, oneDNN */
+
+/* GFLOP/s of each method (0: not run), the methods taking turns in each of
+ * the REPS rounds so that a change in the machine's load hits them all. */
+static void time_all(int nt, const shape *s, const operands *o, bool dp, bool dnnl,
+                     double g[NMETHODS])
+{
+    double t[NMETHODS][REPS];
+    bool run[NMETHODS] = { true, true, true, dp, dnnl };
+#ifdef PT_BENCH_DNNL
+    dnnl_job job;
+    if (run[4] && !dnnl_prepare(&job, s, o))
+        run[4] = false;
+#endif
+    for (int r = -1; r < REPS; r++) /* round -1: warm-up */
+        for (int w = 0; w < NMETHODS; w++) {
+            if (!run[w])
+                continue;
+            double t0 = bench_now();
+#ifdef PT_BENCH_DNNL
+            if (w == 4)
+                dnnl_run(&job);
+            else
+#endif
+                run_once(w, nt, s, o);
+            if (r >= 0)
+                t[w][r] = bench_now() - t0;
+        }
+#ifdef PT_BENCH_DNNL
+    if (run[4])
+        dnnl_release(&job);
+#endif
+    for (int w = 0; w < NMETHODS; w++)
+        g[w] = run[w] ? gflops(s, bench_median(t[w], REPS)) : 0.0;
+}
 
 int main(int argc, char **argv)
 {
@@ -167,14 +199,14 @@ int main(int argc, char **argv)
                "FMAs under DAZ/FTZ: the same bits)\n", pt_bf16_kernel_name(pt_bf16_kernel_auto()));
     else
         printf("bf16 path: none on this path: BF16 widened to FP32, BLIS\n");
-    int dp = pt_bf16_kernel_available(PT_BF16_KERNEL_DPBF16);
+    bool dp = pt_bf16_kernel_available(PT_BF16_KERNEL_DPBF16);
 #ifdef PT_BENCH_DNNL
-    int have_dnnl = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success &&
+    bool have_dnnl = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success &&
                     dnnl_stream_create(&dnnl_str, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
 #else
-    int have_dnnl = 0;
+    bool have_dnnl = false;
 #endif
-    printf("GFLOP/s at %d threads, median of %d; ours: pt_gemm_mixed, A FP32 (rounded), B BF16; "
+    printf("GFLOP/s at %d threads, median of %d rounds (methods in turns); ours: pt_gemm_mixed, A FP32 (rounded), B BF16; "
            "bb: both BF16; vdpbf16ps: our kernel forced to the instruction; oneDNN: both BF16\n",
            nt, REPS);
     printf("%-16s %6s %6s %6s %9s %9s %9s %9s %9s %9s\n", "op", "M", "N", "K", "BLIS fp32",
@@ -187,17 +219,12 @@ int main(int argc, char **argv)
             printf("%-16s out of memory\n", s->what);
             continue;
         }
-        double g_blis = time_run(RUN_BLIS, nt, s, &o), g_ours = time_run(RUN_OURS, nt, s, &o);
-        double g_bb = time_run(RUN_OURS_BB, nt, s, &o), g_dnnl = 0;
-        double g_dp = dp ? time_run(RUN_DPBF16, nt, s, &o) : 0;
-#ifdef PT_BENCH_DNNL
-        if (have_dnnl)
-            g_dnnl = time_dnnl(s, &o);
-#endif
+        double g[NMETHODS];
+        time_all(nt, s, &o, dp, have_dnnl, g);
         printf("%-16s %6zu %6zu %6zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f", s->what, s->m, s->n,
-               s->k, g_blis, g_ours, g_bb, g_dp, g_dnnl, g_ours / g_blis);
+               s->k, g[0], g[1], g[2], g[3], g[4], g[1] / g[0]);
 #ifdef PT_BENCH_DNNL
-        printf("  %s", g_dnnl > 0 ? dnnl_impl : "");
+        printf("  %s", g[4] > 0 ? dnnl_impl : "");
 #endif
         printf("\n");
         fflush(stdout);

@@ -22,9 +22,10 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 
-#include <immintrin.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -81,6 +82,7 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
 #undef DPBF16
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #define PT_HAVE_HW_BF16 1
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
@@ -385,6 +387,45 @@ static size_t a_offset(const bf16_plan *p, size_t kb)
     return p->mpan * PT_MR * p->f * kb * (p->kc / 2);
 }
 
+/* What the threads of one product share: the plan, the operands, all of A
+ * packed and a state per A panel and k block (0 free, 1 being packed, 2
+ * packed).  Whichever thread first needs a panel packs it, so no thread
+ * waits at a barrier for one the OS has preempted; a thread only waits for
+ * a panel another thread is packing at that moment. */
+typedef struct bf16_shared {
+    bf16_plan p;
+    const operand *A, *B;
+    size_t m, k;
+    bool split;
+    uint32_t *apack;
+    atomic_uchar *state;
+} bf16_shared;
+
+/* The A panels of rows i0 .. i0+mc for k block kb: pack those no thread has
+ * claimed (claim), or wait until all are packed (!claim). */
+static void a_panels(const bf16_shared *x, size_t kb, size_t i0, size_t mc, bool claim,
+                     uint32_t *scratch)
+{
+    size_t k0 = kb * x->p.kc, kn = x->k - k0 < x->p.kc ? x->k - k0 : x->p.kc, np = (kn + 1) / 2;
+    for (size_t r = i0; r < i0 + mc; r += PT_MR) {
+        atomic_uchar *st = &x->state[kb * x->p.mpan + r / PT_MR];
+        if (claim) {
+            unsigned char free_ = 0;
+            if (atomic_load_explicit(st, memory_order_relaxed) != 0 ||
+                !atomic_compare_exchange_strong(st, &free_, 1))
+                continue;
+            size_t rn = x->m - r < PT_MR ? x->m - r : PT_MR;
+            pack_into(x->A, r, rn, PT_MR, k0, kn, x->apack + a_offset(&x->p, kb) + r * np * x->p.f,
+                      x->split, scratch);
+            atomic_store_explicit(st, 2, memory_order_release);
+        } else {
+            for (unsigned spins = 0; atomic_load_explicit(st, memory_order_acquire) != 2; spins++)
+                if (spins >= 64)
+                    sched_yield();
+        }
+    }
+}
+
 /* The BF16 product with the micro-kernel variant blk (split: the FMA
  * kernel's panels) on nt threads.  Each item computes its tile of C over
  * all k blocks in order, so no item depends on another. */
@@ -398,40 +439,38 @@ static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, co
         scale_c(m, n, beta, c, ldc);
         return;
     }
-    bf16_plan p;
-    plan_bf16(&p, nt, split, m, n, k);
-    size_t kc = p.kc, f = p.f, tw = p.bwords + p.swords;
-    uint32_t *buf = aligned_alloc(64, (p.awords + (size_t)p.nt * tw) * sizeof *buf);
-    if (!buf) {
+    bf16_shared x = { .A = A, .B = B, .m = m, .k = k, .split = split };
+    plan_bf16(&x.p, nt, split, m, n, k);
+    const bf16_plan *p = &x.p;
+    size_t kc = p->kc, f = p->f, tw = p->bwords + p->swords;
+    x.apack = aligned_alloc(64, (p->awords + (size_t)p->nt * tw) * sizeof *x.apack);
+    x.state = calloc(p->nkb * p->mpan, sizeof *x.state);
+    if (!x.apack || !x.state) {
+        free(x.apack);
+        free(x.state);
         gemm_bf16_scalar(A, B, m, n, k, alpha, beta, c, ldc);
         return;
     }
-#pragma omp parallel num_threads(p.nt) if (p.nt > 1)
-    {
-        uint32_t *bpack = buf + p.awords + (size_t)omp_get_thread_num() * tw;
-        uint32_t *scratch = bpack + p.bwords;
-#pragma omp for schedule(dynamic, 4)
-        for (size_t i = 0; i < p.nkb * p.mpan; i++) {
-            size_t kb = i / p.mpan, r = i % p.mpan * PT_MR, rn = m - r < PT_MR ? m - r : PT_MR;
+#pragma omp parallel for num_threads(p->nt) schedule(dynamic, 1) if (p->nt > 1)
+    for (size_t it = 0; it < p->nchunks * p->ncb; it++) {
+        uint32_t *bpack = x.apack + p->awords + (size_t)omp_get_thread_num() * tw;
+        uint32_t *scratch = bpack + p->bwords;
+        size_t i0 = it / p->ncb * p->cpan * PT_MR, j0 = it % p->ncb * p->nbp * PT_NR;
+        size_t mc = m - i0 < p->cpan * PT_MR ? m - i0 : p->cpan * PT_MR;
+        size_t nc = n - j0 < p->nbp * PT_NR ? n - j0 : p->nbp * PT_NR;
+        for (size_t kb = 0; kb < p->nkb; kb++) {
             size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
-            pack_into(A, r, rn, PT_MR, k0, kn, buf + a_offset(&p, kb) + r * np * f, split, scratch);
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (size_t it = 0; it < p.nchunks * p.ncb; it++) {
-            size_t i0 = it / p.ncb * p.cpan * PT_MR, j0 = it % p.ncb * p.nbp * PT_NR;
-            size_t mc = m - i0 < p.cpan * PT_MR ? m - i0 : p.cpan * PT_MR;
-            size_t nc = n - j0 < p.nbp * PT_NR ? n - j0 : p.nbp * PT_NR;
-            for (size_t kb = 0; kb < p.nkb; kb++) {
-                size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
-                for (size_t r = 0; r < nc; r += PT_NR)
-                    pack_into(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
-                              bpack + r * np * f, split, scratch);
-                blk(mc, nc, np, buf + a_offset(&p, kb) + i0 * np * f, bpack, c + i0 * ldc + j0,
-                    ldc, alpha, beta, kb == 0);
-            }
+            a_panels(&x, kb, i0, mc, true, scratch);
+            for (size_t r = 0; r < nc; r += PT_NR)
+                pack_into(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
+                          bpack + r * np * f, split, scratch);
+            a_panels(&x, kb, i0, mc, false, scratch);
+            blk(mc, nc, np, x.apack + a_offset(p, kb) + i0 * np * f, bpack, c + i0 * ldc + j0,
+                ldc, alpha, beta, kb == 0);
         }
     }
-    free(buf);
+    free(x.apack);
+    free((void *)x.state);
 }
 
 /* ---- the choice of micro-kernel ---- */
