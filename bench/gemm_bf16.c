@@ -66,7 +66,8 @@ static void run_once(int which, int nt, const shape *s, const operands *o)
 {
     size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     if (which == RUN_BLIS)
-        pt_sgemm_nt(nt, s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, lda, o->b, ldb, 0.0f, o->c, s->n);
+        pt_sgemm_nt(nt, s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, lda, o->b, ldb, 0.0f, o->c,
+                    s->n);
     else if (which == RUN_OURS)
         pt_gemm_mixed(s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, false, lda, o->bb, true, ldb,
                       0.0f, o->c, s->n);
@@ -101,7 +102,8 @@ typedef struct dnnl_job {
 static bool dnnl_prepare(dnnl_job *j, const shape *s, const operands *o)
 {
     dnnl_memory_desc_t md_a, md_b, md_c;
-    dnnl_dims_t da = { (dnnl_dim_t)s->m, (dnnl_dim_t)s->k }, db = { (dnnl_dim_t)s->k, (dnnl_dim_t)s->n };
+    dnnl_dims_t da = { (dnnl_dim_t)s->m, (dnnl_dim_t)s->k },
+                db = { (dnnl_dim_t)s->k, (dnnl_dim_t)s->n };
     dnnl_dims_t dc = { (dnnl_dim_t)s->m, (dnnl_dim_t)s->n };
     if (dnnl_memory_desc_init_by_tag(&md_a, 2, da, dnnl_bf16, s->ta ? dnnl_ba : dnnl_ab) ||
         dnnl_memory_desc_init_by_tag(&md_b, 2, db, dnnl_bf16, s->tb ? dnnl_ba : dnnl_ab) ||
@@ -112,7 +114,8 @@ static bool dnnl_prepare(dnnl_job *j, const shape *s, const operands *o)
         dnnl_primitive_desc_create(&j->pd, &desc, NULL, dnnl_eng, NULL))
         return false;
     const char *impl = NULL;
-    if (dnnl_primitive_desc_query(j->pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    if (dnnl_primitive_desc_query(j->pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl)
         snprintf(dnnl_impl, sizeof dnnl_impl, "%s", impl);
     if (dnnl_primitive_create(&j->prim, j->pd)) {
         dnnl_primitive_desc_destroy(j->pd);
@@ -187,10 +190,14 @@ int main(int argc, char **argv)
     }
     omp_set_num_threads(nt); /* oneDNN's OpenMP runtime */
     static const shape shapes[] = {
-        { false, false, 1024, 1536, 576, "NN" },   { false, false, 1024, 576, 1536, "NN" },
-        { false, false, 1024, 576, 576, "NN" },    { false, false, 1024, 49152, 576, "NN lm head" },
-        { false, false, 16, 1536, 576, "NN decode" }, { false, true, 1024, 1536, 576, "NT fwd x W^T" },
-        { false, true, 1024, 49152, 576, "NT lm head" }, { true, false, 576, 1536, 1024, "TN dW = X^T dY" },
+        { false, false, 1024, 1536, 576, "NN" },
+        { false, false, 1024, 576, 1536, "NN" },
+        { false, false, 1024, 576, 576, "NN" },
+        { false, false, 1024, 49152, 576, "NN lm head" },
+        { false, false, 16, 1536, 576, "NN decode" },
+        { false, true, 1024, 1536, 576, "NT fwd x W^T" },
+        { false, true, 1024, 49152, 576, "NT lm head" },
+        { true, false, 576, 1536, 1024, "TN dW = X^T dY" },
     };
     printf("cpu: %s\n", pt_cpu_info());
     printf("fp32: %s\n", pt_blas_info());
@@ -202,11 +209,12 @@ int main(int argc, char **argv)
     bool dp = pt_bf16_kernel_available(PT_BF16_KERNEL_DPBF16);
 #ifdef PT_BENCH_DNNL
     bool have_dnnl = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success &&
-                    dnnl_stream_create(&dnnl_str, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
+        dnnl_stream_create(&dnnl_str, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
 #else
     bool have_dnnl = false;
 #endif
-    printf("GFLOP/s at %d threads, median of %d rounds (methods in turns); ours: pt_gemm_mixed, A FP32 (rounded), B BF16; "
+    printf("GFLOP/s at %d threads, median of %d rounds (methods in turns); ours: pt_gemm_mixed, A "
+           "FP32 (rounded), B BF16; "
            "bb: both BF16; vdpbf16ps: our kernel forced to the instruction; oneDNN: both BF16\n",
            nt, REPS);
     printf("%-16s %6s %6s %6s %9s %9s %9s %9s %9s %9s\n", "op", "M", "N", "K", "BLIS fp32",

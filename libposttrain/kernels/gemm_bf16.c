@@ -87,7 +87,8 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
 #define KFN(name) name##_hw
-#define DPBF16(acc, a, b) ((acc) = (pt_v16f)_mm512_dpbf16_ps((__m512)(acc), (__m512bh)(a), (__m512bh)(b)))
+#define DPBF16(acc, a, b)                                                                          \
+    ((acc) = (pt_v16f)_mm512_dpbf16_ps((__m512)(acc), (__m512bh)(a), (__m512bh)(b)))
 #include "kernels/gemm_bf16_kern.inc"
 #undef KFN
 #undef DPBF16
@@ -118,19 +119,25 @@ bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t
  * patterns. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
-typedef float pt_f32_alias __attribute__((may_alias)); /* the panels hold FP32 bit patterns */
 #define PT_MXCSR_DPBF16 (0x1f80u | 0x8000u | 0x0040u) /* exceptions masked, RNE, FTZ, DAZ */
 
 /* noinline: a call is a wall the compiler moves no arithmetic across, so
  * all of it runs under the MXCSR set around the call. */
-static __attribute__((noinline)) void ukr_fma(size_t np, const uint32_t *restrict pa, const uint32_t *restrict pb,
-                    float *restrict t)
+static __attribute__((noinline)) void ukr_fma(size_t np, const uint32_t *restrict pa,
+                                              const uint32_t *restrict pb, float *restrict t)
 {
 #define UF_DECL(i) __m512 c##i##a = _mm512_setzero_ps(), c##i##b = _mm512_setzero_ps();
-#define UF_STEP(i, h)                                                                                  {                                                                                                      __m512 x_ = _mm512_castsi512_ps(_mm512_set1_epi32((int)pa[(h) * PT_MR + (i)]));                   c##i##a = _mm512_fmadd_ps(x_, b0, c##i##a);                                                        c##i##b = _mm512_fmadd_ps(x_, b1, c##i##b);                                                    }
+#define UF_STEP(i, h)                                                                              \
+    {                                                                                              \
+        __m512 x_ = _mm512_castsi512_ps(_mm512_set1_epi32((int)pa[(h) * PT_MR + (i)]));           \
+        c##i##a = _mm512_fmadd_ps(x_, b0, c##i##a);                                                \
+        c##i##b = _mm512_fmadd_ps(x_, b1, c##i##b);                                                \
+    }
 #define UF_HI(i) UF_STEP(i, 0)
 #define UF_LO(i) UF_STEP(i, 1)
-#define UF_STORE(i)                                                                                    _mm512_store_ps(t + (i) * PT_NR, c##i##a);                                                         _mm512_store_ps(t + (i) * PT_NR + 16, c##i##b);
+#define UF_STORE(i)                                                                                \
+    _mm512_store_ps(t + (i) * PT_NR, c##i##a);                                                     \
+    _mm512_store_ps(t + (i) * PT_NR + 16, c##i##b);
     PT_ROWS(UF_DECL)
     for (size_t q = 0; q < np; q++) {
         __m512 b0 = _mm512_castsi512_ps(_mm512_load_si512(pb));
@@ -211,78 +218,6 @@ typedef void (*block_fn)(size_t mc, size_t nc, size_t np, const uint32_t *apack,
                          const uint32_t *bpack, float *c, size_t ldc, float alpha, float beta,
                          bool first);
 
-/* ---- packing ---- */
-
-/* One operand as the kernels read it: element (r, kk) of the panel
- * dimension r (rows of op(A), columns of op(B)) and k. */
-typedef struct operand {
-    const void *p;
-    size_t ld;
-    bool bf16;
-    bool kmajor; /* element (r, kk) at p[kk * ld + r]; otherwise p[r * ld + kk] */
-} operand;
-
-static inline __attribute__((always_inline)) uint32_t bf16_at(const void *p, bool bf16, size_t i)
-{
-    return bf16 ? ((const pt_bf16 *)p)[i] : pt_f32_to_bf16(((const float *)p)[i]);
-}
-
-/* Panel of R words per k-pair: rows r0 .. r0+rn of x (rn <= R, the rest
- * zeros) over k0 .. k0+kn (np = ceil(kn/2) pairs; an odd kn's last pair has
- * a zero high half). */
-static inline __attribute__((always_inline)) void pack_kmajor(const void *p, size_t ld, bool bf16,
-                                                              size_t r0, size_t rn, size_t R,
-                                                              size_t k0, size_t kn, uint32_t *dst)
-{
-    size_t np = (kn + 1) / 2;
-    for (size_t q = 0; q < np; q++) {
-        size_t kk = k0 + 2 * q;
-        uint32_t *d = dst + q * R;
-        if (2 * q + 1 < kn)
-            for (size_t r = 0; r < rn; r++)
-                d[r] = bf16_at(p, bf16, kk * ld + r0 + r) |
-                       bf16_at(p, bf16, (kk + 1) * ld + r0 + r) << 16;
-        else
-            for (size_t r = 0; r < rn; r++)
-                d[r] = bf16_at(p, bf16, kk * ld + r0 + r);
-        for (size_t r = rn; r < R; r++)
-            d[r] = 0;
-    }
-}
-
-static inline __attribute__((always_inline)) void pack_rmajor(const void *p, size_t ld, bool bf16,
-                                                              size_t r0, size_t rn, size_t R,
-                                                              size_t k0, size_t kn, uint32_t *dst)
-{
-    size_t np = (kn + 1) / 2, full = kn / 2;
-    for (size_t r = 0; r < rn; r++) {
-        size_t base = (r0 + r) * ld + k0;
-        for (size_t q = 0; q < full; q++)
-            dst[q * R + r] = bf16_at(p, bf16, base + 2 * q) | bf16_at(p, bf16, base + 2 * q + 1) << 16;
-        if (full < np)
-            dst[full * R + r] = bf16_at(p, bf16, base + 2 * full);
-    }
-    for (size_t q = 0; q < np; q++)
-        for (size_t r = rn; r < R; r++)
-            dst[q * R + r] = 0;
-}
-
-static void pack_panel(const operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
-                       uint32_t *dst)
-{
-    if (x->kmajor) {
-        if (x->bf16)
-            pack_kmajor(x->p, x->ld, true, r0, rn, R, k0, kn, dst);
-        else
-            pack_kmajor(x->p, x->ld, false, r0, rn, R, k0, kn, dst);
-    } else {
-        if (x->bf16)
-            pack_rmajor(x->p, x->ld, true, r0, rn, R, k0, kn, dst);
-        else
-            pack_rmajor(x->p, x->ld, false, r0, rn, R, k0, kn, dst);
-    }
-}
-
 /* ---- blocking ---- */
 
 /* The blocks of k: *kc (even) per block, the last one shorter. */
@@ -303,8 +238,8 @@ static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc)
 
 /* No memory for the panels: the same sums element by element, with the
  * emulated instruction (slow; only when allocation fails). */
-static void gemm_bf16_scalar(const operand *A, const operand *B, size_t m, size_t n, size_t k,
-                             float alpha, float beta, float *c, size_t ldc)
+static void gemm_bf16_scalar(const pt_gemm_operand *A, const pt_gemm_operand *B, size_t m, size_t n,
+                             size_t k, float alpha, float beta, float *c, size_t ldc)
 {
     size_t kc, nkb = k_blocks(k, &kc);
     uint32_t wa[2] __attribute__((aligned(64))), wb[2] __attribute__((aligned(64)));
@@ -315,8 +250,8 @@ static void gemm_bf16_scalar(const operand *A, const operand *B, size_t m, size_
                 float acc = 0.0f, t[PT_NR];
                 for (size_t q = 0; q < (kn + 1) / 2; q++) {
                     size_t kq = k0 + 2 * q, kl = kn - 2 * q < 2 ? kn - 2 * q : 2;
-                    pack_panel(A, i, 1, 1, kq, kl, wa);
-                    pack_panel(B, j, 1, 1, kq, kl, wb);
+                    pt_bf16_pack(A, i, 1, 1, kq, kl, wa, false);
+                    pt_bf16_pack(B, j, 1, 1, kq, kl, wb, false);
                     acc = pt_dpbf16_lane(acc, wa[0], wb[0]);
                 }
                 t[0] = acc;
@@ -324,31 +259,12 @@ static void gemm_bf16_scalar(const operand *A, const operand *B, size_t m, size_
             }
 }
 
-/* A panel as pack_panel packs it, or in the FMA kernel's layout (split:
- * per k-pair the R high halves, then the R low halves, packed through
- * scratch). */
-static void pack_into(const operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
-                      uint32_t *dst, bool split, uint32_t *scratch)
-{
-    if (!split) {
-        pack_panel(x, r0, rn, R, k0, kn, dst);
-        return;
-    }
-    pack_panel(x, r0, rn, R, k0, kn, scratch);
-    for (size_t q = 0; q < (kn + 1) / 2; q++)
-        for (size_t r = 0; r < R; r++) {
-            uint32_t w = scratch[q * R + r];
-            dst[2 * q * R + r] = w & 0xffff0000u;
-            dst[2 * q * R + R + r] = w << 16;
-        }
-}
-
 /* How a product is cut: k blocks of kc (kc/2 pairs), the whole of A packed
  * once for all threads (f words per k-pair and row: 2 in the FMA kernel's
  * layout), then independent items of chunk x column block, each packing its
- * own B block (per thread buffers of bwords + swords). */
+ * own B block (per thread buffers of bwords). */
 typedef struct bf16_plan {
-    size_t kc, nkb, f, mpan, cpan, nchunks, nbp, ncb, awords, bwords, swords;
+    size_t kc, nkb, f, mpan, cpan, nchunks, nbp, ncb, awords, bwords;
     int nt;
 } bf16_plan;
 
@@ -378,7 +294,6 @@ static void plan_bf16(bf16_plan *p, int nt, bool split, size_t m, size_t n, size
     /* all of A; B blocks 64-byte aligned (the kernel's vector loads) */
     p->awords = (p->mpan * PT_MR * p->f * ((k + 1) / 2) + 15) / 16 * 16;
     p->bwords = p->nbp * PT_NR * npm * p->f;
-    p->swords = split ? PT_NR * npm : 0;
 }
 
 /* The packed A of k block kb: panels of PT_MR rows, each np * PT_MR * f words. */
@@ -394,7 +309,7 @@ static size_t a_offset(const bf16_plan *p, size_t kb)
  * a panel another thread is packing at that moment. */
 typedef struct bf16_shared {
     bf16_plan p;
-    const operand *A, *B;
+    const pt_gemm_operand *A, *B;
     size_t m, k;
     bool split;
     uint32_t *apack;
@@ -403,8 +318,7 @@ typedef struct bf16_shared {
 
 /* The A panels of rows i0 .. i0+mc for k block kb: pack those no thread has
  * claimed (claim), or wait until all are packed (!claim). */
-static void a_panels(const bf16_shared *x, size_t kb, size_t i0, size_t mc, bool claim,
-                     uint32_t *scratch)
+static void a_panels(const bf16_shared *x, size_t kb, size_t i0, size_t mc, bool claim)
 {
     size_t k0 = kb * x->p.kc, kn = x->k - k0 < x->p.kc ? x->k - k0 : x->p.kc, np = (kn + 1) / 2;
     for (size_t r = i0; r < i0 + mc; r += PT_MR) {
@@ -415,8 +329,8 @@ static void a_panels(const bf16_shared *x, size_t kb, size_t i0, size_t mc, bool
                 !atomic_compare_exchange_strong(st, &free_, 1))
                 continue;
             size_t rn = x->m - r < PT_MR ? x->m - r : PT_MR;
-            pack_into(x->A, r, rn, PT_MR, k0, kn, x->apack + a_offset(&x->p, kb) + r * np * x->p.f,
-                      x->split, scratch);
+            pt_bf16_pack(x->A, r, rn, PT_MR, k0, kn,
+                         x->apack + a_offset(&x->p, kb) + r * np * x->p.f, x->split);
             atomic_store_explicit(st, 2, memory_order_release);
         } else {
             for (unsigned spins = 0; atomic_load_explicit(st, memory_order_acquire) != 2; spins++)
@@ -429,9 +343,9 @@ static void a_panels(const bf16_shared *x, size_t kb, size_t i0, size_t mc, bool
 /* The BF16 product with the micro-kernel variant blk (split: the FMA
  * kernel's panels) on nt threads.  Each item computes its tile of C over
  * all k blocks in order, so no item depends on another. */
-static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, const operand *B,
-                          size_t m, size_t n, size_t k, float alpha, float beta, float *c,
-                          size_t ldc)
+static void gemm_bf16_run(int nt, block_fn blk, bool split, const pt_gemm_operand *A,
+                          const pt_gemm_operand *B, size_t m, size_t n, size_t k, float alpha,
+                          float beta, float *c, size_t ldc)
 {
     if (m == 0 || n == 0)
         return;
@@ -442,7 +356,7 @@ static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, co
     bf16_shared x = { .A = A, .B = B, .m = m, .k = k, .split = split };
     plan_bf16(&x.p, nt, split, m, n, k);
     const bf16_plan *p = &x.p;
-    size_t kc = p->kc, f = p->f, tw = p->bwords + p->swords;
+    size_t kc = p->kc, f = p->f, tw = p->bwords;
     x.apack = aligned_alloc(64, (p->awords + (size_t)p->nt * tw) * sizeof *x.apack);
     x.state = calloc(p->nkb * p->mpan, sizeof *x.state);
     if (!x.apack || !x.state) {
@@ -454,17 +368,16 @@ static void gemm_bf16_run(int nt, block_fn blk, bool split, const operand *A, co
 #pragma omp parallel for num_threads(p->nt) schedule(dynamic, 1) if (p->nt > 1)
     for (size_t it = 0; it < p->nchunks * p->ncb; it++) {
         uint32_t *bpack = x.apack + p->awords + (size_t)omp_get_thread_num() * tw;
-        uint32_t *scratch = bpack + p->bwords;
         size_t i0 = it / p->ncb * p->cpan * PT_MR, j0 = it % p->ncb * p->nbp * PT_NR;
         size_t mc = m - i0 < p->cpan * PT_MR ? m - i0 : p->cpan * PT_MR;
         size_t nc = n - j0 < p->nbp * PT_NR ? n - j0 : p->nbp * PT_NR;
         for (size_t kb = 0; kb < p->nkb; kb++) {
             size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
-            a_panels(&x, kb, i0, mc, true, scratch);
+            a_panels(&x, kb, i0, mc, true);
             for (size_t r = 0; r < nc; r += PT_NR)
-                pack_into(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
-                          bpack + r * np * f, split, scratch);
-            a_panels(&x, kb, i0, mc, false, scratch);
+                pt_bf16_pack(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
+                             bpack + r * np * f, split);
+            a_panels(&x, kb, i0, mc, false);
             blk(mc, nc, np, x.apack + a_offset(p, kb) + i0 * np * f, bpack, c + i0 * ldc + j0,
                 ldc, alpha, beta, kb == 0);
         }
@@ -511,7 +424,8 @@ static double now_sec(void)
 static void choose_auto(void)
 {
     if (pt_cpu_detected() < PT_CPU_AVX512BF16) {
-        auto_kind = pt_cpu_detected() >= PT_CPU_AVX512 ? PT_BF16_KERNEL_FMA : PT_BF16_KERNEL_EMULATED;
+        auto_kind =
+            pt_cpu_detected() >= PT_CPU_AVX512 ? PT_BF16_KERNEL_FMA : PT_BF16_KERNEL_EMULATED;
         return;
     }
     enum { AW = PT_MR * CAL_NP, BW = PT_NR * CAL_NP };
@@ -566,7 +480,7 @@ void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans
                      size_t n, size_t k, float alpha, const void *a, bool a_bf16, size_t lda,
                      const void *b, bool b_bf16, size_t ldb, float beta, float *c, size_t ldc)
 {
-    operand A = { a, lda, a_bf16, trans_a }, B = { b, ldb, b_bf16, !trans_b };
+    pt_gemm_operand A = { a, lda, a_bf16, trans_a }, B = { b, ldb, b_bf16, !trans_b };
     if (kind == PT_BF16_KERNEL_AUTO)
         kind = pt_bf16_kernel_auto();
     if (!pt_bf16_kernel_available(kind))
@@ -587,136 +501,4 @@ void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_
 {
     pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_EMULATED, trans_a, trans_b, m, n, k,
                     alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
-}
-
-/* ---- FP32 arithmetic (paths without BF16): widen, then BLIS ---- */
-
-static inline float elem_f32(const operand *x, size_t r, size_t kk)
-{
-    size_t i = x->kmajor ? kk * x->ld + r : r * x->ld + kk;
-    return x->bf16 ? pt_bf16_to_f32(((const pt_bf16 *)x->p)[i]) : ((const float *)x->p)[i];
-}
-
-/* No memory for FP32 copies: a plain loop (slow; only when allocation fails). */
-static void gemm_f32_loop(const operand *A, const operand *B, size_t m, size_t n, size_t k,
-                          float alpha, float beta, float *c, size_t ldc)
-{
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            float s = 0.0f;
-            for (size_t p = 0; p < k; p++)
-                s += elem_f32(A, i, p) * elem_f32(B, j, p);
-            float *ci = c + i * ldc + j;
-            *ci = beta == 0.0f ? alpha * s : alpha * s + beta * *ci;
-        }
-}
-
-/* rows r0 .. r0+rn, columns c0 .. c0+cn of a BF16 row-major matrix, as FP32
- * with row stride cn */
-static void widen(float *dst, const pt_bf16 *src, size_t ld, size_t r0, size_t rn, size_t c0,
-                  size_t cn)
-{
-    for (size_t i = 0; i < rn; i++)
-        for (size_t j = 0; j < cn; j++)
-            dst[i * cn + j] = pt_bf16_to_f32(src[(r0 + i) * ld + c0 + j]);
-}
-
-/* A row-major operand of rows x cols as FP32: p itself, or widened into w. */
-static const float *as_f32(const void *p, bool bf16, size_t ld, size_t r0, size_t rows, size_t c0,
-                           size_t cols, float *w, size_t *ldw)
-{
-    if (!bf16) {
-        *ldw = ld;
-        return (const float *)p + r0 * ld + c0;
-    }
-    widen(w, p, ld, r0, rows, c0, cols);
-    *ldw = cols;
-    return w;
-}
-
-/* The blocks of pt_sgemm_nt's cut, with the operand along the cut widened
- * block by block into per-thread scratch and the other one (the smaller:
- * min(m, n) x k) widened once. */
-static void mixed_f32_split(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha,
-                            const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
-                            size_t ldb, float beta, float *c, size_t ldc, bool split_m,
-                            size_t blk, size_t nblk)
-{
-    size_t dim = split_m ? m : n;
-    bool cut_bf16 = split_m ? a_bf16 : b_bf16, other_bf16 = split_m ? b_bf16 : a_bf16;
-    size_t orows = split_m ? (tb ? n : k) : (ta ? k : m), ocols = split_m ? (tb ? k : n) : (ta ? m : k);
-    if ((size_t)nt > nblk)
-        nt = (int)nblk;
-    size_t scratch = cut_bf16 ? blk * k : 0, whole = other_bf16 ? orows * ocols : 0;
-    float *w = (scratch || whole) ? malloc(((size_t)nt * scratch + whole) * sizeof *w) : NULL;
-    if ((scratch || whole) && !w) {
-        operand A = { a, lda, a_bf16, ta }, B = { b, ldb, b_bf16, !tb };
-        gemm_f32_loop(&A, &B, m, n, k, alpha, beta, c, ldc);
-        return;
-    }
-    size_t ldo;
-    const float *o = split_m ? as_f32(b, b_bf16, ldb, 0, orows, 0, ocols, w, &ldo)
-                             : as_f32(a, a_bf16, lda, 0, orows, 0, ocols, w, &ldo);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (size_t i = 0; i < nblk; i++) {
-        float *s = w + whole + (size_t)omp_get_thread_num() * scratch;
-        size_t s0 = i * blk, len = dim - s0 < blk ? dim - s0 : blk, ldx;
-        if (split_m) {
-            const float *ai = ta ? as_f32(a, a_bf16, lda, 0, k, s0, len, s, &ldx)
-                                 : as_f32(a, a_bf16, lda, s0, len, 0, k, s, &ldx);
-            pt_sgemm_1(ta, tb, len, n, k, alpha, ai, ldx, o, ldo, beta, c + s0 * ldc, ldc);
-        } else {
-            const float *bi = tb ? as_f32(b, b_bf16, ldb, s0, len, 0, k, s, &ldx)
-                                 : as_f32(b, b_bf16, ldb, 0, k, s0, len, s, &ldx);
-            pt_sgemm_1(ta, tb, m, len, k, alpha, o, ldo, bi, ldx, beta, c + s0, ldc);
-        }
-    }
-    free(w);
-}
-
-/* FP32 arithmetic on operands widened exactly: equal bit for bit to
- * pt_sgemm on widened copies (the same cut, the same BLIS calls). */
-static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
-                      bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
-                      float *c, size_t ldc)
-{
-    if (m == 0 || n == 0)
-        return;
-    if ((!a_bf16 && !b_bf16) || k == 0) { /* k = 0: C = beta C, the operands unread */
-        pt_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        return;
-    }
-    int nt = pt_gemm_threads(m, n, k);
-    bool split_m;
-    size_t blk, nblk = pt_sgemm_split(m, n, k, &split_m, &blk);
-    if (nblk > 1) {
-        mixed_f32_split(nt, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc,
-                        split_m, blk, nblk);
-        return;
-    }
-    /* one BLIS call (max(m, n) below two blocks): both operands whole */
-    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-    size_t wa = a_bf16 ? ar * ac : 0, wb = b_bf16 ? br * bc : 0;
-    float *w = malloc((wa + wb) * sizeof *w);
-    if (!w) {
-        operand A = { a, lda, a_bf16, ta }, B = { b, ldb, b_bf16, !tb };
-        gemm_f32_loop(&A, &B, m, n, k, alpha, beta, c, ldc);
-        return;
-    }
-    size_t la, lb;
-    const float *fa = as_f32(a, a_bf16, lda, 0, ar, 0, ac, w, &la);
-    const float *fb = as_f32(b, b_bf16, ldb, 0, br, 0, bc, w + wa, &lb);
-    pt_sgemm_nt(nt, ta, tb, m, n, k, alpha, fa, la, fb, lb, beta, c, ldc);
-    free(w);
-}
-
-void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
-                   const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
-                   float beta, float *c, size_t ldc)
-{
-    if (pt_cpu_bf16_compute())
-        pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k,
-                        alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
-    else
-        mixed_f32(trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
 }

@@ -62,6 +62,22 @@ bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t
  * false without AVX-512. */
 bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n);
 
+/* One operand as the packing reads it: element (r, kk) of the panel
+ * dimension r (rows of op(A), columns of op(B)) and k. */
+typedef struct pt_gemm_operand {
+    const void *p;
+    size_t ld;
+    bool bf16;   /* BF16 values, otherwise FP32 (rounded to BF16 when packed) */
+    bool kmajor; /* element (r, kk) at p[kk * ld + r]; otherwise p[r * ld + kk] */
+} pt_gemm_operand;
+
+/* Pack rows r0 .. r0+rn of x (rn <= R; the rest zeros) over k0 .. k0+kn
+ * into a panel of R words per k-pair (np = ceil(kn/2) pairs, an odd kn's
+ * last high half zero), or split: per k-pair the R high halves then the R
+ * low halves, each as an FP32 bit pattern (2 R words). */
+void pt_bf16_pack(const pt_gemm_operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
+                  uint32_t *dst, bool split);
+
 /* The micro-kernels of the BF16 product, all computing the same bits. */
 typedef enum pt_bf16_kernel {
     PT_BF16_KERNEL_AUTO = 0, /* the faster of DPBF16 and FMA on this CPU (timed once) */

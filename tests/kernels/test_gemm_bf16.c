@@ -68,7 +68,8 @@ static void naive(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, c
             }
             double cb = beta == 0.0f ? 0.0 : (double)beta * c[i * ldc + j];
             c[i * ldc + j] = (float)(alpha * s + cb);
-            bound[i * n + j] = 2.0 * u * ((double)(k + 4) * fabs(alpha) * sa + 2.0 * fabs(cb)) + 1e-30;
+            bound[i * n + j] =
+                2.0 * u * ((double)(k + 4) * fabs(alpha) * sa + 2.0 * fabs(cb)) + 1e-30;
         }
 }
 
@@ -97,10 +98,11 @@ static void check_against_naive(gemm_fn fn, const size_t shape[3], int t, int mi
     for (size_t i = 0; i < m; i++) {
         ck_assert_int_eq(memcmp(c + i * ldc + n, c2 + i * ldc + n, sizeof *c), 0);
         for (size_t j = 0; j < n; j++)
-            ck_assert_msg(fabs((double)c[i * ldc + j] - c2[i * ldc + j]) <= bound[i * n + j],
-                          "%zux%zux%zu ta=%d tb=%d abf=%d bbf=%d (%zu,%zu): %.9g vs %.9g (bound %g)",
-                          m, n, k, ta, tb, abf, bbf, i, j, (double)c[i * ldc + j],
-                          (double)c2[i * ldc + j], bound[i * n + j]);
+            ck_assert_msg(
+                fabs((double)c[i * ldc + j] - c2[i * ldc + j]) <= bound[i * n + j],
+                "%zux%zux%zu ta=%d tb=%d abf=%d bbf=%d (%zu,%zu): %.9g vs %.9g (bound %g)", m, n, k,
+                ta, tb, abf, bbf, i, j, (double)c[i * ldc + j], (double)c2[i * ldc + j],
+                bound[i * n + j]);
     }
     free(a); free(b); free(c); free(c2); free(bound);
 }
@@ -121,6 +123,53 @@ START_TEST(test_emulated_matches_naive)
                 check_against_naive(pt_gemm_bf16_emulated, k_shapes[s], t, mix, x[0], x[1], &r);
             }
     ran_emulated = true;
+}
+END_TEST
+
+/* pt_bf16_pack against the definition, element by element: every layout
+ * (k-major or not, BF16 or FP32, pair words or split), odd k, partial
+ * panels, and FP32 values that round in every way (ties, NaN, Inf,
+ * denormals). */
+START_TEST(test_pack_matches_definition)
+{
+    static const float special[] = { NAN, -NAN, INFINITY, -INFINITY, 1e-40f, -3e-39f, 0.0f, -0.0f,
+                                     1.00390625f, 1.01171875f, 3.4e38f, -1.0f };
+    static const size_t cases[][4] = { { 12, 12, 0, 37 }, { 32, 29, 3, 64 }, { 12, 5, 1, 1 },
+                                       { 32, 32, 8, 17 }, { 12, 8, 2, 8 } }; /* R, rn, k0, kn */
+    pt_rng r;
+    pt_rng_seed(&r, 31);
+    for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
+        for (int v = 0; v < 8; v++) {
+            size_t R = cases[cs][0], rn = cases[cs][1], k0 = cases[cs][2], kn = cases[cs][3];
+            bool kmajor = v & 4, bf16 = v & 2, split = v & 1;
+            size_t r0 = 2, rows = kmajor ? k0 + kn : r0 + rn, cols = kmajor ? r0 + rn : k0 + kn;
+            size_t ld = cols + 3, np = (kn + 1) / 2;
+            float *f = malloc(rows * ld * sizeof *f);
+            for (size_t i = 0; i < rows * ld; i++)
+                f[i] = i % 7 == 3 ? special[pt_rng_below(&r, 12)] : (float)pt_rng_normal(&r);
+            pt_bf16 *h = malloc(rows * ld * sizeof *h);
+            for (size_t i = 0; i < rows * ld; i++)
+                h[i] = pt_f32_to_bf16(f[i]);
+            pt_gemm_operand x = { bf16 ? (const void *)h : (const void *)f, ld, bf16, kmajor };
+            uint32_t *d = malloc(2 * R * np * sizeof *d);
+            pt_bf16_pack(&x, r0, rn, R, k0, kn, d, split);
+            for (size_t q = 0; q < np; q++)
+                for (size_t i = 0; i < R; i++) {
+                    uint32_t lo = 0, hi = 0;
+                    for (size_t e = 0; e < 2 && i < rn && 2 * q + e < kn; e++) {
+                        size_t kk = k0 + 2 * q + e, at = kmajor ? kk * ld + r0 + i : (r0 + i) * ld + kk;
+                        *(e ? &hi : &lo) = h[at];
+                    }
+                    if (split) {
+                        ck_assert_uint_eq(d[2 * q * R + i], hi << 16);
+                        ck_assert_uint_eq(d[2 * q * R + R + i], lo << 16);
+                    } else {
+                        ck_assert_msg(d[q * R + i] == (lo | hi << 16), "case %zu v %d q %zu i %zu", cs,
+                                      v, q, i);
+                    }
+                }
+            free(f); free(h); free(d);
+        }
 }
 END_TEST
 
@@ -247,7 +296,8 @@ static void gemm_equals_emulated(pt_bf16_kernel kind)
             float *x = run_bf16(2, kind, sh, t, mix, 100 + s);
             float *y = run_bf16(2, PT_BF16_KERNEL_EMULATED, sh, t, mix, 100 + s);
             ck_assert_msg(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x) == 0,
-                          "shape %zu t=%d: %s and emulation differ", s, t, pt_bf16_kernel_name(kind));
+                          "shape %zu t=%d: %s and emulation differ", s, t,
+                          pt_bf16_kernel_name(kind));
             free(x);
             free(y);
         }
@@ -316,7 +366,8 @@ START_TEST(test_threads_bit_identical)
                 continue;
             const size_t *sh = big_shapes[s];
             int t = (int)s % 4, mix = 3 - (int)s % 4;
-            float *x = run_bf16(1, kinds[v], sh, t, mix, 300 + s), *y = run_bf16(2, kinds[v], sh, t, mix, 300 + s);
+            float *x = run_bf16(1, kinds[v], sh, t, mix, 300 + s),
+                  *y = run_bf16(2, kinds[v], sh, t, mix, 300 + s);
             ck_assert_msg(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x) == 0,
                           "shape %zu %s: 1 and 2 threads differ", s, pt_bf16_kernel_name(kinds[v]));
             free(x);
@@ -352,7 +403,8 @@ START_TEST(test_f32_path_widens_exactly)
                 size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
                 size_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
                 size_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb;
-                void *a = make_operand(ta ? k : m, lda, abf, &r), *b = make_operand(tb ? n : k, ldb, bbf, &r);
+                void *a = make_operand(ta ? k : m, lda, abf, &r),
+                     *b = make_operand(tb ? n : k, ldb, bbf, &r);
                 float *wa = widened(a, abf, na), *wb = widened(b, bbf, nb);
                 float *c1 = malloc(m * ldc * sizeof *c1), *c2 = malloc(m * ldc * sizeof *c2);
                 fill(c1, m * ldc, &r);
@@ -378,6 +430,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_emulated_matches_naive);
     tcase_add_test(tc, test_k_zero);
+    tcase_add_test(tc, test_pack_matches_definition);
     tcase_add_test(tc, test_lane_emulation_vs_instruction);
     tcase_add_test(tc, test_lane_fma_vs_emulation);
     tcase_add_test(tc, test_instruction_gemm_equals_emulated);
