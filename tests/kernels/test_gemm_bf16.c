@@ -286,9 +286,47 @@ static float *run_bf16(int nt, pt_bf16_kernel kind, const size_t shape[3], int t
 /* Shapes with several row chunks, k blocks and column blocks. */
 static const size_t big_shapes[][3] = { { 1030, 70, 1540 }, { 50, 700, 801 }, { 16, 1536, 576 } };
 
+/* Bits equal, or both NaN (the NaN a product yields is not specified). */
+static bool same_or_nan(const float *x, const float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&x[i], &y[i], sizeof *x) != 0 && !(isnan(x[i]) && isnan(y[i])))
+            return false;
+    return true;
+}
+
+/* C = A B with kernel kind where A and B hold some Inf, NaN, denormal
+ * (read as zero), huge and tiny values (products that overflow or
+ * underflow, sums flushed to zero). */
+static float *run_special(pt_bf16_kernel kind, bool bf16)
+{
+    enum { M = 30, N = 70, K = 45 };
+    static const float special[] = { INFINITY, -INFINITY, NAN, 1e-39f, -2e-40f, 3e38f, -1e30f,
+                                     1e-20f, -3e-19f, 0.0f };
+    pt_rng r;
+    pt_rng_seed(&r, 77);
+    float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b), *c = malloc(M * N * sizeof *c);
+    for (size_t i = 0; i < M * K; i++)
+        a[i] = pt_rng_below(&r, 20) == 0 ? special[pt_rng_below(&r, 10)] : (float)pt_rng_normal(&r);
+    for (size_t i = 0; i < K * N; i++)
+        b[i] = pt_rng_below(&r, 20) == 0 ? special[pt_rng_below(&r, 10)] : (float)pt_rng_normal(&r);
+    pt_bf16 *hb = malloc(K * N * sizeof *hb);
+    pt_f32_to_bf16_n(hb, b, K * N);
+    pt_gemm_bf16_nt(1, kind, false, false, M, N, K, 1.0f, a, false, K, bf16 ? (void *)hb : (void *)b,
+                    bf16, N, 0.0f, c, N);
+    free(a); free(b); free(hb);
+    return c;
+}
+
 /* The GEMM with kernel kind equal bit for bit to the emulated one. */
 static void gemm_equals_emulated(pt_bf16_kernel kind)
 {
+    for (int bf = 0; bf < 2; bf++) {
+        float *x = run_special(kind, bf), *y = run_special(PT_BF16_KERNEL_EMULATED, bf);
+        ck_assert_msg(same_or_nan(x, y, 30 * 70), "%s: special values differ", pt_bf16_kernel_name(kind));
+        free(x);
+        free(y);
+    }
     for (size_t s = 0; s < sizeof big_shapes / sizeof big_shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             const size_t *sh = big_shapes[s];
@@ -339,7 +377,8 @@ START_TEST(test_mixed_uses_the_bf16_kernel)
     /* pt_gemm_mixed on a BF16 path is the kernel AUTO picks; MXCSR is left
      * as it was. */
     if (!pt_cpu_bf16_compute()) {
-        printf("skipped: pt_gemm_mixed's BF16 path (this CPU has no AVX512_BF16)\n");
+        printf("skipped: pt_gemm_mixed's BF16 path (the active path, %s, has no BF16 "
+               "arithmetic)\n", pt_cpu_level_str(pt_cpu_active()));
         return;
     }
     pt_rng r;
