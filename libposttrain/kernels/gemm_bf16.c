@@ -36,14 +36,11 @@ typedef uint32_t pt_v16u __attribute__((vector_size(64)));
 #define PT_NR 32
 #define PT_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-#ifndef KC_MAX
-#define KC_MAX 768 /* k per block at most (even) */
-#endif
-#ifndef A_CHUNK_MB
-#define A_CHUNK_MB 8
-#endif
-#define A_CHUNK_BYTES ((size_t)A_CHUNK_MB << 20) /* packed A rows per item at most */
-#define NB_PANELS_MAX 8             /* B panels per column block at most */
+/* k per block at most (even).  The blocks of k depend on k alone and fix
+ * the order of the sums: changing KC_MAX changes results in the last bits. */
+#define KC_MAX 768
+#define A_CHUNK_BYTES ((size_t)8 << 20) /* packed A rows per item at most */
+#define NB_PANELS_MAX 8                 /* B panels per column block at most */
 
 /* ---- the tile epilogue, shared by both variants ---- */
 
