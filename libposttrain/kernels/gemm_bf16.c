@@ -1,20 +1,22 @@
-/* pt_gemm_mixed: products with BF16 operands (kernels/bf16.h).
+/* The BF16 GEMM of pt_gemm_mixed's BF16-compute path (kernels/gemm_bf16.h;
+ * pt_gemm_mixed itself and the FP32 paths are in gemm_mixed.c).
  *
- * BF16-compute path (pt_cpu_bf16_compute()): our own blocked GEMM.  For
- * each chunk of rows of C and each block of k, the A rows are packed once
- * into BF16 panels of PT_MR rows shared by all threads; the columns of C
- * are then cut into blocks handed out dynamically, and each thread packs
- * its block of B (panels of PT_NR columns) and runs the micro-kernel
- * (gemm_bf16_kern.inc) over it.  Packed words hold a k-pair: BF16 of
- * k = 2p in the low half, k = 2p + 1 in the high half, as vdpbf16ps reads
- * them; an odd k and the rows and columns past the edges are padded with
- * zeros.  The blocks of k depend on k alone and every element of C is
- * summed by one micro-kernel call per k block, in the same order, whatever
- * the thread count, the chunk or the column block it falls in.
- *
- * Other paths: BF16 operands are widened to FP32 block by block and
- * multiplied by BLIS along pt_sgemm_nt's own cut, so the result equals
- * pt_sgemm on widened copies bit for bit. */
+ * A blocked GEMM of our own.  Packed words hold a k-pair: BF16 of k = 2p in
+ * the low half, k = 2p + 1 in the high half, as vdpbf16ps reads them (or,
+ * for the FMA kernel, the two halves as FP32 bit patterns); an odd k and the
+ * rows and columns past the edges are padded with zeros (gemm_bf16_pack.c).
+ * All of A is packed once, in panels of PT_MR rows, by whichever thread
+ * first needs a panel; C is cut into items (a chunk of rows x a block of
+ * columns) handed out dynamically, and each item packs its block of B in
+ * panels of PT_NR columns and runs the micro-kernel over it for every
+ * block of k in turn.  The blocks of k depend on k alone and every element
+ * of C is summed by one micro-kernel call per k block, in the same order,
+ * whatever the thread count, the item it falls in or the kernel:
+ * - emulated: gemm_bf16_kern.inc with vdpbf16ps emulated in C (any CPU);
+ * - dpbf16: the same source with the real instruction (AVX512_BF16);
+ * - fma: vdpbf16ps's arithmetic by FP32 FMAs under DAZ/FTZ (AVX-512F),
+ *   which is faster where vdpbf16ps issues slowly (Sapphire Rapids).
+ * pt_gemm_mixed uses the faster of dpbf16 and fma, timed once. */
 #include "kernels/bf16.h"
 
 #include "core/core.h"
@@ -41,8 +43,9 @@ typedef uint32_t pt_v16u __attribute__((vector_size(64)));
 #define KC_MAX 768
 #define A_CHUNK_BYTES ((size_t)8 << 20) /* packed A rows per item at most */
 #define NB_PANELS_MAX 8                 /* B panels per column block at most */
+#define PT_ITEMS_PER_THREAD 4           /* items per thread at least, where the columns allow */
 
-/* ---- the tile epilogue, shared by both variants ---- */
+/* ---- the tile epilogue, shared by all kernels ---- */
 
 /* c = alpha t + beta c (first k block; beta 0 overwrites) or c + alpha t,
  * for the mr x nr corner of a tile t of stride PT_NR.  fmaf keeps the
@@ -66,7 +69,7 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
     }
 }
 
-/* ---- the two variants of the micro-kernel ---- */
+/* ---- the micro-kernel source, emulated and with the real instruction ---- */
 
 #define KFN(name) name##_emu
 #define DPBF16(acc, a, b)                                                                          \
@@ -274,7 +277,7 @@ static void plan_bf16(bf16_plan *p, int nt, bool split, size_t m, size_t n, size
      * fewer, the rows are cut into chunks as well */
     nt = nt < 1 ? 1 : nt;
     p->mpan = (m + PT_MR - 1) / PT_MR;
-    size_t npan = (n + PT_NR - 1) / PT_NR, want = 4 * (size_t)nt;
+    size_t npan = (n + PT_NR - 1) / PT_NR, want = PT_ITEMS_PER_THREAD * (size_t)nt;
     size_t nbp = (npan + want - 1) / want;
     p->nbp = nbp < 1 ? 1 : nbp > NB_PANELS_MAX ? NB_PANELS_MAX : nbp;
     p->ncb = (npan + p->nbp - 1) / p->nbp;
