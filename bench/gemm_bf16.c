@@ -199,7 +199,7 @@ int main(int argc, char **argv)
         { false, true, 1024, 49152, 576, "NT lm head" },
         { true, false, 576, 1536, 1024, "TN dW = X^T dY" },
     };
-    printf("cpu: %s\n", pt_cpu_info());
+    printf("cpu: %s\nload average (1 min): %.2f\n", pt_cpu_info(), bench_loadavg());
     printf("fp32: %s\n", pt_blas_info());
     if (pt_cpu_bf16_compute())
         printf("bf16 path: own 12x32 micro-kernel, %s (chosen by timing vdpbf16ps against FP32 "
@@ -238,6 +238,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         free_operands(&o);
     }
+    printf("load average (1 min): %.2f\n", bench_loadavg());
 #ifdef PT_BENCH_DNNL
     if (!have_dnnl)
         printf("oneDNN: engine failed\n");
