@@ -42,6 +42,7 @@ typedef uint32_t pt_v16u __attribute__((vector_size(64)));
  * the order of the sums: changing KC_MAX changes results in the last bits. */
 #define KC_MAX 768
 #define A_CHUNK_BYTES ((size_t)8 << 20) /* packed A rows per item at most */
+#define A_PACK_MAX ((size_t)64 << 20)   /* packed A at most (taller products in turns) */
 #define NB_PANELS_MAX 8                 /* B panels per column block at most */
 #define PT_ITEMS_PER_THREAD 4           /* items per thread at least, where the columns allow */
 
@@ -492,7 +493,18 @@ void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans
     else if (kind == PT_BF16_KERNEL_FMA)
         f = block_fma;
 #endif
-    gemm_bf16_run(nthreads, f, kind == PT_BF16_KERNEL_FMA, &A, &B, m, n, k, alpha, beta, c, ldc);
+    /* Packed A in at most A_PACK_MAX bytes: tall products run as several of
+     * rows (each element's sums do not depend on it). */
+    bool split = kind == PT_BF16_KERNEL_FMA;
+    size_t row_bytes = ((k + 1) / 2) * 4 * (split ? 2 : 1) + 1;
+    size_t rows = A_PACK_MAX / row_bytes / PT_MR * PT_MR;
+    rows = rows < PT_MR ? PT_MR : rows;
+    size_t esz = a_bf16 ? sizeof(pt_bf16) : sizeof(float);
+    for (size_t i0 = 0; i0 < m; i0 += rows) {
+        size_t mi = m - i0 < rows ? m - i0 : rows;
+        A.p = (const char *)a + (trans_a ? i0 : i0 * lda) * esz;
+        gemm_bf16_run(nthreads, f, split, &A, &B, mi, n, k, alpha, beta, c + i0 * ldc, ldc);
+    }
 }
 
 void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,

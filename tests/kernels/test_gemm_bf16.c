@@ -173,6 +173,67 @@ START_TEST(test_pack_matches_definition)
 }
 END_TEST
 
+/* The documented order of the sums (kernels/bf16.h), element by element:
+ * k in blocks of at most 768 fixed by k, pairs through pt_dpbf16_lane, C =
+ * alpha S + beta C after the first block and C += alpha S after the others
+ * (fmaf).  Every kernel equals it bit for bit. */
+static void exact_order(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha,
+                        const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                        float *c, size_t ldc)
+{
+    size_t nkb = (k + 767) / 768, kc = ((k + nkb - 1) / nkb + 1) / 2 * 2;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t k0 = 0; k0 < k; k0 += kc) {
+                size_t kn = k - k0 < kc ? k - k0 : kc;
+                float acc = 0.0f;
+                for (size_t q = 0; q < (kn + 1) / 2; q++) {
+                    uint32_t wa = 0, wb = 0;
+                    for (size_t e = 0; e < 2 && 2 * q + e < kn; e++) {
+                        size_t kk = k0 + 2 * q + e;
+                        wa |= (uint32_t)pt_f32_to_bf16(ta ? a[kk * lda + i] : a[i * lda + kk]) << (16 * e);
+                        wb |= (uint32_t)pt_f32_to_bf16(tb ? b[j * ldb + kk] : b[kk * ldb + j]) << (16 * e);
+                    }
+                    acc = pt_dpbf16_lane(acc, wa, wb);
+                }
+                float *p = &c[i * ldc + j];
+                *p = k0 > 0 ? fmaf(alpha, acc, *p) : beta == 0.0f ? alpha * acc : fmaf(alpha, acc, beta * *p);
+            }
+}
+
+START_TEST(test_kernels_follow_the_exact_order)
+{
+    static const size_t shapes[][3] = { { 30, 70, 1600 }, { 13, 40, 7 }, { 25, 33, 769 } };
+    static const pt_bf16_kernel kinds[] = { PT_BF16_KERNEL_EMULATED, PT_BF16_KERNEL_DPBF16,
+                                            PT_BF16_KERNEL_FMA };
+    pt_rng r;
+    pt_rng_seed(&r, 41);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, tb = t & 2;
+            size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            size_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n;
+            float *a = malloc((ta ? k : m) * lda * 4), *b = malloc((tb ? n : k) * ldb * 4);
+            float *c0 = malloc(m * n * 4), *c1 = malloc(m * n * 4), *ref = malloc(m * n * 4);
+            fill(a, (ta ? k : m) * lda, &r);
+            fill(b, (tb ? n : k) * ldb, &r);
+            fill(c0, m * n, &r);
+            memcpy(ref, c0, m * n * 4);
+            exact_order(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, ref, ldc);
+            for (size_t v = 0; v < 3; v++) {
+                if (!pt_bf16_kernel_available(kinds[v]))
+                    continue;
+                memcpy(c1, c0, m * n * 4);
+                pt_gemm_bf16_nt(2, kinds[v], ta, tb, m, n, k, 0.5f, a, false, lda, b, false, ldb,
+                                1.5f, c1, ldc);
+                ck_assert_msg(memcmp(c1, ref, m * n * 4) == 0, "%s %zux%zux%zu t=%d: not the exact order",
+                              pt_bf16_kernel_name(kinds[v]), m, n, k, t);
+            }
+            free(a); free(b); free(c0); free(c1); free(ref);
+        }
+}
+END_TEST
+
 START_TEST(test_k_zero)
 {
     float c[4] = { 1, 2, 3, 4 }, a[1] = { 0 }, b[1] = { 0 };
@@ -468,6 +529,7 @@ int main(void)
     TCase *tc = tcase_create("gemm_bf16");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_emulated_matches_naive);
+    tcase_add_test(tc, test_kernels_follow_the_exact_order);
     tcase_add_test(tc, test_k_zero);
     tcase_add_test(tc, test_pack_matches_definition);
     tcase_add_test(tc, test_lane_emulation_vs_instruction);
