@@ -73,6 +73,7 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
 /* ---- the micro-kernel source, emulated and with the real instruction ---- */
 
 #define KFN(name) name##_emu
+#define KATTR
 #define DPBF16(acc, a, b)                                                                          \
     do {                                                                                           \
         for (int l_ = 0; l_ < 16; l_++)                                                            \
@@ -80,21 +81,25 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
     } while (0)
 #include "kernels/gemm_bf16_kern.inc"
 #undef KFN
+#undef KATTR
 #undef DPBF16
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define PT_HAVE_HW_BF16 1
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")
+/* Function-level targets (GCC and clang): the library stays x86-64-v3. */
+#define PT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#define PT_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 #define KFN(name) name##_hw
+#define KATTR PT_TARGET_BF16
 #define DPBF16(acc, a, b)                                                                          \
     ((acc) = (pt_v16f)_mm512_dpbf16_ps((__m512)(acc), (__m512bh)(a), (__m512bh)(b)))
 #include "kernels/gemm_bf16_kern.inc"
 #undef KFN
+#undef KATTR
 #undef DPBF16
 
-bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+PT_TARGET_BF16 bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
     if (pt_cpu_detected() < PT_CPU_AVX512BF16)
         return false;
@@ -107,7 +112,6 @@ bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t
     }
     return true;
 }
-#pragma GCC pop_options
 
 /* ---- vdpbf16ps's arithmetic through FP32 FMAs ----
  * Each step of vdpbf16ps is an FMA with denormal inputs read as zero and
@@ -118,14 +122,12 @@ bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t
  * Rapids: bench_gemm_bf16) this is the faster of the two.  The panels hold
  * per k-pair the R high halves, then the R low halves, as FP32 bit
  * patterns. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
 #define PT_MXCSR_DPBF16 (0x1f80u | 0x8000u | 0x0040u) /* exceptions masked, RNE, FTZ, DAZ */
 
 /* noinline: a call is a wall the compiler moves no arithmetic across, so
  * all of it runs under the MXCSR set around the call. */
-static __attribute__((noinline)) void ukr_fma(size_t np, const uint32_t *restrict pa,
-                                              const uint32_t *restrict pb, float *restrict t)
+static PT_TARGET_AVX512 __attribute__((noinline)) void
+ukr_fma(size_t np, const uint32_t *restrict pa, const uint32_t *restrict pb, float *restrict t)
 {
 #define UF_DECL(i) __m512 c##i##a = _mm512_setzero_ps(), c##i##b = _mm512_setzero_ps();
 #define UF_STEP(i, h)                                                                              \
@@ -158,7 +160,7 @@ static __attribute__((noinline)) void ukr_fma(size_t np, const uint32_t *restric
 #undef UF_STORE
 }
 
-static void block_fma(size_t mc, size_t nc, size_t np, const uint32_t *apack,
+static PT_TARGET_AVX512 void block_fma(size_t mc, size_t nc, size_t np, const uint32_t *apack,
                       const uint32_t *bpack, float *c, size_t ldc, float alpha, float beta,
                       bool first)
 {
@@ -176,8 +178,8 @@ static void block_fma(size_t mc, size_t nc, size_t np, const uint32_t *apack,
     }
 }
 
-static __attribute__((noinline)) void fma_lanes(float *acc, const uint32_t *a, const uint32_t *b,
-                                                size_t n)
+static PT_TARGET_AVX512 __attribute__((noinline)) void fma_lanes(float *acc, const uint32_t *a,
+                                                                 const uint32_t *b, size_t n)
 {
     const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
     for (size_t i = 0; i < n; i += 16) {
@@ -202,7 +204,6 @@ bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_
     _mm_setcsr(csr);
     return true;
 }
-#pragma GCC pop_options
 #else
 bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
