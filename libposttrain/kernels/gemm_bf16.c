@@ -124,41 +124,51 @@ PT_TARGET_BF16 bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint
  * patterns. */
 #define PT_MXCSR_DPBF16 (0x1f80u | 0x8000u | 0x0040u) /* exceptions masked, RNE, FTZ, DAZ */
 
-/* noinline: a call is a wall the compiler moves no arithmetic across, so
- * all of it runs under the MXCSR set around the call. */
+/* The 12 x 32 tile over np k-pairs in inline assembly (with intrinsics
+ * GCC copies registers inside the loop, and the copies take FMA ports):
+ * row i accumulates in zmm(2i) and zmm(2i+1), B's halves are loaded into
+ * zmm24/25, A's values broadcast into zmm26..31.  noinline: a call is a
+ * wall the compiler moves no arithmetic across, so all of it runs under the
+ * MXCSR set around the call. */
+#define UA_ROW(i, h, x, ra, rb)                                                                    \
+    "vbroadcastss 4*(12*" #h "+" #i ")(%[pa]), %%zmm" #x "\n\t"                                   \
+    "vfmadd231ps %%zmm24, %%zmm" #x ", %%zmm" #ra "\n\t"                                          \
+    "vfmadd231ps %%zmm25, %%zmm" #x ", %%zmm" #rb "\n\t"
+#define UA_HALF(h, off)                                                                            \
+    "vmovaps " #off "(%[pb]), %%zmm24\n\t"                                                        \
+    "vmovaps 64+" #off "(%[pb]), %%zmm25\n\t" UA_ROW(0, h, 26, 0, 1) UA_ROW(1, h, 27, 2, 3)      \
+    UA_ROW(2, h, 28, 4, 5) UA_ROW(3, h, 29, 6, 7) UA_ROW(4, h, 30, 8, 9) UA_ROW(5, h, 31, 10, 11) \
+    UA_ROW(6, h, 26, 12, 13) UA_ROW(7, h, 27, 14, 15) UA_ROW(8, h, 28, 16, 17)                    \
+    UA_ROW(9, h, 29, 18, 19) UA_ROW(10, h, 30, 20, 21) UA_ROW(11, h, 31, 22, 23)
+#define UA_ZERO(r) "vpxord %%zmm" #r ", %%zmm" #r ", %%zmm" #r "\n\t"
+#define UA_STORE(r) "vmovaps %%zmm" #r ", 64*" #r "(%[t])\n\t"
+#define UA_ALL(X)                                                                                  \
+    X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)    \
+    X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 static PT_TARGET_AVX512 __attribute__((noinline)) void
 ukr_fma(size_t np, const uint32_t *restrict pa, const uint32_t *restrict pb, float *restrict t)
 {
-#define UF_DECL(i) __m512 c##i##a = _mm512_setzero_ps(), c##i##b = _mm512_setzero_ps();
-#define UF_STEP(i, h)                                                                              \
-    {                                                                                              \
-        __m512 x_ = _mm512_castsi512_ps(_mm512_set1_epi32((int)pa[(h) * PT_MR + (i)]));           \
-        c##i##a = _mm512_fmadd_ps(x_, b0, c##i##a);                                                \
-        c##i##b = _mm512_fmadd_ps(x_, b1, c##i##b);                                                \
-    }
-#define UF_HI(i) UF_STEP(i, 0)
-#define UF_LO(i) UF_STEP(i, 1)
-#define UF_STORE(i)                                                                                \
-    _mm512_store_ps(t + (i) * PT_NR, c##i##a);                                                     \
-    _mm512_store_ps(t + (i) * PT_NR + 16, c##i##b);
-    PT_ROWS(UF_DECL)
-    for (size_t q = 0; q < np; q++) {
-        __m512 b0 = _mm512_castsi512_ps(_mm512_load_si512(pb));
-        __m512 b1 = _mm512_castsi512_ps(_mm512_load_si512(pb + 16));
-        PT_ROWS(UF_HI)
-        b0 = _mm512_castsi512_ps(_mm512_load_si512(pb + 32));
-        b1 = _mm512_castsi512_ps(_mm512_load_si512(pb + 48));
-        PT_ROWS(UF_LO)
-        pa += 2 * PT_MR;
-        pb += 2 * PT_NR;
-    }
-    PT_ROWS(UF_STORE)
-#undef UF_DECL
-#undef UF_STEP
-#undef UF_HI
-#undef UF_LO
-#undef UF_STORE
+    __asm__ volatile(UA_ALL(UA_ZERO) "test %[n], %[n]\n\t"
+                                     "jz 2f\n\t"
+                                     "1:\n\t" UA_HALF(0, 0) UA_HALF(1, 128)
+                                     "add $96, %[pa]\n\t"
+                                     "add $256, %[pb]\n\t"
+                                     "dec %[n]\n\t"
+                                     "jnz 1b\n\t"
+                                     "2:\n\t" UA_ALL(UA_STORE)
+                     : [pa] "+r"(pa), [pb] "+r"(pb), [n] "+r"(np)
+                     : [t] "r"(t)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",
+                       "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24",
+                       "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "cc",
+                       "memory");
 }
+#undef UA_ROW
+#undef UA_HALF
+#undef UA_ZERO
+#undef UA_STORE
+#undef UA_ALL
 
 static PT_TARGET_AVX512 void block_fma(size_t mc, size_t nc, size_t np, const uint32_t *apack,
                       const uint32_t *bpack, float *c, size_t ldc, float alpha, float beta,
