@@ -42,7 +42,12 @@ void pt_bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n);
  * each of A and B is stored as FP32 or as BF16 (a_bf16, b_bf16).
  * - On a path with BF16 arithmetic (pt_cpu_bf16_compute()): both operands
  *   are rounded to BF16 (where FP32) and multiplied with FP32 accumulation
- *   (vdpbf16ps), as PyTorch's autocast does.
+ *   (vdpbf16ps), as PyTorch's autocast does.  Each element sums k in blocks
+ *   of at most 768 (fixed by k), pair by pair as vdpbf16ps does (k = 2p+1,
+ *   then 2p; denormals read and flushed as zero), and C = alpha S + beta C
+ *   after the first block, C += alpha S after each other (kernels/
+ *   gemm_bf16.h; the micro-kernel is vdpbf16ps itself or FP32 FMAs giving
+ *   the same bits, whichever is faster on the CPU).
  * - Otherwise BF16 operands are widened to FP32 (exactly) and the product
  *   is FP32 (BLIS).
  * beta 0 overwrites C.  Threads and determinism as pt_sgemm: every element

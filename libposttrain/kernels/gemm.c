@@ -115,6 +115,32 @@ static void blis_call(int nthreads, bool trans_a, bool trans_b, size_t m, size_t
 #define SPLIT_MIN_HALF 96 /* a half at least this long (mid-sized products) */
 #define SPLIT_ALIGN 96  /* multiple of the micro-kernels' MR and NR: 6x16 (haswell, zen), 32x12 (skx) */
 
+size_t pt_sgemm_split(size_t m, size_t n, size_t k, bool *split_m, size_t *blk)
+{
+    *split_m = m >= n;
+    size_t dim = *split_m ? m : n;
+    size_t nblk = dim / SPLIT_MIN;
+    if (nblk > SPLIT_MAX)
+        nblk = SPLIT_MAX;
+    if (nblk == 1 && dim >= 2 * SPLIT_MIN_HALF && 2.0 * (double)m * (double)n * (double)k >= 4e6)
+        nblk = 2; /* mid-sized products: two halves rather than BLIS's own threads */
+    if (nblk <= 1) {
+        *blk = dim;
+        return 1;
+    }
+    size_t b = (dim + nblk - 1) / nblk;
+    b = (b + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
+    *blk = b;
+    return (dim + b - 1) / b;
+}
+
+void pt_sgemm_1(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
+                size_t ldc)
+{
+    blis_call(1, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb,
                  float beta, float *c, size_t ldc)
@@ -127,20 +153,14 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
                 c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
-    bool split_m = m >= n;
+    bool split_m;
+    size_t blk;
+    size_t nblk = pt_sgemm_split(m, n, k, &split_m, &blk);
     size_t dim = split_m ? m : n;
-    size_t nblk = dim / SPLIT_MIN;
-    if (nblk > SPLIT_MAX)
-        nblk = SPLIT_MAX;
-    if (nblk == 1 && dim >= 2 * SPLIT_MIN_HALF && 2.0 * (double)m * (double)n * (double)k >= 4e6)
-        nblk = 2; /* mid-sized products: two halves rather than BLIS's own threads */
     if (nblk <= 1) {
         blis_call(nthreads, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    size_t blk = (dim + nblk - 1) / nblk;
-    blk = (blk + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN;
-    nblk = (dim + blk - 1) / blk;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((size_t)nt > nblk)
         nt = (int)nblk;

@@ -19,6 +19,18 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb,
                  float beta, float *c, size_t ldc);
 
+/* The cut pt_sgemm_nt makes of an m x n x k product (it depends on the
+ * shape only): the number of blocks of *blk rows (*split_m) or columns of
+ * C, each one single-threaded BLIS call; 1 means one (threaded) BLIS call
+ * for the whole product. */
+size_t pt_sgemm_split(size_t m, size_t n, size_t k, bool *split_m, size_t *blk);
+
+/* One single-threaded BLIS call for the whole product, uncut (a block of
+ * pt_sgemm_nt's cut). */
+void pt_sgemm_1(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
+                size_t ldc);
+
 /* Thread policy for a product of this size: the library's thread count,
  * except for products too small to amortise waking a second thread
  * (bench/gemm.c measures the crossover). */

@@ -1,0 +1,147 @@
+/* pt_gemm_mixed (kernels/bf16.h): products with BF16 operands.  On a path
+ * with BF16 arithmetic, the BF16 GEMM of gemm_bf16.c; otherwise BF16
+ * operands are widened to FP32 block by block and multiplied by BLIS along
+ * pt_sgemm_nt's own cut, so the result equals pt_sgemm on widened copies
+ * bit for bit. */
+#include "kernels/bf16.h"
+
+#include "core/core.h"
+#include "kernels/cpu.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+
+#include <omp.h>
+#include <stdlib.h>
+
+/* ---- FP32 arithmetic (paths without BF16): widen, then BLIS ---- */
+
+static inline float elem_f32(const pt_gemm_operand *x, size_t r, size_t kk)
+{
+    size_t i = x->kmajor ? kk * x->ld + r : r * x->ld + kk;
+    return x->bf16 ? pt_bf16_to_f32(((const pt_bf16 *)x->p)[i]) : ((const float *)x->p)[i];
+}
+
+/* No memory for FP32 copies: a plain loop (slow; only when allocation fails). */
+static void gemm_f32_loop(const pt_gemm_operand *A, const pt_gemm_operand *B, size_t m, size_t n,
+                          size_t k, float alpha, float beta, float *c, size_t ldc)
+{
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (size_t p = 0; p < k; p++)
+                s += elem_f32(A, i, p) * elem_f32(B, j, p);
+            float *ci = c + i * ldc + j;
+            *ci = beta == 0.0f ? alpha * s : alpha * s + beta * *ci;
+        }
+}
+
+/* rows r0 .. r0+rn, columns c0 .. c0+cn of a BF16 row-major matrix, as FP32
+ * with row stride cn */
+static void widen(float *dst, const pt_bf16 *src, size_t ld, size_t r0, size_t rn, size_t c0,
+                  size_t cn)
+{
+    for (size_t i = 0; i < rn; i++)
+        for (size_t j = 0; j < cn; j++)
+            dst[i * cn + j] = pt_bf16_to_f32(src[(r0 + i) * ld + c0 + j]);
+}
+
+/* A row-major operand of rows x cols as FP32: p itself, or widened into w. */
+static const float *as_f32(const void *p, bool bf16, size_t ld, size_t r0, size_t rows, size_t c0,
+                           size_t cols, float *w, size_t *ldw)
+{
+    if (!bf16) {
+        *ldw = ld;
+        return (const float *)p + r0 * ld + c0;
+    }
+    widen(w, p, ld, r0, rows, c0, cols);
+    *ldw = cols;
+    return w;
+}
+
+/* The blocks of pt_sgemm_nt's cut, with the operand along the cut widened
+ * block by block into per-thread scratch and the other one (the smaller:
+ * min(m, n) x k) widened once. */
+static void mixed_f32_split(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha,
+                            const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
+                            size_t ldb, float beta, float *c, size_t ldc, bool split_m,
+                            size_t blk, size_t nblk)
+{
+    size_t dim = split_m ? m : n;
+    bool cut_bf16 = split_m ? a_bf16 : b_bf16, other_bf16 = split_m ? b_bf16 : a_bf16;
+    size_t orows = split_m ? (tb ? n : k) : (ta ? k : m),
+           ocols = split_m ? (tb ? k : n) : (ta ? m : k);
+    if ((size_t)nt > nblk)
+        nt = (int)nblk;
+    size_t scratch = cut_bf16 ? blk * k : 0, whole = other_bf16 ? orows * ocols : 0;
+    float *w = (scratch || whole) ? malloc(((size_t)nt * scratch + whole) * sizeof *w) : NULL;
+    if ((scratch || whole) && !w) {
+        pt_gemm_operand A = { a, lda, a_bf16, ta }, B = { b, ldb, b_bf16, !tb };
+        gemm_f32_loop(&A, &B, m, n, k, alpha, beta, c, ldc);
+        return;
+    }
+    size_t ldo;
+    const float *o = split_m ? as_f32(b, b_bf16, ldb, 0, orows, 0, ocols, w, &ldo)
+                             : as_f32(a, a_bf16, lda, 0, orows, 0, ocols, w, &ldo);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (size_t i = 0; i < nblk; i++) {
+        float *s = w + whole + (size_t)omp_get_thread_num() * scratch;
+        size_t s0 = i * blk, len = dim - s0 < blk ? dim - s0 : blk, ldx;
+        if (split_m) {
+            const float *ai = ta ? as_f32(a, a_bf16, lda, 0, k, s0, len, s, &ldx)
+                                 : as_f32(a, a_bf16, lda, s0, len, 0, k, s, &ldx);
+            pt_sgemm_1(ta, tb, len, n, k, alpha, ai, ldx, o, ldo, beta, c + s0 * ldc, ldc);
+        } else {
+            const float *bi = tb ? as_f32(b, b_bf16, ldb, s0, len, 0, k, s, &ldx)
+                                 : as_f32(b, b_bf16, ldb, 0, k, s0, len, s, &ldx);
+            pt_sgemm_1(ta, tb, m, len, k, alpha, o, ldo, bi, ldx, beta, c + s0, ldc);
+        }
+    }
+    free(w);
+}
+
+/* FP32 arithmetic on operands widened exactly: equal bit for bit to
+ * pt_sgemm on widened copies (the same cut, the same BLIS calls). */
+static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
+                      bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
+                      float *c, size_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    if ((!a_bf16 && !b_bf16) || k == 0) { /* k = 0: C = beta C, the operands unread */
+        pt_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    int nt = pt_gemm_threads(m, n, k);
+    bool split_m;
+    size_t blk, nblk = pt_sgemm_split(m, n, k, &split_m, &blk);
+    if (nblk > 1) {
+        mixed_f32_split(nt, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc,
+                        split_m, blk, nblk);
+        return;
+    }
+    /* one BLIS call (max(m, n) below two blocks): both operands whole */
+    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    size_t wa = a_bf16 ? ar * ac : 0, wb = b_bf16 ? br * bc : 0;
+    float *w = malloc((wa + wb) * sizeof *w);
+    if (!w) {
+        pt_gemm_operand A = { a, lda, a_bf16, ta }, B = { b, ldb, b_bf16, !tb };
+        gemm_f32_loop(&A, &B, m, n, k, alpha, beta, c, ldc);
+        return;
+    }
+    size_t la, lb;
+    const float *fa = as_f32(a, a_bf16, lda, 0, ar, 0, ac, w, &la);
+    const float *fb = as_f32(b, b_bf16, ldb, 0, br, 0, bc, w + wa, &lb);
+    pt_sgemm_nt(nt, ta, tb, m, n, k, alpha, fa, la, fb, lb, beta, c, ldc);
+    free(w);
+}
+
+void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+                   const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
+                   float beta, float *c, size_t ldc)
+{
+    if (pt_cpu_bf16_compute())
+        pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k,
+                        alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
+    else
+        mixed_f32(trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
+}
