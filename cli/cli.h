@@ -112,6 +112,11 @@ int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key);
 #define CLI_ALLOW_OUT_INSIDE_IN 2u /* the output may lie inside the input directory */
 int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
                        const char *in, unsigned allow);
+/* cli_check_disjoint with no allowance, and when `in` is a directory, for
+ * each file in it too (resolved through symlinks and compared by inode, so
+ * an output that is a model file a directory links to is refused). */
+int cli_check_disjoint_tree(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
+                            const char *in);
 
 /* A training command's hold on its --out directory. */
 typedef struct cli_out {

@@ -106,6 +106,30 @@ int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, co
     return 0;
 }
 
+int cli_check_disjoint_tree(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
+                            const char *in)
+{
+    int rc = cli_check_disjoint(cmd, out_opt, out, in_opt, in, 0);
+    if (rc || !out || !in)
+        return rc;
+    DIR *d = opendir(in);
+    if (!d)
+        return 0; /* a file, or missing: the check above was the whole of it */
+    struct dirent *e;
+    char p[PATH_MAX];
+    while (!rc && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(p, sizeof p, "%s/%s", in, e->d_name) < (int)sizeof p) {
+            struct stat st;
+            /* a file the directory links to from elsewhere (a Hugging Face
+             * cache's blobs): the output may not be it, nor hold it */
+            if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+                rc = cli_check_disjoint(cmd, out_opt, out, in_opt, p, 0);
+        }
+    closedir(d);
+    return rc;
+}
+
 /* ---- the output directory ----------------------------------------------------- */
 
 /* Remove the files of a flat directory and the directory; 0 or -1. */

@@ -162,6 +162,53 @@ expect "a second run on a locked --out" 1 "is in use by another posttrain run" "
 [ ! -e "$work/locked/metrics.jsonl" ] && ok "the locked-out run wrote no metrics" || bad "the locked-out run wrote metrics"
 pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
+# ---- export and plot: an output that is, is inside or holds an input -------------
+fixture=$ref/../../modelio/data/stories260K
+tm=$work/tokmodel
+mkdir -p "$tm"
+cp "$ref/config.json" "$ref/model.safetensors" "$tm/"
+python3 - "$fixture/tokenizer.json" "$tm/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1], encoding="utf-8"))
+t["model"]["vocab"] = {k: v for k, v in t["model"]["vocab"].items() if v < 61}
+t["model"]["merges"] = []
+json.dump(t, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+expect "export to a new file" 0 "wrote $work/tm.gguf" export --model "$tm" --out "$work/tm.gguf"
+expect "a LoRA run for export" 0 "saved the model" --threads 1 sft --model "$tm" --data "$data" --steps 2 \
+    --batch-size 2 --seed 1 --lora-rank 2 --save-every 2 --out "$work/lrun"
+mkdir -p "$work/hub"
+for f in config.json model.safetensors tokenizer.json; do ln -s "$tm/$f" "$work/hub/$f"; done
+ck=$work/lrun/checkpoints/step-00000002
+sums "$tm" "$work/lrun" > "$work/export.sum"
+for f in model.safetensors config.json tokenizer.json new.gguf; do
+    expect "export --out DIR/$f" 2 "--out $tm/$f is inside --model $tm" export --model "$tm" --out "$tm/$f"
+done
+expect "export --out holding --model" 2 "--model $tm is inside --out $work" export --model "$tm" --out "$work"
+expect "export --out a file the model directory links to" 2 "--out $tm/model.safetensors is the same file as --model $work/hub/model.safetensors" \
+    export --model "$work/hub" --out "$tm/model.safetensors"
+expect "export --out inside --adapter" 2 "is inside --adapter $work/lrun/adapter" \
+    export --model "$tm" --adapter "$work/lrun/adapter" --out "$work/lrun/adapter/adapter_model.safetensors"
+expect "export --merge --out = the adapter's weights" 2 "is inside --adapter" \
+    export --model "$tm" --adapter "$work/lrun/adapter" --merge --out "$work/lrun/adapter/adapter_model.safetensors"
+expect "export --out inside --checkpoint" 2 "is inside --checkpoint $ck" \
+    export --checkpoint "$ck" --out "$ck/model.safetensors"
+expect "export --out = the checkpoint's recorded base" 2 "is inside the checkpoint's base model" \
+    export --checkpoint "$ck" --out "$tm/model.safetensors"
+expect "export --checkpoint --model, --out inside it" 2 "is inside --model $tm" \
+    export --checkpoint "$ck" --model "$tm" --out "$tm/tokenizer.json"
+same "the export refusals" "$work/export.sum" "$tm" "$work/lrun"
+expect "export of the checkpoint elsewhere" 0 "wrote $work/ck.gguf" export --checkpoint "$ck" --out "$work/ck.gguf"
+cp "$work/run/metrics.jsonl" "$work/m.jsonl"
+ln "$work/m.jsonl" "$work/m_hardlink.jsonl"
+sums "$work/m.jsonl" > "$work/m.sum"
+expect "plot --out = the metrics file" 2 "--out $work/m.jsonl is the same file as the metrics file" \
+    plot "$work/m.jsonl" --out "$work/m.jsonl"
+expect "plot --out a hard link of the metrics file" 2 "is the same file as the metrics file" \
+    plot "$work/m.jsonl" --out "$work/m_hardlink.jsonl"
+same "plot refusals" "$work/m.sum" "$work/m.jsonl"
+expect "plot to another file" 0 "wrote $work/m.svg" plot "$work/m.jsonl" --out "$work/m.svg"
+
 # ---- generate and eval -------------------------------------------------------------
 expect "generate past max_position_embeddings" 1 "plus --max-new-tokens 126 exceeds the model's max_position_embeddings 128" \
     generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 126
