@@ -64,8 +64,16 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
 /* Create the output directory DIR (it may exist); 0, or 1 after the message. */
 int cli_make_out_dir(const char *cmd, const char *dir);
 /* Open the metrics file: `path`, or OUT/metrics.jsonl when it is NULL, with
- * fopen's mode; NULL after the message. */
+ * fopen's mode; NULL after the message (cli_out.c). */
 FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode);
+/* After each row written to the metrics file *f (NULL: nothing to do):
+ * flush it; when the write failed (a full disk), cut the file back to its
+ * last whole row, say so naming the file, close it and set *f to NULL (no
+ * later row is written; the run goes on). */
+void cli_metrics_row(const char *cmd, FILE **f);
+/* At the end of a run, after the model is saved: 1 after a message naming
+ * the metrics file when a row could not be written, else 0. */
+int cli_metrics_failed(const char *cmd, const char *out);
 /* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */
@@ -128,8 +136,8 @@ typedef struct cli_out {
 #define CLI_OUT_OVERWRITE 2u  /* --overwrite: replace an earlier run */
 #define CLI_OUT_AUTO 4u       /* --resume auto: continue from the latest checkpoint */
 #define CLI_OUT_CAN_RESUME 8u /* the command has --resume (for the message) */
-/* Create OUT, lock OUT/.posttrain.lock for the run (a second run on it
- * fails), remove half-written checkpoint and file names a killed run left,
+/* Create OUT, lock OUT/.posttrain.lock and the `metrics` file for the run
+ * (a second run on either fails), remove half-written checkpoint and file names a killed run left,
  * and refuse an OUT (or a non-empty `metrics` file) an earlier run used
  * unless `flags` continue or replace it (--overwrite removes OUT/checkpoints
  * and OUT/adapter).  0, else the exit code after the message. */

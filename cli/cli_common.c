@@ -314,17 +314,6 @@ int cli_make_out_dir(const char *cmd, const char *dir)
     return 0;
 }
 
-FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode)
-{
-    char def[4096];
-    snprintf(def, sizeof def, "%s/metrics.jsonl", out);
-    const char *file = path ? path : def;
-    FILE *f = fopen(file, mode);
-    if (!f)
-        fprintf(stderr, "posttrain %s: cannot write %s: %s\n", cmd, file, strerror(errno));
-    return f;
-}
-
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
                      long long steps)
 {

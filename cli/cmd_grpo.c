@@ -882,7 +882,6 @@ static void write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_
         json_num(f, "env_seconds", rep->ep[EP_ENV_SECONDS]);
     }
     fprintf(f, ", \"skipped\": %s}\n", gs->skipped ? "true" : "false");
-    fflush(f);
 }
 
 /* --eval after `step` rounds (0: before the first): every rank evaluates
@@ -904,6 +903,7 @@ static int evaluate(grpo_run *r, int64_t step)
         rc = cli_fail("grpo --eval: adding the ranks' scores", st);
     if (!rc)
         grpo_eval_report(r->metrics, j->rank == 0, &r->a, step, &s);
+    cli_metrics_row("grpo", &r->metrics);
     cli_job_section(j, -1);
     return rc;
 }
@@ -942,6 +942,7 @@ static int train(grpo_run *r)
         cli_job_flip_hook(j, r->model, (long long)step);
         if (r->metrics)
             write_metrics(r->metrics, &r->a, step, &rep, j->size > 1);
+        cli_metrics_row("grpo", &r->metrics);
         char ep_note[96] = "";
         if (r->a.env)
             snprintf(ep_note, sizeof ep_note, " episodes %.0f errors %.0f turns %.2f", rep.ep[EP_EPISODES],
@@ -1020,12 +1021,13 @@ int cmd_grpo(int argc, char **argv)
         rc = train(&r) || save_final(&r);
     if (!rc) {
         cli_job_report(&r.job, r.metrics, (long long)r.step);
+        cli_metrics_row("grpo", &r.metrics);
         if (r.metrics) {
             char svg[4096 + 16];
             snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-            fflush(r.metrics);
             cli_plot_metrics("grpo", r.out.metrics, svg);
         }
+        rc = r.job.rank == 0 && cli_metrics_failed("grpo", r.a.out);
     }
     grpo_free(&r);
     cli_job_end(&r.job);

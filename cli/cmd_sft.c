@@ -438,7 +438,6 @@ static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double d
     if (do_eval)
         json_num(f, "eval_loss", false, 6, eval_loss);
     fprintf(f, "}\n");
-    fflush(f);
 }
 
 /* A progress bar on a terminal, otherwise a line every --log-every steps. */
@@ -517,8 +516,10 @@ static int train(sft_run *r)
         }
         if (r->metrics) {
             write_metrics(r->metrics, r->step, &s, dt, step_tokens, do_eval, eval_loss, j->size > 1);
-            show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
+            cli_metrics_row("sft", &r->metrics);
         }
+        if (j->rank == 0)
+            show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
         const bool save = cli_job_save_due(j, (long long)r->step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)r->step) || r->step == r->total) {
             /* no corrupted state is ever saved: the replicas are compared first */
@@ -575,12 +576,14 @@ int cmd_sft(int argc, char **argv)
         rc = train(&r) || save_final(&r);
     if (!rc) {
         cli_job_report(&r.job, r.metrics, (long long)r.step);
+        cli_metrics_row("sft", &r.metrics);
         if (r.metrics) {
             char svg[4096 + 16];
             snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-            fflush(r.metrics);
             cli_plot_metrics("sft", r.out.metrics, svg);
         }
+        /* the model is saved; a metrics file that lost rows fails the run */
+        rc = r.job.rank == 0 && cli_metrics_failed("sft", r.a.out);
     }
     sft_free(&r);
     cli_job_end(&r.job);

@@ -162,6 +162,41 @@ expect "a second run on a locked --out" 1 "is in use by another posttrain run" "
 [ ! -e "$work/locked/metrics.jsonl" ] && ok "the locked-out run wrote no metrics" || bad "the locked-out run wrote metrics"
 pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
+# ---- a metrics file that cannot be written, or is another run's ---------------------
+expect "--metrics /dev/full fails the run" 1 "failed: the metrics file /dev/full could not be written (No space left on device)" \
+    "${run[@]}" --steps 3 --out "$work/full" --metrics /dev/full
+grep -qF "saved the model to $work/full" "$work/stderr" && [ -s "$work/full/model.safetensors" ] &&
+    ok "--metrics /dev/full: the model was saved first" || bad "--metrics /dev/full: no model: $(cat "$work/stderr")"
+grep -qF "error: cannot write the metrics file /dev/full" "$work/stderr" &&
+    ok "--metrics /dev/full: said at the failed row" || bad "no message at the failed row"
+# A file-size limit (EFBIG, as a full disk fails a write) that the metrics
+# (about 150 bytes a step) pass near step 540 and the model (72 KB) does not.
+( trap '' XFSZ; ulimit -f 80
+  exec "$exe" --threads 1 "${sft[@]}" --steps 600 --out "$work/big" --metrics "$work/big.jsonl" ) \
+    >"$work/stdout" 2>"$work/stderr"
+rc=$?
+[ "$rc" -eq 1 ] && grep -qF "the metrics file $work/big.jsonl could not be written (File too large)" "$work/stderr" &&
+    [ -s "$work/big/model.safetensors" ] && ok "a metrics write past the size limit: model saved, exit 1, file named" ||
+    bad "a metrics write past the size limit: exit $rc: $(tail -n 3 "$work/stderr")"
+if python3 -c 'import json,sys; d=open(sys.argv[1]).read(); assert d.endswith("\n"); [json.loads(l) for l in d.splitlines()]' \
+    "$work/big.jsonl"; then ok "the cut metrics file ends with a whole row ($(wc -l < "$work/big.jsonl") rows)"
+else bad "the metrics file was cut mid-row: $(tail -c 80 "$work/big.jsonl")"; fi
+: > "$work/shared.jsonl"
+flock "$work/shared.jsonl" sleep 30 >/dev/null 2>&1 </dev/null &
+holder=$!
+for _ in $(seq 50); do flock -n "$work/shared.jsonl" true 2>/dev/null || break; sleep 0.1; done
+expect "a run on a locked --metrics" 1 "the metrics file $work/shared.jsonl is in use by another posttrain run" \
+    "${run[@]}" --out "$work/m_locked" --metrics "$work/shared.jsonl"
+expect "a run on a locked --metrics, --overwrite" 1 "is in use by another posttrain run" \
+    "${run[@]}" --out "$work/m_locked2" --metrics "$work/shared.jsonl" --overwrite
+expect "grpo on a locked --metrics" 1 "is in use by another posttrain run" grpo --model "$model" --data "$data" \
+    --reward exact --out "$work/g_locked" --metrics "$work/shared.jsonl"
+[ ! -s "$work/shared.jsonl" ] && ok "the locked-out runs wrote no metrics row" || bad "a locked-out run wrote metrics"
+pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+expect "the same --metrics once free" 0 "saved the model" "${run[@]}" --steps 2 --out "$work/m_free" \
+    --metrics "$work/shared.jsonl"
+[ "$(steps "$work/shared.jsonl")" = "1 2 " ] && ok "its rows: 1 2" || bad "rows: $(steps "$work/shared.jsonl")"
+
 # ---- export and plot: an output that is, is inside or holds an input -------------
 fixture=$ref/../../modelio/data/stories260K
 tm=$work/tokmodel
