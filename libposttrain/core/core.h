@@ -24,6 +24,16 @@ int pt_err(int status, const char *fmt, ...) PT_PRINTF(2, 3);
 /* Like pt_err, but keep the existing message and prefix it with context. */
 int pt_err_prefix(int status, const char *fmt, ...) PT_PRINTF(2, 3);
 
+/* The index of the first NaN or infinity in x[0..n), or n when there is
+ * none (a bit test: exact whatever the floating-point flags; finite.c). */
+size_t pt_first_nonfinite(const float *x, size_t n);
+/* "NaN", "+inf" or "-inf" (or "a finite value"). */
+const char *pt_nonfinite_name(float v);
+/* PT_OK when x[0..n) is all finite, else PT_ENONFINITE with the message
+ * "holds NaN at element I (the first non-finite value)" for the caller to
+ * prefix with the function, file and tensor. */
+int pt_err_nonfinite(const float *x, size_t n);
+
 /* Send a message to the host's log callback, if one is installed for `level`. */
 void pt_log(int level, const char *fmt, ...) PT_PRINTF(2, 3);
 /* Install (fn != NULL) or remove the log callback: pt_set_log_callback after

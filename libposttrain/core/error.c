@@ -27,7 +27,7 @@ static const struct {
     { PT_ESTATE, "PT_ESTATE", "invalid call in the current state" },
     { PT_ENOSPC, "PT_ENOSPC", "no space left on device" },
     { PT_ECHECKSUM, "PT_ECHECKSUM", "checksum mismatch: data is damaged" },
-    { PT_ENONFINITE, "PT_ENONFINITE", "non-finite loss or gradient" },
+    { PT_ENONFINITE, "PT_ENONFINITE", "non-finite loss, gradient or weight" },
     { PT_ESHAPE, "PT_ESHAPE", "wrong tensor shape or dtype" },
     { PT_ECONFIG, "PT_ECONFIG", "invalid model configuration" },
     { PT_EINTERNAL, "PT_EINTERNAL", "internal error" },

@@ -21,6 +21,7 @@
 #include "model/schema.h"
 #include "modelio/gguf_export_internal.h"
 #include "modelio/gguf_internal.h"
+#include "modelio/modelio_internal.h"
 #include "posttrain/gguf.h"
 #include "posttrain/modelio.h"
 
@@ -228,6 +229,9 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
     int st = PT_STRUCT_READ(o, opts, pt_gguf_export_options_init);
     if (st == PT_OK)
         st = check_model(model, &o);
+    if (st == PT_OK)
+        st = pt_modelio_check_finite(model, model->lora->nbase, pt_model_tensor_count(model), "pt_lora_export_gguf",
+                                     path, "a non-finite adapter is not exported");
     if (st != PT_OK)
         return st;
     lora_item *items = NULL;

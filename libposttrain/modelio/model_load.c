@@ -27,6 +27,8 @@ static int check_tied_head(const pt_model *m, const pt_weight_entry *head, const
     if (!tmp)
         return PT_ENOMEM;
     int st = pt_st_read_f32(head->t, tmp, embed->numel);
+    if (st == PT_OK && (st = pt_err_nonfinite(tmp, embed->numel)))
+        pt_err_prefix(st, "%s: tensor 'lm_head.weight'", dir);
     if (st == PT_OK && memcmp(tmp, embed->data, embed->numel * sizeof(float)) != 0)
         st = pt_err(PT_EFORMAT,
                     "%s: 'lm_head.weight' differs from 'model.embed_tokens.weight' but "
@@ -52,6 +54,8 @@ static int fill_model(pt_model *m, const pt_weight_files *w, const char *dir)
         if ((st = pt_check_abort()))
             return st;
         st = pt_st_read_f32(pt_weight_files_find(w, r->name)->t, r->data, r->numel);
+        if (!st)
+            st = pt_err_nonfinite(r->data, r->numel);
         if (st)
             return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
     }
@@ -87,8 +91,10 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     int st = PT_STRUCT_READ(o, opts, pt_model_load_options_init);
     if (st)
         return st;
-    if (pt_gguf_is_file(dir))
-        return pt_gguf_load_model(out, dir, &o);
+    if (pt_gguf_is_file(dir)) {
+        st = pt_gguf_load_model(out, dir, &o);
+        return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
+    }
     if (!pt_is_dir(dir))
         return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
                                                       "GGUF magic)"
@@ -126,7 +132,8 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
         st = pt_modelio_set_record(m, d, tok);
     if (st) {
         pt_model_free(m);
-        return st;
+        /* a model with a non-finite weight is not loaded: say which call */
+        return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
     }
     *out = m;
     return PT_OK;

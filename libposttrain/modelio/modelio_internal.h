@@ -62,6 +62,11 @@ int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const c
 void pt_model_info_add_tensor(pt_model_dir_info *info, const char *dtype, uint64_t nbytes);
 
 int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok);
+/* PT_ENONFINITE naming fn, path, the first of the model's tensors [from, to)
+ * that holds a NaN or an infinity and its element, then `not_done` ("a
+ * non-finite model is not saved"); else PT_OK (record.c). */
+int pt_modelio_check_finite(const pt_model *m, size_t from, size_t to, const char *fn, const char *path,
+                            const char *not_done);
 /* Keep the tokenizer.json / tokenizer_config.json texts generated for a
  * model loaded from a GGUF file (taking ownership; either may be NULL), so
  * that pt_model_save_dir writes them; read back with the getters (NULL

@@ -244,6 +244,35 @@ expect "plot --out a hard link of the metrics file" 2 "is the same file as the m
 same "plot refusals" "$work/m.sum" "$work/m.jsonl"
 expect "plot to another file" 0 "wrote $work/m.svg" plot "$work/m.jsonl" --out "$work/m.svg"
 
+# ---- non-finite weights: no model, adapter or checkpoint with a NaN or an infinity loads
+poke=$(dirname "$0")/poke_weight.py
+cp -r "$model" "$work/nan_model"
+python3 "$poke" "$work/nan_model/model.safetensors" model.layers.1.mlp.up_proj.weight 77 nan
+nan_msg="PT_ENONFINITE: pt_model_load_dir: $work/nan_model: tensor 'model.layers.1.mlp.up_proj.weight': holds NaN at element 77"
+expect "generate with a NaN weight" 1 "$nan_msg" generate --model "$work/nan_model" --prompt-ids "1 5 9" --max-new-tokens 2
+expect "eval with a NaN weight" 1 "$nan_msg" eval --model "$work/nan_model" --data "$data"
+expect "sft from a NaN weight" 1 "$nan_msg" sft --model "$work/nan_model" --data "$data" --out "$work/nan_out"
+cp "$work/tm.gguf" "$work/inf.gguf"
+python3 "$poke" "$work/inf.gguf" blk.0.ffn_up.weight 5 inf
+expect "generate from a GGUF with +inf" 1 "PT_ENONFINITE: pt_model_load_dir: $work/inf.gguf: tensor 'blk.0.ffn_up.weight': holds +inf at element 5" \
+    generate --model "$work/inf.gguf" --prompt-ids "1 5 9" --max-new-tokens 2
+expect "the same GGUF unpoked" 0 "" generate --model "$work/tm.gguf" --prompt-ids "1 5 9" --max-new-tokens 2
+cp -r "$work/lrun/adapter" "$work/nan_adapter"
+python3 "$poke" "$work/nan_adapter/adapter_model.safetensors" base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight 3 nan
+expect "export --merge of a NaN adapter" 1 "PT_ENONFINITE: pt_lora_load_peft: $work/nan_adapter/adapter_model.safetensors: tensor 'base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight': holds NaN at element 3" \
+    export --model "$tm" --adapter "$work/nan_adapter" --merge --out "$work/nan_merged.gguf"
+[ ! -e "$work/nan_merged.gguf" ] && ok "no merged GGUF was written" || bad "a GGUF was written from a NaN adapter"
+cp -r "$ck" "$work/nan_ckpt"
+python3 "$poke" "$work/nan_ckpt/model.safetensors" model.layers.0.self_attn.q_proj.lora_B.weight 0 -inf
+expect "export of a checkpoint with -inf" 1 "pt_checkpoint_load_weights $work/nan_ckpt: $work/nan_ckpt/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.lora_B.weight': holds -inf at element 0" \
+    export --checkpoint "$work/nan_ckpt" --out "$work/nan_ckpt.gguf"
+[ ! -e "$work/nan_ckpt.gguf" ] && ok "no GGUF was written from it" || bad "a GGUF was written from a -inf checkpoint"
+cp -r "$ck" "$work/nan_moment"
+python3 "$poke" "$work/nan_moment/optimizer.safetensors" exp_avg_sq.model.layers.0.self_attn.v_proj.lora_A.weight 2 nan
+expect "resume from a NaN moment" 1 "pt_checkpoint_load $work/nan_moment: $work/nan_moment/optimizer.safetensors: tensor 'exp_avg_sq.model.layers.0.self_attn.v_proj.lora_A.weight': holds NaN at element 2" \
+    --threads 1 sft --model "$tm" --data "$data" --steps 4 --batch-size 2 --seed 1 --lora-rank 2 --out "$work/nan_resume" \
+    --resume "$work/nan_moment"
+
 # ---- generate and eval -------------------------------------------------------------
 expect "generate past max_position_embeddings" 1 "plus --max-new-tokens 126 exceeds the model's max_position_embeddings 128" \
     generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 126

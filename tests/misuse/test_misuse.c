@@ -3,7 +3,7 @@
  * of different models, an unscored rollout buffer, a missing checkpoint, a
  * context longer than the model's positions, ...) and asserts the status,
  * the message, and that nothing was trained or lost. */
-#include "testutil.h"
+#include "testfs.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -426,6 +426,98 @@ START_TEST(test_context_longer_than_positions)
 }
 END_TEST
 
+/* ---- non-finite weights are never loaded, saved or exported ---------------------- */
+
+/* Element `at` of the F32 tensor `name` in the safetensors file `path` := v;
+ * the value it held. */
+static float poke_st(const char *path, const char *name, size_t at, float v)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    unsigned char len8[8];
+    ck_assert_int_eq(fread(len8, 1, 8, f), 8);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)len8[i] << (8 * i);
+    char *h = calloc(1, hlen + 1);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(fread(h, 1, hlen, f), hlen);
+    char key[256];
+    snprintf(key, sizeof key, "\"%s\"", name);
+    const char *t = strstr(h, key);
+    ck_assert_msg(t != NULL, "no tensor %s in %s", name, path);
+    const char *o = strchr(strstr(t, "data_offsets"), '[');
+    unsigned long long off = strtoull(o + 1, NULL, 10);
+    free(h);
+    float old;
+    ck_assert_int_eq(fseek(f, (long)(8 + hlen + off + 4 * at), SEEK_SET), 0);
+    ck_assert_int_eq(fread(&old, 4, 1, f), 1);
+    ck_assert_int_eq(fseek(f, (long)(8 + hlen + off + 4 * at), SEEK_SET), 0);
+    ck_assert_int_eq(fwrite(&v, 4, 1, f), 1);
+    ck_assert_int_eq(fclose(f), 0);
+    return old;
+}
+
+START_TEST(test_nonfinite_model_and_adapter_refused)
+{
+    char root[] = "/tmp/pt_misuse_nonfin_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    char dir[128], adir[128], adir2[128], gguf[128], path[256], want[512];
+    snprintf(dir, sizeof dir, "%s/model", root);
+    snprintf(adir, sizeof adir, "%s/adapter", root);
+    snprintf(adir2, sizeof adir2, "%s/adapter2", root);
+    snprintf(gguf, sizeof gguf, "%s/adapter.gguf", root);
+    pt_model *m = pt_test_tiny_llama(V, 3);
+    ck_assert_ok(pt_model_save_dir(m, dir, NULL));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    const char *up = "model.layers.1.mlp.up_proj.weight";
+    float keep = poke_st(path, up, 5, NAN);
+    pt_model *m2 = (pt_model *)&keep; /* must come back NULL */
+    snprintf(want, sizeof want, "pt_model_load_dir: %s: tensor '%s': holds NaN at element 5", dir, up);
+    ck_assert_status(pt_model_load_dir(&m2, dir, NULL), PT_ENONFINITE, want);
+    ck_assert_ptr_null(m2);
+    poke_st(path, up, 5, -INFINITY);
+    snprintf(want, sizeof want, "pt_model_load_dir: %s: tensor '%s': holds -inf at element 5", dir, up);
+    ck_assert_status(pt_model_load_dir(&m2, dir, NULL), PT_ENONFINITE, want);
+    poke_st(path, up, 5, keep);
+    ck_assert_ok(pt_model_load_dir(&m2, dir, NULL));
+
+    /* a PEFT adapter with an infinity: refused, the model left without adapters */
+    ck_assert_ok(pt_model_add_lora(m, NULL));
+    ck_assert_ok(pt_lora_save_peft(m, adir, NULL));
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
+    const char *lb = "base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight";
+    poke_st(path, lb, 7, INFINITY);
+    snprintf(want, sizeof want, "pt_lora_load_peft: %s: tensor '%s': holds +inf at element 7", path, lb);
+    ck_assert_status(pt_lora_load_peft(m2, adir), PT_ENONFINITE, want);
+    ck_assert(!pt_model_has_lora(m2));
+    poke_st(path, lb, 7, 0.5f);
+    ck_assert_ok(pt_lora_load_peft(m2, adir));
+    ck_assert(pt_model_has_lora(m2));
+
+    /* an adapter that went non-finite in memory is neither saved nor exported */
+    size_t nt = 0;
+    ck_assert_ok(pt_model_num_tensors(&nt, m));
+    pt_tensor_info ti;
+    ck_assert_ok(pt_tensor_info_init(&ti));
+    ck_assert_ok(pt_model_tensor_info(&ti, m, nt - 1));
+    ck_assert(ti.adapter);
+    ti.data[ti.numel - 1] = NAN;
+    snprintf(want, sizeof want, "pt_lora_save_peft: %s: tensor '%s' holds NaN at element %zu", adir2, ti.name,
+             ti.numel - 1);
+    ck_assert_status(pt_lora_save_peft(m, adir2, NULL), PT_ENONFINITE, want);
+    struct stat sb;
+    ck_assert_int_ne(stat(adir2, &sb), 0);
+    snprintf(want, sizeof want, "pt_lora_export_gguf: %s: tensor '%s' holds NaN at element %zu", gguf, ti.name,
+             ti.numel - 1);
+    ck_assert_status(pt_lora_export_gguf(m, gguf, NULL), PT_ENONFINITE, want);
+    ck_assert_int_ne(stat(gguf, &sb), 0);
+    pt_model_free(m2);
+    pt_model_free(m);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
+}
+END_TEST
+
 static Suite *misuse_suite(void)
 {
     Suite *s = suite_create("misuse");
@@ -443,6 +535,7 @@ static Suite *misuse_suite(void)
     tcase_add_test(tc, test_grpo_all_declined_buffer);
     tcase_add_test(tc, test_grpo_some_declined_counted);
     tcase_add_test(tc, test_context_longer_than_positions);
+    tcase_add_test(tc, test_nonfinite_model_and_adapter_refused);
     suite_add_tcase(s, tc);
     return s;
 }
