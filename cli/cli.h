@@ -78,7 +78,18 @@ int cli_metrics_failed(const char *cmd, const char *out);
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps);
+                     long long steps, long long skipped);
+/* Consecutive optimizer updates skipped as non-finite (a loss, gradient or
+ * update that is NaN or infinite: the weights or the learning rate ran
+ * away).  cli_skip_guard counts an update (its pt_skip_reason; updates
+ * skipped for no tokens or no rewards neither count nor reset) and, when
+ * `max` (--max-skipped-steps; 0: never) of them follow one another, says
+ * why the run stops and returns 1; else 0. */
+typedef struct cli_skips {
+    int run;          /* consecutive non-finite updates so far */
+    long long first;  /* the step of the first of them */
+} cli_skips;
+int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr);
 /* The end of a training command: the metrics file as OUT/metrics.svg (or
  * wherever svg says), then "posttrain CMD: plot: SVG" on stderr; a failure is
  * only a warning line (the run has succeeded).  Returns the status (cmd_plot.c). */

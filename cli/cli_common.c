@@ -314,8 +314,28 @@ int cli_make_out_dir(const char *cmd, const char *dir)
     return 0;
 }
 
+int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr)
+{
+    if (reason == PT_SKIP_NONE) {
+        k->run = 0;
+        return 0;
+    }
+    if (reason != PT_SKIP_NONFINITE_LOSS && reason != PT_SKIP_NONFINITE_GRAD && reason != PT_SKIP_NONFINITE_UPDATE)
+        return 0;
+    if (k->run++ == 0)
+        k->first = step;
+    if (max <= 0 || k->run < max)
+        return 0;
+    fprintf(stderr, "posttrain %s: stopped at step %lld: %d optimizer updates in a row were skipped as non-finite "
+                    "(steps %lld to %lld; the last: %s at learning rate %g): the weights or the learning rate have "
+                    "run away and no later step would be applied; the model is not saved.  Lower --lr, or give "
+                    "--max-skipped-steps 0 to never stop\n", cmd, step, k->run, k->first, step,
+            pt_skip_reason_name(reason), lr);
+    return 1;
+}
+
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps)
+                     long long steps, long long skipped)
 {
     int st;
     if (pt_model_has_lora(model)) {
@@ -331,7 +351,8 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
     pt_model_save_options_init(&so);
     if ((st = pt_model_save_dir(model, out, &so)))
         return cli_fail("saving the model", st);
-    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps\n", cmd, out, steps);
+    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps (%lld optimizer updates skipped)\n", cmd,
+            out, steps, skipped);
     return 0;
 }
 

@@ -127,6 +127,8 @@ static const cli_opt k_grpo_output_opts[] = {
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
     { CLI_INT, "log-every", GRPO(log_every), "N", .def = "1", .lo = 1, .hi = 1e9, .help = "progress line interval" },
+    { CLI_INT, "max-skipped-steps", GRPO(max_skipped), "N", .def = "10", .lo = 0, .hi = 1e9,
+      .help = "stop the run (exit 1, the model not saved) after N updates in a\nrow skipped as non-finite (a runaway learning rate); 0: never" },
 };
 static const cli_opt k_grpo_other_opts[] = {
     { CLI_UINT64, "seed", GRPO(seed), "N", .def = "0", .help = "prompt order, sampling, LoRA init" },
@@ -268,6 +270,9 @@ typedef struct grpo_run {
     int P, N;          /* prompts (groups) and samples per step, of the whole job */
     int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
     int64_t total, step, resumed_step; /* step: rounds done */
+    int64_t skipped_total;             /* optimizer updates skipped */
+    cli_skips skips;
+    bool runaway;                      /* --max-skipped-steps reached: stop after the step's row */
     FILE *metrics;
     cli_out out;
     /* per step: this rank's NL prompts and completions; the prompt order and
@@ -817,6 +822,10 @@ static int update(grpo_run *r, int64_t step, step_report *rep)
         if (rep->last.skipped)
             cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)step, it + 1,
                      rep->last.tokens > 0 ? "non-finite loss or gradients" : "no loss token");
+        r->skipped_total = rep->last.skipped_total;
+        if ((r->runaway = cli_skip_guard("grpo", &r->skips, rep->last.skip_reason, (long long)step,
+                                         r->a.max_skipped, rep->last.lr)))
+            break;
     }
     rep->loss = loss_sum / r->a.num_iterations;
     rep->train_tps = train_s > 0 ? rep->first.tokens_per_second : 0;
@@ -954,7 +963,7 @@ static int train(grpo_run *r)
                     rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
                     rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
                     rep.train_tps, cli_now() - t_start, ep_note);
-        if (eval_due(r, step) && evaluate(r, step))
+        if (r->runaway || (eval_due(r, step) && evaluate(r, step)))
             return 1;
         const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
@@ -981,7 +990,8 @@ static int train(grpo_run *r)
 static int save_final(grpo_run *r)
 {
     cli_job_section(&r->job, PT_TIME_SAVE);
-    int rc = r->job.rank == 0 ? cli_save_trained("grpo", r->model, r->a.out, r->a.model, (long long)r->step) : 0;
+    int rc = r->job.rank == 0 ? cli_save_trained("grpo", r->model, r->a.out, r->a.model, (long long)r->step,
+                                                     (long long)r->skipped_total) : 0;
     rc = cli_job_agree(&r->job, rc, "saving the model");
     cli_job_section(&r->job, -1);
     return rc;

@@ -34,6 +34,7 @@ typedef struct grpo_args {
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
     grpo_rewards rewards;
     int G, batch_prompts, num_iterations, log_every, threads;
+    int max_skipped;         /* --max-skipped-steps */
     int eval_every, eval_samples; /* --eval-every (0: at the start and the end only), --eval-samples */
     int save_every;          /* steps, 0, or CLI_SAVE_AUTO */
     cli_lora_args lora;

@@ -273,6 +273,20 @@ expect "resume from a NaN moment" 1 "pt_checkpoint_load $work/nan_moment: $work/
     --threads 1 sft --model "$tm" --data "$data" --steps 4 --batch-size 2 --seed 1 --lora-rank 2 --out "$work/nan_resume" \
     --resume "$work/nan_moment"
 
+# ---- a runaway learning rate: N skipped steps in a row stop the run -----------------
+expect "sft --lr 1e10 stops" 1 "posttrain sft: stopped at step 11: 10 optimizer updates in a row were skipped as non-finite (steps 2 to 11" \
+    --threads 1 "${sft[@]}" --steps 30 --lr 1e10 --out "$work/runaway"
+[ "$(grep -c '"skipped": true' "$work/runaway/metrics.jsonl")" -eq 10 ] && [ "$(steps "$work/runaway/metrics.jsonl")" = "$(seq -s ' ' 1 11) " ] &&
+    ok "the runaway run's metrics: steps 1..11, 10 skipped" || bad "runaway metrics: $(steps "$work/runaway/metrics.jsonl")"
+[ ! -e "$work/runaway/model.safetensors" ] && ok "the runaway run saved no model" || bad "the runaway run saved a model"
+expect "sft --lr 1e36 --max-skipped-steps 3" 1 "stopped at step 4: 3 optimizer updates in a row were skipped as non-finite (steps 2 to 4; the last: nonfinite_grad at learning rate 1e+36)" \
+    --threads 1 "${sft[@]}" --steps 30 --lr 1e36 --max-skipped-steps 3 --out "$work/runaway3"
+expect "--max-skipped-steps 0 never stops" 0 "saved the model to $work/runaway0 after 12 steps (11 optimizer updates skipped)" \
+    --threads 1 "${sft[@]}" --steps 12 --lr 1e10 --max-skipped-steps 0 --out "$work/runaway0"
+expect "a sound run's final line" 0 "saved the model to $work/sound after 3 steps (0 optimizer updates skipped)" \
+    --threads 1 "${sft[@]}" --steps 3 --out "$work/sound"
+expect "--max-skipped-steps -1" 2 "--max-skipped-steps" "${sft[@]}" --max-skipped-steps -1 --out "$work/never"
+
 # ---- generate and eval -------------------------------------------------------------
 expect "generate past max_position_embeddings" 1 "plus --max-new-tokens 126 exceeds the model's max_position_embeddings 128" \
     generate --model "$model" --prompt-ids "1 5 9" --max-new-tokens 126
