@@ -69,6 +69,12 @@ for d in empty_header missing_shard bad_shape; do
 done
 expect "missing shard named" 1 "model-00001-of-00002.safetensors" info "$work/missing_shard"
 expect "bad shape named" 1 "the config needs" info "$work/bad_shape"
+mk eos_list
+cp "$ref/model.safetensors" "$work/eos_list/"
+sed -i 's/"eos_token_id": 2/"eos_token_id": [2, 70000]/' "$work/eos_list/config.json"
+expect "info: an eos_token_id list entry past the vocabulary" 1 "'eos_token_id'[1] = 70000 is out of range [0, 60]" \
+    info "$work/eos_list"
+expect "generate: the same" 1 "'eos_token_id'[1] = 70000 is out of range" generate --model "$work/eos_list" --prompt-ids "1 2"
 
 # ---- outputs that hit inputs ------------------------------------------------------
 sft=(sft --model "$model" --data "$data" --steps 2 --batch-size 2 --seed 1)
