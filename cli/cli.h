@@ -21,6 +21,11 @@ int cli_fail(const char *what, int status);
  * but its directory holds a tokenizer.json, say why that file was not loaded
  * (an unsupported type, a malformed file). */
 void cli_explain_tokenizer(const char *cmd, const char *model_dir, const pt_model *model);
+/* A model that has no tokenizer where `cmd` needs one: say why (a GGUF file
+ * without tokenizer metadata, a directory without tokenizer.json, or what is
+ * wrong with its tokenizer.json: a kind this build cannot run), then `need`
+ * (what to do instead).  Returns 1, the exit code. */
+int cli_no_tokenizer(const char *cmd, const char *model_dir, const char *need);
 /* Print "posttrain CMD: <message> (see 'posttrain CMD --help')" to stderr
  * (without CMD when it is NULL); returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

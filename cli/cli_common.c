@@ -356,6 +356,26 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
     return 0;
 }
 
+int cli_no_tokenizer(const char *cmd, const char *model_dir, const char *need)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    struct stat sb;
+    pt_tokenizer *tok = NULL;
+    if (stat(model_dir, &sb) == 0 && S_ISREG(sb.st_mode))
+        fprintf(stderr, "posttrain %s: the GGUF file %s carries no tokenizer (no tokenizer.ggml.* metadata); %s\n",
+                cmd, model_dir, need);
+    else if (lstat(path, &sb) != 0)
+        fprintf(stderr, "posttrain %s: the model directory %s has no tokenizer.json; %s\n", cmd, model_dir, need);
+    else {
+        int st = pt_tokenizer_load(&tok, model_dir);
+        fprintf(stderr, "posttrain %s: the model's tokenizer was not loaded: %s: %s; %s\n", cmd,
+                pt_status_name(st), st ? pt_last_error() : "(it loads now)", need);
+        pt_tokenizer_free(tok);
+    }
+    return 1;
+}
+
 void cli_explain_tokenizer(const char *cmd, const char *model_dir, const pt_model *model)
 {
     if (pt_model_tokenizer(model))

@@ -335,11 +335,8 @@ static int load(grpo_run *r)
     int st;
     if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
         return cli_fail(a->model, st);
-    if (!(r->tok = pt_model_tokenizer(r->model))) {
-        fprintf(stderr, "posttrain grpo: %s has no tokenizer.json (needed to encode prompts and score answers)\n",
-                a->model);
-        return 1;
-    }
+    if (!(r->tok = pt_model_tokenizer(r->model)))
+        return cli_no_tokenizer("grpo", a->model, "it is needed to encode prompts and score answers");
     if (a->chat_template && (st = pt_chat_template_from_name(&r->tpl, a->chat_template)))
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))

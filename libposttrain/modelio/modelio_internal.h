@@ -82,6 +82,12 @@ const char *pt_modelio_tokenizer_config(const pt_model *m);
  * model_vocab, and model_vocab exceeds its id range by no more than
  * embedding padding (the next multiple of 128, or 1%, whichever is more). */
 int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, const char *what);
+/* DIR/tokenizer.json as pt_model_load_dir loads it: *out NULL and PT_OK when
+ * there is none; an entry that is not a regular file (a directory, a FIFO, a
+ * dangling link), a malformed file or one of another model (the check above)
+ * is the error; PT_EUNSUPPORTED is a kind this build cannot run (the load
+ * goes on without it).  Messages name the file (model_load.c). */
+int pt_modelio_dir_tokenizer(pt_tokenizer **out, const char *dir, int32_t model_vocab);
 
 /* ---- config.json (config_json.c) ------------------------------------------------ */
 

@@ -315,6 +315,43 @@ printf '{"version": "1.0", "added_tokens": [], "model": {"type": "WordPiece", "v
 printf '{"text": "Once upon a time"}\n' > "$work/text.jsonl"
 expect "sft with an unsupported tokenizer type" 1 'PT_EUNSUPPORTED: '"$work"'/wordpiece/tokenizer.json: tokenizer.json: model.type: model "WordPiece" is not supported' \
     sft --model "$work/wordpiece" --data "$work/text.jsonl" --out "$work/wordpiece-out"
+# ... and info, generate and grpo say what is wrong with a tokenizer.json, as
+# strictly as the loader: one of an unsupported kind is left out (info says
+# so, exit 0; generate and grpo name the reason, not a missing file); a
+# malformed one, a directory, a dangling link or one of another vocabulary
+# will not load (info exits 1 like the loader)
+expect "info: an unsupported tokenizer.json" 0 "" info "$work/wordpiece"
+grep -qF 'tokenizer:    not supported, the model loads without it: '"$work"'/wordpiece/tokenizer.json: tokenizer.json: model.type: model "WordPiece" is not supported' "$work/stdout" &&
+    ok "info names the unsupported tokenizer" || bad "info on WordPiece: $(cat "$work/stdout")"
+expect "info --json: an unsupported tokenizer.json" 0 "" info --json "$work/wordpiece"
+grep -qF '"tokenizer_status": "PT_EUNSUPPORTED"' "$work/stdout" && ok "info --json: tokenizer_status" ||
+    bad "info --json: $(grep tokenizer "$work/stdout")"
+expect "generate --prompt, unsupported tokenizer" 1 "the model's tokenizer was not loaded: PT_EUNSUPPORTED: $work/wordpiece/tokenizer.json: tokenizer.json: model.type: model \"WordPiece\" is not supported" \
+    generate --model "$work/wordpiece" --prompt "Once"
+grep -q "has no tokenizer.json" "$work/stderr" && bad "generate still says the tokenizer.json is missing" ||
+    ok "generate does not claim a missing tokenizer.json"
+printf '{"prompt": "1+1=", "answer": "2"}\n' > "$work/g1.jsonl"
+expect "grpo, unsupported tokenizer" 1 "the model's tokenizer was not loaded: PT_EUNSUPPORTED: $work/wordpiece/tokenizer.json" \
+    grpo --model "$work/wordpiece" --data "$work/g1.jsonl" --reward exact --out "$work/wordpiece-grpo"
+expect "generate --prompt, no tokenizer.json" 1 "the model directory $model has no tokenizer.json; a text prompt needs it: give --prompt-ids" \
+    generate --model "$model" --prompt "Once"
+mkdir -p "$work/tok_cut" "$work/tok_dir" "$work/tok_link" "$work/tok_vocab"
+for d in tok_cut tok_dir tok_link tok_vocab; do cp "$ref/config.json" "$ref/model.safetensors" "$work/$d/"; done
+head -c 100 "$tm/tokenizer.json" > "$work/tok_cut/tokenizer.json"
+mkdir "$work/tok_dir/tokenizer.json"
+ln -s "$work/nowhere.json" "$work/tok_link/tokenizer.json"
+cp "$fixture/tokenizer.json" "$work/tok_vocab/"   # 512 ids for a model of 61
+for d in "tok_cut|PT_EFORMAT: $work/tok_cut/tokenizer.json: tokenizer.json: not valid JSON" \
+         "tok_dir|PT_EFORMAT: $work/tok_dir/tokenizer.json is a directory, not a file" \
+         "tok_link|PT_ENOTFOUND: $work/tok_link/tokenizer.json is a symbolic link to a missing file" \
+         "tok_vocab|PT_ESHAPE: $work/tok_vocab/tokenizer.json"; do
+    tk=${d%%|*} msg=${d#*|}
+    expect "info: $tk" 1 "$work/$tk is broken and will not load: $msg" info "$work/$tk"
+    expect "info --lenient: $tk" 1 "is broken and will not load" info --lenient "$work/$tk"
+    grep -qF "tokenizer:    WILL NOT LOAD: ${msg%%:*}" "$work/stdout" && ok "info --lenient: $tk says WILL NOT LOAD" ||
+        bad "info --lenient $tk: $(grep tokenizer "$work/stdout")"
+    expect "generate: $tk" 1 "$msg" generate --model "$work/$tk" --prompt-ids "1 2"
+done
 same "the whole suite" "$work/inputs.sum" "$model" "$data"
 
 echo "$pass passed, $fail failed"
