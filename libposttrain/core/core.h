@@ -182,7 +182,9 @@ void pt_free_aligned(void *p);
 char *pt_strdup(const char *s);
 
 /* Read a whole file into a NUL-terminated buffer (the NUL is not counted).
- * Refuses files larger than max_bytes with PT_ERANGE. */
+ * Refuses files larger than max_bytes with PT_ERANGE, and anything but a
+ * regular file with PT_EIO; the open is non-blocking, so a FIFO under the
+ * path is refused at once instead of waiting for a writer. */
 int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
 
 /* Deterministic RNG: splitmix64-seeded xoshiro256** (state is plain data, so it

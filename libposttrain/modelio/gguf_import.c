@@ -20,7 +20,7 @@ bool pt_gguf_is_file(const char *path)
 {
     if (!pt_is_file(path))
         return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return false;
     char magic[4];

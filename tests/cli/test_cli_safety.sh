@@ -352,6 +352,14 @@ for d in "tok_cut|PT_EFORMAT: $work/tok_cut/tokenizer.json: tokenizer.json: not 
         bad "info --lenient $tk: $(grep tokenizer "$work/stdout")"
     expect "generate: $tk" 1 "$msg" generate --model "$work/$tk" --prompt-ids "1 2"
 done
+# A FIFO named config.json (or a data file) never blocks a command
+mkdir -p "$work/fifo_cfg"
+cp "$ref/model.safetensors" "$work/fifo_cfg/"
+mkfifo "$work/fifo_cfg/config.json" "$work/fifo.jsonl"
+expect "info: a FIFO config.json" 1 "$work/fifo_cfg/config.json is not a regular file (it is a FIFO)" info "$work/fifo_cfg"
+expect "generate: a FIFO config.json" 1 "$work/fifo_cfg/config.json is not a regular file (it is a FIFO)" \
+    generate --model "$work/fifo_cfg" --prompt-ids "1 2"
+expect "eval: a FIFO with no writer as --data" 1 "has no rows to score" eval --model "$model" --data "$work/fifo.jsonl"
 same "the whole suite" "$work/inputs.sum" "$model" "$data"
 
 echo "$pass passed, $fail failed"
