@@ -23,6 +23,10 @@
 int pt_err(int status, const char *fmt, ...) PT_PRINTF(2, 3);
 /* Like pt_err, but keep the existing message and prefix it with context. */
 int pt_err_prefix(int status, const char *fmt, ...) PT_PRINTF(2, 3);
+/* A public function's exit: a failed status whose message does not begin
+ * with func's name (it came from a call inside) gets "func: " in front, so
+ * every message names the function the host called.  Returns status. */
+int pt_err_in(const char *func, int status);
 
 /* The index of the first NaN or infinity in x[0..n), or n when there is
  * none (a bit test: exact whatever the floating-point flags; finite.c). */
@@ -89,6 +93,20 @@ int pt_err_arg(const char *func, const char *arg, const char *fmt, ...) PT_PRINT
     do {                                                                      \
         if (!(cond))                                                          \
             return pt_err_arg(__func__, #arg, __VA_ARGS__);                   \
+    } while (0)
+
+/* Counts beyond any possible input (a negative count cast to size_t, an
+ * uninitialised one): a public call given one returns PT_ERANGE naming
+ * itself before it reads the caller's array. */
+#define PT_MAX_TOKENS ((size_t)1 << 28)      /* token ids in one call (1 GiB of int32) */
+#define PT_MAX_TEXT_BYTES ((size_t)1 << 31)  /* a text or JSON document in memory */
+#define PT_MAX_MESSAGES ((size_t)1 << 24)    /* messages of one conversation */
+#define PT_MAX_VALUES ((size_t)1 << 36)      /* values of a host's reduction (the parameter limit) */
+int pt_err_count(const char *func, const char *arg, size_t n, size_t max, const char *what);
+#define PT_CHECK_COUNT(n, max, what)                                          \
+    do {                                                                      \
+        if ((size_t)(n) > (size_t)(max))                                      \
+            return pt_err_count(__func__, #n, (size_t)(n), (max), (what));    \
     } while (0)
 
 /* ---- versioned structs -----------------------------------------------------

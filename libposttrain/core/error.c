@@ -95,6 +95,17 @@ int pt_err(int status, const char *fmt, ...)
     return status;
 }
 
+int pt_err_in(const char *func, int status)
+{
+    if (status == PT_OK)
+        return status;
+    const char *m = pt_last_error();
+    size_t n = strlen(func);
+    if (strncmp(m, func, n) == 0 && (m[n] == ':' || m[n] == ' '))
+        return status;
+    return pt_err_prefix(status, "%s", func);
+}
+
 int pt_err_prefix(int status, const char *fmt, ...)
 {
     va_list ap;

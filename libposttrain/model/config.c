@@ -387,6 +387,7 @@ static int parse_root(pt_model_config *cfg, const cJSON *root)
 int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len)
 {
     PT_CHECK_NULL(cfg);
+    PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "config.json");
     PT_CHECK_ARG(json || !len, json, "is NULL with len %zu", len);
     int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
     if (st)

@@ -1073,6 +1073,9 @@ int pt_rollout_buffer_add_episodes(int *n_added, pt_rollout_buffer *buf,
         *n_added = 0;
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(res);
+    int guard = pt_rollout_check_not_scoring(buf, __func__);
+    if (guard)
+        return guard;
     if (res->k != buf->k)
         return pt_err(PT_EINVAL, "pt_rollout_buffer_add_episodes: the episodes carry %d "
                       "reward%s (n_reward_funcs) but buf has %d reward function%s", res->k,

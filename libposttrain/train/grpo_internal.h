@@ -49,7 +49,13 @@ struct pt_rollout_buffer {
     grpo_sample *s;
     int n, cap;
     float *view_seg;                         /* a global view's copy of the segment rewards */
+    bool scoring;                            /* pt_rollout_buffer_score is calling a reward function */
+    bool free_pending;                       /* the reward function freed the buffer: freed after it returns */
 };
+
+/* PT_ESTATE naming func when buf is being scored (a reward function may
+ * not change the buffer it scores); else PT_OK (grpo_reward.c). */
+int pt_rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func);
 
 /* One row of a micro-batch for sample s, T wide: ids padded with 0,
  * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */

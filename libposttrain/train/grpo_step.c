@@ -872,7 +872,8 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(buf);
     int st = PT_STRUCT_CHECK_OUT(stats, pt_grpo_stats, pt_grpo_stats_init);
-    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
+    if (st || (st = pt_rollout_check_not_scoring(buf, "pt_grpo_step")) ||
+        (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
     double t0 = now_seconds();
     pt_grpo_options o;
@@ -898,7 +899,7 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     st = pt_train_finish_step(&ss, opt, st, local.skip_reason == PT_SKIP_NO_REWARDS, local.tokens, local.loss);
     pt_threads_leave(prev);
     if (st)
-        return st;
+        return pt_err_in("pt_grpo_step", st);
     PT_STEP_STATS_COPY(&local, &ss);
     /* the reported time is the whole step's, the optimizer update included */
     local.train_seconds = now_seconds() - t0;

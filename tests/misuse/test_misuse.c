@@ -5,6 +5,7 @@
  * the message, and that nothing was trained or lost. */
 #include "testfs.h"
 
+#include <limits.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -518,6 +519,156 @@ START_TEST(test_nonfinite_model_and_adapter_refused)
 }
 END_TEST
 
+/* ---- counts beyond any possible input ----------------------------------------- */
+
+/* A count no array can have ((size_t)-1: a -1 cast) is PT_ERANGE naming the
+ * call before anything is read (ASan would report the read otherwise). */
+START_TEST(test_impossible_counts)
+{
+    pt_dataset *d;
+    ck_assert_ok(pt_dataset_create(&d, NULL));
+    int32_t ids[4] = { 1, 2, 3, 4 };
+    ck_assert_status(pt_dataset_add(d, ids, NULL, (size_t)-1), PT_ERANGE,
+                     "pt_dataset_add: n = 18446744073709551615 is beyond any possible example");
+    ck_assert_status(pt_dataset_add(d, ids, NULL, ((size_t)1 << 28) + 1), PT_ERANGE, "pt_dataset_add: n = ");
+    pt_dataset_stats ds;
+    ck_assert_ok(pt_dataset_stats_init(&ds));
+    ck_assert_ok(pt_dataset_get_stats(&ds, d));
+    ck_assert_int_eq(ds.rows, 0);
+    ck_assert_ok(pt_dataset_add(d, ids, NULL, 4)); /* the same array with its count */
+    ck_assert_ok(pt_dataset_get_stats(&ds, d));
+    ck_assert_int_eq(ds.rows, 1);
+    pt_dataset_free(d);
+
+    const char *json = "{}";
+    pt_model_config c;
+    ck_assert_ok(pt_model_config_init(&c));
+    ck_assert_status(pt_model_config_from_json(&c, json, (size_t)-1), PT_ERANGE,
+                     "pt_model_config_from_json: len = 18446744073709551615 is beyond any possible config.json");
+    pt_tokenizer *tok = NULL;
+    ck_assert_status(pt_tokenizer_load_memory(&tok, json, (size_t)-1), PT_ERANGE, "pt_tokenizer_load_memory: len");
+    ck_assert_status(pt_tokenizer_load_memory_config(&tok, json, 2, json, (size_t)-1), PT_ERANGE,
+                     "pt_tokenizer_load_memory_config: config_len");
+    pt_chat_template *t = NULL;
+    ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
+    pt_chat_message msg = { .role = PT_CHAT_ROLE_USER, .content = "hi" };
+    char *text = NULL;
+    ck_assert_status(pt_chat_render(&text, NULL, t, &msg, (size_t)-1, NULL), PT_ERANGE,
+                     "pt_chat_render: n_messages = 18446744073709551615 is beyond any possible conversation");
+    pt_chat_tool_call *calls = NULL;
+    size_t n_calls = 0;
+    ck_assert_status(pt_chat_parse_tool_calls(&calls, &n_calls, NULL, t, "x", (size_t)-1), PT_ERANGE,
+                     "pt_chat_parse_tool_calls: len");
+    pt_chat_template_free(t);
+
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    pt_rollout_sample s;
+    ck_assert_ok(pt_rollout_sample_init(&s));
+    ck_assert_status(pt_rollout_buffer_add_group(buf, &s, INT_MAX), PT_ERANGE,
+                     "pt_rollout_buffer_add_group: n = 2147483647 is beyond any possible group");
+    pt_rollout_buffer_free(buf);
+}
+END_TEST
+
+/* ---- a reward function that changes the buffer it scores ---------------------- */
+
+typedef struct meddler {
+    pt_rollout_buffer *buf;
+    int what;        /* 0: add, 1: clear, 2: set_reward, 3: score again, 4: free */
+    int status;      /* what the refused call returned */
+    char msg[512];
+} meddler;
+
+static int meddle(float *rewards, const pt_reward_batch *b, void *payload)
+{
+    meddler *md = payload;
+    static const int32_t more[6] = { 1, 2, 3, 4, 5, 6 };
+    pt_rollout_sample s;
+    pt_rollout_sample_init(&s);
+    s.ids = more;
+    s.n_ids = 6;
+    s.prompt_len = 3;
+    switch (md->what) {
+    case 0: md->status = pt_rollout_buffer_add(md->buf, &s); break;
+    case 1: md->status = pt_rollout_buffer_clear(md->buf); break;
+    case 2: md->status = pt_rollout_buffer_set_reward(md->buf, 0, 0, 5.0f); break;
+    case 3: md->status = pt_rollout_buffer_score(md->buf, 0, meddle, md); break;
+    default: pt_rollout_buffer_free(md->buf); md->status = PT_OK; break;
+    }
+    snprintf(md->msg, sizeof md->msg, "%s", pt_last_error());
+    for (int i = 0; i < b->n; i++)
+        rewards[i] = (float)(i + 1);
+    return 0;
+}
+
+START_TEST(test_reward_fn_changing_its_buffer)
+{
+    static const char *const calls[4] = { "pt_rollout_buffer_add", "pt_rollout_buffer_clear",
+                                          "pt_rollout_buffer_set_reward", "pt_rollout_buffer_score" };
+    for (int what = 0; what < 4; what++) {
+        pt_rollout_buffer *buf = buffer_of(NULL);
+        meddler md = { .buf = buf, .what = what };
+        ck_assert_ok(pt_rollout_buffer_score(buf, 0, meddle, &md));
+        ck_assert_int_eq(md.status, PT_ESTATE);
+        char want[256];
+        snprintf(want, sizeof want, "%s: the buffer is being scored", calls[what]);
+        ck_assert_msg(strstr(md.msg, want) == md.msg, "%s: '%s'", calls[what], md.msg);
+        /* the scoring went on over the samples it was given */
+        int n = 0;
+        ck_assert_ok(pt_rollout_buffer_count(&n, buf));
+        ck_assert_int_eq(n, 3);
+        for (int i = 0; i < 3; i++) {
+            float r = 0;
+            ck_assert_ok(pt_rollout_buffer_get_reward(&r, buf, i, 0));
+            ck_assert_float_eq(r, (float)(i + 1));
+        }
+        /* and the buffer takes changes again afterwards */
+        ck_assert_ok(pt_rollout_buffer_set_reward(buf, 0, 0, 9.0f));
+        ck_assert_ok(pt_rollout_buffer_clear(buf));
+        pt_rollout_buffer_free(buf);
+    }
+    /* a reward function that frees the buffer: freed once it returns */
+    pt_rollout_buffer *buf = buffer_of(NULL);
+    meddler md = { .buf = buf, .what = 4 };
+    ck_assert_status(pt_rollout_buffer_score(buf, 0, meddle, &md), PT_ESTATE,
+                     "pt_rollout_buffer_score: reward function 0 freed the buffer it was scoring");
+}
+END_TEST
+
+/* ---- messages name the function the host called ------------------------------- */
+
+START_TEST(test_messages_name_the_public_call)
+{
+    pt_model *m = pt_test_tiny_llama(V, 21);
+    pt_context *ctx = NULL;
+    ck_assert_status(pt_context_create(&ctx, m, 0, T), PT_EINVAL, "pt_context_create: max_batch 0 must be positive");
+    ck_assert(strncmp(pt_last_error(), "pt_context_create:", 18) == 0);
+    ck_assert_status(pt_context_create(&ctx, m, 1, -3), PT_EINVAL, "pt_context_create: max_seq -3 must be positive");
+    ck_assert_ok(pt_context_create(&ctx, m, 1, T));
+    int32_t bad[T];
+    for (int i = 0; i < T; i++)
+        bad[i] = i == 5 ? V + 7 : 1;
+    pt_batch b = pt_test_row_batch(bad, NULL, T);
+    float lp[T];
+    ck_assert_status(pt_model_forward(ctx, &b, lp, NULL), PT_ERANGE,
+                     "input id 36 at row 0 position 5 is outside the vocabulary [0, 29)");
+    ck_assert(strncmp(pt_last_error(), "pt_model_forward: batch: input id 36", 36) == 0);
+    pt_optimizer *opt = sgd(m);
+    int32_t tg[T];
+    for (int i = 0; i < T; i++)
+        tg[i] = 1;
+    b = pt_test_row_batch(bad, tg, T);
+    pt_sft_stats s;
+    ck_assert_ok(pt_sft_stats_init(&s));
+    ck_assert_status(pt_sft_step(&s, opt, ctx, &b, NULL, 1), PT_ERANGE, "input id 36 at row 0 position 5");
+    ck_assert_msg(strncmp(pt_last_error(), "pt_sft_step: ", 13) == 0, "%s", pt_last_error());
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
 static Suite *misuse_suite(void)
 {
     Suite *s = suite_create("misuse");
@@ -536,6 +687,9 @@ static Suite *misuse_suite(void)
     tcase_add_test(tc, test_grpo_some_declined_counted);
     tcase_add_test(tc, test_context_longer_than_positions);
     tcase_add_test(tc, test_nonfinite_model_and_adapter_refused);
+    tcase_add_test(tc, test_impossible_counts);
+    tcase_add_test(tc, test_reward_fn_changing_its_buffer);
+    tcase_add_test(tc, test_messages_name_the_public_call);
     suite_add_tcase(s, tc);
     return s;
 }
