@@ -56,6 +56,11 @@ static const cli_opt k_grpo_env_opts[] = {
       .help = "ids per episode, prompt included (default: the longest\nprompt + 2 x --max-turns x --max-new-tokens)" },
     { CLI_CUSTOM, "stop-string", GRPO(stop_strings), "S", .parse = parse_stop_string,
       .help = "a turn also ends once its text contains S (repeatable)" },
+    { CLI_DOUBLE, "env-timeout", GRPO(env_timeout), "S", .lo = 0.001, .hi = 1e6,
+      .help = "seconds CMD has to take each request and give its reply line\n(default 60): past it the episode "
+              "fails and CMD's process\ngroup is ended" },
+    { CLI_INT64, "env-max-line", GRPO(env_max_line), "BYTES", .lo = 16, .hi = 1 << 30,
+      .help = "the longest reply line (default 4194304): a longer one fails\nthe episode" },
 };
 static const cli_opt k_grpo_eval_opts[] = {
     { CLI_PATH, "eval", GRPO(eval), "FILE.jsonl",
@@ -161,6 +166,8 @@ static int parse_args(grpo_args *a, int argc, char **argv)
     a->grpo.epsilon_high = NAN; /* unset: --epsilon */
     a->eval_every = a->eval_samples = -1; /* unset */
     a->env_rewards = a->max_turns = a->max_total_tokens = -1;
+    a->env_timeout = -1;
+    a->env_max_line = -1;
     const cli_group groups[] = {
         { "options", k_grpo_io_opts, CLI_COUNT_OF(k_grpo_io_opts), a },
         { "generation", k_grpo_generation_opts, CLI_COUNT_OF(k_grpo_generation_opts), a },
@@ -188,10 +195,12 @@ static int parse_args(grpo_args *a, int argc, char **argv)
                                        "built-in ones)");
     if (!a->env && !a->rewards.n)
         return cli_usage_error("grpo", "--reward is required (or --env CMD)");
-    if (!a->env && (a->env_rewards != -1 || a->max_turns != -1 || a->max_total_tokens != -1 || a->n_stop_strings))
+    if (!a->env && (a->env_rewards != -1 || a->max_turns != -1 || a->max_total_tokens != -1 || a->n_stop_strings ||
+                    a->env_timeout != -1 || a->env_max_line != -1))
         return cli_usage_error("grpo", "%s needs --env CMD",
                                a->env_rewards != -1 ? "--env-rewards" : a->max_turns != -1 ? "--max-turns"
-                               : a->max_total_tokens != -1 ? "--max-total-tokens" : "--stop-string");
+                               : a->max_total_tokens != -1 ? "--max-total-tokens" : a->n_stop_strings ? "--stop-string"
+                               : a->env_timeout != -1 ? "--env-timeout" : "--env-max-line");
     if (a->env && a->eval)
         return cli_usage_error("grpo", "--eval does not apply to --env (it scores single completions with --reward)");
     if (a->env && !*a->env)
@@ -207,6 +216,10 @@ static int parse_args(grpo_args *a, int argc, char **argv)
         }
         if (a->max_turns == -1)
             a->max_turns = 4;
+        if (a->env_timeout == -1)
+            a->env_timeout = 60;
+        if (a->env_max_line == -1)
+            a->env_max_line = (int64_t)4 << 20;
     }
     if (!a->eval && (a->eval_every != -1 || a->eval_samples != -1))
         return cli_usage_error("grpo", "%s needs --eval FILE.jsonl (the held-out prompts)",
@@ -621,7 +634,7 @@ static int setup(grpo_run *r)
         cli_note(" from --env '%s' (episodes of at most %d turns, %d tokens)", a->env, a->max_turns, r->max_total);
     cli_note("\n");
     /* every rank its own environment process */
-    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n))
+    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
         return 1;
     order_start(r);
     r->resumed_step = -1;

@@ -23,6 +23,8 @@ typedef struct grpo_rewards {
 typedef struct grpo_args {
     const char *env;         /* --env CMD, or NULL */
     int env_rewards, max_turns, max_total_tokens;
+    double env_timeout;      /* --env-timeout seconds (-1: unset) */
+    int64_t env_max_line;    /* --env-max-line bytes (-1: unset) */
     const char *stop_strings[GRPO_MAX_STOP_STRINGS];
     int n_stop_strings;
     const char *model, *data, *out, *metrics, *chat_template;
@@ -76,11 +78,15 @@ int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payl
 /* The environment process of --env. */
 typedef struct grpo_env grpo_env;
 
-/* Start CMD (/bin/sh -c CMD, stdin and stdout piped, stderr inherited);
- * SIGPIPE is ignored from then on.  0, or 1 after the message. */
-int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards);
-/* Close its stdin and wait for it (killed after 5 s); frees e (may be NULL).
- * 0, or 1 when it had to be killed. */
+/* Start CMD (/bin/sh -c CMD, stdin and stdout piped, stderr inherited) in
+ * a process group of its own; SIGPIPE is ignored from then on.  Every
+ * request must be taken and every reply line given within `timeout`
+ * seconds, and a reply line may hold at most `max_line` bytes.  0, or 1
+ * after the message. */
+int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards, double timeout, size_t max_line);
+/* Close its stdin and wait for it (killed after 5 s), then end what is left
+ * of its process group; frees e (may be NULL).  0, or 1 when it had to be
+ * killed. */
 int grpo_env_stop(grpo_env *e);
 /* NULL while the process is alive and answering; else why not (naming CMD
  * and its exit status). */
