@@ -73,6 +73,27 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
 /* A pt_reward_fn for every built-in reward; payload is a reward_ctx. */
 int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload);
 
+/* What one step reports: rewards and lengths come from the rollouts (the
+ * same for every iteration); loss, clipping, kl and grad norm from the last.
+ * All of them are of the whole job (pt_grpo_step gathers them) but the
+ * generation speed, this rank's. */
+typedef struct step_report {
+    pt_grpo_stats first, last;
+    double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
+    /* --env: the job's episodes of the round by how they ended, their turns,
+     * appended tokens, environment calls and seconds (summed over ranks) */
+    double ep[8];
+} step_report;
+enum { EP_EPISODES, EP_ERRORS, EP_DONE, EP_TRUNCATED, EP_TURNS, EP_APPENDED, EP_CALLS, EP_ENV_SECONDS };
+
+/* The metrics row of a step (cmd_grpo_report.c); f's errors are the
+ * caller's to check (cli_metrics_row). */
+void grpo_write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_report *rep, bool dist);
+
+/* Parse and check posttrain grpo's arguments into a (cmd_grpo_args.c): 0,
+ * or the exit code of the usage error it printed (for cli_exit_code). */
+int grpo_parse_args(grpo_args *a, int argc, char **argv);
+
 /* ---- --env (cmd_grpo_env.c) ------------------------------------------------ */
 
 /* The environment process of --env. */
