@@ -268,6 +268,22 @@ python3 "$poke" "$work/nan_adapter/adapter_model.safetensors" base_model.model.m
 expect "export --merge of a NaN adapter" 1 "PT_ENONFINITE: pt_lora_load_peft: $work/nan_adapter/adapter_model.safetensors: tensor 'base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight': holds NaN at element 3" \
     export --model "$tm" --adapter "$work/nan_adapter" --merge --out "$work/nan_merged.gguf"
 [ ! -e "$work/nan_merged.gguf" ] && ok "no merged GGUF was written" || bad "a GGUF was written from a NaN adapter"
+# ... and export never writes one: a merge that overflows, a value beyond F16
+cp -r "$work/lrun/adapter" "$work/big_adapter"
+for t in lora_A lora_B; do
+    python3 "$poke" "$work/big_adapter/adapter_model.safetensors" base_model.model.model.layers.0.self_attn.q_proj.$t.weight 0 3e38
+done
+expect "export --merge that overflows to +inf" 1 "PT_ENONFINITE: pt_model_export_gguf: $work/big_merged.gguf: tensor 'model.layers.0.self_attn.q_proj.weight' would hold +inf at element 0 with the LoRA update merged" \
+    export --model "$tm" --adapter "$work/big_adapter" --merge --out "$work/big_merged.gguf"
+[ ! -e "$work/big_merged.gguf" ] && ok "no GGUF was written from the overflowing merge" || bad "an overflowing merge was written"
+expect "export --type f16 of an adapter beyond F16" 1 "pt_lora_export_gguf: $work/big_adapter.gguf: tensor 'blk.0.attn_q.weight.lora_a' would hold +inf in F16 (3e+38 is beyond its range)" \
+    export --model "$tm" --adapter "$work/big_adapter" --type f16 --out "$work/big_adapter.gguf"
+cp -r "$tm" "$work/wide"
+python3 "$poke" "$work/wide/model.safetensors" model.layers.0.mlp.up_proj.weight 9 70000
+expect "export --type f16 of a weight of 70000" 1 "tensor 'model.layers.0.mlp.up_proj.weight' would hold +inf in F16 (70000 is beyond its range) at element 9" \
+    export --model "$work/wide" --type f16 --out "$work/wide16.gguf"
+[ ! -e "$work/wide16.gguf" ] && ok "no F16 GGUF was written" || bad "an F16 GGUF with +inf was written"
+expect "the same model as F32" 0 "wrote $work/wide32.gguf" export --model "$work/wide" --out "$work/wide32.gguf"
 cp -r "$ck" "$work/nan_ckpt"
 python3 "$poke" "$work/nan_ckpt/model.safetensors" model.layers.0.self_attn.q_proj.lora_B.weight 0 -inf
 expect "export of a checkpoint with -inf" 1 "pt_checkpoint_load_weights $work/nan_ckpt: $work/nan_ckpt/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.lora_B.weight': holds -inf at element 0" \
