@@ -153,6 +153,8 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
         return st;
     if (!s->ids)
         return pt_err(PT_EINVAL, "%s: ids is NULL", what);
+    if (s->n_ids > 0 && (size_t)s->n_ids > PT_MAX_TOKENS)
+        return pt_err_count(what, "n_ids", (size_t)s->n_ids, PT_MAX_TOKENS, "sample");
     if (s->prompt_len < 1 || s->n_ids <= s->prompt_len)
         return pt_err(PT_EINVAL, "%s: lengths mismatch: prompt_len %d and n_ids %d (need 1 <= prompt_len < n_ids)",
                       what, s->prompt_len, s->n_ids);

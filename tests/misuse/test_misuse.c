@@ -567,6 +567,15 @@ START_TEST(test_impossible_counts)
     ck_assert_ok(pt_rollout_sample_init(&s));
     ck_assert_status(pt_rollout_buffer_add_group(buf, &s, INT_MAX), PT_ERANGE,
                      "pt_rollout_buffer_add_group: n = 2147483647 is beyond any possible group");
+    int32_t six[6] = { 1, 2, 3, 4, 5, 6 };
+    s.ids = six;
+    s.prompt_len = 3;
+    s.n_ids = INT_MAX;
+    ck_assert_status(pt_rollout_buffer_add(buf, &s), PT_ERANGE,
+                     "pt_rollout_buffer_add: sample 0: n_ids = 2147483647 is beyond any possible sample");
+    int n = -1;
+    ck_assert_ok(pt_rollout_buffer_count(&n, buf));
+    ck_assert_int_eq(n, 0);
     pt_rollout_buffer_free(buf);
 }
 END_TEST
