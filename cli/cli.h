@@ -21,6 +21,11 @@ int cli_fail(const char *what, int status);
  * but its directory holds a tokenizer.json, say why that file was not loaded
  * (an unsupported type, a malformed file). */
 void cli_explain_tokenizer(const char *cmd, const char *model_dir, const pt_model *model);
+/* A model that has no tokenizer where `cmd` needs one: say why (a GGUF file
+ * without tokenizer metadata, a directory without tokenizer.json, or what is
+ * wrong with its tokenizer.json: a kind this build cannot run), then `need`
+ * (what to do instead).  Returns 1, the exit code. */
+int cli_no_tokenizer(const char *cmd, const char *model_dir, const char *need);
 /* Print "posttrain CMD: <message> (see 'posttrain CMD --help')" to stderr
  * (without CMD when it is NULL); returns 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -69,13 +74,32 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
 /* Create the output directory DIR (it may exist); 0, or 1 after the message. */
 int cli_make_out_dir(const char *cmd, const char *dir);
 /* Open the metrics file: `path`, or OUT/metrics.jsonl when it is NULL, with
- * fopen's mode; NULL after the message. */
+ * fopen's mode; NULL after the message (cli_out.c). */
 FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode);
+/* After each row written to the metrics file *f (NULL: nothing to do):
+ * flush it; when the write failed (a full disk), cut the file back to its
+ * last whole row, say so naming the file, close it and set *f to NULL (no
+ * later row is written; the run goes on). */
+void cli_metrics_row(const char *cmd, FILE **f);
+/* At the end of a run, after the model is saved: 1 after a message naming
+ * the metrics file when a row could not be written, else 0. */
+int cli_metrics_failed(const char *cmd, const char *out);
 /* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps);
+                     long long steps, long long skipped);
+/* Consecutive optimizer updates skipped as non-finite (a loss, gradient or
+ * update that is NaN or infinite: the weights or the learning rate ran
+ * away).  cli_skip_guard counts an update (its pt_skip_reason; updates
+ * skipped for no tokens or no rewards neither count nor reset) and, when
+ * `max` (--max-skipped-steps; 0: never) of them follow one another, says
+ * why the run stops and returns 1; else 0. */
+typedef struct cli_skips {
+    int run;          /* consecutive non-finite updates so far */
+    long long first;  /* the step of the first of them */
+} cli_skips;
+int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr);
 /* The end of a training command: the metrics file as OUT/metrics.svg (or
  * wherever svg says), then "posttrain CMD: plot: SVG" on stderr; a failure is
  * only a warning line (the run has succeeded).  Returns the status (cmd_plot.c). */
@@ -117,6 +141,11 @@ int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key);
 #define CLI_ALLOW_OUT_INSIDE_IN 2u /* the output may lie inside the input directory */
 int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
                        const char *in, unsigned allow);
+/* cli_check_disjoint with no allowance, and when `in` is a directory, for
+ * each file in it too (resolved through symlinks and compared by inode, so
+ * an output that is a model file a directory links to is refused). */
+int cli_check_disjoint_tree(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
+                            const char *in);
 
 /* A training command's hold on its --out directory. */
 typedef struct cli_out {
@@ -128,8 +157,8 @@ typedef struct cli_out {
 #define CLI_OUT_OVERWRITE 2u  /* --overwrite: replace an earlier run */
 #define CLI_OUT_AUTO 4u       /* --resume auto: continue from the latest checkpoint */
 #define CLI_OUT_CAN_RESUME 8u /* the command has --resume (for the message) */
-/* Create OUT, lock OUT/.posttrain.lock for the run (a second run on it
- * fails), remove half-written checkpoint and file names a killed run left,
+/* Create OUT, lock OUT/.posttrain.lock and the `metrics` file for the run
+ * (a second run on either fails), remove half-written checkpoint and file names a killed run left,
  * and refuse an OUT (or a non-empty `metrics` file) an earlier run used
  * unless `flags` continue or replace it (--overwrite removes OUT/checkpoints
  * and OUT/adapter).  0, else the exit code after the message. */

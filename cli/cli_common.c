@@ -327,19 +327,28 @@ int cli_make_out_dir(const char *cmd, const char *dir)
     return 0;
 }
 
-FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode)
+int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr)
 {
-    char def[4096];
-    snprintf(def, sizeof def, "%s/metrics.jsonl", out);
-    const char *file = path ? path : def;
-    FILE *f = fopen(file, mode);
-    if (!f)
-        fprintf(stderr, "posttrain %s: cannot write %s: %s\n", cmd, file, strerror(errno));
-    return f;
+    if (reason == PT_SKIP_NONE) {
+        k->run = 0;
+        return 0;
+    }
+    if (reason != PT_SKIP_NONFINITE_LOSS && reason != PT_SKIP_NONFINITE_GRAD && reason != PT_SKIP_NONFINITE_UPDATE)
+        return 0;
+    if (k->run++ == 0)
+        k->first = step;
+    if (max <= 0 || k->run < max)
+        return 0;
+    fprintf(stderr, "posttrain %s: stopped at step %lld: %d optimizer updates in a row were skipped as non-finite "
+                    "(steps %lld to %lld; the last: %s at learning rate %g): the weights or the learning rate have "
+                    "run away and no later step would be applied; the model is not saved.  Lower --lr, or give "
+                    "--max-skipped-steps 0 to never stop\n", cmd, step, k->run, k->first, step,
+            pt_skip_reason_name(reason), lr);
+    return 1;
 }
 
 int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps)
+                     long long steps, long long skipped)
 {
     int st;
     if (pt_model_has_lora(model)) {
@@ -355,8 +364,29 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
     pt_model_save_options_init(&so);
     if ((st = pt_model_save_dir(model, out, &so)))
         return cli_fail("saving the model", st);
-    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps\n", cmd, out, steps);
+    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps (%lld optimizer updates skipped)\n", cmd,
+            out, steps, skipped);
     return 0;
+}
+
+int cli_no_tokenizer(const char *cmd, const char *model_dir, const char *need)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    struct stat sb;
+    pt_tokenizer *tok = NULL;
+    if (stat(model_dir, &sb) == 0 && S_ISREG(sb.st_mode))
+        fprintf(stderr, "posttrain %s: the GGUF file %s carries no tokenizer (no tokenizer.ggml.* metadata); %s\n",
+                cmd, model_dir, need);
+    else if (lstat(path, &sb) != 0)
+        fprintf(stderr, "posttrain %s: the model directory %s has no tokenizer.json; %s\n", cmd, model_dir, need);
+    else {
+        int st = pt_tokenizer_load(&tok, model_dir);
+        fprintf(stderr, "posttrain %s: the model's tokenizer was not loaded: %s: %s; %s\n", cmd,
+                pt_status_name(st), st ? pt_last_error() : "(it loads now)", need);
+        pt_tokenizer_free(tok);
+    }
+    return 1;
 }
 
 void cli_explain_tokenizer(const char *cmd, const char *model_dir, const pt_model *model)

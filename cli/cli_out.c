@@ -18,6 +18,16 @@
 
 #define LOCK_NAME ".posttrain.lock"
 
+/* The run's metrics file (one a process): its lock, and the write that
+ * failed.  good is the offset after its last whole row. */
+static struct {
+    int lock_fd;
+    char path[PATH_MAX];
+    long long good, rows;
+    int err;
+    bool created; /* the lock created the file (removed at the end if still empty) */
+} g_metrics = { .lock_fd = -1 };
+
 /* ---- paths -------------------------------------------------------------------- */
 
 /* The absolute, symlink-free form of p, which need not exist: the real path
@@ -104,6 +114,30 @@ int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, co
         return cli_usage_error(cmd, "%s %s is inside %s %s; writing there could destroy that input", out_opt,
                                out, in_opt, in);
     return 0;
+}
+
+int cli_check_disjoint_tree(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
+                            const char *in)
+{
+    int rc = cli_check_disjoint(cmd, out_opt, out, in_opt, in, 0);
+    if (rc || !out || !in)
+        return rc;
+    DIR *d = opendir(in);
+    if (!d)
+        return 0; /* a file, or missing: the check above was the whole of it */
+    struct dirent *e;
+    char p[PATH_MAX];
+    while (!rc && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(p, sizeof p, "%s/%s", in, e->d_name) < (int)sizeof p) {
+            struct stat st;
+            /* a file the directory links to from elsewhere (a Hugging Face
+             * cache's blobs): the output may not be it, nor hold it */
+            if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+                rc = cli_check_disjoint(cmd, out_opt, out, in_opt, p, 0);
+        }
+    closedir(d);
+    return rc;
 }
 
 /* ---- the output directory ----------------------------------------------------- */
@@ -210,25 +244,74 @@ static long long latest_checkpoint(const char *out, char *name, size_t n)
     return best;
 }
 
-/* What in OUT shows an earlier run ("" when nothing does). */
+/* What in OUT shows an earlier run ("" when nothing does; an empty metrics
+ * file is what the lock of a run that wrote no row leaves). */
 static void used_by(const char *out, const char *metrics, char *what, size_t n)
 {
     what[0] = '\0';
+    struct stat st, sm;
+    const bool has_m = metrics && stat(metrics, &sm) == 0;
     DIR *d = opendir(out);
     struct dirent *e;
     while (d && (e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, LOCK_NAME)) {
             snprintf(what, n, "%s/%s", out, e->d_name);
+            if (has_m && stat(what, &st) == 0 && st.st_dev == sm.st_dev && st.st_ino == sm.st_ino &&
+                sm.st_size == 0) {
+                what[0] = '\0';
+                continue;
+            }
             break;
         }
     if (d)
         closedir(d);
-    struct stat st;
-    if (!what[0] && metrics && stat(metrics, &st) == 0 && st.st_size > 0)
+    if (!what[0] && has_m && S_ISREG(sm.st_mode) && sm.st_size > 0)
         snprintf(what, n, "%s", metrics);
 }
 
+/* Lock the metrics file `path` (its own inode: --metrics may lie outside
+ * --out, or inside another run's) for the run, as --out is locked.  fd
+ * receives the locked descriptor.  0, or 1 after the message. */
+static int lock_metrics(int *fd, const char *cmd, const char *path)
+{
+    *fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (*fd < 0 && errno == ENOENT) {
+        *fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644);
+        g_metrics.created = *fd >= 0;
+    }
+    if (*fd < 0) {
+        fprintf(stderr, "posttrain %s: cannot open the metrics file %s: %s\n", cmd, path, strerror(errno));
+        return 1;
+    }
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    if (errno == EWOULDBLOCK)
+        fprintf(stderr, "posttrain %s: the metrics file %s is in use by another posttrain run (it is locked); "
+                        "wait for it or choose another --metrics\n", cmd, path);
+    else
+        fprintf(stderr, "posttrain %s: cannot lock the metrics file %s: %s\n", cmd, path, strerror(errno));
+    close(*fd);
+    *fd = -1;
+    return 1;
+}
+
+static int begin_out(cli_out *o, const char *cmd, const char *out, const char *metrics, unsigned flags);
+
 int cli_out_begin(cli_out *o, const char *cmd, const char *out, const char *metrics, unsigned flags)
+{
+    int rc = begin_out(o, cmd, out, metrics, flags);
+    if (rc || !metrics)
+        return rc;
+    if (g_metrics.lock_fd >= 0)
+        close(g_metrics.lock_fd);
+    g_metrics.lock_fd = -1;
+    g_metrics.err = 0;
+    g_metrics.created = false;
+    snprintf(g_metrics.path, sizeof g_metrics.path, "%s", metrics);
+    return lock_metrics(&g_metrics.lock_fd, cmd, metrics);
+}
+
+static int begin_out(cli_out *o, const char *cmd, const char *out, const char *metrics, unsigned flags)
 {
     o->lock_fd = -1;
     o->resume[0] = '\0';
@@ -292,6 +375,15 @@ void cli_out_end(cli_out *o)
     if (o->lock_fd >= 0)
         close(o->lock_fd);
     o->lock_fd = -1;
+    if (g_metrics.lock_fd < 0)
+        return;
+    /* a run that ended before its first row leaves no metrics file */
+    struct stat sl, sp;
+    if (g_metrics.created && fstat(g_metrics.lock_fd, &sl) == 0 && sl.st_size == 0 &&
+        stat(g_metrics.path, &sp) == 0 && sp.st_dev == sl.st_dev && sp.st_ino == sl.st_ino)
+        unlink(g_metrics.path);
+    close(g_metrics.lock_fd);
+    g_metrics.lock_fd = -1;
 }
 
 int cli_out_check_later(const char *cmd, const char *out, long long step)
@@ -426,8 +518,66 @@ int cli_metrics_trim(const char *cmd, const char *path, long long step, double *
         unlink(tmp);
         return 1;
     }
+    /* the lock was on the file the rename replaced: hold the new one */
+    if (g_metrics.lock_fd >= 0 && !strcmp(path, g_metrics.path)) {
+        int fd;
+        if (lock_metrics(&fd, cmd, path))
+            return 1;
+        close(g_metrics.lock_fd);
+        g_metrics.lock_fd = fd;
+    }
     if (dropped)
         fprintf(stderr, "posttrain %s: %s: kept %lld rows up to step %lld, dropped %lld after it\n", cmd, path,
                 kept, step, dropped);
     return 0;
+}
+
+FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode)
+{
+    char def[PATH_MAX];
+    snprintf(def, sizeof def, "%s/metrics.jsonl", out);
+    const char *file = path ? path : def;
+    FILE *f = fopen(file, mode);
+    if (!f) {
+        fprintf(stderr, "posttrain %s: cannot write %s: %s\n", cmd, file, strerror(errno));
+        return NULL;
+    }
+    if (strcmp(file, g_metrics.path)) {
+        snprintf(g_metrics.path, sizeof g_metrics.path, "%s", file);
+        g_metrics.err = 0;
+    }
+    g_metrics.good = fseeko(f, 0, SEEK_END) == 0 ? (long long)ftello(f) : -1;
+    return f;
+}
+
+void cli_metrics_row(const char *cmd, FILE **f)
+{
+    if (!*f)
+        return;
+    errno = 0;
+    if (fflush(*f) == 0 && !ferror(*f)) {
+        g_metrics.good = (long long)ftello(*f);
+        g_metrics.rows++;
+        return;
+    }
+    g_metrics.err = errno ? errno : EIO;
+    /* no row cut short: back to the end of the last whole one */
+    if (g_metrics.good >= 0 && ftruncate(fileno(*f), (off_t)g_metrics.good) != 0)
+        g_metrics.good = -1;
+    fclose(*f);
+    *f = NULL;
+    fprintf(stderr, "posttrain %s: error: cannot write the metrics file %s: %s; %s; no more rows are written, "
+                    "the run goes on to save the model and then fails\n", cmd, g_metrics.path,
+            strerror(g_metrics.err),
+            g_metrics.good >= 0 ? "it ends with the last whole row" : "its last row may be cut short");
+}
+
+int cli_metrics_failed(const char *cmd, const char *out)
+{
+    if (!g_metrics.err)
+        return 0;
+    fprintf(stderr, "posttrain %s: failed: the metrics file %s could not be written (%s), so it lacks the rows "
+                    "after the failure; the model was saved to %s\n", cmd, g_metrics.path,
+            strerror(g_metrics.err), out);
+    return 1;
 }

@@ -49,6 +49,35 @@ static int copy_model(pt_model **out, pt_model *src)
     return st;
 }
 
+/* The step's N completions scored (1 for the right answer) into buf. */
+static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, long (*pairs)[2], int N, int M)
+{
+    const int G = r->o.group;
+    for (int i = 0; i < N; i++) {
+        char prompt[64], right[32];
+        demo_problem(prompt, right, r->o.digits, pairs[i / G][0], pairs[i / G][1], false);
+        const int32_t *t = m->tokens + (size_t)i * M;
+        float reward = demo_is_answer(r, t, m->ntok[i], right) ? 1.0f : 0.0f;
+        memcpy(m->ids, m->prompts + (size_t)i * r->plen, (size_t)r->plen * sizeof *m->ids);
+        memcpy(m->ids + r->plen, t, (size_t)m->ntok[i] * sizeof *m->ids);
+        pt_rollout_sample s;
+        pt_rollout_sample_init(&s);
+        s.ids = m->ids;
+        s.n_ids = r->plen + m->ntok[i];
+        s.prompt_len = r->plen;
+        /* pt_generate's are the sampler's; pi_old, the trainer's, is
+         * recorded by the step (docs/grpo.md) */
+        s.sampling_logprobs = m->lps + (size_t)i * M;
+        s.group = i / G;
+        s.rewards = &reward;
+        s.truncated = m->fin[i] == PT_FINISH_LENGTH;
+        int st = pt_rollout_buffer_add(buf, &s);
+        if (st)
+            return st;
+    }
+    return PT_OK;
+}
+
 int demo_grpo(demo_run *r)
 {
     const demo_opts *o = &r->o;
@@ -122,28 +151,9 @@ int demo_grpo(demo_run *r)
             cli_fail("generate", st);
             goto out;
         }
-        for (int i = 0; i < N; i++) {
-            char prompt[64], right[32];
-            demo_problem(prompt, right, o->digits, pairs[i / G][0], pairs[i / G][1], false);
-            const int32_t *t = m.tokens + (size_t)i * M;
-            float reward = demo_is_answer(r, t, m.ntok[i], right) ? 1.0f : 0.0f;
-            memcpy(m.ids, m.prompts + (size_t)i * r->plen, (size_t)r->plen * sizeof *m.ids);
-            memcpy(m.ids + r->plen, t, (size_t)m.ntok[i] * sizeof *m.ids);
-            pt_rollout_sample s;
-            pt_rollout_sample_init(&s);
-            s.ids = m.ids;
-            s.n_ids = r->plen + m.ntok[i];
-            s.prompt_len = r->plen;
-            /* pt_generate's are the sampler's; pi_old, the trainer's, is
-             * recorded by the step (docs/grpo.md) */
-            s.sampling_logprobs = m.lps + (size_t)i * M;
-            s.group = i / G;
-            s.rewards = &reward;
-            s.truncated = m.fin[i] == PT_FINISH_LENGTH;
-            if ((st = pt_rollout_buffer_add(buf, &s))) {
-                cli_fail("rollout buffer", st);
-                goto out;
-            }
+        if ((st = fill_buffer(buf, r, &m, pairs, N, M))) {
+            cli_fail("rollout buffer", st);
+            goto out;
         }
         if (ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(buf, ref_ctx, PT_ROLLOUT_REF, &lo))) {
             cli_fail("reference", st);

@@ -76,8 +76,11 @@ static int check_args(const export_args *a)
         return cli_usage_error("export", "--model %s is a training checkpoint: it holds the trained "
                                "tensors and the optimizer state, not a model; export it with "
                                "--checkpoint %s (or give the run's --out directory)", a->model, a->model);
-    int rc = cli_check_disjoint("export", "--out", a->out, "--model", a->model, CLI_ALLOW_OUT_INSIDE_IN);
-    return rc ? rc : cli_check_disjoint("export", "--out", a->out, "--checkpoint", a->checkpoint, 0);
+    int rc;
+    if ((rc = cli_check_disjoint_tree("export", "--out", a->out, "--model", a->model)) ||
+        (rc = cli_check_disjoint_tree("export", "--out", a->out, "--adapter", a->adapter)))
+        return rc;
+    return cli_check_disjoint_tree("export", "--out", a->out, "--checkpoint", a->checkpoint);
 }
 
 static long long file_size(const char *path)

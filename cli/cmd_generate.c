@@ -116,11 +116,8 @@ static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **i
                                    "or spaces, not '%s'", a->prompt_ids);
         return 0;
     }
-    if (!tok) {
-        fprintf(stderr, "posttrain generate: the model directory has no tokenizer.json; use "
-                        "--prompt-ids\n");
-        return 1;
-    }
+    if (!tok)
+        return cli_no_tokenizer("generate", a->model, "a text prompt needs it: give --prompt-ids");
     size_t len = 0;
     int st;
     if (a->chat) {

@@ -11,247 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A bound of the importance-sampling correction: a number >= 0, or inf. */
-static int parse_clip(void *dst, const char *v, const char *cmd, const char *opt)
-{
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (!*v || *end || isnan(x) || x < 0 || (isinf(x) && !strcmp(opt, "--importance-sampling-clip-min")))
-        return cli_usage_error(cmd, "%s needs a number >= 0%s, not '%s'", opt,
-                               strcmp(opt, "--importance-sampling-clip-min") ? " or inf" : "", v);
-    *(double *)dst = x;
-    return 0;
-}
-
-/* --stop-string S, repeatable: each is added. */
-static int parse_stop_string(void *dst, const char *v, const char *cmd, const char *opt)
-{
-    grpo_args *a = (grpo_args *)((char *)dst - offsetof(grpo_args, stop_strings));
-    if (!*v)
-        return cli_usage_error(cmd, "%s needs a non-empty string", opt);
-    if (a->n_stop_strings >= GRPO_MAX_STOP_STRINGS)
-        return cli_usage_error(cmd, "at most %d %s", GRPO_MAX_STOP_STRINGS, opt);
-    a->stop_strings[a->n_stop_strings++] = v;
-    return 0;
-}
-
-#define GRPO(field) offsetof(grpo_args, field)
-static const cli_opt k_grpo_io_opts[] = {
-    { CLI_PATH, "model", GRPO(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
-    { CLI_PATH, "data", GRPO(data), "FILE.jsonl", .required = true, .help = "the prompt rows" },
-    { CLI_PATH, "out", GRPO(out), "DIR", .required = true, .help = "where the trained model is saved" },
-    { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .parse = grpo_parse_rewards,
-      .help = "the rewards and their weights (may be repeated); required\nunless --env" },
-};
-static const cli_opt k_grpo_env_opts[] = {
-    { CLI_STRING, "env", GRPO(env), "CMD",
-      .help = "play each group as multi-turn episodes with the environment\nCMD (/bin/sh -c CMD: one JSON line per "
-              "turn on its stdin, one\nreply line on its stdout; docs/cli-grpo.md); its rewards\nreplace --reward" },
-    { CLI_INT, "env-rewards", GRPO(env_rewards), "N", .lo = 1, .hi = PT_GRPO_MAX_REWARD_FUNCS,
-      .help = "rewards per reply, env0 .. env<N-1>, weight 1 each (default 1)" },
-    { CLI_INT, "max-turns", GRPO(max_turns), "N", .lo = 1, .hi = 100000,
-      .help = "assistant turns per episode at most (default 4)" },
-    { CLI_INT, "max-total-tokens", GRPO(max_total_tokens), "N", .lo = 2, .hi = 100000000,
-      .help = "ids per episode, prompt included (default: the longest\nprompt + 2 x --max-turns x --max-new-tokens)" },
-    { CLI_CUSTOM, "stop-string", GRPO(stop_strings), "S", .parse = parse_stop_string,
-      .help = "a turn also ends once its text contains S (repeatable)" },
-};
-static const cli_opt k_grpo_eval_opts[] = {
-    { CLI_PATH, "eval", GRPO(eval), "FILE.jsonl",
-      .help = "held-out prompt rows (as --data): greedy and sampled reward\nand accuracy before the first step, every "
-              "--eval-every\nsteps and after the last" },
-    { CLI_INT, "eval-every", GRPO(eval_every), "N", .lo = 1, .hi = 1e9,
-      .help = "evaluate every N steps (default: before the first and after\nthe last only)" },
-    { CLI_INT, "eval-samples", GRPO(eval_samples), "N", .lo = 1, .hi = 1024,
-      .help = "sampled completions of each held-out prompt (default 1)" },
-};
-static const cli_opt k_grpo_generation_opts[] = {
-    { CLI_INT, "num-generations", GRPO(G), "G", .def = "8", .lo = 2, .hi = 1024,
-      .help = "completions per prompt (a group)" },
-    { CLI_INT, "max-new-tokens", GRPO(gen.max_new_tokens), "N", .def = "64", .lo = 1, .hi = 1000000,
-      .help = "tokens per completion at most" },
-    { CLI_FLOAT, "temperature", GRPO(gen.temperature), "F", .def = "1.0", .lo = 0, .hi = 100,
-      .help = "0: greedy, else at least 1e-6; the step scores at it too\n(log_softmax(logits / T), as TRL)" },
-    { CLI_FLOAT, "top-p", GRPO(gen.top_p), "F", .def = "1.0", .lo = 1e-9, .hi = 1, .help = "nucleus sampling" },
-    { CLI_INT, "top-k", GRPO(gen.top_k), "N", .def = "0", .lo = 0, .hi = 100000000, .help = "0: off" },
-    { CLI_FLAG, "chat", GRPO(chat), .help = "wrap prompts in the tokenizer's chat template" },
-    { CLI_STRING, "chat-template", GRPO(chat_template), "NAME",
-      .help = "wrap prompts in that template, e.g. chatml" },
-};
-static const cli_opt k_grpo_length_opts[] = {
-    { CLI_INT64, "steps", GRPO(steps), "N", .lo = 1, .hi = 1e9,
-      .help = "generation rounds (default: one pass over the prompts)" },
-    { CLI_INT, "batch-prompts", GRPO(batch_prompts), "N", .def = "4", .lo = 1, .hi = 65536,
-      .help = "prompts per step (of the whole job: under mpirun each rank\ngenerates for its share of them)" },
-};
-static const cli_opt k_grpo_lr_opt[] = {
-    { CLI_DOUBLE, "lr", GRPO(opt.lr), "F", .def = "1e-6",
-      .help = "peak learning rate (TRL's default, for 1B+ models; small\nmodels need more: 1e-4 to 3e-4 for stories260K, docs/grpo.md)" },
-};
-static const cli_opt k_grpo_opts[] = {
-    { CLI_DOUBLE, "beta", GRPO(grpo.beta), "F", .def = "0", .lo = 0, .hi = 1e6,
-      .help = "k3 KL weight; > 0 loads --model again as the reference" },
-    { CLI_DOUBLE, "epsilon", GRPO(grpo.epsilon_low), "F", .def = "0.2", .lo = 0, .hi = 0.999999,
-      .help = "lower clip range" },
-    { CLI_DOUBLE, "epsilon-high", GRPO(grpo.epsilon_high), "F", .lo = 0, .hi = 10,
-      .help = "upper clip range (default: --epsilon)" },
-    { CLI_INT, "num-iterations", GRPO(num_iterations), "N", .def = "1", .lo = 1, .hi = 1000,
-      .help = "updates per generation round" },
-    { CLI_ENUM, "loss-type", GRPO(grpo.loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
-      .enum_name = pt_grpo_loss_type_name, .help = "the loss and its aggregation (docs/grpo.md)" },
-    { CLI_ENUM, "scale-rewards", GRPO(grpo.scale_rewards), .def = "group", .from_name = pt_grpo_scale_from_name,
-      .enum_name = pt_grpo_scale_name, .help = "how advantages are scaled" },
-    { CLI_FLAG, "mask-truncated", GRPO(grpo.mask_truncated_completions),
-      .help = "no loss on completions cut at --max-new-tokens" },
-    { CLI_DOUBLE, "delta", GRPO(grpo.delta), "F", .def = "0", .lo = 0, .hi = 1e6,
-      .help = "two-sided clipping: cap the ratio at F (> 1 + epsilon-high;\n0: off)" },
-    { CLI_DOUBLE, "top-entropy-quantile", GRPO(grpo.top_entropy_quantile), "F", .def = "1", .lo = 0, .hi = 1,
-      .help = "train only the tokens in the top F quantile of entropy\n(1: all)" },
-    { CLI_ENUM, "importance-sampling-correction", GRPO(grpo.importance_sampling_correction),
-      .def = "sequence_mask", .from_name = pt_grpo_is_correction_from_name,
-      .enum_name = pt_grpo_is_correction_name,
-      .help = "correct for the sampler (TRL's vllm_importance_sampling_mode)" },
-    { CLI_CUSTOM, "importance-sampling-clip-max", GRPO(grpo.importance_sampling_clip_max), "F|inf", .def = "3",
-      .parse = parse_clip, .help = "the correction's upper bound" },
-    { CLI_CUSTOM, "importance-sampling-clip-min", GRPO(grpo.importance_sampling_clip_min), "F", .def = "0",
-      .parse = parse_clip, .help = "the correction's lower bound (0: none)" },
-};
-static const cli_opt k_grpo_output_opts[] = {
-    { CLI_CUSTOM, "save-every", GRPO(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
-      .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; 0: none; auto: "
-              "Young-Daly\n(--mtbf-hours)" },
-    { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
-      .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
-    { CLI_FLAG, "bf16", GRPO(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
-    { CLI_FLAG, "overwrite", GRPO(overwrite),
-      .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
-    { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
-    { CLI_INT, "log-every", GRPO(log_every), "N", .def = "1", .lo = 1, .hi = 1e9, .help = "progress line interval" },
-};
-static const cli_opt k_grpo_other_opts[] = {
-    { CLI_UINT64, "seed", GRPO(seed), "N", .def = "0", .help = "prompt order, sampling, LoRA init" },
-    { CLI_INT, "threads", GRPO(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
-};
-#undef GRPO
-
-static const cli_command k_grpo = {
-    .name = "grpo",
-.usage = "--model DIR --data FILE.jsonl --out DIR (--reward NAME[:W][,NAME[:W]...] | --env CMD) [options]",
-    .about = "Rows: {\"prompt\": str, \"answer\": str, ...} (other fields are ignored).  Each step\n"
-             "samples --num-generations completions for each of --batch-prompts prompts, scores\n"
-             "them, and applies --num-iterations GRPO updates.  The trained model is saved in\n"
-             "Hugging Face layout at --out, with OUT/metrics.jsonl.\n\n"
-             "rewards (weights W default to 1; R = sum of W * reward):\n"
-             "  exact      1 if the completion, stripped of surrounding whitespace, equals the answer, else 0\n"
-             "  contains   1 if the answer appears in the completion, else 0\n"
-             "  length     -(completion tokens / --max-new-tokens): a length penalty (e.g. length:0.1)\n\n"
-             "--env CMD: each request line is {\"step\", \"episode\", \"group\", \"turn\", \"attempt\", \"row\",\n"
-             "\"text\", \"turn_text\", \"turn_end\", \"final\", \"tokens_left\"}; each reply line is\n"
-             "{\"append\": TEXT} (not in the loss), {\"done\": true, \"rewards\": [..]} or {\"error\": WHY};\n"
-             "\"rewards\"/\"turn_rewards\" (N numbers or nulls) may come with append or done.",
-};
-
-static int parse_args(grpo_args *a, int argc, char **argv)
-{
-    pt_optimizer_options_init(&a->opt);
-    pt_grpo_options_init(&a->grpo);
-    pt_generate_options_init(&a->gen);
-    a->grpo.epsilon_high = NAN; /* unset: --epsilon */
-    a->eval_every = a->eval_samples = -1; /* unset */
-    a->env_rewards = a->max_turns = a->max_total_tokens = -1;
-    const cli_group groups[] = {
-        { "options", k_grpo_io_opts, CLI_COUNT_OF(k_grpo_io_opts), a },
-        { "generation", k_grpo_generation_opts, CLI_COUNT_OF(k_grpo_generation_opts), a },
-        { "environment (multi-turn episodes; docs/cli-grpo.md)", k_grpo_env_opts, CLI_COUNT_OF(k_grpo_env_opts), a },
-        { "held-out evaluation", k_grpo_eval_opts, CLI_COUNT_OF(k_grpo_eval_opts), a },
-        { "length and batch", k_grpo_length_opts, CLI_COUNT_OF(k_grpo_length_opts), a },
-        { "optimizer", k_grpo_lr_opt, CLI_COUNT_OF(k_grpo_lr_opt), a },
-        { NULL, cli_optimizer_opts, cli_n_optimizer_opts, &a->opt },
-        { "GRPO (docs/grpo.md)", k_grpo_opts, CLI_COUNT_OF(k_grpo_opts), a },
-        { "LoRA", cli_lora_opts, cli_n_lora_opts, &a->lora },
-        { "checkpoints and output", k_grpo_output_opts, CLI_COUNT_OF(k_grpo_output_opts), a },
-        { "data-parallel runs (mpirun -np N posttrain grpo ...; docs/distributed.md)", cli_dist_opts,
-          cli_n_dist_opts, &a->dist },
-        { "other", k_grpo_other_opts, CLI_COUNT_OF(k_grpo_other_opts), a },
-    };
-    int rc = cli_parse(&k_grpo, groups, CLI_COUNT_OF(groups), argc, argv, NULL);
-    if (rc)
-        return rc;
-    if (a->gen.temperature > 0 && a->gen.temperature < 1e-6)
-        return cli_usage_error("grpo", "--temperature must be 0 (greedy) or at least 1e-6");
-    if (a->chat && a->chat_template)
-        return cli_usage_error("grpo", "give --chat or --chat-template, not both");
-    if (a->env && a->rewards.n)
-        return cli_usage_error("grpo", "give --env or --reward, not both (the environment's rewards replace the "
-                                       "built-in ones)");
-    if (!a->env && !a->rewards.n)
-        return cli_usage_error("grpo", "--reward is required (or --env CMD)");
-    if (!a->env && (a->env_rewards != -1 || a->max_turns != -1 || a->max_total_tokens != -1 || a->n_stop_strings))
-        return cli_usage_error("grpo", "%s needs --env CMD",
-                               a->env_rewards != -1 ? "--env-rewards" : a->max_turns != -1 ? "--max-turns"
-                               : a->max_total_tokens != -1 ? "--max-total-tokens" : "--stop-string");
-    if (a->env && a->eval)
-        return cli_usage_error("grpo", "--eval does not apply to --env (it scores single completions with --reward)");
-    if (a->env && !*a->env)
-        return cli_usage_error("grpo", "--env needs a command");
-    if (a->env) {
-        static const char *const env_names[PT_GRPO_MAX_REWARD_FUNCS] = { "env0", "env1", "env2", "env3",
-                                                                         "env4", "env5", "env6", "env7" };
-        a->rewards.n = a->env_rewards == -1 ? 1 : a->env_rewards;
-        for (int k = 0; k < a->rewards.n; k++) {
-            a->rewards.kind[k] = REWARD_LENGTH; /* unused: the environment scores */
-            a->rewards.name[k] = env_names[k];
-            a->rewards.weight[k] = 1.0;
-        }
-        if (a->max_turns == -1)
-            a->max_turns = 4;
-    }
-    if (!a->eval && (a->eval_every != -1 || a->eval_samples != -1))
-        return cli_usage_error("grpo", "%s needs --eval FILE.jsonl (the held-out prompts)",
-                               a->eval_every != -1 ? "--eval-every" : "--eval-samples");
-    if (a->eval_every == -1)
-        a->eval_every = 0;
-    if (a->eval_samples == -1)
-        a->eval_samples = 1;
-    if ((rc = cli_check_lora("grpo", &a->lora)) || (rc = cli_check_dist("grpo", &a->dist, a->save_every)))
-        return rc;
-    if (a->G * (int64_t)a->batch_prompts > 65536)
-        return cli_usage_error("grpo", "--num-generations x --batch-prompts is too large");
-    if (isnan(a->grpo.epsilon_high))
-        a->grpo.epsilon_high = a->grpo.epsilon_low;
-    a->grpo.max_completion_length = a->gen.max_new_tokens;
-    /* the step scores at the sampling temperature (greedy: the plain model) */
-    a->grpo.temperature = a->gen.temperature > 0 ? a->gen.temperature : 1.0;
-    /* the library's checks of the GRPO options, before anything is loaded */
-    if (!(a->grpo.importance_sampling_clip_min < a->grpo.importance_sampling_clip_max))
-        return cli_usage_error("grpo", "--importance-sampling-clip-min must be below --importance-sampling-clip-max");
-    if (a->grpo.delta != 0 && !(a->grpo.delta > 1 + a->grpo.epsilon_high))
-        return cli_usage_error("grpo", "--delta must be 0 (off) or above 1 + --epsilon-high (%g)",
-                               1 + a->grpo.epsilon_high);
-    if (a->grpo.delta != 0 && a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
-        return cli_usage_error("grpo", "--delta does not apply to --loss-type cispo");
-    if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO && !(a->grpo.epsilon_high > 0))
-        return cli_usage_error("grpo", "--loss-type cispo needs --epsilon-high > 0 (its cap on the ratio; TRL "
-                               "recommends 5)");
-    if ((a->grpo.importance_sampling_correction == PT_GRPO_IS_TOKEN_TRUNCATE ||
-         a->grpo.importance_sampling_correction == PT_GRPO_IS_SEQUENCE_TRUNCATE) &&
-        a->grpo.importance_sampling_clip_min == 0 && isinf(a->grpo.importance_sampling_clip_max))
-        return cli_usage_error("grpo", "--importance-sampling-correction %s needs --importance-sampling-clip-min > 0 "
-                               "or a finite --importance-sampling-clip-max",
-                               pt_grpo_is_correction_name(a->grpo.importance_sampling_correction));
-    return 0;
-}
-
 /* ---- the run ------------------------------------------------------------------ */
-
-static void json_num(FILE *f, const char *key, double v)
-{
-    if (isfinite(v))
-        fprintf(f, ", \"%s\": %.6g", key, v);
-    else
-        fprintf(f, ", \"%s\": null", key);
-}
 
 /* Everything a run holds; grpo_free releases it. */
 typedef struct grpo_run {
@@ -269,6 +29,9 @@ typedef struct grpo_run {
     int P, N;          /* prompts (groups) and samples per step, of the whole job */
     int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
     int64_t total, step, resumed_step; /* step: rounds done */
+    int64_t skipped_total;             /* optimizer updates skipped */
+    cli_skips skips;
+    bool runaway;                      /* --max-skipped-steps reached: stop after the step's row */
     FILE *metrics;
     cli_out out;
     /* per step: this rank's NL prompts and completions; the prompt order and
@@ -287,19 +50,6 @@ typedef struct grpo_run {
     int64_t *egroups;
     int max_total; /* the episodes' max_total_tokens */
 } grpo_run;
-
-/* What one step reports: rewards and lengths come from the rollouts (the
- * same for every iteration); loss, clipping, kl and grad norm from the last.
- * All of them are of the whole job (pt_grpo_step gathers them) but the
- * generation speed, this rank's. */
-typedef struct step_report {
-    pt_grpo_stats first, last;
-    double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
-    /* --env: the job's episodes of the round by how they ended, their turns,
-     * appended tokens, environment calls and seconds (summed over ranks) */
-    double ep[8];
-} step_report;
-enum { EP_EPISODES, EP_ERRORS, EP_DONE, EP_TRUNCATED, EP_TURNS, EP_APPENDED, EP_CALLS, EP_ENV_SECONDS };
 
 static void grpo_free(grpo_run *r)
 {
@@ -333,11 +83,8 @@ static int load(grpo_run *r)
         return cli_fail(a->model, st);
     if (a->bf16 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
         return 1;
-    if (!(r->tok = pt_model_tokenizer(r->model))) {
-        fprintf(stderr, "posttrain grpo: %s has no tokenizer.json (needed to encode prompts and score answers)\n",
-                a->model);
-        return 1;
-    }
+    if (!(r->tok = pt_model_tokenizer(r->model)))
+        return cli_no_tokenizer("grpo", a->model, "it is needed to encode prompts and score answers");
     if (a->chat_template && (st = pt_chat_template_from_name(&r->tpl, a->chat_template)))
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))
@@ -623,7 +370,7 @@ static int setup(grpo_run *r)
         cli_note(" from --env '%s' (episodes of at most %d turns, %d tokens)", a->env, a->max_turns, r->max_total);
     cli_note("\n");
     /* every rank its own environment process */
-    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n))
+    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
         return 1;
     order_start(r);
     r->resumed_step = -1;
@@ -821,72 +568,14 @@ static int update(grpo_run *r, int64_t step, step_report *rep)
         if (rep->last.skipped)
             cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)step, it + 1,
                      rep->last.tokens > 0 ? "non-finite loss or gradients" : "no loss token");
+        r->skipped_total = rep->last.skipped_total;
+        if ((r->runaway = cli_skip_guard("grpo", &r->skips, rep->last.skip_reason, (long long)step,
+                                         r->a.max_skipped, rep->last.lr)))
+            break;
     }
     rep->loss = loss_sum / r->a.num_iterations;
     rep->train_tps = train_s > 0 ? rep->first.tokens_per_second : 0;
     return 0;
-}
-
-static void write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_report *rep, bool dist)
-{
-    const grpo_rewards *rw = &a->rewards;
-    const pt_grpo_stats *first = &rep->first, *gs = &rep->last;
-    fprintf(f, "{\"step\": %lld", (long long)step);
-    json_num(f, "reward", first->reward);
-    json_num(f, "reward_std", first->reward_std);
-    for (int k = 0; k < rw->n; k++) {
-        char key[64];
-        snprintf(key, sizeof key, "rewards/%s/mean", rw->name[k]);
-        json_num(f, key, first->reward_func_mean[k]);
-        snprintf(key, sizeof key, "rewards/%s/std", rw->name[k]);
-        json_num(f, key, first->reward_func_std[k]);
-    }
-    json_num(f, "frac_reward_zero_std", first->frac_reward_zero_std);
-    json_num(f, "loss", rep->loss);
-    json_num(f, "kl", gs->kl);
-    json_num(f, "entropy", gs->entropy);
-    json_num(f, "clip_ratio/region_mean", gs->clip_ratio_region);
-    json_num(f, "clip_ratio/low_mean", gs->clip_ratio_low);
-    json_num(f, "clip_ratio/high_mean", gs->clip_ratio_high);
-    if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
-        json_num(f, "cispo_clip_ratio", gs->cispo_clip_ratio);
-    /* the sampler against the trainer, at the first iteration (TRL's names) */
-    json_num(f, "sampling/sampling_logp_difference/mean", first->sampling_logp_difference_mean);
-    json_num(f, "sampling/sampling_logp_difference/max", first->sampling_logp_difference_max);
-    if (a->grpo.importance_sampling_correction != PT_GRPO_IS_CORRECTION_NONE) {
-        json_num(f, "sampling/importance_sampling_ratio/min", first->importance_sampling_ratio_min);
-        json_num(f, "sampling/importance_sampling_ratio/mean", first->importance_sampling_ratio_mean);
-        json_num(f, "sampling/importance_sampling_ratio/max", first->importance_sampling_ratio_max);
-        json_num(f, "sampling/importance_sampling_corrected_fraction", first->importance_sampling_corrected_fraction);
-    }
-    if (a->grpo.top_entropy_quantile < 1) {
-        json_num(f, "entropy_threshold", gs->entropy_threshold);
-        json_num(f, "entropy_kept_fraction", gs->entropy_kept_fraction);
-    }
-    json_num(f, "completions/mean_length", first->completion_mean_length);
-    json_num(f, "completions/min_length", first->completion_min_length);
-    json_num(f, "completions/max_length", first->completion_max_length);
-    json_num(f, "completions/clipped_ratio", first->clipped_ratio);
-    json_num(f, "grad_norm", gs->grad_norm);
-    json_num(f, "lr", gs->lr);
-    json_num(f, "tokens", gs->tokens);
-    json_num(f, "gen_tokens_per_s", rep->gen_tps);
-    json_num(f, "train_tokens_per_s", rep->train_tps);
-    json_num(f, "step_seconds", rep->step_s);
-    if (dist)
-        json_num(f, "comm_seconds", rep->comm_s);
-    if (a->env) {
-        json_num(f, "episodes", rep->ep[EP_EPISODES]);
-        json_num(f, "episodes/errors", rep->ep[EP_ERRORS]);
-        json_num(f, "episodes/done", rep->ep[EP_DONE]);
-        json_num(f, "episodes/truncated", rep->ep[EP_TRUNCATED]);
-        json_num(f, "episodes/turns_mean", rep->ep[EP_TURNS] / rep->ep[EP_EPISODES]);
-        json_num(f, "episodes/appended_tokens", rep->ep[EP_APPENDED]);
-        json_num(f, "episodes/env_calls", rep->ep[EP_CALLS]);
-        json_num(f, "env_seconds", rep->ep[EP_ENV_SECONDS]);
-    }
-    fprintf(f, ", \"skipped\": %s}\n", gs->skipped ? "true" : "false");
-    fflush(f);
 }
 
 /* --eval after `step` rounds (0: before the first): every rank evaluates
@@ -908,6 +597,7 @@ static int evaluate(grpo_run *r, int64_t step)
         rc = cli_fail("grpo --eval: adding the ranks' scores", st);
     if (!rc)
         grpo_eval_report(r->metrics, j->rank == 0, &r->a, step, &s);
+    cli_metrics_row("grpo", &r->metrics);
     cli_job_section(j, -1);
     return rc;
 }
@@ -945,7 +635,8 @@ static int train(grpo_run *r)
         cli_job_step_time(j, rep.step_s, rep.comm_s, rep.gen_s);
         cli_job_flip_hook(j, r->model, (long long)step);
         if (r->metrics)
-            write_metrics(r->metrics, &r->a, step, &rep, j->size > 1);
+            grpo_write_metrics(r->metrics, &r->a, step, &rep, j->size > 1);
+        cli_metrics_row("grpo", &r->metrics);
         char ep_note[96] = "";
         if (r->a.env)
             snprintf(ep_note, sizeof ep_note, " episodes %.0f errors %.0f turns %.2f", rep.ep[EP_EPISODES],
@@ -957,7 +648,7 @@ static int train(grpo_run *r)
                     rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
                     rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
                     rep.train_tps, cli_now() - t_start, ep_note);
-        if (eval_due(r, step) && evaluate(r, step))
+        if (r->runaway || (eval_due(r, step) && evaluate(r, step)))
             return 1;
         const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
@@ -984,7 +675,8 @@ static int train(grpo_run *r)
 static int save_final(grpo_run *r)
 {
     cli_job_section(&r->job, PT_TIME_SAVE);
-    int rc = r->job.rank == 0 ? cli_save_trained("grpo", r->model, r->a.out, r->a.model, (long long)r->step) : 0;
+    int rc = r->job.rank == 0 ? cli_save_trained("grpo", r->model, r->a.out, r->a.model, (long long)r->step,
+                                                     (long long)r->skipped_total) : 0;
     rc = cli_job_agree(&r->job, rc, "saving the model");
     cli_job_section(&r->job, -1);
     return rc;
@@ -995,7 +687,7 @@ int cmd_grpo(int argc, char **argv)
     grpo_run r;
     memset(&r, 0, sizeof r);
     r.out.lock_fd = -1;
-    int rc = parse_args(&r.a, argc, argv);
+    int rc = grpo_parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
     int st;
@@ -1024,12 +716,13 @@ int cmd_grpo(int argc, char **argv)
         rc = train(&r) || save_final(&r);
     if (!rc) {
         cli_job_report(&r.job, r.metrics, (long long)r.step);
+        cli_metrics_row("grpo", &r.metrics);
         if (r.metrics) {
             char svg[4096 + 16];
             snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-            fflush(r.metrics);
             cli_plot_metrics("grpo", r.out.metrics, svg);
         }
+        rc = r.job.rank == 0 && cli_metrics_failed("grpo", r.a.out);
     }
     grpo_free(&r);
     cli_job_end(&r.job);

@@ -23,6 +23,8 @@ typedef struct grpo_rewards {
 typedef struct grpo_args {
     const char *env;         /* --env CMD, or NULL */
     int env_rewards, max_turns, max_total_tokens;
+    double env_timeout;      /* --env-timeout seconds (-1: unset) */
+    int64_t env_max_line;    /* --env-max-line bytes (-1: unset) */
     const char *stop_strings[GRPO_MAX_STOP_STRINGS];
     int n_stop_strings;
     const char *model, *data, *out, *metrics, *chat_template;
@@ -34,6 +36,7 @@ typedef struct grpo_args {
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
     grpo_rewards rewards;
     int G, batch_prompts, num_iterations, log_every, threads;
+    int max_skipped;         /* --max-skipped-steps */
     int eval_every, eval_samples; /* --eval-every (0: at the start and the end only), --eval-samples */
     int save_every;          /* steps, 0, or CLI_SAVE_AUTO */
     cli_lora_args lora;
@@ -70,16 +73,41 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
 /* A pt_reward_fn for every built-in reward; payload is a reward_ctx. */
 int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload);
 
+/* What one step reports: rewards and lengths come from the rollouts (the
+ * same for every iteration); loss, clipping, kl and grad norm from the last.
+ * All of them are of the whole job (pt_grpo_step gathers them) but the
+ * generation speed, this rank's. */
+typedef struct step_report {
+    pt_grpo_stats first, last;
+    double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
+    /* --env: the job's episodes of the round by how they ended, their turns,
+     * appended tokens, environment calls and seconds (summed over ranks) */
+    double ep[8];
+} step_report;
+enum { EP_EPISODES, EP_ERRORS, EP_DONE, EP_TRUNCATED, EP_TURNS, EP_APPENDED, EP_CALLS, EP_ENV_SECONDS };
+
+/* The metrics row of a step (cmd_grpo_report.c); f's errors are the
+ * caller's to check (cli_metrics_row). */
+void grpo_write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_report *rep, bool dist);
+
+/* Parse and check posttrain grpo's arguments into a (cmd_grpo_args.c): 0,
+ * or the exit code of the usage error it printed (for cli_exit_code). */
+int grpo_parse_args(grpo_args *a, int argc, char **argv);
+
 /* ---- --env (cmd_grpo_env.c) ------------------------------------------------ */
 
 /* The environment process of --env. */
 typedef struct grpo_env grpo_env;
 
-/* Start CMD (/bin/sh -c CMD, stdin and stdout piped, stderr inherited);
- * SIGPIPE is ignored from then on.  0, or 1 after the message. */
-int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards);
-/* Close its stdin and wait for it (killed after 5 s); frees e (may be NULL).
- * 0, or 1 when it had to be killed. */
+/* Start CMD (/bin/sh -c CMD, stdin and stdout piped, stderr inherited) in
+ * a process group of its own; SIGPIPE is ignored from then on.  Every
+ * request must be taken and every reply line given within `timeout`
+ * seconds, and a reply line may hold at most `max_line` bytes.  0, or 1
+ * after the message. */
+int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards, double timeout, size_t max_line);
+/* Close its stdin and wait for it (killed after 5 s), then end what is left
+ * of its process group; frees e (may be NULL).  0, or 1 when it had to be
+ * killed. */
 int grpo_env_stop(grpo_env *e);
 /* NULL while the process is alive and answering; else why not (naming CMD
  * and its exit status). */

@@ -164,6 +164,13 @@ static void print_json(const char *dir, const pt_model_dir_info *info, const mem
         json_string(info->weights_problem);
         printf(",\n");
     }
+    printf(" \"tokenizer_status\": \"%s\", \"tokenizer_problem\": ", pt_status_name(info->tokenizer_status));
+    if (info->tokenizer_status == PT_OK)
+        printf("null,\n");
+    else {
+        json_string(info->tokenizer_problem);
+        printf(",\n");
+    }
     printf(" \"memory\": {\"inference\": {\"context\": %ld, \"kv_cache_slots\": %ld, "
            "\"weights_bytes\": %.0f, \"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
            e->context, e->kv_slots, e->weights, e->kv_cache, e->infer_total);
@@ -225,6 +232,11 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const mem
     else
         printf("files:        tokenizer.json %s, generation_config.json %s\n",
                info->has_tokenizer ? "yes" : "no", info->has_generation_config ? "yes" : "no");
+    if (info->tokenizer_status == PT_EUNSUPPORTED)
+        printf("tokenizer:    not supported, the model loads without it: %s\n", info->tokenizer_problem);
+    else if (info->tokenizer_status != PT_OK)
+        printf("tokenizer:    WILL NOT LOAD: %s: %s\n", pt_status_name(info->tokenizer_status),
+               info->tokenizer_problem);
     printf("memory (FP32 in memory, estimates):\n");
     human(a, sizeof a, e->weights);
     human(b, sizeof b, e->kv_cache);
@@ -266,11 +278,18 @@ int cmd_info(int argc, char **argv)
     int st = pt_model_dir_inspect(&info, dir);
     if (st)
         return cli_fail("info", st);
-    /* the same check as loading, before anything is reported */
-    const bool broken = info.weights_status != PT_OK;
+    /* the same checks as loading, before anything is reported: the weights,
+     * then the tokenizer (one this build cannot run is left out, not fatal) */
+    int why = info.weights_status;
+    const char *problem = info.weights_problem;
+    if (why == PT_OK && info.tokenizer_status != PT_OK && info.tokenizer_status != PT_EUNSUPPORTED) {
+        why = info.tokenizer_status;
+        problem = info.tokenizer_problem;
+    }
+    const bool broken = why != PT_OK;
     if (broken && !a.lenient) {
         fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s (--lenient describes it anyway)\n",
-                dir, pt_status_name(info.weights_status), info.weights_problem);
+                dir, pt_status_name(why), problem);
         return 1;
     }
     const pt_model_config *c = &info.config;
@@ -286,8 +305,8 @@ int cmd_info(int argc, char **argv)
         print_text(dir, &info, &e);
     if (broken) {
         fflush(stdout);
-        fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s\n", dir,
-                pt_status_name(info.weights_status), info.weights_problem);
+        fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s\n", dir, pt_status_name(why),
+                problem);
         return 1;
     }
     return 0;

@@ -16,7 +16,7 @@ typedef struct sft_args {
     pt_dataset_options data_opts;
     int64_t steps;
     double epochs;
-    int grad_accum, eval_every, save_every, log_every;
+    int grad_accum, eval_every, save_every, log_every, max_skipped;
     bool overwrite, bf16;
     cli_lora_args lora;
     cli_dist_args dist;
@@ -66,6 +66,9 @@ static const cli_opt k_sft_output_opts[] = {
     { CLI_PATH, "metrics", SFT(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
     { CLI_INT, "log-every", SFT(log_every), "N", .def = "10", .lo = 1, .hi = 1e9,
       .help = "progress line interval when not on a terminal" },
+    { CLI_INT, "max-skipped-steps", SFT(max_skipped), "N", .def = "10", .lo = 0, .hi = 1e9,
+      .help = "stop the run (exit 1, the model not saved) after N steps in a row\n"
+              "skipped as non-finite (a runaway learning rate); 0: never" },
 };
 #undef SFT
 
@@ -210,6 +213,8 @@ typedef struct sft_run {
     pt_dataset_stats ds;
     int max_seq;
     int64_t total, step, resumed_step;
+    int64_t skipped_total; /* optimizer updates skipped (the last step's count) */
+    cli_skips skips;
     int64_t row0, rows;  /* this rank's rows of every micro-batch */
     micro_batches mb;
 } sft_run;
@@ -441,7 +446,6 @@ static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double d
     if (do_eval)
         json_num(f, "eval_loss", false, 6, eval_loss);
     fprintf(f, "}\n");
-    fflush(f);
 }
 
 /* A progress bar on a terminal, otherwise a line every --log-every steps. */
@@ -500,6 +504,8 @@ static int train(sft_run *r)
         if (s.skipped)
             cli_note("%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
                      (long long)r->step);
+        r->skipped_total = s.skipped_total;
+        const bool runaway = cli_skip_guard("sft", &r->skips, s.skip_reason, (long long)r->step, a->max_skipped, s.lr);
         size_t step_tokens = 0;
         for (int i = 0; i < a->grad_accum; i++)
             step_tokens += (size_t)r->mb.b[i].batch * (size_t)r->mb.b[i].seq;
@@ -520,7 +526,13 @@ static int train(sft_run *r)
         }
         if (r->metrics) {
             write_metrics(r->metrics, r->step, &s, dt, step_tokens, do_eval, eval_loss, j->size > 1);
+            cli_metrics_row("sft", &r->metrics);
+        }
+        if (j->rank == 0)
             show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
+        if (runaway) {
+            rc = 1;
+            break;
         }
         const bool save = cli_job_save_due(j, (long long)r->step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)r->step) || r->step == r->total) {
@@ -546,7 +558,8 @@ static int train(sft_run *r)
 static int save_final(sft_run *r)
 {
     cli_job_section(&r->job, PT_TIME_SAVE);
-    int rc = r->job.rank == 0 ? cli_save_trained("sft", r->model, r->a.out, r->a.model, (long long)r->step) : 0;
+    int rc = r->job.rank == 0 ? cli_save_trained("sft", r->model, r->a.out, r->a.model, (long long)r->step,
+                                                     (long long)r->skipped_total) : 0;
     rc = cli_job_agree(&r->job, rc, "saving the model");
     cli_job_section(&r->job, -1);
     return rc;
@@ -578,12 +591,14 @@ int cmd_sft(int argc, char **argv)
         rc = train(&r) || save_final(&r);
     if (!rc) {
         cli_job_report(&r.job, r.metrics, (long long)r.step);
+        cli_metrics_row("sft", &r.metrics);
         if (r.metrics) {
             char svg[4096 + 16];
             snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-            fflush(r.metrics);
             cli_plot_metrics("sft", r.out.metrics, svg);
         }
+        /* the model is saved; a metrics file that lost rows fails the run */
+        rc = r.job.rank == 0 && cli_metrics_failed("sft", r.a.out);
     }
     sft_free(&r);
     cli_job_end(&r.job);

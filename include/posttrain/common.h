@@ -44,7 +44,7 @@ typedef enum pt_status {
     PT_ESTATE = -10,       /* the call is not valid in the handle's current state */
     PT_ENOSPC = -11,       /* no space left on the device */
     PT_ECHECKSUM = -12,    /* a checksum did not match: the data is damaged */
-    PT_ENONFINITE = -13,   /* a loss or gradient was NaN or infinite */
+    PT_ENONFINITE = -13,   /* a loss, gradient or weight was NaN or infinite */
     PT_ESHAPE = -14,       /* a tensor has the wrong shape or dtype */
     PT_ECONFIG = -15,      /* a model configuration is missing a field or is inconsistent */
     PT_EINTERNAL = -16,    /* a bug in libposttrain: please report it */

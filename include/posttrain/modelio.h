@@ -65,6 +65,14 @@ typedef struct pt_model_dir_info {
      * is 1 and has_tokenizer says whether tokenizer.ggml.* is present. */
     int gguf_version;
     bool quantised;               /* GGUF: some tensor has a quantised (or integer) type */
+    /* Whether DIR/tokenizer.json loads as pt_model_load_dir loads it (parsed
+     * in full, checked against the config's vocab_size): PT_OK (also when
+     * there is none), PT_EUNSUPPORTED (a kind this build cannot run: the
+     * model loads without it), or the status the load would fail with (a
+     * malformed file, a directory or FIFO of that name, a tokenizer of
+     * another vocabulary); and its message.  PT_OK for a GGUF file. */
+    int tokenizer_status;
+    char tokenizer_problem[320];
 } pt_model_dir_info;
 
 PT_API int pt_model_dir_info_init(pt_model_dir_info *info);

@@ -16,6 +16,12 @@ int pt_err_arg(const char *func, const char *arg, const char *fmt, ...)
     return pt_err(PT_EINVAL, "%s: %s %s", func, arg, detail);
 }
 
+int pt_err_count(const char *func, const char *arg, size_t n, size_t max, const char *what)
+{
+    return pt_err(PT_ERANGE, "%s: %s = %zu is beyond any possible %s (at most %zu): a negative or uninitialised "
+                  "count? nothing was read", func, arg, n, what, max);
+}
+
 static int struct_size_ok(size_t size, size_t full_size, const char *func,
                           const char *init_name)
 {

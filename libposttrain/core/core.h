@@ -23,6 +23,20 @@
 int pt_err(int status, const char *fmt, ...) PT_PRINTF(2, 3);
 /* Like pt_err, but keep the existing message and prefix it with context. */
 int pt_err_prefix(int status, const char *fmt, ...) PT_PRINTF(2, 3);
+/* A public function's exit: a failed status whose message does not begin
+ * with func's name (it came from a call inside) gets "func: " in front, so
+ * every message names the function the host called.  Returns status. */
+int pt_err_in(const char *func, int status);
+
+/* The index of the first NaN or infinity in x[0..n), or n when there is
+ * none (a bit test: exact whatever the floating-point flags; finite.c). */
+size_t pt_first_nonfinite(const float *x, size_t n);
+/* "NaN", "+inf" or "-inf" (or "a finite value"). */
+const char *pt_nonfinite_name(float v);
+/* PT_OK when x[0..n) is all finite, else PT_ENONFINITE with the message
+ * "holds NaN at element I (the first non-finite value)" for the caller to
+ * prefix with the function, file and tensor. */
+int pt_err_nonfinite(const float *x, size_t n);
 
 /* Send a message to the host's log callback, if one is installed for `level`. */
 void pt_log(int level, const char *fmt, ...) PT_PRINTF(2, 3);
@@ -79,6 +93,20 @@ int pt_err_arg(const char *func, const char *arg, const char *fmt, ...) PT_PRINT
     do {                                                                      \
         if (!(cond))                                                          \
             return pt_err_arg(__func__, #arg, __VA_ARGS__);                   \
+    } while (0)
+
+/* Counts beyond any possible input (a negative count cast to size_t, an
+ * uninitialised one): a public call given one returns PT_ERANGE naming
+ * itself before it reads the caller's array. */
+#define PT_MAX_TOKENS ((size_t)1 << 28)      /* token ids in one call (1 GiB of int32) */
+#define PT_MAX_TEXT_BYTES ((size_t)1 << 31)  /* a text or JSON document in memory */
+#define PT_MAX_MESSAGES ((size_t)1 << 24)    /* messages of one conversation */
+#define PT_MAX_VALUES ((size_t)1 << 36)      /* values of a host's reduction (the parameter limit) */
+int pt_err_count(const char *func, const char *arg, size_t n, size_t max, const char *what);
+#define PT_CHECK_COUNT(n, max, what)                                          \
+    do {                                                                      \
+        if ((size_t)(n) > (size_t)(max))                                      \
+            return pt_err_count(__func__, #n, (size_t)(n), (max), (what));    \
     } while (0)
 
 /* ---- versioned structs -----------------------------------------------------
@@ -172,7 +200,9 @@ void pt_free_aligned(void *p);
 char *pt_strdup(const char *s);
 
 /* Read a whole file into a NUL-terminated buffer (the NUL is not counted).
- * Refuses files larger than max_bytes with PT_ERANGE. */
+ * Refuses files larger than max_bytes with PT_ERANGE, and anything but a
+ * regular file with PT_EIO; the open is non-blocking, so a FIFO under the
+ * path is refused at once instead of waiting for a writer. */
 int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
 
 /* Deterministic RNG: splitmix64-seeded xoshiro256** (state is plain data, so it

@@ -27,7 +27,7 @@ static const struct {
     { PT_ESTATE, "PT_ESTATE", "invalid call in the current state" },
     { PT_ENOSPC, "PT_ENOSPC", "no space left on device" },
     { PT_ECHECKSUM, "PT_ECHECKSUM", "checksum mismatch: data is damaged" },
-    { PT_ENONFINITE, "PT_ENONFINITE", "non-finite loss or gradient" },
+    { PT_ENONFINITE, "PT_ENONFINITE", "non-finite loss, gradient or weight" },
     { PT_ESHAPE, "PT_ESHAPE", "wrong tensor shape or dtype" },
     { PT_ECONFIG, "PT_ECONFIG", "invalid model configuration" },
     { PT_EINTERNAL, "PT_EINTERNAL", "internal error" },
@@ -93,6 +93,17 @@ int pt_err(int status, const char *fmt, ...)
     set_message(status, NULL, fmt, ap);
     va_end(ap);
     return status;
+}
+
+int pt_err_in(const char *func, int status)
+{
+    if (status == PT_OK)
+        return status;
+    const char *m = pt_last_error();
+    size_t n = strlen(func);
+    if (strncmp(m, func, n) == 0 && (m[n] == ':' || m[n] == ' '))
+        return status;
+    return pt_err_prefix(status, "%s", func);
 }
 
 int pt_err_prefix(int status, const char *fmt, ...)

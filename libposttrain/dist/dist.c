@@ -484,6 +484,7 @@ int pt_comm_agree(int *first_failed, pt_dist *d, int status, const char *what)
 int pt_dist_allreduce_sum(pt_dist *d, double *values, size_t n)
 {
     PT_CHECK_NULL(d);
+    PT_CHECK_COUNT(n, PT_MAX_VALUES, "reduction");
     PT_CHECK_ARG(values || n == 0, values, "is NULL (n is %zu)", n);
     return pt_comm_allreduce_f64(d, values, n, "pt_dist_allreduce_sum");
 }
@@ -491,6 +492,7 @@ int pt_dist_allreduce_sum(pt_dist *d, double *values, size_t n)
 int pt_dist_broadcast(pt_dist *d, void *buf, size_t bytes, int root)
 {
     PT_CHECK_NULL(d);
+    PT_CHECK_COUNT(bytes, PT_MAX_VALUES * sizeof(double), "broadcast");
     PT_CHECK_ARG(buf || bytes == 0, buf, "is NULL (bytes is %zu)", bytes);
     PT_CHECK_ARG(root >= 0 && root < d->size, root, "%d is not a rank of this job of %d", root, d->size);
     return pt_comm_bcast(d, buf, bytes, root, "pt_dist_broadcast");

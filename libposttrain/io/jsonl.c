@@ -2,12 +2,14 @@
 #include "io/jsonl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define READ_CHUNK ((size_t)1 << 16)
 
@@ -62,9 +64,16 @@ int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(path);
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK for the open only: a FIFO without a writer must not hang
+     * it (it then reads as empty); a stream that has a writer (a pipe, a
+     * shell's <(...)) is read as it comes, so blocking is restored */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         int e = errno;
+        if (fd >= 0)
+            close(fd);
         return pt_err(e == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: cannot open: %s", path,
                       strerror(e));
     }

@@ -56,7 +56,9 @@ static pt_json_ctx sub_ctx(const char *path)
 
 /* A token id: an integer (-1 meaning none), or a non-empty list of integers
  * (the first is kept, the rest are checked), or absent/null (-1). */
-static int get_token_id(int *out, const cJSON *obj, const char *key)
+/* A token id, or a list of them (Hugging Face's several end-of-sequence
+ * ids): *out gets the first; every entry must be below vocab_size. */
+static int get_token_id(int *out, const cJSON *obj, const char *key, int vocab_size)
 {
     const cJSON *it = NULL;
     int st = pt_json_field(&it, obj, &k_root, key);
@@ -72,6 +74,9 @@ static int get_token_id(int *out, const cJSON *obj, const char *key)
                 c->valuedouble > (double)CFG_MAX_VOCAB)
                 return pt_err(PT_ECONFIG, CFG "'%s'[%d] must be a token id (integer >= 0)",
                               key, n);
+            if (c->valuedouble >= (double)vocab_size)
+                return pt_err(PT_ECONFIG, "model config: '%s'[%d] = %.0f is out of range [0, %d] (the "
+                              "vocab_size is %d)", key, n, c->valuedouble, vocab_size - 1, vocab_size);
             if (n == 0)
                 *out = (int)c->valuedouble;
         }
@@ -360,9 +365,9 @@ static int parse_token_ids(pt_model_config *cfg, const cJSON *root, const pt_arc
     if (pt_json_has_key(root, "eos_token_id"))
         cfg->eos_token_id = -1;
     int st;
-    if ((st = get_token_id(&cfg->bos_token_id, root, "bos_token_id")) ||
-        (st = get_token_id(&cfg->eos_token_id, root, "eos_token_id")) ||
-        (st = get_token_id(&cfg->pad_token_id, root, "pad_token_id")))
+    if ((st = get_token_id(&cfg->bos_token_id, root, "bos_token_id", cfg->vocab_size)) ||
+        (st = get_token_id(&cfg->eos_token_id, root, "eos_token_id", cfg->vocab_size)) ||
+        (st = get_token_id(&cfg->pad_token_id, root, "pad_token_id", cfg->vocab_size)))
         return st;
     return PT_OK;
 }
@@ -382,6 +387,7 @@ static int parse_root(pt_model_config *cfg, const cJSON *root)
 int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len)
 {
     PT_CHECK_NULL(cfg);
+    PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "config.json");
     PT_CHECK_ARG(json || !len, json, "is NULL with len %zu", len);
     int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
     if (st)

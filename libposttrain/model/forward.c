@@ -36,6 +36,7 @@ struct pt_context {
     int max_batch, max_seq;
     int B, T;
     int state;
+    const char *api;      /* the public function of the batch being read, for messages */
     size_t chunk_rows, chunk_rows_max;
     int tile_q, tile_k;
     int attn_threads;
@@ -131,33 +132,37 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
 }
 
 static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
-                          bool packed);
+                          bool packed, const char *fn);
 
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
-    return context_create(out, model, max_batch, max_seq, false);
+    return context_create(out, model, max_batch, max_seq, false, __func__);
 }
 
 int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
-    return context_create(out, model, max_batch, max_seq, true);
+    return context_create(out, model, max_batch, max_seq, true, __func__);
 }
 
+/* The checks name fn, the public function the host called. */
 static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
-                          bool packed)
+                          bool packed, const char *fn)
 {
-    PT_CHECK_NULL(out);
+    if (!out)
+        return pt_err(PT_EINVAL, "%s: out is NULL", fn);
     *out = NULL;
-    PT_CHECK_NULL(model);
-    PT_CHECK_ARG(max_batch > 0, max_batch, "%d must be positive", max_batch);
-    PT_CHECK_ARG(max_seq > 0, max_seq, "%d must be positive", max_seq);
-    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, "pt_context_create");
+    if (!model)
+        return pt_err(PT_EINVAL, "%s: model is NULL", fn);
+    if (max_batch <= 0)
+        return pt_err_arg(fn, "max_batch", "%d must be positive", max_batch);
+    if (max_seq <= 0)
+        return pt_err_arg(fn, "max_seq", "%d must be positive", max_seq);
+    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, fn);
     if (st)
         return st;
     size_t N;
     if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
-        return pt_err(PT_ENOMEM, "pt_context_create: %d x %d tokens is too many", max_batch,
-                      max_seq);
+        return pt_err(PT_ENOMEM, "%s: %d x %d tokens is too many", fn, max_batch, max_seq);
     pt_context *ctx = pt_calloc(1, sizeof *ctx);
     if (!ctx)
         return PT_ENOMEM;
@@ -180,11 +185,9 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
     pt_planner p = { 0, false };
     lay_out(ctx, &p, NULL, N);
     if (p.overflow)
-        st = pt_err(PT_ENOMEM, "pt_context_create: activation memory for %d x %d tokens "
-                    "overflows", max_batch, max_seq);
+        st = pt_err(PT_ENOMEM, "%s: activation memory for %d x %d tokens overflows", fn, max_batch, max_seq);
     else if (!(ctx->block = pt_malloc_aligned(p.total * sizeof(float))))
-        st = pt_err_prefix(PT_ENOMEM, "pt_context_create: %zu MiB of activations",
-                           p.total * sizeof(float) >> 20);
+        st = pt_err_prefix(PT_ENOMEM, "%s: %zu MiB of activations", fn, p.total * sizeof(float) >> 20);
     if (st) {
         pt_context_free(ctx);
         return st;
@@ -304,6 +307,7 @@ static pt_attn_shape attn_shape(const pt_context *ctx)
 static int read_batch(pt_batch *b, const pt_batch *user, pt_context *ctx, const char *func)
 {
     ctx->state = ST_EMPTY;
+    ctx->api = func;
     pt_batch_init(b);
     int st = pt_struct_read(b, sizeof *b, user, func, "pt_batch_init");
     if (st)
@@ -330,16 +334,16 @@ static int load_batch(pt_context *ctx, const pt_batch *b)
     for (size_t i = 0; i < n; i++) {
         int32_t id = b->input_ids[i];
         if (id < 0 || id >= c->vocab_size)
-            return pt_err(PT_ERANGE, "batch: input id %d at row %zu position %zu is outside the "
-                          "vocabulary [0, %d)", id, i / (size_t)T, i % (size_t)T, c->vocab_size);
+            return pt_err(PT_ERANGE, "%s: batch: input id %d at row %zu position %zu is outside the "
+                          "vocabulary [0, %d)", ctx->api, id, i / (size_t)T, i % (size_t)T, c->vocab_size);
         int32_t t = b->targets ? b->targets[i] : -1;
         if (t < -1 || t >= c->vocab_size)
-            return pt_err(PT_ERANGE, "batch: target %d at row %zu position %zu is outside the "
-                          "vocabulary [0, %d) (use -1 for no target)", t, i / (size_t)T,
+            return pt_err(PT_ERANGE, "%s: batch: target %d at row %zu position %zu is outside the "
+                          "vocabulary [0, %d) (use -1 for no target)", ctx->api, t, i / (size_t)T,
                           i % (size_t)T, c->vocab_size);
         int32_t p = b->positions ? b->positions[i] : (int32_t)(i % (size_t)T);
         if (p < 0)
-            return pt_err(PT_ERANGE, "batch: position %d at row %zu position %zu is negative", p,
+            return pt_err(PT_ERANGE, "%s: batch: position %d at row %zu position %zu is negative", ctx->api, p,
                           i / (size_t)T, i % (size_t)T);
         ctx->ids[i] = id;
         ctx->tgt[i] = t;

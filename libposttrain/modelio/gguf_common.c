@@ -1,8 +1,13 @@
-/* llama.cpp architecture names and the Q/K permutation (gguf_internal.h). */
+/* llama.cpp architecture names and the Q/K permutation (gguf_internal.h);
+ * the check that an export writes no NaN or infinity. */
 #include "modelio/gguf_internal.h"
 
+#include "core/core.h"
+#include "io/safetensors.h"
+#include "modelio/gguf_export_internal.h"
 #include "posttrain/model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 const char *pt_gguf_arch_name(int arch)
@@ -53,4 +58,28 @@ void pt_gguf_unpermute_rows(float *dst, const float *src, int64_t rows, int64_t 
     int64_t d = rows / n_head;
     for (int64_t r = 0; r < rows; r++)
         memcpy(dst + hf_row(r, d) * cols, src + r * cols, (size_t)cols * sizeof(float));
+}
+
+int gx_check_written(const float *v, size_t n, int type, const char *fn, const char *path, const char *name,
+                     const char *how)
+{
+    size_t at = pt_first_nonfinite(v, n);
+    char what[64] = "";
+    if (at < n)
+        snprintf(what, sizeof what, "%s", pt_nonfinite_name(v[at]));
+    else if (type == PT_GGML_F16 || type == PT_GGML_BF16) {
+        const bool f16 = type == PT_GGML_F16;
+        for (at = 0; at < n; at++) {
+            uint16_t h = f16 ? pt_f32_to_f16(v[at]) : pt_f32_to_bf16(v[at]);
+            if ((h & (f16 ? 0x7c00u : 0x7f80u)) == (f16 ? 0x7c00u : 0x7f80u))
+                break;
+        }
+        if (at < n)
+            snprintf(what, sizeof what, "%s in %s (%g is beyond its range)", v[at] > 0 ? "+inf" : "-inf",
+                     f16 ? "F16" : "BF16", (double)v[at]);
+    }
+    if (!what[0])
+        return PT_OK;
+    return pt_err(PT_ENONFINITE, "%s: %s: tensor '%s' would hold %s at element %zu%s; a non-finite model is not "
+                  "exported (nothing was written)", fn, path, name, what, at, how);
 }

@@ -100,7 +100,7 @@ static int check_args(const pt_model *m, const char *path, const pt_gguf_export_
     if (!pt_model_tokenizer(m))
         return pt_err(PT_ESTATE, "pt_model_export_gguf: the model has no tokenizer (load it from a "
                       "directory holding tokenizer.json): a GGUF model file carries its vocabulary");
-    return PT_OK;
+    return pt_modelio_check_finite(m, 0, pt_model_tensor_count(m), fn, path, "a non-finite model is not exported");
 }
 
 /* llama.cpp's "llama" architecture, which the converter writes for

@@ -50,6 +50,13 @@ typedef struct gx_bufs {
     size_t n, cap;
 } gx_bufs;
 int gx_add_tensors(gx_ctx *c, gx_bufs *bufs);
+/* PT_ENONFINITE naming fn, path and the tensor when the n values v would be
+ * written as a NaN or an infinity in ggml type `type`: as they are in F32;
+ * in F16 and BF16 after rounding too, which makes a finite value beyond
+ * their range an infinity.  `how` ("" or " with the LoRA update merged")
+ * says what made the values.  PT_OK otherwise (gguf_common.c). */
+int gx_check_written(const float *v, size_t n, int type, const char *fn, const char *path, const char *name,
+                     const char *how);
 void gx_tensors_free(gx_bufs *bufs);
 /* The converter's llama3 rope factors (LlamaModel.generate_extra_tensors,
  * float32 arithmetic as torch does it) for head_dim/2 entries; false when

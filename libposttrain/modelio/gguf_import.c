@@ -20,7 +20,7 @@ bool pt_gguf_is_file(const char *path)
 {
     if (!pt_is_file(path))
         return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return false;
     char magic[4];
@@ -121,6 +121,8 @@ static int read_tensor(const pt_gguf *g, const pt_tensor_ref *r, const pt_model_
     const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
     int heads = permuted_heads(r, c);
     int st = pt_gguf_read_f32(t, heads ? tmp : r->data, r->numel);
+    if (!st)
+        st = pt_err_nonfinite(heads ? tmp : r->data, r->numel);
     if (st)
         return pt_err_prefix(st, "%s: tensor '%s'", path, name);
     if (heads)

@@ -21,6 +21,7 @@
 #include "model/schema.h"
 #include "modelio/gguf_export_internal.h"
 #include "modelio/gguf_internal.h"
+#include "modelio/modelio_internal.h"
 #include "posttrain/gguf.h"
 #include "posttrain/modelio.h"
 
@@ -102,7 +103,7 @@ static size_t permuted_floats(const pt_model *m, const lora_item *it, size_t n)
 /* Add one adapter's lora_a and lora_b; *scratch advances past a permuted B
  * (which must stay valid until the file is written). */
 static int add_pair(pt_gguf_writer *w, const pt_model *m, const lora_item *it, int type,
-                    float **scratch)
+                    float **scratch, const char *path)
 {
     const struct pt_lora *l = m->lora;
     const pt_lora_pair *p = &l->mods[(size_t)it->layer * PT_LORA_NMOD + (size_t)it->k];
@@ -120,11 +121,14 @@ static int add_pair(pt_gguf_writer *w, const pt_model *m, const lora_item *it, i
     }
     const uint64_t ne_a[2] = { p->in, r }, ne_b[2] = { r, p->out };
     snprintf(name, sizeof name, "%s.lora_a", base);
-    int st = pt_gguf_add_tensor_f32(w, name, 2, ne_a, type, p->a);
+    int st = gx_check_written(p->a, (size_t)(p->in * r), type, "pt_lora_export_gguf", path, name, "");
+    if (st == PT_OK)
+        st = pt_gguf_add_tensor_f32(w, name, 2, ne_a, type, p->a);
     if (st != PT_OK)
         return st;
     snprintf(name, sizeof name, "%s.lora_b", base);
-    return pt_gguf_add_tensor_f32(w, name, 2, ne_b, type, b);
+    st = gx_check_written(b, (size_t)(p->out * r), type, "pt_lora_export_gguf", path, name, "");
+    return st ? st : pt_gguf_add_tensor_f32(w, name, 2, ne_b, type, b);
 }
 
 /* ---- the naming keys --------------------------------------------------------------- */
@@ -194,10 +198,10 @@ static int add_metadata(pt_gguf_writer *w, const pt_model *m, const gx_names *na
 }
 
 static int add_tensors(pt_gguf_writer *w, const pt_model *m, const lora_item *it, size_t n,
-                       int type, float *scratch)
+                       int type, float *scratch, const char *path)
 {
     for (size_t i = 0; i < n; i++) {
-        int st = add_pair(w, m, &it[i], type, &scratch);
+        int st = add_pair(w, m, &it[i], type, &scratch, path);
         if (st != PT_OK)
             return st;
     }
@@ -228,6 +232,9 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
     int st = PT_STRUCT_READ(o, opts, pt_gguf_export_options_init);
     if (st == PT_OK)
         st = check_model(model, &o);
+    if (st == PT_OK)
+        st = pt_modelio_check_finite(model, model->lora->nbase, pt_model_tensor_count(model), "pt_lora_export_gguf",
+                                     path, "a non-finite adapter is not exported");
     if (st != PT_OK)
         return st;
     lora_item *items = NULL;
@@ -248,7 +255,7 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
     if (st == PT_OK)
         st = add_metadata(w, model, &names);
     if (st == PT_OK)
-        st = add_tensors(w, model, items, n, ggml_type_of(o.type), scratch);
+        st = add_tensors(w, model, items, n, ggml_type_of(o.type), scratch, path);
     if (st == PT_OK)
         st = pt_gguf_write(w, path);
 done:

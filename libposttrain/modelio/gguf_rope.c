@@ -153,6 +153,8 @@ int pt_gguf_rope_from_freqs(pt_model_config *cfg, const pt_gguf *g, const pt_ggu
         st = PT_ENOMEM;
     else if ((st = pt_gguf_read_f32(t, r, (size_t)n)))
         st = pt_err_prefix(st, "%s", path);
+    else if ((st = pt_err_nonfinite(r, (size_t)n)))
+        st = pt_err_prefix(st, "%s: tensor 'rope_freqs.weight'", path);
     else
         st = fit_factors(cfg, r, r + n, r + 2 * n, x, n, old, path);
     pt_free(r);

@@ -131,6 +131,9 @@ static int add_one(gx_ctx *c, gx_bufs *bufs, const pt_tensor_ref *r)
         return st;
     uint64_t ne[2] = { (uint64_t)(r->ndim == 2 ? r->shape[1] : r->shape[0]), (uint64_t)r->shape[0] };
     int type = r->ndim <= 1 || ends_with(name, "_norm.weight") ? PT_GGML_F32 : ggml_type_of(c->type);
+    if ((st = gx_check_written(src, r->numel, type, "pt_model_export_gguf", c->out_path, r->name,
+                               lora_pair(c->m, r) ? " with the LoRA update merged" : "")))
+        return st;
     c->total_params += r->numel;
     return pt_gguf_add_tensor_f32(c->w, name, (uint32_t)r->ndim, ne, type, src);
 }

@@ -82,6 +82,12 @@ static int inspect(pt_model_dir_info *info, const char *dir)
     if (st)
         return st;
     info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");
+    pt_tokenizer *tok = NULL;
+    if ((info->tokenizer_status = pt_modelio_dir_tokenizer(&tok, dir, info->config.vocab_size)) != PT_OK) {
+        snprintf(info->tokenizer_problem, sizeof info->tokenizer_problem, "%s", pt_last_error());
+        pt_clear_error();
+    }
+    pt_tokenizer_free(tok);
     info->has_generation_config = pt_dir_has_file(dir, "generation_config.json");
     pt_weight_files w;
     if ((st = pt_weight_files_open(&w, dir)) != PT_OK) {

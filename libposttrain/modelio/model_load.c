@@ -8,8 +8,10 @@
 #include "modelio/modelio_internal.h"
 #include "posttrain/modelio.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int pt_model_load_options_init(pt_model_load_options *o)
 {
@@ -27,6 +29,8 @@ static int check_tied_head(const pt_model *m, const pt_weight_entry *head, const
     if (!tmp)
         return PT_ENOMEM;
     int st = pt_st_read_f32(head->t, tmp, embed->numel);
+    if (st == PT_OK && (st = pt_err_nonfinite(tmp, embed->numel)))
+        pt_err_prefix(st, "%s: tensor 'lm_head.weight'", dir);
     if (st == PT_OK && memcmp(tmp, embed->data, embed->numel * sizeof(float)) != 0)
         st = pt_err(PT_EFORMAT,
                     "%s: 'lm_head.weight' differs from 'model.embed_tokens.weight' but "
@@ -52,23 +56,57 @@ static int fill_model(pt_model *m, const pt_weight_files *w, const char *dir)
         if ((st = pt_check_abort()))
             return st;
         st = pt_st_read_f32(pt_weight_files_find(w, r->name)->t, r->data, r->numel);
+        if (!st)
+            st = pt_err_nonfinite(r->data, r->numel);
         if (st)
             return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
     }
     return head ? check_tied_head(m, head, dir) : PT_OK;
 }
 
+/* What is named tokenizer.json in dir, when it is not a regular file. */
+static int check_entry(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return PT_OK; /* absent: the model has no tokenizer */
+    if (stat(path, &sb) != 0)
+        return pt_err(PT_ENOTFOUND, "%s is a symbolic link to %s", path,
+                      errno == ENOENT ? "a missing file" : strerror(errno));
+    if (S_ISREG(sb.st_mode))
+        return PT_OK;
+    return pt_err(PT_EFORMAT, "%s is %s, not a file", path,
+                  S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO" :
+                  S_ISSOCK(sb.st_mode) ? "a socket" : "a device");
+}
+
+int pt_modelio_dir_tokenizer(pt_tokenizer **out, const char *dir, int32_t model_vocab)
+{
+    *out = NULL;
+    char *path = pt_path_join(dir, "tokenizer.json");
+    if (!path)
+        return PT_ENOMEM;
+    int st = check_entry(path);
+    if (st == PT_OK && pt_is_file(path) && (st = pt_tokenizer_load(out, dir)) == PT_OK &&
+        (st = pt_modelio_check_tokenizer(*out, model_vocab, path))) {
+        pt_tokenizer_free(*out);
+        *out = NULL;
+    }
+    if (st && !strstr(pt_last_error(), path))
+        pt_err_prefix(st, "%s", path);
+    pt_free(path);
+    return st;
+}
+
 /* The tokenizer of dir when asked for and present: a malformed one is an
  * error, one this build cannot run is a warning (the weights are still
  * usable, ids in, ids out) and *out stays NULL. */
-static int load_tokenizer(pt_tokenizer **out, const char *dir, bool wanted)
+static int load_tokenizer(pt_tokenizer **out, const char *dir, bool wanted, int32_t model_vocab)
 {
     *out = NULL;
-    if (!wanted || !pt_dir_has_file(dir, "tokenizer.json"))
+    if (!wanted)
         return PT_OK;
-    int st = pt_tokenizer_load(out, dir);
-    if (st)
-        pt_err_prefix(st, "%s: tokenizer", dir);
+    int st = pt_modelio_dir_tokenizer(out, dir, model_vocab);
     if (st == PT_EUNSUPPORTED) {
         pt_log(PT_LOG_WARN, "%s; the model is loaded without a tokenizer", pt_last_error());
         pt_clear_error();
@@ -87,8 +125,10 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     int st = PT_STRUCT_READ(o, opts, pt_model_load_options_init);
     if (st)
         return st;
-    if (pt_gguf_is_file(dir))
-        return pt_gguf_load_model(out, dir, &o);
+    if (pt_gguf_is_file(dir)) {
+        st = pt_gguf_load_model(out, dir, &o);
+        return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
+    }
     if (!pt_is_dir(dir))
         return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
                                                       "GGUF magic)"
@@ -108,15 +148,7 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     pt_weight_files_close(&w);
     pt_tokenizer *tok = NULL;
     if (st == PT_OK)
-        st = load_tokenizer(&tok, dir, o.load_tokenizer);
-    if (st == PT_OK && tok) {
-        char what[4096];
-        snprintf(what, sizeof what, "%s/tokenizer.json", dir);
-        if ((st = pt_modelio_check_tokenizer(tok, cfg.vocab_size, what))) {
-            pt_tokenizer_free(tok);
-            tok = NULL;
-        }
-    }
+        st = load_tokenizer(&tok, dir, o.load_tokenizer, cfg.vocab_size);
     char *d = NULL;
     if (st == PT_OK && !(d = pt_strdup(dir))) {
         pt_tokenizer_free(tok);
@@ -126,7 +158,8 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
         st = pt_modelio_set_record(m, d, tok);
     if (st) {
         pt_model_free(m);
-        return st;
+        /* a model with a non-finite weight is not loaded: say which call */
+        return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
     }
     *out = m;
     return PT_OK;

@@ -62,6 +62,11 @@ int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const c
 void pt_model_info_add_tensor(pt_model_dir_info *info, const char *dtype, uint64_t nbytes);
 
 int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok);
+/* PT_ENONFINITE naming fn, path, the first of the model's tensors [from, to)
+ * that holds a NaN or an infinity and its element, then `not_done` ("a
+ * non-finite model is not saved"); else PT_OK (record.c). */
+int pt_modelio_check_finite(const pt_model *m, size_t from, size_t to, const char *fn, const char *path,
+                            const char *not_done);
 /* Keep the tokenizer.json / tokenizer_config.json texts generated for a
  * model loaded from a GGUF file (taking ownership; either may be NULL), so
  * that pt_model_save_dir writes them; read back with the getters (NULL
@@ -77,6 +82,12 @@ const char *pt_modelio_tokenizer_config(const pt_model *m);
  * model_vocab, and model_vocab exceeds its id range by no more than
  * embedding padding (the next multiple of 128, or 1%, whichever is more). */
 int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, const char *what);
+/* DIR/tokenizer.json as pt_model_load_dir loads it: *out NULL and PT_OK when
+ * there is none; an entry that is not a regular file (a directory, a FIFO, a
+ * dangling link), a malformed file or one of another model (the check above)
+ * is the error; PT_EUNSUPPORTED is a kind this build cannot run (the load
+ * goes on without it).  Messages name the file (model_load.c). */
+int pt_modelio_dir_tokenizer(pt_tokenizer **out, const char *dir, int32_t model_vocab);
 
 /* ---- config.json (config_json.c) ------------------------------------------------ */
 

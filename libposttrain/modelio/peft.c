@@ -76,7 +76,10 @@ int pt_lora_save_peft(const pt_model *m, const char *dir, const char *base_model
     const struct pt_lora *l = m->lora;
     if (!l)
         return pt_err(PT_ESTATE, "pt_lora_save_peft: the model has no LoRA adapters");
-    int st = pt_mkdir_p(dir);
+    int st = pt_modelio_check_finite(m, l->nbase, pt_model_tensor_count(m), "pt_lora_save_peft", dir,
+                                     "a non-finite adapter is not saved");
+    if (st == PT_OK)
+        st = pt_mkdir_p(dir);
     if (st != PT_OK)
         return st;
     size_t nt = 2 * l->nadapters;
@@ -264,6 +267,8 @@ static int load_tensors(pt_model *m, const pt_st_file *f, const char *path)
                           (long long)r->shape[1], l->opts.rank);
         }
         int st = pt_st_read_f32(t, r->data, r->numel);
+        if (st == PT_OK)
+            st = pt_err_nonfinite(r->data, r->numel);
         if (st != PT_OK)
             return pt_err_prefix(st, "%s: tensor '%s'", path, name);
     }
@@ -312,6 +317,8 @@ int pt_lora_load_peft(pt_model *m, const char *dir)
         st = PT_ENOMEM;
     if (st != PT_OK)
         pt_model_remove_lora(m);
+    if (st == PT_ENONFINITE)
+        pt_err_prefix(st, "pt_lora_load_peft");
 done:
     pt_st_close(f);
     pt_free(cpath);

@@ -24,6 +24,19 @@ static void free_rec(void *p)
     pt_free(r);
 }
 
+int pt_modelio_check_finite(const pt_model *m, size_t from, size_t to, const char *fn, const char *path,
+                            const char *not_done)
+{
+    for (size_t i = from; i < to; i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        size_t at = pt_first_nonfinite(r->data, r->numel);
+        if (at < r->numel)
+            return pt_err(PT_ENONFINITE, "%s: %s: tensor '%s' holds %s at element %zu; %s (nothing was written)",
+                          fn, path, r->name, pt_nonfinite_name(r->data[at]), at, not_done);
+    }
+    return PT_OK;
+}
+
 int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok)
 {
     mio_rec *r = pt_calloc(1, sizeof *r);

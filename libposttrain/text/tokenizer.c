@@ -58,6 +58,8 @@ int pt_tokenizer_load_memory_config(pt_tokenizer **out, const char *json, size_t
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(json);
+    PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "tokenizer.json");
+    PT_CHECK_COUNT(config_len, PT_MAX_TEXT_BYTES, "tokenizer_config.json");
     return load_memory(out, json, len, config_json, config_len);
 }
 
@@ -66,6 +68,7 @@ int pt_tokenizer_load_memory(pt_tokenizer **out, const char *json, size_t len)
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(json);
+    PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "tokenizer.json");
     return load_memory(out, json, len, NULL, 0);
 }
 
@@ -134,6 +137,7 @@ int pt_tokenizer_encode(int32_t **ids, size_t *n_ids, const pt_tokenizer *t, con
     *ids = NULL;
     *n_ids = 0;
     PT_CHECK_NULL(t);
+    PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "text");
     PT_CHECK_ARG(text || !len, text, "is NULL with len %zu", len);
     tk_ids out = {0};
     int st = tk_encode(&out, t, text ? text : "", len, flags);
@@ -154,12 +158,13 @@ int pt_tokenizer_decode(char **text, size_t *len, const pt_tokenizer *t, const i
     if (len)
         *len = 0;
     PT_CHECK_NULL(t);
+    PT_CHECK_COUNT(n, PT_MAX_TOKENS, "id array");
     PT_CHECK_ARG(ids || !n, ids, "is NULL with n %zu", n);
     pt_strbuf b = PT_STRBUF_INIT;
     int st = tk_decode(&b, t, ids, n, flags);
     if (st) {
         pt_strbuf_free(&b);
-        return st;
+        return pt_err_in(__func__, st);
     }
     *text = pt_strbuf_detach(&b, len);
     return *text ? 0 : PT_ENOMEM;

@@ -397,8 +397,8 @@ static int load_weights_file(const char *path, pt_model *model)
         const pt_st_tensor *t = pt_st_find(f, r->name);
         if (!t)
             st = pt_err(PT_ENOTFOUND, "%s: no tensor '%s'", path, r->name);
-        else
-            st = pt_st_read_f32(t, r->data, r->numel);
+        else if (!(st = pt_st_read_f32(t, r->data, r->numel)) && (st = pt_err_nonfinite(r->data, r->numel)))
+            pt_err_prefix(st, "%s: tensor '%s'", path, r->name);
         used++;
     }
     if (!st && used != pt_st_count(f))
@@ -432,8 +432,9 @@ static int load_optimizer(const char *path, pt_optimizer *opt, const pt_model *m
             const pt_st_tensor *t = pt_st_find(f, name);
             if (!t)
                 st = pt_err(PT_ENOTFOUND, "%s: no tensor '%s' (saved by another optimizer type?)", path, name);
-            else
-                st = pt_st_read_f32(t, (k == 0 ? sv.m : sv.v) + off, r->numel);
+            else if (!(st = pt_st_read_f32(t, (k == 0 ? sv.m : sv.v) + off, r->numel)) &&
+                     (st = pt_err_nonfinite((k == 0 ? sv.m : sv.v) + off, r->numel)))
+                pt_err_prefix(st, "%s: tensor '%s'", path, name);
         }
         off += r->numel;
     }

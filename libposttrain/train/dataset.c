@@ -338,7 +338,7 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
     }
     free(lp);
     if (st)
-        return st;
+        return pt_err_in(__func__, st);
     *loss = count > 0 ? sum / count : 0.0;
     if (tokens)
         *tokens = count;

@@ -47,6 +47,7 @@ static int add_owned(pt_dataset *d, int32_t *ids, uint8_t *mask, size_t n)
 int pt_dataset_add(pt_dataset *dataset, const int32_t *ids, const uint8_t *loss_mask, size_t n)
 {
     PT_CHECK_NULL(dataset);
+    PT_CHECK_COUNT(n, PT_MAX_TOKENS, "example");
     PT_CHECK_ARG(ids || !n, ids, "is NULL (n is %zu)", n);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0)

@@ -49,7 +49,28 @@ struct pt_rollout_buffer {
     grpo_sample *s;
     int n, cap;
     float *view_seg;                         /* a global view's copy of the segment rewards */
+    bool scoring;                            /* pt_rollout_buffer_score is calling a reward function */
+    bool free_pending;                       /* the reward function freed the buffer: freed after it returns */
 };
+
+/* ---- the step's checks (grpo_check.c) ---- */
+
+/* The options of pt_grpo_step / pt_grpo_accumulate: PT_OK or PT_EINVAL
+ * naming the field. */
+int pt_grpo_check_options(const pt_grpo_options *o);
+/* Every sample's ids inside the model's vocabulary and its reference
+ * logprobs present when beta > 0 (or to come from the LoRA base:
+ * *refs_from_base); *maxlen receives the longest sample. */
+int pt_grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
+                          const pt_grpo_options *o);
+/* PT_ESTATE when no sample of buf has a reward and some were never scored. */
+int pt_grpo_check_scored(const pt_rollout_buffer *buf);
+/* The samples every reward function declined. */
+void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf);
+
+/* PT_ESTATE naming func when buf is being scored (a reward function may
+ * not change the buffer it scores); else PT_OK (grpo_reward.c). */
+int pt_rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func);
 
 /* One row of a micro-batch for sample s, T wide: ids padded with 0,
  * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */

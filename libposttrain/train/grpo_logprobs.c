@@ -152,11 +152,11 @@ int pt_rollout_buffer_compute_logprobs_with(pt_rollout_buffer *buf, pt_context *
     CHECK_WHICH(which);
     pt_rollout_logprobs_options o;
     int st = PT_STRUCT_READ(o, opts, pt_rollout_logprobs_options_init);
-    if (st)
+    if (st || (st = pt_rollout_check_not_scoring(buf, __func__)))
         return st;
     PT_CHECK_ARG(isfinite(o.temperature) && o.temperature >= 1e-6 && o.temperature <= FLT_MAX, temperature,
                  "%g must be finite and >= 1e-6", o.temperature);
-    return pt_rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature);
+    return pt_err_in(__func__, pt_rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature));
 }
 
 int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
@@ -164,5 +164,6 @@ int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, 
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(ctx);
     CHECK_WHICH(which);
-    return pt_rollout_compute_logprobs(buf, ctx, which, false, 1.0f);
+    int st = pt_rollout_check_not_scoring(buf, __func__);
+    return st ? st : pt_err_in(__func__, pt_rollout_compute_logprobs(buf, ctx, which, false, 1.0f));
 }

@@ -7,10 +7,22 @@
 #include <math.h>
 #include <stdlib.h>
 
+int pt_rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func)
+{
+    if (buf && buf->scoring)
+        return pt_err(PT_ESTATE, "%s: the buffer is being scored (pt_rollout_buffer_score is calling its reward "
+                      "function): a reward function may not change the buffer it scores; nothing was changed",
+                      func);
+    return PT_OK;
+}
+
 int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void *payload)
 {
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(fn);
+    int guard = pt_rollout_check_not_scoring(buf, __func__);
+    if (guard)
+        return guard;
     if (k < 0 || k >= buf->k)
         return pt_err_arg(__func__, "reward function", "%d is not in 0 .. %d", k, buf->k - 1);
     if (buf->n == 0)
@@ -30,7 +42,18 @@ int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void
     }
     pt_reward_batch rb = { .size = sizeof rb, .n = buf->n, .items = items, .func_index = k,
                            .func_name = buf->names[k] };
+    /* while the function runs, every call that would change the buffer
+     * (add, clear, rewards, logprobs, a step) is PT_ESTATE, and a free waits */
+    buf->scoring = true;
     int rc = fn(r, &rb, payload), st = PT_OK;
+    buf->scoring = false;
+    if (buf->free_pending) {
+        free(items);
+        free(r);
+        pt_rollout_buffer_free(buf);
+        return pt_err(PT_ESTATE, "pt_rollout_buffer_score: reward function %d freed the buffer it was scoring "
+                      "(it is freed now; nothing was scored)", k);
+    }
     if (rc != 0)
         st = pt_err(PT_ECALLBACK, "pt_rollout_buffer_score: reward function %d ('%s') returned %d", k,
                     buf->names[k], rc);

@@ -40,6 +40,11 @@ void pt_rollout_buffer_free(pt_rollout_buffer *buf)
 {
     if (!buf)
         return;
+    if (buf->scoring) {
+        /* from the reward function scoring it: pt_rollout_buffer_score frees it */
+        buf->free_pending = true;
+        return;
+    }
     for (int i = 0; i < buf->n; i++)
         sample_release(&buf->s[i]);
     for (int k = 0; k < buf->k; k++)
@@ -148,6 +153,8 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
         return st;
     if (!s->ids)
         return pt_err(PT_EINVAL, "%s: ids is NULL", what);
+    if (s->n_ids > 0 && (size_t)s->n_ids > PT_MAX_TOKENS)
+        return pt_err_count(what, "n_ids", (size_t)s->n_ids, PT_MAX_TOKENS, "sample");
     if (s->prompt_len < 1 || s->n_ids <= s->prompt_len)
         return pt_err(PT_EINVAL, "%s: lengths mismatch: prompt_len %d and n_ids %d (need 1 <= prompt_len < n_ids)",
                       what, s->prompt_len, s->n_ids);
@@ -268,19 +275,25 @@ int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample 
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(samples);
     PT_CHECK_ARG(n >= 1, n, "%d must be >= 1", n);
-    return add_samples(buf, samples, n, __func__);
+    PT_CHECK_COUNT(n, PT_MAX_MESSAGES, "group");
+    int st = pt_rollout_check_not_scoring(buf, __func__);
+    return st ? st : add_samples(buf, samples, n, __func__);
 }
 
 int pt_rollout_buffer_add(pt_rollout_buffer *buf, const pt_rollout_sample *sample)
 {
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(sample);
-    return add_samples(buf, sample, 1, __func__);
+    int st = pt_rollout_check_not_scoring(buf, __func__);
+    return st ? st : add_samples(buf, sample, 1, __func__);
 }
 
 int pt_rollout_buffer_clear(pt_rollout_buffer *buf)
 {
     PT_CHECK_NULL(buf);
+    int st = pt_rollout_check_not_scoring(buf, __func__);
+    if (st)
+        return st;
     for (int i = 0; i < buf->n; i++)
         sample_release(&buf->s[i]);
     buf->n = 0;
@@ -309,7 +322,9 @@ static int check_index(const pt_rollout_buffer *buf, int i, bool has_k, int k, c
 
 int pt_rollout_buffer_set_reward(pt_rollout_buffer *buf, int sample, int k, float reward)
 {
-    int st = check_index(buf, sample, true, k, __func__);
+    int st = pt_rollout_check_not_scoring(buf, __func__);
+    if (!st)
+        st = check_index(buf, sample, true, k, __func__);
     if (st)
         return st;
     PT_CHECK_ARG(!isinf(reward), reward, "is infinite (NaN declines)");
@@ -344,7 +359,9 @@ static int check_segment(const pt_rollout_buffer *buf, int i, int k, const char 
 
 int pt_rollout_buffer_set_segment_reward(pt_rollout_buffer *buf, int sample, int segment, float reward)
 {
-    int st = check_segment(buf, sample, segment, __func__);
+    int st = pt_rollout_check_not_scoring(buf, __func__);
+    if (!st)
+        st = check_segment(buf, sample, segment, __func__);
     if (st)
         return st;
     PT_CHECK_ARG(!isinf(reward), reward, "is infinite (NaN declines)");

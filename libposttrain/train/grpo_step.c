@@ -16,183 +16,11 @@
 #include <string.h>
 #include <time.h>
 
-int pt_grpo_options_init(pt_grpo_options *opts)
-{
-    PT_STRUCT_INIT_ZERO(opts);
-    opts->scale_rewards = PT_GRPO_SCALE_GROUP;
-    opts->loss_type = PT_GRPO_LOSS_DAPO;
-    opts->importance_sampling_level = PT_GRPO_IS_TOKEN;
-    opts->epsilon_low = 0.2;
-    opts->epsilon_high = 0.2;
-    opts->temperature = 1.0;
-    opts->importance_sampling_correction = PT_GRPO_IS_SEQUENCE_MASK;
-    opts->importance_sampling_clip_max = 3.0;
-    opts->importance_sampling_clip_min = 0.0;
-    opts->top_entropy_quantile = 1.0;
-    return PT_OK;
-}
-
-int pt_grpo_stats_init(pt_grpo_stats *stats)
-{
-    PT_STRUCT_INIT_ZERO(stats);
-    stats->entropy = NAN;
-    stats->sampling_logp_difference_mean = stats->sampling_logp_difference_max = NAN;
-    stats->importance_sampling_ratio_min = stats->importance_sampling_ratio_mean = NAN;
-    stats->importance_sampling_ratio_max = stats->importance_sampling_corrected_fraction = NAN;
-    stats->entropy_threshold = NAN;
-    stats->entropy_kept_fraction = 1.0;
-    return PT_OK;
-}
-
-/* The options added with the sampler correction and the loss family of
- * TRL 1.x (check_options' second half). */
-static int check_options_1x(const pt_grpo_options *o)
-{
-    if (!(isfinite(o->temperature) && o->temperature >= 1e-6 && o->temperature <= FLT_MAX))
-        return pt_err(PT_EINVAL, "pt_grpo_step: temperature %g must be finite and >= 1e-6 (the sampling "
-                      "temperature; 1 when sampling greedily)", o->temperature);
-    const int m = o->importance_sampling_correction;
-    if (m < PT_GRPO_IS_CORRECTION_NONE || m > PT_GRPO_IS_SEQUENCE_MASK)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_correction %d", m);
-    const double cmax = o->importance_sampling_clip_max, cmin = o->importance_sampling_clip_min;
-    if (!(cmax > 0) || !(cmin >= 0 && isfinite(cmin)) || !(cmin < cmax))
-        return pt_err(PT_EINVAL, "pt_grpo_step: importance_sampling_clip_min %g and importance_sampling_clip_max %g "
-                      "must satisfy 0 <= clip_min < clip_max (clip_max may be infinite)", cmin, cmax);
-    if ((m == PT_GRPO_IS_TOKEN_TRUNCATE || m == PT_GRPO_IS_SEQUENCE_TRUNCATE) && cmin == 0 && isinf(cmax))
-        return pt_err(PT_EINVAL, "pt_grpo_step: importance_sampling_correction %s needs "
-                      "importance_sampling_clip_min > 0 or a finite importance_sampling_clip_max",
-                      pt_grpo_is_correction_name(m));
-    if (o->loss_type == PT_GRPO_LOSS_CISPO && !(o->epsilon_high > 0))
-        return pt_err(PT_EINVAL, "pt_grpo_step: loss_type cispo needs epsilon_high > 0 (its cap on the ratio; "
-                      "TRL recommends 5)");
-    if (o->delta != 0 && !(isfinite(o->delta) && o->delta > 1.0 + o->epsilon_high))
-        return pt_err(PT_EINVAL, "pt_grpo_step: delta %g must be 0 (off) or finite and > 1 + epsilon_high (%g)",
-                      o->delta, 1.0 + o->epsilon_high);
-    if (o->delta != 0 && o->loss_type == PT_GRPO_LOSS_CISPO)
-        return pt_err(PT_EINVAL, "pt_grpo_step: delta (two-sided clipping) does not apply to loss_type cispo");
-    if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
-        return pt_err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
-    return PT_OK;
-}
-
-static int check_options(const pt_grpo_options *o)
-{
-    if (o->scale_rewards < PT_GRPO_SCALE_GROUP || o->scale_rewards > PT_GRPO_SCALE_RLOO)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown scale_rewards %d", o->scale_rewards);
-    if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_CISPO)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown loss_type %d", o->loss_type);
-    if (o->importance_sampling_level != PT_GRPO_IS_TOKEN && o->importance_sampling_level != PT_GRPO_IS_SEQUENCE)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_level %d", o->importance_sampling_level);
-    if (!(o->epsilon_low >= 0 && o->epsilon_low < 1) || !(o->epsilon_high >= 0 && isfinite(o->epsilon_high)))
-        return pt_err(PT_EINVAL, "pt_grpo_step: epsilon_low %g must be in [0, 1) and epsilon_high %g finite and >= 0",
-                      o->epsilon_low, o->epsilon_high);
-    if (!(o->beta >= 0 && isfinite(o->beta)))
-        return pt_err(PT_EINVAL, "pt_grpo_step: beta %g must be finite and >= 0", o->beta);
-    if (o->max_completion_length < 0 || o->overlong_buffer < 0 || o->micro_batch < 0)
-        return pt_err(PT_EINVAL, "pt_grpo_step: max_completion_length %d, overlong_buffer %d and micro_batch %d "
-                      "must be >= 0", o->max_completion_length, o->overlong_buffer, o->micro_batch);
-    if (o->overlong_buffer > 0 && o->overlong_buffer > o->max_completion_length)
-        return pt_err(PT_EINVAL, "pt_grpo_step: overlong_buffer %d needs max_completion_length >= it (is %d)",
-                      o->overlong_buffer, o->max_completion_length);
-    if (o->loss_type == PT_GRPO_LOSS_DR_GRPO && o->max_completion_length <= 0)
-        return pt_err(PT_EINVAL, "pt_grpo_step: loss_type dr_grpo needs max_completion_length > 0");
-    if (!(o->global_tokens >= 0 && isfinite(o->global_tokens)) ||
-        !(o->global_samples >= 0 && isfinite(o->global_samples)))
-        return pt_err(PT_EINVAL, "pt_grpo_step: global_tokens %g and global_samples %g must be finite and >= 0",
-                      o->global_tokens, o->global_samples);
-    return check_options_1x(o);
-}
-
 static double now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Every sample's ids inside the model's vocabulary and its reference
- * logprobs present when beta > 0 (or to come from the LoRA base:
- * *refs_from_base); *maxlen receives the longest sample. */
-static int check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
-                         const pt_grpo_options *o)
-{
-    pt_model_config cfg;
-    pt_model_config_init(&cfg);
-    int st = pt_model_get_config(&cfg, model);
-    if (st)
-        return st;
-    *maxlen = 0;
-    *refs_from_base = false;
-    for (int i = 0; i < buf->n; i++) {
-        const grpo_sample *s = &buf->s[i];
-        if (o->beta > 0 && !s->has_ref && pt_model_lora_enabled(model))
-            *refs_from_base = true;
-        else if (o->beta > 0 && !s->has_ref)
-            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, fill them "
-                          "with pt_rollout_buffer_compute_logprobs, or train LoRA adapters: their base is the "
-                          "reference)", o->beta, i);
-        for (int t = 0; t < s->n_ids; t++)
-            if (s->ids[t] >= cfg.vocab_size)
-                return pt_err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
-                              (int)s->ids[t], cfg.vocab_size);
-        /* log-probabilities the library computed: at the step's temperature */
-        static const char *const kind[3] = { "old", "reference", "sampling" };
-        for (int k = 0; k < 3; k++)
-            if (s->lp_temp[k] != 0 && s->lp_temp[k] != (float)o->temperature)
-                return pt_err(PT_EINVAL, "pt_grpo_step: sample %d's %s log-probabilities were computed at temperature "
-                              "%g, the step's temperature is %g (compute them again at %g: "
-                              "pt_rollout_buffer_compute_logprobs_with)", i, kind[k], (double)s->lp_temp[k],
-                              o->temperature, o->temperature);
-        *maxlen = s->n_ids > *maxlen ? s->n_ids : *maxlen;
-    }
-    return PT_OK;
-}
-
-/* Sample s has a reward to learn from: one not NaN (or given advantages). */
-static bool has_reward(const pt_rollout_buffer *buf, const grpo_sample *s)
-{
-    bool any = s->kind == GRPO_KIND_ADVANTAGES; /* its advantages are its signal */
-    for (int k = 0; s->kind == GRPO_KIND_REWARD && k < buf->k && !any; k++)
-        any = !isnan(s->rewards[k]);
-    for (int k = 0; s->kind == GRPO_KIND_SEGMENTS && k < s->n_seg && !any; k++)
-        any = !isnan(s->seg[k]);
-    return any;
-}
-
-/* A buffer none of whose samples has a reward, one of which was never
- * scored at all, is a host that forgot to score: PT_ESTATE.  (Every
- * function declining every sample is TRL's all-None step: skipped.) */
-static int check_scored(const pt_rollout_buffer *buf)
-{
-    bool never = false;
-    for (int i = 0; i < buf->n; i++) {
-        if (has_reward(buf, &buf->s[i]))
-            return PT_OK;
-        never |= !buf->s[i].scored;
-    }
-    if (!never)
-        return PT_OK;
-    return pt_err(PT_ESTATE, "pt_grpo_step: no sample has a reward: score the buffer first "
-                  "(pt_rollout_buffer_score or pt_rollout_buffer_set_reward; all %d samples "
-                  "have only NaN rewards, and some were never scored)", buf->n);
-}
-
-/* *unscored: the samples without a reward (all NaN: every function
- * declined them, or never scored among scored ones).  When that is every
- * sample the step has nothing to learn from: the caller skips it
- * (PT_SKIP_NO_REWARDS). */
-static void count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
-{
-    int64_t n = 0;
-    for (int i = 0; i < buf->n; i++)
-        n += !has_reward(buf, &buf->s[i]);
-    *unscored = n;
-    if (n == buf->n)
-        pt_log(PT_LOG_WARN, "pt_grpo_step: no sample has a reward (every reward function declined "
-               "all %d): the step is skipped", buf->n);
-    else if (n > 0)
-        pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward "
-               "function, or every segment, declined them): they count with reward 0", (long long)n, buf->n);
 }
 
 /* With LoRA, the reference policy is the frozen base: the reference
@@ -792,13 +620,13 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     w.acc.is_min = INFINITY;
     w.acc.is_max = -INFINITY;
     bool refs_from_base = false;
-    int st = check_options(o);
+    int st = pt_grpo_check_options(o);
     if (!st && buf->n == 0)
         st = pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
     if (!st)
-        st = check_samples(&w.maxlen, &refs_from_base, buf, model, o);
+        st = pt_grpo_check_samples(&w.maxlen, &refs_from_base, buf, model, o);
     if (!st)
-        st = check_scored(buf);
+        st = pt_grpo_check_scored(buf);
     /* with a job, every rank's samples (and outcome so far); from here on
      * every path of every rank reaches agree_sums */
     pt_rollout_buffer view;
@@ -813,7 +641,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
     int64_t unscored = 0;
-    count_unscored(&unscored, w.all);
+    pt_grpo_count_unscored(&unscored, w.all);
     /* nothing scored: no forward, no update (the same on every rank: the
      * view is global) */
     const bool no_rewards = unscored == w.all->n;
@@ -872,7 +700,8 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(buf);
     int st = PT_STRUCT_CHECK_OUT(stats, pt_grpo_stats, pt_grpo_stats_init);
-    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
+    if (st || (st = pt_rollout_check_not_scoring(buf, "pt_grpo_step")) ||
+        (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
     double t0 = now_seconds();
     pt_grpo_options o;
@@ -898,7 +727,7 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     st = pt_train_finish_step(&ss, opt, st, local.skip_reason == PT_SKIP_NO_REWARDS, local.tokens, local.loss);
     pt_threads_leave(prev);
     if (st)
-        return st;
+        return pt_err_in("pt_grpo_step", st);
     PT_STEP_STATS_COPY(&local, &ss);
     /* the reported time is the whole step's, the optimizer update included */
     local.train_seconds = now_seconds() - t0;

@@ -149,7 +149,8 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
     local.tokens = total;
     double loss_sum = 0;
     if (total > 0)
-        st = accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens, d == NULL);
+        st = pt_err_in("pt_sft_step", accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens,
+                                                       d == NULL));
     if (d) {
         int acc = pt_comm_agree_sum(NULL, d, st, &loss_sum, 1, "pt_sft_step");
         if (!acc && total > 0 && isfinite(loss_sum))

@@ -282,6 +282,8 @@ class ModelDirInfo(Struct):
         ("weights_problem", ctypes.c_char * 320),
         ("gguf_version", c_int),
         ("quantised", c_bool),
+        ("tokenizer_status", c_int),
+        ("tokenizer_problem", ctypes.c_char * 320),
     ]
 
 

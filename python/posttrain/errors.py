@@ -101,7 +101,7 @@ class ChecksumError(Error):
 
 
 class NonFiniteError(Error, ArithmeticError):
-    """PT_ENONFINITE: a loss or gradient was NaN or infinite."""
+    """PT_ENONFINITE: a loss, gradient or weight was NaN or infinite."""
 
 
 class ShapeError(Error, ValueError):

@@ -6,8 +6,9 @@ reply it got ({"request": ..., "reply": ...}).  Each episode is two turns:
 after turn 0 the environment appends " ok=", after turn 1 (the last, or any
 final turn) it answers done with reward(text).  MODE "errors" also makes
 some episodes fail: episode % 8 == 1 answers {"error": ...}, == 2 a line that
-is not JSON, == 5 done with two rewards where one is expected.  At the end
-of its input it logs {"eof": true}.
+is not JSON, == 5 done with two rewards where one is expected.  MODE "long"
+answers episode % 8 == 3 with a 200 000-byte line (over --env-max-line).
+At the end of its input it logs {"eof": true}.
 """
 import json
 import sys
@@ -30,6 +31,8 @@ def main():
                 reply = "this is not json"
             elif mode == "errors" and ep % 8 == 5:
                 reply = {"done": True, "rewards": [1, 2]}
+            elif mode == "long" and ep % 8 == 3:
+                reply = {"error": "x" * 200000}
             elif q["turn"] == 0 and not q["final"]:
                 reply = {"append": " ok="}
                 if mode == "errors":

@@ -146,6 +146,25 @@ else
     cat "$work/delta.log"; bad "the --delta / token_truncate run"
 fi
 
+# A runaway learning rate: 3 updates in a row skipped as non-finite stop the
+# run (exit 1, why, no model); the metrics keep the rows up to that step.
+if "$posttrain" "${run[@]}" --steps 20 --lr 1e30 --threads 1 --max-skipped-steps 3 --out "$work/runaway" \
+       2>"$work/runaway.log"; then
+    bad "grpo --lr 1e30 exited 0"
+elif grep -q "posttrain grpo: stopped at step [0-9]*: 3 optimizer updates in a row were skipped as non-finite" "$work/runaway.log" &&
+     [ ! -e "$work/runaway/model.safetensors" ] &&
+     [ "$(tail -n 3 "$work/runaway/metrics.jsonl" | grep -c '"skipped": true')" -eq 3 ]; then
+    ok "grpo --lr 1e30 --max-skipped-steps 3: stopped, said why, no model, the last 3 rows skipped"
+else
+    cat "$work/runaway.log"; bad "grpo --lr 1e30 --max-skipped-steps 3"
+fi
+if "$posttrain" "${run[@]}" --steps 2 --threads 1 --out "$work/sound" 2>"$work/sound.log" &&
+   grep -q "saved the model to $work/sound after 2 steps (0 optimizer updates skipped)" "$work/sound.log"; then
+    ok "the final line gives the skip count"
+else
+    cat "$work/sound.log"; bad "the final line's skip count"
+fi
+
 usage_error() {   # expected message, then arguments
     local want=$1; shift
     "$posttrain" grpo "$@" >/dev/null 2>"$work/err.txt"

@@ -126,6 +126,61 @@ else
     cat "$work/out4.log"; bad "--env cat (exit $rc)"
 fi
 
+# Deadlines, a capped reply line and the process group (--env-timeout,
+# --env-max-line).  An environment that never answers (it reads and drops
+# its input) and one that never reads: the episode fails after the timeout,
+# the group is ended and the run stops with a message, within seconds.
+gone() { ! kill -0 "$(cat "$1")" 2>/dev/null; }
+t0=$(date +%s)
+timeout 60 "$posttrain" "${base[@]}" --steps 2 --env-timeout 1 \
+    --env "sleep 300 & echo \$! > '$work/silent.pid'; cat > /dev/null" --out "$work/silent" 2>"$work/silent.log"
+rc=$? t1=$(date +%s)
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((t1 - t0)) -lt 30 ] &&
+   grep -qF "was ended (it gave no reply line within 1 s, --env-timeout)" "$work/silent.log"; then
+    ok "a silent --env: exit $rc after $((t1 - t0)) s, the timeout named"
+else
+    cat "$work/silent.log"; bad "a silent --env (exit $rc, $((t1 - t0)) s)"
+fi
+sleep 0.5
+gone "$work/silent.pid" && ok "the silent env's group (a background sleep of its shell) was ended" ||
+    bad "the silent env's background process is still running"
+t0=$(date +%s)
+timeout 60 "$posttrain" "${base[@]}" --steps 2 --env-timeout 1 \
+    --env "echo \$\$ > '$work/deaf.pid'; exec sleep 300" --out "$work/deaf" 2>"$work/deaf.log"
+rc=$? t1=$(date +%s)
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((t1 - t0)) -lt 30 ] && grep -qF -- "--env-timeout" "$work/deaf.log"; then
+    ok "an --env that never reads its input: exit $rc after $((t1 - t0)) s"
+else
+    cat "$work/deaf.log"; bad "an --env that never reads (exit $rc, $((t1 - t0)) s)"
+fi
+sleep 0.5
+gone "$work/deaf.pid" && ok "it was ended" || bad "the deaf env is still running"
+# a run that ends normally leaves nothing of its environment's group behind
+if timeout 60 "$posttrain" "${base[@]}" --steps 1 --max-turns 2 \
+       --env "sleep 300 & echo \$! > '$work/bg.pid'; python3 '$here/grpo_env.py' '$work/log5.jsonl' twoturn" \
+       --out "$work/out5" 2>"$work/out5.log"; then
+    sleep 0.5
+    gone "$work/bg.pid" && ok "a finished run ends what its --env left running (the group)" ||
+        bad "a background process of --env outlived the run"
+else
+    cat "$work/out5.log"; bad "the --env run with a background process"
+fi
+# a reply line over --env-max-line fails its episode only; the run goes on
+if timeout 60 "$posttrain" "${base[@]}" --steps 2 --max-turns 2 --env-max-line 65536 \
+       --env "python3 '$here/grpo_env.py' '$work/log6.jsonl' long" --out "$work/out6" 2>"$work/out6.log" &&
+   grep -qF "episode 3 turn 0: the environment returned 1: --env reply line is longer than 65536 bytes (--env-max-line)" \
+       "$work/out6.log" &&
+   python3 - "$work/out6/metrics.jsonl" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1]) if '"goodput"' not in l]
+assert len(m) == 2 and all(r["episodes/errors"] == 1 and r["episodes/done"] == 7 for r in m), m
+PY
+then
+    ok "a 200 000-byte reply over --env-max-line 65536: that episode fails, the next replies are read in step"
+else
+    cat "$work/out6.log"; bad "a reply over --env-max-line"
+fi
+
 usage_error() {   # expected message, then arguments
     local want=$1; shift
     timeout 20 "$posttrain" grpo "$@" >/dev/null 2>"$work/err.txt"
@@ -143,6 +198,9 @@ usage_error "--eval does not apply to --env" "${io[@]}" --env cat --eval "$work/
 usage_error "--max-turns needs --env CMD" "${io[@]}" --reward exact --max-turns 2
 usage_error "--stop-string needs --env CMD" "${io[@]}" --reward exact --stop-string x
 usage_error "--env-rewards needs an integer in [1, 8]" "${io[@]}" --env cat --env-rewards 9
+usage_error "--env-timeout needs --env CMD" "${io[@]}" --reward exact --env-timeout 5
+usage_error "--env-max-line needs --env CMD" "${io[@]}" --reward exact --env-max-line 100
+usage_error "--env-timeout" "${io[@]}" --env cat --env-timeout 0
 [ ! -e "$work/x" ] && ok "usage errors write nothing" || bad "a usage error wrote --out"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

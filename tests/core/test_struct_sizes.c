@@ -120,7 +120,8 @@ static void assert_canaries(const void *p, size_t size, size_t full, const char 
     X(__VA_ARGS__, num_params) X(__VA_ARGS__, num_files) X(__VA_ARGS__, num_tensors)           \
     X(__VA_ARGS__, weight_bytes) X(__VA_ARGS__, num_dtypes) X(__VA_ARGS__, dtypes)             \
     X(__VA_ARGS__, sharded) X(__VA_ARGS__, has_tokenizer) X(__VA_ARGS__, has_generation_config) \
-    X(__VA_ARGS__, weights_status) X(__VA_ARGS__, weights_problem)
+    X(__VA_ARGS__, weights_status) X(__VA_ARGS__, weights_problem) X(__VA_ARGS__, gguf_version)       \
+    X(__VA_ARGS__, quantised) X(__VA_ARGS__, tokenizer_status) X(__VA_ARGS__, tokenizer_problem)
 
 #define LORA_FIELDS(X, ...)                                                                   \
     X(__VA_ARGS__, rank) X(__VA_ARGS__, alpha) X(__VA_ARGS__, targets) X(__VA_ARGS__, dropout) \
@@ -1066,7 +1067,9 @@ START_TEST(test_save_load)
         ck_assert_ok(pt_model_dir_inspect(&fi, dirs[k]));
         ck_assert_int_eq(fi.weights_status, k == 0 ? PT_OK : PT_ENOTFOUND);
         ck_assert_int_eq(fi.has_tokenizer, k == 0);
-        const size_t cuts[] = { offsetof(pt_model_dir_info, weights_problem),
+        const size_t cuts[] = { offsetof(pt_model_dir_info, tokenizer_problem),
+                                offsetof(pt_model_dir_info, tokenizer_status),
+                                offsetof(pt_model_dir_info, weights_problem),
                                 offsetof(pt_model_dir_info, weights_status),
                                 offsetof(pt_model_dir_info, dtypes),
                                 offsetof(pt_model_dir_info, num_params), sizeof(size_t) };

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "io/fileio.h"
+#include "io/jsonl.h"
 #include "io/safetensors.h"
 
 #include <dirent.h>
@@ -270,6 +271,47 @@ START_TEST(test_full_disk_and_read_only)
 }
 END_TEST
 
+/* A FIFO where the library expects a file (a config.json, a tokenizer, a
+ * data file) never blocks: pt_read_file and every loader built on it refuse
+ * it at once, and a JSONL reader opens it without waiting for a writer. */
+START_TEST(test_fifo_never_blocks)
+{
+    alarm(20); /* a regression hangs: fail it well before the suite's timeout */
+    char *dir = pt_test_tmpdir("pt_fifo_");
+    char cfg[4096], data[4096], *buf = NULL;
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(data, sizeof data, "%s/data.jsonl", dir);
+    ck_assert_int_eq(mkfifo(cfg, 0600), 0);
+    ck_assert_int_eq(mkfifo(data, 0600), 0);
+    size_t n = 0;
+    char want[4200];
+    snprintf(want, sizeof want, "%s is not a regular file (it is a FIFO)", cfg);
+    ck_assert_status(pt_read_file(&buf, &n, cfg, 1 << 20), PT_EIO, want);
+    ck_assert_ptr_null(buf);
+    pt_model_config c;
+    ck_assert_ok(pt_model_config_init(&c));
+    ck_assert_status(pt_model_config_load(&c, dir), PT_EIO, want);
+    pt_model *m = NULL;
+    ck_assert_status(pt_model_load_dir(&m, dir, NULL), PT_EIO, want);
+    ck_assert_ptr_null(m);
+    pt_model_dir_info info;
+    ck_assert_ok(pt_model_dir_info_init(&info));
+    ck_assert_status(pt_model_dir_inspect(&info, dir), PT_EIO, want);
+    pt_tokenizer *tok = NULL;
+    ck_assert_int_ne(pt_tokenizer_load(&tok, cfg), PT_OK); /* the FIFO as a tokenizer.json */
+    ck_assert_ptr_null(tok);
+    /* a data file: opened without a writer, it reads as empty */
+    pt_jsonl *r = NULL;
+    ck_assert_ok(pt_jsonl_open(&r, data, 0));
+    const cJSON *row = NULL;
+    ck_assert_int_eq(pt_jsonl_next(r, &row), 0);
+    pt_jsonl_close(r);
+    alarm(0);
+    ck_assert_int_eq(pt_test_rm_rf(dir), 0);
+    free(dir);
+}
+END_TEST
+
 static Suite *fileio_suite(void)
 {
     Suite *s = suite_create("io_fileio");
@@ -279,6 +321,7 @@ static Suite *fileio_suite(void)
     tcase_add_test(tc, test_atomic_write);
     tcase_add_test(tc, test_errno_mapping);
     tcase_add_test(tc, test_write_failures);
+    tcase_add_test(tc, test_fifo_never_blocks);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("tmpfs");
     tcase_add_checked_fixture(tm, NULL, unmount_teardown);

@@ -3,8 +3,9 @@
  * of different models, an unscored rollout buffer, a missing checkpoint, a
  * context longer than the model's positions, ...) and asserts the status,
  * the message, and that nothing was trained or lost. */
-#include "testutil.h"
+#include "testfs.h"
 
+#include <limits.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -426,6 +427,257 @@ START_TEST(test_context_longer_than_positions)
 }
 END_TEST
 
+/* ---- non-finite weights are never loaded, saved or exported ---------------------- */
+
+/* Element `at` of the F32 tensor `name` in the safetensors file `path` := v;
+ * the value it held. */
+static float poke_st(const char *path, const char *name, size_t at, float v)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    unsigned char len8[8];
+    ck_assert_int_eq(fread(len8, 1, 8, f), 8);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)len8[i] << (8 * i);
+    char *h = calloc(1, hlen + 1);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(fread(h, 1, hlen, f), hlen);
+    char key[256];
+    snprintf(key, sizeof key, "\"%s\"", name);
+    const char *t = strstr(h, key);
+    ck_assert_msg(t != NULL, "no tensor %s in %s", name, path);
+    const char *o = strchr(strstr(t, "data_offsets"), '[');
+    unsigned long long off = strtoull(o + 1, NULL, 10);
+    free(h);
+    float old;
+    ck_assert_int_eq(fseek(f, (long)(8 + hlen + off + 4 * at), SEEK_SET), 0);
+    ck_assert_int_eq(fread(&old, 4, 1, f), 1);
+    ck_assert_int_eq(fseek(f, (long)(8 + hlen + off + 4 * at), SEEK_SET), 0);
+    ck_assert_int_eq(fwrite(&v, 4, 1, f), 1);
+    ck_assert_int_eq(fclose(f), 0);
+    return old;
+}
+
+START_TEST(test_nonfinite_model_and_adapter_refused)
+{
+    char root[] = "/tmp/pt_misuse_nonfin_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    char dir[128], adir[128], adir2[128], gguf[128], path[256], want[512];
+    snprintf(dir, sizeof dir, "%s/model", root);
+    snprintf(adir, sizeof adir, "%s/adapter", root);
+    snprintf(adir2, sizeof adir2, "%s/adapter2", root);
+    snprintf(gguf, sizeof gguf, "%s/adapter.gguf", root);
+    pt_model *m = pt_test_tiny_llama(V, 3);
+    ck_assert_ok(pt_model_save_dir(m, dir, NULL));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    const char *up = "model.layers.1.mlp.up_proj.weight";
+    float keep = poke_st(path, up, 5, NAN);
+    pt_model *m2 = (pt_model *)&keep; /* must come back NULL */
+    snprintf(want, sizeof want, "pt_model_load_dir: %s: tensor '%s': holds NaN at element 5", dir, up);
+    ck_assert_status(pt_model_load_dir(&m2, dir, NULL), PT_ENONFINITE, want);
+    ck_assert_ptr_null(m2);
+    poke_st(path, up, 5, -INFINITY);
+    snprintf(want, sizeof want, "pt_model_load_dir: %s: tensor '%s': holds -inf at element 5", dir, up);
+    ck_assert_status(pt_model_load_dir(&m2, dir, NULL), PT_ENONFINITE, want);
+    poke_st(path, up, 5, keep);
+    ck_assert_ok(pt_model_load_dir(&m2, dir, NULL));
+
+    /* a PEFT adapter with an infinity: refused, the model left without adapters */
+    ck_assert_ok(pt_model_add_lora(m, NULL));
+    ck_assert_ok(pt_lora_save_peft(m, adir, NULL));
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", adir);
+    const char *lb = "base_model.model.model.layers.0.self_attn.v_proj.lora_A.weight";
+    poke_st(path, lb, 7, INFINITY);
+    snprintf(want, sizeof want, "pt_lora_load_peft: %s: tensor '%s': holds +inf at element 7", path, lb);
+    ck_assert_status(pt_lora_load_peft(m2, adir), PT_ENONFINITE, want);
+    ck_assert(!pt_model_has_lora(m2));
+    poke_st(path, lb, 7, 0.5f);
+    ck_assert_ok(pt_lora_load_peft(m2, adir));
+    ck_assert(pt_model_has_lora(m2));
+
+    /* an adapter that went non-finite in memory is neither saved nor exported */
+    size_t nt = 0;
+    ck_assert_ok(pt_model_num_tensors(&nt, m));
+    pt_tensor_info ti;
+    ck_assert_ok(pt_tensor_info_init(&ti));
+    ck_assert_ok(pt_model_tensor_info(&ti, m, nt - 1));
+    ck_assert(ti.adapter);
+    ti.data[ti.numel - 1] = NAN;
+    snprintf(want, sizeof want, "pt_lora_save_peft: %s: tensor '%s' holds NaN at element %zu", adir2, ti.name,
+             ti.numel - 1);
+    ck_assert_status(pt_lora_save_peft(m, adir2, NULL), PT_ENONFINITE, want);
+    struct stat sb;
+    ck_assert_int_ne(stat(adir2, &sb), 0);
+    snprintf(want, sizeof want, "pt_lora_export_gguf: %s: tensor '%s' holds NaN at element %zu", gguf, ti.name,
+             ti.numel - 1);
+    ck_assert_status(pt_lora_export_gguf(m, gguf, NULL), PT_ENONFINITE, want);
+    ck_assert_int_ne(stat(gguf, &sb), 0);
+    pt_model_free(m2);
+    pt_model_free(m);
+    ck_assert_int_eq(pt_test_rm_rf(root), 0);
+}
+END_TEST
+
+/* ---- counts beyond any possible input ----------------------------------------- */
+
+/* A count no array can have ((size_t)-1: a -1 cast) is PT_ERANGE naming the
+ * call before anything is read (ASan would report the read otherwise). */
+START_TEST(test_impossible_counts)
+{
+    pt_dataset *d;
+    ck_assert_ok(pt_dataset_create(&d, NULL));
+    int32_t ids[4] = { 1, 2, 3, 4 };
+    ck_assert_status(pt_dataset_add(d, ids, NULL, (size_t)-1), PT_ERANGE,
+                     "pt_dataset_add: n = 18446744073709551615 is beyond any possible example");
+    ck_assert_status(pt_dataset_add(d, ids, NULL, ((size_t)1 << 28) + 1), PT_ERANGE, "pt_dataset_add: n = ");
+    pt_dataset_stats ds;
+    ck_assert_ok(pt_dataset_stats_init(&ds));
+    ck_assert_ok(pt_dataset_get_stats(&ds, d));
+    ck_assert_int_eq(ds.rows, 0);
+    ck_assert_ok(pt_dataset_add(d, ids, NULL, 4)); /* the same array with its count */
+    ck_assert_ok(pt_dataset_get_stats(&ds, d));
+    ck_assert_int_eq(ds.rows, 1);
+    pt_dataset_free(d);
+
+    const char *json = "{}";
+    pt_model_config c;
+    ck_assert_ok(pt_model_config_init(&c));
+    ck_assert_status(pt_model_config_from_json(&c, json, (size_t)-1), PT_ERANGE,
+                     "pt_model_config_from_json: len = 18446744073709551615 is beyond any possible config.json");
+    pt_tokenizer *tok = NULL;
+    ck_assert_status(pt_tokenizer_load_memory(&tok, json, (size_t)-1), PT_ERANGE, "pt_tokenizer_load_memory: len");
+    ck_assert_status(pt_tokenizer_load_memory_config(&tok, json, 2, json, (size_t)-1), PT_ERANGE,
+                     "pt_tokenizer_load_memory_config: config_len");
+    pt_chat_template *t = NULL;
+    ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
+    pt_chat_message msg = { .role = PT_CHAT_ROLE_USER, .content = "hi" };
+    char *text = NULL;
+    ck_assert_status(pt_chat_render(&text, NULL, t, &msg, (size_t)-1, NULL), PT_ERANGE,
+                     "pt_chat_render: n_messages = 18446744073709551615 is beyond any possible conversation");
+    pt_chat_tool_call *calls = NULL;
+    size_t n_calls = 0;
+    ck_assert_status(pt_chat_parse_tool_calls(&calls, &n_calls, NULL, t, "x", (size_t)-1), PT_ERANGE,
+                     "pt_chat_parse_tool_calls: len");
+    pt_chat_template_free(t);
+
+    pt_rollout_buffer *buf;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    pt_rollout_sample s;
+    ck_assert_ok(pt_rollout_sample_init(&s));
+    ck_assert_status(pt_rollout_buffer_add_group(buf, &s, INT_MAX), PT_ERANGE,
+                     "pt_rollout_buffer_add_group: n = 2147483647 is beyond any possible group");
+    int32_t six[6] = { 1, 2, 3, 4, 5, 6 };
+    s.ids = six;
+    s.prompt_len = 3;
+    s.n_ids = INT_MAX;
+    ck_assert_status(pt_rollout_buffer_add(buf, &s), PT_ERANGE,
+                     "pt_rollout_buffer_add: sample 0: n_ids = 2147483647 is beyond any possible sample");
+    int n = -1;
+    ck_assert_ok(pt_rollout_buffer_count(&n, buf));
+    ck_assert_int_eq(n, 0);
+    pt_rollout_buffer_free(buf);
+}
+END_TEST
+
+/* ---- a reward function that changes the buffer it scores ---------------------- */
+
+typedef struct meddler {
+    pt_rollout_buffer *buf;
+    int what;        /* 0: add, 1: clear, 2: set_reward, 3: score again, 4: free */
+    int status;      /* what the refused call returned */
+    char msg[512];
+} meddler;
+
+static int meddle(float *rewards, const pt_reward_batch *b, void *payload)
+{
+    meddler *md = payload;
+    static const int32_t more[6] = { 1, 2, 3, 4, 5, 6 };
+    pt_rollout_sample s;
+    pt_rollout_sample_init(&s);
+    s.ids = more;
+    s.n_ids = 6;
+    s.prompt_len = 3;
+    switch (md->what) {
+    case 0: md->status = pt_rollout_buffer_add(md->buf, &s); break;
+    case 1: md->status = pt_rollout_buffer_clear(md->buf); break;
+    case 2: md->status = pt_rollout_buffer_set_reward(md->buf, 0, 0, 5.0f); break;
+    case 3: md->status = pt_rollout_buffer_score(md->buf, 0, meddle, md); break;
+    default: pt_rollout_buffer_free(md->buf); md->status = PT_OK; break;
+    }
+    snprintf(md->msg, sizeof md->msg, "%s", pt_last_error());
+    for (int i = 0; i < b->n; i++)
+        rewards[i] = (float)(i + 1);
+    return 0;
+}
+
+START_TEST(test_reward_fn_changing_its_buffer)
+{
+    static const char *const calls[4] = { "pt_rollout_buffer_add", "pt_rollout_buffer_clear",
+                                          "pt_rollout_buffer_set_reward", "pt_rollout_buffer_score" };
+    for (int what = 0; what < 4; what++) {
+        pt_rollout_buffer *buf = buffer_of(NULL);
+        meddler md = { .buf = buf, .what = what };
+        ck_assert_ok(pt_rollout_buffer_score(buf, 0, meddle, &md));
+        ck_assert_int_eq(md.status, PT_ESTATE);
+        char want[256];
+        snprintf(want, sizeof want, "%s: the buffer is being scored", calls[what]);
+        ck_assert_msg(strstr(md.msg, want) == md.msg, "%s: '%s'", calls[what], md.msg);
+        /* the scoring went on over the samples it was given */
+        int n = 0;
+        ck_assert_ok(pt_rollout_buffer_count(&n, buf));
+        ck_assert_int_eq(n, 3);
+        for (int i = 0; i < 3; i++) {
+            float r = 0;
+            ck_assert_ok(pt_rollout_buffer_get_reward(&r, buf, i, 0));
+            ck_assert_float_eq(r, (float)(i + 1));
+        }
+        /* and the buffer takes changes again afterwards */
+        ck_assert_ok(pt_rollout_buffer_set_reward(buf, 0, 0, 9.0f));
+        ck_assert_ok(pt_rollout_buffer_clear(buf));
+        pt_rollout_buffer_free(buf);
+    }
+    /* a reward function that frees the buffer: freed once it returns */
+    pt_rollout_buffer *buf = buffer_of(NULL);
+    meddler md = { .buf = buf, .what = 4 };
+    ck_assert_status(pt_rollout_buffer_score(buf, 0, meddle, &md), PT_ESTATE,
+                     "pt_rollout_buffer_score: reward function 0 freed the buffer it was scoring");
+}
+END_TEST
+
+/* ---- messages name the function the host called ------------------------------- */
+
+START_TEST(test_messages_name_the_public_call)
+{
+    pt_model *m = pt_test_tiny_llama(V, 21);
+    pt_context *ctx = NULL;
+    ck_assert_status(pt_context_create(&ctx, m, 0, T), PT_EINVAL, "pt_context_create: max_batch 0 must be positive");
+    ck_assert(strncmp(pt_last_error(), "pt_context_create:", 18) == 0);
+    ck_assert_status(pt_context_create(&ctx, m, 1, -3), PT_EINVAL, "pt_context_create: max_seq -3 must be positive");
+    ck_assert_ok(pt_context_create(&ctx, m, 1, T));
+    int32_t bad[T];
+    for (int i = 0; i < T; i++)
+        bad[i] = i == 5 ? V + 7 : 1;
+    pt_batch b = pt_test_row_batch(bad, NULL, T);
+    float lp[T];
+    ck_assert_status(pt_model_forward(ctx, &b, lp, NULL), PT_ERANGE,
+                     "input id 36 at row 0 position 5 is outside the vocabulary [0, 29)");
+    ck_assert(strncmp(pt_last_error(), "pt_model_forward: batch: input id 36", 36) == 0);
+    pt_optimizer *opt = sgd(m);
+    int32_t tg[T];
+    for (int i = 0; i < T; i++)
+        tg[i] = 1;
+    b = pt_test_row_batch(bad, tg, T);
+    pt_sft_stats s;
+    ck_assert_ok(pt_sft_stats_init(&s));
+    ck_assert_status(pt_sft_step(&s, opt, ctx, &b, NULL, 1), PT_ERANGE, "input id 36 at row 0 position 5");
+    ck_assert_msg(strncmp(pt_last_error(), "pt_sft_step: ", 13) == 0, "%s", pt_last_error());
+    pt_optimizer_free(opt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+END_TEST
+
 static Suite *misuse_suite(void)
 {
     Suite *s = suite_create("misuse");
@@ -443,6 +695,10 @@ static Suite *misuse_suite(void)
     tcase_add_test(tc, test_grpo_all_declined_buffer);
     tcase_add_test(tc, test_grpo_some_declined_counted);
     tcase_add_test(tc, test_context_longer_than_positions);
+    tcase_add_test(tc, test_nonfinite_model_and_adapter_refused);
+    tcase_add_test(tc, test_impossible_counts);
+    tcase_add_test(tc, test_reward_fn_changing_its_buffer);
+    tcase_add_test(tc, test_messages_name_the_public_call);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -322,6 +322,30 @@ START_TEST(test_absurd_sizes)
 }
 END_TEST
 
+/* A list of token ids (several end-of-sequence ids): every entry is checked
+ * against vocab_size, not only the first the config keeps. */
+START_TEST(test_token_id_lists_in_range)
+{
+    ck_assert_status(parse_replaced("\"eos_token_id\": 0", "\"eos_token_id\": [2, 70000]"), PT_ECONFIG,
+                     "'eos_token_id'[1] = 70000 is out of range [0, 49151] (the vocab_size is 49152)");
+    ck_assert_status(parse_replaced("\"eos_token_id\": 0", "\"eos_token_id\": [0, 5, 49152]"), PT_ECONFIG,
+                     "'eos_token_id'[2] = 49152 is out of range [0, 49151]");
+    ck_assert_status(parse_replaced("\"eos_token_id\": 0", "\"eos_token_id\": [49152]"), PT_ECONFIG,
+                     "'eos_token_id'[0] = 49152 is out of range");
+    ck_assert_status(parse_replaced("\"bos_token_id\": 0", "\"bos_token_id\": [1, 99999]"), PT_ECONFIG,
+                     "'bos_token_id'[1] = 99999 is out of range");
+    ck_assert_status(parse_replaced("\"eos_token_id\": 0", "\"eos_token_id\": 99999"), PT_ECONFIG,
+                     "'eos_token_id' = 99999 is out of range [-1, 49151]");
+    /* the last id of the vocabulary is fine, and the first entry is the one kept */
+    const char *at = strstr(SMOLLM2, "\"eos_token_id\": 0");
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%.*s\"eos_token_id\": [7, 49151]%s", (int)(at - SMOLLM2), SMOLLM2,
+             at + strlen("\"eos_token_id\": 0"));
+    pt_model_config c = parse_ok(buf);
+    ck_assert_int_eq(c.eos_token_id, 7);
+}
+END_TEST
+
 START_TEST(test_bad_config_corpus)
 {
     char path[4096];
@@ -468,6 +492,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_failed_parse_leaves_cfg);
     tcase_add_test(tc, test_validate_struct);
     tcase_add_test(tc, test_absurd_sizes);
+    tcase_add_test(tc, test_token_id_lists_in_range);
     tcase_add_test(tc, test_bad_config_corpus);
     tcase_add_test(tc, test_config_json_round_trip);
     tcase_add_test(tc, test_truncation_and_bitflip_sweep);

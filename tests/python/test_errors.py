@@ -76,7 +76,7 @@ class TestErrors(unittest.TestCase):
                                "pt_model_loss: weight -1 at token 1 must be finite and >= 0",
                                m.loss, [[1, 2, 3]], [[2, 3, 4]], weights=[[1, -1, 1]])
             self.assertPtError(pt.RangeError, "PT_ERANGE",
-                               "batch: target 999 at row 0 position 2 is outside the vocabulary "
+                               "pt_model_forward: batch: target 999 at row 0 position 2 is outside the vocabulary "
                                "[0, 261) (use -1 for no target)",
                                m.forward, [[1, 2, 3]], [[2, 3, 999]])
             ctx = m.context(1, 4)
@@ -120,7 +120,7 @@ class TestErrors(unittest.TestCase):
     def test_tokenizer_and_chat_errors(self):
         with pt.Tokenizer.bytes() as tok:
             self.assertPtError(pt.RangeError, "PT_ERANGE",
-                               "tokenizer: decode: id 5000 at position 0 is outside the vocabulary "
+                               "pt_tokenizer_decode: tokenizer: decode: id 5000 at position 0 is outside the vocabulary "
                                "(size 261)", tok.decode, [5000])
             self.assertPtError(pt.NotFound, "PT_ENOTFOUND",
                                'token "nope-token" is not in the vocabulary',

@@ -173,6 +173,8 @@ int pt_chat_render_checked(pt_chat_rendering *r, const pt_chat_template *t, cons
     int st = pt_struct_read(&o, sizeof o, opts, func, "pt_chat_options_init");
     if (st != PT_OK)
         return st;
+    if (n_messages > PT_MAX_MESSAGES)
+        return pt_err_count(func, "n_messages", n_messages, PT_MAX_MESSAGES, "conversation");
     if (o.bos != PT_CHAT_BOS_TEMPLATE && o.bos != PT_CHAT_BOS_NONE)
         return pt_err_arg(func, "opts->bos", "is %d (expected PT_CHAT_BOS_TEMPLATE or PT_CHAT_BOS_NONE)", o.bos);
     if ((st = check_messages(messages, n_messages, func)) != PT_OK ||

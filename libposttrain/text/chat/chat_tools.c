@@ -305,6 +305,7 @@ int pt_chat_parse_tool_calls(pt_chat_tool_call **calls, size_t *n_calls, size_t 
     if (content_len)
         *content_len = 0;
     PT_CHECK_NULL(t);
+    PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "text");
     PT_CHECK_ARG(text || len == 0, text, "is NULL with len = %zu", len);
     bool qwen = t->variant == PT_CHAT_V_QWEN25 || t->variant == PT_CHAT_V_QWEN3 ||
                 t->variant == PT_CHAT_V_CHATML || t->variant == PT_CHAT_V_SMOLLM2;
