@@ -1,4 +1,4 @@
-/* bench_gemm_bf16: pt_gemm_mixed (BF16 weights, FP32 activations) against
+/* bench_gemm_bf16 [THREADS [OP]]: pt_gemm_mixed (BF16 weights, FP32 activations) against
  * BLIS FP32 (pt_sgemm) and, when the build found oneDNN, oneDNN's BF16
  * matmul, at the shapes of a SmolLM2-135M training step: GFLOP/s, median of
  * 5, at THREADS threads (default 2).  The CPU, the kernel path and oneDNN's
@@ -185,7 +185,8 @@ int main(int argc, char **argv)
 {
     int nt = argc > 1 ? atoi(argv[1]) : 2;
     if (nt < 1 || pt_set_num_threads(nt) != PT_OK) {
-        fprintf(stderr, "usage: bench_gemm_bf16 [THREADS]\n");
+        fprintf(stderr, "usage: bench_gemm_bf16 [THREADS [OP]] (OP: only the rows whose name "
+                        "contains it, e.g. decode)\n");
         return 2;
     }
     omp_set_num_threads(nt); /* oneDNN's OpenMP runtime */
@@ -221,6 +222,8 @@ int main(int argc, char **argv)
            "ours", "ours bb", "vdpbf16ps", "oneDNN", "ours/BLIS");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
+        if (argc > 2 && !strstr(s->what, argv[2]))
+            continue;
         operands o;
         if (make_operands(&o, s) != 0) {
             free_operands(&o);
