@@ -123,7 +123,7 @@ static void header(const char *mode, int threads)
             }
         fclose(f);
     }
-    printf("cpu: %s; matrix products: %s\n", model, pt_blas_info());
+    printf("cpu: %s; matrix products: %s; kernels %s\n", model, pt_blas_info(), pt_cpu_path());
     if (threads > min_cpus)
         printf("warning: %d threads per rank but a rank may run on only %d CPU(s): mpirun binds each rank to a "
                "core when there are at most 2 ranks; pass --bind-to none\n", threads, min_cpus);

@@ -277,6 +277,7 @@ int main(int argc, char **argv)
            "load average %.2f\n", o->model, (double)nparams / 1e6, o->groups, o->group, o->turns, o->plen,
            o->nnew, o->tool, b.seqmax, o->threads, bench_loadavg());
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     fflush(stdout);
     /* warm-up: BLIS, the thread pool, first-touch of the buffers */
     {

@@ -16,6 +16,7 @@ int main(int argc, char **argv)
         { 256, 49152, 576 }, { 16, 1536, 576 }, { 8, 576, 1536 }, { 1, 576, 576 },
     };
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     printf("%6s %6s %6s  %10s %10s %10s (GFLOP/s, median of 5)\n", "m", "n", "k", "1 thread",
            "threads", "policy");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

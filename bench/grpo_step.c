@@ -143,6 +143,7 @@ int main(int argc, char **argv)
            "prompt %d + %d new tokens, micro-batches of %d rows, %d threads, load average %.2f\n",
            (double)nparams / 1e6, o.prompts, o.group, L, N, o.micro, o.threads, bench_loadavg());
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     fflush(stdout);
 
     double t_gen[16], t_step[16], t_total[16];

@@ -122,6 +122,7 @@ int main(int argc, char **argv)
         layers = atoi(argv[3]);
     int n = pt_get_num_threads();
     int half = n / 2 > 0 ? n / 2 : 1;
+    printf("cpu: %s\n", pt_cpu_info());
     printf("two models: hidden %d, %d layers, vocab %d, batch %d x %d, %d SFT steps each; "
            "process threads %d\n", hidden, layers, V, B, T, steps, n);
     int keep = steps;

@@ -220,6 +220,7 @@ int main(int argc, char **argv)
     }
 
     printf("matrix products: %s\n", pt_blas_info());
+    printf("cpu: %s\n", pt_cpu_info());
     /* Rounds: our timed steps, the sgemm peak, then the anchor; the figures
      * of one round are measured side by side, and the summary takes medians
      * over rounds. */
