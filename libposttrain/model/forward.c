@@ -168,7 +168,7 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
     pt_context *ctx = pt_calloc(1, sizeof *ctx);
     if (!ctx)
         return PT_ENOMEM;
-    ctx->model = model;
+    ctx->model = pt_model_retain(model);
     ctx->generation = pt_model_generation(model);
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
@@ -230,6 +230,7 @@ void pt_context_free(pt_context *ctx)
     pt_free_aligned(ctx->block);
     pt_free_aligned(ctx->lora_buf);
     pt_free(ctx->acts);
+    pt_model_release(ctx->model);
     pt_free(ctx);
 }
 

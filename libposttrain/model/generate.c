@@ -116,7 +116,7 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     pt_generator *g = pt_calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
-    g->model = model;
+    g->model = pt_model_retain(model);
     g->generation = pt_model_generation(model);
     g->max_batch = max_batch;
     g->max_seq = max_seq;
@@ -169,6 +169,7 @@ void pt_generator_free(pt_generator *g)
     pt_free_aligned(g->lora_buf);
     pt_free(g->rngs);
     pt_free(g->stop);
+    pt_model_release(g->model);
     pt_free(g);
 }
 

@@ -71,6 +71,12 @@ int pt_ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool b
 int pt_context_take(pt_context *ctx, const char *fn);
 void pt_context_give(pt_context *ctx);
 
+/* A dependent (context, optimizer, generator) keeps its model alive: retain
+ * when created, release when freed; pt_model_free drops the host's
+ * reference and the memory goes with the last one.  Retain returns m. */
+pt_model *pt_model_retain(pt_model *m);
+void pt_model_release(pt_model *m);
+
 /* The model a context was created for. */
 pt_model *pt_context_model(const pt_context *ctx);
 /* What the last generation bump did ("LoRA merged"), or "nothing". */

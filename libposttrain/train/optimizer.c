@@ -215,7 +215,7 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
         free(index);
         return st;
     }
-    (*out)->model = model;
+    (*out)->model = pt_model_retain(model);
     (*out)->generation = pt_model_generation(model);
     (*out)->table_index = index;
     return PT_OK;
@@ -229,6 +229,7 @@ void pt_optimizer_free(pt_optimizer *o)
     free(o->table_index);
     free(o->m);
     free(o->v);
+    pt_model_release(o->model);
     free(o);
 }
 

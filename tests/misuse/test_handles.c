@@ -1,8 +1,10 @@
-/* One call at a time on a handle (issue 25).  Two threads on one context,
- * optimizer or generator: every call either does its whole work (its result equals the one of a lone
+/* One call at a time on a handle, and dependents that outlive their model
+ * (issue 25).  Two threads on one context, optimizer or generator: every
+ * call either does its whole work (its result equals the one of a lone
  * call) or returns PT_EBUSY naming the handle and the function, never PT_OK
  * with a wrong result.  A callback that uses the handle of the call running
- * it gets PT_EBUSY. */
+ * it gets PT_EBUSY.  pt_model_free before the contexts, optimizers and
+ * generators: they keep the model alive (run under ASan in build-asan). */
 #include "testfs.h"
 
 #include <pthread.h>
@@ -259,6 +261,57 @@ START_TEST(test_callback_uses_its_own_handle)
 }
 END_TEST
 
+/* ---- pt_model_free before its dependents -------------------------------------- */
+
+START_TEST(test_model_freed_before_dependents)
+{
+    pt_model *m = pt_test_tiny_llama(V, 11), *twin = pt_test_tiny_llama(V, 11);
+    pt_context *ctx, *ctx2;
+    pt_generator *g, *g2;
+    ck_assert_ok(pt_context_create(&ctx, m, 1, T));
+    ck_assert_ok(pt_generator_create(&g, m, 1, 16));
+    pt_optimizer_options oo;
+    ck_assert_ok(pt_optimizer_options_init(&oo));
+    oo.type = PT_OPTIMIZER_SGD;
+    oo.lr = 0.1;
+    pt_optimizer *opt, *opt2;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    ck_assert_ok(pt_context_create(&ctx2, twin, 1, T));
+    ck_assert_ok(pt_generator_create(&g2, twin, 1, 16));
+    ck_assert_ok(pt_optimizer_create(&opt2, twin, &oo));
+    pt_model_free(m); /* the host's reference: the dependents keep the model */
+
+    pt_batch b = one_row();
+    pt_sft_stats s, s2;
+    ck_assert_ok(pt_sft_stats_init(&s));
+    ck_assert_ok(pt_sft_stats_init(&s2));
+    ck_assert_ok(pt_sft_step(&s, opt, ctx, &b, NULL, 1));
+    ck_assert_ok(pt_sft_step(&s2, opt2, ctx2, &b, NULL, 1));
+    ck_assert(s.loss == s2.loss); /* the same as with a model the host kept */
+    float lp[T], lp2[T];
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    ck_assert_ok(pt_model_forward(ctx2, &b, lp2, NULL));
+    ck_assert(memcmp(lp, lp2, sizeof lp) == 0);
+    pt_generate_options o;
+    pt_generate_options_init(&o);
+    o.temperature = 0.0f;
+    o.max_new_tokens = GEN;
+    int32_t prompt[3] = { 1, 2, 3 }, len = 3, tok[GEN], tok2[GEN], n = 0, n2 = 0;
+    ck_assert_ok(pt_generate(g, prompt, &len, 1, &o, tok, &n, NULL, NULL));
+    ck_assert_ok(pt_generate(g2, prompt, &len, 1, &o, tok2, &n2, NULL, NULL));
+    ck_assert_int_eq(n, n2);
+    ck_assert(memcmp(tok, tok2, (size_t)n * sizeof *tok) == 0);
+    /* freed in every order: the last dependent frees the model */
+    pt_context_free(ctx);
+    pt_optimizer_free(opt);
+    pt_generator_free(g);
+    pt_generator_free(g2);
+    pt_model_free(twin);
+    pt_optimizer_free(opt2);
+    pt_context_free(ctx2);
+}
+END_TEST
+
 static Suite *handles_suite(void)
 {
     Suite *s = suite_create("handles");
@@ -268,6 +321,7 @@ static Suite *handles_suite(void)
     tcase_add_test(tc, test_two_threads_one_generator);
     tcase_add_test(tc, test_two_threads_one_optimizer);
     tcase_add_test(tc, test_callback_uses_its_own_handle);
+    tcase_add_test(tc, test_model_freed_before_dependents);
     suite_add_tcase(s, tc);
     return s;
 }
