@@ -333,6 +333,16 @@ if run 3 gel3 "${grpo[@]}" --steps 4 --out "$work/gel" --resume auto &&
 else
     cat "$work/gel3.log"; bad "elastic grpo: ${msg:-}"
 fi
+# 2 ranks: no majority, so the headline names no rank (it said "on rank 0"
+# when rank 1 was flipped)
+if ! POSTTRAIN_TEST_FLIP_BIT=1:1 run 2 sdc2 "${sft[@]}" --steps 4 --sdc-every 2 --sdc-action stop \
+        --out "$work/sdc2" &&
+   grep -q '^posttrain sft: silent data corruption detected after step 2, on no rank that a majority can name (the 2 ranks disagree): .*no majority agrees: ranks 0 (.*), 1 (' \
+       "$work/sdc2.log" && ! grep -q 'detected after step 2 on rank' "$work/sdc2.log"; then
+    ok "SDC at 2 ranks: a flip on rank 1 is reported without naming a rank (no majority)"
+else
+    cat "$work/sdc2.log"; bad "SDC at 2 ranks: the headline"
+fi
 if POSTTRAIN_TEST_FLIP_BIT=0:3 run 3 gsdc "${grpo[@]}" --steps 4 --sdc-every 1 --out "$work/gsdc" &&
    grep -q 'silent data corruption detected after step 3 on rank 0' "$work/gsdc.log" &&
    grep -q 'rolling every rank back to step 2' "$work/gsdc.log" &&
