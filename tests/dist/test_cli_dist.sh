@@ -4,7 +4,7 @@
 # (tests/reference/llama_tied_gqa; grpo with the character tokenizer of
 # tests/agent/tiny_grpo_model.sh):
 # 1. sft at 2 and 3 ranks (3: uneven shares of --batch-size 4) equals 1 rank
-#    over the same global batch (weights rel 1e-6, tests/dist/st_compare.py);
+#    over the same global batch (weights within relative L2 1e-5 per tensor, tests/dist/st_compare.py);
 #    the same run twice is byte-identical; rank 0 alone prints and writes
 #    the metrics, which end with a goodput row whose parts add up to the
 #    wall time; fewer rows than ranks is an error naming both numbers; a
@@ -74,7 +74,7 @@ run() {
     local np=$1 name=$2; shift 2
     bash "$here/mpirun.sh" "$np" 60 "$posttrain" "$@" >"$work/$name.out" 2>"$work/$name.log"
 }
-compare() { python3 "$here/st_compare.py" "$work/$1/model.safetensors" "$work/$2/model.safetensors" 1e-6; }
+compare() { python3 "$here/st_compare.py" "$work/$1/model.safetensors" "$work/$2/model.safetensors"; }
 # The steps of the metrics rows (not the goodput row), space-separated.
 steps() { grep -v '"goodput"' "$1" | grep -o '"step": [0-9]*' | awk '{printf "%s ", $2}'; }
 # goodput_ok METRICS STEPS_KEPT RANKS [LOST]: the last row is the goodput row of a
