@@ -286,9 +286,12 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
     if (st != PT_ECHECKSUM)
         return cli_fail("replica check", st);
     /* the same status and message on every rank: rank 0 says it */
-    if (j->rank == 0)
+    if (j->rank == 0 && bad >= 0)
         fprintf(stderr, "posttrain %s: silent data corruption detected after step %lld on rank %d: %s\n", j->cmd,
                 step, bad, pt_last_error());
+    else if (j->rank == 0) /* 2 ranks that differ: either may be the corrupted one */
+        fprintf(stderr, "posttrain %s: silent data corruption detected after step %lld, on no rank that a "
+                "majority can name (the %d ranks disagree): %s\n", j->cmd, step, j->size, pt_last_error());
     if (j->args.sdc_action == CLI_SDC_STOP) {
         cli_note("posttrain %s: stopping (--sdc-action stop); relaunch with --resume auto to continue from the "
                  "last checkpoint\n", j->cmd);

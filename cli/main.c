@@ -1,6 +1,10 @@
 /* posttrain: the command-line face of libposttrain, built on its public API. */
 #include "cli.h"
 
+#ifdef PT_HAVE_MPI
+#include <mpi.h>
+#endif
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -77,6 +81,25 @@ static const cli_command k_version = {
     .about = "Print the library and program versions and the matrix-product backend.",
 };
 
+/* The "mpi:" line of posttrain version: the MPI library compiled in (its
+ * MPI_Get_library_version, first line; callable before MPI_Init), or none. */
+static void print_mpi(void)
+{
+#ifdef PT_HAVE_MPI
+    char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS)
+        snprintf(v, sizeof v, "(MPI_Get_library_version failed)");
+    v[strcspn(v, "\r\n")] = '\0';
+    len = (int)strlen(v);
+    while (len > 0 && (v[len - 1] == ',' || v[len - 1] == ' '))
+        v[--len] = '\0';
+    printf("mpi: %s (data-parallel training under mpirun)\n", v);
+#else
+    printf("mpi: not compiled in (one process; rebuild with MPI found for data-parallel training)\n");
+#endif
+}
+
 int cmd_version(int argc, char **argv)
 {
     int rc = cli_parse(&k_version, NULL, 0, argc, argv, NULL);
@@ -85,6 +108,7 @@ int cmd_version(int argc, char **argv)
     printf("posttrain %s (libposttrain %s)\n", PT_VERSION_STRING, pt_version_string());
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
+    print_mpi();
     return 0;
 }
 

@@ -120,9 +120,11 @@ PT_API double pt_dist_comm_seconds(const pt_dist *d);
 /* Silent data corruption check (collective): every rank hashes its
  * trainable parameters and the optimizer's state (moments and step);
  * PT_ECHECKSUM when they differ, with a message naming the rank(s) whose
- * hash differs from the majority (with 2 ranks: both) and the optimizer
- * step; *bad_rank (may be NULL) gets the first such rank or -1; *hash (may
- * be NULL) this rank's hash.  The same status on every rank. */
+ * hash differs from the majority and the optimizer step, or, when no
+ * majority agrees (2 ranks that differ), saying so and naming every rank;
+ * *bad_rank (may be NULL) gets the first rank that differs from the
+ * majority, or -1 (no mismatch, or no majority); *hash (may be NULL) this
+ * rank's hash.  The same status on every rank. */
 PT_API int pt_dist_check_replicas(int *bad_rank, uint64_t *hash, pt_dist *d, const pt_optimizer *opt);
 
 #ifdef __cplusplus

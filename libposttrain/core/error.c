@@ -1,4 +1,5 @@
 #include "core.h"
+#include "busy.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ static const struct {
     { PT_ECONFIG, "PT_ECONFIG", "invalid model configuration" },
     { PT_EINTERNAL, "PT_EINTERNAL", "internal error" },
     { PT_EPEER, "PT_EPEER", "another rank of the distributed job failed" },
+    { PT_EBUSY, "PT_EBUSY", "the handle is in use by another call" },
 };
 
 const char *pt_status_name(int status)
@@ -113,4 +115,11 @@ int pt_err_prefix(int status, const char *fmt, ...)
     set_message(status, tl_msg, fmt, ap);
     va_end(ap);
     return status;
+}
+
+int pt_busy_error(const char *fn, const char *kind, const void *h, const char *holder)
+{
+    return pt_err(PT_EBUSY, "%s: the %s %p is in use by another call (%s): a handle serves one call "
+                  "at a time, so two threads need two handles, and a callback may not use the handle "
+                  "of the call that runs it", fn, kind, h, holder ? holder : "?");
 }

@@ -14,6 +14,7 @@
 
 #include "model/lora.h"
 #include "core/core.h"
+#include "core/busy.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
@@ -31,6 +32,7 @@ typedef struct layer_acts {
 enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
 
 struct pt_context {
+    pt_busy busy;         /* the public function using it (core/busy.h), or NULL */
     pt_model *model;
     uint64_t generation;  /* the model's structure generation at the last forward */
     int max_batch, max_seq;
@@ -166,7 +168,7 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
     pt_context *ctx = pt_calloc(1, sizeof *ctx);
     if (!ctx)
         return PT_ENOMEM;
-    ctx->model = model;
+    ctx->model = pt_model_retain(model);
     ctx->generation = pt_model_generation(model);
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
@@ -198,6 +200,16 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
     return PT_OK;
 }
 
+int pt_context_take(pt_context *ctx, const char *fn)
+{
+    return pt_busy_enter(&ctx->busy, fn, "context", ctx);
+}
+
+void pt_context_give(pt_context *ctx)
+{
+    pt_busy_leave(&ctx->busy);
+}
+
 pt_model *pt_context_model(const pt_context *ctx)
 {
     return ctx ? ctx->model : NULL;
@@ -218,6 +230,7 @@ void pt_context_free(pt_context *ctx)
     pt_free_aligned(ctx->block);
     pt_free_aligned(ctx->lora_buf);
     pt_free(ctx->acts);
+    pt_model_release(ctx->model);
     pt_free(ctx);
 }
 
@@ -225,8 +238,10 @@ int pt_context_set_num_threads(pt_context *ctx, int n)
 {
     PT_CHECK_NULL(ctx);
     int st = pt_thread_setting_check(n, __func__);
-    if (!st)
+    if (!st && !(st = pt_busy_enter(&ctx->busy, __func__, "context", ctx))) {
         ctx->num_threads = n;
+        pt_busy_leave(&ctx->busy);
+    }
     return st;
 }
 
@@ -520,13 +535,30 @@ static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, flo
     return st;
 }
 
+int pt_ctx_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
+{
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, "pt_model_forward");
+    return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
+}
+
+int pt_ctx_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
+{
+    pt_batch lb;
+    int st = read_batch(&lb, b, ctx, "pt_model_forward_entropy");
+    return st ? st : forward_impl(ctx, &lb, logprobs, NULL, entropy, NULL);
+}
+
 int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
-    pt_batch lb;
-    int st = read_batch(&lb, b, ctx, __func__);
-    return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
+    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    if (st)
+        return st;
+    st = pt_ctx_forward(ctx, b, logprobs, logits);
+    pt_busy_leave(&ctx->busy);
+    return st;
 }
 
 int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
@@ -534,9 +566,12 @@ int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(entropy);
-    pt_batch lb;
-    int st = read_batch(&lb, b, ctx, __func__);
-    return st ? st : forward_impl(ctx, &lb, logprobs, NULL, entropy, NULL);
+    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    if (st)
+        return st;
+    st = pt_ctx_forward_entropy(ctx, b, logprobs, entropy);
+    pt_busy_leave(&ctx->busy);
+    return st;
 }
 
 /* ---- backward ------------------------------------------------------------------- */
@@ -622,7 +657,17 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(dlogprobs);
-    int gst = pt_context_check_current(ctx, __func__);
+    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    if (st)
+        return st;
+    st = pt_ctx_backward(ctx, dlogprobs);
+    pt_busy_leave(&ctx->busy);
+    return st;
+}
+
+int pt_ctx_backward(pt_context *ctx, const float *dlogprobs)
+{
+    int gst = pt_context_check_current(ctx, "pt_model_backward");
     if (gst)
         return gst;
     if (ctx->state != ST_FORWARD)
@@ -666,9 +711,19 @@ int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(loss);
+    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    if (st)
+        return st;
+    st = pt_ctx_loss(ctx, b, weights, backward, loss);
+    pt_busy_leave(&ctx->busy);
+    return st;
+}
+
+int pt_ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward, float *loss)
+{
     *loss = 0.0f;
     pt_batch lb;
-    int st = read_batch(&lb, b, ctx, __func__);
+    int st = read_batch(&lb, b, ctx, "pt_model_loss");
     if (st == PT_OK && backward)
         st = pt_lora_check_backward(ctx->model, "pt_model_loss");
     double wsum = 0.0;

@@ -22,6 +22,7 @@
  * the order of the slots. */
 #include "model/generate_internal.h"
 #include "model/generate_rows.h"
+#include "model/generate_struct.h"
 
 #include "model/lora.h"
 #include "model/transformer.h"
@@ -35,58 +36,12 @@
 #include <stdio.h>
 #include <string.h>
 
-struct pt_generator {
-    pt_model *model;
-    uint64_t generation;       /* the model's structure generation it was created for */
-    int max_batch, max_seq;
-    int slots;                 /* cache slots per (layer, row, kv head): max_seq, or the
-                                * sliding window when shorter (a ring) */
-    int threads_cap;           /* threads the per-thread scratch was sized for */
-    size_t rows;               /* work-buffer rows: max(max_seq, max_batch) */
-    float *block;
-    float *kc, *vc;            /* KV cache */
-    float *x, *y, *xmid, *qkv, *att, *gu, *r1, *r2, *qkpre, *rq, *rk, *xn, *h;
-    float *cos_t, *sin_t, *lse, *attn_scratch, *dec_scratch, *logits;
-    void *samp;                /* threads_cap sampler scratches */
-    size_t samp_bytes;
-    int32_t *ids, *pos, *active;
-    pt_rng *rngs;
-    int32_t *stop;             /* copy of the stop ids of the current call */
-    float *lora_buf;
-    size_t lora_cap;
-    pt_generate_logits_fn hook;
-    void *hook_payload;
-    int num_threads;           /* pt_generator_set_num_threads; 0: the process setting */
-};
-
 int pt_generate_options_init(pt_generate_options *o)
 {
     PT_CHECK_NULL(o);
     *o = (pt_generate_options){ .size = sizeof *o, .max_new_tokens = 64, .temperature = 1.0f,
                                 .top_p = 1.0f, .n_stop_ids = -1 };
     return PT_OK;
-}
-
-void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload)
-{
-    gen->hook = fn;
-    gen->hook_payload = payload;
-}
-
-int pt_generator_set_num_threads(pt_generator *gen, int n)
-{
-    PT_CHECK_NULL(gen);
-    int st = pt_thread_setting_check(n, __func__);
-    if (!st)
-        gen->num_threads = n;
-    return st;
-}
-
-int pt_generator_get_num_threads(const pt_generator *gen)
-{
-    if (!gen)
-        return pt_err(PT_EINVAL, "pt_generator_get_num_threads: gen is NULL");
-    return pt_thread_setting_count(gen->num_threads);
 }
 
 /* ---- allocation --------------------------------------------------------------- */
@@ -161,7 +116,7 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     pt_generator *g = pt_calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
-    g->model = model;
+    g->model = pt_model_retain(model);
     g->generation = pt_model_generation(model);
     g->max_batch = max_batch;
     g->max_seq = max_seq;
@@ -214,6 +169,7 @@ void pt_generator_free(pt_generator *g)
     pt_free_aligned(g->lora_buf);
     pt_free(g->rngs);
     pt_free(g->stop);
+    pt_model_release(g->model);
     pt_free(g);
 }
 
@@ -636,24 +592,21 @@ static int decode_all(pt_generator *g, const pt_sampler *s, int batch, int M, in
     }
 }
 
-int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
-                const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
-                int32_t *finish_reasons, float *logprobs)
+int pt_generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+                     const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
+                     int32_t *finish_reasons, float *logprobs)
 {
-    PT_CHECK_NULL(g);
-    PT_CHECK_NULL(prompt_ids);
-    PT_CHECK_NULL(prompt_lens);
-    PT_CHECK_NULL(tokens);
-    PT_CHECK_NULL(n_tokens);
     int st = pt_model_check_generation(g->model, g->generation, "pt_generate", "generator");
     if (st)
         return st;
     pt_generate_options o;
-    st = PT_STRUCT_READ(o, opts, pt_generate_options_init);
+    pt_generate_options_init(&o);
+    st = pt_struct_read(&o, sizeof o, opts, "pt_generate", "pt_generate_options_init");
     if (st != PT_OK || (st = check_options(&o, &g->model->cfg)) != PT_OK)
         return st;
-    PT_CHECK_ARG(batch >= 1 && batch <= g->max_batch, batch,
-                 "%d is outside 1 .. the generator's max_batch %d", batch, g->max_batch);
+    if (batch < 1 || batch > g->max_batch)
+        return pt_err_arg("pt_generate", "batch", "%d is outside 1 .. the generator's max_batch %d", batch,
+                          g->max_batch);
     const int M = o.max_new_tokens;
     int n_stop = 0;
     if ((st = check_prompts(g, prompt_ids, prompt_lens, batch, M)) != PT_OK ||

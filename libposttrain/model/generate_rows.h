@@ -29,6 +29,11 @@
  * step.  Call once before the other functions of a run. */
 int pt_genrows_begin(pt_generator *g, const char *fn);
 
+/* Take the generator for the public function fn (PT_EBUSY when another
+ * call has it: core/busy.h) and give it back on every path. */
+int pt_genrows_take(pt_generator *g, const char *fn);
+void pt_genrows_give(pt_generator *g);
+
 pt_model *pt_genrows_model(const pt_generator *g);
 int pt_genrows_max_batch(const pt_generator *g);
 int pt_genrows_max_seq(const pt_generator *g);

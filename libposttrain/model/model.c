@@ -108,6 +108,7 @@ static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, boo
     if (!m)
         return PT_ENOMEM;
     m->cfg = c;
+    atomic_init(&m->refs, 1);
     pthread_mutex_init(&m->bf16_lock, NULL);
     m->q_dim = (int)pt_dim_size(PT_DIM_Q, &c);
     m->kv_dim = (int)pt_dim_size(PT_DIM_KV, &c);
@@ -164,9 +165,17 @@ int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg)
     return st ? st : create(out, &c, 0, false);
 }
 
-void pt_model_free(pt_model *m)
+pt_model *pt_model_retain(pt_model *m)
 {
-    if (!m)
+    if (m)
+        atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    return m;
+}
+
+/* The host's pt_model_free is a release: the last reference frees. */
+void pt_model_release(pt_model *m)
+{
+    if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
         return;
     pt_free_aligned(m->params);
     pt_free_aligned(m->params16);
@@ -182,6 +191,11 @@ void pt_model_free(pt_model *m)
     if (m->attachment_free)
         m->attachment_free(m->attachment);
     pt_free(m);
+}
+
+void pt_model_free(pt_model *m)
+{
+    pt_model_release(m);
 }
 
 void pt_model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *))

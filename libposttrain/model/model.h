@@ -58,6 +58,25 @@ void pt_model_bump_generation(pt_model *m, const char *what);
  * <handle>"; PT_OK otherwise. */
 int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle);
 
+/* The public forward, backward and loss without taking the context
+ * (core/busy.h): for library functions that already hold it.  Messages name
+ * the public function (pt_model_forward, ...); the pointers are not NULL. */
+int pt_ctx_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits);
+int pt_ctx_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy);
+int pt_ctx_backward(pt_context *ctx, const float *dlogprobs);
+int pt_ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward, float *loss);
+
+/* Take the context for the public function fn (PT_EBUSY when another call
+ * has it: core/busy.h); give it back on every path. */
+int pt_context_take(pt_context *ctx, const char *fn);
+void pt_context_give(pt_context *ctx);
+
+/* A dependent (context, optimizer, generator) keeps its model alive: retain
+ * when created, release when freed; pt_model_free drops the host's
+ * reference and the memory goes with the last one.  Retain returns m. */
+pt_model *pt_model_retain(pt_model *m);
+void pt_model_release(pt_model *m);
+
 /* The model a context was created for. */
 pt_model *pt_context_model(const pt_context *ctx);
 /* What the last generation bump did ("LoRA merged"), or "nothing". */

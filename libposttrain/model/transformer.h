@@ -10,6 +10,7 @@
 #include "model/schema.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -61,6 +62,7 @@ struct pt_model {
     uint64_t weights_version; /* bumped whenever the FP32 weights change */
     uint64_t bf16_version;  /* weights_version params16 was converted from */
     pthread_mutex_t bf16_lock; /* one refresh of params16 at a time */
+    atomic_int refs;        /* the host's reference and one per dependent (pt_model_retain) */
 };
 
 /* After the tensor table changed (pt_model_bump_generation): BF16 copies

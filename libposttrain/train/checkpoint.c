@@ -250,12 +250,24 @@ static int write_manifest(const char *dir)
     return st;
 }
 
+static int checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir);
+
 int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir)
 {
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(dir);
     PT_CHECK_ARG(*dir, dir, "is empty");
+    int st = pt_optimizer_take(opt, __func__);
+    if (st)
+        return st;
+    st = checkpoint_save(model, opt, host_json, dir);
+    pt_optimizer_give(opt);
+    return st;
+}
+
+static int checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir)
+{
     int cst = pt_optimizer_check_model(opt, model, "pt_checkpoint_save");
     if (cst)
         return cst;
@@ -489,6 +501,8 @@ static int load_schedule(const char *ps, const cJSON *jo, pt_optimizer *opt)
     return st;
 }
 
+static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir);
+
 int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir)
 {
     if (host_json)
@@ -496,6 +510,16 @@ int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, con
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(dir);
+    int st = pt_optimizer_take(opt, __func__);
+    if (st)
+        return st;
+    st = checkpoint_load(host_json, model, opt, dir);
+    pt_optimizer_give(opt);
+    return st;
+}
+
+static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir)
+{
     int st = pt_optimizer_check_model(opt, model, "pt_checkpoint_load");
     if (st)
         return st;

@@ -6,6 +6,7 @@
 #include "dataset_internal.h"
 
 #include "core/core.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -311,8 +312,10 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
     const int B = dataset->opts.batch_size;
     double sum = 0, count = 0;
     float *lp = pt_malloc_array((size_t)B * (size_t)dataset->opts.max_length, sizeof *lp);
-    if (!lp)
-        return PT_ENOMEM;
+    if (!lp || (st = pt_context_take(ctx, __func__))) {
+        free(lp);
+        return lp ? st : PT_ENOMEM;
+    }
     for (size_t first = 0; first < dataset->n_eval && !st; first += (size_t)B) {
         int rows = (int)(dataset->n_eval - first < (size_t)B ? dataset->n_eval - first : (size_t)B);
         int T = 1;
@@ -328,7 +331,7 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
         b.seq = T;
         b.input_ids = dataset->b_ids;
         b.targets = dataset->b_tgt;
-        if ((st = pt_model_forward(ctx, &b, lp, NULL)))
+        if ((st = pt_ctx_forward(ctx, &b, lp, NULL)))
             break;
         for (size_t i = 0; i < (size_t)rows * (size_t)T; i++)
             if (dataset->b_w[i] > 0) {
@@ -336,6 +339,7 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
                 count += dataset->b_w[i];
             }
     }
+    pt_context_give(ctx);
     free(lp);
     if (st)
         return pt_err_in(__func__, st);

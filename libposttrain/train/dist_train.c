@@ -173,8 +173,8 @@ int pt_dist_check_replicas(int *bad_rank, uint64_t *hash, pt_dist *d, const pt_o
         free(all);
     if (count == 0)
         return PT_OK;
-    if (bad_rank)
-        *bad_rank = first;
+    if (bad_rank) /* with no majority, no rank can be named the wrong one */
+        *bad_rank = majority ? first : -1;
     if (majority)
         return pt_err(PT_ECHECKSUM, "pt_dist_check_replicas: at step %lld the parameters and optimizer state of "
                       "rank(s) %s differ from the %d of %d ranks that agree (%016" PRIx64 "): silent data "

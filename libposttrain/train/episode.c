@@ -702,19 +702,14 @@ static void final_stats(run *r, double t0)
     s->tokens_per_second = gen > 0 ? (double)s->sampled_tokens / gen : 0.0;
 }
 
-int pt_episodes_run(pt_episode_results *res, pt_generator *gen, const int32_t *prompt_ids,
-                    const int32_t *prompt_lens, const int64_t *groups, int n,
-                    const pt_episode_options *opts, pt_env_fn env, void *payload)
+int pt_episodes_run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *prompt_ids,
+                          const int32_t *prompt_lens, const int64_t *groups, int n,
+                          const pt_episode_options *opts, pt_env_fn env, void *payload)
 {
-    PT_CHECK_NULL(res);
-    PT_CHECK_NULL(gen);
-    PT_CHECK_NULL(prompt_ids);
-    PT_CHECK_NULL(prompt_lens);
-    PT_CHECK_NULL(env);
-    PT_CHECK_ARG(n >= 1 && n <= (1 << 24), n, "%d must be in 1 .. %d", n, 1 << 24);
     double t0 = now_s();
     pt_episode_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_episode_options_init);
+    pt_episode_options_init(&o);
+    int st = pt_struct_read(&o, sizeof o, opts, "pt_episodes_run", "pt_episode_options_init");
     if (st)
         return st;
     run r;

@@ -51,4 +51,10 @@ int pt_episode_check_prompts(const int32_t *ids, const int32_t *lens, int n, int
  * functions. */
 int pt_episode_results_reset(pt_episode_results *res, int n, int L, int k);
 
+/* pt_episodes_run's work once its arguments are checked and the generator
+ * taken (core/busy.h): a callback that uses gen meanwhile gets PT_EBUSY. */
+int pt_episodes_run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *prompt_ids,
+                          const int32_t *prompt_lens, const int64_t *groups, int n,
+                          const pt_episode_options *opts, pt_env_fn env, void *payload);
+
 #endif

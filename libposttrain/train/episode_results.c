@@ -2,6 +2,7 @@
  * episodes into a rollout buffer (pt_rollout_buffer_add_episodes); the
  * engine itself is episode.c. */
 #include "train/episode_internal.h"
+#include "model/generate_rows.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -362,3 +363,21 @@ static const pt_enum_entry k_on_error_names[] = {
     { PT_EPISODE_ERROR_STOP, "stop" },
 };
 PT_ENUM_NAME_FUNCS(pt_episode_on_error, k_on_error_names, "on-error policy")
+
+int pt_episodes_run(pt_episode_results *res, pt_generator *gen, const int32_t *prompt_ids,
+                    const int32_t *prompt_lens, const int64_t *groups, int n,
+                    const pt_episode_options *opts, pt_env_fn env, void *payload)
+{
+    PT_CHECK_NULL(res);
+    PT_CHECK_NULL(gen);
+    PT_CHECK_NULL(prompt_ids);
+    PT_CHECK_NULL(prompt_lens);
+    PT_CHECK_NULL(env);
+    PT_CHECK_ARG(n >= 1 && n <= (1 << 24), n, "%d must be in 1 .. %d", n, 1 << 24);
+    int st = pt_genrows_take(gen, __func__);
+    if (st)
+        return st;
+    st = pt_episodes_run_taken(res, gen, prompt_ids, prompt_lens, groups, n, opts, env, payload);
+    pt_genrows_give(gen);
+    return st;
+}

@@ -28,7 +28,7 @@ int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg,
     b.input_ids = ids;
     b.targets = tg;
     b.temperature = temperature;
-    return entropy ? pt_model_forward_entropy(ctx, &b, logprobs, entropy) : pt_model_forward(ctx, &b, logprobs, NULL);
+    return entropy ? pt_ctx_forward_entropy(ctx, &b, logprobs, entropy) : pt_ctx_forward(ctx, &b, logprobs, NULL);
 }
 
 /* The completion log-probabilities of every sample, in order, into res
@@ -156,7 +156,11 @@ int pt_rollout_buffer_compute_logprobs_with(pt_rollout_buffer *buf, pt_context *
         return st;
     PT_CHECK_ARG(isfinite(o.temperature) && o.temperature >= 1e-6 && o.temperature <= FLT_MAX, temperature,
                  "%g must be finite and >= 1e-6", o.temperature);
-    return pt_err_in(__func__, pt_rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature));
+    if ((st = pt_context_take(ctx, __func__)))
+        return st;
+    st = pt_rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature);
+    pt_context_give(ctx);
+    return pt_err_in(__func__, st);
 }
 
 int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
@@ -165,5 +169,9 @@ int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, 
     PT_CHECK_NULL(ctx);
     CHECK_WHICH(which);
     int st = pt_rollout_check_not_scoring(buf, __func__);
-    return st ? st : pt_err_in(__func__, pt_rollout_compute_logprobs(buf, ctx, which, false, 1.0f));
+    if (st || (st = pt_context_take(ctx, __func__)))
+        return st;
+    st = pt_rollout_compute_logprobs(buf, ctx, which, false, 1.0f);
+    pt_context_give(ctx);
+    return pt_err_in(__func__, st);
 }

@@ -388,7 +388,7 @@ static int mb_train(grpo_run *w, const grpo_mb *m)
         if (trains(w, k))
             sample_loss(w, k, r++, m->T);
     w->fwd_tokens += (double)m->rows * m->T;
-    return pt_model_backward(w->ctx, w->bdl);
+    return pt_ctx_backward(w->ctx, w->bdl);
 }
 
 /* The next micro-batch from sample i on: the training samples up to
@@ -693,19 +693,34 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     return st;
 }
 
+static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_rollout_buffer *buf,
+                     const pt_grpo_options *opts);
+
 int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_rollout_buffer *buf,
                  const pt_grpo_options *opts)
 {
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(buf);
-    int st = PT_STRUCT_CHECK_OUT(stats, pt_grpo_stats, pt_grpo_stats_init);
+    int st = pt_train_take(opt, ctx, __func__);
+    if (st)
+        return st;
+    st = grpo_step(stats, opt, ctx, buf, opts);
+    pt_train_give(opt, ctx);
+    return st;
+}
+
+static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_rollout_buffer *buf,
+                     const pt_grpo_options *opts)
+{
+    int st = pt_struct_check_out(stats, sizeof(pt_grpo_stats), "pt_grpo_step", "pt_grpo_stats_init");
     if (st || (st = pt_rollout_check_not_scoring(buf, "pt_grpo_step")) ||
         (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
     double t0 = now_seconds();
     pt_grpo_options o;
-    if ((st = PT_STRUCT_READ(o, opts, pt_grpo_options_init)))
+    pt_grpo_options_init(&o);
+    if ((st = pt_struct_read(&o, sizeof o, opts, "pt_grpo_step", "pt_grpo_options_init")))
         return st;
     pt_dist *d = pt_optimizer_dist(opt);
     const double comm0 = pt_dist_comm_seconds(d);

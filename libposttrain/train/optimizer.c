@@ -4,6 +4,7 @@
 #include "train/optimizer.h"
 
 #include "core/core.h"
+#include "core/busy.h"
 #include "dist/dist_internal.h"
 #include "train/dist_train.h"
 #include "model/model.h"
@@ -14,6 +15,7 @@
 #include <string.h>
 
 struct pt_optimizer {
+    pt_busy busy;           /* the public function using it (core/busy.h), or NULL */
     pt_optimizer_options opts;
     pt_model *model;        /* NULL for explicit parameter arrays */
     uint64_t generation;    /* the model's structure generation it was created for */
@@ -213,7 +215,7 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
         free(index);
         return st;
     }
-    (*out)->model = model;
+    (*out)->model = pt_model_retain(model);
     (*out)->generation = pt_model_generation(model);
     (*out)->table_index = index;
     return PT_OK;
@@ -227,6 +229,7 @@ void pt_optimizer_free(pt_optimizer *o)
     free(o->table_index);
     free(o->m);
     free(o->v);
+    pt_model_release(o->model);
     free(o);
 }
 
@@ -342,8 +345,37 @@ pt_dist *pt_optimizer_dist(const pt_optimizer *o)
 int pt_optimizer_set_dist(pt_optimizer *opt, pt_dist *d)
 {
     PT_CHECK_NULL(opt);
+    int st = pt_optimizer_take(opt, __func__);
+    if (st)
+        return st;
     opt->dist = d;
+    pt_optimizer_give(opt);
     return PT_OK;
+}
+
+int pt_optimizer_take(pt_optimizer *opt, const char *fn)
+{
+    return pt_busy_enter(&opt->busy, fn, "optimizer", opt);
+}
+
+void pt_optimizer_give(pt_optimizer *opt)
+{
+    pt_busy_leave(&opt->busy);
+}
+
+int pt_train_take(pt_optimizer *opt, pt_context *ctx, const char *fn)
+{
+    int st = pt_optimizer_take(opt, fn);
+    if (!st && ctx && (st = pt_context_take(ctx, fn)))
+        pt_optimizer_give(opt);
+    return st;
+}
+
+void pt_train_give(pt_optimizer *opt, pt_context *ctx)
+{
+    if (ctx)
+        pt_context_give(ctx);
+    pt_optimizer_give(opt);
 }
 
 static void zero_grads(pt_optimizer *o)
@@ -500,9 +532,21 @@ static void sgd_update(pt_optimizer *o, double lr, float clip)
     }
 }
 
+static int optimizer_step(pt_step_stats *stats, pt_optimizer *opt);
+
 int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
 {
     PT_CHECK_NULL(opt);
+    int st = pt_optimizer_take(opt, __func__);
+    if (st)
+        return st;
+    st = optimizer_step(stats, opt);
+    pt_optimizer_give(opt);
+    return st;
+}
+
+static int optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
+{
     pt_dist *d = opt->dist;
     if (d && pt_dist_size(d) > 1) {
         /* a data-parallel job: every rank's outcome, then the gradients

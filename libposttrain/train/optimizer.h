@@ -36,6 +36,13 @@ void pt_optimizer_record_skip(pt_optimizer *opt, const char *reason);
 /* Drop the accumulated gradients. */
 void pt_optimizer_zero_grads(pt_optimizer *opt);
 pt_model *pt_optimizer_model(const pt_optimizer *opt);
+/* Take the optimizer for the public function fn (PT_EBUSY when another call
+ * has it: core/busy.h); give it back on every path. */
+int pt_optimizer_take(pt_optimizer *opt, const char *fn);
+void pt_optimizer_give(pt_optimizer *opt);
+/* Both, optimizer first (ctx may be NULL); none held on failure. */
+int pt_train_take(pt_optimizer *opt, pt_context *ctx, const char *fn);
+void pt_train_give(pt_optimizer *opt, pt_context *ctx);
 /* PT_ESTATE (naming `who`) when the optimizer's model changed structure
  * (LoRA added, merged, removed) since the optimizer was created. */
 int pt_optimizer_check_current(const pt_optimizer *opt, const char *who);

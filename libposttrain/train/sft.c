@@ -76,7 +76,7 @@ static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *m
     *loss_sum = 0;
     if (n_micro == 1 && local_total) {
         float loss = 0.0f;
-        int st = pt_model_loss(ctx, micro, weights ? weights[0] : NULL, true, &loss);
+        int st = pt_ctx_loss(ctx, micro, weights ? weights[0] : NULL, true, &loss);
         *loss_sum = (double)loss * total;
         return st;
     }
@@ -91,14 +91,14 @@ static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *m
         size_t n = (size_t)b->batch * (size_t)b->seq;
         if (i > 0 && (st = pt_check_abort()))
             break;
-        if ((st = pt_model_forward(ctx, b, lp, NULL)))
+        if ((st = pt_ctx_forward(ctx, b, lp, NULL)))
             break;
         for (size_t j = 0; j < n; j++) {
             float wj = (b->targets && b->targets[j] >= 0) ? (w ? w[j] : 1.0f) : 0.0f;
             *loss_sum -= (double)wj * (double)lp[j];
             dlp[j] = (float)(-(double)wj / total);
         }
-        st = pt_model_backward(ctx, dlp);
+        st = pt_ctx_backward(ctx, dlp);
     }
     free(lp);
     free(dlp);
@@ -125,10 +125,24 @@ static int local_checks(double *total, size_t *max_tokens, const pt_optimizer *o
     return check_micro(total, max_tokens, micro, weights, n_micro);
 }
 
+static int sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
+                    const float *const *weights, int n_micro);
+
 int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
                 const float *const *weights, int n_micro)
 {
     PT_CHECK_NULL(opt);
+    int st = pt_train_take(opt, ctx, __func__);
+    if (st)
+        return st;
+    st = sft_step(stats, opt, ctx, micro, weights, n_micro);
+    pt_train_give(opt, ctx);
+    return st;
+}
+
+static int sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
+                    const float *const *weights, int n_micro)
+{
     pt_dist *d = pt_optimizer_dist(opt);
     const double comm0 = pt_dist_comm_seconds(d);
     double total;

@@ -20,7 +20,7 @@ LossType, FinishReason, ...); arguments take a member or its name.
 from ._lib import VERSION as _VERSION
 from ._lib import library_path
 from ._util import numpy_available, use_numpy
-from .errors import (STATUS_CLASSES, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
+from .errors import (STATUS_CLASSES, BusyError, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
                      ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
@@ -57,7 +57,7 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
-    "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
+    "BusyError", "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
     "RolloutLogprobs", "SkipReason", "GgufType", "SpmScores", "TimeKind",

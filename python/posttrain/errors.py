@@ -7,7 +7,7 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError",
-    "PeerError", "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
+    "PeerError", "BusyError", "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
     "status_name", "status_str",
 ]
 
@@ -120,6 +120,11 @@ class PeerError(Error):
     """PT_EPEER: another rank of a distributed job failed or did not arrive in time."""
 
 
+class BusyError(Error):
+    """PT_EBUSY: the handle is in use by another call (another thread, or the
+    call whose callback made this one)."""
+
+
 class ClosedHandleError(StateError):
     """A handle was used after close() (status PT_ESTATE, raised by the binding)."""
 
@@ -131,6 +136,7 @@ _CLASS_OF = {
     "ERANGE": RangeError, "ECALLBACK": CallbackError, "ESTATE": StateError, "ENOSPC": NoSpace,
     "ECHECKSUM": ChecksumError, "ENONFINITE": NonFiniteError, "ESHAPE": ShapeError,
     "ECONFIG": ConfigError, "EINTERNAL": InternalError, "EPEER": PeerError,
+    "EBUSY": BusyError,
 }
 # {Status: exception class} for every failure status the library names.
 STATUS_CLASSES = {st: _CLASS_OF.get(st.name, Error) for st in Status if st != Status.OK}

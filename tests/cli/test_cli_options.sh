@@ -120,5 +120,13 @@ expect 2 "usage: posttrain"
 expect 2 "unknown command 'frob'" frob
 if "$exe" -v -v version >"$tmp/out" 2>&1 && grep -q "^posttrain " "$tmp/out"; then ok "-v -v version"; else bad "-v -v version"; fi
 if "$exe" --version | grep -q "^posttrain "; then ok "--version"; else bad "--version"; fi
+# the MPI line: the library's MPI_Get_library_version, or "not compiled in"
+"$exe" version >"$tmp/ver" 2>&1
+if grep -Eq '^mpi: (not compiled in \(one process|.*MPI.* \(data-parallel training under mpirun\)$)' "$tmp/ver" &&
+   [ "$(grep -c '^mpi: ' "$tmp/ver")" = 1 ] && grep -q '^matrix products: ' "$tmp/ver" && grep -q '^cpu: ' "$tmp/ver"; then
+    ok "version: $(grep '^mpi: ' "$tmp/ver")"
+else
+    cat "$tmp/ver"; bad "version: the mpi line"
+fi
 echo "$pass passed"
 exit $fail

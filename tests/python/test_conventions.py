@@ -41,7 +41,9 @@ class TestEnums(unittest.TestCase):
         self.assertEqual((int(pt.Status.OK), int(pt.Status.EINVAL), int(pt.Status.EINTERNAL)),
                          (0, -1, -16))
         self.assertEqual(int(pt.Status.EPEER), -17)
-        self.assertEqual(len(pt.Status), 18)
+        self.assertEqual(int(pt.Status.EBUSY), -18)
+        self.assertIs(pt.STATUS_CLASSES[pt.Status.EBUSY], pt.BusyError)
+        self.assertEqual(len(pt.Status), 19)
         if pt.has_feature("generate"):
             self.assertEqual([(m.name, int(m)) for m in pt.FinishReason],
                              [("STOP", 0), ("LENGTH", 1)])

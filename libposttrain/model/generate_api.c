@@ -1,0 +1,56 @@
+/* The generator's public entry points that take it for the call (one call
+ * at a time on a handle: core/busy.h), and its small setters. */
+#include "model/generate_struct.h"
+#include "model/generate_rows.h"
+
+void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload)
+{
+    gen->hook = fn;
+    gen->hook_payload = payload;
+}
+
+int pt_generator_set_num_threads(pt_generator *gen, int n)
+{
+    PT_CHECK_NULL(gen);
+    int st = pt_thread_setting_check(n, __func__);
+    if (!st && !(st = pt_busy_enter(&gen->busy, __func__, "generator", gen))) {
+        gen->num_threads = n;
+        pt_busy_leave(&gen->busy);
+    }
+    return st;
+}
+
+int pt_generator_get_num_threads(const pt_generator *gen)
+{
+    if (!gen)
+        return pt_err(PT_EINVAL, "pt_generator_get_num_threads: gen is NULL");
+    return pt_thread_setting_count(gen->num_threads);
+}
+
+int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+                const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
+                int32_t *finish_reasons, float *logprobs)
+{
+    PT_CHECK_NULL(g);
+    PT_CHECK_NULL(prompt_ids);
+    PT_CHECK_NULL(prompt_lens);
+    PT_CHECK_NULL(tokens);
+    PT_CHECK_NULL(n_tokens);
+    int st = pt_busy_enter(&g->busy, __func__, "generator", g);
+    if (st)
+        return st;
+    st = pt_generator_run(g, prompt_ids, prompt_lens, batch, opts, tokens, n_tokens, finish_reasons,
+                          logprobs);
+    pt_busy_leave(&g->busy);
+    return st;
+}
+
+int pt_genrows_take(pt_generator *g, const char *fn)
+{
+    return pt_busy_enter(&g->busy, fn, "generator", g);
+}
+
+void pt_genrows_give(pt_generator *g)
+{
+    pt_busy_leave(&g->busy);
+}

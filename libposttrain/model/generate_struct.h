@@ -1,0 +1,41 @@
+/* The generator's fields, shared by generate.c and generate_api.c (the
+ * public entry points that take the generator, core/busy.h).  Not installed. */
+#ifndef PT_MODEL_GENERATE_STRUCT_H
+#define PT_MODEL_GENERATE_STRUCT_H
+
+#include "model/generate_internal.h"
+#include "model/transformer.h"
+#include "core/busy.h"
+
+struct pt_generator {
+    pt_busy busy;              /* the public function using it (core/busy.h), or NULL */
+    pt_model *model;
+    uint64_t generation;       /* the model's structure generation it was created for */
+    int max_batch, max_seq;
+    int slots;                 /* cache slots per (layer, row, kv head): max_seq, or the
+                                * sliding window when shorter (a ring) */
+    int threads_cap;           /* threads the per-thread scratch was sized for */
+    size_t rows;               /* work-buffer rows: max(max_seq, max_batch) */
+    float *block;
+    float *kc, *vc;            /* KV cache */
+    float *x, *y, *xmid, *qkv, *att, *gu, *r1, *r2, *qkpre, *rq, *rk, *xn, *h;
+    float *cos_t, *sin_t, *lse, *attn_scratch, *dec_scratch, *logits;
+    void *samp;                /* threads_cap sampler scratches */
+    size_t samp_bytes;
+    int32_t *ids, *pos, *active;
+    pt_rng *rngs;
+    int32_t *stop;             /* copy of the stop ids of the current call */
+    float *lora_buf;
+    size_t lora_cap;
+    pt_generate_logits_fn hook;
+    void *hook_payload;
+    int num_threads;           /* pt_generator_set_num_threads; 0: the process setting */
+};
+
+/* pt_generate's work, the generator taken by the caller; messages name
+ * pt_generate. */
+int pt_generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+                     const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
+                     int32_t *finish_reasons, float *logprobs);
+
+#endif
