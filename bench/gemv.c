@@ -70,13 +70,17 @@ static void old_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const floa
 
 #define STREAM_PIECE (((size_t)1 << 20) / sizeof(uint64_t))
 
-/* The sum of one piece, in 8 independent lanes (vectorised). */
+/* The sum of one piece, read as 4 interleaved streams (its quarters) in 8
+ * independent lanes (vectorised).  The kernels read 4 rows of W at a time;
+ * one stream a thread measured about 30% less on these machines. */
 static uint64_t sum_piece(const uint64_t *a)
 {
+    const size_t q = STREAM_PIECE / 4;
     uint64_t s[8] = { 0 };
-    for (size_t i = 0; i < STREAM_PIECE; i += 8)
-        for (int j = 0; j < 8; j++)
-            s[j] += a[i + j];
+    for (size_t i = 0; i < q; i += 8)
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 8; j++)
+                s[j] += a[(size_t)t * q + i + j];
     return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
