@@ -56,6 +56,15 @@ void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, flo
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc);
 
+/* The backend of pt_gemm_mixed's BF16 products on the active path:
+ * "onednn <implementation>" (oneDNN's matmul, e.g. brg:avx512_core_amx_bf16,
+ * when the build has oneDNN, its matmul is not a reference implementation
+ * and PT_BF16_GEMM is not "own"), "own dpbf16" / "own fma" (gemm_bf16.c),
+ * or the FP32 path's "fp32 blis ..." where the path has no BF16 arithmetic.
+ * The choice is fixed for the process (never timed; the backends differ in
+ * the last bits).  Thread-local buffer. */
+const char *pt_bf16_gemm_backend(void);
+
 /* y_i = alpha * W x_i + beta * y_i for the m rows x_i of x (row stride
  * ldx), W [n x k] BF16 row-major (row stride ldw), x and y FP32: the BF16
  * counterpart of pt_sgemv_rows (decoding; W streams from memory once for
