@@ -47,11 +47,17 @@ void pt_bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n);
  *   then 2p; denormals read and flushed as zero), and C = alpha S + beta C
  *   after the first block, C += alpha S after each other (kernels/
  *   gemm_bf16.h; the micro-kernel is vdpbf16ps itself or FP32 FMAs giving
- *   the same bits, whichever is faster on the CPU).
+ *   the same bits, whichever is faster on the CPU).  Where the build has
+ *   oneDNN and its matmul is not a reference implementation (AMX on
+ *   Sapphire Rapids), the product is oneDNN's instead (same rounding of the
+ *   operands, FP32 accumulation in oneDNN's order; pt_bf16_gemm_backend()
+ *   below).
  * - Otherwise BF16 operands are widened to FP32 (exactly) and the product
  *   is FP32 (BLIS).
  * beta 0 overwrites C.  Threads and determinism as pt_sgemm: every element
- * of C is computed by the same operations whatever the thread count. */
+ * of C is computed by the same operations whatever the thread count (on
+ * oneDNN's backend: the same bits run to run at the same thread count; its
+ * work split, and so possibly its summation order, follows the count). */
 void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc);
