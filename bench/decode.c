@@ -230,6 +230,7 @@ int main(int argc, char **argv)
            (double)nparams * 4 / 1e6, P, N, threads, la[0], la[1], la[2]);
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
+    printf("bf16 products: %s\n", pt_bf16_info());
     fflush(stdout);
 
     char script[4096];

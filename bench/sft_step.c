@@ -143,6 +143,7 @@ int main(int argc, char **argv)
     double peak = fmax(bench_gemm_peak(threads, 2048, 2048, 2048, 3), bench_gemm_peak(threads, 1024, 1536, 576, 5));
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
+    printf("bf16 products: %s\n", pt_bf16_info());
     printf("sgemm peak (%d threads, measured after the runs): %.1f GFLOP/s\n", threads, peak);
     printf("full SFT step     (SmolLM2-135M shape, batch %d x seq %d): %.1f tokens/s, %.1f GFLOP/s (%.0f%% of peak), "
            "peak RSS %.0f MB\n", B, T, full.tokens_per_s, full.gflops, 100 * full.gflops / peak, full.rss_mb);

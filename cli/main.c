@@ -108,6 +108,7 @@ int cmd_version(int argc, char **argv)
     printf("posttrain %s (libposttrain %s)\n", PT_VERSION_STRING, pt_version_string());
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
+    printf("bf16 products: %s\n", pt_bf16_info());
     print_mpi();
     return 0;
 }

@@ -4,9 +4,10 @@
 # apt-get command and stop with status 1.
 set -euo pipefail
 # libopenmpi-dev, openmpi-bin: data-parallel training over MPI (meson -Dmpi=auto finds it;
-# the library builds without it too).
+# the library builds without it too).  libdnnl-dev: oneDNN's matmul for the BF16 products
+# (meson -Donednn=auto; optional as well).
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libblis-dev libblis4-openmp libcjson-dev check
-      libpcre2-dev libutf8proc-dev libopenmpi-dev openmpi-bin)
+      libpcre2-dev libutf8proc-dev libopenmpi-dev openmpi-bin libdnnl-dev)
 if [ "${1:-}" = "--test" ]; then
     # The test command also builds the libFuzzer harnesses with clang.
     # python3-numpy: the Python binding's numpy paths are tested too (they skip without it).

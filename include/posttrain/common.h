@@ -94,6 +94,12 @@ PT_API const char *pt_cpu_path(void);
  * (CPU runs up to avx512bf16; forced by PT_CPU=avx512)".  Valid until the
  * next call on the same thread. */
 PT_API const char *pt_cpu_info(void);
+/* The backend of BF16 matrix products on the path in use, e.g. "onednn
+ * brg:avx512_core_amx_bf16", "own fma" or "own dpbf16" (or the FP32 path's
+ * "fp32 blis ..." where the path has no BF16 arithmetic); PT_BF16_GEMM=own
+ * forces the library's own kernel.  Valid until the next call on the same
+ * thread. */
+PT_API const char *pt_bf16_info(void);
 /* The capabilities of this build, as space-separated words (for example
  * "sft lora generate grpo ..."): what a binding checks once, instead of
  * probing for symbols.  Words are only ever added. */

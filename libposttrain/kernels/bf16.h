@@ -47,14 +47,29 @@ void pt_bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n);
  *   then 2p; denormals read and flushed as zero), and C = alpha S + beta C
  *   after the first block, C += alpha S after each other (kernels/
  *   gemm_bf16.h; the micro-kernel is vdpbf16ps itself or FP32 FMAs giving
- *   the same bits, whichever is faster on the CPU).
+ *   the same bits, whichever is faster on the CPU).  Where the build has
+ *   oneDNN and its matmul is not a reference implementation (AMX on
+ *   Sapphire Rapids), the product is oneDNN's instead (same rounding of the
+ *   operands, FP32 accumulation in oneDNN's order; pt_bf16_gemm_backend()
+ *   below).
  * - Otherwise BF16 operands are widened to FP32 (exactly) and the product
  *   is FP32 (BLIS).
  * beta 0 overwrites C.  Threads and determinism as pt_sgemm: every element
- * of C is computed by the same operations whatever the thread count. */
+ * of C is computed by the same operations whatever the thread count (on
+ * oneDNN's backend: the same bits run to run at the same thread count; its
+ * work split, and so possibly its summation order, follows the count). */
 void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc);
+
+/* The backend of pt_gemm_mixed's BF16 products on the active path:
+ * "onednn <implementation>" (oneDNN's matmul, e.g. brg:avx512_core_amx_bf16,
+ * when the build has oneDNN, its matmul is not a reference implementation
+ * and PT_BF16_GEMM is not "own"), "own dpbf16" / "own fma" (gemm_bf16.c),
+ * or the FP32 path's "fp32 blis ..." where the path has no BF16 arithmetic.
+ * The choice is fixed for the process (never timed; the backends differ in
+ * the last bits).  Thread-local buffer. */
+const char *pt_bf16_gemm_backend(void);
 
 /* y_i = alpha * W x_i + beta * y_i for the m rows x_i of x (row stride
  * ldx), W [n x k] BF16 row-major (row stride ldw), x and y FP32: the BF16

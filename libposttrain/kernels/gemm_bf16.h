@@ -108,4 +108,18 @@ void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans
                      size_t n, size_t k, float alpha, const void *a, bool a_bf16, size_t lda,
                      const void *b, bool b_bf16, size_t ldb, float beta, float *c, size_t ldc);
 
+/* oneDNN's matmul for pt_gemm_mixed's BF16 products (gemm_dnnl.c): true
+ * when it computed C with nthreads threads, false when the caller must use
+ * pt_gemm_bf16_nt (no oneDNN in the build, PT_BF16_GEMM=own, a reference
+ * implementation for this shape, an empty product, or a oneDNN failure,
+ * logged once).  Same contract as pt_gemm_mixed; results are identical run
+ * to run at the same thread count. */
+bool pt_gemm_dnnl(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
+                  float alpha, const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
+                  size_t ldb, float beta, float *c, size_t ldc);
+/* Whether pt_gemm_dnnl may be used in this process (decided once). */
+bool pt_gemm_dnnl_usable(void);
+/* Its implementation's name ("brg:avx512_core_amx_bf16"), or NULL. */
+const char *pt_gemm_dnnl_impl(void);
+
 #endif

@@ -1,5 +1,6 @@
 /* pt_gemm_mixed (kernels/bf16.h): products with BF16 operands.  On a path
- * with BF16 arithmetic, the BF16 GEMM of gemm_bf16.c; otherwise BF16
+ * with BF16 arithmetic, oneDNN's matmul where usable (gemm_dnnl.c), else
+ * the BF16 GEMM of gemm_bf16.c; otherwise BF16
  * operands are widened to FP32 block by block and multiplied by BLIS along
  * pt_sgemm_nt's own cut, so the result equals pt_sgemm on widened copies
  * bit for bit. */
@@ -139,9 +140,12 @@ void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, flo
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc)
 {
-    if (pt_cpu_bf16_compute())
-        pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k,
-                        alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
-    else
+    if (pt_cpu_bf16_compute()) {
+        int nt = pt_gemm_threads(m, n, k);
+        if (!pt_gemm_dnnl(nt, trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb,
+                          beta, c, ldc))
+            pt_gemm_bf16_nt(nt, PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k, alpha, a, a_bf16,
+                            lda, b, b_bf16, ldb, beta, c, ldc);
+    } else
         mixed_f32(trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
 }
