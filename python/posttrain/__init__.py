@@ -29,7 +29,7 @@ from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishRea
                     RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason, SpmScores,
                     Status, TimeKind, TurnEnd)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
-                      cpu_info, cpu_path, set_cpu_path, features, get_num_threads, has_feature, log_to_python, set_abort_callback,
+                      bf16_info, cpu_info, cpu_path, set_cpu_path, features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
 from .model import (LORA_TARGETS, Batch, Context, EvalResult, ForwardResult, Model,
                     config_from_json, config_num_params, config_to_json, default_config,
@@ -62,7 +62,7 @@ __all__ = [
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
     "RolloutLogprobs", "SkipReason", "GgufType", "SpmScores", "TimeKind",
     "version", "version_number", "features", "has_feature", "blas_info", "cpu_path",
-    "set_cpu_path", "cpu_info", "set_num_threads", "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
+    "set_cpu_path", "cpu_info", "bf16_info", "set_num_threads", "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
     "Model", "Context", "Batch", "ForwardResult", "EvalResult", "LORA_TARGETS",
     "default_config", "config_from_json", "load_config", "config_to_json", "config_num_params",

@@ -928,6 +928,7 @@ _declare("cpu-dispatch", {
     "pt_set_cpu_path": (c_int, [c_char_p]),
     "pt_cpu_path": (c_char_p, []),
     "pt_cpu_info": (c_char_p, []),
+    "pt_bf16_info": (c_char_p, []),
 })
 _declare("bf16", {
     "pt_model_set_bf16": (c_int, [vp, c_int]),

@@ -12,7 +12,7 @@ from .errors import check
 
 __all__ = [
     "version", "version_number", "features", "has_feature", "blas_info", "cpu_path",
-    "set_cpu_path", "cpu_info", "set_num_threads",
+    "set_cpu_path", "cpu_info", "bf16_info", "set_num_threads",
     "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
 ]
@@ -66,6 +66,12 @@ def cpu_info():
     """The CPU model and the kernel paths, e.g. "AMD EPYC ...; kernels avx2
     (CPU runs up to avx2)"."""
     return lib.pt_cpu_info().decode("utf-8", "replace")
+
+
+def bf16_info():
+    """What does the BF16 products on the path in use, e.g. "onednn
+    brg:avx512_core_amx_bf16", "own fma" or "fp32 blis (...)"."""
+    return lib.pt_bf16_info().decode("utf-8", "replace")
 
 
 def set_num_threads(n):
