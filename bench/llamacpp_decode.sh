@@ -6,16 +6,18 @@
 # bench_decode on the same model (ours, FP32 and BF16, with the PyTorch
 # anchor), so every ratio comes from the same minute.
 #
-#   bench/llamacpp_decode.sh LLAMA_BUILD_BIN [BUILD] [PROMPT]
+#   bench/llamacpp_decode.sh LLAMA_BUILD_BIN [BUILD] [PROMPT] [BATCHES]
 #
 # LLAMA_BUILD_BIN: the bin/ folder of a llama.cpp build (llama-bench), built
 # from its public source as docs/benchmarks.md says (never committed).
 # BUILD: this project's meson build (default build).  PROMPT: the prefill
 # length for both (default 256; the issue's goal is stated at 1024 too).
+# BATCHES: bench_decode's --batch list (default 1,16).
 set -euo pipefail
 bin=${1:?usage: bench/llamacpp_decode.sh LLAMA_BUILD_BIN [BUILD] [PROMPT]}
 build=${2:-build}
 prompt=${3:-256}
+batches=${4:-1,16}
 here=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -42,4 +44,4 @@ for t in f32 bf16; do
     echo "llama.cpp $t:"
     "$bin/llama-bench" -m "$tmp/model-$t.gguf" -t 2 -p "$prompt" -n 64 -r 3 -o md 2>/dev/null | grep -E "model|gguf|llama|pp|tg"
 done
-"$build/bench/bench_decode" --model "$tmp/model" --batch 1,16 --prompt "$prompt" --new 64 --reps 3
+"$build/bench/bench_decode" --model "$tmp/model" --batch "$batches" --prompt "$prompt" --new 64 --reps 3
