@@ -327,7 +327,8 @@ class Dist(Handle):
         parameters and optimizer's state; returns this rank's hash (an int)
         when all agree.  Otherwise ChecksumError on every rank, naming the
         rank(s) whose hash differs from the majority (with 2 ranks: both)
-        and the step; .bad_rank is the first such rank, .hash this rank's."""
+        and the step; .bad_rank is the first such rank, or None when no
+        majority names one (2 ranks that disagree), .hash this rank's."""
         from .train import Optimizer
         if not isinstance(optimizer, Optimizer):
             raise invalid("check_replicas takes a posttrain.Optimizer, not %r" % (optimizer,),
