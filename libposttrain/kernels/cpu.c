@@ -33,7 +33,7 @@ static uint64_t read_xcr0(void)
 static void read_brand(void)
 {
     unsigned int r[12];
-    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u)
+    if ((unsigned int)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u)
         return;
     for (unsigned int i = 0; i < 3; i++)
         __cpuid(0x80000002u + i, r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
