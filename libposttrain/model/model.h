@@ -58,6 +58,20 @@ void pt_model_bump_generation(pt_model *m, const char *what);
  * <handle>"; PT_OK otherwise. */
 int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle);
 
+/* The weights' version: bumped by every change of the FP32 weights
+ * (pt_model_weights_changed). */
+uint64_t pt_model_weights_version(const pt_model *m);
+/* Mixed precision's BF16 copies kept current by the optimizer
+ * (model/precision.c): true when products use BF16 copies of the trainable
+ * base matrices and those copies are current, so an update that writes
+ * each matrix's copy (pt_model_bf16_copy: the copy of tensor i, NULL for
+ * tensors without one) as it writes the FP32 master leaves them current;
+ * after such an update and pt_model_weights_changed,
+ * pt_model_bf16_followed records that. */
+bool pt_model_bf16_following(const pt_model *m);
+uint16_t *pt_model_bf16_copy(pt_model *m, size_t i);
+void pt_model_bf16_followed(pt_model *m);
+
 /* The public forward, backward and loss without taking the context
  * (core/busy.h): for library functions that already hold it.  Messages name
  * the public function (pt_model_forward, ...); the pointers are not NULL. */

@@ -133,6 +133,27 @@ void pt_model_weights_changed(pt_model *m)
         m->weights_version++;
 }
 
+uint64_t pt_model_weights_version(const pt_model *m)
+{
+    return m->weights_version;
+}
+
+bool pt_model_bf16_following(const pt_model *m)
+{
+    return m->params16 && !m->bf16_stored && pt_cpu_bf16_compute() &&
+           m->bf16_version == m->weights_version;
+}
+
+uint16_t *pt_model_bf16_copy(pt_model *m, size_t i)
+{
+    return is_matrix(m, i) ? m->params16 + m->offsets[i] : NULL;
+}
+
+void pt_model_bf16_followed(pt_model *m)
+{
+    m->bf16_version = m->weights_version;
+}
+
 void pt_model_bf16_prepare(pt_model *m)
 {
     if (!m->params16 || m->bf16_stored || !pt_cpu_bf16_compute())

@@ -15,6 +15,7 @@
 #include "stories.h"
 #include "testfs.h"
 
+#include "model/transformer.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu.h"
 #include "posttrain/posttrain.h"
@@ -161,6 +162,28 @@ START_TEST(test_forward)
 }
 END_TEST
 
+/* In mixed precision the optimizer writes the BF16 copies as it updates
+ * the FP32 masters: every copy equals its master rounded to BF16, and is
+ * marked current (the next forward converts nothing). */
+static void check_copies_follow(pt_model *m)
+{
+    if (!pt_cpu_bf16_compute() || m->bf16_mode != PT_BF16_ON || m->bf16_stored)
+        return;
+    ck_assert_msg(m->bf16_version == m->weights_version, "BF16 copies not marked current");
+    size_t checked = 0;
+    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+        const pt_tensor_ref *t = &m->tensors[i];
+        if (t->ndim != 2)
+            continue;
+        const pt_bf16 *c = m->params16 + m->offsets[i];
+        for (size_t j = 0; j < t->numel; j++)
+            ck_assert_msg(c[j] == pt_f32_to_bf16(t->data[j]), "%s[%zu]: copy %04x, master %a",
+                          t->name, j, c[j], (double)t->data[j]);
+        checked += t->numel;
+    }
+    ck_assert_uint_gt(checked, 0);
+}
+
 /* n_steps of SFT on the sampled stories (4 a step); losses out. */
 static void sft_curve(pt_model *m, int n_steps, double *losses)
 {
@@ -192,6 +215,7 @@ static void sft_curve(pt_model *m, int n_steps, double *losses)
         ck_assert(!st.skipped);
         losses[s] = st.loss;
     }
+    check_copies_follow(m);
     pt_optimizer_free(opt);
     pt_context_free(ctx);
 }
