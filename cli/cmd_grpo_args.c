@@ -127,6 +127,7 @@ static const cli_opt k_grpo_output_opts[] = {
     { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
     { CLI_FLAG, "bf16", GRPO(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
+    { CLI_FLAG, "gradient-checkpointing", GRPO(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", GRPO(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },

@@ -921,6 +921,8 @@ _declare("lora-switch", {
 _declare("context-threads", {
     "pt_context_set_num_threads": (c_int, [vp, c_int]),
     "pt_context_get_num_threads": (c_int, [vp]),
+    "pt_context_set_gradient_checkpointing": (c_int, [vp, c_bool]),
+    "pt_context_get_gradient_checkpointing": (c_bool, [vp]),
     "pt_generator_set_num_threads": (c_int, [vp, c_int]),
     "pt_generator_get_num_threads": (c_int, [vp]),
 })
