@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- forward -------------------------------------------------------------------- */
@@ -160,16 +161,20 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         if (!dlp)
             continue;
         pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+        /* dlogits, read by both products, rounded to BF16 once */
+        pt_bf16 *lg16 = W16 && m->g.lm_head ? pt_bf16_operand(lg, nr, V, V) : NULL;
+        const void *lga = lg16 ? (const void *)lg16 : (const void *)lg;
         if (W16)
-            pt_gemm_mixed(false, false, nr, H, V, gscale, lg, false, V, W16, true, H, 0.0f,
+            pt_gemm_mixed(false, false, nr, H, V, gscale, lga, lg16 != NULL, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);
         else
             pt_sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
         if (m->g.lm_head && W16) /* mixed precision: the gradient's product in BF16 too */
-            pt_gemm_mixed(true, false, V, H, nr, gscale, lg, false, V, xn + r0 * H, false, H, 1.0f,
-                          m->g.lm_head, H);
+            pt_gemm_mixed(true, false, V, H, nr, gscale, lga, lg16 != NULL, V, xn + r0 * H, false,
+                          H, 1.0f, m->g.lm_head, H);
         else if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
             pt_sgemm(true, false, V, H, nr, gscale, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
+        free(lg16);
     }
 }
 
