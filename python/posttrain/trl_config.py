@@ -516,21 +516,18 @@ class GRPOConfig:
              "top_entropy_quantile": self.top_entropy_quantile,
              "temperature": self.temperature if self.temperature > 0 else 1.0,
              "micro_batch": self.per_device_train_batch_size}
-        try:
-            o["scale_rewards"] = ScaleRewards.coerce(self.scale_rewards, "scale_rewards",
-                                                     "GRPOConfig")
-            o["loss_type"] = LossType.coerce(self.loss_type, "loss_type", "GRPOConfig")
-            o["importance_sampling_level"] = ISLevel.coerce(self.importance_sampling_level,
-                                                            "importance_sampling_level",
-                                                            "GRPOConfig")
-            if not self.vllm_importance_sampling_correction:
-                o["importance_sampling_correction"] = ISCorrection.coerce("none")
-            else:
-                o["importance_sampling_correction"] = ISCorrection.coerce(
-                    self.vllm_importance_sampling_mode, "vllm_importance_sampling_mode",
-                    "GRPOConfig")
-        except Error as e:
-            raise self._bad("%s (see %s)" % (e.message, TABLE)) from None
+        enums = [("scale_rewards", "scale_rewards", ScaleRewards, self.scale_rewards),
+                 ("loss_type", "loss_type", LossType, self.loss_type),
+                 ("importance_sampling_level", "importance_sampling_level", ISLevel,
+                  self.importance_sampling_level),
+                 ("vllm_importance_sampling_mode", "importance_sampling_correction",
+                  ISCorrection, self.vllm_importance_sampling_mode
+                  if self.vllm_importance_sampling_correction else "none")]
+        for trl_name, c_name, enum_type, value in enums:
+            try:
+                o[c_name] = enum_type.coerce(value, trl_name, "GRPOConfig")
+            except Error as e:
+                raise self._bad("%s=%r: %s (see %s)" % (trl_name, value, e.message, TABLE)) from None
         hi = self.vllm_importance_sampling_clip_max
         o["importance_sampling_clip_max"] = hi if hi is not None else math.inf
         lo = self.vllm_importance_sampling_clip_min
