@@ -363,5 +363,145 @@ class TestTrainer(unittest.TestCase):
             tr.close()
 
 
+
+@unittest.skipUnless(HAVE, "no GRPO or generation API")
+class TestTrlWay(unittest.TestCase):
+    """GRPOTrainer(model, reward_funcs, args=GRPOConfig(...), train_dataset=...)."""
+
+    def setUp(self):
+        self.tok = pt.Tokenizer.bytes()
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tok.close()
+        self.dir.cleanup()
+
+    def test_conversational_prompts_and_reward_arguments(self):
+        calls = []
+
+        def reward(prompts, completions, completion_ids, answer, trainer_state, log_metric,
+                   log_extra, **kw):
+            calls.append(dict(prompts=prompts, completions=completions,
+                              completion_ids=completion_ids, answer=answer,
+                              step=trainer_state.global_step, rest=sorted(kw)))
+            log_metric("custom/value", 10.0 * trainer_state.global_step + 1)
+            log_metric("custom/value", 10.0 * trainer_state.global_step + 3)
+            log_extra("note", ["n%d" % i for i in range(len(completions))])
+            return [float(len(c[0]["content"]) % 3) for c in completions]
+
+        rows = [{"prompt": [{"role": "user", "content": "ab"}], "answer": 1, "id": "r0"},
+                {"prompt": [{"role": "user", "content": "cde"}], "answer": 2, "id": "r1"}]
+        args = pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
+                             max_completion_length=4, max_steps=3, learning_rate=1e-3,
+                             logging_steps=2, disable_tqdm=True, shuffle_dataset=False,
+                             output_dir=self.dir.name, save_steps=1, save_total_limit=2)
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, reward, args=args, train_dataset=rows,
+                                processing_class=self.tok, chat_template="chatml")
+            # the prompt through the template, with the generation prompt
+            want = pt.ChatTemplate.from_name("chatml").render_ids(
+                self.tok, rows[0]["prompt"], add_generation_prompt=True, numpy=False).ids
+            self.assertEqual(tr._train_ids[0], list(want))
+            self.assertEqual(self.tok.decode(want), "<|im_start|>user\nab<|im_end|>\n"
+                             "<|im_start|>assistant\n")
+            out = tr.train()
+            self.assertEqual(out.global_step, 3)
+            self.assertEqual(tr.optimizer.step_count, 3)
+            self.assertEqual(len(calls), 3)
+            c = calls[0]
+            # TRL's arguments: the messages as given, the completions as assistant messages
+            self.assertEqual(c["prompts"], [rows[0]["prompt"]] * 2 + [rows[1]["prompt"]] * 2)
+            self.assertEqual(c["answer"], [1, 1, 2, 2])
+            self.assertEqual(c["rest"], ["id"])
+            self.assertEqual([x["step"] for x in calls], [0, 1, 2])
+            for comp, ids in zip(c["completions"], c["completion_ids"]):
+                self.assertEqual(comp, [{"role": "assistant",
+                                         "content": self.tok.decode(ids, skip_special=True)}])
+            # log_metric: the mean of a step's values; log_extra: the step's column
+            self.assertEqual([h["custom/value"] for h in tr.metrics], [2.0, 12.0, 22.0])
+            self.assertEqual(tr.metrics[0]["extra"], {"note": ["n0", "n1", "n2", "n3"]})
+            # logging every 2 steps (and at the end): means over the steps since the last
+            logs = [h for h in tr.state.log_history if "reward" in h]
+            self.assertEqual([h["step"] for h in logs], [2, 3])
+            self.assertEqual(logs[0]["custom/value"], 7.0)
+            self.assertEqual(logs[1]["custom/value"], 22.0)
+            self.assertAlmostEqual(logs[0]["reward"],
+                                   (tr.metrics[0]["reward"] + tr.metrics[1]["reward"]) / 2)
+            # the linear schedule over the 3 steps: lr, 2/3 lr, 1/3 lr
+            lrs = [h["learning_rate"] for h in tr.metrics]
+            for got, want_lr in zip(lrs, [1e-3, 2e-3 / 3, 1e-3 / 3]):
+                self.assertAlmostEqual(got, want_lr, delta=1e-12)
+            # checkpoint-<step>, the oldest beyond save_total_limit removed
+            self.assertEqual(sorted(os.listdir(self.dir.name)), ["checkpoint-2", "checkpoint-3"])
+            tr.close()
+
+    def test_no_template_is_an_error_naming_the_way_out(self):
+        rows = [{"prompt": [{"role": "user", "content": "ab"}]}]
+        with pt.Model.create(TINY, seed=3) as m, self.assertRaises(pt.InvalidArgument) as cm:
+            pt.GRPOTrainer(m, lambda completions, **kw: [0.0] * len(completions),
+                           args=pt.GRPOConfig(num_generations=2, per_device_train_batch_size=2),
+                           train_dataset=rows, processing_class=self.tok)
+        self.assertIn("chat_template=", cm.exception.message)
+
+    def test_steps_epochs_and_iterations(self):
+        # 5 prompts, 2 per step: 2 steps per epoch (the last prompt of a pass
+        # is dropped, as TRL's sampler), 1.5 epochs -> 3 rounds; mu = 2: 6 steps
+        args = pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
+                             max_completion_length=3, num_train_epochs=1.5, num_iterations=2,
+                             learning_rate=1e-3, lr_scheduler_type="constant",
+                             disable_tqdm=True, save_strategy="no")
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, has_answer, args=args, train_dataset=ROWS,
+                                processing_class=self.tok)
+            self.assertEqual(tr.state.max_steps, 6)
+            out = tr.train()
+            self.assertEqual((out.global_step, tr.optimizer.step_count, tr.round), (6, 6, 3))
+            self.assertEqual(tr.state.epoch, 1.5)
+            seen = [r for m_ in tr.metrics for r in [m_["round"]]]
+            self.assertEqual(seen, [1, 2, 3])
+            tr.close()
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, has_answer, args=args.replace(max_steps=3),
+                                train_dataset=ROWS, processing_class=self.tok)
+            out = tr.train()   # max_steps wins over epochs; the last round stops after 1 step
+            self.assertEqual((out.global_step, tr.optimizer.step_count, tr.round), (3, 3, 2))
+            tr.close()
+
+    def test_older_and_trl_keywords_do_not_mix(self):
+        with pt.Model.create(TINY, seed=3) as m:
+            with self.assertRaises(pt.InvalidArgument):
+                pt.GRPOTrainer(m, has_answer, args=pt.GRPOConfig(), train_dataset=ROWS,
+                               processing_class=self.tok, batch_prompts=2)
+            with self.assertRaises(pt.InvalidArgument):
+                pt.GRPOTrainer(m, has_answer, train_dataset=ROWS, processing_class=self.tok,
+                               per_device_train_batch_size=2)
+
+    def test_model_by_path(self):
+        root = ptest.shared_data("GRPOTrainer(model=path)")
+        if root is None:
+            self.skipTest("shared data absent")
+        path = os.path.join(root, "models", "stories260K")
+        rows = [{"prompt": "Once upon a time", "answer": "dog"}] * 2
+        args = pt.GRPOConfig(num_generations=2, per_device_train_batch_size=2,
+                             max_completion_length=4, max_steps=1, disable_tqdm=True)
+        tr = pt.GRPOTrainer(model=path, reward_funcs=has_answer, args=args, train_dataset=rows)
+        self.assertEqual(tr.model.source_dir, path)
+        self.assertEqual(tr._train_ids[0], tr.tokenizer.encode("Once upon a time",
+                                                                add_special=True))
+        self.assertEqual(tr.train().global_step, 1)
+        model = tr.model
+        tr.close()   # it loaded the model, so it closes it
+        with self.assertRaises(pt.ClosedHandleError):
+            model.config
+        if pt.has_feature("gguf"):
+            with pt.Model.load(path) as m:
+                g = os.path.join(self.dir.name, "s.gguf")
+                m.export_gguf(g)
+            tr = pt.GRPOTrainer(model=g, reward_funcs=has_answer, args=args, train_dataset=rows)
+            self.assertEqual(tr.train().global_step, 1)
+            tr.close()
+        else:
+            print("SKIP the GGUF file path: the library has no gguf feature")
+
 if __name__ == "__main__":
     ptest.main()
