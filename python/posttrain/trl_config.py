@@ -304,18 +304,20 @@ class GRPOConfig:
 
     _table = _GRPO_TABLE
     _what = "GRPOConfig"
+    _doc = TABLE
 
     def __init__(self, **kwargs):
         given = {}
         for k, v in kwargs.items():
             kind, default, why = field_kind(k) if self._table is _GRPO_TABLE else self._kind(k)
             if kind is None:
-                raise invalid("%s: unknown option %r (TRL's %s has no such field, nor has "
-                              "pt_grpo_options; the fields and what each does here: %s)"
-                              % (self._what, k, self._what, TABLE), self._what)
+                raise invalid("%s: unknown option %r (TRL's %s has no such field%s; the fields "
+                              "and what each does here: %s)"
+                              % (self._what, k, self._what, ", nor has pt_grpo_options"
+                                 if self._table is _GRPO_TABLE else "", self._doc), self._what)
             if kind == "refuse" and not _same(v, default):
                 raise invalid("%s: TRL's option %s=%r is not supported here: %s (it must be left "
-                              "at TRL's default %r; see %s)" % (self._what, k, v, why, default, TABLE),
+                              "at TRL's default %r; see %s)" % (self._what, k, v, why, default, self._doc),
                               self._what)
             given[k] = v
         for k, (default, _, _) in self._table.items():
@@ -390,7 +392,7 @@ class GRPOConfig:
         v = getattr(v, "value", v)   # a transformers enum member
         if not isinstance(v, str) or v not in choices:
             raise self._bad("%s=%r is not supported here (supported: %s; see %s)"
-                            % (name, v, ", ".join(choices), TABLE))
+                            % (name, v, ", ".join(choices), self._doc))
         self._set(name, v)
         return v
 

@@ -1,0 +1,152 @@
+"""posttrain.SFTConfig / SFTTrainer in TRL's shape: the three dataset
+formats with TRL's loss masks (completion-only for prompt/completion by
+default, everything for text and, without assistant_only_loss, for
+messages) counted by hand, a run equal bit for bit to the same steps made
+by hand with Dataset + sft_step under the linear schedule, gradient
+accumulation, checkpoints in the CLI's layout and an exact resume, and
+SFTConfig's checks."""
+
+import json
+import os
+import tempfile
+import unittest
+
+import ptest
+import posttrain as pt
+
+TINY = ptest.TINY
+PC = [{"prompt": "q%d=" % i, "completion": "a%d" % (i % 3)} for i in range(10)]
+
+
+def weights_bytes(model):
+    return {k: v.data.tobytes() for k, v in model.state_dict(numpy=False).items()}
+
+
+class TestSft(unittest.TestCase):
+    def setUp(self):
+        self.tok = pt.Tokenizer.bytes()
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tok.close()
+        self.dir.cleanup()
+
+    def trainer(self, model, rows, **cfg):
+        cfg = dict(dict(disable_tqdm=True, output_dir=self.dir.name, save_strategy="no",
+                        learning_rate=1e-2, per_device_train_batch_size=4), **cfg)
+        return pt.SFTTrainer(model, args=pt.SFTConfig(**cfg), train_dataset=rows,
+                             processing_class=self.tok)
+
+    def targets(self, tr):
+        return tr.train_data.stats["train_target_tokens"]
+
+    def test_formats_and_loss_masks(self):
+        enc = self.tok.encode
+        with pt.Model.create(TINY, seed=1) as m:
+            # prompt/completion: the completion and EOS (TRL's default completion_only_loss)
+            tr = self.trainer(m, PC)
+            want = sum(len(enc(r["prompt"] + r["completion"], add_special=True))
+                       - len(enc(r["prompt"], add_special=True)) + 1 for r in PC)
+            self.assertEqual(self.targets(tr), want)
+            tr.close()
+            # completion_only_loss=False: every token after the first, EOS included
+            tr = self.trainer(m, PC, completion_only_loss=False)
+            want = sum(len(enc(r["prompt"] + r["completion"], add_special=True)) for r in PC)
+            self.assertEqual(self.targets(tr), want)
+            tr.close()
+            # text (and dataset_text_field): every token after the first, no EOS
+            rows = [{"body": r["prompt"] + r["completion"]} for r in PC]
+            tr = self.trainer(m, rows, dataset_text_field="body")
+            want = sum(len(enc(r["body"], add_special=True)) - 1 for r in rows)
+            self.assertEqual(self.targets(tr), want)
+            tr.close()
+            # messages: everything by default (TRL's assistant_only_loss=False), the
+            # assistant turns with assistant_only_loss=True
+            conv = [{"messages": [{"role": "user", "content": r["prompt"]},
+                                  {"role": "assistant", "content": r["completion"]}]}
+                    for r in PC]
+            t = pt.ChatTemplate.from_name("chatml")
+            ids = [t.render_ids(self.tok, r["messages"], numpy=False) for r in conv]
+            tr = self.trainer(m, conv, chat_template_path="chatml")
+            self.assertEqual(self.targets(tr), sum(len(x.ids) - 1 for x in ids))
+            tr.close()
+            tr = self.trainer(m, conv, chat_template_path="chatml", assistant_only_loss=True)
+            self.assertEqual(self.targets(tr), sum(sum(x.mask) for x in ids))
+            tr.close()
+            # conversational prompt/completion: the completion's messages
+            cpc = [{"prompt": r["messages"][:1], "completion": r["messages"][1:]} for r in conv]
+            tr = self.trainer(m, cpc, chat_template_path="chatml")
+            self.assertEqual(self.targets(tr), sum(sum(x.mask) for x in ids))
+            tr.close()
+            with self.assertRaises(pt.InvalidArgument):
+                self.trainer(m, [{"prompt": "a", "completion": "b"}, {"text": "c"}])
+
+    def test_same_as_by_hand_with_accumulation(self):
+        # 10 rows, 4 per batch: 3 batches per epoch; 2 per step: 1 step per
+        # epoch; 3 epochs: 3 steps, lr 1e-2 linear: 1e-2, 2/3e-2, 1/3e-2
+        with pt.Model.create(TINY, seed=1) as m:
+            tr = self.trainer(m, PC, gradient_accumulation_steps=2)
+            self.assertEqual(tr.state.max_steps, 3)
+            out = tr.train()
+            self.assertEqual(out.global_step, 3)
+            got = weights_bytes(m)
+            lrs = [h["learning_rate"] for h in tr.metrics]
+            tr.close()
+        for a, b in zip(lrs, [1e-2, 2e-2 / 3, 1e-2 / 3]):
+            self.assertAlmostEqual(a, b, delta=1e-12)
+        with pt.Model.create(TINY, seed=1) as m:
+            path = os.path.join(self.dir.name, "pc.jsonl")
+            with open(path, "w") as f:
+                for r in PC:
+                    f.write(json.dumps(r) + "\n")
+            ds = pt.Dataset.load_jsonl(path, self.tok, max_length=64, completion_only=True,
+                                       batch_size=4, shuffle=True, seed=42)
+            opt = pt.Optimizer(m, lr=1e-2, schedule="linear", total_steps=3, max_grad_norm=1.0)
+            for _ in range(3):
+                b1, w1 = ds.next_batch()
+                b2, w2 = ds.next_batch()
+                opt.sft_step([b1, b2], [w1, w2])
+            self.assertEqual(weights_bytes(m), got)
+            opt.close()
+            ds.close()
+
+    def test_checkpoints_and_resume(self):
+        with pt.Model.create(TINY, seed=1) as m:
+            tr = self.trainer(m, PC, max_steps=4, save_strategy="steps", save_steps=2)
+            tr.train()
+            want = weights_bytes(m)
+            tr.close()
+        d = os.path.join(self.dir.name, "checkpoints")
+        self.assertEqual(sorted(os.listdir(d)), ["step-00000002", "step-00000004"])
+        with open(os.path.join(d, "step-00000002", "trainer_state.json")) as f:
+            h = json.load(f)["host"]
+        self.assertEqual((h["command"], h["step"], h["seed"]), ("sft", 2, "42"))
+        self.assertIn("epoch", h)
+        self.assertIn("cursor", h)
+        with pt.Model.create(TINY, seed=9) as m:     # other weights: the checkpoint restores them
+            tr = self.trainer(m, PC, max_steps=4, save_strategy="no")
+            tr.train(resume_from_checkpoint=os.path.join(d, "step-00000002"))
+            self.assertEqual(tr.state.global_step, 4)
+            self.assertEqual(weights_bytes(m), want)
+            tr.close()
+
+    def test_packing_and_config_checks(self):
+        with pt.Model.create(TINY, seed=1) as m:
+            tr = self.trainer(m, PC, packing=True, completion_only_loss=False)
+            self.assertLess(tr.state.max_steps, self.trainer(m, PC).state.max_steps)
+            tr.train()
+            tr.close()
+        c = pt.SFTConfig()
+        self.assertEqual((c.learning_rate, c.max_length, c.lr_scheduler_type, c.packing,
+                          c.completion_only_loss, c.assistant_only_loss, c.loss_type),
+                         (2e-5, 1024, "linear", False, None, False, "chunked_nll"))
+        for kw in (dict(loss_type="dft"), dict(truncation_mode="keep_end"),
+                   dict(packing_strategy="wrapped"), dict(eos_token="</s>"), dict(foo=1),
+                   dict(num_generations=4)):
+            with self.subTest(kw=kw), self.assertRaises(pt.InvalidArgument) as cm:
+                pt.SFTConfig(**kw)
+            self.assertIn(list(kw)[0], cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
