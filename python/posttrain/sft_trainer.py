@@ -240,8 +240,7 @@ class SFTTrainer:
             for r in rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
         opts = dict(max_length=self._max_length, completion_only=completion_only,
-                    batch_size=c.per_device_train_batch_size if what == "train"
-                    else c.per_device_eval_batch_size,
+                    batch_size=c.per_device_train_batch_size if what == "train" else 1,
                     pack=c.packing, shuffle=shuffle, seed=self.seed & ((1 << 64) - 1))
         if template is not None:
             opts["chat_template"] = template
@@ -353,15 +352,16 @@ class SFTTrainer:
         if ds is None:
             raise invalid("no eval_dataset", "SFTTrainer.evaluate")
         ds.position = (0, 0)
+        # one row per batch (eval datasets are loaded with batch_size 1), so
+        # no batch reaches into the next pass: stop when every target is counted
+        want = ds.stats["train_target_tokens"]
         total, tokens = 0.0, 0.0
-        while True:
+        while tokens < want:
             b, w = ds.next_batch(numpy=False)
             t = sum(1 for row in w for x in row if x > 0)
             if t:
                 total += self.model.loss(b) * t
                 tokens += t
-            if ds.position.epoch > 0:
-                break
         ds.position = (0, 0)
         if eval_dataset is not None:
             ds.close()

@@ -8,6 +8,7 @@ SFTConfig's checks."""
 
 import json
 import os
+import re
 import tempfile
 import unittest
 
@@ -146,6 +147,57 @@ class TestSft(unittest.TestCase):
             with self.subTest(kw=kw), self.assertRaises(pt.InvalidArgument) as cm:
                 pt.SFTConfig(**kw)
             self.assertIn(list(kw)[0], cm.exception.message)
+
+
+    def test_evaluate_by_hand(self):
+        rows = PC[:5]
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.SFTTrainer(m, args=pt.SFTConfig(disable_tqdm=True, save_strategy="no",
+                                                    per_device_eval_batch_size=2),
+                               train_dataset=PC, eval_dataset=rows, processing_class=self.tok)
+            got = tr.evaluate()
+            # by hand: -log p of each completion token and EOS, over all of them
+            total, n = 0.0, 0
+            for r in rows:
+                p = self.tok.encode(r["prompt"], add_special=True)
+                ids = self.tok.encode(r["prompt"] + r["completion"], add_special=True) + [257]
+                lp = m.logprobs(ids[:-1], ids[1:])
+                for t in range(len(p) - 1, len(ids) - 1):
+                    total -= lp[t]
+                    n += 1
+            self.assertEqual(got["eval_num_tokens"], n)
+            self.assertAlmostEqual(got["eval_loss"], total / n, delta=1e-5)
+            self.assertEqual(tr.evaluate(), got)    # the same split every time
+            tr.close()
+
+    def test_table(self):
+        """docs/python.md's SFTConfig table: every name as it says."""
+        from posttrain import sft_trainer
+        doc = os.path.join(ptest.SOURCE_ROOT, "docs", "python.md")
+        with open(doc, encoding="utf-8") as f:
+            text = f.read()
+        start = text.index("| TRL `SFTConfig` |")
+        end = text.index("\n\n", start)
+        listed = set()
+        d = pt.SFTConfig()
+        for line in text[start:end].splitlines()[2:]:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            status = cells[1].split(":")[0]
+            names = re.findall(r"`([a-z_][a-z0-9_]*)`", re.sub(r"\[[^\]]*\]", "", cells[0]))
+            for name in names:
+                listed.add(name)
+                with self.subTest(name=name):
+                    v = getattr(d, name)
+                    pt.SFTConfig(**{name: v})
+                    other = {"x": 1} if v is None else (not v if isinstance(v, bool) else None)
+                    if status == "refused":
+                        with self.assertRaises(pt.InvalidArgument) as cm:
+                            pt.SFTConfig(**{name: other})
+                        self.assertIn(name, cm.exception.message)
+                        self.assertIn("not supported here", cm.exception.message)
+                    elif status == "ignored" and other is not None:
+                        pt.SFTConfig(**{name: other})
+        self.assertEqual(sorted(set(sft_trainer.SFT_FIELDS) - listed), [])
 
 
 if __name__ == "__main__":
