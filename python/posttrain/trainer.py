@@ -189,8 +189,11 @@ class GRPOTrainer:
             raise invalid("peft_config: add the LoRA adapters to the model first "
                           "(model.add_lora(...)), then make the trainer", "GRPOTrainer")
         self._own_model = False
+        self._own_ref = False
+        model_path = None
         if isinstance(model, (str, bytes, os.PathLike)):
             # TRL's model="name or path": a model directory or a GGUF file
+            model_path = model
             model = Model.load(model)
             self._own_model = True
         elif not isinstance(model, Model):
@@ -261,6 +264,13 @@ class GRPOTrainer:
         self.grpo_options = s["grpo"]
         # checked now, not at the first step after a whole generation round
         _grpo_options(self.grpo_options)
+        if self.grpo_options.get("beta", 0) > 0 and ref_model is None and not model.has_lora \
+                and model_path is not None:
+            # TRL's habit: the reference is the same model loaded again, frozen
+            ref_model = Model.load(model_path)
+            if s["bf16"]:
+                ref_model.bf16 = "frozen"
+            self._own_ref = True
         if self.grpo_options.get("beta", 0) > 0 and ref_model is None and not model.has_lora:
             raise invalid("beta > 0 needs ref_model= (the frozen reference policy), or a model "
                           "with LoRA adapters (the frozen base is the reference)", "GRPOTrainer")
@@ -810,6 +820,8 @@ class GRPOTrainer:
             self._template.close()
         if self._own_model:
             self.model.close()
+        if self._own_ref:
+            self.ref_model.close()
 
     def __enter__(self):
         return self

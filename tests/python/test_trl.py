@@ -493,6 +493,17 @@ class TestTrlWay(unittest.TestCase):
         tr.close()   # it loaded the model, so it closes it
         with self.assertRaises(pt.ClosedHandleError):
             model.config
+        # beta > 0 with the model given by path: the reference is that path loaded again
+        tr = pt.GRPOTrainer(model=path, reward_funcs=has_answer, args=args.replace(beta=0.04),
+                            train_dataset=rows)
+        self.assertIsNotNone(tr.ref_model)
+        self.assertIsNot(tr.ref_model, tr.model)
+        self.assertEqual(tr.ref_model.source_dir, path)
+        self.assertGreaterEqual(tr.train().global_step, 1)
+        ref = tr.ref_model
+        tr.close()
+        with self.assertRaises(pt.ClosedHandleError):
+            ref.config
         if pt.has_feature("gguf"):
             with pt.Model.load(path) as m:
                 g = os.path.join(self.dir.name, "s.gguf")
