@@ -1,19 +1,24 @@
-"""A GRPO training loop in TRL's shape (GRPOTrainer): a model, a dataset of
-rows {"prompt": ..., other fields}, reward functions
-fn(prompts, completions, completion_ids, **fields) -> [float | None], and
-options; each round generates, scores, steps, evaluates and saves, and
-reports its metrics with the time split into generation, scoring, training,
-evaluation and saving.  A checkpoint holds the weights, the optimizer and
-the round, prompt order and random state, so resuming continues the run
-bit for bit.
+"""A GRPO training loop in TRL's shape (GRPOTrainer): a model (or its
+path), reward functions fn(prompts, completions, completion_ids,
+**columns, trainer_state, log_metric, log_extra) -> [float | None], a
+dataset of rows {"prompt": text, ids or chat messages, other columns} and
+TRL's GRPOConfig; each step generates, scores, steps, evaluates and saves,
+and reports its metrics (TRL's names) with the time split into generation,
+scoring, training, evaluation and saving.  A checkpoint holds the weights,
+the optimizer and the round, prompt order and random state, so resuming
+continues the run bit for bit.
 
-    trainer = pt.GRPOTrainer(model, [correct, short], rows, num_generations=8,
-                             batch_prompts=4, learning_rate=1e-5, output_dir="out",
-                             save_every=10)
-    history = trainer.train(rounds=100)     # or resume_from_checkpoint=True
+    from posttrain import GRPOConfig, GRPOTrainer
+    trainer = GRPOTrainer(model="models/stories260K", reward_funcs=[correct, short],
+                          args=GRPOConfig(output_dir="out", learning_rate=1e-4,
+                                          max_steps=100, save_steps=10),
+                          train_dataset=rows)
+    trainer.train()                          # or resume_from_checkpoint=True
 
-Built on RolloutBuffer, grpo_step and save_checkpoint / load_checkpoint
-(feature "grpo"); see docs/python.md and docs/grpo.md.
+The older keywords (GRPOTrainer(model, funcs, rows, batch_prompts=...,
+grpo={...}), train(rounds=N)) still work.  Built on RolloutBuffer,
+grpo_step and save_checkpoint / load_checkpoint (feature "grpo"); see
+docs/python.md and docs/grpo.md.
 """
 
 import collections
@@ -102,6 +107,11 @@ def _isnan(x):
 
 class GRPOTrainer:
     """GRPO over a list of rows from Python, one generation round at a time.
+
+    TRL's way: GRPOTrainer(model, reward_funcs, args=GRPOConfig(...),
+    train_dataset=rows, eval_dataset=None, processing_class=None,
+    ref_model=None, callbacks=None, chat_template=None) (docs/python.md,
+    "GRPO from Python like TRL").  The older keywords, described below:
 
     GRPOTrainer(model, reward_funcs, train_dataset, tokenizer=None, ...):
 
@@ -203,7 +213,7 @@ class GRPOTrainer:
         if self._trl:
             args = args if args is not None else GRPOConfig()
             self.args = args
-            s = self._settings_from_config(args, legacy)
+            s = self._settings_from_config(args)
         else:
             self.args = None
             s = self._settings_from_legacy(legacy)
@@ -356,7 +366,7 @@ class GRPOTrainer:
             eval_every=int(g("eval_every", 0)), log_every=0, unit=1, rounds=None,
             optimizer=lambda total: dict(opt, lr=lr))
 
-    def _settings_from_config(self, c, legacy):
+    def _settings_from_config(self, c):
         P = c.prompts_per_step
         mu = c.num_iterations
         return dict(
@@ -372,7 +382,7 @@ class GRPOTrainer:
             max_prompt_length=c.max_prompt_length,
             remove_unused_columns=bool(c.remove_unused_columns),
             chat_template_kwargs=c.chat_template_kwargs, unit=mu, rounds=None,
-            num_train_epochs=c.num_train_epochs, config=c,
+            num_train_epochs=c.num_train_epochs,
             save_every=0, eval_every=0, log_every=0,
             optimizer=c.optimizer_options)
 
