@@ -9,6 +9,7 @@ SFTConfig's checks."""
 import json
 import os
 import re
+import shutil
 import tempfile
 import unittest
 
@@ -130,6 +131,46 @@ class TestSft(unittest.TestCase):
             self.assertEqual(tr.state.global_step, 4)
             self.assertEqual(weights_bytes(m), want)
             tr.close()
+
+    def test_the_cli_resumes_it(self):
+        """posttrain sft --resume continues a checkpoint of SFTTrainer to the
+        same bytes as SFTTrainer itself (the CLI's layout and host keys)."""
+        root = ptest.shared_data("SFTTrainer checkpoints resumed by posttrain sft")
+        lib = os.environ.get("POSTTRAIN_LIBRARY", "")
+        cli = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(lib))), "cli",
+                           "posttrain") if lib else ""
+        if root is None or not os.access(cli, os.X_OK):
+            print("SKIP the CLI resume: %s" % ("no shared data" if root is None
+                                                else "no posttrain command at %r" % cli))
+            self.skipTest("no shared data or CLI")
+        import subprocess
+        model = os.path.join(root, "models", "stories260K")
+        rows = [{"prompt": "Once upon a time, %s had a" % n, "completion": " little dog."}
+                for n in ["Tom", "Lily", "Max", "Sue", "Ben", "Mia", "Sam", "Amy"]]
+        data = os.path.join(self.dir.name, "rows.jsonl")
+        with open(data, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        out = os.path.join(self.dir.name, "out")
+        tr = pt.SFTTrainer(model=model, train_dataset=rows,
+                           args=pt.SFTConfig(output_dir=out, max_steps=4, save_steps=2,
+                                             per_device_train_batch_size=4, learning_rate=1e-3,
+                                             disable_tqdm=True, max_length=512))
+        tr.train()
+        tr.close()
+        ck = os.path.join(out, "checkpoints")
+        with open(os.path.join(ck, "step-00000004", "model.safetensors"), "rb") as f:
+            want = f.read()
+        shutil.rmtree(os.path.join(ck, "step-00000004"))
+        r = subprocess.run([cli, "--threads", "1", "sft", "--model", model, "--data", data,
+                            "--out", out, "--resume", "auto", "--steps", "4", "--lr", "1e-3",
+                            "--schedule", "linear", "--batch-size", "4", "--seed", "42",
+                            "--max-length", "512", "--save-every", "2"],
+                           capture_output=True, text=True, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("resumed at step 2", r.stderr)
+        with open(os.path.join(ck, "step-00000004", "model.safetensors"), "rb") as f:
+            self.assertEqual(f.read(), want)
 
     def test_packing_and_config_checks(self):
         with pt.Model.create(TINY, seed=1) as m:
