@@ -6,6 +6,7 @@ rounds equal bit for bit to k rounds, a checkpoint and a resumed run."""
 
 import math
 import os
+import shutil
 import tempfile
 import time
 import unittest
@@ -433,6 +434,38 @@ class TestTrlWay(unittest.TestCase):
                 self.assertAlmostEqual(got, want_lr, delta=1e-12)
             # checkpoint-<step>, the oldest beyond save_total_limit removed
             self.assertEqual(sorted(os.listdir(self.dir.name)), ["checkpoint-2", "checkpoint-3"])
+            tr.close()
+
+    def test_resume_is_bit_identical(self):
+        # 4 steps in one go against 2 steps, a checkpoint, and 2 more resumed
+        # in a new trainer from other initial weights (the linear schedule,
+        # the prompt order and the sampling streams all continue)
+        def cfg(out):
+            return pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
+                                 max_completion_length=4, max_steps=4, learning_rate=3e-3,
+                                 num_iterations=2, disable_tqdm=True, output_dir=out,
+                                 save_steps=2, seed=5)
+        a, b = os.path.join(self.dir.name, "a"), os.path.join(self.dir.name, "b")
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(a), train_dataset=ROWS,
+                                processing_class=self.tok)
+            tr.train()
+            want = weights_bytes(m)
+            tr.close()
+        self.assertEqual(sorted(os.listdir(a)), ["checkpoint-2", "checkpoint-4"])
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(b), train_dataset=ROWS,
+                                processing_class=self.tok)
+            tr.train(rounds=1)       # one round of 2 iterations: step 2
+            self.assertEqual(tr.state.global_step, 2)
+            tr.close()
+        shutil.rmtree(os.path.join(a, "checkpoint-4"))
+        with pt.Model.create(TINY, seed=8) as m:
+            tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(a), train_dataset=ROWS,
+                                processing_class=self.tok)
+            out = tr.train(resume_from_checkpoint=True)
+            self.assertEqual((out.global_step, tr.optimizer.step_count), (4, 4))
+            self.assertEqual(weights_bytes(m), want)
             tr.close()
 
     def test_no_template_is_an_error_naming_the_way_out(self):
