@@ -15,8 +15,8 @@ What differs from TRL's script, and nothing else:
 
 Everything else is TRL's default GRPOConfig: learning rate 1e-6 with the
 linear schedule, 8 completions per prompt, 8 completions per step (one
-prompt), up to 256 new tokens, 3 epochs (here 3 x 4 = 12 steps), logs every
-10 steps.  At 1e-6 a model this small does not measurably learn
+prompt), up to 256 new tokens, 3 epochs (here 3 x 2 = 6 steps), logs every
+10 steps (and at the end).  At 1e-6 a model this small does not measurably learn
 (docs/grpo.md, "Learning rate"): this is the API, not a recipe.
 
 From the source tree (after `meson setup build && ninja -C build`):
@@ -36,12 +36,9 @@ if not os.path.isdir(MODEL_PATH):
     print("SKIP: stories260K not found at %s (set PT_SHARED_DATA)" % MODEL_PATH)
     sys.exit(77)
 
-# trl-lib/DeepMath-103K's columns, four rows
+# trl-lib/DeepMath-103K's columns, two rows
 dataset = [
     {"prompt": "What is 2 + 3? Put the final answer in \\boxed{}.", "solution": "5"},
-    {"prompt": "What is half of 8? Put the final answer in \\boxed{}.", "solution": "4"},
-    {"prompt": "Tom had 3 apples and ate 1. How many are left? Answer in \\boxed{}.",
-     "solution": "2"},
     {"prompt": "What is 1/2 + 1/4? Put the final answer in \\boxed{}.", "solution": "\\frac{3}{4}"},
 ]
 
