@@ -141,6 +141,7 @@ class SFTTrainer:
         c = self.args
         if c.bf16:
             model.bf16 = True
+        model.gradient_checkpointing = c.gradient_checkpointing  # TRL's default: True
         self.tokenizer = processing_class if processing_class is not None else model.tokenizer
         if self.tokenizer is None:
             raise invalid("SFTTrainer needs a tokenizer (pass processing_class=)", "SFTTrainer")

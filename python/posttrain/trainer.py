@@ -45,7 +45,8 @@ TrainOutput = collections.namedtuple("TrainOutput", ["global_step", "training_lo
 _LEGACY = ("reward_weights", "num_generations", "num_generations_eval", "batch_prompts",
            "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "stop_ids",
            "num_iterations", "learning_rate", "optimizer", "grpo", "seed", "shuffle",
-           "add_special", "output_dir", "save_every", "eval_every", "bf16")
+           "add_special", "output_dir", "save_every", "eval_every", "bf16",
+           "gradient_checkpointing")
 # Names a reward function receives from the trainer itself.
 _RESERVED = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric",
              "log_extra")
@@ -217,6 +218,9 @@ class GRPOTrainer:
         else:
             self.args = None
             s = self._settings_from_legacy(legacy)
+        # TRL's gradient_checkpointing (its default True): the contexts made
+        # for the updates recompute activations in the backward (docs/training.md)
+        model.gradient_checkpointing = s["gradient_checkpointing"]
         if s["bf16"]:
             # TRL's bf16=True: mixed precision where the CPU has BF16
             # arithmetic, a frozen base (LoRA) and the reference in BF16
@@ -356,6 +360,7 @@ class GRPOTrainer:
         seed = int(g("seed", 0))
         return dict(
             bf16=bool(g("bf16", False)), reward_weights=g("reward_weights"),
+            gradient_checkpointing=bool(g("gradient_checkpointing", False)),
             add_special=bool(g("add_special", True)), num_generations=G,
             num_generations_eval=int(g("num_generations_eval") or G), batch_prompts=bp,
             num_iterations=int(g("num_iterations", 1)),
@@ -370,7 +375,8 @@ class GRPOTrainer:
         P = c.prompts_per_step
         mu = c.num_iterations
         return dict(
-            bf16=c.bf16, reward_weights=c.reward_weights, add_special=True,
+            bf16=c.bf16, gradient_checkpointing=c.gradient_checkpointing,
+            reward_weights=c.reward_weights, add_special=True,
             num_generations=c.num_generations, num_generations_eval=c.num_generations_eval,
             batch_prompts=P, num_iterations=mu,
             generate=dict(max_new_tokens=c.max_completion_length, temperature=c.temperature,

@@ -70,7 +70,7 @@ TRAINING_ARGUMENTS = {
     "bf16_full_eval": (False, "ignore", _HW),
     "fp16_full_eval": (False, "ignore", _HW),
     "tf32": (None, "ignore", _HW),
-    "gradient_checkpointing": (True, "ignore", _HW),
+    "gradient_checkpointing": (True, "use", ""),
     "gradient_checkpointing_kwargs": (None, "ignore", _HW),
     "torch_compile": (False, "ignore", _HW),
     "torch_compile_backend": (None, "ignore", _HW),
@@ -420,6 +420,7 @@ class GRPOConfig:
         if self.bf16 is None:
             self._set("bf16", False)   # float32 unless asked (docs: TRL's default differs)
         self._set("bf16", bool(self.bf16))
+        self._set("gradient_checkpointing", bool(self.gradient_checkpointing))
         self._choice("logging_strategy", ["steps", "no"])
         self._float("logging_steps", lo=0.0)
         self._choice("save_strategy", ["steps", "no"])
