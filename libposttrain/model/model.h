@@ -69,6 +69,13 @@ uint64_t pt_model_weights_version(const pt_model *m);
  * after such an update and pt_model_weights_changed,
  * pt_model_bf16_followed records that. */
 bool pt_model_bf16_following(const pt_model *m);
+/* Loading straight into BF16 (pt_model_load_options.bf16 = PT_BF16_FROZEN):
+ * begin puts an uninitialised model in PT_BF16_FROZEN with its base stored
+ * in BF16 (PT_ENOMEM for the BF16 block); then, as the loader fills base
+ * tensor i in FP32, stream_tensor moves it into BF16 and gives its FP32
+ * pages back (a no-op for 1-D tensors, or when begin was not called). */
+int pt_model_bf16_stream_begin(pt_model *m);
+void pt_model_bf16_stream_tensor(pt_model *m, size_t i);
 uint16_t *pt_model_bf16_copy(pt_model *m, size_t i);
 void pt_model_bf16_followed(pt_model *m);
 
