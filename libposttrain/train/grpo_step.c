@@ -90,11 +90,15 @@ static void run_free(grpo_run *w)
     free(w->plan);
 }
 
-/* The reward a sample reports (stats): its combined reward (with the
- * over-long penalty), or the sum of its segment rewards (the penalty on the
- * last); a sample with given advantages reports its combined reward. */
+/* The reward a sample reports (stats) and learns from: its combined reward
+ * (with the over-long penalty), or the sum of its segment rewards (the
+ * penalty on the last); a sample with given advantages reports its
+ * combined reward.  NaN for a sample with none (every reward function or
+ * segment declined: TRL's unscorable completion), left out of the means. */
 static double reported_reward(const grpo_sample *s, const pt_rollout_buffer *all, const pt_grpo_options *o)
 {
+    if (pt_grpo_declined(all, s, o))
+        return NAN;
     double pen = o->overlong_buffer > 0 && s->kind != GRPO_KIND_ADVANTAGES
                      ? pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer)
                      : 0.0;
@@ -191,8 +195,9 @@ static int segment_advantages(grpo_run *w, const int *idx, int m, int *ng, int *
     return st;
 }
 
-/* Advantages of the samples with rewards; *ng and *nz as above. */
-static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz)
+/* Advantages of the samples with rewards; *ng and *nz as above, *tz the
+ * samples TRL counts in frac_reward_zero_std. */
+static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz, int *tz)
 {
     double *R = pt_malloc_array((size_t)m + 1, sizeof *R), *adv = pt_malloc_array((size_t)m + 1, sizeof *adv);
     int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
@@ -203,7 +208,7 @@ static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *n
             R[j] = w->R[idx[j]];
             grp[j] = w->all->s[idx[j]].group;
         }
-        *ng = pt_grpo_advantages(adv, zs, nz, R, grp, m, w->o->scale_rewards);
+        *ng = pt_grpo_advantages(adv, zs, nz, tz, R, grp, m, w->o->scale_rewards);
         if (*ng < 0)
             st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
@@ -244,18 +249,21 @@ static int compute_advantages(grpo_run *w, pt_grpo_stats *stats)
         free(idx);
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
-    int ng_r = 0, nz_r = 0, ng_s = 0, nz_s = 0;
-    int m = of_kind(idx, all, GRPO_KIND_REWARD);
-    if (m > 0)
-        st = reward_advantages(w, idx, m, &ng_r, &nz_r);
-    m = of_kind(idx, all, GRPO_KIND_SEGMENTS);
-    if (!st && m > 0)
-        st = segment_advantages(w, idx, m, &ng_s, &nz_s);
+    int ng_r = 0, nz_r = 0, tz_r = 0, ng_s = 0, nz_s = 0, tz_s = 0;
+    int m_r = of_kind(idx, all, GRPO_KIND_REWARD);
+    if (m_r > 0)
+        st = reward_advantages(w, idx, m_r, &ng_r, &nz_r, &tz_r);
+    int m_s = of_kind(idx, all, GRPO_KIND_SEGMENTS);
+    if (!st && m_s > 0)
+        st = segment_advantages(w, idx, m_s, &ng_s, &nz_s);
+    for (int j = 0; j < m_s && !st; j++)
+        tz_s += w->zs[idx[j]]; /* per sample: its group has no spread */
     free(idx);
     if (st)
         return st;
     stats->groups = ng_r + ng_s;
-    stats->frac_reward_zero_std = stats->groups > 0 ? (double)(nz_r + nz_s) / (double)stats->groups : 0.0;
+    stats->frac_zero_std_groups = stats->groups > 0 ? (double)(nz_r + nz_s) / (double)stats->groups : 0.0;
+    stats->frac_reward_zero_std = m_r + m_s > 0 ? (double)(tz_r + tz_s) / (double)(m_r + m_s) : 0.0;
     pt_grpo_reward_stats(stats, all, w->R);
     stats->groups_dropped = w->o->drop_zero_std_groups ? nz_r + nz_s : 0;
     stats->segments = (int64_t)nseg;
@@ -337,6 +345,8 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
         s->lp_temp[PT_ROLLOUT_OLD] = w->temp;
     }
     pt_grpo_is_weights(w->pw, &w->acc, s->old, s->samp, s->mask, s->n_comp, w->o);
+    const double is_logsum =
+        w->o->loss_type == PT_GRPO_LOSS_VESPO ? pt_grpo_vespo_is_logsum(w->pw, s->mask, s->n_comp) : 0.0;
     for (int t = 0; t < s->n_comp; t++)
         if (s->mask[t]) {
             bool keep = (double)re[t] >= w->ent_thr;
@@ -346,11 +356,35 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
         }
     token_advantages(w, k);
     pt_grpo_tokens tk = { .n = s->n_comp, .logp = w->lpc, .old = s->old, .ref = s->has_ref ? s->ref : NULL,
-                          .mask = s->mask, .adv = w->tadv, .pw = w->pw };
+                          .mask = s->mask, .adv = w->tadv, .pw = w->pw, .token_adv = s->kind != GRPO_KIND_REWARD,
+                          .is_logsum = is_logsum };
     pt_grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
     if (g_dlogp_hook)
         g_dlogp_hook(k, w->dlc, s->n_comp, g_dlogp_payload);
     memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
+}
+
+/* The samples with one advantage whose truncated completion is masked: no
+ * loss tokens, yet TRL counts them (ratio 1: not clipped; vespo's phi 1)
+ * among the samples of the sequence-level clip metrics and of vespo's
+ * phi mean. */
+static void masked_units(grpo_run *w)
+{
+    const bool vespo = w->o->loss_type == PT_GRPO_LOSS_VESPO;
+    if (!w->o->mask_truncated_completions || !(vespo || w->o->importance_sampling_level == PT_GRPO_IS_SEQUENCE))
+        return;
+    for (int k = 0; k < w->n; k++) {
+        const grpo_sample *s = &w->buf->s[k];
+        if (!s->truncated || s->kind != GRPO_KIND_REWARD ||
+            (w->o->drop_zero_std_groups && w->zs[w->offset + k]))
+            continue;
+        if (vespo) {
+            w->acc.phi_sum += 1.0;
+            w->acc.phi_units += 1.0;
+        } else {
+            w->acc.clip_units += 1.0;
+        }
+    }
 }
 
 /* Fill the rows of micro-batch m (its training samples). */
@@ -552,10 +586,13 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
     stats->tokens = tok;
     stats->kl = tok > 0 ? acc->kl / tok : 0.0;
     stats->entropy = w->ent_n > 0 ? w->ent_sum / w->ent_n : 0.0;
-    stats->clip_ratio_low = tok > 0 ? acc->clip_low / tok : 0.0;
-    stats->clip_ratio_high = tok > 0 ? acc->clip_high / tok : 0.0;
-    stats->clip_ratio_region = tok > 0 ? acc->clip_region / tok : 0.0;
-    stats->cispo_clip_ratio = tok > 0 ? acc->cispo_clip / tok : 0.0;
+    const double cu = acc->clip_units; /* loss tokens, or samples at sequence level */
+    stats->clip_ratio_low = cu > 0 ? acc->clip_low / cu : 0.0;
+    stats->clip_ratio_high = cu > 0 ? acc->clip_high / cu : 0.0;
+    stats->clip_ratio_region = cu > 0 ? acc->clip_region / cu : 0.0;
+    stats->cispo_clip_ratio = cu > 0 ? acc->cispo_clip / cu : 0.0;
+    if (acc->phi_units > 0)
+        stats->vespo_phi_seq_mean = acc->phi_sum / acc->phi_units;
     if (acc->samp_tokens > 0) {
         stats->sampling_logp_difference_mean = acc->samp_diff_sum / acc->samp_tokens;
         stats->sampling_logp_difference_max = acc->samp_diff_max;
@@ -580,10 +617,10 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
 static int agree_sums(pt_dist *d, grpo_run *w, int st)
 {
     pt_grpo_acc *a = &w->acc;
-    double v[16] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
+    double v[19] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
                      w->fwd_tokens, a->cispo_clip, a->samp_tokens, a->samp_diff_sum, a->is_units, a->is_sum,
-                     a->is_corrected, a->ent_kept };
-    st = pt_comm_agree_sum(NULL, d, st, v, 16, "pt_grpo_step");
+                     a->is_corrected, a->ent_kept, a->clip_units, a->phi_sum, a->phi_units };
+    st = pt_comm_agree_sum(NULL, d, st, v, 19, "pt_grpo_step");
     a->loss = v[0];
     a->tokens = v[1];
     a->kl = v[2];
@@ -600,6 +637,9 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
     a->is_sum = v[13];
     a->is_corrected = v[14];
     a->ent_kept = v[15];
+    a->clip_units = v[16];
+    a->phi_sum = v[17];
+    a->phi_units = v[18];
     if (st)
         return st;
     /* every rank agreed: every rank is here */
@@ -641,7 +681,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
     int64_t unscored = 0;
-    pt_grpo_count_unscored(&unscored, w.all);
+    pt_grpo_count_unscored(&unscored, w.all, o);
     /* nothing scored: no forward, no update (the same on every rank: the
      * view is global) */
     const bool no_rewards = unscored == w.all->n;
@@ -680,6 +720,8 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
         st = entropy_pass(&w, st);
     if (!st && any_tokens)
         st = micro_batches(&w);
+    if (!st && any_tokens)
+        masked_units(&w);
     if (d)
         st = agree_sums(d, &w, st);
     if (!st)
