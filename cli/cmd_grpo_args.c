@@ -119,6 +119,14 @@ static const cli_opt k_grpo_opts[] = {
       .parse = parse_clip, .help = "the correction's upper bound" },
     { CLI_CUSTOM, "importance-sampling-clip-min", GRPO(grpo.importance_sampling_clip_min), "F", .def = "0",
       .parse = parse_clip, .help = "the correction's lower bound (0: none)" },
+    { CLI_DOUBLE, "vespo-k-pos", GRPO(grpo.vespo_k_pos), "F", .def = "2", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: k for A >= 0 (TRL's vespo_k_pos)" },
+    { CLI_DOUBLE, "vespo-lambda-pos", GRPO(grpo.vespo_lambda_pos), "F", .def = "3", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: lambda for A >= 0" },
+    { CLI_DOUBLE, "vespo-k-neg", GRPO(grpo.vespo_k_neg), "F", .def = "3", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: k for A < 0" },
+    { CLI_DOUBLE, "vespo-lambda-neg", GRPO(grpo.vespo_lambda_neg), "F", .def = "2", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: lambda for A < 0" },
 };
 static const cli_opt k_grpo_output_opts[] = {
     { CLI_CUSTOM, "save-every", GRPO(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
@@ -242,8 +250,16 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
     if (a->grpo.delta != 0 && !(a->grpo.delta > 1 + a->grpo.epsilon_high))
         return cli_usage_error("grpo", "--delta must be 0 (off) or above 1 + --epsilon-high (%g)",
                                1 + a->grpo.epsilon_high);
-    if (a->grpo.delta != 0 && a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
-        return cli_usage_error("grpo", "--delta does not apply to --loss-type cispo");
+    if (a->grpo.delta != 0 && (a->grpo.loss_type == PT_GRPO_LOSS_CISPO || a->grpo.loss_type == PT_GRPO_LOSS_VESPO))
+        return cli_usage_error("grpo", "--delta does not apply to --loss-type %s",
+                               pt_grpo_loss_type_name(a->grpo.loss_type));
+    /* the samples carry the sampler's log-probabilities: TRL's rule for vespo */
+    if (a->grpo.loss_type == PT_GRPO_LOSS_VESPO &&
+        (a->grpo.importance_sampling_correction == PT_GRPO_IS_SEQUENCE_MASK ||
+         a->grpo.importance_sampling_correction == PT_GRPO_IS_SEQUENCE_TRUNCATE))
+        return cli_usage_error("grpo", "--loss-type vespo needs --importance-sampling-correction token_truncate, "
+                               "token_mask or none (it folds the per-token correction into its sequence weight; "
+                               "the default sequence_mask does not apply)");
     if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO && !(a->grpo.epsilon_high > 0))
         return cli_usage_error("grpo", "--loss-type cispo needs --epsilon-high > 0 (its cap on the ratio; TRL "
                                "recommends 5)");
