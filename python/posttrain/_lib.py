@@ -572,6 +572,10 @@ class GrpoOptions(Struct):
         ("importance_sampling_clip_min", c_double),
         ("delta", c_double),
         ("top_entropy_quantile", c_double),
+        ("vespo_k_pos", c_double),
+        ("vespo_lambda_pos", c_double),
+        ("vespo_k_neg", c_double),
+        ("vespo_lambda_neg", c_double),
     ]
 
 
@@ -618,6 +622,8 @@ class GrpoStats(Struct):
         ("entropy_threshold", c_double),
         ("entropy_kept_fraction", c_double),
         ("segments", c_int64),
+        ("frac_zero_std_groups", c_double),
+        ("vespo_phi_seq_mean", c_double),
     ]
 
 
