@@ -224,6 +224,47 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
 typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
 void pt_grpo_set_dlogp_hook(pt_grpo_dlogp_hook fn, void *payload);
 
+/* ---- the step's working state (grpo_step.c, grpo_step_adv.c) ---- */
+
+/* One micro-batch: samples first .. end-1 of the buffer (rows of them
+ * train), T wide. */
+typedef struct grpo_mb {
+    int first, end, rows, T;
+} grpo_mb;
+
+/* The working state of one accumulation. */
+typedef struct grpo_run {
+    const pt_grpo_options *o;
+    pt_rollout_buffer *buf;
+    const pt_rollout_buffer *all; /* the whole global batch: buf, or every rank's (grpo_view.c) */
+    int offset;                 /* buf's first sample in `all` */
+    pt_context *ctx;
+    pt_dist *d;
+    float temp;                 /* the step's temperature */
+    int n, maxlen;              /* buf's samples, its longest */
+    double *R, *adv;            /* per sample of `all`: reported reward, advantage (reward samples) */
+    bool *zs;                   /* per sample of `all`: its group has nothing to learn (zero std) */
+    int *seg_off;               /* per sample of `all`: its first segment in segadv */
+    double *segadv;             /* the advantage of every segment of `all` */
+    float *lpc, *dlc;           /* one sample's completion logprobs and dL/dlogp */
+    double *tadv, *pw;          /* one sample's per-token advantages and policy-term weights */
+    int *seg_of;                /* one sample's segment index per token */
+    int rows_cap;               /* rows per forward */
+    int32_t *bid, *btg;         /* a micro-batch: ids, targets */
+    float *blp, *bdl, *bent;    /* its logprobs, dL/dlogp, entropies */
+    grpo_mb *plan;              /* the micro-batches an entropy pass made (NULL: none) */
+    int n_plan;
+    double ent_thr;             /* top_entropy_quantile < 1: the threshold; else -inf */
+    pt_grpo_norm nm;
+    pt_grpo_acc acc;
+    double ent_sum, ent_n, fwd_tokens;
+} grpo_run;
+
+/* Rewards (with the over-long penalty), advantages (per sample or per
+ * segment) and the reward statistics of the whole global batch w->all
+ * into w->R, w->adv, w->zs, w->segadv and *stats (grpo_step_adv.c). */
+int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
+
 /* ---- data-parallel steps (grpo_view.c) ---- */
 
 /* Every rank's samples, in rank order, into *view (no token arrays: ids,
