@@ -119,6 +119,8 @@ static const cli_opt k_grpo_opts[] = {
       .parse = parse_clip, .help = "the correction's upper bound" },
     { CLI_CUSTOM, "importance-sampling-clip-min", GRPO(grpo.importance_sampling_clip_min), "F", .def = "0",
       .parse = parse_clip, .help = "the correction's lower bound (0: none)" },
+    { CLI_DOUBLE, "entropy-coef", GRPO(grpo.entropy_coef), "F", .def = "0", .lo = -1e6, .hi = 1e6,
+      .help = "entropy bonus: the loss minus F times the mean entropy\n(TRL's entropy_coef; 0: off)" },
     { CLI_DOUBLE, "vespo-k-pos", GRPO(grpo.vespo_k_pos), "F", .def = "2", .lo = 0, .hi = 1e6,
       .help = "--loss-type vespo: k for A >= 0 (TRL's vespo_k_pos)" },
     { CLI_DOUBLE, "vespo-lambda-pos", GRPO(grpo.vespo_lambda_pos), "F", .def = "3", .lo = 0, .hi = 1e6,

@@ -290,6 +290,13 @@ typedef struct pt_grpo_options {
      * finite, k >= 0, lambda >= 0 (used as max(lambda, 1e-4), as TRL).
      * Defaults 2, 3, 3, 2 (TRL's). */
     double vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg;
+    /* TRL's entropy bonus (entropy_coef): the loss minus entropy_coef times
+     * the mean entropy H (at the temperature) over the loss tokens the
+     * entropy mask keeps; dapo, cispo, vespo: their sum over the dapo
+     * normaliser, as TRL.  Finite; 0 (default): off.  The gradient flows
+     * through the whole softmax.  TRL's adaptive control is not here
+     * (docs/grpo.md). */
+    double entropy_coef;
 } pt_grpo_options;
 
 PT_API int pt_grpo_options_init(pt_grpo_options *opts);

@@ -52,6 +52,7 @@ struct pt_context {
     int32_t *ids, *tgt, *pos, *seg;
     bool has_seg;
     float temperature;    /* the batch's, kept for the backward (1: none) */
+    const float *bwd_dent; /* during pt_ctx_backward_entropy: dL/dH per position */
     float *lora_buf;      /* LoRA adapter scratch (pt_lora_scratch), grown on demand */
     size_t lora_cap;
     int num_threads;      /* pt_context_set_num_threads; 0: the process setting */
@@ -412,7 +413,11 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
             pt_logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
         if (!dlp)
             continue;
-        pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+        if (ctx->bwd_dent)
+            pt_logsoftmax_entropy_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->bwd_dent + r0,
+                                                ctx->tgt + r0, nr, V);
+        else
+            pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
         if (W16)
             pt_gemm_mixed(false, false, nr, H, V, gscale, lg, false, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);
@@ -679,6 +684,14 @@ int pt_ctx_backward(pt_context *ctx, const float *dlogprobs)
     const size_t n = (size_t)ctx->B * ctx->T;
     memcpy(ctx->dlp, dlogprobs, n * sizeof *ctx->dlp);
     return backward_impl(ctx, ctx->dlp);
+}
+
+int pt_ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy)
+{
+    ctx->bwd_dent = dentropy; /* read where the backward recomputes the head's chunks */
+    int st = pt_ctx_backward(ctx, dlogprobs);
+    ctx->bwd_dent = NULL;
+    return st;
 }
 
 /* Fill dlp (B*T) with -w/sum(w) for the tokens with a target (w: weights,

@@ -76,6 +76,9 @@ static int check_options_1x(const pt_grpo_options *o)
     for (int i = 0; i < 4; i++)
         if (!(isfinite(vk[i]) && vk[i] >= 0 && vk[i] <= 1e6))
             return pt_err(PT_EINVAL, "pt_grpo_step: %s %g must be finite, >= 0 and <= 1e6", vn[i], vk[i]);
+    if (!(isfinite(o->entropy_coef) && fabs(o->entropy_coef) <= 1e6))
+        return pt_err(PT_EINVAL, "pt_grpo_step: entropy_coef %g must be finite (|entropy_coef| <= 1e6)",
+                      o->entropy_coef);
     if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
         return pt_err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
     return PT_OK;

@@ -252,6 +252,10 @@ typedef struct grpo_run {
     int rows_cap;               /* rows per forward */
     int32_t *bid, *btg;         /* a micro-batch: ids, targets */
     float *blp, *bdl, *bent;    /* its logprobs, dL/dlogp, entropies */
+    float *bde;                 /* entropy_coef != 0: its dL/dH */
+    double n_tok;               /* the loss tokens of the global batch */
+    double ent_kept_all;        /* top_entropy_quantile < 1: the loss tokens kept, every rank's */
+    double ent_norm;            /* the entropy bonus's normaliser */
     grpo_mb *plan;              /* the micro-batches an entropy pass made (NULL: none) */
     int n_plan;
     double ent_thr;             /* top_entropy_quantile < 1: the threshold; else -inf */

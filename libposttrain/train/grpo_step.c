@@ -53,6 +53,7 @@ static void run_free(grpo_run *w)
     free(w->blp);
     free(w->bdl);
     free(w->bent);
+    free(w->bde);
     free(w->plan);
 }
 
@@ -78,7 +79,21 @@ static double make_norm(grpo_run *w)
             n_tok += s->n_mask;
     }
     pt_grpo_make_norm(&w->nm, w->o, n_seq, n_tok);
+    w->n_tok = n_tok;
     return n_tok;
+}
+
+/* The entropy bonus's normaliser (TRL): dapo, cispo, vespo: their token
+ * count (global_tokens or the loss tokens), so the term sums to the mean
+ * over the global batch; the others: the loss tokens the entropy mask
+ * keeps (every rank's), a mean per step.  At least 1. */
+static void entropy_norm(grpo_run *w)
+{
+    const int lt = w->o->loss_type;
+    double n = lt == PT_GRPO_LOSS_DAPO || lt == PT_GRPO_LOSS_CISPO || lt == PT_GRPO_LOSS_VESPO ? w->nm.n_tokens
+               : w->o->top_entropy_quantile < 1                                             ? w->ent_kept_all
+                                                                                            : w->n_tok;
+    w->ent_norm = n > 1 ? n : 1;
 }
 
 static pt_grpo_dlogp_hook g_dlogp_hook;
@@ -145,6 +160,18 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
                           .mask = s->mask, .adv = w->tadv, .pw = w->pw, .token_adv = s->kind != GRPO_KIND_REWARD,
                           .is_logsum = is_logsum };
     pt_grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
+    if (w->o->entropy_coef != 0) {
+        /* TRL's entropy bonus, -coef * sum_t H_t m_t / ent_norm over the
+         * loss tokens the entropy mask keeps: dL/dH_t = -coef / ent_norm */
+        float *rde = w->bde + (size_t)r * T;
+        memset(rde, 0, (size_t)T * sizeof *rde);
+        const double c = w->o->entropy_coef / w->ent_norm;
+        for (int t = 0; t < s->n_comp; t++)
+            if (s->mask[t] && (double)re[t] >= w->ent_thr) {
+                rde[s->prompt_len - 1 + t] = (float)-c;
+                w->acc.loss -= c * re[t];
+            }
+    }
     if (g_dlogp_hook)
         g_dlogp_hook(k, w->dlc, s->n_comp, g_dlogp_payload);
     memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
@@ -208,7 +235,7 @@ static int mb_train(grpo_run *w, const grpo_mb *m)
         if (trains(w, k))
             sample_loss(w, k, r++, m->T);
     w->fwd_tokens += (double)m->rows * m->T;
-    return pt_ctx_backward(w->ctx, w->bdl);
+    return w->bde ? pt_ctx_backward_entropy(w->ctx, w->bdl, w->bde) : pt_ctx_backward(w->ctx, w->bdl);
 }
 
 /* The next micro-batch from sample i on: the training samples up to
@@ -232,7 +259,8 @@ static int alloc_rows(grpo_run *w)
     w->blp = pt_malloc_array(cells, sizeof *w->blp);
     w->bdl = pt_malloc_array(cells, sizeof *w->bdl);
     w->bent = pt_malloc_array(cells, sizeof *w->bent);
-    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent)
+    w->bde = w->o->entropy_coef != 0 ? pt_malloc_array(cells, sizeof *w->bde) : NULL;
+    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent || (w->o->entropy_coef != 0 && !w->bde))
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
     return PT_OK;
 }
@@ -358,6 +386,10 @@ static int entropy_pass(grpo_run *w, int st)
     }
     if (!st)
         w->ent_thr = nall > 0 ? pt_grpo_quantile(allv, nall, 1.0 - w->o->top_entropy_quantile) : INFINITY;
+    /* the loss tokens the mask keeps, every rank's: the entropy bonus's mean */
+    w->ent_kept_all = 0;
+    for (size_t q = 0; !st && q < nall; q++)
+        w->ent_kept_all += (double)allv[q] >= w->ent_thr;
     free(allv);
     return st;
 }
@@ -504,8 +536,10 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     const bool any_tokens = !st && !no_rewards && make_norm(&w) > 0;
     if (o->top_entropy_quantile < 1 && (any_tokens || (d && !no_rewards)))
         st = entropy_pass(&w, st);
-    if (!st && any_tokens)
+    if (!st && any_tokens) {
+        entropy_norm(&w);
         st = micro_batches(&w);
+    }
     if (!st && any_tokens)
         masked_units(&w);
     if (d)

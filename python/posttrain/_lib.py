@@ -576,6 +576,7 @@ class GrpoOptions(Struct):
         ("vespo_lambda_pos", c_double),
         ("vespo_k_neg", c_double),
         ("vespo_lambda_neg", c_double),
+        ("entropy_coef", c_double),
     ]
 
 

@@ -1462,7 +1462,8 @@ START_TEST(test_grpo)
     for (size_t k = 0; k < sizeof gcuts / sizeof *gcuts; k++) {
         go = gf;
         go.vespo_k_pos = go.vespo_lambda_neg = -1; /* invalid: must not be read */
-        if (k == 0) { /* only the vespo fields are cut */
+        go.entropy_coef = NAN;
+        if (k == 0) { /* only the vespo fields and entropy_coef are cut */
             go.size = gcuts[k];
             ck_assert_ok(pt_grpo_stats_init(&so));
             grpo_run(&eo, &bf, full_s, sizeof *full_s, false, &go, &so);

@@ -2,7 +2,9 @@
  * hand: completions every reward function declined (left out of their
  * group's mean and std, advantage 0; the reported mean reward over the
  * others), frac_reward_zero_std as TRL computes it beside ours, GSPO's clip
- * metrics per sequence, and vespo at mu = 1. */
+ * metrics per sequence, vespo at mu = 1, and the entropy bonus (its value
+ * against the reported entropy, its gradient against central
+ * differences). */
 #include "testutil.h"
 
 #include "core/core.h"
@@ -318,6 +320,143 @@ START_TEST(test_vespo_options)
 }
 END_TEST
 
+START_TEST(test_entropy_bonus_value)
+{
+    /* The bonus is -entropy_coef times the mean entropy over the loss
+     * tokens, for every loss type (TRL: the dapo family sums over their
+     * token count, the same mean here): the loss with it minus the loss
+     * without is -0.3 * stats.entropy. */
+    env e;
+    env_open(&e, k_rew, NULL);
+    static const int types[3] = { PT_GRPO_LOSS_GRPO, PT_GRPO_LOSS_DAPO, PT_GRPO_LOSS_BNPO };
+    for (int k = 0; k < 3; k++) {
+        pt_grpo_options o;
+        pt_grpo_options_init(&o);
+        o.loss_type = types[k];
+        pt_grpo_stats s0, s1;
+        pt_grpo_stats_init(&s0);
+        pt_grpo_stats_init(&s1);
+        ck_assert_ok(pt_grpo_step(&s0, e.opt, e.ctx, e.buf, &o));
+        o.entropy_coef = 0.3;
+        ck_assert_ok(pt_grpo_step(&s1, e.opt, e.ctx, e.buf, &o));
+        ck_assert(s0.entropy > 0.5);
+        ck_assert_double_eq(s1.entropy, s0.entropy);
+        ck_assert_double_eq_tol(s1.loss - s0.loss, -0.3 * s0.entropy, 1e-9);
+    }
+    /* With top_entropy_quantile 0.5 the bonus covers the kept tokens (H >=
+     * the threshold the step reports): grpo averages them, dapo sums them
+     * over all 20 loss tokens (TRL's normaliser).  The entropies here from
+     * a forward of each row. */
+    double hsum = 0, hkept = 0, nkept = 0;
+    float ent[N][NC];
+    for (int i = 0; i < N; i++) {
+        int32_t ids[PL + NC] = { 1, 2, 3, (int32_t)(4 + i % 5), (int32_t)(9 + i % 7) };
+        float row[PL + NC];
+        pt_batch b = pt_test_row_batch(ids, NULL, PL + NC);
+        ck_assert_ok(pt_model_forward_entropy(e.ctx, &b, NULL, row));
+        for (int j = 0; j < NC; j++) {
+            ent[i][j] = row[PL - 1 + j];
+            hsum += ent[i][j];
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        pt_grpo_options o;
+        pt_grpo_options_init(&o);
+        o.loss_type = k ? PT_GRPO_LOSS_DAPO : PT_GRPO_LOSS_GRPO;
+        o.top_entropy_quantile = 0.5;
+        pt_grpo_stats s0, s1;
+        pt_grpo_stats_init(&s0);
+        pt_grpo_stats_init(&s1);
+        ck_assert_ok(pt_grpo_step(&s0, e.opt, e.ctx, e.buf, &o));
+        o.entropy_coef = 0.3;
+        ck_assert_ok(pt_grpo_step(&s1, e.opt, e.ctx, e.buf, &o));
+        hkept = nkept = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < NC; j++)
+                if ((double)ent[i][j] >= s1.entropy_threshold) {
+                    hkept += ent[i][j];
+                    nkept++;
+                }
+        ck_assert(nkept >= 10 && nkept < 20);
+        ck_assert_double_eq_tol(s1.entropy, hsum / 20, 1e-5);
+        ck_assert_double_eq_tol(s1.loss - s0.loss, -0.3 * hkept / (k ? 20 : nkept), 1e-5);
+    }
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    o.entropy_coef = NAN;
+    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert(strstr(pt_last_error(), "entropy_coef nan must be finite") != NULL);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_entropy_bonus_gradient)
+{
+    /* Central differences of the whole objective (the old log-probabilities
+     * recorded by the first call, fixed after; grpo, then dr_grpo whose
+     * policy term is normalised apart from the bonus's mean) with
+     * entropy_coef 2: the parameters with the largest gradients of three
+     * tensors. */
+    env e;
+    env_open(&e, k_rew, NULL);
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    o.loss_type = PT_GRPO_LOSS_GRPO;
+    o.entropy_coef = 2.0;
+    for (int variant = 0; variant < 2; variant++) {
+        o.loss_type = variant ? PT_GRPO_LOSS_DR_GRPO : PT_GRPO_LOSS_GRPO;
+        o.max_completion_length = 4;
+        pt_grpo_stats st;
+        pt_grpo_stats_init(&st);
+        ck_assert_ok(pt_model_zero_grad(e.m));
+        ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
+        const char *names[] = { "model.norm.weight", "model.layers.1.mlp.down_proj.weight",
+                                "model.embed_tokens.weight" };
+        double worst = 0;
+        for (int k = 0; k < 3; k++) {
+            const pt_tensor_ref *t = pt_model_find_tensor(e.m, names[k]);
+            ck_assert_msg(t != NULL, "%s", names[k]);
+            float *g = malloc(t->numel * sizeof *g);
+            memcpy(g, t->grad, t->numel * sizeof *g);
+            size_t best = 0;
+            for (size_t i = 0; i < t->numel; i++)
+                if (fabsf(g[i]) > fabsf(g[best]))
+                    best = i;
+            const double an = g[best], h = 2e-3;
+            const float w0 = t->data[best];
+            double l[2];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                t->data[best] = w0 + (float)(sgn ? -h : h);
+                ck_assert_ok(pt_model_zero_grad(e.m));
+                ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
+                l[sgn] = st.loss;
+            }
+            t->data[best] = w0;
+            const double fd = (l[0] - l[1]) / (2 * h), err = fabs(fd - an) / fabs(an);
+            worst = fmax(worst, err);
+            ck_assert_msg(fabs(an) > 1e-3, "%s: gradient %g too small to check", names[k], an);
+            ck_assert_msg(err < 2e-2, "%s %s[%zu]: analytic %g, finite difference %g", variant ? "dr_grpo" : "grpo",
+                          names[k], best, an, fd);
+            free(g);
+        }
+        /* without the bonus the gradient differs: the check sees it */
+        pt_grpo_options o0 = o;
+        o0.entropy_coef = 0;
+        ck_assert_ok(pt_model_zero_grad(e.m));
+        ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o0, NULL));
+        const pt_tensor_ref *t = pt_model_find_tensor(e.m, "model.norm.weight");
+        float g0 = t->grad[0];
+        ck_assert_ok(pt_model_zero_grad(e.m));
+        ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
+        ck_assert(fabsf(t->grad[0] - g0) > 1e-4f * fabsf(g0) + 1e-7f);
+        ck_assert_ok(pt_model_zero_grad(e.m));
+        printf("entropy bonus (%s): central differences, worst relative error %.3g\n", variant ? "dr_grpo" : "grpo",
+               worst);
+    }
+    env_close(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grpo_trl");
@@ -329,6 +468,8 @@ int main(void)
     tcase_add_test(tc, test_gspo_clip_counts_sequences);
     tcase_add_test(tc, test_vespo_at_mu1);
     tcase_add_test(tc, test_vespo_options);
+    tcase_add_test(tc, test_entropy_bonus_value);
+    tcase_add_test(tc, test_entropy_bonus_gradient);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

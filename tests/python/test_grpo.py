@@ -502,7 +502,16 @@ class TestOptions(unittest.TestCase):
             "importance_sampling_correction": pt.ISCorrection.SEQUENCE_MASK,
             "importance_sampling_clip_max": 3.0, "importance_sampling_clip_min": 0.0,
             "delta": 0.0, "top_entropy_quantile": 1.0, "vespo_k_pos": 2.0,
-            "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0})
+            "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0,
+            "entropy_coef": 0.0})
+
+    def test_entropy_coef_by_name(self):
+        # TRL's entropy bonus: the loss minus coef times the mean entropy (lr 0:
+        # both steps at the same weights)
+        opt = pt.Optimizer(self.m, type="sgd", lr=0.0)
+        st0 = pt.grpo_step(opt, self.buf)
+        st1 = pt.grpo_step(opt, self.buf, entropy_coef=0.25)
+        self.assertAlmostEqual(st1.loss - st0.loss, -0.25 * st0.entropy, delta=1e-9)
 
     def test_vespo_by_name(self):
         # at mu = 1 (old recorded by the step) VESPO's weight phi(w = 1) is 1
