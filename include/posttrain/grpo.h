@@ -294,9 +294,20 @@ typedef struct pt_grpo_options {
      * the mean entropy H (at the temperature) over the loss tokens the
      * entropy mask keeps; dapo, cispo, vespo: their sum over the dapo
      * normaliser, as TRL.  Finite; 0 (default): off.  The gradient flows
-     * through the whole softmax.  TRL's adaptive control is not here
-     * (docs/grpo.md). */
+     * through the whole softmax.  With use_adaptive_entropy: the current
+     * coefficient (the previous step's stats->entropy_coef_next). */
     double entropy_coef;
+    /* TRL's adaptive entropy control (Skywork-OR1): the bonus applies (with
+     * entropy_coef) only when entropy_last, the previous step's
+     * stats->entropy_measured, is <= entropy_target; the step reports the
+     * next coefficient, entropy_coef + entropy_coef_delta when its measured
+     * entropy is <= entropy_target, else - entropy_coef_delta, clamped to
+     * [entropy_coef_min, entropy_coef_max].  The host carries entropy_coef
+     * and entropy_last from step to step.  Defaults (TRL's): false, 0, 1,
+     * 0.005, 0.2, and entropy_last INFINITY (no bonus at the first step). */
+    bool use_adaptive_entropy;
+    double entropy_coef_min, entropy_coef_max, entropy_coef_delta, entropy_target;
+    double entropy_last;
 } pt_grpo_options;
 
 PT_API int pt_grpo_options_init(pt_grpo_options *opts);
@@ -366,6 +377,13 @@ typedef struct pt_grpo_stats {
     double frac_zero_std_groups;
     /* vespo: mean of phi(w) over the samples (TRL vespo/phi_seq_mean); NaN otherwise */
     double vespo_phi_seq_mean;
+    /* The entropy control: the mean entropy over the loss tokens the
+     * entropy mask keeps (TRL's world entropy; `entropy` is over all loss
+     * tokens), and the coefficient for the next step (TRL's entropy_coef
+     * metric): with use_adaptive_entropy updated from entropy_measured, else
+     * entropy_coef.  A step skipped for no rewards: entropy_last and
+     * entropy_coef unchanged. */
+    double entropy_measured, entropy_coef_next;
 } pt_grpo_stats;
 
 PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);

@@ -28,6 +28,10 @@ int pt_grpo_options_init(pt_grpo_options *opts)
     opts->vespo_lambda_pos = 3.0;
     opts->vespo_k_neg = 3.0;
     opts->vespo_lambda_neg = 2.0;
+    opts->entropy_coef_max = 1.0;
+    opts->entropy_coef_delta = 0.005;
+    opts->entropy_target = 0.2;
+    opts->entropy_last = INFINITY;
     return PT_OK;
 }
 
@@ -41,6 +45,7 @@ int pt_grpo_stats_init(pt_grpo_stats *stats)
     stats->entropy_threshold = NAN;
     stats->entropy_kept_fraction = 1.0;
     stats->vespo_phi_seq_mean = NAN;
+    stats->entropy_measured = stats->entropy_coef_next = NAN;
     return PT_OK;
 }
 
@@ -79,6 +84,13 @@ static int check_options_1x(const pt_grpo_options *o)
     if (!(isfinite(o->entropy_coef) && fabs(o->entropy_coef) <= 1e6))
         return pt_err(PT_EINVAL, "pt_grpo_step: entropy_coef %g must be finite (|entropy_coef| <= 1e6)",
                       o->entropy_coef);
+    const double emin = o->entropy_coef_min, emax = o->entropy_coef_max;
+    if (!(isfinite(emin) && isfinite(emax) && emin <= emax) ||
+        !(isfinite(o->entropy_coef_delta) && o->entropy_coef_delta >= 0) || !isfinite(o->entropy_target) ||
+        isnan(o->entropy_last))
+        return pt_err(PT_EINVAL, "pt_grpo_step: the entropy control's entropy_coef_min %g <= entropy_coef_max %g, "
+                      "entropy_coef_delta %g >= 0 and entropy_target %g must be finite, entropy_last %g not NaN",
+                      emin, emax, o->entropy_coef_delta, o->entropy_target, o->entropy_last);
     if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
         return pt_err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
     return PT_OK;

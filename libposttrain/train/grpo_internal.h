@@ -256,6 +256,8 @@ typedef struct grpo_run {
     double n_tok;               /* the loss tokens of the global batch */
     double ent_kept_all;        /* top_entropy_quantile < 1: the loss tokens kept, every rank's */
     double ent_norm;            /* the entropy bonus's normaliser */
+    double ent_coef;            /* the bonus's coefficient this step (0: off) */
+    double eff_sum, eff_n;      /* entropies of the loss tokens the entropy mask keeps */
     grpo_mb *plan;              /* the micro-batches an entropy pass made (NULL: none) */
     int n_plan;
     double ent_thr;             /* top_entropy_quantile < 1: the threshold; else -inf */

@@ -152,6 +152,10 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
         if (s->mask[t]) {
             bool keep = (double)re[t] >= w->ent_thr;
             w->acc.ent_kept += keep;
+            if (keep) {
+                w->eff_sum += re[t];
+                w->eff_n++;
+            }
             if (!keep)
                 w->pw[t] = 0.0;
         }
@@ -160,12 +164,12 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
                           .mask = s->mask, .adv = w->tadv, .pw = w->pw, .token_adv = s->kind != GRPO_KIND_REWARD,
                           .is_logsum = is_logsum };
     pt_grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
-    if (w->o->entropy_coef != 0) {
+    if (w->ent_coef != 0) {
         /* TRL's entropy bonus, -coef * sum_t H_t m_t / ent_norm over the
          * loss tokens the entropy mask keeps: dL/dH_t = -coef / ent_norm */
         float *rde = w->bde + (size_t)r * T;
         memset(rde, 0, (size_t)T * sizeof *rde);
-        const double c = w->o->entropy_coef / w->ent_norm;
+        const double c = w->ent_coef / w->ent_norm;
         for (int t = 0; t < s->n_comp; t++)
             if (s->mask[t] && (double)re[t] >= w->ent_thr) {
                 rde[s->prompt_len - 1 + t] = (float)-c;
@@ -259,8 +263,8 @@ static int alloc_rows(grpo_run *w)
     w->blp = pt_malloc_array(cells, sizeof *w->blp);
     w->bdl = pt_malloc_array(cells, sizeof *w->bdl);
     w->bent = pt_malloc_array(cells, sizeof *w->bent);
-    w->bde = w->o->entropy_coef != 0 ? pt_malloc_array(cells, sizeof *w->bde) : NULL;
-    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent || (w->o->entropy_coef != 0 && !w->bde))
+    w->bde = w->ent_coef != 0 ? pt_malloc_array(cells, sizeof *w->bde) : NULL;
+    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent || (w->ent_coef != 0 && !w->bde))
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
     return PT_OK;
 }
@@ -396,6 +400,20 @@ static int entropy_pass(grpo_run *w, int st)
 
 /* The loss, KL, entropy, clipping, sampler and speed statistics of a
  * finished accumulation. */
+/* TRL's entropy control: the entropy over the kept loss tokens and the
+ * next coefficient (a step with no loss token leaves both as they were). */
+static void entropy_control(pt_grpo_stats *stats, const grpo_run *w)
+{
+    const pt_grpo_options *o = w->o;
+    stats->entropy_measured = w->eff_n > 0 ? w->eff_sum / w->eff_n : o->entropy_last;
+    double c = o->entropy_coef;
+    if (o->use_adaptive_entropy && w->eff_n > 0) {
+        c = stats->entropy_measured <= o->entropy_target ? c + o->entropy_coef_delta : c - o->entropy_coef_delta;
+        c = c < o->entropy_coef_min ? o->entropy_coef_min : c > o->entropy_coef_max ? o->entropy_coef_max : c;
+    }
+    stats->entropy_coef_next = c;
+}
+
 static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
 {
     const pt_grpo_acc *acc = &w->acc;
@@ -404,6 +422,7 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
     stats->tokens = tok;
     stats->kl = tok > 0 ? acc->kl / tok : 0.0;
     stats->entropy = w->ent_n > 0 ? w->ent_sum / w->ent_n : 0.0;
+    entropy_control(stats, w);
     const double cu = acc->clip_units; /* loss tokens, or samples at sequence level */
     stats->clip_ratio_low = cu > 0 ? acc->clip_low / cu : 0.0;
     stats->clip_ratio_high = cu > 0 ? acc->clip_high / cu : 0.0;
@@ -435,10 +454,10 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
 static int agree_sums(pt_dist *d, grpo_run *w, int st)
 {
     pt_grpo_acc *a = &w->acc;
-    double v[19] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
+    double v[21] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
                      w->fwd_tokens, a->cispo_clip, a->samp_tokens, a->samp_diff_sum, a->is_units, a->is_sum,
-                     a->is_corrected, a->ent_kept, a->clip_units, a->phi_sum, a->phi_units };
-    st = pt_comm_agree_sum(NULL, d, st, v, 19, "pt_grpo_step");
+                     a->is_corrected, a->ent_kept, a->clip_units, a->phi_sum, a->phi_units, w->eff_sum, w->eff_n };
+    st = pt_comm_agree_sum(NULL, d, st, v, 21, "pt_grpo_step");
     a->loss = v[0];
     a->tokens = v[1];
     a->kl = v[2];
@@ -458,6 +477,8 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
     a->clip_units = v[16];
     a->phi_sum = v[17];
     a->phi_units = v[18];
+    w->eff_sum = v[19];
+    w->eff_n = v[20];
     if (st)
         return st;
     /* every rank agreed: every rank is here */
@@ -474,7 +495,10 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
 {
     double t0 = now_seconds();
     grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .d = d, .n = buf->n, .temp = (float)o->temperature,
-                   .ent_thr = -INFINITY };
+                   .ent_thr = -INFINITY,
+                   /* the bonus this step: adaptive, only when the last step's entropy is <= the target */
+                   .ent_coef = !o->use_adaptive_entropy || o->entropy_last <= o->entropy_target ? o->entropy_coef
+                                                                                               : 0.0 };
     w.acc.is_min = INFINITY;
     w.acc.is_max = -INFINITY;
     bool refs_from_base = false;
@@ -528,6 +552,8 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
         for (int k = 0; k < w.all->k; k++)
             stats.reward_func_mean[k] = stats.reward_func_std[k] = NAN;
         stats.skip_reason = PT_SKIP_NO_REWARDS; /* for pt_grpo_step's finish */
+        stats.entropy_measured = o->entropy_last;
+        stats.entropy_coef_next = o->entropy_coef;
     }
     w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
     /* the loss tokens of the global batch: the same on every rank; with a

@@ -577,6 +577,12 @@ class GrpoOptions(Struct):
         ("vespo_k_neg", c_double),
         ("vespo_lambda_neg", c_double),
         ("entropy_coef", c_double),
+        ("use_adaptive_entropy", c_bool),
+        ("entropy_coef_min", c_double),
+        ("entropy_coef_max", c_double),
+        ("entropy_coef_delta", c_double),
+        ("entropy_target", c_double),
+        ("entropy_last", c_double),
     ]
 
 
@@ -625,6 +631,8 @@ class GrpoStats(Struct):
         ("segments", c_int64),
         ("frac_zero_std_groups", c_double),
         ("vespo_phi_seq_mean", c_double),
+        ("entropy_measured", c_double),
+        ("entropy_coef_next", c_double),
     ]
 
 

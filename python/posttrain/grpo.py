@@ -652,7 +652,11 @@ def grpo_step(optimizer, buffer, context=None, **options):
     TOKEN_TRUNCATE, TOKEN_MASK, SEQUENCE_TRUNCATE, SEQUENCE_MASK; TRL's
     vllm_importance_sampling_mode), importance_sampling_clip_max,
     importance_sampling_clip_min, delta, top_entropy_quantile, vespo_k_pos,
-    vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg, entropy_coef; unset ones
+    vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg, entropy_coef,
+    use_adaptive_entropy, entropy_coef_min, entropy_coef_max,
+    entropy_coef_delta, entropy_target, entropy_last (the host carries
+    entropy_coef and entropy_last from the stats' entropy_coef_next and
+    entropy_measured); unset ones
     keep pt_grpo_options_init()'s defaults (grpo_defaults()).  context: a
     Context of the optimizer's model (default: the model's internal one,
     sized for the buffer).  Returns GrpoStats."""

@@ -115,7 +115,8 @@ static void assert_canaries(const void *p, size_t size, size_t full, const char 
     X(__VA_ARGS__, importance_sampling_ratio_mean) X(__VA_ARGS__, importance_sampling_ratio_max) \
     X(__VA_ARGS__, importance_sampling_corrected_fraction) X(__VA_ARGS__, cispo_clip_ratio)     \
     X(__VA_ARGS__, entropy_threshold) X(__VA_ARGS__, entropy_kept_fraction) X(__VA_ARGS__, segments)  \
-    X(__VA_ARGS__, frac_zero_std_groups) X(__VA_ARGS__, vespo_phi_seq_mean)
+    X(__VA_ARGS__, frac_zero_std_groups) X(__VA_ARGS__, vespo_phi_seq_mean)                    \
+    X(__VA_ARGS__, entropy_measured) X(__VA_ARGS__, entropy_coef_next)
 
 #define DIR_INFO_FIELDS(X, ...)                                                               \
     X(__VA_ARGS__, num_params) X(__VA_ARGS__, num_files) X(__VA_ARGS__, num_tensors)           \
@@ -1463,6 +1464,8 @@ START_TEST(test_grpo)
         go = gf;
         go.vespo_k_pos = go.vespo_lambda_neg = -1; /* invalid: must not be read */
         go.entropy_coef = NAN;
+        go.entropy_last = NAN;
+        go.use_adaptive_entropy = true;
         if (k == 0) { /* only the vespo fields and entropy_coef are cut */
             go.size = gcuts[k];
             ck_assert_ok(pt_grpo_stats_init(&so));

@@ -379,6 +379,8 @@ START_TEST(test_entropy_bonus_value)
                 }
         ck_assert(nkept >= 10 && nkept < 20);
         ck_assert_double_eq_tol(s1.entropy, hsum / 20, 1e-5);
+        /* TRL's world entropy: over the kept tokens */
+        ck_assert_double_eq_tol(s1.entropy_measured, hkept / nkept, 1e-5);
         ck_assert_double_eq_tol(s1.loss - s0.loss, -0.3 * hkept / (k ? 20 : nkept), 1e-5);
     }
     pt_grpo_options o;
@@ -457,6 +459,57 @@ START_TEST(test_entropy_bonus_gradient)
 }
 END_TEST
 
+START_TEST(test_entropy_adaptive)
+{
+    /* TRL's adaptive control, step by step (the tiny model's entropy is
+     * about 3.5 nats): the bonus applies only when the previous step's
+     * entropy is <= entropy_target; the next coefficient moves by delta
+     * toward more bonus when the entropy is <= the target, clamped. */
+    env e;
+    env_open(&e, k_rew, NULL);
+    pt_grpo_options o;
+    pt_grpo_options_init(&o);
+    ck_assert(!o.use_adaptive_entropy && isinf(o.entropy_last) && o.entropy_coef_max == 1.0);
+    ck_assert(o.entropy_coef_delta == 0.005 && o.entropy_target == 0.2 && o.entropy_coef_min == 0);
+    o.loss_type = PT_GRPO_LOSS_GRPO;
+    pt_grpo_stats s0, s;
+    pt_grpo_stats_init(&s0);
+    ck_assert_ok(pt_grpo_step(&s0, e.opt, e.ctx, e.buf, &o)); /* no bonus */
+    ck_assert_double_eq(s0.entropy_measured, s0.entropy);
+    ck_assert_double_eq(s0.entropy_coef_next, 0.0);        /* static: the coefficient as it was */
+    o.use_adaptive_entropy = true;
+    o.entropy_coef = 0.3;
+    /* first step (entropy_last inf): no bonus; the entropy is above the
+     * target 0.2: 0.3 - 0.005 */
+    pt_grpo_stats_init(&s);
+    ck_assert_ok(pt_grpo_step(&s, e.opt, e.ctx, e.buf, &o));
+    ck_assert_double_eq(s.loss, s0.loss);
+    ck_assert_double_eq_tol(s.entropy_coef_next, 0.295, 1e-15);
+    /* a target above the entropy: last 1 <= 10, the bonus applies; next 0.305 */
+    o.entropy_target = 10;
+    o.entropy_last = 1;
+    ck_assert_ok(pt_grpo_step(&s, e.opt, e.ctx, e.buf, &o));
+    ck_assert_double_eq_tol(s.loss - s0.loss, -0.3 * s0.entropy, 1e-9);
+    ck_assert_double_eq_tol(s.entropy_coef_next, 0.305, 1e-15);
+    /* clamped at entropy_coef_max and entropy_coef_min */
+    o.entropy_coef = 0.999;
+    ck_assert_ok(pt_grpo_step(&s, e.opt, e.ctx, e.buf, &o));
+    ck_assert_double_eq(s.entropy_coef_next, 1.0);
+    o.entropy_target = 0.2;
+    o.entropy_coef = 0.003;
+    ck_assert_ok(pt_grpo_step(&s, e.opt, e.ctx, e.buf, &o));
+    ck_assert_double_eq(s.entropy_coef_next, 0.0);
+    ck_assert_double_eq(s.loss, s0.loss); /* last 1 > 0.2: no bonus */
+    o.entropy_coef_min = 2; /* min above max */
+    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert(strstr(pt_last_error(), "entropy_coef_min 2 <= entropy_coef_max 1") != NULL);
+    o.entropy_coef_min = 0;
+    o.entropy_last = NAN;
+    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    env_close(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grpo_trl");
@@ -470,6 +523,7 @@ int main(void)
     tcase_add_test(tc, test_vespo_options);
     tcase_add_test(tc, test_entropy_bonus_value);
     tcase_add_test(tc, test_entropy_bonus_gradient);
+    tcase_add_test(tc, test_entropy_adaptive);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -503,7 +503,9 @@ class TestOptions(unittest.TestCase):
             "importance_sampling_clip_max": 3.0, "importance_sampling_clip_min": 0.0,
             "delta": 0.0, "top_entropy_quantile": 1.0, "vespo_k_pos": 2.0,
             "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0,
-            "entropy_coef": 0.0})
+            "entropy_coef": 0.0, "use_adaptive_entropy": False, "entropy_coef_min": 0.0,
+            "entropy_coef_max": 1.0, "entropy_coef_delta": 0.005, "entropy_target": 0.2,
+            "entropy_last": float("inf")})
 
     def test_entropy_coef_by_name(self):
         # TRL's entropy bonus: the loss minus coef times the mean entropy (lr 0:
@@ -512,6 +514,11 @@ class TestOptions(unittest.TestCase):
         st0 = pt.grpo_step(opt, self.buf)
         st1 = pt.grpo_step(opt, self.buf, entropy_coef=0.25)
         self.assertAlmostEqual(st1.loss - st0.loss, -0.25 * st0.entropy, delta=1e-9)
+        # the adaptive control: no bonus while the last entropy is above the target
+        st2 = pt.grpo_step(opt, self.buf, entropy_coef=0.25, use_adaptive_entropy=True,
+                           entropy_last=st0.entropy_measured)
+        self.assertEqual(st2.loss, st0.loss)
+        self.assertAlmostEqual(st2.entropy_coef_next, 0.245, delta=1e-15)
 
     def test_vespo_by_name(self):
         # at mu = 1 (old recorded by the step) VESPO's weight phi(w = 1) is 1
