@@ -37,6 +37,8 @@ void grpo_write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_re
     json_num(f, "clip_ratio/high_mean", gs->clip_ratio_high);
     if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
         json_num(f, "cispo_clip_ratio", gs->cispo_clip_ratio);
+    if (a->grpo.use_adaptive_entropy || a->grpo.entropy_coef != 0) /* after the update, as TRL */
+        json_num(f, "entropy_coef", gs->entropy_coef_next);
     if (a->grpo.loss_type == PT_GRPO_LOSS_VESPO)
         json_num(f, "vespo/phi_seq_mean", gs->vespo_phi_seq_mean);
     /* the sampler against the trainer, at the first iteration (TRL's names) */

@@ -216,6 +216,8 @@ usage_error "--loss-type vespo needs --importance-sampling-correction token_trun
 usage_error "--delta does not apply to --loss-type vespo" "${base[@]}" --reward exact --loss-type vespo \
     --importance-sampling-correction none --delta 8
 usage_error "--vespo-k-pos needs a number in [0, 1e+06]" "${base[@]}" --reward exact --vespo-k-pos -1
+usage_error "--entropy-coef-min must not be above --entropy-coef-max" "${base[@]}" --reward exact \
+    --use-adaptive-entropy --entropy-coef-min 2
 usage_error "--scale-rewards: unknown reward scaling 'max' (one of: group, batch, none, rloo)" "${base[@]}" --reward exact --scale-rewards max
 usage_error "--num-generations needs an integer in [2, 1024]" "${base[@]}" --reward exact --num-generations 1
 usage_error "--lr needs a number" "${base[@]}" --reward exact --lr fast
