@@ -160,7 +160,11 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
             pt_logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
         if (!dlp)
             continue;
-        pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+        if (ctx->bwd_dent)
+            pt_logsoftmax_entropy_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->bwd_dent + r0,
+                                                ctx->tgt + r0, nr, V);
+        else
+            pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
         /* dlogits, read by both products, rounded to BF16 once */
         pt_bf16 *lg16 = W16 && m->g.lm_head ? pt_bf16_operand(lg, nr, V, V) : NULL;
         const void *lga = lg16 ? (const void *)lg16 : (const void *)lg;
@@ -443,6 +447,14 @@ int pt_ctx_backward(pt_context *ctx, const float *dlogprobs)
     const size_t n = (size_t)ctx->B * ctx->T;
     memcpy(ctx->dlp, dlogprobs, n * sizeof *ctx->dlp);
     return backward_impl(ctx, ctx->dlp);
+}
+
+int pt_ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy)
+{
+    ctx->bwd_dent = dentropy; /* read where the backward recomputes the head's chunks */
+    int st = pt_ctx_backward(ctx, dlogprobs);
+    ctx->bwd_dent = NULL;
+    return st;
 }
 
 /* Fill dlp (B*T) with -w/sum(w) for the tokens with a target (w: weights,

@@ -85,6 +85,9 @@ void pt_model_bf16_followed(pt_model *m);
 int pt_ctx_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits);
 int pt_ctx_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy);
 int pt_ctx_backward(pt_context *ctx, const float *dlogprobs);
+/* pt_ctx_backward plus an entropy term: dentropy[B*T] is dL/dH of each
+ * position's entropy (at the forward's temperature); NULL: none. */
+int pt_ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy);
 int pt_ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward, float *loss);
 
 /* Take the context for the public function fn (PT_EBUSY when another call

@@ -572,6 +572,17 @@ class GrpoOptions(Struct):
         ("importance_sampling_clip_min", c_double),
         ("delta", c_double),
         ("top_entropy_quantile", c_double),
+        ("vespo_k_pos", c_double),
+        ("vespo_lambda_pos", c_double),
+        ("vespo_k_neg", c_double),
+        ("vespo_lambda_neg", c_double),
+        ("entropy_coef", c_double),
+        ("use_adaptive_entropy", c_bool),
+        ("entropy_coef_min", c_double),
+        ("entropy_coef_max", c_double),
+        ("entropy_coef_delta", c_double),
+        ("entropy_target", c_double),
+        ("entropy_last", c_double),
     ]
 
 
@@ -618,6 +629,10 @@ class GrpoStats(Struct):
         ("entropy_threshold", c_double),
         ("entropy_kept_fraction", c_double),
         ("segments", c_int64),
+        ("frac_zero_std_groups", c_double),
+        ("vespo_phi_seq_mean", c_double),
+        ("entropy_measured", c_double),
+        ("entropy_coef_next", c_double),
     ]
 
 

@@ -572,6 +572,10 @@ class GRPOTrainer:
             # every function declining every completion: the step skips
             # (skip_reason no_rewards), the optimizer's count unchanged
             st = grpo_step(self.optimizer, buf, **self.grpo_options)
+            if self.grpo_options.get("use_adaptive_entropy"):
+                # TRL's adaptive entropy control: the host carries its state
+                self.grpo_options["entropy_coef"] = st.entropy_coef_next
+                self.grpo_options["entropy_last"] = st.entropy_measured
             if stats is None:
                 stats = st
             last = st
