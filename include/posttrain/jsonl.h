@@ -14,6 +14,9 @@
 #ifndef POSTTRAIN_JSONL_H
 #define POSTTRAIN_JSONL_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "posttrain/common.h"
 
 #ifdef __cplusplus
