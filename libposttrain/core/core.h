@@ -199,12 +199,6 @@ void *pt_malloc_aligned(size_t n);
 void pt_free_aligned(void *p);
 char *pt_strdup(const char *s);
 
-/* Read a whole file into a NUL-terminated buffer (the NUL is not counted).
- * Refuses files larger than max_bytes with PT_ERANGE, and anything but a
- * regular file with PT_EIO; the open is non-blocking, so a FIFO under the
- * path is refused at once instead of waiting for a writer. */
-int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
-
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC): the one clock every
  * duration in the library is measured with. */
 double pt_now(void);

@@ -1,4 +1,5 @@
-/* Core services: errors, logging, cancellation, threads, allocation, RNG. */
+/* Core services: errors, logging, cancellation, threads, allocation, RNG,
+ * the clock. */
 #include "testutil.h"
 
 #include "core/core.h"
@@ -165,27 +166,6 @@ START_TEST(test_alloc_overflow)
 }
 END_TEST
 
-START_TEST(test_read_file)
-{
-    char path[] = "/tmp/pt_test_read_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
-    close(fd);
-    char *buf;
-    size_t n;
-    ck_assert_ok(pt_read_file(&buf, &n, path, 100));
-    ck_assert_uint_eq(n, 11);
-    ck_assert_int_eq(memcmp(buf, "hello\0world", 12), 0);
-    free(buf);
-    ck_assert_status(pt_read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
-    ck_assert_ptr_null(buf);
-    unlink(path);
-    ck_assert_status(pt_read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
-    ck_assert_status(pt_read_file(&buf, &n, "/tmp", 100), PT_EIO, "not a regular file");
-}
-END_TEST
-
 START_TEST(test_rng)
 {
     pt_rng a, b;
@@ -258,7 +238,6 @@ static Suite *core_suite(void)
     tcase_add_test(tc, test_abort_callback);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_alloc_overflow);
-    tcase_add_test(tc, test_read_file);
     tcase_add_test(tc, test_rng);
     tcase_add_test(tc, test_splitmix_and_clock);
     suite_add_tcase(s, tc);

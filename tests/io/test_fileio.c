@@ -271,6 +271,31 @@ START_TEST(test_full_disk_and_read_only)
 }
 END_TEST
 
+/* pt_read_file (io/fileio.h): the bytes, NUL-terminated, and its refusals. */
+START_TEST(test_read_file)
+{
+    char path[] = "/tmp/pt_test_read_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
+    close(fd);
+    char *buf;
+    size_t n;
+    ck_assert_ok(pt_read_file(&buf, &n, path, 100));
+    ck_assert_uint_eq(n, 11);
+    ck_assert_int_eq(memcmp(buf, "hello\0world", 12), 0);
+    free(buf);
+    ck_assert_status(pt_read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
+    ck_assert_ptr_null(buf);
+    unlink(path);
+    ck_assert_status(pt_read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
+    ck_assert_ptr_null(buf);
+    ck_assert_status(pt_read_file(&buf, &n, "/tmp", 100), PT_EIO,
+                     "/tmp is not a regular file (it is a directory)");
+    ck_assert_ptr_null(buf);
+}
+END_TEST
+
 /* A FIFO where the library expects a file (a config.json, a tokenizer, a
  * data file) never blocks: pt_read_file and every loader built on it refuse
  * it at once, and a JSONL reader opens it without waiting for a writer. */
@@ -321,6 +346,7 @@ static Suite *fileio_suite(void)
     tcase_add_test(tc, test_atomic_write);
     tcase_add_test(tc, test_errno_mapping);
     tcase_add_test(tc, test_write_failures);
+    tcase_add_test(tc, test_read_file);
     tcase_add_test(tc, test_fifo_never_blocks);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("tmpfs");

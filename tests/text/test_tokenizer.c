@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 
 #include <pthread.h>
 

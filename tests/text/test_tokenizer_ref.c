@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/core.h"
+#include "io/fileio.h"
 
 static const char *const NAMES[] = {"gpt2", "llama3", "qwen3", "llama-spm"};
 

@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "train/optimizer.h"
 #include "model/model.h"
 
