@@ -643,7 +643,7 @@ static int run_alloc(run *r, int max_seq)
         for (int s = 0; s < o->n_stop_strings; s++)
             r->stop_len[s] = strlen(o->stop_strings[s]);
         for (size_t i = 0; i < B; i++) {
-            int st = pt_decode_stream_new(&r->ds[i], o->tokenizer, 0);
+            int st = pt_decode_stream_create(&r->ds[i], o->tokenizer, 0);
             if (st)
                 return st;
         }

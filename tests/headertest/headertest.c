@@ -2,7 +2,8 @@
  * The headertest's runtime half.  Compiling this executable is the real test
  * (every public header alone as C11, C++11 and C++17, see meson.build); this
  * program checks that meson.build's list names every header in
- * include/posttrain, and says which languages were compiled.
+ * include/posttrain, says which languages were compiled, and reports the
+ * configure-time check of PT_DEPRECATED.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -53,5 +54,13 @@ int main(void)
            "compiled alone as C11%s\n", seen,
            PT_HT_CXX ? ", C++11 and C++17" : " (C++ SKIPPED: no C++ compiler found)");
     printf("headertest: library headers %s\n", PT_VERSION_STRING);
+    if (!PT_HT_DEPRECATED_OK) {
+        fprintf(stderr, "headertest: a deprecated name (pt_decode_stream_new) either does not "
+                        "compile with PT_NO_DEPRECATION_WARNINGS or does not warn without it\n");
+        bad = 1;
+    } else {
+        printf("headertest: deprecated names compile, and warn unless "
+               "PT_NO_DEPRECATION_WARNINGS is defined\n");
+    }
     return bad;
 }
