@@ -85,7 +85,7 @@ static int load(grpo_run *r)
         return 1;
     if (!(r->tok = pt_model_tokenizer(r->model)))
         return cli_no_tokenizer("grpo", a->model, "it is needed to encode prompts and score answers");
-    if (a->chat_template && (st = pt_chat_template_from_name(&r->tpl, a->chat_template)))
+    if (a->chat_template && (st = pt_chat_template_create(&r->tpl, a->chat_template)))
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))
         return cli_fail("--chat", st);

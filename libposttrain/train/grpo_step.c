@@ -14,14 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* With LoRA, the reference policy is the frozen base: the reference
  * logprobs the samples lack come from forwards with the adapters switched
@@ -444,7 +436,7 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
         stats->entropy_threshold = w->ent_thr;
         stats->entropy_kept_fraction = tok > 0 ? acc->ent_kept / tok : 1.0;
     }
-    stats->train_seconds = now_seconds() - t0;
+    stats->train_seconds = pt_now() - t0;
     stats->tokens_per_second = stats->train_seconds > 0 ? w->fwd_tokens / stats->train_seconds : 0.0;
 }
 
@@ -493,7 +485,7 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
 int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o, pt_dist *d)
 {
-    double t0 = now_seconds();
+    double t0 = pt_now();
     grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .d = d, .n = buf->n, .temp = (float)o->temperature,
                    .ent_thr = -INFINITY,
                    /* the bonus this step: adaptive, only when the last step's entropy is <= the target */
@@ -605,7 +597,7 @@ static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, p
     if (st || (st = pt_rollout_check_not_scoring(buf, "pt_grpo_step")) ||
         (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
-    double t0 = now_seconds();
+    double t0 = pt_now();
     pt_grpo_options o;
     pt_grpo_options_init(&o);
     if ((st = pt_struct_read(&o, sizeof o, opts, "pt_grpo_step", "pt_grpo_options_init")))
@@ -633,7 +625,7 @@ static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, p
         return pt_err_in("pt_grpo_step", st);
     PT_STEP_STATS_COPY(&local, &ss);
     /* the reported time is the whole step's, the optimizer update included */
-    local.train_seconds = now_seconds() - t0;
+    local.train_seconds = pt_now() - t0;
     local.tokens_per_second = local.train_seconds > 0 ? fwd_tokens / local.train_seconds : 0.0;
     local.comm_seconds = pt_dist_comm_seconds(d) - comm0;
     pt_struct_write(stats, &local);

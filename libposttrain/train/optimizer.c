@@ -578,8 +578,18 @@ void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
     out->m = o->m;
     out->v = o->v;
     out->numel_total = o->numel_total;
-    out->step = &o->step;
-    out->skipped = &o->skipped;
+    out->step = o->step;
+    out->skipped = o->skipped;
+}
+
+int pt_optimizer_restore_counters(pt_optimizer *o, int64_t step, int64_t skipped)
+{
+    if (step < 0 || skipped < 0)
+        return pt_err(PT_ERANGE, "optimizer counters: step %lld and skipped steps %lld must not be negative",
+                      (long long)step, (long long)skipped);
+    o->step = step;
+    o->skipped = skipped;
+    return PT_OK;
 }
 
 void pt_optimizer_zero_grads(pt_optimizer *o)

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "train/grpo_internal.h"
 
 #include <cjson/cJSON.h>

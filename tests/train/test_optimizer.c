@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "train/optimizer.h"
 #include "model/model.h"
 
@@ -158,6 +159,46 @@ START_TEST(test_nonfinite_skips)
     ck_assert_float_eq_tol(w[0], 1.0f - 0.1f, 1e-6f);
     ck_assert_float_eq_tol(w[1], 2.0f + 0.1f, 1e-6f);
     ck_assert_float_eq_tol(w[2], 3.0f, 1e-6f);
+    pt_optimizer_free(opt);
+}
+END_TEST
+
+/* The counters a checkpoint restores go in through one function: the next
+ * step counts on from them (step 41 -> 42, SGD's first-step rule no longer
+ * applies), and a negative count is refused with nothing changed. */
+START_TEST(test_restore_counters)
+{
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.type = PT_OPTIMIZER_SGD;
+    o.lr = 0.5;
+    o.momentum = 0.5;
+    o.weight_decay = 0;
+    o.max_grad_norm = 0;
+    float w[1] = { 1 }, g[1] = { 2 };
+    pt_opt_param p = { w, g, 1, true, "w" };
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt_optimizer_restore_counters(opt, 41, 3));
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    ck_assert_int_eq(sv.step, 41);
+    ck_assert_int_eq(sv.skipped, 3);
+    sv.m[0] = 4.0f; /* a restored momentum buffer */
+    ck_assert_status(pt_optimizer_restore_counters(opt, -1, 0), PT_ERANGE, "must not be negative");
+    ck_assert_status(pt_optimizer_restore_counters(opt, 5, -2), PT_ERANGE, "must not be negative");
+    int64_t step = 0;
+    ck_assert_ok(pt_optimizer_get_step(&step, opt));
+    ck_assert_int_eq(step, 41);
+    pt_step_stats st;
+    pt_step_stats_init(&st);
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert_int_eq(st.step, 42);
+    ck_assert_int_eq(st.skipped_total, 3);
+    /* step 42 is not SGD's first (which would start the buffer at g = 2 and
+     * give w = 1 - 0.5 * 2 = 0): buf = 0.5 * 4 + 2 = 4, w = 1 - 0.5 * 4 = -1 */
+    ck_assert_float_eq_tol(w[0], -1.0f, 1e-6f);
+    ck_assert_float_eq_tol(sv.m[0], 4.0f, 1e-6f);
     pt_optimizer_free(opt);
 }
 END_TEST
@@ -472,6 +513,7 @@ int main(void)
     Suite *s = suite_create("optimizer");
     TCase *tc = tcase_create("optimizer");
     tcase_add_test(tc, test_matches_torch);
+    tcase_add_test(tc, test_restore_counters);
     tcase_add_test(tc, test_nonfinite_skips);
     tcase_add_test(tc, test_nonfinite_update_skips);
     tcase_add_test(tc, test_overflowing_options);
