@@ -1,11 +1,12 @@
-/* The quantized small-m kernels (kernels/qgemv.h) with AVX512_VNNI: the
- * 32-value block types of kernels/qgemv_tmpl.h with vpdpbusd on 256-bit
- * vectors (one instruction for AVX2's vpmaddubsw + vpmaddwd + add, and no
- * int16 stage: Q8_0's weights enter as w + 128 with the activation sums
- * correcting).  Compiled with a function-level target so the library's
+/* The quantized small-m kernels (kernels/qgemv.h) with AVX512_VNNI, on
+ * 512-bit vectors: the 32-value block types take two blocks a vpdpbusd (one
+ * instruction for AVX2's vpmaddubsw + vpmaddwd + add, and no int16 stage:
+ * Q8_0's weights enter as w + 128, the activation sums correcting), the
+ * K-quants 64 values a vpmaddubsw + vpdpwssd (the sub-block scales folded
+ * into the dot).  Compiled with a function-level target so the library's
  * baseline stays x86-64-v3: call only when pt_cpu_active() >= PT_CPU_AVX512
- * and pt_cpu_has_vnni().  The K-quants run the AVX2 kernels on this path.
- * Same arithmetic as every path, so the same bits. */
+ * and pt_cpu_has_vnni().  Same arithmetic as every path (the integer sums
+ * are exact in any order), so the same bits. */
 #include "kernels/qgemv.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -16,7 +17,12 @@
 
 pt_qgemv_fn *pt_qgemv_vnni(int type)
 {
-    return qg_pick32(type);
+    switch (type) {
+    case PT_GGML_Q4_K: return qg_q4_k;
+    case PT_GGML_Q5_K: return qg_q5_k;
+    case PT_GGML_Q6_K: return qg_q6_k;
+    default: return qg_pick32(type);
+    }
 }
 
 #endif

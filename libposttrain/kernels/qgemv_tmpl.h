@@ -61,7 +61,7 @@ QG_INLINE __m256i qg_high_bits(const uint8_t *p)
 }
 
 typedef struct qg_w32 {
-    _Alignas(32) uint8_t q[8 * PT_QK]; /* unsigned weights */
+    _Alignas(64) uint8_t q[8 * PT_QK]; /* unsigned weights */
     _Alignas(32) int8_t s[8 * PT_QK];  /* Q8_0 on AVX2: the signed weights */
     _Alignas(32) float d[8], m[8];     /* scale and min of each block */
 } qg_w32;
@@ -94,19 +94,52 @@ QG_INLINE void qg_unpack32(const int type, const uint8_t *bp, qg_w32 *wb, int e)
     }
 }
 
-/* 8 int32 lanes summing to sum_j w_j q_j over one block (Q8_0 on AVX2: the
- * signed weights by the sign trick). */
-QG_INLINE __m256i qg_dot32(const int type, const qg_w32 *wb, int e, const int8_t *xq)
+#if QG_VNNI
+/* Lane i of the result: the sum of the 8 int32 lanes of block i, where
+ * z[p] holds blocks 2p (low 256 bits) and 2p + 1 (exact). */
+QG_INLINE __m256i qg_reduce8x2(const __m512i z[4])
 {
-    const __m256i w = _mm256_load_si256((const __m256i *)(const void *)(wb->q + e * PT_QK));
-    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + e * PT_QK));
+    /* per 128-bit lane: [b0 b1 b2 b3] and [b4 b5 b6 b7], 4 partial sums each */
+    const __m512i t0 = _mm512_add_epi32(_mm512_shuffle_i32x4(z[0], z[1], 0x88),
+                                        _mm512_shuffle_i32x4(z[0], z[1], 0xDD));
+    const __m512i t1 = _mm512_add_epi32(_mm512_shuffle_i32x4(z[2], z[3], 0x88),
+                                        _mm512_shuffle_i32x4(z[2], z[3], 0xDD));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+    u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+    /* 128-bit lane i: [S(b_i), S(b_4+i), ...] */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, u));
+}
+#endif
+
+/* The 8 blocks' sums of w_j q_j (blocks from nbg on: 0), exact.  AVX2: one
+ * block a vector (Q8_0's signed weights by the sign trick); VNNI: two
+ * blocks a 512-bit vpdpbusd. */
+QG_INLINE __m256i qg_sums8(const int type, const qg_w32 *wb, const int8_t *xq, int nbg)
+{
 #if QG_VNNI
     (void)type;
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+    __m512i z[4];
+    for (int p = 0; p < 4; p++)
+        z[p] = 2 * p < nbg ? _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                 _mm512_load_si512((const void *)(wb->q + 64 * p)),
+                                                 _mm512_loadu_si512((const void *)(xq + 64 * p)))
+                           : _mm512_setzero_si512();
+    return qg_reduce8x2(z);
 #else
-    if (type == PT_GGML_Q8_0)
-        x = _mm256_sign_epi8(x, _mm256_load_si256((const __m256i *)(const void *)(wb->s + e * PT_QK)));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+    __m256i v[8];
+    for (int e = 0; e < 8; e++) {
+        if (e >= nbg) {
+            v[e] = _mm256_setzero_si256();
+            continue;
+        }
+        const __m256i w = _mm256_load_si256((const __m256i *)(const void *)(wb->q + e * PT_QK));
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + e * PT_QK));
+        if (type == PT_GGML_Q8_0)
+            x = _mm256_sign_epi8(x, _mm256_load_si256((const __m256i *)(const void *)(wb->s + e * PT_QK)));
+        v[e] = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+    }
+    return qg_reduce8(v);
 #endif
 }
 
@@ -142,10 +175,7 @@ QG_INLINE void qg_row32(const int type, const pt_qact *a, size_t i0, size_t mc, 
         for (size_t c = 0; c < mc; c++) {
             const size_t row = i0 + c, at = row * a->nbp + g;
             const int8_t *xq = a->q + row * a->kp + g * PT_QK;
-            __m256i v[8];
-            for (int e = 0; e < 8; e++)
-                v[e] = qg_dot32(type, wb, e, xq);
-            __m256i isum = qg_reduce8(v);
+            __m256i isum = qg_sums8(type, wb, xq, nbg);
             if (sh)
                 isum = _mm256_sub_epi32(
                     isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->sum + at)), sh));
@@ -206,3 +236,203 @@ static pt_qgemv_fn *qg_pick32(int type)
     default: return NULL;
     }
 }
+
+/* ---- K-quants ---- */
+
+typedef struct qg_wk {
+    _Alignas(64) uint8_t q[8][PT_QK_K]; /* unsigned weights */
+    _Alignas(64) int16_t sv[8][8][16];  /* per 32 values: the scale of each 16 */
+    _Alignas(32) int16_t mn[8][16];     /* Q4_K/Q5_K: the min of each 16; Q6_K: the scale */
+    _Alignas(32) float d[8], dm[8];     /* d and dmin */
+} qg_wk;
+
+/* The 6-bit scale and min of sub-block j (ggml's get_scale_min_k4). */
+QG_INLINE void qg_scale_min(int j, const uint8_t *q, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Bit `bit` of each byte of h -> 0x10. */
+QG_INLINE __m256i qg_bit16(__m256i h, int bit)
+{
+    const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, m), m), _mm256_set1_epi8(0x10));
+}
+
+/* Q4_K (five false) or Q5_K super-block bp into slot e. */
+QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
+{
+    wb->d[e] = pt_q_f16(bp);
+    wb->dm[e] = pt_q_f16(bp + 2);
+    for (int s = 0; s < 8; s++) {
+        int sc, mn;
+        qg_scale_min(s, bp + 4, &sc, &mn);
+        for (int l = 0; l < 16; l++)
+            wb->sv[e][s][l] = (int16_t)sc;
+        wb->mn[e][2 * s] = wb->mn[e][2 * s + 1] = (int16_t)mn;
+    }
+    const uint8_t *qs = bp + (five ? 48 : 16);
+    const __m256i f = _mm256_set1_epi8(0xF);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(bp + 16)) : _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(v, f), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
+        if (five) {
+            lo = _mm256_or_si256(lo, qg_bit16(qh, 2 * j));
+            hi = _mm256_or_si256(hi, qg_bit16(qh, 2 * j + 1));
+        }
+        _mm256_store_si256((__m256i *)(void *)&wb->q[e][64 * j], lo);
+        _mm256_store_si256((__m256i *)(void *)&wb->q[e][64 * j + 32], hi);
+    }
+}
+
+QG_INLINE void qg_unpack_q6k(const uint8_t *bp, qg_wk *wb, int e)
+{
+    const int8_t *sc = (const int8_t *)(bp + 192);
+    wb->d[e] = pt_q_f16(bp + 208);
+    wb->dm[e] = 0.0f;
+    for (int t = 0; t < 8; t++)
+        for (int l = 0; l < 16; l++)
+            wb->sv[e][t][l] = sc[2 * t + l / 8];
+    for (int s = 0; s < 16; s++)
+        wb->mn[e][s] = sc[s];
+    const __m256i f = _mm256_set1_epi8(0xF);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = bp + 64 * h;
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(bp + 128 + 32 * h));
+        /* bits 2t, 2t+1 of hb are bits 4, 5 of the values 32 t + l */
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2);
+        const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+        const __m256i h3 = _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xC0)), 2);
+        uint8_t *q = &wb->q[e][128 * h];
+        _mm256_store_si256((__m256i *)(void *)q, _mm256_or_si256(_mm256_and_si256(l0, f), h0));
+        _mm256_store_si256((__m256i *)(void *)(q + 32), _mm256_or_si256(_mm256_and_si256(l1, f), h1));
+        _mm256_store_si256((__m256i *)(void *)(q + 64),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), f), h2));
+        _mm256_store_si256((__m256i *)(void *)(q + 96),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), f), h3));
+    }
+}
+
+/* Super-block e against x's block at xq (bs: its sums of 16): I's and J's
+ * lanes (J only for Q4_K/Q5_K). */
+QG_INLINE void qg_dotk(const int type, const qg_wk *wb, int e, const int8_t *xq, const int16_t *bs,
+                       __m256i *vi, __m256i *vj)
+{
+#if QG_VNNI
+    /* 64 values a step: vpmaddubsw pairs, then vpdpwssd by the scales (in
+     * sv: 16 int16 per 32 values, so two rows of sv cover 64). */
+    __m512i z = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++) {
+        const __m512i w = _mm512_load_si512((const void *)&wb->q[e][64 * c]);
+        const __m512i x = _mm512_loadu_si512((const void *)(xq + 64 * c));
+        const __m512i sc = _mm512_load_si512((const void *)wb->sv[e][2 * c]);
+        z = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(w, x), sc);
+    }
+    __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1));
+#else
+    __m256i s = _mm256_setzero_si256();
+    for (int t = 0; t < 8; t++) {
+        const __m256i w = _mm256_load_si256((const __m256i *)(const void *)&wb->q[e][32 * t]);
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 32 * t));
+        const __m256i sc = _mm256_load_si256((const __m256i *)(const void *)wb->sv[e][t]);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), sc));
+    }
+#endif
+    const __m256i b = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(const void *)wb->mn[e]),
+                                        _mm256_loadu_si256((const __m256i *)(const void *)bs));
+    if (type == PT_GGML_Q6_K) {
+        *vi = _mm256_sub_epi32(s, _mm256_slli_epi32(b, 5));
+        *vj = _mm256_setzero_si256();
+    } else {
+        *vi = s;
+        *vj = b;
+    }
+}
+
+/* Rows i0 .. i0 + mc of x against one W row (wr, nb super-blocks). */
+QG_INLINE void qg_rowk(const int type, const pt_qact *a,
+                                                          size_t i0, size_t mc, const uint8_t *wr,
+                                                          size_t nb, size_t bytes, qg_wk *wb,
+                                                          float alpha, float beta, float *y,
+                                                          size_t ldy)
+{
+    __m256 acc[QX_MAX];
+    for (size_t c = 0; c < mc; c++)
+        acc[c] = _mm256_setzero_ps();
+    for (size_t g = 0; g < nb; g += 8) {
+        const int nbg = nb - g < 8 ? (int)(nb - g) : 8;
+        for (int e = 0; e < nbg; e++) {
+            if (type == PT_GGML_Q6_K)
+                qg_unpack_q6k(wr + (g + (size_t)e) * bytes, wb, e);
+            else
+                qg_unpack_q45k(wr + (g + (size_t)e) * bytes, type == PT_GGML_Q5_K, wb, e);
+        }
+        for (int e = nbg; e < 8; e++)
+            wb->d[e] = wb->dm[e] = 0.0f;
+        const __m256 wd = _mm256_load_ps(wb->d), wdm = _mm256_load_ps(wb->dm);
+        for (size_t c = 0; c < mc; c++) {
+            const size_t row = i0 + c, at = row * a->nbp + g;
+            const int8_t *xq = a->q + row * a->kp + g * PT_QK_K;
+            __m256i vi[8], vj[8];
+            for (int e = 0; e < 8; e++) {
+                if (e < nbg)
+                    qg_dotk(type, wb, e, xq + (size_t)e * PT_QK_K, a->bsum + (at + (size_t)e) * 16,
+                            &vi[e], &vj[e]);
+                else
+                    vi[e] = vj[e] = _mm256_setzero_si256();
+            }
+            const __m256 dx = _mm256_loadu_ps(a->d + at);
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(wd, dx), _mm256_cvtepi32_ps(qg_reduce8(vi)), acc[c]);
+            if (type != PT_GGML_Q6_K) {
+                const __m256 nm = _mm256_xor_ps(_mm256_mul_ps(wdm, dx), _mm256_set1_ps(-0.0f));
+                acc[c] = _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(qg_reduce8(vj)), acc[c]);
+            }
+        }
+    }
+    for (size_t c = 0; c < mc; c++) {
+        float o[8];
+        _mm256_storeu_ps(o, acc[c]);
+        pt_qgemv_store(o, alpha, beta, &y[(i0 + c) * ldy]);
+    }
+}
+
+QG_INLINE void qg_rowsk(const int type, const pt_qact *a,
+                                                           size_t len, const uint8_t *wrow,
+                                                           size_t rb, float alpha, float beta,
+                                                           float *y, size_t ldy)
+{
+    const size_t bytes = type == PT_GGML_Q4_K   ? sizeof(pt_block_q4_K)
+                         : type == PT_GGML_Q5_K ? sizeof(pt_block_q5_K)
+                                                : sizeof(pt_block_q6_K);
+    const size_t nb = rb / bytes;
+    qg_wk wb;
+    memset(&wb, 0, sizeof wb);
+    for (size_t j = 0; j < len; j++)
+        for (size_t i0 = 0; i0 < a->m; i0 += QX_MAX) {
+            const size_t mc = a->m - i0 < QX_MAX ? a->m - i0 : QX_MAX;
+            qg_rowk(type, a, i0, mc, wrow + j * rb, nb, bytes, &wb, alpha, beta, y + j, ldy);
+        }
+}
+
+#define QG_DEFINEK(fn, T)                                                                        \
+    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow, size_t rb,       \
+                   float alpha, float beta, float *y, size_t ldy)                                \
+    {                                                                                            \
+        (void)type;                                                                              \
+        qg_rowsk(T, a, len, wrow, rb, alpha, beta, y, ldy);                                      \
+    }
+
+QG_DEFINEK(qg_q4_k, PT_GGML_Q4_K)
+QG_DEFINEK(qg_q5_k, PT_GGML_Q5_K)
+QG_DEFINEK(qg_q6_k, PT_GGML_Q6_K)
+
