@@ -192,6 +192,78 @@ QG_INLINE void qg_row32(const int type, const pt_qact *a, size_t i0, size_t mc, 
     }
 }
 
+/* One block's weights in a register: unsigned (Q8_0: w + 128 with VNNI,
+ * the signed w on AVX2). */
+QG_INLINE __m256i qg_wvec(const int type, const uint8_t *bp)
+{
+    switch (type) {
+    case PT_GGML_Q8_0: {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(bp + 2));
+        return QG_VNNI ? _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)) : w;
+    }
+    case PT_GGML_Q4_0: return qg_nibbles(bp + 2);
+    case PT_GGML_Q4_1: return qg_nibbles(bp + 4);
+    case PT_GGML_Q5_0: return _mm256_or_si256(qg_nibbles(bp + 6), qg_high_bits(bp + 2));
+    default: return _mm256_or_si256(qg_nibbles(bp + 8), qg_high_bits(bp + 4));
+    }
+}
+
+/* 8 int32 lanes summing to the block's sum of w q (w from qg_wvec). */
+QG_INLINE __m256i qg_dotw(const int type, __m256i w, __m256i x)
+{
+#if QG_VNNI
+    (void)type;
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+#else
+    if (type == PT_GGML_Q8_0)
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)),
+                                 _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+#endif
+}
+
+/* One row of x (m = 1, decoding one sequence) against one W row: the same
+ * operations as qg_row32, with the weights straight from the blocks into
+ * registers (no unpacked copy to share among x rows). */
+QG_INLINE void qg_row32_one(const int type, const pt_qact *a, const uint8_t *wr, size_t nb,
+                            size_t bytes, float alpha, float beta, float *y)
+{
+    const int sh = qg_offset_shift(type);
+    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t g = 0; g < nb; g += 8) {
+        const int nbg = nb - g < 8 ? (int)(nb - g) : 8;
+        const uint8_t *bp = wr + g * bytes;
+        const int8_t *xq = a->q + g * PT_QK;
+        uint16_t dh[8], mh[8];
+        __m256i v[8];
+        for (int e = 0; e < 8; e++) {
+            if (e >= nbg) {
+                v[e] = _mm256_setzero_si256();
+                dh[e] = mh[e] = 0;
+                continue;
+            }
+            memcpy(&dh[e], bp + (size_t)e * bytes, 2);
+            if (min)
+                memcpy(&mh[e], bp + (size_t)e * bytes + 2, 2);
+            v[e] = qg_dotw(type, qg_wvec(type, bp + (size_t)e * bytes),
+                           _mm256_loadu_si256((const __m256i *)(const void *)(xq + e * PT_QK)));
+        }
+        __m256i isum = qg_reduce8(v);
+        if (sh)
+            isum = _mm256_sub_epi32(
+                isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->sum + g)), sh));
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(wd, _mm256_loadu_ps(a->d + g)), _mm256_cvtepi32_ps(isum), acc);
+        if (min)
+            acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)mh)),
+                                  _mm256_loadu_ps(a->s + g), acc);
+    }
+    float o[8];
+    _mm256_storeu_ps(o, acc);
+    pt_qgemv_store(o, alpha, beta, y);
+}
+
 QG_INLINE void qg_rows32(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
                          size_t rb, float alpha, float beta, float *y, size_t ldy)
 {
@@ -201,6 +273,11 @@ QG_INLINE void qg_rows32(const int type, const pt_qact *a, size_t len, const uin
                          : type == PT_GGML_Q5_0 ? sizeof(pt_block_q5_0)
                                                 : sizeof(pt_block_q5_1);
     const size_t nb = rb / bytes;
+    if (a->m == 1) {
+        for (size_t j = 0; j < len; j++)
+            qg_row32_one(type, a, wrow + j * rb, nb, bytes, alpha, beta, y + j);
+        return;
+    }
     qg_w32 wb;
     memset(&wb, 0, sizeof wb);
     for (size_t j = 0; j < len; j++)
