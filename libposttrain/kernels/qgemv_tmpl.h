@@ -323,16 +323,18 @@ typedef struct qg_wk {
     _Alignas(32) float d[8], dm[8];     /* d and dmin */
 } qg_wk;
 
-/* The 6-bit scale and min of sub-block j (ggml's get_scale_min_k4). */
-QG_INLINE void qg_scale_min(int j, const uint8_t *q, int *sc, int *mn)
+/* The 8 6-bit scales (bytes 0..7) and mins (8..15) packed in a Q4_K/Q5_K
+ * block's 12 bytes, all at once (ggml's get_scale_min_k4 for j = 0..7:
+ * j < 4: scale q[j] & 63, min q[j+4] & 63; j >= 4: the low 4 bits from
+ * q[j+4] (scale: low nibble, min: high) and the high 2 from the top bits
+ * of q[j-4] (scale) or q[j] (min)). */
+QG_INLINE __m128i qg_scales_mins(const uint8_t *q)
 {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *mn = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    return _mm_setr_epi32((int)(u[0] & m6), (int)((u[2] & m4) | ((u[0] >> 6) & m2) << 4),
+                          (int)(u[1] & m6), (int)(((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4));
 }
 
 /* Bit `bit` of each byte of h -> 0x10. */
@@ -347,13 +349,13 @@ QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
 {
     wb->d[e] = pt_q_f16(bp);
     wb->dm[e] = pt_q_f16(bp + 2);
-    for (int s = 0; s < 8; s++) {
-        int sc, mn;
-        qg_scale_min(s, bp + 4, &sc, &mn);
-        for (int l = 0; l < 16; l++)
-            wb->sv[e][s][l] = (int16_t)sc;
-        wb->mn[e][2 * s] = wb->mn[e][2 * s + 1] = (int16_t)mn;
-    }
+    const __m128i sm = qg_scales_mins(bp + 4);
+    _Alignas(32) int16_t s16[16];
+    _mm256_store_si256((__m256i *)(void *)s16, _mm256_cvtepu8_epi16(sm));
+    for (int s = 0; s < 8; s++)
+        _mm256_store_si256((__m256i *)(void *)wb->sv[e][s], _mm256_set1_epi16(s16[s]));
+    /* the min of each 16: m0 m0 m1 m1 ... */
+    _mm256_store_si256((__m256i *)(void *)wb->mn[e], _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
     const uint8_t *qs = bp + (five ? 48 : 16);
     const __m256i f = _mm256_set1_epi8(0xF);
     const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(bp + 16)) : _mm256_setzero_si256();
@@ -371,14 +373,18 @@ QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
 
 QG_INLINE void qg_unpack_q6k(const uint8_t *bp, qg_wk *wb, int e)
 {
-    const int8_t *sc = (const int8_t *)(bp + 192);
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(bp + 192));
     wb->d[e] = pt_q_f16(bp + 208);
     wb->dm[e] = 0.0f;
-    for (int t = 0; t < 8; t++)
-        for (int l = 0; l < 16; l++)
-            wb->sv[e][t][l] = sc[2 * t + l / 8];
-    for (int s = 0; s < 16; s++)
-        wb->mn[e][s] = sc[s];
+    for (int t = 0; t < 8; t++) { /* [sc 2t x 8, sc 2t+1 x 8] */
+        const __m128i pick = _mm_setr_epi8((char)(2 * t), (char)(2 * t), (char)(2 * t), (char)(2 * t),
+                                           (char)(2 * t), (char)(2 * t), (char)(2 * t), (char)(2 * t),
+                                           (char)(2 * t + 1), (char)(2 * t + 1), (char)(2 * t + 1),
+                                           (char)(2 * t + 1), (char)(2 * t + 1), (char)(2 * t + 1),
+                                           (char)(2 * t + 1), (char)(2 * t + 1));
+        _mm256_store_si256((__m256i *)(void *)wb->sv[e][t], _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick)));
+    }
+    _mm256_store_si256((__m256i *)(void *)wb->mn[e], _mm256_cvtepi8_epi16(sc));
     const __m256i f = _mm256_set1_epi8(0xF);
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = bp + 64 * h;
