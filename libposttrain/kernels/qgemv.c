@@ -116,8 +116,10 @@ static void quant_row_K(const float *x, size_t k, int8_t *q, float *d, int16_t *
 }
 
 /* Quantize the m rows of x for weights of type t into a (one allocation:
- * a->q; free it alone).  Padding (blocks up to a multiple of 8) is zero. */
-static int act_make(const qtype *t, size_t m, size_t k, const float *x, size_t ldx, pt_qact *a)
+ * a->q; free it alone); ref: with the scalar code (else AVX2's, the same
+ * values).  Padding (blocks up to a multiple of 8) is zero. */
+static int act_make(const qtype *t, size_t m, size_t k, const float *x, size_t ldx, bool ref,
+                    pt_qact *a)
 {
     const size_t nb = k / t->blk;
     a->m = m;
@@ -135,6 +137,17 @@ static int act_make(const qtype *t, size_t m, size_t k, const float *x, size_t l
     a->bsum = (int16_t *)(a->sum + m * a->nbp);
     const size_t ldq = a->kp;
     for (size_t i = 0; i < m; i++) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (!ref && t->blk == PT_QK)
+            pt_qgemv_quant32_avx2(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp,
+                                  a->s + i * a->nbp, a->sum + i * a->nbp);
+        else if (!ref)
+            pt_qgemv_quantK_avx2(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp,
+                                 a->bsum + i * a->nbp * 16);
+        else
+#else
+        (void)ref;
+#endif
         if (t->blk == PT_QK)
             quant_row_32(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp, a->s + i * a->nbp,
                          a->sum + i * a->nbp);
@@ -342,7 +355,7 @@ static int qgemv_run(bool ref, int type, size_t m, size_t n, size_t k, float alp
         return PT_OK;
     }
     pt_qact a;
-    if ((st = act_make(t, m, k, x, ldx, &a)) != PT_OK)
+    if ((st = act_make(t, m, k, x, ldx, ref, &a)) != PT_OK)
         return st;
     const char *name;
     pt_qgemv_fn *fn = ref ? qgemv_scalar : pick(type, &name);

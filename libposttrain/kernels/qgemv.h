@@ -119,6 +119,10 @@ pt_qgemv_fn *pt_qgemv_avx2(int type);
  * pt_cpu_active() >= PT_CPU_AVX512 and pt_cpu_has_vnni(); NULL for a type
  * it lacks (the AVX2 kernel runs then). */
 pt_qgemv_fn *pt_qgemv_vnni(int type);
+/* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
+ * as the scalar ones in kernels/qgemv.c). */
+void pt_qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum);
+void pt_qgemv_quantK_avx2(const float *x, size_t k, int8_t *q, float *d, int16_t *bsum);
 #endif
 
 #endif
