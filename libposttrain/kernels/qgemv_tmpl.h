@@ -498,8 +498,7 @@ QG_INLINE void qg_rowsk(const int type, const pt_qact *a,
                          : type == PT_GGML_Q5_K ? sizeof(pt_block_q5_K)
                                                 : sizeof(pt_block_q6_K);
     const size_t nb = rb / bytes;
-    qg_wk wb;
-    memset(&wb, 0, sizeof wb);
+    qg_wk wb; /* slots from nbg on are never read (their scales are zeroed) */
     for (size_t j = 0; j < len; j++)
         for (size_t i0 = 0; i0 < a->m; i0 += QX_MAX) {
             const size_t mc = a->m - i0 < QX_MAX ? a->m - i0 : QX_MAX;
