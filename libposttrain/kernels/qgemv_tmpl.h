@@ -489,6 +489,111 @@ QG_INLINE void qg_rowk(const int type, const pt_qact *a,
     }
 }
 
+/* Q4_K (five false) or Q5_K super-block bp against x's block at xq (bs:
+ * its sums of 16) straight from the block (m = 1): I's and J's lanes, as
+ * qg_unpack_q45k + qg_dotk give them. */
+QG_INLINE void qg_dotk45_one(const uint8_t *bp, bool five, const int8_t *xq, const int16_t *bs,
+                             __m256i *vi, __m256i *vj)
+{
+    const __m128i sm = qg_scales_mins(bp + 4);
+    /* the 8 scales as int16 in both halves; sub-block s picks bytes 2s, 2s+1 */
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    *vj = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)),
+                            _mm256_loadu_si256((const __m256i *)(const void *)bs));
+    const uint8_t *qs = bp + (five ? 48 : 16);
+    const __m256i f = _mm256_set1_epi8(0xF);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(const void *)(bp + 16))
+                            : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(v, f), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
+        if (five) {
+            lo = _mm256_or_si256(lo, qg_bit16(qh, 2 * j));
+            hi = _mm256_or_si256(hi, qg_bit16(qh, 2 * j + 1));
+        }
+        const __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)));
+        const __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2))));
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * j));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * j + 32));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), slo));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), shi));
+    }
+    *vi = acc;
+}
+
+/* Q6_K the same way (qg_unpack_q6k + qg_dotk). */
+QG_INLINE void qg_dotk6_one(const uint8_t *bp, const int8_t *xq, const int16_t *bs, __m256i *vi)
+{
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(bp + 192));
+    const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc),
+                                           _mm256_loadu_si256((const __m256i *)(const void *)bs));
+    const __m256i f = _mm256_set1_epi8(0xF);
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = bp + 64 * h;
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(bp + 128 + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, f),
+                               _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, f),
+                               _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), f),
+                               _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), f),
+                               _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xC0)), 2));
+        for (int r = 0; r < 4; r++) {
+            const int t = 4 * h + r; /* values 32 t .. 32 t + 31: scales 2t, 2t + 1 */
+            const __m128i pick = _mm_unpacklo_epi64(_mm_set1_epi8((char)(2 * t)), _mm_set1_epi8((char)(2 * t + 1)));
+            const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 32 * t));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], x), scv));
+        }
+    }
+    *vi = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
+}
+
+/* One row of x (m = 1) against one W row of super-blocks: qg_rowk's
+ * operations with the weights straight from the blocks. */
+QG_INLINE void qg_rowk_one(const int type, const pt_qact *a, const uint8_t *wr, size_t nb,
+                           size_t bytes, float alpha, float beta, float *y)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t g = 0; g < nb; g += 8) {
+        const int nbg = nb - g < 8 ? (int)(nb - g) : 8;
+        _Alignas(32) float d[8], dm[8];
+        __m256i vi[8], vj[8];
+        for (int e = 0; e < 8; e++) {
+            vi[e] = vj[e] = _mm256_setzero_si256();
+            d[e] = dm[e] = 0.0f;
+            if (e >= nbg)
+                continue;
+            const uint8_t *bp = wr + (g + (size_t)e) * bytes;
+            const int8_t *xq = a->q + (g + (size_t)e) * PT_QK_K;
+            const int16_t *bs = a->bsum + (g + (size_t)e) * 16;
+            if (type == PT_GGML_Q6_K) {
+                d[e] = pt_q_f16(bp + 208);
+                qg_dotk6_one(bp, xq, bs, &vi[e]);
+            } else {
+                d[e] = pt_q_f16(bp);
+                dm[e] = pt_q_f16(bp + 2);
+                qg_dotk45_one(bp, type == PT_GGML_Q5_K, xq, bs, &vi[e], &vj[e]);
+            }
+        }
+        const __m256 dx = _mm256_loadu_ps(a->d + g);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_load_ps(d), dx), _mm256_cvtepi32_ps(qg_reduce8(vi)), acc);
+        if (type != PT_GGML_Q6_K) {
+            const __m256 nm = _mm256_xor_ps(_mm256_mul_ps(_mm256_load_ps(dm), dx), _mm256_set1_ps(-0.0f));
+            acc = _mm256_fmadd_ps(nm, _mm256_cvtepi32_ps(qg_reduce8(vj)), acc);
+        }
+    }
+    float o[8];
+    _mm256_storeu_ps(o, acc);
+    pt_qgemv_store(o, alpha, beta, y);
+}
+
 QG_INLINE void qg_rowsk(const int type, const pt_qact *a,
                                                            size_t len, const uint8_t *wrow,
                                                            size_t rb, float alpha, float beta,
@@ -498,6 +603,11 @@ QG_INLINE void qg_rowsk(const int type, const pt_qact *a,
                          : type == PT_GGML_Q5_K ? sizeof(pt_block_q5_K)
                                                 : sizeof(pt_block_q6_K);
     const size_t nb = rb / bytes;
+    if (a->m == 1) {
+        for (size_t j = 0; j < len; j++)
+            qg_rowk_one(type, a, wrow + j * rb, nb, bytes, alpha, beta, y + j);
+        return;
+    }
     qg_wk wb; /* slots from nbg on are never read (their scales are zeroed) */
     for (size_t j = 0; j < len; j++)
         for (size_t i0 = 0; i0 < a->m; i0 += QX_MAX) {
