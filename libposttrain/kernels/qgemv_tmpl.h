@@ -236,20 +236,35 @@ QG_INLINE void qg_row32_one(const int type, const pt_qact *a, const uint8_t *wr,
         const uint8_t *bp = wr + g * bytes;
         const int8_t *xq = a->q + g * PT_QK;
         uint16_t dh[8], mh[8];
-        __m256i v[8];
         for (int e = 0; e < 8; e++) {
-            if (e >= nbg) {
-                v[e] = _mm256_setzero_si256();
-                dh[e] = mh[e] = 0;
-                continue;
-            }
-            memcpy(&dh[e], bp + (size_t)e * bytes, 2);
-            if (min)
+            dh[e] = mh[e] = 0;
+            if (e < nbg)
+                memcpy(&dh[e], bp + (size_t)e * bytes, 2);
+            if (e < nbg && min)
                 memcpy(&mh[e], bp + (size_t)e * bytes + 2, 2);
-            v[e] = qg_dotw(type, qg_wvec(type, bp + (size_t)e * bytes),
-                           _mm256_loadu_si256((const __m256i *)(const void *)(xq + e * PT_QK)));
         }
+#if QG_VNNI
+        /* two blocks a 512-bit vpdpbusd (x is 0 past the row's blocks) */
+        __m512i z[4];
+        for (int p = 0; p < 4; p++) {
+            z[p] = _mm512_setzero_si512();
+            if (2 * p >= nbg)
+                continue;
+            const __m256i w0 = qg_wvec(type, bp + (size_t)(2 * p) * bytes);
+            const __m256i w1 = 2 * p + 1 < nbg ? qg_wvec(type, bp + (size_t)(2 * p + 1) * bytes)
+                                               : _mm256_setzero_si256();
+            z[p] = _mm512_dpbusd_epi32(z[p], _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1),
+                                       _mm512_loadu_si512((const void *)(xq + 64 * p)));
+        }
+        __m256i isum = qg_reduce8x2(z);
+#else
+        __m256i v[8];
+        for (int e = 0; e < 8; e++)
+            v[e] = e < nbg ? qg_dotw(type, qg_wvec(type, bp + (size_t)e * bytes),
+                                     _mm256_loadu_si256((const __m256i *)(const void *)(xq + e * PT_QK)))
+                           : _mm256_setzero_si256();
         __m256i isum = qg_reduce8(v);
+#endif
         if (sh)
             isum = _mm256_sub_epi32(
                 isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->sum + g)), sh));
