@@ -18,6 +18,7 @@ static const char *const k_level_names[PT_CPU_LEVELS] = { "avx2", "avx512", "avx
 
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 static pt_cpu_level detected = PT_CPU_AVX2;
+static bool vnni; /* AVX512_VNNI, on a CPU of level avx512 or above */
 static atomic_int active = -1; /* -1: not decided yet */
 static char model[64] = "unknown CPU";
 static char env_note[96];
@@ -68,6 +69,7 @@ static pt_cpu_level probe(void)
     const bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
     if (!(os_zmm && f && dq && bw && vl))
         return PT_CPU_AVX2;
+    vnni = c & (1u << 11);
     __cpuid_count(7, 1, a, b, c, d);
     return (a & (1u << 5)) ? PT_CPU_AVX512BF16 : PT_CPU_AVX512;
 }
@@ -139,6 +141,12 @@ int pt_cpu_level_parse(const char *s)
         if (strcmp(s, k_level_names[i]) == 0)
             return i;
     return -1;
+}
+
+bool pt_cpu_has_vnni(void)
+{
+    pthread_once(&detect_once, detect);
+    return vnni;
 }
 
 const char *pt_cpu_model(void)

@@ -29,6 +29,9 @@ int pt_cpu_force(pt_cpu_level l);
 const char *pt_cpu_level_str(pt_cpu_level l);
 /* The level named s, or -1. */
 int pt_cpu_level_parse(const char *s);
+/* True when the CPU has AVX512_VNNI (vpdpbusd) besides the avx512 level;
+ * kernels use it when the active path is avx512 or above. */
+bool pt_cpu_has_vnni(void);
 /* The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"). */
 const char *pt_cpu_model(void);
 /* True when products may use BF16 arithmetic (the active path has it). */

@@ -1,0 +1,128 @@
+/* Small-m products on quantized weights (decoding from a GGUF file's
+ * blocks): y_i = alpha W x_i + beta y_i with W in one of ggml's block
+ * formats (kernels/quant.h), by integer dot products as llama.cpp does.
+ *
+ * The activations x_i are quantized per block first (once per call, on the
+ * calling thread), as llama.cpp's CPU backend does:
+ *   Q8_0-style (for Q4_0, Q5_0, Q8_0 weights) and Q8_1-style (Q4_1, Q5_1):
+ *     per 32 values a = max |x|, q = rint(x * (127 / a)) (ties to even, 0
+ *     when a = 0), d = fp16(a / 127) read back as a float; Q8_1 also
+ *     s = fp16((a / 127) * sum(q));
+ *   Q8_K (Q4_K, Q5_K, Q6_K): per 256 values v = the value of largest |x|
+ *     (the first one), q = rint((-127 / v) * x) clamped to [-127, 127],
+ *     d = 1 / (-127 / v) (a float), and the sums of each 16 q's;
+ *   a block holding a NaN or an infinity gets d = NaN (so the products it
+ *   touches are NaN, never a silently finite number).
+ *
+ * Arithmetic of one output element (the same on every path, scalar or
+ * SIMD, so every path gives the same bits): with W's row of nb blocks
+ * (32 values for Q4_0..Q8_0, 256 for the K-quants),
+ *   acc[8] = 0; for each block b, lane l = b % 8:
+ *     I = the block's integer dot product (exact, int32; per type below)
+ *     acc[l] = fmaf(dw * dx, (float)I, acc[l])
+ *     Q4_1, Q5_1:  acc[l] = fmaf(mw, sx, acc[l])          (mw = W's min)
+ *     Q4_K, Q5_K:  acc[l] = fmaf(-(dminw * dx), (float)J, acc[l])
+ *   s = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7))
+ *   y = alpha * s (beta == 0: y not read), else fmaf(beta, y, alpha * s).
+ * with dw, mw, dminw W's fp16 scales widened, dx, sx the activation's, and
+ *   Q8_0: I = sum w q;  Q4_0: I = sum (w - 8) q;  Q5_0: I = sum (w - 16) q;
+ *   Q4_1, Q5_1: I = sum w q (w the unsigned 4- or 5-bit value);
+ *   Q4_K, Q5_K: I = sum_s sc_s sum_{32 of s} w q, J = sum_s m_s sum_{32 of s} q
+ *               (sc_s, m_s the 6-bit scale and min of sub-block s);
+ *   Q6_K: I = sum_s sc_s sum_{16 of s} (w - 32) q (sc_s int8).
+ * The integer sums are exact in any order (the SIMD kernels add them in
+ * whatever order suits them); the float operations are the ones above in
+ * that order, lane by lane (an 8-lane vector holds 8 consecutive blocks).
+ * Each output element depends on its row of W and its row of x alone: not
+ * on m, the other rows or the thread count. */
+#ifndef PT_KERNELS_QGEMV_H
+#define PT_KERNELS_QGEMV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* y_i = alpha * W x_i + beta * y_i for the m rows x_i of x (FP32, row
+ * stride ldx), i < m; W [n x k] in ggml type `type` (PT_GGML_*; rows of
+ * k / block blocks back to back, at any alignment); beta 0 overwrites y
+ * (not read).  Threads (pt_get_num_threads) share W's rows.  Returns PT_OK,
+ * PT_EUNSUPPORTED for a type without a kernel, PT_EINVAL when k is not a
+ * multiple of the type's block or a pointer is NULL, PT_ENOMEM (y then
+ * untouched); with the message in the thread's last error. */
+int pt_qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+                  size_t ldx, const void *w, float beta, float *y, size_t ldy);
+/* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. */
+bool pt_qgemv_supported(int type);
+/* The kernel the active path runs for type ("avx512vnni", "avx2",
+ * "scalar"), or NULL for an unsupported type. */
+const char *pt_qgemv_kernel(int type);
+/* The scalar reference of every type (the arithmetic above, computed from
+ * the blocks directly), single-threaded: for tests. */
+int pt_qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+                      size_t ldx, const void *w, float beta, float *y, size_t ldy);
+
+/* ---- internal to kernels/qgemv*.c ---- */
+
+#include "kernels/quant.h"
+
+#if defined(__x86_64__) && defined(__F16C__)
+#include <immintrin.h>
+/* fp16 <-> float, IEEE (round to nearest even), as ggml's F16C path. */
+static inline float pt_q_f16(const void *p)
+{
+    return _cvtsh_ss(pt_q_half(p));
+}
+static inline float pt_q_round_f16(float f)
+{
+    return _cvtsh_ss(_cvtss_sh(f, 0));
+}
+#else
+static inline float pt_q_f16(const void *p)
+{
+    return (float)*(const _Float16 *)(const void *)&(pt_fp16){ pt_q_half(p) };
+}
+static inline float pt_q_round_f16(float f)
+{
+    return (float)(_Float16)f;
+}
+#endif
+
+/* x quantized: m rows, each padded with zeros to a whole number of groups
+ * of 8 blocks (kp values, nbp = kp / block blocks). */
+typedef struct pt_qact {
+    size_t m, kp, nbp;
+    int8_t *q;      /* [m][kp] */
+    float *d;       /* [m][nbp] */
+    float *s;       /* [m][nbp]: Q8_1's s (32-value blocks) */
+    int32_t *sum;   /* [m][nbp]: sum of the block's q (32-value blocks) */
+    int16_t *bsum;  /* [m][nbp * 16]: sums of 16 q's (Q8_K) */
+} pt_qact;
+
+/* Rows 0 .. len of W (wrow: the first one; rb bytes a row) of type `type`
+ * against all rows of a, into y[i * ldy + j]. */
+typedef void pt_qgemv_fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow, size_t rb,
+                         float alpha, float beta, float *y, size_t ldy);
+
+/* The final sum of the 8 lanes and the store (kernels/qgemv.h's last two
+ * lines). */
+static inline void pt_qgemv_store(const float acc[8], float alpha, float beta, float *y)
+{
+    float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    float as = alpha * s;
+    *y = beta == 0.0f ? as : __builtin_fmaf(beta, *y, as);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* kernels/qgemv_avx2.c; NULL for a type it lacks. */
+pt_qgemv_fn *pt_qgemv_avx2(int type);
+/* kernels/qgemv_avx512.c (AVX512_VNNI on 256-bit vectors): call only when
+ * pt_cpu_active() >= PT_CPU_AVX512 and pt_cpu_has_vnni(); NULL for a type
+ * it lacks (the AVX2 kernel runs then). */
+pt_qgemv_fn *pt_qgemv_vnni(int type);
+/* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
+ * as the scalar ones in kernels/qgemv.c). */
+void pt_qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum);
+void pt_qgemv_quantK_avx2(const float *x, size_t k, int8_t *q, float *d, int16_t *bsum);
+#endif
+
+#endif
