@@ -26,6 +26,36 @@ typedef struct result {
 } result;
 
 static bool grad_ckpt; /* --gradient-checkpointing: every context of the runs */
+static char model_dir[64]; /* --lora-only: the runs load this saved model (a user's path) */
+
+/* In a child (no OpenMP in the parent before it forks): the random model of
+ * the shape, saved to model_dir. */
+static int save_model(int T)
+{
+    pt_model_config c;
+    bench_model_config(&c, "smollm2-135m", T);
+    pt_model *m;
+    if (pt_model_create(&m, &c, 1) || pt_model_save_dir(m, model_dir, NULL))
+        return 1;
+    pt_model_free(m);
+    return 0;
+}
+
+/* The run's model: created (random), or loaded from model_dir, where a
+ * BF16 LoRA base is read straight into BF16 as a user loads it. */
+static int make_model(pt_model **m, int lora_rank, bool bf16, int T)
+{
+    if (!model_dir[0]) {
+        pt_model_config c;
+        bench_model_config(&c, "smollm2-135m", T);
+        return pt_model_create(m, &c, 1) || (bf16 && pt_model_set_bf16(*m, PT_BF16_ON));
+    }
+    pt_model_load_options lo;
+    pt_model_load_options_init(&lo);
+    lo.load_tokenizer = false;
+    lo.bf16 = bf16 ? (lora_rank > 0 ? PT_BF16_FROZEN : PT_BF16_ON) : PT_BF16_OFF;
+    return pt_model_load_dir(m, model_dir, &lo) != PT_OK;
+}
 
 /* Runs in a child: writes one result to fd. */
 static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
@@ -35,19 +65,17 @@ static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
     pt_model *m;
     pt_context *ctx;
     pt_optimizer *opt;
-    if (pt_model_create(&m, &c, 1))
+    if (make_model(&m, lora_rank, bf16, T))
         return 1;
     uint64_t n;
     pt_model_num_params(&n, m);
-    if (bf16 && pt_model_set_bf16(m, PT_BF16_ON))
-        return 1;
     if (lora_rank > 0) {
         pt_lora_options lo;
         pt_lora_options_init(&lo);
         lo.rank = lora_rank;
         lo.alpha = 2.0 * lora_rank;
         lo.targets = PT_LORA_ALL;
-        if (pt_model_add_lora(m, &lo))
+        if (pt_model_add_lora(m, &lo) || (bf16 && pt_model_set_bf16(m, PT_BF16_ON)))
             return 1;
     }
     pt_optimizer_options oo;
@@ -146,6 +174,17 @@ int main(int argc, char **argv)
     /* The children run first: a process that has started OpenMP threads must
      * not fork (libgomp's pool does not survive it). */
     result full = { 0 }, lora, fullb = { 0 }, lorab = { 0 };
+    if (lora_only) { /* the LoRA runs load a saved model, as a user does */
+        snprintf(model_dir, sizeof model_dir, "/tmp/bench_sft_model.XXXXXX");
+        int status = 0;
+        pid_t pid = mkdtemp(model_dir) ? fork() : -1;
+        if (pid == 0)
+            _exit(save_model(T));
+        if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            fprintf(stderr, "bench_sft_step: saving the model failed\n");
+            return 1;
+        }
+    }
     if ((!lora_only && child(&full, 0, false, steps, B, T)) ||
         child(&lora, lora_rank, false, steps, B, T) ||
         (bf16 && ((!lora_only && child(&fullb, 0, true, steps, B, T)) ||
@@ -154,7 +193,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (lora_only) {
+        char rm[128];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", model_dir);
+        if (system(rm) != 0)
+            fprintf(stderr, "bench_sft_step: could not remove %s\n", model_dir);
         printf("cpu: %s\nbf16 products: %s\n", pt_cpu_info(), pt_bf16_info());
+        printf("models loaded from a saved directory; the BF16 base read straight into BF16 "
+               "(pt_model_load_options.bf16 = PT_BF16_FROZEN)\n");
         printf("LoRA r%d SFT step, batch %d x seq %d%s: FP32 base %.1f tokens/s, peak RSS %.0f MB\n",
                lora_rank, B, T, grad_ckpt ? ", gradient checkpointing" : "", lora.tokens_per_s,
                lora.rss_mb);

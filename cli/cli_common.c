@@ -124,6 +124,14 @@ int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint6
     return 0;
 }
 
+int cli_load_model(pt_model **out, const char *path, int bf16_mode)
+{
+    pt_model_load_options lo;
+    pt_model_load_options_init(&lo);
+    lo.bf16 = bf16_mode;
+    return pt_model_load_dir(out, path, &lo);
+}
+
 int cli_set_bf16(const char *cmd, pt_model *model, int mode)
 {
     int st = pt_model_set_bf16(model, mode);

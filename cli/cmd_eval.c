@@ -78,7 +78,7 @@ int cmd_eval(int argc, char **argv)
     if (rc)
         return cli_exit_code(rc);
     pt_model *m = NULL;
-    int st = pt_model_load_dir(&m, a.model, NULL);
+    int st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF);
     if (st)
         return cli_fail("eval", st);
     if (a.bf16 && cli_set_bf16("eval", m, PT_BF16_FROZEN)) {

@@ -263,7 +263,7 @@ int cmd_generate(int argc, char **argv)
     if (a.threads > 0 && (st = pt_set_num_threads(a.threads)) != PT_OK)
         return cli_fail("generate --threads", st);
     pt_model *m = NULL;
-    if ((st = pt_model_load_dir(&m, a.model, NULL)) != PT_OK)
+    if ((st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF)) != PT_OK)
         return cli_fail("generate: loading the model", st);
     if (a.bf16 && cli_set_bf16("generate", m, PT_BF16_FROZEN)) {
         pt_model_free(m);

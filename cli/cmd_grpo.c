@@ -79,9 +79,12 @@ static int load(grpo_run *r)
 {
     grpo_args *a = &r->a;
     int st;
-    if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
+    /* LoRA on a BF16 base: the base read straight into BF16, frozen (BF16
+     * on once the adapters are attached) */
+    const bool lora16 = a->bf16 && a->lora.rank > 0;
+    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF)))
         return cli_fail(a->model, st);
-    if (a->bf16 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
+    if (a->bf16 && !lora16 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
         return 1;
     if (!(r->tok = pt_model_tokenizer(r->model)))
         return cli_no_tokenizer("grpo", a->model, "it is needed to encode prompts and score answers");
@@ -361,11 +364,13 @@ static int setup(grpo_run *r)
     int st;
     const int ctx_batch = r->NL < 8 ? r->NL : 8;
     /* The reference policy: the starting model, frozen. */
-    if (a->grpo.beta > 0 && ((st = pt_model_load_dir(&r->ref, a->model, NULL)) ||
-                             (a->bf16 && (st = pt_model_set_bf16(r->ref, PT_BF16_FROZEN))) ||
+    if (a->grpo.beta > 0 && ((st = cli_load_model(&r->ref, a->model,
+                                                  a->bf16 ? PT_BF16_FROZEN : PT_BF16_OFF)) ||
                              (st = pt_context_create(&r->rctx, r->ref, ctx_batch, r->max_seq))))
         return cli_fail("the reference model", st);
     if (a->lora.rank > 0 && cli_add_lora("grpo", r->model, &a->lora, a->seed))
+        return 1;
+    if (a->bf16 && a->lora.rank > 0 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
         return 1;
     r->total = a->steps ? a->steps : (r->n_rows + r->P - 1) / r->P;
     if (a->opt.schedule != PT_SCHEDULE_CONSTANT)

@@ -300,11 +300,15 @@ static int load(sft_run *r)
 {
     const sft_args *a = &r->a;
     int st;
-    if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
+    /* LoRA on a BF16 base: the base read straight into BF16, frozen */
+    const bool lora16 = a->bf16 && a->lora.rank > 0;
+    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF)))
         return cli_fail(a->model, st);
-    if (a->bf16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
+    if (a->bf16 && !lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
         return 1;
     if (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed))
+        return 1;
+    if (lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
         return 1;
     const pt_tokenizer *tok = pt_model_tokenizer(r->model);
     if ((st = pt_dataset_load_jsonl(&r->data, a->data, tok, &a->data_opts))) {

@@ -405,9 +405,13 @@ class Model(Handle):
     def load(cls, path, load_tokenizer=True, bf16=False):
         """Load a Hugging Face model directory (config.json, safetensors
         weights, tokenizer.json when present and load_tokenizer), or a GGUF
-        file; bf16 as the bf16 property takes it."""
+        file; bf16 as the bf16 property takes it ("frozen" reads each matrix
+        straight into BF16, so the whole FP32 copy never exists: the way to
+        load a base for LoRA on BF16)."""
         o = ModelLoadOptions.new()
         o.load_tokenizer = bool(load_tokenizer)
+        if bf16 == "frozen":
+            o.bf16 = 2   # PT_BF16_FROZEN, streamed by the loader
         out = out_handle()
         check(lib.pt_model_load_dir(ctypes.byref(out), fspath(path), ctypes.byref(o)),
               "pt_model_load_dir")

@@ -150,6 +150,17 @@ if [ -d "$stories" ]; then
     else
         cat "$work/e.log"; bad "stories260K"
     fi
+    # generate --bf16 reads the model straight into BF16; decoding widens the
+    # weights and computes in FP32, and on the avx2 path prefill does too: the
+    # same greedy ids as the BF16 GGUF's values loaded into FP32
+    gen=(generate --prompt "Once upon a time" --max-new-tokens 24 --temperature 0 --print-ids)
+    if PT_CPU=avx2 "$posttrain" "${gen[@]}" --model "$stories" --bf16 >"$work/g16.txt" 2>"$work/g.log" &&
+       PT_CPU=avx2 "$posttrain" "${gen[@]}" --model "$work/s.gguf" >"$work/gg.txt" 2>>"$work/g.log" &&
+       [ -s "$work/g16.txt" ] && cmp -s "$work/g16.txt" "$work/gg.txt"; then
+        ok "generate --bf16 = the BF16 GGUF's values (avx2 path)"
+    else
+        cat "$work/g.log" "$work/g16.txt" "$work/gg.txt"; bad "generate --bf16"
+    fi
 else
     echo "SKIP stories260K: shared data not found at $stories"
 fi

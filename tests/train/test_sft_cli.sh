@@ -112,5 +112,23 @@ set +e
 "$posttrain" sft --model "$model" --data "$work/missing.jsonl" --out "$work/x" 2>"$work/missing.log"
 [ $? -eq 1 ] && grep -q "missing.jsonl" "$work/missing.log" && ok "a missing data file is named" || bad "missing data file"
 set -e
+# LoRA on a BF16 base (--bf16: the base read straight into BF16 and frozen).
+# On the avx2 path its products widen the BF16 weights to FP32, so the adapter
+# is the one trained on the same values in FP32 (tests/train/round_bf16.py).
+l16=(sft --data "$work/data.jsonl" --lr 0.01 --steps 4 --batch-size 3 --seed 2 --lora-rank 4
+     --lora-alpha 8 --lora-targets all)
+if python3 "$(dirname "$0")/round_bf16.py" "$model" "$work/base16" 2>"$work/l16.log" &&
+   PT_CPU=avx2 "$posttrain" --threads 2 "${l16[@]}" --model "$model" --bf16 --out "$work/l16" \
+       2>>"$work/l16.log" &&
+   PT_CPU=avx2 "$posttrain" --threads 2 "${l16[@]}" --model "$work/base16" --out "$work/l16g" \
+       2>>"$work/l16.log" &&
+   grep -q "BF16 on" "$work/l16.log" &&
+   cmp -s "$work/l16/adapter/adapter_model.safetensors" "$work/l16g/adapter/adapter_model.safetensors"
+then
+    ok "sft --bf16 with LoRA: the adapter of the same run on the BF16 values in FP32 (avx2 path)"
+else
+    cat "$work/l16.log"; bad "sft --bf16 with LoRA"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
