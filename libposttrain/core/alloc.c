@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 void *pt_malloc(size_t n)
 {
@@ -91,4 +93,15 @@ char *pt_strdup(const char *s)
     if (p)
         memcpy(p, s, n);
     return p;
+}
+
+void pt_release_pages(const void *p, size_t n)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0 || n == 0)
+        return;
+    uintptr_t a = (uintptr_t)p, b = a + n;
+    uintptr_t a2 = (a + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1), b2 = b & ~((uintptr_t)ps - 1);
+    if (b2 > a2)
+        (void)madvise((void *)a2, b2 - a2, MADV_DONTNEED);
 }

@@ -197,6 +197,11 @@ void *pt_grow_array(void *p, size_t *cap, size_t first, size_t size);
 /* 64-byte aligned allocation (free with pt_free_aligned). */
 void *pt_malloc_aligned(size_t n);
 void pt_free_aligned(void *p);
+/* Give the whole pages inside [p, p + n) back to the OS (madvise
+ * MADV_DONTNEED): anonymous memory reads as zeros until written again, a
+ * read-only file mapping reads the file again.  An optimisation of memory
+ * only: a failure leaves the pages as they are. */
+void pt_release_pages(const void *p, size_t n);
 char *pt_strdup(const char *s);
 
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC): the one clock every

@@ -64,6 +64,11 @@ typedef struct pt_st_tensor {
     size_t nbytes;                /* == data_offsets[1] - data_offsets[0] */
     uint64_t offset;              /* data_offsets[0], relative to the data area */
     const void *data;             /* into the mapping; possibly unaligned */
+    bool mapped;                  /* data is in a file mapping (pt_st_open): once
+                                   * pt_st_read_f32 has read it, its pages are
+                                   * dropped from the process (read again from
+                                   * the page cache if needed), so a load does
+                                   * not hold the file and the weights at once */
 } pt_st_tensor;
 
 typedef struct pt_st_file pt_st_file;

@@ -151,5 +151,7 @@ int pt_st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel)
             dst[i] = pt_bf16_to_f32(load_u16(src + 2 * i));
         break;
     }
+    if (t->mapped)
+        pt_release_pages(t->data, t->nbytes);
     return PT_OK;
 }

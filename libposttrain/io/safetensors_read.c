@@ -97,7 +97,11 @@ int pt_st_open(pt_st_file **out, const char *path)
         f->mapped = true;
     }
     close(fd);
-    return finish_open(out, f);
+    st = finish_open(out, f);
+    if (st == PT_OK && (*out)->mapped)
+        for (size_t i = 0; i < (*out)->count; i++)
+            (*out)->tensors[i].mapped = true;
+    return st;
 }
 
 const char *pt_st_path(const pt_st_file *f)

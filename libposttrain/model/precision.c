@@ -21,26 +21,10 @@
 
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 static bool is_matrix(const pt_model *m, size_t i)
 {
     return i < pt_model_base_tensor_count(m) && m->tensors[i].ndim == 2;
-}
-
-/* Give the whole pages inside [p, p + n) back to the OS: they read as
- * zeros until written again.  Only an optimisation of memory: failure
- * leaves them as they are. */
-static void release_pages(float *p, size_t n)
-{
-    long ps = sysconf(_SC_PAGESIZE);
-    if (ps <= 0 || n == 0)
-        return;
-    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
-    uintptr_t a2 = (a + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1), b2 = b & ~((uintptr_t)ps - 1);
-    if (b2 > a2)
-        (void)madvise((void *)a2, b2 - a2, MADV_DONTNEED);
 }
 
 static void convert_matrices(pt_model *m)
@@ -61,7 +45,7 @@ static void store(pt_model *m, bool frozen)
         float *fp = m->params + m->offsets[i];
         if (frozen && !m->bf16_stored) {
             pt_f32_to_bf16_n(m->params16 + m->offsets[i], fp, t->numel);
-            release_pages(fp, t->numel);
+            pt_release_pages(fp, t->numel * sizeof *fp);
             t->data = NULL;
         } else if (!frozen && m->bf16_stored) {
             pt_bf16_to_f32_n(fp, m->params16 + m->offsets[i], t->numel);
@@ -152,7 +136,7 @@ void pt_model_bf16_stream_tensor(pt_model *m, size_t i)
     if (!m->bf16_stored || !is_matrix(m, i) || !t->data)
         return;
     pt_f32_to_bf16_n(m->params16 + m->offsets[i], t->data, t->numel);
-    release_pages(t->data, t->numel);
+    pt_release_pages(t->data, t->numel * sizeof *t->data);
     t->data = NULL;
 }
 
