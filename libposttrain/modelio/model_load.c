@@ -60,8 +60,8 @@ static int fill_model(pt_model *m, const pt_weight_files *w, const char *dir)
             st = pt_err_nonfinite(r->data, r->numel);
         if (st)
             return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
-        /* streamed into BF16 (the embedding after the tied head's check) */
-        if (strcmp(r->name, "model.embed_tokens.weight") != 0)
+        /* streamed into BF16 (the embedding after a tied head's check) */
+        if (!head || strcmp(r->name, "model.embed_tokens.weight") != 0)
             pt_model_bf16_stream_tensor(m, i);
     }
     st = head ? check_tied_head(m, head, dir) : PT_OK;
