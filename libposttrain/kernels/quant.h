@@ -14,6 +14,7 @@
 #ifndef PT_KERNELS_QUANT_H
 #define PT_KERNELS_QUANT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -159,5 +160,18 @@ void pt_dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, fl
 /* The same rounded to BF16 (round to nearest even, as pt_f32_to_bf16). */
 void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
                           uint16_t *dst, size_t ldd);
+
+/* ---- products (kernels/quant_gemm.c) ------------------------------------------
+ * W is [n x k] of `type` (0: plain FP32 rows of k floats), rows back to back,
+ * checked (pt_quant_check).  Through dequantized FP32 tiles of W: one tile
+ * (the very FP32 call) when W fits 32 MiB, else tiles of rows. */
+
+/* y[m x n] = alpha x W^T + beta y (beta 0: y not read): pt_sgemm, or with
+ * rowwise pt_sgemv_rows (each row's result independent of the others). */
+void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
+                  const float *x, size_t ldx, const void *w, float beta, float *y, size_t ldy);
+/* dx[m x k] = alpha dy W + beta dx, dy [m x n]. */
+void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+                  size_t lddy, const void *w, float beta, float *dx, size_t lddx);
 
 #endif

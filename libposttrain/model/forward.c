@@ -19,6 +19,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <omp.h>
@@ -281,8 +282,8 @@ int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int ti
 static pt_linear lin(const pt_model *m, const float *w, const float *b, float *dw, float *db,
                      size_t in, size_t out)
 {
-    pt_linear l = { .w = w, .w16 = pt_model_w16(m, w), .b = b, .dw = dw, .db = db, .in = in,
-                    .out = out };
+    pt_linear l = { .w = w, .w16 = pt_model_w16(m, w), .q = pt_model_wq(m, w, out), .b = b,
+                    .dw = dw, .db = db, .in = in, .out = out };
     return l;
 }
 
@@ -384,7 +385,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     const size_t n = (size_t)ctx->B * ctx->T;
     const float *W = m->w.lm_head;
-    const pt_bf16 *W16 = pt_model_w16(m, W);
+    const pt_qweight Wq = pt_model_wq(m, W, V);
+    const pt_bf16 *W16 = Wq.nseg ? NULL : pt_model_w16(m, W);
     const float temp = ctx->temperature;
     const float gscale = temp == 1.0f ? 1.0f : (float)(1.0 / (double)temp);
     /* Equal chunks (multiples of 16 rows) rather than full ones and a sliver. */
@@ -396,7 +398,10 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     for (size_t r0 = 0; r0 < n; r0 += cr) {
         size_t nr = n - r0 < cr ? n - r0 : cr;
         float *lg = ctx->chunk;
-        if (W16)
+        if (Wq.nseg)
+            pt_qgemm_xwt(false, Wq.seg[0].type, nr, V, H, 1.0f, xn + r0 * H, H, Wq.seg[0].w, 0.0f,
+                         lg, V);
+        else if (W16)
             pt_gemm_mixed(false, true, nr, V, H, 1.0f, xn + r0 * H, false, H, W16, true, H, 0.0f,
                           lg, V);
         else
@@ -413,7 +418,10 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         if (!dlp)
             continue;
         pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
-        if (W16)
+        if (Wq.nseg)
+            pt_qgemm_dyw(Wq.seg[0].type, nr, V, H, gscale, lg, V, Wq.seg[0].w, 0.0f, dxn + r0 * H,
+                         H);
+        else if (W16)
             pt_gemm_mixed(false, false, nr, H, V, gscale, lg, false, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);
         else

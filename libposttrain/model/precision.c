@@ -32,7 +32,7 @@ static bool is_matrix(const pt_model *m, size_t i)
 /* Give the whole pages inside [p, p + n) back to the OS: they read as
  * zeros until written again.  Only an optimisation of memory: failure
  * leaves them as they are. */
-static void release_pages(float *p, size_t n)
+void pt_model_release_pages(float *p, size_t n)
 {
     long ps = sysconf(_SC_PAGESIZE);
     if (ps <= 0 || n == 0)
@@ -61,7 +61,7 @@ static void store(pt_model *m, bool frozen)
         float *fp = m->params + m->offsets[i];
         if (frozen && !m->bf16_stored) {
             pt_f32_to_bf16_n(m->params16 + m->offsets[i], fp, t->numel);
-            release_pages(fp, t->numel);
+            pt_model_release_pages(fp, t->numel);
             t->data = NULL;
         } else if (!frozen && m->bf16_stored) {
             pt_bf16_to_f32_n(fp, m->params16 + m->offsets[i], t->numel);
@@ -110,6 +110,10 @@ int pt_model_set_bf16(pt_model *m, int mode)
     if (m->bf16_mode == PT_BF16_FROZEN && mode != PT_BF16_FROZEN && !m->lora)
         for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
             m->tensors[i].trainable = true;
+    if (mode != PT_BF16_OFF && pt_model_is_quantized(m))
+        return pt_model_check_not_quantized(m, "pt_model_set_bf16", "its weights stay in their "
+                                            "quantized blocks (dequantize first with `posttrain "
+                                            "export --type bf16` for a BF16 model)");
     int prev = m->bf16_mode;
     m->bf16_mode = mode;
     int st = pt_model_bf16_sync(m);
@@ -160,6 +164,15 @@ const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float *
     if (t->data)
         return t->data;
     size_t i = (size_t)(t - m->tensors);
+    if (i < m->ntensors && pt_model_tensor_qtype(m, i)) {
+        *tmp = pt_malloc_array(t->numel ? t->numel : 1, sizeof(float));
+        if (!*tmp) {
+            pt_err(PT_ENOMEM, "dequantizing tensor '%s'", t->name);
+            return NULL;
+        }
+        pt_model_quant_values(m, i, *tmp);
+        return *tmp;
+    }
     if (!m->params16 || i >= m->ntensors) {
         pt_err(PT_ESTATE, "tensor '%s' has no values", t->name);
         return NULL;
@@ -176,6 +189,8 @@ const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float *
 void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
 {
     const size_t H = (size_t)m->cfg.hidden_size;
+    if (pt_model_quant_embed(m, x, ids, n))
+        return;
     if (!m->bf16_stored) {
         pt_embedding_forward(x, m->w.embed, ids, n, H);
         return;
@@ -207,6 +222,8 @@ int pt_model_copy_tensor(float *dst, size_t n, const pt_model *m, const char *na
                       t->numel, n);
     if (t->data)
         memcpy(dst, t->data, n * sizeof *dst);
+    else if (pt_model_tensor_qtype(m, (size_t)(t - m->tensors)))
+        pt_model_quant_values(m, (size_t)(t - m->tensors), dst);
     else
         pt_bf16_to_f32_n(dst, m->params16 + m->offsets[t - m->tensors], n);
     return PT_OK;

@@ -125,7 +125,7 @@ def run(*args):
 
 
 def export(d, gguf_path):
-    run(posttrain, "export", "--model", d, "--out", gguf_path, "--type", "f32")
+    run(posttrain, "export", "--model", d, "--out", gguf_path, "--type", "f32", "--spm-scores", "merges")
 
 
 def quantize(src, dst, t):
