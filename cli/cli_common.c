@@ -357,7 +357,14 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
         if ((st = pt_lora_save_peft(model, adir, base_name)))
             return cli_fail("saving the adapter", st);
         fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s\n", cmd, adir);
-        if ((st = pt_model_merge_lora(model)))
+        if ((st = pt_model_merge_lora(model)) == PT_EUNSUPPORTED) {
+            /* a quantized base: the adapter is the result */
+            fprintf(stderr, "posttrain %s: %s\nposttrain %s: the adapter in %s is the result of the %lld "
+                            "steps (%lld optimizer updates skipped); no merged model is written\n",
+                    cmd, pt_last_error(), cmd, adir, steps, skipped);
+            return 0;
+        }
+        if (st)
             return cli_fail("merging the adapter", st);
     }
     pt_model_save_options so;

@@ -15,7 +15,7 @@ typedef struct eval_args {
 #define EVAL(field) offsetof(eval_args, field)
 static const cli_opt k_eval_opts[] = {
     { CLI_PATH, "model", EVAL(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", EVAL(data), "FILE.jsonl", .required = true, .help = "the rows to score" },
     { CLI_FLAG, "bf16", EVAL(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
     { CLI_FLAG, "json", EVAL(json),

@@ -36,7 +36,7 @@ static int parse_stop_string(void *dst, const char *v, const char *cmd, const ch
 #define GRPO(field) offsetof(grpo_args, field)
 static const cli_opt k_grpo_io_opts[] = {
     { CLI_PATH, "model", GRPO(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", GRPO(data), "FILE.jsonl", .required = true, .help = "the prompt rows" },
     { CLI_PATH, "out", GRPO(out), "DIR", .required = true, .help = "where the trained model is saved" },
     { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .parse = grpo_parse_rewards,

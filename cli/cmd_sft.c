@@ -25,7 +25,7 @@ typedef struct sft_args {
 #define SFT(field) offsetof(sft_args, field)
 static const cli_opt k_sft_io_opts[] = {
     { CLI_PATH, "model", SFT(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", SFT(data), "FILE.jsonl", .required = true, .help = "the training rows" },
     { CLI_PATH, "out", SFT(out), "DIR", .required = true, .help = "where the trained model is saved" },
 };
