@@ -70,6 +70,8 @@ int cli_set_bf16(const char *cmd, pt_model *model, int mode);
  * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied
  * into m's tensors (m keeps its contexts and generators).  0, or 1 after
  * the message. */
+/* pt_model_load_dir with opts.quantize (a pt_quantize). */
+int cli_load_model(pt_model **out, const char *model_dir, int quantize);
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed);
 /* Create the output directory DIR (it may exist); 0, or 1 after the message. */
 int cli_make_out_dir(const char *cmd, const char *dir);

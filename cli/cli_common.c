@@ -137,6 +137,14 @@ int cli_set_bf16(const char *cmd, pt_model *model, int mode)
     return 0;
 }
 
+int cli_load_model(pt_model **out, const char *model_dir, int quantize)
+{
+    pt_model_load_options o;
+    pt_model_load_options_init(&o);
+    o.quantize = quantize;
+    return pt_model_load_dir(out, model_dir, &o);
+}
+
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed)
 {
     pt_model *fresh = NULL;

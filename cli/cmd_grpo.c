@@ -79,7 +79,7 @@ static int load(grpo_run *r)
 {
     grpo_args *a = &r->a;
     int st;
-    if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
+    if ((st = cli_load_model(&r->model, a->model, a->quantize)))
         return cli_fail(a->model, st);
     if (a->bf16 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
         return 1;
@@ -339,7 +339,7 @@ static int setup(grpo_run *r)
     int st;
     const int ctx_batch = r->NL < 8 ? r->NL : 8;
     /* The reference policy: the starting model, frozen. */
-    if (a->grpo.beta > 0 && ((st = pt_model_load_dir(&r->ref, a->model, NULL)) ||
+    if (a->grpo.beta > 0 && ((st = cli_load_model(&r->ref, a->model, a->quantize)) ||
                              (a->bf16 && (st = pt_model_set_bf16(r->ref, PT_BF16_FROZEN))) ||
                              (st = pt_context_create(&r->rctx, r->ref, ctx_batch, r->max_seq))))
         return cli_fail("the reference model", st);

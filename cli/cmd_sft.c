@@ -18,6 +18,7 @@ typedef struct sft_args {
     double epochs;
     int grad_accum, eval_every, save_every, log_every, max_skipped;
     bool overwrite, bf16;
+    int quantize;
     cli_lora_args lora;
     cli_dist_args dist;
 } sft_args;
@@ -60,6 +61,9 @@ static const cli_opt k_sft_output_opts[] = {
               "(--mtbf-hours)" },
     { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_ENUM, "quantize", SFT(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+      .enum_name = pt_quantize_name,
+      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", SFT(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
     { CLI_FLAG, "overwrite", SFT(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
@@ -299,7 +303,7 @@ static int load(sft_run *r)
 {
     const sft_args *a = &r->a;
     int st;
-    if ((st = pt_model_load_dir(&r->model, a->model, NULL)))
+    if ((st = cli_load_model(&r->model, a->model, a->quantize)))
         return cli_fail(a->model, st);
     if (a->bf16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
         return 1;

@@ -113,6 +113,10 @@ int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg);
 int pt_model_quant_reserve(pt_model *m, size_t bytes);
 uint8_t *pt_model_quant_place(pt_model *m, size_t i, int type, size_t nbytes);
 void pt_model_quant_finish(pt_model *m);
+/* Quantize the 2-D base tensors whose rows are whole blocks to type (Q8_0
+ * or Q4_0, as llama-quantize --pure), freezing the base; PT_ESTATE with
+ * adapters, gradients or BF16 weights; the model unchanged on error. */
+int pt_model_quantize(pt_model *m, int type);
 /* Whether any base tensor is stored quantized. */
 bool pt_model_is_quantized(const pt_model *m);
 /* Base tensor i's ggml type when stored quantized, else 0. */

@@ -155,3 +155,50 @@ bool pt_model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_
                         x + r * H, H);
     return true;
 }
+
+/* Quantize on load (pt_model_load_options.quantize): every 2-D base tensor
+ * whose rows are whole blocks, as llama-quantize --pure; the others stay
+ * FP32.  Rows are independent, so the blocks are llama-quantize's for the
+ * same values (its files differ only in the Q/K row order). */
+int pt_model_quantize(pt_model *m, int type)
+{
+    if (type != 8 && type != 2)
+        return pt_err(PT_EUNSUPPORTED, "quantizing on load: type %d is not Q8_0 (8) or Q4_0 (2)",
+                      type);
+    if (m->qtype)
+        return pt_model_check_not_quantized(m, "quantizing on load", "it is quantized already");
+    if (m->lora || m->grads || m->bf16_mode != PT_BF16_OFF)
+        return pt_err(PT_ESTATE, "quantizing on load: the model has adapters, gradients or BF16 "
+                      "weights");
+    size_t nb = pt_model_base_tensor_count(m), bytes = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const pt_tensor_ref *t = &m->tensors[i];
+        if (t->ndim == 2)
+            bytes += (size_t)t->shape[0] * pt_quant_row_bytes(type, (size_t)t->shape[1]);
+    }
+    if (bytes == 0)
+        return PT_OK; /* nothing has whole blocks: the model stays FP32 */
+    int st = pt_model_quant_reserve(m, bytes);
+    for (size_t i = 0; st == PT_OK && i < nb; i++) {
+        const pt_tensor_ref *t = &m->tensors[i];
+        size_t rb = t->ndim == 2 ? pt_quant_row_bytes(type, (size_t)t->shape[1]) : 0;
+        if (rb == 0)
+            continue;
+        uint8_t *dst = pt_model_quant_place(m, i, type, rb * (size_t)t->shape[0]);
+        for (int64_t r = 0; st == PT_OK && r < t->shape[0]; r++)
+            st = pt_quant_row(type, t->data + (size_t)r * (size_t)t->shape[1], dst + (size_t)r * rb,
+                              (size_t)t->shape[1]);
+        if (st)
+            st = pt_err_prefix(st, "quantizing tensor '%s'", t->name);
+    }
+    if (st) {
+        pt_free(m->qtype);
+        pt_free(m->qoff);
+        pt_free_aligned(m->qblocks);
+        m->qtype = NULL, m->qoff = NULL, m->qblocks = NULL;
+        return st;
+    }
+    pt_model_quant_finish(m);
+    pt_model_bump_generation(m, "weights quantized");
+    return PT_OK;
+}

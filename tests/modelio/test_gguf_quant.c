@@ -244,6 +244,67 @@ START_TEST(full_finetune_and_writes_refused)
 }
 END_TEST
 
+/* Quantizing on load (pt_model_load_options.quantize) the HF stories260K:
+ * the values equal those of llama-quantize's file made from the same
+ * weights (zero-padded ffn: gate/up compare on their first 172 rows), so
+ * the blocks are the same; down_proj (rows of 172, not whole blocks) stays
+ * FP32. */
+START_TEST(quantize_on_load_as_llama_quantize)
+{
+    const char *shared = pt_test_shared_data("gguf_quant quantize on load");
+    if (!shared)
+        return;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/models/stories260K", shared);
+    const struct { int q; const char *file; } k[2] = {{PT_QUANTIZE_Q8_0, "stories192.q8_0"},
+                                                     {PT_QUANTIZE_Q4_0, "stories192.q4_0"}};
+    for (int f = 0; f < 2; f++) {
+        pt_model_load_options lo;
+        pt_model_load_options_init(&lo);
+        lo.load_tokenizer = false;
+        lo.quantize = k[f].q;
+        pt_model *m = NULL;
+        ck_assert_ok(pt_model_load_dir(&m, dir, &lo));
+        char path[512];
+        snprintf(path, sizeof path, DATA "%s.gguf", k[f].file);
+        pt_model *r = load(path, false);
+        float *a = malloc(512 * 192 * sizeof(float)), *b = malloc(512 * 192 * sizeof(float));
+        size_t checked = 0;
+        for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+            const pt_tensor_ref *t = pt_model_tensor(m, i);
+            if (t->ndim != 2)
+                continue;
+            if (strstr(t->name, "down_proj")) {
+                ck_assert(t->data != NULL && pt_model_tensor_qtype(m, i) == 0);
+                continue;
+            }
+            ck_assert_int_eq(pt_model_tensor_qtype(m, i), k[f].q);
+            const pt_tensor_ref *u = pt_model_find_tensor(r, t->name);
+            ck_assert_ok(pt_model_copy_tensor(a, t->numel, m, t->name));
+            ck_assert_ok(pt_model_copy_tensor(b, u->numel, r, t->name));
+            for (size_t j = 0; j < t->numel; j++) /* gate/up: their first 172 rows */
+                ck_assert_msg(memcmp(&a[j], &b[j], sizeof(float)) == 0, "%s %s value %zu: %g vs %g",
+                              k[f].file, t->name, j, a[j], b[j]);
+            checked++;
+        }
+        ck_assert_uint_eq(checked, 1 + 5 * 6);
+        free(a);
+        free(b);
+        pt_model_free(m);
+        pt_model_free(r);
+    }
+    pt_model_load_options lo;
+    pt_model_load_options_init(&lo);
+    lo.quantize = 5;
+    pt_model *m = NULL;
+    ck_assert_status(pt_model_load_dir(&m, dir, &lo), PT_EINVAL, "quantize");
+    lo.quantize = PT_QUANTIZE_Q8_0;
+    ck_assert_status(pt_model_load_dir(&m, DATA "stories192.q4_0.gguf", &lo), PT_EUNSUPPORTED,
+                     "quantized already");
+    ck_assert_ptr_null(m);
+}
+END_TEST
+
 /* A copy of src with `len` bytes at `at` replaced (or the file cut at `at`
  * when bytes is NULL). */
 static void patched(const char *src, const char *dst, long at, const void *bytes, size_t len)
@@ -349,6 +410,7 @@ int main(void)
     tcase_add_test(tc, lora_equal_dequantized_twin);
     tcase_add_test(tc, full_finetune_and_writes_refused);
     tcase_add_test(tc, bad_files_refused);
+    tcase_add_test(tc, quantize_on_load_as_llama_quantize);
     suite_add_tcase(s, tc);
     int rc = pt_test_run(s);
     char cmd[300];
