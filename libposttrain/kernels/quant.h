@@ -170,8 +170,23 @@ void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r
  * rowwise pt_sgemv_rows (each row's result independent of the others). */
 void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
                   const float *x, size_t ldx, const void *w, float beta, float *y, size_t ldy);
+/* A weight made of segments of rows, each of its own type (0: FP32 rows):
+ * q|k|v or gate|up of a file whose tensors differ in type. */
+typedef struct pt_qseg {
+    int type;
+    const void *w;    /* blocks (or floats) of rows x k values */
+    size_t rows;
+} pt_qseg;
+/* pt_qgemm_xwt over the rows of all segments: dequantized into one tile
+ * when they fit (then one product, as the FP32 model's), else by segment. */
+void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                       const float *x, size_t ldx, float beta, float *y, size_t ldy);
+
 /* dx[m x k] = alpha dy W + beta dx, dy [m x n]. */
 void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                   size_t lddy, const void *w, float beta, float *dx, size_t lddx);
+/* The same over segments (dy's columns follow the segments' rows). */
+void pt_qgemm_segs_dyw(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                       const float *dy, size_t lddy, float beta, float *dx, size_t lddx);
 
 #endif

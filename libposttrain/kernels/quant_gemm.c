@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define PT_QTILE_BYTES ((size_t)32 << 20)
 
@@ -141,4 +142,63 @@ void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const flo
                  dx, lddx);
     }
     pt_free_aligned(t);
+}
+
+/* All segments' rows dequantized into one [n x k] tile, or NULL (too large,
+ * or no memory). */
+static float *segs_tile(const pt_qseg *seg, int nseg, size_t k, size_t *n)
+{
+    *n = 0;
+    for (int s = 0; s < nseg; s++)
+        *n += seg[s].rows;
+    if (nseg < 2 || *n * k > PT_QTILE_BYTES / sizeof(float))
+        return NULL;
+    float *t = pt_malloc_aligned(*n * k * sizeof(float));
+    if (!t)
+        return NULL;
+    size_t r = 0;
+    for (int s = 0; s < nseg; s++) {
+        if (seg[s].type == 0)
+            memcpy(t + r * k, seg[s].w, seg[s].rows * k * sizeof(float));
+        else
+            dequant_rows(seg[s].type, seg[s].w, k, 0, seg[s].rows, t + r * k);
+        r += seg[s].rows;
+    }
+    return t;
+}
+
+void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                       const float *x, size_t ldx, float beta, float *y, size_t ldy)
+{
+    size_t n;
+    float *t = segs_tile(seg, nseg, k, &n);
+    if (t) {
+        pt_qgemm_xwt(rowwise, 0, m, n, k, alpha, x, ldx, t, beta, y, ldy);
+        pt_free_aligned(t);
+        return;
+    }
+    size_t off = 0;
+    for (int s = 0; s < nseg; s++) {
+        pt_qgemm_xwt(rowwise, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+                     y + off, ldy);
+        off += seg[s].rows;
+    }
+}
+
+void pt_qgemm_segs_dyw(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                       const float *dy, size_t lddy, float beta, float *dx, size_t lddx)
+{
+    size_t n;
+    float *t = segs_tile(seg, nseg, k, &n);
+    if (t) {
+        pt_qgemm_dyw(0, m, n, k, alpha, dy, lddy, t, beta, dx, lddx);
+        pt_free_aligned(t);
+        return;
+    }
+    size_t off = 0;
+    for (int s = 0; s < nseg; s++) {
+        pt_qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w,
+                     s > 0 ? 1.0f : beta, dx, lddx);
+        off += seg[s].rows;
+    }
 }

@@ -6,32 +6,6 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
-/* y = alpha x W^T + beta y on a quantized W, segment by segment (each
- * segment's output columns). */
-static void qproduct(const pt_qweight *q, bool rowwise, size_t rows, size_t k, float alpha,
-                     const float *x, size_t ldx, float beta, float *y, size_t ldy)
-{
-    size_t off = 0;
-    for (int s = 0; s < q->nseg; s++) {
-        pt_qgemm_xwt(rowwise, q->seg[s].type, rows, q->seg[s].rows, k, alpha, x, ldx, q->seg[s].w,
-                     beta, y + off, ldy);
-        off += q->seg[s].rows;
-    }
-}
-
-/* dx = dy W (+ dx when accumulate) on a quantized W: the segments' rows
- * are the columns of dy. */
-static void qbackward(const pt_qweight *q, size_t rows, size_t k, const float *dy, size_t lddy,
-                      bool accumulate, float *dx, size_t lddx)
-{
-    size_t off = 0;
-    for (int s = 0; s < q->nseg; s++) {
-        pt_qgemm_dyw(q->seg[s].type, rows, q->seg[s].rows, k, 1.0f, dy + off, lddy, q->seg[s].w,
-                     accumulate || s > 0 ? 1.0f : 0.0f, dx, lddx);
-        off += q->seg[s].rows;
-    }
-}
-
 /* y = alpha x W^T + beta y with W [n, k] (FP32 w, or BF16 w16 when set):
  * one GEMM, or row by row. */
 static void product(bool rowwise, size_t rows, size_t n, size_t k, float alpha, const float *x,
@@ -63,7 +37,8 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
         beta = 1.0f;
     }
     if (lin->q.nseg)
-        qproduct(&lin->q, lin->rowwise, rows, lin->in, 1.0f, x, ldx, beta, y, ldy);
+        pt_qgemm_segs_xwt(lin->rowwise, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
+                          y, ldy);
     else
         product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
                 ldy);
@@ -110,7 +85,8 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
     if (lin->db)
         pt_colsum_add(lin->db, dy, rows, lin->out, lddy);
     if (dx && lin->q.nseg)
-        qbackward(&lin->q, rows, lin->in, dy, lddy, accumulate_dx, dx, lddx);
+        pt_qgemm_segs_dyw(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
+                          accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx && lin->w16)
         pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dy, false, lddy, lin->w16, true,
                       lin->in, accumulate_dx ? 1.0f : 0.0f, dx, lddx);

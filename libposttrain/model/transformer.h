@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/quant.h"
 #include "model/model.h"
 #include "model/schema.h"
 
@@ -90,11 +91,6 @@ void pt_model_release_pages(float *p, size_t n);
 
 /* A weight's storage for the products: up to 3 segments of rows (q|k|v,
  * gate|up may differ in type), each of a ggml type (0: FP32 rows). */
-typedef struct pt_qseg {
-    int type;
-    const void *w;    /* blocks (or floats) of rows x in values */
-    size_t rows;
-} pt_qseg;
 typedef struct pt_qweight {
     int nseg;         /* 0: the weight is not quantized */
     pt_qseg seg[3];

@@ -16,7 +16,8 @@ Run from the source root with /usr/bin/python3 (numpy) and llama.cpp built
    of the float32 little-endian bytes and its first 512 values
    (`attn_k.<type>.ref`: a text line "rows cols sha256", then the values
    as raw float32).
-2. The whole tiny model in Q4_K (`tiny.q4_k.gguf`), for loading.
+2. The whole tiny model in Q4_K (`tiny.q4_k.gguf`), and in llama.cpp's
+   Q4_K_M mixture (`tiny.q4_k_m.gguf`: some tensors Q6_K), for loading.
 3. stories260K (../shared/data) with its ffn zero-padded from 172 to 192
    (the same model: gate and up rows of zeros give silu(0) * 0 = 0, down's
    zero columns add nothing), exported to F32 and quantized to Q8_0 and
@@ -128,8 +129,8 @@ def export(d, gguf_path):
     run(posttrain, "export", "--model", d, "--out", gguf_path, "--type", "f32", "--spm-scores", "merges")
 
 
-def quantize(src, dst, t):
-    run(QUANTIZE, "--pure", src, dst, t)
+def quantize(src, dst, t, pure=True):
+    run(QUANTIZE, *(["--pure"] if pure else []), src, dst, t)
 
 
 def one_tensor(src, name, dst):
@@ -167,6 +168,8 @@ def main():
             f.write(deq.reshape(-1)[:512].tobytes())
         if ty == "Q4_K":
             shutil.copy(q, os.path.join(OUT, "tiny.q4_k.gguf"))
+    # llama.cpp's Q4_K_M mixture (attn_v, ffn_down and the embedding in Q6_K)
+    quantize(f32, os.path.join(OUT, "tiny.q4_k_m.gguf"), "Q4_K_M", pure=False)
     st = os.path.join(tmp, "stories192")
     stories_padded(st)
     sf32 = os.path.join(tmp, "stories192.f32.gguf")

@@ -7,7 +7,8 @@
  *   logits of stories260K (shared data; tolerance below);
  * - a LoRA forward and backward on the quantized base equal those on the
  *   dequantized twin bit for bit (the backward's dx = dy W goes through the
- *   dequantized tiles), on Q8_0 stories and the Q4_K tiny model;
+ *   dequantized tiles), on Q8_0 stories and the Q4_K and Q4_K_M (Q4_K q|k
+ *   with a Q6_K v; Q6_K ffn_down and embedding) tiny models;
  * - full fine-tuning, BF16 mode, saving and merging are refused with the way
  *   out; bad files (unsupported type, NaN scale, truncated) are refused
  *   naming the tensor. */
@@ -191,8 +192,8 @@ static void lora_grads(pt_model *m, double *loss, float **grads, size_t *n)
 
 START_TEST(lora_equal_dequantized_twin)
 {
-    const char *files[2] = {"stories192.q8_0", "tiny.q4_k"};
-    for (int f = 0; f < 2; f++) {
+    const char *files[3] = {"stories192.q8_0", "tiny.q4_k", "tiny.q4_k_m"};
+    for (int f = 0; f < 3; f++) {
         char path[512];
         snprintf(path, sizeof path, DATA "%s.gguf", files[f]);
         pt_model *q = load(path, true);
