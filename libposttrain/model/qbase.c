@@ -101,7 +101,7 @@ pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
     bool any = false;
     size_t nb = pt_model_base_tensor_count(m), got = 0;
     pt_qweight s = { 0 };
-    for (; i < nb && got < rows && s.nseg <= 3; i++) {
+    for (; i < nb && got < rows; i++) {
         const pt_tensor_ref *t = &m->tensors[i];
         size_t r = (size_t)t->shape[0];
         int ty = m->qtype[i];
