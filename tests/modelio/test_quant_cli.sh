@@ -6,7 +6,9 @@
 # - export --type f32 and bf16 of a quantized file load; the F32 export
 #   generates the same ids as the quantized file (the same values);
 # - sft with --lora-rank on Q4_0 and Q4_K trains and writes the adapter
-#   (no merged model); without LoRA it is refused, saying how to dequantize.
+#   (no merged model); a run resumed from its checkpoint (Q4_K_M) ends with
+#   the same adapter bytes; without LoRA it is refused, saying how to
+#   dequantize.
 set -eu
 posttrain=$1
 data=$2
@@ -43,6 +45,14 @@ for t in stories192.q4_0 tiny.q4_k; do
     [ -f "$work/sft.$t/adapter/adapter_model.safetensors" ] || { echo "FAIL: no adapter for $t"; exit 1; }
     grep -q 'no merged model is written' "$work/sft.$t.log"
 done
+# checkpoints and resume on the Q4_K_M mixture: the resumed run ends with the same adapter
+"$posttrain" sft --model "$data/tiny.q4_k_m.gguf" --data "$work/d.jsonl" --out "$work/r1" --lora-rank 4 \
+    --steps 6 --lr 1e-2 --save-every 3 2> "$work/r1.log" || { cat "$work/r1.log"; exit 1; }
+"$posttrain" sft --model "$data/tiny.q4_k_m.gguf" --data "$work/d.jsonl" --out "$work/r2" --lora-rank 4 \
+    --steps 6 --lr 1e-2 --resume "$work/r1/checkpoints/step-00000003" 2> "$work/r2.log" ||
+    { cat "$work/r2.log"; exit 1; }
+cmp "$work/r1/adapter/adapter_model.safetensors" "$work/r2/adapter/adapter_model.safetensors" ||
+    { echo "FAIL: the resumed run's adapter differs"; exit 1; }
 if "$posttrain" sft --model "$data/stories192.q4_0.gguf" --data "$work/d.jsonl" --out "$work/full" \
         --steps 1 2> "$work/full.log"; then
     echo "FAIL: full fine-tuning of a quantized base was not refused"; exit 1
