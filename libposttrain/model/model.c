@@ -132,7 +132,7 @@ static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, boo
         pt_model_free(m);
         return st;
     }
-    memset(m->params, 0, m->num_floats * sizeof(float));
+    pt_model_zero(m->params, m->num_floats);
     for (size_t i = 0; i < m->ntensors; i++)
         m->tensors[i].data = m->params + m->offsets[i];
     set_pointers(m, m->params, &m->w);

@@ -32,6 +32,20 @@ static bool is_matrix(const pt_model *m, size_t i)
 /* Give the whole pages inside [p, p + n) back to the OS: they read as
  * zeros until written again.  Only an optimisation of memory: failure
  * leaves them as they are. */
+void pt_model_zero(float *p, size_t n)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
+    uintptr_t a2 = ps > 0 ? (a + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1) : b;
+    uintptr_t b2 = ps > 0 ? b & ~((uintptr_t)ps - 1) : b;
+    if (b2 <= a2 || madvise((void *)a2, b2 - a2, MADV_DONTNEED) != 0) {
+        memset(p, 0, n * sizeof *p);
+        return;
+    }
+    memset(p, 0, a2 - a);
+    memset((void *)b2, 0, b - b2);
+}
+
 void pt_model_release_pages(float *p, size_t n)
 {
     long ps = sysconf(_SC_PAGESIZE);

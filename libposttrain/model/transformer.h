@@ -87,6 +87,10 @@ const pt_bf16 *pt_model_w16(const pt_model *m, const float *w);
 void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
 
 /* Give the whole pages inside [p, p + n) back to the OS (model/precision.c). */
+/* n zeros at p without touching its whole pages (given back to the OS,
+ * which reads them as zeros: a block a loader leaves partly unwritten, as
+ * for quantized tensors, costs no memory there); memset if that fails. */
+void pt_model_zero(float *p, size_t n);
 void pt_model_release_pages(float *p, size_t n);
 
 /* A weight's storage for the products: up to 3 segments of rows (q|k|v,
