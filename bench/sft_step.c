@@ -25,6 +25,8 @@ typedef struct result {
     double tokens_per_s, gflops, rss_mb;
 } result;
 
+static bool grad_ckpt; /* --gradient-checkpointing: every context of the runs */
+
 /* Runs in a child: writes one result to fd. */
 static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
 {
@@ -53,7 +55,8 @@ static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
     oo.lr = 1e-4;
     oo.weight_decay = 0.01;
     oo.max_grad_norm = 0; /* as the anchor: no clipping */
-    if (pt_optimizer_create(&opt, m, &oo) || pt_context_create(&ctx, m, B, T))
+    if (pt_optimizer_create(&opt, m, &oo) || pt_context_create(&ctx, m, B, T) ||
+        (grad_ckpt && pt_context_set_gradient_checkpointing(ctx, true)))
         return 1;
     pt_batch b;
     if (bench_random_batch(&b, B, T, c.vocab_size, 12345))
@@ -106,7 +109,7 @@ static double field(const char *line, const char *key)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256, bf16 = 1;
+    int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256, bf16 = 1, lora_only = 0;
     const char *shared = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -121,30 +124,53 @@ int main(int argc, char **argv)
             anchor = 0;
         else if (!strcmp(argv[i], "--no-bf16"))
             bf16 = 0;
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            B = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seq") && i + 1 < argc)
+            T = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gradient-checkpointing"))
+            grad_ckpt = true;
+        else if (!strcmp(argv[i], "--lora-only"))
+            lora_only = 1;
         else {
             fprintf(stderr, "usage: bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] "
-                            "[--no-bf16] [--shared DIR]\n");
+                            "[--no-bf16] [--batch B] [--seq T]\n"
+                            "       [--gradient-checkpointing] [--lora-only] [--shared DIR]\n");
             return 2;
         }
     }
-    if (threads < 1 || steps < 1 || lora_rank < 1 || pt_set_num_threads(threads)) {
+    if (threads < 1 || steps < 1 || lora_rank < 1 || B < 1 || T < 2 || pt_set_num_threads(threads)) {
         fprintf(stderr, "bench_sft_step: bad option value\n");
         return 2;
     }
     /* The children run first: a process that has started OpenMP threads must
      * not fork (libgomp's pool does not survive it). */
-    result full, lora, fullb = { 0 }, lorab = { 0 };
-    if (child(&full, 0, false, steps, B, T) || child(&lora, lora_rank, false, steps, B, T) ||
-        (bf16 && (child(&fullb, 0, true, steps, B, T) ||
+    result full = { 0 }, lora, fullb = { 0 }, lorab = { 0 };
+    if ((!lora_only && child(&full, 0, false, steps, B, T)) ||
+        child(&lora, lora_rank, false, steps, B, T) ||
+        (bf16 && ((!lora_only && child(&fullb, 0, true, steps, B, T)) ||
                   child(&lorab, lora_rank, true, steps, B, T)))) {
         fprintf(stderr, "bench_sft_step: a run failed\n");
         return 1;
+    }
+    if (lora_only) {
+        printf("cpu: %s\nbf16 products: %s\n", pt_cpu_info(), pt_bf16_info());
+        printf("LoRA r%d SFT step, batch %d x seq %d%s: FP32 base %.1f tokens/s, peak RSS %.0f MB\n",
+               lora_rank, B, T, grad_ckpt ? ", gradient checkpointing" : "", lora.tokens_per_s,
+               lora.rss_mb);
+        if (bf16)
+            printf("on a BF16 base: %.1f tokens/s (step time %.2fx FP32's), peak RSS %.0f MB "
+                   "(%.2fx FP32's)\n", lorab.tokens_per_s, lora.tokens_per_s / lorab.tokens_per_s,
+                   lorab.rss_mb, lorab.rss_mb / lora.rss_mb);
+        return 0;
     }
     double peak = fmax(bench_gemm_peak(threads, 2048, 2048, 2048, 3), bench_gemm_peak(threads, 1024, 1536, 576, 5));
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
     printf("bf16 products: %s\n", pt_bf16_info());
     printf("sgemm peak (%d threads, measured after the runs): %.1f GFLOP/s\n", threads, peak);
+    if (grad_ckpt)
+        printf("gradient checkpointing: on\n");
     printf("full SFT step     (SmolLM2-135M shape, batch %d x seq %d): %.1f tokens/s, %.1f GFLOP/s (%.0f%% of peak), "
            "peak RSS %.0f MB\n", B, T, full.tokens_per_s, full.gflops, 100 * full.gflops / peak, full.rss_mb);
     printf("LoRA r%-2d SFT step (same shape, all projections):         %.1f tokens/s (%.2fx the full step), "

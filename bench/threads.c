@@ -4,13 +4,13 @@
  * count (the behaviour before per-context counts: the two OpenMP teams fight
  * for the cores).
  *     bench_threads [steps] [hidden] [layers]      (defaults 6, 256, 4)   */
+#include "core/core.h"
 #include "posttrain/posttrain.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define B 4
@@ -24,13 +24,6 @@ typedef struct job {
     int threads;   /* the context's count (0: the process setting) */
     int status;
 } job;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int train(job *j)
 {
@@ -92,7 +85,7 @@ static pt_model *make_model(uint64_t seed)
 static double run(int concurrent, int threads_each)
 {
     job j[2] = { { make_model(1), threads_each, 0 }, { make_model(2), threads_each, 0 } };
-    double t0 = now();
+    double t0 = pt_now();
     if (concurrent) {
         pthread_t th[2];
         for (int k = 0; k < 2; k++)
@@ -103,7 +96,7 @@ static double run(int concurrent, int threads_each)
         for (int k = 0; k < 2; k++)
             j[k].status = train(&j[k]);
     }
-    double dt = now() - t0;
+    double dt = pt_now() - t0;
     for (int k = 0; k < 2; k++) {
         if (j[k].status)
             exit(1);

@@ -118,6 +118,8 @@ int demo_grpo(demo_run *r)
     pt_grpo_options go;
     pt_grpo_options_init(&go);
     go.loss_type = o->loss_type;
+    if (go.loss_type == PT_GRPO_LOSS_VESPO) /* TRL's rule: vespo takes a per-token correction */
+        go.importance_sampling_correction = PT_GRPO_IS_TOKEN_MASK;
     go.scale_rewards = o->scale;
     go.beta = o->beta;
     go.max_completion_length = M;

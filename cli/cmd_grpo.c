@@ -85,7 +85,7 @@ static int load(grpo_run *r)
         return 1;
     if (!(r->tok = pt_model_tokenizer(r->model)))
         return cli_no_tokenizer("grpo", a->model, "it is needed to encode prompts and score answers");
-    if (a->chat_template && (st = pt_chat_template_from_name(&r->tpl, a->chat_template)))
+    if (a->chat_template && (st = pt_chat_template_create(&r->tpl, a->chat_template)))
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))
         return cli_fail("--chat", st);
@@ -182,6 +182,16 @@ static void order_start(grpo_run *r)
     r->cursor = r->n_rows;
 }
 
+/* The adaptive entropy control's state (the coefficient, the last
+ * entropy, infinite before the first update: then not written). */
+static bool add_entropy_state(cJSON *h, const pt_grpo_options *g)
+{
+    if (!g->use_adaptive_entropy)
+        return true;
+    return cJSON_AddNumberToObject(h, "entropy_coef", g->entropy_coef) &&
+           (!isfinite(g->entropy_last) || cJSON_AddNumberToObject(h, "entropy_last", g->entropy_last));
+}
+
 /* A checkpoint after r->step rounds (written by rank 0, agreed by every
  * rank): the shared host JSON (cli_host_new: step, seed, base model, LoRA
  * options) with the prompt order (rng and order_rng as decimal strings,
@@ -209,6 +219,7 @@ static int save_checkpoint(grpo_run *r, double t0)
             cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
             cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) &&
             cJSON_AddNumberToObject(h, "optimizer_steps", (double)opt_steps) &&
+            add_entropy_state(h, &a->grpo) &&
             cJSON_AddItemToObject(h, "goodput", g)) {
             g = NULL;
             rc = cli_checkpoint_save("grpo", a->out, r->model, r->opt, h, (long long)r->step);
@@ -284,6 +295,17 @@ static int load_state(cJSON **host, grpo_run *r, const char *dir)
     }
     r->cursor = (int)cursor;
     r->step = step;
+    if (r->a.grpo.use_adaptive_entropy) { /* the controller continues where it was */
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(h, "entropy_coef");
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(h, "entropy_last");
+        if (!cJSON_IsNumber(c)) {
+            fprintf(stderr, "posttrain grpo: --resume: %s has no entropy_coef (made without "
+                            "--use-adaptive-entropy)\n", dir);
+            return 1;
+        }
+        r->a.grpo.entropy_coef = c->valuedouble;
+        r->a.grpo.entropy_last = cJSON_IsNumber(l) ? l->valuedouble : INFINITY;
+    }
     return 0;
 }
 
@@ -351,6 +373,7 @@ static int setup(grpo_run *r)
     if (make_optimizer(r))
         return 1;
     if ((st = pt_context_create(&r->ctx, r->model, ctx_batch, r->max_seq)) ||
+        (a->grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))) ||
         (st = pt_generator_create(&r->gen, r->model, r->NL, r->max_seq)))
         return cli_fail("context", st);
     pt_rollout_buffer_options bo;
@@ -562,6 +585,10 @@ static int update(grpo_run *r, int64_t step, step_report *rep)
             return cli_fail("grpo step", st);
         if (it == 0)
             rep->first = rep->last;
+        if (r->a.grpo.use_adaptive_entropy) { /* TRL's controller state, for the next update */
+            r->a.grpo.entropy_coef = rep->last.entropy_coef_next;
+            r->a.grpo.entropy_last = rep->last.entropy_measured;
+        }
         train_s += rep->last.train_seconds;
         loss_sum += rep->last.loss;
         rep->comm_s += rep->last.comm_seconds;

@@ -30,7 +30,7 @@ typedef struct grpo_args {
     const char *model, *data, *out, *metrics, *chat_template;
     const char *resume;      /* --resume: a checkpoint directory, "auto", or NULL */
     const char *eval;        /* --eval: held-out prompt rows, or NULL */
-    bool chat, overwrite, bf16;
+    bool chat, overwrite, bf16, grad_ckpt;
     int quantize;
     pt_optimizer_options opt;
     pt_grpo_options grpo;

@@ -119,6 +119,26 @@ static const cli_opt k_grpo_opts[] = {
       .parse = parse_clip, .help = "the correction's upper bound" },
     { CLI_CUSTOM, "importance-sampling-clip-min", GRPO(grpo.importance_sampling_clip_min), "F", .def = "0",
       .parse = parse_clip, .help = "the correction's lower bound (0: none)" },
+    { CLI_DOUBLE, "entropy-coef", GRPO(grpo.entropy_coef), "F", .def = "0", .lo = -1e6, .hi = 1e6,
+      .help = "entropy bonus: the loss minus F times the mean entropy\n(TRL's entropy_coef; 0: off; the initial value with\n--use-adaptive-entropy)" },
+    { CLI_FLAG, "use-adaptive-entropy", GRPO(grpo.use_adaptive_entropy),
+      .help = "TRL's adaptive entropy control: the bonus only while the\nentropy is <= --entropy-target, the coefficient moved by\n--entropy-coef-delta each update" },
+    { CLI_DOUBLE, "entropy-coef-min", GRPO(grpo.entropy_coef_min), "F", .def = "0", .lo = -1e6, .hi = 1e6,
+      .help = "the adaptive coefficient's lower bound" },
+    { CLI_DOUBLE, "entropy-coef-max", GRPO(grpo.entropy_coef_max), "F", .def = "1", .lo = -1e6, .hi = 1e6,
+      .help = "the adaptive coefficient's upper bound" },
+    { CLI_DOUBLE, "entropy-coef-delta", GRPO(grpo.entropy_coef_delta), "F", .def = "0.005", .lo = 0, .hi = 1e6,
+      .help = "the adaptive coefficient's step" },
+    { CLI_DOUBLE, "entropy-target", GRPO(grpo.entropy_target), "F", .def = "0.2", .lo = -1e6, .hi = 1e6,
+      .help = "the adaptive control's target entropy (nats)" },
+    { CLI_DOUBLE, "vespo-k-pos", GRPO(grpo.vespo_k_pos), "F", .def = "2", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: k for A >= 0 (TRL's vespo_k_pos)" },
+    { CLI_DOUBLE, "vespo-lambda-pos", GRPO(grpo.vespo_lambda_pos), "F", .def = "3", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: lambda for A >= 0" },
+    { CLI_DOUBLE, "vespo-k-neg", GRPO(grpo.vespo_k_neg), "F", .def = "3", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: k for A < 0" },
+    { CLI_DOUBLE, "vespo-lambda-neg", GRPO(grpo.vespo_lambda_neg), "F", .def = "2", .lo = 0, .hi = 1e6,
+      .help = "--loss-type vespo: lambda for A < 0" },
 };
 static const cli_opt k_grpo_output_opts[] = {
     { CLI_CUSTOM, "save-every", GRPO(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
@@ -130,6 +150,7 @@ static const cli_opt k_grpo_output_opts[] = {
       .enum_name = pt_quantize_name,
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", GRPO(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
+    { CLI_FLAG, "gradient-checkpointing", GRPO(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", GRPO(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", GRPO(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
@@ -245,8 +266,19 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
     if (a->grpo.delta != 0 && !(a->grpo.delta > 1 + a->grpo.epsilon_high))
         return cli_usage_error("grpo", "--delta must be 0 (off) or above 1 + --epsilon-high (%g)",
                                1 + a->grpo.epsilon_high);
-    if (a->grpo.delta != 0 && a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
-        return cli_usage_error("grpo", "--delta does not apply to --loss-type cispo");
+    if (a->grpo.delta != 0 && (a->grpo.loss_type == PT_GRPO_LOSS_CISPO || a->grpo.loss_type == PT_GRPO_LOSS_VESPO))
+        return cli_usage_error("grpo", "--delta does not apply to --loss-type %s",
+                               pt_grpo_loss_type_name(a->grpo.loss_type));
+    if (!(a->grpo.entropy_coef_min <= a->grpo.entropy_coef_max))
+        return cli_usage_error("grpo", "--entropy-coef-min must not be above --entropy-coef-max");
+    a->grpo.entropy_last = INFINITY; /* the adaptive control's first update applies no bonus (TRL) */
+    /* the samples carry the sampler's log-probabilities: TRL's rule for vespo */
+    if (a->grpo.loss_type == PT_GRPO_LOSS_VESPO &&
+        (a->grpo.importance_sampling_correction == PT_GRPO_IS_SEQUENCE_MASK ||
+         a->grpo.importance_sampling_correction == PT_GRPO_IS_SEQUENCE_TRUNCATE))
+        return cli_usage_error("grpo", "--loss-type vespo needs --importance-sampling-correction token_truncate, "
+                               "token_mask or none (it folds the per-token correction into its sequence weight; "
+                               "the default sequence_mask does not apply)");
     if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO && !(a->grpo.epsilon_high > 0))
         return cli_usage_error("grpo", "--loss-type cispo needs --epsilon-high > 0 (its cap on the ratio; TRL "
                                "recommends 5)");

@@ -28,6 +28,7 @@ void grpo_write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_re
         json_num(f, key, first->reward_func_std[k]);
     }
     json_num(f, "frac_reward_zero_std", first->frac_reward_zero_std);
+    json_num(f, "frac_zero_std_groups", first->frac_zero_std_groups); /* ours: per group */
     json_num(f, "loss", rep->loss);
     json_num(f, "kl", gs->kl);
     json_num(f, "entropy", gs->entropy);
@@ -36,6 +37,10 @@ void grpo_write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_re
     json_num(f, "clip_ratio/high_mean", gs->clip_ratio_high);
     if (a->grpo.loss_type == PT_GRPO_LOSS_CISPO)
         json_num(f, "cispo_clip_ratio", gs->cispo_clip_ratio);
+    if (a->grpo.use_adaptive_entropy || a->grpo.entropy_coef != 0) /* after the update, as TRL */
+        json_num(f, "entropy_coef", gs->entropy_coef_next);
+    if (a->grpo.loss_type == PT_GRPO_LOSS_VESPO)
+        json_num(f, "vespo/phi_seq_mean", gs->vespo_phi_seq_mean);
     /* the sampler against the trainer, at the first iteration (TRL's names) */
     json_num(f, "sampling/sampling_logp_difference/mean", first->sampling_logp_difference_mean);
     json_num(f, "sampling/sampling_logp_difference/max", first->sampling_logp_difference_max);

@@ -17,7 +17,7 @@ typedef struct sft_args {
     int64_t steps;
     double epochs;
     int grad_accum, eval_every, save_every, log_every, max_skipped;
-    bool overwrite, bf16;
+    bool overwrite, bf16, grad_ckpt;
     int quantize;
     cli_lora_args lora;
     cli_dist_args dist;
@@ -65,6 +65,7 @@ static const cli_opt k_sft_output_opts[] = {
       .enum_name = pt_quantize_name,
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", SFT(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
+    { CLI_FLAG, "gradient-checkpointing", SFT(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", SFT(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", SFT(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
@@ -382,7 +383,8 @@ static int setup(sft_run *r)
         r->max_seq = cfg.max_position_embeddings;
     /* this rank's rows of a micro-batch; the evaluation takes whole batches */
     int ctx_rows = r->ds.eval_examples > 0 ? a->data_opts.batch_size : (int)r->rows;
-    if ((st = pt_context_create(&r->ctx, r->model, ctx_rows, r->max_seq)))
+    if ((st = pt_context_create(&r->ctx, r->model, ctx_rows, r->max_seq)) ||
+        (a->grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))))
         return cli_fail("context", st);
     r->resumed_step = -1;
     if (a->resume && resume_from(r))

@@ -863,7 +863,7 @@ int main(int argc, char **argv)
         fail("threads", st);
         return 1;
     }
-    if ((st = pt_tokenizer_create_bytes(&rt.tok)) || (st = pt_chat_template_from_name(&rt.tpl, "chatml"))) {
+    if ((st = pt_tokenizer_create_bytes(&rt.tok)) || (st = pt_chat_template_create(&rt.tpl, "chatml"))) {
         fail("tokenizer and chat template", st);
         goto done;
     }

@@ -131,7 +131,7 @@ static void roundtrip(const pt_tokenizer *t, const char *text, size_t len)
             pt_free(s);
         }
         pt_decode_stream *ds = NULL;
-        if (pt_decode_stream_new(&ds, t, flags ? PT_TOK_SKIP_SPECIAL : 0) == 0) {
+        if (pt_decode_stream_create(&ds, t, flags ? PT_TOK_SKIP_SPECIAL : 0) == 0) {
             const char *p;
             size_t pl;
             for (size_t i = 0; i < n && i < 4096; i++) {

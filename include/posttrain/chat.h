@@ -11,7 +11,7 @@
  * the exact output of each family, the mask rule and what is not supported.
  *
  * Families (pt_chat_template_family) and the names that select them
- * (pt_chat_template_from_name; the variant name is pt_chat_template_name):
+ * (pt_chat_template_create; the variant name is pt_chat_template_name):
  *   PT_CHAT_CHATML  "chatml"      <|im_start|>role\n...<|im_end|>\n
  *                   "smollm2"     ChatML with SmolLM2's default system prompt
  *                   "qwen2.5"     Qwen2.5-Instruct: ChatML with Qwen's default
@@ -139,9 +139,9 @@ PT_API int pt_chat_options_init(pt_chat_options *opts);
 
 typedef struct pt_chat_template pt_chat_template;
 
-/* Select a template by name (see the table above; case-insensitive).
+/* Create the template of a name (see the table above; case-insensitive).
  * PT_EUNSUPPORTED for an unknown name, listing the known ones. */
-PT_API int pt_chat_template_from_name(pt_chat_template **out, const char *name);
+PT_API int pt_chat_template_create(pt_chat_template **out, const char *name);
 
 /* Recognise a Jinja chat_template string (a tokenizer_config.json's
  * "chat_template") by its markers.  bos_token / eos_token are that file's
@@ -152,10 +152,15 @@ PT_API int pt_chat_template_from_source(pt_chat_template **out, const char *sour
 
 /* Recognise the chat_template of a loaded tokenizer (its tokenizer_config.json),
  * with its bos/eos tokens.  PT_ENOTFOUND when the tokenizer has no
- * chat_template (choose one with pt_chat_template_from_name). */
+ * chat_template (choose one with pt_chat_template_create). */
 PT_API int pt_chat_template_from_tokenizer(pt_chat_template **out, const pt_tokenizer *tok);
 
 PT_API void pt_chat_template_free(pt_chat_template *t);
+
+/* Deprecated: the old name of pt_chat_template_create (`_from_name` is kept
+ * for the enum parsers). */
+PT_API PT_DEPRECATED("pt_chat_template_create")
+int pt_chat_template_from_name(pt_chat_template **out, const char *name);
 
 PT_API int pt_chat_template_family(const pt_chat_template *t);
 /* Variant name: "chatml", "smollm2", "qwen2.5", "qwen3", "llama3",

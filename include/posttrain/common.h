@@ -27,6 +27,18 @@ extern "C" {
 #define PT_API
 #endif
 
+/* A deprecated name: still declared and exported, so hosts written against
+ * it compile and link, but the compiler warns at each use and names the
+ * replacement (docs/api.md, "Names").  Define PT_NO_DEPRECATION_WARNINGS
+ * before including a posttrain header to silence the warnings. */
+#if defined(PT_BUILDING_LIBRARY) || defined(PT_NO_DEPRECATION_WARNINGS)
+#define PT_DEPRECATED(replacement)
+#elif defined(__GNUC__) || defined(__clang__)
+#define PT_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#else
+#define PT_DEPRECATED(replacement)
+#endif
+
 #include "posttrain/version.h"   /* PT_VERSION_MAJOR/MINOR/PATCH/NUMBER/STRING */
 
 /* Status codes.  Values are part of the ABI: new ones are only appended. */

@@ -207,7 +207,9 @@ typedef enum pt_grpo_loss_type {
     PT_GRPO_LOSS_BNPO = 1,   /* sum l / loss tokens of the buffer */
     PT_GRPO_LOSS_DAPO = 2,   /* sum l / global_tokens (default: the buffer's) */
     PT_GRPO_LOSS_DR_GRPO = 3,/* sum l / (G_total * max_completion_length) */
-    PT_GRPO_LOSS_CISPO = 4   /* -sg[min(r, epsilon_high)] A log pi, normalised as dapo (MiniMax-M1) */
+    PT_GRPO_LOSS_CISPO = 4,  /* -sg[min(r, epsilon_high)] A log pi, normalised as dapo (MiniMax-M1) */
+    PT_GRPO_LOSS_VESPO = 5   /* -sg[phi(w)] A log pi, phi a gamma weight of the sequence ratio w,
+                              * normalised as dapo (TRL's vespo) */
 } pt_grpo_loss_type;
 /* The lower-case name of a pt_grpo_loss_type value ("grpo", ...), or NULL for
  * a value that is not one; and the value of a name (PT_EINVAL listing the
@@ -282,6 +284,30 @@ typedef struct pt_grpo_options {
      * rho in [0, 1]; 1 (default): every token.  Below 1 the step runs one
      * more forward over its micro-batches (all but one). */
     double top_entropy_quantile;
+    /* loss_type vespo (TRL's vespo_k_pos, _lambda_pos, _k_neg, _lambda_neg):
+     * the weight phi(w) = exp(lambda + k log w - lambda w) of a sample's
+     * sequence ratio w, with k, lambda for A >= 0 (pos) and A < 0 (neg);
+     * finite, k >= 0, lambda >= 0 (used as max(lambda, 1e-4), as TRL).
+     * Defaults 2, 3, 3, 2 (TRL's). */
+    double vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg;
+    /* TRL's entropy bonus (entropy_coef): the loss minus entropy_coef times
+     * the mean entropy H (at the temperature) over the loss tokens the
+     * entropy mask keeps; dapo, cispo, vespo: their sum over the dapo
+     * normaliser, as TRL.  Finite; 0 (default): off.  The gradient flows
+     * through the whole softmax.  With use_adaptive_entropy: the current
+     * coefficient (the previous step's stats->entropy_coef_next). */
+    double entropy_coef;
+    /* TRL's adaptive entropy control (Skywork-OR1): the bonus applies (with
+     * entropy_coef) only when entropy_last, the previous step's
+     * stats->entropy_measured, is <= entropy_target; the step reports the
+     * next coefficient, entropy_coef + entropy_coef_delta when its measured
+     * entropy is <= entropy_target, else - entropy_coef_delta, clamped to
+     * [entropy_coef_min, entropy_coef_max].  The host carries entropy_coef
+     * and entropy_last from step to step.  Defaults (TRL's): false, 0, 1,
+     * 0.005, 0.2, and entropy_last INFINITY (no bonus at the first step). */
+    bool use_adaptive_entropy;
+    double entropy_coef_min, entropy_coef_max, entropy_coef_delta, entropy_target;
+    double entropy_last;
 } pt_grpo_options;
 
 PT_API int pt_grpo_options_init(pt_grpo_options *opts);
@@ -289,17 +315,28 @@ PT_API int pt_grpo_options_init(pt_grpo_options *opts);
 typedef struct pt_grpo_stats {
     size_t size;
     double loss;                  /* the aggregated objective */
-    double reward, reward_std;    /* mean and (unbiased) std of R over the samples */
+    double reward, reward_std;    /* mean and (unbiased) std of R over the samples that have one
+                                   * (TRL's nanmean and nanstd: a sample every reward function
+                                   * declined is left out; std NaN below two) */
     int n_reward_funcs;
     double reward_func_mean[PT_GRPO_MAX_REWARD_FUNCS]; /* over the samples not declined */
-    double reward_func_std[PT_GRPO_MAX_REWARD_FUNCS];  /* (NaN when none scored) */
-    double frac_reward_zero_std;  /* fraction of groups whose rewards are all equal */
+    double reward_func_std[PT_GRPO_MAX_REWARD_FUNCS];  /* (NaN when none scored; std NaN below two) */
+    /* TRL's frac_reward_zero_std: the fraction of samples (with rewards or
+     * segment rewards) whose std is zero, the std the scaling divides by:
+     * the group's (group, none, rloo), so the fraction of groups when they
+     * are of one size, or the batch's (batch: 0 or 1).  A std of fewer than
+     * two rewards (declined ones left out) is NaN, not zero, as TRL's
+     * nanstd.  The fraction of groups is frac_zero_std_groups. */
+    double frac_reward_zero_std;
     int64_t groups, groups_dropped;
     double kl;                    /* mean k3 over loss tokens when the samples have reference
                                    * logprobs (whatever beta is), else 0 */
     double entropy;               /* mean entropy (nats) of the policy's next-token distribution
                                    * over the loss tokens, before the update */
-    double clip_ratio_low, clip_ratio_high, clip_ratio_region; /* fractions of loss tokens */
+    /* fractions of loss tokens clipped; importance_sampling_level sequence:
+     * of samples, as TRL (a sample with per-token advantages counts the
+     * fraction of its loss tokens) */
+    double clip_ratio_low, clip_ratio_high, clip_ratio_region;
     double completion_mean_length, completion_min_length, completion_max_length;
     double clipped_ratio;         /* fraction of truncated samples */
     double tokens;                /* loss tokens trained on */
@@ -311,8 +348,10 @@ typedef struct pt_grpo_stats {
                                    * forwards (LoRA base), forwards, backwards, update */
     double tokens_per_second;     /* forward+backward tokens (all positions) per second */
     int skip_reason;              /* pt_skip_reason: why this step was skipped */
-    int64_t samples_unscored;     /* samples every reward function declined (all NaN): they
-                                   * take part with a combined reward of 0 (TRL's nansum) */
+    int64_t samples_unscored;     /* samples every reward function (or segment) declined (all
+                                   * NaN), with no over-long penalty to score them: as TRL, left
+                                   * out of their group's mean and std and of the reward stats,
+                                   * advantage 0 (their tokens stay in the loss: KL, normalisers) */
     double comm_seconds;          /* spent in collectives (data-parallel jobs), else 0 */
     /* Sampler against trainer, over the loss tokens of the samples with
      * sampling_logprobs (NaN when none has them): mean and max of
@@ -333,6 +372,18 @@ typedef struct pt_grpo_stats {
      * 1 otherwise */
     double entropy_threshold, entropy_kept_fraction;
     int64_t segments;             /* segments of the samples with segment_rewards */
+    /* fraction of groups with nothing to learn: fewer than two rewards, or
+     * all equal (the groups drop_zero_std_groups drops) */
+    double frac_zero_std_groups;
+    /* vespo: mean of phi(w) over the samples (TRL vespo/phi_seq_mean); NaN otherwise */
+    double vespo_phi_seq_mean;
+    /* The entropy control: the mean entropy over the loss tokens the
+     * entropy mask keeps (TRL's world entropy; `entropy` is over all loss
+     * tokens), and the coefficient for the next step (TRL's entropy_coef
+     * metric): with use_adaptive_entropy updated from entropy_measured, else
+     * entropy_coef.  A step skipped for no rewards: entropy_last and
+     * entropy_coef unchanged. */
+    double entropy_measured, entropy_coef_next;
 } pt_grpo_stats;
 
 PT_API int pt_grpo_stats_init(pt_grpo_stats *stats);

@@ -14,6 +14,10 @@
 #ifndef POSTTRAIN_JSONL_H
 #define POSTTRAIN_JSONL_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "posttrain/common.h"
 
 #ifdef __cplusplus
@@ -24,6 +28,13 @@ typedef struct pt_jsonl_reader pt_jsonl_reader;
 
 /* Open path (max_line 0: 64 MiB).  PT_ENOTFOUND, PT_EIO (e.g. a directory). */
 PT_API int pt_jsonl_reader_open(pt_jsonl_reader **out, const char *path, size_t max_line);
+/* Read from descriptor fd instead (a pipe, stdin, a socket, a file): the
+ * reader reads a duplicate of fd and closes that in pt_jsonl_reader_free;
+ * the caller keeps fd and closes it itself.  Lines are returned as they
+ * arrive, so a pipe fed line by line is answered line by line.  Messages
+ * start with "<name> line N: " (name NULL: "<fd N>").  PT_EINVAL for a
+ * descriptor that is not open, PT_EIO for a directory. */
+PT_API int pt_jsonl_reader_open_fd(pt_jsonl_reader **out, int fd, const char *name, size_t max_line);
 /* NULL is fine. */
 PT_API void pt_jsonl_reader_free(pt_jsonl_reader *r);
 
@@ -42,6 +53,15 @@ PT_API int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *r);
  * NULL.  Not a string or not UTF-8: PT_EFORMAT.  Messages name the line. */
 PT_API int pt_jsonl_reader_string(const char **s, size_t *len, const pt_jsonl_reader *r,
                                   const char *key, bool required);
+
+/* The current row's member `key` as an array of integers: *ids allocated
+ * (release with pt_free; NULL when the array is empty or absent), *n its
+ * length.  Every element must be an integer in the int32_t range.  Absent:
+ * PT_ENOTFOUND when required, else PT_OK with *ids NULL and *n 0.  Not an
+ * array or a non-integer element: PT_EFORMAT; out of range: PT_ERANGE
+ * (messages name the line and the index). */
+PT_API int pt_jsonl_reader_int_array(int32_t **ids, size_t *n, const pt_jsonl_reader *r,
+                                     const char *key, bool required);
 
 /* The current row as compact JSON text (valid until the next call). */
 PT_API int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *r);

@@ -196,6 +196,21 @@ PT_API void pt_context_free(pt_context *ctx);
 PT_API int pt_context_set_num_threads(pt_context *ctx, int n);
 PT_API int pt_context_get_num_threads(const pt_context *ctx);
 
+/* Gradient checkpointing (Hugging Face's gradient_checkpointing=True): off
+ * by default.  On, a forward keeps of each layer only its input (hidden_size
+ * floats a token) and the backward recomputes the layer's other activations
+ * from it just before differentiating it, so activation memory falls from
+ * about 23 KB to 2.3 KB a token and layer (SmolLM2-135M) for one more
+ * forward's work, and the LM head's logits go in chunks of 64 rows (at
+ * most 12 MiB at vocabulary 49152, instead of 64 MiB).  Losses,
+ * log-probabilities and gradients are those without it bit for bit, except
+ * the LM head's (embedding's, when tied) weight gradient, whose sum over the
+ * rows follows the chunks (rounding: relative 1e-7).
+ * The context's memory is reallocated (PT_ENOMEM keeps the old one and the
+ * old setting); a forward held for a backward is dropped. */
+PT_API int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on);
+PT_API bool pt_context_get_gradient_checkpointing(const pt_context *ctx);
+
 /* Opt in to contexts and generators longer than the model's
  * max_position_embeddings (off by default): for a model whose RoPE is scaled
  * (or will be fine-tuned) to positions it was not trained for.  Handles

@@ -86,6 +86,13 @@ typedef struct pt_model_load_options {
                               * a malformed tokenizer fails the call, one that
                               * this build does not support (PT_EUNSUPPORTED)
                               * is logged as a warning and left out */
+    int bf16;                /* pt_bf16_mode (default PT_BF16_OFF): as
+                              * pt_model_set_bf16 after the load, except that
+                              * PT_BF16_FROZEN reads each matrix of a model
+                              * directory straight into BF16, so the whole
+                              * FP32 copy never exists (peak memory about the
+                              * BF16 size plus the embedding in FP32); the
+                              * way to load a base for LoRA on BF16 */
     int quantize;            /* pt_quantize: quantize the 2-D weights on load,
                               * as llama.cpp's llama-quantize --pure does (rows
                               * whose length is not a multiple of 32 stay

@@ -107,13 +107,17 @@ PT_API const char *pt_tokenizer_chat_template(const pt_tokenizer *t, const char 
  * whole context, so the concatenation of all pieces plus the final flush
  * equals pt_tokenizer_decode of all ids). */
 typedef struct pt_decode_stream pt_decode_stream;
-PT_API int pt_decode_stream_new(pt_decode_stream **out, const pt_tokenizer *t, unsigned flags);
+PT_API int pt_decode_stream_create(pt_decode_stream **out, const pt_tokenizer *t, unsigned flags);
 /* *text points into the stream (valid until its next call); *len may be 0. */
 PT_API int pt_decode_stream_step(const char **text, size_t *len, pt_decode_stream *s, int32_t id);
 /* Emit what is still held back (an incomplete character becomes U+FFFD) and
  * reset the stream for a new sequence. */
 PT_API int pt_decode_stream_flush(const char **text, size_t *len, pt_decode_stream *s);
 PT_API void pt_decode_stream_free(pt_decode_stream *s);
+
+/* Deprecated: the old name of pt_decode_stream_create (one verb for creation). */
+PT_API PT_DEPRECATED("pt_decode_stream_create")
+int pt_decode_stream_new(pt_decode_stream **out, const pt_tokenizer *t, unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -199,11 +199,13 @@ void *pt_malloc_aligned(size_t n);
 void pt_free_aligned(void *p);
 char *pt_strdup(const char *s);
 
-/* Read a whole file into a NUL-terminated buffer (the NUL is not counted).
- * Refuses files larger than max_bytes with PT_ERANGE, and anything but a
- * regular file with PT_EIO; the open is non-blocking, so a FIFO under the
- * path is refused at once instead of waiting for a writer. */
-int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC): the one clock every
+ * duration in the library is measured with. */
+double pt_now(void);
+
+/* The next value of the splitmix64 sequence at *state (adds the golden
+ * gamma, then mixes): the one splitmix of the library, which seeds pt_rng. */
+uint64_t pt_splitmix64(uint64_t *state);
 
 /* Deterministic RNG: splitmix64-seeded xoshiro256** (state is plain data, so it
  * can be checkpointed).  Normal samples use Box-Muller on two uniforms. */

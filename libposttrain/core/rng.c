@@ -2,9 +2,9 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x)
+uint64_t pt_splitmix64(uint64_t *state)
 {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -14,7 +14,7 @@ void pt_rng_seed(pt_rng *r, uint64_t seed)
 {
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
+        r->s[i] = pt_splitmix64(&x);
 }
 
 static inline uint64_t rotl(uint64_t v, int k)

@@ -1,6 +1,6 @@
 /* Process-wide settings (the log callback and its levels, threads, the
  * version and feature list), per-thread cancellation and the thread count of
- * the call running on a host thread. */
+ * the call running on a host thread, and the monotonic clock. */
 #include "core.h"
 
 #include <stdarg.h>
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include <omp.h>
 
@@ -136,4 +137,11 @@ int pt_version_number(void)
 const char *pt_version_string(void)
 {
     return PT_VERSION_STRING;
+}
+
+double pt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

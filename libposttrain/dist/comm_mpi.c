@@ -119,13 +119,6 @@ void pt_backend_mpi_free(pt_backend *be, bool failed)
     free(be);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Requests of one exchange: messages of at most CHUNK bytes. */
 #define CHUNK ((size_t)1 << 30)
 
@@ -228,7 +221,7 @@ int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_
         abandon(be, k);
         return mpi_fail(rc, what);
     }
-    const double timeout = d->opts.timeout_s, t0 = now_seconds();
+    const double timeout = d->opts.timeout_s, t0 = pt_now();
     size_t left = n;
     long polls = 0;
     while (left > 0) {
@@ -245,7 +238,7 @@ int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_
             }
         if (left == 0)
             break;
-        if (timeout > 0 && now_seconds() - t0 > timeout) {
+        if (timeout > 0 && pt_now() - t0 > timeout) {
             char peers[256];
             missing_peers(peers, sizeof peers, be, n);
             abandon(be, n);

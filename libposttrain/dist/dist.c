@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const pt_enum_entry k_backends[] = {
     { PT_DIST_AUTO, "auto" },
@@ -38,13 +37,6 @@ bool pt_dist_has_mpi(void)
 #else
     return false;
 #endif
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The job size an MPI launcher announced in the environment, or 0. */
@@ -167,7 +159,7 @@ static int check_alive(const pt_dist *d, const char *what)
 /* The end of a collective: its time counted, a failure remembered. */
 static int finish(pt_dist *d, double t0, int st)
 {
-    d->comm_seconds += now_seconds() - t0;
+    d->comm_seconds += pt_now() - t0;
     d->seq++;
     if (st == PT_EPEER && !d->failed) {
         d->failed = true;
@@ -235,7 +227,7 @@ int pt_comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *re
         memmove(r + displs[d->rank], send, send_bytes);
     if (d->size == 1)
         return PT_OK;
-    double t0 = now_seconds();
+    double t0 = pt_now();
     peer_io p;
     if ((st = peer_io_init(&p, d->size)))
         return st;
@@ -277,7 +269,7 @@ int pt_comm_bcast(pt_dist *d, void *buf, size_t bytes, int root, const char *wha
     int st = check_alive(d, what);
     if (st || d->size == 1)
         return st;
-    double t0 = now_seconds();
+    double t0 = pt_now();
     peer_io p;
     if ((st = peer_io_init(&p, d->size)))
         return st;
@@ -413,7 +405,7 @@ int pt_comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what)
         d->scratch = s;
         d->scratch_n = need;
     }
-    double t0 = now_seconds();
+    double t0 = pt_now();
     peer_io p;
     if ((st = peer_io_init(&p, d->size)))
         return st;

@@ -27,24 +27,31 @@ int pt_io_errno(int err, const char *what, const char *path)
     return pt_err(status, "%s %s: %s", what, path ? path : "(null)", msg);
 }
 
+/* What a path that is not a regular file is, for the message. */
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "a device";
+}
+
 int pt_open_regular(int *fd, uint64_t *size, const char *path)
 {
     PT_CHECK_NULL(fd);
     PT_CHECK_NULL(path);
     *fd = -1;
-    /* O_NONBLOCK: a FIFO or device under a hostile path must not hang the open */
-    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* O_NONBLOCK: a FIFO or device under a hostile path must not hang the
+     * open; it is then refused as not a regular file */
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (f < 0) {
         if (errno == ENOENT)
-            return pt_err(PT_ENOTFOUND, "%s: no such file", path);
-        return pt_io_errno(errno, "open", path);
+            return pt_err(PT_ENOTFOUND, "cannot open %s: %s", path, strerror(ENOENT));
+        return pt_io_errno(errno, "cannot open", path);
     }
     struct stat sb;
     int st = PT_OK;
     if (fstat(f, &sb) != 0)
-        st = pt_io_errno(errno, "stat", path);
+        st = pt_io_errno(errno, "cannot stat", path);
     else if (!S_ISREG(sb.st_mode))
-        st = pt_err(PT_EIO, "%s: not a regular file", path);
+        st = pt_err(PT_EIO, "%s is not a regular file (it is %s)", path, kind_of(sb.st_mode));
     if (st != PT_OK) {
         close(f);
         return st;
@@ -52,6 +59,52 @@ int pt_open_regular(int *fd, uint64_t *size, const char *path)
     *fd = f;
     if (size)
         *size = (uint64_t)sb.st_size;
+    return PT_OK;
+}
+
+int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    int fd;
+    uint64_t size;
+    int st = pt_open_regular(&fd, &size, path);
+    if (st)
+        return st;
+    if (size > (uint64_t)max_bytes) {
+        close(fd);
+        return pt_err(PT_ERANGE, "%s is %llu bytes, over the limit of %zu", path,
+                      (unsigned long long)size, max_bytes);
+    }
+    size_t n = (size_t)size, got = 0;
+    char *buf = pt_malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return PT_ENOMEM;
+    }
+    int rerr = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rerr = r < 0 ? errno : 0;
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
+        free(buf);
+        return pt_err(PT_EIO, "short read on %s (%zu of %zu bytes)%s%s", path, got, n, rerr ? ": " : "",
+                      rerr ? strerror(rerr) : "");
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (out_len)
+        *out_len = n;
     return PT_OK;
 }
 

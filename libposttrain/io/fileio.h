@@ -24,11 +24,19 @@
  * "<what> <path>: <strerror>" and return the status. */
 int pt_io_errno(int err, const char *what, const char *path);
 
-/* Open `path` read-only (O_CLOEXEC, O_NONBLOCK so a FIFO cannot hang) and
- * check that it is a regular file: *fd, and its size into *size (may be
- * NULL).  PT_ENOTFOUND "<path>: no such file", PT_EIO "<path>: not a
- * regular file", or the errno mapping above. */
+/* Open `path` read-only (O_CLOEXEC, O_NOCTTY, O_NONBLOCK so a FIFO or a
+ * device cannot hang the open) and check that it is a regular file: *fd,
+ * and its size into *size (may be NULL).  PT_ENOTFOUND "cannot open <path>:
+ * No such file or directory", PT_EIO "<path> is not a regular file (it is a
+ * FIFO)" (a directory, a socket, a device), or the errno mapping above
+ * ("cannot open <path>: ...", "cannot stat <path>: ..."). */
 int pt_open_regular(int *fd, uint64_t *size, const char *path);
+
+/* Read a whole regular file into a NUL-terminated buffer (the NUL is not
+ * counted), opened with pt_open_regular, so a FIFO under the path is refused
+ * at once instead of waiting for a writer.  PT_ERANGE for a file over
+ * max_bytes, PT_EIO for a short read. */
+int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
 
 /* fsync a directory (open O_RDONLY|O_DIRECTORY, fsync, close). */
 int pt_fsync_dir(const char *dir);

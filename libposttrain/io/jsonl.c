@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 
 struct pt_jsonl {
     char *name;
-    FILE *f;                 /* NULL when reading memory */
+    int fd;                  /* the descriptor read, owned; -1 when reading memory */
     const char *mem;
     size_t mem_len;
     size_t max_line;
@@ -54,7 +55,32 @@ static int jsonl_new(pt_jsonl **out, const char *name, size_t max_line)
         pt_free(r);
         return PT_ENOMEM;
     }
+    r->fd = -1;
     r->max_line = max_line ? max_line : PT_JSONL_DEFAULT_MAX_LINE;
+    *out = r;
+    return PT_OK;
+}
+
+/* A reader over fd, which it owns from here on (closed on every failure). */
+static int open_stream(pt_jsonl **out, int fd, const char *name, size_t max_line)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return pt_err(PT_EIO, "%s: is a directory, not a JSONL file", name);
+    }
+    pt_jsonl *r;
+    int st = jsonl_new(&r, name, max_line);
+    if (st) {
+        close(fd);
+        return st;
+    }
+    r->fd = fd;
+    r->rbuf = pt_malloc(READ_CHUNK);
+    if (!r->rbuf) {
+        pt_jsonl_close(r);
+        return PT_ENOMEM;
+    }
     *out = r;
     return PT_OK;
 }
@@ -69,33 +95,34 @@ int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
      * shell's <(...)) is read as it comes, so blocking is restored */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) {
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
         int e = errno;
         if (fd >= 0)
             close(fd);
         return pt_err(e == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: cannot open: %s", path,
                       strerror(e));
     }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return pt_err(PT_EIO, "%s: is a directory, not a JSONL file", path);
+    return open_stream(out, fd, path, max_line);
+}
+
+int pt_jsonl_open_fd(pt_jsonl **out, int fd, const char *name, size_t max_line)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_ARG(fd >= 0, fd, "must be an open descriptor (got %d)", fd);
+    char fallback[32];
+    if (!name) {
+        snprintf(fallback, sizeof fallback, "<fd %d>", fd);
+        name = fallback;
     }
-    pt_jsonl *r;
-    int st = jsonl_new(&r, path, max_line);
-    if (st) {
-        fclose(f);
-        return st;
+    /* a descriptor of our own: the caller keeps (and closes) theirs */
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) {
+        int e = errno;
+        return pt_err(e == EBADF ? PT_EINVAL : PT_EIO, "%s: cannot read descriptor %d: %s", name,
+                      fd, strerror(e));
     }
-    r->f = f;
-    r->rbuf = pt_malloc(READ_CHUNK);
-    if (!r->rbuf) {
-        pt_jsonl_close(r);
-        return PT_ENOMEM;
-    }
-    *out = r;
-    return PT_OK;
+    return open_stream(out, own, name, max_line);
 }
 
 int pt_jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char *name,
@@ -118,8 +145,8 @@ void pt_jsonl_close(pt_jsonl *r)
 {
     if (!r)
         return;
-    if (r->f)
-        fclose(r->f);
+    if (r->fd >= 0)
+        close(r->fd);
     cJSON_Delete(r->row);
     pt_free(r->rbuf);
     pt_free(r->line);
@@ -130,11 +157,8 @@ void pt_jsonl_close(pt_jsonl *r)
 int pt_jsonl_rewind(pt_jsonl *r)
 {
     PT_CHECK_NULL(r);
-    if (r->f) {
-        if (fseek(r->f, 0, SEEK_SET) != 0)
-            return pt_err(PT_EIO, "%s: cannot seek: %s", r->name, strerror(errno));
-        clearerr(r->f);
-    }
+    if (r->fd >= 0 && lseek(r->fd, 0, SEEK_SET) != 0)
+        return pt_err(PT_EIO, "%s: cannot seek: %s", r->name, strerror(errno));
     r->rpos = r->rlen = 0;
     r->eof = false;
     r->pos = 0;
@@ -183,6 +207,26 @@ static int line_append(pt_jsonl *r, const char *p, size_t n)
     return PT_OK;
 }
 
+/* The next bytes of the descriptor into r->rbuf: what is there (a pipe's
+ * line comes as soon as it is written), 0 at the end, -1 with errno.  A
+ * caller's non-blocking descriptor is waited on, not reported as an error. */
+static ssize_t read_some(pt_jsonl *r)
+{
+    for (;;) {
+        ssize_t n = read(r->fd, r->rbuf, READ_CHUNK);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            struct pollfd p = { .fd = r->fd, .events = POLLIN };
+            if (poll(&p, 1, -1) >= 0 || errno == EINTR)
+                continue;
+        }
+        return -1;
+    }
+}
+
 /* Read the next raw line into r->line (without its '\n').  1: a line, 0: the
  * end.  A line over the cap is consumed whole and reported as PT_ERANGE, so
  * the caller may go on with the next one. */
@@ -200,20 +244,20 @@ static int read_line(pt_jsonl *r)
     for (;;) {
         const char *buf;
         size_t avail;
-        if (r->f) {
+        if (r->fd >= 0) {
             if (r->rpos == r->rlen) {
                 if (r->eof)
                     break;
-                r->rlen = fread(r->rbuf, 1, READ_CHUNK, r->f);
+                ssize_t got = read_some(r);
+                if (got < 0)
+                    return pt_err(PT_EIO, "%s: read error after line %zu: %s", r->name,
+                                  r->line_no, strerror(errno));
                 r->rpos = 0;
-                if (r->rlen < READ_CHUNK) {
-                    if (ferror(r->f))
-                        return pt_err(PT_EIO, "%s: read error after line %zu", r->name,
-                                      r->line_no);
+                r->rlen = (size_t)got;
+                if (got == 0) {
                     r->eof = true;
-                }
-                if (r->rlen == 0)
                     break;
+                }
             }
             buf = r->rbuf + r->rpos;
             avail = r->rlen - r->rpos;
@@ -242,7 +286,7 @@ static int read_line(pt_jsonl *r)
         }
         size_t consumed = take + (nl ? 1 : 0);
         r->pos += consumed;
-        if (r->f)
+        if (r->fd >= 0)
             r->rpos += consumed;
         if (nl)
             break;
@@ -452,7 +496,7 @@ int pt_jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJ
 }
 
 int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
-                       const char *key, int32_t lo, int32_t hi_exclusive)
+                       const char *key, int64_t lo, int64_t hi_exclusive)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(n);
@@ -483,8 +527,8 @@ int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON 
         }
         if (v < (double)lo || v >= (double)hi_exclusive) {
             pt_free(a);
-            return pt_jsonl_err(r, PT_ERANGE, "\"%s\"[%zu] = %.0f is out of range [%d, %d)", key,
-                                i, v, (int)lo, (int)hi_exclusive);
+            return pt_jsonl_err(r, PT_ERANGE, "\"%s\"[%zu] = %.0f is out of range [%lld, %lld)", key,
+                                i, v, (long long)lo, (long long)hi_exclusive);
         }
         a[i] = (int32_t)v;
     }

@@ -26,6 +26,11 @@ typedef struct pt_jsonl pt_jsonl;
 
 /* Open path for reading (max_line 0: the default).  PT_ENOTFOUND / PT_EIO. */
 int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line);
+/* Read from descriptor fd, which the caller keeps: the reader reads a
+ * duplicate of it (closed by pt_jsonl_close), as the bytes come (a pipe's
+ * line is returned as soon as it arrives).  Messages name `name` (NULL:
+ * "<fd N>").  PT_EINVAL for a descriptor that is not open. */
+int pt_jsonl_open_fd(pt_jsonl **out, int fd, const char *name, size_t max_line);
 /* Read from a caller's buffer instead (not copied; must outlive the reader);
  * messages name `name`. */
 int pt_jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char *name,
@@ -75,6 +80,6 @@ int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r
 
 /* An int array member under any key (used for other id lists). */
 int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
-                       const char *key, int32_t lo, int32_t hi_exclusive);
+                       const char *key, int64_t lo, int64_t hi_exclusive);
 
 #endif

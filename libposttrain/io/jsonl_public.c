@@ -2,6 +2,7 @@
 #include "io/jsonl.h"
 #include "posttrain/jsonl.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 struct pt_jsonl_reader {
@@ -19,6 +20,23 @@ int pt_jsonl_reader_open(pt_jsonl_reader **out, const char *path, size_t max_lin
     if (!h)
         return pt_err(PT_ENOMEM, "pt_jsonl_reader_open: out of memory");
     int st = pt_jsonl_open(&h->r, path, max_line);
+    if (st) {
+        pt_free(h);
+        return st;
+    }
+    *out = h;
+    return PT_OK;
+}
+
+int pt_jsonl_reader_open_fd(pt_jsonl_reader **out, int fd, const char *name, size_t max_line)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_ARG(fd >= 0, fd, "must be an open descriptor (got %d)", fd);
+    pt_jsonl_reader *h = pt_calloc(1, sizeof *h);
+    if (!h)
+        return pt_err(PT_ENOMEM, "pt_jsonl_reader_open_fd: out of memory");
+    int st = pt_jsonl_open_fd(&h->r, fd, name, max_line);
     if (st) {
         pt_free(h);
         return st;
@@ -78,4 +96,21 @@ int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *h)
         return pt_err(PT_ENOMEM, "pt_jsonl_reader_json: out of memory");
     *json = h->json;
     return PT_OK;
+}
+
+int pt_jsonl_reader_int_array(int32_t **ids, size_t *n, const pt_jsonl_reader *h, const char *key,
+                              bool required)
+{
+    PT_CHECK_NULL(ids);
+    *ids = NULL;
+    PT_CHECK_NULL(n);
+    *n = 0;
+    PT_CHECK_NULL(h);
+    PT_CHECK_NULL(key);
+    if (!h->row)
+        return pt_err(PT_ESTATE, "pt_jsonl_reader_int_array: no current row (call "
+                      "pt_jsonl_reader_next and check it returned 1)");
+    if (!required && !cJSON_GetObjectItemCaseSensitive(h->row, key))
+        return PT_OK;
+    return pt_jsonl_int_array(ids, n, h->r, h->row, key, INT32_MIN, (int64_t)INT32_MAX + 1);
 }

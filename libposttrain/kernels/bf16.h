@@ -62,6 +62,14 @@ void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, flo
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc);
 
+/* A compact BF16 copy (row stride cols) of the rows x cols FP32 matrix at
+ * src (row stride ld), rounded as pt_f32_to_bf16, for an operand that
+ * several BF16 products read (pt_gemm_mixed rounds an FP32 operand to
+ * exactly these values each time it reads one); free() it.  NULL when the
+ * path has no BF16 arithmetic (the products would widen it back) or
+ * without memory: pass the FP32 operand then. */
+pt_bf16 *pt_bf16_operand(const float *src, size_t rows, size_t cols, size_t ld);
+
 /* The backend of pt_gemm_mixed's BF16 products on the active path:
  * "onednn <implementation>" (oneDNN's matmul, e.g. brg:avx512_core_amx_bf16,
  * when the build has oneDNN, its matmul is not a reference implementation

@@ -29,7 +29,6 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 typedef float pt_v16f __attribute__((vector_size(64)));
 typedef uint32_t pt_v16u __attribute__((vector_size(64)));
@@ -423,13 +422,6 @@ static pt_bf16_kernel auto_kind = PT_BF16_KERNEL_EMULATED;
 #ifdef PT_HAVE_HW_BF16
 #define CAL_NP 96 /* k-pairs of the timed tiles (panels in L1) */
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The faster of vdpbf16ps and the FMA kernel on this CPU: the best of 15
  * timings of 8 tiles each, taken in turns.  Both compute the same bits, so
  * the choice changes only the speed. */
@@ -463,14 +455,14 @@ static void choose_auto(void)
     double best[2] = { 1e9, 1e9 };
     for (int rep = 0; rep < 15; rep++)
         for (int v = 0; v < 2; v++) {
-            double t0 = now_sec();
+            double t0 = pt_now();
             for (int i = 0; i < 8; i++) {
                 if (v == 0)
                     ukr_hw(CAL_NP, pa, pb, t);
                 else
                     ukr_fma(CAL_NP, sa, sb, t);
             }
-            double dt = now_sec() - t0;
+            double dt = pt_now() - t0;
             best[v] = dt < best[v] ? dt : best[v];
         }
     free(w);

@@ -136,6 +136,21 @@ static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alph
     free(w);
 }
 
+pt_bf16 *pt_bf16_operand(const float *src, size_t rows, size_t cols, size_t ld)
+{
+    if (!pt_cpu_bf16_compute() || rows == 0 || cols == 0)
+        return NULL;
+    pt_bf16 *dst = malloc(rows * cols * sizeof *dst);
+    if (!dst)
+        return NULL;
+    if (ld == cols)
+        pt_f32_to_bf16_n(dst, src, rows * cols);
+    else
+        for (size_t i = 0; i < rows; i++)
+            pt_f32_to_bf16_n(dst + i * cols, src + i * ld, cols);
+    return dst;
+}
+
 void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc)

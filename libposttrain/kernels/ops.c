@@ -389,3 +389,31 @@ void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *d
         x[target[r]] += g;
     }
 }
+
+void pt_logsoftmax_entropy_backward_rows(float *logits, const float *lse, const float *dlp,
+                                         const float *dent, const int32_t *target, size_t rows,
+                                         size_t v)
+{
+    int nt = loop_threads(rows * v);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        float *x = logits + r * v;
+        float g = target[r] >= 0 ? dlp[r] : 0.0f, e = dent[r];
+        if (g == 0.0f && e == 0.0f) {
+            memset(x, 0, v * sizeof *x);
+            continue;
+        }
+        const float l = lse[r];
+        double h = 0.0; /* H = -sum p_i (x_i - l) */
+        for (size_t i = 0; i < v; i++)
+            h -= (double)pt_vexpf(x[i] - l) * (double)(x[i] - l);
+        const float hf = (float)h, ng = -g;
+#pragma omp simd
+        for (size_t i = 0; i < v; i++) {
+            float lp = x[i] - l, p = pt_vexpf(lp);
+            x[i] = ng * p - e * p * (lp + hf);
+        }
+        if (target[r] >= 0)
+            x[target[r]] += g;
+    }
+}

@@ -85,5 +85,12 @@ void pt_logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *
  * rows with target < 0 or dlp == 0 become zero. */
 void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,
                                  const int32_t *target, size_t rows, size_t v);
+/* The same plus an entropy term: row r becomes dlp[r] * (onehot(target[r])
+ * - p) + dent[r] * dH/dx, dH/dx_i = -p_i (log p_i + H), H = -sum p log p;
+ * dlp counts only where target[r] >= 0, dent everywhere; a row where both
+ * are 0 becomes zero. */
+void pt_logsoftmax_entropy_backward_rows(float *logits, const float *lse, const float *dlp,
+                                         const float *dent, const int32_t *target, size_t rows,
+                                         size_t v);
 
 #endif

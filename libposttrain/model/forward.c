@@ -10,11 +10,10 @@
  * The normalised inputs and silu(gate)*up are recomputed in the backward;
  * the attention probabilities are recomputed tile by tile; the logits exist
  * only one chunk of rows at a time. */
-#include "model/transformer.h"
+#include "model/context_internal.h"
 
 #include "model/lora.h"
 #include "core/core.h"
-#include "core/busy.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
@@ -23,259 +22,8 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
-
-typedef struct layer_acts {
-    float *x, *xmid, *qkv, *att, *lse, *gu, *r1, *r2;
-    float *qkpre, *rq, *rk; /* qk-norm only */
-} layer_acts;
-
-enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
-
-struct pt_context {
-    pt_busy busy;         /* the public function using it (core/busy.h), or NULL */
-    pt_model *model;
-    uint64_t generation;  /* the model's structure generation at the last forward */
-    int max_batch, max_seq;
-    int B, T;
-    int state;
-    const char *api;      /* the public function of the batch being read, for messages */
-    size_t chunk_rows, chunk_rows_max;
-    int tile_q, tile_k;
-    int attn_threads;
-    float *block;
-    layer_acts *acts;     /* num_hidden_layers + 1 (the last holds only x) */
-    float *rf, *head_lse, *lp, *dlp;
-    float *xn, *hbuf, *dx, *dxn, *dqkv, *datt, *dgu;
-    float *chunk;
-    float *cos_t, *sin_t;
-    float *attn_scratch;
-    int32_t *ids, *tgt, *pos, *seg;
-    bool has_seg;
-    float temperature;    /* the batch's, kept for the backward (1: none) */
-    float *lora_buf;      /* LoRA adapter scratch (pt_lora_scratch), grown on demand */
-    size_t lora_cap;
-    int num_threads;      /* pt_context_set_num_threads; 0: the process setting */
-};
-
-/* ---- allocation --------------------------------------------------------------- */
-
-size_t pt_plan(pt_planner *p, size_t a, size_t b)
-{
-    size_t n, start = (p->total + 15) & ~(size_t)15, end;
-    if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
-        end > ((size_t)1 << 60) / sizeof(float)) {
-        p->overflow = true;
-        return 0;
-    }
-    p->total = end;
-    return start;
-}
-
-
-float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b)
-{
-    size_t off = pt_plan(p, a, b);
-    return base ? base + off : NULL;
-}
-
-/* Plan the context's block (N tokens) with p; with base != NULL point the
- * buffers into it as well (the same plan, run again, gives the same
- * offsets). */
-static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
-{
-    const pt_model *m = ctx->model;
-    const pt_model_config *c = &m->cfg;
-    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
-    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, V = (size_t)c->vocab_size;
-    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
-    const size_t hd = (size_t)c->head_dim;
-    const int L = c->num_hidden_layers;
-    for (int l = 0; l <= L; l++) {
-        layer_acts *a = &ctx->acts[l];
-        a->x = pt_plan_at(p, base, N, H);
-        if (l == L)
-            break; /* the last holds only the final hidden state */
-        a->xmid = pt_plan_at(p, base, N, H);
-        a->qkv = pt_plan_at(p, base, N, Q + 2 * KV);
-        a->att = pt_plan_at(p, base, N, Q);
-        a->lse = pt_plan_at(p, base, N, nh);
-        a->gu = pt_plan_at(p, base, N, 2 * I);
-        a->r1 = pt_plan_at(p, base, N, 1);
-        a->r2 = pt_plan_at(p, base, N, 1);
-        if (c->qk_norm) {
-            a->qkpre = pt_plan_at(p, base, N, Q + KV); /* q|k before the norm */
-            a->rq = pt_plan_at(p, base, N, nh);
-            a->rk = pt_plan_at(p, base, N, nkv);
-        }
-    }
-    ctx->rf = pt_plan_at(p, base, N, 1);
-    ctx->head_lse = pt_plan_at(p, base, N, 1);
-    ctx->lp = pt_plan_at(p, base, N, 1);
-    ctx->dlp = pt_plan_at(p, base, N, 1);
-    ctx->xn = pt_plan_at(p, base, N, H);
-    ctx->hbuf = pt_plan_at(p, base, N, I);
-    ctx->dx = pt_plan_at(p, base, N, H);
-    ctx->dxn = pt_plan_at(p, base, N, H);
-    ctx->dqkv = pt_plan_at(p, base, N, Q + 2 * KV);
-    ctx->datt = pt_plan_at(p, base, N, Q);
-    ctx->dgu = pt_plan_at(p, base, N, 2 * I);
-    ctx->chunk = pt_plan_at(p, base, ctx->chunk_rows, V);
-    ctx->cos_t = pt_plan_at(p, base, N, hd / 2);
-    ctx->sin_t = pt_plan_at(p, base, N, hd / 2);
-    pt_attn_shape as = pt_model_attn_shape(m, ctx->max_batch, ctx->max_seq, ctx->attn_threads);
-    ctx->attn_scratch =
-        pt_plan_at(p, base, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
-    /* four int32 arrays, stored in float-sized slots */
-    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, N, 4);
-    ctx->ids = ib;
-    ctx->tgt = ib ? ib + N : NULL;
-    ctx->pos = ib ? ib + 2 * N : NULL;
-    ctx->seg = ib ? ib + 3 * N : NULL;
-}
-
-static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
-                          bool packed, const char *fn);
-
-int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
-{
-    return context_create(out, model, max_batch, max_seq, false, __func__);
-}
-
-int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
-{
-    return context_create(out, model, max_batch, max_seq, true, __func__);
-}
-
-/* The checks name fn, the public function the host called. */
-static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
-                          bool packed, const char *fn)
-{
-    if (!out)
-        return pt_err(PT_EINVAL, "%s: out is NULL", fn);
-    *out = NULL;
-    if (!model)
-        return pt_err(PT_EINVAL, "%s: model is NULL", fn);
-    if (max_batch <= 0)
-        return pt_err_arg(fn, "max_batch", "%d must be positive", max_batch);
-    if (max_seq <= 0)
-        return pt_err_arg(fn, "max_seq", "%d must be positive", max_seq);
-    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, fn);
-    if (st)
-        return st;
-    size_t N;
-    if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
-        return pt_err(PT_ENOMEM, "%s: %d x %d tokens is too many", fn, max_batch, max_seq);
-    pt_context *ctx = pt_calloc(1, sizeof *ctx);
-    if (!ctx)
-        return PT_ENOMEM;
-    ctx->model = pt_model_retain(model);
-    ctx->generation = pt_model_generation(model);
-    ctx->max_batch = max_batch;
-    ctx->max_seq = max_seq;
-    ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
-    if (!ctx->acts) {
-        pt_context_free(ctx);
-        return PT_ENOMEM;
-    }
-    /* Logit chunk: about 64 MiB of floats (336 rows at vocab 49152: few passes
-     * over the LM head weight), at least 16 rows, at most N. */
-    size_t cr = ((size_t)1 << 24) / (size_t)model->cfg.vocab_size;
-    cr = cr < 16 ? 16 : (cr / 16) * 16;
-    ctx->chunk_rows = cr > N ? N : cr;
-    ctx->chunk_rows_max = ctx->chunk_rows;
-    ctx->attn_threads = pt_scratch_threads();
-    pt_planner p = { 0, false };
-    lay_out(ctx, &p, NULL, N);
-    if (p.overflow)
-        st = pt_err(PT_ENOMEM, "%s: activation memory for %d x %d tokens overflows", fn, max_batch, max_seq);
-    else if (!(ctx->block = pt_malloc_aligned(p.total * sizeof(float))))
-        st = pt_err_prefix(PT_ENOMEM, "%s: %zu MiB of activations", fn, p.total * sizeof(float) >> 20);
-    if (st) {
-        pt_context_free(ctx);
-        return st;
-    }
-    pt_planner again = { 0, false };
-    lay_out(ctx, &again, ctx->block, N);
-    *out = ctx;
-    return PT_OK;
-}
-
-int pt_context_take(pt_context *ctx, const char *fn)
-{
-    return pt_busy_enter(&ctx->busy, fn, "context", ctx);
-}
-
-void pt_context_give(pt_context *ctx)
-{
-    pt_busy_leave(&ctx->busy);
-}
-
-pt_model *pt_context_model(const pt_context *ctx)
-{
-    return ctx ? ctx->model : NULL;
-}
-
-int pt_context_check_current(const pt_context *ctx, const char *who)
-{
-    if (pt_model_generation(ctx->model) == ctx->generation)
-        return PT_OK;
-    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this context's forward "
-                  "pass: run the forward again", who, pt_model_last_change(ctx->model));
-}
-
-void pt_context_free(pt_context *ctx)
-{
-    if (!ctx)
-        return;
-    pt_free_aligned(ctx->block);
-    pt_free_aligned(ctx->lora_buf);
-    pt_free(ctx->acts);
-    pt_model_release(ctx->model);
-    pt_free(ctx);
-}
-
-int pt_context_set_num_threads(pt_context *ctx, int n)
-{
-    PT_CHECK_NULL(ctx);
-    int st = pt_thread_setting_check(n, __func__);
-    if (!st && !(st = pt_busy_enter(&ctx->busy, __func__, "context", ctx))) {
-        ctx->num_threads = n;
-        pt_busy_leave(&ctx->busy);
-    }
-    return st;
-}
-
-int pt_context_get_num_threads(const pt_context *ctx)
-{
-    if (!ctx)
-        return pt_err(PT_EINVAL, "pt_context_get_num_threads: ctx is NULL");
-    return pt_thread_setting_count(ctx->num_threads);
-}
-
-int pt_batch_init(pt_batch *b)
-{
-    PT_STRUCT_INIT_ZERO(b);
-    b->temperature = 1.0f;
-    return PT_OK;
-}
-
-int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
-{
-    PT_CHECK_NULL(ctx);
-    pt_attn_shape def = { .hd = ctx->model->cfg.head_dim };
-    size_t have = pt_attention_scratch_floats(&def, 1);
-    pt_attn_shape want = { .hd = ctx->model->cfg.head_dim, .tile_q = tile_q, .tile_k = tile_k };
-    if (chunk_rows > ctx->chunk_rows_max || tile_q < 0 || tile_k < 0 ||
-        pt_attention_scratch_floats(&want, 1) > have)
-        return pt_err(PT_EINVAL, "pt_context_set_tiling: chunk %zu (max %zu) or tiles %d x %d "
-                      "exceed what the context was sized for", chunk_rows, ctx->chunk_rows_max,
-                      tile_q, tile_k);
-    ctx->chunk_rows = chunk_rows ? chunk_rows : ctx->chunk_rows_max;
-    ctx->tile_q = tile_q;
-    ctx->tile_k = tile_k;
-    return PT_OK;
-}
 
 /* ---- forward -------------------------------------------------------------------- */
 
@@ -417,20 +165,28 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
             pt_logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
         if (!dlp)
             continue;
-        pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+        if (ctx->bwd_dent)
+            pt_logsoftmax_entropy_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->bwd_dent + r0,
+                                                ctx->tgt + r0, nr, V);
+        else
+            pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+        /* dlogits, read by both products, rounded to BF16 once */
+        pt_bf16 *lg16 = W16 && m->g.lm_head ? pt_bf16_operand(lg, nr, V, V) : NULL;
+        const void *lga = lg16 ? (const void *)lg16 : (const void *)lg;
         if (Wq.nseg)
             pt_qgemm_dyw(Wq.seg[0].type, nr, V, H, gscale, lg, V, Wq.seg[0].w, 0.0f, dxn + r0 * H,
                          H);
         else if (W16)
-            pt_gemm_mixed(false, false, nr, H, V, gscale, lg, false, V, W16, true, H, 0.0f,
+            pt_gemm_mixed(false, false, nr, H, V, gscale, lga, lg16 != NULL, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);
         else
             pt_sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
         if (m->g.lm_head && W16) /* mixed precision: the gradient's product in BF16 too */
-            pt_gemm_mixed(true, false, V, H, nr, gscale, lg, false, V, xn + r0 * H, false, H, 1.0f,
-                          m->g.lm_head, H);
+            pt_gemm_mixed(true, false, V, H, nr, gscale, lga, lg16 != NULL, V, xn + r0 * H, false,
+                          H, 1.0f, m->g.lm_head, H);
         else if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
             pt_sgemm(true, false, V, H, nr, gscale, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
+        free(lg16);
     }
 }
 
@@ -484,6 +240,25 @@ void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io 
     pt_linear_forward(&ld, io->out, H, io->h, I, n, true);
 }
 
+/* Layer l over the context's n rows: its input acts[l].x, its output
+ * acts[l + 1].x, the activations for the backward in acts[l]. */
+static void layer_forward(pt_context *ctx, int l, size_t n, const pt_attn_shape *as)
+{
+    const pt_model *m = ctx->model;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
+    layer_acts *a = &ctx->acts[l];
+    pt_layer_io io = {
+        .x = a->x, .xmid = a->xmid, .out = ctx->acts[l + 1].x, .qkv = a->qkv,
+        .att = a->att, .gu = a->gu, .r1 = a->r1, .r2 = a->r2, .qkpre = a->qkpre,
+        .rq = a->rq, .rk = a->rk, .xn = ctx->xn, .h = ctx->hbuf, .cos_t = ctx->cos_t,
+        .sin_t = ctx->sin_t, .lora_buf = ctx->lora_buf, .rowwise = false,
+    };
+    pt_layer_forward_qkv(m, l, n, &io);
+    pt_attention_forward(a->att, a->lse, a->qkv, a->qkv + Q, a->qkv + Q + KV, as,
+                         ctx->attn_scratch);
+    pt_layer_forward_out(m, l, n, &io);
+}
+
 /* b: a batch read by read_batch. */
 static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
                         float *entropy, const float *fused_dlp)
@@ -502,7 +277,6 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     const int L = c->num_hidden_layers;
     const size_t n = (size_t)ctx->B * ctx->T;
     const size_t H = (size_t)c->hidden_size;
-    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim;
     const int hd = c->head_dim;
     const float eps = (float)c->rms_norm_eps;
     pt_attn_shape as = attn_shape(ctx);
@@ -510,17 +284,7 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     pt_rope_table(ctx->cos_t, ctx->sin_t, ctx->pos, n, m->inv_freq, hd);
     pt_model_embed(m, ctx->acts[0].x, ctx->ids, n);
     for (int l = 0; l < L; l++) {
-        layer_acts *a = &ctx->acts[l];
-        pt_layer_io io = {
-            .x = a->x, .xmid = a->xmid, .out = ctx->acts[l + 1].x, .qkv = a->qkv,
-            .att = a->att, .gu = a->gu, .r1 = a->r1, .r2 = a->r2, .qkpre = a->qkpre,
-            .rq = a->rq, .rk = a->rk, .xn = ctx->xn, .h = ctx->hbuf, .cos_t = ctx->cos_t,
-            .sin_t = ctx->sin_t, .lora_buf = ctx->lora_buf, .rowwise = false,
-        };
-        pt_layer_forward_qkv(m, l, n, &io);
-        pt_attention_forward(a->att, a->lse, a->qkv, a->qkv + Q, a->qkv + Q + KV, &as,
-                             ctx->attn_scratch);
-        pt_layer_forward_out(m, l, n, &io);
+        layer_forward(ctx, l, n, &as);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
     }
@@ -610,6 +374,10 @@ static int backward_run(pt_context *ctx, const float *dlp)
 
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &ctx->acts[l];
+        /* gradient checkpointing: the layer's activations again, from its
+         * input (its output, rewritten, comes out the same bits) */
+        if (ctx->recompute && l < L - 1) /* the last layer's are still there */
+            layer_forward(ctx, l, n, &as);
         const pt_layer_w *w = &m->w.layers[l];
         pt_layer_w *g = &m->g.layers[l];
         /* MLP: dx holds dLoss/d(layer output) = d(xmid) through the residual. */
@@ -687,6 +455,14 @@ int pt_ctx_backward(pt_context *ctx, const float *dlogprobs)
     const size_t n = (size_t)ctx->B * ctx->T;
     memcpy(ctx->dlp, dlogprobs, n * sizeof *ctx->dlp);
     return backward_impl(ctx, ctx->dlp);
+}
+
+int pt_ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy)
+{
+    ctx->bwd_dent = dentropy; /* read where the backward recomputes the head's chunks */
+    int st = pt_ctx_backward(ctx, dlogprobs);
+    ctx->bwd_dent = NULL;
+    return st;
 }
 
 /* Fill dlp (B*T) with -w/sum(w) for the tokens with a target (w: weights,

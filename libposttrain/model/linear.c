@@ -6,6 +6,8 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
+#include <stdlib.h>
+
 /* y = alpha x W^T + beta y with W [n, k] (FP32 w, or BF16 w16 when set):
  * one GEMM, or row by row. */
 static void product(bool rowwise, size_t rows, size_t n, size_t k, float alpha, const float *x,
@@ -75,10 +77,14 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
                      lin->in);
     }
     /* With a BF16 weight on a BF16 path the weight gradient is a BF16
-     * product too (mixed precision); a BF16 weight elsewhere is frozen. */
+     * product too (mixed precision); a BF16 weight elsewhere is frozen.
+     * dy, read by both products, is rounded to BF16 once. */
+    pt_bf16 *dy16 = lin->w16 && lin->dw && dx ? pt_bf16_operand(dy, rows, lin->out, lddy) : NULL;
+    const void *dya = dy16 ? (const void *)dy16 : (const void *)dy;
+    const size_t ldya = dy16 ? lin->out : lddy;
     if (lin->dw && lin->w16)
-        pt_gemm_mixed(true, false, lin->out, lin->in, rows, 1.0f, dy, false, lddy, x, false, ldx,
-                      1.0f, lin->dw, lin->in);
+        pt_gemm_mixed(true, false, lin->out, lin->in, rows, 1.0f, dya, dy16 != NULL, ldya, x,
+                      false, ldx, 1.0f, lin->dw, lin->in);
     else if (lin->dw)
         pt_sgemm(true, false, lin->out, lin->in, rows, 1.0f, dy, lddy, x, ldx, 1.0f, lin->dw,
                  lin->in);
@@ -88,11 +94,12 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
         pt_qgemm_segs_dyw(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
                           accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx && lin->w16)
-        pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dy, false, lddy, lin->w16, true,
-                      lin->in, accumulate_dx ? 1.0f : 0.0f, dx, lddx);
+        pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dya, dy16 != NULL, ldya,
+                      lin->w16, true, lin->in, accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx)
         pt_sgemm(false, false, rows, lin->in, lin->out, 1.0f, dy, lddy, lin->w, lin->in,
                  accumulate_dx ? 1.0f : 0.0f, dx, lddx);
+    free(dy16);
     for (int k = 0; dx && k < lin->nlora; k++) {
         const pt_lora_slice *s = &lin->lora[k];
         const float *u = lin->lora_scratch + (size_t)(k + 1) * rows * s->r;

@@ -58,12 +58,36 @@ void pt_model_bump_generation(pt_model *m, const char *what);
  * <handle>"; PT_OK otherwise. */
 int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle);
 
+/* The weights' version: bumped by every change of the FP32 weights
+ * (pt_model_weights_changed). */
+uint64_t pt_model_weights_version(const pt_model *m);
+/* Mixed precision's BF16 copies kept current by the optimizer
+ * (model/precision.c): true when products use BF16 copies of the trainable
+ * base matrices and those copies are current, so an update that writes
+ * each matrix's copy (pt_model_bf16_copy: the copy of tensor i, NULL for
+ * tensors without one) as it writes the FP32 master leaves them current;
+ * after such an update and pt_model_weights_changed,
+ * pt_model_bf16_followed records that. */
+bool pt_model_bf16_following(const pt_model *m);
+/* Loading straight into BF16 (pt_model_load_options.bf16 = PT_BF16_FROZEN):
+ * begin puts an uninitialised model in PT_BF16_FROZEN with its base stored
+ * in BF16 (PT_ENOMEM for the BF16 block); then, as the loader fills base
+ * tensor i in FP32, stream_tensor moves it into BF16 and gives its FP32
+ * pages back (a no-op for 1-D tensors, or when begin was not called). */
+int pt_model_bf16_stream_begin(pt_model *m);
+void pt_model_bf16_stream_tensor(pt_model *m, size_t i);
+uint16_t *pt_model_bf16_copy(pt_model *m, size_t i);
+void pt_model_bf16_followed(pt_model *m);
+
 /* The public forward, backward and loss without taking the context
  * (core/busy.h): for library functions that already hold it.  Messages name
  * the public function (pt_model_forward, ...); the pointers are not NULL. */
 int pt_ctx_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits);
 int pt_ctx_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy);
 int pt_ctx_backward(pt_context *ctx, const float *dlogprobs);
+/* pt_ctx_backward plus an entropy term: dentropy[B*T] is dL/dH of each
+ * position's entropy (at the forward's temperature); NULL: none. */
+int pt_ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy);
 int pt_ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward, float *loss);
 
 /* Take the context for the public function fn (PT_EBUSY when another call

@@ -151,6 +151,50 @@ void pt_model_weights_changed(pt_model *m)
         m->weights_version++;
 }
 
+int pt_model_bf16_stream_begin(pt_model *m)
+{
+    m->params16 = pt_malloc_aligned(m->num_floats * sizeof(pt_bf16));
+    if (!m->params16)
+        return pt_err(PT_ENOMEM, "BF16 copy of %zu parameters", (size_t)m->num_params);
+    m->bf16_mode = PT_BF16_FROZEN;
+    m->bf16_stored = true;
+    m->bf16_version = m->weights_version;
+    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+        m->tensors[i].trainable = false;
+    return PT_OK;
+}
+
+void pt_model_bf16_stream_tensor(pt_model *m, size_t i)
+{
+    pt_tensor_ref *t = &m->tensors[i];
+    if (!m->bf16_stored || !is_matrix(m, i) || !t->data)
+        return;
+    pt_f32_to_bf16_n(m->params16 + m->offsets[i], t->data, t->numel);
+    pt_model_release_pages(t->data, t->numel);
+    t->data = NULL;
+}
+
+uint64_t pt_model_weights_version(const pt_model *m)
+{
+    return m->weights_version;
+}
+
+bool pt_model_bf16_following(const pt_model *m)
+{
+    return m->params16 && !m->bf16_stored && pt_cpu_bf16_compute() &&
+           m->bf16_version == m->weights_version;
+}
+
+uint16_t *pt_model_bf16_copy(pt_model *m, size_t i)
+{
+    return is_matrix(m, i) ? m->params16 + m->offsets[i] : NULL;
+}
+
+void pt_model_bf16_followed(pt_model *m)
+{
+    m->bf16_version = m->weights_version;
+}
+
 void pt_model_bf16_prepare(pt_model *m)
 {
     if (!m->params16 || m->bf16_stored || !pt_cpu_bf16_compute())

@@ -3,6 +3,7 @@
  * The pieces are in gguf_tensors.c, gguf_meta.c, gguf_vocab.c and
  * gguf_special.c (gguf_export_internal.h). */
 #include "core/core.h"
+#include "io/fileio.h"
 #include "io/path.h"
 #include "model/model.h"
 #include "modelio/gguf_export_internal.h"

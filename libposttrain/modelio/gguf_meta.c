@@ -4,6 +4,7 @@
  * hyperparameters (TextModel.set_gguf_parameters, then LlamaModel's
  * vocab_size and rope.dimension_count), general.quantization_version. */
 #include "core/core.h"
+#include "io/fileio.h"
 #include "io/path.h"
 #include "modelio/gguf_export_internal.h"
 #include "modelio/gguf_internal.h"

@@ -4,6 +4,7 @@
  * normalizer flags, in the order add_to_gguf writes them. */
 #include "core/core.h"
 #include "core/strbuf.h"
+#include "io/fileio.h"
 #include "io/path.h"
 #include "modelio/gguf_export_internal.h"
 

@@ -82,8 +82,15 @@ static int fill_model(pt_model *m, const pt_weight_files *w, const char *dir)
             st = pt_err_nonfinite(r->data, r->numel);
         if (st)
             return pt_err_prefix(st, "%s: tensor '%s'", dir, r->name);
+        /* streamed into BF16 (the embedding after the tied head's check) */
+        if (strcmp(r->name, "model.embed_tokens.weight") != 0)
+            pt_model_bf16_stream_tensor(m, i);
     }
-    return head ? check_tied_head(m, head, dir) : PT_OK;
+    st = head ? check_tied_head(m, head, dir) : PT_OK;
+    for (size_t i = 0; i < nt && st == PT_OK; i++)
+        if (strcmp(pt_model_tensor(m, i)->name, "model.embed_tokens.weight") == 0)
+            pt_model_bf16_stream_tensor(m, i);
+    return st;
 }
 
 /* What is named tokenizer.json in dir, when it is not a regular file. */
@@ -147,11 +154,19 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     int st = PT_STRUCT_READ(o, opts, pt_model_load_options_init);
     if (st)
         return st;
+    PT_CHECK_ARG(o.bf16 >= PT_BF16_OFF && o.bf16 <= PT_BF16_FROZEN, o.bf16,
+                 "%d is not a pt_bf16_mode (0 off, 1 on, 2 frozen)", o.bf16);
     if (!pt_quantize_name(o.quantize))
         return pt_err_arg(__func__, "opts->quantize", "%d is not a pt_quantize (none 0, q4_0 2, "
                           "q8_0 8)", o.quantize);
+    PT_CHECK_ARG(o.quantize == PT_QUANTIZE_NONE || o.bf16 == PT_BF16_OFF, opts->quantize,
+                 "and opts->bf16 exclude each other (a quantized base is not also BF16)");
     if (pt_gguf_is_file(dir)) {
         st = pt_gguf_load_model(out, dir, &o);
+        if (st == PT_OK && o.bf16 != PT_BF16_OFF && (st = pt_model_set_bf16(*out, o.bf16))) {
+            pt_model_free(*out);
+            *out = NULL;
+        }
         if (st == PT_OK)
             return quantize_loaded(out, &o, dir);
         return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
@@ -170,8 +185,12 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     pt_model *m = NULL;
     if ((st = pt_model_create_uninit(&m, &cfg)) != PT_OK)
         st = pt_err_prefix(st, "%s", dir);
+    else if (o.bf16 == PT_BF16_FROZEN && (st = pt_model_bf16_stream_begin(m)) != PT_OK)
+        st = pt_err_prefix(st, "%s", dir);
     else
         st = fill_model(m, &w, dir);
+    if (st == PT_OK && o.bf16 == PT_BF16_ON)
+        st = pt_model_set_bf16(m, PT_BF16_ON);
     pt_weight_files_close(&w);
     pt_tokenizer *tok = NULL;
     if (st == PT_OK)

@@ -14,7 +14,7 @@ struct pt_decode_stream {
     pt_strbuf prefix, cur, out;
 };
 
-int pt_decode_stream_new(pt_decode_stream **out, const pt_tokenizer *t, unsigned flags)
+int pt_decode_stream_create(pt_decode_stream **out, const pt_tokenizer *t, unsigned flags)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -26,6 +26,11 @@ int pt_decode_stream_new(pt_decode_stream **out, const pt_tokenizer *t, unsigned
     s->flags = flags;
     *out = s;
     return 0;
+}
+
+int pt_decode_stream_new(pt_decode_stream **out, const pt_tokenizer *t, unsigned flags)
+{
+    return pt_decode_stream_create(out, t, flags);
 }
 
 void pt_decode_stream_free(pt_decode_stream *s)

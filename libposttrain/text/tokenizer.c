@@ -2,6 +2,8 @@
  * (The decode stream is tok_stream.c, the built-in byte tokenizer tok_bytes.c.) */
 #include "text/tok_internal.h"
 
+#include "io/fileio.h"
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>

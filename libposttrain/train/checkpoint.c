@@ -164,9 +164,9 @@ static int write_state(const char *path, pt_optimizer *opt, const char *extra_js
         return pt_err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
     }
     char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)*sv.step);
+    snprintf(buf, sizeof buf, "%lld", (long long)sv.step);
     cJSON_AddStringToObject(root, "step", buf); /* strings: exact 64-bit values */
-    snprintf(buf, sizeof buf, "%lld", (long long)*sv.skipped);
+    snprintf(buf, sizeof buf, "%lld", (long long)sv.skipped);
     cJSON_AddStringToObject(root, "skipped_steps", buf);
     cJSON_AddStringToObject(jo, "type", pt_optimizer_type_name(o->type));
     cJSON_AddNumberToObject(jo, "lr", o->lr);
@@ -548,8 +548,6 @@ static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt,
         st = pt_err(PT_EFORMAT, "%s: malformed trainer state", ps);
         goto done;
     }
-    pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
     const char *have = pt_optimizer_type_name(pt_optimizer_options_of(opt)->type);
     if (strcmp(type, have)) {
         st = pt_err(PT_ESTATE, "%s: saved by a %s optimizer, resuming with %s", ps, type, have);
@@ -559,10 +557,9 @@ static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt,
      * leaves the model partly loaded, which the caller must treat as lost. */
     if ((st = load_schedule(ps, jo, opt)))
         goto done;
-    if ((st = load_weights(pw, model)) || (st = load_optimizer(po, opt, model)))
+    if ((st = load_weights(pw, model)) || (st = load_optimizer(po, opt, model)) ||
+        (st = pt_optimizer_restore_counters(opt, step, skipped)))
         goto done;
-    *sv.step = step;
-    *sv.skipped = skipped;
     if (host_json) {
         const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
         if (host) {

@@ -251,6 +251,7 @@ int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *da
 {
     PT_CHECK_NULL(batch);
     PT_CHECK_NULL(weights);
+    *weights = NULL;
     PT_CHECK_NULL(dataset);
     int st = PT_STRUCT_CHECK_OUT(batch, pt_batch, pt_batch_init);
     if (!st)

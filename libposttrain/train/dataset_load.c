@@ -216,7 +216,7 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
         if (!cJSON_IsArray(msgs))
             return pt_jsonl_err(r, PT_EFORMAT, "\"messages\" must be an array");
         if (!*tpl) {
-            st = d->opts.chat_template ? pt_chat_template_from_name(tpl, d->opts.chat_template)
+            st = d->opts.chat_template ? pt_chat_template_create(tpl, d->opts.chat_template)
                                        : pt_chat_template_from_tokenizer(tpl, tok);
             if (st)
                 return pt_jsonl_err(r, st, "%s", pt_last_error());

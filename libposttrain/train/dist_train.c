@@ -115,8 +115,8 @@ uint64_t pt_optimizer_state_hash(pt_optimizer *opt)
     h = hash_array(h, sv.m, sv.numel_total * sizeof(float));
     if (sv.v)
         h = hash_array(h, sv.v, sv.numel_total * sizeof(float));
-    h = hash_array(h, sv.step, sizeof *sv.step);
-    return hash_array(h, sv.skipped, sizeof *sv.skipped);
+    h = hash_array(h, &sv.step, sizeof sv.step);
+    return hash_array(h, &sv.skipped, sizeof sv.skipped);
 }
 
 int pt_dist_check_replicas(int *bad_rank, uint64_t *hash, pt_dist *d, const pt_optimizer *opt)

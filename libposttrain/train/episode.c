@@ -36,7 +36,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 /* One run's state. */
 typedef struct run {
@@ -67,13 +66,6 @@ typedef struct run {
     double env_s;
     pt_episode_stats *st;
 } run;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- episodes ending ------------------------------------------------------------------ */
 
@@ -348,9 +340,9 @@ static int call_env(run *r, int idx)
     pt_env_reply rep;
     memset(&rep, 0, sizeof rep);
     rep.size = sizeof rep;
-    double t0 = now_s();
+    double t0 = pt_now();
     int rc = r->env(&rep, &view, r->payload);
-    r->env_s += now_s() - t0;
+    r->env_s += pt_now() - t0;
     r->st->env_calls++;
     pt_free(turn_text);
     pt_free(text);
@@ -651,7 +643,7 @@ static int run_alloc(run *r, int max_seq)
         for (int s = 0; s < o->n_stop_strings; s++)
             r->stop_len[s] = strlen(o->stop_strings[s]);
         for (size_t i = 0; i < B; i++) {
-            int st = pt_decode_stream_new(&r->ds[i], o->tokenizer, 0);
+            int st = pt_decode_stream_create(&r->ds[i], o->tokenizer, 0);
             if (st)
                 return st;
         }
@@ -696,7 +688,7 @@ static void final_stats(run *r, double t0)
         default: s->stopped++; break;
         }
     }
-    s->seconds = now_s() - t0;
+    s->seconds = pt_now() - t0;
     s->env_seconds = r->env_s;
     double gen = s->seconds - s->env_seconds;
     s->tokens_per_second = gen > 0 ? (double)s->sampled_tokens / gen : 0.0;
@@ -706,7 +698,7 @@ int pt_episodes_run_taken(pt_episode_results *res, pt_generator *gen, const int3
                           const int32_t *prompt_lens, const int64_t *groups, int n,
                           const pt_episode_options *opts, pt_env_fn env, void *payload)
 {
-    double t0 = now_s();
+    double t0 = pt_now();
     pt_episode_options o;
     pt_episode_options_init(&o);
     int st = pt_struct_read(&o, sizeof o, opts, "pt_episodes_run", "pt_episode_options_init");

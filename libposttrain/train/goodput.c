@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 /* The largest seconds one pt_goodput_add (or lost_seconds) may carry, and
  * the largest total a restored document may hold: 31 700 and 31.7 million
@@ -34,13 +33,13 @@ static const pt_enum_entry k_time_kind_names[] = {
 PT_ENUM_NAME_FUNCS(pt_time_kind, k_time_kind_names, "time kind")
 
 struct pt_goodput {
-    struct timespec start;        /* pt_goodput_create */
+    double start;                 /* pt_now() at pt_goodput_create */
     double restored_wall;         /* a restored document's wall, plus lost_seconds */
     double total[PT_TIME_KINDS];  /* committed STEP and GENERATE, every other kind; [OTHER] unused */
     double pending[2];            /* STEP, GENERATE not yet committed */
     int64_t steps_kept, steps_lost, steps_pending;
     int section;                  /* the open section's kind, or -1 */
-    struct timespec section_start;
+    double section_start;         /* pt_now() at pt_goodput_begin */
     bool restored;
 };
 
@@ -49,10 +48,9 @@ static bool is_pending_kind(int kind)
     return kind == PT_TIME_STEP || kind == PT_TIME_GENERATE;
 }
 
-static double seconds_between(const struct timespec *a, const struct timespec *b)
+static double seconds_between(double a, double b)
 {
-    double s = (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
-    return s > 0 ? s : 0.0;
+    return b - a > 0 ? b - a : 0.0;
 }
 
 /* PT_EINVAL naming `func` unless kind is a pt_time_kind that may be added. */
@@ -83,7 +81,7 @@ int pt_goodput_create(pt_goodput **out)
     if (!gp)
         return PT_ENOMEM;
     gp->section = -1;
-    clock_gettime(CLOCK_MONOTONIC, &gp->start);
+    gp->start = pt_now();
     *out = gp;
     return PT_OK;
 }
@@ -114,7 +112,7 @@ int pt_goodput_begin(pt_goodput *gp, int kind)
     if (gp->section >= 0)
         return pt_err(PT_ESTATE, "%s: the '%s' section is still open (sections do not nest: "
                       "call pt_goodput_end first)", __func__, pt_time_kind_name(gp->section));
-    clock_gettime(CLOCK_MONOTONIC, &gp->section_start);
+    gp->section_start = pt_now();
     gp->section = kind;
     return PT_OK;
 }
@@ -124,9 +122,7 @@ int pt_goodput_end(pt_goodput *gp)
     PT_CHECK_NULL(gp);
     if (gp->section < 0)
         return pt_err(PT_ESTATE, "%s: no section is open (call pt_goodput_begin first)", __func__);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    add_seconds(gp, gp->section, seconds_between(&gp->section_start, &now));
+    add_seconds(gp, gp->section, seconds_between(gp->section_start, pt_now()));
     gp->section = -1;
     return PT_OK;
 }
@@ -174,17 +170,16 @@ typedef struct snapshot {
 
 static void take_snapshot(snapshot *s, const pt_goodput *gp)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    double now = pt_now();
     pt_goodput_report *r = &s->r;
     pt_goodput_report_init(r);
-    r->wall = gp->restored_wall + seconds_between(&gp->start, &now);
+    r->wall = gp->restored_wall + seconds_between(gp->start, now);
     for (int k = 0; k < PT_TIME_KINDS; k++)
         r->seconds[k] = gp->total[k];
     r->seconds[PT_TIME_OTHER] = 0;
     double pending[2] = { gp->pending[0], gp->pending[1] };
     if (gp->section >= 0) {
-        double open = seconds_between(&gp->section_start, &now);
+        double open = seconds_between(gp->section_start, now);
         if (is_pending_kind(gp->section))
             pending[gp->section] += open;
         else

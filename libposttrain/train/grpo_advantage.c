@@ -12,10 +12,12 @@ double pt_grpo_std(double sumsq_dev, int n)
     return n > 1 ? sqrt(sumsq_dev / (double)(n - 1)) : 0.0;
 }
 
-/* Per-group sums of n samples: gi[i] the group of sample i (groups numbered
- * in order of first appearance), sum and cnt per group; returns the number
- * of groups. */
-static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, const double *R, const int64_t *group, int n)
+/* Per-group sums over the samples with a reward (R not NaN: a sample every
+ * reward function declined has NaN): gi[i] the group of sample i (groups
+ * numbered in order of first appearance), size (members), cnt (members with
+ * a reward) and sum per group; returns the number of groups. */
+static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, int *size, const double *R,
+                         const int64_t *group, int n)
 {
     int ng = 0;
     for (int i = 0; i < n; i++) {
@@ -25,22 +27,32 @@ static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, const dou
         if (g == ng)
             ids[ng++] = group[i];
         gi[i] = g;
-        sum[g] += R[i];
-        cnt[g]++;
+        size[g]++;
+        if (!isnan(R[i])) {
+            sum[g] += R[i];
+            cnt[g]++;
+        }
     }
     return ng;
 }
 
-double pt_grpo_mean_std(double *mean, const double *x, int n)
+double pt_grpo_nan_mean_std(double *mean, int *count, const double *x, int n)
 {
     double m = 0, ss = 0;
+    int c = 0;
     for (int i = 0; i < n; i++)
-        m += x[i];
-    m /= n;
+        if (!isnan(x[i])) {
+            m += x[i];
+            c++;
+        }
+    m = c > 0 ? m / c : NAN;
     for (int i = 0; i < n; i++)
-        ss += (x[i] - m) * (x[i] - m);
+        if (!isnan(x[i]))
+            ss += (x[i] - m) * (x[i] - m);
     *mean = m;
-    return pt_grpo_std(ss, n);
+    if (count)
+        *count = c;
+    return c > 1 ? sqrt(ss / (double)(c - 1)) : NAN;
 }
 
 /* The advantage of reward r in a group with the given mean, std, sum and count. */
@@ -55,35 +67,53 @@ static double advantage(double r, double mean, double sd, double sum, int cnt, d
     return r - (sum - r) / (cnt - 1);
 }
 
-int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R, const int64_t *group, int n,
-                       int scale)
+int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero, const double *R,
+                       const int64_t *group, int n, int scale)
 {
-    int *gi = pt_malloc_array((size_t)n, sizeof *gi), *cnt = pt_calloc((size_t)n, sizeof *cnt);
+    int *gi = pt_malloc_array((size_t)n, sizeof *gi), *cnt = pt_calloc((size_t)n, sizeof *cnt),
+        *size = pt_calloc((size_t)n, sizeof *size);
     int64_t *ids = pt_malloc_array((size_t)n, sizeof *ids);
     double *mean = pt_calloc((size_t)n, sizeof *mean), *sd = pt_calloc((size_t)n, sizeof *sd),
            *sum = pt_calloc((size_t)n, sizeof *sum);
     int ng = PT_ENOMEM;
-    if (gi && ids && mean && sd && sum && cnt) {
-        ng = assign_groups(gi, ids, sum, cnt, R, group, n);
+    if (gi && ids && mean && sd && sum && cnt && size) {
+        ng = assign_groups(gi, ids, sum, cnt, size, R, group, n);
         for (int g = 0; g < ng; g++)
-            mean[g] = sum[g] / cnt[g];
-        for (int i = 0; i < n; i++) {
-            double d = R[i] - mean[gi[i]];
-            sd[gi[i]] += d * d;
-        }
+            mean[g] = cnt[g] > 0 ? sum[g] / cnt[g] : 0.0;
+        for (int i = 0; i < n; i++)
+            if (!isnan(R[i])) {
+                double d = R[i] - mean[gi[i]];
+                sd[gi[i]] += d * d;
+            }
+        /* ours: a group with fewer than two rewards, or all equal, has
+         * nothing to learn */
         int nz = 0;
         for (int g = 0; g < ng; g++) {
             sd[g] = pt_grpo_std(sd[g], cnt[g]);
-            if (sd[g] <= 1e-8)
+            if (cnt[g] < 2 || sd[g] <= 1e-8)
                 nz++;
         }
-        double bmean, bstd = scale == PT_GRPO_SCALE_BATCH ? pt_grpo_mean_std(&bmean, R, n) : 0;
+        /* TRL's is_std_zero, per sample: torch.isclose(std, 0) of the std
+         * the scaling uses, nanstd (NaN, so not zero, below two rewards)
+         * of the group's or the batch's rewards; 0 with one value in all
+         * (TRL's num_generations or batch of 1) */
+        int bcnt;
+        double bmean, bstd = pt_grpo_nan_mean_std(&bmean, &bcnt, R, n);
+        int tz = 0;
         for (int i = 0; i < n; i++) {
             int g = gi[i];
-            zero_std[i] = sd[g] <= 1e-8;
-            adv[i] = zero_std[i] ? 0.0 : advantage(R[i], mean[g], sd[g], sum[g], cnt[g], bstd, scale);
+            zero_std[i] = cnt[g] < 2 || sd[g] <= 1e-8;
+            if (scale == PT_GRPO_SCALE_BATCH)
+                tz += n == 1 || (bcnt > 1 && bstd <= 1e-8);
+            else
+                tz += size[g] == 1 || (cnt[g] > 1 && sd[g] <= 1e-8);
+            /* a declined sample, and every member of a group with nothing
+             * to learn: 0 (TRL: NaN, then nan_to_num) */
+            adv[i] = zero_std[i] || isnan(R[i]) ? 0.0
+                                                : advantage(R[i], mean[g], sd[g], sum[g], cnt[g], bstd, scale);
         }
         *n_zero = nz;
+        *n_trl_zero = tz;
     }
     free(gi);
     free(ids);
@@ -91,6 +121,7 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R
     free(sd);
     free(sum);
     free(cnt);
+    free(size);
     return ng;
 }
 

@@ -24,6 +24,14 @@ int pt_grpo_options_init(pt_grpo_options *opts)
     opts->importance_sampling_clip_max = 3.0;
     opts->importance_sampling_clip_min = 0.0;
     opts->top_entropy_quantile = 1.0;
+    opts->vespo_k_pos = 2.0;
+    opts->vespo_lambda_pos = 3.0;
+    opts->vespo_k_neg = 3.0;
+    opts->vespo_lambda_neg = 2.0;
+    opts->entropy_coef_max = 1.0;
+    opts->entropy_coef_delta = 0.005;
+    opts->entropy_target = 0.2;
+    opts->entropy_last = INFINITY;
     return PT_OK;
 }
 
@@ -36,6 +44,8 @@ int pt_grpo_stats_init(pt_grpo_stats *stats)
     stats->importance_sampling_ratio_max = stats->importance_sampling_corrected_fraction = NAN;
     stats->entropy_threshold = NAN;
     stats->entropy_kept_fraction = 1.0;
+    stats->vespo_phi_seq_mean = NAN;
+    stats->entropy_measured = stats->entropy_coef_next = NAN;
     return PT_OK;
 }
 
@@ -63,8 +73,24 @@ static int check_options_1x(const pt_grpo_options *o)
     if (o->delta != 0 && !(isfinite(o->delta) && o->delta > 1.0 + o->epsilon_high))
         return pt_err(PT_EINVAL, "pt_grpo_step: delta %g must be 0 (off) or finite and > 1 + epsilon_high (%g)",
                       o->delta, 1.0 + o->epsilon_high);
-    if (o->delta != 0 && o->loss_type == PT_GRPO_LOSS_CISPO)
-        return pt_err(PT_EINVAL, "pt_grpo_step: delta (two-sided clipping) does not apply to loss_type cispo");
+    if (o->delta != 0 && (o->loss_type == PT_GRPO_LOSS_CISPO || o->loss_type == PT_GRPO_LOSS_VESPO))
+        return pt_err(PT_EINVAL, "pt_grpo_step: delta (two-sided clipping) does not apply to loss_type %s",
+                      pt_grpo_loss_type_name(o->loss_type));
+    const double vk[4] = { o->vespo_k_pos, o->vespo_lambda_pos, o->vespo_k_neg, o->vespo_lambda_neg };
+    static const char *const vn[4] = { "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg" };
+    for (int i = 0; i < 4; i++)
+        if (!(isfinite(vk[i]) && vk[i] >= 0 && vk[i] <= 1e6))
+            return pt_err(PT_EINVAL, "pt_grpo_step: %s %g must be finite, >= 0 and <= 1e6", vn[i], vk[i]);
+    if (!(isfinite(o->entropy_coef) && fabs(o->entropy_coef) <= 1e6))
+        return pt_err(PT_EINVAL, "pt_grpo_step: entropy_coef %g must be finite (|entropy_coef| <= 1e6)",
+                      o->entropy_coef);
+    const double emin = o->entropy_coef_min, emax = o->entropy_coef_max;
+    if (!(isfinite(emin) && isfinite(emax) && emin <= emax) ||
+        !(isfinite(o->entropy_coef_delta) && o->entropy_coef_delta >= 0) || !isfinite(o->entropy_target) ||
+        isnan(o->entropy_last))
+        return pt_err(PT_EINVAL, "pt_grpo_step: the entropy control's entropy_coef_min %g <= entropy_coef_max %g, "
+                      "entropy_coef_delta %g >= 0 and entropy_target %g must be finite, entropy_last %g not NaN",
+                      emin, emax, o->entropy_coef_delta, o->entropy_target, o->entropy_last);
     if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
         return pt_err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
     return PT_OK;
@@ -74,7 +100,7 @@ int pt_grpo_check_options(const pt_grpo_options *o)
 {
     if (o->scale_rewards < PT_GRPO_SCALE_GROUP || o->scale_rewards > PT_GRPO_SCALE_RLOO)
         return pt_err(PT_EINVAL, "pt_grpo_step: unknown scale_rewards %d", o->scale_rewards);
-    if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_CISPO)
+    if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_VESPO)
         return pt_err(PT_EINVAL, "pt_grpo_step: unknown loss_type %d", o->loss_type);
     if (o->importance_sampling_level != PT_GRPO_IS_TOKEN && o->importance_sampling_level != PT_GRPO_IS_SEQUENCE)
         return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_level %d", o->importance_sampling_level);
@@ -131,6 +157,13 @@ int pt_grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_bu
                               "%g, the step's temperature is %g (compute them again at %g: "
                               "pt_rollout_buffer_compute_logprobs_with)", i, kind[k], (double)s->lp_temp[k],
                               o->temperature, o->temperature);
+        if (o->loss_type == PT_GRPO_LOSS_VESPO && s->samp &&
+            (o->importance_sampling_correction == PT_GRPO_IS_SEQUENCE_TRUNCATE ||
+             o->importance_sampling_correction == PT_GRPO_IS_SEQUENCE_MASK))
+            return pt_err(PT_EINVAL, "pt_grpo_step: loss_type vespo with sampling log-probabilities (sample %d) needs "
+                          "importance_sampling_correction token_truncate, token_mask or none, not %s (TRL's rule: "
+                          "vespo folds the per-token correction into its sequence weight)", i,
+                          pt_grpo_is_correction_name(o->importance_sampling_correction));
         *maxlen = s->n_ids > *maxlen ? s->n_ids : *maxlen;
     }
     return PT_OK;
@@ -165,20 +198,37 @@ int pt_grpo_check_scored(const pt_rollout_buffer *buf)
                   "have only NaN rewards, and some were never scored)", buf->n);
 }
 
+bool pt_grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const pt_grpo_options *o)
+{
+    /* the over-long penalty scores every sample with rewards (in TRL it is
+     * a reward function, get_soft_overlong_punishment, that never declines) */
+    if (s->kind == GRPO_KIND_REWARD && o->overlong_buffer > 0)
+        return false;
+    if (s->kind == GRPO_KIND_ADVANTAGES) {
+        for (int k = 0; k < buf->k; k++)
+            if (!isnan(s->rewards[k]))
+                return false;
+        return true;
+    }
+    return !has_reward(buf, s);
+}
+
 /* *unscored: the samples without a reward (all NaN: every function
- * declined them, or never scored among scored ones).  When that is every
+ * declined them, or never scored among scored ones; with the over-long
+ * penalty only samples with segment rewards can be).  When that is every
  * sample the step has nothing to learn from: the caller skips it
  * (PT_SKIP_NO_REWARDS). */
-void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf)
+void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, const pt_grpo_options *o)
 {
     int64_t n = 0;
     for (int i = 0; i < buf->n; i++)
-        n += !has_reward(buf, &buf->s[i]);
+        n += buf->s[i].kind != GRPO_KIND_ADVANTAGES && pt_grpo_declined(buf, &buf->s[i], o);
     *unscored = n;
     if (n == buf->n)
         pt_log(PT_LOG_WARN, "pt_grpo_step: no sample has a reward (every reward function declined "
                "all %d): the step is skipped", buf->n);
     else if (n > 0)
-        pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward "
-               "function, or every segment, declined them): they count with reward 0", (long long)n, buf->n);
+        pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward function, or "
+               "every segment, declined them): they get advantage 0 and are left out of their group's mean "
+               "and std and of the reward statistics (TRL)", (long long)n, buf->n);
 }

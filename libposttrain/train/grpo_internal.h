@@ -65,8 +65,12 @@ int pt_grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_bu
                           const pt_grpo_options *o);
 /* PT_ESTATE when no sample of buf has a reward and some were never scored. */
 int pt_grpo_check_scored(const pt_rollout_buffer *buf);
-/* The samples every reward function declined. */
-void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf);
+/* Sample s has no reward: every reward function declined it (and no
+ * over-long penalty scores it), or every segment; with given advantages:
+ * every reward function declined it (it only reports them). */
+bool pt_grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const pt_grpo_options *o);
+/* The samples with rewards or segment rewards that pt_grpo_declined. */
+void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, const pt_grpo_options *o);
 
 /* PT_ESTATE naming func when buf is being scored (a reward function may
  * not change the buffer it scores); else PT_OK (grpo_reward.c). */
@@ -99,20 +103,28 @@ double pt_grpo_overlong_penalty(int len, int l_max, int l_c);
  * 0 for fewer than two values. */
 double pt_grpo_std(double sumsq_dev, int n);
 
-/* The mean of n values into *mean; returns their unbiased std. */
-double pt_grpo_mean_std(double *mean, const double *x, int n);
+/* torch.nanmean and TRL's nanstd of n values, NaN left out: the mean into
+ * *mean (NaN when none), how many are not NaN into *count (when not NULL);
+ * returns the unbiased std, NaN below two values. */
+double pt_grpo_nan_mean_std(double *mean, int *count, const double *x, int n);
 
 /* Reward and completion-length statistics over every sample of the buffer,
- * R the combined rewards: reward, reward_std, n_reward_funcs,
+ * R the combined rewards (NaN: declined, left out as TRL's nanmean and
+ * nanstd do): reward, reward_std, n_reward_funcs,
  * reward_func_mean/std, completion_*_length and clipped_ratio of *st. */
 void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R);
 
 /* Advantages of n samples from their combined rewards R (after any
- * over-long penalty) and group ids: adv[i], zero_std[i] (its group's
- * rewards are all equal).  Returns the number of groups and, through
- * *n_zero, how many have zero std.  PT_ENOMEM as a negative value. */
-int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, const double *R, const int64_t *group, int n,
-                       int scale);
+ * over-long penalty; NaN: declined) and group ids, as TRL: a declined
+ * sample is left out of its group's mean and std (and the batch's) and
+ * gets advantage 0.  adv[i], zero_std[i] (its group has fewer than two
+ * rewards, or all equal: nothing to learn).  Returns the number of groups,
+ * through *n_zero how many have zero std, and through *n_trl_zero how many
+ * samples TRL's is_std_zero flags (frac_reward_zero_std's numerator: the
+ * std the scaling uses, per group or of the batch, isclose to 0; NaN, below
+ * two rewards, is not).  PT_ENOMEM as a negative value. */
+int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero, const double *R,
+                       const int64_t *group, int n, int scale);
 
 /* Per-segment advantages of n samples with segment rewards: sample i has
  * nseg[i] rewards at rew + off[i] (NaN: declined), and gets its advantages
@@ -133,6 +145,7 @@ typedef struct pt_grpo_norm {
     double n_seq;      /* grpo: G, the samples of the step */
     double n_tokens;   /* bnpo / dapo / cispo: the token normaliser */
     double dr_const;   /* dr_grpo: G_total * max_completion_length */
+    double vk_pos, vl_pos, vk_neg, vl_neg; /* vespo: k and lambda (lambda >= 1e-4) */
 } pt_grpo_norm;
 
 /* The constants for the samples that take part: n_seq of them with n_tok
@@ -145,6 +158,7 @@ typedef struct pt_grpo_acc {
     double tokens;     /* loss tokens */
     double kl;         /* sum of k3 */
     double clip_low, clip_high, clip_region; /* counts */
+    double clip_units; /* what they count: loss tokens, or samples at sequence level */
     double cispo_clip; /* count */
     /* sampler against trainer (tokens with sampling logprobs) */
     double samp_tokens, samp_diff_sum, samp_diff_max;
@@ -153,6 +167,9 @@ typedef struct pt_grpo_acc {
     double is_units, is_sum, is_min, is_max, is_corrected;
     /* entropy mask: loss tokens kept */
     double ent_kept;
+    /* vespo: sum of phi and its units (samples; loss tokens of a sample
+     * with per-token advantages) */
+    double phi_sum, phi_units;
 } pt_grpo_acc;
 
 /* One sample's tokens for the loss. */
@@ -163,7 +180,12 @@ typedef struct pt_grpo_tokens {
     const uint8_t *mask;         /* loss tokens */
     const double *adv;           /* per token */
     const double *pw;            /* per token weight of the policy term (the
-                                  * correction times the entropy mask); NULL: 1 */
+                                  * correction times the entropy mask; vespo:
+                                  * the entropy mask); NULL: 1 */
+    bool token_adv;              /* the advantages vary by token (given, or per
+                                  * segment): sequence-level metrics count tokens */
+    double is_logsum;            /* vespo: the correction's log weight summed
+                                  * (pt_grpo_vespo_is_logsum); else 0 */
 } pt_grpo_tokens;
 
 /* The loss of one sample: adds to *acc and writes dL/dlogp into dlogp[0 ..
@@ -176,6 +198,12 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t
  * *acc.  o: a full pt_grpo_options. */
 void pt_grpo_is_weights(double *w, pt_grpo_acc *acc, const float *old, const float *samp, const uint8_t *mask, int n,
                         const pt_grpo_options *o);
+
+/* vespo: the sum over the loss tokens of log w_t, w the correction's
+ * weights in pw (token modes), each clamped to [log 1e-8, 20] as TRL's
+ * get_gamma_weights; pw's loss tokens are set to 1 (vespo puts the
+ * correction into phi, not on the tokens). */
+double pt_grpo_vespo_is_logsum(double *pw, const uint8_t *mask, int n);
 
 /* torch.quantile(x[0 .. n), q) (linear interpolation; sorts x in place);
  * NaN for n == 0. */
@@ -195,6 +223,53 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
  * removes it.  Process-wide, not thread-safe. */
 typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
 void pt_grpo_set_dlogp_hook(pt_grpo_dlogp_hook fn, void *payload);
+
+/* ---- the step's working state (grpo_step.c, grpo_step_adv.c) ---- */
+
+/* One micro-batch: samples first .. end-1 of the buffer (rows of them
+ * train), T wide. */
+typedef struct grpo_mb {
+    int first, end, rows, T;
+} grpo_mb;
+
+/* The working state of one accumulation. */
+typedef struct grpo_run {
+    const pt_grpo_options *o;
+    pt_rollout_buffer *buf;
+    const pt_rollout_buffer *all; /* the whole global batch: buf, or every rank's (grpo_view.c) */
+    int offset;                 /* buf's first sample in `all` */
+    pt_context *ctx;
+    pt_dist *d;
+    float temp;                 /* the step's temperature */
+    int n, maxlen;              /* buf's samples, its longest */
+    double *R, *adv;            /* per sample of `all`: reported reward, advantage (reward samples) */
+    bool *zs;                   /* per sample of `all`: its group has nothing to learn (zero std) */
+    int *seg_off;               /* per sample of `all`: its first segment in segadv */
+    double *segadv;             /* the advantage of every segment of `all` */
+    float *lpc, *dlc;           /* one sample's completion logprobs and dL/dlogp */
+    double *tadv, *pw;          /* one sample's per-token advantages and policy-term weights */
+    int *seg_of;                /* one sample's segment index per token */
+    int rows_cap;               /* rows per forward */
+    int32_t *bid, *btg;         /* a micro-batch: ids, targets */
+    float *blp, *bdl, *bent;    /* its logprobs, dL/dlogp, entropies */
+    float *bde;                 /* entropy_coef != 0: its dL/dH */
+    double n_tok;               /* the loss tokens of the global batch */
+    double ent_kept_all;        /* top_entropy_quantile < 1: the loss tokens kept, every rank's */
+    double ent_norm;            /* the entropy bonus's normaliser */
+    double ent_coef;            /* the bonus's coefficient this step (0: off) */
+    double eff_sum, eff_n;      /* entropies of the loss tokens the entropy mask keeps */
+    grpo_mb *plan;              /* the micro-batches an entropy pass made (NULL: none) */
+    int n_plan;
+    double ent_thr;             /* top_entropy_quantile < 1: the threshold; else -inf */
+    pt_grpo_norm nm;
+    pt_grpo_acc acc;
+    double ent_sum, ent_n, fwd_tokens;
+} grpo_run;
+
+/* Rewards (with the over-long penalty), advantages (per sample or per
+ * segment) and the reward statistics of the whole global batch w->all
+ * into w->R, w->adv, w->zs, w->segadv and *stats (grpo_step_adv.c). */
+int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
 
 /* ---- data-parallel steps (grpo_view.c) ---- */
 

@@ -17,9 +17,54 @@ void pt_grpo_make_norm(pt_grpo_norm *nm, const pt_grpo_options *o, double n_seq,
     nm->beta = o->beta;
     nm->delta = o->delta > 0 ? o->delta : INFINITY;
     nm->n_seq = n_seq;
-    bool global = (o->loss_type == PT_GRPO_LOSS_DAPO || o->loss_type == PT_GRPO_LOSS_CISPO) && o->global_tokens > 0;
+    bool global = (o->loss_type == PT_GRPO_LOSS_DAPO || o->loss_type == PT_GRPO_LOSS_CISPO ||
+                   o->loss_type == PT_GRPO_LOSS_VESPO) && o->global_tokens > 0;
     nm->n_tokens = global ? o->global_tokens : n_tok;
     nm->dr_const = (o->global_samples > 0 ? o->global_samples : n_seq) * o->max_completion_length;
+    nm->vk_pos = o->vespo_k_pos;
+    nm->vk_neg = o->vespo_k_neg;
+    nm->vl_pos = o->vespo_lambda_pos > 1e-4 ? o->vespo_lambda_pos : 1e-4;
+    nm->vl_neg = o->vespo_lambda_neg > 1e-4 ? o->vespo_lambda_neg : 1e-4;
+}
+
+static double clampd(double x, double lo, double hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* log 1e-8: the floor of VESPO's log weights (TRL's get_gamma_weights) */
+#define VESPO_LOG_FLOOR (-18.420680743952367)
+
+double pt_grpo_vespo_is_logsum(double *pw, const uint8_t *mask, int n)
+{
+    double s = 0;
+    for (int j = 0; j < n; j++)
+        if (mask[j]) {
+            s += clampd(log(pw[j]), VESPO_LOG_FLOOR, 20.0); /* log 0 = -inf: the floor */
+            pw[j] = 1.0;
+        }
+    return s;
+}
+
+/* VESPO's log w of a sample: sum over its loss tokens of the log ratio
+ * (each clamped to [-20, 20]) plus the correction's, clamped to
+ * [log 1e-8, 20] (TRL's get_gamma_weights, which sums, not averages). */
+static double vespo_log_w(const pt_grpo_tokens *t)
+{
+    double s = 0;
+    for (int j = 0; j < t->n; j++)
+        if (t->mask[j])
+            s += clampd((double)t->logp[j] - (double)t->old[j], -20.0, 20.0);
+    return clampd(s + t->is_logsum, VESPO_LOG_FLOOR, 20.0);
+}
+
+/* phi(w) = exp(lambda + k log w - lambda w) with k, lambda by the sign of
+ * the advantage; non-finite values are 0 (TRL's nan_to_num). */
+static double vespo_phi(double log_w, double a, const pt_grpo_norm *nm)
+{
+    double k = a >= 0 ? nm->vk_pos : nm->vk_neg, l = a >= 0 ? nm->vl_pos : nm->vl_neg;
+    double phi = exp(l + k * log_w - l * exp(log_w));
+    return isfinite(phi) ? phi : 0.0;
 }
 
 /* -min(min(r, delta) A, clip(r) A) and its derivative in r, as torch's
@@ -68,7 +113,8 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t
         return;
     const double w = token_weight(nm, cnt);
     const double lo = 1.0 - nm->eps_low, hi = 1.0 + nm->eps_high;
-    const bool cispo = nm->loss_type == PT_GRPO_LOSS_CISPO, seq = nm->level == PT_GRPO_IS_SEQUENCE;
+    const bool cispo = nm->loss_type == PT_GRPO_LOSS_CISPO, vespo = nm->loss_type == PT_GRPO_LOSS_VESPO;
+    const bool seq = nm->level == PT_GRPO_IS_SEQUENCE && !vespo; /* vespo has its own sequence weight */
     /* GSPO: s = exp(mean (logp - old)); d l_u / d logp_t = dl_u/ds * s / cnt
      * for every loss token t, so each token's gradient is (s / cnt) times the
      * sum over u of the weighted dl_u/ds */
@@ -89,20 +135,28 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t
             seq_g *= seq_r / cnt;
         }
     }
-    double lsum = 0;
+    const double log_w = vespo ? vespo_log_w(t) : 0.0;
+    double lsum = 0, c_low = 0, c_high = 0, c_region = 0, c_cispo = 0, phi_sum = 0, phi_one = 0;
     for (int j = 0; j < n; j++) {
         if (!t->mask[j])
             continue;
         const double a = t->adv[j], pw = t->pw ? t->pw[j] : 1.0;
         double r = seq ? seq_r : exp((double)t->logp[j] - (double)t->old[j]);
         double l, g;
-        if (cispo) {
+        if (vespo) {
+            /* -sg[phi(w)] A log pi: phi is detached */
+            double phi = vespo_phi(log_w, a, nm);
+            l = -phi * a * (double)t->logp[j] * pw;
+            g = -phi * a * pw;
+            phi_sum += phi;
+            phi_one = phi; /* one advantage: the same on every token */
+        } else if (cispo) {
             /* -sg[min(r, eps_high)] A log pi: the gradient does not go
              * through the (detached) ratio */
             double c = r < nm->eps_high ? r : nm->eps_high;
             l = -c * a * (double)t->logp[j] * pw;
             g = -c * a * pw;
-            acc->cispo_clip += r > nm->eps_high && a > 0;
+            c_cispo += r > nm->eps_high && a > 0;
         } else {
             double dl_dr;
             l = surrogate(&dl_dr, r, a, lo, hi, nm->delta) * pw;
@@ -110,9 +164,9 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t
             /* TRL counts with the ratio capped at delta */
             double rm = r > nm->delta ? nm->delta : r;
             bool low = rm < lo && a < 0, high = rm > hi && a > 0;
-            acc->clip_low += low;
-            acc->clip_high += high;
-            acc->clip_region += low || high;
+            c_low += low;
+            c_high += high;
+            c_region += low || high;
         }
         if (t->ref) {
             double d = (double)t->ref[j] - (double)t->logp[j], e = exp(d);
@@ -128,6 +182,27 @@ void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t
     }
     acc->tokens += cnt;
     acc->loss += w * lsum;
+    /* the clip metrics per token; at sequence level with one advantage per
+     * sample, per sample (every token has the same ratio and advantage), as
+     * TRL counts them; vespo's phi likewise per sample */
+    const bool per_sample = !t->token_adv;
+    if (seq && per_sample) {
+        acc->clip_low += c_low > 0;
+        acc->clip_high += c_high > 0;
+        acc->clip_region += c_region > 0;
+        acc->cispo_clip += c_cispo > 0;
+        acc->clip_units += 1;
+    } else {
+        acc->clip_low += c_low;
+        acc->clip_high += c_high;
+        acc->clip_region += c_region;
+        acc->cispo_clip += c_cispo;
+        acc->clip_units += cnt;
+    }
+    if (vespo) {
+        acc->phi_sum += per_sample ? phi_one : phi_sum;
+        acc->phi_units += per_sample ? 1 : cnt;
+    }
 }
 
 /* rho inside [lo, hi]: kept (mask modes), or clamped (truncate modes);
@@ -214,6 +289,7 @@ static const pt_enum_entry k_grpo_loss_type_names[] = {
     { PT_GRPO_LOSS_DAPO, "dapo" },
     { PT_GRPO_LOSS_DR_GRPO, "dr_grpo" },
     { PT_GRPO_LOSS_CISPO, "cispo" },
+    { PT_GRPO_LOSS_VESPO, "vespo" },
 };
 PT_ENUM_NAME_FUNCS(pt_grpo_loss_type, k_grpo_loss_type_names, "loss type")
 

@@ -89,32 +89,24 @@ double pt_grpo_overlong_penalty(int len, int l_max, int l_c)
     return -1.0;
 }
 
-/* Mean and std of reward function k over the samples it scored (NaN, NaN
- * when it scored none). */
+/* Mean and std of reward function k over the samples it scored (TRL's
+ * nanmean and nanstd: NaN mean when it scored none, NaN std below two). */
 static void reward_func_stats(double *mean, double *sd, const pt_rollout_buffer *buf, int k)
 {
+    double *x = pt_malloc_array((size_t)buf->n, sizeof *x);
     *mean = *sd = NAN;
-    double s = 0, q = 0;
-    int c = 0;
+    if (!x)
+        return; /* out of memory: the metric is NaN, nothing else depends on it */
     for (int i = 0; i < buf->n; i++)
-        if (!isnan(buf->s[i].rewards[k])) {
-            s += buf->s[i].rewards[k];
-            c++;
-        }
-    if (!c)
-        return;
-    s /= c;
-    for (int i = 0; i < buf->n; i++)
-        if (!isnan(buf->s[i].rewards[k]))
-            q += (buf->s[i].rewards[k] - s) * (buf->s[i].rewards[k] - s);
-    *mean = s;
-    *sd = pt_grpo_std(q, c);
+        x[i] = buf->s[i].rewards[k];
+    *sd = pt_grpo_nan_mean_std(mean, NULL, x, buf->n);
+    free(x);
 }
 
 void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R)
 {
     int n = buf->n;
-    st->reward_std = pt_grpo_mean_std(&st->reward, R, n);
+    st->reward_std = pt_grpo_nan_mean_std(&st->reward, NULL, R, n);
     st->n_reward_funcs = buf->k;
     for (int k = 0; k < PT_GRPO_MAX_REWARD_FUNCS; k++) {
         st->reward_func_mean[k] = st->reward_func_std[k] = NAN;

@@ -14,14 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* With LoRA, the reference policy is the frozen base: the reference
  * logprobs the samples lack come from forwards with the adapters switched
@@ -35,40 +27,6 @@ static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_
     pt_model_set_lora_enabled(model, true);
     return st ? pt_err_prefix(st, "pt_grpo_step: reference logprobs of the base model (adapters off)") : PT_OK;
 }
-
-/* One micro-batch: samples first .. end-1 of the buffer (rows of them
- * train), T wide. */
-typedef struct grpo_mb {
-    int first, end, rows, T;
-} grpo_mb;
-
-/* The working state of one accumulation. */
-typedef struct grpo_run {
-    const pt_grpo_options *o;
-    pt_rollout_buffer *buf;
-    const pt_rollout_buffer *all; /* the whole global batch: buf, or every rank's (grpo_view.c) */
-    int offset;                 /* buf's first sample in `all` */
-    pt_context *ctx;
-    pt_dist *d;
-    float temp;                 /* the step's temperature */
-    int n, maxlen;              /* buf's samples, its longest */
-    double *R, *adv;            /* per sample of `all`: reported reward, advantage (reward samples) */
-    bool *zs;                   /* per sample of `all`: its group has nothing to learn (zero std) */
-    int *seg_off;               /* per sample of `all`: its first segment in segadv */
-    double *segadv;             /* the advantage of every segment of `all` */
-    float *lpc, *dlc;           /* one sample's completion logprobs and dL/dlogp */
-    double *tadv, *pw;          /* one sample's per-token advantages and policy-term weights */
-    int *seg_of;                /* one sample's segment index per token */
-    int rows_cap;               /* rows per forward */
-    int32_t *bid, *btg;         /* a micro-batch: ids, targets */
-    float *blp, *bdl, *bent;    /* its logprobs, dL/dlogp, entropies */
-    grpo_mb *plan;              /* the micro-batches an entropy pass made (NULL: none) */
-    int n_plan;
-    double ent_thr;             /* top_entropy_quantile < 1: the threshold; else -inf */
-    pt_grpo_norm nm;
-    pt_grpo_acc acc;
-    double ent_sum, ent_n, fwd_tokens;
-} grpo_run;
 
 static void run_free(grpo_run *w)
 {
@@ -87,179 +45,8 @@ static void run_free(grpo_run *w)
     free(w->blp);
     free(w->bdl);
     free(w->bent);
+    free(w->bde);
     free(w->plan);
-}
-
-/* The reward a sample reports (stats): its combined reward (with the
- * over-long penalty), or the sum of its segment rewards (the penalty on the
- * last); a sample with given advantages reports its combined reward. */
-static double reported_reward(const grpo_sample *s, const pt_rollout_buffer *all, const pt_grpo_options *o)
-{
-    double pen = o->overlong_buffer > 0 && s->kind != GRPO_KIND_ADVANTAGES
-                     ? pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer)
-                     : 0.0;
-    if (s->kind != GRPO_KIND_SEGMENTS)
-        return pt_grpo_combine_rewards(s->rewards, all->weights, all->k) + pen;
-    double r = 0;
-    for (int k = 0; k < s->n_seg; k++)
-        if (!isnan(s->seg[k]))
-            r += (double)s->seg[k] + (k == s->n_seg - 1 ? pen : 0.0);
-    return r;
-}
-
-/* Every group's members take their advantages from one place. */
-static int check_group_kinds(const pt_rollout_buffer *all)
-{
-    static const char *const what[3] = { "rewards", "segment_rewards", "advantages" };
-    int *first = pt_malloc_array((size_t)all->n, sizeof *first);
-    int64_t *ids = pt_malloc_array((size_t)all->n, sizeof *ids);
-    int st = first && ids ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    int ng = 0;
-    for (int i = 0; i < all->n && !st; i++) {
-        int g = 0;
-        while (g < ng && ids[g] != all->s[i].group)
-            g++;
-        if (g == ng) {
-            ids[ng++] = all->s[i].group;
-            first[g] = i;
-        } else if (all->s[first[g]].kind != all->s[i].kind) {
-            st = pt_err(PT_EINVAL, "pt_grpo_step: a group mixes samples with %s and samples with %s (global "
-                        "samples %d and %d): every member of a group takes its advantages from the same place",
-                        what[all->s[first[g]].kind], what[all->s[i].kind], first[g], i);
-        }
-    }
-    free(first);
-    free(ids);
-    return st;
-}
-
-/* The samples of `all` of one kind, compressed: their indices into idx,
- * returns how many. */
-static int of_kind(int *idx, const pt_rollout_buffer *all, int kind)
-{
-    int m = 0;
-    for (int i = 0; i < all->n; i++)
-        if (all->s[i].kind == kind)
-            idx[m++] = i;
-    return m;
-}
-
-/* Advantages of the samples with segment rewards (the over-long penalty on
- * each one's last segment); *ng and *nz: their groups, with zero std. */
-static int segment_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz)
-{
-    const pt_rollout_buffer *all = w->all;
-    int *off = pt_malloc_array((size_t)m + 1, sizeof *off), *nseg = pt_malloc_array((size_t)m + 1, sizeof *nseg);
-    int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
-    bool *zs = pt_malloc_array((size_t)m + 1, sizeof *zs);
-    double *rew = NULL, *adv = NULL;
-    size_t total = 0;
-    for (int j = 0; j < m; j++)
-        total += (size_t)all->s[idx[j]].n_seg;
-    rew = pt_malloc_array(total + 1, sizeof *rew);
-    adv = pt_malloc_array(total + 1, sizeof *adv);
-    int st = off && nseg && grp && zs && rew && adv ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    if (!st) {
-        int o = 0;
-        for (int j = 0; j < m; j++) {
-            const grpo_sample *s = &all->s[idx[j]];
-            off[j] = o;
-            nseg[j] = s->n_seg;
-            grp[j] = s->group;
-            for (int k = 0; k < s->n_seg; k++)
-                rew[o + k] = s->seg[k];
-            if (w->o->overlong_buffer > 0 && s->n_seg > 0)
-                rew[o + s->n_seg - 1] +=
-                    pt_grpo_overlong_penalty(s->n_comp, w->o->max_completion_length, w->o->overlong_buffer);
-            o += s->n_seg;
-        }
-        *ng = pt_grpo_segment_advantages(adv, zs, nz, rew, off, nseg, grp, m, w->o->scale_rewards);
-        if (*ng < 0)
-            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    }
-    for (int j = 0; j < m && !st; j++) {
-        const int i = idx[j];
-        w->zs[i] = zs[j];
-        memcpy(w->segadv + w->seg_off[i], adv + off[j], (size_t)nseg[j] * sizeof *adv);
-    }
-    free(off);
-    free(nseg);
-    free(grp);
-    free(zs);
-    free(rew);
-    free(adv);
-    return st;
-}
-
-/* Advantages of the samples with rewards; *ng and *nz as above. */
-static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz)
-{
-    double *R = pt_malloc_array((size_t)m + 1, sizeof *R), *adv = pt_malloc_array((size_t)m + 1, sizeof *adv);
-    int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
-    bool *zs = pt_malloc_array((size_t)m + 1, sizeof *zs);
-    int st = R && adv && grp && zs ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    if (!st) {
-        for (int j = 0; j < m; j++) {
-            R[j] = w->R[idx[j]];
-            grp[j] = w->all->s[idx[j]].group;
-        }
-        *ng = pt_grpo_advantages(adv, zs, nz, R, grp, m, w->o->scale_rewards);
-        if (*ng < 0)
-            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    }
-    for (int j = 0; j < m && !st; j++) {
-        w->adv[idx[j]] = adv[j];
-        w->zs[idx[j]] = zs[j];
-    }
-    free(R);
-    free(adv);
-    free(grp);
-    free(zs);
-    return st;
-}
-
-/* Rewards (with the over-long penalty), advantages (per sample or per
- * segment) and the reward statistics of the whole global batch into
- * *stats. */
-static int compute_advantages(grpo_run *w, pt_grpo_stats *stats)
-{
-    const pt_rollout_buffer *all = w->all;
-    int st = check_group_kinds(all);
-    if (st)
-        return st;
-    size_t nseg = 0;
-    for (int i = 0; i < all->n; i++) {
-        const grpo_sample *s = &all->s[i];
-        w->R[i] = reported_reward(s, all, w->o);
-        w->adv[i] = 0.0;
-        w->zs[i] = false;
-        w->seg_off[i] = (int)nseg;
-        nseg += (size_t)s->n_seg;
-    }
-    if (nseg > (size_t)INT32_MAX)
-        return pt_err(PT_ERANGE, "pt_grpo_step: %zu segments is too many", nseg);
-    w->segadv = pt_malloc_array(nseg + 1, sizeof *w->segadv);
-    int *idx = pt_malloc_array((size_t)all->n, sizeof *idx);
-    if (!w->segadv || !idx) {
-        free(idx);
-        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
-    }
-    int ng_r = 0, nz_r = 0, ng_s = 0, nz_s = 0;
-    int m = of_kind(idx, all, GRPO_KIND_REWARD);
-    if (m > 0)
-        st = reward_advantages(w, idx, m, &ng_r, &nz_r);
-    m = of_kind(idx, all, GRPO_KIND_SEGMENTS);
-    if (!st && m > 0)
-        st = segment_advantages(w, idx, m, &ng_s, &nz_s);
-    free(idx);
-    if (st)
-        return st;
-    stats->groups = ng_r + ng_s;
-    stats->frac_reward_zero_std = stats->groups > 0 ? (double)(nz_r + nz_s) / (double)stats->groups : 0.0;
-    pt_grpo_reward_stats(stats, all, w->R);
-    stats->groups_dropped = w->o->drop_zero_std_groups ? nz_r + nz_s : 0;
-    stats->segments = (int64_t)nseg;
-    return PT_OK;
 }
 
 /* Whether sample k of this rank's buffer has loss tokens in this step (not
@@ -284,7 +71,21 @@ static double make_norm(grpo_run *w)
             n_tok += s->n_mask;
     }
     pt_grpo_make_norm(&w->nm, w->o, n_seq, n_tok);
+    w->n_tok = n_tok;
     return n_tok;
+}
+
+/* The entropy bonus's normaliser (TRL): dapo, cispo, vespo: their token
+ * count (global_tokens or the loss tokens), so the term sums to the mean
+ * over the global batch; the others: the loss tokens the entropy mask
+ * keeps (every rank's), a mean per step.  At least 1. */
+static void entropy_norm(grpo_run *w)
+{
+    const int lt = w->o->loss_type;
+    double n = lt == PT_GRPO_LOSS_DAPO || lt == PT_GRPO_LOSS_CISPO || lt == PT_GRPO_LOSS_VESPO ? w->nm.n_tokens
+               : w->o->top_entropy_quantile < 1                                             ? w->ent_kept_all
+                                                                                            : w->n_tok;
+    w->ent_norm = n > 1 ? n : 1;
 }
 
 static pt_grpo_dlogp_hook g_dlogp_hook;
@@ -337,20 +138,62 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
         s->lp_temp[PT_ROLLOUT_OLD] = w->temp;
     }
     pt_grpo_is_weights(w->pw, &w->acc, s->old, s->samp, s->mask, s->n_comp, w->o);
+    const double is_logsum =
+        w->o->loss_type == PT_GRPO_LOSS_VESPO ? pt_grpo_vespo_is_logsum(w->pw, s->mask, s->n_comp) : 0.0;
     for (int t = 0; t < s->n_comp; t++)
         if (s->mask[t]) {
             bool keep = (double)re[t] >= w->ent_thr;
             w->acc.ent_kept += keep;
+            if (keep) {
+                w->eff_sum += re[t];
+                w->eff_n++;
+            }
             if (!keep)
                 w->pw[t] = 0.0;
         }
     token_advantages(w, k);
     pt_grpo_tokens tk = { .n = s->n_comp, .logp = w->lpc, .old = s->old, .ref = s->has_ref ? s->ref : NULL,
-                          .mask = s->mask, .adv = w->tadv, .pw = w->pw };
+                          .mask = s->mask, .adv = w->tadv, .pw = w->pw, .token_adv = s->kind != GRPO_KIND_REWARD,
+                          .is_logsum = is_logsum };
     pt_grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
+    if (w->ent_coef != 0) {
+        /* TRL's entropy bonus, -coef * sum_t H_t m_t / ent_norm over the
+         * loss tokens the entropy mask keeps: dL/dH_t = -coef / ent_norm */
+        float *rde = w->bde + (size_t)r * T;
+        memset(rde, 0, (size_t)T * sizeof *rde);
+        const double c = w->ent_coef / w->ent_norm;
+        for (int t = 0; t < s->n_comp; t++)
+            if (s->mask[t] && (double)re[t] >= w->ent_thr) {
+                rde[s->prompt_len - 1 + t] = (float)-c;
+                w->acc.loss -= c * re[t];
+            }
+    }
     if (g_dlogp_hook)
         g_dlogp_hook(k, w->dlc, s->n_comp, g_dlogp_payload);
     memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
+}
+
+/* The samples with one advantage whose truncated completion is masked: no
+ * loss tokens, yet TRL counts them (ratio 1: not clipped; vespo's phi 1)
+ * among the samples of the sequence-level clip metrics and of vespo's
+ * phi mean. */
+static void masked_units(grpo_run *w)
+{
+    const bool vespo = w->o->loss_type == PT_GRPO_LOSS_VESPO;
+    if (!w->o->mask_truncated_completions || !(vespo || w->o->importance_sampling_level == PT_GRPO_IS_SEQUENCE))
+        return;
+    for (int k = 0; k < w->n; k++) {
+        const grpo_sample *s = &w->buf->s[k];
+        if (!s->truncated || s->kind != GRPO_KIND_REWARD ||
+            (w->o->drop_zero_std_groups && w->zs[w->offset + k]))
+            continue;
+        if (vespo) {
+            w->acc.phi_sum += 1.0;
+            w->acc.phi_units += 1.0;
+        } else {
+            w->acc.clip_units += 1.0;
+        }
+    }
 }
 
 /* Fill the rows of micro-batch m (its training samples). */
@@ -388,7 +231,7 @@ static int mb_train(grpo_run *w, const grpo_mb *m)
         if (trains(w, k))
             sample_loss(w, k, r++, m->T);
     w->fwd_tokens += (double)m->rows * m->T;
-    return pt_ctx_backward(w->ctx, w->bdl);
+    return w->bde ? pt_ctx_backward_entropy(w->ctx, w->bdl, w->bde) : pt_ctx_backward(w->ctx, w->bdl);
 }
 
 /* The next micro-batch from sample i on: the training samples up to
@@ -412,7 +255,8 @@ static int alloc_rows(grpo_run *w)
     w->blp = pt_malloc_array(cells, sizeof *w->blp);
     w->bdl = pt_malloc_array(cells, sizeof *w->bdl);
     w->bent = pt_malloc_array(cells, sizeof *w->bent);
-    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent)
+    w->bde = w->ent_coef != 0 ? pt_malloc_array(cells, sizeof *w->bde) : NULL;
+    if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent || (w->ent_coef != 0 && !w->bde))
         return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
     return PT_OK;
 }
@@ -538,12 +382,30 @@ static int entropy_pass(grpo_run *w, int st)
     }
     if (!st)
         w->ent_thr = nall > 0 ? pt_grpo_quantile(allv, nall, 1.0 - w->o->top_entropy_quantile) : INFINITY;
+    /* the loss tokens the mask keeps, every rank's: the entropy bonus's mean */
+    w->ent_kept_all = 0;
+    for (size_t q = 0; !st && q < nall; q++)
+        w->ent_kept_all += (double)allv[q] >= w->ent_thr;
     free(allv);
     return st;
 }
 
 /* The loss, KL, entropy, clipping, sampler and speed statistics of a
  * finished accumulation. */
+/* TRL's entropy control: the entropy over the kept loss tokens and the
+ * next coefficient (a step with no loss token leaves both as they were). */
+static void entropy_control(pt_grpo_stats *stats, const grpo_run *w)
+{
+    const pt_grpo_options *o = w->o;
+    stats->entropy_measured = w->eff_n > 0 ? w->eff_sum / w->eff_n : o->entropy_last;
+    double c = o->entropy_coef;
+    if (o->use_adaptive_entropy && w->eff_n > 0) {
+        c = stats->entropy_measured <= o->entropy_target ? c + o->entropy_coef_delta : c - o->entropy_coef_delta;
+        c = c < o->entropy_coef_min ? o->entropy_coef_min : c > o->entropy_coef_max ? o->entropy_coef_max : c;
+    }
+    stats->entropy_coef_next = c;
+}
+
 static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
 {
     const pt_grpo_acc *acc = &w->acc;
@@ -552,10 +414,14 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
     stats->tokens = tok;
     stats->kl = tok > 0 ? acc->kl / tok : 0.0;
     stats->entropy = w->ent_n > 0 ? w->ent_sum / w->ent_n : 0.0;
-    stats->clip_ratio_low = tok > 0 ? acc->clip_low / tok : 0.0;
-    stats->clip_ratio_high = tok > 0 ? acc->clip_high / tok : 0.0;
-    stats->clip_ratio_region = tok > 0 ? acc->clip_region / tok : 0.0;
-    stats->cispo_clip_ratio = tok > 0 ? acc->cispo_clip / tok : 0.0;
+    entropy_control(stats, w);
+    const double cu = acc->clip_units; /* loss tokens, or samples at sequence level */
+    stats->clip_ratio_low = cu > 0 ? acc->clip_low / cu : 0.0;
+    stats->clip_ratio_high = cu > 0 ? acc->clip_high / cu : 0.0;
+    stats->clip_ratio_region = cu > 0 ? acc->clip_region / cu : 0.0;
+    stats->cispo_clip_ratio = cu > 0 ? acc->cispo_clip / cu : 0.0;
+    if (acc->phi_units > 0)
+        stats->vespo_phi_seq_mean = acc->phi_sum / acc->phi_units;
     if (acc->samp_tokens > 0) {
         stats->sampling_logp_difference_mean = acc->samp_diff_sum / acc->samp_tokens;
         stats->sampling_logp_difference_max = acc->samp_diff_max;
@@ -570,7 +436,7 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
         stats->entropy_threshold = w->ent_thr;
         stats->entropy_kept_fraction = tok > 0 ? acc->ent_kept / tok : 1.0;
     }
-    stats->train_seconds = now_seconds() - t0;
+    stats->train_seconds = pt_now() - t0;
     stats->tokens_per_second = stats->train_seconds > 0 ? w->fwd_tokens / stats->train_seconds : 0.0;
 }
 
@@ -580,10 +446,10 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
 static int agree_sums(pt_dist *d, grpo_run *w, int st)
 {
     pt_grpo_acc *a = &w->acc;
-    double v[16] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
+    double v[21] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
                      w->fwd_tokens, a->cispo_clip, a->samp_tokens, a->samp_diff_sum, a->is_units, a->is_sum,
-                     a->is_corrected, a->ent_kept };
-    st = pt_comm_agree_sum(NULL, d, st, v, 16, "pt_grpo_step");
+                     a->is_corrected, a->ent_kept, a->clip_units, a->phi_sum, a->phi_units, w->eff_sum, w->eff_n };
+    st = pt_comm_agree_sum(NULL, d, st, v, 21, "pt_grpo_step");
     a->loss = v[0];
     a->tokens = v[1];
     a->kl = v[2];
@@ -600,6 +466,11 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
     a->is_sum = v[13];
     a->is_corrected = v[14];
     a->ent_kept = v[15];
+    a->clip_units = v[16];
+    a->phi_sum = v[17];
+    a->phi_units = v[18];
+    w->eff_sum = v[19];
+    w->eff_n = v[20];
     if (st)
         return st;
     /* every rank agreed: every rank is here */
@@ -614,9 +485,12 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
 int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o, pt_dist *d)
 {
-    double t0 = now_seconds();
+    double t0 = pt_now();
     grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .d = d, .n = buf->n, .temp = (float)o->temperature,
-                   .ent_thr = -INFINITY };
+                   .ent_thr = -INFINITY,
+                   /* the bonus this step: adaptive, only when the last step's entropy is <= the target */
+                   .ent_coef = !o->use_adaptive_entropy || o->entropy_last <= o->entropy_target ? o->entropy_coef
+                                                                                               : 0.0 };
     w.acc.is_min = INFINITY;
     w.acc.is_max = -INFINITY;
     bool refs_from_base = false;
@@ -641,7 +515,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
     int64_t unscored = 0;
-    pt_grpo_count_unscored(&unscored, w.all);
+    pt_grpo_count_unscored(&unscored, w.all, o);
     /* nothing scored: no forward, no update (the same on every rank: the
      * view is global) */
     const bool no_rewards = unscored == w.all->n;
@@ -663,13 +537,15 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
             st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
     if (!st && !no_rewards)
-        st = compute_advantages(&w, &stats);
+        st = pt_grpo_compute_advantages(&w, &stats);
     if (no_rewards) {
         stats.reward = stats.reward_std = NAN;
         stats.n_reward_funcs = w.all->k;
         for (int k = 0; k < w.all->k; k++)
             stats.reward_func_mean[k] = stats.reward_func_std[k] = NAN;
         stats.skip_reason = PT_SKIP_NO_REWARDS; /* for pt_grpo_step's finish */
+        stats.entropy_measured = o->entropy_last;
+        stats.entropy_coef_next = o->entropy_coef;
     }
     w.rows_cap = o->micro_batch > 0 ? o->micro_batch : w.n;
     /* the loss tokens of the global batch: the same on every rank; with a
@@ -678,8 +554,12 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     const bool any_tokens = !st && !no_rewards && make_norm(&w) > 0;
     if (o->top_entropy_quantile < 1 && (any_tokens || (d && !no_rewards)))
         st = entropy_pass(&w, st);
-    if (!st && any_tokens)
+    if (!st && any_tokens) {
+        entropy_norm(&w);
         st = micro_batches(&w);
+    }
+    if (!st && any_tokens)
+        masked_units(&w);
     if (d)
         st = agree_sums(d, &w, st);
     if (!st)
@@ -717,7 +597,7 @@ static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, p
     if (st || (st = pt_rollout_check_not_scoring(buf, "pt_grpo_step")) ||
         (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
-    double t0 = now_seconds();
+    double t0 = pt_now();
     pt_grpo_options o;
     pt_grpo_options_init(&o);
     if ((st = pt_struct_read(&o, sizeof o, opts, "pt_grpo_step", "pt_grpo_options_init")))
@@ -745,7 +625,7 @@ static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, p
         return pt_err_in("pt_grpo_step", st);
     PT_STEP_STATS_COPY(&local, &ss);
     /* the reported time is the whole step's, the optimizer update included */
-    local.train_seconds = now_seconds() - t0;
+    local.train_seconds = pt_now() - t0;
     local.tokens_per_second = local.train_seconds > 0 ? fwd_tokens / local.train_seconds : 0.0;
     local.comm_seconds = pt_dist_comm_seconds(d) - comm0;
     pt_struct_write(stats, &local);

@@ -2,6 +2,7 @@
  * and non-finite step skipping.  Formulas follow torch.optim.AdamW/SGD and
  * torch.nn.utils.clip_grad_norm_, so results match PyTorch step for step. */
 #include "train/optimizer.h"
+#include "train/optimizer_math.h"
 
 #include "core/core.h"
 #include "core/busy.h"
@@ -28,6 +29,9 @@ struct pt_optimizer {
     int64_t step;
     int64_t skipped;
     pt_dist *dist;          /* data-parallel job (pt_optimizer_set_dist), or NULL */
+    pt_opt_maxima maxima;   /* of |w|, |m|, v after the last AdamW update ... */
+    bool maxima_valid;      /* ... while no state view was handed out since */
+    uint64_t w_version;     /* the model's weights_version that update left */
 };
 
 int pt_optimizer_options_init(pt_optimizer_options *opts)
@@ -260,39 +264,6 @@ int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt)
     return PT_OK;
 }
 
-/* Sum of squares of block b (4096 floats) of g, in double. */
-#define SUMSQ_BLOCK ((size_t)4096)
-static double block_sum_squares(const float *g, size_t n, size_t b)
-{
-    size_t e = (b + 1) * SUMSQ_BLOCK < n ? (b + 1) * SUMSQ_BLOCK : n;
-    double s = 0;
-    for (size_t i = b * SUMSQ_BLOCK; i < e; i++)
-        s += (double)g[i] * (double)g[i];
-    return s;
-}
-
-/* Sum of squares of one array: block sums added left to right, so the result
- * does not depend on the thread count (blocks are summed in parallel when
- * there is memory for the partial sums). */
-static double sum_squares(const float *g, size_t n)
-{
-    size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
-    double total = 0;
-    double *partial = nb > 1 ? malloc(nb * sizeof *partial) : NULL;
-    if (partial) {
-#pragma omp parallel for num_threads(pt_get_num_threads()) schedule(static)
-        for (size_t b = 0; b < nb; b++)
-            partial[b] = block_sum_squares(g, n, b);
-        for (size_t b = 0; b < nb; b++)
-            total += partial[b];
-        free(partial);
-        return total;
-    }
-    for (size_t b = 0; b < nb; b++)
-        total += block_sum_squares(g, n, b);
-    return total;
-}
-
 int pt_optimizer_check_current(const pt_optimizer *o, const char *who)
 {
     if (!o->model)
@@ -387,44 +358,29 @@ static void zero_grads(pt_optimizer *o)
             memset(o->params[i].grad, 0, o->params[i].numel * sizeof(float));
 }
 
-/* The global L2 norm of the gradients: the parameters' sums of squares
- * added in order. */
-static double grad_norm(const pt_optimizer *o)
+/* The global L2 norm of the gradients (the parameters' sums of squares
+ * added in order) and, in *gmax, their largest magnitude. */
+static double grad_norm(const pt_optimizer *o, float *gmax)
 {
     double ss = 0;
-    for (size_t i = 0; i < o->n_params; i++)
-        ss += sum_squares(o->params[i].grad, o->params[i].numel);
+    float mx = 0.0f;
+    for (size_t i = 0; i < o->n_params; i++) {
+        float pm;
+        ss += pt_opt_sum_squares(o->params[i].grad, o->params[i].numel, &pm, pt_get_num_threads());
+        mx = fmaxf(mx, pm);
+    }
+    *gmax = mx;
     return sqrt(ss);
 }
 
-/* One AdamW element: the new weight, first and second moment. The check
- * (adamw_finite) and the update (adamw_update) both call it, so the check sees
- * exactly the values the update would write. */
-static inline void adamw_elem(float *wo, float *mo, float *vo, float w, float g, float m, float v,
-                              float clip, float decay, float b1, float b2, float step_size,
-                              float sqrt_bc2, float eps)
-{
-    float gj = g * clip;
-    float wj = w * decay;
-    float mj = b1 * m + (1.0f - b1) * gj;
-    float vj = b2 * v + (1.0f - b2) * gj * gj;
-    *mo = mj;
-    *vo = vj;
-    *wo = wj - step_size * mj / (sqrtf(vj) / sqrt_bc2 + eps);
-}
-
-typedef struct adamw_consts {
-    float b1, b2, eps, step_size, sqrt_bc2;
-} adamw_consts;
-
 /* The constants of AdamW step o->step (already counting the step). */
-static adamw_consts adamw_constants(const pt_optimizer *o, double lr)
+static pt_adamw_consts adamw_constants(const pt_optimizer *o, double lr)
 {
     const pt_optimizer_options *p = &o->opts;
     const double bc1 = 1.0 - pow(p->beta1, (double)o->step);
     const double bc2 = 1.0 - pow(p->beta2, (double)o->step);
-    return (adamw_consts){ (float)p->beta1, (float)p->beta2, (float)p->eps, (float)(lr / bc1),
-                           (float)sqrt(bc2) };
+    return (pt_adamw_consts){ (float)p->beta1, (float)p->beta2, (float)p->eps, (float)(lr / bc1),
+                              (float)sqrt(bc2) };
 }
 
 static float decay_of(const pt_optimizer *o, const pt_opt_param *q, double lr)
@@ -432,60 +388,57 @@ static float decay_of(const pt_optimizer *o, const pt_opt_param *q, double lr)
     return q->decay ? (float)(1.0 - lr * o->opts.weight_decay) : 1.0f;
 }
 
+/* Whether the bound on the values (pt_adamw_bounded) proves the AdamW update
+ * finite, so the checking pass can be left out: the maxima are the ones
+ * the optimizer's last update wrote, still valid when nothing else wrote
+ * the moments (no state view handed out since) or the weights (the model's
+ * weights_version is the one that update left). */
+static bool adamw_proven_finite(const pt_optimizer *o, double lr, float clip, float gmax)
+{
+    if (!o->model || !o->maxima_valid || pt_model_weights_version(o->model) != o->w_version)
+        return false;
+    float dmax = 1.0f;
+    for (size_t i = 0; i < o->n_params; i++)
+        dmax = fmaxf(dmax, fabsf(decay_of(o, &o->params[i], lr)));
+    const pt_adamw_consts c = adamw_constants(o, lr);
+    return pt_adamw_bounded(&o->maxima, gmax, clip, dmax, &c);
+}
+
 /* The first parameter whose AdamW update would write a non-finite weight or
  * moment (n_params when every value stays finite); nothing is written. */
 static size_t adamw_finite(const pt_optimizer *o, double lr, float clip)
 {
     const int nt = pt_get_num_threads();
-    const adamw_consts c = adamw_constants(o, lr);
+    const pt_adamw_consts c = adamw_constants(o, lr);
     size_t off = 0;
     for (size_t i = 0; i < o->n_params; i++) {
         const pt_opt_param *q = &o->params[i];
-        const float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
-        const float decay = decay_of(o, q, lr);
-        const size_t n = q->numel;
-        int bad = 0;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-        for (size_t j = 0; j < n; j++) {
-            float wj, mj, vj;
-            adamw_elem(&wj, &mj, &vj, w[j], g[j], m[j], v[j], clip, decay, c.b1, c.b2, c.step_size,
-                       c.sqrt_bc2, c.eps);
-            bad |= !isfinite(wj) || !isfinite(mj) || !isfinite(vj);
-        }
-        if (bad)
+        if (pt_adamw_span_bad(q->data, q->grad, o->m + off, o->v + off, q->numel, clip,
+                              decay_of(o, q, lr), &c, nt))
             return i;
-        off += n;
+        off += q->numel;
     }
     return o->n_params;
 }
 
-/* One AdamW update of every parameter (o->step already counts it). */
-static void adamw_update(pt_optimizer *o, double lr, float clip)
+/* One AdamW update of every parameter (o->step already counts it); the
+ * gradients are zeroed as they are consumed, and with follow16 the model's
+ * BF16 copies of the updated matrices are written in the same pass. */
+static void adamw_update(pt_optimizer *o, double lr, float clip, bool follow16)
 {
     const int nt = pt_get_num_threads();
-    const adamw_consts c = adamw_constants(o, lr);
+    const pt_adamw_consts c = adamw_constants(o, lr);
+    pt_opt_maxima mx = { 0.0f, 0.0f, 0.0f };
     size_t off = 0;
     for (size_t i = 0; i < o->n_params; i++) {
         pt_opt_param *q = &o->params[i];
-        float *w = q->data, *g = q->grad, *m = o->m + off, *v = o->v + off;
-        const float decay = decay_of(o, q, lr);
-        const size_t n = q->numel;
-#pragma omp parallel for simd num_threads(nt) schedule(static)
-        for (size_t j = 0; j < n; j++)
-            adamw_elem(&w[j], &m[j], &v[j], w[j], g[j], m[j], v[j], clip, decay, c.b1, c.b2, c.step_size,
-                       c.sqrt_bc2, c.eps);
-        off += n;
+        pt_bf16 *w16 = follow16 ? pt_model_bf16_copy(o->model, o->table_index[i]) : NULL;
+        pt_adamw_span_update(q->data, q->grad, o->m + off, o->v + off, w16, q->numel, clip,
+                             decay_of(o, q, lr), &c, &mx, nt);
+        off += q->numel;
     }
-}
-
-/* One SGD element: the new weight and momentum buffer. */
-static inline void sgd_elem(float *wo, float *bo, float w, float g, float buf, float clip, float wd,
-                            float mom, bool first, float flr)
-{
-    float gj = g * clip + wd * w;
-    float bj = mom == 0.0f ? gj : (first ? gj : mom * buf + gj);
-    *bo = bj;
-    *wo = w - flr * bj;
+    o->maxima = mx;
+    o->maxima_valid = true;
 }
 
 /* As adamw_finite, for SGD. */
@@ -497,19 +450,10 @@ static size_t sgd_finite(const pt_optimizer *o, double lr, float clip)
     size_t off = 0;
     for (size_t i = 0; i < o->n_params; i++) {
         const pt_opt_param *q = &o->params[i];
-        const float *w = q->data, *g = q->grad, *buf = o->m + off;
         const float wd = q->decay ? (float)o->opts.weight_decay : 0.0f;
-        const size_t n = q->numel;
-        int bad = 0;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(| : bad)
-        for (size_t j = 0; j < n; j++) {
-            float wj, bj;
-            sgd_elem(&wj, &bj, w[j], g[j], buf[j], clip, wd, mom, first, flr);
-            bad |= !isfinite(wj) || !isfinite(bj);
-        }
-        if (bad)
+        if (pt_sgd_span_bad(q->data, q->grad, o->m + off, q->numel, clip, wd, mom, first, flr, nt))
             return i;
-        off += n;
+        off += q->numel;
     }
     return o->n_params;
 }
@@ -517,20 +461,15 @@ static size_t sgd_finite(const pt_optimizer *o, double lr, float clip)
 /* One SGD (momentum) update of every parameter (o->step already counts it). */
 static void sgd_update(pt_optimizer *o, double lr, float clip)
 {
-    const pt_optimizer_options *p = &o->opts;
     const int nt = pt_get_num_threads();
-    size_t off = 0;
-    const float mom = (float)p->momentum, flr = (float)lr;
+    const float mom = (float)o->opts.momentum, flr = (float)lr;
     const bool first = o->step == 1;
+    size_t off = 0;
     for (size_t i = 0; i < o->n_params; i++) {
         pt_opt_param *q = &o->params[i];
-        float *w = q->data, *g = q->grad, *buf = o->m + off;
-        const float wd = q->decay ? (float)p->weight_decay : 0.0f;
-        const size_t n = q->numel;
-#pragma omp parallel for simd num_threads(nt) schedule(static)
-        for (size_t j = 0; j < n; j++)
-            sgd_elem(&w[j], &buf[j], w[j], g[j], buf[j], clip, wd, mom, first, flr);
-        off += n;
+        const float wd = q->decay ? (float)o->opts.weight_decay : 0.0f;
+        pt_sgd_span_update(q->data, q->grad, o->m + off, q->numel, clip, wd, mom, first, flr, nt);
+        off += q->numel;
     }
 }
 
@@ -576,7 +515,8 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
                           opt->params[i].name ? opt->params[i].name : "?");
     pt_step_stats local;
     pt_step_stats_init(&local);
-    double norm = grad_norm(opt);
+    float gmax;
+    double norm = grad_norm(opt, &gmax);
     double lr = current_lr(opt);
     local.grad_norm = norm;
     local.lr = lr;
@@ -599,7 +539,11 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
          * with the weights, moments and step count as they were. */
         opt->step++;
         const bool adamw = opt->opts.type == PT_OPTIMIZER_ADAMW;
-        size_t bad = adamw ? adamw_finite(opt, lr, clip) : sgd_finite(opt, lr, clip);
+        size_t bad = opt->n_params;
+        if (!adamw)
+            bad = sgd_finite(opt, lr, clip);
+        else if (!adamw_proven_finite(opt, lr, clip, gmax))
+            bad = adamw_finite(opt, lr, clip);
         if (bad < opt->n_params) {
             opt->step--;
             opt->skipped++;
@@ -608,14 +552,21 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
                    "(lr %g; weights and moments unchanged)", (long long)opt->step + 1, name, lr);
             local.skipped = true;
             local.skip_reason = PT_SKIP_NONFINITE_UPDATE;
+            zero_grads(opt);
         } else if (adamw) {
-            adamw_update(opt, lr, clip);
+            /* the BF16 copies of mixed precision are refreshed in the same
+             * pass when they were current (else before the next forward) */
+            const bool follow16 = opt->model && pt_model_bf16_following(opt->model);
+            adamw_update(opt, lr, clip, follow16);
+            pt_model_weights_changed(opt->model);
+            if (follow16)
+                pt_model_bf16_followed(opt->model);
+            opt->w_version = opt->model ? pt_model_weights_version(opt->model) : 0;
         } else {
             sgd_update(opt, lr, clip);
-        }
-        if (!local.skipped)
             pt_model_weights_changed(opt->model); /* BF16 copies follow */
-        zero_grads(opt);
+            zero_grads(opt);
+        }
     }
     local.step = opt->step;
     local.skipped_total = opt->skipped;
@@ -625,11 +576,22 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
 
 void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
 {
+    o->maxima_valid = false; /* the holder may write the moments */
     out->m = o->m;
     out->v = o->v;
     out->numel_total = o->numel_total;
-    out->step = &o->step;
-    out->skipped = &o->skipped;
+    out->step = o->step;
+    out->skipped = o->skipped;
+}
+
+int pt_optimizer_restore_counters(pt_optimizer *o, int64_t step, int64_t skipped)
+{
+    if (step < 0 || skipped < 0)
+        return pt_err(PT_ERANGE, "optimizer counters: step %lld and skipped steps %lld must not be negative",
+                      (long long)step, (long long)skipped);
+    o->step = step;
+    o->skipped = skipped;
+    return PT_OK;
 }
 
 void pt_optimizer_zero_grads(pt_optimizer *o)

@@ -21,15 +21,19 @@ int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, s
                                const pt_optimizer_options *opts);
 
 /* State for checkpoints: first and second moments (second is NULL for SGD),
- * each `numel_total` floats in parameter order, and the counters. */
+ * each `numel_total` floats in parameter order, and the counters' values
+ * (copies: they are set back only through pt_optimizer_restore_counters). */
 typedef struct pt_opt_state_view {
     float *m;
     float *v;
     size_t numel_total;
-    int64_t *step;
-    int64_t *skipped;
+    int64_t step;
+    int64_t skipped;
 } pt_opt_state_view;
 void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *opt);
+/* Set the step and skipped-step counters from a checkpoint: PT_ERANGE for a
+ * negative count (nothing changed). */
+int pt_optimizer_restore_counters(pt_optimizer *opt, int64_t step, int64_t skipped);
 /* Count a skipped step (non-finite loss found before the update), log the
  * reason and drop the accumulated gradients. */
 void pt_optimizer_record_skip(pt_optimizer *opt, const char *reason);

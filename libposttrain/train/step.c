@@ -22,7 +22,7 @@ static void skip_step(pt_step_stats *out, pt_optimizer *opt, bool no_rewards, do
     out->step = step;
     out->skipped = true;
     out->skip_reason = no_rewards ? PT_SKIP_NO_REWARDS : tokens <= 0 ? PT_SKIP_NO_TOKENS : PT_SKIP_NONFINITE_LOSS;
-    out->skipped_total = *sv.skipped;
+    out->skipped_total = sv.skipped;
     out->grad_norm = no_rewards || tokens <= 0 ? 0.0 : NAN;
 }
 

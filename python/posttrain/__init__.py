@@ -41,7 +41,9 @@ from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, St
                     plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
-from .trainer import GRPOTrainer
+from .trainer import GRPOTrainer, TrainerState, TrainOutput
+from .trl_config import GRPOConfig
+from .sft_trainer import SFTConfig, SFTTrainer
 from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
                        episode_defaults, play_episodes)
 from .goodput import Goodput, GoodputReport, young_daly_interval
@@ -73,7 +75,7 @@ __all__ = [
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
-    "GRPOTrainer",
+    "GRPOTrainer", "GRPOConfig", "TrainerState", "TrainOutput", "SFTConfig", "SFTTrainer",
     "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",

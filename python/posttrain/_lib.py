@@ -289,7 +289,7 @@ class ModelDirInfo(Struct):
 
 @_stamped("pt_model_load_options")
 class ModelLoadOptions(Struct):
-    _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool), ("quantize", c_int)]
+    _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool), ("bf16", c_int), ("quantize", c_int)]
 
 
 @_stamped("pt_model_save_options")
@@ -572,6 +572,17 @@ class GrpoOptions(Struct):
         ("importance_sampling_clip_min", c_double),
         ("delta", c_double),
         ("top_entropy_quantile", c_double),
+        ("vespo_k_pos", c_double),
+        ("vespo_lambda_pos", c_double),
+        ("vespo_k_neg", c_double),
+        ("vespo_lambda_neg", c_double),
+        ("entropy_coef", c_double),
+        ("use_adaptive_entropy", c_bool),
+        ("entropy_coef_min", c_double),
+        ("entropy_coef_max", c_double),
+        ("entropy_coef_delta", c_double),
+        ("entropy_target", c_double),
+        ("entropy_last", c_double),
     ]
 
 
@@ -618,6 +629,10 @@ class GrpoStats(Struct):
         ("entropy_threshold", c_double),
         ("entropy_kept_fraction", c_double),
         ("segments", c_int64),
+        ("frac_zero_std_groups", c_double),
+        ("vespo_phi_seq_mean", c_double),
+        ("entropy_measured", c_double),
+        ("entropy_coef_next", c_double),
     ]
 
 
@@ -800,12 +815,12 @@ _declare(None, {
     "pt_tokenizer_add_bos": (c_int, [vp]),
     "pt_tokenizer_add_eos": (c_int, [vp]),
     "pt_tokenizer_chat_template": (c_char_p, [vp, c_char_p]),
-    "pt_decode_stream_new": (c_int, [pp, vp, c_uint]),
+    "pt_decode_stream_create": (c_int, [pp, vp, c_uint]),
     "pt_decode_stream_step": (c_int, [P(c_void_p), P(c_size_t), vp, c_int32]),
     "pt_decode_stream_flush": (c_int, [P(c_void_p), P(c_size_t), vp]),
     "pt_decode_stream_free": (None, [vp]),
     # chat.h
-    "pt_chat_template_from_name": (c_int, [pp, c_char_p]),
+    "pt_chat_template_create": (c_int, [pp, c_char_p]),
     "pt_chat_template_from_source": (c_int, [pp, c_char_p, c_char_p, c_char_p]),
     "pt_chat_template_from_tokenizer": (c_int, [pp, vp]),
     "pt_chat_template_free": (None, [vp]),
@@ -921,6 +936,8 @@ _declare("lora-switch", {
 _declare("context-threads", {
     "pt_context_set_num_threads": (c_int, [vp, c_int]),
     "pt_context_get_num_threads": (c_int, [vp]),
+    "pt_context_set_gradient_checkpointing": (c_int, [vp, c_bool]),
+    "pt_context_get_gradient_checkpointing": (c_bool, [vp]),
     "pt_generator_set_num_threads": (c_int, [vp, c_int]),
     "pt_generator_get_num_threads": (c_int, [vp]),
 })

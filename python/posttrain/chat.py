@@ -106,8 +106,8 @@ class ChatTemplate(Handle):
         """"chatml", "smollm2", "qwen3", "llama3", "llama3.1", "llama2",
         "mistral", "phi3", "phi3-vision", "plain" (case-insensitive)."""
         out = out_handle()
-        check(lib.pt_chat_template_from_name(ctypes.byref(out), cstr(name, "name", False)),
-              "pt_chat_template_from_name")
+        check(lib.pt_chat_template_create(ctypes.byref(out), cstr(name, "name", False)),
+              "pt_chat_template_create")
         return cls(out.value)
 
     @classmethod

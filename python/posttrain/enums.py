@@ -142,7 +142,7 @@ FinishReason = _build("FinishReason", "finish_reason",
 ScaleRewards = _build("ScaleRewards", "grpo_scale",
                       "GRPO advantage scaling (pt_grpo_scale): GROUP, BATCH, NONE, RLOO.", "grpo")
 LossType = _build("LossType", "grpo_loss_type",
-                  "GRPO loss (pt_grpo_loss_type): GRPO, BNPO, DAPO, DR_GRPO, CISPO.", "grpo")
+                  "GRPO loss (pt_grpo_loss_type): GRPO, BNPO, DAPO, DR_GRPO, CISPO, VESPO.", "grpo")
 ISLevel = _build("ISLevel", "grpo_is_level",
                  "GRPO importance-sampling level (pt_grpo_is_level): TOKEN, SEQUENCE.", "grpo")
 RolloutLogprobs = _build("RolloutLogprobs", "rollout_logprobs",

@@ -642,7 +642,7 @@ def grpo_step(optimizer, buffer, context=None, **options):
 
     options are pt_grpo_options fields by keyword: scale_rewards (a
     ScaleRewards: GROUP, BATCH, NONE, RLOO, or its lower-case name),
-    loss_type (a LossType: GRPO, BNPO, DAPO, DR_GRPO, CISPO, or its name),
+    loss_type (a LossType: GRPO, BNPO, DAPO, DR_GRPO, CISPO, VESPO, or its name),
     importance_sampling_level (an ISLevel: TOKEN, SEQUENCE), epsilon_low,
     epsilon_high, beta, max_completion_length, overlong_buffer,
     mask_truncated_completions, drop_zero_std_groups, global_tokens,
@@ -651,7 +651,12 @@ def grpo_step(optimizer, buffer, context=None, **options):
     else 1), importance_sampling_correction (an ISCorrection: NONE,
     TOKEN_TRUNCATE, TOKEN_MASK, SEQUENCE_TRUNCATE, SEQUENCE_MASK; TRL's
     vllm_importance_sampling_mode), importance_sampling_clip_max,
-    importance_sampling_clip_min, delta, top_entropy_quantile; unset ones
+    importance_sampling_clip_min, delta, top_entropy_quantile, vespo_k_pos,
+    vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg, entropy_coef,
+    use_adaptive_entropy, entropy_coef_min, entropy_coef_max,
+    entropy_coef_delta, entropy_target, entropy_last (the host carries
+    entropy_coef and entropy_last from the stats' entropy_coef_next and
+    entropy_measured); unset ones
     keep pt_grpo_options_init()'s defaults (grpo_defaults()).  context: a
     Context of the optimizer's model (default: the model's internal one,
     sized for the buffer).  Returns GrpoStats."""

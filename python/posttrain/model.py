@@ -296,6 +296,22 @@ class Context(Handle):
         self.max_batch, self.max_seq = int(max_batch), int(max_seq)
         self._last = None
         model._add_dependent(self)
+        if getattr(model, "_grad_ckpt", False):
+            self.gradient_checkpointing = True
+
+    @property
+    def gradient_checkpointing(self):
+        """Gradient checkpointing (pt_context_set_gradient_checkpointing): keep
+        only each layer's input for the backward and recompute the rest, a
+        tenth of the activation memory for one more forward, the same
+        results.  Off by default; contexts of a model whose
+        gradient_checkpointing is set start with it on."""
+        return bool(lib.pt_context_get_gradient_checkpointing(self._ptr))
+
+    @gradient_checkpointing.setter
+    def gradient_checkpointing(self, on):
+        check(lib.pt_context_set_gradient_checkpointing(self._ptr, bool(on)),
+              "pt_context_set_gradient_checkpointing")
 
     @property
     def num_threads(self):
@@ -626,6 +642,24 @@ class Model(Handle):
         lib.pt_model_weights_changed(self._ptr)   # BF16 copies follow
 
     # -- compute ---------------------------------------------------------------------
+    @property
+    def gradient_checkpointing(self):
+        """Whether this model's contexts recompute activations in the backward
+        (Context.gradient_checkpointing; Hugging Face's
+        gradient_checkpointing_enable()).  Setting it applies to the contexts
+        made from now on and to the model's own one."""
+        return getattr(self, "_grad_ckpt", False)
+
+    @gradient_checkpointing.setter
+    def gradient_checkpointing(self, on):
+        self._grad_ckpt = bool(on)
+        if self._ctx is not None and not self._ctx.closed:
+            self._ctx.gradient_checkpointing = self._grad_ckpt
+
+    def gradient_checkpointing_enable(self):
+        """Hugging Face's name for model.gradient_checkpointing = True."""
+        self.gradient_checkpointing = True
+
     def context(self, max_batch, max_seq):
         """A new Context for up to max_batch x max_seq tokens."""
         return Context(self, max_batch, max_seq)

@@ -173,8 +173,8 @@ class DecodeStream(Handle):
 
     def __init__(self, tokenizer, skip_special=False):
         out = out_handle()
-        check(lib.pt_decode_stream_new(ctypes.byref(out), tokenizer._ptr,
-                                       SKIP_SPECIAL if skip_special else 0), "pt_decode_stream_new")
+        check(lib.pt_decode_stream_create(ctypes.byref(out), tokenizer._ptr,
+                                          SKIP_SPECIAL if skip_special else 0), "pt_decode_stream_create")
         super().__init__(out.value)
         self.tokenizer = tokenizer
         tokenizer._add_dependent(self)

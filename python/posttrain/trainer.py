@@ -1,32 +1,91 @@
-"""A GRPO training loop in TRL's shape (GRPOTrainer): a model, a dataset of
-rows {"prompt": ..., other fields}, reward functions
-fn(prompts, completions, completion_ids, **fields) -> [float | None], and
-options; each round generates, scores, steps, evaluates and saves, and
-reports its metrics with the time split into generation, scoring, training,
-evaluation and saving.  A checkpoint holds the weights, the optimizer and
-the round, prompt order and random state, so resuming continues the run
-bit for bit.
+"""A GRPO training loop in TRL's shape (GRPOTrainer): a model (or its
+path), reward functions fn(prompts, completions, completion_ids,
+**columns, trainer_state, log_metric, log_extra) -> [float | None], a
+dataset of rows {"prompt": text, ids or chat messages, other columns} and
+TRL's GRPOConfig; each step generates, scores, steps, evaluates and saves,
+and reports its metrics (TRL's names) with the time split into generation,
+scoring, training, evaluation and saving.  A checkpoint holds the weights,
+the optimizer and the round, prompt order and random state, so resuming
+continues the run bit for bit.
 
-    trainer = pt.GRPOTrainer(model, [correct, short], rows, num_generations=8,
-                             batch_prompts=4, learning_rate=1e-5, output_dir="out",
-                             save_every=10)
-    history = trainer.train(rounds=100)     # or resume_from_checkpoint=True
+    from posttrain import GRPOConfig, GRPOTrainer
+    trainer = GRPOTrainer(model="models/stories260K", reward_funcs=[correct, short],
+                          args=GRPOConfig(output_dir="out", learning_rate=1e-4,
+                                          max_steps=100, save_steps=10),
+                          train_dataset=rows)
+    trainer.train()                          # or resume_from_checkpoint=True
 
-Built on RolloutBuffer, grpo_step and save_checkpoint / load_checkpoint
-(feature "grpo"); see docs/python.md and docs/grpo.md.
+The older keywords (GRPOTrainer(model, funcs, rows, batch_prompts=...,
+grpo={...}), train(rounds=N)) still work.  Built on RolloutBuffer,
+grpo_step and save_checkpoint / load_checkpoint (feature "grpo"); see
+docs/python.md and docs/grpo.md.
 """
 
+import collections
 import math
 import os
 import re
+import shutil
 import time
 
-from .errors import invalid
+from .chat import ChatTemplate
+from .errors import Error, invalid
 from .generate import encode_prompts
-from .grpo import MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _require
+from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
+                   _require)
+from .model import Model
 from .train import Optimizer, load_checkpoint, save_checkpoint
+from .trl_config import GRPOConfig
 
-__all__ = ["GRPOTrainer"]
+__all__ = ["GRPOTrainer", "TrainerState", "TrainOutput"]
+
+# What train() returns when the trainer was built TRL's way (transformers' TrainOutput).
+TrainOutput = collections.namedtuple("TrainOutput", ["global_step", "training_loss", "metrics"])
+# The keyword arguments of the old GRPOTrainer signature (before GRPOConfig).
+_LEGACY = ("reward_weights", "num_generations", "num_generations_eval", "batch_prompts",
+           "max_new_tokens", "temperature", "top_k", "top_p", "min_p", "stop_ids",
+           "num_iterations", "learning_rate", "optimizer", "grpo", "seed", "shuffle",
+           "add_special", "output_dir", "save_every", "eval_every", "bf16",
+           "gradient_checkpointing")
+# Names a reward function receives from the trainer itself.
+_RESERVED = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric",
+             "log_extra")
+
+
+class TrainerState:
+    """The parts of transformers' TrainerState a reward function or a
+    callback reads: global_step (optimizer steps, TRL's count), max_steps,
+    epoch (fractional), num_train_epochs, logging_steps, eval_steps,
+    save_steps, train_batch_size and log_history (the logged dicts)."""
+
+    def __init__(self):
+        self.global_step = 0
+        self.max_steps = 0
+        self.epoch = 0.0
+        self.num_train_epochs = 0
+        self.logging_steps = 0
+        self.eval_steps = 0
+        self.save_steps = 0
+        self.train_batch_size = 0
+        self.log_history = []
+
+    def __repr__(self):
+        return "TrainerState(global_step=%d, max_steps=%d, epoch=%.4g)" % (
+            self.global_step, self.max_steps, self.epoch)
+
+
+def _is_messages(p):
+    """TRL's conversational format: a list of {"role", "content"} dicts."""
+    return isinstance(p, (list, tuple)) and len(p) > 0 and all(
+        isinstance(m, dict) and "role" in m for m in p)
+
+
+def _steps(v, total):
+    """transformers' logging/save/eval steps: a count, or a ratio of the
+    total below 1."""
+    if not v:
+        return 0
+    return max(1, math.ceil(v * total)) if v < 1 else int(v)
 
 _MASK64 = (1 << 64) - 1
 # What a checkpoint's host data is recognised by.
@@ -49,6 +108,11 @@ def _isnan(x):
 
 class GRPOTrainer:
     """GRPO over a list of rows from Python, one generation round at a time.
+
+    TRL's way: GRPOTrainer(model, reward_funcs, args=GRPOConfig(...),
+    train_dataset=rows, eval_dataset=None, processing_class=None,
+    ref_model=None, callbacks=None, chat_template=None) (docs/python.md,
+    "GRPO from Python like TRL").  The older keywords, described below:
 
     GRPOTrainer(model, reward_funcs, train_dataset, tokenizer=None, ...):
 
@@ -102,25 +166,76 @@ class GRPOTrainer:
     follows.
     """
 
-    def __init__(self, model, reward_funcs, train_dataset, tokenizer=None, reward_weights=None,
-                 eval_dataset=None, num_generations=8, num_generations_eval=None,
-                 batch_prompts=4, max_new_tokens=64, temperature=1.0, top_k=None, top_p=None,
-                 min_p=None, stop_ids=None, num_iterations=1, learning_rate=1e-6,
-                 optimizer=None, grpo=None, ref_model=None, seed=0, shuffle=True,
-                 add_special=True, output_dir=None, save_every=0, eval_every=0, callback=None,
-                 bf16=False):
+    def __init__(self, model, reward_funcs, args=None, train_dataset=None, eval_dataset=None,
+                 processing_class=None, reward_processing_classes=None, callbacks=None,
+                 optimizers=(None, None), peft_config=None, tokenizer=None, ref_model=None,
+                 callback=None, chat_template=None, **legacy):
         _require()
-        if bf16:
+        unknown = sorted(set(legacy) - set(_LEGACY))
+        if unknown:
+            raise invalid("GRPOTrainer: unknown argument(s) %s (TRL's options go in "
+                          "args=GRPOConfig(...))" % ", ".join(unknown), "GRPOTrainer")
+        if isinstance(args, dict):
+            args = GRPOConfig(**args)
+        if args is not None and not isinstance(args, GRPOConfig):
+            # the older signature GRPOTrainer(model, reward_funcs, train_dataset, ...)
+            if train_dataset is not None:
+                raise invalid("GRPOTrainer: args must be a GRPOConfig, not %s"
+                              % type(args).__name__, "GRPOTrainer")
+            train_dataset, args = args, None
+            legacy = dict(legacy, _positional=True)
+        if legacy and args is not None:
+            raise invalid("GRPOTrainer: give the options in args=GRPOConfig(...) (%s are the "
+                          "older keywords)" % ", ".join(sorted(k for k in legacy if k[0] != "_")),
+                          "GRPOTrainer")
+        if train_dataset is None:
+            raise invalid("GRPOTrainer needs a train_dataset", "GRPOTrainer")
+        if reward_processing_classes is not None:
+            raise invalid("reward_processing_classes: reward models do not exist here (reward "
+                          "functions are Python callables)", "GRPOTrainer")
+        if optimizers is not None and tuple(optimizers) != (None, None):
+            raise invalid("optimizers: the trainer makes its own Optimizer from the config "
+                          "(learning_rate, lr_scheduler_type, optim, ...)", "GRPOTrainer")
+        if peft_config is not None:
+            raise invalid("peft_config: add the LoRA adapters to the model first "
+                          "(model.add_lora(...)), then make the trainer", "GRPOTrainer")
+        self._own_model = False
+        self._own_ref = False
+        model_path = None
+        if isinstance(model, (str, bytes, os.PathLike)):
+            # TRL's model="name or path": a model directory or a GGUF file
+            model_path = model
+            model = Model.load(model)
+            self._own_model = True
+        elif not isinstance(model, Model):
+            raise invalid("model must be a posttrain.Model or the path of a model directory or "
+                          "GGUF file, not %s" % type(model).__name__, "GRPOTrainer")
+        self._trl = not legacy
+        if self._trl:
+            args = args if args is not None else GRPOConfig()
+            self.args = args
+            s = self._settings_from_config(args)
+        else:
+            self.args = None
+            s = self._settings_from_legacy(legacy)
+        # TRL's gradient_checkpointing (its default True): the contexts made
+        # for the updates recompute activations in the backward (docs/training.md)
+        model.gradient_checkpointing = s["gradient_checkpointing"]
+        if s["bf16"]:
             # TRL's bf16=True: mixed precision where the CPU has BF16
             # arithmetic, a frozen base (LoRA) and the reference in BF16
             model.bf16 = True
             if ref_model is not None:
                 ref_model.bf16 = "frozen"
         self.model = model
-        self.tokenizer = tokenizer if tokenizer is not None else model.tokenizer
+        tok = processing_class if processing_class is not None else tokenizer
+        self.tokenizer = tok if tok is not None else model.tokenizer
         if self.tokenizer is None:
-            raise invalid("GRPOTrainer needs a tokenizer (the model has none: pass tokenizer=)",
-                          "GRPOTrainer")
+            raise invalid("GRPOTrainer needs a tokenizer (the model has none: pass "
+                          "processing_class= or tokenizer=)", "GRPOTrainer")
+        self._chat_template_arg = chat_template
+        self._template = None
+        self._chat_kwargs = dict(s.get("chat_template_kwargs") or {})
         funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
         if not funcs or len(funcs) > MAX_REWARD_FUNCS or not all(callable(f) for f in funcs):
             raise invalid("reward_funcs: 1 to %d callables" % MAX_REWARD_FUNCS, "GRPOTrainer")
@@ -134,58 +249,164 @@ class GRPOTrainer:
                 n = "%s_%d" % (base, k)
             names.append(n)
         self.reward_names = names
-        self.reward_weights = ([float(w) for w in reward_weights] if reward_weights is not None
-                               else [1.0] * len(funcs))
+        rw = s["reward_weights"]
+        self.reward_weights = [float(w) for w in rw] if rw is not None else [1.0] * len(funcs)
         if len(self.reward_weights) != len(funcs):
             raise invalid("%d reward weights for %d reward functions"
                           % (len(self.reward_weights), len(funcs)), "GRPOTrainer")
-        self.add_special = bool(add_special)
+        self.add_special = s["add_special"]
+        self.max_prompt_length = s.get("max_prompt_length")
+        self.remove_unused_columns = s.get("remove_unused_columns", False)
         self.train_dataset = self._rows(train_dataset, "train_dataset")
         self.eval_dataset = (self._rows(eval_dataset, "eval_dataset")
                              if eval_dataset is not None else None)
         self._train_ids = [self._encode(r["prompt"]) for r in self.train_dataset]
         self._eval_ids = ([self._encode(r["prompt"]) for r in self.eval_dataset]
                           if self.eval_dataset is not None else None)
-        self.num_generations = int(num_generations)
+        self.num_generations = s["num_generations"]
         if self.num_generations < 2:
             raise invalid("num_generations %d: GRPO needs at least 2 completions per prompt"
                           % self.num_generations, "GRPOTrainer")
-        self.num_generations_eval = int(num_generations_eval or self.num_generations)
-        self.batch_prompts = int(batch_prompts)
+        self.num_generations_eval = s["num_generations_eval"] or self.num_generations
+        self.batch_prompts = s["batch_prompts"]
         if self.batch_prompts < 1:
             raise invalid("batch_prompts must be >= 1", "GRPOTrainer")
-        self.num_iterations = int(num_iterations)
+        self.num_iterations = s["num_iterations"]
         if self.num_iterations < 1:
             raise invalid("num_iterations must be >= 1", "GRPOTrainer")
-        self.generate_options = dict(max_new_tokens=int(max_new_tokens),
-                                     temperature=float(temperature), top_k=top_k, top_p=top_p,
-                                     min_p=min_p, stop_ids=stop_ids)
-        self.grpo_options = dict(grpo or {})
-        self.grpo_options.setdefault("max_completion_length", int(max_new_tokens))
-        self.grpo_options.setdefault("temperature", float(temperature) if temperature > 0 else 1.0)
+        self.generate_options = s["generate"]
+        self.grpo_options = s["grpo"]
+        # checked now, not at the first step after a whole generation round
+        _grpo_options(self.grpo_options)
+        if self.grpo_options.get("beta", 0) > 0 and ref_model is None and not model.has_lora \
+                and model_path is not None:
+            # TRL's habit: the reference is the same model loaded again, frozen
+            ref_model = Model.load(model_path)
+            if s["bf16"]:
+                ref_model.bf16 = "frozen"
+            self._own_ref = True
         if self.grpo_options.get("beta", 0) > 0 and ref_model is None and not model.has_lora:
             raise invalid("beta > 0 needs ref_model= (the frozen reference policy), or a model "
                           "with LoRA adapters (the frozen base is the reference)", "GRPOTrainer")
         self.ref_model = ref_model
-        self.seed = int(seed) & _MASK64
-        self.shuffle = bool(shuffle)
-        self.output_dir = os.fspath(output_dir) if output_dir is not None else None
-        self.save_every = int(save_every)
-        self.eval_every = int(eval_every)
+        self.seed = s["seed"] & _MASK64
+        self.data_seed = s["data_seed"] & _MASK64
+        self.shuffle = s["shuffle"]
+        self._drop_last = s["drop_last"]
+        self.output_dir = os.fspath(s["output_dir"]) if s["output_dir"] is not None else None
+        self.save_every = s["save_every"]
+        self.eval_every = s["eval_every"]
+        self.log_every = s["log_every"]
+        self._unit = s["unit"]
+        self.callback = callback
+        self.callbacks = list(callbacks or [])
+        # the length of a run: legacy, one pass over the rows in rounds; TRL,
+        # max_steps optimizer steps or num_train_epochs passes (each round
+        # is num_iterations optimizer steps)
+        if self._trl:
+            total = self._finish_config_settings()
+            c = self.args
+            self.log_every = _steps(c.logging_steps, total) if c.logging_strategy == "steps" else 0
+            self.save_every = _steps(c.save_steps, total) if c.save_strategy == "steps" else 0
+            self.eval_every = (_steps(c.eval_steps, total)
+                               if c.eval_strategy == "steps" and eval_dataset is not None else 0)
+            self._print_logs = not c.disable_tqdm
+            self._log_first = bool(c.logging_first_step)
+            self._eval_on_start = bool(c.eval_on_start) and eval_dataset is not None
+            self._save_total_limit = c.save_total_limit
+        else:
+            total = -(-len(self.train_dataset) // self.batch_prompts)
+            self._print_logs = self._log_first = self._eval_on_start = False
+            self._save_total_limit = None
+        self._max_steps = total
+        self._default_rounds = -(-total // self._unit)
+        self.state = TrainerState()
+        self.state.max_steps = total
+        self.state.num_train_epochs = s.get("num_train_epochs", 0)
+        self.state.logging_steps = self.log_every
+        self.state.eval_steps = self.eval_every
+        self.state.save_steps = self.save_every
+        self.state.train_batch_size = self.batch_prompts * self.num_generations
         if self.save_every and self.output_dir is None:
             raise invalid("save_every needs output_dir", "GRPOTrainer")
-        self.callback = callback
-        self.optimizer = Optimizer(model, lr=float(learning_rate), **dict(optimizer or {}))
+        self.optimizer = Optimizer(model, **s["optimizer"](self.state.max_steps))
         self.buffer = RolloutBuffer(self.reward_names, self.reward_weights)
         # The run's position: rounds done, and the prompt order (rng the
         # splitmix state now, order_rng its state before the shuffle that
         # made `order`; the order is rebuilt from it on resume).
         self.round = 0
-        self._rng = self._order_rng = self.seed ^ 0x6A09E667F3BCC908
+        self._passes = 0
+        self._rng = self._order_rng = self.data_seed ^ 0x6A09E667F3BCC908
         self._order = []
         self._cursor = 0
         self._new_pass()
         self.metrics = []
+        self._pending_log = []
+        self._pending_metrics = collections.defaultdict(list)
+        self._pending_extra = collections.defaultdict(list)
+
+    # -- settings ----------------------------------------------------------------------
+    def _settings_from_legacy(self, kw):
+        g = kw.get
+        G = int(g("num_generations", 8))
+        T = float(g("temperature", 1.0))
+        max_new = int(g("max_new_tokens", 64))
+        grpo = dict(g("grpo") or {})
+        grpo.setdefault("max_completion_length", max_new)
+        grpo.setdefault("temperature", T if T > 0 else 1.0)
+        lr = float(g("learning_rate", 1e-6))
+        opt = dict(g("optimizer") or {})
+        bp = int(g("batch_prompts", 4))
+        seed = int(g("seed", 0))
+        return dict(
+            bf16=bool(g("bf16", False)), reward_weights=g("reward_weights"),
+            gradient_checkpointing=bool(g("gradient_checkpointing", False)),
+            add_special=bool(g("add_special", True)), num_generations=G,
+            num_generations_eval=int(g("num_generations_eval") or G), batch_prompts=bp,
+            num_iterations=int(g("num_iterations", 1)),
+            generate=dict(max_new_tokens=max_new, temperature=T, top_k=g("top_k"),
+                          top_p=g("top_p"), min_p=g("min_p"), stop_ids=g("stop_ids")),
+            grpo=grpo, seed=seed, data_seed=seed, shuffle=bool(g("shuffle", True)),
+            drop_last=False, output_dir=g("output_dir"), save_every=int(g("save_every", 0)),
+            eval_every=int(g("eval_every", 0)), log_every=0, unit=1, rounds=None,
+            optimizer=lambda total: dict(opt, lr=lr))
+
+    def _settings_from_config(self, c):
+        P = c.prompts_per_step
+        mu = c.num_iterations
+        return dict(
+            bf16=c.bf16, gradient_checkpointing=c.gradient_checkpointing,
+            reward_weights=c.reward_weights, add_special=True,
+            num_generations=c.num_generations, num_generations_eval=c.num_generations_eval,
+            batch_prompts=P, num_iterations=mu,
+            generate=dict(max_new_tokens=c.max_completion_length, temperature=c.temperature,
+                          top_k=c.top_k or None, top_p=c.top_p if c.top_p < 1 else None,
+                          min_p=c.min_p or None, stop_ids=None),
+            grpo=c.grpo_options, seed=c.seed,
+            data_seed=c.data_seed if c.data_seed is not None else c.seed,
+            shuffle=bool(c.shuffle_dataset), drop_last=True, output_dir=c.output_dir,
+            max_prompt_length=c.max_prompt_length,
+            remove_unused_columns=bool(c.remove_unused_columns),
+            chat_template_kwargs=c.chat_template_kwargs, unit=mu, rounds=None,
+            num_train_epochs=c.num_train_epochs,
+            save_every=0, eval_every=0, log_every=0,
+            optimizer=c.optimizer_options)
+
+    def _finish_config_settings(self):
+        """The step counts of a TRL-style run, once the dataset is known."""
+        c = self.args
+        mu = self.num_iterations
+        if c.max_steps > 0:
+            total = c.max_steps
+        else:
+            per_epoch = len(self.train_dataset) // self.batch_prompts
+            if per_epoch == 0:
+                raise invalid("train_dataset has %d prompts, fewer than one step's %d "
+                              "(generation_batch_size %d / num_generations %d)"
+                              % (len(self.train_dataset), self.batch_prompts,
+                                 c.generation_batch_size, c.num_generations), "GRPOTrainer")
+            total = math.ceil(c.num_train_epochs * per_epoch) * mu
+        return total
 
     # -- data ------------------------------------------------------------------------
     def _rows(self, rows, what):
@@ -204,11 +425,40 @@ class GRPOTrainer:
                               % (what, i, sorted(r), sorted(fields)), "GRPOTrainer")
         return rows
 
+    def _chat_template(self):
+        if self._template is None:
+            t = self._chat_template_arg
+            if isinstance(t, ChatTemplate):
+                self._template = t
+            elif isinstance(t, str):
+                try:
+                    self._template = ChatTemplate.from_name(t)
+                except Error:
+                    self._template = ChatTemplate.from_source(t)
+            else:
+                try:
+                    self._template = ChatTemplate.from_tokenizer(self.tokenizer)
+                except Error as e:
+                    raise invalid("conversational prompts need a chat template, and the "
+                                  "tokenizer has none (%s): pass chat_template= (a name such as "
+                                  "\"chatml\" or \"plain\", a Jinja source, or a ChatTemplate)"
+                                  % e.message, "GRPOTrainer") from None
+        return self._template
+
     def _encode(self, prompt):
-        ids = encode_prompts(prompt, self.tokenizer, self.add_special, "GRPOTrainer")
+        if _is_messages(prompt):
+            # TRL's conversational prompt: the chat template with the
+            # generation prompt (apply_chat_template(..., add_generation_prompt=True))
+            ids = self._chat_template().render_ids(self.tokenizer, prompt,
+                                                   add_generation_prompt=True, numpy=False,
+                                                   **self._chat_kwargs).ids
+        else:
+            ids = encode_prompts(prompt, self.tokenizer, self.add_special, "GRPOTrainer")
         ids = [int(t) for t in ids]
         if not ids:
             raise invalid("a prompt encodes to no tokens", "GRPOTrainer")
+        if self.max_prompt_length is not None and len(ids) > self.max_prompt_length:
+            ids = ids[-self.max_prompt_length:]    # TRL 0.x: the prompt's end is kept
         return ids
 
     def _new_pass(self):
@@ -225,6 +475,9 @@ class GRPOTrainer:
 
     def _next_rows(self):
         out = []
+        if self._drop_last and len(self._order) - self._cursor < self.batch_prompts:
+            # TRL's sampler drops a pass's last, incomplete batch
+            self._new_pass()
         for _ in range(self.batch_prompts):
             if self._cursor == len(self._order):
                 self._new_pass()
@@ -233,32 +486,51 @@ class GRPOTrainer:
         return out
 
     # -- scoring -----------------------------------------------------------------------
-    def _score(self, rows, prompt_texts, gens_per_prompt):
-        """Call every reward function on the completions of rows (each a list
-        of Generations), as RolloutBuffer.score_completions does.  Returns
-        {name: values} in sample order."""
+    def _log_metric(self, name, value):
+        """TRL's log_metric(name, value): averaged into the step's metrics."""
+        self._pending_metrics[str(name)].append(float(value))
+
+    def _log_extra(self, column, values):
+        """TRL's log_extra(column, values): one value per completion, kept in
+        the step's metrics under "extra"."""
+        self._pending_extra[str(column)].extend(list(values))
+
+    def _score(self, rows, prompts_in, gens_per_prompt):
+        """Call every reward function once on the completions of rows (each
+        a list of Generations) with TRL's arguments: prompts, completions
+        (text, or [{"role": "assistant", "content": text}] for conversational
+        prompts), completion_ids, every other column of the rows, and
+        trainer_state, log_metric, log_extra.  Returns {name: values} in
+        sample order."""
         prompts, completions, completion_ids = [], [], []
-        columns = {f: [] for f in rows[0] if f != "prompt"}
-        for f in columns:
-            if f in ("prompts", "completions", "completion_ids"):
+        keys = [] if self.remove_unused_columns else [f for f in rows[0] if f != "prompt"]
+        for f in keys:
+            if f in _RESERVED:
                 raise invalid("row field %r would hide the reward function's own argument"
                               % f, "GRPOTrainer")
-        for row, text, gens in zip(rows, prompt_texts, gens_per_prompt):
+        columns = {f: [] for f in keys}
+        for row, prompt, gens in zip(rows, prompts_in, gens_per_prompt):
+            conv = _is_messages(prompt)
             for g in gens:
-                prompts.append(text)
+                prompts.append(prompt)
                 completion_ids.append(list(g.tokens))
-                completions.append(self.tokenizer.decode(g.tokens, skip_special=True))
-                for f in columns:
+                text = self.tokenizer.decode(g.tokens, skip_special=True)
+                completions.append([{"role": "assistant", "content": text}] if conv else text)
+                for f in keys:
                     columns[f].append(row[f])
+        columns.update(trainer_state=self.state, log_metric=self._log_metric,
+                       log_extra=self._log_extra)
         out = {}
         for fn, name in zip(self.reward_funcs, self.reward_names):
-            vals = call_reward(fn, name, prompts, completions, completion_ids, columns)
-            out[name] = vals
+            out[name] = call_reward(fn, name, prompts, completions, completion_ids, columns)
         return out
 
     def _prompt_text(self, row, ids):
+        """What a reward function gets as the row's prompt: the text or the
+        messages as given, else (ids) the decoded ids."""
         p = row["prompt"]
-        return p if isinstance(p, str) else self.tokenizer.decode(ids, skip_special=True)
+        return p if isinstance(p, str) or _is_messages(p) else \
+            self.tokenizer.decode(ids, skip_special=True)
 
     # -- one round ---------------------------------------------------------------------
     def _round(self):
@@ -276,10 +548,14 @@ class GRPOTrainer:
         t_gen = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        # The buffer was cleared: its groups are 0 .. P-1, in the order of rows.
+        # The buffer was cleared: its groups are 0 .. P-1, in the order of rows,
+        # and its samples in the order of the generations.
         texts = [self._prompt_text(r, p) for r, p in zip(rows, prompt_ids)]
-        for k, fn in enumerate(self.reward_funcs):
-            buf.score_completions(k, fn, self.tokenizer, rows=rows, prompts=texts)
+        self._pending_metrics.clear()
+        self._pending_extra.clear()
+        scores = self._score(rows, texts, gens)
+        for k, name in enumerate(self.reward_names):
+            buf.score(k, lambda samples, v=scores[name]: v)
         t_score = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -288,26 +564,47 @@ class GRPOTrainer:
         if self.ref_model is not None:
             buf.compute_logprobs(self.ref_model, old=False, ref=True,
                                  temperature=self.grpo_options["temperature"])
-        for _ in range(self.num_iterations):
+        iters = self.num_iterations
+        if self._trl:
+            # TRL stops at max_steps optimizer steps, inside a generation batch's iterations
+            iters = max(1, min(iters, self._max_steps - self.round * self._unit))
+        for _ in range(iters):
             # every function declining every completion: the step skips
             # (skip_reason no_rewards), the optimizer's count unchanged
             st = grpo_step(self.optimizer, buf, **self.grpo_options)
+            if self.grpo_options.get("use_adaptive_entropy"):
+                # TRL's adaptive entropy control: the host carries its state
+                self.grpo_options["entropy_coef"] = st.entropy_coef_next
+                self.grpo_options["entropy_last"] = st.entropy_measured
             if stats is None:
                 stats = st
             last = st
             losses.append(st.loss)
         t_train = time.perf_counter() - t0
         self.round = step
+        prev_step = self.state.global_step
+        self.state.global_step = min(step * self._unit, self._max_steps) if self._trl else step
+        if self._trl:
+            per_epoch = max(1, len(self.train_dataset) // self.batch_prompts) * self._unit
+            self.state.epoch = self.state.global_step / per_epoch
 
         m = {"round": step}
         m.update(self._step_metrics(stats, last, losses))
+        for name, vals in sorted(self._pending_metrics.items()):
+            m[name] = sum(vals) / len(vals)
+        if self._pending_extra:
+            m["extra"] = dict(self._pending_extra)
+        gs = self.state.global_step
+
+        def due(every):
+            return every and (gs // every) != (prev_step // every)
         t_eval = 0.0
-        if self.eval_every and step % self.eval_every == 0 and self.eval_dataset is not None:
+        if due(self.eval_every) and self.eval_dataset is not None:
             t0 = time.perf_counter()
             m.update(self.evaluate())
             t_eval = time.perf_counter() - t0
         t_save = 0.0
-        if self.save_every and step % self.save_every == 0:
+        if due(self.save_every):
             t0 = time.perf_counter()
             m["checkpoint"] = self.save_checkpoint()
             t_save = time.perf_counter() - t0
@@ -317,7 +614,36 @@ class GRPOTrainer:
         m["time/evaluation"] = t_eval
         m["time/saving"] = t_save
         m["time/round"] = time.perf_counter() - t_start
+        if self._trl:
+            self._pending_log.append(m)
+            if due(self.log_every) or (self._log_first and gs == 1) or gs >= self._max_steps:
+                self._log()
         return m
+
+    def _log(self):
+        """TRL's logging: the mean of each number over the steps since the
+        last log, with "step" and "epoch", into state.log_history; printed
+        unless disable_tqdm, and given to the callbacks' on_log."""
+        rows, self._pending_log = self._pending_log, []
+        if not rows:
+            return
+        keys = [k for k, v in rows[-1].items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+                and k not in ("round", "step", "tokens")]
+        out = {}
+        for k in keys:
+            vals = [r[k] for r in rows if k in r and not _isnan(r[k])]
+            out[k] = sum(vals) / len(vals) if vals else math.nan
+        out["epoch"] = self.state.epoch
+        out["step"] = self.state.global_step
+        self.state.log_history.append(out)
+        if self._print_logs:
+            print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()},
+                  flush=True)
+        for cb in self.callbacks:
+            on_log = getattr(cb, "on_log", None)
+            if on_log is not None:
+                on_log(self.args, self.state, None, logs=out)
 
     def _gen_options(self):
         return {k: v for k, v in self.generate_options.items() if v is not None}
@@ -347,12 +673,21 @@ class GRPOTrainer:
         return m
 
     # -- the loop ----------------------------------------------------------------------
-    def train(self, rounds=None, resume_from_checkpoint=None):
-        """Run until `rounds` rounds are done in all (default: one pass over
-        train_dataset, rounded up), after resuming from a checkpoint when
-        resume_from_checkpoint is a path (or True: the latest in
-        output_dir; a fresh start when there is none).  Returns the metrics
-        of the rounds run now (also appended to self.metrics)."""
+    def train(self, resume_from_checkpoint=None, rounds=None, **kwargs):
+        """Run until `rounds` rounds are done in all (default: TRL's length,
+        max_steps or num_train_epochs, for a trainer built with a GRPOConfig;
+        one pass over train_dataset for the older keywords), after resuming
+        from a checkpoint when resume_from_checkpoint is a path (or True:
+        the latest in output_dir; a fresh start when there is none).  A
+        trainer built TRL's way returns TrainOutput(global_step,
+        training_loss, metrics); one built with the older keywords the
+        metrics of the rounds run now.  Every round's metrics are also
+        appended to self.metrics."""
+        if kwargs:
+            raise invalid("train: unknown argument(s) %s" % ", ".join(sorted(kwargs)),
+                          "GRPOTrainer.train")
+        if isinstance(resume_from_checkpoint, int) and not isinstance(resume_from_checkpoint, bool):
+            rounds, resume_from_checkpoint = resume_from_checkpoint, None   # train(N)
         if resume_from_checkpoint:
             path = resume_from_checkpoint
             if path is True:
@@ -360,7 +695,10 @@ class GRPOTrainer:
             if path is not None:
                 self.load_checkpoint(path)
         if rounds is None:
-            rounds = -(-len(self.train_dataset) // self.batch_prompts)
+            rounds = self._default_rounds
+        t0 = time.perf_counter()
+        if self._eval_on_start and self.round == 0:
+            self.state.log_history.append(dict(self.evaluate(), step=0, epoch=0.0))
         out = []
         while self.round < int(rounds):
             m = self._round()
@@ -368,7 +706,16 @@ class GRPOTrainer:
             self.metrics.append(m)
             if self.callback is not None:
                 self.callback(m)
-        return out
+        if not self._trl:
+            return out
+        self._log()
+        losses = [m["loss"] for m in out if not _isnan(m["loss"])]
+        runtime = time.perf_counter() - t0
+        loss = sum(losses) / len(losses) if losses else math.nan
+        metrics = {"train_runtime": runtime, "train_loss": loss, "epoch": self.state.epoch,
+                   "train_steps_per_second": len(out) * self._unit / runtime if runtime else 0.0}
+        self.state.log_history.append(dict(metrics, step=self.state.global_step))
+        return TrainOutput(self.state.global_step, loss, metrics)
 
     def evaluate(self, eval_dataset=None):
         """Sample num_generations_eval completions of each evaluation row
@@ -410,18 +757,28 @@ class GRPOTrainer:
         return {"kind": _KIND, "round": self.round, "rng": str(self._rng),
                 "order_rng": str(self._order_rng), "cursor": self._cursor,
                 "rows": len(self.train_dataset), "seed": str(self.seed),
+                "data_seed": str(self.data_seed), "global_step": self.state.global_step,
                 "batch_prompts": self.batch_prompts, "num_generations": self.num_generations,
                 "shuffle": self.shuffle, "optimizer_step": self.optimizer.step_count}
 
     def save_checkpoint(self, path=None):
         """Save the weights, the optimizer and the run's position to path
-        (default output_dir/checkpoint-R); returns the path."""
+        (default output_dir/checkpoint-S, S the global step: the round, or
+        TRL's optimizer steps); returns the path.  With save_total_limit the
+        oldest checkpoints of output_dir beyond it are removed."""
         if path is None:
             if self.output_dir is None:
                 raise invalid("save_checkpoint needs a path or output_dir",
                               "GRPOTrainer.save_checkpoint")
-            path = os.path.join(self.output_dir, "checkpoint-%d" % self.round)
+            path = os.path.join(self.output_dir, "checkpoint-%d" % self.state.global_step)
             os.makedirs(self.output_dir, exist_ok=True)
+            save_checkpoint(path, self.model, self.optimizer, self._host_data())
+            if self._save_total_limit:
+                found = sorted((int(mm.group(1)), e) for e in os.listdir(self.output_dir)
+                               for mm in [_CKPT_RE.match(e)] if mm)
+                for _, e in found[:-self._save_total_limit]:
+                    shutil.rmtree(os.path.join(self.output_dir, e))
+            return os.fspath(path)
         save_checkpoint(path, self.model, self.optimizer, self._host_data())
         return os.fspath(path)
 
@@ -442,6 +799,7 @@ class GRPOTrainer:
             raise invalid("%s is not a checkpoint of a posttrain.GRPOTrainer" % path,
                           "GRPOTrainer.load_checkpoint")
         for key, have in (("rows", len(self.train_dataset)), ("seed", str(self.seed)),
+                          ("data_seed", str(self.data_seed)),
                           ("batch_prompts", self.batch_prompts),
                           ("num_generations", self.num_generations), ("shuffle", self.shuffle)):
             if h.get(key) != have:
@@ -460,6 +818,10 @@ class GRPOTrainer:
                           "GRPOTrainer.load_checkpoint")
         self._cursor = int(h["cursor"])
         self.round = int(h["round"])
+        self.state.global_step = int(h["global_step"])
+        if self._trl:
+            per_epoch = max(1, len(self.train_dataset) // self.batch_prompts) * self._unit
+            self.state.epoch = self.state.global_step / per_epoch
         return h
 
     def save_model(self, path=None):
@@ -470,9 +832,16 @@ class GRPOTrainer:
         self.model.save(path)
 
     def close(self):
-        """Free the rollout buffer and the optimizer (the model stays open)."""
+        """Free the rollout buffer and the optimizer; the model stays open
+        unless the trainer loaded it (model given as a path)."""
         self.buffer.close()
         self.optimizer.close()
+        if self._template is not None and self._template is not self._chat_template_arg:
+            self._template.close()
+        if self._own_model:
+            self.model.close()
+        if self._own_ref:
+            self.ref_model.close()
 
     def __enter__(self):
         return self

@@ -45,7 +45,7 @@ else
     bad "grpo's metrics.svg"
 fi
 fields='"step" "reward" "reward_std" "rewards/exact/mean" "rewards/contains/mean" "rewards/length/mean"
-        "frac_reward_zero_std" "loss" "kl" "clip_ratio/region_mean" "completions/mean_length" "grad_norm" "lr"
+        "frac_reward_zero_std" "frac_zero_std_groups" "loss" "kl" "clip_ratio/region_mean" "completions/mean_length" "grad_norm" "lr"
         "gen_tokens_per_s" "train_tokens_per_s" "skipped"'
 if [ -f "$work/out/metrics.jsonl" ] && [ "$(grep -vc '"goodput"' "$work/out/metrics.jsonl")" -eq 3 ] &&
    python3 - "$work/out/metrics.jsonl" $fields <<'PY'
@@ -62,7 +62,7 @@ for i, r in enumerate(rows):
         assert k in r, (i, k)
     assert r["step"] == i + 1
     assert -0.1 <= r["reward"] <= 1.5 and r["reward_std"] >= 0
-    assert 0 <= r["frac_reward_zero_std"] <= 1
+    assert 0 <= r["frac_reward_zero_std"] <= 1 and 0 <= r["frac_zero_std_groups"] <= 1
     assert 1 <= r["completions/mean_length"] <= 6
     assert -1 <= r["rewards/length/mean"] < 0
     assert r["lr"] == 1e-3 and r["grad_norm"] >= 0 and r["gen_tokens_per_s"] > 0
@@ -146,6 +146,22 @@ else
     cat "$work/delta.log"; bad "the --delta / token_truncate run"
 fi
 
+# vespo (TRL's gamma-weighted loss) with the token correction its rule needs
+if "$posttrain" grpo --model "$model" --data "$work/data.jsonl" --reward contains --num-generations 4 --batch-prompts 2 \
+       --max-new-tokens 5 --steps 1 --lr 1e-3 --num-iterations 2 --loss-type vespo --vespo-k-neg 2.5 \
+       --importance-sampling-correction token_mask --out "$work/vespo" 2>"$work/vespo.log" &&
+   python3 - "$work/vespo/metrics.jsonl" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"goodput"' not in l][0]
+assert 0 < r["vespo/phi_seq_mean"] <= 1.0001, r
+assert "cispo_clip_ratio" not in r
+PY
+then
+    ok "--loss-type vespo with token_mask runs and reports vespo/phi_seq_mean"
+else
+    cat "$work/vespo.log"; bad "the vespo run"
+fi
+
 # A runaway learning rate: 3 updates in a row skipped as non-finite stop the
 # run (exit 1, why, no model); the metrics keep the rows up to that step.
 if "$posttrain" "${run[@]}" --steps 20 --lr 1e30 --threads 1 --max-skipped-steps 3 --out "$work/runaway" \
@@ -194,7 +210,14 @@ usage_error "--top-entropy-quantile needs a number in [0, 1], not '2'" "${base[@
     --top-entropy-quantile 2
 usage_error "unknown reward 'bleu'" "${base[@]}" --reward bleu
 usage_error "the weight 'heavy' is not a number" "${base[@]}" --reward exact:heavy
-usage_error "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo)" "${base[@]}" --reward exact --loss-type ppo
+usage_error "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo, vespo)" "${base[@]}" --reward exact --loss-type ppo
+usage_error "--loss-type vespo needs --importance-sampling-correction token_truncate, token_mask or none" \
+    "${base[@]}" --reward exact --loss-type vespo
+usage_error "--delta does not apply to --loss-type vespo" "${base[@]}" --reward exact --loss-type vespo \
+    --importance-sampling-correction none --delta 8
+usage_error "--vespo-k-pos needs a number in [0, 1e+06]" "${base[@]}" --reward exact --vespo-k-pos -1
+usage_error "--entropy-coef-min must not be above --entropy-coef-max" "${base[@]}" --reward exact \
+    --use-adaptive-entropy --entropy-coef-min 2
 usage_error "--scale-rewards: unknown reward scaling 'max' (one of: group, batch, none, rloo)" "${base[@]}" --reward exact --scale-rewards max
 usage_error "--num-generations needs an integer in [2, 1024]" "${base[@]}" --reward exact --num-generations 1
 usage_error "--lr needs a number" "${base[@]}" --reward exact --lr fast

@@ -8,8 +8,8 @@
 #    process with --resume auto to 4: the same weights (cmp), the same
 #    checkpoints at steps 2 and 4 (weights and optimizer moments), the
 #    metrics rows of steps 1-4 each once and equal but for timing fields;
-#    for a full fine-tune, for LoRA (and its adapter), and for beta > 0 with
-#    --num-iterations 2;
+#    for a full fine-tune, for LoRA (and its adapter), for beta > 0 with
+#    --num-iterations 2, and for the adaptive entropy control (its state);
 # 2. --resume CHECKPOINT_DIR into a new --out with a cosine schedule and
 #    warmup equals the uninterrupted run;
 # 3. resuming wrongly changes the result: another --seed (with its warning),
@@ -102,6 +102,21 @@ else
     bad "lora: adapters or checkpoint contents"
 fi
 resume_case beta --beta 0.05 --num-iterations 2 --loss-type dr_grpo
+# TRL's adaptive entropy control: its coefficient and last entropy live in
+# the checkpoint (the tiny model's entropy is below the target 10, so the
+# coefficient grows by 0.005 per update, 2 per round: 0.02, 0.03, 0.04, 0.05)
+resume_case adaptive-entropy --entropy-coef 0.01 --use-adaptive-entropy --entropy-target 10 --num-iterations 2
+if python3 - "$work/adaptive-entropy-res/metrics.jsonl" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"goodput"' not in l]
+got = [x["entropy_coef"] for x in r]
+assert all(abs(g - w) < 1e-12 for g, w in zip(got, [0.02, 0.03, 0.04, 0.05])) and len(got) == 4, got
+PY
+then
+    ok "adaptive-entropy: the coefficient continues across the resume (0.02 .. 0.05)"
+else
+    bad "adaptive-entropy: the coefficient after the resume"
+fi
 if python3 -c 'import json, sys; r = [json.loads(l) for l in open(sys.argv[1])]; assert any(x.get("kl", 0) > 0 for x in r[2:]), r' \
        "$work/beta-res/metrics.jsonl" 2>/dev/null; then
     ok "beta: the resumed steps have kl > 0 (the reference model was loaded again)"

@@ -5,6 +5,8 @@
 
 #include "testutil.h"
 
+#include "io/fileio.h"
+
 #include <cjson/cJSON.h>
 
 static cJSON *g_doc;

@@ -68,7 +68,7 @@ START_TEST(test_goldens_from_source)
             /* "plain" is libposttrain's own definition, not a model's template */
             ck_assert_status(pt_chat_template_from_source(&t, jstr(tpl, "template"), NULL, NULL),
                              PT_EUNSUPPORTED, "plain");
-            ck_assert_ok(pt_chat_template_from_name(&t, "plain"));
+            ck_assert_ok(pt_chat_template_create(&t, "plain"));
             if (jstr(tpl, "eos_token"))
                 ck_assert_ok(pt_chat_template_set_tokens(t, NULL, jstr(tpl, "eos_token")));
         } else {
@@ -95,7 +95,7 @@ START_TEST(test_goldens_by_name)
         if (strcmp(name, "llama3-shared") == 0)
             continue; /* first Llama-3 revision: only by recognition */
         pt_chat_template *t = NULL;
-        ck_assert_ok(pt_chat_template_from_name(&t, jstr(tpl, "variant")));
+        ck_assert_ok(pt_chat_template_create(&t, jstr(tpl, "variant")));
         ck_assert_str_eq(pt_chat_template_name(t), jstr(tpl, "variant"));
         /* by-name defaults equal the files' tokens, except plain's eos */
         if (strcmp(name, "plain-eos") == 0)
@@ -123,7 +123,7 @@ START_TEST(test_families_and_names)
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         pt_chat_template *t = NULL;
-        ck_assert_ok(pt_chat_template_from_name(&t, k[i].name));
+        ck_assert_ok(pt_chat_template_create(&t, k[i].name));
         ck_assert_int_eq(pt_chat_template_family(t), k[i].family);
         ck_assert_str_eq(pt_chat_template_name(t), k[i].variant);
         pt_chat_template_free(t);
@@ -131,7 +131,7 @@ START_TEST(test_families_and_names)
     ck_assert_str_eq(pt_chat_family_name(PT_CHAT_LLAMA2), "llama2");
     ck_assert_ptr_null(pt_chat_family_name(99));
     pt_chat_template *t = (pt_chat_template *)&t;
-    ck_assert_status(pt_chat_template_from_name(&t, "vicuna"), PT_EUNSUPPORTED, "chatml, smollm2");
+    ck_assert_status(pt_chat_template_create(&t, "vicuna"), PT_EUNSUPPORTED, "chatml, smollm2");
     ck_assert_ptr_null(t);
     int role = -1;
     ck_assert_ok(pt_chat_role_from_name(&role, "ipython"));
@@ -159,7 +159,7 @@ START_TEST(test_unrecognised_sources)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pt_chat_template *t = NULL;
         ck_assert_status(pt_chat_template_from_source(&t, bad[i], NULL, NULL), PT_EUNSUPPORTED,
-                         "pt_chat_template_from_name");
+                         "pt_chat_template_create");
         ck_assert_ptr_null(t);
         ck_assert_msg(strstr(pt_last_error(), "llama3.1") != NULL, "%s", pt_last_error());
     }
@@ -192,7 +192,7 @@ START_TEST(test_options)
     char *text = NULL;
 
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, "llama3"));
+    ck_assert_ok(pt_chat_template_create(&t, "llama3"));
     o.bos = PT_CHAT_BOS_NONE;
     ck_assert_ok(pt_chat_render(&text, NULL, t, m, 2, &o));
     ck_assert_str_eq(text, "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
@@ -214,7 +214,7 @@ START_TEST(test_options)
     pt_chat_template_free(t);
 
     /* default system: SmolLM2's own, suppressed with "", or the host's */
-    ck_assert_ok(pt_chat_template_from_name(&t, "smollm2"));
+    ck_assert_ok(pt_chat_template_create(&t, "smollm2"));
     pt_chat_options_init(&o);
     o.default_system = "";
     ck_assert_ok(pt_chat_render(&text, NULL, t, m, 1, &o));
@@ -227,7 +227,7 @@ START_TEST(test_options)
     pt_chat_template_free(t);
 
     /* Llama-3.1 date, and the llama2 BOS per turn */
-    ck_assert_ok(pt_chat_template_from_name(&t, "llama3.1"));
+    ck_assert_ok(pt_chat_template_create(&t, "llama3.1"));
     pt_chat_options_init(&o);
     o.date_string = "01 Jan 2030";
     ck_assert_ok(pt_chat_render(&text, NULL, t, m, 1, &o));
@@ -237,7 +237,7 @@ START_TEST(test_options)
     pt_free(text);
     pt_chat_template_free(t);
 
-    ck_assert_ok(pt_chat_template_from_name(&t, "llama2"));
+    ck_assert_ok(pt_chat_template_create(&t, "llama2"));
     ck_assert_ok(pt_chat_template_set_tokens(t, "<B>", "<E>"));
     pt_chat_message m3[] = {{PT_CHAT_ROLE_USER, "a", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "b", NULL, NULL, 0},
                             {PT_CHAT_ROLE_USER, "c", NULL, NULL, 0}};
@@ -252,7 +252,7 @@ START_TEST(test_options)
     pt_chat_template_free(t);
 
     /* Qwen3 thinking switch on the generation prompt */
-    ck_assert_ok(pt_chat_template_from_name(&t, "qwen3"));
+    ck_assert_ok(pt_chat_template_create(&t, "qwen3"));
     pt_chat_options_init(&o);
     o.add_generation_prompt = 1;
     o.enable_thinking = 0;
@@ -267,7 +267,7 @@ START_TEST(test_errors)
 {
     pt_chat_template *t = NULL;
     char *text = (char *)1;
-    ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
+    ck_assert_ok(pt_chat_template_create(&t, "chatml"));
     pt_chat_message m[] = {{PT_CHAT_ROLE_USER, NULL, NULL, NULL, 0}};
     ck_assert_status(pt_chat_render(&text, NULL, t, m, 1, NULL), PT_EINVAL, "message 0");
     ck_assert_ptr_null(text);
@@ -280,16 +280,16 @@ START_TEST(test_errors)
 
     pt_chat_message tool[] = {{PT_CHAT_ROLE_USER, "q", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "a", NULL, NULL, 0},
                               {PT_CHAT_ROLE_TOOL, "r", "search", NULL, 0}};
-    ck_assert_ok(pt_chat_template_from_name(&t, "phi3"));
+    ck_assert_ok(pt_chat_template_create(&t, "phi3"));
     ck_assert_status(pt_chat_render(&text, NULL, t, tool, 3, NULL), PT_EUNSUPPORTED, "message 2");
     pt_chat_template_free(t);
-    ck_assert_ok(pt_chat_template_from_name(&t, "llama2"));
+    ck_assert_ok(pt_chat_template_create(&t, "llama2"));
     pt_chat_message user_tool[] = {{PT_CHAT_ROLE_USER, "q", NULL, NULL, 0}, {PT_CHAT_ROLE_TOOL, "r", NULL, NULL, 0}};
     ck_assert_status(pt_chat_render(&text, NULL, t, user_tool, 2, NULL), PT_EUNSUPPORTED, "no tool turn");
     ck_assert_status(pt_chat_render(&text, NULL, t, tool, 3, NULL), PT_EINVAL, "message 2 is tool");
     ck_assert_status(pt_chat_render(&text, NULL, t, tool + 1, 2, NULL), PT_EINVAL, "alternate");
     pt_chat_template_free(t);
-    ck_assert_ok(pt_chat_template_from_name(&t, "mistral"));
+    ck_assert_ok(pt_chat_template_create(&t, "mistral"));
     pt_chat_message sys[] = {{PT_CHAT_ROLE_SYSTEM, "s", NULL, NULL, 0}};
     ck_assert_status(pt_chat_render(&text, NULL, t, sys, 1, NULL), PT_EINVAL, "alternate");
     ck_assert_status(pt_chat_render(&text, NULL, t, user_tool, 2, NULL), PT_EUNSUPPORTED,
@@ -389,7 +389,7 @@ static void toy_ids(char *maskstr, size_t cap, int *encodes, const char *tname, 
                     size_t n, int gen)
 {
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, tname));
+    ck_assert_ok(pt_chat_template_create(&t, tname));
     pt_chat_options o;
     pt_chat_options_init(&o);
     o.add_generation_prompt = gen;

@@ -20,9 +20,9 @@ START_TEST(test_byte_tokenizer)
     pt_tokenizer *tok = NULL;
     ck_assert_ok(pt_tokenizer_create_bytes(&tok));
     pt_chat_template *t = (pt_chat_template *)&t;
-    ck_assert_status(pt_chat_template_from_tokenizer(&t, tok), PT_ENOTFOUND, "pt_chat_template_from_name");
+    ck_assert_status(pt_chat_template_from_tokenizer(&t, tok), PT_ENOTFOUND, "pt_chat_template_create");
     ck_assert_ptr_null(t);
-    ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
+    ck_assert_ok(pt_chat_template_create(&t, "chatml"));
     pt_chat_message m[] = {{PT_CHAT_ROLE_USER, "Hi", NULL, NULL, 0}, {PT_CHAT_ROLE_ASSISTANT, "Yo!", NULL, NULL, 0}};
     int32_t *ids = NULL;
     uint8_t *mask = NULL;
@@ -92,7 +92,7 @@ static pt_chat_template *golden_template(const cJSON *tpl)
 {
     pt_chat_template *t = NULL;
     if (strcmp(jstr(tpl, "variant"), "plain") == 0) {
-        ck_assert_ok(pt_chat_template_from_name(&t, "plain"));
+        ck_assert_ok(pt_chat_template_create(&t, "plain"));
         if (jstr(tpl, "eos_token"))
             ck_assert_ok(pt_chat_template_set_tokens(t, NULL, jstr(tpl, "eos_token")));
     } else {

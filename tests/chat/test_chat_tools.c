@@ -18,7 +18,7 @@
 static char *render(const char *tname, const pt_chat_message *m, size_t n, const pt_chat_options *o)
 {
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, tname));
+    ck_assert_ok(pt_chat_template_create(&t, tname));
     char *text = NULL;
     ck_assert_ok(pt_chat_render(&text, NULL, t, m, n, o));
     pt_chat_template_free(t);
@@ -28,7 +28,7 @@ static char *render(const char *tname, const pt_chat_message *m, size_t n, const
 static int render_status(const char *tname, const pt_chat_message *m, size_t n, const pt_chat_options *o)
 {
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, tname));
+    ck_assert_ok(pt_chat_template_create(&t, tname));
     char *text = (char *)1;
     int st = pt_chat_render(&text, NULL, t, m, n, o);
     if (st != PT_OK)
@@ -272,7 +272,7 @@ static void mask_runs(char *out, size_t cap, const char *tname, const pt_chat_me
     pt_tokenizer *tok = NULL;
     ck_assert_ok(pt_tokenizer_create_bytes(&tok));
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, tname));
+    ck_assert_ok(pt_chat_template_create(&t, tname));
     int32_t *ids = NULL;
     uint8_t *mask = NULL;
     size_t nid = 0;
@@ -350,7 +350,7 @@ END_TEST
 static pt_chat_template *tpl(const char *name)
 {
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, name));
+    ck_assert_ok(pt_chat_template_create(&t, name));
     return t;
 }
 
@@ -571,12 +571,12 @@ START_TEST(test_recognition)
     pt_free(src);
 
     /* by name: Llama-3.2's date is today's unless given */
-    ck_assert_ok(pt_chat_template_from_name(&t, "Llama-3.2"));
+    ck_assert_ok(pt_chat_template_create(&t, "Llama-3.2"));
     ck_assert_int_eq(pt_chat_template_family(t), PT_CHAT_LLAMA3);
     ck_assert_ptr_nonnull(t->date_default);
     ck_assert_str_ne(t->date_default, "26 Jul 2024");
     pt_chat_template_free(t);
-    ck_assert_ok(pt_chat_template_from_name(&t, "qwen2.5"));
+    ck_assert_ok(pt_chat_template_create(&t, "qwen2.5"));
     ck_assert_int_eq(pt_chat_template_family(t), PT_CHAT_CHATML);
     pt_chat_template_free(t);
 }

@@ -92,7 +92,7 @@ expect 2 "--context needs an integer in [1, 16777216], not '0'" info --context 0
 expect 2 "--optimizer: unknown optimizer type 'adam' (one of: adamw, sgd)" sft $base --optimizer adam
 expect 2 "--schedule: unknown schedule 'step' (one of: constant, linear, cosine)" grpo $base --reward exact \
     --schedule step
-expect 2 "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo)" grpo $base --reward exact \
+expect 2 "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo, vespo)" grpo $base --reward exact \
     --loss-type ppo
 expect 2 "--importance-sampling-correction: unknown importance sampling correction 'vllm' (one of: none, \
 token_truncate, token_mask, sequence_truncate, sequence_mask)" grpo $base --reward exact \

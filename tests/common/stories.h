@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "posttrain/modelio.h"
 
 #include <cjson/cJSON.h>

@@ -1,10 +1,12 @@
-/* Core services: errors, logging, cancellation, threads, allocation, RNG. */
+/* Core services: errors, logging, cancellation, threads, allocation, RNG,
+ * the clock. */
 #include "testutil.h"
 
 #include "core/core.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 START_TEST(test_status_names)
@@ -164,27 +166,6 @@ START_TEST(test_alloc_overflow)
 }
 END_TEST
 
-START_TEST(test_read_file)
-{
-    char path[] = "/tmp/pt_test_read_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
-    close(fd);
-    char *buf;
-    size_t n;
-    ck_assert_ok(pt_read_file(&buf, &n, path, 100));
-    ck_assert_uint_eq(n, 11);
-    ck_assert_int_eq(memcmp(buf, "hello\0world", 12), 0);
-    free(buf);
-    ck_assert_status(pt_read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
-    ck_assert_ptr_null(buf);
-    unlink(path);
-    ck_assert_status(pt_read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
-    ck_assert_status(pt_read_file(&buf, &n, "/tmp", 100), PT_EIO, "not a regular file");
-}
-END_TEST
-
 START_TEST(test_rng)
 {
     pt_rng a, b;
@@ -223,6 +204,29 @@ START_TEST(test_rng)
 }
 END_TEST
 
+/* The one splitmix64 (Vigna's reference outputs from state 0: e220a8397b1dcdaf,
+ * 6e789e6aa1b965f4, 06c45d188009454f), which seeds pt_rng with its first four
+ * values, and the one monotonic clock. */
+START_TEST(test_splitmix_and_clock)
+{
+    uint64_t x = 0;
+    ck_assert_uint_eq(pt_splitmix64(&x), 0xE220A8397B1DCDAFull);
+    ck_assert_uint_eq(pt_splitmix64(&x), 0x6E789E6AA1B965F4ull);
+    ck_assert_uint_eq(pt_splitmix64(&x), 0x06C45D188009454Full);
+    ck_assert_uint_eq(x, 3 * 0x9E3779B97F4A7C15ull);
+    pt_rng r;
+    pt_rng_seed(&r, 0);
+    x = 0;
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(r.s[i], pt_splitmix64(&x));
+    double t0 = pt_now(), t1 = pt_now();
+    ck_assert(t0 > 0 && t1 >= t0);
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    ck_assert_double_ge(pt_now() - t1, 0.019); /* a lower bound only: sleeps never end early */
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -234,8 +238,8 @@ static Suite *core_suite(void)
     tcase_add_test(tc, test_abort_callback);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_alloc_overflow);
-    tcase_add_test(tc, test_read_file);
     tcase_add_test(tc, test_rng);
+    tcase_add_test(tc, test_splitmix_and_clock);
     suite_add_tcase(s, tc);
     return s;
 }

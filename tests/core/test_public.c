@@ -46,6 +46,40 @@ START_TEST(test_public_abort)
 }
 END_TEST
 
+/* The deprecated names (docs/api.md, "Names") are still exported and do
+ * what their replacements do: a host written against them links and runs. */
+START_TEST(test_deprecated_names)
+{
+    pt_tokenizer *tok;
+    ck_assert_int_eq(pt_tokenizer_create_bytes(&tok), PT_OK);
+    pt_decode_stream *a = NULL, *b = NULL;
+    ck_assert_int_eq(pt_decode_stream_create(&a, tok, 0), PT_OK);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ck_assert_int_eq(pt_decode_stream_new(&b, tok, 0), PT_OK);
+    pt_chat_template *old_tpl = NULL;
+    ck_assert_int_eq(pt_chat_template_from_name(&old_tpl, "ChatML"), PT_OK);
+    pt_chat_template *none = NULL;
+    ck_assert_int_eq(pt_chat_template_from_name(&none, NULL), PT_EINVAL);
+    ck_assert_ptr_null(none);
+#pragma GCC diagnostic pop
+    const char *ta, *tb;
+    size_t na, nb;
+    ck_assert_int_eq(pt_decode_stream_step(&ta, &na, a, 'h'), PT_OK);
+    ck_assert_int_eq(pt_decode_stream_step(&tb, &nb, b, 'h'), PT_OK);
+    ck_assert(na == 1 && nb == 1 && ta[0] == 'h' && tb[0] == 'h');
+    pt_chat_template *tpl = NULL;
+    ck_assert_int_eq(pt_chat_template_create(&tpl, "chatml"), PT_OK);
+    ck_assert_str_eq(pt_chat_template_name(tpl), pt_chat_template_name(old_tpl));
+    ck_assert_str_eq(pt_chat_template_name(tpl), "chatml");
+    pt_chat_template_free(tpl);
+    pt_chat_template_free(old_tpl);
+    pt_decode_stream_free(a);
+    pt_decode_stream_free(b);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("public");
@@ -53,6 +87,7 @@ int main(void)
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_public_errors);
     tcase_add_test(tc, test_public_abort);
+    tcase_add_test(tc, test_deprecated_names);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -114,7 +114,9 @@ static void assert_canaries(const void *p, size_t size, size_t full, const char 
     X(__VA_ARGS__, sampling_logp_difference_max) X(__VA_ARGS__, importance_sampling_ratio_min)  \
     X(__VA_ARGS__, importance_sampling_ratio_mean) X(__VA_ARGS__, importance_sampling_ratio_max) \
     X(__VA_ARGS__, importance_sampling_corrected_fraction) X(__VA_ARGS__, cispo_clip_ratio)     \
-    X(__VA_ARGS__, entropy_threshold) X(__VA_ARGS__, entropy_kept_fraction) X(__VA_ARGS__, segments)
+    X(__VA_ARGS__, entropy_threshold) X(__VA_ARGS__, entropy_kept_fraction) X(__VA_ARGS__, segments)  \
+    X(__VA_ARGS__, frac_zero_std_groups) X(__VA_ARGS__, vespo_phi_seq_mean)                    \
+    X(__VA_ARGS__, entropy_measured) X(__VA_ARGS__, entropy_coef_next)
 
 #define DIR_INFO_FIELDS(X, ...)                                                               \
     X(__VA_ARGS__, num_params) X(__VA_ARGS__, num_files) X(__VA_ARGS__, num_tensors)           \
@@ -877,7 +879,7 @@ static void assert_same_render(const char *tpl_name, const pt_chat_options *opts
                                size_t n_msgs)
 {
     pt_chat_template *t;
-    ck_assert_ok(pt_chat_template_from_name(&t, tpl_name));
+    ck_assert_ok(pt_chat_template_create(&t, tpl_name));
     pt_tokenizer *tok;
     ck_assert_ok(pt_tokenizer_create_bytes(&tok));
     char *a, *b;
@@ -907,7 +909,7 @@ static bool renders_differ(const char *tpl_name, const pt_chat_options *x, const
                            size_t n_msgs)
 {
     pt_chat_template *t;
-    ck_assert_ok(pt_chat_template_from_name(&t, tpl_name));
+    ck_assert_ok(pt_chat_template_create(&t, tpl_name));
     char *a, *b;
     ck_assert_ok(pt_chat_render(&a, NULL, t, k_msgs, n_msgs, x));
     ck_assert_ok(pt_chat_render(&b, NULL, t, k_msgs, n_msgs, y));
@@ -955,7 +957,7 @@ START_TEST(test_chat)
     assert_same_render("llama3", &old, &full, 2);
 
     pt_chat_template *t;
-    ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
+    ck_assert_ok(pt_chat_template_create(&t, "chatml"));
     pt_tokenizer *tok;
     ck_assert_ok(pt_tokenizer_create_bytes(&tok));
     char *text;
@@ -1455,10 +1457,23 @@ START_TEST(test_grpo)
      * loss family (a temperature and an entropy quantile beyond would show),
      * without micro_batch (1 beyond) and without beta and what follows (0.5
      * beyond would need reference log-probabilities) */
-    const size_t gcuts[] = { offsetof(pt_grpo_options, temperature), offsetof(pt_grpo_options, micro_batch),
-                             offsetof(pt_grpo_options, beta), sizeof(size_t) };
+    const size_t gcuts[] = { offsetof(pt_grpo_options, vespo_k_pos), offsetof(pt_grpo_options, temperature),
+                             offsetof(pt_grpo_options, micro_batch), offsetof(pt_grpo_options, beta),
+                             sizeof(size_t) };
     for (size_t k = 0; k < sizeof gcuts / sizeof *gcuts; k++) {
         go = gf;
+        go.vespo_k_pos = go.vespo_lambda_neg = -1; /* invalid: must not be read */
+        go.entropy_coef = NAN;
+        go.entropy_last = NAN;
+        go.use_adaptive_entropy = true;
+        if (k == 0) { /* only the vespo fields and entropy_coef are cut */
+            go.size = gcuts[k];
+            ck_assert_ok(pt_grpo_stats_init(&so));
+            grpo_run(&eo, &bf, full_s, sizeof *full_s, false, &go, &so);
+            assert_same_grpo(&so, &eo, &sf, &ef, sizeof so);
+            env_close(&eo);
+            continue;
+        }
         go.temperature = 0.5;
         go.top_entropy_quantile = 0.5;
         go.importance_sampling_correction = 99; /* invalid: must not be read */
@@ -1492,7 +1507,8 @@ START_TEST(test_grpo)
     env_close(&eo);
 
     /* grpo stats of an older header */
-    const size_t scuts[] = { offsetof(pt_grpo_stats, sampling_logp_difference_mean),
+    const size_t scuts[] = { offsetof(pt_grpo_stats, frac_zero_std_groups),
+                             offsetof(pt_grpo_stats, sampling_logp_difference_mean),
                              offsetof(pt_grpo_stats, tokens_per_second), offsetof(pt_grpo_stats, train_seconds),
                              offsetof(pt_grpo_stats, kl), offsetof(pt_grpo_stats, reward_func_mean),
                              sizeof(size_t) };

@@ -691,25 +691,30 @@ typedef struct grpo_case {
     bool with_samp;
     int is_mode, adv;
     double temperature, delta, quantile;
+    double entropy_coef; /* TRL's entropy bonus */
 } grpo_case;
 
 static const grpo_case k_grpo_cases[] = {
     { "group/dapo", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0, false, false, true, false, 0, 1,
-      false, 0, ADV_REWARDS, 1, 0, 1 },
+      false, 0, ADV_REWARDS, 1, 0, 1, 0 },
     { "batch/grpo/kl", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_TOKEN, 0.05, false, false, true, false, 2, 1,
-      false, 0, ADV_REWARDS, 1, 0, 1 },
+      false, 0, ADV_REWARDS, 1, 0, 1, 0 },
     { "none/bnpo/drop", PT_GRPO_SCALE_NONE, PT_GRPO_LOSS_BNPO, PT_GRPO_IS_TOKEN, 0, true, true, false, false, 0, 2,
-      false, 0, ADV_REWARDS, 1, 0, 1 },
+      false, 0, ADV_REWARDS, 1, 0, 1, 0 },
     { "rloo/dr_grpo/gspo", PT_GRPO_SCALE_RLOO, PT_GRPO_LOSS_DR_GRPO, PT_GRPO_IS_SEQUENCE, 0, false, false, true, false,
-      1, 1, false, 0, ADV_REWARDS, 1, 0, 1 },
+      1, 1, false, 0, ADV_REWARDS, 1, 0, 1, 0 },
     { "lora/base-ref", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0.1, false, true, false, true, 0, 2,
-      false, 0, ADV_REWARDS, 1, 0, 1 },
+      false, 0, ADV_REWARDS, 1, 0, 1, 0 },
     { "segments/seq-mask/T0.8/q0.6", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_DAPO, PT_GRPO_IS_TOKEN, 0, false, false, true,
-      false, 2, 1, true, PT_GRPO_IS_SEQUENCE_MASK, ADV_SEGMENTS, 0.8, 0, 0.6 },
+      false, 2, 1, true, PT_GRPO_IS_SEQUENCE_MASK, ADV_SEGMENTS, 0.8, 0, 0.6, 0 },
     { "segments-batch/drop/recorded-old", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_TOKEN, 0, true, false,
-      false, false, 0, 2, true, PT_GRPO_IS_TOKEN_TRUNCATE, ADV_SEGMENTS, 1.3, 1.5, 1 },
+      false, false, 0, 2, true, PT_GRPO_IS_TOKEN_TRUNCATE, ADV_SEGMENTS, 1.3, 1.5, 1, 0 },
     { "tokens/cispo/q0.3", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_CISPO, PT_GRPO_IS_TOKEN, 0, false, false, true, false, 1,
-      1, true, PT_GRPO_IS_TOKEN_MASK, ADV_TOKENS, 1, 0, 0.3 },
+      1, true, PT_GRPO_IS_TOKEN_MASK, ADV_TOKENS, 1, 0, 0.3, 0 },
+    { "vespo/token-mask/q0.6/entropy-bonus", PT_GRPO_SCALE_BATCH, PT_GRPO_LOSS_VESPO, PT_GRPO_IS_TOKEN, 0, false,
+      true, true, false, 1, 2, true, PT_GRPO_IS_TOKEN_MASK, ADV_REWARDS, 1, 0, 0.6, 0.05 },
+    { "grpo/gspo/entropy-bonus", PT_GRPO_SCALE_GROUP, PT_GRPO_LOSS_GRPO, PT_GRPO_IS_SEQUENCE, 0, false, true, true,
+      false, 2, 1, false, 0, ADV_REWARDS, 1, 0, 1, 0.1 },
 };
 
 /* Two rounds of a case; with d, this rank's share of the groups. */
@@ -746,6 +751,7 @@ static pt_model *grpo_train(pt_dist *d, const grpo_case *c, pt_grpo_stats *last)
     o.mask_truncated_completions = c->mask_truncated;
     o.max_completion_length = 6;
     o.micro_batch = c->micro_batch;
+    o.entropy_coef = c->entropy_coef;
     if (c->with_samp) {
         o.temperature = c->temperature;
         o.importance_sampling_correction = c->is_mode;
@@ -793,6 +799,7 @@ START_TEST(test_grpo_equals_one_process)
         ck_assert(sn.reward == s1.reward && sn.reward_std == s1.reward_std);
         ck_assert(sn.reward_func_mean[1] == s1.reward_func_mean[1]);
         ck_assert(sn.frac_reward_zero_std == s1.frac_reward_zero_std && sn.groups == s1.groups);
+        ck_assert(sn.frac_zero_std_groups == s1.frac_zero_std_groups);
         ck_assert_int_eq(sn.groups, c->adv == ADV_TOKENS ? 0 : GROUPS);
         ck_assert(sn.segments == s1.segments && (sn.segments > 0) == (c->adv == ADV_SEGMENTS));
         ck_assert(sn.groups_dropped == s1.groups_dropped && sn.samples_unscored == s1.samples_unscored);
@@ -802,7 +809,10 @@ START_TEST(test_grpo_equals_one_process)
         const double pairs[][2] = { { sn.loss, s1.loss }, { sn.kl, s1.kl }, { sn.entropy, s1.entropy },
                                     { sn.clip_ratio_region, s1.clip_ratio_region }, { sn.grad_norm, s1.grad_norm },
                                     { sn.cispo_clip_ratio, s1.cispo_clip_ratio },
-                                    { sn.entropy_kept_fraction, s1.entropy_kept_fraction } };
+                                    { sn.entropy_kept_fraction, s1.entropy_kept_fraction },
+                                    { c->loss == PT_GRPO_LOSS_VESPO ? sn.vespo_phi_seq_mean : 0,
+                                      c->loss == PT_GRPO_LOSS_VESPO ? s1.vespo_phi_seq_mean : 0 },
+                                    { sn.clip_ratio_high, s1.clip_ratio_high } };
         if (c->with_samp) {
             /* the sampler's side: over every rank's tokens, the extremes too */
             const double sp[][2] = { { sn.sampling_logp_difference_mean, s1.sampling_logp_difference_mean },

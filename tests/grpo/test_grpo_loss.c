@@ -1,8 +1,10 @@
 /* The GRPO advantages, loss, dL/dlogp and metrics against PyTorch autograd
- * (tests/reference/gen_grpo.py, TRL's formulas in float64). */
+ * (tests/reference/gen_grpo.py, TRL's formulas in float64), and a case with
+ * declined completions computed by hand. */
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "train/grpo_internal.h"
 
 #include <cjson/cJSON.h>
@@ -65,11 +67,16 @@ static int floats(float *out, const cJSON *arr, int cap)
 static void case_options(pt_grpo_options *o, const cJSON *cs)
 {
     static const char *const scales[] = { "group", "batch", "none", "rloo" };
-    static const char *const losses[] = { "grpo", "bnpo", "dapo", "dr_grpo", "cispo" };
+    static const char *const losses[] = { "grpo", "bnpo", "dapo", "dr_grpo", "cispo", "vespo" };
     static const char *const levels[] = { "token", "sequence" };
     pt_grpo_options_init(o);
     o->scale_rewards = lookup(str(cs, "scale"), scales, 4);
-    o->loss_type = lookup(str(cs, "loss_type"), losses, 5);
+    o->loss_type = lookup(str(cs, "loss_type"), losses, 6);
+    const cJSON *v = item(cs, "vespo");
+    o->vespo_k_pos = cJSON_GetArrayItem(v, 0)->valuedouble;
+    o->vespo_lambda_pos = cJSON_GetArrayItem(v, 1)->valuedouble;
+    o->vespo_k_neg = cJSON_GetArrayItem(v, 2)->valuedouble;
+    o->vespo_lambda_neg = cJSON_GetArrayItem(v, 3)->valuedouble;
     o->importance_sampling_level = lookup(str(cs, "level"), levels, 2);
     o->epsilon_low = num(cs, "eps_low");
     o->epsilon_high = num(cs, "eps_high");
@@ -87,6 +94,37 @@ static void case_options(pt_grpo_options *o, const cJSON *cs)
 }
 
 enum { MAXS = 32, MAXT = 16 };
+
+/* R against the golden's (null: declined, NaN here) */
+static void close_R(double got, const cJSON *want, const char *what, const char *name)
+{
+    if (cJSON_IsNull(want)) {
+        ck_assert_msg(isnan(got), "%s: %s is %g, torch has none (declined)", name, what, got);
+        return;
+    }
+    close_rel(got, want->valuedouble, 1e-3, &worst_adv, what, name);
+}
+
+/* The reported reward's mean and std (TRL's nanmean, nanstd) and the two
+ * zero-std fractions against the golden. */
+static void reward_metrics(const double *R, int n, int tz, int nz, int ng, const cJSON *cs, const char *name)
+{
+    double mean, sd = pt_grpo_nan_mean_std(&mean, NULL, R, n);
+    close_rel(mean, num(cs, "reward_mean"), 1e-3, &worst_metric, "reward", name);
+    close_rel(sd, num(cs, "reward_std"), 1e-3, &worst_metric, "reward_std", name);
+    close_rel((double)tz / n, num(cs, "frac_reward_zero_std"), 1e-3, &worst_metric, "frac_reward_zero_std", name);
+    close_rel((double)nz / ng, num(cs, "frac_zero_std_groups"), 1e-3, &worst_metric, "frac_zero_std_groups", name);
+}
+
+/* Whether sample i is in the case's list of declined samples. */
+static bool declined(const cJSON *cs, int i)
+{
+    const cJSON *d;
+    cJSON_ArrayForEach(d, item(cs, "declined"))
+        if (d->valueint == i)
+            return true;
+    return false;
+}
 
 /* The per-token advantages of every sample (adv_tok) by the case's kind,
  * checked against the golden's R, advantages and segment advantages;
@@ -109,7 +147,8 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
                 adv_tok[i][j] = ta[j];
             zs[i] = false;
         }
-        close_rel(0.0, num(cs, "frac_zero_std"), 1e-3, &worst_metric, "frac_zero_std", name);
+        close_rel(0.0, num(cs, "frac_reward_zero_std"), 1e-3, &worst_metric, "frac_reward_zero_std", name);
+        close_rel(0.0, num(cs, "frac_zero_std_groups"), 1e-3, &worst_metric, "frac_zero_std_groups", name);
         return;
     }
     if (!strcmp(kind, "segments")) {
@@ -121,20 +160,27 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
             nseg[i] = floats(r, item(s, "seg_rewards"), 8);
             off[i] = o_;
             double sum = 0;
+            bool any = false;
             int nc = cJSON_GetArraySize(item(s, "logp"));
             for (int k = 0; k < nseg[i]; k++) {
                 rew[o_ + k] = r[k];
                 if (k == nseg[i] - 1 && o->overlong_buffer > 0)
                     rew[o_ + k] += pt_grpo_overlong_penalty(nc, o->max_completion_length, o->overlong_buffer);
-                if (!isnan(rew[o_ + k]))
+                if (!isnan(rew[o_ + k])) {
                     sum += rew[o_ + k];
+                    any = true;
+                }
             }
             o_ += nseg[i];
-            close_rel(sum, cJSON_GetArrayItem(item(cs, "R"), i)->valuedouble, 1e-3, &worst_adv, "R (segments)", name);
+            R[i] = any ? sum : NAN; /* every segment declined: no reward */
+            close_R(R[i], cJSON_GetArrayItem(item(cs, "R"), i), "R (segments)", name);
         }
         ng = pt_grpo_segment_advantages(sadv, zs, &nz, rew, off, nseg, grp, n, o->scale_rewards);
         ck_assert_int_eq(ng, 5);
-        close_rel((double)nz / ng, num(cs, "frac_zero_std"), 1e-3, &worst_metric, "frac_zero_std", name);
+        int tz = 0;
+        for (int i = 0; i < n; i++)
+            tz += zs[i];
+        reward_metrics(R, n, tz, nz, ng, cs, name);
         for (int i = 0; i < n; i++) {
             const cJSON *s = cJSON_GetArrayItem(js, i), *want = cJSON_GetArrayItem(item(cs, "seg_adv"), i);
             ck_assert_int_eq(cJSON_GetArraySize(want), nseg[i]);
@@ -155,15 +201,19 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
         const cJSON *s = cJSON_GetArrayItem(js, i);
         float r[2];
         floats(r, item(s, "rewards"), 2);
+        if (declined(cs, i))
+            r[0] = r[1] = NAN;
         int nc = cJSON_GetArraySize(item(s, "logp"));
-        R[i] = pt_grpo_combine_rewards(r, w, K);
+        /* every function declined and no over-long penalty to score it: no reward */
+        R[i] = isnan(r[0]) && isnan(r[1]) && o->overlong_buffer == 0 ? NAN : pt_grpo_combine_rewards(r, w, K);
         if (o->overlong_buffer > 0)
             R[i] += pt_grpo_overlong_penalty(nc, o->max_completion_length, o->overlong_buffer);
-        close_rel(R[i], cJSON_GetArrayItem(item(cs, "R"), i)->valuedouble, 1e-3, &worst_adv, "R", name);
+        close_R(R[i], cJSON_GetArrayItem(item(cs, "R"), i), "R", name);
     }
-    ng = pt_grpo_advantages(adv, zs, &nz, R, grp, n, o->scale_rewards);
+    int tz = -1;
+    ng = pt_grpo_advantages(adv, zs, &nz, &tz, R, grp, n, o->scale_rewards);
     ck_assert_int_eq(ng, 5);
-    close_rel((double)nz / ng, num(cs, "frac_zero_std"), 1e-3, &worst_metric, "frac_zero_std", name);
+    reward_metrics(R, n, tz, nz, ng, cs, name);
     for (int i = 0; i < n; i++) {
         close_rel(adv[i], cJSON_GetArrayItem(item(cs, "adv"), i)->valuedouble, 1e-3, &worst_adv, "advantage", name);
         for (int j = 0; j < MAXT; j++)
@@ -197,7 +247,7 @@ START_TEST(test_against_torch)
     for (int k = 0; k < K; k++)
         w[k] = cJSON_GetArrayItem(jw, k)->valuedouble;
     int ncases = cJSON_GetArraySize(jc);
-    ck_assert_int_ge(ncases, 35);
+    ck_assert_int_ge(ncases, 47);
     for (int c = 0; c < ncases; c++) {
         const cJSON *cs = cJSON_GetArrayItem(jc, c);
         const char *name = str(cs, "name");
@@ -257,15 +307,29 @@ START_TEST(test_against_torch)
             for (int j = 0; j < nc; j++)
                 m[j] = off[i] ? 0 : (uint8_t)cJSON_GetArrayItem(item(s, "mask"), j)->valueint;
             double pw[MAXT];
+            double is_logsum = 0;
             if (!off[i])
                 pt_grpo_is_weights(pw, &acc, old, has_samp ? samp : NULL, m, nc, &o);
+            if (!off[i] && o.loss_type == PT_GRPO_LOSS_VESPO)
+                is_logsum = pt_grpo_vespo_is_logsum(pw, m, nc);
+            /* a masked truncated sample with one advantage: TRL counts it
+             * among the sequences (ratio 1, phi 1), as the step does */
+            const bool one_adv = !strcmp(str(cs, "advantages"), "rewards");
+            if (off[i] && !(o.drop_zero_std_groups && zs[i]) && one_adv) {
+                if (o.loss_type == PT_GRPO_LOSS_VESPO) {
+                    acc.phi_sum += 1;
+                    acc.phi_units += 1;
+                } else if (o.importance_sampling_level == PT_GRPO_IS_SEQUENCE) {
+                    acc.clip_units += 1;
+                }
+            }
             for (int j = 0; j < nc; j++)
                 if (m[j] && !((double)ent[j] >= thr))
                     pw[j] = 0.0;
                 else if (m[j])
                     kept++;
             pt_grpo_tokens tk = { .n = nc, .logp = lp, .old = old, .ref = ref, .mask = m, .adv = adv_tok[i],
-                                  .pw = off[i] ? NULL : pw };
+                                  .pw = off[i] ? NULL : pw, .token_adv = !one_adv, .is_logsum = is_logsum };
             pt_grpo_loss_sample(&acc, dl, &tk, &nm);
             const cJSON *want = cJSON_GetArrayItem(item(cs, "dlogp"), i);
             ck_assert_int_eq(cJSON_GetArraySize(want), nc);
@@ -280,10 +344,11 @@ START_TEST(test_against_torch)
         ck_assert_msg(kept == num(cs, "ent_kept"), "%s: %g tokens kept by the entropy mask, torch %g", name, kept,
                       num(cs, "ent_kept"));
         close_rel(acc.kl / acc.tokens, num(cs, "kl"), 1e-6, &worst_metric, "kl", name);
-        close_rel(acc.clip_low / acc.tokens, num(cs, "clip_low"), 1e-6, &worst_metric, "clip_low", name);
-        close_rel(acc.clip_high / acc.tokens, num(cs, "clip_high"), 1e-6, &worst_metric, "clip_high", name);
-        close_rel(acc.clip_region / acc.tokens, num(cs, "clip_region"), 1e-6, &worst_metric, "clip_region", name);
-        close_rel(acc.cispo_clip / acc.tokens, num(cs, "cispo_clip"), 1e-6, &worst_metric, "cispo_clip", name);
+        close_rel(acc.clip_low / acc.clip_units, num(cs, "clip_low"), 1e-6, &worst_metric, "clip_low", name);
+        close_rel(acc.clip_high / acc.clip_units, num(cs, "clip_high"), 1e-6, &worst_metric, "clip_high", name);
+        close_rel(acc.clip_region / acc.clip_units, num(cs, "clip_region"), 1e-6, &worst_metric, "clip_region", name);
+        close_rel(acc.cispo_clip / acc.clip_units, num(cs, "cispo_clip"), 1e-6, &worst_metric, "cispo_clip", name);
+        opt_metric(acc.phi_units > 0 ? acc.phi_sum / acc.phi_units : NAN, cs, "phi_mean", name);
         opt_metric(acc.samp_tokens > 0 ? acc.samp_diff_sum / acc.samp_tokens : NAN, cs, "samp_diff_mean", name);
         opt_metric(acc.samp_tokens > 0 ? acc.samp_diff_max : NAN, cs, "samp_diff_max", name);
         opt_metric(acc.is_units > 0 ? acc.is_min : NAN, cs, "is_min", name);

@@ -768,7 +768,12 @@ START_TEST(test_bad_inputs_1x)
     EXPECT_BAD(o.top_entropy_quantile = 1.5, "top_entropy_quantile 1.5 must be in [0, 1]");
     EXPECT_BAD(o.top_entropy_quantile = -0.1, "top_entropy_quantile -0.1");
     EXPECT_BAD(o.top_entropy_quantile = NAN, "top_entropy_quantile nan");
-    EXPECT_BAD(o.loss_type = 5, "unknown loss_type 5");
+    EXPECT_BAD(o.loss_type = 6, "unknown loss_type 6");
+    /* vespo takes the per-token correction into its weight: TRL refuses the sequence modes */
+    EXPECT_BAD(o.loss_type = PT_GRPO_LOSS_VESPO, "loss_type vespo with sampling log-probabilities (sample 0) "
+               "needs importance_sampling_correction token_truncate, token_mask or none, not sequence_mask");
+    EXPECT_BAD((o.loss_type = PT_GRPO_LOSS_VESPO, o.delta = 2), "delta (two-sided clipping) does not apply to "
+               "loss_type vespo");
     /* the names */
     int v = -1;
     ck_assert_ok(pt_grpo_loss_type_from_name(&v, "cispo"));

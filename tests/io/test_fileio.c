@@ -11,6 +11,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -271,6 +273,31 @@ START_TEST(test_full_disk_and_read_only)
 }
 END_TEST
 
+/* pt_read_file (io/fileio.h): the bytes, NUL-terminated, and its refusals. */
+START_TEST(test_read_file)
+{
+    char path[] = "/tmp/pt_test_read_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
+    close(fd);
+    char *buf;
+    size_t n;
+    ck_assert_ok(pt_read_file(&buf, &n, path, 100));
+    ck_assert_uint_eq(n, 11);
+    ck_assert_int_eq(memcmp(buf, "hello\0world", 12), 0);
+    free(buf);
+    ck_assert_status(pt_read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
+    ck_assert_ptr_null(buf);
+    unlink(path);
+    ck_assert_status(pt_read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
+    ck_assert_ptr_null(buf);
+    ck_assert_status(pt_read_file(&buf, &n, "/tmp", 100), PT_EIO,
+                     "/tmp is not a regular file (it is a directory)");
+    ck_assert_ptr_null(buf);
+}
+END_TEST
+
 /* A FIFO where the library expects a file (a config.json, a tokenizer, a
  * data file) never blocks: pt_read_file and every loader built on it refuse
  * it at once, and a JSONL reader opens it without waiting for a writer. */
@@ -312,6 +339,57 @@ START_TEST(test_fifo_never_blocks)
 }
 END_TEST
 
+/* The public JSONL reader over a descriptor: a pipe's row is returned as
+ * soon as its line is written (not when 64 KiB or the end arrive), the
+ * caller's descriptor stays open after pt_jsonl_reader_free, a closed one is
+ * PT_EINVAL; and the integer-array getter. */
+START_TEST(test_jsonl_reader_fd)
+{
+    alarm(20); /* a reader that waits for more than the line hangs: fail it */
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pt_jsonl_reader *r = NULL;
+    ck_assert_ok(pt_jsonl_reader_open_fd(&r, p[0], "pipe", 0));
+    const char *row1 = "{\"ids\": [-2147483648, 0, 2147483647], \"s\": \"x\"}\n\n";
+    ck_assert_int_eq(write(p[1], row1, strlen(row1)), (ssize_t)strlen(row1));
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 1); /* the write end is still open */
+    int32_t *ids = NULL;
+    size_t n = 0, line = 0;
+    ck_assert_ok(pt_jsonl_reader_int_array(&ids, &n, r, "ids", true));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(ids[0], INT32_MIN);
+    ck_assert_int_eq(ids[1], 0);
+    ck_assert_int_eq(ids[2], INT32_MAX);
+    pt_free(ids);
+    ck_assert_ok(pt_jsonl_reader_int_array(&ids, &n, r, "absent", false));
+    ck_assert(ids == NULL && n == 0);
+    ck_assert_status(pt_jsonl_reader_int_array(&ids, &n, r, "absent", true), PT_ENOTFOUND,
+                     "pipe line 1: the row has no \"absent\"");
+    ck_assert_status(pt_jsonl_reader_int_array(&ids, &n, r, "s", true), PT_EFORMAT,
+                     "pipe line 1: \"s\" must be an array of integers");
+    const char *rest = "{\"ids\": [1, 2147483648]}\n{\"ids\": [1.5]}\n";
+    ck_assert_int_eq(write(p[1], rest, strlen(rest)), (ssize_t)strlen(rest));
+    close(p[1]);
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 1);
+    ck_assert_ok(pt_jsonl_reader_line(&line, r));
+    ck_assert_uint_eq(line, 3); /* the blank line 2 is counted, not returned */
+    ck_assert_status(pt_jsonl_reader_int_array(&ids, &n, r, "ids", true), PT_ERANGE,
+                     "pipe line 3: \"ids\"[1] = 2147483648 is out of range [-2147483648, 2147483648)");
+    ck_assert_ptr_null(ids);
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 1);
+    ck_assert_status(pt_jsonl_reader_int_array(&ids, &n, r, "ids", true), PT_EFORMAT,
+                     "pipe line 4: \"ids\"[0] is not an integer");
+    ck_assert_int_eq(pt_jsonl_reader_next(r), 0);
+    pt_jsonl_reader_free(r);
+    ck_assert_int_ne(fcntl(p[0], F_GETFD), -1); /* the caller's descriptor is still open */
+    close(p[0]);
+    ck_assert_status(pt_jsonl_reader_open_fd(&r, p[0], "closed", 0), PT_EINVAL, "closed: cannot read descriptor");
+    ck_assert_ptr_null(r);
+    ck_assert_status(pt_jsonl_reader_open_fd(&r, -1, NULL, 0), PT_EINVAL, "fd");
+    alarm(0);
+}
+END_TEST
+
 static Suite *fileio_suite(void)
 {
     Suite *s = suite_create("io_fileio");
@@ -321,7 +399,9 @@ static Suite *fileio_suite(void)
     tcase_add_test(tc, test_atomic_write);
     tcase_add_test(tc, test_errno_mapping);
     tcase_add_test(tc, test_write_failures);
+    tcase_add_test(tc, test_read_file);
     tcase_add_test(tc, test_fifo_never_blocks);
+    tcase_add_test(tc, test_jsonl_reader_fd);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("tmpfs");
     tcase_add_checked_fixture(tm, NULL, unmount_teardown);

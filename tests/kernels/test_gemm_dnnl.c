@@ -184,6 +184,41 @@ START_TEST(test_own_when_forced)
 }
 END_TEST
 
+START_TEST(test_operand_rounded_once)
+{
+    /* An FP32 operand rounded once by pt_bf16_operand (the backward's dy,
+     * read by two products) gives the product of the FP32 operand bit for
+     * bit, on whichever backend runs (oneDNN, or ours with
+     * PT_BF16_GEMM=own); NULL where the path has no BF16 arithmetic. */
+    pt_rng r;
+    pt_rng_seed(&r, 14);
+    float *x = operand(70, 131, false, &r);
+    pt_bf16 *x16 = pt_bf16_operand(x, 70, 129, 131);
+    if (!pt_cpu_bf16_compute()) {
+        ck_assert_ptr_null(x16);
+        free(x);
+        return;
+    }
+    ck_assert_ptr_nonnull(x16);
+    for (size_t i = 0; i < 70; i++)
+        for (size_t j = 0; j < 129; j++)
+            ck_assert_uint_eq(x16[i * 129 + j], pt_f32_to_bf16(x[i * 131 + j]));
+    for (int t = 0; t < 2; t++) { /* x as A (70 x 129), or as A^T */
+        bool ta = t == 1;
+        size_t m = ta ? 129 : 70, k = ta ? 70 : 129, n = 33;
+        float *b = operand(n, k, false, &r);
+        float *c1 = calloc(m * n, sizeof *c1), *c2 = calloc(m * n, sizeof *c2);
+        pt_gemm_mixed(ta, true, m, n, k, 1.0f, x, false, 131, b, false, k, 0.0f, c1, n);
+        pt_gemm_mixed(ta, true, m, n, k, 1.0f, x16, true, 129, b, false, k, 0.0f, c2, n);
+        ck_assert_msg(memcmp(c1, c2, m * n * sizeof *c1) == 0, "ta=%d: %s differs", t,
+                      pt_bf16_gemm_backend());
+        free(b); free(c1); free(c2);
+    }
+    free(x);
+    free(x16);
+}
+END_TEST
+
 int main(void)
 {
     if (pt_set_num_threads(2) != PT_OK)
@@ -194,6 +229,7 @@ int main(void)
     tcase_add_test(tc, test_dnnl_matches_reference);
     tcase_add_test(tc, test_dnnl_runs_bit_identical);
     tcase_add_test(tc, test_own_when_forced);
+    tcase_add_test(tc, test_operand_rounded_once);
     suite_add_tcase(s, tc);
     int rc = pt_test_run(s);
     printf("bf16 products: %s\n", pt_bf16_gemm_backend());

@@ -4,6 +4,7 @@
 #include "testfs.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/transformer.h"

@@ -550,7 +550,7 @@ START_TEST(test_impossible_counts)
     ck_assert_status(pt_tokenizer_load_memory_config(&tok, json, 2, json, (size_t)-1), PT_ERANGE,
                      "pt_tokenizer_load_memory_config: config_len");
     pt_chat_template *t = NULL;
-    ck_assert_ok(pt_chat_template_from_name(&t, "chatml"));
+    ck_assert_ok(pt_chat_template_create(&t, "chatml"));
     pt_chat_message msg = { .role = PT_CHAT_ROLE_USER, .content = "hi" };
     char *text = NULL;
     ck_assert_status(pt_chat_render(&text, NULL, t, &msg, (size_t)-1, NULL), PT_ERANGE,

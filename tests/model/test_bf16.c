@@ -15,6 +15,7 @@
 #include "stories.h"
 #include "testfs.h"
 
+#include "model/transformer.h"
 #include "kernels/bf16.h"
 #include "kernels/cpu.h"
 #include "posttrain/posttrain.h"
@@ -161,6 +162,28 @@ START_TEST(test_forward)
 }
 END_TEST
 
+/* In mixed precision the optimizer writes the BF16 copies as it updates
+ * the FP32 masters: every copy equals its master rounded to BF16, and is
+ * marked current (the next forward converts nothing). */
+static void check_copies_follow(pt_model *m)
+{
+    if (!pt_cpu_bf16_compute() || m->bf16_mode != PT_BF16_ON || m->bf16_stored)
+        return;
+    ck_assert_msg(m->bf16_version == m->weights_version, "BF16 copies not marked current");
+    size_t checked = 0;
+    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+        const pt_tensor_ref *t = &m->tensors[i];
+        if (t->ndim != 2)
+            continue;
+        const pt_bf16 *c = m->params16 + m->offsets[i];
+        for (size_t j = 0; j < t->numel; j++)
+            ck_assert_msg(c[j] == pt_f32_to_bf16(t->data[j]), "%s[%zu]: copy %04x, master %a",
+                          t->name, j, c[j], (double)t->data[j]);
+        checked += t->numel;
+    }
+    ck_assert_uint_gt(checked, 0);
+}
+
 /* n_steps of SFT on the sampled stories (4 a step); losses out. */
 static void sft_curve(pt_model *m, int n_steps, double *losses)
 {
@@ -192,6 +215,7 @@ static void sft_curve(pt_model *m, int n_steps, double *losses)
         ck_assert(!st.skipped);
         losses[s] = st.loss;
     }
+    check_copies_follow(m);
     pt_optimizer_free(opt);
     pt_context_free(ctx);
 }
@@ -272,6 +296,59 @@ START_TEST(test_lora_base)
         pt_model_free(mb);
     }
     pt_set_cpu_path(NULL);
+}
+END_TEST
+
+START_TEST(test_load_straight_to_bf16)
+{
+    /* pt_model_load_options.bf16 = PT_BF16_FROZEN reads each matrix into
+     * BF16 as it loads: the same model as loading in FP32 and freezing in
+     * BF16 after (same logits, bit for bit), base frozen and stored; a
+     * LoRA adapter trains on it; ON equals pt_model_set_bf16(ON) after. */
+    const size_t nl = (size_t)n_ref * V;
+    float *want = malloc(nl * sizeof *want), *got = malloc(nl * sizeof *got);
+    for (int mode = PT_BF16_ON; mode <= PT_BF16_FROZEN; mode++) {
+        pt_model *ref = pt_test_load_stories(model_dir), *m = NULL;
+        ck_assert_ok(pt_model_set_bf16(ref, mode));
+        pt_model_load_options o;
+        pt_model_load_options_init(&o);
+        o.bf16 = mode;
+        ck_assert_ok(pt_model_load_dir(&m, model_dir, &o));
+        ck_assert_int_eq(pt_model_get_bf16(m), mode);
+        check_views(m, mode == PT_BF16_FROZEN);
+        logits_of(ref, want);
+        logits_of(m, got);
+        ck_assert_int_eq(memcmp(want, got, nl * sizeof *got), 0);
+        if (mode == PT_BF16_FROZEN) {
+            /* LoRA on it: the curve of LoRA added to an FP32 load, then
+             * BF16 on (the frozen base converted then), step for step */
+            pt_model *r2 = pt_test_load_stories(model_dir);
+            pt_lora_options lo;
+            pt_lora_options_init(&lo);
+            lo.rank = 4;
+            ck_assert_ok(pt_model_add_lora(m, &lo));
+            ck_assert_ok(pt_model_set_bf16(m, PT_BF16_ON));
+            ck_assert_ok(pt_model_add_lora(r2, &lo));
+            ck_assert_ok(pt_model_set_bf16(r2, PT_BF16_ON));
+            check_views(m, true);
+            double la[10], lb[10];
+            sft_curve(m, 10, la);
+            sft_curve(r2, 10, lb);
+            for (int k = 0; k < 10; k++)
+                ck_assert_msg(la[k] == lb[k], "LoRA step %d: %g != %g", k + 1, la[k], lb[k]);
+            pt_model_free(r2);
+        }
+        pt_model_free(ref);
+        pt_model_free(m);
+    }
+    pt_model_load_options o;
+    pt_model_load_options_init(&o);
+    o.bf16 = 3;
+    pt_model *bad = NULL;
+    ck_assert_int_eq(pt_model_load_dir(&bad, model_dir, &o), PT_EINVAL);
+    ck_assert_ptr_null(bad);
+    free(want);
+    free(got);
 }
 END_TEST
 
@@ -408,6 +485,7 @@ int main(void)
     tcase_add_test(tc, test_forward);
     tcase_add_test(tc, test_sft_curve);
     tcase_add_test(tc, test_lora_base);
+    tcase_add_test(tc, test_load_straight_to_bf16);
     tcase_add_test(tc, test_save_and_generate);
     tcase_add_test(tc, test_bad_mode);
     suite_add_tcase(s, tc);

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "core/core.h"
+#include "io/fileio.h"
 
 static pt_model_config parse_ok(const char *json)
 {

@@ -51,20 +51,24 @@ WEIGHTS = [1.0, 0.5]
 
 
 def combined_rewards():
-    """R_i = sum_k w_k R_ik over the functions that did not decline (float32 scores)."""
-    return [sum(w * f32(r) for w, r in zip(WEIGHTS, s[4]) if not isnan(r)) for s in SAMPLES]
+    """R_i = sum_k w_k R_ik over the functions that did not decline (float32
+    scores); NaN when every function declined (TRL's unscorable completion)."""
+    return [sum(w * f32(r) for w, r in zip(WEIGHTS, s[4]) if not isnan(r))
+            if not all(isnan(r) for r in s[4]) else NAN for s in SAMPLES]
 
 
 def advantages(scale):
-    """docs/grpo.md: group / batch / none / rloo, unbiased std + 1e-4, A = 0 in a
-    group whose std is <= 1e-8 (a group of one too)."""
+    """docs/grpo.md: group / batch / none / rloo, unbiased std + 1e-4, over
+    the members with a reward (TRL: a declined one is left out and gets 0);
+    A = 0 in a group with fewer than two rewards or whose std is <= 1e-8."""
     R = combined_rewards()
     groups = {}
     for i, s in enumerate(SAMPLES):
         groups.setdefault(s[3], []).append(i)
-    std_batch = ustd(R)
+    std_batch = ustd([r for r in R if not isnan(r)])
     A = [0.0] * len(R)
     for members in groups.values():
+        members = [i for i in members if not isnan(R[i])]
         rs = [R[i] for i in members]
         m, sd = sum(rs) / len(rs), ustd(rs)
         if len(rs) < 2 or sd <= 1e-8:
@@ -96,6 +100,7 @@ def reference_loss(lp, old, ref, A, masks, truncated, loss_type, eps_low, eps_hi
     G = len(lp)
     total, per_sample, ntok = 0.0, 0.0, 0
     low = high = 0
+    seq_low = seq_high = 0  # sequence level: TRL counts sequences
     kls = []
     for i in range(G):
         m = [1] * len(lp[i]) if masks[i] is None else masks[i]
@@ -118,6 +123,9 @@ def reference_loss(lp, old, ref, A, masks, truncated, loss_type, eps_low, eps_hi
             low += r < 1 - eps_low and A[i] < 0
             high += r > 1 + eps_high and A[i] > 0
             si += ell
+        if level == "sequence" and n_i:
+            seq_low += s_i < 1 - eps_low and A[i] < 0
+            seq_high += s_i > 1 + eps_high and A[i] > 0
         total += si
         ntok += n_i
         if n_i:
@@ -130,6 +138,8 @@ def reference_loss(lp, old, ref, A, masks, truncated, loss_type, eps_low, eps_hi
         loss = total / (global_tokens if global_tokens > 0 else ntok)
     else:
         loss = total / (G * max_completion_length)
+    if level == "sequence":  # every sample counts, masked truncated ones too (ratio 1)
+        return loss, seq_low / G, seq_high / G, sum(kls) / len(kls)
     return loss, low / ntok, high / ntok, sum(kls) / len(kls)
 
 
@@ -181,8 +191,12 @@ class TestGrpoStep(unittest.TestCase):
         with self.buffer() as buf:
             st = pt.grpo_step(self.opt, buf)
         self.assertEqual(st.n_reward_funcs, 2)
-        self.assertAlmostEqual(st.reward, sum(R) / len(R), delta=1e-12)
-        self.assertAlmostEqual(st.reward_std, ustd(R), delta=1e-12)
+        # sample 5, declined by both functions, is left out (TRL's nanmean, nanstd)
+        self.assertTrue(isnan(R[5]))
+        Rs = [r for r in R if not isnan(r)]
+        self.assertAlmostEqual(st.reward, sum(Rs) / len(Rs), delta=1e-12)
+        self.assertAlmostEqual(st.reward_std, ustd(Rs), delta=1e-12)
+        self.assertEqual(st.samples_unscored, 1)
         for k, name in enumerate(["a", "b"]):
             scored = [f32(s[4][k]) for s in SAMPLES if not isnan(s[4][k])]
             self.assertAlmostEqual(st.reward_func_mean[name], sum(scored) / len(scored),
@@ -190,7 +204,11 @@ class TestGrpoStep(unittest.TestCase):
             self.assertAlmostEqual(st.reward_func_std[name], ustd(scored), delta=1e-12)
         self.assertEqual(st.groups, 4)
         self.assertEqual(st.groups_dropped, 0)
-        self.assertEqual(st.frac_reward_zero_std, 0.5)
+        # TRL's, per sample: groups 2 (equal rewards) and 3 (one member): 3 of
+        # 8; group 1's one reward has a NaN std, not zero.  Ours, per group:
+        # 1 (one reward left), 2 and 3 of 4
+        self.assertEqual(st.frac_reward_zero_std, 3 / 8)
+        self.assertEqual(st.frac_zero_std_groups, 3 / 4)
         lens = [len(s[1]) for s in SAMPLES]
         self.assertEqual(st.completion_mean_length, sum(lens) / len(lens))
         self.assertEqual((st.completion_min_length, st.completion_max_length), (1, 4))
@@ -217,11 +235,11 @@ class TestGrpoStep(unittest.TestCase):
         A = advantages("group")
         n = [sum(s[2] or [1] * len(s[1])) for s in SAMPLES]
         self.assertAlmostEqual(st.loss, -sum(a * k for a, k in zip(A, n)) / sum(n), delta=1e-6)
-        # dropping the zero-std groups (2 and 3)
+        # dropping the groups with nothing to learn (1, 2 and 3)
         with self.buffer() as buf:
             st = pt.grpo_step(self.opt, buf, drop_zero_std_groups=True)
-        self.assertEqual(st.groups_dropped, 2)
-        self.assertEqual(st.tokens, sum(n) - n[3] - n[6] - n[7])
+        self.assertEqual(st.groups_dropped, 3)
+        self.assertEqual(st.tokens, sum(n) - n[1] - n[5] - n[3] - n[6] - n[7])
 
     def test_loss_each_type_against_formulas(self):
         # Old and reference logprobs away from the policy's: ratios inside and
@@ -483,7 +501,34 @@ class TestOptions(unittest.TestCase):
             "micro_batch": 0, "temperature": 1.0,
             "importance_sampling_correction": pt.ISCorrection.SEQUENCE_MASK,
             "importance_sampling_clip_max": 3.0, "importance_sampling_clip_min": 0.0,
-            "delta": 0.0, "top_entropy_quantile": 1.0})
+            "delta": 0.0, "top_entropy_quantile": 1.0, "vespo_k_pos": 2.0,
+            "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0,
+            "entropy_coef": 0.0, "use_adaptive_entropy": False, "entropy_coef_min": 0.0,
+            "entropy_coef_max": 1.0, "entropy_coef_delta": 0.005, "entropy_target": 0.2,
+            "entropy_last": float("inf")})
+
+    def test_entropy_coef_by_name(self):
+        # TRL's entropy bonus: the loss minus coef times the mean entropy (lr 0:
+        # both steps at the same weights)
+        opt = pt.Optimizer(self.m, type="sgd", lr=0.0)
+        st0 = pt.grpo_step(opt, self.buf)
+        st1 = pt.grpo_step(opt, self.buf, entropy_coef=0.25)
+        self.assertAlmostEqual(st1.loss - st0.loss, -0.25 * st0.entropy, delta=1e-9)
+        # the adaptive control: no bonus while the last entropy is above the target
+        st2 = pt.grpo_step(opt, self.buf, entropy_coef=0.25, use_adaptive_entropy=True,
+                           entropy_last=st0.entropy_measured)
+        self.assertEqual(st2.loss, st0.loss)
+        self.assertAlmostEqual(st2.entropy_coef_next, 0.245, delta=1e-15)
+
+    def test_vespo_by_name(self):
+        # at mu = 1 (old recorded by the step) VESPO's weight phi(w = 1) is 1
+        st = pt.grpo_step(self.opt, self.buf, loss_type="vespo", vespo_k_pos=1.5, vespo_lambda_neg=0.5,
+                          importance_sampling_correction="token_mask")
+        self.assertEqual(st.vespo_phi_seq_mean, 1.0)
+        self.assertTrue(isnan(pt.grpo_step(self.opt, self.buf).vespo_phi_seq_mean))
+        with self.assertRaises(pt.InvalidArgument) as cm:
+            pt.grpo_step(self.opt, self.buf, loss_type=pt.LossType.VESPO, vespo_k_neg=-1)
+        self.assertIn("vespo_k_neg -1 must be finite", cm.exception.message)
 
     def test_mu_two_keeps_the_recorded_old_logprobs(self):
         lp0 = [completion_logprobs(self.m, [256, 1], c) for c in ([2, 3], [4])]
@@ -520,7 +565,7 @@ class TestOptions(unittest.TestCase):
         with self.assertRaises(pt.InvalidArgument) as cm:
             pt.grpo_step(self.opt, self.buf, loss_type="ppo")
         self.assertEqual(cm.exception.message, "pt_grpo_loss_type_from_name: unknown loss type "
-                         "'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo)")
+                         "'ppo' (one of: grpo, bnpo, dapo, dr_grpo, cispo, vespo)")
         with self.assertRaises(pt.InvalidArgument) as cm:
             pt.grpo_step(self.opt, self.buf, importance_sampling_correction="vllm")
         self.assertIn("token_truncate, token_mask, sequence_truncate, sequence_mask",

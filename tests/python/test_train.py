@@ -137,6 +137,32 @@ class TestSft(unittest.TestCase):
         self.assertEqual(final2, final)       # and weights
 
 
+class TestGradientCheckpointing(unittest.TestCase):
+    def test_same_losses_and_weights(self):
+        """model.gradient_checkpointing (Hugging Face's
+        gradient_checkpointing_enable()) recomputes activations in the
+        backward: the same losses and weights bit for bit."""
+        seqs = [[256, 49, 43, 50, 61, 51, 257], [256, 52, 43, 52, 61, 56, 257]]
+        b = pt.Batch.next_token(seqs)
+        runs = []
+        for ckpt in (False, True):
+            with pt.Model.create(TINY, seed=4) as m:
+                if ckpt:
+                    m.gradient_checkpointing_enable()
+                self.assertEqual(m.gradient_checkpointing, ckpt)
+                with pt.Optimizer(m, lr=1e-2) as opt:
+                    losses = [opt.sft_step(b).loss for _ in range(5)]
+                    ctx = m.context(2, 7)
+                    self.assertEqual(ctx.gradient_checkpointing, ckpt)
+                    ctx.gradient_checkpointing = not ckpt
+                    self.assertEqual(ctx.gradient_checkpointing, not ckpt)
+                    ctx.close()
+                runs.append((losses, ptest.tensors_flat(m.state_dict())))
+        self.assertLess(runs[0][0][-1], runs[0][0][0])
+        self.assertEqual(runs[1][0], runs[0][0])
+        self.assertEqual(runs[1][1], runs[0][1])
+
+
 class TestLora(unittest.TestCase):
     def test_lora_train_save_load_merge(self):
         seqs = [[256, 49, 43, 50, 61, 51, 257], [256, 52, 43, 52, 61, 56, 257]]

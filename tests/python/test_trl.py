@@ -6,6 +6,7 @@ rounds equal bit for bit to k rounds, a checkpoint and a resumed run."""
 
 import math
 import os
+import shutil
 import tempfile
 import time
 import unittest
@@ -362,6 +363,189 @@ class TestTrainer(unittest.TestCase):
                              base)
             tr.close()
 
+
+
+@unittest.skipUnless(HAVE, "no GRPO or generation API")
+class TestTrlWay(unittest.TestCase):
+    """GRPOTrainer(model, reward_funcs, args=GRPOConfig(...), train_dataset=...)."""
+
+    def setUp(self):
+        self.tok = pt.Tokenizer.bytes()
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tok.close()
+        self.dir.cleanup()
+
+    def test_conversational_prompts_and_reward_arguments(self):
+        calls = []
+
+        def reward(prompts, completions, completion_ids, answer, trainer_state, log_metric,
+                   log_extra, **kw):
+            calls.append(dict(prompts=prompts, completions=completions,
+                              completion_ids=completion_ids, answer=answer,
+                              step=trainer_state.global_step, rest=sorted(kw)))
+            log_metric("custom/value", 10.0 * trainer_state.global_step + 1)
+            log_metric("custom/value", 10.0 * trainer_state.global_step + 3)
+            log_extra("note", ["n%d" % i for i in range(len(completions))])
+            return [float(len(c[0]["content"]) % 3) for c in completions]
+
+        rows = [{"prompt": [{"role": "user", "content": "ab"}], "answer": 1, "id": "r0"},
+                {"prompt": [{"role": "user", "content": "cde"}], "answer": 2, "id": "r1"}]
+        args = pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
+                             max_completion_length=4, max_steps=3, learning_rate=1e-3,
+                             logging_steps=2, disable_tqdm=True, shuffle_dataset=False,
+                             output_dir=self.dir.name, save_steps=1, save_total_limit=2)
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, reward, args=args, train_dataset=rows,
+                                processing_class=self.tok, chat_template="chatml")
+            # the prompt through the template, with the generation prompt
+            want = pt.ChatTemplate.from_name("chatml").render_ids(
+                self.tok, rows[0]["prompt"], add_generation_prompt=True, numpy=False).ids
+            self.assertEqual(tr._train_ids[0], list(want))
+            self.assertEqual(self.tok.decode(want), "<|im_start|>user\nab<|im_end|>\n"
+                             "<|im_start|>assistant\n")
+            out = tr.train()
+            self.assertEqual(out.global_step, 3)
+            self.assertEqual(tr.optimizer.step_count, 3)
+            self.assertEqual(len(calls), 3)
+            c = calls[0]
+            # TRL's arguments: the messages as given, the completions as assistant messages
+            self.assertEqual(c["prompts"], [rows[0]["prompt"]] * 2 + [rows[1]["prompt"]] * 2)
+            self.assertEqual(c["answer"], [1, 1, 2, 2])
+            self.assertEqual(c["rest"], ["id"])
+            self.assertEqual([x["step"] for x in calls], [0, 1, 2])
+            for comp, ids in zip(c["completions"], c["completion_ids"]):
+                self.assertEqual(comp, [{"role": "assistant",
+                                         "content": self.tok.decode(ids, skip_special=True)}])
+            # log_metric: the mean of a step's values; log_extra: the step's column
+            self.assertEqual([h["custom/value"] for h in tr.metrics], [2.0, 12.0, 22.0])
+            self.assertEqual(tr.metrics[0]["extra"], {"note": ["n0", "n1", "n2", "n3"]})
+            # logging every 2 steps (and at the end): means over the steps since the last
+            logs = [h for h in tr.state.log_history if "reward" in h]
+            self.assertEqual([h["step"] for h in logs], [2, 3])
+            self.assertEqual(logs[0]["custom/value"], 7.0)
+            self.assertEqual(logs[1]["custom/value"], 22.0)
+            self.assertAlmostEqual(logs[0]["reward"],
+                                   (tr.metrics[0]["reward"] + tr.metrics[1]["reward"]) / 2)
+            # the linear schedule over the 3 steps: lr, 2/3 lr, 1/3 lr
+            lrs = [h["learning_rate"] for h in tr.metrics]
+            for got, want_lr in zip(lrs, [1e-3, 2e-3 / 3, 1e-3 / 3]):
+                self.assertAlmostEqual(got, want_lr, delta=1e-12)
+            # checkpoint-<step>, the oldest beyond save_total_limit removed
+            self.assertEqual(sorted(os.listdir(self.dir.name)), ["checkpoint-2", "checkpoint-3"])
+            tr.close()
+
+    def test_resume_is_bit_identical(self):
+        # 4 steps in one go against 2 steps, a checkpoint, and 2 more resumed
+        # in a new trainer from other initial weights (the linear schedule,
+        # the prompt order and the sampling streams all continue)
+        def cfg(out):
+            return pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
+                                 max_completion_length=4, max_steps=4, learning_rate=3e-3,
+                                 num_iterations=2, disable_tqdm=True, output_dir=out,
+                                 save_steps=2, seed=5)
+        a, b = os.path.join(self.dir.name, "a"), os.path.join(self.dir.name, "b")
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(a), train_dataset=ROWS,
+                                processing_class=self.tok)
+            tr.train()
+            want = weights_bytes(m)
+            tr.close()
+        self.assertEqual(sorted(os.listdir(a)), ["checkpoint-2", "checkpoint-4"])
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(b), train_dataset=ROWS,
+                                processing_class=self.tok)
+            tr.train(rounds=1)       # one round of 2 iterations: step 2
+            self.assertEqual(tr.state.global_step, 2)
+            tr.close()
+        shutil.rmtree(os.path.join(a, "checkpoint-4"))
+        with pt.Model.create(TINY, seed=8) as m:
+            tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(a), train_dataset=ROWS,
+                                processing_class=self.tok)
+            out = tr.train(resume_from_checkpoint=True)
+            self.assertEqual((out.global_step, tr.optimizer.step_count), (4, 4))
+            self.assertEqual(weights_bytes(m), want)
+            tr.close()
+
+    def test_no_template_is_an_error_naming_the_way_out(self):
+        rows = [{"prompt": [{"role": "user", "content": "ab"}]}]
+        with pt.Model.create(TINY, seed=3) as m, self.assertRaises(pt.InvalidArgument) as cm:
+            pt.GRPOTrainer(m, lambda completions, **kw: [0.0] * len(completions),
+                           args=pt.GRPOConfig(num_generations=2, per_device_train_batch_size=2),
+                           train_dataset=rows, processing_class=self.tok)
+        self.assertIn("chat_template=", cm.exception.message)
+
+    def test_steps_epochs_and_iterations(self):
+        # 5 prompts, 2 per step: 2 steps per epoch (the last prompt of a pass
+        # is dropped, as TRL's sampler), 1.5 epochs -> 3 rounds; mu = 2: 6 steps
+        args = pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
+                             max_completion_length=3, num_train_epochs=1.5, num_iterations=2,
+                             learning_rate=1e-3, lr_scheduler_type="constant",
+                             disable_tqdm=True, save_strategy="no")
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, has_answer, args=args, train_dataset=ROWS,
+                                processing_class=self.tok)
+            self.assertEqual(tr.state.max_steps, 6)
+            out = tr.train()
+            self.assertEqual((out.global_step, tr.optimizer.step_count, tr.round), (6, 6, 3))
+            self.assertEqual(tr.state.epoch, 1.5)
+            seen = [r for m_ in tr.metrics for r in [m_["round"]]]
+            self.assertEqual(seen, [1, 2, 3])
+            tr.close()
+        with pt.Model.create(TINY, seed=3) as m:
+            tr = pt.GRPOTrainer(m, has_answer, args=args.replace(max_steps=3),
+                                train_dataset=ROWS, processing_class=self.tok)
+            out = tr.train()   # max_steps wins over epochs; the last round stops after 1 step
+            self.assertEqual((out.global_step, tr.optimizer.step_count, tr.round), (3, 3, 2))
+            tr.close()
+
+    def test_older_and_trl_keywords_do_not_mix(self):
+        with pt.Model.create(TINY, seed=3) as m:
+            with self.assertRaises(pt.InvalidArgument):
+                pt.GRPOTrainer(m, has_answer, args=pt.GRPOConfig(), train_dataset=ROWS,
+                               processing_class=self.tok, batch_prompts=2)
+            with self.assertRaises(pt.InvalidArgument):
+                pt.GRPOTrainer(m, has_answer, train_dataset=ROWS, processing_class=self.tok,
+                               per_device_train_batch_size=2)
+
+    def test_model_by_path(self):
+        root = ptest.shared_data("GRPOTrainer(model=path)")
+        if root is None:
+            self.skipTest("shared data absent")
+        path = os.path.join(root, "models", "stories260K")
+        rows = [{"prompt": "Once upon a time", "answer": "dog"}] * 2
+        args = pt.GRPOConfig(num_generations=2, per_device_train_batch_size=2,
+                             max_completion_length=4, max_steps=1, disable_tqdm=True)
+        tr = pt.GRPOTrainer(model=path, reward_funcs=has_answer, args=args, train_dataset=rows)
+        self.assertEqual(tr.model.source_dir, path)
+        self.assertEqual(tr._train_ids[0], tr.tokenizer.encode("Once upon a time",
+                                                                add_special=True))
+        self.assertEqual(tr.train().global_step, 1)
+        model = tr.model
+        tr.close()   # it loaded the model, so it closes it
+        with self.assertRaises(pt.ClosedHandleError):
+            model.config
+        # beta > 0 with the model given by path: the reference is that path loaded again
+        tr = pt.GRPOTrainer(model=path, reward_funcs=has_answer, args=args.replace(beta=0.04),
+                            train_dataset=rows)
+        self.assertIsNotNone(tr.ref_model)
+        self.assertIsNot(tr.ref_model, tr.model)
+        self.assertEqual(tr.ref_model.source_dir, path)
+        self.assertGreaterEqual(tr.train().global_step, 1)
+        ref = tr.ref_model
+        tr.close()
+        with self.assertRaises(pt.ClosedHandleError):
+            ref.config
+        if pt.has_feature("gguf"):
+            with pt.Model.load(path) as m:
+                g = os.path.join(self.dir.name, "s.gguf")
+                m.export_gguf(g)
+            tr = pt.GRPOTrainer(model=g, reward_funcs=has_answer, args=args, train_dataset=rows)
+            self.assertEqual(tr.train().global_step, 1)
+            tr.close()
+        else:
+            print("SKIP the GGUF file path: the library has no gguf feature")
 
 if __name__ == "__main__":
     ptest.main()

@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """GRPO reference values for tests/grpo/test_grpo_loss.c, computed with torch
 autograd in float64 the way TRL's GRPOTrainer (1.9) computes them
-(advantages, clipped surrogate with two-sided clipping, CISPO, k3 KL, the loss
-types, GSPO's sequence ratio, the vLLM importance-sampling correction in its
-four modes, the top-entropy-quantile mask), from seeded random inputs that
+(advantages, with completions every reward function declined left out of
+their group's mean and std and given advantage 0 (TRL >= 1.6), clipped
+surrogate with two-sided clipping, CISPO, VESPO's gamma weights, k3 KL, the
+loss types, GSPO's sequence ratio and its per-sequence clip metrics, the vLLM
+importance-sampling correction in its four modes, the top-entropy-quantile
+mask, frac_reward_zero_std as TRL computes it), from seeded random inputs that
 are exactly representable in float32.  Beyond TRL: per-token advantages
 given as they are, and per-segment rewards with advantages per segment index
 within the group (docs/grpo.md).
@@ -67,7 +70,8 @@ LOSSES = ["grpo", "bnpo", "dapo", "dr_grpo"]
 base = dict(scale="group", loss_type="grpo", level="token", eps_low=0.2, eps_high=0.2, beta=0.0,
             max_completion_length=8, overlong_buffer=0, mask_truncated=False, drop_zero_std=False,
             global_tokens=0.0, is_mode="none", is_clip_min=0.0, is_clip_max=3.0, delta=0.0,
-            top_entropy_quantile=1.0, advantages="rewards")
+            top_entropy_quantile=1.0, advantages="rewards", declined=[],
+            vespo=[2.0, 3.0, 3.0, 2.0])
 CASES = []
 for s in SCALES:
     CASES.append(dict(base, name="scale_" + s, scale=s))
@@ -108,6 +112,26 @@ CASES += [
     dict(base, name="segments_none_overlong", advantages="segments", scale="none", overlong_buffer=3,
          loss_type="dr_grpo"),
     dict(base, name="segments_rloo_drop", advantages="segments", scale="rloo", drop_zero_std=True),
+    # completions every reward function declined (TRL's unscorable rows):
+    # 0 in a group of 4; 4 and 5 leave one reward in their group of 3; 12
+    # (whose first reward is already declined) in a group of 5; 16 alone
+    dict(base, name="declined_group", declined=[0, 4, 5, 12, 16]),
+    dict(base, name="declined_batch", declined=[0, 4, 5, 12, 16], scale="batch", loss_type="dapo"),
+    dict(base, name="declined_none", declined=[0, 4, 5, 12, 16], scale="none", loss_type="bnpo"),
+    dict(base, name="declined_rloo", declined=[0, 4, 5, 12, 16], scale="rloo"),
+    dict(base, name="declined_overlong", declined=[0, 4, 5, 12, 16], overlong_buffer=3, loss_type="dapo"),
+    dict(base, name="declined_drop", declined=[0, 4, 5, 12], drop_zero_std=True, scale="batch"),
+    # GSPO's clip metrics per sequence, with masked truncated completions
+    dict(base, name="gspo_mask_truncated", level="sequence", eps_low=0.02, eps_high=0.03, mask_truncated=True),
+    # VESPO (TRL's get_gamma_weights), with the token corrections
+    dict(base, name="vespo", loss_type="vespo"),
+    dict(base, name="vespo_params_beta", loss_type="vespo", vespo=[1.5, 0.5, 4.0, 0.0], beta=0.03,
+         global_tokens=250.0),
+    dict(base, name="vespo_token_truncate", loss_type="vespo", is_mode="token_truncate", is_clip_max=1.1,
+         is_clip_min=0.9),
+    dict(base, name="vespo_token_mask_entropy", loss_type="vespo", is_mode="token_mask", is_clip_max=1.15,
+         is_clip_min=0.85, top_entropy_quantile=0.5, mask_truncated=True),
+    dict(base, name="vespo_token_advantages", loss_type="vespo", advantages="tokens"),
 ]
 
 L = max(len(s["logp"]) for s in samples)
@@ -170,36 +194,62 @@ TRUNC = torch.tensor([s["truncated"] for s in samples])
 LEN = torch.tensor([float(len(s["logp"])) for s in samples])
 GID = [s["group"] for s in samples]
 
+def nanstd(x):
+    """TRL's trl.trainer.utils.nanstd (1.9): Bessel-corrected, NaN below two values."""
+    mean = torch.nanmean(x)
+    var = torch.nanmean((x - mean) ** 2)
+    cnt = (~torch.isnan(x)).sum()
+    return torch.sqrt(var * cnt / (cnt - 1)) if cnt > 1 else torch.tensor(math.nan)
+
+
 def run(c):
-    R = torch.nansum(REW * torch.tensor(WEIGHTS), dim=1)
+    rew = REW.clone()
+    rew[c["declined"]] = math.nan
+    # TRL: the weighted nansum; the over-long penalty is a reward function
+    # (get_soft_overlong_punishment) that never declines
+    rpf = rew
     if c["overlong_buffer"] > 0:
         lmax, lc = c["max_completion_length"], c["overlong_buffer"]
         pen = torch.where(LEN <= lmax - lc, torch.zeros(N),
                           torch.where(LEN <= lmax, ((lmax - lc) - LEN) / lc, -torch.ones(N)))
-        R = R + pen
+        rpf = torch.cat([rew, pen[:, None]], dim=1)
+    wts = torch.tensor(WEIGHTS + ([1.0] if c["overlong_buffer"] > 0 else []))
+    unscorable = torch.isnan(rpf).all(dim=1)
+    R = (rpf * wts).nansum(dim=1)
+    R[unscorable] = math.nan
     uniq = list(dict.fromkeys(GID))
     mean = torch.zeros(N); std = torch.zeros(N); loo = torch.zeros(N)
+    trl_zero = torch.zeros(N, dtype=torch.bool)
     for g in uniq:
         idx = [i for i in range(N) if GID[i] == g]
         rg = R[idx]
-        mean[idx] = rg.mean()
-        std[idx] = rg.std() if len(idx) > 1 else 0.0
-        if len(idx) > 1:
-            loo[idx] = (rg.sum() - rg) / (len(idx) - 1)
-    zero = std <= 1e-8
+        mean[idx] = torch.nanmean(rg)
+        # TRL: nanstd of the group; a group of one is TRL's num_generations=1 (std 0)
+        sd = nanstd(rg) if len(idx) > 1 else torch.tensor(0.0)
+        std[idx] = sd
+        trl_zero[idx] = bool(torch.isclose(sd, torch.zeros(())))
+        ok = ~torch.isnan(rg)
+        if ok.sum() > 1:  # leave-one-out over the members with a reward
+            loo[idx] = (rg[ok].sum() - rg) / (ok.sum() - 1)
+    # ours: nothing to learn in a group with fewer than two rewards or all equal
+    zero = torch.isnan(std) | (std <= 1e-8)
+    bstd = nanstd(R) if N > 1 else torch.tensor(0.0)
     if c["scale"] == "group":
         A = (R - mean) / (std + 1e-4)
     elif c["scale"] == "batch":
-        A = (R - mean) / (R.std() + 1e-4)
+        A = (R - mean) / (bstd + 1e-4)
+        trl_zero[:] = bool(torch.isclose(bstd, torch.zeros(())))
     elif c["scale"] == "none":
         A = R - mean
     else:
-        A = torch.where(torch.tensor([GID.count(g) > 1 for g in GID]), R - loo, torch.zeros(N))
+        A = R - loo
+    A = torch.nan_to_num(A, nan=0.0)  # TRL: declined rows (and NaN stds) get 0
     A = torch.where(zero, torch.zeros(N), A)
     seg_adv = None
     if c["advantages"] == "tokens":  # given per token: used as they are, no groups
         At = TADV.clone()
         zero = torch.zeros(N, dtype=torch.bool)
+        trl_zero = zero.clone()
     elif c["advantages"] == "segments":
         R_seg = []
         for i, sm in enumerate(samples):
@@ -214,7 +264,9 @@ def run(c):
             for t, k in enumerate(segments_of(sm["mask"])):
                 if k >= 0:
                     At[i, t] = seg_adv[i][k]
-        R = torch.tensor([sum(r for r in rs if r is not None) for rs in R_seg])
+        R = torch.tensor([sum(r for r in rs if r is not None) if any(r is not None for r in rs) else math.nan
+                          for rs in R_seg])
+        trl_zero = zero.clone()  # ours for segments: per sample, its group has no spread
     else:
         At = A[:, None].expand(N, L)
     active = ~zero if c["drop_zero_std"] else torch.ones(N, dtype=torch.bool)
@@ -260,9 +312,28 @@ def run(c):
     else:
         liw = ((log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1.0))[:, None]
     c1 = torch.exp(liw)
+    phi = None
     if c["loss_type"] == "cispo":
         clamped = torch.clamp(c1, max=c["eps_high"]).detach()
         ptl = -clamped * At * logp
+        c1m = c1
+    elif c["loss_type"] == "vespo":
+        # TRL's get_gamma_weights (no_grad): the sequence log ratio summed,
+        # the token correction's log weights added, clamped, phi by the
+        # advantage's sign
+        with torch.no_grad():
+            kp, lp_, kn, ln_ = c["vespo"]
+            lr = torch.clamp(log_ratio.detach(), -20.0, 20.0)
+            slr = (lr * m).sum(-1, keepdim=True)
+            if c["is_mode"] != "none":
+                slr = slr + torch.clamp(torch.log(isw), math.log(1e-8), 20.0).sum(-1, keepdim=True)
+            lw = torch.clamp(slr, math.log(1e-8), 20.0)
+            ww = torch.exp(lw)
+            pos = At >= 0
+            kk = torch.where(pos, torch.tensor(kp), torch.tensor(kn))
+            ll = torch.where(pos, torch.tensor(lp_), torch.tensor(ln_)).clamp(min=1e-4)
+            phi = torch.exp(ll + kk * lw - ll * ww).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+        ptl = -phi * At * logp
         c1m = c1
     else:
         c2 = torch.clamp(c1, 1 - c["eps_low"], 1 + c["eps_high"])
@@ -271,7 +342,8 @@ def run(c):
         c1m = c1
         ptl = -torch.min(c1 * At, c2 * At)
     ptl = ptl * emask
-    ptl = ptl * isw
+    if c["loss_type"] != "vespo":  # vespo has the correction inside phi
+        ptl = ptl * isw
     kl = torch.exp(REF - logp) - (REF - logp) - 1
     if c["beta"] != 0.0:
         ptl = ptl + c["beta"] * kl
@@ -281,7 +353,7 @@ def run(c):
         loss = (((ptl * m).sum(-1) / m.sum(-1).clamp(min=1.0)) * active).sum() / n_act
     elif lt == "bnpo":
         loss = (ptl * m).sum() / m.sum().clamp(min=1.0)
-    elif lt in ("dapo", "cispo"):
+    elif lt in ("dapo", "cispo", "vespo"):
         denom = c["global_tokens"] if c["global_tokens"] > 0 else m.sum()
         loss = (ptl * m).sum() / denom
     else:
@@ -292,18 +364,32 @@ def run(c):
     if lt == "cispo":
         low = high = region = torch.zeros(N, L)
         cispo = ((c1b > c["eps_high"]) & (At > 0)).to(torch.float64)
+    elif lt == "vespo":
+        low = high = region = cispo = torch.zeros(N, L)
     else:
         low = ((c1b < 1 - c["eps_low"]) & (At < 0)).to(torch.float64)
         high = ((c1b > 1 + c["eps_high"]) & (At > 0)).to(torch.float64)
         region = ((low + high) > 0).to(torch.float64)
         cispo = torch.zeros(N, L)
     mean_ = lambda x: float((x * m).sum() / tok)
+    # TRL's global_masked_mean: one value per sequence (B, 1) at sequence
+    # level with one advantage per sequence: a mean over the sequences of
+    # the batch (masked truncated ones too; ours leaves dropped groups out)
+    per_seq = c["level"] == "sequence" and c["advantages"] == "rewards"
+    cmean = (lambda x: float((x[:, 0] * active).sum() / active.sum())) if per_seq else mean_
     grad = logp.grad
     out = dict(R=R.tolist(), adv=A.tolist(), loss=float(loss),
                dlogp=[grad[i, :len(samples[i]["logp"])].tolist() for i in range(N)],
-               kl=mean_(kl.detach()), clip_low=mean_(low), clip_high=mean_(high), clip_region=mean_(region),
-               cispo_clip=mean_(cispo), tokens=float(tok), ent_kept=float((emask * m).sum()),
-               frac_zero_std=sum(1 for g in uniq if bool(zero[GID.index(g)])) / len(uniq))
+               kl=mean_(kl.detach()), clip_low=cmean(low), clip_high=cmean(high), clip_region=cmean(region),
+               cispo_clip=cmean(cispo), tokens=float(tok), ent_kept=float((emask * m).sum()),
+               frac_zero_std_groups=sum(1 for g in uniq if bool(zero[GID.index(g)])) / len(uniq),
+               frac_reward_zero_std=float(trl_zero.to(torch.float64).mean()),
+               reward_mean=float(torch.nanmean(R)), reward_std=float(nanstd(R)))
+    out["R"] = [None if math.isnan(x) else x for x in R.tolist()]
+    if phi is not None:  # TRL's vespo/phi_seq_mean (per sequence with one advantage)
+        pv = phi.expand(N, L)
+        out["phi_mean"] = (float((phi[:, 0] * active).sum() / active.sum()) if c["advantages"] == "rewards"
+                           else mean_(pv))
     if seg_adv is not None:
         out["seg_adv"] = seg_adv
     if thr is not None:

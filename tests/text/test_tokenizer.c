@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 
 #include <pthread.h>
 
@@ -412,7 +413,7 @@ START_TEST(test_api_errors)
     ck_assert_status(pt_tokenizer_load(NULL, "x"), PT_EINVAL, "");
     ck_assert_status(pt_tokenizer_load_memory(NULL, "{}", 2), PT_EINVAL, "");
     pt_decode_stream *ds = NULL;
-    ck_assert_ok(pt_decode_stream_new(&ds, t, 0));
+    ck_assert_ok(pt_decode_stream_create(&ds, t, 0));
     const char *p;
     size_t pl;
     ck_assert_status(pt_decode_stream_step(&p, &pl, ds, 999), PT_ERANGE, "999");
@@ -438,7 +439,7 @@ START_TEST(test_stream)
     pt_tokenizer *t = NULL;
     ck_assert_ok(pt_tokenizer_create_bytes(&t));
     pt_decode_stream *ds = NULL;
-    ck_assert_ok(pt_decode_stream_new(&ds, t, 0));
+    ck_assert_ok(pt_decode_stream_create(&ds, t, 0));
     stream_expect(ds, 'h', "h");
     stream_expect(ds, 0xC3, "");           /* first byte of é: held back */
     stream_expect(ds, 0xA9, "\xC3\xA9");   /* complete */
@@ -455,7 +456,7 @@ START_TEST(test_stream)
     stream_expect(ds, 'x', "x");  /* the stream starts over */
     pt_decode_stream_free(ds);
     /* skipping specials */
-    ck_assert_ok(pt_decode_stream_new(&ds, t, PT_TOK_SKIP_SPECIAL));
+    ck_assert_ok(pt_decode_stream_create(&ds, t, PT_TOK_SKIP_SPECIAL));
     stream_expect(ds, PT_BYTE_TOKENIZER_BOS, "");
     stream_expect(ds, 'o', "o");
     stream_expect(ds, 'k', "k");
@@ -463,7 +464,7 @@ START_TEST(test_stream)
     pt_tokenizer_free(t);
     /* byte-level BPE: the three byte tokens of € */
     t = load_data(DATA "tiny_bytelevel.json");
-    ck_assert_ok(pt_decode_stream_new(&ds, t, 0));
+    ck_assert_ok(pt_decode_stream_create(&ds, t, 0));
     stream_expect(ds, 256, " t");
     stream_expect(ds, 226, "");
     stream_expect(ds, 130, "");
@@ -472,7 +473,7 @@ START_TEST(test_stream)
     pt_tokenizer_free(t);
     /* SentencePiece style: Strip removes the leading space only once */
     t = load_data(DATA "tiny_spm.json");
-    ck_assert_ok(pt_decode_stream_new(&ds, t, 0));
+    ck_assert_ok(pt_decode_stream_create(&ds, t, 0));
     stream_expect(ds, 268, "hello");
     stream_expect(ds, 270, " w");
     stream_expect(ds, 198, "");

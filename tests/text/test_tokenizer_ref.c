@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/core.h"
+#include "io/fileio.h"
 
 static const char *const NAMES[] = {"gpt2", "llama3", "qwen3", "llama-spm"};
 
@@ -163,7 +164,7 @@ static int check_vectors(const pt_tokenizer *tok, const char *path, const char *
         }
         /* incremental decoding gives the same text */
         pt_decode_stream *ds = NULL;
-        ck_assert_ok(pt_decode_stream_new(&ds, tok, 0));
+        ck_assert_ok(pt_decode_stream_create(&ds, tok, 0));
         char *acc = malloc(tl + 64);
         size_t an = 0;
         for (size_t i = 0; i < nr; i++) {

@@ -3,7 +3,9 @@
 #include "testutil.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "train/optimizer.h"
+#include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -157,6 +159,46 @@ START_TEST(test_nonfinite_skips)
     ck_assert_float_eq_tol(w[0], 1.0f - 0.1f, 1e-6f);
     ck_assert_float_eq_tol(w[1], 2.0f + 0.1f, 1e-6f);
     ck_assert_float_eq_tol(w[2], 3.0f, 1e-6f);
+    pt_optimizer_free(opt);
+}
+END_TEST
+
+/* The counters a checkpoint restores go in through one function: the next
+ * step counts on from them (step 41 -> 42, SGD's first-step rule no longer
+ * applies), and a negative count is refused with nothing changed. */
+START_TEST(test_restore_counters)
+{
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.type = PT_OPTIMIZER_SGD;
+    o.lr = 0.5;
+    o.momentum = 0.5;
+    o.weight_decay = 0;
+    o.max_grad_norm = 0;
+    float w[1] = { 1 }, g[1] = { 2 };
+    pt_opt_param p = { w, g, 1, true, "w" };
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt_optimizer_restore_counters(opt, 41, 3));
+    pt_opt_state_view sv;
+    pt_optimizer_state_view(&sv, opt);
+    ck_assert_int_eq(sv.step, 41);
+    ck_assert_int_eq(sv.skipped, 3);
+    sv.m[0] = 4.0f; /* a restored momentum buffer */
+    ck_assert_status(pt_optimizer_restore_counters(opt, -1, 0), PT_ERANGE, "must not be negative");
+    ck_assert_status(pt_optimizer_restore_counters(opt, 5, -2), PT_ERANGE, "must not be negative");
+    int64_t step = 0;
+    ck_assert_ok(pt_optimizer_get_step(&step, opt));
+    ck_assert_int_eq(step, 41);
+    pt_step_stats st;
+    pt_step_stats_init(&st);
+    ck_assert_ok(pt_optimizer_step(&st, opt));
+    ck_assert_int_eq(st.step, 42);
+    ck_assert_int_eq(st.skipped_total, 3);
+    /* step 42 is not SGD's first (which would start the buffer at g = 2 and
+     * give w = 1 - 0.5 * 2 = 0): buf = 0.5 * 4 + 2 = 4, w = 1 - 0.5 * 4 = -1 */
+    ck_assert_float_eq_tol(w[0], -1.0f, 1e-6f);
+    ck_assert_float_eq_tol(sv.m[0], 4.0f, 1e-6f);
     pt_optimizer_free(opt);
 }
 END_TEST
@@ -383,11 +425,95 @@ START_TEST(test_deterministic_threads)
 }
 END_TEST
 
+/* Random gradients into every trainable tensor of m (seeded). */
+static void fill_grads(pt_model *m, uint64_t seed, double scale)
+{
+    pt_rng r;
+    pt_rng_seed(&r, seed);
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        for (size_t j = 0; j < t->numel; j++)
+            t->grad[j] = (float)(scale * pt_rng_normal(&r));
+    }
+}
+
+static double model_grad_norm(const pt_model *m)
+{
+    long double ss = 0;
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        for (size_t j = 0; j < t->numel; j++)
+            ss += (long double)t->grad[j] * t->grad[j];
+    }
+    return (double)sqrtl(ss);
+}
+
+START_TEST(test_model_bound_and_state_view)
+{
+    /* After an update the optimizer knows the largest |w|, |m| and v it
+     * wrote and skips the checking pass when a bound proves the next update
+     * finite.  Results are those of the checked path bit for bit (b's
+     * optimizer hands out a state view before each step, which forces the
+     * check), and a moment written through a state view is seen: the
+     * overflowing update is refused, nothing written. */
+    pt_model *ma = pt_test_tiny_llama(32, 7), *mb = pt_test_tiny_llama(32, 7);
+    pt_optimizer_options o;
+    pt_optimizer_options_init(&o);
+    o.lr = 1e-2;
+    o.weight_decay = 0.1;
+    o.max_grad_norm = 0;
+    pt_optimizer *a, *b;
+    ck_assert_ok(pt_optimizer_create(&a, ma, &o));
+    ck_assert_ok(pt_optimizer_create(&b, mb, &o));
+    pt_step_stats st;
+    pt_step_stats_init(&st);
+    pt_opt_state_view sv;
+    for (int s = 0; s < 4; s++) {
+        fill_grads(ma, 100 + (uint64_t)s, 1.0);
+        fill_grads(mb, 100 + (uint64_t)s, 1.0);
+        const double ref = model_grad_norm(ma);
+        ck_assert_ok(pt_optimizer_step(&st, a));
+        ck_assert(!st.skipped);
+        ck_assert_msg(fabs(st.grad_norm - ref) <= 1e-12 * ref, "norm %.17g, reference %.17g",
+                      st.grad_norm, ref);
+        pt_optimizer_state_view(&sv, b);
+        ck_assert_ok(pt_optimizer_step(&st, b));
+        ck_assert(!st.skipped);
+    }
+    for (size_t i = 0; i < pt_model_tensor_count(ma); i++) {
+        const pt_tensor_ref *ta = pt_model_tensor(ma, i), *tb = pt_model_tensor(mb, i);
+        ck_assert_msg(memcmp(ta->data, tb->data, ta->numel * sizeof(float)) == 0, "%s differs",
+                      ta->name);
+        for (size_t j = 0; j < ta->numel; j++)
+            ck_assert_float_eq(ta->grad[j], 0.0f); /* consumed */
+    }
+    pt_optimizer_state_view(&sv, a);
+    sv.m[0] = 3e38f; /* with v 0 and a tiny gradient: 2.7e38 / eps overflows */
+    sv.v[0] = 0.0f;
+    size_t n0 = pt_model_tensor(ma, 0)->numel;
+    float *before = malloc(n0 * sizeof *before);
+    memcpy(before, pt_model_tensor(ma, 0)->data, n0 * sizeof *before);
+    fill_grads(ma, 200, 1e-20);
+    ck_assert_ok(pt_optimizer_step(&st, a));
+    ck_assert(st.skipped);
+    ck_assert_int_eq(st.skip_reason, PT_SKIP_NONFINITE_UPDATE);
+    ck_assert_int_eq(st.step, 4);
+    ck_assert_int_eq(memcmp(before, pt_model_tensor(ma, 0)->data, n0 * sizeof *before), 0);
+    ck_assert_float_eq(sv.m[0], 3e38f);
+    free(before);
+    pt_optimizer_free(a);
+    pt_optimizer_free(b);
+    pt_model_free(ma);
+    pt_model_free(mb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optimizer");
     TCase *tc = tcase_create("optimizer");
     tcase_add_test(tc, test_matches_torch);
+    tcase_add_test(tc, test_restore_counters);
     tcase_add_test(tc, test_nonfinite_skips);
     tcase_add_test(tc, test_nonfinite_update_skips);
     tcase_add_test(tc, test_overflowing_options);
@@ -395,6 +521,7 @@ int main(void)
     tcase_add_test(tc, test_bad_options);
     tcase_add_test(tc, test_null_and_older_structs);
     tcase_add_test(tc, test_deterministic_threads);
+    tcase_add_test(tc, test_model_bound_and_state_view);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

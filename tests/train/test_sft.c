@@ -3,6 +3,7 @@
 #include "testfs.h"
 
 #include "core/core.h"
+#include "io/fileio.h"
 #include "model/model.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"

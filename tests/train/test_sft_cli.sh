@@ -41,6 +41,12 @@ if cmp -s "$work/full/checkpoints/step-00000006/optimizer.safetensors" \
 else
     bad "resumed optimizer state differs"
 fi
+"$posttrain" --threads 2 "${common[@]}" --gradient-checkpointing --out "$work/ckpt" 2>"$work/ckpt.log"
+if cmp -s "$work/full/model.safetensors" "$work/ckpt/model.safetensors"; then
+    ok "--gradient-checkpointing ends with bit-identical weights"
+else
+    cat "$work/ckpt.log"; bad "--gradient-checkpointing weights differ"
+fi
 losses() { grep -o '"step": [0-9]*, "loss": [0-9.e+-]*' "$1" | awk -F'[:,]' '$2 > 3 {print $2, $4}'; }
 if [ "$(losses "$work/full/metrics.jsonl")" = "$(losses "$work/resumed/metrics.jsonl")" ] &&
    [ "$(losses "$work/full/metrics.jsonl" | wc -l)" -eq 5 ]; then

@@ -78,7 +78,7 @@ static int unrecognised(const char *why)
 {
     return pt_err(PT_EUNSUPPORTED,
                   "unrecognised chat_template (%s); choose a template by name with "
-                  "pt_chat_template_from_name() (posttrain --chat-template NAME): " PT_CHAT_NAMES,
+                  "pt_chat_template_create() (posttrain --chat-template NAME): " PT_CHAT_NAMES,
                   why);
 }
 

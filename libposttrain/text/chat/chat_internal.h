@@ -41,7 +41,7 @@ struct pt_chat_template {
 #define PT_CHAT_SMOLLM2_SYSTEM "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 #define PT_CHAT_QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 #define PT_CHAT_LLAMA31_DATE "26 Jul 2024"
-/* The names pt_chat_template_from_name knows, for messages. */
+/* The names pt_chat_template_create knows, for messages. */
 #define PT_CHAT_NAMES                                                                          \
     "chatml, smollm2, qwen2.5, qwen3 (or qwen), llama3, llama3.1, llama3.2, llama2, mistral, " \
     "phi3, phi3-vision, plain"

@@ -33,7 +33,7 @@ static const struct chat_variant_info {
     [PT_CHAT_V_LLAMA32] = {"llama3.2", PT_CHAT_LLAMA3, "<|begin_of_text|>", "<|eot_id|>", NULL, NULL},
 };
 
-/* The names pt_chat_template_from_name accepts (case-insensitive). */
+/* The names pt_chat_template_create accepts (case-insensitive). */
 static const pt_enum_entry k_names[] = {
     {PT_CHAT_V_CHATML, "chatml"},       {PT_CHAT_V_SMOLLM2, "smollm2"},  {PT_CHAT_V_SMOLLM2, "smollm"},
     {PT_CHAT_V_QWEN3, "qwen3"},         {PT_CHAT_V_QWEN3, "qwen"},       {PT_CHAT_V_LLAMA3, "llama3"},
@@ -129,7 +129,7 @@ int pt_chat_template_new(pt_chat_template **out, int variant)
     return PT_OK;
 }
 
-int pt_chat_template_from_name(pt_chat_template **out, const char *name)
+int pt_chat_template_create(pt_chat_template **out, const char *name)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -138,6 +138,11 @@ int pt_chat_template_from_name(pt_chat_template **out, const char *name)
         if (strcasecmp(name, k_names[i].name) == 0)
             return pt_chat_template_new(out, k_names[i].value);
     return pt_err(PT_EUNSUPPORTED, "unknown chat template name '%s' (known: " PT_CHAT_NAMES ")", name);
+}
+
+int pt_chat_template_from_name(pt_chat_template **out, const char *name)
+{
+    return pt_chat_template_create(out, name);
 }
 
 int pt_chat_template_family(const pt_chat_template *t)

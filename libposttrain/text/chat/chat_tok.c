@@ -53,6 +53,6 @@ int pt_chat_template_from_tokenizer(pt_chat_template **out, const pt_tokenizer *
     if (!src)
         return pt_err(PT_ENOTFOUND,
                       "the tokenizer has no chat_template (tokenizer_config.json); choose a template "
-                      "by name with pt_chat_template_from_name()");
+                      "by name with pt_chat_template_create()");
     return pt_chat_template_from_source(out, src, pt_tokenizer_bos_token(tok), pt_tokenizer_eos_token(tok));
 }

@@ -1,0 +1,287 @@
+/* A pt_context's memory: the activations kept for the backward, laid out
+ * in one block (lay_out), and the context's settings. */
+#include "model/context_internal.h"
+
+#include "model/lora.h"
+#include "core/core.h"
+#include "kernels/attention.h"
+
+#include <omp.h>
+#include <string.h>
+
+/* ---- allocation --------------------------------------------------------------- */
+
+size_t pt_plan(pt_planner *p, size_t a, size_t b)
+{
+    size_t n, start = (p->total + 15) & ~(size_t)15, end;
+    if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
+        end > ((size_t)1 << 60) / sizeof(float)) {
+        p->overflow = true;
+        return 0;
+    }
+    p->total = end;
+    return start;
+}
+
+
+float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b)
+{
+    size_t off = pt_plan(p, a, b);
+    return base ? base + off : NULL;
+}
+
+/* Plan the context's block (N tokens) with p; with base != NULL point the
+ * buffers into it as well (the same plan, run again, gives the same
+ * offsets). */
+static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
+{
+    const pt_model *m = ctx->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, V = (size_t)c->vocab_size;
+    const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim;
+    const int L = c->num_hidden_layers;
+    for (int l = 0; l <= L; l++) {
+        layer_acts *a = &ctx->acts[l];
+        a->x = pt_plan_at(p, base, N, H);
+        if (l == L)
+            break; /* the last holds only the final hidden state */
+        if (ctx->recompute && l > 0) { /* one shared set: layer 0's */
+            float *x = a->x;
+            *a = ctx->acts[0];
+            a->x = x;
+            continue;
+        }
+        a->xmid = pt_plan_at(p, base, N, H);
+        a->qkv = pt_plan_at(p, base, N, Q + 2 * KV);
+        a->att = pt_plan_at(p, base, N, Q);
+        a->lse = pt_plan_at(p, base, N, nh);
+        a->gu = pt_plan_at(p, base, N, 2 * I);
+        a->r1 = pt_plan_at(p, base, N, 1);
+        a->r2 = pt_plan_at(p, base, N, 1);
+        if (c->qk_norm) {
+            a->qkpre = pt_plan_at(p, base, N, Q + KV); /* q|k before the norm */
+            a->rq = pt_plan_at(p, base, N, nh);
+            a->rk = pt_plan_at(p, base, N, nkv);
+        }
+    }
+    ctx->rf = pt_plan_at(p, base, N, 1);
+    ctx->head_lse = pt_plan_at(p, base, N, 1);
+    ctx->lp = pt_plan_at(p, base, N, 1);
+    ctx->dlp = pt_plan_at(p, base, N, 1);
+    ctx->xn = pt_plan_at(p, base, N, H);
+    ctx->hbuf = pt_plan_at(p, base, N, I);
+    ctx->dx = pt_plan_at(p, base, N, H);
+    ctx->dxn = pt_plan_at(p, base, N, H);
+    ctx->dqkv = pt_plan_at(p, base, N, Q + 2 * KV);
+    ctx->datt = pt_plan_at(p, base, N, Q);
+    ctx->dgu = pt_plan_at(p, base, N, 2 * I);
+    ctx->chunk = pt_plan_at(p, base, ctx->chunk_rows_max, V);
+    ctx->cos_t = pt_plan_at(p, base, N, hd / 2);
+    ctx->sin_t = pt_plan_at(p, base, N, hd / 2);
+    pt_attn_shape as = pt_model_attn_shape(m, ctx->max_batch, ctx->max_seq, ctx->attn_threads);
+    ctx->attn_scratch =
+        pt_plan_at(p, base, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
+    /* four int32 arrays, stored in float-sized slots */
+    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, N, 4);
+    ctx->ids = ib;
+    ctx->tgt = ib ? ib + N : NULL;
+    ctx->pos = ib ? ib + 2 * N : NULL;
+    ctx->seg = ib ? ib + 3 * N : NULL;
+}
+
+static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
+                          bool packed, const char *fn);
+static int allocate(pt_context *ctx, const char *fn);
+static void set_chunk_rows(pt_context *ctx);
+
+int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    return context_create(out, model, max_batch, max_seq, false, __func__);
+}
+
+int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
+{
+    return context_create(out, model, max_batch, max_seq, true, __func__);
+}
+
+/* The checks name fn, the public function the host called. */
+static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
+                          bool packed, const char *fn)
+{
+    if (!out)
+        return pt_err(PT_EINVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!model)
+        return pt_err(PT_EINVAL, "%s: model is NULL", fn);
+    if (max_batch <= 0)
+        return pt_err_arg(fn, "max_batch", "%d must be positive", max_batch);
+    if (max_seq <= 0)
+        return pt_err_arg(fn, "max_seq", "%d must be positive", max_seq);
+    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, fn);
+    if (st)
+        return st;
+    size_t N;
+    if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
+        return pt_err(PT_ENOMEM, "%s: %d x %d tokens is too many", fn, max_batch, max_seq);
+    pt_context *ctx = pt_calloc(1, sizeof *ctx);
+    if (!ctx)
+        return PT_ENOMEM;
+    ctx->model = pt_model_retain(model);
+    ctx->generation = pt_model_generation(model);
+    ctx->max_batch = max_batch;
+    ctx->max_seq = max_seq;
+    ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
+    if (!ctx->acts) {
+        pt_context_free(ctx);
+        return PT_ENOMEM;
+    }
+    set_chunk_rows(ctx);
+    ctx->attn_threads = pt_scratch_threads();
+    if ((st = allocate(ctx, fn)) != PT_OK) {
+        pt_context_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return PT_OK;
+}
+
+/* The context's block for its current settings, laid out; the old block
+ * (if any) is freed on success and kept on failure. */
+static int allocate(pt_context *ctx, const char *fn)
+{
+    const size_t N = (size_t)ctx->max_batch * (size_t)ctx->max_seq;
+    pt_planner p = { 0, false };
+    lay_out(ctx, &p, NULL, N);
+    if (p.overflow)
+        return pt_err(PT_ENOMEM, "%s: activation memory for %d x %d tokens overflows", fn,
+                      ctx->max_batch, ctx->max_seq);
+    float *block = pt_malloc_aligned(p.total * sizeof(float));
+    if (!block)
+        return pt_err_prefix(PT_ENOMEM, "%s: %zu MiB of activations", fn,
+                             p.total * sizeof(float) >> 20);
+    pt_free_aligned(ctx->block);
+    ctx->block = block;
+    pt_planner again = { 0, false };
+    lay_out(ctx, &again, ctx->block, N);
+    return PT_OK;
+}
+
+/* Logit chunk: about 64 MiB of floats (336 rows at vocab 49152: few passes
+ * over the LM head weight), or with gradient checkpointing 64 rows (12 MiB
+ * there); at least 16 rows, at most N. */
+static void set_chunk_rows(pt_context *ctx)
+{
+    const size_t N = (size_t)ctx->max_batch * (size_t)ctx->max_seq;
+    size_t cr = ((size_t)1 << 24) / (size_t)ctx->model->cfg.vocab_size;
+    cr = cr < 16 ? 16 : (cr / 16) * 16;
+    if (ctx->recompute && cr > 64)
+        cr = 64;
+    ctx->chunk_rows = cr > N ? N : cr;
+    ctx->chunk_rows_max = ctx->chunk_rows;
+}
+
+int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on)
+{
+    PT_CHECK_NULL(ctx);
+    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    if (st || ctx->recompute == on) {
+        if (!st)
+            pt_busy_leave(&ctx->busy);
+        return st;
+    }
+    const size_t rows = ctx->chunk_rows, rows_max = ctx->chunk_rows_max;
+    ctx->recompute = on;
+    set_chunk_rows(ctx);
+    if ((st = allocate(ctx, __func__)) != PT_OK) {
+        ctx->recompute = !on; /* as it was: the old block is kept */
+        ctx->chunk_rows = rows;
+        ctx->chunk_rows_max = rows_max;
+    } else {
+        ctx->state = ST_EMPTY; /* the activations are gone */
+    }
+    pt_busy_leave(&ctx->busy);
+    return st;
+}
+
+bool pt_context_get_gradient_checkpointing(const pt_context *ctx)
+{
+    return ctx && ctx->recompute;
+}
+
+int pt_context_take(pt_context *ctx, const char *fn)
+{
+    return pt_busy_enter(&ctx->busy, fn, "context", ctx);
+}
+
+void pt_context_give(pt_context *ctx)
+{
+    pt_busy_leave(&ctx->busy);
+}
+
+pt_model *pt_context_model(const pt_context *ctx)
+{
+    return ctx ? ctx->model : NULL;
+}
+
+int pt_context_check_current(const pt_context *ctx, const char *who)
+{
+    if (pt_model_generation(ctx->model) == ctx->generation)
+        return PT_OK;
+    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this context's forward "
+                  "pass: run the forward again", who, pt_model_last_change(ctx->model));
+}
+
+void pt_context_free(pt_context *ctx)
+{
+    if (!ctx)
+        return;
+    pt_free_aligned(ctx->block);
+    pt_free_aligned(ctx->lora_buf);
+    pt_free(ctx->acts);
+    pt_model_release(ctx->model);
+    pt_free(ctx);
+}
+
+int pt_context_set_num_threads(pt_context *ctx, int n)
+{
+    PT_CHECK_NULL(ctx);
+    int st = pt_thread_setting_check(n, __func__);
+    if (!st && !(st = pt_busy_enter(&ctx->busy, __func__, "context", ctx))) {
+        ctx->num_threads = n;
+        pt_busy_leave(&ctx->busy);
+    }
+    return st;
+}
+
+int pt_context_get_num_threads(const pt_context *ctx)
+{
+    if (!ctx)
+        return pt_err(PT_EINVAL, "pt_context_get_num_threads: ctx is NULL");
+    return pt_thread_setting_count(ctx->num_threads);
+}
+
+int pt_batch_init(pt_batch *b)
+{
+    PT_STRUCT_INIT_ZERO(b);
+    b->temperature = 1.0f;
+    return PT_OK;
+}
+
+int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
+{
+    PT_CHECK_NULL(ctx);
+    pt_attn_shape def = { .hd = ctx->model->cfg.head_dim };
+    size_t have = pt_attention_scratch_floats(&def, 1);
+    pt_attn_shape want = { .hd = ctx->model->cfg.head_dim, .tile_q = tile_q, .tile_k = tile_k };
+    if (chunk_rows > ctx->chunk_rows_max || tile_q < 0 || tile_k < 0 ||
+        pt_attention_scratch_floats(&want, 1) > have)
+        return pt_err(PT_EINVAL, "pt_context_set_tiling: chunk %zu (max %zu) or tiles %d x %d "
+                      "exceed what the context was sized for", chunk_rows, ctx->chunk_rows_max,
+                      tile_q, tile_k);
+    ctx->chunk_rows = chunk_rows ? chunk_rows : ctx->chunk_rows_max;
+    ctx->tile_q = tile_q;
+    ctx->tile_k = tile_k;
+    return PT_OK;
+}

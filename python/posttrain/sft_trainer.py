@@ -1,0 +1,438 @@
+"""SFT in TRL's shape: SFTConfig (trl 1.9's fields and defaults, checked
+when built, like GRPOConfig) and SFTTrainer(model, args, train_dataset,
+eval_dataset, processing_class), over the library's dataset and SFT step
+(pt_dataset, pt_sft_step), with checkpoints in the CLI's layout
+(output_dir/checkpoints/step-NNNNNNNN, host JSON as `posttrain sft` writes
+it, so either can resume the other's run on the same data).
+
+    from posttrain import SFTTrainer, SFTConfig
+    trainer = SFTTrainer(model="models/stories260K", train_dataset=rows,
+                         args=SFTConfig(output_dir="out", max_steps=100))
+    trainer.train()
+
+Dataset formats (TRL's): {"text": ...} (or dataset_text_field), {"prompt",
+"completion"} (text, or lists of messages), {"messages": [...]}; see
+docs/python.md.
+"""
+
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import time
+
+from .errors import invalid
+from .model import Model
+from .train import Dataset, Optimizer, load_checkpoint, save_checkpoint
+from .trainer import TrainerState, TrainOutput, _is_messages
+from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
+
+__all__ = ["SFTConfig", "SFTTrainer"]
+
+SFT_TABLE = "docs/python.md, \"SFT from Python like TRL\""
+_CKPT_RE = re.compile(r"^step-(\d+)$")
+
+# TRL 1.9's SFTConfig's own fields (and the defaults it overrides).
+SFT_FIELDS = {
+    "learning_rate": (2e-5, "use", ""),
+    "model_init_kwargs": (None, "ignore", "the model is loaded as it is"),
+    "router_aux_loss_coef": (0.001, "ignore", "there are no mixture-of-experts models here"),
+    "trust_remote_code": (False, "ignore", "no remote code is ever run"),
+    "chat_template_path": (None, "use", ""),
+    "dataset_text_field": ("text", "use", ""),
+    "dataset_kwargs": (None, "refuse", "rows are always prepared by the trainer"),
+    "dataset_num_proc": (None, "ignore", "tokenizing runs in the library"),
+    "eos_token": (None, "refuse", "the tokenizer's EOS is used"),
+    "max_length": (1024, "use", ""),
+    "truncation_mode": ("keep_start", "use", ""),
+    "shuffle_dataset": (False, "ignore", "the training rows are reshuffled every epoch, as "
+                        "transformers' random sampler does"),
+    "packing": (False, "use", ""),
+    "packing_strategy": ("bfd", "use", ""),
+    "padding_free": (False, "ignore", "batches are padded only to their longest row"),
+    "pad_to_multiple_of": (None, "ignore", "batches are padded only to their longest row"),
+    "eval_packing": (None, "refuse", "evaluation packs as training does"),
+    "completion_only_loss": (None, "use", ""),
+    "assistant_only_loss": (False, "use", ""),
+    "loss_type": (None, "use", ""),
+    "activation_offloading": (False, "ignore", "CPU only: nothing to offload"),
+    "pad_token": (None, "ignore", "padding tokens are never trained on"),
+}
+_SFT_TABLE = dict(TRAINING_ARGUMENTS, **SFT_FIELDS)
+
+
+class SFTConfig(GRPOConfig):
+    """TRL's SFTConfig: every field by TRL's name with TRL's default
+    (learning_rate 2e-5, max_length 1024, ...), checked when built."""
+
+    _table = _SFT_TABLE
+    _what = "SFTConfig"
+    _doc = SFT_TABLE
+
+    def _post_init(self):
+        self._common_post_init()
+        self._int("max_length", 1, allow_none=True)
+        self._choice("truncation_mode", ["keep_start"])
+        self._choice("packing_strategy", ["bfd"])
+        if self.loss_type is None:
+            self._set("loss_type", "chunked_nll")
+        self._choice("loss_type", ["nll", "chunked_nll"])
+        if self.completion_only_loss is not None:
+            self._set("completion_only_loss", bool(self.completion_only_loss))
+        self._set("assistant_only_loss", bool(self.assistant_only_loss))
+        self._set("packing", bool(self.packing))
+        if not isinstance(self.dataset_text_field, str) or not self.dataset_text_field:
+            raise self._bad("dataset_text_field must be a column name")
+
+
+def _format(row, text_field):
+    """"text", "prompt_completion" or "messages"."""
+    if "messages" in row:
+        return "messages"
+    if "prompt" in row and "completion" in row:
+        return "prompt_completion"
+    if text_field in row:
+        return "text"
+    raise invalid("an SFT row needs \"%s\", \"prompt\" and \"completion\", or \"messages\" "
+                  "(it has %s)" % (text_field, sorted(row)), "SFTTrainer")
+
+
+class SFTTrainer:
+    """SFTTrainer(model, args=None, data_collator=None, train_dataset=None,
+    eval_dataset=None, processing_class=None, ...): TRL's signature.  model
+    a Model or a path (directory or GGUF file, loaded and closed with the
+    trainer); processing_class a Tokenizer (default the model's)."""
+
+    def __init__(self, model, args=None, data_collator=None, train_dataset=None,
+                 eval_dataset=None, processing_class=None, compute_loss_func=None,
+                 compute_metrics=None, callbacks=None, optimizers=(None, None),
+                 optimizer_cls_and_kwargs=None, preprocess_logits_for_metrics=None,
+                 peft_config=None, formatting_func=None):
+        for name, v in (("data_collator", data_collator), ("compute_loss_func", compute_loss_func),
+                        ("compute_metrics", compute_metrics),
+                        ("optimizer_cls_and_kwargs", optimizer_cls_and_kwargs),
+                        ("preprocess_logits_for_metrics", preprocess_logits_for_metrics),
+                        ("peft_config", peft_config)):
+            if v is not None:
+                raise invalid("SFTTrainer: %s is not supported here (see %s)"
+                              % (name, SFT_TABLE), "SFTTrainer")
+        if optimizers is not None and tuple(optimizers) != (None, None):
+            raise invalid("SFTTrainer: optimizers: the optimizer comes from the config",
+                          "SFTTrainer")
+        if isinstance(args, dict):
+            args = SFTConfig(**args)
+        self.args = args if args is not None else SFTConfig()
+        if not isinstance(self.args, SFTConfig):
+            raise invalid("args must be an SFTConfig", "SFTTrainer")
+        if train_dataset is None:
+            raise invalid("SFTTrainer needs a train_dataset", "SFTTrainer")
+        self._own_model = False
+        if isinstance(model, (str, bytes, os.PathLike)):
+            self._model_path = os.fsdecode(model)
+            model = Model.load(model)
+            self._own_model = True
+        elif isinstance(model, Model):
+            self._model_path = model.source_dir or ""
+        else:
+            raise invalid("model must be a posttrain.Model or a path", "SFTTrainer")
+        self.model = model
+        c = self.args
+        if c.bf16:
+            model.bf16 = True
+        model.gradient_checkpointing = c.gradient_checkpointing  # TRL's default: True
+        self.tokenizer = processing_class if processing_class is not None else model.tokenizer
+        if self.tokenizer is None:
+            raise invalid("SFTTrainer needs a tokenizer (pass processing_class=)", "SFTTrainer")
+        self.formatting_func = formatting_func
+        self.callbacks = list(callbacks or [])
+        self.output_dir = c.output_dir
+        self.seed = c.data_seed if c.data_seed is not None else c.seed
+        self._tmp = tempfile.mkdtemp(prefix="posttrain-sft-")
+        try:
+            self.train_data = self._load(train_dataset, "train", shuffle=True)
+            self.eval_data = (self._load(eval_dataset, "eval", shuffle=False)
+                              if eval_dataset is not None else None)
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        st = self.train_data.stats
+        bs, ga = c.per_device_train_batch_size, c.gradient_accumulation_steps
+        rows = st["train_examples"]
+        if c.packing:
+            # packed rows are about max_length tokens each
+            rows = max(1, math.ceil(st["train_tokens"] / self._max_length))
+        self._batches_per_epoch = max(1, math.ceil(rows / bs))
+        per_epoch = max(1, self._batches_per_epoch // ga)
+        total = c.max_steps if c.max_steps > 0 else math.ceil(c.num_train_epochs * per_epoch)
+        self._per_epoch = per_epoch
+        self.state = TrainerState()
+        self.state.max_steps = total
+        self.state.num_train_epochs = c.num_train_epochs
+        self.state.train_batch_size = bs * ga
+        self.log_every = _steps(c.logging_steps, total) if c.logging_strategy == "steps" else 0
+        self.save_every = _steps(c.save_steps, total) if c.save_strategy == "steps" else 0
+        self.eval_every = (_steps(c.eval_steps, total)
+                           if c.eval_strategy == "steps" and self.eval_data is not None else 0)
+        self.state.logging_steps, self.state.save_steps = self.log_every, self.save_every
+        self.state.eval_steps = self.eval_every
+        self.optimizer = Optimizer(model, **c.optimizer_options(total))
+        self.metrics = []
+        self._pending = []
+
+    # -- data --------------------------------------------------------------------------
+    def _rows(self, dataset, what):
+        c = self.args
+        out, fmt, conv = [], None, False
+        for i, r in enumerate(dataset):
+            if not isinstance(r, dict):
+                raise invalid("%s row %d must be a dict" % (what, i), "SFTTrainer")
+            if self.formatting_func is not None:
+                r = {"text": self.formatting_func(r)}
+                f = "text"
+            else:
+                f = _format(r, c.dataset_text_field)
+            if fmt is None:
+                fmt = f
+            elif f != fmt:
+                raise invalid("%s row %d is %s, row 0 %s: one format per dataset"
+                              % (what, i, f, fmt), "SFTTrainer")
+            if f == "text":
+                text = r["text"] if self.formatting_func is not None else r[c.dataset_text_field]
+                out.append({"text": text})
+            elif f == "prompt_completion":
+                p, comp = r["prompt"], r["completion"]
+                if _is_messages(p) or _is_messages(comp):
+                    # conversational prompt/completion: the conversation, loss on
+                    # the completion's (assistant) messages
+                    out.append({"messages": list(p) + list(comp)})
+                    conv = True
+                else:
+                    out.append({"prompt": p, "completion": comp})
+            else:
+                out.append({"messages": r["messages"]})
+        if not out:
+            raise invalid("%s is empty" % what, "SFTTrainer")
+        if conv:
+            if any("prompt" in r for r in out):
+                raise invalid("%s mixes conversational and text prompt/completion rows" % what,
+                              "SFTTrainer")
+            fmt = "conversational_prompt_completion"
+        return out, fmt
+
+    def _load(self, dataset, what, shuffle):
+        c = self.args
+        rows, fmt = self._rows(dataset, what)
+        # TRL: completion-only loss for prompt/completion rows unless
+        # completion_only_loss=False; for messages only with assistant_only_loss
+        if fmt in ("prompt_completion", "conversational_prompt_completion"):
+            completion_only = c.completion_only_loss is not False
+        elif fmt == "messages":
+            completion_only = c.assistant_only_loss
+        else:
+            completion_only = False
+        ctx = self.model.config["max_position_embeddings"]
+        self._max_length = min(c.max_length or ctx, ctx)
+        template = None
+        if fmt != "text" and fmt != "prompt_completion":
+            template = self._template_name()
+        path = os.path.join(self._tmp, what + ".jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        opts = dict(max_length=self._max_length, completion_only=completion_only,
+                    batch_size=c.per_device_train_batch_size if what == "train" else 1,
+                    pack=c.packing, shuffle=shuffle, seed=self.seed & ((1 << 64) - 1))
+        if template is not None:
+            opts["chat_template"] = template
+        ds = Dataset.load_jsonl(path, self.tokenizer, **opts)
+        ds.rows = len(rows)
+        ds.format = fmt
+        return ds
+
+    def _template_name(self):
+        from .chat import ChatTemplate
+        p = self.args.chat_template_path
+        if p is None:
+            return None   # the tokenizer's own
+        if os.path.isfile(p):
+            with open(p, encoding="utf-8") as f:
+                with ChatTemplate.from_source(f.read()) as t:
+                    return t.name
+        with ChatTemplate.from_name(p) as t:
+            return t.name
+
+    # -- the loop ----------------------------------------------------------------------
+    def _step(self):
+        c = self.args
+        batches, weights = [], []
+        for _ in range(c.gradient_accumulation_steps):
+            b, w = self.train_data.next_batch(numpy=False)
+            batches.append(b)
+            weights.append(w)
+        t0 = time.perf_counter()
+        s = self.optimizer.sft_step(batches, weights)
+        dt = time.perf_counter() - t0
+        self.state.global_step += 1
+        self.state.epoch = self.state.global_step / self._per_epoch
+        m = {"loss": s.loss, "grad_norm": s.grad_norm, "learning_rate": s.lr,
+             "num_tokens": s.tokens, "step_seconds": dt, "skipped": bool(s.skipped)}
+        return m
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        """Train to max_steps (or num_train_epochs), after resuming from a
+        checkpoint (a path, or True: the latest of output_dir/checkpoints).
+        Returns TrainOutput(global_step, training_loss, metrics)."""
+        if kwargs:
+            raise invalid("train: unknown argument(s) %s" % ", ".join(sorted(kwargs)),
+                          "SFTTrainer.train")
+        if resume_from_checkpoint:
+            path = resume_from_checkpoint
+            if path is True:
+                path = self.latest_checkpoint()
+            if path is not None:
+                self.load_checkpoint(path)
+        t0 = time.perf_counter()
+        losses = []
+        while self.state.global_step < self.state.max_steps:
+            prev = self.state.global_step
+            m = self._step()
+            gs = self.state.global_step
+            m["step"], m["epoch"] = gs, self.state.epoch
+
+            def due(every):
+                return every and gs // every != prev // every
+            if due(self.eval_every):
+                m.update(self.evaluate())
+            if due(self.save_every):
+                m["checkpoint"] = self.save_checkpoint()
+            self.metrics.append(m)
+            losses.append(m["loss"])
+            self._pending.append(m)
+            if due(self.log_every) or (self.args.logging_first_step and gs == 1) or \
+                    gs >= self.state.max_steps:
+                self._log()
+        runtime = time.perf_counter() - t0
+        ok = [v for v in losses if v == v]
+        loss = sum(ok) / len(ok) if ok else math.nan
+        metrics = {"train_runtime": runtime, "train_loss": loss, "epoch": self.state.epoch}
+        self.state.log_history.append(dict(metrics, step=self.state.global_step))
+        return TrainOutput(self.state.global_step, loss, metrics)
+
+    def _log(self):
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        out = {}
+        for k in ("loss", "grad_norm", "learning_rate", "eval_loss"):
+            vals = [r[k] for r in rows if k in r and r[k] == r[k]]
+            if vals:
+                out[k] = sum(vals) / len(vals)
+        out["num_tokens"] = sum(r["num_tokens"] for r in rows)
+        out["epoch"] = self.state.epoch
+        out["step"] = self.state.global_step
+        self.state.log_history.append(out)
+        if not self.args.disable_tqdm:
+            print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()},
+                  flush=True)
+        for cb in self.callbacks:
+            on_log = getattr(cb, "on_log", None)
+            if on_log is not None:
+                on_log(self.args, self.state, None, logs=out)
+
+    def evaluate(self, eval_dataset=None):
+        """{"eval_loss": mean token loss over eval_dataset, "eval_num_tokens"}."""
+        if eval_dataset is not None:
+            self._tmp = tempfile.mkdtemp(prefix="posttrain-sft-")
+            try:
+                ds = self._load(eval_dataset, "eval", shuffle=False)
+            finally:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+        else:
+            ds = self.eval_data
+        if ds is None:
+            raise invalid("no eval_dataset", "SFTTrainer.evaluate")
+        ds.position = (0, 0)
+        # one row per batch (eval datasets are loaded with batch_size 1), so
+        # no batch reaches into the next pass: stop when every target is counted
+        want = ds.stats["train_target_tokens"]
+        total, tokens = 0.0, 0.0
+        while tokens < want:
+            b, w = ds.next_batch(numpy=False)
+            t = sum(1 for row in w for x in row if x > 0)
+            if t:
+                total += self.model.loss(b) * t
+                tokens += t
+        ds.position = (0, 0)
+        if eval_dataset is not None:
+            ds.close()
+        return {"eval_loss": total / tokens if tokens else math.nan, "eval_num_tokens": tokens}
+
+    # -- checkpoints (the CLI's layout) ------------------------------------------------
+    def _host(self):
+        epoch, cursor = self.train_data.position
+        h = {"command": "sft", "step": self.state.global_step, "seed": str(self.seed),
+             "model": os.path.realpath(self._model_path) if self._model_path else "",
+             "epoch": epoch, "cursor": cursor}
+        lo = self.model.lora if self.model.has_lora else None
+        if lo:
+            h["lora"] = {"rank": lo["rank"], "alpha": lo["alpha"], "targets": int(lo["targets"])}
+        return h
+
+    def save_checkpoint(self):
+        """output_dir/checkpoints/step-NNNNNNNN (weights, optimizer, data
+        position; `posttrain sft --resume` reads it too); returns the path."""
+        d = os.path.join(self.output_dir, "checkpoints")
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "step-%08d" % self.state.global_step)
+        save_checkpoint(path, self.model, self.optimizer, self._host())
+        limit = self.args.save_total_limit
+        if limit:
+            found = sorted(e for e in os.listdir(d) if _CKPT_RE.match(e))
+            for e in found[:-limit]:
+                shutil.rmtree(os.path.join(d, e))
+        return path
+
+    def latest_checkpoint(self):
+        d = os.path.join(self.output_dir, "checkpoints")
+        if not os.path.isdir(d):
+            return None
+        found = sorted(e for e in os.listdir(d) if _CKPT_RE.match(e))
+        return os.path.join(d, found[-1]) if found else None
+
+    def load_checkpoint(self, path):
+        h = load_checkpoint(path, self.model, self.optimizer)
+        if not isinstance(h, dict) or h.get("command") != "sft" or "step" not in h:
+            raise invalid("%s is not a checkpoint of an SFT run" % path, "SFTTrainer")
+        if str(h.get("seed")) != str(self.seed):
+            raise invalid("%s was made with seed %s, this trainer has %s"
+                          % (path, h.get("seed"), self.seed), "SFTTrainer")
+        self.train_data.position = (int(h["epoch"]), int(h["cursor"]))
+        self.state.global_step = int(h["step"])
+        self.state.epoch = self.state.global_step / self._per_epoch
+        return h
+
+    def save_model(self, output_dir=None):
+        self.model.save(output_dir if output_dir is not None else self.output_dir)
+
+    def close(self):
+        self.optimizer.close()
+        self.train_data.close()
+        if self.eval_data is not None:
+            self.eval_data.close()
+        if self._own_model:
+            self.model.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _steps(v, total):
+    if not v:
+        return 0
+    return max(1, math.ceil(v * total)) if v < 1 else int(v)
+

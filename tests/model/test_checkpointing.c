@@ -1,0 +1,167 @@
+/* Gradient checkpointing (pt_context_set_gradient_checkpointing): the
+ * backward that recomputes each layer's activations from its input gives
+ * the gradients, losses and log-probabilities of the backward that kept
+ * them, bit for bit, on Llama, Qwen2 (q/k/v biases) and Qwen3 (q/k norms),
+ * full and LoRA, fused (pt_model_loss) and separate (forward, backward). */
+#include "testutil.h"
+
+#include "core/core.h"
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { V = 40, B = 3, T = 20, N = B * T };
+
+static int32_t ids[N], tgt[N];
+
+static pt_model *tiny(int arch, uint64_t seed)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, arch, V);
+    c.num_hidden_layers = 3;
+    c.initializer_range = 0.2;
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, &c, seed));
+    ck_assert_ok(pt_model_alloc_grads(m));
+    return m;
+}
+
+static pt_batch batch(void)
+{
+    pt_batch b;
+    pt_batch_init(&b);
+    b.batch = B;
+    b.seq = T;
+    b.input_ids = ids;
+    b.targets = tgt;
+    return b;
+}
+
+/* Every trainable gradient of m, concatenated (caller frees), and zeroed. */
+static float *take_grads(pt_model *m, size_t *n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++)
+        if (pt_model_tensor(m, i)->trainable)
+            total += pt_model_tensor(m, i)->numel;
+    float *g = malloc(total * sizeof *g), *p = g;
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        if (!t->trainable)
+            continue;
+        memcpy(p, t->grad, t->numel * sizeof *p);
+        memset(t->grad, 0, t->numel * sizeof *p);
+        p += t->numel;
+    }
+    *n = total;
+    return g;
+}
+
+/* Loss and gradients of one fused pt_model_loss, then of a separate
+ * forward and backward (d log p = a fixed pattern), with checkpointing
+ * `on`; results appended to out (floats). */
+static size_t run(pt_model *m, pt_context *ctx, bool on, float *out)
+{
+    ck_assert_ok(pt_context_set_gradient_checkpointing(ctx, on));
+    ck_assert(pt_context_get_gradient_checkpointing(ctx) == on);
+    pt_batch b = batch();
+    size_t k = 0, n;
+    float loss;
+    ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &loss));
+    out[k++] = loss;
+    float *g = take_grads(m, &n);
+    memcpy(out + k, g, n * sizeof *g);
+    k += n;
+    free(g);
+    float lp[N], dlp[N];
+    ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
+    for (int i = 0; i < N; i++)
+        dlp[i] = (float)((i % 7) - 3) / 8.0f;
+    ck_assert_ok(pt_model_backward(ctx, dlp));
+    memcpy(out + k, lp, sizeof lp);
+    k += N;
+    g = take_grads(m, &n);
+    memcpy(out + k, g, n * sizeof *g);
+    k += n;
+    free(g);
+    return k;
+}
+
+static void compare(int arch, bool lora)
+{
+    pt_model *m = tiny(arch, 5);
+    if (lora) {
+        pt_lora_options lo;
+        pt_lora_options_init(&lo);
+        lo.rank = 2;
+        lo.targets = PT_LORA_ALL;
+        ck_assert_ok(pt_model_add_lora(m, &lo));
+        ck_assert_ok(pt_model_alloc_grads(m));
+        /* B starts at zero: give the adapters values so their path counts */
+        for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+            const pt_tensor_ref *t = pt_model_tensor(m, i);
+            if (t->adapter)
+                for (size_t j = 0; j < t->numel; j++)
+                    t->data[j] = (float)((int)(j % 5) - 2) * 0.05f;
+        }
+        pt_model_weights_changed(m);
+    }
+    pt_context *ctx;
+    ck_assert_ok(pt_context_create(&ctx, m, B, T));
+    size_t cap = 4 * 1000000;
+    float *plain = malloc(cap * sizeof(float)), *ckpt = malloc(cap * sizeof(float));
+    size_t a = run(m, ctx, false, plain);
+    size_t b = run(m, ctx, true, ckpt);
+    ck_assert_uint_eq(a, b);
+    ck_assert_uint_gt(a, 2 * N);
+    for (size_t i = 0; i < a; i++)
+        ck_assert_msg(memcmp(&plain[i], &ckpt[i], sizeof(float)) == 0,
+                      "arch %d lora %d value %zu: %a without, %a with checkpointing", arch, lora,
+                      i, (double)plain[i], (double)ckpt[i]);
+    /* nonzero gradients: the comparison compared something */
+    double s = 0;
+    for (size_t i = 1; i < a; i++)
+        s += (double)plain[i] * plain[i];
+    ck_assert_double_gt(s, 0);
+    /* switching drops a forward held for a backward */
+    pt_batch bt = batch();
+    float lp[N], dlp[N] = { 0 };
+    ck_assert_ok(pt_model_forward(ctx, &bt, lp, NULL));
+    ck_assert_ok(pt_context_set_gradient_checkpointing(ctx, false));
+    ck_assert_int_eq(pt_model_backward(ctx, dlp), PT_ESTATE);
+    free(plain);
+    free(ckpt);
+    pt_context_free(ctx);
+    pt_model_free(m);
+}
+
+START_TEST(test_same_bits)
+{
+    const int archs[3] = { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_QWEN3 };
+    compare(archs[_i / 2], _i % 2 == 1);
+}
+END_TEST
+
+START_TEST(test_args)
+{
+    ck_assert_int_eq(pt_context_set_gradient_checkpointing(NULL, true), PT_EINVAL);
+    ck_assert(!pt_context_get_gradient_checkpointing(NULL));
+}
+END_TEST
+
+int main(void)
+{
+    pt_rng r;
+    pt_rng_seed(&r, 17);
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)pt_rng_below(&r, V);
+    for (int i = 0; i < N; i++)
+        tgt[i] = (i % T) + 1 < T ? ids[i + 1] : -1;
+    Suite *s = suite_create("checkpointing");
+    TCase *tc = tcase_create("checkpointing");
+    tcase_add_loop_test(tc, test_same_bits, 0, 6);
+    tcase_add_test(tc, test_args);
+    suite_add_tcase(s, tc);
+    return pt_test_run(s);
+}
