@@ -108,8 +108,7 @@ typedef enum pt_quantize {
 } pt_quantize;
 /* "none", "q8_0", "q4_0"; NULL for other values. */
 PT_API const char *pt_quantize_name(int value);
-/* The pt_quantize of a name (case-insensitive); PT_EUNSUPPORTED listing the
- * names otherwise. */
+/* The pt_quantize of a name; PT_EINVAL listing the names otherwise. */
 PT_API int pt_quantize_from_name(int *out, const char *name);
 
 PT_API int pt_model_load_options_init(pt_model_load_options *opts);
