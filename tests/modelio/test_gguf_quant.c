@@ -441,6 +441,17 @@ START_TEST(bad_files_refused)
     pt_model *m = NULL;
     ck_assert_int_ne(pt_model_load_dir(&m, p, NULL), PT_OK);
     ck_assert_ptr_null(m);
+    /* quantize and bf16 together */
+    pt_model_load_options lo;
+    pt_model_load_options_init(&lo);
+    lo.quantize = PT_QUANTIZE_Q8_0;
+    lo.bf16 = PT_BF16_FROZEN;
+    ck_assert_status(pt_model_load_dir(&m, DATA "attn_k.f32.gguf", &lo), PT_EINVAL, "bf16");
+    ck_assert_ptr_null(m);
+    /* a BF16 mode on a quantized file */
+    lo.quantize = PT_QUANTIZE_NONE;
+    ck_assert_status(pt_model_load_dir(&m, q8, &lo), PT_EUNSUPPORTED, "quantized");
+    ck_assert_ptr_null(m);
     /* a type past the enum */
     uint32_t bad = 77;
     snprintf(p, sizeof p, "%s/t77.gguf", tmpdir);
