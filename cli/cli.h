@@ -66,8 +66,9 @@ int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint6
  * message. */
 int cli_set_bf16(const char *cmd, pt_model *model, int mode);
 /* pt_model_load_dir with pt_model_load_options.bf16 = bf16_mode (a base
- * that will be frozen in BF16 is read straight into BF16). */
-int cli_load_model(pt_model **out, const char *path, int bf16_mode);
+ * that will be frozen in BF16 is read straight into BF16) and .quantize =
+ * quantize (a pt_quantize; the two are exclusive: PT_EINVAL). */
+int cli_load_model(pt_model **out, const char *path, int bf16_mode, int quantize);
 
 /* Back to the weights a run started from: model_dir loaded again, with the
  * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied

@@ -124,11 +124,12 @@ int cli_add_lora(const char *cmd, pt_model *model, const cli_lora_args *l, uint6
     return 0;
 }
 
-int cli_load_model(pt_model **out, const char *path, int bf16_mode)
+int cli_load_model(pt_model **out, const char *path, int bf16_mode, int quantize)
 {
     pt_model_load_options lo;
     pt_model_load_options_init(&lo);
     lo.bf16 = bf16_mode;
+    lo.quantize = quantize;
     return pt_model_load_dir(out, path, &lo);
 }
 
@@ -365,7 +366,14 @@ int cli_save_trained(const char *cmd, pt_model *model, const char *out, const ch
         if ((st = pt_lora_save_peft(model, adir, base_name)))
             return cli_fail("saving the adapter", st);
         fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s\n", cmd, adir);
-        if ((st = pt_model_merge_lora(model)))
+        if ((st = pt_model_merge_lora(model)) == PT_EUNSUPPORTED) {
+            /* a quantized base: the adapter is the result */
+            fprintf(stderr, "posttrain %s: %s\nposttrain %s: the adapter in %s is the result of the %lld "
+                            "steps (%lld optimizer updates skipped); no merged model is written\n",
+                    cmd, pt_last_error(), cmd, adir, steps, skipped);
+            return 0;
+        }
+        if (st)
             return cli_fail("merging the adapter", st);
     }
     pt_model_save_options so;

@@ -9,14 +9,18 @@
 typedef struct eval_args {
     const char *model, *data, *adapter;
     bool json, special, bf16;
+    int quantize;
     int max_length;
 } eval_args;
 
 #define EVAL(field) offsetof(eval_args, field)
 static const cli_opt k_eval_opts[] = {
     { CLI_PATH, "model", EVAL(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", EVAL(data), "FILE.jsonl", .required = true, .help = "the rows to score" },
+    { CLI_ENUM, "quantize", EVAL(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+      .enum_name = pt_quantize_name,
+      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", EVAL(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
     { CLI_FLAG, "json", EVAL(json),
       .help = "print one JSON object {\"loss\", \"tokens\", \"rows\": [{\"loss\",\n"
@@ -78,7 +82,7 @@ int cmd_eval(int argc, char **argv)
     if (rc)
         return cli_exit_code(rc);
     pt_model *m = NULL;
-    int st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF);
+    int st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, a.quantize);
     if (st)
         return cli_fail("eval", st);
     if (a.bf16 && cli_set_bf16("eval", m, PT_BF16_FROZEN)) {

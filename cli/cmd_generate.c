@@ -12,7 +12,7 @@
 typedef struct gen_args {
     const char *model, *prompt, *prompt_ids;
     bool chat, ignore_eos, print_ids, print_logprobs, allow_long, bf16;
-    int num_samples, threads;
+    int num_samples, threads, quantize;
     pt_generate_options gen;
 } gen_args;
 
@@ -37,6 +37,9 @@ static const cli_opt k_generate_opts[] = {
     { CLI_INT, "num-samples", GEN(num_samples), "G", .def = "1", .lo = 1, .hi = 1 << 30,
       .help = "completions of the prompt" },
     { CLI_INT, "threads", GEN(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
+    { CLI_ENUM, "quantize", GEN(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+      .enum_name = pt_quantize_name,
+      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", GEN(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
     { CLI_FLAG, "ignore-eos", GEN(ignore_eos), .help = "do not stop at the end-of-sequence token" },
     { CLI_FLAG, "print-ids", GEN(print_ids), .help = "print each completion's token ids (one line) after its text" },
@@ -263,7 +266,7 @@ int cmd_generate(int argc, char **argv)
     if (a.threads > 0 && (st = pt_set_num_threads(a.threads)) != PT_OK)
         return cli_fail("generate --threads", st);
     pt_model *m = NULL;
-    if ((st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF)) != PT_OK)
+    if ((st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, a.quantize)) != PT_OK)
         return cli_fail("generate: loading the model", st);
     if (a.bf16 && cli_set_bf16("generate", m, PT_BF16_FROZEN)) {
         pt_model_free(m);

@@ -82,7 +82,7 @@ static int load(grpo_run *r)
     /* LoRA on a BF16 base: the base read straight into BF16, frozen (BF16
      * on once the adapters are attached) */
     const bool lora16 = a->bf16 && a->lora.rank > 0;
-    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF)))
+    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF, a->quantize)))
         return cli_fail(a->model, st);
     if (a->bf16 && !lora16 && cli_set_bf16("grpo", r->model, PT_BF16_ON))
         return 1;
@@ -365,7 +365,7 @@ static int setup(grpo_run *r)
     const int ctx_batch = r->NL < 8 ? r->NL : 8;
     /* The reference policy: the starting model, frozen. */
     if (a->grpo.beta > 0 && ((st = cli_load_model(&r->ref, a->model,
-                                                  a->bf16 ? PT_BF16_FROZEN : PT_BF16_OFF)) ||
+                                                  a->bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, a->quantize)) ||
                              (st = pt_context_create(&r->rctx, r->ref, ctx_batch, r->max_seq))))
         return cli_fail("the reference model", st);
     if (a->lora.rank > 0 && cli_add_lora("grpo", r->model, &a->lora, a->seed))

@@ -31,6 +31,7 @@ typedef struct grpo_args {
     const char *resume;      /* --resume: a checkpoint directory, "auto", or NULL */
     const char *eval;        /* --eval: held-out prompt rows, or NULL */
     bool chat, overwrite, bf16, grad_ckpt;
+    int quantize;
     pt_optimizer_options opt;
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */

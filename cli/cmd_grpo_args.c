@@ -36,7 +36,7 @@ static int parse_stop_string(void *dst, const char *v, const char *cmd, const ch
 #define GRPO(field) offsetof(grpo_args, field)
 static const cli_opt k_grpo_io_opts[] = {
     { CLI_PATH, "model", GRPO(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", GRPO(data), "FILE.jsonl", .required = true, .help = "the prompt rows" },
     { CLI_PATH, "out", GRPO(out), "DIR", .required = true, .help = "where the trained model is saved" },
     { CLI_CUSTOM, "reward", GRPO(rewards), "NAME[:W],...", .parse = grpo_parse_rewards,
@@ -146,6 +146,9 @@ static const cli_opt k_grpo_output_opts[] = {
               "Young-Daly\n(--mtbf-hours)" },
     { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_ENUM, "quantize", GRPO(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+      .enum_name = pt_quantize_name,
+      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", GRPO(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
     { CLI_FLAG, "gradient-checkpointing", GRPO(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", GRPO(overwrite),

@@ -220,7 +220,7 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const mem
     printf("\n");
     if (info->gguf_version)
         printf("format:       GGUF v%d, %s\n", info->gguf_version,
-               info->quantised ? "quantised (cannot be trained; export F32/F16/BF16)"
+               info->quantised ? "quantized (loads frozen: LoRA and generation; export --type f32 to dequantize)"
                                : "F32/F16/BF16 (loads for training)");
     if (info->weights_status == PT_OK)
         printf("weights:      every tensor the config needs, with its shape\n");

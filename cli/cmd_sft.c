@@ -18,6 +18,7 @@ typedef struct sft_args {
     double epochs;
     int grad_accum, eval_every, save_every, log_every, max_skipped;
     bool overwrite, bf16, grad_ckpt;
+    int quantize;
     cli_lora_args lora;
     cli_dist_args dist;
 } sft_args;
@@ -25,7 +26,7 @@ typedef struct sft_args {
 #define SFT(field) offsetof(sft_args, field)
 static const cli_opt k_sft_io_opts[] = {
     { CLI_PATH, "model", SFT(model), "DIR", .required = true,
-      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16)" },
+      .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", SFT(data), "FILE.jsonl", .required = true, .help = "the training rows" },
     { CLI_PATH, "out", SFT(out), "DIR", .required = true, .help = "where the trained model is saved" },
 };
@@ -60,6 +61,9 @@ static const cli_opt k_sft_output_opts[] = {
               "(--mtbf-hours)" },
     { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
+    { CLI_ENUM, "quantize", SFT(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+      .enum_name = pt_quantize_name,
+      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", SFT(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
     { CLI_FLAG, "gradient-checkpointing", SFT(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", SFT(overwrite),
@@ -302,7 +306,7 @@ static int load(sft_run *r)
     int st;
     /* LoRA on a BF16 base: the base read straight into BF16, frozen */
     const bool lora16 = a->bf16 && a->lora.rank > 0;
-    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF)))
+    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF, a->quantize)))
         return cli_fail(a->model, st);
     if (a->bf16 && !lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
         return 1;

@@ -2,9 +2,14 @@
  * it validates, check it is self-consistent (lookups, spans inside the
  * buffer, aligned offsets, no overlap), read every metadata value through
  * the typed getters and every float tensor of up to 1M elements as F32;
- * other tensor types must be refused with PT_EUNSUPPORTED. */
+ * other tensor types must be refused with PT_EUNSUPPORTED.  Tensors of a
+ * quantized type the library reads (Q4_0 .. Q6_K) go through the block
+ * check and, when it passes, are dequantized row by row (values finite). */
 #include "core/core.h"
 #include "io/gguf.h"
+#include "kernels/quant.h"
+
+#include <math.h>
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,6 +51,33 @@ static void read_kv(const pt_gguf *g, const pt_gguf_kv *kv)
         abort();
 }
 
+/* A quantized tensor: the check passes or fails cleanly; blocks that pass
+ * dequantize to finite values (finite fp16 scales times small integers). */
+static void read_quant(const pt_gguf_tensor *t)
+{
+    size_t cols = (size_t)t->ne[0], rows = cols ? (size_t)(t->numel / cols) : 0;
+    int st = pt_quant_check(t->type, t->data, (size_t)t->nbytes, rows, cols, t->name);
+    if (st != PT_OK) {
+        if (st != PT_EFORMAT || pt_last_error()[0] == '\0')
+            abort();
+        return;
+    }
+    if (t->numel > ((uint64_t)1 << 20))
+        return;
+    float *out = malloc((cols ? cols : 1) * sizeof *out);
+    if (!out)
+        abort();
+    size_t rb = pt_quant_row_bytes(t->type, cols);
+    for (size_t r = 0; r < rows; r++) {
+        if (pt_dequant_row(t->type, (const uint8_t *)t->data + r * rb, out, cols) != PT_OK)
+            abort();
+        for (size_t j = 0; j < cols; j++)
+            if (!isfinite(out[j]))
+                abort();
+    }
+    free(out);
+}
+
 static void read_tensor(const pt_gguf *g, const pt_gguf_tensor *t, const uint8_t *buf, size_t size)
 {
     if (pt_gguf_find_tensor(g, t->name) != t)
@@ -62,6 +94,8 @@ static void read_tensor(const pt_gguf *g, const pt_gguf_tensor *t, const uint8_t
     if (!pt_ggml_type_is_float(t->type)) {
         if (pt_gguf_read_f32(t, NULL, (size_t)numel) != PT_EUNSUPPORTED)
             abort();
+        if (pt_quant_supported(t->type))
+            read_quant(t);
         return;
     }
     if (numel > ((uint64_t)1 << 20))

@@ -93,14 +93,32 @@ typedef struct pt_model_load_options {
                               * FP32 copy never exists (peak memory about the
                               * BF16 size plus the embedding in FP32); the
                               * way to load a base for LoRA on BF16 */
+    int quantize;            /* pt_quantize: quantize the 2-D weights on load,
+                              * as llama.cpp's llama-quantize --pure does (rows
+                              * whose length is not a multiple of 32 stay
+                              * FP32); the base is then frozen as a quantized
+                              * GGUF's (docs/gguf.md).  Default PT_QUANTIZE_NONE */
 } pt_model_load_options;
+
+/* pt_model_load_options.quantize (ggml's type numbers). */
+typedef enum pt_quantize {
+    PT_QUANTIZE_NONE = 0,
+    PT_QUANTIZE_Q4_0 = 2,
+    PT_QUANTIZE_Q8_0 = 8
+} pt_quantize;
+/* "none", "q8_0", "q4_0"; NULL for other values. */
+PT_API const char *pt_quantize_name(int value);
+/* The pt_quantize of a name; PT_EINVAL listing the names otherwise. */
+PT_API int pt_quantize_from_name(int *out, const char *name);
 
 PT_API int pt_model_load_options_init(pt_model_load_options *opts);
 
 /* Load a model directory (opts may be NULL for the defaults), or a GGUF
  * model file (a file starting with the magic "GGUF": configuration from its
- * metadata, F32/F16/BF16 tensors, the tokenizer rebuilt from
- * tokenizer.ggml.*; quantised tensors are PT_EUNSUPPORTED; docs/gguf.md).  Every tensor
+ * metadata, F32/F16/BF16 tensors, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
+ * and Q6_K tensors kept quantized (the base frozen), the tokenizer rebuilt
+ * from tokenizer.ggml.*; other quantized types are PT_EUNSUPPORTED;
+ * docs/gguf.md).  Every tensor
  * of the model must be in the weights with its exact shape; a missing
  * tensor is PT_ENOTFOUND, an unexpected one PT_EFORMAT, a mis-shaped one
  * PT_ESHAPE, each naming the tensor.  F32, F16 and BF16 are converted to

@@ -18,6 +18,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <omp.h>
@@ -29,8 +30,8 @@
 static pt_linear lin(const pt_model *m, const float *w, const float *b, float *dw, float *db,
                      size_t in, size_t out)
 {
-    pt_linear l = { .w = w, .w16 = pt_model_w16(m, w), .b = b, .dw = dw, .db = db, .in = in,
-                    .out = out };
+    pt_linear l = { .w = w, .w16 = pt_model_w16(m, w), .q = pt_model_wq(m, w, out), .b = b,
+                    .dw = dw, .db = db, .in = in, .out = out };
     return l;
 }
 
@@ -132,7 +133,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     const size_t n = (size_t)ctx->B * ctx->T;
     const float *W = m->w.lm_head;
-    const pt_bf16 *W16 = pt_model_w16(m, W);
+    const pt_qweight Wq = pt_model_wq(m, W, V);
+    const pt_bf16 *W16 = Wq.nseg ? NULL : pt_model_w16(m, W);
     const float temp = ctx->temperature;
     const float gscale = temp == 1.0f ? 1.0f : (float)(1.0 / (double)temp);
     /* Equal chunks (multiples of 16 rows) rather than full ones and a sliver. */
@@ -144,7 +146,10 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     for (size_t r0 = 0; r0 < n; r0 += cr) {
         size_t nr = n - r0 < cr ? n - r0 : cr;
         float *lg = ctx->chunk;
-        if (W16)
+        if (Wq.nseg)
+            pt_qgemm_xwt(false, Wq.seg[0].type, nr, V, H, 1.0f, xn + r0 * H, H, Wq.seg[0].w, 0.0f,
+                         lg, V);
+        else if (W16)
             pt_gemm_mixed(false, true, nr, V, H, 1.0f, xn + r0 * H, false, H, W16, true, H, 0.0f,
                           lg, V);
         else
@@ -168,7 +173,10 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         /* dlogits, read by both products, rounded to BF16 once */
         pt_bf16 *lg16 = W16 && m->g.lm_head ? pt_bf16_operand(lg, nr, V, V) : NULL;
         const void *lga = lg16 ? (const void *)lg16 : (const void *)lg;
-        if (W16)
+        if (Wq.nseg)
+            pt_qgemm_dyw(Wq.seg[0].type, nr, V, H, gscale, lg, V, Wq.seg[0].w, 0.0f, dxn + r0 * H,
+                         H);
+        else if (W16)
             pt_gemm_mixed(false, false, nr, H, V, gscale, lga, lg16 != NULL, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);
         else

@@ -29,6 +29,7 @@
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "kernels/vexp.h"
 
 #include <math.h>
@@ -269,8 +270,11 @@ static void head_rows(pt_generator *g, const float *x, size_t n, float *logits)
     const pt_model *m = g->model;
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     pt_rmsnorm_forward(g->xn, NULL, x, m->w.norm, n, H, (float)m->cfg.rms_norm_eps);
+    const pt_qweight q = pt_model_wq(m, m->w.lm_head, V);
     const pt_bf16 *w16 = pt_model_w16(m, m->w.lm_head);
-    if (w16)
+    if (q.nseg)
+        pt_qgemm_xwt(true, q.seg[0].type, n, V, H, 1.0f, g->xn, H, q.seg[0].w, 0.0f, logits, V);
+    else if (w16)
         pt_bgemv_rows(n, V, H, 1.0f, g->xn, H, w16, H, 0.0f, logits, V);
     else
         pt_sgemv_rows(n, V, H, 1.0f, g->xn, H, m->w.lm_head, H, 0.0f, logits, V);

@@ -4,6 +4,7 @@
 #include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 #include <stdlib.h>
 
@@ -37,8 +38,12 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
         pt_rows_set(y, lin->b, rows, lin->out, ldy);
         beta = 1.0f;
     }
-    product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
-            ldy);
+    if (lin->q.nseg)
+        pt_qgemm_segs_xwt(lin->rowwise, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
+                          y, ldy);
+    else
+        product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
+                ldy);
     /* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
     for (int k = 0; k < lin->nlora; k++) {
         const pt_lora_slice *s = &lin->lora[k];
@@ -85,7 +90,10 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
                  lin->in);
     if (lin->db)
         pt_colsum_add(lin->db, dy, rows, lin->out, lddy);
-    if (dx && lin->w16)
+    if (dx && lin->q.nseg)
+        pt_qgemm_segs_dyw(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
+                          accumulate_dx ? 1.0f : 0.0f, dx, lddx);
+    else if (dx && lin->w16)
         pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dya, dy16 != NULL, ldya,
                       lin->w16, true, lin->in, accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx)

@@ -279,8 +279,9 @@ int pt_model_remove_lora(pt_model *m)
     if (!m->lora)
         return pt_err(PT_ESTATE, "pt_model_remove_lora: the model has no LoRA adapters");
     m->ntensors = m->lora->nbase;
+    bool frozen = pt_model_is_quantized(m); /* a quantized base stays frozen */
     for (size_t i = 0; i < m->ntensors; i++) {
-        m->tensors[i].trainable = true;
+        m->tensors[i].trainable = !frozen;
         m->tensors[i].grad = NULL;
     }
     pt_lora_release(m);
@@ -294,6 +295,12 @@ int pt_model_merge_lora(pt_model *m)
     struct pt_lora *l = m->lora;
     if (!l)
         return pt_err(PT_ESTATE, "pt_model_merge_lora: the model has no LoRA adapters");
+    int qst = pt_model_check_not_quantized(m, "pt_model_merge_lora", "the adapters cannot be "
+                                           "merged into its blocks; export them with `posttrain "
+                                           "export --adapter` (llama.cpp applies them to the same "
+                                           "file with --lora), or dequantize the base first");
+    if (qst)
+        return qst;
     const size_t r = (size_t)l->opts.rank;
     pt_model_bf16_unstore(m); /* merge into FP32 (a BF16 base is widened first) */
     for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)

@@ -132,7 +132,7 @@ static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, boo
         pt_model_free(m);
         return st;
     }
-    memset(m->params, 0, m->num_floats * sizeof(float));
+    pt_model_zero(m->params, m->num_floats);
     for (size_t i = 0; i < m->ntensors; i++)
         m->tensors[i].data = m->params + m->offsets[i];
     set_pointers(m, m->params, &m->w);
@@ -179,6 +179,9 @@ void pt_model_release(pt_model *m)
         return;
     pt_free_aligned(m->params);
     pt_free_aligned(m->params16);
+    pt_free(m->qtype);
+    pt_free(m->qoff);
+    pt_free_aligned(m->qblocks);
     pthread_mutex_destroy(&m->bf16_lock);
     pt_free_aligned(m->grads);
     pt_free(m->tensors);
@@ -330,6 +333,8 @@ int pt_model_alloc_grads(pt_model *m)
     PT_CHECK_NULL(m);
     if (m->grads || m->lora)
         return PT_OK; /* with LoRA the base is frozen: only the adapters have gradients */
+    if (pt_model_is_quantized(m))
+        return pt_model_check_not_quantized(m, "pt_model_alloc_grads", PT_QUANT_FULL_FT_ADVICE);
     m->grads = pt_malloc_aligned(m->num_floats * sizeof(float));
     if (!m->grads)
         return pt_err_prefix(PT_ENOMEM, "model gradients");

@@ -129,4 +129,27 @@ const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float *
  * for loaders that overwrite every tensor anyway. */
 int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg);
 
+/* ---- quantized base (model/qbase.c) ----------------------------------------
+ * A loader keeps 2-D base tensors quantized: reserve the bytes of all of
+ * them, place each (in table order; the loader copies its blocks to the
+ * returned address), then finish: those tensors' data becomes NULL (FP32
+ * pages released) and the whole base is frozen (LoRA only). */
+int pt_model_quant_reserve(pt_model *m, size_t bytes);
+uint8_t *pt_model_quant_place(pt_model *m, size_t i, int type, size_t nbytes);
+void pt_model_quant_finish(pt_model *m);
+/* Quantize the 2-D base tensors whose rows are whole blocks to type (Q8_0
+ * or Q4_0, as llama-quantize --pure), freezing the base; PT_ESTATE with
+ * adapters, gradients or BF16 weights; the model unchanged on error. */
+int pt_model_quantize(pt_model *m, int type);
+/* Whether any base tensor is stored quantized. */
+bool pt_model_is_quantized(const pt_model *m);
+/* Base tensor i's ggml type when stored quantized, else 0. */
+int pt_model_tensor_qtype(const pt_model *m, size_t i);
+/* PT_EUNSUPPORTED naming `what` ("pt_model_save_dir") when the base is
+ * quantized: "<what>: the base model is quantized (<type> ...): <advice>". */
+#define PT_QUANT_FULL_FT_ADVICE                                                          \
+    "full fine-tuning needs FP32 weights: train LoRA adapters on it, or dequantize it first " \
+    "with `posttrain export --model Q.gguf --out F.gguf --type f32`"
+int pt_model_check_not_quantized(const pt_model *m, const char *what, const char *advice);
+
 #endif

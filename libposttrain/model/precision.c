@@ -21,10 +21,33 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static bool is_matrix(const pt_model *m, size_t i)
 {
     return i < pt_model_base_tensor_count(m) && m->tensors[i].ndim == 2;
+}
+
+/* Zero n floats at p: whole pages given back to the OS (they read as
+ * zeros), the edges written. */
+void pt_model_zero(float *p, size_t n)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
+    uintptr_t a2 = ps > 0 ? (a + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1) : b;
+    uintptr_t b2 = ps > 0 ? b & ~((uintptr_t)ps - 1) : b;
+    if (b2 <= a2 || madvise((void *)a2, b2 - a2, MADV_DONTNEED) != 0) {
+        memset(p, 0, n * sizeof *p);
+        return;
+    }
+    memset(p, 0, a2 - a);
+    memset((void *)b2, 0, b - b2);
+}
+
+void pt_model_release_pages(float *p, size_t n)
+{
+    pt_release_pages(p, n * sizeof *p);
 }
 
 static void convert_matrices(pt_model *m)
@@ -94,6 +117,10 @@ int pt_model_set_bf16(pt_model *m, int mode)
     if (m->bf16_mode == PT_BF16_FROZEN && mode != PT_BF16_FROZEN && !m->lora)
         for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
             m->tensors[i].trainable = true;
+    if (mode != PT_BF16_OFF && pt_model_is_quantized(m))
+        return pt_model_check_not_quantized(m, "pt_model_set_bf16", "its weights stay in their "
+                                            "quantized blocks (dequantize first with `posttrain "
+                                            "export --type bf16` for a BF16 model)");
     int prev = m->bf16_mode;
     m->bf16_mode = mode;
     int st = pt_model_bf16_sync(m);
@@ -188,6 +215,15 @@ const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float *
     if (t->data)
         return t->data;
     size_t i = (size_t)(t - m->tensors);
+    if (i < m->ntensors && pt_model_tensor_qtype(m, i)) {
+        *tmp = pt_malloc_array(t->numel ? t->numel : 1, sizeof(float));
+        if (!*tmp) {
+            pt_err(PT_ENOMEM, "dequantizing tensor '%s'", t->name);
+            return NULL;
+        }
+        pt_model_quant_values(m, i, *tmp);
+        return *tmp;
+    }
     if (!m->params16 || i >= m->ntensors) {
         pt_err(PT_ESTATE, "tensor '%s' has no values", t->name);
         return NULL;
@@ -204,6 +240,8 @@ const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float *
 void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
 {
     const size_t H = (size_t)m->cfg.hidden_size;
+    if (pt_model_quant_embed(m, x, ids, n))
+        return;
     if (!m->bf16_stored) {
         pt_embedding_forward(x, m->w.embed, ids, n, H);
         return;
@@ -235,6 +273,8 @@ int pt_model_copy_tensor(float *dst, size_t n, const pt_model *m, const char *na
                       t->numel, n);
     if (t->data)
         memcpy(dst, t->data, n * sizeof *dst);
+    else if (pt_model_tensor_qtype(m, (size_t)(t - m->tensors)))
+        pt_model_quant_values(m, (size_t)(t - m->tensors), dst);
     else
         pt_bf16_to_f32_n(dst, m->params16 + m->offsets[t - m->tensors], n);
     return PT_OK;

@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/quant.h"
 #include "model/model.h"
 #include "model/schema.h"
 
@@ -62,6 +63,12 @@ struct pt_model {
     uint64_t weights_version; /* bumped whenever the FP32 weights change */
     uint64_t bf16_version;  /* weights_version params16 was converted from */
     pthread_mutex_t bf16_lock; /* one refresh of params16 at a time */
+    /* Quantized base (model/qbase.c): a GGUF's quantized 2-D tensors kept
+     * in their ggml blocks; their FP32 data is NULL and the base frozen. */
+    int *qtype;             /* per base tensor: its ggml type if quantized, else 0; or NULL */
+    size_t *qoff;           /* per base tensor: offset of its blocks in qblocks */
+    uint8_t *qblocks;       /* every quantized tensor's blocks, in table order */
+    size_t qbytes, qused;   /* qblocks' size and the bytes placed so far */
     atomic_int refs;        /* the host's reference and one per dependent (pt_model_retain) */
 };
 
@@ -78,6 +85,31 @@ void pt_model_bf16_prepare(pt_model *m);
 const pt_bf16 *pt_model_w16(const pt_model *m, const float *w);
 /* x[i] = embedding row ids[i] (FP32 or widened BF16), n rows. */
 void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
+
+/* Give the whole pages inside [p, p + n) back to the OS (model/precision.c). */
+/* n zeros at p without touching its whole pages (given back to the OS,
+ * which reads them as zeros: a block a loader leaves partly unwritten, as
+ * for quantized tensors, costs no memory there); memset if that fails. */
+void pt_model_zero(float *p, size_t n);
+void pt_model_release_pages(float *p, size_t n);
+
+/* A weight's storage for the products: up to 3 segments of rows (q|k|v,
+ * gate|up may differ in type), each of a ggml type (0: FP32 rows). */
+typedef struct pt_qweight {
+    int nseg;         /* 0: the weight is not quantized */
+    pt_qseg seg[3];
+} pt_qweight;
+/* The quantized storage of the base matrix at w (a pointer into m->params
+ * where the tensor(s) of `rows` rows start); nseg 0 when none is quantized.
+ * Adjacent tensors of one type are one segment. */
+pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows);
+
+/* Base tensor i's dequantized values into dst (PT_ENOTFOUND if it is not
+ * quantized). */
+int pt_model_quant_values(const pt_model *m, size_t i, float *dst);
+/* x[r] = the dequantized embedding row ids[r]; false (nothing done) when
+ * the embedding is not quantized. */
+bool pt_model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
 
 /* The slot of w (pt_weights, or pt_layer_w of `layer` for a per-layer
  * row) that points at schema tensor `id`. */
@@ -99,6 +131,7 @@ typedef struct pt_lora_slice {
 typedef struct pt_linear {
     const float *w;   /* [out, in] */
     const pt_bf16 *w16; /* the same in BF16 when products use it (pt_model_w16), else NULL */
+    pt_qweight q;     /* quantized storage (nseg > 0): used instead of w / w16 */
     const float *b;   /* [out] or NULL */
     float *dw;        /* gradient of w, or NULL (frozen) */
     float *db;        /* gradient of b, or NULL */

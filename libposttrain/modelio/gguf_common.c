@@ -60,6 +60,14 @@ void pt_gguf_unpermute_rows(float *dst, const float *src, int64_t rows, int64_t 
         memcpy(dst + hf_row(r, d) * cols, src + r * cols, (size_t)cols * sizeof(float));
 }
 
+void pt_gguf_unpermute_row_bytes(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes,
+                                 int n_head)
+{
+    int64_t d = rows / n_head;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(dst + (size_t)hf_row(r, d) * row_bytes, src + (size_t)r * row_bytes, row_bytes);
+}
+
 int gx_check_written(const float *v, size_t n, int type, const char *fn, const char *path, const char *name,
                      const char *how)
 {

@@ -110,4 +110,8 @@ int gx_add_special(gx_ctx *c, bool load_merges, int64_t n_vocab);
 /* A string from a JSON object (NULL when absent or not a string). */
 const char *gx_json_str(const cJSON *obj, const char *key);
 
+/* gguf_vocab_copy.c: when the model was loaded from a GGUF file, its
+ * tokenizer.* metadata copied into c->w as it is (*done set); else nothing. */
+int gx_copy_gguf_vocab(gx_ctx *c, bool *done);
+
 #endif

@@ -4,6 +4,7 @@
  * the metadata (text/tok_gguf.h). */
 #include "core/core.h"
 #include "io/path.h"
+#include "kernels/quant.h"
 #include "model/model.h"
 #include "model/schema.h"
 #include "modelio/gguf_import.h"
@@ -58,10 +59,11 @@ static int check_tensor(const pt_gguf *g, const pt_schema_tensor *e, const char 
         return pt_err(PT_ESHAPE, "%s: tensor '%s' has ne %s, the config needs %s", path, name,
                       got, need);
     }
-    if (!pt_ggml_type_is_float(t->type)) {
+    if (!pt_ggml_type_is_float(t->type) && !pt_quant_supported(t->type)) {
         const char *tn = pt_ggml_type_name(t->type);
-        return pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has type %s: quantised GGUF cannot be "
-                      "trained; export F32/F16/BF16", path, name, tn ? tn : "?");
+        return pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has type %s, which this library does not "
+                      "read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K "
+                      "are)", path, name, tn ? tn : "?");
     }
     return PT_OK;
 }
@@ -113,21 +115,83 @@ static int permuted_heads(const pt_tensor_ref *r, const pt_model_config *c)
     return 0;
 }
 
-static int read_tensor(const pt_gguf *g, const pt_tensor_ref *r, const pt_model_config *c,
+static const pt_gguf_tensor *gguf_tensor_of(const pt_gguf *g, const pt_tensor_ref *r, char *name,
+                                            size_t len)
+{
+    pt_tensor_gguf_name(name, len, pt_tensor_row_get((pt_tensor_id)r->id), r->layer);
+    return pt_gguf_find_tensor(g, name);
+}
+
+/* Blocks checked (exact size, finite scales), named after the tensor. */
+static int check_blocks(const pt_gguf_tensor *t, const pt_tensor_ref *r, const char *name,
+                        const char *path)
+{
+    size_t rows = r->ndim == 2 ? (size_t)r->shape[0] : 1;
+    size_t cols = r->ndim == 2 ? (size_t)r->shape[1] : (size_t)r->shape[0];
+    int st = pt_quant_check(t->type, t->data, t->nbytes, rows, cols, name);
+    return st ? pt_err_prefix(st, "%s", path) : PT_OK;
+}
+
+/* A quantized 2-D tensor: its blocks copied into the model's quantized
+ * storage (Q/K rows un-permuted as whole rows of blocks). */
+static int place_tensor(pt_model *m, size_t i, const pt_gguf_tensor *t, int heads,
+                        const char *name, const char *path)
+{
+    const pt_tensor_ref *r = pt_model_tensor(m, i);
+    int st = check_blocks(t, r, name, path);
+    if (st)
+        return st;
+    uint8_t *dst = pt_model_quant_place(m, i, t->type, t->nbytes);
+    if (!dst)
+        return pt_err(PT_EINTERNAL, "%s: tensor '%s': no room for its blocks", path, name);
+    if (heads)
+        pt_gguf_unpermute_row_bytes(dst, t->data, r->shape[0],
+                                    pt_quant_row_bytes(t->type, (size_t)r->shape[1]), heads);
+    else
+        memcpy(dst, t->data, t->nbytes);
+    return PT_OK;
+}
+
+static int read_tensor(pt_model *m, size_t i, const pt_gguf *g, const pt_model_config *c,
                        float *tmp, const char *path)
 {
+    const pt_tensor_ref *r = pt_model_tensor(m, i);
     char name[PT_TENSOR_NAME_MAX];
-    pt_tensor_gguf_name(name, sizeof name, pt_tensor_row_get((pt_tensor_id)r->id), r->layer);
-    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
+    const pt_gguf_tensor *t = gguf_tensor_of(g, r, name, sizeof name);
     int heads = permuted_heads(r, c);
-    int st = pt_gguf_read_f32(t, heads ? tmp : r->data, r->numel);
+    if (pt_quant_supported(t->type) && r->ndim == 2)
+        return place_tensor(m, i, t, heads, name, path);
+    float *dst = heads ? tmp : r->data;
+    int st;
+    if (pt_quant_supported(t->type)) { /* a 1-D tensor in blocks: read as FP32 */
+        st = check_blocks(t, r, name, path);
+        if (st)
+            return st;
+        st = pt_dequant_row(t->type, t->data, dst, r->numel);
+    } else {
+        st = pt_gguf_read_f32(t, dst, r->numel);
+    }
     if (!st)
-        st = pt_err_nonfinite(heads ? tmp : r->data, r->numel);
+        st = pt_err_nonfinite(dst, r->numel);
     if (st)
         return pt_err_prefix(st, "%s: tensor '%s'", path, name);
     if (heads)
         pt_gguf_unpermute_rows(r->data, tmp, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
     return PT_OK;
+}
+
+/* Bytes of the quantized 2-D tensors (kept in blocks). */
+static size_t quantized_bytes(const pt_model *m, const pt_gguf *g)
+{
+    size_t total = 0;
+    char name[PT_TENSOR_NAME_MAX];
+    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const pt_gguf_tensor *t = gguf_tensor_of(g, r, name, sizeof name);
+        if (r->ndim == 2 && pt_quant_supported(t->type))
+            total += t->nbytes;
+    }
+    return total;
 }
 
 static int fill_model(pt_model *m, const pt_gguf *g, const pt_model_config *c, const char *path)
@@ -136,14 +200,19 @@ static int fill_model(pt_model *m, const pt_gguf *g, const pt_model_config *c, c
     for (size_t i = 0; i < nt; i++)
         if (permuted_heads(pt_model_tensor(m, i), c) && pt_model_tensor(m, i)->numel > most)
             most = pt_model_tensor(m, i)->numel;
+    size_t qbytes = quantized_bytes(m, g);
+    int st = qbytes ? pt_model_quant_reserve(m, qbytes) : PT_OK;
+    if (st)
+        return pt_err_prefix(st, "%s", path);
     float *tmp = most ? pt_malloc_array(most, sizeof(float)) : NULL;
     if (most && !tmp)
         return PT_ENOMEM;
-    int st = PT_OK;
     for (size_t i = 0; st == PT_OK && i < nt; i++)
         if (!(st = pt_check_abort()))
-            st = read_tensor(g, pt_model_tensor(m, i), c, tmp, path);
+            st = read_tensor(m, i, g, c, tmp, path);
     pt_free(tmp);
+    if (st == PT_OK && qbytes)
+        pt_model_quant_finish(m);
     return st;
 }
 

@@ -6,6 +6,7 @@
 #define PT_MODELIO_GGUF_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* general.architecture for a pt_arch: "llama" (llama and mistral, as the
@@ -25,5 +26,9 @@ bool pt_gguf_arch_permutes(int arch);
 void pt_gguf_permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int n_head);
 /* Its inverse (for import). */
 void pt_gguf_unpermute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int n_head);
+/* The same for rows of row_bytes bytes (quantized blocks: a row is whole
+ * blocks, so the permutation moves rows of blocks). */
+void pt_gguf_unpermute_row_bytes(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes,
+                                 int n_head);
 
 #endif

@@ -397,6 +397,10 @@ static void warn_sentencepiece(const gx_ctx *c)
 
 int gx_add_vocab(gx_ctx *c)
 {
+    bool copied;
+    int cst = gx_copy_gguf_vocab(c, &copied);
+    if (cst || copied)
+        return cst;
     warn_sentencepiece(c);
     if (!pt_gguf_arch_permutes(c->cfg.arch))
         return vocab_gpt2(c);

@@ -16,7 +16,29 @@
 int pt_model_load_options_init(pt_model_load_options *o)
 {
     PT_CHECK_NULL(o);
-    *o = (pt_model_load_options){ .size = sizeof *o, .load_tokenizer = true };
+    *o = (pt_model_load_options){ .size = sizeof *o, .load_tokenizer = true,
+                                  .quantize = PT_QUANTIZE_NONE };
+    return PT_OK;
+}
+
+static const pt_enum_entry k_quantize_names[] = {
+    { PT_QUANTIZE_NONE, "none" },
+    { PT_QUANTIZE_Q8_0, "q8_0" },
+    { PT_QUANTIZE_Q4_0, "q4_0" },
+};
+PT_ENUM_NAME_FUNCS(pt_quantize, k_quantize_names, "quantization type")
+
+/* The loaded model quantized as the options ask; freed on failure. */
+static int quantize_loaded(pt_model **out, const pt_model_load_options *o, const char *dir)
+{
+    if (o->quantize == PT_QUANTIZE_NONE || !*out)
+        return PT_OK;
+    int st = pt_model_quantize(*out, o->quantize);
+    if (st) {
+        pt_model_free(*out);
+        *out = NULL;
+        return pt_err_prefix(st, "pt_model_load_dir: %s", dir);
+    }
     return PT_OK;
 }
 
@@ -134,12 +156,19 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
         return st;
     PT_CHECK_ARG(o.bf16 >= PT_BF16_OFF && o.bf16 <= PT_BF16_FROZEN, o.bf16,
                  "%d is not a pt_bf16_mode (0 off, 1 on, 2 frozen)", o.bf16);
+    if (!pt_quantize_name(o.quantize))
+        return pt_err_arg(__func__, "opts->quantize", "%d is not a pt_quantize (none 0, q4_0 2, "
+                          "q8_0 8)", o.quantize);
+    PT_CHECK_ARG(o.quantize == PT_QUANTIZE_NONE || o.bf16 == PT_BF16_OFF, opts->quantize,
+                 "and opts->bf16 exclude each other (a quantized base is not also BF16)");
     if (pt_gguf_is_file(dir)) {
         st = pt_gguf_load_model(out, dir, &o);
         if (st == PT_OK && o.bf16 != PT_BF16_OFF && (st = pt_model_set_bf16(*out, o.bf16))) {
             pt_model_free(*out);
             *out = NULL;
         }
+        if (st == PT_OK)
+            return quantize_loaded(out, &o, dir);
         return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
     }
     if (!pt_is_dir(dir))
@@ -179,5 +208,5 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
         return st == PT_ENONFINITE ? pt_err_prefix(st, "pt_model_load_dir") : st;
     }
     *out = m;
-    return PT_OK;
+    return quantize_loaded(out, &o, dir);
 }

@@ -240,6 +240,11 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     int st = PT_STRUCT_READ(o, opts, pt_model_save_options_init);
     if (st)
         return st;
+    if ((st = pt_model_check_not_quantized(m, "pt_model_save_dir", "a Hugging Face directory "
+                                           "would hold it dequantized; write that with `posttrain "
+                                           "export --type f32` (a GGUF), or save the LoRA adapters "
+                                           "(pt_lora_save_peft, posttrain export --adapter)")))
+        return st;
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     if ((st = pt_model_get_config(&cfg, m)) || (st = pt_model_config_validate(&cfg)))

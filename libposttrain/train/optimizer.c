@@ -211,6 +211,8 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
     if (n == 0) {
         free(params);
         free(index);
+        if (pt_model_is_quantized(model))
+            return pt_model_check_not_quantized(model, "pt_optimizer_create", PT_QUANT_FULL_FT_ADVICE);
         return pt_err(PT_EINVAL, "pt_optimizer_create: the model has no trainable parameters");
     }
     st = pt_optimizer_create_params(out, params, n, &local);

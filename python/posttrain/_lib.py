@@ -289,7 +289,7 @@ class ModelDirInfo(Struct):
 
 @_stamped("pt_model_load_options")
 class ModelLoadOptions(Struct):
-    _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool), ("bf16", c_int)]
+    _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool), ("bf16", c_int), ("quantize", c_int)]
 
 
 @_stamped("pt_model_save_options")

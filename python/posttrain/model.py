@@ -402,16 +402,23 @@ class Model(Handle):
         return cls(out.value)
 
     @classmethod
-    def load(cls, path, load_tokenizer=True, bf16=False):
+    def load(cls, path, load_tokenizer=True, bf16=False, quantize=None):
         """Load a Hugging Face model directory (config.json, safetensors
         weights, tokenizer.json when present and load_tokenizer), or a GGUF
-        file; bf16 as the bf16 property takes it ("frozen" reads each matrix
-        straight into BF16, so the whole FP32 copy never exists: the way to
-        load a base for LoRA on BF16)."""
+        file (quantized ones too: the base is then frozen, LoRA only); bf16
+        as the bf16 property takes it ("frozen" reads each matrix straight
+        into BF16, so the whole FP32 copy never exists: the way to load a
+        base for LoRA on BF16); quantize "q8_0" or "q4_0" quantizes the
+        weights on load as llama-quantize --pure does."""
         o = ModelLoadOptions.new()
         o.load_tokenizer = bool(load_tokenizer)
         if bf16 == "frozen":
             o.bf16 = 2   # PT_BF16_FROZEN, streamed by the loader
+        if quantize is not None:
+            names = {"none": 0, "q4_0": 2, "q8_0": 8}
+            if str(quantize).lower() not in names:
+                raise ValueError("quantize must be one of none, q8_0, q4_0 (got %r)" % (quantize,))
+            o.quantize = names[str(quantize).lower()]
         out = out_handle()
         check(lib.pt_model_load_dir(ctypes.byref(out), fspath(path), ctypes.byref(o)),
               "pt_model_load_dir")
@@ -610,7 +617,7 @@ class Model(Handle):
         """A copy of a tensor's values: a Tensor (shape, array('f')), or a
         numpy array with numpy=True."""
         t = self._tensor(name)
-        if not t.data:   # a frozen base kept in BF16: widened by the library
+        if not t.data:   # a frozen base kept in BF16 or quantized: widened by the library
             buf = (ctypes.c_float * t.numel)()
             check(lib.pt_model_copy_tensor(buf, t.numel, self._ptr, cstr(name, "name", False)),
                   "pt_model_copy_tensor")
@@ -632,7 +639,8 @@ class Model(Handle):
             values = values.data
         if not t.data:
             raise StateError(Status.ESTATE, "%s is part of a frozen base kept in BF16 (set "
-                             "model.bf16 = False first)" % name, "Model.set_tensor")
+                             "model.bf16 = False first) or quantized (dequantize it first: "
+                             "posttrain export --type f32)" % name, "Model.set_tensor")
         src = flat_float(values, t.numel, name)
         ctypes.memmove(t.data, src, t.numel * 4)
         lib.pt_model_weights_changed(self._ptr)   # BF16 copies follow

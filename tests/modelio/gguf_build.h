@@ -25,7 +25,7 @@ enum {
     GB_BAD_HEADS = 1u << 1,      /* head_count 3 with head_count_kv 2 */
     GB_SKIP_TENSOR = 1u << 2,    /* no blk.1.ffn_up.weight */
     GB_BAD_SHAPE = 1u << 3,      /* blk.0.ffn_down.weight with ne swapped */
-    GB_QUANT = 1u << 4,          /* blk.0.attn_q.weight as Q8_0 */
+    GB_QUANT = 1u << 4,          /* blk.0.attn_q.weight as IQ4_NL (a type the library does not read) */
     GB_EXTRA = 1u << 5,          /* an unexpected blk.0.attn_extra.weight */
     GB_BF16 = 1u << 6,           /* 2-D tensors as BF16 */
 };
@@ -134,10 +134,10 @@ static inline void gb_tensor(pt_gguf_writer *w, gb_bufs *b, const pt_tensor_ref 
         ne[1] = t;
     }
     if ((flags & GB_QUANT) && strcmp(name, "blk.0.attn_q.weight") == 0) {
-        /* Q8_0: blocks of 32 values, 34 bytes each (scale + 32 int8) */
-        size_t nb = r->numel / 32 * 34;
+        /* IQ4_NL: blocks of 32 values, 18 bytes each (scale + 16 nibbles) */
+        size_t nb = r->numel / 32 * 18;
         float *raw = gb_keep(b, calloc(nb / 4 + 1, 4));
-        ck_assert_ok(pt_gguf_add_tensor_raw(w, name, 2, ne, PT_GGML_Q8_0, raw, nb));
+        ck_assert_ok(pt_gguf_add_tensor_raw(w, name, 2, ne, PT_GGML_IQ4_NL, raw, nb));
         return;
     }
     const float *src = r->data;

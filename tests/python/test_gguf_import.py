@@ -147,5 +147,39 @@ class TestGGUF(unittest.TestCase):
         self.assertIn("cut.gguf", str(cm.exception))
 
 
+
+QDATA = os.path.join(ptest.SOURCE_ROOT, "tests", "kernels", "data", "quant")
+
+
+class QuantizedGGUF(unittest.TestCase):
+    """A quantized GGUF (llama-quantize's Q8_0 of stories260K, ffn padded to
+    192) loads frozen; its tensors read back dequantized; LoRA trains on it;
+    quantize= on load gives the same values as llama-quantize."""
+
+    def test_load_quantized(self):
+        path = os.path.join(QDATA, "stories192.q8_0.gguf")
+        with pt.Model.load(path) as m:
+            self.assertEqual(m.num_trainable_params, 0)
+            w = m.get_tensor("model.layers.0.self_attn.q_proj.weight")
+            self.assertEqual(len(w.data), 64 * 64)
+            with self.assertRaises(pt.Error) as cm:
+                m.set_tensor("model.layers.0.self_attn.q_proj.weight", w)
+            self.assertIn("quantized", str(cm.exception))
+            m.add_lora(rank=2)
+            self.assertGreater(m.num_trainable_params, 0)
+
+    def test_quantize_on_load(self):
+        shared = ptest.shared_data("quantize on load")
+        src = os.path.join(shared, "models", "stories260K") if shared else None
+        if not src or not os.path.isdir(src):
+            self.skipTest("no shared stories260K")
+        name = "model.layers.2.self_attn.v_proj.weight"
+        with pt.Model.load(src, quantize="q4_0") as a, \
+                pt.Model.load(os.path.join(QDATA, "stories192.q4_0.gguf")) as b:
+            self.assertEqual(list(a.get_tensor(name).data), list(b.get_tensor(name).data))
+        with self.assertRaises(ValueError):
+            pt.Model.load(src, quantize="q5_1")
+
+
 if __name__ == "__main__":
     ptest.main()

@@ -1,0 +1,438 @@
+/* Dequantization of ggml's block formats, Q8_0 / Q4_0 quantization, and the
+ * checks of a quantized tensor.  The formulas and their order of operations
+ * are those of llama.cpp's reference code (ggml-quants.c, dequantize_row_*
+ * and quantize_row_{q8_0,q4_0}_ref); the code is ours.  This file is built
+ * with -ffp-contract=off so that d * q - m is two roundings, as there.
+ *
+ * Blocks are read through byte pointers (data from a file may sit at any
+ * address): the 16-bit scales with pt_q_half(), offsets from the structs. */
+#include "kernels/quant.h"
+
+#include "core/core.h"
+#include "kernels/bf16.h"
+
+#include <math.h>
+#include <stddef.h>
+
+/* ---- binary16 ------------------------------------------------------------ */
+
+static inline float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float pt_q_f16_to_f32(pt_fp16 h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) { /* zero or subnormal: m x 2^-24 is exact */
+        float v = (float)m * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    if (e == 31)
+        return bits_f32(sign | 0x7f800000u | (m << 13));
+    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+pt_fp16 pt_q_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) /* NaN stays NaN (quiet) */
+        return (pt_fp16)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) /* rounds to infinity */
+        return (pt_fp16)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* below 2^-14: a subnormal or zero result */
+        float v = bits_f32(a) * 0x1p24f; /* exact */
+        return (pt_fp16)(sign | (uint16_t)nearbyintf(v));
+    }
+    uint32_t h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu);
+    uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+        h++;
+    return (pt_fp16)(sign | h);
+}
+
+static inline float half_at(const uint8_t *p)
+{
+    return pt_q_f16_to_f32(pt_q_half(p));
+}
+
+/* ---- types ---------------------------------------------------------------- */
+
+typedef struct qtype_info {
+    int type;
+    const char *name;
+    size_t elems, bytes;
+    size_t scale_off[2]; /* byte offsets of the fp16 scales in a block */
+    int nscales;
+} qtype_info;
+
+static const qtype_info k_types[] = {
+    {2, "Q4_0", PT_QK, sizeof(pt_block_q4_0), {offsetof(pt_block_q4_0, d), 0}, 1},
+    {3, "Q4_1", PT_QK, sizeof(pt_block_q4_1), {offsetof(pt_block_q4_1, d), offsetof(pt_block_q4_1, m)}, 2},
+    {6, "Q5_0", PT_QK, sizeof(pt_block_q5_0), {offsetof(pt_block_q5_0, d), 0}, 1},
+    {7, "Q5_1", PT_QK, sizeof(pt_block_q5_1), {offsetof(pt_block_q5_1, d), offsetof(pt_block_q5_1, m)}, 2},
+    {8, "Q8_0", PT_QK, sizeof(pt_block_q8_0), {offsetof(pt_block_q8_0, d), 0}, 1},
+    {12, "Q4_K", PT_QK_K, sizeof(pt_block_q4_K),
+     {offsetof(pt_block_q4_K, d), offsetof(pt_block_q4_K, dmin)}, 2},
+    {13, "Q5_K", PT_QK_K, sizeof(pt_block_q5_K),
+     {offsetof(pt_block_q5_K, d), offsetof(pt_block_q5_K, dmin)}, 2},
+    {14, "Q6_K", PT_QK_K, sizeof(pt_block_q6_K), {offsetof(pt_block_q6_K, d), 0}, 1},
+};
+
+static const qtype_info *info_of(int type)
+{
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (k_types[i].type == type)
+            return &k_types[i];
+    return NULL;
+}
+
+int pt_quant_supported(int type)
+{
+    return info_of(type) != NULL;
+}
+
+size_t pt_quant_block_elems(int type)
+{
+    const qtype_info *t = info_of(type);
+    return t ? t->elems : 0;
+}
+
+size_t pt_quant_block_bytes(int type)
+{
+    const qtype_info *t = info_of(type);
+    return t ? t->bytes : 0;
+}
+
+size_t pt_quant_row_bytes(int type, size_t n)
+{
+    const qtype_info *t = info_of(type);
+    if (!t || n % t->elems)
+        return 0;
+    return n / t->elems * t->bytes;
+}
+
+const char *pt_quant_type_name(int type)
+{
+    const qtype_info *t = info_of(type);
+    return t ? t->name : NULL;
+}
+
+/* ---- the 32-value formats ------------------------------------------------- */
+
+static void deq_q4_0(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q4_0, d));
+    const uint8_t *qs = b + offsetof(pt_block_q4_0, qs);
+    for (int j = 0; j < PT_QK / 2; j++) {
+        y[j] = (float)((qs[j] & 0x0f) - 8) * d;
+        y[j + PT_QK / 2] = (float)((qs[j] >> 4) - 8) * d;
+    }
+}
+
+static void deq_q4_1(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q4_1, d));
+    float m = half_at(b + offsetof(pt_block_q4_1, m));
+    const uint8_t *qs = b + offsetof(pt_block_q4_1, qs);
+    for (int j = 0; j < PT_QK / 2; j++) {
+        y[j] = (float)(qs[j] & 0x0f) * d + m;
+        y[j + PT_QK / 2] = (float)(qs[j] >> 4) * d + m;
+    }
+}
+
+static inline uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The 32 five-bit values of a Q5_0 / Q5_1 block. */
+static void q5_values(const uint8_t *qs, uint32_t qh, int *q)
+{
+    for (int j = 0; j < PT_QK / 2; j++) {
+        q[j] = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+        q[j + PT_QK / 2] = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+    }
+}
+
+static void deq_q5_0(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q5_0, d));
+    int q[PT_QK];
+    q5_values(b + offsetof(pt_block_q5_0, qs), le32(b + offsetof(pt_block_q5_0, qh)), q);
+    for (int j = 0; j < PT_QK; j++)
+        y[j] = (float)(q[j] - 16) * d;
+}
+
+static void deq_q5_1(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q5_1, d));
+    float m = half_at(b + offsetof(pt_block_q5_1, m));
+    int q[PT_QK];
+    q5_values(b + offsetof(pt_block_q5_1, qs), le32(b + offsetof(pt_block_q5_1, qh)), q);
+    for (int j = 0; j < PT_QK; j++)
+        y[j] = (float)q[j] * d + m;
+}
+
+static void deq_q8_0(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q8_0, d));
+    const int8_t *qs = (const int8_t *)(b + offsetof(pt_block_q8_0, qs));
+    for (int j = 0; j < PT_QK; j++)
+        y[j] = (float)qs[j] * d;
+}
+
+/* ---- the K-quants ----------------------------------------------------------- */
+
+/* Scale and min of sub-block j (0..7) from the 12 packed bytes: 6 bits each;
+ * j < 4 in the low 6 bits of bytes j and j + 4, else split between the
+ * nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j. */
+static inline void k4_scale_min(int j, const uint8_t *s, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+static void deq_q4_k(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q4_K, d));
+    float dmin = half_at(b + offsetof(pt_block_q4_K, dmin));
+    const uint8_t *sc = b + offsetof(pt_block_q4_K, scales);
+    const uint8_t *q = b + offsetof(pt_block_q4_K, qs);
+    for (int g = 0; g < 4; g++, q += 32) { /* 64 values: low nibbles then high */
+        int s0, m0, s1, m1;
+        k4_scale_min(2 * g, sc, &s0, &m0);
+        k4_scale_min(2 * g + 1, sc, &s1, &m1);
+        float d0 = d * (float)s0, n0 = dmin * (float)m0;
+        float d1 = d * (float)s1, n1 = dmin * (float)m1;
+        for (int l = 0; l < 32; l++) {
+            y[64 * g + l] = d0 * (float)(q[l] & 0x0f) - n0;
+            y[64 * g + 32 + l] = d1 * (float)(q[l] >> 4) - n1;
+        }
+    }
+}
+
+static void deq_q5_k(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q5_K, d));
+    float dmin = half_at(b + offsetof(pt_block_q5_K, dmin));
+    const uint8_t *sc = b + offsetof(pt_block_q5_K, scales);
+    const uint8_t *qh = b + offsetof(pt_block_q5_K, qh);
+    const uint8_t *q = b + offsetof(pt_block_q5_K, qs);
+    for (int g = 0; g < 4; g++, q += 32) {
+        int s0, m0, s1, m1;
+        k4_scale_min(2 * g, sc, &s0, &m0);
+        k4_scale_min(2 * g + 1, sc, &s1, &m1);
+        float d0 = d * (float)s0, n0 = dmin * (float)m0;
+        float d1 = d * (float)s1, n1 = dmin * (float)m1;
+        for (int l = 0; l < 32; l++) {
+            int lo = (q[l] & 0x0f) + (((qh[l] >> (2 * g)) & 1) << 4);
+            int hi = (q[l] >> 4) + (((qh[l] >> (2 * g + 1)) & 1) << 4);
+            y[64 * g + l] = d0 * (float)lo - n0;
+            y[64 * g + 32 + l] = d1 * (float)hi - n1;
+        }
+    }
+}
+
+static void deq_q6_k(const uint8_t *b, float *y)
+{
+    float d = half_at(b + offsetof(pt_block_q6_K, d));
+    const uint8_t *ql = b + offsetof(pt_block_q6_K, ql);
+    const uint8_t *qh = b + offsetof(pt_block_q6_K, qh);
+    const int8_t *sc = (const int8_t *)(b + offsetof(pt_block_q6_K, scales));
+    for (int h = 0; h < 2; h++, y += 128, ql += 64, qh += 32, sc += 8) {
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * (float)sc[is] * (float)q1;
+            y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+            y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+            y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+    }
+}
+
+typedef void (*deq_fn)(const uint8_t *b, float *y);
+
+static deq_fn deq_of(int type)
+{
+    switch (type) {
+    case 2: return deq_q4_0;
+    case 3: return deq_q4_1;
+    case 6: return deq_q5_0;
+    case 7: return deq_q5_1;
+    case 8: return deq_q8_0;
+    case 12: return deq_q4_k;
+    case 13: return deq_q5_k;
+    case 14: return deq_q6_k;
+    default: return NULL;
+    }
+}
+
+/* n values from blocks (type known supported, n a multiple of its block). */
+static void deq_row(const qtype_info *t, deq_fn f, const uint8_t *b, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n / t->elems; i++)
+        f(b + i * t->bytes, dst + i * t->elems);
+}
+
+int pt_dequant_row(int type, const void *blocks, float *dst, size_t n)
+{
+    const qtype_info *t = info_of(type);
+    if (!t)
+        return pt_err(PT_EUNSUPPORTED, "pt_dequant_row: ggml type %d is not a supported "
+                      "quantized type", type);
+    PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
+                 t->name, t->elems, n);
+    if (n == 0)
+        return PT_OK;
+    PT_CHECK_NULL(blocks);
+    PT_CHECK_NULL(dst);
+    deq_row(t, deq_of(type), blocks, dst, n);
+    return PT_OK;
+}
+
+/* ---- quantization (Q8_0, Q4_0) --------------------------------------------- */
+
+static void quant_q8_0(const float *x, uint8_t *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < PT_QK; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    pt_fp16 h = pt_q_f32_to_f16(d);
+    memcpy(b + offsetof(pt_block_q8_0, d), &h, sizeof h);
+    int8_t *qs = (int8_t *)(b + offsetof(pt_block_q8_0, qs));
+    for (int j = 0; j < PT_QK; j++)
+        qs[j] = (int8_t)roundf(x[j] * id);
+}
+
+static void quant_q4_0(const float *x, uint8_t *b)
+{
+    float amax = 0.0f, max = 0.0f; /* the value of largest magnitude, first one */
+    for (int j = 0; j < PT_QK; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    float d = max / -8.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    pt_fp16 h = pt_q_f32_to_f16(d);
+    memcpy(b + offsetof(pt_block_q4_0, d), &h, sizeof h);
+    uint8_t *qs = b + offsetof(pt_block_q4_0, qs);
+    for (int j = 0; j < PT_QK / 2; j++) {
+        /* truncation toward zero of v + 8.5 (in [0.5, 16.5]), capped at 15 */
+        int q0 = (int)(int8_t)(x[j] * id + 8.5f);
+        int q1 = (int)(int8_t)(x[j + PT_QK / 2] * id + 8.5f);
+        q0 = q0 < 15 ? q0 : 15;
+        q1 = q1 < 15 ? q1 : 15;
+        qs[j] = (uint8_t)(q0 | q1 << 4);
+    }
+}
+
+int pt_quant_row(int type, const float *src, void *dst, size_t n)
+{
+    if (type != 8 && type != 2)
+        return pt_err(PT_EUNSUPPORTED, "pt_quant_row: quantizing to %s is not supported "
+                      "(Q8_0 and Q4_0 are)", pt_quant_type_name(type) ? pt_quant_type_name(type) : "?");
+    const qtype_info *t = info_of(type);
+    PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
+                 t->name, t->elems, n);
+    if (n == 0)
+        return PT_OK;
+    PT_CHECK_NULL(src);
+    PT_CHECK_NULL(dst);
+    for (size_t i = 0; i < n / PT_QK; i++) {
+        const float *x = src + i * PT_QK;
+        for (int j = 0; j < PT_QK; j++)
+            if (!isfinite(x[j]))
+                return pt_err(PT_ENONFINITE, "pt_quant_row: value %zu is not finite",
+                              i * PT_QK + (size_t)j);
+    }
+    uint8_t *b = dst;
+    for (size_t i = 0; i < n / PT_QK; i++) {
+        if (type == 8)
+            quant_q8_0(src + i * PT_QK, b + i * t->bytes);
+        else
+            quant_q4_0(src + i * PT_QK, b + i * t->bytes);
+    }
+    return PT_OK;
+}
+
+/* ---- checks and tiles ------------------------------------------------------ */
+
+int pt_quant_check(int type, const void *data, size_t nbytes, size_t rows, size_t n,
+                   const char *name)
+{
+    const char *nm = name ? name : "?";
+    const qtype_info *t = info_of(type);
+    if (!t)
+        return pt_err(PT_EUNSUPPORTED, "tensor '%s': ggml type %d is not a supported quantized "
+                      "type", nm, type);
+    if (n % t->elems)
+        return pt_err(PT_EFORMAT, "tensor '%s' (%s): its rows of %zu values are not a multiple "
+                      "of the block of %zu", nm, t->name, n, t->elems);
+    size_t per_row = n / t->elems;
+    if (rows && per_row > SIZE_MAX / t->bytes / rows)
+        return pt_err(PT_EFORMAT, "tensor '%s' (%s): %zu x %zu values overflow", nm, t->name,
+                      rows, n);
+    if (per_row * rows * t->bytes != nbytes)
+        return pt_err(PT_EFORMAT, "tensor '%s' (%s): %zu bytes of data where %zu x %zu values "
+                      "take %zu", nm, t->name, nbytes, rows, n, per_row * rows * t->bytes);
+    if (nbytes)
+        PT_CHECK_NULL(data);
+    const uint8_t *b = data;
+    for (size_t i = 0; i < rows * per_row; i++)
+        for (int s = 0; s < t->nscales; s++) {
+            float v = half_at(b + i * t->bytes + t->scale_off[s]);
+            if (!isfinite(v))
+                return pt_err(PT_EFORMAT, "tensor '%s' (%s): row %zu, block %zu has a "
+                              "non-finite scale", nm, t->name, i / per_row, i % per_row);
+        }
+    return PT_OK;
+}
+
+void pt_dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+                     size_t ldd)
+{
+    const qtype_info *t = info_of(type);
+    deq_fn f = deq_of(type);
+    if (!t || !f || k % t->elems)
+        return;
+    size_t rb = k / t->elems * t->bytes;
+    const uint8_t *b = w;
+    for (size_t i = r0; i < r1; i++)
+        deq_row(t, f, b + i * rb, dst + (i - r0) * ldd, k);
+}
+
+void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+                          uint16_t *dst, size_t ldd)
+{
+    const qtype_info *t = info_of(type);
+    deq_fn f = deq_of(type);
+    if (!t || !f || k % t->elems)
+        return;
+    size_t rb = k / t->elems * t->bytes;
+    const uint8_t *b = w;
+    float buf[PT_QK_K];
+    for (size_t i = r0; i < r1; i++)
+        for (size_t j = 0; j < k / t->elems; j++) {
+            f(b + i * rb + j * t->bytes, buf);
+            pt_f32_to_bf16_n(dst + (i - r0) * ldd + j * t->elems, buf, t->elems);
+        }
+}

@@ -1,0 +1,204 @@
+/* Products on a quantized weight through dequantized FP32 tiles: the
+ * prefill and training path (and, until integer kernels exist, decoding).
+ * Dequantizing costs O(n k) against the product's O(m n k).  A tile is the
+ * whole matrix when it fits PT_QTILE_BYTES, so the product is then the very
+ * pt_sgemm / pt_sgemv_rows call an FP32 model with the dequantized values
+ * makes (the same bits); larger matrices go by tiles of rows. */
+#include "kernels/quant.h"
+
+#include "core/core.h"
+#include "kernels/gemm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PT_QTILE_BYTES ((size_t)32 << 20)
+
+/* Rows per tile for rows of k values (a multiple of 16, at least 16). */
+static size_t tile_rows(size_t n, size_t k)
+{
+    size_t t = PT_QTILE_BYTES / sizeof(float) / (k ? k : 1);
+    if (t >= n)
+        return n;
+    t = t / 16 * 16;
+    return t < 16 ? 16 : t;
+}
+
+static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst)
+{
+    int nt = pt_get_num_threads();
+    size_t n = r1 - r0;
+    if (nt <= 1 || n * k < ((size_t)1 << 16)) {
+        pt_dequant_tile(type, w, k, r0, r1, dst, k);
+        return;
+    }
+    /* rows split in nt contiguous parts: each row's values are the same
+     * whatever the split */
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int p = 0; p < nt; p++) {
+        size_t a = r0 + n * (size_t)p / (size_t)nt, b = r0 + n * (size_t)(p + 1) / (size_t)nt;
+        pt_dequant_tile(type, w, k, a, b, dst + (a - r0) * k, k);
+    }
+}
+
+/* Without memory for a tile: one row of W at a time on the stack, in
+ * chunks of whole blocks (slow, but correct, and never fails). */
+static void xwt_by_row(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+                       size_t ldx, const void *w, float beta, float *y, size_t ldy)
+{
+    size_t be = pt_quant_block_elems(type), bb = pt_quant_block_bytes(type);
+    size_t rb = k / be * bb;
+    float buf[PT_QK_K];
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < m; i++) {
+            double s = 0;
+            for (size_t b = 0; b < k / be; b++) {
+                pt_dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
+                for (size_t e = 0; e < be; e++)
+                    s += (double)x[i * ldx + b * be + e] * buf[e];
+            }
+            float *o = &y[i * ldy + j];
+            *o = (float)(alpha * s) + (beta != 0.0f ? beta * *o : 0.0f);
+        }
+}
+
+void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
+                  const float *x, size_t ldx, const void *w, float beta, float *y, size_t ldy)
+{
+    if (m == 0 || n == 0)
+        return;
+    if (type == 0) { /* F32 */
+        if (rowwise)
+            pt_sgemv_rows(m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+        else
+            pt_sgemm(false, true, m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+        return;
+    }
+    size_t tr = tile_rows(n, k);
+    float *t = pt_malloc_aligned(tr * k * sizeof(float));
+    if (!t) {
+        xwt_by_row(type, m, n, k, alpha, x, ldx, w, beta, y, ldy);
+        return;
+    }
+    for (size_t r0 = 0; r0 < n; r0 += tr) {
+        size_t r1 = n - r0 < tr ? n : r0 + tr;
+        dequant_rows(type, w, k, r0, r1, t);
+        if (rowwise)
+            pt_sgemv_rows(m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
+        else
+            pt_sgemm(false, true, m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
+    }
+    pt_free_aligned(t);
+}
+
+/* dx = beta dx (beta 0: not read). */
+static void scale_rows(float *dx, size_t lddx, size_t m, size_t k, float beta)
+{
+    for (size_t i = 0; i < m && beta != 1.0f; i++)
+        for (size_t c = 0; c < k; c++)
+            dx[i * lddx + c] = beta == 0.0f ? 0.0f : beta * dx[i * lddx + c];
+}
+
+/* Without memory for a tile: rank-1 updates, a block of W's row at a time. */
+static void dyw_by_row(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+                       size_t lddy, const void *w, float beta, float *dx, size_t lddx)
+{
+    size_t be = pt_quant_block_elems(type), bb = pt_quant_block_bytes(type);
+    size_t rb = k / be * bb;
+    float buf[PT_QK_K];
+    scale_rows(dx, lddx, m, k, beta);
+    for (size_t j = 0; j < n; j++)
+        for (size_t b = 0; b < k / be; b++) {
+            pt_dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
+            for (size_t i = 0; i < m; i++)
+                for (size_t e = 0; e < be; e++)
+                    dx[i * lddx + b * be + e] += alpha * dy[i * lddy + j] * buf[e];
+        }
+}
+
+void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+                  size_t lddy, const void *w, float beta, float *dx, size_t lddx)
+{
+    if (m == 0 || k == 0)
+        return;
+    if (type == 0) {
+        pt_sgemm(false, false, m, k, n, alpha, dy, lddy, w, k, beta, dx, lddx);
+        return;
+    }
+    if (n == 0) {
+        scale_rows(dx, lddx, m, k, beta);
+        return;
+    }
+    size_t tr = tile_rows(n, k);
+    float *t = pt_malloc_aligned(tr * k * sizeof(float));
+    if (!t) {
+        dyw_by_row(type, m, n, k, alpha, dy, lddy, w, beta, dx, lddx);
+        return;
+    }
+    for (size_t r0 = 0; r0 < n; r0 += tr) {
+        size_t r1 = n - r0 < tr ? n : r0 + tr;
+        dequant_rows(type, w, k, r0, r1, t);
+        pt_sgemm(false, false, m, k, r1 - r0, alpha, dy + r0, lddy, t, k, r0 == 0 ? beta : 1.0f,
+                 dx, lddx);
+    }
+    pt_free_aligned(t);
+}
+
+/* All segments' rows dequantized into one [n x k] tile, or NULL (too large,
+ * or no memory). */
+static float *segs_tile(const pt_qseg *seg, int nseg, size_t k, size_t *n)
+{
+    *n = 0;
+    for (int s = 0; s < nseg; s++)
+        *n += seg[s].rows;
+    if (nseg < 2 || *n * k > PT_QTILE_BYTES / sizeof(float))
+        return NULL;
+    float *t = pt_malloc_aligned(*n * k * sizeof(float));
+    if (!t)
+        return NULL;
+    size_t r = 0;
+    for (int s = 0; s < nseg; s++) {
+        if (seg[s].type == 0)
+            memcpy(t + r * k, seg[s].w, seg[s].rows * k * sizeof(float));
+        else
+            dequant_rows(seg[s].type, seg[s].w, k, 0, seg[s].rows, t + r * k);
+        r += seg[s].rows;
+    }
+    return t;
+}
+
+void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                       const float *x, size_t ldx, float beta, float *y, size_t ldy)
+{
+    size_t n;
+    float *t = segs_tile(seg, nseg, k, &n);
+    if (t) {
+        pt_qgemm_xwt(rowwise, 0, m, n, k, alpha, x, ldx, t, beta, y, ldy);
+        pt_free_aligned(t);
+        return;
+    }
+    size_t off = 0;
+    for (int s = 0; s < nseg; s++) {
+        pt_qgemm_xwt(rowwise, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+                     y + off, ldy);
+        off += seg[s].rows;
+    }
+}
+
+void pt_qgemm_segs_dyw(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                       const float *dy, size_t lddy, float beta, float *dx, size_t lddx)
+{
+    size_t n;
+    float *t = segs_tile(seg, nseg, k, &n);
+    if (t) {
+        pt_qgemm_dyw(0, m, n, k, alpha, dy, lddy, t, beta, dx, lddx);
+        pt_free_aligned(t);
+        return;
+    }
+    size_t off = 0;
+    for (int s = 0; s < nseg; s++) {
+        pt_qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w,
+                     s > 0 ? 1.0f : beta, dx, lddx);
+        off += seg[s].rows;
+    }
+}
