@@ -8,6 +8,7 @@
 
 #include "core/core.h"
 #include "kernels/gemm.h"
+#include "kernels/qgemv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,11 @@ void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float al
             pt_sgemm(false, true, m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
         return;
     }
+    /* decoding: integer dot products on the blocks (kernels/qgemv.h), each
+     * row's result independent of the others as pt_sgemv_rows' */
+    if (rowwise && pt_qgemv_supported(type) &&
+        pt_qgemv_rows(type, m, n, k, alpha, x, ldx, w, beta, y, ldy) == PT_OK)
+        return;
     size_t tr = tile_rows(n, k);
     float *t = pt_malloc_aligned(tr * k * sizeof(float));
     if (!t) {
@@ -171,7 +177,8 @@ void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, siz
                        const float *x, size_t ldx, float beta, float *y, size_t ldy)
 {
     size_t n;
-    float *t = segs_tile(seg, nseg, k, &n);
+    /* decoding reads the blocks segment by segment (no tile) */
+    float *t = rowwise ? NULL : segs_tile(seg, nseg, k, &n);
     if (t) {
         pt_qgemm_xwt(rowwise, 0, m, n, k, alpha, x, ldx, t, beta, y, ldy);
         pt_free_aligned(t);
