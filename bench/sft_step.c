@@ -26,6 +26,7 @@ typedef struct result {
 } result;
 
 static bool grad_ckpt; /* --gradient-checkpointing: every context of the runs */
+static int lora_targets = PT_LORA_ALL; /* --lora-targets all|qv (PEFT's default: q, v) */
 static char model_dir[64]; /* --lora-only: the runs load this saved model (a user's path) */
 
 /* In a child (no OpenMP in the parent before it forks): the random model of
@@ -74,7 +75,7 @@ static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
         pt_lora_options_init(&lo);
         lo.rank = lora_rank;
         lo.alpha = 2.0 * lora_rank;
-        lo.targets = PT_LORA_ALL;
+        lo.targets = lora_targets;
         if (pt_model_add_lora(m, &lo) || (bf16 && pt_model_set_bf16(m, PT_BF16_ON)))
             return 1;
     }
@@ -160,10 +161,14 @@ int main(int argc, char **argv)
             grad_ckpt = true;
         else if (!strcmp(argv[i], "--lora-only"))
             lora_only = 1;
+        else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc && !strcmp(argv[i + 1], "qv"))
+            lora_targets = PT_LORA_Q | PT_LORA_V, i++;
+        else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc && !strcmp(argv[i + 1], "all"))
+            lora_targets = PT_LORA_ALL, i++;
         else {
             fprintf(stderr, "usage: bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] "
                             "[--no-bf16] [--batch B] [--seq T]\n"
-                            "       [--gradient-checkpointing] [--lora-only] [--shared DIR]\n");
+                            "       [--gradient-checkpointing] [--lora-only] [--lora-targets all|qv] [--shared DIR]\n");
             return 2;
         }
     }
@@ -200,8 +205,8 @@ int main(int argc, char **argv)
         printf("cpu: %s\nbf16 products: %s\n", pt_cpu_info(), pt_bf16_info());
         printf("models loaded from a saved directory; the BF16 base read straight into BF16 "
                "(pt_model_load_options.bf16 = PT_BF16_FROZEN)\n");
-        printf("LoRA r%d SFT step, batch %d x seq %d%s: FP32 base %.1f tokens/s, peak RSS %.0f MB\n",
-               lora_rank, B, T, grad_ckpt ? ", gradient checkpointing" : "", lora.tokens_per_s,
+        printf("LoRA r%d (%s) SFT step, batch %d x seq %d%s: FP32 base %.1f tokens/s, peak RSS %.0f MB\n",
+               lora_rank, lora_targets == PT_LORA_ALL ? "all projections" : "q, v", B, T, grad_ckpt ? ", gradient checkpointing" : "", lora.tokens_per_s,
                lora.rss_mb);
         if (bf16)
             printf("on a BF16 base: %.1f tokens/s (step time %.2fx FP32's), peak RSS %.0f MB "
