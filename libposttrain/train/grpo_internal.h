@@ -273,9 +273,11 @@ int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
 
 /* ---- data-parallel steps (grpo_view.c) ---- */
 
-/* Every rank's samples, in rank order, into *view (no token arrays: ids,
- * mask, old, ref, samp and tadv are NULL; the segment rewards travel, seg
- * pointing into the view's own copy; groups renumbered densely by first
+/* Every rank's samples, in rank order, into *view: of each only what its
+ * wire record carries (grpo_view.c: group, n_comp, n_mask, n_seg, kind,
+ * truncated, rewards; every other field 0 or NULL: the token arrays stay
+ * on their rank) and its segment rewards, seg pointing into the view's own
+ * copy; groups renumbered densely by first
  * appearance, rank by rank, since group ids are local to a rank), and this
  * rank's first sample's index in it into *offset.  Collective: `status` is
  * this rank's outcome so far; PT_OK only when every rank's was (a failed
