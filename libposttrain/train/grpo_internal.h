@@ -42,7 +42,7 @@ typedef struct grpo_sample {
  * returns the number of segments. */
 int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n);
 
-/* Tests only (pt_rollout_buffer_set_dlogp_hook). */
+/* Tests only (pt_grpo_set_dlogp_hook). */
 typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
 
 struct pt_rollout_buffer {
@@ -227,7 +227,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
  * (its index in buf, n completion tokens) before the backward; NULL
  * removes it.  A field of the buffer (no global state): steps on other
  * buffers, in other threads, do not call it. */
-void pt_rollout_buffer_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload);
+void pt_grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload);
 
 /* ---- the step's working state (grpo_step.c, grpo_step_adv.c) ---- */
 

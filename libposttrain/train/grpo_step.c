@@ -88,7 +88,7 @@ static void entropy_norm(grpo_run *w)
     w->ent_norm = n > 1 ? n : 1;
 }
 
-void pt_rollout_buffer_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload)
+void pt_grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload)
 {
     buf->dlogp_hook = fn;
     buf->dlogp_payload = fn ? payload : NULL;
