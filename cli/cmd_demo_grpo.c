@@ -78,96 +78,143 @@ static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, long (*
     return PT_OK;
 }
 
-int demo_grpo(demo_run *r)
+/* The GRPO phase's objects and options. */
+typedef struct grpo_loop {
+    grpo_mem m;
+    pt_rollout_buffer *buf;
+    pt_optimizer *opt;
+    pt_model *ref;
+    pt_context *ref_ctx;
+    pt_grpo_options go;
+    pt_rollout_logprobs_options lo;
+    pt_generate_options gen;
+} grpo_loop;
+
+static void loop_free(grpo_loop *l)
+{
+    mem_free(&l->m);
+    pt_context_free(l->ref_ctx);
+    pt_model_free(l->ref);
+    pt_optimizer_free(l->opt);
+    pt_rollout_buffer_free(l->buf);
+}
+
+/* The step's options from the demo's: GRPO, the reference's log-probs and
+ * sampling (M: the most tokens of a completion). */
+static void loop_options(grpo_loop *l, const demo_opts *o, int M)
+{
+    pt_grpo_options_init(&l->go);
+    l->go.loss_type = o->loss_type;
+    if (l->go.loss_type == PT_GRPO_LOSS_VESPO) /* TRL's rule: vespo takes a per-token correction */
+        l->go.importance_sampling_correction = PT_GRPO_IS_TOKEN_MASK;
+    l->go.scale_rewards = o->scale;
+    l->go.beta = o->beta;
+    l->go.max_completion_length = M;
+    l->go.drop_zero_std_groups = o->drop_zero_std;
+    l->go.temperature = o->temperature; /* the step scores at the sampling temperature */
+    pt_rollout_logprobs_options_init(&l->lo);
+    l->lo.temperature = o->temperature;
+    pt_generate_options_init(&l->gen);
+    l->gen.max_new_tokens = M;
+    l->gen.temperature = (float)o->temperature;
+}
+
+/* Memory for N completions of up to M tokens, the buffer, the optimizer and
+ * (beta > 0) the frozen reference; 0, or 1 with the failure reported. */
+static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
 {
     const demo_opts *o = &r->o;
-    const int P = o->prompts, G = o->group, N = P * G, M = r->alen + 1;
-    grpo_mem m = { 0 };
-    m.prompts = malloc((size_t)N * (size_t)r->plen * sizeof *m.prompts);
-    m.lens = malloc((size_t)N * sizeof *m.lens);
-    m.tokens = malloc((size_t)N * (size_t)M * sizeof *m.tokens);
-    m.ntok = malloc((size_t)N * sizeof *m.ntok);
-    m.fin = malloc((size_t)N * sizeof *m.fin);
-    m.ids = malloc((size_t)(r->plen + M) * sizeof *m.ids);
-    m.lps = malloc((size_t)N * (size_t)M * sizeof *m.lps);
-    m.rewards = malloc((size_t)N * sizeof *m.rewards);
-    pt_rollout_buffer *buf = NULL;
-    pt_optimizer *opt = NULL;
-    pt_model *ref = NULL;
-    pt_context *ref_ctx = NULL;
-    int st = PT_ENOMEM, rc = 1;
-    if (!m.prompts || !m.lens || !m.tokens || !m.ntok || !m.fin || !m.ids || !m.lps || !m.rewards) {
+    grpo_mem *m = &l->m;
+    m->prompts = malloc((size_t)N * (size_t)r->plen * sizeof *m->prompts);
+    m->lens = malloc((size_t)N * sizeof *m->lens);
+    m->tokens = malloc((size_t)N * (size_t)M * sizeof *m->tokens);
+    m->ntok = malloc((size_t)N * sizeof *m->ntok);
+    m->fin = malloc((size_t)N * sizeof *m->fin);
+    m->ids = malloc((size_t)(r->plen + M) * sizeof *m->ids);
+    m->lps = malloc((size_t)N * (size_t)M * sizeof *m->lps);
+    m->rewards = malloc((size_t)N * sizeof *m->rewards);
+    int st = PT_ENOMEM;
+    if (!m->prompts || !m->lens || !m->tokens || !m->ntok || !m->fin || !m->ids || !m->lps || !m->rewards) {
         cli_fail("grpo", st);
-        goto out;
+        return 1;
     }
-    if ((st = pt_rollout_buffer_create(&buf, NULL))) {
+    if ((st = pt_rollout_buffer_create(&l->buf, NULL))) {
         cli_fail("rollout buffer", st);
-        goto out;
+        return 1;
     }
     pt_optimizer_options oo;
     pt_optimizer_options_init(&oo);
     oo.lr = o->grpo_lr;
-    if ((st = pt_optimizer_create(&opt, r->model, &oo))) {
+    if ((st = pt_optimizer_create(&l->opt, r->model, &oo))) {
         cli_fail("optimizer", st);
-        goto out;
+        return 1;
     }
-    if (o->beta > 0 && ((st = copy_model(&ref, r->model)) || (st = pt_context_create(&ref_ctx, ref, N, r->plen + M)))) {
+    if (o->beta > 0 &&
+        ((st = copy_model(&l->ref, r->model)) || (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M)))) {
         cli_fail("reference model", st);
-        goto out;
+        return 1;
     }
-    pt_grpo_options go;
-    pt_grpo_options_init(&go);
-    go.loss_type = o->loss_type;
-    if (go.loss_type == PT_GRPO_LOSS_VESPO) /* TRL's rule: vespo takes a per-token correction */
-        go.importance_sampling_correction = PT_GRPO_IS_TOKEN_MASK;
-    go.scale_rewards = o->scale;
-    go.beta = o->beta;
-    go.max_completion_length = M;
-    go.drop_zero_std_groups = o->drop_zero_std;
-    go.temperature = o->temperature; /* the step scores at the sampling temperature */
-    pt_rollout_logprobs_options lo;
-    pt_rollout_logprobs_options_init(&lo);
-    lo.temperature = o->temperature;
-    pt_generate_options gen;
-    pt_generate_options_init(&gen);
-    gen.max_new_tokens = M;
-    gen.temperature = (float)o->temperature;
+    loop_options(l, o, M);
+    return 0;
+}
+
+/* GRPO step `step`: P training problems drawn from *rng, G completions of
+ * each sampled and scored, one update; its statistics into *gs.  0, or 1
+ * with the failure reported. */
+static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uint64_t *rng)
+{
+    const demo_opts *o = &r->o;
+    const int P = o->prompts, G = o->group, N = P * G, M = r->alen + 1;
+    grpo_mem *m = &l->m;
+    long pairs[256][2];
+    int st;
+    for (int p = 0; p < P; p++) {
+        demo_draw_train(&pairs[p][0], &pairs[p][1], r, rng);
+        for (int g = 0; g < G; g++) {
+            int i = p * G + g;
+            m->lens[i] = r->plen;
+            if ((st = demo_prompt_ids(m->prompts + (size_t)i * r->plen, r, pairs[p][0], pairs[p][1]))) {
+                cli_fail("tokenize", st);
+                return 1;
+            }
+        }
+    }
+    l->gen.seed = o->seed * 1000003u + (uint64_t)step;
+    if ((st = pt_generate(r->gen, m->prompts, m->lens, N, &l->gen, m->tokens, m->ntok, m->fin, m->lps))) {
+        cli_fail("generate", st);
+        return 1;
+    }
+    if ((st = fill_buffer(l->buf, r, m, pairs, N, M))) {
+        cli_fail("rollout buffer", st);
+        return 1;
+    }
+    if (l->ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(l->buf, l->ref_ctx, PT_ROLLOUT_REF, &l->lo))) {
+        cli_fail("reference", st);
+        return 1;
+    }
+    pt_grpo_stats_init(gs);
+    if ((st = pt_grpo_step(gs, l->opt, r->ctx, l->buf, &l->go))) {
+        cli_fail("grpo step", st);
+        return 1;
+    }
+    pt_rollout_buffer_clear(l->buf);
+    return 0;
+}
+
+int demo_grpo(demo_run *r)
+{
+    const demo_opts *o = &r->o;
+    const int N = o->prompts * o->group, M = r->alen + 1;
+    grpo_loop l;
+    memset(&l, 0, sizeof l);
+    int rc = loop_open(&l, r, N, M);
     uint64_t rng = o->seed * 104729 + 3;
     double t0 = cli_now(), zero_std = 0, reward_sum = 0;
     int since = 0;
-    for (int step = 1; step <= o->grpo_steps; step++) {
-        long pairs[256][2];
-        for (int p = 0; p < P; p++) {
-            demo_draw_train(&pairs[p][0], &pairs[p][1], r, &rng);
-            for (int g = 0; g < G; g++) {
-                int i = p * G + g;
-                m.lens[i] = r->plen;
-                if ((st = demo_prompt_ids(m.prompts + (size_t)i * r->plen, r, pairs[p][0], pairs[p][1]))) {
-                    cli_fail("tokenize", st);
-                    goto out;
-                }
-            }
-        }
-        gen.seed = o->seed * 1000003u + (uint64_t)step;
-        if ((st = pt_generate(r->gen, m.prompts, m.lens, N, &gen, m.tokens, m.ntok, m.fin, m.lps))) {
-            cli_fail("generate", st);
-            goto out;
-        }
-        if ((st = fill_buffer(buf, r, &m, pairs, N, M))) {
-            cli_fail("rollout buffer", st);
-            goto out;
-        }
-        if (ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(buf, ref_ctx, PT_ROLLOUT_REF, &lo))) {
-            cli_fail("reference", st);
-            goto out;
-        }
+    for (int step = 1; !rc && step <= o->grpo_steps; step++) {
         pt_grpo_stats gs;
-        pt_grpo_stats_init(&gs);
-        if ((st = pt_grpo_step(&gs, opt, r->ctx, buf, &go))) {
-            cli_fail("grpo step", st);
-            goto out;
-        }
-        pt_rollout_buffer_clear(buf);
+        if ((rc = loop_step(&gs, &l, r, step, &rng)))
+            break;
         zero_std += gs.frac_reward_zero_std;
         reward_sum += gs.reward;
         since++;
@@ -179,9 +226,11 @@ int demo_grpo(demo_run *r)
             since = 0;
             if (o->eval_every > 0) {
                 demo_score g;
-                if ((st = demo_evaluate(&g, r, 0, 0, 0))) {
+                int st = demo_evaluate(&g, r, 0, 0, 0);
+                if (st) {
                     cli_fail("evaluate", st);
-                    goto out;
+                    rc = 1;
+                    break;
                 }
                 printf("  held-out greedy %.1f%% (slipped %.1f%%)", 100 * g.correct, 100 * g.slipped);
             }
@@ -189,12 +238,6 @@ int demo_grpo(demo_run *r)
             fflush(stdout);
         }
     }
-    rc = 0;
-out:
-    mem_free(&m);
-    pt_context_free(ref_ctx);
-    pt_model_free(ref);
-    pt_optimizer_free(opt);
-    pt_rollout_buffer_free(buf);
+    loop_free(&l);
     return rc;
 }

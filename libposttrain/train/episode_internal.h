@@ -1,5 +1,7 @@
-/* The episode engine's records, shared by the engine (episode.c) and its
- * results, options and rollout-buffer side (episode_results.c). */
+/* The episode engine's records, shared by the engine (episode.c and the
+ * files of episode_run.h), its options' checks (episode_options.c), its
+ * results (episode_results.c) and the way into a rollout buffer
+ * (grpo_rollout_episodes.c). */
 #ifndef PT_TRAIN_EPISODE_INTERNAL_H
 #define PT_TRAIN_EPISODE_INTERNAL_H
 
@@ -41,20 +43,22 @@ struct pt_episode_results {
     pt_episode_stats stats;
 };
 
+/* ---- the options' checks (episode_options.c) ---- */
+
 /* The options of pt_episodes_run checked against the generator (messages
  * name pt_episodes_run); *limit receives the ids an episode may hold. */
 int pt_episode_check_options(const pt_episode_options *o, const pt_generator *g, int *limit);
 /* The n prompts (lens[e] ids each, back to back in ids): each 1 .. L-1 ids
  * below V (messages name pt_episodes_run). */
 int pt_episode_check_prompts(const int32_t *ids, const int32_t *lens, int n, int V, int L);
+
+/* ---- the results (episode_results.c) ---- */
+
 /* Room in res for n episodes of up to L ids each, every one reset, k reward
  * functions. */
 int pt_episode_results_reset(pt_episode_results *res, int n, int L, int k);
-
-/* pt_episodes_run's work once its arguments are checked and the generator
- * taken (core/busy.h): a callback that uses gen meanwhile gets PT_EBUSY. */
-int pt_episodes_run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *prompt_ids,
-                          const int32_t *prompt_lens, const int64_t *groups, int n,
-                          const pt_episode_options *opts, pt_env_fn env, void *payload);
+/* A new turn of e, its first token at position p, with k rewards (NaN):
+ * PT_OK, or PT_ENOMEM with no turn added. */
+int pt_episode_rec_add_turn(ep_rec *e, int k, int p);
 
 #endif

@@ -42,6 +42,9 @@ typedef struct grpo_sample {
  * returns the number of segments. */
 int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n);
 
+/* Tests only (pt_grpo_set_dlogp_hook). */
+typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
+
 struct pt_rollout_buffer {
     int k;                                   /* reward functions */
     char *names[PT_GRPO_MAX_REWARD_FUNCS];
@@ -51,6 +54,8 @@ struct pt_rollout_buffer {
     float *view_seg;                         /* a global view's copy of the segment rewards */
     bool scoring;                            /* pt_rollout_buffer_score is calling a reward function */
     bool free_pending;                       /* the reward function freed the buffer: freed after it returns */
+    pt_grpo_dlogp_hook dlogp_hook;           /* tests only: NULL */
+    void *dlogp_payload;
 };
 
 /* ---- the step's checks (grpo_check.c) ---- */
@@ -218,11 +223,11 @@ double pt_grpo_quantile(float *x, size_t n, double q);
 int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o, pt_dist *d);
 
-/* Tests only: called by the step with every training sample's dL/dlogp
- * (its index in the buffer, n completion tokens) before the backward; NULL
- * removes it.  Process-wide, not thread-safe. */
-typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
-void pt_grpo_set_dlogp_hook(pt_grpo_dlogp_hook fn, void *payload);
+/* Tests only: a step on buf calls fn with every training sample's dL/dlogp
+ * (its index in buf, n completion tokens) before the backward; NULL
+ * removes it.  A field of the buffer (no global state): steps on other
+ * buffers, in other threads, do not call it. */
+void pt_grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload);
 
 /* ---- the step's working state (grpo_step.c, grpo_step_adv.c) ---- */
 
@@ -273,9 +278,11 @@ int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
 
 /* ---- data-parallel steps (grpo_view.c) ---- */
 
-/* Every rank's samples, in rank order, into *view (no token arrays: ids,
- * mask, old, ref, samp and tadv are NULL; the segment rewards travel, seg
- * pointing into the view's own copy; groups renumbered densely by first
+/* Every rank's samples, in rank order, into *view: of each only what its
+ * wire record carries (grpo_view.c: group, n_comp, n_mask, n_seg, kind,
+ * truncated, rewards; every other field 0 or NULL: the token arrays stay
+ * on their rank) and its segment rewards, seg pointing into the view's own
+ * copy; groups renumbered densely by first
  * appearance, rank by rank, since group ids are local to a rank), and this
  * rank's first sample's index in it into *offset.  Collective: `status` is
  * this rank's outcome so far; PT_OK only when every rank's was (a failed

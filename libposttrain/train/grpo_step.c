@@ -88,13 +88,10 @@ static void entropy_norm(grpo_run *w)
     w->ent_norm = n > 1 ? n : 1;
 }
 
-static pt_grpo_dlogp_hook g_dlogp_hook;
-static void *g_dlogp_payload;
-
-void pt_grpo_set_dlogp_hook(pt_grpo_dlogp_hook fn, void *payload)
+void pt_grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload)
 {
-    g_dlogp_hook = fn;
-    g_dlogp_payload = payload;
+    buf->dlogp_hook = fn;
+    buf->dlogp_payload = fn ? payload : NULL;
 }
 
 /* Sample k's advantage of every completion token into w->tadv. */
@@ -168,8 +165,8 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
                 w->acc.loss -= c * re[t];
             }
     }
-    if (g_dlogp_hook)
-        g_dlogp_hook(k, w->dlc, s->n_comp, g_dlogp_payload);
+    if (w->buf->dlogp_hook)
+        w->buf->dlogp_hook(k, w->dlc, s->n_comp, w->buf->dlogp_payload);
     memcpy(rd + (s->prompt_len - 1), w->dlc, (size_t)s->n_comp * sizeof *w->dlc);
 }
 

@@ -124,10 +124,10 @@ static void accumulate(pt_grpo_stats *st, dl_rec *rec, pt_context *ctx, pt_model
 {
     if (rec)
         memset(rec, 0, sizeof *rec);
-    pt_grpo_set_dlogp_hook(rec ? record_dlogp : NULL, rec);
+    pt_grpo_set_dlogp_hook(buf, rec ? record_dlogp : NULL, rec);
     pt_grpo_stats_init(st);
     int rc = pt_grpo_accumulate(st, ctx, m, buf, o, NULL);
-    pt_grpo_set_dlogp_hook(NULL, NULL);
+    pt_grpo_set_dlogp_hook(buf, NULL, NULL);
     ck_assert_msg(rc == PT_OK, "pt_grpo_accumulate: %s", pt_last_error());
     ck_assert_ok(pt_model_zero_grad(m));
 }

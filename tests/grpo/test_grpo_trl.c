@@ -81,9 +81,9 @@ static void step_advantages(double *adv, pt_grpo_stats *st, env *e, int scale)
     o.scale_rewards = scale;
     pt_grpo_stats_init(st);
     memset(g_dl, 0, sizeof g_dl);
-    pt_grpo_set_dlogp_hook(record, NULL);
+    pt_grpo_set_dlogp_hook(e->buf, record, NULL);
     int rc = pt_grpo_step(st, e->opt, e->ctx, e->buf, &o);
-    pt_grpo_set_dlogp_hook(NULL, NULL);
+    pt_grpo_set_dlogp_hook(e->buf, NULL, NULL);
     ck_assert_ok(rc);
     ck_assert(!st->skipped);
     for (int i = 0; i < N; i++) {
@@ -271,9 +271,9 @@ START_TEST(test_vespo_at_mu1)
         pt_grpo_stats st;
         pt_grpo_stats_init(&st);
         memset(g_dl, 0, sizeof g_dl);
-        pt_grpo_set_dlogp_hook(record, NULL);
+        pt_grpo_set_dlogp_hook(e.buf, record, NULL);
         int rc = pt_grpo_step(&st, e.opt, e.ctx, e.buf, &o);
-        pt_grpo_set_dlogp_hook(NULL, NULL);
+        pt_grpo_set_dlogp_hook(e.buf, NULL, NULL);
         ck_assert_ok(rc);
         loss[v] = st.loss;
         if (!v) {
