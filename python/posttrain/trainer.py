@@ -754,12 +754,17 @@ class GRPOTrainer:
 
     # -- checkpoints -------------------------------------------------------------------
     def _host_data(self):
-        return {"kind": _KIND, "round": self.round, "rng": str(self._rng),
-                "order_rng": str(self._order_rng), "cursor": self._cursor,
-                "rows": len(self.train_dataset), "seed": str(self.seed),
-                "data_seed": str(self.data_seed), "global_step": self.state.global_step,
-                "batch_prompts": self.batch_prompts, "num_generations": self.num_generations,
-                "shuffle": self.shuffle, "optimizer_step": self.optimizer.step_count}
+        h = {"kind": _KIND, "round": self.round, "rng": str(self._rng),
+             "order_rng": str(self._order_rng), "cursor": self._cursor,
+             "rows": len(self.train_dataset), "seed": str(self.seed),
+             "data_seed": str(self.data_seed), "global_step": self.state.global_step,
+             "batch_prompts": self.batch_prompts, "num_generations": self.num_generations,
+             "shuffle": self.shuffle, "optimizer_step": self.optimizer.step_count}
+        if self.grpo_options.get("use_adaptive_entropy"):
+            # the adaptive entropy controller's state, exactly (repr round-trips)
+            h["entropy_coef"] = repr(float(self.grpo_options.get("entropy_coef", 0.0)))
+            h["entropy_last"] = repr(float(self.grpo_options.get("entropy_last", math.inf)))
+        return h
 
     def save_checkpoint(self, path=None):
         """Save the weights, the optimizer and the run's position to path
@@ -818,6 +823,9 @@ class GRPOTrainer:
                           "GRPOTrainer.load_checkpoint")
         self._cursor = int(h["cursor"])
         self.round = int(h["round"])
+        if "entropy_coef" in h:
+            self.grpo_options["entropy_coef"] = float(h["entropy_coef"])
+            self.grpo_options["entropy_last"] = float(h["entropy_last"])
         self.state.global_step = int(h["global_step"])
         if self._trl:
             per_epoch = max(1, len(self.train_dataset) // self.batch_prompts) * self._unit

@@ -439,19 +439,30 @@ class TestTrlWay(unittest.TestCase):
     def test_resume_is_bit_identical(self):
         # 4 steps in one go against 2 steps, a checkpoint, and 2 more resumed
         # in a new trainer from other initial weights (the linear schedule,
-        # the prompt order and the sampling streams all continue)
+        # the prompt order and the sampling streams all continue); again with
+        # TRL's adaptive entropy bonus, whose controller state the checkpoint
+        # carries (an entropy target above the entropy: it moves each step)
+        for k, extra in enumerate(({}, {"use_adaptive_entropy": True, "entropy_coef": 0.05,
+                                        "entropy_target": 10.0})):
+            with self.subTest(extra=extra):
+                self._resume_case(os.path.join(self.dir.name, str(k)), extra)
+
+    def _resume_case(self, root, extra):
         def cfg(out):
             return pt.GRPOConfig(num_generations=2, per_device_train_batch_size=4,
                                  max_completion_length=4, max_steps=4, learning_rate=3e-3,
                                  num_iterations=2, disable_tqdm=True, output_dir=out,
-                                 save_steps=2, seed=5)
-        a, b = os.path.join(self.dir.name, "a"), os.path.join(self.dir.name, "b")
+                                 save_steps=2, seed=5, **extra)
+        a, b = os.path.join(root, "a"), os.path.join(root, "b")
         with pt.Model.create(TINY, seed=3) as m:
             tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(a), train_dataset=ROWS,
                                 processing_class=self.tok)
             tr.train()
             want = weights_bytes(m)
+            coef = tr.grpo_options.get("entropy_coef")
             tr.close()
+        if extra:
+            self.assertNotEqual(coef, extra["entropy_coef"])   # the controller moved it
         self.assertEqual(sorted(os.listdir(a)), ["checkpoint-2", "checkpoint-4"])
         with pt.Model.create(TINY, seed=3) as m:
             tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(b), train_dataset=ROWS,
