@@ -94,6 +94,7 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
 static int context_create(pt_context **out, pt_model *model, int max_batch, int max_seq,
                           bool packed, const char *fn);
 static int allocate(pt_context *ctx, const char *fn);
+static void relay_out(pt_context *ctx);
 static void set_chunk_rows(pt_context *ctx);
 
 int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_seq)
@@ -148,12 +149,14 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
 }
 
 /* The context's block for its current settings, laid out; the old block
- * (if any) is freed on success and kept on failure. */
+ * (if any) is freed on success, and kept on failure with the buffers
+ * pointing into it again (the caller restores the settings it was laid out
+ * for and calls relay_out). */
 static int allocate(pt_context *ctx, const char *fn)
 {
     const size_t N = (size_t)ctx->max_batch * (size_t)ctx->max_seq;
     pt_planner p = { 0, false };
-    lay_out(ctx, &p, NULL, N);
+    lay_out(ctx, &p, NULL, N); /* sizes only: the buffer pointers are NULL now */
     if (p.overflow)
         return pt_err(PT_ENOMEM, "%s: activation memory for %d x %d tokens overflows", fn,
                       ctx->max_batch, ctx->max_seq);
@@ -163,9 +166,15 @@ static int allocate(pt_context *ctx, const char *fn)
                              p.total * sizeof(float) >> 20);
     pt_free_aligned(ctx->block);
     ctx->block = block;
-    pt_planner again = { 0, false };
-    lay_out(ctx, &again, ctx->block, N);
+    relay_out(ctx);
     return PT_OK;
+}
+
+/* The buffers pointed into ctx->block for the current settings. */
+static void relay_out(pt_context *ctx)
+{
+    pt_planner again = { 0, false };
+    lay_out(ctx, &again, ctx->block, (size_t)ctx->max_batch * (size_t)ctx->max_seq);
 }
 
 /* Logit chunk: about 64 MiB of floats (336 rows at vocab 49152: few passes
@@ -198,6 +207,7 @@ int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on)
         ctx->recompute = !on; /* as it was: the old block is kept */
         ctx->chunk_rows = rows;
         ctx->chunk_rows_max = rows_max;
+        relay_out(ctx);
     } else {
         ctx->state = ST_EMPTY; /* the activations are gone */
     }

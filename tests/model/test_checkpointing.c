@@ -10,6 +10,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 enum { V = 40, B = 3, T = 20, N = B * T };
 
@@ -143,6 +146,64 @@ START_TEST(test_same_bits)
 }
 END_TEST
 
+/* In a child: checkpointing on, the address space capped just above what
+ * the process uses, then off (it needs the bigger block): PT_ENOMEM, and
+ * the context goes on working with its old layout and setting, the same
+ * loss as before.  Exit 0 when all held. */
+static int enomem_child(void)
+{
+    pt_model *m = tiny(PT_ARCH_LLAMA, 9);
+    pt_context *ctx;
+    if (pt_context_create(&ctx, m, 64, 60) || pt_context_set_gradient_checkpointing(ctx, true))
+        return 1;
+    pt_batch b = batch();
+    float l1, l2;
+    if (pt_model_loss(ctx, &b, NULL, true, &l1))
+        return 2;
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || fscanf(f, "%lu", &pages) != 1)
+        return 3;
+    fclose(f);
+    struct rlimit r = { (rlim_t)(pages * (unsigned long)sysconf(_SC_PAGESIZE) + (1ul << 20)),
+                        RLIM_INFINITY };
+    if (setrlimit(RLIMIT_AS, &r))
+        return 4;
+    if (pt_context_set_gradient_checkpointing(ctx, false) != PT_ENOMEM)
+        return 5;
+    if (!pt_context_get_gradient_checkpointing(ctx))
+        return 6;
+    if (pt_model_loss(ctx, &b, NULL, true, &l2) || memcmp(&l1, &l2, sizeof l1) != 0)
+        return 7;
+    return 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PT_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PT_UNDER_ASAN 1
+#endif
+#endif
+
+START_TEST(test_enomem_keeps_the_context)
+{
+#ifdef PT_UNDER_ASAN
+    printf("test_enomem_keeps_the_context: skipped under AddressSanitizer (a capped address "
+           "space starves its shadow memory)\n");
+    return;
+#endif
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(enomem_child());
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d (exit %d)",
+                  status, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
 START_TEST(test_args)
 {
     ck_assert_int_eq(pt_context_set_gradient_checkpointing(NULL, true), PT_EINVAL);
@@ -162,6 +223,7 @@ int main(void)
     TCase *tc = tcase_create("checkpointing");
     tcase_add_loop_test(tc, test_same_bits, 0, 6);
     tcase_add_test(tc, test_args);
+    tcase_add_test(tc, test_enomem_keeps_the_context);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
