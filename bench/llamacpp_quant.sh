@@ -45,7 +45,7 @@ for t in $types; do
     "$bin/llama-bench" -m "$tmp/model-$t.gguf" -t 2 -p "$prompt" -n 64 -r 3 -o md 2>/dev/null |
         grep -E "pp|tg"
     "$build/bench/bench_decode" --model "$tmp/model-$t.gguf" --batch 1,16 --prompt "$prompt" \
-        --new 64 --reps 3 --no-anchor --precision fp32 | grep -vE "^(matrix|anchor)"
+        --new 64 --reps 3 --no-anchor --precision fp32,bf16 | grep -vE "^(matrix|anchor)"
 done
 echo "== FP32 (ours, the same weights unquantized)"
 "$build/bench/bench_decode" --model "$tmp/model" --batch 1,16 --prompt "$prompt" --new 64 --reps 3 \

@@ -178,15 +178,25 @@ typedef struct pt_qseg {
     size_t rows;
 } pt_qseg;
 /* pt_qgemm_xwt over the rows of all segments: dequantized into one tile
- * when they fit (then one product, as the FP32 model's), else by segment. */
-void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
-                       const float *x, size_t ldx, float beta, float *y, size_t ldy);
+ * when they fit (then one product, as the FP32 model's), else by segment;
+ * with bf16 (and not rowwise) pt_qgemm_xwt_bf16 segment by segment. */
+void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k,
+                       float alpha, const float *x, size_t ldx, float beta, float *y, size_t ldy);
+
+/* BF16 products (kernels/quant_gemm_bf16.c): pt_qgemm_xwt (not rowwise) and
+ * pt_qgemm_dyw with W's tiles dequantized and rounded to BF16 and the
+ * products pt_gemm_mixed's (FP32 accumulation); false, nothing done,
+ * without memory for a tile.  For a path with BF16 arithmetic. */
+bool pt_qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+                       size_t ldx, const void *w, float beta, float *y, size_t ldy);
+bool pt_qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+                       size_t lddy, const void *w, float beta, float *dx, size_t lddx);
 
 /* dx[m x k] = alpha dy W + beta dx, dy [m x n]. */
 void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                   size_t lddy, const void *w, float beta, float *dx, size_t lddx);
 /* The same over segments (dy's columns follow the segments' rows). */
-void pt_qgemm_segs_dyw(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+void pt_qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
                        const float *dy, size_t lddy, float beta, float *dx, size_t lddx);
 
 #endif

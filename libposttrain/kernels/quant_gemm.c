@@ -173,9 +173,32 @@ static float *segs_tile(const pt_qseg *seg, int nseg, size_t k, size_t *n)
     return t;
 }
 
-void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
-                       const float *x, size_t ldx, float beta, float *y, size_t ldy)
+/* Segment by segment in BF16; a segment whose tile finds no memory, and
+ * those after it, the FP32 way. */
+static void segs_xwt_bf16(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                          const float *x, size_t ldx, float beta, float *y, size_t ldy)
 {
+    size_t off = 0;
+    for (int s = 0; s < nseg; s++) {
+        if (!pt_qgemm_xwt_bf16(seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+                               y + off, ldy)) {
+            /* the segments before are done: the rest the FP32 way */
+            for (; s < nseg; off += seg[s].rows, s++)
+                pt_qgemm_xwt(false, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+                             y + off, ldy);
+            return;
+        }
+        off += seg[s].rows;
+    }
+}
+
+void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k,
+                       float alpha, const float *x, size_t ldx, float beta, float *y, size_t ldy)
+{
+    if (bf16 && !rowwise) {
+        segs_xwt_bf16(seg, nseg, m, k, alpha, x, ldx, beta, y, ldy);
+        return;
+    }
     size_t n;
     /* decoding reads the blocks segment by segment (no tile) */
     float *t = rowwise ? NULL : segs_tile(seg, nseg, k, &n);
@@ -192,9 +215,21 @@ void pt_qgemm_segs_xwt(bool rowwise, const pt_qseg *seg, int nseg, size_t m, siz
     }
 }
 
-void pt_qgemm_segs_dyw(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+void pt_qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
                        const float *dy, size_t lddy, float beta, float *dx, size_t lddx)
 {
+    if (bf16) { /* segment by segment, each its own BF16 product when it has memory */
+        size_t off = 0;
+        for (int s = 0; s < nseg; s++) {
+            float b = s > 0 ? 1.0f : beta;
+            if (!pt_qgemm_dyw_bf16(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy,
+                                   seg[s].w, b, dx, lddx))
+                pt_qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w, b, dx,
+                             lddx);
+            off += seg[s].rows;
+        }
+        return;
+    }
     size_t n;
     float *t = segs_tile(seg, nseg, k, &n);
     if (t) {

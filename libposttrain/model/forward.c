@@ -147,8 +147,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         size_t nr = n - r0 < cr ? n - r0 : cr;
         float *lg = ctx->chunk;
         if (Wq.nseg)
-            pt_qgemm_xwt(false, Wq.seg[0].type, nr, V, H, 1.0f, xn + r0 * H, H, Wq.seg[0].w, 0.0f,
-                         lg, V);
+            pt_qgemm_segs_xwt(false, Wq.bf16, Wq.seg, Wq.nseg, nr, H, 1.0f, xn + r0 * H, H, 0.0f,
+                              lg, V);
         else if (W16)
             pt_gemm_mixed(false, true, nr, V, H, 1.0f, xn + r0 * H, false, H, W16, true, H, 0.0f,
                           lg, V);
@@ -174,8 +174,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         pt_bf16 *lg16 = W16 && m->g.lm_head ? pt_bf16_operand(lg, nr, V, V) : NULL;
         const void *lga = lg16 ? (const void *)lg16 : (const void *)lg;
         if (Wq.nseg)
-            pt_qgemm_dyw(Wq.seg[0].type, nr, V, H, gscale, lg, V, Wq.seg[0].w, 0.0f, dxn + r0 * H,
-                         H);
+            pt_qgemm_segs_dyw(Wq.bf16, Wq.seg, Wq.nseg, nr, H, gscale, lg, V, 0.0f, dxn + r0 * H,
+                              H);
         else if (W16)
             pt_gemm_mixed(false, false, nr, H, V, gscale, lga, lg16 != NULL, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);

@@ -39,7 +39,7 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
         beta = 1.0f;
     }
     if (lin->q.nseg)
-        pt_qgemm_segs_xwt(lin->rowwise, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
+        pt_qgemm_segs_xwt(lin->rowwise, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
                           y, ldy);
     else
         product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
@@ -91,7 +91,7 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
     if (lin->db)
         pt_colsum_add(lin->db, dy, rows, lin->out, lddy);
     if (dx && lin->q.nseg)
-        pt_qgemm_segs_dyw(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
+        pt_qgemm_segs_dyw(lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
                           accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx && lin->w16)
         pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dya, dy16 != NULL, ldya,

@@ -87,6 +87,8 @@ static bool base_frozen(const pt_model *m)
 
 int pt_model_bf16_sync(pt_model *m)
 {
+    if (pt_model_is_quantized(m))
+        return PT_OK; /* no BF16 copies: the mode is read by the quantized products */
     if (m->bf16_mode == PT_BF16_OFF) {
         if (m->bf16_stored)
             store(m, false);
@@ -114,13 +116,16 @@ int pt_model_set_bf16(pt_model *m, int mode)
     PT_CHECK_NULL(m);
     PT_CHECK_ARG(mode >= PT_BF16_OFF && mode <= PT_BF16_FROZEN, mode,
                  "%d is not a pt_bf16_mode (0 off, 1 on, 2 frozen)", mode);
+    if (pt_model_is_quantized(m)) {
+        /* the base stays in its blocks, frozen: the mode says whether the
+         * products of prefill and training are BF16 ones where the CPU has
+         * BF16 arithmetic (kernels/quant_gemm_bf16.c) */
+        m->bf16_mode = mode;
+        return PT_OK;
+    }
     if (m->bf16_mode == PT_BF16_FROZEN && mode != PT_BF16_FROZEN && !m->lora)
         for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
             m->tensors[i].trainable = true;
-    if (mode != PT_BF16_OFF && pt_model_is_quantized(m))
-        return pt_model_check_not_quantized(m, "pt_model_set_bf16", "its weights stay in their "
-                                            "quantized blocks (dequantize first with `posttrain "
-                                            "export --type bf16` for a BF16 model)");
     int prev = m->bf16_mode;
     m->bf16_mode = mode;
     int st = pt_model_bf16_sync(m);

@@ -6,6 +6,7 @@
 #include "model/transformer.h"
 
 #include "core/core.h"
+#include "kernels/cpu.h"
 #include "kernels/quant.h"
 
 #include <stdio.h>
@@ -123,6 +124,7 @@ pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
         }
         got += r;
     }
+    s.bf16 = m->bf16_mode != PT_BF16_OFF && pt_cpu_bf16_compute();
     return any && got == rows ? s : q;
 }
 

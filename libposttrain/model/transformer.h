@@ -98,6 +98,8 @@ void pt_model_release_pages(float *p, size_t n);
 typedef struct pt_qweight {
     int nseg;         /* 0: the weight is not quantized */
     pt_qseg seg[3];
+    bool bf16;        /* BF16 products (the model's BF16 mode on a path with BF16
+                       * arithmetic): prefill and training through BF16 tiles */
 } pt_qweight;
 /* The quantized storage of the base matrix at w (a pointer into m->params
  * where the tensor(s) of `rows` rows start); nseg 0 when none is quantized.
