@@ -433,6 +433,8 @@ void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r
     for (size_t i = r0; i < r1; i++)
         for (size_t j = 0; j < k / t->elems; j++) {
             f(b + i * rb + j * t->bytes, buf);
-            pt_f32_to_bf16_n(dst + (i - r0) * ldd + j * t->elems, buf, t->elems);
+            uint16_t *d = dst + (i - r0) * ldd + j * t->elems;
+            for (size_t e = 0; e < t->elems; e++) /* inline: a call per block costs more */
+                d[e] = pt_f32_to_bf16(buf[e]);
         }
 }

@@ -21,13 +21,26 @@ static size_t tile_rows16(size_t n, size_t k)
     return t < 16 ? 16 : t;
 }
 
-/* W's rows [r0, r1) (type 0: FP32 rows, rounded) as compact BF16 in t. */
+/* W's rows [r0, r1) (type 0: FP32 rows, rounded) as compact BF16 in t;
+ * threads take contiguous parts of the rows (each row's values the same
+ * whatever the split). */
 static void tile16(int type, const void *w, size_t k, size_t r0, size_t r1, pt_bf16 *t)
 {
-    if (type == 0)
+    if (type == 0) {
         pt_f32_to_bf16_n(t, (const float *)w + r0 * k, (r1 - r0) * k);
-    else
+        return;
+    }
+    int nt = pt_get_num_threads();
+    size_t n = r1 - r0;
+    if (nt <= 1 || n * k < ((size_t)1 << 16)) {
         pt_dequant_tile_bf16(type, w, k, r0, r1, t, k);
+        return;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int p = 0; p < nt; p++) {
+        size_t a = r0 + n * (size_t)p / (size_t)nt, b = r0 + n * (size_t)(p + 1) / (size_t)nt;
+        pt_dequant_tile_bf16(type, w, k, a, b, t + (a - r0) * k, k);
+    }
 }
 
 bool pt_qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
