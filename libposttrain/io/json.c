@@ -261,3 +261,73 @@ int pt_json_put_double(pt_strbuf *b, double v)
         strcat(tmp, ".0");
     return pt_strbuf_puts(b, tmp);
 }
+
+static int put_indent(pt_strbuf *b, bool formatted, int depth)
+{
+    int st = PT_OK;
+    for (int i = 0; formatted && i < depth && !st; i++)
+        st = pt_strbuf_putc(b, '\t');
+    return st;
+}
+
+static int print_item(pt_strbuf *b, const cJSON *it, bool formatted, int depth);
+
+/* An object's members or an array's elements between open and close. */
+static int print_children(pt_strbuf *b, const cJSON *it, bool object, bool formatted, int depth)
+{
+    int st = pt_strbuf_putc(b, object ? '{' : '[');
+    const cJSON *c = it->child;
+    if (!st && c && formatted)
+        st = pt_strbuf_putc(b, '\n');
+    for (; c && !st; c = c->next) {
+        st = put_indent(b, formatted, depth + 1);
+        if (!st && object) {
+            const char *k = c->string ? c->string : "";
+            st = pt_json_put_string(b, k, strlen(k));
+            if (!st)
+                st = pt_strbuf_puts(b, formatted ? ":\t" : ":");
+        }
+        if (!st)
+            st = print_item(b, c, formatted, depth + 1);
+        if (!st && c->next)
+            st = pt_strbuf_putc(b, ',');
+        if (!st && formatted)
+            st = pt_strbuf_putc(b, '\n');
+    }
+    if (!st && it->child)
+        st = put_indent(b, formatted, depth);
+    return st ? st : pt_strbuf_putc(b, object ? '}' : ']');
+}
+
+static int print_item(pt_strbuf *b, const cJSON *it, bool formatted, int depth)
+{
+    if (cJSON_IsObject(it) || cJSON_IsArray(it))
+        return print_children(b, it, cJSON_IsObject(it), formatted, depth);
+    if (cJSON_IsString(it))
+        return pt_json_put_string(b, it->valuestring, strlen(it->valuestring));
+    if (cJSON_IsNumber(it)) {
+        double v = it->valuedouble;
+        if (!isfinite(v))
+            return pt_strbuf_puts(b, "null"); /* as cJSON_Print */
+        if (v == (double)(int64_t)v && fabs(v) < 1e15) /* integers as integers */
+            return pt_strbuf_printf(b, "%lld", (long long)v);
+        return pt_json_put_double(b, v);
+    }
+    if (cJSON_IsTrue(it))
+        return pt_strbuf_puts(b, "true");
+    if (cJSON_IsFalse(it))
+        return pt_strbuf_puts(b, "false");
+    if (cJSON_IsRaw(it) && it->valuestring)
+        return pt_strbuf_puts(b, it->valuestring);
+    return pt_strbuf_puts(b, "null");
+}
+
+char *pt_json_print(const cJSON *item, bool formatted)
+{
+    pt_strbuf b = { 0 };
+    if (!item || print_item(&b, item, formatted, 0)) {
+        pt_strbuf_free(&b);
+        return NULL;
+    }
+    return pt_strbuf_detach(&b, NULL);
+}

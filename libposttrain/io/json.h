@@ -94,4 +94,11 @@ int pt_json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags)
  * printf spells them). */
 int pt_json_put_double(pt_strbuf *b, double v);
 
+/* item as JSON text (free()), numbers written by pt_json_put_double so that
+ * every double reads back exactly (cJSON_Print keeps 15 digits whenever
+ * they come within an epsilon: 2.0000042890023906 came back as
+ * 2.00000428900239); with `formatted` one member or element a line,
+ * indented with tabs as cJSON_Print does.  NULL without memory. */
+char *pt_json_print(const cJSON *item, bool formatted);
+
 #endif

@@ -2,6 +2,7 @@
 
 #include "core/core.h"
 #include "io/fileio.h"
+#include "io/json.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "train/optimizer.h"
@@ -193,7 +194,7 @@ static int write_state(const char *path, pt_optimizer *opt, const char *extra_js
         }
         cJSON_AddItemToObject(root, "host", extra);
     }
-    char *text = cJSON_Print(root);
+    char *text = pt_json_print(root, true); /* the host's numbers exactly */
     cJSON_Delete(root);
     if (!text)
         return pt_err(PT_ENOMEM, "checkpoint: out of memory printing %s", PT_CKPT_STATE);
@@ -563,7 +564,7 @@ static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt,
     if (host_json) {
         const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
         if (host) {
-            *host_json = cJSON_PrintUnformatted(host);
+            *host_json = pt_json_print(host, false);
             if (!*host_json)
                 st = pt_err(PT_ENOMEM, "checkpoint: out of memory");
         }
@@ -605,7 +606,7 @@ int pt_checkpoint_read_host(char **host_json, const char *dir)
     if (!st && !cJSON_IsObject(root))
         st = pt_err(PT_EFORMAT, "%s: malformed trainer state", ps);
     const cJSON *host = st ? NULL : cJSON_GetObjectItemCaseSensitive(root, "host");
-    if (host && !(*host_json = cJSON_PrintUnformatted(host)))
+    if (host && !(*host_json = pt_json_print(host, false)))
         st = pt_err(PT_ENOMEM, "checkpoint: out of memory");
     if (st)
         pt_err_prefix(st, "pt_checkpoint_read_host %s", dir);

@@ -293,6 +293,42 @@ START_TEST(test_duplicates_and_lookup)
 }
 END_TEST
 
+START_TEST(test_print_exact)
+{
+    /* pt_json_print writes every double so that it reads back exactly
+     * (cJSON_Print gives 2.00000428900239 for 2.0000042890023906: a
+     * checkpoint's host data came back one ulp off), integers as integers,
+     * strings escaped, and its text parses back to the same tree. */
+    const char *src = "{\"a\":2.0000042890023906,\"b\":[1,-3,0.1,1e-300,true,false,null],"
+                      "\"s\":\"x\\\"y\\n\\u00e9\",\"o\":{},\"e\":[],\"big\":12345678901234}";
+    cJSON *t = cJSON_Parse(src);
+    ck_assert_ptr_nonnull(t);
+    for (int f = 0; f < 2; f++) {
+        char *text = pt_json_print(t, f == 1);
+        ck_assert_ptr_nonnull(text);
+        cJSON *back = cJSON_Parse(text);
+        ck_assert_msg(back != NULL, "%s", text);
+        ck_assert(cJSON_Compare(t, back, true));
+        double a = cJSON_GetObjectItem(back, "a")->valuedouble;
+        ck_assert_msg(a == 2.0000042890023906, "%.17g", a);
+        ck_assert_ptr_nonnull(strstr(text, "12345678901234"));
+        if (f == 0)
+            ck_assert_ptr_null(strchr(text, '\n'));
+        else
+            ck_assert_ptr_nonnull(strstr(text, "\n\t\"a\":\t"));
+        cJSON_Delete(back);
+        free(text);
+    }
+    char *cj = cJSON_PrintUnformatted(t);
+    cJSON *lossy = cJSON_Parse(cj);
+    printf("print_exact: cJSON_PrintUnformatted gives %.17g for 2.0000042890023906\n",
+           cJSON_GetObjectItem(lossy, "a")->valuedouble);
+    cJSON_Delete(lossy);
+    free(cj);
+    cJSON_Delete(t);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("io_json");
@@ -303,6 +339,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_get_int);
     tcase_add_test(tc, test_get_other_types);
     tcase_add_test(tc, test_duplicates_and_lookup);
+    tcase_add_test(tc, test_print_exact);
     suite_add_tcase(s, tc);
     return s;
 }
