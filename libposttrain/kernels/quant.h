@@ -166,6 +166,11 @@ void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r
  * checked (pt_quant_check).  Through dequantized FP32 tiles of W: one tile
  * (the very FP32 call) when W fits 32 MiB, else tiles of rows. */
 
+/* Rows per tile of a product for rows of k elements of elem_bytes: the
+ * whole matrix when it fits 32 MiB, else a multiple of 16 rows (at least
+ * 16). */
+size_t pt_qtile_rows(size_t n, size_t k, size_t elem_bytes);
+
 /* y[m x n] = alpha x W^T + beta y (beta 0: y not read): pt_sgemm, or with
  * rowwise pt_sgemv_rows (each row's result independent of the others). */
 void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,

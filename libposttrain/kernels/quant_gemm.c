@@ -15,14 +15,18 @@
 
 #define PT_QTILE_BYTES ((size_t)32 << 20)
 
-/* Rows per tile for rows of k values (a multiple of 16, at least 16). */
-static size_t tile_rows(size_t n, size_t k)
+size_t pt_qtile_rows(size_t n, size_t k, size_t elem_bytes)
 {
-    size_t t = PT_QTILE_BYTES / sizeof(float) / (k ? k : 1);
+    size_t t = PT_QTILE_BYTES / elem_bytes / (k ? k : 1);
     if (t >= n)
         return n;
     t = t / 16 * 16;
     return t < 16 ? 16 : t;
+}
+
+static size_t tile_rows(size_t n, size_t k)
+{
+    return pt_qtile_rows(n, k, sizeof(float));
 }
 
 static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst)

@@ -10,15 +10,9 @@
 
 #include <stdbool.h>
 
-#define PT_QTILE16_BYTES ((size_t)32 << 20)
-
 static size_t tile_rows16(size_t n, size_t k)
 {
-    size_t t = PT_QTILE16_BYTES / sizeof(pt_bf16) / (k ? k : 1);
-    if (t >= n)
-        return n;
-    t = t / 16 * 16;
-    return t < 16 ? 16 : t;
+    return pt_qtile_rows(n, k, sizeof(pt_bf16));
 }
 
 /* W's rows [r0, r1) (type 0: FP32 rows, rounded) as compact BF16 in t;
