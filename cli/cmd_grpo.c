@@ -210,7 +210,7 @@ static int save_checkpoint(grpo_run *r, double t0)
     int rc = g ? 0 : 1;
     if (!rc && r->job.rank == 0) {
         int64_t opt_steps = 0;
-        pt_optimizer_get_step(&opt_steps, r->opt);
+        opt_steps = pt_optimizer_step_count(r->opt);
         char rng[32], order_rng[32];
         snprintf(rng, sizeof rng, "%" PRIu64, r->rng);
         snprintf(order_rng, sizeof order_rng, "%" PRIu64, r->order_rng);
@@ -278,7 +278,7 @@ static int load_state(cJSON **host, grpo_run *r, const char *dir)
         rc = 1;
     }
     int64_t opt_steps = 0;
-    pt_optimizer_get_step(&opt_steps, r->opt);
+    opt_steps = pt_optimizer_step_count(r->opt);
     if (!rc && (cli_json_i64(&opt_saved, h, "optimizer_steps") || opt_saved != opt_steps)) {
         fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
                         "%lld\n", dir, (long long)opt_steps, opt_saved);

@@ -896,7 +896,7 @@ int main(int argc, char **argv)
         goto done;
     }
     uint64_t params = 0;
-    pt_model_num_params(&params, rt.model);
+    params = pt_model_param_count(rt.model);
     printf("agent_runtime: libposttrain %s, llama %d layers x hidden %d (%.2fM parameters), byte tokenizer, "
            "%s template, seed %llu, %d threads\n",
            pt_version_string(), o->layers, o->hidden, (double)params / 1e6, pt_chat_template_name(rt.tpl),
