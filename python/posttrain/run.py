@@ -1,0 +1,217 @@
+"""A training run's directory, state, checkpoints and metrics: the library's
+run layer (include/posttrain/run.h, feature "run"), shared with the CLI.
+
+    with Run("out", kind="grpo", start="auto") as run:
+        state, extra = run.load(model, optimizer) if run.resume_dir else (RunState.new(), {})
+        ...                                         # the host's own loop
+        run.log({"step": step, "loss": loss})       # one metrics row
+        run.save(model, optimizer, state, {"num_generations": 8})
+
+The directory is the CLI's: DIR/checkpoints/step-NNNNNNNN (complete
+checkpoints; retention keep_last / keep_every), DIR/metrics.jsonl (one row
+a step, "time" added; trimmed to the resumed step on resume), the lock
+DIR/.posttrain.lock.  The run state (RunState: step, optimizer_steps,
+epoch, cursor, rows, seed, order_rng, rng) and the host's own fields are
+the checkpoint's host JSON (docs/run-directory.md).  GRPOTrainer and
+SFTTrainer keep their run in one of these.
+"""
+
+import ctypes
+import json
+import math
+import os
+
+from ._handle import Handle
+from ._lib import RunInput, RunOptions, RunState, has_feature, lib
+from ._util import fspath
+from .enums import RunStart
+from .errors import Status, check, error_for, invalid
+
+__all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json"]
+
+
+def _require(what):
+    if not has_feature("run"):
+        raise error_for(Status.EUNSUPPORTED, "%s needs the library's run layer (feature \"run\"); "
+                        "this libposttrain does not have it" % what, what)
+
+
+def _take_string(ptr):
+    """The text of a pt_free-owned char * (and free it); None for NULL."""
+    if not ptr.value:
+        return None
+    try:
+        return ctypes.string_at(ptr.value).decode("utf-8")
+    finally:
+        lib.pt_free(ptr)
+
+
+def _finite(v):
+    """JSON has no NaN or infinity: they are written as null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def _extra_text(extra):
+    if extra is None:
+        return None
+    if not isinstance(extra, dict):
+        raise invalid("the host's fields must be a dict, not %s" % type(extra).__name__, "Run")
+    return json.dumps(_finite(extra), allow_nan=False).encode()
+
+
+def run_state_to_json(state, kind, extra=None):
+    """The checkpoint host JSON text of a RunState, its kind and the host's
+    own fields (pt_run_state_to_json)."""
+    _require("run_state_to_json")
+    out = ctypes.c_void_p()
+    check(lib.pt_run_state_to_json(ctypes.byref(out), ctypes.byref(state), kind.encode(),
+                                   _extra_text(extra)), "pt_run_state_to_json")
+    return _take_string(out)
+
+
+def run_state_from_json(text):
+    """(RunState, kind, extra dict) of a checkpoint's host JSON text
+    (pt_run_state_from_json; reads what the CLI wrote before the run layer)."""
+    _require("run_state_from_json")
+    state = RunState.new()
+    kind, extra = ctypes.c_void_p(), ctypes.c_void_p()
+    check(lib.pt_run_state_from_json(ctypes.byref(state), ctypes.byref(kind), ctypes.byref(extra),
+                                     text.encode() if isinstance(text, str) else text),
+          "pt_run_state_from_json")
+    k, e = _take_string(kind), _take_string(extra)
+    return state, k, json.loads(e) if e else {}
+
+
+class Run(Handle):
+    """A run directory held by this process (pt_run).
+
+    Run(dir, kind, start="new", resume_from=None, metrics=None, inputs=(),
+        keep_last=0, keep_every=0, save_every=0, save_auto=False,
+        mtbf_seconds=0, names=None)
+
+    start: "new" (a directory holding an earlier run is refused:
+    ExistsError), "overwrite", "auto" (the latest complete checkpoint, or a
+    fresh start) or "from" (resume_from, a checkpoint directory); a
+    RunStart member works too.  inputs: (name, path) or (name, path, tree)
+    the outputs must not overlap.  names: how messages name (dir, metrics,
+    resume_from), default the trainers' argument names.  The directory and
+    the metrics file stay locked until close()."""
+
+    _free_fn = "pt_run_close"
+    _kind = "run"
+
+    def __init__(self, dir, kind, start="new", resume_from=None, metrics=None, inputs=(),
+                 keep_last=0, keep_every=0, save_every=0, save_auto=False, mtbf_seconds=0.0,
+                 names=None):
+        _require("Run")
+        o = RunOptions.new()
+        keep = []    # what the options point at, alive until pt_run_open returns
+        o.dir = fspath(dir)
+        if metrics is not None:
+            o.metrics = fspath(metrics)
+        o.start = int(RunStart.coerce(start, "start", "Run"))
+        if resume_from is not None:
+            o.resume_from = fspath(resume_from)
+        o.kind = str(kind).encode()
+        ins = []
+        for item in inputs:
+            name, path = item[0], item[1]
+            tree = bool(item[2]) if len(item) > 2 else False
+            if path is None:
+                continue
+            ins.append(RunInput(str(name).encode(), fspath(path), tree))
+        if ins:
+            arr = (RunInput * len(ins))(*ins)
+            keep.append(arr)
+            o.inputs = ctypes.cast(arr, ctypes.POINTER(RunInput))
+            o.n_inputs = len(ins)
+        dn, mn, rn = names or ("output_dir", "metrics", "resume_from_checkpoint")
+        o.dir_name, o.metrics_name, o.resume_name = dn.encode(), mn.encode(), rn.encode()
+        o.keep_last, o.keep_every = int(keep_last or 0), int(keep_every or 0)
+        o.save_every, o.save_auto = int(save_every or 0), bool(save_auto)
+        o.mtbf_seconds = float(mtbf_seconds)
+        self.kind = str(kind)
+        ptr = ctypes.c_void_p()
+        check(lib.pt_run_open(ctypes.byref(ptr), ctypes.byref(o)), "pt_run_open")
+        super().__init__(ptr.value)
+
+    # -- where things are ------------------------------------------------------------
+    def _text(self, fn):
+        s = getattr(lib, fn)(self._ptr)
+        return os.fsdecode(s) if s is not None else None
+
+    @property
+    def dir(self):
+        return self._text("pt_run_dir")
+
+    @property
+    def metrics_path(self):
+        return self._text("pt_run_metrics_path")
+
+    @property
+    def resume_dir(self):
+        """The checkpoint this run continues from, or None (a fresh start)."""
+        return self._text("pt_run_resume_dir")
+
+    @property
+    def last_checkpoint(self):
+        return self._text("pt_run_last_checkpoint")
+
+    # -- checkpoints -----------------------------------------------------------------
+    def load(self, model, optimizer):
+        """Resume: weights, optimizer, and (RunState, the host's own fields as
+        a dict) from resume_dir; the metrics rows past its step are dropped
+        (lost_seconds, lost_steps)."""
+        state = RunState.new()
+        extra = ctypes.c_void_p()
+        check(lib.pt_run_load(self._ptr, model._ptr, optimizer._ptr,
+                              ctypes.byref(state), ctypes.byref(extra)), "pt_run_load")
+        e = _take_string(extra)
+        return state, json.loads(e) if e else {}
+
+    def save(self, model, optimizer, state, extra=None):
+        """The checkpoint DIR/checkpoints/step-NNNNNNNN of state.step, then
+        retention, then the metrics file synced; returns its path."""
+        check(lib.pt_run_save(self._ptr, model._ptr, optimizer._ptr,
+                              ctypes.byref(state), _extra_text(extra)), "pt_run_save")
+        return self.last_checkpoint
+
+    @property
+    def lost_seconds(self):
+        return float(lib.pt_run_lost_seconds(self._ptr))
+
+    @property
+    def lost_steps(self):
+        return int(lib.pt_run_lost_steps(self._ptr))
+
+    # -- metrics ---------------------------------------------------------------------
+    def log(self, row):
+        """Append one metrics row (a dict of JSON values; NaN and infinities
+        are written as null); the library adds "time"."""
+        if not isinstance(row, dict):
+            raise invalid("a metrics row is a dict, not %s" % type(row).__name__, "Run.log")
+        text = json.dumps(_finite(row), allow_nan=False, ensure_ascii=False)
+        check(lib.pt_run_log(self._ptr, text.encode("utf-8")), "pt_run_log")
+
+    @property
+    def rows(self):
+        """Metrics rows written by this run."""
+        return int(lib.pt_run_rows(self._ptr))
+
+    # -- the interval ----------------------------------------------------------------
+    def note_step(self, seconds):
+        check(lib.pt_run_note_step(self._ptr, float(seconds)),
+              "pt_run_note_step")
+
+    def save_due(self, step, total):
+        return bool(lib.pt_run_save_due(self._ptr, int(step), int(total)))
+
+    @property
+    def save_every(self):
+        return int(lib.pt_run_save_every(self._ptr))
