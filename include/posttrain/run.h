@@ -189,10 +189,13 @@ PT_API int pt_run_save(pt_run *run, const pt_model *model, pt_optimizer *opt, co
  * newline inside; it must not hold "time"); the row written is that object
  * with "time" (Unix seconds, a double) added at its end, and a newline.  A
  * failed write is PT_EIO naming the file, the file cut back to its last
- * whole row; later calls then fail at once (PT_EIO). */
+ * whole row (PT_ENOSPC for a full disk); later calls then fail at once. */
 PT_API int pt_run_log(pt_run *run, const char *row_json);
 /* The rows written by this run so far. */
 PT_API int64_t pt_run_rows(const pt_run *run);
+/* Why the metrics file could not be written (strerror's text, e.g. "No
+ * space left on device"), or NULL while every row was written. */
+PT_API const char *pt_run_metrics_error(const pt_run *run);
 
 /* The checkpoint interval.  pt_run_note_step: a step took `seconds` of work
  * (the mean is save_auto's step time).  pt_run_save_due: whether a
@@ -203,6 +206,10 @@ PT_API int64_t pt_run_rows(const pt_run *run);
 PT_API int pt_run_note_step(pt_run *run, double seconds);
 PT_API bool pt_run_save_due(const pt_run *run, int64_t step, int64_t total);
 PT_API int64_t pt_run_save_every(const pt_run *run);
+/* The last pt_run_save's duration and the mean of pt_run_note_step's
+ * seconds (0 before any): what save_auto's interval came from. */
+PT_API double pt_run_last_save_seconds(const pt_run *run);
+PT_API double pt_run_mean_step_seconds(const pt_run *run);
 
 #ifdef __cplusplus
 }
