@@ -976,9 +976,12 @@ _declare("run", {
     "pt_run_save": (c_int, [vp, vp, vp, P(RunState), c_char_p]),
     "pt_run_log": (c_int, [vp, c_char_p]),
     "pt_run_rows": (c_int64, [vp]),
+    "pt_run_metrics_error": (c_char_p, [vp]),
     "pt_run_note_step": (c_int, [vp, c_double]),
     "pt_run_save_due": (c_bool, [vp, c_int64, c_int64]),
     "pt_run_save_every": (c_int64, [vp]),
+    "pt_run_last_save_seconds": (c_double, [vp]),
+    "pt_run_mean_step_seconds": (c_double, [vp]),
 })
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),

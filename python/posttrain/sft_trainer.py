@@ -30,7 +30,7 @@ from .errors import check, invalid
 from .model import Model
 from .run import Run, run_state_to_json, _require as _require_run, _take_string
 from .train import Dataset, Optimizer, save_checkpoint
-from .trainer import TrainerState, TrainOutput, _is_messages
+from .trainer import TrainerState, TrainOutput, _is_messages, _make_parent
 from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
 
 __all__ = ["SFTConfig", "SFTTrainer"]
@@ -387,6 +387,7 @@ class SFTTrainer:
             return
         _require_run("SFTTrainer.train")
         start = "auto" if path is True else "from" if path is not None else "overwrite"
+        _make_parent(self.output_dir)
         self._run = Run(self.output_dir, "sft", start=start,
                         resume_from=None if path is True else path,
                         inputs=[("model", self._model_path or None, True)],
@@ -439,6 +440,7 @@ class SFTTrainer:
             save_checkpoint(path, self.model, self.optimizer, host)
             return os.fspath(path)
         if self._run is None:
+            _make_parent(self.output_dir)
             self._run = Run(self.output_dir, "sft", start="auto",
                             inputs=[("model", self._model_path or None, True)],
                             keep_last=self.args.save_total_limit or 0)

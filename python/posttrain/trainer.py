@@ -113,6 +113,13 @@ def _splitmix(state):
     return state, z ^ (z >> 31)
 
 
+def _make_parent(path):
+    """transformers makes output_dir with its parents; the run layer makes
+    the directory itself, in an existing parent."""
+    parent = os.path.dirname(os.path.abspath(os.fspath(path)))
+    os.makedirs(parent, exist_ok=True)
+
+
 def _isnan(x):
     return x != x
 
@@ -877,6 +884,7 @@ class GRPOTrainer:
         self._refuse_old_layout(resume_from)
         if start in ("auto", "from"):
             self._refuse_old_layout()
+        _make_parent(self.output_dir)
         self._run = Run(self.output_dir, _KIND, start=start, resume_from=resume_from,
                         inputs=[("model", self._model_path, True)],
                         keep_last=self._save_total_limit or 0)
