@@ -417,7 +417,8 @@ class SFTTrainer:
         if state.seed != self.seed:
             raise invalid("%s was made with seed %d, this trainer has %d"
                           % (path, state.seed, self.seed), "SFTTrainer")
-        if state.optimizer_steps != self.optimizer.step_count:
+        # (checkpoints of posttrain sft before the run layer do not record it: 0)
+        if state.optimizer_steps and state.optimizer_steps != self.optimizer.step_count:
             raise invalid("%s: the optimizer's step count %d does not match the recorded %d"
                           % (path, self.optimizer.step_count, state.optimizer_steps),
                           "SFTTrainer")
