@@ -24,6 +24,7 @@ import unittest
 import ptest
 import posttrain as pt
 
+TINY = ptest.TINY
 N, K = 4, 2           # steps in all, the step the first half stops at
 G, P, MAX_NEW = 4, 2, 8
 LR, SEED = 3e-3, 7
@@ -202,6 +203,97 @@ class TestRunDirectory(unittest.TestCase):
         self.assertIn("resumed at step %d" % K, err)
         self.assertEqual(read(os.path.join(b, "model.safetensors")), want)
         self.assertEqual(metric_steps(b), list(range(1, N + 1)))
+
+
+class TestRunBinding(unittest.TestCase):
+    """posttrain.Run on a tiny model: the lock, the start modes, the metrics
+    rows, retention, the state round trip, the trim on resume, and the
+    older GRPOTrainer layout refused."""
+
+    def setUp(self):
+        if not pt.has_feature("run"):
+            print("SKIP the Run binding: the library has no run layer")
+            self.skipTest("no run layer")
+        self.dir = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.dir.name, "run")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_lock_and_start_modes(self):
+        with pt.Run(self.out, "grpo") as run:
+            self.assertIsNone(run.resume_dir)
+            with self.assertRaises(pt.BusyError):
+                pt.Run(self.out, "grpo")
+            run.log({"step": 1, "loss": 0.5})
+        with self.assertRaises(pt.ExistsError) as cm:
+            pt.Run(self.out, "grpo")                  # an earlier run: refused
+        self.assertIn("metrics.jsonl", cm.exception.message)
+        with pt.Run(self.out, "grpo", start="overwrite") as run:
+            self.assertEqual(run.rows, 0)
+            run.log({"step": 1})
+            self.assertEqual(run.rows, 1)
+        with self.assertRaises(pt.NotFound):
+            pt.Run(self.out, "grpo", start=pt.RunStart.AUTO)   # a run, but no checkpoint
+        with self.assertRaises(pt.InvalidArgument):
+            pt.Run(self.out, "grpo", start="sideways")
+
+    def test_save_load_trim_and_retention(self):
+        with pt.Model.create(TINY, seed=1) as m, pt.Optimizer(m, lr=1e-3) as opt:
+            with pt.Run(self.out, "grpo", keep_last=2) as run:
+                for step in range(1, 5):
+                    run.log({"step": step, "loss": float("nan"), "step_seconds": 0.25 * step})
+                    st = pt.RunState.new()
+                    st.step, st.rows, st.cursor = step, 6, step % 3
+                    st.seed, st.order_rng, st.rng = 7, 2 ** 64 - 1, 2 ** 53 + 1
+                    path = run.save(m, opt, st, {"num_generations": 4, "note": "x"})
+                    self.assertEqual(path, os.path.join(self.out, "checkpoints",
+                                                        "step-%08d" % step))
+                run.log({"step": 5, "step_seconds": 1.5})      # a step after the last checkpoint
+            # retention: the last 2
+            self.assertEqual(sorted(os.listdir(os.path.join(self.out, "checkpoints"))),
+                             ["step-00000003", "step-00000004"])
+            with open(os.path.join(self.out, "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual([r["step"] for r in rows], [1, 2, 3, 4, 5])
+            self.assertIsNone(rows[0]["loss"])                  # NaN as null
+            self.assertIsInstance(rows[0]["time"], float)       # the writer's timestamp
+            with pt.Run(self.out, "sft", start="auto") as run:   # another kind: refused
+                with self.assertRaises(pt.StateError):
+                    run.load(m, opt)
+            with pt.Run(self.out, "grpo", start="auto") as run:
+                self.assertTrue(run.resume_dir.endswith("step-00000004"))
+                st, extra = run.load(m, opt)
+                self.assertEqual((st.step, st.rows, st.cursor, st.seed), (4, 6, 1, 7))
+                self.assertEqual((st.order_rng, st.rng), (2 ** 64 - 1, 2 ** 53 + 1))
+                self.assertEqual(extra, {"num_generations": 4, "note": "x"})
+                # the row of step 5 is dropped, its seconds lost
+                self.assertEqual((run.lost_steps, run.lost_seconds), (1, 1.5))
+            with open(os.path.join(self.out, "metrics.jsonl")) as f:
+                self.assertEqual([json.loads(line)["step"] for line in f], [1, 2, 3, 4])
+        text = pt.run_state_to_json(st, "grpo", {"a": [1, 2]})
+        st2, kind, extra = pt.run_state_from_json(text)
+        self.assertEqual((st2.rng, kind, extra), (2 ** 53 + 1, "grpo", {"a": [1, 2]}))
+
+    def test_older_trainer_layout_is_refused(self):
+        old = os.path.join(self.out, "checkpoint-2")
+        os.makedirs(old)
+        with open(os.path.join(old, "trainer_state.json"), "w") as f:
+            json.dump({"host": {"kind": "posttrain.GRPOTrainer", "round": 2}}, f)
+        rows = [{"prompt": "ab"}, {"prompt": "cd"}]
+        with pt.Model.create(TINY, seed=1) as m, pt.Tokenizer.bytes() as tok:
+            tr = pt.GRPOTrainer(m, lambda completions, **kw: [0.0] * len(completions),
+                                args=pt.GRPOConfig(output_dir=self.out, num_generations=2,
+                                                   per_device_train_batch_size=2,
+                                                   max_completion_length=2, max_steps=1,
+                                                   disable_tqdm=True),
+                                train_dataset=rows, processing_class=tok)
+            for how in (True, old):
+                with self.assertRaises(pt.InvalidArgument) as cm:
+                    tr.train(resume_from_checkpoint=how)
+                self.assertIn("older GRPOTrainer layout", cm.exception.message)
+                self.assertIn("checkpoints/step-NNNNNNNN", cm.exception.message)
+            tr.close()
 
 
 if __name__ == "__main__":
