@@ -83,6 +83,12 @@ typedef struct pt_run_input {
     bool tree;
 } pt_run_input;
 
+/* The check pt_run_open makes of its outputs, for another output of the
+ * host (an exported model, a plot): PT_EINVAL naming out_name and
+ * input->name when `out` is, holds or lies inside input->path (and, with
+ * input->tree, any file of that directory).  PT_OK when either path is NULL. */
+PT_API int pt_run_check_output(const char *out_name, const char *out, const pt_run_input *input);
+
 typedef struct pt_run_options {
     size_t size;                /* sizeof(pt_run_options) */
     const char *dir;            /* the run directory (created if missing; its parent must exist); required */
@@ -174,6 +180,10 @@ PT_API int pt_run_load(pt_run *run, pt_model *model, pt_optimizer *opt, pt_run_s
  * a rollback. */
 PT_API int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *model, pt_optimizer *opt,
                                   const char *dir, const char *kind);
+/* Keep the metrics rows up to `step` as pt_run_load does (after a rollback
+ * to the checkpoint of `step`); the lost getters then count the rows
+ * dropped. */
+PT_API int pt_run_trim_metrics(pt_run *run, int64_t step);
 PT_API double pt_run_lost_seconds(const pt_run *run);
 PT_API int64_t pt_run_lost_steps(const pt_run *run);
 

@@ -215,6 +215,14 @@ int pt_run_load(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state *sta
     return PT_OK;
 }
 
+int pt_run_trim_metrics(pt_run *r, int64_t step)
+{
+    PT_CHECK_NULL(r);
+    PT_CHECK_ARG(step >= 0, step, "must be >= 0 (got %" PRId64 ")", step);
+    int st = pt_run__metrics_trim(r, step);
+    return st ? pt_err_in(__func__, st) : PT_OK;
+}
+
 /* save_auto's first checkpoint sets the interval from its cost and the
  * mean step time. */
 static void choose_interval(pt_run *r)

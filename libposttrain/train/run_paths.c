@@ -146,3 +146,11 @@ int pt_run__check_outputs(const pt_run *r)
         st = disjoint(r->metrics_name, r->metrics, r->dir_name, r->dir, ALLOW_OUT_INSIDE_IN);
     return st;
 }
+
+int pt_run_check_output(const char *out_name, const char *out, const pt_run_input *input)
+{
+    PT_CHECK_NULL(input);
+    const char *on = out_name ? out_name : "the output", *in = input->name ? input->name : "an input";
+    int st = input->tree ? disjoint_tree(on, out, in, input->path) : disjoint(on, out, in, input->path, 0);
+    return st ? pt_err_in(__func__, st) : PT_OK;
+}
