@@ -46,7 +46,7 @@ from .trl_config import GRPOConfig
 from .sft_trainer import SFTConfig, SFTTrainer
 from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
                        episode_defaults, play_episodes)
-from .run import Run, RunState, run_state_from_json, run_state_to_json
+from .run import Run, RunState, check_output, run_state_from_json, run_state_to_json
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
@@ -80,7 +80,7 @@ __all__ = [
     "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
-    "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json",
+    "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json", "check_output",
     "Dist", "DistBackend", "dist_defaults", "has_mpi",
 ]
 

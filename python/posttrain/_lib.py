@@ -971,6 +971,8 @@ _declare("run", {
     "pt_run_last_checkpoint": (c_char_p, [vp]),
     "pt_run_load": (c_int, [vp, vp, vp, P(RunState), P(c_void_p)]),
     "pt_run_load_checkpoint": (c_int, [P(RunState), P(c_void_p), vp, vp, c_char_p, c_char_p]),
+    "pt_run_trim_metrics": (c_int, [vp, c_int64]),
+    "pt_run_check_output": (c_int, [c_char_p, c_char_p, P(RunInput)]),
     "pt_run_lost_seconds": (c_double, [vp]),
     "pt_run_lost_steps": (c_int64, [vp]),
     "pt_run_save": (c_int, [vp, vp, vp, P(RunState), c_char_p]),

@@ -27,7 +27,7 @@ from ._util import fspath
 from .enums import RunStart
 from .errors import Status, check, error_for, invalid
 
-__all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json"]
+__all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json", "check_output"]
 
 
 def _require(what):
@@ -86,6 +86,19 @@ def run_state_from_json(text):
           "pt_run_state_from_json")
     k, e = _take_string(kind), _take_string(extra)
     return state, k, json.loads(e) if e else {}
+
+
+def check_output(out_name, out, input_name, input_path, tree=False):
+    """InvalidArgument (naming both) when the output `out` is, holds or lies
+    inside the input `input_path` (with tree, any file of that directory):
+    the check pt_run_open makes of its own outputs (pt_run_check_output).
+    Nothing is checked when either path is None."""
+    _require("check_output")
+    if out is None or input_path is None:
+        return
+    inp = RunInput(str(input_name).encode(), fspath(input_path), bool(tree))
+    check(lib.pt_run_check_output(str(out_name).encode(), fspath(out), ctypes.byref(inp)),
+          "pt_run_check_output")
 
 
 class Run(Handle):
@@ -181,6 +194,12 @@ class Run(Handle):
         check(lib.pt_run_save(self._ptr, model._ptr, optimizer._ptr,
                               ctypes.byref(state), _extra_text(extra)), "pt_run_save")
         return self.last_checkpoint
+
+    def trim_metrics(self, step):
+        """Keep the metrics rows up to `step`, as load() does (after going
+        back to the checkpoint of `step`); lost_seconds and lost_steps count
+        the rows dropped."""
+        check(lib.pt_run_trim_metrics(self._ptr, int(step)), "pt_run_trim_metrics")
 
     @property
     def lost_seconds(self):

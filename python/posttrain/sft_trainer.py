@@ -25,10 +25,10 @@ import shutil
 import tempfile
 import time
 
-from ._lib import RunState, lib
+from ._lib import RunState, has_feature, lib
 from .errors import check, invalid
 from .model import Model
-from .run import Run, run_state_to_json, _require as _require_run, _take_string
+from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
 from .train import Dataset, Optimizer, save_checkpoint
 from .trainer import TrainerState, TrainOutput, _is_messages, _make_parent
 from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
@@ -468,7 +468,12 @@ class SFTTrainer:
         return self._apply(state, json.loads(e) if e else {}, path)
 
     def save_model(self, output_dir=None):
-        self.model.save(output_dir if output_dir is not None else self.output_dir)
+        """The model in Hugging Face layout (default output_dir), never into
+        the model directory it started from."""
+        path = output_dir if output_dir is not None else self.output_dir
+        if has_feature("run"):
+            check_output("save_model's path", path, "model", self._model_path or None, True)
+        self.model.save(path)
 
     def close(self):
         """Release the run directory (its lock) and free the trainer's objects."""

@@ -35,8 +35,8 @@ from .generate import encode_prompts
 from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
                    _require)
 from .model import Model
-from ._lib import RunState, lib
-from .run import Run, run_state_to_json, _require as _require_run, _take_string
+from ._lib import RunState, has_feature, lib
+from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
 from .train import Optimizer, load_checkpoint, save_checkpoint
 from .trl_config import GRPOConfig
 
@@ -985,6 +985,8 @@ class GRPOTrainer:
         path = path if path is not None else self.output_dir
         if path is None:
             raise invalid("save_model needs a path or output_dir", "GRPOTrainer.save_model")
+        if has_feature("run"):   # never into the model it started from
+            check_output("save_model's path", path, "model", self._model_path, True)
         self.model.save(path)
 
     def close(self):

@@ -271,9 +271,23 @@ class TestRunBinding(unittest.TestCase):
                 self.assertEqual((run.lost_steps, run.lost_seconds), (1, 1.5))
             with open(os.path.join(self.out, "metrics.jsonl")) as f:
                 self.assertEqual([json.loads(line)["step"] for line in f], [1, 2, 3, 4])
+            with pt.Run(self.out, "grpo", start="auto") as run:    # back to step 3's
+                run.trim_metrics(3)
+                self.assertEqual((run.lost_steps, run.lost_seconds), (1, 1.0))
+            with open(os.path.join(self.out, "metrics.jsonl")) as f:
+                self.assertEqual([json.loads(line)["step"] for line in f], [1, 2, 3])
         text = pt.run_state_to_json(st, "grpo", {"a": [1, 2]})
         st2, kind, extra = pt.run_state_from_json(text)
         self.assertEqual((st2.rng, kind, extra), (2 ** 53 + 1, "grpo", {"a": [1, 2]}))
+
+    def test_check_output(self):
+        model = os.path.join(self.dir.name, "model")
+        os.makedirs(model)
+        pt.check_output("out", os.path.join(self.dir.name, "elsewhere"), "model", model, True)
+        for out in (model, os.path.join(model, "sub"), self.dir.name):
+            with self.subTest(out=out), self.assertRaises(pt.InvalidArgument) as cm:
+                pt.check_output("save_model's path", out, "model", model, True)
+            self.assertIn("model", cm.exception.message)
 
     def test_older_trainer_layout_is_refused(self):
         old = os.path.join(self.out, "checkpoint-2")
