@@ -49,7 +49,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if "goodput" in r:
         continue
-    for k in ("gen_tokens_per_s", "train_tokens_per_s", "step_seconds"):
+    for k in ("gen_tokens_per_s", "train_tokens_per_s", "step_seconds", "time"):
         r.pop(k)
     print(json.dumps(r, sort_keys=True))
 PY
