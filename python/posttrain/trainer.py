@@ -5,8 +5,8 @@ dataset of rows {"prompt": text, ids or chat messages, other columns} and
 TRL's GRPOConfig; each step generates, scores, steps, evaluates and saves,
 and reports its metrics (TRL's names) with the time split into generation,
 scoring, training, evaluation and saving.  A checkpoint holds the weights,
-the optimizer and the round, prompt order and random state, so resuming
-continues the run bit for bit.
+the optimizer and the run state (round, prompt order, random state), so
+resuming continues the run bit for bit.
 
     from posttrain import GRPOConfig, GRPOTrainer
     trainer = GRPOTrainer(model="models/stories260K", reward_funcs=[correct, short],
@@ -17,8 +17,9 @@ continues the run bit for bit.
 
 The older keywords (GRPOTrainer(model, funcs, rows, batch_prompts=...,
 grpo={...}), train(rounds=N)) still work.  Built on RolloutBuffer,
-grpo_step and save_checkpoint / load_checkpoint (feature "grpo"); see
-docs/python.md and docs/grpo.md.
+grpo_step and the run layer (posttrain.Run: output_dir is a run directory
+in posttrain grpo's layout, and either continues the other's run; features
+"grpo" and "run"); see docs/python.md and docs/grpo.md.
 """
 
 import collections
@@ -166,8 +167,10 @@ class GRPOTrainer:
         adapters: the step then takes the frozen base as the reference.
     seed: the prompt order (a shuffle per pass, unless shuffle=False) and
         the sampling (round r samples from seed * 1000003 + r).
-    output_dir, save_every: a checkpoint every save_every rounds into
-        output_dir/checkpoint-R (R the round), never overwriting one.
+    output_dir, save_every: output_dir is the run directory (the run
+        layer's, as posttrain grpo's --out: metrics.jsonl, the lock; a used
+        one is refused unless resumed); a checkpoint every save_every
+        rounds into output_dir/checkpoints/step-NNNNNNNN (the round).
     eval_every: evaluate every eval_every rounds (0: never).
     callback: called with each round's metrics dict as it is made.
 
