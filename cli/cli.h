@@ -158,6 +158,7 @@ struct cli_out {
     pt_run *run;
     char resume[4096];  /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
     char metrics[4096]; /* --metrics, or OUT/metrics.jsonl */
+    int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_out_start) */
 };
 /* The start of a training command with --resume and --overwrite, before
  * anything is written: --resume and --overwrite together are a usage error;

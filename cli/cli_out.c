@@ -55,6 +55,8 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
     ro.start = overwrite ? PT_RUN_OVERWRITE : auto_resume ? PT_RUN_RESUME_AUTO
                                         : *resume ? PT_RUN_RESUME_FROM : PT_RUN_NEW;
     ro.resume_from = *resume && !auto_resume ? *resume : NULL;
+    ro.keep_last = o->keep_last;
+    ro.keep_every = o->keep_every;
     ro.inputs = inputs;
     ro.n_inputs = 2;
     int st = pt_run_open(&o->run, &ro);

@@ -741,6 +741,8 @@ int cmd_grpo(int argc, char **argv)
      * clock; before anything is written: outputs apart from the inputs, the
      * hold on --out (rank 0: its lock, an earlier run in it, --resume auto's
      * checkpoint, shared with every rank) */
+    r.out.keep_last = r.a.keep_last;
+    r.out.keep_every = r.a.keep_every;
     if (!(rc = cli_job_begin(&r.job, "grpo", &r.a.dist, r.a.save_every)))
         rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
                                r.a.overwrite);

@@ -17,6 +17,7 @@ typedef struct sft_args {
     int64_t steps;
     double epochs;
     int grad_accum, eval_every, save_every, log_every, max_skipped;
+    int64_t keep_last, keep_every;
     bool overwrite, bf16, grad_ckpt;
     int quantize;
     cli_lora_args lora;
@@ -59,6 +60,10 @@ static const cli_opt k_sft_output_opts[] = {
     { CLI_CUSTOM, "save-every", SFT(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
       .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none; auto: Young-Daly "
               "(--mtbf-hours)" },
+    { CLI_INT64, "keep-last", SFT(keep_last), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "prune the checkpoints but the last N (and those of --keep-every)\nafter each save; 0 with --keep-every 0: keep all" },
+    { CLI_INT64, "keep-every", SFT(keep_every), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "prune the checkpoints but those of every Nth step (and the last\n--keep-last, and the newest); 0: off" },
     { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
     { CLI_ENUM, "quantize", SFT(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
@@ -588,6 +593,8 @@ int cmd_sft(int argc, char **argv)
     /* before anything is written: outputs apart from the inputs, the hold
      * on --out (rank 0: its lock, an earlier run in it, --resume auto's
      * checkpoint, shared with every rank) */
+    r.out.keep_last = r.a.keep_last;
+    r.out.keep_every = r.a.keep_every;
     if (!rc)
         rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
                                r.a.overwrite);
