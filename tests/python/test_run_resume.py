@@ -5,8 +5,12 @@ ending with the bytes of an uninterrupted CLI run of N steps, with each
 step's metrics row once; the same for `posttrain sft` and SFTTrainer.
 
 "Stopped at k": the run went on past its checkpoint of step k (its later
-metrics rows written) and died before the next checkpoint, which is removed
-here; resuming drops those rows and redoes the steps.  The configurations
+metrics rows written) and died before the next checkpoint.  The trainers
+really die there (a reward function or a callback raises in step k + 2,
+after step k + 1's row); for the CLI the checkpoints after k (and the
+final model) of a finished run are removed, which leaves what a kill
+between step N's row and its checkpoint leaves.  Resuming drops the rows
+after k and redoes the steps.  The configurations
 are the equivalent ones of docs/python.md ("One run directory for the CLI
 and Python"): the built-in rewards `contains` and `length` against Python
 functions computing the same, the same rows, seed, G, prompts per step,
@@ -42,6 +46,20 @@ def contains(completions, answer, **kw):
 def length(completion_ids, **kw):
     """The CLI's built-in `length`: -(completion tokens / --max-new-tokens)."""
     return [-len(ids) / MAX_NEW for ids in completion_ids]
+
+
+class Crash(Exception):
+    """The trainer's process dying part way (raised from inside a step)."""
+
+
+def crash_at(step_of, at):
+    """A reward function computing `contains` that raises in step `at`."""
+    def contains_or_crash(completions, answer, trainer_state, **kw):
+        if step_of(trainer_state) == at:
+            raise Crash("killed in step %d" % at)
+        return contains(completions, answer)
+    contains_or_crash.__name__ = "contains"
+    return contains_or_crash
 
 
 def cli_path():
@@ -106,13 +124,13 @@ class TestRunDirectory(unittest.TestCase):
                             MAX_NEW, "--lr", LR, "--schedule", "linear", "--seed", SEED,
                             "--gradient-checkpointing", "--save-every", K, *extra)
 
-    def grpo_trainer(self, out):
+    def grpo_trainer(self, out, rewards=(contains, length)):
         # TRL's defaults: the linear schedule, gradient checkpointing on
         cfg = pt.GRPOConfig(output_dir=out, num_generations=G, generation_batch_size=P * G,
                             per_device_train_batch_size=P * G, max_completion_length=MAX_NEW,
                             learning_rate=LR, max_steps=N, seed=SEED, reward_weights=[1.0, 0.5],
                             save_steps=K, disable_tqdm=True)
-        return pt.GRPOTrainer(self.model, [contains, length], args=cfg, train_dataset=GRPO_ROWS)
+        return pt.GRPOTrainer(self.model, list(rewards), args=cfg, train_dataset=GRPO_ROWS)
 
     def stop_at(self, out, k):
         """Leave `out` as a run killed after its last metrics row but before
@@ -154,12 +172,14 @@ class TestRunDirectory(unittest.TestCase):
         self.grpo_cli(full)
         want = read(os.path.join(full, "model.safetensors"))
         out = os.path.join(self.tmp, "out")
-        tr = self.grpo_trainer(out)
-        tr.train()
+        # killed while scoring step K + 2 (trainer_state.global_step counts
+        # the steps done): rows 1 .. K + 1 written, the checkpoint of K the latest
+        tr = self.grpo_trainer(out, (crash_at(lambda s: s.global_step + 1, K + 2), length))
+        with self.assertRaises(Crash):
+            tr.train()
         tr.close()
-        self.assertEqual(sorted(os.listdir(os.path.join(out, "checkpoints"))),
-                         ["step-%08d" % s for s in range(K, N + 1, K)])
-        self.stop_at(out, K)
+        self.assertEqual(os.listdir(os.path.join(out, "checkpoints")), ["step-%08d" % K])
+        self.assertEqual(metric_steps(out), list(range(1, K + 2)))
         err = self.grpo_cli(out, "--resume", "auto")
         self.assertIn("resumed at step %d" % K, err)
         self.assertEqual(read(os.path.join(out, "model.safetensors")), want)
@@ -173,7 +193,7 @@ class TestRunDirectory(unittest.TestCase):
                             K, *extra)
 
     def sft_trainer(self, out):
-        cfg = pt.SFTConfig(output_dir=out, max_steps=N, save_steps=K,
+        cfg = pt.SFTConfig(output_dir=out, max_steps=N, save_steps=K, logging_steps=1,
                            per_device_train_batch_size=4, learning_rate=1e-3, seed=42,
                            disable_tqdm=True, max_length=512)
         return pt.SFTTrainer(model=self.model, train_dataset=SFT_ROWS, args=cfg)
@@ -193,12 +213,20 @@ class TestRunDirectory(unittest.TestCase):
         tr.close()
         self.assertEqual(read(os.path.join(a, "model.safetensors")), want)
         self.assertEqual(metric_steps(a), list(range(1, N + 1)))
-        # SFTTrainer stopped at K, the CLI to N
+        # SFTTrainer killed after step K + 1's row, the CLI to N
         b = os.path.join(self.tmp, "b")
         tr = self.sft_trainer(b)
-        tr.train()
+
+        class Killer:
+            def on_log(self, args, state, control, logs=None):
+                if state.global_step == K + 1:
+                    raise Crash("killed after step %d" % (K + 1))
+        tr.callbacks.append(Killer())
+        with self.assertRaises(Crash):
+            tr.train()
         tr.close()
-        self.stop_at(b, K)
+        self.assertEqual(os.listdir(os.path.join(b, "checkpoints")), ["step-%08d" % K])
+        self.assertEqual(metric_steps(b), list(range(1, K + 2)))
         err = self.sft_cli(b, "--resume", "auto")
         self.assertIn("resumed at step %d" % K, err)
         self.assertEqual(read(os.path.join(b, "model.safetensors")), want)
