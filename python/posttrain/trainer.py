@@ -952,7 +952,8 @@ class GRPOTrainer:
                 raise invalid("save_checkpoint needs a path or output_dir",
                               "GRPOTrainer.save_checkpoint")
             if self._run is None:
-                self._open_run("auto" if self.round > 0 else self._start)
+                # outside train(): the directory as it is (nothing removed)
+                self._open_run("auto")
             return self._run.save(self.model, self.optimizer, self._run_state(), self._run_extra())
         host = json.loads(run_state_to_json(self._run_state(), _KIND, self._run_extra()))
         save_checkpoint(path, self.model, self.optimizer, host)
