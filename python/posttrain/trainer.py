@@ -38,7 +38,7 @@ from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grp
 from .model import Model
 from ._lib import RunState, has_feature, lib
 from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
-from .train import Optimizer, load_checkpoint, save_checkpoint
+from .train import Optimizer, save_checkpoint
 from .trl_config import GRPOConfig
 
 __all__ = ["GRPOTrainer", "TrainerState", "TrainOutput"]
@@ -100,9 +100,6 @@ _KIND = "grpo"
 _CKPT_RE = re.compile(r"^step-(\d+)$")
 _OLD_CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 _OLD_KIND = "posttrain.GRPOTrainer"
-# Host fields this trainer writes beside the run state (the CLI's names
-# where it has them).
-_HOST_INTS = ("num_generations", "batch_prompts", "num_iterations")
 
 
 def _splitmix(state):
