@@ -30,7 +30,7 @@ from .errors import check, invalid
 from .model import Model
 from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
 from .train import Dataset, Optimizer, save_checkpoint
-from .trainer import TrainerState, TrainOutput, _is_messages, _make_parent
+from .trainer import TrainerState, TrainOutput, _is_messages, _lora_host, _make_parent
 from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
 
 __all__ = ["SFTConfig", "SFTTrainer"]
@@ -408,9 +408,9 @@ class SFTTrainer:
     def _run_extra(self):
         h = {"model": os.path.realpath(self._model_path) if self._model_path else "",
              "trainer": "posttrain.SFTTrainer"}
-        lo = self.model.lora if self.model.has_lora else None
-        if lo:
-            h["lora"] = {"rank": lo["rank"], "alpha": lo["alpha"], "targets": int(lo["targets"])}
+        lora = _lora_host(self.model)
+        if lora:
+            h["lora"] = lora
         return h
 
     def _apply(self, state, extra, path):

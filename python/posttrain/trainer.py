@@ -35,7 +35,7 @@ from .errors import Error, check, invalid
 from .generate import encode_prompts
 from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
                    _require)
-from .model import Model
+from .model import Model, _lora_mask
 from ._lib import RunState, has_feature, lib
 from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
 from .train import Optimizer, save_checkpoint
@@ -116,6 +116,15 @@ def _make_parent(path):
     the directory itself, in an existing parent."""
     parent = os.path.dirname(os.path.abspath(os.fspath(path)))
     os.makedirs(parent, exist_ok=True)
+
+
+def _lora_host(model):
+    """A checkpoint's "lora" host field as posttrain writes it (rank, alpha,
+    the targets as pt_lora_options' bitmask), or None without adapters."""
+    lo = model.lora if model.has_lora else None
+    if not lo:
+        return None
+    return {"rank": lo["rank"], "alpha": lo["alpha"], "targets": _lora_mask(lo["targets"])}
 
 
 def _isnan(x):
@@ -842,9 +851,9 @@ class GRPOTrainer:
              "num_iterations": self.num_iterations, "data_seed": str(self.data_seed),
              "shuffle": self.shuffle, "global_step": self.state.global_step,
              "trainer": "posttrain.GRPOTrainer"}
-        lo = self.model.lora if self.model.has_lora else None
-        if lo:
-            h["lora"] = {"rank": lo["rank"], "alpha": lo["alpha"], "targets": int(lo["targets"])}
+        lora = _lora_host(self.model)
+        if lora:
+            h["lora"] = lora
         if self.grpo_options.get("use_adaptive_entropy"):
             # the adaptive entropy controller's state (JSON numbers read back
             # exactly; entropy_last infinite before the first update: absent)

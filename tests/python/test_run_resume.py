@@ -33,7 +33,8 @@ N, K = 4, 2           # steps in all, the step the first half stops at
 G, P, MAX_NEW = 4, 2, 8
 LR, SEED = 3e-3, 7
 NAMES = ["Tom", "Lily", "Max", "Sue", "Ben", "Mia"]
-GRPO_ROWS = [{"prompt": "Once upon a time, %s" % n, "answer": "the"} for n in NAMES]
+# ("was": its groups' rewards differ in every step, so every step trains)
+GRPO_ROWS = [{"prompt": "Once upon a time, %s" % n, "answer": "was"} for n in NAMES]
 SFT_ROWS = [{"prompt": "Once upon a time, %s had a" % n, "completion": " little dog."}
             for n in NAMES + ["Sam", "Amy"]]
 
@@ -73,6 +74,11 @@ def cli_path():
 def read(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def metric_rows(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
 
 
 def metric_steps(out):
@@ -124,13 +130,14 @@ class TestRunDirectory(unittest.TestCase):
                             MAX_NEW, "--lr", LR, "--schedule", "linear", "--seed", SEED,
                             "--gradient-checkpointing", "--save-every", K, *extra)
 
-    def grpo_trainer(self, out, rewards=(contains, length)):
+    def grpo_trainer(self, out, rewards=(contains, length), model=None, lr=LR):
         # TRL's defaults: the linear schedule, gradient checkpointing on
         cfg = pt.GRPOConfig(output_dir=out, num_generations=G, generation_batch_size=P * G,
                             per_device_train_batch_size=P * G, max_completion_length=MAX_NEW,
-                            learning_rate=LR, max_steps=N, seed=SEED, reward_weights=[1.0, 0.5],
+                            learning_rate=lr, max_steps=N, seed=SEED, reward_weights=[1.0, 0.5],
                             save_steps=K, disable_tqdm=True)
-        return pt.GRPOTrainer(self.model, list(rewards), args=cfg, train_dataset=GRPO_ROWS)
+        return pt.GRPOTrainer(model or self.model, list(rewards), args=cfg,
+                              train_dataset=GRPO_ROWS)
 
     def stop_at(self, out, k):
         """Leave `out` as a run killed after its last metrics row but before
@@ -150,6 +157,8 @@ class TestRunDirectory(unittest.TestCase):
         want = read(os.path.join(full, "model.safetensors"))
         want_ck = read(os.path.join(full, "checkpoints", "step-%08d" % N, "model.safetensors"))
         self.assertEqual(metric_steps(full), list(range(1, N + 1)))
+        # every step moves the weights: both halves matter
+        self.assertTrue(all(r["grad_norm"] > 0 for r in metric_rows(full) if "grad_norm" in r))
         # the CLI's run, stopped after step K's checkpoint (its later rows written)
         out = os.path.join(self.tmp, "out")
         self.grpo_cli(out)
@@ -184,6 +193,28 @@ class TestRunDirectory(unittest.TestCase):
         self.assertIn("resumed at step %d" % K, err)
         self.assertEqual(read(os.path.join(out, "model.safetensors")), want)
         self.assertEqual(metric_steps(out), list(range(1, N + 1)))
+
+    def test_grpo_lora_trainer_then_cli(self):
+        """LoRA: the adapters as --lora-rank 4 makes them (alpha the rank,
+        q and v, initialised from the seed), the host's "lora" as the CLI's."""
+        lora = ("--lora-rank", 4, "--lr", 3e-2)
+        full = os.path.join(self.tmp, "full")
+        self.grpo_cli(full, *lora)
+        want = read(os.path.join(full, "checkpoints", "step-%08d" % N, "model.safetensors"))
+        out = os.path.join(self.tmp, "out")
+        with pt.Model.load(self.model) as m:
+            m.add_lora(rank=4, alpha=4, targets=("q", "v"), seed=SEED)
+            tr = self.grpo_trainer(out, (crash_at(lambda s: s.global_step + 1, K + 2), length),
+                                   model=m, lr=3e-2)
+            with self.assertRaises(Crash):
+                tr.train()
+            tr.close()
+        with open(os.path.join(out, "checkpoints", "step-%08d" % K, "trainer_state.json")) as f:
+            self.assertEqual(json.load(f)["host"]["lora"], {"rank": 4, "alpha": 4, "targets": 5})
+        err = self.grpo_cli(out, "--resume", "auto", *lora)
+        self.assertIn("resumed at step %d" % K, err)
+        self.assertEqual(read(os.path.join(out, "checkpoints", "step-%08d" % N,
+                                           "model.safetensors")), want)
 
     # -- SFT -------------------------------------------------------------------------
     def sft_cli(self, out, *extra):
