@@ -223,6 +223,13 @@ class Run(Handle):
         """Metrics rows written by this run."""
         return int(lib.pt_run_rows(self._ptr))
 
+    @property
+    def metrics_error(self):
+        """Why the metrics file could not be written (after a failed
+        log()), or None."""
+        e = lib.pt_run_metrics_error(self._ptr)
+        return e.decode("utf-8", "replace") if e is not None else None
+
     # -- the interval ----------------------------------------------------------------
     def note_step(self, seconds):
         check(lib.pt_run_note_step(self._ptr, float(seconds)),
@@ -233,4 +240,13 @@ class Run(Handle):
 
     @property
     def save_every(self):
+        """The interval in steps (save_auto: 0 until chosen)."""
         return int(lib.pt_run_save_every(self._ptr))
+
+    @property
+    def last_save_seconds(self):
+        return float(lib.pt_run_last_save_seconds(self._ptr))
+
+    @property
+    def mean_step_seconds(self):
+        return float(lib.pt_run_mean_step_seconds(self._ptr))

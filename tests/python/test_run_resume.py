@@ -299,7 +299,14 @@ class TestRunBinding(unittest.TestCase):
 
     def test_save_load_trim_and_retention(self):
         with pt.Model.create(TINY, seed=1) as m, pt.Optimizer(m, lr=1e-3) as opt:
-            with pt.Run(self.out, "grpo", keep_last=2) as run:
+            with pt.Run(self.out, "grpo", keep_last=2, save_every=2) as run:
+                self.assertEqual([run.save_due(s, 5) for s in range(1, 6)],
+                                 [False, True, False, True, True])
+                self.assertEqual(run.save_every, 2)
+                run.note_step(0.5)
+                run.note_step(1.5)
+                self.assertEqual(run.mean_step_seconds, 1.0)
+                self.assertIsNone(run.metrics_error)
                 for step in range(1, 5):
                     run.log({"step": step, "loss": float("nan"), "step_seconds": 0.25 * step})
                     st = pt.RunState.new()
@@ -309,6 +316,7 @@ class TestRunBinding(unittest.TestCase):
                     self.assertEqual(path, os.path.join(self.out, "checkpoints",
                                                         "step-%08d" % step))
                 run.log({"step": 5, "step_seconds": 1.5})      # a step after the last checkpoint
+                self.assertGreater(run.last_save_seconds, 0)
             # retention: the last 2
             self.assertEqual(sorted(os.listdir(os.path.join(self.out, "checkpoints"))),
                              ["step-00000003", "step-00000004"])
