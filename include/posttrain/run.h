@@ -31,6 +31,11 @@
  * accepts a whole JSON number too (older checkpoints, exact below 2^53).
  * The state's keys are reserved: a host key of the same name is PT_EINVAL.
  *
+ * With a pt_dist (opts.dist), pt_run_open, pt_run_save, pt_run_load and
+ * pt_run_rollback are collective: every rank calls them, rank 0 does the
+ * directory's work, every rank gets the same outcome (PT_EPEER on the
+ * others when one rank failed); pt_run_log writes on rank 0 only.
+ *
  * Statuses: PT_EINVAL a bad argument or option (also: an output that overlaps
  * an input), PT_EBUSY the directory or metrics file is locked by another run,
  * PT_EEXIST the directory holds an earlier run (PT_RUN_NEW) or a checkpoint
@@ -50,6 +55,8 @@
 #include <stdint.h>
 
 #include "posttrain/common.h"
+#include "posttrain/dist.h"
+#include "posttrain/goodput.h"
 #include "posttrain/model.h"
 #include "posttrain/train.h"
 
@@ -110,6 +117,16 @@ typedef struct pt_run_options {
     bool save_auto;             /* pt_run_save_due: the interval chosen by Young-Daly from the first
                                    checkpoint's cost and the steps' mean time (pt_run_note_step) */
     double mtbf_seconds;        /* with save_auto: the mean time between failures, > 0 */
+    /* A data-parallel job (optional; docs/run-directory.md, "Jobs"): every
+     * rank opens the run with the same options and the same `dist`; rank 0
+     * holds the directory, the others follow.  Borrowed: it must outlive
+     * the run. */
+    pt_dist *dist;
+    /* A goodput accountant (optional, borrowed): pt_run_save commits it and
+     * records its totals as the host JSON's "goodput" (then a reserved key),
+     * pt_run_load restores them with the lost seconds and steps,
+     * pt_run_rollback rolls it back. */
+    pt_goodput *goodput;
 } pt_run_options;
 PT_API int pt_run_options_init(pt_run_options *o);
 
@@ -206,6 +223,24 @@ PT_API int64_t pt_run_rows(const pt_run *run);
 /* Why the metrics file could not be written (strerror's text, e.g. "No
  * space left on device"), or NULL while every row was written. */
 PT_API const char *pt_run_metrics_error(const pt_run *run);
+
+/* The fault handling of a job (with opts.dist; with none, or one rank,
+ * pt_run_check_replicas is PT_OK).  pt_run_check_replicas (collective):
+ * pt_dist_check_replicas of every rank's parameters and optimizer state,
+ * PT_ECHECKSUM naming the rank(s) that differ (*bad_rank: the first, or -1
+ * when no majority agrees).  pt_run_rollback (collective): back to the last
+ * complete checkpoint (pt_run_last_checkpoint): the goodput accountant's
+ * pending steps become lost, every rank loads the checkpoint into model and
+ * opt and *state, *host_extra (may be NULL) as pt_run_load, and rank 0 drops
+ * the metrics rows after its step.  With no checkpoint yet the metrics rows
+ * are all dropped and the status is PT_ENOTFOUND: the host starts again
+ * from its initial state. */
+PT_API int pt_run_check_replicas(int *bad_rank, pt_run *run, const pt_optimizer *opt);
+PT_API int pt_run_rollback(pt_run *run, pt_model *model, pt_optimizer *opt, pt_run_state *state,
+                           char **host_extra);
+/* This process's rank in the job and the job's size (0 and 1 without one). */
+PT_API int pt_run_rank(const pt_run *run);
+PT_API int pt_run_size(const pt_run *run);
 
 /* The checkpoint interval.  pt_run_note_step: a step took `seconds` of work
  * (the mean is save_auto's step time).  pt_run_save_due: whether a

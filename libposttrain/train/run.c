@@ -62,6 +62,10 @@ static int copy_options(pt_run *r, const pt_run_options *user)
     r->o.metrics_name = r->metrics_name;
     r->o.resume_name = r->resume_name;
     r->save_every = o->save_auto ? 0 : o->save_every;
+    r->dist = o->dist;
+    r->gp = o->goodput;
+    r->rank = o->dist ? pt_dist_rank(o->dist) : 0;
+    r->size = o->dist ? pt_dist_size(o->dist) : 1;
     return PT_OK;
 }
 
@@ -76,10 +80,12 @@ int pt_run_open(pt_run **out, const pt_run_options *opts)
     r->lock_fd = r->mfd = -1;
     r->last_save = -1;
     int st = copy_options(r, opts);
-    if (!st)
-        st = pt_run__check_outputs(r);
-    if (!st)
-        st = pt_run__open_dir(r);
+    if (!st) {
+        /* rank 0 holds the directory; the other ranks follow its outcome */
+        if (r->rank == 0 && !(st = pt_run__check_outputs(r)))
+            st = pt_run__open_dir(r);
+        st = pt_run__share_open(r, st);
+    }
     if (st) {
         pt_run_close(r);
         return pt_err_in(__func__, st);
@@ -191,26 +197,32 @@ int pt_run_load(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state *sta
     PT_CHECK_NULL(state);
     if (!r->resume)
         return pt_err(PT_ESTATE, "%s: the run %s starts fresh: there is no checkpoint to load", __func__, r->dir);
-    int st = pt_run_load_checkpoint(state, host_extra, model, opt, r->resume, r->kind);
-    if (st)
-        return pt_err_in(__func__, st);
-    char *later = NULL;
-    int64_t s = pt_run__latest(r->ckpt_dir, &later);
-    if (s > state->step)
-        st = pt_err(PT_EEXIST, "%s: %s is past the resumed step %" PRId64 " and would be overwritten; resume "
-                               "from it or remove it", __func__, later, state->step);
-    free(later);
+    char *extra = NULL;
+    int st = pt_run_load_checkpoint(state, &extra, model, opt, r->resume, r->kind);
+    if (!st && r->rank == 0) {
+        char *later = NULL;
+        int64_t s = pt_run__latest(r->ckpt_dir, &later);
+        if (s > state->step)
+            st = pt_err(PT_EEXIST, "%s is past the resumed step %" PRId64 " and would be overwritten; resume "
+                                   "from it or remove it", later, state->step);
+        free(later);
+        if (!st)
+            st = pt_run__metrics_trim(r, state->step);
+    }
+    st = pt_run__agree(r, st);
     if (!st)
-        st = pt_run__metrics_trim(r, state->step);
+        st = pt_run__share_lost(r);
+    if (!st && !(r->last_ckpt = strdup(r->resume)))
+        st = pt_err(PT_ENOMEM, "out of memory");
     if (st) {
-        if (host_extra) {
-            pt_free(*host_extra);
-            *host_extra = NULL;
-        }
+        pt_free(extra);
         return pt_err_in(__func__, st);
     }
-    free(r->last_ckpt);
-    r->last_ckpt = strdup(r->resume);
+    pt_run__goodput_restore(r, &extra);
+    if (host_extra)
+        *host_extra = extra;
+    else
+        pt_free(extra);
     r->last_save = state->step;
     return PT_OK;
 }
@@ -232,9 +244,34 @@ static void choose_interval(pt_run *r)
         pt_checkpoint_interval_young_daly(&interval, r->save_seconds, r->o.mtbf_seconds) == PT_OK)
         n = fmin(1e9, fmax(1.0, round(interval / per_step)));
     r->save_every = (int64_t)n;
-    pt_log(PT_LOG_INFO, "save_auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g s, Young-Daly "
-                        "gives %.1f s: a checkpoint every %" PRId64 " steps", r->save_seconds, per_step,
-           r->o.mtbf_seconds, interval, r->save_every);
+    if (r->rank == 0)
+        pt_log(PT_LOG_INFO, "save_auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g s, "
+                            "Young-Daly gives %.1f s: a checkpoint every %" PRId64 " steps",
+               r->save_seconds, per_step, r->o.mtbf_seconds, interval, r->save_every);
+}
+
+/* Rank 0's part of pt_run_save: the checkpoint `dir`, retention, the
+ * metrics file's fsync. */
+static int write_checkpoint(pt_run *r, const pt_model *model, pt_optimizer *opt, const pt_run_state *state,
+                            const char *extra, const char *dir)
+{
+    char *json = NULL;
+    int st = pt_run_state_to_json(&json, state, r->kind, extra);
+    if (st)
+        return st;
+    if (mkdir(r->ckpt_dir, 0755) != 0 && errno != EEXIST)
+        st = pt_io_errno(errno, "cannot create", r->ckpt_dir);
+    else
+        st = pt_checkpoint_save(model, opt, json, dir);
+    free(json);
+    if (!st)
+        st = pt_run__retain(r);
+    if (!st && r->mfd >= 0 && !r->m_errno) {
+        struct stat sb;
+        if (fstat(r->mfd, &sb) == 0 && S_ISREG(sb.st_mode) && fsync(r->mfd) != 0)
+            st = pt_io_errno(errno, "cannot fsync the metrics file", r->metrics);
+    }
+    return st;
 }
 
 int pt_run_save(pt_run *r, const pt_model *model, pt_optimizer *opt, const pt_run_state *state,
@@ -243,20 +280,14 @@ int pt_run_save(pt_run *r, const pt_model *model, pt_optimizer *opt, const pt_ru
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(state);
     const double t0 = pt_now();
-    char *json = NULL;
-    int st = pt_run_state_to_json(&json, state, r->kind, host_extra);
-    if (st)
-        return pt_err_in(__func__, st);
-    char base[40];
+    char *with_goodput = NULL, base[40];
     snprintf(base, sizeof base, "step-%08" PRId64, state->step);
     char *dir = pt_path_join(r->ckpt_dir, base);
-    if (!dir)
-        st = PT_ENOMEM;
-    else if (mkdir(r->ckpt_dir, 0755) != 0 && errno != EEXIST)
-        st = pt_io_errno(errno, "cannot create", r->ckpt_dir);
-    else
-        st = pt_checkpoint_save(model, opt, json, dir);
-    free(json);
+    int st = dir ? pt_run__goodput_extra(r, host_extra, &with_goodput) : PT_ENOMEM;
+    if (!st && r->rank == 0)
+        st = write_checkpoint(r, model, opt, state, r->gp ? with_goodput : host_extra, dir);
+    free(with_goodput);
+    st = pt_run__agree(r, st);
     if (st) {
         free(dir);
         return pt_err_in(__func__, st);
@@ -264,16 +295,13 @@ int pt_run_save(pt_run *r, const pt_model *model, pt_optimizer *opt, const pt_ru
     free(r->last_ckpt);
     r->last_ckpt = dir;
     r->last_save = state->step;
-    st = pt_run__retain(r);
-    if (!st && r->mfd >= 0 && !r->m_errno) {
-        struct stat sb;
-        if (fstat(r->mfd, &sb) == 0 && S_ISREG(sb.st_mode) && fsync(r->mfd) != 0)
-            st = pt_io_errno(errno, "cannot fsync the metrics file", r->metrics);
-    }
     r->save_seconds = pt_now() - t0;
-    if (r->o.save_auto && r->save_every == 0)
+    if (r->o.save_auto && r->save_every == 0) {
         choose_interval(r);
-    return st ? pt_err_in(__func__, st) : PT_OK;
+        if ((st = pt_run__share_interval(r)))
+            return pt_err_in(__func__, st);
+    }
+    return PT_OK;
 }
 
 int pt_run_note_step(pt_run *r, double seconds)

@@ -31,6 +31,9 @@ struct pt_run {
     int64_t save_every;    /* the interval in force (save_auto: 0 until chosen) */
     int64_t last_save;     /* the step of the last complete checkpoint, or -1 */
     double save_seconds;   /* the last pt_run_save's duration */
+    pt_dist *dist;         /* the job (borrowed), or NULL */
+    pt_goodput *gp;        /* the goodput accountant (borrowed), or NULL */
+    int rank, size;        /* this process in the job: 0 and 1 without one */
 };
 
 /* run_dir.c: the overlap checks of the outputs against the inputs; the
@@ -51,6 +54,20 @@ int pt_run__remove_tree(const char *dir);
 int pt_run__metrics_open(pt_run *r, bool fresh);
 int pt_run__metrics_trim(pt_run *r, int64_t step);
 void pt_run__metrics_close(pt_run *r);
+
+/* run_job.c: a job's side of the run.  share_open: rank 0's outcome of
+ * pt_run_open (`st`) and its resume directory to every rank.  agree: every
+ * rank's status in, the same outcome out (this rank's own message kept).
+ * goodput_extra: host_extra with the accountant's totals as "goodput"
+ * (*out NULL without an accountant).  goodput_restore: the checkpoint's
+ * "goodput" into the accountant, removed from *extra.  share_interval:
+ * rank 0's save_every to every rank. */
+int pt_run__share_open(pt_run *r, int st);
+int pt_run__agree(pt_run *r, int st);
+int pt_run__goodput_extra(pt_run *r, const char *host_extra, char **out);
+void pt_run__goodput_restore(pt_run *r, char **extra);
+int pt_run__share_lost(pt_run *r);
+int pt_run__share_interval(pt_run *r);
 
 /* run_state.c: a kind's name is 1..63 of [a-z0-9_.-]. */
 bool pt_run__kind_ok(const char *kind);

@@ -74,6 +74,8 @@ int pt_run_log(pt_run *r, const char *row_json)
 {
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(row_json);
+    if (r->rank != 0)
+        return PT_OK; /* rank 0 writes the job's rows */
     if (r->m_errno)
         return pt_err(r->m_errno == ENOSPC || r->m_errno == EDQUOT ? PT_ENOSPC : PT_EIO,
                       "%s: the metrics file %s could not be written (%s) and takes no more rows", __func__,

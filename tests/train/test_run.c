@@ -614,6 +614,90 @@ START_TEST(test_interval)
 }
 END_TEST
 
+/* A goodput accountant: committed at a save, its totals in the checkpoint,
+ * restored on resume with the dropped rows as lost; a rollback. */
+START_TEST(test_goodput_and_rollback)
+{
+    char dir[4096];
+    path_of(dir, sizeof dir, "run");
+    pt_model *m = pt_test_tiny_llama(37, 5);
+    pt_optimizer *opt = adamw(m);
+    pt_goodput *gp;
+    ck_assert_ok(pt_goodput_create(&gp));
+    pt_run_options o;
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    o.goodput = gp;
+    pt_run *r;
+    ck_assert_ok(pt_run_open(&r, &o));
+    ck_assert_int_eq(pt_run_rank(r), 0);
+    ck_assert_int_eq(pt_run_size(r), 1);
+    int bad = 7;
+    ck_assert_ok(pt_run_check_replicas(&bad, r, opt));
+    ck_assert_int_eq(bad, -1);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    /* a rollback before any checkpoint: the rows go, start again */
+    ck_assert_ok(pt_run_log(r, "{\"step\": 1, \"step_seconds\": 0.5}"));
+    ck_assert_status(pt_run_rollback(r, m, opt, &s, NULL), PT_ENOTFOUND, "no checkpoint yet");
+    ck_assert_str_eq(read_text(pt_run_metrics_path(r)), "");
+    ck_assert_ok(pt_goodput_add(gp, PT_TIME_STEP, 1.5));
+    ck_assert_ok(pt_goodput_step_done(gp));
+    ck_assert_ok(pt_run_log(r, "{\"step\": 1, \"step_seconds\": 1.5}"));
+    s.step = 1;
+    ck_assert_status(pt_run_save(r, m, opt, &s, "{\"goodput\": 1}"), PT_EINVAL, "goodput");
+    ck_assert_ok(pt_run_save(r, m, opt, &s, "{\"model\": \"m\"}"));
+    char *host = NULL;
+    ck_assert_ok(pt_checkpoint_read_host(&host, pt_run_last_checkpoint(r)));
+    ck_assert_msg(strstr(host, "\"goodput\":{") && strstr(host, "\"steps_kept\":1") &&
+                  strstr(host, "\"model\":\"m\""), "%s", host);
+    pt_free(host);
+    /* two more steps, then a rollback to step 1: their time is lost, their rows dropped */
+    for (int i = 2; i <= 3; i++) {
+        char row[64];
+        snprintf(row, sizeof row, "{\"step\": %d, \"step_seconds\": 0.25}", i);
+        ck_assert_ok(pt_goodput_add(gp, PT_TIME_STEP, 0.25));
+        ck_assert_ok(pt_goodput_step_done(gp));
+        ck_assert_ok(pt_run_log(r, row));
+    }
+    char *extra = NULL;
+    s.step = 99;
+    ck_assert_ok(pt_run_rollback(r, m, opt, &s, &extra));
+    ck_assert_int_eq(s.step, 1);
+    ck_assert_str_eq(extra, "{\"model\":\"m\"}");
+    pt_free(extra);
+    pt_goodput_report rep;
+    pt_goodput_report_init(&rep);
+    ck_assert_ok(pt_goodput_get(&rep, gp));
+    ck_assert_int_eq(rep.steps_kept, 1);
+    ck_assert_int_eq(rep.steps_lost, 2);
+    ck_assert_double_eq(rep.seconds[PT_TIME_STEP], 1.5);
+    ck_assert_double_eq(rep.seconds[PT_TIME_LOST], 0.5);
+    ck_assert_int_eq(pt_run_lost_steps(r), 2);
+    /* a row for step 2 again, then the process "dies" */
+    ck_assert_ok(pt_run_log(r, "{\"step\": 2, \"step_seconds\": 4}"));
+    pt_run_close(r);
+    pt_goodput_free(gp);
+    /* a new process: the totals come back, the redone step 2 is lost time */
+    ck_assert_ok(pt_goodput_create(&gp));
+    opts_for(&o, dir, "sft", PT_RUN_RESUME_AUTO);
+    o.goodput = gp;
+    ck_assert_ok(pt_run_open(&r, &o));
+    pt_run_state_init(&s);
+    ck_assert_ok(pt_run_load(r, m, opt, &s, &extra));
+    ck_assert_str_eq(extra, "{\"model\":\"m\"}");
+    pt_free(extra);
+    ck_assert_ok(pt_goodput_get(&rep, gp));
+    ck_assert_int_eq(rep.steps_kept, 1);
+    ck_assert_int_eq(rep.steps_lost, 1);
+    ck_assert_double_eq(rep.seconds[PT_TIME_STEP], 1.5);
+    ck_assert_double_eq(rep.seconds[PT_TIME_LOST], 4.0);
+    pt_run_close(r);
+    pt_goodput_free(gp);
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("run");
@@ -630,6 +714,7 @@ int main(void)
     tcase_add_test(tc, test_failed_write);
     tcase_add_test(tc, test_old_host_json);
     tcase_add_test(tc, test_interval);
+    tcase_add_test(tc, test_goodput_and_rollback);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
