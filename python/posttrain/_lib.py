@@ -355,6 +355,8 @@ class RunOptions(Struct):
         ("save_every", c_int64),
         ("save_auto", c_bool),
         ("mtbf_seconds", c_double),
+        ("dist", c_void_p),
+        ("goodput", c_void_p),
     ]
 
 
@@ -982,6 +984,10 @@ _declare("run", {
     "pt_run_note_step": (c_int, [vp, c_double]),
     "pt_run_save_due": (c_bool, [vp, c_int64, c_int64]),
     "pt_run_save_every": (c_int64, [vp]),
+    "pt_run_check_replicas": (c_int, [P(c_int), vp, vp]),
+    "pt_run_rollback": (c_int, [vp, vp, vp, P(RunState), P(c_void_p)]),
+    "pt_run_rank": (c_int, [vp]),
+    "pt_run_size": (c_int, [vp]),
     "pt_run_last_save_seconds": (c_double, [vp]),
     "pt_run_mean_step_seconds": (c_double, [vp]),
 })

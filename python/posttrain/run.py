@@ -106,22 +106,25 @@ class Run(Handle):
 
     Run(dir, kind, start="new", resume_from=None, metrics=None, inputs=(),
         keep_last=0, keep_every=0, save_every=0, save_auto=False,
-        mtbf_seconds=0, names=None)
+        mtbf_seconds=0, names=None, dist=None, goodput=None)
 
     start: "new" (a directory holding an earlier run is refused:
     ExistsError), "overwrite", "auto" (the latest complete checkpoint, or a
     fresh start) or "from" (resume_from, a checkpoint directory); a
     RunStart member works too.  inputs: (name, path) or (name, path, tree)
     the outputs must not overlap.  names: how messages name (dir, metrics,
-    resume_from), default the trainers' argument names.  The directory and
-    the metrics file stay locked until close()."""
+    resume_from), default the trainers' argument names.  dist: a Dist (every
+    rank opens the run together; rank 0 holds the directory); goodput: a
+    Goodput whose totals the checkpoints carry and a resume restores (both
+    borrowed: they must outlive the run).  The directory and the metrics
+    file stay locked until close()."""
 
     _free_fn = "pt_run_close"
     _kind = "run"
 
     def __init__(self, dir, kind, start="new", resume_from=None, metrics=None, inputs=(),
                  keep_last=0, keep_every=0, save_every=0, save_auto=False, mtbf_seconds=0.0,
-                 names=None):
+                 names=None, dist=None, goodput=None):
         _require("Run")
         o = RunOptions.new()
         keep = []    # what the options point at, alive until pt_run_open returns
@@ -149,6 +152,12 @@ class Run(Handle):
         o.keep_last, o.keep_every = int(keep_last or 0), int(keep_every or 0)
         o.save_every, o.save_auto = int(save_every or 0), bool(save_auto)
         o.mtbf_seconds = float(mtbf_seconds)
+        # borrowed handles: kept referenced as long as the run
+        self._borrowed = (dist, goodput)
+        if dist is not None:
+            o.dist = dist._ptr
+        if goodput is not None:
+            o.goodput = goodput._ptr
         self.kind = str(kind)
         ptr = ctypes.c_void_p()
         check(lib.pt_run_open(ctypes.byref(ptr), ctypes.byref(o)), "pt_run_open")
@@ -200,6 +209,32 @@ class Run(Handle):
         back to the checkpoint of `step`); lost_seconds and lost_steps count
         the rows dropped."""
         check(lib.pt_run_trim_metrics(self._ptr, int(step)), "pt_run_trim_metrics")
+
+    # -- jobs ----------------------------------------------------------------------
+    @property
+    def rank(self):
+        return int(lib.pt_run_rank(self._ptr))
+
+    @property
+    def size(self):
+        return int(lib.pt_run_size(self._ptr))
+
+    def check_replicas(self, optimizer):
+        """Compare every rank's parameters and optimizer state (collective);
+        ChecksumError naming the ranks that differ."""
+        bad = ctypes.c_int(-1)
+        check(lib.pt_run_check_replicas(ctypes.byref(bad), self._ptr, optimizer._ptr),
+              "pt_run_check_replicas")
+
+    def rollback(self, model, optimizer):
+        """Back to the last complete checkpoint (collective): (RunState, host
+        dict) as load(); NotFound when there is none yet (start again)."""
+        state = RunState.new()
+        extra = ctypes.c_void_p()
+        check(lib.pt_run_rollback(self._ptr, model._ptr, optimizer._ptr, ctypes.byref(state),
+                                  ctypes.byref(extra)), "pt_run_rollback")
+        e = _take_string(extra)
+        return state, json.loads(e) if e else {}
 
     @property
     def lost_seconds(self):

@@ -30,7 +30,8 @@ from .errors import check, invalid
 from .model import Model
 from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
 from .train import Dataset, Optimizer, save_checkpoint
-from .trainer import TrainerState, TrainOutput, _is_messages, _lora_host, _make_parent
+from .trainer import (TrainerState, TrainOutput, _is_messages, _lora_host, _make_parent,
+                      _new_goodput)
 from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
 
 __all__ = ["SFTConfig", "SFTTrainer"]
@@ -154,6 +155,7 @@ class SFTTrainer:
         self.output_dir = c.output_dir
         self.seed = (c.data_seed if c.data_seed is not None else c.seed) & ((1 << 64) - 1)
         self._run = None
+        self.goodput = None
         self._tmp = tempfile.mkdtemp(prefix="posttrain-sft-")
         try:
             self.train_data = self._load(train_dataset, "train", shuffle=True)
@@ -307,13 +309,25 @@ class SFTTrainer:
 
             def due(every):
                 return every and gs // every != prev // every
+            t_eval = 0.0
             if due(self.eval_every):
+                t1 = time.perf_counter()
                 m.update(self.evaluate())
+                t_eval = time.perf_counter() - t1
             if self._run is not None:
                 # the metrics row before the checkpoint that covers it
                 self._run.log(_finite_row(m))
+            gp = self.goodput
+            if gp is not None:
+                gp.add("step", m["step_seconds"])
+                if t_eval:
+                    gp.add("eval", t_eval)
+                gp.step_done()
             if due(self.save_every):
+                t1 = time.perf_counter()
                 m["checkpoint"] = self.save_checkpoint()
+                if gp is not None:
+                    gp.add("save", time.perf_counter() - t1)
             self.metrics.append(m)
             losses.append(m["loss"])
             self._pending.append(m)
@@ -387,14 +401,20 @@ class SFTTrainer:
             return
         _require_run("SFTTrainer.train")
         start = "auto" if path is True else "from" if path is not None else "overwrite"
-        _make_parent(self.output_dir)
-        self._run = Run(self.output_dir, "sft", start=start,
-                        resume_from=None if path is True else path,
-                        inputs=[("model", self._model_path or None, True)],
-                        keep_last=self.args.save_total_limit or 0)
+        self._run = self._open_run(start, None if path is True else path)
         if self._run.resume_dir is not None:
             state, extra = self._run.load(self.model, self.optimizer)
             self._apply(state, extra, self._run.resume_dir)
+
+    def _open_run(self, start, resume_from=None):
+        """output_dir as a run directory held until close(), with a goodput
+        accountant whose totals ride in the checkpoints."""
+        _make_parent(self.output_dir)
+        if self.goodput is None:
+            self.goodput = _new_goodput()
+        return Run(self.output_dir, "sft", start=start, resume_from=resume_from,
+                   inputs=[("model", self._model_path or None, True)],
+                   keep_last=self.args.save_total_limit or 0, goodput=self.goodput)
 
     def _run_state(self):
         st = RunState.new()
@@ -441,10 +461,7 @@ class SFTTrainer:
             save_checkpoint(path, self.model, self.optimizer, host)
             return os.fspath(path)
         if self._run is None:
-            _make_parent(self.output_dir)
-            self._run = Run(self.output_dir, "sft", start="auto",
-                            inputs=[("model", self._model_path or None, True)],
-                            keep_last=self.args.save_total_limit or 0)
+            self._run = self._open_run("auto")
         return self._run.save(self.model, self.optimizer, self._run_state(), self._run_extra())
 
     def latest_checkpoint(self):
@@ -480,6 +497,9 @@ class SFTTrainer:
         if self._run is not None:
             self._run.close()
             self._run = None
+        if self.goodput is not None:
+            self.goodput.close()
+            self.goodput = None
         self.optimizer.close()
         self.train_data.close()
         if self.eval_data is not None:

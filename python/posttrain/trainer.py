@@ -118,6 +118,15 @@ def _make_parent(path):
     os.makedirs(parent, exist_ok=True)
 
 
+def _new_goodput():
+    """The run's goodput accountant (its totals ride in the checkpoints, as
+    posttrain's do), or None without the feature."""
+    if not has_feature("goodput"):
+        return None
+    from .goodput import Goodput
+    return Goodput()
+
+
 def _lora_host(model):
     """A checkpoint's "lora" host field as posttrain writes it (rank, alpha,
     the targets as pt_lora_options' bitmask), or None without adapters."""
@@ -240,6 +249,7 @@ class GRPOTrainer:
         self._model_path = os.fsdecode(model_path) if model_path is not None else \
             (model.source_dir or None)
         self._run = None
+        self.goodput = None
         self._trl = not legacy
         if self._trl:
             args = args if args is not None else GRPOConfig()
@@ -648,11 +658,21 @@ class GRPOTrainer:
         if self._run is not None:
             # the metrics row before the checkpoint that covers it
             self._run.log(self._metrics_row(m, time.perf_counter() - t_start))
+        gp = self.goodput
+        if gp is not None:
+            # the round's time for goodput (kept once a checkpoint holds it)
+            gp.add("generate", t_gen)
+            gp.add("step", t_score + t_train)
+            if t_eval:
+                gp.add("eval", t_eval)
+            gp.step_done()
         t_save = 0.0
         if due(self.save_every):
             t0 = time.perf_counter()
             m["checkpoint"] = self.save_checkpoint()
             t_save = time.perf_counter() - t0
+            if gp is not None:
+                gp.add("save", t_save)
         m["time/saving"] = t_save
         m["time/round"] = time.perf_counter() - t_start
         if self._trl:
@@ -894,9 +914,11 @@ class GRPOTrainer:
         if start in ("auto", "from"):
             self._refuse_old_layout()
         _make_parent(self.output_dir)
+        if self.goodput is None:
+            self.goodput = _new_goodput()
         self._run = Run(self.output_dir, _KIND, start=start, resume_from=resume_from,
                         inputs=[("model", self._model_path, True)],
-                        keep_last=self._save_total_limit or 0)
+                        keep_last=self._save_total_limit or 0, goodput=self.goodput)
         return self._run
 
     def _apply(self, state, extra, path):
@@ -1006,6 +1028,9 @@ class GRPOTrainer:
         if self._run is not None:
             self._run.close()
             self._run = None
+        if self.goodput is not None:
+            self.goodput.close()
+            self.goodput = None
         self.buffer.close()
         self.optimizer.close()
         if self._template is not None and self._template is not self._chat_template_arg:

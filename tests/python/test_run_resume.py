@@ -76,6 +76,11 @@ def read(path):
         return f.read()
 
 
+def host(out, step):
+    with open(os.path.join(out, "checkpoints", "step-%08d" % step, "trainer_state.json")) as f:
+        return json.load(f)["host"]
+
+
 def metric_rows(out):
     with open(os.path.join(out, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f]
@@ -175,6 +180,10 @@ class TestRunDirectory(unittest.TestCase):
         self.assertEqual(read(os.path.join(out, "model.safetensors")), want)
         # every step once: the CLI's rows to K, the trainer's after
         self.assertEqual(metric_steps(out), list(range(1, N + 1)))
+        # goodput: the CLI's totals carried on; its steps after K (whose rows
+        # were dropped) lost
+        g = host(out, N)["goodput"]
+        self.assertEqual((g["steps_kept"], g["steps_lost"]), (N, N - K))
 
     def test_grpo_trainer_then_cli(self):
         full = os.path.join(self.tmp, "full")
@@ -189,10 +198,14 @@ class TestRunDirectory(unittest.TestCase):
         tr.close()
         self.assertEqual(os.listdir(os.path.join(out, "checkpoints")), ["step-%08d" % K])
         self.assertEqual(metric_steps(out), list(range(1, K + 2)))
+        self.assertEqual(host(out, K)["goodput"]["steps_kept"], K)
         err = self.grpo_cli(out, "--resume", "auto")
         self.assertIn("resumed at step %d" % K, err)
         self.assertEqual(read(os.path.join(out, "model.safetensors")), want)
         self.assertEqual(metric_steps(out), list(range(1, N + 1)))
+        # the trainer's goodput totals continued by the CLI: step K + 1 lost
+        g = host(out, N)["goodput"]
+        self.assertEqual((g["steps_kept"], g["steps_lost"]), (N, 1))
 
     def test_grpo_lora_trainer_then_cli(self):
         """LoRA: the adapters as --lora-rank 4 makes them (alpha the rank,
