@@ -20,8 +20,8 @@ LossType, FinishReason, ...); arguments take a member or its name.
 from ._lib import VERSION as _VERSION
 from ._lib import library_path
 from ._util import numpy_available, use_numpy
-from .errors import (STATUS_CLASSES, BusyError, ExistsError, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
-                     ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
+from .errors import (STATUS_CLASSES, BusyError, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
+                     ConfigError, Error, ExistsError, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishReason, GgufType,

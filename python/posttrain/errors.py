@@ -125,9 +125,9 @@ class BusyError(Error):
     call whose callback made this one)."""
 
 
-class ExistsError(Error):
-    """PT_EEXIST: a file or directory is in the way (an earlier run in a run
-    directory, a checkpoint past the resumed step)."""
+class ExistsError(Error, FileExistsError):
+    """PT_EEXIST: a file or directory is in the way (a run directory holding an
+    earlier run, a checkpoint past the resumed step)."""
 
 
 class ClosedHandleError(StateError):
