@@ -786,12 +786,13 @@ class GRPOTrainer:
         return TrainOutput(self.state.global_step, loss, metrics)
 
     def _resume(self, resume_from_checkpoint):
-        """The run directory (output_dir), opened at the first train(): a
-        fresh run (a used directory is refused unless overwrite_output_dir),
-        or resumed from its latest checkpoint (True: the run layer's "resume
-        auto", a fresh start when the directory holds no run) or from a
-        checkpoint path; the metrics rows after the resumed step are
-        dropped."""
+        """The run directory (output_dir), opened at the first train() and
+        held until close(): a fresh run (a trainer built with a GRPOConfig
+        replaces an earlier run in it, as transformers does; with the older
+        keywords a used directory is refused), or resumed from its latest
+        checkpoint (True: the run layer's "resume auto", a fresh start when
+        the directory holds no run) or from a checkpoint path; the metrics
+        rows after the resumed step are dropped."""
         path = resume_from_checkpoint or None
         if self.output_dir is None or self._run is not None or (path is None
                                                                 and not self._run_wanted):
