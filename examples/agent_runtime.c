@@ -34,6 +34,14 @@
  * produce) was ever in a loss mask, or if GRPO made held-out accuracy
  * clearly worse than SFT.
  *
+ * With --out DIR the GRPO phase is a run of the library's run layer
+ * (include/posttrain/run.h, docs/run-directory.md): a metrics row an
+ * iteration in DIR/metrics.jsonl, a checkpoint every --save-every
+ * iterations in DIR/checkpoints with the run state (the iteration and the
+ * problem stream's RNG), and a relaunch with the same DIR resumes at the
+ * latest checkpoint (the SFT phase, whose result the checkpoint holds, is
+ * skipped).
+ *
  * Public API only; builds against the installed library with
  *   cc -std=c11 agent_runtime.c $(pkg-config --cflags --libs posttrain) -lm */
 #include <posttrain/posttrain.h>
@@ -59,6 +67,8 @@ typedef struct options {
     bool per_turn;      /* --credit turn (per-turn rewards) or episode (one reward) */
     uint64_t seed;
     bool quiet;
+    const char *out;    /* --out DIR: the GRPO phase as a run of the run layer */
+    int save_every;     /* --save-every N: a checkpoint every N GRPO iterations */
 } options;
 
 typedef struct problem {
@@ -80,6 +90,7 @@ typedef struct runtime {
     pt_generator *gen;
     pt_episode_results *res;
     int32_t im_end;
+    pt_run *run;        /* with --out */
     long traces_checked, episodes_checked, template_checked, mask_violations;
 } runtime;
 
@@ -655,6 +666,32 @@ out:
 static const char *const REWARD_NAMES[2] = { "call", "answer" };
 static const double REWARD_WEIGHTS[2] = { 1.0, 1.0 };
 
+/* With --out: the iteration's metrics row, and its checkpoint when one is
+ * due (the run state: the iteration, the problem stream's RNG). */
+static int run_iteration(runtime *rt, pt_optimizer *opt, int it, uint64_t rng, const scores *sc,
+                         const pt_grpo_stats *gs)
+{
+    char row[256];
+    snprintf(row, sizeof row, "{\"step\": %d, \"correct\": %.4f, \"reward\": %.6f, \"loss\": %.6f}", it,
+             sc->correct, gs->reward, gs->loss);
+    int st = pt_run_log(rt->run, row);
+    if (st)
+        return fail("the metrics row", st);
+    if (!pt_run_save_due(rt->run, it, rt->o.grpo_steps))
+        return PT_OK;
+    pt_run_state rs;
+    pt_run_state_init(&rs);
+    rs.step = it;
+    rs.seed = rt->o.seed;
+    rs.rng = rng;
+    rs.optimizer_steps = pt_optimizer_step_count(opt);
+    if ((st = pt_run_save(rt->run, rt->model, opt, &rs, NULL)))
+        return fail("the checkpoint", st);
+    if (!rt->o.quiet)
+        printf("[grpo] checkpoint %s\n", pt_run_last_checkpoint(rt->run));
+    return PT_OK;
+}
+
 static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
 {
     const options *o = &rt->o;
@@ -686,8 +723,21 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
     pt_grpo_options go;
     pt_grpo_options_init(&go);   /* DAPO loss, group-scaled advantages, beta 0 */
     go.temperature = o->temperature;
+    int first = 1;
+    if (rt->run && pt_run_resume_dir(rt->run)) {
+        /* the weights, the optimizer, the iteration and the problem stream */
+        pt_run_state rs;
+        pt_run_state_init(&rs);
+        if ((st = pt_run_load(rt->run, rt->model, opt, &rs, NULL))) {
+            fail("resuming", st);
+            goto out;
+        }
+        *rng = rs.rng;
+        first = (int)rs.step + 1;
+        printf("[grpo] resumed at iteration %d from %s\n", first - 1, pt_run_resume_dir(rt->run));
+    }
     double t_all = now_s(), zero_std = 0;
-    for (int it = 1; it <= o->grpo_steps; it++) {
+    for (int it = first; it <= o->grpo_steps; it++) {
         for (int p = 0; p < o->prompts; p++) {
             problem pr = draw(rng, false);
             for (int g = 0; g < o->group; g++)
@@ -720,6 +770,8 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
                    gs.frac_reward_zero_std, (long long)gs.segments, gs.clip_ratio_region, gs.completion_mean_length,
                    gs.loss, gs.grad_norm, added, es.tokens_per_second, gs.tokens_per_second,
                    gs.skipped ? "  (skipped)" : "");
+        if (rt->run && (st = run_iteration(rt, opt, it, *rng, &sc, &gs)))
+            goto out;
     }
     printf("[grpo] %d iterations of %d prompts x %d episodes (%s rewards) in %.1f s, zero-std groups %.2f\n",
            o->grpo_steps, o->prompts, o->group, o->per_turn ? "per-turn" : "per-episode", now_s() - t_all,
@@ -752,6 +804,8 @@ static void usage(FILE *f)
         "  --credit turn|episode (turn): rewards per turn, or one per episode\n"
         "  --eval N (%d)        held-out problems    --max-drop F (%g)\n"
         "  --hidden N (%d)      --layers N (%d)       --seed N (1)   --threads N (%d)\n"
+        "  --out DIR             the GRPO phase as a run in DIR: metrics rows, checkpoints\n"
+        "                        (--save-every N), and a relaunch resumes at the latest\n"
         "  --quiet               only the phase summaries\n",
         DEFAULTS.sft_steps, DEFAULTS.sft_lr, DEFAULTS.batch, DEFAULTS.slip, DEFAULTS.habit, DEFAULTS.grpo_steps, DEFAULTS.grpo_lr,
         DEFAULTS.prompts, DEFAULTS.group, DEFAULTS.temperature, DEFAULTS.eval_n, DEFAULTS.max_drop,
@@ -787,6 +841,10 @@ static int parse_options(options *o, int argc, char **argv)
             return 2;
         }
         const char *val = argv[++i];
+        if (!strcmp(k, "--out")) {
+            o->out = val;
+            continue;
+        }
         if (!strcmp(k, "--credit")) {
             if (strcmp(val, "turn") && strcmp(val, "episode")) {
                 fprintf(stderr, "agent_runtime: --credit needs 'turn' or 'episode', not '%s'\n", val);
@@ -805,7 +863,8 @@ static int parse_options(options *o, int argc, char **argv)
                      { "--threads", 1, 256, true }, { "--seed", 0, 4294967295.0, true },
                      { "--sft-lr", 1e-7, 1, false }, { "--grpo-lr", 1e-8, 1, false },
                      { "--temperature", 0.05, 10, false }, { "--max-drop", 0, 1, false },
-                     { "--slip", 0, 1, false }, { "--habit", 0, 1, false } };
+                     { "--slip", 0, 1, false }, { "--habit", 0, 1, false },
+                     { "--save-every", 0, 100000, true } };
         size_t which = sizeof spec / sizeof spec[0];
         for (size_t s = 0; s < sizeof spec / sizeof spec[0]; s++)
             if (!strcmp(k, spec[s].name))
@@ -835,7 +894,8 @@ static int parse_options(options *o, int argc, char **argv)
         case 12: o->temperature = v; break;
         case 13: o->max_drop = v; break;
         case 14: o->slip = v; break;
-        default: o->habit = v; break;
+        case 15: o->habit = v; break;
+        default: o->save_every = (int)v; break;
         }
     }
     if (o->hidden % 16) {
@@ -918,7 +978,22 @@ int main(int argc, char **argv)
     scores g0, s0, g1, s1, g2, s2;
     if ((st = evaluate(&g0, &s0, &rt, &ps, eval, "before", false)))
         goto fail_st;
-    if ((st = sft_phase(&rt, &train_rng)))
+    if (o->out) {
+        /* a run directory: a fresh start, or the latest checkpoint in it */
+        pt_run_options ro;
+        pt_run_options_init(&ro);
+        ro.dir = o->out;
+        ro.kind = "agent_runtime";
+        ro.start = PT_RUN_RESUME_AUTO;
+        ro.save_every = o->save_every;
+        if ((st = pt_run_open(&rt.run, &ro))) {
+            fail("--out", st);
+            goto done;
+        }
+    }
+    if (rt.run && pt_run_resume_dir(rt.run))
+        printf("[sft]  skipped: the GRPO phase resumes from %s\n", pt_run_resume_dir(rt.run));
+    else if ((st = sft_phase(&rt, &train_rng)))
         goto done;
     if ((st = evaluate(&g1, &s1, &rt, &ps, eval, "after SFT", true)))
         goto fail_st;
@@ -950,6 +1025,7 @@ fail_st:
 done:
     free(eval);
     free(ps.st);
+    pt_run_close(rt.run);
     pt_episode_results_free(rt.res);
     pt_generator_free(rt.gen);
     pt_context_free(rt.ctx);

@@ -21,13 +21,13 @@ from ._lib import VERSION as _VERSION
 from ._lib import library_path
 from ._util import numpy_available, use_numpy
 from .errors import (STATUS_CLASSES, BusyError, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
-                     ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
+                     ConfigError, Error, ExistsError, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishReason, GgufType,
                     ISCorrection, ISLevel, LogLevel, LossType, OnError, OptimizerType,
                     RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason, SpmScores,
-                    Status, TimeKind, TurnEnd)
+                    RunStart, Status, TimeKind, TurnEnd)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
                       bf16_info, cpu_info, cpu_path, set_cpu_path, features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
@@ -46,6 +46,7 @@ from .trl_config import GRPOConfig
 from .sft_trainer import SFTConfig, SFTTrainer
 from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
                        episode_defaults, play_episodes)
+from .run import Run, RunState, check_output, run_state_from_json, run_state_to_json
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
@@ -59,7 +60,7 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
-    "BusyError", "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
+    "BusyError", "ExistsError", "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
     "RolloutLogprobs", "SkipReason", "GgufType", "SpmScores", "TimeKind",
@@ -79,6 +80,7 @@ __all__ = [
     "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
+    "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json", "check_output",
     "Dist", "DistBackend", "dist_defaults", "has_mpi",
 ]
 

@@ -326,6 +326,55 @@ class GgufExportOptions(Struct):
 PT_TIME_KINDS = 9
 
 
+
+# run.h: the run layer (docs/run-directory.md)
+class RunInput(Struct):
+    _fields_ = [
+        ("name", c_char_p),
+        ("path", c_char_p),
+        ("tree", c_bool),
+    ]
+
+
+@_stamped("pt_run_options", "run")
+class RunOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("dir", c_char_p),
+        ("metrics", c_char_p),
+        ("start", c_int),
+        ("resume_from", c_char_p),
+        ("kind", c_char_p),
+        ("inputs", POINTER(RunInput)),
+        ("n_inputs", c_size_t),
+        ("dir_name", c_char_p),
+        ("metrics_name", c_char_p),
+        ("resume_name", c_char_p),
+        ("keep_last", c_int64),
+        ("keep_every", c_int64),
+        ("save_every", c_int64),
+        ("save_auto", c_bool),
+        ("mtbf_seconds", c_double),
+        ("dist", c_void_p),
+        ("goodput", c_void_p),
+    ]
+
+
+@_stamped("pt_run_state", "run")
+class RunState(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("step", c_int64),
+        ("optimizer_steps", c_int64),
+        ("epoch", c_int64),
+        ("cursor", c_int64),
+        ("rows", c_int64),
+        ("seed", c_uint64),
+        ("order_rng", c_uint64),
+        ("rng", c_uint64),
+    ]
+
+
 @_stamped("pt_goodput_report", "goodput")
 class GoodputReport(Struct):
     _fields_ = [
@@ -913,6 +962,35 @@ _declare("goodput", {
     "pt_goodput_restore": (c_int, [vp, c_char_p, c_double, c_int64]),
     "pt_checkpoint_interval_young_daly": (c_int, [P(c_double), c_double, c_double]),
 })
+_declare("run", {
+    "pt_run_state_to_json": (c_int, [P(c_void_p), P(RunState), c_char_p, c_char_p]),
+    "pt_run_state_from_json": (c_int, [P(RunState), P(c_void_p), P(c_void_p), c_char_p]),
+    "pt_run_open": (c_int, [pp, P(RunOptions)]),
+    "pt_run_close": (None, [vp]),
+    "pt_run_resume_dir": (c_char_p, [vp]),
+    "pt_run_dir": (c_char_p, [vp]),
+    "pt_run_metrics_path": (c_char_p, [vp]),
+    "pt_run_last_checkpoint": (c_char_p, [vp]),
+    "pt_run_load": (c_int, [vp, vp, vp, P(RunState), P(c_void_p)]),
+    "pt_run_load_checkpoint": (c_int, [P(RunState), P(c_void_p), vp, vp, c_char_p, c_char_p]),
+    "pt_run_trim_metrics": (c_int, [vp, c_int64]),
+    "pt_run_check_output": (c_int, [c_char_p, c_char_p, P(RunInput)]),
+    "pt_run_lost_seconds": (c_double, [vp]),
+    "pt_run_lost_steps": (c_int64, [vp]),
+    "pt_run_save": (c_int, [vp, vp, vp, P(RunState), c_char_p]),
+    "pt_run_log": (c_int, [vp, c_char_p]),
+    "pt_run_rows": (c_int64, [vp]),
+    "pt_run_metrics_error": (c_char_p, [vp]),
+    "pt_run_note_step": (c_int, [vp, c_double]),
+    "pt_run_save_due": (c_bool, [vp, c_int64, c_int64]),
+    "pt_run_save_every": (c_int64, [vp]),
+    "pt_run_check_replicas": (c_int, [P(c_int), vp, vp]),
+    "pt_run_rollback": (c_int, [vp, vp, vp, P(RunState), P(c_void_p)]),
+    "pt_run_rank": (c_int, [vp]),
+    "pt_run_size": (c_int, [vp]),
+    "pt_run_last_save_seconds": (c_double, [vp]),
+    "pt_run_mean_step_seconds": (c_double, [vp]),
+})
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),
     "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),
@@ -970,6 +1048,7 @@ ENUM_FUNCTIONS = {
     "episodes": ["turn_end", "episode_end", "env_action", "episode_on_error"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],
+    "run": ["run_start"],
     "dist": ["dist_backend"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():
