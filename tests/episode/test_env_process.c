@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -355,6 +356,16 @@ START_TEST(test_bad_options)
     o.timeout = 1;
     o.max_line = 15;
     ck_assert_status(pt_env_process_create(&p, &o), PT_EINVAL, "max_line");
+    o.max_line = 100;
+    /* a caller of an older, smaller struct: the fields past its size are
+     * the defaults (max_line 15 would be refused); a size below size_t's */
+    o.size = offsetof(pt_env_process_options, max_line);
+    o.max_line = 15;
+    ck_assert_ok(pt_env_process_create(&p, &o));
+    pt_env_process_free(p);
+    o.size = 3;
+    ck_assert_status(pt_env_process_create(&p, &o), PT_EINVAL, "pt_env_process_options_init");
+    o.size = sizeof o;
     o.max_line = 100;
     /* the CLI's naming; a hook that writes a key of the library's */
     o.name = "--env";
