@@ -137,13 +137,17 @@ static cJSON *request(pt_env_reply *reply, pt_env_process *p, const pt_env_turn 
             return NULL;
         }
     const char *final = turn->final ? pt_episode_end_name(turn->final) : NULL;
-    bool ok = (cJSON_GetObjectItemCaseSensitive(q, "episode") || cJSON_AddNumberToObject(q, "episode", turn->episode)) &&
-              (cJSON_GetObjectItemCaseSensitive(q, "group") || cJSON_AddNumberToObject(q, "group", (double)turn->group)) &&
-              cJSON_AddNumberToObject(q, "turn", turn->turn) && cJSON_AddNumberToObject(q, "attempt", turn->attempt) &&
+    const bool has_episode = cJSON_GetObjectItemCaseSensitive(q, "episode") != NULL;
+    const bool has_group = cJSON_GetObjectItemCaseSensitive(q, "group") != NULL;
+    bool ok = (has_episode || cJSON_AddNumberToObject(q, "episode", turn->episode)) &&
+              (has_group || cJSON_AddNumberToObject(q, "group", (double)turn->group)) &&
+              cJSON_AddNumberToObject(q, "turn", turn->turn) &&
+              cJSON_AddNumberToObject(q, "attempt", turn->attempt) &&
               cJSON_AddStringToObject(q, "text", turn->text ? turn->text : "") &&
               cJSON_AddStringToObject(q, "turn_text", turn->turn_text ? turn->turn_text : "") &&
               cJSON_AddStringToObject(q, "turn_end", pt_turn_end_name(turn->turn_end)) &&
-              (final ? cJSON_AddStringToObject(q, "final", final) != NULL : cJSON_AddFalseToObject(q, "final") != NULL) &&
+              (final ? cJSON_AddStringToObject(q, "final", final) != NULL
+                     : cJSON_AddFalseToObject(q, "final") != NULL) &&
               cJSON_AddNumberToObject(q, "tokens_left", turn->tokens_left);
     if (!ok) {
         cJSON_Delete(q);
