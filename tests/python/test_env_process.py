@@ -5,6 +5,7 @@ turn rewards and appended text arrive as it sent them; a process that exits
 at once, one that never answers (the deadline) and a non-zero exit at the end
 are their own errors; no child is left behind."""
 
+import math
 import os
 import sys
 import tempfile
@@ -72,7 +73,8 @@ class TestEnvProcess(unittest.TestCase):
                     self.assertEqual(len(e.turns), 2)
                     self.assertEqual(e.rewards, [i + 0.5, 2.0])
                     self.assertEqual(e.turn_rewards[0][0], 0.25)
-                    self.assertTrue(all(x != x for x in [e.turn_rewards[0][1]] + list(e.turn_rewards[1])))
+                    nans = [e.turn_rewards[0][1]] + list(e.turn_rewards[1])
+                    self.assertTrue(all(math.isnan(x) for x in nans), nans)
                     end0 = e.turns[0].start + e.turns[0].length
                     self.assertEqual(list(e.ids[end0:end0 + len(ok)]), list(ok))
                     self.assertEqual(e.turns[1].start, end0 + len(ok))
@@ -86,8 +88,8 @@ class TestEnvProcess(unittest.TestCase):
             with self.play(env) as eps:
                 for e in eps:
                     self.assertEqual(e.end, pt.EpisodeEnd.ERROR)
-                    self.assertIn("the environment returned 1: env process 'exit 3' exited with status 3",
-                                  e.error)
+                    self.assertIn("the environment returned 1: env process 'exit 3' exited with "
+                                  "status 3", e.error)
             self.assertEqual(env.failure, "env process 'exit 3' exited with status 3")
         no_children(self)
 
