@@ -15,7 +15,8 @@
  *  - no child is left to reap, the group (a background sleep) is ended, no
  *    descriptor leaks, a host descriptor without FD_CLOEXEC is not
  *    inherited;
- *  - close's statuses (exit 0, a non-zero exit at the end), bad options. */
+ *  - close's statuses (exit 0, a non-zero exit at the end), bad options;
+ *  - 4 threads spawning, calling and freeing processes at once. */
 #include "testutil.h"
 
 #include "posttrain/env.h"
@@ -24,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/wait.h>
@@ -388,6 +390,62 @@ START_TEST(test_bad_options)
 }
 END_TEST
 
+/* ---- a multi-threaded host ------------------------------------------------------------------ */
+
+typedef struct thread_job {
+    int k;
+    int ok;
+} thread_job;
+
+/* Each thread spawns, calls and frees its own process 5 times while the
+ * others do the same (posix_spawn in a multi-threaded host). */
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "read l; echo '{\"done\": true, \"rewards\": [%d]}'", j->k);
+    for (int r = 0; r < 5; r++) {
+        pt_env_process_options o;
+        pt_env_process_options_init(&o);
+        o.command = cmd;
+        o.timeout = 20;
+        pt_env_process *p = NULL;
+        if (pt_env_process_create(&p, &o))
+            return NULL;
+        pt_env_turn t;
+        memset(&t, 0, sizeof t);
+        t.size = sizeof t;
+        pt_env_reply rep;
+        memset(&rep, 0, sizeof rep);
+        rep.size = sizeof rep;
+        int rc = pt_env_process_call(&rep, &t, p);
+        j->ok += rc == 0 && rep.action == PT_ENV_DONE && rep.rewards && rep.rewards[0] == (float)j->k &&
+                 pt_env_process_close(p) == PT_OK;
+        pt_env_process_free(p);
+    }
+    return NULL;
+}
+
+START_TEST(test_threads)
+{
+    const int fds0 = count_fds();
+    enum { T = 4 };
+    pthread_t th[T];
+    thread_job jobs[T];
+    for (int i = 0; i < T; i++) {
+        jobs[i].k = i + 1;
+        jobs[i].ok = 0;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, thread_main, &jobs[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(jobs[i].ok == 5, "thread %d: %d of 5 exchanges right", i, jobs[i].ok);
+    }
+    assert_no_children();
+    ck_assert_int_eq(count_fds(), fds0);
+}
+END_TEST
+
 static Suite *env_process_suite(void)
 {
     Suite *s = suite_create("env_process");
@@ -397,6 +455,7 @@ static Suite *env_process_suite(void)
     tcase_add_test(tc, test_failures);
     tcase_add_test(tc, test_fds_group_close);
     tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_threads);
     suite_add_tcase(s, tc);
     return s;
 }
