@@ -268,9 +268,10 @@ int64_t pt_env_process_pid(const pt_env_process *p)
     return p ? (int64_t)p->pid : 0;
 }
 
-int pt_env_process_close(pt_env_process *p)
+int pt_env_process_close(pt_env_process *proc)
 {
-    PT_CHECK_NULL(p);
+    PT_CHECK_NULL(proc);
+    pt_env_process *p = proc;
     if (p->closed)
         return PT_OK;
     p->closed = true;

@@ -386,7 +386,17 @@ START_TEST(test_bad_options)
     assert_fails(p, PT_EFORMAT, "--env reply: \"rewards\" must be an array of 1 numbers or nulls (--env-rewards)");
     pt_env_process_free(p);
     assert_no_children();
+    /* NULL arguments */
     pt_env_process_free(NULL);
+    ck_assert_ptr_null(pt_env_process_failure(NULL));
+    ck_assert_int_eq((int)pt_env_process_pid(NULL), 0);
+    ck_assert_status(pt_env_process_close(NULL), PT_EINVAL, "pt_env_process_close: proc is NULL");
+    pt_env_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.size = sizeof rep;
+    ck_assert_int_eq(pt_env_process_call(&rep, NULL, NULL), 1);
+    ck_assert_status(pt_last_status(), PT_EINVAL, "pt_env_process_call: turn is NULL");
+    ck_assert_status(pt_env_process_options_init(NULL), PT_EINVAL, "pt_env_process_options_init");
 }
 END_TEST
 
