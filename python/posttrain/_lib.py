@@ -736,6 +736,20 @@ class EnvReply(Struct):
     ]
 
 
+@_stamped("pt_env_process_options", "env-process")
+class EnvProcessOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("command", c_char_p),
+        ("n_rewards", c_int),
+        ("timeout", c_double),
+        ("max_line", c_size_t),
+        ("name", c_char_p),
+        ("request", c_void_p),      # pt_env_request_fn: not used by the binding
+        ("request_user", c_void_p),
+    ]
+
+
 @_stamped("pt_episode", "episodes")
 class Episode_(Struct):
     _fields_ = [
@@ -941,6 +955,19 @@ _declare("episodes", {
     "pt_episode_results_stats": (c_int, [P(EpisodeStats), vp]),
     "pt_rollout_buffer_add_episodes": (c_int, [P(c_int), vp, vp]),
 })
+_declare("env-process", {
+    "pt_env_process_create": (c_int, [pp, P(EnvProcessOptions)]),
+    "pt_env_process_free": (None, [vp]),
+    "pt_env_process_close": (c_int, [vp]),
+    "pt_env_process_failure": (c_char_p, [vp]),
+    "pt_env_process_pid": (c_int64, [vp]),
+    "pt_env_process_call": (c_int, [P(EnvReply), P(EnvTurn), c_void_p]),
+})
+
+
+def env_process_fn():
+    """pt_env_process_call as a pt_env_fn to hand to pt_episodes_run."""
+    return ENV_FN(ctypes.cast(lib.pt_env_process_call, c_void_p).value)
 _declare("plot", {
     "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
