@@ -728,7 +728,7 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
         /* the weights, the optimizer, the iteration and the problem stream */
         pt_run_state rs;
         pt_run_state_init(&rs);
-        if ((st = pt_run_load(rt->run, rt->model, opt, &rs, NULL))) {
+        if ((st = pt_run_load(&rs, NULL, rt->run, rt->model, opt))) {
             fail("resuming", st);
             goto out;
         }
