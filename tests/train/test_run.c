@@ -698,6 +698,65 @@ START_TEST(test_goodput_and_rollback)
 }
 END_TEST
 
+/* Bad arguments: a specific status and a message naming the function. */
+START_TEST(test_misuse)
+{
+    char dir[4096];
+    path_of(dir, sizeof dir, "run");
+    pt_run_options o;
+    pt_run *r = (pt_run *)1;
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    ck_assert_status(pt_run_open(NULL, &o), PT_EINVAL, "pt_run_open: out is NULL");
+    ck_assert_status(pt_run_open(&r, NULL), PT_EINVAL, "opts is NULL");
+    ck_assert_ptr_null(r); /* cleared first */
+    o.keep_last = -1;
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "keep_last");
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    o.save_auto = true;
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "mtbf_seconds");
+    opts_for(&o, dir, "sft", 9);
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "start");
+    opts_for(&o, NULL, "sft", PT_RUN_NEW);
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "dir");
+    o.size = 3;
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "pt_run_options_init");
+    char deep[4096];
+    path_of(deep, sizeof deep, "no/such/parent");
+    opts_for(&o, deep, "sft", PT_RUN_NEW);
+    ck_assert_status(pt_run_open(&r, &o), PT_EIO, "no/such/parent");
+    ck_assert(!exists(g_tmp, "no"));
+    /* NULL handles: the getters answer, the calls refuse */
+    pt_run_close(NULL);
+    ck_assert_ptr_null(pt_run_resume_dir(NULL));
+    ck_assert_ptr_null(pt_run_last_checkpoint(NULL));
+    ck_assert(!pt_run_save_due(NULL, 1, 1));
+    ck_assert_int_eq(pt_run_rows(NULL), 0);
+    ck_assert_int_eq(pt_run_size(NULL), 1);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    ck_assert_status(pt_run_save(NULL, NULL, NULL, &s, NULL), PT_EINVAL, "pt_run_save: r is NULL");
+    ck_assert_status(pt_run_log(NULL, "{}"), PT_EINVAL, "pt_run_log");
+    ck_assert_status(pt_run_load(&s, NULL, NULL, NULL, NULL), PT_EINVAL, "pt_run_load");
+    ck_assert_status(pt_run_trim_metrics(NULL, 0), PT_EINVAL, "pt_run_trim_metrics");
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    ck_assert_ok(pt_run_open(&r, &o));
+    ck_assert_status(pt_run_log(r, NULL), PT_EINVAL, "row_json is NULL");
+    ck_assert_status(pt_run_trim_metrics(r, -1), PT_EINVAL, "step");
+    ck_assert_status(pt_run_load(&s, NULL, r, NULL, NULL), PT_ESTATE, "starts fresh");
+    s.size = 1;
+    char *json = (char *)1;
+    ck_assert_status(pt_run_state_to_json(&json, &s, "sft", NULL), PT_EINVAL, "pt_run_state_init");
+    ck_assert_ptr_null(json);
+    pt_run_state_init(&s);
+    s.cursor = -1;
+    ck_assert_status(pt_run_state_to_json(&json, &s, "sft", NULL), PT_EINVAL, "cursor");
+    pt_run_close(r);
+    pt_run_input in = { "--model", dir, false };
+    ck_assert_status(pt_run_check_output("--out", dir, &in), PT_EINVAL, "pt_run_check_output: --out");
+    ck_assert_ok(pt_run_check_output("--out", NULL, &in));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("run");
@@ -715,6 +774,7 @@ int main(void)
     tcase_add_test(tc, test_old_host_json);
     tcase_add_test(tc, test_interval);
     tcase_add_test(tc, test_goodput_and_rollback);
+    tcase_add_test(tc, test_misuse);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
