@@ -10,7 +10,7 @@
 #include <string.h>
 
 typedef struct gen_args {
-    const char *model, *prompt, *prompt_ids;
+    const char *model, *adapter, *prompt, *prompt_ids;
     bool chat, ignore_eos, print_ids, print_logprobs, allow_long, bf16;
     int num_samples, threads, quantize;
     pt_generate_options gen;
@@ -20,6 +20,8 @@ typedef struct gen_args {
 static const cli_opt k_generate_opts[] = {
     { CLI_PATH, "model", GEN(model), "DIR", .required = true,
       .help = "Hugging Face model directory (with tokenizer.json for text), or a GGUF file" },
+    { CLI_PATH, "adapter", GEN(adapter), "DIR",
+      .help = "apply a PEFT LoRA adapter directory to the model first\n(e.g. OUT/adapter of a LoRA run; on a quantized GGUF too)" },
     { CLI_STRING, "prompt", GEN(prompt), "TEXT",
       .help = "prompt text, encoded with the model's tokenizer and its\nspecial tokens (e.g. BOS)" },
     { CLI_STRING, "prompt-ids", GEN(prompt_ids), "IDS", .help = "prompt token ids, separated by commas or spaces" },
@@ -271,6 +273,10 @@ int cmd_generate(int argc, char **argv)
     if (a.bf16 && cli_set_bf16("generate", m, PT_BF16_FROZEN)) {
         pt_model_free(m);
         return 1;
+    }
+    if (a.adapter && (st = pt_lora_load_peft(m, a.adapter)) != PT_OK) {
+        pt_model_free(m);
+        return cli_fail("generate: loading the adapter", st);
     }
     const pt_tokenizer *tok = pt_model_tokenizer(m);
     int32_t *prompt = NULL;

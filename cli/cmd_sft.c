@@ -251,7 +251,7 @@ static int save_checkpoint(sft_run *r)
     pt_run_state s;
     pt_run_state_init(&s);
     pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
-    pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+    s.optimizer_steps = pt_optimizer_step_count(r->opt);
     s.step = r->step;
     s.seed = a->data_opts.seed;
     s.rows = r->ds.train_examples;

@@ -684,7 +684,7 @@ static int run_iteration(runtime *rt, pt_optimizer *opt, int it, uint64_t rng, c
     rs.step = it;
     rs.seed = rt->o.seed;
     rs.rng = rng;
-    pt_optimizer_get_step(&rs.optimizer_steps, opt);
+    rs.optimizer_steps = pt_optimizer_step_count(opt);
     if ((st = pt_run_save(rt->run, rt->model, opt, &rs, NULL)))
         return fail("the checkpoint", st);
     if (!rt->o.quiet)
@@ -969,7 +969,7 @@ int main(int argc, char **argv)
         goto done;
     }
     uint64_t params = 0;
-    pt_model_num_params(&params, rt.model);
+    params = pt_model_param_count(rt.model);
     printf("agent_runtime: libposttrain %s, llama %d layers x hidden %d (%.2fM parameters), byte tokenizer, "
            "%s template, seed %llu, %d threads\n",
            pt_version_string(), o->layers, o->hidden, (double)params / 1e6, pt_chat_template_name(rt.tpl),

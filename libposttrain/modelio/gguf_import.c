@@ -133,9 +133,11 @@ static int check_blocks(const pt_gguf_tensor *t, const pt_tensor_ref *r, const c
 }
 
 /* A quantized 2-D tensor: its blocks copied into the model's quantized
- * storage (Q/K rows un-permuted as whole rows of blocks). */
+ * storage (Q/K rows un-permuted as whole rows of blocks).  The file's
+ * pages of it are given back once copied (a mapped file: nothing reads them
+ * again), so a load peaks at the blocks plus one tensor, not twice the file. */
 static int place_tensor(pt_model *m, size_t i, const pt_gguf_tensor *t, int heads,
-                        const char *name, const char *path)
+                        const char *name, const char *path, bool mapped)
 {
     const pt_tensor_ref *r = pt_model_tensor(m, i);
     int st = check_blocks(t, r, name, path);
@@ -149,6 +151,8 @@ static int place_tensor(pt_model *m, size_t i, const pt_gguf_tensor *t, int head
                                     pt_quant_row_bytes(t->type, (size_t)r->shape[1]), heads);
     else
         memcpy(dst, t->data, t->nbytes);
+    if (mapped)
+        pt_release_pages(t->data, t->nbytes);
     return PT_OK;
 }
 
@@ -159,8 +163,9 @@ static int read_tensor(pt_model *m, size_t i, const pt_gguf *g, const pt_model_c
     char name[PT_TENSOR_NAME_MAX];
     const pt_gguf_tensor *t = gguf_tensor_of(g, r, name, sizeof name);
     int heads = permuted_heads(r, c);
+    const bool mapped = pt_gguf_path(g) != NULL;
     if (pt_quant_supported(t->type) && r->ndim == 2)
-        return place_tensor(m, i, t, heads, name, path);
+        return place_tensor(m, i, t, heads, name, path, mapped);
     float *dst = heads ? tmp : r->data;
     int st;
     if (pt_quant_supported(t->type)) { /* a 1-D tensor in blocks: read as FP32 */
@@ -177,6 +182,8 @@ static int read_tensor(pt_model *m, size_t i, const pt_gguf *g, const pt_model_c
         return pt_err_prefix(st, "%s: tensor '%s'", path, name);
     if (heads)
         pt_gguf_unpermute_rows(r->data, tmp, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
+    if (mapped)
+        pt_release_pages(t->data, t->nbytes);
     return PT_OK;
 }
 
