@@ -441,7 +441,7 @@ static int rollback(grpo_run *r)
     pt_run_state s;
     pt_run_state_init(&s);
     char *extra = NULL;
-    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
+    int st = pt_run_rollback(&s, &extra, r->out.run, r->model, r->opt), rc;
     if (st == PT_ENOTFOUND)
         rc = restart(r);
     else if (st)

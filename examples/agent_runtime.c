@@ -728,7 +728,7 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
         /* the weights, the optimizer, the iteration and the problem stream */
         pt_run_state rs;
         pt_run_state_init(&rs);
-        if ((st = pt_run_load(rt->run, rt->model, opt, &rs, NULL))) {
+        if ((st = pt_run_load(&rs, NULL, rt->run, rt->model, opt))) {
             fail("resuming", st);
             goto out;
         }
@@ -905,6 +905,19 @@ static int parse_options(options *o, int argc, char **argv)
     return 0;
 }
 
+/* --out DIR: a run directory, a fresh start or the latest checkpoint in it. */
+static int open_run(runtime *rt)
+{
+    pt_run_options ro;
+    pt_run_options_init(&ro);
+    ro.dir = rt->o.out;
+    ro.kind = "agent_runtime";
+    ro.start = PT_RUN_RESUME_AUTO;
+    ro.save_every = rt->o.save_every;
+    int st = pt_run_open(&rt->run, &ro);
+    return st ? fail("--out", st) : PT_OK;
+}
+
 int main(int argc, char **argv)
 {
     runtime rt;
@@ -978,19 +991,8 @@ int main(int argc, char **argv)
     scores g0, s0, g1, s1, g2, s2;
     if ((st = evaluate(&g0, &s0, &rt, &ps, eval, "before", false)))
         goto fail_st;
-    if (o->out) {
-        /* a run directory: a fresh start, or the latest checkpoint in it */
-        pt_run_options ro;
-        pt_run_options_init(&ro);
-        ro.dir = o->out;
-        ro.kind = "agent_runtime";
-        ro.start = PT_RUN_RESUME_AUTO;
-        ro.save_every = o->save_every;
-        if ((st = pt_run_open(&rt.run, &ro))) {
-            fail("--out", st);
-            goto done;
-        }
-    }
+    if (o->out && (st = open_run(&rt)))
+        goto done;
     if (rt.run && pt_run_resume_dir(rt.run))
         printf("[sft]  skipped: the GRPO phase resumes from %s\n", pt_run_resume_dir(rt.run));
     else if ((st = sft_phase(&rt, &train_rng)))
