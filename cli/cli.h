@@ -75,19 +75,23 @@ int cli_load_model(pt_model **out, const char *path, int bf16_mode, int quantize
  * into m's tensors (m keeps its contexts and generators).  0, or 1 after
  * the message. */
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed);
-/* Create the output directory DIR (it may exist); 0, or 1 after the message. */
-int cli_make_out_dir(const char *cmd, const char *dir);
-/* Open the metrics file: `path`, or OUT/metrics.jsonl when it is NULL, with
- * fopen's mode; NULL after the message (cli_out.c). */
-FILE *cli_open_metrics(const char *cmd, const char *path, const char *out, const char *mode);
-/* After each row written to the metrics file *f (NULL: nothing to do):
- * flush it; when the write failed (a full disk), cut the file back to its
- * last whole row, say so naming the file, close it and set *f to NULL (no
- * later row is written; the run goes on). */
+/* The metrics rows of the run cli_out_start opened (rank 0; cli_out.c): a
+ * command prints one row (one JSON object) into the stream
+ * cli_open_metrics gives, then cli_metrics_row hands it to pt_run_log (which
+ * adds "time") and gives *f a fresh stream; when the write failed (a full
+ * disk: the file is cut back to its last whole row) it says so naming the
+ * file and sets *f to NULL (no later row is written; the run goes on).
+ * cli_metrics_close frees the stream.  NULL after the message. */
+FILE *cli_open_metrics(const char *cmd);
 void cli_metrics_row(const char *cmd, FILE **f);
+void cli_metrics_close(FILE **f);
 /* At the end of a run, after the model is saved: 1 after a message naming
  * the metrics file when a row could not be written, else 0. */
 int cli_metrics_failed(const char *cmd, const char *out);
+/* A rollback to the checkpoint of `step`: the metrics rows after it are
+ * dropped (pt_run_trim_metrics; nothing on a rank without the run).  0, or
+ * 1 after the message. */
+int cli_metrics_trim(const char *cmd, long long step);
 /* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
  * and merge it; then save the model in Hugging Face layout to OUT.  Messages
  * name `cmd`; returns 0, or 1 after printing the failure. */
@@ -111,90 +115,65 @@ int cli_plot_metrics(const char *cmd, const char *metrics, const char *svg);
 
 /* ---- checkpoints of the training commands (cli_common.c) ---- */
 
-/* A checkpoint's host JSON (the "host" object of its trainer_state.json):
- * {"command": CMD, "step": STEP, "seed": "SEED" (a decimal string: cJSON
- * keeps numbers as doubles, strings exactly), "model": the resolved path of
- * model_dir, "lora": {"rank", "alpha", "targets"} when m has adapters}, to
- * which the command adds its own fields (what `posttrain export --checkpoint`
- * rebuilds the model from, and what --resume continues from).  NULL after
- * the message. */
-cJSON *cli_host_new(const char *cmd, long long step, uint64_t seed, const char *model_dir, const pt_model *m);
-/* Write the checkpoint OUT/checkpoints/step-NNNNNNNN of `step` with `host`
- * (pt_checkpoint_save: weights, optimizer moments, schedule) and say so.
- * 0, or 1 after the message. */
-int cli_checkpoint_save(const char *cmd, const char *out, const pt_model *m, pt_optimizer *o, const cJSON *host,
-                        long long step);
+typedef struct cli_out cli_out;
+
+/* A checkpoint's host JSON is the run state (pt_run_state: step, seed, data
+ * position, RNG states) and the command's own fields
+ * (docs/run-directory.md).  cli_host_new: those fields every training
+ * command records, {"model": the resolved path of model_dir, "lora":
+ * {"rank", "alpha", "targets"} when m has adapters} (what `posttrain export
+ * --checkpoint` rebuilds the model from), to which the command adds its
+ * own.  NULL after the message. */
+cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m);
+/* Write the checkpoint OUT/checkpoints/step-NNNNNNNN of state->step with
+ * the command's fields `host` (pt_run_save: weights, optimizer moments,
+ * schedule, the state) and say so.  Rank 0 only.  0, or 1 after the message. */
+int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optimizer *opt,
+                        const pt_run_state *state, const cJSON *host);
 /* Load the checkpoint `dir` into m (whose LoRA adapters, if any, are added
- * already) and o: *host gets its host JSON (free with cJSON_Delete), *step
- * its step.  A checkpoint of another command or without a step is refused;
- * a different seed is a warning naming both.  0, or 1 after the message. */
-int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_model *m, pt_optimizer *o,
-                          const char *dir, uint64_t seed);
+ * already) and opt: *state its run state, *host the command's fields (free
+ * with cJSON_Delete).  With `run` (rank 0 resuming its --resume), through
+ * pt_run_load: a later checkpoint is refused and the metrics rows past the
+ * step are dropped; without, pt_run_load_checkpoint.  A checkpoint of
+ * another command or without a step is refused; a different seed is a
+ * warning naming both.  0, or 1 after the message. */
+int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt_run *run, pt_model *m,
+                          pt_optimizer *opt, const char *dir, uint64_t seed);
 /* An integer field of a host JSON object: a whole JSON number (exact below
  * 2^53; older checkpoints) or a string of decimal digits (exact).  0 with *v
  * set, or -1 when it is missing or not such a value. */
 int cli_json_i64(long long *v, const cJSON *obj, const char *key);
-int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key);
 
 /* ---- outputs against inputs and earlier runs (cli_out.c) ---- */
 
 /* Refuse (usage error, 2) an output path that is, or lies inside, or holds,
- * an input path: compared as resolved paths and by st_dev/st_ino; the
- * message names both options.  0 when they are apart or either is NULL. */
-#define CLI_ALLOW_IN_INSIDE_OUT 1u /* the input may lie inside the output directory */
-#define CLI_ALLOW_OUT_INSIDE_IN 2u /* the output may lie inside the input directory */
-int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
-                       const char *in, unsigned allow);
-/* cli_check_disjoint with no allowance, and when `in` is a directory, for
- * each file in it too (resolved through symlinks and compared by inode, so
- * an output that is a model file a directory links to is refused). */
-int cli_check_disjoint_tree(const char *cmd, const char *out_opt, const char *out, const char *in_opt,
-                            const char *in);
+ * an input path (pt_run_check_output; `tree`: each file of the directory
+ * `in` too); the message names both options.  0 when they are apart or
+ * either is NULL. */
+int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt, const char *in,
+                       bool tree);
 
-/* A training command's hold on its --out directory. */
-typedef struct cli_out {
-    int lock_fd;
+/* A training command's run (rank 0's pt_run). */
+struct cli_out {
+    pt_run *run;
     char resume[4096];  /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
-    char metrics[4096]; /* cli_out_start: --metrics, or OUT/metrics.jsonl */
-} cli_out;
-#define CLI_OUT_CONTINUE 1u   /* --resume DIR: the run continues what OUT holds */
-#define CLI_OUT_OVERWRITE 2u  /* --overwrite: replace an earlier run */
-#define CLI_OUT_AUTO 4u       /* --resume auto: continue from the latest checkpoint */
-#define CLI_OUT_CAN_RESUME 8u /* the command has --resume (for the message) */
-/* Create OUT, lock OUT/.posttrain.lock and the `metrics` file for the run
- * (a second run on either fails), remove half-written checkpoint and file names a killed run left,
- * and refuse an OUT (or a non-empty `metrics` file) an earlier run used
- * unless `flags` continue or replace it (--overwrite removes OUT/checkpoints
- * and OUT/adapter).  0, else the exit code after the message. */
-int cli_out_begin(cli_out *o, const char *cmd, const char *out, const char *metrics, unsigned flags);
-void cli_out_end(cli_out *o);
-/* A checkpoint in OUT/checkpoints past `step` (a resumed run would collide
- * with it): 1 after the message, else 0. */
-int cli_out_check_later(const char *cmd, const char *out, long long step);
-/* Keep the rows of the metrics file at `path` up to `step` (dropping later
- * ones, a row a kill cut short, and the goodput row a finished run ends
- * with), rewritten atomically; a missing file is fine.  *lost_seconds (may
- * be NULL) receives the sum of the "step_seconds" of the complete step rows
- * dropped, *lost_steps (may be NULL) their number: the work a resumed run
- * redoes.  0, or 1 after the message. */
-int cli_metrics_trim(const char *cmd, const char *path, long long step, double *lost_seconds,
-                     long long *lost_steps);
+    char metrics[4096]; /* --metrics, or OUT/metrics.jsonl */
+    int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_out_start) */
+};
 /* The start of a training command with --resume and --overwrite, before
  * anything is written: --resume and --overwrite together are a usage error;
- * --out and --metrics may not be, hold or lie inside --model, --data or
- * --resume (cli_check_disjoint; --resume may lie inside --out); then
- * cli_out_begin, with o->metrics set to the metrics path.  --resume auto
- * becomes the latest checkpoint in OUT/checkpoints (*resume points to
- * o->resume) or, when OUT holds no run, NULL (a fresh start), and says
- * which.  0, else the exit code after the message. */
+ * then pt_run_open of --out with --metrics, --model and --data as inputs
+ * (--resume may lie inside --out), which locks OUT/.posttrain.lock and the
+ * metrics file, removes a killed run's leftovers, refuses a used --out
+ * unless --resume or --overwrite is given.  --resume auto becomes the
+ * latest checkpoint in OUT/checkpoints (*resume points to o->resume) or,
+ * when OUT holds no run, NULL (a fresh start), and says which.  0, else the
+ * exit code after the message (2 for a usage error). */
 int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metrics, const char *model,
                   const char *data, const char **resume, bool overwrite);
-/* A run resumed at `step`: refuse a later checkpoint in OUT/checkpoints
- * (cli_out_check_later), keep the metrics rows up to `step`
- * (cli_metrics_trim of o->metrics, whose lost_seconds and lost_steps it
- * passes on).  0, or 1 after the message. */
-int cli_out_resumed(const cli_out *o, const char *cmd, const char *out, long long step, double *lost_seconds,
-                    long long *lost_steps);
+void cli_out_end(cli_out *o);
+/* "posttrain CMD: WHAT: MESSAGE" for a failed pt_run call; 1. */
+int cli_run_fail(const char *cmd, const char *what, int status);
 
 /* ---- data-parallel runs of the training commands (cli_dist.c) ---- */
 
@@ -302,17 +281,16 @@ int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *d
                     long long lost_steps);
 /* The end of `posttrain CMD --resume DIR` after the command loaded the
  * checkpoint's state (rc its outcome, h its host JSON, taken over and
- * freed): the note, rank 0's metrics kept up to `step` (the rows after it
- * are the work this run redoes: lost goodput), cli_job_resumed, then the
+ * freed; rank 0's pt_run_load kept the metrics up to `step`, and the rows
+ * it dropped are the work this run redoes: lost goodput): the note,
+ * cli_job_resumed, then the
  * start-up section again (CMD is the job's command).  0, or 1 after the message. */
-int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *out, const char *dir,
-                          long long step);
+int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *dir, long long step);
 /* The end of a rollback after the command reloaded its state (rc its
- * outcome, now at `step`): every rank agrees on it; rank 0's metrics file
- * (*metrics, NULL on the other ranks) is trimmed to `step` and reopened
- * for appending; the load section ends.  0, or 1 after the message. */
-int cli_job_rollback_finish(cli_job *j, int rc, FILE **metrics, const char *metrics_path, const char *out,
-                            long long step);
+ * outcome, now at `step`): every rank agrees on it; rank 0's metrics rows
+ * after `step` are dropped; the load section ends.  0, or 1 after the
+ * message. */
+int cli_job_rollback_finish(cli_job *j, int rc, long long step);
 /* A rollback: the pending steps are lost (pt_goodput_rollback). */
 void cli_job_rolled_back(cli_job *j);
 /* The end of a successful run after `step`: commit, then on rank 0 the

@@ -177,15 +177,11 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
 
 /* ---- checkpoints -------------------------------------------------------------- */
 
-cJSON *cli_host_new(const char *cmd, long long step, uint64_t seed, const char *model_dir, const pt_model *m)
+cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m)
 {
     cJSON *h = cJSON_CreateObject();
     char *abs = realpath(model_dir, NULL);
-    char seed_s[32];
-    snprintf(seed_s, sizeof seed_s, "%" PRIu64, seed);
-    bool ok = h && cJSON_AddStringToObject(h, "command", cmd) && cJSON_AddNumberToObject(h, "step", (double)step) &&
-              cJSON_AddStringToObject(h, "seed", seed_s) &&
-              cJSON_AddStringToObject(h, "model", abs ? abs : model_dir);
+    bool ok = h && cJSON_AddStringToObject(h, "model", abs ? abs : model_dir);
     free(abs);
     pt_lora_options lo;
     pt_lora_options_init(&lo);
@@ -202,24 +198,19 @@ cJSON *cli_host_new(const char *cmd, long long step, uint64_t seed, const char *
     return h;
 }
 
-int cli_checkpoint_save(const char *cmd, const char *out, const pt_model *m, pt_optimizer *o, const cJSON *host,
-                        long long step)
+int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optimizer *opt,
+                        const pt_run_state *state, const cJSON *host)
 {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/checkpoints", out);
-    if (cli_make_out_dir(cmd, dir))
-        return 1;
-    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", out, step);
     char *text = cJSON_PrintUnformatted(host);
     if (!text) {
         fprintf(stderr, "posttrain %s: out of memory printing a checkpoint's host JSON\n", cmd);
         return 1;
     }
-    int st = pt_checkpoint_save(m, o, text, dir);
+    int st = pt_run_save(o->run, m, opt, state, text);
     cJSON_free(text);
     if (st)
-        return cli_fail("saving a checkpoint", st);
-    fprintf(stderr, "posttrain %s: checkpoint %s\n", cmd, dir);
+        return cli_run_fail(cmd, "saving a checkpoint", st);
+    fprintf(stderr, "posttrain %s: checkpoint %s\n", cmd, pt_run_last_checkpoint(o->run));
     return 0;
 }
 
@@ -240,28 +231,6 @@ int cli_json_i64(long long *v, const cJSON *obj, const char *key)
     errno = 0;
     long long n = strtoll(s, &end, 10);
     if (errno || end == s || *end || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')))
-        return -1;
-    *v = n;
-    return 0;
-}
-
-int cli_json_u64(uint64_t *v, const cJSON *obj, const char *key)
-{
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d < 0 || d != floor(d) || d > 9007199254740992.0)
-            return -1;
-        *v = (uint64_t)d;
-        return 0;
-    }
-    if (!cJSON_IsString(j))
-        return -1;
-    const char *s = j->valuestring;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] < '0' || s[0] > '9')
         return -1;
     *v = n;
     return 0;
@@ -291,50 +260,36 @@ static void explain_lora(const char *cmd, const pt_model *m, const char *dir)
     cJSON_Delete(h);
 }
 
-int cli_checkpoint_resume(cJSON **host, long long *step, const char *cmd, pt_model *m, pt_optimizer *o,
-                          const char *dir, uint64_t seed)
+int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt_run *run, pt_model *m,
+                          pt_optimizer *opt, const char *dir, uint64_t seed)
 {
     *host = NULL;
     char *text = NULL;
-    int st = pt_checkpoint_load(&text, m, o, dir);
+    pt_run_state_init(state);
+    int st = run ? pt_run_load(run, m, opt, state, &text)
+                 : pt_run_load_checkpoint(state, &text, m, opt, dir, cmd);
     if (st) {
-        cli_fail("--resume", st);
+        if (st == PT_ESTATE || st == PT_EEXIST || st == PT_EFORMAT)
+            cli_run_fail(cmd, "--resume", st);
+        else
+            cli_fail("--resume", st);
         explain_lora(cmd, m, dir);
         return 1;
     }
     cJSON *h = text ? cJSON_Parse(text) : NULL;
     pt_free(text);
-    const cJSON *jc = cJSON_GetObjectItemCaseSensitive(h, "command");
-    uint64_t saved_seed = 0;
-    if (!cJSON_IsObject(h) || cli_json_i64(step, h, "step") || *step < 0) {
-        fprintf(stderr, "posttrain %s: --resume: %s records no training step (not a checkpoint of posttrain %s)\n",
-                cmd, dir, cmd);
-        cJSON_Delete(h);
+    if (!h) {
+        fprintf(stderr, "posttrain %s: out of memory reading a checkpoint's host JSON\n", cmd);
         return 1;
     }
-    if (jc && (!cJSON_IsString(jc) || strcmp(jc->valuestring, cmd))) {
-        fprintf(stderr, "posttrain %s: --resume: %s is a checkpoint of posttrain %s, not of posttrain %s\n", cmd,
-                dir, cJSON_IsString(jc) ? jc->valuestring : "?", cmd);
-        cJSON_Delete(h);
-        return 1;
-    }
-    if (cli_json_u64(&saved_seed, h, "seed") == 0 && saved_seed != seed)
+    if (state->seed != seed)
         cli_note("posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %" PRIu64
-                 "\n", cmd, saved_seed, seed);
+                 "\n", cmd, state->seed, seed);
     *host = h;
     return 0;
 }
 
 /* ---- output ------------------------------------------------------------------- */
-
-int cli_make_out_dir(const char *cmd, const char *dir)
-{
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "posttrain %s: cannot create %s: %s\n", cmd, dir, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
 
 int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr)
 {

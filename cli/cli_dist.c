@@ -185,7 +185,7 @@ int cli_job_agree(cli_job *j, int rc, const char *what)
 int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,
                       const char *data, const char **resume, bool overwrite)
 {
-    o->lock_fd = -1;
+    o->run = NULL;
     o->resume[0] = o->metrics[0] = '\0';
     if (j->size <= 1)
         return cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
@@ -355,30 +355,25 @@ int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0
     return 0;
 }
 
-int cli_job_rollback_finish(cli_job *j, int rc, FILE **metrics, const char *metrics_path, const char *out,
-                            long long step)
+int cli_job_rollback_finish(cli_job *j, int rc, long long step)
 {
     rc = cli_job_agree(j, rc, "rolling back");
-    if (!rc && *metrics) {
-        fclose(*metrics);
-        *metrics = NULL;
-        if (cli_metrics_trim(j->cmd, metrics_path, step, NULL, NULL) ||
-            !(*metrics = cli_open_metrics(j->cmd, metrics_path, out, "a")))
-            rc = 1;
-    }
+    if (!rc && j->rank == 0)
+        rc = cli_metrics_trim(j->cmd, step);
     cli_job_section(j, -1);
     return rc;
 }
 
-int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *out, const char *dir,
-                          long long step)
+int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *dir, long long step)
 {
     double lost = 0;
     long long lost_steps = 0;
     if (!rc) {
         cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, step, dir);
-        if (j->rank == 0)
-            rc = cli_out_resumed(o, j->cmd, out, step, &lost, &lost_steps);
+        if (j->rank == 0 && o->run) {
+            lost = pt_run_lost_seconds(o->run);
+            lost_steps = (long long)pt_run_lost_steps(o->run);
+        }
     }
     if (!rc)
         rc = cli_job_resumed(j, h, step, dir, lost, lost_steps);

@@ -77,10 +77,10 @@ static int check_args(const export_args *a)
                                "tensors and the optimizer state, not a model; export it with "
                                "--checkpoint %s (or give the run's --out directory)", a->model, a->model);
     int rc;
-    if ((rc = cli_check_disjoint_tree("export", "--out", a->out, "--model", a->model)) ||
-        (rc = cli_check_disjoint_tree("export", "--out", a->out, "--adapter", a->adapter)))
+    if ((rc = cli_check_disjoint("export", "--out", a->out, "--model", a->model, true)) ||
+        (rc = cli_check_disjoint("export", "--out", a->out, "--adapter", a->adapter, true)))
         return rc;
-    return cli_check_disjoint_tree("export", "--out", a->out, "--checkpoint", a->checkpoint);
+    return cli_check_disjoint("export", "--out", a->out, "--checkpoint", a->checkpoint, true);
 }
 
 static long long file_size(const char *path)

@@ -64,7 +64,7 @@ static int load_base(pt_model **m, const export_args *a, const ckpt_host *h)
         return cli_usage_error("export", "--checkpoint %s does not record its base model (a checkpoint "
                                "written before posttrain recorded it): give it with --model BASE_DIR",
                                a->checkpoint);
-    int rc = a->model ? 0 : cli_check_disjoint_tree("export", "--out", a->out, "the checkpoint's base model", base);
+    int rc = a->model ? 0 : cli_check_disjoint("export", "--out", a->out, "the checkpoint's base model", base, true);
     if (rc)
         return rc;
     int st = pt_model_load_dir(m, base, NULL);

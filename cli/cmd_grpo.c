@@ -53,8 +53,7 @@ typedef struct grpo_run {
 
 static void grpo_free(grpo_run *r)
 {
-    if (r->metrics)
-        fclose(r->metrics);
+    cli_metrics_close(&r->metrics);
     free(r->prompts); free(r->plens); free(r->tokens); free(r->ntok); free(r->fin); free(r->lps);
     free(r->ids); free(r->order); free(r->group_row); free(r->egroups);
     pt_episode_results_free(r->eres);
@@ -196,11 +195,12 @@ static bool add_entropy_state(cJSON *h, const pt_grpo_options *g)
 }
 
 /* A checkpoint after r->step rounds (written by rank 0, agreed by every
- * rank): the shared host JSON (cli_host_new: step, seed, base model, LoRA
- * options) with the prompt order (rng and order_rng as decimal strings,
- * cursor, the number of rows), the batch shape, the optimizer's step count
- * and the goodput totals; nothing in it depends on the number of ranks but
- * the timings.  t0: when the save (and the replica check before it) began. */
+ * rank): the run state (step, seed, the prompt order: rng, order_rng,
+ * cursor, rows; the optimizer's step count) and the shared host fields
+ * (cli_host_new: base model, LoRA options) with the batch shape, the
+ * entropy controller and the goodput totals; nothing in it depends on the
+ * number of ranks but the timings.  t0: when the save (and the replica
+ * check before it) began. */
 static int save_checkpoint(grpo_run *r, double t0)
 {
     const grpo_args *a = &r->a;
@@ -209,23 +209,24 @@ static int save_checkpoint(grpo_run *r, double t0)
     cJSON *g = cli_job_goodput_json(&r->job);
     int rc = g ? 0 : 1;
     if (!rc && r->job.rank == 0) {
-        int64_t opt_steps = 0;
-        pt_optimizer_get_step(&opt_steps, r->opt);
-        char rng[32], order_rng[32];
-        snprintf(rng, sizeof rng, "%" PRIu64, r->rng);
-        snprintf(order_rng, sizeof order_rng, "%" PRIu64, r->order_rng);
-        cJSON *h = cli_host_new("grpo", (long long)r->step, a->seed, a->model, r->model);
+        pt_run_state s;
+        pt_run_state_init(&s);
+        pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+        s.step = r->step;
+        s.seed = a->seed;
+        s.rng = r->rng;
+        s.order_rng = r->order_rng;
+        s.cursor = r->cursor;
+        s.rows = r->n_rows;
+        cJSON *h = cli_host_new("grpo", a->model, r->model);
         rc = 1;
-        if (h && cJSON_AddStringToObject(h, "rng", rng) && cJSON_AddStringToObject(h, "order_rng", order_rng) &&
-            cJSON_AddNumberToObject(h, "cursor", r->cursor) && cJSON_AddNumberToObject(h, "prompts", r->n_rows) &&
-            cJSON_AddNumberToObject(h, "num_generations", a->G) &&
+        if (h && cJSON_AddNumberToObject(h, "num_generations", a->G) &&
             cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
             cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) &&
-            cJSON_AddNumberToObject(h, "optimizer_steps", (double)opt_steps) &&
             add_entropy_state(h, &a->grpo) &&
             cJSON_AddItemToObject(h, "goodput", g)) {
             g = NULL;
-            rc = cli_checkpoint_save("grpo", a->out, r->model, r->opt, h, (long long)r->step);
+            rc = cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, h);
         } else if (h)
             fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
         cJSON_Delete(h);
@@ -234,18 +235,11 @@ static int save_checkpoint(grpo_run *r, double t0)
     return cli_job_saved(&r->job, rc, (long long)r->step, dir, t0);
 }
 
-/* An integer field of the checkpoint's host JSON that must equal this
- * run's `want`: "--num-generations N" when `opt` is an option, else "N
- * <what>".  0, or 1 after a message naming both values. */
-static int same_shape(const cJSON *h, const char *key, const char *opt, const char *what, long long want,
-                      const char *dir)
+/* A recorded count that must equal this run's `want`: "--num-generations
+ * N" when `opt` is an option, else "N <what>".  0, or 1 after a message
+ * naming both values. */
+static int same_value(long long v, const char *opt, const char *what, long long want, const char *dir)
 {
-    long long v;
-    if (cli_json_i64(&v, h, key)) {
-        fprintf(stderr, "posttrain grpo: --resume: %s does not record \"%s\" (not a checkpoint of posttrain grpo)\n",
-                dir, key);
-        return 1;
-    }
     if (v == want)
         return 0;
     if (opt)
@@ -257,31 +251,61 @@ static int same_shape(const cJSON *h, const char *key, const char *opt, const ch
     return 1;
 }
 
+/* same_value of an integer field of the checkpoint's host JSON. */
+static int same_shape(const cJSON *h, const char *key, const char *opt, long long want, const char *dir)
+{
+    long long v;
+    if (cli_json_i64(&v, h, key)) {
+        fprintf(stderr, "posttrain grpo: --resume: %s does not record \"%s\" (not a checkpoint of posttrain grpo)\n",
+                dir, key);
+        return 1;
+    }
+    return same_value(v, opt, NULL, want, dir);
+}
+
+/* The adaptive entropy controller continues where it was. */
+static int load_entropy(grpo_run *r, const cJSON *h, const char *dir)
+{
+    if (!r->a.grpo.use_adaptive_entropy)
+        return 0;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(h, "entropy_coef");
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(h, "entropy_last");
+    if (!cJSON_IsNumber(c)) {
+        fprintf(stderr, "posttrain grpo: --resume: %s has no entropy_coef (made without "
+                        "--use-adaptive-entropy)\n", dir);
+        return 1;
+    }
+    r->a.grpo.entropy_coef = c->valuedouble;
+    r->a.grpo.entropy_last = cJSON_IsNumber(l) ? l->valuedouble : INFINITY;
+    return 0;
+}
+
 /* Weights, optimizer moments and schedule from the checkpoint `dir` (every
- * rank reads it); then the round, and the prompt order rebuilt from
- * order_rng (which must lead to the saved rng) and continued at the saved
- * cursor.  *host gets its host JSON.  0, or 1 after the message. */
-static int load_state(cJSON **host, grpo_run *r, const char *dir)
+ * rank reads it; `run`: rank 0's --resume, pt_run_load); then the round,
+ * and the prompt order rebuilt from order_rng (which must lead to the saved
+ * rng) and continued at the saved cursor.  *host gets the command's
+ * fields.  0, or 1 after the message. */
+static int load_state(cJSON **host, grpo_run *r, const char *dir, pt_run *run)
 {
     const grpo_args *a = &r->a;
-    long long step, cursor = -1, iters = 0, opt_saved = -1;
-    uint64_t rng = 0, order_rng = 0;
-    if (cli_checkpoint_resume(host, &step, "grpo", r->model, r->opt, dir, a->seed))
+    long long iters = 0;
+    pt_run_state s;
+    if (cli_checkpoint_resume(host, &s, "grpo", run, r->model, r->opt, dir, a->seed))
         return 1;
     const cJSON *h = *host;
-    int rc = same_shape(h, "num_generations", "--num-generations", NULL, a->G, dir) ||
-             same_shape(h, "batch_prompts", "--batch-prompts", NULL, a->batch_prompts, dir) ||
-             same_shape(h, "prompts", NULL, "prompt rows in --data", r->n_rows, dir);
-    if (!rc && (cli_json_u64(&rng, h, "rng") || cli_json_u64(&order_rng, h, "order_rng") ||
-                cli_json_i64(&cursor, h, "cursor") || cursor < 0 || cursor > r->n_rows)) {
-        fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (rng, order_rng, cursor)\n", dir);
+    int rc = same_shape(h, "num_generations", "--num-generations", a->G, dir) ||
+             same_shape(h, "batch_prompts", "--batch-prompts", a->batch_prompts, dir) ||
+             same_value(s.rows, NULL, "prompt rows in --data", r->n_rows, dir);
+    if (!rc && s.cursor > r->n_rows) {
+        fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (its cursor %lld is past the %d rows)\n",
+                dir, (long long)s.cursor, r->n_rows);
         rc = 1;
     }
     int64_t opt_steps = 0;
     pt_optimizer_get_step(&opt_steps, r->opt);
-    if (!rc && (cli_json_i64(&opt_saved, h, "optimizer_steps") || opt_saved != opt_steps)) {
+    if (!rc && s.optimizer_steps != opt_steps) {
         fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
-                        "%lld\n", dir, (long long)opt_steps, opt_saved);
+                        "%lld\n", dir, (long long)opt_steps, (long long)s.optimizer_steps);
         rc = 1;
     }
     if (!rc && !cli_json_i64(&iters, h, "num_iterations") && iters != a->num_iterations)
@@ -289,27 +313,16 @@ static int load_state(cJSON **host, grpo_run *r, const char *dir)
                  iters, a->num_iterations);
     if (rc)
         return 1;
-    r->rng = order_rng;
+    r->rng = s.order_rng;
     shuffle(r);
-    if (r->rng != rng) {
+    if (r->rng != s.rng) {
         fprintf(stderr, "posttrain grpo: --resume: %s: its prompt order state is inconsistent (order_rng does not "
                         "lead to rng)\n", dir);
         return 1;
     }
-    r->cursor = (int)cursor;
-    r->step = step;
-    if (r->a.grpo.use_adaptive_entropy) { /* the controller continues where it was */
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(h, "entropy_coef");
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(h, "entropy_last");
-        if (!cJSON_IsNumber(c)) {
-            fprintf(stderr, "posttrain grpo: --resume: %s has no entropy_coef (made without "
-                            "--use-adaptive-entropy)\n", dir);
-            return 1;
-        }
-        r->a.grpo.entropy_coef = c->valuedouble;
-        r->a.grpo.entropy_last = cJSON_IsNumber(l) ? l->valuedouble : INFINITY;
-    }
-    return 0;
+    r->cursor = (int)s.cursor;
+    r->step = s.step;
+    return load_entropy(r, h, dir);
 }
 
 /* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
@@ -320,8 +333,8 @@ static int resume_from(grpo_run *r)
     const grpo_args *a = &r->a;
     cJSON *h = NULL;
     cli_job_section(&r->job, PT_TIME_LOAD);
-    int rc = load_state(&h, r, a->resume);
-    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->out, a->resume, (long long)r->step);
+    int rc = load_state(&h, r, a->resume, r->out.run);
+    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->resume, (long long)r->step);
     r->resumed_step = r->step;
     return rc;
 }
@@ -405,7 +418,7 @@ static int setup(grpo_run *r)
     if (a->resume && resume_from(r))
         return 1;
     if (r->job.rank == 0 &&
-        !(r->metrics = cli_open_metrics("grpo", r->out.metrics, a->out, a->resume ? "a" : "w")))
+        !(r->metrics = cli_open_metrics("grpo")))
         return 1;
     return 0;
 }
@@ -432,9 +445,9 @@ static int rollback(grpo_run *r)
     cli_job_rolled_back(j);
     cli_job_section(j, PT_TIME_LOAD);
     cJSON *h = NULL;
-    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt) : restart(r);
+    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt, NULL) : restart(r);
     cJSON_Delete(h);
-    return cli_job_rollback_finish(j, rc, &r->metrics, r->out.metrics, r->a.out, (long long)r->step);
+    return cli_job_rollback_finish(j, rc, (long long)r->step);
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
@@ -718,7 +731,6 @@ int cmd_grpo(int argc, char **argv)
 {
     grpo_run r;
     memset(&r, 0, sizeof r);
-    r.out.lock_fd = -1;
     int rc = grpo_parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
@@ -729,6 +741,8 @@ int cmd_grpo(int argc, char **argv)
      * clock; before anything is written: outputs apart from the inputs, the
      * hold on --out (rank 0: its lock, an earlier run in it, --resume auto's
      * checkpoint, shared with every rank) */
+    r.out.keep_last = r.a.keep_last;
+    r.out.keep_every = r.a.keep_every;
     if (!(rc = cli_job_begin(&r.job, "grpo", &r.a.dist, r.a.save_every)))
         rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
                                r.a.overwrite);

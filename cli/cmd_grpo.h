@@ -40,6 +40,7 @@ typedef struct grpo_args {
     int max_skipped;         /* --max-skipped-steps */
     int eval_every, eval_samples; /* --eval-every (0: at the start and the end only), --eval-samples */
     int save_every;          /* steps, 0, or CLI_SAVE_AUTO */
+    int64_t keep_last, keep_every; /* --keep-last, --keep-every: checkpoint retention */
     cli_lora_args lora;
     cli_dist_args dist;
     int64_t steps;

@@ -144,6 +144,10 @@ static const cli_opt k_grpo_output_opts[] = {
     { CLI_CUSTOM, "save-every", GRPO(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
       .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; 0: none; auto: "
               "Young-Daly\n(--mtbf-hours)" },
+    { CLI_INT64, "keep-last", GRPO(keep_last), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "prune the checkpoints but the last N (and those of --keep-every)\nafter each save; 0 with --keep-every 0: keep all" },
+    { CLI_INT64, "keep-every", GRPO(keep_every), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "prune the checkpoints but those of every Nth step (and the last\n--keep-last, and the newest); 0: off" },
     { CLI_PATH, "resume", GRPO(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
     { CLI_ENUM, "quantize", GRPO(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,

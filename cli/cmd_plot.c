@@ -49,7 +49,7 @@ int cmd_plot(int argc, char **argv)
         return cli_exit_code(rc);
     if (rest.n != 1)
         return cli_usage_error("plot", "expected one metrics file");
-    if ((rc = cli_check_disjoint("plot", "--out", a.out, "the metrics file", rest.args[0], 0)))
+    if ((rc = cli_check_disjoint("plot", "--out", a.out, "the metrics file", rest.args[0], false)))
         return rc;
     pt_plot_options o;
     pt_plot_options_init(&o);

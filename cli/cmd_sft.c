@@ -17,6 +17,7 @@ typedef struct sft_args {
     int64_t steps;
     double epochs;
     int grad_accum, eval_every, save_every, log_every, max_skipped;
+    int64_t keep_last, keep_every;
     bool overwrite, bf16, grad_ckpt;
     int quantize;
     cli_lora_args lora;
@@ -59,6 +60,10 @@ static const cli_opt k_sft_output_opts[] = {
     { CLI_CUSTOM, "save-every", SFT(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
       .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none; auto: Young-Daly "
               "(--mtbf-hours)" },
+    { CLI_INT64, "keep-last", SFT(keep_last), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "prune the checkpoints but the last N (and those of --keep-every)\nafter each save; 0 with --keep-every 0: keep all" },
+    { CLI_INT64, "keep-every", SFT(keep_every), "N", .def = "0", .lo = 0, .hi = 1e9,
+      .help = "prune the checkpoints but those of every Nth step (and the last\n--keep-last, and the newest); 0: off" },
     { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
       .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
     { CLI_ENUM, "quantize", SFT(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
@@ -227,8 +232,7 @@ typedef struct sft_run {
 static void sft_free(sft_run *r)
 {
     micro_free(&r->mb);
-    if (r->metrics)
-        fclose(r->metrics);
+    cli_metrics_close(&r->metrics);
     pt_context_free(r->ctx);
     pt_optimizer_free(r->opt);
     pt_dataset_free(r->data);
@@ -237,9 +241,9 @@ static void sft_free(sft_run *r)
 }
 
 /* A checkpoint after r->step (written by rank 0, agreed by every rank): the
- * shared host JSON (cli_host_new: step, seed, base model, LoRA options) with
- * the data position and the goodput totals, for --resume (nothing in it
- * depends on the number of ranks but the timings).
+ * run state (step, seed, data position) and the shared host fields
+ * (cli_host_new: base model, LoRA options) with the goodput totals, for
+ * --resume (nothing in it depends on the number of ranks but the timings).
  * t0: when the save (and the replica check before it) began. */
 static int save_checkpoint(sft_run *r, double t0)
 {
@@ -249,14 +253,18 @@ static int save_checkpoint(sft_run *r, double t0)
     cJSON *g = cli_job_goodput_json(&r->job);
     int rc = g ? 0 : 1;
     if (!rc && r->job.rank == 0) {
-        int64_t epoch, cursor;
-        pt_dataset_get_position(&epoch, &cursor, r->data);
-        cJSON *h = cli_host_new("sft", (long long)r->step, a->data_opts.seed, a->model, r->model);
+        pt_run_state s;
+        pt_run_state_init(&s);
+        pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
+        pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+        s.step = r->step;
+        s.seed = a->data_opts.seed;
+        s.rows = r->ds.train_examples;
+        cJSON *h = cli_host_new("sft", a->model, r->model);
         rc = 1;
-        if (h && cJSON_AddNumberToObject(h, "epoch", (double)epoch) &&
-            cJSON_AddNumberToObject(h, "cursor", (double)cursor) && cJSON_AddItemToObject(h, "goodput", g)) {
+        if (h && cJSON_AddItemToObject(h, "goodput", g)) {
             g = NULL;
-            rc = cli_checkpoint_save("sft", a->out, r->model, r->opt, h, (long long)r->step);
+            rc = cli_checkpoint_save("sft", &r->out, r->model, r->opt, &s, h);
         } else if (h)
             fprintf(stderr, "posttrain sft: out of memory building a checkpoint\n");
         cJSON_Delete(h);
@@ -266,22 +274,18 @@ static int save_checkpoint(sft_run *r, double t0)
 }
 
 /* Weights, optimizer state and data position from the checkpoint `dir`
- * (every rank reads it); *host gets its host JSON.  0, or 1 after the
- * message. */
-static int load_state(cJSON **host, sft_run *r, const char *dir)
+ * (every rank reads it; `run`: rank 0's --resume, pt_run_load); *host gets
+ * the command's fields.  0, or 1 after the message. */
+static int load_state(cJSON **host, sft_run *r, const char *dir, pt_run *run)
 {
     const sft_args *a = &r->a;
-    long long steps, epoch = -1, cursor = -1;
-    if (cli_checkpoint_resume(host, &steps, "sft", r->model, r->opt, dir, a->data_opts.seed))
+    pt_run_state s;
+    if (cli_checkpoint_resume(host, &s, "sft", run, r->model, r->opt, dir, a->data_opts.seed))
         return 1;
-    if (cli_json_i64(&epoch, *host, "epoch") || cli_json_i64(&cursor, *host, "cursor") || epoch < 0 || cursor < 0) {
-        fprintf(stderr, "posttrain sft: --resume: %s has no data position\n", dir);
-        return 1;
-    }
-    int st = pt_dataset_set_position(r->data, epoch, cursor);
+    int st = pt_dataset_set_position(r->data, s.epoch, s.cursor);
     if (st)
         return cli_fail("--resume", st);
-    r->step = steps;
+    r->step = s.step;
     return 0;
 }
 
@@ -293,8 +297,8 @@ static int resume_from(sft_run *r)
     const sft_args *a = &r->a;
     cJSON *h = NULL;
     cli_job_section(&r->job, PT_TIME_LOAD);
-    int rc = load_state(&h, r, a->resume);
-    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->out, a->resume, (long long)r->step);
+    int rc = load_state(&h, r, a->resume, r->out.run);
+    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->resume, (long long)r->step);
     r->resumed_step = r->step;
     return rc;
 }
@@ -393,7 +397,7 @@ static int setup(sft_run *r)
     r->resumed_step = -1;
     if (a->resume && resume_from(r))
         return 1;
-    if (r->job.rank == 0 && !(r->metrics = cli_open_metrics("sft", r->out.metrics, a->out, a->resume ? "a" : "w")))
+    if (r->job.rank == 0 && !(r->metrics = cli_open_metrics("sft")))
         return 1;
     return micro_alloc(&r->mb, a->grad_accum, (size_t)a->data_opts.batch_size * (size_t)r->max_seq);
 }
@@ -422,9 +426,9 @@ static int rollback(sft_run *r)
     cli_job_rolled_back(j);
     cli_job_section(j, PT_TIME_LOAD);
     cJSON *h = NULL;
-    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt) : restart(r);
+    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt, NULL) : restart(r);
     cJSON_Delete(h);
-    return cli_job_rollback_finish(j, rc, &r->metrics, r->out.metrics, r->a.out, (long long)r->step);
+    return cli_job_rollback_finish(j, rc, (long long)r->step);
 }
 
 /* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
@@ -579,7 +583,6 @@ int cmd_sft(int argc, char **argv)
 {
     sft_run r;
     memset(&r, 0, sizeof r);
-    r.out.lock_fd = -1;
     int rc = parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
@@ -590,6 +593,8 @@ int cmd_sft(int argc, char **argv)
     /* before anything is written: outputs apart from the inputs, the hold
      * on --out (rank 0: its lock, an earlier run in it, --resume auto's
      * checkpoint, shared with every rank) */
+    r.out.keep_last = r.a.keep_last;
+    r.out.keep_every = r.a.keep_every;
     if (!rc)
         rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
                                r.a.overwrite);

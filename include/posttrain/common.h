@@ -61,8 +61,9 @@ typedef enum pt_status {
     PT_ECONFIG = -15,      /* a model configuration is missing a field or is inconsistent */
     PT_EINTERNAL = -16,    /* a bug in libposttrain: please report it */
     PT_EPEER = -17,        /* another rank of a distributed job failed or did not arrive in time */
-    PT_EBUSY = -18         /* the handle is in use by another call (another thread, or a callback
-                            * of the call using it) */
+    PT_EBUSY = -18,        /* the handle is in use by another call (another thread, or a callback
+                            * of the call using it), or a run directory is locked by another run */
+    PT_EEXIST = -19        /* a file or directory is in the way: it already exists (an earlier run) */
 } pt_status;
 
 /* Symbolic name of a status ("PT_EINVAL"), or "PT_E?" for an unknown code. */

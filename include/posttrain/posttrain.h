@@ -18,5 +18,6 @@
 #include "posttrain/gguf.h"
 #include "posttrain/dist.h"
 #include "posttrain/goodput.h"
+#include "posttrain/run.h"
 
 #endif

@@ -34,6 +34,7 @@ static const struct {
     { PT_EINTERNAL, "PT_EINTERNAL", "internal error" },
     { PT_EPEER, "PT_EPEER", "another rank of the distributed job failed" },
     { PT_EBUSY, "PT_EBUSY", "the handle is in use by another call" },
+    { PT_EEXIST, "PT_EEXIST", "already exists" },
 };
 
 const char *pt_status_name(int status)

@@ -35,7 +35,7 @@ import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if any(k.startswith("eval/") for k in r):
-        print(r["step"], " ".join(f"{k}={r[k]}" for k in sorted(r) if k != "step"))
+        print(r["step"], " ".join(f"{k}={r[k]}" for k in sorted(r) if k not in ("step", "time")))
 EOF
 }
 

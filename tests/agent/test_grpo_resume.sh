@@ -49,7 +49,7 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if "goodput" in r:
         continue
-    for k in ("gen_tokens_per_s", "train_tokens_per_s", "step_seconds"):
+    for k in ("gen_tokens_per_s", "train_tokens_per_s", "step_seconds", "time"):
         r.pop(k)
     print(json.dumps(r, sort_keys=True))
 PY
@@ -221,9 +221,9 @@ expect "a LoRA checkpoint without --lora-rank" 1 "is of a LoRA run (rank 2): giv
 printf '{"input_ids": [1, 5, 9, 33, 17, 2]}\n{"input_ids": [1, 7, 8, 30, 2]}\n' > "$work/sft.jsonl"
 "$posttrain" --threads 2 sft --model "$model" --data "$work/sft.jsonl" --out "$work/sft" --steps 1 --batch-size 1 \
     --save-every 1 2>/dev/null
-expect "an sft checkpoint" 1 "is a checkpoint of posttrain sft, not of posttrain grpo" "${base[@]}" --steps 4 \
+expect "an sft checkpoint" 1 "is a checkpoint of sft, not of grpo" "${base[@]}" --steps 4 \
     --out "$work/bad7" --resume "$work/sft/checkpoints/step-00000001"
-expect "a grpo checkpoint given to sft" 1 "is a checkpoint of posttrain grpo, not of posttrain sft" \
+expect "a grpo checkpoint given to sft" 1 "is a checkpoint of grpo, not of sft" \
     sft --model "$model" --data "$work/sft.jsonl" --out "$work/bad8" --steps 2 --batch-size 1 --resume "$ck2"
 
 # ---- export of a grpo checkpoint --------------------------------------------------------

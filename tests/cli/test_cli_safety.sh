@@ -159,6 +159,13 @@ else
     command -v python3 >/dev/null && bad "a metrics row is not JSON" || ok "(no python3: JSON check skipped)"
 fi
 
+# Retention: the last 2 checkpoints and every 3rd step's stay.
+expect "--keep-last 2 --keep-every 3" 0 "saved the model" "${run[@]}" --steps 7 --save-every 1 --keep-last 2 \
+    --keep-every 3 --out "$work/keep"
+[ "$(ls "$work/keep/checkpoints" | tr '\n' ' ')" = "step-00000003 step-00000006 step-00000007 " ] &&
+    ok "retention kept steps 3, 6 (every 3rd) and 6, 7 (the last 2)" ||
+    bad "retention left: $(ls "$work/keep/checkpoints" | tr '\n' ' ')"
+
 # Two runs on one --out: the second is locked out.
 mkdir -p "$work/locked"
 flock "$work/locked/.posttrain.lock" sleep 30 >/dev/null 2>&1 </dev/null &

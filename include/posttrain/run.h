@@ -1,0 +1,263 @@
+/*
+ * libposttrain public API: the run layer (docs/run-directory.md).
+ *
+ * A training run's directory, state, checkpoints and metrics, shared by the
+ * CLI (`posttrain sft`, `posttrain grpo`), the Python trainers and any host.
+ * These are small objects the host drives: the host keeps its own loop and
+ * calls into the run at the points it chooses (after a step: pt_run_log; when
+ * pt_run_save_due says so: pt_run_save; once at the start: pt_run_load).
+ *
+ * The run directory DIR holds
+ *     DIR/.posttrain.lock            the exclusive lock of the run (flock)
+ *     DIR/metrics.jsonl              one JSON object a line (or opts.metrics)
+ *     DIR/checkpoints/step-NNNNNNNN  complete checkpoints (pt_checkpoint_save),
+ *                                    NNNNNNNN the step, 8 digits or more
+ *     DIR/adapter/, DIR/...          what the host saves at the end
+ *
+ * The run state (pt_run_state) and the host's own fields are saved together
+ * as ONE flat JSON object, the checkpoint's host JSON:
+ *     "run_format": 1           the schema's version (absent in older checkpoints)
+ *     "command":    KIND        the run's kind ("sft", "grpo", or the host's own)
+ *     "step":       N           steps done (a JSON number; < 2^53)
+ *     "optimizer_steps": "N"    optimizer updates done
+ *     "epoch":      "N"         passes over the data started
+ *     "cursor":     "N"         position in the pass (rows or prompts consumed)
+ *     "rows":       "N"         rows (prompts) in the data set (older GRPO: "prompts")
+ *     "seed":       "N"         the run's seed
+ *     "order_rng":  "N"         the data-order RNG state at the pass start
+ *     "rng":        "N"         the sampling RNG state
+ *     ... the host's own keys (e.g. "model", "lora", "goodput", ...)
+ * Values shown "N" are written as decimal strings (64-bit exact); a reader
+ * accepts a whole JSON number too (older checkpoints, exact below 2^53).
+ * The state's keys are reserved: a host key of the same name is PT_EINVAL.
+ *
+ * With a pt_dist (opts.dist), pt_run_open, pt_run_save, pt_run_load and
+ * pt_run_rollback are collective: every rank calls them, rank 0 does the
+ * directory's work, every rank gets the same outcome (PT_EPEER on the
+ * others when one rank failed); pt_run_log writes on rank 0 only.
+ *
+ * Statuses: PT_EINVAL a bad argument or option (also: an output that overlaps
+ * an input), PT_EBUSY the directory or metrics file is locked by another run,
+ * PT_EEXIST the directory holds an earlier run (PT_RUN_NEW) or a checkpoint
+ * past the resumed step, PT_ENOTFOUND no checkpoint to resume from, PT_ESTATE
+ * a checkpoint of another kind, PT_EFORMAT a host JSON that is not a run
+ * state, PT_EIO a failed read, write, lock or rename (naming the file).
+ * Every message is in pt_last_error(); what the run does (leftovers removed,
+ * the checkpoint resumed, metrics rows dropped) is logged at PT_LOG_INFO.
+ *
+ * A pt_run is not thread-safe: one host thread at a time.
+ */
+#ifndef POSTTRAIN_RUN_H
+#define POSTTRAIN_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "posttrain/common.h"
+#include "posttrain/dist.h"
+#include "posttrain/goodput.h"
+#include "posttrain/model.h"
+#include "posttrain/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a run starts in its directory. */
+typedef enum pt_run_start {
+    PT_RUN_NEW = 0,         /* a directory holding an earlier run is refused (PT_EEXIST naming what it holds) */
+    PT_RUN_OVERWRITE = 1,   /* an earlier run is replaced: DIR/checkpoints and DIR/adapter are removed,
+                               the metrics file emptied */
+    PT_RUN_RESUME_AUTO = 2, /* continue from the latest complete checkpoint; a fresh start when the
+                               directory holds no run; PT_ENOTFOUND when it holds a run but no checkpoint */
+    PT_RUN_RESUME_FROM = 3  /* continue from the checkpoint directory opts.resume_from */
+} pt_run_start;
+/* "new", "overwrite", "auto", "from"; NULL for another value.  from_name:
+ * PT_EINVAL listing the names. */
+PT_API const char *pt_run_start_name(int value);
+PT_API int pt_run_start_from_name(int *out, const char *name);
+
+/* An input of the run that its outputs (the directory, the metrics file)
+ * must not destroy: an output may not be it, hold it, or lie inside it
+ * (compared as resolved paths and by device and inode).  `tree`: a
+ * directory whose files are checked one by one too (they may be symlinks
+ * into elsewhere, as a Hugging Face cache's blobs).  `name` names it in
+ * messages ("--model"). */
+typedef struct pt_run_input {
+    const char *name;
+    const char *path;  /* NULL: skipped */
+    bool tree;
+} pt_run_input;
+
+/* The check pt_run_open makes of its outputs, for another output of the
+ * host (an exported model, a plot): PT_EINVAL naming out_name and
+ * input->name when `out` is, holds or lies inside input->path (and, with
+ * input->tree, any file of that directory).  PT_OK when either path is NULL. */
+PT_API int pt_run_check_output(const char *out_name, const char *out, const pt_run_input *input);
+
+typedef struct pt_run_options {
+    size_t size;                /* sizeof(pt_run_options) */
+    const char *dir;            /* the run directory (created if missing; its parent must exist); required */
+    const char *metrics;        /* the metrics file; NULL: DIR/metrics.jsonl */
+    int start;                  /* pt_run_start; default PT_RUN_NEW */
+    const char *resume_from;    /* PT_RUN_RESUME_FROM: the checkpoint directory (may lie inside dir) */
+    const char *kind;           /* the run's kind, "sft", "grpo" or the host's own (1..63 of [a-z0-9_.-]);
+                                   required.  A checkpoint of another kind is refused on resume */
+    const pt_run_input *inputs; /* n_inputs inputs the outputs must not overlap */
+    size_t n_inputs;
+    const char *dir_name;       /* how messages name dir, metrics, resume_from: default "--out", */
+    const char *metrics_name;   /*   "--metrics", "--resume" (the CLI's option names) */
+    const char *resume_name;
+    int64_t keep_last;          /* retention: keep the last K checkpoints ... */
+    int64_t keep_every;         /* ... and those whose step is a multiple of N; the others are deleted
+                                   after each successful save.  0 and 0 (default): keep all */
+    int64_t save_every;         /* pt_run_save_due: a checkpoint every N steps (and at the last);
+                                   0 (default): none */
+    bool save_auto;             /* pt_run_save_due: the interval chosen by Young-Daly from the first
+                                   checkpoint's cost and the steps' mean time (pt_run_note_step) */
+    double mtbf_seconds;        /* with save_auto: the mean time between failures, > 0 */
+    /* A data-parallel job (optional; docs/run-directory.md, "Jobs"): every
+     * rank opens the run with the same options and the same `dist`; rank 0
+     * holds the directory, the others follow.  Borrowed: it must outlive
+     * the run. */
+    pt_dist *dist;
+    /* A goodput accountant (optional, borrowed): pt_run_save commits it and
+     * records its totals as the host JSON's "goodput" (then a reserved key),
+     * pt_run_load restores them with the lost seconds and steps,
+     * pt_run_rollback rolls it back. */
+    pt_goodput *goodput;
+} pt_run_options;
+PT_API int pt_run_options_init(pt_run_options *o);
+
+/* The run state: the same for SFT and GRPO, the CLI and Python. */
+typedef struct pt_run_state {
+    size_t size;              /* sizeof(pt_run_state) */
+    int64_t step;             /* steps done */
+    int64_t optimizer_steps;  /* optimizer updates done */
+    int64_t epoch;            /* passes over the data started */
+    int64_t cursor;           /* position in the pass */
+    int64_t rows;             /* rows (prompts) of the data */
+    uint64_t seed;            /* the run's seed */
+    uint64_t order_rng;       /* the data-order RNG state at the pass start */
+    uint64_t rng;             /* the sampling RNG state */
+} pt_run_state;
+/* All zero (a key missing from an older checkpoint reads as this). */
+PT_API int pt_run_state_init(pt_run_state *s);
+
+/* The host JSON of a checkpoint (the schema above) from a state, its kind
+ * and the host's own fields (`host_extra`: a JSON object text, or NULL);
+ * free *json with pt_free.  PT_EINVAL: a bad kind, host_extra not an object
+ * or using a reserved key. */
+PT_API int pt_run_state_to_json(char **json, const pt_run_state *state, const char *kind,
+                                const char *host_extra);
+/* The other way: *state (init first), *kind (may be NULL; free with pt_free;
+ * "" when the JSON names none) and *host_extra (may be NULL; the object of
+ * the keys that are not the state's, "{}" when none; free with pt_free).
+ * Reads what the CLI wrote before the run layer too ("prompts" for "rows").
+ * PT_EFORMAT: not a JSON object, no "step", or a state key that is not a
+ * non-negative integer. */
+PT_API int pt_run_state_from_json(pt_run_state *state, char **kind, char **host_extra, const char *json);
+
+typedef struct pt_run pt_run;
+
+/* Open a run: check the outputs against the inputs (and resume_from), create
+ * dir, take the locks (DIR/.posttrain.lock and the metrics file: a second
+ * open of either is PT_EBUSY), remove a killed run's half-written names
+ * (DIR/.*.tmp.*, checkpoints/step-*.tmp-*, adapter/...), then apply
+ * opts.start (above) and resolve PT_RUN_RESUME_AUTO.  Nothing of an earlier
+ * run is changed on error.  Without resuming, the metrics file is emptied. */
+PT_API int pt_run_open(pt_run **out, const pt_run_options *opts);
+/* Release the locks; an empty metrics file the run created is removed.
+ * Accepts NULL. */
+PT_API void pt_run_close(pt_run *run);
+
+/* The checkpoint the run continues from, or NULL for a fresh start
+ * (PT_RUN_RESUME_AUTO resolved). */
+PT_API const char *pt_run_resume_dir(const pt_run *run);
+/* The run directory and the metrics file's path. */
+PT_API const char *pt_run_dir(const pt_run *run);
+PT_API const char *pt_run_metrics_path(const pt_run *run);
+/* The last complete checkpoint (resumed or saved by this run), or NULL. */
+PT_API const char *pt_run_last_checkpoint(const pt_run *run);
+
+/* Resume: load pt_run_resume_dir into model and opt (pt_checkpoint_load),
+ * *state from its host JSON (pt_run_state_init it first) and *host_extra
+ * (may be NULL; free with pt_free).  PT_ESTATE when there is nothing to
+ * resume or the checkpoint is of another kind (naming both); PT_EEXIST when
+ * DIR/checkpoints holds a checkpoint past its step (it would be
+ * overwritten).  Then the metrics file keeps its rows up to the step (rows
+ * past it, a row cut short, and a finished run's "goodput" row are dropped;
+ * rewritten atomically, still locked); the dropped step rows' "step_seconds"
+ * sum and count are pt_run_lost_seconds and pt_run_lost_steps. */
+PT_API int pt_run_load(pt_run *run, pt_model *model, pt_optimizer *opt, pt_run_state *state,
+                       char **host_extra);
+/* The same without a pt_run: load the checkpoint `dir` of kind `kind` (NULL:
+ * any).  For the ranks of a job other than the one holding the run, and for
+ * a rollback. */
+PT_API int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *model, pt_optimizer *opt,
+                                  const char *dir, const char *kind);
+/* Keep the metrics rows up to `step` as pt_run_load does (after a rollback
+ * to the checkpoint of `step`); the lost getters then count the rows
+ * dropped. */
+PT_API int pt_run_trim_metrics(pt_run *run, int64_t step);
+PT_API double pt_run_lost_seconds(const pt_run *run);
+PT_API int64_t pt_run_lost_steps(const pt_run *run);
+
+/* Save: the checkpoint DIR/checkpoints/step-NNNNNNNN of state->step
+ * (pt_checkpoint_save, atomic; PT_ESTATE if it exists), then retention
+ * (keep_last / keep_every), then fsync of the metrics file.  host_extra: the
+ * host's own fields (a JSON object text, or NULL).  Its duration is the
+ * checkpoint cost save_auto uses. */
+PT_API int pt_run_save(pt_run *run, const pt_model *model, pt_optimizer *opt, const pt_run_state *state,
+                       const char *host_extra);
+
+/* Append one row to the metrics file: `row_json` is one JSON object (no
+ * newline inside; it must not hold "time"); the row written is that object
+ * with "time" (Unix seconds, a double) added at its end, and a newline.  A
+ * failed write is PT_EIO naming the file, the file cut back to its last
+ * whole row (PT_ENOSPC for a full disk); later calls then fail at once. */
+PT_API int pt_run_log(pt_run *run, const char *row_json);
+/* The rows written by this run so far. */
+PT_API int64_t pt_run_rows(const pt_run *run);
+/* Why the metrics file could not be written (strerror's text, e.g. "No
+ * space left on device"), or NULL while every row was written. */
+PT_API const char *pt_run_metrics_error(const pt_run *run);
+
+/* The fault handling of a job (with opts.dist; with none, or one rank,
+ * pt_run_check_replicas is PT_OK).  pt_run_check_replicas (collective):
+ * pt_dist_check_replicas of every rank's parameters and optimizer state,
+ * PT_ECHECKSUM naming the rank(s) that differ (*bad_rank: the first, or -1
+ * when no majority agrees).  pt_run_rollback (collective): back to the last
+ * complete checkpoint (pt_run_last_checkpoint): the goodput accountant's
+ * pending steps become lost, every rank loads the checkpoint into model and
+ * opt and *state, *host_extra (may be NULL) as pt_run_load, and rank 0 drops
+ * the metrics rows after its step.  With no checkpoint yet the metrics rows
+ * are all dropped and the status is PT_ENOTFOUND: the host starts again
+ * from its initial state. */
+PT_API int pt_run_check_replicas(int *bad_rank, pt_run *run, const pt_optimizer *opt);
+PT_API int pt_run_rollback(pt_run *run, pt_model *model, pt_optimizer *opt, pt_run_state *state,
+                           char **host_extra);
+/* This process's rank in the job and the job's size (0 and 1 without one). */
+PT_API int pt_run_rank(const pt_run *run);
+PT_API int pt_run_size(const pt_run *run);
+
+/* The checkpoint interval.  pt_run_note_step: a step took `seconds` of work
+ * (the mean is save_auto's step time).  pt_run_save_due: whether a
+ * checkpoint is due after `step` of `total`: with save_every, every N steps
+ * and at total; with save_auto, at the first step after the process's first
+ * (which times the interval), then every chosen interval, and at total.
+ * pt_run_save_every: the interval in steps (save_auto: 0 until chosen). */
+PT_API int pt_run_note_step(pt_run *run, double seconds);
+PT_API bool pt_run_save_due(const pt_run *run, int64_t step, int64_t total);
+PT_API int64_t pt_run_save_every(const pt_run *run);
+/* The last pt_run_save's duration and the mean of pt_run_note_step's
+ * seconds (0 before any): what save_auto's interval came from. */
+PT_API double pt_run_last_save_seconds(const pt_run *run);
+PT_API double pt_run_mean_step_seconds(const pt_run *run);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
