@@ -34,6 +34,11 @@
  * produce) was ever in a loss mask, or if GRPO made held-out accuracy
  * clearly worse than SFT.
  *
+ * With --out DIR the run lives in a run directory of the library's run
+ * layer: a metrics row per step, checkpoints every --save-every steps, and
+ * --resume auto continues a killed run to exactly the result it would have
+ * had (section "the run directory"; docs/agents.md).
+ *
  * Public API only; builds against the installed library with
  *   cc -std=c11 agent_runtime.c $(pkg-config --cflags --libs posttrain) -lm */
 #include <posttrain/posttrain.h>
@@ -644,7 +649,11 @@ static int run_open(runtime *rt)
         return fail("pt_run_open", st);
     const char *ck = pt_run_resume_dir(rt->run);
     if (!ck) {
-        printf("agent_runtime: run directory %s, a fresh start (checkpoints every %d steps)\n", o->out, o->save_every);
+        if (o->save_every)
+            printf("agent_runtime: run directory %s, a fresh start (checkpoints every %d steps)\n", o->out,
+                   o->save_every);
+        else
+            printf("agent_runtime: run directory %s, a fresh start (no checkpoints: --save-every)\n", o->out);
         return PT_OK;
     }
     char *host = NULL, *extra = NULL, opts[512], want[512];
