@@ -153,12 +153,19 @@ int cli_json_i64(long long *v, const cJSON *obj, const char *key);
 int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, const char *in_opt, const char *in,
                        bool tree);
 
-/* A training command's run (rank 0's pt_run). */
+/* A training command's run (pt_run: on every rank of a job, rank 0 holding --out). */
 struct cli_out {
     pt_run *run;
     char resume[4096];  /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
     char metrics[4096]; /* --metrics, or OUT/metrics.jsonl */
     int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_out_start) */
+    /* set by cli_job_out_start: the job (NULL for one rank), its goodput
+     * accountant, the checkpoint interval */
+    pt_dist *dist;
+    pt_goodput *goodput;
+    int save_every;
+    bool save_auto;
+    double mtbf_seconds;
 };
 /* The start of a training command with --resume and --overwrite, before
  * anything is written: --resume and --overwrite together are a usage error;
@@ -218,8 +225,7 @@ typedef struct cli_job {
     long long first_step;     /* the step this process started at */
     long long last_save;      /* the step of the last complete checkpoint (saved or resumed), or -1 */
     char last_ckpt[4096];     /* its directory, "" for none (a rollback goes to the start) */
-    double work_seconds;      /* step, generate and wait seconds of this process's steps */
-    long long work_steps;
+    pt_run *run;              /* the run (cli_job_out_start; its save interval, replica checks, rollback) */
     int flip_rank;            /* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP, or -1 */
     long long flip_step;
     int rollbacks;            /* rollbacks since the last replica check that passed */
@@ -238,9 +244,10 @@ void cli_job_section(cli_job *j, int kind);
  * (rank 0 says which rank failed during `what`).  A job that cannot agree
  * (PT_EPEER) is 1 after the message. */
 int cli_job_agree(cli_job *j, int rc, const char *what);
-/* cli_out_start on rank 0 only (the only rank that takes --out's lock and
- * writes there), its outcome and --resume auto's choice broadcast: *resume
- * is then the same on every rank (o->resume holds it). */
+/* cli_out_start on every rank with the job and its goodput accountant
+ * (pt_run_open is collective: rank 0 takes --out's lock and writes there,
+ * the others follow), rank 0's exit code shared: *resume is then the same
+ * on every rank (o->resume holds it); j->run is the run. */
 int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,
                       const char *data, const char **resume, bool overwrite);
 /* This rank's share [*begin, *begin + *count) of n items (rows of a
@@ -264,21 +271,15 @@ bool cli_job_check_due(const cli_job *j, long long step);
  * 1 after the message when the run must stop (--sdc-action stop, a
  * mismatch again and again, a lost peer). */
 int cli_job_check(cli_job *j, pt_optimizer *opt, long long step);
-/* The goodput totals as a JSON object for a checkpoint's host JSON
- * (commits the pending steps first: call it when the checkpoint is about
- * to hold them), or NULL after the message. */
-cJSON *cli_job_goodput_json(cli_job *j);
-/* After rank 0 tried to write the checkpoint of `step` in `dir` (rc its
- * outcome, started at t0): every rank agrees on it; a complete checkpoint
- * becomes the rollback point, and with --save-every auto the first one
- * sets the interval (Young-Daly from its cost and the steps' time, chosen
- * on rank 0 and broadcast).  0, or 1. */
-int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0);
-/* A checkpoint loaded at `step` from `dir` (--resume): the rollback point;
- * the goodput totals of its host JSON restored with lost_seconds and
- * lost_steps (the old run's work after it).  0, or 1 after the message. */
-int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *dir, double lost_seconds,
-                    long long lost_steps);
+/* After every rank saved the checkpoint of `step` (pt_run_save, which
+ * agreed on it): it becomes the rollback point, and with --save-every auto
+ * the first one gave the run's interval (Young-Daly from its cost and the
+ * steps' time, rank 0's for every rank), which rank 0 prints.  0. */
+int cli_job_saved(cli_job *j, long long step);
+/* A checkpoint loaded at `step` from `dir` (--resume; pt_run_load restored
+ * the goodput totals): the rollback point; lost_seconds and lost_steps (the
+ * old run's work after it) are noted.  0. */
+int cli_job_resumed(cli_job *j, long long step, const char *dir, double lost_seconds, long long lost_steps);
 /* The end of `posttrain CMD --resume DIR` after the command loaded the
  * checkpoint's state (rc its outcome, h its host JSON, taken over and
  * freed; rank 0's pt_run_load kept the metrics up to `step`, and the rows
@@ -286,13 +287,6 @@ int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *d
  * cli_job_resumed, then the
  * start-up section again (CMD is the job's command).  0, or 1 after the message. */
 int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *dir, long long step);
-/* The end of a rollback after the command reloaded its state (rc its
- * outcome, now at `step`): every rank agrees on it; rank 0's metrics rows
- * after `step` are dropped; the load section ends.  0, or 1 after the
- * message. */
-int cli_job_rollback_finish(cli_job *j, int rc, long long step);
-/* A rollback: the pending steps are lost (pt_goodput_rollback). */
-void cli_job_rolled_back(cli_job *j);
 /* The end of a successful run after `step`: commit, then on rank 0 the
  * goodput line on stderr and the final metrics row {"step": STEP,
  * "goodput": {"goodput": G, "wall": S, "seconds/KIND": S for every

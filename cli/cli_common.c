@@ -208,9 +208,11 @@ int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optim
     }
     int st = pt_run_save(o->run, m, opt, state, text);
     cJSON_free(text);
+    if (st == PT_EPEER) /* another rank failed and said why */
+        return 1;
     if (st)
         return cli_run_fail(cmd, "saving a checkpoint", st);
-    fprintf(stderr, "posttrain %s: checkpoint %s\n", cmd, pt_run_last_checkpoint(o->run));
+    cli_note("posttrain %s: checkpoint %s\n", cmd, pt_run_last_checkpoint(o->run));
     return 0;
 }
 
@@ -268,6 +270,8 @@ int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt
     pt_run_state_init(state);
     int st = run ? pt_run_load(run, m, opt, state, &text)
                  : pt_run_load_checkpoint(state, &text, m, opt, dir, cmd);
+    if (st == PT_EPEER) /* another rank failed and said why */
+        return 1;
     if (st) {
         if (st == PT_ESTATE || st == PT_EEXIST || st == PT_EFORMAT)
             cli_run_fail(cmd, "--resume", st);

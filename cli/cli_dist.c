@@ -187,28 +187,23 @@ int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metri
 {
     o->run = NULL;
     o->resume[0] = o->metrics[0] = '\0';
-    if (j->size <= 1)
-        return cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
-    struct {
-        int rc, has_resume;
-        char resume[sizeof o->resume];
-    } msg;
-    memset(&msg, 0, sizeof msg);
-    if (j->rank == 0) {
-        msg.rc = cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
-        if (!msg.rc && *resume) {
-            msg.has_resume = 1;
-            snprintf(msg.resume, sizeof msg.resume, "%s", *resume);
-        }
+    o->dist = j->size > 1 ? j->dist : NULL;
+    o->goodput = j->gp;
+    o->save_every = j->save_every;
+    o->save_auto = j->save_auto;
+    o->mtbf_seconds = j->args.mtbf_hours * 3600.0;
+    int rc = cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
+    if (j->size > 1) {
+        /* every rank took part in the open; rank 0's exit code is the job's */
+        int code = rc;
+        int st = pt_dist_broadcast(j->dist, &code, sizeof code, 0);
+        if (st)
+            return rc ? rc : cli_fail("sharing --out's state", st);
+        rc = code;
     }
-    int st = pt_dist_broadcast(j->dist, &msg, sizeof msg, 0);
-    if (st)
-        return cli_fail("sharing --out's state", st);
-    if (j->rank != 0) {
-        snprintf(o->resume, sizeof o->resume, "%s", msg.resume);
-        *resume = msg.has_resume ? o->resume : NULL;
-    }
-    return msg.rc;
+    if (!rc)
+        j->run = o->run;
+    return rc;
 }
 
 int cli_job_shard(cli_job *j, int64_t *begin, int64_t *count, int64_t n, const char *what)
@@ -255,17 +250,13 @@ void cli_job_step_time(cli_job *j, double seconds, double comm, double gen)
     if (gen > 0)
         pt_goodput_add(j->gp, PT_TIME_GENERATE, gen);
     pt_goodput_step_done(j->gp);
-    j->work_seconds += seconds;
-    j->work_steps++;
+    if (j->run)
+        pt_run_note_step(j->run, seconds);
 }
 
 bool cli_job_save_due(const cli_job *j, long long step, long long total)
 {
-    if (j->save_auto)
-        /* the first checkpoint after this process's first step times the
-         * interval (cli_job_saved) */
-        return step == total || j->save_every == 0 || step - j->last_save >= j->save_every;
-    return j->save_every > 0 && (step % j->save_every == 0 || step == total);
+    return pt_run_save_due(j->run, step, total);
 }
 
 bool cli_job_check_due(const cli_job *j, long long step)
@@ -278,7 +269,7 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
     if (j->size <= 1 || j->args.sdc_every <= 0)
         return 0;
     int bad = -1;
-    int st = pt_dist_check_replicas(&bad, NULL, j->dist, opt);
+    int st = pt_run_check_replicas(&bad, j->run, opt);
     if (st == PT_OK) {
         j->rollbacks = 0;
         return 0;
@@ -311,57 +302,22 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
     return CLI_SDC_MISMATCH;
 }
 
-cJSON *cli_job_goodput_json(cli_job *j)
+int cli_job_saved(cli_job *j, long long step)
 {
-    pt_goodput_commit(j->gp);
-    char *text = NULL;
-    int st = pt_goodput_to_json(&text, j->gp);
-    if (st) {
-        cli_fail("goodput", st);
-        return NULL;
-    }
-    cJSON *g = cJSON_Parse(text);
-    pt_free(text);
-    if (!g)
-        fprintf(stderr, "posttrain %s: out of memory building the goodput JSON\n", j->cmd);
-    return g;
-}
-
-int cli_job_saved(cli_job *j, int rc, long long step, const char *dir, double t0)
-{
-    if ((rc = cli_job_agree(j, rc, "saving a checkpoint")))
-        return rc;
     j->last_save = step;
-    snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", dir);
+    snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", pt_run_last_checkpoint(j->run));
     if (!j->save_auto || j->save_every > 0)
         return 0;
-    /* --save-every auto: this first checkpoint's cost and the steps' time so
-     * far give the interval, on rank 0, for every rank */
-    double n = 1;
-    if (j->rank == 0) {
-        double cost = cli_now() - t0, per_step = j->work_steps ? j->work_seconds / (double)j->work_steps : 0;
-        double interval = 0;
-        if (per_step > 0 && cost > 0 &&
-            pt_checkpoint_interval_young_daly(&interval, cost, j->args.mtbf_hours * 3600.0) == PT_OK)
-            n = fmin(1e9, fmax(1.0, round(interval / per_step)));
-        fprintf(stderr, "posttrain %s: --save-every auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of "
-                        "%g h, Young-Daly gives %.1f s: a checkpoint every %.0f steps\n", j->cmd, cost, per_step,
-                j->args.mtbf_hours, interval, n);
-    }
-    int st = j->size > 1 ? pt_dist_broadcast(j->dist, &n, sizeof n, 0) : PT_OK;
-    if (st)
-        return cli_fail("sharing --save-every auto's interval", st);
-    j->save_every = (int)n;
+    /* --save-every auto: the run chose the interval from this first
+     * checkpoint's cost and the steps' time (rank 0's, for every rank) */
+    j->save_every = (int)pt_run_save_every(j->run);
+    double cost = pt_run_last_save_seconds(j->run), per_step = pt_run_mean_step_seconds(j->run), interval = 0;
+    if (per_step > 0 && cost > 0)
+        pt_checkpoint_interval_young_daly(&interval, cost, j->args.mtbf_hours * 3600.0);
+    cli_note("posttrain %s: --save-every auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g h, "
+             "Young-Daly gives %.1f s: a checkpoint every %d steps\n", j->cmd, cost, per_step, j->args.mtbf_hours,
+             interval, j->save_every);
     return 0;
-}
-
-int cli_job_rollback_finish(cli_job *j, int rc, long long step)
-{
-    rc = cli_job_agree(j, rc, "rolling back");
-    if (!rc && j->rank == 0)
-        rc = cli_metrics_trim(j->cmd, step);
-    cli_job_section(j, -1);
-    return rc;
 }
 
 int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *dir, long long step)
@@ -370,48 +326,25 @@ int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const 
     long long lost_steps = 0;
     if (!rc) {
         cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, step, dir);
-        if (j->rank == 0 && o->run) {
-            lost = pt_run_lost_seconds(o->run);
-            lost_steps = (long long)pt_run_lost_steps(o->run);
-        }
+        lost = pt_run_lost_seconds(o->run);
+        lost_steps = (long long)pt_run_lost_steps(o->run);
     }
     if (!rc)
-        rc = cli_job_resumed(j, h, step, dir, lost, lost_steps);
+        rc = cli_job_resumed(j, step, dir, lost, lost_steps);
     cJSON_Delete(h);
     cli_job_section(j, PT_TIME_STARTUP);
     return rc;
 }
 
-int cli_job_resumed(cli_job *j, const cJSON *host, long long step, const char *dir, double lost_seconds,
-                    long long lost_steps)
+int cli_job_resumed(cli_job *j, long long step, const char *dir, double lost_seconds, long long lost_steps)
 {
     j->last_save = step;
     j->first_step = step;
     snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", dir);
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(host, "goodput");
-    if (!cJSON_IsObject(g)) {
-        cli_note("posttrain %s: %s records no goodput totals: goodput counts this process only\n", j->cmd, dir);
-        return 0;
-    }
-    char *text = cJSON_PrintUnformatted(g);
-    if (!text) {
-        fprintf(stderr, "posttrain %s: out of memory\n", j->cmd);
-        return 1;
-    }
-    int st = pt_goodput_restore(j->gp, text, lost_seconds, lost_steps);
-    cJSON_free(text);
-    if (st)
-        cli_note("posttrain %s: warning: the goodput totals of %s were not restored: %s\n", j->cmd, dir,
-                 pt_last_error());
-    else if (lost_steps)
+    if (lost_steps)
         cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
                  j->cmd, lost_steps, lost_seconds, step);
     return 0;
-}
-
-void cli_job_rolled_back(cli_job *j)
-{
-    pt_goodput_rollback(j->gp);
 }
 
 /* ", "KEY": V" with %.4f, or null. */

@@ -55,6 +55,11 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
     ro.start = overwrite ? PT_RUN_OVERWRITE : auto_resume ? PT_RUN_RESUME_AUTO
                                         : *resume ? PT_RUN_RESUME_FROM : PT_RUN_NEW;
     ro.resume_from = *resume && !auto_resume ? *resume : NULL;
+    ro.dist = o->dist;
+    ro.goodput = o->goodput;
+    ro.save_every = o->save_every > 0 ? o->save_every : 0;
+    ro.save_auto = o->save_auto;
+    ro.mtbf_seconds = o->mtbf_seconds;
     ro.keep_last = o->keep_last;
     ro.keep_every = o->keep_every;
     ro.inputs = inputs;
@@ -67,8 +72,9 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
                                run_message());
     if (st == PT_ENOTFOUND)
         return cli_usage_error(cmd, "--resume auto: %s; give --overwrite to start again", run_message());
-    if (st) {
-        fprintf(stderr, "posttrain %s: %s\n", cmd, run_message());
+    if (st) { /* PT_EPEER: rank 0 failed and said why */
+        if (st != PT_EPEER)
+            fprintf(stderr, "posttrain %s: %s\n", cmd, run_message());
         return 1;
     }
     snprintf(o->metrics, sizeof o->metrics, "%s", pt_run_metrics_path(o->run));
@@ -77,13 +83,14 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
         if (dir) {
             snprintf(o->resume, sizeof o->resume, "%s", dir);
             *resume = o->resume;
-            fprintf(stderr, "posttrain %s: --resume auto: the latest checkpoint is %s\n", cmd, o->resume);
+            cli_note("posttrain %s: --resume auto: the latest checkpoint is %s\n", cmd, o->resume);
         } else {
             *resume = NULL;
-            fprintf(stderr, "posttrain %s: --resume auto: %s holds no run yet; starting at step 0\n", cmd, out);
+            cli_note("posttrain %s: --resume auto: %s holds no run yet; starting at step 0\n", cmd, out);
         }
     }
-    g_rows.out = o;
+    if (pt_run_rank(o->run) == 0)
+        g_rows.out = o;
     return 0;
 }
 

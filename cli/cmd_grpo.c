@@ -194,45 +194,34 @@ static bool add_entropy_state(cJSON *h, const pt_grpo_options *g)
            (!isfinite(g->entropy_last) || cJSON_AddNumberToObject(h, "entropy_last", g->entropy_last));
 }
 
-/* A checkpoint after r->step rounds (written by rank 0, agreed by every
- * rank): the run state (step, seed, the prompt order: rng, order_rng,
- * cursor, rows; the optimizer's step count) and the shared host fields
- * (cli_host_new: base model, LoRA options) with the batch shape, the
- * entropy controller and the goodput totals; nothing in it depends on the
- * number of ranks but the timings.  t0: when the save (and the replica
- * check before it) began. */
-static int save_checkpoint(grpo_run *r, double t0)
+/* A checkpoint after r->step rounds (pt_run_save on every rank: rank 0
+ * writes it, every rank agrees): the run state (step, seed, the prompt
+ * order: rng, order_rng, cursor, rows; the optimizer's step count) and the
+ * shared host fields (cli_host_new: base model, LoRA options) with the
+ * batch shape and the entropy controller; the run adds the goodput totals.
+ * Nothing in it depends on the number of ranks but the timings. */
+static int save_checkpoint(grpo_run *r)
 {
     const grpo_args *a = &r->a;
-    char dir[4096 + 32];
-    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", a->out, (long long)r->step);
-    cJSON *g = cli_job_goodput_json(&r->job);
-    int rc = g ? 0 : 1;
-    if (!rc && r->job.rank == 0) {
-        pt_run_state s;
-        pt_run_state_init(&s);
-        pt_optimizer_get_step(&s.optimizer_steps, r->opt);
-        s.step = r->step;
-        s.seed = a->seed;
-        s.rng = r->rng;
-        s.order_rng = r->order_rng;
-        s.cursor = r->cursor;
-        s.rows = r->n_rows;
-        cJSON *h = cli_host_new("grpo", a->model, r->model);
-        rc = 1;
-        if (h && cJSON_AddNumberToObject(h, "num_generations", a->G) &&
-            cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
-            cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) &&
-            add_entropy_state(h, &a->grpo) &&
-            cJSON_AddItemToObject(h, "goodput", g)) {
-            g = NULL;
-            rc = cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, h);
-        } else if (h)
-            fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
-        cJSON_Delete(h);
-    }
-    cJSON_Delete(g);
-    return cli_job_saved(&r->job, rc, (long long)r->step, dir, t0);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+    s.step = r->step;
+    s.seed = a->seed;
+    s.rng = r->rng;
+    s.order_rng = r->order_rng;
+    s.cursor = r->cursor;
+    s.rows = r->n_rows;
+    cJSON *h = cli_host_new("grpo", a->model, r->model);
+    int rc = 1;
+    if (h && cJSON_AddNumberToObject(h, "num_generations", a->G) &&
+        cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
+        cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) && add_entropy_state(h, &a->grpo))
+        rc = cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, h);
+    else if (h)
+        fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
+    cJSON_Delete(h);
+    return rc ? rc : cli_job_saved(&r->job, (long long)r->step);
 }
 
 /* A recorded count that must equal this run's `want`: "--num-generations
@@ -280,32 +269,27 @@ static int load_entropy(grpo_run *r, const cJSON *h, const char *dir)
     return 0;
 }
 
-/* Weights, optimizer moments and schedule from the checkpoint `dir` (every
- * rank reads it; `run`: rank 0's --resume, pt_run_load); then the round,
- * and the prompt order rebuilt from order_rng (which must lead to the saved
- * rng) and continued at the saved cursor.  *host gets the command's
- * fields.  0, or 1 after the message. */
-static int load_state(cJSON **host, grpo_run *r, const char *dir, pt_run *run)
+/* The loaded state `s` and host fields `h` of the checkpoint `dir` into
+ * the run: the round, and the prompt order rebuilt from order_rng (which
+ * must lead to the saved rng) and continued at the saved cursor, after the
+ * batch shape is checked.  0, or 1 after the message. */
+static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const char *dir)
 {
     const grpo_args *a = &r->a;
     long long iters = 0;
-    pt_run_state s;
-    if (cli_checkpoint_resume(host, &s, "grpo", run, r->model, r->opt, dir, a->seed))
-        return 1;
-    const cJSON *h = *host;
     int rc = same_shape(h, "num_generations", "--num-generations", a->G, dir) ||
              same_shape(h, "batch_prompts", "--batch-prompts", a->batch_prompts, dir) ||
-             same_value(s.rows, NULL, "prompt rows in --data", r->n_rows, dir);
-    if (!rc && s.cursor > r->n_rows) {
+             same_value(s->rows, NULL, "prompt rows in --data", r->n_rows, dir);
+    if (!rc && s->cursor > r->n_rows) {
         fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (its cursor %lld is past the %d rows)\n",
-                dir, (long long)s.cursor, r->n_rows);
+                dir, (long long)s->cursor, r->n_rows);
         rc = 1;
     }
     int64_t opt_steps = 0;
     pt_optimizer_get_step(&opt_steps, r->opt);
-    if (!rc && s.optimizer_steps != opt_steps) {
+    if (!rc && s->optimizer_steps != opt_steps) {
         fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
-                        "%lld\n", dir, (long long)opt_steps, (long long)s.optimizer_steps);
+                        "%lld\n", dir, (long long)opt_steps, (long long)s->optimizer_steps);
         rc = 1;
     }
     if (!rc && !cli_json_i64(&iters, h, "num_iterations") && iters != a->num_iterations)
@@ -313,16 +297,27 @@ static int load_state(cJSON **host, grpo_run *r, const char *dir, pt_run *run)
                  iters, a->num_iterations);
     if (rc)
         return 1;
-    r->rng = s.order_rng;
+    r->rng = s->order_rng;
     shuffle(r);
-    if (r->rng != s.rng) {
+    if (r->rng != s->rng) {
         fprintf(stderr, "posttrain grpo: --resume: %s: its prompt order state is inconsistent (order_rng does not "
                         "lead to rng)\n", dir);
         return 1;
     }
-    r->cursor = (int)s.cursor;
-    r->step = s.step;
+    r->cursor = (int)s->cursor;
+    r->step = s->step;
     return load_entropy(r, h, dir);
+}
+
+/* Weights, optimizer moments and schedule from the checkpoint `dir`
+ * (pt_run_load on every rank), then apply_state.  *host gets the command's
+ * fields.  0, or 1 after the message. */
+static int load_state(cJSON **host, grpo_run *r, const char *dir)
+{
+    pt_run_state s;
+    if (cli_checkpoint_resume(host, &s, "grpo", r->out.run, r->model, r->opt, dir, r->a.seed))
+        return 1;
+    return apply_state(r, &s, *host, dir);
 }
 
 /* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
@@ -333,7 +328,7 @@ static int resume_from(grpo_run *r)
     const grpo_args *a = &r->a;
     cJSON *h = NULL;
     cli_job_section(&r->job, PT_TIME_LOAD);
-    int rc = load_state(&h, r, a->resume, r->out.run);
+    int rc = load_state(&h, r, a->resume);
     rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->resume, (long long)r->step);
     r->resumed_step = r->step;
     return rc;
@@ -438,16 +433,28 @@ static int restart(grpo_run *r)
 
 /* After a replica mismatch: every rank goes back to the last complete
  * checkpoint (or the start) and the steps after it are replayed; their
- * time is lost, their metrics rows are dropped. */
+ * time is lost, their metrics rows are dropped (pt_run_rollback). */
 static int rollback(grpo_run *r)
 {
     cli_job *j = &r->job;
-    cli_job_rolled_back(j);
     cli_job_section(j, PT_TIME_LOAD);
-    cJSON *h = NULL;
-    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt, NULL) : restart(r);
-    cJSON_Delete(h);
-    return cli_job_rollback_finish(j, rc, (long long)r->step);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    char *extra = NULL;
+    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
+    if (st == PT_ENOTFOUND)
+        rc = restart(r);
+    else if (st)
+        rc = cli_run_fail("grpo", "rolling back", st);
+    else {
+        cJSON *h = cJSON_Parse(extra);
+        rc = h ? apply_state(r, &s, h, j->last_ckpt) : cli_fail("rolling back", PT_ENOMEM);
+        cJSON_Delete(h);
+    }
+    pt_free(extra);
+    rc = cli_job_agree(j, rc, "rolling back");
+    cli_job_section(j, -1);
+    return rc;
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
@@ -698,7 +705,6 @@ static int train(grpo_run *r)
         const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
             /* no corrupted state is ever saved: the replicas are compared first */
-            double t_save = cli_now();
             cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
             int c = cli_job_check(j, r->opt, (long long)step);
             if (c == CLI_SDC_MISMATCH) {
@@ -707,7 +713,7 @@ static int train(grpo_run *r)
                     return 1;
                 continue;
             }
-            int rc = c ? c : save ? save_checkpoint(r, t_save) : 0;
+            int rc = c ? c : save ? save_checkpoint(r) : 0;
             cli_job_section(j, -1);
             if (rc)
                 return rc;

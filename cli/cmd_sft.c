@@ -240,53 +240,46 @@ static void sft_free(sft_run *r)
     cli_out_end(&r->out);
 }
 
-/* A checkpoint after r->step (written by rank 0, agreed by every rank): the
- * run state (step, seed, data position) and the shared host fields
- * (cli_host_new: base model, LoRA options) with the goodput totals, for
- * --resume (nothing in it depends on the number of ranks but the timings).
- * t0: when the save (and the replica check before it) began. */
-static int save_checkpoint(sft_run *r, double t0)
-{
-    const sft_args *a = &r->a;
-    char dir[4096 + 32];
-    snprintf(dir, sizeof dir, "%s/checkpoints/step-%08lld", a->out, (long long)r->step);
-    cJSON *g = cli_job_goodput_json(&r->job);
-    int rc = g ? 0 : 1;
-    if (!rc && r->job.rank == 0) {
-        pt_run_state s;
-        pt_run_state_init(&s);
-        pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
-        pt_optimizer_get_step(&s.optimizer_steps, r->opt);
-        s.step = r->step;
-        s.seed = a->data_opts.seed;
-        s.rows = r->ds.train_examples;
-        cJSON *h = cli_host_new("sft", a->model, r->model);
-        rc = 1;
-        if (h && cJSON_AddItemToObject(h, "goodput", g)) {
-            g = NULL;
-            rc = cli_checkpoint_save("sft", &r->out, r->model, r->opt, &s, h);
-        } else if (h)
-            fprintf(stderr, "posttrain sft: out of memory building a checkpoint\n");
-        cJSON_Delete(h);
-    }
-    cJSON_Delete(g);
-    return cli_job_saved(&r->job, rc, (long long)r->step, dir, t0);
-}
-
-/* Weights, optimizer state and data position from the checkpoint `dir`
- * (every rank reads it; `run`: rank 0's --resume, pt_run_load); *host gets
- * the command's fields.  0, or 1 after the message. */
-static int load_state(cJSON **host, sft_run *r, const char *dir, pt_run *run)
+/* A checkpoint after r->step (pt_run_save on every rank: rank 0 writes it,
+ * every rank agrees): the run state (step, seed, data position) and the
+ * shared host fields (cli_host_new: base model, LoRA options); the run adds
+ * the goodput totals.  Nothing in it depends on the number of ranks but the
+ * timings. */
+static int save_checkpoint(sft_run *r)
 {
     const sft_args *a = &r->a;
     pt_run_state s;
-    if (cli_checkpoint_resume(host, &s, "sft", run, r->model, r->opt, dir, a->data_opts.seed))
-        return 1;
-    int st = pt_dataset_set_position(r->data, s.epoch, s.cursor);
+    pt_run_state_init(&s);
+    pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
+    pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+    s.step = r->step;
+    s.seed = a->data_opts.seed;
+    s.rows = r->ds.train_examples;
+    cJSON *h = cli_host_new("sft", a->model, r->model);
+    int rc = h ? cli_checkpoint_save("sft", &r->out, r->model, r->opt, &s, h) : 1;
+    cJSON_Delete(h);
+    return rc ? rc : cli_job_saved(&r->job, (long long)r->step);
+}
+
+/* The loaded state `s` into the run: the data position and the step. */
+static int apply_state(sft_run *r, const pt_run_state *s)
+{
+    int st = pt_dataset_set_position(r->data, s->epoch, s->cursor);
     if (st)
         return cli_fail("--resume", st);
-    r->step = s.step;
+    r->step = s->step;
     return 0;
+}
+
+/* Weights, optimizer state and data position from the checkpoint `dir`
+ * (pt_run_load on every rank); *host gets the command's fields.  0, or 1
+ * after the message. */
+static int load_state(cJSON **host, sft_run *r, const char *dir)
+{
+    pt_run_state s;
+    if (cli_checkpoint_resume(host, &s, "sft", r->out.run, r->model, r->opt, dir, r->a.data_opts.seed))
+        return 1;
+    return apply_state(r, &s);
 }
 
 /* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
@@ -297,7 +290,7 @@ static int resume_from(sft_run *r)
     const sft_args *a = &r->a;
     cJSON *h = NULL;
     cli_job_section(&r->job, PT_TIME_LOAD);
-    int rc = load_state(&h, r, a->resume, r->out.run);
+    int rc = load_state(&h, r, a->resume);
     rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->resume, (long long)r->step);
     r->resumed_step = r->step;
     return rc;
@@ -419,16 +412,23 @@ static int restart(sft_run *r)
 
 /* After a replica mismatch: every rank goes back to the last complete
  * checkpoint (or the start) and the steps after it are replayed; their
- * time is lost, their metrics rows are dropped. */
+ * time is lost, their metrics rows are dropped (pt_run_rollback). */
 static int rollback(sft_run *r)
 {
     cli_job *j = &r->job;
-    cli_job_rolled_back(j);
     cli_job_section(j, PT_TIME_LOAD);
-    cJSON *h = NULL;
-    int rc = j->last_ckpt[0] ? load_state(&h, r, j->last_ckpt, NULL) : restart(r);
-    cJSON_Delete(h);
-    return cli_job_rollback_finish(j, rc, (long long)r->step);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    char *extra = NULL;
+    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
+    pt_free(extra);
+    if (st == PT_ENOTFOUND)
+        rc = restart(r);
+    else
+        rc = st ? cli_run_fail("sft", "rolling back", st) : apply_state(r, &s);
+    rc = cli_job_agree(j, rc, "rolling back");
+    cli_job_section(j, -1);
+    return rc;
 }
 
 /* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
@@ -551,7 +551,6 @@ static int train(sft_run *r)
         const bool save = cli_job_save_due(j, (long long)r->step, (long long)r->total);
         if (save || cli_job_check_due(j, (long long)r->step) || r->step == r->total) {
             /* no corrupted state is ever saved: the replicas are compared first */
-            double t_save = cli_now();
             cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
             int c = cli_job_check(j, r->opt, (long long)r->step);
             if (c == CLI_SDC_MISMATCH) {
@@ -559,7 +558,7 @@ static int train(sft_run *r)
                 rc = rollback(r);
                 continue;
             }
-            rc = c ? c : save ? save_checkpoint(r, t_save) : 0;
+            rc = c ? c : save ? save_checkpoint(r) : 0;
             cli_job_section(j, -1);
         }
     }

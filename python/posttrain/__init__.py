@@ -21,7 +21,7 @@ from ._lib import VERSION as _VERSION
 from ._lib import library_path
 from ._util import numpy_available, use_numpy
 from .errors import (STATUS_CLASSES, BusyError, CallbackError, Cancelled, ChecksumError, ClosedHandleError,
-                     ConfigError, Error, FormatError, InternalError, InvalidArgument, IOFailure,
+                     ConfigError, Error, ExistsError, FormatError, InternalError, InvalidArgument, IOFailure,
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishReason, GgufType,
@@ -59,7 +59,7 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
-    "BusyError", "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
+    "BusyError", "ExistsError", "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
     "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
     "RolloutLogprobs", "SkipReason", "GgufType", "SpmScores", "TimeKind",

@@ -7,7 +7,7 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError",
-    "PeerError", "BusyError", "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
+    "PeerError", "BusyError", "ExistsError", "ClosedHandleError", "STATUS_CLASSES", "Status", "check", "error_for", "invalid",
     "status_name", "status_str",
 ]
 
@@ -125,6 +125,11 @@ class BusyError(Error):
     call whose callback made this one)."""
 
 
+class ExistsError(Error, FileExistsError):
+    """PT_EEXIST: a file or directory is in the way (a run directory holding an
+    earlier run, a checkpoint past the resumed step)."""
+
+
 class ClosedHandleError(StateError):
     """A handle was used after close() (status PT_ESTATE, raised by the binding)."""
 
@@ -136,7 +141,7 @@ _CLASS_OF = {
     "ERANGE": RangeError, "ECALLBACK": CallbackError, "ESTATE": StateError, "ENOSPC": NoSpace,
     "ECHECKSUM": ChecksumError, "ENONFINITE": NonFiniteError, "ESHAPE": ShapeError,
     "ECONFIG": ConfigError, "EINTERNAL": InternalError, "EPEER": PeerError,
-    "EBUSY": BusyError,
+    "EBUSY": BusyError, "EEXIST": ExistsError,
 }
 # {Status: exception class} for every failure status the library names.
 STATUS_CLASSES = {st: _CLASS_OF.get(st.name, Error) for st in Status if st != Status.OK}

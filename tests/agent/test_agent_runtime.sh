@@ -48,6 +48,28 @@ fi
 [ $? -eq 0 ] && grep -q "episodes played and checked 192 .*did not sample: 0$" "$work/none.txt" &&
     ok "untrained model: random episodes still never put an unsampled token in the mask" ||
     { cat "$work/none.txt"; bad "untrained run"; }
+# --out: the run layer (include/posttrain/run.h; test_agent_runtime_resume.sh
+# checks it in depth).  Steps are numbered through both phases (SFT 1-200,
+# GRPO 201-206).  A run stopped after step 203 and resumed with --resume
+# auto continues from the checkpoint of step 200 (the SFT/GRPO boundary: SFT
+# is not redone): the same iterations 4-6 as an uninterrupted run,
+# byte-identical weights (which GRPO changed), GRPO rows 201-206 once.
+runargs=(--seed 1 --sft-steps 200 --prompts 2 --group 4 --threads 1 --eval 8 --save-every 100 --steps 6)
+"$exe" "${runargs[@]}" --out "$work/r1" >"$work/r1.txt" 2>&1 &&
+"$exe" "${runargs[@]}" --out "$work/r2" --stop-after 203 >"$work/r2a.txt" 2>&1 &&
+"$exe" "${runargs[@]}" --out "$work/r2" --resume auto >"$work/r2b.txt" 2>&1
+rc=$?
+iters() { grep -E '^\[grpo\] iter' "$1" | sed -E 's/ *gen [0-9]+ tok.*//'; }
+if [ "$rc" -eq 0 ] && grep -q "resuming from $work/r2/checkpoints/step-00000200 (step 200, phase grpo)" "$work/r2b.txt" &&
+   ! grep -q '^\[sft\]' "$work/r2b.txt" &&
+   [ "$(iters "$work/r1.txt" | tail -n 3)" = "$(iters "$work/r2b.txt" | tail -n 3)" ] &&
+   cmp -s "$work/r1/checkpoints/step-00000206/model.safetensors" "$work/r2/checkpoints/step-00000206/model.safetensors" &&
+   ! cmp -s "$work/r1/checkpoints/step-00000200/model.safetensors" "$work/r1/checkpoints/step-00000206/model.safetensors" &&
+   [ "$(grep -o '"step":2[0-9][0-9],"phase":"grpo"' "$work/r2/metrics.jsonl" | grep -o '2[0-9][0-9]' | tr '\n' ' ')" = "201 202 203 204 205 206 " ]; then
+    ok "--out: a resume continues GRPO at the checkpoint: the same iterations, byte-identical weights, rows 201-206 once"
+else
+    cat "$work/r2b.txt"; bad "--out resume"
+fi
 "$exe" --steps many >/dev/null 2>"$work/bad.txt"
 [ $? -eq 2 ] && grep -q -- "--steps needs an integer" "$work/bad.txt" && ok "bad value: usage error" || bad "bad value"
 "$exe" --credit both >/dev/null 2>"$work/bad3.txt"

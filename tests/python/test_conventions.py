@@ -43,7 +43,9 @@ class TestEnums(unittest.TestCase):
         self.assertEqual(int(pt.Status.EPEER), -17)
         self.assertEqual(int(pt.Status.EBUSY), -18)
         self.assertIs(pt.STATUS_CLASSES[pt.Status.EBUSY], pt.BusyError)
-        self.assertEqual(len(pt.Status), 19)
+        self.assertEqual(int(pt.Status.EEXIST), -19)
+        self.assertIs(pt.STATUS_CLASSES[pt.Status.EEXIST], pt.ExistsError)
+        self.assertEqual(len(pt.Status), 20)
         if pt.has_feature("generate"):
             self.assertEqual([(m.name, int(m)) for m in pt.FinishReason],
                              [("STOP", 0), ("LENGTH", 1)])
