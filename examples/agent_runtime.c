@@ -805,6 +805,45 @@ static int log_eval(runtime *rt, int64_t step, int which)
     return row_log(rt, &r);
 }
 
+/* The metrics row of an SFT step. */
+static int log_sft(runtime *rt, int64_t step, const pt_sft_stats *ss, double seconds)
+{
+    row r;
+    row_start(&r, step, "sft");
+    row_num(&r, "loss", ss->loss);
+    row_num(&r, "loss_ema", rt->sft_ema);
+    row_num(&r, "lr", ss->lr);
+    row_num(&r, "grad_norm", ss->grad_norm);
+    row_num(&r, "tokens", ss->tokens);
+    row_num(&r, "skipped", ss->skipped);
+    row_num(&r, "step_seconds", seconds);
+    return row_log(rt, &r);
+}
+
+/* The metrics row of a GRPO iteration. */
+static int log_grpo(runtime *rt, int64_t step, int it, const scores *sc, const pt_grpo_stats *gs, int episodes,
+                    double seconds)
+{
+    row r;
+    row_start(&r, step, "grpo");
+    row_num(&r, "iteration", it);
+    row_num(&r, "correct", sc->correct);
+    row_num(&r, "right_call", sc->right_call);
+    row_num(&r, "used_tool", sc->used_tool);
+    row_num(&r, "reward", gs->reward);
+    row_num(&r, "reward_std", gs->reward_std);
+    row_num(&r, "zero_std", gs->frac_reward_zero_std);
+    row_num(&r, "segments", (double)gs->segments);
+    row_num(&r, "clip", gs->clip_ratio_region);
+    row_num(&r, "completion_length", gs->completion_mean_length);
+    row_num(&r, "loss", gs->loss);
+    row_num(&r, "grad_norm", gs->grad_norm);
+    row_num(&r, "episodes", episodes);
+    row_num(&r, "skipped", gs->skipped);
+    row_num(&r, "step_seconds", seconds);
+    return row_log(rt, &r);
+}
+
 /* ---- phase 1: SFT on the traces of an imperfect teacher ---------------------- */
 
 /* The teacher's trace of a problem, like a real agent's log.  A habit: in
@@ -927,16 +966,8 @@ static int sft_phase(runtime *rt, uint64_t *rng)
         if (!o->quiet && (s % 50 == 0 || s == o->sft_steps))
             printf("[sft]  step %4d/%d  loss %.4f  lr %.2e  grad_norm %.3f  %.0f trained tokens/s\n", s,
                    o->sft_steps, *ema, ss.lr, ss.grad_norm, tokens / (now_s() - t0));
-        row r;   /* the run directory: a row per step, a checkpoint when due (the last one: after the evaluation) */
-        row_start(&r, s, "sft");
-        row_num(&r, "loss", ss.loss);
-        row_num(&r, "loss_ema", *ema);
-        row_num(&r, "lr", ss.lr);
-        row_num(&r, "grad_norm", ss.grad_norm);
-        row_num(&r, "tokens", ss.tokens);
-        row_num(&r, "skipped", ss.skipped);
-        row_num(&r, "step_seconds", now_s() - t_step);
-        if ((st = row_log(rt, &r)) ||
+        /* the run directory: a row per step, a checkpoint when due (the last one: after the evaluation) */
+        if ((st = log_sft(rt, s, &ss, now_s() - t_step)) ||
             (s < o->sft_steps && run_due(rt, s) && (st = run_save(rt, opt, s, "sft", *rng, data))))
             goto out;
         if (s == o->stop_after) {
@@ -1039,24 +1070,8 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng, const problem 
                    gs.frac_reward_zero_std, (long long)gs.segments, gs.clip_ratio_region, gs.completion_mean_length,
                    gs.loss, gs.grad_norm, added, es.tokens_per_second, gs.tokens_per_second,
                    gs.skipped ? "  (skipped)" : "");
-        row r;   /* the run directory: a row per iteration, a checkpoint when due (the last: below) */
-        row_start(&r, S + it, "grpo");
-        row_num(&r, "iteration", it);
-        row_num(&r, "correct", sc.correct);
-        row_num(&r, "right_call", sc.right_call);
-        row_num(&r, "used_tool", sc.used_tool);
-        row_num(&r, "reward", gs.reward);
-        row_num(&r, "reward_std", gs.reward_std);
-        row_num(&r, "zero_std", gs.frac_reward_zero_std);
-        row_num(&r, "segments", (double)gs.segments);
-        row_num(&r, "clip", gs.clip_ratio_region);
-        row_num(&r, "completion_length", gs.completion_mean_length);
-        row_num(&r, "loss", gs.loss);
-        row_num(&r, "grad_norm", gs.grad_norm);
-        row_num(&r, "episodes", added);
-        row_num(&r, "skipped", gs.skipped);
-        row_num(&r, "step_seconds", now_s() - t_step);
-        if ((st = row_log(rt, &r)) ||
+        /* the run directory: a row per iteration, a checkpoint when due (the last: below) */
+        if ((st = log_grpo(rt, S + it, it, &sc, &gs, added, now_s() - t_step)) ||
             (it < o->grpo_steps && run_due(rt, S + it) && (st = run_save(rt, opt, S + it, "grpo", *rng, NULL))))
             goto out;
         if (S + it == o->stop_after) {
@@ -1223,6 +1238,30 @@ static int parse_options(options *o, int argc, char **argv)
     return 0;
 }
 
+/* The program's own checks: no unsampled token in a loss mask, held-out
+ * accuracy not clearly worse after GRPO.  1 when one fails. */
+static int final_checks(const runtime *rt)
+{
+    const scores g0 = rt->ev[0], s0 = rt->ev[1], g1 = rt->ev[2], s1 = rt->ev[3], g2 = rt->ev[4], s2 = rt->ev[5];
+    int rc = 0;
+    printf("[check] SFT traces checked %ld, episodes played and checked %ld (%ld also against the template's "
+           "rendering), tokens in a loss mask the model did not sample: %ld\n",
+           rt->traces_checked, rt->episodes_checked, rt->template_checked, rt->mask_violations);
+    if (rt->mask_violations || rt->episodes_checked == 0) {
+        printf("[check] FAIL: the loss mask covered a token the model did not sample\n");
+        rc = 1;
+    }
+    bool worse = rt->o.grpo_steps > 0 &&
+                 (g2.correct < g1.correct - rt->o.max_drop || s2.correct < s1.correct - rt->o.max_drop);
+    printf("[check] held-out accuracy greedy %.1f%% -> %.1f%% (SFT) -> %.1f%% (GRPO), sampled %.1f%% -> %.1f%% -> "
+           "%.1f%%, allowed drop %.0f points: %s\n",
+           100 * g0.correct, 100 * g1.correct, 100 * g2.correct, 100 * s0.correct, 100 * s1.correct,
+           100 * s2.correct, 100 * rt->o.max_drop, worse ? "FAIL" : "ok");
+    if (worse)
+        rc = 1;
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     runtime rt;
@@ -1321,23 +1360,7 @@ int main(int argc, char **argv)
     if (rt.stopped)
         goto stopped;
 
-    const scores g0 = rt.ev[0], s0 = rt.ev[1], g1 = rt.ev[2], s1 = rt.ev[3], g2 = rt.ev[4], s2 = rt.ev[5];
-    rc = 0;
-    printf("[check] SFT traces checked %ld, episodes played and checked %ld (%ld also against the template's "
-           "rendering), tokens in a loss mask the model did not sample: %ld\n",
-           rt.traces_checked, rt.episodes_checked, rt.template_checked, rt.mask_violations);
-    if (rt.mask_violations || rt.episodes_checked == 0) {
-        printf("[check] FAIL: the loss mask covered a token the model did not sample\n");
-        rc = 1;
-    }
-    bool worse = o->grpo_steps > 0 &&
-                 (g2.correct < g1.correct - o->max_drop || s2.correct < s1.correct - o->max_drop);
-    printf("[check] held-out accuracy greedy %.1f%% -> %.1f%% (SFT) -> %.1f%% (GRPO), sampled %.1f%% -> %.1f%% -> "
-           "%.1f%%, allowed drop %.0f points: %s\n",
-           100 * g0.correct, 100 * g1.correct, 100 * g2.correct, 100 * s0.correct, 100 * s1.correct,
-           100 * s2.correct, 100 * o->max_drop, worse ? "FAIL" : "ok");
-    if (worse)
-        rc = 1;
+    rc = final_checks(&rt);
     printf("agent_runtime: %s in %.1f s\n", rc ? "FAILED" : "passed", now_s() - t_start);
     goto done;
 stopped:
