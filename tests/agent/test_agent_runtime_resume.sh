@@ -19,47 +19,48 @@ pass=0 fail=0
 ok() { echo "ok: $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
 
-# 150 SFT steps x batch 16 = 2400 > 2000 traces: the data wraps into a
-# second epoch at step 125; GRPO steps 151..158 (151, 154, 155 and 157 have
-# non-zero gradients with seed 1: checked below).  Checkpoints every 6
-# steps: ..., 120, 126, ..., 150 (the boundary), 156, 158 (the last).
-cfg=(--seed 1 --sft-steps 150 --batch 16 --sft-lr 1e-2 --hidden 32 --layers 2 --slip 0 --habit 0
-     --steps 8 --prompts 2 --group 8 --eval 8 --threads 1 --quiet --save-every 6 --keep-last 2)
+# 200 SFT steps x batch 16 = 3200 > 2000 traces: the data wraps into a
+# second epoch at step 125; GRPO steps 201..208 (after 200 SFT steps most
+# have a non-zero gradient, in the release and the ASan build: checked
+# below).  Checkpoints every 4 steps: ..., 120, 124, ..., 200 (the
+# boundary), 204, 208 (the last).
+cfg=(--seed 1 --sft-steps 200 --batch 16 --sft-lr 1e-2 --hidden 32 --layers 2 --slip 0 --habit 0
+     --steps 8 --prompts 2 --group 8 --eval 8 --threads 1 --quiet --save-every 4 --keep-last 2)
 start=$(date +%s)
 "$exe" "${cfg[@]}" --out "$work/A" >"$work/a.txt" 2>&1 || { cat "$work/a.txt"; bad "run A failed"; }
 # rows without their timing fields
 strip() { sed -E 's/, *"(time|step_seconds)": *[^,}]*//g' "$1"; }
 steps=$(strip "$work/A/metrics.jsonl" | sed -E 's/^\{"step":([0-9]+),"phase":"([a-z]+)".*/\1\2/' | tr '\n' ' ')
-want="0eval $(for s in $(seq 1 150); do printf '%dsft ' "$s"; done)150eval $(for s in $(seq 151 158); do printf '%dgrpo ' "$s"; done)158eval "
-[ "$steps" = "$want" ] && ok "run A: one row per step and evaluation (0 eval, 1..150 sft, 150 eval, 151..158 grpo, 158 eval)" ||
+want="0eval $(for s in $(seq 1 200); do printf '%dsft ' "$s"; done)200eval $(for s in $(seq 201 208); do printf '%dgrpo ' "$s"; done)208eval "
+[ "$steps" = "$want" ] && ok "run A: one row per step and evaluation (0 eval, 1..200 sft, 200 eval, 201..208 grpo, 208 eval)" ||
     { echo "$steps"; bad "run A's rows"; }
 nonzero=$(grep '"phase":"grpo"' "$work/A/metrics.jsonl" | grep -vc '"grad_norm":0[,}]')
 [ "$nonzero" -ge 3 ] && ok "GRPO iterations with a non-zero gradient: $nonzero of 8" || bad "GRPO never updated ($nonzero)"
-[ "$(ls "$work/A/checkpoints")" = "$(printf 'step-00000156\nstep-00000158')" ] && ok "--keep-last 2 keeps steps 156 and 158" ||
+[ "$(ls "$work/A/checkpoints")" = "$(printf 'step-00000204\nstep-00000208')" ] && ok "--keep-last 2 keeps steps 204 and 208" ||
     { ls "$work/A/checkpoints"; bad "retention"; }
 
 # B: stopped after 123 (resumes from 120, SFT, across the epoch wrap),
-# after 152 (from 150, the boundary) and after 157 (from 156, in GRPO).
+# after 202 (from 200, the boundary) and after 206 (from 204, in GRPO).
 "$exe" "${cfg[@]}" --out "$work/B" --stop-after 123 >"$work/b0.txt" 2>&1 && grep -q "stopped after step 123" "$work/b0.txt" ||
     { cat "$work/b0.txt"; bad "run B to 123"; }
 i=1
-for stop in 152 157 0; do
+for stop in 202 206 0; do
     extra=(--stop-after "$stop")
     [ "$stop" = 0 ] && extra=()
     "$exe" "${cfg[@]}" --out "$work/B" --resume auto "${extra[@]}" >"$work/b$i.txt" 2>&1 || { cat "$work/b$i.txt"; bad "resume $i"; }
     i=$((i + 1))
 done
 grep -q "resuming from .*step-00000120 (step 120, phase sft)" "$work/b1.txt" &&
-    grep -q "resuming from .*step-00000150 (step 150, phase grpo)" "$work/b2.txt" &&
-    grep -q "resuming from .*step-00000156 (step 156, phase grpo)" "$work/b3.txt" &&
-    grep -q "^agent_runtime: passed" "$work/b3.txt" && ok "run B resumed from 120 (sft), 150 (grpo), 156 (grpo) and passed" ||
+    grep -q "resuming from .*step-00000200 (step 200, phase grpo)" "$work/b2.txt" &&
+    grep -q "resuming from .*step-00000204 (step 204, phase grpo)" "$work/b3.txt" &&
+    grep -q "^agent_runtime: passed" "$work/b3.txt" && ok "run B resumed from 120 (sft), 200 (grpo), 204 (grpo) and passed" ||
     { cat "$work"/b?.txt; bad "run B's resumes"; }
 same=1
-for f in "$work"/A/checkpoints/step-00000158/*; do
-    cmp -s "$f" "$work/B/checkpoints/step-00000158/${f##*/}" || { echo "differs: ${f##*/}"; same=0; }
+for f in "$work"/A/checkpoints/step-00000208/*; do
+    cmp -s "$f" "$work/B/checkpoints/step-00000208/${f##*/}" || { echo "differs: ${f##*/}"; same=0; }
 done
-[ "$same" = 1 ] && [ -s "$work/A/checkpoints/step-00000158/model.safetensors" ] &&
-    ok "B's final checkpoint equals A's bit for bit ($(ls "$work/A/checkpoints/step-00000158" | tr '\n' ' '))" ||
+[ "$same" = 1 ] && [ -s "$work/A/checkpoints/step-00000208/model.safetensors" ] &&
+    ok "B's final checkpoint equals A's bit for bit ($(ls "$work/A/checkpoints/step-00000208" | tr '\n' ' '))" ||
     bad "B's final checkpoint differs from A's"
 if [ "$(strip "$work/A/metrics.jsonl")" = "$(strip "$work/B/metrics.jsonl")" ]; then
     ok "B's metrics rows are A's ($(wc -l <"$work/B/metrics.jsonl") rows, each step once)"
