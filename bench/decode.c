@@ -222,7 +222,7 @@ int main(int argc, char **argv)
     else
         CHECK(pt_model_create(&model, &cfg, 1234));
     uint64_t nparams = 0;
-    CHECK(pt_model_num_params(&nparams, model));
+    nparams = pt_model_param_count(model);
     double la[3];
     loadavg(la);
     printf("bench_decode: SmolLM2-135M shape, %.2fM parameters (%.0f MB FP32), prompt %d, %d new "

@@ -481,7 +481,7 @@ static int run_sft(int argc, char **argv)
     pt_optimizer *opt;
     CHECK(pt_model_create(&m, &c, 1));
     uint64_t nparams;
-    CHECK(pt_model_num_params(&nparams, m));
+    nparams = pt_model_param_count(m);
     pt_optimizer_options oo;
     pt_optimizer_options_init(&oo);
     oo.lr = 1e-4;

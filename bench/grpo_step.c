@@ -108,7 +108,7 @@ int main(int argc, char **argv)
     pt_model *model;
     CHECK(pt_model_create(&model, &cfg, 1));
     uint64_t nparams = 0;
-    CHECK(pt_model_num_params(&nparams, model));
+    nparams = pt_model_param_count(model);
     pt_optimizer_options oo;
     CHECK(pt_optimizer_options_init(&oo));
     oo.lr = 1e-6;

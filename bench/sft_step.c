@@ -69,7 +69,7 @@ static int run_mode(int fd, int lora_rank, bool bf16, int steps, int B, int T)
     if (make_model(&m, lora_rank, bf16, T))
         return 1;
     uint64_t n;
-    pt_model_num_params(&n, m);
+    n = pt_model_param_count(m);
     if (lora_rank > 0) {
         pt_lora_options lo;
         pt_lora_options_init(&lo);

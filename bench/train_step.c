@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     double t0 = bench_now();
     CHECK(pt_model_create(&model, &cfg, 1234));
     uint64_t nparams = 0;
-    CHECK(pt_model_num_params(&nparams, model));
+    nparams = pt_model_param_count(model);
     CHECK(pt_context_create(&ctx, model, o.batch, o.seq));
     CHECK(pt_model_alloc_grads(model));
     if (o.optimizer) {

@@ -157,9 +157,9 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
     if (!rc && l->rank > 0 && (st = pt_model_add_lora(fresh, &lo)))
         rc = cli_fail("LoRA", st);
     size_t n = 0, nf = 0;
-    pt_model_num_tensors(&n, m);
+    n = pt_model_tensor_count(m);
     if (!rc)
-        pt_model_num_tensors(&nf, fresh);
+        nf = pt_model_tensor_count(fresh);
     for (size_t i = 0; !rc && i < n; i++) {
         pt_tensor_info ti, tf;
         pt_tensor_info_init(&ti);
@@ -268,7 +268,7 @@ int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt
     *host = NULL;
     char *text = NULL;
     pt_run_state_init(state);
-    int st = run ? pt_run_load(run, m, opt, state, &text)
+    int st = run ? pt_run_load(state, &text, run, m, opt)
                  : pt_run_load_checkpoint(state, &text, m, opt, dir, cmd);
     if (st == PT_EPEER) /* another rank failed and said why */
         return 1;

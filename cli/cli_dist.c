@@ -225,7 +225,7 @@ void cli_job_flip_hook(cli_job *j, pt_model *m, long long step)
         return;
     j->flip_rank = -1; /* once per process: the replay after a rollback is clean */
     size_t n = 0;
-    pt_model_num_tensors(&n, m);
+    n = pt_model_tensor_count(m);
     for (size_t i = 0; i < n; i++) {
         pt_tensor_info ti;
         pt_tensor_info_init(&ti);

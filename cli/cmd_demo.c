@@ -137,7 +137,7 @@ static int build_model(demo_run *r)
     r->plen = 1 + 2 * o->digits + 2;
     r->alen = o->digits + 1;
     uint64_t nparams = 0;
-    pt_model_num_params(&nparams, r->model);
+    nparams = pt_model_param_count(r->model);
     printf("  model: %s, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n",
            pt_arch_name(cfg.arch), o->layers, o->hidden, cfg.num_attention_heads, cfg.vocab_size,
            (double)nparams / 1e6);

@@ -35,7 +35,7 @@ static int copy_model(pt_model **out, pt_model *src)
     if (st || (st = pt_model_create(out, &cfg, 0)))
         return st;
     size_t n = 0;
-    pt_model_num_tensors(&n, src);
+    n = pt_model_tensor_count(src);
     for (size_t i = 0; i < n && !st; i++) {
         pt_tensor_info a, b;
         pt_tensor_info_init(&a);

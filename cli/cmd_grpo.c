@@ -205,7 +205,7 @@ static int save_checkpoint(grpo_run *r)
     const grpo_args *a = &r->a;
     pt_run_state s;
     pt_run_state_init(&s);
-    pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+    s.optimizer_steps = pt_optimizer_step_count(r->opt);
     s.step = r->step;
     s.seed = a->seed;
     s.rng = r->rng;
@@ -286,7 +286,7 @@ static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const
         rc = 1;
     }
     int64_t opt_steps = 0;
-    pt_optimizer_get_step(&opt_steps, r->opt);
+    opt_steps = pt_optimizer_step_count(r->opt);
     if (!rc && s->optimizer_steps != opt_steps) {
         fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
                         "%lld\n", dir, (long long)opt_steps, (long long)s->optimizer_steps);
@@ -441,7 +441,7 @@ static int rollback(grpo_run *r)
     pt_run_state s;
     pt_run_state_init(&s);
     char *extra = NULL;
-    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
+    int st = pt_run_rollback(&s, &extra, r->out.run, r->model, r->opt), rc;
     if (st == PT_ENOTFOUND)
         rc = restart(r);
     else if (st)

@@ -129,7 +129,7 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
             cap = cap ? 2 * cap : 64;
         }
         size_t lineno = 0;
-        pt_jsonl_reader_line(&lineno, rd);
+        lineno = pt_jsonl_reader_line_number(rd);
         char where[512];
         snprintf(where, sizeof where, "%s%s%s line %zu", opt ? opt : "", opt ? " " : "", path, lineno);
         memset(&rows[n], 0, sizeof rows[n]);

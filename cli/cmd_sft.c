@@ -251,7 +251,7 @@ static int save_checkpoint(sft_run *r)
     pt_run_state s;
     pt_run_state_init(&s);
     pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
-    pt_optimizer_get_step(&s.optimizer_steps, r->opt);
+    s.optimizer_steps = pt_optimizer_step_count(r->opt);
     s.step = r->step;
     s.seed = a->data_opts.seed;
     s.rows = r->ds.train_examples;
@@ -420,7 +420,7 @@ static int rollback(sft_run *r)
     pt_run_state s;
     pt_run_state_init(&s);
     char *extra = NULL;
-    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
+    int st = pt_run_rollback(&s, &extra, r->out.run, r->model, r->opt), rc;
     pt_free(extra);
     if (st == PT_ENOTFOUND)
         rc = restart(r);

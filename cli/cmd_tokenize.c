@@ -130,7 +130,7 @@ static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
             break;
         }
         size_t lineno = 0;
-        pt_jsonl_reader_line(&lineno, rd);
+        lineno = pt_jsonl_reader_line_number(rd);
         rc = a->decode ? decode_row(tok, rd, a->skip_special ? PT_TOK_SKIP_SPECIAL : 0, lineno)
                        : encode_row(tok, rd, a->add_special ? PT_TOK_ADD_SPECIAL : 0, lineno);
     }

@@ -687,7 +687,7 @@ static int run_load(runtime *rt, pt_optimizer *opt, pt_run_state *state, uint64_
 {
     char *extra = NULL, v[N_EV * 3 * 26];
     pt_run_state_init(state);
-    int st = pt_run_load(rt->run, rt->model, opt, state, &extra);
+    int st = pt_run_load(state, &extra, rt->run, rt->model, opt);
     if (st)
         return fail("pt_run_load", st);
     rt->pending = false;
@@ -743,10 +743,11 @@ static int run_save(runtime *rt, pt_optimizer *opt, int64_t step, const char *ph
     s.seed = rt->o.seed;
     s.order_rng = rt->o.seed;   /* the dataset's shuffle seed: epoch e's order is a function of it and e */
     s.rng = train_rng;
-    int st = pt_optimizer_get_step(&s.optimizer_steps, opt);
+    s.optimizer_steps = pt_optimizer_step_count(opt);
+    int st = PT_OK;
     pt_dataset_stats ds;
     pt_dataset_stats_init(&ds);
-    if (!st && data && !(st = pt_dataset_get_position(&s.epoch, &s.cursor, data)) &&
+    if (data && !(st = pt_dataset_get_position(&s.epoch, &s.cursor, data)) &&
         !(st = pt_dataset_get_stats(&ds, data)))
         s.rows = ds.train_examples;
     char extra[2048];
@@ -1313,7 +1314,7 @@ int main(int argc, char **argv)
         goto done;
     }
     uint64_t params = 0;
-    pt_model_num_params(&params, rt.model);
+    params = pt_model_param_count(rt.model);
     printf("agent_runtime: libposttrain %s, llama %d layers x hidden %d (%.2fM parameters), byte tokenizer, "
            "%s template, seed %llu, %d threads\n",
            pt_version_string(), o->layers, o->hidden, (double)params / 1e6, pt_chat_template_name(rt.tpl),

@@ -246,7 +246,10 @@ typedef struct pt_episode {
 } pt_episode;
 
 PT_API int pt_episode_init(pt_episode *ep);
-PT_API int pt_episode_results_count(int *n, const pt_episode_results *res);
+/* The episodes in res (0 for NULL). */
+PT_API int pt_episode_results_size(const pt_episode_results *res);
+PT_API PT_DEPRECATED("pt_episode_results_size")
+int pt_episode_results_count(int *n, const pt_episode_results *res);
 PT_API int pt_episode_results_get(pt_episode *out, const pt_episode_results *res, int i);
 
 /* Counters of the last run. */

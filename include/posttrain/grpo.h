@@ -107,7 +107,10 @@ PT_API int pt_rollout_buffer_add(pt_rollout_buffer *buf, const pt_rollout_sample
 PT_API int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n);
 /* Forget every sample (the reward functions stay). */
 PT_API int pt_rollout_buffer_clear(pt_rollout_buffer *buf);
-PT_API int pt_rollout_buffer_count(int *n, const pt_rollout_buffer *buf);
+/* The samples in buf (0 for NULL). */
+PT_API int pt_rollout_buffer_size(const pt_rollout_buffer *buf);
+PT_API PT_DEPRECATED("pt_rollout_buffer_size")
+int pt_rollout_buffer_count(int *n, const pt_rollout_buffer *buf);
 /* Set or read the score of reward function k for sample i (NaN: declined). */
 PT_API int pt_rollout_buffer_set_reward(pt_rollout_buffer *buf, int sample, int k, float reward);
 PT_API int pt_rollout_buffer_get_reward(float *reward, const pt_rollout_buffer *buf, int sample, int k);

@@ -44,8 +44,11 @@ PT_API void pt_jsonl_reader_free(pt_jsonl_reader *r);
  * the next line unless it stopped), PT_EIO. */
 PT_API int pt_jsonl_reader_next(pt_jsonl_reader *r);
 
-/* The 1-based line number of the current row (0 before the first). */
-PT_API int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *r);
+/* The 1-based line number of the current row (0 before the first, and
+ * for NULL). */
+PT_API size_t pt_jsonl_reader_line_number(const pt_jsonl_reader *r);
+PT_API PT_DEPRECATED("pt_jsonl_reader_line_number")
+int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *r);
 
 /* The current row's string member `key`: *s points into the reader (valid
  * until the next call; NUL-terminated, *len bytes, len may be NULL), checked

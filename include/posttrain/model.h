@@ -89,11 +89,17 @@ PT_API void pt_model_free(pt_model *model);
 /* Copy the model's configuration into *out, filled with pt_model_config_init()
  * first (only its `size` bytes are written). */
 PT_API int pt_model_get_config(pt_model_config *out, const pt_model *model);
-/* Number of parameters (tied embeddings counted once). */
-PT_API int pt_model_num_params(uint64_t *out, const pt_model *model);
+/* Number of parameters (tied embeddings counted once); 0 for NULL. */
+PT_API uint64_t pt_model_param_count(const pt_model *model);
 /* Number of parameters the optimizer updates: every base parameter, or with
- * LoRA adapters only the adapters' (the base is frozen). */
-PT_API int pt_model_num_trainable_params(uint64_t *out, const pt_model *model);
+ * LoRA adapters only the adapters' (the base is frozen); 0 for NULL. */
+PT_API uint64_t pt_model_trainable_param_count(const pt_model *model);
+/* The same as status and out-parameter (getters that cannot fail return
+ * the value: docs/api.md, "Names"). */
+PT_API PT_DEPRECATED("pt_model_param_count")
+int pt_model_num_params(uint64_t *out, const pt_model *model);
+PT_API PT_DEPRECATED("pt_model_trainable_param_count")
+int pt_model_num_trainable_params(uint64_t *out, const pt_model *model);
 
 /* ---- the parameter tensors -----------------------------------------------------
  *
@@ -121,8 +127,10 @@ typedef struct pt_tensor_info {
 /* Fill with pt_tensor_info_init() before passing it: the library writes only
  * as many bytes as its size says. */
 PT_API int pt_tensor_info_init(pt_tensor_info *info);
-/* Number of tensors (base plus adapters). */
-PT_API int pt_model_num_tensors(size_t *out, const pt_model *model);
+/* Number of tensors (base plus adapters); 0 for NULL. */
+PT_API size_t pt_model_tensor_count(const pt_model *model);
+PT_API PT_DEPRECATED("pt_model_tensor_count")
+int pt_model_num_tensors(size_t *out, const pt_model *model);
 /* Tensor `index` (0 .. count-1); PT_ERANGE beyond. */
 PT_API int pt_model_tensor_info(pt_tensor_info *out, const pt_model *model, size_t index);
 /* The tensor called `name`; PT_ENOTFOUND (naming it) if there is none. */

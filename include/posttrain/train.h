@@ -112,10 +112,15 @@ PT_API int pt_step_stats_init(pt_step_stats *stats);
  * error on one rank fails the call on every rank (PT_EPEER on the others). */
 PT_API int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt);
 
-/* The learning rate the next step will use. */
-PT_API int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt);
-/* Steps applied so far. */
-PT_API int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt);
+/* The learning rate the next step will use (0 for NULL). */
+PT_API double pt_optimizer_lr(const pt_optimizer *opt);
+/* Steps applied so far (0 for NULL). */
+PT_API int64_t pt_optimizer_step_count(const pt_optimizer *opt);
+/* The same as status and out-parameter. */
+PT_API PT_DEPRECATED("pt_optimizer_lr")
+int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt);
+PT_API PT_DEPRECATED("pt_optimizer_step_count")
+int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt);
 
 /* Supervised fine-tuning step. */
 typedef struct pt_sft_stats {

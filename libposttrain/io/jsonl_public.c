@@ -63,6 +63,11 @@ int pt_jsonl_reader_next(pt_jsonl_reader *h)
     return pt_jsonl_next(h->r, &h->row);
 }
 
+size_t pt_jsonl_reader_line_number(const pt_jsonl_reader *h)
+{
+    return h ? pt_jsonl_line(h->r) : 0;
+}
+
 int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *h)
 {
     PT_CHECK_NULL(line);

@@ -225,11 +225,25 @@ int pt_model_get_config(pt_model_config *out, const pt_model *m)
     return PT_OK;
 }
 
+uint64_t pt_model_param_count(const pt_model *m)
+{
+    return m ? m->num_params : 0;
+}
+
+uint64_t pt_model_trainable_param_count(const pt_model *m)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; m && i < m->ntensors; i++)
+        if (m->tensors[i].trainable)
+            n += m->tensors[i].numel;
+    return n;
+}
+
 int pt_model_num_params(uint64_t *out, const pt_model *m)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
-    *out = m->num_params;
+    *out = pt_model_param_count(m);
     return PT_OK;
 }
 
@@ -237,11 +251,7 @@ int pt_model_num_trainable_params(uint64_t *out, const pt_model *m)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
-    uint64_t n = 0;
-    for (size_t i = 0; i < m->ntensors; i++)
-        if (m->tensors[i].trainable)
-            n += m->tensors[i].numel;
-    *out = n;
+    *out = pt_model_trainable_param_count(m);
     return PT_OK;
 }
 

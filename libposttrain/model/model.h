@@ -28,7 +28,6 @@ typedef struct pt_tensor_ref {
     int layer;          /* its layer, or -1 for a global tensor (and adapters: their layer) */
 } pt_tensor_ref;
 
-size_t pt_model_tensor_count(const pt_model *m);
 const pt_tensor_ref *pt_model_tensor(const pt_model *m, size_t i);
 /* Number of base (non-adapter) tensors: they are entries 0 .. count-1. */
 size_t pt_model_base_tensor_count(const pt_model *m);

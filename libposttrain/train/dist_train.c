@@ -127,7 +127,7 @@ int pt_dist_check_replicas(int *bad_rank, uint64_t *hash, pt_dist *d, const pt_o
     PT_CHECK_NULL(opt);
     pt_optimizer *o = (pt_optimizer *)opt; /* the hash only reads (gradient pointers refreshed) */
     int64_t step = 0;
-    pt_optimizer_get_step(&step, o);
+    step = pt_optimizer_step_count(o);
     pt_dist_set_step(d, step);
     uint64_t mine = pt_optimizer_state_hash(o);
     if (hash)

@@ -125,6 +125,11 @@ int pt_episode_rec_add_turn(ep_rec *e, int k, int p)
     return PT_OK;
 }
 
+int pt_episode_results_size(const pt_episode_results *res)
+{
+    return res ? res->n : 0;
+}
+
 int pt_episode_results_count(int *n, const pt_episode_results *res)
 {
     PT_CHECK_NULL(n);

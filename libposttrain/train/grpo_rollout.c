@@ -300,6 +300,11 @@ int pt_rollout_buffer_clear(pt_rollout_buffer *buf)
     return PT_OK;
 }
 
+int pt_rollout_buffer_size(const pt_rollout_buffer *buf)
+{
+    return buf ? buf->n : 0;
+}
+
 int pt_rollout_buffer_count(int *n, const pt_rollout_buffer *buf)
 {
     PT_CHECK_NULL(n);

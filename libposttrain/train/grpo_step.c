@@ -603,7 +603,7 @@ static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, p
     const double comm0 = pt_dist_comm_seconds(d);
     if (d) {
         int64_t step = 0;
-        pt_optimizer_get_step(&step, opt);
+        step = pt_optimizer_step_count(opt);
         pt_dist_set_step(d, step + 1);
     }
     pt_grpo_stats local;

@@ -248,6 +248,16 @@ static double current_lr(const pt_optimizer *o)
     return o->opts.lr * f;
 }
 
+double pt_optimizer_lr(const pt_optimizer *opt)
+{
+    return opt ? current_lr(opt) : 0.0;
+}
+
+int64_t pt_optimizer_step_count(const pt_optimizer *opt)
+{
+    return opt ? opt->step : 0;
+}
+
 int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt)
 {
     PT_CHECK_NULL(lr);

@@ -150,7 +150,7 @@ static int sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, con
     int st = local_checks(&total, &max_tokens, opt, ctx, micro, weights, n_micro, stats);
     if (d) {
         int64_t step = 0;
-        pt_optimizer_get_step(&step, opt);
+        step = pt_optimizer_step_count(opt);
         pt_dist_set_step(d, step + 1);
         /* every rank's outcome, and the global loss weight: the normaliser */
         if ((st = pt_comm_agree_sum(NULL, d, st, &total, 1, "pt_sft_step")))

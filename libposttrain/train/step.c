@@ -15,8 +15,8 @@ static void skip_step(pt_step_stats *out, pt_optimizer *opt, bool no_rewards, do
                                   : tokens <= 0 ? "the batch has no target tokens"
                                   : isnan(loss) ? "the loss is NaN" : "the loss is infinite");
     int64_t step = 0;
-    pt_optimizer_get_step(&step, opt);
-    pt_optimizer_get_lr(&out->lr, opt);
+    step = pt_optimizer_step_count(opt);
+    out->lr = pt_optimizer_lr(opt);
     pt_opt_state_view sv;
     pt_optimizer_state_view(&sv, opt);
     out->step = step;

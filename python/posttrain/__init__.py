@@ -27,7 +27,7 @@ from .errors import (STATUS_CLASSES, BusyError, CallbackError, Cancelled, Checks
 from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishReason, GgufType,
                     ISCorrection, ISLevel, LogLevel, LossType, OnError, OptimizerType,
                     RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason, SpmScores,
-                    Status, TimeKind, TurnEnd)
+                    RunStart, Status, TimeKind, TurnEnd)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
                       bf16_info, cpu_info, cpu_path, set_cpu_path, features, get_num_threads, has_feature, log_to_python, set_abort_callback,
                       set_log_callback, set_num_threads, version, version_number)
@@ -46,6 +46,7 @@ from .trl_config import GRPOConfig
 from .sft_trainer import SFTConfig, SFTTrainer
 from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
                        episode_defaults, play_episodes)
+from .run import Run, RunState, check_output, run_state_from_json, run_state_to_json
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
@@ -79,6 +80,7 @@ __all__ = [
     "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
+    "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json", "check_output",
     "Dist", "DistBackend", "dist_defaults", "has_mpi",
 ]
 

@@ -326,6 +326,55 @@ class GgufExportOptions(Struct):
 PT_TIME_KINDS = 9
 
 
+
+# run.h: the run layer (docs/run-directory.md)
+class RunInput(Struct):
+    _fields_ = [
+        ("name", c_char_p),
+        ("path", c_char_p),
+        ("tree", c_bool),
+    ]
+
+
+@_stamped("pt_run_options", "run")
+class RunOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("dir", c_char_p),
+        ("metrics", c_char_p),
+        ("start", c_int),
+        ("resume_from", c_char_p),
+        ("kind", c_char_p),
+        ("inputs", POINTER(RunInput)),
+        ("n_inputs", c_size_t),
+        ("dir_name", c_char_p),
+        ("metrics_name", c_char_p),
+        ("resume_name", c_char_p),
+        ("keep_last", c_int64),
+        ("keep_every", c_int64),
+        ("save_every", c_int64),
+        ("save_auto", c_bool),
+        ("mtbf_seconds", c_double),
+        ("dist", c_void_p),
+        ("goodput", c_void_p),
+    ]
+
+
+@_stamped("pt_run_state", "run")
+class RunState(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("step", c_int64),
+        ("optimizer_steps", c_int64),
+        ("epoch", c_int64),
+        ("cursor", c_int64),
+        ("rows", c_int64),
+        ("seed", c_uint64),
+        ("order_rng", c_uint64),
+        ("rng", c_uint64),
+    ]
+
+
 @_stamped("pt_goodput_report", "goodput")
 class GoodputReport(Struct):
     _fields_ = [
@@ -761,9 +810,9 @@ _declare(None, {
     "pt_model_create": (c_int, [pp, P(ModelConfig), c_uint64]),
     "pt_model_free": (None, [vp]),
     "pt_model_get_config": (c_int, [P(ModelConfig), vp]),
-    "pt_model_num_params": (c_int, [P(c_uint64), vp]),
-    "pt_model_num_trainable_params": (c_int, [P(c_uint64), vp]),
-    "pt_model_num_tensors": (c_int, [P(c_size_t), vp]),
+    "pt_model_param_count": (c_uint64, [vp]),
+    "pt_model_trainable_param_count": (c_uint64, [vp]),
+    "pt_model_tensor_count": (c_size_t, [vp]),
     "pt_model_tensor_info": (c_int, [P(TensorInfo), vp, c_size_t]),
     "pt_model_find_tensor_info": (c_int, [P(TensorInfo), vp, ctypes.c_char_p]),
     "pt_context_create": (c_int, [pp, vp, c_int, c_int]),
@@ -838,8 +887,8 @@ _declare(None, {
     "pt_optimizer_create": (c_int, [pp, vp, P(OptimizerOptions)]),
     "pt_optimizer_free": (None, [vp]),
     "pt_optimizer_step": (c_int, [P(StepStats), vp]),
-    "pt_optimizer_get_lr": (c_int, [P(c_double), vp]),
-    "pt_optimizer_get_step": (c_int, [P(c_int64), vp]),
+    "pt_optimizer_lr": (c_double, [vp]),
+    "pt_optimizer_step_count": (c_int64, [vp]),
     "pt_sft_step": (c_int, [P(SftStats), vp, vp, P(Batch_), P(P(c_float)), c_int]),
     "pt_dataset_create": (c_int, [pp, P(DatasetOptions)]),
     "pt_dataset_load_jsonl": (c_int, [pp, c_char_p, vp, P(DatasetOptions)]),
@@ -867,7 +916,7 @@ _declare("grpo", {
     "pt_rollout_buffer_add": (c_int, [vp, P(RolloutSample)]),
     "pt_rollout_buffer_add_group": (c_int, [vp, P(RolloutSample), c_int]),
     "pt_rollout_buffer_clear": (c_int, [vp]),
-    "pt_rollout_buffer_count": (c_int, [P(c_int), vp]),
+    "pt_rollout_buffer_size": (c_int, [vp]),
     "pt_rollout_buffer_set_reward": (c_int, [vp, c_int, c_int, c_float]),
     "pt_rollout_buffer_get_reward": (c_int, [P(c_float), vp, c_int, c_int]),
     "pt_rollout_buffer_compute_logprobs": (c_int, [vp, vp, c_int]),
@@ -887,7 +936,7 @@ _declare("episodes", {
     "pt_episode_results_free": (None, [vp]),
     "pt_episodes_run": (c_int, [vp, vp, P(c_int32), P(c_int32), P(c_int64), c_int,
                                 P(EpisodeOptions), ENV_FN, c_void_p]),
-    "pt_episode_results_count": (c_int, [P(c_int), vp]),
+    "pt_episode_results_size": (c_int, [vp]),
     "pt_episode_results_get": (c_int, [P(Episode_), vp, c_int]),
     "pt_episode_results_stats": (c_int, [P(EpisodeStats), vp]),
     "pt_rollout_buffer_add_episodes": (c_int, [P(c_int), vp, vp]),
@@ -912,6 +961,35 @@ _declare("goodput", {
     "pt_goodput_to_json": (c_int, [P(c_void_p), vp]),
     "pt_goodput_restore": (c_int, [vp, c_char_p, c_double, c_int64]),
     "pt_checkpoint_interval_young_daly": (c_int, [P(c_double), c_double, c_double]),
+})
+_declare("run", {
+    "pt_run_state_to_json": (c_int, [P(c_void_p), P(RunState), c_char_p, c_char_p]),
+    "pt_run_state_from_json": (c_int, [P(RunState), P(c_void_p), P(c_void_p), c_char_p]),
+    "pt_run_open": (c_int, [pp, P(RunOptions)]),
+    "pt_run_close": (None, [vp]),
+    "pt_run_resume_dir": (c_char_p, [vp]),
+    "pt_run_dir": (c_char_p, [vp]),
+    "pt_run_metrics_path": (c_char_p, [vp]),
+    "pt_run_last_checkpoint": (c_char_p, [vp]),
+    "pt_run_load": (c_int, [P(RunState), P(c_void_p), vp, vp, vp]),
+    "pt_run_load_checkpoint": (c_int, [P(RunState), P(c_void_p), vp, vp, c_char_p, c_char_p]),
+    "pt_run_trim_metrics": (c_int, [vp, c_int64]),
+    "pt_run_check_output": (c_int, [c_char_p, c_char_p, P(RunInput)]),
+    "pt_run_lost_seconds": (c_double, [vp]),
+    "pt_run_lost_steps": (c_int64, [vp]),
+    "pt_run_save": (c_int, [vp, vp, vp, P(RunState), c_char_p]),
+    "pt_run_log": (c_int, [vp, c_char_p]),
+    "pt_run_rows": (c_int64, [vp]),
+    "pt_run_metrics_error": (c_char_p, [vp]),
+    "pt_run_note_step": (c_int, [vp, c_double]),
+    "pt_run_save_due": (c_bool, [vp, c_int64, c_int64]),
+    "pt_run_save_every": (c_int64, [vp]),
+    "pt_run_check_replicas": (c_int, [P(c_int), vp, vp]),
+    "pt_run_rollback": (c_int, [P(RunState), P(c_void_p), vp, vp, vp]),
+    "pt_run_rank": (c_int, [vp]),
+    "pt_run_size": (c_int, [vp]),
+    "pt_run_last_save_seconds": (c_double, [vp]),
+    "pt_run_mean_step_seconds": (c_double, [vp]),
 })
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),
@@ -970,6 +1048,7 @@ ENUM_FUNCTIONS = {
     "episodes": ["turn_end", "episode_end", "env_action", "episode_on_error"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],
+    "run": ["run_start"],
     "dist": ["dist_backend"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():

@@ -201,10 +201,9 @@ class Episodes(Handle):
         self.n_reward_funcs = 1
 
     def _read(self):
-        n = ctypes.c_int()
-        check(lib.pt_episode_results_count(ctypes.byref(n), self._ptr), "pt_episode_results_count")
+        n = lib.pt_episode_results_size(self._ptr)
         eps = []
-        for i in range(n.value):
+        for i in range(n):
             e = Episode_.new()
             check(lib.pt_episode_results_get(ctypes.byref(e), self._ptr, i),
                   "pt_episode_results_get")

@@ -356,8 +356,7 @@ class RolloutBuffer(Handle):
         self._meta = []
 
     def __len__(self):
-        n = ctypes.c_int()
-        check(lib.pt_rollout_buffer_count(ctypes.byref(n), self._ptr), "pt_rollout_buffer_count")
+        n = ctypes.c_int(lib.pt_rollout_buffer_size(self._ptr))
         if n.value != len(self._meta):  # pragma: no cover - would be a binding bug
             raise error_for(Status.EINTERNAL, "rollout buffer holds %d samples, the binding "
                             "counted %d" % (n.value, len(self._meta)), "RolloutBuffer.__len__")

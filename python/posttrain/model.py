@@ -466,9 +466,7 @@ class Model(Handle):
     def num_params(self):
         """Number of parameters of the base model (tied embeddings counted once;
         LoRA adapters are not counted)."""
-        n = ctypes.c_uint64()
-        check(lib.pt_model_num_params(ctypes.byref(n), self._ptr), "pt_model_num_params")
-        return n.value
+        return lib.pt_model_param_count(self._ptr)
 
     _BF16_MODES = {False: 0, None: 0, "off": 0, True: 1, "on": 1, "frozen": 2}
 
@@ -571,10 +569,7 @@ class Model(Handle):
     def num_trainable_params(self):
         """Parameters the optimizer updates: all of the base, or with LoRA
         adapters only theirs."""
-        n = ctypes.c_uint64()
-        check(lib.pt_model_num_trainable_params(ctypes.byref(n), self._ptr),
-              "pt_model_num_trainable_params")
-        return n.value
+        return lib.pt_model_trainable_param_count(self._ptr)
 
     def _tensor(self, name):
         t = TensorInfo.new()
@@ -592,10 +587,9 @@ class Model(Handle):
     def tensors(self):
         """[info] for every tensor, base first then LoRA adapters; each info is
         {name, shape, numel, trainable, adapter, no_decay}."""
-        n = ctypes.c_size_t()
-        check(lib.pt_model_num_tensors(ctypes.byref(n), self._ptr), "pt_model_num_tensors")
+        n = lib.pt_model_tensor_count(self._ptr)
         out = []
-        for i in range(n.value):
+        for i in range(n):
             t = TensorInfo.new()
             check(lib.pt_model_tensor_info(ctypes.byref(t), self._ptr, i), "pt_model_tensor_info")
             out.append(self._info_dict(t))

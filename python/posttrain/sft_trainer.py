@@ -1,9 +1,10 @@
 """SFT in TRL's shape: SFTConfig (trl 1.9's fields and defaults, checked
 when built, like GRPOConfig) and SFTTrainer(model, args, train_dataset,
 eval_dataset, processing_class), over the library's dataset and SFT step
-(pt_dataset, pt_sft_step), with checkpoints in the CLI's layout
-(output_dir/checkpoints/step-NNNNNNNN, host JSON as `posttrain sft` writes
-it, so either can resume the other's run on the same data).
+(pt_dataset, pt_sft_step), output_dir a run directory of the library's
+run layer as `posttrain sft`'s --out (checkpoints/step-NNNNNNNN with
+retention, metrics.jsonl, the lock; the same run state), so either can
+resume the other's run on the same data.
 
     from posttrain import SFTTrainer, SFTConfig
     trainer = SFTTrainer(model="models/stories260K", train_dataset=rows,
@@ -15,6 +16,7 @@ Dataset formats (TRL's): {"text": ...} (or dataset_text_field), {"prompt",
 docs/python.md.
 """
 
+import ctypes
 import json
 import math
 import os
@@ -23,10 +25,13 @@ import shutil
 import tempfile
 import time
 
-from .errors import invalid
+from ._lib import RunState, has_feature, lib
+from .errors import check, invalid
 from .model import Model
-from .train import Dataset, Optimizer, load_checkpoint, save_checkpoint
-from .trainer import TrainerState, TrainOutput, _is_messages
+from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
+from .train import Dataset, Optimizer, save_checkpoint
+from .trainer import (TrainerState, TrainOutput, _is_messages, _lora_host, _make_parent,
+                      _new_goodput)
 from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
 
 __all__ = ["SFTConfig", "SFTTrainer"]
@@ -148,7 +153,9 @@ class SFTTrainer:
         self.formatting_func = formatting_func
         self.callbacks = list(callbacks or [])
         self.output_dir = c.output_dir
-        self.seed = c.data_seed if c.data_seed is not None else c.seed
+        self.seed = (c.data_seed if c.data_seed is not None else c.seed) & ((1 << 64) - 1)
+        self._run = None
+        self.goodput = None
         self._tmp = tempfile.mkdtemp(prefix="posttrain-sft-")
         try:
             self.train_data = self._load(train_dataset, "train", shuffle=True)
@@ -177,6 +184,11 @@ class SFTTrainer:
         self.state.logging_steps, self.state.save_steps = self.log_every, self.save_every
         self.state.eval_steps = self.eval_every
         self.optimizer = Optimizer(model, **c.optimizer_options(total))
+        # the run directory: opened by train() when output_dir was given, a
+        # checkpoint is due or a resume asked for; a train() that does not
+        # resume starts it afresh (transformers writes over an earlier run)
+        self._run_wanted = ("output_dir" in c._given and c.output_dir is not None) or bool(
+            self.save_every and self.save_every <= total)
         self.metrics = []
         self._pending = []
 
@@ -286,12 +298,7 @@ class SFTTrainer:
         if kwargs:
             raise invalid("train: unknown argument(s) %s" % ", ".join(sorted(kwargs)),
                           "SFTTrainer.train")
-        if resume_from_checkpoint:
-            path = resume_from_checkpoint
-            if path is True:
-                path = self.latest_checkpoint()
-            if path is not None:
-                self.load_checkpoint(path)
+        self._resume(resume_from_checkpoint or None)
         t0 = time.perf_counter()
         losses = []
         while self.state.global_step < self.state.max_steps:
@@ -302,10 +309,25 @@ class SFTTrainer:
 
             def due(every):
                 return every and gs // every != prev // every
+            t_eval = 0.0
             if due(self.eval_every):
+                t1 = time.perf_counter()
                 m.update(self.evaluate())
+                t_eval = time.perf_counter() - t1
+            if self._run is not None:
+                # the metrics row before the checkpoint that covers it
+                self._run.log(_finite_row(m))
+            gp = self.goodput
+            if gp is not None:
+                gp.add("step", m["step_seconds"])
+                if t_eval:
+                    gp.add("eval", t_eval)
+                gp.step_done()
             if due(self.save_every):
+                t1 = time.perf_counter()
                 m["checkpoint"] = self.save_checkpoint()
+                if gp is not None:
+                    gp.add("save", time.perf_counter() - t1)
             self.metrics.append(m)
             losses.append(m["loss"])
             self._pending.append(m)
@@ -368,54 +390,116 @@ class SFTTrainer:
             ds.close()
         return {"eval_loss": total / tokens if tokens else math.nan, "eval_num_tokens": tokens}
 
-    # -- checkpoints (the CLI's layout) ------------------------------------------------
-    def _host(self):
-        epoch, cursor = self.train_data.position
-        h = {"command": "sft", "step": self.state.global_step, "seed": str(self.seed),
-             "model": os.path.realpath(self._model_path) if self._model_path else "",
-             "epoch": epoch, "cursor": cursor}
-        lo = self.model.lora if self.model.has_lora else None
-        if lo:
-            h["lora"] = {"rank": lo["rank"], "alpha": lo["alpha"], "targets": int(lo["targets"])}
+    # -- the run directory and checkpoints (the CLI's layout) -------------------------
+    def _resume(self, path):
+        if self.output_dir is None or self._run is not None or (path is None
+                                                                and not self._run_wanted):
+            if path is True:
+                path = self.latest_checkpoint()
+            if path is not None:
+                self.load_checkpoint(path)
+            return
+        _require_run("SFTTrainer.train")
+        start = "auto" if path is True else "from" if path is not None else "overwrite"
+        self._run = self._open_run(start, None if path is True else path)
+        if self._run.resume_dir is not None:
+            state, extra = self._run.load(self.model, self.optimizer)
+            self._apply(state, extra, self._run.resume_dir)
+
+    def _open_run(self, start, resume_from=None):
+        """output_dir as a run directory held until close(), with a goodput
+        accountant whose totals ride in the checkpoints."""
+        _make_parent(self.output_dir)
+        if self.goodput is None:
+            self.goodput = _new_goodput()
+        return Run(self.output_dir, "sft", start=start, resume_from=resume_from,
+                   inputs=[("model", self._model_path or None, True)],
+                   keep_last=self.args.save_total_limit or 0, goodput=self.goodput)
+
+    def _run_state(self):
+        st = RunState.new()
+        st.step = self.state.global_step
+        st.optimizer_steps = self.optimizer.step_count
+        st.epoch, st.cursor = self.train_data.position
+        st.rows = self.train_data.rows
+        st.seed = self.seed
+        return st
+
+    def _run_extra(self):
+        h = {"model": os.path.realpath(self._model_path) if self._model_path else "",
+             "trainer": "posttrain.SFTTrainer"}
+        lora = _lora_host(self.model)
+        if lora:
+            h["lora"] = lora
         return h
 
-    def save_checkpoint(self):
-        """output_dir/checkpoints/step-NNNNNNNN (weights, optimizer, data
-        position; `posttrain sft --resume` reads it too); returns the path."""
-        d = os.path.join(self.output_dir, "checkpoints")
-        os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, "step-%08d" % self.state.global_step)
-        save_checkpoint(path, self.model, self.optimizer, self._host())
-        limit = self.args.save_total_limit
-        if limit:
-            found = sorted(e for e in os.listdir(d) if _CKPT_RE.match(e))
-            for e in found[:-limit]:
-                shutil.rmtree(os.path.join(d, e))
-        return path
+    def _apply(self, state, extra, path):
+        if state.seed != self.seed:
+            raise invalid("%s was made with seed %d, this trainer has %d"
+                          % (path, state.seed, self.seed), "SFTTrainer")
+        # (checkpoints of posttrain sft before the run layer do not record it: 0)
+        if state.optimizer_steps and state.optimizer_steps != self.optimizer.step_count:
+            raise invalid("%s: the optimizer's step count %d does not match the recorded %d"
+                          % (path, self.optimizer.step_count, state.optimizer_steps),
+                          "SFTTrainer")
+        self.train_data.position = (int(state.epoch), int(state.cursor))
+        self.state.global_step = int(state.step)
+        self.state.epoch = self.state.global_step / self._per_epoch
+        h = dict(extra)
+        h.update(command="sft", step=int(state.step), seed=str(state.seed),
+                 epoch=int(state.epoch), cursor=int(state.cursor),
+                 optimizer_steps=int(state.optimizer_steps))
+        return h
+
+    def save_checkpoint(self, path=None):
+        """output_dir/checkpoints/step-NNNNNNNN through the run layer
+        (weights, optimizer, data position; `posttrain sft --resume` reads
+        it too; save_total_limit the retention), or `path`; returns the path."""
+        _require_run("SFTTrainer.save_checkpoint")
+        if path is not None:
+            host = json.loads(run_state_to_json(self._run_state(), "sft", self._run_extra()))
+            save_checkpoint(path, self.model, self.optimizer, host)
+            return os.fspath(path)
+        if self._run is None:
+            self._run = self._open_run("auto")
+        return self._run.save(self.model, self.optimizer, self._run_state(), self._run_extra())
 
     def latest_checkpoint(self):
         d = os.path.join(self.output_dir, "checkpoints")
         if not os.path.isdir(d):
             return None
-        found = sorted(e for e in os.listdir(d) if _CKPT_RE.match(e))
-        return os.path.join(d, found[-1]) if found else None
+        found = sorted((int(mm.group(1)), e) for e in os.listdir(d)
+                       for mm in [_CKPT_RE.match(e)] if mm)
+        return os.path.join(d, found[-1][1]) if found else None
 
     def load_checkpoint(self, path):
-        h = load_checkpoint(path, self.model, self.optimizer)
-        if not isinstance(h, dict) or h.get("command") != "sft" or "step" not in h:
-            raise invalid("%s is not a checkpoint of an SFT run" % path, "SFTTrainer")
-        if str(h.get("seed")) != str(self.seed):
-            raise invalid("%s was made with seed %s, this trainer has %s"
-                          % (path, h.get("seed"), self.seed), "SFTTrainer")
-        self.train_data.position = (int(h["epoch"]), int(h["cursor"]))
-        self.state.global_step = int(h["step"])
-        self.state.epoch = self.state.global_step / self._per_epoch
-        return h
+        """Weights, optimizer and data position from a checkpoint of an SFT
+        run (this trainer's or `posttrain sft`'s); returns its host fields."""
+        _require_run("SFTTrainer.load_checkpoint")
+        state = RunState.new()
+        extra = ctypes.c_void_p()
+        check(lib.pt_run_load_checkpoint(ctypes.byref(state), ctypes.byref(extra),
+                                         self.model._ptr, self.optimizer._ptr, os.fsencode(path),
+                                         b"sft"), "pt_run_load_checkpoint")
+        e = _take_string(extra)
+        return self._apply(state, json.loads(e) if e else {}, path)
 
     def save_model(self, output_dir=None):
-        self.model.save(output_dir if output_dir is not None else self.output_dir)
+        """The model in Hugging Face layout (default output_dir), never into
+        the model directory it started from."""
+        path = output_dir if output_dir is not None else self.output_dir
+        if has_feature("run"):
+            check_output("save_model's path", path, "model", self._model_path or None, True)
+        self.model.save(path)
 
     def close(self):
+        """Release the run directory (its lock) and free the trainer's objects."""
+        if self._run is not None:
+            self._run.close()
+            self._run = None
+        if self.goodput is not None:
+            self.goodput.close()
+            self.goodput = None
         self.optimizer.close()
         self.train_data.close()
         if self.eval_data is not None:
@@ -429,6 +513,11 @@ class SFTTrainer:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _finite_row(m):
+    """A step's row of output_dir/metrics.jsonl ("step" the global step)."""
+    return {k: v for k, v in m.items() if k != "checkpoint"}
 
 
 def _steps(v, total):

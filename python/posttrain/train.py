@@ -134,16 +134,12 @@ class Optimizer(Handle):
     @property
     def lr(self):
         """The learning rate the next step will use."""
-        v = ctypes.c_double()
-        check(lib.pt_optimizer_get_lr(ctypes.byref(v), self._ptr), "pt_optimizer_get_lr")
-        return v.value
+        return lib.pt_optimizer_lr(self._ptr)
 
     @property
     def step_count(self):
         """Steps applied so far."""
-        v = ctypes.c_int64()
-        check(lib.pt_optimizer_get_step(ctypes.byref(v), self._ptr), "pt_optimizer_get_step")
-        return v.value
+        return lib.pt_optimizer_step_count(self._ptr)
 
     def sft_step(self, batches, weights=None, context=None):
         """See posttrain.sft_step."""

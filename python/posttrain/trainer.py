@@ -5,8 +5,8 @@ dataset of rows {"prompt": text, ids or chat messages, other columns} and
 TRL's GRPOConfig; each step generates, scores, steps, evaluates and saves,
 and reports its metrics (TRL's names) with the time split into generation,
 scoring, training, evaluation and saving.  A checkpoint holds the weights,
-the optimizer and the round, prompt order and random state, so resuming
-continues the run bit for bit.
+the optimizer and the run state (round, prompt order, random state), so
+resuming continues the run bit for bit.
 
     from posttrain import GRPOConfig, GRPOTrainer
     trainer = GRPOTrainer(model="models/stories260K", reward_funcs=[correct, short],
@@ -17,24 +17,28 @@ continues the run bit for bit.
 
 The older keywords (GRPOTrainer(model, funcs, rows, batch_prompts=...,
 grpo={...}), train(rounds=N)) still work.  Built on RolloutBuffer,
-grpo_step and save_checkpoint / load_checkpoint (feature "grpo"); see
-docs/python.md and docs/grpo.md.
+grpo_step and the run layer (posttrain.Run: output_dir is a run directory
+in posttrain grpo's layout, and either continues the other's run; features
+"grpo" and "run"); see docs/python.md and docs/grpo.md.
 """
 
 import collections
+import ctypes
+import json
 import math
 import os
 import re
-import shutil
 import time
 
 from .chat import ChatTemplate
-from .errors import Error, invalid
+from .errors import Error, check, invalid
 from .generate import encode_prompts
 from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
                    _require)
-from .model import Model
-from .train import Optimizer, load_checkpoint, save_checkpoint
+from .model import Model, _lora_mask
+from ._lib import RunState, has_feature, lib
+from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
+from .train import Optimizer, save_checkpoint
 from .trl_config import GRPOConfig
 
 __all__ = ["GRPOTrainer", "TrainerState", "TrainOutput"]
@@ -88,9 +92,14 @@ def _steps(v, total):
     return max(1, math.ceil(v * total)) if v < 1 else int(v)
 
 _MASK64 = (1 << 64) - 1
-# What a checkpoint's host data is recognised by.
-_KIND = "posttrain.GRPOTrainer"
-_CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
+# The run's kind, as `posttrain grpo`'s (either continues the other's run).
+_KIND = "grpo"
+# Checkpoints of the run directory (docs/run-directory.md), and those of the
+# older layout (output_dir/checkpoint-R, host "kind" posttrain.GRPOTrainer),
+# which are refused with a message.
+_CKPT_RE = re.compile(r"^step-(\d+)$")
+_OLD_CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
+_OLD_KIND = "posttrain.GRPOTrainer"
 
 
 def _splitmix(state):
@@ -100,6 +109,31 @@ def _splitmix(state):
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
     return state, z ^ (z >> 31)
+
+
+def _make_parent(path):
+    """transformers makes output_dir with its parents; the run layer makes
+    the directory itself, in an existing parent."""
+    parent = os.path.dirname(os.path.abspath(os.fspath(path)))
+    os.makedirs(parent, exist_ok=True)
+
+
+def _new_goodput():
+    """The run's goodput accountant (its totals ride in the checkpoints, as
+    posttrain's do), or None without the feature."""
+    if not has_feature("goodput"):
+        return None
+    from .goodput import Goodput
+    return Goodput()
+
+
+def _lora_host(model):
+    """A checkpoint's "lora" host field as posttrain writes it (rank, alpha,
+    the targets as pt_lora_options' bitmask), or None without adapters."""
+    lo = model.lora if model.has_lora else None
+    if not lo:
+        return None
+    return {"rank": lo["rank"], "alpha": lo["alpha"], "targets": _lora_mask(lo["targets"])}
 
 
 def _isnan(x):
@@ -148,8 +182,10 @@ class GRPOTrainer:
         adapters: the step then takes the frozen base as the reference.
     seed: the prompt order (a shuffle per pass, unless shuffle=False) and
         the sampling (round r samples from seed * 1000003 + r).
-    output_dir, save_every: a checkpoint every save_every rounds into
-        output_dir/checkpoint-R (R the round), never overwriting one.
+    output_dir, save_every: output_dir is the run directory (the run
+        layer's, as posttrain grpo's --out: metrics.jsonl, the lock; a used
+        one is refused unless resumed); a checkpoint every save_every
+        rounds into output_dir/checkpoints/step-NNNNNNNN (the round).
     eval_every: evaluate every eval_every rounds (0: never).
     callback: called with each round's metrics dict as it is made.
 
@@ -210,6 +246,10 @@ class GRPOTrainer:
         elif not isinstance(model, Model):
             raise invalid("model must be a posttrain.Model or the path of a model directory or "
                           "GGUF file, not %s" % type(model).__name__, "GRPOTrainer")
+        self._model_path = os.fsdecode(model_path) if model_path is not None else \
+            (model.source_dir or None)
+        self._run = None
+        self.goodput = None
         self._trl = not legacy
         if self._trl:
             args = args if args is not None else GRPOConfig()
@@ -314,10 +354,17 @@ class GRPOTrainer:
             self._log_first = bool(c.logging_first_step)
             self._eval_on_start = bool(c.eval_on_start) and eval_dataset is not None
             self._save_total_limit = c.save_total_limit
+            # the run directory: a train() that does not resume starts it afresh
+            # (transformers' Trainer writes over an earlier run's checkpoints)
+            self._start = "overwrite"
+            self._run_wanted = ("output_dir" in c._given and c.output_dir is not None) or bool(
+                self.save_every and self.save_every <= total)
         else:
             total = -(-len(self.train_dataset) // self.batch_prompts)
             self._print_logs = self._log_first = self._eval_on_start = False
             self._save_total_limit = None
+            self._start = "new"
+            self._run_wanted = True
         self._max_steps = total
         self._default_rounds = -(-total // self._unit)
         self.state = TrainerState()
@@ -464,6 +511,7 @@ class GRPOTrainer:
     def _new_pass(self):
         n = len(self.train_dataset)
         self._order_rng = self._rng
+        self._passes += 1
         order = list(range(n))
         if self.shuffle:
             for i in range(n - 1, 0, -1):
@@ -603,15 +651,28 @@ class GRPOTrainer:
             t0 = time.perf_counter()
             m.update(self.evaluate())
             t_eval = time.perf_counter() - t0
+        m["time/generation"] = t_gen
+        m["time/scoring"] = t_score
+        m["time/training"] = t_train
+        m["time/evaluation"] = t_eval
+        if self._run is not None:
+            # the metrics row before the checkpoint that covers it
+            self._run.log(self._metrics_row(m, time.perf_counter() - t_start))
+        gp = self.goodput
+        if gp is not None:
+            # the round's time for goodput (kept once a checkpoint holds it)
+            gp.add("generate", t_gen)
+            gp.add("step", t_score + t_train)
+            if t_eval:
+                gp.add("eval", t_eval)
+            gp.step_done()
         t_save = 0.0
         if due(self.save_every):
             t0 = time.perf_counter()
             m["checkpoint"] = self.save_checkpoint()
             t_save = time.perf_counter() - t0
-        m["time/generation"] = t_gen
-        m["time/scoring"] = t_score
-        m["time/training"] = t_train
-        m["time/evaluation"] = t_eval
+            if gp is not None:
+                gp.add("save", t_save)
         m["time/saving"] = t_save
         m["time/round"] = time.perf_counter() - t_start
         if self._trl:
@@ -619,6 +680,18 @@ class GRPOTrainer:
             if due(self.log_every) or (self._log_first and gs == 1) or gs >= self._max_steps:
                 self._log()
         return m
+
+    def _metrics_row(self, m, seconds):
+        """A round's row of output_dir/metrics.jsonl: "step" the round (the
+        run's step, as posttrain grpo's rows), "global_step" TRL's count,
+        "optimizer_step" the optimizer's, "step_seconds" the round's time
+        (goodput's lost time on a resume), then the round's metrics."""
+        row = {"step": m["round"], "global_step": self.state.global_step,
+               "optimizer_step": m["step"], "step_seconds": seconds}
+        for k, v in m.items():
+            if k not in ("round", "step", "checkpoint"):
+                row[k] = v
+        return row
 
     def _log(self):
         """TRL's logging: the mean of each number over the steps since the
@@ -688,12 +761,7 @@ class GRPOTrainer:
                           "GRPOTrainer.train")
         if isinstance(resume_from_checkpoint, int) and not isinstance(resume_from_checkpoint, bool):
             rounds, resume_from_checkpoint = resume_from_checkpoint, None   # train(N)
-        if resume_from_checkpoint:
-            path = resume_from_checkpoint
-            if path is True:
-                path = self.latest_checkpoint()
-            if path is not None:
-                self.load_checkpoint(path)
+        self._resume(resume_from_checkpoint)
         if rounds is None:
             rounds = self._default_rounds
         t0 = time.perf_counter()
@@ -716,6 +784,34 @@ class GRPOTrainer:
                    "train_steps_per_second": len(out) * self._unit / runtime if runtime else 0.0}
         self.state.log_history.append(dict(metrics, step=self.state.global_step))
         return TrainOutput(self.state.global_step, loss, metrics)
+
+    def _resume(self, resume_from_checkpoint):
+        """The run directory (output_dir), opened at the first train() and
+        held until close(): a fresh run (a trainer built with a GRPOConfig
+        replaces an earlier run in it, as transformers does; with the older
+        keywords a used directory is refused), or resumed from its latest
+        checkpoint (True: the run layer's "resume auto", a fresh start when
+        the directory holds no run) or from a checkpoint path; the metrics
+        rows after the resumed step are dropped."""
+        path = resume_from_checkpoint or None
+        if self.output_dir is None or self._run is not None or (path is None
+                                                                and not self._run_wanted):
+            # no run directory, or this trainer holds it already
+            if path is True:
+                path = self.latest_checkpoint()
+            if path is not None:
+                self.load_checkpoint(path)
+            return
+        _require_run("GRPOTrainer.train")
+        if path is True:
+            run = self._open_run("auto")
+        elif path is not None:
+            run = self._open_run("from", path)
+        else:
+            run = self._open_run(self._start)
+        if run.resume_dir is not None:
+            state, extra = run.load(self.model, self.optimizer)
+            self._apply(state, extra, run.resume_dir)
 
     def evaluate(self, eval_dataset=None):
         """Sample num_generations_eval completions of each evaluation row
@@ -752,96 +848,190 @@ class GRPOTrainer:
         m["eval/completions/mean_length"] = sum(len(g.tokens) for g in out) / n
         return m
 
-    # -- checkpoints -------------------------------------------------------------------
-    def _host_data(self):
-        h = {"kind": _KIND, "round": self.round, "rng": str(self._rng),
-             "order_rng": str(self._order_rng), "cursor": self._cursor,
-             "rows": len(self.train_dataset), "seed": str(self.seed),
-             "data_seed": str(self.data_seed), "global_step": self.state.global_step,
-             "batch_prompts": self.batch_prompts, "num_generations": self.num_generations,
-             "shuffle": self.shuffle, "optimizer_step": self.optimizer.step_count}
+    # -- the run directory and checkpoints (the CLI's layout) -------------------------
+    def _run_state(self):
+        """The run state of now (pt_run_state): the round is the run's step."""
+        st = RunState.new()
+        st.step = self.round
+        st.optimizer_steps = self.optimizer.step_count
+        st.epoch = self._passes
+        st.cursor = self._cursor
+        st.rows = len(self.train_dataset)
+        st.seed = self.seed
+        st.order_rng = self._order_rng
+        st.rng = self._rng
+        return st
+
+    def _run_extra(self):
+        """The host's own fields of a checkpoint: those `posttrain grpo` writes
+        (model, lora, num_generations, batch_prompts, num_iterations, the
+        adaptive entropy state) and this trainer's (data_seed, shuffle,
+        global_step)."""
+        h = {"model": os.path.realpath(self._model_path) if self._model_path else "",
+             "num_generations": self.num_generations, "batch_prompts": self.batch_prompts,
+             "num_iterations": self.num_iterations, "data_seed": str(self.data_seed),
+             "shuffle": self.shuffle, "global_step": self.state.global_step,
+             "trainer": "posttrain.GRPOTrainer"}
+        lora = _lora_host(self.model)
+        if lora:
+            h["lora"] = lora
         if self.grpo_options.get("use_adaptive_entropy"):
-            # the adaptive entropy controller's state, exactly (repr round-trips)
-            h["entropy_coef"] = repr(float(self.grpo_options.get("entropy_coef", 0.0)))
-            h["entropy_last"] = repr(float(self.grpo_options.get("entropy_last", math.inf)))
+            # the adaptive entropy controller's state (JSON numbers read back
+            # exactly; entropy_last infinite before the first update: absent)
+            h["entropy_coef"] = float(self.grpo_options.get("entropy_coef", 0.0))
+            last = float(self.grpo_options.get("entropy_last", math.inf))
+            if math.isfinite(last):
+                h["entropy_last"] = last
+        return h
+
+    def _refuse_old_layout(self, path=None):
+        """Checkpoints of the older layout (output_dir/checkpoint-R) are not
+        read: say so rather than start afresh beside them."""
+        old = []
+        if path is not None:
+            if _OLD_CKPT_RE.match(os.path.basename(os.path.normpath(os.fspath(path)))):
+                old.append(os.fspath(path))
+        elif self.output_dir is not None and os.path.isdir(self.output_dir):
+            old = [os.path.join(self.output_dir, e) for e in sorted(os.listdir(self.output_dir))
+                   if _OLD_CKPT_RE.match(e)]
+        for d in old:
+            try:
+                with open(os.path.join(d, "trainer_state.json"), encoding="utf-8") as f:
+                    kind = (json.load(f).get("host") or {}).get("kind")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if kind == _OLD_KIND:
+                raise invalid("%s is a checkpoint of the older GRPOTrainer layout "
+                              "(output_dir/checkpoint-R), which this version does not read: "
+                              "checkpoints are now output_dir/checkpoints/step-NNNNNNNN, as "
+                              "posttrain grpo writes them (docs/python.md); finish that run "
+                              "with the posttrain that wrote it, or start a new one in "
+                              "another output_dir" % d, "GRPOTrainer")
+
+    def _open_run(self, start, resume_from=None):
+        """Hold output_dir as the run directory (its lock, metrics file,
+        checkpoints with retention) until close()."""
+        self._refuse_old_layout(resume_from)
+        if start in ("auto", "from"):
+            self._refuse_old_layout()
+        _make_parent(self.output_dir)
+        if self.goodput is None:
+            self.goodput = _new_goodput()
+        self._run = Run(self.output_dir, _KIND, start=start, resume_from=resume_from,
+                        inputs=[("model", self._model_path, True)],
+                        keep_last=self._save_total_limit or 0, goodput=self.goodput)
+        return self._run
+
+    def _apply(self, state, extra, path):
+        """Continue from a loaded checkpoint's run state and host fields:
+        the same data and settings (InvalidArgument naming what differs)."""
+        have = {"rows": (state.rows, len(self.train_dataset)), "seed": (state.seed, self.seed),
+                "data_seed": (int(extra.get("data_seed", state.seed)), self.data_seed),
+                "shuffle": (extra.get("shuffle", True), self.shuffle)}
+        for key in ("num_generations", "batch_prompts"):
+            if key in extra:
+                have[key] = (int(extra[key]), getattr(self, key))
+        for key, (saved, now) in have.items():
+            if saved != now:
+                raise invalid("%s was made with %s %r, this trainer has %r: resume with the same "
+                              "data and settings" % (path, key, saved, now),
+                              "GRPOTrainer.load_checkpoint")
+        if state.optimizer_steps != self.optimizer.step_count:
+            raise invalid("%s: the optimizer's step count %d does not match the recorded %d"
+                          % (path, self.optimizer.step_count, state.optimizer_steps),
+                          "GRPOTrainer.load_checkpoint")
+        # Rebuild the pass's order from the state before its shuffle.
+        self._rng = state.order_rng
+        self._new_pass()
+        if self._rng != state.rng:
+            raise invalid("%s: its prompt order state is inconsistent" % path,
+                          "GRPOTrainer.load_checkpoint")
+        self._passes = state.epoch
+        self._cursor = int(state.cursor)
+        self.round = int(state.step)
+        if self.grpo_options.get("use_adaptive_entropy"):
+            if "entropy_coef" not in extra:
+                raise invalid("%s has no entropy_coef (made without use_adaptive_entropy)" % path,
+                              "GRPOTrainer.load_checkpoint")
+            self.grpo_options["entropy_coef"] = float(extra["entropy_coef"])
+            self.grpo_options["entropy_last"] = float(extra.get("entropy_last", math.inf))
+        if "global_step" in extra:
+            self.state.global_step = int(extra["global_step"])
+        else:   # a checkpoint of posttrain grpo: rounds of num_iterations updates
+            self.state.global_step = (min(self.round * self._unit, self._max_steps)
+                                      if self._trl else self.round)
+        if self._trl:
+            per_epoch = max(1, len(self.train_dataset) // self.batch_prompts) * self._unit
+            self.state.epoch = self.state.global_step / per_epoch
+        h = dict(extra)
+        h.update(command=_KIND, step=self.round, optimizer_steps=state.optimizer_steps,
+                 cursor=self._cursor, rows=state.rows, seed=str(state.seed),
+                 order_rng=str(state.order_rng), rng=str(state.rng), epoch=state.epoch)
         return h
 
     def save_checkpoint(self, path=None):
-        """Save the weights, the optimizer and the run's position to path
-        (default output_dir/checkpoint-S, S the global step: the round, or
-        TRL's optimizer steps); returns the path.  With save_total_limit the
-        oldest checkpoints of output_dir beyond it are removed."""
+        """Save the weights, the optimizer and the run's position: by default
+        as output_dir/checkpoints/step-NNNNNNNN (NNNNNNNN the round, as
+        `posttrain grpo` numbers its steps) through the run layer, the
+        checkpoints beyond save_total_limit removed (the latest kept); or to
+        `path`.  Returns the path."""
+        _require_run("GRPOTrainer.save_checkpoint")
         if path is None:
             if self.output_dir is None:
                 raise invalid("save_checkpoint needs a path or output_dir",
                               "GRPOTrainer.save_checkpoint")
-            path = os.path.join(self.output_dir, "checkpoint-%d" % self.state.global_step)
-            os.makedirs(self.output_dir, exist_ok=True)
-            save_checkpoint(path, self.model, self.optimizer, self._host_data())
-            if self._save_total_limit:
-                found = sorted((int(mm.group(1)), e) for e in os.listdir(self.output_dir)
-                               for mm in [_CKPT_RE.match(e)] if mm)
-                for _, e in found[:-self._save_total_limit]:
-                    shutil.rmtree(os.path.join(self.output_dir, e))
-            return os.fspath(path)
-        save_checkpoint(path, self.model, self.optimizer, self._host_data())
+            if self._run is None:
+                # outside train(): the directory as it is (nothing removed)
+                self._open_run("auto")
+            return self._run.save(self.model, self.optimizer, self._run_state(), self._run_extra())
+        host = json.loads(run_state_to_json(self._run_state(), _KIND, self._run_extra()))
+        save_checkpoint(path, self.model, self.optimizer, host)
         return os.fspath(path)
 
     def latest_checkpoint(self):
-        """The checkpoint of output_dir with the highest round, or None."""
-        if self.output_dir is None or not os.path.isdir(self.output_dir):
+        """The checkpoint of output_dir/checkpoints with the highest step, or None."""
+        if self.output_dir is None:
             return None
-        found = [(int(mm.group(1)), e) for e in os.listdir(self.output_dir)
-                 for mm in [_CKPT_RE.match(e)] if mm]
-        return os.path.join(self.output_dir, max(found)[1]) if found else None
+        d = os.path.join(self.output_dir, "checkpoints")
+        if not os.path.isdir(d):
+            return None
+        found = [(int(mm.group(1)), e) for e in os.listdir(d) for mm in [_CKPT_RE.match(e)] if mm]
+        return os.path.join(d, max(found)[1]) if found else None
 
     def load_checkpoint(self, path):
         """Restore weights, optimizer and run position from a checkpoint of
-        a trainer with the same data and settings (InvalidArgument naming
-        what differs; the checksums are verified first)."""
-        h = load_checkpoint(path, self.model, self.optimizer)
-        if not isinstance(h, dict) or h.get("kind") != _KIND:
-            raise invalid("%s is not a checkpoint of a posttrain.GRPOTrainer" % path,
-                          "GRPOTrainer.load_checkpoint")
-        for key, have in (("rows", len(self.train_dataset)), ("seed", str(self.seed)),
-                          ("data_seed", str(self.data_seed)),
-                          ("batch_prompts", self.batch_prompts),
-                          ("num_generations", self.num_generations), ("shuffle", self.shuffle)):
-            if h.get(key) != have:
-                raise invalid("%s was made with %s %r, this trainer has %r: resume with the same "
-                              "data and settings" % (path, key, h.get(key), have),
-                              "GRPOTrainer.load_checkpoint")
-        if h["optimizer_step"] != self.optimizer.step_count:
-            raise invalid("%s: the optimizer's step count %d does not match the recorded %d"
-                          % (path, self.optimizer.step_count, h["optimizer_step"]),
-                          "GRPOTrainer.load_checkpoint")
-        # Rebuild the pass's order from the state before its shuffle.
-        self._rng = int(h["order_rng"])
-        self._new_pass()
-        if self._rng != int(h["rng"]):
-            raise invalid("%s: its prompt order state is inconsistent" % path,
-                          "GRPOTrainer.load_checkpoint")
-        self._cursor = int(h["cursor"])
-        self.round = int(h["round"])
-        if "entropy_coef" in h:
-            self.grpo_options["entropy_coef"] = float(h["entropy_coef"])
-            self.grpo_options["entropy_last"] = float(h["entropy_last"])
-        self.state.global_step = int(h["global_step"])
-        if self._trl:
-            per_epoch = max(1, len(self.train_dataset) // self.batch_prompts) * self._unit
-            self.state.epoch = self.state.global_step / per_epoch
-        return h
+        a GRPO run (this trainer's or `posttrain grpo`'s) with the same data
+        and settings (InvalidArgument naming what differs; the checksums are
+        verified first).  Returns its host fields as a dict."""
+        _require_run("GRPOTrainer.load_checkpoint")
+        self._refuse_old_layout(path)
+        state = RunState.new()
+        extra = ctypes.c_void_p()
+        check(lib.pt_run_load_checkpoint(ctypes.byref(state), ctypes.byref(extra),
+                                         self.model._ptr, self.optimizer._ptr, os.fsencode(path),
+                                         _KIND.encode()), "pt_run_load_checkpoint")
+        e = _take_string(extra)
+        return self._apply(state, json.loads(e) if e else {}, path)
 
     def save_model(self, path=None):
         """The trained model in Hugging Face layout (default output_dir)."""
         path = path if path is not None else self.output_dir
         if path is None:
             raise invalid("save_model needs a path or output_dir", "GRPOTrainer.save_model")
+        if has_feature("run"):   # never into the model it started from
+            check_output("save_model's path", path, "model", self._model_path, True)
         self.model.save(path)
 
     def close(self):
-        """Free the rollout buffer and the optimizer; the model stays open
-        unless the trainer loaded it (model given as a path)."""
+        """Release the run directory (its lock), free the rollout buffer and
+        the optimizer; the model stays open unless the trainer loaded it
+        (model given as a path)."""
+        if self._run is not None:
+            self._run.close()
+            self._run = None
+        if self.goodput is not None:
+            self.goodput.close()
+            self.goodput = None
         self.buffer.close()
         self.optimizer.close()
         if self._template is not None and self._template is not self._chat_template_arg:

@@ -155,7 +155,9 @@ TRAINING_ARGUMENTS = {
                                "pass it to train()"),
     "local_rank": (-1, "ignore", _HW),
     # transformers 4.x names still common in scripts
-    "overwrite_output_dir": (False, "ignore", "checkpoints are never overwritten"),
+    "overwrite_output_dir": (False, "ignore", "a train() without resume_from_checkpoint "
+                             "starts the run in output_dir afresh (its checkpoints and "
+                             "metrics replaced), as transformers' Trainer writes over them"),
     "save_safetensors": (True, "ignore", "weights are always saved as safetensors"),
 }
 

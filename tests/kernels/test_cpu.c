@@ -79,6 +79,7 @@ START_TEST(test_force_levels)
     ck_assert_int_eq(pt_set_cpu_path("auto"), PT_OK);
     ck_assert_int_eq(pt_has_feature("cpu-dispatch"), 1);
     ck_assert_int_eq(pt_has_feature("bf16"), 1);
+    ck_assert_int_eq(pt_has_feature("run"), 1); /* the run layer, posttrain/run.h */
     ck_assert_int_eq(pt_has_feature("cpu-path"), 0); /* whole words only */
 }
 END_TEST

@@ -748,7 +748,7 @@ START_TEST(test_checkpoint)
         off += t->numel;
     }
     int64_t step;
-    ck_assert_ok(pt_optimizer_get_step(&step, opt2));
+    step = pt_optimizer_step_count(opt2);
     ck_assert_int_eq(step, 2);
     /* the same two further steps give the same adapters as the first run */
     sft_steps(m2, opt2, 2);

@@ -36,7 +36,7 @@ START_TEST(test_table)
     for (int tied = 0; tied <= 1; tied++) {
         pt_model *m = tiny(tied);
         size_t n = 0;
-        ck_assert_ok(pt_model_num_tensors(&n, m));
+        n = pt_model_tensor_count(m);
         /* embeddings, 9 per layer (4 attention, 3 MLP, 2 norms), final norm, untied head */
         ck_assert_uint_eq(n, 1 + 2 * 9 + 1 + (tied ? 0 : 1));
         uint64_t sum = 0, params = 0, trainable = 0;
@@ -58,8 +58,8 @@ START_TEST(test_table)
             ck_assert_ok(pt_model_find_tensor_info(&u, m, t.name));
             ck_assert_ptr_eq(u.data, t.data);
         }
-        ck_assert_ok(pt_model_num_params(&params, m));
-        ck_assert_ok(pt_model_num_trainable_params(&trainable, m));
+        params = pt_model_param_count(m);
+        trainable = pt_model_trainable_param_count(m);
         ck_assert_uint_eq(sum, params);
         ck_assert_uint_eq(trainable, params);
 
@@ -135,14 +135,14 @@ START_TEST(test_lora_listed)
     pt_model *m = tiny(true);
     size_t base = 0, n = 0;
     uint64_t params = 0, after = 0, trainable = 0, adapters = 0;
-    ck_assert_ok(pt_model_num_tensors(&base, m));
-    ck_assert_ok(pt_model_num_params(&params, m));
+    base = pt_model_tensor_count(m);
+    params = pt_model_param_count(m);
     pt_lora_options o;
     ck_assert_ok(pt_lora_options_init(&o));
     o.rank = 2;
     o.targets = PT_LORA_Q | PT_LORA_V;
     ck_assert_ok(pt_model_add_lora(m, &o));
-    ck_assert_ok(pt_model_num_tensors(&n, m));
+    n = pt_model_tensor_count(m);
     ck_assert_uint_eq(n, base + 2 * 2 * 2); /* A and B, q and v, 2 layers */
     for (size_t i = 0; i < n; i++) {
         pt_tensor_info t;
@@ -156,8 +156,8 @@ START_TEST(test_lora_listed)
             ck_assert(t.shape[0] == 2 || t.shape[1] == 2); /* rank 2 */
         }
     }
-    ck_assert_ok(pt_model_num_params(&after, m));
-    ck_assert_ok(pt_model_num_trainable_params(&trainable, m));
+    after = pt_model_param_count(m);
+    trainable = pt_model_trainable_param_count(m);
     ck_assert_uint_eq(after, params);
     ck_assert_uint_eq(trainable, adapters);
     /* q: A 2x16 + B 16x2; v: A 2x16 + B 8x2; two layers */
@@ -223,15 +223,30 @@ START_TEST(test_bad_arguments)
     pt_tensor_info t;
     pt_tensor_info_init(&t);
     uint64_t u;
-    ck_assert_ok(pt_model_num_tensors(&n, m));
+    n = pt_model_tensor_count(m);
     ck_assert_status(pt_model_tensor_info(&t, m, n), PT_ERANGE, "is not below");
     ck_assert_status(pt_model_tensor_info(NULL, m, 0), PT_EINVAL, "NULL");
     ck_assert_status(pt_model_tensor_info(&t, NULL, 0), PT_EINVAL, "NULL");
     ck_assert_status(pt_model_find_tensor_info(&t, m, "no.such.weight"), PT_ENOTFOUND,
                      "'no.such.weight'");
     ck_assert_status(pt_model_find_tensor_info(&t, m, NULL), PT_EINVAL, "NULL");
+    /* the getters that cannot fail return the value, 0 for NULL ... */
+    ck_assert_uint_eq(pt_model_tensor_count(NULL), 0);
+    ck_assert_uint_eq(pt_model_param_count(NULL), 0);
+    ck_assert_uint_eq(pt_model_trainable_param_count(NULL), 0);
+    /* ... and their deprecated status forms still work, and still refuse NULL */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     ck_assert_status(pt_model_num_tensors(NULL, m), PT_EINVAL, "NULL");
     ck_assert_status(pt_model_num_trainable_params(&u, NULL), PT_EINVAL, "NULL");
+    size_t n2 = 0;
+    ck_assert_ok(pt_model_num_tensors(&n2, m));
+    ck_assert_uint_eq(n2, n);
+    ck_assert_ok(pt_model_num_params(&u, m));
+    ck_assert_uint_eq(u, pt_model_param_count(m));
+    ck_assert_ok(pt_model_num_trainable_params(&u, m));
+    ck_assert_uint_eq(u, pt_model_trainable_param_count(m));
+#pragma GCC diagnostic pop
     pt_model_free(m);
 }
 END_TEST

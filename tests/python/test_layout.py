@@ -33,7 +33,8 @@ class TestLayout(unittest.TestCase):
                          + (1 if pt.has_feature("goodput") else 0)
                          + (1 if pt.has_feature("dist") else 0)
                          + (1 if pt.has_feature("temperature") else 0)
-                         + (3 if pt.has_feature("episodes") else 0))
+                         + (3 if pt.has_feature("episodes") else 0)
+                         + (2 if pt.has_feature("run") else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
             with self.subTest(struct=name):
                 s = init(name)

@@ -4,6 +4,7 @@ completion_ids, **row fields) with None declining, the all-declined round
 skipped, and posttrain.GRPOTrainer: its metrics and timings, and a run of N
 rounds equal bit for bit to k rounds, a checkpoint and a resumed run."""
 
+import json
 import math
 import os
 import shutil
@@ -290,10 +291,12 @@ class TestTrainer(unittest.TestCase):
             want = saved_weights(m, os.path.join(self.dir.name, "full"))
             want_opt_steps = tr.optimizer.step_count
             tr.close()
-        self.assertEqual(sorted(os.listdir(a_dir)),
-                         ["checkpoint-2", "checkpoint-4", "checkpoint-6"])
+        # the run directory's layout (the CLI's): checkpoints/step-NNNNNNNN, the round
+        self.assertEqual(sorted(os.listdir(os.path.join(a_dir, "checkpoints"))),
+                         ["step-00000002", "step-00000004", "step-00000006"])
         self.assertGreater(sum(h["grad_norm"] > 0 for h in full[2:]), 1)   # the rest trains
-        self.assertEqual(full[1]["checkpoint"], os.path.join(a_dir, "checkpoint-2"))
+        self.assertEqual(full[1]["checkpoint"],
+                         os.path.join(a_dir, "checkpoints", "step-00000002"))
         # k = 2 rounds, a checkpoint, then a new process's worth of state
         with pt.Model.create(TINY, seed=2) as m:
             tr = self.trainer(m, b_dir)
@@ -313,13 +316,19 @@ class TestTrainer(unittest.TestCase):
                       "completions/mean_length"):
                 self.assertEqual(h[k], w[k], k)
         # the checkpoints of round 6 agree byte for byte too
-        names = sorted(os.listdir(os.path.join(a_dir, "checkpoint-6")))
+        c6 = os.path.join("checkpoints", "step-00000006")
+        names = sorted(os.listdir(os.path.join(a_dir, c6)))
         self.assertTrue(any(fn.endswith(".safetensors") for fn in names), names)
         for fn in names:
             if fn.endswith(".safetensors"):
-                with open(os.path.join(a_dir, "checkpoint-6", fn), "rb") as f1, \
-                        open(os.path.join(b_dir, "checkpoint-6", fn), "rb") as f2:
+                with open(os.path.join(a_dir, c6, fn), "rb") as f1, \
+                        open(os.path.join(b_dir, c6, fn), "rb") as f2:
                     self.assertEqual(f1.read(), f2.read(), fn)
+        # the metrics file: each round once (the resumed run's rows follow the first's)
+        with open(os.path.join(b_dir, "metrics.jsonl")) as f:
+            rows = [json.loads(line) for line in f]
+        self.assertEqual([r["step"] for r in rows], [1, 2, 3, 4, 5, 6])
+        self.assertEqual([r["reward"] for r in rows], [h["reward"] for h in full])
 
     def test_resume_checks_the_settings(self):
         d = os.path.join(self.dir.name, "c")
@@ -329,8 +338,9 @@ class TestTrainer(unittest.TestCase):
             tr.close()
             tr = self.trainer(m, d, seed=8)
             with self.assertRaises(pt.InvalidArgument) as cm:
-                tr.train(rounds=3, resume_from_checkpoint=os.path.join(d, "checkpoint-2"))
-            self.assertIn("was made with seed '7', this trainer has '8'", cm.exception.message)
+                tr.train(rounds=3, resume_from_checkpoint=os.path.join(d, "checkpoints",
+                                                                       "step-00000002"))
+            self.assertIn("was made with seed 7, this trainer has 8", cm.exception.message)
             tr.close()
             with self.assertRaises(pt.InvalidArgument):
                 self.trainer(m, None, save_every=1)      # save_every needs output_dir
@@ -432,8 +442,14 @@ class TestTrlWay(unittest.TestCase):
             lrs = [h["learning_rate"] for h in tr.metrics]
             for got, want_lr in zip(lrs, [1e-3, 2e-3 / 3, 1e-3 / 3]):
                 self.assertAlmostEqual(got, want_lr, delta=1e-12)
-            # checkpoint-<step>, the oldest beyond save_total_limit removed
-            self.assertEqual(sorted(os.listdir(self.dir.name)), ["checkpoint-2", "checkpoint-3"])
+            # checkpoints/step-<round>, the oldest beyond save_total_limit removed
+            # (the run layer's keep_last), and a metrics row per step
+            self.assertEqual(sorted(os.listdir(os.path.join(self.dir.name, "checkpoints"))),
+                             ["step-00000002", "step-00000003"])
+            with open(os.path.join(self.dir.name, "metrics.jsonl")) as f:
+                rows = [json.loads(line) for line in f]
+            self.assertEqual([r["step"] for r in rows], [1, 2, 3])
+            self.assertEqual([r["custom/value"] for r in rows], [2.0, 12.0, 22.0])
             tr.close()
 
     def test_resume_is_bit_identical(self):
@@ -463,14 +479,17 @@ class TestTrlWay(unittest.TestCase):
             tr.close()
         if extra:
             self.assertNotEqual(coef, extra["entropy_coef"])   # the controller moved it
-        self.assertEqual(sorted(os.listdir(a)), ["checkpoint-2", "checkpoint-4"])
+        # a checkpoint per round of num_iterations (2) optimizer steps, named
+        # by the round as posttrain grpo names its steps
+        ck = os.path.join(a, "checkpoints")
+        self.assertEqual(sorted(os.listdir(ck)), ["step-00000001", "step-00000002"])
         with pt.Model.create(TINY, seed=3) as m:
             tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(b), train_dataset=ROWS,
                                 processing_class=self.tok)
             tr.train(rounds=1)       # one round of 2 iterations: step 2
             self.assertEqual(tr.state.global_step, 2)
             tr.close()
-        shutil.rmtree(os.path.join(a, "checkpoint-4"))
+        shutil.rmtree(os.path.join(ck, "step-00000002"))
         with pt.Model.create(TINY, seed=8) as m:
             tr = pt.GRPOTrainer(m, [has_answer, brevity], args=cfg(a), train_dataset=ROWS,
                                 processing_class=self.tok)
@@ -478,6 +497,9 @@ class TestTrlWay(unittest.TestCase):
             self.assertEqual((out.global_step, tr.optimizer.step_count), (4, 4))
             self.assertEqual(weights_bytes(m), want)
             tr.close()
+        # the row of round 2 written before its checkpoint was lost: once, redone
+        with open(os.path.join(a, "metrics.jsonl")) as f:
+            self.assertEqual([json.loads(line)["step"] for line in f], [1, 2])
 
     def test_no_template_is_an_error_naming_the_way_out(self):
         rows = [{"prompt": [{"role": "user", "content": "ab"}]}]

@@ -125,8 +125,17 @@ class TestSft(unittest.TestCase):
         self.assertEqual((h["command"], h["step"], h["seed"]), ("sft", 2, "42"))
         self.assertIn("epoch", h)
         self.assertIn("cursor", h)
-        with pt.Model.create(TINY, seed=9) as m:     # other weights: the checkpoint restores them
+        with pt.Model.create(TINY, seed=9) as m:
+            # step 2 in the run directory that holds step 4 would be overwritten: refused
             tr = self.trainer(m, PC, max_steps=4, save_strategy="no")
+            with self.assertRaises(pt.ExistsError) as cm:
+                tr.train(resume_from_checkpoint=os.path.join(d, "step-00000002"))
+            self.assertIn("step-00000004 is past the resumed step 2", cm.exception.message)
+            tr.close()
+        with pt.Model.create(TINY, seed=9) as m:     # other weights: the checkpoint restores them
+            # continued in another run directory from it
+            tr = self.trainer(m, PC, max_steps=4, save_strategy="no",
+                              output_dir=os.path.join(self.dir.name, "again"))
             tr.train(resume_from_checkpoint=os.path.join(d, "step-00000002"))
             self.assertEqual(tr.state.global_step, 4)
             self.assertEqual(weights_bytes(m), want)
