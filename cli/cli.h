@@ -307,11 +307,27 @@ typedef struct cli_back {
  * time is lost, their metrics rows are dropped (pt_run_rollback).  0, or 1
  * after the message. */
 int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b);
+/* --resume DIR: weights, optimizer moments and schedule from the
+ * checkpoint (cli_checkpoint_resume on every rank, `seed` the run's), then
+ * the command's b->apply; rank 0 keeps the metrics rows up to its step
+ * (the rows after it are the work this run redoes: lost goodput); the
+ * goodput totals it recorded are restored (cli_job_resume_finish).  *step
+ * gets the checkpoint's step.  0, or 1 after the message. */
+int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,
+                   const cli_back *b, int64_t *step);
 /* The end of a successful run after `step`: cli_job_report into *metrics
  * (that row written with cli_metrics_row), the plot OUT/metrics.svg, and
  * on rank 0 the failure of a metrics file that lost rows (the model is
  * saved by then).  Returns the exit code. */
 int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step);
+/* The trained model in OUT (cli_save_trained), written by rank 0 and
+ * agreed by every rank.  0, or 1. */
+/* A new optimizer over m in *opt (the old one freed), attached to the job
+ * when it has several ranks (a job of one trains exactly as without one).
+ * 0, or 1 after the message. */
+int cli_job_optimizer(cli_job *j, pt_optimizer **opt, pt_model *m, const pt_optimizer_options *o);
+int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *base, long long steps,
+                       long long skipped);
 
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -369,6 +369,40 @@ int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
     return rc;
 }
 
+int cli_job_optimizer(cli_job *j, pt_optimizer **opt, pt_model *m, const pt_optimizer_options *o)
+{
+    int st;
+    pt_optimizer_free(*opt);
+    *opt = NULL;
+    if ((st = pt_optimizer_create(opt, m, o)))
+        return cli_fail("optimizer", st);
+    if (j->size > 1 && (st = pt_optimizer_set_dist(*opt, j->dist)))
+        return cli_fail("optimizer", st);
+    return 0;
+}
+
+int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *base, long long steps,
+                       long long skipped)
+{
+    cli_job_section(j, PT_TIME_SAVE);
+    int rc = j->rank == 0 ? cli_save_trained(j->cmd, m, out, base, steps, skipped) : 0;
+    rc = cli_job_agree(j, rc, "saving the model");
+    cli_job_section(j, -1);
+    return rc;
+}
+
+int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,
+                   const cli_back *b, int64_t *step)
+{
+    cJSON *h = NULL;
+    pt_run_state s;
+    cli_job_section(j, PT_TIME_LOAD);
+    int rc = cli_checkpoint_resume(&h, &s, j->cmd, o->run, m, opt, dir, seed) || b->apply(b->run, &s, h, dir);
+    if (!rc)
+        *step = s.step;
+    return cli_job_resume_finish(j, o, rc, h, dir, (long long)*step);
+}
+
 int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step)
 {
     cli_job_report(j, *metrics, step);

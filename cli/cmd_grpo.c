@@ -309,43 +309,10 @@ static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const
     return load_entropy(r, h, dir);
 }
 
-/* Weights, optimizer moments and schedule from the checkpoint `dir`
- * (pt_run_load on every rank), then apply_state.  *host gets the command's
- * fields.  0, or 1 after the message. */
-static int load_state(cJSON **host, grpo_run *r, const char *dir)
-{
-    pt_run_state s;
-    if (cli_checkpoint_resume(host, &s, "grpo", r->out.run, r->model, r->opt, dir, r->a.seed))
-        return 1;
-    return apply_state(r, &s, *host, dir);
-}
-
-/* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
- * step (the rows after it are the work this run redoes: lost goodput); the
- * goodput totals it recorded are restored. */
-static int resume_from(grpo_run *r)
-{
-    const grpo_args *a = &r->a;
-    cJSON *h = NULL;
-    cli_job_section(&r->job, PT_TIME_LOAD);
-    int rc = load_state(&h, r, a->resume);
-    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->resume, (long long)r->step);
-    r->resumed_step = r->step;
-    return rc;
-}
-
-/* A new optimizer over the model, attached to the job when it has several
- * ranks (a job of one trains exactly as without one). */
+/* A new optimizer over the model, attached to the job. */
 static int make_optimizer(grpo_run *r)
 {
-    int st;
-    pt_optimizer_free(r->opt);
-    r->opt = NULL;
-    if ((st = pt_optimizer_create(&r->opt, r->model, &r->a.opt)))
-        return cli_fail("optimizer", st);
-    if (r->job.size > 1 && (st = pt_optimizer_set_dist(r->opt, r->job.dist)))
-        return cli_fail("optimizer", st);
-    return 0;
+    return cli_job_optimizer(&r->job, &r->opt, r->model, &r->a.opt);
 }
 
 /* This rank's groups of the step's P prompts; 0, or the exit code after
@@ -362,6 +329,8 @@ static int shard_groups(grpo_run *r)
     r->NL = r->ng * r->a.G;
     return rc;
 }
+
+static int resume_from(grpo_run *r);
 
 /* The reference model, LoRA, the optimizer, contexts, generator, rollout
  * buffer and step buffers, the prompt order (or the state --resume loads),
@@ -446,6 +415,15 @@ static int rollback(grpo_run *r)
 {
     const cli_back b = { r, restart_run, apply_run };
     return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
+}
+
+/* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
+static int resume_from(grpo_run *r)
+{
+    const cli_back b = { r, restart_run, apply_run };
+    int rc = cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.seed, &b, &r->step);
+    r->resumed_step = r->step;
+    return rc;
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
@@ -716,12 +694,8 @@ static int train(grpo_run *r)
 /* The trained model in --out, written by rank 0 and agreed by every rank. */
 static int save_final(grpo_run *r)
 {
-    cli_job_section(&r->job, PT_TIME_SAVE);
-    int rc = r->job.rank == 0 ? cli_save_trained("grpo", r->model, r->a.out, r->a.model, (long long)r->step,
-                                                     (long long)r->skipped_total) : 0;
-    rc = cli_job_agree(&r->job, rc, "saving the model");
-    cli_job_section(&r->job, -1);
-    return rc;
+    return cli_job_save_final(&r->job, r->model, r->a.out, r->a.model, (long long)r->step,
+                              (long long)r->skipped_total);
 }
 
 int cmd_grpo(int argc, char **argv)

@@ -271,31 +271,6 @@ static int apply_state(sft_run *r, const pt_run_state *s)
     return 0;
 }
 
-/* Weights, optimizer state and data position from the checkpoint `dir`
- * (pt_run_load on every rank); *host gets the command's fields.  0, or 1
- * after the message. */
-static int load_state(cJSON **host, sft_run *r, const char *dir)
-{
-    pt_run_state s;
-    if (cli_checkpoint_resume(host, &s, "sft", r->out.run, r->model, r->opt, dir, r->a.data_opts.seed))
-        return 1;
-    return apply_state(r, &s);
-}
-
-/* --resume: the checkpoint's state; rank 0 keeps the metrics rows up to its
- * step (the rows after it are the work this run redoes: lost goodput); the
- * goodput totals it recorded are restored. */
-static int resume_from(sft_run *r)
-{
-    const sft_args *a = &r->a;
-    cJSON *h = NULL;
-    cli_job_section(&r->job, PT_TIME_LOAD);
-    int rc = load_state(&h, r, a->resume);
-    rc = cli_job_resume_finish(&r->job, &r->out, rc, h, a->resume, (long long)r->step);
-    r->resumed_step = r->step;
-    return rc;
-}
-
 /* The model (with its LoRA adapters) and the data, with their statistics. */
 static int load(sft_run *r)
 {
@@ -350,19 +325,13 @@ static int64_t total_steps(const sft_run *r)
     return total < 1 ? 1 : total;
 }
 
-/* A new optimizer over the model, attached to the job when it has several
- * ranks (a job of one trains exactly as without one). */
+/* A new optimizer over the model, attached to the job. */
 static int make_optimizer(sft_run *r)
 {
-    int st;
-    pt_optimizer_free(r->opt);
-    r->opt = NULL;
-    if ((st = pt_optimizer_create(&r->opt, r->model, &r->a.opt)))
-        return cli_fail("optimizer", st);
-    if (r->job.size > 1 && (st = pt_optimizer_set_dist(r->opt, r->job.dist)))
-        return cli_fail("optimizer", st);
-    return 0;
+    return cli_job_optimizer(&r->job, &r->opt, r->model, &r->a.opt);
 }
+
+static int resume_from(sft_run *r);
 
 /* The optimizer, the context, the resumed position and the metrics file
  * (rank 0). */
@@ -425,6 +394,15 @@ static int rollback(sft_run *r)
 {
     const cli_back b = { r, restart_run, apply_run };
     return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
+}
+
+/* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
+static int resume_from(sft_run *r)
+{
+    const cli_back b = { r, restart_run, apply_run };
+    int rc = cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.data_opts.seed, &b, &r->step);
+    r->resumed_step = r->step;
+    return rc;
 }
 
 /* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
@@ -566,12 +544,8 @@ static int train(sft_run *r)
 /* The trained model in --out, written by rank 0 and agreed by every rank. */
 static int save_final(sft_run *r)
 {
-    cli_job_section(&r->job, PT_TIME_SAVE);
-    int rc = r->job.rank == 0 ? cli_save_trained("sft", r->model, r->a.out, r->a.model, (long long)r->step,
-                                                     (long long)r->skipped_total) : 0;
-    rc = cli_job_agree(&r->job, rc, "saving the model");
-    cli_job_section(&r->job, -1);
-    return rc;
+    return cli_job_save_final(&r->job, r->model, r->a.out, r->a.model, (long long)r->step,
+                              (long long)r->skipped_total);
 }
 
 int cmd_sft(int argc, char **argv)
