@@ -370,7 +370,7 @@ static int read_all(pt_prompt_rows *rows, pt_prompt_rows_report *rep, pt_jsonl_r
     }
     if (st < 0) {
         rep->fault = PT_ROWS_FAULT_READ;
-        rep->line = pt_jsonl_reader_line_number(rd) + 1;
+        rep->line = pt_jsonl_reader_line_number(rd);
         return st;
     }
     if (rows->n == 0) {
