@@ -99,32 +99,40 @@ int pt_builtin_reward_payload_init(pt_builtin_reward_payload *payload)
     return PT_OK;
 }
 
-/* The kind of the batch's reward function, or -1 after the message. */
-static int batch_kind(const pt_reward_batch *batch, const pt_builtin_reward_payload *p)
+/* The payload and its rewards read into p and rw (older sizes allowed);
+ * the kind of the batch's reward function, or -1 after the message. */
+static int batch_kind(pt_builtin_reward_payload *p, pt_builtin_rewards *rw, const pt_reward_batch *batch,
+                      const void *payload)
 {
     const char *f = "pt_builtin_reward_fn";
-    if (!batch || !p || p->size < sizeof(size_t) || !p->rewards || !p->tokenizer ||
-        (p->n_answers > 0 && !p->answers) || p->n_answers < 0)
+    if (!batch || !payload ||
+        pt_struct_read(p, sizeof *p, payload, f, "pt_builtin_reward_payload_init") || !p->rewards ||
+        !p->tokenizer || p->n_answers < 0 || (p->n_answers > 0 && !p->answers))
         return pt_err(PT_EINVAL, "%s: the payload must be a pt_builtin_reward_payload with rewards, a tokenizer "
                       "and n_answers answers", f), -1;
-    if (batch->func_index < 0 || batch->func_index >= p->rewards->n ||
-        batch->func_index >= PT_GRPO_MAX_REWARD_FUNCS)
+    if (pt_struct_read(rw, sizeof *rw, p->rewards, f, "pt_builtin_rewards_init"))
+        return -1;
+    if (batch->func_index < 0 || batch->func_index >= rw->n || batch->func_index >= PT_GRPO_MAX_REWARD_FUNCS)
         return pt_err(PT_EINVAL, "%s: reward function %d is not in the payload's %d rewards", f,
-                      batch->func_index, p->rewards->n), -1;
-    return p->rewards->kinds[batch->func_index];
+                      batch->func_index, rw->n), -1;
+    return rw->kinds[batch->func_index];
 }
 
 int pt_builtin_reward_fn(float *rewards, const pt_reward_batch *batch, void *payload)
 {
-    const pt_builtin_reward_payload *p = payload;
-    const int kind = batch_kind(batch, p);
+    pt_builtin_reward_payload pl;
+    pt_builtin_rewards rw;
+    pt_builtin_reward_payload_init(&pl);
+    pt_builtin_rewards_init(&rw);
+    const pt_builtin_reward_payload *p = &pl;
+    const int kind = batch_kind(&pl, &rw, batch, payload);
     if (kind < 0 || !rewards)
         return 1;
     for (int i = 0; i < batch->n; i++) {
         const pt_reward_item *it = &batch->items[i];
         const int n_comp = it->n_ids - it->prompt_len;
         if (kind == PT_REWARD_LENGTH) {
-            if (pt_builtin_reward_score(&rewards[i], kind, NULL, 0, NULL, n_comp, p->rewards->max_new_tokens))
+            if (pt_builtin_reward_score(&rewards[i], kind, NULL, 0, NULL, n_comp, rw.max_new_tokens))
                 return 1;
             continue;
         }
@@ -139,8 +147,7 @@ int pt_builtin_reward_fn(float *rewards, const pt_reward_batch *batch, void *pay
         if (pt_tokenizer_decode(&text, &len, p->tokenizer, it->ids + it->prompt_len, (size_t)n_comp,
                                 PT_TOK_SKIP_SPECIAL))
             return 1;
-        int st = pt_builtin_reward_score(&rewards[i], kind, text, len, answer, n_comp,
-                                         p->rewards->max_new_tokens);
+        int st = pt_builtin_reward_score(&rewards[i], kind, text, len, answer, n_comp, rw.max_new_tokens);
         pt_free(text);
         if (st)
             return 1;

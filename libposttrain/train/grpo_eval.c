@@ -151,7 +151,7 @@ static int check_eval(pt_grpo_eval_options *o, const pt_prompt_rows *rows, const
 {
     const char *f = "pt_grpo_evaluate";
     const int64_t n = pt_prompt_rows_size(rows);
-    if (rw->size < sizeof(size_t) || rw->n < 0 || rw->n > PT_GRPO_MAX_REWARD_FUNCS)
+    if (rw->n < 0 || rw->n > PT_GRPO_MAX_REWARD_FUNCS)
         return pt_err_arg(f, "rewards", "must be a pt_builtin_rewards (pt_builtin_rewards_init) of 0 .. %d "
                           "rewards", PT_GRPO_MAX_REWARD_FUNCS);
     bool need_answer = false;
@@ -201,9 +201,9 @@ int pt_grpo_evaluate(pt_grpo_eval_sums *sums, pt_generator *gen, const pt_prompt
         return st;
     if (!o.sampling)
         pt_generate_options_init(&go);
-    if ((st = check_eval(&o, rows, rewards, gen)))
+    pt_builtin_rewards rw;
+    if ((st = PT_STRUCT_READ(rw, rewards, pt_builtin_rewards_init)) || (st = check_eval(&o, rows, &rw, gen)))
         return st;
-    pt_builtin_rewards rw = *rewards;
     eval_work w;
     memset(&w, 0, sizeof w);
     const size_t C = (size_t)o.batch;
@@ -234,6 +234,11 @@ int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builti
     *json = NULL;
     PT_CHECK_NULL(sums);
     PT_CHECK_NULL(rewards);
+    pt_builtin_rewards rw;
+    int st = PT_STRUCT_READ(rw, rewards, pt_builtin_rewards_init);
+    if (st)
+        return st;
+    rewards = &rw;
     PT_CHECK_ARG(rewards->n >= 0 && rewards->n <= PT_GRPO_MAX_REWARD_FUNCS, rewards, "has %d rewards",
                  rewards->n);
     for (int k = 0; k < rewards->n; k++)

@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 
 static const char *posttrain_exe;
 
@@ -138,6 +139,14 @@ START_TEST(test_reward_fn)
             ck_assert_ok(pt_rollout_buffer_get_reward(&v, buf, i, k));
             ck_assert_msg(v == want[i][k], "sample %d reward %d: %g, want %g", i, k, v, want[i][k]);
         }
+    /* a pt_builtin_rewards of an older header without max_new_tokens: its
+     * default, 64 */
+    rw.size = offsetof(pt_builtin_rewards, max_new_tokens);
+    ck_assert_ok(pt_rollout_buffer_score(buf, 2, pt_builtin_reward_fn, &p));
+    float v;
+    ck_assert_ok(pt_rollout_buffer_get_reward(&v, buf, 3, 2));
+    ck_assert_float_eq(v, -7.0f / 64.0f);
+    rw.size = sizeof rw;
     /* a group without an answer: the function fails, the buffer says so */
     p.n_answers = 1;
     ck_assert_status(pt_rollout_buffer_score(buf, 0, pt_builtin_reward_fn, &p), PT_ECALLBACK, "returned 1");
