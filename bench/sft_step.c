@@ -27,7 +27,7 @@ typedef struct result {
 
 static bool grad_ckpt; /* --gradient-checkpointing: every context of the runs */
 static int lora_targets = PT_LORA_ALL; /* --lora-targets all|qv (PEFT's default: q, v) */
-static char model_dir[64]; /* --lora-only: the runs load this saved model (a user's path) */
+static char model_dir[4096]; /* --lora-only: the runs load this saved model; --model: a user's path */
 
 /* In a child (no OpenMP in the parent before it forks): the random model of
  * the shape, saved to model_dir. */
@@ -55,6 +55,11 @@ static int make_model(pt_model **m, int lora_rank, bool bf16, int T)
     pt_model_load_options_init(&lo);
     lo.load_tokenizer = false;
     lo.bf16 = bf16 ? (lora_rank > 0 ? PT_BF16_FROZEN : PT_BF16_ON) : PT_BF16_OFF;
+    if (pt_model_load_dir(m, model_dir, &lo) == PT_OK)
+        return 0;
+    /* a quantized GGUF base keeps its blocks: BF16 is set after the adapters
+     * (BF16 tiles of the dequantized weights where the CPU has BF16 arithmetic) */
+    lo.bf16 = PT_BF16_OFF;
     return pt_model_load_dir(m, model_dir, &lo) != PT_OK;
 }
 
@@ -139,7 +144,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int threads = 2, steps = 3, lora_rank = 16, anchor = 1, B = 4, T = 256, bf16 = 1, lora_only = 0;
-    const char *shared = NULL;
+    const char *shared = NULL, *user_model = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -161,6 +166,8 @@ int main(int argc, char **argv)
             grad_ckpt = true;
         else if (!strcmp(argv[i], "--lora-only"))
             lora_only = 1;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            user_model = argv[++i], lora_only = 1;
         else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc && !strcmp(argv[i + 1], "qv"))
             lora_targets = PT_LORA_Q | PT_LORA_V, i++;
         else if (!strcmp(argv[i], "--lora-targets") && i + 1 < argc && !strcmp(argv[i + 1], "all"))
@@ -168,7 +175,8 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_sft_step [--threads N] [--steps N] [--lora-rank R] [--no-anchor] "
                             "[--no-bf16] [--batch B] [--seq T]\n"
-                            "       [--gradient-checkpointing] [--lora-only] [--lora-targets all|qv] [--shared DIR]\n");
+                            "       [--gradient-checkpointing] [--lora-only] [--lora-targets all|qv] [--shared DIR]\n"
+                            "       [--model DIR|FILE.gguf]  (LoRA runs only, on that model: e.g. a quantized GGUF)\n");
             return 2;
         }
     }
@@ -179,7 +187,9 @@ int main(int argc, char **argv)
     /* The children run first: a process that has started OpenMP threads must
      * not fork (libgomp's pool does not survive it). */
     result full = { 0 }, lora, fullb = { 0 }, lorab = { 0 };
-    if (lora_only) { /* the LoRA runs load a saved model, as a user does */
+    if (user_model)
+        snprintf(model_dir, sizeof model_dir, "%s", user_model);
+    else if (lora_only) { /* the LoRA runs load a saved model, as a user does */
         snprintf(model_dir, sizeof model_dir, "/tmp/bench_sft_model.XXXXXX");
         int status = 0;
         pid_t pid = mkdtemp(model_dir) ? fork() : -1;
@@ -198,13 +208,17 @@ int main(int argc, char **argv)
         return 1;
     }
     if (lora_only) {
-        char rm[128];
+        char rm[4200];
         snprintf(rm, sizeof rm, "rm -rf '%s'", model_dir);
-        if (system(rm) != 0)
+        if (!user_model && system(rm) != 0)
             fprintf(stderr, "bench_sft_step: could not remove %s\n", model_dir);
         printf("cpu: %s\nbf16 products: %s\n", pt_cpu_info(), pt_bf16_info());
-        printf("models loaded from a saved directory; the BF16 base read straight into BF16 "
-               "(pt_model_load_options.bf16 = PT_BF16_FROZEN)\n");
+        if (user_model)
+            printf("model %s (a quantized base stays in its blocks; \"BF16 base\" then means BF16 tiles)\n",
+                   user_model);
+        else
+            printf("models loaded from a saved directory; the BF16 base read straight into BF16 "
+                   "(pt_model_load_options.bf16 = PT_BF16_FROZEN)\n");
         printf("LoRA r%d (%s) SFT step, batch %d x seq %d%s: FP32 base %.1f tokens/s, peak RSS %.0f MB\n",
                lora_rank, lora_targets == PT_LORA_ALL ? "all projections" : "q, v", B, T, grad_ckpt ? ", gradient checkpointing" : "", lora.tokens_per_s,
                lora.rss_mb);

@@ -293,6 +293,25 @@ int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const 
  * pt_time_kind, "pending", "steps_kept", "steps_lost", "ranks"}} in f (may
  * be NULL).  Readers that want the step rows skip the row with "goodput". */
 void cli_job_report(cli_job *j, FILE *f, long long step);
+/* How a training command goes back: `restart` to its start (the weights it
+ * started from, a new optimizer, the data at its beginning), `apply` to a
+ * checkpoint's state (s, the command's host fields h, its directory);
+ * each 0, or 1 after the message. */
+typedef struct cli_back {
+    void *run;
+    int (*restart)(void *run);
+    int (*apply)(void *run, const pt_run_state *s, const cJSON *h, const char *dir);
+} cli_back;
+/* After a replica mismatch: every rank goes back to the last complete
+ * checkpoint (or the start) and the steps after it are replayed; their
+ * time is lost, their metrics rows are dropped (pt_run_rollback).  0, or 1
+ * after the message. */
+int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b);
+/* The end of a successful run after `step`: cli_job_report into *metrics
+ * (that row written with cli_metrics_row), the plot OUT/metrics.svg, and
+ * on rank 0 the failure of a metrics file that lost rows (the model is
+ * saved by then).  Returns the exit code. */
+int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step);
 
 int cmd_version(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -347,6 +347,41 @@ int cli_job_resumed(cli_job *j, long long step, const char *dir, double lost_sec
     return 0;
 }
 
+int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b)
+{
+    cli_job_section(j, PT_TIME_LOAD);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    char *extra = NULL;
+    int st = pt_run_rollback(&s, &extra, o->run, m, opt), rc;
+    if (st == PT_ENOTFOUND)
+        rc = b->restart(b->run);
+    else if (st)
+        rc = cli_run_fail(j->cmd, "rolling back", st);
+    else {
+        cJSON *h = cJSON_Parse(extra);
+        rc = h ? b->apply(b->run, &s, h, j->last_ckpt) : cli_fail("rolling back", PT_ENOMEM);
+        cJSON_Delete(h);
+    }
+    pt_free(extra);
+    rc = cli_job_agree(j, rc, "rolling back");
+    cli_job_section(j, -1);
+    return rc;
+}
+
+int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step)
+{
+    cli_job_report(j, *metrics, step);
+    cli_metrics_row(j->cmd, metrics);
+    if (*metrics) {
+        char svg[4096 + 16];
+        snprintf(svg, sizeof svg, "%s/metrics.svg", out);
+        cli_plot_metrics(j->cmd, o->metrics, svg);
+    }
+    /* the model is saved; a metrics file that lost rows fails the run */
+    return j->rank == 0 && cli_metrics_failed(j->cmd, out);
+}
+
 /* ", "KEY": V" with %.4f, or null. */
 static void json_secs(FILE *f, const char *key, double v)
 {

@@ -431,30 +431,21 @@ static int restart(grpo_run *r)
     return rc;
 }
 
-/* After a replica mismatch: every rank goes back to the last complete
- * checkpoint (or the start) and the steps after it are replayed; their
- * time is lost, their metrics rows are dropped (pt_run_rollback). */
+static int restart_run(void *r)
+{
+    return restart(r);
+}
+
+static int apply_run(void *r, const pt_run_state *s, const cJSON *h, const char *dir)
+{
+    return apply_state(r, s, h, dir);
+}
+
+/* After a replica mismatch: back to the last complete checkpoint or the start. */
 static int rollback(grpo_run *r)
 {
-    cli_job *j = &r->job;
-    cli_job_section(j, PT_TIME_LOAD);
-    pt_run_state s;
-    pt_run_state_init(&s);
-    char *extra = NULL;
-    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
-    if (st == PT_ENOTFOUND)
-        rc = restart(r);
-    else if (st)
-        rc = cli_run_fail("grpo", "rolling back", st);
-    else {
-        cJSON *h = cJSON_Parse(extra);
-        rc = h ? apply_state(r, &s, h, j->last_ckpt) : cli_fail("rolling back", PT_ENOMEM);
-        cJSON_Delete(h);
-    }
-    pt_free(extra);
-    rc = cli_job_agree(j, rc, "rolling back");
-    cli_job_section(j, -1);
-    return rc;
+    const cli_back b = { r, restart_run, apply_run };
+    return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
@@ -767,14 +758,7 @@ int cmd_grpo(int argc, char **argv)
     if (!rc)
         rc = train(&r) || save_final(&r);
     if (!rc) {
-        cli_job_report(&r.job, r.metrics, (long long)r.step);
-        cli_metrics_row("grpo", &r.metrics);
-        if (r.metrics) {
-            char svg[4096 + 16];
-            snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-            cli_plot_metrics("grpo", r.out.metrics, svg);
-        }
-        rc = r.job.rank == 0 && cli_metrics_failed("grpo", r.a.out);
+        rc = cli_job_finish(&r.job, &r.out, &r.metrics, r.a.out, (long long)r.step);
     }
     grpo_free(&r);
     cli_job_end(&r.job);

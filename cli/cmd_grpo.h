@@ -101,14 +101,15 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv);
 
 /* ---- --env (cmd_grpo_env.c) ------------------------------------------------ */
 
-/* The environment process of --env. */
+/* The environment process of --env: the library's pt_env_process
+ * (posttrain/env.h) named "--env", with the command's request fields. */
 typedef struct grpo_env grpo_env;
 
-/* Start CMD (/bin/sh -c CMD, stdin and stdout piped, stderr inherited) in
- * a process group of its own; SIGPIPE is ignored from then on.  Every
- * request must be taken and every reply line given within `timeout`
- * seconds, and a reply line may hold at most `max_line` bytes.  0, or 1
- * after the message. */
+/* Start CMD (/bin/sh -c CMD, stdin and stdout connected, stderr inherited)
+ * in a process group of its own; SIGPIPE is ignored from then on (for the
+ * command's own output).  Every request must be taken and every reply line
+ * given within `timeout` seconds, and a reply line may hold at most
+ * `max_line` bytes.  0, or 1 after the message. */
 int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards, double timeout, size_t max_line);
 /* Close its stdin and wait for it (killed after 5 s), then end what is left
  * of its process group; frees e (may be NULL).  0, or 1 when it had to be

@@ -410,25 +410,21 @@ static int restart(sft_run *r)
     return rc;
 }
 
-/* After a replica mismatch: every rank goes back to the last complete
- * checkpoint (or the start) and the steps after it are replayed; their
- * time is lost, their metrics rows are dropped (pt_run_rollback). */
+static int restart_run(void *r)
+{
+    return restart(r);
+}
+
+static int apply_run(void *r, const pt_run_state *s, const cJSON *h, const char *dir)
+{
+    return apply_state(r, s);
+}
+
+/* After a replica mismatch: back to the last complete checkpoint or the start. */
 static int rollback(sft_run *r)
 {
-    cli_job *j = &r->job;
-    cli_job_section(j, PT_TIME_LOAD);
-    pt_run_state s;
-    pt_run_state_init(&s);
-    char *extra = NULL;
-    int st = pt_run_rollback(r->out.run, r->model, r->opt, &s, &extra), rc;
-    pt_free(extra);
-    if (st == PT_ENOTFOUND)
-        rc = restart(r);
-    else
-        rc = st ? cli_run_fail("sft", "rolling back", st) : apply_state(r, &s);
-    rc = cli_job_agree(j, rc, "rolling back");
-    cli_job_section(j, -1);
-    return rc;
+    const cli_back b = { r, restart_run, apply_run };
+    return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
 }
 
 /* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
@@ -604,15 +600,7 @@ int cmd_sft(int argc, char **argv)
     if (!rc)
         rc = train(&r) || save_final(&r);
     if (!rc) {
-        cli_job_report(&r.job, r.metrics, (long long)r.step);
-        cli_metrics_row("sft", &r.metrics);
-        if (r.metrics) {
-            char svg[4096 + 16];
-            snprintf(svg, sizeof svg, "%s/metrics.svg", r.a.out);
-            cli_plot_metrics("sft", r.out.metrics, svg);
-        }
-        /* the model is saved; a metrics file that lost rows fails the run */
-        rc = r.job.rank == 0 && cli_metrics_failed("sft", r.a.out);
+        rc = cli_job_finish(&r.job, &r.out, &r.metrics, r.a.out, (long long)r.step);
     }
     sft_free(&r);
     cli_job_end(&r.job);

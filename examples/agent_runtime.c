@@ -34,13 +34,10 @@
  * produce) was ever in a loss mask, or if GRPO made held-out accuracy
  * clearly worse than SFT.
  *
- * With --out DIR the GRPO phase is a run of the library's run layer
- * (include/posttrain/run.h, docs/run-directory.md): a metrics row an
- * iteration in DIR/metrics.jsonl, a checkpoint every --save-every
- * iterations in DIR/checkpoints with the run state (the iteration and the
- * problem stream's RNG), and a relaunch with the same DIR resumes at the
- * latest checkpoint (the SFT phase, whose result the checkpoint holds, is
- * skipped).
+ * With --out DIR the run lives in a run directory of the library's run
+ * layer: a metrics row per step, checkpoints every --save-every steps, and
+ * --resume auto continues a killed run to exactly the result it would have
+ * had (section "the run directory"; docs/agents.md).
  *
  * Public API only; builds against the installed library with
  *   cc -std=c11 agent_runtime.c $(pkg-config --cflags --libs posttrain) -lm */
@@ -67,8 +64,10 @@ typedef struct options {
     bool per_turn;      /* --credit turn (per-turn rewards) or episode (one reward) */
     uint64_t seed;
     bool quiet;
-    const char *out;    /* --out DIR: the GRPO phase as a run of the run layer */
-    int save_every;     /* --save-every N: a checkpoint every N GRPO iterations */
+    /* The run directory (section "the run directory"): NULL without --out. */
+    const char *out, *resume;   /* --out DIR, --resume auto|CHECKPOINT */
+    bool overwrite;
+    int save_every, keep_last, stop_after;
 } options;
 
 typedef struct problem {
@@ -81,6 +80,13 @@ typedef struct episode {
     char call[TEXT_MAX], tool[TEXT_MAX], answer[TEXT_MAX];
 } episode;
 
+typedef struct scores {
+    double correct, right_call, used_tool;
+} scores;
+
+/* The evaluations, in rt->ev: greedy and sampled, before training, after SFT, after GRPO. */
+enum { EV_BEFORE = 0, EV_SFT = 2, EV_GRPO = 4, N_EV = 6 };
+
 typedef struct runtime {
     options o;
     pt_tokenizer *tok;
@@ -90,8 +96,15 @@ typedef struct runtime {
     pt_generator *gen;
     pt_episode_results *res;
     int32_t im_end;
-    pt_run *run;        /* with --out */
     long traces_checked, episodes_checked, template_checked, mask_violations;
+    scores ev[N_EV];
+    /* The run directory (--out), NULL without; what a resume restores. */
+    pt_run *run;
+    char phase[8];              /* the resumed checkpoint's phase ("sft", "grpo", "done"); "" fresh */
+    bool pending;               /* the resumed checkpoint is still to be loaded */
+    uint64_t eval_rng, teacher_rng;   /* the streams' states once drawn (checked on resume) */
+    double sft_ema, zero_std;   /* running figures the summaries print */
+    bool stopped;               /* --stop-after reached */
 } runtime;
 
 /* The defaults: what docs/agents.md measured. */
@@ -502,10 +515,6 @@ out:
     return st;
 }
 
-typedef struct scores {
-    double correct, right_call, used_tool;
-} scores;
-
 static scores score(const play_state *ps, int n)
 {
     scores s = { 0, 0, 0 };
@@ -540,6 +549,300 @@ static int evaluate(scores *greedy, scores *sampled, runtime *rt, play_state *ps
            label, n, 100 * greedy->correct, 100 * greedy->right_call, 100 * greedy->used_tool, rt->o.temperature,
            100 * sampled->correct, 100 * sampled->right_call, 100 * sampled->used_tool);
     return PT_OK;
+}
+
+/* ---- the run directory (--out): checkpoints, metrics rows and resume ---------- */
+
+/* With --out DIR the runtime keeps its training run in a run directory of
+ * the library's run layer (posttrain/run.h, docs/run-directory.md): DIR is
+ * locked while the run holds it, every SFT step, GRPO iteration and
+ * evaluation appends one metrics row (pt_run_log), a checkpoint is saved
+ * every --save-every steps (pt_run_save: the weights, the optimizer and the
+ * run state), and --resume auto continues from the latest one to exactly
+ * the result of an uninterrupted run (same options, same threads).
+ *
+ * Steps are numbered through both phases: SFT steps 1..S, then GRPO
+ * iterations S+1..S+G.  What a checkpoint must hold for that:
+ *   - the step, the optimizer's steps, the SFT data position (epoch, cursor;
+ *     the order of epoch e is a function of the seed and e);
+ *   - every random stream: the training problems' stream (state.rng; SFT
+ *     draws its traces up front, GRPO draws each iteration's problems from
+ *     it), the teacher's and the held-out problems' streams (drawn up front:
+ *     recorded, and checked when they are drawn again on resume); the
+ *     sampling seeds are functions of the seed and the iteration, no state;
+ *   - the phase, the evaluations already made and the counters the final
+ *     checks print (host fields, below).
+ * A phase boundary's checkpoint is saved after the boundary's evaluation
+ * (the one at step S with the GRPO optimizer and phase "grpo", the last with
+ * phase "done"), so a resume never evaluates, or logs, anything twice. */
+
+static const char *const RUN_KIND = "agent_runtime";
+
+/* The options that decide the run's results: a resumed run must be given
+ * the same (--eval and --max-drop included: their results are checkpointed). */
+static void options_text(char *buf, size_t cap, const options *o)
+{
+    snprintf(buf, cap,
+             "sft_steps=%d steps=%d prompts=%d group=%d eval=%d hidden=%d layers=%d batch=%d threads=%d "
+             "sft_lr=%.17g grpo_lr=%.17g temperature=%.17g max_drop=%.17g slip=%.17g habit=%.17g credit=%s "
+             "seed=%llu",
+             o->sft_steps, o->grpo_steps, o->prompts, o->group, o->eval_n, o->hidden, o->layers, o->batch,
+             o->threads, o->sft_lr, o->grpo_lr, o->temperature, o->max_drop, o->slip, o->habit,
+             o->per_turn ? "turn" : "episode", (unsigned long long)o->seed);
+}
+
+/* The host fields of a checkpoint: one flat JSON object of strings (exact
+ * 64-bit and double values; none holds a quote or a backslash). */
+static void run_extra(char *buf, size_t cap, const runtime *rt, const char *phase)
+{
+    char opts[512], sc[N_EV * 3 * 26];
+    options_text(opts, sizeof opts, &rt->o);
+    size_t n = 0;
+    sc[0] = '\0';
+    for (int i = 0; i < N_EV; i++)
+        n += (size_t)snprintf(sc + n, sizeof sc - n, "%s%.17g %.17g %.17g", i ? " " : "", rt->ev[i].correct,
+                              rt->ev[i].right_call, rt->ev[i].used_tool);
+    snprintf(buf, cap,
+             "{\"phase\":\"%s\",\"options\":\"%s\",\"teacher_rng\":\"%llu\",\"eval_rng\":\"%llu\","
+             "\"sft_loss_ema\":\"%.17g\",\"zero_std_sum\":\"%.17g\",\"scores\":\"%s\",\"checked\":\"%ld %ld %ld %ld\"}",
+             phase, opts, (unsigned long long)rt->teacher_rng, (unsigned long long)rt->eval_rng, rt->sft_ema,
+             rt->zero_std, sc, rt->traces_checked, rt->episodes_checked, rt->template_checked, rt->mask_violations);
+}
+
+/* The string value of `key` in host fields run_extra wrote. */
+static bool extra_get(char *out, size_t cap, const char *json, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *p = strstr(json, pat), *e;
+    if (!p)
+        return false;
+    p += strlen(pat);
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ':')
+        p++;
+    if (*p++ != '"' || !(e = strchr(p, '"')) || (size_t)(e - p) >= cap)
+        return false;
+    memcpy(out, p, (size_t)(e - p));
+    out[e - p] = '\0';
+    return true;
+}
+
+/* Open the run directory (nothing without --out).  On resume, read the
+ * checkpoint's phase first (it decides which phase's optimizer loads it)
+ * and refuse other options. */
+static int run_open(runtime *rt)
+{
+    const options *o = &rt->o;
+    if (!o->out)
+        return PT_OK;
+    pt_run_options ro;
+    pt_run_options_init(&ro);
+    ro.dir = o->out;
+    ro.kind = RUN_KIND;
+    ro.start = o->resume ? (strcmp(o->resume, "auto") ? PT_RUN_RESUME_FROM : PT_RUN_RESUME_AUTO)
+                         : o->overwrite ? PT_RUN_OVERWRITE : PT_RUN_NEW;
+    ro.resume_from = ro.start == PT_RUN_RESUME_FROM ? o->resume : NULL;
+    ro.save_every = o->save_every;
+    ro.keep_last = o->keep_last;
+    int st = pt_run_open(&rt->run, &ro);
+    if (st)
+        return fail("pt_run_open", st);
+    const char *ck = pt_run_resume_dir(rt->run);
+    if (!ck) {
+        if (o->save_every)
+            printf("agent_runtime: run directory %s, a fresh start (checkpoints every %d steps)\n", o->out,
+                   o->save_every);
+        else
+            printf("agent_runtime: run directory %s, a fresh start (no checkpoints: --save-every)\n", o->out);
+        return PT_OK;
+    }
+    char *host = NULL, *extra = NULL, opts[512], want[512];
+    pt_run_state s;
+    pt_run_state_init(&s);
+    if ((st = pt_checkpoint_read_host(&host, ck)) || (st = pt_run_state_from_json(&s, NULL, &extra, host ? host : ""))) {
+        pt_free(host);
+        return fail("reading the checkpoint", st);
+    }
+    pt_free(host);
+    options_text(want, sizeof want, o);
+    st = PT_EFORMAT;
+    if (!extra_get(rt->phase, sizeof rt->phase, extra, "phase") || !extra_get(opts, sizeof opts, extra, "options"))
+        fprintf(stderr, "agent_runtime: %s has no phase or options: not an agent_runtime checkpoint\n", ck);
+    else if ((st = strcmp(opts, want) ? PT_EINVAL : PT_OK))
+        fprintf(stderr, "agent_runtime: %s was saved by a run with other options:\n  %s\nnot\n  %s\n", ck, opts, want);
+    pt_free(extra);
+    if (st)
+        return st;
+    rt->pending = true;
+    printf("agent_runtime: run directory %s, resuming from %s (step %lld, phase %s)\n", o->out, ck,
+           (long long)s.step, rt->phase);
+    return PT_OK;
+}
+
+/* Load the resumed checkpoint into the model and `opt` (the phase's
+ * optimizer): *state gets its run state, *train_rng the training problems'
+ * stream (in SFT, drawn again up front: checked instead), rt the host
+ * fields.  Also trims the metrics rows past its step. */
+static int run_load(runtime *rt, pt_optimizer *opt, pt_run_state *state, uint64_t *train_rng, bool in_sft)
+{
+    char *extra = NULL, v[N_EV * 3 * 26];
+    pt_run_state_init(state);
+    int st = pt_run_load(state, &extra, rt->run, rt->model, opt);
+    if (st)
+        return fail("pt_run_load", st);
+    rt->pending = false;
+    st = PT_EFORMAT;
+    const char *bad = NULL;
+    uint64_t x;
+    if (!extra_get(v, sizeof v, extra, "eval_rng") || (x = strtoull(v, NULL, 10)) != rt->eval_rng)
+        bad = "held-out problem stream differs";
+    else if (!extra_get(v, sizeof v, extra, "teacher_rng") ||
+             ((x = strtoull(v, NULL, 10)) != rt->teacher_rng && in_sft))
+        bad = "teacher's stream differs";
+    else if (in_sft && state->rng != *train_rng)
+        bad = "training problem stream differs";
+    else if (!extra_get(v, sizeof v, extra, "checked") ||
+             sscanf(v, "%ld %ld %ld %ld", &rt->traces_checked, &rt->episodes_checked, &rt->template_checked,
+                    &rt->mask_violations) != 4)
+        bad = "counters are missing";
+    else {
+        rt->teacher_rng = x;
+        *train_rng = state->rng;
+        st = PT_OK;
+        if (extra_get(v, sizeof v, extra, "sft_loss_ema"))
+            rt->sft_ema = strtod(v, NULL);
+        if (extra_get(v, sizeof v, extra, "zero_std_sum"))
+            rt->zero_std = strtod(v, NULL);
+        char *p = v;
+        if (extra_get(v, sizeof v, extra, "scores"))
+            for (int i = 0; i < N_EV; i++) {
+                rt->ev[i].correct = strtod(p, &p);
+                rt->ev[i].right_call = strtod(p, &p);
+                rt->ev[i].used_tool = strtod(p, &p);
+            }
+    }
+    if (bad)
+        fprintf(stderr, "agent_runtime: %s: the checkpoint's %s from this run's\n", pt_run_resume_dir(rt->run), bad);
+    pt_free(extra);
+    return st;
+}
+
+/* A checkpoint of `step` is due (never at step 0: nothing done). */
+static bool run_due(const runtime *rt, int64_t step)
+{
+    return rt->run && step > 0 && pt_run_save_due(rt->run, step, rt->o.sft_steps + rt->o.grpo_steps);
+}
+
+/* Save the checkpoint of `step` in `phase` (data: the SFT dataset, or NULL). */
+static int run_save(runtime *rt, pt_optimizer *opt, int64_t step, const char *phase, uint64_t train_rng,
+                    const pt_dataset *data)
+{
+    pt_run_state s;
+    pt_run_state_init(&s);
+    s.step = step;
+    s.seed = rt->o.seed;
+    s.order_rng = rt->o.seed;   /* the dataset's shuffle seed: epoch e's order is a function of it and e */
+    s.rng = train_rng;
+    s.optimizer_steps = pt_optimizer_step_count(opt);
+    int st = PT_OK;
+    pt_dataset_stats ds;
+    pt_dataset_stats_init(&ds);
+    if (data && !(st = pt_dataset_get_position(&s.epoch, &s.cursor, data)) &&
+        !(st = pt_dataset_get_stats(&ds, data)))
+        s.rows = ds.train_examples;
+    char extra[2048];
+    run_extra(extra, sizeof extra, rt, phase);
+    if (st || (st = pt_run_save(rt->run, rt->model, opt, &s, extra)))
+        return fail("pt_run_save", st);
+    return PT_OK;
+}
+
+/* A metrics row: {"step":N,"phase":P, then the fields added}. */
+typedef struct row {
+    char s[1024];
+    size_t n;
+} row;
+
+static void row_start(row *r, int64_t step, const char *phase)
+{
+    r->n = (size_t)snprintf(r->s, sizeof r->s, "{\"step\":%lld,\"phase\":\"%s\"", (long long)step, phase);
+}
+
+static void row_num(row *r, const char *key, double v)
+{
+    if (r->n < sizeof r->s)
+        r->n += (size_t)snprintf(r->s + r->n, sizeof r->s - r->n, isfinite(v) ? ",\"%s\":%.17g" : ",\"%s\":null",
+                                 key, v);
+}
+
+/* Close the row and append it to the metrics file (nothing without --out). */
+static int row_log(runtime *rt, row *r)
+{
+    if (!rt->run)
+        return PT_OK;
+    if (r->n + 2 > sizeof r->s) {
+        fprintf(stderr, "agent_runtime: a metrics row is too long\n");
+        return PT_EINVAL;
+    }
+    memcpy(r->s + r->n, "}", 2);
+    int st = pt_run_log(rt->run, r->s);
+    return st ? fail("pt_run_log", st) : PT_OK;
+}
+
+/* The metrics row of an evaluation (greedy and sampled held-out scores). */
+static int log_eval(runtime *rt, int64_t step, int which)
+{
+    static const char *const LABELS[3] = { "before", "after_sft", "after_grpo" };
+    row r;
+    row_start(&r, step, "eval");
+    r.n += (size_t)snprintf(r.s + r.n, sizeof r.s - r.n, ",\"label\":\"%s\"", LABELS[which / 2]);
+    const scores *g = &rt->ev[which], *sm = &rt->ev[which + 1];
+    row_num(&r, "greedy_correct", g->correct);
+    row_num(&r, "greedy_right_call", g->right_call);
+    row_num(&r, "greedy_used_tool", g->used_tool);
+    row_num(&r, "sampled_correct", sm->correct);
+    row_num(&r, "sampled_right_call", sm->right_call);
+    row_num(&r, "sampled_used_tool", sm->used_tool);
+    return row_log(rt, &r);
+}
+
+/* The metrics row of an SFT step. */
+static int log_sft(runtime *rt, int64_t step, const pt_sft_stats *ss, double seconds)
+{
+    row r;
+    row_start(&r, step, "sft");
+    row_num(&r, "loss", ss->loss);
+    row_num(&r, "loss_ema", rt->sft_ema);
+    row_num(&r, "lr", ss->lr);
+    row_num(&r, "grad_norm", ss->grad_norm);
+    row_num(&r, "tokens", ss->tokens);
+    row_num(&r, "skipped", ss->skipped);
+    row_num(&r, "step_seconds", seconds);
+    return row_log(rt, &r);
+}
+
+/* The metrics row of a GRPO iteration. */
+static int log_grpo(runtime *rt, int64_t step, int it, const scores *sc, const pt_grpo_stats *gs, int episodes,
+                    double seconds)
+{
+    row r;
+    row_start(&r, step, "grpo");
+    row_num(&r, "iteration", it);
+    row_num(&r, "correct", sc->correct);
+    row_num(&r, "right_call", sc->right_call);
+    row_num(&r, "used_tool", sc->used_tool);
+    row_num(&r, "reward", gs->reward);
+    row_num(&r, "reward_std", gs->reward_std);
+    row_num(&r, "zero_std", gs->frac_reward_zero_std);
+    row_num(&r, "segments", (double)gs->segments);
+    row_num(&r, "clip", gs->clip_ratio_region);
+    row_num(&r, "completion_length", gs->completion_mean_length);
+    row_num(&r, "loss", gs->loss);
+    row_num(&r, "grad_norm", gs->grad_norm);
+    row_num(&r, "episodes", episodes);
+    row_num(&r, "skipped", gs->skipped);
+    row_num(&r, "step_seconds", seconds);
+    return row_log(rt, &r);
 }
 
 /* ---- phase 1: SFT on the traces of an imperfect teacher ---------------------- */
@@ -632,8 +935,24 @@ static int sft_phase(runtime *rt, uint64_t *rng)
         fail("optimizer", st);
         goto out;
     }
-    double t0 = now_s(), tokens = 0, ema = NAN;
-    for (int s = 1; s <= o->sft_steps; s++) {
+    rt->teacher_rng = trng;
+    /* Resuming in SFT: the traces were drawn again above (the streams
+     * checked), the weights, the optimizer and the data position come back. */
+    int first = 1;
+    if (rt->pending) {
+        pt_run_state rs;
+        if ((st = run_load(rt, opt, &rs, rng, true)))
+            goto out;
+        if ((st = pt_dataset_set_position(data, rs.epoch, rs.cursor))) {
+            fail("pt_dataset_set_position", st);
+            goto out;
+        }
+        first = (int)rs.step + 1;
+    }
+    double t0 = now_s(), tokens = 0;
+    double *ema = &rt->sft_ema;
+    for (int s = first; s <= o->sft_steps; s++) {
+        const double t_step = now_s();
         pt_batch b;
         pt_batch_init(&b);
         const float *w;
@@ -644,13 +963,21 @@ static int sft_phase(runtime *rt, uint64_t *rng)
             goto out;
         }
         tokens += ss.tokens;
-        ema = isnan(ema) ? ss.loss : 0.9 * ema + 0.1 * ss.loss;
+        *ema = isnan(*ema) ? ss.loss : 0.9 * *ema + 0.1 * ss.loss;
         if (!o->quiet && (s % 50 == 0 || s == o->sft_steps))
             printf("[sft]  step %4d/%d  loss %.4f  lr %.2e  grad_norm %.3f  %.0f trained tokens/s\n", s,
-                   o->sft_steps, ema, ss.lr, ss.grad_norm, tokens / (now_s() - t0));
+                   o->sft_steps, *ema, ss.lr, ss.grad_norm, tokens / (now_s() - t0));
+        /* the run directory: a row per step, a checkpoint when due (the last one: after the evaluation) */
+        if ((st = log_sft(rt, s, &ss, now_s() - t_step)) ||
+            (s < o->sft_steps && run_due(rt, s) && (st = run_save(rt, opt, s, "sft", *rng, data))))
+            goto out;
+        if (s == o->stop_after) {
+            rt->stopped = true;
+            goto out;
+        }
     }
     printf("[sft]  %d steps on %d teacher traces (%.1f%% of them right) in %.1f s, final loss %.4f\n", o->sft_steps,
-           n_examples, 100.0 * right / n_examples, now_s() - t0, ema);
+           n_examples, 100.0 * right / n_examples, now_s() - t0, *ema);
 out:
     pt_optimizer_free(opt);
     pt_dataset_free(data);
@@ -666,33 +993,7 @@ out:
 static const char *const REWARD_NAMES[2] = { "call", "answer" };
 static const double REWARD_WEIGHTS[2] = { 1.0, 1.0 };
 
-/* With --out: the iteration's metrics row, and its checkpoint when one is
- * due (the run state: the iteration, the problem stream's RNG). */
-static int run_iteration(runtime *rt, pt_optimizer *opt, int it, uint64_t rng, const scores *sc,
-                         const pt_grpo_stats *gs)
-{
-    char row[256];
-    snprintf(row, sizeof row, "{\"step\": %d, \"correct\": %.4f, \"reward\": %.6f, \"loss\": %.6f}", it,
-             sc->correct, gs->reward, gs->loss);
-    int st = pt_run_log(rt->run, row);
-    if (st)
-        return fail("the metrics row", st);
-    if (!pt_run_save_due(rt->run, it, rt->o.grpo_steps))
-        return PT_OK;
-    pt_run_state rs;
-    pt_run_state_init(&rs);
-    rs.step = it;
-    rs.seed = rt->o.seed;
-    rs.rng = rng;
-    rs.optimizer_steps = pt_optimizer_step_count(opt);
-    if ((st = pt_run_save(rt->run, rt->model, opt, &rs, NULL)))
-        return fail("the checkpoint", st);
-    if (!rt->o.quiet)
-        printf("[grpo] checkpoint %s\n", pt_run_last_checkpoint(rt->run));
-    return PT_OK;
-}
-
-static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
+static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng, const problem *eval)
 {
     const options *o = &rt->o;
     const int n = o->prompts * o->group;
@@ -723,21 +1024,21 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
     pt_grpo_options go;
     pt_grpo_options_init(&go);   /* DAPO loss, group-scaled advantages, beta 0 */
     go.temperature = o->temperature;
+    /* The run directory: resume here (phase "grpo" or "done"), or save the
+     * SFT boundary's checkpoint (after its evaluation, with this optimizer). */
+    const int64_t S = o->sft_steps, total = S + o->grpo_steps;
     int first = 1;
-    if (rt->run && pt_run_resume_dir(rt->run)) {
-        /* the weights, the optimizer, the iteration and the problem stream */
+    if (rt->pending) {
         pt_run_state rs;
-        pt_run_state_init(&rs);
-        if ((st = pt_run_load(rt->run, rt->model, opt, &rs, NULL))) {
-            fail("resuming", st);
+        if ((st = run_load(rt, opt, &rs, rng, false)))
             goto out;
-        }
-        *rng = rs.rng;
-        first = (int)rs.step + 1;
-        printf("[grpo] resumed at iteration %d from %s\n", first - 1, pt_run_resume_dir(rt->run));
+        first = (int)(rs.step - S) + 1;
+    } else if (o->grpo_steps > 0 && run_due(rt, S) && (st = run_save(rt, opt, S, "grpo", *rng, NULL))) {
+        goto out;
     }
-    double t_all = now_s(), zero_std = 0;
+    double t_all = now_s();
     for (int it = first; it <= o->grpo_steps; it++) {
+        const double t_step = now_s();
         for (int p = 0; p < o->prompts; p++) {
             problem pr = draw(rng, false);
             for (int g = 0; g < o->group; g++)
@@ -761,7 +1062,7 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
             goto out;
         }
         pt_rollout_buffer_clear(buf);
-        zero_std += gs.frac_reward_zero_std;
+        rt->zero_std += gs.frac_reward_zero_std;
         if (!o->quiet)
             printf("[grpo] iter %3d/%d  correct %.2f  calls right %.2f  answers from the tool %.2f  "
                    "reward %.3f +- %.3f  zero_std %.2f  segments %lld  clip %.3f  len %.1f  loss %+.4f  "
@@ -770,12 +1071,28 @@ static int grpo_phase(runtime *rt, play_state *ps, uint64_t *rng)
                    gs.frac_reward_zero_std, (long long)gs.segments, gs.clip_ratio_region, gs.completion_mean_length,
                    gs.loss, gs.grad_norm, added, es.tokens_per_second, gs.tokens_per_second,
                    gs.skipped ? "  (skipped)" : "");
-        if (rt->run && (st = run_iteration(rt, opt, it, *rng, &sc, &gs)))
+        /* the run directory: a row per iteration, a checkpoint when due (the last: below) */
+        if ((st = log_grpo(rt, S + it, it, &sc, &gs, added, now_s() - t_step)) ||
+            (it < o->grpo_steps && run_due(rt, S + it) && (st = run_save(rt, opt, S + it, "grpo", *rng, NULL))))
             goto out;
+        if (S + it == o->stop_after) {
+            rt->stopped = true;
+            goto out;
+        }
     }
     printf("[grpo] %d iterations of %d prompts x %d episodes (%s rewards) in %.1f s, zero-std groups %.2f\n",
            o->grpo_steps, o->prompts, o->group, o->per_turn ? "per-turn" : "per-episode", now_s() - t_all,
-           o->grpo_steps ? zero_std / o->grpo_steps : 0.0);
+           o->grpo_steps ? rt->zero_std / o->grpo_steps : 0.0);
+    /* The evaluation after GRPO, then the last checkpoint (phase "done":
+     * a resume from it has nothing left to do). */
+    if (strcmp(rt->phase, "done")) {
+        if ((st = evaluate(&rt->ev[EV_GRPO], &rt->ev[EV_GRPO + 1], rt, ps, eval, "after GRPO", true))) {
+            fail("evaluate", st);
+            goto out;
+        }
+        if ((st = log_eval(rt, total, EV_GRPO)) || (run_due(rt, total) && (st = run_save(rt, opt, total, "done", *rng, NULL))))
+            goto out;
+    }
     st = PT_OK;
 out:
     free(probs);
@@ -804,9 +1121,15 @@ static void usage(FILE *f)
         "  --credit turn|episode (turn): rewards per turn, or one per episode\n"
         "  --eval N (%d)        held-out problems    --max-drop F (%g)\n"
         "  --hidden N (%d)      --layers N (%d)       --seed N (1)   --threads N (%d)\n"
-        "  --out DIR             the GRPO phase as a run in DIR: metrics rows, checkpoints\n"
-        "                        (--save-every N), and a relaunch resumes at the latest\n"
-        "  --quiet               only the phase summaries\n",
+        "  --quiet               only the phase summaries\n\n"
+        "A run directory (checkpoints, metrics rows, resume; steps are numbered\n"
+        "through both phases: SFT 1..N, then GRPO):\n"
+        "  --out DIR             keep the run in DIR (DIR/metrics.jsonl, DIR/checkpoints)\n"
+        "  --save-every N (0)    a checkpoint every N steps and at the end\n"
+        "  --keep-last K (0)     keep the last K checkpoints (0: all)\n"
+        "  --resume auto|CKPT    continue from DIR's latest checkpoint, or CKPT\n"
+        "  --overwrite           replace the run DIR holds\n"
+        "  --stop-after K        stop after step K (as if killed there)\n",
         DEFAULTS.sft_steps, DEFAULTS.sft_lr, DEFAULTS.batch, DEFAULTS.slip, DEFAULTS.habit, DEFAULTS.grpo_steps, DEFAULTS.grpo_lr,
         DEFAULTS.prompts, DEFAULTS.group, DEFAULTS.temperature, DEFAULTS.eval_n, DEFAULTS.max_drop,
         DEFAULTS.hidden, DEFAULTS.layers, DEFAULTS.threads);
@@ -831,8 +1154,8 @@ static int parse_options(options *o, int argc, char **argv)
             usage(stdout);
             return 1;
         }
-        if (!strcmp(k, "--quiet")) {
-            o->quiet = true;
+        if (!strcmp(k, "--quiet") || !strcmp(k, "--overwrite")) {
+            *(k[2] == 'q' ? &o->quiet : &o->overwrite) = true;
             continue;
         }
         double v;
@@ -841,16 +1164,16 @@ static int parse_options(options *o, int argc, char **argv)
             return 2;
         }
         const char *val = argv[++i];
-        if (!strcmp(k, "--out")) {
-            o->out = val;
-            continue;
-        }
         if (!strcmp(k, "--credit")) {
             if (strcmp(val, "turn") && strcmp(val, "episode")) {
                 fprintf(stderr, "agent_runtime: --credit needs 'turn' or 'episode', not '%s'\n", val);
                 return 2;
             }
             o->per_turn = !strcmp(val, "turn");
+            continue;
+        }
+        if (!strcmp(k, "--out") || !strcmp(k, "--resume")) {
+            *(k[2] == 'o' ? &o->out : &o->resume) = val;
             continue;
         }
         struct {
@@ -864,7 +1187,8 @@ static int parse_options(options *o, int argc, char **argv)
                      { "--sft-lr", 1e-7, 1, false }, { "--grpo-lr", 1e-8, 1, false },
                      { "--temperature", 0.05, 10, false }, { "--max-drop", 0, 1, false },
                      { "--slip", 0, 1, false }, { "--habit", 0, 1, false },
-                     { "--save-every", 0, 100000, true } };
+                     { "--save-every", 0, 1e6, true }, { "--keep-last", 0, 1e6, true },
+                     { "--stop-after", 1, 1e6, true } };
         size_t which = sizeof spec / sizeof spec[0];
         for (size_t s = 0; s < sizeof spec / sizeof spec[0]; s++)
             if (!strcmp(k, spec[s].name))
@@ -895,14 +1219,48 @@ static int parse_options(options *o, int argc, char **argv)
         case 13: o->max_drop = v; break;
         case 14: o->slip = v; break;
         case 15: o->habit = v; break;
-        default: o->save_every = (int)v; break;
+        case 16: o->save_every = (int)v; break;
+        case 17: o->keep_last = (int)v; break;
+        default: o->stop_after = (int)v; break;
         }
+    }
+    if (!o->out && (o->resume || o->overwrite || o->save_every || o->keep_last)) {
+        fprintf(stderr, "agent_runtime: --resume, --overwrite, --save-every and --keep-last need --out\n");
+        return 2;
+    }
+    if (o->resume && o->overwrite) {
+        fprintf(stderr, "agent_runtime: --resume and --overwrite exclude each other\n");
+        return 2;
     }
     if (o->hidden % 16) {
         fprintf(stderr, "agent_runtime: --hidden must be a multiple of 16\n");
         return 2;
     }
     return 0;
+}
+
+/* The program's own checks: no unsampled token in a loss mask, held-out
+ * accuracy not clearly worse after GRPO.  1 when one fails. */
+static int final_checks(const runtime *rt)
+{
+    const scores g0 = rt->ev[0], s0 = rt->ev[1], g1 = rt->ev[2], s1 = rt->ev[3], g2 = rt->ev[4], s2 = rt->ev[5];
+    int rc = 0;
+    printf("[check] SFT traces checked %ld, episodes played and checked %ld (%ld also against the template's "
+           "rendering), tokens in a loss mask the model did not sample: %ld\n",
+           rt->traces_checked, rt->episodes_checked, rt->template_checked, rt->mask_violations);
+    if (rt->mask_violations || rt->episodes_checked == 0) {
+        printf("[check] FAIL: the loss mask covered a token the model did not sample\n");
+        rc = 1;
+    }
+    bool worse = rt->o.grpo_steps > 0 &&
+                 (g2.correct < g1.correct - rt->o.max_drop || s2.correct < s1.correct - rt->o.max_drop);
+    printf("[check] held-out accuracy greedy %.1f%% -> %.1f%% (SFT) -> %.1f%% (GRPO), sampled %.1f%% -> %.1f%% -> "
+           "%.1f%%, allowed drop %.0f points: %s\n",
+           100 * g0.correct, 100 * g1.correct, 100 * g2.correct, 100 * s0.correct, 100 * s1.correct,
+           100 * s2.correct, 100 * rt->o.max_drop, worse ? "FAIL" : "ok");
+    if (worse)
+        rc = 1;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -975,57 +1333,48 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < o->eval_n; i++)
         eval[i] = draw(&eval_rng, true);
-    scores g0, s0, g1, s1, g2, s2;
-    if ((st = evaluate(&g0, &s0, &rt, &ps, eval, "before", false)))
-        goto fail_st;
-    if (o->out) {
-        /* a run directory: a fresh start, or the latest checkpoint in it */
-        pt_run_options ro;
-        pt_run_options_init(&ro);
-        ro.dir = o->out;
-        ro.kind = "agent_runtime";
-        ro.start = PT_RUN_RESUME_AUTO;
-        ro.save_every = o->save_every;
-        if ((st = pt_run_open(&rt.run, &ro))) {
-            fail("--out", st);
+    rt.eval_rng = eval_rng;
+    rt.sft_ema = NAN;
+    /* With --out: the run directory (a resume skips what the checkpoint's
+     * phases did; their results are in it). */
+    if ((st = run_open(&rt)))
+        goto done;
+    const bool in_grpo = rt.pending && strcmp(rt.phase, "sft") != 0;
+    if (!rt.pending) {
+        if ((st = evaluate(&rt.ev[EV_BEFORE], &rt.ev[EV_BEFORE + 1], &rt, &ps, eval, "before", false)))
+            goto fail_st;
+        if ((st = log_eval(&rt, 0, EV_BEFORE)))
             goto done;
-        }
     }
-    if (rt.run && pt_run_resume_dir(rt.run))
-        printf("[sft]  skipped: the GRPO phase resumes from %s\n", pt_run_resume_dir(rt.run));
-    else if ((st = sft_phase(&rt, &train_rng)))
+    if (!in_grpo) {
+        if ((st = sft_phase(&rt, &train_rng)))
+            goto done;
+        if (rt.stopped)
+            goto stopped;
+        if ((st = evaluate(&rt.ev[EV_SFT], &rt.ev[EV_SFT + 1], &rt, &ps, eval, "after SFT", true)))
+            goto fail_st;
+        if ((st = log_eval(&rt, o->sft_steps, EV_SFT)))
+            goto done;
+    }
+    if ((st = grpo_phase(&rt, &ps, &train_rng, eval)))
         goto done;
-    if ((st = evaluate(&g1, &s1, &rt, &ps, eval, "after SFT", true)))
-        goto fail_st;
-    if ((st = grpo_phase(&rt, &ps, &train_rng)))
-        goto done;
-    if ((st = evaluate(&g2, &s2, &rt, &ps, eval, "after GRPO", true)))
-        goto fail_st;
+    if (rt.stopped)
+        goto stopped;
 
-    rc = 0;
-    printf("[check] SFT traces checked %ld, episodes played and checked %ld (%ld also against the template's "
-           "rendering), tokens in a loss mask the model did not sample: %ld\n",
-           rt.traces_checked, rt.episodes_checked, rt.template_checked, rt.mask_violations);
-    if (rt.mask_violations || rt.episodes_checked == 0) {
-        printf("[check] FAIL: the loss mask covered a token the model did not sample\n");
-        rc = 1;
-    }
-    bool worse = o->grpo_steps > 0 &&
-                 (g2.correct < g1.correct - o->max_drop || s2.correct < s1.correct - o->max_drop);
-    printf("[check] held-out accuracy greedy %.1f%% -> %.1f%% (SFT) -> %.1f%% (GRPO), sampled %.1f%% -> %.1f%% -> "
-           "%.1f%%, allowed drop %.0f points: %s\n",
-           100 * g0.correct, 100 * g1.correct, 100 * g2.correct, 100 * s0.correct, 100 * s1.correct,
-           100 * s2.correct, 100 * o->max_drop, worse ? "FAIL" : "ok");
-    if (worse)
-        rc = 1;
+    rc = final_checks(&rt);
     printf("agent_runtime: %s in %.1f s\n", rc ? "FAILED" : "passed", now_s() - t_start);
+    goto done;
+stopped:
+    printf("agent_runtime: stopped after step %d (--stop-after)%s\n", o->stop_after,
+           o->out ? "; --resume auto continues the run" : "");
+    rc = 0;
     goto done;
 fail_st:
     fail("evaluate", st);
 done:
+    pt_run_close(rt.run);
     free(eval);
     free(ps.st);
-    pt_run_close(rt.run);
     pt_episode_results_free(rt.res);
     pt_generator_free(rt.gen);
     pt_context_free(rt.ctx);

@@ -15,6 +15,7 @@
 #include "posttrain/grpo.h"
 #include "posttrain/grpo_builtin.h"
 #include "posttrain/episode.h"
+#include "posttrain/env.h"
 #include "posttrain/plot.h"
 #include "posttrain/gguf.h"
 #include "posttrain/dist.h"

@@ -190,8 +190,8 @@ PT_API const char *pt_run_last_checkpoint(const pt_run *run);
  * past it, a row cut short, and a finished run's "goodput" row are dropped;
  * rewritten atomically, still locked); the dropped step rows' "step_seconds"
  * sum and count are pt_run_lost_seconds and pt_run_lost_steps. */
-PT_API int pt_run_load(pt_run *run, pt_model *model, pt_optimizer *opt, pt_run_state *state,
-                       char **host_extra);
+PT_API int pt_run_load(pt_run_state *state, char **host_extra, pt_run *run, pt_model *model,
+                       pt_optimizer *opt);
 /* The same without a pt_run: load the checkpoint `dir` of kind `kind` (NULL:
  * any).  For the ranks of a job other than the one holding the run, and for
  * a rollback. */
@@ -236,8 +236,8 @@ PT_API const char *pt_run_metrics_error(const pt_run *run);
  * are all dropped and the status is PT_ENOTFOUND: the host starts again
  * from its initial state. */
 PT_API int pt_run_check_replicas(int *bad_rank, pt_run *run, const pt_optimizer *opt);
-PT_API int pt_run_rollback(pt_run *run, pt_model *model, pt_optimizer *opt, pt_run_state *state,
-                           char **host_extra);
+PT_API int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *run, pt_model *model,
+                           pt_optimizer *opt);
 /* This process's rank in the job and the job's size (0 and 1 without one). */
 PT_API int pt_run_rank(const pt_run *run);
 PT_API int pt_run_size(const pt_run *run);

@@ -168,13 +168,18 @@ int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *mod
         *host_extra = NULL;
     PT_CHECK_NULL(state);
     PT_CHECK_NULL(dir);
+    int st = PT_STRUCT_CHECK_OUT(state, pt_run_state, pt_run_state_init);
+    if (st)
+        return st;
+    pt_run_state s; /* written to *state on success only */
+    pt_run_state_init(&s);
     char *text = NULL, *saved_kind = NULL;
-    int st = pt_checkpoint_load(&text, model, opt, dir);
+    st = pt_checkpoint_load(&text, model, opt, dir);
     if (st)
         return pt_err_in(__func__, st);
     if (!text)
         return pt_err(PT_EFORMAT, "%s: %s records no training step (not a checkpoint of a run)", __func__, dir);
-    st = pt_run_state_from_json(state, &saved_kind, host_extra, text);
+    st = pt_run_state_from_json(&s, &saved_kind, host_extra, text);
     pt_free(text);
     if (st == PT_EFORMAT)
         return pt_err(PT_EFORMAT, "%s: %s records no training step (not a checkpoint of a run): %s", __func__, dir,
@@ -186,10 +191,13 @@ int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *mod
         pt_free(*host_extra);
         *host_extra = NULL;
     }
-    return st ? pt_err_in(__func__, st) : PT_OK;
+    if (st)
+        return pt_err_in(__func__, st);
+    pt_struct_write(state, &s);
+    return PT_OK;
 }
 
-int pt_run_load(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state *state, char **host_extra)
+int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *model, pt_optimizer *opt)
 {
     if (host_extra)
         *host_extra = NULL;
@@ -197,17 +205,21 @@ int pt_run_load(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state *sta
     PT_CHECK_NULL(state);
     if (!r->resume)
         return pt_err(PT_ESTATE, "%s: the run %s starts fresh: there is no checkpoint to load", __func__, r->dir);
+    int st = PT_STRUCT_CHECK_OUT(state, pt_run_state, pt_run_state_init);
+    if (st)
+        return st;
+    pt_run_state s; /* written to *state on success only */
+    pt_run_state_init(&s);
     char *extra = NULL;
-    int st = pt_run_load_checkpoint(state, &extra, model, opt, r->resume, r->kind);
+    st = pt_run_load_checkpoint(&s, &extra, model, opt, r->resume, r->kind);
     if (!st && r->rank == 0) {
         char *later = NULL;
-        int64_t s = pt_run__latest(r->ckpt_dir, &later);
-        if (s > state->step)
+        if (pt_run__latest(r->ckpt_dir, &later) > s.step)
             st = pt_err(PT_EEXIST, "%s is past the resumed step %" PRId64 " and would be overwritten; resume "
-                                   "from it or remove it", later, state->step);
+                                   "from it or remove it", later, s.step);
         free(later);
         if (!st)
-            st = pt_run__metrics_trim(r, state->step);
+            st = pt_run__metrics_trim(r, s.step);
     }
     st = pt_run__agree(r, st);
     if (!st)
@@ -223,7 +235,8 @@ int pt_run_load(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state *sta
         *host_extra = extra;
     else
         pt_free(extra);
-    r->last_save = state->step;
+    r->last_save = s.step;
+    pt_struct_write(state, &s);
     return PT_OK;
 }
 

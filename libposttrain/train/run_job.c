@@ -144,7 +144,7 @@ int pt_run_check_replicas(int *bad_rank, pt_run *r, const pt_optimizer *opt)
     return st ? pt_err_in(__func__, st) : PT_OK;
 }
 
-int pt_run_rollback(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state *state, char **host_extra)
+int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model *model, pt_optimizer *opt)
 {
     if (host_extra)
         *host_extra = NULL;
@@ -158,9 +158,12 @@ int pt_run_rollback(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state 
                                                                   "initial state"));
     }
     char *extra = NULL;
-    int st = pt_run_load_checkpoint(state, &extra, model, opt, r->last_ckpt, r->kind);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    s.size = state->size < sizeof s ? state->size : sizeof s;
+    int st = pt_run_load_checkpoint(&s, &extra, model, opt, r->last_ckpt, r->kind);
     if (!st && r->rank == 0)
-        st = pt_run__metrics_trim(r, state->step);
+        st = pt_run__metrics_trim(r, s.step);
     st = pt_run__agree(r, st);
     if (!st && r->gp && extra) { /* this process's accountant already holds the totals */
         cJSON *e = cJSON_Parse(extra);
@@ -176,9 +179,11 @@ int pt_run_rollback(pt_run *r, pt_model *model, pt_optimizer *opt, pt_run_state 
         pt_free(extra);
     else
         *host_extra = extra;
-    if (!st)
-        r->last_save = state->step;
-    return st ? pt_err_in(__func__, st) : PT_OK;
+    if (st)
+        return pt_err_in(__func__, st);
+    r->last_save = s.step;
+    memcpy(state, &s, s.size); /* the caller's fields only */
+    return PT_OK;
 }
 
 int pt_run_rank(const pt_run *r)

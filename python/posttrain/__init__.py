@@ -44,7 +44,7 @@ from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defa
 from .trainer import GRPOTrainer, TrainerState, TrainOutput
 from .trl_config import GRPOConfig
 from .sft_trainer import SFTConfig, SFTTrainer
-from .episodes import (Append, Done, Episode, Episodes, Pending, Turn, TurnInfo,
+from .episodes import (Append, Done, EnvProcess, Episode, Episodes, Pending, Turn, TurnInfo,
                        episode_defaults, play_episodes)
 from .run import Run, RunState, check_output, run_state_from_json, run_state_to_json
 from .goodput import Goodput, GoodputReport, young_daly_interval
@@ -77,7 +77,8 @@ __all__ = [
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
     "GRPOTrainer", "GRPOConfig", "TrainerState", "TrainOutput", "SFTConfig", "SFTTrainer",
-    "Append", "Done", "Pending", "Episode", "Episodes", "Turn", "TurnInfo", "episode_defaults",
+    "Append", "Done", "Pending", "Episode", "Episodes", "EnvProcess", "Turn", "TurnInfo",
+    "episode_defaults",
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
     "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json", "check_output",

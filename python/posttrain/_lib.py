@@ -818,6 +818,20 @@ class EnvReply(Struct):
     ]
 
 
+@_stamped("pt_env_process_options", "env-process")
+class EnvProcessOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("command", c_char_p),
+        ("n_rewards", c_int),
+        ("timeout", c_double),
+        ("max_line", c_size_t),
+        ("name", c_char_p),
+        ("request", c_void_p),      # pt_env_request_fn: not used by the binding
+        ("request_user", c_void_p),
+    ]
+
+
 @_stamped("pt_episode", "episodes")
 class Episode_(Struct):
     _fields_ = [
@@ -1038,6 +1052,21 @@ _declare("grpo-builtin", {
     "pt_grpo_evaluate": (c_int, [P(GrpoEvalSums), vp, vp, vp, P(BuiltinRewards), P(GrpoEvalOptions)]),
     "pt_grpo_eval_row": (c_int, [P(c_void_p), P(GrpoEvalSums), P(BuiltinRewards), c_int, c_int64]),
 })
+_declare("env-process", {
+    "pt_env_process_create": (c_int, [pp, P(EnvProcessOptions)]),
+    "pt_env_process_free": (None, [vp]),
+    "pt_env_process_close": (c_int, [vp]),
+    "pt_env_process_failure": (c_char_p, [vp]),
+    "pt_env_process_pid": (c_int64, [vp]),
+    "pt_env_process_call": (c_int, [P(EnvReply), P(EnvTurn), c_void_p]),
+})
+
+
+def env_process_fn():
+    """pt_env_process_call as a pt_env_fn to hand to pt_episodes_run."""
+    return ENV_FN(ctypes.cast(lib.pt_env_process_call, c_void_p).value)
+
+
 _declare("plot", {
     "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
@@ -1068,7 +1097,7 @@ _declare("run", {
     "pt_run_dir": (c_char_p, [vp]),
     "pt_run_metrics_path": (c_char_p, [vp]),
     "pt_run_last_checkpoint": (c_char_p, [vp]),
-    "pt_run_load": (c_int, [vp, vp, vp, P(RunState), P(c_void_p)]),
+    "pt_run_load": (c_int, [P(RunState), P(c_void_p), vp, vp, vp]),
     "pt_run_load_checkpoint": (c_int, [P(RunState), P(c_void_p), vp, vp, c_char_p, c_char_p]),
     "pt_run_trim_metrics": (c_int, [vp, c_int64]),
     "pt_run_check_output": (c_int, [c_char_p, c_char_p, P(RunInput)]),
@@ -1082,7 +1111,7 @@ _declare("run", {
     "pt_run_save_due": (c_bool, [vp, c_int64, c_int64]),
     "pt_run_save_every": (c_int64, [vp]),
     "pt_run_check_replicas": (c_int, [P(c_int), vp, vp]),
-    "pt_run_rollback": (c_int, [vp, vp, vp, P(RunState), P(c_void_p)]),
+    "pt_run_rollback": (c_int, [P(RunState), P(c_void_p), vp, vp, vp]),
     "pt_run_rank": (c_int, [vp]),
     "pt_run_size": (c_int, [vp]),
     "pt_run_last_save_seconds": (c_double, [vp]),

@@ -22,6 +22,14 @@ others decode meanwhile and the callable is asked again).  An exception it raise
 "<ExceptionType>: <message>" (on_error="continue", the default) or stops the
 run and is re-raised (on_error="stop"), its __cause__ the CallbackError the
 library reported and its .episodes the results so far.
+
+The environment may instead be a process speaking JSON lines
+(posttrain/env.h, the protocol of `posttrain grpo --env`): pass an
+EnvProcess where the callable goes, and the library calls it directly.
+
+    with pt.EnvProcess("python3 my_env.py", n_rewards=1, timeout=30) as env:
+        eps = gen.play(prompts, env, max_turns=4, tokenizer=tok, decode_text=True)
+        env.finish()                         # its end of input; raises if it failed
 """
 
 import collections
@@ -29,14 +37,14 @@ import ctypes
 import math
 
 from ._handle import Handle, out_handle
-from ._lib import (ENV_FN, PT_GRPO_MAX_REWARD_FUNCS, EnvReply, EpisodeOptions, EpisodeStats,
-                   Episode_, GenerateOptions, has_feature, lib)
+from ._lib import (ENV_FN, PT_GRPO_MAX_REWARD_FUNCS, EnvProcessOptions, EnvReply, EpisodeOptions,
+                   EpisodeStats, Episode_, GenerateOptions, env_process_fn, has_feature, lib)
 from ._util import as_rows, cstr, int32_array, is_numpy
 from .enums import EnvAction, EpisodeEnd, OnError, Status, TurnEnd
 from .errors import Error, check, error_for, invalid
 
 __all__ = ["Turn", "Append", "Done", "Pending", "Episode", "TurnInfo", "EpisodeStats", "Episodes",
-           "play_episodes", "episode_defaults"]
+           "EnvProcess", "play_episodes", "episode_defaults"]
 
 # What the environment sees when a turn of an episode ended.  ids: the
 # episode so far (prompt, sampled and appended ids); turn_ids: this turn's
@@ -256,6 +264,56 @@ class Episodes(Handle):
         return n.value
 
 
+class EnvProcess(Handle):
+    """An environment process (pt_env_process): /bin/sh -c command in a
+    process group of its own, one JSON request line per turn on its stdin,
+    one JSON reply line per turn from its stdout (docs/episodes.md), each
+    within `timeout` seconds, a reply line at most `max_line` bytes.  Pass it
+    as play_episodes' env.  n_rewards: floats in a reply's rewards (the run's
+    n_reward_funcs; play_episodes defaults to it).  name: how messages name
+    it (default "env process").  finish() ends its input and waits for it;
+    close() (a `with` block) also ends what is left of its group."""
+
+    _free_fn = "pt_env_process_free"
+    _kind = "environment process"
+
+    def __init__(self, command, n_rewards=1, timeout=None, max_line=None, name=None):
+        if not has_feature("env-process"):
+            raise error_for(Status.EUNSUPPORTED, "the loaded libposttrain has no environment "
+                            "process (feature \"env-process\")", "EnvProcess")
+        o = EnvProcessOptions.new()
+        self._command = cstr(command, "command", allow_none=False)
+        o.command = self._command
+        o.n_rewards = int(n_rewards)
+        if timeout is not None:
+            o.timeout = float(timeout)
+        if max_line is not None:
+            o.max_line = int(max_line)
+        self._name = cstr(name, "name") if name is not None else None
+        o.name = self._name
+        out = out_handle()
+        check(lib.pt_env_process_create(ctypes.byref(out), ctypes.byref(o)), "pt_env_process_create")
+        super().__init__(out.value)
+        self.n_rewards = o.n_rewards
+
+    @property
+    def failure(self):
+        """None while the process is alive and answering; else why not."""
+        f = lib.pt_env_process_failure(self._ptr)
+        return f.decode("utf-8", "replace") if f is not None else None
+
+    @property
+    def pid(self):
+        """The shell's process id (the leader of its group), 0 once reaped."""
+        return lib.pt_env_process_pid(self._ptr)
+
+    def finish(self):
+        """Close its input, wait up to 5 s for it to exit, end what is left of
+        its group.  Raises when it did not exit in time (PeerError), exited
+        with a non-zero status or left processes running (CallbackError)."""
+        check(lib.pt_env_process_close(self._ptr), "EnvProcess.finish")
+
+
 def play_episodes(generator, prompts, env, groups=None, max_turns=None, max_total_tokens=None,
                   stop_strings=None, tokenizer=None, decode_text=False, n_reward_funcs=None,
                   on_error=None, max_step_tokens=None, max_new_tokens=None, temperature=None,
@@ -264,7 +322,8 @@ def play_episodes(generator, prompts, env, groups=None, max_turns=None, max_tota
     """Play one episode per prompt on a Generator (pt_episodes_run).
 
     prompts: lists of ids (more than the generator's max_batch is fine);
-    env: the environment callable (see the module's doc); groups: one int
+    env: the environment callable (see the module's doc) or an EnvProcess;
+    groups: one int
     per prompt (default: the prompt's index).  max_turns (default 4),
     max_total_tokens (per episode, prompt included; default the generator's
     max_seq), stop_strings (end a turn; need tokenizer), tokenizer (a
@@ -278,6 +337,8 @@ def play_episodes(generator, prompts, env, groups=None, max_turns=None, max_tota
     Returns Episodes."""
     _require()
     gen_ptr = generator._ptr
+    if isinstance(env, EnvProcess) and n_reward_funcs is None:
+        n_reward_funcs = env.n_rewards
     rows, _ = as_rows(prompts, "prompts")
     rows = [list(r) for r in rows]
     n = len(rows)
@@ -350,10 +411,13 @@ def play_episodes(generator, prompts, env, groups=None, max_turns=None, max_tota
             rep.error = msg
             return 1
 
-    cb = ENV_FN(bridge)   # alive until pt_episodes_run returns
+    if isinstance(env, EnvProcess):   # the library calls the process itself
+        cb, payload = env_process_fn(), env._ptr
+    else:
+        cb, payload = ENV_FN(bridge), None   # alive until pt_episodes_run returns
     res = Episodes()
     try:
-        st = lib.pt_episodes_run(res._ptr, gen_ptr, ids, lens, garr, n, ctypes.byref(o), cb, None)
+        st = lib.pt_episodes_run(res._ptr, gen_ptr, ids, lens, garr, n, ctypes.byref(o), cb, payload)
         try:
             res._read()       # after a failure too: the episodes that ended, the stopped
         except Error:

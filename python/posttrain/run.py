@@ -192,8 +192,8 @@ class Run(Handle):
         (lost_seconds, lost_steps)."""
         state = RunState.new()
         extra = ctypes.c_void_p()
-        check(lib.pt_run_load(self._ptr, model._ptr, optimizer._ptr,
-                              ctypes.byref(state), ctypes.byref(extra)), "pt_run_load")
+        check(lib.pt_run_load(ctypes.byref(state), ctypes.byref(extra), self._ptr, model._ptr,
+                              optimizer._ptr), "pt_run_load")
         e = _take_string(extra)
         return state, json.loads(e) if e else {}
 
@@ -231,8 +231,8 @@ class Run(Handle):
         dict) as load(); NotFound when there is none yet (start again)."""
         state = RunState.new()
         extra = ctypes.c_void_p()
-        check(lib.pt_run_rollback(self._ptr, model._ptr, optimizer._ptr, ctypes.byref(state),
-                                  ctypes.byref(extra)), "pt_run_rollback")
+        check(lib.pt_run_rollback(ctypes.byref(state), ctypes.byref(extra), self._ptr, model._ptr,
+                                  optimizer._ptr), "pt_run_rollback")
         e = _take_string(extra)
         return state, json.loads(e) if e else {}
 

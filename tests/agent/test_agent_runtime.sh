@@ -48,22 +48,25 @@ fi
 [ $? -eq 0 ] && grep -q "episodes played and checked 192 .*did not sample: 0$" "$work/none.txt" &&
     ok "untrained model: random episodes still never put an unsampled token in the mask" ||
     { cat "$work/none.txt"; bad "untrained run"; }
-# --out: the GRPO phase as a run (include/posttrain/run.h).  6 iterations in
-# one process equal 3, then a relaunch that resumes at the checkpoint of
-# iteration 3 (the SFT phase skipped): the same iterations 4-6 (iteration 4
-# updates the weights), byte-identical weights, metrics rows 1-6 each once.
-runargs=(--seed 1 --sft-steps 200 --prompts 2 --group 4 --threads 1 --eval 8 --save-every 3)
-"$exe" "${runargs[@]}" --steps 6 --out "$work/r1" >"$work/r1.txt" 2>&1 &&
-"$exe" "${runargs[@]}" --steps 3 --out "$work/r2" >"$work/r2a.txt" 2>&1 &&
-"$exe" "${runargs[@]}" --steps 6 --out "$work/r2" >"$work/r2b.txt" 2>&1
+# --out: the run layer (include/posttrain/run.h; test_agent_runtime_resume.sh
+# checks it in depth).  Steps are numbered through both phases (SFT 1-200,
+# GRPO 201-206).  A run stopped after step 203 and resumed with --resume
+# auto continues from the checkpoint of step 200 (the SFT/GRPO boundary: SFT
+# is not redone): the same iterations 4-6 as an uninterrupted run,
+# byte-identical weights (which GRPO changed), GRPO rows 201-206 once.
+runargs=(--seed 1 --sft-steps 200 --prompts 2 --group 4 --threads 1 --eval 8 --save-every 100 --steps 6)
+"$exe" "${runargs[@]}" --out "$work/r1" >"$work/r1.txt" 2>&1 &&
+"$exe" "${runargs[@]}" --out "$work/r2" --stop-after 203 >"$work/r2a.txt" 2>&1 &&
+"$exe" "${runargs[@]}" --out "$work/r2" --resume auto >"$work/r2b.txt" 2>&1
 rc=$?
 iters() { grep -E '^\[grpo\] iter' "$1" | sed -E 's/ *gen [0-9]+ tok.*//'; }
-if [ "$rc" -eq 0 ] && grep -q "^\[sft\]  skipped: the GRPO phase resumes from $work/r2/checkpoints/step-00000003" "$work/r2b.txt" &&
-   [ "$(iters "$work/r1.txt" | tail -n 3)" = "$(iters "$work/r2b.txt")" ] &&
-   cmp -s "$work/r1/checkpoints/step-00000006/model.safetensors" "$work/r2/checkpoints/step-00000006/model.safetensors" &&
-   ! cmp -s "$work/r1/checkpoints/step-00000003/model.safetensors" "$work/r1/checkpoints/step-00000006/model.safetensors" &&
-   [ "$(grep -o '"step": [0-9]*' "$work/r2/metrics.jsonl" | awk '{printf "%s ", $2}')" = "1 2 3 4 5 6 " ]; then
-    ok "--out: a relaunch resumes GRPO at the checkpoint: the same iterations, byte-identical weights, rows 1-6 once"
+if [ "$rc" -eq 0 ] && grep -q "resuming from $work/r2/checkpoints/step-00000200 (step 200, phase grpo)" "$work/r2b.txt" &&
+   ! grep -q '^\[sft\]' "$work/r2b.txt" &&
+   [ "$(iters "$work/r1.txt" | tail -n 3)" = "$(iters "$work/r2b.txt" | tail -n 3)" ] &&
+   cmp -s "$work/r1/checkpoints/step-00000206/model.safetensors" "$work/r2/checkpoints/step-00000206/model.safetensors" &&
+   ! cmp -s "$work/r1/checkpoints/step-00000200/model.safetensors" "$work/r1/checkpoints/step-00000206/model.safetensors" &&
+   [ "$(grep -o '"step":2[0-9][0-9],"phase":"grpo"' "$work/r2/metrics.jsonl" | grep -o '2[0-9][0-9]' | tr '\n' ' ')" = "201 202 203 204 205 206 " ]; then
+    ok "--out: a resume continues GRPO at the checkpoint: the same iterations, byte-identical weights, rows 201-206 once"
 else
     cat "$work/r2b.txt"; bad "--out resume"
 fi

@@ -5,7 +5,8 @@
 # ("Does it learn?": 64 story openings to train on, 32 held out, the reward
 # 1 when the 32-token continuation mentions a dog).  The held-out reward
 # must rise: greedy from <= 0.1 at step 0 to >= 0.5 at step 15, sampled
-# by at least 0.3 (measured: greedy 0 -> 1, sampled 0.008 -> 0.79; the FP32
+# by at least 0.3, and a run resumed from its step-10 checkpoint must end
+# with the same adapter bytes (measured: greedy 0 -> 1, sampled 0.008 -> 0.79; the FP32
 # model's LoRA runs reach 0.59-0.91 sampled at step 15 over three seeds).
 set -eu
 posttrain=$1
@@ -31,7 +32,7 @@ done
 "$posttrain" --threads 1 grpo --model "$data/stories192.q8_0.gguf" --data "$work/train.jsonl" \
     --eval "$work/eval.jsonl" --eval-every 15 --eval-samples 4 --out "$work/run" --reward contains \
     --max-new-tokens 32 --num-generations 8 --batch-prompts 4 --steps 15 --lr 3e-3 --seed 1 \
-    --lora-rank 8 --lora-targets all 2> "$work/log" || { cat "$work/log"; exit 1; }
+    --lora-rank 8 --lora-targets all --save-every 10 2> "$work/log" || { cat "$work/log"; exit 1; }
 [ -f "$work/run/adapter/adapter_model.safetensors" ] || { echo "FAIL: no adapter"; exit 1; }
 # "step": S ... "eval/reward_mean_greedy": G ... "eval/reward_mean_sampled": R
 grep '"eval/reward_mean_greedy"' "$work/run/metrics.jsonl" |
@@ -43,3 +44,13 @@ awk 'NR == 1 { s0 = $1; g0 = $2; r0 = $3 } NR == 2 { s1 = $1; g1 = $2; r1 = $3 }
                print "FAIL: the held-out reward did not rise (step greedy sampled above)"; exit 1 }
            printf "GRPO on Q8_0: held-out reward greedy %g -> %g, sampled %g -> %g\n", g0, g1, r0, r1 }' \
     "$work/eval.txt"
+
+# checkpoints and resume on the quantized base: a second run that starts from
+# the first one's step-10 checkpoint ends with the same adapter bytes
+"$posttrain" --threads 1 grpo --model "$data/stories192.q8_0.gguf" --data "$work/train.jsonl" \
+    --out "$work/resumed" --reward contains --max-new-tokens 32 --num-generations 8 --batch-prompts 4 \
+    --steps 15 --lr 3e-3 --seed 1 --lora-rank 8 --lora-targets all \
+    --resume "$work/run/checkpoints/step-00000010" 2> "$work/log2" || { cat "$work/log2"; exit 1; }
+cmp "$work/run/adapter/adapter_model.safetensors" "$work/resumed/adapter/adapter_model.safetensors" ||
+    { echo "FAIL: the GRPO run resumed at step 10 ends with another adapter"; exit 1; }
+echo "GRPO on Q8_0: resumed at step 10, the same adapter at step 15"

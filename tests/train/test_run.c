@@ -355,7 +355,7 @@ START_TEST(test_round_trip)
     pt_run_state t;
     pt_run_state_init(&t);
     char *extra = NULL;
-    ck_assert_ok(pt_run_load(r, m2, opt2, &t, &extra));
+    ck_assert_ok(pt_run_load(&t, &extra, r, m2, opt2));
     ck_assert_int_eq(t.step, 7);
     ck_assert_int_eq(t.optimizer_steps, 14);
     ck_assert_int_eq(t.epoch, 3);
@@ -421,13 +421,13 @@ START_TEST(test_trim_and_kind)
     /* another kind is refused, naming both */
     opts_for(&o, dir, "grpo", PT_RUN_RESUME_AUTO);
     ck_assert_ok(pt_run_open(&r, &o));
-    ck_assert_status(pt_run_load(r, m, opt, &s, NULL), PT_ESTATE, "is a checkpoint of sft, not of grpo");
+    ck_assert_status(pt_run_load(&s, NULL, r, m, opt), PT_ESTATE, "is a checkpoint of sft, not of grpo");
     pt_run_close(r);
     ck_assert_msg(strstr(read_text(mpath), "\"step\": 5"), "the refused load trimmed the metrics");
     opts_for(&o, dir, "sft", PT_RUN_RESUME_AUTO);
     ck_assert_ok(pt_run_open(&r, &o));
     pt_run_state_init(&s);
-    ck_assert_ok(pt_run_load(r, m, opt, &s, NULL));
+    ck_assert_ok(pt_run_load(&s, NULL, r, m, opt));
     ck_assert_int_eq(s.step, 2);
     /* steps 3, 4, 5 are redone: 1.5 + 2 + 4 seconds (the goodput and cut rows are not steps) */
     ck_assert_double_eq(pt_run_lost_seconds(r), 1.5 + 2.0 + 4.0);
@@ -455,7 +455,7 @@ START_TEST(test_trim_and_kind)
     opts_for(&o, dir, "sft", PT_RUN_RESUME_FROM);
     o.resume_from = p;
     ck_assert_ok(pt_run_open(&r, &o));
-    ck_assert_status(pt_run_load(r, m, opt, &s, NULL), PT_EEXIST, "is past the resumed step 2");
+    ck_assert_status(pt_run_load(&s, NULL, r, m, opt), PT_EEXIST, "is past the resumed step 2");
     pt_run_close(r);
     pt_optimizer_free(opt);
     pt_model_free(m);
@@ -638,7 +638,7 @@ START_TEST(test_goodput_and_rollback)
     pt_run_state_init(&s);
     /* a rollback before any checkpoint: the rows go, start again */
     ck_assert_ok(pt_run_log(r, "{\"step\": 1, \"step_seconds\": 0.5}"));
-    ck_assert_status(pt_run_rollback(r, m, opt, &s, NULL), PT_ENOTFOUND, "no checkpoint yet");
+    ck_assert_status(pt_run_rollback(&s, NULL, r, m, opt), PT_ENOTFOUND, "no checkpoint yet");
     ck_assert_str_eq(read_text(pt_run_metrics_path(r)), "");
     ck_assert_ok(pt_goodput_add(gp, PT_TIME_STEP, 1.5));
     ck_assert_ok(pt_goodput_step_done(gp));
@@ -661,7 +661,7 @@ START_TEST(test_goodput_and_rollback)
     }
     char *extra = NULL;
     s.step = 99;
-    ck_assert_ok(pt_run_rollback(r, m, opt, &s, &extra));
+    ck_assert_ok(pt_run_rollback(&s, &extra, r, m, opt));
     ck_assert_int_eq(s.step, 1);
     ck_assert_str_eq(extra, "{\"model\":\"m\"}");
     pt_free(extra);
@@ -683,7 +683,7 @@ START_TEST(test_goodput_and_rollback)
     o.goodput = gp;
     ck_assert_ok(pt_run_open(&r, &o));
     pt_run_state_init(&s);
-    ck_assert_ok(pt_run_load(r, m, opt, &s, &extra));
+    ck_assert_ok(pt_run_load(&s, &extra, r, m, opt));
     ck_assert_str_eq(extra, "{\"model\":\"m\"}");
     pt_free(extra);
     ck_assert_ok(pt_goodput_get(&rep, gp));
@@ -695,6 +695,65 @@ START_TEST(test_goodput_and_rollback)
     pt_goodput_free(gp);
     pt_optimizer_free(opt);
     pt_model_free(m);
+}
+END_TEST
+
+/* Bad arguments: a specific status and a message naming the function. */
+START_TEST(test_misuse)
+{
+    char dir[4096];
+    path_of(dir, sizeof dir, "run");
+    pt_run_options o;
+    pt_run *r = (pt_run *)1;
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    ck_assert_status(pt_run_open(NULL, &o), PT_EINVAL, "pt_run_open: out is NULL");
+    ck_assert_status(pt_run_open(&r, NULL), PT_EINVAL, "opts is NULL");
+    ck_assert_ptr_null(r); /* cleared first */
+    o.keep_last = -1;
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "keep_last");
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    o.save_auto = true;
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "mtbf_seconds");
+    opts_for(&o, dir, "sft", 9);
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "start");
+    opts_for(&o, NULL, "sft", PT_RUN_NEW);
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "dir");
+    o.size = 3;
+    ck_assert_status(pt_run_open(&r, &o), PT_EINVAL, "pt_run_options_init");
+    char deep[4096];
+    path_of(deep, sizeof deep, "no/such/parent");
+    opts_for(&o, deep, "sft", PT_RUN_NEW);
+    ck_assert_status(pt_run_open(&r, &o), PT_EIO, "no/such/parent");
+    ck_assert(!exists(g_tmp, "no"));
+    /* NULL handles: the getters answer, the calls refuse */
+    pt_run_close(NULL);
+    ck_assert_ptr_null(pt_run_resume_dir(NULL));
+    ck_assert_ptr_null(pt_run_last_checkpoint(NULL));
+    ck_assert(!pt_run_save_due(NULL, 1, 1));
+    ck_assert_int_eq(pt_run_rows(NULL), 0);
+    ck_assert_int_eq(pt_run_size(NULL), 1);
+    pt_run_state s;
+    pt_run_state_init(&s);
+    ck_assert_status(pt_run_save(NULL, NULL, NULL, &s, NULL), PT_EINVAL, "pt_run_save: r is NULL");
+    ck_assert_status(pt_run_log(NULL, "{}"), PT_EINVAL, "pt_run_log");
+    ck_assert_status(pt_run_load(&s, NULL, NULL, NULL, NULL), PT_EINVAL, "pt_run_load");
+    ck_assert_status(pt_run_trim_metrics(NULL, 0), PT_EINVAL, "pt_run_trim_metrics");
+    opts_for(&o, dir, "sft", PT_RUN_NEW);
+    ck_assert_ok(pt_run_open(&r, &o));
+    ck_assert_status(pt_run_log(r, NULL), PT_EINVAL, "row_json is NULL");
+    ck_assert_status(pt_run_trim_metrics(r, -1), PT_EINVAL, "step");
+    ck_assert_status(pt_run_load(&s, NULL, r, NULL, NULL), PT_ESTATE, "starts fresh");
+    s.size = 1;
+    char *json = (char *)1;
+    ck_assert_status(pt_run_state_to_json(&json, &s, "sft", NULL), PT_EINVAL, "pt_run_state_init");
+    ck_assert_ptr_null(json);
+    pt_run_state_init(&s);
+    s.cursor = -1;
+    ck_assert_status(pt_run_state_to_json(&json, &s, "sft", NULL), PT_EINVAL, "cursor");
+    pt_run_close(r);
+    pt_run_input in = { "--model", dir, false };
+    ck_assert_status(pt_run_check_output("--out", dir, &in), PT_EINVAL, "pt_run_check_output: --out");
+    ck_assert_ok(pt_run_check_output("--out", NULL, &in));
 }
 END_TEST
 
@@ -715,6 +774,7 @@ int main(void)
     tcase_add_test(tc, test_old_host_json);
     tcase_add_test(tc, test_interval);
     tcase_add_test(tc, test_goodput_and_rollback);
+    tcase_add_test(tc, test_misuse);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
