@@ -115,6 +115,11 @@ typedef struct pt_prompt_rows_options {
     bool require_answer;                   /* a row without a string "answer" is an error; default false */
     bool keep_json;                        /* keep each row's JSON text; default false */
     size_t max_line;                       /* bytes of a line; 0 (default): 16 MiB */
+    /* A row without "prompt" may give "messages" instead: a non-empty array
+     * of {"role": "system"|"user"|"assistant"|"tool", "content": str},
+     * rendered with chat_template (required then) and the generation
+     * prompt.  Default false (posttrain grpo: "prompt" only). */
+    bool messages;
 } pt_prompt_rows_options;
 
 PT_API int pt_prompt_rows_options_init(pt_prompt_rows_options *opts);
@@ -142,7 +147,7 @@ typedef struct pt_prompt_rows_report {
 PT_API int pt_prompt_rows_report_init(pt_prompt_rows_report *report);
 
 /* Read every row of the JSONL file `path` (blank lines skipped): a string
- * "prompt", encoded (opts), and, with read_answer, a string "answer" if
+ * "prompt" (or with opts->messages "messages"), encoded (opts), and, with read_answer, a string "answer" if
  * there is one.  Every message names the file and, for a row, its line
  * ("FILE line 3: needs a string \"answer\""): the reader's status for a row
  * that cannot be read, PT_EFORMAT for a missing answer or a prompt of no

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -324,6 +325,61 @@ static int prompt_ids(row_rec *r, const char *text, const pt_tokenizer *tok, con
     return r->ids ? PT_OK : PT_ENOMEM;
 }
 
+/* With opts->messages, the row's "messages" rendered with the template and
+ * the generation prompt into r; 0 or a status naming the line. */
+static int messages_ids(row_rec *r, pt_jsonl_reader *rd, const pt_tokenizer *tok, const pt_chat_template *t,
+                        const char *path, size_t line)
+{
+    const char *json;
+    int st = pt_jsonl_reader_json(&json, rd);
+    cJSON *row = st ? NULL : cJSON_Parse(json);
+    if (!row)
+        return st ? st : pt_err(PT_ENOMEM, "%s line %zu: out of memory", path, line);
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(row, "messages"), *it;
+    const int count = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : 0;
+    pt_chat_message *m = count > 0 ? pt_calloc((size_t)count, sizeof *m) : NULL;
+    if (!msgs)
+        st = pt_err(PT_ENOTFOUND, "%s line %zu: the row has no \"prompt\" or \"messages\"", path, line);
+    else if (count < 1)
+        st = pt_err(PT_EFORMAT, "%s line %zu: \"messages\" must be a non-empty array", path, line);
+    else if (!m)
+        st = PT_ENOMEM;
+    int i = 0;
+    const cJSON *list = st ? NULL : msgs;
+    cJSON_ArrayForEach(it, list)
+    {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsString(role) || !cJSON_IsString(content) || pt_chat_role_from_name(&m[i].role,
+                                                                                         role->valuestring)) {
+            st = pt_err(PT_EFORMAT, "%s line %zu: messages[%d] needs a \"role\" (system, user, assistant, tool) "
+                        "and a string \"content\"", path, line, i);
+            break;
+        }
+        m[i++].content = content->valuestring;
+    }
+    int32_t *ids = NULL;
+    size_t len = 0;
+    if (!st) {
+        pt_chat_options co;
+        (void)pt_chat_options_init(&co);
+        co.add_generation_prompt = 1;
+        if ((st = pt_chat_render_ids(&ids, NULL, &len, t, tok, m, (size_t)count, &co)))
+            st = pt_err_prefix(st, "%s line %zu: messages", path, line);
+    }
+    if (!st && len > (size_t)INT32_MAX)
+        st = pt_err(PT_ERANGE, "%s line %zu: the prompt has %zu tokens", path, line, len);
+    if (!st && !(r->ids = pt_malloc_array(len ? len : 1, sizeof *r->ids)))
+        st = PT_ENOMEM;
+    if (!st && len)
+        memcpy(r->ids, ids, len * sizeof *ids);
+    r->n_ids = st ? 0 : (int)len;
+    pt_free(ids);
+    free(m);
+    cJSON_Delete(row);
+    return st;
+}
+
 /* The reader's current row into r: 0, or a status with *fault set and the
  * message naming the line. */
 static int read_row(row_rec *r, int *fault, pt_jsonl_reader *rd, const pt_tokenizer *tok,
@@ -331,7 +387,7 @@ static int read_row(row_rec *r, int *fault, pt_jsonl_reader *rd, const pt_tokeni
 {
     const size_t line = pt_jsonl_reader_line_number(rd);
     const char *prompt, *ans = NULL, *json;
-    int st = pt_jsonl_reader_string(&prompt, NULL, rd, "prompt", true);
+    int st = pt_jsonl_reader_string(&prompt, NULL, rd, "prompt", !o->messages);
     if (!st && o->read_answer)
         st = pt_jsonl_reader_string(&ans, NULL, rd, "answer", false);
     *fault = PT_ROWS_FAULT_READ;
@@ -342,7 +398,8 @@ static int read_row(row_rec *r, int *fault, pt_jsonl_reader *rd, const pt_tokeni
         return pt_err(PT_EFORMAT, "%s line %zu: needs a string \"answer\"", path, line);
     }
     *fault = PT_ROWS_FAULT_ENCODE;
-    if ((st = prompt_ids(r, prompt, tok, o->chat_template)))
+    if ((st = prompt ? prompt_ids(r, prompt, tok, o->chat_template)
+                     : messages_ids(r, rd, tok, o->chat_template, path, line)))
         return st;
     if (ans && !(r->answer = pt_strdup(ans)))
         return PT_ENOMEM;
@@ -402,6 +459,7 @@ int pt_prompt_rows_load(pt_prompt_rows **out, pt_prompt_rows_report *report, con
         st = PT_STRUCT_CHECK_OUT(report, pt_prompt_rows_report, pt_prompt_rows_report_init);
     if (st)
         return st;
+    PT_CHECK_ARG(!o.messages || o.chat_template, opts, "messages needs a chat_template to render them");
     pt_jsonl_reader *rd;
     pt_prompt_rows *rows = NULL;
     rep.fault = PT_ROWS_FAULT_READ;

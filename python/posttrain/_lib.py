@@ -678,6 +678,7 @@ class PromptRowsOptions(Struct):
         ("require_answer", c_bool),
         ("keep_json", c_bool),
         ("max_line", c_size_t),
+        ("messages", c_bool),
     ]
 
 

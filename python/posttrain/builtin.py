@@ -110,10 +110,12 @@ class PromptRows(Handle):
 
     @classmethod
     def load(cls, path, tokenizer, chat_template=None, require_answer=False, read_answer=True,
-             keep_json=False):
+             keep_json=False, messages=False):
         """Every {"prompt", "answer"} row of the JSONL file at path, each
         prompt encoded with tokenizer (its special tokens) or wrapped in
-        chat_template (a ChatTemplate) as one user message.  A bad row
+        chat_template (a ChatTemplate) as one user message; messages=True
+        also takes rows with "messages" instead of "prompt" (rendered
+        with chat_template and the generation prompt).  A bad row
         raises the library's error naming the file and line; .fault and
         .line of the exception say which (RowsFault) and where."""
         _require()
@@ -122,6 +124,7 @@ class PromptRows(Handle):
         o.require_answer = bool(require_answer)
         o.read_answer = bool(read_answer)
         o.keep_json = bool(keep_json)
+        o.messages = bool(messages)
         rep = PromptRowsReport.new()
         out = out_handle()
         st = lib.pt_prompt_rows_load(ctypes.byref(out), ctypes.byref(rep), _b(str(path)),

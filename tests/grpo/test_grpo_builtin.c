@@ -217,6 +217,51 @@ START_TEST(test_rows)
     snprintf(empty, sizeof empty, "%s/missing.jsonl", dir);
     ck_assert_status(pt_prompt_rows_load(&rows, NULL, empty, tok, &o), PT_ENOTFOUND, "missing.jsonl");
 
+    /* "messages" rows (opt-in), rendered with the template and the
+     * generation prompt as pt_chat_render_ids renders them */
+    char msgs[4200];
+    snprintf(msgs, sizeof msgs, "%s/msgs.jsonl", dir);
+    write_file(msgs, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                     "{\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": \"4\"}\n"
+                     "{\"prompt\": \"3+3?\", \"answer\": \"6\"}\n"
+                     "{\"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}], \"answer\": \"1\"}\n");
+    pt_chat_template *tpl;
+    ck_assert_ok(pt_chat_template_create(&tpl, "chatml"));
+    pt_prompt_rows_options mo;
+    pt_prompt_rows_options_init(&mo);
+    mo.messages = true;
+    ck_assert_status(pt_prompt_rows_load(&rows, &rep, msgs, tok, &mo), PT_EINVAL, "chat_template");
+    mo.chat_template = tpl;
+    ck_assert_status(pt_prompt_rows_load(&rows, &rep, msgs, tok, &mo), PT_EFORMAT,
+                     "msgs.jsonl line 3: messages[0] needs a \"role\"");
+    ck_assert_int_eq(rep.fault, PT_ROWS_FAULT_ENCODE);
+    ck_assert_uint_eq(rep.line, 3);
+    write_file(msgs, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                     "{\"role\": \"user\", \"content\": \"2+2?\"}], \"answer\": \"4\"}\n"
+                     "{\"prompt\": \"3+3?\", \"answer\": \"6\"}\n");
+    ck_assert_ok(pt_prompt_rows_load(&rows, &rep, msgs, tok, &mo));
+    ck_assert_int_eq(pt_prompt_rows_size(rows), 2);
+    pt_chat_message cm[2] = { { .role = PT_CHAT_ROLE_SYSTEM, .content = "Be brief." },
+                              { .role = PT_CHAT_ROLE_USER, .content = "2+2?" } };
+    pt_chat_options co;
+    pt_chat_options_init(&co);
+    co.add_generation_prompt = 1;
+    for (int i = 0; i < 2; i++) {
+        int32_t *want;
+        size_t nw;
+        ck_assert_ok(pt_chat_render_ids(&want, NULL, &nw, tpl, tok, i == 0 ? cm : &(pt_chat_message){
+                                            .role = PT_CHAT_ROLE_USER, .content = "3+3?" }, i == 0 ? 2 : 1, &co));
+        ck_assert_ok(pt_prompt_rows_get(&r, rows, i));
+        ck_assert_int_eq(r.n_ids, (int)nw);
+        ck_assert_mem_eq(r.ids, want, nw * sizeof *want);
+        ck_assert_str_eq(r.answer, i == 0 ? "4" : "6");
+        pt_free(want);
+    }
+    pt_prompt_rows_free(rows);
+    /* without the option a "messages" row is the reader's missing "prompt" */
+    ck_assert_status(pt_prompt_rows_load(&rows, &rep, msgs, tok, NULL), PT_ENOTFOUND, "line 1");
+    pt_chat_template_free(tpl);
+
     /* rows made by hand */
     ck_assert_ok(pt_prompt_rows_create(&rows));
     const int32_t ids[3] = { 5, 6, 7 };

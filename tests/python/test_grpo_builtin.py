@@ -85,6 +85,13 @@ class TestBuiltin(unittest.TestCase):
             builtin.PromptRows.load(bad, tok)
         self.assertIn("bad.jsonl line 3", str(cm.exception))
         self.assertEqual((cm.exception.fault, cm.exception.line), (builtin.RowsFault.READ, 3))
+        conv = write_rows(os.path.join(self.tmp, "conv.jsonl"),
+                          [{"messages": [{"role": "user", "content": "2+2?"}], "answer": "4"}])
+        tpl = pt.ChatTemplate.from_name("chatml")
+        mrows = builtin.PromptRows.load(conv, tok, chat_template=tpl, messages=True)
+        self.assertEqual(mrows[0]["ids"], builtin.PromptRows.load(
+            write_rows(os.path.join(self.tmp, "p.jsonl"), [{"prompt": "2+2?"}]), tok,
+            chat_template=tpl)[0]["ids"])
         made = builtin.PromptRows.from_rows(ROWS[:2], tok)
         self.assertEqual(made[0], dict(rows[0], json=None))
 
