@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The built-in rewards. */
-enum { REWARD_EXACT, REWARD_CONTAINS, REWARD_LENGTH };
+/* The built-in rewards (the library's pt_builtin_reward). */
+enum { REWARD_EXACT = PT_REWARD_EXACT, REWARD_CONTAINS = PT_REWARD_CONTAINS, REWARD_LENGTH = PT_REWARD_LENGTH };
 
 typedef struct grpo_rewards {
     int n, kind[PT_GRPO_MAX_REWARD_FUNCS];
@@ -72,8 +72,11 @@ void grpo_free_rows(grpo_row *rows, int n);
  * file and line.  0, or 1 after the message. */
 int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt, const grpo_args *a,
                    const pt_tokenizer *tok, const pt_chat_template *t);
-/* A pt_reward_fn for every built-in reward; payload is a reward_ctx. */
+/* A pt_reward_fn for every built-in reward (pt_builtin_reward_fn with the
+ * answers of the groups' rows); payload is a reward_ctx. */
 int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload);
+/* The library's list of r's rewards (kinds and weights). */
+void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_new_tokens);
 
 /* What one step reports: rewards and lengths come from the rollouts (the
  * same for every iteration); loss, clipping, kl and grad norm from the last.
@@ -128,31 +131,15 @@ typedef struct grpo_env_ctx {
 /* The pt_env_fn: one request line out, one reply line in. */
 int grpo_env_call(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
 
-/* ---- --eval (cmd_grpo_eval.c) ---------------------------------------------- */
-
-/* Index 0: greedy decoding; 1: sampled at the run's temperature. */
-enum { GRPO_EVAL_GREEDY, GRPO_EVAL_SAMPLED, GRPO_EVAL_KINDS };
+/* ---- --eval (cmd_grpo_data.c, on pt_grpo_evaluate) ------------------------- */
 
 /* Sums over the evaluated completions (this rank's, or the job's after
- * grpo_eval_reduce): n completions, the total reward R, the correct ones,
- * completion tokens, and each reward function's unweighted value. */
-typedef struct grpo_eval_sums {
-    double n[GRPO_EVAL_KINDS], reward[GRPO_EVAL_KINDS], correct[GRPO_EVAL_KINDS], length[GRPO_EVAL_KINDS];
-    double func[GRPO_EVAL_KINDS][PT_GRPO_MAX_REWARD_FUNCS];
-} grpo_eval_sums;
+ * pt_dist_allreduce_sum: doubles only). */
+typedef pt_grpo_eval_sums grpo_eval_sums;
 
-/* Whether accuracy is defined for these rewards: some exact or contains
- * reward has a positive weight. */
-bool grpo_eval_has_accuracy(const grpo_rewards *rw);
-/* Evaluate rows[begin, begin + count) (this rank's share of the held-out
- * rows) with `gen` (room for `cap` rows of max_prompt + max_new_tokens
- * tokens): one greedy completion of each row, and, when the run samples
- * (temperature > 0), a->eval_samples completions of each at the run's
- * temperature, top-p and top-k from the fixed seed a->seed ^ EVAL, stream
- * row * eval_samples + k (so the same at every step, on any number of ranks).
- * Each completion is scored by every reward; it is correct when every exact
- * or contains reward with a positive weight gives 1.  0, or 1 after the
- * message. */
+/* pt_grpo_evaluate of rows[begin, begin + count) (this rank's share of the
+ * held-out rows) with `gen` (room for `cap` rows), the run's sampling,
+ * rewards, --eval-samples and --seed.  0, or 1 after the message. */
 int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, int max_prompt, const grpo_args *a,
                   const pt_tokenizer *tok, const grpo_row *rows, int64_t begin, int64_t count);
 /* The metrics row {"step": STEP, "eval/...": ...} of the job's sums and the

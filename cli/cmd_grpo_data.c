@@ -1,18 +1,15 @@
-/* posttrain grpo's data and rewards: the prompt rows of the JSONL file (each
- * prompt encoded, or wrapped in a chat template, with its answer) and the
- * built-in rewards exact, contains and length (--reward's parser and the
- * reward function). */
+/* posttrain grpo's data, rewards and --eval on the library's
+ * (posttrain/grpo_builtin.h): the prompt rows of the JSONL files
+ * (pt_prompt_rows_load), --reward's parser and the built-in rewards
+ * (pt_builtin_reward_fn), the held-out evaluation (pt_grpo_evaluate) and
+ * its metrics row (pt_grpo_eval_row) and progress line. */
 #include "cmd_grpo.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_LINE (16u << 20)
 
 /* ---- data ------------------------------------------------------------------ */
 
@@ -26,134 +23,82 @@ void grpo_free_rows(grpo_row *rows, int n)
     free(rows);
 }
 
-static char *dup_str(const char *s)
+/* The library's row i as a grpo_row (ids and answer copied, the JSON
+ * parsed); 0 or PT_ENOMEM. */
+static int copy_row(grpo_row *r, const pt_prompt_rows *rows, int64_t i)
 {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
-/* The prompt's ids: the text encoded with the tokenizer's special tokens, or
- * one user message in a chat template with the generation prompt. */
-static int prompt_ids(int32_t **out, int *n, const char *text, const pt_tokenizer *tok, const pt_chat_template *t)
-{
-    int32_t *ids = NULL;
-    size_t len = 0;
-    int st;
-    if (t) {
-        pt_chat_message m = { .role = PT_CHAT_ROLE_USER, .content = text };
-        pt_chat_options co;
-        (void)pt_chat_options_init(&co);
-        co.add_generation_prompt = 1;
-        st = pt_chat_render_ids(&ids, NULL, &len, t, tok, &m, 1, &co);
-    } else {
-        st = pt_tokenizer_encode(&ids, &len, tok, text, strlen(text), PT_TOK_ADD_SPECIAL);
-    }
-    if (st)
-        return st;
-    *out = malloc((len ? len : 1) * sizeof **out);
-    if (!*out) {
-        pt_free(ids);
+    pt_prompt_row row;
+    pt_prompt_row_init(&row);
+    pt_prompt_rows_get(&row, rows, i);
+    r->n_ids = row.n_ids;
+    if (!(r->ids = malloc((size_t)row.n_ids * sizeof *r->ids)) ||
+        (row.answer && !(r->answer = strdup(row.answer))) || (row.json && !(r->json = cJSON_Parse(row.json))))
         return PT_ENOMEM;
-    }
-    if (len)
-        memcpy(*out, ids, len * sizeof *ids);
-    pt_free(ids);
-    *n = (int)len;
-    return PT_OK;
+    memcpy(r->ids, row.ids, (size_t)row.n_ids * sizeof *r->ids);
+    return 0;
 }
 
-/* The current row of the library's reader into *r, which is zeroed; 0, or 1
- * after the message (which names the file and line). */
-static int read_row(grpo_row *r, pt_jsonl_reader *rd, bool need_answer, bool keep_json, const pt_tokenizer *tok,
-                    const pt_chat_template *t, const char *where, const char *what)
+/* The message of a failed load (what: "grpo" or "grpo --eval"). */
+static int load_failed(int st, const pt_prompt_rows_report *rep, const char *path, const char *opt,
+                       const char *what)
 {
-    const char *prompt, *ans = NULL;
-    int st = pt_jsonl_reader_string(&prompt, NULL, rd, "prompt", true);
-    if (!st && !keep_json) /* --env: the environment reads the row's fields itself */
-        st = pt_jsonl_reader_string(&ans, NULL, rd, "answer", false);
-    if (!st && need_answer && !ans) {
-        fprintf(stderr, "posttrain grpo: %s: needs a string \"answer\" (the exact and contains rewards)\n",
-                where);
+    const char *sp = opt ? " " : "", *o = opt ? opt : "";
+    switch (rep->fault) {
+    case PT_ROWS_FAULT_NO_ANSWER:
+        fprintf(stderr, "posttrain grpo: %s%s%s (the exact and contains rewards)\n", o, sp, pt_last_error());
         return 1;
-    }
-    if (st)
-        return cli_fail(what, st);
-    st = prompt_ids(&r->ids, &r->n_ids, prompt, tok, t);
-    if (!st && ans && !(r->answer = dup_str(ans)))
-        st = PT_ENOMEM;
-    if (st)
+    case PT_ROWS_FAULT_EMPTY_PROMPT:
+    case PT_ROWS_FAULT_NO_ROWS:
+        fprintf(stderr, "posttrain grpo: %s%s%s\n", o, sp, pt_last_error());
+        return 1;
+    case PT_ROWS_FAULT_ENCODE: {
+        char where[512];
+        snprintf(where, sizeof where, "%s%s%s line %zu", o, sp, path, rep->line);
         return cli_fail(where, st);
-    if (r->n_ids < 1) {
-        fprintf(stderr, "posttrain grpo: %s: the prompt encodes to no tokens\n", where);
-        return 1;
     }
-    /* --env: the row as it was read, sent with every request */
-    const char *json;
-    if (keep_json) {
-        if ((st = pt_jsonl_reader_json(&json, rd)))
-            return cli_fail(where, st);
-        if (!(r->json = cJSON_Parse(json))) {
-            fprintf(stderr, "posttrain grpo: %s: out of memory\n", where);
+    default:
+        if (st == PT_ENOMEM && !pt_last_error()[0]) {
+            fprintf(stderr, "posttrain grpo: out of memory\n");
             return 1;
         }
+        return cli_fail(what, st);
     }
-    return 0;
 }
 
 int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt, const grpo_args *a,
                    const pt_tokenizer *tok, const pt_chat_template *t)
 {
-    pt_jsonl_reader *rd;
     char what[64];
     snprintf(what, sizeof what, "grpo%s%s", opt ? " " : "", opt ? opt : "");
-    int st = pt_jsonl_reader_open(&rd, path, MAX_LINE);
-    if (st)
-        return cli_fail(what, st);
-    grpo_row *rows = NULL;
-    int n = 0, cap = 0, rc = 0;
-    bool need_answer = false;
+    pt_prompt_rows_options o;
+    pt_prompt_rows_options_init(&o);
+    o.chat_template = t;
+    o.read_answer = !a->env;   /* --env: the environment reads the row's fields itself */
+    o.keep_json = a->env != NULL;
     for (int k = 0; k < a->rewards.n && !a->env; k++)
-        need_answer |= a->rewards.kind[k] != REWARD_LENGTH;
-    while (!rc && (st = pt_jsonl_reader_next(rd)) == 1) {
-        if (n == cap) {
-            grpo_row *r = realloc(rows, (size_t)(cap ? 2 * cap : 64) * sizeof *r);
-            if (!r) {
-                fprintf(stderr, "posttrain grpo: out of memory\n");
-                rc = 1;
-                break;
-            }
-            rows = r;
-            cap = cap ? 2 * cap : 64;
-        }
-        size_t lineno = 0;
-        lineno = pt_jsonl_reader_line_number(rd);
-        char where[512];
-        snprintf(where, sizeof where, "%s%s%s line %zu", opt ? opt : "", opt ? " " : "", path, lineno);
-        memset(&rows[n], 0, sizeof rows[n]);
-        rc = read_row(&rows[n++], rd, need_answer, a->env != NULL, tok, t, where, what);
+        o.require_answer |= a->rewards.kind[k] != PT_REWARD_LENGTH;
+    pt_prompt_rows_report rep;
+    pt_prompt_rows_report_init(&rep);
+    pt_prompt_rows *rows;
+    int st = pt_prompt_rows_load(&rows, &rep, path, tok, &o);
+    if (st)
+        return load_failed(st, &rep, path, opt, what);
+    const int64_t n = pt_prompt_rows_size(rows);
+    grpo_row *r = n <= INT32_MAX ? calloc((size_t)n, sizeof *r) : NULL;
+    for (int64_t i = 0; r && !st && i < n; i++)
+        st = copy_row(&r[i], rows, i);
+    pt_prompt_rows_free(rows);
+    if (!r || st) {
+        grpo_free_rows(r, (int)n);
+        fprintf(stderr, "posttrain grpo: out of memory\n");
+        return 1;
     }
-    if (!rc && st < 0) {
-        rc = cli_fail(what, st);
-    } else if (!rc && n == 0) {
-        fprintf(stderr, "posttrain grpo: %s%s%s has no rows\n", opt ? opt : "", opt ? " " : "", path);
-        rc = 1;
-    }
-    pt_jsonl_reader_free(rd);
-    if (rc) {
-        grpo_free_rows(rows, n);
-        return rc;
-    }
-    *out = rows;
-    *n_out = n;
+    *out = r;
+    *n_out = (int)n;
     return 0;
 }
 
 /* ---- rewards ------------------------------------------------------------------ */
-
-static const char *const reward_kind_names[] = { "exact", "contains", "length" };
 
 /* --reward NAME[:W][,NAME[:W]...], which may be repeated: each item is added. */
 int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char *opt)
@@ -173,20 +118,19 @@ int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char 
             if (cli_parse_double(colon + 1, &w) || !isfinite(w))
                 return cli_usage_error(cmd, "%s %s: the weight '%s' is not a number", opt, item, colon + 1);
         }
-        int kind = -1;
-        for (int k = 0; k < 3; k++)
-            if (!strcmp(item, reward_kind_names[k]))
-                kind = k;
-        if (kind < 0)
+        int kind;
+        if (pt_builtin_reward_from_name(&kind, item))
             return cli_usage_error(cmd, "unknown reward '%s' (the built-in rewards are exact, contains, length)",
                                    item);
-        for (int k = 0; k < r->n; k++)
-            if (r->kind[k] == kind)
-                return cli_usage_error(cmd, "reward '%s' is given twice", item);
-        if (r->n >= PT_GRPO_MAX_REWARD_FUNCS)
+        pt_builtin_rewards lib;
+        grpo_rewards_lib(&lib, r, 1);
+        int st = pt_builtin_rewards_add(&lib, kind, w);
+        if (st == PT_EEXIST)
+            return cli_usage_error(cmd, "reward '%s' is given twice", item);
+        if (st)
             return cli_usage_error(cmd, "at most %d rewards", PT_GRPO_MAX_REWARD_FUNCS);
         r->kind[r->n] = kind;
-        r->name[r->n] = reward_kind_names[kind];
+        r->name[r->n] = pt_builtin_reward_name(kind);
         r->weight[r->n] = w;
         r->n++;
         p += n;
@@ -196,43 +140,93 @@ int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char 
     return 0;
 }
 
-static void strip(const char **s, size_t *n)
+void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_new_tokens)
 {
-    while (*n && isspace((unsigned char)(*s)[0])) {
-        (*s)++;
-        (*n)--;
-    }
-    while (*n && isspace((unsigned char)(*s)[*n - 1]))
-        (*n)--;
+    pt_builtin_rewards_init(out);
+    out->n = r->n;
+    memcpy(out->kinds, r->kind, sizeof out->kinds);
+    memcpy(out->weights, r->weight, sizeof out->weights);
+    out->max_new_tokens = max_new_tokens;
 }
 
 int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload)
 {
     const reward_ctx *rc = payload;
-    const int kind = rc->a->rewards.kind[batch->func_index];
-    for (int i = 0; i < batch->n; i++) {
-        const pt_reward_item *it = &batch->items[i];
-        const int n_comp = it->n_ids - it->prompt_len;
-        if (kind == REWARD_LENGTH) {
-            rewards[i] = -(float)n_comp / (float)rc->a->gen.max_new_tokens;
-            continue;
-        }
-        const char *answer = rc->rows[rc->group_row[it->group]].answer;
-        char *text;
-        size_t len;
-        if (pt_tokenizer_decode(&text, &len, rc->tok, it->ids + it->prompt_len, (size_t)n_comp,
-                                PT_TOK_SKIP_SPECIAL))
-            return 1;
-        if (kind == REWARD_EXACT) {
-            const char *s = text, *t = answer;
-            size_t ns = len, nt = strlen(answer);
-            strip(&s, &ns);
-            strip(&t, &nt);
-            rewards[i] = ns == nt && !memcmp(s, t, ns) ? 1.0f : 0.0f;
-        } else {
-            rewards[i] = answer[0] == '\0' || strstr(text, answer) ? 1.0f : 0.0f;
-        }
-        pt_free(text);
+    int64_t groups = 0;
+    for (int i = 0; i < batch->n; i++)
+        groups = batch->items[i].group + 1 > groups ? batch->items[i].group + 1 : groups;
+    const char **answers = malloc((size_t)(groups ? groups : 1) * sizeof *answers);
+    if (!answers)
+        return 1;
+    for (int64_t g = 0; g < groups; g++)
+        answers[g] = rc->rows[rc->group_row[g]].answer;
+    pt_builtin_rewards rw;
+    grpo_rewards_lib(&rw, &rc->a->rewards, rc->a->gen.max_new_tokens);
+    pt_builtin_reward_payload p;
+    pt_builtin_reward_payload_init(&p);
+    p.rewards = &rw;
+    p.tokenizer = rc->tok;
+    p.answers = answers;
+    p.n_answers = groups;
+    int rc_ = pt_builtin_reward_fn(rewards, batch, &p);
+    free(answers);
+    return rc_;
+}
+
+/* ---- --eval ------------------------------------------------------------------- */
+
+int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, int max_prompt, const grpo_args *a,
+                  const pt_tokenizer *tok, const grpo_row *rows, int64_t begin, int64_t count)
+{
+    (void)max_prompt; /* the library sizes its work from the rows */
+    memset(s, 0, sizeof *s);
+    pt_prompt_rows *pr;
+    int st = pt_prompt_rows_create(&pr);
+    for (int64_t i = 0; !st && i < begin + count; i++)
+        st = pt_prompt_rows_add(pr, rows[i].ids, rows[i].n_ids, rows[i].answer);
+    pt_builtin_rewards rw;
+    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
+    pt_grpo_eval_options o;
+    pt_grpo_eval_options_init(&o);
+    o.sampling = &a->gen;
+    o.samples = a->eval_samples;
+    o.seed = a->seed;
+    o.batch = cap > 0 ? cap : 1;
+    o.begin = begin;
+    o.count = count;
+    if (st)
+        cli_fail("grpo --eval", st);
+    else if ((st = pt_grpo_evaluate(s, gen, pr, tok, &rw, &o)) == PT_ECALLBACK)
+        fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
+    else if (st)
+        cli_fail("grpo --eval: generate", st);
+    pt_prompt_rows_free(pr);
+    return st ? 1 : 0;
+}
+
+void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const grpo_eval_sums *s)
+{
+    pt_builtin_rewards rw;
+    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
+    const bool acc = pt_builtin_rewards_have_accuracy(&rw);
+    char *row;
+    if (metrics && !pt_grpo_eval_row(&row, s, &rw, a->eval_samples, step)) {
+        fprintf(metrics, "%s\n", row);
+        fflush(metrics);
+        pt_free(row);
     }
-    return 0;
+    if (!print)
+        return;
+    const double *n = s->completions;
+    fprintf(stderr, "eval step %lld: %.0f prompts greedy reward %.4f", (long long)step, n[PT_GRPO_EVAL_GREEDY],
+            s->reward[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
+    if (acc)
+        fprintf(stderr, " accuracy %.4f", s->correct[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
+    if (n[PT_GRPO_EVAL_SAMPLED] > 0) {
+        fprintf(stderr, ", sampled (T=%g, %d each) reward %.4f", a->gen.temperature, a->eval_samples,
+                s->reward[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
+        if (acc)
+            fprintf(stderr, " accuracy %.4f", s->correct[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
+    }
+    fprintf(stderr, "\n");
 }

@@ -13,6 +13,7 @@
 #include "posttrain/train.h"
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
+#include "posttrain/grpo_builtin.h"
 #include "posttrain/episode.h"
 #include "posttrain/env.h"
 #include "posttrain/plot.h"

@@ -189,7 +189,7 @@ const char *pt_cpu_info(void)
 #define PT_FEATURE_WORDS                                                                           \
     "sft lora lora-switch peft checkpoint chat tensor-info generate entropy grpo context-threads " \
     "long-context jsonl plot gguf goodput dist chat-tools temperature grpo-sampling "            \
-    "grpo-segments episodes cpu-dispatch bf16 run env-process" PT_FEATURE_MPI
+    "grpo-segments episodes cpu-dispatch bf16 run env-process grpo-builtin" PT_FEATURE_MPI
 #ifdef PT_HAVE_MPI
 #define PT_FEATURE_MPI " mpi"
 #else

@@ -50,6 +50,7 @@ from .run import Run, RunState, check_output, run_state_from_json, run_state_to_
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi
 from . import safetensors
+from . import builtin
 
 # The project version (meson.build's, the one source; see _lib.VERSION), or
 # the loaded library's when this copy of the package carries neither.
@@ -73,7 +74,7 @@ __all__ = [
     "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds", "ToolCalls",
     "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
     "StepResult", "SftResult", "TrainingBatch", "EvalLoss", "DatasetPosition",
-    "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors",
+    "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors", "builtin",
     "Generator", "Generation", "generate_defaults",
     "RolloutBuffer", "RewardSample", "SampleInfo", "GrpoStats", "grpo_step", "grpo_defaults",
     "GRPOTrainer", "GRPOConfig", "TrainerState", "TrainOutput", "SFTConfig", "SFTTrainer",

@@ -635,6 +635,89 @@ class GrpoOptions(Struct):
     ]
 
 
+# posttrain/grpo_builtin.h
+@_stamped("pt_builtin_rewards", "grpo-builtin")
+class BuiltinRewards(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("n", c_int),
+        ("kinds", c_int * PT_GRPO_MAX_REWARD_FUNCS),
+        ("weights", c_double * PT_GRPO_MAX_REWARD_FUNCS),
+        ("max_new_tokens", c_int),
+    ]
+
+
+@_stamped("pt_builtin_reward_payload", "grpo-builtin")
+class BuiltinRewardPayload(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("rewards", POINTER(BuiltinRewards)),
+        ("tokenizer", c_void_p),
+        ("answers", POINTER(c_char_p)),
+        ("n_answers", c_int64),
+    ]
+
+
+@_stamped("pt_prompt_row", "grpo-builtin")
+class PromptRow(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("ids", POINTER(c_int32)),
+        ("n_ids", c_int),
+        ("answer", c_char_p),
+        ("json", c_char_p),
+    ]
+
+
+@_stamped("pt_prompt_rows_options", "grpo-builtin")
+class PromptRowsOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("chat_template", c_void_p),
+        ("read_answer", c_bool),
+        ("require_answer", c_bool),
+        ("keep_json", c_bool),
+        ("max_line", c_size_t),
+        ("messages", c_bool),
+    ]
+
+
+@_stamped("pt_prompt_rows_report", "grpo-builtin")
+class PromptRowsReport(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("fault", c_int),
+        ("line", c_size_t),
+    ]
+
+
+PT_GRPO_EVAL_KINDS = 2
+
+
+class GrpoEvalSums(Struct):
+    """pt_grpo_eval_sums: doubles only, index 0 greedy, 1 sampled."""
+    _fields_ = [
+        ("completions", c_double * PT_GRPO_EVAL_KINDS),
+        ("reward", c_double * PT_GRPO_EVAL_KINDS),
+        ("correct", c_double * PT_GRPO_EVAL_KINDS),
+        ("length", c_double * PT_GRPO_EVAL_KINDS),
+        ("reward_func", (c_double * PT_GRPO_MAX_REWARD_FUNCS) * PT_GRPO_EVAL_KINDS),
+    ]
+
+
+@_stamped("pt_grpo_eval_options", "grpo-builtin")
+class GrpoEvalOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("sampling", POINTER(GenerateOptions)),
+        ("samples", c_int),
+        ("seed", c_uint64),
+        ("batch", c_int),
+        ("begin", c_int64),
+        ("count", c_int64),
+    ]
+
+
 @_stamped("pt_grpo_stats", "grpo")
 class GrpoStats(Struct):
     _fields_ = [
@@ -955,6 +1038,21 @@ _declare("episodes", {
     "pt_episode_results_stats": (c_int, [P(EpisodeStats), vp]),
     "pt_rollout_buffer_add_episodes": (c_int, [P(c_int), vp, vp]),
 })
+_declare("grpo-builtin", {
+    "pt_builtin_rewards_add": (c_int, [P(BuiltinRewards), c_int, c_double]),
+    "pt_builtin_rewards_have_accuracy": (c_bool, [P(BuiltinRewards)]),
+    "pt_builtin_reward_score": (c_int, [P(c_float), c_int, c_char_p, c_size_t, c_char_p, c_int, c_int]),
+    "pt_builtin_reward_fn": (c_int, [P(c_float), P(RewardBatch), c_void_p]),
+    "pt_prompt_rows_load": (c_int, [pp, P(PromptRowsReport), c_char_p, vp, P(PromptRowsOptions)]),
+    "pt_prompt_rows_create": (c_int, [pp]),
+    "pt_prompt_rows_add": (c_int, [vp, P(c_int32), c_int, c_char_p]),
+    "pt_prompt_rows_free": (None, [vp]),
+    "pt_prompt_rows_size": (c_int64, [vp]),
+    "pt_prompt_rows_max_prompt_len": (c_int, [vp]),
+    "pt_prompt_rows_get": (c_int, [P(PromptRow), vp, c_int64]),
+    "pt_grpo_evaluate": (c_int, [P(GrpoEvalSums), vp, vp, vp, P(BuiltinRewards), P(GrpoEvalOptions)]),
+    "pt_grpo_eval_row": (c_int, [P(c_void_p), P(GrpoEvalSums), P(BuiltinRewards), c_int, c_int64]),
+})
 _declare("env-process", {
     "pt_env_process_create": (c_int, [pp, P(EnvProcessOptions)]),
     "pt_env_process_free": (None, [vp]),
@@ -968,6 +1066,8 @@ _declare("env-process", {
 def env_process_fn():
     """pt_env_process_call as a pt_env_fn to hand to pt_episodes_run."""
     return ENV_FN(ctypes.cast(lib.pt_env_process_call, c_void_p).value)
+
+
 _declare("plot", {
     "pt_plot_metrics_svg": (c_int, [c_char_p, c_char_p, P(PlotOptions)]),
 })
@@ -1072,6 +1172,7 @@ ENUM_FUNCTIONS = {
     "generate": ["finish_reason"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
     "grpo-sampling": ["grpo_is_correction"],
+    "grpo-builtin": ["builtin_reward", "prompt_rows_fault"],
     "episodes": ["turn_end", "episode_end", "env_action", "episode_on_error"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],

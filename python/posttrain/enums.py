@@ -152,6 +152,12 @@ ISCorrection = _build("ISCorrection", "grpo_is_correction",
                       "GRPO's correction for the sampler (pt_grpo_is_correction; TRL's "
                       "vllm_importance_sampling_mode): NONE, TOKEN_TRUNCATE, TOKEN_MASK, "
                       "SEQUENCE_TRUNCATE, SEQUENCE_MASK.", "grpo-sampling")
+BuiltinReward = _build("BuiltinReward", "builtin_reward",
+                       "A built-in reward (pt_builtin_reward): EXACT, CONTAINS, LENGTH.",
+                       "grpo-builtin")
+RowsFault = _build("RowsFault", "prompt_rows_fault",
+                   "Why prompt rows could not be loaded (pt_prompt_rows_fault): NONE, READ, "
+                   "NO_ANSWER, ENCODE, EMPTY_PROMPT, NO_ROWS.", "grpo-builtin")
 TurnEnd = _build("TurnEnd", "turn_end",
                  "How a turn of an episode ended (pt_turn_end): STOP_ID, STOP_STRING, LENGTH, "
                  "MAX_TOKENS.", "episodes")
