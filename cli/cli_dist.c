@@ -328,6 +328,10 @@ int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const 
         cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, step, dir);
         lost = pt_run_lost_seconds(o->run);
         lost_steps = (long long)pt_run_lost_steps(o->run);
+        double gap = pt_run_relaunch_seconds(o->run);
+        if (gap > 0)
+            cli_note("posttrain %s: goodput: %.3f s from the earlier run's last metrics row to this relaunch "
+                     "are lost\n", j->cmd, gap);
     }
     if (!rc)
         rc = cli_job_resumed(j, step, dir, lost, lost_steps);

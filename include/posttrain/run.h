@@ -203,6 +203,13 @@ PT_API int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_mod
 PT_API int pt_run_trim_metrics(pt_run *run, int64_t step);
 PT_API double pt_run_lost_seconds(const pt_run *run);
 PT_API int64_t pt_run_lost_steps(const pt_run *run);
+/* After pt_run_load: the wall time from the replaced run's last metrics row
+ * (its latest "time") to this run's pt_run_open: the stall before it died
+ * (a watchdog's deadline, a hung peer) and the gap before the relaunch, which
+ * no row records.  0 when the file holds no timed row (or the clocks went
+ * backwards).  With a goodput accountant the run adds it, with the lost
+ * seconds, to the restored totals as PT_TIME_LOST (and wall time). */
+PT_API double pt_run_relaunch_seconds(const pt_run *run);
 
 /* Save: the checkpoint DIR/checkpoints/step-NNNNNNNN of state->step
  * (pt_checkpoint_save, atomic; PT_ESTATE if it exists), then retention

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char *dup_or(const char *s, const char *def)
@@ -79,6 +80,9 @@ int pt_run_open(pt_run **out, const pt_run_options *opts)
         return pt_err_in(__func__, PT_ENOMEM);
     r->lock_fd = r->mfd = -1;
     r->last_save = -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->opened_at = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     int st = copy_options(r, opts);
     if (!st) {
         /* rank 0 holds the directory; the other ranks follow its outcome */
@@ -136,6 +140,11 @@ double pt_run_lost_seconds(const pt_run *r)
 {
     return r ? r->lost_seconds : 0;
 }
+double pt_run_relaunch_seconds(const pt_run *r)
+{
+    return r ? r->relaunch_seconds : 0;
+}
+
 int64_t pt_run_lost_steps(const pt_run *r)
 {
     return r ? r->lost_steps : 0;
@@ -220,6 +229,10 @@ int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *mod
         free(later);
         if (!st)
             st = pt_run__metrics_trim(r, s.step);
+        /* the replaced run's last sign of life to this open: the stall
+         * before it died (a watchdog's deadline) and the relaunch */
+        if (!st && r->last_row_time > 0 && r->opened_at > r->last_row_time)
+            r->relaunch_seconds = r->opened_at - r->last_row_time;
     }
     st = pt_run__agree(r, st);
     if (!st)

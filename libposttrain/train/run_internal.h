@@ -26,6 +26,9 @@ struct pt_run {
     int m_errno;           /* a failed row's errno (later rows fail at once), or 0 */
     double lost_seconds;   /* pt_run_load: the dropped rows' step_seconds */
     int64_t lost_steps;
+    double opened_at;      /* pt_run_open's wall clock (Unix seconds) */
+    double last_row_time;  /* the latest "time" of the metrics file's rows before a trim, or 0 */
+    double relaunch_seconds; /* pt_run_load: opened_at - last_row_time (>= 0), or 0 */
     double work_seconds;   /* pt_run_note_step */
     int64_t work_steps;
     int64_t save_every;    /* the interval in force (save_auto: 0 until chosen) */

@@ -97,7 +97,8 @@ void pt_run__goodput_restore(pt_run *r, char **extra)
         pt_log(PT_LOG_INFO, "%s records no goodput totals: goodput counts this process only", r->resume);
     else {
         char *text = pt_json_print(g, false);
-        int st = text ? pt_goodput_restore(r->gp, text, r->lost_seconds, r->lost_steps) : PT_ENOMEM;
+        int st = text ? pt_goodput_restore(r->gp, text, r->lost_seconds + r->relaunch_seconds, r->lost_steps)
+                      : PT_ENOMEM;
         free(text);
         if (st)
             pt_log(PT_LOG_WARN, "the goodput totals of %s were not restored: %s", r->resume, pt_last_error());
@@ -115,10 +116,11 @@ int pt_run__share_lost(pt_run *r)
 {
     if (r->size <= 1)
         return PT_OK;
-    double v[2] = { r->lost_seconds, (double)r->lost_steps };
+    double v[3] = { r->lost_seconds, (double)r->lost_steps, r->relaunch_seconds };
     int st = pt_dist_broadcast(r->dist, v, sizeof v, 0);
     r->lost_seconds = v[0];
     r->lost_steps = (int64_t)v[1];
+    r->relaunch_seconds = v[2];
     return st;
 }
 

@@ -130,12 +130,17 @@ int pt_run_log(pt_run *r, const char *row_json)
 
 /* The row's "step" (-1 when none), whether it has "goodput", its
  * "step_seconds" (0 when none). */
-static void row_fields(const char *line, size_t len, int64_t *step, bool *goodput, double *seconds)
+static void row_fields(const char *line, size_t len, int64_t *step, bool *goodput, double *seconds,
+                       double *when)
 {
     *step = -1;
     *goodput = false;
     *seconds = 0;
+    *when = 0;
     cJSON *row = cJSON_ParseWithLength(line, len);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(row, "time");
+    if (cJSON_IsNumber(w) && w->valuedouble > 0 && w->valuedouble < 1e11)
+        *when = w->valuedouble;
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(row, "step");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(row, "step_seconds");
     if (cJSON_IsNumber(s) && s->valuedouble >= 0 && s->valuedouble == floor(s->valuedouble) &&
@@ -157,9 +162,11 @@ static int copy_rows(pt_run *r, FILE *f, int fd, int64_t step, int64_t *kept, in
     while (!st && (len = getline(&line, &cap, f)) > 0) {
         int64_t s;
         bool goodput;
-        double secs;
+        double secs, t;
         const bool complete = line[len - 1] == '\n';
-        row_fields(line, (size_t)len, &s, &goodput, &secs);
+        row_fields(line, (size_t)len, &s, &goodput, &secs, &t);
+        if (complete && t > r->last_row_time)
+            r->last_row_time = t;
         /* a row cut by a kill has no newline; rows past the checkpoint are
          * redone; the goodput row of a finished run is written again */
         if (complete && !goodput && s >= 0 && s <= step) {
@@ -182,6 +189,7 @@ int pt_run__metrics_trim(pt_run *r, int64_t step)
 {
     r->lost_seconds = 0;
     r->lost_steps = 0;
+    r->last_row_time = 0;
     if (!is_regular(r->mfd))
         return PT_OK; /* a device (/dev/null): nothing to keep */
     FILE *f = fopen(r->metrics, "r");

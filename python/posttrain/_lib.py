@@ -1104,6 +1104,7 @@ _declare("run", {
     "pt_run_check_output": (c_int, [c_char_p, c_char_p, P(RunInput)]),
     "pt_run_lost_seconds": (c_double, [vp]),
     "pt_run_lost_steps": (c_int64, [vp]),
+    "pt_run_relaunch_seconds": (c_double, [vp]),
     "pt_run_save": (c_int, [vp, vp, vp, P(RunState), c_char_p]),
     "pt_run_log": (c_int, [vp, c_char_p]),
     "pt_run_rows": (c_int64, [vp]),

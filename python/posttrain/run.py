@@ -244,6 +244,13 @@ class Run(Handle):
     def lost_steps(self):
         return int(lib.pt_run_lost_steps(self._ptr))
 
+    @property
+    def relaunch_seconds(self):
+        """After load(): the wall time from the replaced run's last metrics
+        row to this run's open (the stall before it died and the relaunch);
+        goodput counts it as lost."""
+        return float(lib.pt_run_relaunch_seconds(self._ptr))
+
     # -- metrics ---------------------------------------------------------------------
     def log(self, row):
         """Append one metrics row (a dict of JSON values; NaN and infinities
