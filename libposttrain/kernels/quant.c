@@ -9,6 +9,7 @@
 #include "kernels/quant.h"
 
 #include "core/core.h"
+#include "core/half.h"
 #include "kernels/bf16.h"
 
 #include <math.h>
@@ -16,50 +17,19 @@
 
 /* ---- binary16 ------------------------------------------------------------ */
 
-static inline float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 float pt_q_f16_to_f32(pt_fp16 h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) { /* zero or subnormal: m x 2^-24 is exact */
-        float v = (float)m * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    if (e == 31)
-        return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    return pt_f16_to_f32(h);
 }
 
 pt_fp16 pt_q_f32_to_f16(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) /* NaN stays NaN (quiet) */
-        return (pt_fp16)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) /* rounds to infinity */
-        return (pt_fp16)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below 2^-14: a subnormal or zero result */
-        float v = bits_f32(a) * 0x1p24f; /* exact */
-        return (pt_fp16)(sign | (uint16_t)nearbyintf(v));
-    }
-    uint32_t h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu);
-    uint32_t rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
-    return (pt_fp16)(sign | h);
+    return pt_f32_to_f16(f);
 }
 
 static inline float half_at(const uint8_t *p)
 {
-    return pt_q_f16_to_f32(pt_q_half(p));
+    return pt_f16_to_f32(pt_q_half(p));
 }
 
 /* ---- types ---------------------------------------------------------------- */
