@@ -134,12 +134,24 @@ static float *thread_scratch(float *scratch, const attn_dims *a)
     return scratch + a->per * (size_t)omp_get_thread_num();
 }
 
+/* The scores of query rows i0..i1 of a head against keys j0..j1 of its kv
+ * head: S = scale Q K^T (rows of tile_k floats); returns whether the tile
+ * is all visible (no mask needed). */
+static int tile_scores(float *S, const float *Q, const float *K, const pt_attn_shape *s,
+                       const attn_dims *dims, int i0, int i1, int j0, int j1)
+{
+    pt_sgemm_nt(1, false, true, (size_t)(i1 - i0), (size_t)(j1 - j0), (size_t)dims->hd, s->scale,
+                Q + (size_t)i0 * dims->ldq, dims->ldq, K + (size_t)j0 * dims->ldk, dims->ldk, 0.0f,
+                S, (size_t)dims->tk);
+    return tile_unmasked(s, i0, i1, j0, j1);
+}
+
 /* The forward pass of query head h of sequence b. */
 static void forward_head(float *out, float *lse, const float *q, const float *k, const float *v,
                          const pt_attn_shape *s, const attn_dims *dims, int b, int h, float *S)
 {
     const int T = dims->T, hd = dims->hd, tq = dims->tq, tk = dims->tk;
-    const size_t ldq = dims->ldq, ldk = dims->ldk, ldo = dims->ldo;
+    const size_t ldk = dims->ldk, ldo = dims->ldo;
     const int g = h / dims->group;
     float *O = S + (size_t)tq * tk, *m = O + (size_t)tq * hd, *l = m + tq;
     const float *Q = q + q_at(dims, b, h), *K = k + kv_at(dims, b, g), *V = v + kv_at(dims, b, g);
@@ -156,10 +168,7 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
         }
         for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
             int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
-            pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, s->scale,
-                        Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, S,
-                        (size_t)tk);
-            int full = tile_unmasked(s, i0, i1, j0, j1);
+            int full = tile_scores(S, Q, K, s, dims, i0, i1, j0, j1);
             for (int r = 0; r < nq; r++) {
                 float *Sr = S + (size_t)r * tk;
                 int i = i0 + r;
@@ -250,10 +259,7 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
             }
             for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
                 int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
-                pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, s->scale,
-                            Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, P,
-                            (size_t)tk);
-                int full = tile_unmasked(s, i0, i1, j0, j1);
+                int full = tile_scores(P, Q, K, s, dims, i0, i1, j0, j1);
                 for (int r = 0; r < nq; r++) {
                     float *Pr = P + (size_t)r * tk;
                     float L = Lse[i0 + r];
