@@ -15,34 +15,6 @@ static int loop_threads(size_t work)
     return (nt > 1 && work >= 262144) ? nt : 1;
 }
 
-/* The weight gradient of an RMS norm over n rows of nheads vectors of d
- * values (row t's vector h at x + t * ldx + h * d, its rstd at
- * rstd[t * nheads + h]): dw[j] += sum dy[., j] * x[., j] * rs over the
- * vectors in order.  Columns split across threads, rows in order, so the
- * result does not depend on the thread count; blocks of 16 columns keep the
- * inner loop vectorised. */
-static void norm_dw(float *dw, const float *dy, size_t lddy, const float *x, size_t ldx,
-                    const float *rstd, size_t n, int nheads, size_t d, int nt)
-{
-    size_t nblk = (d + 15) / 16;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t b = 0; b < nblk; b++) {
-        size_t j0 = b * 16, j1 = j0 + 16 < d ? j0 + 16 : d;
-        float acc[16] = { 0 };
-        for (size_t t = 0; t < n; t++)
-            for (int h = 0; h < nheads; h++) {
-                const float *xr = x + t * ldx + (size_t)h * d;
-                const float *dyr = dy + t * lddy + (size_t)h * d;
-                float rs = rstd[t * (size_t)nheads + h];
-#pragma omp simd
-                for (size_t j = j0; j < j1; j++)
-                    acc[j - j0] += dyr[j] * xr[j] * rs;
-            }
-        for (size_t j = j0; j < j1; j++)
-            dw[j] += acc[j - j0];
-    }
-}
-
 /* ---- RMSNorm ----------------------------------------------------------------- */
 
 void pt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
@@ -71,8 +43,26 @@ void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, 
 {
     int nt = loop_threads(rows * d);
     /* dw first, so dx may alias dy. */
-    if (dw)
-        norm_dw(dw, dy, d, x, d, rstd, rows, 1, d, nt);
+    if (dw) {
+        /* dw[i] += sum_r dy[r,i] * x[r,i] * rs[r]: columns split across threads,
+         * rows in order, so the result does not depend on the thread count.
+         * Blocks of 16 columns keep the inner loop vectorised. */
+        size_t nblk = (d + 15) / 16;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            size_t j0 = b * 16, j1 = j0 + 16 < d ? j0 + 16 : d;
+            float acc[16] = { 0 };
+            for (size_t r = 0; r < rows; r++) {
+                const float *xr = x + r * d, *dyr = dy + r * d;
+                float rs = rstd[r];
+#pragma omp simd
+                for (size_t j = j0; j < j1; j++)
+                    acc[j - j0] += dyr[j] * xr[j] * rs;
+            }
+            for (size_t j = j0; j < j1; j++)
+                dw[j] += acc[j - j0];
+        }
+    }
     /* dx = rs * w*dy - rs^3/d * x * sum(w*dy*x) */
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t r = 0; r < rows; r++) {
@@ -122,8 +112,25 @@ void pt_headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, si
                           size_t n, int nheads, int hd)
 {
     int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
-    if (dw)
-        norm_dw(dw, dy, lddy, x, ldx, rstd, n, nheads, (size_t)hd, nt);
+    if (dw) {
+        size_t nblk = ((size_t)hd + 15) / 16;
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (size_t b = 0; b < nblk; b++) {
+            size_t j0 = b * 16, j1 = j0 + 16 < (size_t)hd ? j0 + 16 : (size_t)hd;
+            float acc[16] = { 0 };
+            for (size_t t = 0; t < n; t++)
+                for (int h = 0; h < nheads; h++) {
+                    const float *xr = x + t * ldx + (size_t)h * hd;
+                    const float *dyr = dy + t * lddy + (size_t)h * hd;
+                    float rs = rstd[t * (size_t)nheads + h];
+#pragma omp simd
+                    for (size_t j = j0; j < j1; j++)
+                        acc[j - j0] += dyr[j] * xr[j] * rs;
+                }
+            for (size_t j = j0; j < j1; j++)
+                dw[j] += acc[j - j0];
+        }
+    }
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t t = 0; t < n; t++)
         for (int h = 0; h < nheads; h++) {
