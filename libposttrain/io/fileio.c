@@ -1,6 +1,6 @@
 /* Durable file writing (temp + fsync + rename + directory fsync), the
  * errno mapping every io failure goes through, and opening a regular file
- * for reading. */
+ * for reading or mapping. */
 #include "io/fileio.h"
 
 #include "core/core.h"
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,6 +61,30 @@ int pt_open_regular(int *fd, uint64_t *size, const char *path)
     if (size)
         *size = (uint64_t)sb.st_size;
     return PT_OK;
+}
+
+int pt_map_file(const uint8_t **base, size_t *len, const char *path, const char *kind)
+{
+    *base = NULL;
+    *len = 0;
+    int fd = -1;
+    uint64_t size = 0;
+    int st = pt_open_regular(&fd, &size, path);
+    if (st != PT_OK)
+        return st;
+    if (size > (uint64_t)SIZE_MAX)
+        st = pt_err(PT_ERANGE, "%s%s: file too large to map", kind, path);
+    else if (size > 0) {
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+            st = pt_io_errno(errno, "mmap", path);
+        else {
+            *base = p;
+            *len = (size_t)size;
+        }
+    }
+    close(fd);
+    return st;
 }
 
 int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes)

@@ -32,6 +32,13 @@ int pt_io_errno(int err, const char *what, const char *path);
  * ("cannot open <path>: ...", "cannot stat <path>: ..."). */
 int pt_open_regular(int *fd, uint64_t *size, const char *path);
 
+/* Open `path` with pt_open_regular and map the whole file read-only and
+ * private: *base (NULL for an empty file, which is not mapped) and *len;
+ * the caller unmaps a non-NULL *base with munmap(*base, *len).  PT_ERANGE
+ * "<kind><path>: file too large to map" (kind: "gguf " or ""), or mmap's
+ * failure as pt_io_errno's "mmap <path>: ...". */
+int pt_map_file(const uint8_t **base, size_t *len, const char *path, const char *kind);
+
 /* Read a whole regular file into a NUL-terminated buffer (the NUL is not
  * counted), opened with pt_open_regular, so a FIFO under the path is refused
  * at once instead of waiting for a writer.  PT_ERANGE for a file over

@@ -7,13 +7,11 @@
 #include "io/fileio.h"
 #include "io/safetensors.h"
 
-#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 void pt_gguf_close(pt_gguf *g)
 {
@@ -52,44 +50,22 @@ int pt_gguf_open_memory(pt_gguf **out, const void *buf, size_t len)
     return finish_open(out, g);
 }
 
-/* Map the file behind fd (size bytes) into g. */
-static int map_file(pt_gguf *g, int fd, uint64_t size, const char *path)
-{
-    if (size > (uint64_t)SIZE_MAX)
-        return pt_err(PT_ERANGE, "gguf %s: file too large to map", path);
-    g->len = (size_t)size;
-    if (g->len == 0)
-        return PT_OK;
-    void *p = mmap(NULL, g->len, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED)
-        return pt_io_errno(errno, "mmap", path);
-    g->base = p;
-    g->mapped = true;
-    return PT_OK;
-}
-
 int pt_gguf_open(pt_gguf **out, const char *path)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(path);
-    int fd = -1;
-    uint64_t size = 0;
-    int st = pt_open_regular(&fd, &size, path);
-    if (st != PT_OK)
-        return st;
     pt_gguf *g = pt_calloc(1, sizeof *g);
     if (!g || !(g->path = pt_strdup(path))) {
-        close(fd);
         free(g);
         return PT_ENOMEM;
     }
-    st = map_file(g, fd, size, path);
-    close(fd);
+    int st = pt_map_file(&g->base, &g->len, path, "gguf ");
     if (st != PT_OK) {
         pt_gguf_close(g);
         return st;
     }
+    g->mapped = g->base != NULL;
     return finish_open(out, g);
 }
 

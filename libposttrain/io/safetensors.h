@@ -17,8 +17,9 @@
 #ifndef PT_IO_SAFETENSORS_H
 #define PT_IO_SAFETENSORS_H
 
-#include "kernels/bf16.h"
+#include "core/half.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,10 +110,7 @@ int pt_st_dtype_from_name(const char *name);
 /* Bits per element (4, 6, 8, 16, 32 or 64; C64 is 64), 0 for unknown. */
 unsigned pt_st_dtype_bits(int dtype);
 
-/* Scalar conversions (round to nearest even; NaN stays NaN, overflow to
- * inf); the BF16 ones are kernels/bf16.h's. */
-float pt_f16_to_f32(uint16_t h);
-uint16_t pt_f32_to_f16(float f);
+/* The scalar F16 and BF16 conversions are core/half.h's. */
 
 /* Writer. */
 typedef struct {

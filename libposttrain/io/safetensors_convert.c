@@ -1,5 +1,5 @@
-/* safetensors dtypes: the closed set with names and sizes, the scalar
- * F16/BF16 conversions, and reading a tensor as F32. */
+/* safetensors dtypes: the closed set with names and sizes, and reading a
+ * tensor as F32 (the scalar F16/BF16 conversions are core/half.h's). */
 #include "io/safetensors.h"
 
 #include "core/core.h"
@@ -49,57 +49,6 @@ unsigned pt_st_dtype_bits(int dtype)
     return dtype_info[dtype].bits;
 }
 
-/* ---- scalar conversions -------------------------------------------------- */
-
-static inline float bits_to_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint32_t f32_to_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-float pt_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-    if (exp == 0) {
-        /* zero or subnormal: mant x 2^-24, exact in float */
-        float v = (float)mant * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    if (exp == 31) /* inf or NaN, payload kept */
-        return bits_to_f32(sign | 0x7f800000u | (mant << 13));
-    return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-uint16_t pt_f32_to_f16(float f)
-{
-    uint32_t u = f32_to_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) /* NaN: keep top payload bits, stay NaN */
-        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) /* >= 65520 rounds to inf (and inf itself) */
-        return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
-        float v = fabsf(f) * 0x1p24f; /* exact scaling */
-        return (uint16_t)(sign | (uint16_t)nearbyintf(v));
-    }
-    uint32_t h = ((((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu));
-    uint32_t rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
 /* ---- reading as float ---------------------------------------------------- */
 
 static inline uint16_t load_u16(const uint8_t *p)
@@ -137,7 +86,7 @@ int pt_st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel)
 #else
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (long long i = 0; i < n; i++)
-            dst[i] = bits_to_f32(load_u32(src + 4 * i));
+            dst[i] = pt_f32_from_bits(load_u32(src + 4 * i));
 #endif
         break;
     case PT_ST_F16:

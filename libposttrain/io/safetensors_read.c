@@ -5,11 +5,9 @@
 #include "core/core.h"
 #include "io/fileio.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 void pt_st_close(pt_st_file *f)
 {
@@ -70,33 +68,15 @@ int pt_st_open(pt_st_file **out, const char *path)
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(path);
-    int fd = -1;
-    uint64_t size = 0;
-    int st = pt_open_regular(&fd, &size, path);
-    if (st != PT_OK)
-        return st;
-    if (size > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return pt_err(PT_ERANGE, "%s: file too large to map", path);
-    }
     pt_st_file *f = new_handle(path);
-    if (!f) {
-        close(fd);
+    if (!f)
         return PT_ENOMEM;
+    int st = pt_map_file(&f->base, &f->len, path, "");
+    if (st != PT_OK) {
+        pt_st_close(f);
+        return st;
     }
-    f->len = (size_t)size;
-    if (f->len > 0) {
-        void *p = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            st = pt_io_errno(errno, "mmap", path);
-            close(fd);
-            pt_st_close(f);
-            return st;
-        }
-        f->base = p;
-        f->mapped = true;
-    }
-    close(fd);
+    f->mapped = f->base != NULL;
     st = finish_open(out, f);
     if (st == PT_OK && (*out)->mapped)
         for (size_t i = 0; i < (*out)->count; i++)

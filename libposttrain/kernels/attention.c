@@ -97,79 +97,203 @@ static int num_threads_for(const pt_attn_shape *s, size_t tasks)
     return nt < 1 ? 1 : nt;
 }
 
+/* What both passes derive from the shape: sizes, tiles, the row strides of
+ * q (and dq), k and v (and dk, dv), out (and dout), and each thread's
+ * scratch (per floats). */
+typedef struct attn_dims {
+    int T, nh, hd, group, tq, tk;
+    size_t ldq, ldk, ldo, per;
+} attn_dims;
+
+static attn_dims dims_of(const pt_attn_shape *s)
+{
+    attn_dims a = { s->seq, s->nh, s->hd, s->nh / s->nkv, tile_q(s), tile_k(s),
+                    ld_q(s), ld_kv(s), ld_o(s), per_thread_floats(s) };
+    return a;
+}
+
+/* Offsets of query (or output) head h and of kv head g of sequence b. */
+static size_t q_at(const attn_dims *a, int b, int h)
+{
+    return (size_t)b * a->T * a->ldq + (size_t)h * a->hd;
+}
+
+static size_t o_at(const attn_dims *a, int b, int h)
+{
+    return (size_t)b * a->T * a->ldo + (size_t)h * a->hd;
+}
+
+static size_t kv_at(const attn_dims *a, int b, int g)
+{
+    return (size_t)b * a->T * a->ldk + (size_t)g * a->hd;
+}
+
+/* The scratch of the calling thread. */
+static float *thread_scratch(float *scratch, const attn_dims *a)
+{
+    return scratch + a->per * (size_t)omp_get_thread_num();
+}
+
+/* The scores of query rows i0..i1 of a head against keys j0..j1 of its kv
+ * head: S = scale Q K^T (rows of tile_k floats); returns whether the tile
+ * is all visible (no mask needed). */
+static int tile_scores(float *S, const float *Q, const float *K, const pt_attn_shape *s,
+                       const attn_dims *dims, int i0, int i1, int j0, int j1)
+{
+    pt_sgemm_nt(1, false, true, (size_t)(i1 - i0), (size_t)(j1 - j0), (size_t)dims->hd, s->scale,
+                Q + (size_t)i0 * dims->ldq, dims->ldq, K + (size_t)j0 * dims->ldk, dims->ldk, 0.0f,
+                S, (size_t)dims->tk);
+    return tile_unmasked(s, i0, i1, j0, j1);
+}
+
+/* The forward pass of query head h of sequence b. */
+static void forward_head(float *out, float *lse, const float *q, const float *k, const float *v,
+                         const pt_attn_shape *s, const attn_dims *dims, int b, int h, float *S)
+{
+    const int T = dims->T, hd = dims->hd, tq = dims->tq, tk = dims->tk;
+    const size_t ldk = dims->ldk, ldo = dims->ldo;
+    const int g = h / dims->group;
+    float *O = S + (size_t)tq * tk, *m = O + (size_t)tq * hd, *l = m + tq;
+    const float *Q = q + q_at(dims, b, h), *K = k + kv_at(dims, b, g), *V = v + kv_at(dims, b, g);
+    const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
+    float *Out = out + o_at(dims, b, h);
+    float *Lse = lse + ((size_t)b * dims->nh + h) * T;
+
+    for (int i0 = 0; i0 < T; i0 += tq) {
+        int i1 = i0 + tq < T ? i0 + tq : T, nq = i1 - i0;
+        memset(O, 0, (size_t)nq * hd * sizeof *O);
+        for (int r = 0; r < nq; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+        for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
+            int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
+            int full = tile_scores(S, Q, K, s, dims, i0, i1, j0, j1);
+            for (int r = 0; r < nq; r++) {
+                float *Sr = S + (size_t)r * tk;
+                int i = i0 + r;
+                if (!full)
+                    for (int c = 0; c < nk; c++)
+                        if (!visible(s, seg, i, j0 + c))
+                            Sr[c] = -INFINITY;
+                float mt = -INFINITY;
+                for (int c = 0; c < nk; c++)
+                    mt = Sr[c] > mt ? Sr[c] : mt;
+                float mn = mt > m[r] ? mt : m[r];
+                if (mn == -INFINITY) {
+                    memset(Sr, 0, (size_t)nk * sizeof *Sr);
+                    continue;
+                }
+                float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn); /* scalar: once per row */
+                float sum = pt_vexp_sum(Sr, Sr, (size_t)nk, mn);
+                l[r] = l[r] * alpha + sum;
+                m[r] = mn;
+                if (alpha != 1.0f) {
+                    float *Or = O + (size_t)r * hd;
+#pragma omp simd
+                    for (int d = 0; d < hd; d++)
+                        Or[d] *= alpha;
+                }
+            }
+            pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, S,
+                        (size_t)tk, V + (size_t)j0 * ldk, ldk, 1.0f, O, (size_t)hd);
+        }
+        for (int r = 0; r < nq; r++) {
+            float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+            float *dst = Out + (size_t)(i0 + r) * ldo;
+            const float *Or = O + (size_t)r * hd;
+#pragma omp simd
+            for (int d = 0; d < hd; d++)
+                dst[d] = Or[d] * inv;
+            Lse[i0 + r] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+        }
+    }
+}
+
 void pt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const pt_attn_shape *s, float *scratch)
 {
-    const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
-    const int group = nh / nkv;
-    const size_t ldq = ld_q(s), ldk = ld_kv(s), ldo = ld_o(s);
-    const int tq = tile_q(s), tk = tile_k(s);
-    const size_t per = per_thread_floats(s);
-    const size_t tasks = (size_t)B * nh;
+    const attn_dims a = dims_of(s);
+    const size_t tasks = (size_t)s->batch * a.nh;
     int nt = num_threads_for(s, tasks);
 
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (size_t task = 0; task < tasks; task++) {
-        int b = (int)(task / (size_t)nh), h = (int)(task % (size_t)nh), g = h / group;
-        float *S = scratch + per * (size_t)omp_get_thread_num();
-        float *O = S + (size_t)tq * tk, *m = O + (size_t)tq * hd, *l = m + tq;
-        const float *Q = q + (size_t)b * T * ldq + (size_t)h * hd;
-        const float *K = k + (size_t)b * T * ldk + (size_t)g * hd;
-        const float *V = v + (size_t)b * T * ldk + (size_t)g * hd;
-        const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
-        float *Out = out + (size_t)b * T * ldo + (size_t)h * hd;
-        float *Lse = lse + ((size_t)b * nh + h) * T;
+    for (size_t task = 0; task < tasks; task++)
+        forward_head(out, lse, q, k, v, s, &a, (int)(task / (size_t)a.nh),
+                     (int)(task % (size_t)a.nh), thread_scratch(scratch, &a));
+}
 
+/* The backward pass of kv head g of sequence b: it owns dk and dv of that
+ * head and dq of the query heads that read it. */
+static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                             const float *k, const float *v, const float *out, const float *lse,
+                             const pt_attn_shape *s, const attn_dims *dims, int b, int g, float *P)
+{
+    const int T = dims->T, nh = dims->nh, hd = dims->hd, tq = dims->tq, tk = dims->tk;
+    const int group = dims->group;
+    const size_t ldq = dims->ldq, ldk = dims->ldk, ldo = dims->ldo;
+    float *dP = P + (size_t)tq * tk, *D = dP + (size_t)tq * tk;
+    const float *K = k + kv_at(dims, b, g), *V = v + kv_at(dims, b, g);
+    float *dK = dk + kv_at(dims, b, g), *dV = dv + kv_at(dims, b, g);
+    const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
+    for (int t = 0; t < T; t++) {
+        memset(dK + (size_t)t * ldk, 0, (size_t)hd * sizeof *dK);
+        memset(dV + (size_t)t * ldk, 0, (size_t)hd * sizeof *dV);
+    }
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        const float *Q = q + q_at(dims, b, h), *O = out + o_at(dims, b, h);
+        const float *dO = dout + o_at(dims, b, h);
+        float *dQ = dq + q_at(dims, b, h);
+        const float *Lse = lse + ((size_t)b * nh + h) * T;
+        for (int t = 0; t < T; t++)
+            memset(dQ + (size_t)t * ldq, 0, (size_t)hd * sizeof *dQ);
         for (int i0 = 0; i0 < T; i0 += tq) {
             int i1 = i0 + tq < T ? i0 + tq : T, nq = i1 - i0;
-            memset(O, 0, (size_t)nq * hd * sizeof *O);
             for (int r = 0; r < nq; r++) {
-                m[r] = -INFINITY;
-                l[r] = 0.0f;
+                const float *a = dO + (size_t)(i0 + r) * ldo, *o = O + (size_t)(i0 + r) * ldo;
+                float d = 0.0f;
+#pragma omp simd reduction(+ : d)
+                for (int x = 0; x < hd; x++)
+                    d += a[x] * o[x];
+                D[r] = d;
             }
             for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
                 int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
-                pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, s->scale,
-                            Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, S,
-                            (size_t)tk);
-                int full = tile_unmasked(s, i0, i1, j0, j1);
+                int full = tile_scores(P, Q, K, s, dims, i0, i1, j0, j1);
                 for (int r = 0; r < nq; r++) {
-                    float *Sr = S + (size_t)r * tk;
-                    int i = i0 + r;
+                    float *Pr = P + (size_t)r * tk;
+                    float L = Lse[i0 + r];
+#pragma omp simd
+                    for (int c = 0; c < nk; c++)
+                        Pr[c] = pt_vexpf(Pr[c] - L);
                     if (!full)
                         for (int c = 0; c < nk; c++)
-                            if (!visible(s, seg, i, j0 + c))
-                                Sr[c] = -INFINITY;
-                    float mt = -INFINITY;
-                    for (int c = 0; c < nk; c++)
-                        mt = Sr[c] > mt ? Sr[c] : mt;
-                    float mn = mt > m[r] ? mt : m[r];
-                    if (mn == -INFINITY) {
-                        memset(Sr, 0, (size_t)nk * sizeof *Sr);
-                        continue;
-                    }
-                    float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn); /* scalar: once per row */
-                    float sum = pt_vexp_sum(Sr, Sr, (size_t)nk, mn);
-                    l[r] = l[r] * alpha + sum;
-                    m[r] = mn;
-                    if (alpha != 1.0f) {
-                        float *Or = O + (size_t)r * hd;
-#pragma omp simd
-                        for (int d = 0; d < hd; d++)
-                            Or[d] *= alpha;
-                    }
+                            if (!visible(s, seg, i0 + r, j0 + c))
+                                Pr[c] = 0.0f;
                 }
-                pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, S,
-                            (size_t)tk, V + (size_t)j0 * ldk, ldk, 1.0f, O, (size_t)hd);
-            }
-            for (int r = 0; r < nq; r++) {
-                float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-                float *dst = Out + (size_t)(i0 + r) * ldo;
-                const float *Or = O + (size_t)r * hd;
+                /* dV += P^T dO */
+                pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
+                            (size_t)tk, dO + (size_t)i0 * ldo, ldo, 1.0f,
+                            dV + (size_t)j0 * ldk, ldk);
+                /* dP = dO V^T */
+                pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
+                            dO + (size_t)i0 * ldo, ldo, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
+                            (size_t)tk);
+                /* dS = P * (dP - D) * scale, into dP */
+                for (int r = 0; r < nq; r++) {
+                    float *Pr = P + (size_t)r * tk, *dPr = dP + (size_t)r * tk;
+                    float Dr = D[r], sc = s->scale;
 #pragma omp simd
-                for (int d = 0; d < hd; d++)
-                    dst[d] = Or[d] * inv;
-                Lse[i0 + r] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+                    for (int c = 0; c < nk; c++)
+                        dPr[c] = Pr[c] * (dPr[c] - Dr) * sc;
+                }
+                /* dQ += dS K ; dK += dS^T Q */
+                pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, dP,
+                            (size_t)tk, K + (size_t)j0 * ldk, ldk, 1.0f,
+                            dQ + (size_t)i0 * ldq, ldq);
+                pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, dP,
+                            (size_t)tk, Q + (size_t)i0 * ldq, ldq, 1.0f,
+                            dK + (size_t)j0 * ldk, ldk);
             }
         }
     }
@@ -179,90 +303,14 @@ void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                            const float *k, const float *v, const float *out, const float *lse,
                            const pt_attn_shape *s, float *scratch)
 {
-    const int B = s->batch, T = s->seq, nh = s->nh, nkv = s->nkv, hd = s->hd;
-    const int group = nh / nkv;
-    const size_t ldq = ld_q(s), ldk = ld_kv(s), ldo = ld_o(s);
-    const int tq = tile_q(s), tk = tile_k(s);
-    const size_t per = per_thread_floats(s);
-    /* One task per (batch, kv head): it owns dk/dv of that head and dq of the
-     * query heads that read it, so no two threads write the same float. */
-    const size_t tasks = (size_t)B * nkv;
+    const attn_dims a = dims_of(s);
+    /* One task per (batch, kv head), so no two threads write the same float. */
+    const int nkv = s->nkv;
+    const size_t tasks = (size_t)s->batch * nkv;
     int nt = num_threads_for(s, tasks);
 
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (size_t task = 0; task < tasks; task++) {
-        int b = (int)(task / (size_t)nkv), g = (int)(task % (size_t)nkv);
-        float *P = scratch + per * (size_t)omp_get_thread_num();
-        float *dP = P + (size_t)tq * tk, *D = dP + (size_t)tq * tk;
-        const float *K = k + (size_t)b * T * ldk + (size_t)g * hd;
-        const float *V = v + (size_t)b * T * ldk + (size_t)g * hd;
-        float *dK = dk + (size_t)b * T * ldk + (size_t)g * hd;
-        float *dV = dv + (size_t)b * T * ldk + (size_t)g * hd;
-        const int32_t *seg = s->seg ? s->seg + (size_t)b * T : NULL;
-        for (int t = 0; t < T; t++) {
-            memset(dK + (size_t)t * ldk, 0, (size_t)hd * sizeof *dK);
-            memset(dV + (size_t)t * ldk, 0, (size_t)hd * sizeof *dV);
-        }
-        for (int h = g * group; h < (g + 1) * group; h++) {
-            const float *Q = q + (size_t)b * T * ldq + (size_t)h * hd;
-            const float *O = out + (size_t)b * T * ldo + (size_t)h * hd;
-            const float *dO = dout + (size_t)b * T * ldo + (size_t)h * hd;
-            float *dQ = dq + (size_t)b * T * ldq + (size_t)h * hd;
-            const float *Lse = lse + ((size_t)b * nh + h) * T;
-            for (int t = 0; t < T; t++)
-                memset(dQ + (size_t)t * ldq, 0, (size_t)hd * sizeof *dQ);
-            for (int i0 = 0; i0 < T; i0 += tq) {
-                int i1 = i0 + tq < T ? i0 + tq : T, nq = i1 - i0;
-                for (int r = 0; r < nq; r++) {
-                    const float *a = dO + (size_t)(i0 + r) * ldo, *o = O + (size_t)(i0 + r) * ldo;
-                    float d = 0.0f;
-#pragma omp simd reduction(+ : d)
-                    for (int x = 0; x < hd; x++)
-                        d += a[x] * o[x];
-                    D[r] = d;
-                }
-                for (int j0 = key_start(s, i0); j0 < i1; j0 += tk) {
-                    int j1 = j0 + tk < i1 ? j0 + tk : i1, nk = j1 - j0;
-                    pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, s->scale,
-                                Q + (size_t)i0 * ldq, ldq, K + (size_t)j0 * ldk, ldk, 0.0f, P,
-                                (size_t)tk);
-                    int full = tile_unmasked(s, i0, i1, j0, j1);
-                    for (int r = 0; r < nq; r++) {
-                        float *Pr = P + (size_t)r * tk;
-                        float L = Lse[i0 + r];
-#pragma omp simd
-                        for (int c = 0; c < nk; c++)
-                            Pr[c] = pt_vexpf(Pr[c] - L);
-                        if (!full)
-                            for (int c = 0; c < nk; c++)
-                                if (!visible(s, seg, i0 + r, j0 + c))
-                                    Pr[c] = 0.0f;
-                    }
-                    /* dV += P^T dO */
-                    pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
-                                (size_t)tk, dO + (size_t)i0 * ldo, ldo, 1.0f,
-                                dV + (size_t)j0 * ldk, ldk);
-                    /* dP = dO V^T */
-                    pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
-                                dO + (size_t)i0 * ldo, ldo, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
-                                (size_t)tk);
-                    /* dS = P * (dP - D) * scale, into dP */
-                    for (int r = 0; r < nq; r++) {
-                        float *Pr = P + (size_t)r * tk, *dPr = dP + (size_t)r * tk;
-                        float Dr = D[r], sc = s->scale;
-#pragma omp simd
-                        for (int c = 0; c < nk; c++)
-                            dPr[c] = Pr[c] * (dPr[c] - Dr) * sc;
-                    }
-                    /* dQ += dS K ; dK += dS^T Q */
-                    pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, dP,
-                                (size_t)tk, K + (size_t)j0 * ldk, ldk, 1.0f,
-                                dQ + (size_t)i0 * ldq, ldq);
-                    pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, dP,
-                                (size_t)tk, Q + (size_t)i0 * ldq, ldq, 1.0f,
-                                dK + (size_t)j0 * ldk, ldk);
-                }
-            }
-        }
-    }
+    for (size_t task = 0; task < tasks; task++)
+        backward_kv_head(dq, dk, dv, dout, q, k, v, out, lse, s, &a, (int)(task / (size_t)nkv),
+                         (int)(task % (size_t)nkv), thread_scratch(scratch, &a));
 }

@@ -1,11 +1,13 @@
 /* BF16 (bfloat16: the top 16 bits of an IEEE binary32) storage and the
  * products that read it.
  *
- * Conversions: FP32 -> BF16 rounds to nearest, ties to even (NaN stays a
- * quiet NaN, as vcvtneps2bf16 and PyTorch do); BF16 -> FP32 is exact (a
- * shift). */
+ * Conversions (the scalar ones are core/half.h's): FP32 -> BF16 rounds to
+ * nearest, ties to even (NaN stays a quiet NaN, as vcvtneps2bf16 and PyTorch
+ * do); BF16 -> FP32 is exact (a shift). */
 #ifndef PT_KERNELS_BF16_H
 #define PT_KERNELS_BF16_H
+
+#include "core/half.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,24 +15,6 @@
 #include <string.h>
 
 typedef uint16_t pt_bf16;
-
-static inline float pt_bf16_to_f32(pt_bf16 h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline pt_bf16 pt_f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (pt_bf16)((u >> 16) | 0x40u); /* NaN: quiet, sign kept */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (pt_bf16)(u >> 16);
-}
 
 /* dst[i] = bf16(src[i]) / float(src[i]) for n values (vectorised; threads
  * for large n). */

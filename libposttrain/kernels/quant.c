@@ -9,6 +9,7 @@
 #include "kernels/quant.h"
 
 #include "core/core.h"
+#include "core/half.h"
 #include "kernels/bf16.h"
 
 #include <math.h>
@@ -16,50 +17,19 @@
 
 /* ---- binary16 ------------------------------------------------------------ */
 
-static inline float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 float pt_q_f16_to_f32(pt_fp16 h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) { /* zero or subnormal: m x 2^-24 is exact */
-        float v = (float)m * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    if (e == 31)
-        return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    return pt_f16_to_f32(h);
 }
 
 pt_fp16 pt_q_f32_to_f16(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) /* NaN stays NaN (quiet) */
-        return (pt_fp16)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) /* rounds to infinity */
-        return (pt_fp16)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below 2^-14: a subnormal or zero result */
-        float v = bits_f32(a) * 0x1p24f; /* exact */
-        return (pt_fp16)(sign | (uint16_t)nearbyintf(v));
-    }
-    uint32_t h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu);
-    uint32_t rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
-    return (pt_fp16)(sign | h);
+    return pt_f32_to_f16(f);
 }
 
 static inline float half_at(const uint8_t *p)
 {
-    return pt_q_f16_to_f32(pt_q_half(p));
+    return pt_f16_to_f32(pt_q_half(p));
 }
 
 /* ---- types ---------------------------------------------------------------- */
@@ -204,12 +174,19 @@ static inline void k4_scale_min(int j, const uint8_t *s, int *sc, int *mn)
     }
 }
 
-static void deq_q4_k(const uint8_t *b, float *y)
+/* Q4_K and Q5_K: 8 sub-blocks of 32 values, each with a 6-bit scale and
+ * min; 4-bit values, and for Q5_K (qh not NULL) a fifth bit from qh.  The
+ * two blocks agree up to scales, so d, dmin and scales are read the same. */
+_Static_assert(offsetof(pt_block_q4_K, d) == offsetof(pt_block_q5_K, d) &&
+                   offsetof(pt_block_q4_K, dmin) == offsetof(pt_block_q5_K, dmin) &&
+                   offsetof(pt_block_q4_K, scales) == offsetof(pt_block_q5_K, scales),
+               "Q4_K and Q5_K share the layout of their scales");
+
+static void deq_k45(const uint8_t *b, const uint8_t *qh, const uint8_t *q, float *y)
 {
     float d = half_at(b + offsetof(pt_block_q4_K, d));
     float dmin = half_at(b + offsetof(pt_block_q4_K, dmin));
     const uint8_t *sc = b + offsetof(pt_block_q4_K, scales);
-    const uint8_t *q = b + offsetof(pt_block_q4_K, qs);
     for (int g = 0; g < 4; g++, q += 32) { /* 64 values: low nibbles then high */
         int s0, m0, s1, m1;
         k4_scale_min(2 * g, sc, &s0, &m0);
@@ -217,32 +194,25 @@ static void deq_q4_k(const uint8_t *b, float *y)
         float d0 = d * (float)s0, n0 = dmin * (float)m0;
         float d1 = d * (float)s1, n1 = dmin * (float)m1;
         for (int l = 0; l < 32; l++) {
-            y[64 * g + l] = d0 * (float)(q[l] & 0x0f) - n0;
-            y[64 * g + 32 + l] = d1 * (float)(q[l] >> 4) - n1;
-        }
-    }
-}
-
-static void deq_q5_k(const uint8_t *b, float *y)
-{
-    float d = half_at(b + offsetof(pt_block_q5_K, d));
-    float dmin = half_at(b + offsetof(pt_block_q5_K, dmin));
-    const uint8_t *sc = b + offsetof(pt_block_q5_K, scales);
-    const uint8_t *qh = b + offsetof(pt_block_q5_K, qh);
-    const uint8_t *q = b + offsetof(pt_block_q5_K, qs);
-    for (int g = 0; g < 4; g++, q += 32) {
-        int s0, m0, s1, m1;
-        k4_scale_min(2 * g, sc, &s0, &m0);
-        k4_scale_min(2 * g + 1, sc, &s1, &m1);
-        float d0 = d * (float)s0, n0 = dmin * (float)m0;
-        float d1 = d * (float)s1, n1 = dmin * (float)m1;
-        for (int l = 0; l < 32; l++) {
-            int lo = (q[l] & 0x0f) + (((qh[l] >> (2 * g)) & 1) << 4);
-            int hi = (q[l] >> 4) + (((qh[l] >> (2 * g + 1)) & 1) << 4);
+            int lo = q[l] & 0x0f, hi = q[l] >> 4;
+            if (qh) {
+                lo += ((qh[l] >> (2 * g)) & 1) << 4;
+                hi += ((qh[l] >> (2 * g + 1)) & 1) << 4;
+            }
             y[64 * g + l] = d0 * (float)lo - n0;
             y[64 * g + 32 + l] = d1 * (float)hi - n1;
         }
     }
+}
+
+static void deq_q4_k(const uint8_t *b, float *y)
+{
+    deq_k45(b, NULL, b + offsetof(pt_block_q4_K, qs), y);
+}
+
+static void deq_q5_k(const uint8_t *b, float *y)
+{
+    deq_k45(b, b + offsetof(pt_block_q5_K, qh), b + offsetof(pt_block_q5_K, qs), y);
 }
 
 static void deq_q6_k(const uint8_t *b, float *y)

@@ -123,7 +123,8 @@ static inline pt_fp16 pt_q_half(const void *p)
  * These files are compiled with -ffp-contract=off: every value is computed
  * with the roundings of llama.cpp's reference C code (and of gguf-py). */
 
-/* binary16 <-> binary32, round to nearest even (as ggml's F16C path). */
+/* binary16 <-> binary32, round to nearest even (as ggml's F16C path):
+ * core/half.h's pt_f16_to_f32 and pt_f32_to_f16. */
 float pt_q_f16_to_f32(pt_fp16 h);
 pt_fp16 pt_q_f32_to_f16(float f);
 

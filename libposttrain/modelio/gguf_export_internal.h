@@ -109,6 +109,10 @@ int gx_add_special(gx_ctx *c, bool load_merges, int64_t n_vocab);
 
 /* A string from a JSON object (NULL when absent or not a string). */
 const char *gx_json_str(const cJSON *obj, const char *key);
+/* The converter's rope parameters in config.json's object hp:
+ * rope_parameters, else rope_scaling (its "full_attention" entry when it has
+ * one), or NULL when neither is an object. */
+const cJSON *gx_rope_params(const cJSON *hp);
 
 /* gguf_vocab_copy.c: when the model was loaded from a GGUF file, its
  * tokenizer.* metadata copied into c->w as it is (*done set); else nothing. */

@@ -140,8 +140,7 @@ static const char *const k_theta[] = { "global_rope_theta", "rope_global_theta",
 static const char *const k_rms[] = { "rms_norm_eps", "norm_eps", NULL };
 static const char *const k_ln[] = { "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", NULL };
 
-/* rope_parameters / rope_scaling (its full_attention entry), or NULL. */
-static const cJSON *rope_params(const cJSON *hp)
+const cJSON *gx_rope_params(const cJSON *hp)
 {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(hp, "rope_parameters");
     if (!cJSON_IsObject(r))
@@ -187,7 +186,7 @@ static int add_causal(gx_ctx *c)
 
 static int add_text_params(gx_ctx *c)
 {
-    const cJSON *hp = c->hparams, *rp = rope_params(hp);
+    const cJSON *hp = c->hparams, *rp = gx_rope_params(hp);
     cJSON layers = { .type = cJSON_Number, .valuedouble = c->cfg.num_hidden_layers };
     int st = put_u32(c, "block_count", &layers);
     if (!st)

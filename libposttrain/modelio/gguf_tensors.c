@@ -173,21 +173,9 @@ int gx_add_tensors(gx_ctx *c, gx_bufs *bufs)
 
 /* ---- llama3 rope factors ------------------------------------------------------ */
 
-/* The converter's rope parameters: config.json's rope_parameters, else
- * rope_scaling (its "full_attention" entry when it has one), with
- * rope_theta and original_max_position_embeddings mirrored from the top
- * level when the object lacks them (TextModel.__init__). */
-static const cJSON *rope_obj(const cJSON *hp)
-{
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(hp, "rope_parameters");
-    if (!cJSON_IsObject(r))
-        r = cJSON_GetObjectItemCaseSensitive(hp, "rope_scaling");
-    if (!cJSON_IsObject(r))
-        return NULL;
-    const cJSON *full = cJSON_GetObjectItemCaseSensitive(r, "full_attention");
-    return cJSON_IsObject(full) ? full : r;
-}
-
+/* key of the converter's rope parameters r (gx_rope_params), else def;
+ * rope_theta and original_max_position_embeddings are mirrored from the top
+ * level hp when r lacks them (TextModel.__init__). */
 static double rope_num(const cJSON *hp, const cJSON *r, const char *key, double def)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key);
@@ -227,7 +215,7 @@ static float rope_factor(float freq, double factor, double low, double high, dou
 
 bool gx_rope_freqs(const cJSON *hp, float *out, size_t n)
 {
-    const cJSON *r = rope_obj(hp);
+    const cJSON *r = gx_rope_params(hp);
     if (!r || !is_llama3(r))
         return false;
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(hp, "head_dim");

@@ -227,6 +227,17 @@ static void clear_rows(pt_dataset *d, size_t cells)
     }
 }
 
+/* A batch of B rows of T over the dataset's token and target buffers (the
+ * caller adds positions and segments when the rows carry them). */
+static void batch_view(pt_batch *b, const pt_dataset *d, int B, int T)
+{
+    pt_batch_init(b);
+    b->batch = B;
+    b->seq = T;
+    b->input_ids = d->b_ids;
+    b->targets = d->b_tgt;
+}
+
 /* Next training example, wrapping into a new (reshuffled) epoch. */
 static const example *next_example(pt_dataset *d)
 {
@@ -290,11 +301,7 @@ int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *da
     dataset->stats.epoch = dataset->epoch;
     dataset->stats.cursor = dataset->cursor;
     pt_batch full;
-    pt_batch_init(&full);
-    full.batch = B;
-    full.seq = T;
-    full.input_ids = dataset->b_ids;
-    full.targets = dataset->b_tgt;
+    batch_view(&full, dataset, B, T);
     full.positions = dataset->b_pos;
     full.segments = dataset->opts.pack ? dataset->b_seg : NULL;
     pt_struct_write(batch, &full);
@@ -327,11 +334,7 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
         for (int r = 0; r < rows; r++)
             place(dataset, T, r, 0, &dataset->ex[dataset->eval[first + (size_t)r]], 0);
         pt_batch b;
-        pt_batch_init(&b);
-        b.batch = rows;
-        b.seq = T;
-        b.input_ids = dataset->b_ids;
-        b.targets = dataset->b_tgt;
+        batch_view(&b, dataset, rows, T);
         if ((st = pt_ctx_forward(ctx, &b, lp, NULL)))
             break;
         for (size_t i = 0; i < (size_t)rows * (size_t)T; i++)

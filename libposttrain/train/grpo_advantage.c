@@ -12,12 +12,10 @@ double pt_grpo_std(double sumsq_dev, int n)
     return n > 1 ? sqrt(sumsq_dev / (double)(n - 1)) : 0.0;
 }
 
-/* Per-group sums over the samples with a reward (R not NaN: a sample every
- * reward function declined has NaN): gi[i] the group of sample i (groups
- * numbered in order of first appearance), size (members), cnt (members with
- * a reward) and sum per group; returns the number of groups. */
-static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, int *size, const double *R,
-                         const int64_t *group, int n)
+/* gi[i] the group of sample i, groups numbered in order of first appearance
+ * of their id (ids receives the ids of the groups); returns the number of
+ * groups. */
+static int index_groups(int *gi, int64_t *ids, const int64_t *group, int n)
 {
     int ng = 0;
     for (int i = 0; i < n; i++) {
@@ -27,6 +25,20 @@ static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, int *size
         if (g == ng)
             ids[ng++] = group[i];
         gi[i] = g;
+    }
+    return ng;
+}
+
+/* Per-group sums over the samples with a reward (R not NaN: a sample every
+ * reward function declined has NaN): gi[i] the group of sample i (as
+ * index_groups), size (members), cnt (members with a reward) and sum per
+ * group; returns the number of groups. */
+static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, int *size, const double *R,
+                         const int64_t *group, int n)
+{
+    int ng = index_groups(gi, ids, group, n);
+    for (int i = 0; i < n; i++) {
+        int g = gi[i];
         size[g]++;
         if (!isnan(R[i])) {
             sum[g] += R[i];
@@ -132,15 +144,7 @@ static int group_index(int *gi, const int64_t *group, int n)
     int64_t *ids = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *ids);
     if (!ids)
         return -1;
-    int ng = 0;
-    for (int i = 0; i < n; i++) {
-        int g = 0;
-        while (g < ng && ids[g] != group[i])
-            g++;
-        if (g == ng)
-            ids[ng++] = group[i];
-        gi[i] = g;
-    }
+    int ng = index_groups(gi, ids, group, n);
     free(ids);
     return ng;
 }

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -298,6 +299,39 @@ START_TEST(test_read_file)
 }
 END_TEST
 
+/* pt_map_file (io/fileio.h, the GGUF and safetensors readers' open): the
+ * file's bytes, an empty file as no mapping, and the refusals of
+ * pt_open_regular. */
+START_TEST(test_map_file)
+{
+    char path[] = "/tmp/pt_test_map_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    const uint8_t *base = (const uint8_t *)"x";
+    size_t len = 7;
+    ck_assert_ok(pt_map_file(&base, &len, path, "gguf "));
+    ck_assert_ptr_null(base);
+    ck_assert_uint_eq(len, 0);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
+    close(fd);
+    ck_assert_ok(pt_map_file(&base, &len, path, ""));
+    ck_assert_ptr_nonnull(base);
+    ck_assert_uint_eq(len, 11);
+    ck_assert_int_eq(memcmp(base, "hello\0world", 11), 0);
+    ck_assert_int_eq(munmap((void *)base, len), 0);
+    unlink(path);
+    ck_assert_status(pt_map_file(&base, &len, path, ""), PT_ENOTFOUND, path);
+    ck_assert_ptr_null(base);
+    ck_assert_status(pt_map_file(&base, &len, "/tmp", "gguf "), PT_EIO,
+                     "/tmp is not a regular file (it is a directory)");
+    ck_assert_ptr_null(base);
+    ck_assert_uint_eq(len, 0);
+}
+END_TEST
+
 /* A FIFO where the library expects a file (a config.json, a tokenizer, a
  * data file) never blocks: pt_read_file and every loader built on it refuse
  * it at once, and a JSONL reader opens it without waiting for a writer. */
@@ -400,6 +434,7 @@ static Suite *fileio_suite(void)
     tcase_add_test(tc, test_errno_mapping);
     tcase_add_test(tc, test_write_failures);
     tcase_add_test(tc, test_read_file);
+    tcase_add_test(tc, test_map_file);
     tcase_add_test(tc, test_fifo_never_blocks);
     tcase_add_test(tc, test_jsonl_reader_fd);
     suite_add_tcase(s, tc);
