@@ -15,6 +15,110 @@
 #define QG_VNNI 1
 #include "kernels/qgemv_tmpl.h"
 
+/* ---- many rows of x: 16 in the lanes (pt_qgemv_vnni16) ----
+ *
+ * For one W block and 16 rows of x, lane r of isum gathers row r's exact
+ * sum: step t adds the 4 weights 4t..4t+3 (broadcast to every lane) times
+ * each row's 4 values there (a->qt holds them side by side), so 8
+ * vpdpbusd give the 16 block sums with no reduction across lanes; the
+ * float operations are kernels/qgemv.h's for each row (lane), block by
+ * block, into the accumulator of lane b % 8 (acc[e] below holds that lane
+ * for the 16 rows). */
+
+/* 8 consecutive blocks from b (nbg < 8 of them at a row's end) of the W
+ * row wr against the 16 rows of group data xq/dx/sx/xs into acc. */
+QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t b, int nbg,
+                         const int32_t *xq, const float *dx, const float *sx, const int32_t *xs,
+                         __m512 acc[8])
+{
+    const int sh = qg_offset_shift(type);
+    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+#pragma GCC unroll 8
+    for (int e = 0; e < 8; e++) {
+        if (e >= nbg)
+            break;
+        const size_t bb = b + (size_t)e;
+        const uint8_t *bp = wr + bb * bytes;
+        _Alignas(32) int32_t u[8];
+        _mm256_store_si256((__m256i *)(void *)u, qg_wvec(type, bp));
+        /* through memory: each broadcast below is then a load (from the
+         * register it would take two shuffles) */
+        __asm__("" : "+m"(*(int32_t(*)[8])u));
+        const int32_t *xb = xq + bb * 128;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        for (int t = 0; t < 8; t += 2) {
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(u[t]), _mm512_load_si512((const void *)(xb + 16 * t)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(u[t + 1]),
+                                     _mm512_load_si512((const void *)(xb + 16 * t + 16)));
+        }
+        __m512i isum = _mm512_add_epi32(s0, s1);
+        if (sh)
+            isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(_mm512_load_si512((const void *)(xs + bb * 16)), sh));
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(pt_q_f16(bp)), _mm512_load_ps(dx + bb * 16));
+        acc[e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[e]);
+        if (min)
+            acc[e] = _mm512_fmadd_ps(_mm512_set1_ps(pt_q_f16(bp + 2)), _mm512_load_ps(sx + bb * 16), acc[e]);
+    }
+}
+
+QG_INLINE void qt_rows32(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
+                         size_t rb, float alpha, float beta, float *y, size_t ldy)
+{
+    const size_t bytes = type == PT_GGML_Q8_0 ? sizeof(pt_block_q8_0)
+                         : type == PT_GGML_Q4_0 ? sizeof(pt_block_q4_0)
+                         : type == PT_GGML_Q4_1 ? sizeof(pt_block_q4_1)
+                         : type == PT_GGML_Q5_0 ? sizeof(pt_block_q5_0)
+                                                : sizeof(pt_block_q5_1);
+    const size_t nb = rb / bytes, ng = (a->m + 15) / 16;
+    for (size_t j = 0; j < len; j++)
+        for (size_t g = 0; g < ng; g++) {
+            const size_t at = g * a->nbp * 16;
+            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * 8;
+            __m512 acc[8];
+            for (int e = 0; e < 8; e++)
+                acc[e] = _mm512_setzero_ps();
+            for (size_t b = 0; b < nb; b += 8)
+                qt_group8(type, wrow + j * rb, bytes, b, nb - b < 8 ? (int)(nb - b) : 8, xq,
+                          a->dt + at, a->st + at, a->sumt + at, acc);
+            const __m512 s = _mm512_add_ps(
+                _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+            float o[16];
+            _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(alpha), s));
+            const size_t rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
+            for (size_t r = 0; r < rows; r++) {
+                float *yy = &y[(16 * g + r) * ldy + j];
+                *yy = beta == 0.0f ? o[r] : __builtin_fmaf(beta, *yy, o[r]);
+            }
+        }
+}
+
+#define QT_DEFINE32(fn, T)                                                                       \
+    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow,        \
+                             size_t rb, float alpha, float beta, float *y, size_t ldy)           \
+    {                                                                                            \
+        (void)type;                                                                              \
+        qt_rows32(T, a, len, wrow, rb, alpha, beta, y, ldy);                                     \
+    }
+
+QT_DEFINE32(qt_q8_0, PT_GGML_Q8_0)
+QT_DEFINE32(qt_q4_0, PT_GGML_Q4_0)
+QT_DEFINE32(qt_q4_1, PT_GGML_Q4_1)
+QT_DEFINE32(qt_q5_0, PT_GGML_Q5_0)
+QT_DEFINE32(qt_q5_1, PT_GGML_Q5_1)
+
+pt_qgemv_fn *pt_qgemv_vnni16(int type)
+{
+    switch (type) {
+    case PT_GGML_Q8_0: return qt_q8_0;
+    case PT_GGML_Q4_0: return qt_q4_0;
+    case PT_GGML_Q4_1: return qt_q4_1;
+    case PT_GGML_Q5_0: return qt_q5_0;
+    case PT_GGML_Q5_1: return qt_q5_1;
+    default: return NULL;
+    }
+}
+
 pt_qgemv_fn *pt_qgemv_vnni(int type)
 {
     switch (type) {
