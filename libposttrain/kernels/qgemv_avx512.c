@@ -70,9 +70,15 @@ QG_INLINE void qt_rows32(const int type, const pt_qact *a, size_t len, const uin
                          : type == PT_GGML_Q5_0 ? sizeof(pt_block_q5_0)
                                                 : sizeof(pt_block_q5_1);
     const size_t nb = rb / bytes, ng = (a->m + 15) / 16;
+    qg_w32 wb;
+    memset(&wb, 0, sizeof wb);
     for (size_t j = 0; j < len; j++)
         for (size_t g = 0; g < ng; g++) {
-            const size_t at = g * a->nbp * 16;
+            const size_t at = g * a->nbp * 16, rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
+            if (rows < PT_QGEMV_M16) { /* a few rows left: the kernel for few rows */
+                qg_row32(type, a, 16 * g, rows, wrow + j * rb, nb, bytes, &wb, alpha, beta, y + j, ldy);
+                continue;
+            }
             const int32_t *xq = (const int32_t *)(const void *)a->qt + at * 8;
             __m512 acc[8];
             for (int e = 0; e < 8; e++)
@@ -85,7 +91,6 @@ QG_INLINE void qt_rows32(const int type, const pt_qact *a, size_t len, const uin
                 _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
             float o[16];
             _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(alpha), s));
-            const size_t rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
             for (size_t r = 0; r < rows; r++) {
                 float *yy = &y[(16 * g + r) * ldy + j];
                 *yy = beta == 0.0f ? o[r] : __builtin_fmaf(beta, *yy, o[r]);

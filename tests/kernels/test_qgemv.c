@@ -320,7 +320,7 @@ END_TEST
 
 START_TEST(test_qgemv_paths_equal_ref)
 {
-    static const size_t ms[] = { 1, 2, 3, 5, 16, 17 }, ns[] = { 1, 7, 33 };
+    static const size_t ms[] = { 1, 2, 3, 5, 9, 16, 17, 25 }, ns[] = { 1, 7, 33 };
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
             continue;
@@ -405,7 +405,7 @@ START_TEST(test_qgemv_segs)
     static const int mix[][3] = { { PT_GGML_Q5_0, PT_GGML_Q5_0, PT_GGML_Q8_0 },
                                   { PT_GGML_Q4_0, PT_GGML_Q6_K, PT_GGML_Q4_1 },
                                   { PT_GGML_Q4_K, PT_GGML_Q5_1, PT_GGML_Q5_K } };
-    static const size_t rows[3] = { 37, 16, 5 }, ms[] = { 1, 4, 16, 17 };
+    static const size_t rows[3] = { 37, 16, 5 }, ms[] = { 1, 4, 9, 16, 17 };
     const size_t k = 512, ldx = k + 1, ldy = 61;
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
