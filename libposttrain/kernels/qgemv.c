@@ -128,7 +128,8 @@ static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
     const size_t kp = (a->kp + 63) / 64 * 64; /* keep the arrays after q aligned */
     size_t bytes = m * kp + m * a->nbp * (2 * sizeof(float) + sizeof(int32_t) + 16 * sizeof(int16_t));
     bytes = (bytes + 63) / 64 * 64;
-    const size_t ng = (m + 15) / 16, tbytes = rows16 ? ng * a->nbp * (512 + 16 * 12) : 0;
+    const size_t ng = (m + 15) / 16, tq = 16 * blk; /* bytes of qt a group and block */
+    const size_t tbytes = rows16 ? ng * a->nbp * (tq + 16 * 12 + (blk == PT_QK ? 0 : 8 * 16 * 4)) : 0;
     uint8_t *buf = pt_malloc_aligned(bytes + tbytes);
     if (!buf)
         return pt_err(PT_ENOMEM, "pt_qgemv_rows: no memory for %zu quantized activations", m * k);
@@ -138,12 +139,13 @@ static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
     a->s = a->d + m * a->nbp;
     a->sum = (int32_t *)(a->s + m * a->nbp);
     a->bsum = (int16_t *)(a->sum + m * a->nbp);
-    a->qt = NULL, a->dt = a->st = NULL, a->sumt = NULL;
+    a->qt = NULL, a->dt = a->st = NULL, a->sumt = a->bsumt = NULL;
     if (rows16) {
         a->qt = (int8_t *)(buf + bytes);
-        a->dt = (float *)(buf + bytes + ng * a->nbp * 512);
+        a->dt = (float *)(buf + bytes + ng * a->nbp * tq);
         a->st = a->dt + ng * a->nbp * 16;
         a->sumt = (int32_t *)(a->st + ng * a->nbp * 16);
+        a->bsumt = blk == PT_QK ? NULL : a->sumt + ng * a->nbp * 16;
     }
     return PT_OK;
 }
@@ -171,15 +173,22 @@ static void act_row(const pt_qact *a, size_t blk, size_t i, size_t k, const floa
         quant_row_K(xi, k, q, d, a->bsum + i * a->nbp * 16);
     if (!a->qt)
         return;
-    const size_t g = i / 16, r = i % 16, nbp = a->nbp;
+    const size_t g = i / 16, r = i % 16, nbp = a->nbp, steps = blk / 4;
     int32_t *qt = (int32_t *)(void *)a->qt;
     for (size_t b = 0; b < k / blk; b++) {
-        const size_t at = (g * nbp + b) * 16 + r;
-        for (size_t t = 0; t < 8; t++)
-            memcpy(&qt[at * 8 - r * 8 + t * 16 + r], q + 32 * b + 4 * t, 4);
+        const size_t gb = g * nbp + b, at = gb * 16 + r;
+        for (size_t t = 0; t < steps; t++)
+            memcpy(&qt[(gb * steps + t) * 16 + r], q + blk * b + 4 * t, 4);
         a->dt[at] = d[b];
-        a->st[at] = s[b];
-        a->sumt[at] = sum[b];
+        if (blk == PT_QK) {
+            a->st[at] = s[b];
+            a->sumt[at] = sum[b];
+            continue;
+        }
+        const int16_t *bs = a->bsum + (i * nbp + b) * 16;
+        for (size_t p = 0; p < 8; p++)
+            a->bsumt[(gb * 8 + p) * 16 + r] =
+                (int32_t)((uint32_t)(uint16_t)bs[2 * p] | (uint32_t)(uint16_t)bs[2 * p + 1] << 16);
     }
 }
 
@@ -398,7 +407,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     if (nseg < 1 || nseg > SEG_MAX)
         return pt_err(PT_EINVAL, "pt_qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
     segrun run[SEG_MAX];
-    bool need[2] = { false, false }, rows16 = false;
+    bool need[2] = { false, false }, rows16[2] = { false, false };
     size_t n = 0, nblk = 0;
     for (int i = 0; i < nseg; i++) {
         const qtype *t;
@@ -413,7 +422,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
                            seg[i].w, k / t->blk * t->bytes, seg[i].rows, n, nblk,
                            t->blk == PT_QK ? 0 : 1 };
         need[run[i].act] = true;
-        rows16 |= r16;
+        rows16[run[i].act] |= r16;
         n += seg[i].rows;
         nblk += (seg[i].rows + QGEMV_BLOCK - 1) / QGEMV_BLOCK;
     }
@@ -433,7 +442,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     memset(act, 0, sizeof act);
     const size_t blks[2] = { PT_QK, PT_QK_K };
     for (int f = 0; f < 2; f++) {
-        int st = need[f] ? act_alloc(blks[f], m, k, f == 0 && rows16, &act[f]) : PT_OK;
+        int st = need[f] ? act_alloc(blks[f], m, k, rows16[f], &act[f]) : PT_OK;
         if (st != PT_OK) {
             pt_free_aligned(act[0].q);
             return st;

@@ -115,6 +115,10 @@ typedef struct pt_qact {
     int8_t *qt;
     float *dt, *st;
     int32_t *sumt;
+    /* Q8_K: the sums of 16 in pairs, bsumt[((g nbp + b) 8 + p) 16 + r] =
+     * bsum[2p] (low 16 bits), bsum[2p + 1] (high) of row 16 g + r; and qt
+     * as above with 64 steps a block (qt[((g nbp + b) 64 + t) 64 + ...]) */
+    int32_t *bsumt;
 } pt_qact;
 
 /* Rows 0 .. len of W (wrow: the first one; rb bytes a row) of type `type`
@@ -138,7 +142,7 @@ pt_qgemv_fn *pt_qgemv_avx2(int type);
  * pt_cpu_active() >= PT_CPU_AVX512 and pt_cpu_has_vnni(); NULL for a type
  * it lacks (the AVX2 kernel runs then). */
 pt_qgemv_fn *pt_qgemv_vnni(int type);
-/* kernels/qgemv_avx512.c: the 32-value types for m >= PT_QGEMV_M16 rows,
+/* kernels/qgemv_avx512.c: every type for m >= PT_QGEMV_M16 rows,
  * 16 rows of x in the lanes of one vector (a->qt ...), each W block unpacked
  * once and broadcast 4 bytes at a time (no reduction across lanes; a last
  * group of fewer than PT_QGEMV_M16 rows goes to pt_qgemv_vnni's kernel);
