@@ -28,6 +28,10 @@
 #define QG_INLINE static inline __attribute__((always_inline)) QG_TARGET
 /* Rows of x per pass over a W row (their accumulators live on the stack). */
 #define QX_MAX 16
+/* Bytes ahead of the m = 1 kernels' reads that they prefetch W (1024
+ * measured 1.1-1.2x faster than none on the 49152 x 576 LM head from the
+ * last-level cache, single-threaded; 4096 in between). */
+#define QG_PF 1024
 
 /* Lane e = the sum of the 8 int32 lanes of v[e] (exact). */
 QG_INLINE __m256i qg_reduce8(const __m256i v[8])
@@ -261,6 +265,8 @@ QG_INLINE void qg_row32_one(const int type, const pt_qact *a, const uint8_t *wr,
         const int nbg = nb - g < 8 ? (int)(nb - g) : 8;
         const uint8_t *bp = wr + g * bytes;
         const int8_t *xq = a->q + g * PT_QK;
+        for (size_t c = 0; c < 8 * bytes; c += 64) /* W streams in ahead (a hint: never faults) */
+            __builtin_prefetch((const void *)((uintptr_t)bp + QG_PF + c), 0, 3);
 #if QG_VNNI
         /* the first 4 bytes of each block (d, and Q4_1/Q5_1's m) by one
          * gather; blocks past the row's end: 0 */
@@ -618,6 +624,8 @@ QG_INLINE void qg_rowk_one(const int type, const pt_qact *a, const uint8_t *wr, 
             if (e >= nbg)
                 continue;
             const uint8_t *bp = wr + (g + (size_t)e) * bytes;
+            for (size_t c = 0; c < bytes; c += 64)
+                __builtin_prefetch((const void *)((uintptr_t)bp + QG_PF + c), 0, 3);
             const int8_t *xq = a->q + (g + (size_t)e) * PT_QK_K;
             const int16_t *bs = a->bsum + (g + (size_t)e) * 16;
             if (type == PT_GGML_Q6_K) {
