@@ -2,8 +2,8 @@
  * blocks): y_i = alpha W x_i + beta y_i with W in one of ggml's block
  * formats (kernels/quant.h), by integer dot products as llama.cpp does.
  *
- * The activations x_i are quantized per block first (once per call, on the
- * calling thread), as llama.cpp's CPU backend does:
+ * The activations x_i are quantized per block first (once per call, each
+ * row by one of the threads), as llama.cpp's CPU backend does:
  *   Q8_0-style (for Q4_0, Q5_0, Q8_0 weights) and Q8_1-style (Q4_1, Q5_1):
  *     per 32 values a = max |x|, q = rint(x * (127 / a)) (ties to even, 0
  *     when a = 0), d = fp16(a / 127) read back as a float; Q8_1 also
@@ -148,7 +148,7 @@ pt_qgemv_fn *pt_qgemv_vnni(int type);
  * group of fewer than PT_QGEMV_M16 rows goes to pt_qgemv_vnni's kernel);
  * same conditions as pt_qgemv_vnni; NULL for a type it lacks.  Measured
  * single-threaded (Q5_0, 576 x 1536): m = 4 1.26x slower than the kernel
- * for few rows, m = 8 1.09x faster, m = 16 2.3x. */
+ * for few rows, m = 8 1.09x faster, m = 16 1.7-2.5x. */
 pt_qgemv_fn *pt_qgemv_vnni16(int type);
 #define PT_QGEMV_M16 8
 /* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
