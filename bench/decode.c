@@ -13,8 +13,11 @@
  *  - decode tokens/s (all rows): B*(N-1) / (time of the N-token call minus
  *    the prefill time): the N-1 tokens that come from decode steps;
  *  - GB/s of weight streaming: each decode step reads every weight once
- *    (4 bytes per parameter), as a fraction of the ~47 GB/s this machine
- *    reads (../shared/docs/performance.md, beside the repository);
+ *    (4 bytes per parameter in FP32, 2 in BF16; a quantized GGUF --model:
+ *    the bytes of its tensors as stored, blocks and scales, whatever the
+ *    precision, since its weights stay in their blocks), as a fraction of
+ *    the ~47 GB/s this machine reads (../shared/docs/performance.md, beside
+ *    the repository);
  *  - then the anchor: /usr/bin/python3 SHARED/anchors/torch_llama.py decode
  *    --config smollm2-135m --batch B --steps N --prompt P, and ours/anchor.
  * --precision: fp32 (FP32 weights), bf16 (the same weights frozen in BF16,
@@ -53,7 +56,7 @@ typedef struct figures {
     double decode_tps, prefill_tps;
 } figures;
 
-static int run_batch(figures *out, pt_model *model, uint64_t nparams, int B, int P, int N,
+static int run_batch(figures *out, pt_model *model, double step_bytes, int B, int P, int N,
                      int reps, int threads, const char *anchor_script)
 {
     const bool bf16 = pt_model_get_bf16(model) != PT_BF16_OFF;
@@ -110,7 +113,7 @@ static int run_batch(figures *out, pt_model *model, uint64_t nparams, int B, int
     double prefill_tps = (double)B * P / pre;
     double steps_s = (double)(N - 1) / dec;
     double decode_tps = (double)B * steps_s;
-    double gbs = steps_s * (double)nparams * (bf16 ? 2.0 : 4.0) / 1e9;
+    double gbs = steps_s * step_bytes / 1e9;
     out->decode_tps = decode_tps;
     out->prefill_tps = prefill_tps;
     double la[3];
@@ -223,11 +226,24 @@ int main(int argc, char **argv)
         CHECK(pt_model_create(&model, &cfg, 1234));
     uint64_t nparams = 0;
     nparams = pt_model_param_count(model);
+    /* bytes a decode step streams: a quantized file's tensor bytes (its
+     * embedding table is the tied LM head in the SmolLM2 shape; an untied
+     * one would be counted though a step reads one row of it) */
+    double qbytes = 0.0;
+    if (model_dir) {
+        pt_model_dir_info info;
+        CHECK(pt_model_dir_info_init(&info));
+        if (pt_model_dir_inspect(&info, model_dir) == PT_OK && info.quantised)
+            qbytes = (double)info.weight_bytes;
+    }
     double la[3];
     loadavg(la);
     printf("bench_decode: SmolLM2-135M shape, %.2fM parameters (%.0f MB FP32), prompt %d, %d new "
            "tokens, %d threads, load average %.2f %.2f %.2f\n", (double)nparams / 1e6,
            (double)nparams * 4 / 1e6, P, N, threads, la[0], la[1], la[2]);
+    if (qbytes > 0.0)
+        printf("quantized weights: %.1f MB streamed a decode step (%.2f bits a parameter)\n",
+               qbytes / 1e6, 8.0 * qbytes / (double)nparams);
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
     printf("bf16 products: %s\n", pt_bf16_info());
@@ -242,12 +258,14 @@ int main(int argc, char **argv)
     }
     figures f32[8], fb[8];
     for (int i = 0; want_fp32 && i < nb; i++)
-        if (run_batch(&f32[i], model, nparams, batches[i], P, N, reps, threads, anchor_script))
+        if (run_batch(&f32[i], model, qbytes > 0.0 ? qbytes : 4.0 * (double)nparams, batches[i], P,
+                      N, reps, threads, anchor_script))
             return 1;
     if (want_bf16) {
         CHECK(pt_model_set_bf16(model, PT_BF16_FROZEN));
         for (int i = 0; i < nb; i++)
-            if (run_batch(&fb[i], model, nparams, batches[i], P, N, reps, threads, anchor_script))
+            if (run_batch(&fb[i], model, qbytes > 0.0 ? qbytes : 2.0 * (double)nparams, batches[i],
+                          P, N, reps, threads, anchor_script))
                 return 1;
     }
     for (int i = 0; want_fp32 && want_bf16 && i < nb; i++)

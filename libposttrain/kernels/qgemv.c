@@ -115,46 +115,81 @@ static void quant_row_K(const float *x, size_t k, int8_t *q, float *d, int16_t *
     }
 }
 
-/* Quantize the m rows of x for weights of type t into a (one allocation:
- * a->q; free it alone); ref: with the scalar code (else AVX2's, the same
- * values).  Padding (blocks up to a multiple of 8) is zero. */
-static int act_make(const qtype *t, size_t m, size_t k, const float *x, size_t ldx, bool ref,
-                    pt_qact *a)
+/* The layout of a for m rows of k values in blocks of blk (rows16: with
+ * the transposed copy of pt_qact) in one zeroed allocation (a->q; free it
+ * alone with pt_free_aligned).  Padding (blocks up to a multiple of 8,
+ * rows up to a multiple of 16) stays zero. */
+static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
 {
-    const size_t nb = k / t->blk;
+    const size_t nb = k / blk;
     a->m = m;
     a->nbp = (nb + 7) / 8 * 8;
-    a->kp = t->blk == PT_QK ? a->nbp * PT_QK : k;
+    a->kp = blk == PT_QK ? a->nbp * PT_QK : k;
     const size_t kp = (a->kp + 63) / 64 * 64; /* keep the arrays after q aligned */
     size_t bytes = m * kp + m * a->nbp * (2 * sizeof(float) + sizeof(int32_t) + 16 * sizeof(int16_t));
-    uint8_t *buf = calloc(1, bytes + 64);
+    bytes = (bytes + 63) / 64 * 64;
+    const size_t ng = (m + 15) / 16, tq = 16 * blk; /* bytes of qt a group and block */
+    const size_t tbytes = rows16 ? ng * a->nbp * (tq + 16 * 12 + (blk == PT_QK ? 0 : 8 * 16 * 4)) : 0;
+    uint8_t *buf = pt_malloc_aligned(bytes + tbytes);
     if (!buf)
         return pt_err(PT_ENOMEM, "pt_qgemv_rows: no memory for %zu quantized activations", m * k);
+    memset(buf, 0, bytes + tbytes);
     a->q = (int8_t *)buf;
     a->d = (float *)(buf + m * kp);
     a->s = a->d + m * a->nbp;
     a->sum = (int32_t *)(a->s + m * a->nbp);
     a->bsum = (int16_t *)(a->sum + m * a->nbp);
-    const size_t ldq = a->kp;
-    for (size_t i = 0; i < m; i++) {
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (!ref && t->blk == PT_QK)
-            pt_qgemv_quant32_avx2(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp,
-                                  a->s + i * a->nbp, a->sum + i * a->nbp);
-        else if (!ref)
-            pt_qgemv_quantK_avx2(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp,
-                                 a->bsum + i * a->nbp * 16);
-        else
-#else
-        (void)ref;
-#endif
-        if (t->blk == PT_QK)
-            quant_row_32(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp, a->s + i * a->nbp,
-                         a->sum + i * a->nbp);
-        else
-            quant_row_K(x + i * ldx, k, a->q + i * ldq, a->d + i * a->nbp, a->bsum + i * a->nbp * 16);
+    a->qt = NULL, a->dt = a->st = NULL, a->sumt = a->bsumt = NULL;
+    if (rows16) {
+        a->qt = (int8_t *)(buf + bytes);
+        a->dt = (float *)(buf + bytes + ng * a->nbp * tq);
+        a->st = a->dt + ng * a->nbp * 16;
+        a->sumt = (int32_t *)(a->st + ng * a->nbp * 16);
+        a->bsumt = blk == PT_QK ? NULL : a->sumt + ng * a->nbp * 16;
     }
     return PT_OK;
+}
+
+/* Row i of x (k values in blocks of blk) quantized into a (ref: with the
+ * scalar code, else AVX2's, the same values), and into its lanes of the
+ * transposed copy.  Rows are independent: any thread may take any row. */
+static void act_row(const pt_qact *a, size_t blk, size_t i, size_t k, const float *xi, bool ref)
+{
+    int8_t *q = a->q + i * a->kp;
+    float *d = a->d + i * a->nbp, *s = a->s + i * a->nbp;
+    int32_t *sum = a->sum + i * a->nbp;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!ref && blk == PT_QK)
+        pt_qgemv_quant32_avx2(xi, k, q, d, s, sum);
+    else if (!ref)
+        pt_qgemv_quantK_avx2(xi, k, q, d, a->bsum + i * a->nbp * 16);
+    else
+#else
+    (void)ref;
+#endif
+    if (blk == PT_QK)
+        quant_row_32(xi, k, q, d, s, sum);
+    else
+        quant_row_K(xi, k, q, d, a->bsum + i * a->nbp * 16);
+    if (!a->qt)
+        return;
+    const size_t g = i / 16, r = i % 16, nbp = a->nbp, steps = blk / 4;
+    int32_t *qt = (int32_t *)(void *)a->qt;
+    for (size_t b = 0; b < k / blk; b++) {
+        const size_t gb = g * nbp + b, at = gb * 16 + r;
+        for (size_t t = 0; t < steps; t++)
+            memcpy(&qt[(gb * steps + t) * 16 + r], q + blk * b + 4 * t, 4);
+        a->dt[at] = d[b];
+        if (blk == PT_QK) {
+            a->st[at] = s[b];
+            a->sumt[at] = sum[b];
+            continue;
+        }
+        const int16_t *bs = a->bsum + (i * nbp + b) * 16;
+        for (size_t p = 0; p < 8; p++)
+            a->bsumt[(gb * 8 + p) * 16 + r] =
+                (int32_t)((uint32_t)(uint16_t)bs[2 * p] | (uint32_t)(uint16_t)bs[2 * p + 1] << 16);
+    }
 }
 
 /* ---- the scalar reference ---- */
@@ -299,11 +334,19 @@ static void qgemv_scalar(int type, const pt_qact *a, size_t len, const uint8_t *
 
 /* ---- dispatch and threads ---- */
 
-static pt_qgemv_fn *pick(int type, const char **name)
+/* The kernel for m rows of x; *rows16: it reads the transposed rows. */
+static pt_qgemv_fn *pick(int type, size_t m, const char **name, bool *rows16)
 {
+    *rows16 = false;
 #if defined(__x86_64__) && defined(__GNUC__)
     pt_qgemv_fn *f;
-    if (pt_cpu_active() >= PT_CPU_AVX512 && pt_cpu_has_vnni() && (f = pt_qgemv_vnni(type))) {
+    const bool vnni = pt_cpu_active() >= PT_CPU_AVX512 && pt_cpu_has_vnni();
+    if (vnni && m >= PT_QGEMV_M16 && (f = pt_qgemv_vnni16(type))) {
+        *name = "avx512vnni16";
+        *rows16 = true;
+        return f;
+    }
+    if (vnni && (f = pt_qgemv_vnni(type))) {
         *name = "avx512vnni";
         return f;
     }
@@ -311,41 +354,82 @@ static pt_qgemv_fn *pick(int type, const char **name)
         *name = "avx2";
         return f;
     }
+#else
+    (void)m;
 #endif
     *name = "scalar";
     return qgemv_scalar;
 }
 
-const char *pt_qgemv_kernel(int type)
+const char *pt_qgemv_kernel_rows(int type, size_t m)
 {
     const char *name = NULL;
+    bool rows16;
     if (pt_qgemv_supported(type))
-        pick(type, &name);
+        pick(type, m, &name, &rows16);
     return name;
 }
 
-static int qgemv_check(int type, size_t k, const float *x, const void *w, const float *y,
-                       const qtype **t)
+const char *pt_qgemv_kernel(int type)
+{
+    return pt_qgemv_kernel_rows(type, 1);
+}
+
+/* One segment of W (pt_qgemv_segs) and what runs it. */
+typedef struct segrun {
+    pt_qgemv_fn *fn;
+    int type;
+    const uint8_t *w;
+    size_t rb, rows, off, blk0; /* bytes a row, rows, first output column, first task */
+    int act;                    /* 0: the 32-value activations, 1: Q8_K's */
+} segrun;
+
+#define SEG_MAX 8
+
+static int seg_check(int type, size_t k, const qtype **t)
 {
     if (!(*t = qtype_of(type)))
         return pt_err(PT_EUNSUPPORTED, "pt_qgemv_rows: no quantized kernel for ggml type %d", type);
     if (k % (*t)->blk)
         return pt_err(PT_EINVAL, "pt_qgemv_rows: k = %zu is not a multiple of the type's block of %zu",
                       k, (*t)->blk);
-    if (!x || !w || !y)
-        return pt_err(PT_EINVAL, "pt_qgemv_rows: x, w or y is NULL");
     return PT_OK;
 }
 
-static int qgemv_run(bool ref, int type, size_t m, size_t n, size_t k, float alpha, const float *x,
-                     size_t ldx, const void *w, float beta, float *y, size_t ldy)
+/* y[:, seg s's columns] = alpha W_s x + beta y for the segments one after
+ * the other (the columns of y follow them): the activations quantized once
+ * per block size, then one parallel region in which the threads first
+ * quantize the rows of x, then share the tasks (QGEMV_BLOCK rows of W) of
+ * all segments. */
+static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+                          const float *x, size_t ldx, float beta, float *y, size_t ldy)
 {
-    const qtype *t;
-    if (m == 0 || n == 0) /* nothing to compute: only the type must make sense */
-        return qtype_of(type) ? PT_OK : qgemv_check(type, k, x, w, y, &t);
-    int st = qgemv_check(type, k, x, w, y, &t);
-    if (st != PT_OK)
-        return st;
+    if (nseg < 1 || nseg > SEG_MAX)
+        return pt_err(PT_EINVAL, "pt_qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
+    segrun run[SEG_MAX];
+    bool need[2] = { false, false }, rows16[2] = { false, false };
+    size_t n = 0, nblk = 0;
+    for (int i = 0; i < nseg; i++) {
+        const qtype *t;
+        int st = seg_check(seg[i].type, k, &t);
+        if (st != PT_OK)
+            return st;
+        if (!seg[i].w && seg[i].rows)
+            return pt_err(PT_EINVAL, "pt_qgemv_rows: w is NULL");
+        bool r16 = false;
+        const char *name;
+        run[i] = (segrun){ ref ? qgemv_scalar : pick(seg[i].type, m, &name, &r16), seg[i].type,
+                           seg[i].w, k / t->blk * t->bytes, seg[i].rows, n, nblk,
+                           t->blk == PT_QK ? 0 : 1 };
+        need[run[i].act] = true;
+        rows16[run[i].act] |= r16;
+        n += seg[i].rows;
+        nblk += (seg[i].rows + QGEMV_BLOCK - 1) / QGEMV_BLOCK;
+    }
+    if (!x || !y)
+        return pt_err(PT_EINVAL, "pt_qgemv_rows: x, w or y is NULL");
+    if (m == 0 || n == 0)
+        return PT_OK;
     if (k == 0) { /* an empty sum */
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < n; j++) {
@@ -354,26 +438,65 @@ static int qgemv_run(bool ref, int type, size_t m, size_t n, size_t k, float alp
             }
         return PT_OK;
     }
-    pt_qact a;
-    if ((st = act_make(t, m, k, x, ldx, ref, &a)) != PT_OK)
-        return st;
-    const char *name;
-    pt_qgemv_fn *fn = ref ? qgemv_scalar : pick(type, &name);
-    const size_t rb = k / t->blk * t->bytes;
-    const uint8_t *wb = w;
-    size_t nblk = (n + QGEMV_BLOCK - 1) / QGEMV_BLOCK;
+    pt_qact act[2];
+    memset(act, 0, sizeof act);
+    const size_t blks[2] = { PT_QK, PT_QK_K };
+    for (int f = 0; f < 2; f++) {
+        int st = need[f] ? act_alloc(blks[f], m, k, rows16[f], &act[f]) : PT_OK;
+        if (st != PT_OK) {
+            pt_free_aligned(act[0].q);
+            return st;
+        }
+    }
     int nt = ref ? 1 : pt_gemm_threads(m, n, k);
     if ((size_t)nt > nblk)
         nt = (int)nblk;
-    size_t chunk = nblk / ((size_t)nt * 8);
-    int grab = chunk < 1 ? 1 : (int)chunk;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, grab) if (nt > 1)
-    for (size_t b = 0; b < nblk; b++) {
-        size_t j0 = b * QGEMV_BLOCK, len = n - j0 < QGEMV_BLOCK ? n - j0 : QGEMV_BLOCK;
-        fn(type, &a, len, wb + j0 * rb, rb, alpha, beta, y + j0, ldy);
+    int fam[2], nf = 0; /* the activation kinds needed */
+    for (int f = 0; f < 2; f++)
+        if (need[f])
+            fam[nf++] = f;
+    const size_t chunk = nblk / ((size_t)nt * 8), nq = (size_t)nf * m;
+    const int grab = chunk < 1 ? 1 : (int)chunk;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < nq; i++) {
+            const int f = fam[i / m];
+            act_row(&act[f], blks[f], i % m, k, x + (i % m) * ldx, ref);
+        }
+#pragma omp for schedule(dynamic, grab)
+        for (size_t b = 0; b < nblk; b++) {
+            int s = 0;
+            while (s + 1 < nseg && run[s + 1].blk0 <= b)
+                s++;
+            const segrun *r = &run[s];
+            const size_t j0 = (b - r->blk0) * QGEMV_BLOCK;
+            const size_t len = r->rows - j0 < QGEMV_BLOCK ? r->rows - j0 : QGEMV_BLOCK;
+            r->fn(r->type, &act[r->act], len, r->w + j0 * r->rb, r->rb, alpha, beta,
+                  y + r->off + j0, ldy);
+        }
     }
-    free(a.q);
+    pt_free_aligned(act[0].q);
+    pt_free_aligned(act[1].q);
     return PT_OK;
+}
+
+static int qgemv_run(bool ref, int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+                     size_t ldx, const void *w, float beta, float *y, size_t ldy)
+{
+    const qtype *t;
+    if (m == 0 || n == 0) /* nothing to compute: only the type must make sense */
+        return qtype_of(type) ? PT_OK : seg_check(type, k, &t);
+    if (!w)
+        return pt_err(PT_EINVAL, "pt_qgemv_rows: x, w or y is NULL");
+    const pt_qseg seg = { type, w, n };
+    return qgemv_segs_run(ref, &seg, 1, m, k, alpha, x, ldx, beta, y, ldy);
+}
+
+int pt_qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
+                  size_t ldx, float beta, float *y, size_t ldy)
+{
+    return qgemv_segs_run(false, seg, nseg, m, k, alpha, x, ldx, beta, y, ldy);
 }
 
 int pt_qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,

@@ -2,8 +2,8 @@
  * blocks): y_i = alpha W x_i + beta y_i with W in one of ggml's block
  * formats (kernels/quant.h), by integer dot products as llama.cpp does.
  *
- * The activations x_i are quantized per block first (once per call, on the
- * calling thread), as llama.cpp's CPU backend does:
+ * The activations x_i are quantized per block first (once per call, each
+ * row by one of the threads), as llama.cpp's CPU backend does:
  *   Q8_0-style (for Q4_0, Q5_0, Q8_0 weights) and Q8_1-style (Q4_1, Q5_1):
  *     per 32 values a = max |x|, q = rint(x * (127 / a)) (ties to even, 0
  *     when a = 0), d = fp16(a / 127) read back as a float; Q8_1 also
@@ -56,6 +56,9 @@ bool pt_qgemv_supported(int type);
 /* The kernel the active path runs for type ("avx512vnni", "avx2",
  * "scalar"), or NULL for an unsupported type. */
 const char *pt_qgemv_kernel(int type);
+/* The same for m rows of x ("avx512vnni16" for the 32-value types from
+ * PT_QGEMV_M16 rows on, where the CPU has AVX512_VNNI). */
+const char *pt_qgemv_kernel_rows(int type, size_t m);
 /* The scalar reference of every type (the arithmetic above, computed from
  * the blocks directly), single-threaded: for tests. */
 int pt_qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
@@ -64,6 +67,14 @@ int pt_qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const
 /* ---- internal to kernels/qgemv*.c ---- */
 
 #include "kernels/quant.h"
+
+/* pt_qgemv_rows over the segments of a fused weight (q|k|v, gate|up; each
+ * of its own type, all supported; y's columns follow the segments), with
+ * x quantized once and one parallel region for all: the same bits as one
+ * pt_qgemv_rows call per segment.  Errors as pt_qgemv_rows', and PT_EINVAL
+ * for nseg outside 1..8. */
+int pt_qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
+                  size_t ldx, float beta, float *y, size_t ldy);
 
 #if defined(__x86_64__) && defined(__F16C__)
 #include <immintrin.h>
@@ -96,6 +107,18 @@ typedef struct pt_qact {
     float *s;       /* [m][nbp]: Q8_1's s (32-value blocks) */
     int32_t *sum;   /* [m][nbp]: sum of the block's q (32-value blocks) */
     int16_t *bsum;  /* [m][nbp * 16]: sums of 16 q's (Q8_K) */
+    /* The same rows in groups of 16, the rows in the lanes (for the
+     * kernels of pt_qgemv_vnni16; NULL otherwise): group g, block b,
+     * 4-value step t: qt[((g nbp + b) 8 + t) 64 + 4 r + e] = q[16 g + r]
+     * [32 b + 4 t + e]; dt, st, sumt[(g nbp + b) 16 + r] = d, s, sum of
+     * row 16 g + r, block b.  Rows past m are zero. */
+    int8_t *qt;
+    float *dt, *st;
+    int32_t *sumt;
+    /* Q8_K: the sums of 16 in pairs, bsumt[((g nbp + b) 8 + p) 16 + r] =
+     * bsum[2p] (low 16 bits), bsum[2p + 1] (high) of row 16 g + r; and qt
+     * as above with 64 steps a block (qt[((g nbp + b) 64 + t) 64 + ...]) */
+    int32_t *bsumt;
 } pt_qact;
 
 /* Rows 0 .. len of W (wrow: the first one; rb bytes a row) of type `type`
@@ -119,6 +142,15 @@ pt_qgemv_fn *pt_qgemv_avx2(int type);
  * pt_cpu_active() >= PT_CPU_AVX512 and pt_cpu_has_vnni(); NULL for a type
  * it lacks (the AVX2 kernel runs then). */
 pt_qgemv_fn *pt_qgemv_vnni(int type);
+/* kernels/qgemv_avx512.c: every type for m >= PT_QGEMV_M16 rows,
+ * 16 rows of x in the lanes of one vector (a->qt ...), each W block unpacked
+ * once and broadcast 4 bytes at a time (no reduction across lanes; a last
+ * group of fewer than PT_QGEMV_M16 rows goes to pt_qgemv_vnni's kernel);
+ * same conditions as pt_qgemv_vnni; NULL for a type it lacks.  Measured
+ * single-threaded (Q5_0, 576 x 1536): m = 4 1.26x slower than the kernel
+ * for few rows, m = 8 1.09x faster, m = 16 1.7-2.5x. */
+pt_qgemv_fn *pt_qgemv_vnni16(int type);
+#define PT_QGEMV_M16 8
 /* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
  * as the scalar ones in kernels/qgemv.c). */
 void pt_qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum);

@@ -203,8 +203,16 @@ void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, si
         segs_xwt_bf16(seg, nseg, m, k, alpha, x, ldx, beta, y, ldy);
         return;
     }
+    if (rowwise) { /* decoding: all segments' blocks in one call (x quantized once) */
+        bool q = true;
+        for (int s = 0; s < nseg; s++)
+            q = q && pt_qgemv_supported(seg[s].type);
+        if (q && pt_qgemv_segs(seg, nseg, m, k, alpha, x, ldx, beta, y, ldy) == PT_OK)
+            return;
+    }
     size_t n;
-    /* decoding reads the blocks segment by segment (no tile) */
+    /* decoding without the integer kernels reads the blocks segment by
+     * segment (no tile) */
     float *t = rowwise ? NULL : segs_tile(seg, nseg, k, &n);
     if (t) {
         pt_qgemm_xwt(rowwise, 0, m, n, k, alpha, x, ldx, t, beta, y, ldy);

@@ -320,7 +320,7 @@ END_TEST
 
 START_TEST(test_qgemv_paths_equal_ref)
 {
-    static const size_t ms[] = { 1, 2, 3, 5, 16, 17 }, ns[] = { 1, 7, 33 };
+    static const size_t ms[] = { 1, 2, 3, 5, 9, 16, 17, 25 }, ns[] = { 1, 7, 33 };
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
             continue;
@@ -329,8 +329,8 @@ START_TEST(test_qgemv_paths_equal_ref)
         for (size_t ti = 0; ti < NTYPES; ti++) {
             const int t = k_types[ti];
             const size_t blk = blk_of(t), ks[] = { blk, 9 * blk, 16 * blk };
-            printf("test_qgemv: %s on path %s: kernel %s\n", type_name(t), pt_cpu_path(),
-                   pt_qgemv_kernel(t));
+            printf("test_qgemv: %s on path %s: kernel %s (m = 1), %s (m = 16)\n", type_name(t),
+                   pt_cpu_path(), pt_qgemv_kernel(t), pt_qgemv_kernel_rows(t, 16));
             for (size_t ki = 0; ki < 3; ki++)
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -345,7 +345,7 @@ START_TEST(test_qgemv_paths_equal_ref)
                             ck_assert_msg(memcmp(a, b, sz) == 0,
                                           "%s on %s (%s): m=%zu n=%zu k=%zu off=%zu: differs from "
                                           "the scalar reference", type_name(t), pt_cpu_path(),
-                                          pt_qgemv_kernel(t), c.m, c.n, c.k, c.off);
+                                          pt_qgemv_kernel_rows(t, c.m), c.m, c.n, c.k, c.off);
                         }
                         free(a); free(b);
                         case_free(&c);
@@ -393,6 +393,73 @@ START_TEST(test_qgemv_rows_independent)
         }
     }
     ck_assert_ok(pt_set_cpu_path(NULL));
+}
+END_TEST
+
+/* pt_qgemv_segs over segments of mixed types (as a Q4_K_M file's q|k|v:
+ * Q5_0, Q5_0, Q8_0; with a K-quant among them) gives, column for column,
+ * the scalar reference of each segment alone, on every path, m = 1 .. 17
+ * (both the m = 1 and the 16-row kernels), 1 and 2 threads. */
+START_TEST(test_qgemv_segs)
+{
+    static const int mix[][3] = { { PT_GGML_Q5_0, PT_GGML_Q5_0, PT_GGML_Q8_0 },
+                                  { PT_GGML_Q4_0, PT_GGML_Q6_K, PT_GGML_Q4_1 },
+                                  { PT_GGML_Q4_K, PT_GGML_Q5_1, PT_GGML_Q5_K } };
+    static const size_t rows[3] = { 37, 16, 5 }, ms[] = { 1, 4, 9, 16, 17 };
+    const size_t k = 512, ldx = k + 1, ldy = 61;
+    for (int l = 0; l < PT_CPU_LEVELS; l++) {
+        if (!use_path(l))
+            continue;
+        pt_rng r;
+        pt_rng_seed(&r, 25);
+        for (size_t mi = 0; mi < 3; mi++) {
+            pt_qseg seg[3];
+            uint8_t *w[3];
+            for (int s = 0; s < 3; s++) {
+                const int t = mix[mi][s];
+                w[s] = malloc(rows[s] * (k / blk_of(t)) * bytes_of(t));
+                make_w(t, rows[s], k, &r, w[s]);
+                seg[s] = (pt_qseg){ t, w[s], rows[s] };
+            }
+            for (size_t mj = 0; mj < sizeof ms / sizeof ms[0]; mj++) {
+                const size_t m = ms[mj];
+                float *x = malloc(m * ldx * sizeof(float)), *a = malloc(m * ldy * sizeof(float));
+                float *b = malloc(m * ldy * sizeof(float));
+                for (size_t i = 0; i < m * ldx; i++)
+                    x[i] = (float)pt_rng_normal(&r);
+                for (size_t i = 0; i < m * ldy; i++)
+                    a[i] = b[i] = (float)pt_rng_normal(&r);
+                for (int nt = 1; nt <= 2; nt++) {
+                    ck_assert_ok(pt_set_num_threads(nt));
+                    float *a2 = malloc(m * ldy * sizeof(float));
+                    memcpy(a2, a, m * ldy * sizeof(float));
+                    ck_assert_ok(pt_qgemv_segs(seg, 3, m, k, 0.5f, x, ldx, 1.0f, a2, ldy));
+                    size_t off = 0;
+                    float *b2 = malloc(m * ldy * sizeof(float));
+                    memcpy(b2, b, m * ldy * sizeof(float));
+                    for (int s = 0; s < 3; s++) {
+                        ck_assert_ok(pt_qgemv_rows_ref(seg[s].type, m, rows[s], k, 0.5f, x, ldx, w[s],
+                                                       1.0f, b2 + off, ldy));
+                        off += rows[s];
+                    }
+                    ck_assert_msg(memcmp(a2, b2, m * ldy * sizeof(float)) == 0,
+                                  "segments %zu on %s, m = %zu, %d threads: differ from the "
+                                  "reference of each segment", mi, pt_cpu_path(), m, nt);
+                    free(a2); free(b2);
+                }
+                free(x); free(a); free(b);
+            }
+            for (int s = 0; s < 3; s++)
+                free(w[s]);
+        }
+    }
+    ck_assert_ok(pt_set_cpu_path(NULL));
+    ck_assert_ok(pt_set_num_threads(2));
+    float x[32] = { 0 }, y[4];
+    const pt_qseg bad[2] = { { PT_GGML_Q8_0, y, 1 }, { PT_GGML_Q2_K, y, 1 } };
+    ck_assert_int_eq(pt_qgemv_segs(bad, 0, 1, 32, 1.0f, x, 32, 0.0f, y, 4), PT_EINVAL);
+    ck_assert(strstr(pt_last_error(), "segments"));
+    ck_assert_int_eq(pt_qgemv_segs(bad, 2, 1, 32, 1.0f, x, 32, 0.0f, y, 4), PT_EUNSUPPORTED);
 }
 END_TEST
 
@@ -447,6 +514,7 @@ int main(void)
     tcase_add_test(tc, test_qgemv_ref_vs_double);
     tcase_add_test(tc, test_qgemv_paths_equal_ref);
     tcase_add_test(tc, test_qgemv_rows_independent);
+    tcase_add_test(tc, test_qgemv_segs);
     tcase_add_test(tc, test_qgemv_errors);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
