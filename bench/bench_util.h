@@ -28,10 +28,10 @@
         }                                                                                        \
     } while (0)
 
-/* The library's monotonic clock (core's pt_now). */
+/* The library's monotonic clock (core's pt__now). */
 static inline double bench_now(void)
 {
-    return pt_now();
+    return pt__now();
 }
 
 /* Peak resident set size of this process in MB. */
@@ -54,7 +54,7 @@ static inline double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Median GFLOP/s of a row-major sgemm m x n x k through pt_sgemm_nt with
+/* Median GFLOP/s of a row-major sgemm m x n x k through pt__sgemm_nt with
  * `threads` threads (the peak the figures are compared with). */
 static inline double bench_gemm_peak(int threads, size_t m, size_t n, size_t k, int reps)
 {
@@ -67,10 +67,10 @@ static inline double bench_gemm_peak(int threads, size_t m, size_t n, size_t k, 
     for (size_t i = 0; i < k * n; i++) b[i] = (float)(i % 5) * 0.1f;
     double t[16];
     if (reps > 16) reps = 16;
-    pt_sgemm_nt(threads, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
+    pt__sgemm_nt(threads, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* warm-up */
     for (int r = 0; r < reps; r++) {
         double t0 = bench_now();
-        pt_sgemm_nt(threads, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+        pt__sgemm_nt(threads, false, false, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
         t[r] = bench_now() - t0;
     }
     double med = bench_median(t, reps);

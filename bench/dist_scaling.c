@@ -12,7 +12,7 @@
  * allreduce: for every message size (floats; default 1K .. 16M and the
  * 134,515,008 of a SmolLM2-135M gradient) and bucket size (default 1, 4,
  * 16, 64 MiB), the median over --reps of the slowest rank's time of
- *   - ours:  pt_comm_allreduce_f32 (the ordered bucketed all-reduce the SFT
+ *   - ours:  pt__comm_allreduce_f32 (the ordered bucketed all-reduce the SFT
  *            and GRPO steps use: a pairwise reduce-scatter summed in rank
  *            order, then an all-gather, per bucket);
  *   - mpi-b: MPI_Allreduce(MPI_IN_PLACE, MPI_SUM) over the same buckets;
@@ -31,7 +31,7 @@
  * as bench_sft_step.  Per step: wall time (slowest rank), comm_seconds
  * (pt_sft_stats; per rank: transfers and waiting for the slowest rank),
  * compute = wall - comm; tokens/s; peak RSS per rank.  Then the gradient
- * all-reduce alone (the internal pt_dist_allreduce_grads the step calls,
+ * all-reduce alone (the internal pt__dist_allreduce_grads the step calls,
  * every rank idle otherwise), and with --grad-buckets LIST (MiB) the same
  * with other bucket sizes.  --checkpoint DIR: rank 0 times
  * pt_checkpoint_save of the model and its AdamW state into DIR/ckpt-K
@@ -165,7 +165,7 @@ static int time_method(double *out, int method, pt_dist *d, float *buf, size_t n
         double t0 = bench_now();
         int st = 0;
         if (method == OURS)
-            st = pt_comm_allreduce_f32(d, buf, n, "bench all-reduce");
+            st = pt__comm_allreduce_f32(d, buf, n, "bench all-reduce");
         else if (method == MPI_B)
             st = mpi_bucketed(buf, n, per_bucket);
         else
@@ -242,7 +242,7 @@ static int run_allreduce(int argc, char **argv)
         return 2;
     }
     header("allreduce", 1);
-    if (g_size == 1) { /* pt_comm_allreduce_f32 returns at once: nothing to measure */
+    if (g_size == 1) { /* pt__comm_allreduce_f32 returns at once: nothing to measure */
         if (!g_rank)
             printf("result: mode=allreduce np=1 (one rank: nothing is exchanged; run at 2 or more ranks)\n");
         return 0;
@@ -403,14 +403,14 @@ static int checkpoint_figures(pt_dist *d, pt_model *m, pt_optimizer *opt, const 
 }
 
 /* Median over 3 runs (after one warm-up) of the slowest rank's time of the
- * gradient all-reduce the step calls, pt_dist_allreduce_grads. */
+ * gradient all-reduce the step calls, pt__dist_allreduce_grads. */
 static int time_grads(double *out, pt_dist *d, pt_optimizer *opt)
 {
     double ar[3];
     for (int r = -1; r < 3; r++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = bench_now();
-        CHECK(pt_dist_allreduce_grads(d, opt));
+        CHECK(pt__dist_allreduce_grads(d, opt));
         double dt = max_over_ranks(bench_now() - t0);
         if (r >= 0)
             ar[r] = dt;
@@ -539,7 +539,7 @@ static int run_sft(int argc, char **argv)
                "load=%.2f\n", g_size, threads, G, T, (long long)count, bucket_mib, (unsigned long long)nparams, steps,
                w, tok / w, cp0, cpmax, c0, cmin, cmax, c0 / w, loss, rss_max, rss_min, bench_loadavg());
         printf("figure: grad_allreduce np=%d bucket_mib=%g bytes=%.0f isolated_s=%.4f algbw_gbs=%.2f "
-               "(pt_dist_allreduce_grads alone; in the step comm_s_min=%.3f) load=%.2f\n", g_size, bucket_mib,
+               "(pt__dist_allreduce_grads alone; in the step comm_s_min=%.3f) load=%.2f\n", g_size, bucket_mib,
                (double)nparams * 4, arm, (double)nparams * 4 / arm / 1e9, cmin, bench_loadavg());
     }
     /* --grad-buckets: the same all-reduce with other bucket sizes */
@@ -555,7 +555,7 @@ static int run_sft(int argc, char **argv)
         pt_dist_free(d2);
         if (!g_rank)
             printf("figure: grad_allreduce np=%d bucket_mib=%g bytes=%.0f isolated_s=%.4f algbw_gbs=%.2f "
-                   "(pt_dist_allreduce_grads alone, --grad-buckets) load=%.2f\n", g_size, gbuckets[k],
+                   "(pt__dist_allreduce_grads alone, --grad-buckets) load=%.2f\n", g_size, gbuckets[k],
                    (double)nparams * 4, t2, (double)nparams * 4 / t2 / 1e9, bench_loadavg());
     }
     if (ckpt && checkpoint_figures(d, m, opt, ckpt, ckpt_reps))

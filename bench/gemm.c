@@ -1,4 +1,4 @@
-/* bench_gemm: BLIS sgemm through pt_sgemm at the shapes a training step and
+/* bench_gemm: BLIS sgemm through pt__sgemm at the shapes a training step and
  * decoding use, with 1 and N threads and the library's own thread policy. */
 #include "bench_util.h"
 
@@ -23,7 +23,7 @@ int main(int argc, char **argv)
         size_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
         double g1 = bench_gemm_peak(1, m, n, k, 5);
         double gn = bench_gemm_peak(nt, m, n, k, 5);
-        double gp = bench_gemm_peak(pt_gemm_threads(m, n, k), m, n, k, 5);
+        double gp = bench_gemm_peak(pt__gemm_threads(m, n, k), m, n, k, 5);
         printf("%6zu %6zu %6zu  %10.1f %10.1f %10.1f\n", m, n, k, g1, gn, gp);
     }
     printf("peak_rss_mb=%.1f\n", bench_peak_rss_mb());

@@ -1,6 +1,6 @@
-/* bench_gemm_bf16 [THREADS [OP]]: our BF16 GEMM and pt_gemm_mixed (BF16
+/* bench_gemm_bf16 [THREADS [OP]]: our BF16 GEMM and pt__gemm_mixed (BF16
  * weights, FP32 activations; through oneDNN when that is its backend)
- * against BLIS FP32 (pt_sgemm) and, when the build has oneDNN, oneDNN's BF16
+ * against BLIS FP32 (pt__sgemm) and, when the build has oneDNN, oneDNN's BF16
  * matmul called directly, at the shapes of a SmolLM2-135M training step: GFLOP/s, median of
  * 5, at THREADS threads (default 2).  The CPU, the kernel path and oneDNN's
  * implementation name are printed; compare only figures of the same run. */
@@ -51,8 +51,8 @@ static int make_operands(operands *o, const shape *s)
         return -1;
     fill(o->a, na, 1);
     fill(o->b, nb, 2);
-    pt_f32_to_bf16_n(o->ab, o->a, na);
-    pt_f32_to_bf16_n(o->bb, o->b, nb);
+    pt__f32_to_bf16_n(o->ab, o->a, na);
+    pt__f32_to_bf16_n(o->bb, o->b, nb);
     return 0;
 }
 
@@ -67,17 +67,17 @@ static void run_once(int which, int nt, const shape *s, const operands *o)
 {
     size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
     if (which == RUN_BLIS)
-        pt_sgemm_nt(nt, s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, lda, o->b, ldb, 0.0f, o->c,
+        pt__sgemm_nt(nt, s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, lda, o->b, ldb, 0.0f, o->c,
                     s->n);
     else if (which == RUN_OURS)
-        pt_gemm_bf16_nt(pt_gemm_threads(s->m, s->n, s->k), PT_BF16_KERNEL_AUTO, s->ta, s->tb,
+        pt__gemm_bf16_nt(pt__gemm_threads(s->m, s->n, s->k), PT_BF16_KERNEL_AUTO, s->ta, s->tb,
                         s->m, s->n, s->k, 1.0f, o->a, false, lda, o->bb, true, ldb, 0.0f, o->c,
                         s->n);
     else if (which == RUN_MIXED)
-        pt_gemm_mixed(s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, false, lda, o->bb, true, ldb,
+        pt__gemm_mixed(s->ta, s->tb, s->m, s->n, s->k, 1.0f, o->a, false, lda, o->bb, true, ldb,
                       0.0f, o->c, s->n);
     else
-        pt_gemm_bf16_nt(pt_gemm_threads(s->m, s->n, s->k), PT_BF16_KERNEL_DPBF16, s->ta, s->tb,
+        pt__gemm_bf16_nt(pt__gemm_threads(s->m, s->n, s->k), PT_BF16_KERNEL_DPBF16, s->ta, s->tb,
                         s->m, s->n, s->k, 1.0f, o->a, false, lda, o->bb, true, ldb, 0.0f, o->c,
                         s->n);
 }
@@ -147,7 +147,7 @@ static void dnnl_release(dnnl_job *j)
 }
 #endif
 
-enum { NMETHODS = 5 }; /* BLIS, ours, pt_gemm_mixed, vdpbf16ps, oneDNN */
+enum { NMETHODS = 5 }; /* BLIS, ours, pt__gemm_mixed, vdpbf16ps, oneDNN */
 
 /* GFLOP/s of each method (0: not run), the methods taking turns in each of
  * the REPS rounds so that a change in the machine's load hits them all. */
@@ -204,13 +204,13 @@ int main(int argc, char **argv)
     };
     printf("cpu: %s\nload average (1 min): %.2f\n", pt_cpu_info(), bench_loadavg());
     printf("fp32: %s\n", pt_blas_info());
-    if (pt_cpu_bf16_compute())
+    if (pt__cpu_bf16_compute())
         printf("bf16 path: own 12x32 micro-kernel, %s (chosen by timing vdpbf16ps against FP32 "
-               "FMAs under DAZ/FTZ: the same bits)\n", pt_bf16_kernel_name(pt_bf16_kernel_auto()));
+               "FMAs under DAZ/FTZ: the same bits)\n", pt__bf16_kernel_name(pt__bf16_kernel_auto()));
     else
         printf("bf16 path: none on this path: BF16 widened to FP32, BLIS\n");
-    printf("bf16 products: %s\n", pt_bf16_gemm_backend());
-    bool dp = pt_bf16_kernel_available(PT_BF16_KERNEL_DPBF16);
+    printf("bf16 products: %s\n", pt__bf16_gemm_backend());
+    bool dp = pt__bf16_kernel_available(PT_BF16_KERNEL_DPBF16);
 #ifdef PT_BENCH_DNNL
     bool have_dnnl = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) == dnnl_success &&
         dnnl_stream_create(&dnnl_str, dnnl_eng, dnnl_stream_default_flags) == dnnl_success;
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
     bool have_dnnl = false;
 #endif
     printf("GFLOP/s at %d threads, median of %d rounds (methods in turns); ours: our BF16 GEMM, A "
-           "FP32 (rounded), B BF16; mixed: pt_gemm_mixed on the same operands (its backend "
+           "FP32 (rounded), B BF16; mixed: pt__gemm_mixed on the same operands (its backend "
            "above); vdpbf16ps: our kernel forced to the instruction; oneDNN: direct, both BF16\n",
            nt, REPS);
     printf("%-16s %6s %6s %6s %9s %9s %9s %9s %9s %9s\n", "op", "M", "N", "K", "BLIS fp32",

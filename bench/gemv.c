@@ -1,4 +1,4 @@
-/* bench_gemv: the small-m decode products (pt_sgemv_rows, pt_bgemv_rows) at
+/* bench_gemv: the small-m decode products (pt__sgemv_rows, pt__bgemv_rows) at
  * SmolLM2-135M's shapes, against the memory read bandwidth measured in the
  * same run and against the code they replaced (BLIS sgemv per row per
  * 32-row block of W, copied below), on every kernel path this CPU runs.
@@ -44,7 +44,7 @@ static const shape shapes[] = {
 static const size_t ms[] = { 1, 4, 16 };
 #define NM (sizeof ms / sizeof ms[0])
 
-/* ---- the code pt_sgemv_rows ran before kernels/gemv.c, for comparison ---- */
+/* ---- the code pt__sgemv_rows ran before kernels/gemv.c, for comparison ---- */
 
 #define OLD_BLOCK 32
 
@@ -52,7 +52,7 @@ static void old_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const floa
                            const float *w, size_t ldw, float beta, float *y, size_t ldy)
 {
     size_t nblk = (n + OLD_BLOCK - 1) / OLD_BLOCK;
-    int nt = pt_gemm_threads(m, n, k);
+    int nt = pt__gemm_threads(m, n, k);
     if ((size_t)nt > nblk)
         nt = (int)nblk;
     size_t chunk = nblk / ((size_t)nt * 8);
@@ -61,7 +61,7 @@ static void old_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const floa
     for (size_t b = 0; b < nblk; b++) {
         size_t j0 = b * OLD_BLOCK, len = n - j0 < OLD_BLOCK ? n - j0 : OLD_BLOCK;
         for (size_t i = 0; i < m; i++)
-            pt_sgemv(false, len, k, alpha, w + j0 * ldw, ldw, x + i * ldx, beta,
+            pt__sgemv(false, len, k, alpha, w + j0 * ldw, ldw, x + i * ldx, beta,
                      y + i * ldy + j0);
     }
 }
@@ -131,7 +131,7 @@ static void entry_round(entry *e, int rep, size_t m, size_t n, size_t k,
                         const unsigned char *pool, const float *x, float *y)
 {
     if (e->v != V_OLD)
-        pt_set_cpu_path(pt_cpu_level_str((pt_cpu_level)e->level));
+        pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)e->level));
     size_t calls = ROUND_BYTES / e->bytes;
     if (calls < 4)
         calls = 4;
@@ -141,9 +141,9 @@ static void entry_round(entry *e, int rep, size_t m, size_t n, size_t k,
         if (e->v == V_OLD)
             old_sgemv_rows(m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
         else if (e->v == V_F32)
-            pt_sgemv_rows(m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+            pt__sgemv_rows(m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
         else
-            pt_bgemv_rows(m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+            pt__bgemv_rows(m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
     }
     if (rep >= 0)
         e->t[rep] = (bench_now() - t0) / (double)calls;
@@ -228,7 +228,7 @@ static void fill_pool(unsigned char *pool, int nt)
         uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull;
         z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
         double u = (double)((z >> 11) & 0xfffff) / 1048576.0 - 0.5; /* uniform, sd 0.29 */
-        h[i] = pt_f32_to_bf16((float)(u * 0.17));
+        h[i] = pt__f32_to_bf16((float)(u * 0.17));
     }
 }
 
@@ -260,7 +260,7 @@ int main(int argc, char **argv)
     /* t[statistic][path][variant][shape][m]; the old code is BLIS's (no path
      * of ours). */
     static double t[2][PT_CPU_LEVELS][NVAR][NSHAPE][NM]; /* [median, best] */
-    pt_cpu_level det = pt_cpu_detected();
+    pt_cpu_level det = pt__cpu_detected();
     printf("\n(us/call: median of %d rounds, and the best round; GB/s, of bw, GFLOP/s and vs old "
            "from the median)\n", REPS);
     printf("%-10s %-10s %12s %3s  %-12s %9s %9s %7s %6s %8s %8s\n", "path", "product", "n x k", "m",
@@ -276,7 +276,7 @@ int main(int argc, char **argv)
             double med[1 + 2 * PT_CPU_LEVELS], best[1 + 2 * PT_CPU_LEVELS];
             time_entries(e, ne, ms[mi], shapes[si].n, shapes[si].k, pool, x, y, med, best);
             for (int i = 0; i < ne; i++) {
-                const char *path = e[i].v == V_OLD ? "BLIS" : pt_cpu_level_str((pt_cpu_level)e[i].level);
+                const char *path = e[i].v == V_OLD ? "BLIS" : pt__cpu_level_str((pt_cpu_level)e[i].level);
                 print_row(path, e[i].v, &shapes[si], ms[mi], med[i], best[i], bw, med[0]);
                 for (int l = 0; l < PT_CPU_LEVELS; l++)
                     if (e[i].v == V_OLD || l == e[i].level) {
@@ -288,8 +288,8 @@ int main(int argc, char **argv)
         }
     CHECK(pt_set_cpu_path(NULL));
     for (int l = (int)det + 1; l < PT_CPU_LEVELS; l++)
-        printf("skipped: %s (this CPU runs up to %s)\n", pt_cpu_level_str((pt_cpu_level)l),
-               pt_cpu_level_str(det));
+        printf("skipped: %s (this CPU runs up to %s)\n", pt__cpu_level_str((pt_cpu_level)l),
+               pt__cpu_level_str(det));
 
     for (int st = 0; st < 2; st++) {
         printf("\nwhole model, one decode step (30 layers: qkv, o, gate|up, down; and the LM head), "
@@ -297,7 +297,7 @@ int main(int argc, char **argv)
         print_model("BLIS", V_OLD, t[st][0][V_OLD], st ? bw_best : bw);
         for (int l = 0; l <= (int)det; l++)
             for (int v = V_F32; v < NVAR; v++)
-                print_model(pt_cpu_level_str((pt_cpu_level)l), v, t[st][l][v], st ? bw_best : bw);
+                print_model(pt__cpu_level_str((pt_cpu_level)l), v, t[st][l][v], st ? bw_best : bw);
     }
     printf("load average %.2f, peak_rss_mb=%.1f\n", bench_loadavg(), bench_peak_rss_mb());
     free(pool);

@@ -1,7 +1,7 @@
-/* bench_qgemv: the products on ggml-quantized weights (pt_qgemv_rows,
+/* bench_qgemv: the products on ggml-quantized weights (pt__qgemv_rows,
  * kernels/qgemv.h) at SmolLM2-135M's shapes, m = 1 and 16, for every
  * supported type on every kernel path this CPU runs, with the FP32 kernel
- * (pt_sgemv_rows) at the same shapes for comparison.
+ * (pt__sgemv_rows) at the same shapes for comparison.
  *
  * Weights are taken in turn from a 512 MiB pool of distinct copies (more
  * than the last-level cache), so every call streams its W from memory as
@@ -92,9 +92,9 @@ static double time_calls(const qtype *t, size_t m, size_t n, size_t k, const uns
         for (size_t c = 0; c < calls; c++, at = (at + 1) % copies) {
             const unsigned char *w = pool + at * wbytes;
             if (t->type < 0)
-                pt_sgemv_rows(m, n, k, 1.0f, x, k, (const float *)(const void *)w, k, 0.0f, y, n);
-            else if (pt_qgemv_rows(t->type, m, n, k, 1.0f, x, k, w, 0.0f, y, n) != PT_OK) {
-                fprintf(stderr, "pt_qgemv_rows: %s\n", pt_last_error());
+                pt__sgemv_rows(m, n, k, 1.0f, x, k, (const float *)(const void *)w, k, 0.0f, y, n);
+            else if (pt__qgemv_rows(t->type, m, n, k, 1.0f, x, k, w, 0.0f, y, n) != PT_OK) {
+                fprintf(stderr, "pt__qgemv_rows: %s\n", pt_last_error());
                 exit(1);
             }
         }
@@ -110,7 +110,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_qgemv [THREADS [REPS (1..%d)]]\n", MAXREPS);
         return 2;
     }
-    printf("cpu: %s (AVX512_VNNI: %s)\n", pt_cpu_info(), pt_cpu_has_vnni() ? "yes" : "no");
+    printf("cpu: %s (AVX512_VNNI: %s)\n", pt_cpu_info(), pt__cpu_has_vnni() ? "yes" : "no");
     printf("threads %d, load average %.2f, median of %d rounds\n", nt, bench_loadavg(), reps);
     unsigned char *pool = aligned_alloc(64, POOL_BYTES);
     float *x = malloc(16 * 1536 * sizeof *x), *y = malloc(16 * 49152 * sizeof *y);
@@ -122,14 +122,14 @@ int main(int argc, char **argv)
         x[i] = (float)((int)(i % 13) - 6) * 0.1f;
     printf("%-10s %-5s %-11s %12s %3s %9s %8s %10s %12s\n", "path", "type", "kernel", "n x k", "m",
            "us/call", "GB/s", "W rows/s", "products/s");
-    const pt_cpu_level det = pt_cpu_detected();
+    const pt_cpu_level det = pt__cpu_detected();
     for (size_t ti = 0; ti < NTYPES; ti++) {
         const qtype *t = &types[ti];
         fill_pool(pool, POOL_BYTES, t);
         /* avx512bf16 runs the avx512 kernels here */
         for (int l = 0; l <= (int)det && l <= (int)PT_CPU_AVX512; l++) {
-            CHECK(pt_set_cpu_path(pt_cpu_level_str((pt_cpu_level)l)));
-            const char *kern = t->type < 0 ? "gemv" : pt_qgemv_kernel(t->type);
+            CHECK(pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)l)));
+            const char *kern = t->type < 0 ? "gemv" : pt__qgemv_kernel(t->type);
             for (size_t si = 0; si < NSHAPES; si++) {
                 const size_t n = shapes[si][0], k = shapes[si][1];
                 if (k % t->blk) {
@@ -142,7 +142,7 @@ int main(int argc, char **argv)
                     const double sec = time_calls(t, ms[mi], n, k, pool, x, y, reps);
                     const double wb = (double)(n * (k / t->blk) * t->bytes);
                     printf("%-10s %-5s %-11s %5zu x %4zu %3zu %9.1f %8.1f %10.3g %12.3g\n",
-                           pt_cpu_level_str((pt_cpu_level)l), t->name, kern, n, k, ms[mi],
+                           pt__cpu_level_str((pt_cpu_level)l), t->name, kern, n, k, ms[mi],
                            sec * 1e6, wb / sec / 1e9, (double)n / sec, (double)(n * ms[mi]) / sec);
                     fflush(stdout);
                 }
@@ -153,8 +153,8 @@ int main(int argc, char **argv)
     if (det >= PT_CPU_AVX512BF16)
         printf("skipped: avx512bf16 (runs the avx512 kernels for these products)\n");
     for (int l = (int)det + 1; l < PT_CPU_LEVELS; l++)
-        printf("skipped: %s (this CPU runs up to %s)\n", pt_cpu_level_str((pt_cpu_level)l),
-               pt_cpu_level_str(det));
+        printf("skipped: %s (this CPU runs up to %s)\n", pt__cpu_level_str((pt_cpu_level)l),
+               pt__cpu_level_str(det));
     printf("load average %.2f, peak_rss_mb=%.1f\n", bench_loadavg(), bench_peak_rss_mb());
     free(pool);
     free(x);

@@ -85,7 +85,7 @@ static pt_model *make_model(uint64_t seed)
 static double run(int concurrent, int threads_each)
 {
     job j[2] = { { make_model(1), threads_each, 0 }, { make_model(2), threads_each, 0 } };
-    double t0 = pt_now();
+    double t0 = pt__now();
     if (concurrent) {
         pthread_t th[2];
         for (int k = 0; k < 2; k++)
@@ -96,7 +96,7 @@ static double run(int concurrent, int threads_each)
         for (int k = 0; k < 2; k++)
             j[k].status = train(&j[k]);
     }
-    double dt = pt_now() - t0;
+    double dt = pt__now() - t0;
     for (int k = 0; k < 2; k++) {
         if (j[k].status)
             exit(1);

@@ -59,7 +59,7 @@ static int setup_dir(void)
     char *json = NULL;
     if (pt_model_create(&m, &c, 1) != PT_OK || pt_model_config_to_json(&json, &c) != PT_OK)
         return -1;
-    char *p = pt_path_join(g_dir, "config.json");
+    char *p = pt__path_join(g_dir, "config.json");
     FILE *f = fopen(p, "wb");
     fputs(json, f);
     fclose(f);
@@ -68,7 +68,7 @@ static int setup_dir(void)
     pt_st_write_tensor t[2][32];
     size_t n[2] = { 0, 0 };
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const pt_tensor_ref *r = pt__model_tensor(m, i);
         int s = strstr(r->name, "mlp") != NULL;
         pt_st_write_tensor *w = &t[s][n[s]++];
         memset(w, 0, sizeof *w);
@@ -82,8 +82,8 @@ static int setup_dir(void)
     static const char *const names[2] = { "model-00001-of-00002.safetensors",
                                           "model-00002-of-00002.safetensors" };
     for (int s = 0; s < 2; s++) {
-        p = pt_path_join(g_dir, names[s]);
-        if (pt_st_write(p, t[s], n[s], NULL, 0) != PT_OK)
+        p = pt__path_join(g_dir, names[s]);
+        if (pt__st_write(p, t[s], n[s], NULL, 0) != PT_OK)
             return -1;
         pt_free(p);
     }
@@ -99,7 +99,7 @@ static void fuzz_index(const char *buf, size_t size)
             abort();
         ready = 1;
     }
-    char *p = pt_path_join(g_dir, "model.safetensors.index.json");
+    char *p = pt__path_join(g_dir, "model.safetensors.index.json");
     FILE *f = fopen(p, "wb");
     if (size)
         fwrite(buf, 1, size, f);
@@ -133,22 +133,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void fuzz_jsonl(const char *buf, size_t size)
 {
     pt_jsonl *r = NULL;
-    if (pt_jsonl_open_memory(&r, buf, size, "fuzz.jsonl", 4096) != PT_OK)
+    if (pt__jsonl_open_memory(&r, buf, size, "fuzz.jsonl", 4096) != PT_OK)
         abort();
     const cJSON *row;
     int st, guard = 0;
-    while ((st = pt_jsonl_next(r, &row)) != 0 && guard++ < 100000) {
+    while ((st = pt__jsonl_next(r, &row)) != 0 && guard++ < 100000) {
         if (st < 0) {
             if (!strstr(pt_last_error(), "fuzz.jsonl line "))
                 abort();
             continue;
         }
-        int kind = pt_jsonl_row_kind(r, row);
+        int kind = pt__jsonl_row_kind(r, row);
         if (kind == PT_JSONL_IDS) {
             int32_t *ids = NULL;
             uint8_t *mask = NULL;
             size_t n = 0;
-            if (pt_jsonl_row_ids(&ids, &mask, &n, r, row, 1000) == PT_OK) {
+            if (pt__jsonl_row_ids(&ids, &mask, &n, r, row, 1000) == PT_OK) {
                 for (size_t i = 0; i < n; i++)
                     if (ids[i] < 0 || ids[i] >= 1000 || (mask && mask[i] > 1))
                         abort();
@@ -158,12 +158,12 @@ static void fuzz_jsonl(const char *buf, size_t size)
         } else if (kind == PT_JSONL_TEXT) {
             const char *s;
             size_t len;
-            if (pt_jsonl_row_string(&s, &len, r, row, "text", 1) == PT_OK &&
-                !pt_utf8_valid(s, len))
+            if (pt__jsonl_row_string(&s, &len, r, row, "text", 1) == PT_OK &&
+                !pt__utf8_valid(s, len))
                 abort();
         }
     }
-    pt_jsonl_close(r);
+    pt__jsonl_close(r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size)
         memcpy(buf, data, size);
     pt_st_file *f = NULL;
-    int st = pt_st_open_memory(&f, size ? buf : NULL, size);
+    int st = pt__st_open_memory(&f, size ? buf : NULL, size);
     if (st != PT_OK) {
         if (f != NULL || st >= 0 || pt_last_error()[0] == '\0')
             abort(); /* a failure must be clean and explained */
@@ -28,13 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     uint64_t expect = 0;
-    for (size_t i = 0; i < pt_st_count(f); i++) {
-        const pt_st_tensor *t = pt_st_tensor_at(f, i);
-        if (t->offset != expect || pt_st_find(f, t->name) != t)
+    for (size_t i = 0; i < pt__st_count(f); i++) {
+        const pt_st_tensor *t = pt__st_tensor_at(f, i);
+        if (t->offset != expect || pt__st_find(f, t->name) != t)
             abort();
         expect += t->nbytes;
         const uint8_t *d = t->data;
-        if (d < buf + 8 + pt_st_header_size(f) || d + t->nbytes > buf + size)
+        if (d < buf + 8 + pt__st_header_size(f) || d + t->nbytes > buf + size)
             abort();
         size_t numel = 1;
         for (int k = 0; k < t->ndim; k++)
@@ -45,21 +45,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             float *out = malloc(numel ? numel * sizeof(float) : 1);
             if (!out)
                 abort();
-            if (pt_st_read_f32(t, out, numel) != PT_OK)
+            if (pt__st_read_f32(t, out, numel) != PT_OK)
                 abort();
             free(out);
-        } else if (pt_st_read_f32(t, NULL, numel) != PT_EUNSUPPORTED) {
+        } else if (pt__st_read_f32(t, NULL, numel) != PT_EUNSUPPORTED) {
             abort();
         }
     }
-    if (expect != pt_st_data_size(f))
+    if (expect != pt__st_data_size(f))
         abort();
-    for (size_t i = 0; i < pt_st_metadata_count(f); i++) {
+    for (size_t i = 0; i < pt__st_metadata_count(f); i++) {
         const char *k, *v;
-        if (pt_st_metadata_at(f, i, &k, &v) != PT_OK || pt_st_metadata(f, k) == NULL)
+        if (pt__st_metadata_at(f, i, &k, &v) != PT_OK || pt__st_metadata(f, k) == NULL)
             abort();
     }
-    pt_st_close(f);
+    pt__st_close(f);
     free(buf);
     return 0;
 }

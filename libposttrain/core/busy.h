@@ -14,19 +14,19 @@
 typedef _Atomic(const char *) pt_busy;
 
 /* The PT_EBUSY message: "fn: the kind h is in use by holder ...". */
-int pt_busy_error(const char *fn, const char *kind, const void *h, const char *holder);
+int pt__busy_error(const char *fn, const char *kind, const void *h, const char *holder);
 
 /* Take b for fn (a static string, the public function): PT_OK, or PT_EBUSY. */
-static inline int pt_busy_enter(pt_busy *b, const char *fn, const char *kind, const void *h)
+static inline int pt__busy_enter(pt_busy *b, const char *fn, const char *kind, const void *h)
 {
     const char *holder = NULL;
     if (__builtin_expect(atomic_compare_exchange_strong_explicit(b, &holder, fn, memory_order_acquire,
                                                                  memory_order_relaxed), 1))
         return PT_OK;
-    return pt_busy_error(fn, kind, h, holder);
+    return pt__busy_error(fn, kind, h, holder);
 }
 
-static inline void pt_busy_leave(pt_busy *b)
+static inline void pt__busy_leave(pt_busy *b)
 {
     atomic_store_explicit(b, NULL, memory_order_release);
 }

@@ -6,19 +6,19 @@
 #include <stdio.h>
 #include <string.h>
 
-int pt_err_arg(const char *func, const char *arg, const char *fmt, ...)
+int pt__err_arg(const char *func, const char *arg, const char *fmt, ...)
 {
     char detail[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    return pt_err(PT_EINVAL, "%s: %s %s", func, arg, detail);
+    return pt__err(PT_EINVAL, "%s: %s %s", func, arg, detail);
 }
 
-int pt_err_count(const char *func, const char *arg, size_t n, size_t max, const char *what)
+int pt__err_count(const char *func, const char *arg, size_t n, size_t max, const char *what)
 {
-    return pt_err(PT_ERANGE, "%s: %s = %zu is beyond any possible %s (at most %zu): a negative or uninitialised "
+    return pt__err(PT_ERANGE, "%s: %s = %zu is beyond any possible %s (at most %zu): a negative or uninitialised "
                   "count? nothing was read", func, arg, n, what, max);
 }
 
@@ -26,13 +26,13 @@ static int struct_size_ok(size_t size, size_t full_size, const char *func,
                           const char *init_name)
 {
     if (size < sizeof(size_t) || size > full_size)
-        return pt_err(PT_EINVAL,
+        return pt__err(PT_EINVAL,
                       "%s: struct size %zu is not between %zu and %zu (fill it with %s first)",
                       func, size, sizeof(size_t), full_size, init_name);
     return PT_OK;
 }
 
-int pt_struct_read(void *dst, size_t full_size, const void *src, const char *func,
+int pt__struct_read(void *dst, size_t full_size, const void *src, const char *func,
                    const char *init_name)
 {
     if (!src)
@@ -47,7 +47,7 @@ int pt_struct_read(void *dst, size_t full_size, const void *src, const char *fun
     return PT_OK;
 }
 
-int pt_struct_check_out(const void *user, size_t full_size, const char *func,
+int pt__struct_check_out(const void *user, size_t full_size, const char *func,
                         const char *init_name)
 {
     if (!user)
@@ -57,7 +57,7 @@ int pt_struct_check_out(const void *user, size_t full_size, const char *func,
     return struct_size_ok(size, full_size, func, init_name);
 }
 
-void pt_struct_write(void *user, const void *full)
+void pt__struct_write(void *user, const void *full)
 {
     if (!user)
         return;
@@ -67,14 +67,14 @@ void pt_struct_write(void *user, const void *full)
     memcpy(user, &size, sizeof size);
 }
 
-const void *pt_struct_at(const void *array, size_t i)
+const void *pt__struct_at(const void *array, size_t i)
 {
     size_t size;
     memcpy(&size, array, sizeof size);
     return (const char *)array + i * size;
 }
 
-const char *pt_enum_name(const pt_enum_entry *table, size_t n, int value)
+const char *pt__enum_name(const pt_enum_entry *table, size_t n, int value)
 {
     for (size_t i = 0; i < n; i++)
         if (table[i].value == value)
@@ -82,11 +82,11 @@ const char *pt_enum_name(const pt_enum_entry *table, size_t n, int value)
     return NULL;
 }
 
-int pt_enum_from_name(int *out, const pt_enum_entry *table, size_t n, const char *name,
+int pt__enum_from_name(int *out, const pt_enum_entry *table, size_t n, const char *name,
                       const char *func, const char *what)
 {
     if (!out || !name)
-        return pt_err(PT_EINVAL, "%s: %s is NULL", func, out ? "name" : "out");
+        return pt__err(PT_EINVAL, "%s: %s is NULL", func, out ? "name" : "out");
     for (size_t i = 0; i < n; i++) {
         if (!strcmp(table[i].name, name)) {
             *out = table[i].value;
@@ -95,9 +95,9 @@ int pt_enum_from_name(int *out, const pt_enum_entry *table, size_t n, const char
     }
     pt_strbuf b = PT_STRBUF_INIT;
     for (size_t i = 0; i < n; i++)
-        pt_strbuf_printf(&b, "%s%s", i ? ", " : "", table[i].name);
-    int st = pt_err(PT_EINVAL, "%s: unknown %s '%s' (one of: %s)", func, what, name,
+        pt__strbuf_printf(&b, "%s%s", i ? ", " : "", table[i].name);
+    int st = pt__err(PT_EINVAL, "%s: unknown %s '%s' (one of: %s)", func, what, name,
                     b.p ? b.p : "");
-    pt_strbuf_free(&b);
+    pt__strbuf_free(&b);
     return st;
 }

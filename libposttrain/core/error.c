@@ -85,11 +85,11 @@ static int set_message(int status, const char *prefix_of, const char *fmt, va_li
         memcpy(tl_msg, buf, sizeof tl_msg);
     }
     tl_status = status;
-    pt_log(PT_LOG_DEBUG, "%s: %s", pt_status_name(status), tl_msg);
+    pt__log(PT_LOG_DEBUG, "%s: %s", pt_status_name(status), tl_msg);
     return status;
 }
 
-int pt_err(int status, const char *fmt, ...)
+int pt__err(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -98,7 +98,7 @@ int pt_err(int status, const char *fmt, ...)
     return status;
 }
 
-int pt_err_in(const char *func, int status)
+int pt__err_in(const char *func, int status)
 {
     if (status == PT_OK)
         return status;
@@ -106,10 +106,10 @@ int pt_err_in(const char *func, int status)
     size_t n = strlen(func);
     if (strncmp(m, func, n) == 0 && (m[n] == ':' || m[n] == ' '))
         return status;
-    return pt_err_prefix(status, "%s", func);
+    return pt__err_prefix(status, "%s", func);
 }
 
-int pt_err_prefix(int status, const char *fmt, ...)
+int pt__err_prefix(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -118,9 +118,9 @@ int pt_err_prefix(int status, const char *fmt, ...)
     return status;
 }
 
-int pt_busy_error(const char *fn, const char *kind, const void *h, const char *holder)
+int pt__busy_error(const char *fn, const char *kind, const void *h, const char *holder)
 {
-    return pt_err(PT_EBUSY, "%s: the %s %p is in use by another call (%s): a handle serves one call "
+    return pt__err(PT_EBUSY, "%s: the %s %p is in use by another call (%s): a handle serves one call "
                   "at a time, so two threads need two handles, and a callback may not use the handle "
                   "of the call that runs it", fn, kind, h, holder ? holder : "?");
 }

@@ -19,7 +19,7 @@ static inline uint32_t carry(const float *x)
     return (u & 0x7f800000u) + 0x00800000u;
 }
 
-size_t pt_first_nonfinite(const float *x, size_t n)
+size_t pt__first_nonfinite(const float *x, size_t n)
 {
     for (size_t b = 0; b < n; b += BLOCK) {
         const size_t e = n - b < BLOCK ? n : b + BLOCK;
@@ -34,7 +34,7 @@ size_t pt_first_nonfinite(const float *x, size_t n)
     return n;
 }
 
-const char *pt_nonfinite_name(float v)
+const char *pt__nonfinite_name(float v)
 {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
@@ -45,11 +45,11 @@ const char *pt_nonfinite_name(float v)
     return u >> 31 ? "-inf" : "+inf";
 }
 
-int pt_err_nonfinite(const float *x, size_t n)
+int pt__err_nonfinite(const float *x, size_t n)
 {
-    size_t at = pt_first_nonfinite(x, n);
+    size_t at = pt__first_nonfinite(x, n);
     if (at == n)
         return PT_OK;
-    return pt_err(PT_ENONFINITE, "holds %s at element %zu (the first non-finite value)", pt_nonfinite_name(x[at]),
+    return pt__err(PT_ENONFINITE, "holds %s at element %zu (the first non-finite value)", pt__nonfinite_name(x[at]),
                   at);
 }

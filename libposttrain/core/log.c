@@ -13,7 +13,7 @@ static pt_log_fn log_fn;
 static void *log_payload;
 static atomic_int log_max = -1; /* -1: no callback installed */
 
-void pt_log_install(pt_log_fn fn, int max_level, void *payload)
+void pt__log_install(pt_log_fn fn, int max_level, void *payload)
 {
     pthread_mutex_lock(&log_lock);
     log_fn = fn;
@@ -22,7 +22,7 @@ void pt_log_install(pt_log_fn fn, int max_level, void *payload)
     pthread_mutex_unlock(&log_lock);
 }
 
-void pt_log(int level, const char *fmt, ...)
+void pt__log(int level, const char *fmt, ...)
 {
     if (level > atomic_load(&log_max))
         return;

@@ -2,7 +2,7 @@
 
 #include <math.h>
 
-uint64_t pt_splitmix64(uint64_t *state)
+uint64_t pt__splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -10,11 +10,11 @@ uint64_t pt_splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-void pt_rng_seed(pt_rng *r, uint64_t seed)
+void pt__rng_seed(pt_rng *r, uint64_t seed)
 {
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)
-        r->s[i] = pt_splitmix64(&x);
+        r->s[i] = pt__splitmix64(&x);
 }
 
 static inline uint64_t rotl(uint64_t v, int k)
@@ -22,7 +22,7 @@ static inline uint64_t rotl(uint64_t v, int k)
     return (v << k) | (v >> (64 - k));
 }
 
-uint64_t pt_rng_next(pt_rng *r)
+uint64_t pt__rng_next(pt_rng *r)
 {
     uint64_t *s = r->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
@@ -36,31 +36,31 @@ uint64_t pt_rng_next(pt_rng *r)
     return result;
 }
 
-float pt_rng_uniform(pt_rng *r)
+float pt__rng_uniform(pt_rng *r)
 {
-    return (float)(pt_rng_next(r) >> 40) * (1.0f / 16777216.0f);
+    return (float)(pt__rng_next(r) >> 40) * (1.0f / 16777216.0f);
 }
 
-double pt_rng_uniform_double(pt_rng *r)
+double pt__rng_uniform_double(pt_rng *r)
 {
-    return (double)(pt_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(pt__rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-double pt_rng_normal(pt_rng *r)
+double pt__rng_normal(pt_rng *r)
 {
-    double u1 = pt_rng_uniform_double(r);
-    double u2 = pt_rng_uniform_double(r);
+    double u1 = pt__rng_uniform_double(r);
+    double u2 = pt__rng_uniform_double(r);
     if (u1 < 1e-300)
         u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-uint64_t pt_rng_below(pt_rng *r, uint64_t n)
+uint64_t pt__rng_below(pt_rng *r, uint64_t n)
 {
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t v;
     do
-        v = pt_rng_next(r);
+        v = pt__rng_next(r);
     while (v >= limit);
     return v % n;
 }

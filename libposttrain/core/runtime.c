@@ -18,7 +18,7 @@ int pt_set_log_callback(pt_log_fn fn, int max_level, void *payload)
 {
     PT_CHECK_ARG(!fn || (max_level >= PT_LOG_ERROR && max_level <= PT_LOG_DEBUG), max_level,
                  "%d is not a pt_log_level", max_level);
-    pt_log_install(fn, max_level, payload);
+    pt__log_install(fn, max_level, payload);
     return PT_OK;
 }
 
@@ -46,13 +46,13 @@ int pt_set_abort_callback(pt_abort_fn fn, void *payload)
 int pt_check_abort(void)
 {
     if (tl_abort_fn && tl_abort_fn(tl_abort_payload))
-        return pt_err(PT_ECANCELLED, "cancelled by the host's abort callback");
+        return pt__err(PT_ECANCELLED, "cancelled by the host's abort callback");
     return PT_OK;
 }
 
 static atomic_int num_threads; /* 0: not decided yet */
 /* The count of the library call running on this host thread (a context's or a
- * generator's, set by pt_threads_enter); 0 outside such a call. */
+ * generator's, set by pt__threads_enter); 0 outside such a call. */
 static _Thread_local int tl_call_threads;
 
 static int default_threads(void)
@@ -63,7 +63,7 @@ static int default_threads(void)
         long v = strtol(env, &end, 10);
         if (*end == '\0' && v >= 1 && v <= PT_MAX_THREADS)
             return (int)v;
-        pt_log(PT_LOG_WARN, "PT_NUM_THREADS=%s ignored: not an integer in [1, %d]", env, PT_MAX_THREADS);
+        pt__log(PT_LOG_WARN, "PT_NUM_THREADS=%s ignored: not an integer in [1, %d]", env, PT_MAX_THREADS);
     }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     /* the CPUs this process may run on (an MPI launcher binding a rank to
@@ -81,12 +81,12 @@ static int default_threads(void)
 int pt_set_num_threads(int n)
 {
     if (n < 1 || n > PT_MAX_THREADS)
-        return pt_err(PT_EINVAL, "pt_set_num_threads: %d is not in [1, %d]", n, PT_MAX_THREADS);
+        return pt__err(PT_EINVAL, "pt_set_num_threads: %d is not in [1, %d]", n, PT_MAX_THREADS);
     atomic_store(&num_threads, n);
     return PT_OK;
 }
 
-int pt_threads_enter(int n)
+int pt__threads_enter(int n)
 {
     int prev = tl_call_threads;
     if (n > 0)
@@ -94,19 +94,19 @@ int pt_threads_enter(int n)
     return prev;
 }
 
-void pt_threads_leave(int prev)
+void pt__threads_leave(int prev)
 {
     tl_call_threads = prev;
 }
 
-int pt_thread_setting_check(int n, const char *func)
+int pt__thread_setting_check(int n, const char *func)
 {
     if (n < 0 || n > PT_MAX_THREADS)
-        return pt_err_arg(func, "n", "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
+        return pt__err_arg(func, "n", "%d is not in [0, %d] (0: the process setting)", n, PT_MAX_THREADS);
     return PT_OK;
 }
 
-int pt_get_process_num_threads(void)
+int pt__get_process_num_threads(void)
 {
     int n = atomic_load(&num_threads);
     if (n == 0) {
@@ -124,7 +124,7 @@ int pt_get_num_threads(void)
      * team would fight the running one for the same cores: one thread. */
     if (omp_in_parallel())
         return 1;
-    return tl_call_threads > 0 ? tl_call_threads : pt_get_process_num_threads();
+    return tl_call_threads > 0 ? tl_call_threads : pt__get_process_num_threads();
 }
 
 /* ---- version ---- */
@@ -139,7 +139,7 @@ const char *pt_version_string(void)
     return PT_VERSION_STRING;
 }
 
-double pt_now(void)
+double pt__now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

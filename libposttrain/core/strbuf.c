@@ -4,19 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
-int pt_strbuf_reserve(pt_strbuf *b, size_t extra)
+int pt__strbuf_reserve(pt_strbuf *b, size_t extra)
 {
     if (b->err)
         return b->err;
     size_t need;
-    if (!pt_add_size(b->len, extra, &need) || !pt_add_size(need, 1, &need))
-        return b->err = pt_err(PT_ENOMEM, "string of %zu + %zu bytes is too long", b->len, extra);
+    if (!pt__add_size(b->len, extra, &need) || !pt__add_size(need, 1, &need))
+        return b->err = pt__err(PT_ENOMEM, "string of %zu + %zu bytes is too long", b->len, extra);
     if (need <= b->cap)
         return PT_OK;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    char *np = pt_realloc_array(b->p, cap, 1);
+    char *np = pt__realloc_array(b->p, cap, 1);
     if (!np)
         return b->err = PT_ENOMEM;
     b->p = np;
@@ -24,9 +24,9 @@ int pt_strbuf_reserve(pt_strbuf *b, size_t extra)
     return PT_OK;
 }
 
-int pt_strbuf_put(pt_strbuf *b, const void *s, size_t n)
+int pt__strbuf_put(pt_strbuf *b, const void *s, size_t n)
 {
-    int st = pt_strbuf_reserve(b, n);
+    int st = pt__strbuf_reserve(b, n);
     if (st)
         return st;
     if (n)
@@ -36,12 +36,12 @@ int pt_strbuf_put(pt_strbuf *b, const void *s, size_t n)
     return PT_OK;
 }
 
-int pt_strbuf_puts(pt_strbuf *b, const char *s)
+int pt__strbuf_puts(pt_strbuf *b, const char *s)
 {
-    return pt_strbuf_put(b, s, strlen(s));
+    return pt__strbuf_put(b, s, strlen(s));
 }
 
-int pt_strbuf_printf(pt_strbuf *b, const char *fmt, ...)
+int pt__strbuf_printf(pt_strbuf *b, const char *fmt, ...)
 {
     if (b->err)
         return b->err;
@@ -50,8 +50,8 @@ int pt_strbuf_printf(pt_strbuf *b, const char *fmt, ...)
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0)
-        return b->err = pt_err(PT_EINTERNAL, "string formatting failed");
-    int st = pt_strbuf_reserve(b, (size_t)n);
+        return b->err = pt__err(PT_EINTERNAL, "string formatting failed");
+    int st = pt__strbuf_reserve(b, (size_t)n);
     if (st)
         return st;
     va_start(ap, fmt);
@@ -61,11 +61,11 @@ int pt_strbuf_printf(pt_strbuf *b, const char *fmt, ...)
     return PT_OK;
 }
 
-char *pt_strbuf_detach(pt_strbuf *b, size_t *len)
+char *pt__strbuf_detach(pt_strbuf *b, size_t *len)
 {
     char *s = NULL;
     if (!b->err)
-        s = b->p ? b->p : pt_strdup("");
+        s = b->p ? b->p : pt__strdup("");
     else
         pt_free(b->p);
     if (len)
@@ -76,7 +76,7 @@ char *pt_strbuf_detach(pt_strbuf *b, size_t *len)
     return s;
 }
 
-void pt_strbuf_free(pt_strbuf *b)
+void pt__strbuf_free(pt_strbuf *b)
 {
     pt_free(b->p);
     b->p = NULL;

@@ -2,9 +2,9 @@
  * Internal to libposttrain.
  *
  *     pt_strbuf b = PT_STRBUF_INIT;
- *     pt_strbuf_puts(&b, "{");
- *     pt_strbuf_printf(&b, "\"n\":%d", n);
- *     char *s = pt_strbuf_detach(&b, &len);   // NULL if any call above failed
+ *     pt__strbuf_puts(&b, "{");
+ *     pt__strbuf_printf(&b, "\"n\":%d", n);
+ *     char *s = pt__strbuf_detach(&b, &len);   // NULL if any call above failed
  *
  * Every call returns PT_OK or the first error (PT_ENOMEM, with the message
  * already recorded); after an error every later call does nothing and returns
@@ -25,14 +25,14 @@ typedef struct pt_strbuf {
 #define PT_STRBUF_INIT { NULL, 0, 0, 0 }
 
 /* Room for `extra` more bytes (plus the NUL). */
-int pt_strbuf_reserve(pt_strbuf *b, size_t extra);
-int pt_strbuf_put(pt_strbuf *b, const void *s, size_t n);
-int pt_strbuf_puts(pt_strbuf *b, const char *s);
-int pt_strbuf_printf(pt_strbuf *b, const char *fmt, ...) PT_PRINTF(2, 3);
-static inline int pt_strbuf_putc(pt_strbuf *b, char c)
+int pt__strbuf_reserve(pt_strbuf *b, size_t extra);
+int pt__strbuf_put(pt_strbuf *b, const void *s, size_t n);
+int pt__strbuf_puts(pt_strbuf *b, const char *s);
+int pt__strbuf_printf(pt_strbuf *b, const char *fmt, ...) PT_PRINTF(2, 3);
+static inline int pt__strbuf_putc(pt_strbuf *b, char c)
 {
     if (b->err || b->len + 1 >= b->cap) {
-        int st = pt_strbuf_reserve(b, 1);
+        int st = pt__strbuf_reserve(b, 1);
         if (st)
             return st;
     }
@@ -41,7 +41,7 @@ static inline int pt_strbuf_putc(pt_strbuf *b, char c)
     return PT_OK;
 }
 /* Forget the contents, keep the memory (and clear no error). */
-static inline void pt_strbuf_clear(pt_strbuf *b)
+static inline void pt__strbuf_clear(pt_strbuf *b)
 {
     b->len = 0;
     if (b->p)
@@ -49,7 +49,7 @@ static inline void pt_strbuf_clear(pt_strbuf *b)
 }
 /* The string (free with pt_free; "" when nothing was added) and its length,
  * or NULL after an earlier failure; either way the buffer is left empty. */
-char *pt_strbuf_detach(pt_strbuf *b, size_t *len);
-void pt_strbuf_free(pt_strbuf *b);
+char *pt__strbuf_detach(pt_strbuf *b, size_t *len);
+void pt__strbuf_free(pt_strbuf *b);
 
 #endif

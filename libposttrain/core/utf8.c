@@ -1,6 +1,6 @@
 #include "utf8.h"
 
-size_t pt_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+size_t pt__utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 {
     if (n == 0)
         return 0;
@@ -45,7 +45,7 @@ size_t pt_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
     return need + 1;
 }
 
-size_t pt_utf8_valid_prefix(const char *s, size_t n)
+size_t pt__utf8_valid_prefix(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
@@ -55,7 +55,7 @@ size_t pt_utf8_valid_prefix(const char *s, size_t n)
             continue;
         }
         uint32_t cp;
-        size_t k = pt_utf8_next(u + i, n - i, &cp);
+        size_t k = pt__utf8_next(u + i, n - i, &cp);
         if (!k)
             return i;
         i += k;
@@ -63,12 +63,12 @@ size_t pt_utf8_valid_prefix(const char *s, size_t n)
     return n;
 }
 
-bool pt_utf8_valid(const char *s, size_t n)
+bool pt__utf8_valid(const char *s, size_t n)
 {
-    return pt_utf8_valid_prefix(s, n) == n;
+    return pt__utf8_valid_prefix(s, n) == n;
 }
 
-size_t pt_utf8_encode(uint32_t cp, char out[4])
+size_t pt__utf8_encode(uint32_t cp, char out[4])
 {
     unsigned char *o = (unsigned char *)out;
     if (cp < 0x80) {

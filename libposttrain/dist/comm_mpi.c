@@ -40,10 +40,10 @@ static int mpi_fail(int rc, const char *what)
     int len = 0;
     if (MPI_Error_string(rc, s, &len) != MPI_SUCCESS)
         snprintf(s, sizeof s, "error code %d", rc);
-    return pt_err(PT_EPEER, "%s: MPI error: %s", what, s);
+    return pt__err(PT_EPEER, "%s: MPI error: %s", what, s);
 }
 
-bool pt_backend_mpi_launched(void)
+bool pt__backend_mpi_launched(void)
 {
     /* Open MPI, MPICH/Hydra and PMI-1/2, PMIx (Slurm's srun too) */
     static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
@@ -56,18 +56,18 @@ bool pt_backend_mpi_launched(void)
     return init != 0;
 }
 
-int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm)
+int pt__backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm)
 {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
     if (fin)
-        return pt_err(PT_ESTATE, "pt_dist_create: MPI was already finalised in this process (MPI can be "
+        return pt__err(PT_ESTATE, "pt_dist_create: MPI was already finalised in this process (MPI can be "
                       "initialised once per process: keep one job for the whole run)");
     if (!init && mpi_comm)
-        return pt_err(PT_ESTATE, "pt_dist_create: mpi_comm is given but MPI is not initialised (call "
+        return pt__err(PT_ESTATE, "pt_dist_create: mpi_comm is given but MPI is not initialised (call "
                       "MPI_Init first, or pass NULL to let the library do it)");
-    pt_backend *be = pt_calloc(1, sizeof *be);
+    pt_backend *be = pt__calloc(1, sizeof *be);
     if (!be)
         return PT_ENOMEM;
     if (!init) {
@@ -98,7 +98,7 @@ int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm
     return PT_OK;
 }
 
-void pt_backend_mpi_free(pt_backend *be, bool failed)
+void pt__backend_mpi_free(pt_backend *be, bool failed)
 {
     if (!be)
         return;
@@ -147,7 +147,7 @@ static int reserve(pt_backend *be, size_t n)
     if (dn)
         be->done = dn;
     if (!r || !p || !ir || !di || !dn)
-        return pt_err(PT_ENOMEM, "pt_dist: out of memory for %zu requests", n);
+        return pt__err(PT_ENOMEM, "pt_dist: out of memory for %zu requests", n);
     be->cap = n;
     return PT_OK;
 }
@@ -181,7 +181,7 @@ static void missing_peers(char *out, size_t cap, const pt_backend *be, size_t n)
         }
 }
 
-int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
+int pt__backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
                         const size_t *recv_bytes, const char *what)
 {
     pt_backend *be = d->be;
@@ -221,7 +221,7 @@ int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_
         abandon(be, k);
         return mpi_fail(rc, what);
     }
-    const double timeout = d->opts.timeout_s, t0 = pt_now();
+    const double timeout = d->opts.timeout_s, t0 = pt__now();
     size_t left = n;
     long polls = 0;
     while (left > 0) {
@@ -238,11 +238,11 @@ int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_
             }
         if (left == 0)
             break;
-        if (timeout > 0 && pt_now() - t0 > timeout) {
+        if (timeout > 0 && pt__now() - t0 > timeout) {
             char peers[256];
             missing_peers(peers, sizeof peers, be, n);
             abandon(be, n);
-            return pt_err(PT_EPEER, "rank %d: %s at step %lld did not complete within %g s; rank(s) %s did "
+            return pt__err(PT_EPEER, "rank %d: %s at step %lld did not complete within %g s; rank(s) %s did "
                           "not arrive", d->rank, what, (long long)d->step, timeout, peers[0] ? peers : "?");
         }
         /* spin briefly (small messages), then sleep so that waiting ranks

@@ -4,27 +4,27 @@
 
 #include "core/core.h"
 
-bool pt_backend_mpi_launched(void)
+bool pt__backend_mpi_launched(void)
 {
     return false;
 }
 
-int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm)
+int pt__backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm)
 {
     (void)out;
     (void)rank;
     (void)size;
     (void)mpi_comm;
-    return pt_err(PT_EUNSUPPORTED, "pt_dist_create: this libposttrain was built without MPI");
+    return pt__err(PT_EUNSUPPORTED, "pt_dist_create: this libposttrain was built without MPI");
 }
 
-void pt_backend_mpi_free(pt_backend *be, bool failed)
+void pt__backend_mpi_free(pt_backend *be, bool failed)
 {
     (void)be;
     (void)failed;
 }
 
-int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
+int pt__backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
                         const size_t *recv_bytes, const char *what)
 {
     (void)d;
@@ -32,5 +32,5 @@ int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_
     (void)send_bytes;
     (void)recv;
     (void)recv_bytes;
-    return pt_err(PT_EINTERNAL, "%s: a job of size 1 exchanged messages", what);
+    return pt__err(PT_EINTERNAL, "%s: a job of size 1 exchanged messages", what);
 }

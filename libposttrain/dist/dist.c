@@ -60,35 +60,35 @@ int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
     if (st)
         return st;
     if (!pt_dist_backend_name(o.backend))
-        return pt_err(PT_EINVAL, "pt_dist_create: unknown backend %d (auto, single or mpi)", o.backend);
+        return pt__err(PT_EINVAL, "pt_dist_create: unknown backend %d (auto, single or mpi)", o.backend);
     if (!(o.timeout_s >= 0) || !isfinite(o.timeout_s))
-        return pt_err(PT_EINVAL, "pt_dist_create: timeout_s %g must be finite and >= 0 (0: no deadline)",
+        return pt__err(PT_EINVAL, "pt_dist_create: timeout_s %g must be finite and >= 0 (0: no deadline)",
                       o.timeout_s);
     if (o.bucket_bytes < MIN_BUCKET || o.bucket_bytes > MAX_BUCKET)
-        return pt_err(PT_EINVAL, "pt_dist_create: bucket_bytes %zu is not in [%zu, %zu]", o.bucket_bytes,
+        return pt__err(PT_EINVAL, "pt_dist_create: bucket_bytes %zu is not in [%zu, %zu]", o.bucket_bytes,
                       MIN_BUCKET, MAX_BUCKET);
-    int backend = o.backend == PT_DIST_AUTO ? (pt_dist_has_mpi() && (mpi_comm || pt_backend_mpi_launched())
+    int backend = o.backend == PT_DIST_AUTO ? (pt_dist_has_mpi() && (mpi_comm || pt__backend_mpi_launched())
                                                    ? PT_DIST_MPI : PT_DIST_SINGLE)
                                            : o.backend;
     if (o.backend == PT_DIST_AUTO && !pt_dist_has_mpi() && launcher_size() > 1)
-        return pt_err(PT_EUNSUPPORTED, "pt_dist_create: this process was started by an MPI launcher as one of %ld "
+        return pt__err(PT_EUNSUPPORTED, "pt_dist_create: this process was started by an MPI launcher as one of %ld "
                       "ranks, but this libposttrain was built without MPI: each rank would train alone (rebuild "
                       "with meson -Dmpi=enabled, or choose backend single to run alone on purpose)",
                       launcher_size());
     if (backend == PT_DIST_MPI && !pt_dist_has_mpi())
-        return pt_err(PT_EUNSUPPORTED, "pt_dist_create: this libposttrain was built without MPI "
+        return pt__err(PT_EUNSUPPORTED, "pt_dist_create: this libposttrain was built without MPI "
                       "(meson -Dmpi=enabled with an MPI installed, e.g. Debian's libopenmpi-dev)");
     if (backend == PT_DIST_SINGLE && mpi_comm)
-        return pt_err(PT_EUNSUPPORTED, "pt_dist_create: mpi_comm is given but the backend is single "
+        return pt__err(PT_EUNSUPPORTED, "pt_dist_create: mpi_comm is given but the backend is single "
                       "(a job of size 1 has no communicator)");
-    pt_dist *d = pt_calloc(1, sizeof *d);
+    pt_dist *d = pt__calloc(1, sizeof *d);
     if (!d)
         return PT_ENOMEM;
     d->opts = o;
     d->opts.backend = backend;
     d->size = 1;
     d->step = -1;
-    if (backend == PT_DIST_MPI && (st = pt_backend_mpi_create(&d->be, &d->rank, &d->size, mpi_comm))) {
+    if (backend == PT_DIST_MPI && (st = pt__backend_mpi_create(&d->be, &d->rank, &d->size, mpi_comm))) {
         free(d);
         return st;
     }
@@ -101,7 +101,7 @@ void pt_dist_free(pt_dist *d)
     if (!d)
         return;
     if (d->be)
-        pt_backend_mpi_free(d->be, d->failed);
+        pt__backend_mpi_free(d->be, d->failed);
     free(d->scratch);
     free(d);
 }
@@ -126,7 +126,7 @@ double pt_dist_comm_seconds(const pt_dist *d)
     return d ? d->comm_seconds : 0.0;
 }
 
-void pt_dist_set_step(pt_dist *d, int64_t step)
+void pt__dist_set_step(pt_dist *d, int64_t step)
 {
     if (d)
         d->step = step;
@@ -138,7 +138,7 @@ int pt_dist_shard(int64_t *begin, int64_t *count, const pt_dist *d, int64_t n)
     PT_CHECK_NULL(count);
     PT_CHECK_NULL(d);
     if (n < d->size)
-        return pt_err(PT_EINVAL, "pt_dist_shard: %lld items cannot be shared by %d ranks (every rank needs at "
+        return pt__err(PT_EINVAL, "pt_dist_shard: %lld items cannot be shared by %d ranks (every rank needs at "
                       "least one: give at least %d, or run fewer ranks)", (long long)n, d->size, d->size);
     int64_t base = n / d->size, extra = n % d->size, r = d->rank;
     *begin = r * base + (r < extra ? r : extra);
@@ -152,14 +152,14 @@ int pt_dist_shard(int64_t *begin, int64_t *count, const pt_dist *d, int64_t n)
 static int check_alive(const pt_dist *d, const char *what)
 {
     if (d->failed)
-        return pt_err(PT_EPEER, "%s: the distributed job failed earlier: %s", what, d->failure);
+        return pt__err(PT_EPEER, "%s: the distributed job failed earlier: %s", what, d->failure);
     return PT_OK;
 }
 
 /* The end of a collective: its time counted, a failure remembered. */
 static int finish(pt_dist *d, double t0, int st)
 {
-    d->comm_seconds += pt_now() - t0;
+    d->comm_seconds += pt__now() - t0;
     d->seq++;
     if (st == PT_EPEER && !d->failed) {
         d->failed = true;
@@ -194,7 +194,7 @@ static int peer_io_init(peer_io *p, int size)
         return PT_OK;
     }
     size_t n = (size_t)size;
-    char *h = pt_calloc(n, 2 * sizeof(void *) + 2 * sizeof(size_t));
+    char *h = pt__calloc(n, 2 * sizeof(void *) + 2 * sizeof(size_t));
     if (!h)
         return PT_ENOMEM;
     p->heap = h;
@@ -212,11 +212,11 @@ static void peer_io_free(peer_io *p)
 
 static int exchange(pt_dist *d, peer_io *p, const char *what)
 {
-    return pt_backend_exchange(d, (const void *const *)p->send, p->send_bytes, (void *const *)p->recv,
+    return pt__backend_exchange(d, (const void *const *)p->send, p->send_bytes, (void *const *)p->recv,
                                p->recv_bytes, what);
 }
 
-int pt_comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *recv, const size_t *recv_counts,
+int pt__comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *recv, const size_t *recv_counts,
                        const size_t *displs, const char *what)
 {
     int st = check_alive(d, what);
@@ -227,7 +227,7 @@ int pt_comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *re
         memmove(r + displs[d->rank], send, send_bytes);
     if (d->size == 1)
         return PT_OK;
-    double t0 = pt_now();
+    double t0 = pt__now();
     peer_io p;
     if ((st = peer_io_init(&p, d->size)))
         return st;
@@ -244,12 +244,12 @@ int pt_comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *re
     return finish(d, t0, st);
 }
 
-int pt_comm_allgather(pt_dist *d, const void *send, size_t bytes, void *recv, const char *what)
+int pt__comm_allgather(pt_dist *d, const void *send, size_t bytes, void *recv, const char *what)
 {
     size_t stack_c[PEERS_STACK] = { 0 }, stack_d[PEERS_STACK] = { 0 };
     size_t *c = stack_c, *ds = stack_d;
     if (d->size > PEERS_STACK) {
-        c = pt_malloc_array((size_t)d->size * 2, sizeof *c);
+        c = pt__malloc_array((size_t)d->size * 2, sizeof *c);
         if (!c)
             return PT_ENOMEM;
         ds = c + d->size;
@@ -258,18 +258,18 @@ int pt_comm_allgather(pt_dist *d, const void *send, size_t bytes, void *recv, co
         c[q] = bytes;
         ds[q] = (size_t)q * bytes;
     }
-    int st = pt_comm_allgatherv(d, send, bytes, recv, c, ds, what);
+    int st = pt__comm_allgatherv(d, send, bytes, recv, c, ds, what);
     if (c != stack_c)
         free(c);
     return st;
 }
 
-int pt_comm_bcast(pt_dist *d, void *buf, size_t bytes, int root, const char *what)
+int pt__comm_bcast(pt_dist *d, void *buf, size_t bytes, int root, const char *what)
 {
     int st = check_alive(d, what);
     if (st || d->size == 1)
         return st;
-    double t0 = pt_now();
+    double t0 = pt__now();
     peer_io p;
     if ((st = peer_io_init(&p, d->size)))
         return st;
@@ -298,12 +298,12 @@ static int allreduce_small_f64(pt_dist *d, double *buf, size_t n, fold_op op, co
     if (st || d->size == 1 || n == 0)
         return st;
     size_t total;
-    if (!pt_mul_size(n, (size_t)d->size, &total))
-        return pt_err(PT_ENOMEM, "%s: %zu values x %d ranks overflow", what, n, d->size);
-    double *all = pt_malloc_array(total, sizeof *all);
+    if (!pt__mul_size(n, (size_t)d->size, &total))
+        return pt__err(PT_ENOMEM, "%s: %zu values x %d ranks overflow", what, n, d->size);
+    double *all = pt__malloc_array(total, sizeof *all);
     if (!all)
         return PT_ENOMEM;
-    if ((st = pt_comm_allgather(d, buf, n * sizeof *buf, all, what)) == PT_OK) {
+    if ((st = pt__comm_allgather(d, buf, n * sizeof *buf, all, what)) == PT_OK) {
         for (size_t i = 0; i < n; i++) {
             double acc = all[i];
             for (int q = 1; q < d->size; q++) {
@@ -318,12 +318,12 @@ static int allreduce_small_f64(pt_dist *d, double *buf, size_t n, fold_op op, co
     return st;
 }
 
-int pt_comm_allreduce_max_f64(pt_dist *d, double *buf, size_t n, const char *what)
+int pt__comm_allreduce_max_f64(pt_dist *d, double *buf, size_t n, const char *what)
 {
     return allreduce_small_f64(d, buf, n, FOLD_MAX, what);
 }
 
-int pt_comm_allreduce_min_f64(pt_dist *d, double *buf, size_t n, const char *what)
+int pt__comm_allreduce_min_f64(pt_dist *d, double *buf, size_t n, const char *what)
 {
     return allreduce_small_f64(d, buf, n, FOLD_MIN, what);
 }
@@ -389,7 +389,7 @@ static int allreduce_bucket_f32(pt_dist *d, float *buf, size_t n, float *scratch
     return exchange(d, p, what);
 }
 
-int pt_comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what)
+int pt__comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what)
 {
     int st = check_alive(d, what);
     if (st || d->size == 1 || n == 0)
@@ -398,14 +398,14 @@ int pt_comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what)
     /* scratch: every rank's copy of this rank's shard of a bucket */
     const size_t need = ((per_bucket + (size_t)d->size - 1) / (size_t)d->size + 1) * (size_t)d->size;
     if (d->scratch_n < need) {
-        float *s = pt_malloc_array(need, sizeof *s);
+        float *s = pt__malloc_array(need, sizeof *s);
         if (!s)
             return PT_ENOMEM;
         free(d->scratch);
         d->scratch = s;
         d->scratch_n = need;
     }
-    double t0 = pt_now();
+    double t0 = pt__now();
     peer_io p;
     if ((st = peer_io_init(&p, d->size)))
         return st;
@@ -415,12 +415,12 @@ int pt_comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what)
     return finish(d, t0, st);
 }
 
-int pt_comm_allreduce_f64(pt_dist *d, double *buf, size_t n, const char *what)
+int pt__comm_allreduce_f64(pt_dist *d, double *buf, size_t n, const char *what)
 {
     return allreduce_small_f64(d, buf, n, FOLD_SUM, what);
 }
 
-int pt_comm_agree_sum(int *first_failed, pt_dist *d, int status, double *vals, size_t n, const char *what)
+int pt__comm_agree_sum(int *first_failed, pt_dist *d, int status, double *vals, size_t n, const char *what)
 {
     if (first_failed)
         *first_failed = -1;
@@ -429,17 +429,17 @@ int pt_comm_agree_sum(int *first_failed, pt_dist *d, int status, double *vals, s
     snprintf(msg, sizeof msg, "%s", pt_last_error());
     const size_t rec = 1 + n, size = (size_t)d->size;
     size_t total;
-    if (!pt_mul_size(rec, size, &total))
-        return pt_err(PT_ENOMEM, "%s: %zu values x %d ranks overflow", what, n, d->size);
+    if (!pt__mul_size(rec, size, &total))
+        return pt__err(PT_ENOMEM, "%s: %zu values x %d ranks overflow", what, n, d->size);
     double stack[4 * PEERS_STACK], *all = total <= PT_COUNT_OF_STACK(stack) ? stack
-                                                                             : pt_malloc_array(total, sizeof *all);
+                                                                             : pt__malloc_array(total, sizeof *all);
     if (!all)
         return PT_ENOMEM;
     /* a status is a small negative integer: exact in a double */
     all[(size_t)d->rank * rec] = (double)status;
     if (n)
         memcpy(all + (size_t)d->rank * rec + 1, vals, n * sizeof *vals);
-    int st = pt_comm_allgather(d, all + (size_t)d->rank * rec, rec * sizeof *all, all, what);
+    int st = pt__comm_allgather(d, all + (size_t)d->rank * rec, rec * sizeof *all, all, what);
     int bad = -1, bad_status = 0;
     for (int q = 0; q < d->size && !st; q++)
         if (all[(size_t)q * rec] != 0 && bad < 0) {
@@ -459,16 +459,16 @@ int pt_comm_agree_sum(int *first_failed, pt_dist *d, int status, double *vals, s
     if (first_failed)
         *first_failed = bad;
     if (status != 0)
-        return pt_err(status, "%s", msg);
+        return pt__err(status, "%s", msg);
     if (bad >= 0)
-        return pt_err(PT_EPEER, "%s: rank %d failed (%s); its own message says why", what, bad,
+        return pt__err(PT_EPEER, "%s: rank %d failed (%s); its own message says why", what, bad,
                       pt_status_name(bad_status));
     return PT_OK;
 }
 
-int pt_comm_agree(int *first_failed, pt_dist *d, int status, const char *what)
+int pt__comm_agree(int *first_failed, pt_dist *d, int status, const char *what)
 {
-    return pt_comm_agree_sum(first_failed, d, status, NULL, 0, what);
+    return pt__comm_agree_sum(first_failed, d, status, NULL, 0, what);
 }
 
 /* ---- the public collectives ------------------------------------------------ */
@@ -478,7 +478,7 @@ int pt_dist_allreduce_sum(pt_dist *d, double *values, size_t n)
     PT_CHECK_NULL(d);
     PT_CHECK_COUNT(n, PT_MAX_VALUES, "reduction");
     PT_CHECK_ARG(values || n == 0, values, "is NULL (n is %zu)", n);
-    return pt_comm_allreduce_f64(d, values, n, "pt_dist_allreduce_sum");
+    return pt__comm_allreduce_f64(d, values, n, "pt_dist_allreduce_sum");
 }
 
 int pt_dist_broadcast(pt_dist *d, void *buf, size_t bytes, int root)
@@ -487,7 +487,7 @@ int pt_dist_broadcast(pt_dist *d, void *buf, size_t bytes, int root)
     PT_CHECK_COUNT(bytes, PT_MAX_VALUES * sizeof(double), "broadcast");
     PT_CHECK_ARG(buf || bytes == 0, buf, "is NULL (bytes is %zu)", bytes);
     PT_CHECK_ARG(root >= 0 && root < d->size, root, "%d is not a rank of this job of %d", root, d->size);
-    return pt_comm_bcast(d, buf, bytes, root, "pt_dist_broadcast");
+    return pt__comm_bcast(d, buf, bytes, root, "pt_dist_broadcast");
 }
 
 int pt_dist_barrier(pt_dist *d)
@@ -497,11 +497,11 @@ int pt_dist_barrier(pt_dist *d)
     if (st || d->size == 1)
         return st;
     size_t n = (size_t)d->size;
-    char stack[PEERS_STACK], *all = n <= PEERS_STACK ? stack : pt_malloc(n);
+    char stack[PEERS_STACK], *all = n <= PEERS_STACK ? stack : pt__malloc(n);
     if (!all)
         return PT_ENOMEM;
     char one = 1;
-    st = pt_comm_allgather(d, &one, 1, all, "pt_dist_barrier");
+    st = pt__comm_allgather(d, &one, 1, all, "pt_dist_barrier");
     if (all != stack)
         free(all);
     return st;
@@ -511,5 +511,5 @@ int pt_dist_agree(int *first_failed, pt_dist *d, int status)
 {
     PT_CHECK_NULL(d);
     PT_CHECK_ARG(status <= 0, status, "%d is not 0 or a PT_E* status", status);
-    return pt_comm_agree(first_failed, d, status, "pt_dist_agree");
+    return pt__comm_agree(first_failed, d, status, "pt_dist_agree");
 }

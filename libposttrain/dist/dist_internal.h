@@ -22,36 +22,36 @@
  * of MPI's algorithms: a reduce-scatter in which each rank sums its shard of
  * the bucket in rank order, then an all-gather.  Split into buckets of
  * opts.bucket_bytes. */
-int pt_comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what);
+int pt__comm_allreduce_f32(pt_dist *d, float *buf, size_t n, const char *what);
 /* The same for doubles (small vectors: counts, losses, metrics). */
-int pt_comm_allreduce_f64(pt_dist *d, double *buf, size_t n, const char *what);
+int pt__comm_allreduce_f64(pt_dist *d, double *buf, size_t n, const char *what);
 /* Maximum / minimum of n doubles over all ranks, in place. */
-int pt_comm_allreduce_max_f64(pt_dist *d, double *buf, size_t n, const char *what);
-int pt_comm_allreduce_min_f64(pt_dist *d, double *buf, size_t n, const char *what);
-int pt_comm_bcast(pt_dist *d, void *buf, size_t bytes, int root, const char *what);
+int pt__comm_allreduce_max_f64(pt_dist *d, double *buf, size_t n, const char *what);
+int pt__comm_allreduce_min_f64(pt_dist *d, double *buf, size_t n, const char *what);
+int pt__comm_bcast(pt_dist *d, void *buf, size_t bytes, int root, const char *what);
 /* Every rank's `bytes` bytes, concatenated in rank order into recv
  * (size * bytes; send may not overlap recv). */
-int pt_comm_allgather(pt_dist *d, const void *send, size_t bytes, void *recv, const char *what);
+int pt__comm_allgather(pt_dist *d, const void *send, size_t bytes, void *recv, const char *what);
 /* Ranks contribute different byte counts: recv_counts[r] bytes of rank r
  * land at recv + displs[r] (every rank passes the same counts). */
-int pt_comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *recv, const size_t *recv_counts,
+int pt__comm_allgatherv(pt_dist *d, const void *send, size_t send_bytes, void *recv, const size_t *recv_counts,
                        const size_t *displs, const char *what);
 /* The status agreement of pt_dist_agree, with `what` naming the operation
  * in the PT_EPEER message ("pt_sft_step"). */
-int pt_comm_agree(int *first_failed, pt_dist *d, int status, const char *what);
+int pt__comm_agree(int *first_failed, pt_dist *d, int status, const char *what);
 /* The same, and in the same collective the sum of n doubles in rank order
  * (vals in place; the sum is computed even when a rank failed).  A rank
  * that failed keeps its own status and message. */
-int pt_comm_agree_sum(int *first_failed, pt_dist *d, int status, double *vals, size_t n, const char *what);
+int pt__comm_agree_sum(int *first_failed, pt_dist *d, int status, double *vals, size_t n, const char *what);
 
 /* The optimizer step the training code is in, for messages (-1: none). */
-void pt_dist_set_step(pt_dist *d, int64_t step);
+void pt__dist_set_step(pt_dist *d, int64_t step);
 
 /* The job an optimizer is attached to, or NULL (train/optimizer.c). */
-pt_dist *pt_optimizer_dist(const pt_optimizer *opt);
+pt_dist *pt__optimizer_dist(const pt_optimizer *opt);
 
 /* ---- the backends -----------------------------------------------------------
- * Point-to-point exchanges are the one primitive: pt_backend_exchange posts,
+ * Point-to-point exchanges are the one primitive: pt__backend_exchange posts,
  * for every peer p != rank, a send of send_bytes[p] bytes from send[p] and a
  * receive of recv_bytes[p] bytes into recv[p] (NULL / 0: nothing with that
  * peer), then waits for all of them until the deadline.  On a timeout it
@@ -73,10 +73,10 @@ struct pt_dist {
 
 /* Whether this process was started by an MPI launcher (mpirun, mpiexec,
  * srun: their environment variables), or MPI is already initialised. */
-bool pt_backend_mpi_launched(void);
-int pt_backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm);
-void pt_backend_mpi_free(pt_backend *be, bool failed);
-int pt_backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
+bool pt__backend_mpi_launched(void);
+int pt__backend_mpi_create(pt_backend **out, int *rank, int *size, void *mpi_comm);
+void pt__backend_mpi_free(pt_backend *be, bool failed);
+int pt__backend_exchange(pt_dist *d, const void *const *send, const size_t *send_bytes, void *const *recv,
                         const size_t *recv_bytes, const char *what);
 
 #endif

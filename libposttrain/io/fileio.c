@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int pt_io_errno(int err, const char *what, const char *path)
+int pt__io_errno(int err, const char *what, const char *path)
 {
     char buf[256];
     const char *msg = strerror_r(err, buf, sizeof buf); /* GNU variant (_GNU_SOURCE) */
@@ -25,7 +25,7 @@ int pt_io_errno(int err, const char *what, const char *path)
 #endif
     if (err == ENOSPC)
         status = PT_ENOSPC;
-    return pt_err(status, "%s %s: %s", what, path ? path : "(null)", msg);
+    return pt__err(status, "%s %s: %s", what, path ? path : "(null)", msg);
 }
 
 /* What a path that is not a regular file is, for the message. */
@@ -34,7 +34,7 @@ static const char *kind_of(mode_t m)
     return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "a device";
 }
 
-int pt_open_regular(int *fd, uint64_t *size, const char *path)
+int pt__open_regular(int *fd, uint64_t *size, const char *path)
 {
     PT_CHECK_NULL(fd);
     PT_CHECK_NULL(path);
@@ -44,15 +44,15 @@ int pt_open_regular(int *fd, uint64_t *size, const char *path)
     int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (f < 0) {
         if (errno == ENOENT)
-            return pt_err(PT_ENOTFOUND, "cannot open %s: %s", path, strerror(ENOENT));
-        return pt_io_errno(errno, "cannot open", path);
+            return pt__err(PT_ENOTFOUND, "cannot open %s: %s", path, strerror(ENOENT));
+        return pt__io_errno(errno, "cannot open", path);
     }
     struct stat sb;
     int st = PT_OK;
     if (fstat(f, &sb) != 0)
-        st = pt_io_errno(errno, "cannot stat", path);
+        st = pt__io_errno(errno, "cannot stat", path);
     else if (!S_ISREG(sb.st_mode))
-        st = pt_err(PT_EIO, "%s is not a regular file (it is %s)", path, kind_of(sb.st_mode));
+        st = pt__err(PT_EIO, "%s is not a regular file (it is %s)", path, kind_of(sb.st_mode));
     if (st != PT_OK) {
         close(f);
         return st;
@@ -63,21 +63,21 @@ int pt_open_regular(int *fd, uint64_t *size, const char *path)
     return PT_OK;
 }
 
-int pt_map_file(const uint8_t **base, size_t *len, const char *path, const char *kind)
+int pt__map_file(const uint8_t **base, size_t *len, const char *path, const char *kind)
 {
     *base = NULL;
     *len = 0;
     int fd = -1;
     uint64_t size = 0;
-    int st = pt_open_regular(&fd, &size, path);
+    int st = pt__open_regular(&fd, &size, path);
     if (st != PT_OK)
         return st;
     if (size > (uint64_t)SIZE_MAX)
-        st = pt_err(PT_ERANGE, "%s%s: file too large to map", kind, path);
+        st = pt__err(PT_ERANGE, "%s%s: file too large to map", kind, path);
     else if (size > 0) {
         void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED)
-            st = pt_io_errno(errno, "mmap", path);
+            st = pt__io_errno(errno, "mmap", path);
         else {
             *base = p;
             *len = (size_t)size;
@@ -87,7 +87,7 @@ int pt_map_file(const uint8_t **base, size_t *len, const char *path, const char 
     return st;
 }
 
-int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes)
+int pt__read_file(char **out, size_t *out_len, const char *path, size_t max_bytes)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -95,16 +95,16 @@ int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes
         *out_len = 0;
     int fd;
     uint64_t size;
-    int st = pt_open_regular(&fd, &size, path);
+    int st = pt__open_regular(&fd, &size, path);
     if (st)
         return st;
     if (size > (uint64_t)max_bytes) {
         close(fd);
-        return pt_err(PT_ERANGE, "%s is %llu bytes, over the limit of %zu", path,
+        return pt__err(PT_ERANGE, "%s is %llu bytes, over the limit of %zu", path,
                       (unsigned long long)size, max_bytes);
     }
     size_t n = (size_t)size, got = 0;
-    char *buf = pt_malloc(n + 1);
+    char *buf = pt__malloc(n + 1);
     if (!buf) {
         close(fd);
         return PT_ENOMEM;
@@ -123,7 +123,7 @@ int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes
     close(fd);
     if (got != n) {
         free(buf);
-        return pt_err(PT_EIO, "short read on %s (%zu of %zu bytes)%s%s", path, got, n, rerr ? ": " : "",
+        return pt__err(PT_EIO, "short read on %s (%zu of %zu bytes)%s%s", path, got, n, rerr ? ": " : "",
                       rerr ? strerror(rerr) : "");
     }
     buf[n] = '\0';
@@ -135,17 +135,17 @@ int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes
 
 /* ---- durable writes ------------------------------------------------------------- */
 
-int pt_fsync_dir(const char *dir)
+int pt__fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return pt_io_errno(errno, "open directory", dir);
+        return pt__io_errno(errno, "open directory", dir);
     if (fsync(fd) != 0) {
         int e = errno;
         /* Some file systems cannot fsync a directory; that is not a failure. */
         if (e != EINVAL && e != ENOTSUP) {
             close(fd);
-            return pt_io_errno(e, "fsync directory", dir);
+            return pt__io_errno(e, "fsync directory", dir);
         }
     }
     close(fd);
@@ -157,11 +157,11 @@ static char *parent_dir(const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
-        return pt_strdup(".");
+        return pt__strdup(".");
     if (slash == path)
-        return pt_strdup("/");
+        return pt__strdup("/");
     size_t n = (size_t)(slash - path);
-    char *d = pt_malloc(n + 1);
+    char *d = pt__malloc(n + 1);
     if (!d)
         return NULL;
     memcpy(d, path, n);
@@ -169,17 +169,17 @@ static char *parent_dir(const char *path)
     return d;
 }
 
-int pt_fsync_parent_dir(const char *path)
+int pt__fsync_parent_dir(const char *path)
 {
     char *dir = parent_dir(path);
     if (!dir)
         return PT_ENOMEM;
-    int st = pt_fsync_dir(dir);
+    int st = pt__fsync_dir(dir);
     free(dir);
     return st;
 }
 
-int pt_atomic_open(pt_atomic_file *af, const char *path)
+int pt__atomic_open(pt_atomic_file *af, const char *path)
 {
     PT_CHECK_NULL(af);
     PT_CHECK_ARG(path && *path, path, "is NULL or empty");
@@ -194,8 +194,8 @@ int pt_atomic_open(pt_atomic_file *af, const char *path)
     const char *base = path + dir_len;
     /* "<dir>/.<base>.tmp.XXXXXX" */
     size_t tmp_len = dir_len + 1 + strlen(base) + sizeof ".tmp.XXXXXX";
-    af->path = pt_strdup(path);
-    af->tmp_path = pt_malloc(tmp_len);
+    af->path = pt__strdup(path);
+    af->tmp_path = pt__malloc(tmp_len);
     if (!af->path || !af->tmp_path) {
         free(af->path);
         free(af->tmp_path);
@@ -206,7 +206,7 @@ int pt_atomic_open(pt_atomic_file *af, const char *path)
     int fd = mkostemp(af->tmp_path, O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        int st = pt_io_errno(e, "create temporary file for", path);
+        int st = pt__io_errno(e, "create temporary file for", path);
         free(af->path);
         free(af->tmp_path);
         af->path = af->tmp_path = NULL;
@@ -216,10 +216,10 @@ int pt_atomic_open(pt_atomic_file *af, const char *path)
     return PT_OK;
 }
 
-int pt_atomic_write(pt_atomic_file *af, const void *buf, size_t len)
+int pt__atomic_write(pt_atomic_file *af, const void *buf, size_t len)
 {
     if (!af || af->fd < 0)
-        return pt_err(PT_ESTATE, "atomic write: file is not open");
+        return pt__err(PT_ESTATE, "atomic write: file is not open");
     const unsigned char *p = buf;
     while (len > 0) {
         size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
@@ -227,10 +227,10 @@ int pt_atomic_write(pt_atomic_file *af, const void *buf, size_t len)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            return pt_io_errno(errno, "write", af->tmp_path);
+            return pt__io_errno(errno, "write", af->tmp_path);
         }
         if (w == 0)
-            return pt_io_errno(ENOSPC, "write", af->tmp_path);
+            return pt__io_errno(ENOSPC, "write", af->tmp_path);
         p += w;
         len -= (size_t)w;
         af->written += (uint64_t)w;
@@ -238,7 +238,7 @@ int pt_atomic_write(pt_atomic_file *af, const void *buf, size_t len)
     return PT_OK;
 }
 
-void pt_atomic_abort(pt_atomic_file *af)
+void pt__atomic_abort(pt_atomic_file *af)
 {
     if (!af)
         return;
@@ -255,53 +255,53 @@ void pt_atomic_abort(pt_atomic_file *af)
     af->path = NULL;
 }
 
-int pt_atomic_commit(pt_atomic_file *af)
+int pt__atomic_commit(pt_atomic_file *af)
 {
     if (!af || af->fd < 0 || !af->tmp_path)
-        return pt_err(PT_ESTATE, "atomic write: file is not open");
+        return pt__err(PT_ESTATE, "atomic write: file is not open");
     int st = PT_OK;
     if (fsync(af->fd) != 0) {
-        st = pt_io_errno(errno, "fsync", af->tmp_path);
-        pt_atomic_abort(af);
+        st = pt__io_errno(errno, "fsync", af->tmp_path);
+        pt__atomic_abort(af);
         return st;
     }
     /* mkstemp makes 0600; a model file is meant to be shared like any other. */
     if (fchmod(af->fd, 0644) != 0) {
-        st = pt_io_errno(errno, "chmod", af->tmp_path);
-        pt_atomic_abort(af);
+        st = pt__io_errno(errno, "chmod", af->tmp_path);
+        pt__atomic_abort(af);
         return st;
     }
     int fd = af->fd;
     af->fd = -1;
     if (close(fd) != 0) {
-        st = pt_io_errno(errno, "close", af->tmp_path);
-        pt_atomic_abort(af);
+        st = pt__io_errno(errno, "close", af->tmp_path);
+        pt__atomic_abort(af);
         return st;
     }
     if (rename(af->tmp_path, af->path) != 0) {
-        st = pt_io_errno(errno, "rename temporary file to", af->path);
-        pt_atomic_abort(af);
+        st = pt__io_errno(errno, "rename temporary file to", af->path);
+        pt__atomic_abort(af);
         return st;
     }
     free(af->tmp_path);
     af->tmp_path = NULL;
-    st = pt_fsync_parent_dir(af->path);
+    st = pt__fsync_parent_dir(af->path);
     free(af->path);
     af->path = NULL;
     return st;
 }
 
-int pt_write_file_atomic(const char *path, const void *buf, size_t len)
+int pt__write_file_atomic(const char *path, const void *buf, size_t len)
 {
     PT_CHECK_ARG(buf || len == 0, buf, "is NULL with len = %zu (writing %s)", len,
                  path ? path : "(null)");
     pt_atomic_file af;
-    int st = pt_atomic_open(&af, path);
+    int st = pt__atomic_open(&af, path);
     if (st != PT_OK)
         return st;
-    if (len > 0 && (st = pt_atomic_write(&af, buf, len)) != PT_OK) {
-        pt_atomic_abort(&af);
+    if (len > 0 && (st = pt__atomic_write(&af, buf, len)) != PT_OK) {
+        pt__atomic_abort(&af);
         return st;
     }
-    return pt_atomic_commit(&af);
+    return pt__atomic_commit(&af);
 }

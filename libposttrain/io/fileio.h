@@ -6,7 +6,7 @@
  * The atomic writer creates "<dir>/.<name>.tmp.XXXXXX" next to the final path,
  * writes to it, fsyncs it, renames it over the final name and fsyncs the
  * directory.  Until the rename nothing under the final name changes; on any
- * failure (or pt_atomic_abort) the temporary file is removed.  ENOSPC and
+ * failure (or pt__atomic_abort) the temporary file is removed.  ENOSPC and
  * EDQUOT map to PT_ENOSPC, every other I/O failure to PT_EIO, with the path
  * and strerror in the message. */
 #ifndef PT_IO_FILEIO_H
@@ -22,7 +22,7 @@
 /* Map an errno value from operation `what` ("write", "fsync", ...) on `path`
  * to PT_ENOSPC (ENOSPC, EDQUOT) or PT_EIO (anything else), record the message
  * "<what> <path>: <strerror>" and return the status. */
-int pt_io_errno(int err, const char *what, const char *path);
+int pt__io_errno(int err, const char *what, const char *path);
 
 /* Open `path` read-only (O_CLOEXEC, O_NOCTTY, O_NONBLOCK so a FIFO or a
  * device cannot hang the open) and check that it is a regular file: *fd,
@@ -30,32 +30,32 @@ int pt_io_errno(int err, const char *what, const char *path);
  * No such file or directory", PT_EIO "<path> is not a regular file (it is a
  * FIFO)" (a directory, a socket, a device), or the errno mapping above
  * ("cannot open <path>: ...", "cannot stat <path>: ..."). */
-int pt_open_regular(int *fd, uint64_t *size, const char *path);
+int pt__open_regular(int *fd, uint64_t *size, const char *path);
 
-/* Open `path` with pt_open_regular and map the whole file read-only and
+/* Open `path` with pt__open_regular and map the whole file read-only and
  * private: *base (NULL for an empty file, which is not mapped) and *len;
  * the caller unmaps a non-NULL *base with munmap(*base, *len).  PT_ERANGE
  * "<kind><path>: file too large to map" (kind: "gguf " or ""), or mmap's
- * failure as pt_io_errno's "mmap <path>: ...". */
-int pt_map_file(const uint8_t **base, size_t *len, const char *path, const char *kind);
+ * failure as pt__io_errno's "mmap <path>: ...". */
+int pt__map_file(const uint8_t **base, size_t *len, const char *path, const char *kind);
 
 /* Read a whole regular file into a NUL-terminated buffer (the NUL is not
- * counted), opened with pt_open_regular, so a FIFO under the path is refused
+ * counted), opened with pt__open_regular, so a FIFO under the path is refused
  * at once instead of waiting for a writer.  PT_ERANGE for a file over
  * max_bytes, PT_EIO for a short read. */
-int pt_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
+int pt__read_file(char **out, size_t *out_len, const char *path, size_t max_bytes);
 
 /* fsync a directory (open O_RDONLY|O_DIRECTORY, fsync, close). */
-int pt_fsync_dir(const char *dir);
+int pt__fsync_dir(const char *dir);
 /* fsync the directory holding `path` ("." if it has no slash). */
-int pt_fsync_parent_dir(const char *path);
+int pt__fsync_parent_dir(const char *path);
 
 /* Streaming atomic writer.  Usage:
  *     pt_atomic_file af;
- *     if ((st = pt_atomic_open(&af, path)) != 0) return st;
- *     if ((st = pt_atomic_write(&af, buf, n)) != 0) { pt_atomic_abort(&af); return st; }
- *     return pt_atomic_commit(&af);   // also cleans up on failure
- * pt_atomic_abort is safe to call after a failed or successful commit. */
+ *     if ((st = pt__atomic_open(&af, path)) != 0) return st;
+ *     if ((st = pt__atomic_write(&af, buf, n)) != 0) { pt__atomic_abort(&af); return st; }
+ *     return pt__atomic_commit(&af);   // also cleans up on failure
+ * pt__atomic_abort is safe to call after a failed or successful commit. */
 typedef struct pt_atomic_file {
     int fd;                 /* -1 when closed */
     char *path;             /* final path */
@@ -63,15 +63,15 @@ typedef struct pt_atomic_file {
     uint64_t written;
 } pt_atomic_file;
 
-int pt_atomic_open(pt_atomic_file *af, const char *path);
-int pt_atomic_write(pt_atomic_file *af, const void *buf, size_t len);
+int pt__atomic_open(pt_atomic_file *af, const char *path);
+int pt__atomic_write(pt_atomic_file *af, const void *buf, size_t len);
 /* fsync + close + chmod 0644 + rename + directory fsync.  On failure the
  * temporary file is removed and the final path is untouched. */
-int pt_atomic_commit(pt_atomic_file *af);
+int pt__atomic_commit(pt_atomic_file *af);
 /* Close and remove the temporary file (if any); free the paths. */
-void pt_atomic_abort(pt_atomic_file *af);
+void pt__atomic_abort(pt_atomic_file *af);
 
 /* Write a whole buffer to `path` atomically (the above in one call). */
-int pt_write_file_atomic(const char *path, const void *buf, size_t len);
+int pt__write_file_atomic(const char *path, const void *buf, size_t len);
 
 #endif

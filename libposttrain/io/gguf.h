@@ -9,7 +9,7 @@
  * general.alignment (default 32), then the data section.  Strings are a u64
  * byte length then the bytes (no NUL).
  *
- * Reader: every byte is hostile.  pt_gguf_open() validates the whole header
+ * Reader: every byte is hostile.  pt__gguf_open() validates the whole header
  * before it returns: every count is bounded by the bytes left in the file
  * before anything is allocated, every length, product and offset is computed
  * with overflow checks (llama.cpp's GGUF CVEs came from unchecked 64-bit
@@ -20,7 +20,7 @@
  * are PT_EFORMAT (PT_ERANGE for sizes beyond the limits below,
  * PT_EUNSUPPORTED for a version other than 2 or 3) with a message naming
  * the key or tensor and the rule.  Known quantised ggml types are accepted
- * in the directory (so `info` can describe a file) but pt_gguf_read_f32 on
+ * in the directory (so `info` can describe a file) but pt__gguf_read_f32 on
  * them is PT_EUNSUPPORTED naming the type; unknown type numbers are
  * PT_EFORMAT.
  *
@@ -105,17 +105,17 @@ typedef enum pt_ggml_type {
 } pt_ggml_type;
 
 /* "F32", "Q4_K", ... or NULL for an unknown number. */
-const char *pt_ggml_type_name(int type);
+const char *pt__ggml_type_name(int type);
 /* Elements per block and bytes per block (1 and 4 for F32); false for an
  * unknown or removed type number. */
-bool pt_ggml_type_block(int type, uint64_t *block_elems, uint64_t *block_bytes);
+bool pt__ggml_type_block(int type, uint64_t *block_elems, uint64_t *block_bytes);
 /* F32, F16 or BF16: the types read as float and written from float. */
-bool pt_ggml_type_is_float(int type);
+bool pt__ggml_type_is_float(int type);
 /* "uint32", "string", ... or NULL. */
-const char *pt_gguf_type_name(int type);
+const char *pt__gguf_type_name(int type);
 /* Bytes of one value of a fixed-size metadata type (1 for BOOL); 0 for
  * STRING, ARRAY and unknown numbers. */
-size_t pt_gguf_type_size(int type);
+size_t pt__gguf_type_size(int type);
 
 /* A string inside the file (not NUL-terminated; may contain any byte). */
 typedef struct pt_gguf_str {
@@ -152,82 +152,82 @@ typedef struct pt_gguf pt_gguf;
 /* Open and validate a file (mmap, read-only).  PT_ENOTFOUND if absent,
  * PT_EIO if unreadable, PT_EFORMAT / PT_ERANGE / PT_EUNSUPPORTED if
  * invalid. */
-int pt_gguf_open(pt_gguf **out, const char *path);
+int pt__gguf_open(pt_gguf **out, const char *path);
 /* The same over a caller's buffer, which must outlive the handle. */
-int pt_gguf_open_memory(pt_gguf **out, const void *buf, size_t len);
-void pt_gguf_close(pt_gguf *g);
+int pt__gguf_open_memory(pt_gguf **out, const void *buf, size_t len);
+void pt__gguf_close(pt_gguf *g);
 
-uint32_t pt_gguf_version(const pt_gguf *g);
-uint32_t pt_gguf_alignment(const pt_gguf *g);
-const char *pt_gguf_path(const pt_gguf *g);   /* NULL for memory */
+uint32_t pt__gguf_version(const pt_gguf *g);
+uint32_t pt__gguf_alignment(const pt_gguf *g);
+const char *pt__gguf_path(const pt_gguf *g);   /* NULL for memory */
 /* File offset of the data section (the end of the header, padded to the
  * alignment; the file's length when it holds no tensors and no padding). */
-uint64_t pt_gguf_data_offset(const pt_gguf *g);
+uint64_t pt__gguf_data_offset(const pt_gguf *g);
 
-size_t pt_gguf_kv_count(const pt_gguf *g);
-const pt_gguf_kv *pt_gguf_kv_at(const pt_gguf *g, size_t i);
-const pt_gguf_kv *pt_gguf_find_kv(const pt_gguf *g, const char *key);
+size_t pt__gguf_kv_count(const pt_gguf *g);
+const pt_gguf_kv *pt__gguf_kv_at(const pt_gguf *g, size_t i);
+const pt_gguf_kv *pt__gguf_find_kv(const pt_gguf *g, const char *key);
 
 /* Typed getters.  PT_ENOTFOUND "<key>: missing" when absent; PT_EFORMAT
  * "<key>: expected uint32, found string" on a wrong type.  The integer
  * getters accept any integer type whose value fits (PT_ERANGE otherwise);
  * the float getter accepts FLOAT32 and FLOAT64. */
-int pt_gguf_get_u32(const pt_gguf *g, const char *key, uint32_t *out);
-int pt_gguf_get_u64(const pt_gguf *g, const char *key, uint64_t *out);
-int pt_gguf_get_i64(const pt_gguf *g, const char *key, int64_t *out);
-int pt_gguf_get_f32(const pt_gguf *g, const char *key, float *out);
-int pt_gguf_get_bool(const pt_gguf *g, const char *key, bool *out);
-int pt_gguf_get_str(const pt_gguf *g, const char *key, pt_gguf_str *out);
+int pt__gguf_get_u32(const pt_gguf *g, const char *key, uint32_t *out);
+int pt__gguf_get_u64(const pt_gguf *g, const char *key, uint64_t *out);
+int pt__gguf_get_i64(const pt_gguf *g, const char *key, int64_t *out);
+int pt__gguf_get_f32(const pt_gguf *g, const char *key, float *out);
+int pt__gguf_get_bool(const pt_gguf *g, const char *key, bool *out);
+int pt__gguf_get_str(const pt_gguf *g, const char *key, pt_gguf_str *out);
 /* An array of elem_type (PT_EFORMAT naming both types otherwise). */
-int pt_gguf_get_arr(const pt_gguf *g, const char *key, pt_gguf_type elem_type,
+int pt__gguf_get_arr(const pt_gguf *g, const char *key, pt_gguf_type elem_type,
                     const void **data, uint64_t *n);
 
-size_t pt_gguf_tensor_count(const pt_gguf *g);
-const pt_gguf_tensor *pt_gguf_tensor_at(const pt_gguf *g, size_t i);
-const pt_gguf_tensor *pt_gguf_find_tensor(const pt_gguf *g, const char *name);
+size_t pt__gguf_tensor_count(const pt_gguf *g);
+const pt_gguf_tensor *pt__gguf_tensor_at(const pt_gguf *g, size_t i);
+const pt_gguf_tensor *pt__gguf_find_tensor(const pt_gguf *g, const char *name);
 /* Convert a tensor's data to F32 (numel must equal t->numel, else
  * PT_ESHAPE).  F32, F16 and BF16 only; quantised or integer types are
  * PT_EUNSUPPORTED "tensor <name> has type Q4_K: quantised GGUF tensors
  * cannot be trained; convert the model to F32, F16 or BF16". */
-int pt_gguf_read_f32(const pt_gguf_tensor *t, float *dst, size_t numel);
+int pt__gguf_read_f32(const pt_gguf_tensor *t, float *dst, size_t numel);
 
 /* ---- writer ---------------------------------------------------------------- */
 
 typedef struct pt_gguf_writer pt_gguf_writer;
 
-int pt_gguf_writer_new(pt_gguf_writer **out);
-void pt_gguf_writer_free(pt_gguf_writer *w);
+int pt__gguf_writer_new(pt_gguf_writer **out);
+void pt__gguf_writer_free(pt_gguf_writer *w);
 
 /* Metadata, in the order added; a key added twice is PT_EINVAL. */
-int pt_gguf_set_u8(pt_gguf_writer *w, const char *key, uint8_t v);
-int pt_gguf_set_u32(pt_gguf_writer *w, const char *key, uint32_t v);
-int pt_gguf_set_i32(pt_gguf_writer *w, const char *key, int32_t v);
-int pt_gguf_set_u64(pt_gguf_writer *w, const char *key, uint64_t v);
-int pt_gguf_set_f32(pt_gguf_writer *w, const char *key, float v);
-int pt_gguf_set_bool(pt_gguf_writer *w, const char *key, bool v);
-int pt_gguf_set_str(pt_gguf_writer *w, const char *key, const char *v);
-int pt_gguf_set_str_n(pt_gguf_writer *w, const char *key, const char *v, size_t len);
+int pt__gguf_set_u8(pt_gguf_writer *w, const char *key, uint8_t v);
+int pt__gguf_set_u32(pt_gguf_writer *w, const char *key, uint32_t v);
+int pt__gguf_set_i32(pt_gguf_writer *w, const char *key, int32_t v);
+int pt__gguf_set_u64(pt_gguf_writer *w, const char *key, uint64_t v);
+int pt__gguf_set_f32(pt_gguf_writer *w, const char *key, float v);
+int pt__gguf_set_bool(pt_gguf_writer *w, const char *key, bool v);
+int pt__gguf_set_str(pt_gguf_writer *w, const char *key, const char *v);
+int pt__gguf_set_str_n(pt_gguf_writer *w, const char *key, const char *v, size_t len);
 /* A numeric or bool array (elem_type not STRING or ARRAY); data copied. */
-int pt_gguf_set_arr(pt_gguf_writer *w, const char *key, pt_gguf_type elem_type,
+int pt__gguf_set_arr(pt_gguf_writer *w, const char *key, pt_gguf_type elem_type,
                     const void *data, uint64_t n);
 /* A string array; lens may be NULL (strlen of each).  Copied. */
-int pt_gguf_set_arr_str(pt_gguf_writer *w, const char *key, const char *const *strs,
+int pt__gguf_set_arr_str(pt_gguf_writer *w, const char *key, const char *const *strs,
                         const size_t *lens, uint64_t n);
 
 /* A tensor from F32 values, converted to `type` (F32, F16 or BF16, round to
  * nearest even) while writing.  ne[0] is the fastest dimension (a Hugging
  * Face [rows, cols] matrix is ne = {cols, rows}).  `src` is borrowed: it
- * must stay valid until pt_gguf_write returns.  A duplicate name is
+ * must stay valid until pt__gguf_write returns.  A duplicate name is
  * PT_EINVAL. */
-int pt_gguf_add_tensor_f32(pt_gguf_writer *w, const char *name, uint32_t ndim,
+int pt__gguf_add_tensor_f32(pt_gguf_writer *w, const char *name, uint32_t ndim,
                            const uint64_t *ne, int type, const float *src);
 /* A tensor whose bytes are already in `type` (any known type; nbytes must
  * match the shape, else PT_ESHAPE).  Borrowed likewise. */
-int pt_gguf_add_tensor_raw(pt_gguf_writer *w, const char *name, uint32_t ndim,
+int pt__gguf_add_tensor_raw(pt_gguf_writer *w, const char *name, uint32_t ndim,
                            const uint64_t *ne, int type, const void *bytes, uint64_t nbytes);
 
 /* Write the file atomically (see above).  The writer may be written again
  * or freed afterwards. */
-int pt_gguf_write(pt_gguf_writer *w, const char *path);
+int pt__gguf_write(pt_gguf_writer *w, const char *path);
 
 #endif

@@ -1,6 +1,6 @@
 /* The GGUF handle's bump allocator: keys, names, value copies and the
  * tables live in 64 KiB chunks (a large request gets a chunk of its own)
- * and are freed together by pt_gguf_close. */
+ * and are freed together by pt__gguf_close. */
 #include "io/gguf_internal.h"
 
 #include "core/core.h"
@@ -15,10 +15,10 @@ struct gguf_chunk {
 
 #define ARENA_CHUNK ((size_t)64 << 10)
 
-void *pt_gguf_arena_alloc(gguf_arena *a, size_t n)
+void *pt__gguf_arena_alloc(gguf_arena *a, size_t n)
 {
     if (n > SIZE_MAX - sizeof(gguf_chunk) - 8) {
-        pt_err(PT_ENOMEM, "gguf: allocation of %zu bytes overflows", n);
+        pt__err(PT_ENOMEM, "gguf: allocation of %zu bytes overflows", n);
         return NULL;
     }
     size_t need = n == 0 ? 8 : (n + 7) & ~(size_t)7;
@@ -29,7 +29,7 @@ void *pt_gguf_arena_alloc(gguf_arena *a, size_t n)
     }
     bool own = need > ARENA_CHUNK / 4;
     size_t cap = own ? need : ARENA_CHUNK;
-    gguf_chunk *c = pt_malloc(sizeof(gguf_chunk) + cap);
+    gguf_chunk *c = pt__malloc(sizeof(gguf_chunk) + cap);
     if (!c)
         return NULL;
     c->cap = cap;
@@ -45,7 +45,7 @@ void *pt_gguf_arena_alloc(gguf_arena *a, size_t n)
     return c->data;
 }
 
-void pt_gguf_arena_free(gguf_arena *a)
+void pt__gguf_arena_free(gguf_arena *a)
 {
     gguf_chunk *c = a->head;
     while (c) {

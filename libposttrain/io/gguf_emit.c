@@ -26,7 +26,7 @@ typedef struct out {
 static void flush(out *o)
 {
     if (o->st == PT_OK && o->len > 0)
-        o->st = pt_atomic_write(&o->af, o->buf, o->len);
+        o->st = pt__atomic_write(&o->af, o->buf, o->len);
     o->len = 0;
 }
 
@@ -38,7 +38,7 @@ static void put(out *o, const void *p, size_t n)
         flush(o);
     if (n >= OUT_BUF) { /* large: straight through */
         if (o->st == PT_OK)
-            o->st = pt_atomic_write(&o->af, p, n);
+            o->st = pt__atomic_write(&o->af, p, n);
         return;
     }
     memcpy(o->buf + o->len, p, n);
@@ -111,7 +111,7 @@ static void put_kv(out *o, const gguf_wkv *kv)
         for (uint64_t i = 0; i < kv->n; i++)
             put_str(o, s[i].ptr, s[i].len);
     } else {
-        put_values(o, kv->data, kv->n, pt_gguf_type_size(type));
+        put_values(o, kv->data, kv->n, pt__gguf_type_size(type));
     }
 }
 
@@ -131,7 +131,7 @@ static uint64_t header_size(const pt_gguf_writer *w)
             for (uint64_t k = 0; k < kv->n; k++)
                 n += 8 + ((const pt_gguf_str *)kv->data)[k].len;
         else
-            n += kv->n * pt_gguf_type_size(type);
+            n += kv->n * pt__gguf_type_size(type);
     }
     for (size_t i = 0; i < w->n_t; i++)
         n += 8 + strlen(w->t[i].name) + 4 + 8 * (uint64_t)w->t[i].ndim + 4 + 8;
@@ -141,7 +141,7 @@ static uint64_t header_size(const pt_gguf_writer *w)
 /* One F32 tensor converted to F16 or BF16, written through the buffer. */
 static void put_converted(out *o, const gguf_wtensor *t)
 {
-    uint16_t (*conv)(float) = t->type == PT_GGML_F16 ? pt_f32_to_f16 : pt_f32_to_bf16;
+    uint16_t (*conv)(float) = t->type == PT_GGML_F16 ? pt__f32_to_f16 : pt__f32_to_bf16;
     uint64_t done = 0;
     while (done < t->numel && o->st == PT_OK) {
         if (OUT_BUF - o->len < 2)
@@ -207,25 +207,25 @@ static void put_file(out *o, const pt_gguf_writer *w)
     flush(o);
 }
 
-int pt_gguf_write(pt_gguf_writer *w, const char *path)
+int pt__gguf_write(pt_gguf_writer *w, const char *path)
 {
     PT_CHECK_NULL(w);
     PT_CHECK_NULL(path);
     out o = {.st = PT_OK};
-    if (!(o.buf = pt_malloc(OUT_BUF)))
+    if (!(o.buf = pt__malloc(OUT_BUF)))
         return PT_ENOMEM;
-    int st = pt_atomic_open(&o.af, path);
+    int st = pt__atomic_open(&o.af, path);
     if (st != PT_OK) {
         free(o.buf);
-        return pt_err_prefix(st, "gguf %s", path);
+        return pt__err_prefix(st, "gguf %s", path);
     }
     put_file(&o, w);
     free(o.buf);
     if (o.st != PT_OK) {
-        pt_atomic_abort(&o.af);
-        return pt_err_prefix(o.st, "gguf %s", path);
+        pt__atomic_abort(&o.af);
+        return pt__err_prefix(o.st, "gguf %s", path);
     }
-    if ((st = pt_atomic_commit(&o.af)) != PT_OK)
-        return pt_err_prefix(st, "gguf %s", path);
+    if ((st = pt__atomic_commit(&o.af)) != PT_OK)
+        return pt__err_prefix(st, "gguf %s", path);
     return PT_OK;
 }

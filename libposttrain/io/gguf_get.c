@@ -15,12 +15,12 @@
 static int lookup(const pt_gguf *g, const char *key, const pt_gguf_kv **kv)
 {
     if (!g)
-        return pt_err(PT_EINVAL, "gguf getter: the handle is NULL");
+        return pt__err(PT_EINVAL, "gguf getter: the handle is NULL");
     if (!key)
-        return pt_err(PT_EINVAL, "gguf getter: key is NULL");
-    *kv = pt_gguf_find_kv(g, key);
+        return pt__err(PT_EINVAL, "gguf getter: key is NULL");
+    *kv = pt__gguf_find_kv(g, key);
     if (!*kv)
-        return pt_err(PT_ENOTFOUND, "%s: missing", key);
+        return pt__err(PT_ENOTFOUND, "%s: missing", key);
     return PT_OK;
 }
 
@@ -28,10 +28,10 @@ static int lookup(const pt_gguf *g, const char *key, const pt_gguf_kv **kv)
 static int wrong_type(const pt_gguf_kv *kv, const char *expected)
 {
     if (kv->type == PT_GGUF_ARRAY)
-        return pt_err(PT_EFORMAT, "%s: expected %s, found array of %s", kv->key, expected,
-                      pt_gguf_type_name(kv->elem_type));
-    return pt_err(PT_EFORMAT, "%s: expected %s, found %s", kv->key, expected,
-                  pt_gguf_type_name(kv->type));
+        return pt__err(PT_EFORMAT, "%s: expected %s, found array of %s", kv->key, expected,
+                      pt__gguf_type_name(kv->elem_type));
+    return pt__err(PT_EFORMAT, "%s: expected %s, found %s", kv->key, expected,
+                  pt__gguf_type_name(kv->type));
 }
 
 /* An integer scalar as sign and magnitude; false for any other type. */
@@ -57,8 +57,8 @@ static bool int_value(const pt_gguf_kv *kv, bool *neg, uint64_t *mag)
 
 static int out_of_range(const pt_gguf_kv *kv, bool neg, uint64_t mag, const char *what)
 {
-    return pt_err(PT_ERANGE, "%s: value %s%" PRIu64 " (%s) is out of range for %s", kv->key,
-                  neg ? "-" : "", mag, pt_gguf_type_name(kv->type), what);
+    return pt__err(PT_ERANGE, "%s: value %s%" PRIu64 " (%s) is out of range for %s", kv->key,
+                  neg ? "-" : "", mag, pt__gguf_type_name(kv->type), what);
 }
 
 /* The integer at key, checked to lie in [-neg_max, pos_max]. */
@@ -76,7 +76,7 @@ static int get_int(const pt_gguf *g, const char *key, uint64_t neg_max, uint64_t
     return PT_OK;
 }
 
-int pt_gguf_get_u32(const pt_gguf *g, const char *key, uint32_t *out)
+int pt__gguf_get_u32(const pt_gguf *g, const char *key, uint32_t *out)
 {
     PT_CHECK_NULL(out);
     bool neg = false;
@@ -87,7 +87,7 @@ int pt_gguf_get_u32(const pt_gguf *g, const char *key, uint32_t *out)
     return st;
 }
 
-int pt_gguf_get_u64(const pt_gguf *g, const char *key, uint64_t *out)
+int pt__gguf_get_u64(const pt_gguf *g, const char *key, uint64_t *out)
 {
     PT_CHECK_NULL(out);
     bool neg = false;
@@ -98,7 +98,7 @@ int pt_gguf_get_u64(const pt_gguf *g, const char *key, uint64_t *out)
     return st;
 }
 
-int pt_gguf_get_i64(const pt_gguf *g, const char *key, int64_t *out)
+int pt__gguf_get_i64(const pt_gguf *g, const char *key, int64_t *out)
 {
     PT_CHECK_NULL(out);
     bool neg = false;
@@ -109,7 +109,7 @@ int pt_gguf_get_i64(const pt_gguf *g, const char *key, int64_t *out)
     return st;
 }
 
-int pt_gguf_get_f32(const pt_gguf *g, const char *key, float *out)
+int pt__gguf_get_f32(const pt_gguf *g, const char *key, float *out)
 {
     PT_CHECK_NULL(out);
     const pt_gguf_kv *kv;
@@ -124,12 +124,12 @@ int pt_gguf_get_f32(const pt_gguf *g, const char *key, float *out)
         return wrong_type(kv, "float32");
     double v = *(const double *)kv->data;
     if (isfinite(v) && fabs(v) > FLT_MAX)
-        return pt_err(PT_ERANGE, "%s: value %g (float64) is out of range for float32", key, v);
+        return pt__err(PT_ERANGE, "%s: value %g (float64) is out of range for float32", key, v);
     *out = (float)v;
     return PT_OK;
 }
 
-int pt_gguf_get_bool(const pt_gguf *g, const char *key, bool *out)
+int pt__gguf_get_bool(const pt_gguf *g, const char *key, bool *out)
 {
     PT_CHECK_NULL(out);
     const pt_gguf_kv *kv;
@@ -142,7 +142,7 @@ int pt_gguf_get_bool(const pt_gguf *g, const char *key, bool *out)
     return PT_OK;
 }
 
-int pt_gguf_get_str(const pt_gguf *g, const char *key, pt_gguf_str *out)
+int pt__gguf_get_str(const pt_gguf *g, const char *key, pt_gguf_str *out)
 {
     PT_CHECK_NULL(out);
     const pt_gguf_kv *kv;
@@ -155,7 +155,7 @@ int pt_gguf_get_str(const pt_gguf *g, const char *key, pt_gguf_str *out)
     return PT_OK;
 }
 
-int pt_gguf_get_arr(const pt_gguf *g, const char *key, pt_gguf_type elem_type,
+int pt__gguf_get_arr(const pt_gguf *g, const char *key, pt_gguf_type elem_type,
                     const void **data, uint64_t *n)
 {
     PT_CHECK_NULL(data);
@@ -168,7 +168,7 @@ int pt_gguf_get_arr(const pt_gguf *g, const char *key, pt_gguf_type elem_type,
         return st;
     if (kv->type != PT_GGUF_ARRAY || kv->elem_type != elem_type) {
         char expected[32];
-        snprintf(expected, sizeof expected, "array of %s", pt_gguf_type_name(elem_type));
+        snprintf(expected, sizeof expected, "array of %s", pt__gguf_type_name(elem_type));
         return wrong_type(kv, expected);
     }
     *data = kv->data;
@@ -180,24 +180,24 @@ int pt_gguf_get_arr(const pt_gguf *g, const char *key, pt_gguf_type elem_type,
 
 static int refuse_type(const pt_gguf_tensor *t)
 {
-    const char *name = pt_ggml_type_name(t->type) ? pt_ggml_type_name(t->type) : "?";
+    const char *name = pt__ggml_type_name(t->type) ? pt__ggml_type_name(t->type) : "?";
     uint64_t be = 0;
-    pt_ggml_type_block(t->type, &be, NULL);
+    pt__ggml_type_block(t->type, &be, NULL);
     if (be > 1)
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       "tensor %s has type %s: quantised GGUF tensors cannot be trained; convert "
                       "the model to F32, F16 or BF16", t->name, name);
-    return pt_err(PT_EUNSUPPORTED, "tensor %s has type %s: only F32, F16 and BF16 GGUF tensors "
+    return pt__err(PT_EUNSUPPORTED, "tensor %s has type %s: only F32, F16 and BF16 GGUF tensors "
                   "load as float", t->name, name);
 }
 
-int pt_gguf_read_f32(const pt_gguf_tensor *t, float *dst, size_t numel)
+int pt__gguf_read_f32(const pt_gguf_tensor *t, float *dst, size_t numel)
 {
     PT_CHECK_NULL(t);
-    if (!pt_ggml_type_is_float(t->type))
+    if (!pt__ggml_type_is_float(t->type))
         return refuse_type(t);
     if ((uint64_t)numel != t->numel)
-        return pt_err(PT_ESHAPE, "tensor %s has %" PRIu64 " elements, the caller expects %zu",
+        return pt__err(PT_ESHAPE, "tensor %s has %" PRIu64 " elements, the caller expects %zu",
                       t->name, t->numel, numel);
     PT_CHECK_ARG(dst, dst, "is NULL (the destination for tensor %s)", t->name);
     const uint8_t *src = t->data;
@@ -208,18 +208,18 @@ int pt_gguf_read_f32(const pt_gguf_tensor *t, float *dst, size_t numel)
         memcpy(dst, src, numel * sizeof(float));
 #else
         for (long long i = 0; i < n; i++) {
-            uint32_t u = pt_gguf_le32(src + 4 * i);
+            uint32_t u = pt__gguf_le32(src + 4 * i);
             memcpy(&dst[i], &u, 4);
         }
 #endif
     } else if (t->type == PT_GGML_F16) {
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (long long i = 0; i < n; i++)
-            dst[i] = pt_f16_to_f32(pt_gguf_le16(src + 2 * i));
+            dst[i] = pt__f16_to_f32(pt__gguf_le16(src + 2 * i));
     } else {
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (long long i = 0; i < n; i++)
-            dst[i] = pt_bf16_to_f32(pt_gguf_le16(src + 2 * i));
+            dst[i] = pt__bf16_to_f32(pt__gguf_le16(src + 2 * i));
     }
     return PT_OK;
 }

@@ -3,7 +3,7 @@
  *   gguf_arena.c   the handle's bump allocator
  *   gguf_parse.c   the validating parser over a bounded cursor
  *   gguf_read.c    opening (mmap or memory), accessors, getters, read_f32
- *   gguf_get.c     the typed getters, pt_gguf_read_f32
+ *   gguf_get.c     the typed getters, pt__gguf_read_f32
  *   gguf_write.c   the writer's metadata and tensor lists
  *   gguf_emit.c    serialising a writer into a file (buffered, atomic) */
 #ifndef PT_IO_GGUF_INTERNAL_H
@@ -23,8 +23,8 @@ typedef struct gguf_arena {
 } gguf_arena;
 
 /* n bytes aligned to 8 (NULL with PT_ENOMEM recorded); freed together. */
-void *pt_gguf_arena_alloc(gguf_arena *a, size_t n);
-void pt_gguf_arena_free(gguf_arena *a);
+void *pt__gguf_arena_alloc(gguf_arena *a, size_t n);
+void pt__gguf_arena_free(gguf_arena *a);
 
 struct pt_gguf {
     const uint8_t *base;
@@ -44,7 +44,7 @@ struct pt_gguf {
 };
 
 /* Validate g->base[0..g->len) and fill every other field. */
-int pt_gguf_parse(pt_gguf *g);
+int pt__gguf_parse(pt_gguf *g);
 
 /* ---- the writer ---------------------------------------------------------------- */
 
@@ -74,17 +74,17 @@ struct pt_gguf_writer {
 };
 
 /* Little-endian loads (the file's byte order) from any alignment. */
-static inline uint16_t pt_gguf_le16(const uint8_t *p)
+static inline uint16_t pt__gguf_le16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
 }
-static inline uint32_t pt_gguf_le32(const uint8_t *p)
+static inline uint32_t pt__gguf_le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static inline uint64_t pt_gguf_le64(const uint8_t *p)
+static inline uint64_t pt__gguf_le64(const uint8_t *p)
 {
-    return (uint64_t)pt_gguf_le32(p) | (uint64_t)pt_gguf_le32(p + 4) << 32;
+    return (uint64_t)pt__gguf_le32(p) | (uint64_t)pt__gguf_le32(p + 4) << 32;
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* Opening a GGUF file (read-only mmap) or a caller's buffer, the handle's
  * accessors, the typed getters and reading a tensor as F32.  Validation is
- * pt_gguf_parse's. */
+ * pt__gguf_parse's. */
 #include "io/gguf_internal.h"
 
 #include "core/core.h"
@@ -13,13 +13,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
-void pt_gguf_close(pt_gguf *g)
+void pt__gguf_close(pt_gguf *g)
 {
     if (!g)
         return;
     if (g->mapped && g->base)
         munmap((void *)g->base, g->len);
-    pt_gguf_arena_free(&g->arena);
+    pt__gguf_arena_free(&g->arena);
     free(g->path);
     free(g);
 }
@@ -27,22 +27,22 @@ void pt_gguf_close(pt_gguf *g)
 /* Validate the bytes g holds and hand g out, or close it. */
 static int finish_open(pt_gguf **out, pt_gguf *g)
 {
-    int st = pt_gguf_parse(g);
+    int st = pt__gguf_parse(g);
     if (st != PT_OK) {
-        pt_err_prefix(st, "gguf %s", g->path ? g->path : "<memory>");
-        pt_gguf_close(g);
+        pt__err_prefix(st, "gguf %s", g->path ? g->path : "<memory>");
+        pt__gguf_close(g);
         return st;
     }
     *out = g;
     return PT_OK;
 }
 
-int pt_gguf_open_memory(pt_gguf **out, const void *buf, size_t len)
+int pt__gguf_open_memory(pt_gguf **out, const void *buf, size_t len)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_ARG(buf || len == 0, buf, "is NULL (len %zu)", len);
-    pt_gguf *g = pt_calloc(1, sizeof *g);
+    pt_gguf *g = pt__calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
     g->base = buf;
@@ -50,61 +50,61 @@ int pt_gguf_open_memory(pt_gguf **out, const void *buf, size_t len)
     return finish_open(out, g);
 }
 
-int pt_gguf_open(pt_gguf **out, const char *path)
+int pt__gguf_open(pt_gguf **out, const char *path)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(path);
-    pt_gguf *g = pt_calloc(1, sizeof *g);
-    if (!g || !(g->path = pt_strdup(path))) {
+    pt_gguf *g = pt__calloc(1, sizeof *g);
+    if (!g || !(g->path = pt__strdup(path))) {
         free(g);
         return PT_ENOMEM;
     }
-    int st = pt_map_file(&g->base, &g->len, path, "gguf ");
+    int st = pt__map_file(&g->base, &g->len, path, "gguf ");
     if (st != PT_OK) {
-        pt_gguf_close(g);
+        pt__gguf_close(g);
         return st;
     }
     g->mapped = g->base != NULL;
     return finish_open(out, g);
 }
 
-uint32_t pt_gguf_version(const pt_gguf *g)
+uint32_t pt__gguf_version(const pt_gguf *g)
 {
     return g ? g->version : 0;
 }
 
-uint32_t pt_gguf_alignment(const pt_gguf *g)
+uint32_t pt__gguf_alignment(const pt_gguf *g)
 {
     return g ? g->alignment : 0;
 }
 
-const char *pt_gguf_path(const pt_gguf *g)
+const char *pt__gguf_path(const pt_gguf *g)
 {
     return g ? g->path : NULL;
 }
 
-uint64_t pt_gguf_data_offset(const pt_gguf *g)
+uint64_t pt__gguf_data_offset(const pt_gguf *g)
 {
     return g ? g->data_start : 0;
 }
 
-size_t pt_gguf_kv_count(const pt_gguf *g)
+size_t pt__gguf_kv_count(const pt_gguf *g)
 {
     return g ? g->n_kv : 0;
 }
 
-const pt_gguf_kv *pt_gguf_kv_at(const pt_gguf *g, size_t i)
+const pt_gguf_kv *pt__gguf_kv_at(const pt_gguf *g, size_t i)
 {
     return g && i < g->n_kv ? &g->kv[i] : NULL;
 }
 
-size_t pt_gguf_tensor_count(const pt_gguf *g)
+size_t pt__gguf_tensor_count(const pt_gguf *g)
 {
     return g ? g->n_tensors : 0;
 }
 
-const pt_gguf_tensor *pt_gguf_tensor_at(const pt_gguf *g, size_t i)
+const pt_gguf_tensor *pt__gguf_tensor_at(const pt_gguf *g, size_t i)
 {
     return g && i < g->n_tensors ? &g->tensors[i] : NULL;
 }
@@ -128,14 +128,14 @@ static const void *find_sorted(const void *const *sorted, size_t n, size_t field
     return NULL;
 }
 
-const pt_gguf_kv *pt_gguf_find_kv(const pt_gguf *g, const char *key)
+const pt_gguf_kv *pt__gguf_find_kv(const pt_gguf *g, const char *key)
 {
     if (!g || !key || !g->kv_by_key)
         return NULL;
     return find_sorted((const void *const *)g->kv_by_key, g->n_kv, offsetof(pt_gguf_kv, key), key);
 }
 
-const pt_gguf_tensor *pt_gguf_find_tensor(const pt_gguf *g, const char *name)
+const pt_gguf_tensor *pt__gguf_find_tensor(const pt_gguf *g, const char *name)
 {
     if (!g || !name || !g->t_by_name)
         return NULL;

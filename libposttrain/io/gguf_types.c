@@ -47,14 +47,14 @@ static const ggml_type_info ggml_types[PT_GGML_TYPE_END] = {
     [PT_GGML_MXFP4] = {"MXFP4", 32, 17},      /* e8m0 scale + 16 (ggml 2025-08) */
 };
 
-const char *pt_ggml_type_name(int type)
+const char *pt__ggml_type_name(int type)
 {
     if (type < 0 || type >= PT_GGML_TYPE_END || ggml_types[type].block_elems == 0)
         return NULL;
     return ggml_types[type].name;
 }
 
-bool pt_ggml_type_block(int type, uint64_t *block_elems, uint64_t *block_bytes)
+bool pt__ggml_type_block(int type, uint64_t *block_elems, uint64_t *block_bytes)
 {
     if (type < 0 || type >= PT_GGML_TYPE_END || ggml_types[type].block_elems == 0)
         return false;
@@ -65,7 +65,7 @@ bool pt_ggml_type_block(int type, uint64_t *block_elems, uint64_t *block_bytes)
     return true;
 }
 
-bool pt_ggml_type_is_float(int type)
+bool pt__ggml_type_is_float(int type)
 {
     return type == PT_GGML_F32 || type == PT_GGML_F16 || type == PT_GGML_BF16;
 }
@@ -78,14 +78,14 @@ static const char *const gguf_type_names[PT_GGUF_TYPE_COUNT] = {
     [PT_GGUF_FLOAT64] = "float64",
 };
 
-const char *pt_gguf_type_name(int type)
+const char *pt__gguf_type_name(int type)
 {
     if (type < 0 || type >= PT_GGUF_TYPE_COUNT)
         return NULL;
     return gguf_type_names[type];
 }
 
-size_t pt_gguf_type_size(int type)
+size_t pt__gguf_type_size(int type)
 {
     switch (type) {
     case PT_GGUF_UINT8: case PT_GGUF_INT8: case PT_GGUF_BOOL:

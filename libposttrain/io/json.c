@@ -12,7 +12,7 @@
 
 /* ---- getters ---------------------------------------------------------------- */
 
-const char *pt_json_type_name(const cJSON *item)
+const char *pt__json_type_name(const cJSON *item)
 {
     if (cJSON_IsBool(item))
         return "a boolean";
@@ -46,11 +46,11 @@ static int key_err(const pt_json_ctx *c, int status, const char *lead, const cha
     va_end(ap);
     const char *file = c && c->file ? c->file : "";
     const char *path = c && c->path ? c->path : "";
-    return pt_err(status, "%s%s%s'%s%s%s'%s", file, *file ? ": " : "", lead, path,
+    return pt__err(status, "%s%s%s'%s%s%s'%s", file, *file ? ": " : "", lead, path,
                   *path ? "." : "", key, rest);
 }
 
-bool pt_json_has_key(const cJSON *obj, const char *key)
+bool pt__json_has_key(const cJSON *obj, const char *key)
 {
     if (!obj || !key)
         return false;
@@ -60,7 +60,7 @@ bool pt_json_has_key(const cJSON *obj, const char *key)
     return false;
 }
 
-int pt_json_field(const cJSON **out, const cJSON *obj, const pt_json_ctx *c, const char *key)
+int pt__json_field(const cJSON **out, const cJSON *obj, const pt_json_ctx *c, const char *key)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(key);
@@ -89,7 +89,7 @@ static int typed_field(const cJSON **it, bool *present, const cJSON *obj, const 
                        const char *key, bool required, cJSON_bool (*test)(const cJSON *),
                        const char *want)
 {
-    int st = pt_json_field(it, obj, c, key);
+    int st = pt__json_field(it, obj, c, key);
     if (st)
         return st;
     if (present)
@@ -97,7 +97,7 @@ static int typed_field(const cJSON **it, bool *present, const cJSON *obj, const 
     if (!*it)
         return required ? key_err(c, ctx_status(c), "required field ", key, " is missing") : PT_OK;
     if (!test(*it)) {
-        const char *got = pt_json_type_name(*it);
+        const char *got = pt__json_type_name(*it);
         *it = NULL;
         return key_err(c, ctx_status(c), "", key, " must be %s, got %s", want, got);
     }
@@ -135,14 +135,14 @@ static int get_scalar(scalar_kind kind, void *out, bool *present, const cJSON *o
     return PT_OK;
 }
 
-int pt_json_get_i64(int64_t *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_i64(int64_t *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                     const char *key, bool required, int64_t lo, int64_t hi)
 {
     PT_CHECK_NULL(out);
     return get_scalar(GET_I64, out, present, obj, c, key, required, lo, hi);
 }
 
-int pt_json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                     const char *key, bool required, int lo, int hi)
 {
     PT_CHECK_NULL(out);
@@ -153,21 +153,21 @@ int pt_json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx
     return st;
 }
 
-int pt_json_get_double(double *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_double(double *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required)
 {
     PT_CHECK_NULL(out);
     return get_scalar(GET_DOUBLE, out, present, obj, c, key, required, 0, 0);
 }
 
-int pt_json_get_bool(bool *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_bool(bool *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                      const char *key, bool required)
 {
     PT_CHECK_NULL(out);
     return get_scalar(GET_BOOL, out, present, obj, c, key, required, 0, 0);
 }
 
-int pt_json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required)
 {
     PT_CHECK_NULL(out);
@@ -177,14 +177,14 @@ int pt_json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
     return st;
 }
 
-int pt_json_get_object(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_object(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required)
 {
     PT_CHECK_NULL(out);
     return typed_field(out, NULL, obj, c, key, required, cJSON_IsObject, "an object");
 }
 
-int pt_json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
                       const char *key, bool required)
 {
     PT_CHECK_NULL(out);
@@ -213,12 +213,12 @@ static const char *short_escape(unsigned char c, unsigned flags)
     }
 }
 
-int pt_json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags)
+int pt__json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags)
 {
     PT_CHECK_NULL(b);
     PT_CHECK_ARG(s || n == 0, s, "is NULL with n = %zu", n);
     static const char hex[] = "0123456789abcdef";
-    pt_strbuf_putc(b, '"');
+    pt__strbuf_putc(b, '"');
     size_t run = 0; /* bytes copied as they are, flushed in one put */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -229,26 +229,26 @@ int pt_json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags)
             continue;
         }
         if (run)
-            pt_strbuf_put(b, s + i - run, run);
+            pt__strbuf_put(b, s + i - run, run);
         run = 0;
         if (esc) {
-            pt_strbuf_puts(b, esc);
+            pt__strbuf_puts(b, esc);
         } else {
             char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            pt_strbuf_put(b, u, sizeof u);
+            pt__strbuf_put(b, u, sizeof u);
         }
     }
     if (run)
-        pt_strbuf_put(b, s + n - run, run);
-    return pt_strbuf_putc(b, '"');
+        pt__strbuf_put(b, s + n - run, run);
+    return pt__strbuf_putc(b, '"');
 }
 
-int pt_json_put_string(pt_strbuf *b, const char *s, size_t n)
+int pt__json_put_string(pt_strbuf *b, const char *s, size_t n)
 {
-    return pt_json_put_string_ex(b, s, n, 0);
+    return pt__json_put_string_ex(b, s, n, 0);
 }
 
-int pt_json_put_double(pt_strbuf *b, double v)
+int pt__json_put_double(pt_strbuf *b, double v)
 {
     PT_CHECK_NULL(b);
     char tmp[40];
@@ -259,14 +259,14 @@ int pt_json_put_double(pt_strbuf *b, double v)
     }
     if (!strpbrk(tmp, ".eEn"))
         strcat(tmp, ".0");
-    return pt_strbuf_puts(b, tmp);
+    return pt__strbuf_puts(b, tmp);
 }
 
 static int put_indent(pt_strbuf *b, bool formatted, int depth)
 {
     int st = PT_OK;
     for (int i = 0; formatted && i < depth && !st; i++)
-        st = pt_strbuf_putc(b, '\t');
+        st = pt__strbuf_putc(b, '\t');
     return st;
 }
 
@@ -275,28 +275,28 @@ static int print_item(pt_strbuf *b, const cJSON *it, bool formatted, int depth);
 /* An object's members or an array's elements between open and close. */
 static int print_children(pt_strbuf *b, const cJSON *it, bool object, bool formatted, int depth)
 {
-    int st = pt_strbuf_putc(b, object ? '{' : '[');
+    int st = pt__strbuf_putc(b, object ? '{' : '[');
     const cJSON *c = it->child;
     if (!st && c && formatted)
-        st = pt_strbuf_putc(b, '\n');
+        st = pt__strbuf_putc(b, '\n');
     for (; c && !st; c = c->next) {
         st = put_indent(b, formatted, depth + 1);
         if (!st && object) {
             const char *k = c->string ? c->string : "";
-            st = pt_json_put_string(b, k, strlen(k));
+            st = pt__json_put_string(b, k, strlen(k));
             if (!st)
-                st = pt_strbuf_puts(b, formatted ? ":\t" : ":");
+                st = pt__strbuf_puts(b, formatted ? ":\t" : ":");
         }
         if (!st)
             st = print_item(b, c, formatted, depth + 1);
         if (!st && c->next)
-            st = pt_strbuf_putc(b, ',');
+            st = pt__strbuf_putc(b, ',');
         if (!st && formatted)
-            st = pt_strbuf_putc(b, '\n');
+            st = pt__strbuf_putc(b, '\n');
     }
     if (!st && it->child)
         st = put_indent(b, formatted, depth);
-    return st ? st : pt_strbuf_putc(b, object ? '}' : ']');
+    return st ? st : pt__strbuf_putc(b, object ? '}' : ']');
 }
 
 static int print_item(pt_strbuf *b, const cJSON *it, bool formatted, int depth)
@@ -304,30 +304,30 @@ static int print_item(pt_strbuf *b, const cJSON *it, bool formatted, int depth)
     if (cJSON_IsObject(it) || cJSON_IsArray(it))
         return print_children(b, it, cJSON_IsObject(it), formatted, depth);
     if (cJSON_IsString(it))
-        return pt_json_put_string(b, it->valuestring, strlen(it->valuestring));
+        return pt__json_put_string(b, it->valuestring, strlen(it->valuestring));
     if (cJSON_IsNumber(it)) {
         double v = it->valuedouble;
         if (!isfinite(v))
-            return pt_strbuf_puts(b, "null"); /* as cJSON_Print */
+            return pt__strbuf_puts(b, "null"); /* as cJSON_Print */
         if (v == (double)(int64_t)v && fabs(v) < 1e15) /* integers as integers */
-            return pt_strbuf_printf(b, "%lld", (long long)v);
-        return pt_json_put_double(b, v);
+            return pt__strbuf_printf(b, "%lld", (long long)v);
+        return pt__json_put_double(b, v);
     }
     if (cJSON_IsTrue(it))
-        return pt_strbuf_puts(b, "true");
+        return pt__strbuf_puts(b, "true");
     if (cJSON_IsFalse(it))
-        return pt_strbuf_puts(b, "false");
+        return pt__strbuf_puts(b, "false");
     if (cJSON_IsRaw(it) && it->valuestring)
-        return pt_strbuf_puts(b, it->valuestring);
-    return pt_strbuf_puts(b, "null");
+        return pt__strbuf_puts(b, it->valuestring);
+    return pt__strbuf_puts(b, "null");
 }
 
-char *pt_json_print(const cJSON *item, bool formatted)
+char *pt__json_print(const cJSON *item, bool formatted)
 {
     pt_strbuf b = { 0 };
     if (!item || print_item(&b, item, formatted, 0)) {
-        pt_strbuf_free(&b);
+        pt__strbuf_free(&b);
         return NULL;
     }
-    return pt_strbuf_detach(&b, NULL);
+    return pt__strbuf_detach(&b, NULL);
 }

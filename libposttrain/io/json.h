@@ -41,34 +41,34 @@ typedef struct pt_json_ctx {
 } pt_json_ctx;
 
 /* "a string", "an array", "null", ... for messages. */
-const char *pt_json_type_name(const cJSON *item);
+const char *pt__json_type_name(const cJSON *item);
 
 /* Is `key` a member of obj at all (null values included)? */
-bool pt_json_has_key(const cJSON *obj, const char *key);
+bool pt__json_has_key(const cJSON *obj, const char *key);
 
 /* The member `key` of obj (case-sensitive) into *out; NULL when absent or
  * null (or when obj is NULL).  PT_EFORMAT for a duplicate key (see above). */
-int pt_json_field(const cJSON **out, const cJSON *obj, const pt_json_ctx *c, const char *key);
+int pt__json_field(const cJSON **out, const cJSON *obj, const pt_json_ctx *c, const char *key);
 
 /* An integer in [lo, hi] (an integral, finite number).  *present (if not
  * NULL) says whether the member was given, also when it is then rejected. */
-int pt_json_get_i64(int64_t *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_i64(int64_t *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                     const char *key, bool required, int64_t lo, int64_t hi);
-int pt_json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_int(int *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                     const char *key, bool required, int lo, int hi);
 /* A finite number. */
-int pt_json_get_double(double *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_double(double *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required);
 /* true or false. */
-int pt_json_get_bool(bool *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_bool(bool *out, bool *present, const cJSON *obj, const pt_json_ctx *c,
                      const char *key, bool required);
 /* A string (pointing into the cJSON tree); NULL when absent. */
-int pt_json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_string(const char **out, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required);
 /* An object / an array (the member itself); NULL when absent. */
-int pt_json_get_object(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_object(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
                        const char *key, bool required);
-int pt_json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
+int pt__json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
                       const char *key, bool required);
 
 /* ---- writers ---------------------------------------------------------------- */
@@ -77,7 +77,7 @@ int pt_json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c,
  * 0x20 (NUL included) as \u00xx (lower-case hex), every other byte as it is
  * (UTF-8 stays UTF-8; the caller checks validity).  This is the form of the
  * safetensors header writer. */
-int pt_json_put_string(pt_strbuf *b, const char *s, size_t n);
+int pt__json_put_string(pt_strbuf *b, const char *s, size_t n);
 
 /* Variants for writers that must match another JSON encoder byte for byte. */
 enum {
@@ -85,20 +85,20 @@ enum {
     PT_JSON_ESCAPE_DEL = 1u << 1,    /* 0x7f as \u007f */
 };
 /* flags = PT_JSON_SHORT_ESCAPES is Python's json.dumps(s, ensure_ascii=False). */
-int pt_json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags);
+int pt__json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags);
 
 /* The shortest "%.15g".."%.17g" text that reads back (strtod) as exactly v,
  * with ".0" appended when it has neither '.' nor an exponent, so it reads
  * back as a float in Python too: 0.02, 1e-06, 10000.0, 1.0000000000000002.
  * v must be finite (NaN and infinities are not JSON; they come out as
  * printf spells them). */
-int pt_json_put_double(pt_strbuf *b, double v);
+int pt__json_put_double(pt_strbuf *b, double v);
 
-/* item as JSON text (free()), numbers written by pt_json_put_double so that
+/* item as JSON text (free()), numbers written by pt__json_put_double so that
  * every double reads back exactly (cJSON_Print keeps 15 digits whenever
  * they come within an epsilon: 2.0000042890023906 came back as
  * 2.00000428900239); with `formatted` one member or element a line,
  * indented with tabs as cJSON_Print does.  NULL without memory. */
-char *pt_json_print(const cJSON *item, bool formatted);
+char *pt__json_print(const cJSON *item, bool formatted);
 
 #endif

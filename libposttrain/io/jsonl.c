@@ -35,22 +35,22 @@ struct pt_jsonl {
     int stopped;             /* a status that ended the stream (NUL byte, endless line) */
 };
 
-int pt_jsonl_err(const pt_jsonl *r, int status, const char *fmt, ...)
+int pt__jsonl_err(const pt_jsonl *r, int status, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return pt_err(status, "%s line %zu: %s", r->name, r->line_no, msg);
+    return pt__err(status, "%s line %zu: %s", r->name, r->line_no, msg);
 }
 
 static int jsonl_new(pt_jsonl **out, const char *name, size_t max_line)
 {
-    pt_jsonl *r = pt_calloc(1, sizeof *r);
+    pt_jsonl *r = pt__calloc(1, sizeof *r);
     if (!r)
         return PT_ENOMEM;
-    r->name = pt_strdup(name);
+    r->name = pt__strdup(name);
     if (!r->name) {
         pt_free(r);
         return PT_ENOMEM;
@@ -67,7 +67,7 @@ static int open_stream(pt_jsonl **out, int fd, const char *name, size_t max_line
     struct stat sb;
     if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         close(fd);
-        return pt_err(PT_EIO, "%s: is a directory, not a JSONL file", name);
+        return pt__err(PT_EIO, "%s: is a directory, not a JSONL file", name);
     }
     pt_jsonl *r;
     int st = jsonl_new(&r, name, max_line);
@@ -76,16 +76,16 @@ static int open_stream(pt_jsonl **out, int fd, const char *name, size_t max_line
         return st;
     }
     r->fd = fd;
-    r->rbuf = pt_malloc(READ_CHUNK);
+    r->rbuf = pt__malloc(READ_CHUNK);
     if (!r->rbuf) {
-        pt_jsonl_close(r);
+        pt__jsonl_close(r);
         return PT_ENOMEM;
     }
     *out = r;
     return PT_OK;
 }
 
-int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
+int pt__jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(path);
@@ -99,13 +99,13 @@ int pt_jsonl_open(pt_jsonl **out, const char *path, size_t max_line)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return pt_err(e == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: cannot open: %s", path,
+        return pt__err(e == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: cannot open: %s", path,
                       strerror(e));
     }
     return open_stream(out, fd, path, max_line);
 }
 
-int pt_jsonl_open_fd(pt_jsonl **out, int fd, const char *name, size_t max_line)
+int pt__jsonl_open_fd(pt_jsonl **out, int fd, const char *name, size_t max_line)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -119,13 +119,13 @@ int pt_jsonl_open_fd(pt_jsonl **out, int fd, const char *name, size_t max_line)
     int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) {
         int e = errno;
-        return pt_err(e == EBADF ? PT_EINVAL : PT_EIO, "%s: cannot read descriptor %d: %s", name,
+        return pt__err(e == EBADF ? PT_EINVAL : PT_EIO, "%s: cannot read descriptor %d: %s", name,
                       fd, strerror(e));
     }
     return open_stream(out, own, name, max_line);
 }
 
-int pt_jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char *name,
+int pt__jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char *name,
                          size_t max_line)
 {
     PT_CHECK_NULL(out);
@@ -141,7 +141,7 @@ int pt_jsonl_open_memory(pt_jsonl **out, const char *buf, size_t len, const char
     return PT_OK;
 }
 
-void pt_jsonl_close(pt_jsonl *r)
+void pt__jsonl_close(pt_jsonl *r)
 {
     if (!r)
         return;
@@ -154,11 +154,11 @@ void pt_jsonl_close(pt_jsonl *r)
     pt_free(r);
 }
 
-int pt_jsonl_rewind(pt_jsonl *r)
+int pt__jsonl_rewind(pt_jsonl *r)
 {
     PT_CHECK_NULL(r);
     if (r->fd >= 0 && lseek(r->fd, 0, SEEK_SET) != 0)
-        return pt_err(PT_EIO, "%s: cannot seek: %s", r->name, strerror(errno));
+        return pt__err(PT_EIO, "%s: cannot seek: %s", r->name, strerror(errno));
     r->rpos = r->rlen = 0;
     r->eof = false;
     r->pos = 0;
@@ -171,19 +171,19 @@ int pt_jsonl_rewind(pt_jsonl *r)
     return PT_OK;
 }
 
-size_t pt_jsonl_line(const pt_jsonl *r)
+size_t pt__jsonl_line(const pt_jsonl *r)
 {
     return r ? r->line_no : 0;
 }
-uint64_t pt_jsonl_offset(const pt_jsonl *r)
+uint64_t pt__jsonl_offset(const pt_jsonl *r)
 {
     return r ? r->line_offset : 0;
 }
-size_t pt_jsonl_rows(const pt_jsonl *r)
+size_t pt__jsonl_rows(const pt_jsonl *r)
 {
     return r ? r->rows : 0;
 }
-const char *pt_jsonl_name(const pt_jsonl *r)
+const char *pt__jsonl_name(const pt_jsonl *r)
 {
     return r ? r->name : "";
 }
@@ -195,7 +195,7 @@ static int line_append(pt_jsonl *r, const char *p, size_t n)
         size_t cap = r->line_cap ? r->line_cap : 4096;
         while (cap < need + 1)
             cap *= 2;
-        char *nl = pt_realloc_array(r->line, cap, 1);
+        char *nl = pt__realloc_array(r->line, cap, 1);
         if (!nl)
             return PT_ENOMEM;
         r->line = nl;
@@ -250,7 +250,7 @@ static int read_line(pt_jsonl *r)
                     break;
                 ssize_t got = read_some(r);
                 if (got < 0)
-                    return pt_err(PT_EIO, "%s: read error after line %zu: %s", r->name,
+                    return pt__err(PT_EIO, "%s: read error after line %zu: %s", r->name,
                                   r->line_no, strerror(errno));
                 r->rpos = 0;
                 r->rlen = (size_t)got;
@@ -293,7 +293,7 @@ static int read_line(pt_jsonl *r)
         if (too_long && skipped > r->max_line) {
             r->line_no++;
             r->stopped = PT_ERANGE;
-            return pt_jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes and no newline follows "
+            return pt__jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes and no newline follows "
                                 "within another %zu bytes; reading stopped", r->max_line, r->max_line);
         }
     }
@@ -302,10 +302,10 @@ static int read_line(pt_jsonl *r)
     r->line_no++;
     if (nul) {
         r->stopped = PT_EFORMAT;
-        return pt_jsonl_err(r, PT_EFORMAT, "the line contains a NUL byte (not a text file?); reading stopped");
+        return pt__jsonl_err(r, PT_EFORMAT, "the line contains a NUL byte (not a text file?); reading stopped");
     }
     if (too_long)
-        return pt_jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes", r->max_line);
+        return pt__jsonl_err(r, PT_ERANGE, "the line is longer than %zu bytes", r->max_line);
     return 1;
 }
 
@@ -335,12 +335,12 @@ static int check_nul_escapes(const pt_jsonl *r, const char *p, size_t n)
                 while (k < n && (p[k] == ' ' || p[k] == '\t'))
                     k++;
                 if (k < n && p[k] == ':')
-                    return pt_jsonl_err(r, PT_EFORMAT, "a key (column %zu) contains \\u0000, which is not "
+                    return pt__jsonl_err(r, PT_EFORMAT, "a key (column %zu) contains \\u0000, which is not "
                                         "allowed", str_start);
                 if (have_key)
-                    return pt_jsonl_err(r, PT_EFORMAT, "\"%.*s\": the string contains \\u0000 (a NUL "
+                    return pt__jsonl_err(r, PT_EFORMAT, "\"%.*s\": the string contains \\u0000 (a NUL "
                                         "character), which is not allowed", (int)key_len, p + key_start);
-                return pt_jsonl_err(r, PT_EFORMAT, "a string (column %zu) contains \\u0000 (a NUL "
+                return pt__jsonl_err(r, PT_EFORMAT, "a string (column %zu) contains \\u0000 (a NUL "
                                     "character), which is not allowed", str_start);
             }
             i++; /* skip the escaped character */
@@ -382,9 +382,9 @@ static int check_duplicate_keys(const pt_jsonl *r, const cJSON *o, int depth)
     }
     if (!cJSON_IsObject(o) || n < 2)
         return PT_OK;
-    const char **keys = pt_malloc_array(n, sizeof *keys);
+    const char **keys = pt__malloc_array(n, sizeof *keys);
     if (!keys)
-        return pt_jsonl_err(r, PT_ENOMEM, "out of memory checking the keys of a row");
+        return pt__jsonl_err(r, PT_ENOMEM, "out of memory checking the keys of a row");
     size_t i = 0;
     for (const cJSON *c = o->child; c; c = c->next)
         keys[i++] = c->string ? c->string : "";
@@ -392,12 +392,12 @@ static int check_duplicate_keys(const pt_jsonl *r, const cJSON *o, int depth)
     int st = PT_OK;
     for (i = 1; i < n && !st; i++)
         if (!strcmp(keys[i - 1], keys[i]))
-            st = pt_jsonl_err(r, PT_EFORMAT, "duplicate key \"%s\"", keys[i]);
+            st = pt__jsonl_err(r, PT_EFORMAT, "duplicate key \"%s\"", keys[i]);
     pt_free(keys);
     return st;
 }
 
-int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
+int pt__jsonl_next(pt_jsonl *r, const cJSON **row)
 {
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(row);
@@ -405,7 +405,7 @@ int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
     cJSON_Delete(r->row);
     r->row = NULL;
     if (r->stopped)
-        return pt_jsonl_err(r, r->stopped, "reading stopped at this line after an earlier error");
+        return pt__jsonl_err(r, r->stopped, "reading stopped at this line after an earlier error");
     for (;;) {
         int st = read_line(r);
         if (st <= 0)
@@ -427,18 +427,18 @@ int pt_jsonl_next(pt_jsonl *r, const cJSON **row)
         if (!j) {
             const char *at = cJSON_GetErrorPtr();
             size_t col = (at && at >= p && at <= p + n) ? (size_t)(at - p) + 1 : 1;
-            return pt_jsonl_err(r, PT_EFORMAT, "not valid JSON (near column %zu)", col);
+            return pt__jsonl_err(r, PT_EFORMAT, "not valid JSON (near column %zu)", col);
         }
         if (end && end < p + n) {
             cJSON_Delete(j);
-            return pt_jsonl_err(r, PT_EFORMAT,
+            return pt__jsonl_err(r, PT_EFORMAT,
                                 "unexpected data after the JSON value (column %zu); one row per "
                                 "line",
                                 (size_t)(end - p) + 1);
         }
         if (!cJSON_IsObject(j)) {
             cJSON_Delete(j);
-            return pt_jsonl_err(r, PT_EFORMAT, "a row must be a JSON object");
+            return pt__jsonl_err(r, PT_EFORMAT, "a row must be a JSON object");
         }
         if ((st = check_nul_escapes(r, p, n)) || (st = check_duplicate_keys(r, j, 0))) {
             cJSON_Delete(j);
@@ -458,17 +458,17 @@ static const cJSON *member(const cJSON *row, const char *key)
     return cJSON_GetObjectItemCaseSensitive(row, key);
 }
 
-int pt_jsonl_row_kind(const pt_jsonl *r, const cJSON *row)
+int pt__jsonl_row_kind(const pt_jsonl *r, const cJSON *row)
 {
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(row);
     bool text = member(row, "text") != NULL, ids = member(row, "input_ids") != NULL;
     if (text && ids)
-        return pt_jsonl_err(r, PT_EFORMAT, "a row has both \"text\" and \"input_ids\"");
+        return pt__jsonl_err(r, PT_EFORMAT, "a row has both \"text\" and \"input_ids\"");
     return text ? PT_JSONL_TEXT : ids ? PT_JSONL_IDS : PT_JSONL_OTHER;
 }
 
-int pt_jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJSON *row,
+int pt__jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJSON *row,
                         const char *key, int required)
 {
     PT_CHECK_NULL(s);
@@ -481,21 +481,21 @@ int pt_jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const cJ
     const cJSON *it = member(row, key);
     if (!it) {
         if (required)
-            return pt_jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
+            return pt__jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
         return PT_OK;
     }
     if (!cJSON_IsString(it) || !it->valuestring)
-        return pt_jsonl_err(r, PT_EFORMAT, "\"%s\" must be a string", key);
+        return pt__jsonl_err(r, PT_EFORMAT, "\"%s\" must be a string", key);
     size_t n = strlen(it->valuestring);
-    if (!pt_utf8_valid(it->valuestring, n))
-        return pt_jsonl_err(r, PT_EFORMAT, "\"%s\" is not valid UTF-8", key);
+    if (!pt__utf8_valid(it->valuestring, n))
+        return pt__jsonl_err(r, PT_EFORMAT, "\"%s\" is not valid UTF-8", key);
     *s = it->valuestring;
     if (len)
         *len = n;
     return PT_OK;
 }
 
-int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
+int pt__jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON *row,
                        const char *key, int64_t lo, int64_t hi_exclusive)
 {
     PT_CHECK_NULL(out);
@@ -507,15 +507,15 @@ int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON 
     *n = 0;
     const cJSON *it = member(row, key);
     if (!it)
-        return pt_jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
+        return pt__jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
     if (!cJSON_IsArray(it))
-        return pt_jsonl_err(r, PT_EFORMAT, "\"%s\" must be an array of integers", key);
+        return pt__jsonl_err(r, PT_EFORMAT, "\"%s\" must be an array of integers", key);
     size_t count = 0;
     for (const cJSON *c = it->child; c; c = c->next)
         count++;
     if (count == 0)
         return PT_OK;
-    int32_t *a = pt_malloc_array(count, sizeof *a);
+    int32_t *a = pt__malloc_array(count, sizeof *a);
     if (!a)
         return PT_ENOMEM;
     size_t i = 0;
@@ -523,11 +523,11 @@ int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON 
         double v = c->valuedouble;
         if (!cJSON_IsNumber(c) || !isfinite(v) || v != floor(v)) {
             pt_free(a);
-            return pt_jsonl_err(r, PT_EFORMAT, "\"%s\"[%zu] is not an integer", key, i);
+            return pt__jsonl_err(r, PT_EFORMAT, "\"%s\"[%zu] is not an integer", key, i);
         }
         if (v < (double)lo || v >= (double)hi_exclusive) {
             pt_free(a);
-            return pt_jsonl_err(r, PT_ERANGE, "\"%s\"[%zu] = %.0f is out of range [%lld, %lld)", key,
+            return pt__jsonl_err(r, PT_ERANGE, "\"%s\"[%zu] = %.0f is out of range [%lld, %lld)", key,
                                 i, v, (long long)lo, (long long)hi_exclusive);
         }
         a[i] = (int32_t)v;
@@ -537,7 +537,7 @@ int pt_jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON 
     return PT_OK;
 }
 
-int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r,
+int pt__jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r,
                      const cJSON *row, int32_t vocab_size)
 {
     PT_CHECK_NULL(ids);
@@ -551,27 +551,27 @@ int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r
     PT_CHECK_ARG(vocab_size > 0, vocab_size, "must be positive (got %d)", (int)vocab_size);
     int32_t *a;
     size_t count;
-    int st = pt_jsonl_int_array(&a, &count, r, row, "input_ids", 0, vocab_size);
+    int st = pt__jsonl_int_array(&a, &count, r, row, "input_ids", 0, vocab_size);
     if (st)
         return st;
     const cJSON *m = member(row, "loss_mask");
     if (m && !cJSON_IsNull(m)) {
         if (!cJSON_IsArray(m)) {
             pt_free(a);
-            return pt_jsonl_err(r, PT_EFORMAT, "\"loss_mask\" must be an array of 0/1");
+            return pt__jsonl_err(r, PT_EFORMAT, "\"loss_mask\" must be an array of 0/1");
         }
         size_t mc = 0;
         for (const cJSON *c = m->child; c; c = c->next)
             mc++;
         if (mc != count) {
             pt_free(a);
-            return pt_jsonl_err(r, PT_EFORMAT,
+            return pt__jsonl_err(r, PT_EFORMAT,
                                 "\"loss_mask\" has %zu entries but \"input_ids\" has %zu", mc,
                                 count);
         }
         uint8_t *mk = NULL;
         if (count) {
-            mk = pt_malloc(count);
+            mk = pt__malloc(count);
             if (!mk) {
                 pt_free(a);
                 return PT_ENOMEM;
@@ -586,7 +586,7 @@ int pt_jsonl_row_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl *r
             } else {
                 pt_free(a);
                 pt_free(mk);
-                return pt_jsonl_err(r, PT_EFORMAT, "\"loss_mask\"[%zu] must be 0 or 1", i);
+                return pt__jsonl_err(r, PT_EFORMAT, "\"loss_mask\"[%zu] must be 0 or 1", i);
             }
         }
         if (mask)

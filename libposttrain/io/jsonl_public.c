@@ -16,10 +16,10 @@ int pt_jsonl_reader_open(pt_jsonl_reader **out, const char *path, size_t max_lin
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(path);
-    pt_jsonl_reader *h = pt_calloc(1, sizeof *h);
+    pt_jsonl_reader *h = pt__calloc(1, sizeof *h);
     if (!h)
-        return pt_err(PT_ENOMEM, "pt_jsonl_reader_open: out of memory");
-    int st = pt_jsonl_open(&h->r, path, max_line);
+        return pt__err(PT_ENOMEM, "pt_jsonl_reader_open: out of memory");
+    int st = pt__jsonl_open(&h->r, path, max_line);
     if (st) {
         pt_free(h);
         return st;
@@ -33,10 +33,10 @@ int pt_jsonl_reader_open_fd(pt_jsonl_reader **out, int fd, const char *name, siz
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_ARG(fd >= 0, fd, "must be an open descriptor (got %d)", fd);
-    pt_jsonl_reader *h = pt_calloc(1, sizeof *h);
+    pt_jsonl_reader *h = pt__calloc(1, sizeof *h);
     if (!h)
-        return pt_err(PT_ENOMEM, "pt_jsonl_reader_open_fd: out of memory");
-    int st = pt_jsonl_open_fd(&h->r, fd, name, max_line);
+        return pt__err(PT_ENOMEM, "pt_jsonl_reader_open_fd: out of memory");
+    int st = pt__jsonl_open_fd(&h->r, fd, name, max_line);
     if (st) {
         pt_free(h);
         return st;
@@ -49,7 +49,7 @@ void pt_jsonl_reader_free(pt_jsonl_reader *h)
 {
     if (!h)
         return;
-    pt_jsonl_close(h->r);
+    pt__jsonl_close(h->r);
     free(h->json);
     pt_free(h);
 }
@@ -60,19 +60,19 @@ int pt_jsonl_reader_next(pt_jsonl_reader *h)
     free(h->json);
     h->json = NULL;
     h->row = NULL;
-    return pt_jsonl_next(h->r, &h->row);
+    return pt__jsonl_next(h->r, &h->row);
 }
 
 size_t pt_jsonl_reader_line_number(const pt_jsonl_reader *h)
 {
-    return h ? pt_jsonl_line(h->r) : 0;
+    return h ? pt__jsonl_line(h->r) : 0;
 }
 
 int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *h)
 {
     PT_CHECK_NULL(line);
     PT_CHECK_NULL(h);
-    *line = pt_jsonl_line(h->r);
+    *line = pt__jsonl_line(h->r);
     return PT_OK;
 }
 
@@ -84,9 +84,9 @@ int pt_jsonl_reader_string(const char **s, size_t *len, const pt_jsonl_reader *h
     PT_CHECK_NULL(h);
     PT_CHECK_NULL(key);
     if (!h->row)
-        return pt_err(PT_ESTATE, "pt_jsonl_reader_string: no current row (call pt_jsonl_reader_next "
+        return pt__err(PT_ESTATE, "pt_jsonl_reader_string: no current row (call pt_jsonl_reader_next "
                       "and check it returned 1)");
-    return pt_jsonl_row_string(s, len, h->r, h->row, key, required);
+    return pt__jsonl_row_string(s, len, h->r, h->row, key, required);
 }
 
 int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *h)
@@ -95,10 +95,10 @@ int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *h)
     *json = NULL;
     PT_CHECK_NULL(h);
     if (!h->row)
-        return pt_err(PT_ESTATE, "pt_jsonl_reader_json: no current row (call pt_jsonl_reader_next "
+        return pt__err(PT_ESTATE, "pt_jsonl_reader_json: no current row (call pt_jsonl_reader_next "
                       "and check it returned 1)");
     if (!h->json && !(h->json = cJSON_PrintUnformatted(h->row)))
-        return pt_err(PT_ENOMEM, "pt_jsonl_reader_json: out of memory");
+        return pt__err(PT_ENOMEM, "pt_jsonl_reader_json: out of memory");
     *json = h->json;
     return PT_OK;
 }
@@ -113,9 +113,9 @@ int pt_jsonl_reader_int_array(int32_t **ids, size_t *n, const pt_jsonl_reader *h
     PT_CHECK_NULL(h);
     PT_CHECK_NULL(key);
     if (!h->row)
-        return pt_err(PT_ESTATE, "pt_jsonl_reader_int_array: no current row (call "
+        return pt__err(PT_ESTATE, "pt_jsonl_reader_int_array: no current row (call "
                       "pt_jsonl_reader_next and check it returned 1)");
     if (!required && !cJSON_GetObjectItemCaseSensitive(h->row, key))
         return PT_OK;
-    return pt_jsonl_int_array(ids, n, h->r, h->row, key, INT32_MIN, (int64_t)INT32_MAX + 1);
+    return pt__jsonl_int_array(ids, n, h->r, h->row, key, INT32_MIN, (int64_t)INT32_MAX + 1);
 }

@@ -8,14 +8,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-char *pt_path_join(const char *dir, const char *name)
+char *pt__path_join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name), n;
-    if (!pt_add_size(a, b, &n) || !pt_add_size(n, 2, &n)) {
-        pt_err(PT_ENOMEM, "path too long");
+    if (!pt__add_size(a, b, &n) || !pt__add_size(n, 2, &n)) {
+        pt__err(PT_ENOMEM, "path too long");
         return NULL;
     }
-    char *p = pt_malloc(n);
+    char *p = pt__malloc(n);
     if (!p)
         return NULL;
     memcpy(p, dir, a);
@@ -26,29 +26,29 @@ char *pt_path_join(const char *dir, const char *name)
     return p;
 }
 
-bool pt_is_dir(const char *path)
+bool pt__is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool pt_is_file(const char *path)
+bool pt__is_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool pt_dir_has_file(const char *dir, const char *name)
+bool pt__dir_has_file(const char *dir, const char *name)
 {
-    char *p = pt_path_join(dir, name);
-    bool r = p && pt_is_file(p);
+    char *p = pt__path_join(dir, name);
+    bool r = p && pt__is_file(p);
     pt_free(p);
     return r;
 }
 
-int pt_mkdir_p(const char *dir)
+int pt__mkdir_p(const char *dir)
 {
-    char *p = pt_strdup(dir);
+    char *p = pt__strdup(dir);
     if (!p)
         return PT_ENOMEM;
     size_t n = strlen(p);
@@ -58,14 +58,14 @@ int pt_mkdir_p(const char *dir)
         char c = p[i];
         p[i] = '\0';
         if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            int st = pt_io_errno(errno, "mkdir", p);
+            int st = pt__io_errno(errno, "mkdir", p);
             pt_free(p);
             return st;
         }
         p[i] = c;
     }
     pt_free(p);
-    if (!pt_is_dir(dir))
-        return pt_err(PT_EIO, "%s exists and is not a directory", dir);
+    if (!pt__is_dir(dir))
+        return pt__err(PT_EIO, "%s exists and is not a directory", dir);
     return PT_OK;
 }

@@ -25,14 +25,14 @@ static const struct {
     [PT_ST_F6_E2M3] = {"F6_E2M3", 6},  [PT_ST_F6_E3M2] = {"F6_E3M2", 6},
 };
 
-const char *pt_st_dtype_name(int dtype)
+const char *pt__st_dtype_name(int dtype)
 {
     if (dtype < 0 || dtype >= PT_ST_DTYPE_COUNT)
         return NULL;
     return dtype_info[dtype].name;
 }
 
-int pt_st_dtype_from_name(const char *name)
+int pt__st_dtype_from_name(const char *name)
 {
     if (!name)
         return -1;
@@ -42,7 +42,7 @@ int pt_st_dtype_from_name(const char *name)
     return -1;
 }
 
-unsigned pt_st_dtype_bits(int dtype)
+unsigned pt__st_dtype_bits(int dtype)
 {
     if (dtype < 0 || dtype >= PT_ST_DTYPE_COUNT)
         return 0;
@@ -63,16 +63,16 @@ static inline uint32_t load_u32(const uint8_t *p)
 }
 #endif
 
-int pt_st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel)
+int pt__st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel)
 {
     PT_CHECK_NULL(tensor);
     const pt_st_tensor *t = tensor;
     if (numel != t->numel)
-        return pt_err(PT_ESHAPE, "tensor '%s' has %zu elements, the caller expects %zu", t->name,
+        return pt__err(PT_ESHAPE, "tensor '%s' has %zu elements, the caller expects %zu", t->name,
                       t->numel, numel);
     if (t->dtype != PT_ST_F32 && t->dtype != PT_ST_F16 && t->dtype != PT_ST_BF16)
-        return pt_err(PT_EUNSUPPORTED, "tensor '%s' has dtype %s; only F32, F16 and BF16 load as float",
-                      t->name, pt_st_dtype_name(t->dtype) ? pt_st_dtype_name(t->dtype) : "?");
+        return pt__err(PT_EUNSUPPORTED, "tensor '%s' has dtype %s; only F32, F16 and BF16 load as float",
+                      t->name, pt__st_dtype_name(t->dtype) ? pt__st_dtype_name(t->dtype) : "?");
     if (numel == 0)
         return PT_OK;
     PT_CHECK_ARG(dst, dst, "is NULL (the destination for tensor '%s')", t->name);
@@ -86,21 +86,21 @@ int pt_st_read_f32(const pt_st_tensor *tensor, float *dst, size_t numel)
 #else
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (long long i = 0; i < n; i++)
-            dst[i] = pt_f32_from_bits(load_u32(src + 4 * i));
+            dst[i] = pt__f32_from_bits(load_u32(src + 4 * i));
 #endif
         break;
     case PT_ST_F16:
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (long long i = 0; i < n; i++)
-            dst[i] = pt_f16_to_f32(load_u16(src + 2 * i));
+            dst[i] = pt__f16_to_f32(load_u16(src + 2 * i));
         break;
     default:
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (long long i = 0; i < n; i++)
-            dst[i] = pt_bf16_to_f32(load_u16(src + 2 * i));
+            dst[i] = pt__bf16_to_f32(load_u16(src + 2 * i));
         break;
     }
     if (t->mapped)
-        pt_release_pages(t->data, t->nbytes);
+        pt__release_pages(t->data, t->nbytes);
     return PT_OK;
 }

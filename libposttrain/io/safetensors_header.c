@@ -21,7 +21,7 @@ static int number_index(cJSON *node, size_t *next)
     for (cJSON *c = node; c; c = c->next) {
         if (cJSON_IsNumber(c)) {
             if (*next > (size_t)INT32_MAX)
-                return pt_err(PT_ERANGE, "header has too many numbers");
+                return pt__err(PT_ERANGE, "header has too many numbers");
             c->valueint = (int)(*next)++;
         }
         if (c->child) {
@@ -38,25 +38,25 @@ static int get_uint(const st_lex_result *lr, const cJSON *item, const char *tens
                     int index, uint64_t *out)
 {
     if (!cJSON_IsNumber(item))
-        return pt_err(PT_EFORMAT, "tensor '%s': %s[%d] is not a number", tensor, what, index);
+        return pt__err(PT_EFORMAT, "tensor '%s': %s[%d] is not a number", tensor, what, index);
     size_t k = (size_t)item->valueint;
     if (item->valueint < 0 || k >= lr->n_nums)
-        return pt_err(PT_EINTERNAL, "tensor '%s': %s[%d] has no number token", tensor, what, index);
+        return pt__err(PT_EINTERNAL, "tensor '%s': %s[%d] has no number token", tensor, what, index);
     const st_num_token *t = &lr->nums[k];
     switch (t->kind) {
     case ST_NUM_OK:
         *out = t->value;
         return PT_OK;
     case ST_NUM_NEGATIVE:
-        return pt_err(PT_EFORMAT, "tensor '%s': %s[%d] is negative", tensor, what, index);
+        return pt__err(PT_EFORMAT, "tensor '%s': %s[%d] is negative", tensor, what, index);
     case ST_NUM_NOT_INTEGER:
-        return pt_err(PT_EFORMAT, "tensor '%s': %s[%d] is not an integer (fraction or exponent)",
+        return pt__err(PT_EFORMAT, "tensor '%s': %s[%d] is not an integer (fraction or exponent)",
                       tensor, what, index);
     case ST_NUM_LEADING_ZERO:
-        return pt_err(PT_EFORMAT, "tensor '%s': %s[%d] has a leading zero (not valid JSON)", tensor,
+        return pt__err(PT_EFORMAT, "tensor '%s': %s[%d] has a leading zero (not valid JSON)", tensor,
                       what, index);
     default:
-        return pt_err(PT_ERANGE, "tensor '%s': %s[%d] exceeds 2^53", tensor, what, index);
+        return pt__err(PT_ERANGE, "tensor '%s': %s[%d] exceeds 2^53", tensor, what, index);
     }
 }
 
@@ -75,7 +75,7 @@ static int entry_members(const cJSON *obj, const char *name, const cJSON **dtype
                          const cJSON **shape, const cJSON **offs)
 {
     if (!cJSON_IsObject(obj))
-        return pt_err(PT_EFORMAT, "tensor '%s': entry is not a JSON object", name);
+        return pt__err(PT_EFORMAT, "tensor '%s': entry is not a JSON object", name);
     *dtype = *shape = *offs = NULL;
     for (const cJSON *m = obj->child; m; m = m->next) {
         const cJSON **slot;
@@ -86,17 +86,17 @@ static int entry_members(const cJSON *obj, const char *name, const cJSON **dtype
         else if (strcmp(m->string, "data_offsets") == 0)
             slot = offs;
         else
-            return pt_err(PT_EFORMAT, "tensor '%s': unknown key '%s' in entry", name, m->string);
+            return pt__err(PT_EFORMAT, "tensor '%s': unknown key '%s' in entry", name, m->string);
         if (*slot)
-            return pt_err(PT_EFORMAT, "tensor '%s': duplicate key '%s' in entry", name, m->string);
+            return pt__err(PT_EFORMAT, "tensor '%s': duplicate key '%s' in entry", name, m->string);
         *slot = m;
     }
     if (!*dtype)
-        return pt_err(PT_EFORMAT, "tensor '%s': missing \"dtype\"", name);
+        return pt__err(PT_EFORMAT, "tensor '%s': missing \"dtype\"", name);
     if (!*shape)
-        return pt_err(PT_EFORMAT, "tensor '%s': missing \"shape\"", name);
+        return pt__err(PT_EFORMAT, "tensor '%s': missing \"shape\"", name);
     if (!*offs)
-        return pt_err(PT_EFORMAT, "tensor '%s': missing \"data_offsets\"", name);
+        return pt__err(PT_EFORMAT, "tensor '%s': missing \"data_offsets\"", name);
     return PT_OK;
 }
 
@@ -105,10 +105,10 @@ static int entry_shape(const st_lex_result *lr, const cJSON *shape, entry *e)
 {
     const char *name = e->name;
     if (!cJSON_IsArray(shape))
-        return pt_err(PT_EFORMAT, "tensor '%s': shape is not an array", name);
+        return pt__err(PT_EFORMAT, "tensor '%s': shape is not an array", name);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > PT_ST_MAX_DIMS)
-        return pt_err(PT_EUNSUPPORTED, "tensor '%s': rank %d exceeds the supported maximum of %d",
+        return pt__err(PT_EUNSUPPORTED, "tensor '%s': rank %d exceeds the supported maximum of %d",
                       name, ndim, PT_ST_MAX_DIMS);
     e->ndim = ndim;
     bool zero = false;
@@ -128,7 +128,7 @@ static int entry_shape(const st_lex_result *lr, const cJSON *shape, entry *e)
     else
         for (d = 0; d < ndim; d++)
             if (__builtin_mul_overflow(numel, (uint64_t)e->shape[d], &numel) || numel > PT_ST_MAX_INT)
-                return pt_err(PT_ERANGE, "tensor '%s': shape product overflows (exceeds 2^53 elements)",
+                return pt__err(PT_ERANGE, "tensor '%s': shape product overflows (exceeds 2^53 elements)",
                               name);
     e->numel = numel;
     return PT_OK;
@@ -138,9 +138,9 @@ static int entry_offsets(const st_lex_result *lr, const cJSON *offs, entry *e)
 {
     const char *name = e->name;
     if (!cJSON_IsArray(offs))
-        return pt_err(PT_EFORMAT, "tensor '%s': data_offsets is not an array", name);
+        return pt__err(PT_EFORMAT, "tensor '%s': data_offsets is not an array", name);
     if (cJSON_GetArraySize(offs) != 2)
-        return pt_err(PT_EFORMAT, "tensor '%s': data_offsets must have exactly 2 elements, has %d",
+        return pt__err(PT_EFORMAT, "tensor '%s': data_offsets must have exactly 2 elements, has %d",
                       name, cJSON_GetArraySize(offs));
     int st = get_uint(lr, offs->child, name, "data_offsets", 0, &e->begin);
     if (st == PT_OK)
@@ -148,7 +148,7 @@ static int entry_offsets(const st_lex_result *lr, const cJSON *offs, entry *e)
     if (st != PT_OK)
         return st;
     if (e->end < e->begin)
-        return pt_err(PT_EFORMAT, "tensor '%s': data_offsets [%llu, %llu] end before they begin", name,
+        return pt__err(PT_EFORMAT, "tensor '%s': data_offsets [%llu, %llu] end before they begin", name,
                       (unsigned long long)e->begin, (unsigned long long)e->end);
     return PT_OK;
 }
@@ -156,17 +156,17 @@ static int entry_offsets(const st_lex_result *lr, const cJSON *offs, entry *e)
 /* numel x dtype bits: whole bytes, and exactly the span of data_offsets. */
 static int entry_size(entry *e)
 {
-    const char *name = e->name, *dt = pt_st_dtype_name(e->dtype);
+    const char *name = e->name, *dt = pt__st_dtype_name(e->dtype);
     uint64_t bits;
-    if (__builtin_mul_overflow(e->numel, (uint64_t)pt_st_dtype_bits(e->dtype), &bits))
-        return pt_err(PT_ERANGE, "tensor '%s': byte size of %llu x %s overflows", name,
+    if (__builtin_mul_overflow(e->numel, (uint64_t)pt__st_dtype_bits(e->dtype), &bits))
+        return pt__err(PT_ERANGE, "tensor '%s': byte size of %llu x %s overflows", name,
                       (unsigned long long)e->numel, dt);
     if (bits % 8 != 0)
-        return pt_err(PT_EFORMAT, "tensor '%s': %llu elements of %s do not fill whole bytes", name,
+        return pt__err(PT_EFORMAT, "tensor '%s': %llu elements of %s do not fill whole bytes", name,
                       (unsigned long long)e->numel, dt);
     e->nbytes = bits / 8;
     if (e->nbytes != e->end - e->begin)
-        return pt_err(PT_EFORMAT,
+        return pt__err(PT_EFORMAT,
                       "tensor '%s': shape x dtype size is %llu bytes but data_offsets [%llu, %llu] "
                       "span %llu bytes", name, (unsigned long long)e->nbytes,
                       (unsigned long long)e->begin, (unsigned long long)e->end,
@@ -182,10 +182,10 @@ static int parse_entry(const st_lex_result *lr, const cJSON *obj, entry *e)
     if (st != PT_OK)
         return st;
     if (!cJSON_IsString(dtype))
-        return pt_err(PT_EFORMAT, "tensor '%s': dtype is not a string", name);
-    e->dtype = pt_st_dtype_from_name(dtype->valuestring);
+        return pt__err(PT_EFORMAT, "tensor '%s': dtype is not a string", name);
+    e->dtype = pt__st_dtype_from_name(dtype->valuestring);
     if (e->dtype < 0)
-        return pt_err(PT_EFORMAT, "tensor '%s': unknown dtype '%.32s'", name, dtype->valuestring);
+        return pt__err(PT_EFORMAT, "tensor '%s': unknown dtype '%.32s'", name, dtype->valuestring);
     if ((st = entry_shape(lr, shape, e)) != PT_OK || (st = entry_offsets(lr, offs, e)) != PT_OK)
         return st;
     return entry_size(e);
@@ -218,20 +218,20 @@ static int read_length(pt_st_file *f)
     const uint8_t *b = f->base;
     size_t len = f->len;
     if (len == 0)
-        return pt_err(PT_EFORMAT, "file is empty (a safetensors file starts with an 8-byte header length)");
+        return pt__err(PT_EFORMAT, "file is empty (a safetensors file starts with an 8-byte header length)");
     if (len < 8)
-        return pt_err(PT_EFORMAT, "file is %zu bytes, shorter than the 8-byte header length", len);
+        return pt__err(PT_EFORMAT, "file is %zu bytes, shorter than the 8-byte header length", len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = (n << 8) | b[i];
     if (n > PT_ST_MAX_HEADER)
-        return pt_err(PT_ERANGE, "header length %llu exceeds the limit of %llu bytes",
+        return pt__err(PT_ERANGE, "header length %llu exceeds the limit of %llu bytes",
                       (unsigned long long)n, (unsigned long long)PT_ST_MAX_HEADER);
     if (n < 2)
-        return pt_err(PT_EFORMAT, "header length %llu is too small for a JSON object",
+        return pt__err(PT_EFORMAT, "header length %llu is too small for a JSON object",
                       (unsigned long long)n);
     if (n > len - 8)
-        return pt_err(PT_EFORMAT, "header length %llu points past the end of the file (%zu bytes)",
+        return pt__err(PT_EFORMAT, "header length %llu points past the end of the file (%zu bytes)",
                       (unsigned long long)n, len);
     f->header_len = n;
     f->data_len = (uint64_t)len - 8 - n;
@@ -241,22 +241,22 @@ static int read_length(pt_st_file *f)
 /* Strict lexing, then cJSON; every number node tied to its token. */
 static int parse_json(header_parse *hp, const uint8_t *h, size_t n)
 {
-    int st = pt_st_lex_header(&hp->lr, h, n);
+    int st = pt__st_lex_header(&hp->lr, h, n);
     if (st != PT_OK)
         return st;
     const char *end = NULL;
     hp->root = cJSON_ParseWithLengthOpts((const char *)h, n, &end, 0);
     if (!hp->root) {
         long pos = end ? (long)(end - (const char *)h) : -1;
-        return pt_err(PT_EFORMAT, "header is not valid JSON (error near offset %ld)", pos);
+        return pt__err(PT_EFORMAT, "header is not valid JSON (error near offset %ld)", pos);
     }
     if (!cJSON_IsObject(hp->root))
-        return pt_err(PT_EFORMAT, "header is not a JSON object");
+        return pt__err(PT_EFORMAT, "header is not a JSON object");
     size_t next = 0;
     if ((st = number_index(hp->root->child, &next)) != PT_OK)
         return st;
     if (next != hp->lr.n_nums)
-        return pt_err(PT_EFORMAT, "header JSON numbers are malformed (%zu tokens, %zu values)",
+        return pt__err(PT_EFORMAT, "header JSON numbers are malformed (%zu tokens, %zu values)",
                       hp->lr.n_nums, next);
     return PT_OK;
 }
@@ -273,7 +273,7 @@ static int find_duplicate(const cJSON *obj, const char **dup, size_t *n_out)
     size_t n = 0;
     for (const cJSON *c = obj->child; c; c = c->next)
         n++;
-    const char **names = pt_calloc(n ? n : 1, sizeof *names);
+    const char **names = pt__calloc(n ? n : 1, sizeof *names);
     if (!names)
         return PT_ENOMEM;
     size_t k = 0;
@@ -298,10 +298,10 @@ static int parse_entries(header_parse *hp)
     if (st != PT_OK)
         return st;
     if (dup && strcmp(dup, "__metadata__") == 0)
-        return pt_err(PT_EFORMAT, "duplicate key '__metadata__'");
+        return pt__err(PT_EFORMAT, "duplicate key '__metadata__'");
     if (dup)
-        return pt_err(PT_EFORMAT, "duplicate tensor name '%s'", dup);
-    hp->entries = pt_calloc(n_members ? n_members : 1, sizeof *hp->entries);
+        return pt__err(PT_EFORMAT, "duplicate tensor name '%s'", dup);
+    hp->entries = pt__calloc(n_members ? n_members : 1, sizeof *hp->entries);
     if (!hp->entries)
         return PT_ENOMEM;
     for (const cJSON *c = hp->root->child; c; c = c->next) {
@@ -324,18 +324,18 @@ static int parse_metadata(header_parse *hp)
     if (!meta)
         return PT_OK;
     if (!cJSON_IsObject(meta))
-        return pt_err(PT_EFORMAT, "__metadata__ is not a JSON object");
+        return pt__err(PT_EFORMAT, "__metadata__ is not a JSON object");
     for (const cJSON *m = meta->child; m; m = m->next)
         if (!cJSON_IsString(m))
-            return pt_err(PT_EFORMAT, "__metadata__ value for key '%s' is not a string", m->string);
+            return pt__err(PT_EFORMAT, "__metadata__ value for key '%s' is not a string", m->string);
     const char *dup;
     size_t n;
     int st = find_duplicate(meta, &dup, &n);
     if (st != PT_OK)
         return st;
     if (dup)
-        return pt_err(PT_EFORMAT, "__metadata__ has duplicate key '%s'", dup);
-    hp->metas = pt_calloc(n ? n : 1, sizeof *hp->metas);
+        return pt__err(PT_EFORMAT, "__metadata__ has duplicate key '%s'", dup);
+    hp->metas = pt__calloc(n ? n : 1, sizeof *hp->metas);
     if (!hp->metas)
         return PT_ENOMEM;
     for (const cJSON *m = meta->child; m; m = m->next)
@@ -361,22 +361,22 @@ static int check_spans(header_parse *hp, uint64_t data_len)
     for (size_t i = 0; i < hp->count; i++) {
         const entry *e = &hp->entries[i];
         if (e->begin > expect)
-            return pt_err(PT_EFORMAT, "tensor '%s': data_offsets begin at %llu, leaving a gap after %llu",
+            return pt__err(PT_EFORMAT, "tensor '%s': data_offsets begin at %llu, leaving a gap after %llu",
                           e->name, (unsigned long long)e->begin, (unsigned long long)expect);
         if (e->begin < expect)
-            return pt_err(PT_EFORMAT,
+            return pt__err(PT_EFORMAT,
                           "tensor '%s': data_offsets begin at %llu, overlapping the previous tensor "
                           "(which ends at %llu)", e->name, (unsigned long long)e->begin,
                           (unsigned long long)expect);
         expect = e->end;
         if (expect > data_len)
-            return pt_err(PT_EFORMAT,
+            return pt__err(PT_EFORMAT,
                           "tensor '%s': data_offsets end at %llu, past the end of the data area "
                           "(%llu bytes)", e->name, (unsigned long long)expect,
                           (unsigned long long)data_len);
     }
     if (expect != data_len)
-        return pt_err(PT_EFORMAT,
+        return pt__err(PT_EFORMAT,
                       "tensor data ends at %llu but the data area is %llu bytes (trailing bytes)",
                       (unsigned long long)expect, (unsigned long long)data_len);
     return PT_OK;
@@ -387,12 +387,12 @@ static int arena_size(const header_parse *hp, size_t *out)
 {
     size_t arena = 1;
     for (size_t i = 0; i < hp->count; i++)
-        if (!pt_add_size(arena, strlen(hp->entries[i].name) + 1, &arena))
-            return pt_err(PT_ENOMEM, "header strings overflow");
+        if (!pt__add_size(arena, strlen(hp->entries[i].name) + 1, &arena))
+            return pt__err(PT_ENOMEM, "header strings overflow");
     for (size_t i = 0; i < hp->n_meta; i++) {
         size_t sz = strlen(hp->metas[i]->string) + strlen(hp->metas[i]->valuestring) + 2;
-        if (!pt_add_size(arena, sz, &arena))
-            return pt_err(PT_ENOMEM, "header strings overflow");
+        if (!pt__add_size(arena, sz, &arena))
+            return pt__err(PT_ENOMEM, "header strings overflow");
     }
     *out = arena;
     return PT_OK;
@@ -423,10 +423,10 @@ static int build_tables(pt_st_file *f, const header_parse *hp, const uint8_t *da
     int st = arena_size(hp, &arena);
     if (st != PT_OK)
         return st;
-    f->strings = pt_malloc(arena);
-    f->tensors = pt_calloc(count ? count : 1, sizeof *f->tensors);
-    f->by_name = pt_calloc(count ? count : 1, sizeof *f->by_name);
-    f->meta = pt_calloc(n_meta ? 2 * n_meta : 1, sizeof *f->meta);
+    f->strings = pt__malloc(arena);
+    f->tensors = pt__calloc(count ? count : 1, sizeof *f->tensors);
+    f->by_name = pt__calloc(count ? count : 1, sizeof *f->by_name);
+    f->meta = pt__calloc(n_meta ? 2 * n_meta : 1, sizeof *f->meta);
     if (!f->strings || !f->tensors || !f->by_name || !f->meta)
         return PT_ENOMEM;
     char *s = f->strings;
@@ -455,7 +455,7 @@ static int build_tables(pt_st_file *f, const header_parse *hp, const uint8_t *da
     return PT_OK;
 }
 
-int pt_st_parse_header(pt_st_file *f)
+int pt__st_parse_header(pt_st_file *f)
 {
     int st = read_length(f);
     if (st != PT_OK)

@@ -2,7 +2,7 @@
  *   safetensors_lex.c      the strict lexer over the raw header bytes
  *   safetensors_header.c   header parsing and validation into the tables
  *   safetensors_read.c     opening (mmap or memory), the handle's accessors
- *   safetensors_convert.c  dtypes, scalar conversions, pt_st_read_f32
+ *   safetensors_convert.c  dtypes, scalar conversions, pt__st_read_f32
  *   safetensors_write.c    the durable writer */
 #ifndef PT_IO_SAFETENSORS_INTERNAL_H
 #define PT_IO_SAFETENSORS_INTERNAL_H
@@ -33,7 +33,7 @@ typedef struct st_lex_result {
 /* Enforce strict JSON lexical rules on the header h[0..n) (one object, then
  * only space padding) and record its number tokens into lr.  PT_EFORMAT
  * naming the offset and the rule. */
-int pt_st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n);
+int pt__st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n);
 
 /* ---- the handle -------------------------------------------------------------- */
 
@@ -54,6 +54,6 @@ struct pt_st_file {
 
 /* Validate f->base[0..f->len) and fill header_len, data_len, the tensors,
  * the by-name index and the metadata (everything copied out of the JSON). */
-int pt_st_parse_header(pt_st_file *f);
+int pt__st_parse_header(pt_st_file *f);
 
 #endif

@@ -19,7 +19,7 @@ static bool is_ws(uint8_t c)
 static int lex_push(st_lex_result *lr, st_num_token t)
 {
     if (lr->n_nums == lr->cap_nums) {
-        st_num_token *p = pt_grow_array(lr->nums, &lr->cap_nums, 64, sizeof *p);
+        st_num_token *p = pt__grow_array(lr->nums, &lr->cap_nums, 64, sizeof *p);
         if (!p)
             return PT_ENOMEM;
         lr->nums = p;
@@ -34,29 +34,29 @@ static int lex_string(const uint8_t *h, size_t n, size_t *pos)
     size_t i = *pos + 1;
     for (;;) {
         if (i >= n)
-            return pt_err(PT_EFORMAT, "header JSON has an unterminated string");
+            return pt__err(PT_EFORMAT, "header JSON has an unterminated string");
         uint8_t c = h[i];
         if (c == '"') {
             *pos = i + 1;
             return PT_OK;
         }
         if (c < 0x20)
-            return pt_err(PT_EFORMAT,
+            return pt__err(PT_EFORMAT,
                           "header has a raw control character 0x%02x in a string at offset %zu", c, i);
         if (c == '\\') {
             if (i + 1 >= n)
-                return pt_err(PT_EFORMAT, "header JSON has an unterminated string");
+                return pt__err(PT_EFORMAT, "header JSON has an unterminated string");
             if (h[i + 1] == 'u' && i + 5 < n && memcmp(h + i + 2, "0000", 4) == 0)
-                return pt_err(PT_EFORMAT,
+                return pt__err(PT_EFORMAT,
                               "header string contains the escape \\u0000 at offset %zu "
                               "(NUL is not allowed in names or metadata)", i);
             i += 2;
             continue;
         }
         uint32_t cp;
-        size_t k = pt_utf8_next(h + i, n - i, &cp);
+        size_t k = pt__utf8_next(h + i, n - i, &cp);
         if (k == 0)
-            return pt_err(PT_EFORMAT, "header is not valid UTF-8 at offset %zu", i);
+            return pt__err(PT_EFORMAT, "header is not valid UTF-8 at offset %zu", i);
         i += k;
     }
 }
@@ -102,10 +102,10 @@ static int lex_number(st_lex_result *lr, const uint8_t *h, size_t n, size_t *pos
     return lex_push(lr, t);
 }
 
-int pt_st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n)
+int pt__st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n)
 {
     if (n == 0 || h[0] != '{')
-        return pt_err(PT_EFORMAT, "header does not start with '{' (the header must be a JSON object)");
+        return pt__err(PT_EFORMAT, "header does not start with '{' (the header must be a JSON object)");
     size_t depth = 0;
     size_t i = 0;
     while (i < n) {
@@ -114,7 +114,7 @@ int pt_st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n)
         if (depth == 0 && i > 0) {
             /* after the top-level object: only space padding */
             if (c != ' ')
-                return pt_err(PT_EFORMAT,
+                return pt__err(PT_EFORMAT,
                               "header has trailing byte 0x%02x at offset %zu after the JSON object "
                               "(only space padding is allowed)", c, i);
             i++;
@@ -125,15 +125,15 @@ int pt_st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n)
             i++;
         } else if (c == '}' || c == ']') {
             if (depth == 0)
-                return pt_err(PT_EFORMAT, "header JSON has an unbalanced '%c' at offset %zu", c, i);
+                return pt__err(PT_EFORMAT, "header JSON has an unbalanced '%c' at offset %zu", c, i);
             depth--;
             i++;
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             st = lex_number(lr, h, n, &i);
         } else if (c < 0x20 && !is_ws(c)) {
-            return pt_err(PT_EFORMAT, "header has a control character 0x%02x at offset %zu", c, i);
+            return pt__err(PT_EFORMAT, "header has a control character 0x%02x at offset %zu", c, i);
         } else if (c >= 0x80) {
-            return pt_err(PT_EFORMAT, "header has a non-ASCII byte 0x%02x outside a string at offset %zu",
+            return pt__err(PT_EFORMAT, "header has a non-ASCII byte 0x%02x outside a string at offset %zu",
                           c, i);
         } else {
             i++;
@@ -142,6 +142,6 @@ int pt_st_lex_header(st_lex_result *lr, const uint8_t *h, size_t n)
             return st;
     }
     if (depth != 0)
-        return pt_err(PT_EFORMAT, "header JSON object is not closed (truncated header?)");
+        return pt__err(PT_EFORMAT, "header JSON object is not closed (truncated header?)");
     return PT_OK;
 }

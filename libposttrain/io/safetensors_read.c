@@ -1,5 +1,5 @@
 /* Opening a safetensors file (read-only mmap) or a caller's buffer, and the
- * handle's accessors.  Validation is pt_st_parse_header's. */
+ * handle's accessors.  Validation is pt__st_parse_header's. */
 #include "io/safetensors_internal.h"
 
 #include "core/core.h"
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-void pt_st_close(pt_st_file *f)
+void pt__st_close(pt_st_file *f)
 {
     if (!f)
         return;
@@ -26,10 +26,10 @@ void pt_st_close(pt_st_file *f)
 /* Validate the bytes f holds and hand f out, or close it. */
 static int finish_open(pt_st_file **out, pt_st_file *f)
 {
-    int st = pt_st_parse_header(f);
+    int st = pt__st_parse_header(f);
     if (st != PT_OK) {
-        pt_err_prefix(st, "%s", f->path);
-        pt_st_close(f);
+        pt__err_prefix(st, "%s", f->path);
+        pt__st_close(f);
         return st;
     }
     *out = f;
@@ -39,10 +39,10 @@ static int finish_open(pt_st_file **out, pt_st_file *f)
 /* An empty handle named `path`, or NULL (PT_ENOMEM recorded). */
 static pt_st_file *new_handle(const char *path)
 {
-    pt_st_file *f = pt_calloc(1, sizeof *f);
+    pt_st_file *f = pt__calloc(1, sizeof *f);
     if (!f)
         return NULL;
-    f->path = pt_strdup(path);
+    f->path = pt__strdup(path);
     if (!f->path) {
         free(f);
         return NULL;
@@ -50,7 +50,7 @@ static pt_st_file *new_handle(const char *path)
     return f;
 }
 
-int pt_st_open_memory(pt_st_file **out, const void *buffer, size_t len)
+int pt__st_open_memory(pt_st_file **out, const void *buffer, size_t len)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -63,7 +63,7 @@ int pt_st_open_memory(pt_st_file **out, const void *buffer, size_t len)
     return finish_open(out, f);
 }
 
-int pt_st_open(pt_st_file **out, const char *path)
+int pt__st_open(pt_st_file **out, const char *path)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -71,9 +71,9 @@ int pt_st_open(pt_st_file **out, const char *path)
     pt_st_file *f = new_handle(path);
     if (!f)
         return PT_ENOMEM;
-    int st = pt_map_file(&f->base, &f->len, path, "");
+    int st = pt__map_file(&f->base, &f->len, path, "");
     if (st != PT_OK) {
-        pt_st_close(f);
+        pt__st_close(f);
         return st;
     }
     f->mapped = f->base != NULL;
@@ -84,24 +84,24 @@ int pt_st_open(pt_st_file **out, const char *path)
     return st;
 }
 
-const char *pt_st_path(const pt_st_file *f)
+const char *pt__st_path(const pt_st_file *f)
 {
     return f ? f->path : NULL;
 }
 
-size_t pt_st_count(const pt_st_file *f)
+size_t pt__st_count(const pt_st_file *f)
 {
     return f ? f->count : 0;
 }
 
-const pt_st_tensor *pt_st_tensor_at(const pt_st_file *f, size_t i)
+const pt_st_tensor *pt__st_tensor_at(const pt_st_file *f, size_t i)
 {
     if (!f || i >= f->count)
         return NULL;
     return &f->tensors[i];
 }
 
-const pt_st_tensor *pt_st_find(const pt_st_file *f, const char *name)
+const pt_st_tensor *pt__st_find(const pt_st_file *f, const char *name)
 {
     if (!f || !name)
         return NULL;
@@ -120,17 +120,17 @@ const pt_st_tensor *pt_st_find(const pt_st_file *f, const char *name)
     return NULL;
 }
 
-uint64_t pt_st_header_size(const pt_st_file *f)
+uint64_t pt__st_header_size(const pt_st_file *f)
 {
     return f ? f->header_len : 0;
 }
 
-uint64_t pt_st_data_size(const pt_st_file *f)
+uint64_t pt__st_data_size(const pt_st_file *f)
 {
     return f ? f->data_len : 0;
 }
 
-const char *pt_st_metadata(const pt_st_file *f, const char *key)
+const char *pt__st_metadata(const pt_st_file *f, const char *key)
 {
     if (!f || !key)
         return NULL;
@@ -140,12 +140,12 @@ const char *pt_st_metadata(const pt_st_file *f, const char *key)
     return NULL;
 }
 
-size_t pt_st_metadata_count(const pt_st_file *f)
+size_t pt__st_metadata_count(const pt_st_file *f)
 {
     return f ? f->n_meta : 0;
 }
 
-int pt_st_metadata_at(const pt_st_file *f, size_t i, const char **key, const char **value)
+int pt__st_metadata_at(const pt_st_file *f, size_t i, const char **key, const char **value)
 {
     PT_CHECK_NULL(f);
     PT_CHECK_ARG(i < f->n_meta, i, "= %zu is out of range (the file has %zu metadata pairs)", i,

@@ -25,45 +25,45 @@ typedef struct write_plan {
 
 static bool utf8_ok(const char *s)
 {
-    return pt_utf8_valid(s, strlen(s));
+    return pt__utf8_valid(s, strlen(s));
 }
 
 /* Everything about one tensor; its byte size into *size. */
 static int check_tensor(const char *path, const pt_st_write_tensor *t, size_t i, uint64_t *size)
 {
     if (!t->name)
-        return pt_err(PT_EINVAL, "pt_st_write %s: tensor %zu has no name", path, i);
+        return pt__err(PT_EINVAL, "pt__st_write %s: tensor %zu has no name", path, i);
     if (!utf8_ok(t->name))
-        return pt_err(PT_EINVAL, "pt_st_write %s: tensor name '%s' is not valid UTF-8", path, t->name);
+        return pt__err(PT_EINVAL, "pt__st_write %s: tensor name '%s' is not valid UTF-8", path, t->name);
     if (strcmp(t->name, "__metadata__") == 0)
-        return pt_err(PT_EINVAL, "pt_st_write %s: '__metadata__' is reserved, not a tensor name", path);
+        return pt__err(PT_EINVAL, "pt__st_write %s: '__metadata__' is reserved, not a tensor name", path);
     if (t->dtype < 0 || t->dtype >= PT_ST_DTYPE_COUNT)
-        return pt_err(PT_EINVAL, "pt_st_write %s: tensor '%s' has unknown dtype %d", path, t->name,
+        return pt__err(PT_EINVAL, "pt__st_write %s: tensor '%s' has unknown dtype %d", path, t->name,
                       t->dtype);
     if (t->ndim < 0 || t->ndim > PT_ST_MAX_DIMS)
-        return pt_err(PT_EINVAL, "pt_st_write %s: tensor '%s' has rank %d (0..%d allowed)", path,
+        return pt__err(PT_EINVAL, "pt__st_write %s: tensor '%s' has rank %d (0..%d allowed)", path,
                       t->name, t->ndim, PT_ST_MAX_DIMS);
     uint64_t numel = 1;
     bool zero = false;
     for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] < 0 || (uint64_t)t->shape[d] > PT_ST_MAX_INT)
-            return pt_err(PT_EINVAL, "pt_st_write %s: tensor '%s' has invalid dimension %lld", path,
+            return pt__err(PT_EINVAL, "pt__st_write %s: tensor '%s' has invalid dimension %lld", path,
                           t->name, (long long)t->shape[d]);
         if (t->shape[d] == 0)
             zero = true;
     }
     for (int d = 0; d < t->ndim && !zero; d++)
         if (__builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel) || numel > PT_ST_MAX_INT)
-            return pt_err(PT_EINVAL, "pt_st_write %s: tensor '%s' is too large", path, t->name);
+            return pt__err(PT_EINVAL, "pt__st_write %s: tensor '%s' is too large", path, t->name);
     if (zero)
         numel = 0;
-    uint64_t bits = numel * pt_st_dtype_bits(t->dtype); /* numel <= 2^53, bits <= 64: no overflow */
+    uint64_t bits = numel * pt__st_dtype_bits(t->dtype); /* numel <= 2^53, bits <= 64: no overflow */
     if (bits % 8 != 0)
-        return pt_err(PT_EINVAL, "pt_st_write %s: tensor '%s': %llu elements of %s do not fill whole "
-                      "bytes", path, t->name, (unsigned long long)numel, pt_st_dtype_name(t->dtype));
+        return pt__err(PT_EINVAL, "pt__st_write %s: tensor '%s': %llu elements of %s do not fill whole "
+                      "bytes", path, t->name, (unsigned long long)numel, pt__st_dtype_name(t->dtype));
     *size = bits / 8;
     if (*size > 0 && !t->data)
-        return pt_err(PT_EINVAL, "pt_st_write %s: tensor '%s' has no data", path, t->name);
+        return pt__err(PT_EINVAL, "pt__st_write %s: tensor '%s' has no data", path, t->name);
     return PT_OK;
 }
 
@@ -85,7 +85,7 @@ static int check_tensors(write_plan *p)
     qsort(p->order, p->n, sizeof *p->order, cmp_write_name);
     for (size_t i = 1; i < p->n; i++)
         if (strcmp(p->order[i - 1]->name, p->order[i]->name) == 0)
-            return pt_err(PT_EINVAL, "pt_st_write %s: duplicate tensor name '%s'", p->path,
+            return pt__err(PT_EINVAL, "pt__st_write %s: duplicate tensor name '%s'", p->path,
                           p->order[i]->name);
     return PT_OK;
 }
@@ -100,23 +100,23 @@ static int check_metadata(write_plan *p, const char *const *metadata_kv)
     for (size_t i = 0; i < p->n_kv; i++) {
         const char *k = metadata_kv[2 * i], *v = metadata_kv[2 * i + 1];
         if (!k || !v)
-            return pt_err(PT_EINVAL, "pt_st_write %s: metadata pair %zu has a NULL key or value",
+            return pt__err(PT_EINVAL, "pt__st_write %s: metadata pair %zu has a NULL key or value",
                           p->path, i);
         if (!utf8_ok(k) || !utf8_ok(v))
-            return pt_err(PT_EINVAL, "pt_st_write %s: metadata '%s' is not valid UTF-8", p->path, k);
+            return pt__err(PT_EINVAL, "pt__st_write %s: metadata '%s' is not valid UTF-8", p->path, k);
         p->kv[i] = &metadata_kv[2 * i];
     }
     qsort(p->kv, p->n_kv, sizeof *p->kv, cmp_kv_key);
     for (size_t i = 1; i < p->n_kv; i++)
         if (strcmp(p->kv[i - 1][0], p->kv[i][0]) == 0)
-            return pt_err(PT_EINVAL, "pt_st_write %s: duplicate metadata key '%s'", p->path,
+            return pt__err(PT_EINVAL, "pt__st_write %s: duplicate metadata key '%s'", p->path,
                           p->kv[i][0]);
     return PT_OK;
 }
 
 static void put_str(pt_strbuf *hb, const char *s)
 {
-    pt_json_put_string(hb, s, strlen(s));
+    pt__json_put_string(hb, s, strlen(s));
 }
 
 /* "name":{"dtype":"F32","shape":[2,3],"data_offsets":[b,e]}; *offset moves
@@ -125,14 +125,14 @@ static int put_entry(pt_strbuf *hb, const write_plan *p, const pt_st_write_tenso
                      uint64_t *offset)
 {
     put_str(hb, t->name);
-    pt_strbuf_printf(hb, ":{\"dtype\":\"%s\",\"shape\":[", pt_st_dtype_name(t->dtype));
+    pt__strbuf_printf(hb, ":{\"dtype\":\"%s\",\"shape\":[", pt__st_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++)
-        pt_strbuf_printf(hb, "%s%llu", d ? "," : "", (unsigned long long)t->shape[d]);
-    pt_strbuf_printf(hb, "],\"data_offsets\":[%llu,", (unsigned long long)*offset);
+        pt__strbuf_printf(hb, "%s%llu", d ? "," : "", (unsigned long long)t->shape[d]);
+    pt__strbuf_printf(hb, "],\"data_offsets\":[%llu,", (unsigned long long)*offset);
     /* sizes[] is indexed by input position; recover it from the pointer */
     if (__builtin_add_overflow(*offset, p->sizes[t - p->tensors], offset) || *offset > PT_ST_MAX_INT)
-        return pt_err(PT_EINVAL, "pt_st_write %s: total data size exceeds 2^53 bytes", p->path);
-    pt_strbuf_printf(hb, "%llu]}", (unsigned long long)*offset);
+        return pt__err(PT_EINVAL, "pt__st_write %s: total data size exceeds 2^53 bytes", p->path);
+    pt__strbuf_printf(hb, "%llu]}", (unsigned long long)*offset);
     return PT_OK;
 }
 
@@ -140,33 +140,33 @@ static int put_entry(pt_strbuf *hb, const write_plan *p, const pt_st_write_tenso
  * tensors by name, then spaces up to a multiple of 8 bytes. */
 static int build_header(pt_strbuf *hb, const write_plan *p)
 {
-    pt_strbuf_putc(hb, '{');
+    pt__strbuf_putc(hb, '{');
     if (p->n_kv > 0) {
-        pt_strbuf_puts(hb, "\"__metadata__\":{");
+        pt__strbuf_puts(hb, "\"__metadata__\":{");
         for (size_t i = 0; i < p->n_kv; i++) {
             if (i)
-                pt_strbuf_putc(hb, ',');
+                pt__strbuf_putc(hb, ',');
             put_str(hb, p->kv[i][0]);
-            pt_strbuf_putc(hb, ':');
+            pt__strbuf_putc(hb, ':');
             put_str(hb, p->kv[i][1]);
         }
-        pt_strbuf_putc(hb, '}');
+        pt__strbuf_putc(hb, '}');
     }
     uint64_t offset = 0;
     for (size_t i = 0; i < p->n; i++) {
         if (i || p->n_kv > 0)
-            pt_strbuf_putc(hb, ',');
+            pt__strbuf_putc(hb, ',');
         int st = put_entry(hb, p, p->order[i], &offset);
         if (st != PT_OK)
             return st;
     }
-    pt_strbuf_putc(hb, '}');
+    pt__strbuf_putc(hb, '}');
     while (!hb->err && hb->len % 8 != 0)
-        pt_strbuf_putc(hb, ' ');
+        pt__strbuf_putc(hb, ' ');
     if (hb->err)
-        return pt_err(PT_ENOMEM, "pt_st_write %s: out of memory building the header", p->path);
+        return pt__err(PT_ENOMEM, "pt__st_write %s: out of memory building the header", p->path);
     if ((uint64_t)hb->len > PT_ST_MAX_HEADER)
-        return pt_err(PT_ERANGE, "pt_st_write %s: header of %zu bytes exceeds the %llu-byte limit",
+        return pt__err(PT_ERANGE, "pt__st_write %s: header of %zu bytes exceeds the %llu-byte limit",
                       p->path, hb->len, (unsigned long long)PT_ST_MAX_HEADER);
     return PT_OK;
 }
@@ -178,25 +178,25 @@ static int write_file(const write_plan *p, const pt_strbuf *hb)
     for (int i = 0; i < 8; i++)
         lenbuf[i] = (uint8_t)((uint64_t)hb->len >> (8 * i));
     pt_atomic_file af;
-    int st = pt_atomic_open(&af, p->path);
+    int st = pt__atomic_open(&af, p->path);
     if (st != PT_OK)
         return st;
-    st = pt_atomic_write(&af, lenbuf, sizeof lenbuf);
+    st = pt__atomic_write(&af, lenbuf, sizeof lenbuf);
     if (st == PT_OK)
-        st = pt_atomic_write(&af, hb->p, hb->len);
+        st = pt__atomic_write(&af, hb->p, hb->len);
     for (size_t i = 0; i < p->n && st == PT_OK; i++) {
         uint64_t sz = p->sizes[p->order[i] - p->tensors];
         if (sz > 0)
-            st = pt_atomic_write(&af, p->order[i]->data, (size_t)sz);
+            st = pt__atomic_write(&af, p->order[i]->data, (size_t)sz);
     }
     if (st != PT_OK) {
-        pt_atomic_abort(&af);
+        pt__atomic_abort(&af);
         return st;
     }
-    return pt_atomic_commit(&af);
+    return pt__atomic_commit(&af);
 }
 
-int pt_st_write(const char *path, const pt_st_write_tensor *tensors, size_t n,
+int pt__st_write(const char *path, const pt_st_write_tensor *tensors, size_t n,
                 const char *const *metadata_kv, size_t n_metadata_pairs)
 {
     PT_CHECK_ARG(path && *path, path, "is NULL or empty");
@@ -204,9 +204,9 @@ int pt_st_write(const char *path, const pt_st_write_tensor *tensors, size_t n,
     PT_CHECK_ARG(metadata_kv || n_metadata_pairs == 0, metadata_kv,
                  "is NULL with n_metadata_pairs = %zu (writing %s)", n_metadata_pairs, path);
     write_plan p = {.path = path, .tensors = tensors, .n = n, .n_kv = n_metadata_pairs};
-    p.order = pt_calloc(n ? n : 1, sizeof *p.order);
-    p.sizes = pt_calloc(n ? n : 1, sizeof *p.sizes);
-    p.kv = pt_calloc(n_metadata_pairs ? n_metadata_pairs : 1, sizeof *p.kv);
+    p.order = pt__calloc(n ? n : 1, sizeof *p.order);
+    p.sizes = pt__calloc(n ? n : 1, sizeof *p.sizes);
+    p.kv = pt__calloc(n_metadata_pairs ? n_metadata_pairs : 1, sizeof *p.kv);
     pt_strbuf hb = PT_STRBUF_INIT;
     int st = !p.order || !p.sizes || !p.kv ? PT_ENOMEM : PT_OK;
     if (st == PT_OK && (st = check_tensors(&p)) == PT_OK &&
@@ -215,6 +215,6 @@ int pt_st_write(const char *path, const pt_st_write_tensor *tensors, size_t n,
     free(p.order);
     free(p.sizes);
     free(p.kv);
-    pt_strbuf_free(&hb);
+    pt__strbuf_free(&hb);
     return st;
 }

@@ -65,7 +65,7 @@ static void sha256_block(uint32_t h[8], const uint8_t *p)
     h[7] += hh;
 }
 
-void pt_sha256_init(pt_sha256_ctx *c)
+void pt__sha256_init(pt_sha256_ctx *c)
 {
     static const uint32_t iv[8] = {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
                                    0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u};
@@ -74,7 +74,7 @@ void pt_sha256_init(pt_sha256_ctx *c)
     c->buf_len = 0;
 }
 
-void pt_sha256_update(pt_sha256_ctx *c, const void *data, size_t len)
+void pt__sha256_update(pt_sha256_ctx *c, const void *data, size_t len)
 {
     const uint8_t *p = data;
     c->total += len;
@@ -102,7 +102,7 @@ void pt_sha256_update(pt_sha256_ctx *c, const void *data, size_t len)
     }
 }
 
-void pt_sha256_final(pt_sha256_ctx *c, uint8_t digest[32])
+void pt__sha256_final(pt_sha256_ctx *c, uint8_t digest[32])
 {
     uint64_t bits = c->total * 8;
     c->buf[c->buf_len++] = 0x80;
@@ -124,48 +124,48 @@ void pt_sha256_final(pt_sha256_ctx *c, uint8_t digest[32])
     c->buf_len = 0;
 }
 
-void pt_sha256(const void *data, size_t len, uint8_t digest[32])
+void pt__sha256(const void *data, size_t len, uint8_t digest[32])
 {
     pt_sha256_ctx c;
-    pt_sha256_init(&c);
-    pt_sha256_update(&c, data, len);
-    pt_sha256_final(&c, digest);
+    pt__sha256_init(&c);
+    pt__sha256_update(&c, data, len);
+    pt__sha256_final(&c, digest);
 }
 
-int pt_sha256_file(const char *path, uint8_t digest[32])
+int pt__sha256_file(const char *path, uint8_t digest[32])
 {
     PT_CHECK_NULL(path);
     PT_CHECK_NULL(digest);
     int fd;
-    int st = pt_open_regular(&fd, NULL, path);
+    int st = pt__open_regular(&fd, NULL, path);
     if (st != PT_OK)
-        return pt_err_prefix(st, "sha256");
+        return pt__err_prefix(st, "sha256");
     enum { CHUNK = 1 << 16 };
-    uint8_t *buf = pt_malloc(CHUNK);
+    uint8_t *buf = pt__malloc(CHUNK);
     if (!buf) {
         close(fd);
         return PT_ENOMEM;
     }
     pt_sha256_ctx c;
-    pt_sha256_init(&c);
+    pt__sha256_init(&c);
     for (;;) {
         ssize_t r = read(fd, buf, CHUNK);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            st = pt_io_errno(errno, "read", path);
+            st = pt__io_errno(errno, "read", path);
         if (r <= 0)
             break;
-        pt_sha256_update(&c, buf, (size_t)r);
+        pt__sha256_update(&c, buf, (size_t)r);
     }
     free(buf);
     close(fd);
     if (st == PT_OK)
-        pt_sha256_final(&c, digest);
+        pt__sha256_final(&c, digest);
     return st;
 }
 
-void pt_sha256_hex(const uint8_t digest[32], char hex[65])
+void pt__sha256_hex(const uint8_t digest[32], char hex[65])
 {
     static const char digits[] = "0123456789abcdef";
     for (int i = 0; i < 32; i++) {

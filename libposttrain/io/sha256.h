@@ -12,13 +12,13 @@ typedef struct pt_sha256_ctx {
     size_t buf_len;
 } pt_sha256_ctx;
 
-void pt_sha256_init(pt_sha256_ctx *c);
-void pt_sha256_update(pt_sha256_ctx *c, const void *data, size_t len);
-void pt_sha256_final(pt_sha256_ctx *c, uint8_t digest[32]);
-void pt_sha256(const void *data, size_t len, uint8_t digest[32]);
+void pt__sha256_init(pt_sha256_ctx *c);
+void pt__sha256_update(pt_sha256_ctx *c, const void *data, size_t len);
+void pt__sha256_final(pt_sha256_ctx *c, uint8_t digest[32]);
+void pt__sha256(const void *data, size_t len, uint8_t digest[32]);
 /* Hash a file by streaming it: PT_ENOTFOUND if absent, PT_EIO on read errors. */
-int pt_sha256_file(const char *path, uint8_t digest[32]);
+int pt__sha256_file(const char *path, uint8_t digest[32]);
 /* Lower-case hex of a digest into hex[65] (NUL-terminated). */
-void pt_sha256_hex(const uint8_t digest[32], char hex[65]);
+void pt__sha256_hex(const uint8_t digest[32], char hex[65]);
 
 #endif

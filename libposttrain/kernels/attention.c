@@ -46,7 +46,7 @@ static size_t per_thread_floats(const pt_attn_shape *s)
     return (n + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
 }
 
-size_t pt_attention_scratch_floats(const pt_attn_shape *s, int nthreads)
+size_t pt__attention_scratch_floats(const pt_attn_shape *s, int nthreads)
 {
     return per_thread_floats(s) * (size_t)(nthreads < 1 ? 1 : nthreads);
 }
@@ -140,7 +140,7 @@ static float *thread_scratch(float *scratch, const attn_dims *a)
 static int tile_scores(float *S, const float *Q, const float *K, const pt_attn_shape *s,
                        const attn_dims *dims, int i0, int i1, int j0, int j1)
 {
-    pt_sgemm_nt(1, false, true, (size_t)(i1 - i0), (size_t)(j1 - j0), (size_t)dims->hd, s->scale,
+    pt__sgemm_nt(1, false, true, (size_t)(i1 - i0), (size_t)(j1 - j0), (size_t)dims->hd, s->scale,
                 Q + (size_t)i0 * dims->ldq, dims->ldq, K + (size_t)j0 * dims->ldk, dims->ldk, 0.0f,
                 S, (size_t)dims->tk);
     return tile_unmasked(s, i0, i1, j0, j1);
@@ -185,7 +185,7 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
                     continue;
                 }
                 float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn); /* scalar: once per row */
-                float sum = pt_vexp_sum(Sr, Sr, (size_t)nk, mn);
+                float sum = pt__vexp_sum(Sr, Sr, (size_t)nk, mn);
                 l[r] = l[r] * alpha + sum;
                 m[r] = mn;
                 if (alpha != 1.0f) {
@@ -195,7 +195,7 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
                         Or[d] *= alpha;
                 }
             }
-            pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, S,
+            pt__sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, S,
                         (size_t)tk, V + (size_t)j0 * ldk, ldk, 1.0f, O, (size_t)hd);
         }
         for (int r = 0; r < nq; r++) {
@@ -210,7 +210,7 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
     }
 }
 
-void pt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+void pt__attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const pt_attn_shape *s, float *scratch)
 {
     const attn_dims a = dims_of(s);
@@ -265,18 +265,18 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
                     float L = Lse[i0 + r];
 #pragma omp simd
                     for (int c = 0; c < nk; c++)
-                        Pr[c] = pt_vexpf(Pr[c] - L);
+                        Pr[c] = pt__vexpf(Pr[c] - L);
                     if (!full)
                         for (int c = 0; c < nk; c++)
                             if (!visible(s, seg, i0 + r, j0 + c))
                                 Pr[c] = 0.0f;
                 }
                 /* dV += P^T dO */
-                pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
+                pt__sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
                             (size_t)tk, dO + (size_t)i0 * ldo, ldo, 1.0f,
                             dV + (size_t)j0 * ldk, ldk);
                 /* dP = dO V^T */
-                pt_sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
+                pt__sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
                             dO + (size_t)i0 * ldo, ldo, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
                             (size_t)tk);
                 /* dS = P * (dP - D) * scale, into dP */
@@ -288,10 +288,10 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
                         dPr[c] = Pr[c] * (dPr[c] - Dr) * sc;
                 }
                 /* dQ += dS K ; dK += dS^T Q */
-                pt_sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, dP,
+                pt__sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, dP,
                             (size_t)tk, K + (size_t)j0 * ldk, ldk, 1.0f,
                             dQ + (size_t)i0 * ldq, ldq);
-                pt_sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, dP,
+                pt__sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, dP,
                             (size_t)tk, Q + (size_t)i0 * ldq, ldq, 1.0f,
                             dK + (size_t)j0 * ldk, ldk);
             }
@@ -299,7 +299,7 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
     }
 }
 
-void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+void pt__attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                            const float *k, const float *v, const float *out, const float *lse,
                            const pt_attn_shape *s, float *scratch)
 {

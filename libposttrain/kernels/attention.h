@@ -30,14 +30,14 @@ typedef struct pt_attn_shape {
 } pt_attn_shape;
 
 /* Floats of scratch the calls below need for `nthreads` threads. */
-size_t pt_attention_scratch_floats(const pt_attn_shape *s, int nthreads);
+size_t pt__attention_scratch_floats(const pt_attn_shape *s, int nthreads);
 
 /* out and lse are overwritten. */
-void pt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+void pt__attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           const pt_attn_shape *s, float *scratch);
 
 /* dq, dk, dv are overwritten (dq with stride ldq, dk/dv with ldkv).  out/lse are the forward's results. */
-void pt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+void pt__attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                            const float *k, const float *v, const float *out, const float *lse,
                            const pt_attn_shape *s, float *scratch);
 

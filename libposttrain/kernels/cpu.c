@@ -86,7 +86,7 @@ static void detect(void)
     pt_cpu_level use = detected;
     const char *env = getenv("PT_CPU");
     if (env && *env) {
-        int l = pt_cpu_level_parse(env);
+        int l = pt__cpu_level_parse(env);
         if (l < 0)
             snprintf(env_note, sizeof env_note, "PT_CPU=%.40s ignored: not a path", env);
         else if (l > (int)detected)
@@ -101,13 +101,13 @@ static void detect(void)
     atomic_compare_exchange_strong(&active, &expected, (int)use);
 }
 
-pt_cpu_level pt_cpu_detected(void)
+pt_cpu_level pt__cpu_detected(void)
 {
     pthread_once(&detect_once, detect);
     return detected;
 }
 
-pt_cpu_level pt_cpu_active(void)
+pt_cpu_level pt__cpu_active(void)
 {
     int l = atomic_load_explicit(&active, memory_order_relaxed);
     if (l < 0) {
@@ -117,25 +117,25 @@ pt_cpu_level pt_cpu_active(void)
     return (pt_cpu_level)l;
 }
 
-int pt_cpu_force(pt_cpu_level l)
+int pt__cpu_force(pt_cpu_level l)
 {
     pthread_once(&detect_once, detect);
     if ((int)l < 0 || l >= PT_CPU_LEVELS)
-        return pt_err(PT_EINVAL, "cpu path %d is not a level", (int)l);
+        return pt__err(PT_EINVAL, "cpu path %d is not a level", (int)l);
     if (l > detected)
-        return pt_err(PT_EUNSUPPORTED, "cpu path %s is above what this CPU runs (%s: %s)",
+        return pt__err(PT_EUNSUPPORTED, "cpu path %s is above what this CPU runs (%s: %s)",
                       k_level_names[l], model, k_level_names[detected]);
     atomic_store(&active, (int)l);
     env_note[0] = '\0';
     return PT_OK;
 }
 
-const char *pt_cpu_level_str(pt_cpu_level l)
+const char *pt__cpu_level_str(pt_cpu_level l)
 {
     return (int)l >= 0 && l < PT_CPU_LEVELS ? k_level_names[l] : NULL;
 }
 
-int pt_cpu_level_parse(const char *s)
+int pt__cpu_level_parse(const char *s)
 {
     for (int i = 0; s && i < PT_CPU_LEVELS; i++)
         if (strcmp(s, k_level_names[i]) == 0)
@@ -143,13 +143,13 @@ int pt_cpu_level_parse(const char *s)
     return -1;
 }
 
-bool pt_cpu_has_vnni(void)
+bool pt__cpu_has_vnni(void)
 {
     pthread_once(&detect_once, detect);
     return vnni;
 }
 
-const char *pt_cpu_model(void)
+const char *pt__cpu_model(void)
 {
     pthread_once(&detect_once, detect);
     return model;
@@ -160,25 +160,25 @@ const char *pt_cpu_model(void)
 int pt_set_cpu_path(const char *name)
 {
     if (!name || !*name || strcmp(name, "auto") == 0)
-        return pt_cpu_force(pt_cpu_detected());
-    int l = pt_cpu_level_parse(name);
+        return pt__cpu_force(pt__cpu_detected());
+    int l = pt__cpu_level_parse(name);
     if (l < 0)
-        return pt_err(PT_EINVAL, "pt_set_cpu_path: \"%s\" is not a path (avx2, avx512, "
+        return pt__err(PT_EINVAL, "pt_set_cpu_path: \"%s\" is not a path (avx2, avx512, "
                       "avx512bf16 or auto)", name);
-    int st = pt_cpu_force((pt_cpu_level)l);
-    return st == PT_OK ? st : pt_err_prefix(st, "pt_set_cpu_path");
+    int st = pt__cpu_force((pt_cpu_level)l);
+    return st == PT_OK ? st : pt__err_prefix(st, "pt_set_cpu_path");
 }
 
 const char *pt_cpu_path(void)
 {
-    return k_level_names[pt_cpu_active()];
+    return k_level_names[pt__cpu_active()];
 }
 
 static _Thread_local char tl_info[256];
 
 const char *pt_cpu_info(void)
 {
-    pt_cpu_level det = pt_cpu_detected(), act = pt_cpu_active();
+    pt_cpu_level det = pt__cpu_detected(), act = pt__cpu_active();
     snprintf(tl_info, sizeof tl_info, "%s; kernels %s (CPU runs up to %s%s%s)", model,
              k_level_names[act], k_level_names[det], env_note[0] ? "; " : "", env_note);
     return tl_info;
@@ -205,7 +205,7 @@ static const char *const k_features[PT_CPU_LEVELS] = {
 
 const char *pt_features(void)
 {
-    return k_features[pt_cpu_active()];
+    return k_features[pt__cpu_active()];
 }
 
 int pt_has_feature(const char *name)

@@ -19,25 +19,25 @@ typedef enum pt_cpu_level {
 } pt_cpu_level;
 
 /* The highest level the CPU and the OS support. */
-pt_cpu_level pt_cpu_detected(void);
+pt_cpu_level pt__cpu_detected(void);
 /* The level the kernels use now (PT_CPU or pt_set_cpu_path; by default the
  * detected one).  Kernels read it once per call. */
-pt_cpu_level pt_cpu_active(void);
+pt_cpu_level pt__cpu_active(void);
 /* Use level l (PT_EUNSUPPORTED above what the CPU has). */
-int pt_cpu_force(pt_cpu_level l);
+int pt__cpu_force(pt_cpu_level l);
 /* "avx2", "avx512", "avx512bf16"; NULL for another value. */
-const char *pt_cpu_level_str(pt_cpu_level l);
+const char *pt__cpu_level_str(pt_cpu_level l);
 /* The level named s, or -1. */
-int pt_cpu_level_parse(const char *s);
+int pt__cpu_level_parse(const char *s);
 /* True when the CPU has AVX512_VNNI (vpdpbusd) besides the avx512 level;
  * kernels use it when the active path is avx512 or above. */
-bool pt_cpu_has_vnni(void);
+bool pt__cpu_has_vnni(void);
 /* The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"). */
-const char *pt_cpu_model(void);
+const char *pt__cpu_model(void);
 /* True when products may use BF16 arithmetic (the active path has it). */
-static inline bool pt_cpu_bf16_compute(void)
+static inline bool pt__cpu_bf16_compute(void)
 {
-    return pt_cpu_active() >= PT_CPU_AVX512BF16;
+    return pt__cpu_active() >= PT_CPU_AVX512BF16;
 }
 
 #endif

@@ -71,7 +71,7 @@ const char *pt_blas_info(void)
     return blis_info;
 }
 
-int pt_gemm_threads(size_t m, size_t n, size_t k)
+int pt__gemm_threads(size_t m, size_t n, size_t k)
 {
     int nt = pt_get_num_threads();
     if (nt <= 1)
@@ -115,7 +115,7 @@ static void blis_call(int nthreads, bool trans_a, bool trans_b, size_t m, size_t
 #define SPLIT_MIN_HALF 96 /* a half at least this long (mid-sized products) */
 #define SPLIT_ALIGN 96  /* multiple of the micro-kernels' MR and NR: 6x16 (haswell, zen), 32x12 (skx) */
 
-size_t pt_sgemm_split(size_t m, size_t n, size_t k, bool *split_m, size_t *blk)
+size_t pt__sgemm_split(size_t m, size_t n, size_t k, bool *split_m, size_t *blk)
 {
     *split_m = m >= n;
     size_t dim = *split_m ? m : n;
@@ -134,14 +134,14 @@ size_t pt_sgemm_split(size_t m, size_t n, size_t k, bool *split_m, size_t *blk)
     return (dim + b - 1) / b;
 }
 
-void pt_sgemm_1(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+void pt__sgemm_1(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                 const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
                 size_t ldc)
 {
     blis_call(1, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
+void pt__sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
                  float alpha, const float *a, size_t lda, const float *b, size_t ldb,
                  float beta, float *c, size_t ldc)
 {
@@ -155,7 +155,7 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
     }
     bool split_m;
     size_t blk;
-    size_t nblk = pt_sgemm_split(m, n, k, &split_m, &blk);
+    size_t nblk = pt__sgemm_split(m, n, k, &split_m, &blk);
     size_t dim = split_m ? m : n;
     if (nblk <= 1) {
         blis_call(nthreads, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -178,14 +178,14 @@ void pt_sgemm_nt(int nthreads, bool trans_a, bool trans_b, size_t m, size_t n, s
     }
 }
 
-void pt_sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
+void pt__sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k,
               float alpha, const float *a, size_t lda, const float *b, size_t ldb,
               float beta, float *c, size_t ldc)
 {
-    pt_sgemm_nt(pt_gemm_threads(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    pt__sgemm_nt(pt__gemm_threads(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void pt_sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_t lda,
+void pt__sgemv(bool trans, size_t m, size_t n, float alpha, const float *a, size_t lda,
               const float *x, float beta, float *y)
 {
     pthread_once(&blis_once, blis_setup);

@@ -1,5 +1,5 @@
-/* The BF16 GEMM of pt_gemm_mixed's BF16-compute path (kernels/gemm_bf16.h;
- * pt_gemm_mixed itself and the FP32 paths are in gemm_mixed.c).
+/* The BF16 GEMM of pt__gemm_mixed's BF16-compute path (kernels/gemm_bf16.h;
+ * pt__gemm_mixed itself and the FP32 paths are in gemm_mixed.c).
  *
  * A blocked GEMM of our own.  Packed words hold a k-pair: BF16 of k = 2p in
  * the low half, k = 2p + 1 in the high half, as vdpbf16ps reads them (or,
@@ -16,7 +16,7 @@
  * - dpbf16: the same source with the real instruction (AVX512_BF16);
  * - fma: vdpbf16ps's arithmetic by FP32 FMAs under DAZ/FTZ (AVX-512F),
  *   which is faster where vdpbf16ps issues slowly (Sapphire Rapids).
- * pt_gemm_mixed uses the faster of dpbf16 and fma, timed once. */
+ * pt__gemm_mixed uses the faster of dpbf16 and fma, timed once. */
 #include "kernels/bf16.h"
 
 #include "core/core.h"
@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
 #define DPBF16(acc, a, b)                                                                          \
     do {                                                                                           \
         for (int l_ = 0; l_ < 16; l_++)                                                            \
-            (acc)[l_] = pt_dpbf16_lane((acc)[l_], (a)[l_], (b)[l_]);                               \
+            (acc)[l_] = pt__dpbf16_lane((acc)[l_], (a)[l_], (b)[l_]);                               \
     } while (0)
 #include "kernels/gemm_bf16_kern.inc"
 #undef KFN
@@ -98,9 +98,9 @@ static inline __attribute__((always_inline)) void tile_update(const float *t, fl
 #undef KATTR
 #undef DPBF16
 
-PT_TARGET_BF16 bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+PT_TARGET_BF16 bool pt__dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
-    if (pt_cpu_detected() < PT_CPU_AVX512BF16)
+    if (pt__cpu_detected() < PT_CPU_AVX512BF16)
         return false;
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
@@ -203,9 +203,9 @@ static PT_TARGET_AVX512 __attribute__((noinline)) void fma_lanes(float *acc, con
     }
 }
 
-bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+bool pt__dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
-    if (pt_cpu_detected() < PT_CPU_AVX512)
+    if (pt__cpu_detected() < PT_CPU_AVX512)
         return false;
     unsigned int csr = _mm_getcsr();
     _mm_setcsr(PT_MXCSR_DPBF16);
@@ -214,12 +214,12 @@ bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_
     return true;
 }
 #else
-bool pt_dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+bool pt__dpbf16_hw_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
     return false;
 }
 
-bool pt_dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
+bool pt__dpbf16_fma_lanes(float *acc, const uint32_t *a, const uint32_t *b, size_t n)
 {
     return false;
 }
@@ -261,9 +261,9 @@ static void gemm_bf16_scalar(const pt_gemm_operand *A, const pt_gemm_operand *B,
                 float acc = 0.0f, t[PT_NR];
                 for (size_t q = 0; q < (kn + 1) / 2; q++) {
                     size_t kq = k0 + 2 * q, kl = kn - 2 * q < 2 ? kn - 2 * q : 2;
-                    pt_bf16_pack(A, i, 1, 1, kq, kl, wa, false);
-                    pt_bf16_pack(B, j, 1, 1, kq, kl, wb, false);
-                    acc = pt_dpbf16_lane(acc, wa[0], wb[0]);
+                    pt__bf16_pack(A, i, 1, 1, kq, kl, wa, false);
+                    pt__bf16_pack(B, j, 1, 1, kq, kl, wb, false);
+                    acc = pt__dpbf16_lane(acc, wa[0], wb[0]);
                 }
                 t[0] = acc;
                 tile_update(t, c + i * ldc + j, ldc, 1, 1, alpha, beta, kb == 0);
@@ -340,7 +340,7 @@ static void a_panels(const bf16_shared *x, size_t kb, size_t i0, size_t mc, bool
                 !atomic_compare_exchange_strong(st, &free_, 1))
                 continue;
             size_t rn = x->m - r < PT_MR ? x->m - r : PT_MR;
-            pt_bf16_pack(x->A, r, rn, PT_MR, k0, kn,
+            pt__bf16_pack(x->A, r, rn, PT_MR, k0, kn,
                          x->apack + a_offset(&x->p, kb) + r * np * x->p.f, x->split);
             atomic_store_explicit(st, 2, memory_order_release);
         } else {
@@ -386,7 +386,7 @@ static void gemm_bf16_run(int nt, block_fn blk, bool split, const pt_gemm_operan
             size_t k0 = kb * kc, kn = k - k0 < kc ? k - k0 : kc, np = (kn + 1) / 2;
             a_panels(&x, kb, i0, mc, true);
             for (size_t r = 0; r < nc; r += PT_NR)
-                pt_bf16_pack(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
+                pt__bf16_pack(B, j0 + r, nc - r < PT_NR ? nc - r : PT_NR, PT_NR, k0, kn,
                              bpack + r * np * f, split);
             a_panels(&x, kb, i0, mc, false);
             blk(mc, nc, np, x.apack + a_offset(p, kb) + i0 * np * f, bpack, c + i0 * ldc + j0,
@@ -399,18 +399,18 @@ static void gemm_bf16_run(int nt, block_fn blk, bool split, const pt_gemm_operan
 
 /* ---- the choice of micro-kernel ---- */
 
-bool pt_bf16_kernel_available(pt_bf16_kernel kind)
+bool pt__bf16_kernel_available(pt_bf16_kernel kind)
 {
 #ifdef PT_HAVE_HW_BF16
     if (kind == PT_BF16_KERNEL_DPBF16)
-        return pt_cpu_detected() >= PT_CPU_AVX512BF16;
+        return pt__cpu_detected() >= PT_CPU_AVX512BF16;
     if (kind == PT_BF16_KERNEL_FMA)
-        return pt_cpu_detected() >= PT_CPU_AVX512;
+        return pt__cpu_detected() >= PT_CPU_AVX512;
 #endif
     return kind == PT_BF16_KERNEL_EMULATED || kind == PT_BF16_KERNEL_AUTO;
 }
 
-const char *pt_bf16_kernel_name(pt_bf16_kernel kind)
+const char *pt__bf16_kernel_name(pt_bf16_kernel kind)
 {
     static const char *const names[] = { "auto", "emulated", "dpbf16", "fma" };
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
@@ -427,9 +427,9 @@ static pt_bf16_kernel auto_kind = PT_BF16_KERNEL_EMULATED;
  * the choice changes only the speed. */
 static void choose_auto(void)
 {
-    if (pt_cpu_detected() < PT_CPU_AVX512BF16) {
+    if (pt__cpu_detected() < PT_CPU_AVX512BF16) {
         auto_kind =
-            pt_cpu_detected() >= PT_CPU_AVX512 ? PT_BF16_KERNEL_FMA : PT_BF16_KERNEL_EMULATED;
+            pt__cpu_detected() >= PT_CPU_AVX512 ? PT_BF16_KERNEL_FMA : PT_BF16_KERNEL_EMULATED;
         return;
     }
     enum { AW = PT_MR * CAL_NP, BW = PT_NR * CAL_NP };
@@ -455,14 +455,14 @@ static void choose_auto(void)
     double best[2] = { 1e9, 1e9 };
     for (int rep = 0; rep < 15; rep++)
         for (int v = 0; v < 2; v++) {
-            double t0 = pt_now();
+            double t0 = pt__now();
             for (int i = 0; i < 8; i++) {
                 if (v == 0)
                     ukr_hw(CAL_NP, pa, pb, t);
                 else
                     ukr_fma(CAL_NP, sa, sb, t);
             }
-            double dt = pt_now() - t0;
+            double dt = pt__now() - t0;
             best[v] = dt < best[v] ? dt : best[v];
         }
     free(w);
@@ -474,20 +474,20 @@ static void choose_auto(void)
 }
 #endif
 
-pt_bf16_kernel pt_bf16_kernel_auto(void)
+pt_bf16_kernel pt__bf16_kernel_auto(void)
 {
     pthread_once(&auto_once, choose_auto);
     return auto_kind;
 }
 
-void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans_b, size_t m,
+void pt__gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans_b, size_t m,
                      size_t n, size_t k, float alpha, const void *a, bool a_bf16, size_t lda,
                      const void *b, bool b_bf16, size_t ldb, float beta, float *c, size_t ldc)
 {
     pt_gemm_operand A = { a, lda, a_bf16, trans_a }, B = { b, ldb, b_bf16, !trans_b };
     if (kind == PT_BF16_KERNEL_AUTO)
-        kind = pt_bf16_kernel_auto();
-    if (!pt_bf16_kernel_available(kind))
+        kind = pt__bf16_kernel_auto();
+    if (!pt__bf16_kernel_available(kind))
         kind = PT_BF16_KERNEL_EMULATED;
     block_fn f = block_emu;
 #ifdef PT_HAVE_HW_BF16
@@ -510,10 +510,10 @@ void pt_gemm_bf16_nt(int nthreads, pt_bf16_kernel kind, bool trans_a, bool trans
     }
 }
 
-void pt_gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+void pt__gemm_bf16_emulated(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                            const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
                            size_t ldb, float beta, float *c, size_t ldc)
 {
-    pt_gemm_bf16_nt(pt_gemm_threads(m, n, k), PT_BF16_KERNEL_EMULATED, trans_a, trans_b, m, n, k,
+    pt__gemm_bf16_nt(pt__gemm_threads(m, n, k), PT_BF16_KERNEL_EMULATED, trans_a, trans_b, m, n, k,
                     alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);
 }

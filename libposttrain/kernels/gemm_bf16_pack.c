@@ -2,7 +2,7 @@
  * op(A) or columns of op(B) over a block of k, as k-pair words (the BF16 of
  * k = 2p in the low half, 2p + 1 in the high half), or split for the FMA
  * kernel (per k-pair the R high halves, then the R low halves, each as an
- * FP32 bit pattern).  FP32 operands are rounded as pt_f32_to_bf16 does;
+ * FP32 bit pattern).  FP32 operands are rounded as pt__f32_to_bf16 does;
  * rows past rn and the high half of an odd k's last pair are zeros.  The
  * result depends on the operand alone, whichever loop below produced it. */
 #include "kernels/bf16.h"
@@ -14,7 +14,7 @@
 
 static inline __attribute__((always_inline)) uint32_t bf16_at(const void *p, bool bf16, size_t i)
 {
-    return bf16 ? ((const pt_bf16 *)p)[i] : pt_f32_to_bf16(((const float *)p)[i]);
+    return bf16 ? ((const pt_bf16 *)p)[i] : pt__f32_to_bf16(((const float *)p)[i]);
 }
 
 /* The pair (lo, hi) of row r, pair q, into dst. */
@@ -130,7 +130,7 @@ static inline __attribute__((always_inline)) void pack_rmajor(const void *p, siz
             put(dst, R, q, r, 0, 0, split);
 }
 
-void pt_bf16_pack(const pt_gemm_operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
+void pt__bf16_pack(const pt_gemm_operand *x, size_t r0, size_t rn, size_t R, size_t k0, size_t kn,
                   uint32_t *dst, bool split)
 {
     /* each combination its own loop, the flags constant in it */

@@ -1,4 +1,4 @@
-/* oneDNN's matmul as the BF16-product backend of pt_gemm_mixed (kernels/
+/* oneDNN's matmul as the BF16-product backend of pt__gemm_mixed (kernels/
  * bf16.h), when the library is built with oneDNN (PT_HAVE_DNNL) and its
  * matmul has a non-reference implementation on this CPU (on Sapphire
  * Rapids: brg:avx512_core_amx_bf16).  The choice is fixed per process and
@@ -8,13 +8,13 @@
  * A product is src BF16 [m, k] x weights BF16 [k, n] -> dst F32 [m, n]
  * with strided memory descriptors for the transposes and leading
  * dimensions (no transposed copies); FP32 operands are rounded to BF16
- * first (pt_f32_to_bf16_n: RNE, as our packing).  alpha is the output
+ * first (pt__f32_to_bf16_n: RNE, as our packing).  alpha is the output
  * scale; beta != 0 is a sum post-op (C scaled by beta first when beta != 1).
  *
  * Threads: Debian's libdnnl uses OpenMP and sizes its work with
  * omp_get_max_threads(), at primitive creation and at execution.  That ICV
  * belongs to the calling thread (omp_set_num_threads changes it for the
- * caller only), so it is set to pt_gemm_threads() around both and restored;
+ * caller only), so it is set to pt__gemm_threads() around both and restored;
  * the thread count is part of the primitive cache's key.  Primitives use a
  * user scratchpad allocated per call, and each call has its own stream, so
  * calls from several host threads may run at once. */
@@ -252,31 +252,31 @@ static bool execute(const prim_entry *e, const prim_key *q, const void *a, const
 static void round_rect(pt_bf16 *dst, const float *src, size_t ld, size_t rows, size_t cols)
 {
     if (ld == cols) {
-        pt_f32_to_bf16_n(dst, src, rows * cols);
+        pt__f32_to_bf16_n(dst, src, rows * cols);
         return;
     }
     for (size_t i = 0; i < rows; i++)
-        pt_f32_to_bf16_n(dst + i * cols, src + i * ld, cols);
+        pt__f32_to_bf16_n(dst + i * cols, src + i * ld, cols);
 }
 
 static void warn_once(const char *what)
 {
     if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-        pt_log(PT_LOG_WARN, "pt_gemm_mixed: oneDNN %s failed; this product (and any other that "
+        pt__log(PT_LOG_WARN, "pt__gemm_mixed: oneDNN %s failed; this product (and any other that "
                "fails) uses the library's own BF16 kernel", what);
 }
 
-bool pt_gemm_dnnl_usable(void)
+bool pt__gemm_dnnl_usable(void)
 {
     pthread_once(&init_once, backend_init);
     return usable;
 }
 
-bool pt_gemm_dnnl(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
+bool pt__gemm_dnnl(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
                   bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
                   float *c, size_t ldc)
 {
-    if (!pt_gemm_dnnl_usable() || m == 0 || n == 0 || k == 0)
+    if (!pt__gemm_dnnl_usable() || m == 0 || n == 0 || k == 0)
         return false;
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
     prim_key q = { .m = m, .n = n, .k = k, .lda = a_bf16 ? lda : ac, .ldb = b_bf16 ? ldb : bc,
@@ -320,24 +320,24 @@ bool pt_gemm_dnnl(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float 
     if (!scaled)
         return false;
     /* C already holds beta C: our kernel adds alpha op(A) op(B) to it */
-    pt_gemm_bf16_nt(q.nt, PT_BF16_KERNEL_AUTO, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16,
+    pt__gemm_bf16_nt(q.nt, PT_BF16_KERNEL_AUTO, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16,
                     ldb, 1.0f, c, ldc);
     return true;
 }
 
-const char *pt_gemm_dnnl_impl(void)
+const char *pt__gemm_dnnl_impl(void)
 {
-    return pt_gemm_dnnl_usable() ? impl_name : NULL;
+    return pt__gemm_dnnl_usable() ? impl_name : NULL;
 }
 
 #else /* no oneDNN in this build */
 
-bool pt_gemm_dnnl_usable(void)
+bool pt__gemm_dnnl_usable(void)
 {
     return false;
 }
 
-bool pt_gemm_dnnl(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
+bool pt__gemm_dnnl(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
                   bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
                   float *c, size_t ldc)
 {
@@ -346,7 +346,7 @@ bool pt_gemm_dnnl(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float 
     return false;
 }
 
-const char *pt_gemm_dnnl_impl(void)
+const char *pt__gemm_dnnl_impl(void)
 {
     return NULL;
 }
@@ -355,20 +355,20 @@ const char *pt_gemm_dnnl_impl(void)
 
 static _Thread_local char backend_text[128];
 
-const char *pt_bf16_gemm_backend(void)
+const char *pt__bf16_gemm_backend(void)
 {
-    if (!pt_cpu_bf16_compute())
+    if (!pt__cpu_bf16_compute())
         return "fp32 blis (BF16 operands widened; no BF16 arithmetic on this path)";
-    const char *impl = pt_gemm_dnnl_impl();
+    const char *impl = pt__gemm_dnnl_impl();
     if (impl)
         snprintf(backend_text, sizeof backend_text, "onednn %s", impl);
     else
         snprintf(backend_text, sizeof backend_text, "own %s",
-                 pt_bf16_kernel_name(pt_bf16_kernel_auto()));
+                 pt__bf16_kernel_name(pt__bf16_kernel_auto()));
     return backend_text;
 }
 
 const char *pt_bf16_info(void)
 {
-    return pt_bf16_gemm_backend();
+    return pt__bf16_gemm_backend();
 }

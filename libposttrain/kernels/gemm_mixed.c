@@ -1,8 +1,8 @@
-/* pt_gemm_mixed (kernels/bf16.h): products with BF16 operands.  On a path
+/* pt__gemm_mixed (kernels/bf16.h): products with BF16 operands.  On a path
  * with BF16 arithmetic, oneDNN's matmul where usable (gemm_dnnl.c), else
  * the BF16 GEMM of gemm_bf16.c; otherwise BF16
  * operands are widened to FP32 block by block and multiplied by BLIS along
- * pt_sgemm_nt's own cut, so the result equals pt_sgemm on widened copies
+ * pt__sgemm_nt's own cut, so the result equals pt__sgemm on widened copies
  * bit for bit. */
 #include "kernels/bf16.h"
 
@@ -19,7 +19,7 @@
 static inline float elem_f32(const pt_gemm_operand *x, size_t r, size_t kk)
 {
     size_t i = x->kmajor ? kk * x->ld + r : r * x->ld + kk;
-    return x->bf16 ? pt_bf16_to_f32(((const pt_bf16 *)x->p)[i]) : ((const float *)x->p)[i];
+    return x->bf16 ? pt__bf16_to_f32(((const pt_bf16 *)x->p)[i]) : ((const float *)x->p)[i];
 }
 
 /* No memory for FP32 copies: a plain loop (slow; only when allocation fails). */
@@ -43,7 +43,7 @@ static void widen(float *dst, const pt_bf16 *src, size_t ld, size_t r0, size_t r
 {
     for (size_t i = 0; i < rn; i++)
         for (size_t j = 0; j < cn; j++)
-            dst[i * cn + j] = pt_bf16_to_f32(src[(r0 + i) * ld + c0 + j]);
+            dst[i * cn + j] = pt__bf16_to_f32(src[(r0 + i) * ld + c0 + j]);
 }
 
 /* A row-major operand of rows x cols as FP32: p itself, or widened into w. */
@@ -59,7 +59,7 @@ static const float *as_f32(const void *p, bool bf16, size_t ld, size_t r0, size_
     return w;
 }
 
-/* The blocks of pt_sgemm_nt's cut, with the operand along the cut widened
+/* The blocks of pt__sgemm_nt's cut, with the operand along the cut widened
  * block by block into per-thread scratch and the other one (the smaller:
  * min(m, n) x k) widened once. */
 static void mixed_f32_split(int nt, bool ta, bool tb, size_t m, size_t n, size_t k, float alpha,
@@ -90,18 +90,18 @@ static void mixed_f32_split(int nt, bool ta, bool tb, size_t m, size_t n, size_t
         if (split_m) {
             const float *ai = ta ? as_f32(a, a_bf16, lda, 0, k, s0, len, s, &ldx)
                                  : as_f32(a, a_bf16, lda, s0, len, 0, k, s, &ldx);
-            pt_sgemm_1(ta, tb, len, n, k, alpha, ai, ldx, o, ldo, beta, c + s0 * ldc, ldc);
+            pt__sgemm_1(ta, tb, len, n, k, alpha, ai, ldx, o, ldo, beta, c + s0 * ldc, ldc);
         } else {
             const float *bi = tb ? as_f32(b, b_bf16, ldb, s0, len, 0, k, s, &ldx)
                                  : as_f32(b, b_bf16, ldb, 0, k, s0, len, s, &ldx);
-            pt_sgemm_1(ta, tb, m, len, k, alpha, o, ldo, bi, ldx, beta, c + s0, ldc);
+            pt__sgemm_1(ta, tb, m, len, k, alpha, o, ldo, bi, ldx, beta, c + s0, ldc);
         }
     }
     free(w);
 }
 
 /* FP32 arithmetic on operands widened exactly: equal bit for bit to
- * pt_sgemm on widened copies (the same cut, the same BLIS calls). */
+ * pt__sgemm on widened copies (the same cut, the same BLIS calls). */
 static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
                       bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
                       float *c, size_t ldc)
@@ -109,12 +109,12 @@ static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alph
     if (m == 0 || n == 0)
         return;
     if ((!a_bf16 && !b_bf16) || k == 0) { /* k = 0: C = beta C, the operands unread */
-        pt_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        pt__sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    int nt = pt_gemm_threads(m, n, k);
+    int nt = pt__gemm_threads(m, n, k);
     bool split_m;
-    size_t blk, nblk = pt_sgemm_split(m, n, k, &split_m, &blk);
+    size_t blk, nblk = pt__sgemm_split(m, n, k, &split_m, &blk);
     if (nblk > 1) {
         mixed_f32_split(nt, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc,
                         split_m, blk, nblk);
@@ -132,34 +132,34 @@ static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alph
     size_t la, lb;
     const float *fa = as_f32(a, a_bf16, lda, 0, ar, 0, ac, w, &la);
     const float *fb = as_f32(b, b_bf16, ldb, 0, br, 0, bc, w + wa, &lb);
-    pt_sgemm_nt(nt, ta, tb, m, n, k, alpha, fa, la, fb, lb, beta, c, ldc);
+    pt__sgemm_nt(nt, ta, tb, m, n, k, alpha, fa, la, fb, lb, beta, c, ldc);
     free(w);
 }
 
-pt_bf16 *pt_bf16_operand(const float *src, size_t rows, size_t cols, size_t ld)
+pt_bf16 *pt__bf16_operand(const float *src, size_t rows, size_t cols, size_t ld)
 {
-    if (!pt_cpu_bf16_compute() || rows == 0 || cols == 0)
+    if (!pt__cpu_bf16_compute() || rows == 0 || cols == 0)
         return NULL;
     pt_bf16 *dst = malloc(rows * cols * sizeof *dst);
     if (!dst)
         return NULL;
     if (ld == cols)
-        pt_f32_to_bf16_n(dst, src, rows * cols);
+        pt__f32_to_bf16_n(dst, src, rows * cols);
     else
         for (size_t i = 0; i < rows; i++)
-            pt_f32_to_bf16_n(dst + i * cols, src + i * ld, cols);
+            pt__f32_to_bf16_n(dst + i * cols, src + i * ld, cols);
     return dst;
 }
 
-void pt_gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
+void pt__gemm_mixed(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
                    const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb,
                    float beta, float *c, size_t ldc)
 {
-    if (pt_cpu_bf16_compute()) {
-        int nt = pt_gemm_threads(m, n, k);
-        if (!pt_gemm_dnnl(nt, trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb,
+    if (pt__cpu_bf16_compute()) {
+        int nt = pt__gemm_threads(m, n, k);
+        if (!pt__gemm_dnnl(nt, trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb,
                           beta, c, ldc))
-            pt_gemm_bf16_nt(nt, PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k, alpha, a, a_bf16,
+            pt__gemm_bf16_nt(nt, PT_BF16_KERNEL_AUTO, trans_a, trans_b, m, n, k, alpha, a, a_bf16,
                             lda, b, b_bf16, ldb, beta, c, ldc);
     } else
         mixed_f32(trans_a, trans_b, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc);

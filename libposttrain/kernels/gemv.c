@@ -1,5 +1,5 @@
 /* Small-m products that stream the weight once for all rows (decoding):
- * pt_sgemv_rows (kernels/gemm.h) and pt_bgemv_rows (kernels/bf16.h).
+ * pt__sgemv_rows (kernels/gemm.h) and pt__bgemv_rows (kernels/bf16.h).
  *
  * W is cut into blocks of GEMV_BLOCK rows handed out to the threads
  * dynamically; each block is computed by the kernel of the path in use
@@ -32,7 +32,7 @@ static void gemv_portable(bool bf16, size_t m, size_t len, size_t k, float alpha
         for (size_t i = 0; i < m; i++) {
             float acc[8] = { 0 };
             for (size_t p = 0; p < k; p++) {
-                float wv = bf16 ? pt_bf16_to_f32(((const pt_bf16 *)w)[j * ldw + p])
+                float wv = bf16 ? pt__bf16_to_f32(((const pt_bf16 *)w)[j * ldw + p])
                                 : ((const float *)w)[j * ldw + p];
                 acc[p % 8] = fmaf(wv, x[i * ldx + p], acc[p % 8]);
             }
@@ -63,7 +63,7 @@ static void gemv_kernels(pt_gemv_f32_fn **f32, pt_gemv_bf16_fn **bf16)
 #if defined(__x86_64__) && defined(__GNUC__)
     /* avx512bf16 runs the AVX-512 kernels: FP32 arithmetic on widened
      * weights, identical results to the avx512 path. */
-    if (pt_cpu_active() >= PT_CPU_AVX512) {
+    if (pt__cpu_active() >= PT_CPU_AVX512) {
         *f32 = pt_gemv_f32_avx512;
         *bf16 = pt_gemv_bf16_avx512;
     } else {
@@ -86,7 +86,7 @@ static void gemv_rows(bool bf16, size_t m, size_t n, size_t k, float alpha, cons
     pt_gemv_bf16_fn *kbf16;
     gemv_kernels(&kf32, &kbf16);
     size_t nblk = (n + GEMV_BLOCK - 1) / GEMV_BLOCK;
-    int nt = pt_gemm_threads(m, n, k);
+    int nt = pt__gemm_threads(m, n, k);
     if ((size_t)nt > nblk)
         nt = (int)nblk;
     /* Blocks handed out dynamically, a few at a time: a thread the OS
@@ -103,13 +103,13 @@ static void gemv_rows(bool bf16, size_t m, size_t n, size_t k, float alpha, cons
     }
 }
 
-void pt_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
+void pt__sgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
                    const float *w, size_t ldw, float beta, float *y, size_t ldy)
 {
     gemv_rows(false, m, n, k, alpha, x, ldx, w, ldw, beta, y, ldy);
 }
 
-void pt_bgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
+void pt__bgemv_rows(size_t m, size_t n, size_t k, float alpha, const float *x, size_t ldx,
                    const pt_bf16 *w, size_t ldw, float beta, float *y, size_t ldy)
 {
     gemv_rows(true, m, n, k, alpha, x, ldx, w, ldw, beta, y, ldy);

@@ -1,4 +1,4 @@
-/* The small-m product kernels behind pt_sgemv_rows and pt_bgemv_rows
+/* The small-m product kernels behind pt__sgemv_rows and pt__bgemv_rows
  * (kernels/gemm.h, kernels/bf16.h), one set per run-time path.  Internal to
  * kernels/gemv*.c.
  *
@@ -39,7 +39,7 @@ typedef void pt_gemv_bf16_fn(size_t m, size_t len, size_t k, float alpha, const 
 pt_gemv_f32_fn pt_gemv_f32_avx2;
 pt_gemv_bf16_fn pt_gemv_bf16_avx2;
 /* AVX-512 F/BW/DQ/VL (kernels/gemv_avx512.c, compiled with a function-level
- * target): call only when pt_cpu_active() >= PT_CPU_AVX512. */
+ * target): call only when pt__cpu_active() >= PT_CPU_AVX512. */
 pt_gemv_f32_fn pt_gemv_f32_avx512;
 pt_gemv_bf16_fn pt_gemv_bf16_avx512;
 #endif

@@ -1,6 +1,6 @@
 /* The small-m kernels (kernels/gemv.h) for AVX-512 (F, BW, DQ, VL), compiled
  * with a function-level target so the library's baseline stays x86-64-v3:
- * call them only when pt_cpu_active() >= PT_CPU_AVX512.  16 floats a
+ * call them only when pt__cpu_active() >= PT_CPU_AVX512.  16 floats a
  * vector, 4 rows of W x 4 rows of x per register block (16 accumulators of
  * the 32 zmm registers).
  *

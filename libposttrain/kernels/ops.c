@@ -17,7 +17,7 @@ static int loop_threads(size_t work)
 
 /* ---- RMSNorm ----------------------------------------------------------------- */
 
-void pt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
+void pt__rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
                         size_t d, float eps)
 {
     int nt = loop_threads(rows * d);
@@ -38,7 +38,7 @@ void pt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, s
     }
 }
 
-void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+void pt__rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                          const float *rstd, size_t rows, size_t d, bool accumulate_dx)
 {
     int nt = loop_threads(rows * d);
@@ -86,7 +86,7 @@ void pt_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, 
     }
 }
 
-void pt_headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx,
+void pt__headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx,
                          const float *w, size_t n, int nheads, int hd, float eps)
 {
     int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
@@ -107,7 +107,7 @@ void pt_headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size
         }
 }
 
-void pt_headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy,
+void pt__headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy,
                           const float *x, size_t ldx, const float *w, const float *rstd,
                           size_t n, int nheads, int hd)
 {
@@ -151,7 +151,7 @@ void pt_headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, si
 
 /* ---- RoPE ---------------------------------------------------------------------- */
 
-void pt_rope_inv_freq(float *inv_freq, int hd, double theta, int type, double factor,
+void pt__rope_inv_freq(float *inv_freq, int hd, double theta, int type, double factor,
                       double low_freq_factor, double high_freq_factor, int original_max_pos)
 {
     int half = hd / 2;
@@ -176,7 +176,7 @@ void pt_rope_inv_freq(float *inv_freq, int hd, double theta, int type, double fa
     }
 }
 
-void pt_rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, const float *inv_freq,
+void pt__rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, const float *inv_freq,
                    int hd)
 {
     size_t half = (size_t)hd / 2;
@@ -192,7 +192,7 @@ void pt_rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, con
     }
 }
 
-void pt_rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const float *cos_t,
+void pt__rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const float *cos_t,
                    const float *sin_t, bool inverse)
 {
     size_t half = (size_t)hd / 2;
@@ -215,7 +215,7 @@ void pt_rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const floa
 
 /* ---- SwiGLU ---------------------------------------------------------------------- */
 
-void pt_swiglu_forward(float *h, const float *g, const float *u, size_t rows, size_t n, size_t ld)
+void pt__swiglu_forward(float *h, const float *g, const float *u, size_t rows, size_t n, size_t ld)
 {
     int nt = loop_threads(rows * n * 4);
 #pragma omp parallel for num_threads(nt) schedule(static)
@@ -225,12 +225,12 @@ void pt_swiglu_forward(float *h, const float *g, const float *u, size_t rows, si
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float gi = gr[i];
-            hr[i] = gi / (1.0f + pt_vexpf(-gi)) * ur[i];
+            hr[i] = gi / (1.0f + pt__vexpf(-gi)) * ur[i];
         }
     }
 }
 
-void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
+void pt__swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
                         size_t rows, size_t n, size_t ld)
 {
     int nt = loop_threads(rows * n * 4);
@@ -241,7 +241,7 @@ void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, c
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float gi = gr[i], d = dhr[i], ui = ur[i];
-            float sig = 1.0f / (1.0f + pt_vexpf(-gi));
+            float sig = 1.0f / (1.0f + pt__vexpf(-gi));
             dur[i] = d * gi * sig;
             dgr[i] = d * ui * sig * (1.0f + gi * (1.0f - sig));
         }
@@ -250,7 +250,7 @@ void pt_swiglu_backward(float *dg, float *du, const float *dh, const float *g, c
 
 /* ---- Elementwise ------------------------------------------------------------------- */
 
-void pt_colsum_add(float *db, const float *dy, size_t rows, size_t n, size_t ld)
+void pt__colsum_add(float *db, const float *dy, size_t rows, size_t n, size_t ld)
 {
     size_t nblk = (n + 15) / 16;
     int nt = loop_threads(rows * n);
@@ -269,19 +269,19 @@ void pt_colsum_add(float *db, const float *dy, size_t rows, size_t n, size_t ld)
     }
 }
 
-void pt_rows_set(float *y, const float *b, size_t rows, size_t n, size_t ld)
+void pt__rows_set(float *y, const float *b, size_t rows, size_t n, size_t ld)
 {
     for (size_t r = 0; r < rows; r++)
         memcpy(y + r * ld, b, n * sizeof *y);
 }
 
-void pt_copy(float *y, const float *x, size_t n)
+void pt__copy(float *y, const float *x, size_t n)
 {
     if (y != x)
         memcpy(y, x, n * sizeof *y);
 }
 
-void pt_div_scalar(float *x, size_t n, float d)
+void pt__div_scalar(float *x, size_t n, float d)
 {
     int nt = loop_threads(n);
 #pragma omp parallel for simd num_threads(nt) schedule(static)
@@ -291,13 +291,13 @@ void pt_div_scalar(float *x, size_t n, float d)
 
 /* ---- Embedding ------------------------------------------------------------------------ */
 
-void pt_embedding_forward(float *out, const float *table, const int32_t *ids, size_t n, size_t d)
+void pt__embedding_forward(float *out, const float *table, const int32_t *ids, size_t n, size_t d)
 {
     for (size_t t = 0; t < n; t++)
         memcpy(out + t * d, table + (size_t)ids[t] * d, d * sizeof *out);
 }
 
-void pt_embedding_backward(float *dtable, const float *dout, const int32_t *ids, size_t n,
+void pt__embedding_backward(float *dtable, const float *dout, const int32_t *ids, size_t n,
                            size_t d)
 {
     size_t nblk = (d + 63) / 64;
@@ -326,7 +326,7 @@ static float row_max(const float *x, size_t v)
     return m;
 }
 
-void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_t *target,
+void pt__logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_t *target,
                         size_t rows, size_t v)
 {
     int nt = loop_threads(rows * v);
@@ -337,7 +337,7 @@ void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
         for (size_t i = 0; i < v; i++)
-            s += pt_vexpf(x[i] - m);
+            s += pt__vexpf(x[i] - m);
         float l = m + logf(s);
         lse[r] = l;
         if (lp)
@@ -347,7 +347,7 @@ void pt_logsoftmax_rows(float *lse, float *lp, const float *logits, const int32_
 
 /* One pass per row: s = sum e_i and t = sum e_i (x_i - m) with
  * e_i = exp(x_i - m); H = -sum p_i (x_i - lse) = log s - t / s. */
-void pt_logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *logits,
+void pt__logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *logits,
                                 const int32_t *target, size_t rows, size_t v)
 {
     int nt = loop_threads(rows * v);
@@ -358,7 +358,7 @@ void pt_logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *
         float s = 0.0f, t = 0.0f;
 #pragma omp simd reduction(+ : s, t)
         for (size_t i = 0; i < v; i++) {
-            float d = x[i] - m, e = pt_vexpf(d);
+            float d = x[i] - m, e = pt__vexpf(d);
             s += e;
             t += e * d;
         }
@@ -370,7 +370,7 @@ void pt_logsoftmax_entropy_rows(float *lse, float *lp, float *ent, const float *
     }
 }
 
-void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,
+void pt__logsoftmax_backward_rows(float *logits, const float *lse, const float *dlp,
                                  const int32_t *target, size_t rows, size_t v)
 {
     int nt = loop_threads(rows * v);
@@ -385,12 +385,12 @@ void pt_logsoftmax_backward_rows(float *logits, const float *lse, const float *d
         float l = lse[r], ng = -g;
 #pragma omp simd
         for (size_t i = 0; i < v; i++)
-            x[i] = ng * pt_vexpf(x[i] - l);
+            x[i] = ng * pt__vexpf(x[i] - l);
         x[target[r]] += g;
     }
 }
 
-void pt_logsoftmax_entropy_backward_rows(float *logits, const float *lse, const float *dlp,
+void pt__logsoftmax_entropy_backward_rows(float *logits, const float *lse, const float *dlp,
                                          const float *dent, const int32_t *target, size_t rows,
                                          size_t v)
 {
@@ -406,11 +406,11 @@ void pt_logsoftmax_entropy_backward_rows(float *logits, const float *lse, const 
         const float l = lse[r];
         double h = 0.0; /* H = -sum p_i (x_i - l) */
         for (size_t i = 0; i < v; i++)
-            h -= (double)pt_vexpf(x[i] - l) * (double)(x[i] - l);
+            h -= (double)pt__vexpf(x[i] - l) * (double)(x[i] - l);
         const float hf = (float)h, ng = -g;
 #pragma omp simd
         for (size_t i = 0; i < v; i++) {
-            float lp = x[i] - l, p = pt_vexpf(lp);
+            float lp = x[i] - l, p = pt__vexpf(lp);
             x[i] = ng * p - e * p * (lp + hf);
         }
         if (target[r] >= 0)

@@ -41,7 +41,7 @@ static const qtype *qtype_of(int type)
     return NULL;
 }
 
-bool pt_qgemv_supported(int type)
+bool pt__qgemv_supported(int type)
 {
     return qtype_of(type) != NULL;
 }
@@ -77,8 +77,8 @@ static void quant_row_32(const float *x, size_t k, int8_t *q, float *d, float *s
             qb[j] = (int8_t)v;
             t += qb[j];
         }
-        d[b] = pt_q_round_f16(dd);
-        s[b] = pt_q_round_f16(dd * (float)t);
+        d[b] = pt__q_round_f16(dd);
+        s[b] = pt__q_round_f16(dd * (float)t);
         sum[b] = t;
     }
 }
@@ -117,7 +117,7 @@ static void quant_row_K(const float *x, size_t k, int8_t *q, float *d, int16_t *
 
 /* The layout of a for m rows of k values in blocks of blk (rows16: with
  * the transposed copy of pt_qact) in one zeroed allocation (a->q; free it
- * alone with pt_free_aligned).  Padding (blocks up to a multiple of 8,
+ * alone with pt__free_aligned).  Padding (blocks up to a multiple of 8,
  * rows up to a multiple of 16) stays zero. */
 static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
 {
@@ -130,9 +130,9 @@ static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
     bytes = (bytes + 63) / 64 * 64;
     const size_t ng = (m + 15) / 16, tq = 16 * blk; /* bytes of qt a group and block */
     const size_t tbytes = rows16 ? ng * a->nbp * (tq + 16 * 12 + (blk == PT_QK ? 0 : 8 * 16 * 4)) : 0;
-    uint8_t *buf = pt_malloc_aligned(bytes + tbytes);
+    uint8_t *buf = pt__malloc_aligned(bytes + tbytes);
     if (!buf)
-        return pt_err(PT_ENOMEM, "pt_qgemv_rows: no memory for %zu quantized activations", m * k);
+        return pt__err(PT_ENOMEM, "pt__qgemv_rows: no memory for %zu quantized activations", m * k);
     memset(buf, 0, bytes + tbytes);
     a->q = (int8_t *)buf;
     a->d = (float *)(buf + m * kp);
@@ -160,7 +160,7 @@ static void act_row(const pt_qact *a, size_t blk, size_t i, size_t k, const floa
     int32_t *sum = a->sum + i * a->nbp;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!ref && blk == PT_QK)
-        pt_qgemv_quant32_avx2(xi, k, q, d, s, sum);
+        pt__qgemv_quant32_avx2(xi, k, q, d, s, sum);
     else if (!ref)
         pt_qgemv_quantK_avx2(xi, k, q, d, a->bsum + i * a->nbp * 16);
     else
@@ -234,8 +234,8 @@ static int32_t ref_small(const uint8_t *qs, const uint8_t *qh, int off, const in
 static void ref_q45k(const uint8_t *bp, bool five, const int8_t *q, const int16_t *bs, refblk *r)
 {
     const uint8_t *sc = bp + 4, *qh = bp + 16, *qs = bp + (five ? 48 : 16);
-    r->dw = pt_q_f16(bp);
-    r->mw = pt_q_f16(bp + 2);
+    r->dw = pt__q_f16(bp);
+    r->mw = pt__q_f16(bp + 2);
     for (int s = 0; s < 8; s++) {
         int scale, mn;
         scale_min_k4(s, sc, &scale, &mn);
@@ -256,7 +256,7 @@ static void ref_q6k(const uint8_t *bp, const int8_t *q, refblk *r)
 {
     const uint8_t *ql = bp, *qh = bp + 128;
     const int8_t *sc = (const int8_t *)(bp + 192);
-    r->dw = pt_q_f16(bp + 208);
+    r->dw = pt__q_f16(bp + 208);
     for (int h = 0; h < 2; h++)
         for (int l = 0; l < 32; l++) {
             const uint8_t *L = ql + 64 * h, hb = qh[32 * h + l];
@@ -275,24 +275,24 @@ static refblk ref_block(int type, const uint8_t *bp, const int8_t *q, const int1
     refblk r = { 0, 0, 0.0f, 0.0f };
     switch (type) {
     case PT_GGML_Q8_0:
-        r.dw = pt_q_f16(bp);
+        r.dw = pt__q_f16(bp);
         for (int j = 0; j < PT_QK; j++)
             r.i += (int8_t)bp[2 + j] * q[j];
         break;
     case PT_GGML_Q4_0:
-        r.dw = pt_q_f16(bp);
+        r.dw = pt__q_f16(bp);
         r.i = ref_small(bp + 2, NULL, 8, q);
         break;
     case PT_GGML_Q4_1:
-        r.dw = pt_q_f16(bp), r.mw = pt_q_f16(bp + 2);
+        r.dw = pt__q_f16(bp), r.mw = pt__q_f16(bp + 2);
         r.i = ref_small(bp + 4, NULL, 0, q);
         break;
     case PT_GGML_Q5_0:
-        r.dw = pt_q_f16(bp);
+        r.dw = pt__q_f16(bp);
         r.i = ref_small(bp + 6, bp + 2, 16, q);
         break;
     case PT_GGML_Q5_1:
-        r.dw = pt_q_f16(bp), r.mw = pt_q_f16(bp + 2);
+        r.dw = pt__q_f16(bp), r.mw = pt__q_f16(bp + 2);
         r.i = ref_small(bp + 8, bp + 4, 0, q);
         break;
     case PT_GGML_Q4_K:
@@ -328,7 +328,7 @@ static void qgemv_scalar(int type, const pt_qact *a, size_t len, const uint8_t *
                 else if (type == PT_GGML_Q4_K || type == PT_GGML_Q5_K)
                     *l = fmaf(-(r.mw * dx[b]), (float)r.j, *l);
             }
-            pt_qgemv_store(acc, alpha, beta, &y[i * ldy + j]);
+            pt__qgemv_store(acc, alpha, beta, &y[i * ldy + j]);
         }
 }
 
@@ -340,17 +340,17 @@ static pt_qgemv_fn *pick(int type, size_t m, const char **name, bool *rows16)
     *rows16 = false;
 #if defined(__x86_64__) && defined(__GNUC__)
     pt_qgemv_fn *f;
-    const bool vnni = pt_cpu_active() >= PT_CPU_AVX512 && pt_cpu_has_vnni();
-    if (vnni && m >= PT_QGEMV_M16 && (f = pt_qgemv_vnni16(type))) {
+    const bool vnni = pt__cpu_active() >= PT_CPU_AVX512 && pt__cpu_has_vnni();
+    if (vnni && m >= PT_QGEMV_M16 && (f = pt__qgemv_vnni16(type))) {
         *name = "avx512vnni16";
         *rows16 = true;
         return f;
     }
-    if (vnni && (f = pt_qgemv_vnni(type))) {
+    if (vnni && (f = pt__qgemv_vnni(type))) {
         *name = "avx512vnni";
         return f;
     }
-    if ((f = pt_qgemv_avx2(type))) {
+    if ((f = pt__qgemv_avx2(type))) {
         *name = "avx2";
         return f;
     }
@@ -361,21 +361,21 @@ static pt_qgemv_fn *pick(int type, size_t m, const char **name, bool *rows16)
     return qgemv_scalar;
 }
 
-const char *pt_qgemv_kernel_rows(int type, size_t m)
+const char *pt__qgemv_kernel_rows(int type, size_t m)
 {
     const char *name = NULL;
     bool rows16;
-    if (pt_qgemv_supported(type))
+    if (pt__qgemv_supported(type))
         pick(type, m, &name, &rows16);
     return name;
 }
 
-const char *pt_qgemv_kernel(int type)
+const char *pt__qgemv_kernel(int type)
 {
-    return pt_qgemv_kernel_rows(type, 1);
+    return pt__qgemv_kernel_rows(type, 1);
 }
 
-/* One segment of W (pt_qgemv_segs) and what runs it. */
+/* One segment of W (pt__qgemv_segs) and what runs it. */
 typedef struct segrun {
     pt_qgemv_fn *fn;
     int type;
@@ -389,9 +389,9 @@ typedef struct segrun {
 static int seg_check(int type, size_t k, const qtype **t)
 {
     if (!(*t = qtype_of(type)))
-        return pt_err(PT_EUNSUPPORTED, "pt_qgemv_rows: no quantized kernel for ggml type %d", type);
+        return pt__err(PT_EUNSUPPORTED, "pt__qgemv_rows: no quantized kernel for ggml type %d", type);
     if (k % (*t)->blk)
-        return pt_err(PT_EINVAL, "pt_qgemv_rows: k = %zu is not a multiple of the type's block of %zu",
+        return pt__err(PT_EINVAL, "pt__qgemv_rows: k = %zu is not a multiple of the type's block of %zu",
                       k, (*t)->blk);
     return PT_OK;
 }
@@ -405,7 +405,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
                           const float *x, size_t ldx, float beta, float *y, size_t ldy)
 {
     if (nseg < 1 || nseg > SEG_MAX)
-        return pt_err(PT_EINVAL, "pt_qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
+        return pt__err(PT_EINVAL, "pt__qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
     segrun run[SEG_MAX];
     bool need[2] = { false, false }, rows16[2] = { false, false };
     size_t n = 0, nblk = 0;
@@ -415,7 +415,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
         if (st != PT_OK)
             return st;
         if (!seg[i].w && seg[i].rows)
-            return pt_err(PT_EINVAL, "pt_qgemv_rows: w is NULL");
+            return pt__err(PT_EINVAL, "pt__qgemv_rows: w is NULL");
         bool r16 = false;
         const char *name;
         run[i] = (segrun){ ref ? qgemv_scalar : pick(seg[i].type, m, &name, &r16), seg[i].type,
@@ -427,14 +427,14 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
         nblk += (seg[i].rows + QGEMV_BLOCK - 1) / QGEMV_BLOCK;
     }
     if (!x || !y)
-        return pt_err(PT_EINVAL, "pt_qgemv_rows: x, w or y is NULL");
+        return pt__err(PT_EINVAL, "pt__qgemv_rows: x, w or y is NULL");
     if (m == 0 || n == 0)
         return PT_OK;
     if (k == 0) { /* an empty sum */
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < n; j++) {
                 const float acc[8] = { 0 };
-                pt_qgemv_store(acc, alpha, beta, &y[i * ldy + j]);
+                pt__qgemv_store(acc, alpha, beta, &y[i * ldy + j]);
             }
         return PT_OK;
     }
@@ -444,11 +444,11 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     for (int f = 0; f < 2; f++) {
         int st = need[f] ? act_alloc(blks[f], m, k, rows16[f], &act[f]) : PT_OK;
         if (st != PT_OK) {
-            pt_free_aligned(act[0].q);
+            pt__free_aligned(act[0].q);
             return st;
         }
     }
-    int nt = ref ? 1 : pt_gemm_threads(m, n, k);
+    int nt = ref ? 1 : pt__gemm_threads(m, n, k);
     if ((size_t)nt > nblk)
         nt = (int)nblk;
     int fam[2], nf = 0; /* the activation kinds needed */
@@ -476,8 +476,8 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
                   y + r->off + j0, ldy);
         }
     }
-    pt_free_aligned(act[0].q);
-    pt_free_aligned(act[1].q);
+    pt__free_aligned(act[0].q);
+    pt__free_aligned(act[1].q);
     return PT_OK;
 }
 
@@ -488,24 +488,24 @@ static int qgemv_run(bool ref, int type, size_t m, size_t n, size_t k, float alp
     if (m == 0 || n == 0) /* nothing to compute: only the type must make sense */
         return qtype_of(type) ? PT_OK : seg_check(type, k, &t);
     if (!w)
-        return pt_err(PT_EINVAL, "pt_qgemv_rows: x, w or y is NULL");
+        return pt__err(PT_EINVAL, "pt__qgemv_rows: x, w or y is NULL");
     const pt_qseg seg = { type, w, n };
     return qgemv_segs_run(ref, &seg, 1, m, k, alpha, x, ldx, beta, y, ldy);
 }
 
-int pt_qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
+int pt__qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
                   size_t ldx, float beta, float *y, size_t ldy)
 {
     return qgemv_segs_run(false, seg, nseg, m, k, alpha, x, ldx, beta, y, ldy);
 }
 
-int pt_qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+int pt__qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                   size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
     return qgemv_run(false, type, m, n, k, alpha, x, ldx, w, beta, y, ldy);
 }
 
-int pt_qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+int pt__qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                       size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
     return qgemv_run(true, type, m, n, k, alpha, x, ldx, w, beta, y, ldy);

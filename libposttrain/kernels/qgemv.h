@@ -49,50 +49,50 @@
  * PT_EUNSUPPORTED for a type without a kernel, PT_EINVAL when k is not a
  * multiple of the type's block or a pointer is NULL, PT_ENOMEM (y then
  * untouched); with the message in the thread's last error. */
-int pt_qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+int pt__qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                   size_t ldx, const void *w, float beta, float *y, size_t ldy);
 /* Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. */
-bool pt_qgemv_supported(int type);
+bool pt__qgemv_supported(int type);
 /* The kernel the active path runs for type ("avx512vnni", "avx2",
  * "scalar"), or NULL for an unsupported type. */
-const char *pt_qgemv_kernel(int type);
+const char *pt__qgemv_kernel(int type);
 /* The same for m rows of x ("avx512vnni16" for the 32-value types from
  * PT_QGEMV_M16 rows on, where the CPU has AVX512_VNNI). */
-const char *pt_qgemv_kernel_rows(int type, size_t m);
+const char *pt__qgemv_kernel_rows(int type, size_t m);
 /* The scalar reference of every type (the arithmetic above, computed from
  * the blocks directly), single-threaded: for tests. */
-int pt_qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+int pt__qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                       size_t ldx, const void *w, float beta, float *y, size_t ldy);
 
 /* ---- internal to kernels/qgemv*.c ---- */
 
 #include "kernels/quant.h"
 
-/* pt_qgemv_rows over the segments of a fused weight (q|k|v, gate|up; each
+/* pt__qgemv_rows over the segments of a fused weight (q|k|v, gate|up; each
  * of its own type, all supported; y's columns follow the segments), with
  * x quantized once and one parallel region for all: the same bits as one
- * pt_qgemv_rows call per segment.  Errors as pt_qgemv_rows', and PT_EINVAL
+ * pt__qgemv_rows call per segment.  Errors as pt__qgemv_rows', and PT_EINVAL
  * for nseg outside 1..8. */
-int pt_qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
+int pt__qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
                   size_t ldx, float beta, float *y, size_t ldy);
 
 #if defined(__x86_64__) && defined(__F16C__)
 #include <immintrin.h>
 /* fp16 <-> float, IEEE (round to nearest even), as ggml's F16C path. */
-static inline float pt_q_f16(const void *p)
+static inline float pt__q_f16(const void *p)
 {
-    return _cvtsh_ss(pt_q_half(p));
+    return _cvtsh_ss(pt__q_half(p));
 }
-static inline float pt_q_round_f16(float f)
+static inline float pt__q_round_f16(float f)
 {
     return _cvtsh_ss(_cvtss_sh(f, 0));
 }
 #else
-static inline float pt_q_f16(const void *p)
+static inline float pt__q_f16(const void *p)
 {
-    return (float)*(const _Float16 *)(const void *)&(pt_fp16){ pt_q_half(p) };
+    return (float)*(const _Float16 *)(const void *)&(pt_fp16){ pt__q_half(p) };
 }
-static inline float pt_q_round_f16(float f)
+static inline float pt__q_round_f16(float f)
 {
     return (float)(_Float16)f;
 }
@@ -108,7 +108,7 @@ typedef struct pt_qact {
     int32_t *sum;   /* [m][nbp]: sum of the block's q (32-value blocks) */
     int16_t *bsum;  /* [m][nbp * 16]: sums of 16 q's (Q8_K) */
     /* The same rows in groups of 16, the rows in the lanes (for the
-     * kernels of pt_qgemv_vnni16; NULL otherwise): group g, block b,
+     * kernels of pt__qgemv_vnni16; NULL otherwise): group g, block b,
      * 4-value step t: qt[((g nbp + b) 8 + t) 64 + 4 r + e] = q[16 g + r]
      * [32 b + 4 t + e]; dt, st, sumt[(g nbp + b) 16 + r] = d, s, sum of
      * row 16 g + r, block b.  Rows past m are zero. */
@@ -128,7 +128,7 @@ typedef void pt_qgemv_fn(int type, const pt_qact *a, size_t len, const uint8_t *
 
 /* The final sum of the 8 lanes and the store (kernels/qgemv.h's last two
  * lines). */
-static inline void pt_qgemv_store(const float acc[8], float alpha, float beta, float *y)
+static inline void pt__qgemv_store(const float acc[8], float alpha, float beta, float *y)
 {
     float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
     float as = alpha * s;
@@ -137,23 +137,23 @@ static inline void pt_qgemv_store(const float acc[8], float alpha, float beta, f
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* kernels/qgemv_avx2.c; NULL for a type it lacks. */
-pt_qgemv_fn *pt_qgemv_avx2(int type);
+pt_qgemv_fn *pt__qgemv_avx2(int type);
 /* kernels/qgemv_avx512.c (AVX512_VNNI on 256-bit vectors): call only when
- * pt_cpu_active() >= PT_CPU_AVX512 and pt_cpu_has_vnni(); NULL for a type
+ * pt__cpu_active() >= PT_CPU_AVX512 and pt__cpu_has_vnni(); NULL for a type
  * it lacks (the AVX2 kernel runs then). */
-pt_qgemv_fn *pt_qgemv_vnni(int type);
+pt_qgemv_fn *pt__qgemv_vnni(int type);
 /* kernels/qgemv_avx512.c: every type for m >= PT_QGEMV_M16 rows,
  * 16 rows of x in the lanes of one vector (a->qt ...), each W block unpacked
  * once and broadcast 4 bytes at a time (no reduction across lanes; a last
- * group of fewer than PT_QGEMV_M16 rows goes to pt_qgemv_vnni's kernel);
- * same conditions as pt_qgemv_vnni; NULL for a type it lacks.  Measured
+ * group of fewer than PT_QGEMV_M16 rows goes to pt__qgemv_vnni's kernel);
+ * same conditions as pt__qgemv_vnni; NULL for a type it lacks.  Measured
  * single-threaded (Q5_0, 576 x 1536): m = 4 1.26x slower than the kernel
  * for few rows, m = 8 1.09x faster, m = 16 1.7-2.5x. */
-pt_qgemv_fn *pt_qgemv_vnni16(int type);
+pt_qgemv_fn *pt__qgemv_vnni16(int type);
 #define PT_QGEMV_M16 8
 /* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
  * as the scalar ones in kernels/qgemv.c). */
-void pt_qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum);
+void pt__qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum);
 void pt_qgemv_quantK_avx2(const float *x, size_t k, int8_t *q, float *d, int16_t *bsum);
 #endif
 

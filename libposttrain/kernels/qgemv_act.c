@@ -2,7 +2,7 @@
  * the scalar ones in kernels/qgemv.c (max |x| and the products are exact
  * or rounded by the same IEEE operations, vroundps to nearest even is
  * rintf, the sums are integers), 8 values an instruction.  The scalar ones
- * run for pt_qgemv_rows_ref, so test_qgemv's bit-for-bit comparison of
+ * run for pt__qgemv_rows_ref, so test_qgemv's bit-for-bit comparison of
  * every kernel against the reference covers these too. */
 #include "kernels/qgemv.h"
 
@@ -48,7 +48,7 @@ static inline int act_round32(const __m256 v[4], float s, int8_t *q)
     return _mm_cvtsi128_si32(u);
 }
 
-void pt_qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum)
+void pt__qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum)
 {
     for (size_t b = 0; b < k / PT_QK; b++) {
         const float *xb = x + b * PT_QK;
@@ -66,8 +66,8 @@ void pt_qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float 
         const float amax = act_hmax(m);
         const float dd = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const int t = act_round32(v, id, q + b * PT_QK);
-        d[b] = pt_q_round_f16(dd);
-        s[b] = pt_q_round_f16(dd * (float)t);
+        d[b] = pt__q_round_f16(dd);
+        s[b] = pt__q_round_f16(dd * (float)t);
         sum[b] = t;
     }
 }

@@ -18,7 +18,7 @@
 #define QG_VNNI 0
 #include "kernels/qgemv_tmpl.h"
 
-pt_qgemv_fn *pt_qgemv_avx2(int type)
+pt_qgemv_fn *pt__qgemv_avx2(int type)
 {
     switch (type) {
     case PT_GGML_Q4_K: return qg_q4_k;

@@ -4,8 +4,8 @@
  * Q8_0's weights enter as w + 128, the activation sums correcting), the
  * K-quants 64 values a vpmaddubsw + vpdpwssd (the sub-block scales folded
  * into the dot).  Compiled with a function-level target so the library's
- * baseline stays x86-64-v3: call only when pt_cpu_active() >= PT_CPU_AVX512
- * and pt_cpu_has_vnni().  Same arithmetic as every path (the integer sums
+ * baseline stays x86-64-v3: call only when pt__cpu_active() >= PT_CPU_AVX512
+ * and pt__cpu_has_vnni().  Same arithmetic as every path (the integer sums
  * are exact in any order), so the same bits. */
 #include "kernels/qgemv.h"
 
@@ -15,7 +15,7 @@
 #define QG_VNNI 1
 #include "kernels/qgemv_tmpl.h"
 
-/* ---- many rows of x: 16 in the lanes (pt_qgemv_vnni16) ----
+/* ---- many rows of x: 16 in the lanes (pt__qgemv_vnni16) ----
  *
  * For one W block and 16 rows of x, lane r of isum gathers row r's exact
  * sum: step t adds the 4 weights 4t..4t+3 (broadcast to every lane) times
@@ -54,10 +54,10 @@ QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t
         __m512i isum = _mm512_add_epi32(s0, s1);
         if (sh)
             isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(_mm512_load_si512((const void *)(xs + bb * 16)), sh));
-        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(pt_q_f16(bp)), _mm512_load_ps(dx + bb * 16));
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(pt__q_f16(bp)), _mm512_load_ps(dx + bb * 16));
         acc[e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[e]);
         if (min)
-            acc[e] = _mm512_fmadd_ps(_mm512_set1_ps(pt_q_f16(bp + 2)), _mm512_load_ps(sx + bb * 16), acc[e]);
+            acc[e] = _mm512_fmadd_ps(_mm512_set1_ps(pt__q_f16(bp + 2)), _mm512_load_ps(sx + bb * 16), acc[e]);
     }
 }
 
@@ -208,7 +208,7 @@ QT_DEFINEK(qt_q4_k, PT_GGML_Q4_K)
 QT_DEFINEK(qt_q5_k, PT_GGML_Q5_K)
 QT_DEFINEK(qt_q6_k, PT_GGML_Q6_K)
 
-pt_qgemv_fn *pt_qgemv_vnni16(int type)
+pt_qgemv_fn *pt__qgemv_vnni16(int type)
 {
     switch (type) {
     case PT_GGML_Q4_K: return qt_q4_k;
@@ -223,7 +223,7 @@ pt_qgemv_fn *pt_qgemv_vnni16(int type)
     }
 }
 
-pt_qgemv_fn *pt_qgemv_vnni(int type)
+pt_qgemv_fn *pt__qgemv_vnni(int type)
 {
     switch (type) {
     case PT_GGML_Q4_K: return qg_q4_k;

@@ -74,8 +74,8 @@ typedef struct qg_w32 {
 QG_INLINE void qg_unpack32(const int type, const uint8_t *bp, qg_w32 *wb, int e)
 {
     __m256i *q = (__m256i *)(void *)(wb->q + e * PT_QK);
-    wb->d[e] = pt_q_f16(bp);
-    wb->m[e] = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1 ? pt_q_f16(bp + 2) : 0.0f;
+    wb->d[e] = pt__q_f16(bp);
+    wb->m[e] = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1 ? pt__q_f16(bp + 2) : 0.0f;
     switch (type) {
     case PT_GGML_Q8_0: {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 2));
@@ -192,7 +192,7 @@ QG_INLINE void qg_row32(const int type, const pt_qact *a, size_t i0, size_t mc, 
     for (size_t c = 0; c < mc; c++) {
         float o[8];
         _mm256_storeu_ps(o, acc[c]);
-        pt_qgemv_store(o, alpha, beta, &y[(i0 + c) * ldy]);
+        pt__qgemv_store(o, alpha, beta, &y[(i0 + c) * ldy]);
     }
 }
 
@@ -314,7 +314,7 @@ QG_INLINE void qg_row32_one(const int type, const pt_qact *a, const uint8_t *wr,
     }
     float o[8];
     _mm256_storeu_ps(o, acc);
-    pt_qgemv_store(o, alpha, beta, y);
+    pt__qgemv_store(o, alpha, beta, y);
 }
 
 QG_INLINE void qg_rows32(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
@@ -400,8 +400,8 @@ QG_INLINE __m256i qg_bit16(__m256i h, int bit)
 /* Q4_K (five false) or Q5_K super-block bp into slot e. */
 QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
 {
-    wb->d[e] = pt_q_f16(bp);
-    wb->dm[e] = pt_q_f16(bp + 2);
+    wb->d[e] = pt__q_f16(bp);
+    wb->dm[e] = pt__q_f16(bp + 2);
     const __m128i sm = qg_scales_mins(bp + 4);
     _Alignas(32) int16_t s16[16];
     _mm256_store_si256((__m256i *)(void *)s16, _mm256_cvtepu8_epi16(sm));
@@ -427,7 +427,7 @@ QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
 QG_INLINE void qg_unpack_q6k(const uint8_t *bp, qg_wk *wb, int e)
 {
     const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(bp + 192));
-    wb->d[e] = pt_q_f16(bp + 208);
+    wb->d[e] = pt__q_f16(bp + 208);
     wb->dm[e] = 0.0f;
     for (int t = 0; t < 8; t++) { /* [sc 2t x 8, sc 2t+1 x 8] */
         const __m128i pick = _mm_setr_epi8((char)(2 * t), (char)(2 * t), (char)(2 * t), (char)(2 * t),
@@ -538,7 +538,7 @@ QG_INLINE void qg_rowk(const int type, const pt_qact *a,
     for (size_t c = 0; c < mc; c++) {
         float o[8];
         _mm256_storeu_ps(o, acc[c]);
-        pt_qgemv_store(o, alpha, beta, &y[(i0 + c) * ldy]);
+        pt__qgemv_store(o, alpha, beta, &y[(i0 + c) * ldy]);
     }
 }
 
@@ -629,11 +629,11 @@ QG_INLINE void qg_rowk_one(const int type, const pt_qact *a, const uint8_t *wr, 
             const int8_t *xq = a->q + (g + (size_t)e) * PT_QK_K;
             const int16_t *bs = a->bsum + (g + (size_t)e) * 16;
             if (type == PT_GGML_Q6_K) {
-                d[e] = pt_q_f16(bp + 208);
+                d[e] = pt__q_f16(bp + 208);
                 qg_dotk6_one(bp, xq, bs, &vi[e]);
             } else {
-                d[e] = pt_q_f16(bp);
-                dm[e] = pt_q_f16(bp + 2);
+                d[e] = pt__q_f16(bp);
+                dm[e] = pt__q_f16(bp + 2);
                 qg_dotk45_one(bp, type == PT_GGML_Q5_K, xq, bs, &vi[e], &vj[e]);
             }
         }
@@ -646,7 +646,7 @@ QG_INLINE void qg_rowk_one(const int type, const pt_qact *a, const uint8_t *wr, 
     }
     float o[8];
     _mm256_storeu_ps(o, acc);
-    pt_qgemv_store(o, alpha, beta, y);
+    pt__qgemv_store(o, alpha, beta, y);
 }
 
 QG_INLINE void qg_rowsk(const int type, const pt_qact *a,

@@ -5,7 +5,7 @@
  * with -ffp-contract=off so that d * q - m is two roundings, as there.
  *
  * Blocks are read through byte pointers (data from a file may sit at any
- * address): the 16-bit scales with pt_q_half(), offsets from the structs. */
+ * address): the 16-bit scales with pt__q_half(), offsets from the structs. */
 #include "kernels/quant.h"
 
 #include "core/core.h"
@@ -17,19 +17,19 @@
 
 /* ---- binary16 ------------------------------------------------------------ */
 
-float pt_q_f16_to_f32(pt_fp16 h)
+float pt__q_f16_to_f32(pt_fp16 h)
 {
-    return pt_f16_to_f32(h);
+    return pt__f16_to_f32(h);
 }
 
-pt_fp16 pt_q_f32_to_f16(float f)
+pt_fp16 pt__q_f32_to_f16(float f)
 {
-    return pt_f32_to_f16(f);
+    return pt__f32_to_f16(f);
 }
 
 static inline float half_at(const uint8_t *p)
 {
-    return pt_f16_to_f32(pt_q_half(p));
+    return pt__f16_to_f32(pt__q_half(p));
 }
 
 /* ---- types ---------------------------------------------------------------- */
@@ -63,24 +63,24 @@ static const qtype_info *info_of(int type)
     return NULL;
 }
 
-int pt_quant_supported(int type)
+int pt__quant_supported(int type)
 {
     return info_of(type) != NULL;
 }
 
-size_t pt_quant_block_elems(int type)
+size_t pt__quant_block_elems(int type)
 {
     const qtype_info *t = info_of(type);
     return t ? t->elems : 0;
 }
 
-size_t pt_quant_block_bytes(int type)
+size_t pt__quant_block_bytes(int type)
 {
     const qtype_info *t = info_of(type);
     return t ? t->bytes : 0;
 }
 
-size_t pt_quant_row_bytes(int type, size_t n)
+size_t pt__quant_row_bytes(int type, size_t n)
 {
     const qtype_info *t = info_of(type);
     if (!t || n % t->elems)
@@ -88,7 +88,7 @@ size_t pt_quant_row_bytes(int type, size_t n)
     return n / t->elems * t->bytes;
 }
 
-const char *pt_quant_type_name(int type)
+const char *pt__quant_type_name(int type)
 {
     const qtype_info *t = info_of(type);
     return t ? t->name : NULL;
@@ -260,11 +260,11 @@ static void deq_row(const qtype_info *t, deq_fn f, const uint8_t *b, float *dst,
         f(b + i * t->bytes, dst + i * t->elems);
 }
 
-int pt_dequant_row(int type, const void *blocks, float *dst, size_t n)
+int pt__dequant_row(int type, const void *blocks, float *dst, size_t n)
 {
     const qtype_info *t = info_of(type);
     if (!t)
-        return pt_err(PT_EUNSUPPORTED, "pt_dequant_row: ggml type %d is not a supported "
+        return pt__err(PT_EUNSUPPORTED, "pt__dequant_row: ggml type %d is not a supported "
                       "quantized type", type);
     PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
                  t->name, t->elems, n);
@@ -285,7 +285,7 @@ static void quant_q8_0(const float *x, uint8_t *b)
         amax = fmaxf(amax, fabsf(x[j]));
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
-    pt_fp16 h = pt_q_f32_to_f16(d);
+    pt_fp16 h = pt__q_f32_to_f16(d);
     memcpy(b + offsetof(pt_block_q8_0, d), &h, sizeof h);
     int8_t *qs = (int8_t *)(b + offsetof(pt_block_q8_0, qs));
     for (int j = 0; j < PT_QK; j++)
@@ -302,7 +302,7 @@ static void quant_q4_0(const float *x, uint8_t *b)
         }
     float d = max / -8.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
-    pt_fp16 h = pt_q_f32_to_f16(d);
+    pt_fp16 h = pt__q_f32_to_f16(d);
     memcpy(b + offsetof(pt_block_q4_0, d), &h, sizeof h);
     uint8_t *qs = b + offsetof(pt_block_q4_0, qs);
     for (int j = 0; j < PT_QK / 2; j++) {
@@ -315,11 +315,11 @@ static void quant_q4_0(const float *x, uint8_t *b)
     }
 }
 
-int pt_quant_row(int type, const float *src, void *dst, size_t n)
+int pt__quant_row(int type, const float *src, void *dst, size_t n)
 {
     if (type != 8 && type != 2)
-        return pt_err(PT_EUNSUPPORTED, "pt_quant_row: quantizing to %s is not supported "
-                      "(Q8_0 and Q4_0 are)", pt_quant_type_name(type) ? pt_quant_type_name(type) : "?");
+        return pt__err(PT_EUNSUPPORTED, "pt__quant_row: quantizing to %s is not supported "
+                      "(Q8_0 and Q4_0 are)", pt__quant_type_name(type) ? pt__quant_type_name(type) : "?");
     const qtype_info *t = info_of(type);
     PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
                  t->name, t->elems, n);
@@ -331,7 +331,7 @@ int pt_quant_row(int type, const float *src, void *dst, size_t n)
         const float *x = src + i * PT_QK;
         for (int j = 0; j < PT_QK; j++)
             if (!isfinite(x[j]))
-                return pt_err(PT_ENONFINITE, "pt_quant_row: value %zu is not finite",
+                return pt__err(PT_ENONFINITE, "pt__quant_row: value %zu is not finite",
                               i * PT_QK + (size_t)j);
     }
     uint8_t *b = dst;
@@ -346,23 +346,23 @@ int pt_quant_row(int type, const float *src, void *dst, size_t n)
 
 /* ---- checks and tiles ------------------------------------------------------ */
 
-int pt_quant_check(int type, const void *data, size_t nbytes, size_t rows, size_t n,
+int pt__quant_check(int type, const void *data, size_t nbytes, size_t rows, size_t n,
                    const char *name)
 {
     const char *nm = name ? name : "?";
     const qtype_info *t = info_of(type);
     if (!t)
-        return pt_err(PT_EUNSUPPORTED, "tensor '%s': ggml type %d is not a supported quantized "
+        return pt__err(PT_EUNSUPPORTED, "tensor '%s': ggml type %d is not a supported quantized "
                       "type", nm, type);
     if (n % t->elems)
-        return pt_err(PT_EFORMAT, "tensor '%s' (%s): its rows of %zu values are not a multiple "
+        return pt__err(PT_EFORMAT, "tensor '%s' (%s): its rows of %zu values are not a multiple "
                       "of the block of %zu", nm, t->name, n, t->elems);
     size_t per_row = n / t->elems;
     if (rows && per_row > SIZE_MAX / t->bytes / rows)
-        return pt_err(PT_EFORMAT, "tensor '%s' (%s): %zu x %zu values overflow", nm, t->name,
+        return pt__err(PT_EFORMAT, "tensor '%s' (%s): %zu x %zu values overflow", nm, t->name,
                       rows, n);
     if (per_row * rows * t->bytes != nbytes)
-        return pt_err(PT_EFORMAT, "tensor '%s' (%s): %zu bytes of data where %zu x %zu values "
+        return pt__err(PT_EFORMAT, "tensor '%s' (%s): %zu bytes of data where %zu x %zu values "
                       "take %zu", nm, t->name, nbytes, rows, n, per_row * rows * t->bytes);
     if (nbytes)
         PT_CHECK_NULL(data);
@@ -371,13 +371,13 @@ int pt_quant_check(int type, const void *data, size_t nbytes, size_t rows, size_
         for (int s = 0; s < t->nscales; s++) {
             float v = half_at(b + i * t->bytes + t->scale_off[s]);
             if (!isfinite(v))
-                return pt_err(PT_EFORMAT, "tensor '%s' (%s): row %zu, block %zu has a "
+                return pt__err(PT_EFORMAT, "tensor '%s' (%s): row %zu, block %zu has a "
                               "non-finite scale", nm, t->name, i / per_row, i % per_row);
         }
     return PT_OK;
 }
 
-void pt_dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
                      size_t ldd)
 {
     const qtype_info *t = info_of(type);
@@ -390,7 +390,7 @@ void pt_dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, fl
         deq_row(t, f, b + i * rb, dst + (i - r0) * ldd, k);
 }
 
-void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
                           uint16_t *dst, size_t ldd)
 {
     const qtype_info *t = info_of(type);
@@ -405,6 +405,6 @@ void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r
             f(b + i * rb + j * t->bytes, buf);
             uint16_t *d = dst + (i - r0) * ldd + j * t->elems;
             for (size_t e = 0; e < t->elems; e++) /* inline: a call per block costs more */
-                d[e] = pt_f32_to_bf16(buf[e]);
+                d[e] = pt__f32_to_bf16(buf[e]);
         }
 }

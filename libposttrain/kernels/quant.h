@@ -10,7 +10,7 @@
  * The structs carry no padding (every member is a byte array or a 16-bit
  * value at an even offset), so sizeof matches the file; the static asserts
  * below hold it.  Data read from a file may be at any alignment: read the
- * 16-bit scales with pt_q_half() (memcpy), never through a pointer cast. */
+ * 16-bit scales with pt__q_half() (memcpy), never through a pointer cast. */
 #ifndef PT_KERNELS_QUANT_H
 #define PT_KERNELS_QUANT_H
 
@@ -110,7 +110,7 @@ _Static_assert(sizeof(pt_block_q6_K) == 210, "Q6_K block");
 _Static_assert(sizeof(pt_block_q8_K) == 292, "Q8_K block");
 
 /* The 16-bit value at p (any alignment). */
-static inline pt_fp16 pt_q_half(const void *p)
+static inline pt_fp16 pt__q_half(const void *p)
 {
     pt_fp16 h;
     memcpy(&h, p, sizeof h);
@@ -124,57 +124,57 @@ static inline pt_fp16 pt_q_half(const void *p)
  * with the roundings of llama.cpp's reference C code (and of gguf-py). */
 
 /* binary16 <-> binary32, round to nearest even (as ggml's F16C path):
- * core/half.h's pt_f16_to_f32 and pt_f32_to_f16. */
-float pt_q_f16_to_f32(pt_fp16 h);
-pt_fp16 pt_q_f32_to_f16(float f);
+ * core/half.h's pt__f16_to_f32 and pt__f32_to_f16. */
+float pt__q_f16_to_f32(pt_fp16 h);
+pt_fp16 pt__q_f32_to_f16(float f);
 
-/* True for a type pt_dequant_row handles. */
-int pt_quant_supported(int type);
+/* True for a type pt__dequant_row handles. */
+int pt__quant_supported(int type);
 /* Values per block (32 or 256) and bytes per block; 0 for an unsupported type. */
-size_t pt_quant_block_elems(int type);
-size_t pt_quant_block_bytes(int type);
+size_t pt__quant_block_elems(int type);
+size_t pt__quant_block_bytes(int type);
 /* Bytes of a row of n values; 0 if the type is unsupported or n is not a
  * multiple of its block. */
-size_t pt_quant_row_bytes(int type, size_t n);
+size_t pt__quant_row_bytes(int type, size_t n);
 /* The name llama.cpp gives the type ("Q4_K"), or NULL. */
-const char *pt_quant_type_name(int type);
+const char *pt__quant_type_name(int type);
 
 /* dst[0 .. n) = the n values the blocks hold (n a multiple of the block;
  * PT_EINVAL / PT_EUNSUPPORTED otherwise, dst untouched). */
-int pt_dequant_row(int type, const void *blocks, float *dst, size_t n);
+int pt__dequant_row(int type, const void *blocks, float *dst, size_t n);
 
 /* Quantize n values into blocks exactly as llama.cpp's
  * quantize_row_{q8_0,q4_0}_ref: Q8_0 and Q4_0 only (PT_EUNSUPPORTED else). */
-int pt_quant_row(int type, const float *src, void *dst, size_t n);
+int pt__quant_row(int type, const float *src, void *dst, size_t n);
 
 /* A tensor of rows x n values of the type held in nbytes bytes: the size
  * must be exact (PT_EFORMAT otherwise) and every fp16 scale finite
  * (PT_EFORMAT naming the row and block).  `name` labels the messages. */
-int pt_quant_check(int type, const void *data, size_t nbytes, size_t rows, size_t n,
+int pt__quant_check(int type, const void *data, size_t nbytes, size_t rows, size_t n,
                    const char *name);
 
 /* Rows [r0, r1) of a quantized [n x k] matrix (row-major, rows back to
  * back) dequantized into dst (row i - r0 at dst + (i - r0) * ldd).  The
- * caller checked the tensor (pt_quant_check); the type must be supported. */
-void pt_dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+ * caller checked the tensor (pt__quant_check); the type must be supported. */
+void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
                      size_t ldd);
-/* The same rounded to BF16 (round to nearest even, as pt_f32_to_bf16). */
-void pt_dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+/* The same rounded to BF16 (round to nearest even, as pt__f32_to_bf16). */
+void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
                           uint16_t *dst, size_t ldd);
 
 /* ---- products (kernels/quant_gemm.c) ------------------------------------------
  * W is [n x k] of `type` (0: plain FP32 rows of k floats), rows back to back,
- * checked (pt_quant_check).  Through dequantized FP32 tiles of W: one tile
+ * checked (pt__quant_check).  Through dequantized FP32 tiles of W: one tile
  * (the very FP32 call) when W fits 32 MiB, else tiles of rows. */
 
 /* Rows per tile of a product for rows of k elements of elem_bytes: the
  * whole matrix when it fits 32 MiB, else a multiple of 16 rows (at least
  * 16). */
-size_t pt_qtile_rows(size_t n, size_t k, size_t elem_bytes);
+size_t pt__qtile_rows(size_t n, size_t k, size_t elem_bytes);
 
-/* y[m x n] = alpha x W^T + beta y (beta 0: y not read): pt_sgemm, or with
- * rowwise pt_sgemv_rows (each row's result independent of the others). */
-void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
+/* y[m x n] = alpha x W^T + beta y (beta 0: y not read): pt__sgemm, or with
+ * rowwise pt__sgemv_rows (each row's result independent of the others). */
+void pt__qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
                   const float *x, size_t ldx, const void *w, float beta, float *y, size_t ldy);
 /* A weight made of segments of rows, each of its own type (0: FP32 rows):
  * q|k|v or gate|up of a file whose tensors differ in type. */
@@ -183,26 +183,26 @@ typedef struct pt_qseg {
     const void *w;    /* blocks (or floats) of rows x k values */
     size_t rows;
 } pt_qseg;
-/* pt_qgemm_xwt over the rows of all segments: dequantized into one tile
+/* pt__qgemm_xwt over the rows of all segments: dequantized into one tile
  * when they fit (then one product, as the FP32 model's), else by segment;
- * with bf16 (and not rowwise) pt_qgemm_xwt_bf16 segment by segment. */
-void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k,
+ * with bf16 (and not rowwise) pt__qgemm_xwt_bf16 segment by segment. */
+void pt__qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k,
                        float alpha, const float *x, size_t ldx, float beta, float *y, size_t ldy);
 
-/* BF16 products (kernels/quant_gemm_bf16.c): pt_qgemm_xwt (not rowwise) and
- * pt_qgemm_dyw with W's tiles dequantized and rounded to BF16 and the
- * products pt_gemm_mixed's (FP32 accumulation); false, nothing done,
+/* BF16 products (kernels/quant_gemm_bf16.c): pt__qgemm_xwt (not rowwise) and
+ * pt__qgemm_dyw with W's tiles dequantized and rounded to BF16 and the
+ * products pt__gemm_mixed's (FP32 accumulation); false, nothing done,
  * without memory for a tile.  For a path with BF16 arithmetic. */
-bool pt_qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+bool pt__qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                        size_t ldx, const void *w, float beta, float *y, size_t ldy);
-bool pt_qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+bool pt__qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                        size_t lddy, const void *w, float beta, float *dx, size_t lddx);
 
 /* dx[m x k] = alpha dy W + beta dx, dy [m x n]. */
-void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+void pt__qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                   size_t lddy, const void *w, float beta, float *dx, size_t lddx);
 /* The same over segments (dy's columns follow the segments' rows). */
-void pt_qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+void pt__qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
                        const float *dy, size_t lddy, float beta, float *dx, size_t lddx);
 
 #endif

@@ -2,7 +2,7 @@
  * prefill and training path (and, until integer kernels exist, decoding).
  * Dequantizing costs O(n k) against the product's O(m n k).  A tile is the
  * whole matrix when it fits PT_QTILE_BYTES, so the product is then the very
- * pt_sgemm / pt_sgemv_rows call an FP32 model with the dequantized values
+ * pt__sgemm / pt__sgemv_rows call an FP32 model with the dequantized values
  * makes (the same bits); larger matrices go by tiles of rows. */
 #include "kernels/quant.h"
 
@@ -15,7 +15,7 @@
 
 #define PT_QTILE_BYTES ((size_t)32 << 20)
 
-size_t pt_qtile_rows(size_t n, size_t k, size_t elem_bytes)
+size_t pt__qtile_rows(size_t n, size_t k, size_t elem_bytes)
 {
     size_t t = PT_QTILE_BYTES / elem_bytes / (k ? k : 1);
     if (t >= n)
@@ -26,7 +26,7 @@ size_t pt_qtile_rows(size_t n, size_t k, size_t elem_bytes)
 
 static size_t tile_rows(size_t n, size_t k)
 {
-    return pt_qtile_rows(n, k, sizeof(float));
+    return pt__qtile_rows(n, k, sizeof(float));
 }
 
 static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst)
@@ -34,7 +34,7 @@ static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1
     int nt = pt_get_num_threads();
     size_t n = r1 - r0;
     if (nt <= 1 || n * k < ((size_t)1 << 16)) {
-        pt_dequant_tile(type, w, k, r0, r1, dst, k);
+        pt__dequant_tile(type, w, k, r0, r1, dst, k);
         return;
     }
     /* rows split in nt contiguous parts: each row's values are the same
@@ -42,7 +42,7 @@ static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int p = 0; p < nt; p++) {
         size_t a = r0 + n * (size_t)p / (size_t)nt, b = r0 + n * (size_t)(p + 1) / (size_t)nt;
-        pt_dequant_tile(type, w, k, a, b, dst + (a - r0) * k, k);
+        pt__dequant_tile(type, w, k, a, b, dst + (a - r0) * k, k);
     }
 }
 
@@ -51,14 +51,14 @@ static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1
 static void xwt_by_row(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                        size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
-    size_t be = pt_quant_block_elems(type), bb = pt_quant_block_bytes(type);
+    size_t be = pt__quant_block_elems(type), bb = pt__quant_block_bytes(type);
     size_t rb = k / be * bb;
     float buf[PT_QK_K];
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < m; i++) {
             double s = 0;
             for (size_t b = 0; b < k / be; b++) {
-                pt_dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
+                pt__dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
                 for (size_t e = 0; e < be; e++)
                     s += (double)x[i * ldx + b * be + e] * buf[e];
             }
@@ -67,25 +67,25 @@ static void xwt_by_row(int type, size_t m, size_t n, size_t k, float alpha, cons
         }
 }
 
-void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
+void pt__qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
                   const float *x, size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
     if (m == 0 || n == 0)
         return;
     if (type == 0) { /* F32 */
         if (rowwise)
-            pt_sgemv_rows(m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+            pt__sgemv_rows(m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
         else
-            pt_sgemm(false, true, m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+            pt__sgemm(false, true, m, n, k, alpha, x, ldx, w, k, beta, y, ldy);
         return;
     }
     /* decoding: integer dot products on the blocks (kernels/qgemv.h), each
-     * row's result independent of the others as pt_sgemv_rows' */
-    if (rowwise && pt_qgemv_supported(type) &&
-        pt_qgemv_rows(type, m, n, k, alpha, x, ldx, w, beta, y, ldy) == PT_OK)
+     * row's result independent of the others as pt__sgemv_rows' */
+    if (rowwise && pt__qgemv_supported(type) &&
+        pt__qgemv_rows(type, m, n, k, alpha, x, ldx, w, beta, y, ldy) == PT_OK)
         return;
     size_t tr = tile_rows(n, k);
-    float *t = pt_malloc_aligned(tr * k * sizeof(float));
+    float *t = pt__malloc_aligned(tr * k * sizeof(float));
     if (!t) {
         xwt_by_row(type, m, n, k, alpha, x, ldx, w, beta, y, ldy);
         return;
@@ -94,11 +94,11 @@ void pt_qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float al
         size_t r1 = n - r0 < tr ? n : r0 + tr;
         dequant_rows(type, w, k, r0, r1, t);
         if (rowwise)
-            pt_sgemv_rows(m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
+            pt__sgemv_rows(m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
         else
-            pt_sgemm(false, true, m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
+            pt__sgemm(false, true, m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
     }
-    pt_free_aligned(t);
+    pt__free_aligned(t);
 }
 
 /* dx = beta dx (beta 0: not read). */
@@ -113,26 +113,26 @@ static void scale_rows(float *dx, size_t lddx, size_t m, size_t k, float beta)
 static void dyw_by_row(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                        size_t lddy, const void *w, float beta, float *dx, size_t lddx)
 {
-    size_t be = pt_quant_block_elems(type), bb = pt_quant_block_bytes(type);
+    size_t be = pt__quant_block_elems(type), bb = pt__quant_block_bytes(type);
     size_t rb = k / be * bb;
     float buf[PT_QK_K];
     scale_rows(dx, lddx, m, k, beta);
     for (size_t j = 0; j < n; j++)
         for (size_t b = 0; b < k / be; b++) {
-            pt_dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
+            pt__dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
             for (size_t i = 0; i < m; i++)
                 for (size_t e = 0; e < be; e++)
                     dx[i * lddx + b * be + e] += alpha * dy[i * lddy + j] * buf[e];
         }
 }
 
-void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+void pt__qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                   size_t lddy, const void *w, float beta, float *dx, size_t lddx)
 {
     if (m == 0 || k == 0)
         return;
     if (type == 0) {
-        pt_sgemm(false, false, m, k, n, alpha, dy, lddy, w, k, beta, dx, lddx);
+        pt__sgemm(false, false, m, k, n, alpha, dy, lddy, w, k, beta, dx, lddx);
         return;
     }
     if (n == 0) {
@@ -140,7 +140,7 @@ void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const flo
         return;
     }
     size_t tr = tile_rows(n, k);
-    float *t = pt_malloc_aligned(tr * k * sizeof(float));
+    float *t = pt__malloc_aligned(tr * k * sizeof(float));
     if (!t) {
         dyw_by_row(type, m, n, k, alpha, dy, lddy, w, beta, dx, lddx);
         return;
@@ -148,10 +148,10 @@ void pt_qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const flo
     for (size_t r0 = 0; r0 < n; r0 += tr) {
         size_t r1 = n - r0 < tr ? n : r0 + tr;
         dequant_rows(type, w, k, r0, r1, t);
-        pt_sgemm(false, false, m, k, r1 - r0, alpha, dy + r0, lddy, t, k, r0 == 0 ? beta : 1.0f,
+        pt__sgemm(false, false, m, k, r1 - r0, alpha, dy + r0, lddy, t, k, r0 == 0 ? beta : 1.0f,
                  dx, lddx);
     }
-    pt_free_aligned(t);
+    pt__free_aligned(t);
 }
 
 /* All segments' rows dequantized into one [n x k] tile, or NULL (too large,
@@ -163,7 +163,7 @@ static float *segs_tile(const pt_qseg *seg, int nseg, size_t k, size_t *n)
         *n += seg[s].rows;
     if (nseg < 2 || *n * k > PT_QTILE_BYTES / sizeof(float))
         return NULL;
-    float *t = pt_malloc_aligned(*n * k * sizeof(float));
+    float *t = pt__malloc_aligned(*n * k * sizeof(float));
     if (!t)
         return NULL;
     size_t r = 0;
@@ -184,11 +184,11 @@ static void segs_xwt_bf16(const pt_qseg *seg, int nseg, size_t m, size_t k, floa
 {
     size_t off = 0;
     for (int s = 0; s < nseg; s++) {
-        if (!pt_qgemm_xwt_bf16(seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+        if (!pt__qgemm_xwt_bf16(seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
                                y + off, ldy)) {
             /* the segments before are done: the rest the FP32 way */
             for (; s < nseg; off += seg[s].rows, s++)
-                pt_qgemm_xwt(false, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+                pt__qgemm_xwt(false, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
                              y + off, ldy);
             return;
         }
@@ -196,7 +196,7 @@ static void segs_xwt_bf16(const pt_qseg *seg, int nseg, size_t m, size_t k, floa
     }
 }
 
-void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k,
+void pt__qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k,
                        float alpha, const float *x, size_t ldx, float beta, float *y, size_t ldy)
 {
     if (bf16 && !rowwise) {
@@ -206,8 +206,8 @@ void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, si
     if (rowwise) { /* decoding: all segments' blocks in one call (x quantized once) */
         bool q = true;
         for (int s = 0; s < nseg; s++)
-            q = q && pt_qgemv_supported(seg[s].type);
-        if (q && pt_qgemv_segs(seg, nseg, m, k, alpha, x, ldx, beta, y, ldy) == PT_OK)
+            q = q && pt__qgemv_supported(seg[s].type);
+        if (q && pt__qgemv_segs(seg, nseg, m, k, alpha, x, ldx, beta, y, ldy) == PT_OK)
             return;
     }
     size_t n;
@@ -215,28 +215,28 @@ void pt_qgemm_segs_xwt(bool rowwise, bool bf16, const pt_qseg *seg, int nseg, si
      * segment (no tile) */
     float *t = rowwise ? NULL : segs_tile(seg, nseg, k, &n);
     if (t) {
-        pt_qgemm_xwt(rowwise, 0, m, n, k, alpha, x, ldx, t, beta, y, ldy);
-        pt_free_aligned(t);
+        pt__qgemm_xwt(rowwise, 0, m, n, k, alpha, x, ldx, t, beta, y, ldy);
+        pt__free_aligned(t);
         return;
     }
     size_t off = 0;
     for (int s = 0; s < nseg; s++) {
-        pt_qgemm_xwt(rowwise, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
+        pt__qgemm_xwt(rowwise, seg[s].type, m, seg[s].rows, k, alpha, x, ldx, seg[s].w, beta,
                      y + off, ldy);
         off += seg[s].rows;
     }
 }
 
-void pt_qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
+void pt__qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
                        const float *dy, size_t lddy, float beta, float *dx, size_t lddx)
 {
     if (bf16) { /* segment by segment, each its own BF16 product when it has memory */
         size_t off = 0;
         for (int s = 0; s < nseg; s++) {
             float b = s > 0 ? 1.0f : beta;
-            if (!pt_qgemm_dyw_bf16(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy,
+            if (!pt__qgemm_dyw_bf16(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy,
                                    seg[s].w, b, dx, lddx))
-                pt_qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w, b, dx,
+                pt__qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w, b, dx,
                              lddx);
             off += seg[s].rows;
         }
@@ -245,13 +245,13 @@ void pt_qgemm_segs_dyw(bool bf16, const pt_qseg *seg, int nseg, size_t m, size_t
     size_t n;
     float *t = segs_tile(seg, nseg, k, &n);
     if (t) {
-        pt_qgemm_dyw(0, m, n, k, alpha, dy, lddy, t, beta, dx, lddx);
-        pt_free_aligned(t);
+        pt__qgemm_dyw(0, m, n, k, alpha, dy, lddy, t, beta, dx, lddx);
+        pt__free_aligned(t);
         return;
     }
     size_t off = 0;
     for (int s = 0; s < nseg; s++) {
-        pt_qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w,
+        pt__qgemm_dyw(seg[s].type, m, seg[s].rows, k, alpha, dy + off, lddy, seg[s].w,
                      s > 0 ? 1.0f : beta, dx, lddx);
         off += seg[s].rows;
     }

@@ -1,6 +1,6 @@
 /* Products on quantized weights in BF16 (a quantized base with BF16 on, on
  * a path with BF16 arithmetic): tiles of W dequantized and rounded to BF16
- * (pt_dequant_tile_bf16), multiplied by pt_gemm_mixed (oneDNN's AMX or our
+ * (pt__dequant_tile_bf16), multiplied by pt__gemm_mixed (oneDNN's AMX or our
  * vdpbf16ps kernel), FP32 accumulation.  The prefill and training path;
  * decoding stays on the integer kernels. */
 #include "kernels/quant.h"
@@ -12,7 +12,7 @@
 
 static size_t tile_rows16(size_t n, size_t k)
 {
-    return pt_qtile_rows(n, k, sizeof(pt_bf16));
+    return pt__qtile_rows(n, k, sizeof(pt_bf16));
 }
 
 /* W's rows [r0, r1) (type 0: FP32 rows, rounded) as compact BF16 in t;
@@ -21,56 +21,56 @@ static size_t tile_rows16(size_t n, size_t k)
 static void tile16(int type, const void *w, size_t k, size_t r0, size_t r1, pt_bf16 *t)
 {
     if (type == 0) {
-        pt_f32_to_bf16_n(t, (const float *)w + r0 * k, (r1 - r0) * k);
+        pt__f32_to_bf16_n(t, (const float *)w + r0 * k, (r1 - r0) * k);
         return;
     }
     int nt = pt_get_num_threads();
     size_t n = r1 - r0;
     if (nt <= 1 || n * k < ((size_t)1 << 16)) {
-        pt_dequant_tile_bf16(type, w, k, r0, r1, t, k);
+        pt__dequant_tile_bf16(type, w, k, r0, r1, t, k);
         return;
     }
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int p = 0; p < nt; p++) {
         size_t a = r0 + n * (size_t)p / (size_t)nt, b = r0 + n * (size_t)(p + 1) / (size_t)nt;
-        pt_dequant_tile_bf16(type, w, k, a, b, t + (a - r0) * k, k);
+        pt__dequant_tile_bf16(type, w, k, a, b, t + (a - r0) * k, k);
     }
 }
 
-bool pt_qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+bool pt__qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                        size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
     if (m == 0 || n == 0)
         return true;
     size_t tr = tile_rows16(n, k);
-    pt_bf16 *t = pt_malloc_aligned(tr * k * sizeof *t);
+    pt_bf16 *t = pt__malloc_aligned(tr * k * sizeof *t);
     if (!t)
         return false;
     for (size_t r0 = 0; r0 < n; r0 += tr) {
         size_t r1 = n - r0 < tr ? n : r0 + tr;
         tile16(type, w, k, r0, r1, t);
-        pt_gemm_mixed(false, true, m, r1 - r0, k, alpha, x, false, ldx, t, true, k, beta, y + r0,
+        pt__gemm_mixed(false, true, m, r1 - r0, k, alpha, x, false, ldx, t, true, k, beta, y + r0,
                       ldy);
     }
-    pt_free_aligned(t);
+    pt__free_aligned(t);
     return true;
 }
 
-bool pt_qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
+bool pt__qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                        size_t lddy, const void *w, float beta, float *dx, size_t lddx)
 {
     if (m == 0 || k == 0 || n == 0)
         return n != 0; /* n 0: the FP32 path scales dx by beta */
     size_t tr = tile_rows16(n, k);
-    pt_bf16 *t = pt_malloc_aligned(tr * k * sizeof *t);
+    pt_bf16 *t = pt__malloc_aligned(tr * k * sizeof *t);
     if (!t)
         return false;
     for (size_t r0 = 0; r0 < n; r0 += tr) {
         size_t r1 = n - r0 < tr ? n : r0 + tr;
         tile16(type, w, k, r0, r1, t);
-        pt_gemm_mixed(false, false, m, k, r1 - r0, alpha, dy + r0, false, lddy, t, true, k,
+        pt__gemm_mixed(false, false, m, k, r1 - r0, alpha, dy + r0, false, lddy, t, true, k,
                       r0 == 0 ? beta : 1.0f, dx, lddx);
     }
-    pt_free_aligned(t);
+    pt__free_aligned(t);
     return true;
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-static inline float pt_vexpf(float x)
+static inline float pt__vexpf(float x)
 {
     union {
         uint32_t u;
@@ -41,12 +41,12 @@ static inline float pt_vexpf(float x)
 
 /* dst[i] = exp(src[i] - shift) for i < n (dst may be src), and their sum:
  * softmax's numerators and denominator once its maximum is known. */
-static inline float pt_vexp_sum(float *dst, const float *src, size_t n, float shift)
+static inline float pt__vexp_sum(float *dst, const float *src, size_t n, float shift)
 {
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (size_t i = 0; i < n; i++) {
-        float e = pt_vexpf(src[i] - shift);
+        float e = pt__vexpf(src[i] - shift);
         dst[i] = e;
         sum += e;
     }

@@ -61,7 +61,7 @@ static pt_json_ctx sub_ctx(const char *path)
 static int get_token_id(int *out, const cJSON *obj, const char *key, int vocab_size)
 {
     const cJSON *it = NULL;
-    int st = pt_json_field(&it, obj, &k_root, key);
+    int st = pt__json_field(&it, obj, &k_root, key);
     if (st)
         return st;
     if (!it)
@@ -72,20 +72,20 @@ static int get_token_id(int *out, const cJSON *obj, const char *key, int vocab_s
             if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble) ||
                 c->valuedouble != floor(c->valuedouble) || c->valuedouble < 0 ||
                 c->valuedouble > (double)CFG_MAX_VOCAB)
-                return pt_err(PT_ECONFIG, CFG "'%s'[%d] must be a token id (integer >= 0)",
+                return pt__err(PT_ECONFIG, CFG "'%s'[%d] must be a token id (integer >= 0)",
                               key, n);
             if (c->valuedouble >= (double)vocab_size)
-                return pt_err(PT_ECONFIG, "model config: '%s'[%d] = %.0f is out of range [0, %d] (the "
+                return pt__err(PT_ECONFIG, "model config: '%s'[%d] = %.0f is out of range [0, %d] (the "
                               "vocab_size is %d)", key, n, c->valuedouble, vocab_size - 1, vocab_size);
             if (n == 0)
                 *out = (int)c->valuedouble;
         }
         if (n == 0)
-            return pt_err(PT_ECONFIG, CFG "'%s' is an empty list", key);
+            return pt__err(PT_ECONFIG, CFG "'%s' is an empty list", key);
         return PT_OK;
     }
     /* -1 is how some converted checkpoints spell "none" */
-    return pt_json_get_int(out, NULL, obj, &k_root, key, false, -1, CFG_MAX_VOCAB);
+    return pt__json_get_int(out, NULL, obj, &k_root, key, false, -1, CFG_MAX_VOCAB);
 }
 
 /* ---- architectures ------------------------------------------------------------------ */
@@ -93,24 +93,24 @@ static int get_token_id(int *out, const cJSON *obj, const char *key, int vocab_s
 static int parse_architectures(const cJSON *root, const pt_arch_info *arch)
 {
     const cJSON *it = NULL;
-    int st = pt_json_field(&it, root, &k_root, "architectures");
+    int st = pt__json_field(&it, root, &k_root, "architectures");
     if (st || !it)
         return st;
     if (!cJSON_IsArray(it))
-        return pt_err(PT_ECONFIG, CFG "'architectures' must be a list of strings, got %s",
-                      pt_json_type_name(it));
+        return pt__err(PT_ECONFIG, CFG "'architectures' must be a list of strings, got %s",
+                      pt__json_type_name(it));
     int n = 0;
     for (const cJSON *c = it->child; c; c = c->next, n++) {
         if (!cJSON_IsString(c) || !c->valuestring)
-            return pt_err(PT_ECONFIG, CFG "'architectures'[%d] must be a string, got %s", n,
-                          pt_json_type_name(c));
+            return pt__err(PT_ECONFIG, CFG "'architectures'[%d] must be a string, got %s", n,
+                          pt__json_type_name(c));
         if (strcmp(c->valuestring, arch->class_name) == 0)
             continue;
-        if (pt_arch_info_by_class(c->valuestring))
-            return pt_err(PT_ECONFIG,
+        if (pt__arch_info_by_class(c->valuestring))
+            return pt__err(PT_ECONFIG,
                           CFG "'architectures' names %s but model_type is '%s' (expected %s)",
                           c->valuestring, arch->model_type, arch->class_name);
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       CFG "'architectures' entry '%.64s' is not supported (expected %s)",
                       c->valuestring, arch->class_name);
     }
@@ -125,44 +125,44 @@ static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *path)
     const pt_json_ctx c = sub_ctx(path);
     const char *type = NULL, *type2 = NULL;
     int st;
-    if ((st = pt_json_get_string(&type, rs, &c, "rope_type", false)) ||
-        (st = pt_json_get_string(&type2, rs, &c, "type", false)))
+    if ((st = pt__json_get_string(&type, rs, &c, "rope_type", false)) ||
+        (st = pt__json_get_string(&type2, rs, &c, "type", false)))
         return st;
     if (type && type2 && strcmp(type, type2) != 0)
-        return pt_err(PT_ECONFIG, CFG "'%s.rope_type' ('%.32s') and '%s.type' ('%.32s') disagree",
+        return pt__err(PT_ECONFIG, CFG "'%s.rope_type' ('%.32s') and '%s.type' ('%.32s') disagree",
                       path, type, path, type2);
     if (!type)
         type = type2;
     if (!type)
-        return pt_err(PT_ECONFIG, CFG "'%s.rope_type' is missing", path);
+        return pt__err(PT_ECONFIG, CFG "'%s.rope_type' is missing", path);
     if (strcmp(type, "default") == 0) {
         cfg->rope_type = PT_ROPE_DEFAULT;
         cfg->rope_factor = 1.0;
     } else if (strcmp(type, "linear") == 0) {
         cfg->rope_type = PT_ROPE_LINEAR;
-        if ((st = pt_json_get_double(&cfg->rope_factor, NULL, rs, &c, "factor", true)))
+        if ((st = pt__json_get_double(&cfg->rope_factor, NULL, rs, &c, "factor", true)))
             return st;
     } else if (strcmp(type, "llama3") == 0) {
         cfg->rope_type = PT_ROPE_LLAMA3;
-        if ((st = pt_json_get_double(&cfg->rope_factor, NULL, rs, &c, "factor", true)) ||
-            (st = pt_json_get_double(&cfg->rope_low_freq_factor, NULL, rs, &c, "low_freq_factor",
+        if ((st = pt__json_get_double(&cfg->rope_factor, NULL, rs, &c, "factor", true)) ||
+            (st = pt__json_get_double(&cfg->rope_low_freq_factor, NULL, rs, &c, "low_freq_factor",
                                      true)) ||
-            (st = pt_json_get_double(&cfg->rope_high_freq_factor, NULL, rs, &c, "high_freq_factor",
+            (st = pt__json_get_double(&cfg->rope_high_freq_factor, NULL, rs, &c, "high_freq_factor",
                                      true)) ||
-            (st = pt_json_get_int(&cfg->rope_original_max_position_embeddings, NULL, rs, &c,
+            (st = pt__json_get_int(&cfg->rope_original_max_position_embeddings, NULL, rs, &c,
                                   "original_max_position_embeddings", true, 1, CFG_MAX_POSITIONS)))
             return st;
     } else {
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       CFG "'%s.rope_type' '%.32s' is not supported (supported: default, linear, "
                           "llama3)",
                       path, type);
     }
     const cJSON *partial;
-    if ((st = pt_json_field(&partial, rs, &c, "partial_rotary_factor")))
+    if ((st = pt__json_field(&partial, rs, &c, "partial_rotary_factor")))
         return st;
     if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       CFG "'%s.partial_rotary_factor' other than 1 is not supported", path);
     return PT_OK;
 }
@@ -171,14 +171,14 @@ static int parse_rope(pt_model_config *cfg, const cJSON *rs, const char *path)
 static int parse_arch(const pt_arch_info **arch, pt_model_config *cfg, const cJSON *root)
 {
     const char *model_type;
-    int st = pt_json_get_string(&model_type, root, &k_root, "model_type", true);
+    int st = pt__json_get_string(&model_type, root, &k_root, "model_type", true);
     if (st)
         return st;
-    *arch = pt_arch_info_by_model_type(model_type);
+    *arch = pt__arch_info_by_model_type(model_type);
     if (!*arch) {
         char names[128];
-        return pt_err(PT_EUNSUPPORTED, CFG "model_type '%.64s' is not supported (supported: %s)",
-                      model_type, pt_arch_list(names, sizeof names, PT_ARCH_LIST_ALL));
+        return pt__err(PT_EUNSUPPORTED, CFG "model_type '%.64s' is not supported (supported: %s)",
+                      model_type, pt__arch_list(names, sizeof names, PT_ARCH_LIST_ALL));
     }
     cfg->arch = (*arch)->arch;
     return parse_architectures(root, *arch);
@@ -188,56 +188,56 @@ static int parse_arch(const pt_arch_info **arch, pt_model_config *cfg, const cJS
 static int parse_unsupported(const cJSON *root)
 {
     const cJSON *it = NULL;
-    int st = pt_json_field(&it, root, &k_root, "quantization_config");
+    int st = pt__json_field(&it, root, &k_root, "quantization_config");
     if (st)
         return st;
     if (it)
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       CFG "'quantization_config' is set: quantized checkpoints are not supported");
     const char *act;
-    if ((st = pt_json_get_string(&act, root, &k_root, "hidden_act", false)))
+    if ((st = pt__json_get_string(&act, root, &k_root, "hidden_act", false)))
         return st;
     if (act && strcmp(act, "silu") != 0)
-        return pt_err(PT_EUNSUPPORTED, CFG "'hidden_act' '%.32s' is not supported (only silu)", act);
+        return pt__err(PT_EUNSUPPORTED, CFG "'hidden_act' '%.32s' is not supported (only silu)", act);
     bool mlp_bias = false;
-    if ((st = pt_json_get_bool(&mlp_bias, NULL, root, &k_root, "mlp_bias", false)))
+    if ((st = pt__json_get_bool(&mlp_bias, NULL, root, &k_root, "mlp_bias", false)))
         return st;
     if (mlp_bias)
-        return pt_err(PT_EUNSUPPORTED, CFG "'mlp_bias' true is not supported");
-    if ((st = pt_json_field(&it, root, &k_root, "partial_rotary_factor")))
+        return pt__err(PT_EUNSUPPORTED, CFG "'mlp_bias' true is not supported");
+    if ((st = pt__json_field(&it, root, &k_root, "partial_rotary_factor")))
         return st;
     if (it && !(cJSON_IsNumber(it) && it->valuedouble == 1.0))
-        return pt_err(PT_EUNSUPPORTED, CFG "'partial_rotary_factor' other than 1 is not supported");
+        return pt__err(PT_EUNSUPPORTED, CFG "'partial_rotary_factor' other than 1 is not supported");
     return PT_OK;
 }
 
 static int parse_sizes(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
 {
     int st;
-    if ((st = pt_json_get_int(&cfg->vocab_size, NULL, root, &k_root, "vocab_size", true, 1,
+    if ((st = pt__json_get_int(&cfg->vocab_size, NULL, root, &k_root, "vocab_size", true, 1,
                               CFG_MAX_VOCAB)) ||
-        (st = pt_json_get_int(&cfg->hidden_size, NULL, root, &k_root, "hidden_size", true, 1,
+        (st = pt__json_get_int(&cfg->hidden_size, NULL, root, &k_root, "hidden_size", true, 1,
                               CFG_MAX_HIDDEN)) ||
-        (st = pt_json_get_int(&cfg->intermediate_size, NULL, root, &k_root, "intermediate_size",
+        (st = pt__json_get_int(&cfg->intermediate_size, NULL, root, &k_root, "intermediate_size",
                               true, 1, CFG_MAX_INTERMEDIATE)) ||
-        (st = pt_json_get_int(&cfg->num_hidden_layers, NULL, root, &k_root, "num_hidden_layers",
+        (st = pt__json_get_int(&cfg->num_hidden_layers, NULL, root, &k_root, "num_hidden_layers",
                               true, 1, CFG_MAX_LAYERS)) ||
-        (st = pt_json_get_int(&cfg->num_attention_heads, NULL, root, &k_root, "num_attention_heads",
+        (st = pt__json_get_int(&cfg->num_attention_heads, NULL, root, &k_root, "num_attention_heads",
                               true, 1, CFG_MAX_HEADS)))
         return st;
     bool have_kv = false, have_hd = false, have_mp = false;
-    if ((st = pt_json_get_int(&cfg->num_key_value_heads, &have_kv, root, &k_root,
+    if ((st = pt__json_get_int(&cfg->num_key_value_heads, &have_kv, root, &k_root,
                               "num_key_value_heads", false, 1, CFG_MAX_HEADS)) ||
-        (st = pt_json_get_int(&cfg->head_dim, &have_hd, root, &k_root, "head_dim", false, 1,
+        (st = pt__json_get_int(&cfg->head_dim, &have_hd, root, &k_root, "head_dim", false, 1,
                               CFG_MAX_HEAD_DIM)) ||
-        (st = pt_json_get_int(&cfg->max_position_embeddings, &have_mp, root, &k_root,
+        (st = pt__json_get_int(&cfg->max_position_embeddings, &have_mp, root, &k_root,
                               "max_position_embeddings", false, 1, CFG_MAX_POSITIONS)))
         return st;
     if (!have_kv)
         cfg->num_key_value_heads = cfg->num_attention_heads;
     if (!have_hd) {
         if (cfg->hidden_size % cfg->num_attention_heads != 0)
-            return pt_err(PT_ECONFIG,
+            return pt__err(PT_ECONFIG,
                           CFG "'num_attention_heads' (%d) does not divide 'hidden_size' (%d) and "
                               "no 'head_dim' is given",
                           cfg->num_attention_heads, cfg->hidden_size);
@@ -252,37 +252,37 @@ static int parse_sizes(pt_model_config *cfg, const cJSON *root, const pt_arch_in
 static int parse_norm_rope(pt_model_config *cfg, const cJSON *root)
 {
     int st;
-    if ((st = pt_json_get_double(&cfg->rms_norm_eps, NULL, root, &k_root, "rms_norm_eps", false)) ||
-        (st = pt_json_get_double(&cfg->initializer_range, NULL, root, &k_root, "initializer_range",
+    if ((st = pt__json_get_double(&cfg->rms_norm_eps, NULL, root, &k_root, "rms_norm_eps", false)) ||
+        (st = pt__json_get_double(&cfg->initializer_range, NULL, root, &k_root, "initializer_range",
                                  false)))
         return st;
     const cJSON *rs, *rp;
-    if ((st = pt_json_field(&rs, root, &k_root, "rope_scaling")) ||
-        (st = pt_json_field(&rp, root, &k_root, "rope_parameters")))
+    if ((st = pt__json_field(&rs, root, &k_root, "rope_scaling")) ||
+        (st = pt__json_field(&rp, root, &k_root, "rope_parameters")))
         return st;
     bool have_theta = false;
-    if ((st = pt_json_get_double(&cfg->rope_theta, &have_theta, root, &k_root, "rope_theta",
+    if ((st = pt__json_get_double(&cfg->rope_theta, &have_theta, root, &k_root, "rope_theta",
                                  false)))
         return st;
     if (rp) {
         if (!cJSON_IsObject(rp))
-            return pt_err(PT_ECONFIG, CFG "'rope_parameters' must be an object, got %s",
-                          pt_json_type_name(rp));
+            return pt__err(PT_ECONFIG, CFG "'rope_parameters' must be an object, got %s",
+                          pt__json_type_name(rp));
         double theta = cfg->rope_theta;
         bool have_theta2 = false;
         const pt_json_ctx c = sub_ctx("rope_parameters");
-        if ((st = pt_json_get_double(&theta, &have_theta2, rp, &c, "rope_theta", false)))
+        if ((st = pt__json_get_double(&theta, &have_theta2, rp, &c, "rope_theta", false)))
             return st;
         if (have_theta2 && have_theta && theta != cfg->rope_theta)
-            return pt_err(PT_ECONFIG, CFG "'rope_theta' and 'rope_parameters.rope_theta' disagree");
+            return pt__err(PT_ECONFIG, CFG "'rope_theta' and 'rope_parameters.rope_theta' disagree");
         cfg->rope_theta = theta;
         if (!rs && (st = parse_rope(cfg, rp, "rope_parameters")))
             return st;
     }
     if (rs) {
         if (!cJSON_IsObject(rs))
-            return pt_err(PT_ECONFIG, CFG "'rope_scaling' must be an object or null, got %s",
-                          pt_json_type_name(rs));
+            return pt__err(PT_ECONFIG, CFG "'rope_scaling' must be an object or null, got %s",
+                          pt__json_type_name(rs));
         if ((st = parse_rope(cfg, rs, "rope_scaling")))
             return st;
     }
@@ -293,17 +293,17 @@ static int parse_norm_rope(pt_model_config *cfg, const cJSON *root)
 static int parse_attention(pt_model_config *cfg, const cJSON *root, const pt_arch_info *arch)
 {
     cfg->tie_word_embeddings = false; /* transformers' default for all four types */
-    int st = pt_json_get_bool(&cfg->tie_word_embeddings, NULL, root, &k_root, "tie_word_embeddings",
+    int st = pt__json_get_bool(&cfg->tie_word_embeddings, NULL, root, &k_root, "tie_word_embeddings",
                               false);
     if (st)
         return st;
     bool attention_bias = false;
-    if ((st = pt_json_get_bool(&attention_bias, NULL, root, &k_root, "attention_bias", false)))
+    if ((st = pt__json_get_bool(&attention_bias, NULL, root, &k_root, "attention_bias", false)))
         return st;
     /* An architecture with q/k/v biases always has them (and none on o_proj):
      * the field is not read.  Elsewhere it would add an o_proj bias too. */
     if (!arch->qkv_bias && attention_bias)
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       CFG "'attention_bias' true is not supported for model_type '%s' (it "
                           "adds a bias to o_proj as well)",
                       arch->model_type);
@@ -318,37 +318,37 @@ static int parse_window(pt_model_config *cfg, const cJSON *root, const pt_arch_i
     cfg->sliding_window = 0;
     if (arch->default_sliding_window > 0) {
         const cJSON *sw;
-        if ((st = pt_json_field(&sw, root, &k_root, "sliding_window")))
+        if ((st = pt__json_field(&sw, root, &k_root, "sliding_window")))
             return st;
-        if (!pt_json_has_key(root, "sliding_window"))
+        if (!pt__json_has_key(root, "sliding_window"))
             cfg->sliding_window = arch->default_sliding_window;
-        else if (sw && (st = pt_json_get_int(&cfg->sliding_window, NULL, root, &k_root,
+        else if (sw && (st = pt__json_get_int(&cfg->sliding_window, NULL, root, &k_root,
                                              "sliding_window", false, 1, CFG_MAX_POSITIONS)))
             return st;
     } else if (arch->json_fields & PT_ARCH_JSON_QWEN_WINDOW) {
         bool use_sw = false;
-        if ((st = pt_json_get_bool(&use_sw, NULL, root, &k_root, "use_sliding_window", false)))
+        if ((st = pt__json_get_bool(&use_sw, NULL, root, &k_root, "use_sliding_window", false)))
             return st;
         if (use_sw)
-            return pt_err(PT_EUNSUPPORTED,
+            return pt__err(PT_EUNSUPPORTED,
                           CFG "'use_sliding_window' true is not supported for model_type '%s'",
                           arch->model_type);
     }
     const cJSON *lt;
-    if ((st = pt_json_field(&lt, root, &k_root, "layer_types")))
+    if ((st = pt__json_field(&lt, root, &k_root, "layer_types")))
         return st;
     if (!lt)
         return PT_OK;
     if (!cJSON_IsArray(lt))
-        return pt_err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s",
-                      pt_json_type_name(lt));
+        return pt__err(PT_ECONFIG, CFG "'layer_types' must be a list, got %s",
+                      pt__json_type_name(lt));
     int n = 0;
     for (const cJSON *c = lt->child; c; c = c->next, n++) {
         if (!cJSON_IsString(c) || !c->valuestring)
-            return pt_err(PT_ECONFIG, CFG "'layer_types'[%d] must be a string", n);
+            return pt__err(PT_ECONFIG, CFG "'layer_types'[%d] must be a string", n);
         if (strcmp(c->valuestring, "full_attention") != 0 &&
             !(strcmp(c->valuestring, "sliding_attention") == 0 && arch->default_sliding_window > 0))
-            return pt_err(PT_EUNSUPPORTED, CFG "'layer_types'[%d] '%.32s' is not supported", n,
+            return pt__err(PT_EUNSUPPORTED, CFG "'layer_types'[%d] '%.32s' is not supported", n,
                           c->valuestring);
     }
     return PT_OK;
@@ -360,9 +360,9 @@ static int parse_token_ids(pt_model_config *cfg, const cJSON *root, const pt_arc
     cfg->bos_token_id = arch->default_bos;
     cfg->eos_token_id = arch->default_eos;
     cfg->pad_token_id = -1;
-    if (pt_json_has_key(root, "bos_token_id"))
+    if (pt__json_has_key(root, "bos_token_id"))
         cfg->bos_token_id = -1; /* an explicit null means None */
-    if (pt_json_has_key(root, "eos_token_id"))
+    if (pt__json_has_key(root, "eos_token_id"))
         cfg->eos_token_id = -1;
     int st;
     if ((st = get_token_id(&cfg->bos_token_id, root, "bos_token_id", cfg->vocab_size)) ||
@@ -393,26 +393,26 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
     if (st)
         return st;
     if (len == 0)
-        return pt_err(PT_EFORMAT, CFG "empty document");
+        return pt__err(PT_EFORMAT, CFG "empty document");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = (at && at >= json && at <= json + len) ? (size_t)(at - json) : 0;
-        return pt_err(PT_EFORMAT, CFG "not valid JSON (near byte %zu)", off);
+        return pt__err(PT_EFORMAT, CFG "not valid JSON (near byte %zu)", off);
     }
     /* Only whitespace may follow the document. */
     for (const char *p = end; p && p < json + len; p++) {
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
             cJSON_Delete(root);
-            return pt_err(PT_EFORMAT, CFG "unexpected data after the JSON document (byte %zu)",
+            return pt__err(PT_EFORMAT, CFG "unexpected data after the JSON document (byte %zu)",
                           (size_t)(p - json));
         }
     }
     if (!cJSON_IsObject(root)) {
-        const char *t = pt_json_type_name(root);
+        const char *t = pt__json_type_name(root);
         cJSON_Delete(root);
-        return pt_err(PT_ECONFIG, CFG "the document must be a JSON object, got %s", t);
+        return pt__err(PT_ECONFIG, CFG "the document must be a JSON object, got %s", t);
     }
     pt_model_config tmp;
     pt_model_config_init(&tmp);
@@ -422,7 +422,7 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
         return st;
     if ((st = pt_model_config_validate(&tmp)))
         return st;
-    pt_struct_write(cfg, &tmp);
+    pt__struct_write(cfg, &tmp);
     return PT_OK;
 }
 
@@ -431,7 +431,7 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
 static int check_range(const char *name, long v, long lo, long hi)
 {
     if (v < lo || v > hi)
-        return pt_err(PT_ECONFIG, "model config: '%s' = %ld is out of range [%ld, %ld]", name, v,
+        return pt__err(PT_ECONFIG, "model config: '%s' = %ld is out of range [%ld, %ld]", name, v,
                       lo, hi);
     return PT_OK;
 }
@@ -439,7 +439,7 @@ static int check_range(const char *name, long v, long lo, long hi)
 static int check_positive(const char *name, double v)
 {
     if (!isfinite(v) || !(v > 0))
-        return pt_err(PT_ECONFIG, "model config: '%s' = %g must be a finite number > 0", name, v);
+        return pt__err(PT_ECONFIG, "model config: '%s' = %g must be a finite number > 0", name, v);
     return PT_OK;
 }
 
@@ -457,15 +457,15 @@ static int check_sizes(const pt_model_config *cfg)
                           CFG_MAX_POSITIONS)))
         return st;
     if (cfg->num_attention_heads % cfg->num_key_value_heads != 0)
-        return pt_err(PT_ECONFIG,
+        return pt__err(PT_ECONFIG,
                       "model config: 'num_key_value_heads' (%d) does not divide "
                       "'num_attention_heads' (%d)",
                       cfg->num_key_value_heads, cfg->num_attention_heads);
     if (cfg->head_dim % 2 != 0)
-        return pt_err(PT_ECONFIG, "model config: 'head_dim' (%d) must be even for rotary embeddings",
+        return pt__err(PT_ECONFIG, "model config: 'head_dim' (%d) must be even for rotary embeddings",
                       cfg->head_dim);
     if ((long)cfg->num_attention_heads * cfg->head_dim > CFG_MAX_QDIM)
-        return pt_err(PT_ECONFIG,
+        return pt__err(PT_ECONFIG,
                       "model config: 'num_attention_heads' x 'head_dim' (%d x %d) exceeds %d",
                       cfg->num_attention_heads, cfg->head_dim, CFG_MAX_QDIM);
     return PT_OK;
@@ -478,10 +478,10 @@ static int check_norm_rope(const pt_model_config *cfg)
         (st = check_positive("rope_theta", cfg->rope_theta)))
         return st;
     if (cfg->rms_norm_eps >= 1.0)
-        return pt_err(PT_ECONFIG, "model config: 'rms_norm_eps' = %g must be < 1",
+        return pt__err(PT_ECONFIG, "model config: 'rms_norm_eps' = %g must be < 1",
                       cfg->rms_norm_eps);
     if (!isfinite(cfg->initializer_range) || cfg->initializer_range < 0)
-        return pt_err(PT_ECONFIG, "model config: 'initializer_range' = %g must be finite and >= 0",
+        return pt__err(PT_ECONFIG, "model config: 'initializer_range' = %g must be finite and >= 0",
                       cfg->initializer_range);
     switch (cfg->rope_type) {
     case PT_ROPE_DEFAULT:
@@ -496,13 +496,13 @@ static int check_norm_rope(const pt_model_config *cfg)
                               cfg->rope_original_max_position_embeddings, 1, CFG_MAX_POSITIONS)))
             return st;
         if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
-            return pt_err(PT_ECONFIG,
+            return pt__err(PT_ECONFIG,
                           "model config: 'rope_scaling.high_freq_factor' (%g) must exceed "
                           "'low_freq_factor' (%g)",
                           cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
         return PT_OK;
     default:
-        return pt_err(PT_EUNSUPPORTED, "model config: rope_type %d is not a known pt_rope_type",
+        return pt__err(PT_EUNSUPPORTED, "model config: rope_type %d is not a known pt_rope_type",
                       cfg->rope_type);
     }
 }
@@ -514,8 +514,8 @@ static int check_feature(const char *what, bool set, bool arch_has, int list)
     if (set == arch_has)
         return PT_OK;
     char names[64];
-    pt_arch_list(names, sizeof names, list);
-    return pt_err(set ? PT_EUNSUPPORTED : PT_ECONFIG, "model config: %s %s %s", what,
+    pt__arch_list(names, sizeof names, list);
+    return pt__err(set ? PT_EUNSUPPORTED : PT_ECONFIG, "model config: %s %s %s", what,
                   set ? "is only supported for" : "is required for", names);
 }
 
@@ -527,12 +527,12 @@ static int check_arch_features(const pt_model_config *cfg, const pt_arch_info *a
         (st = check_feature("'qk_norm'", cfg->qk_norm, arch->qk_norm, PT_ARCH_LIST_QK_NORM)))
         return st;
     if (cfg->sliding_window < 0)
-        return pt_err(PT_ECONFIG, "model config: 'sliding_window' = %d must be >= 0",
+        return pt__err(PT_ECONFIG, "model config: 'sliding_window' = %d must be >= 0",
                       cfg->sliding_window);
     if (cfg->sliding_window > 0 && arch->default_sliding_window == 0) {
         char names[64];
-        return pt_err(PT_EUNSUPPORTED, "model config: 'sliding_window' is only supported for %s",
-                      pt_arch_list(names, sizeof names, PT_ARCH_LIST_SLIDING));
+        return pt__err(PT_EUNSUPPORTED, "model config: 'sliding_window' is only supported for %s",
+                      pt__arch_list(names, sizeof names, PT_ARCH_LIST_SLIDING));
     }
     return PT_OK;
 }
@@ -544,9 +544,9 @@ int pt_model_config_validate(const pt_model_config *cfg)
     int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
     if (st)
         return st;
-    const pt_arch_info *arch = pt_arch_info_get(c.arch);
+    const pt_arch_info *arch = pt__arch_info_get(c.arch);
     if (!arch)
-        return pt_err(PT_EUNSUPPORTED, "model config: arch %d is not a known pt_arch", c.arch);
+        return pt__err(PT_EUNSUPPORTED, "model config: arch %d is not a known pt_arch", c.arch);
     if ((st = check_sizes(&c)) || (st = check_norm_rope(&c)) ||
         (st = check_arch_features(&c, arch)))
         return st;
@@ -557,16 +557,16 @@ int pt_model_config_validate(const pt_model_config *cfg)
     /* The parameter count and its byte sizes must not overflow (16 bytes per
      * parameter for full fine-tuning). */
     uint64_t params, bytes;
-    if ((st = pt_schema_num_params(&params, &c)))
+    if ((st = pt__schema_num_params(&params, &c)))
         return st;
     bool ok = !__builtin_mul_overflow(params, (uint64_t)16, &bytes);
 #if SIZE_MAX < UINT64_MAX
     ok &= bytes <= (uint64_t)SIZE_MAX;
 #endif
     if (!ok)
-        return pt_err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
+        return pt__err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
     if (params > CFG_MAX_PARAMS)
-        return pt_err(PT_ECONFIG,
+        return pt__err(PT_ECONFIG,
                       "model config: the parameter count %llu exceeds the limit of 2^36 "
                       "(%llu): 'vocab_size' %d, 'hidden_size' %d, 'intermediate_size' %d, "
                       "'num_hidden_layers' %d",

@@ -11,10 +11,10 @@
 
 /* ---- allocation --------------------------------------------------------------- */
 
-size_t pt_plan(pt_planner *p, size_t a, size_t b)
+size_t pt__plan(pt_planner *p, size_t a, size_t b)
 {
     size_t n, start = (p->total + 15) & ~(size_t)15, end;
-    if (!pt_mul_size(a, b, &n) || !pt_add_size(start, n, &end) ||
+    if (!pt__mul_size(a, b, &n) || !pt__add_size(start, n, &end) ||
         end > ((size_t)1 << 60) / sizeof(float)) {
         p->overflow = true;
         return 0;
@@ -24,9 +24,9 @@ size_t pt_plan(pt_planner *p, size_t a, size_t b)
 }
 
 
-float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b)
+float *pt__plan_at(pt_planner *p, float *base, size_t a, size_t b)
 {
-    size_t off = pt_plan(p, a, b);
+    size_t off = pt__plan(p, a, b);
     return base ? base + off : NULL;
 }
 
@@ -44,7 +44,7 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
     const int L = c->num_hidden_layers;
     for (int l = 0; l <= L; l++) {
         layer_acts *a = &ctx->acts[l];
-        a->x = pt_plan_at(p, base, N, H);
+        a->x = pt__plan_at(p, base, N, H);
         if (l == L)
             break; /* the last holds only the final hidden state */
         if (ctx->recompute && l > 0) { /* one shared set: layer 0's */
@@ -53,38 +53,38 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
             a->x = x;
             continue;
         }
-        a->xmid = pt_plan_at(p, base, N, H);
-        a->qkv = pt_plan_at(p, base, N, Q + 2 * KV);
-        a->att = pt_plan_at(p, base, N, Q);
-        a->lse = pt_plan_at(p, base, N, nh);
-        a->gu = pt_plan_at(p, base, N, 2 * I);
-        a->r1 = pt_plan_at(p, base, N, 1);
-        a->r2 = pt_plan_at(p, base, N, 1);
+        a->xmid = pt__plan_at(p, base, N, H);
+        a->qkv = pt__plan_at(p, base, N, Q + 2 * KV);
+        a->att = pt__plan_at(p, base, N, Q);
+        a->lse = pt__plan_at(p, base, N, nh);
+        a->gu = pt__plan_at(p, base, N, 2 * I);
+        a->r1 = pt__plan_at(p, base, N, 1);
+        a->r2 = pt__plan_at(p, base, N, 1);
         if (c->qk_norm) {
-            a->qkpre = pt_plan_at(p, base, N, Q + KV); /* q|k before the norm */
-            a->rq = pt_plan_at(p, base, N, nh);
-            a->rk = pt_plan_at(p, base, N, nkv);
+            a->qkpre = pt__plan_at(p, base, N, Q + KV); /* q|k before the norm */
+            a->rq = pt__plan_at(p, base, N, nh);
+            a->rk = pt__plan_at(p, base, N, nkv);
         }
     }
-    ctx->rf = pt_plan_at(p, base, N, 1);
-    ctx->head_lse = pt_plan_at(p, base, N, 1);
-    ctx->lp = pt_plan_at(p, base, N, 1);
-    ctx->dlp = pt_plan_at(p, base, N, 1);
-    ctx->xn = pt_plan_at(p, base, N, H);
-    ctx->hbuf = pt_plan_at(p, base, N, I);
-    ctx->dx = pt_plan_at(p, base, N, H);
-    ctx->dxn = pt_plan_at(p, base, N, H);
-    ctx->dqkv = pt_plan_at(p, base, N, Q + 2 * KV);
-    ctx->datt = pt_plan_at(p, base, N, Q);
-    ctx->dgu = pt_plan_at(p, base, N, 2 * I);
-    ctx->chunk = pt_plan_at(p, base, ctx->chunk_rows_max, V);
-    ctx->cos_t = pt_plan_at(p, base, N, hd / 2);
-    ctx->sin_t = pt_plan_at(p, base, N, hd / 2);
-    pt_attn_shape as = pt_model_attn_shape(m, ctx->max_batch, ctx->max_seq, ctx->attn_threads);
+    ctx->rf = pt__plan_at(p, base, N, 1);
+    ctx->head_lse = pt__plan_at(p, base, N, 1);
+    ctx->lp = pt__plan_at(p, base, N, 1);
+    ctx->dlp = pt__plan_at(p, base, N, 1);
+    ctx->xn = pt__plan_at(p, base, N, H);
+    ctx->hbuf = pt__plan_at(p, base, N, I);
+    ctx->dx = pt__plan_at(p, base, N, H);
+    ctx->dxn = pt__plan_at(p, base, N, H);
+    ctx->dqkv = pt__plan_at(p, base, N, Q + 2 * KV);
+    ctx->datt = pt__plan_at(p, base, N, Q);
+    ctx->dgu = pt__plan_at(p, base, N, 2 * I);
+    ctx->chunk = pt__plan_at(p, base, ctx->chunk_rows_max, V);
+    ctx->cos_t = pt__plan_at(p, base, N, hd / 2);
+    ctx->sin_t = pt__plan_at(p, base, N, hd / 2);
+    pt_attn_shape as = pt__model_attn_shape(m, ctx->max_batch, ctx->max_seq, ctx->attn_threads);
     ctx->attn_scratch =
-        pt_plan_at(p, base, pt_attention_scratch_floats(&as, ctx->attn_threads), 1);
+        pt__plan_at(p, base, pt__attention_scratch_floats(&as, ctx->attn_threads), 1);
     /* four int32 arrays, stored in float-sized slots */
-    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, N, 4);
+    int32_t *ib = (int32_t *)(void *)pt__plan_at(p, base, N, 4);
     ctx->ids = ib;
     ctx->tgt = ib ? ib + N : NULL;
     ctx->pos = ib ? ib + 2 * N : NULL;
@@ -102,7 +102,7 @@ int pt_context_create(pt_context **out, pt_model *model, int max_batch, int max_
     return context_create(out, model, max_batch, max_seq, false, __func__);
 }
 
-int pt_context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
+int pt__context_create_packed(pt_context **out, pt_model *model, int max_batch, int max_seq)
 {
     return context_create(out, model, max_batch, max_seq, true, __func__);
 }
@@ -112,34 +112,34 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
                           bool packed, const char *fn)
 {
     if (!out)
-        return pt_err(PT_EINVAL, "%s: out is NULL", fn);
+        return pt__err(PT_EINVAL, "%s: out is NULL", fn);
     *out = NULL;
     if (!model)
-        return pt_err(PT_EINVAL, "%s: model is NULL", fn);
+        return pt__err(PT_EINVAL, "%s: model is NULL", fn);
     if (max_batch <= 0)
-        return pt_err_arg(fn, "max_batch", "%d must be positive", max_batch);
+        return pt__err_arg(fn, "max_batch", "%d must be positive", max_batch);
     if (max_seq <= 0)
-        return pt_err_arg(fn, "max_seq", "%d must be positive", max_seq);
-    int st = packed ? PT_OK : pt_model_check_positions(model, max_seq, fn);
+        return pt__err_arg(fn, "max_seq", "%d must be positive", max_seq);
+    int st = packed ? PT_OK : pt__model_check_positions(model, max_seq, fn);
     if (st)
         return st;
     size_t N;
-    if (!pt_mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
-        return pt_err(PT_ENOMEM, "%s: %d x %d tokens is too many", fn, max_batch, max_seq);
-    pt_context *ctx = pt_calloc(1, sizeof *ctx);
+    if (!pt__mul_size((size_t)max_batch, (size_t)max_seq, &N) || N > (size_t)INT32_MAX)
+        return pt__err(PT_ENOMEM, "%s: %d x %d tokens is too many", fn, max_batch, max_seq);
+    pt_context *ctx = pt__calloc(1, sizeof *ctx);
     if (!ctx)
         return PT_ENOMEM;
-    ctx->model = pt_model_retain(model);
-    ctx->generation = pt_model_generation(model);
+    ctx->model = pt__model_retain(model);
+    ctx->generation = pt__model_generation(model);
     ctx->max_batch = max_batch;
     ctx->max_seq = max_seq;
-    ctx->acts = pt_calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
+    ctx->acts = pt__calloc((size_t)model->cfg.num_hidden_layers + 1, sizeof *ctx->acts);
     if (!ctx->acts) {
         pt_context_free(ctx);
         return PT_ENOMEM;
     }
     set_chunk_rows(ctx);
-    ctx->attn_threads = pt_scratch_threads();
+    ctx->attn_threads = pt__scratch_threads();
     if ((st = allocate(ctx, fn)) != PT_OK) {
         pt_context_free(ctx);
         return st;
@@ -158,13 +158,13 @@ static int allocate(pt_context *ctx, const char *fn)
     pt_planner p = { 0, false };
     lay_out(ctx, &p, NULL, N); /* sizes only: the buffer pointers are NULL now */
     if (p.overflow)
-        return pt_err(PT_ENOMEM, "%s: activation memory for %d x %d tokens overflows", fn,
+        return pt__err(PT_ENOMEM, "%s: activation memory for %d x %d tokens overflows", fn,
                       ctx->max_batch, ctx->max_seq);
-    float *block = pt_malloc_aligned(p.total * sizeof(float));
+    float *block = pt__malloc_aligned(p.total * sizeof(float));
     if (!block)
-        return pt_err_prefix(PT_ENOMEM, "%s: %zu MiB of activations", fn,
+        return pt__err_prefix(PT_ENOMEM, "%s: %zu MiB of activations", fn,
                              p.total * sizeof(float) >> 20);
-    pt_free_aligned(ctx->block);
+    pt__free_aligned(ctx->block);
     ctx->block = block;
     relay_out(ctx);
     return PT_OK;
@@ -194,10 +194,10 @@ static void set_chunk_rows(pt_context *ctx)
 int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on)
 {
     PT_CHECK_NULL(ctx);
-    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    int st = pt__busy_enter(&ctx->busy, __func__, "context", ctx);
     if (st || ctx->recompute == on) {
         if (!st)
-            pt_busy_leave(&ctx->busy);
+            pt__busy_leave(&ctx->busy);
         return st;
     }
     const size_t rows = ctx->chunk_rows, rows_max = ctx->chunk_rows_max;
@@ -211,7 +211,7 @@ int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on)
     } else {
         ctx->state = ST_EMPTY; /* the activations are gone */
     }
-    pt_busy_leave(&ctx->busy);
+    pt__busy_leave(&ctx->busy);
     return st;
 }
 
@@ -220,47 +220,47 @@ bool pt_context_get_gradient_checkpointing(const pt_context *ctx)
     return ctx && ctx->recompute;
 }
 
-int pt_context_take(pt_context *ctx, const char *fn)
+int pt__context_take(pt_context *ctx, const char *fn)
 {
-    return pt_busy_enter(&ctx->busy, fn, "context", ctx);
+    return pt__busy_enter(&ctx->busy, fn, "context", ctx);
 }
 
-void pt_context_give(pt_context *ctx)
+void pt__context_give(pt_context *ctx)
 {
-    pt_busy_leave(&ctx->busy);
+    pt__busy_leave(&ctx->busy);
 }
 
-pt_model *pt_context_model(const pt_context *ctx)
+pt_model *pt__context_model(const pt_context *ctx)
 {
     return ctx ? ctx->model : NULL;
 }
 
-int pt_context_check_current(const pt_context *ctx, const char *who)
+int pt__context_check_current(const pt_context *ctx, const char *who)
 {
-    if (pt_model_generation(ctx->model) == ctx->generation)
+    if (pt__model_generation(ctx->model) == ctx->generation)
         return PT_OK;
-    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this context's forward "
-                  "pass: run the forward again", who, pt_model_last_change(ctx->model));
+    return pt__err(PT_ESTATE, "%s: the model's tensors changed (%s) since this context's forward "
+                  "pass: run the forward again", who, pt__model_last_change(ctx->model));
 }
 
 void pt_context_free(pt_context *ctx)
 {
     if (!ctx)
         return;
-    pt_free_aligned(ctx->block);
-    pt_free_aligned(ctx->lora_buf);
+    pt__free_aligned(ctx->block);
+    pt__free_aligned(ctx->lora_buf);
     pt_free(ctx->acts);
-    pt_model_release(ctx->model);
+    pt__model_release(ctx->model);
     pt_free(ctx);
 }
 
 int pt_context_set_num_threads(pt_context *ctx, int n)
 {
     PT_CHECK_NULL(ctx);
-    int st = pt_thread_setting_check(n, __func__);
-    if (!st && !(st = pt_busy_enter(&ctx->busy, __func__, "context", ctx))) {
+    int st = pt__thread_setting_check(n, __func__);
+    if (!st && !(st = pt__busy_enter(&ctx->busy, __func__, "context", ctx))) {
         ctx->num_threads = n;
-        pt_busy_leave(&ctx->busy);
+        pt__busy_leave(&ctx->busy);
     }
     return st;
 }
@@ -268,8 +268,8 @@ int pt_context_set_num_threads(pt_context *ctx, int n)
 int pt_context_get_num_threads(const pt_context *ctx)
 {
     if (!ctx)
-        return pt_err(PT_EINVAL, "pt_context_get_num_threads: ctx is NULL");
-    return pt_thread_setting_count(ctx->num_threads);
+        return pt__err(PT_EINVAL, "pt_context_get_num_threads: ctx is NULL");
+    return pt__thread_setting_count(ctx->num_threads);
 }
 
 int pt_batch_init(pt_batch *b)
@@ -279,15 +279,15 @@ int pt_batch_init(pt_batch *b)
     return PT_OK;
 }
 
-int pt_context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
+int pt__context_set_tiling(pt_context *ctx, size_t chunk_rows, int tile_q, int tile_k)
 {
     PT_CHECK_NULL(ctx);
     pt_attn_shape def = { .hd = ctx->model->cfg.head_dim };
-    size_t have = pt_attention_scratch_floats(&def, 1);
+    size_t have = pt__attention_scratch_floats(&def, 1);
     pt_attn_shape want = { .hd = ctx->model->cfg.head_dim, .tile_q = tile_q, .tile_k = tile_k };
     if (chunk_rows > ctx->chunk_rows_max || tile_q < 0 || tile_k < 0 ||
-        pt_attention_scratch_floats(&want, 1) > have)
-        return pt_err(PT_EINVAL, "pt_context_set_tiling: chunk %zu (max %zu) or tiles %d x %d "
+        pt__attention_scratch_floats(&want, 1) > have)
+        return pt__err(PT_EINVAL, "pt__context_set_tiling: chunk %zu (max %zu) or tiles %d x %d "
                       "exceed what the context was sized for", chunk_rows, ctx->chunk_rows_max,
                       tile_q, tile_k);
     ctx->chunk_rows = chunk_rows ? chunk_rows : ctx->chunk_rows_max;

@@ -38,8 +38,8 @@ struct pt_context {
     int32_t *ids, *tgt, *pos, *seg;
     bool has_seg;
     float temperature;    /* the batch's, kept for the backward (1: none) */
-    const float *bwd_dent; /* during pt_ctx_backward_entropy: dL/dH per position */
-    float *lora_buf;      /* LoRA adapter scratch (pt_lora_scratch), grown on demand */
+    const float *bwd_dent; /* during pt__ctx_backward_entropy: dL/dH per position */
+    float *lora_buf;      /* LoRA adapter scratch (pt__lora_scratch), grown on demand */
     size_t lora_cap;
     int num_threads;      /* pt_context_set_num_threads; 0: the process setting */
     bool recompute;       /* gradient checkpointing: of the layers' activations only

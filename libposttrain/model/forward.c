@@ -30,19 +30,19 @@
 static pt_linear lin(const pt_model *m, const float *w, const float *b, float *dw, float *db,
                      size_t in, size_t out)
 {
-    pt_linear l = { .w = w, .w16 = pt_model_w16(m, w), .q = pt_model_wq(m, w, out), .b = b,
+    pt_linear l = { .w = w, .w16 = pt__model_w16(m, w), .q = pt__model_wq(m, w, out), .b = b,
                     .dw = dw, .db = db, .in = in, .out = out };
     return l;
 }
 
-int pt_scratch_threads(void)
+int pt__scratch_threads(void)
 {
     int nt = pt_get_num_threads(), procs = omp_get_num_procs();
     nt = nt > procs ? nt : procs;
     return nt < 1 ? 1 : nt;
 }
 
-pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads)
+pt_attn_shape pt__model_attn_shape(const pt_model *m, int batch, int seq, int max_threads)
 {
     const pt_model_config *c = &m->cfg;
     const size_t qkv = (size_t)m->q_dim + 2 * (size_t)m->kv_dim;
@@ -58,7 +58,7 @@ pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max
 
 static pt_attn_shape attn_shape(const pt_context *ctx)
 {
-    pt_attn_shape s = pt_model_attn_shape(ctx->model, ctx->B, ctx->T, ctx->attn_threads);
+    pt_attn_shape s = pt__model_attn_shape(ctx->model, ctx->B, ctx->T, ctx->attn_threads);
     s.seg = ctx->has_seg ? ctx->seg : NULL;
     s.tile_q = ctx->tile_q;
     s.tile_k = ctx->tile_k;
@@ -73,17 +73,17 @@ static int read_batch(pt_batch *b, const pt_batch *user, pt_context *ctx, const 
     ctx->state = ST_EMPTY;
     ctx->api = func;
     pt_batch_init(b);
-    int st = pt_struct_read(b, sizeof *b, user, func, "pt_batch_init");
+    int st = pt__struct_read(b, sizeof *b, user, func, "pt_batch_init");
     if (st)
         return st;
     if (b->batch <= 0 || b->seq <= 0 || b->batch > ctx->max_batch || b->seq > ctx->max_seq)
-        return pt_err_arg(func, "batch", "of %d x %d tokens does not fit the context's %d x %d",
+        return pt__err_arg(func, "batch", "of %d x %d tokens does not fit the context's %d x %d",
                           b->batch, b->seq, ctx->max_batch, ctx->max_seq);
     if (!b->input_ids)
-        return pt_err_arg(func, "batch", "input_ids is NULL");
+        return pt__err_arg(func, "batch", "input_ids is NULL");
     /* as pt_generate's: logits / T must not overflow */
     if (!(isfinite(b->temperature) && b->temperature >= 1e-6f))
-        return pt_err_arg(func, "batch", "temperature %g must be finite and >= 1e-6",
+        return pt__err_arg(func, "batch", "temperature %g must be finite and >= 1e-6",
                           (double)b->temperature);
     return PT_OK;
 }
@@ -98,16 +98,16 @@ static int load_batch(pt_context *ctx, const pt_batch *b)
     for (size_t i = 0; i < n; i++) {
         int32_t id = b->input_ids[i];
         if (id < 0 || id >= c->vocab_size)
-            return pt_err(PT_ERANGE, "%s: batch: input id %d at row %zu position %zu is outside the "
+            return pt__err(PT_ERANGE, "%s: batch: input id %d at row %zu position %zu is outside the "
                           "vocabulary [0, %d)", ctx->api, id, i / (size_t)T, i % (size_t)T, c->vocab_size);
         int32_t t = b->targets ? b->targets[i] : -1;
         if (t < -1 || t >= c->vocab_size)
-            return pt_err(PT_ERANGE, "%s: batch: target %d at row %zu position %zu is outside the "
+            return pt__err(PT_ERANGE, "%s: batch: target %d at row %zu position %zu is outside the "
                           "vocabulary [0, %d) (use -1 for no target)", ctx->api, t, i / (size_t)T,
                           i % (size_t)T, c->vocab_size);
         int32_t p = b->positions ? b->positions[i] : (int32_t)(i % (size_t)T);
         if (p < 0)
-            return pt_err(PT_ERANGE, "%s: batch: position %d at row %zu position %zu is negative", ctx->api, p,
+            return pt__err(PT_ERANGE, "%s: batch: position %d at row %zu position %zu is negative", ctx->api, p,
                           i / (size_t)T, i % (size_t)T);
         ctx->ids[i] = id;
         ctx->tgt[i] = t;
@@ -133,8 +133,8 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
     const size_t n = (size_t)ctx->B * ctx->T;
     const float *W = m->w.lm_head;
-    const pt_qweight Wq = pt_model_wq(m, W, V);
-    const pt_bf16 *W16 = Wq.nseg ? NULL : pt_model_w16(m, W);
+    const pt_qweight Wq = pt__model_wq(m, W, V);
+    const pt_bf16 *W16 = Wq.nseg ? NULL : pt__model_w16(m, W);
     const float temp = ctx->temperature;
     const float gscale = temp == 1.0f ? 1.0f : (float)(1.0 / (double)temp);
     /* Equal chunks (multiples of 16 rows) rather than full ones and a sliver. */
@@ -147,50 +147,50 @@ static void head_chunks(pt_context *ctx, const float *xn, float *logits_out, flo
         size_t nr = n - r0 < cr ? n - r0 : cr;
         float *lg = ctx->chunk;
         if (Wq.nseg)
-            pt_qgemm_segs_xwt(false, Wq.bf16, Wq.seg, Wq.nseg, nr, H, 1.0f, xn + r0 * H, H, 0.0f,
+            pt__qgemm_segs_xwt(false, Wq.bf16, Wq.seg, Wq.nseg, nr, H, 1.0f, xn + r0 * H, H, 0.0f,
                               lg, V);
         else if (W16)
-            pt_gemm_mixed(false, true, nr, V, H, 1.0f, xn + r0 * H, false, H, W16, true, H, 0.0f,
+            pt__gemm_mixed(false, true, nr, V, H, 1.0f, xn + r0 * H, false, H, W16, true, H, 0.0f,
                           lg, V);
         else
-            pt_sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
+            pt__sgemm(false, true, nr, V, H, 1.0f, xn + r0 * H, H, W, H, 0.0f, lg, V);
         if (logits_out)
             memcpy(logits_out + r0 * V, lg, nr * V * sizeof *lg);
         if (temp != 1.0f)
-            pt_div_scalar(lg, nr * V, temp);
+            pt__div_scalar(lg, nr * V, temp);
         if (compute_lp && entropy_out)
-            pt_logsoftmax_entropy_rows(ctx->head_lse + r0, ctx->lp + r0, entropy_out + r0, lg,
+            pt__logsoftmax_entropy_rows(ctx->head_lse + r0, ctx->lp + r0, entropy_out + r0, lg,
                                        ctx->tgt + r0, nr, V);
         else if (compute_lp)
-            pt_logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
+            pt__logsoftmax_rows(ctx->head_lse + r0, ctx->lp + r0, lg, ctx->tgt + r0, nr, V);
         if (!dlp)
             continue;
         if (ctx->bwd_dent)
-            pt_logsoftmax_entropy_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->bwd_dent + r0,
+            pt__logsoftmax_entropy_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->bwd_dent + r0,
                                                 ctx->tgt + r0, nr, V);
         else
-            pt_logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
+            pt__logsoftmax_backward_rows(lg, ctx->head_lse + r0, dlp + r0, ctx->tgt + r0, nr, V);
         /* dlogits, read by both products, rounded to BF16 once */
-        pt_bf16 *lg16 = W16 && m->g.lm_head ? pt_bf16_operand(lg, nr, V, V) : NULL;
+        pt_bf16 *lg16 = W16 && m->g.lm_head ? pt__bf16_operand(lg, nr, V, V) : NULL;
         const void *lga = lg16 ? (const void *)lg16 : (const void *)lg;
         if (Wq.nseg)
-            pt_qgemm_segs_dyw(Wq.bf16, Wq.seg, Wq.nseg, nr, H, gscale, lg, V, 0.0f, dxn + r0 * H,
+            pt__qgemm_segs_dyw(Wq.bf16, Wq.seg, Wq.nseg, nr, H, gscale, lg, V, 0.0f, dxn + r0 * H,
                               H);
         else if (W16)
-            pt_gemm_mixed(false, false, nr, H, V, gscale, lga, lg16 != NULL, V, W16, true, H, 0.0f,
+            pt__gemm_mixed(false, false, nr, H, V, gscale, lga, lg16 != NULL, V, W16, true, H, 0.0f,
                           dxn + r0 * H, H);
         else
-            pt_sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
+            pt__sgemm(false, false, nr, H, V, gscale, lg, V, W, H, 0.0f, dxn + r0 * H, H);
         if (m->g.lm_head && W16) /* mixed precision: the gradient's product in BF16 too */
-            pt_gemm_mixed(true, false, V, H, nr, gscale, lga, lg16 != NULL, V, xn + r0 * H, false,
+            pt__gemm_mixed(true, false, V, H, nr, gscale, lga, lg16 != NULL, V, xn + r0 * H, false,
                           H, 1.0f, m->g.lm_head, H);
         else if (m->g.lm_head) /* NULL when the base is frozen (LoRA) */
-            pt_sgemm(true, false, V, H, nr, gscale, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
+            pt__sgemm(true, false, V, H, nr, gscale, lg, V, xn + r0 * H, H, 1.0f, m->g.lm_head, H);
         free(lg16);
     }
 }
 
-void pt_layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io *io)
+void pt__layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io *io)
 {
     const pt_model_config *c = &m->cfg;
     const pt_layer_w *w = &m->w.layers[l];
@@ -198,46 +198,46 @@ void pt_layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io 
     const size_t QKV = Q + 2 * KV;
     const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
     const float eps = (float)c->rms_norm_eps;
-    pt_rmsnorm_forward(io->xn, io->r1, io->x, w->ln1, n, H, eps);
+    pt__rmsnorm_forward(io->xn, io->r1, io->x, w->ln1, n, H, eps);
     /* q|k|v in one product: the three weights (and biases) are adjacent. */
     pt_linear lqkv = lin(m, w->wq, w->bq, NULL, NULL, H, QKV);
     lqkv.rowwise = io->rowwise;
-    pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, io->lora_buf);
-    pt_linear_forward(&lqkv, io->qkv, QKV, io->xn, H, n, false);
+    pt__lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, io->lora_buf);
+    pt__linear_forward(&lqkv, io->qkv, QKV, io->xn, H, n, false);
     float *qp = io->qkv, *kp = io->qkv + Q;
     if (c->qk_norm) {
         for (size_t t = 0; t < n; t++)
             memcpy(io->qkpre + t * (Q + KV), io->qkv + t * QKV, (Q + KV) * sizeof(float));
-        pt_headnorm_forward(qp, QKV, io->rq, io->qkpre, Q + KV, w->qn, n, nh, hd, eps);
-        pt_headnorm_forward(kp, QKV, io->rk, io->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
+        pt__headnorm_forward(qp, QKV, io->rq, io->qkpre, Q + KV, w->qn, n, nh, hd, eps);
+        pt__headnorm_forward(kp, QKV, io->rk, io->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
     }
-    pt_rope_apply(qp, QKV, n, nh, hd, io->cos_t, io->sin_t, false);
-    pt_rope_apply(kp, QKV, n, nkv, hd, io->cos_t, io->sin_t, false);
+    pt__rope_apply(qp, QKV, n, nh, hd, io->cos_t, io->sin_t, false);
+    pt__rope_apply(kp, QKV, n, nkv, hd, io->cos_t, io->sin_t, false);
 }
 
-void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io)
+void pt__layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io)
 {
     const pt_model_config *c = &m->cfg;
     const pt_layer_w *w = &m->w.layers[l];
     const size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
     const size_t Q = (size_t)m->q_dim;
     const float eps = (float)c->rms_norm_eps;
-    pt_copy(io->xmid, io->x, n * H);
+    pt__copy(io->xmid, io->x, n * H);
     pt_linear lo = lin(m, w->wo, NULL, NULL, NULL, Q, H);
     lo.rowwise = io->rowwise;
-    pt_lora_attach(&lo, m, l, PT_LORA_O, io->lora_buf);
-    pt_linear_forward(&lo, io->xmid, H, io->att, Q, n, true);
-    pt_rmsnorm_forward(io->xn, io->r2, io->xmid, w->ln2, n, H, eps);
+    pt__lora_attach(&lo, m, l, PT_LORA_O, io->lora_buf);
+    pt__linear_forward(&lo, io->xmid, H, io->att, Q, n, true);
+    pt__rmsnorm_forward(io->xn, io->r2, io->xmid, w->ln2, n, H, eps);
     pt_linear lgu = lin(m, w->wg, NULL, NULL, NULL, H, 2 * I);
     lgu.rowwise = io->rowwise;
-    pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, io->lora_buf);
-    pt_linear_forward(&lgu, io->gu, 2 * I, io->xn, H, n, false);
-    pt_swiglu_forward(io->h, io->gu, io->gu + I, n, I, 2 * I);
-    pt_copy(io->out, io->xmid, n * H);
+    pt__lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, io->lora_buf);
+    pt__linear_forward(&lgu, io->gu, 2 * I, io->xn, H, n, false);
+    pt__swiglu_forward(io->h, io->gu, io->gu + I, n, I, 2 * I);
+    pt__copy(io->out, io->xmid, n * H);
     pt_linear ld = lin(m, w->wd, NULL, NULL, NULL, I, H);
     ld.rowwise = io->rowwise;
-    pt_lora_attach(&ld, m, l, PT_LORA_DOWN, io->lora_buf);
-    pt_linear_forward(&ld, io->out, H, io->h, I, n, true);
+    pt__lora_attach(&ld, m, l, PT_LORA_DOWN, io->lora_buf);
+    pt__linear_forward(&ld, io->out, H, io->h, I, n, true);
 }
 
 /* Layer l over the context's n rows: its input acts[l].x, its output
@@ -253,10 +253,10 @@ static void layer_forward(pt_context *ctx, int l, size_t n, const pt_attn_shape 
         .rq = a->rq, .rk = a->rk, .xn = ctx->xn, .h = ctx->hbuf, .cos_t = ctx->cos_t,
         .sin_t = ctx->sin_t, .lora_buf = ctx->lora_buf, .rowwise = false,
     };
-    pt_layer_forward_qkv(m, l, n, &io);
-    pt_attention_forward(a->att, a->lse, a->qkv, a->qkv + Q, a->qkv + Q + KV, as,
+    pt__layer_forward_qkv(m, l, n, &io);
+    pt__attention_forward(a->att, a->lse, a->qkv, a->qkv + Q, a->qkv + Q + KV, as,
                          ctx->attn_scratch);
-    pt_layer_forward_out(m, l, n, &io);
+    pt__layer_forward_out(m, l, n, &io);
 }
 
 /* b: a batch read by read_batch. */
@@ -270,10 +270,10 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
         return st;
     if (fused_dlp && (st = pt_model_alloc_grads(m)) != PT_OK)
         return st;
-    if ((st = pt_lora_scratch(&ctx->lora_buf, &ctx->lora_cap, m,
+    if ((st = pt__lora_scratch(&ctx->lora_buf, &ctx->lora_cap, m,
                               (size_t)ctx->B * ctx->T)) != PT_OK)
         return st;
-    pt_model_bf16_prepare(m);
+    pt__model_bf16_prepare(m);
     const int L = c->num_hidden_layers;
     const size_t n = (size_t)ctx->B * ctx->T;
     const size_t H = (size_t)c->hidden_size;
@@ -281,19 +281,19 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     const float eps = (float)c->rms_norm_eps;
     pt_attn_shape as = attn_shape(ctx);
 
-    pt_rope_table(ctx->cos_t, ctx->sin_t, ctx->pos, n, m->inv_freq, hd);
-    pt_model_embed(m, ctx->acts[0].x, ctx->ids, n);
+    pt__rope_table(ctx->cos_t, ctx->sin_t, ctx->pos, n, m->inv_freq, hd);
+    pt__model_embed(m, ctx->acts[0].x, ctx->ids, n);
     for (int l = 0; l < L; l++) {
         layer_forward(ctx, l, n, &as);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
     }
-    pt_rmsnorm_forward(ctx->xn, ctx->rf, ctx->acts[L].x, m->w.norm, n, H, eps);
+    pt__rmsnorm_forward(ctx->xn, ctx->rf, ctx->acts[L].x, m->w.norm, n, H, eps);
     head_chunks(ctx, ctx->xn, logits, entropy, fused_dlp, ctx->dxn, true);
     if (logprobs)
         memcpy(logprobs, ctx->lp, n * sizeof *logprobs);
     ctx->state = fused_dlp ? ST_FORWARD_FUSED : ST_FORWARD;
-    ctx->generation = pt_model_generation(m);
+    ctx->generation = pt__model_generation(m);
     return PT_OK;
 }
 
@@ -301,20 +301,20 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
 static int forward_impl(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits,
                         float *entropy, const float *fused_dlp)
 {
-    int prev = pt_threads_enter(ctx->num_threads);
+    int prev = pt__threads_enter(ctx->num_threads);
     int st = forward_run(ctx, b, logprobs, logits, entropy, fused_dlp);
-    pt_threads_leave(prev);
+    pt__threads_leave(prev);
     return st;
 }
 
-int pt_ctx_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
+int pt__ctx_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float *logits)
 {
     pt_batch lb;
     int st = read_batch(&lb, b, ctx, "pt_model_forward");
     return st ? st : forward_impl(ctx, &lb, logprobs, logits, NULL, NULL);
 }
 
-int pt_ctx_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
+int pt__ctx_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs, float *entropy)
 {
     pt_batch lb;
     int st = read_batch(&lb, b, ctx, "pt_model_forward_entropy");
@@ -325,11 +325,11 @@ int pt_model_forward(pt_context *ctx, const pt_batch *b, float *logprobs, float 
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
-    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    int st = pt__busy_enter(&ctx->busy, __func__, "context", ctx);
     if (st)
         return st;
-    st = pt_ctx_forward(ctx, b, logprobs, logits);
-    pt_busy_leave(&ctx->busy);
+    st = pt__ctx_forward(ctx, b, logprobs, logits);
+    pt__busy_leave(&ctx->busy);
     return st;
 }
 
@@ -338,11 +338,11 @@ int pt_model_forward_entropy(pt_context *ctx, const pt_batch *b, float *logprobs
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(entropy);
-    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    int st = pt__busy_enter(&ctx->busy, __func__, "context", ctx);
     if (st)
         return st;
-    st = pt_ctx_forward_entropy(ctx, b, logprobs, entropy);
-    pt_busy_leave(&ctx->busy);
+    st = pt__ctx_forward_entropy(ctx, b, logprobs, entropy);
+    pt__busy_leave(&ctx->busy);
     return st;
 }
 
@@ -366,11 +366,11 @@ static int backward_run(pt_context *ctx, const float *dlp)
     float *xn = ctx->xn, *dx = ctx->dx, *dxn = ctx->dxn;
 
     if (ctx->state == ST_FORWARD) {
-        pt_rmsnorm_forward(xn, NULL, ctx->acts[L].x, m->w.norm, n, H, eps);
+        pt__rmsnorm_forward(xn, NULL, ctx->acts[L].x, m->w.norm, n, H, eps);
         head_chunks(ctx, xn, NULL, NULL, dlp, dxn, false);
     }
     ctx->state = ST_EMPTY;
-    pt_rmsnorm_backward(dx, m->g.norm, dxn, ctx->acts[L].x, m->w.norm, ctx->rf, n, H, false);
+    pt__rmsnorm_backward(dx, m->g.norm, dxn, ctx->acts[L].x, m->w.norm, ctx->rf, n, H, false);
 
     for (int l = L - 1; l >= 0; l--) {
         layer_acts *a = &ctx->acts[l];
@@ -381,51 +381,51 @@ static int backward_run(pt_context *ctx, const float *dlp)
         const pt_layer_w *w = &m->w.layers[l];
         pt_layer_w *g = &m->g.layers[l];
         /* MLP: dx holds dLoss/d(layer output) = d(xmid) through the residual. */
-        pt_rmsnorm_forward(xn, NULL, a->xmid, w->ln2, n, H, eps);
-        pt_swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
+        pt__rmsnorm_forward(xn, NULL, a->xmid, w->ln2, n, H, eps);
+        pt__swiglu_forward(ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         pt_linear ld = lin(m, w->wd, NULL, g->wd, NULL, I, H);
-        pt_lora_attach(&ld, m, l, PT_LORA_DOWN, ctx->lora_buf);
+        pt__lora_attach(&ld, m, l, PT_LORA_DOWN, ctx->lora_buf);
         /* dh overwrites h: the weight gradient is taken first */
-        pt_linear_backward(&ld, ctx->hbuf, I, false, dx, H, ctx->hbuf, I, n);
-        pt_swiglu_backward(ctx->dgu, ctx->dgu + I, ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
+        pt__linear_backward(&ld, ctx->hbuf, I, false, dx, H, ctx->hbuf, I, n);
+        pt__swiglu_backward(ctx->dgu, ctx->dgu + I, ctx->hbuf, a->gu, a->gu + I, n, I, 2 * I);
         pt_linear lgu = lin(m, w->wg, NULL, g->wg, NULL, H, 2 * I);
-        pt_lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, ctx->lora_buf);
-        pt_linear_backward(&lgu, dxn, H, false, ctx->dgu, 2 * I, xn, H, n);
-        pt_rmsnorm_backward(dx, g->ln2, dxn, a->xmid, w->ln2, a->r2, n, H, true);
+        pt__lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, ctx->lora_buf);
+        pt__linear_backward(&lgu, dxn, H, false, ctx->dgu, 2 * I, xn, H, n);
+        pt__rmsnorm_backward(dx, g->ln2, dxn, a->xmid, w->ln2, a->r2, n, H, true);
         /* Attention. */
         pt_linear lo = lin(m, w->wo, NULL, g->wo, NULL, Q, H);
-        pt_lora_attach(&lo, m, l, PT_LORA_O, ctx->lora_buf);
-        pt_linear_backward(&lo, ctx->datt, Q, false, dx, H, a->att, Q, n);
+        pt__lora_attach(&lo, m, l, PT_LORA_O, ctx->lora_buf);
+        pt__linear_backward(&lo, ctx->datt, Q, false, dx, H, a->att, Q, n);
         float *dq = ctx->dqkv, *dk = ctx->dqkv + Q, *dv = ctx->dqkv + Q + KV;
-        pt_attention_backward(dq, dk, dv, ctx->datt, a->qkv, a->qkv + Q, a->qkv + Q + KV,
+        pt__attention_backward(dq, dk, dv, ctx->datt, a->qkv, a->qkv + Q, a->qkv + Q + KV,
                               a->att, a->lse, &as, ctx->attn_scratch);
-        pt_rope_apply(dq, QKV, n, nh, hd, ctx->cos_t, ctx->sin_t, true);
-        pt_rope_apply(dk, QKV, n, nkv, hd, ctx->cos_t, ctx->sin_t, true);
+        pt__rope_apply(dq, QKV, n, nh, hd, ctx->cos_t, ctx->sin_t, true);
+        pt__rope_apply(dk, QKV, n, nkv, hd, ctx->cos_t, ctx->sin_t, true);
         if (c->qk_norm) {
-            pt_headnorm_backward(dq, QKV, g->qn, dq, QKV, a->qkpre, Q + KV, w->qn, a->rq, n, nh,
+            pt__headnorm_backward(dq, QKV, g->qn, dq, QKV, a->qkpre, Q + KV, w->qn, a->rq, n, nh,
                                  hd);
-            pt_headnorm_backward(dk, QKV, g->kn, dk, QKV, a->qkpre + Q, Q + KV, w->kn, a->rk, n,
+            pt__headnorm_backward(dk, QKV, g->kn, dk, QKV, a->qkpre + Q, Q + KV, w->kn, a->rk, n,
                                  nkv, hd);
         }
-        pt_rmsnorm_forward(xn, NULL, a->x, w->ln1, n, H, eps);
+        pt__rmsnorm_forward(xn, NULL, a->x, w->ln1, n, H, eps);
         pt_linear lqkv = lin(m, w->wq, w->bq, g->wq, g->bq, H, QKV);
-        pt_lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, ctx->lora_buf);
-        pt_linear_backward(&lqkv, dxn, H, false, ctx->dqkv, QKV, xn, H, n);
-        pt_rmsnorm_backward(dx, g->ln1, dxn, a->x, w->ln1, a->r1, n, H, true);
+        pt__lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, ctx->lora_buf);
+        pt__linear_backward(&lqkv, dxn, H, false, ctx->dqkv, QKV, xn, H, n);
+        pt__rmsnorm_backward(dx, g->ln1, dxn, a->x, w->ln1, a->r1, n, H, true);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
     }
     if (m->g.embed) /* NULL when the base is frozen (LoRA) */
-        pt_embedding_backward(m->g.embed, dx, ctx->ids, n, H);
+        pt__embedding_backward(m->g.embed, dx, ctx->ids, n, H);
     return PT_OK;
 }
 
 /* backward_run with the context's thread count. */
 static int backward_impl(pt_context *ctx, const float *dlp)
 {
-    int prev = pt_threads_enter(ctx->num_threads);
+    int prev = pt__threads_enter(ctx->num_threads);
     int st = backward_run(ctx, dlp);
-    pt_threads_leave(prev);
+    pt__threads_leave(prev);
     return st;
 }
 
@@ -433,23 +433,23 @@ int pt_model_backward(pt_context *ctx, const float *dlogprobs)
 {
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(dlogprobs);
-    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    int st = pt__busy_enter(&ctx->busy, __func__, "context", ctx);
     if (st)
         return st;
-    st = pt_ctx_backward(ctx, dlogprobs);
-    pt_busy_leave(&ctx->busy);
+    st = pt__ctx_backward(ctx, dlogprobs);
+    pt__busy_leave(&ctx->busy);
     return st;
 }
 
-int pt_ctx_backward(pt_context *ctx, const float *dlogprobs)
+int pt__ctx_backward(pt_context *ctx, const float *dlogprobs)
 {
-    int gst = pt_context_check_current(ctx, "pt_model_backward");
+    int gst = pt__context_check_current(ctx, "pt_model_backward");
     if (gst)
         return gst;
     if (ctx->state != ST_FORWARD)
-        return pt_err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
+        return pt__err(PT_ESTATE, "pt_model_backward: no forward pass to differentiate on this "
                       "context (call pt_model_forward first; one backward per forward)");
-    int st = pt_lora_check_backward(ctx->model, "pt_model_backward");
+    int st = pt__lora_check_backward(ctx->model, "pt_model_backward");
     if (st)
         return st;
     const size_t n = (size_t)ctx->B * ctx->T;
@@ -457,10 +457,10 @@ int pt_ctx_backward(pt_context *ctx, const float *dlogprobs)
     return backward_impl(ctx, ctx->dlp);
 }
 
-int pt_ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy)
+int pt__ctx_backward_entropy(pt_context *ctx, const float *dlogprobs, const float *dentropy)
 {
     ctx->bwd_dent = dentropy; /* read where the backward recomputes the head's chunks */
-    int st = pt_ctx_backward(ctx, dlogprobs);
+    int st = pt__ctx_backward(ctx, dlogprobs);
     ctx->bwd_dent = NULL;
     return st;
 }
@@ -475,7 +475,7 @@ static int loss_weights(float *dlp, double *wsum, const pt_batch *b, const float
         bool has = b->targets && b->targets[i] >= 0;
         float w = weights ? weights[i] : 1.0f;
         if (weights && !(w >= 0.0f && isfinite(w)))
-            return pt_err_arg("pt_model_loss", "weight", "%g at token %zu must be finite and >= 0",
+            return pt__err_arg("pt_model_loss", "weight", "%g at token %zu must be finite and >= 0",
                               (double)w, i);
         if (has)
             sum += w;
@@ -495,21 +495,21 @@ int pt_model_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(b);
     PT_CHECK_NULL(loss);
-    int st = pt_busy_enter(&ctx->busy, __func__, "context", ctx);
+    int st = pt__busy_enter(&ctx->busy, __func__, "context", ctx);
     if (st)
         return st;
-    st = pt_ctx_loss(ctx, b, weights, backward, loss);
-    pt_busy_leave(&ctx->busy);
+    st = pt__ctx_loss(ctx, b, weights, backward, loss);
+    pt__busy_leave(&ctx->busy);
     return st;
 }
 
-int pt_ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward, float *loss)
+int pt__ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool backward, float *loss)
 {
     *loss = 0.0f;
     pt_batch lb;
     int st = read_batch(&lb, b, ctx, "pt_model_loss");
     if (st == PT_OK && backward)
-        st = pt_lora_check_backward(ctx->model, "pt_model_loss");
+        st = pt__lora_check_backward(ctx->model, "pt_model_loss");
     double wsum = 0.0;
     if (st == PT_OK)
         st = loss_weights(ctx->dlp, &wsum, &lb, weights);

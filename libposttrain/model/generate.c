@@ -1,7 +1,7 @@
 /* Batched generation with a KV cache (posttrain/generate.h).
  *
  * The layers run through the same per-layer code as the training forward
- * (pt_layer_forward_qkv / pt_layer_forward_out in model/forward.c); only the
+ * (pt__layer_forward_qkv / pt__layer_forward_out in model/forward.c); only the
  * attention differs:
  *  - prefill: one row at a time, all its prompt positions in one pass with
  *    the tiled causal attention of the training forward, keys and values
@@ -67,39 +67,39 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     const size_t hd = (size_t)c->head_dim, R = g->rows, S = (size_t)g->max_seq;
     const size_t B = (size_t)g->max_batch, T = (size_t)g->threads_cap;
     const size_t slots = (size_t)g->slots;
-    g->kc = pt_plan_at(p, base, cache_rows(g), slots);
-    g->vc = pt_plan_at(p, base, cache_rows(g), slots);
-    g->x = pt_plan_at(p, base, R, H);
-    g->y = pt_plan_at(p, base, R, H);
-    g->xmid = pt_plan_at(p, base, R, H);
-    g->qkv = pt_plan_at(p, base, R, Q + 2 * KV);
-    g->att = pt_plan_at(p, base, R, Q);
-    g->gu = pt_plan_at(p, base, R, 2 * I);
-    g->r1 = pt_plan_at(p, base, R, 1);
-    g->r2 = pt_plan_at(p, base, R, 1);
+    g->kc = pt__plan_at(p, base, cache_rows(g), slots);
+    g->vc = pt__plan_at(p, base, cache_rows(g), slots);
+    g->x = pt__plan_at(p, base, R, H);
+    g->y = pt__plan_at(p, base, R, H);
+    g->xmid = pt__plan_at(p, base, R, H);
+    g->qkv = pt__plan_at(p, base, R, Q + 2 * KV);
+    g->att = pt__plan_at(p, base, R, Q);
+    g->gu = pt__plan_at(p, base, R, 2 * I);
+    g->r1 = pt__plan_at(p, base, R, 1);
+    g->r2 = pt__plan_at(p, base, R, 1);
     if (c->qk_norm) {
-        g->qkpre = pt_plan_at(p, base, R, Q + KV);
-        g->rq = pt_plan_at(p, base, R, nh);
-        g->rk = pt_plan_at(p, base, R, nkv);
+        g->qkpre = pt__plan_at(p, base, R, Q + KV);
+        g->rq = pt__plan_at(p, base, R, nh);
+        g->rk = pt__plan_at(p, base, R, nkv);
     }
-    g->xn = pt_plan_at(p, base, R, H);
-    g->h = pt_plan_at(p, base, R, I);
-    g->cos_t = pt_plan_at(p, base, R, hd / 2);
-    g->sin_t = pt_plan_at(p, base, R, hd / 2);
-    g->lse = pt_plan_at(p, base, nh, S);
-    pt_attn_shape as = pt_model_attn_shape(m, 1, g->max_seq, g->threads_cap);
-    g->attn_scratch = pt_plan_at(p, base, pt_attention_scratch_floats(&as, g->threads_cap), 1);
-    g->dec_scratch = pt_plan_at(p, base, T, slots);
-    g->logits = pt_plan_at(p, base, B, V);
-    /* three int32 arrays of R entries: a step of pt_genrows_step feeds up
+    g->xn = pt__plan_at(p, base, R, H);
+    g->h = pt__plan_at(p, base, R, I);
+    g->cos_t = pt__plan_at(p, base, R, hd / 2);
+    g->sin_t = pt__plan_at(p, base, R, hd / 2);
+    g->lse = pt__plan_at(p, base, nh, S);
+    pt_attn_shape as = pt__model_attn_shape(m, 1, g->max_seq, g->threads_cap);
+    g->attn_scratch = pt__plan_at(p, base, pt__attention_scratch_floats(&as, g->threads_cap), 1);
+    g->dec_scratch = pt__plan_at(p, base, T, slots);
+    g->logits = pt__plan_at(p, base, B, V);
+    /* three int32 arrays of R entries: a step of pt__genrows_step feeds up
      * to R tokens (decoding, pt_generate, uses B), and pos holds the prefill
      * positions too */
-    int32_t *ib = (int32_t *)(void *)pt_plan_at(p, base, 3 * R, 1);
+    int32_t *ib = (int32_t *)(void *)pt__plan_at(p, base, 3 * R, 1);
     g->ids = ib;
     g->active = ib ? ib + R : NULL;
     g->pos = ib ? ib + 2 * R : NULL;
-    g->samp_bytes = pt_sample_scratch_bytes((int)V);
-    g->samp = pt_plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
+    g->samp_bytes = pt__sample_scratch_bytes((int)V);
+    g->samp = pt__plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
 }
 
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
@@ -111,31 +111,31 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
                  max_batch, 1 << 20);
     PT_CHECK_ARG(max_seq > 0 && max_seq <= (1 << 24), max_seq, "%d must be in 1 .. %d", max_seq,
                  1 << 24);
-    int gst = pt_model_check_positions(model, max_seq, "pt_generator_create");
+    int gst = pt__model_check_positions(model, max_seq, "pt_generator_create");
     if (gst)
         return gst;
-    pt_generator *g = pt_calloc(1, sizeof *g);
+    pt_generator *g = pt__calloc(1, sizeof *g);
     if (!g)
         return PT_ENOMEM;
-    g->model = pt_model_retain(model);
-    g->generation = pt_model_generation(model);
+    g->model = pt__model_retain(model);
+    g->generation = pt__model_generation(model);
     g->max_batch = max_batch;
     g->max_seq = max_seq;
     int w = model->cfg.sliding_window;
     g->slots = w > 0 && w < max_seq ? w : max_seq;
     g->rows = (size_t)(max_seq > max_batch ? max_seq : max_batch);
-    g->threads_cap = pt_scratch_threads();
+    g->threads_cap = pt__scratch_threads();
     pt_planner p = { 0, false };
     lay_out(g, &p, NULL);
     int st = PT_OK;
     if (p.overflow) {
-        st = pt_err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
+        st = pt__err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
                     "overflows", max_batch, max_seq);
     } else {
-        g->block = pt_malloc_aligned(p.total * sizeof(float));
-        g->rngs = pt_calloc((size_t)max_batch, sizeof *g->rngs);
+        g->block = pt__malloc_aligned(p.total * sizeof(float));
+        g->rngs = pt__calloc((size_t)max_batch, sizeof *g->rngs);
         if (!g->block || !g->rngs)
-            st = pt_err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
+            st = pt__err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
                                "buffers", p.total * sizeof(float) >> 20);
     }
     if (st) {
@@ -152,12 +152,12 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     return PT_OK;
 }
 
-int pt_generator_cache_slots(const pt_generator *g)
+int pt__generator_cache_slots(const pt_generator *g)
 {
     return g->slots;
 }
 
-size_t pt_generator_cache_floats(const pt_generator *g)
+size_t pt__generator_cache_floats(const pt_generator *g)
 {
     return 2 * cache_rows(g) * (size_t)g->slots;
 }
@@ -166,11 +166,11 @@ void pt_generator_free(pt_generator *g)
 {
     if (!g)
         return;
-    pt_free_aligned(g->block);
-    pt_free_aligned(g->lora_buf);
+    pt__free_aligned(g->block);
+    pt__free_aligned(g->lora_buf);
     pt_free(g->rngs);
     pt_free(g->stop);
-    pt_model_release(g->model);
+    pt__model_release(g->model);
     pt_free(g);
 }
 
@@ -253,12 +253,12 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
          * more in call overhead than it computes at these sizes.) */
         for (int r = 0; r < group; r++) {
             float *Sr = S;
-            pt_sgemv(false, len, hd, scale, K, hd, q + (size_t)r * hd, 0.0f, Sr);
+            pt__sgemv(false, len, hd, scale, K, hd, q + (size_t)r * hd, 0.0f, Sr);
             float mx = -INFINITY;
             for (size_t j = 0; j < len; j++)
                 mx = Sr[j] > mx ? Sr[j] : mx;
-            float sum = pt_vexp_sum(Sr, Sr, len, mx);
-            pt_sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
+            float sum = pt__vexp_sum(Sr, Sr, len, mx);
+            pt__sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
         }
     }
 }
@@ -269,15 +269,15 @@ static void head_rows(pt_generator *g, const float *x, size_t n, float *logits)
 {
     const pt_model *m = g->model;
     const size_t H = (size_t)m->cfg.hidden_size, V = (size_t)m->cfg.vocab_size;
-    pt_rmsnorm_forward(g->xn, NULL, x, m->w.norm, n, H, (float)m->cfg.rms_norm_eps);
-    const pt_qweight q = pt_model_wq(m, m->w.lm_head, V);
-    const pt_bf16 *w16 = pt_model_w16(m, m->w.lm_head);
+    pt__rmsnorm_forward(g->xn, NULL, x, m->w.norm, n, H, (float)m->cfg.rms_norm_eps);
+    const pt_qweight q = pt__model_wq(m, m->w.lm_head, V);
+    const pt_bf16 *w16 = pt__model_w16(m, m->w.lm_head);
     if (q.nseg)
-        pt_qgemm_xwt(true, q.seg[0].type, n, V, H, 1.0f, g->xn, H, q.seg[0].w, 0.0f, logits, V);
+        pt__qgemm_xwt(true, q.seg[0].type, n, V, H, 1.0f, g->xn, H, q.seg[0].w, 0.0f, logits, V);
     else if (w16)
-        pt_bgemv_rows(n, V, H, 1.0f, g->xn, H, w16, H, 0.0f, logits, V);
+        pt__bgemv_rows(n, V, H, 1.0f, g->xn, H, w16, H, 0.0f, logits, V);
     else
-        pt_sgemv_rows(n, V, H, 1.0f, g->xn, H, m->w.lm_head, H, 0.0f, logits, V);
+        pt__sgemv_rows(n, V, H, 1.0f, g->xn, H, m->w.lm_head, H, 0.0f, logits, V);
 }
 
 static pt_layer_io layer_io(pt_generator *g, const float *x, float *out, bool rowwise)
@@ -301,17 +301,17 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
     const size_t n = (size_t)T;
     for (int t = 0; t < T; t++)
         g->pos[t] = t;
-    pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
-    pt_model_embed(m, g->x, ids, n);
-    pt_attn_shape as = pt_model_attn_shape(m, 1, T, g->threads_cap);
+    pt__rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
+    pt__model_embed(m, g->x, ids, n);
+    pt_attn_shape as = pt__model_attn_shape(m, 1, T, g->threads_cap);
     float *x = g->x, *y = g->y;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, false);
-        pt_layer_forward_qkv(m, l, n, &io);
+        pt__layer_forward_qkv(m, l, n, &io);
         cache_store(g, l, n, NULL, row, NULL);
-        pt_attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,
+        pt__attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,
                              g->attn_scratch);
-        pt_layer_forward_out(m, l, n, &io);
+        pt__layer_forward_out(m, l, n, &io);
         float *t = x;
         x = y;
         y = t;
@@ -325,7 +325,7 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
 
 /* One batched forward of m_rows tokens: token i is g->ids[i] at position
  * g->pos[i] of cache row g->active[i] (one token per row when decoding;
- * consecutive positions of one row when pt_genrows_step continues a row).
+ * consecutive positions of one row when pt__genrows_step continues a row).
  * Logits of the tokens with want[i] (want NULL: all), in order, go to
  * `logits`.  Everything runs row by row, so a token's results do not depend
  * on the other tokens. */
@@ -334,15 +334,15 @@ static void forward_rows(pt_generator *g, int m_rows, const uint8_t *want, float
     const pt_model *m = g->model;
     const pt_model_config *c = &m->cfg;
     const size_t H = (size_t)c->hidden_size, n = (size_t)m_rows;
-    pt_rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
-    pt_model_embed(m, g->x, g->ids, n);
+    pt__rope_table(g->cos_t, g->sin_t, g->pos, n, m->inv_freq, c->head_dim);
+    pt__model_embed(m, g->x, g->ids, n);
     float *x = g->x, *y = g->y;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, true);
-        pt_layer_forward_qkv(m, l, n, &io);
+        pt__layer_forward_qkv(m, l, n, &io);
         cache_store(g, l, n, g->active, 0, g->pos);
         decode_attention(g, l, m_rows);
-        pt_layer_forward_out(m, l, n, &io);
+        pt__layer_forward_out(m, l, n, &io);
         float *t = x;
         x = y;
         y = t;
@@ -386,38 +386,38 @@ static void cache_copy_row(pt_generator *g, int from, int to, int T)
 /* The checks of pt_generate's options; the messages name fn and each field
  * as prefix + its name ("pt_generate: top_k ...", "pt_episodes_run:
  * sampling.top_k ..."). */
-int pt_genrows_check_options(const pt_generate_options *o, const pt_model_config *c,
+int pt__genrows_check_options(const pt_generate_options *o, const pt_model_config *c,
                              const char *fn, const char *prefix)
 {
     char arg[64];
 #define ARG(name) (snprintf(arg, sizeof arg, "%s%s", prefix, name), arg)
     if (o->max_new_tokens < 1)
-        return pt_err_arg(fn, ARG("max_new_tokens"), "%d must be at least 1", o->max_new_tokens);
+        return pt__err_arg(fn, ARG("max_new_tokens"), "%d must be at least 1", o->max_new_tokens);
     if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
-        return pt_err_arg(fn, ARG("temperature"), "%g must be finite and >= 0 (0: greedy)",
+        return pt__err_arg(fn, ARG("temperature"), "%g must be finite and >= 0 (0: greedy)",
                           (double)o->temperature);
     if (o->temperature > 0.0f && o->temperature < 1e-6f) /* logits / T would overflow */
-        return pt_err_arg(fn, ARG("temperature"), "%g is below 1e-6; use 0 for greedy",
+        return pt__err_arg(fn, ARG("temperature"), "%g is below 1e-6; use 0 for greedy",
                           (double)o->temperature);
     if (o->top_k < 0)
-        return pt_err_arg(fn, ARG("top_k"), "%d must be >= 0 (0: off)", o->top_k);
+        return pt__err_arg(fn, ARG("top_k"), "%d must be >= 0 (0: off)", o->top_k);
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
-        return pt_err_arg(fn, ARG("top_p"), "%g must be in (0, 1] (1: off)", (double)o->top_p);
+        return pt__err_arg(fn, ARG("top_p"), "%g must be in (0, 1] (1: off)", (double)o->top_p);
     if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return pt_err_arg(fn, ARG("min_p"), "%g must be in [0, 1] (0: off)", (double)o->min_p);
+        return pt__err_arg(fn, ARG("min_p"), "%g must be in [0, 1] (0: off)", (double)o->min_p);
     if (o->n_stop_ids > 0 && !o->stop_ids)
-        return pt_err_arg(fn, ARG("stop_ids"), "is NULL but n_stop_ids is %d", o->n_stop_ids);
+        return pt__err_arg(fn, ARG("stop_ids"), "is NULL but n_stop_ids is %d", o->n_stop_ids);
 #undef ARG
     for (int i = 0; i < o->n_stop_ids; i++)
         if (o->stop_ids[i] < 0 || o->stop_ids[i] >= c->vocab_size)
-            return pt_err(PT_ERANGE, "%s: stop id %d (%sstop_ids[%d]) is outside the "
+            return pt__err(PT_ERANGE, "%s: stop id %d (%sstop_ids[%d]) is outside the "
                           "vocabulary [0, %d)", fn, o->stop_ids[i], prefix, i, c->vocab_size);
     return PT_OK;
 }
 
 static int check_options(const pt_generate_options *o, const pt_model_config *c)
 {
-    return pt_genrows_check_options(o, c, "pt_generate", "");
+    return pt__genrows_check_options(o, c, "pt_generate", "");
 }
 
 /* Every prompt has 1 .. max_seq - M ids in the vocabulary. */
@@ -430,15 +430,15 @@ static int check_prompts(const pt_generator *g, const int32_t *prompt_ids,
     for (int b = 0; b < batch; b++) {
         int T = prompt_lens[b];
         if (T < 1)
-            return pt_err(PT_EINVAL, "pt_generate: prompt %d has length %d; a prompt needs at "
+            return pt__err(PT_EINVAL, "pt_generate: prompt %d has length %d; a prompt needs at "
                           "least one token", b, T);
         if ((int64_t)T + M > g->max_seq)
-            return pt_err(PT_EINVAL, "pt_generate: prompt %d (%d tokens) plus max_new_tokens "
+            return pt__err(PT_EINVAL, "pt_generate: prompt %d (%d tokens) plus max_new_tokens "
                           "%d exceeds the generator's max_seq %d", b, T, M, g->max_seq);
         for (int t = 0; t < T; t++) {
             int32_t id = prompt_ids[total + (size_t)t];
             if (id < 0 || id >= V)
-                return pt_err(PT_ERANGE, "pt_generate: prompt %d token %d is id %d, outside "
+                return pt__err(PT_ERANGE, "pt_generate: prompt %d token %d is id %d, outside "
                               "the vocabulary [0, %d)", b, t, id, V);
         }
         total += (size_t)T;
@@ -463,7 +463,7 @@ static int set_stop_ids(pt_generator *g, const pt_generate_options *o, int *n_st
     *n_stop = n;
     if (n == 0)
         return PT_OK;
-    g->stop = pt_malloc_array((size_t)n, sizeof *g->stop);
+    g->stop = pt__malloc_array((size_t)n, sizeof *g->stop);
     if (!g->stop)
         return PT_ENOMEM;
     memcpy(g->stop, src, (size_t)n * sizeof *g->stop);
@@ -498,11 +498,11 @@ static void sample_rows(pt_generator *g, int m_rows, const float *logits, const 
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int i = 0; i < m_rows; i++) {
         pt_sample_scratch sc;
-        pt_sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
+        pt__sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
                                                           (g->samp_bytes + 64), V);
         int b = g->active[i];
         float lp = 0.0f;
-        int32_t tok = pt_sample_token(logprobs ? &lp : NULL, logits + (size_t)i * V, V, s,
+        int32_t tok = pt__sample_token(logprobs ? &lp : NULL, logits + (size_t)i * V, V, s,
                                       &g->rngs[b], &sc);
         size_t at = (size_t)b * (size_t)M + (size_t)n_tokens[b];
         tokens[at] = tok;
@@ -518,7 +518,7 @@ static void reset_rows(pt_generator *g, const pt_generate_options *o, int batch,
 {
     const size_t M = (size_t)o->max_new_tokens;
     for (int b = 0; b < batch; b++) {
-        pt_sample_rng(&g->rngs[b], o->seed, o->stream_offset + (uint64_t)b);
+        pt__sample_rng(&g->rngs[b], o->seed, o->stream_offset + (uint64_t)b);
         n_tokens[b] = 0;
         if (finish_reasons)
             finish_reasons[b] = PT_FINISH_LENGTH;
@@ -596,76 +596,76 @@ static int decode_all(pt_generator *g, const pt_sampler *s, int batch, int M, in
     }
 }
 
-int pt_generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+int pt__generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
                      const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
                      int32_t *finish_reasons, float *logprobs)
 {
-    int st = pt_model_check_generation(g->model, g->generation, "pt_generate", "generator");
+    int st = pt__model_check_generation(g->model, g->generation, "pt_generate", "generator");
     if (st)
         return st;
     pt_generate_options o;
     pt_generate_options_init(&o);
-    st = pt_struct_read(&o, sizeof o, opts, "pt_generate", "pt_generate_options_init");
+    st = pt__struct_read(&o, sizeof o, opts, "pt_generate", "pt_generate_options_init");
     if (st != PT_OK || (st = check_options(&o, &g->model->cfg)) != PT_OK)
         return st;
     if (batch < 1 || batch > g->max_batch)
-        return pt_err_arg("pt_generate", "batch", "%d is outside 1 .. the generator's max_batch %d", batch,
+        return pt__err_arg("pt_generate", "batch", "%d is outside 1 .. the generator's max_batch %d", batch,
                           g->max_batch);
     const int M = o.max_new_tokens;
     int n_stop = 0;
     if ((st = check_prompts(g, prompt_ids, prompt_lens, batch, M)) != PT_OK ||
         (st = set_stop_ids(g, &o, &n_stop)) != PT_OK ||
-        (st = pt_lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows)) != PT_OK)
+        (st = pt__lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows)) != PT_OK)
         return st;
     pt_sampler s;
-    pt_genrows_sampler(&s, &o);
+    pt__genrows_sampler(&s, &o);
     reset_rows(g, &o, batch, tokens, n_tokens, finish_reasons, logprobs);
-    int prev = pt_threads_enter(g->num_threads);
-    pt_model_bf16_prepare(g->model);
+    int prev = pt__threads_enter(g->num_threads);
+    pt__model_bf16_prepare(g->model);
     if ((st = prefill_all(g, prompt_ids, prompt_lens, batch)) == PT_OK)
         st = decode_all(g, &s, batch, M, n_stop, prompt_lens, tokens, n_tokens, finish_reasons,
                         logprobs);
-    pt_threads_leave(prev);
+    pt__threads_leave(prev);
     return st;
 }
 
 /* ---- rows: sequences kept in the cache (model/generate_rows.h) ---------------------- */
 
-int pt_genrows_begin(pt_generator *g, const char *fn)
+int pt__genrows_begin(pt_generator *g, const char *fn)
 {
-    int st = pt_model_check_generation(g->model, g->generation, fn, "generator");
+    int st = pt__model_check_generation(g->model, g->generation, fn, "generator");
     if (st)
         return st;
-    pt_model_bf16_prepare(g->model);
-    return pt_lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows);
+    pt__model_bf16_prepare(g->model);
+    return pt__lora_scratch(&g->lora_buf, &g->lora_cap, g->model, g->rows);
 }
 
-pt_model *pt_genrows_model(const pt_generator *g)
+pt_model *pt__genrows_model(const pt_generator *g)
 {
     return g->model;
 }
 
-int pt_genrows_max_batch(const pt_generator *g)
+int pt__genrows_max_batch(const pt_generator *g)
 {
     return g->max_batch;
 }
 
-int pt_genrows_max_seq(const pt_generator *g)
+int pt__genrows_max_seq(const pt_generator *g)
 {
     return g->max_seq;
 }
 
-int pt_genrows_thread_setting(const pt_generator *g)
+int pt__genrows_thread_setting(const pt_generator *g)
 {
     return g->num_threads;
 }
 
-int pt_genrows_step_capacity(const pt_generator *g)
+int pt__genrows_step_capacity(const pt_generator *g)
 {
     return (int)g->rows;
 }
 
-int pt_genrows_chunk_limit(const pt_generator *g, int pos, int n)
+int pt__genrows_chunk_limit(const pt_generator *g, int pos, int n)
 {
     /* Without a ring, or within the ring's first pass, a chunk's keys go to
      * slots no token of the chunk needs.  Past it, a later token's key
@@ -678,17 +678,17 @@ int pt_genrows_chunk_limit(const pt_generator *g, int pos, int n)
     return 1;
 }
 
-int pt_genrows_prefill(pt_generator *g, int row, const int32_t *ids, int n, float *logits)
+int pt__genrows_prefill(pt_generator *g, int row, const int32_t *ids, int n, float *logits)
 {
     return prefill(g, row, ids, n, logits);
 }
 
-void pt_genrows_copy(pt_generator *g, int from, int to, int n)
+void pt__genrows_copy(pt_generator *g, int from, int to, int n)
 {
     cache_copy_row(g, from, to, n);
 }
 
-void pt_genrows_step(pt_generator *g, int n, const int32_t *rows, const int32_t *ids,
+void pt__genrows_step(pt_generator *g, int n, const int32_t *rows, const int32_t *ids,
                      const int32_t *pos, const uint8_t *want, float *logits)
 {
     memcpy(g->active, rows, (size_t)n * sizeof *rows);
@@ -697,18 +697,18 @@ void pt_genrows_step(pt_generator *g, int n, const int32_t *rows, const int32_t 
     forward_rows(g, n, want, logits);
 }
 
-float *pt_genrows_logits(pt_generator *g)
+float *pt__genrows_logits(pt_generator *g)
 {
     return g->logits;
 }
 
-void pt_genrows_sampler(pt_sampler *s, const pt_generate_options *o)
+void pt__genrows_sampler(pt_sampler *s, const pt_generate_options *o)
 {
     *s = (pt_sampler){ .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p,
                        .min_p = o->min_p };
 }
 
-void pt_genrows_sample(pt_generator *g, int m, const float *logits, const pt_sampler *s,
+void pt__genrows_sample(pt_generator *g, int m, const float *logits, const pt_sampler *s,
                        pt_rng *const *rngs, int32_t *tok, float *lp, const int32_t *hook_row,
                        const int32_t *hook_step)
 {
@@ -726,10 +726,10 @@ void pt_genrows_sample(pt_generator *g, int m, const float *logits, const pt_sam
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int i = 0; i < m; i++) {
         pt_sample_scratch sc;
-        pt_sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
+        pt__sample_scratch_init(&sc, (char *)g->samp + (size_t)omp_get_thread_num() *
                                                           (g->samp_bytes + 64), V);
         float l = 0.0f;
-        tok[i] = pt_sample_token(lp ? &l : NULL, logits + (size_t)i * V, V, s, rngs[i], &sc);
+        tok[i] = pt__sample_token(lp ? &l : NULL, logits + (size_t)i * V, V, s, rngs[i], &sc);
         if (lp)
             lp[i] = l;
     }

@@ -3,7 +3,7 @@
 #include "model/generate_struct.h"
 #include "model/generate_rows.h"
 
-void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload)
+void pt__generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload)
 {
     gen->hook = fn;
     gen->hook_payload = payload;
@@ -12,10 +12,10 @@ void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, v
 int pt_generator_set_num_threads(pt_generator *gen, int n)
 {
     PT_CHECK_NULL(gen);
-    int st = pt_thread_setting_check(n, __func__);
-    if (!st && !(st = pt_busy_enter(&gen->busy, __func__, "generator", gen))) {
+    int st = pt__thread_setting_check(n, __func__);
+    if (!st && !(st = pt__busy_enter(&gen->busy, __func__, "generator", gen))) {
         gen->num_threads = n;
-        pt_busy_leave(&gen->busy);
+        pt__busy_leave(&gen->busy);
     }
     return st;
 }
@@ -23,8 +23,8 @@ int pt_generator_set_num_threads(pt_generator *gen, int n)
 int pt_generator_get_num_threads(const pt_generator *gen)
 {
     if (!gen)
-        return pt_err(PT_EINVAL, "pt_generator_get_num_threads: gen is NULL");
-    return pt_thread_setting_count(gen->num_threads);
+        return pt__err(PT_EINVAL, "pt_generator_get_num_threads: gen is NULL");
+    return pt__thread_setting_count(gen->num_threads);
 }
 
 int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
@@ -36,21 +36,21 @@ int pt_generate(pt_generator *g, const int32_t *prompt_ids, const int32_t *promp
     PT_CHECK_NULL(prompt_lens);
     PT_CHECK_NULL(tokens);
     PT_CHECK_NULL(n_tokens);
-    int st = pt_busy_enter(&g->busy, __func__, "generator", g);
+    int st = pt__busy_enter(&g->busy, __func__, "generator", g);
     if (st)
         return st;
-    st = pt_generator_run(g, prompt_ids, prompt_lens, batch, opts, tokens, n_tokens, finish_reasons,
+    st = pt__generator_run(g, prompt_ids, prompt_lens, batch, opts, tokens, n_tokens, finish_reasons,
                           logprobs);
-    pt_busy_leave(&g->busy);
+    pt__busy_leave(&g->busy);
     return st;
 }
 
-int pt_genrows_take(pt_generator *g, const char *fn)
+int pt__genrows_take(pt_generator *g, const char *fn)
 {
-    return pt_busy_enter(&g->busy, fn, "generator", g);
+    return pt__busy_enter(&g->busy, fn, "generator", g);
 }
 
-void pt_genrows_give(pt_generator *g)
+void pt__genrows_give(pt_generator *g)
 {
-    pt_busy_leave(&g->busy);
+    pt__busy_leave(&g->busy);
 }

@@ -16,7 +16,7 @@ typedef struct pt_sampler {
     float min_p;        /* 0: off */
 } pt_sampler;
 
-/* Working memory of one pt_sample_token call for a vocabulary of v ids. */
+/* Working memory of one pt__sample_token call for a vocabulary of v ids. */
 typedef struct pt_sample_scratch {
     float *z;       /* [v] logits / temperature */
     float *e;       /* [v] exp(z - max z) */
@@ -27,14 +27,14 @@ typedef struct pt_sample_scratch {
 } pt_sample_scratch;
 
 /* Bytes of scratch for one sampler call (64-byte aligned parts). */
-size_t pt_sample_scratch_bytes(int v);
-/* Point s's arrays into `mem` (pt_sample_scratch_bytes(v) bytes, 64-byte aligned). */
-void pt_sample_scratch_init(pt_sample_scratch *s, void *mem, int v);
+size_t pt__sample_scratch_bytes(int v);
+/* Point s's arrays into `mem` (pt__sample_scratch_bytes(v) bytes, 64-byte aligned). */
+void pt__sample_scratch_init(pt_sample_scratch *s, void *mem, int v);
 
 /* The ids the filters of s keep for these logits (temperature > 0): keep[i]
  * is set to 1 or 0; returns how many are kept (>= 1).  Also leaves z and e
  * of the scratch filled. */
-int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
+int pt__sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
                      pt_sample_scratch *sc);
 
 /* Draw one id from logits (v entries) as pt_generate_options describes; the
@@ -43,22 +43,22 @@ int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler
  * renormalised; over all v ids when nothing is filtered; log_softmax of the
  * logits when greedy) goes to *logprob when non-NULL.  Uses rng only
  * when temperature > 0 (exactly one 53-bit uniform per call). */
-int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
+int32_t pt__sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
                         pt_rng *rng, pt_sample_scratch *sc);
 
 /* The RNG stream of a row: xoshiro256** seeded from (seed, stream). */
-void pt_sample_rng(pt_rng *r, uint64_t seed, uint64_t stream);
+void pt__sample_rng(pt_rng *r, uint64_t seed, uint64_t stream);
 
 /* KV-cache slots per (layer, row, kv head): max_seq, or the model's
  * sliding window when that is shorter (a ring); and the floats of keys and
  * values together (2 * layers * max_batch * kv_heads * head_dim * slots). */
-int pt_generator_cache_slots(const pt_generator *g);
-size_t pt_generator_cache_floats(const pt_generator *g);
+int pt__generator_cache_slots(const pt_generator *g);
+size_t pt__generator_cache_floats(const pt_generator *g);
 
 /* Called with the logits of every sampled token of every row, before the
  * draw (row = batch index, step = index of the new token). */
 typedef void (*pt_generate_logits_fn)(int row, int step, const float *logits, int vocab,
                                       void *payload);
-void pt_generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload);
+void pt__generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload);
 
 #endif

@@ -15,13 +15,13 @@ static size_t round64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-size_t pt_sample_scratch_bytes(int v)
+size_t pt__sample_scratch_bytes(int v)
 {
     size_t n = (size_t)v;
     return 2 * round64(n * sizeof(float)) + round64(n * sizeof(int32_t)) + round64(n);
 }
 
-void pt_sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
+void pt__sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
 {
     size_t n = (size_t)v;
     char *p = mem;
@@ -34,7 +34,7 @@ void pt_sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
     s->keep = (uint8_t *)p;
 }
 
-void pt_sample_rng(pt_rng *r, uint64_t seed, uint64_t stream)
+void pt__sample_rng(pt_rng *r, uint64_t seed, uint64_t stream)
 {
     /* Two rounds of mixing so that (seed, stream) and (seed', stream') with
      * seed + stream == seed' + stream' still give unrelated streams. */
@@ -42,7 +42,7 @@ void pt_sample_rng(pt_rng *r, uint64_t seed, uint64_t stream)
     x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
     x ^= stream * 0x9E3779B97F4A7C15ull + 0x3C6EF372FE94F82Bull;
     x = (x ^ (x >> 29)) * 0x94D049BB133111EBull;
-    pt_rng_seed(r, x ^ (x >> 32));
+    pt__rng_seed(r, x ^ (x >> 32));
 }
 
 /* Order of preference: larger z first, then the lower id. */
@@ -120,10 +120,10 @@ static void scale_exp(pt_sample_scratch *sc, const float *logits, int v, float t
         zmax = z[i] > zmax ? z[i] : zmax;
     }
     sc->zmax = zmax;
-    sc->sum = pt_vexp_sum(e, z, (size_t)v, zmax);
+    sc->sum = pt__vexp_sum(e, z, (size_t)v, zmax);
 }
 
-int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
+int pt__sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
                      pt_sample_scratch *sc)
 {
     if (v < 1)
@@ -189,7 +189,7 @@ int pt_sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler
     return kept;
 }
 
-int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
+int32_t pt__sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
                         pt_rng *rng, pt_sample_scratch *sc)
 {
     if (s->temperature == 0.0f) {
@@ -201,14 +201,14 @@ int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sam
             float m = logits[best], sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
             for (int i = 0; i < v; i++)
-                sum += pt_vexpf(logits[i] - m);
+                sum += pt__vexpf(logits[i] - m);
             *logprob = -logf(sum);
         }
         return best;
     }
     bool filtered = (s->top_k > 0 && s->top_k < v) || s->top_p < 1.0f || s->min_p > 0.0f;
     if (filtered)
-        pt_sample_filter(sc->keep, logits, v, s, sc);
+        pt__sample_filter(sc->keep, logits, v, s, sc);
     else
         scale_exp(sc, logits, v, s->temperature);
     const float *e = sc->e;
@@ -219,7 +219,7 @@ int32_t pt_sample_token(float *logprob, const float *logits, int v, const pt_sam
             total += (double)e[i];
             last = i;
         }
-    double u = pt_rng_uniform_double(rng) * total, acc = 0.0;
+    double u = pt__rng_uniform_double(rng) * total, acc = 0.0;
     int32_t tok = last;
     for (int i = 0; i < v; i++) {
         if (filtered && !sc->keep[i])

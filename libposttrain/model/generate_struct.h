@@ -34,7 +34,7 @@ struct pt_generator {
 
 /* pt_generate's work, the generator taken by the caller; messages name
  * pt_generate. */
-int pt_generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
+int pt__generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,
                      const pt_generate_options *opts, int32_t *tokens, int32_t *n_tokens,
                      int32_t *finish_reasons, float *logprobs);
 

@@ -15,16 +15,16 @@ static void product(bool rowwise, size_t rows, size_t n, size_t k, float alpha, 
                     size_t ldy)
 {
     if (w16 && rowwise)
-        pt_bgemv_rows(rows, n, k, alpha, x, ldx, w16, k, beta, y, ldy);
+        pt__bgemv_rows(rows, n, k, alpha, x, ldx, w16, k, beta, y, ldy);
     else if (w16)
-        pt_gemm_mixed(false, true, rows, n, k, alpha, x, false, ldx, w16, true, k, beta, y, ldy);
+        pt__gemm_mixed(false, true, rows, n, k, alpha, x, false, ldx, w16, true, k, beta, y, ldy);
     else if (rowwise)
-        pt_sgemv_rows(rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+        pt__sgemv_rows(rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
     else
-        pt_sgemm(false, true, rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
+        pt__sgemm(false, true, rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
 }
 
-void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
                        size_t rows, bool accumulate)
 {
     float beta = 0.0f;
@@ -35,11 +35,11 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
                 for (size_t j = 0; j < lin->out; j++)
                     y[r * ldy + j] += lin->b[j];
     } else if (lin->b) {
-        pt_rows_set(y, lin->b, rows, lin->out, ldy);
+        pt__rows_set(y, lin->b, rows, lin->out, ldy);
         beta = 1.0f;
     }
     if (lin->q.nseg)
-        pt_qgemm_segs_xwt(lin->rowwise, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
+        pt__qgemm_segs_xwt(lin->rowwise, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
                           y, ldy);
     else
         product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
@@ -54,7 +54,7 @@ void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *
     }
 }
 
-void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
+void pt__linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
                         const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows)
 {
     /* LoRA first, while x is intact (dx may overwrite x): per adapter k,
@@ -65,45 +65,45 @@ void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accum
         const pt_lora_slice *s = &lin->lora[k];
         float *t = lin->lora_scratch, *u = t + (size_t)(k + 1) * rows * s->r;
         const float *dys = dy + s->off;
-        pt_sgemm(false, false, rows, s->r, s->len, 1.0f, dys, lddy, s->b, s->r, 0.0f, u, s->r);
+        pt__sgemm(false, false, rows, s->r, s->len, 1.0f, dys, lddy, s->b, s->r, 0.0f, u, s->r);
         if (s->db) {
-            pt_sgemm(false, true, rows, s->r, lin->in, 1.0f, x, ldx, s->a, lin->in, 0.0f, t,
+            pt__sgemm(false, true, rows, s->r, lin->in, 1.0f, x, ldx, s->a, lin->in, 0.0f, t,
                      s->r);
-            pt_sgemm(true, false, s->len, s->r, rows, s->scale, dys, lddy, t, s->r, 1.0f, s->db,
+            pt__sgemm(true, false, s->len, s->r, rows, s->scale, dys, lddy, t, s->r, 1.0f, s->db,
                      s->r);
         }
         if (s->da)
-            pt_sgemm(true, false, s->r, lin->in, rows, s->scale, u, s->r, x, ldx, 1.0f, s->da,
+            pt__sgemm(true, false, s->r, lin->in, rows, s->scale, u, s->r, x, ldx, 1.0f, s->da,
                      lin->in);
     }
     /* With a BF16 weight on a BF16 path the weight gradient is a BF16
      * product too (mixed precision); a BF16 weight elsewhere is frozen.
      * dy, read by both products, is rounded to BF16 once. */
-    pt_bf16 *dy16 = lin->w16 && lin->dw && dx ? pt_bf16_operand(dy, rows, lin->out, lddy) : NULL;
+    pt_bf16 *dy16 = lin->w16 && lin->dw && dx ? pt__bf16_operand(dy, rows, lin->out, lddy) : NULL;
     const void *dya = dy16 ? (const void *)dy16 : (const void *)dy;
     const size_t ldya = dy16 ? lin->out : lddy;
     if (lin->dw && lin->w16)
-        pt_gemm_mixed(true, false, lin->out, lin->in, rows, 1.0f, dya, dy16 != NULL, ldya, x,
+        pt__gemm_mixed(true, false, lin->out, lin->in, rows, 1.0f, dya, dy16 != NULL, ldya, x,
                       false, ldx, 1.0f, lin->dw, lin->in);
     else if (lin->dw)
-        pt_sgemm(true, false, lin->out, lin->in, rows, 1.0f, dy, lddy, x, ldx, 1.0f, lin->dw,
+        pt__sgemm(true, false, lin->out, lin->in, rows, 1.0f, dy, lddy, x, ldx, 1.0f, lin->dw,
                  lin->in);
     if (lin->db)
-        pt_colsum_add(lin->db, dy, rows, lin->out, lddy);
+        pt__colsum_add(lin->db, dy, rows, lin->out, lddy);
     if (dx && lin->q.nseg)
-        pt_qgemm_segs_dyw(lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
+        pt__qgemm_segs_dyw(lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, dy, lddy,
                           accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx && lin->w16)
-        pt_gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dya, dy16 != NULL, ldya,
+        pt__gemm_mixed(false, false, rows, lin->in, lin->out, 1.0f, dya, dy16 != NULL, ldya,
                       lin->w16, true, lin->in, accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     else if (dx)
-        pt_sgemm(false, false, rows, lin->in, lin->out, 1.0f, dy, lddy, lin->w, lin->in,
+        pt__sgemm(false, false, rows, lin->in, lin->out, 1.0f, dy, lddy, lin->w, lin->in,
                  accumulate_dx ? 1.0f : 0.0f, dx, lddx);
     free(dy16);
     for (int k = 0; dx && k < lin->nlora; k++) {
         const pt_lora_slice *s = &lin->lora[k];
         const float *u = lin->lora_scratch + (size_t)(k + 1) * rows * s->r;
-        pt_sgemm(false, false, rows, lin->in, s->r, s->scale, u, s->r, s->a, lin->in, 1.0f, dx,
+        pt__sgemm(false, false, rows, lin->in, s->r, s->scale, u, s->r, s->a, lin->in, 1.0f, dx,
                  lddx);
     }
 }

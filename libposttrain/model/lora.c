@@ -12,22 +12,22 @@
 
 #define LORA_NAME_LEN 96
 
-const char *pt_lora_module_name(int k)
+const char *pt__lora_module_name(int k)
 {
-    const pt_tensor_row *r = pt_tensor_row_lora(k);
+    const pt_tensor_row *r = pt__tensor_row_lora(k);
     return r ? r->module : "?";
 }
 
-void pt_lora_module_dims(const pt_model *m, int k, size_t *in, size_t *out)
+void pt__lora_module_dims(const pt_model *m, int k, size_t *in, size_t *out)
 {
-    const pt_tensor_row *r = pt_tensor_row_lora(k);
-    *in = (size_t)pt_dim_size(r->cols, &m->cfg);
-    *out = (size_t)pt_dim_size(r->rows, &m->cfg);
+    const pt_tensor_row *r = pt__tensor_row_lora(k);
+    *in = (size_t)pt__dim_size(r->cols, &m->cfg);
+    *out = (size_t)pt__dim_size(r->rows, &m->cfg);
 }
 
 static float *base_weight(pt_model *m, int layer, int k)
 {
-    return *pt_weights_slot(&m->w, layer, pt_tensor_row_lora(k)->id);
+    return *pt__weights_slot(&m->w, layer, pt__tensor_row_lora(k)->id);
 }
 
 int pt_lora_options_init(pt_lora_options *o)
@@ -38,7 +38,7 @@ int pt_lora_options_init(pt_lora_options *o)
     return PT_OK;
 }
 
-size_t pt_model_base_tensor_count(const pt_model *m)
+size_t pt__model_base_tensor_count(const pt_model *m)
 {
     if (!m)
         return 0;
@@ -54,7 +54,7 @@ int pt_model_set_lora_enabled(pt_model *m, bool enabled)
 {
     PT_CHECK_NULL(m);
     if (!m->lora)
-        return pt_err(PT_ESTATE, "pt_model_set_lora_enabled: the model has no LoRA adapters");
+        return pt__err(PT_ESTATE, "pt_model_set_lora_enabled: the model has no LoRA adapters");
     m->lora->disabled = !enabled;
     return PT_OK;
 }
@@ -64,15 +64,15 @@ bool pt_model_lora_enabled(const pt_model *m)
     return m && m->lora && !m->lora->disabled;
 }
 
-bool pt_lora_disabled(const pt_model *m)
+bool pt__lora_disabled(const pt_model *m)
 {
     return m && m->lora && m->lora->disabled;
 }
 
-int pt_lora_check_backward(const pt_model *m, const char *who)
+int pt__lora_check_backward(const pt_model *m, const char *who)
 {
-    if (pt_lora_disabled(m))
-        return pt_err(PT_ESTATE, "%s: the model's LoRA adapters are switched off "
+    if (pt__lora_disabled(m))
+        return pt__err(PT_ESTATE, "%s: the model's LoRA adapters are switched off "
                       "(pt_model_set_lora_enabled) and its base is frozen: nothing would get a "
                       "gradient", who);
     return PT_OK;
@@ -83,11 +83,11 @@ int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
     if (!m->lora)
-        return pt_err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
+        return pt__err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
     int st = PT_STRUCT_CHECK_OUT(out, pt_lora_options, pt_lora_options_init);
     if (st)
         return st;
-    pt_struct_write(out, &m->lora->opts);
+    pt__struct_write(out, &m->lora->opts);
     return PT_OK;
 }
 
@@ -95,15 +95,15 @@ static void lora_free(struct pt_lora *l)
 {
     if (!l)
         return;
-    pt_free_aligned(l->params);
-    pt_free_aligned(l->grads);
+    pt__free_aligned(l->params);
+    pt__free_aligned(l->grads);
     pt_free(l->mods);
     pt_free(l->names);
     pt_free(l->source_dir);
     pt_free(l);
 }
 
-void pt_lora_release(pt_model *m)
+void pt__lora_release(pt_model *m)
 {
     if (!m)
         return;
@@ -114,7 +114,7 @@ void pt_lora_release(pt_model *m)
 /* Release the base's gradient block (the base is about to be frozen). */
 static void drop_base_grads(pt_model *m)
 {
-    pt_free_aligned(m->grads);
+    pt__free_aligned(m->grads);
     m->grads = NULL;
     pt_layer_w *gl = m->g.layers;
     memset(gl, 0, (size_t)m->cfg.num_hidden_layers * sizeof *gl);
@@ -136,8 +136,8 @@ static size_t lay_out_adapters(struct pt_lora *l, const pt_model *m, float *bloc
             if (!((l->opts.targets >> k) & 1u))
                 continue;
             pt_lora_pair *q = &l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k];
-            pt_lora_module_dims(m, k, &q->in, &q->out);
-            size_t ao = pt_plan(&p, r, q->in), bo = pt_plan(&p, q->out, r);
+            pt__lora_module_dims(m, k, &q->in, &q->out);
+            size_t ao = pt__plan(&p, r, q->in), bo = pt__plan(&p, q->out, r);
             if (block) {
                 q->a = block + ao;
                 q->da = grads + ao;
@@ -157,11 +157,11 @@ static void add_entries(pt_tensor_ref *tab, char *names, const struct pt_lora *l
     const size_t r = (size_t)l->opts.rank;
     double bound = 1.0 / sqrt((double)p->in);
     for (size_t j = 0; j < r * p->in; j++)
-        p->a[j] = (float)((2.0 * pt_rng_uniform_double(rng) - 1.0) * bound);
+        p->a[j] = (float)((2.0 * pt__rng_uniform_double(rng) - 1.0) * bound);
     for (int ab = 0; ab < 2; ab++) {
         char *name = names + (size_t)ab * LORA_NAME_LEN;
         snprintf(name, LORA_NAME_LEN, "model.layers.%d.%s.lora_%c.weight", layer,
-                 pt_lora_module_name(k), ab ? 'B' : 'A');
+                 pt__lora_module_name(k), ab ? 'B' : 'A');
         pt_tensor_ref *t = &tab[ab];
         memset(t, 0, sizeof *t);
         t->name = name;
@@ -181,7 +181,7 @@ static void add_entries(pt_tensor_ref *tab, char *names, const struct pt_lora *l
 /* The adapters' memory for options o (nothing attached yet). */
 static int lora_alloc(struct pt_lora **out, const pt_model *m, const pt_lora_options *o)
 {
-    struct pt_lora *l = pt_calloc(1, sizeof *l);
+    struct pt_lora *l = pt__calloc(1, sizeof *l);
     if (!l)
         return PT_ENOMEM;
     const size_t L = (size_t)m->cfg.num_hidden_layers;
@@ -192,16 +192,16 @@ static int lora_alloc(struct pt_lora **out, const pt_model *m, const pt_lora_opt
     l->scale = (float)(o->alpha / (double)o->rank);
     l->nbase = m->ntensors;
     l->nadapters = L * per_layer;
-    l->mods = pt_calloc(L * PT_LORA_NMOD, sizeof *l->mods);
-    l->names = pt_calloc(2 * l->nadapters, LORA_NAME_LEN);
+    l->mods = pt__calloc(L * PT_LORA_NMOD, sizeof *l->mods);
+    l->names = pt__calloc(2 * l->nadapters, LORA_NAME_LEN);
     int st = l->mods && l->names ? PT_OK : PT_ENOMEM;
     if (st == PT_OK && !(l->num_floats = lay_out_adapters(l, m, NULL, NULL)))
-        st = pt_err(PT_ENOMEM, "pt_model_add_lora: rank %d adapters are too large", o->rank);
+        st = pt__err(PT_ENOMEM, "pt_model_add_lora: rank %d adapters are too large", o->rank);
     if (st == PT_OK) {
-        l->params = pt_malloc_aligned(l->num_floats * sizeof(float));
-        l->grads = pt_malloc_aligned(l->num_floats * sizeof(float));
+        l->params = pt__malloc_aligned(l->num_floats * sizeof(float));
+        l->grads = pt__malloc_aligned(l->num_floats * sizeof(float));
         if (!l->params || !l->grads)
-            st = pt_err_prefix(PT_ENOMEM, "LoRA adapters of rank %d", o->rank);
+            st = pt__err_prefix(PT_ENOMEM, "LoRA adapters of rank %d", o->rank);
     }
     if (st != PT_OK) {
         lora_free(l);
@@ -227,28 +227,28 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
     PT_CHECK_ARG(rank >= 1 && rank <= 65536, rank, "%d must be in 1 .. 65536", rank);
     PT_CHECK_ARG(alpha > 0 && isfinite(alpha), alpha, "%g must be positive and finite", alpha);
     if (!(alpha / (double)rank <= (double)FLT_MAX))
-        return pt_err(PT_ERANGE, "pt_model_add_lora: alpha %g / rank %d = %g overflows the float LoRA "
+        return pt__err(PT_ERANGE, "pt_model_add_lora: alpha %g / rank %d = %g overflows the float LoRA "
                       "scale (at most %g)", alpha, rank, alpha / (double)rank, (double)FLT_MAX);
     PT_CHECK_ARG(targets != 0 && (targets & ~(unsigned)PT_LORA_ALL) == 0, targets,
                  "0x%x must be a non-empty set of PT_LORA_* bits (0x%x)", targets,
                  (unsigned)PT_LORA_ALL);
     if (o.dropout != 0.0)
-        return pt_err(PT_EUNSUPPORTED, "pt_model_add_lora: dropout %g is not supported (must be 0)",
+        return pt__err(PT_EUNSUPPORTED, "pt_model_add_lora: dropout %g is not supported (must be 0)",
                       o.dropout);
     if (m->lora)
-        return pt_err(PT_ESTATE, "pt_model_add_lora: the model already has LoRA adapters "
+        return pt__err(PT_ESTATE, "pt_model_add_lora: the model already has LoRA adapters "
                       "(merge or remove them first)");
     struct pt_lora *l = NULL;
     if ((st = lora_alloc(&l, m, &o)) != PT_OK)
         return st;
-    pt_tensor_ref *tab = pt_malloc_array(m->ntensors + 2 * l->nadapters, sizeof *tab);
+    pt_tensor_ref *tab = pt__malloc_array(m->ntensors + 2 * l->nadapters, sizeof *tab);
     if (!tab) {
         lora_free(l);
         return PT_ENOMEM;
     }
     memcpy(tab, m->tensors, m->ntensors * sizeof *tab);
     pt_rng rng;
-    pt_rng_seed(&rng, o.seed);
+    pt__rng_seed(&rng, o.seed);
     size_t ti = m->ntensors;
     for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)
         for (int k = 0; k < PT_LORA_NMOD; k++) {
@@ -269,7 +269,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
     m->tensors = tab;
     m->ntensors = ti;
     m->lora = l;
-    pt_model_bump_generation(m, "LoRA adapters added");
+    pt__model_bump_generation(m, "LoRA adapters added");
     return PT_OK;
 }
 
@@ -277,15 +277,15 @@ int pt_model_remove_lora(pt_model *m)
 {
     PT_CHECK_NULL(m);
     if (!m->lora)
-        return pt_err(PT_ESTATE, "pt_model_remove_lora: the model has no LoRA adapters");
+        return pt__err(PT_ESTATE, "pt_model_remove_lora: the model has no LoRA adapters");
     m->ntensors = m->lora->nbase;
-    bool frozen = pt_model_is_quantized(m); /* a quantized base stays frozen */
+    bool frozen = pt__model_is_quantized(m); /* a quantized base stays frozen */
     for (size_t i = 0; i < m->ntensors; i++) {
         m->tensors[i].trainable = !frozen;
         m->tensors[i].grad = NULL;
     }
-    pt_lora_release(m);
-    pt_model_bump_generation(m, "LoRA adapters removed");
+    pt__lora_release(m);
+    pt__model_bump_generation(m, "LoRA adapters removed");
     return PT_OK;
 }
 
@@ -294,32 +294,32 @@ int pt_model_merge_lora(pt_model *m)
     PT_CHECK_NULL(m);
     struct pt_lora *l = m->lora;
     if (!l)
-        return pt_err(PT_ESTATE, "pt_model_merge_lora: the model has no LoRA adapters");
-    int qst = pt_model_check_not_quantized(m, "pt_model_merge_lora", "the adapters cannot be "
+        return pt__err(PT_ESTATE, "pt_model_merge_lora: the model has no LoRA adapters");
+    int qst = pt__model_check_not_quantized(m, "pt_model_merge_lora", "the adapters cannot be "
                                            "merged into its blocks; export them with `posttrain "
                                            "export --adapter` (llama.cpp applies them to the same "
                                            "file with --lora), or dequantize the base first");
     if (qst)
         return qst;
     const size_t r = (size_t)l->opts.rank;
-    pt_model_bf16_unstore(m); /* merge into FP32 (a BF16 base is widened first) */
+    pt__model_bf16_unstore(m); /* merge into FP32 (a BF16 base is widened first) */
     for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)
         for (int k = 0; k < PT_LORA_NMOD; k++) {
             const pt_lora_pair *p = &l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k];
             if (!p->a)
                 continue;
             /* W [out, in] += scale * B [out, r] A [r, in] */
-            pt_sgemm(false, false, p->out, p->in, r, l->scale, p->b, r, p->a, p->in, 1.0f,
+            pt__sgemm(false, false, p->out, p->in, r, l->scale, p->b, r, p->a, p->in, 1.0f,
                      base_weight(m, layer, k), p->in);
         }
     pt_model_weights_changed(m); /* BF16 copies follow the merged weights */
     int st = pt_model_remove_lora(m);
     if (st == PT_OK)
-        pt_model_bump_generation(m, "LoRA merged");
+        pt__model_bump_generation(m, "LoRA merged");
     return st;
 }
 
-void pt_lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask, float *scratch)
+void pt__lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask, float *scratch)
 {
     const struct pt_lora *l = m->lora;
     if (!l || l->disabled)
@@ -342,30 +342,30 @@ void pt_lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask,
             lin->lora_scratch = scratch;
         }
         size_t in, out;
-        pt_lora_module_dims(m, k, &in, &out);
+        pt__lora_module_dims(m, k, &in, &out);
         off += out;
     }
 }
 
-int pt_lora_scratch(float **buf, size_t *cap, const pt_model *m, size_t rows)
+int pt__lora_scratch(float **buf, size_t *cap, const pt_model *m, size_t rows)
 {
     if (!m->lora)
         return PT_OK;
     size_t need;
-    if (!pt_mul_size(rows, 4 * (size_t)m->lora->opts.rank, &need))
-        return pt_err(PT_ENOMEM, "LoRA scratch for %zu rows overflows", rows);
+    if (!pt__mul_size(rows, 4 * (size_t)m->lora->opts.rank, &need))
+        return pt__err(PT_ENOMEM, "LoRA scratch for %zu rows overflows", rows);
     if (*cap >= need && *buf)
         return PT_OK;
-    float *p = pt_malloc_aligned(need * sizeof(float));
+    float *p = pt__malloc_aligned(need * sizeof(float));
     if (!p)
-        return pt_err_prefix(PT_ENOMEM, "LoRA scratch for %zu rows", rows);
-    pt_free_aligned(*buf);
+        return pt__err_prefix(PT_ENOMEM, "LoRA scratch for %zu rows", rows);
+    pt__free_aligned(*buf);
     *buf = p;
     *cap = need;
     return PT_OK;
 }
 
-void pt_lora_zero_grads(pt_model *m)
+void pt__lora_zero_grads(pt_model *m)
 {
     if (m && m->lora)
         memset(m->lora->grads, 0, m->lora->num_floats * sizeof(float));

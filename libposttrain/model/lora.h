@@ -27,25 +27,25 @@ struct pt_lora {
 };
 
 /* PEFT / Hugging Face module name of projection k (0 .. 6): "self_attn.q_proj", ... */
-const char *pt_lora_module_name(int k);
+const char *pt__lora_module_name(int k);
 /* Input and output features of projection k. */
-void pt_lora_module_dims(const pt_model *m, int k, size_t *in, size_t *out);
+void pt__lora_module_dims(const pt_model *m, int k, size_t *in, size_t *out);
 
 /* Attach the adapters of the projections in `mask` of layer `layer` to a
  * linear whose output is those projections side by side in PT_LORA_* bit
  * order (one bit for a plain projection, Q|K|V for a fused one). */
-void pt_lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask, float *scratch);
+void pt__lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask, float *scratch);
 /* Make *buf (capacity *cap floats, 64-byte aligned) hold the adapter scratch
  * (4 * rows * r floats) for `rows` rows; a no-op without adapters. */
-int pt_lora_scratch(float **buf, size_t *cap, const pt_model *m, size_t rows);
+int pt__lora_scratch(float **buf, size_t *cap, const pt_model *m, size_t rows);
 /* True when the model has adapters and they are switched off. */
-bool pt_lora_disabled(const pt_model *m);
+bool pt__lora_disabled(const pt_model *m);
 /* PT_ESTATE (naming `who`) when a backward would reach nothing trainable
  * because the adapters are switched off; PT_OK otherwise. */
-int pt_lora_check_backward(const pt_model *m, const char *who);
+int pt__lora_check_backward(const pt_model *m, const char *who);
 /* Zero the adapters' gradients (no-op without adapters). */
-void pt_lora_zero_grads(pt_model *m);
+void pt__lora_zero_grads(pt_model *m);
 /* Free the adapters' memory (for pt_model_free; the table is not touched). */
-void pt_lora_release(pt_model *m);
+void pt__lora_release(pt_model *m);
 
 #endif

@@ -27,9 +27,9 @@ static const size_t k_layer_slot[PT_T_COUNT] = {
     [PT_T_WU] = offsetof(pt_layer_w, wu),   [PT_T_WD] = offsetof(pt_layer_w, wd),
 };
 
-float **pt_weights_slot(pt_weights *w, int layer, pt_tensor_id id)
+float **pt__weights_slot(pt_weights *w, int layer, pt_tensor_id id)
 {
-    if (pt_tensor_row_get(id)->per_layer)
+    if (pt__tensor_row_get(id)->per_layer)
         return (float **)(void *)((char *)&w->layers[layer] + k_layer_slot[id]);
     return (float **)(void *)((char *)w + k_global_slot[id]);
 }
@@ -38,28 +38,28 @@ float **pt_weights_slot(pt_weights *w, int layer, pt_tensor_id id)
  * gradients); a row that is absent but tied to another uses that one's. */
 static void set_pointers(pt_model *m, float *block, pt_weights *w)
 {
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++) {
         const pt_schema_tensor *s = &m->layout[i];
-        *pt_weights_slot(w, s->layer, s->row->id) = block + m->offsets[i];
+        *pt__weights_slot(w, s->layer, s->row->id) = block + m->offsets[i];
     }
     for (int id = 0; id < PT_T_COUNT; id++) {
-        const pt_tensor_row *r = pt_tensor_row_get((pt_tensor_id)id);
-        if (!r->per_layer && r->tied_to != PT_T_COUNT && !pt_tensor_row_present(r, &m->cfg))
-            *pt_weights_slot(w, -1, r->id) = *pt_weights_slot(w, -1, r->tied_to);
+        const pt_tensor_row *r = pt__tensor_row_get((pt_tensor_id)id);
+        if (!r->per_layer && r->tied_to != PT_T_COUNT && !pt__tensor_row_present(r, &m->cfg))
+            *pt__weights_slot(w, -1, r->id) = *pt__weights_slot(w, -1, r->tied_to);
     }
 }
 
 static void init_params(pt_model *m, uint64_t seed)
 {
     pt_rng rng;
-    pt_rng_seed(&rng, seed);
+    pt__rng_seed(&rng, seed);
     double sd = m->cfg.initializer_range;
     for (size_t i = 0; i < m->ntensors; i++) {
         float *p = m->params + m->offsets[i];
         size_t n = m->tensors[i].numel;
         pt_tensor_init kind = m->layout[i].row->init;
         for (size_t j = 0; j < n; j++)
-            p[j] = kind == PT_INIT_NORMAL ? (float)(sd * pt_rng_normal(&rng))
+            p[j] = kind == PT_INIT_NORMAL ? (float)(sd * pt__rng_normal(&rng))
                                           : (kind == PT_INIT_ONES ? 1.0f : 0.0f);
     }
 }
@@ -76,8 +76,8 @@ static int lay_out(pt_model *m)
         const pt_schema_tensor *s = &m->layout[i];
         if (!s->row->follows)
             off = (off + 15) & ~(size_t)15;
-        if (!pt_add_size(off, s->numel, &off) || off > ((size_t)1 << 60) / sizeof(float))
-            return pt_err(PT_ENOMEM, "model: parameter block size overflows at tensor '%s'",
+        if (!pt__add_size(off, s->numel, &off) || off > ((size_t)1 << 60) / sizeof(float))
+            return pt__err(PT_ENOMEM, "model: parameter block size overflows at tensor '%s'",
                           s->name);
         m->offsets[i] = off - s->numel;
         pt_tensor_ref *t = &m->tensors[i];
@@ -104,41 +104,41 @@ static int create(pt_model **out, const pt_model_config *cfg, uint64_t seed, boo
     int st = pt_model_config_validate(&c);
     if (st != PT_OK)
         return st;
-    pt_model *m = pt_calloc(1, sizeof *m);
+    pt_model *m = pt__calloc(1, sizeof *m);
     if (!m)
         return PT_ENOMEM;
     m->cfg = c;
     atomic_init(&m->refs, 1);
     pthread_mutex_init(&m->bf16_lock, NULL);
-    m->q_dim = (int)pt_dim_size(PT_DIM_Q, &c);
-    m->kv_dim = (int)pt_dim_size(PT_DIM_KV, &c);
+    m->q_dim = (int)pt__dim_size(PT_DIM_Q, &c);
+    m->kv_dim = (int)pt__dim_size(PT_DIM_KV, &c);
     const size_t L = (size_t)c.num_hidden_layers;
-    if ((st = pt_schema_tensors(&m->layout, &m->ntensors, &c)) != PT_OK) {
+    if ((st = pt__schema_tensors(&m->layout, &m->ntensors, &c)) != PT_OK) {
         pt_model_free(m);
         return st;
     }
-    m->tensors = pt_calloc(m->ntensors, sizeof *m->tensors);
-    m->offsets = pt_calloc(m->ntensors, sizeof *m->offsets);
-    m->w.layers = pt_calloc(L, sizeof(pt_layer_w));
-    m->g.layers = pt_calloc(L, sizeof(pt_layer_w));
-    m->inv_freq = pt_calloc((size_t)c.head_dim / 2, sizeof(float));
+    m->tensors = pt__calloc(m->ntensors, sizeof *m->tensors);
+    m->offsets = pt__calloc(m->ntensors, sizeof *m->offsets);
+    m->w.layers = pt__calloc(L, sizeof(pt_layer_w));
+    m->g.layers = pt__calloc(L, sizeof(pt_layer_w));
+    m->inv_freq = pt__calloc((size_t)c.head_dim / 2, sizeof(float));
     if (!m->tensors || !m->offsets || !m->w.layers || !m->g.layers || !m->inv_freq)
         st = PT_ENOMEM;
     if (st == PT_OK)
         st = lay_out(m);
-    if (st == PT_OK && !(m->params = pt_malloc_aligned(m->num_floats * sizeof(float))))
-        st = pt_err_prefix(PT_ENOMEM, "model: %zu parameters", (size_t)m->num_params);
+    if (st == PT_OK && !(m->params = pt__malloc_aligned(m->num_floats * sizeof(float))))
+        st = pt__err_prefix(PT_ENOMEM, "model: %zu parameters", (size_t)m->num_params);
     if (st != PT_OK) {
         pt_model_free(m);
         return st;
     }
-    pt_model_zero(m->params, m->num_floats);
+    pt__model_zero(m->params, m->num_floats);
     for (size_t i = 0; i < m->ntensors; i++)
         m->tensors[i].data = m->params + m->offsets[i];
     set_pointers(m, m->params, &m->w);
     if (random_init)
         init_params(m, seed);
-    pt_rope_inv_freq(m->inv_freq, c.head_dim, c.rope_theta, c.rope_type, c.rope_factor,
+    pt__rope_inv_freq(m->inv_freq, c.head_dim, c.rope_theta, c.rope_type, c.rope_factor,
                      c.rope_low_freq_factor, c.rope_high_freq_factor,
                      c.rope_original_max_position_embeddings);
     *out = m;
@@ -155,7 +155,7 @@ int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed)
     return st ? st : create(out, &c, seed, true);
 }
 
-int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg)
+int pt__model_create_uninit(pt_model **out, const pt_model_config *cfg)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
@@ -165,7 +165,7 @@ int pt_model_create_uninit(pt_model **out, const pt_model_config *cfg)
     return st ? st : create(out, &c, 0, false);
 }
 
-pt_model *pt_model_retain(pt_model *m)
+pt_model *pt__model_retain(pt_model *m)
 {
     if (m)
         atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
@@ -173,24 +173,24 @@ pt_model *pt_model_retain(pt_model *m)
 }
 
 /* The host's pt_model_free is a release: the last reference frees. */
-void pt_model_release(pt_model *m)
+void pt__model_release(pt_model *m)
 {
     if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
         return;
-    pt_free_aligned(m->params);
-    pt_free_aligned(m->params16);
+    pt__free_aligned(m->params);
+    pt__free_aligned(m->params16);
     pt_free(m->qtype);
     pt_free(m->qoff);
-    pt_free_aligned(m->qblocks);
+    pt__free_aligned(m->qblocks);
     pthread_mutex_destroy(&m->bf16_lock);
-    pt_free_aligned(m->grads);
+    pt__free_aligned(m->grads);
     pt_free(m->tensors);
     pt_free(m->offsets);
     pt_free(m->layout);
     pt_free(m->w.layers);
     pt_free(m->g.layers);
     pt_free(m->inv_freq);
-    pt_lora_release(m);
+    pt__lora_release(m);
     if (m->attachment_free)
         m->attachment_free(m->attachment);
     pt_free(m);
@@ -198,10 +198,10 @@ void pt_model_release(pt_model *m)
 
 void pt_model_free(pt_model *m)
 {
-    pt_model_release(m);
+    pt__model_release(m);
 }
 
-void pt_model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *))
+void pt__model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *))
 {
     if (m->attachment_free && m->attachment != data)
         m->attachment_free(m->attachment);
@@ -209,7 +209,7 @@ void pt_model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *))
     m->attachment_free = free_fn;
 }
 
-void *pt_model_attachment(const pt_model *m)
+void *pt__model_attachment(const pt_model *m)
 {
     return m ? m->attachment : NULL;
 }
@@ -221,7 +221,7 @@ int pt_model_get_config(pt_model_config *out, const pt_model *m)
     int st = PT_STRUCT_CHECK_OUT(out, pt_model_config, pt_model_config_init);
     if (st)
         return st;
-    pt_struct_write(out, &m->cfg);
+    pt__struct_write(out, &m->cfg);
     return PT_OK;
 }
 
@@ -276,7 +276,7 @@ static void fill_tensor_info(pt_tensor_info *out, const pt_tensor_ref *t)
     full.trainable = t->trainable;
     full.adapter = t->adapter;
     full.no_decay = t->no_decay;
-    pt_struct_write(out, &full);
+    pt__struct_write(out, &full);
 }
 
 int pt_model_num_tensors(size_t *out, const pt_model *m)
@@ -295,7 +295,7 @@ int pt_model_tensor_info(pt_tensor_info *out, const pt_model *m, size_t index)
     if (st)
         return st;
     if (index >= m->ntensors)
-        return pt_err(PT_ERANGE, "pt_model_tensor_info: index %zu is not below the %zu tensors",
+        return pt__err(PT_ERANGE, "pt_model_tensor_info: index %zu is not below the %zu tensors",
                       index, m->ntensors);
     fill_tensor_info(out, &m->tensors[index]);
     return PT_OK;
@@ -309,9 +309,9 @@ int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *m, const char
     int st = PT_STRUCT_CHECK_OUT(out, pt_tensor_info, pt_tensor_info_init);
     if (st)
         return st;
-    const pt_tensor_ref *t = pt_model_find_tensor(m, name);
+    const pt_tensor_ref *t = pt__model_find_tensor(m, name);
     if (!t)
-        return pt_err(PT_ENOTFOUND, "pt_model_find_tensor_info: the model has no tensor '%s'", name);
+        return pt__err(PT_ENOTFOUND, "pt_model_find_tensor_info: the model has no tensor '%s'", name);
     fill_tensor_info(out, t);
     return PT_OK;
 }
@@ -321,14 +321,14 @@ size_t pt_model_tensor_count(const pt_model *m)
     return m ? m->ntensors : 0;
 }
 
-const pt_tensor_ref *pt_model_tensor(const pt_model *m, size_t i)
+const pt_tensor_ref *pt__model_tensor(const pt_model *m, size_t i)
 {
     if (!m || i >= m->ntensors)
         return NULL;
     return &m->tensors[i];
 }
 
-const pt_tensor_ref *pt_model_find_tensor(const pt_model *m, const char *name)
+const pt_tensor_ref *pt__model_find_tensor(const pt_model *m, const char *name)
 {
     if (!m || !name)
         return NULL;
@@ -343,11 +343,11 @@ int pt_model_alloc_grads(pt_model *m)
     PT_CHECK_NULL(m);
     if (m->grads || m->lora)
         return PT_OK; /* with LoRA the base is frozen: only the adapters have gradients */
-    if (pt_model_is_quantized(m))
-        return pt_model_check_not_quantized(m, "pt_model_alloc_grads", PT_QUANT_FULL_FT_ADVICE);
-    m->grads = pt_malloc_aligned(m->num_floats * sizeof(float));
+    if (pt__model_is_quantized(m))
+        return pt__model_check_not_quantized(m, "pt_model_alloc_grads", PT_QUANT_FULL_FT_ADVICE);
+    m->grads = pt__malloc_aligned(m->num_floats * sizeof(float));
     if (!m->grads)
-        return pt_err_prefix(PT_ENOMEM, "model gradients");
+        return pt__err_prefix(PT_ENOMEM, "model gradients");
     memset(m->grads, 0, m->num_floats * sizeof(float));
     for (size_t i = 0; i < m->ntensors; i++)
         m->tensors[i].grad = m->grads + m->offsets[i];
@@ -360,34 +360,34 @@ int pt_model_zero_grad(pt_model *m)
     PT_CHECK_NULL(m);
     if (m->grads)
         memset(m->grads, 0, m->num_floats * sizeof(float));
-    pt_lora_zero_grads(m);
+    pt__lora_zero_grads(m);
     return PT_OK;
 }
 
-uint64_t pt_model_generation(const pt_model *m)
+uint64_t pt__model_generation(const pt_model *m)
 {
     return m ? m->generation : 0;
 }
 
-void pt_model_bump_generation(pt_model *m, const char *what)
+void pt__model_bump_generation(pt_model *m, const char *what)
 {
     m->generation++;
     m->last_change = what;
     /* BF16 copies follow the tensor table (a frozen base stored in BF16);
      * the copies exist already, so nothing here allocates. */
-    (void)pt_model_bf16_sync(m);
+    (void)pt__model_bf16_sync(m);
 }
 
-const char *pt_model_last_change(const pt_model *m)
+const char *pt__model_last_change(const pt_model *m)
 {
     return m->last_change ? m->last_change : "nothing";
 }
 
-int pt_model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle)
+int pt__model_check_generation(const pt_model *m, uint64_t gen, const char *who, const char *handle)
 {
     if (m->generation == gen)
         return PT_OK;
-    return pt_err(PT_ESTATE, "%s: the model's tensors changed (%s) since this %s was created: "
+    return pt__err(PT_ESTATE, "%s: the model's tensors changed (%s) since this %s was created: "
                   "create a new %s", who, m->last_change ? m->last_change : "restructured", handle,
                   handle);
 }
@@ -404,12 +404,12 @@ bool pt_model_allow_long_context(const pt_model *m)
     return m && m->allow_long_context;
 }
 
-int pt_model_check_positions(const pt_model *m, int seq, const char *who)
+int pt__model_check_positions(const pt_model *m, int seq, const char *who)
 {
     const int maxp = m->cfg.max_position_embeddings;
     if (seq <= maxp || m->allow_long_context)
         return PT_OK;
-    return pt_err(PT_ERANGE, "%s: max_seq %d exceeds the model's max_position_embeddings %d "
+    return pt__err(PT_ERANGE, "%s: max_seq %d exceeds the model's max_position_embeddings %d "
                   "(call pt_model_set_allow_long_context(model, true) to use positions the model "
                   "was not trained for, e.g. with rope scaling)", who, seq, maxp);
 }

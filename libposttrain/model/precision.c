@@ -26,12 +26,12 @@
 
 static bool is_matrix(const pt_model *m, size_t i)
 {
-    return i < pt_model_base_tensor_count(m) && m->tensors[i].ndim == 2;
+    return i < pt__model_base_tensor_count(m) && m->tensors[i].ndim == 2;
 }
 
 /* Zero n floats at p: whole pages given back to the OS (they read as
  * zeros), the edges written. */
-void pt_model_zero(float *p, size_t n)
+void pt__model_zero(float *p, size_t n)
 {
     long ps = sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
@@ -45,16 +45,16 @@ void pt_model_zero(float *p, size_t n)
     memset((void *)b2, 0, b - b2);
 }
 
-void pt_model_release_pages(float *p, size_t n)
+void pt__model_release_pages(float *p, size_t n)
 {
-    pt_release_pages(p, n * sizeof *p);
+    pt__release_pages(p, n * sizeof *p);
 }
 
 static void convert_matrices(pt_model *m)
 {
     for (size_t i = 0; i < m->ntensors; i++)
         if (is_matrix(m, i) && m->tensors[i].data)
-            pt_f32_to_bf16_n(m->params16 + m->offsets[i], m->tensors[i].data, m->tensors[i].numel);
+            pt__f32_to_bf16_n(m->params16 + m->offsets[i], m->tensors[i].data, m->tensors[i].numel);
 }
 
 /* Frozen base: FP32 -> BF16 once, FP32 released.  Trainable again: BF16
@@ -67,11 +67,11 @@ static void store(pt_model *m, bool frozen)
         pt_tensor_ref *t = &m->tensors[i];
         float *fp = m->params + m->offsets[i];
         if (frozen && !m->bf16_stored) {
-            pt_f32_to_bf16_n(m->params16 + m->offsets[i], fp, t->numel);
-            pt_release_pages(fp, t->numel * sizeof *fp);
+            pt__f32_to_bf16_n(m->params16 + m->offsets[i], fp, t->numel);
+            pt__release_pages(fp, t->numel * sizeof *fp);
             t->data = NULL;
         } else if (!frozen && m->bf16_stored) {
-            pt_bf16_to_f32_n(fp, m->params16 + m->offsets[i], t->numel);
+            pt__bf16_to_f32_n(fp, m->params16 + m->offsets[i], t->numel);
             t->data = fp;
         }
     }
@@ -82,29 +82,29 @@ static void store(pt_model *m, bool frozen)
 static bool base_frozen(const pt_model *m)
 {
     return m->bf16_mode == PT_BF16_FROZEN ||
-           (pt_model_base_tensor_count(m) > 0 && !m->tensors[0].trainable);
+           (pt__model_base_tensor_count(m) > 0 && !m->tensors[0].trainable);
 }
 
-int pt_model_bf16_sync(pt_model *m)
+int pt__model_bf16_sync(pt_model *m)
 {
-    if (pt_model_is_quantized(m))
+    if (pt__model_is_quantized(m))
         return PT_OK; /* no BF16 copies: the mode is read by the quantized products */
     if (m->bf16_mode == PT_BF16_OFF) {
         if (m->bf16_stored)
             store(m, false);
-        pt_free_aligned(m->params16);
+        pt__free_aligned(m->params16);
         m->params16 = NULL;
         return PT_OK;
     }
     if (!m->params16) {
-        m->params16 = pt_malloc_aligned(m->num_floats * sizeof(pt_bf16));
+        m->params16 = pt__malloc_aligned(m->num_floats * sizeof(pt_bf16));
         if (!m->params16)
-            return pt_err(PT_ENOMEM, "BF16 copy of %zu parameters", (size_t)m->num_params);
+            return pt__err(PT_ENOMEM, "BF16 copy of %zu parameters", (size_t)m->num_params);
         m->bf16_version = m->weights_version - 1; /* not converted yet */
     }
     bool frozen = base_frozen(m);
     if (frozen && m->bf16_mode == PT_BF16_FROZEN)
-        for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+        for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
             m->tensors[i].trainable = false;
     if (frozen != m->bf16_stored)
         store(m, frozen);
@@ -116,7 +116,7 @@ int pt_model_set_bf16(pt_model *m, int mode)
     PT_CHECK_NULL(m);
     PT_CHECK_ARG(mode >= PT_BF16_OFF && mode <= PT_BF16_FROZEN, mode,
                  "%d is not a pt_bf16_mode (0 off, 1 on, 2 frozen)", mode);
-    if (pt_model_is_quantized(m)) {
+    if (pt__model_is_quantized(m)) {
         /* the base stays in its blocks, frozen: the mode says whether the
          * products of prefill and training are BF16 ones where the CPU has
          * BF16 arithmetic (kernels/quant_gemm_bf16.c) */
@@ -124,17 +124,17 @@ int pt_model_set_bf16(pt_model *m, int mode)
         return PT_OK;
     }
     if (m->bf16_mode == PT_BF16_FROZEN && mode != PT_BF16_FROZEN && !m->lora)
-        for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+        for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
             m->tensors[i].trainable = true;
     int prev = m->bf16_mode;
     m->bf16_mode = mode;
-    int st = pt_model_bf16_sync(m);
+    int st = pt__model_bf16_sync(m);
     if (st != PT_OK) {
         m->bf16_mode = prev;
-        return pt_err_prefix(st, "pt_model_set_bf16");
+        return pt__err_prefix(st, "pt_model_set_bf16");
     }
     if (mode == PT_BF16_FROZEN || prev == PT_BF16_FROZEN)
-        pt_model_bump_generation(m, mode == PT_BF16_FROZEN ? "base frozen in BF16" : "base unfrozen");
+        pt__model_bump_generation(m, mode == PT_BF16_FROZEN ? "base frozen in BF16" : "base unfrozen");
     return PT_OK;
 }
 
@@ -149,53 +149,53 @@ void pt_model_weights_changed(pt_model *m)
         m->weights_version++;
 }
 
-int pt_model_bf16_stream_begin(pt_model *m)
+int pt__model_bf16_stream_begin(pt_model *m)
 {
-    m->params16 = pt_malloc_aligned(m->num_floats * sizeof(pt_bf16));
+    m->params16 = pt__malloc_aligned(m->num_floats * sizeof(pt_bf16));
     if (!m->params16)
-        return pt_err(PT_ENOMEM, "BF16 copy of %zu parameters", (size_t)m->num_params);
+        return pt__err(PT_ENOMEM, "BF16 copy of %zu parameters", (size_t)m->num_params);
     m->bf16_mode = PT_BF16_FROZEN;
     m->bf16_stored = true;
     m->bf16_version = m->weights_version;
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
         m->tensors[i].trainable = false;
     return PT_OK;
 }
 
-void pt_model_bf16_stream_tensor(pt_model *m, size_t i)
+void pt__model_bf16_stream_tensor(pt_model *m, size_t i)
 {
     pt_tensor_ref *t = &m->tensors[i];
     if (!m->bf16_stored || !is_matrix(m, i) || !t->data)
         return;
-    pt_f32_to_bf16_n(m->params16 + m->offsets[i], t->data, t->numel);
-    pt_release_pages(t->data, t->numel * sizeof *t->data);
+    pt__f32_to_bf16_n(m->params16 + m->offsets[i], t->data, t->numel);
+    pt__release_pages(t->data, t->numel * sizeof *t->data);
     t->data = NULL;
 }
 
-uint64_t pt_model_weights_version(const pt_model *m)
+uint64_t pt__model_weights_version(const pt_model *m)
 {
     return m->weights_version;
 }
 
-bool pt_model_bf16_following(const pt_model *m)
+bool pt__model_bf16_following(const pt_model *m)
 {
-    return m->params16 && !m->bf16_stored && pt_cpu_bf16_compute() &&
+    return m->params16 && !m->bf16_stored && pt__cpu_bf16_compute() &&
            m->bf16_version == m->weights_version;
 }
 
-uint16_t *pt_model_bf16_copy(pt_model *m, size_t i)
+uint16_t *pt__model_bf16_copy(pt_model *m, size_t i)
 {
     return is_matrix(m, i) ? m->params16 + m->offsets[i] : NULL;
 }
 
-void pt_model_bf16_followed(pt_model *m)
+void pt__model_bf16_followed(pt_model *m)
 {
     m->bf16_version = m->weights_version;
 }
 
-void pt_model_bf16_prepare(pt_model *m)
+void pt__model_bf16_prepare(pt_model *m)
 {
-    if (!m->params16 || m->bf16_stored || !pt_cpu_bf16_compute())
+    if (!m->params16 || m->bf16_stored || !pt__cpu_bf16_compute())
         return;
     pthread_mutex_lock(&m->bf16_lock);
     if (m->bf16_version != m->weights_version) {
@@ -205,61 +205,61 @@ void pt_model_bf16_prepare(pt_model *m)
     pthread_mutex_unlock(&m->bf16_lock);
 }
 
-const pt_bf16 *pt_model_w16(const pt_model *m, const float *w)
+const pt_bf16 *pt__model_w16(const pt_model *m, const float *w)
 {
     if (!m->params16 || !w)
         return NULL;
-    if (!m->bf16_stored && !pt_cpu_bf16_compute())
+    if (!m->bf16_stored && !pt__cpu_bf16_compute())
         return NULL;
     return m->params16 + (w - m->params);
 }
 
-const float *pt_tensor_values(const pt_model *m, const pt_tensor_ref *t, float **tmp)
+const float *pt__tensor_values(const pt_model *m, const pt_tensor_ref *t, float **tmp)
 {
     *tmp = NULL;
     if (t->data)
         return t->data;
     size_t i = (size_t)(t - m->tensors);
-    if (i < m->ntensors && pt_model_tensor_qtype(m, i)) {
-        *tmp = pt_malloc_array(t->numel ? t->numel : 1, sizeof(float));
+    if (i < m->ntensors && pt__model_tensor_qtype(m, i)) {
+        *tmp = pt__malloc_array(t->numel ? t->numel : 1, sizeof(float));
         if (!*tmp) {
-            pt_err(PT_ENOMEM, "dequantizing tensor '%s'", t->name);
+            pt__err(PT_ENOMEM, "dequantizing tensor '%s'", t->name);
             return NULL;
         }
-        pt_model_quant_values(m, i, *tmp);
+        pt__model_quant_values(m, i, *tmp);
         return *tmp;
     }
     if (!m->params16 || i >= m->ntensors) {
-        pt_err(PT_ESTATE, "tensor '%s' has no values", t->name);
+        pt__err(PT_ESTATE, "tensor '%s' has no values", t->name);
         return NULL;
     }
-    *tmp = pt_malloc_array(t->numel ? t->numel : 1, sizeof(float));
+    *tmp = pt__malloc_array(t->numel ? t->numel : 1, sizeof(float));
     if (!*tmp) {
-        pt_err(PT_ENOMEM, "widening BF16 tensor '%s'", t->name);
+        pt__err(PT_ENOMEM, "widening BF16 tensor '%s'", t->name);
         return NULL;
     }
-    pt_bf16_to_f32_n(*tmp, m->params16 + m->offsets[i], t->numel);
+    pt__bf16_to_f32_n(*tmp, m->params16 + m->offsets[i], t->numel);
     return *tmp;
 }
 
-void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
+void pt__model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
 {
     const size_t H = (size_t)m->cfg.hidden_size;
-    if (pt_model_quant_embed(m, x, ids, n))
+    if (pt__model_quant_embed(m, x, ids, n))
         return;
     if (!m->bf16_stored) {
-        pt_embedding_forward(x, m->w.embed, ids, n, H);
+        pt__embedding_forward(x, m->w.embed, ids, n, H);
         return;
     }
-    const pt_bf16 *e = pt_model_w16(m, m->w.embed);
+    const pt_bf16 *e = pt__model_w16(m, m->w.embed);
     for (size_t i = 0; i < n; i++) {
         const pt_bf16 *row = e + (size_t)ids[i] * H;
         for (size_t j = 0; j < H; j++)
-            x[i * H + j] = pt_bf16_to_f32(row[j]);
+            x[i * H + j] = pt__bf16_to_f32(row[j]);
     }
 }
 
-void pt_model_bf16_unstore(pt_model *m)
+void pt__model_bf16_unstore(pt_model *m)
 {
     if (m->bf16_stored)
         store(m, false);
@@ -270,17 +270,17 @@ int pt_model_copy_tensor(float *dst, size_t n, const pt_model *m, const char *na
     PT_CHECK_NULL(dst);
     PT_CHECK_NULL(m);
     PT_CHECK_NULL(name);
-    const pt_tensor_ref *t = pt_model_find_tensor(m, name);
+    const pt_tensor_ref *t = pt__model_find_tensor(m, name);
     if (!t)
-        return pt_err(PT_ENOTFOUND, "pt_model_copy_tensor: the model has no tensor '%s'", name);
+        return pt__err(PT_ENOTFOUND, "pt_model_copy_tensor: the model has no tensor '%s'", name);
     if (n != t->numel)
-        return pt_err(PT_ESHAPE, "pt_model_copy_tensor: '%s' has %zu values, not %zu", name,
+        return pt__err(PT_ESHAPE, "pt_model_copy_tensor: '%s' has %zu values, not %zu", name,
                       t->numel, n);
     if (t->data)
         memcpy(dst, t->data, n * sizeof *dst);
-    else if (pt_model_tensor_qtype(m, (size_t)(t - m->tensors)))
-        pt_model_quant_values(m, (size_t)(t - m->tensors), dst);
+    else if (pt__model_tensor_qtype(m, (size_t)(t - m->tensors)))
+        pt__model_quant_values(m, (size_t)(t - m->tensors), dst);
     else
-        pt_bf16_to_f32_n(dst, m->params16 + m->offsets[t - m->tensors], n);
+        pt__bf16_to_f32_n(dst, m->params16 + m->offsets[t - m->tensors], n);
     return PT_OK;
 }

@@ -12,24 +12,24 @@
 #include <stdio.h>
 #include <string.h>
 
-int pt_model_quant_reserve(pt_model *m, size_t bytes)
+int pt__model_quant_reserve(pt_model *m, size_t bytes)
 {
-    size_t nb = pt_model_base_tensor_count(m);
+    size_t nb = pt__model_base_tensor_count(m);
     if (m->qtype)
-        return pt_err(PT_EINTERNAL, "pt_model_quant_reserve: called twice");
-    m->qtype = pt_calloc(nb ? nb : 1, sizeof *m->qtype);
-    m->qoff = pt_calloc(nb ? nb : 1, sizeof *m->qoff);
-    m->qblocks = pt_malloc_aligned(bytes ? bytes : 1);
+        return pt__err(PT_EINTERNAL, "pt__model_quant_reserve: called twice");
+    m->qtype = pt__calloc(nb ? nb : 1, sizeof *m->qtype);
+    m->qoff = pt__calloc(nb ? nb : 1, sizeof *m->qoff);
+    m->qblocks = pt__malloc_aligned(bytes ? bytes : 1);
     if (!m->qtype || !m->qoff || !m->qblocks)
-        return pt_err(PT_ENOMEM, "quantized weights: %zu bytes", bytes);
+        return pt__err(PT_ENOMEM, "quantized weights: %zu bytes", bytes);
     m->qbytes = bytes;
     m->qused = 0;
     return PT_OK;
 }
 
-uint8_t *pt_model_quant_place(pt_model *m, size_t i, int type, size_t nbytes)
+uint8_t *pt__model_quant_place(pt_model *m, size_t i, int type, size_t nbytes)
 {
-    if (!m->qtype || i >= pt_model_base_tensor_count(m) || nbytes > m->qbytes - m->qused)
+    if (!m->qtype || i >= pt__model_base_tensor_count(m) || nbytes > m->qbytes - m->qused)
         return NULL;
     m->qtype[i] = type;
     m->qoff[i] = m->qused;
@@ -37,14 +37,14 @@ uint8_t *pt_model_quant_place(pt_model *m, size_t i, int type, size_t nbytes)
     return m->qblocks + m->qoff[i];
 }
 
-void pt_model_quant_finish(pt_model *m)
+void pt__model_quant_finish(pt_model *m)
 {
     if (!m->qtype)
         return;
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++) {
         pt_tensor_ref *t = &m->tensors[i];
         if (m->qtype[i]) {
-            pt_model_release_pages(m->params + m->offsets[i], t->numel);
+            pt__model_release_pages(m->params + m->offsets[i], t->numel);
             t->data = NULL;
         }
         t->trainable = false;
@@ -52,46 +52,46 @@ void pt_model_quant_finish(pt_model *m)
     }
 }
 
-bool pt_model_is_quantized(const pt_model *m)
+bool pt__model_is_quantized(const pt_model *m)
 {
     if (!m || !m->qtype)
         return false;
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
         if (m->qtype[i])
             return true;
     return false;
 }
 
-int pt_model_tensor_qtype(const pt_model *m, size_t i)
+int pt__model_tensor_qtype(const pt_model *m, size_t i)
 {
-    return m && m->qtype && i < pt_model_base_tensor_count(m) ? m->qtype[i] : 0;
+    return m && m->qtype && i < pt__model_base_tensor_count(m) ? m->qtype[i] : 0;
 }
 
-int pt_model_check_not_quantized(const pt_model *m, const char *what, const char *advice)
+int pt__model_check_not_quantized(const pt_model *m, const char *what, const char *advice)
 {
-    if (!pt_model_is_quantized(m))
+    if (!pt__model_is_quantized(m))
         return PT_OK;
     const char *ty = "?";
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
         if (m->qtype[i]) {
-            ty = pt_quant_type_name(m->qtype[i]);
+            ty = pt__quant_type_name(m->qtype[i]);
             break;
         }
-    return pt_err(PT_EUNSUPPORTED, "%s: the base model is quantized (%s blocks, from a GGUF "
+    return pt__err(PT_EUNSUPPORTED, "%s: the base model is quantized (%s blocks, from a GGUF "
                   "file): %s", what, ty ? ty : "?", advice);
 }
 
 /* The base tensor whose FP32 storage starts at offset off, or SIZE_MAX. */
 static size_t tensor_at(const pt_model *m, size_t off)
 {
-    size_t nb = pt_model_base_tensor_count(m);
+    size_t nb = pt__model_base_tensor_count(m);
     for (size_t i = 0; i < nb; i++)
         if (m->offsets[i] == off && m->tensors[i].ndim == 2)
             return i;
     return SIZE_MAX;
 }
 
-pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
+pt_qweight pt__model_wq(const pt_model *m, const float *w, size_t rows)
 {
     pt_qweight q = { 0 };
     if (!m->qtype || !w || w < m->params || w >= m->params + m->num_floats)
@@ -100,7 +100,7 @@ pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
     if (i == SIZE_MAX)
         return q;
     bool any = false;
-    size_t nb = pt_model_base_tensor_count(m), got = 0;
+    size_t nb = pt__model_base_tensor_count(m), got = 0;
     pt_qweight s = { 0 };
     for (; i < nb && got < rows; i++) {
         const pt_tensor_ref *t = &m->tensors[i];
@@ -111,7 +111,7 @@ pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
         any |= ty != 0;
         pt_qseg *last = s.nseg ? &s.seg[s.nseg - 1] : NULL;
         if (last && last->type == ty && ty != 0 &&
-            (const uint8_t *)last->w + pt_quant_row_bytes(ty, (size_t)t->shape[1]) * last->rows ==
+            (const uint8_t *)last->w + pt__quant_row_bytes(ty, (size_t)t->shape[1]) * last->rows ==
                 (const uint8_t *)p) {
             last->rows += r;
         } else if (last && last->type == 0 && ty == 0 &&
@@ -124,7 +124,7 @@ pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
         }
         got += r;
     }
-    s.bf16 = m->bf16_mode != PT_BF16_OFF && pt_cpu_bf16_compute();
+    s.bf16 = m->bf16_mode != PT_BF16_OFF && pt__cpu_bf16_compute();
     return any && got == rows ? s : q;
 }
 
@@ -132,28 +132,28 @@ pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows)
 static void dequant_tensor(const pt_model *m, size_t i, float *dst)
 {
     const pt_tensor_ref *t = &m->tensors[i];
-    pt_dequant_tile(m->qtype[i], m->qblocks + m->qoff[i], (size_t)t->shape[1], 0,
+    pt__dequant_tile(m->qtype[i], m->qblocks + m->qoff[i], (size_t)t->shape[1], 0,
                     (size_t)t->shape[0], dst, (size_t)t->shape[1]);
 }
 
-int pt_model_quant_values(const pt_model *m, size_t i, float *dst)
+int pt__model_quant_values(const pt_model *m, size_t i, float *dst)
 {
-    if (!pt_model_tensor_qtype(m, i))
+    if (!pt__model_tensor_qtype(m, i))
         return PT_ENOTFOUND;
     dequant_tensor(m, i, dst);
     return PT_OK;
 }
 
-bool pt_model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
+bool pt__model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_t n)
 {
-    size_t nb = pt_model_base_tensor_count(m);
+    size_t nb = pt__model_base_tensor_count(m);
     size_t i = m->qtype ? tensor_at(m, (size_t)(m->w.embed - m->params)) : SIZE_MAX;
     if (i >= nb || !m->qtype[i])
         return false;
     const size_t H = (size_t)m->cfg.hidden_size;
-    size_t rb = pt_quant_row_bytes(m->qtype[i], H);
+    size_t rb = pt__quant_row_bytes(m->qtype[i], H);
     for (size_t r = 0; r < n; r++)
-        pt_dequant_tile(m->qtype[i], m->qblocks + m->qoff[i] + (size_t)ids[r] * rb, H, 0, 1,
+        pt__dequant_tile(m->qtype[i], m->qblocks + m->qoff[i] + (size_t)ids[r] * rb, H, 0, 1,
                         x + r * H, H);
     return true;
 }
@@ -162,45 +162,45 @@ bool pt_model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_
  * whose rows are whole blocks, as llama-quantize --pure; the others stay
  * FP32.  Rows are independent, so the blocks are llama-quantize's for the
  * same values (its files differ only in the Q/K row order). */
-int pt_model_quantize(pt_model *m, int type)
+int pt__model_quantize(pt_model *m, int type)
 {
     if (type != 8 && type != 2)
-        return pt_err(PT_EUNSUPPORTED, "quantizing on load: type %d is not Q8_0 (8) or Q4_0 (2)",
+        return pt__err(PT_EUNSUPPORTED, "quantizing on load: type %d is not Q8_0 (8) or Q4_0 (2)",
                       type);
     if (m->qtype)
-        return pt_model_check_not_quantized(m, "quantizing on load", "it is quantized already");
+        return pt__model_check_not_quantized(m, "quantizing on load", "it is quantized already");
     if (m->lora || m->grads || m->bf16_mode != PT_BF16_OFF)
-        return pt_err(PT_ESTATE, "quantizing on load: the model has adapters, gradients or BF16 "
+        return pt__err(PT_ESTATE, "quantizing on load: the model has adapters, gradients or BF16 "
                       "weights");
-    size_t nb = pt_model_base_tensor_count(m), bytes = 0;
+    size_t nb = pt__model_base_tensor_count(m), bytes = 0;
     for (size_t i = 0; i < nb; i++) {
         const pt_tensor_ref *t = &m->tensors[i];
         if (t->ndim == 2)
-            bytes += (size_t)t->shape[0] * pt_quant_row_bytes(type, (size_t)t->shape[1]);
+            bytes += (size_t)t->shape[0] * pt__quant_row_bytes(type, (size_t)t->shape[1]);
     }
     if (bytes == 0)
         return PT_OK; /* nothing has whole blocks: the model stays FP32 */
-    int st = pt_model_quant_reserve(m, bytes);
+    int st = pt__model_quant_reserve(m, bytes);
     for (size_t i = 0; st == PT_OK && i < nb; i++) {
         const pt_tensor_ref *t = &m->tensors[i];
-        size_t rb = t->ndim == 2 ? pt_quant_row_bytes(type, (size_t)t->shape[1]) : 0;
+        size_t rb = t->ndim == 2 ? pt__quant_row_bytes(type, (size_t)t->shape[1]) : 0;
         if (rb == 0)
             continue;
-        uint8_t *dst = pt_model_quant_place(m, i, type, rb * (size_t)t->shape[0]);
+        uint8_t *dst = pt__model_quant_place(m, i, type, rb * (size_t)t->shape[0]);
         for (int64_t r = 0; st == PT_OK && r < t->shape[0]; r++)
-            st = pt_quant_row(type, t->data + (size_t)r * (size_t)t->shape[1], dst + (size_t)r * rb,
+            st = pt__quant_row(type, t->data + (size_t)r * (size_t)t->shape[1], dst + (size_t)r * rb,
                               (size_t)t->shape[1]);
         if (st)
-            st = pt_err_prefix(st, "quantizing tensor '%s'", t->name);
+            st = pt__err_prefix(st, "quantizing tensor '%s'", t->name);
     }
     if (st) {
         pt_free(m->qtype);
         pt_free(m->qoff);
-        pt_free_aligned(m->qblocks);
+        pt__free_aligned(m->qblocks);
         m->qtype = NULL, m->qoff = NULL, m->qblocks = NULL;
         return st;
     }
-    pt_model_quant_finish(m);
-    pt_model_bump_generation(m, "weights quantized");
+    pt__model_quant_finish(m);
+    pt__model_bump_generation(m, "weights quantized");
     return PT_OK;
 }

@@ -32,7 +32,7 @@ static const pt_arch_info k_archs[] = {
 #define N_ARCHS (sizeof k_archs / sizeof k_archs[0])
 _Static_assert(PT_ENUM_COUNT(k_arch_names) == N_ARCHS, "one name per architecture");
 
-const pt_arch_info *pt_arch_info_get(int arch)
+const pt_arch_info *pt__arch_info_get(int arch)
 {
     for (size_t i = 0; i < N_ARCHS; i++)
         if (k_archs[i].arch == arch)
@@ -40,7 +40,7 @@ const pt_arch_info *pt_arch_info_get(int arch)
     return NULL;
 }
 
-const pt_arch_info *pt_arch_info_by_model_type(const char *model_type)
+const pt_arch_info *pt__arch_info_by_model_type(const char *model_type)
 {
     for (size_t i = 0; model_type && i < N_ARCHS; i++)
         if (strcmp(k_archs[i].model_type, model_type) == 0)
@@ -48,7 +48,7 @@ const pt_arch_info *pt_arch_info_by_model_type(const char *model_type)
     return NULL;
 }
 
-const pt_arch_info *pt_arch_info_by_class(const char *class_name)
+const pt_arch_info *pt__arch_info_by_class(const char *class_name)
 {
     for (size_t i = 0; class_name && i < N_ARCHS; i++)
         if (strcmp(k_archs[i].class_name, class_name) == 0)
@@ -69,7 +69,7 @@ static bool has_feature(const pt_arch_info *a, int feature)
     }
 }
 
-const char *pt_arch_list(char *buf, size_t n, int feature)
+const char *pt__arch_list(char *buf, size_t n, int feature)
 {
     size_t k = 0;
     buf[0] = '\0';
@@ -132,7 +132,7 @@ static const char *const k_gguf_names[PT_T_COUNT] = {
     "ffn_up.weight", "ffn_down.weight", "output_norm.weight", "output.weight",
 };
 
-const char *pt_tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, int layer)
+const char *pt__tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, int layer)
 {
     if (!row || (int)row->id < 0 || row->id >= PT_T_COUNT || n == 0)
         return NULL;
@@ -141,17 +141,17 @@ const char *pt_tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, i
     return len < 0 || (size_t)len >= n ? NULL : buf;
 }
 
-const pt_tensor_row *pt_tensor_rows(void)
+const pt_tensor_row *pt__tensor_rows(void)
 {
     return k_rows;
 }
 
-const pt_tensor_row *pt_tensor_row_get(pt_tensor_id id)
+const pt_tensor_row *pt__tensor_row_get(pt_tensor_id id)
 {
     return (int)id >= 0 && id < PT_T_COUNT ? &k_rows[id] : NULL;
 }
 
-const pt_tensor_row *pt_tensor_row_lora(int k)
+const pt_tensor_row *pt__tensor_row_lora(int k)
 {
     for (int i = 0; k >= 0 && k < 32 && i < PT_T_COUNT; i++)
         if (k_rows[i].lora_target == 1u << k)
@@ -159,7 +159,7 @@ const pt_tensor_row *pt_tensor_row_lora(int k)
     return NULL;
 }
 
-bool pt_tensor_row_present(const pt_tensor_row *row, const pt_model_config *c)
+bool pt__tensor_row_present(const pt_tensor_row *row, const pt_model_config *c)
 {
     switch (row->when) {
     case PT_WHEN_QKV_BIAS: return c->attention_bias;
@@ -169,7 +169,7 @@ bool pt_tensor_row_present(const pt_tensor_row *row, const pt_model_config *c)
     }
 }
 
-int64_t pt_dim_size(pt_dim d, const pt_model_config *c)
+int64_t pt__dim_size(pt_dim d, const pt_model_config *c)
 {
     switch (d) {
     case PT_DIM_VOCAB: return c->vocab_size;
@@ -193,17 +193,17 @@ static bool make_tensor(pt_schema_tensor *t, const pt_tensor_row *row, int layer
     else
         snprintf(t->name, sizeof t->name, "%s.%s", row->module, row->param);
     t->ndim = row->cols == PT_DIM_NONE ? 1 : 2;
-    t->shape[0] = pt_dim_size(row->rows, c);
-    t->shape[1] = pt_dim_size(row->cols, c);
+    t->shape[0] = pt__dim_size(row->rows, c);
+    t->shape[1] = pt__dim_size(row->cols, c);
     return t->shape[0] > 0 && t->shape[1] > 0 &&
-           pt_mul_size((size_t)t->shape[0], (size_t)t->shape[1], &t->numel);
+           pt__mul_size((size_t)t->shape[0], (size_t)t->shape[1], &t->numel);
 }
 
 /* Tensor n of the walk, when out is given. */
 static void emit(pt_schema_tensor *out, size_t *n, int i, int layer, const pt_model_config *c,
                  bool *overflow)
 {
-    if (!pt_tensor_row_present(&k_rows[i], c))
+    if (!pt__tensor_row_present(&k_rows[i], c))
         return;
     if (out && !make_tensor(&out[*n], &k_rows[i], layer, c))
         *overflow = true;
@@ -231,7 +231,7 @@ static size_t walk(pt_schema_tensor *out, const pt_model_config *c, bool *overfl
     return n;
 }
 
-int pt_schema_tensors(pt_schema_tensor **out, size_t *n, const pt_model_config *c)
+int pt__schema_tensors(pt_schema_tensor **out, size_t *n, const pt_model_config *c)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(n);
@@ -240,20 +240,20 @@ int pt_schema_tensors(pt_schema_tensor **out, size_t *n, const pt_model_config *
     *n = 0;
     bool overflow = false;
     size_t count = walk(NULL, c, &overflow);
-    pt_schema_tensor *t = pt_malloc_array(count ? count : 1, sizeof *t);
+    pt_schema_tensor *t = pt__malloc_array(count ? count : 1, sizeof *t);
     if (!t)
         return PT_ENOMEM;
     walk(t, c, &overflow);
     if (overflow) {
         pt_free(t);
-        return pt_err(PT_ECONFIG, "model config: a tensor's size overflows (sizes too large)");
+        return pt__err(PT_ECONFIG, "model config: a tensor's size overflows (sizes too large)");
     }
     *out = t;
     *n = count;
     return PT_OK;
 }
 
-int pt_schema_num_params(uint64_t *out, const pt_model_config *c)
+int pt__schema_num_params(uint64_t *out, const pt_model_config *c)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(c);
@@ -261,9 +261,9 @@ int pt_schema_num_params(uint64_t *out, const pt_model_config *c)
     bool ok = true;
     for (int i = 0; i < PT_T_COUNT; i++) {
         const pt_tensor_row *r = &k_rows[i];
-        if (!pt_tensor_row_present(r, c))
+        if (!pt__tensor_row_present(r, c))
             continue;
-        uint64_t a = (uint64_t)pt_dim_size(r->rows, c), b = (uint64_t)pt_dim_size(r->cols, c), p;
+        uint64_t a = (uint64_t)pt__dim_size(r->rows, c), b = (uint64_t)pt__dim_size(r->cols, c), p;
         ok &= !__builtin_mul_overflow(a, b, &p);
         ok &= !__builtin_add_overflow(r->per_layer ? layer : global, p,
                                       r->per_layer ? &layer : &global);
@@ -272,7 +272,7 @@ int pt_schema_num_params(uint64_t *out, const pt_model_config *c)
     ok &= !__builtin_mul_overflow(layer, (uint64_t)c->num_hidden_layers, &total);
     ok &= !__builtin_add_overflow(total, global, &total);
     if (!ok)
-        return pt_err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
+        return pt__err(PT_ECONFIG, "model config: the parameter count overflows (sizes too large)");
     *out = total;
     return PT_OK;
 }

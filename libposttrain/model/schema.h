@@ -41,13 +41,13 @@ typedef struct pt_arch_info {
 } pt_arch_info;
 
 /* The architecture's facts, or NULL for a value that is not a pt_arch. */
-const pt_arch_info *pt_arch_info_get(int arch);
+const pt_arch_info *pt__arch_info_get(int arch);
 /* By config.json model_type, or by architectures entry; NULL when none. */
-const pt_arch_info *pt_arch_info_by_model_type(const char *model_type);
-const pt_arch_info *pt_arch_info_by_class(const char *class_name);
+const pt_arch_info *pt__arch_info_by_model_type(const char *model_type);
+const pt_arch_info *pt__arch_info_by_class(const char *class_name);
 /* The model_types (or, with `with_qkv_bias` / `with_qk_norm`, those with
  * the feature) joined by ", " into buf: for messages. */
-const char *pt_arch_list(char *buf, size_t n, int feature);
+const char *pt__arch_list(char *buf, size_t n, int feature);
 enum { PT_ARCH_LIST_ALL = 0, PT_ARCH_LIST_QKV_BIAS = 1, PT_ARCH_LIST_QK_NORM = 2,
        PT_ARCH_LIST_SLIDING = 3 };
 
@@ -118,19 +118,19 @@ typedef struct pt_tensor_row {
 #define PT_TENSOR_NAME_MAX 96
 
 /* The rows in file order (PT_T_COUNT of them; index = id). */
-const pt_tensor_row *pt_tensor_rows(void);
-const pt_tensor_row *pt_tensor_row_get(pt_tensor_id id);
+const pt_tensor_row *pt__tensor_rows(void);
+const pt_tensor_row *pt__tensor_row_get(pt_tensor_id id);
 /* llama.cpp's GGUF name of a row ("blk.<layer>.attn_q.weight",
  * "token_embd.weight"; layer ignored for global rows) into buf, or NULL when
  * it does not fit. */
-const char *pt_tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, int layer);
+const char *pt__tensor_gguf_name(char *buf, size_t n, const pt_tensor_row *row, int layer);
 /* Whether the row exists for this configuration. */
-bool pt_tensor_row_present(const pt_tensor_row *row, const pt_model_config *c);
+bool pt__tensor_row_present(const pt_tensor_row *row, const pt_model_config *c);
 /* A dimension's size for this configuration. */
-int64_t pt_dim_size(pt_dim d, const pt_model_config *c);
+int64_t pt__dim_size(pt_dim d, const pt_model_config *c);
 /* The row whose weight the LoRA target of bit index k (0 .. 6, PT_LORA_*
  * order) adapts, or NULL. */
-const pt_tensor_row *pt_tensor_row_lora(int k);
+const pt_tensor_row *pt__tensor_row_lora(int k);
 
 /* One tensor of a configured model. */
 typedef struct pt_schema_tensor {
@@ -144,9 +144,9 @@ typedef struct pt_schema_tensor {
 
 /* Every tensor a configuration has, in file order (free *out with
  * pt_free).  PT_ENOMEM, or PT_ECONFIG when a size overflows. */
-int pt_schema_tensors(pt_schema_tensor **out, size_t *n, const pt_model_config *c);
+int pt__schema_tensors(pt_schema_tensor **out, size_t *n, const pt_model_config *c);
 /* Number of parameters (tied embeddings counted once); PT_ECONFIG when
  * the count overflows 64 bits.  Does not validate the rest of c. */
-int pt_schema_num_params(uint64_t *out, const pt_model_config *c);
+int pt__schema_num_params(uint64_t *out, const pt_model_config *c);
 
 #endif

@@ -49,11 +49,11 @@ struct pt_model {
     size_t *offsets;        /* offset of each tensor in the blocks */
     pt_schema_tensor *layout; /* the schema's tensors (names, rows), base tensors' order */
     float *inv_freq;        /* [hd/2] rotary frequencies after scaling */
-    void *attachment;       /* a higher layer's record (pt_model_set_attachment) */
+    void *attachment;       /* a higher layer's record (pt__model_set_attachment) */
     void (*attachment_free)(void *);
     struct pt_lora *lora;   /* LoRA adapters (model/lora.h), or NULL */
     uint64_t generation;    /* structure generation: bumped whenever the tensor table is
-                             * reallocated (pt_model_bump_generation) */
+                             * reallocated (pt__model_bump_generation) */
     const char *last_change;/* what the last bump did ("LoRA merged"), static text */
     bool allow_long_context;/* contexts/generators beyond max_position_embeddings allowed */
     /* BF16 (model/precision.c) */
@@ -69,29 +69,29 @@ struct pt_model {
     size_t *qoff;           /* per base tensor: offset of its blocks in qblocks */
     uint8_t *qblocks;       /* every quantized tensor's blocks, in table order */
     size_t qbytes, qused;   /* qblocks' size and the bytes placed so far */
-    atomic_int refs;        /* the host's reference and one per dependent (pt_model_retain) */
+    atomic_int refs;        /* the host's reference and one per dependent (pt__model_retain) */
 };
 
-/* After the tensor table changed (pt_model_bump_generation): BF16 copies
+/* After the tensor table changed (pt__model_bump_generation): BF16 copies
  * made or dropped, frozen FP32 released or restored, per the mode. */
-int pt_model_bf16_sync(pt_model *m);
+int pt__model_bf16_sync(pt_model *m);
 /* The frozen base's FP32 back (before writing it, as a LoRA merge does). */
-void pt_model_bf16_unstore(pt_model *m);
+void pt__model_bf16_unstore(pt_model *m);
 /* Before a forward: the BF16 copies refreshed if the weights changed and
  * products use them (mixed precision). */
-void pt_model_bf16_prepare(pt_model *m);
+void pt__model_bf16_prepare(pt_model *m);
 /* The BF16 weight the products should use for the base matrix at w (a
  * pointer into m->params), or NULL for FP32 products. */
-const pt_bf16 *pt_model_w16(const pt_model *m, const float *w);
+const pt_bf16 *pt__model_w16(const pt_model *m, const float *w);
 /* x[i] = embedding row ids[i] (FP32 or widened BF16), n rows. */
-void pt_model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
+void pt__model_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
 
 /* Give the whole pages inside [p, p + n) back to the OS (model/precision.c). */
 /* n zeros at p without touching its whole pages (given back to the OS,
  * which reads them as zeros: a block a loader leaves partly unwritten, as
  * for quantized tensors, costs no memory there); memset if that fails. */
-void pt_model_zero(float *p, size_t n);
-void pt_model_release_pages(float *p, size_t n);
+void pt__model_zero(float *p, size_t n);
+void pt__model_release_pages(float *p, size_t n);
 
 /* A weight's storage for the products: up to 3 segments of rows (q|k|v,
  * gate|up may differ in type), each of a ggml type (0: FP32 rows). */
@@ -104,21 +104,21 @@ typedef struct pt_qweight {
 /* The quantized storage of the base matrix at w (a pointer into m->params
  * where the tensor(s) of `rows` rows start); nseg 0 when none is quantized.
  * Adjacent tensors of one type are one segment. */
-pt_qweight pt_model_wq(const pt_model *m, const float *w, size_t rows);
+pt_qweight pt__model_wq(const pt_model *m, const float *w, size_t rows);
 
 /* Base tensor i's dequantized values into dst (PT_ENOTFOUND if it is not
  * quantized). */
-int pt_model_quant_values(const pt_model *m, size_t i, float *dst);
+int pt__model_quant_values(const pt_model *m, size_t i, float *dst);
 /* x[r] = the dequantized embedding row ids[r]; false (nothing done) when
  * the embedding is not quantized. */
-bool pt_model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
+bool pt__model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size_t n);
 
 /* The slot of w (pt_weights, or pt_layer_w of `layer` for a per-layer
  * row) that points at schema tensor `id`. */
-float **pt_weights_slot(pt_weights *w, int layer, pt_tensor_id id);
+float **pt__weights_slot(pt_weights *w, int layer, pt_tensor_id id);
 
 /* A LoRA adapter on the output columns [off, off+len) of a linear:
- * y[:, off:off+len] += scale * (x A^T) B^T (attached by pt_lora_attach). */
+ * y[:, off:off+len] += scale * (x A^T) B^T (attached by pt__lora_attach). */
 typedef struct pt_lora_slice {
     const float *a;   /* [r, in] */
     const float *b;   /* [len, r] */
@@ -132,7 +132,7 @@ typedef struct pt_lora_slice {
  * adapters (LoRA) can hook here. */
 typedef struct pt_linear {
     const float *w;   /* [out, in] */
-    const pt_bf16 *w16; /* the same in BF16 when products use it (pt_model_w16), else NULL */
+    const pt_bf16 *w16; /* the same in BF16 when products use it (pt__model_w16), else NULL */
     pt_qweight q;     /* quantized storage (nseg > 0): used instead of w / w16 */
     const float *b;   /* [out] or NULL */
     float *dw;        /* gradient of w, or NULL (frozen) */
@@ -141,39 +141,39 @@ typedef struct pt_linear {
     pt_lora_slice lora[3]; /* nlora adapters over output ranges */
     int nlora;
     float *lora_scratch;   /* (1 + nlora) * rows * r floats when nlora > 0 */
-    bool rowwise;          /* forward row by row (pt_sgemv_rows): decoding, where a
+    bool rowwise;          /* forward row by row (pt__sgemv_rows): decoding, where a
                             * row's result must not depend on the other rows */
 } pt_linear;
 
 /* y[rows x out] (row stride ldy) = x W^T + b, or += when accumulate. */
-void pt_linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
                        size_t rows, bool accumulate);
 /* dW += dy^T x, db += colsum(dy), and dx = dy W (or += when accumulate_dx;
  * dx may be NULL).  The weight gradient is taken before dx is written, so dx
  * may alias x (not dy). */
-void pt_linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
+void pt__linear_backward(const pt_linear *lin, float *dx, size_t lddx, bool accumulate_dx,
                         const float *dy, size_t lddy, const float *x, size_t ldx, size_t rows);
 
-/* Lays out one allocation of floats: each pt_plan call reserves a x b floats
+/* Lays out one allocation of floats: each pt__plan call reserves a x b floats
  * at a 64-byte aligned offset (returned) and sets `overflow` when the size
  * overflows (then nothing is allocated). */
 typedef struct pt_planner {
     size_t total;   /* floats so far */
     bool overflow;
 } pt_planner;
-size_t pt_plan(pt_planner *p, size_t a, size_t b);
-/* pt_plan's reservation as a pointer into base, or NULL when base is NULL
+size_t pt__plan(pt_planner *p, size_t a, size_t b);
+/* pt__plan's reservation as a pointer into base, or NULL when base is NULL
  * (a first pass that only sizes the block). */
-float *pt_plan_at(pt_planner *p, float *base, size_t a, size_t b);
+float *pt__plan_at(pt_planner *p, float *base, size_t a, size_t b);
 
 /* Threads that per-thread scratch is sized for: the larger of the
  * configured thread count and the processors (at least 1). */
-int pt_scratch_threads(void);
+int pt__scratch_threads(void);
 /* Causal attention of model m over batch x seq tokens in the layers'
  * layout (q|k|v rows of Q+2KV floats, output rows of Q), with the model's
  * sliding window (0: none) but without segments or tiles, with scratch for
  * max_threads threads. */
-pt_attn_shape pt_model_attn_shape(const pt_model *m, int batch, int seq, int max_threads);
+pt_attn_shape pt__model_attn_shape(const pt_model *m, int batch, int seq, int max_threads);
 
 /* One decoder layer's forward over n tokens, shared by the training forward
  * (model/forward.c) and the KV-cache generator (model/generate.c): they differ
@@ -192,13 +192,13 @@ typedef struct pt_layer_io {
     float *xn;              /* [n,H] scratch */
     float *h;               /* [n,I] scratch: silu(gate)*up */
     const float *cos_t, *sin_t; /* [n, hd/2] rotary tables */
-    float *lora_buf;        /* pt_lora_scratch for n rows */
+    float *lora_buf;        /* pt__lora_scratch for n rows */
     bool rowwise;           /* projections row by row (decoding) */
 } pt_layer_io;
 
 /* First half of layer l: xn = RMSNorm(x), q|k|v projection, qk-norm, rope. */
-void pt_layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io *io);
+void pt__layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io *io);
 /* Second half: xmid = x + att Wo^T, out = xmid + MLP(RMSNorm(xmid)). */
-void pt_layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io);
+void pt__layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io);
 
 #endif

@@ -21,16 +21,16 @@ int pt_model_config_load(pt_model_config *cfg, const char *path)
     int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
     if (st)
         return st;
-    char *file = pt_is_dir(path) ? pt_path_join(path, "config.json") : pt_strdup(path);
+    char *file = pt__is_dir(path) ? pt__path_join(path, "config.json") : pt__strdup(path);
     if (!file)
         return PT_ENOMEM;
     char *text = NULL;
     size_t len = 0;
-    st = pt_read_file(&text, &len, file, PT_MODELIO_MAX_CONFIG_BYTES);
+    st = pt__read_file(&text, &len, file, PT_MODELIO_MAX_CONFIG_BYTES);
     if (st == PT_OK) {
         st = pt_model_config_from_json(cfg, text, len);
         if (st != PT_OK)
-            pt_err_prefix(st, "%s", file);
+            pt__err_prefix(st, "%s", file);
     }
     pt_free(text);
     pt_free(file);
@@ -42,36 +42,36 @@ int pt_model_config_load(pt_model_config *cfg, const char *path)
 /* "key": <double>,\n at the given indentation. */
 static void put_double_field(pt_strbuf *b, const char *indent, const char *key, double v)
 {
-    pt_strbuf_printf(b, "%s\"%s\": ", indent, key);
-    pt_json_put_double(b, v);
-    pt_strbuf_puts(b, ",\n");
+    pt__strbuf_printf(b, "%s\"%s\": ", indent, key);
+    pt__json_put_double(b, v);
+    pt__strbuf_puts(b, ",\n");
 }
 
 static void put_token_id(pt_strbuf *b, const char *key, int id)
 {
     if (id >= 0)
-        pt_strbuf_printf(b, "  \"%s\": %d,\n", key, id);
+        pt__strbuf_printf(b, "  \"%s\": %d,\n", key, id);
     else
-        pt_strbuf_printf(b, "  \"%s\": null,\n", key);
+        pt__strbuf_printf(b, "  \"%s\": null,\n", key);
 }
 
 static void put_rope_scaling(pt_strbuf *b, const pt_model_config *c)
 {
-    pt_strbuf_puts(b, "  \"rope_scaling\": ");
+    pt__strbuf_puts(b, "  \"rope_scaling\": ");
     if (c->rope_type == PT_ROPE_LINEAR) {
-        pt_strbuf_puts(b, "{\n");
+        pt__strbuf_puts(b, "{\n");
         put_double_field(b, "    ", "factor", c->rope_factor);
-        pt_strbuf_puts(b, "    \"rope_type\": \"linear\",\n    \"type\": \"linear\"\n  },\n");
+        pt__strbuf_puts(b, "    \"rope_type\": \"linear\",\n    \"type\": \"linear\"\n  },\n");
     } else if (c->rope_type == PT_ROPE_LLAMA3) {
-        pt_strbuf_puts(b, "{\n");
+        pt__strbuf_puts(b, "{\n");
         put_double_field(b, "    ", "factor", c->rope_factor);
         put_double_field(b, "    ", "high_freq_factor", c->rope_high_freq_factor);
         put_double_field(b, "    ", "low_freq_factor", c->rope_low_freq_factor);
-        pt_strbuf_printf(b, "    \"original_max_position_embeddings\": %d,\n",
+        pt__strbuf_printf(b, "    \"original_max_position_embeddings\": %d,\n",
                          c->rope_original_max_position_embeddings);
-        pt_strbuf_puts(b, "    \"rope_type\": \"llama3\"\n  },\n");
+        pt__strbuf_puts(b, "    \"rope_type\": \"llama3\"\n  },\n");
     } else {
-        pt_strbuf_puts(b, "null,\n");
+        pt__strbuf_puts(b, "null,\n");
     }
 }
 
@@ -79,67 +79,67 @@ static void put_rope_scaling(pt_strbuf *b, const pt_model_config *c)
 static void put_head(pt_strbuf *b, const pt_model_config *c, const pt_arch_info *a,
                      const char *eos_list)
 {
-    pt_strbuf_printf(b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", a->class_name);
+    pt__strbuf_printf(b, "{\n  \"architectures\": [\n    \"%s\"\n  ],\n", a->class_name);
     if (a->json_fields & PT_ARCH_JSON_ATTENTION_BIAS)
-        pt_strbuf_puts(b, "  \"attention_bias\": false,\n");
-    pt_strbuf_puts(b, "  \"attention_dropout\": 0.0,\n");
+        pt__strbuf_puts(b, "  \"attention_bias\": false,\n");
+    pt__strbuf_puts(b, "  \"attention_dropout\": 0.0,\n");
     put_token_id(b, "bos_token_id", c->bos_token_id);
     if (eos_list)
-        pt_strbuf_printf(b, "  \"eos_token_id\": %s,\n", eos_list);
+        pt__strbuf_printf(b, "  \"eos_token_id\": %s,\n", eos_list);
     else
         put_token_id(b, "eos_token_id", c->eos_token_id);
-    pt_strbuf_printf(b, "  \"head_dim\": %d,\n", c->head_dim);
-    pt_strbuf_printf(b, "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->hidden_size);
+    pt__strbuf_printf(b, "  \"head_dim\": %d,\n", c->head_dim);
+    pt__strbuf_printf(b, "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->hidden_size);
     put_double_field(b, "  ", "initializer_range", c->initializer_range);
-    pt_strbuf_printf(b, "  \"intermediate_size\": %d,\n", c->intermediate_size);
-    pt_strbuf_printf(b, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+    pt__strbuf_printf(b, "  \"intermediate_size\": %d,\n", c->intermediate_size);
+    pt__strbuf_printf(b, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
     if (a->json_fields & PT_ARCH_JSON_QWEN_WINDOW)
-        pt_strbuf_printf(b, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
+        pt__strbuf_printf(b, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
     if (a->json_fields & PT_ARCH_JSON_MLP_BIAS)
-        pt_strbuf_puts(b, "  \"mlp_bias\": false,\n");
-    pt_strbuf_printf(b, "  \"model_type\": \"%s\",\n", a->model_type);
-    pt_strbuf_printf(b, "  \"num_attention_heads\": %d,\n", c->num_attention_heads);
-    pt_strbuf_printf(b, "  \"num_hidden_layers\": %d,\n", c->num_hidden_layers);
-    pt_strbuf_printf(b, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
+        pt__strbuf_puts(b, "  \"mlp_bias\": false,\n");
+    pt__strbuf_printf(b, "  \"model_type\": \"%s\",\n", a->model_type);
+    pt__strbuf_printf(b, "  \"num_attention_heads\": %d,\n", c->num_attention_heads);
+    pt__strbuf_printf(b, "  \"num_hidden_layers\": %d,\n", c->num_hidden_layers);
+    pt__strbuf_printf(b, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
 }
 
 /* The fields from "pad_token_id" to "vocab_size". */
 static void put_tail(pt_strbuf *b, const pt_model_config *c, const pt_arch_info *a)
 {
     if (c->pad_token_id >= 0)
-        pt_strbuf_printf(b, "  \"pad_token_id\": %d,\n", c->pad_token_id);
+        pt__strbuf_printf(b, "  \"pad_token_id\": %d,\n", c->pad_token_id);
     if (a->json_fields & PT_ARCH_JSON_PRETRAINING_TP)
-        pt_strbuf_puts(b, "  \"pretraining_tp\": 1,\n");
+        pt__strbuf_puts(b, "  \"pretraining_tp\": 1,\n");
     put_double_field(b, "  ", "rms_norm_eps", c->rms_norm_eps);
     put_rope_scaling(b, c);
     put_double_field(b, "  ", "rope_theta", c->rope_theta);
     if (a->default_sliding_window > 0 && c->sliding_window > 0)
-        pt_strbuf_printf(b, "  \"sliding_window\": %d,\n", c->sliding_window);
+        pt__strbuf_printf(b, "  \"sliding_window\": %d,\n", c->sliding_window);
     else if (a->default_sliding_window > 0 || (a->json_fields & PT_ARCH_JSON_QWEN_WINDOW))
-        pt_strbuf_puts(b, "  \"sliding_window\": null,\n");
-    pt_strbuf_printf(b, "  \"tie_word_embeddings\": %s,\n",
+        pt__strbuf_puts(b, "  \"sliding_window\": null,\n");
+    pt__strbuf_printf(b, "  \"tie_word_embeddings\": %s,\n",
                      c->tie_word_embeddings ? "true" : "false");
-    pt_strbuf_puts(b, "  \"torch_dtype\": \"float32\",\n  \"use_cache\": true,\n");
+    pt__strbuf_puts(b, "  \"torch_dtype\": \"float32\",\n  \"use_cache\": true,\n");
     if (a->json_fields & PT_ARCH_JSON_QWEN_WINDOW)
-        pt_strbuf_puts(b, "  \"use_sliding_window\": false,\n");
-    pt_strbuf_printf(b, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+        pt__strbuf_puts(b, "  \"use_sliding_window\": false,\n");
+    pt__strbuf_printf(b, "  \"vocab_size\": %d\n}\n", c->vocab_size);
 }
 
-int pt_modelio_config_json(char **out, const pt_model_config *c, const char *eos_list)
+int pt__modelio_config_json(char **out, const pt_model_config *c, const char *eos_list)
 {
     int st = pt_model_config_validate(c);
     if (st)
         return st;
-    const pt_arch_info *a = pt_arch_info_get(c->arch);
+    const pt_arch_info *a = pt__arch_info_get(c->arch);
     pt_strbuf b = PT_STRBUF_INIT;
     put_head(&b, c, a, eos_list);
     put_tail(&b, c, a);
     if (b.err) {
         st = b.err;
-        pt_strbuf_free(&b);
+        pt__strbuf_free(&b);
         return st;
     }
-    *out = pt_strbuf_detach(&b, NULL);
+    *out = pt__strbuf_detach(&b, NULL);
     return PT_OK;
 }
 
@@ -150,7 +150,7 @@ int pt_model_config_to_json(char **out, const pt_model_config *cfg)
     PT_CHECK_NULL(cfg);
     pt_model_config c;
     int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
-    return st ? st : pt_modelio_config_json(out, &c, NULL);
+    return st ? st : pt__modelio_config_json(out, &c, NULL);
 }
 
 /* ---- the source's eos list ------------------------------------------------------- */
@@ -159,29 +159,29 @@ static char *eos_list_text(const cJSON *e)
 {
     pt_strbuf b = PT_STRBUF_INIT;
     bool ok = true;
-    pt_strbuf_putc(&b, '[');
+    pt__strbuf_putc(&b, '[');
     for (const cJSON *c = e->child; c; c = c->next) {
         if (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > INT_MAX)
             ok = false;
-        pt_strbuf_printf(&b, "%s%d", c == e->child ? "" : ", ", (int)c->valuedouble);
+        pt__strbuf_printf(&b, "%s%d", c == e->child ? "" : ", ", (int)c->valuedouble);
     }
-    pt_strbuf_putc(&b, ']');
+    pt__strbuf_putc(&b, ']');
     if (!ok) {
-        pt_strbuf_free(&b);
+        pt__strbuf_free(&b);
         return NULL;
     }
-    return pt_strbuf_detach(&b, NULL);
+    return pt__strbuf_detach(&b, NULL);
 }
 
-char *pt_modelio_source_eos_list(const char *src_dir, int eos)
+char *pt__modelio_source_eos_list(const char *src_dir, int eos)
 {
     if (!src_dir || eos < 0)
         return NULL;
-    char *path = pt_path_join(src_dir, "config.json");
+    char *path = pt__path_join(src_dir, "config.json");
     char *text = NULL;
     size_t len = 0;
     char *res = NULL;
-    if (path && pt_read_file(&text, &len, path, PT_MODELIO_MAX_CONFIG_BYTES) == PT_OK) {
+    if (path && pt__read_file(&text, &len, path, PT_MODELIO_MAX_CONFIG_BYTES) == PT_OK) {
         cJSON *root = cJSON_ParseWithLength(text, len);
         const cJSON *e = root ? cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") : NULL;
         if (cJSON_IsArray(e) && e->child && cJSON_IsNumber(e->child) &&

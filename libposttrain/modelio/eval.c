@@ -12,11 +12,11 @@
 
 /* ---- a tokenizer against a model's vocabulary ---------------------------------- */
 
-int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, const char *what)
+int pt__modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, const char *what)
 {
     const int64_t t = pt_tokenizer_vocab_size(tok), v = model_vocab;
     if (t > v)
-        return pt_err(PT_ESHAPE,
+        return pt__err(PT_ESHAPE,
                       "%s: the tokenizer's ids go up to %lld (%lld ids) but the model's "
                       "vocab_size is %lld: ids >= %lld have no embedding row",
                       what, (long long)(t - 1), (long long)t, (long long)v, (long long)v);
@@ -26,7 +26,7 @@ int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, con
     if (t + t / 100 > allowed)
         allowed = t + t / 100;
     if (v > allowed)
-        return pt_err(PT_ESHAPE,
+        return pt__err(PT_ESHAPE,
                       "%s: the model's vocab_size %lld exceeds the tokenizer's %lld ids by more "
                       "than embedding padding (at most %lld): the tokenizer does not belong to "
                       "the model",
@@ -40,15 +40,15 @@ int pt_modelio_check_tokenizer(const pt_tokenizer *tok, int32_t model_vocab, con
 static int no_tokenizer(pt_jsonl *r, const pt_model *model)
 {
     const char *dir = pt_model_source_dir(model);
-    if (dir && pt_dir_has_file(dir, "tokenizer.json")) {
+    if (dir && pt__dir_has_file(dir, "tokenizer.json")) {
         pt_tokenizer *t = NULL;
         int st = pt_tokenizer_load(&t, dir);
         pt_tokenizer_free(t);
         if (st)
-            return pt_err_prefix(st, "%s line %zu: a {\"text\"} row needs a tokenizer, and the "
-                                     "model's was not loaded", pt_jsonl_name(r), pt_jsonl_line(r));
+            return pt__err_prefix(st, "%s line %zu: a {\"text\"} row needs a tokenizer, and the "
+                                     "model's was not loaded", pt__jsonl_name(r), pt__jsonl_line(r));
     }
-    return pt_jsonl_err(r, PT_EUNSUPPORTED,
+    return pt__jsonl_err(r, PT_EUNSUPPORTED,
                         "a {\"text\"} row needs a tokenizer and the model has none "
                         "(use {\"input_ids\"} rows or add tokenizer.json)");
 }
@@ -93,17 +93,17 @@ static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_model 
 {
     const char *text;
     size_t len;
-    int st = pt_jsonl_row_string(&text, &len, r, row, "text", 1);
+    int st = pt__jsonl_row_string(&text, &len, r, row, "text", 1);
     if (st != PT_OK)
         return st;
     if (!tok)
         return no_tokenizer(r, model);
     if ((st = pt_tokenizer_encode(&e->ids, &e->n, tok, text, len,
                                   add_special ? PT_TOK_ADD_SPECIAL : 0)) != PT_OK)
-        return pt_err_prefix(st, "%s line %zu", pt_jsonl_name(r), pt_jsonl_line(r));
+        return pt__err_prefix(st, "%s line %zu", pt__jsonl_name(r), pt__jsonl_line(r));
     for (size_t i = 0; i < e->n; i++)
         if (e->ids[i] < 0 || e->ids[i] >= vocab) {
-            st = pt_jsonl_err(r, PT_ERANGE,
+            st = pt__jsonl_err(r, PT_ERANGE,
                               "the tokenizer gave id %d, outside the model's vocabulary of %d",
                               (int)e->ids[i], (int)vocab);
             pt_free(e->ids);
@@ -116,14 +116,14 @@ static int read_text_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_model 
 static int read_row(erow *e, pt_jsonl *r, const cJSON *row, const pt_model *model,
                     const pt_tokenizer *tok, int32_t vocab, bool add_special)
 {
-    int kind = pt_jsonl_row_kind(r, row);
+    int kind = pt__jsonl_row_kind(r, row);
     if (kind < 0)
         return kind;
     if (kind == PT_JSONL_IDS)
-        return pt_jsonl_row_ids(&e->ids, &e->mask, &e->n, r, row, vocab);
+        return pt__jsonl_row_ids(&e->ids, &e->mask, &e->n, r, row, vocab);
     if (kind == PT_JSONL_TEXT)
         return read_text_row(e, r, row, model, tok, vocab, add_special);
-    return pt_jsonl_err(r, PT_EFORMAT, "a row needs \"text\" or \"input_ids\"");
+    return pt__jsonl_err(r, PT_EFORMAT, "a row needs \"text\" or \"input_ids\"");
 }
 
 /* Read every row of the file as token ids (and optional mask). */
@@ -131,15 +131,15 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_model
                      const pt_tokenizer *tok, int32_t vocab, size_t max_len, bool add_special)
 {
     pt_jsonl *r;
-    int st = pt_jsonl_open(&r, path, 0);
+    int st = pt__jsonl_open(&r, path, 0);
     if (st)
         return st;
     erow *rows = NULL;
     size_t n = 0, cap = 0, cut = 0;
     const cJSON *row;
-    while ((st = pt_jsonl_next(r, &row)) == 1) {
+    while ((st = pt__jsonl_next(r, &row)) == 1) {
         if (n == cap) {
-            erow *nr = pt_grow_array(rows, &cap, 64, sizeof *nr);
+            erow *nr = pt__grow_array(rows, &cap, 64, sizeof *nr);
             if (!nr) {
                 st = PT_ENOMEM;
                 break;
@@ -156,9 +156,9 @@ static int read_rows(erow **out, size_t *out_n, const char *path, const pt_model
         rows[n++] = e;
     }
     if (st == 0 && cut)
-        pt_log(PT_LOG_WARN, "%s: %zu row(s) longer than %zu tokens were cut to their first %zu",
+        pt__log(PT_LOG_WARN, "%s: %zu row(s) longer than %zu tokens were cut to their first %zu",
                path, cut, max_len, max_len);
-    pt_jsonl_close(r);
+    pt__jsonl_close(r);
     if (st < 0) {
         rows_free(rows, n);
         return st;
@@ -200,12 +200,12 @@ static int pack_alloc(pack *p, const erow *rows, size_t n)
             longest = rows[i].n;
     size_t P = longest > EVAL_PACK ? longest : EVAL_PACK;
     *p = (pack){ .P = P };
-    p->ids = pt_malloc_array(P, sizeof *p->ids);
-    p->targets = pt_malloc_array(P, sizeof *p->targets);
-    p->pos = pt_malloc_array(P, sizeof *p->pos);
-    p->seg = pt_malloc_array(P, sizeof *p->seg);
-    p->owner = pt_malloc_array(P, sizeof *p->owner);
-    p->lp = pt_malloc_array(P, sizeof *p->lp);
+    p->ids = pt__malloc_array(P, sizeof *p->ids);
+    p->targets = pt__malloc_array(P, sizeof *p->targets);
+    p->pos = pt__malloc_array(P, sizeof *p->pos);
+    p->seg = pt__malloc_array(P, sizeof *p->seg);
+    p->owner = pt__malloc_array(P, sizeof *p->owner);
+    p->lp = pt__malloc_array(P, sizeof *p->lp);
     return p->ids && p->targets && p->pos && p->seg && p->owner && p->lp ? PT_OK : PT_ENOMEM;
 }
 
@@ -273,7 +273,7 @@ static int run_packs(double *sums, pack *p, pt_context *ctx, const erow *rows, s
         b.positions = p->pos;
         b.segments = p->seg;
         if ((st = pt_model_forward(ctx, &b, p->lp, NULL)) != PT_OK)
-            return pt_err_prefix(st, "%s: rows up to %zu", path, i);
+            return pt__err_prefix(st, "%s: rows up to %zu", path, i);
         for (size_t t = 0; t < used; t++)
             if (p->targets[t] >= 0)
                 sums[p->owner[t]] -= (double)p->lp[t];
@@ -283,12 +283,12 @@ static int run_packs(double *sums, pack *p, pt_context *ctx, const erow *rows, s
 
 static pt_eval_result *result_alloc(size_t n)
 {
-    pt_eval_result *res = pt_calloc(1, sizeof *res);
+    pt_eval_result *res = pt__calloc(1, sizeof *res);
     if (!res)
         return NULL;
     res->n_rows = n;
-    res->row_loss = pt_calloc(n ? n : 1, sizeof *res->row_loss);
-    res->row_tokens = pt_calloc(n ? n : 1, sizeof *res->row_tokens);
+    res->row_loss = pt__calloc(n ? n : 1, sizeof *res->row_loss);
+    res->row_tokens = pt__calloc(n ? n : 1, sizeof *res->row_tokens);
     if (!res->row_loss || !res->row_tokens) {
         pt_eval_result_free(res);
         return NULL;
@@ -301,14 +301,14 @@ static int evaluate(pt_eval_result *res, pt_model *model, const erow *rows, size
                     const char *path)
 {
     pack p;
-    double *sums = pt_calloc(n ? n : 1, sizeof *sums);
+    double *sums = pt__calloc(n ? n : 1, sizeof *sums);
     int st = pack_alloc(&p, rows, n);
     if (!sums)
         st = PT_ENOMEM;
     pt_context *ctx = NULL;
     size_t ctx_len = st == PT_OK ? count_targets(res->row_tokens, rows, n, p.P) : 0;
     if (st == PT_OK && ctx_len)
-        st = pt_context_create_packed(&ctx, model, 1, (int)ctx_len); /* packed rows */
+        st = pt__context_create_packed(&ctx, model, 1, (int)ctx_len); /* packed rows */
     if (st == PT_OK)
         st = run_packs(sums, &p, ctx, rows, n, res->row_tokens, path);
     double total = 0;
@@ -348,7 +348,7 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     size_t max_len = (size_t)(max_length ? max_length : cfg.max_position_embeddings);
     erow *rows = NULL;
     size_t n = 0;
-    if (tok && (st = pt_modelio_check_tokenizer(tok, cfg.vocab_size, "pt_model_eval_jsonl")))
+    if (tok && (st = pt__modelio_check_tokenizer(tok, cfg.vocab_size, "pt_model_eval_jsonl")))
         return st;
     if ((st = read_rows(&rows, &n, path, model, tok, cfg.vocab_size, max_len, o.add_special)))
         return st;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *pt_gguf_arch_name(int arch)
+const char *pt__gguf_arch_name(int arch)
 {
     switch (arch) {
     case PT_ARCH_LLAMA:
@@ -21,7 +21,7 @@ const char *pt_gguf_arch_name(int arch)
     }
 }
 
-int pt_gguf_arch_from_name(const char *name)
+int pt__gguf_arch_from_name(const char *name)
 {
     if (!name)
         return -1;
@@ -34,7 +34,7 @@ int pt_gguf_arch_from_name(const char *name)
     return -1;
 }
 
-bool pt_gguf_arch_permutes(int arch)
+bool pt__gguf_arch_permutes(int arch)
 {
     return arch == PT_ARCH_LLAMA || arch == PT_ARCH_MISTRAL;
 }
@@ -46,21 +46,21 @@ static int64_t hf_row(int64_t r, int64_t d)
     return h * d + (k % 2) * half + k / 2;
 }
 
-void pt_gguf_permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int n_head)
+void pt__gguf_permute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int n_head)
 {
     int64_t d = rows / n_head;
     for (int64_t r = 0; r < rows; r++)
         memcpy(dst + r * cols, src + hf_row(r, d) * cols, (size_t)cols * sizeof(float));
 }
 
-void pt_gguf_unpermute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int n_head)
+void pt__gguf_unpermute_rows(float *dst, const float *src, int64_t rows, int64_t cols, int n_head)
 {
     int64_t d = rows / n_head;
     for (int64_t r = 0; r < rows; r++)
         memcpy(dst + hf_row(r, d) * cols, src + r * cols, (size_t)cols * sizeof(float));
 }
 
-void pt_gguf_unpermute_row_bytes(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes,
+void pt__gguf_unpermute_row_bytes(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes,
                                  int n_head)
 {
     int64_t d = rows / n_head;
@@ -71,14 +71,14 @@ void pt_gguf_unpermute_row_bytes(uint8_t *dst, const uint8_t *src, int64_t rows,
 int gx_check_written(const float *v, size_t n, int type, const char *fn, const char *path, const char *name,
                      const char *how)
 {
-    size_t at = pt_first_nonfinite(v, n);
+    size_t at = pt__first_nonfinite(v, n);
     char what[64] = "";
     if (at < n)
-        snprintf(what, sizeof what, "%s", pt_nonfinite_name(v[at]));
+        snprintf(what, sizeof what, "%s", pt__nonfinite_name(v[at]));
     else if (type == PT_GGML_F16 || type == PT_GGML_BF16) {
         const bool f16 = type == PT_GGML_F16;
         for (at = 0; at < n; at++) {
-            uint16_t h = f16 ? pt_f32_to_f16(v[at]) : pt_f32_to_bf16(v[at]);
+            uint16_t h = f16 ? pt__f32_to_f16(v[at]) : pt__f32_to_bf16(v[at]);
             if ((h & (f16 ? 0x7c00u : 0x7f80u)) == (f16 ? 0x7c00u : 0x7f80u))
                 break;
         }
@@ -88,6 +88,6 @@ int gx_check_written(const float *v, size_t n, int type, const char *fn, const c
     }
     if (!what[0])
         return PT_OK;
-    return pt_err(PT_ENONFINITE, "%s: %s: tensor '%s' would hold %s at element %zu%s; a non-finite model is not "
+    return pt__err(PT_ENONFINITE, "%s: %s: tensor '%s' would hold %s at element %zu%s; a non-finite model is not "
                   "exported (nothing was written)", fn, path, name, what, at, how);
 }

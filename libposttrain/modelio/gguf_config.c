@@ -29,18 +29,18 @@ static int get_int(const meta *m, const char *name, int def, int *out)
 {
     char key[128];
     akey(key, sizeof key, m, name);
-    if (!pt_gguf_find_kv(m->g, key)) {
+    if (!pt__gguf_find_kv(m->g, key)) {
         if (def < 0)
-            return pt_err(PT_EFORMAT, "%s: metadata key '%s' is missing (required)", m->path, key);
+            return pt__err(PT_EFORMAT, "%s: metadata key '%s' is missing (required)", m->path, key);
         *out = def;
         return PT_OK;
     }
     uint32_t v;
-    int st = pt_gguf_get_u32(m->g, key, &v);
+    int st = pt__gguf_get_u32(m->g, key, &v);
     if (st)
-        return pt_err_prefix(st == PT_ERANGE ? PT_EFORMAT : st, "%s", m->path);
+        return pt__err_prefix(st == PT_ERANGE ? PT_EFORMAT : st, "%s", m->path);
     if (v == 0 || v > INT_MAX)
-        return pt_err(PT_EFORMAT, "%s: metadata key '%s' = %u is out of range (1 .. %d)", m->path,
+        return pt__err(PT_EFORMAT, "%s: metadata key '%s' = %u is out of range (1 .. %d)", m->path,
                       key, v, INT_MAX);
     *out = (int)v;
     return PT_OK;
@@ -65,12 +65,12 @@ static int get_float(const meta *m, const char *name, double def, double *out)
     char key[128];
     akey(key, sizeof key, m, name);
     *out = def;
-    if (!pt_gguf_find_kv(m->g, key))
+    if (!pt__gguf_find_kv(m->g, key))
         return PT_OK;
     float v;
-    int st = pt_gguf_get_f32(m->g, key, &v);
+    int st = pt__gguf_get_f32(m->g, key, &v);
     if (st)
-        return pt_err_prefix(st, "%s", m->path);
+        return pt__err_prefix(st, "%s", m->path);
     *out = f32_decimal(v);
     return PT_OK;
 }
@@ -78,13 +78,13 @@ static int get_float(const meta *m, const char *name, double def, double *out)
 static int read_arch(meta *m, pt_model_config *c)
 {
     pt_gguf_str s;
-    int st = pt_gguf_get_str(m->g, "general.architecture", &s);
+    int st = pt__gguf_get_str(m->g, "general.architecture", &s);
     if (st)
-        return pt_err_prefix(st == PT_ENOTFOUND ? PT_EFORMAT : st, "%s", m->path);
+        return pt__err_prefix(st == PT_ENOTFOUND ? PT_EFORMAT : st, "%s", m->path);
     snprintf(m->arch, sizeof m->arch, "%.*s", (int)(s.len < 31 ? s.len : 31), s.ptr);
-    c->arch = s.len < 31 && !memchr(s.ptr, 0, s.len) ? pt_gguf_arch_from_name(m->arch) : -1;
+    c->arch = s.len < 31 && !memchr(s.ptr, 0, s.len) ? pt__gguf_arch_from_name(m->arch) : -1;
     if (c->arch < 0)
-        return pt_err(PT_EUNSUPPORTED, "%s: general.architecture '%.*s' is not supported (supported: "
+        return pt__err(PT_EUNSUPPORTED, "%s: general.architecture '%.*s' is not supported (supported: "
                       "llama, qwen2, qwen3)", m->path, (int)(s.len < 64 ? s.len : 64), s.ptr);
     return PT_OK;
 }
@@ -92,7 +92,7 @@ static int read_arch(meta *m, pt_model_config *c)
 /* Sizes: layers, widths, heads, head_dim, context. */
 static int read_sizes(const meta *m, pt_model_config *c)
 {
-    const pt_arch_info *ai = pt_arch_info_get(c->arch);
+    const pt_arch_info *ai = pt__arch_info_get(c->arch);
     int st, key_len, val_len, rope_dim;
     if ((st = get_int(m, "block_count", -1, &c->num_hidden_layers)) ||
         (st = get_int(m, "embedding_length", -1, &c->hidden_size)) ||
@@ -104,13 +104,13 @@ static int read_sizes(const meta *m, pt_model_config *c)
                       &c->max_position_embeddings)))
         return st;
     if (c->num_attention_heads % c->num_key_value_heads)
-        return pt_err(PT_EFORMAT, "%s: %s.attention.head_count = %d is not a multiple of "
+        return pt__err(PT_EFORMAT, "%s: %s.attention.head_count = %d is not a multiple of "
                       "%s.attention.head_count_kv = %d", m->path, m->arch, c->num_attention_heads,
                       m->arch, c->num_key_value_heads);
     char key[128];
-    if (!pt_gguf_find_kv(m->g, akey(key, sizeof key, m, "attention.key_length")) &&
+    if (!pt__gguf_find_kv(m->g, akey(key, sizeof key, m, "attention.key_length")) &&
         c->hidden_size % c->num_attention_heads)
-        return pt_err(PT_EFORMAT, "%s: %s.embedding_length = %d is not a multiple of "
+        return pt__err(PT_EFORMAT, "%s: %s.embedding_length = %d is not a multiple of "
                       "%s.attention.head_count = %d (and %s.attention.key_length is absent)",
                       m->path, m->arch, c->hidden_size, m->arch, c->num_attention_heads, m->arch);
     int def_hd = c->hidden_size / c->num_attention_heads;
@@ -119,10 +119,10 @@ static int read_sizes(const meta *m, pt_model_config *c)
         (st = get_int(m, "rope.dimension_count", key_len, &rope_dim)))
         return st;
     if (val_len != key_len)
-        return pt_err(PT_EUNSUPPORTED, "%s: %s.attention.value_length = %d differs from "
+        return pt__err(PT_EUNSUPPORTED, "%s: %s.attention.value_length = %d differs from "
                       "key_length = %d (not supported)", m->path, m->arch, val_len, key_len);
     if (rope_dim != key_len)
-        return pt_err(PT_EUNSUPPORTED, "%s: %s.rope.dimension_count = %d differs from the head "
+        return pt__err(PT_EUNSUPPORTED, "%s: %s.rope.dimension_count = %d differs from the head "
                       "size %d (partial rotary embeddings are not supported)", m->path, m->arch,
                       rope_dim, key_len);
     c->head_dim = key_len;
@@ -136,25 +136,25 @@ static int read_rope(const meta *m, pt_model_config *c)
     int st = get_float(m, "rope.freq_base", 10000.0, &c->rope_theta);
     if (st || (st = get_float(m, "attention.layer_norm_rms_epsilon", 1e-6, &c->rms_norm_eps)))
         return st;
-    if (pt_gguf_find_kv(m->g, akey(key, sizeof key, m, "rope.scaling.type"))) {
+    if (pt__gguf_find_kv(m->g, akey(key, sizeof key, m, "rope.scaling.type"))) {
         pt_gguf_str s;
-        if ((st = pt_gguf_get_str(m->g, key, &s)))
-            return pt_err_prefix(st, "%s", m->path);
+        if ((st = pt__gguf_get_str(m->g, key, &s)))
+            return pt__err_prefix(st, "%s", m->path);
         if (s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) {
             c->rope_type = PT_ROPE_LINEAR;
             if ((st = get_float(m, "rope.scaling.factor", 1.0, &c->rope_factor)))
                 return st;
         } else if (!(s.len == 4 && memcmp(s.ptr, "none", 4) == 0)) {
-            return pt_err(PT_EUNSUPPORTED, "%s: %s = '%.*s' is not supported (linear, none, or "
+            return pt__err(PT_EUNSUPPORTED, "%s: %s = '%.*s' is not supported (linear, none, or "
                           "llama3 through rope_freqs.weight)", m->path, key,
                           (int)(s.len < 32 ? s.len : 32), s.ptr);
         }
     }
-    const pt_gguf_tensor *t = pt_gguf_find_tensor(m->g, "rope_freqs.weight");
+    const pt_gguf_tensor *t = pt__gguf_find_tensor(m->g, "rope_freqs.weight");
     if (t && c->rope_type != PT_ROPE_DEFAULT)
-        return pt_err(PT_EUNSUPPORTED, "%s: both %s.rope.scaling.type and rope_freqs.weight are "
+        return pt__err(PT_EUNSUPPORTED, "%s: both %s.rope.scaling.type and rope_freqs.weight are "
                       "set", m->path, m->arch);
-    return t ? pt_gguf_rope_from_freqs(c, m->g, t, m->path) : PT_OK;
+    return t ? pt__gguf_rope_from_freqs(c, m->g, t, m->path) : PT_OK;
 }
 
 /* An optional tokenizer.ggml.<name>_token_id below vocab_size, or -1. */
@@ -163,14 +163,14 @@ static int token_id(const meta *m, const char *name, int vocab, int *out)
     char key[128];
     snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", name);
     *out = -1;
-    if (!pt_gguf_find_kv(m->g, key))
+    if (!pt__gguf_find_kv(m->g, key))
         return PT_OK;
     uint32_t v;
-    int st = pt_gguf_get_u32(m->g, key, &v);
+    int st = pt__gguf_get_u32(m->g, key, &v);
     if (st)
-        return pt_err_prefix(st, "%s", m->path);
+        return pt__err_prefix(st, "%s", m->path);
     if (v >= (uint32_t)vocab)
-        return pt_err(PT_EFORMAT, "%s: %s = %u is not below the vocabulary size %d", m->path, key,
+        return pt__err(PT_EFORMAT, "%s: %s = %u is not below the vocabulary size %d", m->path, key,
                       v, vocab);
     *out = (int)v;
     return PT_OK;
@@ -180,17 +180,17 @@ static int token_id(const meta *m, const char *name, int vocab, int *out)
  * must have as many entries. */
 static int read_vocab(const meta *m, pt_model_config *c)
 {
-    const pt_gguf_tensor *e = pt_gguf_find_tensor(m->g, "token_embd.weight");
+    const pt_gguf_tensor *e = pt__gguf_find_tensor(m->g, "token_embd.weight");
     int def = e && e->ndim == 2 && e->ne[1] <= INT_MAX ? (int)e->ne[1] : -1;
     int st = get_int(m, "vocab_size", def, &c->vocab_size);
     if (st == PT_EFORMAT && def < 0 && !e)
-        return pt_err(PT_ENOTFOUND, "%s: tensor 'token_embd.weight' is missing (and there is no "
+        return pt__err(PT_ENOTFOUND, "%s: tensor 'token_embd.weight' is missing (and there is no "
                       "%s.vocab_size)", m->path, m->arch);
     if (st)
         return st;
-    const pt_gguf_kv *kv = pt_gguf_find_kv(m->g, "tokenizer.ggml.tokens");
+    const pt_gguf_kv *kv = pt__gguf_find_kv(m->g, "tokenizer.ggml.tokens");
     if (kv && kv->type == PT_GGUF_ARRAY && kv->n != (uint64_t)c->vocab_size)
-        return pt_err(PT_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries but the model's "
+        return pt__err(PT_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries but the model's "
                       "vocabulary has %d", m->path, (unsigned long long)kv->n, c->vocab_size);
     if ((st = token_id(m, "bos", c->vocab_size, &c->bos_token_id)) ||
         (st = token_id(m, "eos", c->vocab_size, &c->eos_token_id)))
@@ -198,7 +198,7 @@ static int read_vocab(const meta *m, pt_model_config *c)
     return token_id(m, "padding", c->vocab_size, &c->pad_token_id);
 }
 
-int pt_gguf_model_config(pt_model_config *cfg, const pt_gguf *g, const char *path)
+int pt__gguf_model_config(pt_model_config *cfg, const pt_gguf *g, const char *path)
 {
     meta m = { .g = g, .path = path };
     pt_model_config c;
@@ -206,13 +206,13 @@ int pt_gguf_model_config(pt_model_config *cfg, const pt_gguf *g, const char *pat
     int st = read_arch(&m, &c);
     if (st || (st = read_sizes(&m, &c)) || (st = read_vocab(&m, &c)) || (st = read_rope(&m, &c)))
         return st;
-    const pt_arch_info *ai = pt_arch_info_get(c.arch);
-    c.tie_word_embeddings = pt_gguf_find_tensor(g, "output.weight") == NULL;
-    c.attention_bias = ai->qkv_bias || pt_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    const pt_arch_info *ai = pt__arch_info_get(c.arch);
+    c.tie_word_embeddings = pt__gguf_find_tensor(g, "output.weight") == NULL;
+    c.attention_bias = ai->qkv_bias || pt__gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
     c.qk_norm = ai->qk_norm;
     c.sliding_window = 0;
     if ((st = pt_model_config_validate(&c)))
-        return pt_err_prefix(st, "%s", path);
+        return pt__err_prefix(st, "%s", path);
     *cfg = c;
     return PT_OK;
 }

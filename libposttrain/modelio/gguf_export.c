@@ -38,13 +38,13 @@ int pt_gguf_export_options_init(pt_gguf_export_options *o)
 static int read_json(cJSON **out, const char *dir, const char *name)
 {
     *out = NULL;
-    if (!dir || !pt_dir_has_file(dir, name))
+    if (!dir || !pt__dir_has_file(dir, name))
         return PT_OK;
-    char *path = pt_path_join(dir, name), *text = NULL;
+    char *path = pt__path_join(dir, name), *text = NULL;
     size_t len = 0;
-    int st = path ? pt_read_file(&text, &len, path, (size_t)1 << 30) : PT_ENOMEM;
+    int st = path ? pt__read_file(&text, &len, path, (size_t)1 << 30) : PT_ENOMEM;
     if (st == PT_OK && !(*out = cJSON_ParseWithLength(text, len)))
-        st = pt_err(PT_EFORMAT, "pt_model_export_gguf: %s: not valid JSON", path);
+        st = pt__err(PT_EFORMAT, "pt_model_export_gguf: %s: not valid JSON", path);
     pt_free(text);
     pt_free(path);
     return st;
@@ -58,11 +58,11 @@ static int load_hparams(gx_ctx *c)
     if (st || c->hparams)
         return st;
     char *text = NULL;
-    if ((st = pt_modelio_config_json(&text, &c->cfg, NULL)))
+    if ((st = pt__modelio_config_json(&text, &c->cfg, NULL)))
         return st;
     c->hparams = cJSON_Parse(text);
     pt_free(text);
-    return c->hparams ? PT_OK : pt_err(PT_ENOMEM, "pt_model_export_gguf: config.json");
+    return c->hparams ? PT_OK : pt__err(PT_ENOMEM, "pt_model_export_gguf: config.json");
 }
 
 static int load_inputs(gx_ctx *c)
@@ -80,28 +80,28 @@ static void ctx_free(gx_ctx *c)
     cJSON_Delete(c->hparams);
     cJSON_Delete(c->tok_json);
     cJSON_Delete(c->tok_cfg);
-    pt_gguf_writer_free(c->w);
+    pt__gguf_writer_free(c->w);
 }
 
 static int check_args(const pt_model *m, const char *path, const pt_gguf_export_options *o)
 {
     static const char fn[] = "pt_model_export_gguf";
     if (!pt_gguf_ftype_name(o->type))
-        return pt_err_arg(fn, "opts->type", "%d is not a pt_gguf_ftype (f32 0, f16 1, bf16 2)", o->type);
+        return pt__err_arg(fn, "opts->type", "%d is not a pt_gguf_ftype (f32 0, f16 1, bf16 2)", o->type);
     if (!pt_gguf_spm_scores_name(o->spm_scores))
-        return pt_err_arg(fn, "opts->spm_scores", "%d is not a pt_gguf_spm_scores (converter 0, merges 1)",
+        return pt__err_arg(fn, "opts->spm_scores", "%d is not a pt_gguf_spm_scores (converter 0, merges 1)",
                           o->spm_scores);
     if (*path == '\0')
-        return pt_err_arg(fn, "path", "is empty");
+        return pt__err_arg(fn, "path", "is empty");
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, m);
-    if (!pt_gguf_arch_name(cfg.arch))
-        return pt_err(PT_EUNSUPPORTED, "pt_model_export_gguf: architecture %d has no llama.cpp name", cfg.arch);
+    if (!pt__gguf_arch_name(cfg.arch))
+        return pt__err(PT_EUNSUPPORTED, "pt_model_export_gguf: architecture %d has no llama.cpp name", cfg.arch);
     if (!pt_model_tokenizer(m))
-        return pt_err(PT_ESTATE, "pt_model_export_gguf: the model has no tokenizer (load it from a "
+        return pt__err(PT_ESTATE, "pt_model_export_gguf: the model has no tokenizer (load it from a "
                       "directory holding tokenizer.json): a GGUF model file carries its vocabulary");
-    return pt_modelio_check_finite(m, 0, pt_model_tensor_count(m), fn, path, "a non-finite model is not exported");
+    return pt__modelio_check_finite(m, 0, pt_model_tensor_count(m), fn, path, "a non-finite model is not exported");
 }
 
 /* llama.cpp's "llama" architecture, which the converter writes for
@@ -112,11 +112,11 @@ static void warn_sliding_window(const gx_ctx *c)
 {
     int w = c->cfg.sliding_window, n_ctx = c->cfg.max_position_embeddings;
     if (w > 0 && w < n_ctx)
-        pt_log(PT_LOG_WARN, "pt_model_export_gguf: %s: the model attends within a sliding window of %d "
+        pt__log(PT_LOG_WARN, "pt_model_export_gguf: %s: the model attends within a sliding window of %d "
                "tokens, shorter than its context length %d, but llama.cpp's %s architecture has no "
                "sliding window (it attends to the whole context): llama.cpp's outputs agree with the "
                "model's only for contexts of at most %d tokens", c->out_path, w, n_ctx,
-               pt_gguf_arch_name(c->cfg.arch), w);
+               pt__gguf_arch_name(c->cfg.arch), w);
 }
 
 /* Everything into the writer, then the file. */
@@ -124,7 +124,7 @@ static int export(gx_ctx *c, gx_bufs *bufs)
 {
     int st = load_inputs(c);
     if (!st)
-        st = pt_gguf_writer_new(&c->w);
+        st = pt__gguf_writer_new(&c->w);
     if (!st)
         st = gx_add_tensors(c, bufs);
     if (!st)
@@ -132,7 +132,7 @@ static int export(gx_ctx *c, gx_bufs *bufs)
     if (!st)
         st = gx_add_vocab(c);
     if (!st)
-        st = pt_gguf_write(c->w, c->out_path);
+        st = pt__gguf_write(c->w, c->out_path);
     if (!st)
         warn_sliding_window(c);
     return st;
@@ -155,6 +155,6 @@ int pt_model_export_gguf(const pt_model *model, const char *path, const pt_gguf_
     gx_tensors_free(&bufs);
     ctx_free(&c);
     if (st && !strstr(pt_last_error(), path))
-        pt_err_prefix(st, "pt_model_export_gguf: %s", path);
+        pt__err_prefix(st, "pt_model_export_gguf: %s", path);
     return st;
 }

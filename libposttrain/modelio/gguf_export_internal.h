@@ -44,7 +44,7 @@ typedef struct gx_ctx {
  * first for llama3 scaling, then the Hugging Face names in sorted order,
  * Q/K permuted for llama-type architectures, LoRA merged, 1-D tensors F32)
  * into c->w, and c->total_params.  The buffers they point into are kept in
- * *bufs until pt_gguf_write has run (free with gx_tensors_free). */
+ * *bufs until pt__gguf_write has run (free with gx_tensors_free). */
 typedef struct gx_bufs {
     float **p;
     size_t n, cap;

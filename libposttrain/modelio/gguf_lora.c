@@ -58,9 +58,9 @@ static int collect_items(lora_item **out, size_t *n, const pt_model *m)
 {
     const struct pt_lora *l = m->lora;
     size_t cap = (size_t)m->cfg.num_hidden_layers * PT_LORA_NMOD, cnt = 0;
-    lora_item *it = pt_calloc(cap ? cap : 1, sizeof *it);
+    lora_item *it = pt__calloc(cap ? cap : 1, sizeof *it);
     if (!it)
-        return pt_err(PT_ENOMEM, "pt_lora_export_gguf: adapter list");
+        return pt__err(PT_ENOMEM, "pt_lora_export_gguf: adapter list");
     for (int layer = 0; layer < m->cfg.num_hidden_layers; layer++)
         for (int k = 0; k < PT_LORA_NMOD; k++) {
             if (!l->mods[(size_t)layer * PT_LORA_NMOD + (size_t)k].a)
@@ -68,7 +68,7 @@ static int collect_items(lora_item **out, size_t *n, const pt_model *m)
             it[cnt].layer = layer;
             it[cnt].k = k;
             snprintf(it[cnt].hf, sizeof it[cnt].hf, "model.layers.%d.%s", layer,
-                     pt_lora_module_name(k));
+                     pt__lora_module_name(k));
             cnt++;
         }
     qsort(it, cnt, sizeof *it, item_cmp);
@@ -80,7 +80,7 @@ static int collect_items(lora_item **out, size_t *n, const pt_model *m)
 /* Heads of the permutation for projection k, or 0 when B is stored as is. */
 static int permute_heads(const pt_model *m, int k)
 {
-    if (!pt_gguf_arch_permutes(m->cfg.arch))
+    if (!pt__gguf_arch_permutes(m->cfg.arch))
         return 0;
     if (1u << k == PT_LORA_Q)
         return m->cfg.num_attention_heads;
@@ -109,13 +109,13 @@ static int add_pair(pt_gguf_writer *w, const pt_model *m, const lora_item *it, i
     const pt_lora_pair *p = &l->mods[(size_t)it->layer * PT_LORA_NMOD + (size_t)it->k];
     const uint64_t r = (uint64_t)l->opts.rank;
     char base[PT_TENSOR_NAME_MAX], name[LORA_NAME_MAX];
-    if (!pt_tensor_gguf_name(base, sizeof base, pt_tensor_row_lora(it->k), it->layer))
-        return pt_err(PT_ERANGE, "pt_lora_export_gguf: tensor name of layer %d too long",
+    if (!pt__tensor_gguf_name(base, sizeof base, pt__tensor_row_lora(it->k), it->layer))
+        return pt__err(PT_ERANGE, "pt_lora_export_gguf: tensor name of layer %d too long",
                       it->layer);
     const float *b = p->b;
     int heads = permute_heads(m, it->k);
     if (heads) {
-        pt_gguf_permute_rows(*scratch, p->b, (int64_t)p->out, (int64_t)r, heads);
+        pt__gguf_permute_rows(*scratch, p->b, (int64_t)p->out, (int64_t)r, heads);
         b = *scratch;
         *scratch += p->out * r;
     }
@@ -123,12 +123,12 @@ static int add_pair(pt_gguf_writer *w, const pt_model *m, const lora_item *it, i
     snprintf(name, sizeof name, "%s.lora_a", base);
     int st = gx_check_written(p->a, (size_t)(p->in * r), type, "pt_lora_export_gguf", path, name, "");
     if (st == PT_OK)
-        st = pt_gguf_add_tensor_f32(w, name, 2, ne_a, type, p->a);
+        st = pt__gguf_add_tensor_f32(w, name, 2, ne_a, type, p->a);
     if (st != PT_OK)
         return st;
     snprintf(name, sizeof name, "%s.lora_b", base);
     st = gx_check_written(b, (size_t)(p->out * r), type, "pt_lora_export_gguf", path, name, "");
-    return st ? st : pt_gguf_add_tensor_f32(w, name, 2, ne_b, type, b);
+    return st ? st : pt__gguf_add_tensor_f32(w, name, 2, ne_b, type, b);
 }
 
 /* ---- the naming keys --------------------------------------------------------------- */
@@ -168,12 +168,12 @@ static int adapter_names(gx_names *n, const pt_model *m, const char *name, int64
     if (st == PT_OK && !n->name && base)
         st = apply_dir(n, base, total);
     if (st == PT_OK && !n->name) {
-        const pt_arch_info *a = pt_arch_info_get(m->cfg.arch);
+        const pt_arch_info *a = pt__arch_info_get(m->cfg.arch);
         st = gx_names_apply_id(n, a ? a->model_type : "model", total);
     }
     if (st == PT_OK && name) {
         pt_free(n->name);
-        if (!(n->name = pt_strdup(name)))
+        if (!(n->name = pt__strdup(name)))
             st = PT_ENOMEM;
     }
     return st;
@@ -183,17 +183,17 @@ static int adapter_names(gx_names *n, const pt_model *m, const char *name, int64
 
 static int add_metadata(pt_gguf_writer *w, const pt_model *m, const gx_names *names)
 {
-    int st = pt_gguf_set_str(w, "general.architecture", pt_gguf_arch_name(m->cfg.arch));
+    int st = pt__gguf_set_str(w, "general.architecture", pt__gguf_arch_name(m->cfg.arch));
     if (st == PT_OK)
-        st = pt_gguf_set_str(w, "general.type", "adapter");
+        st = pt__gguf_set_str(w, "general.type", "adapter");
     if (st == PT_OK)
-        st = pt_gguf_set_str(w, "adapter.type", "lora");
+        st = pt__gguf_set_str(w, "adapter.type", "lora");
     if (st == PT_OK)
         st = gx_names_write(w, names);
     if (st == PT_OK)
-        st = pt_gguf_set_f32(w, "adapter.lora.alpha", (float)m->lora->opts.alpha);
+        st = pt__gguf_set_f32(w, "adapter.lora.alpha", (float)m->lora->opts.alpha);
     if (st == PT_OK)
-        st = pt_gguf_set_u32(w, "general.quantization_version", GGML_QUANT_VERSION);
+        st = pt__gguf_set_u32(w, "general.quantization_version", GGML_QUANT_VERSION);
     return st;
 }
 
@@ -211,14 +211,14 @@ static int add_tensors(pt_gguf_writer *w, const pt_model *m, const lora_item *it
 static int check_model(const pt_model *m, const pt_gguf_export_options *o)
 {
     if (!m->lora)
-        return pt_err(PT_ESTATE, "pt_lora_export_gguf: the model has no LoRA adapters (add them "
+        return pt__err(PT_ESTATE, "pt_lora_export_gguf: the model has no LoRA adapters (add them "
                                  "with pt_model_add_lora or pt_lora_load_peft; export a model "
                                  "without adapters with pt_model_export_gguf)");
-    if (!pt_gguf_arch_name(m->cfg.arch))
-        return pt_err(PT_EUNSUPPORTED, "pt_lora_export_gguf: architecture %d has no llama.cpp name",
+    if (!pt__gguf_arch_name(m->cfg.arch))
+        return pt__err(PT_EUNSUPPORTED, "pt_lora_export_gguf: architecture %d has no llama.cpp name",
                       m->cfg.arch);
     if (o->type < PT_GGUF_FTYPE_F32 || o->type > PT_GGUF_FTYPE_BF16)
-        return pt_err_arg("pt_lora_export_gguf", "opts->type",
+        return pt__err_arg("pt_lora_export_gguf", "opts->type",
                           "must be a pt_gguf_ftype (f32, f16 or bf16; got %d)", o->type);
     return PT_OK;
 }
@@ -233,7 +233,7 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
     if (st == PT_OK)
         st = check_model(model, &o);
     if (st == PT_OK)
-        st = pt_modelio_check_finite(model, model->lora->nbase, pt_model_tensor_count(model), "pt_lora_export_gguf",
+        st = pt__modelio_check_finite(model, model->lora->nbase, pt_model_tensor_count(model), "pt_lora_export_gguf",
                                      path, "a non-finite adapter is not exported");
     if (st != PT_OK)
         return st;
@@ -245,21 +245,21 @@ int pt_lora_export_gguf(const pt_model *model, const char *path,
     if ((st = collect_items(&items, &n, model)) != PT_OK)
         goto done;
     size_t nf = permuted_floats(model, items, n);
-    if (!(scratch = pt_malloc((nf ? nf : 1) * sizeof *scratch))) {
-        st = pt_err(PT_ENOMEM, "pt_lora_export_gguf: permuted lora_b (%zu floats)", nf);
+    if (!(scratch = pt__malloc((nf ? nf : 1) * sizeof *scratch))) {
+        st = pt__err(PT_ENOMEM, "pt_lora_export_gguf: permuted lora_b (%zu floats)", nf);
         goto done;
     }
     st = adapter_names(&names, model, o.name, adapter_total(model, items, n));
     if (st == PT_OK)
-        st = pt_gguf_writer_new(&w);
+        st = pt__gguf_writer_new(&w);
     if (st == PT_OK)
         st = add_metadata(w, model, &names);
     if (st == PT_OK)
         st = add_tensors(w, model, items, n, ggml_type_of(o.type), scratch, path);
     if (st == PT_OK)
-        st = pt_gguf_write(w, path);
+        st = pt__gguf_write(w, path);
 done:
-    pt_gguf_writer_free(w);
+    pt__gguf_writer_free(w);
     gx_names_free(&names);
     pt_free(scratch);
     pt_free(items);

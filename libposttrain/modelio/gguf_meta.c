@@ -33,8 +33,8 @@ static const cJSON *find_num(const cJSON *hp, const char *const *keys)
 
 static int arch_key(char *buf, size_t n, const gx_ctx *c, const char *suffix)
 {
-    int k = snprintf(buf, n, "%s.%s", pt_gguf_arch_name(c->cfg.arch), suffix);
-    return k > 0 && (size_t)k < n ? PT_OK : pt_err(PT_EINVAL, "GGUF key too long");
+    int k = snprintf(buf, n, "%s.%s", pt__gguf_arch_name(c->cfg.arch), suffix);
+    return k > 0 && (size_t)k < n ? PT_OK : pt__err(PT_EINVAL, "GGUF key too long");
 }
 
 static int put_u32(gx_ctx *c, const char *suffix, const cJSON *v)
@@ -44,15 +44,15 @@ static int put_u32(gx_ctx *c, const char *suffix, const cJSON *v)
     if (st || !v)
         return st;
     if (v->valuedouble < 0 || v->valuedouble > 4294967295.0)
-        return pt_err(PT_ERANGE, "pt_model_export_gguf: %s = %g does not fit a uint32", key, v->valuedouble);
-    return pt_gguf_set_u32(c->w, key, (uint32_t)v->valuedouble);
+        return pt__err(PT_ERANGE, "pt_model_export_gguf: %s = %g does not fit a uint32", key, v->valuedouble);
+    return pt__gguf_set_u32(c->w, key, (uint32_t)v->valuedouble);
 }
 
 static int put_f32(gx_ctx *c, const char *suffix, const cJSON *v)
 {
     char key[128];
     int st = arch_key(key, sizeof key, c, suffix);
-    return st || !v ? st : pt_gguf_set_f32(c->w, key, (float)v->valuedouble);
+    return st || !v ? st : pt__gguf_set_f32(c->w, key, (float)v->valuedouble);
 }
 
 /* ---- naming ------------------------------------------------------------------ */
@@ -74,10 +74,10 @@ static void warn_model_card(const gx_ctx *c)
 {
     if (!c->src_dir)
         return;
-    char *readme = pt_path_join(c->src_dir, "README.md"), *text = NULL;
+    char *readme = pt__path_join(c->src_dir, "README.md"), *text = NULL;
     size_t len = 0;
-    if (readme && pt_read_file(&text, &len, readme, (size_t)1 << 24) == PT_OK && strncmp(text, "---\n", 4) == 0)
-        pt_log(PT_LOG_WARN, "%s: the YAML model card is not read: general.* keys the converter takes "
+    if (readme && pt__read_file(&text, &len, readme, (size_t)1 << 24) == PT_OK && strncmp(text, "---\n", 4) == 0)
+        pt__log(PT_LOG_WARN, "%s: the YAML model card is not read: general.* keys the converter takes "
                "from it (license, tags, base models, ...) are not written", readme);
     pt_clear_error();
     pt_free(text);
@@ -98,18 +98,18 @@ static int derive_names(gx_names *n, gx_ctx *c)
         st = PT_ENOMEM;
     if (!st)
         st = gx_names_apply_id(n, id, total);
-    if (!st && !n->name && !(n->name = pt_strdup(id)))
+    if (!st && !n->name && !(n->name = pt__strdup(id)))
         st = PT_ENOMEM;
     pt_free(id);
     if (!st && c->name) {
         pt_free(n->name);
-        if (!(n->name = pt_strdup(c->name)))
+        if (!(n->name = pt__strdup(c->name)))
             st = PT_ENOMEM;
     }
     char label[64];
     if (!st && !n->size_label && total > 0) {
         gx_size_label(label, sizeof label, (uint64_t)total);
-        if (!(n->size_label = pt_strdup(label)))
+        if (!(n->size_label = pt__strdup(label)))
             st = PT_ENOMEM;
     }
     return st;
@@ -163,7 +163,7 @@ static int add_rope_scaling(gx_ctx *c, const cJSON *rp)
     char key[128];
     int st = arch_key(key, sizeof key, c, "rope.scaling.type");
     if (!st)
-        st = pt_gguf_set_str(c->w, key, "linear");
+        st = pt__gguf_set_str(c->w, key, "linear");
     return st ? st : put_f32(c, "rope.scaling.factor", factor);
 }
 
@@ -181,7 +181,7 @@ static int add_causal(gx_ctx *c)
     if (!cJSON_IsFalse(v))
         return PT_OK;
     int st = arch_key(key, sizeof key, c, "attention.causal");
-    return st ? st : pt_gguf_set_bool(c->w, key, false);
+    return st ? st : pt__gguf_set_bool(c->w, key, false);
 }
 
 static int add_text_params(gx_ctx *c)
@@ -215,13 +215,13 @@ static int add_text_params(gx_ctx *c)
     if (!st && cJSON_IsNumber(hd))
         st = put_u32(c, "attention.value_length", hd);
     static const uint32_t ftype_ids[] = { 0, 1, 32 };   /* LlamaFileType ALL_F32, MOSTLY_F16, MOSTLY_BF16 */
-    return st ? st : pt_gguf_set_u32(c->w, "general.file_type", ftype_ids[c->type]);
+    return st ? st : pt__gguf_set_u32(c->w, "general.file_type", ftype_ids[c->type]);
 }
 
 /* LlamaModel.set_gguf_parameters after TextModel's. */
 static int add_llama_params(gx_ctx *c)
 {
-    if (!pt_gguf_arch_permutes(c->cfg.arch))
+    if (!pt__gguf_arch_permutes(c->cfg.arch))
         return PT_OK;
     int st = put_u32(c, "vocab_size", cJSON_GetObjectItemCaseSensitive(c->hparams, "vocab_size"));
     cJSON dim = { .type = cJSON_Number, .valuedouble = c->cfg.head_dim };
@@ -231,14 +231,14 @@ static int add_llama_params(gx_ctx *c)
 
 int gx_add_meta(gx_ctx *c)
 {
-    int st = pt_gguf_set_str(c->w, "general.architecture", pt_gguf_arch_name(c->cfg.arch));
+    int st = pt__gguf_set_str(c->w, "general.architecture", pt__gguf_arch_name(c->cfg.arch));
     if (!st)
-        st = pt_gguf_set_str(c->w, "general.type", "model");
+        st = pt__gguf_set_str(c->w, "general.type", "model");
     if (!st)
         st = add_names(c);
     if (!st)
         st = add_text_params(c);
     if (!st)
         st = add_llama_params(c);
-    return st ? st : pt_gguf_set_u32(c->w, "general.quantization_version", GX_QUANT_VERSION);
+    return st ? st : pt__gguf_set_u32(c->w, "general.quantization_version", GX_QUANT_VERSION);
 }

@@ -239,15 +239,15 @@ static char *join(char **parts, const unsigned *t, size_t n, unsigned want, unsi
         if (dup)
             continue;
         if (any)
-            pt_strbuf_putc(&b, '-');
-        pt_strbuf_puts(&b, parts[i]);
+            pt__strbuf_putc(&b, '-');
+        pt__strbuf_puts(&b, parts[i]);
         any = true;
     }
     if (!any) {
-        pt_strbuf_free(&b);
+        pt__strbuf_free(&b);
         return NULL;
     }
-    return pt_strbuf_detach(&b, NULL);
+    return pt__strbuf_detach(&b, NULL);
 }
 
 void gx_name_parts_free(gx_name_parts *p)
@@ -275,7 +275,7 @@ static int split_parts(const char *full, char **parts)
             p++;
         if (k == 0 || n == MAX_PARTS)
             continue;
-        if (!(parts[n] = pt_malloc(k + 2))) {
+        if (!(parts[n] = pt__malloc(k + 2))) {
             while (n > 0)
                 pt_free(parts[--n]);
             return -1;
@@ -306,11 +306,11 @@ static void fill_fields(gx_name_parts *out, char **parts, unsigned *t, size_t n)
 static int split_org(gx_name_parts *out, const char *id)
 {
     const char *slash = strchr(id, '/');
-    out->full = pt_strdup(slash ? slash + 1 : id);
+    out->full = pt__strdup(slash ? slash + 1 : id);
     if (!out->full)
         return PT_ENOMEM;
     if (slash && !(slash > id && id[0] == '.')) {
-        if (!(out->org = pt_malloc((size_t)(slash - id) + 1)))
+        if (!(out->org = pt__malloc((size_t)(slash - id) + 1)))
             return PT_ENOMEM;
         memcpy(out->org, id, (size_t)(slash - id));
         out->org[slash - id] = '\0';
@@ -324,7 +324,7 @@ int gx_model_id_components(gx_name_parts *out, const char *id, int64_t total)
     if (!id)
         return PT_OK;
     if (strchr(id, ' ')) {   /* a sentence: the name only */
-        out->full = pt_strdup(id);
+        out->full = pt__strdup(id);
         return out->full ? PT_OK : PT_ENOMEM;
     }
     int st = split_org(out, id);
@@ -377,7 +377,7 @@ static void title_case(char *w)
 
 char *gx_id_to_title(const char *s)
 {
-    char *buf = pt_strdup(s);
+    char *buf = pt__strdup(s);
     if (!buf)
         return NULL;
     for (char *c = buf; *c; c++)
@@ -389,13 +389,13 @@ char *gx_id_to_title(const char *s)
         if (is_lower_word(w) && !title_exempt(w))
             title_case(w);
         if (!first)
-            pt_strbuf_putc(&b, ' ');
-        pt_strbuf_puts(&b, w);
+            pt__strbuf_putc(&b, ' ');
+        pt__strbuf_puts(&b, w);
         first = false;
     }
     pt_free(buf);
-    char *r = pt_strbuf_detach(&b, NULL);
-    return r ? r : pt_strdup("");
+    char *r = pt__strbuf_detach(&b, NULL);
+    return r ? r : pt__strdup("");
 }
 
 void gx_size_label(char *buf, size_t n, uint64_t total)
@@ -440,7 +440,7 @@ char *gx_path_name(const char *dir)
             best_len = k;
         }
     }
-    char *r = pt_malloc(best_len + 1);
+    char *r = pt__malloc(best_len + 1);
     if (r) {
         memcpy(r, best, best_len);
         r[best_len] = '\0';
@@ -490,7 +490,7 @@ int gx_names_apply_id(gx_names *n, const char *id, int64_t total)
 
 static int set_str(pt_gguf_writer *w, const char *key, const char *v)
 {
-    return v && *v ? pt_gguf_set_str(w, key, v) : PT_OK;   /* add_string skips "" */
+    return v && *v ? pt__gguf_set_str(w, key, v) : PT_OK;   /* add_string skips "" */
 }
 
 int gx_names_write(pt_gguf_writer *w, const gx_names *n)

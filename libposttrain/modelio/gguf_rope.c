@@ -61,7 +61,7 @@ static bool fit_line(fit *o, const float *r, const double *x, int n)
 /* Whether cfg's llama3 formula gives the factors r. */
 static bool same_factors(const pt_model_config *c, const float *r, const float *f0, float *g, int n)
 {
-    pt_rope_inv_freq(g, c->head_dim, c->rope_theta, PT_ROPE_LLAMA3, c->rope_factor,
+    pt__rope_inv_freq(g, c->head_dim, c->rope_theta, PT_ROPE_LLAMA3, c->rope_factor,
                      c->rope_low_freq_factor, c->rope_high_freq_factor,
                      c->rope_original_max_position_embeddings);
     for (int j = 0; j < n; j++) {
@@ -98,16 +98,16 @@ static bool apply_fit(pt_model_config *c, const fit *o, int old, const float *r,
 static int original_context(const pt_gguf *g, const char *path, int *old)
 {
     *old = 8192; /* convert_hf_to_gguf.py's default */
-    for (size_t i = 0; i < pt_gguf_kv_count(g); i++) {
-        const char *k = pt_gguf_kv_at(g, i)->key, *dot = strchr(k, '.');
+    for (size_t i = 0; i < pt__gguf_kv_count(g); i++) {
+        const char *k = pt__gguf_kv_at(g, i)->key, *dot = strchr(k, '.');
         if (!dot || strcmp(dot, ".rope.scaling.original_context_length") != 0)
             continue;
         uint32_t v;
-        int st = pt_gguf_get_u32(g, k, &v);
+        int st = pt__gguf_get_u32(g, k, &v);
         if (st)
-            return pt_err_prefix(st, "%s", path);
+            return pt__err_prefix(st, "%s", path);
         if (v == 0 || v > (1u << 30))
-            return pt_err(PT_EFORMAT, "%s: %s = %u is out of range", path, k, v);
+            return pt__err(PT_EFORMAT, "%s: %s = %u is out of range", path, k, v);
         *old = (int)v;
     }
     return PT_OK;
@@ -116,11 +116,11 @@ static int original_context(const pt_gguf *g, const char *path, int *old)
 static int fit_factors(pt_model_config *c, const float *r, float *f0, float *g, double *x, int n,
                        int old, const char *path)
 {
-    pt_rope_inv_freq(f0, c->head_dim, c->rope_theta, PT_ROPE_DEFAULT, 1.0, 0, 0, 0);
+    pt__rope_inv_freq(f0, c->head_dim, c->rope_theta, PT_ROPE_DEFAULT, 1.0, 0, 0, 0);
     bool ones = true;
     for (int j = 0; j < n; j++) {
         if (!(isfinite(r[j]) && r[j] > 0))
-            return pt_err(PT_EFORMAT, "%s: rope_freqs.weight[%d] = %g is not a positive factor",
+            return pt__err(PT_EFORMAT, "%s: rope_freqs.weight[%d] = %g is not a positive factor",
                           path, j, (double)r[j]);
         ones = ones && r[j] == 1.0f;
         x[j] = (double)f0[j] / (2.0 * M_PI);
@@ -130,31 +130,31 @@ static int fit_factors(pt_model_config *c, const float *r, float *f0, float *g, 
     fit o;
     if (fit_line(&o, r, x, n) && apply_fit(c, &o, old, r, f0, g, n))
         return PT_OK;
-    return pt_err(PT_EUNSUPPORTED, "%s: rope_freqs.weight: the %d per-frequency factors (%g .. %g) "
+    return pt__err(PT_EUNSUPPORTED, "%s: rope_freqs.weight: the %d per-frequency factors (%g .. %g) "
                   "are not those of llama3 rope scaling for this head size and rope.freq_base; "
                   "other per-frequency scalings cannot be loaded", path, n, (double)r[0],
                   (double)r[n - 1]);
 }
 
-int pt_gguf_rope_from_freqs(pt_model_config *cfg, const pt_gguf *g, const pt_gguf_tensor *t,
+int pt__gguf_rope_from_freqs(pt_model_config *cfg, const pt_gguf *g, const pt_gguf_tensor *t,
                             const char *path)
 {
     int n = cfg->head_dim / 2, old;
     if (t->ndim != 1 || t->ne[0] != (uint64_t)n)
-        return pt_err(PT_ESHAPE, "%s: tensor 'rope_freqs.weight' has %u dimensions and %llu "
+        return pt__err(PT_ESHAPE, "%s: tensor 'rope_freqs.weight' has %u dimensions and %llu "
                       "elements, the head size %d needs [%d]", path, t->ndim,
                       (unsigned long long)t->numel, cfg->head_dim, n);
     int st = original_context(g, path, &old);
     if (st)
         return st;
-    float *r = pt_malloc_array((size_t)n * 3, sizeof(float));
-    double *x = pt_malloc_array((size_t)n, sizeof(double));
+    float *r = pt__malloc_array((size_t)n * 3, sizeof(float));
+    double *x = pt__malloc_array((size_t)n, sizeof(double));
     if (!r || !x)
         st = PT_ENOMEM;
-    else if ((st = pt_gguf_read_f32(t, r, (size_t)n)))
-        st = pt_err_prefix(st, "%s", path);
-    else if ((st = pt_err_nonfinite(r, (size_t)n)))
-        st = pt_err_prefix(st, "%s: tensor 'rope_freqs.weight'", path);
+    else if ((st = pt__gguf_read_f32(t, r, (size_t)n)))
+        st = pt__err_prefix(st, "%s", path);
+    else if ((st = pt__err_nonfinite(r, (size_t)n)))
+        st = pt__err_prefix(st, "%s: tensor 'rope_freqs.weight'", path);
     else
         st = fit_factors(cfg, r, r + n, r + 2 * n, x, n, old, path);
     pt_free(r);

@@ -115,7 +115,7 @@ static int set_special(sv *v, const char *typ, const cJSON *tid)
         return PT_OK;
     int64_t id = (int64_t)tid->valuedouble;
     if (id < 0)
-        return pt_err(PT_EFORMAT, "pt_model_export_gguf: invalid value for special token type %s: %lld "
+        return pt__err(PT_EFORMAT, "pt_model_export_gguf: invalid value for special token type %s: %lld "
                       "(llama.cpp's converter refuses it too)", typ, (long long)id);
     if (v->n_vocab >= 0 && id >= v->n_vocab)
         return PT_OK;
@@ -346,7 +346,7 @@ static int add_merges(gx_ctx *c)
     size_t n = (size_t)cJSON_GetArraySize(merges), i = 0;
     if (!cJSON_IsArray(merges) || n == 0)
         return PT_OK;
-    char **s = pt_calloc(n, sizeof *s);
+    char **s = pt__calloc(n, sizeof *s);
     int st = s ? PT_OK : PT_ENOMEM;
     const cJSON *it;
     cJSON_ArrayForEach(it, merges) {
@@ -354,19 +354,19 @@ static int add_merges(gx_ctx *c)
             break;
         pt_strbuf b = { 0 };
         if (cJSON_IsString(it))
-            pt_strbuf_puts(&b, it->valuestring);
+            pt__strbuf_puts(&b, it->valuestring);
         for (int k = 0; cJSON_IsArray(it) && k < 2; k++) {
             const char *part = cJSON_GetStringValue(cJSON_GetArrayItem(it, k));
             if (k)
-                pt_strbuf_putc(&b, ' ');
+                pt__strbuf_putc(&b, ' ');
             for (const char *p = part ? part : ""; *p; p++)
-                p[0] == ' ' ? pt_strbuf_puts(&b, "\xc4\xa0") : pt_strbuf_putc(&b, *p);
+                p[0] == ' ' ? pt__strbuf_puts(&b, "\xc4\xa0") : pt__strbuf_putc(&b, *p);
         }
-        if (!(s[i++] = pt_strbuf_detach(&b, NULL)))
+        if (!(s[i++] = pt__strbuf_detach(&b, NULL)))
             st = PT_ENOMEM;
     }
     if (!st)
-        st = pt_gguf_set_arr_str(c->w, "tokenizer.ggml.merges", (const char *const *)s, NULL, n);
+        st = pt__gguf_set_arr_str(c->w, "tokenizer.ggml.merges", (const char *const *)s, NULL, n);
     for (size_t k = 0; s && k < n; k++)
         pt_free(s[k]);
     pt_free(s);
@@ -421,13 +421,13 @@ static int add_named_templates(gx_ctx *c, const cJSON *ct)
                 *k = '_';
         names[n] = keys[n] + 24;
         if (!st && *tmpl)
-            st = pt_gguf_set_str(c->w, keys[n], tmpl);
+            st = pt__gguf_set_str(c->w, keys[n], tmpl);
         n++;
     }
     if (!st && n)
-        st = pt_gguf_set_arr_str(c->w, "tokenizer.chat_templates", names, NULL, n);
+        st = pt__gguf_set_arr_str(c->w, "tokenizer.chat_templates", names, NULL, n);
     const char *dt = def ? gx_json_str(def, "template") : NULL;
-    return st || !dt || !*dt ? st : pt_gguf_set_str(c->w, "tokenizer.chat_template", dt);
+    return st || !dt || !*dt ? st : pt__gguf_set_str(c->w, "tokenizer.chat_template", dt);
 }
 
 /* chat_template of tokenizer_config.json, else chat_template.jinja, else
@@ -438,15 +438,15 @@ static int add_chat_template(gx_ctx *c)
     char *alt = NULL;
     int st = PT_OK;
     if (!ct && c->src_dir) {
-        char *p = pt_path_join(c->src_dir, "chat_template.jinja");
+        char *p = pt__path_join(c->src_dir, "chat_template.jinja");
         size_t len;
-        if (p && pt_is_file(p))
-            st = pt_read_file(&alt, &len, p, (size_t)1 << 26);
+        if (p && pt__is_file(p))
+            st = pt__read_file(&alt, &len, p, (size_t)1 << 26);
         pt_free(p);
     }
     if (cJSON_IsString(ct) || alt) {
         const char *s = alt ? alt : ct->valuestring;
-        st = st || !*s ? st : pt_gguf_set_str(c->w, "tokenizer.chat_template", s);
+        st = st || !*s ? st : pt__gguf_set_str(c->w, "tokenizer.chat_template", s);
     } else if (cJSON_IsArray(ct)) {
         st = add_named_templates(c, ct);
     }
@@ -459,16 +459,16 @@ static int write_sv(gx_ctx *c, const sv *v, bool load_merges)
     int st = load_merges ? add_merges(c) : PT_OK;
     for (size_t i = 0; i < v->nids && !st; i++)
         if (id_key(v->id_typ[i]))
-            st = pt_gguf_set_u32(c->w, id_key(v->id_typ[i]), (uint32_t)v->id_val[i]);
+            st = pt__gguf_set_u32(c->w, id_key(v->id_typ[i]), (uint32_t)v->id_val[i]);
     for (size_t i = 0; i < v->nadd && !st; i++)
         if (add_key(v->add_typ[i]))
-            st = pt_gguf_set_bool(c->w, add_key(v->add_typ[i]), v->add_val[i]);
+            st = pt__gguf_set_bool(c->w, add_key(v->add_typ[i]), v->add_val[i]);
     if (!st && cJSON_IsObject(c->tok_cfg) && c->tok_cfg->child)
         st = add_chat_template(c);
     if (!st && v->lowercase >= 0)
-        st = pt_gguf_set_bool(c->w, "tokenizer.ggml.normalizer.lowercase", v->lowercase);
+        st = pt__gguf_set_bool(c->w, "tokenizer.ggml.normalizer.lowercase", v->lowercase);
     if (!st && v->strip_accents >= 0)
-        st = pt_gguf_set_bool(c->w, "tokenizer.ggml.normalizer.strip_accents", v->strip_accents);
+        st = pt__gguf_set_bool(c->w, "tokenizer.ggml.normalizer.strip_accents", v->strip_accents);
     return st;
 }
 

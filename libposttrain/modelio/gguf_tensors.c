@@ -41,7 +41,7 @@ static float *buf_keep(gx_bufs *b, float *f)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 16;
-        float **p = pt_realloc_array(b->p, cap, sizeof *p);
+        float **p = pt__realloc_array(b->p, cap, sizeof *p);
         if (!p) {
             pt_free(f);
             return NULL;
@@ -56,7 +56,7 @@ static float *buf_keep(gx_bufs *b, float *f)
 /* A buffer of n floats owned by b until gx_tensors_free. */
 static float *buf_new(gx_bufs *b, size_t n)
 {
-    float *f = pt_malloc_array(n ? n : 1, sizeof(float));
+    float *f = pt__malloc_array(n ? n : 1, sizeof(float));
     return f ? buf_keep(b, f) : NULL;
 }
 
@@ -77,7 +77,7 @@ static const pt_lora_pair *lora_pair(const pt_model *m, const pt_tensor_ref *r)
     const struct pt_lora *l = m->lora;
     if (!l || l->disabled || r->id < 0 || r->layer < 0)
         return NULL;
-    unsigned bit = pt_tensor_row_get((pt_tensor_id)r->id)->lora_target;
+    unsigned bit = pt__tensor_row_get((pt_tensor_id)r->id)->lora_target;
     if (!bit)
         return NULL;
     int k = __builtin_ctz(bit);
@@ -91,7 +91,7 @@ static const pt_lora_pair *lora_pair(const pt_model *m, const pt_tensor_ref *r)
 static int tensor_values(const float **out, gx_ctx *c, gx_bufs *bufs, const pt_tensor_ref *r)
 {
     float *wide = NULL;
-    const float *src = pt_tensor_values(c->m, r, &wide);
+    const float *src = pt__tensor_values(c->m, r, &wide);
     if (!src)
         return pt_last_status();
     if (wide && !buf_keep(bufs, wide))
@@ -103,17 +103,17 @@ static int tensor_values(const float **out, gx_ctx *c, gx_bufs *bufs, const pt_t
             return PT_ENOMEM;
         memcpy(w, src, r->numel * sizeof(float));
         const struct pt_lora *l = c->m->lora;
-        pt_sgemm(false, false, p->out, p->in, (size_t)l->opts.rank, l->scale, p->b,
+        pt__sgemm(false, false, p->out, p->in, (size_t)l->opts.rank, l->scale, p->b,
                  (size_t)l->opts.rank, p->a, p->in, 1.0f, w, p->in);
         src = w;
     }
     bool q = r->id == PT_T_WQ || r->id == PT_T_BQ, k = r->id == PT_T_WK || r->id == PT_T_BK;
-    if ((q || k) && pt_gguf_arch_permutes(c->cfg.arch)) {
+    if ((q || k) && pt__gguf_arch_permutes(c->cfg.arch)) {
         float *d = buf_new(bufs, r->numel);
         if (!d)
             return PT_ENOMEM;
         int heads = q ? c->cfg.num_attention_heads : c->cfg.num_key_value_heads;
-        pt_gguf_permute_rows(d, src, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
+        pt__gguf_permute_rows(d, src, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
         src = d;
     }
     *out = src;
@@ -123,8 +123,8 @@ static int tensor_values(const float **out, gx_ctx *c, gx_bufs *bufs, const pt_t
 static int add_one(gx_ctx *c, gx_bufs *bufs, const pt_tensor_ref *r)
 {
     char name[PT_TENSOR_NAME_MAX];
-    if (!pt_tensor_gguf_name(name, sizeof name, pt_tensor_row_get((pt_tensor_id)r->id), r->layer))
-        return pt_err(PT_EINVAL, "pt_model_export_gguf: tensor '%s' has no llama.cpp name", r->name);
+    if (!pt__tensor_gguf_name(name, sizeof name, pt__tensor_row_get((pt_tensor_id)r->id), r->layer))
+        return pt__err(PT_EINVAL, "pt_model_export_gguf: tensor '%s' has no llama.cpp name", r->name);
     const float *src = NULL;
     int st = tensor_values(&src, c, bufs, r);
     if (st)
@@ -135,7 +135,7 @@ static int add_one(gx_ctx *c, gx_bufs *bufs, const pt_tensor_ref *r)
                                lora_pair(c->m, r) ? " with the LoRA update merged" : "")))
         return st;
     c->total_params += r->numel;
-    return pt_gguf_add_tensor_f32(c->w, name, (uint32_t)r->ndim, ne, type, src);
+    return pt__gguf_add_tensor_f32(c->w, name, (uint32_t)r->ndim, ne, type, src);
 }
 
 static int add_rope_freqs(gx_ctx *c, gx_bufs *bufs)
@@ -150,7 +150,7 @@ static int add_rope_freqs(gx_ctx *c, gx_bufs *bufs)
     gx_rope_freqs(c->hparams, f, n);
     uint64_t ne[1] = { n };
     c->total_params += n;
-    return pt_gguf_add_tensor_f32(c->w, "rope_freqs.weight", 1, ne, PT_GGML_F32, f);
+    return pt__gguf_add_tensor_f32(c->w, "rope_freqs.weight", 1, ne, PT_GGML_F32, f);
 }
 
 int gx_add_tensors(gx_ctx *c, gx_bufs *bufs)
@@ -158,12 +158,12 @@ int gx_add_tensors(gx_ctx *c, gx_bufs *bufs)
     int st = add_rope_freqs(c, bufs);
     if (st)
         return st;
-    size_t n = pt_model_base_tensor_count(c->m);
-    gx_entry *e = pt_malloc_array(n, sizeof *e);
+    size_t n = pt__model_base_tensor_count(c->m);
+    gx_entry *e = pt__malloc_array(n, sizeof *e);
     if (!e)
         return PT_ENOMEM;
     for (size_t i = 0; i < n; i++)
-        e[i].ref = pt_model_tensor(c->m, i);
+        e[i].ref = pt__model_tensor(c->m, i);
     qsort(e, n, sizeof *e, cmp_entry);
     for (size_t i = 0; i < n && st == PT_OK; i++)
         st = add_one(c, bufs, e[i].ref);

@@ -60,11 +60,11 @@ static const struct { const char *hash, *name; } k_pre[] = {
 static char *ids_repr(const int32_t *ids, size_t n)
 {
     pt_strbuf b = { 0 };
-    pt_strbuf_putc(&b, '[');
+    pt__strbuf_putc(&b, '[');
     for (size_t i = 0; i < n; i++)
-        pt_strbuf_printf(&b, i ? ", %d" : "%d", (int)ids[i]);
-    pt_strbuf_putc(&b, ']');
-    return pt_strbuf_detach(&b, NULL);
+        pt__strbuf_printf(&b, i ? ", %d" : "%d", (int)ids[i]);
+    pt__strbuf_putc(&b, ']');
+    return pt__strbuf_detach(&b, NULL);
 }
 
 const char *gx_pre_name(const pt_tokenizer *tok, char hash[65], int *status)
@@ -82,13 +82,13 @@ const char *gx_pre_name(const pt_tokenizer *tok, char hash[65], int *status)
         return NULL;
     }
     uint8_t d[32];
-    pt_sha256(repr, strlen(repr), d);
+    pt__sha256(repr, strlen(repr), d);
     pt_free(repr);
-    pt_sha256_hex(d, hash);
+    pt__sha256_hex(d, hash);
     for (size_t i = 0; i < sizeof k_pre / sizeof k_pre[0]; i++)
         if (strcmp(hash, k_pre[i].hash) == 0)
             return k_pre[i].name;
-    *status = pt_err(PT_EUNSUPPORTED, "pt_model_export_gguf: the tokenizer's pre-tokenizer is not one "
+    *status = pt__err(PT_EUNSUPPORTED, "pt_model_export_gguf: the tokenizer's pre-tokenizer is not one "
                      "llama.cpp's converter recognises (chkhsh %s; known: llama-bpe, qwen2, smollm, "
                      "gpt-2, ...)", hash);
     return NULL;
@@ -113,8 +113,8 @@ static void toks_free(gx_toks *t)
 static int toks_alloc(gx_toks *t, size_t n)
 {
     t->n = n;
-    t->str = pt_calloc(n ? n : 1, sizeof *t->str);
-    t->type = pt_calloc(n ? n : 1, sizeof *t->type);
+    t->str = pt__calloc(n ? n : 1, sizeof *t->str);
+    t->type = pt__calloc(n ? n : 1, sizeof *t->type);
     return t->str && t->type ? PT_OK : PT_ENOMEM;
 }
 
@@ -137,14 +137,14 @@ static char *spaces_for_metaspace(const char *s)
     pt_strbuf b = { 0 };
     for (const char *p = s; *p;) {
         if (!strncmp(p, "\xe2\x96\x81", 3)) {
-            pt_strbuf_putc(&b, ' ');
+            pt__strbuf_putc(&b, ' ');
             p += 3;
         } else {
-            pt_strbuf_putc(&b, *p++);
+            pt__strbuf_putc(&b, *p++);
         }
     }
-    char *r = pt_strbuf_detach(&b, NULL);
-    return r ? r : pt_strdup("");
+    char *r = pt__strbuf_detach(&b, NULL);
+    return r ? r : pt__strdup("");
 }
 
 /* The vocab_size the token list has: config.json's, else the tokenizer's. */
@@ -161,13 +161,13 @@ static int gpt2_token(gx_toks *t, const pt_tokenizer *tok, int32_t i)
     if (!s) {
         snprintf(pad, sizeof pad, "[PAD%d]", (int)i);
         t->type[i] = TT_UNUSED;
-        t->str[i] = pt_strdup(pad);
+        t->str[i] = pt__strdup(pad);
     } else if (!pt_tokenizer_is_added(tok, i)) {
         t->type[i] = TT_NORMAL;
-        t->str[i] = pt_strdup(s);
+        t->str[i] = pt__strdup(s);
     } else if (pt_tokenizer_is_special(tok, i) || looks_special(s)) {
         t->type[i] = TT_CONTROL;
-        t->str[i] = pt_strdup(s);
+        t->str[i] = pt__strdup(s);
     } else {
         t->type[i] = TT_USER_DEFINED;
         t->str[i] = spaces_for_metaspace(s);
@@ -177,21 +177,21 @@ static int gpt2_token(gx_toks *t, const pt_tokenizer *tok, int32_t i)
 
 static int write_list(gx_ctx *c, const char *model, const char *pre, const gx_toks *t, const float *scores)
 {
-    int st = pt_gguf_set_str(c->w, "tokenizer.ggml.model", model);
+    int st = pt__gguf_set_str(c->w, "tokenizer.ggml.model", model);
     if (!st)
-        st = pt_gguf_set_str(c->w, "tokenizer.ggml.pre", pre);
+        st = pt__gguf_set_str(c->w, "tokenizer.ggml.pre", pre);
     if (!st)
-        st = pt_gguf_set_arr_str(c->w, "tokenizer.ggml.tokens", (const char *const *)t->str, NULL, t->n);
+        st = pt__gguf_set_arr_str(c->w, "tokenizer.ggml.tokens", (const char *const *)t->str, NULL, t->n);
     if (!st && scores)
-        st = pt_gguf_set_arr(c->w, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, scores, t->n);
-    return st ? st : pt_gguf_set_arr(c->w, "tokenizer.ggml.token_type", PT_GGUF_INT32, t->type, t->n);
+        st = pt__gguf_set_arr(c->w, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, scores, t->n);
+    return st ? st : pt__gguf_set_arr(c->w, "tokenizer.ggml.token_type", PT_GGUF_INT32, t->type, t->n);
 }
 
 static int vocab_gpt2(gx_ctx *c)
 {
     int64_t n = hparams_vocab(c);
     if (n < pt_tokenizer_vocab_size(c->tok))
-        return pt_err(PT_ESHAPE, "pt_model_export_gguf: the tokenizer has ids up to %d but config.json's "
+        return pt__err(PT_ESHAPE, "pt_model_export_gguf: the tokenizer has ids up to %d but config.json's "
                       "vocab_size is %lld", (int)pt_tokenizer_vocab_size(c->tok) - 1, (long long)n);
     char hash[65];
     int st;
@@ -271,14 +271,14 @@ static char *merged_piece(const cJSON *it)
         if (!cJSON_IsString(l) || !cJSON_IsString(r))
             return NULL;
         pt_strbuf b = { 0 };
-        pt_strbuf_puts(&b, l->valuestring);
-        pt_strbuf_puts(&b, r->valuestring);
-        return pt_strbuf_detach(&b, NULL);
+        pt__strbuf_puts(&b, l->valuestring);
+        pt__strbuf_puts(&b, r->valuestring);
+        return pt__strbuf_detach(&b, NULL);
     }
     const char *s = cJSON_IsString(it) ? it->valuestring : NULL, *sp = s ? strchr(s, ' ') : NULL;
     if (!sp || sp == s || !sp[1] || strchr(sp + 1, ' '))
         return NULL;
-    char *p = pt_strdup(s);
+    char *p = pt__strdup(s);
     if (p)
         memmove(p + (sp - s), p + (sp - s) + 1, strlen(sp));
     return p;
@@ -293,10 +293,10 @@ static int merge_scores(const gx_ctx *c, float *scores, size_t n)
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(c->tok_json, "model"), "merges"), *it;
     if (!cJSON_IsArray(merges))
-        return pt_err(PT_EFORMAT, "pt_model_export_gguf: spm_scores \"merges\": tokenizer.json has no "
+        return pt__err(PT_EFORMAT, "pt_model_export_gguf: spm_scores \"merges\": tokenizer.json has no "
                       "model.merges list");
     if (cJSON_GetArraySize(merges) > (1 << 24))
-        return pt_err(PT_ERANGE, "pt_model_export_gguf: spm_scores \"merges\": %d merges, more than a "
+        return pt__err(PT_ERANGE, "pt_model_export_gguf: spm_scores \"merges\": %d merges, more than a "
                       "float32 score ranks exactly (2^24)", cJSON_GetArraySize(merges));
     for (size_t i = 0; i < n; i++)
         scores[i] = GX_SCORE_NONE;
@@ -305,10 +305,10 @@ static int merge_scores(const gx_ctx *c, float *scores, size_t n)
         char *piece = merged_piece(it);
         int32_t id = -1;
         if (!piece)
-            st = pt_err(PT_EFORMAT, "pt_model_export_gguf: tokenizer.json model.merges[%d] is not two "
+            st = pt__err(PT_EFORMAT, "pt_model_export_gguf: tokenizer.json model.merges[%d] is not two "
                         "tokens", rank);
         else if (pt_tokenizer_token_to_id(&id, c->tok, piece) || id < 0 || (size_t)id >= n)
-            st = pt_err(PT_EFORMAT, "pt_model_export_gguf: tokenizer.json model.merges[%d] makes '%s', "
+            st = pt__err(PT_EFORMAT, "pt_model_export_gguf: tokenizer.json model.merges[%d] makes '%s', "
                         "which is not in the vocabulary", rank, piece);
         else if (scores[id] == GX_SCORE_NONE)
             scores[id] = rank ? (float)-rank : 0.0f;
@@ -334,8 +334,8 @@ static int spm_scores(const gx_ctx *c, float *scores, size_t n)
 
 static int vocab_llama_hf(gx_ctx *c)
 {
-    int32_t base = pt_tok_model_vocab_count(c->tok), top = pt_tokenizer_vocab_size(c->tok);
-    int32_t *sp = pt_malloc_array(GX_MAX_SPECIAL, sizeof *sp);
+    int32_t base = pt__tok_model_vocab_count(c->tok), top = pt_tokenizer_vocab_size(c->tok);
+    int32_t *sp = pt__malloc_array(GX_MAX_SPECIAL, sizeof *sp);
     if (!sp)
         return PT_ENOMEM;
     size_t nsp = special_ids(c, sp, GX_MAX_SPECIAL), n = (size_t)base;
@@ -349,9 +349,9 @@ static int vocab_llama_hf(gx_ctx *c)
         if (i >= base && !(s && pt_tokenizer_is_added(c->tok, i)))
             continue;
         if (!s)
-            st = pt_err(PT_EFORMAT, "pt_model_export_gguf: the tokenizer has no token %d below its "
+            st = pt__err(PT_EFORMAT, "pt_model_export_gguf: the tokenizer has no token %d below its "
                         "vocabulary size %d", (int)i, (int)base);
-        else if (!(t.str[k] = pt_strdup(s)))
+        else if (!(t.str[k] = pt__strdup(s)))
             st = PT_ENOMEM;
         else if (i < base)
             t.type[k++] = is_byte_token(s) ? TT_BYTE : in_ids(sp, nsp, i) ? TT_CONTROL : TT_NORMAL;
@@ -359,7 +359,7 @@ static int vocab_llama_hf(gx_ctx *c)
             t.type[k++] = in_ids(sp, nsp, i) ? TT_CONTROL : TT_USER_DEFINED;
     }
     pt_free(sp);
-    float *scores = st ? NULL : pt_malloc_array(n ? n : 1, sizeof *scores);
+    float *scores = st ? NULL : pt__malloc_array(n ? n : 1, sizeof *scores);
     if (!st && !scores)
         st = PT_ENOMEM;
     if (!st)
@@ -390,8 +390,8 @@ static bool takes_llama_hf(const cJSON *tj)
 
 static void warn_sentencepiece(const gx_ctx *c)
 {
-    if (c->src_dir && pt_dir_has_file(c->src_dir, "tokenizer.model"))
-        pt_log(PT_LOG_WARN, "%s/tokenizer.model: the converter would take the vocabulary from this "
+    if (c->src_dir && pt__dir_has_file(c->src_dir, "tokenizer.model"))
+        pt__log(PT_LOG_WARN, "%s/tokenizer.model: the converter would take the vocabulary from this "
                "SentencePiece model (its scores); the export takes tokenizer.json", c->src_dir);
 }
 
@@ -402,10 +402,10 @@ int gx_add_vocab(gx_ctx *c)
     if (cst || copied)
         return cst;
     warn_sentencepiece(c);
-    if (!pt_gguf_arch_permutes(c->cfg.arch))
+    if (!pt__gguf_arch_permutes(c->cfg.arch))
         return vocab_gpt2(c);
     const cJSON *aps = cJSON_GetObjectItemCaseSensitive(c->tok_cfg, "add_prefix_space");
-    int st = cJSON_IsBool(aps) ? pt_gguf_set_bool(c->w, "tokenizer.ggml.add_space_prefix", cJSON_IsTrue(aps))
+    int st = cJSON_IsBool(aps) ? pt__gguf_set_bool(c->w, "tokenizer.ggml.add_space_prefix", cJSON_IsTrue(aps))
                                : PT_OK;
     if (st)
         return st;

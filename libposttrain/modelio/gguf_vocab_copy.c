@@ -12,29 +12,29 @@
 static int copy_scalar(pt_gguf_writer *w, const pt_gguf_kv *kv)
 {
     switch (kv->type) {
-    case PT_GGUF_UINT8: return pt_gguf_set_u8(w, kv->key, *(const uint8_t *)kv->data);
-    case PT_GGUF_UINT32: return pt_gguf_set_u32(w, kv->key, *(const uint32_t *)kv->data);
-    case PT_GGUF_INT32: return pt_gguf_set_i32(w, kv->key, *(const int32_t *)kv->data);
-    case PT_GGUF_UINT64: return pt_gguf_set_u64(w, kv->key, *(const uint64_t *)kv->data);
-    case PT_GGUF_FLOAT32: return pt_gguf_set_f32(w, kv->key, *(const float *)kv->data);
-    case PT_GGUF_BOOL: return pt_gguf_set_bool(w, kv->key, *(const uint8_t *)kv->data != 0);
+    case PT_GGUF_UINT8: return pt__gguf_set_u8(w, kv->key, *(const uint8_t *)kv->data);
+    case PT_GGUF_UINT32: return pt__gguf_set_u32(w, kv->key, *(const uint32_t *)kv->data);
+    case PT_GGUF_INT32: return pt__gguf_set_i32(w, kv->key, *(const int32_t *)kv->data);
+    case PT_GGUF_UINT64: return pt__gguf_set_u64(w, kv->key, *(const uint64_t *)kv->data);
+    case PT_GGUF_FLOAT32: return pt__gguf_set_f32(w, kv->key, *(const float *)kv->data);
+    case PT_GGUF_BOOL: return pt__gguf_set_bool(w, kv->key, *(const uint8_t *)kv->data != 0);
     case PT_GGUF_STRING: {
         const pt_gguf_str *s = kv->data;
-        return pt_gguf_set_str_n(w, kv->key, s->ptr, (size_t)s->len);
+        return pt__gguf_set_str_n(w, kv->key, s->ptr, (size_t)s->len);
     }
     default:
-        return pt_err(PT_EUNSUPPORTED, "metadata key '%s' of type %s is not copied", kv->key,
-                      pt_gguf_type_name(kv->type) ? pt_gguf_type_name(kv->type) : "?");
+        return pt__err(PT_EUNSUPPORTED, "metadata key '%s' of type %s is not copied", kv->key,
+                      pt__gguf_type_name(kv->type) ? pt__gguf_type_name(kv->type) : "?");
     }
 }
 
 static int copy_array(pt_gguf_writer *w, const pt_gguf_kv *kv)
 {
     if (kv->elem_type != PT_GGUF_STRING)
-        return pt_gguf_set_arr(w, kv->key, kv->elem_type, kv->data, kv->n);
+        return pt__gguf_set_arr(w, kv->key, kv->elem_type, kv->data, kv->n);
     size_t n = (size_t)kv->n;
-    const char **p = pt_malloc_array(n ? n : 1, sizeof *p);
-    size_t *len = pt_malloc_array(n ? n : 1, sizeof *len);
+    const char **p = pt__malloc_array(n ? n : 1, sizeof *p);
+    size_t *len = pt__malloc_array(n ? n : 1, sizeof *len);
     int st = p && len ? PT_OK : PT_ENOMEM;
     const pt_gguf_str *s = kv->data;
     for (size_t i = 0; st == PT_OK && i < n; i++) {
@@ -42,7 +42,7 @@ static int copy_array(pt_gguf_writer *w, const pt_gguf_kv *kv)
         len[i] = (size_t)s[i].len;
     }
     if (st == PT_OK)
-        st = pt_gguf_set_arr_str(w, kv->key, p, len, kv->n);
+        st = pt__gguf_set_arr_str(w, kv->key, p, len, kv->n);
     pt_free(p);
     pt_free(len);
     return st;
@@ -51,21 +51,21 @@ static int copy_array(pt_gguf_writer *w, const pt_gguf_kv *kv)
 int gx_copy_gguf_vocab(gx_ctx *c, bool *done)
 {
     *done = false;
-    if (!c->src_dir || !pt_gguf_is_file(c->src_dir))
+    if (!c->src_dir || !pt__gguf_is_file(c->src_dir))
         return PT_OK;
     pt_gguf *g = NULL;
-    int st = pt_gguf_open(&g, c->src_dir);
+    int st = pt__gguf_open(&g, c->src_dir);
     if (st)
-        return pt_err_prefix(st, "pt_model_export_gguf: the source file's tokenizer");
-    for (size_t i = 0; st == PT_OK && i < pt_gguf_kv_count(g); i++) {
-        const pt_gguf_kv *kv = pt_gguf_kv_at(g, i);
+        return pt__err_prefix(st, "pt_model_export_gguf: the source file's tokenizer");
+    for (size_t i = 0; st == PT_OK && i < pt__gguf_kv_count(g); i++) {
+        const pt_gguf_kv *kv = pt__gguf_kv_at(g, i);
         if (strncmp(kv->key, "tokenizer.", 10) != 0)
             continue;
         st = kv->type == PT_GGUF_ARRAY ? copy_array(c->w, kv) : copy_scalar(c->w, kv);
         *done = true;
     }
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     if (st)
-        return pt_err_prefix(st, "pt_model_export_gguf: copying %s's tokenizer", c->src_dir);
+        return pt__err_prefix(st, "pt_model_export_gguf: copying %s's tokenizer", c->src_dir);
     return PT_OK;
 }

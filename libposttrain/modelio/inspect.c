@@ -19,7 +19,7 @@ int pt_model_config_num_params(uint64_t *out, const pt_model_config *cfg)
     int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
     if (st == PT_OK)
         st = pt_model_config_validate(&c);
-    return st ? st : pt_schema_num_params(out, &c);
+    return st ? st : pt__schema_num_params(out, &c);
 }
 
 int pt_model_dir_info_init(pt_model_dir_info *info)
@@ -39,7 +39,7 @@ static void set_problem(pt_model_dir_info *info, int st)
 
 /* Count one tensor of `nbytes` bytes of type `dtype` (NULL: "?") in info's
  * per-dtype table, tensor count and weight bytes. */
-void pt_model_info_add_tensor(pt_model_dir_info *info, const char *dtype, uint64_t nbytes)
+void pt__model_info_add_tensor(pt_model_dir_info *info, const char *dtype, uint64_t nbytes)
 {
     const char *name = dtype ? dtype : "?";
     int k = 0;
@@ -64,16 +64,16 @@ static void count_weights(pt_model_dir_info *info, const pt_weight_files *w)
     info->num_files = (int)w->nfiles;
     for (size_t i = 0; i < w->n; i++) {
         const pt_st_tensor *t = w->e[i].t;
-        pt_model_info_add_tensor(info, pt_st_dtype_name(t->dtype), t->nbytes);
+        pt__model_info_add_tensor(info, pt__st_dtype_name(t->dtype), t->nbytes);
     }
 }
 
 static int inspect(pt_model_dir_info *info, const char *dir)
 {
-    if (pt_gguf_is_file(dir))
-        return pt_gguf_inspect(info, dir);
-    if (!pt_is_dir(dir))
-        return pt_err(PT_ENOTFOUND, pt_is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
+    if (pt__gguf_is_file(dir))
+        return pt__gguf_inspect(info, dir);
+    if (!pt__is_dir(dir))
+        return pt__err(PT_ENOTFOUND, pt__is_file(dir) ? "%s: not a directory (and not a GGUF file: no "
                                                       "GGUF magic)"
                                                     : "%s: not a directory", dir);
     int st = pt_model_config_load(&info->config, dir);
@@ -81,16 +81,16 @@ static int inspect(pt_model_dir_info *info, const char *dir)
         st = pt_model_config_num_params(&info->num_params, &info->config);
     if (st)
         return st;
-    info->has_tokenizer = pt_dir_has_file(dir, "tokenizer.json");
+    info->has_tokenizer = pt__dir_has_file(dir, "tokenizer.json");
     pt_tokenizer *tok = NULL;
-    if ((info->tokenizer_status = pt_modelio_dir_tokenizer(&tok, dir, info->config.vocab_size)) != PT_OK) {
+    if ((info->tokenizer_status = pt__modelio_dir_tokenizer(&tok, dir, info->config.vocab_size)) != PT_OK) {
         snprintf(info->tokenizer_problem, sizeof info->tokenizer_problem, "%s", pt_last_error());
         pt_clear_error();
     }
     pt_tokenizer_free(tok);
-    info->has_generation_config = pt_dir_has_file(dir, "generation_config.json");
+    info->has_generation_config = pt__dir_has_file(dir, "generation_config.json");
     pt_weight_files w;
-    if ((st = pt_weight_files_open(&w, dir)) != PT_OK) {
+    if ((st = pt__weight_files_open(&w, dir)) != PT_OK) {
         /* a directory with a config but no weights is still described */
         if (st != PT_ENOTFOUND)
             return st;
@@ -98,9 +98,9 @@ static int inspect(pt_model_dir_info *info, const char *dir)
         return PT_OK;
     }
     count_weights(info, &w);
-    if ((st = pt_weights_check(&w, &info->config, dir, NULL)) != PT_OK)
+    if ((st = pt__weights_check(&w, &info->config, dir, NULL)) != PT_OK)
         set_problem(info, st);
-    pt_weight_files_close(&w);
+    pt__weight_files_close(&w);
     return PT_OK;
 }
 
@@ -114,6 +114,6 @@ int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
     pt_model_dir_info full;
     pt_model_dir_info_init(&full);
     st = inspect(&full, dir);
-    pt_struct_write(info, &full);
+    pt__struct_write(info, &full);
     return st;
 }

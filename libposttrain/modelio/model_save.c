@@ -35,14 +35,14 @@ static bool same_dir(const char *a, const char *b)
 
 static int copy_file(const char *src_dir, const char *dst_dir, const char *name)
 {
-    char *src = pt_path_join(src_dir, name), *dst = pt_path_join(dst_dir, name);
+    char *src = pt__path_join(src_dir, name), *dst = pt__path_join(dst_dir, name);
     int st = PT_ENOMEM;
     if (src && dst) {
         char *buf = NULL;
         size_t len = 0;
-        st = pt_read_file(&buf, &len, src, MAX_COPY_BYTES);
+        st = pt__read_file(&buf, &len, src, MAX_COPY_BYTES);
         if (st == PT_OK)
-            st = pt_write_file_atomic(dst, buf, len);
+            st = pt__write_file_atomic(dst, buf, len);
         pt_free(buf);
     }
     pt_free(src);
@@ -53,10 +53,10 @@ static int copy_file(const char *src_dir, const char *dst_dir, const char *name)
 /* Write text as dir/name (atomically). */
 static int write_text(const char *dir, const char *name, const char *text)
 {
-    char *path = pt_path_join(dir, name);
+    char *path = pt__path_join(dir, name);
     if (!path)
         return PT_ENOMEM;
-    int st = pt_write_file_atomic(path, text, strlen(text));
+    int st = pt__write_file_atomic(path, text, strlen(text));
     pt_free(path);
     return st;
 }
@@ -64,17 +64,17 @@ static int write_text(const char *dir, const char *name, const char *text)
 /* model.safetensors: the base tensors only (F32, metadata format=pt). */
 static int write_weights(const pt_model *m, const char *dir, const float *const *vals)
 {
-    size_t nt = pt_model_base_tensor_count(m);
+    size_t nt = pt__model_base_tensor_count(m);
     if (pt_model_tensor_count(m) != nt)
-        pt_log(PT_LOG_WARN,
+        pt__log(PT_LOG_WARN,
                "%s: the model's LoRA adapters are not part of model.safetensors (merge them "
                "first with pt_model_merge_lora, or save them with pt_lora_save_peft)",
                dir);
-    pt_st_write_tensor *wt = pt_calloc(nt ? nt : 1, sizeof *wt);
-    char *path = pt_path_join(dir, "model.safetensors");
+    pt_st_write_tensor *wt = pt__calloc(nt ? nt : 1, sizeof *wt);
+    char *path = pt__path_join(dir, "model.safetensors");
     int st = wt && path ? PT_OK : PT_ENOMEM;
     for (size_t i = 0; st == PT_OK && i < nt; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const pt_tensor_ref *r = pt__model_tensor(m, i);
         wt[i].name = r->name;
         wt[i].dtype = PT_ST_F32;
         wt[i].ndim = r->ndim;
@@ -84,7 +84,7 @@ static int write_weights(const pt_model *m, const char *dir, const float *const 
     }
     static const char *const meta[] = { "format", "pt" };
     if (st == PT_OK)
-        st = pt_st_write(path, wt, nt, meta, 1);
+        st = pt__st_write(path, wt, nt, meta, 1);
     pt_free(wt);
     pt_free(path);
     return st;
@@ -96,34 +96,34 @@ static int write_generation_config(const pt_model *m, const pt_model_config *cfg
                                    const char *dir, const char *eos_list)
 {
     const char *msrc = pt_model_source_dir(m);
-    if (msrc && pt_dir_has_file(msrc, "generation_config.json") && !same_dir(msrc, dir))
+    if (msrc && pt__dir_has_file(msrc, "generation_config.json") && !same_dir(msrc, dir))
         return copy_file(msrc, dir, "generation_config.json");
-    if (msrc && same_dir(msrc, dir) && pt_dir_has_file(dir, "generation_config.json"))
+    if (msrc && same_dir(msrc, dir) && pt__dir_has_file(dir, "generation_config.json"))
         return PT_OK;
     pt_strbuf b = PT_STRBUF_INIT;
-    pt_strbuf_puts(&b, "{\n  \"_from_model_config\": true");
+    pt__strbuf_puts(&b, "{\n  \"_from_model_config\": true");
     if (cfg->bos_token_id >= 0)
-        pt_strbuf_printf(&b, ",\n  \"bos_token_id\": %d", cfg->bos_token_id);
+        pt__strbuf_printf(&b, ",\n  \"bos_token_id\": %d", cfg->bos_token_id);
     if (cfg->eos_token_id >= 0) {
         if (eos_list)
-            pt_strbuf_printf(&b, ",\n  \"eos_token_id\": %s", eos_list);
+            pt__strbuf_printf(&b, ",\n  \"eos_token_id\": %s", eos_list);
         else
-            pt_strbuf_printf(&b, ",\n  \"eos_token_id\": %d", cfg->eos_token_id);
+            pt__strbuf_printf(&b, ",\n  \"eos_token_id\": %d", cfg->eos_token_id);
     }
     if (cfg->pad_token_id >= 0)
-        pt_strbuf_printf(&b, ",\n  \"pad_token_id\": %d", cfg->pad_token_id);
-    pt_strbuf_puts(&b, "\n}\n");
+        pt__strbuf_printf(&b, ",\n  \"pad_token_id\": %d", cfg->pad_token_id);
+    pt__strbuf_puts(&b, "\n}\n");
     int st = b.err;
     if (st == PT_OK)
         st = write_text(dir, "generation_config.json", b.p);
-    pt_strbuf_free(&b);
+    pt__strbuf_free(&b);
     return st;
 }
 
 static int copy_tokenizer(const char *src, const char *dir)
 {
     for (size_t i = 0; i < sizeof TOKENIZER_FILES / sizeof TOKENIZER_FILES[0]; i++) {
-        if (!pt_dir_has_file(src, TOKENIZER_FILES[i]))
+        if (!pt__dir_has_file(src, TOKENIZER_FILES[i]))
             continue;
         int st = copy_file(src, dir, TOKENIZER_FILES[i]);
         if (st != PT_OK)
@@ -136,7 +136,7 @@ static int copy_tokenizer(const char *src, const char *dir)
  * metadata when it was loaded. */
 static int write_generated_tokenizer(const pt_model *m, const char *dir)
 {
-    const char *json = pt_modelio_tokenizer_json(m), *config = pt_modelio_tokenizer_config(m);
+    const char *json = pt__modelio_tokenizer_json(m), *config = pt__modelio_tokenizer_config(m);
     int st = json ? write_text(dir, "tokenizer.json", json) : PT_OK;
     if (st == PT_OK && config)
         st = write_text(dir, "tokenizer_config.json", config);
@@ -147,7 +147,7 @@ static int write_generated_tokenizer(const pt_model *m, const char *dir)
  * generated for a GGUF source, else the source directory's. */
 static int save_tokenizer(const pt_model *m, const char *dir, const char *src, bool from_opts)
 {
-    if (!from_opts && pt_modelio_tokenizer_json(m))
+    if (!from_opts && pt__modelio_tokenizer_json(m))
         return write_generated_tokenizer(m, dir);
     if (!src || same_dir(src, dir))
         return PT_OK;
@@ -157,7 +157,7 @@ static int save_tokenizer(const pt_model *m, const char *dir, const char *src, b
 static int write_config(const pt_model_config *cfg, const char *dir, const char *eos_list)
 {
     char *json = NULL;
-    int st = pt_modelio_config_json(&json, cfg, eos_list);
+    int st = pt__modelio_config_json(&json, cfg, eos_list);
     if (st == PT_OK)
         st = write_text(dir, "config.json", json);
     pt_free(json);
@@ -168,12 +168,12 @@ static int write_config(const pt_model_config *cfg, const char *dir, const char 
  * an infinity: such a model is never written. */
 static int check_finite(const pt_model *m, const char *dir, const float *const *vals)
 {
-    size_t nt = pt_model_base_tensor_count(m);
+    size_t nt = pt__model_base_tensor_count(m);
     for (size_t i = 0; i < nt; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const pt_tensor_ref *r = pt__model_tensor(m, i);
         for (size_t j = 0; j < r->numel; j++)
             if (!isfinite(vals[i][j]))
-                return pt_err(PT_ENONFINITE, "pt_model_save_dir: %s: tensor '%s' holds %s at element %zu; "
+                return pt__err(PT_ENONFINITE, "pt_model_save_dir: %s: tensor '%s' holds %s at element %zu; "
                               "a non-finite model is not saved (nothing was written)",
                               dir, r->name, isnan(vals[i][j]) ? "NaN" : "an infinity", j);
     }
@@ -184,20 +184,20 @@ static int check_finite(const pt_model *m, const char *dir, const float *const *
  * by free_values) of a base stored in BF16. */
 static int get_values(const pt_model *m, const float ***vals, float ***tmps)
 {
-    size_t nt = pt_model_base_tensor_count(m);
-    *vals = pt_calloc(nt ? nt : 1, sizeof **vals);
-    *tmps = pt_calloc(nt ? nt : 1, sizeof **tmps);
+    size_t nt = pt__model_base_tensor_count(m);
+    *vals = pt__calloc(nt ? nt : 1, sizeof **vals);
+    *tmps = pt__calloc(nt ? nt : 1, sizeof **tmps);
     if (!*vals || !*tmps)
         return PT_ENOMEM;
     for (size_t i = 0; i < nt; i++)
-        if (!((*vals)[i] = pt_tensor_values(m, pt_model_tensor(m, i), &(*tmps)[i])))
+        if (!((*vals)[i] = pt__tensor_values(m, pt__model_tensor(m, i), &(*tmps)[i])))
             return pt_last_status();
     return PT_OK;
 }
 
 static void free_values(const pt_model *m, const float **vals, float **tmps)
 {
-    for (size_t i = 0; tmps && i < pt_model_base_tensor_count(m); i++)
+    for (size_t i = 0; tmps && i < pt__model_base_tensor_count(m); i++)
         pt_free(tmps[i]);
     pt_free(tmps);
     pt_free((void *)vals);
@@ -213,19 +213,19 @@ static int save(const pt_model *m, const pt_model_config *cfg, const char *dir, 
     int st = get_values(m, &vals, &tmps);
     if (st == PT_OK)
         st = check_finite(m, dir, vals);
-    if (st != PT_OK || (st = pt_mkdir_p(dir)) != PT_OK) {
+    if (st != PT_OK || (st = pt__mkdir_p(dir)) != PT_OK) {
         free_values(m, vals, tmps);
         return st;
     }
-    char *eos_list = pt_modelio_source_eos_list(pt_model_source_dir(m), cfg->eos_token_id);
+    char *eos_list = pt__modelio_source_eos_list(pt_model_source_dir(m), cfg->eos_token_id);
     if ((st = write_weights(m, dir, vals)) == PT_OK &&
         (st = write_generation_config(m, cfg, dir, eos_list)) == PT_OK &&
         (!copy_tok || (st = save_tokenizer(m, dir, src, src_from_opts)) == PT_OK))
         st = write_config(cfg, dir, eos_list);
     pt_free(eos_list);
     free_values(m, vals, tmps);
-    if (st == PT_OK && pt_dir_has_file(dir, "model.safetensors.index.json"))
-        pt_log(PT_LOG_WARN,
+    if (st == PT_OK && pt__dir_has_file(dir, "model.safetensors.index.json"))
+        pt__log(PT_LOG_WARN,
                "%s: model.safetensors.index.json and its shards are stale now (model.safetensors "
                "takes precedence when loading); remove them to save space",
                dir);
@@ -240,7 +240,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     int st = PT_STRUCT_READ(o, opts, pt_model_save_options_init);
     if (st)
         return st;
-    if ((st = pt_model_check_not_quantized(m, "pt_model_save_dir", "a Hugging Face directory "
+    if ((st = pt__model_check_not_quantized(m, "pt_model_save_dir", "a Hugging Face directory "
                                            "would hold it dequantized; write that with `posttrain "
                                            "export --type f32` (a GGUF), or save the LoRA adapters "
                                            "(pt_lora_save_peft, posttrain export --adapter)")))
@@ -251,7 +251,7 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
         return st;
     /* Copy the source directory's name now: the record may change meanwhile. */
     const char *s = o.tokenizer_dir ? o.tokenizer_dir : pt_model_source_dir(m);
-    char *src = s ? pt_strdup(s) : NULL;
+    char *src = s ? pt__strdup(s) : NULL;
     if (s && !src)
         return PT_ENOMEM;
     st = save(m, &cfg, dir, src, o.copy_tokenizer, o.tokenizer_dir != NULL);

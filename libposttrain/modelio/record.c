@@ -24,24 +24,24 @@ static void free_rec(void *p)
     pt_free(r);
 }
 
-int pt_modelio_check_finite(const pt_model *m, size_t from, size_t to, const char *fn, const char *path,
+int pt__modelio_check_finite(const pt_model *m, size_t from, size_t to, const char *fn, const char *path,
                             const char *not_done)
 {
     for (size_t i = from; i < to; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const pt_tensor_ref *r = pt__model_tensor(m, i);
         if (!r->data) /* frozen BF16 or quantized blocks: checked when they were made */
             continue;
-        size_t at = pt_first_nonfinite(r->data, r->numel);
+        size_t at = pt__first_nonfinite(r->data, r->numel);
         if (at < r->numel)
-            return pt_err(PT_ENONFINITE, "%s: %s: tensor '%s' holds %s at element %zu; %s (nothing was written)",
-                          fn, path, r->name, pt_nonfinite_name(r->data[at]), at, not_done);
+            return pt__err(PT_ENONFINITE, "%s: %s: tensor '%s' holds %s at element %zu; %s (nothing was written)",
+                          fn, path, r->name, pt__nonfinite_name(r->data[at]), at, not_done);
     }
     return PT_OK;
 }
 
-int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok)
+int pt__modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok)
 {
-    mio_rec *r = pt_calloc(1, sizeof *r);
+    mio_rec *r = pt__calloc(1, sizeof *r);
     if (!r) {
         pt_free(dir);
         pt_tokenizer_free(tok);
@@ -49,29 +49,29 @@ int pt_modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok)
     }
     r->dir = dir;
     r->tok = tok;
-    pt_model_set_attachment(m, r, free_rec);
+    pt__model_set_attachment(m, r, free_rec);
     return PT_OK;
 }
 
 const char *pt_model_source_dir(const pt_model *m)
 {
-    const mio_rec *r = pt_model_attachment(m);
+    const mio_rec *r = pt__model_attachment(m);
     return r ? r->dir : NULL;
 }
 
 const pt_tokenizer *pt_model_tokenizer(const pt_model *m)
 {
-    const mio_rec *r = pt_model_attachment(m);
+    const mio_rec *r = pt__model_attachment(m);
     return r ? r->tok : NULL;
 }
 
-int pt_modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_config)
+int pt__modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_config)
 {
-    mio_rec *r = pt_model_attachment(m);
+    mio_rec *r = pt__model_attachment(m);
     if (!r) {
         pt_free(tok_json);
         pt_free(tok_config);
-        return pt_err(PT_ESTATE, "model record: no record to attach tokenizer files to");
+        return pt__err(PT_ESTATE, "model record: no record to attach tokenizer files to");
     }
     pt_free(r->tok_json);
     pt_free(r->tok_config);
@@ -80,14 +80,14 @@ int pt_modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_config
     return PT_OK;
 }
 
-const char *pt_modelio_tokenizer_json(const pt_model *m)
+const char *pt__modelio_tokenizer_json(const pt_model *m)
 {
-    const mio_rec *r = pt_model_attachment(m);
+    const mio_rec *r = pt__model_attachment(m);
     return r ? r->tok_json : NULL;
 }
 
-const char *pt_modelio_tokenizer_config(const pt_model *m)
+const char *pt__modelio_tokenizer_config(const pt_model *m)
 {
-    const mio_rec *r = pt_model_attachment(m);
+    const mio_rec *r = pt__model_attachment(m);
     return r ? r->tok_config : NULL;
 }

@@ -11,10 +11,10 @@
 #define MAX_INDEX_BYTES ((size_t)64 << 20)
 #define MAX_SHARDS 4096
 
-void pt_weight_files_close(pt_weight_files *w)
+void pt__weight_files_close(pt_weight_files *w)
 {
     for (size_t i = 0; i < w->nfiles; i++) {
-        pt_st_close(w->files[i]);
+        pt__st_close(w->files[i]);
         pt_free(w->file_names[i]);
     }
     pt_free(w->files);
@@ -29,7 +29,7 @@ static int entry_cmp(const void *a, const void *b)
 }
 
 /* Needs seal() first (entries sorted by name). */
-const pt_weight_entry *pt_weight_files_find(const pt_weight_files *w, const char *name)
+const pt_weight_entry *pt__weight_files_find(const pt_weight_files *w, const char *name)
 {
     pt_weight_entry key = { name, NULL, 0 };
     return w->n ? bsearch(&key, w->e, w->n, sizeof *w->e, entry_cmp) : NULL;
@@ -42,36 +42,36 @@ static int seal(pt_weight_files *w, const char *dir)
         qsort(w->e, w->n, sizeof *w->e, entry_cmp);
     for (size_t i = 1; i < w->n; i++)
         if (strcmp(w->e[i - 1].name, w->e[i].name) == 0)
-            return pt_err(PT_EFORMAT, "%s: tensor '%s' is in both %s and %s", dir, w->e[i].name,
+            return pt__err(PT_EFORMAT, "%s: tensor '%s' is in both %s and %s", dir, w->e[i].name,
                           w->file_names[w->e[i - 1].shard], w->file_names[w->e[i].shard]);
     return PT_OK;
 }
 
 static int add_file(pt_weight_files *w, const char *dir, const char *fname)
 {
-    char *path = pt_path_join(dir, fname);
+    char *path = pt__path_join(dir, fname);
     if (!path)
         return PT_ENOMEM;
     pt_st_file *f;
-    int st = pt_st_open(&f, path);
+    int st = pt__st_open(&f, path);
     pt_free(path);
     if (st)
         return st;
-    size_t cnt = pt_st_count(f), total;
-    pt_st_file **nf = pt_realloc_array(w->files, w->nfiles + 1, sizeof *nf);
+    size_t cnt = pt__st_count(f), total;
+    pt_st_file **nf = pt__realloc_array(w->files, w->nfiles + 1, sizeof *nf);
     if (nf)
         w->files = nf;
-    char **nn = nf ? pt_realloc_array(w->file_names, w->nfiles + 1, sizeof *nn) : NULL;
+    char **nn = nf ? pt__realloc_array(w->file_names, w->nfiles + 1, sizeof *nn) : NULL;
     if (nn)
         w->file_names = nn;
     pt_weight_entry *ne = NULL;
-    if (nn && pt_add_size(w->n, cnt, &total))
-        ne = pt_realloc_array(w->e, total ? total : 1, sizeof *ne);
-    char *fn = ne ? pt_strdup(fname) : NULL;
+    if (nn && pt__add_size(w->n, cnt, &total))
+        ne = pt__realloc_array(w->e, total ? total : 1, sizeof *ne);
+    char *fn = ne ? pt__strdup(fname) : NULL;
     if (!fn) {
         if (ne)
             w->e = ne;
-        pt_st_close(f);
+        pt__st_close(f);
         return PT_ENOMEM;
     }
     w->e = ne;
@@ -80,7 +80,7 @@ static int add_file(pt_weight_files *w, const char *dir, const char *fname)
     w->file_names[w->nfiles] = fn;
     w->nfiles++;
     for (size_t i = 0; i < cnt; i++) {
-        const pt_st_tensor *t = pt_st_tensor_at(f, i);
+        const pt_st_tensor *t = pt__st_tensor_at(f, i);
         w->e[w->n++] = (pt_weight_entry){ t->name, t, idx };
     }
     return PT_OK;
@@ -118,22 +118,22 @@ static int read_map(index_map *map, const cJSON *root, const char *path)
 {
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(wm))
-        return pt_err(PT_EFORMAT, "%s: 'weight_map' is missing or not an object", path);
+        return pt__err(PT_EFORMAT, "%s: 'weight_map' is missing or not an object", path);
     if (!wm->child)
-        return pt_err(PT_EFORMAT, "%s: 'weight_map' is empty", path);
+        return pt__err(PT_EFORMAT, "%s: 'weight_map' is empty", path);
     size_t n = 0;
     for (const cJSON *c = wm->child; c; c = c->next, n++) {
         if (!cJSON_IsString(c) || !c->valuestring || !c->string)
-            return pt_err(PT_EFORMAT, "%s: weight_map['%.200s'] must be a file name string", path,
+            return pt__err(PT_EFORMAT, "%s: weight_map['%.200s'] must be a file name string", path,
                           c->string ? c->string : "");
         if (!safe_shard_name(c->valuestring))
-            return pt_err(PT_EFORMAT,
+            return pt__err(PT_EFORMAT,
                           "%s: weight_map['%.200s'] = '%.200s' is not a plain *.safetensors file "
                           "name in the directory",
                           path, c->string, c->valuestring);
     }
-    map->by_key = pt_malloc_array(n, sizeof *map->by_key);
-    map->by_val = pt_malloc_array(n, sizeof *map->by_val);
+    map->by_key = pt__malloc_array(n, sizeof *map->by_key);
+    map->by_val = pt__malloc_array(n, sizeof *map->by_val);
     if (!map->by_key || !map->by_val)
         return PT_ENOMEM;
     map->n = n;
@@ -144,7 +144,7 @@ static int read_map(index_map *map, const cJSON *root, const char *path)
     qsort(map->by_val, n, sizeof *map->by_val, item_val_cmp);
     for (size_t i = 1; i < n; i++)
         if (strcmp(map->by_key[i - 1]->string, map->by_key[i]->string) == 0)
-            return pt_err(PT_EFORMAT, "%s: weight_map lists '%.200s' twice", path,
+            return pt__err(PT_EFORMAT, "%s: weight_map lists '%.200s' twice", path,
                           map->by_key[i]->string);
     return PT_OK;
 }
@@ -158,11 +158,11 @@ static int open_shards(pt_weight_files *w, const index_map *map, const char *dir
         if (i && strcmp(map->by_val[i - 1]->valuestring, file) == 0)
             continue;
         if (w->nfiles >= MAX_SHARDS)
-            return pt_err(PT_ERANGE, "%s: more than %d shards", path, MAX_SHARDS);
+            return pt__err(PT_ERANGE, "%s: more than %d shards", path, MAX_SHARDS);
         int st = add_file(w, dir, file);
         if (st != PT_OK) {
             if (st == PT_ENOTFOUND)
-                pt_err_prefix(st, "%s: shard named in weight_map", path);
+                pt__err_prefix(st, "%s: shard named in weight_map", path);
             return st;
         }
     }
@@ -174,9 +174,9 @@ static int check_map(const pt_weight_files *w, const index_map *map, const char 
 {
     for (size_t i = 0; i < map->n; i++) {
         const cJSON *c = map->by_key[i];
-        const pt_weight_entry *e = pt_weight_files_find(w, c->string);
+        const pt_weight_entry *e = pt__weight_files_find(w, c->string);
         if (!e || strcmp(w->file_names[e->shard], c->valuestring) != 0)
-            return pt_err(PT_EFORMAT, "%s: weight_map puts tensor '%.200s' in %s, which has no "
+            return pt__err(PT_EFORMAT, "%s: weight_map puts tensor '%.200s' in %s, which has no "
                                       "such tensor",
                           path, c->string, c->valuestring);
     }
@@ -188,7 +188,7 @@ static int check_map(const pt_weight_files *w, const index_map *map, const char 
         key.string = (char *)(uintptr_t)w->e[i].name;
         const cJSON *kp = &key;
         if (!bsearch(&kp, map->by_key, map->n, sizeof *map->by_key, item_key_cmp))
-            return pt_err(PT_EFORMAT, "%s: tensor '%s' in shard %s is not in weight_map", path,
+            return pt__err(PT_EFORMAT, "%s: tensor '%s' in shard %s is not in weight_map", path,
                           w->e[i].name, w->file_names[w->e[i].shard]);
     }
     return PT_OK;
@@ -196,12 +196,12 @@ static int check_map(const pt_weight_files *w, const index_map *map, const char 
 
 static int load_index(pt_weight_files *w, const char *dir)
 {
-    char *path = pt_path_join(dir, "model.safetensors.index.json");
+    char *path = pt__path_join(dir, "model.safetensors.index.json");
     if (!path)
         return PT_ENOMEM;
     char *text = NULL;
     size_t len = 0;
-    int st = pt_read_file(&text, &len, path, MAX_INDEX_BYTES);
+    int st = pt__read_file(&text, &len, path, MAX_INDEX_BYTES);
     if (st) {
         pt_free(path);
         return st;
@@ -211,7 +211,7 @@ static int load_index(pt_weight_files *w, const char *dir)
     pt_free(text);
     index_map map = { NULL, NULL, 0 };
     if (!root)
-        st = pt_err(PT_EFORMAT, "%s: not valid JSON", path);
+        st = pt__err(PT_EFORMAT, "%s: not valid JSON", path);
     else if ((st = read_map(&map, root, path)) == PT_OK &&
              (st = open_shards(w, &map, dir, path)) == PT_OK)
         st = check_map(w, &map, path);
@@ -222,24 +222,24 @@ static int load_index(pt_weight_files *w, const char *dir)
     return st;
 }
 
-int pt_weight_files_open(pt_weight_files *w, const char *dir)
+int pt__weight_files_open(pt_weight_files *w, const char *dir)
 {
     memset(w, 0, sizeof *w);
     int st;
-    if (pt_dir_has_file(dir, "model.safetensors")) {
+    if (pt__dir_has_file(dir, "model.safetensors")) {
         st = add_file(w, dir, "model.safetensors");
         if (st == PT_OK)
             st = seal(w, dir);
-    } else if (pt_dir_has_file(dir, "model.safetensors.index.json")) {
+    } else if (pt__dir_has_file(dir, "model.safetensors.index.json")) {
         w->sharded = true;
         st = load_index(w, dir);
     } else {
-        return pt_err(PT_ENOTFOUND,
+        return pt__err(PT_ENOTFOUND,
                       "%s: no model.safetensors or model.safetensors.index.json (pytorch_model.bin "
                       "is not supported)",
                       dir);
     }
     if (st)
-        pt_weight_files_close(w);
+        pt__weight_files_close(w);
     return st;
 }

@@ -39,19 +39,19 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape)
 /* Schema tensor e is in w with its shape and a dtype that converts to F32. */
 static int check_present(const pt_weight_files *w, const pt_schema_tensor *e, const char *dir)
 {
-    const pt_weight_entry *f = pt_weight_files_find(w, e->name);
+    const pt_weight_entry *f = pt__weight_files_find(w, e->name);
     if (!f)
-        return pt_err(PT_ENOTFOUND, "%s: tensor '%s' is missing from the weights", dir, e->name);
+        return pt__err(PT_ENOTFOUND, "%s: tensor '%s' is missing from the weights", dir, e->name);
     if (!shape_matches(f->t, e->ndim, e->shape)) {
         char want[64], got[160];
         shape_str(want, sizeof want, e->ndim, e->shape);
         shape_str(got, sizeof got, f->t->ndim, f->t->shape);
-        return pt_err(PT_ESHAPE, "%s: tensor '%s' has shape %s in %s, the config needs %s", dir,
+        return pt__err(PT_ESHAPE, "%s: tensor '%s' has shape %s in %s, the config needs %s", dir,
                       e->name, got, w->file_names[f->shard], want);
     }
     if (f->t->dtype != PT_ST_F32 && f->t->dtype != PT_ST_F16 && f->t->dtype != PT_ST_BF16)
-        return pt_err(PT_EUNSUPPORTED, "%s: tensor '%s' has dtype %s (only F32, F16, BF16 load)",
-                      dir, e->name, pt_st_dtype_name(f->t->dtype));
+        return pt__err(PT_EUNSUPPORTED, "%s: tensor '%s' has dtype %s (only F32, F16, BF16 load)",
+                      dir, e->name, pt__st_dtype_name(f->t->dtype));
     return PT_OK;
 }
 
@@ -65,10 +65,10 @@ static int name_cmp(const void *a, const void *b)
 static const pt_schema_tensor *tied_partner(const char *name, const pt_schema_tensor *e,
                                             size_t n, const pt_model_config *c)
 {
-    const pt_tensor_row *rows = pt_tensor_rows();
+    const pt_tensor_row *rows = pt__tensor_rows();
     for (int i = 0; i < PT_T_COUNT; i++) {
         const pt_tensor_row *r = &rows[i];
-        if (r->per_layer || r->tied_to == PT_T_COUNT || pt_tensor_row_present(r, c))
+        if (r->per_layer || r->tied_to == PT_T_COUNT || pt__tensor_row_present(r, c))
             continue;
         size_t ml = strlen(r->module);
         if (strncmp(name, r->module, ml) != 0 || name[ml] != '.' || strcmp(name + ml + 1, r->param))
@@ -96,28 +96,28 @@ static int check_unexpected(const pt_weight_files *w, const pt_schema_tensor *e,
         const pt_schema_tensor *partner = tied_partner(we->name, e, n, c);
         if (partner) {
             if (!shape_matches(we->t, partner->ndim, partner->shape))
-                return pt_err(PT_ESHAPE, "%s: '%s' is present with tie_word_embeddings true and "
+                return pt__err(PT_ESHAPE, "%s: '%s' is present with tie_word_embeddings true and "
                                          "its shape differs from the embedding's",
                               dir, we->name);
             if (tied_head)
                 *tied_head = we;
             continue;
         }
-        return pt_err(PT_EFORMAT,
+        return pt__err(PT_EFORMAT,
                       "%s: unexpected tensor '%s' in %s (not part of a %s model with this config)",
                       dir, we->name, w->file_names[we->shard], pt_arch_name(c->arch));
     }
     return PT_OK;
 }
 
-int pt_weights_check(const pt_weight_files *w, const pt_model_config *c, const char *dir,
+int pt__weights_check(const pt_weight_files *w, const pt_model_config *c, const char *dir,
                      const pt_weight_entry **tied_head)
 {
     if (tied_head)
         *tied_head = NULL;
     pt_schema_tensor *e = NULL;
     size_t n = 0;
-    int st = pt_schema_tensors(&e, &n, c);
+    int st = pt__schema_tensors(&e, &n, c);
     for (size_t i = 0; st == PT_OK && i < n; i++)
         st = check_present(w, &e[i], dir);
     /* Every schema tensor was found, so as many entries (names being

@@ -22,7 +22,7 @@ void tk_cache_free(tk_cache *k)
 {
     free(k->slot);
     free(k->ent);
-    pt_strbuf_free(&k->keys);
+    pt__strbuf_free(&k->keys);
     free(k->ids.v);
     memset(k, 0, sizeof *k);
 }
@@ -64,7 +64,7 @@ static void cache_put(tk_ctx *c, const char *w, size_t n, uint64_t h, const int3
     while (k->slot[j])
         j = (j + 1) & (k->cap - 1);
     struct tk_cent e = {h, (uint32_t)k->keys.len, (uint32_t)n, (uint32_t)k->ids.n, (uint32_t)n_ids};
-    if (pt_strbuf_put(&k->keys, w, n) || tk_ids_append(&k->ids, ids, n_ids)) {
+    if (pt__strbuf_put(&k->keys, w, n) || tk_ids_append(&k->ids, ids, n_ids)) {
         cache_clear(k, c->t->uid);
         return;
     }
@@ -80,12 +80,12 @@ static int sym_reserve(tk_ctx *c, size_t n)
     size_t cap = c->sym_cap ? c->sym_cap : 64;
     while (cap < n)
         cap *= 2;
-    tk_sym *s = pt_realloc_array(c->sym, cap, sizeof *s);
+    tk_sym *s = pt__realloc_array(c->sym, cap, sizeof *s);
     if (!s)
         return PT_ENOMEM;
     c->sym = s;
     c->sym_cap = cap;
-    tk_heapent *h = pt_realloc_array(c->heap, cap * 2, sizeof *h);
+    tk_heapent *h = pt__realloc_array(c->heap, cap * 2, sizeof *h);
     if (!h)
         return PT_ENOMEM;
     c->heap = h;
@@ -96,7 +96,7 @@ static int sym_reserve(tk_ctx *c, size_t n)
 static int heap_push(tk_ctx *c, size_t *hn, uint32_t rank, uint32_t pos)
 {
     if (*hn == c->heap_cap) {
-        tk_heapent *h = pt_realloc_array(c->heap, c->heap_cap * 2, sizeof *h);
+        tk_heapent *h = pt__realloc_array(c->heap, c->heap_cap * 2, sizeof *h);
         if (!h)
             return PT_ENOMEM;
         c->heap = h;
@@ -284,7 +284,7 @@ int tk_bpe_word(tk_ctx *c, const char *w, size_t n)
             return st < 0 ? PT_ENOMEM : 0;
     }
     if (n >= ((size_t)1 << 31))
-        return pt_err(PT_ERANGE, "tokenizer: a single pre-token of %zu bytes is too long (limit 2 GiB)", n);
+        return pt__err(PT_ERANGE, "tokenizer: a single pre-token of %zu bytes is too long (limit 2 GiB)", n);
     if ((st = sym_reserve(c, n + 1)))
         return st;
     size_t ns = initial_symbols(c->sym, t, w, n);

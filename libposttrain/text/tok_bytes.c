@@ -25,23 +25,23 @@ static const char CONFIG[] = "{\"bos_token\":\"<|bos|>\",\"eos_token\":\"<|eos|>
 /* The byte tokenizer's tokenizer.json. */
 static int bytes_json(pt_strbuf *j)
 {
-    pt_strbuf_puts(j, "{\"version\":\"1.0\",\"added_tokens\":[");
+    pt__strbuf_puts(j, "{\"version\":\"1.0\",\"added_tokens\":[");
     for (int i = 0; i < 5; i++)
-        pt_strbuf_printf(j,
+        pt__strbuf_printf(j,
                          "%s{\"id\":%d,\"content\":\"%s\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
                          "\"normalized\":false,\"special\":true}",
                          i ? "," : "", 256 + i, SPECIALS[i]);
-    pt_strbuf_puts(j, PIPELINE);
+    pt__strbuf_puts(j, PIPELINE);
     /* token of byte b: its character in the byte-level alphabet (as GPT-2) */
     for (int b = 0; b < 256; b++) {
         size_t cl;
         const char *c = tk_byte_char((unsigned)b, &cl);
         if (b == '"' || b == '\\')
-            pt_strbuf_printf(j, "%s\"\\%c\":%d", b ? "," : "", b, b);
+            pt__strbuf_printf(j, "%s\"\\%c\":%d", b ? "," : "", b, b);
         else
-            pt_strbuf_printf(j, "%s\"%.*s\":%d", b ? "," : "", (int)cl, c, b);
+            pt__strbuf_printf(j, "%s\"%.*s\":%d", b ? "," : "", (int)cl, c, b);
     }
-    return pt_strbuf_puts(j, "},\"merges\":[]}}");
+    return pt__strbuf_puts(j, "},\"merges\":[]}}");
 }
 
 int pt_tokenizer_create_bytes(pt_tokenizer **out)
@@ -52,6 +52,6 @@ int pt_tokenizer_create_bytes(pt_tokenizer **out)
     int st = bytes_json(&j);
     if (st == 0)
         st = pt_tokenizer_load_memory_config(out, j.p, j.len, CONFIG, strlen(CONFIG));
-    pt_strbuf_free(&j);
+    pt__strbuf_free(&j);
     return st;
 }

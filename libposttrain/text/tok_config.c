@@ -14,8 +14,8 @@ static int config_token(const cJSON *root, const char *key, char **out)
     if (!v || cJSON_IsNull(v))
         return 0;
     if (!cJSON_IsString(v))
-        return pt_err(PT_EFORMAT, "tokenizer_config.json: %s: expected a string or {\"content\": ...}", key);
-    *out = pt_strdup(v->valuestring);
+        return pt__err(PT_EFORMAT, "tokenizer_config.json: %s: expected a string or {\"content\": ...}", key);
+    *out = pt__strdup(v->valuestring);
     return *out ? 0 : PT_ENOMEM;
 }
 
@@ -23,8 +23,8 @@ static int config_token(const cJSON *root, const char *key, char **out)
 static int parse_template_list(pt_tokenizer *t, const cJSON *v)
 {
     int n = cJSON_GetArraySize(v);
-    t->tmpl_names = pt_calloc((size_t)n + 1, sizeof *t->tmpl_names);
-    t->tmpl_texts = pt_calloc((size_t)n + 1, sizeof *t->tmpl_texts);
+    t->tmpl_names = pt__calloc((size_t)n + 1, sizeof *t->tmpl_names);
+    t->tmpl_texts = pt__calloc((size_t)n + 1, sizeof *t->tmpl_texts);
     if (!t->tmpl_names || !t->tmpl_texts)
         return PT_ENOMEM;
     const cJSON *it;
@@ -33,10 +33,10 @@ static int parse_template_list(pt_tokenizer *t, const cJSON *v)
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
         const cJSON *tx = cJSON_GetObjectItemCaseSensitive(it, "template");
         if (!cJSON_IsString(nm) || !cJSON_IsString(tx))
-            return pt_err(PT_EFORMAT, "tokenizer_config.json: chat_template[%d]: expected {\"name\": ..., "
+            return pt__err(PT_EFORMAT, "tokenizer_config.json: chat_template[%d]: expected {\"name\": ..., "
                           "\"template\": ...}", i);
-        t->tmpl_names[t->n_tmpl] = pt_strdup(nm->valuestring);
-        t->tmpl_texts[t->n_tmpl] = pt_strdup(tx->valuestring);
+        t->tmpl_names[t->n_tmpl] = pt__strdup(nm->valuestring);
+        t->tmpl_texts[t->n_tmpl] = pt__strdup(tx->valuestring);
         if (!t->tmpl_names[t->n_tmpl] || !t->tmpl_texts[t->n_tmpl]) {
             free(t->tmpl_names[t->n_tmpl]);
             free(t->tmpl_texts[t->n_tmpl]);
@@ -51,7 +51,7 @@ static int parse_template_list(pt_tokenizer *t, const cJSON *v)
 static int parse_config(pt_tokenizer *t, const cJSON *root)
 {
     if (!cJSON_IsObject(root))
-        return pt_err(PT_EFORMAT, "tokenizer_config.json: the document is not a JSON object");
+        return pt__err(PT_EFORMAT, "tokenizer_config.json: the document is not a JSON object");
     int st;
     if ((st = config_token(root, "bos_token", &t->bos_token)) || (st = config_token(root, "eos_token", &t->eos_token)) ||
         (st = config_token(root, "pad_token", &t->pad_token)) || (st = config_token(root, "unk_token", &t->unk_token)))
@@ -64,22 +64,22 @@ static int parse_config(pt_tokenizer *t, const cJSON *root)
         t->add_eos = cJSON_IsTrue(v);
     v = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
     if (cJSON_IsString(v))
-        return (t->chat_template = pt_strdup(v->valuestring)) ? 0 : PT_ENOMEM;
+        return (t->chat_template = pt__strdup(v->valuestring)) ? 0 : PT_ENOMEM;
     if (cJSON_IsArray(v))
         return parse_template_list(t, v);
     if (v && !cJSON_IsNull(v))
-        return pt_err(PT_EFORMAT, "tokenizer_config.json: chat_template: expected a string or a list");
+        return pt__err(PT_EFORMAT, "tokenizer_config.json: chat_template: expected a string or a list");
     return 0;
 }
 
 int tk_load_config(pt_tokenizer *t, const char *json, size_t len)
 {
-    size_t bad = pt_utf8_valid_prefix(json, len);
+    size_t bad = pt__utf8_valid_prefix(json, len);
     if (bad < len)
-        return pt_err(PT_EFORMAT, "tokenizer_config.json: not valid UTF-8 at byte %zu", bad);
+        return pt__err(PT_EFORMAT, "tokenizer_config.json: not valid UTF-8 at byte %zu", bad);
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root)
-        return pt_err(PT_EFORMAT, "tokenizer_config.json: not valid JSON");
+        return pt__err(PT_EFORMAT, "tokenizer_config.json: not valid JSON");
     int st = parse_config(t, root);
     cJSON_Delete(root);
     return st;

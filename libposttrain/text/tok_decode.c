@@ -13,13 +13,13 @@ typedef struct tk_list {
 
 static void list_clear(tk_list *l)
 {
-    pt_strbuf_clear(&l->data);
+    pt__strbuf_clear(&l->data);
     l->r.n = 0;
 }
 
 static void list_free(tk_list *l)
 {
-    pt_strbuf_free(&l->data);
+    pt__strbuf_free(&l->data);
     free(l->r.v);
 }
 
@@ -27,11 +27,11 @@ static void list_free(tk_list *l)
 static int list_push(tk_list *l, const char *s, size_t n)
 {
     size_t a = l->data.len;
-    int st = pt_strbuf_put(&l->data, s, n);
+    int st = pt__strbuf_put(&l->data, s, n);
     return st ? st : tk_ranges_push(&l->r, a, l->data.len, 0);
 }
 
-/* Open an item; append bytes with pt_strbuf_put(&l->data, ...); close it. */
+/* Open an item; append bytes with pt__strbuf_put(&l->data, ...); close it. */
 static size_t list_open(tk_list *l)
 {
     return l->data.len;
@@ -62,7 +62,7 @@ static int bytelevel_byte(uint32_t cp)
 
 static int dec_bytelevel(const tk_list *in, tk_list *out, pt_strbuf *tmp)
 {
-    pt_strbuf_clear(tmp);
+    pt__strbuf_clear(tmp);
     for (size_t i = 0; i < in->r.n; i++) {
         const char *s = ITEM(in, i);
         size_t n = ITEM_LEN(in, i), start = tmp->len, j = 0;
@@ -75,14 +75,14 @@ static int dec_bytelevel(const tk_list *in, tk_list *out, pt_strbuf *tmp)
                 ok = false;
                 break;
             }
-            int st = pt_strbuf_putc(tmp, (char)b);
+            int st = pt__strbuf_putc(tmp, (char)b);
             if (st)
                 return st;
             j += k;
         }
         if (!ok) {
             tmp->len = start;
-            int st = pt_strbuf_put(tmp, s, n);
+            int st = pt__strbuf_put(tmp, s, n);
             if (st)
                 return st;
         }
@@ -121,25 +121,25 @@ static int flush_bytes(tk_list *out, pt_strbuf *pend)
     if (pend->len == 0)
         return 0;
     int st;
-    if (pt_utf8_valid(pend->p, pend->len)) {
+    if (pt__utf8_valid(pend->p, pend->len)) {
         st = list_push(out, pend->p, pend->len);
     } else {
         st = 0;
         for (size_t k = 0; k < pend->len && st == 0; k++)
             st = list_push(out, "\xEF\xBF\xBD", 3);
     }
-    pt_strbuf_clear(pend);
+    pt__strbuf_clear(pend);
     return st;
 }
 
 static int dec_bytefallback(const tk_list *in, tk_list *out, pt_strbuf *pend)
 {
-    pt_strbuf_clear(pend);
+    pt__strbuf_clear(pend);
     int st;
     for (size_t i = 0; i < in->r.n; i++) {
         int b = fallback_byte(ITEM(in, i), ITEM_LEN(in, i));
         if (b >= 0) {
-            if ((st = pt_strbuf_putc(pend, (char)b)))
+            if ((st = pt__strbuf_putc(pend, (char)b)))
                 return st;
             continue;
         }
@@ -153,7 +153,7 @@ static int dec_fuse(const tk_list *in, tk_list *out)
 {
     size_t a = list_open(out);
     for (size_t i = 0; i < in->r.n; i++) {
-        int st = pt_strbuf_put(&out->data, ITEM(in, i), ITEM_LEN(in, i));
+        int st = pt__strbuf_put(&out->data, ITEM(in, i), ITEM_LEN(in, i));
         if (st)
             return st;
     }
@@ -205,9 +205,9 @@ static int dec_metaspace(const tk_dec *d, const tk_list *in, tk_list *out)
         int st;
         while (j < n) {
             if (n - j >= d->repl_len && memcmp(s + j, d->repl, d->repl_len) == 0) {
-                pt_strbuf_put(&out->data, s + run, j - run);
+                pt__strbuf_put(&out->data, s + run, j - run);
                 if (!(i == 0 && d->prefix))
-                    pt_strbuf_putc(&out->data, ' ');
+                    pt__strbuf_putc(&out->data, ' ');
                 j += d->repl_len;
                 run = j;
             } else {
@@ -215,7 +215,7 @@ static int dec_metaspace(const tk_dec *d, const tk_list *in, tk_list *out)
                 j += tk_utf8_unit(s + j, n - j, &cp);
             }
         }
-        pt_strbuf_put(&out->data, s + run, n - run);
+        pt__strbuf_put(&out->data, s + run, n - run);
         if ((st = list_close(out, a0)))
             return st;
     }
@@ -229,7 +229,7 @@ static int gather_tokens(tk_list *l, const pt_tokenizer *t, const int32_t *ids, 
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->vocab_size)
-            return pt_err(PT_ERANGE, "tokenizer: decode: id %d at position %zu is outside the vocabulary (size %d)",
+            return pt__err(PT_ERANGE, "tokenizer: decode: id %d at position %zu is outside the vocabulary (size %d)",
                           (int)id, i, (int)t->vocab_size);
         if (!t->id_str[id])
             continue;  /* unused id: skipped, as the reference does */
@@ -262,7 +262,7 @@ static int run_decoder(const tk_dec *d, const tk_list *in, tk_list *out, pt_strb
     case TKD_METASPACE:
         return dec_metaspace(d, in, out);
     }
-    return pt_err(PT_EINTERNAL, "tokenizer: unknown decoder kind");
+    return pt__err(PT_EINTERNAL, "tokenizer: unknown decoder kind");
 }
 
 int tk_decode(pt_strbuf *out, const pt_tokenizer *t, const int32_t *ids, size_t n, unsigned flags)
@@ -277,8 +277,8 @@ int tk_decode(pt_strbuf *out, const pt_tokenizer *t, const int32_t *ids, size_t 
         /* no decoder: the tokens joined by spaces */
         for (size_t i = 0; i < L[0].r.n; i++) {
             if (i > 0)
-                pt_strbuf_putc(out, ' ');
-            st = pt_strbuf_put(out, ITEM(&L[0], i), ITEM_LEN(&L[0], i));
+                pt__strbuf_putc(out, ' ');
+            st = pt__strbuf_put(out, ITEM(&L[0], i), ITEM_LEN(&L[0], i));
         }
         goto done;
     }
@@ -287,11 +287,11 @@ int tk_decode(pt_strbuf *out, const pt_tokenizer *t, const int32_t *ids, size_t 
         cur ^= 1;
     }
     for (size_t i = 0; i < L[cur].r.n && st == 0; i++)
-        st = pt_strbuf_put(out, ITEM(&L[cur], i), ITEM_LEN(&L[cur], i));
+        st = pt__strbuf_put(out, ITEM(&L[cur], i), ITEM_LEN(&L[cur], i));
 done:
     list_free(&L[0]);
     list_free(&L[1]);
-    pt_strbuf_free(&tmp);
+    pt__strbuf_free(&tmp);
     tk_matcher_free(&m);
     return st;
 }

@@ -31,10 +31,10 @@ static void ctx_free(tk_ctx *c)
     tk_cache_free(&c->cache);
     tk_matcher_free(&c->re);
     for (int i = 0; i < 2; i++)
-        pt_strbuf_free(&c->nbuf[i]);
+        pt__strbuf_free(&c->nbuf[i]);
     for (int i = 0; i < TK_MAX_STAGES; i++) {
-        pt_strbuf_free(&c->sbuf[i]);
-        pt_strbuf_free(&c->mbuf[i]);
+        pt__strbuf_free(&c->sbuf[i]);
+        pt__strbuf_free(&c->mbuf[i]);
         free(c->rng[i].v);
     }
     free(c->seg.v);
@@ -52,7 +52,7 @@ int tk_normalize_string(pt_strbuf *out, const pt_tokenizer *t, const char *s, si
     size_t rn;
     int st = tk_normalize(&r, &rn, &c, s, n);
     if (st == 0)
-        st = pt_strbuf_put(out, r, rn);
+        st = pt__strbuf_put(out, r, rn);
     ctx_free(&c);
     return st;
 }
@@ -159,7 +159,7 @@ static tk_ctx *ctx_acquire(bool *owned)
 static void release_buf(pt_strbuf *b, size_t big)
 {
     if (b->cap > big)
-        pt_strbuf_free(b);
+        pt__strbuf_free(b);
     else
         tk_strbuf_reuse(b);
 }
@@ -287,11 +287,11 @@ int tk_encode(tk_ids *out, const pt_tokenizer *t, const char *text, size_t len, 
     bool special = (flags & PT_TOK_ADD_SPECIAL) && t->n_post;
     bool trunc = (flags & PT_TOK_TRUNCATE) && t->has_trunc;
     if (trunc && t->trunc_only_second)
-        return pt_err(PT_EINVAL, "tokenizer: truncation strategy OnlySecond needs a second sequence");
+        return pt__err(PT_EINVAL, "tokenizer: truncation strategy OnlySecond needs a second sequence");
     bool owned;
     tk_ctx *c = ctx_acquire(&owned);
     if (!c)
-        return pt_err(PT_ENOMEM, "tokenizer: out of memory (encode context)");
+        return pt__err(PT_ENOMEM, "tokenizer: out of memory (encode context)");
     c->t = t;
     c->out = out;
     c->words = 0;

@@ -3,7 +3,7 @@
 
 #include "text/tok_internal.h"
 
-int32_t pt_tok_model_vocab_count(const pt_tokenizer *t)
+int32_t pt__tok_model_vocab_count(const pt_tokenizer *t)
 {
     return t ? (int32_t)t->vocab.n : 0;
 }

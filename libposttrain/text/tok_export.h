@@ -10,6 +10,6 @@
 /* The number of entries of the model's vocabulary, added tokens not
  * counted: what Hugging Face's get_vocab_size(with_added_tokens=False)
  * (transformers' tokenizer.vocab_size) returns.  0 for NULL. */
-int32_t pt_tok_model_vocab_count(const pt_tokenizer *t);
+int32_t pt__tok_model_vocab_count(const pt_tokenizer *t);
 
 #endif

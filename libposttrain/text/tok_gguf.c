@@ -11,11 +11,11 @@
 
 #define KEY "tokenizer.ggml."
 
-bool pt_tok_gguf_present(const pt_gguf *g)
+bool pt__tok_gguf_present(const pt_gguf *g)
 {
     pt_gguf_str s;
-    const pt_gguf_kv *kv = pt_gguf_find_kv(g, KEY "model");
-    if (!kv || pt_gguf_get_str(g, KEY "model", &s) != PT_OK) {
+    const pt_gguf_kv *kv = pt__gguf_find_kv(g, KEY "model");
+    if (!kv || pt__gguf_get_str(g, KEY "model", &s) != PT_OK) {
         pt_clear_error();
         return kv != NULL; /* present but malformed: reported by the reader */
     }
@@ -26,14 +26,14 @@ bool pt_tok_gguf_present(const pt_gguf *g)
 static int opt_id(const pt_gguf *g, const gg_vocab *v, const char *key, int32_t *out)
 {
     *out = -1;
-    if (!pt_gguf_find_kv(g, key))
+    if (!pt__gguf_find_kv(g, key))
         return PT_OK;
     uint32_t id;
-    int st = pt_gguf_get_u32(g, key, &id);
+    int st = pt__gguf_get_u32(g, key, &id);
     if (st)
-        return pt_err_prefix(st, "%s", v->what);
+        return pt__err_prefix(st, "%s", v->what);
     if (id >= v->n)
-        return pt_err(PT_EFORMAT, "%s: %s = %u is not a token id (the file has %llu tokens)",
+        return pt__err(PT_EFORMAT, "%s: %s = %u is not a token id (the file has %llu tokens)",
                       v->what, key, id, (unsigned long long)v->n);
     *out = (int32_t)id;
     return PT_OK;
@@ -42,12 +42,12 @@ static int opt_id(const pt_gguf *g, const gg_vocab *v, const char *key, int32_t 
 static int opt_bool(const pt_gguf *g, const gg_vocab *v, const char *key, int *out)
 {
     *out = -1;
-    if (!pt_gguf_find_kv(g, key))
+    if (!pt__gguf_find_kv(g, key))
         return PT_OK;
     bool b;
-    int st = pt_gguf_get_bool(g, key, &b);
+    int st = pt__gguf_get_bool(g, key, &b);
     if (st)
-        return pt_err_prefix(st, "%s", v->what);
+        return pt__err_prefix(st, "%s", v->what);
     *out = b;
     return PT_OK;
 }
@@ -57,14 +57,14 @@ static int opt_arr(const pt_gguf *g, const gg_vocab *v, const char *key, pt_gguf
                    const void **out)
 {
     *out = NULL;
-    if (!pt_gguf_find_kv(g, key))
+    if (!pt__gguf_find_kv(g, key))
         return PT_OK;
     uint64_t n;
-    int st = pt_gguf_get_arr(g, key, ty, out, &n);
+    int st = pt__gguf_get_arr(g, key, ty, out, &n);
     if (st)
-        return pt_err_prefix(st, "%s", v->what);
+        return pt__err_prefix(st, "%s", v->what);
     if (n != v->n)
-        return pt_err(PT_EFORMAT, "%s: %s has %llu entries but tokenizer.ggml.tokens has %llu",
+        return pt__err(PT_EFORMAT, "%s: %s has %llu entries but tokenizer.ggml.tokens has %llu",
                       v->what, key, (unsigned long long)n, (unsigned long long)v->n);
     return PT_OK;
 }
@@ -73,21 +73,21 @@ static int opt_arr(const pt_gguf *g, const gg_vocab *v, const char *key, pt_gguf
 static int read_model(const pt_gguf *g, gg_vocab *v)
 {
     pt_gguf_str s;
-    int st = pt_gguf_get_str(g, KEY "model", &s);
+    int st = pt__gguf_get_str(g, KEY "model", &s);
     if (st)
-        return pt_err_prefix(st == PT_ENOTFOUND ? PT_EFORMAT : st, "%s", v->what);
+        return pt__err_prefix(st == PT_ENOTFOUND ? PT_EFORMAT : st, "%s", v->what);
     if (s.len == 5 && memcmp(s.ptr, "llama", 5) == 0)
         v->spm = true;
     else if (!(s.len == 4 && memcmp(s.ptr, "gpt2", 4) == 0))
-        return pt_err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (only "
+        return pt__err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (only "
                       "'gpt2', byte-level BPE, and 'llama', SentencePiece-style BPE)",
                       v->what, (int)(s.len < 64 ? s.len : 64), s.ptr);
-    if (!pt_gguf_find_kv(g, KEY "pre"))
+    if (!pt__gguf_find_kv(g, KEY "pre"))
         return PT_OK;
-    if ((st = pt_gguf_get_str(g, KEY "pre", &s)))
-        return pt_err_prefix(st, "%s", v->what);
+    if ((st = pt__gguf_get_str(g, KEY "pre", &s)))
+        return pt__err_prefix(st, "%s", v->what);
     if (s.len >= sizeof v->pre || memchr(s.ptr, 0, s.len))
-        return pt_err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%.*s' is not a known pre-tokenizer",
+        return pt__err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%.*s' is not a known pre-tokenizer",
                       v->what, (int)(s.len < 64 ? s.len : 64), s.ptr);
     memcpy(v->pre, s.ptr, s.len);
     v->pre[s.len] = 0;
@@ -99,16 +99,16 @@ static int read_model(const pt_gguf *g, gg_vocab *v)
  * tokens and repeated strings do not). */
 static int index_tokens(gg_vocab *v)
 {
-    if (!(v->in_vocab = pt_calloc(v->n ? v->n : 1, sizeof *v->in_vocab)))
+    if (!(v->in_vocab = pt__calloc(v->n ? v->n : 1, sizeof *v->in_vocab)))
         return PT_ENOMEM;
     for (uint64_t i = 0; i < v->n; i++) {
         const pt_gguf_str *t = &v->tok[i];
-        if (t->len == 0 || memchr(t->ptr, 0, t->len) || !pt_utf8_valid(t->ptr, t->len))
-            return pt_err(PT_EFORMAT, "%s: tokenizer.ggml.tokens[%llu] is %s", v->what,
+        if (t->len == 0 || memchr(t->ptr, 0, t->len) || !pt__utf8_valid(t->ptr, t->len))
+            return pt__err(PT_EFORMAT, "%s: tokenizer.ggml.tokens[%llu] is %s", v->what,
                           (unsigned long long)i, t->len ? "not valid UTF-8 without NUL" : "empty");
         int ty = gg_type(v, i);
         if (ty < 0 || ty > PT_GGUF_TOKEN_BYTE)
-            return pt_err(PT_EFORMAT, "%s: tokenizer.ggml.token_type[%llu] = %d is not a token type "
+            return pt__err(PT_EFORMAT, "%s: tokenizer.ggml.token_type[%llu] = %d is not a token type "
                           "(0-6)", v->what, (unsigned long long)i, ty);
         int st = tk_strmap_put(&v->map, t->ptr, t->len, (int32_t)i);
         if (st < 0)
@@ -140,16 +140,16 @@ static int read_ids(const pt_gguf *g, gg_vocab *v)
 static int read_template(const pt_gguf *g, gg_vocab *v, char **copy)
 {
     *copy = NULL;
-    if (!pt_gguf_find_kv(g, "tokenizer.chat_template"))
+    if (!pt__gguf_find_kv(g, "tokenizer.chat_template"))
         return PT_OK;
     pt_gguf_str s;
-    int st = pt_gguf_get_str(g, "tokenizer.chat_template", &s);
+    int st = pt__gguf_get_str(g, "tokenizer.chat_template", &s);
     if (st)
-        return pt_err_prefix(st, "%s", v->what);
-    if (memchr(s.ptr, 0, s.len) || !pt_utf8_valid(s.ptr, s.len))
-        return pt_err(PT_EFORMAT, "%s: tokenizer.chat_template is not valid UTF-8 without NUL",
+        return pt__err_prefix(st, "%s", v->what);
+    if (memchr(s.ptr, 0, s.len) || !pt__utf8_valid(s.ptr, s.len))
+        return pt__err(PT_EFORMAT, "%s: tokenizer.chat_template is not valid UTF-8 without NUL",
                       v->what);
-    if (!(*copy = pt_malloc(s.len + 1)))
+    if (!(*copy = pt__malloc(s.len + 1)))
         return PT_ENOMEM;
     memcpy(*copy, s.ptr, s.len);
     (*copy)[s.len] = 0;
@@ -161,13 +161,13 @@ static int read_vocab(const pt_gguf *g, gg_vocab *v, char **tmpl)
 {
     int st = read_model(g, v);
     const void *p;
-    if (st == PT_OK && (st = pt_gguf_get_arr(g, KEY "tokens", PT_GGUF_STRING, &p, &v->n)))
-        st = pt_err_prefix(st == PT_ENOTFOUND ? PT_EFORMAT : st, "%s", v->what);
+    if (st == PT_OK && (st = pt__gguf_get_arr(g, KEY "tokens", PT_GGUF_STRING, &p, &v->n)))
+        st = pt__err_prefix(st == PT_ENOTFOUND ? PT_EFORMAT : st, "%s", v->what);
     if (st)
         return st;
     v->tok = p;
     if (v->n == 0 || v->n > INT32_MAX)
-        return pt_err(PT_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries", v->what,
+        return pt__err(PT_EFORMAT, "%s: tokenizer.ggml.tokens has %llu entries", v->what,
                       (unsigned long long)v->n);
     if ((st = opt_arr(g, v, KEY "token_type", PT_GGUF_INT32, &p)))
         return st;
@@ -175,9 +175,9 @@ static int read_vocab(const pt_gguf *g, gg_vocab *v, char **tmpl)
     if ((st = opt_arr(g, v, KEY "scores", PT_GGUF_FLOAT32, &p)))
         return st;
     v->score = p;
-    if (pt_gguf_find_kv(g, KEY "merges")) {
-        if ((st = pt_gguf_get_arr(g, KEY "merges", PT_GGUF_STRING, &p, &v->nmerges)))
-            return pt_err_prefix(st, "%s", v->what);
+    if (pt__gguf_find_kv(g, KEY "merges")) {
+        if ((st = pt__gguf_get_arr(g, KEY "merges", PT_GGUF_STRING, &p, &v->nmerges)))
+            return pt__err_prefix(st, "%s", v->what);
         v->merges = p;
     }
     if ((st = index_tokens(v)) || (st = read_ids(g, v)))
@@ -188,11 +188,11 @@ static int read_vocab(const pt_gguf *g, gg_vocab *v, char **tmpl)
 /* "key": "token text" (or null for -1). */
 static void put_token(pt_strbuf *b, const gg_vocab *v, const char *key, int32_t id)
 {
-    pt_strbuf_printf(b, ",\n  \"%s\": ", key);
+    pt__strbuf_printf(b, ",\n  \"%s\": ", key);
     if (id < 0)
-        pt_strbuf_puts(b, "null");
+        pt__strbuf_puts(b, "null");
     else
-        pt_json_put_string(b, v->tok[id].ptr, v->tok[id].len);
+        pt__json_put_string(b, v->tok[id].ptr, v->tok[id].len);
 }
 
 /* tokenizer_config.json: the special tokens, add_bos / add_eos (as the
@@ -200,27 +200,27 @@ static void put_token(pt_strbuf *b, const gg_vocab *v, const char *key, int32_t 
 static int config_json(pt_strbuf *b, const gg_vocab *v, int model_max_length)
 {
     bool add_bos = v->add_bos >= 0 ? v->add_bos : v->spm;
-    pt_strbuf_printf(b, "{\n  \"add_bos_token\": %s,\n  \"add_eos_token\": %s",
+    pt__strbuf_printf(b, "{\n  \"add_bos_token\": %s,\n  \"add_eos_token\": %s",
                      add_bos && v->bos >= 0 ? "true" : "false",
                      v->add_eos > 0 && v->eos >= 0 ? "true" : "false");
     put_token(b, v, "bos_token", v->bos);
-    pt_strbuf_puts(b, ",\n  \"clean_up_tokenization_spaces\": false");
+    pt__strbuf_puts(b, ",\n  \"clean_up_tokenization_spaces\": false");
     put_token(b, v, "eos_token", v->eos);
     if (v->spm)
-        pt_strbuf_puts(b, ",\n  \"legacy\": true");
-    pt_strbuf_printf(b, ",\n  \"model_max_length\": %d", model_max_length);
+        pt__strbuf_puts(b, ",\n  \"legacy\": true");
+    pt__strbuf_printf(b, ",\n  \"model_max_length\": %d", model_max_length);
     put_token(b, v, "pad_token", v->pad);
-    pt_strbuf_printf(b, ",\n  \"tokenizer_class\": \"%s\"",
+    pt__strbuf_printf(b, ",\n  \"tokenizer_class\": \"%s\"",
                      v->spm ? "LlamaTokenizerFast" : "PreTrainedTokenizerFast");
     put_token(b, v, "unk_token", v->unk);
     if (v->chat_template) {
-        pt_strbuf_puts(b, ",\n  \"chat_template\": ");
-        pt_json_put_string(b, v->chat_template, strlen(v->chat_template));
+        pt__strbuf_puts(b, ",\n  \"chat_template\": ");
+        pt__json_put_string(b, v->chat_template, strlen(v->chat_template));
     }
-    return pt_strbuf_puts(b, "\n}\n");
+    return pt__strbuf_puts(b, "\n}\n");
 }
 
-int pt_tok_gguf_texts(char **tokenizer_json, char **config_json_out, const pt_gguf *g,
+int pt__tok_gguf_texts(char **tokenizer_json, char **config_json_out, const pt_gguf *g,
                       const char *what, int model_max_length)
 {
     *tokenizer_json = *config_json_out = NULL;
@@ -233,11 +233,11 @@ int pt_tok_gguf_texts(char **tokenizer_json, char **config_json_out, const pt_gg
     if (st == PT_OK)
         st = config_json(&cj, &v, model_max_length);
     if (st == PT_OK && !(st = tj.err ? tj.err : cj.err)) {
-        *tokenizer_json = pt_strbuf_detach(&tj, NULL);
-        *config_json_out = pt_strbuf_detach(&cj, NULL);
+        *tokenizer_json = pt__strbuf_detach(&tj, NULL);
+        *config_json_out = pt__strbuf_detach(&cj, NULL);
     }
-    pt_strbuf_free(&tj);
-    pt_strbuf_free(&cj);
+    pt__strbuf_free(&tj);
+    pt__strbuf_free(&cj);
     tk_strmap_free(&v.map);
     pt_free(v.in_vocab);
     pt_free(tmpl);

@@ -30,7 +30,7 @@ enum {
 
 /* Whether the file has a tokenizer (tokenizer.ggml.model present and not
  * "none"). */
-bool pt_tok_gguf_present(const pt_gguf *g);
+bool pt__tok_gguf_present(const pt_gguf *g);
 
 /* The two texts (free with pt_free).  `what` names the file in messages;
  * model_max_length (> 0) goes into tokenizer_config.json.  PT_EUNSUPPORTED
@@ -38,7 +38,7 @@ bool pt_tok_gguf_present(const pt_gguf *g);
  * known pre-tokenizer; PT_EFORMAT (naming the key and entry) for malformed
  * metadata: wrong types, lengths that disagree, a merge whose parts are not
  * tokens, a special token id out of range, invalid UTF-8. */
-int pt_tok_gguf_texts(char **tokenizer_json, char **config_json, const pt_gguf *g,
+int pt__tok_gguf_texts(char **tokenizer_json, char **config_json, const pt_gguf *g,
                       const char *what, int model_max_length);
 
 #endif

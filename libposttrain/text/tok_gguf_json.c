@@ -47,7 +47,7 @@ static int find_pre(const pre_def **out, const gg_vocab *v)
             *out = &k_pre[i];
             return PT_OK;
         }
-    return pt_err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%s' has no known Hugging Face "
+    return pt__err(PT_EUNSUPPORTED, "%s: tokenizer.ggml.pre '%s' has no known Hugging Face "
                   "pre-tokenizer (known: gpt-2, llama-bpe, llama3, llama-v3, smaug-bpe, qwen2, "
                   "deepseek-r1-qwen, smollm)", v->what, *v->pre ? v->pre : "(missing)");
 }
@@ -57,17 +57,17 @@ static int find_pre(const pre_def **out, const gg_vocab *v)
 
 static void put_pre(pt_strbuf *b, const pre_def *p)
 {
-    pt_strbuf_puts(b, ",\n  \"pre_tokenizer\": ");
+    pt__strbuf_puts(b, ",\n  \"pre_tokenizer\": ");
     if (p->kind == PRE_GPT2) {
-        pt_strbuf_puts(b, BYTELEVEL("true"));
+        pt__strbuf_puts(b, BYTELEVEL("true"));
     } else if (p->kind == PRE_DIGITS) {
-        pt_strbuf_puts(b, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+        pt__strbuf_puts(b, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
                           "\"individual_digits\": true}, " BYTELEVEL("true") "]}");
     } else {
-        pt_strbuf_puts(b, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+        pt__strbuf_puts(b, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
                           "\"pattern\": {\"Regex\": ");
-        pt_json_put_string(b, p->regex, strlen(p->regex));
-        pt_strbuf_puts(b, "}, \"behavior\": \"Isolated\", \"invert\": false}, "
+        pt__json_put_string(b, p->regex, strlen(p->regex));
+        pt__strbuf_puts(b, "}, \"behavior\": \"Isolated\", \"invert\": false}, "
                           BYTELEVEL("false") "]}");
     }
 }
@@ -76,29 +76,29 @@ static void put_pre(pt_strbuf *b, const pre_def *p)
 
 static void put_added(pt_strbuf *b, const gg_vocab *v)
 {
-    pt_strbuf_puts(b, ",\n  \"added_tokens\": [");
+    pt__strbuf_puts(b, ",\n  \"added_tokens\": [");
     bool first = true;
     for (uint64_t i = 0; i < v->n; i++) {
         int ty = gg_type(v, i);
         if (ty != PT_GGUF_TOKEN_CONTROL && ty != PT_GGUF_TOKEN_USER_DEFINED &&
             ty != PT_GGUF_TOKEN_UNKNOWN)
             continue;
-        pt_strbuf_printf(b, "%s\n    {\"id\": %llu, \"content\": ", first ? "" : ",",
+        pt__strbuf_printf(b, "%s\n    {\"id\": %llu, \"content\": ", first ? "" : ",",
                          (unsigned long long)i);
-        pt_json_put_string(b, v->tok[i].ptr, v->tok[i].len);
-        pt_strbuf_printf(b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+        pt__json_put_string(b, v->tok[i].ptr, v->tok[i].len);
+        pt__strbuf_printf(b, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
                             "\"normalized\": false, \"special\": %s}",
                          ty == PT_GGUF_TOKEN_USER_DEFINED ? "false" : "true");
         first = false;
     }
-    pt_strbuf_puts(b, first ? "]" : "\n  ]");
+    pt__strbuf_puts(b, first ? "]" : "\n  ]");
 }
 
 static void put_special(pt_strbuf *b, const gg_vocab *v, int32_t id, int type_id)
 {
-    pt_strbuf_puts(b, "{\"SpecialToken\": {\"id\": ");
-    pt_json_put_string(b, v->tok[id].ptr, v->tok[id].len);
-    pt_strbuf_printf(b, ", \"type_id\": %d}}", type_id);
+    pt__strbuf_puts(b, "{\"SpecialToken\": {\"id\": ");
+    pt__json_put_string(b, v->tok[id].ptr, v->tok[id].len);
+    pt__strbuf_printf(b, ", \"type_id\": %d}}", type_id);
 }
 
 static void put_sequence(pt_strbuf *b, const gg_vocab *v, bool bos, bool eos, const char *seq,
@@ -106,24 +106,24 @@ static void put_sequence(pt_strbuf *b, const gg_vocab *v, bool bos, bool eos, co
 {
     if (bos) {
         put_special(b, v, v->bos, type_id);
-        pt_strbuf_puts(b, ", ");
+        pt__strbuf_puts(b, ", ");
     }
-    pt_strbuf_printf(b, "{\"Sequence\": {\"id\": \"%s\", \"type_id\": %d}}", seq, type_id);
+    pt__strbuf_printf(b, "{\"Sequence\": {\"id\": \"%s\", \"type_id\": %d}}", seq, type_id);
     if (eos) {
-        pt_strbuf_puts(b, ", ");
+        pt__strbuf_puts(b, ", ");
         put_special(b, v, v->eos, type_id);
     }
 }
 
 static void put_special_entry(pt_strbuf *b, const gg_vocab *v, int32_t id, bool comma)
 {
-    pt_strbuf_puts(b, comma ? ", " : "");
-    pt_json_put_string(b, v->tok[id].ptr, v->tok[id].len);
-    pt_strbuf_puts(b, ": {\"id\": ");
-    pt_json_put_string(b, v->tok[id].ptr, v->tok[id].len);
-    pt_strbuf_printf(b, ", \"ids\": [%d], \"tokens\": [", id);
-    pt_json_put_string(b, v->tok[id].ptr, v->tok[id].len);
-    pt_strbuf_puts(b, "]}");
+    pt__strbuf_puts(b, comma ? ", " : "");
+    pt__json_put_string(b, v->tok[id].ptr, v->tok[id].len);
+    pt__strbuf_puts(b, ": {\"id\": ");
+    pt__json_put_string(b, v->tok[id].ptr, v->tok[id].len);
+    pt__strbuf_printf(b, ", \"ids\": [%d], \"tokens\": [", id);
+    pt__json_put_string(b, v->tok[id].ptr, v->tok[id].len);
+    pt__strbuf_puts(b, "]}");
 }
 
 /* TemplateProcessing "<bos> $A <eos>" as transformers' Llama tokenizer builds
@@ -133,24 +133,24 @@ static void put_post(pt_strbuf *b, const gg_vocab *v)
 {
     bool bos = (v->add_bos >= 0 ? v->add_bos : v->spm) && v->bos >= 0;
     bool eos = v->add_eos > 0 && v->eos >= 0;
-    pt_strbuf_puts(b, ",\n  \"post_processor\": ");
+    pt__strbuf_puts(b, ",\n  \"post_processor\": ");
     if (!bos && !eos) {
-        pt_strbuf_puts(b, v->spm ? "null" : "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+        pt__strbuf_puts(b, v->spm ? "null" : "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
                                             "\"trim_offsets\": false, \"use_regex\": true}");
         return;
     }
-    pt_strbuf_puts(b, "{\"type\": \"TemplateProcessing\", \"single\": [");
+    pt__strbuf_puts(b, "{\"type\": \"TemplateProcessing\", \"single\": [");
     put_sequence(b, v, bos, eos, "A", 0);
-    pt_strbuf_puts(b, "], \"pair\": [");
+    pt__strbuf_puts(b, "], \"pair\": [");
     put_sequence(b, v, bos, eos, "A", 0);
-    pt_strbuf_puts(b, ", ");
+    pt__strbuf_puts(b, ", ");
     put_sequence(b, v, bos, eos, "B", 1);
-    pt_strbuf_puts(b, "], \"special_tokens\": {");
+    pt__strbuf_puts(b, "], \"special_tokens\": {");
     if (bos)
         put_special_entry(b, v, v->bos, false);
     if (eos && !(bos && v->eos == v->bos))
         put_special_entry(b, v, v->eos, bos);
-    pt_strbuf_puts(b, "}}");
+    pt__strbuf_puts(b, "}}");
 }
 
 /* ---- normalizer and decoder ---------------------------------------------------------- */
@@ -159,31 +159,31 @@ static void put_post(pt_strbuf *b, const gg_vocab *v)
 
 static void put_norm_decoder(pt_strbuf *b, const gg_vocab *v, const pre_def *p)
 {
-    pt_strbuf_puts(b, ",\n  \"normalizer\": ");
+    pt__strbuf_puts(b, ",\n  \"normalizer\": ");
     if (v->spm) {
-        pt_strbuf_puts(b, "{\"type\": \"Sequence\", \"normalizers\": [");
+        pt__strbuf_puts(b, "{\"type\": \"Sequence\", \"normalizers\": [");
         if (v->space_prefix)
-            pt_strbuf_puts(b, "{\"type\": \"Prepend\", \"prepend\": \"" SPACE_MARK "\"}, ");
-        pt_strbuf_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+            pt__strbuf_puts(b, "{\"type\": \"Prepend\", \"prepend\": \"" SPACE_MARK "\"}, ");
+        pt__strbuf_puts(b, "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
                           "\"content\": \"" SPACE_MARK "\"}]}");
-        pt_strbuf_puts(b, ",\n  \"pre_tokenizer\": null");
+        pt__strbuf_puts(b, ",\n  \"pre_tokenizer\": null");
     } else {
-        pt_strbuf_puts(b, p->nfc ? "{\"type\": \"NFC\"}" : "null");
+        pt__strbuf_puts(b, p->nfc ? "{\"type\": \"NFC\"}" : "null");
         put_pre(b, p);
     }
     put_post(b, v);
-    pt_strbuf_puts(b, ",\n  \"decoder\": ");
+    pt__strbuf_puts(b, ",\n  \"decoder\": ");
     if (!v->spm) {
-        pt_strbuf_puts(b, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+        pt__strbuf_puts(b, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
                           "\"trim_offsets\": true, \"use_regex\": true}");
         return;
     }
-    pt_strbuf_puts(b, "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
+    pt__strbuf_puts(b, "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
                       "{\"String\": \"" SPACE_MARK "\"}, \"content\": \" \"}, {\"type\": "
                       "\"ByteFallback\"}, {\"type\": \"Fuse\"}");
     if (v->space_prefix)
-        pt_strbuf_puts(b, ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}");
-    pt_strbuf_puts(b, "]}");
+        pt__strbuf_puts(b, ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}");
+    pt__strbuf_puts(b, "]}");
 }
 
 /* ---- merges ------------------------------------------------------------------------- */
@@ -197,27 +197,27 @@ static int32_t vocab_id(const gg_vocab *v, const char *s, size_t n)
 
 static void put_merge(pt_strbuf *b, const char *l, size_t nl, const char *r, size_t nr, bool first)
 {
-    pt_strbuf_puts(b, first ? "\n      " : ",\n      ");
+    pt__strbuf_puts(b, first ? "\n      " : ",\n      ");
     if (!memchr(l, ' ', nl) && !memchr(r, ' ', nr)) {
         /* "l" then "r", without the quotes between them: "l r" */
-        pt_json_put_string(b, l, nl);
+        pt__json_put_string(b, l, nl);
         if (b->err)
             return;
         b->p[--b->len] = 0;
-        pt_strbuf_putc(b, ' ');
+        pt__strbuf_putc(b, ' ');
         size_t at = b->len;
-        pt_json_put_string(b, r, nr);
+        pt__json_put_string(b, r, nr);
         if (!b->err) {
             memmove(b->p + at, b->p + at + 1, b->len - at);
             b->len--;
         }
         return;
     }
-    pt_strbuf_putc(b, '[');
-    pt_json_put_string(b, l, nl);
-    pt_strbuf_puts(b, ", ");
-    pt_json_put_string(b, r, nr);
-    pt_strbuf_putc(b, ']');
+    pt__strbuf_putc(b, '[');
+    pt__json_put_string(b, l, nl);
+    pt__strbuf_puts(b, ", ");
+    pt__json_put_string(b, r, nr);
+    pt__strbuf_putc(b, ']');
 }
 
 /* tokenizer.ggml.merges, each "a b" with a, b and ab in the vocabulary. */
@@ -231,13 +231,13 @@ static int put_file_merges(pt_strbuf *b, const gg_vocab *v)
         const char *sp = memchr(m->ptr, ' ', m->len);
         size_t nl = sp ? (size_t)(sp - m->ptr) : 0, nr = sp ? m->len - nl - 1 : 0;
         if (!sp || nl == 0 || nr == 0 || memchr(sp + 1, ' ', nr)) {
-            st = pt_err(PT_EFORMAT, "%s: tokenizer.ggml.merges[%llu] '%.*s' is not two tokens "
+            st = pt__err(PT_EFORMAT, "%s: tokenizer.ggml.merges[%llu] '%.*s' is not two tokens "
                         "separated by one space", v->what, (unsigned long long)i,
                         (int)(m->len < 64 ? m->len : 64), m->ptr);
             break;
         }
         if (nl + nr > cap) {
-            char *c = pt_realloc_array(cat, 2 * (nl + nr), 1);
+            char *c = pt__realloc_array(cat, 2 * (nl + nr), 1);
             if (!c) {
                 st = PT_ENOMEM;
                 break;
@@ -251,7 +251,7 @@ static int put_file_merges(pt_strbuf *b, const gg_vocab *v)
                           vocab_id(v, sp + 1, nr) < 0 ? "its right part" :
                           vocab_id(v, cat, nl + nr) < 0 ? "the merged token" : NULL;
         if (bad)
-            st = pt_err(PT_EFORMAT, "%s: tokenizer.ggml.merges[%llu] '%.*s': %s is not in "
+            st = pt__err(PT_EFORMAT, "%s: tokenizer.ggml.merges[%llu] '%.*s': %s is not in "
                         "tokenizer.ggml.tokens", v->what, (unsigned long long)i,
                         (int)(m->len < 64 ? m->len : 64), m->ptr, bad);
         else
@@ -290,7 +290,7 @@ static int piece_splits(gg_cand **c, size_t *n, size_t *cap, const gg_vocab *v, 
         if (l < 0 || r < 0)
             continue;
         if (*n == *cap) {
-            gg_cand *g = pt_grow_array(*c, cap, 1024, sizeof **c);
+            gg_cand *g = pt__grow_array(*c, cap, 1024, sizeof **c);
             if (!g)
                 return PT_ENOMEM;
             *c = g;
@@ -307,14 +307,14 @@ static int piece_splits(gg_cand **c, size_t *n, size_t *cap, const gg_vocab *v, 
 static int put_score_merges(pt_strbuf *b, const gg_vocab *v)
 {
     if (!v->score)
-        return pt_err(PT_EFORMAT, "%s: the llama tokenizer has neither tokenizer.ggml.merges nor "
+        return pt__err(PT_EFORMAT, "%s: the llama tokenizer has neither tokenizer.ggml.merges nor "
                       "tokenizer.ggml.scores to derive its merges from", v->what);
     gg_cand *c = NULL;
     size_t n = 0, cap = 0;
     int st = PT_OK;
     for (uint64_t i = 0; st == PT_OK && i < v->n; i++) {
         if (isnan(v->score[i]))
-            st = pt_err(PT_EFORMAT, "%s: tokenizer.ggml.scores[%llu] is NaN", v->what,
+            st = pt__err(PT_EFORMAT, "%s: tokenizer.ggml.scores[%llu] is NaN", v->what,
                         (unsigned long long)i);
         else if (v->in_vocab[i])
             st = piece_splits(&c, &n, &cap, v, (int32_t)i);
@@ -322,7 +322,7 @@ static int put_score_merges(pt_strbuf *b, const gg_vocab *v)
     if (st == PT_OK && n > 1)
         qsort(c, n, sizeof *c, cand_cmp);
     if (st == PT_OK && n > 1 && c[0].score == c[n - 1].score)
-        pt_log(PT_LOG_WARN, "%s: tokenizer.ggml.scores are all %g (the converter's placeholder for a "
+        pt__log(PT_LOG_WARN, "%s: tokenizer.ggml.scores are all %g (the converter's placeholder for a "
                "tokenizer.json source), so the merge order is lost: the merges are ordered by token "
                "id, which is right only for vocabularies listed in merge order (otherwise some texts "
                "tokenize differently from Hugging Face, here and in llama.cpp). To keep the order, "
@@ -341,13 +341,13 @@ static int put_score_merges(pt_strbuf *b, const gg_vocab *v)
 
 static int put_model(pt_strbuf *b, const gg_vocab *v, const pre_def *p)
 {
-    pt_strbuf_puts(b, ",\n  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n"
+    pt__strbuf_puts(b, ",\n  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n"
                       "    \"unk_token\": ");
     if (v->spm && v->unk >= 0)
-        pt_json_put_string(b, v->tok[v->unk].ptr, v->tok[v->unk].len);
+        pt__json_put_string(b, v->tok[v->unk].ptr, v->tok[v->unk].len);
     else
-        pt_strbuf_puts(b, "null");
-    pt_strbuf_printf(b, ",\n    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": "
+        pt__strbuf_puts(b, "null");
+    pt__strbuf_printf(b, ",\n    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": "
                         "null,\n    \"fuse_unk\": %s,\n    \"byte_fallback\": %s,\n    "
                         "\"ignore_merges\": %s,\n    \"vocab\": {",
                      v->spm ? "true" : "false", v->spm ? "true" : "false",
@@ -356,21 +356,21 @@ static int put_model(pt_strbuf *b, const gg_vocab *v, const pre_def *p)
     for (uint64_t i = 0; i < v->n; i++) {
         if (!v->in_vocab[i])
             continue;
-        pt_strbuf_puts(b, first ? "\n      " : ",\n      ");
-        pt_json_put_string(b, v->tok[i].ptr, v->tok[i].len);
-        pt_strbuf_printf(b, ": %llu", (unsigned long long)i);
+        pt__strbuf_puts(b, first ? "\n      " : ",\n      ");
+        pt__json_put_string(b, v->tok[i].ptr, v->tok[i].len);
+        pt__strbuf_printf(b, ": %llu", (unsigned long long)i);
         first = false;
     }
-    pt_strbuf_puts(b, "\n    },\n    \"merges\": [");
+    pt__strbuf_puts(b, "\n    },\n    \"merges\": [");
     int st;
     if (v->merges)
         st = put_file_merges(b, v);
     else if (v->spm)
         st = put_score_merges(b, v);
     else
-        st = pt_err(PT_EFORMAT, "%s: tokenizer.ggml.merges is missing (a gpt2 tokenizer needs its "
+        st = pt__err(PT_EFORMAT, "%s: tokenizer.ggml.merges is missing (a gpt2 tokenizer needs its "
                     "merges)", v->what);
-    pt_strbuf_puts(b, "\n    ]\n  }\n}\n");
+    pt__strbuf_puts(b, "\n    ]\n  }\n}\n");
     return st ? st : b->err;
 }
 
@@ -380,7 +380,7 @@ int gg_tokenizer_json(pt_strbuf *b, const gg_vocab *v)
     int st = v->spm ? PT_OK : find_pre(&p, v);
     if (st)
         return st;
-    pt_strbuf_puts(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null");
+    pt__strbuf_puts(b, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null");
     put_added(b, v);
     put_norm_decoder(b, v, p);
     return put_model(b, v, p);

@@ -14,12 +14,12 @@ static int build_ids(pt_tokenizer *t, int32_t max_id)
 {
     size_t total = t->vocab.n + t->n_added;
     if (max_id >= 0 && (size_t)max_id > 4 * total + 1024)
-        return pt_err(PT_ERANGE, "tokenizer.json: id %d is out of range for %zu tokens", (int)max_id, total);
+        return pt__err(PT_ERANGE, "tokenizer.json: id %d is out of range for %zu tokens", (int)max_id, total);
     t->vocab_size = max_id + 1;
     size_t nv = (size_t)t->vocab_size;
-    t->id_str = pt_calloc(nv + 1, sizeof *t->id_str);
-    t->id_len = pt_calloc(nv + 1, sizeof *t->id_len);
-    t->id_flags = pt_calloc(nv + 1, 1);
+    t->id_str = pt__calloc(nv + 1, sizeof *t->id_str);
+    t->id_len = pt__calloc(nv + 1, sizeof *t->id_len);
+    t->id_flags = pt__calloc(nv + 1, 1);
     if (!t->id_str || !t->id_len || !t->id_flags)
         return PT_ENOMEM;
     for (size_t i = 0; i < t->vocab.n; i++) {
@@ -28,7 +28,7 @@ static int build_ids(pt_tokenizer *t, int32_t max_id)
         int32_t id = t->vocab.ent[i].val;
         if (t->id_str[id]) {
             size_t l2 = t->id_len[id];
-            return pt_err(PT_EFORMAT, "tokenizer.json: model.vocab: id %d is used by both \"%.*s\" and \"%.*s\"",
+            return pt__err(PT_EFORMAT, "tokenizer.json: model.vocab: id %d is used by both \"%.*s\" and \"%.*s\"",
                           (int)id, (int)(l2 > 64 ? 64 : l2), t->id_str[id], (int)(len > 64 ? 64 : len), k);
         }
         t->id_str[id] = k;
@@ -68,10 +68,10 @@ static int parse_component(pt_tokenizer *t, const cJSON *root, const char *key, 
 static int parse_document(pt_tokenizer *t, const cJSON *root)
 {
     if (!cJSON_IsObject(root))
-        return pt_err(PT_EFORMAT, "tokenizer.json: the document is not a JSON object");
+        return pt__err(PT_EFORMAT, "tokenizer.json: the document is not a JSON object");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!model)
-        return pt_err(PT_EFORMAT, "tokenizer.json: model: missing");
+        return pt__err(PT_EFORMAT, "tokenizer.json: model: missing");
     int32_t max_id = -1;
     int templates = 0;
     int st;
@@ -83,7 +83,7 @@ static int parse_document(pt_tokenizer *t, const cJSON *root)
         (st = parse_component(t, root, "decoder", tk_parse_decoder, NULL)))
         return st;
     if (max_id < 0)
-        return pt_err(PT_EFORMAT, "tokenizer.json: model.vocab: the vocabulary is empty");
+        return pt__err(PT_EFORMAT, "tokenizer.json: model.vocab: the vocabulary is empty");
     if ((st = build_ids(t, max_id)) || (st = tk_check_post_ids(t)))
         return st;
     return tk_build_tries(t);
@@ -93,14 +93,14 @@ int tk_load_json(pt_tokenizer *t, const char *json, size_t len)
 {
     /* as the reference (Rust strings), the document must be UTF-8, so every
      * token string and therefore every decoded text is */
-    size_t bad = pt_utf8_valid_prefix(json, len);
+    size_t bad = pt__utf8_valid_prefix(json, len);
     if (bad < len)
-        return pt_err(PT_EFORMAT, "tokenizer.json: not valid UTF-8 at byte %zu", bad);
+        return pt__err(PT_EFORMAT, "tokenizer.json: not valid UTF-8 at byte %zu", bad);
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *ep = cJSON_GetErrorPtr();
         size_t off = ep && ep >= json && ep <= json + len ? (size_t)(ep - json) : 0;
-        return pt_err(PT_EFORMAT, "tokenizer.json: not valid JSON (near byte %zu)", off);
+        return pt__err(PT_EFORMAT, "tokenizer.json: not valid JSON (near byte %zu)", off);
     }
     int st = parse_document(t, root);
     cJSON_Delete(root);

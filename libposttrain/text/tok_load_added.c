@@ -9,24 +9,24 @@
 static int parse_one(tk_added *a, const cJSON *it, const char *path)
 {
     if (!cJSON_IsObject(it))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s: expected an object", path);
     char what[96];
     snprintf(what, sizeof what, "%s.id", path);
     const pt_json_ctx c = TK_JSON_CTX(path);
     const char *content;
     int st;
     if ((st = tk_json_id(cJSON_GetObjectItemCaseSensitive(it, "id"), &a->id, what)) ||
-        (st = pt_json_get_string(&content, it, &c, "content", false)))
+        (st = pt__json_get_string(&content, it, &c, "content", false)))
         return st;
     if (!content || !*content)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.content: missing or empty", path);
-    if ((st = pt_json_get_bool(&a->special, NULL, it, &c, "special", false)))
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s.content: missing or empty", path);
+    if ((st = pt__json_get_bool(&a->special, NULL, it, &c, "special", false)))
         return st;
     a->normalized = !a->special;
-    if ((st = pt_json_get_bool(&a->lstrip, NULL, it, &c, "lstrip", false)) ||
-        (st = pt_json_get_bool(&a->rstrip, NULL, it, &c, "rstrip", false)) ||
-        (st = pt_json_get_bool(&a->single_word, NULL, it, &c, "single_word", false)) ||
-        (st = pt_json_get_bool(&a->normalized, NULL, it, &c, "normalized", false)))
+    if ((st = pt__json_get_bool(&a->lstrip, NULL, it, &c, "lstrip", false)) ||
+        (st = pt__json_get_bool(&a->rstrip, NULL, it, &c, "rstrip", false)) ||
+        (st = pt__json_get_bool(&a->single_word, NULL, it, &c, "single_word", false)) ||
+        (st = pt__json_get_bool(&a->normalized, NULL, it, &c, "normalized", false)))
         return st;
     a->len = strlen(content);
     a->content = tk_strndup(content, a->len);
@@ -42,10 +42,10 @@ static int register_added(pt_tokenizer *t, const char *path)
     if (st < 0)
         return st;
     if (st == 1)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.content: duplicate added token \"%.64s\"", path, a->content);
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s.content: duplicate added token \"%.64s\"", path, a->content);
     for (size_t k = 0; k + 1 < t->n_added; k++)
         if (t->added[k].id == a->id)
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.id: id %d is already used by added token \"%.64s\"",
+            return pt__err(PT_EFORMAT, "tokenizer.json: %s.id: id %d is already used by added token \"%.64s\"",
                           path, (int)a->id, t->added[k].content);
     return 0;
 }
@@ -55,9 +55,9 @@ int tk_parse_added(pt_tokenizer *t, const cJSON *arr, int32_t *max_id)
     if (!arr || cJSON_IsNull(arr))
         return 0;
     if (!cJSON_IsArray(arr))
-        return pt_err(PT_EFORMAT, "tokenizer.json: added_tokens: expected an array");
+        return pt__err(PT_EFORMAT, "tokenizer.json: added_tokens: expected an array");
     int n = cJSON_GetArraySize(arr);
-    t->added = pt_calloc((size_t)n + 1, sizeof *t->added);
+    t->added = pt__calloc((size_t)n + 1, sizeof *t->added);
     if (!t->added)
         return PT_ENOMEM;
     const cJSON *it;
@@ -83,7 +83,7 @@ int tk_build_tries(pt_tokenizer *t)
     for (size_t i = 0; i < t->n_added && st == 0; i++) {
         tk_added *a = &t->added[i];
         if (a->normalized && t->n_norm) {
-            pt_strbuf_clear(&nb);
+            pt__strbuf_clear(&nb);
             st = tk_normalize_string(&nb, t, a->content, a->len);
             if (st)
                 break;
@@ -100,6 +100,6 @@ int tk_build_tries(pt_tokenizer *t)
             st = tk_trie_add(a->normalized ? &t->trie_norm : &t->trie_raw, a->content, a->len, (int32_t)i);
         }
     }
-    pt_strbuf_free(&nb);
+    pt__strbuf_free(&nb);
     return st;
 }

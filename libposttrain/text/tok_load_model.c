@@ -12,29 +12,29 @@ static int parse_options(pt_tokenizer *t, const cJSON *m)
     const char *ty = tk_json_type(m);
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
     if (ty && strcmp(ty, "BPE") != 0)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.type: model \"%s\" is not supported (only BPE)", ty);
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: model.type: model \"%s\" is not supported (only BPE)", ty);
     if (!ty && !merges)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.type: missing, and the model has no merges (only BPE "
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: model.type: missing, and the model has no merges (only BPE "
                       "is supported)");
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(m, "dropout");
     if (dropout && !cJSON_IsNull(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.dropout: BPE dropout is not supported (must be null)");
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: model.dropout: BPE dropout is not supported (must be null)");
     const pt_json_ctx c = TK_JSON_CTX("model");
     const char *csp, *eows;
     int st;
-    if ((st = pt_json_get_string(&csp, m, &c, "continuing_subword_prefix", false)) ||
-        (st = pt_json_get_string(&eows, m, &c, "end_of_word_suffix", false)))
+    if ((st = pt__json_get_string(&csp, m, &c, "continuing_subword_prefix", false)) ||
+        (st = pt__json_get_string(&eows, m, &c, "end_of_word_suffix", false)))
         return st;
     if (csp && *csp)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.continuing_subword_prefix: \"%s\" is not supported "
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: model.continuing_subword_prefix: \"%s\" is not supported "
                       "(must be null)", csp);
     if (eows && *eows)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: model.end_of_word_suffix: \"%s\" is not supported "
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: model.end_of_word_suffix: \"%s\" is not supported "
                       "(must be null)", eows);
-    if ((st = pt_json_get_bool(&t->fuse_unk, NULL, m, &c, "fuse_unk", false)) ||
-        (st = pt_json_get_bool(&t->byte_fallback, NULL, m, &c, "byte_fallback", false)))
+    if ((st = pt__json_get_bool(&t->fuse_unk, NULL, m, &c, "fuse_unk", false)) ||
+        (st = pt__json_get_bool(&t->byte_fallback, NULL, m, &c, "byte_fallback", false)))
         return st;
-    return pt_json_get_bool(&t->ignore_merges, NULL, m, &c, "ignore_merges", false);
+    return pt__json_get_bool(&t->ignore_merges, NULL, m, &c, "ignore_merges", false);
 }
 
 /* "vocab" (token -> id) and "unk_token". */
@@ -42,7 +42,7 @@ static int parse_vocab(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
 {
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
     if (!cJSON_IsObject(vocab))
-        return pt_err(PT_EFORMAT, "tokenizer.json: model.vocab: expected an object of token -> id");
+        return pt__err(PT_EFORMAT, "tokenizer.json: model.vocab: expected an object of token -> id");
     const cJSON *it;
     int st;
     cJSON_ArrayForEach(it, vocab) {
@@ -55,19 +55,19 @@ static int parse_vocab(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
         if (st < 0)
             return st;
         if (st == 1)
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s: duplicate token", what);
+            return pt__err(PT_EFORMAT, "tokenizer.json: %s: duplicate token", what);
         if (id > *max_id)
             *max_id = id;
     }
     const char *unk;
     const pt_json_ctx c = TK_JSON_CTX("model");
-    if ((st = pt_json_get_string(&unk, m, &c, "unk_token", false)))
+    if ((st = pt__json_get_string(&unk, m, &c, "unk_token", false)))
         return st;
     t->unk_id = -1;
     if (unk) {
         t->unk_id = tk_strmap_get(&t->vocab, unk, strlen(unk));
         if (t->unk_id < 0)
-            return pt_err(PT_EFORMAT, "tokenizer.json: model.unk_token: \"%s\" is not in the vocabulary", unk);
+            return pt__err(PT_EFORMAT, "tokenizer.json: model.unk_token: \"%s\" is not in the vocabulary", unk);
     }
     return 0;
 }
@@ -78,7 +78,7 @@ static int merge_pair(const cJSON *it, uint32_t rank, const char **a, size_t *na
     if (cJSON_IsString(it)) {
         const char *s = it->valuestring, *sp = strchr(s, ' ');
         if (!sp || strchr(sp + 1, ' '))
-            return pt_err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: \"%.64s\" is not two tokens "
+            return pt__err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: \"%.64s\" is not two tokens "
                           "separated by one space", rank, s);
         *a = s;
         *na = (size_t)(sp - s);
@@ -94,7 +94,7 @@ static int merge_pair(const cJSON *it, uint32_t rank, const char **a, size_t *na
         *nb = strlen(*b);
         return 0;
     }
-    return pt_err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank);
+    return pt__err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: expected \"a b\" or [\"a\", \"b\"]", rank);
 }
 
 /* Record merge `rank` of tokens a and b (cat: scratch for a + b). */
@@ -102,16 +102,16 @@ static int add_merge(pt_tokenizer *t, uint32_t rank, const char *a, size_t na, c
                      pt_strbuf *cat)
 {
     int32_t ia = tk_strmap_get(&t->vocab, a, na), ib = tk_strmap_get(&t->vocab, b, nb);
-    pt_strbuf_clear(cat);
-    pt_strbuf_put(cat, a, na);
-    int st = pt_strbuf_put(cat, b, nb);
+    pt__strbuf_clear(cat);
+    pt__strbuf_put(cat, a, na);
+    int st = pt__strbuf_put(cat, b, nb);
     if (st)
         return st;
     int32_t ic = tk_strmap_get(&t->vocab, cat->p, cat->len);
     if (ia < 0 || ib < 0 || ic < 0) {
         const char *bad = ia < 0 ? a : ib < 0 ? b : cat->p;
         int len = (int)(ia < 0 ? na : ib < 0 ? nb : cat->len);
-        return pt_err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: token \"%.*s\" is not in the vocabulary",
+        return pt__err(PT_EFORMAT, "tokenizer.json: model.merges[%u]: token \"%.*s\" is not in the vocabulary",
                       rank, len > 64 ? 64 : len, bad);
     }
     tk_pairmap_put(&t->merges, ia, ib, rank, ic);
@@ -123,12 +123,12 @@ static int parse_merges(pt_tokenizer *t, const cJSON *m)
 {
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
     if (merges && !cJSON_IsNull(merges) && !cJSON_IsArray(merges))
-        return pt_err(PT_EFORMAT, "tokenizer.json: model.merges: expected an array");
+        return pt__err(PT_EFORMAT, "tokenizer.json: model.merges: expected an array");
     int nm = merges ? cJSON_GetArraySize(merges) : 0;
     int st = tk_pairmap_init(&t->merges, (size_t)nm);
     if (st)
         return st;
-    t->merge_newid = pt_malloc_array((size_t)nm + 1, sizeof *t->merge_newid);
+    t->merge_newid = pt__malloc_array((size_t)nm + 1, sizeof *t->merge_newid);
     if (!t->merge_newid)
         return PT_ENOMEM;
     pt_strbuf cat = PT_STRBUF_INIT;
@@ -141,7 +141,7 @@ static int parse_merges(pt_tokenizer *t, const cJSON *m)
             break;
         rank++;
     }
-    pt_strbuf_free(&cat);
+    pt__strbuf_free(&cat);
     t->n_merges = rank;
     return st;
 }
@@ -149,7 +149,7 @@ static int parse_merges(pt_tokenizer *t, const cJSON *m)
 int tk_parse_model(pt_tokenizer *t, const cJSON *m, int32_t *max_id)
 {
     if (!cJSON_IsObject(m))
-        return pt_err(PT_EFORMAT, "tokenizer.json: model: expected an object");
+        return pt__err(PT_EFORMAT, "tokenizer.json: model: expected an object");
     int st = parse_options(t, m);
     if (st == 0)
         st = parse_vocab(t, m, max_id);

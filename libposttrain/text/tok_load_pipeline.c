@@ -20,7 +20,7 @@ int tk_parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, int d
         return st;
     int kind = TK_NAME_VALUE(NORMALIZERS, ty);
     if (kind < 0)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: normalizer \"%s\" is not supported "
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: normalizer \"%s\" is not supported "
                       "(supported: NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace, Sequence)",
                       path, ty);
     tk_norm *x;
@@ -34,9 +34,9 @@ int tk_parse_normalizer(pt_tokenizer *t, const cJSON *n, const char *path, int d
         return tk_json_replace(n, &x->str, &x->str_len, &x->re, path);
     case TKN_STRIP:
         x->left = x->right = true;
-        if ((st = pt_json_get_bool(&x->left, NULL, n, &TK_JSON_CTX(path), "strip_left", false)))
+        if ((st = pt__json_get_bool(&x->left, NULL, n, &TK_JSON_CTX(path), "strip_left", false)))
             return st;
-        return pt_json_get_bool(&x->right, NULL, n, &TK_JSON_CTX(path), "strip_right", false);
+        return pt__json_get_bool(&x->right, NULL, n, &TK_JSON_CTX(path), "strip_right", false);
     default:
         return 0;
     }
@@ -49,7 +49,7 @@ static const char GPT2_PATTERN[] =
 static int add_pre(pt_tokenizer *t, tk_pretok **slot, tk_pretok_kind kind)
 {
     if (t->n_pre >= 32)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: pre_tokenizer: more than 32 stages");
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: pre_tokenizer: more than 32 stages");
     int st = TK_APPEND(t->pre, t->n_pre, slot);
     if (st == 0)
         (*slot)->kind = kind;
@@ -71,7 +71,7 @@ static int parse_behavior(const cJSON *n, tk_behavior *b, const char *path, int 
     if (st)
         return st;
     if (v < 0)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.behavior: missing", path);
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s.behavior: missing", path);
     *b = (tk_behavior)v;
     return 0;
 }
@@ -92,7 +92,7 @@ static int parse_prepend_scheme(const cJSON *n, tk_prepend_scheme *sc, const cha
         return 0;
     }
     bool aps = true;
-    if ((st = pt_json_get_bool(&aps, NULL, n, &TK_JSON_CTX(path), "add_prefix_space", false)))
+    if ((st = pt__json_get_bool(&aps, NULL, n, &TK_JSON_CTX(path), "add_prefix_space", false)))
         return st;
     *sc = aps ? TK_PREPEND_ALWAYS : TK_PREPEND_NEVER;
     return 0;
@@ -106,8 +106,8 @@ static int parse_bytelevel(pt_tokenizer *t, const cJSON *n, const char *path)
         return st;
     x->add_prefix_space = true;
     x->use_regex = true;
-    if ((st = pt_json_get_bool(&x->add_prefix_space, NULL, n, &TK_JSON_CTX(path), "add_prefix_space", false)) ||
-        (st = pt_json_get_bool(&x->use_regex, NULL, n, &TK_JSON_CTX(path), "use_regex", false)))
+    if ((st = pt__json_get_bool(&x->add_prefix_space, NULL, n, &TK_JSON_CTX(path), "add_prefix_space", false)) ||
+        (st = pt__json_get_bool(&x->use_regex, NULL, n, &TK_JSON_CTX(path), "use_regex", false)))
         return st;
     if (!x->use_regex)
         return 0;
@@ -126,7 +126,7 @@ static int parse_metaspace(pt_tokenizer *t, const cJSON *n, const char *path)
     x->split = true;
     if ((st = tk_json_char(n, "replacement", x->repl, &x->repl_len, NULL, path, "\xE2\x96\x81")) ||
         (st = parse_prepend_scheme(n, &x->scheme, path)) ||
-        (st = pt_json_get_bool(&x->split, NULL, n, &TK_JSON_CTX(path), "split", false)))
+        (st = pt__json_get_bool(&x->split, NULL, n, &TK_JSON_CTX(path), "split", false)))
         return st;
     if (x->split)
         return tk_regex_compile(&x->re, x->repl, x->repl_len, true, path);
@@ -143,7 +143,7 @@ static int parse_split(pt_tokenizer *t, const cJSON *n, const char *path, const 
     int st = 0;
     if (strcmp(ty, "Split") == 0) {
         if ((st = parse_behavior(n, &beh, path, -1)) ||
-            (st = pt_json_get_bool(&inv, NULL, n, &TK_JSON_CTX(path), "invert", false)))
+            (st = pt__json_get_bool(&inv, NULL, n, &TK_JSON_CTX(path), "invert", false)))
             return st;
     } else if (strcmp(ty, "Whitespace") == 0) {
         pat = "\\w+|[^\\w\\s]+";
@@ -153,7 +153,7 @@ static int parse_split(pt_tokenizer *t, const cJSON *n, const char *path, const 
         pat = "\\s+";
         beh = TKB_REMOVED;
     } else if (strcmp(ty, "Digits") == 0) {
-        if ((st = pt_json_get_bool(&individual, NULL, n, &TK_JSON_CTX(path), "individual_digits", false)))
+        if ((st = pt__json_get_bool(&individual, NULL, n, &TK_JSON_CTX(path), "individual_digits", false)))
             return st;
         pat = "\\p{N}";
         beh = individual ? TKB_ISOLATED : TKB_CONTIGUOUS;
@@ -187,7 +187,7 @@ int tk_parse_pretok(pt_tokenizer *t, const cJSON *n, const char *path, int depth
     st = parse_split(t, n, path, ty);
     if (st != 1)
         return st;
-    return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: pre-tokenizer \"%s\" is not supported "
+    return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: pre-tokenizer \"%s\" is not supported "
                   "(supported: ByteLevel, Split, Metaspace, Whitespace, WhitespaceSplit, Digits, "
                   "Punctuation, Sequence)", path, ty);
 }
@@ -206,7 +206,7 @@ int tk_parse_decoder(pt_tokenizer *t, const cJSON *n, const char *path, int dept
         return st;
     int kind = TK_NAME_VALUE(DECODERS, ty);
     if (kind < 0)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: decoder \"%s\" is not supported "
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: decoder \"%s\" is not supported "
                       "(supported: ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)", path, ty);
     tk_dec *x;
     if ((st = TK_APPEND(t->dec, t->n_dec, &x)))

@@ -15,7 +15,7 @@ static int post_push(pt_tokenizer *t, bool is_seq, const int32_t *ids, size_t n)
         return st;
     it->is_seq = is_seq;
     if (n) {
-        it->ids = pt_malloc_array(n, sizeof *ids);
+        it->ids = pt__malloc_array(n, sizeof *ids);
         if (!it->ids)
             return PT_ENOMEM;
         memcpy(it->ids, ids, n * sizeof *ids);
@@ -29,9 +29,9 @@ static int parse_template(pt_tokenizer *t, const cJSON *n, const char *path)
     const cJSON *single = cJSON_GetObjectItemCaseSensitive(n, "single");
     const cJSON *specials = cJSON_GetObjectItemCaseSensitive(n, "special_tokens");
     if (!cJSON_IsArray(single))
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.single: expected an array of template items", path);
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.single: expected an array of template items", path);
     if (specials && !cJSON_IsNull(specials) && !cJSON_IsObject(specials))
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.special_tokens: expected an object", path);
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s.special_tokens: expected an object", path);
     int i = 0, nseq = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, single) {
@@ -41,7 +41,7 @@ static int parse_template(pt_tokenizer *t, const cJSON *n, const char *path)
         if (cJSON_IsObject(sq)) {
             const cJSON *sid = cJSON_GetObjectItemCaseSensitive(sq, "id");
             if (!cJSON_IsString(sid) || strcmp(sid->valuestring, "A") != 0)
-                return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.single[%d].Sequence.id: only \"A\" is "
+                return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.single[%d].Sequence.id: only \"A\" is "
                               "supported in the single template", path, i);
             if ((st = post_push(t, true, NULL, 0)))
                 return st;
@@ -49,15 +49,15 @@ static int parse_template(pt_tokenizer *t, const cJSON *n, const char *path)
         } else if (cJSON_IsObject(sp)) {
             const cJSON *sid = cJSON_GetObjectItemCaseSensitive(sp, "id");
             if (!cJSON_IsString(sid))
-                return pt_err(PT_EFORMAT, "tokenizer.json: %s.single[%d].SpecialToken.id: expected a string", path, i);
+                return pt__err(PT_EFORMAT, "tokenizer.json: %s.single[%d].SpecialToken.id: expected a string", path, i);
             const cJSON *def = specials ? cJSON_GetObjectItemCaseSensitive(specials, sid->valuestring) : NULL;
             const cJSON *ids = def ? cJSON_GetObjectItemCaseSensitive(def, "ids") : NULL;
             if (!cJSON_IsArray(ids))
-                return pt_err(PT_EFORMAT, "tokenizer.json: %s.special_tokens: \"%s\" used in the template is "
+                return pt__err(PT_EFORMAT, "tokenizer.json: %s.special_tokens: \"%s\" used in the template is "
                               "missing or has no ids array", path, sid->valuestring);
             int nid = cJSON_GetArraySize(ids);
             if (nid > 64)
-                return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.special_tokens.%s.ids: more than 64 ids", path,
+                return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.special_tokens.%s.ids: more than 64 ids", path,
                               sid->valuestring);
             int32_t buf[64];
             int k = 0;
@@ -72,13 +72,13 @@ static int parse_template(pt_tokenizer *t, const cJSON *n, const char *path)
             if ((st = post_push(t, false, buf, (size_t)k)))
                 return st;
         } else {
-            return pt_err(PT_EFORMAT, "tokenizer.json: %s.single[%d]: expected {\"SpecialToken\": ...} or "
+            return pt__err(PT_EFORMAT, "tokenizer.json: %s.single[%d]: expected {\"SpecialToken\": ...} or "
                           "{\"Sequence\": ...}", path, i);
         }
         i++;
     }
     if (nseq != 1)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.single: the template must hold $A exactly once", path);
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s.single: the template must hold $A exactly once", path);
     return 0;
 }
 
@@ -86,7 +86,7 @@ static int parse_pair_token(const cJSON *n, const char *key, int32_t *id, const 
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(n, key);
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
-        return pt_err(PT_EFORMAT, "tokenizer.json: %s.%s: expected [token, id]", path, key);
+        return pt__err(PT_EFORMAT, "tokenizer.json: %s.%s: expected [token, id]", path, key);
     char what[TK_PATH_MAX];
     snprintf(what, sizeof what, "%s.%s[1]", path, key);
     return tk_json_id(cJSON_GetArrayItem(v, 1), id, what);
@@ -102,7 +102,7 @@ int tk_parse_post(pt_tokenizer *t, const cJSON *n, const char *path, int depth, 
     if (strcmp(ty, "ByteLevel") == 0)
         return 0;  /* only changes offsets */
     if (*templates)
-        return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s: more than one template post-processor", path);
+        return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s: more than one template post-processor", path);
     (*templates)++;
     if (strcmp(ty, "TemplateProcessing") == 0)
         return parse_template(t, n, path);
@@ -115,7 +115,7 @@ int tk_parse_post(pt_tokenizer *t, const cJSON *n, const char *path, int depth, 
             return st;
         return 0;
     }
-    return pt_err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: post-processor \"%s\" is not supported "
+    return pt__err(PT_EUNSUPPORTED, "tokenizer.json: %s.type: post-processor \"%s\" is not supported "
                   "(supported: TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)",
                   path, ty);
 }
@@ -123,11 +123,11 @@ int tk_parse_post(pt_tokenizer *t, const cJSON *n, const char *path, int depth, 
 int tk_check_post_ids(pt_tokenizer *t)
 {
     if (t->has_pad && t->pad_id_json >= t->vocab_size)
-        return pt_err(PT_EFORMAT, "tokenizer.json: padding.pad_id: id %d is not in the vocabulary", (int)t->pad_id_json);
+        return pt__err(PT_EFORMAT, "tokenizer.json: padding.pad_id: id %d is not in the vocabulary", (int)t->pad_id_json);
     for (size_t i = 0; i < t->n_post; i++)
         for (size_t k = 0; k < t->post[i].n_ids; k++)
             if (t->post[i].ids[k] >= t->vocab_size || !t->id_str[t->post[i].ids[k]])
-                return pt_err(PT_EFORMAT, "tokenizer.json: post_processor: special token id %d is not in the "
+                return pt__err(PT_EFORMAT, "tokenizer.json: post_processor: special token id %d is not in the "
                               "vocabulary", (int)t->post[i].ids[k]);
     return 0;
 }
@@ -151,10 +151,10 @@ int tk_parse_trunc_pad(pt_tokenizer *t, const cJSON *root)
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "truncation");
     if (tr && !cJSON_IsNull(tr)) {
         if (!cJSON_IsObject(tr))
-            return pt_err(PT_EFORMAT, "tokenizer.json: truncation: expected an object or null");
+            return pt__err(PT_EFORMAT, "tokenizer.json: truncation: expected an object or null");
         const cJSON *ml = cJSON_GetObjectItemCaseSensitive(tr, "max_length");
         if (!ml)
-            return pt_err(PT_EFORMAT, "tokenizer.json: truncation.max_length: missing");
+            return pt__err(PT_EFORMAT, "tokenizer.json: truncation.max_length: missing");
         if ((st = tk_json_size(tr, "max_length", &t->trunc_max, "truncation")) ||
             (st = parse_direction(tr, &t->trunc_left, "truncation")))
             return st;
@@ -169,15 +169,15 @@ int tk_parse_trunc_pad(pt_tokenizer *t, const cJSON *root)
     const cJSON *pd = cJSON_GetObjectItemCaseSensitive(root, "padding");
     if (pd && !cJSON_IsNull(pd)) {
         if (!cJSON_IsObject(pd))
-            return pt_err(PT_EFORMAT, "tokenizer.json: padding: expected an object or null");
+            return pt__err(PT_EFORMAT, "tokenizer.json: padding: expected an object or null");
         const cJSON *sg = cJSON_GetObjectItemCaseSensitive(pd, "strategy");
         if (cJSON_IsObject(sg)) {
             if ((st = tk_json_size(sg, "Fixed", &t->pad_fixed, "padding.strategy")))
                 return st;
             if (!cJSON_GetObjectItemCaseSensitive(sg, "Fixed"))
-                return pt_err(PT_EFORMAT, "tokenizer.json: padding.strategy: expected \"BatchLongest\" or {\"Fixed\": n}");
+                return pt__err(PT_EFORMAT, "tokenizer.json: padding.strategy: expected \"BatchLongest\" or {\"Fixed\": n}");
         } else if (!(cJSON_IsString(sg) && strcmp(sg->valuestring, "BatchLongest") == 0) && sg && !cJSON_IsNull(sg)) {
-            return pt_err(PT_EFORMAT, "tokenizer.json: padding.strategy: expected \"BatchLongest\" or {\"Fixed\": n}");
+            return pt__err(PT_EFORMAT, "tokenizer.json: padding.strategy: expected \"BatchLongest\" or {\"Fixed\": n}");
         }
         if ((st = parse_direction(pd, &t->pad_left, "padding")) ||
             (st = tk_json_size(pd, "pad_to_multiple_of", &t->pad_multiple, "padding")))

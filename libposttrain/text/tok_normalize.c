@@ -51,13 +51,13 @@ static bool norm_barrier(uint32_t cp)
 static int norm_unicode(pt_strbuf *out, const char *s, size_t n, utf8proc_option_t opt)
 {
     if (is_ascii(s, n))
-        return pt_strbuf_put(out, s, n);
+        return pt__strbuf_put(out, s, n);
     size_t i = 0;
     while (i < n) {
         size_t j = i, bk = 0;
         uint32_t cp;
         while (j < n) {
-            size_t k = (unsigned char)s[j] < 0x80 ? 1 : pt_utf8_next((const unsigned char *)s + j, n - j, &cp);
+            size_t k = (unsigned char)s[j] < 0x80 ? 1 : pt__utf8_next((const unsigned char *)s + j, n - j, &cp);
             if (!k)
                 break;
             if (k > 1 && norm_barrier(cp)) {
@@ -72,20 +72,20 @@ static int norm_unicode(pt_strbuf *out, const char *s, size_t n, utf8proc_option
                                               opt | UTF8PROC_STABLE);
             if (r < 0) {
                 free(dst);
-                return pt_err(PT_EINTERNAL, "tokenizer: Unicode normalization failed: %s", utf8proc_errmsg(r));
+                return pt__err(PT_EINTERNAL, "tokenizer: Unicode normalization failed: %s", utf8proc_errmsg(r));
             }
-            int st = pt_strbuf_put(out, dst, (size_t)r);
+            int st = pt__strbuf_put(out, dst, (size_t)r);
             free(dst);
             if (st)
                 return st;
         }
         if (bk) {
-            int st = pt_strbuf_put(out, s + j, bk);
+            int st = pt__strbuf_put(out, s + j, bk);
             if (st)
                 return st;
             j += bk;
         } else if (j < n) {
-            int st = pt_strbuf_putc(out, s[j]);
+            int st = pt__strbuf_putc(out, s[j]);
             if (st)
                 return st;
             j++;
@@ -103,18 +103,18 @@ static int norm_map_chars(pt_strbuf *out, const char *s, size_t n, tk_norm_kind 
         size_t k = tk_utf8_unit(s + i, n - i, &cp);
         int st = 0;
         if (cp == TK_BAD_CP) {
-            st = pt_strbuf_putc(out, s[i]);
+            st = pt__strbuf_putc(out, s[i]);
         } else if (kind == TKN_LOWERCASE) {
             if (cp == 0x130) /* İ lowercases to i + combining dot above */
-                st = pt_strbuf_put(out, "i\xCC\x87", 3);
+                st = pt__strbuf_put(out, "i\xCC\x87", 3);
             else {
                 char u[4];
-                size_t len = pt_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), u);
-                st = pt_strbuf_put(out, u, len);
+                size_t len = pt__utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), u);
+                st = pt__strbuf_put(out, u, len);
             }
         } else { /* strip accents: drop nonspacing marks */
             if (utf8proc_category((utf8proc_int32_t)cp) != UTF8PROC_CATEGORY_MN)
-                st = pt_strbuf_put(out, s + i, k);
+                st = pt__strbuf_put(out, s + i, k);
         }
         if (st)
             return st;
@@ -143,7 +143,7 @@ static int norm_strip(pt_strbuf *out, const char *s, size_t n, bool left, bool r
             b -= k;
         }
     }
-    return pt_strbuf_put(out, s + a, b - a);
+    return pt__strbuf_put(out, s + a, b - a);
 }
 
 int tk_normalize(const char **res, size_t *res_n, tk_ctx *c, const char *s, size_t n)
@@ -155,7 +155,7 @@ int tk_normalize(const char **res, size_t *res_n, tk_ctx *c, const char *s, size
     for (size_t i = 0; i < t->n_norm; i++) {
         const tk_norm *x = &t->norm[i];
         pt_strbuf *out = &c->nbuf[which];
-        pt_strbuf_clear(out);
+        pt__strbuf_clear(out);
         int st = 0;
         switch (x->kind) {
         case TKN_NFC:
@@ -179,9 +179,9 @@ int tk_normalize(const char **res, size_t *res_n, tk_ctx *c, const char *s, size
             break;
         case TKN_PREPEND:
             if (cur_n > 0)
-                st = pt_strbuf_put(out, x->str, x->str_len);
+                st = pt__strbuf_put(out, x->str, x->str_len);
             if (st == 0)
-                st = pt_strbuf_put(out, cur, cur_n);
+                st = pt__strbuf_put(out, cur, cur_n);
             break;
         case TKN_REPLACE:
             st = tk_regex_replace(out, &c->re, &x->re, cur, cur_n, x->str, x->str_len);

@@ -118,8 +118,8 @@ const char *tk_byte_char(unsigned b, size_t *len)
 static int bytelevel_map_run(tk_ctx *c, size_t stage, const char *s, size_t n, bool first)
 {
     pt_strbuf *m = &c->mbuf[stage];
-    pt_strbuf_clear(m);
-    int st = pt_strbuf_reserve(m, 2 * n);
+    pt__strbuf_clear(m);
+    int st = pt__strbuf_reserve(m, 2 * n);
     if (st)
         return st;
     char *o = m->p;
@@ -164,7 +164,7 @@ static int metaspace_run(tk_ctx *c, size_t stage, const char *s, size_t n, bool 
 {
     const tk_pretok *p = &c->t->pre[stage];
     pt_strbuf *b = &c->sbuf[stage];
-    pt_strbuf_clear(b);
+    pt__strbuf_clear(b);
     bool starts = n >= p->repl_len && memcmp(s, p->repl, p->repl_len) == 0;
     bool prepend = false;
     /* ' ' becomes the replacement first, so a leading space counts as one */
@@ -175,16 +175,16 @@ static int metaspace_run(tk_ctx *c, size_t stage, const char *s, size_t n, bool 
     else if (p->scheme == TK_PREPEND_FIRST)
         prepend = !starts && first;
     if (prepend)
-        pt_strbuf_put(b, p->repl, p->repl_len);
+        pt__strbuf_put(b, p->repl, p->repl_len);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == ' ') {
-            pt_strbuf_put(b, s + run, i - run);
-            pt_strbuf_put(b, p->repl, p->repl_len);
+            pt__strbuf_put(b, s + run, i - run);
+            pt__strbuf_put(b, p->repl, p->repl_len);
             run = i + 1;
         }
     }
-    int st = pt_strbuf_put(b, s + run, n - run);
+    int st = pt__strbuf_put(b, s + run, n - run);
     if (st)
         return st;
     if (p->split)
@@ -214,9 +214,9 @@ int tk_pretokenize(tk_ctx *c, size_t stage, const char *s, size_t n, bool first)
     switch (p->kind) {
     case TKP_BYTELEVEL:
         if (p->add_prefix_space && s[0] != ' ') {
-            pt_strbuf_clear(b);
-            pt_strbuf_putc(b, ' ');
-            if ((st = pt_strbuf_put(b, s, n)))
+            pt__strbuf_clear(b);
+            pt__strbuf_putc(b, ' ');
+            if ((st = pt__strbuf_put(b, s, n)))
                 return st;
             s = b->p;
             n = b->len;
@@ -229,5 +229,5 @@ int tk_pretokenize(tk_ctx *c, size_t stage, const char *s, size_t n, bool first)
     case TKP_METASPACE:
         return metaspace_run(c, stage, s, n, first);
     }
-    return pt_err(PT_EINTERNAL, "tokenizer: unknown pre-tokenizer kind");
+    return pt__err(PT_EINTERNAL, "tokenizer: unknown pre-tokenizer kind");
 }

@@ -42,9 +42,9 @@ static int rewrite_pattern(pt_strbuf *out, const char *p, size_t n)
         if (c == '\\' && i + 1 < n) {
             char e = p[i + 1];
             if (e == 's')
-                st = pt_strbuf_put(out, WS, sizeof WS - 1);
+                st = pt__strbuf_put(out, WS, sizeof WS - 1);
             else if (e == 'S')
-                st = in_class ? pt_strbuf_put(out, p + i, 2) : pt_strbuf_put(out, NWS, sizeof NWS - 1);
+                st = in_class ? pt__strbuf_put(out, p + i, 2) : pt__strbuf_put(out, NWS, sizeof NWS - 1);
             else if ((e == 'p' || e == 'P') && i + 2 < n &&
                      (p[i + 2] == 'L' || p[i + 2] == 'N' ||
                       (p[i + 2] == '{' && i + 4 < n && (p[i + 3] == 'L' || p[i + 3] == 'N') && p[i + 4] == '}'))) {
@@ -53,29 +53,29 @@ static int rewrite_pattern(pt_strbuf *out, const char *p, size_t n)
                 size_t skip = p[i + 2] == '{' ? 5 : 3;
                 const char *extra = prop == 'L' ? L_EXTRA : N_EXTRA;
                 if (e == 'P' && in_class) {
-                    st = pt_strbuf_put(out, p + i, skip);
+                    st = pt__strbuf_put(out, p + i, skip);
                 } else {
                     if (!in_class)
-                        st = pt_strbuf_put(out, e == 'P' ? "[^" : "[", e == 'P' ? 2 : 1);
+                        st = pt__strbuf_put(out, e == 'P' ? "[^" : "[", e == 'P' ? 2 : 1);
                     if (st == 0)
-                        st = pt_strbuf_put(out, prop == 'L' ? "\\p{L}" : "\\p{N}", 5);
+                        st = pt__strbuf_put(out, prop == 'L' ? "\\p{L}" : "\\p{N}", 5);
                     if (st == 0)
-                        st = pt_strbuf_put(out, extra, strlen(extra));
+                        st = pt__strbuf_put(out, extra, strlen(extra));
                     if (st == 0 && !in_class)
-                        st = pt_strbuf_putc(out, ']');
+                        st = pt__strbuf_putc(out, ']');
                 }
                 i += skip - 1;
                 continue;
             } else if (e == 'w' && in_class)
-                st = pt_strbuf_put(out, W_IN, sizeof W_IN - 1);
+                st = pt__strbuf_put(out, W_IN, sizeof W_IN - 1);
             else if (e == 'w' || (e == 'W' && !in_class)) {
-                st = pt_strbuf_put(out, e == 'w' ? "[" : "[^", e == 'w' ? 1 : 2);
+                st = pt__strbuf_put(out, e == 'w' ? "[" : "[^", e == 'w' ? 1 : 2);
                 if (st == 0)
-                    st = pt_strbuf_put(out, W_IN, sizeof W_IN - 1);
+                    st = pt__strbuf_put(out, W_IN, sizeof W_IN - 1);
                 if (st == 0)
-                    st = pt_strbuf_putc(out, ']');
+                    st = pt__strbuf_putc(out, ']');
             } else {
-                st = pt_strbuf_put(out, p + i, 2);
+                st = pt__strbuf_put(out, p + i, 2);
             }
             i++;
             continue;
@@ -91,14 +91,14 @@ static int rewrite_pattern(pt_strbuf *out, const char *p, size_t n)
             while (k + 1 < n && !(p[k] == ':' && p[k + 1] == ']'))
                 k++;
             if (k + 1 < n) {
-                st = pt_strbuf_put(out, p + i, k + 2 - i);
+                st = pt__strbuf_put(out, p + i, k + 2 - i);
                 i = k + 1;
                 continue;
             }
         } else if (in_class && c == ']' && i != class_start) {
             in_class = false;
         }
-        st = pt_strbuf_putc(out, c);
+        st = pt__strbuf_putc(out, c);
     }
     return st;
 }
@@ -114,18 +114,18 @@ int tk_regex_compile(tk_regex *r, const char *pattern, size_t len, bool literal,
     } else {
         int st = rewrite_pattern(&rw, pattern, len);
         if (st) {
-            pt_strbuf_free(&rw);
+            pt__strbuf_free(&rw);
             return st;
         }
         pattern = rw.p ? rw.p : "";
         len = rw.len;
     }
     r->code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &errcode, &erroff, NULL);
-    pt_strbuf_free(&rw);
+    pt__strbuf_free(&rw);
     if (!r->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(errcode, msg, sizeof msg);
-        return pt_err(literal ? PT_EFORMAT : PT_EUNSUPPORTED,
+        return pt__err(literal ? PT_EFORMAT : PT_EUNSUPPORTED,
                       "tokenizer.json: %s: regex does not compile (at offset %zu after rewriting \\s and \\w): %s",
                       where, (size_t)erroff, (const char *)msg);
     }
@@ -147,13 +147,13 @@ int tk_matcher_ready(tk_matcher *m, bool big_stack)
         return 0;
     m->md = pcre2_match_data_create(1, NULL);
     if (!m->md)
-        return pt_err(PT_ENOMEM, "tokenizer: out of memory (regex match data)");
+        return pt__err(PT_ENOMEM, "tokenizer: out of memory (regex match data)");
     if (!big_stack)
         return 0;
     m->mctx = pcre2_match_context_create(NULL);
     m->jit = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, NULL);
     if (!m->mctx)
-        return pt_err(PT_ENOMEM, "tokenizer: out of memory (regex context)");
+        return pt__err(PT_ENOMEM, "tokenizer: out of memory (regex context)");
     if (m->jit)
         pcre2_jit_stack_assign(m->mctx, NULL, m->jit);
     return 0;
@@ -186,7 +186,7 @@ int tk_regex_next(tk_matcher *m, const tk_regex *re, const char *s, size_t n, si
         if (rc < 0) {
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return pt_err(PT_ERANGE, "tokenizer: regex matching failed: %s", (const char *)msg);
+            return pt__err(PT_ERANGE, "tokenizer: regex matching failed: %s", (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
         if (ov[1] > ov[0]) {
@@ -209,12 +209,12 @@ int tk_regex_replace(pt_strbuf *out, tk_matcher *m, const tk_regex *re, const ch
     size_t pos = 0, a, b;
     int st;
     while ((st = tk_regex_next(m, re, s, n, pos, &a, &b)) == 1) {
-        pt_strbuf_put(out, s + pos, a - pos);
-        if ((st = pt_strbuf_put(out, with, with_len)))
+        pt__strbuf_put(out, s + pos, a - pos);
+        if ((st = pt__strbuf_put(out, with, with_len)))
             return st;
         pos = b;
     }
     if (st < 0)
         return st;
-    return pt_strbuf_put(out, s + pos, n - pos);
+    return pt__strbuf_put(out, s + pos, n - pos);
 }

@@ -19,7 +19,7 @@ int pt_decode_stream_create(pt_decode_stream **out, const pt_tokenizer *t, unsig
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(t);
-    pt_decode_stream *s = pt_calloc(1, sizeof *s);
+    pt_decode_stream *s = pt__calloc(1, sizeof *s);
     if (!s)
         return PT_ENOMEM;
     s->t = t;
@@ -38,9 +38,9 @@ void pt_decode_stream_free(pt_decode_stream *s)
     if (!s)
         return;
     free(s->ids.v);
-    pt_strbuf_free(&s->prefix);
-    pt_strbuf_free(&s->cur);
-    pt_strbuf_free(&s->out);
+    pt__strbuf_free(&s->prefix);
+    pt__strbuf_free(&s->cur);
+    pt__strbuf_free(&s->out);
     free(s);
 }
 
@@ -60,9 +60,9 @@ static int decode_window(pt_strbuf *b, const pt_decode_stream *s, size_t n)
 static int new_text(pt_decode_stream *s)
 {
     tk_strbuf_reuse(&s->out);
-    int st = pt_strbuf_reserve(&s->out, 0);
+    int st = pt__strbuf_reserve(&s->out, 0);
     if (st == 0 && s->cur.len > s->prefix.len)
-        st = pt_strbuf_put(&s->out, s->cur.p + s->prefix.len, s->cur.len - s->prefix.len);
+        st = pt__strbuf_put(&s->out, s->cur.p + s->prefix.len, s->cur.len - s->prefix.len);
     return st;
 }
 
@@ -75,7 +75,7 @@ int pt_decode_stream_step(const char **text, size_t *len, pt_decode_stream *s, i
     *len = 0;
     const pt_tokenizer *t = s->t;
     if (id < 0 || id >= t->vocab_size)
-        return pt_err(PT_ERANGE, "pt_decode_stream_step: id %d is outside the vocabulary (size %d)", (int)id,
+        return pt__err(PT_ERANGE, "pt_decode_stream_step: id %d is outside the vocabulary (size %d)", (int)id,
                       (int)t->vocab_size);
     int st;
     if (s->prefix.len == 0 && s->ids.n > 0) {
@@ -83,7 +83,7 @@ int pt_decode_stream_step(const char **text, size_t *len, pt_decode_stream *s, i
             return st;
         if (!ends_incomplete(&s->cur)) {
             tk_strbuf_reuse(&s->prefix);
-            if ((st = pt_strbuf_put(&s->prefix, s->cur.p, s->cur.len)))
+            if ((st = pt__strbuf_put(&s->prefix, s->cur.p, s->cur.len)))
                 return st;
             s->prefix_index = s->ids.n;
         }
@@ -93,7 +93,7 @@ int pt_decode_stream_step(const char **text, size_t *len, pt_decode_stream *s, i
     if (s->cur.len <= s->prefix.len || ends_incomplete(&s->cur))
         return 0;
     if (memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.len) != 0)
-        return pt_err(PT_ESTATE, "pt_decode_stream_step: the decoded text no longer extends what was emitted");
+        return pt__err(PT_ESTATE, "pt_decode_stream_step: the decoded text no longer extends what was emitted");
     if ((st = new_text(s)))
         return st;
     /* the ids before the prefix are no longer needed as context */
@@ -123,7 +123,7 @@ int pt_decode_stream_flush(const char **text, size_t *len, pt_decode_stream *s)
     *text = s->out.p;
     *len = s->out.len;
     s->ids.n = 0;
-    pt_strbuf_clear(&s->prefix);
+    pt__strbuf_clear(&s->prefix);
     s->prefix_index = 0;
     return 0;
 }

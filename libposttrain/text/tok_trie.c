@@ -9,7 +9,7 @@ int tk_trie_add(tk_trie *tr, const char *s, size_t n, int32_t token)
 {
     if (tr->n == 0) {
         tr->cap = 64;
-        tr->nodes = pt_calloc(tr->cap, sizeof *tr->nodes);
+        tr->nodes = pt__calloc(tr->cap, sizeof *tr->nodes);
         if (!tr->nodes)
             return PT_ENOMEM;
         tr->n = 1;
@@ -28,7 +28,7 @@ int tk_trie_add(tk_trie *tr, const char *s, size_t n, int32_t token)
         }
         if (!child) {
             if (tr->n == tr->cap) {
-                tk_trie_node *v = pt_realloc_array(tr->nodes, tr->cap * 2, sizeof *v);
+                tk_trie_node *v = pt__realloc_array(tr->nodes, tr->cap * 2, sizeof *v);
                 if (!v)
                     return PT_ENOMEM;
                 tr->nodes = v;

@@ -8,15 +8,15 @@
 int tk_ids_reserve(tk_ids *a, size_t extra)
 {
     size_t need;
-    if (!pt_add_size(a->n, extra, &need))
-        return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
+    if (!pt__add_size(a->n, extra, &need))
+        return pt__err(PT_ENOMEM, "tokenizer: id array size overflows");
     if (need <= a->cap)
         return 0;
     size_t cap = a->cap ? a->cap : 64;
     while (cap < need)
-        if (!pt_mul_size(cap, 2, &cap))
-            return pt_err(PT_ENOMEM, "tokenizer: id array size overflows");
-    int32_t *v = pt_realloc_array(a->v, cap, sizeof *v);
+        if (!pt__mul_size(cap, 2, &cap))
+            return pt__err(PT_ENOMEM, "tokenizer: id array size overflows");
+    int32_t *v = pt__realloc_array(a->v, cap, sizeof *v);
     if (!v)
         return PT_ENOMEM;
     a->v = v;
@@ -39,7 +39,7 @@ int tk_ids_append(tk_ids *a, const int32_t *v, size_t n)
 int tk_ranges_push(tk_ranges *r, size_t a, size_t b, int match)
 {
     if (r->n == r->cap) {
-        tk_range *v = pt_grow_array(r->v, &r->cap, 32, sizeof *v);
+        tk_range *v = pt__grow_array(r->v, &r->cap, 32, sizeof *v);
         if (!v)
             return PT_ENOMEM;
         r->v = v;
@@ -76,7 +76,7 @@ uint64_t tk_hash(const void *data, size_t n)
 static int strmap_grow(tk_strmap *m)
 {
     size_t cap = m->cap ? m->cap * 2 : 64;
-    uint32_t *slot = pt_calloc(cap, sizeof *slot);
+    uint32_t *slot = pt__calloc(cap, sizeof *slot);
     if (!slot)
         return PT_ENOMEM;
     for (size_t i = 0; i < m->n; i++) {
@@ -94,7 +94,7 @@ static int strmap_grow(tk_strmap *m)
 int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val)
 {
     if (n > UINT32_MAX || m->pool.len > UINT32_MAX - n)
-        return pt_err(PT_ERANGE, "tokenizer: vocabulary strings too large");
+        return pt__err(PT_ERANGE, "tokenizer: vocabulary strings too large");
     if ((m->n + 1) * 2 > m->cap) {
         int st = strmap_grow(m);
         if (st)
@@ -109,15 +109,15 @@ int tk_strmap_put(tk_strmap *m, const char *k, size_t n, int32_t val)
         j = (j + 1) & (m->cap - 1);
     }
     if (m->n == m->ent_cap) {
-        struct tk_strent *e = pt_grow_array(m->ent, &m->ent_cap, 64, sizeof *e);
+        struct tk_strent *e = pt__grow_array(m->ent, &m->ent_cap, 64, sizeof *e);
         if (!e)
             return PT_ENOMEM;
         m->ent = e;
     }
     uint32_t off = (uint32_t)m->pool.len;
-    int st = pt_strbuf_put(&m->pool, k, n);
+    int st = pt__strbuf_put(&m->pool, k, n);
     if (st == 0)
-        st = pt_strbuf_putc(&m->pool, '\0');
+        st = pt__strbuf_putc(&m->pool, '\0');
     if (st)
         return st;
     m->ent[m->n].hash = h;
@@ -148,7 +148,7 @@ void tk_strmap_free(tk_strmap *m)
 {
     free(m->slot);
     free(m->ent);
-    pt_strbuf_free(&m->pool);
+    pt__strbuf_free(&m->pool);
     memset(m, 0, sizeof *m);
 }
 
@@ -157,9 +157,9 @@ int tk_pairmap_init(tk_pairmap *m, size_t expected)
     size_t cap = 64;
     while (cap < expected * 2 + 2)
         cap *= 2;
-    m->key = pt_calloc(cap, sizeof *m->key);
-    m->rank = pt_malloc_array(cap, sizeof *m->rank);
-    m->newid = pt_malloc_array(cap, sizeof *m->newid);
+    m->key = pt__calloc(cap, sizeof *m->key);
+    m->rank = pt__malloc_array(cap, sizeof *m->rank);
+    m->newid = pt__malloc_array(cap, sizeof *m->newid);
     if (!m->key || !m->rank || !m->newid) {
         tk_pairmap_free(m);
         return PT_ENOMEM;
@@ -218,7 +218,7 @@ static size_t utf8_maximal_subpart(const unsigned char *s, size_t n)
         unsigned char t[4] = {0x80, 0x80, 0x80, 0x80};
         memcpy(t, s, i + 1);
         uint32_t cp;
-        if (pt_utf8_next(t, need + 1, &cp) == 0)
+        if (pt__utf8_next(t, need + 1, &cp) == 0)
             break;
         i++;
     }
@@ -229,12 +229,12 @@ int tk_utf8_lossy(pt_strbuf *out, const char *s, size_t n)
 {
     size_t i = 0;
     for (;;) {
-        size_t ok = pt_utf8_valid_prefix(s + i, n - i);
-        int st = pt_strbuf_put(out, s + i, ok);
+        size_t ok = pt__utf8_valid_prefix(s + i, n - i);
+        int st = pt__strbuf_put(out, s + i, ok);
         i += ok;
         if (st || i == n)
             return st;
-        pt_strbuf_put(out, "\xEF\xBF\xBD", 3);
+        pt__strbuf_put(out, "\xEF\xBF\xBD", 3);
         i += utf8_maximal_subpart((const unsigned char *)s + i, n - i);
     }
 }

@@ -49,7 +49,7 @@ int tk_ranges_push(tk_ranges *r, size_t a, size_t b, int match);
 static inline void tk_strbuf_reuse(pt_strbuf *b)
 {
     b->err = PT_OK;
-    pt_strbuf_clear(b);
+    pt__strbuf_clear(b);
 }
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -124,7 +124,7 @@ static inline size_t tk_utf8_unit(const char *s, size_t n, uint32_t *cp)
         *cp = c;
         return 1;
     }
-    size_t k = pt_utf8_next((const unsigned char *)s, n, cp);
+    size_t k = pt__utf8_next((const unsigned char *)s, n, cp);
     if (k == 0) {
         *cp = TK_BAD_CP;
         return 1;

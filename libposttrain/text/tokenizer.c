@@ -17,7 +17,7 @@ static atomic_uint_fast64_t tk_next_uid = 1;
 /* ---- loading ---------------------------------------------------------------------- */
 static int tk_new(pt_tokenizer **out)
 {
-    pt_tokenizer *t = pt_calloc(1, sizeof *t);
+    pt_tokenizer *t = pt__calloc(1, sizeof *t);
     if (!t)
         return PT_ENOMEM;
     t->uid = atomic_fetch_add(&tk_next_uid, 1);
@@ -79,14 +79,14 @@ int pt_tokenizer_load_memory(pt_tokenizer **out, const char *json, size_t len)
 static int tokenizer_paths(pt_strbuf *file, pt_strbuf *conf, const char *path, bool is_dir)
 {
     if (is_dir) {
-        pt_strbuf_printf(file, "%s/tokenizer.json", path);
-        return pt_strbuf_printf(conf, "%s/tokenizer_config.json", path);
+        pt__strbuf_printf(file, "%s/tokenizer.json", path);
+        return pt__strbuf_printf(conf, "%s/tokenizer_config.json", path);
     }
-    pt_strbuf_puts(file, path);
+    pt__strbuf_puts(file, path);
     const char *slash = strrchr(path, '/');
     if (slash)
-        return pt_strbuf_printf(conf, "%.*s/tokenizer_config.json", (int)(slash - path), path);
-    return pt_strbuf_puts(conf, "tokenizer_config.json");
+        return pt__strbuf_printf(conf, "%.*s/tokenizer_config.json", (int)(slash - path), path);
+    return pt__strbuf_puts(conf, "tokenizer_config.json");
 }
 
 /* Read both files and load them. */
@@ -95,17 +95,17 @@ static int load_files(pt_tokenizer **out, const char *file, const char *conf)
     char *json = NULL, *cjson = NULL;
     size_t n = 0, cn = 0;
     struct stat sb;
-    int st = pt_read_file(&json, &n, file, TK_MAX_FILE);
+    int st = pt__read_file(&json, &n, file, TK_MAX_FILE);
     if (st) {
-        pt_err_prefix(st, "loading tokenizer");
+        pt__err_prefix(st, "loading tokenizer");
         return st;
     }
     if (stat(conf, &sb) == 0 && S_ISREG(sb.st_mode))
-        st = pt_read_file(&cjson, &cn, conf, TK_MAX_FILE);
+        st = pt__read_file(&cjson, &cn, conf, TK_MAX_FILE);
     if (st == 0) {
         st = load_memory(out, json, n, cjson, cn);
         if (st)
-            pt_err_prefix(st, "%s",
+            pt__err_prefix(st, "%s",
                           st == PT_EFORMAT || st == PT_EUNSUPPORTED || st == PT_ERANGE ? file : "tokenizer");
     }
     free(json);
@@ -120,13 +120,13 @@ int pt_tokenizer_load(pt_tokenizer **out, const char *path)
     PT_CHECK_NULL(path);
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return pt_err(errno == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: %s", path, strerror(errno));
+        return pt__err(errno == ENOENT ? PT_ENOTFOUND : PT_EIO, "%s: %s", path, strerror(errno));
     pt_strbuf file = PT_STRBUF_INIT, conf = PT_STRBUF_INIT;
     int st = tokenizer_paths(&file, &conf, path, S_ISDIR(sb.st_mode));
     if (st == 0)
         st = file.err ? file.err : load_files(out, file.p, conf.p);
-    pt_strbuf_free(&file);
-    pt_strbuf_free(&conf);
+    pt__strbuf_free(&file);
+    pt__strbuf_free(&conf);
     return st;
 }
 
@@ -165,10 +165,10 @@ int pt_tokenizer_decode(char **text, size_t *len, const pt_tokenizer *t, const i
     pt_strbuf b = PT_STRBUF_INIT;
     int st = tk_decode(&b, t, ids, n, flags);
     if (st) {
-        pt_strbuf_free(&b);
-        return pt_err_in(__func__, st);
+        pt__strbuf_free(&b);
+        return pt__err_in(__func__, st);
     }
-    *text = pt_strbuf_detach(&b, len);
+    *text = pt__strbuf_detach(&b, len);
     return *text ? 0 : PT_ENOMEM;
 }
 
@@ -195,7 +195,7 @@ int pt_tokenizer_token_to_id(int32_t *id, const pt_tokenizer *t, const char *tok
     PT_CHECK_NULL(token);
     *id = lookup(t, token);
     if (*id < 0)
-        return pt_err(PT_ENOTFOUND, "token \"%.64s\" is not in the vocabulary", token);
+        return pt__err(PT_ENOTFOUND, "token \"%.64s\" is not in the vocabulary", token);
     return 0;
 }
 

@@ -30,7 +30,7 @@ static void remove_flat_dir(const char *dir)
         while ((e = readdir(d))) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
-            char *p = pt_path_join(dir, e->d_name);
+            char *p = pt__path_join(dir, e->d_name);
             if (p) {
                 unlink(p);
                 free(p);
@@ -56,10 +56,10 @@ static int first_nonfinite(const float *x, size_t n, size_t *at)
 static int check_finite(const pt_model *model, pt_optimizer *opt, const char *dir)
 {
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     size_t count = pt_model_tensor_count(model), off = 0, at = 0;
     for (size_t i = 0; i < count; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        const pt_tensor_ref *r = pt__model_tensor(model, i);
         if (!r->trainable)
             continue;
         const char *what = NULL;
@@ -70,7 +70,7 @@ static int check_finite(const pt_model *model, pt_optimizer *opt, const char *di
         else if (sv.v && off + r->numel <= sv.numel_total && first_nonfinite(sv.v + off, r->numel, &at))
             what = "the second moment of tensor";
         if (what)
-            return pt_err(PT_ENONFINITE, "pt_checkpoint_save %s: %s '%s' holds a non-finite value at "
+            return pt__err(PT_ENONFINITE, "pt_checkpoint_save %s: %s '%s' holds a non-finite value at "
                           "element %zu; a non-finite state is not saved (nothing was written)",
                           dir, what, r->name, at);
         off += r->numel;
@@ -81,11 +81,11 @@ static int check_finite(const pt_model *model, pt_optimizer *opt, const char *di
 static int write_weights(const char *path, const pt_model *model)
 {
     size_t count = pt_model_tensor_count(model), n = 0;
-    pt_st_write_tensor *t = pt_calloc(count ? count : 1, sizeof *t);
+    pt_st_write_tensor *t = pt__calloc(count ? count : 1, sizeof *t);
     if (!t)
         return PT_ENOMEM;
     for (size_t i = 0; i < count; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        const pt_tensor_ref *r = pt__model_tensor(model, i);
         if (!r->trainable)
             continue;
         t[n].name = r->name;
@@ -97,7 +97,7 @@ static int write_weights(const char *path, const pt_model *model)
         n++;
     }
     const char *meta[] = { "format", "pt" };
-    int st = pt_st_write(path, t, n, meta, 1);
+    int st = pt__st_write(path, t, n, meta, 1);
     free(t);
     return st;
 }
@@ -105,23 +105,23 @@ static int write_weights(const char *path, const pt_model *model)
 static int write_optimizer(const char *path, pt_optimizer *opt, const pt_model *model)
 {
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     size_t count = pt_model_tensor_count(model), n = 0, off = 0;
-    pt_st_write_tensor *t = pt_calloc(2 * (count ? count : 1), sizeof *t);
-    char **names = pt_calloc(2 * (count ? count : 1), sizeof *names);
+    pt_st_write_tensor *t = pt__calloc(2 * (count ? count : 1), sizeof *t);
+    char **names = pt__calloc(2 * (count ? count : 1), sizeof *names);
     int st = PT_OK;
     if (!t || !names) {
         st = PT_ENOMEM;
         goto done;
     }
     for (size_t i = 0; i < count; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        const pt_tensor_ref *r = pt__model_tensor(model, i);
         if (!r->trainable)
             continue;
         for (int k = 0; k < (sv.v ? 2 : 1); k++) {
             const char *prefix = k == 0 ? (sv.v ? "exp_avg." : "momentum_buffer.") : "exp_avg_sq.";
             size_t len = strlen(prefix) + strlen(r->name) + 1;
-            names[n] = pt_malloc(len);
+            names[n] = pt__malloc(len);
             if (!names[n]) {
                 st = PT_ENOMEM;
                 goto done;
@@ -138,12 +138,12 @@ static int write_optimizer(const char *path, pt_optimizer *opt, const pt_model *
         off += r->numel;
     }
     if (off != sv.numel_total) {
-        st = pt_err(PT_ESTATE, "checkpoint: the optimizer covers %zu values but the model's trainable "
+        st = pt__err(PT_ESTATE, "checkpoint: the optimizer covers %zu values but the model's trainable "
                                "tensors hold %zu (was the optimizer made for this model?)",
                     sv.numel_total, off);
         goto done;
     }
-    st = pt_st_write(path, t, n, NULL, 0);
+    st = pt__st_write(path, t, n, NULL, 0);
 done:
     if (names)
         for (size_t i = 0; i < 2 * (count ? count : 1); i++)
@@ -156,13 +156,13 @@ done:
 static int write_state(const char *path, pt_optimizer *opt, const char *extra_json)
 {
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
-    const pt_optimizer_options *o = pt_optimizer_options_of(opt);
+    pt__optimizer_state_view(&sv, opt);
+    const pt_optimizer_options *o = pt__optimizer_options_of(opt);
     cJSON *root = cJSON_CreateObject();
     cJSON *jo = cJSON_AddObjectToObject(root, "optimizer");
     if (!root || !jo) {
         cJSON_Delete(root);
-        return pt_err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
+        return pt__err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
     }
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)sv.step);
@@ -178,7 +178,7 @@ static int write_state(const char *path, pt_optimizer *opt, const char *extra_js
     cJSON *js = cJSON_AddObjectToObject(jo, "schedule");
     if (!js) {
         cJSON_Delete(root);
-        return pt_err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
+        return pt__err(PT_ENOMEM, "checkpoint: out of memory building %s", PT_CKPT_STATE);
     }
     cJSON_AddStringToObject(js, "type", pt_schedule_type_name(o->schedule));
     snprintf(buf, sizeof buf, "%lld", (long long)o->warmup_steps);
@@ -190,15 +190,15 @@ static int write_state(const char *path, pt_optimizer *opt, const char *extra_js
         cJSON *extra = cJSON_Parse(extra_json);
         if (!extra) {
             cJSON_Delete(root);
-            return pt_err(PT_EINVAL, "checkpoint: the host's extra state is not valid JSON");
+            return pt__err(PT_EINVAL, "checkpoint: the host's extra state is not valid JSON");
         }
         cJSON_AddItemToObject(root, "host", extra);
     }
-    char *text = pt_json_print(root, true); /* the host's numbers exactly */
+    char *text = pt__json_print(root, true); /* the host's numbers exactly */
     cJSON_Delete(root);
     if (!text)
-        return pt_err(PT_ENOMEM, "checkpoint: out of memory printing %s", PT_CKPT_STATE);
-    int st = pt_write_file_atomic(path, text, strlen(text));
+        return pt__err(PT_ENOMEM, "checkpoint: out of memory printing %s", PT_CKPT_STATE);
+    int st = pt__write_file_atomic(path, text, strlen(text));
     free(text);
     return st;
 }
@@ -210,14 +210,14 @@ static int write_manifest(const char *dir)
     cJSON *jf = cJSON_AddObjectToObject(root, "files");
     if (!root || !jf) {
         cJSON_Delete(root);
-        return pt_err(PT_ENOMEM, "checkpoint: out of memory building the manifest");
+        return pt__err(PT_ENOMEM, "checkpoint: out of memory building the manifest");
     }
     cJSON_AddStringToObject(root, "format", CKPT_FORMAT);
     cJSON_AddNumberToObject(root, "version", CKPT_VERSION);
     cJSON_AddStringToObject(root, "library", PT_VERSION_STRING);
     int st = PT_OK;
     for (size_t i = 0; i < sizeof files / sizeof files[0] && !st; i++) {
-        char *p = pt_path_join(dir, files[i]);
+        char *p = pt__path_join(dir, files[i]);
         if (!p) {
             st = PT_ENOMEM;
             break;
@@ -226,9 +226,9 @@ static int write_manifest(const char *dir)
         char hex[65];
         struct stat sb;
         if (stat(p, &sb) != 0) {
-            st = pt_io_errno(errno, "stat", p);
-        } else if (!(st = pt_sha256_file(p, digest))) {
-            pt_sha256_hex(digest, hex);
+            st = pt__io_errno(errno, "stat", p);
+        } else if (!(st = pt__sha256_file(p, digest))) {
+            pt__sha256_hex(digest, hex);
             cJSON *e = cJSON_AddObjectToObject(jf, files[i]);
             char sz[32];
             snprintf(sz, sizeof sz, "%lld", (long long)sb.st_size);
@@ -239,11 +239,11 @@ static int write_manifest(const char *dir)
     }
     if (!st) {
         char *text = cJSON_Print(root);
-        char *p = pt_path_join(dir, PT_CKPT_MANIFEST);
+        char *p = pt__path_join(dir, PT_CKPT_MANIFEST);
         if (!text || !p)
-            st = pt_err(PT_ENOMEM, "checkpoint: out of memory writing the manifest");
+            st = pt__err(PT_ENOMEM, "checkpoint: out of memory writing the manifest");
         else
-            st = pt_write_file_atomic(p, text, strlen(text));
+            st = pt__write_file_atomic(p, text, strlen(text));
         free(text);
         free(p);
     }
@@ -259,38 +259,38 @@ int pt_checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *hos
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(dir);
     PT_CHECK_ARG(*dir, dir, "is empty");
-    int st = pt_optimizer_take(opt, __func__);
+    int st = pt__optimizer_take(opt, __func__);
     if (st)
         return st;
     st = checkpoint_save(model, opt, host_json, dir);
-    pt_optimizer_give(opt);
+    pt__optimizer_give(opt);
     return st;
 }
 
 static int checkpoint_save(const pt_model *model, pt_optimizer *opt, const char *host_json, const char *dir)
 {
-    int cst = pt_optimizer_check_model(opt, model, "pt_checkpoint_save");
+    int cst = pt__optimizer_check_model(opt, model, "pt_checkpoint_save");
     if (cst)
         return cst;
     struct stat sb;
     if (stat(dir, &sb) == 0)
-        return pt_err(PT_ESTATE, "pt_checkpoint_save: %s already exists (checkpoints are never overwritten)", dir);
+        return pt__err(PT_ESTATE, "pt_checkpoint_save: %s already exists (checkpoints are never overwritten)", dir);
     int fin = check_finite(model, opt, dir);
     if (fin)
         return fin;
     size_t n = strlen(dir) + 32;
-    char *tmp = pt_malloc(n);
+    char *tmp = pt__malloc(n);
     if (!tmp)
         return PT_ENOMEM;
     snprintf(tmp, n, "%s.tmp-%ld", dir, (long)getpid());
     remove_flat_dir(tmp); /* leftovers of an earlier crash of this pid */
     if (mkdir(tmp, 0755) != 0) {
-        int st = pt_io_errno(errno, "mkdir", tmp);
+        int st = pt__io_errno(errno, "mkdir", tmp);
         free(tmp);
         return st;
     }
-    char *pw = pt_path_join(tmp, PT_CKPT_WEIGHTS), *po = pt_path_join(tmp, PT_CKPT_OPTIMIZER),
-         *ps = pt_path_join(tmp, PT_CKPT_STATE);
+    char *pw = pt__path_join(tmp, PT_CKPT_WEIGHTS), *po = pt__path_join(tmp, PT_CKPT_OPTIMIZER),
+         *ps = pt__path_join(tmp, PT_CKPT_STATE);
     int st = (!pw || !po || !ps) ? PT_ENOMEM : PT_OK;
     if (!st)
         st = write_weights(pw, model);
@@ -301,13 +301,13 @@ static int checkpoint_save(const pt_model *model, pt_optimizer *opt, const char 
     if (!st)
         st = write_manifest(tmp);
     if (!st)
-        st = pt_fsync_dir(tmp);
+        st = pt__fsync_dir(tmp);
     if (!st && rename(tmp, dir) != 0)
-        st = pt_io_errno(errno, "rename", dir);
+        st = pt__io_errno(errno, "rename", dir);
     if (!st)
-        st = pt_fsync_parent_dir(dir);
+        st = pt__fsync_parent_dir(dir);
     if (st) {
-        pt_err_prefix(st, "pt_checkpoint_save %s", dir);
+        pt__err_prefix(st, "pt_checkpoint_save %s", dir);
         remove_flat_dir(tmp);
     }
     free(pw);
@@ -323,18 +323,18 @@ static const char *manifest_string(const cJSON *obj, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-int pt_checkpoint_verify(const char *dir)
+int pt__checkpoint_verify(const char *dir)
 {
     PT_CHECK_NULL(dir);
-    char *mp = pt_path_join(dir, PT_CKPT_MANIFEST);
+    char *mp = pt__path_join(dir, PT_CKPT_MANIFEST);
     if (!mp)
         return PT_ENOMEM;
     char *text;
     size_t len;
-    int st = pt_read_file(&text, &len, mp, 1 << 20);
+    int st = pt__read_file(&text, &len, mp, 1 << 20);
     free(mp);
     if (st == PT_ENOTFOUND)
-        return pt_err(PT_EFORMAT, "checkpoint %s has no %s: it is incomplete or not a checkpoint", dir,
+        return pt__err(PT_EFORMAT, "checkpoint %s has no %s: it is incomplete or not a checkpoint", dir,
                       PT_CKPT_MANIFEST);
     if (st)
         return st;
@@ -344,12 +344,12 @@ int pt_checkpoint_verify(const char *dir)
     const cJSON *files = root ? cJSON_GetObjectItemCaseSensitive(root, "files") : NULL;
     if (!fmt || strcmp(fmt, CKPT_FORMAT) || !cJSON_IsObject(files)) {
         cJSON_Delete(root);
-        return pt_err(PT_EFORMAT, "checkpoint %s: %s is not a libposttrain manifest", dir, PT_CKPT_MANIFEST);
+        return pt__err(PT_EFORMAT, "checkpoint %s: %s is not a libposttrain manifest", dir, PT_CKPT_MANIFEST);
     }
     static const char *required[] = { PT_CKPT_WEIGHTS, PT_CKPT_OPTIMIZER, PT_CKPT_STATE };
     for (size_t i = 0; i < 3 && !st; i++)
         if (!cJSON_GetObjectItemCaseSensitive(files, required[i]))
-            st = pt_err(PT_EFORMAT, "checkpoint %s: the manifest does not list %s", dir, required[i]);
+            st = pt__err(PT_EFORMAT, "checkpoint %s: the manifest does not list %s", dir, required[i]);
     const cJSON *e;
     cJSON_ArrayForEach(e, files)
     {
@@ -357,10 +357,10 @@ int pt_checkpoint_verify(const char *dir)
             break;
         const char *want = manifest_string(e, "sha256"), *bytes = manifest_string(e, "bytes");
         if (!want || !bytes || strchr(e->string, '/') || e->string[0] == '.') {
-            st = pt_err(PT_EFORMAT, "checkpoint %s: bad manifest entry '%s'", dir, e->string);
+            st = pt__err(PT_EFORMAT, "checkpoint %s: bad manifest entry '%s'", dir, e->string);
             break;
         }
-        char *p = pt_path_join(dir, e->string);
+        char *p = pt__path_join(dir, e->string);
         if (!p) {
             st = PT_ENOMEM;
             break;
@@ -369,14 +369,14 @@ int pt_checkpoint_verify(const char *dir)
         uint8_t digest[32];
         char hex[65];
         if (stat(p, &sb) != 0) {
-            st = pt_err(PT_ECHECKSUM, "checkpoint %s: %s is missing", dir, e->string);
+            st = pt__err(PT_ECHECKSUM, "checkpoint %s: %s is missing", dir, e->string);
         } else if (strtoll(bytes, NULL, 10) != (long long)sb.st_size) {
-            st = pt_err(PT_ECHECKSUM, "checkpoint %s: %s is %lld bytes, the manifest says %s", dir, e->string,
+            st = pt__err(PT_ECHECKSUM, "checkpoint %s: %s is %lld bytes, the manifest says %s", dir, e->string,
                         (long long)sb.st_size, bytes);
-        } else if (!(st = pt_sha256_file(p, digest))) {
-            pt_sha256_hex(digest, hex);
+        } else if (!(st = pt__sha256_file(p, digest))) {
+            pt__sha256_hex(digest, hex);
             if (strcmp(hex, want))
-                st = pt_err(PT_ECHECKSUM, "checkpoint %s: %s has SHA-256 %s, the manifest says %s", dir,
+                st = pt__err(PT_ECHECKSUM, "checkpoint %s: %s has SHA-256 %s, the manifest says %s", dir,
                             e->string, hex, want);
         }
         free(p);
@@ -399,59 +399,59 @@ static int load_weights(const char *path, pt_model *model)
 static int load_weights_file(const char *path, pt_model *model)
 {
     pt_st_file *f;
-    int st = pt_st_open(&f, path);
+    int st = pt__st_open(&f, path);
     if (st)
         return st;
     size_t count = pt_model_tensor_count(model), used = 0;
     for (size_t i = 0; i < count && !st; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        const pt_tensor_ref *r = pt__model_tensor(model, i);
         if (!r->trainable)
             continue;
-        const pt_st_tensor *t = pt_st_find(f, r->name);
+        const pt_st_tensor *t = pt__st_find(f, r->name);
         if (!t)
-            st = pt_err(PT_ENOTFOUND, "%s: no tensor '%s'", path, r->name);
-        else if (!(st = pt_st_read_f32(t, r->data, r->numel)) && (st = pt_err_nonfinite(r->data, r->numel)))
-            pt_err_prefix(st, "%s: tensor '%s'", path, r->name);
+            st = pt__err(PT_ENOTFOUND, "%s: no tensor '%s'", path, r->name);
+        else if (!(st = pt__st_read_f32(t, r->data, r->numel)) && (st = pt__err_nonfinite(r->data, r->numel)))
+            pt__err_prefix(st, "%s: tensor '%s'", path, r->name);
         used++;
     }
-    if (!st && used != pt_st_count(f))
-        st = pt_err(PT_ESHAPE, "%s holds %zu tensors but the model has %zu trainable ones", path,
-                    pt_st_count(f), used);
-    pt_st_close(f);
+    if (!st && used != pt__st_count(f))
+        st = pt__err(PT_ESHAPE, "%s holds %zu tensors but the model has %zu trainable ones", path,
+                    pt__st_count(f), used);
+    pt__st_close(f);
     return st;
 }
 
 static int load_optimizer(const char *path, pt_optimizer *opt, const pt_model *model)
 {
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     pt_st_file *f;
-    int st = pt_st_open(&f, path);
+    int st = pt__st_open(&f, path);
     if (st)
         return st;
     size_t count = pt_model_tensor_count(model), off = 0;
     char name[512];
     for (size_t i = 0; i < count && !st; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(model, i);
+        const pt_tensor_ref *r = pt__model_tensor(model, i);
         if (!r->trainable)
             continue;
         if (off + r->numel > sv.numel_total) {
-            st = pt_err(PT_ESTATE, "checkpoint: optimizer does not match the model");
+            st = pt__err(PT_ESTATE, "checkpoint: optimizer does not match the model");
             break;
         }
         for (int k = 0; k < (sv.v ? 2 : 1) && !st; k++) {
             snprintf(name, sizeof name, "%s%s", k == 0 ? (sv.v ? "exp_avg." : "momentum_buffer.") : "exp_avg_sq.",
                      r->name);
-            const pt_st_tensor *t = pt_st_find(f, name);
+            const pt_st_tensor *t = pt__st_find(f, name);
             if (!t)
-                st = pt_err(PT_ENOTFOUND, "%s: no tensor '%s' (saved by another optimizer type?)", path, name);
-            else if (!(st = pt_st_read_f32(t, (k == 0 ? sv.m : sv.v) + off, r->numel)) &&
-                     (st = pt_err_nonfinite((k == 0 ? sv.m : sv.v) + off, r->numel)))
-                pt_err_prefix(st, "%s: tensor '%s'", path, name);
+                st = pt__err(PT_ENOTFOUND, "%s: no tensor '%s' (saved by another optimizer type?)", path, name);
+            else if (!(st = pt__st_read_f32(t, (k == 0 ? sv.m : sv.v) + off, r->numel)) &&
+                     (st = pt__err_nonfinite((k == 0 ? sv.m : sv.v) + off, r->numel)))
+                pt__err_prefix(st, "%s: tensor '%s'", path, name);
         }
         off += r->numel;
     }
-    pt_st_close(f);
+    pt__st_close(f);
     return st;
 }
 
@@ -477,7 +477,7 @@ static int load_schedule(const char *ps, const cJSON *jo, pt_optimizer *opt)
     const cJSON *js = cJSON_GetObjectItemCaseSensitive(jo, "schedule");
     const cJSON *jlr = cJSON_GetObjectItemCaseSensitive(jo, "lr");
     if (!js) {
-        pt_log(PT_LOG_WARN, "%s: no saved schedule (an older checkpoint): resuming with the optimizer's", ps);
+        pt__log(PT_LOG_WARN, "%s: no saved schedule (an older checkpoint): resuming with the optimizer's", ps);
         return PT_OK;
     }
     const char *type = manifest_string(js, "type");
@@ -486,19 +486,19 @@ static int load_schedule(const char *ps, const cJSON *jo, pt_optimizer *opt)
     int schedule = 0;
     if (!type || !cJSON_IsNumber(jlr) || !cJSON_IsNumber(jmin) || parse_i64(js, "warmup_steps", &warmup) ||
         parse_i64(js, "total_steps", &total))
-        return pt_err(PT_EFORMAT, "%s: malformed optimizer.schedule (needs type, warmup_steps, total_steps, "
+        return pt__err(PT_EFORMAT, "%s: malformed optimizer.schedule (needs type, warmup_steps, total_steps, "
                       "min_lr_ratio and optimizer.lr)", ps);
     if (pt_schedule_type_from_name(&schedule, type))
-        return pt_err(PT_EFORMAT, "%s: optimizer.schedule.type '%s' is not a schedule", ps, type);
-    const pt_optimizer_options *o = pt_optimizer_options_of(opt);
+        return pt__err(PT_EFORMAT, "%s: optimizer.schedule.type '%s' is not a schedule", ps, type);
+    const pt_optimizer_options *o = pt__optimizer_options_of(opt);
     if (o->lr != jlr->valuedouble || o->schedule != schedule || o->warmup_steps != warmup ||
         o->total_steps != total || o->min_lr_ratio != jmin->valuedouble)
-        pt_log(PT_LOG_INFO, "%s: resuming with the saved schedule: %s, lr %g, warmup %lld, total %lld, "
+        pt__log(PT_LOG_INFO, "%s: resuming with the saved schedule: %s, lr %g, warmup %lld, total %lld, "
                "min_lr_ratio %g", ps, type, jlr->valuedouble, (long long)warmup, (long long)total,
                jmin->valuedouble);
-    int st = pt_optimizer_set_schedule(opt, jlr->valuedouble, schedule, warmup, total, jmin->valuedouble);
+    int st = pt__optimizer_set_schedule(opt, jlr->valuedouble, schedule, warmup, total, jmin->valuedouble);
     if (st)
-        pt_err_prefix(st, "%s: the saved schedule", ps);
+        pt__err_prefix(st, "%s: the saved schedule", ps);
     return st;
 }
 
@@ -511,28 +511,28 @@ int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, con
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(dir);
-    int st = pt_optimizer_take(opt, __func__);
+    int st = pt__optimizer_take(opt, __func__);
     if (st)
         return st;
     st = checkpoint_load(host_json, model, opt, dir);
-    pt_optimizer_give(opt);
+    pt__optimizer_give(opt);
     return st;
 }
 
 static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt, const char *dir)
 {
-    int st = pt_optimizer_check_model(opt, model, "pt_checkpoint_load");
+    int st = pt__optimizer_check_model(opt, model, "pt_checkpoint_load");
     if (st)
         return st;
     struct stat sb;
     if (stat(dir, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR))
-        return pt_err(PT_ENOTFOUND, "pt_checkpoint_load: checkpoint directory %s does not exist",
+        return pt__err(PT_ENOTFOUND, "pt_checkpoint_load: checkpoint directory %s does not exist",
                       dir);
-    st = pt_checkpoint_verify(dir);
+    st = pt__checkpoint_verify(dir);
     if (st)
         return st;
-    char *pw = pt_path_join(dir, PT_CKPT_WEIGHTS), *po = pt_path_join(dir, PT_CKPT_OPTIMIZER),
-         *ps = pt_path_join(dir, PT_CKPT_STATE), *text = NULL;
+    char *pw = pt__path_join(dir, PT_CKPT_WEIGHTS), *po = pt__path_join(dir, PT_CKPT_OPTIMIZER),
+         *ps = pt__path_join(dir, PT_CKPT_STATE), *text = NULL;
     cJSON *root = NULL;
     int64_t step = 0, skipped = 0;
     if (!pw || !po || !ps) {
@@ -540,18 +540,18 @@ static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt,
         goto done;
     }
     size_t len;
-    if ((st = pt_read_file(&text, &len, ps, MAX_STATE_JSON)))
+    if ((st = pt__read_file(&text, &len, ps, MAX_STATE_JSON)))
         goto done;
     root = cJSON_ParseWithLength(text, len);
     const cJSON *jo = root ? cJSON_GetObjectItemCaseSensitive(root, "optimizer") : NULL;
     const char *type = jo ? manifest_string(jo, "type") : NULL;
     if (!root || !type || parse_i64(root, "step", &step) || parse_i64(root, "skipped_steps", &skipped)) {
-        st = pt_err(PT_EFORMAT, "%s: malformed trainer state", ps);
+        st = pt__err(PT_EFORMAT, "%s: malformed trainer state", ps);
         goto done;
     }
-    const char *have = pt_optimizer_type_name(pt_optimizer_options_of(opt)->type);
+    const char *have = pt_optimizer_type_name(pt__optimizer_options_of(opt)->type);
     if (strcmp(type, have)) {
-        st = pt_err(PT_ESTATE, "%s: saved by a %s optimizer, resuming with %s", ps, type, have);
+        st = pt__err(PT_ESTATE, "%s: saved by a %s optimizer, resuming with %s", ps, type, have);
         goto done;
     }
     /* Everything is validated and read into place below; a failure part way
@@ -559,19 +559,19 @@ static int checkpoint_load(char **host_json, pt_model *model, pt_optimizer *opt,
     if ((st = load_schedule(ps, jo, opt)))
         goto done;
     if ((st = load_weights(pw, model)) || (st = load_optimizer(po, opt, model)) ||
-        (st = pt_optimizer_restore_counters(opt, step, skipped)))
+        (st = pt__optimizer_restore_counters(opt, step, skipped)))
         goto done;
     if (host_json) {
         const cJSON *host = cJSON_GetObjectItemCaseSensitive(root, "host");
         if (host) {
-            *host_json = pt_json_print(host, false);
+            *host_json = pt__json_print(host, false);
             if (!*host_json)
-                st = pt_err(PT_ENOMEM, "checkpoint: out of memory");
+                st = pt__err(PT_ENOMEM, "checkpoint: out of memory");
         }
     }
 done:
     if (st)
-        pt_err_prefix(st, "pt_checkpoint_load %s", dir);
+        pt__err_prefix(st, "pt_checkpoint_load %s", dir);
     cJSON_Delete(root);
     free(text);
     free(pw);
@@ -585,8 +585,8 @@ static int check_dir(const char *dir, const char *fn)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR))
-        return pt_err(PT_ENOTFOUND, "%s: checkpoint directory %s does not exist", fn, dir);
-    return pt_checkpoint_verify(dir);
+        return pt__err(PT_ENOTFOUND, "%s: checkpoint directory %s does not exist", fn, dir);
+    return pt__checkpoint_verify(dir);
 }
 
 int pt_checkpoint_read_host(char **host_json, const char *dir)
@@ -597,19 +597,19 @@ int pt_checkpoint_read_host(char **host_json, const char *dir)
     int st = check_dir(dir, __func__);
     if (st)
         return st;
-    char *ps = pt_path_join(dir, PT_CKPT_STATE), *text = NULL;
+    char *ps = pt__path_join(dir, PT_CKPT_STATE), *text = NULL;
     size_t len = 0;
     if (!ps)
         return PT_ENOMEM;
-    st = pt_read_file(&text, &len, ps, MAX_STATE_JSON);
+    st = pt__read_file(&text, &len, ps, MAX_STATE_JSON);
     cJSON *root = st ? NULL : cJSON_ParseWithLength(text, len);
     if (!st && !cJSON_IsObject(root))
-        st = pt_err(PT_EFORMAT, "%s: malformed trainer state", ps);
+        st = pt__err(PT_EFORMAT, "%s: malformed trainer state", ps);
     const cJSON *host = st ? NULL : cJSON_GetObjectItemCaseSensitive(root, "host");
-    if (host && !(*host_json = pt_json_print(host, false)))
-        st = pt_err(PT_ENOMEM, "checkpoint: out of memory");
+    if (host && !(*host_json = pt__json_print(host, false)))
+        st = pt__err(PT_ENOMEM, "checkpoint: out of memory");
     if (st)
-        pt_err_prefix(st, "pt_checkpoint_read_host %s", dir);
+        pt__err_prefix(st, "pt_checkpoint_read_host %s", dir);
     cJSON_Delete(root);
     free(text);
     free(ps);
@@ -623,10 +623,10 @@ int pt_checkpoint_load_weights(pt_model *model, const char *dir)
     int st = check_dir(dir, __func__);
     if (st)
         return st;
-    char *pw = pt_path_join(dir, PT_CKPT_WEIGHTS);
+    char *pw = pt__path_join(dir, PT_CKPT_WEIGHTS);
     st = pw ? load_weights(pw, model) : PT_ENOMEM;
     if (st)
-        pt_err_prefix(st, "pt_checkpoint_load_weights %s", dir);
+        pt__err_prefix(st, "pt_checkpoint_load_weights %s", dir);
     free(pw);
     return st;
 }

@@ -13,6 +13,6 @@
 #define PT_CKPT_STATE "trainer_state.json"
 
 /* Verify MANIFEST.json and every file it lists (size and SHA-256). */
-int pt_checkpoint_verify(const char *dir);
+int pt__checkpoint_verify(const char *dir);
 
 #endif

@@ -33,29 +33,29 @@ int pt_dataset_stats_init(pt_dataset_stats *stats)
 static int check_options(const pt_dataset_options *o)
 {
     if (o->max_length < 2 || o->max_length > (1 << 20))
-        return pt_err(PT_EINVAL, "dataset options: max_length %d is not in [2, 1048576]", o->max_length);
+        return pt__err(PT_EINVAL, "dataset options: max_length %d is not in [2, 1048576]", o->max_length);
     if (o->batch_size < 1 || o->batch_size > 65536)
-        return pt_err(PT_EINVAL, "dataset options: batch_size %d is not in [1, 65536]", o->batch_size);
+        return pt__err(PT_EINVAL, "dataset options: batch_size %d is not in [1, 65536]", o->batch_size);
     if (!(o->eval_fraction >= 0 && o->eval_fraction < 1))
-        return pt_err(PT_EINVAL, "dataset options: eval_fraction %g is not in [0, 1)", o->eval_fraction);
+        return pt__err(PT_EINVAL, "dataset options: eval_fraction %g is not in [0, 1)", o->eval_fraction);
     return PT_OK;
 }
 
-int pt_dataset_create_for(pt_dataset **out, const pt_dataset_options *opts, const char *func)
+int pt__dataset_create_for(pt_dataset **out, const pt_dataset_options *opts, const char *func)
 {
     *out = NULL;
     pt_dataset_options local;
     const pt_dataset_options *o = &local;
     pt_dataset_options_init(&local);
-    int st = pt_struct_read(&local, sizeof local, opts, func, "pt_dataset_options_init");
+    int st = pt__struct_read(&local, sizeof local, opts, func, "pt_dataset_options_init");
     if (st || (st = check_options(o)))
         return st;
-    pt_dataset *d = pt_calloc(1, sizeof *d);
+    pt_dataset *d = pt__calloc(1, sizeof *d);
     if (!d)
         return PT_ENOMEM;
     d->opts = *o;
     if (o->chat_template) {
-        d->chat_template_name = pt_strdup(o->chat_template);
+        d->chat_template_name = pt__strdup(o->chat_template);
         if (!d->chat_template_name) {
             free(d);
             return PT_ENOMEM;
@@ -64,12 +64,12 @@ int pt_dataset_create_for(pt_dataset **out, const pt_dataset_options *opts, cons
     d->opts.chat_template = d->chat_template_name;
     pt_dataset_stats_init(&d->stats);
     size_t cells = (size_t)o->batch_size * (size_t)o->max_length;
-    d->b_ids = pt_malloc_array(cells, sizeof(int32_t));
-    d->b_tgt = pt_malloc_array(cells, sizeof(int32_t));
-    d->b_pos = pt_malloc_array(cells, sizeof(int32_t));
-    d->b_seg = pt_malloc_array(cells, sizeof(int32_t));
-    d->b_w = pt_malloc_array(cells, sizeof(float));
-    d->b_rows = pt_malloc_array((size_t)o->batch_size, sizeof *d->b_rows);
+    d->b_ids = pt__malloc_array(cells, sizeof(int32_t));
+    d->b_tgt = pt__malloc_array(cells, sizeof(int32_t));
+    d->b_pos = pt__malloc_array(cells, sizeof(int32_t));
+    d->b_seg = pt__malloc_array(cells, sizeof(int32_t));
+    d->b_w = pt__malloc_array(cells, sizeof(float));
+    d->b_rows = pt__malloc_array((size_t)o->batch_size, sizeof *d->b_rows);
     if (!d->b_ids || !d->b_tgt || !d->b_pos || !d->b_seg || !d->b_w || !d->b_rows) {
         pt_dataset_free(d);
         return PT_ENOMEM;
@@ -81,7 +81,7 @@ int pt_dataset_create_for(pt_dataset **out, const pt_dataset_options *opts, cons
 int pt_dataset_create(pt_dataset **out, const pt_dataset_options *opts)
 {
     PT_CHECK_NULL(out);
-    return pt_dataset_create_for(out, opts, __func__);
+    return pt__dataset_create_for(out, opts, __func__);
 }
 
 void pt_dataset_free(pt_dataset *d)
@@ -109,9 +109,9 @@ void pt_dataset_free(pt_dataset *d)
 static void shuffle(size_t *v, size_t n, uint64_t seed)
 {
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)pt_rng_below(&r, i);
+        size_t j = (size_t)pt__rng_below(&r, i);
         size_t t = v[i - 1];
         v[i - 1] = v[j];
         v[j] = t;
@@ -125,10 +125,10 @@ static int ensure_split(pt_dataset *d)
     if (d->split_done)
         return PT_OK;
     size_t n = d->n_ex;
-    size_t *perm = pt_malloc_array(n ? n : 1, sizeof *perm);
-    size_t *train = pt_malloc_array(n ? n : 1, sizeof *train);
-    size_t *order = pt_malloc_array(n ? n : 1, sizeof *order);
-    size_t *eval = pt_malloc_array(n ? n : 1, sizeof *eval);
+    size_t *perm = pt__malloc_array(n ? n : 1, sizeof *perm);
+    size_t *train = pt__malloc_array(n ? n : 1, sizeof *train);
+    size_t *order = pt__malloc_array(n ? n : 1, sizeof *order);
+    size_t *eval = pt__malloc_array(n ? n : 1, sizeof *eval);
     if (!perm || !train || !order || !eval) {
         free(perm); free(train); free(order); free(eval);
         return PT_ENOMEM;
@@ -143,7 +143,7 @@ static int ensure_split(pt_dataset *d)
         n_eval = n - 1;
     /* Keep file order inside each split; shuffling happens per epoch. */
     size_t ne = 0, nt = 0;
-    bool *is_eval = pt_calloc(n ? n : 1, 1);
+    bool *is_eval = pt__calloc(n ? n : 1, 1);
     if (!is_eval) {
         free(perm); free(train); free(order); free(eval);
         return PT_ENOMEM;
@@ -188,7 +188,7 @@ static int ensure_part(pt_dataset *d, bool eval, const char *func)
     if (st)
         return st;
     if ((eval ? d->n_eval : d->n_train) == 0)
-        return pt_err(PT_ESTATE, "%s: the dataset has no %s", func,
+        return pt__err(PT_ESTATE, "%s: the dataset has no %s", func,
                       eval ? "evaluation split (set eval_fraction)" : "training examples");
     return PT_OK;
 }
@@ -304,7 +304,7 @@ int pt_dataset_next_batch(pt_batch *batch, const float **weights, pt_dataset *da
     batch_view(&full, dataset, B, T);
     full.positions = dataset->b_pos;
     full.segments = dataset->opts.pack ? dataset->b_seg : NULL;
-    pt_struct_write(batch, &full);
+    pt__struct_write(batch, &full);
     *weights = dataset->b_w;
     return PT_OK;
 }
@@ -319,8 +319,8 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
         return st;
     const int B = dataset->opts.batch_size;
     double sum = 0, count = 0;
-    float *lp = pt_malloc_array((size_t)B * (size_t)dataset->opts.max_length, sizeof *lp);
-    if (!lp || (st = pt_context_take(ctx, __func__))) {
+    float *lp = pt__malloc_array((size_t)B * (size_t)dataset->opts.max_length, sizeof *lp);
+    if (!lp || (st = pt__context_take(ctx, __func__))) {
         free(lp);
         return lp ? st : PT_ENOMEM;
     }
@@ -335,7 +335,7 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
             place(dataset, T, r, 0, &dataset->ex[dataset->eval[first + (size_t)r]], 0);
         pt_batch b;
         batch_view(&b, dataset, rows, T);
-        if ((st = pt_ctx_forward(ctx, &b, lp, NULL)))
+        if ((st = pt__ctx_forward(ctx, &b, lp, NULL)))
             break;
         for (size_t i = 0; i < (size_t)rows * (size_t)T; i++)
             if (dataset->b_w[i] > 0) {
@@ -343,10 +343,10 @@ int pt_dataset_eval_loss(double *loss, double *tokens, pt_dataset *dataset, pt_c
                 count += dataset->b_w[i];
             }
     }
-    pt_context_give(ctx);
+    pt__context_give(ctx);
     free(lp);
     if (st)
-        return pt_err_in(__func__, st);
+        return pt__err_in(__func__, st);
     *loss = count > 0 ? sum / count : 0.0;
     if (tokens)
         *tokens = count;
@@ -371,7 +371,7 @@ int pt_dataset_get_stats(pt_dataset_stats *stats, const pt_dataset *dataset)
     pt_dataset_stats local = dataset->stats;
     local.epoch = dataset->epoch;
     local.cursor = dataset->cursor;
-    pt_struct_write(stats, &local);
+    pt__struct_write(stats, &local);
     return PT_OK;
 }
 
@@ -392,7 +392,7 @@ int pt_dataset_set_position(pt_dataset *dataset, int64_t epoch, int64_t cursor)
     if (st)
         return st;
     if (epoch < 0 || cursor < 0 || cursor > (int64_t)dataset->n_train)
-        return pt_err(PT_ERANGE, "pt_dataset_set_position: epoch %lld cursor %lld out of range (%zu training examples)",
+        return pt__err(PT_ERANGE, "pt_dataset_set_position: epoch %lld cursor %lld out of range (%zu training examples)",
                       (long long)epoch, (long long)cursor, dataset->n_train);
     dataset->epoch = epoch;
     make_order(dataset);

@@ -36,6 +36,6 @@ struct pt_dataset {
 };
 
 /* pt_dataset_create for the public function `func` (its messages). */
-int pt_dataset_create_for(pt_dataset **out, const pt_dataset_options *opts, const char *func);
+int pt__dataset_create_for(pt_dataset **out, const pt_dataset_options *opts, const char *func);
 
 #endif

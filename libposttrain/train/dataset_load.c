@@ -30,7 +30,7 @@ static int add_owned(pt_dataset *d, int32_t *ids, uint8_t *mask, size_t n)
     }
     if (d->n_ex == d->cap_ex) {
         size_t cap = d->cap_ex ? 2 * d->cap_ex : 64;
-        example *e = pt_realloc_array(d->ex, cap, sizeof *e);
+        example *e = pt__realloc_array(d->ex, cap, sizeof *e);
         if (!e) {
             free(ids);
             free(mask);
@@ -51,9 +51,9 @@ int pt_dataset_add(pt_dataset *dataset, const int32_t *ids, const uint8_t *loss_
     PT_CHECK_ARG(ids || !n, ids, "is NULL (n is %zu)", n);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0)
-            return pt_err(PT_ERANGE, "pt_dataset_add: token %zu has negative id %d", i, ids[i]);
-    int32_t *ci = pt_malloc_array(n ? n : 1, sizeof *ci);
-    uint8_t *cm = pt_malloc(n ? n : 1);
+            return pt__err(PT_ERANGE, "pt_dataset_add: token %zu has negative id %d", i, ids[i]);
+    int32_t *ci = pt__malloc_array(n ? n : 1, sizeof *ci);
+    uint8_t *cm = pt__malloc(n ? n : 1);
     if (!ci || !cm) {
         free(ci);
         free(cm);
@@ -69,11 +69,11 @@ int pt_dataset_add(pt_dataset *dataset, const int32_t *ids, const uint8_t *loss_
 /* Append src (n ids) to a growing id/mask pair with mask value m. */
 static int append(int32_t **ids, uint8_t **mask, size_t *len, const int32_t *src, size_t n, uint8_t m)
 {
-    int32_t *ni = pt_realloc_array(*ids, *len + n + 1, sizeof *ni);
+    int32_t *ni = pt__realloc_array(*ids, *len + n + 1, sizeof *ni);
     if (!ni)
         return PT_ENOMEM;
     *ids = ni;
-    uint8_t *nm = pt_realloc_array(*mask, *len + n + 1, 1);
+    uint8_t *nm = pt__realloc_array(*mask, *len + n + 1, 1);
     if (!nm)
         return PT_ENOMEM;
     *mask = nm;
@@ -111,8 +111,8 @@ static int prompt_completion(int32_t **ids, uint8_t **mask, size_t *n, const pt_
                              size_t plen, const char *completion, size_t clen, bool mask_prompt)
 {
     if (plen > SIZE_MAX - 1 - clen)
-        return pt_err(PT_ERANGE, "prompt and completion are too long");
-    char *whole = pt_malloc(plen + clen + 1);
+        return pt__err(PT_ERANGE, "prompt and completion are too long");
+    char *whole = pt__malloc(plen + clen + 1);
     if (!whole)
         return PT_ENOMEM;
     if (plen)
@@ -143,8 +143,8 @@ static int row_messages(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl
 {
     int count = cJSON_GetArraySize(msgs);
     if (count < 1)
-        return pt_jsonl_err(r, PT_EFORMAT, "\"messages\" is empty");
-    pt_chat_message *m = pt_calloc((size_t)count, sizeof *m);
+        return pt__jsonl_err(r, PT_EFORMAT, "\"messages\" is empty");
+    pt_chat_message *m = pt__calloc((size_t)count, sizeof *m);
     if (!m)
         return PT_ENOMEM;
     int st = PT_OK, i = 0;
@@ -154,11 +154,11 @@ static int row_messages(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
         if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !cJSON_IsString(content)) {
-            st = pt_jsonl_err(r, PT_EFORMAT, "messages[%d] needs string \"role\" and \"content\"", i);
+            st = pt__jsonl_err(r, PT_EFORMAT, "messages[%d] needs string \"role\" and \"content\"", i);
             break;
         }
         if (pt_chat_role_from_name(&m[i].role, role->valuestring)) {
-            st = pt_jsonl_err(r, PT_EFORMAT, "messages[%d]: unknown role \"%s\"", i, role->valuestring);
+            st = pt__jsonl_err(r, PT_EFORMAT, "messages[%d]: unknown role \"%s\"", i, role->valuestring);
             break;
         }
         m[i].content = content->valuestring;
@@ -167,7 +167,7 @@ static int row_messages(int32_t **ids, uint8_t **mask, size_t *n, const pt_jsonl
     if (!st) {
         st = pt_chat_render_ids(ids, mask, n, tpl, tok, m, (size_t)count, NULL);
         if (st)
-            st = pt_jsonl_err(r, st, "messages: %s", pt_last_error());
+            st = pt__jsonl_err(r, st, "messages: %s", pt_last_error());
     }
     free(m);
     return st;
@@ -183,16 +183,16 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
     const bool co = d->opts.completion_only;
     const int32_t eos = tok ? pt_tokenizer_eos_id(tok) : -1;
     const bool add_eos = d->opts.add_eos && eos >= 0;
-    int kind = pt_jsonl_row_kind(r, row);
+    int kind = pt__jsonl_row_kind(r, row);
     if (kind < 0)
         return kind;
     if (kind == PT_JSONL_IDS) {
         int32_t vocab = tok ? pt_tokenizer_vocab_size(tok) : INT32_MAX;
-        int st = pt_jsonl_row_ids(ids, mask, n, r, row, vocab);
+        int st = pt__jsonl_row_ids(ids, mask, n, r, row, vocab);
         if (st)
             return st;
         if (!*mask && *n) {
-            *mask = pt_malloc(*n);
+            *mask = pt__malloc(*n);
             if (!*mask)
                 return PT_ENOMEM;
             memset(*mask, 1, *n);
@@ -200,12 +200,12 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
         return PT_OK;
     }
     if (!tok)
-        return pt_jsonl_err(r, PT_EINVAL, "text rows need a tokenizer");
+        return pt__jsonl_err(r, PT_EINVAL, "text rows need a tokenizer");
     int st;
     if (kind == PT_JSONL_TEXT) {
         const char *s;
         size_t len;
-        if ((st = pt_jsonl_row_string(&s, &len, r, row, "text", 1)))
+        if ((st = pt__jsonl_row_string(&s, &len, r, row, "text", 1)))
             return st;
         /* Taken as is (like `posttrain eval`): special tokens per the
          * post-processor, no EOS appended. */
@@ -214,12 +214,12 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(row, "messages");
     if (msgs) {
         if (!cJSON_IsArray(msgs))
-            return pt_jsonl_err(r, PT_EFORMAT, "\"messages\" must be an array");
+            return pt__jsonl_err(r, PT_EFORMAT, "\"messages\" must be an array");
         if (!*tpl) {
             st = d->opts.chat_template ? pt_chat_template_create(tpl, d->opts.chat_template)
                                        : pt_chat_template_from_tokenizer(tpl, tok);
             if (st)
-                return pt_jsonl_err(r, st, "%s", pt_last_error());
+                return pt__jsonl_err(r, st, "%s", pt_last_error());
         }
         if ((st = row_messages(ids, mask, n, r, msgs, tok, *tpl)))
             return st;
@@ -229,11 +229,11 @@ static int parse_row(int32_t **ids, uint8_t **mask, size_t *n, pt_dataset *d, co
     }
     const char *prompt, *completion;
     size_t plen, clen;
-    if ((st = pt_jsonl_row_string(&prompt, &plen, r, row, "prompt", 0)))
+    if ((st = pt__jsonl_row_string(&prompt, &plen, r, row, "prompt", 0)))
         return st;
     if (!prompt)
-        return pt_jsonl_err(r, PT_EFORMAT, "a row needs \"text\", \"prompt\"+\"completion\", \"messages\" or \"input_ids\"");
-    if ((st = pt_jsonl_row_string(&completion, &clen, r, row, "completion", 1)))
+        return pt__jsonl_err(r, PT_EFORMAT, "a row needs \"text\", \"prompt\"+\"completion\", \"messages\" or \"input_ids\"");
+    if ((st = pt__jsonl_row_string(&completion, &clen, r, row, "completion", 1)))
         return st;
     st = prompt_completion(ids, mask, n, tok, prompt, plen, completion, clen, co);
     if (!st && add_eos && !(*n > 0 && (*ids)[*n - 1] == eos))
@@ -247,18 +247,18 @@ int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer
     *out = NULL;
     PT_CHECK_NULL(path);
     pt_dataset *d;
-    int st = pt_dataset_create_for(&d, opts, __func__);
+    int st = pt__dataset_create_for(&d, opts, __func__);
     if (st)
         return st;
     pt_jsonl *r;
-    if ((st = pt_jsonl_open(&r, path, 0))) {
+    if ((st = pt__jsonl_open(&r, path, 0))) {
         pt_dataset_free(d);
         return st;
     }
     pt_chat_template *tpl = NULL;
     for (;;) {
         const cJSON *row;
-        int got = pt_jsonl_next(r, &row);
+        int got = pt__jsonl_next(r, &row);
         if (got == 0)
             break;
         int32_t *ids = NULL;
@@ -271,7 +271,7 @@ int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer
             break;
         }
         if (st) {
-            pt_log(PT_LOG_WARN, "skipping row: %s", pt_last_error());
+            pt__log(PT_LOG_WARN, "skipping row: %s", pt_last_error());
             d->stats.skipped_rows++;
             free(ids);
             free(mask);
@@ -282,12 +282,12 @@ int pt_dataset_load_jsonl(pt_dataset **out, const char *path, const pt_tokenizer
             break;
     }
     pt_chat_template_free(tpl);
-    pt_jsonl_close(r);
+    pt__jsonl_close(r);
     if (st) {
         pt_dataset_free(d);
         return st;
     }
-    pt_log(PT_LOG_INFO, "%s: %lld rows, %zu examples, %lld skipped, %lld empty, %lld truncated (%lld tokens cut)",
+    pt__log(PT_LOG_INFO, "%s: %lld rows, %zu examples, %lld skipped, %lld empty, %lld truncated (%lld tokens cut)",
            path, (long long)d->stats.rows, d->n_ex, (long long)d->stats.skipped_rows, (long long)d->stats.empty_rows,
            (long long)d->stats.truncated_rows, (long long)d->stats.truncated_tokens);
     *out = d;

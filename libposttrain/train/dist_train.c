@@ -12,45 +12,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pt_dist_allreduce_grads(pt_dist *d, pt_optimizer *opt)
+int pt__dist_allreduce_grads(pt_dist *d, pt_optimizer *opt)
 {
     static const char what[] = "gradient all-reduce";
     if (!d || pt_dist_size(d) == 1)
         return PT_OK;
     size_t n;
-    const pt_opt_param *p = pt_optimizer_params(opt, &n);
-    pt_model *model = pt_optimizer_model(opt);
+    const pt_opt_param *p = pt__optimizer_params(opt, &n);
+    pt_model *model = pt__optimizer_model(opt);
     for (size_t i = 0; i < n; i++)
         if (!p[i].grad) {
             /* no backward ran on this rank yet: its part is zero */
             int st = model ? pt_model_alloc_grads(model) : PT_OK;
             if (st)
                 return st;
-            p = pt_optimizer_params(opt, &n);
+            p = pt__optimizer_params(opt, &n);
             break;
         }
     for (size_t i = 0; i < n; i++)
         if (!p[i].grad)
-            return pt_err(PT_EINTERNAL, "%s: parameter %zu has no gradient", what, i);
+            return pt__err(PT_EINTERNAL, "%s: parameter %zu has no gradient", what, i);
     const size_t per_bucket = d->opts.bucket_bytes / sizeof(float);
     float *stage = NULL;
     int st = PT_OK;
     size_t i = 0;
     while (i < n && !st) {
         if (p[i].numel >= per_bucket / 2) {
-            st = pt_comm_allreduce_f32(d, p[i].grad, p[i].numel, what);
+            st = pt__comm_allreduce_f32(d, p[i].grad, p[i].numel, what);
             i++;
             continue;
         }
         /* small tensors travel together through one staging bucket */
-        if (!stage && !(stage = pt_malloc_array(per_bucket, sizeof *stage)))
+        if (!stage && !(stage = pt__malloc_array(per_bucket, sizeof *stage)))
             return PT_ENOMEM;
         size_t j = i, fill = 0;
         for (; j < n && p[j].numel < per_bucket / 2 && fill + p[j].numel <= per_bucket; j++) {
             memcpy(stage + fill, p[j].grad, p[j].numel * sizeof *stage);
             fill += p[j].numel;
         }
-        if ((st = pt_comm_allreduce_f32(d, stage, fill, what)))
+        if ((st = pt__comm_allreduce_f32(d, stage, fill, what)))
             break;
         fill = 0;
         for (; i < j; i++) {
@@ -103,15 +103,15 @@ static uint64_t hash_array(uint64_t h, const void *data, size_t bytes)
     return h ^ (uint64_t)bytes;
 }
 
-uint64_t pt_optimizer_state_hash(pt_optimizer *opt)
+uint64_t pt__optimizer_state_hash(pt_optimizer *opt)
 {
     size_t n;
-    const pt_opt_param *p = pt_optimizer_params(opt, &n);
+    const pt_opt_param *p = pt__optimizer_params(opt, &n);
     uint64_t h = FNV_BASIS;
     for (size_t i = 0; i < n; i++)
         h = hash_array(h, p[i].data, p[i].numel * sizeof(float));
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     h = hash_array(h, sv.m, sv.numel_total * sizeof(float));
     if (sv.v)
         h = hash_array(h, sv.v, sv.numel_total * sizeof(float));
@@ -128,15 +128,15 @@ int pt_dist_check_replicas(int *bad_rank, uint64_t *hash, pt_dist *d, const pt_o
     pt_optimizer *o = (pt_optimizer *)opt; /* the hash only reads (gradient pointers refreshed) */
     int64_t step = 0;
     step = pt_optimizer_step_count(o);
-    pt_dist_set_step(d, step);
-    uint64_t mine = pt_optimizer_state_hash(o);
+    pt__dist_set_step(d, step);
+    uint64_t mine = pt__optimizer_state_hash(o);
     if (hash)
         *hash = mine;
     const int size = pt_dist_size(d);
-    uint64_t stack[64], *all = size <= 64 ? stack : pt_malloc_array((size_t)size, sizeof *all);
+    uint64_t stack[64], *all = size <= 64 ? stack : pt__malloc_array((size_t)size, sizeof *all);
     if (!all)
         return PT_ENOMEM;
-    int st = pt_comm_allgather(d, &mine, sizeof mine, all, "replica check");
+    int st = pt__comm_allgather(d, &mine, sizeof mine, all, "replica check");
     if (st) {
         if (all != stack)
             free(all);
@@ -176,10 +176,10 @@ int pt_dist_check_replicas(int *bad_rank, uint64_t *hash, pt_dist *d, const pt_o
     if (bad_rank) /* with no majority, no rank can be named the wrong one */
         *bad_rank = majority ? first : -1;
     if (majority)
-        return pt_err(PT_ECHECKSUM, "pt_dist_check_replicas: at step %lld the parameters and optimizer state of "
+        return pt__err(PT_ECHECKSUM, "pt_dist_check_replicas: at step %lld the parameters and optimizer state of "
                       "rank(s) %s differ from the %d of %d ranks that agree (%016" PRIx64 "): silent data "
                       "corruption", (long long)step, list, best_votes, size, ref);
-    return pt_err(PT_ECHECKSUM, "pt_dist_check_replicas: at step %lld the parameters and optimizer state differ "
+    return pt__err(PT_ECHECKSUM, "pt_dist_check_replicas: at step %lld the parameters and optimizer state differ "
                   "between ranks and no majority agrees: ranks %s: silent data corruption", (long long)step,
                   list);
 }

@@ -10,10 +10,10 @@
 /* Sum the gradients of opt's parameters over the ranks of d (in place, in
  * rank order, in buckets; small tensors share a staging bucket).  Nothing
  * to do for NULL d or one rank. */
-int pt_dist_allreduce_grads(pt_dist *d, pt_optimizer *opt);
+int pt__dist_allreduce_grads(pt_dist *d, pt_optimizer *opt);
 
 /* The hash pt_dist_check_replicas compares: trainable parameters, moments,
  * step and skip counters, independent of the thread count. */
-uint64_t pt_optimizer_state_hash(pt_optimizer *opt);
+uint64_t pt__optimizer_state_hash(pt_optimizer *opt);
 
 #endif

@@ -53,12 +53,12 @@ static void describe_status(char *buf, size_t n, int status)
 /* Wait for the child up to `seconds`; true when it was reaped (*status set). */
 static bool wait_for(pid_t pid, double seconds, int *status)
 {
-    const double t_end = pt_now() + seconds;
+    const double t_end = pt__now() + seconds;
     for (;;) {
         pid_t w = waitpid(pid, status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
             return w == pid;
-        if (pt_now() >= t_end)
+        if (pt__now() >= t_end)
             return false;
         pause_ms(10);
     }
@@ -82,8 +82,8 @@ static bool end_group(pt_env_process *p, int *status)
             break;
         kill(-p->pgid, sig);
         signalled = true;
-        const double t_end = pt_now() + (sig == SIGTERM ? 2.0 : 5.0);
-        while (pt_now() < t_end) {
+        const double t_end = pt__now() + (sig == SIGTERM ? 2.0 : 5.0);
+        while (pt__now() < t_end) {
             if (p->pid > 0 && waitpid(p->pid, status, WNOHANG) == p->pid)
                 p->pid = 0;
             if (group_gone(p->pgid))
@@ -99,7 +99,7 @@ static bool end_group(pt_env_process *p, int *status)
     return signalled;
 }
 
-void pt_env_process_mark_dead(pt_env_process *p, const char *why, bool stalled, int status)
+void pt__env_process_mark_dead(pt_env_process *p, const char *why, bool stalled, int status)
 {
     if (p->dead)
         return;
@@ -185,15 +185,15 @@ static int check_options(const pt_env_process_options *o)
 {
     static const char fn[] = "pt_env_process_create";
     if (!o->command || !o->command[0])
-        return pt_err_arg(fn, "command", "is %s: give the environment's command", o->command ? "empty" : "NULL");
+        return pt__err_arg(fn, "command", "is %s: give the environment's command", o->command ? "empty" : "NULL");
     if (o->n_rewards < 1 || o->n_rewards > PT_GRPO_MAX_REWARD_FUNCS)
-        return pt_err_arg(fn, "n_rewards", "%d must be in 1 .. %d", o->n_rewards, PT_GRPO_MAX_REWARD_FUNCS);
+        return pt__err_arg(fn, "n_rewards", "%d must be in 1 .. %d", o->n_rewards, PT_GRPO_MAX_REWARD_FUNCS);
     if (!(o->timeout >= 0.001 && o->timeout <= 1e6))
-        return pt_err_arg(fn, "timeout", "%g must be in 0.001 .. 1e6 seconds", o->timeout);
+        return pt__err_arg(fn, "timeout", "%g must be in 0.001 .. 1e6 seconds", o->timeout);
     if (o->max_line < 16 || o->max_line > ((size_t)1 << 30))
-        return pt_err_arg(fn, "max_line", "%zu must be in 16 .. 2^30 bytes", o->max_line);
+        return pt__err_arg(fn, "max_line", "%zu must be in 16 .. 2^30 bytes", o->max_line);
     if (o->name && (!o->name[0] || strlen(o->name) > 40))
-        return pt_err_arg(fn, "name", "must be 1 .. 40 bytes");
+        return pt__err_arg(fn, "name", "must be 1 .. 40 bytes");
     return PT_OK;
 }
 
@@ -214,10 +214,10 @@ int pt_env_process_create(pt_env_process **out, const pt_env_process_options *op
     int st = PT_STRUCT_READ(o, opts, pt_env_process_options_init);
     if (st || (st = check_options(&o)))
         return st;
-    pt_env_process *p = pt_calloc(1, sizeof *p);
-    if (!p || !(p->cmd = pt_strdup(o.command))) {
+    pt_env_process *p = pt__calloc(1, sizeof *p);
+    if (!p || !(p->cmd = pt__strdup(o.command))) {
         pt_free(p);
-        return pt_err(PT_ENOMEM, "pt_env_process_create: out of memory");
+        return pt__err(PT_ENOMEM, "pt_env_process_create: out of memory");
     }
     p->n_rewards = o.n_rewards;
     p->timeout = o.timeout;
@@ -246,7 +246,7 @@ int pt_env_process_create(pt_env_process **out, const pt_env_process_options *op
     if (rc) {
         pt_free(p->cmd);
         pt_free(p);
-        return pt_err(PT_EIO, "pt_env_process_create: %s '%s': %s: %s", o.name ? o.name : "env process",
+        return pt__err(PT_EIO, "pt_env_process_create: %s '%s': %s: %s", o.name ? o.name : "env process",
                       o.command, what, strerror(rc));
     }
     p->pgid = p->pid;
@@ -307,7 +307,7 @@ int pt_env_process_close(pt_env_process *proc)
     if (p->out >= 0)
         close(p->out);
     p->out = -1;
-    return st ? pt_err(st, "pt_env_process_close: %s", msg) : PT_OK;
+    return st ? pt__err(st, "pt_env_process_close: %s", msg) : PT_OK;
 }
 
 void pt_env_process_free(pt_env_process *p)

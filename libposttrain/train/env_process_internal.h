@@ -38,6 +38,6 @@ struct pt_env_process {
 /* The process is gone, or misbehaved: with `stalled`, end its group at
  * once; else give it 2 s to exit first.  Remembers why (with `status`) for
  * every later call. */
-void pt_env_process_mark_dead(pt_env_process *p, const char *why, bool stalled, int status);
+void pt__env_process_mark_dead(pt_env_process *p, const char *why, bool stalled, int status);
 
 #endif

@@ -27,7 +27,7 @@ static int fail(pt_env_reply *reply, pt_env_process *p, int status, const char *
     vsnprintf(p->error, sizeof p->error, fmt, ap);
     va_end(ap);
     reply->error = p->error;
-    pt_err(status, "pt_env_process_call: %s", p->error);
+    pt__err(status, "pt_env_process_call: %s", p->error);
     return 1;
 }
 
@@ -84,7 +84,7 @@ static int parse_reply(pt_env_reply *reply, pt_env_process *p, const cJSON *j)
         if (!cJSON_IsString(append))
             return fail(reply, p, PT_EFORMAT, "%s reply: \"append\" must be a string", p->name);
         size_t n = strlen(append->valuestring) + 1;
-        char *t = pt_malloc(n);
+        char *t = pt__malloc(n);
         if (!t)
             return fail(reply, p, PT_ENOMEM, "out of memory");
         memcpy(t, append->valuestring, n);
@@ -159,7 +159,7 @@ static cJSON *request(pt_env_reply *reply, pt_env_process *p, const pt_env_turn 
 /* Milliseconds to the deadline (0 when past it). */
 static int ms_left(double deadline)
 {
-    double left = deadline - pt_now();
+    double left = deadline - pt__now();
     return left <= 0 ? 0 : left > 1e6 ? 1000000000 : (int)(left * 1000) + 1;
 }
 
@@ -194,7 +194,7 @@ static int grow_buf(pt_env_process *p)
         cap = p->max_line + 131072;
     if (cap <= p->buf_cap)
         return 0;
-    char *b = pt_realloc_array(p->buf, cap, 1);
+    char *b = pt__realloc_array(p->buf, cap, 1);
     if (!b)
         return errno = ENOMEM, -1;
     p->buf = b;
@@ -218,7 +218,7 @@ static ssize_t read_line(pt_env_process *p, double deadline)
             ssize_t rc = too_long || n > p->max_line ? -3 : (ssize_t)n;
             if (rc >= 0) {
                 pt_free(p->line);
-                if (!(p->line = pt_malloc(n + 1)))
+                if (!(p->line = pt__malloc(n + 1)))
                     return errno = ENOMEM, -1;
                 memcpy(p->line, p->buf, n);
                 p->line[n] = '\0';
@@ -253,7 +253,7 @@ static ssize_t read_line(pt_env_process *p, double deadline)
 /* The process is dead: fail the call with why. */
 static int dead(pt_env_reply *reply, pt_env_process *p, const char *why, bool stalled, int status)
 {
-    pt_env_process_mark_dead(p, why, stalled, status);
+    pt__env_process_mark_dead(p, why, stalled, status);
     return fail(reply, p, p->dead_status, "%s", p->dead_msg);
 }
 
@@ -262,16 +262,16 @@ static int dead(pt_env_reply *reply, pt_env_process *p, const char *why, bool st
 static ssize_t exchange(pt_env_reply *reply, pt_env_process *p, const char *req)
 {
     char why[160];
-    int w = send_all(p, req, strlen(req), pt_now() + p->timeout);
+    int w = send_all(p, req, strlen(req), pt__now() + p->timeout);
     if (w == 0)
-        w = send_all(p, "\n", 1, pt_now() + p->timeout);
+        w = send_all(p, "\n", 1, pt__now() + p->timeout);
     if (w > 0) {
         snprintf(why, sizeof why, "(it did not take a request within %g s, %s)", p->timeout, p->hint_timeout);
         return dead(reply, p, why, true, PT_EPEER), -1;
     }
     if (w < 0)
         return dead(reply, p, NULL, false, PT_EIO), -1;
-    ssize_t n = read_line(p, pt_now() + p->timeout);
+    ssize_t n = read_line(p, pt__now() + p->timeout);
     if (n == -3)
         return fail(reply, p, PT_ERANGE, "%s reply line is longer than %zu bytes (%s)", p->name, p->max_line,
                     p->hint_max_line), -1;
@@ -290,7 +290,7 @@ int pt_env_process_call(pt_env_reply *reply, const pt_env_turn *turn, void *proc
 {
     pt_env_process *p = process;
     if (!reply || !turn || !p)
-        return pt_err(PT_EINVAL, "pt_env_process_call: %s is NULL", !reply ? "reply" : !turn ? "turn" : "process"),
+        return pt__err(PT_EINVAL, "pt_env_process_call: %s is NULL", !reply ? "reply" : !turn ? "turn" : "process"),
                1;
     if (p->closed)
         return fail(reply, p, PT_ESTATE, "%s '%s' was closed", p->name, p->cmd);

@@ -9,7 +9,7 @@
  *   1. admit: waiting episodes take the free rows; their prompts are
  *      prefilled (identical prompts of one admission once, the cache
  *      copied), and their first tokens sampled;
- *   2. step: one batched forward (pt_genrows_step) over every row in play:
+ *   2. step: one batched forward (pt__genrows_step) over every row in play:
  *      a decoding row feeds its one pending token, a row whose environment
  *      appended ids feeds them as a chunk of consecutive positions (within
  *      the step's capacity; the rest in later steps), beside the decoding
@@ -45,7 +45,7 @@ static void free_row(ep_run *r, ep_rec *e)
     e->row = -1;
 }
 
-void pt_episode_finish(ep_run *r, ep_rec *e, int end)
+void pt__episode_finish(ep_run *r, ep_rec *e, int end)
 {
     free_row(r, e);
     e->phase = PH_ENDED;
@@ -61,11 +61,11 @@ void pt_episode_finish(ep_run *r, ep_rec *e, int end)
 /* A new turn of e (its first token is at position p). */
 static int turn_begin(ep_run *r, ep_rec *e, int p)
 {
-    int st = pt_episode_rec_add_turn(e, r->res->k, p);
+    int st = pt__episode_rec_add_turn(e, r->res->k, p);
     if (st)
         return st;
     e->turn_tokens = 0;
-    return pt_episode_stop_turn_reset(r, e->row);
+    return pt__episode_stop_turn_reset(r, e->row);
 }
 
 /* Record the token episode e sampled; decide whether its turn ended. */
@@ -82,9 +82,9 @@ static int after_sample(ep_run *r, ep_rec *e, int32_t tok, float lp)
     r->st->sampled_tokens++;
     int end = -1;
     bool hit = false;
-    if (pt_episode_is_stop_id(r, tok))
+    if (pt__episode_is_stop_id(r, tok))
         end = PT_TURN_STOP_ID;
-    else if (r->o->n_stop_strings > 0 && (st = pt_episode_stop_string_hit(&hit, r, e->row, tok)))
+    else if (r->o->n_stop_strings > 0 && (st = pt__episode_stop_string_hit(&hit, r, e->row, tok)))
         return st;
     if (end < 0 && hit)
         end = PT_TURN_STOP_STRING;
@@ -116,7 +116,7 @@ static int sample_and_answer(ep_run *r, int m)
         r->w_hrow[i] = r->w_ep[i];
         r->w_hstep[i] = e->n - e->prompt_len;
     }
-    pt_genrows_sample(r->g, m, pt_genrows_logits(r->g), &r->sampler, r->w_rng, r->w_tok, r->w_lp,
+    pt__genrows_sample(r->g, m, pt__genrows_logits(r->g), &r->sampler, r->w_rng, r->w_tok, r->w_lp,
                       r->w_hrow, r->w_hstep);
     int nq = 0;
     for (int i = 0; i < m; i++) {
@@ -133,7 +133,7 @@ static int sample_and_answer(ep_run *r, int m)
         }
     }
     for (int q = 0; q < nq; q++) {
-        int st = pt_episode_call_env(r, r->queue[q]);
+        int st = pt__episode_call_env(r, r->queue[q]);
         if (st)
             return st;
     }
@@ -161,7 +161,7 @@ static int admit(ep_run *r, int *admitted)
         }
     if (a == 0)
         return PT_OK;
-    float *logits = pt_genrows_logits(r->g);
+    float *logits = pt__genrows_logits(r->g);
     const size_t V = (size_t)r->V;
     for (int j = 0; j < a; j++) {
         ep_rec *e = &res->e[r->w_ep[j]];
@@ -173,11 +173,11 @@ static int admit(ep_run *r, int *admitted)
                 same = k;
         }
         if (same >= 0) {
-            pt_genrows_copy(r->g, r->adm_row[same], r->adm_row[j], e->prompt_len);
+            pt__genrows_copy(r->g, r->adm_row[same], r->adm_row[j], e->prompt_len);
             memcpy(logits + (size_t)j * V, logits + (size_t)same * V, V * sizeof(float));
             r->st->prompt_tokens_shared += e->prompt_len;
         } else {
-            int st = pt_genrows_prefill(r->g, r->adm_row[j], e->ids, e->prompt_len,
+            int st = pt__genrows_prefill(r->g, r->adm_row[j], e->ids, e->prompt_len,
                                         logits + (size_t)j * V);
             if (st)
                 return st;
@@ -221,7 +221,7 @@ static int step(ep_run *r, int *fed)
                 continue;
             int pending = e->n - e->cached;
             int chunk = pending < r->C - k ? pending : r->C - k;
-            chunk = pt_genrows_chunk_limit(r->g, e->cached, chunk);
+            chunk = pt__genrows_chunk_limit(r->g, e->cached, chunk);
             for (int j = 0; j < chunk; j++) {
                 int p = e->cached + j;
                 r->s_rows[k] = row;
@@ -241,7 +241,7 @@ static int step(ep_run *r, int *fed)
     *fed = k;
     if (k == 0)
         return PT_OK;
-    pt_genrows_step(r->g, k, r->s_rows, r->s_ids, r->s_pos, r->s_want, pt_genrows_logits(r->g));
+    pt__genrows_step(r->g, k, r->s_rows, r->s_ids, r->s_pos, r->s_want, pt__genrows_logits(r->g));
     r->st->steps++;
     r->st->forward_tokens += k;
     return w ? sample_and_answer(r, w) : PT_OK;
@@ -266,7 +266,7 @@ static int poll_pending(ep_run *r, bool now)
             r->queue[j - 1] = t;
         }
     for (int i = 0; i < n; i++) {
-        int st = pt_episode_call_env(r, r->queue[i]);
+        int st = pt__episode_call_env(r, r->queue[i]);
         if (st)
             return st;
     }
@@ -286,7 +286,7 @@ static int rows_in_play(const ep_run *r)
 
 static void run_free(ep_run *r)
 {
-    pt_episode_stop_free(r);
+    pt__episode_stop_free(r);
     pt_free(r->row_ep);
     pt_free(r->s_rows);
     pt_free(r->s_ids);
@@ -306,19 +306,19 @@ static void run_free(ep_run *r)
 static int run_alloc(ep_run *r, int max_seq)
 {
     const size_t B = (size_t)r->B, C = (size_t)r->C;
-    r->row_ep = pt_malloc_array(B, sizeof *r->row_ep);
-    r->s_rows = pt_malloc_array(C, sizeof *r->s_rows);
-    r->s_ids = pt_malloc_array(C, sizeof *r->s_ids);
-    r->s_pos = pt_malloc_array(C, sizeof *r->s_pos);
-    r->s_want = pt_malloc_array(C, sizeof *r->s_want);
-    r->w_ep = pt_malloc_array(B, sizeof *r->w_ep);
-    r->w_rng = pt_malloc_array(B, sizeof *r->w_rng);
-    r->w_tok = pt_malloc_array(B, sizeof *r->w_tok);
-    r->w_hrow = pt_malloc_array(B, sizeof *r->w_hrow);
-    r->w_hstep = pt_malloc_array(B, sizeof *r->w_hstep);
-    r->w_lp = pt_malloc_array(B, sizeof *r->w_lp);
-    r->adm_row = pt_malloc_array(B, sizeof *r->adm_row);
-    r->queue = pt_malloc_array(B, sizeof *r->queue);
+    r->row_ep = pt__malloc_array(B, sizeof *r->row_ep);
+    r->s_rows = pt__malloc_array(C, sizeof *r->s_rows);
+    r->s_ids = pt__malloc_array(C, sizeof *r->s_ids);
+    r->s_pos = pt__malloc_array(C, sizeof *r->s_pos);
+    r->s_want = pt__malloc_array(C, sizeof *r->s_want);
+    r->w_ep = pt__malloc_array(B, sizeof *r->w_ep);
+    r->w_rng = pt__malloc_array(B, sizeof *r->w_rng);
+    r->w_tok = pt__malloc_array(B, sizeof *r->w_tok);
+    r->w_hrow = pt__malloc_array(B, sizeof *r->w_hrow);
+    r->w_hstep = pt__malloc_array(B, sizeof *r->w_hstep);
+    r->w_lp = pt__malloc_array(B, sizeof *r->w_lp);
+    r->adm_row = pt__malloc_array(B, sizeof *r->adm_row);
+    r->queue = pt__malloc_array(B, sizeof *r->queue);
     if (!r->row_ep || !r->s_rows || !r->s_ids || !r->s_pos || !r->s_want || !r->w_ep ||
         !r->w_rng || !r->w_tok || !r->w_hrow || !r->w_hstep || !r->w_lp || !r->adm_row ||
         !r->queue)
@@ -328,7 +328,7 @@ static int run_alloc(ep_run *r, int max_seq)
     const pt_episode_options *o = r->o;
     if (o->tokenizer) {
         r->tok_vocab = pt_tokenizer_vocab_size(o->tokenizer);
-        if (!(r->dec = pt_malloc_array((size_t)max_seq, sizeof *r->dec)))
+        if (!(r->dec = pt__malloc_array((size_t)max_seq, sizeof *r->dec)))
             return PT_ENOMEM;
     }
     return PT_OK;
@@ -352,7 +352,7 @@ static void final_stats(ep_run *r, double t0)
         default: s->stopped++; break;
         }
     }
-    s->seconds = pt_now() - t0;
+    s->seconds = pt__now() - t0;
     s->env_seconds = r->env_s;
     double gen = s->seconds - s->env_seconds;
     s->tokens_per_second = gen > 0 ? (double)s->sampled_tokens / gen : 0.0;
@@ -364,10 +364,10 @@ static int run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *
                      const int32_t *prompt_lens, const int64_t *groups, int n,
                      const pt_episode_options *opts, pt_env_fn env, void *payload)
 {
-    double t0 = pt_now();
+    double t0 = pt__now();
     pt_episode_options o;
     pt_episode_options_init(&o);
-    int st = pt_struct_read(&o, sizeof o, opts, "pt_episodes_run", "pt_episode_options_init");
+    int st = pt__struct_read(&o, sizeof o, opts, "pt_episodes_run", "pt_episode_options_init");
     if (st)
         return st;
     ep_run r;
@@ -377,27 +377,27 @@ static int run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *
     r.res = res;
     r.env = env;
     r.payload = payload;
-    if ((st = pt_genrows_begin(gen, "pt_episodes_run")))
+    if ((st = pt__genrows_begin(gen, "pt_episodes_run")))
         return st;
     pt_model_config cfg;
     pt_model_config_init(&cfg);
-    if ((st = pt_model_get_config(&cfg, pt_genrows_model(gen))))
+    if ((st = pt_model_get_config(&cfg, pt__genrows_model(gen))))
         return st;
     /* the nested sampling options: a versioned struct of their own */
     pt_generate_options_init(&r.so);
-    if ((st = pt_struct_read(&r.so, sizeof r.so, o.sampling, "pt_episodes_run",
+    if ((st = pt__struct_read(&r.so, sizeof r.so, o.sampling, "pt_episodes_run",
                              "pt_generate_options_init")) ||
-        (st = pt_genrows_check_options(&r.so, &cfg, "pt_episodes_run", "sampling.")) ||
-        (st = pt_episode_check_options(&o, gen, &r.L)) ||
-        (st = pt_episode_check_prompts(prompt_ids, prompt_lens, n, cfg.vocab_size, r.L)))
+        (st = pt__genrows_check_options(&r.so, &cfg, "pt_episodes_run", "sampling.")) ||
+        (st = pt__episode_check_options(&o, gen, &r.L)) ||
+        (st = pt__episode_check_prompts(prompt_ids, prompt_lens, n, cfg.vocab_size, r.L)))
         return st;
     r.V = cfg.vocab_size;
-    r.B = pt_genrows_max_batch(gen);
-    r.C = o.max_step_tokens ? o.max_step_tokens : pt_genrows_step_capacity(gen);
+    r.B = pt__genrows_max_batch(gen);
+    r.C = o.max_step_tokens ? o.max_step_tokens : pt__genrows_step_capacity(gen);
     r.max_new = r.so.max_new_tokens;
-    pt_genrows_sampler(&r.sampler, &r.so);
-    if ((st = pt_episode_results_reset(res, n, r.L, o.n_reward_funcs)) || (st = pt_episode_stop_alloc(&r, &cfg)) ||
-        (st = run_alloc(&r, pt_genrows_max_seq(gen)))) {
+    pt__genrows_sampler(&r.sampler, &r.so);
+    if ((st = pt__episode_results_reset(res, n, r.L, o.n_reward_funcs)) || (st = pt__episode_stop_alloc(&r, &cfg)) ||
+        (st = run_alloc(&r, pt__genrows_max_seq(gen)))) {
         run_free(&r);
         res->n = 0;
         return st;
@@ -412,10 +412,10 @@ static int run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *
         for (int j = 0; j < e->n; j++)
             e->lp[j] = 0.0f;
         e->group = groups ? groups[i] : i;
-        pt_sample_rng(&e->rng, r.so.seed, r.so.stream_offset + (uint64_t)i);
+        pt__sample_rng(&e->rng, r.so.seed, r.so.stream_offset + (uint64_t)i);
         off += (size_t)prompt_lens[i];
     }
-    int prev = pt_threads_enter(pt_genrows_thread_setting(gen));
+    int prev = pt__threads_enter(pt__genrows_thread_setting(gen));
     st = admit_all(&r);
     while (!st && rows_in_play(&r) > 0) {
         if ((st = pt_check_abort()))
@@ -426,16 +426,16 @@ static int run_taken(pt_episode_results *res, pt_generator *gen, const int32_t *
         if ((st = step(&r, &fed)) || (st = poll_pending(&r, fed == 0)) || (st = admit_all(&r)))
             break;
     }
-    pt_threads_leave(prev);
+    pt__threads_leave(prev);
     if (st) /* the run stopped: what had not ended is marked so */
         for (int i = 0; i < n; i++) {
             ep_rec *e = &res->e[i];
             if (e->phase == PH_ENDED)
                 continue;
-            pt_episode_finish(&r, e, PT_EPISODE_STOPPED);
+            pt__episode_finish(&r, e, PT_EPISODE_STOPPED);
             e->truncated = false;
             e->status = PT_ECANCELLED;
-            e->error = pt_strdup("the run stopped before this episode ended");
+            e->error = pt__strdup("the run stopped before this episode ended");
         }
     final_stats(&r, t0);
     run_free(&r);
@@ -452,10 +452,10 @@ int pt_episodes_run(pt_episode_results *res, pt_generator *gen, const int32_t *p
     PT_CHECK_NULL(prompt_lens);
     PT_CHECK_NULL(env);
     PT_CHECK_ARG(n >= 1 && n <= (1 << 24), n, "%d must be in 1 .. %d", n, 1 << 24);
-    int st = pt_genrows_take(gen, __func__);
+    int st = pt__genrows_take(gen, __func__);
     if (st)
         return st;
     st = run_taken(res, gen, prompt_ids, prompt_lens, groups, n, opts, env, payload);
-    pt_genrows_give(gen);
+    pt__genrows_give(gen);
     return st;
 }

@@ -29,13 +29,13 @@ static int env_error(ep_run *r, ep_rec *e, int idx, int status, const char *fmt,
     va_end(ap);
     snprintf(msg, sizeof msg, "episode %d turn %d: %s", idx, e->n_turns - 1, what);
     pt_free(e->error);
-    e->error = pt_strdup(msg);
+    e->error = pt__strdup(msg);
     e->status = status;
-    pt_episode_finish(r, e, PT_EPISODE_ERROR);
+    pt__episode_finish(r, e, PT_EPISODE_ERROR);
     e->truncated = false;
     if (r->o->on_error == PT_EPISODE_ERROR_STOP)
-        return pt_err(status, "pt_episodes_run: %s", msg);
-    pt_log(PT_LOG_WARN, "pt_episodes_run: %s (%s; the other episodes go on)", msg,
+        return pt__err(status, "pt_episodes_run: %s", msg);
+    pt__log(PT_LOG_WARN, "pt_episodes_run: %s (%s; the other episodes go on)", msg,
            pt_status_name(status));
     return PT_OK;
 }
@@ -109,7 +109,7 @@ static int appended_ids(ep_run *r, ep_rec *e, int idx, const pt_env_reply *rp, i
     return PT_OK;
 }
 
-int pt_episode_call_env(ep_run *r, int idx)
+int pt__episode_call_env(ep_run *r, int idx)
 {
     ep_rec *e = &r->res->e[idx];
     const pt_episode_options *o = r->o;
@@ -138,7 +138,7 @@ int pt_episode_call_env(ep_run *r, int idx)
             (st = decode(&text, &view.text_len, r, e->ids + e->prompt_len,
                          e->n - e->prompt_len))) {
             pt_free(turn_text);
-            return pt_err_prefix(st, "pt_episodes_run: decoding episode %d", idx);
+            return pt__err_prefix(st, "pt_episodes_run: decoding episode %d", idx);
         }
         view.turn_text = turn_text;
         view.text = text;
@@ -146,9 +146,9 @@ int pt_episode_call_env(ep_run *r, int idx)
     pt_env_reply rep;
     memset(&rep, 0, sizeof rep);
     rep.size = sizeof rep;
-    double t0 = pt_now();
+    double t0 = pt__now();
     int rc = r->env(&rep, &view, r->payload);
-    r->env_s += pt_now() - t0;
+    r->env_s += pt__now() - t0;
     r->st->env_calls++;
     pt_free(turn_text);
     pt_free(text);
@@ -188,7 +188,7 @@ int pt_episode_call_env(ep_run *r, int idx)
     if (rep.action == PT_ENV_DONE || view.final || m > room) {
         pt_free(enc);
         copy_rewards(e->rewards, rep.rewards, K);
-        pt_episode_finish(r, e, rep.action == PT_ENV_DONE ? PT_EPISODE_DONE
+        pt__episode_finish(r, e, rep.action == PT_ENV_DONE ? PT_EPISODE_DONE
                                 : view.final ? view.final : PT_EPISODE_MAX_TOKENS);
         return PT_OK;
     }

@@ -47,18 +47,18 @@ struct pt_episode_results {
 
 /* The options of pt_episodes_run checked against the generator (messages
  * name pt_episodes_run); *limit receives the ids an episode may hold. */
-int pt_episode_check_options(const pt_episode_options *o, const pt_generator *g, int *limit);
+int pt__episode_check_options(const pt_episode_options *o, const pt_generator *g, int *limit);
 /* The n prompts (lens[e] ids each, back to back in ids): each 1 .. L-1 ids
  * below V (messages name pt_episodes_run). */
-int pt_episode_check_prompts(const int32_t *ids, const int32_t *lens, int n, int V, int L);
+int pt__episode_check_prompts(const int32_t *ids, const int32_t *lens, int n, int V, int L);
 
 /* ---- the results (episode_results.c) ---- */
 
 /* Room in res for n episodes of up to L ids each, every one reset, k reward
  * functions. */
-int pt_episode_results_reset(pt_episode_results *res, int n, int L, int k);
+int pt__episode_results_reset(pt_episode_results *res, int n, int L, int k);
 /* A new turn of e, its first token at position p, with k rewards (NaN):
  * PT_OK, or PT_ENOMEM with no turn added. */
-int pt_episode_rec_add_turn(ep_rec *e, int k, int p);
+int pt__episode_rec_add_turn(ep_rec *e, int k, int p);
 
 #endif

@@ -24,7 +24,7 @@ int pt_episode_stats_init(pt_episode_stats *s)
 int pt_episode_results_create(pt_episode_results **out)
 {
     PT_CHECK_NULL(out);
-    *out = pt_calloc(1, sizeof **out);
+    *out = pt__calloc(1, sizeof **out);
     if (!*out)
         return PT_ENOMEM;
     (*out)->k = 1;
@@ -54,10 +54,10 @@ void pt_episode_results_free(pt_episode_results *res)
     pt_free(res);
 }
 
-int pt_episode_results_reset(pt_episode_results *res, int n, int L, int k)
+int pt__episode_results_reset(pt_episode_results *res, int n, int L, int k)
 {
     if (n > res->alloc) {
-        ep_rec *e = pt_realloc_array(res->e, (size_t)n, sizeof *e);
+        ep_rec *e = pt__realloc_array(res->e, (size_t)n, sizeof *e);
         if (!e)
             return PT_ENOMEM;
         memset(e + res->alloc, 0, (size_t)(n - res->alloc) * sizeof *e);
@@ -73,9 +73,9 @@ int pt_episode_results_reset(pt_episode_results *res, int n, int L, int k)
             pt_free(e->ids);
             pt_free(e->mask);
             pt_free(e->lp);
-            e->ids = pt_malloc_array((size_t)L, sizeof *e->ids);
-            e->mask = pt_malloc_array((size_t)L, sizeof *e->mask);
-            e->lp = pt_malloc_array((size_t)L, sizeof *e->lp);
+            e->ids = pt__malloc_array((size_t)L, sizeof *e->ids);
+            e->mask = pt__malloc_array((size_t)L, sizeof *e->mask);
+            e->lp = pt__malloc_array((size_t)L, sizeof *e->lp);
             e->cap = L;
             if (!e->ids || !e->mask || !e->lp) {
                 e->cap = 0;
@@ -97,20 +97,20 @@ int pt_episode_results_reset(pt_episode_results *res, int n, int L, int k)
     return PT_OK;
 }
 
-int pt_episode_rec_add_turn(ep_rec *e, int k, int p)
+int pt__episode_rec_add_turn(ep_rec *e, int k, int p)
 {
     if (e->n_turns == e->t_cap) {
         int cap = e->t_cap ? 2 * e->t_cap : 4;
-        int32_t *a = pt_realloc_array(e->t_start, (size_t)cap, sizeof *a);
+        int32_t *a = pt__realloc_array(e->t_start, (size_t)cap, sizeof *a);
         if (a)
             e->t_start = a;
-        int32_t *b = a ? pt_realloc_array(e->t_len, (size_t)cap, sizeof *b) : NULL;
+        int32_t *b = a ? pt__realloc_array(e->t_len, (size_t)cap, sizeof *b) : NULL;
         if (b)
             e->t_len = b;
-        int32_t *c = b ? pt_realloc_array(e->t_end, (size_t)cap, sizeof *c) : NULL;
+        int32_t *c = b ? pt__realloc_array(e->t_end, (size_t)cap, sizeof *c) : NULL;
         if (c)
             e->t_end = c;
-        float *w = c ? pt_realloc_array(e->t_rew, (size_t)cap * (size_t)k, sizeof *w) : NULL;
+        float *w = c ? pt__realloc_array(e->t_rew, (size_t)cap * (size_t)k, sizeof *w) : NULL;
         if (!w)
             return PT_ENOMEM;
         e->t_rew = w;
@@ -168,7 +168,7 @@ int pt_episode_results_get(pt_episode *out, const pt_episode_results *res, int i
     ep.truncated = e->truncated;
     ep.status = e->status;
     ep.error = e->error;
-    pt_struct_write(out, &ep);
+    pt__struct_write(out, &ep);
     return PT_OK;
 }
 
@@ -179,7 +179,7 @@ int pt_episode_results_stats(pt_episode_stats *stats, const pt_episode_results *
     int st = PT_STRUCT_CHECK_OUT(stats, pt_episode_stats, pt_episode_stats_init);
     if (st)
         return st;
-    pt_struct_write(stats, &res->stats);
+    pt__struct_write(stats, &res->stats);
     return PT_OK;
 }
 

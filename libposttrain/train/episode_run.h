@@ -44,7 +44,7 @@ typedef struct ep_run {
 
 /* Episode e ends (end: a PT_EPISODE_*): its row is freed for a waiting
  * episode, truncated set from how it and its last turn ended. */
-void pt_episode_finish(ep_run *r, ep_rec *e, int end);
+void pt__episode_finish(ep_run *r, ep_rec *e, int end);
 
 /* ---- the environment protocol (episode_env.c) ---- */
 
@@ -53,20 +53,20 @@ void pt_episode_finish(ep_run *r, ep_rec *e, int end);
  * appends ids (its row's next step feeds them) or waits.  A malformed
  * reply or a failed call ends the episode with the error (PT_OK), or with
  * PT_EPISODE_ERROR_STOP returns it as the run's error. */
-int pt_episode_call_env(ep_run *r, int idx);
+int pt__episode_call_env(ep_run *r, int idx);
 
 /* ---- stop ids and stop strings (episode_stop.c) ---- */
 
 /* The stop ids (the sampling options', or the config's eos) and, with
  * stop strings, their lengths and a decode stream and text per row. */
-int pt_episode_stop_alloc(ep_run *r, const pt_model_config *c);
-void pt_episode_stop_free(ep_run *r);
+int pt__episode_stop_alloc(ep_run *r, const pt_model_config *c);
+void pt__episode_stop_free(ep_run *r);
 /* tok is one of the stop ids. */
-bool pt_episode_is_stop_id(const ep_run *r, int32_t tok);
+bool pt__episode_is_stop_id(const ep_run *r, int32_t tok);
 /* Feed a sampled token to its row's text; *hit when the turn's text now
  * contains a stop string. */
-int pt_episode_stop_string_hit(bool *hit, ep_run *r, int row, int32_t tok);
+int pt__episode_stop_string_hit(bool *hit, ep_run *r, int row, int32_t tok);
 /* A new turn on row: its text starts empty. */
-int pt_episode_stop_turn_reset(ep_run *r, int row);
+int pt__episode_stop_turn_reset(ep_run *r, int row);
 
 #endif

@@ -20,13 +20,13 @@ static int set_stop_ids(ep_run *r, const pt_model_config *c)
     r->n_stop = n;
     if (n == 0)
         return PT_OK;
-    if (!(r->stop = pt_malloc_array((size_t)n, sizeof *r->stop)))
+    if (!(r->stop = pt__malloc_array((size_t)n, sizeof *r->stop)))
         return PT_ENOMEM;
     memcpy(r->stop, src, (size_t)n * sizeof *r->stop);
     return PT_OK;
 }
 
-int pt_episode_stop_alloc(ep_run *r, const pt_model_config *c)
+int pt__episode_stop_alloc(ep_run *r, const pt_model_config *c)
 {
     int st = set_stop_ids(r, c);
     if (st)
@@ -35,9 +35,9 @@ int pt_episode_stop_alloc(ep_run *r, const pt_model_config *c)
     if (o->n_stop_strings <= 0)
         return PT_OK;
     const size_t B = (size_t)r->B;
-    r->stop_len = pt_malloc_array((size_t)o->n_stop_strings, sizeof *r->stop_len);
-    r->ds = pt_calloc(B, sizeof *r->ds);
-    r->text = pt_calloc(B, sizeof *r->text);
+    r->stop_len = pt__malloc_array((size_t)o->n_stop_strings, sizeof *r->stop_len);
+    r->ds = pt__calloc(B, sizeof *r->ds);
+    r->text = pt__calloc(B, sizeof *r->text);
     if (!r->stop_len || !r->ds || !r->text)
         return PT_ENOMEM;
     for (int s = 0; s < o->n_stop_strings; s++)
@@ -48,21 +48,21 @@ int pt_episode_stop_alloc(ep_run *r, const pt_model_config *c)
     return PT_OK;
 }
 
-void pt_episode_stop_free(ep_run *r)
+void pt__episode_stop_free(ep_run *r)
 {
     if (r->ds)
         for (int i = 0; i < r->B; i++)
             pt_decode_stream_free(r->ds[i]);
     if (r->text)
         for (int i = 0; i < r->B; i++)
-            pt_strbuf_free(&r->text[i]);
+            pt__strbuf_free(&r->text[i]);
     pt_free(r->ds);
     pt_free(r->text);
     pt_free(r->stop);
     pt_free(r->stop_len);
 }
 
-bool pt_episode_is_stop_id(const ep_run *r, int32_t tok)
+bool pt__episode_is_stop_id(const ep_run *r, int32_t tok)
 {
     for (int i = 0; i < r->n_stop; i++)
         if (r->stop[i] == tok)
@@ -70,7 +70,7 @@ bool pt_episode_is_stop_id(const ep_run *r, int32_t tok)
     return false;
 }
 
-int pt_episode_stop_string_hit(bool *hit, ep_run *r, int row, int32_t tok)
+int pt__episode_stop_string_hit(bool *hit, ep_run *r, int row, int32_t tok)
 {
     *hit = false;
     if (tok < 0 || tok >= r->tok_vocab)
@@ -84,7 +84,7 @@ int pt_episode_stop_string_hit(bool *hit, ep_run *r, int row, int32_t tok)
     size_t old = b->len;
     if (plen == 0)
         return PT_OK;
-    if ((st = pt_strbuf_put(b, piece, plen)))
+    if ((st = pt__strbuf_put(b, piece, plen)))
         return st;
     for (int s = 0; s < r->o->n_stop_strings && !*hit; s++) {
         size_t sl = r->stop_len[s];
@@ -98,7 +98,7 @@ int pt_episode_stop_string_hit(bool *hit, ep_run *r, int row, int32_t tok)
     return PT_OK;
 }
 
-int pt_episode_stop_turn_reset(ep_run *r, int row)
+int pt__episode_stop_turn_reset(ep_run *r, int row)
 {
     if (r->o->n_stop_strings <= 0)
         return PT_OK;
@@ -107,6 +107,6 @@ int pt_episode_stop_turn_reset(ep_run *r, int row)
     int st = pt_decode_stream_flush(&rest, &n, r->ds[row]);
     if (st)
         return st;
-    pt_strbuf_clear(&r->text[row]);
+    pt__strbuf_clear(&r->text[row]);
     return PT_OK;
 }

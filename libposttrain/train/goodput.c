@@ -33,13 +33,13 @@ static const pt_enum_entry k_time_kind_names[] = {
 PT_ENUM_NAME_FUNCS(pt_time_kind, k_time_kind_names, "time kind")
 
 struct pt_goodput {
-    double start;                 /* pt_now() at pt_goodput_create */
+    double start;                 /* pt__now() at pt_goodput_create */
     double restored_wall;         /* a restored document's wall, plus lost_seconds */
     double total[PT_TIME_KINDS];  /* committed STEP and GENERATE, every other kind; [OTHER] unused */
     double pending[2];            /* STEP, GENERATE not yet committed */
     int64_t steps_kept, steps_lost, steps_pending;
     int section;                  /* the open section's kind, or -1 */
-    double section_start;         /* pt_now() at pt_goodput_begin */
+    double section_start;         /* pt__now() at pt_goodput_begin */
     bool restored;
 };
 
@@ -57,9 +57,9 @@ static double seconds_between(double a, double b)
 static int check_kind(int kind, const char *func)
 {
     if (kind < 0 || kind >= PT_TIME_KINDS)
-        return pt_err_arg(func, "kind", "%d is not a pt_time_kind (0 .. %d)", kind, PT_TIME_KINDS - 1);
+        return pt__err_arg(func, "kind", "%d is not a pt_time_kind (0 .. %d)", kind, PT_TIME_KINDS - 1);
     if (kind == PT_TIME_OTHER)
-        return pt_err_arg(func, "kind", "'other' cannot be added: it is the wall time nothing "
+        return pt__err_arg(func, "kind", "'other' cannot be added: it is the wall time nothing "
                           "else accounts for, derived by pt_goodput_get");
     return PT_OK;
 }
@@ -77,11 +77,11 @@ int pt_goodput_create(pt_goodput **out)
 {
     PT_CHECK_NULL(out);
     *out = NULL;
-    pt_goodput *gp = pt_calloc(1, sizeof *gp);
+    pt_goodput *gp = pt__calloc(1, sizeof *gp);
     if (!gp)
         return PT_ENOMEM;
     gp->section = -1;
-    gp->start = pt_now();
+    gp->start = pt__now();
     *out = gp;
     return PT_OK;
 }
@@ -110,9 +110,9 @@ int pt_goodput_begin(pt_goodput *gp, int kind)
     if (st)
         return st;
     if (gp->section >= 0)
-        return pt_err(PT_ESTATE, "%s: the '%s' section is still open (sections do not nest: "
+        return pt__err(PT_ESTATE, "%s: the '%s' section is still open (sections do not nest: "
                       "call pt_goodput_end first)", __func__, pt_time_kind_name(gp->section));
-    gp->section_start = pt_now();
+    gp->section_start = pt__now();
     gp->section = kind;
     return PT_OK;
 }
@@ -121,8 +121,8 @@ int pt_goodput_end(pt_goodput *gp)
 {
     PT_CHECK_NULL(gp);
     if (gp->section < 0)
-        return pt_err(PT_ESTATE, "%s: no section is open (call pt_goodput_begin first)", __func__);
-    add_seconds(gp, gp->section, seconds_between(gp->section_start, pt_now()));
+        return pt__err(PT_ESTATE, "%s: no section is open (call pt_goodput_begin first)", __func__);
+    add_seconds(gp, gp->section, seconds_between(gp->section_start, pt__now()));
     gp->section = -1;
     return PT_OK;
 }
@@ -170,7 +170,7 @@ typedef struct snapshot {
 
 static void take_snapshot(snapshot *s, const pt_goodput *gp)
 {
-    double now = pt_now();
+    double now = pt__now();
     pt_goodput_report *r = &s->r;
     pt_goodput_report_init(r);
     r->wall = gp->restored_wall + seconds_between(gp->start, now);
@@ -206,7 +206,7 @@ int pt_goodput_get(pt_goodput_report *r, const pt_goodput *gp)
         return st;
     snapshot s;
     take_snapshot(&s, gp);
-    pt_struct_write(r, &s.r);
+    pt__struct_write(r, &s.r);
     return PT_OK;
 }
 
@@ -218,18 +218,18 @@ int pt_goodput_to_json(char **json, const pt_goodput *gp)
     snapshot s;
     take_snapshot(&s, gp);
     pt_strbuf b = PT_STRBUF_INIT;
-    pt_strbuf_puts(&b, "{\"wall\": ");
-    pt_json_put_double(&b, s.r.wall);
+    pt__strbuf_puts(&b, "{\"wall\": ");
+    pt__json_put_double(&b, s.r.wall);
     for (int k = 0; k < PT_TIME_OTHER; k++) {
-        pt_strbuf_printf(&b, ", \"%s\": ", pt_time_kind_name(k));
-        pt_json_put_double(&b, s.r.seconds[k]);
+        pt__strbuf_printf(&b, ", \"%s\": ", pt_time_kind_name(k));
+        pt__json_put_double(&b, s.r.seconds[k]);
     }
-    pt_strbuf_puts(&b, ", \"pending\": ");
-    pt_json_put_double(&b, s.r.pending);
-    pt_strbuf_printf(&b, ", \"steps_kept\": %lld, \"steps_lost\": %lld, \"steps_pending\": %lld}",
+    pt__strbuf_puts(&b, ", \"pending\": ");
+    pt__json_put_double(&b, s.r.pending);
+    pt__strbuf_printf(&b, ", \"steps_kept\": %lld, \"steps_lost\": %lld, \"steps_pending\": %lld}",
                      (long long)s.r.steps_kept, (long long)s.r.steps_lost,
                      (long long)s.steps_pending);
-    char *text = pt_strbuf_detach(&b, NULL);
+    char *text = pt__strbuf_detach(&b, NULL);
     if (!text)
         return PT_ENOMEM;
     *json = text;
@@ -244,11 +244,11 @@ typedef struct saved {
 
 static int read_seconds(double *out, const cJSON *root, const pt_json_ctx *c, const char *key)
 {
-    int st = pt_json_get_double(out, NULL, root, c, key, true);
+    int st = pt__json_get_double(out, NULL, root, c, key, true);
     if (st)
         return st;
     if (!(*out >= 0 && *out <= MAX_SAVED_SECONDS))
-        return pt_err(PT_EFORMAT, "%s: '%s' = %g must be in [0, 1e15]", c->file, key, *out);
+        return pt__err(PT_EFORMAT, "%s: '%s' = %g must be in [0, 1e15]", c->file, key, *out);
     return PT_OK;
 }
 
@@ -260,19 +260,19 @@ static int read_saved(saved *s, const char *json, const char *func)
         const char *at = cJSON_GetErrorPtr();
         size_t n = strlen(json);
         size_t off = at && at >= json && at <= json + n ? (size_t)(at - json) : 0;
-        return pt_err(PT_EFORMAT, "%s: json is not valid JSON (near byte %zu)", func, off);
+        return pt__err(PT_EFORMAT, "%s: json is not valid JSON (near byte %zu)", func, off);
     }
     int st = PT_OK;
     for (const char *p = end; p && *p; p++) {
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            st = pt_err(PT_EFORMAT, "%s: json has data after its JSON value (byte %zu)", func,
+            st = pt__err(PT_EFORMAT, "%s: json has data after its JSON value (byte %zu)", func,
                         (size_t)(p - json));
             break;
         }
     }
     if (!st && !cJSON_IsObject(root))
-        st = pt_err(PT_EFORMAT, "%s: json must be a JSON object, got %s", func,
-                    pt_json_type_name(root));
+        st = pt__err(PT_EFORMAT, "%s: json must be a JSON object, got %s", func,
+                    pt__json_type_name(root));
     const pt_json_ctx c = { func, NULL, PT_EFORMAT, false };
     if (!st)
         st = read_seconds(&s->wall, root, &c, "wall");
@@ -281,11 +281,11 @@ static int read_saved(saved *s, const char *json, const char *func)
     if (!st)
         st = read_seconds(&s->pending, root, &c, "pending");
     if (!st)
-        st = pt_json_get_i64(&s->steps_kept, NULL, root, &c, "steps_kept", true, 0, MAX_SAVED_STEPS);
+        st = pt__json_get_i64(&s->steps_kept, NULL, root, &c, "steps_kept", true, 0, MAX_SAVED_STEPS);
     if (!st)
-        st = pt_json_get_i64(&s->steps_lost, NULL, root, &c, "steps_lost", true, 0, MAX_SAVED_STEPS);
+        st = pt__json_get_i64(&s->steps_lost, NULL, root, &c, "steps_lost", true, 0, MAX_SAVED_STEPS);
     if (!st)
-        st = pt_json_get_i64(&s->steps_pending, NULL, root, &c, "steps_pending", true, 0,
+        st = pt__json_get_i64(&s->steps_pending, NULL, root, &c, "steps_pending", true, 0,
                              MAX_SAVED_STEPS);
     cJSON_Delete(root);
     return st;
@@ -300,7 +300,7 @@ int pt_goodput_restore(pt_goodput *gp, const char *json, double lost_seconds, in
     PT_CHECK_ARG(lost_steps >= 0 && lost_steps <= MAX_SAVED_STEPS, lost_steps,
                  "must be in [0, 2^53] (got %lld)", (long long)lost_steps);
     if (gp->restored)
-        return pt_err(PT_ESTATE, "%s: this accountant was already restored (restore once, into "
+        return pt__err(PT_ESTATE, "%s: this accountant was already restored (restore once, into "
                       "a new accountant)", __func__);
     saved s;
     int st = read_saved(&s, json, __func__);
@@ -330,7 +330,7 @@ int pt_checkpoint_interval_young_daly(double *interval_seconds, double checkpoin
     double t = isfinite(p) && p >= 0x1p-1022 ? sqrt(p)
                                               : sqrt(2.0) * sqrt(checkpoint_seconds) * sqrt(mtbf_seconds);
     if (!isfinite(t))
-        return pt_err(PT_ERANGE, "%s: sqrt(2 * %g * %g) is not a finite number", __func__,
+        return pt__err(PT_ERANGE, "%s: sqrt(2 * %g * %g) is not a finite number", __func__,
                       checkpoint_seconds, mtbf_seconds);
     *interval_seconds = t;
     return PT_OK;

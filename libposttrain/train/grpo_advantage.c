@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-double pt_grpo_std(double sumsq_dev, int n)
+double pt__grpo_std(double sumsq_dev, int n)
 {
     return n > 1 ? sqrt(sumsq_dev / (double)(n - 1)) : 0.0;
 }
@@ -48,7 +48,7 @@ static int assign_groups(int *gi, int64_t *ids, double *sum, int *cnt, int *size
     return ng;
 }
 
-double pt_grpo_nan_mean_std(double *mean, int *count, const double *x, int n)
+double pt__grpo_nan_mean_std(double *mean, int *count, const double *x, int n)
 {
     double m = 0, ss = 0;
     int c = 0;
@@ -79,14 +79,14 @@ static double advantage(double r, double mean, double sd, double sum, int cnt, d
     return r - (sum - r) / (cnt - 1);
 }
 
-int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero, const double *R,
+int pt__grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero, const double *R,
                        const int64_t *group, int n, int scale)
 {
-    int *gi = pt_malloc_array((size_t)n, sizeof *gi), *cnt = pt_calloc((size_t)n, sizeof *cnt),
-        *size = pt_calloc((size_t)n, sizeof *size);
-    int64_t *ids = pt_malloc_array((size_t)n, sizeof *ids);
-    double *mean = pt_calloc((size_t)n, sizeof *mean), *sd = pt_calloc((size_t)n, sizeof *sd),
-           *sum = pt_calloc((size_t)n, sizeof *sum);
+    int *gi = pt__malloc_array((size_t)n, sizeof *gi), *cnt = pt__calloc((size_t)n, sizeof *cnt),
+        *size = pt__calloc((size_t)n, sizeof *size);
+    int64_t *ids = pt__malloc_array((size_t)n, sizeof *ids);
+    double *mean = pt__calloc((size_t)n, sizeof *mean), *sd = pt__calloc((size_t)n, sizeof *sd),
+           *sum = pt__calloc((size_t)n, sizeof *sum);
     int ng = PT_ENOMEM;
     if (gi && ids && mean && sd && sum && cnt && size) {
         ng = assign_groups(gi, ids, sum, cnt, size, R, group, n);
@@ -101,7 +101,7 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero
          * nothing to learn */
         int nz = 0;
         for (int g = 0; g < ng; g++) {
-            sd[g] = pt_grpo_std(sd[g], cnt[g]);
+            sd[g] = pt__grpo_std(sd[g], cnt[g]);
             if (cnt[g] < 2 || sd[g] <= 1e-8)
                 nz++;
         }
@@ -110,7 +110,7 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero
          * of the group's or the batch's rewards; 0 with one value in all
          * (TRL's num_generations or batch of 1) */
         int bcnt;
-        double bmean, bstd = pt_grpo_nan_mean_std(&bmean, &bcnt, R, n);
+        double bmean, bstd = pt__grpo_nan_mean_std(&bmean, &bcnt, R, n);
         int tz = 0;
         for (int i = 0; i < n; i++) {
             int g = gi[i];
@@ -141,7 +141,7 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero
  * the number of groups, or -1 out of memory. */
 static int group_index(int *gi, const int64_t *group, int n)
 {
-    int64_t *ids = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *ids);
+    int64_t *ids = pt__malloc_array((size_t)(n > 0 ? n : 1), sizeof *ids);
     if (!ids)
         return -1;
     int ng = index_groups(gi, ids, group, n);
@@ -149,20 +149,20 @@ static int group_index(int *gi, const int64_t *group, int n)
     return ng;
 }
 
-int pt_grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const double *rew, const int *off,
+int pt__grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const double *rew, const int *off,
                                const int *nseg, const int64_t *group, int n, int scale)
 {
     int K = 0;
     for (int i = 0; i < n; i++)
         K = nseg[i] > K ? nseg[i] : K;
     K = K > 0 ? K : 1;
-    int *gi = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *gi);
+    int *gi = pt__malloc_array((size_t)(n > 0 ? n : 1), sizeof *gi);
     int ng = gi ? group_index(gi, group, n) : -1;
     size_t cells = (size_t)(ng > 0 ? ng : 1) * (size_t)K;
-    double *sum = pt_calloc(cells, sizeof *sum), *ss = pt_calloc(cells, sizeof *ss);
-    double *bsum = pt_calloc((size_t)K, sizeof *bsum), *bss = pt_calloc((size_t)K, sizeof *bss);
-    int *cnt = pt_calloc(cells, sizeof *cnt), *bcnt = pt_calloc((size_t)K, sizeof *bcnt);
-    bool *spread = pt_calloc((size_t)(ng > 0 ? ng : 1), sizeof *spread);
+    double *sum = pt__calloc(cells, sizeof *sum), *ss = pt__calloc(cells, sizeof *ss);
+    double *bsum = pt__calloc((size_t)K, sizeof *bsum), *bss = pt__calloc((size_t)K, sizeof *bss);
+    int *cnt = pt__calloc(cells, sizeof *cnt), *bcnt = pt__calloc((size_t)K, sizeof *bcnt);
+    bool *spread = pt__calloc((size_t)(ng > 0 ? ng : 1), sizeof *spread);
     if (ng < 0 || !sum || !ss || !bsum || !bss || !cnt || !bcnt || !spread) {
         ng = PT_ENOMEM;
         goto done;
@@ -193,13 +193,13 @@ int pt_grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const d
         for (int k = 0; k < nseg[i]; k++) {
             double r = rew[off[i] + k];
             size_t c = (size_t)gi[i] * K + k;
-            double sd = isnan(r) ? 0 : pt_grpo_std(ss[c], cnt[c]);
+            double sd = isnan(r) ? 0 : pt__grpo_std(ss[c], cnt[c]);
             if (isnan(r) || sd <= 1e-8) {
                 adv[off[i] + k] = 0.0;
                 continue;
             }
             spread[gi[i]] = true;
-            adv[off[i] + k] = advantage(r, sum[c] / cnt[c], sd, sum[c], cnt[c], pt_grpo_std(bss[k], bcnt[k]), scale);
+            adv[off[i] + k] = advantage(r, sum[c] / cnt[c], sd, sum[c], cnt[c], pt__grpo_std(bss[k], bcnt[k]), scale);
         }
     int nz = 0;
     for (int g = 0; g < ng; g++)

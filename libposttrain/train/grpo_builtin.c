@@ -34,14 +34,14 @@ int pt_builtin_rewards_add(pt_builtin_rewards *rewards, int kind, double weight)
     PT_CHECK_ARG(pt_builtin_reward_name(kind) != NULL, kind, "%d is not a pt_builtin_reward", kind);
     PT_CHECK_ARG(isfinite(weight), weight, "must be finite");
     if (rewards->n < 0 || rewards->n > PT_GRPO_MAX_REWARD_FUNCS)
-        return pt_err_arg(__func__, "rewards", "its n %d is not in 0 .. %d", rewards->n,
+        return pt__err_arg(__func__, "rewards", "its n %d is not in 0 .. %d", rewards->n,
                           PT_GRPO_MAX_REWARD_FUNCS);
     for (int k = 0; k < rewards->n; k++)
         if (rewards->kinds[k] == kind)
-            return pt_err(PT_EEXIST, "%s: reward '%s' is in the list already", __func__,
+            return pt__err(PT_EEXIST, "%s: reward '%s' is in the list already", __func__,
                           pt_builtin_reward_name(kind));
     if (rewards->n == PT_GRPO_MAX_REWARD_FUNCS)
-        return pt_err(PT_ERANGE, "%s: the list holds %d rewards already, the most there can be", __func__,
+        return pt__err(PT_ERANGE, "%s: the list holds %d rewards already, the most there can be", __func__,
                       PT_GRPO_MAX_REWARD_FUNCS);
     rewards->kinds[rewards->n] = kind;
     rewards->weights[rewards->n] = weight;
@@ -80,7 +80,7 @@ int pt_builtin_reward_score(float *reward, int kind, const char *text, size_t te
     }
     PT_CHECK_NULL(text);
     if (!answer)
-        return pt_err(PT_EINVAL, "%s: the %s reward needs an answer (answer is NULL)", __func__,
+        return pt__err(PT_EINVAL, "%s: the %s reward needs an answer (answer is NULL)", __func__,
                       pt_builtin_reward_name(kind));
     if (kind == PT_REWARD_EXACT) {
         const char *s = text, *t = answer;
@@ -107,14 +107,14 @@ static int batch_kind(pt_builtin_reward_payload *p, pt_builtin_rewards *rw, cons
 {
     const char *f = "pt_builtin_reward_fn";
     if (!batch || !payload ||
-        pt_struct_read(p, sizeof *p, payload, f, "pt_builtin_reward_payload_init") || !p->rewards ||
+        pt__struct_read(p, sizeof *p, payload, f, "pt_builtin_reward_payload_init") || !p->rewards ||
         !p->tokenizer || p->n_answers < 0 || (p->n_answers > 0 && !p->answers))
-        return pt_err(PT_EINVAL, "%s: the payload must be a pt_builtin_reward_payload with rewards, a tokenizer "
+        return pt__err(PT_EINVAL, "%s: the payload must be a pt_builtin_reward_payload with rewards, a tokenizer "
                       "and n_answers answers", f), -1;
-    if (pt_struct_read(rw, sizeof *rw, p->rewards, f, "pt_builtin_rewards_init"))
+    if (pt__struct_read(rw, sizeof *rw, p->rewards, f, "pt_builtin_rewards_init"))
         return -1;
     if (batch->func_index < 0 || batch->func_index >= rw->n || batch->func_index >= PT_GRPO_MAX_REWARD_FUNCS)
-        return pt_err(PT_EINVAL, "%s: reward function %d is not in the payload's %d rewards", f,
+        return pt__err(PT_EINVAL, "%s: reward function %d is not in the payload's %d rewards", f,
                       batch->func_index, rw->n), -1;
     return rw->kinds[batch->func_index];
 }
@@ -139,7 +139,7 @@ int pt_builtin_reward_fn(float *rewards, const pt_reward_batch *batch, void *pay
         }
         const char *answer = it->group >= 0 && it->group < p->n_answers ? p->answers[it->group] : NULL;
         if (!answer) {
-            pt_err(PT_EINVAL, "pt_builtin_reward_fn: group %lld has no answer (the %s reward needs one)",
+            pt__err(PT_EINVAL, "pt_builtin_reward_fn: group %lld has no answer (the %s reward needs one)",
                    (long long)it->group, pt_builtin_reward_name(kind));
             return 1;
         }
@@ -203,7 +203,7 @@ int pt_prompt_rows_create(pt_prompt_rows **out)
 {
     PT_CHECK_NULL(out);
     *out = calloc(1, sizeof **out);
-    return *out ? PT_OK : pt_err(PT_ENOMEM, "pt_prompt_rows_create: out of memory");
+    return *out ? PT_OK : pt__err(PT_ENOMEM, "pt_prompt_rows_create: out of memory");
 }
 
 void pt_prompt_rows_free(pt_prompt_rows *rows)
@@ -236,12 +236,12 @@ int pt_prompt_rows_get(pt_prompt_row *row, const pt_prompt_rows *rows, int64_t i
         return st;
     PT_CHECK_NULL(row);
     if (i < 0 || (uint64_t)i >= rows->n)
-        return pt_err(PT_ERANGE, "%s: row %lld is not in 0 .. %lld", __func__, (long long)i,
+        return pt__err(PT_ERANGE, "%s: row %lld is not in 0 .. %lld", __func__, (long long)i,
                       (long long)rows->n - 1);
     const row_rec *r = &rows->r[i];
     pt_prompt_row full = { .size = sizeof full, .ids = r->ids, .n_ids = r->n_ids, .answer = r->answer,
                            .json = r->json };
-    pt_struct_write(row, &full);
+    pt__struct_write(row, &full);
     return PT_OK;
 }
 
@@ -249,7 +249,7 @@ int pt_prompt_rows_get(pt_prompt_row *row, const pt_prompt_rows *rows, int64_t i
 static row_rec *grow(pt_prompt_rows *rows)
 {
     if (rows->n == rows->cap) {
-        row_rec *r = pt_grow_array(rows->r, &rows->cap, 64, sizeof *r);
+        row_rec *r = pt__grow_array(rows->r, &rows->cap, 64, sizeof *r);
         if (!r)
             return NULL;
         rows->r = r;
@@ -283,11 +283,11 @@ int pt_prompt_rows_add(pt_prompt_rows *rows, const int32_t *ids, int n_ids, cons
     row_rec *r = grow(rows);
     if (!r)
         return PT_ENOMEM;
-    r->ids = pt_malloc_array((size_t)n_ids, sizeof *r->ids);
-    r->answer = answer ? pt_strdup(answer) : NULL;
+    r->ids = pt__malloc_array((size_t)n_ids, sizeof *r->ids);
+    r->answer = answer ? pt__strdup(answer) : NULL;
     if (!r->ids || (answer && !r->answer)) {
         drop(r);
-        return pt_err(PT_ENOMEM, "%s: out of memory", __func__);
+        return pt__err(PT_ENOMEM, "%s: out of memory", __func__);
     }
     memcpy(r->ids, ids, (size_t)n_ids * sizeof *ids);
     r->n_ids = n_ids;
@@ -315,9 +315,9 @@ static int prompt_ids(row_rec *r, const char *text, const pt_tokenizer *tok, con
         return st;
     if (len > (size_t)INT32_MAX) {
         pt_free(ids);
-        return pt_err(PT_ERANGE, "the prompt has %zu tokens", len);
+        return pt__err(PT_ERANGE, "the prompt has %zu tokens", len);
     }
-    r->ids = pt_malloc_array(len ? len : 1, sizeof *r->ids);
+    r->ids = pt__malloc_array(len ? len : 1, sizeof *r->ids);
     if (r->ids && len)
         memcpy(r->ids, ids, len * sizeof *ids);
     pt_free(ids);
@@ -334,14 +334,14 @@ static int messages_ids(row_rec *r, pt_jsonl_reader *rd, const pt_tokenizer *tok
     int st = pt_jsonl_reader_json(&json, rd);
     cJSON *row = st ? NULL : cJSON_Parse(json);
     if (!row)
-        return st ? st : pt_err(PT_ENOMEM, "%s line %zu: out of memory", path, line);
+        return st ? st : pt__err(PT_ENOMEM, "%s line %zu: out of memory", path, line);
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(row, "messages"), *it;
     const int count = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : 0;
-    pt_chat_message *m = count > 0 ? pt_calloc((size_t)count, sizeof *m) : NULL;
+    pt_chat_message *m = count > 0 ? pt__calloc((size_t)count, sizeof *m) : NULL;
     if (!msgs)
-        st = pt_err(PT_ENOTFOUND, "%s line %zu: the row has no \"prompt\" or \"messages\"", path, line);
+        st = pt__err(PT_ENOTFOUND, "%s line %zu: the row has no \"prompt\" or \"messages\"", path, line);
     else if (count < 1)
-        st = pt_err(PT_EFORMAT, "%s line %zu: \"messages\" must be a non-empty array", path, line);
+        st = pt__err(PT_EFORMAT, "%s line %zu: \"messages\" must be a non-empty array", path, line);
     else if (!m)
         st = PT_ENOMEM;
     int i = 0;
@@ -352,7 +352,7 @@ static int messages_ids(row_rec *r, pt_jsonl_reader *rd, const pt_tokenizer *tok
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
         if (!cJSON_IsString(role) || !cJSON_IsString(content) || pt_chat_role_from_name(&m[i].role,
                                                                                          role->valuestring)) {
-            st = pt_err(PT_EFORMAT, "%s line %zu: messages[%d] needs a \"role\" (system, user, assistant, tool) "
+            st = pt__err(PT_EFORMAT, "%s line %zu: messages[%d] needs a \"role\" (system, user, assistant, tool) "
                         "and a string \"content\"", path, line, i);
             break;
         }
@@ -365,11 +365,11 @@ static int messages_ids(row_rec *r, pt_jsonl_reader *rd, const pt_tokenizer *tok
         (void)pt_chat_options_init(&co);
         co.add_generation_prompt = 1;
         if ((st = pt_chat_render_ids(&ids, NULL, &len, t, tok, m, (size_t)count, &co)))
-            st = pt_err_prefix(st, "%s line %zu: messages", path, line);
+            st = pt__err_prefix(st, "%s line %zu: messages", path, line);
     }
     if (!st && len > (size_t)INT32_MAX)
-        st = pt_err(PT_ERANGE, "%s line %zu: the prompt has %zu tokens", path, line, len);
-    if (!st && !(r->ids = pt_malloc_array(len ? len : 1, sizeof *r->ids)))
+        st = pt__err(PT_ERANGE, "%s line %zu: the prompt has %zu tokens", path, line, len);
+    if (!st && !(r->ids = pt__malloc_array(len ? len : 1, sizeof *r->ids)))
         st = PT_ENOMEM;
     if (!st && len)
         memcpy(r->ids, ids, len * sizeof *ids);
@@ -395,20 +395,20 @@ static int read_row(row_rec *r, int *fault, pt_jsonl_reader *rd, const pt_tokeni
         return st;
     if (o->require_answer && !ans) {
         *fault = PT_ROWS_FAULT_NO_ANSWER;
-        return pt_err(PT_EFORMAT, "%s line %zu: needs a string \"answer\"", path, line);
+        return pt__err(PT_EFORMAT, "%s line %zu: needs a string \"answer\"", path, line);
     }
     *fault = PT_ROWS_FAULT_ENCODE;
     if ((st = prompt ? prompt_ids(r, prompt, tok, o->chat_template)
                      : messages_ids(r, rd, tok, o->chat_template, path, line)))
         return st;
-    if (ans && !(r->answer = pt_strdup(ans)))
+    if (ans && !(r->answer = pt__strdup(ans)))
         return PT_ENOMEM;
     if (r->n_ids < 1) {
         *fault = PT_ROWS_FAULT_EMPTY_PROMPT;
-        return pt_err(PT_EFORMAT, "%s line %zu: the prompt encodes to no tokens", path, line);
+        return pt__err(PT_EFORMAT, "%s line %zu: the prompt encodes to no tokens", path, line);
     }
     *fault = PT_ROWS_FAULT_READ;
-    if (o->keep_json && ((st = pt_jsonl_reader_json(&json, rd)) || !(r->json = pt_strdup(json))))
+    if (o->keep_json && ((st = pt_jsonl_reader_json(&json, rd)) || !(r->json = pt__strdup(json))))
         return st ? st : PT_ENOMEM;
     *fault = PT_ROWS_FAULT_NONE;
     return PT_OK;
@@ -439,7 +439,7 @@ static int read_all(pt_prompt_rows *rows, pt_prompt_rows_report *rep, pt_jsonl_r
     }
     if (rows->n == 0) {
         rep->fault = PT_ROWS_FAULT_NO_ROWS;
-        return pt_err(PT_EFORMAT, "%s has no rows", path);
+        return pt__err(PT_EFORMAT, "%s has no rows", path);
     }
     return PT_OK;
 }
@@ -474,7 +474,7 @@ int pt_prompt_rows_load(pt_prompt_rows **out, pt_prompt_rows_report *report, con
     } else {
         rep.fault = PT_ROWS_FAULT_NONE;
     }
-    pt_struct_write(report, &rep);
+    pt__struct_write(report, &rep);
     *out = rows;
     return st;
 }

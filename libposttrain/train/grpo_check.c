@@ -54,72 +54,72 @@ int pt_grpo_stats_init(pt_grpo_stats *stats)
 static int check_options_1x(const pt_grpo_options *o)
 {
     if (!(isfinite(o->temperature) && o->temperature >= 1e-6 && o->temperature <= FLT_MAX))
-        return pt_err(PT_EINVAL, "pt_grpo_step: temperature %g must be finite and >= 1e-6 (the sampling "
+        return pt__err(PT_EINVAL, "pt_grpo_step: temperature %g must be finite and >= 1e-6 (the sampling "
                       "temperature; 1 when sampling greedily)", o->temperature);
     const int m = o->importance_sampling_correction;
     if (m < PT_GRPO_IS_CORRECTION_NONE || m > PT_GRPO_IS_SEQUENCE_MASK)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_correction %d", m);
+        return pt__err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_correction %d", m);
     const double cmax = o->importance_sampling_clip_max, cmin = o->importance_sampling_clip_min;
     if (!(cmax > 0) || !(cmin >= 0 && isfinite(cmin)) || !(cmin < cmax))
-        return pt_err(PT_EINVAL, "pt_grpo_step: importance_sampling_clip_min %g and importance_sampling_clip_max %g "
+        return pt__err(PT_EINVAL, "pt_grpo_step: importance_sampling_clip_min %g and importance_sampling_clip_max %g "
                       "must satisfy 0 <= clip_min < clip_max (clip_max may be infinite)", cmin, cmax);
     if ((m == PT_GRPO_IS_TOKEN_TRUNCATE || m == PT_GRPO_IS_SEQUENCE_TRUNCATE) && cmin == 0 && isinf(cmax))
-        return pt_err(PT_EINVAL, "pt_grpo_step: importance_sampling_correction %s needs "
+        return pt__err(PT_EINVAL, "pt_grpo_step: importance_sampling_correction %s needs "
                       "importance_sampling_clip_min > 0 or a finite importance_sampling_clip_max",
                       pt_grpo_is_correction_name(m));
     if (o->loss_type == PT_GRPO_LOSS_CISPO && !(o->epsilon_high > 0))
-        return pt_err(PT_EINVAL, "pt_grpo_step: loss_type cispo needs epsilon_high > 0 (its cap on the ratio; "
+        return pt__err(PT_EINVAL, "pt_grpo_step: loss_type cispo needs epsilon_high > 0 (its cap on the ratio; "
                       "TRL recommends 5)");
     if (o->delta != 0 && !(isfinite(o->delta) && o->delta > 1.0 + o->epsilon_high))
-        return pt_err(PT_EINVAL, "pt_grpo_step: delta %g must be 0 (off) or finite and > 1 + epsilon_high (%g)",
+        return pt__err(PT_EINVAL, "pt_grpo_step: delta %g must be 0 (off) or finite and > 1 + epsilon_high (%g)",
                       o->delta, 1.0 + o->epsilon_high);
     if (o->delta != 0 && (o->loss_type == PT_GRPO_LOSS_CISPO || o->loss_type == PT_GRPO_LOSS_VESPO))
-        return pt_err(PT_EINVAL, "pt_grpo_step: delta (two-sided clipping) does not apply to loss_type %s",
+        return pt__err(PT_EINVAL, "pt_grpo_step: delta (two-sided clipping) does not apply to loss_type %s",
                       pt_grpo_loss_type_name(o->loss_type));
     const double vk[4] = { o->vespo_k_pos, o->vespo_lambda_pos, o->vespo_k_neg, o->vespo_lambda_neg };
     static const char *const vn[4] = { "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg" };
     for (int i = 0; i < 4; i++)
         if (!(isfinite(vk[i]) && vk[i] >= 0 && vk[i] <= 1e6))
-            return pt_err(PT_EINVAL, "pt_grpo_step: %s %g must be finite, >= 0 and <= 1e6", vn[i], vk[i]);
+            return pt__err(PT_EINVAL, "pt_grpo_step: %s %g must be finite, >= 0 and <= 1e6", vn[i], vk[i]);
     if (!(isfinite(o->entropy_coef) && fabs(o->entropy_coef) <= 1e6))
-        return pt_err(PT_EINVAL, "pt_grpo_step: entropy_coef %g must be finite (|entropy_coef| <= 1e6)",
+        return pt__err(PT_EINVAL, "pt_grpo_step: entropy_coef %g must be finite (|entropy_coef| <= 1e6)",
                       o->entropy_coef);
     const double emin = o->entropy_coef_min, emax = o->entropy_coef_max;
     if (!(isfinite(emin) && isfinite(emax) && emin <= emax) ||
         !(isfinite(o->entropy_coef_delta) && o->entropy_coef_delta >= 0) || !isfinite(o->entropy_target) ||
         isnan(o->entropy_last))
-        return pt_err(PT_EINVAL, "pt_grpo_step: the entropy control's entropy_coef_min %g <= entropy_coef_max %g, "
+        return pt__err(PT_EINVAL, "pt_grpo_step: the entropy control's entropy_coef_min %g <= entropy_coef_max %g, "
                       "entropy_coef_delta %g >= 0 and entropy_target %g must be finite, entropy_last %g not NaN",
                       emin, emax, o->entropy_coef_delta, o->entropy_target, o->entropy_last);
     if (!(o->top_entropy_quantile >= 0 && o->top_entropy_quantile <= 1))
-        return pt_err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
+        return pt__err(PT_EINVAL, "pt_grpo_step: top_entropy_quantile %g must be in [0, 1]", o->top_entropy_quantile);
     return PT_OK;
 }
 
-int pt_grpo_check_options(const pt_grpo_options *o)
+int pt__grpo_check_options(const pt_grpo_options *o)
 {
     if (o->scale_rewards < PT_GRPO_SCALE_GROUP || o->scale_rewards > PT_GRPO_SCALE_RLOO)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown scale_rewards %d", o->scale_rewards);
+        return pt__err(PT_EINVAL, "pt_grpo_step: unknown scale_rewards %d", o->scale_rewards);
     if (o->loss_type < PT_GRPO_LOSS_GRPO || o->loss_type > PT_GRPO_LOSS_VESPO)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown loss_type %d", o->loss_type);
+        return pt__err(PT_EINVAL, "pt_grpo_step: unknown loss_type %d", o->loss_type);
     if (o->importance_sampling_level != PT_GRPO_IS_TOKEN && o->importance_sampling_level != PT_GRPO_IS_SEQUENCE)
-        return pt_err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_level %d", o->importance_sampling_level);
+        return pt__err(PT_EINVAL, "pt_grpo_step: unknown importance_sampling_level %d", o->importance_sampling_level);
     if (!(o->epsilon_low >= 0 && o->epsilon_low < 1) || !(o->epsilon_high >= 0 && isfinite(o->epsilon_high)))
-        return pt_err(PT_EINVAL, "pt_grpo_step: epsilon_low %g must be in [0, 1) and epsilon_high %g finite and >= 0",
+        return pt__err(PT_EINVAL, "pt_grpo_step: epsilon_low %g must be in [0, 1) and epsilon_high %g finite and >= 0",
                       o->epsilon_low, o->epsilon_high);
     if (!(o->beta >= 0 && isfinite(o->beta)))
-        return pt_err(PT_EINVAL, "pt_grpo_step: beta %g must be finite and >= 0", o->beta);
+        return pt__err(PT_EINVAL, "pt_grpo_step: beta %g must be finite and >= 0", o->beta);
     if (o->max_completion_length < 0 || o->overlong_buffer < 0 || o->micro_batch < 0)
-        return pt_err(PT_EINVAL, "pt_grpo_step: max_completion_length %d, overlong_buffer %d and micro_batch %d "
+        return pt__err(PT_EINVAL, "pt_grpo_step: max_completion_length %d, overlong_buffer %d and micro_batch %d "
                       "must be >= 0", o->max_completion_length, o->overlong_buffer, o->micro_batch);
     if (o->overlong_buffer > 0 && o->overlong_buffer > o->max_completion_length)
-        return pt_err(PT_EINVAL, "pt_grpo_step: overlong_buffer %d needs max_completion_length >= it (is %d)",
+        return pt__err(PT_EINVAL, "pt_grpo_step: overlong_buffer %d needs max_completion_length >= it (is %d)",
                       o->overlong_buffer, o->max_completion_length);
     if (o->loss_type == PT_GRPO_LOSS_DR_GRPO && o->max_completion_length <= 0)
-        return pt_err(PT_EINVAL, "pt_grpo_step: loss_type dr_grpo needs max_completion_length > 0");
+        return pt__err(PT_EINVAL, "pt_grpo_step: loss_type dr_grpo needs max_completion_length > 0");
     if (!(o->global_tokens >= 0 && isfinite(o->global_tokens)) ||
         !(o->global_samples >= 0 && isfinite(o->global_samples)))
-        return pt_err(PT_EINVAL, "pt_grpo_step: global_tokens %g and global_samples %g must be finite and >= 0",
+        return pt__err(PT_EINVAL, "pt_grpo_step: global_tokens %g and global_samples %g must be finite and >= 0",
                       o->global_tokens, o->global_samples);
     return check_options_1x(o);
 }
@@ -127,7 +127,7 @@ int pt_grpo_check_options(const pt_grpo_options *o)
 /* Every sample's ids inside the model's vocabulary and its reference
  * logprobs present when beta > 0 (or to come from the LoRA base:
  * *refs_from_base); *maxlen receives the longest sample. */
-int pt_grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
+int pt__grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
                           const pt_grpo_options *o)
 {
     pt_model_config cfg;
@@ -142,25 +142,25 @@ int pt_grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_bu
         if (o->beta > 0 && !s->has_ref && pt_model_lora_enabled(model))
             *refs_from_base = true;
         else if (o->beta > 0 && !s->has_ref)
-            return pt_err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, fill them "
+            return pt__err(PT_EINVAL, "pt_grpo_step: beta %g > 0 but sample %d has no ref_logprobs (set them, fill them "
                           "with pt_rollout_buffer_compute_logprobs, or train LoRA adapters: their base is the "
                           "reference)", o->beta, i);
         for (int t = 0; t < s->n_ids; t++)
             if (s->ids[t] >= cfg.vocab_size)
-                return pt_err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
+                return pt__err(PT_EINVAL, "pt_grpo_step: sample %d: token %d has id %d >= vocab_size %d", i, t,
                               (int)s->ids[t], cfg.vocab_size);
         /* log-probabilities the library computed: at the step's temperature */
         static const char *const kind[3] = { "old", "reference", "sampling" };
         for (int k = 0; k < 3; k++)
             if (s->lp_temp[k] != 0 && s->lp_temp[k] != (float)o->temperature)
-                return pt_err(PT_EINVAL, "pt_grpo_step: sample %d's %s log-probabilities were computed at temperature "
+                return pt__err(PT_EINVAL, "pt_grpo_step: sample %d's %s log-probabilities were computed at temperature "
                               "%g, the step's temperature is %g (compute them again at %g: "
                               "pt_rollout_buffer_compute_logprobs_with)", i, kind[k], (double)s->lp_temp[k],
                               o->temperature, o->temperature);
         if (o->loss_type == PT_GRPO_LOSS_VESPO && s->samp &&
             (o->importance_sampling_correction == PT_GRPO_IS_SEQUENCE_TRUNCATE ||
              o->importance_sampling_correction == PT_GRPO_IS_SEQUENCE_MASK))
-            return pt_err(PT_EINVAL, "pt_grpo_step: loss_type vespo with sampling log-probabilities (sample %d) needs "
+            return pt__err(PT_EINVAL, "pt_grpo_step: loss_type vespo with sampling log-probabilities (sample %d) needs "
                           "importance_sampling_correction token_truncate, token_mask or none, not %s (TRL's rule: "
                           "vespo folds the per-token correction into its sequence weight)", i,
                           pt_grpo_is_correction_name(o->importance_sampling_correction));
@@ -183,7 +183,7 @@ static bool has_reward(const pt_rollout_buffer *buf, const grpo_sample *s)
 /* A buffer none of whose samples has a reward, one of which was never
  * scored at all, is a host that forgot to score: PT_ESTATE.  (Every
  * function declining every sample is TRL's all-None step: skipped.) */
-int pt_grpo_check_scored(const pt_rollout_buffer *buf)
+int pt__grpo_check_scored(const pt_rollout_buffer *buf)
 {
     bool never = false;
     for (int i = 0; i < buf->n; i++) {
@@ -193,12 +193,12 @@ int pt_grpo_check_scored(const pt_rollout_buffer *buf)
     }
     if (!never)
         return PT_OK;
-    return pt_err(PT_ESTATE, "pt_grpo_step: no sample has a reward: score the buffer first "
+    return pt__err(PT_ESTATE, "pt_grpo_step: no sample has a reward: score the buffer first "
                   "(pt_rollout_buffer_score or pt_rollout_buffer_set_reward; all %d samples "
                   "have only NaN rewards, and some were never scored)", buf->n);
 }
 
-bool pt_grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const pt_grpo_options *o)
+bool pt__grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const pt_grpo_options *o)
 {
     /* the over-long penalty scores every sample with rewards (in TRL it is
      * a reward function, get_soft_overlong_punishment, that never declines) */
@@ -218,17 +218,17 @@ bool pt_grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const 
  * penalty only samples with segment rewards can be).  When that is every
  * sample the step has nothing to learn from: the caller skips it
  * (PT_SKIP_NO_REWARDS). */
-void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, const pt_grpo_options *o)
+void pt__grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, const pt_grpo_options *o)
 {
     int64_t n = 0;
     for (int i = 0; i < buf->n; i++)
-        n += buf->s[i].kind != GRPO_KIND_ADVANTAGES && pt_grpo_declined(buf, &buf->s[i], o);
+        n += buf->s[i].kind != GRPO_KIND_ADVANTAGES && pt__grpo_declined(buf, &buf->s[i], o);
     *unscored = n;
     if (n == buf->n)
-        pt_log(PT_LOG_WARN, "pt_grpo_step: no sample has a reward (every reward function declined "
+        pt__log(PT_LOG_WARN, "pt_grpo_step: no sample has a reward (every reward function declined "
                "all %d): the step is skipped", buf->n);
     else if (n > 0)
-        pt_log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward function, or "
+        pt__log(PT_LOG_WARN, "pt_grpo_step: %lld of %d samples have no reward (every reward function, or "
                "every segment, declined them): they get advantage 0 and are left out of their group's mean "
                "and std and of the reward statistics (TRL)", (long long)n, buf->n);
 }

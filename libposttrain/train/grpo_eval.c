@@ -45,19 +45,19 @@ static int work_alloc(eval_work *w, size_t C, int max_prompt, int max_new)
 {
     w->max_new = max_new;
     w->max_seq = max_prompt + max_new;
-    w->prompts = pt_malloc_array(C * (size_t)max_prompt, sizeof *w->prompts);
-    w->plens = pt_malloc_array(C, sizeof *w->plens);
-    w->ntok = pt_malloc_array(C, sizeof *w->ntok);
-    w->tokens = pt_malloc_array(C * (size_t)max_new, sizeof *w->tokens);
-    w->ids = pt_malloc_array(C * (size_t)w->max_seq, sizeof *w->ids);
-    w->answers = pt_malloc_array(C, sizeof *w->answers);
-    w->items = pt_malloc_array(C, sizeof *w->items);
-    w->vals = pt_malloc_array(C, sizeof *w->vals);
-    w->R = pt_malloc_array(C, sizeof *w->R);
-    w->ok = pt_malloc_array(C, sizeof *w->ok);
+    w->prompts = pt__malloc_array(C * (size_t)max_prompt, sizeof *w->prompts);
+    w->plens = pt__malloc_array(C, sizeof *w->plens);
+    w->ntok = pt__malloc_array(C, sizeof *w->ntok);
+    w->tokens = pt__malloc_array(C * (size_t)max_new, sizeof *w->tokens);
+    w->ids = pt__malloc_array(C * (size_t)w->max_seq, sizeof *w->ids);
+    w->answers = pt__malloc_array(C, sizeof *w->answers);
+    w->items = pt__malloc_array(C, sizeof *w->items);
+    w->vals = pt__malloc_array(C, sizeof *w->vals);
+    w->R = pt__malloc_array(C, sizeof *w->R);
+    w->ok = pt__malloc_array(C, sizeof *w->ok);
     if (!w->prompts || !w->plens || !w->ntok || !w->tokens || !w->ids || !w->answers || !w->items || !w->vals ||
         !w->R || !w->ok)
-        return pt_err(PT_ENOMEM, "pt_grpo_evaluate: out of memory");
+        return pt__err(PT_ENOMEM, "pt_grpo_evaluate: out of memory");
     return PT_OK;
 }
 
@@ -92,7 +92,7 @@ static int score_chunk(pt_grpo_eval_sums *s, int kind, eval_work *w, int m, pt_g
         pt_reward_batch b = { .size = sizeof b, .n = m, .items = w->items, .func_index = k,
                               .func_name = pt_builtin_reward_name(rw->kinds[k]) };
         if (pt_builtin_reward_fn(w->vals, &b, &p))
-            return pt_err_prefix(PT_ECALLBACK, "pt_grpo_evaluate: scoring");
+            return pt__err_prefix(PT_ECALLBACK, "pt_grpo_evaluate: scoring");
         for (int i = 0; i < m; i++) {
             w->R[i] += rw->weights[k] * w->vals[i];
             s->reward_func[kind][k] += w->vals[i];
@@ -152,23 +152,23 @@ static int check_eval(pt_grpo_eval_options *o, const pt_prompt_rows *rows, const
     const char *f = "pt_grpo_evaluate";
     const int64_t n = pt_prompt_rows_size(rows);
     if (rw->n < 0 || rw->n > PT_GRPO_MAX_REWARD_FUNCS)
-        return pt_err_arg(f, "rewards", "must be a pt_builtin_rewards (pt_builtin_rewards_init) of 0 .. %d "
+        return pt__err_arg(f, "rewards", "must be a pt_builtin_rewards (pt_builtin_rewards_init) of 0 .. %d "
                           "rewards", PT_GRPO_MAX_REWARD_FUNCS);
     bool need_answer = false;
     for (int k = 0; k < rw->n; k++) {
         if (!pt_builtin_reward_name(rw->kinds[k]) || !isfinite(rw->weights[k]))
-            return pt_err_arg(f, "rewards", "reward %d: kind %d, weight %g", k, rw->kinds[k], rw->weights[k]);
+            return pt__err_arg(f, "rewards", "reward %d: kind %d, weight %g", k, rw->kinds[k], rw->weights[k]);
         need_answer |= rw->kinds[k] != PT_REWARD_LENGTH;
     }
     if (o->count < 0)
         o->count = n - o->begin;
     if (o->begin < 0 || o->count < 0 || o->begin > n || o->count > n - o->begin)
-        return pt_err_arg(f, "opts", "rows [%lld, %lld + %lld) are not within the %lld rows",
+        return pt__err_arg(f, "opts", "rows [%lld, %lld + %lld) are not within the %lld rows",
                           (long long)o->begin, (long long)o->begin, (long long)o->count, (long long)n);
     if (o->samples < 1)
-        return pt_err_arg(f, "opts->samples", "%d is below 1", o->samples);
+        return pt__err_arg(f, "opts->samples", "%d is below 1", o->samples);
     if (o->batch < 0 || o->batch > gen->max_batch)
-        return pt_err_arg(f, "opts->batch", "%d is not in 0 .. %d (the generator's room)", o->batch,
+        return pt__err_arg(f, "opts->batch", "%d is not in 0 .. %d (the generator's room)", o->batch,
                           gen->max_batch);
     if (o->batch == 0)
         o->batch = gen->max_batch;
@@ -177,7 +177,7 @@ static int check_eval(pt_grpo_eval_options *o, const pt_prompt_rows *rows, const
         pt_prompt_row_init(&row);
         pt_prompt_rows_get(&row, rows, i);
         if (!row.answer)
-            return pt_err(PT_EFORMAT, "%s: row %lld has no answer (the exact and contains rewards need one)", f,
+            return pt__err(PT_EFORMAT, "%s: row %lld has no answer (the exact and contains rewards need one)", f,
                           (long long)i);
     }
     return PT_OK;
@@ -196,7 +196,7 @@ int pt_grpo_evaluate(pt_grpo_eval_sums *sums, pt_generator *gen, const pt_prompt
     pt_generate_options go;
     int st = PT_STRUCT_READ(o, opts, pt_grpo_eval_options_init);
     if (!st)
-        st = pt_struct_read(&go, sizeof go, o.sampling, __func__, "pt_generate_options_init");
+        st = pt__struct_read(&go, sizeof go, o.sampling, __func__, "pt_generate_options_init");
     if (st)
         return st;
     if (!o.sampling)
@@ -221,9 +221,9 @@ int pt_grpo_evaluate(pt_grpo_eval_sums *sums, pt_generator *gen, const pt_prompt
 static void json_num(pt_strbuf *b, const char *key, double v)
 {
     if (isfinite(v))
-        pt_strbuf_printf(b, ", \"%s\": %.6g", key, v);
+        pt__strbuf_printf(b, ", \"%s\": %.6g", key, v);
     else
-        pt_strbuf_printf(b, ", \"%s\": null", key);
+        pt__strbuf_printf(b, ", \"%s\": null", key);
 }
 
 int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builtin_rewards *rewards, int samples,
@@ -246,7 +246,7 @@ int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builti
                      rewards->kinds[k]);
     const bool acc = pt_builtin_rewards_have_accuracy(rewards);
     pt_strbuf b = PT_STRBUF_INIT;
-    pt_strbuf_printf(&b, "{\"step\": %lld", (long long)step);
+    pt__strbuf_printf(&b, "{\"step\": %lld", (long long)step);
     for (int kind = 0; kind < PT_GRPO_EVAL_KINDS; kind++) {
         const double n = sums->completions[kind];
         if (n <= 0)
@@ -266,8 +266,8 @@ int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builti
         snprintf(key, sizeof key, "eval/mean_length_%s", kind_name[kind]);
         json_num(&b, key, sums->length[kind] / n);
     }
-    pt_strbuf_printf(&b, ", \"eval/prompts\": %.0f, \"eval/samples\": %d}", sums->completions[PT_GRPO_EVAL_GREEDY],
+    pt__strbuf_printf(&b, ", \"eval/prompts\": %.0f, \"eval/samples\": %d}", sums->completions[PT_GRPO_EVAL_GREEDY],
                      sums->completions[PT_GRPO_EVAL_SAMPLED] > 0 ? samples : 0);
-    *json = pt_strbuf_detach(&b, NULL);
+    *json = pt__strbuf_detach(&b, NULL);
     return *json ? PT_OK : PT_ENOMEM;
 }

@@ -40,9 +40,9 @@ typedef struct grpo_sample {
 
 /* The segment (0, 1, ...) of each completion token, -1 off the mask;
  * returns the number of segments. */
-int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n);
+int pt__grpo_segments_of(int *seg_of, const uint8_t *mask, int n);
 
-/* Tests only (pt_grpo_set_dlogp_hook). */
+/* Tests only (pt__grpo_set_dlogp_hook). */
 typedef void (*pt_grpo_dlogp_hook)(int sample, const float *dlogp, int n, void *payload);
 
 struct pt_rollout_buffer {
@@ -60,64 +60,64 @@ struct pt_rollout_buffer {
 
 /* ---- the step's checks (grpo_check.c) ---- */
 
-/* The options of pt_grpo_step / pt_grpo_accumulate: PT_OK or PT_EINVAL
+/* The options of pt_grpo_step / pt__grpo_accumulate: PT_OK or PT_EINVAL
  * naming the field. */
-int pt_grpo_check_options(const pt_grpo_options *o);
+int pt__grpo_check_options(const pt_grpo_options *o);
 /* Every sample's ids inside the model's vocabulary and its reference
  * logprobs present when beta > 0 (or to come from the LoRA base:
  * *refs_from_base); *maxlen receives the longest sample. */
-int pt_grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
+int pt__grpo_check_samples(int *maxlen, bool *refs_from_base, const pt_rollout_buffer *buf, const pt_model *model,
                           const pt_grpo_options *o);
 /* PT_ESTATE when no sample of buf has a reward and some were never scored. */
-int pt_grpo_check_scored(const pt_rollout_buffer *buf);
+int pt__grpo_check_scored(const pt_rollout_buffer *buf);
 /* Sample s has no reward: every reward function declined it (and no
  * over-long penalty scores it), or every segment; with given advantages:
  * every reward function declined it (it only reports them). */
-bool pt_grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const pt_grpo_options *o);
-/* The samples with rewards or segment rewards that pt_grpo_declined. */
-void pt_grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, const pt_grpo_options *o);
+bool pt__grpo_declined(const pt_rollout_buffer *buf, const grpo_sample *s, const pt_grpo_options *o);
+/* The samples with rewards or segment rewards that pt__grpo_declined. */
+void pt__grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, const pt_grpo_options *o);
 
 /* PT_ESTATE naming func when buf is being scored (a reward function may
  * not change the buffer it scores); else PT_OK (grpo_reward.c). */
-int pt_rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func);
+int pt__rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func);
 
 /* One row of a micro-batch for sample s, T wide: ids padded with 0,
  * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */
-void pt_grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T);
+void pt__grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T);
 
 /* A forward of rows x T tokens on ctx at a temperature into logprobs, and
  * into entropy too when it is not NULL. */
-int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float temperature,
+int pt__grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float temperature,
                          float *logprobs, float *entropy);
 
 /* Fill `which` logprobs from forwards on ctx at a temperature: of every
  * sample, or with only_missing of the samples that have none yet (all or
  * nothing). */
-int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing,
+int pt__rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing,
                                 float temperature);
 
 /* ---- rewards (grpo_reward.c) and advantages (grpo_advantage.c) ---- */
 
 /* Sum w_k r_k over the functions that did not decline (NaN), 0 if all did. */
-double pt_grpo_combine_rewards(const float *r, const double *w, int k);
+double pt__grpo_combine_rewards(const float *r, const double *w, int k);
 
 /* DAPO's soft over-long penalty for a completion of len tokens. */
-double pt_grpo_overlong_penalty(int len, int l_max, int l_c);
+double pt__grpo_overlong_penalty(int len, int l_max, int l_c);
 
 /* Unbiased std (torch.std) from the sum of squared deviations of n values;
  * 0 for fewer than two values. */
-double pt_grpo_std(double sumsq_dev, int n);
+double pt__grpo_std(double sumsq_dev, int n);
 
 /* torch.nanmean and TRL's nanstd of n values, NaN left out: the mean into
  * *mean (NaN when none), how many are not NaN into *count (when not NULL);
  * returns the unbiased std, NaN below two values. */
-double pt_grpo_nan_mean_std(double *mean, int *count, const double *x, int n);
+double pt__grpo_nan_mean_std(double *mean, int *count, const double *x, int n);
 
 /* Reward and completion-length statistics over every sample of the buffer,
  * R the combined rewards (NaN: declined, left out as TRL's nanmean and
  * nanstd do): reward, reward_std, n_reward_funcs,
  * reward_func_mean/std, completion_*_length and clipped_ratio of *st. */
-void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R);
+void pt__grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R);
 
 /* Advantages of n samples from their combined rewards R (after any
  * over-long penalty; NaN: declined) and group ids, as TRL: a declined
@@ -128,7 +128,7 @@ void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const
  * samples TRL's is_std_zero flags (frac_reward_zero_std's numerator: the
  * std the scaling uses, per group or of the batch, isclose to 0; NaN, below
  * two rewards, is not).  PT_ENOMEM as a negative value. */
-int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero, const double *R,
+int pt__grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero, const double *R,
                        const int64_t *group, int n, int scale);
 
 /* Per-segment advantages of n samples with segment rewards: sample i has
@@ -137,7 +137,7 @@ int pt_grpo_advantages(double *adv, bool *zero_std, int *n_zero, int *n_trl_zero
  * (docs/grpo.md).  zero_std[i]: no segment index of its group has a
  * spread.  Returns the number of groups (and *n_zero), or PT_ENOMEM as a
  * negative value. */
-int pt_grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const double *rew, const int *off,
+int pt__grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const double *rew, const int *off,
                                const int *nseg, const int64_t *group, int n, int scale);
 
 /* ---- the per-token loss (grpo_loss.c) ---- */
@@ -155,7 +155,7 @@ typedef struct pt_grpo_norm {
 
 /* The constants for the samples that take part: n_seq of them with n_tok
  * loss tokens (after masking). */
-void pt_grpo_make_norm(pt_grpo_norm *nm, const pt_grpo_options *o, double n_seq, double n_tok);
+void pt__grpo_make_norm(pt_grpo_norm *nm, const pt_grpo_options *o, double n_seq, double n_tok);
 
 /* Sums over loss tokens. */
 typedef struct pt_grpo_acc {
@@ -190,29 +190,29 @@ typedef struct pt_grpo_tokens {
     bool token_adv;              /* the advantages vary by token (given, or per
                                   * segment): sequence-level metrics count tokens */
     double is_logsum;            /* vespo: the correction's log weight summed
-                                  * (pt_grpo_vespo_is_logsum); else 0 */
+                                  * (pt__grpo_vespo_is_logsum); else 0 */
 } pt_grpo_tokens;
 
 /* The loss of one sample: adds to *acc and writes dL/dlogp into dlogp[0 ..
  * n) (0 off the mask). */
-void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t, const pt_grpo_norm *nm);
+void pt__grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t, const pt_grpo_norm *nm);
 
 /* The correction's weight per token into w[0 .. n) (1 for a sample without
  * sampling log-probabilities: samp NULL; anything off the mask), from the
  * trainer's old and the sampler's log-probabilities, and its metrics into
  * *acc.  o: a full pt_grpo_options. */
-void pt_grpo_is_weights(double *w, pt_grpo_acc *acc, const float *old, const float *samp, const uint8_t *mask, int n,
+void pt__grpo_is_weights(double *w, pt_grpo_acc *acc, const float *old, const float *samp, const uint8_t *mask, int n,
                         const pt_grpo_options *o);
 
 /* vespo: the sum over the loss tokens of log w_t, w the correction's
  * weights in pw (token modes), each clamped to [log 1e-8, 20] as TRL's
  * get_gamma_weights; pw's loss tokens are set to 1 (vespo puts the
  * correction into phi, not on the tokens). */
-double pt_grpo_vespo_is_logsum(double *pw, const uint8_t *mask, int n);
+double pt__grpo_vespo_is_logsum(double *pw, const uint8_t *mask, int n);
 
 /* torch.quantile(x[0 .. n), q) (linear interpolation; sorts x in place);
  * NaN for n == 0. */
-double pt_grpo_quantile(float *x, size_t n, double q);
+double pt__grpo_quantile(float *x, size_t n, double q);
 
 /* ---- the step (grpo_step.c) ---- */
 
@@ -220,14 +220,14 @@ double pt_grpo_quantile(float *x, size_t n, double q);
  * gradients accumulated into the model's (dropped on error); no optimizer
  * step.  `o` is a full pt_grpo_options.  Fills *out except grad_norm, lr,
  * step and the skip fields. */
-int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
+int pt__grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o, pt_dist *d);
 
 /* Tests only: a step on buf calls fn with every training sample's dL/dlogp
  * (its index in buf, n completion tokens) before the backward; NULL
  * removes it.  A field of the buffer (no global state): steps on other
  * buffers, in other threads, do not call it. */
-void pt_grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload);
+void pt__grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload);
 
 /* ---- the step's working state (grpo_step.c, grpo_step_adv.c) ---- */
 
@@ -274,7 +274,7 @@ typedef struct grpo_run {
 /* Rewards (with the over-long penalty), advantages (per sample or per
  * segment) and the reward statistics of the whole global batch w->all
  * into w->R, w->adv, w->zs, w->segadv and *stats (grpo_step_adv.c). */
-int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
+int pt__grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
 
 /* ---- data-parallel steps (grpo_view.c) ---- */
 
@@ -287,8 +287,8 @@ int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats);
  * rank's first sample's index in it into *offset.  Collective: `status` is
  * this rank's outcome so far; PT_OK only when every rank's was (a failed
  * rank keeps its status and message, the others get PT_EPEER naming it).
- * On error *view is empty.  Free with pt_grpo_view_free. */
-int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const pt_rollout_buffer *buf, int status);
-void pt_grpo_view_free(pt_rollout_buffer *view);
+ * On error *view is empty.  Free with pt__grpo_view_free. */
+int pt__grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const pt_rollout_buffer *buf, int status);
+void pt__grpo_view_free(pt_rollout_buffer *view);
 
 #endif

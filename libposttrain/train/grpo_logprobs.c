@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void pt_grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T)
+void pt__grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T)
 {
     for (int t = 0; t < T; t++) {
         ids[t] = t < s->n_ids ? s->ids[t] : 0;
@@ -18,7 +18,7 @@ void pt_grpo_fill_row(int32_t *ids, int32_t *tg, const grpo_sample *s, int T)
     }
 }
 
-int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float temperature,
+int pt__grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg, int rows, int T, float temperature,
                          float *logprobs, float *entropy)
 {
     pt_batch b;
@@ -28,7 +28,7 @@ int pt_grpo_forward_rows(pt_context *ctx, const int32_t *ids, const int32_t *tg,
     b.input_ids = ids;
     b.targets = tg;
     b.temperature = temperature;
-    return entropy ? pt_ctx_forward_entropy(ctx, &b, logprobs, entropy) : pt_ctx_forward(ctx, &b, logprobs, NULL);
+    return entropy ? pt__ctx_forward_entropy(ctx, &b, logprobs, entropy) : pt__ctx_forward(ctx, &b, logprobs, NULL);
 }
 
 /* The completion log-probabilities of every sample, in order, into res
@@ -37,28 +37,28 @@ static int forward_all(float *res, const pt_rollout_buffer *buf, pt_context *ctx
 {
     int n = buf->n, rows_cap = n;
     size_t cells = (size_t)n * (size_t)maxlen;
-    int32_t *bid = pt_malloc_array(cells, sizeof *bid), *btg = pt_malloc_array(cells, sizeof *btg);
-    float *blp = pt_malloc_array(cells, sizeof *blp);
+    int32_t *bid = pt__malloc_array(cells, sizeof *bid), *btg = pt__malloc_array(cells, sizeof *btg);
+    float *blp = pt__malloc_array(cells, sizeof *blp);
     int st = PT_OK;
     if (!bid || !btg || !blp)
-        st = pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
+        st = pt__err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
     size_t off = 0;
     for (int i = 0; i < n && !st;) {
         int rows = rows_cap < n - i ? rows_cap : n - i, T = 1;
         for (int r = 0; r < rows; r++)
             T = buf->s[i + r].n_ids > T ? buf->s[i + r].n_ids : T;
         for (int r = 0; r < rows; r++)
-            pt_grpo_fill_row(bid + (size_t)r * T, btg + (size_t)r * T, &buf->s[i + r], T);
+            pt__grpo_fill_row(bid + (size_t)r * T, btg + (size_t)r * T, &buf->s[i + r], T);
         if (i > 0 && (st = pt_check_abort()))
             break;
-        st = pt_grpo_forward_rows(ctx, bid, btg, rows, T, temperature, blp, NULL);
+        st = pt__grpo_forward_rows(ctx, bid, btg, rows, T, temperature, blp, NULL);
         if (st == PT_EINVAL && rows > 1) {
             rows_cap = rows / 2; /* the context holds fewer rows: retry with half */
             st = PT_OK;
             continue;
         }
         if (st) {
-            st = pt_err_prefix(st, "pt_rollout_buffer_compute_logprobs: forward of %d rows of %d tokens", rows, T);
+            st = pt__err_prefix(st, "pt_rollout_buffer_compute_logprobs: forward of %d rows of %d tokens", rows, T);
             break;
         }
         for (int r = 0; r < rows; r++) {
@@ -107,7 +107,7 @@ static void store(pt_rollout_buffer *buf, const float *res, int which, bool only
     }
 }
 
-int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing,
+int pt__rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which, bool only_missing,
                                 float temperature)
 {
     if (buf->n == 0)
@@ -118,14 +118,14 @@ int pt_rollout_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int whi
         maxlen = buf->s[i].n_ids > maxlen ? buf->s[i].n_ids : maxlen;
         total += (size_t)buf->s[i].n_comp;
     }
-    float *res = pt_malloc_array(total, sizeof *res);
+    float *res = pt__malloc_array(total, sizeof *res);
     int st = res ? forward_all(res, buf, ctx, maxlen, temperature)
-                 : pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
+                 : pt__err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
     /* room for the arrays a sample lacks (kept on error: they are unset) */
     for (int i = 0; i < buf->n && !st; i++) {
         float **a = lp_array(&buf->s[i], which);
-        if (!*a && !(*a = pt_malloc_array((size_t)buf->s[i].n_comp, sizeof **a)))
-            st = pt_err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
+        if (!*a && !(*a = pt__malloc_array((size_t)buf->s[i].n_comp, sizeof **a)))
+            st = pt__err(PT_ENOMEM, "pt_rollout_buffer_compute_logprobs: out of memory");
     }
     if (!st)
         store(buf, res, which, only_missing, temperature);
@@ -152,15 +152,15 @@ int pt_rollout_buffer_compute_logprobs_with(pt_rollout_buffer *buf, pt_context *
     CHECK_WHICH(which);
     pt_rollout_logprobs_options o;
     int st = PT_STRUCT_READ(o, opts, pt_rollout_logprobs_options_init);
-    if (st || (st = pt_rollout_check_not_scoring(buf, __func__)))
+    if (st || (st = pt__rollout_check_not_scoring(buf, __func__)))
         return st;
     PT_CHECK_ARG(isfinite(o.temperature) && o.temperature >= 1e-6 && o.temperature <= FLT_MAX, temperature,
                  "%g must be finite and >= 1e-6", o.temperature);
-    if ((st = pt_context_take(ctx, __func__)))
+    if ((st = pt__context_take(ctx, __func__)))
         return st;
-    st = pt_rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature);
-    pt_context_give(ctx);
-    return pt_err_in(__func__, st);
+    st = pt__rollout_compute_logprobs(buf, ctx, which, false, (float)o.temperature);
+    pt__context_give(ctx);
+    return pt__err_in(__func__, st);
 }
 
 int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, int which)
@@ -168,10 +168,10 @@ int pt_rollout_buffer_compute_logprobs(pt_rollout_buffer *buf, pt_context *ctx, 
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(ctx);
     CHECK_WHICH(which);
-    int st = pt_rollout_check_not_scoring(buf, __func__);
-    if (st || (st = pt_context_take(ctx, __func__)))
+    int st = pt__rollout_check_not_scoring(buf, __func__);
+    if (st || (st = pt__context_take(ctx, __func__)))
         return st;
-    st = pt_rollout_compute_logprobs(buf, ctx, which, false, 1.0f);
-    pt_context_give(ctx);
-    return pt_err_in(__func__, st);
+    st = pt__rollout_compute_logprobs(buf, ctx, which, false, 1.0f);
+    pt__context_give(ctx);
+    return pt__err_in(__func__, st);
 }

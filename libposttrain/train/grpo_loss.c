@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-void pt_grpo_make_norm(pt_grpo_norm *nm, const pt_grpo_options *o, double n_seq, double n_tok)
+void pt__grpo_make_norm(pt_grpo_norm *nm, const pt_grpo_options *o, double n_seq, double n_tok)
 {
     nm->loss_type = o->loss_type;
     nm->level = o->importance_sampling_level;
@@ -35,7 +35,7 @@ static double clampd(double x, double lo, double hi)
 /* log 1e-8: the floor of VESPO's log weights (TRL's get_gamma_weights) */
 #define VESPO_LOG_FLOOR (-18.420680743952367)
 
-double pt_grpo_vespo_is_logsum(double *pw, const uint8_t *mask, int n)
+double pt__grpo_vespo_is_logsum(double *pw, const uint8_t *mask, int n)
 {
     double s = 0;
     for (int j = 0; j < n; j++)
@@ -101,7 +101,7 @@ static double token_weight(const pt_grpo_norm *nm, int cnt)
     }
 }
 
-void pt_grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t, const pt_grpo_norm *nm)
+void pt__grpo_loss_sample(pt_grpo_acc *acc, float *dlogp, const pt_grpo_tokens *t, const pt_grpo_norm *nm)
 {
     const int n = t->n;
     int cnt = 0;
@@ -218,7 +218,7 @@ static double correct(double rho, int mode, double lo, double hi, bool *changed)
     return mask ? 0.0 : rho < lo ? lo : hi;
 }
 
-void pt_grpo_is_weights(double *w, pt_grpo_acc *acc, const float *old, const float *samp, const uint8_t *mask, int n,
+void pt__grpo_is_weights(double *w, pt_grpo_acc *acc, const float *old, const float *samp, const uint8_t *mask, int n,
                         const pt_grpo_options *o)
 {
     for (int j = 0; j < n; j++)
@@ -270,7 +270,7 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double pt_grpo_quantile(float *x, size_t n, double q)
+double pt__grpo_quantile(float *x, size_t n, double q)
 {
     if (n == 0)
         return NAN;

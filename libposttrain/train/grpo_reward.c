@@ -7,10 +7,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-int pt_rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func)
+int pt__rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func)
 {
     if (buf && buf->scoring)
-        return pt_err(PT_ESTATE, "%s: the buffer is being scored (pt_rollout_buffer_score is calling its reward "
+        return pt__err(PT_ESTATE, "%s: the buffer is being scored (pt_rollout_buffer_score is calling its reward "
                       "function): a reward function may not change the buffer it scores; nothing was changed",
                       func);
     return PT_OK;
@@ -20,19 +20,19 @@ int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void
 {
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(fn);
-    int guard = pt_rollout_check_not_scoring(buf, __func__);
+    int guard = pt__rollout_check_not_scoring(buf, __func__);
     if (guard)
         return guard;
     if (k < 0 || k >= buf->k)
-        return pt_err_arg(__func__, "reward function", "%d is not in 0 .. %d", k, buf->k - 1);
+        return pt__err_arg(__func__, "reward function", "%d is not in 0 .. %d", k, buf->k - 1);
     if (buf->n == 0)
         return PT_OK;
-    pt_reward_item *items = pt_malloc_array((size_t)buf->n, sizeof *items);
-    float *r = pt_malloc_array((size_t)buf->n, sizeof *r);
+    pt_reward_item *items = pt__malloc_array((size_t)buf->n, sizeof *items);
+    float *r = pt__malloc_array((size_t)buf->n, sizeof *r);
     if (!items || !r) {
         free(items);
         free(r);
-        return pt_err(PT_ENOMEM, "pt_rollout_buffer_score: out of memory");
+        return pt__err(PT_ENOMEM, "pt_rollout_buffer_score: out of memory");
     }
     for (int i = 0; i < buf->n; i++) {
         const grpo_sample *s = &buf->s[i];
@@ -51,15 +51,15 @@ int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void
         free(items);
         free(r);
         pt_rollout_buffer_free(buf);
-        return pt_err(PT_ESTATE, "pt_rollout_buffer_score: reward function %d freed the buffer it was scoring "
+        return pt__err(PT_ESTATE, "pt_rollout_buffer_score: reward function %d freed the buffer it was scoring "
                       "(it is freed now; nothing was scored)", k);
     }
     if (rc != 0)
-        st = pt_err(PT_ECALLBACK, "pt_rollout_buffer_score: reward function %d ('%s') returned %d", k,
+        st = pt__err(PT_ECALLBACK, "pt_rollout_buffer_score: reward function %d ('%s') returned %d", k,
                     buf->names[k], rc);
     for (int i = 0; i < buf->n && !st; i++)
         if (isinf(r[i]))
-            st = pt_err(PT_ECALLBACK, "pt_rollout_buffer_score: reward function %d ('%s') gave sample %d an "
+            st = pt__err(PT_ECALLBACK, "pt_rollout_buffer_score: reward function %d ('%s') gave sample %d an "
                         "infinite reward", k, buf->names[k], i);
     if (!st)
         for (int i = 0; i < buf->n; i++) {
@@ -71,7 +71,7 @@ int pt_rollout_buffer_score(pt_rollout_buffer *buf, int k, pt_reward_fn fn, void
     return st;
 }
 
-double pt_grpo_combine_rewards(const float *r, const double *w, int k)
+double pt__grpo_combine_rewards(const float *r, const double *w, int k)
 {
     double s = 0;
     for (int j = 0; j < k; j++)
@@ -80,7 +80,7 @@ double pt_grpo_combine_rewards(const float *r, const double *w, int k)
     return s;
 }
 
-double pt_grpo_overlong_penalty(int len, int l_max, int l_c)
+double pt__grpo_overlong_penalty(int len, int l_max, int l_c)
 {
     if (l_c <= 0 || len <= l_max - l_c)
         return 0.0;
@@ -93,20 +93,20 @@ double pt_grpo_overlong_penalty(int len, int l_max, int l_c)
  * nanmean and nanstd: NaN mean when it scored none, NaN std below two). */
 static void reward_func_stats(double *mean, double *sd, const pt_rollout_buffer *buf, int k)
 {
-    double *x = pt_malloc_array((size_t)buf->n, sizeof *x);
+    double *x = pt__malloc_array((size_t)buf->n, sizeof *x);
     *mean = *sd = NAN;
     if (!x)
         return; /* out of memory: the metric is NaN, nothing else depends on it */
     for (int i = 0; i < buf->n; i++)
         x[i] = buf->s[i].rewards[k];
-    *sd = pt_grpo_nan_mean_std(mean, NULL, x, buf->n);
+    *sd = pt__grpo_nan_mean_std(mean, NULL, x, buf->n);
     free(x);
 }
 
-void pt_grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R)
+void pt__grpo_reward_stats(pt_grpo_stats *st, const pt_rollout_buffer *buf, const double *R)
 {
     int n = buf->n;
-    st->reward_std = pt_grpo_nan_mean_std(&st->reward, NULL, R, n);
+    st->reward_std = pt__grpo_nan_mean_std(&st->reward, NULL, R, n);
     st->n_reward_funcs = buf->k;
     for (int k = 0; k < PT_GRPO_MAX_REWARD_FUNCS; k++) {
         st->reward_func_mean[k] = st->reward_func_std[k] = NAN;

@@ -61,10 +61,10 @@ static int copy_reward_funcs(pt_rollout_buffer *b, const pt_rollout_buffer_optio
         char tmp[32];
         snprintf(tmp, sizeof tmp, "reward%d", k);
         const char *name = o->reward_names && o->reward_names[k] ? o->reward_names[k] : tmp;
-        b->names[k] = pt_strdup(name);
+        b->names[k] = pt__strdup(name);
         b->weights[k] = o->reward_weights ? o->reward_weights[k] : 1.0;
         if (!b->names[k])
-            return pt_err(PT_ENOMEM, "pt_rollout_buffer_create: out of memory");
+            return pt__err(PT_ENOMEM, "pt_rollout_buffer_create: out of memory");
     }
     return PT_OK;
 }
@@ -81,11 +81,11 @@ int pt_rollout_buffer_create(pt_rollout_buffer **out, const pt_rollout_buffer_op
                  "%d is not in 1 .. %d", o.n_reward_funcs, PT_GRPO_MAX_REWARD_FUNCS);
     for (int k = 0; k < o.n_reward_funcs; k++)
         if (o.reward_weights && !isfinite(o.reward_weights[k]))
-            return pt_err(PT_EINVAL, "pt_rollout_buffer_create: reward weight %d is %g (must be finite)", k,
+            return pt__err(PT_EINVAL, "pt_rollout_buffer_create: reward weight %d is %g (must be finite)", k,
                           o.reward_weights[k]);
-    pt_rollout_buffer *b = pt_calloc(1, sizeof *b);
+    pt_rollout_buffer *b = pt__calloc(1, sizeof *b);
     if (!b)
-        return pt_err(PT_ENOMEM, "pt_rollout_buffer_create: out of memory");
+        return pt__err(PT_ENOMEM, "pt_rollout_buffer_create: out of memory");
     if ((st = copy_reward_funcs(b, &o))) {
         pt_rollout_buffer_free(b);
         return st;
@@ -98,11 +98,11 @@ int pt_rollout_buffer_create(pt_rollout_buffer **out, const pt_rollout_buffer_op
 static int check_logprob(const float *lp, int j, const char *what, const char *kind)
 {
     if (lp && !(isfinite(lp[j]) && lp[j] <= 0.0f))
-        return pt_err(PT_EINVAL, "%s: %s logprob %d is %g (must be finite and <= 0)", what, kind, j, (double)lp[j]);
+        return pt__err(PT_EINVAL, "%s: %s logprob %d is %g (must be finite and <= 0)", what, kind, j, (double)lp[j]);
     return PT_OK;
 }
 
-int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n)
+int pt__grpo_segments_of(int *seg_of, const uint8_t *mask, int n)
 {
     int k = -1;
     for (int j = 0; j < n; j++) {
@@ -120,23 +120,23 @@ int pt_grpo_segments_of(int *seg_of, const uint8_t *mask, int n)
 static int check_advantage_source(const pt_rollout_sample *s, int nc, const char *what)
 {
     if (s->advantages && s->segment_rewards)
-        return pt_err(PT_EINVAL, "%s: advantages and segment_rewards are both set (give one: per-token advantages "
+        return pt__err(PT_EINVAL, "%s: advantages and segment_rewards are both set (give one: per-token advantages "
                       "are used as given, segment rewards are normalised per segment)", what);
     for (int j = 0; s->advantages && j < nc; j++)
         if (!isfinite(s->advantages[j]))
-            return pt_err(PT_EINVAL, "%s: advantage %d is %g (must be finite)", what, j, (double)s->advantages[j]);
+            return pt__err(PT_EINVAL, "%s: advantage %d is %g (must be finite)", what, j, (double)s->advantages[j]);
     if (!s->segment_rewards) {
         if (s->n_segments != 0)
-            return pt_err(PT_EINVAL, "%s: n_segments %d without segment_rewards", what, s->n_segments);
+            return pt__err(PT_EINVAL, "%s: n_segments %d without segment_rewards", what, s->n_segments);
         return PT_OK;
     }
-    int runs = pt_grpo_segments_of(NULL, s->loss_mask, nc);
+    int runs = pt__grpo_segments_of(NULL, s->loss_mask, nc);
     if (s->n_segments != runs)
-        return pt_err(PT_EINVAL, "%s: n_segments %d does not match the loss mask's %d segment%s (runs of 1s)", what,
+        return pt__err(PT_EINVAL, "%s: n_segments %d does not match the loss mask's %d segment%s (runs of 1s)", what,
                       s->n_segments, runs, runs == 1 ? "" : "s");
     for (int k = 0; k < s->n_segments; k++)
         if (isinf(s->segment_rewards[k]))
-            return pt_err(PT_EINVAL, "%s: segment reward %d is infinite (NaN declines)", what, k);
+            return pt__err(PT_EINVAL, "%s: segment reward %d is infinite (NaN declines)", what, k);
     return PT_OK;
 }
 
@@ -148,23 +148,23 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
     char what[64];
     snprintf(what, sizeof what, "%s: sample %d", func, idx);
     pt_rollout_sample_init(s);
-    int st = pt_struct_read(s, sizeof *s, user, what, "pt_rollout_sample_init");
+    int st = pt__struct_read(s, sizeof *s, user, what, "pt_rollout_sample_init");
     if (st)
         return st;
     if (!s->ids)
-        return pt_err(PT_EINVAL, "%s: ids is NULL", what);
+        return pt__err(PT_EINVAL, "%s: ids is NULL", what);
     if (s->n_ids > 0 && (size_t)s->n_ids > PT_MAX_TOKENS)
-        return pt_err_count(what, "n_ids", (size_t)s->n_ids, PT_MAX_TOKENS, "sample");
+        return pt__err_count(what, "n_ids", (size_t)s->n_ids, PT_MAX_TOKENS, "sample");
     if (s->prompt_len < 1 || s->n_ids <= s->prompt_len)
-        return pt_err(PT_EINVAL, "%s: lengths mismatch: prompt_len %d and n_ids %d (need 1 <= prompt_len < n_ids)",
+        return pt__err(PT_EINVAL, "%s: lengths mismatch: prompt_len %d and n_ids %d (need 1 <= prompt_len < n_ids)",
                       what, s->prompt_len, s->n_ids);
     for (int i = 0; i < s->n_ids; i++)
         if (s->ids[i] < 0)
-            return pt_err(PT_EINVAL, "%s: token %d has id %d", what, i, (int)s->ids[i]);
+            return pt__err(PT_EINVAL, "%s: token %d has id %d", what, i, (int)s->ids[i]);
     int nc = s->n_ids - s->prompt_len, nm = 0;
     for (int j = 0; j < nc; j++) {
         if (s->loss_mask && s->loss_mask[j] > 1)
-            return pt_err(PT_EINVAL, "%s: loss_mask[%d] is %d (must be 0 or 1)", what, j, s->loss_mask[j]);
+            return pt__err(PT_EINVAL, "%s: loss_mask[%d] is %d (must be 0 or 1)", what, j, s->loss_mask[j]);
         nm += s->loss_mask ? s->loss_mask[j] : 1;
         if ((st = check_logprob(s->old_logprobs, j, what, "old")) ||
             (st = check_logprob(s->ref_logprobs, j, what, "ref")) ||
@@ -172,10 +172,10 @@ static int check_sample(pt_rollout_sample *s, const pt_rollout_buffer *buf, cons
             return st;
     }
     if (nm == 0)
-        return pt_err(PT_EINVAL, "%s: the loss mask is all zero (no completion token to train on)", what);
+        return pt__err(PT_EINVAL, "%s: the loss mask is all zero (no completion token to train on)", what);
     for (int k = 0; s->rewards && k < buf->k; k++)
         if (isinf(s->rewards[k]))
-            return pt_err(PT_EINVAL, "%s: reward %d is infinite", what, k);
+            return pt__err(PT_EINVAL, "%s: reward %d is infinite", what, k);
     return check_advantage_source(s, nc, what);
 }
 
@@ -184,7 +184,7 @@ static float *dup_floats(const float *src, int n, bool *fail)
 {
     if (!src)
         return NULL;
-    float *d = pt_malloc_array((size_t)(n > 0 ? n : 1), sizeof *d);
+    float *d = pt__malloc_array((size_t)(n > 0 ? n : 1), sizeof *d);
     if (!d)
         *fail = true;
     else
@@ -200,16 +200,16 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
     d->prompt_len = s->prompt_len;
     d->n_comp = nc;
     bool fail = false;
-    d->ids = pt_malloc_array((size_t)s->n_ids, sizeof *d->ids);
-    d->mask = pt_malloc_array((size_t)nc, 1);
-    d->old = pt_malloc_array((size_t)nc, sizeof *d->old);
+    d->ids = pt__malloc_array((size_t)s->n_ids, sizeof *d->ids);
+    d->mask = pt__malloc_array((size_t)nc, 1);
+    d->old = pt__malloc_array((size_t)nc, sizeof *d->old);
     d->ref = dup_floats(s->ref_logprobs, nc, &fail);
     d->samp = dup_floats(s->sampling_logprobs, nc, &fail);
     d->tadv = dup_floats(s->advantages, nc, &fail);
     d->seg = dup_floats(s->segment_rewards, s->n_segments, &fail);
     if (!d->ids || !d->mask || !d->old || fail) {
         sample_release(d);
-        return pt_err(PT_ENOMEM, "%s: out of memory", func);
+        return pt__err(PT_ENOMEM, "%s: out of memory", func);
     }
     memcpy(d->ids, s->ids, (size_t)s->n_ids * sizeof *d->ids);
     for (int j = 0; j < nc; j++) {
@@ -233,15 +233,15 @@ static int copy_sample(grpo_sample *d, const pt_rollout_buffer *buf, const pt_ro
 static int reserve(pt_rollout_buffer *buf, int n, const char *func)
 {
     if (n > INT32_MAX / 2 - buf->n)
-        return pt_err(PT_ENOMEM, "%s: too many samples", func);
+        return pt__err(PT_ENOMEM, "%s: too many samples", func);
     if (buf->n + n <= buf->cap)
         return PT_OK;
     int cap = buf->cap ? buf->cap : 16;
     while (cap < buf->n + n)
         cap *= 2;
-    grpo_sample *ns = pt_realloc_array(buf->s, (size_t)cap, sizeof *ns);
+    grpo_sample *ns = pt__realloc_array(buf->s, (size_t)cap, sizeof *ns);
     if (!ns)
-        return pt_err(PT_ENOMEM, "%s: out of memory", func);
+        return pt__err(PT_ENOMEM, "%s: out of memory", func);
     buf->s = ns;
     buf->cap = cap;
     return PT_OK;
@@ -251,12 +251,12 @@ static int reserve(pt_rollout_buffer *buf, int n, const char *func)
  * checked, then copied in; all or nothing.  Messages name `func`. */
 static int add_samples(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n, const char *func)
 {
-    pt_rollout_sample *local = pt_malloc_array((size_t)n, sizeof *local);
+    pt_rollout_sample *local = pt__malloc_array((size_t)n, sizeof *local);
     if (!local)
-        return pt_err(PT_ENOMEM, "%s: out of memory", func);
+        return pt__err(PT_ENOMEM, "%s: out of memory", func);
     int st = PT_OK, i = 0;
     for (; i < n && !st; i++)
-        st = check_sample(&local[i], buf, pt_struct_at(samples, (size_t)i), i, func);
+        st = check_sample(&local[i], buf, pt__struct_at(samples, (size_t)i), i, func);
     if (!st)
         st = reserve(buf, n, func);
     for (i = 0; i < n && !st; i++)
@@ -276,7 +276,7 @@ int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample 
     PT_CHECK_NULL(samples);
     PT_CHECK_ARG(n >= 1, n, "%d must be >= 1", n);
     PT_CHECK_COUNT(n, PT_MAX_MESSAGES, "group");
-    int st = pt_rollout_check_not_scoring(buf, __func__);
+    int st = pt__rollout_check_not_scoring(buf, __func__);
     return st ? st : add_samples(buf, samples, n, __func__);
 }
 
@@ -284,14 +284,14 @@ int pt_rollout_buffer_add(pt_rollout_buffer *buf, const pt_rollout_sample *sampl
 {
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(sample);
-    int st = pt_rollout_check_not_scoring(buf, __func__);
+    int st = pt__rollout_check_not_scoring(buf, __func__);
     return st ? st : add_samples(buf, sample, 1, __func__);
 }
 
 int pt_rollout_buffer_clear(pt_rollout_buffer *buf)
 {
     PT_CHECK_NULL(buf);
-    int st = pt_rollout_check_not_scoring(buf, __func__);
+    int st = pt__rollout_check_not_scoring(buf, __func__);
     if (st)
         return st;
     for (int i = 0; i < buf->n; i++)
@@ -317,17 +317,17 @@ int pt_rollout_buffer_count(int *n, const pt_rollout_buffer *buf)
 static int check_index(const pt_rollout_buffer *buf, int i, bool has_k, int k, const char *who)
 {
     if (!buf)
-        return pt_err(PT_EINVAL, "%s: buf is NULL", who);
+        return pt__err(PT_EINVAL, "%s: buf is NULL", who);
     if (i < 0 || i >= buf->n)
-        return pt_err_arg(who, "sample", "%d is not in 0 .. %d", i, buf->n - 1);
+        return pt__err_arg(who, "sample", "%d is not in 0 .. %d", i, buf->n - 1);
     if (has_k && (k < 0 || k >= buf->k))
-        return pt_err_arg(who, "reward function", "%d is not in 0 .. %d", k, buf->k - 1);
+        return pt__err_arg(who, "reward function", "%d is not in 0 .. %d", k, buf->k - 1);
     return PT_OK;
 }
 
 int pt_rollout_buffer_set_reward(pt_rollout_buffer *buf, int sample, int k, float reward)
 {
-    int st = pt_rollout_check_not_scoring(buf, __func__);
+    int st = pt__rollout_check_not_scoring(buf, __func__);
     if (!st)
         st = check_index(buf, sample, true, k, __func__);
     if (st)
@@ -356,15 +356,15 @@ static int check_segment(const pt_rollout_buffer *buf, int i, int k, const char 
         return st;
     const grpo_sample *s = &buf->s[i];
     if (s->kind != GRPO_KIND_SEGMENTS)
-        return pt_err_arg(who, "sample", "%d has no segment rewards (it was added without segment_rewards)", i);
+        return pt__err_arg(who, "sample", "%d has no segment rewards (it was added without segment_rewards)", i);
     if (k < 0 || k >= s->n_seg)
-        return pt_err_arg(who, "segment", "%d is not in 0 .. %d", k, s->n_seg - 1);
+        return pt__err_arg(who, "segment", "%d is not in 0 .. %d", k, s->n_seg - 1);
     return PT_OK;
 }
 
 int pt_rollout_buffer_set_segment_reward(pt_rollout_buffer *buf, int sample, int segment, float reward)
 {
-    int st = pt_rollout_check_not_scoring(buf, __func__);
+    int st = pt__rollout_check_not_scoring(buf, __func__);
     if (!st)
         st = check_segment(buf, sample, segment, __func__);
     if (st)
@@ -399,7 +399,7 @@ int pt_rollout_buffer_get_logprobs(float *out, const pt_rollout_buffer *buf, int
     const float *src = which == PT_ROLLOUT_OLD ? (s->has_old ? s->old : NULL)
                      : which == PT_ROLLOUT_REF ? (s->has_ref ? s->ref : NULL) : s->samp;
     if (!src)
-        return pt_err(PT_ESTATE, "pt_rollout_buffer_get_logprobs: sample %d has no %s log-probabilities yet", sample,
+        return pt__err(PT_ESTATE, "pt_rollout_buffer_get_logprobs: sample %d has no %s log-probabilities yet", sample,
                       k_lp_what[which]);
     memcpy(out, src, (size_t)s->n_comp * sizeof *out);
     return PT_OK;

@@ -39,7 +39,7 @@ static int segment_rewards(float *seg, const ep_rec *e, const double *w, int k)
             any |= !isnan(r[f]);
         if (idx < 0 || !any)
             continue;
-        double v = pt_grpo_combine_rewards(r, w, k);
+        double v = pt__grpo_combine_rewards(r, w, k);
         seg[idx] = isnan(seg[idx]) ? (float)v : seg[idx] + (float)v;
     }
     return n_seg;
@@ -52,11 +52,11 @@ int pt_rollout_buffer_add_episodes(int *n_added, pt_rollout_buffer *buf,
         *n_added = 0;
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(res);
-    int guard = pt_rollout_check_not_scoring(buf, __func__);
+    int guard = pt__rollout_check_not_scoring(buf, __func__);
     if (guard)
         return guard;
     if (res->k != buf->k)
-        return pt_err(PT_EINVAL, "pt_rollout_buffer_add_episodes: the episodes carry %d "
+        return pt__err(PT_EINVAL, "pt_rollout_buffer_add_episodes: the episodes carry %d "
                       "reward%s (n_reward_funcs) but buf has %d reward function%s", res->k,
                       res->k == 1 ? "" : "s", buf->k, buf->k == 1 ? "" : "s");
     int m = 0;
@@ -68,8 +68,8 @@ int pt_rollout_buffer_add_episodes(int *n_added, pt_rollout_buffer *buf,
         }
     if (m == 0)
         return PT_OK;
-    pt_rollout_sample *s = pt_malloc_array((size_t)m, sizeof *s);
-    float *seg = pt_malloc_array(n_seg_total, sizeof *seg);
+    pt_rollout_sample *s = pt__malloc_array((size_t)m, sizeof *s);
+    float *seg = pt__malloc_array(n_seg_total, sizeof *seg);
     if (!s || !seg) {
         pt_free(s);
         pt_free(seg);
@@ -107,7 +107,7 @@ int pt_rollout_buffer_add_episodes(int *n_added, pt_rollout_buffer *buf,
     pt_free(s);
     pt_free(seg);
     if (st)
-        return pt_err_prefix(st, "pt_rollout_buffer_add_episodes");
+        return pt__err_prefix(st, "pt_rollout_buffer_add_episodes");
     if (n_added)
         *n_added = m;
     return PT_OK;

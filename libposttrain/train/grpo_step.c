@@ -23,9 +23,9 @@ static int fill_reference_from_base(pt_rollout_buffer *buf, pt_context *ctx, pt_
     int st = pt_model_set_lora_enabled(model, false);
     if (st)
         return st;
-    st = pt_rollout_compute_logprobs(buf, ctx, PT_ROLLOUT_REF, true, temperature);
+    st = pt__rollout_compute_logprobs(buf, ctx, PT_ROLLOUT_REF, true, temperature);
     pt_model_set_lora_enabled(model, true);
-    return st ? pt_err_prefix(st, "pt_grpo_step: reference logprobs of the base model (adapters off)") : PT_OK;
+    return st ? pt__err_prefix(st, "pt_grpo_step: reference logprobs of the base model (adapters off)") : PT_OK;
 }
 
 static void run_free(grpo_run *w)
@@ -70,7 +70,7 @@ static double make_norm(grpo_run *w)
         if (!(w->o->mask_truncated_completions && s->truncated))
             n_tok += s->n_mask;
     }
-    pt_grpo_make_norm(&w->nm, w->o, n_seq, n_tok);
+    pt__grpo_make_norm(&w->nm, w->o, n_seq, n_tok);
     w->n_tok = n_tok;
     return n_tok;
 }
@@ -88,7 +88,7 @@ static void entropy_norm(grpo_run *w)
     w->ent_norm = n > 1 ? n : 1;
 }
 
-void pt_grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload)
+void pt__grpo_set_dlogp_hook(pt_rollout_buffer *buf, pt_grpo_dlogp_hook fn, void *payload)
 {
     buf->dlogp_hook = fn;
     buf->dlogp_payload = fn ? payload : NULL;
@@ -103,7 +103,7 @@ static void token_advantages(grpo_run *w, int k)
         for (int j = 0; j < s->n_comp; j++)
             w->tadv[j] = s->tadv[j];
     } else if (s->kind == GRPO_KIND_SEGMENTS) {
-        pt_grpo_segments_of(w->seg_of, s->mask, s->n_comp);
+        pt__grpo_segments_of(w->seg_of, s->mask, s->n_comp);
         for (int j = 0; j < s->n_comp; j++)
             w->tadv[j] = w->seg_of[j] >= 0 ? w->segadv[w->seg_off[i] + w->seg_of[j]] : 0.0;
     } else {
@@ -134,9 +134,9 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
         s->has_old = true;
         s->lp_temp[PT_ROLLOUT_OLD] = w->temp;
     }
-    pt_grpo_is_weights(w->pw, &w->acc, s->old, s->samp, s->mask, s->n_comp, w->o);
+    pt__grpo_is_weights(w->pw, &w->acc, s->old, s->samp, s->mask, s->n_comp, w->o);
     const double is_logsum =
-        w->o->loss_type == PT_GRPO_LOSS_VESPO ? pt_grpo_vespo_is_logsum(w->pw, s->mask, s->n_comp) : 0.0;
+        w->o->loss_type == PT_GRPO_LOSS_VESPO ? pt__grpo_vespo_is_logsum(w->pw, s->mask, s->n_comp) : 0.0;
     for (int t = 0; t < s->n_comp; t++)
         if (s->mask[t]) {
             bool keep = (double)re[t] >= w->ent_thr;
@@ -152,7 +152,7 @@ static void sample_loss(grpo_run *w, int k, int r, int T)
     pt_grpo_tokens tk = { .n = s->n_comp, .logp = w->lpc, .old = s->old, .ref = s->has_ref ? s->ref : NULL,
                           .mask = s->mask, .adv = w->tadv, .pw = w->pw, .token_adv = s->kind != GRPO_KIND_REWARD,
                           .is_logsum = is_logsum };
-    pt_grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
+    pt__grpo_loss_sample(&w->acc, w->dlc, &tk, &w->nm);
     if (w->ent_coef != 0) {
         /* TRL's entropy bonus, -coef * sum_t H_t m_t / ent_norm over the
          * loss tokens the entropy mask keeps: dL/dH_t = -coef / ent_norm */
@@ -199,7 +199,7 @@ static void fill_rows(grpo_run *w, const grpo_mb *m)
     int r = 0;
     for (int k = m->first; k < m->end; k++)
         if (trains(w, k)) {
-            pt_grpo_fill_row(w->bid + (size_t)r * m->T, w->btg + (size_t)r * m->T, &w->buf->s[k], m->T);
+            pt__grpo_fill_row(w->bid + (size_t)r * m->T, w->btg + (size_t)r * m->T, &w->buf->s[k], m->T);
             r++;
         }
 }
@@ -211,13 +211,13 @@ static int mb_forward(grpo_run *w, const grpo_mb *m, bool *retry)
 {
     *retry = false;
     fill_rows(w, m);
-    int st = pt_grpo_forward_rows(w->ctx, w->bid, w->btg, m->rows, m->T, w->temp, w->blp, w->bent);
+    int st = pt__grpo_forward_rows(w->ctx, w->bid, w->btg, m->rows, m->T, w->temp, w->blp, w->bent);
     if (st == PT_EINVAL && m->rows > 1 && w->o->micro_batch == 0 && !w->plan) {
         w->rows_cap = m->rows / 2; /* the context holds fewer rows: retry with half */
         *retry = true;
         return PT_OK;
     }
-    return st ? pt_err_prefix(st, "pt_grpo_step: forward of %d rows of %d tokens", m->rows, m->T) : PT_OK;
+    return st ? pt__err_prefix(st, "pt_grpo_step: forward of %d rows of %d tokens", m->rows, m->T) : PT_OK;
 }
 
 /* The losses and backward of micro-batch m, forwarded last on the context. */
@@ -228,7 +228,7 @@ static int mb_train(grpo_run *w, const grpo_mb *m)
         if (trains(w, k))
             sample_loss(w, k, r++, m->T);
     w->fwd_tokens += (double)m->rows * m->T;
-    return w->bde ? pt_ctx_backward_entropy(w->ctx, w->bdl, w->bde) : pt_ctx_backward(w->ctx, w->bdl);
+    return w->bde ? pt__ctx_backward_entropy(w->ctx, w->bdl, w->bde) : pt__ctx_backward(w->ctx, w->bdl);
 }
 
 /* The next micro-batch from sample i on: the training samples up to
@@ -247,14 +247,14 @@ static grpo_mb next_mb(const grpo_run *w, int i)
 static int alloc_rows(grpo_run *w)
 {
     size_t cells = (size_t)w->rows_cap * (size_t)w->maxlen;
-    w->bid = pt_malloc_array(cells, sizeof *w->bid);
-    w->btg = pt_malloc_array(cells, sizeof *w->btg);
-    w->blp = pt_malloc_array(cells, sizeof *w->blp);
-    w->bdl = pt_malloc_array(cells, sizeof *w->bdl);
-    w->bent = pt_malloc_array(cells, sizeof *w->bent);
-    w->bde = w->ent_coef != 0 ? pt_malloc_array(cells, sizeof *w->bde) : NULL;
+    w->bid = pt__malloc_array(cells, sizeof *w->bid);
+    w->btg = pt__malloc_array(cells, sizeof *w->btg);
+    w->blp = pt__malloc_array(cells, sizeof *w->blp);
+    w->bdl = pt__malloc_array(cells, sizeof *w->bdl);
+    w->bent = pt__malloc_array(cells, sizeof *w->bent);
+    w->bde = w->ent_coef != 0 ? pt__malloc_array(cells, sizeof *w->bde) : NULL;
     if (!w->bid || !w->btg || !w->blp || !w->bdl || !w->bent || (w->ent_coef != 0 && !w->bde))
-        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
+        return pt__err(PT_ENOMEM, "pt_grpo_step: out of memory for %d rows of %d tokens", w->rows_cap, w->maxlen);
     return PT_OK;
 }
 
@@ -309,8 +309,8 @@ static int entropy_pass(grpo_run *w, int st)
 {
     float *vals = NULL;
     size_t nv = 0, cap = 0;
-    if (!st && !(w->plan = pt_malloc_array((size_t)w->n + 1, sizeof *w->plan)))
-        st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    if (!st && !(w->plan = pt__malloc_array((size_t)w->n + 1, sizeof *w->plan)))
+        st = pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     if (!st)
         st = alloc_rows(w);
     int i = 0;
@@ -336,7 +336,7 @@ static int entropy_pass(grpo_run *w, int st)
                 size_t nc = 2 * (cap + (size_t)s->n_comp);
                 float *nvp = realloc(vals, nc * sizeof *vals);
                 if (!nvp) {
-                    st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+                    st = pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
                     break;
                 }
                 vals = nvp;
@@ -353,16 +353,16 @@ static int entropy_pass(grpo_run *w, int st)
     if (w->d) {
         /* every rank's entropies, in rank order */
         double cnt = (double)nv;
-        st = pt_comm_agree_sum(NULL, w->d, st, &cnt, 1, "pt_grpo_step");
+        st = pt__comm_agree_sum(NULL, w->d, st, &cnt, 1, "pt_grpo_step");
         const int size = pt_dist_size(w->d);
-        size_t *counts = st ? NULL : pt_malloc_array((size_t)size * 2, sizeof *counts);
-        double *per = st ? NULL : pt_malloc_array((size_t)size, sizeof *per);
+        size_t *counts = st ? NULL : pt__malloc_array((size_t)size * 2, sizeof *counts);
+        double *per = st ? NULL : pt__malloc_array((size_t)size, sizeof *per);
         double mine = (double)nv;
         allv = NULL;
-        if (!st && (!counts || !per || !(allv = pt_malloc_array((size_t)cnt + 1, sizeof *allv))))
+        if (!st && (!counts || !per || !(allv = pt__malloc_array((size_t)cnt + 1, sizeof *allv))))
             st = PT_ENOMEM; /* the same sizes on every rank: every rank fails here, or none */
         if (!st)
-            st = pt_comm_allgather(w->d, &mine, sizeof mine, per, "pt_grpo_step");
+            st = pt__comm_allgather(w->d, &mine, sizeof mine, per, "pt_grpo_step");
         if (!st) {
             size_t off = 0;
             for (int q = 0; q < size; q++) {
@@ -371,14 +371,14 @@ static int entropy_pass(grpo_run *w, int st)
                 off += counts[q];
             }
             nall = (size_t)cnt;
-            st = pt_comm_allgatherv(w->d, vals, nv * sizeof *vals, allv, counts, counts + size, "pt_grpo_step");
+            st = pt__comm_allgatherv(w->d, vals, nv * sizeof *vals, allv, counts, counts + size, "pt_grpo_step");
         }
         free(counts);
         free(per);
         free(vals);
     }
     if (!st)
-        w->ent_thr = nall > 0 ? pt_grpo_quantile(allv, nall, 1.0 - w->o->top_entropy_quantile) : INFINITY;
+        w->ent_thr = nall > 0 ? pt__grpo_quantile(allv, nall, 1.0 - w->o->top_entropy_quantile) : INFINITY;
     /* the loss tokens the mask keeps, every rank's: the entropy bonus's mean */
     w->ent_kept_all = 0;
     for (size_t q = 0; !st && q < nall; q++)
@@ -433,7 +433,7 @@ static void finish_stats(pt_grpo_stats *stats, const grpo_run *w, double t0)
         stats->entropy_threshold = w->ent_thr;
         stats->entropy_kept_fraction = tok > 0 ? acc->ent_kept / tok : 1.0;
     }
-    stats->train_seconds = pt_now() - t0;
+    stats->train_seconds = pt__now() - t0;
     stats->tokens_per_second = stats->train_seconds > 0 ? w->fwd_tokens / stats->train_seconds : 0.0;
 }
 
@@ -446,7 +446,7 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
     double v[21] = { a->loss, a->tokens, a->kl, a->clip_low, a->clip_high, a->clip_region, w->ent_sum, w->ent_n,
                      w->fwd_tokens, a->cispo_clip, a->samp_tokens, a->samp_diff_sum, a->is_units, a->is_sum,
                      a->is_corrected, a->ent_kept, a->clip_units, a->phi_sum, a->phi_units, w->eff_sum, w->eff_n };
-    st = pt_comm_agree_sum(NULL, d, st, v, 21, "pt_grpo_step");
+    st = pt__comm_agree_sum(NULL, d, st, v, 21, "pt_grpo_step");
     a->loss = v[0];
     a->tokens = v[1];
     a->kl = v[2];
@@ -472,17 +472,17 @@ static int agree_sums(pt_dist *d, grpo_run *w, int st)
         return st;
     /* every rank agreed: every rank is here */
     double x[3] = { a->samp_diff_max, a->is_max, -a->is_min };
-    st = pt_comm_allreduce_max_f64(d, x, 3, "pt_grpo_step");
+    st = pt__comm_allreduce_max_f64(d, x, 3, "pt_grpo_step");
     a->samp_diff_max = x[0];
     a->is_max = x[1];
     a->is_min = -x[2];
     return st;
 }
 
-int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
+int pt__grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_rollout_buffer *buf,
                        const pt_grpo_options *o, pt_dist *d)
 {
-    double t0 = pt_now();
+    double t0 = pt__now();
     grpo_run w = { .o = o, .buf = buf, .all = buf, .ctx = ctx, .d = d, .n = buf->n, .temp = (float)o->temperature,
                    .ent_thr = -INFINITY,
                    /* the bonus this step: adaptive, only when the last step's entropy is <= the target */
@@ -491,19 +491,19 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     w.acc.is_min = INFINITY;
     w.acc.is_max = -INFINITY;
     bool refs_from_base = false;
-    int st = pt_grpo_check_options(o);
+    int st = pt__grpo_check_options(o);
     if (!st && buf->n == 0)
-        st = pt_err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
+        st = pt__err(PT_ESTATE, "pt_grpo_step: the buffer is empty");
     if (!st)
-        st = pt_grpo_check_samples(&w.maxlen, &refs_from_base, buf, model, o);
+        st = pt__grpo_check_samples(&w.maxlen, &refs_from_base, buf, model, o);
     if (!st)
-        st = pt_grpo_check_scored(buf);
+        st = pt__grpo_check_scored(buf);
     /* with a job, every rank's samples (and outcome so far); from here on
      * every path of every rank reaches agree_sums */
     pt_rollout_buffer view;
     memset(&view, 0, sizeof view);
     if (d) {
-        if ((st = pt_grpo_view_gather(&view, &w.offset, d, buf, st)))
+        if ((st = pt__grpo_view_gather(&view, &w.offset, d, buf, st)))
             return st;
         w.all = &view;
     } else if (st) {
@@ -512,7 +512,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     pt_grpo_stats stats;
     pt_grpo_stats_init(&stats);
     int64_t unscored = 0;
-    pt_grpo_count_unscored(&unscored, w.all, o);
+    pt__grpo_count_unscored(&unscored, w.all, o);
     /* nothing scored: no forward, no update (the same on every rank: the
      * view is global) */
     const bool no_rewards = unscored == w.all->n;
@@ -521,20 +521,20 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     stats.samples_unscored = unscored;
     const size_t N = (size_t)w.all->n, L = (size_t)w.maxlen + 1;
     if (!st) {
-        w.R = pt_malloc_array(N, sizeof *w.R);
-        w.adv = pt_malloc_array(N, sizeof *w.adv);
-        w.zs = pt_malloc_array(N, sizeof *w.zs);
-        w.seg_off = pt_malloc_array(N, sizeof *w.seg_off);
-        w.lpc = pt_malloc_array(L, sizeof *w.lpc);
-        w.dlc = pt_malloc_array(L, sizeof *w.dlc);
-        w.tadv = pt_malloc_array(L, sizeof *w.tadv);
-        w.pw = pt_malloc_array(L, sizeof *w.pw);
-        w.seg_of = pt_malloc_array(L, sizeof *w.seg_of);
+        w.R = pt__malloc_array(N, sizeof *w.R);
+        w.adv = pt__malloc_array(N, sizeof *w.adv);
+        w.zs = pt__malloc_array(N, sizeof *w.zs);
+        w.seg_off = pt__malloc_array(N, sizeof *w.seg_off);
+        w.lpc = pt__malloc_array(L, sizeof *w.lpc);
+        w.dlc = pt__malloc_array(L, sizeof *w.dlc);
+        w.tadv = pt__malloc_array(L, sizeof *w.tadv);
+        w.pw = pt__malloc_array(L, sizeof *w.pw);
+        w.seg_of = pt__malloc_array(L, sizeof *w.seg_of);
         if (!w.R || !w.adv || !w.zs || !w.seg_off || !w.lpc || !w.dlc || !w.tadv || !w.pw || !w.seg_of)
-            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+            st = pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
     if (!st && !no_rewards)
-        st = pt_grpo_compute_advantages(&w, &stats);
+        st = pt__grpo_compute_advantages(&w, &stats);
     if (no_rewards) {
         stats.reward = stats.reward_std = NAN;
         stats.n_reward_funcs = w.all->k;
@@ -566,7 +566,7 @@ int pt_grpo_accumulate(pt_grpo_stats *out, pt_context *ctx, pt_model *model, pt_
     else
         *out = stats;
     run_free(&w);
-    pt_grpo_view_free(&view);
+    pt__grpo_view_free(&view);
     return st;
 }
 
@@ -579,52 +579,52 @@ int pt_grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_ro
     PT_CHECK_NULL(opt);
     PT_CHECK_NULL(ctx);
     PT_CHECK_NULL(buf);
-    int st = pt_train_take(opt, ctx, __func__);
+    int st = pt__train_take(opt, ctx, __func__);
     if (st)
         return st;
     st = grpo_step(stats, opt, ctx, buf, opts);
-    pt_train_give(opt, ctx);
+    pt__train_give(opt, ctx);
     return st;
 }
 
 static int grpo_step(pt_grpo_stats *stats, pt_optimizer *opt, pt_context *ctx, pt_rollout_buffer *buf,
                      const pt_grpo_options *opts)
 {
-    int st = pt_struct_check_out(stats, sizeof(pt_grpo_stats), "pt_grpo_step", "pt_grpo_stats_init");
-    if (st || (st = pt_rollout_check_not_scoring(buf, "pt_grpo_step")) ||
-        (st = pt_optimizer_check_context(opt, ctx, "pt_grpo_step")))
+    int st = pt__struct_check_out(stats, sizeof(pt_grpo_stats), "pt_grpo_step", "pt_grpo_stats_init");
+    if (st || (st = pt__rollout_check_not_scoring(buf, "pt_grpo_step")) ||
+        (st = pt__optimizer_check_context(opt, ctx, "pt_grpo_step")))
         return st;
-    double t0 = pt_now();
+    double t0 = pt__now();
     pt_grpo_options o;
     pt_grpo_options_init(&o);
-    if ((st = pt_struct_read(&o, sizeof o, opts, "pt_grpo_step", "pt_grpo_options_init")))
+    if ((st = pt__struct_read(&o, sizeof o, opts, "pt_grpo_step", "pt_grpo_options_init")))
         return st;
-    pt_dist *d = pt_optimizer_dist(opt);
+    pt_dist *d = pt__optimizer_dist(opt);
     const double comm0 = pt_dist_comm_seconds(d);
     if (d) {
         int64_t step = 0;
         step = pt_optimizer_step_count(opt);
-        pt_dist_set_step(d, step + 1);
+        pt__dist_set_step(d, step + 1);
     }
     pt_grpo_stats local;
     pt_grpo_stats_init(&local);
-    st = pt_grpo_accumulate(&local, ctx, pt_optimizer_model(opt), buf, &o, d);
+    st = pt__grpo_accumulate(&local, ctx, pt__optimizer_model(opt), buf, &o, d);
     /* the gradients of every rank, summed (a step the finish will skip
      * for a non-finite loss or no tokens needs none) */
     if (!st && d && local.tokens > 0 && isfinite(local.loss))
-        st = pt_dist_allreduce_grads(d, opt);
+        st = pt__dist_allreduce_grads(d, opt);
     const double fwd_tokens = local.tokens_per_second * local.train_seconds;
     pt_step_stats ss;
-    int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
-    st = pt_train_finish_step(&ss, opt, st, local.skip_reason == PT_SKIP_NO_REWARDS, local.tokens, local.loss);
-    pt_threads_leave(prev);
+    int prev = pt__threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
+    st = pt__train_finish_step(&ss, opt, st, local.skip_reason == PT_SKIP_NO_REWARDS, local.tokens, local.loss);
+    pt__threads_leave(prev);
     if (st)
-        return pt_err_in("pt_grpo_step", st);
+        return pt__err_in("pt_grpo_step", st);
     PT_STEP_STATS_COPY(&local, &ss);
     /* the reported time is the whole step's, the optimizer update included */
-    local.train_seconds = pt_now() - t0;
+    local.train_seconds = pt__now() - t0;
     local.tokens_per_second = local.train_seconds > 0 ? fwd_tokens / local.train_seconds : 0.0;
     local.comm_seconds = pt_dist_comm_seconds(d) - comm0;
-    pt_struct_write(stats, &local);
+    pt__struct_write(stats, &local);
     return PT_OK;
 }

@@ -16,13 +16,13 @@
  * segment declined: TRL's unscorable completion), left out of the means. */
 static double reported_reward(const grpo_sample *s, const pt_rollout_buffer *all, const pt_grpo_options *o)
 {
-    if (pt_grpo_declined(all, s, o))
+    if (pt__grpo_declined(all, s, o))
         return NAN;
     double pen = o->overlong_buffer > 0 && s->kind != GRPO_KIND_ADVANTAGES
-                     ? pt_grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer)
+                     ? pt__grpo_overlong_penalty(s->n_comp, o->max_completion_length, o->overlong_buffer)
                      : 0.0;
     if (s->kind != GRPO_KIND_SEGMENTS)
-        return pt_grpo_combine_rewards(s->rewards, all->weights, all->k) + pen;
+        return pt__grpo_combine_rewards(s->rewards, all->weights, all->k) + pen;
     double r = 0;
     for (int k = 0; k < s->n_seg; k++)
         if (!isnan(s->seg[k]))
@@ -34,9 +34,9 @@ static double reported_reward(const grpo_sample *s, const pt_rollout_buffer *all
 static int check_group_kinds(const pt_rollout_buffer *all)
 {
     static const char *const what[3] = { "rewards", "segment_rewards", "advantages" };
-    int *first = pt_malloc_array((size_t)all->n, sizeof *first);
-    int64_t *ids = pt_malloc_array((size_t)all->n, sizeof *ids);
-    int st = first && ids ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    int *first = pt__malloc_array((size_t)all->n, sizeof *first);
+    int64_t *ids = pt__malloc_array((size_t)all->n, sizeof *ids);
+    int st = first && ids ? PT_OK : pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     int ng = 0;
     for (int i = 0; i < all->n && !st; i++) {
         int g = 0;
@@ -46,7 +46,7 @@ static int check_group_kinds(const pt_rollout_buffer *all)
             ids[ng++] = all->s[i].group;
             first[g] = i;
         } else if (all->s[first[g]].kind != all->s[i].kind) {
-            st = pt_err(PT_EINVAL, "pt_grpo_step: a group mixes samples with %s and samples with %s (global "
+            st = pt__err(PT_EINVAL, "pt_grpo_step: a group mixes samples with %s and samples with %s (global "
                         "samples %d and %d): every member of a group takes its advantages from the same place",
                         what[all->s[first[g]].kind], what[all->s[i].kind], first[g], i);
         }
@@ -72,16 +72,16 @@ static int of_kind(int *idx, const pt_rollout_buffer *all, int kind)
 static int segment_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz)
 {
     const pt_rollout_buffer *all = w->all;
-    int *off = pt_malloc_array((size_t)m + 1, sizeof *off), *nseg = pt_malloc_array((size_t)m + 1, sizeof *nseg);
-    int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
-    bool *zs = pt_malloc_array((size_t)m + 1, sizeof *zs);
+    int *off = pt__malloc_array((size_t)m + 1, sizeof *off), *nseg = pt__malloc_array((size_t)m + 1, sizeof *nseg);
+    int64_t *grp = pt__malloc_array((size_t)m + 1, sizeof *grp);
+    bool *zs = pt__malloc_array((size_t)m + 1, sizeof *zs);
     double *rew = NULL, *adv = NULL;
     size_t total = 0;
     for (int j = 0; j < m; j++)
         total += (size_t)all->s[idx[j]].n_seg;
-    rew = pt_malloc_array(total + 1, sizeof *rew);
-    adv = pt_malloc_array(total + 1, sizeof *adv);
-    int st = off && nseg && grp && zs && rew && adv ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    rew = pt__malloc_array(total + 1, sizeof *rew);
+    adv = pt__malloc_array(total + 1, sizeof *adv);
+    int st = off && nseg && grp && zs && rew && adv ? PT_OK : pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     if (!st) {
         int o = 0;
         for (int j = 0; j < m; j++) {
@@ -93,12 +93,12 @@ static int segment_advantages(grpo_run *w, const int *idx, int m, int *ng, int *
                 rew[o + k] = s->seg[k];
             if (w->o->overlong_buffer > 0 && s->n_seg > 0)
                 rew[o + s->n_seg - 1] +=
-                    pt_grpo_overlong_penalty(s->n_comp, w->o->max_completion_length, w->o->overlong_buffer);
+                    pt__grpo_overlong_penalty(s->n_comp, w->o->max_completion_length, w->o->overlong_buffer);
             o += s->n_seg;
         }
-        *ng = pt_grpo_segment_advantages(adv, zs, nz, rew, off, nseg, grp, m, w->o->scale_rewards);
+        *ng = pt__grpo_segment_advantages(adv, zs, nz, rew, off, nseg, grp, m, w->o->scale_rewards);
         if (*ng < 0)
-            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+            st = pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
     for (int j = 0; j < m && !st; j++) {
         const int i = idx[j];
@@ -118,18 +118,18 @@ static int segment_advantages(grpo_run *w, const int *idx, int m, int *ng, int *
  * samples TRL counts in frac_reward_zero_std. */
 static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *nz, int *tz)
 {
-    double *R = pt_malloc_array((size_t)m + 1, sizeof *R), *adv = pt_malloc_array((size_t)m + 1, sizeof *adv);
-    int64_t *grp = pt_malloc_array((size_t)m + 1, sizeof *grp);
-    bool *zs = pt_malloc_array((size_t)m + 1, sizeof *zs);
-    int st = R && adv && grp && zs ? PT_OK : pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+    double *R = pt__malloc_array((size_t)m + 1, sizeof *R), *adv = pt__malloc_array((size_t)m + 1, sizeof *adv);
+    int64_t *grp = pt__malloc_array((size_t)m + 1, sizeof *grp);
+    bool *zs = pt__malloc_array((size_t)m + 1, sizeof *zs);
+    int st = R && adv && grp && zs ? PT_OK : pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     if (!st) {
         for (int j = 0; j < m; j++) {
             R[j] = w->R[idx[j]];
             grp[j] = w->all->s[idx[j]].group;
         }
-        *ng = pt_grpo_advantages(adv, zs, nz, tz, R, grp, m, w->o->scale_rewards);
+        *ng = pt__grpo_advantages(adv, zs, nz, tz, R, grp, m, w->o->scale_rewards);
         if (*ng < 0)
-            st = pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+            st = pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
     for (int j = 0; j < m && !st; j++) {
         w->adv[idx[j]] = adv[j];
@@ -145,7 +145,7 @@ static int reward_advantages(grpo_run *w, const int *idx, int m, int *ng, int *n
 /* Rewards (with the over-long penalty), advantages (per sample or per
  * segment) and the reward statistics of the whole global batch into
  * *stats. */
-int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats)
+int pt__grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats)
 {
     const pt_rollout_buffer *all = w->all;
     int st = check_group_kinds(all);
@@ -161,12 +161,12 @@ int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats)
         nseg += (size_t)s->n_seg;
     }
     if (nseg > (size_t)INT32_MAX)
-        return pt_err(PT_ERANGE, "pt_grpo_step: %zu segments is too many", nseg);
-    w->segadv = pt_malloc_array(nseg + 1, sizeof *w->segadv);
-    int *idx = pt_malloc_array((size_t)all->n, sizeof *idx);
+        return pt__err(PT_ERANGE, "pt_grpo_step: %zu segments is too many", nseg);
+    w->segadv = pt__malloc_array(nseg + 1, sizeof *w->segadv);
+    int *idx = pt__malloc_array((size_t)all->n, sizeof *idx);
     if (!w->segadv || !idx) {
         free(idx);
-        return pt_err(PT_ENOMEM, "pt_grpo_step: out of memory");
+        return pt__err(PT_ENOMEM, "pt_grpo_step: out of memory");
     }
     int ng_r = 0, nz_r = 0, tz_r = 0, ng_s = 0, nz_s = 0, tz_s = 0;
     int m_r = of_kind(idx, all, GRPO_KIND_REWARD);
@@ -183,7 +183,7 @@ int pt_grpo_compute_advantages(grpo_run *w, pt_grpo_stats *stats)
     stats->groups = ng_r + ng_s;
     stats->frac_zero_std_groups = stats->groups > 0 ? (double)(nz_r + nz_s) / (double)stats->groups : 0.0;
     stats->frac_reward_zero_std = m_r + m_s > 0 ? (double)(tz_r + tz_s) / (double)(m_r + m_s) : 0.0;
-    pt_grpo_reward_stats(stats, all, w->R);
+    pt__grpo_reward_stats(stats, all, w->R);
     stats->groups_dropped = w->o->drop_zero_std_groups ? nz_r + nz_s : 0;
     stats->segments = (int64_t)nseg;
     return PT_OK;

@@ -25,7 +25,7 @@ typedef struct view_head {
     double weights[PT_GRPO_MAX_REWARD_FUNCS];
 } view_head;
 
-void pt_grpo_view_free(pt_rollout_buffer *view)
+void pt__grpo_view_free(pt_rollout_buffer *view)
 {
     free(view->s);
     free(view->view_seg);
@@ -43,9 +43,9 @@ static int gather_segments(pt_rollout_buffer *view, pt_dist *d, const pt_rollout
         total += (size_t)heads[q].nseg;
     for (int i = 0; i < buf->n; i++)
         mine += (size_t)buf->s[i].n_seg;
-    float *send = pt_malloc_array(mine + 1, sizeof *send);
-    size_t *counts = pt_malloc_array((size_t)size * 2, sizeof *counts);
-    view->view_seg = pt_malloc_array(total + 1, sizeof *view->view_seg);
+    float *send = pt__malloc_array(mine + 1, sizeof *send);
+    size_t *counts = pt__malloc_array((size_t)size * 2, sizeof *counts);
+    view->view_seg = pt__malloc_array(total + 1, sizeof *view->view_seg);
     /* every rank allocates the same sizes but for send: a failure there is
      * this rank's, and its peers' deadline names it */
     int st = send && counts && view->view_seg ? PT_OK : PT_ENOMEM;
@@ -62,7 +62,7 @@ static int gather_segments(pt_rollout_buffer *view, pt_dist *d, const pt_rollout
             counts[size + q] = off;
             off += counts[q];
         }
-        st = pt_comm_allgatherv(d, send, mine * sizeof *send, view->view_seg, counts, counts + size, what);
+        st = pt__comm_allgatherv(d, send, mine * sizeof *send, view->view_seg, counts, counts + size, what);
     }
     free(send);
     free(counts);
@@ -124,8 +124,8 @@ static int pack_local(view_wire **out, int64_t *ng, const pt_rollout_buffer *buf
     *out = NULL;
     if (buf->n == 0)
         return PT_OK;
-    view_wire *w = pt_malloc_array((size_t)buf->n, sizeof *w);
-    int64_t *ids = pt_malloc_array((size_t)buf->n, sizeof *ids);
+    view_wire *w = pt__malloc_array((size_t)buf->n, sizeof *w);
+    int64_t *ids = pt__malloc_array((size_t)buf->n, sizeof *ids);
     if (!w || !ids) {
         free(w);
         free(ids);
@@ -151,9 +151,9 @@ static int pack_local(view_wire **out, int64_t *ng, const pt_rollout_buffer *buf
 static int gather_samples(pt_rollout_buffer *view, pt_dist *d, view_wire *mine, int n_mine, int64_t group_base,
                           const view_head *heads, int size, size_t total, const char *what)
 {
-    size_t *counts = pt_malloc_array((size_t)size * 2, sizeof *counts);
-    view_wire *all = pt_malloc_array(total ? total : 1, sizeof *all);
-    view->s = pt_malloc_array(total ? total : 1, sizeof *view->s);
+    size_t *counts = pt__malloc_array((size_t)size * 2, sizeof *counts);
+    view_wire *all = pt__malloc_array(total ? total : 1, sizeof *all);
+    view->s = pt__malloc_array(total ? total : 1, sizeof *view->s);
     /* every rank allocates the same sizes, so every rank gets here */
     int st = counts && all && view->s ? PT_OK : PT_ENOMEM;
     if (!st) {
@@ -165,7 +165,7 @@ static int gather_samples(pt_rollout_buffer *view, pt_dist *d, view_wire *mine, 
             counts[size + q] = off;
             off += counts[q];
         }
-        st = pt_comm_allgatherv(d, mine, (size_t)n_mine * sizeof *mine, all, counts, counts + size, what);
+        st = pt__comm_allgatherv(d, mine, (size_t)n_mine * sizeof *mine, all, counts, counts + size, what);
     }
     for (size_t i = 0; !st && i < total; i++)
         wire_unpack(&view->s[i], &all[i]);
@@ -187,16 +187,16 @@ static int check_heads(const view_head *heads, const view_head *head, int size, 
     if (status)
         return status; /* this rank's own message stays */
     if (bad >= 0)
-        return pt_err(PT_EPEER, "%s: rank %d failed (%s); its own message says why", what, bad,
+        return pt__err(PT_EPEER, "%s: rank %d failed (%s); its own message says why", what, bad,
                       pt_status_name((int)heads[bad].status));
     for (int q = 0; q < size; q++)
         if (heads[q].k != head->k || memcmp(heads[q].weights, head->weights, sizeof head->weights))
-            return pt_err(PT_EINVAL, "%s: rank %d's rollout buffer has other reward functions or weights than "
+            return pt__err(PT_EINVAL, "%s: rank %d's rollout buffer has other reward functions or weights than "
                           "rank %d's (every rank must create its buffer with the same options)", what, q, rank);
     return PT_OK;
 }
 
-int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const pt_rollout_buffer *buf, int status)
+int pt__grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const pt_rollout_buffer *buf, int status)
 {
     static const char what[] = "pt_grpo_step";
     memset(view, 0, sizeof *view);
@@ -214,13 +214,13 @@ int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const 
     view_head head = { .status = status, .n = status ? 0 : buf->n, .groups = (double)ng, .k = buf->k, .nseg = nseg };
     for (int j = 0; j < buf->k; j++)
         head.weights[j] = buf->weights[j];
-    view_head *heads = pt_malloc_array((size_t)size, sizeof *heads);
+    view_head *heads = pt__malloc_array((size_t)size, sizeof *heads);
     if (!heads) {
         /* cannot even take part: the peers' deadline names this rank */
         free(mine);
         return PT_ENOMEM;
     }
-    int st = pt_comm_allgather(d, &head, sizeof head, heads, what);
+    int st = pt__comm_allgather(d, &head, sizeof head, heads, what);
     if (!st)
         st = check_heads(heads, &head, size, rank, status, what);
     size_t total = 0;
@@ -233,7 +233,7 @@ int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const 
         total += (size_t)heads[q].n;
     }
     if (!st && total > (size_t)INT32_MAX)
-        st = pt_err(PT_ERANGE, "%s: %zu samples over all ranks is too many", what, total);
+        st = pt__err(PT_ERANGE, "%s: %zu samples over all ranks is too many", what, total);
     if (!st)
         st = gather_samples(view, d, mine, status ? 0 : buf->n, group_base, heads, size, total, what);
     if (!st)
@@ -241,7 +241,7 @@ int pt_grpo_view_gather(pt_rollout_buffer *view, int *offset, pt_dist *d, const 
     free(heads);
     free(mine);
     if (st) {
-        pt_grpo_view_free(view);
+        pt__grpo_view_free(view);
         return st;
     }
     view->n = (int)total;

@@ -59,48 +59,48 @@ int pt_step_stats_init(pt_step_stats *stats)
 static int check_options(const pt_optimizer_options *o)
 {
     if (o->type != PT_OPTIMIZER_ADAMW && o->type != PT_OPTIMIZER_SGD)
-        return pt_err(PT_EINVAL, "optimizer options: unknown type %d", o->type);
+        return pt__err(PT_EINVAL, "optimizer options: unknown type %d", o->type);
     if (!(o->lr >= 0) || !isfinite(o->lr))
-        return pt_err(PT_EINVAL, "optimizer options: lr %g must be finite and >= 0", o->lr);
+        return pt__err(PT_EINVAL, "optimizer options: lr %g must be finite and >= 0", o->lr);
     if (!(o->weight_decay >= 0) || !isfinite(o->weight_decay))
-        return pt_err(PT_EINVAL, "optimizer options: weight_decay %g must be finite and >= 0", o->weight_decay);
+        return pt__err(PT_EINVAL, "optimizer options: weight_decay %g must be finite and >= 0", o->weight_decay);
     if (!(o->max_grad_norm >= 0) || !isfinite(o->max_grad_norm))
-        return pt_err(PT_EINVAL, "optimizer options: max_grad_norm %g must be finite and >= 0 (0 = off)",
+        return pt__err(PT_EINVAL, "optimizer options: max_grad_norm %g must be finite and >= 0 (0 = off)",
                       o->max_grad_norm);
     /* The update multiplies lr by other values in float: refuse an lr whose
      * products already overflow, before any step is taken. */
     if (!(o->lr <= (double)FLT_MAX))
-        return pt_err(PT_ERANGE, "optimizer options: lr %g overflows a float (at most %g)", o->lr,
+        return pt__err(PT_ERANGE, "optimizer options: lr %g overflows a float (at most %g)", o->lr,
                       (double)FLT_MAX);
     if (!(o->lr * o->weight_decay <= (double)FLT_MAX))
-        return pt_err(PT_ERANGE, "optimizer options: lr %g * weight_decay %g overflows a float", o->lr,
+        return pt__err(PT_ERANGE, "optimizer options: lr %g * weight_decay %g overflows a float", o->lr,
                       o->weight_decay);
     if (o->type == PT_OPTIMIZER_ADAMW && o->beta1 >= 0 && o->beta1 < 1 &&
         !(o->lr / (1.0 - o->beta1) <= (double)FLT_MAX))
-        return pt_err(PT_ERANGE, "optimizer options: lr %g / (1 - beta1 %g) (the first step size) "
+        return pt__err(PT_ERANGE, "optimizer options: lr %g / (1 - beta1 %g) (the first step size) "
                       "overflows a float", o->lr, o->beta1);
     if (o->type == PT_OPTIMIZER_ADAMW) {
         if (!(o->beta1 >= 0 && o->beta1 < 1))
-            return pt_err(PT_EINVAL, "optimizer options: beta1 %g is not in [0, 1)", o->beta1);
+            return pt__err(PT_EINVAL, "optimizer options: beta1 %g is not in [0, 1)", o->beta1);
         if (!(o->beta2 >= 0 && o->beta2 < 1))
-            return pt_err(PT_EINVAL, "optimizer options: beta2 %g is not in [0, 1)", o->beta2);
+            return pt__err(PT_EINVAL, "optimizer options: beta2 %g is not in [0, 1)", o->beta2);
         if (!(o->eps > 0) || !isfinite(o->eps))
-            return pt_err(PT_EINVAL, "optimizer options: eps %g must be finite and > 0", o->eps);
+            return pt__err(PT_EINVAL, "optimizer options: eps %g must be finite and > 0", o->eps);
     } else if (!(o->momentum >= 0 && o->momentum < 1)) {
-        return pt_err(PT_EINVAL, "optimizer options: momentum %g is not in [0, 1)", o->momentum);
+        return pt__err(PT_EINVAL, "optimizer options: momentum %g is not in [0, 1)", o->momentum);
     }
     if (o->schedule < PT_SCHEDULE_CONSTANT || o->schedule > PT_SCHEDULE_COSINE)
-        return pt_err(PT_EINVAL, "optimizer options: unknown schedule %d", o->schedule);
+        return pt__err(PT_EINVAL, "optimizer options: unknown schedule %d", o->schedule);
     if (o->warmup_steps < 0)
-        return pt_err(PT_EINVAL, "optimizer options: warmup_steps %lld is negative", (long long)o->warmup_steps);
+        return pt__err(PT_EINVAL, "optimizer options: warmup_steps %lld is negative", (long long)o->warmup_steps);
     if (o->schedule != PT_SCHEDULE_CONSTANT && o->total_steps <= 0)
-        return pt_err(PT_EINVAL, "optimizer options: the %s schedule needs total_steps > 0",
+        return pt__err(PT_EINVAL, "optimizer options: the %s schedule needs total_steps > 0",
                       pt_schedule_type_name(o->schedule));
     if (o->schedule != PT_SCHEDULE_CONSTANT && o->warmup_steps > o->total_steps)
-        return pt_err(PT_EINVAL, "optimizer options: warmup_steps %lld exceeds total_steps %lld",
+        return pt__err(PT_EINVAL, "optimizer options: warmup_steps %lld exceeds total_steps %lld",
                       (long long)o->warmup_steps, (long long)o->total_steps);
     if (!(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1))
-        return pt_err(PT_EINVAL, "optimizer options: min_lr_ratio %g is not in [0, 1]", o->min_lr_ratio);
+        return pt__err(PT_EINVAL, "optimizer options: min_lr_ratio %g is not in [0, 1]", o->min_lr_ratio);
     return PT_OK;
 }
 
@@ -116,9 +116,9 @@ int pt_schedule_factor(double *factor, int schedule, int64_t step, int64_t warmu
         return PT_OK;
     }
     if (!pt_schedule_type_name(schedule))
-        return pt_err(PT_EINVAL, "pt_schedule_factor: unknown schedule %d", schedule);
+        return pt__err(PT_EINVAL, "pt_schedule_factor: unknown schedule %d", schedule);
     if (schedule != PT_SCHEDULE_CONSTANT && total <= 0)
-        return pt_err(PT_EINVAL, "pt_schedule_factor: %s schedule needs total_steps > 0",
+        return pt__err(PT_EINVAL, "pt_schedule_factor: %s schedule needs total_steps > 0",
                       pt_schedule_type_name(schedule));
     if (schedule == PT_SCHEDULE_CONSTANT) {
         *factor = 1.0;
@@ -139,21 +139,21 @@ static int alloc_state(pt_optimizer *o)
 {
     size_t total = 0;
     for (size_t i = 0; i < o->n_params; i++)
-        if (!pt_add_size(total, o->params[i].numel, &total))
-            return pt_err(PT_ENOMEM, "optimizer: parameter count overflows");
+        if (!pt__add_size(total, o->params[i].numel, &total))
+            return pt__err(PT_ENOMEM, "optimizer: parameter count overflows");
     o->numel_total = total;
-    o->m = pt_calloc(total ? total : 1, sizeof(float));
+    o->m = pt__calloc(total ? total : 1, sizeof(float));
     if (!o->m)
         return PT_ENOMEM;
     if (o->opts.type == PT_OPTIMIZER_ADAMW) {
-        o->v = pt_calloc(total ? total : 1, sizeof(float));
+        o->v = pt__calloc(total ? total : 1, sizeof(float));
         if (!o->v)
             return PT_ENOMEM;
     }
     return PT_OK;
 }
 
-int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, size_t n,
+int pt__optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, size_t n,
                                const pt_optimizer_options *opts)
 {
     PT_CHECK_NULL(out);
@@ -163,11 +163,11 @@ int pt_optimizer_create_params(pt_optimizer **out, const pt_opt_param *params, s
     if (st || (st = check_options(&local)))
         return st;
     PT_CHECK_ARG(params || !n, params, "is NULL (n is %zu)", n);
-    pt_optimizer *o = pt_calloc(1, sizeof *o);
+    pt_optimizer *o = pt__calloc(1, sizeof *o);
     if (!o)
         return PT_ENOMEM;
     o->opts = local;
-    o->params = pt_malloc_array(n ? n : 1, sizeof *o->params);
+    o->params = pt__malloc_array(n ? n : 1, sizeof *o->params);
     if (!o->params) {
         pt_optimizer_free(o);
         return PT_ENOMEM;
@@ -193,15 +193,15 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
     if (st || (st = check_options(&local)))
         return st;
     size_t count = pt_model_tensor_count(model), n = 0;
-    pt_opt_param *params = pt_malloc_array(count ? count : 1, sizeof *params);
-    size_t *index = pt_malloc_array(count ? count : 1, sizeof *index);
+    pt_opt_param *params = pt__malloc_array(count ? count : 1, sizeof *params);
+    size_t *index = pt__malloc_array(count ? count : 1, sizeof *index);
     if (!params || !index) {
         free(params);
         free(index);
         return PT_ENOMEM;
     }
     for (size_t i = 0; i < count; i++) {
-        const pt_tensor_ref *t = pt_model_tensor(model, i);
+        const pt_tensor_ref *t = pt__model_tensor(model, i);
         if (!t->trainable)
             continue;
         params[n] = (pt_opt_param){ t->data, t->grad, t->numel,
@@ -211,18 +211,18 @@ int pt_optimizer_create(pt_optimizer **out, pt_model *model, const pt_optimizer_
     if (n == 0) {
         free(params);
         free(index);
-        if (pt_model_is_quantized(model))
-            return pt_model_check_not_quantized(model, "pt_optimizer_create", PT_QUANT_FULL_FT_ADVICE);
-        return pt_err(PT_EINVAL, "pt_optimizer_create: the model has no trainable parameters");
+        if (pt__model_is_quantized(model))
+            return pt__model_check_not_quantized(model, "pt_optimizer_create", PT_QUANT_FULL_FT_ADVICE);
+        return pt__err(PT_EINVAL, "pt_optimizer_create: the model has no trainable parameters");
     }
-    st = pt_optimizer_create_params(out, params, n, &local);
+    st = pt__optimizer_create_params(out, params, n, &local);
     free(params);
     if (st) {
         free(index);
         return st;
     }
-    (*out)->model = pt_model_retain(model);
-    (*out)->generation = pt_model_generation(model);
+    (*out)->model = pt__model_retain(model);
+    (*out)->generation = pt__model_generation(model);
     (*out)->table_index = index;
     return PT_OK;
 }
@@ -235,7 +235,7 @@ void pt_optimizer_free(pt_optimizer *o)
     free(o->table_index);
     free(o->m);
     free(o->v);
-    pt_model_release(o->model);
+    pt__model_release(o->model);
     free(o);
 }
 
@@ -274,32 +274,32 @@ int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt)
     return PT_OK;
 }
 
-int pt_optimizer_check_current(const pt_optimizer *o, const char *who)
+int pt__optimizer_check_current(const pt_optimizer *o, const char *who)
 {
     if (!o->model)
         return PT_OK;
-    return pt_model_check_generation(o->model, o->generation, who, "optimizer");
+    return pt__model_check_generation(o->model, o->generation, who, "optimizer");
 }
 
-int pt_optimizer_check_model(const pt_optimizer *o, const pt_model *model, const char *who)
+int pt__optimizer_check_model(const pt_optimizer *o, const pt_model *model, const char *who)
 {
     if (o->model && o->model != model)
-        return pt_err(PT_EINVAL, "%s: opt was created for another model than the one given "
+        return pt__err(PT_EINVAL, "%s: opt was created for another model than the one given "
                       "(model %p, opt's model %p): pass the optimizer of this model", who,
                       (const void *)model, (const void *)o->model);
-    return pt_optimizer_check_current(o, who);
+    return pt__optimizer_check_current(o, who);
 }
 
-int pt_optimizer_check_context(const pt_optimizer *o, const pt_context *ctx, const char *who)
+int pt__optimizer_check_context(const pt_optimizer *o, const pt_context *ctx, const char *who)
 {
-    const pt_model *cm = pt_context_model(ctx);
+    const pt_model *cm = pt__context_model(ctx);
     if (!o->model)
-        return pt_err(PT_EINVAL, "%s: opt was created over explicit arrays, not for ctx's model", who);
+        return pt__err(PT_EINVAL, "%s: opt was created over explicit arrays, not for ctx's model", who);
     if (cm != o->model)
-        return pt_err(PT_EINVAL, "%s: ctx and opt belong to different models (ctx's model %p, "
+        return pt__err(PT_EINVAL, "%s: ctx and opt belong to different models (ctx's model %p, "
                       "opt's model %p): create the context and the optimizer for the same model",
                       who, (const void *)cm, (const void *)o->model);
-    return pt_optimizer_check_current(o, who);
+    return pt__optimizer_check_current(o, who);
 }
 
 /* Point the parameters at the model's current gradients (the model's
@@ -307,20 +307,20 @@ int pt_optimizer_check_context(const pt_optimizer *o, const pt_context *ctx, con
  * callers). */
 static void refresh_grads(pt_optimizer *o)
 {
-    if (!o->model || pt_model_generation(o->model) != o->generation)
+    if (!o->model || pt__model_generation(o->model) != o->generation)
         return;
     for (size_t i = 0; i < o->n_params; i++)
-        o->params[i].grad = pt_model_tensor(o->model, o->table_index[i])->grad;
+        o->params[i].grad = pt__model_tensor(o->model, o->table_index[i])->grad;
 }
 
-const pt_opt_param *pt_optimizer_params(pt_optimizer *o, size_t *n)
+const pt_opt_param *pt__optimizer_params(pt_optimizer *o, size_t *n)
 {
     refresh_grads(o);
     *n = o->n_params;
     return o->params;
 }
 
-pt_dist *pt_optimizer_dist(const pt_optimizer *o)
+pt_dist *pt__optimizer_dist(const pt_optimizer *o)
 {
     return o ? o->dist : NULL;
 }
@@ -328,37 +328,37 @@ pt_dist *pt_optimizer_dist(const pt_optimizer *o)
 int pt_optimizer_set_dist(pt_optimizer *opt, pt_dist *d)
 {
     PT_CHECK_NULL(opt);
-    int st = pt_optimizer_take(opt, __func__);
+    int st = pt__optimizer_take(opt, __func__);
     if (st)
         return st;
     opt->dist = d;
-    pt_optimizer_give(opt);
+    pt__optimizer_give(opt);
     return PT_OK;
 }
 
-int pt_optimizer_take(pt_optimizer *opt, const char *fn)
+int pt__optimizer_take(pt_optimizer *opt, const char *fn)
 {
-    return pt_busy_enter(&opt->busy, fn, "optimizer", opt);
+    return pt__busy_enter(&opt->busy, fn, "optimizer", opt);
 }
 
-void pt_optimizer_give(pt_optimizer *opt)
+void pt__optimizer_give(pt_optimizer *opt)
 {
-    pt_busy_leave(&opt->busy);
+    pt__busy_leave(&opt->busy);
 }
 
-int pt_train_take(pt_optimizer *opt, pt_context *ctx, const char *fn)
+int pt__train_take(pt_optimizer *opt, pt_context *ctx, const char *fn)
 {
-    int st = pt_optimizer_take(opt, fn);
-    if (!st && ctx && (st = pt_context_take(ctx, fn)))
-        pt_optimizer_give(opt);
+    int st = pt__optimizer_take(opt, fn);
+    if (!st && ctx && (st = pt__context_take(ctx, fn)))
+        pt__optimizer_give(opt);
     return st;
 }
 
-void pt_train_give(pt_optimizer *opt, pt_context *ctx)
+void pt__train_give(pt_optimizer *opt, pt_context *ctx)
 {
     if (ctx)
-        pt_context_give(ctx);
-    pt_optimizer_give(opt);
+        pt__context_give(ctx);
+    pt__optimizer_give(opt);
 }
 
 static void zero_grads(pt_optimizer *o)
@@ -376,7 +376,7 @@ static double grad_norm(const pt_optimizer *o, float *gmax)
     float mx = 0.0f;
     for (size_t i = 0; i < o->n_params; i++) {
         float pm;
-        ss += pt_opt_sum_squares(o->params[i].grad, o->params[i].numel, &pm, pt_get_num_threads());
+        ss += pt__opt_sum_squares(o->params[i].grad, o->params[i].numel, &pm, pt_get_num_threads());
         mx = fmaxf(mx, pm);
     }
     *gmax = mx;
@@ -398,20 +398,20 @@ static float decay_of(const pt_optimizer *o, const pt_opt_param *q, double lr)
     return q->decay ? (float)(1.0 - lr * o->opts.weight_decay) : 1.0f;
 }
 
-/* Whether the bound on the values (pt_adamw_bounded) proves the AdamW update
+/* Whether the bound on the values (pt__adamw_bounded) proves the AdamW update
  * finite, so the checking pass can be left out: the maxima are the ones
  * the optimizer's last update wrote, still valid when nothing else wrote
  * the moments (no state view handed out since) or the weights (the model's
  * weights_version is the one that update left). */
 static bool adamw_proven_finite(const pt_optimizer *o, double lr, float clip, float gmax)
 {
-    if (!o->model || !o->maxima_valid || pt_model_weights_version(o->model) != o->w_version)
+    if (!o->model || !o->maxima_valid || pt__model_weights_version(o->model) != o->w_version)
         return false;
     float dmax = 1.0f;
     for (size_t i = 0; i < o->n_params; i++)
         dmax = fmaxf(dmax, fabsf(decay_of(o, &o->params[i], lr)));
     const pt_adamw_consts c = adamw_constants(o, lr);
-    return pt_adamw_bounded(&o->maxima, gmax, clip, dmax, &c);
+    return pt__adamw_bounded(&o->maxima, gmax, clip, dmax, &c);
 }
 
 /* The first parameter whose AdamW update would write a non-finite weight or
@@ -423,7 +423,7 @@ static size_t adamw_finite(const pt_optimizer *o, double lr, float clip)
     size_t off = 0;
     for (size_t i = 0; i < o->n_params; i++) {
         const pt_opt_param *q = &o->params[i];
-        if (pt_adamw_span_bad(q->data, q->grad, o->m + off, o->v + off, q->numel, clip,
+        if (pt__adamw_span_bad(q->data, q->grad, o->m + off, o->v + off, q->numel, clip,
                               decay_of(o, q, lr), &c, nt))
             return i;
         off += q->numel;
@@ -442,8 +442,8 @@ static void adamw_update(pt_optimizer *o, double lr, float clip, bool follow16)
     size_t off = 0;
     for (size_t i = 0; i < o->n_params; i++) {
         pt_opt_param *q = &o->params[i];
-        pt_bf16 *w16 = follow16 ? pt_model_bf16_copy(o->model, o->table_index[i]) : NULL;
-        pt_adamw_span_update(q->data, q->grad, o->m + off, o->v + off, w16, q->numel, clip,
+        pt_bf16 *w16 = follow16 ? pt__model_bf16_copy(o->model, o->table_index[i]) : NULL;
+        pt__adamw_span_update(q->data, q->grad, o->m + off, o->v + off, w16, q->numel, clip,
                              decay_of(o, q, lr), &c, &mx, nt);
         off += q->numel;
     }
@@ -461,7 +461,7 @@ static size_t sgd_finite(const pt_optimizer *o, double lr, float clip)
     for (size_t i = 0; i < o->n_params; i++) {
         const pt_opt_param *q = &o->params[i];
         const float wd = q->decay ? (float)o->opts.weight_decay : 0.0f;
-        if (pt_sgd_span_bad(q->data, q->grad, o->m + off, q->numel, clip, wd, mom, first, flr, nt))
+        if (pt__sgd_span_bad(q->data, q->grad, o->m + off, q->numel, clip, wd, mom, first, flr, nt))
             return i;
         off += q->numel;
     }
@@ -478,7 +478,7 @@ static void sgd_update(pt_optimizer *o, double lr, float clip)
     for (size_t i = 0; i < o->n_params; i++) {
         pt_opt_param *q = &o->params[i];
         const float wd = q->decay ? (float)o->opts.weight_decay : 0.0f;
-        pt_sgd_span_update(q->data, q->grad, o->m + off, q->numel, clip, wd, mom, first, flr, nt);
+        pt__sgd_span_update(q->data, q->grad, o->m + off, q->numel, clip, wd, mom, first, flr, nt);
         off += q->numel;
     }
 }
@@ -488,11 +488,11 @@ static int optimizer_step(pt_step_stats *stats, pt_optimizer *opt);
 int pt_optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
 {
     PT_CHECK_NULL(opt);
-    int st = pt_optimizer_take(opt, __func__);
+    int st = pt__optimizer_take(opt, __func__);
     if (st)
         return st;
     st = optimizer_step(stats, opt);
-    pt_optimizer_give(opt);
+    pt__optimizer_give(opt);
     return st;
 }
 
@@ -502,26 +502,26 @@ static int optimizer_step(pt_step_stats *stats, pt_optimizer *opt)
     if (d && pt_dist_size(d) > 1) {
         /* a data-parallel job: every rank's outcome, then the gradients
          * summed over the ranks, as pt_sft_step and pt_grpo_step do */
-        int st = pt_struct_check_out(stats, sizeof(pt_step_stats), "pt_optimizer_step", "pt_step_stats_init");
+        int st = pt__struct_check_out(stats, sizeof(pt_step_stats), "pt_optimizer_step", "pt_step_stats_init");
         if (!st)
-            st = pt_optimizer_check_current(opt, "pt_optimizer_step");
+            st = pt__optimizer_check_current(opt, "pt_optimizer_step");
         int64_t step = opt->step;
-        pt_dist_set_step(d, step + 1);
-        if ((st = pt_comm_agree(NULL, d, st, "pt_optimizer_step")) || (st = pt_dist_allreduce_grads(d, opt)))
+        pt__dist_set_step(d, step + 1);
+        if ((st = pt__comm_agree(NULL, d, st, "pt_optimizer_step")) || (st = pt__dist_allreduce_grads(d, opt)))
             return st;
     }
-    return pt_optimizer_apply(stats, opt);
+    return pt__optimizer_apply(stats, opt);
 }
 
-int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
+int pt__optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
 {
-    int st = pt_struct_check_out(stats, sizeof(pt_step_stats), "pt_optimizer_step", "pt_step_stats_init");
-    if (st || (st = pt_optimizer_check_current(opt, "pt_optimizer_step")))
+    int st = pt__struct_check_out(stats, sizeof(pt_step_stats), "pt_optimizer_step", "pt_step_stats_init");
+    if (st || (st = pt__optimizer_check_current(opt, "pt_optimizer_step")))
         return st;
     refresh_grads(opt);
     for (size_t i = 0; i < opt->n_params; i++)
         if (!opt->params[i].grad)
-            return pt_err(PT_ESTATE, "pt_optimizer_step: no gradient for '%s' (run a backward pass first)",
+            return pt__err(PT_ESTATE, "pt_optimizer_step: no gradient for '%s' (run a backward pass first)",
                           opt->params[i].name ? opt->params[i].name : "?");
     pt_step_stats local;
     pt_step_stats_init(&local);
@@ -532,7 +532,7 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
     local.lr = lr;
     if (!isfinite(norm)) {
         opt->skipped++;
-        pt_log(PT_LOG_WARN, "optimizer step %lld skipped: gradient norm is %s (weights and moments unchanged)",
+        pt__log(PT_LOG_WARN, "optimizer step %lld skipped: gradient norm is %s (weights and moments unchanged)",
                (long long)opt->step + 1, isnan(norm) ? "NaN" : "infinite");
         zero_grads(opt);
         local.skipped = true;
@@ -558,7 +558,7 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
             opt->step--;
             opt->skipped++;
             const char *name = opt->params[bad].name ? opt->params[bad].name : "?";
-            pt_log(PT_LOG_WARN, "optimizer step %lld skipped: the update would make '%s' non-finite "
+            pt__log(PT_LOG_WARN, "optimizer step %lld skipped: the update would make '%s' non-finite "
                    "(lr %g; weights and moments unchanged)", (long long)opt->step + 1, name, lr);
             local.skipped = true;
             local.skip_reason = PT_SKIP_NONFINITE_UPDATE;
@@ -566,12 +566,12 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
         } else if (adamw) {
             /* the BF16 copies of mixed precision are refreshed in the same
              * pass when they were current (else before the next forward) */
-            const bool follow16 = opt->model && pt_model_bf16_following(opt->model);
+            const bool follow16 = opt->model && pt__model_bf16_following(opt->model);
             adamw_update(opt, lr, clip, follow16);
             pt_model_weights_changed(opt->model);
             if (follow16)
-                pt_model_bf16_followed(opt->model);
-            opt->w_version = opt->model ? pt_model_weights_version(opt->model) : 0;
+                pt__model_bf16_followed(opt->model);
+            opt->w_version = opt->model ? pt__model_weights_version(opt->model) : 0;
         } else {
             sgd_update(opt, lr, clip);
             pt_model_weights_changed(opt->model); /* BF16 copies follow */
@@ -580,11 +580,11 @@ int pt_optimizer_apply(pt_step_stats *stats, pt_optimizer *opt)
     }
     local.step = opt->step;
     local.skipped_total = opt->skipped;
-    pt_struct_write(stats, &local);
+    pt__struct_write(stats, &local);
     return PT_OK;
 }
 
-void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
+void pt__optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
 {
     o->maxima_valid = false; /* the holder may write the moments */
     out->m = o->m;
@@ -594,43 +594,43 @@ void pt_optimizer_state_view(pt_opt_state_view *out, pt_optimizer *o)
     out->skipped = o->skipped;
 }
 
-int pt_optimizer_restore_counters(pt_optimizer *o, int64_t step, int64_t skipped)
+int pt__optimizer_restore_counters(pt_optimizer *o, int64_t step, int64_t skipped)
 {
     if (step < 0 || skipped < 0)
-        return pt_err(PT_ERANGE, "optimizer counters: step %lld and skipped steps %lld must not be negative",
+        return pt__err(PT_ERANGE, "optimizer counters: step %lld and skipped steps %lld must not be negative",
                       (long long)step, (long long)skipped);
     o->step = step;
     o->skipped = skipped;
     return PT_OK;
 }
 
-void pt_optimizer_zero_grads(pt_optimizer *o)
+void pt__optimizer_zero_grads(pt_optimizer *o)
 {
-    if (o->model && pt_model_generation(o->model) != o->generation)
+    if (o->model && pt__model_generation(o->model) != o->generation)
         return; /* its gradient views are gone with the old tensor table */
     refresh_grads(o);
     zero_grads(o);
 }
 
-void pt_optimizer_record_skip(pt_optimizer *o, const char *reason)
+void pt__optimizer_record_skip(pt_optimizer *o, const char *reason)
 {
     o->skipped++;
-    pt_log(PT_LOG_WARN, "optimizer step %lld skipped: %s (weights and moments unchanged)",
+    pt__log(PT_LOG_WARN, "optimizer step %lld skipped: %s (weights and moments unchanged)",
            (long long)o->step + 1, reason);
-    pt_optimizer_zero_grads(o);
+    pt__optimizer_zero_grads(o);
 }
 
-pt_model *pt_optimizer_model(const pt_optimizer *o)
+pt_model *pt__optimizer_model(const pt_optimizer *o)
 {
     return o->model;
 }
 
-const pt_optimizer_options *pt_optimizer_options_of(const pt_optimizer *o)
+const pt_optimizer_options *pt__optimizer_options_of(const pt_optimizer *o)
 {
     return &o->opts;
 }
 
-int pt_optimizer_set_schedule(pt_optimizer *o, double lr, int schedule, int64_t warmup_steps,
+int pt__optimizer_set_schedule(pt_optimizer *o, double lr, int schedule, int64_t warmup_steps,
                               int64_t total_steps, double min_lr_ratio)
 {
     pt_optimizer_options n = o->opts;

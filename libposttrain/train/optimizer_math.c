@@ -34,7 +34,7 @@ static double block_sum_squares(const float *g, size_t n, size_t b, float *gmax)
     return sum;
 }
 
-double pt_opt_sum_squares(const float *g, size_t n, float *gmax, int threads)
+double pt__opt_sum_squares(const float *g, size_t n, float *gmax, int threads)
 {
     size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double total = 0;
@@ -76,7 +76,7 @@ static inline void adamw_elem(float *wo, float *mo, float *vo, float w, float g,
     *wo = wj - c->step_size * mj / (sqrtf(vj) / c->sqrt_bc2 + c->eps);
 }
 
-bool pt_adamw_span_bad(const float *w, const float *g, const float *m, const float *v, size_t n,
+bool pt__adamw_span_bad(const float *w, const float *g, const float *m, const float *v, size_t n,
                        float clip, float decay, const pt_adamw_consts *c, int threads)
 {
     int bad = 0;
@@ -89,7 +89,7 @@ bool pt_adamw_span_bad(const float *w, const float *g, const float *m, const flo
     return bad != 0;
 }
 
-void pt_adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, size_t n,
+void pt__adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, size_t n,
                           float clip, float decay, const pt_adamw_consts *c, pt_opt_maxima *mx,
                           int threads)
 {
@@ -100,7 +100,7 @@ void pt_adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, 
         for (size_t j = 0; j < n; j++) {
             adamw_elem(&w[j], &m[j], &v[j], w[j], g[j], m[j], v[j], clip, decay, c);
             g[j] = 0.0f;
-            w16[j] = pt_f32_to_bf16(w[j]);
+            w16[j] = pt__f32_to_bf16(w[j]);
             xw = fmaxf(xw, fabsf(w[j]));
             xm = fmaxf(xm, fabsf(m[j]));
             xv = fmaxf(xv, v[j]);
@@ -121,7 +121,7 @@ void pt_adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, 
     mx->v = fmaxf(mx->v, xv);
 }
 
-bool pt_adamw_bounded(const pt_opt_maxima *mx, float gmax, float clip, float decay_max,
+bool pt__adamw_bounded(const pt_opt_maxima *mx, float gmax, float clip, float decay_max,
                       const pt_adamw_consts *c)
 {
     const double big = (double)FLT_MAX / 4;
@@ -146,7 +146,7 @@ static inline void sgd_elem(float *wo, float *bo, float w, float g, float buf, f
     *wo = w - flr * bj;
 }
 
-bool pt_sgd_span_bad(const float *w, const float *g, const float *buf, size_t n, float clip,
+bool pt__sgd_span_bad(const float *w, const float *g, const float *buf, size_t n, float clip,
                      float wd, float mom, bool first, float lr, int threads)
 {
     int bad = 0;
@@ -159,7 +159,7 @@ bool pt_sgd_span_bad(const float *w, const float *g, const float *buf, size_t n,
     return bad != 0;
 }
 
-void pt_sgd_span_update(float *w, const float *g, float *buf, size_t n, float clip, float wd,
+void pt__sgd_span_update(float *w, const float *g, float *buf, size_t n, float clip, float wd,
                         float mom, bool first, float lr, int threads)
 {
 #pragma omp parallel for simd num_threads(threads) schedule(static)

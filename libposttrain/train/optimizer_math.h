@@ -23,16 +23,16 @@ typedef struct pt_opt_maxima {
  * added in order), block sums added left to right, so the result does not
  * depend on the thread count.  *gmax receives max |g[i]| (NaN ignored: the
  * sum shows it). */
-double pt_opt_sum_squares(const float *g, size_t n, float *gmax, int threads);
+double pt__opt_sum_squares(const float *g, size_t n, float *gmax, int threads);
 
 /* Would the AdamW update of these n elements write a non-finite weight or
  * moment?  Nothing is written. */
-bool pt_adamw_span_bad(const float *w, const float *g, const float *m, const float *v, size_t n,
+bool pt__adamw_span_bad(const float *w, const float *g, const float *m, const float *v, size_t n,
                        float clip, float decay, const pt_adamw_consts *c, int threads);
 /* The AdamW update of n elements: w, m, v rewritten, g zeroed (the step
  * consumed it), w16 (when not NULL) set to the new w rounded to BF16 as
- * pt_f32_to_bf16 does; the maxima of what was written folded into *mx. */
-void pt_adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, size_t n,
+ * pt__f32_to_bf16 does; the maxima of what was written folded into *mx. */
+void pt__adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, size_t n,
                           float clip, float decay, const pt_adamw_consts *c, pt_opt_maxima *mx,
                           int threads);
 
@@ -40,13 +40,13 @@ void pt_adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16, 
  * |w| <= mx->w, |m| <= mx->m, 0 <= v <= mx->v and eps > 0: a bound on every
  * intermediate (with a factor 4 of room for rounding), computed in double.
  * decay_max is the largest |decay| of any parameter. */
-bool pt_adamw_bounded(const pt_opt_maxima *mx, float gmax, float clip, float decay_max,
+bool pt__adamw_bounded(const pt_opt_maxima *mx, float gmax, float clip, float decay_max,
                       const pt_adamw_consts *c);
 
 /* SGD with momentum: as the AdamW pair (buf is the momentum buffer). */
-bool pt_sgd_span_bad(const float *w, const float *g, const float *buf, size_t n, float clip,
+bool pt__sgd_span_bad(const float *w, const float *g, const float *buf, size_t n, float clip,
                      float wd, float mom, bool first, float lr, int threads);
-void pt_sgd_span_update(float *w, const float *g, float *buf, size_t n, float clip, float wd,
+void pt__sgd_span_update(float *w, const float *g, float *buf, size_t n, float clip, float wd,
                         float mom, bool first, float lr, int threads);
 
 #endif

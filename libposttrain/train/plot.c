@@ -63,12 +63,12 @@ static int data_grow(plot_data *d)
     if (d->n < d->cap)
         return PT_OK;
     size_t cap = d->cap ? d->cap * 2 : 64;
-    double *p = pt_realloc_array(d->steps, cap, sizeof *p);
+    double *p = pt__realloc_array(d->steps, cap, sizeof *p);
     if (!p)
         return PT_ENOMEM;
     d->steps = p;
     for (int s = 0; s < N_SERIES; s++) {
-        if (!(p = pt_realloc_array(d->val[s], cap, sizeof *p)))
+        if (!(p = pt__realloc_array(d->val[s], cap, sizeof *p)))
             return PT_ENOMEM;
         d->val[s] = p;
     }
@@ -87,14 +87,14 @@ static double row_number(const cJSON *row, const char *key, const char *alt)
 static int read_rows(plot_data *d, const char *path)
 {
     pt_jsonl *r;
-    int st = pt_jsonl_open(&r, path, 0);
+    int st = pt__jsonl_open(&r, path, 0);
     if (st)
         return st;
     const cJSON *row;
-    while ((st = pt_jsonl_next(r, &row)) == 1) {
+    while ((st = pt__jsonl_next(r, &row)) == 1) {
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(row, "step");
         if (!step || !cJSON_IsNumber(step) || !isfinite(step->valuedouble)) {
-            st = pt_jsonl_err(r, PT_EFORMAT, "no numeric \"step\"");
+            st = pt__jsonl_err(r, PT_EFORMAT, "no numeric \"step\"");
             break;
         }
         if ((st = data_grow(d)))
@@ -104,7 +104,7 @@ static int read_rows(plot_data *d, const char *path)
             d->val[s][d->n] = row_number(row, k_series[s].key, k_series[s].alt);
         d->n++;
     }
-    pt_jsonl_close(r);
+    pt__jsonl_close(r);
     return st < 0 ? st : PT_OK;
 }
 
@@ -117,29 +117,29 @@ static void put_text(pt_strbuf *b, const char *s)
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         uint32_t cp;
-        size_t k = pt_utf8_next((const unsigned char *)s + i, n - i, &cp);
+        size_t k = pt__utf8_next((const unsigned char *)s + i, n - i, &cp);
         if (k > 1) {
-            pt_strbuf_put(b, s + i, k);
+            pt__strbuf_put(b, s + i, k);
             i += k;
             continue;
         }
         i++;
         switch (c) {
-        case '&': pt_strbuf_puts(b, "&amp;"); break;
-        case '<': pt_strbuf_puts(b, "&lt;"); break;
-        case '>': pt_strbuf_puts(b, "&gt;"); break;
-        case '"': pt_strbuf_puts(b, "&quot;"); break;
-        case '\'': pt_strbuf_puts(b, "&apos;"); break;
-        default: pt_strbuf_putc(b, k == 0 || c < 0x20 || c == 0x7f ? '?' : (char)c); break;
+        case '&': pt__strbuf_puts(b, "&amp;"); break;
+        case '<': pt__strbuf_puts(b, "&lt;"); break;
+        case '>': pt__strbuf_puts(b, "&gt;"); break;
+        case '"': pt__strbuf_puts(b, "&quot;"); break;
+        case '\'': pt__strbuf_puts(b, "&apos;"); break;
+        default: pt__strbuf_putc(b, k == 0 || c < 0x20 || c == 0x7f ? '?' : (char)c); break;
         }
     }
 }
 
 static void label(pt_strbuf *b, double x, double y, const char *anchor, const char *text)
 {
-    pt_strbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"%s\">", x, y, anchor);
+    pt__strbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"%s\">", x, y, anchor);
     put_text(b, text);
-    pt_strbuf_puts(b, "</text>\n");
+    pt__strbuf_puts(b, "</text>\n");
 }
 
 /* A number as a tick label (%.4g; never "nan" or "inf": callers pass finite values). */
@@ -176,14 +176,14 @@ static void panel(pt_strbuf *b, const plot_data *d, int s, double top, double ph
     fmt_num(hi, sizeof hi, vmax);
     fmt_num(s0, sizeof s0, smin);
     fmt_num(s1, sizeof s1, smax);
-    pt_strbuf_printf(b, "<g class=\"panel\" id=\"%s\">\n", k_series[s].name);
-    pt_strbuf_printf(b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#fafafa\" "
+    pt__strbuf_printf(b, "<g class=\"panel\" id=\"%s\">\n", k_series[s].name);
+    pt__strbuf_printf(b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#fafafa\" "
                         "stroke=\"#999\"/>\n", x0, y0, x1 - x0, y1 - y0);
-    pt_strbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" font-weight=\"bold\">", x0, y0 - 8);
+    pt__strbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" font-weight=\"bold\">", x0, y0 - 8);
     put_text(b, k_series[s].name);
-    pt_strbuf_puts(b, "</text>\n");
+    pt__strbuf_puts(b, "</text>\n");
     /* y ticks: the maximum at the top, the minimum at the bottom */
-    pt_strbuf_printf(b, "<path d=\"M%.2f %.2fH%.2fM%.2f %.2fH%.2f\" stroke=\"#999\"/>\n", x0 - 4, y0, x0, x0 - 4,
+    pt__strbuf_printf(b, "<path d=\"M%.2f %.2fH%.2fM%.2f %.2fH%.2f\" stroke=\"#999\"/>\n", x0 - 4, y0, x0, x0 - 4,
                      y1, x0);
     label(b, x0 - 6, y0 + 4, "end", hi);
     label(b, x0 - 6, y1 + 4, "end", lo);
@@ -191,7 +191,7 @@ static void panel(pt_strbuf *b, const plot_data *d, int s, double top, double ph
     label(b, x0, y1 + 16, "start", s0);
     label(b, x1, y1 + 16, "end", s1);
     label(b, (x0 + x1) / 2, y1 + 16, "middle", "step");
-    pt_strbuf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", k_series[s].color);
+    pt__strbuf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", k_series[s].color);
     size_t points = 0;
     double px = 0, py = 0;
     for (size_t i = 0; i < d->n; i++) {
@@ -200,13 +200,13 @@ static void panel(pt_strbuf *b, const plot_data *d, int s, double top, double ph
             continue;
         px = scale(d->steps[i], smin, smax, x0, x1);
         py = scale(v, vmin, vmax, y1, y0);
-        pt_strbuf_printf(b, "%s%.2f,%.2f", points++ ? " " : "", px, py);
+        pt__strbuf_printf(b, "%s%.2f,%.2f", points++ ? " " : "", px, py);
     }
-    pt_strbuf_puts(b, "\"/>\n");
+    pt__strbuf_puts(b, "\"/>\n");
     if (points == 1) /* a line of one point is not drawn: a dot */
-        pt_strbuf_printf(b, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" fill=\"%s\"/>\n", px, py,
+        pt__strbuf_printf(b, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2.5\" fill=\"%s\"/>\n", px, py,
                          k_series[s].color);
-    pt_strbuf_puts(b, "</g>\n");
+    pt__strbuf_puts(b, "</g>\n");
 }
 
 int pt_plot_metrics_svg(const char *metrics_path, const char *svg_path, const pt_plot_options *opts)
@@ -221,7 +221,7 @@ int pt_plot_metrics_svg(const char *metrics_path, const char *svg_path, const pt
     PT_CHECK_ARG(o.height == 0 || (o.height >= MIN_PANEL_H + TITLE_H && o.height <= 100000), height,
                  "%d must be 0 or in %d .. 100000", o.height, MIN_PANEL_H + TITLE_H);
     PT_CHECK_ARG(!(o.series & ~PT_PLOT_ALL), series, "0x%x has bits that are no PT_PLOT_* series", o.series);
-    PT_CHECK_ARG(!o.title || pt_utf8_valid(o.title, strlen(o.title)), title, "is not valid UTF-8");
+    PT_CHECK_ARG(!o.title || pt__utf8_valid(o.title, strlen(o.title)), title, "is not valid UTF-8");
     const unsigned want = o.series ? o.series : PT_PLOT_ALL;
 
     plot_data d;
@@ -246,39 +246,39 @@ int pt_plot_metrics_svg(const char *metrics_path, const char *svg_path, const pt
     }
     if (!n_panels) {
         data_free(&d);
-        return pt_err(PT_EINVAL, "no numeric series in %s", metrics_path);
+        return pt__err(PT_EINVAL, "no numeric series in %s", metrics_path);
     }
     int height = o.height ? o.height : TITLE_H + PANEL_H * n_panels;
     double ph = (double)(height - TITLE_H) / n_panels;
     if (ph < MIN_PANEL_H) {
         data_free(&d);
-        return pt_err_arg(__func__, "height", "%d leaves less than %d pixels to each of %d panels", o.height,
+        return pt__err_arg(__func__, "height", "%d leaves less than %d pixels to each of %d panels", o.height,
                           MIN_PANEL_H, n_panels);
     }
 
     pt_strbuf b = PT_STRBUF_INIT;
-    pt_strbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    pt__strbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                          "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
                          "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
                      o.width, height, o.width, height);
-    pt_strbuf_puts(&b, "<title>");
+    pt__strbuf_puts(&b, "<title>");
     put_text(&b, o.title ? o.title : metrics_path);
-    pt_strbuf_puts(&b, "</title>\n");
-    pt_strbuf_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", o.width, height);
-    pt_strbuf_printf(&b, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", o.width / 2.0);
+    pt__strbuf_puts(&b, "</title>\n");
+    pt__strbuf_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", o.width, height);
+    pt__strbuf_printf(&b, "<text x=\"%.2f\" y=\"24\" text-anchor=\"middle\" font-size=\"14\">", o.width / 2.0);
     put_text(&b, o.title ? o.title : metrics_path);
-    pt_strbuf_puts(&b, "</text>\n");
+    pt__strbuf_puts(&b, "</text>\n");
     int k = 0;
     for (int s = 0; s < N_SERIES; s++)
         if (present[s])
             panel(&b, &d, s, TITLE_H + ph * k++, ph, o.width, smin, smax);
-    pt_strbuf_puts(&b, "</svg>\n");
+    pt__strbuf_puts(&b, "</svg>\n");
     data_free(&d);
     size_t len;
-    char *svg = pt_strbuf_detach(&b, &len);
+    char *svg = pt__strbuf_detach(&b, &len);
     if (!svg)
         return PT_ENOMEM;
-    st = pt_write_file_atomic(svg_path, svg, len);
+    st = pt__write_file_atomic(svg_path, svg, len);
     pt_free(svg);
     return st;
 }

@@ -28,33 +28,33 @@ static int copy_options(pt_run *r, const pt_run_options *user)
         return st;
     const pt_run_options *o = &r->o;
     if (!o->dir || !o->dir[0])
-        return pt_err_arg("pt_run_open", "opts->dir", "is required (the run directory)");
-    if (!pt_run__kind_ok(o->kind))
-        return pt_err_arg("pt_run_open", "opts->kind", "must be 1 to 63 of a-z, 0-9, '_', '.', '-' (got \"%s\")",
+        return pt__err_arg("pt_run_open", "opts->dir", "is required (the run directory)");
+    if (!pt__run__kind_ok(o->kind))
+        return pt__err_arg("pt_run_open", "opts->kind", "must be 1 to 63 of a-z, 0-9, '_', '.', '-' (got \"%s\")",
                           o->kind ? o->kind : "(null)");
     if (o->start < PT_RUN_NEW || o->start > PT_RUN_RESUME_FROM)
-        return pt_err_arg("pt_run_open", "opts->start", "%d is not a pt_run_start", o->start);
+        return pt__err_arg("pt_run_open", "opts->start", "%d is not a pt_run_start", o->start);
     if ((o->start == PT_RUN_RESUME_FROM) != (o->resume_from != NULL))
-        return pt_err_arg("pt_run_open", "opts->resume_from", "is given %s PT_RUN_RESUME_FROM",
+        return pt__err_arg("pt_run_open", "opts->resume_from", "is given %s PT_RUN_RESUME_FROM",
                           o->resume_from ? "without" : "NULL with");
     if (o->n_inputs && !o->inputs)
-        return pt_err_arg("pt_run_open", "opts->inputs", "is NULL with n_inputs %zu", o->n_inputs);
+        return pt__err_arg("pt_run_open", "opts->inputs", "is NULL with n_inputs %zu", o->n_inputs);
     if (o->keep_last < 0 || o->keep_every < 0 || o->save_every < 0)
-        return pt_err_arg("pt_run_open", "opts->keep_last", "keep_last, keep_every and save_every must be >= 0");
+        return pt__err_arg("pt_run_open", "opts->keep_last", "keep_last, keep_every and save_every must be >= 0");
     if (o->save_auto && !(isfinite(o->mtbf_seconds) && o->mtbf_seconds > 0))
-        return pt_err_arg("pt_run_open", "opts->mtbf_seconds", "must be finite and > 0 with save_auto (got %g)",
+        return pt__err_arg("pt_run_open", "opts->mtbf_seconds", "must be finite and > 0 with save_auto (got %g)",
                           o->mtbf_seconds);
     r->dir = strdup(o->dir);
     r->kind = strdup(o->kind);
-    r->metrics = o->metrics ? strdup(o->metrics) : pt_path_join(o->dir, "metrics.jsonl");
+    r->metrics = o->metrics ? strdup(o->metrics) : pt__path_join(o->dir, "metrics.jsonl");
     r->resume_from = o->resume_from ? strdup(o->resume_from) : NULL;
     r->dir_name = dup_or(o->dir_name, "--out");
     r->metrics_name = dup_or(o->metrics_name, "--metrics");
     r->resume_name = dup_or(o->resume_name, "--resume");
-    r->ckpt_dir = pt_path_join(o->dir, "checkpoints");
+    r->ckpt_dir = pt__path_join(o->dir, "checkpoints");
     if (!r->dir || !r->kind || !r->metrics || (o->resume_from && !r->resume_from) || !r->dir_name ||
         !r->metrics_name || !r->resume_name || !r->ckpt_dir)
-        return pt_err(PT_ENOMEM, "out of memory");
+        return pt__err(PT_ENOMEM, "out of memory");
     r->o.dir = r->dir;
     r->o.metrics = r->metrics;
     r->o.kind = r->kind;
@@ -75,9 +75,9 @@ int pt_run_open(pt_run **out, const pt_run_options *opts)
     PT_CHECK_NULL(out);
     *out = NULL;
     PT_CHECK_NULL(opts);
-    pt_run *r = pt_calloc(1, sizeof *r);
+    pt_run *r = pt__calloc(1, sizeof *r);
     if (!r)
-        return pt_err_in(__func__, PT_ENOMEM);
+        return pt__err_in(__func__, PT_ENOMEM);
     r->lock_fd = r->mfd = -1;
     r->last_save = -1;
     struct timespec ts;
@@ -86,16 +86,16 @@ int pt_run_open(pt_run **out, const pt_run_options *opts)
     int st = copy_options(r, opts);
     if (!st) {
         /* rank 0 holds the directory; the other ranks follow its outcome */
-        if (r->rank == 0 && !(st = pt_run__check_outputs(r)))
-            st = pt_run__open_dir(r);
-        st = pt_run__share_open(r, st);
+        if (r->rank == 0 && !(st = pt__run__check_outputs(r)))
+            st = pt__run__open_dir(r);
+        st = pt__run__share_open(r, st);
     }
     if (st) {
         pt_run_close(r);
-        return pt_err_in(__func__, st);
+        return pt__err_in(__func__, st);
     }
     if (r->resume)
-        pt_log(PT_LOG_INFO, "run %s: continuing from %s", r->dir, r->resume);
+        pt__log(PT_LOG_INFO, "run %s: continuing from %s", r->dir, r->resume);
     *out = r;
     return PT_OK;
 }
@@ -104,7 +104,7 @@ void pt_run_close(pt_run *r)
 {
     if (!r)
         return;
-    pt_run__metrics_close(r);
+    pt__run__metrics_close(r);
     if (r->lock_fd >= 0)
         close(r->lock_fd);
     free(r->dir);
@@ -185,24 +185,24 @@ int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *mod
     char *text = NULL, *saved_kind = NULL;
     st = pt_checkpoint_load(&text, model, opt, dir);
     if (st)
-        return pt_err_in(__func__, st);
+        return pt__err_in(__func__, st);
     if (!text)
-        return pt_err(PT_EFORMAT, "%s: %s records no training step (not a checkpoint of a run)", __func__, dir);
+        return pt__err(PT_EFORMAT, "%s: %s records no training step (not a checkpoint of a run)", __func__, dir);
     st = pt_run_state_from_json(&s, &saved_kind, host_extra, text);
     pt_free(text);
     if (st == PT_EFORMAT)
-        return pt_err(PT_EFORMAT, "%s: %s records no training step (not a checkpoint of a run): %s", __func__, dir,
+        return pt__err(PT_EFORMAT, "%s: %s records no training step (not a checkpoint of a run): %s", __func__, dir,
                       pt_last_error());
     if (!st && kind && saved_kind[0] && strcmp(saved_kind, kind))
-        st = pt_err(PT_ESTATE, "%s: %s is a checkpoint of %s, not of %s", __func__, dir, saved_kind, kind);
+        st = pt__err(PT_ESTATE, "%s: %s is a checkpoint of %s, not of %s", __func__, dir, saved_kind, kind);
     free(saved_kind);
     if (st && host_extra) {
         pt_free(*host_extra);
         *host_extra = NULL;
     }
     if (st)
-        return pt_err_in(__func__, st);
-    pt_struct_write(state, &s);
+        return pt__err_in(__func__, st);
+    pt__struct_write(state, &s);
     return PT_OK;
 }
 
@@ -213,7 +213,7 @@ int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *mod
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(state);
     if (!r->resume)
-        return pt_err(PT_ESTATE, "%s: the run %s starts fresh: there is no checkpoint to load", __func__, r->dir);
+        return pt__err(PT_ESTATE, "%s: the run %s starts fresh: there is no checkpoint to load", __func__, r->dir);
     int st = PT_STRUCT_CHECK_OUT(state, pt_run_state, pt_run_state_init);
     if (st)
         return st;
@@ -223,33 +223,33 @@ int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *mod
     st = pt_run_load_checkpoint(&s, &extra, model, opt, r->resume, r->kind);
     if (!st && r->rank == 0) {
         char *later = NULL;
-        if (pt_run__latest(r->ckpt_dir, &later) > s.step)
-            st = pt_err(PT_EEXIST, "%s is past the resumed step %" PRId64 " and would be overwritten; resume "
+        if (pt__run__latest(r->ckpt_dir, &later) > s.step)
+            st = pt__err(PT_EEXIST, "%s is past the resumed step %" PRId64 " and would be overwritten; resume "
                                    "from it or remove it", later, s.step);
         free(later);
         if (!st)
-            st = pt_run__metrics_trim(r, s.step);
+            st = pt__run__metrics_trim(r, s.step);
         /* the replaced run's last sign of life to this open: the stall
          * before it died (a watchdog's deadline) and the relaunch */
         if (!st && r->last_row_time > 0 && r->opened_at > r->last_row_time)
             r->relaunch_seconds = r->opened_at - r->last_row_time;
     }
-    st = pt_run__agree(r, st);
+    st = pt__run__agree(r, st);
     if (!st)
-        st = pt_run__share_lost(r);
+        st = pt__run__share_lost(r);
     if (!st && !(r->last_ckpt = strdup(r->resume)))
-        st = pt_err(PT_ENOMEM, "out of memory");
+        st = pt__err(PT_ENOMEM, "out of memory");
     if (st) {
         pt_free(extra);
-        return pt_err_in(__func__, st);
+        return pt__err_in(__func__, st);
     }
-    pt_run__goodput_restore(r, &extra);
+    pt__run__goodput_restore(r, &extra);
     if (host_extra)
         *host_extra = extra;
     else
         pt_free(extra);
     r->last_save = s.step;
-    pt_struct_write(state, &s);
+    pt__struct_write(state, &s);
     return PT_OK;
 }
 
@@ -257,8 +257,8 @@ int pt_run_trim_metrics(pt_run *r, int64_t step)
 {
     PT_CHECK_NULL(r);
     PT_CHECK_ARG(step >= 0, step, "must be >= 0 (got %" PRId64 ")", step);
-    int st = pt_run__metrics_trim(r, step);
-    return st ? pt_err_in(__func__, st) : PT_OK;
+    int st = pt__run__metrics_trim(r, step);
+    return st ? pt__err_in(__func__, st) : PT_OK;
 }
 
 /* save_auto's first checkpoint sets the interval from its cost and the
@@ -271,7 +271,7 @@ static void choose_interval(pt_run *r)
         n = fmin(1e9, fmax(1.0, round(interval / per_step)));
     r->save_every = (int64_t)n;
     if (r->rank == 0)
-        pt_log(PT_LOG_INFO, "save_auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g s, "
+        pt__log(PT_LOG_INFO, "save_auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g s, "
                             "Young-Daly gives %.1f s: a checkpoint every %" PRId64 " steps",
                r->save_seconds, per_step, r->o.mtbf_seconds, interval, r->save_every);
 }
@@ -286,16 +286,16 @@ static int write_checkpoint(pt_run *r, const pt_model *model, pt_optimizer *opt,
     if (st)
         return st;
     if (mkdir(r->ckpt_dir, 0755) != 0 && errno != EEXIST)
-        st = pt_io_errno(errno, "cannot create", r->ckpt_dir);
+        st = pt__io_errno(errno, "cannot create", r->ckpt_dir);
     else
         st = pt_checkpoint_save(model, opt, json, dir);
     free(json);
     if (!st)
-        st = pt_run__retain(r);
+        st = pt__run__retain(r);
     if (!st && r->mfd >= 0 && !r->m_errno) {
         struct stat sb;
         if (fstat(r->mfd, &sb) == 0 && S_ISREG(sb.st_mode) && fsync(r->mfd) != 0)
-            st = pt_io_errno(errno, "cannot fsync the metrics file", r->metrics);
+            st = pt__io_errno(errno, "cannot fsync the metrics file", r->metrics);
     }
     return st;
 }
@@ -305,27 +305,27 @@ int pt_run_save(pt_run *r, const pt_model *model, pt_optimizer *opt, const pt_ru
 {
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(state);
-    const double t0 = pt_now();
+    const double t0 = pt__now();
     char *with_goodput = NULL, base[40];
     snprintf(base, sizeof base, "step-%08" PRId64, state->step);
-    char *dir = pt_path_join(r->ckpt_dir, base);
-    int st = dir ? pt_run__goodput_extra(r, host_extra, &with_goodput) : PT_ENOMEM;
+    char *dir = pt__path_join(r->ckpt_dir, base);
+    int st = dir ? pt__run__goodput_extra(r, host_extra, &with_goodput) : PT_ENOMEM;
     if (!st && r->rank == 0)
         st = write_checkpoint(r, model, opt, state, r->gp ? with_goodput : host_extra, dir);
     free(with_goodput);
-    st = pt_run__agree(r, st);
+    st = pt__run__agree(r, st);
     if (st) {
         free(dir);
-        return pt_err_in(__func__, st);
+        return pt__err_in(__func__, st);
     }
     free(r->last_ckpt);
     r->last_ckpt = dir;
     r->last_save = state->step;
-    r->save_seconds = pt_now() - t0;
+    r->save_seconds = pt__now() - t0;
     if (r->o.save_auto && r->save_every == 0) {
         choose_interval(r);
-        if ((st = pt_run__share_interval(r)))
-            return pt_err_in(__func__, st);
+        if ((st = pt__run__share_interval(r)))
+            return pt__err_in(__func__, st);
     }
     return PT_OK;
 }

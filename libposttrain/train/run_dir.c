@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int64_t pt_run__step_of(const char *name)
+int64_t pt__run__step_of(const char *name)
 {
     if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9')
         return -1;
@@ -33,7 +33,7 @@ static bool is_temp(const char *name)
     return (!strncmp(name, "step-", 5) && strstr(name, ".tmp-")) || (name[0] == '.' && strstr(name, ".tmp."));
 }
 
-int pt_run__remove_tree(const char *dir)
+int pt__run__remove_tree(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -46,7 +46,7 @@ int pt_run__remove_tree(const char *dir)
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             struct stat st;
             if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-                rc |= pt_run__remove_tree(p);
+                rc |= pt__run__remove_tree(p);
             else if (unlink(p) != 0)
                 rc = -1;
         }
@@ -68,15 +68,15 @@ static void remove_temps(const char *dir)
             struct stat st;
             if (lstat(p, &st) != 0)
                 continue;
-            if (S_ISDIR(st.st_mode) ? pt_run__remove_tree(p) : unlink(p))
-                pt_log(PT_LOG_WARN, "cannot remove the stale %s: %s", p, strerror(errno));
+            if (S_ISDIR(st.st_mode) ? pt__run__remove_tree(p) : unlink(p))
+                pt__log(PT_LOG_WARN, "cannot remove the stale %s: %s", p, strerror(errno));
             else
-                pt_log(PT_LOG_WARN, "removed %s, left half-written by an earlier run", p);
+                pt__log(PT_LOG_WARN, "removed %s, left half-written by an earlier run", p);
         }
     closedir(d);
 }
 
-int64_t pt_run__latest(const char *ckpt_dir, char **path)
+int64_t pt__run__latest(const char *ckpt_dir, char **path)
 {
     *path = NULL;
     DIR *d = opendir(ckpt_dir);
@@ -86,14 +86,14 @@ int64_t pt_run__latest(const char *ckpt_dir, char **path)
     char name[NAME_MAX + 1] = "";
     struct dirent *e;
     while ((e = readdir(d))) {
-        int64_t s = pt_run__step_of(e->d_name);
+        int64_t s = pt__run__step_of(e->d_name);
         if (s > best) {
             best = s;
             snprintf(name, sizeof name, "%s", e->d_name);
         }
     }
     closedir(d);
-    if (best >= 0 && !(*path = pt_path_join(ckpt_dir, name)))
+    if (best >= 0 && !(*path = pt__path_join(ckpt_dir, name)))
         return -2;
     return best;
 }
@@ -126,19 +126,19 @@ static void used_by(const pt_run *r, char *what, size_t n)
 static int lock_dir(pt_run *r)
 {
     if (mkdir(r->dir, 0755) != 0 && errno != EEXIST)
-        return pt_io_errno(errno, "cannot create", r->dir);
-    char *p = pt_path_join(r->dir, PT_RUN_LOCK_NAME);
+        return pt__io_errno(errno, "cannot create", r->dir);
+    char *p = pt__path_join(r->dir, PT_RUN_LOCK_NAME);
     if (!p)
         return PT_ENOMEM;
     int st = PT_OK;
     r->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
     if (r->lock_fd < 0)
-        st = pt_io_errno(errno, "cannot create the lock file", p);
+        st = pt__io_errno(errno, "cannot create the lock file", p);
     else if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
         st = errno == EWOULDBLOCK
-                 ? pt_err(PT_EBUSY, "%s %s is in use by another posttrain run (%s is locked); wait for it or "
+                 ? pt__err(PT_EBUSY, "%s %s is in use by another posttrain run (%s is locked); wait for it or "
                                     "choose another %s", r->dir_name, r->dir, p, r->dir_name)
-                 : pt_io_errno(errno, "cannot lock", p);
+                 : pt__io_errno(errno, "cannot lock", p);
     free(p);
     return st;
 }
@@ -148,47 +148,47 @@ static int apply_start(pt_run *r, const char *what)
 {
     if (r->o.start == PT_RUN_RESUME_FROM) {
         if (!(r->resume = strdup(r->resume_from)))
-            return pt_err(PT_ENOMEM, "out of memory");
+            return pt__err(PT_ENOMEM, "out of memory");
         return PT_OK;
     }
     if (r->o.start == PT_RUN_RESUME_AUTO) {
-        int64_t s = pt_run__latest(r->ckpt_dir, &r->resume);
+        int64_t s = pt__run__latest(r->ckpt_dir, &r->resume);
         if (s == -2)
             return PT_ENOMEM;
         if (s >= 0 || !what[0])
             return PT_OK;
-        return pt_err(PT_ENOTFOUND, "%s %s holds an earlier run (%s) but no checkpoint in %s to continue from",
+        return pt__err(PT_ENOTFOUND, "%s %s holds an earlier run (%s) but no checkpoint in %s to continue from",
                       r->dir_name, r->dir, what, r->ckpt_dir);
     }
     if (!what[0])
         return PT_OK;
     if (r->o.start == PT_RUN_NEW)
-        return pt_err(PT_EEXIST, "%s %s already holds a run (%s)", r->dir_name, r->dir, what);
+        return pt__err(PT_EEXIST, "%s %s already holds a run (%s)", r->dir_name, r->dir, what);
     static const char *const trees[] = { "checkpoints", "adapter" };
     for (size_t i = 0; i < 2; i++) {
-        char *p = pt_path_join(r->dir, trees[i]);
+        char *p = pt__path_join(r->dir, trees[i]);
         if (!p)
             return PT_ENOMEM;
-        int st = pt_run__remove_tree(p) != 0 ? pt_io_errno(errno, "cannot remove", p) : PT_OK;
+        int st = pt__run__remove_tree(p) != 0 ? pt__io_errno(errno, "cannot remove", p) : PT_OK;
         free(p);
         if (st)
             return st;
     }
-    pt_log(PT_LOG_WARN, "%s: replacing the earlier run in %s", pt_run_start_name(r->o.start), r->dir);
+    pt__log(PT_LOG_WARN, "%s: replacing the earlier run in %s", pt_run_start_name(r->o.start), r->dir);
     return PT_OK;
 }
 
-int pt_run__open_dir(pt_run *r)
+int pt__run__open_dir(pt_run *r)
 {
     int st = lock_dir(r);
     if (!st)
-        st = pt_run__lock_metrics(&r->mfd, &r->m_created, r->metrics, r->metrics_name);
+        st = pt__run__lock_metrics(&r->mfd, &r->m_created, r->metrics, r->metrics_name);
     if (st)
         return st;
     /* We hold the locks: a half-written name is a killed run's. */
     remove_temps(r->dir);
     remove_temps(r->ckpt_dir);
-    char *p = pt_path_join(r->dir, "adapter");
+    char *p = pt__path_join(r->dir, "adapter");
     if (!p)
         return PT_ENOMEM;
     remove_temps(p);
@@ -197,7 +197,7 @@ int pt_run__open_dir(pt_run *r)
     used_by(r, what, sizeof what);
     if ((st = apply_start(r, what)))
         return st;
-    return pt_run__metrics_open(r, r->resume == NULL);
+    return pt__run__metrics_open(r, r->resume == NULL);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -213,16 +213,16 @@ static int list_steps(int64_t **steps, size_t *n, const char *ckpt_dir)
     *n = 0;
     DIR *d = opendir(ckpt_dir);
     if (!d)
-        return pt_io_errno(errno, "cannot list", ckpt_dir);
+        return pt__io_errno(errno, "cannot list", ckpt_dir);
     size_t cap = 0;
     struct dirent *e;
     int st = PT_OK;
     while (!st && (e = readdir(d))) {
-        int64_t s = pt_run__step_of(e->d_name);
+        int64_t s = pt__run__step_of(e->d_name);
         if (s < 0)
             continue;
         if (*n == cap) {
-            int64_t *g = pt_grow_array(*steps, &cap, 16, sizeof **steps);
+            int64_t *g = pt__grow_array(*steps, &cap, 16, sizeof **steps);
             if (!g) {
                 st = PT_ENOMEM;
                 break;
@@ -237,7 +237,7 @@ static int list_steps(int64_t **steps, size_t *n, const char *ckpt_dir)
     return st;
 }
 
-int pt_run__retain(pt_run *r)
+int pt__run__retain(pt_run *r)
 {
     const int64_t K = r->o.keep_last, N = r->o.keep_every;
     if (K <= 0 && N <= 0)
@@ -252,7 +252,7 @@ int pt_run__retain(pt_run *r)
             continue;
         char base[40], gone[64];
         snprintf(base, sizeof base, "step-%08" PRId64, steps[i]);
-        char *path = pt_path_join(r->ckpt_dir, base);
+        char *path = pt__path_join(r->ckpt_dir, base);
         if (!path) {
             st = PT_ENOMEM;
             break;
@@ -260,13 +260,13 @@ int pt_run__retain(pt_run *r)
         /* renamed to a half-written name first: a crash part way leaves
          * what the next open removes, never a damaged checkpoint */
         snprintf(gone, sizeof gone, "%s.tmp-%ld", base, (long)getpid());
-        char *tmp = pt_path_join(r->ckpt_dir, gone);
+        char *tmp = pt__path_join(r->ckpt_dir, gone);
         if (!tmp)
             st = PT_ENOMEM;
-        else if (rename(path, tmp) != 0 || pt_run__remove_tree(tmp) != 0)
-            st = pt_io_errno(errno, "cannot remove the old checkpoint", path);
+        else if (rename(path, tmp) != 0 || pt__run__remove_tree(tmp) != 0)
+            st = pt__io_errno(errno, "cannot remove the old checkpoint", path);
         else
-            pt_log(PT_LOG_INFO, "removed the old checkpoint %s (keep_last %" PRId64 ", keep_every %" PRId64 ")",
+            pt__log(PT_LOG_INFO, "removed the old checkpoint %s (keep_last %" PRId64 ", keep_every %" PRId64 ")",
                    path, K, N);
         free(tmp);
         free(path);

@@ -41,22 +41,22 @@ struct pt_run {
 
 /* run_dir.c: the overlap checks of the outputs against the inputs; the
  * locks, leftovers and start modes of pt_run_open; retention. */
-int pt_run__check_outputs(const pt_run *r);
-int pt_run__open_dir(pt_run *r);
-int pt_run__lock_metrics(int *fd, bool *created, const char *path, const char *name);
-int pt_run__retain(pt_run *r);
+int pt__run__check_outputs(const pt_run *r);
+int pt__run__open_dir(pt_run *r);
+int pt__run__lock_metrics(int *fd, bool *created, const char *path, const char *name);
+int pt__run__retain(pt_run *r);
 /* The highest step of DIR/checkpoints/step-N (its path into *path, malloc'd),
  * or -1 (*path NULL). */
-int64_t pt_run__latest(const char *ckpt_dir, char **path);
+int64_t pt__run__latest(const char *ckpt_dir, char **path);
 /* "step-00000012" -> 12; -1 for any other name. */
-int64_t pt_run__step_of(const char *name);
+int64_t pt__run__step_of(const char *name);
 /* rm -r (no symlink followed); 0 or -1 with errno. */
-int pt_run__remove_tree(const char *dir);
+int pt__run__remove_tree(const char *dir);
 
 /* run_metrics.c: the metrics file of a run. */
-int pt_run__metrics_open(pt_run *r, bool fresh);
-int pt_run__metrics_trim(pt_run *r, int64_t step);
-void pt_run__metrics_close(pt_run *r);
+int pt__run__metrics_open(pt_run *r, bool fresh);
+int pt__run__metrics_trim(pt_run *r, int64_t step);
+void pt__run__metrics_close(pt_run *r);
 
 /* run_job.c: a job's side of the run.  share_open: rank 0's outcome of
  * pt_run_open (`st`) and its resume directory to every rank.  agree: every
@@ -65,14 +65,14 @@ void pt_run__metrics_close(pt_run *r);
  * (*out NULL without an accountant).  goodput_restore: the checkpoint's
  * "goodput" into the accountant, removed from *extra.  share_interval:
  * rank 0's save_every to every rank. */
-int pt_run__share_open(pt_run *r, int st);
-int pt_run__agree(pt_run *r, int st);
-int pt_run__goodput_extra(pt_run *r, const char *host_extra, char **out);
-void pt_run__goodput_restore(pt_run *r, char **extra);
-int pt_run__share_lost(pt_run *r);
-int pt_run__share_interval(pt_run *r);
+int pt__run__share_open(pt_run *r, int st);
+int pt__run__agree(pt_run *r, int st);
+int pt__run__goodput_extra(pt_run *r, const char *host_extra, char **out);
+void pt__run__goodput_restore(pt_run *r, char **extra);
+int pt__run__share_lost(pt_run *r);
+int pt__run__share_interval(pt_run *r);
 
 /* run_state.c: a kind's name is 1..63 of [a-z0-9_.-]. */
-bool pt_run__kind_ok(const char *kind);
+bool pt__run__kind_ok(const char *kind);
 
 #endif

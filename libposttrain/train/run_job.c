@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pt_run__share_open(pt_run *r, int st)
+int pt__run__share_open(pt_run *r, int st)
 {
     if (r->size <= 1)
         return st;
@@ -25,7 +25,7 @@ int pt_run__share_open(pt_run *r, int st)
         m.st = st;
         if (!st && r->resume) {
             if (strlen(r->resume) >= sizeof m.resume)
-                m.st = st = pt_err(PT_ERANGE, "the checkpoint path %s is too long to share", r->resume);
+                m.st = st = pt__err(PT_ERANGE, "the checkpoint path %s is too long to share", r->resume);
             else {
                 m.has_resume = 1;
                 memcpy(m.resume, r->resume, strlen(r->resume) + 1);
@@ -38,14 +38,14 @@ int pt_run__share_open(pt_run *r, int st)
     if (bs)
         return bs;
     if (m.st)
-        return pt_err(PT_EPEER, "rank 0 could not open the run %s (%s; its message says why)", r->dir,
+        return pt__err(PT_EPEER, "rank 0 could not open the run %s (%s; its message says why)", r->dir,
                       pt_status_name(m.st));
     if (m.has_resume && !(r->resume = strdup(m.resume)))
-        return pt_err(PT_ENOMEM, "out of memory");
+        return pt__err(PT_ENOMEM, "out of memory");
     return PT_OK;
 }
 
-int pt_run__agree(pt_run *r, int st)
+int pt__run__agree(pt_run *r, int st)
 {
     if (r->size <= 1)
         return st;
@@ -53,11 +53,11 @@ int pt_run__agree(pt_run *r, int st)
     snprintf(msg, sizeof msg, "%s", st ? pt_last_error() : "");
     int first = -1, a = pt_dist_agree(&first, r->dist, st);
     if (st)
-        return pt_err(st, "%s", msg);
+        return pt__err(st, "%s", msg);
     return a;
 }
 
-int pt_run__goodput_extra(pt_run *r, const char *host_extra, char **out)
+int pt__run__goodput_extra(pt_run *r, const char *host_extra, char **out)
 {
     *out = NULL;
     if (!r->gp)
@@ -74,35 +74,35 @@ int pt_run__goodput_extra(pt_run *r, const char *host_extra, char **out)
     if (!cJSON_IsObject(e) || !gj) {
         cJSON_Delete(e);
         cJSON_Delete(gj);
-        return pt_err(PT_EINVAL, "host_extra is not one JSON object");
+        return pt__err(PT_EINVAL, "host_extra is not one JSON object");
     }
     if (cJSON_GetObjectItemCaseSensitive(e, "goodput")) {
         cJSON_Delete(e);
         cJSON_Delete(gj);
-        return pt_err(PT_EINVAL, "host_extra's key \"goodput\" is the run's own (it has a goodput accountant)");
+        return pt__err(PT_EINVAL, "host_extra's key \"goodput\" is the run's own (it has a goodput accountant)");
     }
     cJSON_AddItemToObject(e, "goodput", gj);
-    *out = pt_json_print(e, false);
+    *out = pt__json_print(e, false);
     cJSON_Delete(e);
-    return *out ? PT_OK : pt_err(PT_ENOMEM, "out of memory");
+    return *out ? PT_OK : pt__err(PT_ENOMEM, "out of memory");
 }
 
-void pt_run__goodput_restore(pt_run *r, char **extra)
+void pt__run__goodput_restore(pt_run *r, char **extra)
 {
     if (!r->gp || !*extra)
         return;
     cJSON *e = cJSON_Parse(*extra);
     cJSON *g = cJSON_DetachItemFromObjectCaseSensitive(e, "goodput");
     if (!cJSON_IsObject(g))
-        pt_log(PT_LOG_INFO, "%s records no goodput totals: goodput counts this process only", r->resume);
+        pt__log(PT_LOG_INFO, "%s records no goodput totals: goodput counts this process only", r->resume);
     else {
-        char *text = pt_json_print(g, false);
+        char *text = pt__json_print(g, false);
         int st = text ? pt_goodput_restore(r->gp, text, r->lost_seconds + r->relaunch_seconds, r->lost_steps)
                       : PT_ENOMEM;
         free(text);
         if (st)
-            pt_log(PT_LOG_WARN, "the goodput totals of %s were not restored: %s", r->resume, pt_last_error());
-        char *rest = pt_json_print(e, false);
+            pt__log(PT_LOG_WARN, "the goodput totals of %s were not restored: %s", r->resume, pt_last_error());
+        char *rest = pt__json_print(e, false);
         if (rest) {
             pt_free(*extra);
             *extra = rest;
@@ -112,7 +112,7 @@ void pt_run__goodput_restore(pt_run *r, char **extra)
     cJSON_Delete(e);
 }
 
-int pt_run__share_lost(pt_run *r)
+int pt__run__share_lost(pt_run *r)
 {
     if (r->size <= 1)
         return PT_OK;
@@ -124,7 +124,7 @@ int pt_run__share_lost(pt_run *r)
     return st;
 }
 
-int pt_run__share_interval(pt_run *r)
+int pt__run__share_interval(pt_run *r)
 {
     if (r->size <= 1)
         return PT_OK;
@@ -143,7 +143,7 @@ int pt_run_check_replicas(int *bad_rank, pt_run *r, const pt_optimizer *opt)
     if (r->size <= 1)
         return PT_OK;
     int st = pt_dist_check_replicas(bad_rank, NULL, r->dist, opt);
-    return st ? pt_err_in(__func__, st) : PT_OK;
+    return st ? pt__err_in(__func__, st) : PT_OK;
 }
 
 int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model *model, pt_optimizer *opt)
@@ -155,8 +155,8 @@ int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model 
     if (r->gp)
         pt_goodput_rollback(r->gp);
     if (!r->last_ckpt) {
-        int st = pt_run__agree(r, r->rank == 0 ? pt_run__metrics_trim(r, 0) : PT_OK);
-        return pt_err_in(__func__, st ? st : pt_err(PT_ENOTFOUND, "no checkpoint yet: start again from the "
+        int st = pt__run__agree(r, r->rank == 0 ? pt__run__metrics_trim(r, 0) : PT_OK);
+        return pt__err_in(__func__, st ? st : pt__err(PT_ENOTFOUND, "no checkpoint yet: start again from the "
                                                                   "initial state"));
     }
     char *extra = NULL;
@@ -165,12 +165,12 @@ int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model 
     s.size = state->size < sizeof s ? state->size : sizeof s;
     int st = pt_run_load_checkpoint(&s, &extra, model, opt, r->last_ckpt, r->kind);
     if (!st && r->rank == 0)
-        st = pt_run__metrics_trim(r, s.step);
-    st = pt_run__agree(r, st);
+        st = pt__run__metrics_trim(r, s.step);
+    st = pt__run__agree(r, st);
     if (!st && r->gp && extra) { /* this process's accountant already holds the totals */
         cJSON *e = cJSON_Parse(extra);
         cJSON_DeleteItemFromObjectCaseSensitive(e, "goodput");
-        char *rest = e ? pt_json_print(e, false) : NULL;
+        char *rest = e ? pt__json_print(e, false) : NULL;
         cJSON_Delete(e);
         if (rest) {
             pt_free(extra);
@@ -182,7 +182,7 @@ int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model 
     else
         *host_extra = extra;
     if (st)
-        return pt_err_in(__func__, st);
+        return pt__err_in(__func__, st);
     r->last_save = s.step;
     memcpy(state, &s, s.size); /* the caller's fields only */
     return PT_OK;

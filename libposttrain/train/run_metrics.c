@@ -22,7 +22,7 @@
 
 #define OPEN_FLAGS (O_RDWR | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
 
-int pt_run__lock_metrics(int *fd, bool *created, const char *path, const char *name)
+int pt__run__lock_metrics(int *fd, bool *created, const char *path, const char *name)
 {
     *fd = open(path, OPEN_FLAGS);
     if (*fd < 0 && errno == ENOENT) {
@@ -31,12 +31,12 @@ int pt_run__lock_metrics(int *fd, bool *created, const char *path, const char *n
             *created = *fd >= 0;
     }
     if (*fd < 0)
-        return pt_io_errno(errno, "cannot open the metrics file", path);
+        return pt__io_errno(errno, "cannot open the metrics file", path);
     if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
         return PT_OK;
-    int st = errno == EWOULDBLOCK ? pt_err(PT_EBUSY, "the metrics file %s is in use by another posttrain run (it "
+    int st = errno == EWOULDBLOCK ? pt__err(PT_EBUSY, "the metrics file %s is in use by another posttrain run (it "
                                                      "is locked); wait for it or choose another %s", path, name)
-                                  : pt_io_errno(errno, "cannot lock the metrics file", path);
+                                  : pt__io_errno(errno, "cannot lock the metrics file", path);
     close(*fd);
     *fd = -1;
     return st;
@@ -48,16 +48,16 @@ static bool is_regular(int fd)
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int pt_run__metrics_open(pt_run *r, bool fresh)
+int pt__run__metrics_open(pt_run *r, bool fresh)
 {
     if (fresh && is_regular(r->mfd) && ftruncate(r->mfd, 0) != 0)
-        return pt_io_errno(errno, "cannot empty the metrics file", r->metrics);
+        return pt__io_errno(errno, "cannot empty the metrics file", r->metrics);
     off_t end = lseek(r->mfd, 0, SEEK_END);
     r->good = end < 0 ? 0 : (int64_t)end;
     return PT_OK;
 }
 
-void pt_run__metrics_close(pt_run *r)
+void pt__run__metrics_close(pt_run *r)
 {
     if (r->mfd < 0)
         return;
@@ -77,7 +77,7 @@ int pt_run_log(pt_run *r, const char *row_json)
     if (r->rank != 0)
         return PT_OK; /* rank 0 writes the job's rows */
     if (r->m_errno)
-        return pt_err(r->m_errno == ENOSPC || r->m_errno == EDQUOT ? PT_ENOSPC : PT_EIO,
+        return pt__err(r->m_errno == ENOSPC || r->m_errno == EDQUOT ? PT_ENOSPC : PT_EIO,
                       "%s: the metrics file %s could not be written (%s) and takes no more rows", __func__,
                       r->metrics, strerror(r->m_errno));
     size_t n = strlen(row_json);
@@ -91,17 +91,17 @@ int pt_run_log(pt_run *r, const char *row_json)
     bool empty = obj && !row->child;
     cJSON_Delete(row);
     if (!obj || memchr(row_json, '\n', n))
-        return pt_err(PT_EINVAL, "%s: row_json is not one JSON object on one line", __func__);
+        return pt__err(PT_EINVAL, "%s: row_json is not one JSON object on one line", __func__);
     if (has_time)
-        return pt_err(PT_EINVAL, "%s: row_json holds \"time\", which the run adds", __func__);
+        return pt__err(PT_EINVAL, "%s: row_json holds \"time\", which the run adds", __func__);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     char tail[64];
     int tn = snprintf(tail, sizeof tail, "%s\"time\": %.6f}\n", empty ? "" : ", ",
                       (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
-    char *line = pt_malloc(n - 1 + (size_t)tn);
+    char *line = pt__malloc(n - 1 + (size_t)tn);
     if (!line)
-        return pt_err_in(__func__, PT_ENOMEM);
+        return pt__err_in(__func__, PT_ENOMEM);
     memcpy(line, row_json, n - 1);
     memcpy(line + n - 1, tail, (size_t)tn);
     size_t len = n - 1 + (size_t)tn, done = 0;
@@ -123,8 +123,8 @@ int pt_run_log(pt_run *r, const char *row_json)
     }
     /* no row cut short: back to the end of the last whole one */
     bool cut = !done || ftruncate(r->mfd, (off_t)r->good) == 0;
-    int st = pt_io_errno(r->m_errno, "cannot write the metrics file", r->metrics);
-    return pt_err(st, "%s: cannot write the metrics file %s: %s; %s", __func__, r->metrics, strerror(r->m_errno),
+    int st = pt__io_errno(r->m_errno, "cannot write the metrics file", r->metrics);
+    return pt__err(st, "%s: cannot write the metrics file %s: %s; %s", __func__, r->metrics, strerror(r->m_errno),
                   cut ? "it ends with its last whole row" : "its last row may be cut short");
 }
 
@@ -171,7 +171,7 @@ static int copy_rows(pt_run *r, FILE *f, int fd, int64_t step, int64_t *kept, in
          * redone; the goodput row of a finished run is written again */
         if (complete && !goodput && s >= 0 && s <= step) {
             if (write(fd, line, (size_t)len) != len)
-                st = pt_io_errno(errno ? errno : EIO, "cannot write", r->metrics);
+                st = pt__io_errno(errno ? errno : EIO, "cannot write", r->metrics);
             ++*kept;
         } else {
             ++*dropped;
@@ -185,7 +185,7 @@ static int copy_rows(pt_run *r, FILE *f, int fd, int64_t step, int64_t *kept, in
     return st;
 }
 
-int pt_run__metrics_trim(pt_run *r, int64_t step)
+int pt__run__metrics_trim(pt_run *r, int64_t step)
 {
     r->lost_seconds = 0;
     r->lost_steps = 0;
@@ -194,7 +194,7 @@ int pt_run__metrics_trim(pt_run *r, int64_t step)
         return PT_OK; /* a device (/dev/null): nothing to keep */
     FILE *f = fopen(r->metrics, "r");
     if (!f)
-        return pt_io_errno(errno, "cannot read", r->metrics);
+        return pt__io_errno(errno, "cannot read", r->metrics);
     /* the atomic writer's name pattern, which an open removes as a leftover */
     const char *slash = strrchr(r->metrics, '/');
     char tmp[PATH_MAX];
@@ -203,23 +203,23 @@ int pt_run__metrics_trim(pt_run *r, int64_t step)
     int fd = open(tmp, OPEN_FLAGS | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         fclose(f);
-        return pt_io_errno(errno, "cannot write", tmp);
+        return pt__io_errno(errno, "cannot write", tmp);
     }
     int64_t kept = 0, dropped = 0;
-    int st = flock(fd, LOCK_EX | LOCK_NB) != 0 ? pt_io_errno(errno, "cannot lock", tmp) : PT_OK;
+    int st = flock(fd, LOCK_EX | LOCK_NB) != 0 ? pt__io_errno(errno, "cannot lock", tmp) : PT_OK;
     if (!st)
         st = copy_rows(r, f, fd, step, &kept, &dropped);
     fclose(f);
     if (!st && fsync(fd) != 0)
-        st = pt_io_errno(errno, "cannot fsync", tmp);
+        st = pt__io_errno(errno, "cannot fsync", tmp);
     if (!st && rename(tmp, r->metrics) != 0)
-        st = pt_io_errno(errno, "cannot rename to", r->metrics);
+        st = pt__io_errno(errno, "cannot rename to", r->metrics);
     if (st) {
         close(fd);
         unlink(tmp);
         return st;
     }
-    pt_fsync_parent_dir(r->metrics);
+    pt__fsync_parent_dir(r->metrics);
     /* the lock was on the file the rename replaced: hold the new one */
     close(r->mfd);
     r->mfd = fd;
@@ -227,7 +227,7 @@ int pt_run__metrics_trim(pt_run *r, int64_t step)
     off_t end = lseek(fd, 0, SEEK_END);
     r->good = end < 0 ? 0 : (int64_t)end;
     if (dropped)
-        pt_log(PT_LOG_INFO, "%s: kept %" PRId64 " rows up to step %" PRId64 ", dropped %" PRId64 " after it",
+        pt__log(PT_LOG_INFO, "%s: kept %" PRId64 " rows up to step %" PRId64 ", dropped %" PRId64 " after it",
                r->metrics, kept, step, dropped);
     return PT_OK;
 }

@@ -87,17 +87,17 @@ static int disjoint(const char *out_opt, const char *out, const char *in_opt, co
         return PT_OK;
     char ro[PATH_MAX], ri[PATH_MAX];
     if (resolve(out, ro) != 0 || resolve(in, ri) != 0)
-        return pt_err(PT_EIO, "cannot resolve %s or %s: %s", out, in, strerror(errno));
+        return pt__err(PT_EIO, "cannot resolve %s or %s: %s", out, in, strerror(errno));
     struct stat so, si;
     bool eo = stat(ro, &so) == 0, ei = stat(ri, &si) == 0;
     if (same(ro, &so, eo, ri, &si, ei))
-        return pt_err(PT_EINVAL, "%s %s is the same file as %s %s; writing it would destroy that input", out_opt,
+        return pt__err(PT_EINVAL, "%s %s is the same file as %s %s; writing it would destroy that input", out_opt,
                       out, in_opt, in);
     if (!(allow & ALLOW_IN_INSIDE_OUT) && inside(ri, ro, &so, eo))
-        return pt_err(PT_EINVAL, "%s %s is inside %s %s; writing there could destroy that input", in_opt, in,
+        return pt__err(PT_EINVAL, "%s %s is inside %s %s; writing there could destroy that input", in_opt, in,
                       out_opt, out);
     if (!(allow & ALLOW_OUT_INSIDE_IN) && inside(ro, ri, &si, ei))
-        return pt_err(PT_EINVAL, "%s %s is inside %s %s; writing there could destroy that input", out_opt, out,
+        return pt__err(PT_EINVAL, "%s %s is inside %s %s; writing there could destroy that input", out_opt, out,
                       in_opt, in);
     return PT_OK;
 }
@@ -125,7 +125,7 @@ static int disjoint_tree(const char *out_opt, const char *out, const char *in_op
     return st;
 }
 
-int pt_run__check_outputs(const pt_run *r)
+int pt__run__check_outputs(const pt_run *r)
 {
     int st = PT_OK;
     const char *outs[2] = { r->dir, r->metrics };
@@ -152,5 +152,5 @@ int pt_run_check_output(const char *out_name, const char *out, const pt_run_inpu
     PT_CHECK_NULL(input);
     const char *on = out_name ? out_name : "the output", *in = input->name ? input->name : "an input";
     int st = input->tree ? disjoint_tree(on, out, in, input->path) : disjoint(on, out, in, input->path, 0);
-    return st ? pt_err_in(__func__, st) : PT_OK;
+    return st ? pt__err_in(__func__, st) : PT_OK;
 }

@@ -33,7 +33,7 @@ int pt_run_state_init(pt_run_state *s)
     return PT_OK;
 }
 
-bool pt_run__kind_ok(const char *kind)
+bool pt__run__kind_ok(const char *kind)
 {
     size_t n = kind ? strlen(kind) : 0;
     if (n < 1 || n > 63)
@@ -74,13 +74,13 @@ static int merge_extra(cJSON *root, const char *extra, const char *func)
     cJSON *e = cJSON_ParseWithOpts(extra, &end, true);
     if (!cJSON_IsObject(e)) {
         cJSON_Delete(e);
-        return pt_err(PT_EINVAL, "%s: host_extra is not one JSON object", func);
+        return pt__err(PT_EINVAL, "%s: host_extra is not one JSON object", func);
     }
     int st = PT_OK;
     while (e->child && !st) {
         cJSON *it = cJSON_DetachItemViaPointer(e, e->child);
         if (!it->string || is_reserved(it->string) || cJSON_GetObjectItemCaseSensitive(root, it->string)) {
-            st = pt_err(PT_EINVAL, "%s: host_extra's key \"%s\" is %s", func, it->string ? it->string : "",
+            st = pt__err(PT_EINVAL, "%s: host_extra's key \"%s\" is %s", func, it->string ? it->string : "",
                         it->string && is_reserved(it->string) ? "one of the run state's (reserved)"
                                                               : "given twice");
             cJSON_Delete(it);
@@ -98,7 +98,7 @@ int pt_run_state_to_json(char **json, const pt_run_state *state, const char *kin
     PT_CHECK_NULL(state);
     PT_CHECK_ARG(state->size >= sizeof(size_t) && state->size <= sizeof(pt_run_state), state,
                  "has size %zu: fill it with pt_run_state_init", state->size);
-    PT_CHECK_ARG(pt_run__kind_ok(kind), kind, "must be 1 to 63 of a-z, 0-9, '_', '.', '-' (got \"%s\")",
+    PT_CHECK_ARG(pt__run__kind_ok(kind), kind, "must be 1 to 63 of a-z, 0-9, '_', '.', '-' (got \"%s\")",
                  kind ? kind : "(null)");
     pt_run_state s;
     pt_run_state_init(&s);
@@ -107,9 +107,9 @@ int pt_run_state_to_json(char **json, const pt_run_state *state, const char *kin
     static const char *const names[] = { "step", "optimizer_steps", "epoch", "cursor", "rows" };
     for (size_t i = 0; i < 5; i++)
         if (vals[i] < 0)
-            return pt_err(PT_EINVAL, "%s: state->%s is negative (%" PRId64 ")", __func__, names[i], vals[i]);
+            return pt__err(PT_EINVAL, "%s: state->%s is negative (%" PRId64 ")", __func__, names[i], vals[i]);
     if (s.step > ((int64_t)1 << 53))
-        return pt_err(PT_ERANGE, "%s: state->step %" PRId64 " is above 2^53", __func__, s.step);
+        return pt__err(PT_ERANGE, "%s: state->step %" PRId64 " is above 2^53", __func__, s.step);
     cJSON *root = cJSON_CreateObject();
     bool ok = root && cJSON_AddNumberToObject(root, "run_format", PT_RUN_FORMAT) &&
               cJSON_AddStringToObject(root, "command", kind) &&
@@ -118,9 +118,9 @@ int pt_run_state_to_json(char **json, const pt_run_state *state, const char *kin
         ok = add_u64(root, names[i], (uint64_t)vals[i]);
     ok = ok && add_u64(root, "seed", s.seed) && add_u64(root, "order_rng", s.order_rng) &&
          add_u64(root, "rng", s.rng);
-    int st = ok ? merge_extra(root, host_extra, __func__) : pt_err(PT_ENOMEM, "%s: out of memory", __func__);
-    if (!st && !(*json = pt_json_print(root, false)))
-        st = pt_err(PT_ENOMEM, "%s: out of memory", __func__);
+    int st = ok ? merge_extra(root, host_extra, __func__) : pt__err(PT_ENOMEM, "%s: out of memory", __func__);
+    if (!st && !(*json = pt__json_print(root, false)))
+        st = pt__err(PT_ENOMEM, "%s: out of memory", __func__);
     cJSON_Delete(root);
     return st;
 }
@@ -162,7 +162,7 @@ static int read_state(pt_run_state *s, const cJSON *root, const char *func)
         if (r > 0 && i == 4) /* older GRPO checkpoints: "prompts" */
             r = get_u64(&v, root, "prompts", INT64_MAX);
         if (r < 0 || (r > 0 && i == 0))
-            return pt_err(PT_EFORMAT, "%s: \"%s\" is %s (not a run state)", func, i64_keys[i],
+            return pt__err(PT_EFORMAT, "%s: \"%s\" is %s (not a run state)", func, i64_keys[i],
                           r > 0 ? "missing" : "not a non-negative integer");
         if (r == 0)
             *i64_dst[i] = (int64_t)v;
@@ -170,7 +170,7 @@ static int read_state(pt_run_state *s, const cJSON *root, const char *func)
     for (size_t i = 0; i < 3; i++) {
         int r = get_u64(&v, root, u64_keys[i], UINT64_MAX);
         if (r < 0)
-            return pt_err(PT_EFORMAT, "%s: \"%s\" is not a non-negative 64-bit integer", func, u64_keys[i]);
+            return pt__err(PT_EFORMAT, "%s: \"%s\" is not a non-negative 64-bit integer", func, u64_keys[i]);
         if (r == 0)
             *u64_dst[i] = v;
     }
@@ -188,9 +188,9 @@ static int extra_of(char **out, const cJSON *root, const char *func)
             ok = c && cJSON_AddItemToObject(e, it->string, c);
         }
     if (ok)
-        ok = (*out = pt_json_print(e, false)) != NULL;
+        ok = (*out = pt__json_print(e, false)) != NULL;
     cJSON_Delete(e);
-    return ok ? PT_OK : pt_err(PT_ENOMEM, "%s: out of memory", func);
+    return ok ? PT_OK : pt__err(PT_ENOMEM, "%s: out of memory", func);
 }
 
 int pt_run_state_from_json(pt_run_state *state, char **kind, char **host_extra, const char *json)
@@ -207,7 +207,7 @@ int pt_run_state_from_json(pt_run_state *state, char **kind, char **host_extra, 
     cJSON *root = cJSON_ParseWithOpts(json, &end, true);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return pt_err(PT_EFORMAT, "%s: the host JSON is not one JSON object (not a run state)", __func__);
+        return pt__err(PT_EFORMAT, "%s: the host JSON is not one JSON object (not a run state)", __func__);
     }
     pt_run_state s;
     pt_run_state_init(&s);
@@ -217,14 +217,14 @@ int pt_run_state_from_json(pt_run_state *state, char **kind, char **host_extra, 
     const cJSON *jc = cJSON_GetObjectItemCaseSensitive(root, "command");
     int st = PT_OK;
     if (jf && !(cJSON_IsNumber(jf) && jf->valuedouble >= 1 && jf->valuedouble <= PT_RUN_FORMAT))
-        st = pt_err(PT_EUNSUPPORTED, "%s: \"run_format\" %s is not one this version reads (1 .. %d)", __func__,
+        st = pt__err(PT_EUNSUPPORTED, "%s: \"run_format\" %s is not one this version reads (1 .. %d)", __func__,
                     cJSON_IsNumber(jf) ? "value" : "field", PT_RUN_FORMAT);
     else if (jc && !cJSON_IsString(jc))
-        st = pt_err(PT_EFORMAT, "%s: \"command\" is not a string", __func__);
+        st = pt__err(PT_EFORMAT, "%s: \"command\" is not a string", __func__);
     else
         st = read_state(&s, root, __func__);
     if (!st && kind && !(*kind = strdup(jc ? jc->valuestring : "")))
-        st = pt_err(PT_ENOMEM, "%s: out of memory", __func__);
+        st = pt__err(PT_ENOMEM, "%s: out of memory", __func__);
     if (!st && host_extra)
         st = extra_of(host_extra, root, __func__);
     cJSON_Delete(root);

@@ -33,7 +33,7 @@ static double batch_weight(const pt_batch *b, const float *w)
 static int read_micro(pt_batch *local, const pt_batch *micro, int i, const char *what)
 {
     pt_batch_init(local);
-    return pt_struct_read(local, sizeof *local, pt_struct_at(micro, (size_t)i), what, "pt_batch_init");
+    return pt__struct_read(local, sizeof *local, pt__struct_at(micro, (size_t)i), what, "pt_batch_init");
 }
 
 /* Check every micro-batch and its weights; *total receives the sum of the
@@ -52,13 +52,13 @@ static int check_micro(double *total, size_t *max_tokens, const pt_batch *micro,
         if (st)
             return st;
         if (b->batch < 1 || b->seq < 1)
-            return pt_err(PT_EINVAL, "%s is not an initialised pt_batch with batch, seq >= 1", what);
+            return pt__err(PT_EINVAL, "%s is not an initialised pt_batch with batch, seq >= 1", what);
         const float *w = weights ? weights[i] : NULL;
         size_t n = (size_t)b->batch * (size_t)b->seq;
         if (w)
             for (size_t j = 0; j < n; j++)
                 if (!(w[j] >= 0.0f) || !isfinite(w[j]))
-                    return pt_err(PT_EINVAL, "pt_sft_step: micro-batch %d: weight %zu is %g (must be finite and >= 0)",
+                    return pt__err(PT_EINVAL, "pt_sft_step: micro-batch %d: weight %zu is %g (must be finite and >= 0)",
                                   i, j, (double)w[j]);
         *total += batch_weight(b, w);
         if (n > *max_tokens)
@@ -76,11 +76,11 @@ static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *m
     *loss_sum = 0;
     if (n_micro == 1 && local_total) {
         float loss = 0.0f;
-        int st = pt_ctx_loss(ctx, micro, weights ? weights[0] : NULL, true, &loss);
+        int st = pt__ctx_loss(ctx, micro, weights ? weights[0] : NULL, true, &loss);
         *loss_sum = (double)loss * total;
         return st;
     }
-    float *lp = pt_malloc_array(max_tokens, sizeof *lp), *dlp = pt_malloc_array(max_tokens, sizeof *dlp);
+    float *lp = pt__malloc_array(max_tokens, sizeof *lp), *dlp = pt__malloc_array(max_tokens, sizeof *dlp);
     int st = (!lp || !dlp) ? PT_ENOMEM : PT_OK;
     for (int i = 0; i < n_micro && !st; i++) {
         pt_batch local;
@@ -91,14 +91,14 @@ static int accumulate_micro(double *loss_sum, pt_context *ctx, const pt_batch *m
         size_t n = (size_t)b->batch * (size_t)b->seq;
         if (i > 0 && (st = pt_check_abort()))
             break;
-        if ((st = pt_ctx_forward(ctx, b, lp, NULL)))
+        if ((st = pt__ctx_forward(ctx, b, lp, NULL)))
             break;
         for (size_t j = 0; j < n; j++) {
             float wj = (b->targets && b->targets[j] >= 0) ? (w ? w[j] : 1.0f) : 0.0f;
             *loss_sum -= (double)wj * (double)lp[j];
             dlp[j] = (float)(-(double)wj / total);
         }
-        st = pt_ctx_backward(ctx, dlp);
+        st = pt__ctx_backward(ctx, dlp);
     }
     free(lp);
     free(dlp);
@@ -114,13 +114,13 @@ static int local_checks(double *total, size_t *max_tokens, const pt_optimizer *o
     *total = 0;
     *max_tokens = 0;
     if (!ctx)
-        return pt_err(PT_EINVAL, "pt_sft_step: ctx is NULL");
+        return pt__err(PT_EINVAL, "pt_sft_step: ctx is NULL");
     if (!micro)
-        return pt_err(PT_EINVAL, "pt_sft_step: micro is NULL");
+        return pt__err(PT_EINVAL, "pt_sft_step: micro is NULL");
     if (n_micro < 1)
-        return pt_err_arg("pt_sft_step", "n_micro", "%d must be >= 1", n_micro);
-    int st = pt_struct_check_out(stats, sizeof(pt_sft_stats), "pt_sft_step", "pt_sft_stats_init");
-    if (st || (st = pt_optimizer_check_context(opt, ctx, "pt_sft_step")))
+        return pt__err_arg("pt_sft_step", "n_micro", "%d must be >= 1", n_micro);
+    int st = pt__struct_check_out(stats, sizeof(pt_sft_stats), "pt_sft_step", "pt_sft_stats_init");
+    if (st || (st = pt__optimizer_check_context(opt, ctx, "pt_sft_step")))
         return st;
     return check_micro(total, max_tokens, micro, weights, n_micro);
 }
@@ -132,18 +132,18 @@ int pt_sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const p
                 const float *const *weights, int n_micro)
 {
     PT_CHECK_NULL(opt);
-    int st = pt_train_take(opt, ctx, __func__);
+    int st = pt__train_take(opt, ctx, __func__);
     if (st)
         return st;
     st = sft_step(stats, opt, ctx, micro, weights, n_micro);
-    pt_train_give(opt, ctx);
+    pt__train_give(opt, ctx);
     return st;
 }
 
 static int sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, const pt_batch *micro,
                     const float *const *weights, int n_micro)
 {
-    pt_dist *d = pt_optimizer_dist(opt);
+    pt_dist *d = pt__optimizer_dist(opt);
     const double comm0 = pt_dist_comm_seconds(d);
     double total;
     size_t max_tokens;
@@ -151,9 +151,9 @@ static int sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, con
     if (d) {
         int64_t step = 0;
         step = pt_optimizer_step_count(opt);
-        pt_dist_set_step(d, step + 1);
+        pt__dist_set_step(d, step + 1);
         /* every rank's outcome, and the global loss weight: the normaliser */
-        if ((st = pt_comm_agree_sum(NULL, d, st, &total, 1, "pt_sft_step")))
+        if ((st = pt__comm_agree_sum(NULL, d, st, &total, 1, "pt_sft_step")))
             return st;
     } else if (st) {
         return st;
@@ -163,23 +163,23 @@ static int sft_step(pt_sft_stats *stats, pt_optimizer *opt, pt_context *ctx, con
     local.tokens = total;
     double loss_sum = 0;
     if (total > 0)
-        st = pt_err_in("pt_sft_step", accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens,
+        st = pt__err_in("pt_sft_step", accumulate_micro(&loss_sum, ctx, micro, weights, n_micro, total, max_tokens,
                                                        d == NULL));
     if (d) {
-        int acc = pt_comm_agree_sum(NULL, d, st, &loss_sum, 1, "pt_sft_step");
+        int acc = pt__comm_agree_sum(NULL, d, st, &loss_sum, 1, "pt_sft_step");
         if (!acc && total > 0 && isfinite(loss_sum))
-            acc = pt_dist_allreduce_grads(d, opt);
+            acc = pt__dist_allreduce_grads(d, opt);
         st = acc;
     }
     local.loss = total > 0 ? loss_sum / total : 0.0;
     pt_step_stats ss;
-    int prev = pt_threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
-    st = pt_train_finish_step(&ss, opt, st, false, total, local.loss);
-    pt_threads_leave(prev);
+    int prev = pt__threads_enter(pt_context_get_num_threads(ctx)); /* the optimizer's loops */
+    st = pt__train_finish_step(&ss, opt, st, false, total, local.loss);
+    pt__threads_leave(prev);
     if (st)
         return st;
     PT_STEP_STATS_COPY(&local, &ss);
     local.comm_seconds = pt_dist_comm_seconds(d) - comm0;
-    pt_struct_write(stats, &local);
+    pt__struct_write(stats, &local);
     return PT_OK;
 }

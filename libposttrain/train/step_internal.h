@@ -12,7 +12,7 @@
  * run pt_optimizer_step.  *out receives grad_norm, lr, step, skipped and
  * skipped_total.  no_rewards (GRPO: nothing was scored, so nothing was
  * accumulated) skips the step with PT_SKIP_NO_REWARDS. */
-int pt_train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated, bool no_rewards, double tokens,
+int pt__train_finish_step(pt_step_stats *out, pt_optimizer *opt, int accumulated, bool no_rewards, double tokens,
                          double loss);
 
 /* Copy the optimizer's part of a step (a pt_step_stats) into a step's stats

@@ -20,7 +20,7 @@ static inline cJSON *goldens(void)
     snprintf(path, sizeof path, "%s/reference/chat/chat_goldens.json", PT_TEST_SRCDIR);
     char *text = NULL;
     size_t len = 0;
-    ck_assert_ok(pt_read_file(&text, &len, path, 64u << 20));
+    ck_assert_ok(pt__read_file(&text, &len, path, 64u << 20));
     g_doc = cJSON_ParseWithLength(text, len);
     free(text);
     ck_assert_msg(g_doc != NULL, "cannot parse %s", path);

@@ -303,20 +303,20 @@ START_TEST(test_py_strip)
     /* Python str.strip(): ASCII and Unicode whitespace, never other bytes */
     const char *s = "\xc2\xa0\t x\xe3\x80\x80y \xe2\x80\xa8\xe3\x80\x80\n";
     size_t b = 0, e = strlen(s);
-    pt_chat_py_strip(s, &b, &e, true, true);
+    pt__chat_py_strip(s, &b, &e, true, true);
     ck_assert_uint_eq(e - b, 5);
     ck_assert(memcmp(s + b, "x\xe3\x80\x80y", 5) == 0);
     /* U+200B (zero width space) is not whitespace; a lone continuation byte is not either */
     const char *z = "\xe2\x80\x8b a \x80";
     b = 0;
     e = strlen(z);
-    pt_chat_py_strip(z, &b, &e, true, true);
+    pt__chat_py_strip(z, &b, &e, true, true);
     ck_assert_uint_eq(b, 0);
     ck_assert_uint_eq(e, strlen(z));
     const char *w = " \x1f\x85";
     b = 0;
     e = strlen(w);
-    pt_chat_py_strip(w, &b, &e, true, false);
+    pt__chat_py_strip(w, &b, &e, true, false);
     ck_assert_uint_eq(b, 2); /* \x85 alone is not U+0085 (that is \xc2\x85) */
 }
 END_TEST
@@ -344,7 +344,7 @@ static int toy_encode(int32_t **ids, size_t *n, const char *text, size_t len, vo
 {
     int *calls = payload;
     (*calls)++;
-    int32_t *out = pt_malloc_array(len + 1, sizeof *out);
+    int32_t *out = pt__malloc_array(len + 1, sizeof *out);
     size_t k = 0, i = 0;
     while (i < len) {
         size_t sp;
@@ -395,12 +395,12 @@ static void toy_ids(char *maskstr, size_t cap, int *encodes, const char *tname, 
     o.add_generation_prompt = gen;
     pt_chat_rendering r;
     memset(&r, 0, sizeof r);
-    ck_assert_ok(pt_chat_render_internal(&r, t, m, n, &o));
+    ck_assert_ok(pt__chat_render_internal(&r, t, m, n, &o));
     int calls = 0;
     int32_t *ids = NULL, *whole = NULL;
     uint8_t *mask = NULL;
     size_t nid = 0, nwhole = 0;
-    ck_assert_ok(pt_chat_ids_from_rendering(&ids, &mask, &nid, &r, toy_encode, toy_marker, &calls));
+    ck_assert_ok(pt__chat_ids_from_rendering(&ids, &mask, &nid, &r, toy_encode, toy_marker, &calls));
     *encodes = calls;
     ck_assert_ok(toy_encode(&whole, &nwhole, r.text.p, r.text.len, &calls));
     ck_assert_uint_eq(nid, nwhole);
@@ -412,7 +412,7 @@ static void toy_ids(char *maskstr, size_t cap, int *encodes, const char *tname, 
     pt_free(ids);
     pt_free(mask);
     pt_free(whole);
-    pt_chat_rendering_clear(&r);
+    pt__chat_rendering_clear(&r);
     pt_chat_template_free(t);
 }
 

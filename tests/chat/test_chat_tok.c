@@ -130,7 +130,7 @@ static void check_case(const pt_tokenizer *tok, const pt_chat_template *t, const
 
     pt_chat_rendering r;
     memset(&r, 0, sizeof r);
-    ck_assert_ok(pt_chat_render_internal(&r, t, m, nm, &o));
+    ck_assert_ok(pt__chat_render_internal(&r, t, m, nm, &o));
     ck_assert_str_eq(r.text.p, expected);
     size_t span = 0;
     for (size_t i = 0; i < n;) {
@@ -155,7 +155,7 @@ static void check_case(const pt_tokenizer *tok, const pt_chat_template *t, const
         if (!byte_level) {
             /* SentencePiece: the decoder adds or strips the leading "▁" space */
             size_t b = 0, e = sl;
-            pt_chat_py_strip(st, &b, &e, true, false);
+            pt__chat_py_strip(st, &b, &e, true, false);
             st += b;
             sl = e - b;
         }
@@ -176,7 +176,7 @@ static void check_case(const pt_tokenizer *tok, const pt_chat_template *t, const
         span++;
     ck_assert_msg(span == r.n_spans, "%s/%s: %zu assistant spans have no masked tokens", tname,
                   jstr(c, "conversation"), r.n_spans - span);
-    pt_chat_rendering_clear(&r);
+    pt__chat_rendering_clear(&r);
     pt_free(ids);
     pt_free(mask);
     pt_free(ref);

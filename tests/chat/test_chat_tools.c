@@ -54,7 +54,7 @@ START_TEST(test_json_goldens)
         for (int f = 0; f < 2; f++) {
             pt_strbuf b = PT_STRBUF_INIT;
             pt_chat_json_err e;
-            ck_assert_msg(pt_chat_json_dump(&b, text, strlen(text), forms[f].indent, &e) == PT_OK,
+            ck_assert_msg(pt__chat_json_dump(&b, text, strlen(text), forms[f].indent, &e) == PT_OK,
                           "case %d: byte %zu: %s", n, e.at, e.what);
             const char *want = jstr(c, forms[f].key);
             if (strcmp(b.p, want) != 0) {
@@ -64,7 +64,7 @@ START_TEST(test_json_goldens)
                 ck_abort_msg("case %d (%s): differs at byte %zu:\n got  ...%.60s\n want ...%.60s", n,
                              forms[f].key, k, b.p + k, want + k);
             }
-            pt_strbuf_free(&b);
+            pt__strbuf_free(&b);
         }
         n++;
     }
@@ -104,7 +104,7 @@ START_TEST(test_json_errors)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pt_chat_json_err e = {0};
-        int st = pt_chat_json_dump(NULL, bad[i].text, strlen(bad[i].text), -1, &e);
+        int st = pt__chat_json_dump(NULL, bad[i].text, strlen(bad[i].text), -1, &e);
         ck_assert_msg(st == PT_EFORMAT, "'%s' was accepted", bad[i].text);
         ck_assert_msg(e.at == bad[i].at && strstr(e.what, bad[i].what), "'%s': byte %zu '%s'", bad[i].text, e.at,
                       e.what);
@@ -114,15 +114,15 @@ START_TEST(test_json_errors)
     memset(deep, '[', 600);
     memset(deep + 600, ']', 600);
     pt_chat_json_err e;
-    ck_assert_int_eq(pt_chat_json_dump(NULL, deep, 1200, -1, &e), PT_EFORMAT);
+    ck_assert_int_eq(pt__chat_json_dump(NULL, deep, 1200, -1, &e), PT_EFORMAT);
     ck_assert(strstr(e.what, "nested deeper"));
     /* 4300 digits is Python's limit */
     char big[4400];
     memset(big, '7', sizeof big);
-    ck_assert_int_eq(pt_chat_json_dump(NULL, big, 4300, -1, &e), PT_OK);
-    ck_assert_int_eq(pt_chat_json_dump(NULL, big, 4301, -1, &e), PT_EFORMAT);
+    ck_assert_int_eq(pt__chat_json_dump(NULL, big, 4300, -1, &e), PT_OK);
+    ck_assert_int_eq(pt__chat_json_dump(NULL, big, 4301, -1, &e), PT_EFORMAT);
     /* a NUL byte inside the text is a control character, not the end */
-    ck_assert_int_eq(pt_chat_json_dump(NULL, "\"a\0b\"", 5, -1, &e), PT_EFORMAT);
+    ck_assert_int_eq(pt__chat_json_dump(NULL, "\"a\0b\"", 5, -1, &e), PT_EFORMAT);
 }
 END_TEST
 
@@ -140,9 +140,9 @@ START_TEST(test_py_float)
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         pt_strbuf b = PT_STRBUF_INIT;
-        ck_assert_ok(pt_chat_put_py_float(&b, k[i].v));
+        ck_assert_ok(pt__chat_put_py_float(&b, k[i].v));
         ck_assert_str_eq(b.p, k[i].repr);
-        pt_strbuf_free(&b);
+        pt__strbuf_free(&b);
     }
 }
 END_TEST
@@ -514,7 +514,7 @@ static char *read_template(const char *file)
     snprintf(path, sizeof path, "%s/reference/chat/templates/%s", PT_TEST_SRCDIR, file);
     char *text = NULL;
     size_t len = 0;
-    ck_assert_ok(pt_read_file(&text, &len, path, 1u << 20));
+    ck_assert_ok(pt__read_file(&text, &len, path, 1u << 20));
     return text;
 }
 
@@ -523,7 +523,7 @@ static char *replace(const char *s, const char *from, const char *to)
     size_t nf = strlen(from), nt = strlen(to), n = 0;
     for (const char *p = strstr(s, from); p; p = strstr(p + nf, from))
         n++;
-    char *out = pt_malloc(strlen(s) + n * nt + 1), *o = out;
+    char *out = pt__malloc(strlen(s) + n * nt + 1), *o = out;
     for (const char *p = s, *q; (q = strstr(p, from)); p = q + nf) {
         memcpy(o, p, (size_t)(q - p));
         o += q - p;

@@ -19,7 +19,7 @@ static inline cJSON *pt_test_read_json(const char *dir, const char *rel)
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     char *text = NULL;
     size_t len = 0;
-    ck_assert_msg(pt_read_file(&text, &len, path, 16u << 20) == PT_OK, "%s: %s", path,
+    ck_assert_msg(pt__read_file(&text, &len, path, 16u << 20) == PT_OK, "%s: %s", path,
                   pt_last_error());
     cJSON *j = cJSON_ParseWithLength(text, len);
     free(text);

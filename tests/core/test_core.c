@@ -31,16 +31,16 @@ START_TEST(test_error_message)
     pt_clear_error();
     ck_assert_str_eq(pt_last_error(), "");
     ck_assert_int_eq(pt_last_status(), PT_OK);
-    ck_assert_int_eq(pt_err(PT_EFORMAT, "bad byte at %d", 17), PT_EFORMAT);
+    ck_assert_int_eq(pt__err(PT_EFORMAT, "bad byte at %d", 17), PT_EFORMAT);
     ck_assert_str_eq(pt_last_error(), "bad byte at 17");
     ck_assert_int_eq(pt_last_status(), PT_EFORMAT);
-    ck_assert_int_eq(pt_err_prefix(PT_EFORMAT, "reading %s", "x.json"), PT_EFORMAT);
+    ck_assert_int_eq(pt__err_prefix(PT_EFORMAT, "reading %s", "x.json"), PT_EFORMAT);
     ck_assert_str_eq(pt_last_error(), "reading x.json: bad byte at 17");
     /* A message longer than the buffer is truncated, not overflowed. */
     char big[3000];
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    pt_err(PT_EINVAL, "%s", big);
+    pt__err(PT_EINVAL, "%s", big);
     ck_assert_uint_lt(strlen(pt_last_error()), 1024);
     ck_assert_uint_gt(strlen(pt_last_error()), 1000);
     pt_clear_error();
@@ -53,13 +53,13 @@ static void *thread_error(void *arg)
     (void)arg;
     /* A fresh thread starts with no error, and its error stays its own. */
     int clean = pt_last_error()[0] == '\0' && pt_last_status() == PT_OK;
-    pt_err(PT_EIO, "other thread");
+    pt__err(PT_EIO, "other thread");
     return (void *)(intptr_t)clean;
 }
 
 START_TEST(test_error_thread_local)
 {
-    pt_err(PT_ENOTFOUND, "main thread");
+    pt__err(PT_ENOTFOUND, "main thread");
     pthread_t th;
     void *ret;
     ck_assert_int_eq(pthread_create(&th, NULL, thread_error, NULL), 0);
@@ -88,17 +88,17 @@ START_TEST(test_log_callback)
 {
     struct log_capture cap = { 0 };
     ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_INFO, &cap));
-    pt_log(PT_LOG_INFO, "hello %d", 42);
+    pt__log(PT_LOG_INFO, "hello %d", 42);
     ck_assert_int_eq(cap.count, 1);
     ck_assert_int_eq(cap.last_level, PT_LOG_INFO);
     ck_assert_str_eq(cap.last, "hello 42");
-    pt_log(PT_LOG_DEBUG, "filtered");
+    pt__log(PT_LOG_DEBUG, "filtered");
     ck_assert_int_eq(cap.count, 1);
-    pt_log(PT_LOG_ERROR, "kept");
+    pt__log(PT_LOG_ERROR, "kept");
     ck_assert_int_eq(cap.count, 2);
     /* Errors are logged at debug level when the host asks for it. */
     ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_DEBUG, &cap));
-    pt_err(PT_EIO, "disk gone");
+    pt__err(PT_EIO, "disk gone");
     ck_assert_int_eq(cap.count, 3);
     ck_assert_str_eq(cap.last, "PT_EIO: disk gone");
     ck_assert_status(pt_set_log_callback(capture_log, 7, &cap), PT_EINVAL, "level 7");
@@ -106,7 +106,7 @@ START_TEST(test_log_callback)
     /* Both refusals were themselves logged at debug level. */
     ck_assert_int_eq(cap.count, 5);
     ck_assert_ok(pt_set_log_callback(NULL, 0, NULL));
-    pt_log(PT_LOG_ERROR, "nobody listens");
+    pt__log(PT_LOG_ERROR, "nobody listens");
     ck_assert_int_eq(cap.count, 5);
     ck_assert_str_eq(pt_log_level_name(PT_LOG_WARN), "warn");
     ck_assert_str_eq(pt_log_level_name(99), "?");
@@ -149,43 +149,43 @@ END_TEST
 START_TEST(test_alloc_overflow)
 {
     pt_clear_error();
-    void *p = pt_malloc_array(SIZE_MAX / 2, 4);
+    void *p = pt__malloc_array(SIZE_MAX / 2, 4);
     ck_assert_ptr_null(p);
     ck_assert_int_eq(pt_last_status(), PT_ENOMEM);
     ck_assert_ptr_nonnull(strstr(pt_last_error(), "overflows"));
-    p = pt_calloc(SIZE_MAX / 8, 16);
+    p = pt__calloc(SIZE_MAX / 8, 16);
     ck_assert_ptr_null(p);
-    float *a = pt_malloc_aligned(100 * sizeof(float));
+    float *a = pt__malloc_aligned(100 * sizeof(float));
     ck_assert_ptr_nonnull(a);
     ck_assert_uint_eq((uintptr_t)a % 64, 0);
-    pt_free_aligned(a);
+    pt__free_aligned(a);
     size_t r;
-    ck_assert(!pt_mul_size(SIZE_MAX, 2, &r));
-    ck_assert(pt_mul_size(1000, 1000, &r) && r == 1000000);
-    ck_assert(!pt_add_size(SIZE_MAX, 1, &r));
+    ck_assert(!pt__mul_size(SIZE_MAX, 2, &r));
+    ck_assert(pt__mul_size(1000, 1000, &r) && r == 1000000);
+    ck_assert(!pt__add_size(SIZE_MAX, 1, &r));
 }
 END_TEST
 
 START_TEST(test_rng)
 {
     pt_rng a, b;
-    pt_rng_seed(&a, 1234);
-    pt_rng_seed(&b, 1234);
+    pt__rng_seed(&a, 1234);
+    pt__rng_seed(&b, 1234);
     for (int i = 0; i < 100; i++)
-        ck_assert_uint_eq(pt_rng_next(&a), pt_rng_next(&b));
-    pt_rng_seed(&b, 1235);
-    ck_assert_uint_ne(pt_rng_next(&a), pt_rng_next(&b));
+        ck_assert_uint_eq(pt__rng_next(&a), pt__rng_next(&b));
+    pt__rng_seed(&b, 1235);
+    ck_assert_uint_ne(pt__rng_next(&a), pt__rng_next(&b));
     /* xoshiro256** reference: first outputs for state {1,2,3,4}. */
     pt_rng r = { { 1, 2, 3, 4 } };
-    ck_assert_uint_eq(pt_rng_next(&r), 11520ull);
-    ck_assert_uint_eq(pt_rng_next(&r), 0ull);
-    ck_assert_uint_eq(pt_rng_next(&r), 1509978240ull);
+    ck_assert_uint_eq(pt__rng_next(&r), 11520ull);
+    ck_assert_uint_eq(pt__rng_next(&r), 0ull);
+    ck_assert_uint_eq(pt__rng_next(&r), 1509978240ull);
     /* Moments of the normal sampler and range of the uniforms. */
-    pt_rng_seed(&a, 7);
+    pt__rng_seed(&a, 7);
     double s = 0, s2 = 0;
     const int n = 200000;
     for (int i = 0; i < n; i++) {
-        double x = pt_rng_normal(&a);
+        double x = pt__rng_normal(&a);
         s += x;
         s2 += x * x;
     }
@@ -193,10 +193,10 @@ START_TEST(test_rng)
     ck_assert_double_lt(fabs(s2 / n - 1.0), 0.02);
     int hist[10] = { 0 };
     for (int i = 0; i < n; i++) {
-        float u = pt_rng_uniform(&a);
+        float u = pt__rng_uniform(&a);
         ck_assert(u >= 0.0f && u < 1.0f);
         hist[(int)(u * 10)]++;
-        uint64_t k = pt_rng_below(&a, 7);
+        uint64_t k = pt__rng_below(&a, 7);
         ck_assert_uint_lt(k, 7);
     }
     for (int i = 0; i < 10; i++)
@@ -210,20 +210,20 @@ END_TEST
 START_TEST(test_splitmix_and_clock)
 {
     uint64_t x = 0;
-    ck_assert_uint_eq(pt_splitmix64(&x), 0xE220A8397B1DCDAFull);
-    ck_assert_uint_eq(pt_splitmix64(&x), 0x6E789E6AA1B965F4ull);
-    ck_assert_uint_eq(pt_splitmix64(&x), 0x06C45D188009454Full);
+    ck_assert_uint_eq(pt__splitmix64(&x), 0xE220A8397B1DCDAFull);
+    ck_assert_uint_eq(pt__splitmix64(&x), 0x6E789E6AA1B965F4ull);
+    ck_assert_uint_eq(pt__splitmix64(&x), 0x06C45D188009454Full);
     ck_assert_uint_eq(x, 3 * 0x9E3779B97F4A7C15ull);
     pt_rng r;
-    pt_rng_seed(&r, 0);
+    pt__rng_seed(&r, 0);
     x = 0;
     for (int i = 0; i < 4; i++)
-        ck_assert_uint_eq(r.s[i], pt_splitmix64(&x));
-    double t0 = pt_now(), t1 = pt_now();
+        ck_assert_uint_eq(r.s[i], pt__splitmix64(&x));
+    double t0 = pt__now(), t1 = pt__now();
     ck_assert(t0 > 0 && t1 >= t0);
     struct timespec ts = { 0, 20 * 1000 * 1000 };
     nanosleep(&ts, NULL);
-    ck_assert_double_ge(pt_now() - t1, 0.019); /* a lower bound only: sleeps never end early */
+    ck_assert_double_ge(pt__now() - t1, 0.019); /* a lower bound only: sleeps never end early */
 }
 END_TEST
 

@@ -676,7 +676,7 @@ END_TEST
 
 /* pt_sft_step reads the targets of a micro-batch whose
  * size ends before them (check_micro -> batch_weight reads b->targets
- * directly, not a copy read with pt_struct_read). */
+ * directly, not a copy read with pt__struct_read). */
 START_TEST(test_sft_batch_without_targets)
 {
     pt_batch ref = full_batch();

@@ -64,9 +64,9 @@ END_TEST
 static void rank_values(float *v, size_t n, int r)
 {
     pt_rng rng;
-    pt_rng_seed(&rng, 1000 + (uint64_t)r);
+    pt__rng_seed(&rng, 1000 + (uint64_t)r);
     for (size_t i = 0; i < n; i++)
-        v[i] = (float)(pt_rng_normal(&rng) * ldexp(1.0, (int)pt_rng_below(&rng, 40) - 20));
+        v[i] = (float)(pt__rng_normal(&rng) * ldexp(1.0, (int)pt__rng_below(&rng, 40) - 20));
 }
 
 START_TEST(test_allreduce_rank_order)
@@ -95,7 +95,7 @@ START_TEST(test_allreduce_rank_order)
     for (size_t k = 0; k < sizeof buckets / sizeof buckets[0]; k++) {
         g_d->opts.bucket_bytes = buckets[k];
         rank_values(mine, n, g_rank);
-        ck_assert_ok(pt_comm_allreduce_f32(g_d, mine, n, "test all-reduce"));
+        ck_assert_ok(pt__comm_allreduce_f32(g_d, mine, n, "test all-reduce"));
         size_t bad = n;
         for (size_t i = 0; i < n && bad == n; i++)
             if (memcmp(&mine[i], &fold[i], sizeof *mine))
@@ -119,9 +119,9 @@ START_TEST(test_small_collectives)
         e += 0.1 * (r + 1);
     ck_assert_ok(pt_dist_allreduce_sum(g_d, v, 1));
     ck_assert(v[0] == e);
-    ck_assert_ok(pt_comm_allreduce_max_f64(g_d, v + 1, 1, "max"));
+    ck_assert_ok(pt__comm_allreduce_max_f64(g_d, v + 1, 1, "max"));
     ck_assert(v[1] == g_size - 1);
-    ck_assert_ok(pt_comm_allreduce_min_f64(g_d, v + 2, 1, "min"));
+    ck_assert_ok(pt__comm_allreduce_min_f64(g_d, v + 2, 1, "min"));
     ck_assert(v[2] == -(g_size - 1));
     /* broadcast from the last rank */
     char buf[32];
@@ -140,7 +140,7 @@ START_TEST(test_small_collectives)
     }
     unsigned char send[8], recv[64];
     memset(send, g_rank, sizeof send);
-    ck_assert_ok(pt_comm_allgatherv(g_d, send, (size_t)g_rank + 1, recv, counts, displs, "gatherv"));
+    ck_assert_ok(pt__comm_allgatherv(g_d, send, (size_t)g_rank + 1, recv, counts, displs, "gatherv"));
     for (int r = 0; r < g_size; r++)
         for (size_t i = 0; i < counts[r]; i++)
             ck_assert_int_eq(recv[displs[r] + i], r);
@@ -156,7 +156,7 @@ START_TEST(test_agree)
     const int bad = g_size - 1;
     int mine = PT_OK;
     if (g_rank == bad)
-        mine = pt_err(PT_ENOMEM, "rank %d ran out of memory in the test", g_rank);
+        mine = pt__err(PT_ENOMEM, "rank %d ran out of memory in the test", g_rank);
     int st = pt_dist_agree(&first, g_d, mine);
     ck_assert_int_eq(first, bad);
     if (g_rank == bad) {
@@ -217,14 +217,14 @@ typedef struct global_batch {
 static void make_batch(global_batch *g, int s)
 {
     pt_rng rng;
-    pt_rng_seed(&rng, 77 + (uint64_t)s);
+    pt__rng_seed(&rng, 77 + (uint64_t)s);
     for (int i = 0; i < ROWS * SEQ; i++)
-        g->ids[i] = (int32_t)pt_rng_below(&rng, VOCAB);
+        g->ids[i] = (int32_t)pt__rng_below(&rng, VOCAB);
     for (int r = 0; r < ROWS; r++)
         for (int t = 0; t < SEQ; t++) {
             int i = r * SEQ + t;
-            g->tg[i] = t + 1 < SEQ && pt_rng_below(&rng, 3) ? g->ids[i + 1] : -1;
-            g->w[i] = 0.5f + (float)pt_rng_below(&rng, 4) * 0.25f;
+            g->tg[i] = t + 1 < SEQ && pt__rng_below(&rng, 3) ? g->ids[i + 1] : -1;
+            g->w[i] = 0.5f + (float)pt__rng_below(&rng, 4) * 0.25f;
         }
 }
 
@@ -419,8 +419,8 @@ START_TEST(test_sft_bit_identical_rerun)
     }
     h[0] = (double)(x >> 12);
     double mx = h[0], mn = h[0];
-    ck_assert_ok(pt_comm_allreduce_max_f64(g_d, &mx, 1, "max"));
-    ck_assert_ok(pt_comm_allreduce_min_f64(g_d, &mn, 1, "min"));
+    ck_assert_ok(pt__comm_allreduce_max_f64(g_d, &mx, 1, "max"));
+    ck_assert_ok(pt__comm_allreduce_min_f64(g_d, &mn, 1, "min"));
     ck_assert(mx == mn);
     pt_model_free(a);
     pt_model_free(b);
@@ -525,8 +525,8 @@ START_TEST(test_optimizer_step_sums)
     ck_assert_msg(norm_rel <= 1e-6 && rel <= 1e-5, "pt_optimizer_step on %d ranks: rel %g (worst %g)", g_size,
                   norm_rel, rel);
     double h = (double)(weights_hash(m) >> 12), mx = h, mn = h;
-    ck_assert_ok(pt_comm_allreduce_max_f64(g_d, &mx, 1, "max"));
-    ck_assert_ok(pt_comm_allreduce_min_f64(g_d, &mn, 1, "min"));
+    ck_assert_ok(pt__comm_allreduce_max_f64(g_d, &mx, 1, "max"));
+    ck_assert_ok(pt__comm_allreduce_min_f64(g_d, &mn, 1, "min"));
     ck_assert(mx == mn);
     pt_context_free(ctx);
     pt_optimizer_free(opt);
@@ -602,27 +602,27 @@ typedef struct gsample {
 static void make_sample(gsample *x, int round, int g, int j)
 {
     pt_rng rng;
-    pt_rng_seed(&rng, 5000 + (uint64_t)round * 1000 + (uint64_t)g * 10 + (uint64_t)j);
-    x->prompt_len = 2 + (int)pt_rng_below(&rng, 2);
-    int nc = 2 + (int)pt_rng_below(&rng, 4);
+    pt__rng_seed(&rng, 5000 + (uint64_t)round * 1000 + (uint64_t)g * 10 + (uint64_t)j);
+    x->prompt_len = 2 + (int)pt__rng_below(&rng, 2);
+    int nc = 2 + (int)pt__rng_below(&rng, 4);
     x->n_ids = x->prompt_len + nc;
     for (int t = 0; t < x->n_ids; t++)
-        x->ids[t] = (int32_t)pt_rng_below(&rng, VOCAB);
+        x->ids[t] = (int32_t)pt__rng_below(&rng, VOCAB);
     for (int t = 0; t < nc; t++) {
-        x->mask[t] = t == 0 || pt_rng_below(&rng, 5) != 0;
-        x->old[t] = -0.5f - (float)pt_rng_uniform(&rng) * 3.0f;
-        x->ref[t] = x->old[t] - 0.2f + (float)pt_rng_uniform(&rng) * 0.4f;
+        x->mask[t] = t == 0 || pt__rng_below(&rng, 5) != 0;
+        x->old[t] = -0.5f - (float)pt__rng_uniform(&rng) * 3.0f;
+        x->ref[t] = x->old[t] - 0.2f + (float)pt__rng_uniform(&rng) * 0.4f;
     }
-    x->rewards[0] = g == 1 ? 0.5f : (float)pt_rng_below(&rng, 3) * 0.5f;
-    x->rewards[1] = pt_rng_below(&rng, 4) == 0 ? NAN : (float)pt_rng_uniform(&rng);
-    x->truncated = pt_rng_below(&rng, 4) == 0;
+    x->rewards[0] = g == 1 ? 0.5f : (float)pt__rng_below(&rng, 3) * 0.5f;
+    x->rewards[1] = pt__rng_below(&rng, 4) == 0 ? NAN : (float)pt__rng_uniform(&rng);
+    x->truncated = pt__rng_below(&rng, 4) == 0;
     /* the sampler's values, per-token advantages, a reward per segment */
     x->n_seg = 0;
     for (int t = 0; t < nc; t++) {
-        x->samp[t] = x->old[t] - 0.1f + (float)pt_rng_uniform(&rng) * 0.2f;
-        x->adv[t] = (float)pt_rng_uniform(&rng) * 2.0f - 1.0f;
+        x->samp[t] = x->old[t] - 0.1f + (float)pt__rng_uniform(&rng) * 0.2f;
+        x->adv[t] = (float)pt__rng_uniform(&rng) * 2.0f - 1.0f;
         if (x->mask[t] && (t == 0 || !x->mask[t - 1])) {
-            x->seg[x->n_seg] = g == 1 ? 1.0f : pt_rng_below(&rng, 6) == 0 ? NAN : (float)pt_rng_below(&rng, 3);
+            x->seg[x->n_seg] = g == 1 ? 1.0f : pt__rng_below(&rng, 6) == 0 ? NAN : (float)pt__rng_below(&rng, 3);
             x->n_seg++;
         }
     }
@@ -840,8 +840,8 @@ START_TEST(test_grpo_equals_one_process)
         pt_model *dp2 = grpo_train(g_d, c, &again);
         ck_assert_msg(same_bits(dp, dp2), "%s: a rerun on %d ranks differs", c->name, g_size);
         double h = (double)(weights_hash(dp) >> 12), mx = h, mn = h;
-        ck_assert_ok(pt_comm_allreduce_max_f64(g_d, &mx, 1, "max"));
-        ck_assert_ok(pt_comm_allreduce_min_f64(g_d, &mn, 1, "min"));
+        ck_assert_ok(pt__comm_allreduce_max_f64(g_d, &mx, 1, "max"));
+        ck_assert_ok(pt__comm_allreduce_min_f64(g_d, &mn, 1, "min"));
         ck_assert(mx == mn);
         if (g_size > 1)
             ck_assert(sn.comm_seconds > 0);

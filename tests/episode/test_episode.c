@@ -76,14 +76,14 @@ static pt_model *make_model(int kind, uint64_t seed)
     pt_model *m = NULL;
     ck_assert_ok(pt_model_create(&m, &c, seed));
     pt_rng r;
-    pt_rng_seed(&r, seed ^ 77);
+    pt__rng_seed(&r, seed ^ 77);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (!t->no_decay)
             continue;
         double base = strstr(t->name, "norm") ? 1.0 : 0.0;
         for (size_t j = 0; j < t->numel; j++)
-            t->data[j] = (float)(base + 0.3 * pt_rng_normal(&r));
+            t->data[j] = (float)(base + 0.3 * pt__rng_normal(&r));
     }
     return m;
 }
@@ -280,9 +280,9 @@ static int32_t *make_prompts(const int32_t *lens, int n, int vocab, uint64_t see
         total += (size_t)lens[b];
     int32_t *ids = malloc(total * sizeof *ids);
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     for (size_t i = 0; i < total; i++)
-        ids[i] = (int32_t)pt_rng_below(&r, (uint64_t)vocab);
+        ids[i] = (int32_t)pt__rng_below(&r, (uint64_t)vocab);
     return ids;
 }
 
@@ -409,7 +409,7 @@ static void three_turns(pt_model *m, const char *what)
     pt_generator *g = NULL;
     ck_assert_ok(pt_generator_create(&g, m, N, 80));
     hook_rec h = { c.vocab_size, calloc((size_t)MAXE * MAXS * (size_t)c.vocab_size, sizeof(float)), 0 };
-    pt_generator_set_logits_hook(g, record_logits, &h);
+    pt__generator_set_logits_hook(g, record_logits, &h);
     /* two stop ids: turns of different lengths */
     const int32_t stops[2] = { 5, 17 };
     pt_generate_options so = sampling(7, 1.0f, 42);
@@ -506,7 +506,7 @@ START_TEST(test_three_turns_lora)
                  PT_LORA_DOWN;
     ck_assert_ok(pt_model_add_lora(m, &lo));
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (t->adapter)
             for (size_t j = 0; j < t->numel; j++)
                 t->data[j] = 0.2f * (float)sin((double)(i * 31 + j));

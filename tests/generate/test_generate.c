@@ -91,14 +91,14 @@ static pt_model *make_model(int kind, uint64_t seed)
     pt_model *m = NULL;
     ck_assert_ok(pt_model_create(&m, &c, seed));
     pt_rng r;
-    pt_rng_seed(&r, seed ^ 77);
+    pt__rng_seed(&r, seed ^ 77);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (!t->no_decay)
             continue;
         double base = strstr(t->name, "norm") ? 1.0 : 0.0;
         for (size_t j = 0; j < t->numel; j++)
-            t->data[j] = (float)(base + 0.3 * pt_rng_normal(&r));
+            t->data[j] = (float)(base + 0.3 * pt__rng_normal(&r));
     }
     return m;
 }
@@ -123,9 +123,9 @@ static int32_t *make_prompts(const int32_t *lens, int batch, int vocab, uint64_t
         total += (size_t)lens[b];
     int32_t *ids = malloc(total * sizeof *ids);
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     for (size_t i = 0; i < total; i++)
-        ids[i] = (int32_t)pt_rng_below(&r, (uint64_t)vocab);
+        ids[i] = (int32_t)pt__rng_below(&r, (uint64_t)vocab);
     return ids;
 }
 
@@ -169,7 +169,7 @@ static void check_against_forward(pt_model *m, const char *what, float temperatu
     pt_generator *g = NULL;
     ck_assert_ok(pt_generator_create(&g, m, MAXB, 24));
     hook_rec h = { V, calloc((size_t)MAXB * MAXM * (size_t)V, sizeof(float)), 0 };
-    pt_generator_set_logits_hook(g, record_logits, &h);
+    pt__generator_set_logits_hook(g, record_logits, &h);
     pt_generate_options o;
     ck_assert_ok(pt_generate_options_init(&o));
     o.max_new_tokens = M;
@@ -259,7 +259,7 @@ START_TEST(test_cache_equals_forward_lora)
     ck_assert_ok(pt_model_add_lora(m, &lo));
     /* B starts at zero: make the adapters do something */
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (t->adapter)
             for (size_t j = 0; j < t->numel; j++)
                 t->data[j] = 0.2f * (float)sin((double)(i * 31 + j));
@@ -405,8 +405,8 @@ START_TEST(test_window_ring_slots)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pt_generator *g = NULL;
         ck_assert_ok(pt_generator_create(&g, cases[i].m, 3, cases[i].max_seq));
-        ck_assert_int_eq(pt_generator_cache_slots(g), cases[i].slots);
-        ck_assert_uint_eq(pt_generator_cache_floats(g), per_slot * 3 * (size_t)cases[i].slots);
+        ck_assert_int_eq(pt__generator_cache_slots(g), cases[i].slots);
+        ck_assert_uint_eq(pt__generator_cache_floats(g), per_slot * 3 * (size_t)cases[i].slots);
         pt_generator_free(g);
     }
     pt_model_free(mw);
@@ -430,9 +430,9 @@ START_TEST(test_window_ring_long)
     int32_t *prompts = make_prompts(lens, B, V, 41);
     pt_generator *g = NULL;
     ck_assert_ok(pt_generator_create(&g, m, B, S));
-    ck_assert_int_eq(pt_generator_cache_slots(g), WINDOW);
+    ck_assert_int_eq(pt__generator_cache_slots(g), WINDOW);
     float *steps = calloc((size_t)B * M * (size_t)V, sizeof(float));
-    pt_generator_set_logits_hook(g, record_steps, steps);
+    pt__generator_set_logits_hook(g, record_steps, steps);
     pt_generate_options o;
     ck_assert_ok(pt_generate_options_init(&o));
     o.max_new_tokens = M;
@@ -485,8 +485,8 @@ typedef struct samp_env {
 
 static void samp_open(samp_env *e, int v)
 {
-    e->mem = pt_malloc_aligned(pt_sample_scratch_bytes(v));
-    pt_sample_scratch_init(&e->sc, e->mem, v);
+    e->mem = pt__malloc_aligned(pt__sample_scratch_bytes(v));
+    pt__sample_scratch_init(&e->sc, e->mem, v);
 }
 
 static const float LG[10] = { 1.0f, 2.5f, -0.5f, 2.5f, 0.3f, 1.7f, -2.0f, 0.9f, 2.0f, 0.0f };
@@ -505,9 +505,9 @@ START_TEST(test_sampler_greedy)
     samp_open(&e, 10);
     pt_sampler s = { .temperature = 0.0f, .top_p = 1.0f };
     float lp = 0.0f;
-    ck_assert_int_eq(pt_sample_token(&lp, LG, 10, &s, NULL, &e.sc), 1); /* tie 1/3: lower id */
+    ck_assert_int_eq(pt__sample_token(&lp, LG, 10, &s, NULL, &e.sc), 1); /* tie 1/3: lower id */
     ck_assert(fabs(lp - log_softmax_at(LG, 10, 1.0, 1)) < 1e-6);
-    pt_free_aligned(e.mem);
+    pt__free_aligned(e.mem);
 }
 END_TEST
 
@@ -518,7 +518,7 @@ START_TEST(test_sampler_top_k)
     uint8_t keep[10];
     for (int k = 1; k <= 10; k++) {
         pt_sampler s = { .temperature = 0.8f, .top_k = k, .top_p = 1.0f };
-        ck_assert_int_eq(pt_sample_filter(keep, LG, 10, &s, &e.sc), k);
+        ck_assert_int_eq(pt__sample_filter(keep, LG, 10, &s, &e.sc), k);
         for (int r = 0; r < 10; r++)
             ck_assert_msg(keep[RANK[r]] == (r < k), "top_k %d: id %d (rank %d) kept %d", k,
                           RANK[r], r, keep[RANK[r]]);
@@ -527,14 +527,14 @@ START_TEST(test_sampler_top_k)
     enum { BV = 5000 };
     float *big = malloc(BV * sizeof *big);
     pt_rng r;
-    pt_rng_seed(&r, 8);
+    pt__rng_seed(&r, 8);
     for (int i = 0; i < BV; i++)
-        big[i] = (float)pt_rng_normal(&r);
+        big[i] = (float)pt__rng_normal(&r);
     samp_env e2;
     samp_open(&e2, BV);
     uint8_t *kb = malloc(BV);
     pt_sampler s = { .temperature = 1.3f, .top_k = 137, .top_p = 1.0f };
-    ck_assert_int_eq(pt_sample_filter(kb, big, BV, &s, &e2.sc), 137);
+    ck_assert_int_eq(pt__sample_filter(kb, big, BV, &s, &e2.sc), 137);
     float least_kept = INFINITY, best_dropped = -INFINITY;
     for (int i = 0; i < BV; i++) {
         if (kb[i])
@@ -545,8 +545,8 @@ START_TEST(test_sampler_top_k)
     ck_assert(least_kept > best_dropped);
     free(kb);
     free(big);
-    pt_free_aligned(e2.mem);
-    pt_free_aligned(e.mem);
+    pt__free_aligned(e2.mem);
+    pt__free_aligned(e.mem);
 }
 END_TEST
 
@@ -569,7 +569,7 @@ START_TEST(test_sampler_top_p_min_p)
                 continue;
             int want = side == 0 ? k : k + 1;
             pt_sampler s = { .temperature = (float)T, .top_p = tp };
-            ck_assert_int_eq(pt_sample_filter(keep, LG, 10, &s, &e.sc), want);
+            ck_assert_int_eq(pt__sample_filter(keep, LG, 10, &s, &e.sc), want);
             for (int r = 0; r < 10; r++)
                 ck_assert_msg(keep[RANK[r]] == (r < want), "top_p %g: rank %d", (double)tp, r);
         }
@@ -579,7 +579,7 @@ START_TEST(test_sampler_top_p_min_p)
     for (int r = 0; r < 3; r++)
         q[r] = p[RANK[r]] / qs;
     pt_sampler s = { .temperature = (float)T, .top_k = 3, .top_p = (float)(q[0] + q[1] - 1e-4) };
-    ck_assert_int_eq(pt_sample_filter(keep, LG, 10, &s, &e.sc), 2);
+    ck_assert_int_eq(pt__sample_filter(keep, LG, 10, &s, &e.sc), 2);
     ck_assert(keep[RANK[0]] && keep[RANK[1]] && !keep[RANK[2]]);
     /* min_p: p >= min_p * p_max */
     for (int t = 1; t < 10; t++) {
@@ -587,7 +587,7 @@ START_TEST(test_sampler_top_p_min_p)
         for (int side = 0; side < 2; side++) {
             float mp = (float)(side == 0 ? ratio - 1e-5 : ratio + 1e-5);
             pt_sampler sm = { .temperature = (float)T, .top_p = 1.0f, .min_p = mp };
-            int n = pt_sample_filter(keep, LG, 10, &sm, &e.sc);
+            int n = pt__sample_filter(keep, LG, 10, &sm, &e.sc);
             int want = 0;
             for (int i = 0; i < 10; i++) {
                 int in = p[i] >= (double)mp * p[RANK[0]];
@@ -597,7 +597,7 @@ START_TEST(test_sampler_top_p_min_p)
             ck_assert_int_eq(n, want);
         }
     }
-    pt_free_aligned(e.mem);
+    pt__free_aligned(e.mem);
 }
 END_TEST
 
@@ -609,11 +609,11 @@ static void check_frequencies(const pt_sampler *s, const double *expect, int v, 
     samp_env e;
     samp_open(&e, v);
     pt_rng rng;
-    pt_sample_rng(&rng, 42, 0);
+    pt__sample_rng(&rng, 42, 0);
     long count[16] = { 0 };
     for (int d = 0; d < N; d++) {
         float lp;
-        int32_t t = pt_sample_token(&lp, LG, v, s, &rng, &e.sc);
+        int32_t t = pt__sample_token(&lp, LG, v, s, &rng, &e.sc);
         ck_assert(t >= 0 && t < v);
         count[t]++;
         if (d < 50) /* the log-probability under the distribution drawn from */
@@ -638,7 +638,7 @@ static void check_frequencies(const pt_sampler *s, const double *expect, int v, 
     fprintf(stderr, "%s: chi-square %.2f with %d degrees of freedom (limit %.2f)\n", what, chi2,
             df, q999[df]);
     ck_assert_msg(chi2 < q999[df], "%s: chi-square %.2f >= %.2f", what, chi2, q999[df]);
-    pt_free_aligned(e.mem);
+    pt__free_aligned(e.mem);
 }
 
 START_TEST(test_sampler_frequencies)
@@ -735,8 +735,8 @@ START_TEST(test_stop_and_length)
     ck_assert_ok(pt_model_create(&m, &c, 31));
     pt_model *ref = make_model(CFG_LLAMA, 31); /* same weights as before */
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        memcpy(pt_model_tensor(m, i)->data, pt_model_tensor(ref, i)->data,
-               pt_model_tensor(m, i)->numel * sizeof(float));
+        memcpy(pt__model_tensor(m, i)->data, pt__model_tensor(ref, i)->data,
+               pt__model_tensor(m, i)->numel * sizeof(float));
     pt_model_free(ref);
     ck_assert_ok(pt_generator_create(&g, m, 2, 40));
     o.max_new_tokens = 30;

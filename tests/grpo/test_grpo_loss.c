@@ -109,7 +109,7 @@ static void close_R(double got, const cJSON *want, const char *what, const char 
  * zero-std fractions against the golden. */
 static void reward_metrics(const double *R, int n, int tz, int nz, int ng, const cJSON *cs, const char *name)
 {
-    double mean, sd = pt_grpo_nan_mean_std(&mean, NULL, R, n);
+    double mean, sd = pt__grpo_nan_mean_std(&mean, NULL, R, n);
     close_rel(mean, num(cs, "reward_mean"), 1e-3, &worst_metric, "reward", name);
     close_rel(sd, num(cs, "reward_std"), 1e-3, &worst_metric, "reward_std", name);
     close_rel((double)tz / n, num(cs, "frac_reward_zero_std"), 1e-3, &worst_metric, "frac_reward_zero_std", name);
@@ -165,7 +165,7 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
             for (int k = 0; k < nseg[i]; k++) {
                 rew[o_ + k] = r[k];
                 if (k == nseg[i] - 1 && o->overlong_buffer > 0)
-                    rew[o_ + k] += pt_grpo_overlong_penalty(nc, o->max_completion_length, o->overlong_buffer);
+                    rew[o_ + k] += pt__grpo_overlong_penalty(nc, o->max_completion_length, o->overlong_buffer);
                 if (!isnan(rew[o_ + k])) {
                     sum += rew[o_ + k];
                     any = true;
@@ -175,7 +175,7 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
             R[i] = any ? sum : NAN; /* every segment declined: no reward */
             close_R(R[i], cJSON_GetArrayItem(item(cs, "R"), i), "R (segments)", name);
         }
-        ng = pt_grpo_segment_advantages(sadv, zs, &nz, rew, off, nseg, grp, n, o->scale_rewards);
+        ng = pt__grpo_segment_advantages(sadv, zs, &nz, rew, off, nseg, grp, n, o->scale_rewards);
         ck_assert_int_eq(ng, 5);
         int tz = 0;
         for (int i = 0; i < n; i++)
@@ -191,7 +191,7 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
             uint8_t m[MAXT];
             for (int j = 0; j < nc; j++)
                 m[j] = (uint8_t)cJSON_GetArrayItem(item(s, "mask"), j)->valueint;
-            ck_assert_int_eq(pt_grpo_segments_of(seg_of, m, nc), nseg[i]);
+            ck_assert_int_eq(pt__grpo_segments_of(seg_of, m, nc), nseg[i]);
             for (int j = 0; j < nc; j++)
                 adv_tok[i][j] = seg_of[j] >= 0 ? sadv[off[i] + seg_of[j]] : 0.0;
         }
@@ -205,13 +205,13 @@ static void case_advantages(double (*adv_tok)[MAXT], bool *zs, const cJSON *cs, 
             r[0] = r[1] = NAN;
         int nc = cJSON_GetArraySize(item(s, "logp"));
         /* every function declined and no over-long penalty to score it: no reward */
-        R[i] = isnan(r[0]) && isnan(r[1]) && o->overlong_buffer == 0 ? NAN : pt_grpo_combine_rewards(r, w, K);
+        R[i] = isnan(r[0]) && isnan(r[1]) && o->overlong_buffer == 0 ? NAN : pt__grpo_combine_rewards(r, w, K);
         if (o->overlong_buffer > 0)
-            R[i] += pt_grpo_overlong_penalty(nc, o->max_completion_length, o->overlong_buffer);
+            R[i] += pt__grpo_overlong_penalty(nc, o->max_completion_length, o->overlong_buffer);
         close_R(R[i], cJSON_GetArrayItem(item(cs, "R"), i), "R", name);
     }
     int tz = -1;
-    ng = pt_grpo_advantages(adv, zs, &nz, &tz, R, grp, n, o->scale_rewards);
+    ng = pt__grpo_advantages(adv, zs, &nz, &tz, R, grp, n, o->scale_rewards);
     ck_assert_int_eq(ng, 5);
     reward_metrics(R, n, tz, nz, ng, cs, name);
     for (int i = 0; i < n; i++) {
@@ -235,7 +235,7 @@ START_TEST(test_against_torch)
 {
     char *text;
     size_t len;
-    ck_assert_ok(pt_read_file(&text, &len, PT_TEST_SRCDIR "/reference/grpo/grpo_golden.json", 1 << 24));
+    ck_assert_ok(pt__read_file(&text, &len, PT_TEST_SRCDIR "/reference/grpo/grpo_golden.json", 1 << 24));
     doc = cJSON_ParseWithLength(text, len);
     free(text);
     ck_assert(doc != NULL);
@@ -278,11 +278,11 @@ START_TEST(test_against_torch)
         }
         double thr = -INFINITY;
         if (o.top_entropy_quantile < 1) {
-            thr = pt_grpo_quantile(ents, nent, 1.0 - o.top_entropy_quantile);
+            thr = pt__grpo_quantile(ents, nent, 1.0 - o.top_entropy_quantile);
             close_rel(thr, num(cs, "entropy_threshold"), 1e-6, &worst_metric, "entropy threshold", name);
         }
         pt_grpo_norm nm;
-        pt_grpo_make_norm(&nm, &o, n_seq, n_tok);
+        pt__grpo_make_norm(&nm, &o, n_seq, n_tok);
         pt_grpo_acc acc = { 0 };
         acc.is_min = INFINITY;
         acc.is_max = -INFINITY;
@@ -309,9 +309,9 @@ START_TEST(test_against_torch)
             double pw[MAXT];
             double is_logsum = 0;
             if (!off[i])
-                pt_grpo_is_weights(pw, &acc, old, has_samp ? samp : NULL, m, nc, &o);
+                pt__grpo_is_weights(pw, &acc, old, has_samp ? samp : NULL, m, nc, &o);
             if (!off[i] && o.loss_type == PT_GRPO_LOSS_VESPO)
-                is_logsum = pt_grpo_vespo_is_logsum(pw, m, nc);
+                is_logsum = pt__grpo_vespo_is_logsum(pw, m, nc);
             /* a masked truncated sample with one advantage: TRL counts it
              * among the sequences (ratio 1, phi 1), as the step does */
             const bool one_adv = !strcmp(str(cs, "advantages"), "rewards");
@@ -330,7 +330,7 @@ START_TEST(test_against_torch)
                     kept++;
             pt_grpo_tokens tk = { .n = nc, .logp = lp, .old = old, .ref = ref, .mask = m, .adv = adv_tok[i],
                                   .pw = off[i] ? NULL : pw, .token_adv = !one_adv, .is_logsum = is_logsum };
-            pt_grpo_loss_sample(&acc, dl, &tk, &nm);
+            pt__grpo_loss_sample(&acc, dl, &tk, &nm);
             const cJSON *want = cJSON_GetArrayItem(item(cs, "dlogp"), i);
             ck_assert_int_eq(cJSON_GetArraySize(want), nc);
             for (int j = 0; j < nc; j++) {
@@ -365,25 +365,25 @@ END_TEST
 /* the pieces by hand: the over-long penalty and the tie rule of the clip */
 START_TEST(test_overlong_and_clip)
 {
-    ck_assert_double_eq(pt_grpo_overlong_penalty(5, 8, 3), 0.0);
-    ck_assert_double_eq_tol(pt_grpo_overlong_penalty(7, 8, 3), -2.0 / 3.0, 1e-15);
-    ck_assert_double_eq_tol(pt_grpo_overlong_penalty(8, 8, 3), -1.0, 1e-15);
-    ck_assert_double_eq(pt_grpo_overlong_penalty(9, 8, 3), -1.0);
+    ck_assert_double_eq(pt__grpo_overlong_penalty(5, 8, 3), 0.0);
+    ck_assert_double_eq_tol(pt__grpo_overlong_penalty(7, 8, 3), -2.0 / 3.0, 1e-15);
+    ck_assert_double_eq_tol(pt__grpo_overlong_penalty(8, 8, 3), -1.0, 1e-15);
+    ck_assert_double_eq(pt__grpo_overlong_penalty(9, 8, 3), -1.0);
     float r[3] = { 1.0f, NAN, 2.0f };
     double w[3] = { 1.0, 5.0, 0.25 };
-    ck_assert_double_eq(pt_grpo_combine_rewards(r, w, 3), 1.5);
+    ck_assert_double_eq(pt__grpo_combine_rewards(r, w, 3), 1.5);
     /* r = 1: gradient -A/|o|/G per token; A > 0 and r above 1 + eps_high: 0 */
     pt_grpo_options o;
     pt_grpo_options_init(&o);
     o.loss_type = PT_GRPO_LOSS_GRPO;
     pt_grpo_norm nm;
-    pt_grpo_make_norm(&nm, &o, 2, 0);
+    pt__grpo_make_norm(&nm, &o, 2, 0);
     float lp[2] = { -1.0f, -2.0f }, old[2] = { -1.0f, -2.5f }, dl[2];
     uint8_t m[2] = { 1, 1 };
     pt_grpo_acc acc = { 0 };
     double ta[2] = { 0.7, 0.7 };
     pt_grpo_tokens tk = { .n = 2, .logp = lp, .old = old, .mask = m, .adv = ta };
-    pt_grpo_loss_sample(&acc, dl, &tk, &nm);
+    pt__grpo_loss_sample(&acc, dl, &tk, &nm);
     ck_assert_float_eq_tol(dl[0], (float)(-0.7 / 4.0), 1e-8f);
     ck_assert_float_eq(dl[1], 0.0f); /* exp(0.5) > 1.2 with A > 0: clipped */
     ck_assert_double_eq(acc.clip_high, 1.0);
@@ -396,21 +396,21 @@ END_TEST
 START_TEST(test_pieces_1x)
 {
     float x[5] = { 4, 1, 3, 2, 5 };
-    ck_assert_double_eq(pt_grpo_quantile(x, 5, 0.0), 1.0);
-    ck_assert_double_eq(pt_grpo_quantile(x, 5, 1.0), 5.0);
-    ck_assert_double_eq(pt_grpo_quantile(x, 5, 0.5), 3.0);
-    ck_assert_double_eq_tol(pt_grpo_quantile(x, 5, 0.3), 2.2, 1e-15); /* 1.2 of the way from 1 */
-    ck_assert_double_eq_tol(pt_grpo_quantile(x, 4, 0.8), 3.4, 1e-15);
-    ck_assert(isnan(pt_grpo_quantile(x, 0, 0.5)));
+    ck_assert_double_eq(pt__grpo_quantile(x, 5, 0.0), 1.0);
+    ck_assert_double_eq(pt__grpo_quantile(x, 5, 1.0), 5.0);
+    ck_assert_double_eq(pt__grpo_quantile(x, 5, 0.5), 3.0);
+    ck_assert_double_eq_tol(pt__grpo_quantile(x, 5, 0.3), 2.2, 1e-15); /* 1.2 of the way from 1 */
+    ck_assert_double_eq_tol(pt__grpo_quantile(x, 4, 0.8), 3.4, 1e-15);
+    ck_assert(isnan(pt__grpo_quantile(x, 0, 0.5)));
     float one = 7;
-    ck_assert_double_eq(pt_grpo_quantile(&one, 1, 0.9), 7.0);
+    ck_assert_double_eq(pt__grpo_quantile(&one, 1, 0.9), 7.0);
     int seg[7];
     const uint8_t m[7] = { 0, 1, 1, 0, 1, 0, 1 };
-    ck_assert_int_eq(pt_grpo_segments_of(seg, m, 7), 3);
+    ck_assert_int_eq(pt__grpo_segments_of(seg, m, 7), 3);
     const int want[7] = { -1, 0, 0, -1, 1, -1, 2 };
     for (int j = 0; j < 7; j++)
         ck_assert_int_eq(seg[j], want[j]);
-    ck_assert_int_eq(pt_grpo_segments_of(NULL, NULL, 4), 1);
+    ck_assert_int_eq(pt__grpo_segments_of(NULL, NULL, 4), 1);
     /* the band is closed: rho exactly at clip_max is kept, not counted */
     pt_grpo_options o;
     pt_grpo_options_init(&o);
@@ -423,31 +423,31 @@ START_TEST(test_pieces_1x)
     pt_grpo_acc acc = { 0 };
     acc.is_min = INFINITY;
     acc.is_max = -INFINITY;
-    pt_grpo_is_weights(w, &acc, old, samp, mk, 3, &o);
+    pt__grpo_is_weights(w, &acc, old, samp, mk, 3, &o);
     ck_assert_double_eq(w[0], 1.0);
     ck_assert_double_eq(w[1], exp(-0.5));
     ck_assert_double_eq(w[2], 0.0); /* e > 1 */
     ck_assert_double_eq(acc.is_corrected, 1.0);
     ck_assert_double_eq(acc.samp_diff_max, 1.0);
-    pt_grpo_is_weights(w, &acc, old, NULL, mk, 3, &o); /* no sampling values: weight 1, no metric */
+    pt__grpo_is_weights(w, &acc, old, NULL, mk, 3, &o); /* no sampling values: weight 1, no metric */
     ck_assert(w[0] == 1 && w[1] == 1 && w[2] == 1);
     ck_assert_double_eq(acc.is_units, 3.0);
     /* two-sided clipping: A < 0 and r above delta: the capped ratio, no gradient */
     o.loss_type = PT_GRPO_LOSS_BNPO;
     o.delta = 1.5;
     pt_grpo_norm nm;
-    pt_grpo_make_norm(&nm, &o, 1, 1);
+    pt__grpo_make_norm(&nm, &o, 1, 1);
     float lp[1] = { -1.0f }, od[1] = { -2.0f }, dl[1];
     double a[1] = { -1.0 };
     uint8_t m1[1] = { 1 };
     pt_grpo_tokens tk = { .n = 1, .logp = lp, .old = od, .mask = m1, .adv = a };
     pt_grpo_acc ac2 = { 0 };
-    pt_grpo_loss_sample(&ac2, dl, &tk, &nm); /* r = e > delta: loss -min(-1.5, -1.2) = 1.5 */
+    pt__grpo_loss_sample(&ac2, dl, &tk, &nm); /* r = e > delta: loss -min(-1.5, -1.2) = 1.5 */
     ck_assert_double_eq_tol(ac2.loss, 1.5, 1e-15);
     ck_assert_float_eq(dl[0], 0.0f);
     nm.delta = INFINITY; /* without it: -r A, gradient r */
     pt_grpo_acc ac3 = { 0 };
-    pt_grpo_loss_sample(&ac3, dl, &tk, &nm);
+    pt__grpo_loss_sample(&ac3, dl, &tk, &nm);
     ck_assert_double_eq_tol(ac3.loss, exp(1.0), 1e-12);
     ck_assert_float_eq_tol(dl[0], (float)exp(1.0), 1e-6f);
 }

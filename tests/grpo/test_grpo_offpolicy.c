@@ -124,11 +124,11 @@ static void accumulate(pt_grpo_stats *st, dl_rec *rec, pt_context *ctx, pt_model
 {
     if (rec)
         memset(rec, 0, sizeof *rec);
-    pt_grpo_set_dlogp_hook(buf, rec ? record_dlogp : NULL, rec);
+    pt__grpo_set_dlogp_hook(buf, rec ? record_dlogp : NULL, rec);
     pt_grpo_stats_init(st);
-    int rc = pt_grpo_accumulate(st, ctx, m, buf, o, NULL);
-    pt_grpo_set_dlogp_hook(buf, NULL, NULL);
-    ck_assert_msg(rc == PT_OK, "pt_grpo_accumulate: %s", pt_last_error());
+    int rc = pt__grpo_accumulate(st, ctx, m, buf, o, NULL);
+    pt__grpo_set_dlogp_hook(buf, NULL, NULL);
+    ck_assert_msg(rc == PT_OK, "pt__grpo_accumulate: %s", pt_last_error());
     ck_assert_ok(pt_model_zero_grad(m));
 }
 
@@ -189,7 +189,7 @@ START_TEST(test_on_policy_at_temperature)
     /* the old values the step recorded are at its temperature: a step at
      * another one is refused */
     o.temperature = 1.0;
-    ck_assert_status(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL), PT_EINVAL,
+    ck_assert_status(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL), PT_EINVAL,
                      "old log-probabilities were computed at temperature 0.5, the step's temperature is 1");
     pt_rollout_buffer_free(buf);
     pt_context_free(ctx);
@@ -227,7 +227,7 @@ START_TEST(test_compute_logprobs_at_temperature)
     pt_grpo_options_init(&o);
     o.beta = 0.1;
     pt_grpo_stats st;
-    ck_assert_status(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL), PT_EINVAL,
+    ck_assert_status(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL), PT_EINVAL,
                      "sample 0's old log-probabilities were computed at temperature 0.7, the step's temperature is 1");
     o.temperature = 0.7;
     accumulate(&st, NULL, ctx, m, buf, &o);
@@ -248,7 +248,7 @@ START_TEST(test_compute_logprobs_at_temperature)
     lopt.rank = 2;
     ck_assert_ok(pt_model_add_lora(m, &lopt));
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (t->adapter)
             for (size_t j = 0; j < t->numel; j++)
                 t->data[j] = 0.1f * (float)sin((double)(i * 7 + j));
@@ -441,7 +441,7 @@ START_TEST(test_entropy_quantile)
             all[na++] = ent[i][j] = e[PL - 1 + j];
     }
     pt_context_free(c1);
-    double thr = pt_grpo_quantile(all, na, 0.6);
+    double thr = pt__grpo_quantile(all, na, 0.6);
     pt_grpo_options o;
     pt_grpo_options_init(&o);
     o.temperature = 0.9;
@@ -587,7 +587,7 @@ START_TEST(test_segment_credit)
             ck_assert_float_eq_tol(a->d[i][j], k_ep_mask[j] ? -ta[i][j] / 12.0f : 0.0f, 1e-7f);
     /* a group must not mix where its advantages come from */
     add_episode(adv, 3, turn[0], NULL, NULL);
-    ck_assert_status(pt_grpo_accumulate(&st, ctx, m, adv, &o, NULL), PT_EINVAL,
+    ck_assert_status(pt__grpo_accumulate(&st, ctx, m, adv, &o, NULL), PT_EINVAL,
                      "a group mixes samples with advantages and samples with segment_rewards");
     free(a);
     free(b);
@@ -624,7 +624,7 @@ START_TEST(test_finite_difference_1x)
     pt_rollout_buffer *buf;
     ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
     pt_rng rng;
-    pt_rng_seed(&rng, 3);
+    pt__rng_seed(&rng, 3);
     for (int i = 0; i < NR; i++) {
         int32_t ids[PL + MNT];
         sample_ids(ids, &r, i);
@@ -633,14 +633,14 @@ START_TEST(test_finite_difference_1x)
         int nc = r.nt[i];
         ck_assert_ok(pt_rollout_buffer_get_logprobs(lpt, cur, i, PT_ROLLOUT_OLD));
         for (int j = 0; j < nc; j++) {
-            float x = k_x[pt_rng_below(&rng, 6)] + 0.01f * (float)(pt_rng_uniform(&rng) - 0.5);
+            float x = k_x[pt__rng_below(&rng, 6)] + 0.01f * (float)(pt__rng_uniform(&rng) - 0.5);
             old[j] = fminf(-1e-3f, lpt[j] - x);
-            ref[j] = fminf(-1e-3f, lpt[j] + 0.3f * (float)(pt_rng_uniform(&rng) - 0.5));
-            samp[j] = fminf(-1e-3f, old[j] + 0.1f * (float)(pt_rng_uniform(&rng) - 0.5));
+            ref[j] = fminf(-1e-3f, lpt[j] + 0.3f * (float)(pt__rng_uniform(&rng) - 0.5));
+            samp[j] = fminf(-1e-3f, old[j] + 0.1f * (float)(pt__rng_uniform(&rng) - 0.5));
             mask[j] = !(j == 3 || j == 4);
         }
         for (int k = 0; k < 2; k++)
-            seg[k] = (float)pt_rng_below(&rng, 4) * 0.5f;
+            seg[k] = (float)pt__rng_below(&rng, 4) * 0.5f;
         pt_rollout_sample s;
         pt_rollout_sample_init(&s);
         s.ids = ids;
@@ -669,27 +669,27 @@ START_TEST(test_finite_difference_1x)
     pt_grpo_stats st;
     pt_grpo_stats_init(&st);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+    ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
     ck_assert(st.clip_ratio_region > 0 && st.importance_sampling_corrected_fraction > 0 && st.kl > 0);
     const char *names[] = { "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
                             "model.layers.1.mlp.down_proj.weight" };
     size_t total = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        total += pt_model_tensor(m, i)->numel;
+        total += pt__model_tensor(m, i)->numel;
     float *gall = malloc(total * sizeof *gall);
     for (size_t i = 0, off = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(gall + off, t->grad, t->numel * sizeof *gall);
         off += t->numel;
     }
     double worst = 0;
     int checked = 0;
     for (int k = 0; k < 3; k++) {
-        const pt_tensor_ref *t = pt_model_find_tensor(m, names[k]);
+        const pt_tensor_ref *t = pt__model_find_tensor(m, names[k]);
         ck_assert(t != NULL);
         size_t base = 0;
-        for (size_t q = 0; pt_model_tensor(m, q) != t; q++)
-            base += pt_model_tensor(m, q)->numel;
+        for (size_t q = 0; pt__model_tensor(m, q) != t; q++)
+            base += pt__model_tensor(m, q)->numel;
         float *g = gall + base;
         for (int rep = 0; rep < 2; rep++) {
             size_t best = 0;
@@ -701,10 +701,10 @@ START_TEST(test_finite_difference_1x)
             float w0 = t->data[best];
             double h = 2e-3, lp, lm;
             t->data[best] = w0 + (float)h;
-            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+            ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
             lp = st.loss;
             t->data[best] = w0 - (float)h;
-            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+            ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
             lm = st.loss;
             t->data[best] = w0;
             double fd = (lp - lm) / (2 * h), e = fabs(fd - an) / fabs(an);

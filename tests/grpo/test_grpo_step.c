@@ -23,7 +23,7 @@ static size_t total_params(const pt_model *m)
 {
     size_t n = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        n += pt_model_tensor(m, i)->numel;
+        n += pt__model_tensor(m, i)->numel;
     return n;
 }
 
@@ -32,7 +32,7 @@ static float *copy_params(const pt_model *m, bool grads)
     float *s = malloc(total_params(m) * sizeof *s);
     size_t off = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(s + off, grads ? t->grad : t->data, t->numel * sizeof *s);
         off += t->numel;
     }
@@ -50,10 +50,10 @@ static float srew[NS] = { 1.0f, 0.0f, 0.5f, 2.0f, -1.0f, 0.25f };
 static void make_samples(void)
 {
     pt_rng r;
-    pt_rng_seed(&r, 5);
+    pt__rng_seed(&r, 5);
     for (int i = 0; i < NS; i++) {
         for (int t = 0; t < slen[i]; t++)
-            sids[i][t] = t < PL ? (int32_t)(1 + i / 3 + t) : (int32_t)pt_rng_below(&r, V);
+            sids[i][t] = t < PL ? (int32_t)(1 + i / 3 + t) : (int32_t)pt__rng_below(&r, V);
         for (int j = 0; j < 5; j++)
             smask[i][j] = 1;
     }
@@ -114,7 +114,7 @@ START_TEST(test_policy_gradient_at_mu1)
     pt_grpo_stats st;
     pt_grpo_stats_init(&st);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+    ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
     float *g = copy_params(m, true);
     ck_assert_double_eq(st.tokens, 2 + 4 + 3 + 5 + 2 + 3 - 1); /* completion tokens, one masked */
     ck_assert_double_eq(st.clip_ratio_region, 0.0);
@@ -131,7 +131,7 @@ START_TEST(test_policy_gradient_at_mu1)
         grp[i] = 10 + i / 3;
     }
     int tz;
-    ck_assert_int_eq(pt_grpo_advantages(adv, zs, &nz, &tz, R, grp, NS, PT_GRPO_SCALE_GROUP), 2);
+    ck_assert_int_eq(pt__grpo_advantages(adv, zs, &nz, &tz, R, grp, NS, PT_GRPO_SCALE_GROUP), 2);
     /* the group-normalised advantage of sample 0 by hand: rewards 1, 0, 0.5 */
     ck_assert_double_eq_tol(adv[0], 0.5 / (0.5 + 1e-4), 1e-12);
     enum { T = PL + 5 };
@@ -213,11 +213,11 @@ START_TEST(test_finite_difference)
     float old[NS][5], ref[NS][5];
     current_logprobs(m, old);
     pt_rng r;
-    pt_rng_seed(&r, 9);
+    pt__rng_seed(&r, 9);
     for (int i = 0; i < NS; i++)
         for (int j = 0; j < 5; j++) {
-            ref[i][j] = fminf(-1e-3f, old[i][j] + 0.3f * (float)(pt_rng_uniform(&r) - 0.5));
-            old[i][j] = fminf(-1e-3f, old[i][j] + 0.24f * (float)(pt_rng_uniform(&r) - 0.5));
+            ref[i][j] = fminf(-1e-3f, old[i][j] + 0.3f * (float)(pt__rng_uniform(&r) - 0.5));
+            old[i][j] = fminf(-1e-3f, old[i][j] + 0.24f * (float)(pt__rng_uniform(&r) - 0.5));
         }
     pt_rollout_buffer *buf;
     ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
@@ -230,7 +230,7 @@ START_TEST(test_finite_difference)
     pt_grpo_stats st;
     pt_grpo_stats_init(&st);
     ck_assert_ok(pt_model_zero_grad(m));
-    ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+    ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
     ck_assert(st.kl > 0);
     const char *names[] = { "model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
                             "model.layers.1.mlp.down_proj.weight", "model.norm.weight" };
@@ -238,12 +238,12 @@ START_TEST(test_finite_difference)
     int checked = 0;
     double worst = 0;
     for (int k = 0; k < 4; k++) {
-        const pt_tensor_ref *t = pt_model_find_tensor(m, names[k]);
+        const pt_tensor_ref *t = pt__model_find_tensor(m, names[k]);
         ck_assert_msg(t != NULL, "%s", names[k]);
         float *gcopy = malloc(t->numel * sizeof *gcopy);
         size_t base = 0;
-        for (size_t q = 0; pt_model_tensor(m, q) != t; q++)
-            base += pt_model_tensor(m, q)->numel;
+        for (size_t q = 0; pt__model_tensor(m, q) != t; q++)
+            base += pt__model_tensor(m, q)->numel;
         memcpy(gcopy, gall + base, t->numel * sizeof *gcopy);
         for (int rep = 0; rep < 2; rep++) {
             size_t best = 0;
@@ -255,10 +255,10 @@ START_TEST(test_finite_difference)
             float w0 = t->data[best];
             double h = 2e-3, lp, lm;
             t->data[best] = w0 + (float)h;
-            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+            ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
             lp = st.loss;
             t->data[best] = w0 - (float)h;
-            ck_assert_ok(pt_grpo_accumulate(&st, ctx, m, buf, &o, NULL));
+            ck_assert_ok(pt__grpo_accumulate(&st, ctx, m, buf, &o, NULL));
             lm = st.loss;
             t->data[best] = w0;
             double fd = (lp - lm) / (2 * h);
@@ -599,7 +599,7 @@ START_TEST(test_bad_inputs)
     step = pt_optimizer_step_count(opt);
     ck_assert_int_eq(step, 0);
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     ck_assert_int_eq(sv.skipped, 0);
     for (size_t i = 0; i < sv.numel_total; i++)
         ck_assert(sv.m[i] == 0.0f);
@@ -659,11 +659,11 @@ START_TEST(test_lora_adapters_only)
     pt_lora_options_init(&lo);
     lo.rank = 2;
     ck_assert_ok(pt_model_add_lora(m, &lo));
-    size_t nbase = pt_model_base_tensor_count(m);
+    size_t nbase = pt__model_base_tensor_count(m);
     float *base0 = malloc(total_params(m) * sizeof *base0);
     size_t nb = 0;
     for (size_t i = 0; i < nbase; i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(base0 + nb, t->data, t->numel * sizeof *base0);
         nb += t->numel;
     }
@@ -683,11 +683,11 @@ START_TEST(test_lora_adapters_only)
     ck_assert(!st.skipped && st.grad_norm > 0);
     nb = 0;
     for (size_t i = 0; i < nbase; i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         ck_assert_msg(memcmp(base0 + nb, t->data, t->numel * sizeof *base0) == 0, "%s changed", t->name);
         nb += t->numel;
     }
-    const pt_tensor_ref *b = pt_model_find_tensor(m, "model.layers.0.self_attn.q_proj.lora_B.weight");
+    const pt_tensor_ref *b = pt__model_find_tensor(m, "model.layers.0.self_attn.q_proj.lora_B.weight");
     ck_assert(b != NULL);
     double moved = 0;
     for (size_t i = 0; i < b->numel; i++)

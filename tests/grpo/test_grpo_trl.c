@@ -81,9 +81,9 @@ static void step_advantages(double *adv, pt_grpo_stats *st, env *e, int scale)
     o.scale_rewards = scale;
     pt_grpo_stats_init(st);
     memset(g_dl, 0, sizeof g_dl);
-    pt_grpo_set_dlogp_hook(e->buf, record, NULL);
+    pt__grpo_set_dlogp_hook(e->buf, record, NULL);
     int rc = pt_grpo_step(st, e->opt, e->ctx, e->buf, &o);
-    pt_grpo_set_dlogp_hook(e->buf, NULL, NULL);
+    pt__grpo_set_dlogp_hook(e->buf, NULL, NULL);
     ck_assert_ok(rc);
     ck_assert(!st->skipped);
     for (int i = 0; i < N; i++) {
@@ -271,9 +271,9 @@ START_TEST(test_vespo_at_mu1)
         pt_grpo_stats st;
         pt_grpo_stats_init(&st);
         memset(g_dl, 0, sizeof g_dl);
-        pt_grpo_set_dlogp_hook(e.buf, record, NULL);
+        pt__grpo_set_dlogp_hook(e.buf, record, NULL);
         int rc = pt_grpo_step(&st, e.opt, e.ctx, e.buf, &o);
-        pt_grpo_set_dlogp_hook(e.buf, NULL, NULL);
+        pt__grpo_set_dlogp_hook(e.buf, NULL, NULL);
         ck_assert_ok(rc);
         loss[v] = st.loss;
         if (!v) {
@@ -305,17 +305,17 @@ START_TEST(test_vespo_options)
     ck_assert_int_eq(lt, PT_GRPO_LOSS_VESPO);
     ck_assert_str_eq(pt_grpo_loss_type_name(PT_GRPO_LOSS_VESPO), "vespo");
     o.loss_type = PT_GRPO_LOSS_VESPO;
-    ck_assert_ok(pt_grpo_check_options(&o));
+    ck_assert_ok(pt__grpo_check_options(&o));
     o.vespo_k_neg = -1;
-    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert_int_eq(pt__grpo_check_options(&o), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "vespo_k_neg") != NULL);
     o.vespo_k_neg = 3;
     o.vespo_lambda_pos = NAN;
-    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert_int_eq(pt__grpo_check_options(&o), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "vespo_lambda_pos") != NULL);
     o.vespo_lambda_pos = 3;
     o.delta = 2;
-    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert_int_eq(pt__grpo_check_options(&o), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "vespo") != NULL);
 }
 END_TEST
@@ -386,7 +386,7 @@ START_TEST(test_entropy_bonus_value)
     pt_grpo_options o;
     pt_grpo_options_init(&o);
     o.entropy_coef = NAN;
-    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert_int_eq(pt__grpo_check_options(&o), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "entropy_coef nan must be finite") != NULL);
     env_close(&e);
 }
@@ -411,12 +411,12 @@ START_TEST(test_entropy_bonus_gradient)
         pt_grpo_stats st;
         pt_grpo_stats_init(&st);
         ck_assert_ok(pt_model_zero_grad(e.m));
-        ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
+        ck_assert_ok(pt__grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
         const char *names[] = { "model.norm.weight", "model.layers.1.mlp.down_proj.weight",
                                 "model.embed_tokens.weight" };
         double worst = 0;
         for (int k = 0; k < 3; k++) {
-            const pt_tensor_ref *t = pt_model_find_tensor(e.m, names[k]);
+            const pt_tensor_ref *t = pt__model_find_tensor(e.m, names[k]);
             ck_assert_msg(t != NULL, "%s", names[k]);
             float *g = malloc(t->numel * sizeof *g);
             memcpy(g, t->grad, t->numel * sizeof *g);
@@ -430,7 +430,7 @@ START_TEST(test_entropy_bonus_gradient)
             for (int sgn = 0; sgn < 2; sgn++) {
                 t->data[best] = w0 + (float)(sgn ? -h : h);
                 ck_assert_ok(pt_model_zero_grad(e.m));
-                ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
+                ck_assert_ok(pt__grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
                 l[sgn] = st.loss;
             }
             t->data[best] = w0;
@@ -445,11 +445,11 @@ START_TEST(test_entropy_bonus_gradient)
         pt_grpo_options o0 = o;
         o0.entropy_coef = 0;
         ck_assert_ok(pt_model_zero_grad(e.m));
-        ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o0, NULL));
-        const pt_tensor_ref *t = pt_model_find_tensor(e.m, "model.norm.weight");
+        ck_assert_ok(pt__grpo_accumulate(&st, e.ctx, e.m, e.buf, &o0, NULL));
+        const pt_tensor_ref *t = pt__model_find_tensor(e.m, "model.norm.weight");
         float g0 = t->grad[0];
         ck_assert_ok(pt_model_zero_grad(e.m));
-        ck_assert_ok(pt_grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
+        ck_assert_ok(pt__grpo_accumulate(&st, e.ctx, e.m, e.buf, &o, NULL));
         ck_assert(fabsf(t->grad[0] - g0) > 1e-4f * fabsf(g0) + 1e-7f);
         ck_assert_ok(pt_model_zero_grad(e.m));
         printf("entropy bonus (%s): central differences, worst relative error %.3g\n", variant ? "dr_grpo" : "grpo",
@@ -501,11 +501,11 @@ START_TEST(test_entropy_adaptive)
     ck_assert_double_eq(s.entropy_coef_next, 0.0);
     ck_assert_double_eq(s.loss, s0.loss); /* last 1 > 0.2: no bonus */
     o.entropy_coef_min = 2; /* min above max */
-    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert_int_eq(pt__grpo_check_options(&o), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "entropy_coef_min 2 <= entropy_coef_max 1") != NULL);
     o.entropy_coef_min = 0;
     o.entropy_last = NAN;
-    ck_assert_int_eq(pt_grpo_check_options(&o), PT_EINVAL);
+    ck_assert_int_eq(pt__grpo_check_options(&o), PT_EINVAL);
     env_close(&e);
 }
 END_TEST

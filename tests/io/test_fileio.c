@@ -38,7 +38,7 @@ static void assert_file_is(const char *path, const void *content, size_t len)
 {
     char *buf = NULL;
     size_t got = 0;
-    ck_assert_ok(pt_read_file(&buf, &got, path, (size_t)1 << 24));
+    ck_assert_ok(pt__read_file(&buf, &got, path, (size_t)1 << 24));
     ck_assert_uint_eq(got, len);
     ck_assert_int_eq(memcmp(buf, content, len), 0);
     free(buf);
@@ -47,8 +47,8 @@ static void assert_file_is(const char *path, const void *content, size_t len)
 static void hex_of(const void *data, size_t len, char hex[65])
 {
     uint8_t d[32];
-    pt_sha256(data, len, d);
-    pt_sha256_hex(d, hex);
+    pt__sha256(data, len, d);
+    pt__sha256_hex(d, hex);
 }
 
 START_TEST(test_sha256_vectors)
@@ -69,26 +69,26 @@ START_TEST(test_sha256_vectors)
     char *a = malloc(1000000);
     memset(a, 'a', 1000000);
     pt_sha256_ctx c;
-    pt_sha256_init(&c);
+    pt__sha256_init(&c);
     size_t done = 0, step = 1;
     while (done < 1000000) {
         size_t k = step > 1000000 - done ? 1000000 - done : step;
-        pt_sha256_update(&c, a + done, k);
+        pt__sha256_update(&c, a + done, k);
         done += k;
         step = step * 3 % 997 + 1;
     }
     uint8_t d[32];
-    pt_sha256_final(&c, d);
-    pt_sha256_hex(d, hex);
+    pt__sha256_final(&c, d);
+    pt__sha256_hex(d, hex);
     ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     /* every length 0..200 around block boundaries: incremental == one shot */
     for (size_t len = 0; len <= 200; len++) {
         uint8_t one[32], inc[32];
-        pt_sha256(a, len, one);
-        pt_sha256_init(&c);
+        pt__sha256(a, len, one);
+        pt__sha256_init(&c);
         for (size_t i = 0; i < len; i++)
-            pt_sha256_update(&c, a + i, 1);
-        pt_sha256_final(&c, inc);
+            pt__sha256_update(&c, a + i, 1);
+        pt__sha256_final(&c, inc);
         ck_assert_int_eq(memcmp(one, inc, 32), 0);
     }
     free(a);
@@ -100,32 +100,32 @@ START_TEST(test_atomic_write)
     char *dir = pt_test_tmpdir("pt_fio_");
     char path[4096], others[1024];
     snprintf(path, sizeof path, "%s/out.bin", dir);
-    ck_assert_ok(pt_write_file_atomic(path, "hello", 5));
+    ck_assert_ok(pt__write_file_atomic(path, "hello", 5));
     assert_file_is(path, "hello", 5);
     struct stat sb;
     ck_assert_int_eq(stat(path, &sb), 0);
     ck_assert_uint_eq(sb.st_mode & 0777, 0644);
     /* replace */
-    ck_assert_ok(pt_write_file_atomic(path, "abc", 3));
+    ck_assert_ok(pt__write_file_atomic(path, "abc", 3));
     assert_file_is(path, "abc", 3);
     uint8_t dg[32];
     char hex[65];
-    ck_assert_ok(pt_sha256_file(path, dg));
-    pt_sha256_hex(dg, hex);
+    ck_assert_ok(pt__sha256_file(path, dg));
+    pt__sha256_hex(dg, hex);
     ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     /* empty file */
-    ck_assert_ok(pt_write_file_atomic(path, NULL, 0));
+    ck_assert_ok(pt__write_file_atomic(path, NULL, 0));
     assert_file_is(path, "", 0);
     other_entries(dir, "out.bin", others, sizeof others);
     ck_assert_str_eq(others, "");
     /* streaming writer, aborted: nothing changes, no temp file */
     pt_atomic_file af;
-    ck_assert_ok(pt_atomic_open(&af, path));
-    ck_assert_ok(pt_atomic_write(&af, "partial", 7));
+    ck_assert_ok(pt__atomic_open(&af, path));
+    ck_assert_ok(pt__atomic_write(&af, "partial", 7));
     other_entries(dir, "out.bin", others, sizeof others);
     ck_assert_msg(strstr(others, ".out.bin.tmp.") != NULL, "temp file is '%s'", others);
-    pt_atomic_abort(&af);
-    pt_atomic_abort(&af); /* idempotent */
+    pt__atomic_abort(&af);
+    pt__atomic_abort(&af); /* idempotent */
     other_entries(dir, "out.bin", others, sizeof others);
     ck_assert_str_eq(others, "");
     assert_file_is(path, "", 0);
@@ -133,7 +133,7 @@ START_TEST(test_atomic_write)
     char cwd[4096];
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
     ck_assert_int_eq(chdir(dir), 0);
-    ck_assert_ok(pt_write_file_atomic("rel.bin", "xyz", 3));
+    ck_assert_ok(pt__write_file_atomic("rel.bin", "xyz", 3));
     ck_assert_int_eq(chdir(cwd), 0);
     snprintf(path, sizeof path, "%s/rel.bin", dir);
     assert_file_is(path, "xyz", 3);
@@ -143,16 +143,16 @@ START_TEST(test_atomic_write)
     for (size_t i = 0; i < big; i++)
         buf[i] = (uint8_t)(i * 2654435761u >> 13);
     snprintf(path, sizeof path, "%s/big.bin", dir);
-    ck_assert_ok(pt_write_file_atomic(path, buf, big));
+    ck_assert_ok(pt__write_file_atomic(path, buf, big));
     uint8_t d1[32], d2[32];
-    pt_sha256(buf, big, d1);
-    ck_assert_ok(pt_sha256_file(path, d2));
+    pt__sha256(buf, big, d1);
+    ck_assert_ok(pt__sha256_file(path, d2));
     ck_assert_int_eq(memcmp(d1, d2, 32), 0);
     free(buf);
     snprintf(path, sizeof path, "%s/absent.bin", dir);
-    ck_assert_status(pt_sha256_file(path, d2), PT_ENOTFOUND, "absent.bin");
-    ck_assert_status(pt_sha256_file(dir, d2), PT_EIO, "not a regular file");
-    ck_assert_ok(pt_fsync_dir(dir));
+    ck_assert_status(pt__sha256_file(path, d2), PT_ENOTFOUND, "absent.bin");
+    ck_assert_status(pt__sha256_file(dir, d2), PT_EIO, "not a regular file");
+    ck_assert_ok(pt__fsync_dir(dir));
     pt_test_rm_rf(dir);
     free(dir);
 }
@@ -160,11 +160,11 @@ END_TEST
 
 START_TEST(test_errno_mapping)
 {
-    ck_assert_status(pt_io_errno(ENOSPC, "write", "/x/y.bin"), PT_ENOSPC, "write /x/y.bin: ");
-    ck_assert_status(pt_io_errno(EDQUOT, "write", "/x/y.bin"), PT_ENOSPC, "/x/y.bin");
-    ck_assert_status(pt_io_errno(EIO, "fsync", "/x/y.bin"), PT_EIO, "fsync /x/y.bin");
-    ck_assert_status(pt_io_errno(EACCES, "open", "/x/y.bin"), PT_EIO, "Permission denied");
-    ck_assert_status(pt_io_errno(EROFS, "open", "/x/y.bin"), PT_EIO, "Read-only file system");
+    ck_assert_status(pt__io_errno(ENOSPC, "write", "/x/y.bin"), PT_ENOSPC, "write /x/y.bin: ");
+    ck_assert_status(pt__io_errno(EDQUOT, "write", "/x/y.bin"), PT_ENOSPC, "/x/y.bin");
+    ck_assert_status(pt__io_errno(EIO, "fsync", "/x/y.bin"), PT_EIO, "fsync /x/y.bin");
+    ck_assert_status(pt__io_errno(EACCES, "open", "/x/y.bin"), PT_EIO, "Permission denied");
+    ck_assert_status(pt__io_errno(EROFS, "open", "/x/y.bin"), PT_EIO, "Read-only file system");
 }
 END_TEST
 
@@ -174,27 +174,27 @@ START_TEST(test_write_failures)
     char path[4096], others[1024];
     /* directory that does not exist */
     snprintf(path, sizeof path, "%s/missing/out.bin", dir);
-    ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, path);
-    ck_assert_status(pt_st_write(path, NULL, 0, NULL, 0), PT_EIO, path);
+    ck_assert_status(pt__write_file_atomic(path, "x", 1), PT_EIO, path);
+    ck_assert_status(pt__st_write(path, NULL, 0, NULL, 0), PT_EIO, path);
     /* final name is a non-empty directory: rename fails, the directory survives */
     snprintf(path, sizeof path, "%s/taken", dir);
     ck_assert_int_eq(mkdir(path, 0755), 0);
     char inner[4200];
     snprintf(inner, sizeof inner, "%s/keep", path);
-    ck_assert_ok(pt_write_file_atomic(inner, "k", 1));
-    ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, "rename");
+    ck_assert_ok(pt__write_file_atomic(inner, "k", 1));
+    ck_assert_status(pt__write_file_atomic(path, "x", 1), PT_EIO, "rename");
     assert_file_is(inner, "k", 1);
     other_entries(dir, "taken", others, sizeof others);
     ck_assert_msg(others[0] == '\0', "left behind: %s", others);
     unlink(inner);
     rmdir(path);
     /* path naming a directory */
-    ck_assert_status(pt_write_file_atomic("/tmp/", "x", 1), PT_EINVAL, "names a directory");
+    ck_assert_status(pt__write_file_atomic("/tmp/", "x", 1), PT_EINVAL, "names a directory");
     /* as a non-root user a 0555 directory is unwritable */
     if (geteuid() != 0) {
         ck_assert_int_eq(chmod(dir, 0555), 0);
         snprintf(path, sizeof path, "%s/out.bin", dir);
-        ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, path);
+        ck_assert_status(pt__write_file_atomic(path, "x", 1), PT_EIO, path);
         chmod(dir, 0755);
     }
     pt_test_rm_rf(dir);
@@ -241,30 +241,30 @@ START_TEST(test_full_disk_and_read_only)
     /* a previous, valid file under the final name */
     float small[4] = {1, 2, 3, 4};
     pt_st_write_tensor t = {.name = "w", .dtype = PT_ST_F32, .ndim = 1, .shape = {4}, .data = small};
-    ck_assert_ok(pt_st_write(path, &t, 1, NULL, 0));
+    ck_assert_ok(pt__st_write(path, &t, 1, NULL, 0));
     char *before = NULL;
     size_t before_len = 0;
-    ck_assert_ok(pt_read_file(&before, &before_len, path, 1 << 20));
+    ck_assert_ok(pt__read_file(&before, &before_len, path, 1 << 20));
 
     /* 256 KiB does not fit in 64 KiB: PT_ENOSPC naming the file */
     size_t n = 65536;
     float *big = calloc(n, sizeof *big);
     pt_st_write_tensor tb = {.name = "w", .dtype = PT_ST_F32, .ndim = 1, .shape = {(int64_t)n}, .data = big};
-    ck_assert_status(pt_st_write(path, &tb, 1, NULL, 0), PT_ENOSPC, "model.safetensors");
-    ck_assert_status(pt_write_file_atomic(path, big, n * sizeof *big), PT_ENOSPC, "No space left");
+    ck_assert_status(pt__st_write(path, &tb, 1, NULL, 0), PT_ENOSPC, "model.safetensors");
+    ck_assert_status(pt__write_file_atomic(path, big, n * sizeof *big), PT_ENOSPC, "No space left");
     free(big);
     assert_file_is(path, before, before_len);
     other_entries(dir, "model.safetensors", others, sizeof others);
     ck_assert_msg(others[0] == '\0', "left behind: %s", others);
     pt_st_file *f;
-    ck_assert_ok(pt_st_open(&f, path));
-    ck_assert_uint_eq(pt_st_find(f, "w")->numel, 4);
-    pt_st_close(f);
+    ck_assert_ok(pt__st_open(&f, path));
+    ck_assert_uint_eq(pt__st_find(f, "w")->numel, 4);
+    pt__st_close(f);
 
     /* read-only file system: an unwritable directory, even for root */
     ck_assert_int_eq(mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, "size=64k"), 0);
-    ck_assert_status(pt_st_write(path, &t, 1, NULL, 0), PT_EIO, path);
-    ck_assert_status(pt_write_file_atomic(path, "x", 1), PT_EIO, "Read-only file system");
+    ck_assert_status(pt__st_write(path, &t, 1, NULL, 0), PT_EIO, path);
+    ck_assert_status(pt__write_file_atomic(path, "x", 1), PT_EIO, "Read-only file system");
     assert_file_is(path, before, before_len);
     other_entries(dir, "model.safetensors", others, sizeof others);
     ck_assert_msg(others[0] == '\0', "left behind: %s", others);
@@ -274,7 +274,7 @@ START_TEST(test_full_disk_and_read_only)
 }
 END_TEST
 
-/* pt_read_file (io/fileio.h): the bytes, NUL-terminated, and its refusals. */
+/* pt__read_file (io/fileio.h): the bytes, NUL-terminated, and its refusals. */
 START_TEST(test_read_file)
 {
     char path[] = "/tmp/pt_test_read_XXXXXX";
@@ -284,24 +284,24 @@ START_TEST(test_read_file)
     close(fd);
     char *buf;
     size_t n;
-    ck_assert_ok(pt_read_file(&buf, &n, path, 100));
+    ck_assert_ok(pt__read_file(&buf, &n, path, 100));
     ck_assert_uint_eq(n, 11);
     ck_assert_int_eq(memcmp(buf, "hello\0world", 12), 0);
     free(buf);
-    ck_assert_status(pt_read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
+    ck_assert_status(pt__read_file(&buf, &n, path, 10), PT_ERANGE, "over the limit");
     ck_assert_ptr_null(buf);
     unlink(path);
-    ck_assert_status(pt_read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
+    ck_assert_status(pt__read_file(&buf, &n, path, 100), PT_ENOTFOUND, path);
     ck_assert_ptr_null(buf);
-    ck_assert_status(pt_read_file(&buf, &n, "/tmp", 100), PT_EIO,
+    ck_assert_status(pt__read_file(&buf, &n, "/tmp", 100), PT_EIO,
                      "/tmp is not a regular file (it is a directory)");
     ck_assert_ptr_null(buf);
 }
 END_TEST
 
-/* pt_map_file (io/fileio.h, the GGUF and safetensors readers' open): the
+/* pt__map_file (io/fileio.h, the GGUF and safetensors readers' open): the
  * file's bytes, an empty file as no mapping, and the refusals of
- * pt_open_regular. */
+ * pt__open_regular. */
 START_TEST(test_map_file)
 {
     char path[] = "/tmp/pt_test_map_XXXXXX";
@@ -310,22 +310,22 @@ START_TEST(test_map_file)
     close(fd);
     const uint8_t *base = (const uint8_t *)"x";
     size_t len = 7;
-    ck_assert_ok(pt_map_file(&base, &len, path, "gguf "));
+    ck_assert_ok(pt__map_file(&base, &len, path, "gguf "));
     ck_assert_ptr_null(base);
     ck_assert_uint_eq(len, 0);
     fd = open(path, O_WRONLY | O_TRUNC);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, "hello\0world", 11), 11);
     close(fd);
-    ck_assert_ok(pt_map_file(&base, &len, path, ""));
+    ck_assert_ok(pt__map_file(&base, &len, path, ""));
     ck_assert_ptr_nonnull(base);
     ck_assert_uint_eq(len, 11);
     ck_assert_int_eq(memcmp(base, "hello\0world", 11), 0);
     ck_assert_int_eq(munmap((void *)base, len), 0);
     unlink(path);
-    ck_assert_status(pt_map_file(&base, &len, path, ""), PT_ENOTFOUND, path);
+    ck_assert_status(pt__map_file(&base, &len, path, ""), PT_ENOTFOUND, path);
     ck_assert_ptr_null(base);
-    ck_assert_status(pt_map_file(&base, &len, "/tmp", "gguf "), PT_EIO,
+    ck_assert_status(pt__map_file(&base, &len, "/tmp", "gguf "), PT_EIO,
                      "/tmp is not a regular file (it is a directory)");
     ck_assert_ptr_null(base);
     ck_assert_uint_eq(len, 0);
@@ -333,7 +333,7 @@ START_TEST(test_map_file)
 END_TEST
 
 /* A FIFO where the library expects a file (a config.json, a tokenizer, a
- * data file) never blocks: pt_read_file and every loader built on it refuse
+ * data file) never blocks: pt__read_file and every loader built on it refuse
  * it at once, and a JSONL reader opens it without waiting for a writer. */
 START_TEST(test_fifo_never_blocks)
 {
@@ -347,7 +347,7 @@ START_TEST(test_fifo_never_blocks)
     size_t n = 0;
     char want[4200];
     snprintf(want, sizeof want, "%s is not a regular file (it is a FIFO)", cfg);
-    ck_assert_status(pt_read_file(&buf, &n, cfg, 1 << 20), PT_EIO, want);
+    ck_assert_status(pt__read_file(&buf, &n, cfg, 1 << 20), PT_EIO, want);
     ck_assert_ptr_null(buf);
     pt_model_config c;
     ck_assert_ok(pt_model_config_init(&c));
@@ -363,10 +363,10 @@ START_TEST(test_fifo_never_blocks)
     ck_assert_ptr_null(tok);
     /* a data file: opened without a writer, it reads as empty */
     pt_jsonl *r = NULL;
-    ck_assert_ok(pt_jsonl_open(&r, data, 0));
+    ck_assert_ok(pt__jsonl_open(&r, data, 0));
     const cJSON *row = NULL;
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 0);
-    pt_jsonl_close(r);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 0);
+    pt__jsonl_close(r);
     alarm(0);
     ck_assert_int_eq(pt_test_rm_rf(dir), 0);
     free(dir);

@@ -91,7 +91,7 @@ START_TEST(test_blas_info_product)
         a[i] = (float)((i * 37 % 101) - 50) / 25.0f;
     for (int i = 0; i < K * N; i++)
         b[i] = (float)((i * 53 % 89) - 44) / 22.0f;
-    pt_sgemm(false, false, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
+    pt__sgemm(false, false, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double s = 0;

@@ -46,36 +46,36 @@ START_TEST(test_detect_matches_cpuinfo)
                   has_flag(flags, "avx512dq") && has_flag(flags, "avx512vl");
     bool bf16 = avx512 && has_flag(flags, "avx512_bf16");
     pt_cpu_level want = bf16 ? PT_CPU_AVX512BF16 : avx512 ? PT_CPU_AVX512 : PT_CPU_AVX2;
-    printf("test_cpu: %s: detected %s (cpuinfo says %s)\n", pt_cpu_model(),
-           pt_cpu_level_str(pt_cpu_detected()), pt_cpu_level_str(want));
-    ck_assert_int_eq(pt_cpu_detected(), want);
-    ck_assert(strlen(pt_cpu_model()) > 0);
+    printf("test_cpu: %s: detected %s (cpuinfo says %s)\n", pt__cpu_model(),
+           pt__cpu_level_str(pt__cpu_detected()), pt__cpu_level_str(want));
+    ck_assert_int_eq(pt__cpu_detected(), want);
+    ck_assert(strlen(pt__cpu_model()) > 0);
 }
 END_TEST
 
 START_TEST(test_force_levels)
 {
-    pt_cpu_level det = pt_cpu_detected();
+    pt_cpu_level det = pt__cpu_detected();
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
-        int st = pt_set_cpu_path(pt_cpu_level_str((pt_cpu_level)l));
+        int st = pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)l));
         if (l <= (int)det) {
             ck_assert_int_eq(st, PT_OK);
-            ck_assert_str_eq(pt_cpu_path(), pt_cpu_level_str((pt_cpu_level)l));
-            ck_assert_int_eq(pt_cpu_active(), l);
+            ck_assert_str_eq(pt_cpu_path(), pt__cpu_level_str((pt_cpu_level)l));
+            ck_assert_int_eq(pt__cpu_active(), l);
             char want[64];
-            snprintf(want, sizeof want, "cpu-path=%s", pt_cpu_level_str((pt_cpu_level)l));
+            snprintf(want, sizeof want, "cpu-path=%s", pt__cpu_level_str((pt_cpu_level)l));
             ck_assert_int_eq(pt_has_feature(want), 1);
-            ck_assert(strstr(pt_cpu_info(), pt_cpu_level_str((pt_cpu_level)l)) != NULL);
+            ck_assert(strstr(pt_cpu_info(), pt__cpu_level_str((pt_cpu_level)l)) != NULL);
         } else {
             ck_assert_int_eq(st, PT_EUNSUPPORTED);
             ck_assert(strstr(pt_last_error(), "above what this CPU runs") != NULL);
-            ck_assert_int_ne(pt_cpu_active(), l); /* unchanged */
+            ck_assert_int_ne(pt__cpu_active(), l); /* unchanged */
         }
     }
     ck_assert_int_eq(pt_set_cpu_path("avx9000"), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "avx9000") != NULL);
     ck_assert_int_eq(pt_set_cpu_path(NULL), PT_OK);
-    ck_assert_int_eq(pt_cpu_active(), det);
+    ck_assert_int_eq(pt__cpu_active(), det);
     ck_assert_int_eq(pt_set_cpu_path("auto"), PT_OK);
     ck_assert_int_eq(pt_has_feature("cpu-dispatch"), 1);
     ck_assert_int_eq(pt_has_feature("bf16"), 1);
@@ -92,14 +92,14 @@ START_TEST(test_env_choice)
         printf("test_cpu: PT_CPU unset: the default is the detected path\n");
         return;
     }
-    int l = pt_cpu_level_parse(env);
+    int l = pt__cpu_level_parse(env);
     ck_assert_int_ge(l, 0);
-    if (l > (int)pt_cpu_detected()) {
-        ck_assert_int_eq(pt_cpu_active(), pt_cpu_detected());
+    if (l > (int)pt__cpu_detected()) {
+        ck_assert_int_eq(pt__cpu_active(), pt__cpu_detected());
         ck_assert(strstr(pt_cpu_info(), "ignored") != NULL);
         printf("test_cpu: PT_CPU=%s above this CPU: ignored, as it must be\n", env);
     } else {
-        ck_assert_int_eq(pt_cpu_active(), l);
+        ck_assert_int_eq(pt__cpu_active(), l);
         ck_assert(strstr(pt_cpu_info(), "forced by PT_CPU") != NULL);
     }
 }

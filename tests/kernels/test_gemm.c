@@ -1,4 +1,4 @@
-/* pt_sgemm against a plain triple loop in double precision, all transposes,
+/* pt__sgemm against a plain triple loop in double precision, all transposes,
  * strided operands, beta accumulation, and thread-count determinism. */
 #include "testutil.h"
 
@@ -25,14 +25,14 @@ static void naive(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, c
 static void fill(float *x, size_t n, pt_rng *r)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = (float)pt_rng_normal(r);
+        x[i] = (float)pt__rng_normal(r);
 }
 
 START_TEST(test_gemm_matches_naive)
 {
     static const size_t shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 17, 33, 65 }, { 64, 48, 300 }, { 130, 70, 9 } };
     pt_rng r;
-    pt_rng_seed(&r, 99);
+    pt__rng_seed(&r, 99);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             bool ta = t & 1, tb = t & 2;
@@ -45,7 +45,7 @@ START_TEST(test_gemm_matches_naive)
             fill(b, brows * ldb, &r);
             fill(c, m * ldc, &r);
             memcpy(c2, c, m * ldc * sizeof *c);
-            pt_sgemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, c, ldc);
+            pt__sgemm(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, c, ldc);
             naive(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 2.0f, c2, ldc);
             for (size_t i = 0; i < m; i++)
                 for (size_t j = 0; j < n; j++)
@@ -55,7 +55,7 @@ START_TEST(test_gemm_matches_naive)
             /* beta = 0 ignores whatever C held, even NaN. */
             for (size_t i = 0; i < m * ldc; i++)
                 c[i] = NAN;
-            pt_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+            pt__sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
             naive(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c2, ldc);
             for (size_t i = 0; i < m; i++)
                 for (size_t j = 0; j < n; j++)
@@ -68,10 +68,10 @@ END_TEST
 START_TEST(test_gemm_k_zero)
 {
     float c[4] = { 1, 2, 3, 4 }, a[1] = { 0 }, b[1] = { 0 };
-    pt_sgemm(false, false, 2, 2, 0, 1.0f, a, 1, b, 2, 3.0f, c, 2);
+    pt__sgemm(false, false, 2, 2, 0, 1.0f, a, 1, b, 2, 3.0f, c, 2);
     ck_assert_float_eq(c[0], 3.0f);
     ck_assert_float_eq(c[3], 12.0f);
-    pt_sgemm(false, false, 2, 2, 0, 1.0f, a, 1, b, 2, 0.0f, c, 2);
+    pt__sgemm(false, false, 2, 2, 0, 1.0f, a, 1, b, 2, 0.0f, c, 2);
     ck_assert_float_eq(c[2], 0.0f);
 }
 END_TEST
@@ -79,12 +79,12 @@ END_TEST
 START_TEST(test_gemm_thread_policy)
 {
     ck_assert_ok(pt_set_num_threads(2));
-    ck_assert_int_eq(pt_gemm_threads(4, 4, 4), 1);       /* too small to split */
-    ck_assert_int_eq(pt_gemm_threads(1, 64, 64), 1);
-    ck_assert_int_eq(pt_gemm_threads(8, 576, 1536), 2);  /* decode shapes still gain */
-    ck_assert_int_eq(pt_gemm_threads(1024, 576, 1536), 2);
+    ck_assert_int_eq(pt__gemm_threads(4, 4, 4), 1);       /* too small to split */
+    ck_assert_int_eq(pt__gemm_threads(1, 64, 64), 1);
+    ck_assert_int_eq(pt__gemm_threads(8, 576, 1536), 2);  /* decode shapes still gain */
+    ck_assert_int_eq(pt__gemm_threads(1024, 576, 1536), 2);
     ck_assert_ok(pt_set_num_threads(1));
-    ck_assert_int_eq(pt_gemm_threads(1024, 576, 1536), 1);
+    ck_assert_int_eq(pt__gemm_threads(1024, 576, 1536), 1);
     ck_assert_ok(pt_set_num_threads(2));
 }
 END_TEST
@@ -94,12 +94,12 @@ START_TEST(test_gemm_deterministic)
     /* The same thread count gives bit-identical results run after run. */
     size_t m = 200, n = 300, k = 400;
     pt_rng r;
-    pt_rng_seed(&r, 5);
+    pt__rng_seed(&r, 5);
     float *a = malloc(m * k * 4), *b = malloc(k * n * 4), *c1 = malloc(m * n * 4), *c2 = malloc(m * n * 4);
     fill(a, m * k, &r);
     fill(b, k * n, &r);
-    pt_sgemm_nt(2, false, true, m, n / 2, k, 1.0f, a, k, b, k, 0.0f, c1, n);
-    pt_sgemm_nt(2, false, true, m, n / 2, k, 1.0f, a, k, b, k, 0.0f, c2, n);
+    pt__sgemm_nt(2, false, true, m, n / 2, k, 1.0f, a, k, b, k, 0.0f, c1, n);
+    pt__sgemm_nt(2, false, true, m, n / 2, k, 1.0f, a, k, b, k, 0.0f, c2, n);
     for (size_t i = 0; i < m; i++)
         ck_assert_int_eq(memcmp(c1 + i * n, c2 + i * n, n / 2 * 4), 0);
     free(a); free(b); free(c1); free(c2);
@@ -115,7 +115,7 @@ START_TEST(test_gemm_split_blocks)
     static const size_t shapes[][3] = { { 700, 40, 30 }, { 30, 650, 20 }, { 1100, 300, 17 },
                                         { 300, 20, 400 } };
     pt_rng r;
-    pt_rng_seed(&r, 17);
+    pt__rng_seed(&r, 17);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             bool ta = t & 1, tb = t & 2;
@@ -129,8 +129,8 @@ START_TEST(test_gemm_split_blocks)
             fill(c, m * ldc, &r);
             memcpy(c1, c, m * ldc * 4);
             memcpy(c2, c, m * ldc * 4);
-            pt_sgemm_nt(2, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c1, ldc);
-            pt_sgemm_nt(1, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c2, ldc);
+            pt__sgemm_nt(2, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c1, ldc);
+            pt__sgemm_nt(1, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c2, ldc);
             naive(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, c, ldc);
             for (size_t i = 0; i < m; i++) {
                 ck_assert_int_eq(memcmp(c1 + i * ldc, c2 + i * ldc, n * 4), 0);

@@ -1,4 +1,4 @@
-/* pt_gemm_mixed and its BF16 GEMM (kernels/gemm_bf16.h): the emulated
+/* pt__gemm_mixed and its BF16 GEMM (kernels/gemm_bf16.h): the emulated
  * micro-kernel against a double-precision loop over BF16-rounded operands
  * (all transposes, odd k, strides, alpha/beta, BF16/FP32 operand mixes),
  * the emulation of vdpbf16ps against the real instruction lane by lane, the
@@ -20,13 +20,13 @@ static long hw_lanes_differing = -1, fma_lanes_differing = -1;
 
 static bool cpu_has_bf16(void)
 {
-    return pt_cpu_detected() >= PT_CPU_AVX512BF16;
+    return pt__cpu_detected() >= PT_CPU_AVX512BF16;
 }
 
 static void fill(float *x, size_t n, pt_rng *r)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = (float)pt_rng_normal(r);
+        x[i] = (float)pt__rng_normal(r);
 }
 
 /* An operand of rows x ld values, FP32 or BF16 (from the same normals). */
@@ -38,7 +38,7 @@ static void *make_operand(size_t rows, size_t ld, bool bf16, pt_rng *r)
     if (!bf16)
         return f;
     pt_bf16 *h = malloc(n * sizeof *h);
-    pt_f32_to_bf16_n(h, f, n);
+    pt__f32_to_bf16_n(h, f, n);
     free(f);
     return h;
 }
@@ -46,8 +46,8 @@ static void *make_operand(size_t rows, size_t ld, bool bf16, pt_rng *r)
 /* Element i of an operand, rounded to BF16 (as the BF16 path reads it). */
 static double rounded(const void *p, bool bf16, size_t i)
 {
-    return bf16 ? pt_bf16_to_f32(((const pt_bf16 *)p)[i])
-                : pt_bf16_to_f32(pt_f32_to_bf16(((const float *)p)[i]));
+    return bf16 ? pt__bf16_to_f32(((const pt_bf16 *)p)[i])
+                : pt__bf16_to_f32(pt__f32_to_bf16(((const float *)p)[i]));
 }
 
 /* C = alpha op(A) op(B) + beta C in double over the BF16-rounded operands;
@@ -114,19 +114,19 @@ static const size_t k_shapes[][3] = { { 1, 1, 1 },   { 3, 5, 7 },    { 13, 33, 1
 START_TEST(test_emulated_matches_naive)
 {
     pt_rng r;
-    pt_rng_seed(&r, 7);
+    pt__rng_seed(&r, 7);
     static const float ab[][2] = { { 1.0f, 0.0f }, { 0.5f, 2.0f }, { -1.5f, 1.0f } };
     for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++)
         for (int t = 0; t < 4; t++)
             for (int mix = 0; mix < 4; mix++) {
                 const float *x = ab[(s + (size_t)t + (size_t)mix) % 3];
-                check_against_naive(pt_gemm_bf16_emulated, k_shapes[s], t, mix, x[0], x[1], &r);
+                check_against_naive(pt__gemm_bf16_emulated, k_shapes[s], t, mix, x[0], x[1], &r);
             }
     ran_emulated = true;
 }
 END_TEST
 
-/* pt_bf16_pack against the definition, element by element: every layout
+/* pt__bf16_pack against the definition, element by element: every layout
  * (k-major or not, BF16 or FP32, pair words or split), odd k, partial
  * panels, and FP32 values that round in every way (ties, NaN, Inf,
  * denormals). */
@@ -137,7 +137,7 @@ START_TEST(test_pack_matches_definition)
     static const size_t cases[][4] = { { 12, 12, 0, 37 }, { 32, 29, 3, 64 }, { 12, 5, 1, 1 },
                                        { 32, 32, 8, 17 }, { 12, 8, 2, 8 } }; /* R, rn, k0, kn */
     pt_rng r;
-    pt_rng_seed(&r, 31);
+    pt__rng_seed(&r, 31);
     for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++)
         for (int v = 0; v < 8; v++) {
             size_t R = cases[cs][0], rn = cases[cs][1], k0 = cases[cs][2], kn = cases[cs][3];
@@ -146,13 +146,13 @@ START_TEST(test_pack_matches_definition)
             size_t ld = cols + 3, np = (kn + 1) / 2;
             float *f = malloc(rows * ld * sizeof *f);
             for (size_t i = 0; i < rows * ld; i++)
-                f[i] = i % 7 == 3 ? special[pt_rng_below(&r, 12)] : (float)pt_rng_normal(&r);
+                f[i] = i % 7 == 3 ? special[pt__rng_below(&r, 12)] : (float)pt__rng_normal(&r);
             pt_bf16 *h = malloc(rows * ld * sizeof *h);
             for (size_t i = 0; i < rows * ld; i++)
-                h[i] = pt_f32_to_bf16(f[i]);
+                h[i] = pt__f32_to_bf16(f[i]);
             pt_gemm_operand x = { bf16 ? (const void *)h : (const void *)f, ld, bf16, kmajor };
             uint32_t *d = malloc(2 * R * np * sizeof *d);
-            pt_bf16_pack(&x, r0, rn, R, k0, kn, d, split);
+            pt__bf16_pack(&x, r0, rn, R, k0, kn, d, split);
             for (size_t q = 0; q < np; q++)
                 for (size_t i = 0; i < R; i++) {
                     uint32_t lo = 0, hi = 0;
@@ -174,7 +174,7 @@ START_TEST(test_pack_matches_definition)
 END_TEST
 
 /* The documented order of the sums (kernels/bf16.h), element by element:
- * k in blocks of at most 768 fixed by k, pairs through pt_dpbf16_lane, C =
+ * k in blocks of at most 768 fixed by k, pairs through pt__dpbf16_lane, C =
  * alpha S + beta C after the first block and C += alpha S after the others
  * (fmaf).  Every kernel equals it bit for bit. */
 static void exact_order(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha,
@@ -191,10 +191,10 @@ static void exact_order(bool ta, bool tb, size_t m, size_t n, size_t k, float al
                     uint32_t wa = 0, wb = 0;
                     for (size_t e = 0; e < 2 && 2 * q + e < kn; e++) {
                         size_t kk = k0 + 2 * q + e;
-                        wa |= (uint32_t)pt_f32_to_bf16(ta ? a[kk * lda + i] : a[i * lda + kk]) << (16 * e);
-                        wb |= (uint32_t)pt_f32_to_bf16(tb ? b[j * ldb + kk] : b[kk * ldb + j]) << (16 * e);
+                        wa |= (uint32_t)pt__f32_to_bf16(ta ? a[kk * lda + i] : a[i * lda + kk]) << (16 * e);
+                        wb |= (uint32_t)pt__f32_to_bf16(tb ? b[j * ldb + kk] : b[kk * ldb + j]) << (16 * e);
                     }
-                    acc = pt_dpbf16_lane(acc, wa, wb);
+                    acc = pt__dpbf16_lane(acc, wa, wb);
                 }
                 float *p = &c[i * ldc + j];
                 *p = k0 > 0 ? fmaf(alpha, acc, *p) : beta == 0.0f ? alpha * acc : fmaf(alpha, acc, beta * *p);
@@ -207,7 +207,7 @@ START_TEST(test_kernels_follow_the_exact_order)
     static const pt_bf16_kernel kinds[] = { PT_BF16_KERNEL_EMULATED, PT_BF16_KERNEL_DPBF16,
                                             PT_BF16_KERNEL_FMA };
     pt_rng r;
-    pt_rng_seed(&r, 41);
+    pt__rng_seed(&r, 41);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             bool ta = t & 1, tb = t & 2;
@@ -221,13 +221,13 @@ START_TEST(test_kernels_follow_the_exact_order)
             memcpy(ref, c0, m * n * 4);
             exact_order(ta, tb, m, n, k, 0.5f, a, lda, b, ldb, 1.5f, ref, ldc);
             for (size_t v = 0; v < 3; v++) {
-                if (!pt_bf16_kernel_available(kinds[v]))
+                if (!pt__bf16_kernel_available(kinds[v]))
                     continue;
                 memcpy(c1, c0, m * n * 4);
-                pt_gemm_bf16_nt(2, kinds[v], ta, tb, m, n, k, 0.5f, a, false, lda, b, false, ldb,
+                pt__gemm_bf16_nt(2, kinds[v], ta, tb, m, n, k, 0.5f, a, false, lda, b, false, ldb,
                                 1.5f, c1, ldc);
                 ck_assert_msg(memcmp(c1, ref, m * n * 4) == 0, "%s %zux%zux%zu t=%d: not the exact order",
-                              pt_bf16_kernel_name(kinds[v]), m, n, k, t);
+                              pt__bf16_kernel_name(kinds[v]), m, n, k, t);
             }
             free(a); free(b); free(c0); free(c1); free(ref);
         }
@@ -237,10 +237,10 @@ END_TEST
 START_TEST(test_k_zero)
 {
     float c[4] = { 1, 2, 3, 4 }, a[1] = { 0 }, b[1] = { 0 };
-    pt_gemm_bf16_emulated(false, false, 2, 2, 0, 1.0f, a, false, 1, b, false, 2, 3.0f, c, 2);
+    pt__gemm_bf16_emulated(false, false, 2, 2, 0, 1.0f, a, false, 1, b, false, 2, 3.0f, c, 2);
     ck_assert_float_eq(c[0], 3.0f);
     ck_assert_float_eq(c[3], 12.0f);
-    pt_gemm_mixed(false, false, 2, 2, 0, 1.0f, a, true, 1, b, true, 2, 0.0f, c, 2);
+    pt__gemm_mixed(false, false, 2, 2, 0, 1.0f, a, true, 1, b, true, 2, 0.0f, c, 2);
     ck_assert_float_eq(c[2], 0.0f);
 }
 END_TEST
@@ -249,26 +249,26 @@ END_TEST
  * (exponent 0), zeros and large values. */
 static uint32_t random_bf16(pt_rng *r)
 {
-    uint32_t x = (uint32_t)pt_rng_next(r);
+    uint32_t x = (uint32_t)pt__rng_next(r);
     uint32_t sign = x & 0x8000u, man = (x >> 16) & 0x7fu, kind = (x >> 24) % 8;
     uint32_t exp = kind == 0 ? 0 : kind == 1 ? 1 + ((x >> 4) % 12) : 100 + ((x >> 4) % 55);
     return sign | exp << 7 | man;
 }
 
 /* Random lanes (incl. denormal inputs and accumulators, and products that
- * underflow) through fn against pt_dpbf16_lane: the number of lanes that
+ * underflow) through fn against pt__dpbf16_lane: the number of lanes that
  * differ, each by at most 1 ulp; -1 when fn cannot run here. */
 static long lanes_vs_emulation(bool (*fn)(float *, const uint32_t *, const uint32_t *, size_t))
 {
     enum { N = 1 << 16 };
     pt_rng r;
-    pt_rng_seed(&r, 11);
+    pt__rng_seed(&r, 11);
     float *acc = malloc(N * sizeof *acc), *emu = malloc(N * sizeof *emu);
     uint32_t *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
     for (size_t i = 0; i < N; i++) {
         a[i] = random_bf16(&r) | random_bf16(&r) << 16;
         b[i] = random_bf16(&r) | random_bf16(&r) << 16;
-        uint32_t u = (uint32_t)pt_rng_next(&r);
+        uint32_t u = (uint32_t)pt__rng_next(&r);
         if (i % 5 == 0)
             u &= 0x807fffffu; /* a denormal accumulator */
         else if (i % 5 == 1)
@@ -276,7 +276,7 @@ static long lanes_vs_emulation(bool (*fn)(float *, const uint32_t *, const uint3
         else
             u = (u & 0x83ffffffu) | 0x3c000000u;
         memcpy(&acc[i], &u, sizeof u);
-        emu[i] = pt_dpbf16_lane(acc[i], a[i], b[i]);
+        emu[i] = pt__dpbf16_lane(acc[i], a[i], b[i]);
     }
     long diff = -1;
     if (fn(acc, a, b, N)) {
@@ -303,7 +303,7 @@ START_TEST(test_lane_emulation_vs_instruction)
         printf("skipped: the real vdpbf16ps (this CPU has no AVX512_BF16)\n");
         return;
     }
-    hw_lanes_differing = lanes_vs_emulation(pt_dpbf16_hw_lanes);
+    hw_lanes_differing = lanes_vs_emulation(pt__dpbf16_hw_lanes);
     ck_assert_int_ge(hw_lanes_differing, 0);
     printf("vdpbf16ps emulation vs the real instruction: %ld of %d lanes differ\n",
            hw_lanes_differing, 1 << 16);
@@ -313,11 +313,11 @@ END_TEST
 
 START_TEST(test_lane_fma_vs_emulation)
 {
-    if (!pt_bf16_kernel_available(PT_BF16_KERNEL_FMA)) {
+    if (!pt__bf16_kernel_available(PT_BF16_KERNEL_FMA)) {
         printf("skipped: the FMA kernel's lanes (this CPU has no AVX-512)\n");
         return;
     }
-    fma_lanes_differing = lanes_vs_emulation(pt_dpbf16_fma_lanes);
+    fma_lanes_differing = lanes_vs_emulation(pt__dpbf16_fma_lanes);
     ck_assert_int_ge(fma_lanes_differing, 0);
     printf("vdpbf16ps emulation vs FMAs under DAZ/FTZ: %ld of %d lanes differ\n",
            fma_lanes_differing, 1 << 16);
@@ -325,20 +325,20 @@ START_TEST(test_lane_fma_vs_emulation)
 }
 END_TEST
 
-/* The product of one shape through pt_gemm_bf16_nt(nt, emulated), on fresh
+/* The product of one shape through pt__gemm_bf16_nt(nt, emulated), on fresh
  * operands from seed (the same seed gives the same inputs). */
 static float *run_bf16(int nt, pt_bf16_kernel kind, const size_t shape[3], int t, int mix,
                        uint64_t seed)
 {
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     bool ta = t & 1, tb = t & 2, abf = mix & 1, bbf = mix & 2;
     size_t m = shape[0], n = shape[1], k = shape[2];
     size_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 3, ldc = n + 2;
     void *a = make_operand(ta ? k : m, lda, abf, &r), *b = make_operand(tb ? n : k, ldb, bbf, &r);
     float *c = malloc(m * ldc * sizeof *c);
     fill(c, m * ldc, &r);
-    pt_gemm_bf16_nt(nt, kind, ta, tb, m, n, k, 0.75f, a, abf, lda, b, bbf, ldb, 1.25f, c, ldc);
+    pt__gemm_bf16_nt(nt, kind, ta, tb, m, n, k, 0.75f, a, abf, lda, b, bbf, ldb, 1.25f, c, ldc);
     free(a);
     free(b);
     return c;
@@ -365,15 +365,15 @@ static float *run_special(pt_bf16_kernel kind, bool bf16)
     static const float special[] = { INFINITY, -INFINITY, NAN, 1e-39f, -2e-40f, 3e38f, -1e30f,
                                      1e-20f, -3e-19f, 0.0f };
     pt_rng r;
-    pt_rng_seed(&r, 77);
+    pt__rng_seed(&r, 77);
     float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b), *c = malloc(M * N * sizeof *c);
     for (size_t i = 0; i < M * K; i++)
-        a[i] = pt_rng_below(&r, 20) == 0 ? special[pt_rng_below(&r, 10)] : (float)pt_rng_normal(&r);
+        a[i] = pt__rng_below(&r, 20) == 0 ? special[pt__rng_below(&r, 10)] : (float)pt__rng_normal(&r);
     for (size_t i = 0; i < K * N; i++)
-        b[i] = pt_rng_below(&r, 20) == 0 ? special[pt_rng_below(&r, 10)] : (float)pt_rng_normal(&r);
+        b[i] = pt__rng_below(&r, 20) == 0 ? special[pt__rng_below(&r, 10)] : (float)pt__rng_normal(&r);
     pt_bf16 *hb = malloc(K * N * sizeof *hb);
-    pt_f32_to_bf16_n(hb, b, K * N);
-    pt_gemm_bf16_nt(1, kind, false, false, M, N, K, 1.0f, a, false, K, bf16 ? (void *)hb : (void *)b,
+    pt__f32_to_bf16_n(hb, b, K * N);
+    pt__gemm_bf16_nt(1, kind, false, false, M, N, K, 1.0f, a, false, K, bf16 ? (void *)hb : (void *)b,
                     bf16, N, 0.0f, c, N);
     free(a); free(b); free(hb);
     return c;
@@ -384,7 +384,7 @@ static void gemm_equals_emulated(pt_bf16_kernel kind)
 {
     for (int bf = 0; bf < 2; bf++) {
         float *x = run_special(kind, bf), *y = run_special(PT_BF16_KERNEL_EMULATED, bf);
-        ck_assert_msg(same_or_nan(x, y, 30 * 70), "%s: special values differ", pt_bf16_kernel_name(kind));
+        ck_assert_msg(same_or_nan(x, y, 30 * 70), "%s: special values differ", pt__bf16_kernel_name(kind));
         free(x);
         free(y);
     }
@@ -396,7 +396,7 @@ static void gemm_equals_emulated(pt_bf16_kernel kind)
             float *y = run_bf16(2, PT_BF16_KERNEL_EMULATED, sh, t, mix, 100 + s);
             ck_assert_msg(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x) == 0,
                           "shape %zu t=%d: %s and emulation differ", s, t,
-                          pt_bf16_kernel_name(kind));
+                          pt__bf16_kernel_name(kind));
             free(x);
             free(y);
         }
@@ -424,7 +424,7 @@ END_TEST
 
 START_TEST(test_fma_gemm_equals_emulated)
 {
-    if (!pt_bf16_kernel_available(PT_BF16_KERNEL_FMA)) {
+    if (!pt__bf16_kernel_available(PT_BF16_KERNEL_FMA)) {
         printf("skipped: the FMA kernel's GEMM (this CPU has no AVX-512)\n");
         return;
     }
@@ -435,22 +435,22 @@ END_TEST
 
 START_TEST(test_mixed_uses_the_bf16_kernel)
 {
-    /* pt_gemm_mixed on a BF16 path is the kernel AUTO picks; MXCSR is left
+    /* pt__gemm_mixed on a BF16 path is the kernel AUTO picks; MXCSR is left
      * as it was. */
-    if (!pt_cpu_bf16_compute()) {
-        printf("skipped: pt_gemm_mixed's BF16 path (the active path, %s, has no BF16 "
-               "arithmetic)\n", pt_cpu_level_str(pt_cpu_active()));
+    if (!pt__cpu_bf16_compute()) {
+        printf("skipped: pt__gemm_mixed's BF16 path (the active path, %s, has no BF16 "
+               "arithmetic)\n", pt__cpu_level_str(pt__cpu_active()));
         return;
     }
     pt_rng r;
-    pt_rng_seed(&r, 3);
+    pt__rng_seed(&r, 3);
     float a[6 * 40], b[40 * 5], c1[30], c2[30];
     fill(a, 240, &r);
     fill(b, 200, &r);
     unsigned int csr = __builtin_ia32_stmxcsr();
-    pt_gemm_mixed(false, false, 6, 5, 40, 1.0f, a, false, 40, b, false, 5, 0.0f, c1, 5);
+    pt__gemm_mixed(false, false, 6, 5, 40, 1.0f, a, false, 40, b, false, 5, 0.0f, c1, 5);
     ck_assert_uint_eq(csr, __builtin_ia32_stmxcsr());
-    pt_gemm_bf16_nt(1, PT_BF16_KERNEL_EMULATED, false, false, 6, 5, 40, 1.0f, a, false, 40, b,
+    pt__gemm_bf16_nt(1, PT_BF16_KERNEL_EMULATED, false, false, 6, 5, 40, 1.0f, a, false, 40, b,
                     false, 5, 0.0f, c2, 5);
     ck_assert_int_eq(memcmp(c1, c2, sizeof c1), 0);
 }
@@ -462,14 +462,14 @@ START_TEST(test_threads_bit_identical)
                                             PT_BF16_KERNEL_FMA };
     for (size_t s = 0; s < sizeof big_shapes / sizeof big_shapes[0]; s++)
         for (size_t v = 0; v < 3; v++) {
-            if (!pt_bf16_kernel_available(kinds[v]))
+            if (!pt__bf16_kernel_available(kinds[v]))
                 continue;
             const size_t *sh = big_shapes[s];
             int t = (int)s % 4, mix = 3 - (int)s % 4;
             float *x = run_bf16(1, kinds[v], sh, t, mix, 300 + s),
                   *y = run_bf16(2, kinds[v], sh, t, mix, 300 + s);
             ck_assert_msg(memcmp(x, y, sh[0] * (sh[1] + 2) * sizeof *x) == 0,
-                          "shape %zu %s: 1 and 2 threads differ", s, pt_bf16_kernel_name(kinds[v]));
+                          "shape %zu %s: 1 and 2 threads differ", s, pt__bf16_kernel_name(kinds[v]));
             free(x);
             free(y);
         }
@@ -481,7 +481,7 @@ static float *widened(const void *p, bool bf16, size_t n)
 {
     float *w = malloc(n * sizeof *w);
     if (bf16)
-        pt_bf16_to_f32_n(w, p, n);
+        pt__bf16_to_f32_n(w, p, n);
     else
         memcpy(w, p, n * sizeof *w);
     return w;
@@ -490,12 +490,12 @@ static float *widened(const void *p, bool bf16, size_t n)
 START_TEST(test_f32_path_widens_exactly)
 {
     ck_assert_ok(pt_set_cpu_path("avx2"));
-    ck_assert(!pt_cpu_bf16_compute());
+    ck_assert(!pt__cpu_bf16_compute());
     /* one BLIS call, row and column cuts, small products */
     static const size_t shapes[][3] = { { 3, 5, 7 }, { 200, 150, 64 }, { 700, 40, 30 },
                                         { 30, 650, 20 }, { 1100, 300, 17 }, { 64, 1000, 130 } };
     pt_rng r;
-    pt_rng_seed(&r, 23);
+    pt__rng_seed(&r, 23);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++)
             for (int mix = 1; mix < 4; mix++) {
@@ -509,10 +509,10 @@ START_TEST(test_f32_path_widens_exactly)
                 float *c1 = malloc(m * ldc * sizeof *c1), *c2 = malloc(m * ldc * sizeof *c2);
                 fill(c1, m * ldc, &r);
                 memcpy(c2, c1, m * ldc * sizeof *c1);
-                pt_gemm_mixed(ta, tb, m, n, k, 0.5f, a, abf, lda, b, bbf, ldb, 1.5f, c1, ldc);
-                pt_sgemm(ta, tb, m, n, k, 0.5f, wa, lda, wb, ldb, 1.5f, c2, ldc);
+                pt__gemm_mixed(ta, tb, m, n, k, 0.5f, a, abf, lda, b, bbf, ldb, 1.5f, c1, ldc);
+                pt__sgemm(ta, tb, m, n, k, 0.5f, wa, lda, wb, ldb, 1.5f, c2, ldc);
                 ck_assert_msg(memcmp(c1, c2, m * ldc * sizeof *c1) == 0,
-                              "%zux%zux%zu ta=%d tb=%d abf=%d bbf=%d: not pt_sgemm's bits", m, n, k,
+                              "%zux%zux%zu ta=%d tb=%d abf=%d bbf=%d: not pt__sgemm's bits", m, n, k,
                               ta, tb, abf, bbf);
                 free(a); free(b); free(wa); free(wb); free(c1); free(c2);
             }
@@ -550,7 +550,7 @@ int main(void)
            ran_fma_gemm ? "ran" : "skipped (no AVX-512)",
            ran_f32_path ? "ran" : "did not run");
     printf("lanes differing from the emulation (of 65536): instruction %ld, FMA kernel %ld "
-           "(-1: not run); pt_gemm_mixed's BF16 kernel here: %s\n",
-           hw_lanes_differing, fma_lanes_differing, pt_bf16_kernel_name(pt_bf16_kernel_auto()));
+           "(-1: not run); pt__gemm_mixed's BF16 kernel here: %s\n",
+           hw_lanes_differing, fma_lanes_differing, pt__bf16_kernel_name(pt__bf16_kernel_auto()));
     return rc;
 }

@@ -1,4 +1,4 @@
-/* pt_sgemv_rows and pt_bgemv_rows (the small-m decode products) on every
+/* pt__sgemv_rows and pt__bgemv_rows (the small-m decode products) on every
  * kernel path this CPU runs: against a double-precision loop over many
  * shapes, strides, alpha and beta; row i's result independent of the other
  * rows and of the thread count (bit for bit); the BF16 kernel equal to the
@@ -35,13 +35,13 @@ static void case_make(gemv_case *c, size_t m, size_t n, size_t k, size_t px, siz
     c->y = malloc(m * c->ldy * sizeof(float) + 4);
     ck_assert(c->x && c->wf && c->wh && c->y);
     for (size_t i = 0; i < m * c->ldx; i++)
-        c->x[i] = (float)pt_rng_normal(r);
+        c->x[i] = (float)pt__rng_normal(r);
     for (size_t i = 0; i < n * c->ldw; i++) {
-        c->wh[i] = pt_f32_to_bf16((float)pt_rng_normal(r) * 0.25f);
-        c->wf[i] = pt_bf16_to_f32(c->wh[i]);
+        c->wh[i] = pt__f32_to_bf16((float)pt__rng_normal(r) * 0.25f);
+        c->wf[i] = pt__bf16_to_f32(c->wh[i]);
     }
     for (size_t i = 0; i < m * c->ldy; i++)
-        c->y[i] = (float)pt_rng_normal(r);
+        c->y[i] = (float)pt__rng_normal(r);
 }
 
 static void case_free(gemv_case *c)
@@ -58,9 +58,9 @@ static void run(const gemv_case *c, bool bf16, float alpha, float beta, float *o
             for (size_t j = 0; j < c->n; j++)
                 out[i * c->ldy + j] = NAN;
     if (bf16)
-        pt_bgemv_rows(c->m, c->n, c->k, alpha, c->x, c->ldx, c->wh, c->ldw, beta, out, c->ldy);
+        pt__bgemv_rows(c->m, c->n, c->k, alpha, c->x, c->ldx, c->wh, c->ldw, beta, out, c->ldy);
     else
-        pt_sgemv_rows(c->m, c->n, c->k, alpha, c->x, c->ldx, c->wf, c->ldw, beta, out, c->ldy);
+        pt__sgemv_rows(c->m, c->n, c->k, alpha, c->x, c->ldx, c->wf, c->ldw, beta, out, c->ldy);
 }
 
 /* out against the double-precision product, with a bound from k: (k + 8)
@@ -97,9 +97,9 @@ static void check_reference(const gemv_case *c, float alpha, float beta, const f
 /* Switch to path l when this CPU runs it (false otherwise). */
 static bool use_path(int l)
 {
-    if (l > (int)pt_cpu_detected())
+    if (l > (int)pt__cpu_detected())
         return false;
-    ck_assert_ok(pt_set_cpu_path(pt_cpu_level_str((pt_cpu_level)l)));
+    ck_assert_ok(pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)l)));
     return true;
 }
 
@@ -114,7 +114,7 @@ START_TEST(test_gemv_matches_reference)
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 11);
+        pt__rng_seed(&r, 11);
         for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
             for (size_t b = 0; b < sizeof ms / sizeof ms[0]; b++)
                 for (size_t d = 0; d < sizeof ns / sizeof ns[0]; d++) {
@@ -145,7 +145,7 @@ START_TEST(test_gemv_large_shapes)
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 12);
+        pt__rng_seed(&r, 12);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             gemv_case c;
             case_make(&c, shapes[s][0], shapes[s][1], shapes[s][2], 3, 1, 2, &r);
@@ -203,12 +203,12 @@ START_TEST(test_gemv_rows_independent)
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 13);
+        pt__rng_seed(&r, 13);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             gemv_case c;
             case_make(&c, shapes[s][0], shapes[s][1], shapes[s][2], 1, 0, 1, &r);
             if (s == 0) /* the product is large enough for 2 threads */
-                ck_assert_int_eq(pt_gemm_threads(c.m, c.n, c.k), 2);
+                ck_assert_int_eq(pt__gemm_threads(c.m, c.n, c.k), 2);
             check_rows_independent(&c, false);
             check_rows_independent(&c, true);
             case_free(&c);
@@ -220,14 +220,14 @@ END_TEST
 
 START_TEST(test_gemv_bf16_equals_widened)
 {
-    /* Same path: pt_bgemv_rows on BF16 W is pt_sgemv_rows on W widened. */
+    /* Same path: pt__bgemv_rows on BF16 W is pt__sgemv_rows on W widened. */
     static const size_t shapes[][3] = { { 1, 1536, 576 }, { 16, 960, 576 }, { 5, 77, 1536 },
                                         { 3, 9, 17 }, { 2, 3, 1 }, { 7, 40, 33 } };
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 14);
+        pt__rng_seed(&r, 14);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             gemv_case c;
             case_make(&c, shapes[s][0], shapes[s][1], shapes[s][2], 2, 1, 0, &r);
@@ -250,13 +250,13 @@ END_TEST
 START_TEST(test_gemv_avx512bf16_equals_avx512)
 {
     /* The avx512bf16 path runs the AVX-512 kernels (FP32 arithmetic). */
-    if (pt_cpu_detected() < PT_CPU_AVX512BF16) {
+    if (pt__cpu_detected() < PT_CPU_AVX512BF16) {
         printf("test_gemv: skipped: avx512bf16 = avx512 comparison (this CPU runs up to %s)\n",
-               pt_cpu_level_str(pt_cpu_detected()));
+               pt__cpu_level_str(pt__cpu_detected()));
         return;
     }
     pt_rng r;
-    pt_rng_seed(&r, 15);
+    pt__rng_seed(&r, 15);
     gemv_case c;
     case_make(&c, 9, 300, 577, 1, 1, 1, &r);
     size_t sz = c.m * c.ldy * sizeof(float);
@@ -279,12 +279,12 @@ START_TEST(test_gemv_empty)
     /* m = 0 or n = 0: nothing written; k = 0: y = beta y. */
     float y[4] = { 1, 2, 3, 4 }, x[1] = { 5 }, w[1] = { 6 };
     pt_bf16 wh[1] = { 0 };
-    pt_sgemv_rows(0, 2, 1, 1.0f, x, 1, w, 1, 0.0f, y, 2);
-    pt_bgemv_rows(2, 0, 1, 1.0f, x, 1, wh, 1, 0.0f, y, 2);
+    pt__sgemv_rows(0, 2, 1, 1.0f, x, 1, w, 1, 0.0f, y, 2);
+    pt__bgemv_rows(2, 0, 1, 1.0f, x, 1, wh, 1, 0.0f, y, 2);
     ck_assert_float_eq(y[0], 1.0f);
-    pt_sgemv_rows(2, 2, 0, 1.0f, x, 1, w, 1, 1.0f, y, 2);
+    pt__sgemv_rows(2, 2, 0, 1.0f, x, 1, w, 1, 1.0f, y, 2);
     ck_assert_float_eq(y[3], 4.0f);
-    pt_bgemv_rows(2, 2, 0, 1.0f, x, 1, wh, 1, 0.0f, y, 2);
+    pt__bgemv_rows(2, 2, 0, 1.0f, x, 1, wh, 1, 0.0f, y, 2);
     ck_assert_float_eq(y[3], 0.0f);
 }
 END_TEST
@@ -292,13 +292,13 @@ END_TEST
 int main(void)
 {
     /* Which paths the tests above run on this machine. */
-    pt_cpu_level det = pt_cpu_detected();
+    pt_cpu_level det = pt__cpu_detected();
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (l <= (int)det)
-            printf("test_gemv: path %s: run\n", pt_cpu_level_str((pt_cpu_level)l));
+            printf("test_gemv: path %s: run\n", pt__cpu_level_str((pt_cpu_level)l));
         else
             printf("test_gemv: skipped: %s (this CPU runs up to %s)\n",
-                   pt_cpu_level_str((pt_cpu_level)l), pt_cpu_level_str(det));
+                   pt__cpu_level_str((pt_cpu_level)l), pt__cpu_level_str(det));
     }
     printf("test_gemv: %s\n", pt_cpu_info());
     fflush(stdout);

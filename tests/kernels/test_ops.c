@@ -15,7 +15,7 @@
 static void fill(float *x, size_t n, pt_rng *r, double sd, double mean)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = (float)(mean + sd * pt_rng_normal(r));
+        x[i] = (float)(mean + sd * pt__rng_normal(r));
 }
 
 static double dot_d(const float *a, const float *b, size_t n)
@@ -61,20 +61,20 @@ typedef struct rms_env {
 static double rms_loss(void *e)
 {
     rms_env *v = e;
-    pt_rmsnorm_forward(v->y, NULL, v->x, v->w, v->rows, v->d, 1e-5f);
+    pt__rmsnorm_forward(v->y, NULL, v->x, v->w, v->rows, v->d, 1e-5f);
     return dot_d(v->y, v->r, v->rows * v->d);
 }
 
 START_TEST(test_rmsnorm)
 {
     pt_rng rng;
-    pt_rng_seed(&rng, 1);
+    pt__rng_seed(&rng, 1);
     enum { R = 5, D = 37 };
     float x[R * D], w[D], y[R * D], r[R * D], rstd[R], dx[R * D], dw[D];
     fill(x, R * D, &rng, 1.0, 0.3);
     fill(w, D, &rng, 0.3, 1.0);
     fill(r, R * D, &rng, 1.0, 0.0);
-    pt_rmsnorm_forward(y, rstd, x, w, R, D, 1e-5f);
+    pt__rmsnorm_forward(y, rstd, x, w, R, D, 1e-5f);
     /* forward against the formula in double */
     for (int i = 0; i < R; i++) {
         double ss = 0;
@@ -87,7 +87,7 @@ START_TEST(test_rmsnorm)
     }
     for (int j = 0; j < D; j++)
         dw[j] = 0.5f; /* accumulates */
-    pt_rmsnorm_backward(dx, dw, r, x, w, rstd, R, D, false);
+    pt__rmsnorm_backward(dx, dw, r, x, w, rstd, R, D, false);
     for (int j = 0; j < D; j++)
         dw[j] -= 0.5f;
     rms_env env = { x, w, y, r, R, D };
@@ -96,12 +96,12 @@ START_TEST(test_rmsnorm)
     /* accumulate_dx adds, and dx may alias dy */
     float dx2[R * D];
     memcpy(dx2, r, sizeof dx2);
-    pt_rmsnorm_backward(dx2, NULL, dx2, x, w, rstd, R, D, false);
+    pt__rmsnorm_backward(dx2, NULL, dx2, x, w, rstd, R, D, false);
     for (int i = 0; i < R * D; i++)
         ck_assert_float_eq(dx2[i], dx[i]);
     for (int i = 0; i < R * D; i++)
         dx2[i] = 1.0f;
-    pt_rmsnorm_backward(dx2, NULL, r, x, w, rstd, R, D, true);
+    pt__rmsnorm_backward(dx2, NULL, r, x, w, rstd, R, D, true);
     for (int i = 0; i < R * D; i++)
         ck_assert(fabsf(dx2[i] - (1.0f + dx[i])) < 1e-5f);
 }
@@ -119,7 +119,7 @@ static double rope_loss(void *e)
 {
     rope_env *v = e;
     memcpy(v->y, v->x, v->n * v->ld * sizeof(float));
-    pt_rope_apply(v->y, v->ld, v->n, v->nh, v->hd, v->c, v->s, false);
+    pt__rope_apply(v->y, v->ld, v->n, v->nh, v->hd, v->c, v->s, false);
     return dot_d(v->y, v->r, v->n * v->ld);
 }
 
@@ -127,17 +127,17 @@ START_TEST(test_rope)
 {
     enum { N = 6, NH = 3, HD = 8, LD = NH * HD };
     pt_rng rng;
-    pt_rng_seed(&rng, 2);
+    pt__rng_seed(&rng, 2);
     float inv[HD / 2], c[N * HD / 2], s[N * HD / 2], x[N * LD], y[N * LD], r[N * LD], g[N * LD];
     int32_t pos[N] = { 0, 1, 2, 7, 100, 3 };
-    pt_rope_inv_freq(inv, HD, 10000.0, 0, 0, 0, 0, 0);
+    pt__rope_inv_freq(inv, HD, 10000.0, 0, 0, 0, 0, 0);
     for (int j = 0; j < HD / 2; j++)
         ck_assert(fabs(inv[j] - pow(10000.0, -2.0 * j / HD)) < 1e-6 * inv[j]);
-    pt_rope_table(c, s, pos, N, inv, HD);
+    pt__rope_table(c, s, pos, N, inv, HD);
     fill(x, N * LD, &rng, 1.0, 0.0);
     fill(r, N * LD, &rng, 1.0, 0.0);
     memcpy(y, x, sizeof y);
-    pt_rope_apply(y, LD, N, NH, HD, c, s, false);
+    pt__rope_apply(y, LD, N, NH, HD, c, s, false);
     /* rotate_half convention: pairs (j, j + hd/2) */
     for (int t = 0; t < N; t++)
         for (int h = 0; h < NH; h++)
@@ -148,12 +148,12 @@ START_TEST(test_rope)
                 ck_assert(fabs(y[t * LD + h * HD + j + HD / 2] - (x2 * cos(a) + x1 * sin(a))) < 1e-4);
             }
     /* the inverse undoes the rotation */
-    pt_rope_apply(y, LD, N, NH, HD, c, s, true);
+    pt__rope_apply(y, LD, N, NH, HD, c, s, true);
     for (int i = 0; i < N * LD; i++)
         ck_assert(fabsf(y[i] - x[i]) < 1e-5f);
     /* backward = inverse rotation of the upstream gradient */
     memcpy(g, r, sizeof g);
-    pt_rope_apply(g, LD, N, NH, HD, c, s, true);
+    pt__rope_apply(g, LD, N, NH, HD, c, s, true);
     rope_env env = { x, y, r, c, s, N, LD, NH, HD };
     fd_check("rope dx", x, g, N * LD, 1, rope_loss, &env, 1e-2f, 1e-4, 1e-3);
 }
@@ -164,7 +164,7 @@ START_TEST(test_rope_scaling)
     /* Llama-3.1 style: factor 8, low 1, high 4, original 8192, theta 500000. */
     enum { HD = 64 };
     float inv[HD / 2], lin[HD / 2];
-    pt_rope_inv_freq(inv, HD, 500000.0, 1, 8.0, 1.0, 4.0, 8192);
+    pt__rope_inv_freq(inv, HD, 500000.0, 1, 8.0, 1.0, 4.0, 8192);
     int scaled = 0, kept = 0, smooth = 0;
     for (int j = 0; j < HD / 2; j++) {
         double f = 1.0 / pow(500000.0, (double)(float)(2.0 * j / HD));
@@ -184,7 +184,7 @@ START_TEST(test_rope_scaling)
         ck_assert_msg(fabs(inv[j] - want) <= 1e-6 * want, "j=%d %g vs %g", j, (double)inv[j], want);
     }
     ck_assert(scaled > 0 && kept > 0 && smooth > 0); /* all three regimes exercised */
-    pt_rope_inv_freq(lin, HD, 10000.0, 2, 4.0, 0, 0, 0);
+    pt__rope_inv_freq(lin, HD, 10000.0, 2, 4.0, 0, 0, 0);
     for (int j = 0; j < HD / 2; j++)
         ck_assert(fabs(lin[j] - pow(10000.0, -(double)(float)(2.0 * j / HD)) / 4.0) < 1e-6 * lin[j]);
 }
@@ -200,7 +200,7 @@ typedef struct sw_env {
 static double sw_loss(void *e)
 {
     sw_env *v = e;
-    pt_swiglu_forward(v->h, v->gu, v->gu + v->n, v->rows, v->n, 2 * v->n);
+    pt__swiglu_forward(v->h, v->gu, v->gu + v->n, v->rows, v->n, 2 * v->n);
     return dot_d(v->h, v->r, v->rows * v->n);
 }
 
@@ -209,17 +209,17 @@ START_TEST(test_swiglu)
     /* gate|up as the two halves of each row of a [R, 2C] buffer */
     enum { R = 5, C = 11 };
     pt_rng rng;
-    pt_rng_seed(&rng, 3);
+    pt__rng_seed(&rng, 3);
     float gu[R * 2 * C], h[R * C], r[R * C], dgu[R * 2 * C];
     fill(gu, R * 2 * C, &rng, 2.0, 0.0);
     fill(r, R * C, &rng, 1.0, 0.0);
-    pt_swiglu_forward(h, gu, gu + C, R, C, 2 * C);
+    pt__swiglu_forward(h, gu, gu + C, R, C, 2 * C);
     for (int i = 0; i < R; i++)
         for (int j = 0; j < C; j++) {
             double g = gu[i * 2 * C + j], u = gu[i * 2 * C + C + j];
             ck_assert(fabs(h[i * C + j] - g / (1 + exp(-g)) * u) < 1e-5);
         }
-    pt_swiglu_backward(dgu, dgu + C, r, gu, gu + C, R, C, 2 * C);
+    pt__swiglu_backward(dgu, dgu + C, r, gu, gu + C, R, C, 2 * C);
     sw_env env = { gu, h, r, R, C };
     fd_check("swiglu dgate|dup", gu, dgu, R * 2 * C, 1, sw_loss, &env, 1e-2f, 2e-4, 1e-2);
 }
@@ -237,7 +237,7 @@ static double hn_loss(void *e)
 {
     hn_env *v = e;
     /* x has row stride nh*hd + 3, y row stride nh*hd + 5 */
-    pt_headnorm_forward(v->y, (size_t)v->nh * v->hd + 5, v->rstd, v->x, (size_t)v->nh * v->hd + 3,
+    pt__headnorm_forward(v->y, (size_t)v->nh * v->hd + 5, v->rstd, v->x, (size_t)v->nh * v->hd + 3,
                         v->w, v->n, v->nh, v->hd, 1e-6f);
     return dot_d(v->y, v->r, v->n * ((size_t)v->nh * v->hd + 5));
 }
@@ -246,7 +246,7 @@ START_TEST(test_headnorm)
 {
     enum { N = 4, NH = 3, HD = 6, LX = NH * HD + 3, LY = NH * HD + 5 };
     pt_rng rng;
-    pt_rng_seed(&rng, 9);
+    pt__rng_seed(&rng, 9);
     float x[N * LX], w[HD], y[N * LY], r[N * LY], rstd[N * NH], dx[N * LY], dw[HD] = { 0 };
     fill(x, N * LX, &rng, 1.0, 0.2);
     fill(w, HD, &rng, 0.3, 1.0);
@@ -258,13 +258,13 @@ START_TEST(test_headnorm)
     hn_loss(&env);
     /* forward: the same as a plain RMSNorm of each head vector */
     float ref[HD], rr;
-    pt_rmsnorm_forward(ref, &rr, x + 2 * LX + 1 * HD, w, 1, HD, 1e-6f);
+    pt__rmsnorm_forward(ref, &rr, x + 2 * LX + 1 * HD, w, 1, HD, 1e-6f);
     for (int j = 0; j < HD; j++)
         ck_assert(fabsf(y[2 * LY + HD + j] - ref[j]) < 1e-6f);
     ck_assert(fabsf(rstd[2 * NH + 1] - rr) < 1e-6f);
     /* backward in place (dx aliases dy, stride LY); x stride LX */
     memcpy(dx, r, sizeof dx);
-    pt_headnorm_backward(dx, LY, dw, dx, LY, x, LX, w, rstd, N, NH, HD);
+    pt__headnorm_backward(dx, LY, dw, dx, LY, x, LX, w, rstd, N, NH, HD);
     float gx[N * LX];
     memset(gx, 0, sizeof gx);
     for (int t = 0; t < N; t++)
@@ -285,7 +285,7 @@ typedef struct ls_env {
 static double ls_loss(void *e)
 {
     ls_env *v = e;
-    pt_logsoftmax_rows(v->lse, v->lp, v->x, v->t, v->rows, v->v);
+    pt__logsoftmax_rows(v->lse, v->lp, v->x, v->t, v->rows, v->v);
     return dot_d(v->lp, v->r, v->rows);
 }
 
@@ -293,12 +293,12 @@ START_TEST(test_logsoftmax)
 {
     enum { R = 6, V = 29 };
     pt_rng rng;
-    pt_rng_seed(&rng, 4);
+    pt__rng_seed(&rng, 4);
     float x[R * V], lse[R], lp[R], r[R], g[R * V];
     int32_t t[R] = { 3, -1, 0, 28, 7, 7 };
     fill(x, R * V, &rng, 3.0, 50.0); /* large offset: needs the max shift */
     fill(r, R, &rng, 1.0, 0.0);
-    pt_logsoftmax_rows(lse, lp, x, t, R, V);
+    pt__logsoftmax_rows(lse, lp, x, t, R, V);
     for (int i = 0; i < R; i++) {
         double m = -1e300, s = 0;
         for (int j = 0; j < V; j++)
@@ -310,7 +310,7 @@ START_TEST(test_logsoftmax)
         ck_assert(fabs(lp[i] - (t[i] >= 0 ? x[i * V + t[i]] - l : 0.0)) < 1e-4);
     }
     memcpy(g, x, sizeof g);
-    pt_logsoftmax_backward_rows(g, lse, r, t, R, V);
+    pt__logsoftmax_backward_rows(g, lse, r, t, R, V);
     for (int j = 0; j < V; j++)
         ck_assert_float_eq(g[1 * V + j], 0.0f); /* no target: no gradient */
     ls_env env = { x, lse, lp, r, t, R, V };
@@ -322,11 +322,11 @@ START_TEST(test_embedding_colsum)
 {
     enum { N = 7, D = 70, VOC = 5 };
     pt_rng rng;
-    pt_rng_seed(&rng, 5);
+    pt__rng_seed(&rng, 5);
     float tab[VOC * D], out[N * D], dt[VOC * D], want[VOC * D], db[D];
     int32_t ids[N] = { 4, 0, 4, 2, 2, 2, 1 };
     fill(tab, VOC * D, &rng, 1.0, 0.0);
-    pt_embedding_forward(out, tab, ids, N, D);
+    pt__embedding_forward(out, tab, ids, N, D);
     for (int t = 0; t < N; t++)
         ck_assert_mem_eq(out + t * D, tab + ids[t] * D, D * sizeof(float));
     for (int i = 0; i < VOC * D; i++)
@@ -334,12 +334,12 @@ START_TEST(test_embedding_colsum)
     for (int t = 0; t < N; t++)
         for (int j = 0; j < D; j++)
             want[ids[t] * D + j] += out[t * D + j];
-    pt_embedding_backward(dt, out, ids, N, D);
+    pt__embedding_backward(dt, out, ids, N, D);
     for (int i = 0; i < VOC * D; i++)
         ck_assert(fabsf(dt[i] - want[i]) < 1e-5f);
     for (int j = 0; j < D; j++)
         db[j] = 2.0f;
-    pt_colsum_add(db, out, N, D - 3, D);
+    pt__colsum_add(db, out, N, D - 3, D);
     for (int j = 0; j < D - 3; j++) {
         double s = 2.0;
         for (int t = 0; t < N; t++)
@@ -396,7 +396,7 @@ typedef struct att_env {
 static double att_loss(void *e)
 {
     att_env *a = e;
-    pt_attention_forward(a->out, a->lse, a->q, a->k, a->v, &a->s, a->scratch);
+    pt__attention_forward(a->out, a->lse, a->q, a->k, a->v, &a->s, a->scratch);
     return dot_d(a->out, a->r, (size_t)a->s.batch * a->s.seq * a->s.nh * a->s.hd);
 }
 
@@ -404,7 +404,7 @@ static void attention_case(int B, int T, int nh, int nkv, int hd, bool segs, int
                            const int tiles[][2], int ntiles, bool check_grad)
 {
     pt_rng rng;
-    pt_rng_seed(&rng, (uint64_t)(B * 1000 + T * 10 + nh + nkv + window));
+    pt__rng_seed(&rng, (uint64_t)(B * 1000 + T * 10 + nh + nkv + window));
     size_t nq = (size_t)B * T * nh * hd, nk = (size_t)B * T * nkv * hd;
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *out = malloc(nq * 4);
     float *r = malloc(nq * 4), *dq = malloc(nq * 4), *dk = malloc(nk * 4), *dv = malloc(nk * 4);
@@ -425,15 +425,15 @@ static void attention_case(int B, int T, int nh, int nkv, int hd, bool segs, int
     for (int ti = 0; ti < ntiles; ti++) {
         s.tile_q = tiles[ti][0];
         s.tile_k = tiles[ti][1];
-        float *scratch = malloc(pt_attention_scratch_floats(&s, pt_get_num_threads()) * 4);
-        pt_attention_forward(out, lse, q, k, v, &s, scratch);
+        float *scratch = malloc(pt__attention_scratch_floats(&s, pt_get_num_threads()) * 4);
+        pt__attention_forward(out, lse, q, k, v, &s, scratch);
         for (size_t i = 0; i < nq; i++)
             ck_assert_msg(fabs(out[i] - ref[i]) < 2e-5, "tiles %dx%d out[%zu] %g vs %g", s.tile_q,
                           s.tile_k, i, (double)out[i], ref[i]);
         for (size_t i = 0; i < (size_t)B * nh * T; i++)
             ck_assert(fabs(lse[i] - rlse[i]) < 2e-5);
         if (check_grad) {
-            pt_attention_backward(dq, dk, dv, r, q, k, v, out, lse, &s, scratch);
+            pt__attention_backward(dq, dk, dv, r, q, k, v, out, lse, &s, scratch);
             att_env env = { q, k, v, out, lse, r, scratch, s };
             fd_check("attention dq", q, dq, nq, 1, att_loss, &env, 1e-2f, 3e-4, 1e-2);
             fd_check("attention dk", k, dk, nk, 1, att_loss, &env, 1e-2f, 3e-4, 1e-2);
@@ -468,7 +468,7 @@ START_TEST(test_attention_threads)
     enum { B = 2, T = 160, NH = 4, NKV = 2, HD = 32 };
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     pt_rng rng;
-    pt_rng_seed(&rng, 77);
+    pt__rng_seed(&rng, 77);
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *d = malloc(nq * 4);
     float *o[2], *l[2], *dq[2], *dk[2], *dv[2];
     fill(q, nq, &rng, 1.0, 0.0);
@@ -477,14 +477,14 @@ START_TEST(test_attention_threads)
     fill(d, nq, &rng, 1.0, 0.0);
     pt_attn_shape s = { .batch = B, .seq = T, .nh = NH, .nkv = NKV, .hd = HD,
                         .scale = (float)(1.0 / sqrt(HD)) };
-    float *scratch = malloc(pt_attention_scratch_floats(&s, 2) * 4);
+    float *scratch = malloc(pt__attention_scratch_floats(&s, 2) * 4);
     int nt0 = pt_get_num_threads();
     for (int r = 0; r < 2; r++) {
         o[r] = malloc(nq * 4), l[r] = malloc((size_t)B * NH * T * 4);
         dq[r] = malloc(nq * 4), dk[r] = malloc(nk * 4), dv[r] = malloc(nk * 4);
         ck_assert_ok(pt_set_num_threads(r + 1));
-        pt_attention_forward(o[r], l[r], q, k, v, &s, scratch);
-        pt_attention_backward(dq[r], dk[r], dv[r], d, q, k, v, o[r], l[r], &s, scratch);
+        pt__attention_forward(o[r], l[r], q, k, v, &s, scratch);
+        pt__attention_backward(dq[r], dk[r], dv[r], d, q, k, v, o[r], l[r], &s, scratch);
     }
     pt_set_num_threads(nt0);
     ck_assert_mem_eq(o[0], o[1], nq * 4);
@@ -520,7 +520,7 @@ static void window_skip_case(int T, int W, int tq, int tk)
     float *d = malloc(n * 4), *dq = malloc(n * 4), *dk = malloc(n * 4), *dv = malloc(n * 4);
     float *lse = malloc((size_t)T * 4);
     pt_rng rng;
-    pt_rng_seed(&rng, 5);
+    pt__rng_seed(&rng, 5);
     fill(q, n, &rng, 1.0, 0.0);
     fill(k, n, &rng, 1.0, 0.0);
     fill(v, n, &rng, 1.0, 0.0);
@@ -529,9 +529,9 @@ static void window_skip_case(int T, int W, int tq, int tk)
         k[x] = v[x] = NAN;
     pt_attn_shape s = { .batch = 1, .seq = T, .nh = 1, .nkv = 1, .hd = HD,
                         .scale = 0.5f, .window = W, .tile_q = tq, .tile_k = tk };
-    float *scratch = malloc(pt_attention_scratch_floats(&s, pt_get_num_threads()) * 4);
-    pt_attention_forward(o, lse, q, k, v, &s, scratch);
-    pt_attention_backward(dq, dk, dv, d, q, k, v, o, lse, &s, scratch);
+    float *scratch = malloc(pt__attention_scratch_floats(&s, pt_get_num_threads()) * 4);
+    pt__attention_forward(o, lse, q, k, v, &s, scratch);
+    pt__attention_backward(dq, dk, dv, d, q, k, v, o, lse, &s, scratch);
     int q0 = tq > 0 ? tq : 64; /* the first row whose tile starts at or after W */
     while (q0 < W)
         q0 += tq > 0 ? tq : 64;
@@ -558,7 +558,7 @@ START_TEST(test_attention_fused_layout)
 {
     enum { B = 2, T = 9, NH = 4, NKV = 2, HD = 4, Q = NH * HD, KV = NKV * HD, L = Q + 2 * KV };
     pt_rng rng;
-    pt_rng_seed(&rng, 12);
+    pt__rng_seed(&rng, 12);
     static float qkv[B * T * L], q[B * T * Q], k[B * T * KV], v[B * T * KV], o1[B * T * Q],
         o2[B * T * (Q + 1)], l1[B * NH * T], l2[B * NH * T], d1[B * T * Q], d2[B * T * (Q + 1)];
     static float dq1[B * T * Q], dk1[B * T * KV], dv1[B * T * KV], dqkv[B * T * L];
@@ -572,14 +572,14 @@ START_TEST(test_attention_fused_layout)
     }
     pt_attn_shape s = { .batch = B, .seq = T, .nh = NH, .nkv = NKV, .hd = HD, .scale = 0.5f,
                         .tile_q = 4, .tile_k = 3 };
-    float *scratch = malloc(pt_attention_scratch_floats(&s, pt_get_num_threads()) * 4);
-    pt_attention_forward(o1, l1, q, k, v, &s, scratch);
-    pt_attention_backward(dq1, dk1, dv1, d1, q, k, v, o1, l1, &s, scratch);
+    float *scratch = malloc(pt__attention_scratch_floats(&s, pt_get_num_threads()) * 4);
+    pt__attention_forward(o1, l1, q, k, v, &s, scratch);
+    pt__attention_backward(dq1, dk1, dv1, d1, q, k, v, o1, l1, &s, scratch);
     pt_attn_shape f = s;
     f.ldq = f.ldkv = L;
     f.ldo = Q + 1;
-    pt_attention_forward(o2, l2, qkv, qkv + Q, qkv + Q + KV, &f, scratch);
-    pt_attention_backward(dqkv, dqkv + Q, dqkv + Q + KV, d2, qkv, qkv + Q, qkv + Q + KV, o2, l2,
+    pt__attention_forward(o2, l2, qkv, qkv + Q, qkv + Q + KV, &f, scratch);
+    pt__attention_backward(dqkv, dqkv + Q, dqkv + Q + KV, d2, qkv, qkv + Q, qkv + Q + KV, o2, l2,
                           &f, scratch);
     ck_assert_mem_eq(l1, l2, sizeof l1);
     for (int t = 0; t < B * T; t++) {
@@ -600,17 +600,17 @@ START_TEST(test_vexp)
         xs[i] = -87.0f + 175.0f * (float)i / 200000.0f;
 #pragma omp simd
     for (int i = 0; i < 200000; i++)
-        ys[i] = pt_vexpf(xs[i]);
+        ys[i] = pt__vexpf(xs[i]);
     for (int i = 0; i < 200000; i++) {
         double e = exp((double)xs[i]);
         worst = fmax(worst, fabs(ys[i] - e) / e);
     }
-    ck_assert_msg(worst < 3e-7, "pt_vexpf worst relative error %g", worst);
-    ck_assert_float_eq(pt_vexpf(0.0f), 1.0f);
-    ck_assert_float_eq(pt_vexpf(-INFINITY), 0.0f);
-    ck_assert_float_eq(pt_vexpf(-1000.0f), 0.0f);
-    ck_assert(isfinite(pt_vexpf(1000.0f)) && pt_vexpf(1000.0f) > 1e38f);
-    ck_assert(isnan(pt_vexpf(NAN)));
+    ck_assert_msg(worst < 3e-7, "pt__vexpf worst relative error %g", worst);
+    ck_assert_float_eq(pt__vexpf(0.0f), 1.0f);
+    ck_assert_float_eq(pt__vexpf(-INFINITY), 0.0f);
+    ck_assert_float_eq(pt__vexpf(-1000.0f), 0.0f);
+    ck_assert(isfinite(pt__vexpf(1000.0f)) && pt__vexpf(1000.0f) > 1e38f);
+    ck_assert(isnan(pt__vexpf(NAN)));
 }
 END_TEST
 

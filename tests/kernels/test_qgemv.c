@@ -1,6 +1,6 @@
-/* pt_qgemv_rows (small-m products on ggml-quantized weights) on every
+/* pt__qgemv_rows (small-m products on ggml-quantized weights) on every
  * kernel path this CPU runs, for every supported type:
- *   - the SIMD kernels equal the scalar reference (pt_qgemv_rows_ref) bit
+ *   - the SIMD kernels equal the scalar reference (pt__qgemv_rows_ref) bit
  *     for bit, over odd m, n not a multiple of the 16-row task, k with a
  *     partial group of 8 blocks, W at odd addresses, alpha and beta;
  *   - the scalar reference against a double-precision dot of W dequantized
@@ -72,9 +72,9 @@ static double h2d(const uint8_t *p)
 /* A random fp16 of magnitude in [2^(e0-15), 2^(e1-15)), sign random when neg. */
 static void rand_half(pt_rng *r, int e0, int e1, bool neg, uint8_t *p)
 {
-    unsigned e = (unsigned)(e0 + (int)pt_rng_below(r, (uint64_t)(e1 - e0)));
-    unsigned h = e << 10 | (unsigned)pt_rng_below(r, 1024);
-    if (neg && pt_rng_below(r, 2))
+    unsigned e = (unsigned)(e0 + (int)pt__rng_below(r, (uint64_t)(e1 - e0)));
+    unsigned h = e << 10 | (unsigned)pt__rng_below(r, 1024);
+    if (neg && pt__rng_below(r, 2))
         h |= 0x8000;
     p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
 }
@@ -91,7 +91,7 @@ static void make_w(int t, size_t n, size_t k, pt_rng *r, uint8_t *w)
 {
     const size_t nbt = n * (k / blk_of(t)), bb = bytes_of(t);
     for (size_t i = 0; i < nbt * bb; i++)
-        w[i] = (uint8_t)pt_rng_next(r);
+        w[i] = (uint8_t)pt__rng_next(r);
     for (size_t b = 0; b < nbt; b++) {
         uint8_t *p = w + b * bb;
         if (t == PT_GGML_Q6_K) {
@@ -223,9 +223,9 @@ static void case_make(qcase *c, int t, size_t m, size_t n, size_t k, size_t off,
     ck_assert(c->x && c->y && c->wbuf);
     c->w = c->wbuf + off;
     for (size_t i = 0; i < m * c->ldx; i++)
-        c->x[i] = (float)pt_rng_normal(r);
+        c->x[i] = (float)pt__rng_normal(r);
     for (size_t i = 0; i < m * c->ldy; i++)
-        c->y[i] = (float)pt_rng_normal(r);
+        c->y[i] = (float)pt__rng_normal(r);
     make_w(t, n, k, r, c->w);
 }
 
@@ -242,16 +242,16 @@ static void run(const qcase *c, bool ref, float alpha, float beta, float *out)
         for (size_t i = 0; i < c->m; i++)
             for (size_t j = 0; j < c->n; j++)
                 out[i * c->ldy + j] = NAN;
-    int st = (ref ? pt_qgemv_rows_ref : pt_qgemv_rows)(c->t, c->m, c->n, c->k, alpha, c->x, c->ldx,
+    int st = (ref ? pt__qgemv_rows_ref : pt__qgemv_rows)(c->t, c->m, c->n, c->k, alpha, c->x, c->ldx,
                                                         c->w, beta, out, c->ldy);
     ck_assert_msg(st == PT_OK, "%s: %s", type_name(c->t), pt_last_error());
 }
 
 static bool use_path(int l)
 {
-    if (l > (int)pt_cpu_detected())
+    if (l > (int)pt__cpu_detected())
         return false;
-    ck_assert_ok(pt_set_cpu_path(pt_cpu_level_str((pt_cpu_level)l)));
+    ck_assert_ok(pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)l)));
     return true;
 }
 
@@ -273,9 +273,9 @@ START_TEST(test_qgemv_hand)
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
             continue;
-        ck_assert_ok(pt_qgemv_rows(PT_GGML_Q8_0, 1, 1, 32, 1.0f, x, 32, w8 + 1, 0.0f, &y, 1));
+        ck_assert_ok(pt__qgemv_rows(PT_GGML_Q8_0, 1, 1, 32, 1.0f, x, 32, w8 + 1, 0.0f, &y, 1));
         ck_assert_float_eq(y, 31.998046875f);
-        ck_assert_ok(pt_qgemv_rows(PT_GGML_Q4_0, 1, 1, 32, 2.0f, x, 32, w4 + 1, 1.0f, &y, 1));
+        ck_assert_ok(pt__qgemv_rows(PT_GGML_Q4_0, 1, 1, 32, 2.0f, x, 32, w4 + 1, 1.0f, &y, 1));
         ck_assert_float_eq(y, 3.0f * 31.998046875f);
     }
     ck_assert_ok(pt_set_cpu_path(NULL));
@@ -285,7 +285,7 @@ END_TEST
 START_TEST(test_qgemv_ref_vs_double)
 {
     pt_rng r;
-    pt_rng_seed(&r, 21);
+    pt__rng_seed(&r, 21);
     const double u = 1.0 / 16777216.0;
     for (size_t ti = 0; ti < NTYPES; ti++) {
         const int t = k_types[ti];
@@ -325,12 +325,12 @@ START_TEST(test_qgemv_paths_equal_ref)
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 22);
+        pt__rng_seed(&r, 22);
         for (size_t ti = 0; ti < NTYPES; ti++) {
             const int t = k_types[ti];
             const size_t blk = blk_of(t), ks[] = { blk, 9 * blk, 16 * blk };
             printf("test_qgemv: %s on path %s: kernel %s (m = 1), %s (m = 16)\n", type_name(t),
-                   pt_cpu_path(), pt_qgemv_kernel(t), pt_qgemv_kernel_rows(t, 16));
+                   pt_cpu_path(), pt__qgemv_kernel(t), pt__qgemv_kernel_rows(t, 16));
             for (size_t ki = 0; ki < 3; ki++)
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -345,7 +345,7 @@ START_TEST(test_qgemv_paths_equal_ref)
                             ck_assert_msg(memcmp(a, b, sz) == 0,
                                           "%s on %s (%s): m=%zu n=%zu k=%zu off=%zu: differs from "
                                           "the scalar reference", type_name(t), pt_cpu_path(),
-                                          pt_qgemv_kernel_rows(t, c.m), c.m, c.n, c.k, c.off);
+                                          pt__qgemv_kernel_rows(t, c.m), c.m, c.n, c.k, c.off);
                         }
                         free(a); free(b);
                         case_free(&c);
@@ -364,12 +364,12 @@ START_TEST(test_qgemv_rows_independent)
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 23);
+        pt__rng_seed(&r, 23);
         for (size_t ti = 0; ti < NTYPES; ti++) {
             const int t = k_types[ti];
             qcase c;
             case_make(&c, t, 17, blk_of(t) == 32 ? 1536 : 576, blk_of(t) == 32 ? 576 : 1536, 1, &r);
-            ck_assert_int_eq(pt_gemm_threads(c.m, c.n, c.k), 2);
+            ck_assert_int_eq(pt__gemm_threads(c.m, c.n, c.k), 2);
             const size_t sz = c.m * c.ldy * sizeof(float);
             float *all = malloc(sz), *t1 = malloc(sz), *one = malloc(sz);
             ck_assert_ok(pt_set_num_threads(2));
@@ -396,7 +396,7 @@ START_TEST(test_qgemv_rows_independent)
 }
 END_TEST
 
-/* pt_qgemv_segs over segments of mixed types (as a Q4_K_M file's q|k|v:
+/* pt__qgemv_segs over segments of mixed types (as a Q4_K_M file's q|k|v:
  * Q5_0, Q5_0, Q8_0; with a K-quant among them) gives, column for column,
  * the scalar reference of each segment alone, on every path, m = 1 .. 17
  * (both the m = 1 and the 16-row kernels), 1 and 2 threads. */
@@ -411,7 +411,7 @@ START_TEST(test_qgemv_segs)
         if (!use_path(l))
             continue;
         pt_rng r;
-        pt_rng_seed(&r, 25);
+        pt__rng_seed(&r, 25);
         for (size_t mi = 0; mi < 3; mi++) {
             pt_qseg seg[3];
             uint8_t *w[3];
@@ -426,19 +426,19 @@ START_TEST(test_qgemv_segs)
                 float *x = malloc(m * ldx * sizeof(float)), *a = malloc(m * ldy * sizeof(float));
                 float *b = malloc(m * ldy * sizeof(float));
                 for (size_t i = 0; i < m * ldx; i++)
-                    x[i] = (float)pt_rng_normal(&r);
+                    x[i] = (float)pt__rng_normal(&r);
                 for (size_t i = 0; i < m * ldy; i++)
-                    a[i] = b[i] = (float)pt_rng_normal(&r);
+                    a[i] = b[i] = (float)pt__rng_normal(&r);
                 for (int nt = 1; nt <= 2; nt++) {
                     ck_assert_ok(pt_set_num_threads(nt));
                     float *a2 = malloc(m * ldy * sizeof(float));
                     memcpy(a2, a, m * ldy * sizeof(float));
-                    ck_assert_ok(pt_qgemv_segs(seg, 3, m, k, 0.5f, x, ldx, 1.0f, a2, ldy));
+                    ck_assert_ok(pt__qgemv_segs(seg, 3, m, k, 0.5f, x, ldx, 1.0f, a2, ldy));
                     size_t off = 0;
                     float *b2 = malloc(m * ldy * sizeof(float));
                     memcpy(b2, b, m * ldy * sizeof(float));
                     for (int s = 0; s < 3; s++) {
-                        ck_assert_ok(pt_qgemv_rows_ref(seg[s].type, m, rows[s], k, 0.5f, x, ldx, w[s],
+                        ck_assert_ok(pt__qgemv_rows_ref(seg[s].type, m, rows[s], k, 0.5f, x, ldx, w[s],
                                                        1.0f, b2 + off, ldy));
                         off += rows[s];
                     }
@@ -457,9 +457,9 @@ START_TEST(test_qgemv_segs)
     ck_assert_ok(pt_set_num_threads(2));
     float x[32] = { 0 }, y[4];
     const pt_qseg bad[2] = { { PT_GGML_Q8_0, y, 1 }, { PT_GGML_Q2_K, y, 1 } };
-    ck_assert_int_eq(pt_qgemv_segs(bad, 0, 1, 32, 1.0f, x, 32, 0.0f, y, 4), PT_EINVAL);
+    ck_assert_int_eq(pt__qgemv_segs(bad, 0, 1, 32, 1.0f, x, 32, 0.0f, y, 4), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "segments"));
-    ck_assert_int_eq(pt_qgemv_segs(bad, 2, 1, 32, 1.0f, x, 32, 0.0f, y, 4), PT_EUNSUPPORTED);
+    ck_assert_int_eq(pt__qgemv_segs(bad, 2, 1, 32, 1.0f, x, 32, 0.0f, y, 4), PT_EUNSUPPORTED);
 }
 END_TEST
 
@@ -467,26 +467,26 @@ START_TEST(test_qgemv_errors)
 {
     float x[256] = { 0 }, y[2] = { 0 };
     uint8_t w[2 * 8 * 34] = { 0 };
-    ck_assert(!pt_qgemv_supported(PT_GGML_Q2_K) && !pt_qgemv_supported(PT_GGML_F32));
-    ck_assert(pt_qgemv_kernel(PT_GGML_Q3_K) == NULL);
-    ck_assert_int_eq(pt_qgemv_rows(PT_GGML_Q2_K, 1, 1, 256, 1.0f, x, 256, w, 0.0f, y, 1),
+    ck_assert(!pt__qgemv_supported(PT_GGML_Q2_K) && !pt__qgemv_supported(PT_GGML_F32));
+    ck_assert(pt__qgemv_kernel(PT_GGML_Q3_K) == NULL);
+    ck_assert_int_eq(pt__qgemv_rows(PT_GGML_Q2_K, 1, 1, 256, 1.0f, x, 256, w, 0.0f, y, 1),
                      PT_EUNSUPPORTED);
     ck_assert(strstr(pt_last_error(), "type 10"));
-    ck_assert_int_eq(pt_qgemv_rows(PT_GGML_Q4_K, 1, 1, 32, 1.0f, x, 32, w, 0.0f, y, 1), PT_EINVAL);
+    ck_assert_int_eq(pt__qgemv_rows(PT_GGML_Q4_K, 1, 1, 32, 1.0f, x, 32, w, 0.0f, y, 1), PT_EINVAL);
     ck_assert(strstr(pt_last_error(), "multiple"));
-    ck_assert_int_eq(pt_qgemv_rows(PT_GGML_Q8_0, 1, 1, 32, 1.0f, NULL, 32, w, 0.0f, y, 1), PT_EINVAL);
+    ck_assert_int_eq(pt__qgemv_rows(PT_GGML_Q8_0, 1, 1, 32, 1.0f, NULL, 32, w, 0.0f, y, 1), PT_EINVAL);
     /* nothing to do */
-    ck_assert_ok(pt_qgemv_rows(PT_GGML_Q8_0, 0, 1, 32, 1.0f, NULL, 32, NULL, 0.0f, NULL, 1));
+    ck_assert_ok(pt__qgemv_rows(PT_GGML_Q8_0, 0, 1, 32, 1.0f, NULL, 32, NULL, 0.0f, NULL, 1));
     /* a NaN or an infinity in x makes its block's products NaN */
     for (size_t ti = 0; ti < NTYPES; ti++) {
         const int t = k_types[ti];
         pt_rng r;
-        pt_rng_seed(&r, 24);
+        pt__rng_seed(&r, 24);
         make_w(t, 2, 256, &r, w);
         for (int i = 0; i < 256; i++)
             x[i] = 0.5f;
         x[7] = ti % 2 ? INFINITY : NAN;
-        ck_assert_ok(pt_qgemv_rows(t, 1, 2, 256, 1.0f, x, 256, w, 0.0f, y, 1));
+        ck_assert_ok(pt__qgemv_rows(t, 1, 2, 256, 1.0f, x, 256, w, 0.0f, y, 1));
         ck_assert_msg(isnan(y[0]) && isnan(y[1]), "%s: %g %g", type_name(t), (double)y[0], (double)y[1]);
     }
 }
@@ -494,15 +494,15 @@ END_TEST
 
 int main(void)
 {
-    pt_cpu_level det = pt_cpu_detected();
+    pt_cpu_level det = pt__cpu_detected();
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (l <= (int)det)
-            printf("test_qgemv: path %s: run\n", pt_cpu_level_str((pt_cpu_level)l));
+            printf("test_qgemv: path %s: run\n", pt__cpu_level_str((pt_cpu_level)l));
         else
             printf("test_qgemv: skipped: %s (this CPU runs up to %s)\n",
-                   pt_cpu_level_str((pt_cpu_level)l), pt_cpu_level_str(det));
+                   pt__cpu_level_str((pt_cpu_level)l), pt__cpu_level_str(det));
     }
-    if (det >= PT_CPU_AVX512 && !pt_cpu_has_vnni())
+    if (det >= PT_CPU_AVX512 && !pt__cpu_has_vnni())
         printf("test_qgemv: skipped: avx512vnni kernels (this CPU lacks AVX512_VNNI; avx512 runs "
                "the avx2 ones)\n");
     printf("test_qgemv: %s\n", pt_cpu_info());

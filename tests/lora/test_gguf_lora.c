@@ -45,12 +45,12 @@ static void add_lora(pt_model *m, unsigned targets)
     o.seed = 11;
     ck_assert_ok(pt_model_add_lora(m, &o));
     pt_rng r;
-    pt_rng_seed(&r, 23);
+    pt__rng_seed(&r, 23);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (t->adapter && strstr(t->name, "lora_B"))
             for (size_t j = 0; j < t->numel; j++)
-                t->data[j] = (float)(0.3 * pt_rng_normal(&r));
+                t->data[j] = (float)(0.3 * pt__rng_normal(&r));
     }
 }
 
@@ -62,7 +62,7 @@ static void export_to(const pt_model *m, const char *path, int type, const char 
 
 static void check_str(const pt_gguf *g, size_t i, const char *key, const char *want)
 {
-    const pt_gguf_kv *kv = pt_gguf_kv_at(g, i);
+    const pt_gguf_kv *kv = pt__gguf_kv_at(g, i);
     ck_assert_str_eq(kv->key, key);
     ck_assert_int_eq(kv->type, PT_GGUF_STRING);
     const pt_gguf_str *s = kv->data;
@@ -73,18 +73,18 @@ static void check_str(const pt_gguf *g, size_t i, const char *key, const char *w
 /* Every key, its type, value and position. */
 static void check_keys(const pt_gguf *g, const char *arch, const char *name)
 {
-    ck_assert_uint_eq(pt_gguf_version(g), 3);
-    ck_assert_uint_eq(pt_gguf_alignment(g), 32);
-    ck_assert_uint_eq(pt_gguf_kv_count(g), 6);
+    ck_assert_uint_eq(pt__gguf_version(g), 3);
+    ck_assert_uint_eq(pt__gguf_alignment(g), 32);
+    ck_assert_uint_eq(pt__gguf_kv_count(g), 6);
     check_str(g, 0, "general.architecture", arch);
     check_str(g, 1, "general.type", "adapter");
     check_str(g, 2, "adapter.type", "lora");
     check_str(g, 3, "general.name", name);
-    const pt_gguf_kv *kv = pt_gguf_kv_at(g, 4);
+    const pt_gguf_kv *kv = pt__gguf_kv_at(g, 4);
     ck_assert_str_eq(kv->key, "adapter.lora.alpha");
     ck_assert_int_eq(kv->type, PT_GGUF_FLOAT32);
     ck_assert(*(const float *)kv->data == (float)ALPHA);
-    kv = pt_gguf_kv_at(g, 5);
+    kv = pt__gguf_kv_at(g, 5);
     ck_assert_str_eq(kv->key, "general.quantization_version");
     ck_assert_int_eq(kv->type, PT_GGUF_UINT32);
     ck_assert_uint_eq(*(const uint32_t *)kv->data, 2);
@@ -99,7 +99,7 @@ static const int k_sorted_bit[7] = { 6, 4, 5, 1, 3, 0, 2 };
 /* Tensor names, order, shapes and types for a 2-layer model with all targets. */
 static void check_tensors(const pt_gguf *g, const pt_model *m, int type)
 {
-    ck_assert_uint_eq(pt_gguf_tensor_count(g), 2 * 7 * 2);
+    ck_assert_uint_eq(pt__gguf_tensor_count(g), 2 * 7 * 2);
     size_t i = 0;
     for (int layer = 0; layer < 2; layer++)
         for (int j = 0; j < 7; j++)
@@ -107,12 +107,12 @@ static void check_tensors(const pt_gguf *g, const pt_model *m, int type)
                 char want[128];
                 snprintf(want, sizeof want, "blk.%d.%s.weight.lora_%c", layer, k_sorted[j],
                          ab ? 'b' : 'a');
-                const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i);
+                const pt_gguf_tensor *t = pt__gguf_tensor_at(g, i);
                 ck_assert_str_eq(t->name, want);
                 ck_assert_uint_eq(t->ndim, 2);
                 ck_assert_int_eq(t->type, type);
                 size_t in, out;
-                pt_lora_module_dims(m, k_sorted_bit[j], &in, &out);
+                pt__lora_module_dims(m, k_sorted_bit[j], &in, &out);
                 ck_assert_uint_eq(t->ne[0], ab ? RANK : in);
                 ck_assert_uint_eq(t->ne[1], ab ? out : RANK);
                 ck_assert_uint_eq(t->offset % 32, 0);
@@ -121,11 +121,11 @@ static void check_tensors(const pt_gguf *g, const pt_model *m, int type)
 
 static float *read_tensor(const pt_gguf *g, const char *name, size_t numel)
 {
-    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
+    const pt_gguf_tensor *t = pt__gguf_find_tensor(g, name);
     ck_assert_msg(t != NULL, "no tensor %s", name);
     ck_assert_uint_eq(t->numel, numel);
     float *v = malloc(numel * sizeof *v);
-    ck_assert_ok(pt_gguf_read_f32(t, v, numel));
+    ck_assert_ok(pt__gguf_read_f32(t, v, numel));
     return v;
 }
 
@@ -133,12 +133,12 @@ static float *read_tensor(const pt_gguf *g, const char *name, size_t numel)
 static float *as_stored(const pt_model *m, int k, const float *w, size_t out, size_t in)
 {
     float *d = malloc(out * in * sizeof *d);
-    int heads = !pt_gguf_arch_permutes(m->cfg.arch) ? 0
+    int heads = !pt__gguf_arch_permutes(m->cfg.arch) ? 0
                 : k == 0                            ? m->cfg.num_attention_heads
                 : k == 1                            ? m->cfg.num_key_value_heads
                                                     : 0;
     if (heads)
-        pt_gguf_permute_rows(d, w, (int64_t)out, (int64_t)in, heads);
+        pt__gguf_permute_rows(d, w, (int64_t)out, (int64_t)in, heads);
     else
         memcpy(d, w, out * in * sizeof *d);
     return d;
@@ -167,15 +167,15 @@ static void check_applies(const pt_gguf *g, pt_model *m)
     for (int layer = 0; layer < 2; layer++)
         for (int k = 0; k < 7; k++) {
             size_t in, out;
-            pt_lora_module_dims(m, k, &in, &out);
+            pt__lora_module_dims(m, k, &in, &out);
             char name[128], base_name[128];
-            pt_tensor_gguf_name(base_name, sizeof base_name, pt_tensor_row_lora(k), layer);
+            pt__tensor_gguf_name(base_name, sizeof base_name, pt__tensor_row_lora(k), layer);
             snprintf(name, sizeof name, "%s.lora_a", base_name);
             float *a = read_tensor(g, name, in * RANK);
             snprintf(name, sizeof name, "%s.lora_b", base_name);
             float *b = read_tensor(g, name, out * RANK);
-            float *base = as_stored(m, k, *pt_weights_slot(&m->w, layer,
-                                                           pt_tensor_row_lora(k)->id),
+            float *base = as_stored(m, k, *pt__weights_slot(&m->w, layer,
+                                                           pt__tensor_row_lora(k)->id),
                                     out, in);
             applied[layer][k] = apply_file(base, a, b, out, in);
             free(a);
@@ -186,9 +186,9 @@ static void check_applies(const pt_gguf *g, pt_model *m)
     for (int layer = 0; layer < 2; layer++)
         for (int k = 0; k < 7; k++) {
             size_t in, out;
-            pt_lora_module_dims(m, k, &in, &out);
+            pt__lora_module_dims(m, k, &in, &out);
             float *merged = as_stored(
-                m, k, *pt_weights_slot(&m->w, layer, pt_tensor_row_lora(k)->id), out, in);
+                m, k, *pt__weights_slot(&m->w, layer, pt__tensor_row_lora(k)->id), out, in);
             double maxw = 0, maxd = 0;
             for (size_t i = 0; i < out * in; i++) {
                 maxw = fmax(maxw, fabs(merged[i]));
@@ -204,10 +204,10 @@ static void check_applies(const pt_gguf *g, pt_model *m)
 /* The adapters really change the weights (B is not zero). */
 static void check_nontrivial(const pt_gguf *g)
 {
-    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, "blk.1.attn_q.weight.lora_b");
+    const pt_gguf_tensor *t = pt__gguf_find_tensor(g, "blk.1.attn_q.weight.lora_b");
     ck_assert_ptr_nonnull(t);
     float *b = malloc(t->numel * sizeof *b);
-    ck_assert_ok(pt_gguf_read_f32(t, b, t->numel));
+    ck_assert_ok(pt__gguf_read_f32(t, b, t->numel));
     double mx = 0;
     for (size_t i = 0; i < t->numel; i++)
         mx = fmax(mx, fabs(b[i]));
@@ -224,12 +224,12 @@ static void roundtrip(const char *ref, const char *arch, const char *name)
     add_lora(m, PT_LORA_ALL);
     ck_assert_ok(pt_lora_export_gguf(m, path, NULL));
     pt_gguf *g;
-    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_ok(pt__gguf_open(&g, path));
     check_keys(g, arch, name);
     check_tensors(g, m, PT_GGML_F32);
     check_nontrivial(g);
     check_applies(g, m);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     free(root);
@@ -258,27 +258,27 @@ static void check_permuted(const char *ref, bool permutes)
     add_lora(m, PT_LORA_ALL);
     export_to(m, path, PT_GGUF_FTYPE_F32, "x");
     pt_gguf *g;
-    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_ok(pt__gguf_open(&g, path));
     for (int k = 0; k < 7; k++) {
         const pt_lora_pair *p = &m->lora->mods[PT_LORA_NMOD + k];
         char base[96], name[128];
-        pt_tensor_gguf_name(base, sizeof base, pt_tensor_row_lora(k), 1);
+        pt__tensor_gguf_name(base, sizeof base, pt__tensor_row_lora(k), 1);
         snprintf(name, sizeof name, "%s.lora_a", base);
-        const pt_gguf_tensor *ta = pt_gguf_find_tensor(g, name);
+        const pt_gguf_tensor *ta = pt__gguf_find_tensor(g, name);
         ck_assert_int_eq(memcmp(ta->data, p->a, ta->nbytes), 0);
         snprintf(name, sizeof name, "%s.lora_b", base);
-        const pt_gguf_tensor *tb = pt_gguf_find_tensor(g, name);
+        const pt_gguf_tensor *tb = pt__gguf_find_tensor(g, name);
         bool same = memcmp(tb->data, p->b, tb->nbytes) == 0;
         ck_assert_msg(same == !(permutes && k < 2), "%s: permuted %d", name, !same);
         if (!same) {
             int heads = k == 0 ? m->cfg.num_attention_heads : m->cfg.num_key_value_heads;
             float *want = malloc(tb->nbytes);
-            pt_gguf_permute_rows(want, p->b, (int64_t)p->out, RANK, heads);
+            pt__gguf_permute_rows(want, p->b, (int64_t)p->out, RANK, heads);
             ck_assert_int_eq(memcmp(tb->data, want, tb->nbytes), 0);
             free(want);
         }
     }
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     free(root);
@@ -296,7 +296,7 @@ END_TEST
 static void *slurp(const char *path, size_t *len)
 {
     char *buf;
-    ck_assert_ok(pt_read_file(&buf, len, path, 1 << 24));
+    ck_assert_ok(pt__read_file(&buf, len, path, 1 << 24));
     return buf;
 }
 
@@ -345,10 +345,10 @@ static void check_rounded(const pt_gguf *g16, const pt_gguf *g32, int type)
 {
     double rel = type == PT_GGML_F16 ? 1.0 / 2048 : 1.0 / 256;
     double abs_floor = type == PT_GGML_F16 ? ldexp(1.0, -25) : 0;
-    ck_assert_uint_eq(pt_gguf_tensor_count(g16), pt_gguf_tensor_count(g32));
+    ck_assert_uint_eq(pt__gguf_tensor_count(g16), pt__gguf_tensor_count(g32));
     size_t changed = 0;
-    for (size_t i = 0; i < pt_gguf_tensor_count(g32); i++) {
-        const pt_gguf_tensor *t32 = pt_gguf_tensor_at(g32, i), *t16 = pt_gguf_tensor_at(g16, i);
+    for (size_t i = 0; i < pt__gguf_tensor_count(g32); i++) {
+        const pt_gguf_tensor *t32 = pt__gguf_tensor_at(g32, i), *t16 = pt__gguf_tensor_at(g16, i);
         ck_assert_str_eq(t16->name, t32->name);
         ck_assert_int_eq(t16->type, type);
         ck_assert_uint_eq(t16->nbytes, t32->numel * 2);
@@ -379,18 +379,18 @@ START_TEST(test_f16_bf16)
     export_to(m, p16, PT_GGUF_FTYPE_F16, NULL);
     export_to(m, pb16, PT_GGUF_FTYPE_BF16, NULL);
     pt_gguf *g32, *g16, *gb16;
-    ck_assert_ok(pt_gguf_open(&g32, p32));
-    ck_assert_ok(pt_gguf_open(&g16, p16));
-    ck_assert_ok(pt_gguf_open(&gb16, pb16));
+    ck_assert_ok(pt__gguf_open(&g32, p32));
+    ck_assert_ok(pt__gguf_open(&g16, p16));
+    ck_assert_ok(pt__gguf_open(&gb16, pb16));
     check_keys(g16, "llama", "Llama_Tied_Gqa");
     check_keys(gb16, "llama", "Llama_Tied_Gqa");
     check_tensors(g16, m, PT_GGML_F16);
     check_tensors(gb16, m, PT_GGML_BF16);
     check_rounded(g16, g32, PT_GGML_F16);
     check_rounded(gb16, g32, PT_GGML_BF16);
-    pt_gguf_close(g32);
-    pt_gguf_close(g16);
-    pt_gguf_close(gb16);
+    pt__gguf_close(g32);
+    pt__gguf_close(g16);
+    pt__gguf_close(gb16);
     pt_model_free(m);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     free(root);
@@ -414,21 +414,21 @@ START_TEST(test_order_many_layers)
     snprintf(path, sizeof path, "%s/a.gguf", root);
     ck_assert_ok(pt_lora_export_gguf(m, path, NULL));
     pt_gguf *g;
-    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_ok(pt__gguf_open(&g, path));
     static const int layers[12] = { 0, 1, 10, 11, 2, 3, 4, 5, 6, 7, 8, 9 };
-    ck_assert_uint_eq(pt_gguf_tensor_count(g), 12 * 4);
+    ck_assert_uint_eq(pt__gguf_tensor_count(g), 12 * 4);
     for (size_t i = 0; i < 48; i++) {
         char want[96];
         snprintf(want, sizeof want, "blk.%d.attn_%c.weight.lora_%c", layers[i / 4],
                  (i / 2) % 2 ? 'v' : 'q', i % 2 ? 'b' : 'a');
-        ck_assert_str_eq(pt_gguf_tensor_at(g, i)->name, want);
+        ck_assert_str_eq(pt__gguf_tensor_at(g, i)->name, want);
     }
     /* a model made in memory has no source directory: its model_type names it */
     pt_gguf_str s;
-    ck_assert_ok(pt_gguf_get_str(g, "general.name", &s));
+    ck_assert_ok(pt__gguf_get_str(g, "general.name", &s));
     ck_assert_uint_eq(s.len, 5);
     ck_assert_int_eq(memcmp(s.ptr, "Llama", 5), 0);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     free(root);
@@ -444,14 +444,14 @@ START_TEST(test_name_option)
     add_lora(m, PT_LORA_ALL);
     export_to(m, path, PT_GGUF_FTYPE_F32, "my tuned-adapter v2");
     pt_gguf *g;
-    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_ok(pt__gguf_open(&g, path));
     check_keys(g, "qwen2", "my tuned-adapter v2");
     /* no tensor for the embedding, the LM head, norms or biases */
-    for (size_t i = 0; i < pt_gguf_tensor_count(g); i++) {
-        const char *n = pt_gguf_tensor_at(g, i)->name;
+    for (size_t i = 0; i < pt__gguf_tensor_count(g); i++) {
+        const char *n = pt__gguf_tensor_at(g, i)->name;
         ck_assert_msg(strncmp(n, "blk.", 4) == 0 && strstr(n, ".weight.lora_") != NULL, "%s", n);
     }
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     free(root);
@@ -482,7 +482,7 @@ START_TEST(test_errors)
     ck_assert_msg(strstr(pt_last_error(), "pt_model_add_lora") != NULL, "%s", pt_last_error());
     ck_assert_int_eq(access(path, F_OK), -1);
     /* an existing file is not touched by a failed export */
-    ck_assert_ok(pt_write_file_atomic(keep, "old", 3));
+    ck_assert_ok(pt__write_file_atomic(keep, "old", 3));
     ck_assert_status(pt_lora_export_gguf(m, keep, NULL), PT_ESTATE, "no LoRA adapters");
     add_lora(m, PT_LORA_ALL);
     ck_assert_status(pt_lora_export_gguf(NULL, path, NULL), PT_EINVAL, "model");
@@ -499,7 +499,7 @@ START_TEST(test_errors)
     ck_assert_int_eq(mkdir(path, 0755), 0);
     char inner[4300];
     snprintf(inner, sizeof inner, "%s/x", path);
-    ck_assert_ok(pt_write_file_atomic(inner, "x", 1));
+    ck_assert_ok(pt__write_file_atomic(inner, "x", 1));
     ck_assert_int_ne(pt_lora_export_gguf(m, path, NULL), PT_OK);
     snprintf(path, sizeof path, "%s/missing/a.gguf", root);
     ck_assert_int_ne(pt_lora_export_gguf(m, path, NULL), PT_OK);
@@ -553,7 +553,7 @@ END_TEST
 static void check_opt_str(const pt_gguf *g, const char *key, const char *want)
 {
     pt_gguf_str v;
-    ck_assert_msg(pt_gguf_get_str(g, key, &v) == PT_OK, "%s: %s", key, pt_last_error());
+    ck_assert_msg(pt__gguf_get_str(g, key, &v) == PT_OK, "%s: %s", key, pt_last_error());
     ck_assert_msg(v.len == strlen(want) && memcmp(v.ptr, want, v.len) == 0, "%s is '%.*s', want '%s'",
                   key, (int)v.len, v.ptr, want);
 }
@@ -579,29 +579,29 @@ START_TEST(test_peft_dir_name)
     ck_assert_ok(pt_lora_load_peft(m, peft));
     export_to(m, path, PT_GGUF_FTYPE_F32, NULL);
     pt_gguf *g;
-    ck_assert_ok(pt_gguf_open(&g, path));
-    ck_assert_uint_eq(pt_gguf_kv_count(g), 8);
+    ck_assert_ok(pt__gguf_open(&g, path));
+    ck_assert_uint_eq(pt__gguf_kv_count(g), 8);
     static const char *const order[] = { "general.architecture", "general.type", "adapter.type",
                                          "general.name", "general.version", "general.basename",
                                          "adapter.lora.alpha", "general.quantization_version" };
     for (size_t i = 0; i < 8; i++)
-        ck_assert_str_eq(pt_gguf_kv_at(g, i)->key, order[i]);
+        ck_assert_str_eq(pt__gguf_kv_at(g, i)->key, order[i]);
     check_opt_str(g, "general.name", "Tiny Story Lora v1.5");
     check_opt_str(g, "general.version", "v1.5");
     check_opt_str(g, "general.basename", "tiny-Story");
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     export_to(m, path, PT_GGUF_FTYPE_F32, "Mine");
-    ck_assert_ok(pt_gguf_open(&g, path));
-    ck_assert_uint_eq(pt_gguf_kv_count(g), 8);
+    ck_assert_ok(pt__gguf_open(&g, path));
+    ck_assert_uint_eq(pt__gguf_kv_count(g), 8);
     check_opt_str(g, "general.name", "Mine");
     check_opt_str(g, "general.version", "v1.5");
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     ck_assert_ok(pt_model_remove_lora(m));
     add_lora(m, PT_LORA_Q);
     export_to(m, path, PT_GGUF_FTYPE_F32, NULL);
-    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_ok(pt__gguf_open(&g, path));
     check_keys(g, "llama", "Llama_Tied_Gqa");
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     ck_assert_int_eq(pt_test_rm_rf(root), 0);
     free(root);

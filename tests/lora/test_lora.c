@@ -29,7 +29,7 @@ static pt_model *tiny(int arch, uint64_t seed)
     ck_assert_ok(pt_model_create(&m, &c, seed));
     if (c.attention_bias) /* non-zero biases so that they matter */
         for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-            const pt_tensor_ref *t = pt_model_tensor(m, i);
+            const pt_tensor_ref *t = pt__model_tensor(m, i);
             if (strstr(t->name, ".bias"))
                 for (size_t j = 0; j < t->numel; j++)
                     t->data[j] = 0.05f * (float)((int)(j % 7) - 3);
@@ -43,9 +43,9 @@ static float g_w[B * T];
 static pt_batch batch_of(int vocab)
 {
     pt_rng r;
-    pt_rng_seed(&r, 5);
+    pt__rng_seed(&r, 5);
     for (int i = 0; i < B * T; i++)
-        g_ids[i] = (int32_t)pt_rng_below(&r, (uint64_t)vocab);
+        g_ids[i] = (int32_t)pt__rng_below(&r, (uint64_t)vocab);
     for (int i = 0; i < B * T; i++) {
         g_tgt[i] = (i % T) + 1 < T ? g_ids[i + 1] : -1;
         g_w[i] = (i % T) >= 2 ? 1.0f : 0.0f;
@@ -74,18 +74,18 @@ static pt_lora_options opts_all(int rank, double alpha)
 static void randomize_b(pt_model *m, uint64_t seed, float sd)
 {
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (t->adapter && strstr(t->name, "lora_B"))
             for (size_t j = 0; j < t->numel; j++)
-                t->data[j] = (float)(sd * pt_rng_normal(&r));
+                t->data[j] = (float)(sd * pt__rng_normal(&r));
     }
 }
 
 static float *logits_of(pt_model *m, const pt_batch *b)
 {
-    const pt_tensor_ref *e = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    const pt_tensor_ref *e = pt__model_find_tensor(m, "model.embed_tokens.weight");
     size_t V = (size_t)e->shape[0];
     float *lg = malloc((size_t)B * T * V * sizeof *lg);
     pt_context *ctx;
@@ -99,8 +99,8 @@ static size_t adapter_numel(const pt_model *m)
 {
     size_t n = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        if (pt_model_tensor(m, i)->adapter)
-            n += pt_model_tensor(m, i)->numel;
+        if (pt__model_tensor(m, i)->adapter)
+            n += pt__model_tensor(m, i)->numel;
     return n;
 }
 
@@ -159,12 +159,12 @@ START_TEST(test_options)
     ck_assert_int_eq(got.rank, 4);
     ck_assert_uint_eq(got.targets, PT_LORA_Q);
     /* q only, 2 layers: 4 adapter tensors after the base ones */
-    ck_assert_uint_eq(pt_model_tensor_count(m), pt_model_base_tensor_count(m) + 4);
+    ck_assert_uint_eq(pt_model_tensor_count(m), pt__model_base_tensor_count(m) + 4);
     ck_assert_ok(pt_model_remove_lora(m));
     ck_assert(!pt_model_has_lora(m));
-    ck_assert_uint_eq(pt_model_tensor_count(m), pt_model_base_tensor_count(m));
+    ck_assert_uint_eq(pt_model_tensor_count(m), pt__model_base_tensor_count(m));
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        ck_assert(pt_model_tensor(m, i)->trainable);
+        ck_assert(pt__model_tensor(m, i)->trainable);
     pt_model_free(m);
 }
 END_TEST
@@ -180,14 +180,14 @@ START_TEST(test_add_freezes_base)
     ck_assert_ptr_null(m->grads);
     ck_assert_uint_eq(pt_model_tensor_count(m), nbase + 2 * 7 * 2);
     for (size_t i = 0; i < nbase; i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         ck_assert(!t->trainable);
         ck_assert(!t->adapter);
         ck_assert_ptr_null(t->grad);
     }
-    const pt_tensor_ref *a = pt_model_find_tensor(m, "model.layers.1.self_attn.k_proj.lora_A.weight");
-    const pt_tensor_ref *bb = pt_model_find_tensor(m, "model.layers.1.self_attn.k_proj.lora_B.weight");
-    const pt_tensor_ref *d = pt_model_find_tensor(m, "model.layers.0.mlp.down_proj.lora_A.weight");
+    const pt_tensor_ref *a = pt__model_find_tensor(m, "model.layers.1.self_attn.k_proj.lora_A.weight");
+    const pt_tensor_ref *bb = pt__model_find_tensor(m, "model.layers.1.self_attn.k_proj.lora_B.weight");
+    const pt_tensor_ref *d = pt__model_find_tensor(m, "model.layers.0.mlp.down_proj.lora_A.weight");
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(bb);
     ck_assert_ptr_nonnull(d);
@@ -212,7 +212,7 @@ START_TEST(test_add_freezes_base)
     loss_at(ctx, &b, true);
     ck_assert_ptr_null(m->grads);
     for (size_t i = 0; i < nbase; i++)
-        ck_assert_ptr_null(pt_model_tensor(m, i)->grad);
+        ck_assert_ptr_null(pt__model_tensor(m, i)->grad);
     /* with B = 0 only B has a gradient */
     double gb = 0, ga = 0;
     for (size_t j = 0; j < bb->numel; j++)
@@ -227,7 +227,7 @@ START_TEST(test_add_freezes_base)
     pt_optimizer *opt;
     ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
     pt_opt_state_view v;
-    pt_optimizer_state_view(&v, opt);
+    pt__optimizer_state_view(&v, opt);
     ck_assert_uint_eq(v.numel_total, adapter_numel(m));
     ck_assert_uint_eq(v.numel_total, 2 * (size_t)(3 * (16 + 16) + 3 * (16 + 8) * 2 +
                                                 3 * (16 + 16) + 3 * (16 + 24) * 2 +
@@ -279,10 +279,10 @@ static void fd_check(int arch, unsigned targets)
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
     ck_assert_ok(pt_model_zero_grad(m));
     loss_at(ctx, &b, true);
-    size_t checked = 0, nbase = pt_model_base_tensor_count(m);
+    size_t checked = 0, nbase = pt__model_base_tensor_count(m);
     double worst = 0;
     for (size_t i = nbase; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         for (size_t j = 0; j < t->numel; j += t->numel / 5 + 1) {
             float keep = t->data[j];
             const float h = 1e-2f;
@@ -365,10 +365,10 @@ static void golden_check(const char *name)
     ck_assert(o.alpha == 8.0);
 
     pt_st_file *g;
-    ck_assert_ok(pt_st_open(&g, gpath));
-    const pt_st_tensor *gi = pt_st_find(g, "input_ids"), *gt = pt_st_find(g, "targets");
-    const pt_st_tensor *gw = pt_st_find(g, "weights"), *gl = pt_st_find(g, "logits");
-    const pt_st_tensor *gloss = pt_st_find(g, "loss");
+    ck_assert_ok(pt__st_open(&g, gpath));
+    const pt_st_tensor *gi = pt__st_find(g, "input_ids"), *gt = pt__st_find(g, "targets");
+    const pt_st_tensor *gw = pt__st_find(g, "weights"), *gl = pt__st_find(g, "logits");
+    const pt_st_tensor *gloss = pt__st_find(g, "loss");
     ck_assert(gi && gt && gw && gl && gloss);
     int bb = (int)gi->shape[0], tt = (int)gi->shape[1];
     size_t n = (size_t)bb * tt, V = (size_t)gl->shape[2];
@@ -377,9 +377,9 @@ static void golden_check(const char *name)
     memcpy(tg, gt->data, n * sizeof *tg);
     float *w = malloc(n * sizeof *w), *ref = malloc(n * V * sizeof *ref);
     float *lg = malloc(n * V * sizeof *lg), refloss;
-    ck_assert_ok(pt_st_read_f32(gw, w, n));
-    ck_assert_ok(pt_st_read_f32(gl, ref, n * V));
-    ck_assert_ok(pt_st_read_f32(gloss, &refloss, 1));
+    ck_assert_ok(pt__st_read_f32(gw, w, n));
+    ck_assert_ok(pt__st_read_f32(gl, ref, n * V));
+    ck_assert_ok(pt__st_read_f32(gloss, &refloss, 1));
     pt_batch b;
     pt_batch_init(&b);
     b.batch = bb;
@@ -397,14 +397,14 @@ static void golden_check(const char *name)
     ck_assert_ok(pt_model_loss(ctx, &b, w, true, &loss));
     ck_assert_float_eq_tol(loss, refloss, 1e-4f * (1 + fabsf(refloss)));
     size_t ngrads = 0;
-    for (size_t i = pt_model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+    for (size_t i = pt__model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         char key[200];
         snprintf(key, sizeof key, "grad.base_model.model.%s", t->name);
-        const pt_st_tensor *e = pt_st_find(g, key);
+        const pt_st_tensor *e = pt__st_find(g, key);
         ck_assert_msg(e != NULL, "%s missing from the golden", key);
         float *rg = malloc(t->numel * sizeof *rg);
-        ck_assert_ok(pt_st_read_f32(e, rg, t->numel));
+        ck_assert_ok(pt__st_read_f32(e, rg, t->numel));
         for (size_t j = 0; j < t->numel; j++)
             ck_assert_msg(fabsf(t->grad[j] - rg[j]) <= 1e-5f + 1e-3f * fabsf(rg[j]),
                           "%s grad[%zu]: %g, torch %g", t->name, j, t->grad[j], rg[j]);
@@ -412,7 +412,7 @@ static void golden_check(const char *name)
         ngrads++;
     }
     ck_assert_uint_gt(ngrads, 7);
-    pt_st_close(g);
+    pt__st_close(g);
     pt_context_free(ctx);
     free(ids);
     free(tg);
@@ -468,22 +468,22 @@ START_TEST(test_train_then_merge)
         pt_model *m = tiny(arch == 0 ? PT_ARCH_LLAMA : PT_ARCH_QWEN2, 6);
         size_t nbase = pt_model_tensor_count(m), total = 0;
         for (size_t i = 0; i < nbase; i++)
-            total += pt_model_tensor(m, i)->numel;
+            total += pt__model_tensor(m, i)->numel;
         float *snap = malloc(total * sizeof *snap);
-        for (size_t i = 0, off = 0; i < nbase; off += pt_model_tensor(m, i)->numel, i++)
-            memcpy(snap + off, pt_model_tensor(m, i)->data,
-                   pt_model_tensor(m, i)->numel * sizeof *snap);
+        for (size_t i = 0, off = 0; i < nbase; off += pt__model_tensor(m, i)->numel, i++)
+            memcpy(snap + off, pt__model_tensor(m, i)->data,
+                   pt__model_tensor(m, i)->numel * sizeof *snap);
         pt_lora_options o = opts_all(4, 16);
         ck_assert_ok(pt_model_add_lora(m, &o));
         pt_optimizer *opt = adamw(m);
         sft_steps(m, opt, 4);
         ck_assert_ptr_null(m->grads);
         /* the base is bit-identical; the adapters moved */
-        for (size_t i = 0, off = 0; i < nbase; off += pt_model_tensor(m, i)->numel, i++)
-            ck_assert_msg(memcmp(snap + off, pt_model_tensor(m, i)->data,
-                                 pt_model_tensor(m, i)->numel * sizeof *snap) == 0,
-                          "base tensor %s changed", pt_model_tensor(m, i)->name);
-        const pt_tensor_ref *lb = pt_model_find_tensor(m, "model.layers.1.mlp.up_proj.lora_B.weight");
+        for (size_t i = 0, off = 0; i < nbase; off += pt__model_tensor(m, i)->numel, i++)
+            ck_assert_msg(memcmp(snap + off, pt__model_tensor(m, i)->data,
+                                 pt__model_tensor(m, i)->numel * sizeof *snap) == 0,
+                          "base tensor %s changed", pt__model_tensor(m, i)->name);
+        const pt_tensor_ref *lb = pt__model_find_tensor(m, "model.layers.1.mlp.up_proj.lora_B.weight");
         double nb = 0;
         for (size_t j = 0; j < lb->numel; j++)
             nb += fabs(lb->data[j]);
@@ -497,8 +497,8 @@ START_TEST(test_train_then_merge)
         ck_assert_uint_eq(pt_model_tensor_count(m), nbase);
         float *lm = logits_of(m, &b);
         double worst = 0, moved = 0;
-        for (size_t i = 0, off = 0; i < nbase; off += pt_model_tensor(m, i)->numel, i++) {
-            const pt_tensor_ref *t = pt_model_tensor(m, i);
+        for (size_t i = 0, off = 0; i < nbase; off += pt__model_tensor(m, i)->numel, i++) {
+            const pt_tensor_ref *t = pt__model_tensor(m, i);
             ck_assert(t->trainable);
             for (size_t j = 0; j < t->numel; j++)
                 moved = fmax(moved, fabs(t->data[j] - snap[off + j]));
@@ -538,36 +538,36 @@ START_TEST(test_peft_roundtrip)
     /* the exact names, shapes and dtype PEFT writes and expects */
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     pt_st_file *f;
-    ck_assert_ok(pt_st_open(&f, path));
-    ck_assert_uint_eq(pt_st_count(f), 2 * 3 * 2);
+    ck_assert_ok(pt__st_open(&f, path));
+    ck_assert_uint_eq(pt__st_count(f), 2 * 3 * 2);
     const pt_st_tensor *t =
-        pt_st_find(f, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
+        pt__st_find(f, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight");
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(t->dtype, PT_ST_F32);
     ck_assert_int_eq(t->ndim, 2);
     ck_assert_int_eq(t->shape[0], 2);
     ck_assert_int_eq(t->shape[1], 16);
-    t = pt_st_find(f, "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight");
+    t = pt__st_find(f, "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight");
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(t->shape[0], 8);
     ck_assert_int_eq(t->shape[1], 2);
-    t = pt_st_find(f, "base_model.model.model.layers.1.mlp.down_proj.lora_A.weight");
+    t = pt__st_find(f, "base_model.model.model.layers.1.mlp.down_proj.lora_A.weight");
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(t->shape[0], 2);
     ck_assert_int_eq(t->shape[1], 24);
-    for (size_t i = 0; i < pt_st_count(f); i++) {
-        const char *n = pt_st_tensor_at(f, i)->name;
+    for (size_t i = 0; i < pt__st_count(f); i++) {
+        const char *n = pt__st_tensor_at(f, i)->name;
         ck_assert_msg(strncmp(n, "base_model.model.model.layers.", 30) == 0 &&
                           strstr(n, ".default") == NULL,
                       "unexpected tensor name %s", n);
     }
-    ck_assert_str_eq(pt_st_metadata(f, "format"), "pt");
-    pt_st_close(f);
+    ck_assert_str_eq(pt__st_metadata(f, "format"), "pt");
+    pt__st_close(f);
 
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     char *text;
     size_t len;
-    ck_assert_ok(pt_read_file(&text, &len, path, 1 << 20));
+    ck_assert_ok(pt__read_file(&text, &len, path, 1 << 20));
     cJSON *j = cJSON_Parse(text);
     pt_free(text);
     ck_assert_ptr_nonnull(j);
@@ -596,8 +596,8 @@ START_TEST(test_peft_roundtrip)
     pt_model *m2 = tiny(PT_ARCH_QWEN2, 7);
     ck_assert_ok(pt_lora_load_peft(m2, dir));
     ck_assert_uint_eq(pt_model_tensor_count(m2), pt_model_tensor_count(m));
-    for (size_t i = pt_model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *a = pt_model_tensor(m, i), *b2 = pt_model_tensor(m2, i);
+    for (size_t i = pt__model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *a = pt__model_tensor(m, i), *b2 = pt__model_tensor(m2, i);
         ck_assert_str_eq(a->name, b2->name);
         ck_assert_int_eq(memcmp(a->data, b2->data, a->numel * sizeof(float)), 0);
     }
@@ -625,7 +625,7 @@ START_TEST(test_peft_roundtrip)
     lo.load_tokenizer = false;
     ck_assert_ok(pt_model_load_dir(&m3, path, &lo));
     ck_assert(!pt_model_has_lora(m3));
-    ck_assert_uint_eq(pt_model_tensor_count(m3), pt_model_base_tensor_count(m));
+    ck_assert_uint_eq(pt_model_tensor_count(m3), pt__model_base_tensor_count(m));
     pt_model_free(m3);
 
     pt_model_free(m);
@@ -688,7 +688,7 @@ START_TEST(test_peft_bad_dirs)
         write_text(cfg, text);
         ck_assert_status(pt_lora_load_peft(f, dir), cases[i].status, cases[i].needle);
         ck_assert(!pt_model_has_lora(f));
-        ck_assert_uint_eq(pt_model_tensor_count(f), pt_model_base_tensor_count(f));
+        ck_assert_uint_eq(pt_model_tensor_count(f), pt__model_base_tensor_count(f));
     }
     write_text(cfg, "{\"peft_type\": \"PREFIX_TUNING\"}");
     ck_assert_status(pt_lora_load_peft(f, dir), PT_EUNSUPPORTED, "LORA");
@@ -725,10 +725,10 @@ START_TEST(test_checkpoint)
     pt_optimizer *opt = adamw(m);
     sft_steps(m, opt, 2);
     ck_assert_ok(pt_checkpoint_save(m, opt, "{\"x\": 1}", dir));
-    size_t na = adapter_numel(m), nbase = pt_model_base_tensor_count(m);
+    size_t na = adapter_numel(m), nbase = pt__model_base_tensor_count(m);
     float *saved = malloc(na * sizeof *saved);
     for (size_t i = nbase, off = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(saved + off, t->data, t->numel * sizeof *saved);
         off += t->numel;
     }
@@ -742,7 +742,7 @@ START_TEST(test_checkpoint)
     ck_assert_ok(pt_checkpoint_load(&host, m2, opt2, dir));
     pt_free(host);
     for (size_t i = nbase, off = 0; i < pt_model_tensor_count(m2); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m2, i);
+        const pt_tensor_ref *t = pt__model_tensor(m2, i);
         ck_assert_msg(memcmp(saved + off, t->data, t->numel * sizeof *saved) == 0,
                       "%s differs after the checkpoint load", t->name);
         off += t->numel;
@@ -753,8 +753,8 @@ START_TEST(test_checkpoint)
     /* the same two further steps give the same adapters as the first run */
     sft_steps(m2, opt2, 2);
     for (size_t i = nbase; i < pt_model_tensor_count(m2); i++)
-        ck_assert_int_eq(memcmp(pt_model_tensor(m, i)->data, pt_model_tensor(m2, i)->data,
-                                pt_model_tensor(m, i)->numel * sizeof(float)), 0);
+        ck_assert_int_eq(memcmp(pt__model_tensor(m, i)->data, pt__model_tensor(m2, i)->data,
+                                pt__model_tensor(m, i)->numel * sizeof(float)), 0);
     /* a model without adapters does not take the checkpoint */
     pt_model *m3 = tiny(PT_ARCH_LLAMA, 9);
     pt_optimizer *opt3 = adamw(m3);
@@ -795,11 +795,11 @@ START_TEST(test_checkpoint_weights_only)
     o.seed = 77;
     ck_assert_ok(pt_model_add_lora(m2, &o));
     ck_assert_ok(pt_checkpoint_load_weights(m2, dir));
-    size_t nbase = pt_model_base_tensor_count(m);
+    size_t nbase = pt__model_base_tensor_count(m);
     for (size_t i = 0; i < pt_model_tensor_count(m2); i++)
-        ck_assert_msg(memcmp(pt_model_tensor(m, i)->data, pt_model_tensor(m2, i)->data,
-                             pt_model_tensor(m, i)->numel * sizeof(float)) == 0,
-                      "%s (%s) differs", pt_model_tensor(m2, i)->name, i < nbase ? "base" : "adapter");
+        ck_assert_msg(memcmp(pt__model_tensor(m, i)->data, pt__model_tensor(m2, i)->data,
+                             pt__model_tensor(m, i)->numel * sizeof(float)) == 0,
+                      "%s (%s) differs", pt__model_tensor(m2, i)->name, i < nbase ? "base" : "adapter");
     /* the wrong trainable tensors: a model without adapters */
     pt_model *m3 = tiny(PT_ARCH_LLAMA, 9);
     ck_assert_status(pt_checkpoint_load_weights(m3, dir), PT_ENOTFOUND, "pt_checkpoint_load_weights");

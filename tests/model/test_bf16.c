@@ -68,7 +68,7 @@ static void round_matrices(pt_model *m)
         if (t.ndim != 2 || t.adapter)
             continue;
         for (size_t j = 0; j < t.numel; j++)
-            t.data[j] = pt_bf16_to_f32(pt_f32_to_bf16(t.data[j]));
+            t.data[j] = pt__bf16_to_f32(pt__f32_to_bf16(t.data[j]));
     }
     pt_model_weights_changed(m);
 }
@@ -97,11 +97,11 @@ static char ran[64], skipped[64];
 /* Run fn once per path this CPU has, lowest first; the others are named. */
 #define FOR_EACH_PATH(lv)                                                                          \
     for (int lv = 0; lv < PT_CPU_LEVELS; lv++)                                                     \
-        if (lv > (int)pt_cpu_detected()) {                                                         \
+        if (lv > (int)pt__cpu_detected()) {                                                         \
             printf("bf16: skipped path %s (this CPU runs up to %s)\n",                            \
-                   pt_cpu_level_str((pt_cpu_level)lv), pt_cpu_level_str(pt_cpu_detected()));      \
-        } else if (pt_set_cpu_path(pt_cpu_level_str((pt_cpu_level)lv)) != PT_OK) {                \
-            ck_abort_msg("cannot force %s: %s", pt_cpu_level_str((pt_cpu_level)lv),               \
+                   pt__cpu_level_str((pt_cpu_level)lv), pt__cpu_level_str(pt__cpu_detected()));      \
+        } else if (pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)lv)) != PT_OK) {                \
+            ck_abort_msg("cannot force %s: %s", pt__cpu_level_str((pt_cpu_level)lv),               \
                          pt_last_error());                                                         \
         } else
 
@@ -133,7 +133,7 @@ START_TEST(test_forward)
                "vs PyTorch %.2e; ON (trainable) vs FP32 %.2e\n",
                pt_cpu_path(), e32, e_round, e_ref, e_on);
         ck_assert_double_le(e_ref, 2e-2);
-        if (pt_cpu_bf16_compute()) {
+        if (pt__cpu_bf16_compute()) {
             ck_assert_double_le(e_round, 2e-2);
             ck_assert_double_gt(e_on, 1e-6); /* mixed precision really ran */
             ck_assert_double_le(e_on, 2e-2);
@@ -167,17 +167,17 @@ END_TEST
  * marked current (the next forward converts nothing). */
 static void check_copies_follow(pt_model *m)
 {
-    if (!pt_cpu_bf16_compute() || m->bf16_mode != PT_BF16_ON || m->bf16_stored)
+    if (!pt__cpu_bf16_compute() || m->bf16_mode != PT_BF16_ON || m->bf16_stored)
         return;
     ck_assert_msg(m->bf16_version == m->weights_version, "BF16 copies not marked current");
     size_t checked = 0;
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++) {
         const pt_tensor_ref *t = &m->tensors[i];
         if (t->ndim != 2)
             continue;
         const pt_bf16 *c = m->params16 + m->offsets[i];
         for (size_t j = 0; j < t->numel; j++)
-            ck_assert_msg(c[j] == pt_f32_to_bf16(t->data[j]), "%s[%zu]: copy %04x, master %a",
+            ck_assert_msg(c[j] == pt__f32_to_bf16(t->data[j]), "%s[%zu]: copy %04x, master %a",
                           t->name, j, c[j], (double)t->data[j]);
         checked += t->numel;
     }
@@ -228,7 +228,7 @@ START_TEST(test_sft_curve)
     {
         /* the 200-step curve where products are BF16; elsewhere BF16 ON is
          * FP32 itself, which 20 steps show bit for bit */
-        const int steps = pt_cpu_bf16_compute() ? STEPS : STEPS_FP32;
+        const int steps = pt__cpu_bf16_compute() ? STEPS : STEPS_FP32;
         pt_model *m32 = pt_test_load_stories(model_dir), *mbf = pt_test_load_stories(model_dir);
         ck_assert_ok(pt_model_set_bf16(mbf, PT_BF16_ON));
         sft_curve(m32, steps, l32);
@@ -239,11 +239,11 @@ START_TEST(test_sft_curve)
             worst = rel > worst ? rel : worst;
             ck_assert_msg(rel <= 0.02, "%s step %d: BF16 loss %g, FP32 %g", pt_cpu_path(), s + 1,
                           lbf[s], l32[s]);
-            if (!pt_cpu_bf16_compute())
+            if (!pt__cpu_bf16_compute())
                 ck_assert_msg(lbf[s] == l32[s], "%s step %d: %g != %g without BF16 arithmetic",
                               pt_cpu_path(), s + 1, lbf[s], l32[s]);
         }
-        if (pt_cpu_bf16_compute())
+        if (pt__cpu_bf16_compute())
             ck_assert_double_gt(worst, 0); /* mixed precision really ran */
         printf("bf16 %s: SFT %d steps, loss %.4f -> %.4f (FP32) / %.4f (BF16), worst step "
                "%.3f%% apart\n", pt_cpu_path(), steps, l32[0], l32[steps - 1], lbf[steps - 1],
@@ -275,7 +275,7 @@ START_TEST(test_lora_base)
         sft_curve(mb, STEPS, lb);
         for (int s = 0; s < STEPS; s++) {
             double rel = fabs(lb[s] - lr_[s]) / lr_[s];
-            ck_assert_msg(rel <= (pt_cpu_bf16_compute() ? 0.02 : 1e-5),
+            ck_assert_msg(rel <= (pt__cpu_bf16_compute() ? 0.02 : 1e-5),
                           "%s LoRA step %d: BF16 base %g, rounded FP32 base %g", pt_cpu_path(),
                           s + 1, lb[s], lr_[s]);
         }
@@ -287,7 +287,7 @@ START_TEST(test_lora_base)
         check_views(mb, false);
         logits_of(mb, after);
         double e = rel_l2(after, before, nl);
-        ck_assert_double_le(e, pt_cpu_bf16_compute() ? 2e-2 : 1e-5);
+        ck_assert_double_le(e, pt__cpu_bf16_compute() ? 2e-2 : 1e-5);
         printf("bf16 %s: LoRA on a BF16 base, loss %.4f -> %.4f; merged vs unmerged %.2e\n",
                pt_cpu_path(), lb[0], lb[STEPS - 1], e);
         free(before);

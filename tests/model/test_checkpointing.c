@@ -46,11 +46,11 @@ static float *take_grads(pt_model *m, size_t *n)
 {
     size_t total = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        if (pt_model_tensor(m, i)->trainable)
-            total += pt_model_tensor(m, i)->numel;
+        if (pt__model_tensor(m, i)->trainable)
+            total += pt__model_tensor(m, i)->numel;
     float *g = malloc(total * sizeof *g), *p = g;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (!t->trainable)
             continue;
         memcpy(p, t->grad, t->numel * sizeof *p);
@@ -103,7 +103,7 @@ static void compare(int arch, bool lora)
         ck_assert_ok(pt_model_alloc_grads(m));
         /* B starts at zero: give the adapters values so their path counts */
         for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-            const pt_tensor_ref *t = pt_model_tensor(m, i);
+            const pt_tensor_ref *t = pt__model_tensor(m, i);
             if (t->adapter)
                 for (size_t j = 0; j < t->numel; j++)
                     t->data[j] = (float)((int)(j % 5) - 2) * 0.05f;
@@ -214,9 +214,9 @@ END_TEST
 int main(void)
 {
     pt_rng r;
-    pt_rng_seed(&r, 17);
+    pt__rng_seed(&r, 17);
     for (int i = 0; i < N; i++)
-        ids[i] = (int32_t)pt_rng_below(&r, V);
+        ids[i] = (int32_t)pt__rng_below(&r, V);
     for (int i = 0; i < N; i++)
         tgt[i] = (i % T) + 1 < T ? ids[i + 1] : -1;
     Suite *s = suite_create("checkpointing");

@@ -58,14 +58,14 @@ static pt_model *tiny_model(const pt_model_config *c, uint64_t seed)
     pt_model *m = NULL;
     ck_assert_ok(pt_model_create(&m, c, seed));
     pt_rng r;
-    pt_rng_seed(&r, seed + 1);
+    pt__rng_seed(&r, seed + 1);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         if (!t->no_decay)
             continue;
         bool norm = strstr(t->name, "norm") != NULL;
         for (size_t j = 0; j < t->numel; j++)
-            t->data[j] = (float)((norm ? 1.0 : 0.0) + 0.2 * pt_rng_normal(&r));
+            t->data[j] = (float)((norm ? 1.0 : 0.0) + 0.2 * pt__rng_normal(&r));
     }
     return m;
 }
@@ -79,15 +79,15 @@ typedef struct tbatch {
 static void random_batch(tbatch *tb, int B, int T, int V, uint64_t seed, int pos0)
 {
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     tb->B = B;
     tb->T = T;
     for (int i = 0; i < B * T; i++) {
-        tb->ids[i] = (int32_t)pt_rng_below(&r, (uint64_t)V);
-        tb->tgt[i] = (i % 5 == 2) ? -1 : (int32_t)pt_rng_below(&r, (uint64_t)V);
+        tb->ids[i] = (int32_t)pt__rng_below(&r, (uint64_t)V);
+        tb->tgt[i] = (i % 5 == 2) ? -1 : (int32_t)pt__rng_below(&r, (uint64_t)V);
         tb->pos[i] = pos0 + i % T;
         tb->seg[i] = 0;
-        tb->w[i] = (i % 7 == 3) ? 0.0f : 0.5f + pt_rng_uniform(&r);
+        tb->w[i] = (i % 7 == 3) ? 0.0f : 0.5f + pt__rng_uniform(&r);
     }
 }
 
@@ -114,7 +114,7 @@ typedef struct lin_env {
 static double lin_loss(void *e)
 {
     lin_env *v = e;
-    pt_linear_forward(&v->l, v->y, v->l.out + 2, v->x, v->l.in + 1, v->rows, false);
+    pt__linear_forward(&v->l, v->y, v->l.out + 2, v->x, v->l.in + 1, v->rows, false);
     double s = 0;
     for (size_t i = 0; i < v->rows; i++)
         for (size_t j = 0; j < v->l.out; j++)
@@ -126,17 +126,17 @@ START_TEST(test_linear_fd)
 {
     enum { R = 5, IN = 7, OUT = 6, LX = IN + 1, LY = OUT + 2 };
     pt_rng rng;
-    pt_rng_seed(&rng, 4);
+    pt__rng_seed(&rng, 4);
     float w[OUT * IN], b[OUT], x[R * LX], y[R * LY], r[R * OUT], dy[R * LY];
     float dw[OUT * IN] = { 0 }, db[OUT] = { 0 }, dx[R * LX];
     for (int i = 0; i < OUT * IN; i++)
-        w[i] = (float)pt_rng_normal(&rng);
+        w[i] = (float)pt__rng_normal(&rng);
     for (int i = 0; i < OUT; i++)
-        b[i] = (float)pt_rng_normal(&rng);
+        b[i] = (float)pt__rng_normal(&rng);
     for (int i = 0; i < R * LX; i++)
-        x[i] = (float)pt_rng_normal(&rng);
+        x[i] = (float)pt__rng_normal(&rng);
     for (int i = 0; i < R * OUT; i++)
-        r[i] = (float)pt_rng_normal(&rng);
+        r[i] = (float)pt__rng_normal(&rng);
     lin_env env = { { .w = w, .b = b, .dw = dw, .db = db, .in = IN, .out = OUT }, x, y, r, R };
     lin_loss(&env);
     /* forward against the definition, and accumulate adds */
@@ -148,12 +148,12 @@ START_TEST(test_linear_fd)
             ck_assert(fabs(y[i * LY + j] - s) < 1e-5);
         }
     float y0 = y[LY + 3];
-    pt_linear_forward(&env.l, y, LY, x, LX, R, true);
+    pt__linear_forward(&env.l, y, LY, x, LX, R, true);
     ck_assert(fabsf(y[LY + 3] - 2 * y0) < 1e-5f);
     for (int i = 0; i < R; i++)
         for (int j = 0; j < OUT; j++)
             dy[i * LY + j] = r[i * OUT + j];
-    pt_linear_backward(&env.l, dx, LX, false, dy, LY, x, LX, R);
+    pt__linear_backward(&env.l, dx, LX, false, dy, LY, x, LX, R);
     /* finite differences in x, W and b */
     for (int i = 0; i < R * LX; i++) {
         if (i % LX == IN)
@@ -186,7 +186,7 @@ START_TEST(test_linear_fd)
     memcpy(x2, x, sizeof x2);
     env.l.dw = dw2;
     env.l.db = NULL;
-    pt_linear_backward(&env.l, x2, LX, false, dy, LY, x2, LX, R);
+    pt__linear_backward(&env.l, x2, LX, false, dy, LY, x2, LX, R);
     ck_assert_mem_eq(dw2, dw, sizeof dw);
     for (int i = 0; i < R; i++)
         ck_assert_mem_eq(x2 + i * LX, dx + i * LX, IN * sizeof(float));
@@ -203,22 +203,22 @@ START_TEST(test_tensor_table)
     ck_assert_ok(pt_model_create(&m, &c, 7));
     /* embed + 2 layers x (2 norms + q,k,v,o + q_norm,k_norm + gate,up,down) + norm + lm_head */
     ck_assert_uint_eq(pt_model_tensor_count(m), 1 + 2 * 11 + 2);
-    const pt_tensor_ref *q = pt_model_find_tensor(m, "model.layers.1.self_attn.q_proj.weight");
+    const pt_tensor_ref *q = pt__model_find_tensor(m, "model.layers.1.self_attn.q_proj.weight");
     ck_assert_ptr_nonnull(q);
     ck_assert_int_eq(q->shape[0], 24);
     ck_assert_int_eq(q->shape[1], 16);
-    const pt_tensor_ref *o = pt_model_find_tensor(m, "model.layers.0.self_attn.o_proj.weight");
+    const pt_tensor_ref *o = pt__model_find_tensor(m, "model.layers.0.self_attn.o_proj.weight");
     ck_assert_int_eq(o->shape[0], 16);
     ck_assert_int_eq(o->shape[1], 24);
-    const pt_tensor_ref *kn = pt_model_find_tensor(m, "model.layers.0.self_attn.k_norm.weight");
+    const pt_tensor_ref *kn = pt__model_find_tensor(m, "model.layers.0.self_attn.k_norm.weight");
     ck_assert_int_eq(kn->ndim, 1);
     ck_assert_int_eq(kn->shape[0], 6);
     ck_assert(kn->no_decay);
     for (size_t j = 0; j < kn->numel; j++)
         ck_assert_float_eq(kn->data[j], 1.0f);
-    ck_assert_ptr_nonnull(pt_model_find_tensor(m, "lm_head.weight"));
-    ck_assert_ptr_null(pt_model_find_tensor(m, "model.layers.2.mlp.up_proj.weight"));
-    const pt_tensor_ref *e = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    ck_assert_ptr_nonnull(pt__model_find_tensor(m, "lm_head.weight"));
+    ck_assert_ptr_null(pt__model_find_tensor(m, "model.layers.2.mlp.up_proj.weight"));
+    const pt_tensor_ref *e = pt__model_find_tensor(m, "model.embed_tokens.weight");
     double s = 0, s2 = 0;
     for (size_t j = 0; j < e->numel; j++) {
         s += e->data[j];
@@ -229,8 +229,8 @@ START_TEST(test_tensor_table)
     uint64_t np = 0, sum = 0;
     np = pt_model_param_count(m);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        sum += pt_model_tensor(m, i)->numel;
-        ck_assert_ptr_null(pt_model_tensor(m, i)->grad);
+        sum += pt__model_tensor(m, i)->numel;
+        ck_assert_ptr_null(pt__model_tensor(m, i)->grad);
     }
     ck_assert_uint_eq(np, sum);
     ck_assert_uint_eq(np, 37 * 16 * 2 + 16 + 2 * (16 * 2 + 24 * 16 * 2 + 12 * 16 * 2 + 12 + 24 * 16 * 3));
@@ -242,9 +242,9 @@ START_TEST(test_tensor_table)
     ck_assert_ok(pt_model_create(&m2, &c, 7));
     ck_assert_ok(pt_model_create(&m3, &c, 8));
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        ck_assert_mem_eq(pt_model_tensor(m, i)->data, pt_model_tensor(m2, i)->data,
-                         pt_model_tensor(m, i)->numel * sizeof(float));
-    ck_assert_float_ne(pt_model_tensor(m, 0)->data[0], pt_model_tensor(m3, 0)->data[0]);
+        ck_assert_mem_eq(pt__model_tensor(m, i)->data, pt__model_tensor(m2, i)->data,
+                         pt__model_tensor(m, i)->numel * sizeof(float));
+    ck_assert_float_ne(pt__model_tensor(m, 0)->data[0], pt__model_tensor(m3, 0)->data[0]);
     pt_model_config back;
     pt_model_config_init(&back);
     ck_assert_ok(pt_model_get_config(&back, m));
@@ -255,15 +255,15 @@ START_TEST(test_tensor_table)
 
     tiny_config(&c, CFG_QWEN2);
     ck_assert_ok(pt_model_create(&m, &c, 7));
-    const pt_tensor_ref *bk = pt_model_find_tensor(m, "model.layers.0.self_attn.k_proj.bias");
+    const pt_tensor_ref *bk = pt__model_find_tensor(m, "model.layers.0.self_attn.k_proj.bias");
     ck_assert_ptr_nonnull(bk);
     ck_assert_int_eq(bk->shape[0], 4);
     ck_assert_float_eq(bk->data[0], 0.0f);
-    ck_assert_ptr_null(pt_model_find_tensor(m, "model.layers.0.self_attn.o_proj.bias"));
+    ck_assert_ptr_null(pt__model_find_tensor(m, "model.layers.0.self_attn.o_proj.bias"));
     pt_model_free(m);
     tiny_config(&c, CFG_LLAMA);
     ck_assert_ok(pt_model_create(&m, &c, 7));
-    ck_assert_ptr_null(pt_model_find_tensor(m, "lm_head.weight"));
+    ck_assert_ptr_null(pt__model_find_tensor(m, "lm_head.weight"));
     pt_model_free(m);
     pt_model_free(NULL);
     pt_context_free(NULL);
@@ -301,16 +301,16 @@ static void model_fd(int kind, bool segments, float temperature)
     ck_assert(loss > 2.0f && loss < 6.0f);
 
     pt_rng r;
-    pt_rng_seed(&r, 99);
+    pt__rng_seed(&r, 99);
     const float eps = 1e-2f;
     int checked = 0;
     double worst = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         ck_assert_ptr_nonnull(t->grad);
         double num = 0, den = 0;
         for (int s = 0; s < 4; s++) {
-            size_t j = (size_t)pt_rng_below(&r, t->numel);
+            size_t j = (size_t)pt__rng_below(&r, t->numel);
             float save = t->data[j];
             t->data[j] = save + eps;
             double lp = loss_of(ctx, &b, tb.w);
@@ -373,10 +373,10 @@ static float *grads_copy(pt_model *m)
 {
     size_t total = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        total += pt_model_tensor(m, i)->numel;
+        total += pt__model_tensor(m, i)->numel;
     float *g = malloc(total * sizeof *g), *p = g;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(p, t->grad, t->numel * sizeof *p);
         p += t->numel;
     }
@@ -387,7 +387,7 @@ static size_t grads_len(pt_model *m)
 {
     size_t total = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        total += pt_model_tensor(m, i)->numel;
+        total += pt__model_tensor(m, i)->numel;
     return total;
 }
 
@@ -446,7 +446,7 @@ START_TEST(test_unfused_chunked_tiled)
     ck_assert_mem_eq(lp, lp2, sizeof lp);
 
     /* chunked head (7 rows) and small attention tiles */
-    ck_assert_ok(pt_context_set_tiling(ctx, 7, 3, 5));
+    ck_assert_ok(pt__context_set_tiling(ctx, 7, 3, 5));
     ck_assert_ok(pt_model_forward(ctx, &b, lp2, lg2));
     assert_close(lg2, lg, n * V, 1e-5, "chunked logits");
     assert_close(lp2, lp, n, 1e-5, "chunked logprobs");
@@ -456,7 +456,7 @@ START_TEST(test_unfused_chunked_tiled)
     ck_assert(fabsf(loss2 - loss) < 1e-5f);
     float *g_chunk = grads_copy(m);
     assert_close(g_chunk, g_fused, G, 1e-5, "chunked grad");
-    ck_assert_status(pt_context_set_tiling(ctx, 100000, 0, 0), PT_EINVAL, "chunk");
+    ck_assert_status(pt__context_set_tiling(ctx, 100000, 0, 0), PT_EINVAL, "chunk");
 
     /* gradients accumulate */
     ck_assert_ok(pt_model_loss(ctx, &b, tb.w, true, &loss2));
@@ -625,7 +625,7 @@ START_TEST(test_errors)
     ck_assert_ok(pt_model_zero_grad(m));
     ck_assert_ok(pt_model_loss(ctx, &b, w, true, &loss));
     ck_assert_float_eq(loss, 0.0f);
-    ck_assert_float_eq(pt_model_tensor(m, 0)->grad[3], 0.0f);
+    ck_assert_float_eq(pt__model_tensor(m, 0)->grad[3], 0.0f);
     ck_assert_status(pt_model_create(NULL, &c, 1), PT_EINVAL, "");
     pt_context_free(ctx);
     pt_model_free(m);

@@ -105,7 +105,7 @@ START_TEST(test_count_in_effect)
     pt_generator *g;
     ck_assert_ok(pt_generator_create(&g, m, 1, 16));
     ck_assert_ok(pt_generator_set_num_threads(g, 1));
-    pt_generator_set_logits_hook(g, record_hook, NULL);
+    pt__generator_set_logits_hook(g, record_hook, NULL);
     pt_generate_options o;
     ck_assert_ok(pt_generate_options_init(&o));
     o.max_new_tokens = 3;
@@ -160,9 +160,9 @@ static int run_job(job *j)
 {
     int32_t ids[B * T], tgt[B * T];
     pt_rng r;
-    pt_rng_seed(&r, j->seed);
+    pt__rng_seed(&r, j->seed);
     for (int i = 0; i < B * T; i++)
-        ids[i] = (int32_t)pt_rng_below(&r, V);
+        ids[i] = (int32_t)pt__rng_below(&r, V);
     for (int i = 0; i < B * T; i++)
         tgt[i] = (i % T) + 1 < T ? ids[i + 1] : -1;
     pt_batch b;
@@ -219,10 +219,10 @@ static size_t weights(const pt_model *m, float **out)
 {
     size_t total = 0, off = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        total += pt_model_tensor(m, i)->numel;
+        total += pt__model_tensor(m, i)->numel;
     *out = malloc(total * sizeof **out);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(*out + off, t->data, t->numel * sizeof **out);
         off += t->numel;
     }

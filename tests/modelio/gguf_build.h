@@ -57,41 +57,41 @@ static inline void gb_key(char *buf, size_t n, const char *arch, const char *k)
 /* The converter's metadata for cfg (general.*, <arch>.*). */
 static inline void gb_model_meta(pt_gguf_writer *w, const pt_model_config *c, unsigned flags)
 {
-    const char *arch = pt_gguf_arch_name(c->arch);
+    const char *arch = pt__gguf_arch_name(c->arch);
     char k[128];
-    ck_assert_ok(pt_gguf_set_str(w, "general.architecture", arch));
-    ck_assert_ok(pt_gguf_set_str(w, "general.type", "model"));
-    ck_assert_ok(pt_gguf_set_str(w, "general.name", "Test"));
+    ck_assert_ok(pt__gguf_set_str(w, "general.architecture", arch));
+    ck_assert_ok(pt__gguf_set_str(w, "general.type", "model"));
+    ck_assert_ok(pt__gguf_set_str(w, "general.name", "Test"));
     if (!(flags & GB_NO_BLOCK_COUNT)) {
         gb_key(k, sizeof k, arch, "block_count");
-        ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->num_hidden_layers));
+        ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->num_hidden_layers));
     }
     gb_key(k, sizeof k, arch, "context_length");
-    ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->max_position_embeddings));
+    ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->max_position_embeddings));
     gb_key(k, sizeof k, arch, "embedding_length");
-    ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->hidden_size));
+    ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->hidden_size));
     gb_key(k, sizeof k, arch, "feed_forward_length");
-    ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->intermediate_size));
+    ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->intermediate_size));
     gb_key(k, sizeof k, arch, "attention.head_count");
-    ck_assert_ok(pt_gguf_set_u32(w, k, flags & GB_BAD_HEADS ? 3u : (uint32_t)c->num_attention_heads));
+    ck_assert_ok(pt__gguf_set_u32(w, k, flags & GB_BAD_HEADS ? 3u : (uint32_t)c->num_attention_heads));
     gb_key(k, sizeof k, arch, "attention.head_count_kv");
-    ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->num_key_value_heads));
+    ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->num_key_value_heads));
     gb_key(k, sizeof k, arch, "rope.freq_base");
-    ck_assert_ok(pt_gguf_set_f32(w, k, (float)c->rope_theta));
+    ck_assert_ok(pt__gguf_set_f32(w, k, (float)c->rope_theta));
     gb_key(k, sizeof k, arch, "attention.layer_norm_rms_epsilon");
-    ck_assert_ok(pt_gguf_set_f32(w, k, (float)c->rms_norm_eps));
+    ck_assert_ok(pt__gguf_set_f32(w, k, (float)c->rms_norm_eps));
     if (c->head_dim * c->num_attention_heads != c->hidden_size) {
         gb_key(k, sizeof k, arch, "attention.key_length");
-        ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->head_dim));
+        ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->head_dim));
         gb_key(k, sizeof k, arch, "attention.value_length");
-        ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->head_dim));
+        ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->head_dim));
     }
-    ck_assert_ok(pt_gguf_set_u32(w, "general.file_type", flags & GB_BF16 ? 32u : 0u));
+    ck_assert_ok(pt__gguf_set_u32(w, "general.file_type", flags & GB_BF16 ? 32u : 0u));
     if (c->arch == PT_ARCH_LLAMA) {
         gb_key(k, sizeof k, arch, "vocab_size");
-        ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->vocab_size));
+        ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->vocab_size));
         gb_key(k, sizeof k, arch, "rope.dimension_count");
-        ck_assert_ok(pt_gguf_set_u32(w, k, (uint32_t)c->head_dim));
+        ck_assert_ok(pt__gguf_set_u32(w, k, (uint32_t)c->head_dim));
     }
 }
 
@@ -124,7 +124,7 @@ static inline void gb_tensor(pt_gguf_writer *w, gb_bufs *b, const pt_tensor_ref 
                              const pt_model_config *c, unsigned flags)
 {
     char name[PT_TENSOR_NAME_MAX];
-    ck_assert_ptr_nonnull(pt_tensor_gguf_name(name, sizeof name, pt_tensor_row_get(r->id), r->layer));
+    ck_assert_ptr_nonnull(pt__tensor_gguf_name(name, sizeof name, pt__tensor_row_get(r->id), r->layer));
     if ((flags & GB_SKIP_TENSOR) && strcmp(name, "blk.1.ffn_up.weight") == 0)
         return;
     uint64_t ne[2] = { (uint64_t)(r->ndim == 2 ? r->shape[1] : r->shape[0]), (uint64_t)r->shape[0] };
@@ -137,42 +137,42 @@ static inline void gb_tensor(pt_gguf_writer *w, gb_bufs *b, const pt_tensor_ref 
         /* IQ4_NL: blocks of 32 values, 18 bytes each (scale + 16 nibbles) */
         size_t nb = r->numel / 32 * 18;
         float *raw = gb_keep(b, calloc(nb / 4 + 1, 4));
-        ck_assert_ok(pt_gguf_add_tensor_raw(w, name, 2, ne, PT_GGML_IQ4_NL, raw, nb));
+        ck_assert_ok(pt__gguf_add_tensor_raw(w, name, 2, ne, PT_GGML_IQ4_NL, raw, nb));
         return;
     }
     const float *src = r->data;
-    int heads = !pt_gguf_arch_permutes(c->arch) ? 0 :
+    int heads = !pt__gguf_arch_permutes(c->arch) ? 0 :
                 r->id == PT_T_WQ || r->id == PT_T_BQ ? c->num_attention_heads :
                 r->id == PT_T_WK || r->id == PT_T_BK ? c->num_key_value_heads : 0;
     if (heads) {
         float *p = gb_keep(b, malloc(r->numel * sizeof(float)));
-        pt_gguf_permute_rows(p, r->data, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
+        pt__gguf_permute_rows(p, r->data, r->shape[0], r->ndim == 2 ? r->shape[1] : 1, heads);
         src = p;
     }
     int type = (flags & GB_BF16) && r->ndim == 2 ? PT_GGML_BF16 : PT_GGML_F32;
-    ck_assert_ok(pt_gguf_add_tensor_f32(w, name, (uint32_t)r->ndim, ne, type, src));
+    ck_assert_ok(pt__gguf_add_tensor_f32(w, name, (uint32_t)r->ndim, ne, type, src));
 }
 
 /* A writer holding model m as the converter writes it (tokenizer not
- * included); free b after pt_gguf_write. */
+ * included); free b after pt__gguf_write. */
 static inline pt_gguf_writer *gb_model_writer(const pt_model *m, gb_bufs *b, unsigned flags)
 {
     pt_model_config c;
     pt_model_config_init(&c);
     ck_assert_ok(pt_model_get_config(&c, m));
     pt_gguf_writer *w = NULL;
-    ck_assert_ok(pt_gguf_writer_new(&w));
+    ck_assert_ok(pt__gguf_writer_new(&w));
     gb_model_meta(w, &c, flags);
     if (c.rope_type == PT_ROPE_LLAMA3) {
         uint64_t ne = (uint64_t)c.head_dim / 2;
-        ck_assert_ok(pt_gguf_add_tensor_f32(w, "rope_freqs.weight", 1, &ne, PT_GGML_F32,
+        ck_assert_ok(pt__gguf_add_tensor_f32(w, "rope_freqs.weight", 1, &ne, PT_GGML_F32,
                                             gb_keep(b, gb_rope_freqs(&c))));
     }
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
-        gb_tensor(w, b, pt_model_tensor(m, i), &c, flags);
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
+        gb_tensor(w, b, pt__model_tensor(m, i), &c, flags);
     if (flags & GB_EXTRA) {
         uint64_t ne = 4;
-        ck_assert_ok(pt_gguf_add_tensor_f32(w, "blk.0.attn_extra.weight", 1, &ne, PT_GGML_F32,
+        ck_assert_ok(pt__gguf_add_tensor_f32(w, "blk.0.attn_extra.weight", 1, &ne, PT_GGML_F32,
                                             gb_keep(b, calloc(4, sizeof(float)))));
     }
     return w;
@@ -244,7 +244,7 @@ static inline cJSON *gb_read_json(const char *path)
 {
     char *text = NULL;
     size_t len = 0;
-    if (pt_read_file(&text, &len, path, (size_t)1 << 28) != PT_OK) {
+    if (pt__read_file(&text, &len, path, (size_t)1 << 28) != PT_OK) {
         pt_clear_error();
         return NULL;
     }
@@ -348,27 +348,27 @@ static inline void gb_tok_free(gb_tok *t)
 /* The tokenizer.ggml.* keys as the converter writes them. */
 static inline void gb_tok_meta(pt_gguf_writer *w, const gb_tok *t, const char *pre)
 {
-    ck_assert_ok(pt_gguf_set_str(w, "tokenizer.ggml.model", t->spm ? "llama" : "gpt2"));
-    ck_assert_ok(pt_gguf_set_str(w, "tokenizer.ggml.pre", t->spm ? "default" : pre));
-    ck_assert_ok(pt_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)t->tok, NULL, t->n));
+    ck_assert_ok(pt__gguf_set_str(w, "tokenizer.ggml.model", t->spm ? "llama" : "gpt2"));
+    ck_assert_ok(pt__gguf_set_str(w, "tokenizer.ggml.pre", t->spm ? "default" : pre));
+    ck_assert_ok(pt__gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)t->tok, NULL, t->n));
     if (t->spm)
-        ck_assert_ok(pt_gguf_set_arr(w, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, t->score, t->n));
-    ck_assert_ok(pt_gguf_set_arr(w, "tokenizer.ggml.token_type", PT_GGUF_INT32, t->type, t->n));
+        ck_assert_ok(pt__gguf_set_arr(w, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, t->score, t->n));
+    ck_assert_ok(pt__gguf_set_arr(w, "tokenizer.ggml.token_type", PT_GGUF_INT32, t->type, t->n));
     if (t->nmerges)
-        ck_assert_ok(pt_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)t->merges,
+        ck_assert_ok(pt__gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)t->merges,
                                          NULL, t->nmerges));
     if (t->bos >= 0)
-        ck_assert_ok(pt_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos));
+        ck_assert_ok(pt__gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos));
     if (t->eos >= 0)
-        ck_assert_ok(pt_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos));
+        ck_assert_ok(pt__gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos));
     if (t->unk >= 0)
-        ck_assert_ok(pt_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk));
+        ck_assert_ok(pt__gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk));
     if (t->pad >= 0)
-        ck_assert_ok(pt_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad));
-    ck_assert_ok(pt_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos));
-    ck_assert_ok(pt_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", false));
+        ck_assert_ok(pt__gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad));
+    ck_assert_ok(pt__gguf_set_bool(w, "tokenizer.ggml.add_bos_token", t->add_bos));
+    ck_assert_ok(pt__gguf_set_bool(w, "tokenizer.ggml.add_eos_token", false));
     if (t->chat)
-        ck_assert_ok(pt_gguf_set_str(w, "tokenizer.chat_template", t->chat));
+        ck_assert_ok(pt__gguf_set_str(w, "tokenizer.chat_template", t->chat));
 }
 
 #endif

@@ -44,18 +44,18 @@ static double jnum(const cJSON *o, const char *key)
 static void hex_of(pt_sha256_ctx *c, char hex[65])
 {
     uint8_t dg[32];
-    pt_sha256_final(c, dg);
-    pt_sha256_hex(dg, hex);
+    pt__sha256_final(c, dg);
+    pt__sha256_hex(dg, hex);
 }
 
 static void hash_strings(const pt_gguf_str *s, uint64_t n, char hex[65])
 {
     pt_sha256_ctx c;
-    pt_sha256_init(&c);
+    pt__sha256_init(&c);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t len = s[i].len;     /* little-endian host: the file's bytes */
-        pt_sha256_update(&c, &len, sizeof len);
-        pt_sha256_update(&c, s[i].ptr, (size_t)s[i].len);
+        pt__sha256_update(&c, &len, sizeof len);
+        pt__sha256_update(&c, s[i].ptr, (size_t)s[i].len);
     }
     hex_of(&c, hex);
 }
@@ -90,8 +90,8 @@ static void cmp_string(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
     }
     char hex[65];
     pt_sha256_ctx c;
-    pt_sha256_init(&c);
-    pt_sha256_update(&c, s->ptr, (size_t)s->len);
+    pt__sha256_init(&c);
+    pt__sha256_update(&c, s->ptr, (size_t)s->len);
     hex_of(&c, hex);
     if ((double)s->len != jnum(e, "len") || strcmp(hex, jstr(e, "sha256")) != 0)
         differ(d, "kv %s: converter a %.0f-byte string sha256 %s, ours %llu bytes sha256 %s%s%.*s",
@@ -120,7 +120,7 @@ static void cmp_scalar(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
 
 static void cmp_array(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
 {
-    const char *et = pt_gguf_type_name(kv->elem_type);
+    const char *et = pt__gguf_type_name(kv->elem_type);
     if (strcmp(et ? et : "?", jstr(e, "elem_type")) != 0 || (double)kv->n != jnum(e, "n")) {
         differ(d, "kv %s: converter array of %.0f %s, ours array of %llu %s", kv->key,
                jnum(e, "n"), jstr(e, "elem_type"), (unsigned long long)kv->n, et ? et : "?");
@@ -131,8 +131,8 @@ static void cmp_array(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
         hash_strings(kv->data, kv->n, hex);
     } else {
         pt_sha256_ctx c;
-        pt_sha256_init(&c);
-        pt_sha256_update(&c, kv->data, (size_t)kv->n * pt_gguf_type_size(kv->elem_type));
+        pt__sha256_init(&c);
+        pt__sha256_update(&c, kv->data, (size_t)kv->n * pt__gguf_type_size(kv->elem_type));
         hex_of(&c, hex);
     }
     if (strcmp(hex, jstr(e, "sha256")) != 0)
@@ -142,7 +142,7 @@ static void cmp_array(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
 
 static void cmp_kv(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
 {
-    const char *t = kv->type == PT_GGUF_ARRAY ? "array" : pt_gguf_type_name(kv->type);
+    const char *t = kv->type == PT_GGUF_ARRAY ? "array" : pt__gguf_type_name(kv->type);
     if (strcmp(t ? t : "?", jstr(e, "type")) != 0)
         differ(d, "kv %s: converter type %s, ours %s", kv->key, jstr(e, "type"), t ? t : "?");
     else if (kv->type == PT_GGUF_ARRAY)
@@ -153,7 +153,7 @@ static void cmp_kv(diffs *d, const pt_gguf_kv *kv, const cJSON *e)
 
 static void cmp_tensor(diffs *d, const pt_gguf_tensor *t, const cJSON *e)
 {
-    const char *tn = pt_ggml_type_name(t->type);
+    const char *tn = pt__ggml_type_name(t->type);
     if (strcmp(tn ? tn : "?", jstr(e, "type")) != 0) {
         differ(d, "tensor %s: converter type %s, ours %s", t->name, jstr(e, "type"), tn);
         return;
@@ -171,8 +171,8 @@ static void cmp_tensor(diffs *d, const pt_gguf_tensor *t, const cJSON *e)
     }
     uint8_t dg[32];
     char hex[65];
-    pt_sha256(t->data, (size_t)t->nbytes, dg);
-    pt_sha256_hex(dg, hex);
+    pt__sha256(t->data, (size_t)t->nbytes, dg);
+    pt__sha256_hex(dg, hex);
     if (strcmp(hex, jstr(e, "sha256")) != 0)
         differ(d, "tensor %s (%s): data differs: converter sha256 %s, ours %s", t->name, tn,
                jstr(e, "sha256"), hex);
@@ -181,27 +181,27 @@ static void cmp_tensor(diffs *d, const pt_gguf_tensor *t, const cJSON *e)
 /* Metadata: by name, then what is missing or extra, then the order. */
 static void cmp_kvs(diffs *d, const pt_gguf *g, const cJSON *arr)
 {
-    size_t n = pt_gguf_kv_count(g), pos = 0;
+    size_t n = pt__gguf_kv_count(g), pos = 0;
     bool order_reported = false;
     const cJSON *e;
     cJSON_ArrayForEach(e, arr) {
         const char *key = jstr(e, "key");
-        const pt_gguf_kv *kv = pt_gguf_find_kv(g, key);
+        const pt_gguf_kv *kv = pt__gguf_find_kv(g, key);
         if (!kv) {
             differ(d, "kv %s: in the converter's file, missing from ours", key);
             pos++;
             continue;
         }
         cmp_kv(d, kv, e);
-        if (!order_reported && pos < n && strcmp(pt_gguf_kv_at(g, pos)->key, key) != 0) {
+        if (!order_reported && pos < n && strcmp(pt__gguf_kv_at(g, pos)->key, key) != 0) {
             differ(d, "kv order: converter has %s at position %zu, ours %s", key, pos,
-                   pt_gguf_kv_at(g, pos)->key);
+                   pt__gguf_kv_at(g, pos)->key);
             order_reported = true;
         }
         pos++;
     }
     for (size_t i = 0; i < n; i++) {
-        const char *key = pt_gguf_kv_at(g, i)->key;
+        const char *key = pt__gguf_kv_at(g, i)->key;
         bool found = false;
         cJSON_ArrayForEach(e, arr) found = found || strcmp(jstr(e, "key"), key) == 0;
         if (!found)
@@ -211,21 +211,21 @@ static void cmp_kvs(diffs *d, const pt_gguf *g, const cJSON *arr)
 
 static void cmp_tensors(diffs *d, const pt_gguf *g, const cJSON *arr)
 {
-    size_t n = pt_gguf_tensor_count(g), pos = 0;
+    size_t n = pt__gguf_tensor_count(g), pos = 0;
     bool order_reported = false;
     const cJSON *e;
     cJSON_ArrayForEach(e, arr) {
         const char *name = jstr(e, "name");
-        const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
+        const pt_gguf_tensor *t = pt__gguf_find_tensor(g, name);
         if (!t) {
             differ(d, "tensor %s: in the converter's file, missing from ours", name);
             pos++;
             continue;
         }
         cmp_tensor(d, t, e);
-        if (!order_reported && pos < n && strcmp(pt_gguf_tensor_at(g, pos)->name, name) != 0) {
+        if (!order_reported && pos < n && strcmp(pt__gguf_tensor_at(g, pos)->name, name) != 0) {
             differ(d, "tensor order: converter has %s at position %zu, ours %s", name, pos,
-                   pt_gguf_tensor_at(g, pos)->name);
+                   pt__gguf_tensor_at(g, pos)->name);
             order_reported = true;
         }
         pos++;
@@ -237,11 +237,11 @@ static void cmp_tensors(diffs *d, const pt_gguf *g, const cJSON *arr)
 int pt_golden_compare(const pt_gguf *g, const cJSON *digest, pt_golden_diff_fn fn, void *ctx)
 {
     diffs d = { fn, ctx, 0 };
-    if ((double)pt_gguf_version(g) != jnum(digest, "version"))
-        differ(&d, "version: converter %.0f, ours %u", jnum(digest, "version"), pt_gguf_version(g));
-    if ((double)pt_gguf_alignment(g) != jnum(digest, "alignment"))
+    if ((double)pt__gguf_version(g) != jnum(digest, "version"))
+        differ(&d, "version: converter %.0f, ours %u", jnum(digest, "version"), pt__gguf_version(g));
+    if ((double)pt__gguf_alignment(g) != jnum(digest, "alignment"))
         differ(&d, "alignment: converter %.0f, ours %u", jnum(digest, "alignment"),
-               pt_gguf_alignment(g));
+               pt__gguf_alignment(g));
     cmp_kvs(&d, g, cJSON_GetObjectItemCaseSensitive(digest, "kv"));
     cmp_tensors(&d, g, cJSON_GetObjectItemCaseSensitive(digest, "tensors"));
     return d.count;

@@ -364,7 +364,7 @@ START_TEST(test_bad_config_corpus)
         snprintf(path, sizeof path, "%s/modelio/bad_configs/%s", PT_TEST_SRCDIR, file);
         char *text = NULL;
         size_t len = 0;
-        ck_assert_ok(pt_read_file(&text, &len, path, 1 << 20));
+        ck_assert_ok(pt__read_file(&text, &len, path, 1 << 20));
         pt_model_config c;
         pt_model_config_init(&c);
         int st = pt_model_config_from_json(&c, text, len);

@@ -29,9 +29,9 @@
 
 static cJSON *read_json(const char *dir, const char *name)
 {
-    char *p = pt_path_join(dir, name), *text = NULL;
+    char *p = pt__path_join(dir, name), *text = NULL;
     size_t len = 0;
-    ck_assert_msg(pt_read_file(&text, &len, p, (size_t)1 << 28) == PT_OK, "%s: %s", p, pt_last_error());
+    ck_assert_msg(pt__read_file(&text, &len, p, (size_t)1 << 28) == PT_OK, "%s: %s", p, pt_last_error());
     cJSON *j = cJSON_ParseWithLength(text, len);
     ck_assert_msg(j != NULL, "%s: not JSON", p);
     pt_free(text);
@@ -45,16 +45,16 @@ static char *make_dir(const char *root, const char *name, const char *ref, int v
 {
     char refdir[4096];
     snprintf(refdir, sizeof refdir, "%s/%s", REF, ref);
-    char *cfgp = pt_path_join(refdir, "config.json"), *text = NULL;
+    char *cfgp = pt__path_join(refdir, "config.json"), *text = NULL;
     size_t len;
-    ck_assert_ok(pt_read_file(&text, &len, cfgp, 1 << 20));
+    ck_assert_ok(pt__read_file(&text, &len, cfgp, 1 << 20));
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     ck_assert_ok(pt_model_config_from_json(&cfg, text, len));
     cfg.vocab_size = vocab;
     pt_model *m = NULL;
     ck_assert_ok(pt_model_create(&m, &cfg, 7));
-    char *dir = pt_path_join(root, name);
+    char *dir = pt__path_join(root, name);
     pt_model_save_options so;
     pt_model_save_options_init(&so);
     so.tokenizer_dir = tokdir;
@@ -90,42 +90,42 @@ static void key(keys *ks, const char *k)
 
 static void check_keys(const pt_gguf *g, const keys *ks)
 {
-    size_t n = pt_gguf_kv_count(g);
+    size_t n = pt__gguf_kv_count(g);
     for (size_t i = 0; i < n && i < (size_t)ks->n; i++)
-        ck_assert_msg(!strcmp(pt_gguf_kv_at(g, i)->key, ks->k[i]), "key %zu is %s, expected %s", i,
-                      pt_gguf_kv_at(g, i)->key, ks->k[i]);
+        ck_assert_msg(!strcmp(pt__gguf_kv_at(g, i)->key, ks->k[i]), "key %zu is %s, expected %s", i,
+                      pt__gguf_kv_at(g, i)->key, ks->k[i]);
     ck_assert_msg(n == (size_t)ks->n, "%zu keys, expected %d (first extra/missing at %d: %s)", n, ks->n,
                   (int)(n < (size_t)ks->n ? n : (size_t)ks->n),
-                  n > (size_t)ks->n ? pt_gguf_kv_at(g, (size_t)ks->n)->key : ks->k[n]);
+                  n > (size_t)ks->n ? pt__gguf_kv_at(g, (size_t)ks->n)->key : ks->k[n]);
 }
 
 static uint32_t u32(const pt_gguf *g, const char *k)
 {
     uint32_t v = 0;
-    ck_assert_msg(pt_gguf_get_u32(g, k, &v) == PT_OK, "%s: %s", k, pt_last_error());
-    ck_assert_int_eq(pt_gguf_find_kv(g, k)->type, PT_GGUF_UINT32);
+    ck_assert_msg(pt__gguf_get_u32(g, k, &v) == PT_OK, "%s: %s", k, pt_last_error());
+    ck_assert_int_eq(pt__gguf_find_kv(g, k)->type, PT_GGUF_UINT32);
     return v;
 }
 
 static float f32(const pt_gguf *g, const char *k)
 {
     float v = 0;
-    ck_assert_msg(pt_gguf_get_f32(g, k, &v) == PT_OK, "%s: %s", k, pt_last_error());
-    ck_assert_int_eq(pt_gguf_find_kv(g, k)->type, PT_GGUF_FLOAT32);
+    ck_assert_msg(pt__gguf_get_f32(g, k, &v) == PT_OK, "%s: %s", k, pt_last_error());
+    ck_assert_int_eq(pt__gguf_find_kv(g, k)->type, PT_GGUF_FLOAT32);
     return v;
 }
 
 static bool boolv(const pt_gguf *g, const char *k)
 {
     bool v = false;
-    ck_assert_msg(pt_gguf_get_bool(g, k, &v) == PT_OK, "%s: %s", k, pt_last_error());
+    ck_assert_msg(pt__gguf_get_bool(g, k, &v) == PT_OK, "%s: %s", k, pt_last_error());
     return v;
 }
 
 static void check_str(const pt_gguf *g, const char *k, const char *want)
 {
     pt_gguf_str s;
-    ck_assert_msg(pt_gguf_get_str(g, k, &s) == PT_OK, "%s: %s", k, pt_last_error());
+    ck_assert_msg(pt__gguf_get_str(g, k, &s) == PT_OK, "%s: %s", k, pt_last_error());
     ck_assert_msg(s.len == strlen(want) && !memcmp(s.ptr, want, s.len), "%s = '%.*s', expected '%s'", k,
                   (int)s.len, s.ptr, want);
 }
@@ -199,7 +199,7 @@ static void check_tensors(const pt_gguf *g, const pt_model *m, int type, bool pe
     }
     qsort(names, n, sizeof *names, cmp_str);
     size_t off = rope_freqs ? 1 : 0;
-    ck_assert_uint_eq(pt_gguf_tensor_count(g), n + off);
+    ck_assert_uint_eq(pt__gguf_tensor_count(g), n + off);
     pt_model_config cfg;
     pt_model_config_init(&cfg);
     pt_model_get_config(&cfg, m);
@@ -209,7 +209,7 @@ static void check_tensors(const pt_gguf *g, const pt_model *m, int type, bool pe
         ck_assert_ok(pt_model_find_tensor_info(&ti, m, names[i]));
         char want[128];
         gguf_name(want, sizeof want, names[i]);
-        const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i + off);
+        const pt_gguf_tensor *t = pt__gguf_tensor_at(g, i + off);
         ck_assert_msg(!strcmp(t->name, want), "tensor %zu is %s, expected %s", i + off, t->name, want);
         ck_assert_uint_eq(t->ndim, (uint32_t)ti.ndim);
         ck_assert_uint_eq(t->ne[0], (uint64_t)(ti.ndim == 2 ? ti.shape[1] : ti.shape[0]));
@@ -218,7 +218,7 @@ static void check_tensors(const pt_gguf *g, const pt_model *m, int type, bool pe
         int want_type = ti.ndim == 1 ? PT_GGML_F32 : type;
         ck_assert_msg(t->type == want_type, "%s has type %d, expected %d", t->name, t->type, want_type);
         float *v = malloc(ti.numel * sizeof *v), *hf = malloc(ti.numel * sizeof *hf);
-        ck_assert_ok(pt_gguf_read_f32(t, v, ti.numel));
+        ck_assert_ok(pt__gguf_read_f32(t, v, ti.numel));
         bool q = strstr(names[i], "q_proj") != NULL, k = strstr(names[i], "k_proj") != NULL;
         if (permuted && (q || k))
             unpermute(hf, v, ti.shape[0], ti.ndim == 2 ? ti.shape[1] : 1,
@@ -234,17 +234,17 @@ static void check_tensors(const pt_gguf *g, const pt_model *m, int type, bool pe
         free(v);
         free(hf);
     }
-    ck_assert_ptr_null(cfg.tie_word_embeddings ? pt_gguf_find_tensor(g, "output.weight") : NULL);
+    ck_assert_ptr_null(cfg.tie_word_embeddings ? pt__gguf_find_tensor(g, "output.weight") : NULL);
     if (!cfg.tie_word_embeddings)
-        ck_assert_ptr_nonnull(pt_gguf_find_tensor(g, "output.weight"));
+        ck_assert_ptr_nonnull(pt__gguf_find_tensor(g, "output.weight"));
     free(names);
 }
 
 static uint64_t file_params(const pt_gguf *g)
 {
     uint64_t n = 0;
-    for (size_t i = 0; i < pt_gguf_tensor_count(g); i++)
-        n += pt_gguf_tensor_at(g, i)->numel;
+    for (size_t i = 0; i < pt__gguf_tensor_count(g); i++)
+        n += pt__gguf_tensor_at(g, i)->numel;
     return n;
 }
 
@@ -359,16 +359,16 @@ static void check_stories_vocab(const pt_gguf *g)
     check_str(g, "tokenizer.ggml.pre", "default");
     const void *d;
     uint64_t cnt;
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.tokens", PT_GGUF_STRING, &d, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.tokens", PT_GGUF_STRING, &d, &cnt));
     ck_assert_uint_eq(cnt, (uint64_t)n);
     const pt_gguf_str *toks = d;
     for (int i = 0; i < n; i++)
         ck_assert_msg(toks[i].len == strlen(by_id[i]) && !memcmp(toks[i].ptr, by_id[i], toks[i].len),
                       "token %d", i);
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, &d, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, &d, &cnt));
     for (int i = 0; i < n; i++)
         ck_assert(((const float *)d)[i] == -1000.0f);
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.token_type", PT_GGUF_INT32, &d, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.token_type", PT_GGUF_INT32, &d, &cnt));
     for (int i = 0; i < n; i++) {
         const char *s = by_id[i];
         int want = i < 3 ? 3 : (strlen(s) == 6 && !strncmp(s, "<0x", 3)) ? 6 : 1;
@@ -397,12 +397,12 @@ static void check_rope_freqs(const pt_gguf *g, const cJSON *cj)
     double old = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings")->valuedouble;
     double theta = cJSON_GetObjectItemCaseSensitive(cj, "rope_theta")->valuedouble;
     int dim = jint(cj, "hidden_size") / jint(cj, "num_attention_heads");
-    const pt_gguf_tensor *t = pt_gguf_tensor_at(g, 0);
+    const pt_gguf_tensor *t = pt__gguf_tensor_at(g, 0);
     ck_assert_str_eq(t->name, "rope_freqs.weight");
     ck_assert_int_eq(t->type, PT_GGML_F32);
     ck_assert_uint_eq(t->numel, (uint64_t)dim / 2);
     float v[64];
-    ck_assert_ok(pt_gguf_read_f32(t, v, t->numel));
+    ck_assert_ok(pt__gguf_read_f32(t, v, t->numel));
     int bands[3] = { 0, 0, 0 };
     for (int i = 0; i < dim / 2; i++) {
         double wavelen = 2 * M_PI * pow(theta, 2.0 * i / dim), want;
@@ -428,13 +428,13 @@ static void run_llama_case(const char *ref, const char *dirname, const char *nam
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, dirname, ref, 512, FIXTURE);
     pt_model *m = load(dir);
-    char *out = pt_path_join(root, "model.gguf");
+    char *out = pt__path_join(root, "model.gguf");
     pt_gguf_export_options o;
     pt_gguf_export_options_init(&o);
     o.type = type;
     ck_assert_ok(pt_model_export_gguf(m, out, &o));
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     cJSON *cj = read_json(dir, "config.json");
     keys ks = { .n = 0 };
     expect_meta(&ks, cj, "llama", strchr(dirname, 'M') != NULL);
@@ -447,7 +447,7 @@ static void run_llama_case(const char *ref, const char *dirname, const char *nam
     check_tensors(g, m, ggml, true, llama3);
     if (llama3)
         check_rope_freqs(g, cj);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     cJSON_Delete(cj);
     pt_model_free(m);
     pt_test_rm_rf(root);
@@ -484,33 +484,33 @@ START_TEST(test_name_heuristics)
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, "SmolLM2-135M-Instruct", "llama_tied_gqa", 512, FIXTURE);
     pt_model *m = load(dir);
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     ck_assert_ok(pt_model_export_gguf(m, out, NULL));
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     check_str(g, "general.name", "SmolLM2 135M Instruct");
     check_str(g, "general.finetune", "135m-Instruct");
     check_str(g, "general.basename", "SmolLM2");
-    ck_assert_str_eq(pt_gguf_kv_at(g, 3)->key, "general.finetune");
-    ck_assert_str_eq(pt_gguf_kv_at(g, 4)->key, "general.basename");
-    pt_gguf_close(g);
+    ck_assert_str_eq(pt__gguf_kv_at(g, 3)->key, "general.finetune");
+    ck_assert_str_eq(pt__gguf_kv_at(g, 4)->key, "general.basename");
+    pt__gguf_close(g);
     /* --name replaces general.name only */
     pt_gguf_export_options o;
     pt_gguf_export_options_init(&o);
     o.name = "My Model";
     ck_assert_ok(pt_model_export_gguf(m, out, &o));
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     check_str(g, "general.name", "My Model");
     check_str(g, "general.basename", "SmolLM2");
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     /* an older caller's struct without `name`: what lies past its size is not read */
     o.size = offsetof(pt_gguf_export_options, name);
     o.type = PT_GGUF_FTYPE_F16;
     ck_assert_ok(pt_model_export_gguf(m, out, &o));
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     check_str(g, "general.name", "SmolLM2 135M Instruct");
     ck_assert_uint_eq(u32(g, "general.file_type"), 1);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     pt_test_rm_rf(root);
     free(root);
@@ -522,7 +522,7 @@ END_TEST
 static char *slurp(const char *path, size_t *len)
 {
     char *t = NULL;
-    ck_assert_ok(pt_read_file(&t, len, path, (size_t)1 << 30));
+    ck_assert_ok(pt__read_file(&t, len, path, (size_t)1 << 30));
     return t;
 }
 
@@ -531,7 +531,7 @@ START_TEST(test_deterministic)
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, "llama3_rope_scaling", "llama3_rope_scaling", 512, FIXTURE);
     pt_model *m = load(dir);
-    char *a = pt_path_join(root, "a.gguf"), *b = pt_path_join(root, "b.gguf");
+    char *a = pt__path_join(root, "a.gguf"), *b = pt__path_join(root, "b.gguf");
     ck_assert_ok(pt_model_export_gguf(m, a, NULL));
     ck_assert_ok(pt_model_export_gguf(m, b, NULL));
     size_t na, nb;
@@ -584,7 +584,7 @@ START_TEST(test_lora_merged_model_unchanged)
         before[i] = malloc(a.numel * sizeof(float));
         memcpy(before[i], a.data, a.numel * sizeof(float));
     }
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     ck_assert_ok(pt_model_export_gguf(m, out, NULL));
     size_t n2 = 0;
     n2 = pt_model_tensor_count(m);
@@ -600,19 +600,19 @@ START_TEST(test_lora_merged_model_unchanged)
     free(before);
     ck_assert_ok(pt_model_merge_lora(merged));
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     check_tensors(g, merged, PT_GGML_F32, true, false);   /* exactly the merged weights */
     /* and they differ from the base's */
     pt_model *base = load(dir);
-    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, "blk.0.attn_v.weight");
+    const pt_gguf_tensor *t = pt__gguf_find_tensor(g, "blk.0.attn_v.weight");
     pt_tensor_info bv;
     pt_tensor_info_init(&bv);
     ck_assert_ok(pt_model_find_tensor_info(&bv, base, "model.layers.0.self_attn.v_proj.weight"));
     float *v = malloc(bv.numel * sizeof *v);
-    ck_assert_ok(pt_gguf_read_f32(t, v, bv.numel));
+    ck_assert_ok(pt__gguf_read_f32(t, v, bv.numel));
     ck_assert(memcmp(v, bv.data, bv.numel * sizeof *v) != 0);
     free(v);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(base);
     pt_model_free(m);
     pt_model_free(merged);
@@ -627,7 +627,7 @@ END_TEST
 
 static void write_text(const char *path, const char *text)
 {
-    ck_assert_ok(pt_write_file_atomic(path, text, strlen(text)));
+    ck_assert_ok(pt__write_file_atomic(path, text, strlen(text)));
 }
 
 static void assert_text(const char *path, const char *text)
@@ -645,9 +645,9 @@ START_TEST(test_no_tokenizer_estate)
     pt_model *m = NULL;
     ck_assert_ok(pt_model_load_dir(&m, REF "/llama_tied_gqa", NULL));
     ck_assert_ptr_null(pt_model_tokenizer(m));
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     ck_assert_status(pt_model_export_gguf(m, out, NULL), PT_ESTATE, "no tokenizer");
-    ck_assert(!pt_is_file(out));
+    ck_assert(!pt__is_file(out));
     write_text(out, "old");
     ck_assert_status(pt_model_export_gguf(m, out, NULL), PT_ESTATE, "no tokenizer");
     assert_text(out, "old");
@@ -669,7 +669,7 @@ START_TEST(test_bad_arguments)
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, "llama_tied_gqa", "llama_tied_gqa", 512, FIXTURE);
     pt_model *m = load(dir);
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     pt_gguf_export_options o;
     pt_gguf_export_options_init(&o);
     o.type = 7;
@@ -678,13 +678,13 @@ START_TEST(test_bad_arguments)
     ck_assert_status(pt_model_export_gguf(m, NULL, NULL), PT_EINVAL, "path");
     ck_assert_status(pt_model_export_gguf(m, "", NULL), PT_EINVAL, "empty");
     /* a directory that cannot hold the file: its parent is a regular file */
-    char *file = pt_path_join(root, "plain");
+    char *file = pt__path_join(root, "plain");
     write_text(file, "x");
-    char *bad = pt_path_join(file, "m.gguf");
+    char *bad = pt__path_join(file, "m.gguf");
     ck_assert_int_ne(pt_model_export_gguf(m, bad, NULL), PT_OK);
     ck_assert_msg(strstr(pt_last_error(), bad) != NULL, "message names the path: %s", pt_last_error());
     assert_text(file, "x");
-    ck_assert(!pt_is_file(out));
+    ck_assert(!pt__is_file(out));
     /* names */
     int v = -1;
     ck_assert_ok(pt_gguf_ftype_from_name(&v, "bf16"));
@@ -723,7 +723,7 @@ START_TEST(test_spm_scores_merges)
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, "llama_tied_gqa", "llama_tied_gqa", 512, FIXTURE);
     pt_model *m = load(dir);
-    char *conv = pt_path_join(root, "conv.gguf"), *mer = pt_path_join(root, "merges.gguf");
+    char *conv = pt__path_join(root, "conv.gguf"), *mer = pt__path_join(root, "merges.gguf");
     pt_gguf_export_options o;
     pt_gguf_export_options_init(&o);
     ck_assert_int_eq(o.spm_scores, PT_GGUF_SPM_SCORES_CONVERTER);
@@ -752,11 +752,11 @@ START_TEST(test_spm_scores_merges)
     ck_assert_int_eq(k, 165);
     ck_assert_int_eq(made, 151);   /* distinct pieces the 165 merges make */
     pt_gguf *g = NULL, *gc = NULL;
-    ck_assert_ok(pt_gguf_open(&g, mer));
-    ck_assert_ok(pt_gguf_open(&gc, conv));
+    ck_assert_ok(pt__gguf_open(&g, mer));
+    ck_assert_ok(pt__gguf_open(&gc, conv));
     const void *d;
     uint64_t cnt;
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, &d, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.scores", PT_GGUF_FLOAT32, &d, &cnt));
     ck_assert_uint_eq(cnt, 512);
     int none = 0;
     for (int i = 0; i < 512; i++) {
@@ -766,8 +766,8 @@ START_TEST(test_spm_scores_merges)
     }
     fprintf(stderr, "spm_scores merges: %d merges, %d pieces scored by rank, %d at -1e9\n", k, made, none);
     /* only the scores differ: same keys, same tensors */
-    ck_assert_uint_eq(pt_gguf_kv_count(g), pt_gguf_kv_count(gc));
-    ck_assert_uint_eq(pt_gguf_tensor_count(g), pt_gguf_tensor_count(gc));
+    ck_assert_uint_eq(pt__gguf_kv_count(g), pt__gguf_kv_count(gc));
+    ck_assert_uint_eq(pt__gguf_tensor_count(g), pt__gguf_tensor_count(gc));
     size_t na, nb;
     char *ta = slurp(conv, &na), *tb = slurp(mer, &nb);
     ck_assert_uint_eq(na, nb);
@@ -778,8 +778,8 @@ START_TEST(test_spm_scores_merges)
     ck_assert_uint_le(ndiff, 512 * 4);
     pt_free(ta);
     pt_free(tb);
-    pt_gguf_close(g);
-    pt_gguf_close(gc);
+    pt__gguf_close(g);
+    pt__gguf_close(gc);
     /* the importer: exactly tokenizer.json's merges, Hugging Face's ids */
     pt_model *back = load(mer);
     const pt_tokenizer *tb_tok = pt_model_tokenizer(back), *ta_tok = pt_model_tokenizer(m);
@@ -831,8 +831,8 @@ static void capture_log(int level, const char *msg, void *payload)
 /* No key of g names a sliding window. */
 static void assert_no_sliding_key(const pt_gguf *g)
 {
-    for (size_t i = 0; i < pt_gguf_kv_count(g); i++)
-        ck_assert_msg(!strstr(pt_gguf_kv_at(g, i)->key, "sliding"), "%s", pt_gguf_kv_at(g, i)->key);
+    for (size_t i = 0; i < pt__gguf_kv_count(g); i++)
+        ck_assert_msg(!strstr(pt__gguf_kv_at(g, i)->key, "sliding"), "%s", pt__gguf_kv_at(g, i)->key);
 }
 
 /* Mistral as the converters write MistralForCausalLM: architecture "llama"
@@ -842,7 +842,7 @@ START_TEST(test_mistral_sliding_window)
 {
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, "mistral_sliding", "mistral_sliding", 512, FIXTURE);
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     log_capture cap = { 0 };
     ck_assert_ok(pt_set_log_callback(capture_log, PT_LOG_WARN, &cap));
     pt_model *m = load(dir);
@@ -852,17 +852,17 @@ START_TEST(test_mistral_sliding_window)
                   strstr(cap.last, "llama architecture has no sliding window") &&
                   strstr(cap.last, "at most 5 tokens"), "%s", cap.last);
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     check_str(g, "general.architecture", "llama");
     ck_assert_uint_eq(u32(g, "llama.context_length"), 128);
     assert_no_sliding_key(g);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     pt_model_free(m);
     /* a window as long as the context: nothing to warn about */
     cJSON *cj = read_json(dir, "config.json");
     cJSON_ReplaceItemInObject(cj, "sliding_window", cJSON_CreateNumber(128));
-    char *text = cJSON_Print(cj), *cfg = pt_path_join(dir, "config.json");
-    ck_assert_ok(pt_write_file_atomic(cfg, text, strlen(text)));
+    char *text = cJSON_Print(cj), *cfg = pt__path_join(dir, "config.json");
+    ck_assert_ok(pt__write_file_atomic(cfg, text, strlen(text)));
     cap.warnings = 0;
     m = load(dir);
     ck_assert_ok(pt_model_export_gguf(m, out, NULL));
@@ -887,7 +887,7 @@ START_TEST(test_qwen_spm_tokenizer_refused)
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, "qwen2_bias_untied", "qwen2_bias_untied", 512, FIXTURE);
     pt_model *m = load(dir);
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     write_text(out, "previous");
     ck_assert_status(pt_model_export_gguf(m, out, NULL), PT_EUNSUPPORTED, "pre-tokenizer");
     assert_text(out, "previous");
@@ -926,11 +926,11 @@ static void check_bpe_tokens(const pt_gguf *g, const cJSON *tj, int vocab)
     }
     const void *d;
     uint64_t cnt;
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.tokens", PT_GGUF_STRING, &d, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.tokens", PT_GGUF_STRING, &d, &cnt));
     ck_assert_uint_eq(cnt, (uint64_t)vocab);
     const pt_gguf_str *toks = d;
     const void *td;
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.token_type", PT_GGUF_INT32, &td, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.token_type", PT_GGUF_INT32, &td, &cnt));
     for (int i = 0; i < vocab; i++) {
         char pad[32];
         snprintf(pad, sizeof pad, "[PAD%d]", i);
@@ -940,7 +940,7 @@ static void check_bpe_tokens(const pt_gguf *g, const cJSON *tj, int vocab)
     }
     /* merges: "a b" as in the file, ["a", "b"] joined by a space */
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tj, "model"), "merges");
-    ck_assert_ok(pt_gguf_get_arr(g, "tokenizer.ggml.merges", PT_GGUF_STRING, &d, &cnt));
+    ck_assert_ok(pt__gguf_get_arr(g, "tokenizer.ggml.merges", PT_GGUF_STRING, &d, &cnt));
     ck_assert_uint_eq(cnt, (uint64_t)cJSON_GetArraySize(merges));
     size_t i = 0;
     cJSON_ArrayForEach(it, merges) {
@@ -972,10 +972,10 @@ static void run_bpe_case(const char *tok, const char *ref, const char *name, int
     char *root = pt_test_tmpdir("gguf_exp_");
     char *dir = make_dir(root, ref, ref, vocab, tokdir);
     pt_model *m = load(dir);
-    char *out = pt_path_join(root, "m.gguf");
+    char *out = pt__path_join(root, "m.gguf");
     ck_assert_ok(pt_model_export_gguf(m, out, NULL));
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     cJSON *cj = read_json(dir, "config.json"), *tj = read_json(tokdir, "tokenizer.json");
     keys ks = { .n = 0 };
     expect_meta(&ks, cj, arch, false);
@@ -1008,7 +1008,7 @@ static void run_bpe_case(const char *tok, const char *ref, const char *name, int
     check_tensors(g, m, PT_GGML_F32, !strcmp(arch, "llama"), llama3);
     if (llama3)
         check_rope_freqs(g, cj);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     cJSON_Delete(cj);
     cJSON_Delete(tj);
     pt_model_free(m);
@@ -1060,14 +1060,14 @@ START_TEST(test_llama3_bos_tokenizer)
         "{\"id\":\"<|begin_of_text|>\",\"ids\":[128000],\"tokens\":[\"<|begin_of_text|>\"]}}}");
     ck_assert_ptr_nonnull(pp);
     cJSON_ReplaceItemInObjectCaseSensitive(tj, "post_processor", pp);
-    char *text = cJSON_PrintUnformatted(tj), *p = pt_path_join(root, "tokenizer.json");
+    char *text = cJSON_PrintUnformatted(tj), *p = pt__path_join(root, "tokenizer.json");
     write_text(p, text);
     free(text);
     pt_free(p);
     cJSON_Delete(tj);
     cJSON *tc = read_json(src, "tokenizer_config.json");
     text = cJSON_PrintUnformatted(tc);
-    p = pt_path_join(root, "tokenizer_config.json");
+    p = pt__path_join(root, "tokenizer_config.json");
     write_text(p, text);
     free(text);
     pt_free(p);
@@ -1113,13 +1113,13 @@ START_TEST(test_stories260K)
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/models/stories260K", shared);
     pt_model *m = load(dir);
-    char *root = pt_test_tmpdir("gguf_exp_"), *out = pt_path_join(root, "s.gguf");
+    char *root = pt_test_tmpdir("gguf_exp_"), *out = pt__path_join(root, "s.gguf");
     pt_gguf_export_options o;
     pt_gguf_export_options_init(&o);
     o.type = PT_GGUF_FTYPE_F16;
     ck_assert_ok(pt_model_export_gguf(m, out, &o));
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, out));
+    ck_assert_ok(pt__gguf_open(&g, out));
     cJSON *cj = read_json(dir, "config.json");
     keys ks = { .n = 0 };
     expect_meta(&ks, cj, "llama", false);
@@ -1129,7 +1129,7 @@ START_TEST(test_stories260K)
     check_str(g, "general.size_label", "260K");
     check_stories_vocab(g);
     check_tensors(g, m, PT_GGML_F16, true, false);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     cJSON_Delete(cj);
     pt_model_free(m);
     pt_test_rm_rf(root);

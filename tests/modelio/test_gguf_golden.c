@@ -46,8 +46,8 @@ static void copy_file(const char *src_dir, const char *dst_dir, const char *name
     snprintf(dst, sizeof dst, "%s/%s", dst_dir, name);
     char *buf = NULL;
     size_t len = 0;
-    ck_assert_msg(pt_read_file(&buf, &len, src, 1u << 30) == PT_OK, "%s: %s", src, pt_last_error());
-    ck_assert_ok(pt_write_file_atomic(dst, buf, len));
+    ck_assert_msg(pt__read_file(&buf, &len, src, 1u << 30) == PT_OK, "%s: %s", src, pt_last_error());
+    ck_assert_ok(pt__write_file_atomic(dst, buf, len));
     free(buf);
 }
 
@@ -65,8 +65,8 @@ static pt_model *stories(void)
     char src[4200], dst[4200];
     snprintf(src, sizeof src, "%s/models/stories260K", g_shared);
     snprintf(dst, sizeof dst, "%s/stories260K", g_tmp);
-    if (!pt_is_dir(dst)) {
-        ck_assert_ok(pt_mkdir_p(dst));
+    if (!pt__is_dir(dst)) {
+        ck_assert_ok(pt__mkdir_p(dst));
         const char *files[] = { "config.json", "model.safetensors", "tokenizer.json",
                                 "tokenizer_config.json" };
         for (size_t i = 0; i < sizeof files / sizeof *files; i++)
@@ -158,7 +158,7 @@ static pt_model *stories_lora(void)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/stories260K_lora", g_tmp);
-    if (!pt_is_dir(dir)) {
+    if (!pt__is_dir(dir)) {
         pt_model *m = stories();
         add_lora(m);
         ck_assert_ok(pt_lora_save_peft(m, dir, "stories260K"));
@@ -264,9 +264,9 @@ static void check_case(const char *commit, const char *case_name)
     ck_assert(cJSON_GetArraySize(f.known) <= 64);
     export_case(dg, out);
     pt_gguf *g = NULL;
-    ck_assert_msg(pt_gguf_open(&g, out) == PT_OK, "%s: %s", out, pt_last_error());
+    ck_assert_msg(pt__gguf_open(&g, out) == PT_OK, "%s: %s", out, pt_last_error());
     int nd = pt_golden_compare(g, dg, on_diff, &f);
-    pt_gguf_close(g);
+    pt__gguf_close(g);
     cJSON_Delete(dg);
     ck_assert_msg(f.unexplained == 0, "%s: %d difference(s) from llama.cpp's converter, %d "
                   "unexplained; first: %s", label, nd, f.unexplained, f.first);
@@ -288,7 +288,7 @@ START_TEST(test_converter)
     const char *commit = COMMITS[_i / (int)N_CASES], *c = CASES[_i % (int)N_CASES];
     char path[4200];
     snprintf(path, sizeof path, "%s/%s/%s.digest.json", GOLDEN_DIR, commit, c);
-    if (!pt_is_file(path)) {
+    if (!pt__is_file(path)) {
         fprintf(stderr, "SKIP %s/%s: no digest (that converter does not know the "
                         "architecture)\n", commit, c);
         return;
@@ -321,8 +321,8 @@ static void assert_sha256(const char *path, const cJSON *run, const char *field)
 {
     uint8_t dg[32];
     char hex[65];
-    ck_assert_ok(pt_sha256_file(path, dg));
-    pt_sha256_hex(dg, hex);
+    ck_assert_ok(pt__sha256_file(path, dg));
+    pt__sha256_hex(dg, hex);
     const char *want = cJSON_GetObjectItem(run, field)->valuestring;
     ck_assert_msg(strcmp(hex, want) == 0, "%s: our export's sha256 is %s, llama.cpp ran %s",
                   cJSON_GetObjectItem(run, "name")->valuestring, hex, want);

@@ -26,7 +26,7 @@ static pt_model *load_ok(const char *path, bool tok)
 
 static char *ref_dir(const char *name)
 {
-    return pt_path_join(PT_TEST_SRCDIR "/reference", name);
+    return pt__path_join(PT_TEST_SRCDIR "/reference", name);
 }
 
 /* path: the model of reference dir `name` as GGUF, broken by `flags`. */
@@ -36,8 +36,8 @@ static void write_ref_gguf(const char *path, const char *name, unsigned flags)
     pt_model *m = load_ok(dir, false);
     gb_bufs b = { 0 };
     pt_gguf_writer *w = gb_model_writer(m, &b, flags);
-    ck_assert_ok(pt_gguf_write(w, path));
-    pt_gguf_writer_free(w);
+    ck_assert_ok(pt__gguf_write(w, path));
+    pt__gguf_writer_free(w);
     gb_free(&b);
     pt_model_free(m);
     pt_free(dir);
@@ -47,8 +47,8 @@ static void assert_same_weights(const pt_model *a, const pt_model *b)
 {
     ck_assert_uint_eq(pt_model_tensor_count(a), pt_model_tensor_count(b));
     for (size_t i = 0; i < pt_model_tensor_count(a); i++) {
-        const pt_tensor_ref *ta = pt_model_tensor(a, i);
-        const pt_tensor_ref *tb = pt_model_find_tensor(b, ta->name);
+        const pt_tensor_ref *ta = pt__model_tensor(a, i);
+        const pt_tensor_ref *tb = pt__model_find_tensor(b, ta->name);
         ck_assert_msg(tb != NULL, "%s missing", ta->name);
         ck_assert_uint_eq(ta->numel, tb->numel);
         ck_assert_msg(memcmp(ta->data, tb->data, ta->numel * sizeof(float)) == 0,
@@ -95,7 +95,7 @@ static pt_model_config config_of(const pt_model *m)
 static void check_reference(const char *name, double tol)
 {
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "model.gguf"), *dir = ref_dir(name);
+    char *path = pt__path_join(tmp, "model.gguf"), *dir = ref_dir(name);
     write_ref_gguf(path, name, 0);
     pt_model *hf = load_ok(dir, false), *gg = load_ok(path, true);
     pt_model_config a = config_of(hf), b = config_of(gg);
@@ -153,20 +153,20 @@ START_TEST(test_llama3_rope_from_freqs)
 }
 END_TEST
 
-/* rope_freqs.weight of a file, opened, for pt_gguf_rope_from_freqs. */
+/* rope_freqs.weight of a file, opened, for pt__gguf_rope_from_freqs. */
 static int rope_fit(pt_model_config *c, const float *r, int n, const char *tmp)
 {
-    char *path = pt_path_join(tmp, "rope.gguf");
+    char *path = pt__path_join(tmp, "rope.gguf");
     pt_gguf_writer *w = NULL;
-    ck_assert_ok(pt_gguf_writer_new(&w));
+    ck_assert_ok(pt__gguf_writer_new(&w));
     uint64_t ne = (uint64_t)n;
-    ck_assert_ok(pt_gguf_add_tensor_f32(w, "rope_freqs.weight", 1, &ne, PT_GGML_F32, r));
-    ck_assert_ok(pt_gguf_write(w, path));
-    pt_gguf_writer_free(w);
+    ck_assert_ok(pt__gguf_add_tensor_f32(w, "rope_freqs.weight", 1, &ne, PT_GGML_F32, r));
+    ck_assert_ok(pt__gguf_write(w, path));
+    pt__gguf_writer_free(w);
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, path));
-    int st = pt_gguf_rope_from_freqs(c, g, pt_gguf_find_tensor(g, "rope_freqs.weight"), path);
-    pt_gguf_close(g);
+    ck_assert_ok(pt__gguf_open(&g, path));
+    int st = pt__gguf_rope_from_freqs(c, g, pt__gguf_find_tensor(g, "rope_freqs.weight"), path);
+    pt__gguf_close(g);
     pt_free(path);
     return st;
 }
@@ -230,11 +230,11 @@ START_TEST(test_permutation_matters)
 {
     char *dir = ref_dir("llama_tied_gqa");
     pt_model *hf = load_ok(dir, false);
-    const pt_tensor_ref *q = pt_model_find_tensor(hf, "model.layers.0.self_attn.q_proj.weight");
+    const pt_tensor_ref *q = pt__model_find_tensor(hf, "model.layers.0.self_attn.q_proj.weight");
     float *p = malloc(q->numel * sizeof(float)), *back = malloc(q->numel * sizeof(float));
-    pt_gguf_permute_rows(p, q->data, q->shape[0], q->shape[1], 4);
+    pt__gguf_permute_rows(p, q->data, q->shape[0], q->shape[1], 4);
     ck_assert(memcmp(p, q->data, q->numel * sizeof(float)) != 0);
-    pt_gguf_unpermute_rows(back, p, q->shape[0], q->shape[1], 4);
+    pt__gguf_unpermute_rows(back, p, q->shape[0], q->shape[1], 4);
     ck_assert(memcmp(back, q->data, q->numel * sizeof(float)) == 0);
     free(p);
     free(back);
@@ -247,11 +247,11 @@ END_TEST
 START_TEST(test_bf16_file)
 {
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "m.gguf"), *dir = ref_dir("qwen2_bias_untied");
+    char *path = pt__path_join(tmp, "m.gguf"), *dir = ref_dir("qwen2_bias_untied");
     write_ref_gguf(path, "qwen2_bias_untied", GB_BF16);
     pt_model *hf = load_ok(dir, false), *gg = load_ok(path, false);
-    const pt_tensor_ref *a = pt_model_find_tensor(hf, "model.layers.1.mlp.down_proj.weight");
-    const pt_tensor_ref *b = pt_model_find_tensor(gg, "model.layers.1.mlp.down_proj.weight");
+    const pt_tensor_ref *a = pt__model_find_tensor(hf, "model.layers.1.mlp.down_proj.weight");
+    const pt_tensor_ref *b = pt__model_find_tensor(gg, "model.layers.1.mlp.down_proj.weight");
     int differ = 0;
     for (size_t i = 0; i < a->numel; i++) {
         uint32_t u;
@@ -287,7 +287,7 @@ END_TEST
 static void expect_fail(const char *name, unsigned flags, int status, const char *needle)
 {
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "bad.gguf");
+    char *path = pt__path_join(tmp, "bad.gguf");
     write_ref_gguf(path, name, flags);
     pt_model *m = NULL;
     ck_assert_status(pt_model_load_dir(&m, path, NULL), status, needle);
@@ -323,7 +323,7 @@ END_TEST
 START_TEST(test_inspect_quantised)
 {
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "q.gguf");
+    char *path = pt__path_join(tmp, "q.gguf");
     write_ref_gguf(path, "llama_tied_gqa", GB_QUANT);
     pt_model_dir_info info;
     pt_model_dir_info_init(&info);
@@ -349,13 +349,13 @@ END_TEST
 static void meta_fail(void (*edit)(pt_gguf_writer *), int status, const char *needle)
 {
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "bad.gguf"), *dir = ref_dir("llama_tied_gqa");
+    char *path = pt__path_join(tmp, "bad.gguf"), *dir = ref_dir("llama_tied_gqa");
     pt_model *m = load_ok(dir, false);
     gb_bufs b = { 0 };
     pt_gguf_writer *w = gb_model_writer(m, &b, 0);
     edit(w);
-    ck_assert_ok(pt_gguf_write(w, path));
-    pt_gguf_writer_free(w);
+    ck_assert_ok(pt__gguf_write(w, path));
+    pt__gguf_writer_free(w);
     gb_free(&b);
     pt_model_free(m);
     pt_model *out = NULL;
@@ -372,8 +372,8 @@ static const char *const k_small_tokens[] = { "a", "b", "ab", "c" };
 static void edit_token_count(pt_gguf_writer *w)
 {
     /* 4 tokens for a vocabulary of 61 */
-    ck_assert_ok(pt_gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
-    ck_assert_ok(pt_gguf_set_arr_str(w, "tokenizer.ggml.tokens", k_small_tokens, NULL, 4));
+    ck_assert_ok(pt__gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
+    ck_assert_ok(pt__gguf_set_arr_str(w, "tokenizer.ggml.tokens", k_small_tokens, NULL, 4));
 }
 
 /* 61 tokens, "t0" .. "t59" and "t1t2", plus the given merges. */
@@ -384,10 +384,10 @@ static void small_vocab(pt_gguf_writer *w, const char *pre, const char *const *m
         toks[i] = malloc(8);
         snprintf(toks[i], 8, i == 60 ? "t1t2" : "t%d", i);
     }
-    ck_assert_ok(pt_gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
-    ck_assert_ok(pt_gguf_set_str(w, "tokenizer.ggml.pre", pre));
-    ck_assert_ok(pt_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, NULL, 61));
-    ck_assert_ok(pt_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, nm));
+    ck_assert_ok(pt__gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
+    ck_assert_ok(pt__gguf_set_str(w, "tokenizer.ggml.pre", pre));
+    ck_assert_ok(pt__gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, NULL, 61));
+    ck_assert_ok(pt__gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, NULL, nm));
     for (int i = 0; i < 61; i++)
         free(toks[i]);
 }
@@ -417,23 +417,23 @@ START_TEST(test_malformed_metadata)
     meta_fail(edit_merge_result, PT_EFORMAT, "the merged token is not in tokenizer.ggml.tokens");
     /* an unknown pre-tokenizer is a warning: the model loads without a tokenizer */
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "pre.gguf"), *dir = ref_dir("llama_tied_gqa");
+    char *path = pt__path_join(tmp, "pre.gguf"), *dir = ref_dir("llama_tied_gqa");
     pt_model *m = load_ok(dir, false);
     gb_bufs b = { 0 };
     pt_gguf_writer *w = gb_model_writer(m, &b, 0);
     edit_unknown_pre(w);
-    ck_assert_ok(pt_gguf_write(w, path));
-    pt_gguf_writer_free(w);
+    ck_assert_ok(pt__gguf_write(w, path));
+    pt__gguf_writer_free(w);
     gb_free(&b);
     pt_model *g = load_ok(path, true);
     ck_assert_ptr_null(pt_model_tokenizer(g));
     assert_same_weights(m, g);
     /* and the internal call names it */
     pt_gguf *gf = NULL;
-    ck_assert_ok(pt_gguf_open(&gf, path));
+    ck_assert_ok(pt__gguf_open(&gf, path));
     char *tj = NULL, *tc = NULL;
-    ck_assert_status(pt_tok_gguf_texts(&tj, &tc, gf, path, 128), PT_EUNSUPPORTED, "no-such-pre");
-    pt_gguf_close(gf);
+    ck_assert_status(pt__tok_gguf_texts(&tj, &tc, gf, path, 128), PT_EUNSUPPORTED, "no-such-pre");
+    pt__gguf_close(gf);
     pt_model_free(g);
     pt_model_free(m);
     pt_test_rm_rf(tmp);
@@ -447,12 +447,12 @@ END_TEST
 START_TEST(test_not_gguf)
 {
     char *tmp = pt_test_tmpdir("pt_gguf_imp_");
-    char *path = pt_path_join(tmp, "x.gguf");
-    ck_assert_ok(pt_write_file_atomic(path, "GGML....", 8));
+    char *path = pt__path_join(tmp, "x.gguf");
+    ck_assert_ok(pt__write_file_atomic(path, "GGML....", 8));
     pt_model *m = NULL;
     ck_assert_status(pt_model_load_dir(&m, path, NULL), PT_ENOTFOUND,
                      "not a directory (and not a GGUF file: no GGUF magic)");
-    ck_assert_ok(pt_write_file_atomic(path, "GGUF\x03\0\0\0", 8));
+    ck_assert_ok(pt__write_file_atomic(path, "GGUF\x03\0\0\0", 8));
     int st = pt_model_load_dir(&m, path, NULL);
     ck_assert_msg(st == PT_EFORMAT || st == PT_ERANGE, "%s", pt_status_name(st));
     pt_test_rm_rf(tmp);
@@ -483,7 +483,7 @@ static int check_vectors(const pt_tokenizer *tok, const gb_tok *t, const char *f
 {
     char *text = NULL;
     size_t len = 0;
-    if (pt_read_file(&text, &len, file, (size_t)1 << 26) != PT_OK) {
+    if (pt__read_file(&text, &len, file, (size_t)1 << 26) != PT_OK) {
         pt_clear_error();
         return 0;
     }
@@ -526,18 +526,18 @@ static int check_vectors(const pt_tokenizer *tok, const gb_tok *t, const char *f
 static pt_tokenizer *tokenizer_via_gguf(const gb_tok *t, const char *pre, const char *tmp,
                                         char **json_out)
 {
-    char *path = pt_path_join(tmp, "vocab.gguf");
+    char *path = pt__path_join(tmp, "vocab.gguf");
     pt_gguf_writer *w = NULL;
-    ck_assert_ok(pt_gguf_writer_new(&w));
-    ck_assert_ok(pt_gguf_set_str(w, "general.architecture", "llama"));
+    ck_assert_ok(pt__gguf_writer_new(&w));
+    ck_assert_ok(pt__gguf_set_str(w, "general.architecture", "llama"));
     gb_tok_meta(w, t, pre);
-    ck_assert_ok(pt_gguf_write(w, path));
-    pt_gguf_writer_free(w);
+    ck_assert_ok(pt__gguf_write(w, path));
+    pt__gguf_writer_free(w);
     pt_gguf *g = NULL;
-    ck_assert_ok(pt_gguf_open(&g, path));
+    ck_assert_ok(pt__gguf_open(&g, path));
     char *tj = NULL, *tc = NULL;
-    ck_assert_ok(pt_tok_gguf_texts(&tj, &tc, g, path, 4096));
-    pt_gguf_close(g);
+    ck_assert_ok(pt__tok_gguf_texts(&tj, &tc, g, path, 4096));
+    pt__gguf_close(g);
     pt_tokenizer *tok = NULL;
     ck_assert_ok(pt_tokenizer_load_memory_config(&tok, tj, strlen(tj), tc, strlen(tc)));
     if (json_out)
@@ -554,7 +554,7 @@ static void check_tokenizer(const char *rel, const char *pre, int min_checked)
     const char *data = pt_test_shared_data(rel);
     if (!data)
         return;
-    char *dir = pt_path_join(data, rel);
+    char *dir = pt__path_join(data, rel);
     gb_tok t;
     if (!gb_tok_load(&t, dir)) {
         fprintf(stderr, "SKIP %s: no tokenizer.json in %s\n", rel, dir);
@@ -573,7 +573,7 @@ static void check_tokenizer(const char *rel, const char *pre, int min_checked)
     int skipped = 0, checked = 0, nul = 0;
     static const char *const files[] = { "vectors.jsonl", "vectors-multilingual.jsonl" };
     for (int i = 0; i < 2; i++) {
-        char *f = pt_path_join(dir, files[i]);
+        char *f = pt__path_join(dir, files[i]);
         checked += check_vectors(tok, &t, f, &skipped, &nul);
         pt_free(f);
     }
@@ -619,7 +619,7 @@ START_TEST(test_spm_merges_derived)
         return;
     static const char *const rels[] = { "tokenizers/llama-spm", "models/stories260K" };
     for (int k = 0; k < 2; k++) {
-        char *dir = pt_path_join(data, rels[k]);
+        char *dir = pt__path_join(data, rels[k]);
         gb_tok t;
         ck_assert(gb_tok_load(&t, dir));
         char *tmp = pt_test_tmpdir("pt_gguf_tok_"), *json = NULL;
@@ -650,7 +650,7 @@ static void check_exported_tokenizer(const char *rel, int spm_scores, int min_ch
     const char *data = pt_test_shared_data(rel);
     if (!data)
         return;
-    char *dir = pt_path_join(data, rel);
+    char *dir = pt__path_join(data, rel);
     gb_tok t;
     if (!gb_tok_load(&t, dir)) {
         fprintf(stderr, "SKIP %s: no tokenizer.json in %s\n", rel, dir);
@@ -658,7 +658,7 @@ static void check_exported_tokenizer(const char *rel, int spm_scores, int min_ch
         return;
     }
     char *tmp = pt_test_tmpdir("pt_gguf_exp_");
-    char *hf = pt_path_join(tmp, "hf"), *path = pt_path_join(tmp, "m.gguf");
+    char *hf = pt__path_join(tmp, "hf"), *path = pt__path_join(tmp, "m.gguf");
     pt_model_config c;
     pt_test_tiny_config(&c, PT_ARCH_LLAMA, (int)t.n);
     c.num_hidden_layers = 1;
@@ -683,7 +683,7 @@ static void check_exported_tokenizer(const char *rel, int spm_scores, int min_ch
     int skipped = 0, checked = 0, nul = 0;
     static const char *const files[] = { "vectors.jsonl", "vectors-multilingual.jsonl" };
     for (int i = 0; i < 2; i++) {
-        char *f = pt_path_join(dir, files[i]);
+        char *f = pt__path_join(dir, files[i]);
         checked += check_vectors(tok, &t, f, &skipped, &nul);
         pt_free(f);
     }
@@ -746,17 +746,17 @@ START_TEST(test_stories_round_trip)
     const char *data = pt_test_shared_data("stories260K GGUF");
     if (!data)
         return;
-    char *dir = pt_path_join(data, "models/stories260K");
+    char *dir = pt__path_join(data, "models/stories260K");
     char *tmp = pt_test_tmpdir("pt_gguf_rt_");
-    char *path = pt_path_join(tmp, "stories.gguf"), *out = pt_path_join(tmp, "hf");
+    char *path = pt__path_join(tmp, "stories.gguf"), *out = pt__path_join(tmp, "hf");
     pt_model *hf = load_ok(dir, true);
     gb_tok t;
     ck_assert(gb_tok_load(&t, dir));
     gb_bufs b = { 0 };
     pt_gguf_writer *w = gb_model_writer(hf, &b, 0);
     gb_tok_meta(w, &t, "default");
-    ck_assert_ok(pt_gguf_write(w, path));
-    pt_gguf_writer_free(w);
+    ck_assert_ok(pt__gguf_write(w, path));
+    pt__gguf_writer_free(w);
     gb_free(&b);
     pt_model *gg = load_ok(path, true);
     assert_same_weights(hf, gg);
@@ -767,15 +767,15 @@ START_TEST(test_stories_round_trip)
     ck_assert_int_eq(pt_tokenizer_eos_id(tok), 2);
     ck_assert_int_eq(pt_tokenizer_add_bos(tok), 1);
     ck_assert_ok(pt_model_save_dir(gg, out, NULL));
-    ck_assert(pt_dir_has_file(out, "tokenizer.json"));
-    ck_assert(pt_dir_has_file(out, "tokenizer_config.json"));
+    ck_assert(pt__dir_has_file(out, "tokenizer.json"));
+    ck_assert(pt__dir_has_file(out, "tokenizer_config.json"));
     pt_model *back = load_ok(out, true);
     assert_same_weights(hf, back);
     pt_model_config c1 = config_of(hf), c2 = config_of(back);
     ck_assert(memcmp(&c1, &c2, sizeof c1) == 0);
     same_encodings(pt_model_tokenizer(hf), pt_model_tokenizer(back));
     /* and through the exporter */
-    char *path2 = pt_path_join(tmp, "exported.gguf");
+    char *path2 = pt__path_join(tmp, "exported.gguf");
     ck_assert_ok(pt_model_export_gguf(hf, path2, NULL));
     pt_model *ex = load_ok(path2, true);
     assert_same_weights(hf, ex);

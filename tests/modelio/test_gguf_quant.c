@@ -51,7 +51,7 @@ static pt_model *dequantized_twin(const pt_model *q, const char *name)
     eo.type = PT_GGUF_FTYPE_F32;
     ck_assert_ok(pt_model_export_gguf(q, path, &eo));
     pt_model *f = load(path, false);
-    ck_assert(!pt_model_is_quantized(f));
+    ck_assert(!pt__model_is_quantized(f));
     return f;
 }
 
@@ -75,16 +75,16 @@ static float *logits_of(pt_model *m, int T)
 START_TEST(load_keeps_blocks)
 {
     pt_model *m = load(DATA "stories192.q8_0.gguf", false);
-    ck_assert(pt_model_is_quantized(m));
+    ck_assert(pt__model_is_quantized(m));
     size_t nq = 0;
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         ck_assert(!t->trainable);
         if (t->ndim == 2) {
-            ck_assert_msg(t->data == NULL && pt_model_tensor_qtype(m, i) == 8, "%s", t->name);
+            ck_assert_msg(t->data == NULL && pt__model_tensor_qtype(m, i) == 8, "%s", t->name);
             nq++;
         } else {
-            ck_assert(t->data != NULL && pt_model_tensor_qtype(m, i) == 0);
+            ck_assert(t->data != NULL && pt__model_tensor_qtype(m, i) == 0);
         }
     }
     ck_assert_uint_eq(nq, 1 + 5 * 7); /* tied embedding, 7 projections in 5 layers */
@@ -196,10 +196,10 @@ START_TEST(logits_near_llamacpp)
     float *dec = malloc(16 * 512 * sizeof(float));
     pt_generator *g = NULL;
     ck_assert_ok(pt_generator_create(&g, m, 1, 16));
-    ck_assert_ok(pt_genrows_begin(g, "test"));
+    ck_assert_ok(pt__genrows_begin(g, "test"));
     for (int32_t t = 0; t < 16; t++) {
         const int32_t row = 0;
-        pt_genrows_step(g, 1, &row, &k_ids[t], &t, NULL, dec + (size_t)t * 512);
+        pt__genrows_step(g, 1, &row, &k_ids[t], &t, NULL, dec + (size_t)t * 512);
     }
     pt_generator_free(g);
     const double dp = max_abs_diff(pre, want, 16 * 512), dd = max_abs_diff(dec, want, 16 * 512);
@@ -221,8 +221,8 @@ static void lora_grads(pt_model *m, double *loss, float **grads, size_t *n)
     lo.rank = 4;
     ck_assert_ok(pt_model_add_lora(m, &lo));
     /* B starts at zero: give it values so dx flows through A and the base */
-    for (size_t i = pt_model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+    for (size_t i = pt__model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         for (size_t k = 0; k < t->numel; k++)
             t->data[k] = 0.01f * (float)((k * 7 + i) % 13) - 0.06f;
     }
@@ -239,12 +239,12 @@ static void lora_grads(pt_model *m, double *loss, float **grads, size_t *n)
     ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &l));
     *loss = l;
     size_t total = 0;
-    for (size_t i = pt_model_base_tensor_count(m); i < pt_model_tensor_count(m); i++)
-        total += pt_model_tensor(m, i)->numel;
+    for (size_t i = pt__model_base_tensor_count(m); i < pt_model_tensor_count(m); i++)
+        total += pt__model_tensor(m, i)->numel;
     *grads = malloc(total * sizeof(float));
     *n = 0;
-    for (size_t i = pt_model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+    for (size_t i = pt__model_base_tensor_count(m); i < pt_model_tensor_count(m); i++) {
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(*grads + *n, t->grad, t->numel * sizeof(float));
         *n += t->numel;
     }
@@ -343,7 +343,7 @@ START_TEST(bf16_products)
     ck_assert_ok(pt_model_set_bf16(q, PT_BF16_ON));
     ck_assert_int_eq(pt_model_get_bf16(q), PT_BF16_ON);
     for (int lv = 0; lv < 2; lv++) {
-        const char *path = lv == 0 ? "avx2" : pt_cpu_level_str(pt_cpu_detected());
+        const char *path = lv == 0 ? "avx2" : pt__cpu_level_str(pt__cpu_detected());
         if (lv == 1 && strcmp(path, "avx2") == 0)
             break;
         ck_assert_ok(pt_set_cpu_path(path));
@@ -355,8 +355,8 @@ START_TEST(bf16_products)
         }
         double rel = sqrt(num / den);
         printf("bf16_products on %s: logits %s FP32's, relative L2 %.2e\n", pt_cpu_path(),
-               pt_cpu_bf16_compute() ? "against" : "equal to", rel);
-        if (pt_cpu_bf16_compute())
+               pt__cpu_bf16_compute() ? "against" : "equal to", rel);
+        if (pt__cpu_bf16_compute())
             ck_assert_msg(rel > 0 && rel < 1e-2, "relative L2 %g", rel);
         else
             ck_assert_msg(rel == 0, "relative L2 %g without BF16 arithmetic", rel);
@@ -396,8 +396,8 @@ START_TEST(full_finetune_and_writes_refused)
     ck_assert_status(pt_model_merge_lora(m), PT_EUNSUPPORTED, "--adapter");
     ck_assert_ok(pt_model_remove_lora(m));
     /* the base stays frozen after the adapters go */
-    for (size_t i = 0; i < pt_model_base_tensor_count(m); i++)
-        ck_assert(!pt_model_tensor(m, i)->trainable);
+    for (size_t i = 0; i < pt__model_base_tensor_count(m); i++)
+        ck_assert(!pt__model_tensor(m, i)->trainable);
     ck_assert_status(pt_optimizer_create(&opt, m, &oo), PT_EUNSUPPORTED, "LoRA");
     pt_model_free(m);
 }
@@ -429,16 +429,16 @@ START_TEST(quantize_on_load_as_llama_quantize)
         pt_model *r = load(path, false);
         float *a = malloc(512 * 192 * sizeof(float)), *b = malloc(512 * 192 * sizeof(float));
         size_t checked = 0;
-        for (size_t i = 0; i < pt_model_base_tensor_count(m); i++) {
-            const pt_tensor_ref *t = pt_model_tensor(m, i);
+        for (size_t i = 0; i < pt__model_base_tensor_count(m); i++) {
+            const pt_tensor_ref *t = pt__model_tensor(m, i);
             if (t->ndim != 2)
                 continue;
             if (strstr(t->name, "down_proj")) {
-                ck_assert(t->data != NULL && pt_model_tensor_qtype(m, i) == 0);
+                ck_assert(t->data != NULL && pt__model_tensor_qtype(m, i) == 0);
                 continue;
             }
-            ck_assert_int_eq(pt_model_tensor_qtype(m, i), k[f].q);
-            const pt_tensor_ref *u = pt_model_find_tensor(r, t->name);
+            ck_assert_int_eq(pt__model_tensor_qtype(m, i), k[f].q);
+            const pt_tensor_ref *u = pt__model_find_tensor(r, t->name);
             ck_assert_ok(pt_model_copy_tensor(a, t->numel, m, t->name));
             ck_assert_ok(pt_model_copy_tensor(b, u->numel, r, t->name));
             for (size_t j = 0; j < t->numel; j++) /* gate/up: their first 172 rows */
@@ -506,10 +506,10 @@ static long type_field(const char *path, const char *name)
 static long data_of(const char *path, const char *name)
 {
     pt_gguf *g;
-    ck_assert_ok(pt_gguf_open(&g, path));
-    const pt_gguf_tensor *t = pt_gguf_find_tensor(g, name);
-    long at = (long)(pt_gguf_data_offset(g) + t->offset);
-    pt_gguf_close(g);
+    ck_assert_ok(pt__gguf_open(&g, path));
+    const pt_gguf_tensor *t = pt__gguf_find_tensor(g, name);
+    long at = (long)(pt__gguf_data_offset(g) + t->offset);
+    pt__gguf_close(g);
     return at;
 }
 
@@ -558,7 +558,7 @@ START_TEST(bad_files_refused)
      * BF16 products (bf16_products) */
     lo.quantize = PT_QUANTIZE_NONE;
     ck_assert_ok(pt_model_load_dir(&m, q8, &lo));
-    ck_assert(pt_model_is_quantized(m));
+    ck_assert(pt__model_is_quantized(m));
     ck_assert_int_eq(pt_model_get_bf16(m), PT_BF16_FROZEN);
     pt_model_free(m);
     m = NULL;

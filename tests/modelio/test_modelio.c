@@ -19,8 +19,8 @@
 
 static void write_text(const char *dir, const char *name, const char *text)
 {
-    char *p = pt_path_join(dir, name);
-    ck_assert_ok(pt_write_file_atomic(p, text, strlen(text)));
+    char *p = pt__path_join(dir, name);
+    ck_assert_ok(pt__write_file_atomic(p, text, strlen(text)));
     pt_free(p);
 }
 
@@ -64,8 +64,8 @@ static void assert_same_model(const pt_model *a, const pt_model *b)
     ck_assert_msg(memcmp(&ca, &cb, sizeof ca) == 0, "configs differ");
     ck_assert_uint_eq(pt_model_tensor_count(a), pt_model_tensor_count(b));
     for (size_t i = 0; i < pt_model_tensor_count(a); i++) {
-        const pt_tensor_ref *ta = pt_model_tensor(a, i);
-        const pt_tensor_ref *tb = pt_model_find_tensor(b, ta->name);
+        const pt_tensor_ref *ta = pt__model_tensor(a, i);
+        const pt_tensor_ref *tb = pt__model_find_tensor(b, ta->name);
         ck_assert_msg(tb != NULL, "%s missing", ta->name);
         ck_assert_uint_eq(ta->numel, tb->numel);
         ck_assert_msg(memcmp(ta->data, tb->data, ta->numel * sizeof(float)) == 0,
@@ -84,7 +84,7 @@ static void wlist_from_model(wlist *w, const pt_model *m)
     w->n = pt_model_tensor_count(m);
     ck_assert_uint_le(w->n, 250);
     for (size_t i = 0; i < w->n; i++) {
-        const pt_tensor_ref *r = pt_model_tensor(m, i);
+        const pt_tensor_ref *r = pt__model_tensor(m, i);
         memset(&w->t[i], 0, sizeof w->t[i]);
         w->t[i].name = r->name;
         w->t[i].dtype = PT_ST_F32;
@@ -113,9 +113,9 @@ static void wlist_remove(wlist *w, const char *name)
 static void write_weights(const char *dir, const char *fname, const pt_st_write_tensor *t,
                           size_t n)
 {
-    char *p = pt_path_join(dir, fname);
+    char *p = pt__path_join(dir, fname);
     static const char *const meta[] = { "format", "pt" };
-    ck_assert_ok(pt_st_write(p, t, n, meta, 1));
+    ck_assert_ok(pt__st_write(p, t, n, meta, 1));
     pt_free(p);
 }
 
@@ -152,8 +152,8 @@ static bool files_equal(const char *a, const char *b)
 {
     char *x = NULL, *y = NULL;
     size_t nx = 0, ny = 0;
-    bool eq = pt_read_file(&x, &nx, a, 1u << 30) == PT_OK &&
-              pt_read_file(&y, &ny, b, 1u << 30) == PT_OK && nx == ny && memcmp(x, y, nx) == 0;
+    bool eq = pt__read_file(&x, &nx, a, 1u << 30) == PT_OK &&
+              pt__read_file(&y, &ny, b, 1u << 30) == PT_OK && nx == ny && memcmp(x, y, nx) == 0;
     pt_free(x);
     pt_free(y);
     return eq;
@@ -185,9 +185,9 @@ START_TEST(test_save_reload_bit_identical)
         pt_model *m = tiny_model(archs[k % 4], k < 4, 100 + (uint64_t)k);
         char *dir = pt_test_tmpdir("pt_modelio_");
         ck_assert_ok(pt_model_save_dir(m, dir, NULL));
-        ck_assert(pt_dir_has_file(dir, "config.json"));
-        ck_assert(pt_dir_has_file(dir, "model.safetensors"));
-        ck_assert(pt_dir_has_file(dir, "generation_config.json"));
+        ck_assert(pt__dir_has_file(dir, "config.json"));
+        ck_assert(pt__dir_has_file(dir, "model.safetensors"));
+        ck_assert(pt__dir_has_file(dir, "generation_config.json"));
         pt_model_load_options o = no_tok();
         pt_model *r = NULL;
         ck_assert_ok(pt_model_load_dir(&r, dir, &o));
@@ -196,22 +196,22 @@ START_TEST(test_save_reload_bit_identical)
         ck_assert_ptr_null(pt_model_source_dir(m));
 
         /* the file: F32 only, metadata format=pt, lm_head only when untied */
-        char *p = pt_path_join(dir, "model.safetensors");
+        char *p = pt__path_join(dir, "model.safetensors");
         pt_st_file *f;
-        ck_assert_ok(pt_st_open(&f, p));
-        ck_assert_str_eq(pt_st_metadata(f, "format"), "pt");
-        ck_assert_uint_eq(pt_st_count(f), pt_model_tensor_count(m));
-        for (size_t i = 0; i < pt_st_count(f); i++)
-            ck_assert_int_eq(pt_st_tensor_at(f, i)->dtype, PT_ST_F32);
-        ck_assert((pt_st_find(f, "lm_head.weight") != NULL) == (k >= 4));
-        pt_st_close(f);
+        ck_assert_ok(pt__st_open(&f, p));
+        ck_assert_str_eq(pt__st_metadata(f, "format"), "pt");
+        ck_assert_uint_eq(pt__st_count(f), pt_model_tensor_count(m));
+        for (size_t i = 0; i < pt__st_count(f); i++)
+            ck_assert_int_eq(pt__st_tensor_at(f, i)->dtype, PT_ST_F32);
+        ck_assert((pt__st_find(f, "lm_head.weight") != NULL) == (k >= 4));
+        pt__st_close(f);
         pt_free(p);
 
         /* generation_config.json carries the token ids */
-        p = pt_path_join(dir, "generation_config.json");
+        p = pt__path_join(dir, "generation_config.json");
         char *text;
         size_t len;
-        ck_assert_ok(pt_read_file(&text, &len, p, 1 << 20));
+        ck_assert_ok(pt__read_file(&text, &len, p, 1 << 20));
         cJSON *g = cJSON_Parse(text);
         ck_assert_ptr_nonnull(g);
         ck_assert_int_eq(cJSON_GetObjectItem(g, "bos_token_id")->valueint, 1);
@@ -223,12 +223,12 @@ START_TEST(test_save_reload_bit_identical)
         /* saving the reloaded model again gives the same bytes */
         char *dir2 = pt_test_tmpdir("pt_modelio_");
         ck_assert_ok(pt_model_save_dir(r, dir2, NULL));
-        char *a = pt_path_join(dir, "model.safetensors"), *b = pt_path_join(dir2, "model.safetensors");
+        char *a = pt__path_join(dir, "model.safetensors"), *b = pt__path_join(dir2, "model.safetensors");
         ck_assert(files_equal(a, b));
         pt_free(a);
         pt_free(b);
-        a = pt_path_join(dir, "config.json");
-        b = pt_path_join(dir2, "config.json");
+        a = pt__path_join(dir, "config.json");
+        b = pt__path_join(dir2, "config.json");
         ck_assert(files_equal(a, b));
         pt_free(a);
         pt_free(b);
@@ -260,12 +260,12 @@ START_TEST(test_save_copies_tokenizer_files)
     static const char *const names[] = { "tokenizer_config.json", "special_tokens_map.json",
                                          "generation_config.json" };
     for (int i = 0; i < 3; i++) {
-        char *a = pt_path_join(src, names[i]), *b = pt_path_join(sub, names[i]);
+        char *a = pt__path_join(src, names[i]), *b = pt__path_join(sub, names[i]);
         ck_assert_msg(files_equal(a, b), "%s not copied through", names[i]);
         pt_free(a);
         pt_free(b);
     }
-    ck_assert(!pt_dir_has_file(sub, "tokenizer.json"));
+    ck_assert(!pt__dir_has_file(sub, "tokenizer.json"));
     /* copy_tokenizer = false, and an explicit tokenizer_dir */
     char sub2[4200];
     snprintf(sub2, sizeof sub2, "%s/c", dst);
@@ -273,20 +273,20 @@ START_TEST(test_save_copies_tokenizer_files)
     pt_model_save_options_init(&so);
     so.copy_tokenizer = false;
     ck_assert_ok(pt_model_save_dir(r, sub2, &so));
-    ck_assert(!pt_dir_has_file(sub2, "tokenizer_config.json"));
+    ck_assert(!pt__dir_has_file(sub2, "tokenizer_config.json"));
     so.copy_tokenizer = true;
     so.tokenizer_dir = sub;
     snprintf(sub2, sizeof sub2, "%s/d", dst);
     ck_assert_ok(pt_model_save_dir(m, sub2, &so)); /* m was never loaded: names the dir */
-    ck_assert(pt_dir_has_file(sub2, "special_tokens_map.json"));
+    ck_assert(pt__dir_has_file(sub2, "special_tokens_map.json"));
     /* saving over the source directory itself keeps its files */
     ck_assert_ok(pt_model_save_dir(r, src, NULL));
     pt_model *r2 = NULL;
     ck_assert_ok(pt_model_load_dir(&r2, src, &o));
     assert_same_model(m, r2);
-    ck_assert(pt_dir_has_file(src, "special_tokens_map.json"));
+    ck_assert(pt__dir_has_file(src, "special_tokens_map.json"));
     /* a file where the directory should be */
-    char *cfgpath = pt_path_join(src, "config.json");
+    char *cfgpath = pt__path_join(src, "config.json");
     ck_assert_int_ne(pt_model_save_dir(r, cfgpath, NULL), PT_OK);
     pt_free(cfgpath);
     free_loaded(r2);
@@ -320,9 +320,9 @@ START_TEST(test_abort_and_eos_list)
     ck_assert_ptr_null(r);
 
     /* a config whose eos_token_id is a list starting with the model's eos */
-    char *p = pt_path_join(dir, "config.json"), *text;
+    char *p = pt__path_join(dir, "config.json"), *text;
     size_t len;
-    ck_assert_ok(pt_read_file(&text, &len, p, 1 << 20));
+    ck_assert_ok(pt__read_file(&text, &len, p, 1 << 20));
     cJSON *root = cJSON_Parse(text);
     pt_free(text);
     cJSON_ReplaceItemInObject(root, "eos_token_id", cJSON_CreateIntArray((const int[]){ 2, 5, 7 }, 3));
@@ -335,8 +335,8 @@ START_TEST(test_abort_and_eos_list)
     ck_assert_int_eq(c.eos_token_id, 2);
     char *out = pt_test_tmpdir("pt_modelio_");
     ck_assert_ok(pt_model_save_dir(r, out, NULL));
-    char *q = pt_path_join(out, "config.json");
-    ck_assert_ok(pt_read_file(&text, &len, q, 1 << 20));
+    char *q = pt__path_join(out, "config.json");
+    ck_assert_ok(pt__read_file(&text, &len, q, 1 << 20));
     root = cJSON_Parse(text);
     const cJSON *e = cJSON_GetObjectItem(root, "eos_token_id");
     ck_assert(cJSON_IsArray(e) && cJSON_GetArraySize(e) == 3);
@@ -366,12 +366,12 @@ START_TEST(test_expected_tensors_match_model)
         pt_model_get_config(&c, m);
         pt_schema_tensor *e = NULL;
         size_t n = 0;
-        ck_assert_ok(pt_schema_tensors(&e, &n, &c));
+        ck_assert_ok(pt__schema_tensors(&e, &n, &c));
         ck_assert_uint_eq(n, pt_model_tensor_count(m));
         for (size_t i = 0; i < n; i++) {
-            const pt_tensor_ref *t = pt_model_find_tensor(m, e[i].name);
+            const pt_tensor_ref *t = pt__model_find_tensor(m, e[i].name);
             ck_assert_msg(t != NULL, "%s not in the model", e[i].name);
-            ck_assert_ptr_eq(t, pt_model_tensor(m, i));
+            ck_assert_ptr_eq(t, pt__model_tensor(m, i));
             ck_assert_int_eq(t->ndim, e[i].ndim);
             ck_assert_int_eq(t->shape[0], e[i].shape[0]);
             if (t->ndim == 2)
@@ -398,10 +398,10 @@ START_TEST(test_bf16_f16_load)
         wlist_from_model(&w, m);
         uint16_t *bufs[256];
         for (size_t i = 0; i < w.n; i++) {
-            const pt_tensor_ref *r = pt_model_find_tensor(m, w.t[i].name);
+            const pt_tensor_ref *r = pt__model_find_tensor(m, w.t[i].name);
             bufs[i] = malloc(r->numel * 2);
             for (size_t j = 0; j < r->numel; j++)
-                bufs[i][j] = dt ? pt_f32_to_f16(r->data[j]) : pt_f32_to_bf16(r->data[j]);
+                bufs[i][j] = dt ? pt__f32_to_f16(r->data[j]) : pt__f32_to_bf16(r->data[j]);
             w.t[i].dtype = dt ? PT_ST_F16 : PT_ST_BF16;
             w.t[i].data = bufs[i];
         }
@@ -410,9 +410,9 @@ START_TEST(test_bf16_f16_load)
         pt_model_load_options o = no_tok();
         ck_assert_ok(pt_model_load_dir(&r, dir, &o));
         for (size_t i = 0; i < w.n; i++) {
-            const pt_tensor_ref *t = pt_model_find_tensor(r, w.t[i].name);
+            const pt_tensor_ref *t = pt__model_find_tensor(r, w.t[i].name);
             for (size_t j = 0; j < t->numel; j++) {
-                float want = dt ? pt_f16_to_f32(bufs[i][j]) : pt_bf16_to_f32(bufs[i][j]);
+                float want = dt ? pt__f16_to_f32(bufs[i][j]) : pt__bf16_to_f32(bufs[i][j]);
                 ck_assert_msg(memcmp(&want, &t->data[j], 4) == 0, "%s[%zu]", t->name, j);
             }
             free(bufs[i]);
@@ -486,10 +486,10 @@ START_TEST(test_sharded)
     ck_assert_uint_eq(info.num_tensors, pt_model_tensor_count(m));
 
     /* a tensor missing from the map */
-    char *ip = pt_path_join(dir, "model.safetensors.index.json");
+    char *ip = pt__path_join(dir, "model.safetensors.index.json");
     char *text;
     size_t len;
-    ck_assert_ok(pt_read_file(&text, &len, ip, 1 << 20));
+    ck_assert_ok(pt__read_file(&text, &len, ip, 1 << 20));
     cJSON *root = cJSON_Parse(text);
     char *text_of_index = text;
     cJSON *wm = cJSON_GetObjectItem(root, "weight_map");
@@ -528,7 +528,7 @@ START_TEST(test_sharded)
     cJSON_Delete(root);
     /* a tensor held by two shards */
     {
-        const pt_tensor_ref *nw = pt_model_find_tensor(m, "model.norm.weight");
+        const pt_tensor_ref *nw = pt__model_find_tensor(m, "model.norm.weight");
         pt_st_write_tensor extra = { .name = "model.norm.weight", .dtype = PT_ST_F32, .ndim = 1,
                                      .shape = { nw->shape[0] }, .data = nw->data };
         write_weights(dir, "model-00003-of-00003.safetensors", &extra, 1);
@@ -626,7 +626,7 @@ START_TEST(test_bad_dirs)
     r = NULL;
     pt_test_rm_rf(dir);
     free(dir);
-    const pt_tensor_ref *emb = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    const pt_tensor_ref *emb = pt__model_find_tensor(m, "model.embed_tokens.weight");
     float *other = malloc(emb->numel * sizeof(float));
     memcpy(other, emb->data, emb->numel * sizeof(float));
     other[17] += 1.0f;
@@ -643,7 +643,7 @@ START_TEST(test_bad_dirs)
     load_and_inspect_fail(dir, PT_ENOTFOUND, "no model.safetensors");
     write_text(dir, "model.safetensors", "\x08\0\0\0\0\0\0\0{}      ");
     ck_assert_int_eq(pt_model_load_dir(&r, dir, &o), PT_EFORMAT);
-    char *cp = pt_path_join(dir, "config.json");
+    char *cp = pt__path_join(dir, "config.json");
     remove(cp);
     ck_assert_status(pt_model_load_dir(&r, dir, &o), PT_ENOTFOUND, "config.json");
     ck_assert_status(pt_model_load_dir(&r, cp, &o), PT_ENOTFOUND, "not a directory");
@@ -675,26 +675,26 @@ START_TEST(test_jsonl_rows)
                        "{\"prompt\": \"p\", \"completion\": \"c\"}\n"
                        "{\"input_ids\": []}";
     pt_jsonl *r;
-    ck_assert_ok(pt_jsonl_open_memory(&r, data, strlen(data), "rows.jsonl", 0));
+    ck_assert_ok(pt__jsonl_open_memory(&r, data, strlen(data), "rows.jsonl", 0));
     const cJSON *row;
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_uint_eq(pt_jsonl_line(r), 1);
-    ck_assert_int_eq(pt_jsonl_row_kind(r, row), PT_JSONL_TEXT);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_uint_eq(pt__jsonl_line(r), 1);
+    ck_assert_int_eq(pt__jsonl_row_kind(r, row), PT_JSONL_TEXT);
     const char *s;
     size_t len;
-    ck_assert_ok(pt_jsonl_row_string(&s, &len, r, row, "text", 1));
+    ck_assert_ok(pt__jsonl_row_string(&s, &len, r, row, "text", 1));
     ck_assert_str_eq(s, "hello");
     ck_assert_uint_eq(len, 5);
-    ck_assert_status(pt_jsonl_row_string(&s, &len, r, row, "prompt", 1), PT_ENOTFOUND,
+    ck_assert_status(pt__jsonl_row_string(&s, &len, r, row, "prompt", 1), PT_ENOTFOUND,
                      "rows.jsonl line 1: the row has no \"prompt\"");
 
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_uint_eq(pt_jsonl_line(r), 4);
-    ck_assert_int_eq(pt_jsonl_row_kind(r, row), PT_JSONL_IDS);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_uint_eq(pt__jsonl_line(r), 4);
+    ck_assert_int_eq(pt__jsonl_row_kind(r, row), PT_JSONL_IDS);
     int32_t *ids;
     uint8_t *mask;
     size_t n;
-    ck_assert_ok(pt_jsonl_row_ids(&ids, &mask, &n, r, row, 10));
+    ck_assert_ok(pt__jsonl_row_ids(&ids, &mask, &n, r, row, 10));
     ck_assert_uint_eq(n, 3);
     ck_assert_int_eq(ids[0], 1);
     ck_assert_int_eq(ids[2], 3);
@@ -703,24 +703,24 @@ START_TEST(test_jsonl_rows)
     ck_assert_int_eq(mask[2], 1);
     pt_free(ids);
     pt_free(mask);
-    ck_assert_status(pt_jsonl_row_ids(&ids, &mask, &n, r, row, 3), PT_ERANGE,
+    ck_assert_status(pt__jsonl_row_ids(&ids, &mask, &n, r, row, 3), PT_ERANGE,
                      "line 4: \"input_ids\"[2] = 3 is out of range [0, 3)");
 
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_uint_eq(pt_jsonl_line(r), 5);
-    ck_assert_int_eq(pt_jsonl_row_kind(r, row), PT_JSONL_OTHER);
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_uint_eq(pt_jsonl_line(r), 6);
-    ck_assert_ok(pt_jsonl_row_ids(&ids, &mask, &n, r, row, 10));
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_uint_eq(pt__jsonl_line(r), 5);
+    ck_assert_int_eq(pt__jsonl_row_kind(r, row), PT_JSONL_OTHER);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_uint_eq(pt__jsonl_line(r), 6);
+    ck_assert_ok(pt__jsonl_row_ids(&ids, &mask, &n, r, row, 10));
     ck_assert_uint_eq(n, 0);
     ck_assert_ptr_null(ids);
     ck_assert_ptr_null(mask);
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 0);
-    ck_assert_uint_eq(pt_jsonl_rows(r), 4);
-    ck_assert_ok(pt_jsonl_rewind(r));
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_uint_eq(pt_jsonl_line(r), 1);
-    pt_jsonl_close(r);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 0);
+    ck_assert_uint_eq(pt__jsonl_rows(r), 4);
+    ck_assert_ok(pt__jsonl_rewind(r));
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_uint_eq(pt__jsonl_line(r), 1);
+    pt__jsonl_close(r);
 }
 END_TEST
 
@@ -729,24 +729,24 @@ static void expect_row_error(const char *line, int status, const char *frag, int
     char data[512];
     snprintf(data, sizeof data, "{\"text\": \"ok\"}\n\n%s\n{\"text\": \"after\"}\n", line);
     pt_jsonl *r;
-    ck_assert_ok(pt_jsonl_open_memory(&r, data, strlen(data), "d.jsonl", 256));
+    ck_assert_ok(pt__jsonl_open_memory(&r, data, strlen(data), "d.jsonl", 256));
     const cJSON *row;
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    int st = pt_jsonl_next(r, &row);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    int st = pt__jsonl_next(r, &row);
     if (st == 1) {
-        st = pt_jsonl_row_kind(r, row);
+        st = pt__jsonl_row_kind(r, row);
         if (st == PT_JSONL_IDS) {
             int32_t *ids;
             uint8_t *mask;
             size_t n;
-            st = pt_jsonl_row_ids(&ids, &mask, &n, r, row, vocab);
+            st = pt__jsonl_row_ids(&ids, &mask, &n, r, row, vocab);
             if (st == PT_OK) {
                 pt_free(ids);
                 pt_free(mask);
             }
         } else if (st == PT_JSONL_TEXT) {
             const char *s;
-            st = pt_jsonl_row_string(&s, NULL, r, row, "text", 1);
+            st = pt__jsonl_row_string(&s, NULL, r, row, "text", 1);
         }
     }
     ck_assert_msg(st == status, "'%s': got %s (%s)", line, pt_status_name(st), pt_last_error());
@@ -754,18 +754,18 @@ static void expect_row_error(const char *line, int status, const char *frag, int
                   pt_last_error());
     ck_assert_msg(strstr(pt_last_error(), frag) != NULL, "'%s' lacks '%s'", pt_last_error(), frag);
     /* the reader goes on with the next line */
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_uint_eq(pt_jsonl_line(r), 4);
-    pt_jsonl_close(r);
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_uint_eq(pt__jsonl_line(r), 4);
+    pt__jsonl_close(r);
 }
 
 START_TEST(test_jsonl_public_reader)
 {
     char *dir = pt_test_tmpdir("pt_modelio_");
-    char *p = pt_path_join(dir, "rows.jsonl");
+    char *p = pt__path_join(dir, "rows.jsonl");
     static const char text[] = "{\"prompt\": \"hi\", \"answer\": \"2\"}\n\n{\"prompt\": 5}\n"
                                "{\"prompt\": \"a\"} x\n{\"answer\": \"b\"}\n";
-    ck_assert_ok(pt_write_file_atomic(p, text, sizeof text - 1));
+    ck_assert_ok(pt__write_file_atomic(p, text, sizeof text - 1));
     pt_jsonl_reader *r;
     ck_assert_ok(pt_jsonl_reader_open(&r, p, 0));
     const char *s, *json;
@@ -839,27 +839,27 @@ START_TEST(test_jsonl_bad_rows)
     /* a NUL byte in a line; a missing file */
     static const char nul[] = "{\"text\": \"a\"}\n{\"te\0t\": 1}\n";
     pt_jsonl *r;
-    ck_assert_ok(pt_jsonl_open_memory(&r, nul, sizeof nul - 1, "n.jsonl", 0));
+    ck_assert_ok(pt__jsonl_open_memory(&r, nul, sizeof nul - 1, "n.jsonl", 0));
     const cJSON *row;
-    ck_assert_int_eq(pt_jsonl_next(r, &row), 1);
-    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: the line contains a NUL");
+    ck_assert_int_eq(pt__jsonl_next(r, &row), 1);
+    ck_assert_status(pt__jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: the line contains a NUL");
     /* a NUL byte stops the reader: the rest is not read */
-    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: reading stopped");
-    pt_jsonl_close(r);
+    ck_assert_status(pt__jsonl_next(r, &row), PT_EFORMAT, "n.jsonl line 2: reading stopped");
+    pt__jsonl_close(r);
     /* /dev/zero: stops at the first NUL instead of reading forever */
-    ck_assert_ok(pt_jsonl_open(&r, "/dev/zero", 0));
-    ck_assert_status(pt_jsonl_next(r, &row), PT_EFORMAT, "/dev/zero line 1: the line contains a NUL byte");
-    pt_jsonl_close(r);
+    ck_assert_ok(pt__jsonl_open(&r, "/dev/zero", 0));
+    ck_assert_status(pt__jsonl_next(r, &row), PT_EFORMAT, "/dev/zero line 1: the line contains a NUL byte");
+    pt__jsonl_close(r);
     /* an endless line without a newline: stops after twice the cap */
     static char endless[4096];
     memset(endless, 'a', sizeof endless);
-    ck_assert_ok(pt_jsonl_open_memory(&r, endless, sizeof endless, "e.jsonl", 256));
-    ck_assert_status(pt_jsonl_next(r, &row), PT_ERANGE,
+    ck_assert_ok(pt__jsonl_open_memory(&r, endless, sizeof endless, "e.jsonl", 256));
+    ck_assert_status(pt__jsonl_next(r, &row), PT_ERANGE,
                      "e.jsonl line 1: the line is longer than 256 bytes and no newline follows");
-    ck_assert_status(pt_jsonl_next(r, &row), PT_ERANGE, "reading stopped");
-    pt_jsonl_close(r);
-    ck_assert_status(pt_jsonl_open(&r, "/nonexistent/x.jsonl", 0), PT_ENOTFOUND, "x.jsonl");
-    ck_assert_status(pt_jsonl_open(&r, "/tmp", 0), PT_EIO, "is a directory");
+    ck_assert_status(pt__jsonl_next(r, &row), PT_ERANGE, "reading stopped");
+    pt__jsonl_close(r);
+    ck_assert_status(pt__jsonl_open(&r, "/nonexistent/x.jsonl", 0), PT_ENOTFOUND, "x.jsonl");
+    ck_assert_status(pt__jsonl_open(&r, "/tmp", 0), PT_EIO, "is a directory");
 }
 END_TEST
 
@@ -867,7 +867,7 @@ START_TEST(test_jsonl_file_chunks)
 {
     /* a file read in 64 KiB chunks: rows spanning chunk boundaries */
     char *dir = pt_test_tmpdir("pt_modelio_");
-    char *p = pt_path_join(dir, "big.jsonl");
+    char *p = pt__path_join(dir, "big.jsonl");
     FILE *f = fopen(p, "w");
     for (int i = 0; i < 3000; i++) {
         fprintf(f, "{\"input_ids\": [");
@@ -877,22 +877,22 @@ START_TEST(test_jsonl_file_chunks)
     }
     fclose(f);
     pt_jsonl *r;
-    ck_assert_ok(pt_jsonl_open(&r, p, 0));
+    ck_assert_ok(pt__jsonl_open(&r, p, 0));
     const cJSON *row;
     int i = 0, st;
-    while ((st = pt_jsonl_next(r, &row)) == 1) {
+    while ((st = pt__jsonl_next(r, &row)) == 1) {
         int32_t *ids;
         size_t n;
-        ck_assert_ok(pt_jsonl_row_ids(&ids, NULL, &n, r, row, 97));
+        ck_assert_ok(pt__jsonl_row_ids(&ids, NULL, &n, r, row, 97));
         ck_assert_uint_eq(n, (size_t)(i % 50 + 1));
         ck_assert_int_eq(ids[n - 1], (i + (int)n - 1) % 97);
-        ck_assert_uint_eq(pt_jsonl_line(r), (size_t)i + 1);
+        ck_assert_uint_eq(pt__jsonl_line(r), (size_t)i + 1);
         pt_free(ids);
         i++;
     }
     ck_assert_int_eq(st, 0);
     ck_assert_int_eq(i, 3000);
-    pt_jsonl_close(r);
+    pt__jsonl_close(r);
     pt_free(p);
     pt_test_rm_rf(dir);
     free(dir);
@@ -956,7 +956,7 @@ static pt_model *vocab_model(int vocab)
 START_TEST(test_eval_tokenizer_vocab)
 {
     char *dir = pt_test_tmpdir("pt_modelio_tokv");
-    char *p = pt_path_join(dir, "d.jsonl");
+    char *p = pt__path_join(dir, "d.jsonl");
     write_text(dir, "d.jsonl", "{\"text\": \"hi\"}\n");
     pt_tokenizer *tok;
     ck_assert_ok(pt_tokenizer_create_bytes(&tok));
@@ -1005,7 +1005,7 @@ START_TEST(test_load_dir_tokenizer_checks)
     pt_model *m = vocab_model(200);
     ck_assert_ok(pt_model_save_dir(m, dir, NULL));
     pt_model_free(m);
-    char *tj = pt_path_join(dir, "tokenizer.json");
+    char *tj = pt__path_join(dir, "tokenizer.json");
 
     write_tokenizer(dir, 150, NULL); /* 150 ids in a vocabulary of 200: padding to 256 */
     ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
@@ -1042,7 +1042,7 @@ START_TEST(test_load_dir_tokenizer_checks)
     ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
     ck_assert_ptr_null(pt_model_tokenizer(m));
     write_text(dir, "d.jsonl", "{\"text\": \"hi\"}\n");
-    char *p = pt_path_join(dir, "d.jsonl");
+    char *p = pt__path_join(dir, "d.jsonl");
     pt_eval_result *res;
     ck_assert_status(pt_model_eval_jsonl(&res, m, NULL, p, NULL), PT_EUNSUPPORTED,
                      "line 1: a {\"text\"} row needs a tokenizer, and the model's was not loaded");
@@ -1060,7 +1060,7 @@ START_TEST(test_eval_ids)
 {
     pt_model *m = tiny_model(PT_ARCH_QWEN3, false, 41);
     char *dir = pt_test_tmpdir("pt_modelio_");
-    char *p = pt_path_join(dir, "d.jsonl");
+    char *p = pt__path_join(dir, "d.jsonl");
     static const int32_t r1[] = { 1, 5, 9, 33, 2, 60, 7 };
     static const int32_t r2[] = { 4, 4, 4, 8, 10, 11, 12, 13, 14, 15 };
     static const uint8_t m2[] = { 1, 1, 1, 0, 0, 1, 1, 0, 1, 1 };
@@ -1175,7 +1175,7 @@ static void raw_tensor(const char *file, const char *name, float **out, size_t *
 {
     char *buf;
     size_t len;
-    ck_assert_ok(pt_read_file(&buf, &len, file, 1u << 30));
+    ck_assert_ok(pt__read_file(&buf, &len, file, 1u << 30));
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--)
         hl = (hl << 8) | (unsigned char)buf[i];
@@ -1223,14 +1223,14 @@ START_TEST(test_real_model_load_save)
     ck_assert_uint_eq(np, 260032); /* the README's count */
     ck_assert_uint_eq(pt_model_tensor_count(m), 47);
 
-    char *file = pt_path_join(dir, "model.safetensors");
+    char *file = pt__path_join(dir, "model.safetensors");
     static const char *const names[] = { "model.layers.3.self_attn.k_proj.weight",
                                          "model.embed_tokens.weight", "model.norm.weight" };
     for (int i = 0; i < 3; i++) {
         float *raw;
         size_t n;
         raw_tensor(file, names[i], &raw, &n);
-        const pt_tensor_ref *t = pt_model_find_tensor(m, names[i]);
+        const pt_tensor_ref *t = pt__model_find_tensor(m, names[i]);
         ck_assert_uint_eq(n, t->numel);
         ck_assert(memcmp(raw, t->data, n * 4) == 0);
         free(raw);
@@ -1255,14 +1255,14 @@ START_TEST(test_real_model_load_save)
     assert_same_model(m, r);
     static const char *const copied[] = { "tokenizer.json", "tokenizer_config.json" };
     for (int i = 0; i < 2; i++) {
-        char *a = pt_path_join(dir, copied[i]), *b = pt_path_join(out, copied[i]);
+        char *a = pt__path_join(dir, copied[i]), *b = pt__path_join(out, copied[i]);
         ck_assert_msg(files_equal(a, b), "%s differs", copied[i]);
         pt_free(a);
         pt_free(b);
     }
     /* the original file and ours hold the same tensors and bytes (both
      * sorted, F32, format=pt, padded): the files are identical */
-    char *a = pt_path_join(dir, "model.safetensors"), *b = pt_path_join(out, "model.safetensors");
+    char *a = pt__path_join(dir, "model.safetensors"), *b = pt__path_join(out, "model.safetensors");
     ck_assert(files_equal(a, b));
     pt_free(a);
     pt_free(b);
@@ -1282,23 +1282,23 @@ START_TEST(test_real_model_eval)
         return;
     pt_model *m = NULL;
     ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
-    char *ref = pt_path_join(dir, "reference/greedy_200_ids.json");
+    char *ref = pt__path_join(dir, "reference/greedy_200_ids.json");
     char *text;
     size_t len;
-    ck_assert_ok(pt_read_file(&text, &len, ref, 1 << 20));
+    ck_assert_ok(pt__read_file(&text, &len, ref, 1 << 20));
     while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
         text[--len] = '\0';
     char *tmp = pt_test_tmpdir("pt_modelio_");
-    char *p = pt_path_join(tmp, "d.jsonl");
+    char *p = pt__path_join(tmp, "d.jsonl");
     size_t n = strlen("{\"input_ids\": }\n") + len + 64;
     char *row = malloc(n + 256);
     snprintf(row, n + 256, "{\"input_ids\": %s}\n", text);
     /* the story row as text, when a tokenizer is there */
     const pt_tokenizer *tok = pt_model_tokenizer(m);
     if (tok) {
-        char *story = pt_path_join(dir, "reference/story.txt"), *st;
+        char *story = pt__path_join(dir, "reference/story.txt"), *st;
         size_t sl;
-        ck_assert_ok(pt_read_file(&st, &sl, story, 1 << 20));
+        ck_assert_ok(pt__read_file(&st, &sl, story, 1 << 20));
         cJSON *s = cJSON_CreateObject();
         cJSON_AddStringToObject(s, "text", st);
         char *js = cJSON_PrintUnformatted(s);

@@ -27,7 +27,7 @@ static inline int parity_load_model(pt_model **out, const char *dir)
     size_t len = 0;
     *out = NULL;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int st = pt_read_file(&json, &len, path, 1 << 20);
+    int st = pt__read_file(&json, &len, path, 1 << 20);
     if (st != PT_OK)
         return st;
     pt_model_config cfg;
@@ -35,40 +35,40 @@ static inline int parity_load_model(pt_model **out, const char *dir)
     st = pt_model_config_from_json(&cfg, json, len);
     free(json);
     if (st != PT_OK)
-        return pt_err_prefix(st, "%s", path);
+        return pt__err_prefix(st, "%s", path);
     pt_model *m = NULL;
     st = pt_model_create(&m, &cfg, 1);
     if (st != PT_OK)
         return st;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     pt_st_file *f = NULL;
-    st = pt_st_open(&f, path);
+    st = pt__st_open(&f, path);
     if (st != PT_OK) {
         pt_model_free(m);
         return st;
     }
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
-        const pt_st_tensor *s = pt_st_find(f, t->name);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
+        const pt_st_tensor *s = pt__st_find(f, t->name);
         if (!s) {
-            st = pt_err(PT_ENOTFOUND, "%s: model tensor %s missing from the file", path, t->name);
+            st = pt__err(PT_ENOTFOUND, "%s: model tensor %s missing from the file", path, t->name);
             break;
         }
         if (s->numel != t->numel) {
-            st = pt_err(PT_ESHAPE, "%s: %s has %zu elements, model wants %zu", path, t->name,
+            st = pt__err(PT_ESHAPE, "%s: %s has %zu elements, model wants %zu", path, t->name,
                         s->numel, t->numel);
             break;
         }
-        st = pt_st_read_f32(s, t->data, t->numel);
+        st = pt__st_read_f32(s, t->data, t->numel);
         if (st != PT_OK)
             break;
     }
-    for (size_t i = 0; st == PT_OK && i < pt_st_count(f); i++) {
-        const pt_st_tensor *s = pt_st_tensor_at(f, i);
-        if (!pt_model_find_tensor(m, s->name))
-            st = pt_err(PT_EFORMAT, "%s: file tensor %s has no place in the model", path, s->name);
+    for (size_t i = 0; st == PT_OK && i < pt__st_count(f); i++) {
+        const pt_st_tensor *s = pt__st_tensor_at(f, i);
+        if (!pt__model_find_tensor(m, s->name))
+            st = pt__err(PT_EFORMAT, "%s: file tensor %s has no place in the model", path, s->name);
     }
-    pt_st_close(f);
+    pt__st_close(f);
     if (st != PT_OK) {
         pt_model_free(m);
         return st;

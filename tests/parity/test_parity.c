@@ -50,20 +50,20 @@ typedef struct golden_case {
 
 static float *golden_f32(pt_st_file *f, const char *name, size_t expect_numel)
 {
-    const pt_st_tensor *t = pt_st_find(f, name);
+    const pt_st_tensor *t = pt__st_find(f, name);
     ck_assert_msg(t != NULL, "golden tensor %s missing", name);
     ck_assert_msg(t->dtype == PT_ST_F32, "golden tensor %s is not F32", name);
     ck_assert_msg(t->numel == expect_numel, "golden %s has %zu elements, expected %zu", name,
                   t->numel, expect_numel);
     float *v = malloc(t->numel * sizeof *v);
     ck_assert_ptr_nonnull(v);
-    ck_assert_ok(pt_st_read_f32(t, v, t->numel));
+    ck_assert_ok(pt__st_read_f32(t, v, t->numel));
     return v;
 }
 
 static int32_t *golden_i32(pt_st_file *f, const char *name, size_t expect_numel)
 {
-    const pt_st_tensor *t = pt_st_find(f, name);
+    const pt_st_tensor *t = pt__st_find(f, name);
     ck_assert_msg(t != NULL, "golden tensor %s missing", name);
     ck_assert_msg(t->dtype == PT_ST_I32 && t->numel == expect_numel,
                   "golden %s: wrong dtype or size", name);
@@ -84,8 +84,8 @@ static void case_open(golden_case *c, int i)
     ck_assert_ok(pt_model_get_config(&c->cfg, c->model));
     char path[1100];
     snprintf(path, sizeof path, "%s/golden.safetensors", c->dir);
-    ck_assert_ok(pt_st_open(&c->golden, path));
-    const pt_st_tensor *ids = pt_st_find(c->golden, "input_ids");
+    ck_assert_ok(pt__st_open(&c->golden, path));
+    const pt_st_tensor *ids = pt__st_find(c->golden, "input_ids");
     ck_assert_ptr_nonnull(ids);
     ck_assert_int_eq(ids->ndim, 2);
     c->B = (int)ids->shape[0];
@@ -94,9 +94,9 @@ static void case_open(golden_case *c, int i)
     size_t bt = (size_t)c->B * (size_t)c->T;
     c->ids = golden_i32(c->golden, "input_ids", bt);
     c->targets = golden_i32(c->golden, "targets", bt);
-    if (pt_st_find(c->golden, "positions"))
+    if (pt__st_find(c->golden, "positions"))
         c->positions = golden_i32(c->golden, "positions", bt);
-    if (pt_st_find(c->golden, "segments"))
+    if (pt__st_find(c->golden, "segments"))
         c->segments = golden_i32(c->golden, "segments", bt);
     c->weights = golden_f32(c->golden, "weights", bt);
     c->dlogprobs = golden_f32(c->golden, "dlogprobs", bt);
@@ -110,7 +110,7 @@ static void case_open(golden_case *c, int i)
 static void case_close(golden_case *c)
 {
     pt_model_free(c->model);
-    pt_st_close(c->golden);
+    pt__st_close(c->golden);
     free(c->ids);
     free(c->targets);
     free(c->positions);
@@ -184,12 +184,12 @@ static void check_grads_in(const golden_case *c, pt_st_file *f, float scale, con
 {
     size_t n = pt_model_tensor_count(c->model);
     size_t ngolden = 0;
-    for (size_t i = 0; i < pt_st_count(f); i++)
-        ngolden += strncmp(pt_st_tensor_at(f, i)->name, "grad.", 5) == 0;
+    for (size_t i = 0; i < pt__st_count(f); i++)
+        ngolden += strncmp(pt__st_tensor_at(f, i)->name, "grad.", 5) == 0;
     ck_assert_msg(n == ngolden, "%s: model has %zu tensors, golden has %zu gradients", c->name, n,
                   ngolden);
     for (size_t i = 0; i < n; i++) {
-        const pt_tensor_ref *t = pt_model_tensor(c->model, i);
+        const pt_tensor_ref *t = pt__model_tensor(c->model, i);
         char gname[512], what[700];
         snprintf(gname, sizeof gname, "grad.%s", t->name);
         snprintf(what, sizeof what, "%s: %s: gradient of %s", c->name, how, t->name);
@@ -298,7 +298,7 @@ START_TEST(test_forward_backward)
 
     ck_assert_ok(pt_model_zero_grad(c.model));
     for (size_t i = 0; i < pt_model_tensor_count(c.model); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(c.model, i);
+        const pt_tensor_ref *t = pt__model_tensor(c.model, i);
         for (size_t k = 0; k < t->numel; k++)
             ck_assert_msg(t->grad[k] == 0.0f, "%s: %s[%zu] not zero after zero_grad", c.name,
                           t->name, k);
@@ -323,8 +323,8 @@ START_TEST(test_load_dir)
     ck_assert_ok(pt_model_load_dir(&m, c.dir, &lo));
     ck_assert_uint_eq(pt_model_tensor_count(m), pt_model_tensor_count(c.model));
     for (size_t i = 0; i < pt_model_tensor_count(c.model); i++) {
-        const pt_tensor_ref *a = pt_model_tensor(c.model, i);
-        const pt_tensor_ref *t = pt_model_find_tensor(m, a->name);
+        const pt_tensor_ref *a = pt__model_tensor(c.model, i);
+        const pt_tensor_ref *t = pt__model_find_tensor(m, a->name);
         ck_assert_msg(t != NULL, "%s: pt_model_load_dir has no %s", c.name, a->name);
         ck_assert_uint_eq(t->numel, a->numel);
         ck_assert_msg(memcmp(t->data, a->data, a->numel * sizeof(float)) == 0,
@@ -332,7 +332,7 @@ START_TEST(test_load_dir)
     }
     pt_context *ctx = case_context(&c, m);
     check_loss(&c, case_loss(&c, ctx, true));
-    const pt_tensor_ref *e = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    const pt_tensor_ref *e = pt__model_find_tensor(m, "model.embed_tokens.weight");
     ck_assert_ptr_nonnull(e);
     float *ref = golden_f32(c.golden, "grad.model.embed_tokens.weight", e->numel);
     char what[256];
@@ -370,7 +370,7 @@ START_TEST(test_small_tiles)
     golden_case c;
     case_open(&c, _i);
     pt_context *ctx = case_context(&c, c.model);
-    ck_assert_ok(pt_context_set_tiling(ctx, 5, 3, 2));
+    ck_assert_ok(pt__context_set_tiling(ctx, 5, 3, 2));
     float *lp = check_forward(&c, ctx, "small tiles: logits", "small tiles: logprobs");
     ck_assert_ok(pt_model_backward(ctx, c.dlogprobs));
     check_grads(&c, 1.0f, "small tiles");
@@ -397,7 +397,7 @@ START_TEST(test_temperature)
     char path[1200];
     snprintf(path, sizeof path, "%s/golden_temperature.safetensors", c.dir);
     pt_st_file *tg = NULL;
-    ck_assert_ok(pt_st_open(&tg, path));
+    ck_assert_ok(pt__st_open(&tg, path));
     size_t bt = (size_t)c.B * (size_t)c.T;
     float *temp = golden_f32(tg, "temperature", 1), *want_lp = golden_f32(tg, "logprobs", bt);
     float *want_ent = golden_f32(tg, "entropy", bt), *want_loss = golden_f32(tg, "loss", 1);
@@ -431,7 +431,7 @@ START_TEST(test_temperature)
                   (double)loss, (double)want_loss[0]);
     check_grads_in(&c, tg, 1.0f, "T: pt_model_loss");
     /* small chunks of the LM head */
-    ck_assert_ok(pt_context_set_tiling(ctx, 5, 3, 2));
+    ck_assert_ok(pt__context_set_tiling(ctx, 5, 3, 2));
     ck_assert_ok(pt_model_zero_grad(c.model));
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
     snprintf(what, sizeof what, "%s: T=%g: logprobs (small chunks)", c.name, (double)temp[0]);
@@ -457,7 +457,7 @@ START_TEST(test_temperature)
     free(want_lp);
     free(want_ent);
     free(want_loss);
-    pt_st_close(tg);
+    pt__st_close(tg);
     pt_context_free(ctx);
     case_close(&c);
 }

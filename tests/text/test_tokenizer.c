@@ -92,8 +92,8 @@ START_TEST(test_spm_tiny)
 {
     char *json, *conf;
     size_t jn, cn;
-    ck_assert_ok(pt_read_file(&json, &jn, DATA "tiny_spm.json", 1 << 20));
-    ck_assert_ok(pt_read_file(&conf, &cn, DATA "tiny_spm_config.json", 1 << 20));
+    ck_assert_ok(pt__read_file(&json, &jn, DATA "tiny_spm.json", 1 << 20));
+    ck_assert_ok(pt__read_file(&conf, &cn, DATA "tiny_spm_config.json", 1 << 20));
     pt_tokenizer *t = NULL;
     ck_assert_ok(pt_tokenizer_load_memory_config(&t, json, jn, conf, cn));
     free(json);
@@ -134,7 +134,7 @@ START_TEST(test_config_forms)
 {
     char *json;
     size_t jn;
-    ck_assert_ok(pt_read_file(&json, &jn, DATA "tiny_spm.json", 1 << 20));
+    ck_assert_ok(pt__read_file(&json, &jn, DATA "tiny_spm.json", 1 << 20));
     /* AddedToken dict form of the special tokens, list form of chat_template */
     static const char conf[] =
         "{\"bos_token\":{\"__type\":\"AddedToken\",\"content\":\"<s>\",\"lstrip\":false},"
@@ -179,12 +179,12 @@ START_TEST(test_invalid_utf8)
     expect_decode(spm, ids3, 3, 0, "h\xEF\xBF\xBDo");
     /* random bytes never crash; valid UTF-8 round-trips exactly */
     pt_rng r;
-    pt_rng_seed(&r, 7);
+    pt__rng_seed(&r, 7);
     char buf[64];
     for (int it = 0; it < 3000; it++) {
-        size_t n = (size_t)pt_rng_below(&r, sizeof buf);
+        size_t n = (size_t)pt__rng_below(&r, sizeof buf);
         for (size_t i = 0; i < n; i++)
-            buf[i] = (char)(it % 2 ? pt_rng_below(&r, 256) : 32 + pt_rng_below(&r, 95));
+            buf[i] = (char)(it % 2 ? pt__rng_below(&r, 256) : 32 + pt__rng_below(&r, 95));
         for (int k = 0; k < 2; k++) {
             const pt_tokenizer *t = k ? spm : bl;
             int32_t *ids;
@@ -599,7 +599,7 @@ static pt_tokenizer *spm_variant(const char *trunc, const char *pad)
 {
     char *json;
     size_t n;
-    ck_assert_ok(pt_read_file(&json, &n, DATA "tiny_spm.json", 1 << 20));
+    ck_assert_ok(pt__read_file(&json, &n, DATA "tiny_spm.json", 1 << 20));
     char *buf = malloc(n + 1024);
     const char *a = strstr(json, "\"truncation\": null");
     const char *b = strstr(json, "\"padding\": null");

@@ -113,7 +113,7 @@ static int check_vectors(const pt_tokenizer *tok, const char *path, const char *
 {
     char *data = NULL;
     size_t len = 0;
-    ck_assert_ok(pt_read_file(&data, &len, path, 1 << 26));
+    ck_assert_ok(pt__read_file(&data, &len, path, 1 << 26));
     int lines = 0, failures = 0;
     char *p = data, *end = data + len;
     while (p < end) {
@@ -252,7 +252,7 @@ START_TEST(test_stories260k)
     ck_assert_int_eq(pt_tokenizer_add_bos(tok), 1);
     char *data;
     size_t len;
-    ck_assert_ok(pt_read_file(&data, &len, path, 1 << 24));
+    ck_assert_ok(pt__read_file(&data, &len, path, 1 << 24));
     cJSON *doc = cJSON_ParseWithLength(data, len);
     ck_assert(doc != NULL);
     const cJSON *results = cJSON_GetObjectItem(doc, "results");

@@ -51,8 +51,8 @@ int main(int argc, char **argv)
     double worst = 0, moved = 0;
     const char *worst_name = "";
     for (size_t i = 0; i < pt_model_tensor_count(before); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(before, i);
-        const pt_tensor_ref *u = pt_model_find_tensor(after, t->name);
+        const pt_tensor_ref *t = pt__model_tensor(before, i);
+        const pt_tensor_ref *u = pt__model_find_tensor(after, t->name);
         if (!u || u->numel != t->numel) {
             fprintf(stderr, "check_sgd_step: %s missing or resized in %s\n", t->name, argv[2]);
             printf("0 passed, 1 failed\n");

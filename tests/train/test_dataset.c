@@ -267,7 +267,7 @@ static void grads(const pt_model *m, float *out)
 {
     size_t off = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(out + off, t->grad, t->numel * sizeof *out);
         off += t->numel;
     }
@@ -318,7 +318,7 @@ START_TEST(test_packing_changes_nothing)
     ck_assert_ok(pt_context_create(&ctx, m, 4, 8));
     size_t n = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        n += pt_model_tensor(m, i)->numel;
+        n += pt__model_tensor(m, i)->numel;
     float *gp = malloc(n * 4), *gu = malloc(n * 4);
     float lp, lu;
     ck_assert_ok(pt_model_zero_grad(m));

@@ -15,7 +15,7 @@ static cJSON *load_golden(void)
 {
     char *text;
     size_t n;
-    ck_assert_ok(pt_read_file(&text, &n, PT_TEST_SRCDIR "/train/data/optimizer_golden.json", 1 << 24));
+    ck_assert_ok(pt__read_file(&text, &n, PT_TEST_SRCDIR "/train/data/optimizer_golden.json", 1 << 24));
     cJSON *doc = cJSON_ParseWithLength(text, n);
     free(text);
     ck_assert_ptr_nonnull(doc);
@@ -77,7 +77,7 @@ START_TEST(test_matches_torch)
         read_floats(cJSON_GetArrayItem(init, 1), w2, 4);
         pt_opt_param params[2] = { { w1, g1, 15, true, "w1" }, { w2, g2, 4, false, "w2" } };
         pt_optimizer *opt;
-        ck_assert_ok(pt_optimizer_create_params(&opt, params, 2, &o));
+        ck_assert_ok(pt__optimizer_create_params(&opt, params, 2, &o));
         const cJSON *step;
         int k = 0;
         cJSON_ArrayForEach(step, cJSON_GetObjectItemCaseSensitive(c, "steps"))
@@ -128,9 +128,9 @@ START_TEST(test_nonfinite_skips)
     memcpy(w0, w, sizeof w);
     pt_opt_param p = { w, g, 3, true, "w" };
     pt_optimizer *opt;
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, &o));
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     pt_step_stats st;
     pt_step_stats_init(&st);
     ck_assert_ok(pt_optimizer_step(&st, opt));
@@ -178,15 +178,15 @@ START_TEST(test_restore_counters)
     float w[1] = { 1 }, g[1] = { 2 };
     pt_opt_param p = { w, g, 1, true, "w" };
     pt_optimizer *opt;
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
-    ck_assert_ok(pt_optimizer_restore_counters(opt, 41, 3));
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt__optimizer_restore_counters(opt, 41, 3));
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     ck_assert_int_eq(sv.step, 41);
     ck_assert_int_eq(sv.skipped, 3);
     sv.m[0] = 4.0f; /* a restored momentum buffer */
-    ck_assert_status(pt_optimizer_restore_counters(opt, -1, 0), PT_ERANGE, "must not be negative");
-    ck_assert_status(pt_optimizer_restore_counters(opt, 5, -2), PT_ERANGE, "must not be negative");
+    ck_assert_status(pt__optimizer_restore_counters(opt, -1, 0), PT_ERANGE, "must not be negative");
+    ck_assert_status(pt__optimizer_restore_counters(opt, 5, -2), PT_ERANGE, "must not be negative");
     int64_t step = 0;
     step = pt_optimizer_step_count(opt);
     ck_assert_int_eq(step, 41);
@@ -238,9 +238,9 @@ START_TEST(test_nonfinite_update_skips)
     memcpy(w0, w, sizeof w);
     pt_opt_param p = { w, g, 2, true, "layer.w" };
     pt_optimizer *opt;
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, &o));
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     pt_step_stats st;
     pt_step_stats_init(&st);
     ck_assert_ok(pt_optimizer_step(&st, opt));
@@ -263,8 +263,8 @@ START_TEST(test_nonfinite_update_skips)
     o.max_grad_norm = 0;
     w[0] = 3e38f; w[1] = 1; g[0] = -1; g[1] = 1;
     memcpy(w0, w, sizeof w);
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
-    pt_optimizer_state_view(&sv, opt);
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, &o));
+    pt__optimizer_state_view(&sv, opt);
     ck_assert_ok(pt_optimizer_step(&st, opt));
     ck_assert(st.skipped);
     ck_assert_int_eq(st.skip_reason, PT_SKIP_NONFINITE_UPDATE);
@@ -278,7 +278,7 @@ START_TEST(test_nonfinite_update_skips)
     w[0] = 1; g[0] = -1; g[1] = 1;
     o.lr = 0.5;
     pt_optimizer_free(opt);
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, &o));
     ck_assert_ok(pt_optimizer_step(&st, opt));
     ck_assert(!st.skipped);
     ck_assert_int_eq(st.skip_reason, PT_SKIP_NONE);
@@ -296,16 +296,16 @@ START_TEST(test_overflowing_options)
     pt_optimizer *opt = (pt_optimizer *)&o;
     pt_optimizer_options_init(&o);
     o.lr = 1e308;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE, "lr 1e+308 overflows a float");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE, "lr 1e+308 overflows a float");
     ck_assert_ptr_null(opt);
     pt_optimizer_options_init(&o);
     o.lr = 1e38;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE,
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE,
                      "lr 1e+38 / (1 - beta1 0.9) (the first step size) overflows");
     pt_optimizer_options_init(&o);
     o.lr = 1e30;
     o.weight_decay = 1e10;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE, "weight_decay 1e+10 overflows");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_ERANGE, "weight_decay 1e+10 overflows");
 }
 END_TEST
 
@@ -317,29 +317,29 @@ START_TEST(test_bad_options)
     pt_optimizer *opt = (pt_optimizer *)&o;
     pt_optimizer_options_init(&o);
     o.lr = -1;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "lr");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "lr");
     ck_assert_ptr_null(opt);
     pt_optimizer_options_init(&o);
     o.beta2 = 1.0;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "beta2");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "beta2");
     pt_optimizer_options_init(&o);
     o.schedule = PT_SCHEDULE_COSINE;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "cosine schedule needs total_steps");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "cosine schedule needs total_steps");
     o.total_steps = 5;
     o.warmup_steps = 6;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "warmup_steps 6 exceeds");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "warmup_steps 6 exceeds");
     pt_optimizer_options_init(&o);
     o.size = sizeof o + 8; /* larger than this library knows (sizes from 8 up are older headers) */
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "pt_optimizer_options_init");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "pt_optimizer_options_init");
     pt_optimizer_options_init(&o);
     o.type = 9;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "unknown type 9");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "unknown type 9");
     o.type = PT_OPTIMIZER_SGD;
     o.momentum = 1.5;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "momentum");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "momentum");
     o.momentum = 0.5;
     o.max_grad_norm = NAN;
-    ck_assert_status(pt_optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "max_grad_norm");
+    ck_assert_status(pt__optimizer_create_params(&opt, &p, 1, &o), PT_EINVAL, "max_grad_norm");
     ck_assert_status(pt_optimizer_create(&opt, NULL, &o), PT_EINVAL, "model is NULL");
     ck_assert_status(pt_optimizer_step(NULL, NULL), PT_EINVAL, "NULL");
     ck_assert_status(pt_optimizer_options_init(NULL), PT_EINVAL, "NULL");
@@ -347,7 +347,7 @@ START_TEST(test_bad_options)
     /* A grad-less parameter is a state error, not a crash. */
     pt_optimizer_options_init(&o);
     pt_opt_param nog = { &w, NULL, 1, true, "lonely" };
-    ck_assert_ok(pt_optimizer_create_params(&opt, &nog, 1, &o));
+    ck_assert_ok(pt__optimizer_create_params(&opt, &nog, 1, &o));
     ck_assert_status(pt_optimizer_step(NULL, opt), PT_ESTATE, "lonely");
     pt_step_stats bad = { 0 };
     ck_assert_status(pt_optimizer_step(&bad, opt), PT_EINVAL, "pt_step_stats_init");
@@ -362,8 +362,8 @@ START_TEST(test_null_and_older_structs)
     float w = 1, g = 0.5f;
     pt_opt_param p = { &w, &g, 1, true, "w" };
     pt_optimizer *opt;
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, NULL));
-    const pt_optimizer_options *got = pt_optimizer_options_of(opt);
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, NULL));
+    const pt_optimizer_options *got = pt__optimizer_options_of(opt);
     ck_assert_int_eq(got->type, PT_OPTIMIZER_ADAMW);
     ck_assert_double_eq(got->lr, 1e-4);
     ck_assert_uint_eq(got->size, sizeof(pt_optimizer_options));
@@ -374,8 +374,8 @@ START_TEST(test_null_and_older_structs)
     o.type = PT_OPTIMIZER_SGD;
     o.lr = 123.0; /* beyond the old size: not read */
     o.size = offsetof(pt_optimizer_options, lr);
-    ck_assert_ok(pt_optimizer_create_params(&opt, &p, 1, &o));
-    got = pt_optimizer_options_of(opt);
+    ck_assert_ok(pt__optimizer_create_params(&opt, &p, 1, &o));
+    got = pt__optimizer_options_of(opt);
     ck_assert_int_eq(got->type, PT_OPTIMIZER_SGD);
     ck_assert_double_eq(got->lr, 1e-4);
     /* stats of an older size: only that much is written */
@@ -398,18 +398,18 @@ START_TEST(test_deterministic_threads)
     size_t n = 100003;
     float *w1 = malloc(n * 4), *w2 = malloc(n * 4), *g1 = malloc(n * 4), *g2 = malloc(n * 4);
     pt_rng r;
-    pt_rng_seed(&r, 3);
+    pt__rng_seed(&r, 3);
     for (size_t i = 0; i < n; i++) {
-        w1[i] = w2[i] = (float)pt_rng_normal(&r);
-        g1[i] = g2[i] = (float)pt_rng_normal(&r);
+        w1[i] = w2[i] = (float)pt__rng_normal(&r);
+        g1[i] = g2[i] = (float)pt__rng_normal(&r);
     }
     pt_optimizer_options o;
     pt_optimizer_options_init(&o);
     o.weight_decay = 0.01;
     pt_optimizer *a, *b;
     pt_opt_param pa = { w1, g1, n, true, "a" }, pb = { w2, g2, n, true, "b" };
-    ck_assert_ok(pt_optimizer_create_params(&a, &pa, 1, &o));
-    ck_assert_ok(pt_optimizer_create_params(&b, &pb, 1, &o));
+    ck_assert_ok(pt__optimizer_create_params(&a, &pa, 1, &o));
+    ck_assert_ok(pt__optimizer_create_params(&b, &pb, 1, &o));
     pt_step_stats sa, sb;
     pt_step_stats_init(&sa);
     pt_step_stats_init(&sb);
@@ -429,11 +429,11 @@ END_TEST
 static void fill_grads(pt_model *m, uint64_t seed, double scale)
 {
     pt_rng r;
-    pt_rng_seed(&r, seed);
+    pt__rng_seed(&r, seed);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         for (size_t j = 0; j < t->numel; j++)
-            t->grad[j] = (float)(scale * pt_rng_normal(&r));
+            t->grad[j] = (float)(scale * pt__rng_normal(&r));
     }
 }
 
@@ -441,7 +441,7 @@ static double model_grad_norm(const pt_model *m)
 {
     long double ss = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         for (size_t j = 0; j < t->numel; j++)
             ss += (long double)t->grad[j] * t->grad[j];
     }
@@ -476,29 +476,29 @@ START_TEST(test_model_bound_and_state_view)
         ck_assert(!st.skipped);
         ck_assert_msg(fabs(st.grad_norm - ref) <= 1e-12 * ref, "norm %.17g, reference %.17g",
                       st.grad_norm, ref);
-        pt_optimizer_state_view(&sv, b);
+        pt__optimizer_state_view(&sv, b);
         ck_assert_ok(pt_optimizer_step(&st, b));
         ck_assert(!st.skipped);
     }
     for (size_t i = 0; i < pt_model_tensor_count(ma); i++) {
-        const pt_tensor_ref *ta = pt_model_tensor(ma, i), *tb = pt_model_tensor(mb, i);
+        const pt_tensor_ref *ta = pt__model_tensor(ma, i), *tb = pt__model_tensor(mb, i);
         ck_assert_msg(memcmp(ta->data, tb->data, ta->numel * sizeof(float)) == 0, "%s differs",
                       ta->name);
         for (size_t j = 0; j < ta->numel; j++)
             ck_assert_float_eq(ta->grad[j], 0.0f); /* consumed */
     }
-    pt_optimizer_state_view(&sv, a);
+    pt__optimizer_state_view(&sv, a);
     sv.m[0] = 3e38f; /* with v 0 and a tiny gradient: 2.7e38 / eps overflows */
     sv.v[0] = 0.0f;
-    size_t n0 = pt_model_tensor(ma, 0)->numel;
+    size_t n0 = pt__model_tensor(ma, 0)->numel;
     float *before = malloc(n0 * sizeof *before);
-    memcpy(before, pt_model_tensor(ma, 0)->data, n0 * sizeof *before);
+    memcpy(before, pt__model_tensor(ma, 0)->data, n0 * sizeof *before);
     fill_grads(ma, 200, 1e-20);
     ck_assert_ok(pt_optimizer_step(&st, a));
     ck_assert(st.skipped);
     ck_assert_int_eq(st.skip_reason, PT_SKIP_NONFINITE_UPDATE);
     ck_assert_int_eq(st.step, 4);
-    ck_assert_int_eq(memcmp(before, pt_model_tensor(ma, 0)->data, n0 * sizeof *before), 0);
+    ck_assert_int_eq(memcmp(before, pt__model_tensor(ma, 0)->data, n0 * sizeof *before), 0);
     ck_assert_float_eq(sv.m[0], 3e38f);
     free(before);
     pt_optimizer_free(a);

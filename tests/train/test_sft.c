@@ -28,9 +28,9 @@ static float wts[B * T];
 static void make_data(void)
 {
     pt_rng r;
-    pt_rng_seed(&r, 11);
+    pt__rng_seed(&r, 11);
     for (int i = 0; i < B * T; i++)
-        ids[i] = (int32_t)pt_rng_below(&r, V);
+        ids[i] = (int32_t)pt__rng_below(&r, V);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             int i = b * T + t;
@@ -54,11 +54,11 @@ static void snapshot(const pt_model *m, float **out, size_t *n)
 {
     size_t total = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        total += pt_model_tensor(m, i)->numel;
+        total += pt__model_tensor(m, i)->numel;
     float *s = malloc(total * sizeof *s);
     size_t off = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(s + off, t->data, t->numel * sizeof *s);
         off += t->numel;
     }
@@ -96,7 +96,7 @@ START_TEST(test_plain_gradient_step)
     grad = malloc(n * sizeof *grad);
     size_t off = 0;
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         memcpy(grad + off, t->grad, t->numel * sizeof *grad);
         off += t->numel;
     }
@@ -172,7 +172,7 @@ START_TEST(test_nonfinite_loss_skips)
     pt_optimizer_options_init(&o);
     pt_optimizer *opt;
     ck_assert_ok(pt_optimizer_create(&opt, m, &o));
-    const pt_tensor_ref *emb = pt_model_find_tensor(m, "model.embed_tokens.weight");
+    const pt_tensor_ref *emb = pt__model_find_tensor(m, "model.embed_tokens.weight");
     ck_assert_ptr_nonnull(emb);
     emb->data[(size_t)ids[0] * 16] = INFINITY; /* poisons row 0's first token */
     float *before, *after;
@@ -188,7 +188,7 @@ START_TEST(test_nonfinite_loss_skips)
     snapshot(m, &after, &n);
     ck_assert_int_eq(memcmp(before, after, n * sizeof *before), 0);
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     for (size_t i = 0; i < sv.numel_total; i++)
         ck_assert(sv.m[i] == 0.0f && sv.v[i] == 0.0f);
     /* An all-masked batch is skipped too, without touching anything. */
@@ -235,7 +235,7 @@ START_TEST(test_cancel_between_microbatches)
     snapshot(m, &after, &n);
     ck_assert_int_eq(memcmp(before, after, n * sizeof *before), 0);
     for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt_model_tensor(m, i);
+        const pt_tensor_ref *t = pt__model_tensor(m, i);
         for (size_t j = 0; j < t->numel; j++)
             ck_assert_float_eq(t->grad[j], 0.0f);
     }
@@ -362,12 +362,12 @@ START_TEST(test_nonfinite_never_saved)
     snprintf(path, sizeof path, "%s/model.safetensors", md);
     char *before;
     size_t nbefore;
-    ck_assert_ok(pt_read_file(&before, &nbefore, path, 1 << 26));
+    ck_assert_ok(pt__read_file(&before, &nbefore, path, 1 << 26));
     size_t idx = 0;
     for (; idx < pt_model_tensor_count(m); idx++)
-        if (pt_model_tensor(m, idx)->trainable && pt_model_tensor(m, idx)->ndim == 2)
+        if (pt__model_tensor(m, idx)->trainable && pt__model_tensor(m, idx)->ndim == 2)
             break;
-    const pt_tensor_ref *r = pt_model_tensor(m, idx);
+    const pt_tensor_ref *r = pt__model_tensor(m, idx);
     float keep = r->data[3];
     r->data[3] = NAN;
     char want[512];
@@ -379,7 +379,7 @@ START_TEST(test_nonfinite_never_saved)
     ck_assert_status(pt_model_save_dir(m, md, NULL), PT_ENONFINITE, want);
     char *after;
     size_t nafter;
-    ck_assert_ok(pt_read_file(&after, &nafter, path, 1 << 26));
+    ck_assert_ok(pt__read_file(&after, &nafter, path, 1 << 26));
     ck_assert(nafter == nbefore && memcmp(before, after, nafter) == 0);
     free(after);
     r->data[3] = INFINITY;
@@ -388,7 +388,7 @@ START_TEST(test_nonfinite_never_saved)
     r->data[3] = keep;
     /* A non-finite moment. */
     pt_opt_state_view sv;
-    pt_optimizer_state_view(&sv, opt);
+    pt__optimizer_state_view(&sv, opt);
     sv.v[0] = NAN;
     ck_assert_status(pt_checkpoint_save(m, opt, NULL, ck), PT_ENONFINITE, "the second moment of tensor");
     ck_assert_int_ne(stat(ck, &sb), 0);
@@ -446,8 +446,8 @@ START_TEST(test_checkpoint_exact_resume)
     snapshot(mb, &b, &n);
     ck_assert_int_eq(memcmp(a, b, n * sizeof *a), 0);
     pt_opt_state_view va, vb;
-    pt_optimizer_state_view(&va, oa);
-    pt_optimizer_state_view(&vb, ob);
+    pt__optimizer_state_view(&va, oa);
+    pt__optimizer_state_view(&vb, ob);
     ck_assert_int_eq(memcmp(va.m, vb.m, va.numel_total * 4), 0);
     ck_assert_int_eq(memcmp(va.v, vb.v, va.numel_total * 4), 0);
     free(a); free(b);
@@ -471,9 +471,9 @@ START_TEST(test_checkpoint_exact_resume)
     free(keep); free(now);
     snapshot(mb, &keep, &n);
     ck_assert_int_eq(truncate(path, 100), 0);
-    ck_assert_status(pt_checkpoint_verify(dir), PT_ECHECKSUM, "100 bytes");
+    ck_assert_status(pt__checkpoint_verify(dir), PT_ECHECKSUM, "100 bytes");
     unlink(path);
-    ck_assert_status(pt_checkpoint_verify(dir), PT_ECHECKSUM, "missing");
+    ck_assert_status(pt__checkpoint_verify(dir), PT_ECHECKSUM, "missing");
     snprintf(path, sizeof path, "%s/%s", dir, PT_CKPT_MANIFEST);
     unlink(path);
     ck_assert_status(pt_checkpoint_load(NULL, mb, ob, dir), PT_EFORMAT, "no MANIFEST.json");

@@ -31,7 +31,7 @@ static int chatml_default_system(char **out, const char *src)
                     plain = false;
             if (!plain)
                 continue;
-            char *s = pt_malloc((size_t)(end - p) + 1);
+            char *s = pt__malloc((size_t)(end - p) + 1);
             if (!s)
                 return PT_ENOMEM;
             size_t n = 0;
@@ -65,7 +65,7 @@ static int llama31_date(char **out, const char *src)
     const char *e = strchr(p, '"');
     if (!e || e - p > 64)
         return PT_OK;
-    char *s = pt_malloc((size_t)(e - p) + 1);
+    char *s = pt__malloc((size_t)(e - p) + 1);
     if (!s)
         return PT_ENOMEM;
     memcpy(s, p, (size_t)(e - p));
@@ -76,7 +76,7 @@ static int llama31_date(char **out, const char *src)
 
 static int unrecognised(const char *why)
 {
-    return pt_err(PT_EUNSUPPORTED,
+    return pt__err(PT_EUNSUPPORTED,
                   "unrecognised chat_template (%s); choose a template by name with "
                   "pt_chat_template_create() (posttrain --chat-template NAME): " PT_CHAT_NAMES,
                   why);
@@ -190,15 +190,15 @@ int pt_chat_template_from_source(pt_chat_template **out, const char *source, con
     if (st != PT_OK)
         return st;
     pt_chat_template *t = NULL;
-    st = pt_chat_template_new(&t, variant);
+    st = pt__chat_template_new(&t, variant);
     if (st != PT_OK)
         return st;
     st = source_defaults(t, source);
     /* The file's tokens replace the family defaults; a NULL one keeps them. */
     if (st == PT_OK && bos_token)
-        st = pt_chat_replace_token(&t->bos, bos_token);
+        st = pt__chat_replace_token(&t->bos, bos_token);
     if (st == PT_OK && eos_token)
-        st = pt_chat_replace_token(&t->eos, eos_token);
+        st = pt__chat_replace_token(&t->eos, eos_token);
     if (st != PT_OK) {
         pt_chat_template_free(t);
         return st;

@@ -378,12 +378,12 @@ static int llama31_head(chat_render_ctx *c, size_t *first)
         return PT_OK;
     /* the first message after the system message becomes the tools' user turn */
     if (*first >= c->n)
-        return pt_err(PT_EINVAL, "Cannot put tools in the first user message when there's no first user "
+        return pt__err(PT_EINVAL, "Cannot put tools in the first user message when there's no first user "
                                  "message! (the %s template with tools and tools_in_user_message)",
                       pt_chat_template_name(c->t));
     const pt_chat_message *u = &c->m[*first];
     if (u->n_tool_calls > 0)
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       "chat message %zu: the %s template puts the first message after the system message "
                       "into the tools' user turn and would drop its tool calls",
                       *first, pt_chat_template_name(c->t));
@@ -405,7 +405,7 @@ static int llama31_call(chat_render_ctx *c, size_t i)
     pt_chat_rendering *r = c->r;
     const pt_chat_message *m = &c->m[i];
     if (m->n_tool_calls != 1)
-        return pt_err(PT_EINVAL, "This model only supports single tool-calls at once! (the %s template; chat "
+        return pt__err(PT_EINVAL, "This model only supports single tool-calls at once! (the %s template; chat "
                                  "message %zu has %zu)",
                       pt_chat_template_name(c->t), i, m->n_tool_calls);
     CHAT_TRY(chat_cut_before(r, "<|start_header_id|>"));
@@ -438,7 +438,7 @@ int chat_render_llama3(chat_render_ctx *c)
             CHAT_TRY(chat_emits(r, "<|start_header_id|>ipython<|end_header_id|>\n\n"));
             /* json.dumps(content, ensure_ascii=False) */
             const char *s = c->m[i].content;
-            CHAT_TRY(pt_json_put_string_ex(&r->text, s, strlen(s), PT_JSON_SHORT_ESCAPES));
+            CHAT_TRY(pt__json_put_string_ex(&r->text, s, strlen(s), PT_JSON_SHORT_ESCAPES));
             CHAT_TRY(chat_emits(r, "<|eot_id|>"));
             continue;
         }
@@ -458,7 +458,7 @@ int chat_render_llama3(chat_render_ctx *c)
 /* ---- Llama-2 and Mistral ------------------------------------------------------------ */
 static int alternation_error(size_t i, int role)
 {
-    return pt_err(PT_EINVAL,
+    return pt__err(PT_EINVAL,
                   "Conversation roles must alternate user/assistant/user/assistant/... "
                   "(message %zu is %s)",
                   i, role_str(role));
@@ -495,7 +495,7 @@ int chat_render_llama2(chat_render_ctx *c)
                 CHAT_TRY(chat_emits(r, "\n<</SYS>>\n\n"));
                 CHAT_TRY(chat_emits(r, m[i].content));
                 size_t b = start, e = r->text.len;
-                pt_chat_py_strip(r->text.p, &b, &e, false, true);
+                pt__chat_py_strip(r->text.p, &b, &e, false, true);
                 r->text.len = e;
                 r->text.p[e] = '\0';
             } else {
@@ -511,7 +511,7 @@ int chat_render_llama2(chat_render_ctx *c)
                 CHAT_TRY(chat_emits(r, c->eos));
             chat_span_close(r);
         } else {
-            return pt_err(PT_EUNSUPPORTED,
+            return pt__err(PT_EUNSUPPORTED,
                           "the llama2 chat template has no %s turn (message %zu); its Jinja source "
                           "silently drops such messages",
                           role_str(role), i);
@@ -541,7 +541,7 @@ int chat_render_mistral(chat_render_ctx *c)
             chat_span_close(r);
             CHAT_TRY(chat_cut_after(r, c->eos));
         } else {
-            return pt_err(PT_EUNSUPPORTED,
+            return pt__err(PT_EUNSUPPORTED,
                           "Only user and assistant roles are supported! (the mistral template; "
                           "message %zu is %s)",
                           i, role_str(role));
@@ -563,7 +563,7 @@ int chat_render_phi3(chat_render_ctx *c)
     for (size_t i = 0; i < c->n; i++) {
         int role = c->m[i].role;
         if (!vision && role == PT_CHAT_ROLE_TOOL)
-            return pt_err(PT_EUNSUPPORTED,
+            return pt__err(PT_EUNSUPPORTED,
                           "the phi3 chat template has no tool turn (message %zu); its Jinja source "
                           "silently drops such messages (phi3-vision writes <|tool|>)",
                           i);

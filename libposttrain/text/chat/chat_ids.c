@@ -128,14 +128,14 @@ static int add_piece(piece_ctx *p, size_t *span, size_t c0, size_t c1)
 /* The mask of n ids: 1 on the masked ranges. */
 static uint8_t *make_mask(const tk_ranges *masked, size_t n)
 {
-    uint8_t *mask = pt_calloc(n, 1);
+    uint8_t *mask = pt__calloc(n, 1);
     if (mask)
         for (size_t i = 0; i < masked->n; i++)
             memset(mask + masked->v[i].a, 1, masked->v[i].b - masked->v[i].a);
     return mask;
 }
 
-int pt_chat_ids_from_rendering(int32_t **ids_out, uint8_t **mask_out, size_t *n_out,
+int pt__chat_ids_from_rendering(int32_t **ids_out, uint8_t **mask_out, size_t *n_out,
                                const pt_chat_rendering *r, pt_chat_encode_fn encode,
                                pt_chat_marker_fn is_marker, void *payload)
 {
@@ -148,7 +148,7 @@ int pt_chat_ids_from_rendering(int32_t **ids_out, uint8_t **mask_out, size_t *n_
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(encode);
     PT_CHECK_NULL(is_marker);
-    size_t *cuts = pt_malloc_array(r->n_cuts + 2, sizeof *cuts);
+    size_t *cuts = pt__malloc_array(r->n_cuts + 2, sizeof *cuts);
     if (!cuts)
         return PT_ENOMEM;
     size_t nc = 0, span = 0;

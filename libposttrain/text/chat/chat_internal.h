@@ -48,13 +48,13 @@ struct pt_chat_template {
 
 /* chat_template.c: a template of `variant` with its family's tokens and
  * defaults; replace a token string (NULL: keep, "": none). */
-int pt_chat_template_new(pt_chat_template **out, int variant);
-int pt_chat_replace_token(char **slot, const char *val);
+int pt__chat_template_new(pt_chat_template **out, int variant);
+int pt__chat_replace_token(char **slot, const char *val);
 /* Does the variant render tools and tool calls? */
-bool pt_chat_variant_has_tools(int variant);
+bool pt__chat_variant_has_tools(int variant);
 /* Today's date as Llama-3.2's template writes it (strftime "%d %b %Y"), into
  * t->date_default. */
-int pt_chat_set_today(pt_chat_template *t);
+int pt__chat_set_today(pt_chat_template *t);
 
 /* ---- renderings ------------------------------------------------------------------- */
 /* A place where tokenization may restart: `pos` is the cut, and the marker
@@ -82,22 +82,22 @@ typedef struct pt_chat_rendering {
 } pt_chat_rendering;
 
 /* chat_render.c: render into `r` (zero it first; free with
- * pt_chat_rendering_clear).  opts may be NULL (defaults) or from an older,
+ * pt__chat_rendering_clear).  opts may be NULL (defaults) or from an older,
  * smaller header. */
-int pt_chat_render_internal(pt_chat_rendering *r, const pt_chat_template *t,
+int pt__chat_render_internal(pt_chat_rendering *r, const pt_chat_template *t,
                             const pt_chat_message *messages, size_t n_messages,
                             const pt_chat_options *opts);
 /* The same with r and t not NULL, its messages naming the public function
  * `func` that was called. */
-int pt_chat_render_checked(pt_chat_rendering *r, const pt_chat_template *t,
+int pt__chat_render_checked(pt_chat_rendering *r, const pt_chat_template *t,
                            const pt_chat_message *messages, size_t n_messages,
                            const pt_chat_options *opts, const char *func);
-void pt_chat_rendering_clear(pt_chat_rendering *r);
+void pt__chat_rendering_clear(pt_chat_rendering *r);
 
 /* ---- ids and mask (chat_ids.c) ---------------------------------------------------- */
 /* Tokenization callbacks, so the id/mask logic can be tested with any encoder.
  * encode: ids of text[0, len) without post-processor specials (*ids allocated
- * with pt_malloc or NULL when *n == 0).  is_marker: 1 if text[0, len) is
+ * with pt__malloc or NULL when *n == 0).  is_marker: 1 if text[0, len) is
  * exactly one added token, 0 if not, negative status on failure. */
 typedef int (*pt_chat_encode_fn)(int32_t **ids, size_t *n, const char *text, size_t len,
                                  void *payload);
@@ -107,7 +107,7 @@ typedef int (*pt_chat_marker_fn)(const char *text, size_t len, void *payload);
  * piece is encoded whole, and each assistant span's token range is found by
  * encoding the piece's prefix up to the span's start and end and comparing it
  * with the piece's ids (see docs/chat.md). */
-int pt_chat_ids_from_rendering(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_rendering *r,
+int pt__chat_ids_from_rendering(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_rendering *r,
                                pt_chat_encode_fn encode, pt_chat_marker_fn is_marker, void *payload);
 
 /* ---- JSON as `tojson` writes it (chat_json.c) -------------------------------------- */
@@ -121,20 +121,20 @@ typedef struct pt_chat_json_err {
  * after it), appended to out as Python's json.dumps(json.loads(value),
  * ensure_ascii=False, indent=indent) writes it (indent < 0: none); out NULL
  * only checks it.  PT_EFORMAT with *e filled for malformed JSON. */
-int pt_chat_json_value(pt_strbuf *out, const char *s, size_t n, size_t *pos, int indent, pt_chat_json_err *e);
+int pt__chat_json_value(pt_strbuf *out, const char *s, size_t n, size_t *pos, int indent, pt_chat_json_err *e);
 /* The same for a text that is exactly one value (whitespace around it). */
-int pt_chat_json_dump(pt_strbuf *out, const char *s, size_t n, int indent, pt_chat_json_err *e);
+int pt__chat_json_dump(pt_strbuf *out, const char *s, size_t n, int indent, pt_chat_json_err *e);
 /* The JSON string token at s[*pos] decoded (UTF-8) into raw. */
-int pt_chat_json_string(pt_strbuf *raw, const char *s, size_t n, size_t *pos, pt_chat_json_err *e);
+int pt__chat_json_string(pt_strbuf *raw, const char *s, size_t n, size_t *pos, pt_chat_json_err *e);
 /* The first position at or after pos that is not JSON whitespace. */
-size_t pt_chat_json_ws(const char *s, size_t n, size_t pos);
+size_t pt__chat_json_ws(const char *s, size_t n, size_t pos);
 /* "an object", "a string", ... for a value starting with `first`. */
-const char *pt_chat_json_kind(char first);
+const char *pt__chat_json_kind(char first);
 /* v as Python's repr(float) (json.dumps' float form: 1.0, 1e-07, 1e+16, Infinity). */
-int pt_chat_put_py_float(pt_strbuf *b, double v);
+int pt__chat_put_py_float(pt_strbuf *b, double v);
 
 /* chat_text.c: Python's str.strip() / lstrip() / rstrip() whitespace
  * (str.isspace) on UTF-8: narrows [*b, *e) of s.  Exposed for the tests. */
-void pt_chat_py_strip(const char *s, size_t *b, size_t *e, bool left, bool right);
+void pt__chat_py_strip(const char *s, size_t *b, size_t *e, bool left, bool right);
 
 #endif

@@ -44,7 +44,7 @@ static int jfail(jparser *p, size_t at, const char *fmt, ...)
     return PT_EFORMAT;
 }
 
-size_t pt_chat_json_ws(const char *s, size_t n, size_t pos)
+size_t pt__chat_json_ws(const char *s, size_t n, size_t pos)
 {
     while (pos < n && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' || s[pos] == '\r'))
         pos++;
@@ -54,22 +54,22 @@ size_t pt_chat_json_ws(const char *s, size_t n, size_t pos)
 static void emit(jparser *p, const char *s, size_t n)
 {
     if (p->out)
-        pt_strbuf_put(p->out, s, n);
+        pt__strbuf_put(p->out, s, n);
 }
 
 static void emits(jparser *p, const char *s)
 {
     if (p->out)
-        pt_strbuf_puts(p->out, s);
+        pt__strbuf_puts(p->out, s);
 }
 
 static void newline(jparser *p, int level)
 {
     if (!p->out)
         return;
-    pt_strbuf_putc(p->out, '\n');
+    pt__strbuf_putc(p->out, '\n');
     for (int i = 0; i < p->indent * level; i++)
-        pt_strbuf_putc(p->out, ' ');
+        pt__strbuf_putc(p->out, ' ');
 }
 
 /* "a string", "a number", ... of the value starting with c. */
@@ -86,7 +86,7 @@ static const char *kind_of(char c)
     }
 }
 
-const char *pt_chat_json_kind(char first)
+const char *pt__chat_json_kind(char first)
 {
     return kind_of(first);
 }
@@ -115,8 +115,8 @@ static int hex4(uint32_t *v, const char *s)
 static void put_cp(pt_strbuf *b, uint32_t cp)
 {
     char u[4];
-    size_t k = pt_utf8_encode(cp, u);
-    pt_strbuf_put(b, u, k);
+    size_t k = pt__utf8_encode(cp, u);
+    pt__strbuf_put(b, u, k);
 }
 
 /* One code point of the string as json.dumps(ensure_ascii=False) writes it. */
@@ -124,18 +124,18 @@ static void dump_cp(pt_strbuf *b, uint32_t cp)
 {
     static const char hex[] = "0123456789abcdef";
     switch (cp) {
-    case '"': pt_strbuf_puts(b, "\\\""); return;
-    case '\\': pt_strbuf_puts(b, "\\\\"); return;
-    case '\n': pt_strbuf_puts(b, "\\n"); return;
-    case '\r': pt_strbuf_puts(b, "\\r"); return;
-    case '\t': pt_strbuf_puts(b, "\\t"); return;
-    case '\b': pt_strbuf_puts(b, "\\b"); return;
-    case '\f': pt_strbuf_puts(b, "\\f"); return;
+    case '"': pt__strbuf_puts(b, "\\\""); return;
+    case '\\': pt__strbuf_puts(b, "\\\\"); return;
+    case '\n': pt__strbuf_puts(b, "\\n"); return;
+    case '\r': pt__strbuf_puts(b, "\\r"); return;
+    case '\t': pt__strbuf_puts(b, "\\t"); return;
+    case '\b': pt__strbuf_puts(b, "\\b"); return;
+    case '\f': pt__strbuf_puts(b, "\\f"); return;
     default: break;
     }
     if (cp < 0x20) {
         char u[6] = {'\\', 'u', '0', '0', hex[cp >> 4], hex[cp & 15]};
-        pt_strbuf_put(b, u, sizeof u);
+        pt__strbuf_put(b, u, sizeof u);
         return;
     }
     put_cp(b, cp);
@@ -148,7 +148,7 @@ static int jstring(jparser *p, pt_strbuf *raw)
     size_t start = p->pos;
     p->pos++;
     if (p->out)
-        pt_strbuf_putc(p->out, '"');
+        pt__strbuf_putc(p->out, '"');
     for (;;) {
         if (p->pos >= p->n)
             return jfail(p, start, "unterminated string");
@@ -196,7 +196,7 @@ static int jstring(jparser *p, pt_strbuf *raw)
             cp = c;
             p->pos++;
         } else {
-            size_t k = pt_utf8_next((const unsigned char *)p->s + p->pos, p->n - p->pos, &cp);
+            size_t k = pt__utf8_next((const unsigned char *)p->s + p->pos, p->n - p->pos, &cp);
             if (k == 0)
                 return jfail(p, p->pos, "invalid UTF-8 inside a string");
             p->pos += k;
@@ -207,11 +207,11 @@ static int jstring(jparser *p, pt_strbuf *raw)
             dump_cp(p->out, cp);
     }
     if (p->out)
-        pt_strbuf_putc(p->out, '"');
+        pt__strbuf_putc(p->out, '"');
     return PT_OK;
 }
 
-int pt_chat_json_string(pt_strbuf *raw, const char *s, size_t n, size_t *pos, pt_chat_json_err *e)
+int pt__chat_json_string(pt_strbuf *raw, const char *s, size_t n, size_t *pos, pt_chat_json_err *e)
 {
     jparser p = {.s = s, .n = n, .pos = *pos, .indent = -1, .e = e};
     if (p.pos >= n || s[p.pos] != '"')
@@ -299,17 +299,17 @@ static void shortest(char *digits, int *ndig, int *decpt, double v)
     *decpt = atoi(q + 1) + 1;
 }
 
-int pt_chat_put_py_float(pt_strbuf *b, double v)
+int pt__chat_put_py_float(pt_strbuf *b, double v)
 {
     if (isnan(v))
-        return pt_strbuf_puts(b, "NaN");
+        return pt__strbuf_puts(b, "NaN");
     if (isinf(v))
-        return pt_strbuf_puts(b, v < 0 ? "-Infinity" : "Infinity");
+        return pt__strbuf_puts(b, v < 0 ? "-Infinity" : "Infinity");
     if (signbit(v))
-        pt_strbuf_putc(b, '-');
+        pt__strbuf_putc(b, '-');
     v = fabs(v);
     if (v == 0)
-        return pt_strbuf_puts(b, "0.0");
+        return pt__strbuf_puts(b, "0.0");
     char d[24];
     int nd = 0, decpt = 0;
     shortest(d, &nd, &decpt, v);
@@ -317,31 +317,31 @@ int pt_chat_put_py_float(pt_strbuf *b, double v)
         nd--;
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
-            pt_strbuf_puts(b, "0.");
+            pt__strbuf_puts(b, "0.");
             for (int i = 0; i < -decpt; i++)
-                pt_strbuf_putc(b, '0');
-            return pt_strbuf_put(b, d, (size_t)nd);
+                pt__strbuf_putc(b, '0');
+            return pt__strbuf_put(b, d, (size_t)nd);
         }
         if (decpt >= nd) {
-            pt_strbuf_put(b, d, (size_t)nd);
+            pt__strbuf_put(b, d, (size_t)nd);
             for (int i = nd; i < decpt; i++)
-                pt_strbuf_putc(b, '0');
-            return pt_strbuf_puts(b, ".0");
+                pt__strbuf_putc(b, '0');
+            return pt__strbuf_puts(b, ".0");
         }
-        pt_strbuf_put(b, d, (size_t)decpt);
-        pt_strbuf_putc(b, '.');
-        return pt_strbuf_put(b, d + decpt, (size_t)(nd - decpt));
+        pt__strbuf_put(b, d, (size_t)decpt);
+        pt__strbuf_putc(b, '.');
+        return pt__strbuf_put(b, d + decpt, (size_t)(nd - decpt));
     }
     /* exponent form: d[.ddd]e+XX, at least two exponent digits */
-    pt_strbuf_putc(b, d[0]);
+    pt__strbuf_putc(b, d[0]);
     if (nd > 1) {
-        pt_strbuf_putc(b, '.');
-        pt_strbuf_put(b, d + 1, (size_t)(nd - 1));
+        pt__strbuf_putc(b, '.');
+        pt__strbuf_put(b, d + 1, (size_t)(nd - 1));
     }
     char e[16];
     int x = decpt - 1;
     snprintf(e, sizeof e, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
-    return pt_strbuf_puts(b, e);
+    return pt__strbuf_puts(b, e);
 }
 
 static bool is_digit(char c)
@@ -403,14 +403,14 @@ static int jnumber(jparser *p)
     char small[64];
     char *text = small;
     size_t len = i - start;
-    if (len >= sizeof small && !(text = pt_malloc(len + 1)))
+    if (len >= sizeof small && !(text = pt__malloc(len + 1)))
         return PT_ENOMEM;
     memcpy(text, s + start, len);
     text[len] = '\0';
     double v = strtod(text, NULL); /* correctly rounded, as Python's float() */
     if (text != small)
         free(text);
-    return pt_chat_put_py_float(p->out, v);
+    return pt__chat_put_py_float(p->out, v);
 }
 
 /* ---- values ------------------------------------------------------------------ */
@@ -444,21 +444,21 @@ static int key_seen(keyset *ks, const char *k, size_t len, bool *dup)
         }
     }
     if (ks->n == ks->cap) {
-        size_t *o = pt_grow_array(ks->off, &ks->cap, 8, sizeof *o);
+        size_t *o = pt__grow_array(ks->off, &ks->cap, 8, sizeof *o);
         if (!o)
             return PT_ENOMEM;
         ks->off = o;
     }
     ks->off[ks->n++] = ks->all.len;
-    pt_strbuf_put(&ks->all, k, len);
-    pt_strbuf_putc(&ks->all, '\0');
+    pt__strbuf_put(&ks->all, k, len);
+    pt__strbuf_putc(&ks->all, '\0');
     return ks->all.err;
 }
 
 static int jobject(jparser *p, int level)
 {
     size_t open = p->pos++;
-    p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+    p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
     if (p->pos < p->n && p->s[p->pos] == '}') {
         p->pos++;
         emits(p, "{}");
@@ -469,7 +469,7 @@ static int jobject(jparser *p, int level)
     pt_strbuf key = {0};
     int st = PT_OK;
     for (bool first = true;; first = false) {
-        p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+        p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
         if (p->pos >= p->n) {
             st = jfail(p, open, "unterminated object");
             break;
@@ -493,7 +493,7 @@ static int jobject(jparser *p, int level)
             st = jfail(p, kat, "duplicate key \"%.*s\"", (int)(key.len > 40 ? 40 : key.len), key.p);
             break;
         }
-        p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+        p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
         if (p->pos >= p->n || p->s[p->pos] != ':') {
             st = jfail(p, p->pos, "expected ':' after an object key");
             break;
@@ -502,7 +502,7 @@ static int jobject(jparser *p, int level)
         emits(p, ": ");
         if ((st = jvalue(p, level + 1)) != PT_OK)
             break;
-        p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+        p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
         if (p->pos < p->n && p->s[p->pos] == ',') {
             p->pos++;
             continue;
@@ -517,8 +517,8 @@ static int jobject(jparser *p, int level)
         st = p->pos >= p->n ? jfail(p, open, "unterminated object") : jfail(p, p->pos, "expected ',' or '}' in an object");
         break;
     }
-    pt_strbuf_free(&key);
-    pt_strbuf_free(&ks.all);
+    pt__strbuf_free(&key);
+    pt__strbuf_free(&ks.all);
     free(ks.off);
     return st;
 }
@@ -526,7 +526,7 @@ static int jobject(jparser *p, int level)
 static int jarray(jparser *p, int level)
 {
     size_t open = p->pos++;
-    p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+    p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
     if (p->pos < p->n && p->s[p->pos] == ']') {
         p->pos++;
         emits(p, "[]");
@@ -541,7 +541,7 @@ static int jarray(jparser *p, int level)
         int st = jvalue(p, level + 1);
         if (st != PT_OK)
             return st;
-        p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+        p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
         if (p->pos < p->n && p->s[p->pos] == ',') {
             p->pos++;
             continue;
@@ -561,7 +561,7 @@ static int jvalue(jparser *p, int level)
 {
     if (level > JSON_MAX_DEPTH)
         return jfail(p, p->pos, "nested deeper than %d levels", JSON_MAX_DEPTH);
-    p->pos = pt_chat_json_ws(p->s, p->n, p->pos);
+    p->pos = pt__chat_json_ws(p->s, p->n, p->pos);
     if (p->pos >= p->n)
         return jfail(p, p->pos, "expected a value, found the end of the text");
     char c = p->s[p->pos];
@@ -591,7 +591,7 @@ static int jvalue(jparser *p, int level)
     return jfail(p, p->pos, "expected a value");
 }
 
-int pt_chat_json_value(pt_strbuf *out, const char *s, size_t n, size_t *pos, int indent, pt_chat_json_err *e)
+int pt__chat_json_value(pt_strbuf *out, const char *s, size_t n, size_t *pos, int indent, pt_chat_json_err *e)
 {
     jparser p = {.s = s, .n = n, .pos = *pos, .out = out, .indent = indent, .e = e};
     int st = jvalue(&p, 0);
@@ -601,13 +601,13 @@ int pt_chat_json_value(pt_strbuf *out, const char *s, size_t n, size_t *pos, int
     return st;
 }
 
-int pt_chat_json_dump(pt_strbuf *out, const char *s, size_t n, int indent, pt_chat_json_err *e)
+int pt__chat_json_dump(pt_strbuf *out, const char *s, size_t n, int indent, pt_chat_json_err *e)
 {
     size_t pos = 0;
-    int st = pt_chat_json_value(out, s, n, &pos, indent, e);
+    int st = pt__chat_json_value(out, s, n, &pos, indent, e);
     if (st != PT_OK)
         return st;
-    pos = pt_chat_json_ws(s, n, pos);
+    pos = pt__chat_json_ws(s, n, pos);
     if (pos < n) {
         jparser p = {.e = e};
         return jfail(&p, pos, "text after the JSON value");

@@ -31,11 +31,11 @@ typedef struct chat_render_ctx {
 /* ---- writing the text (chat_text.c) ------------------------------------------------ */
 static inline int chat_emit(pt_chat_rendering *r, const char *s, size_t n)
 {
-    return pt_strbuf_put(&r->text, s, n);
+    return pt__strbuf_put(&r->text, s, n);
 }
 static inline int chat_emits(pt_chat_rendering *r, const char *s)
 {
-    return pt_strbuf_puts(&r->text, s);
+    return pt__strbuf_puts(&r->text, s);
 }
 /* s[0..n) with Python's strip() applied. */
 int chat_emit_stripped(pt_chat_rendering *r, const char *s, size_t n);

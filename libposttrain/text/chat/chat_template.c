@@ -80,11 +80,11 @@ static int dup_opt(char **dst, const char *src)
     *dst = NULL;
     if (!src)
         return PT_OK;
-    *dst = pt_strdup(src);
+    *dst = pt__strdup(src);
     return *dst ? PT_OK : PT_ENOMEM;
 }
 
-bool pt_chat_variant_has_tools(int variant)
+bool pt__chat_variant_has_tools(int variant)
 {
     return variant == PT_CHAT_V_QWEN25 || variant == PT_CHAT_V_QWEN3 || variant == PT_CHAT_V_LLAMA31 ||
            variant == PT_CHAT_V_LLAMA32;
@@ -92,18 +92,18 @@ bool pt_chat_variant_has_tools(int variant)
 
 int pt_chat_template_supports_tools(const pt_chat_template *t)
 {
-    return t && pt_chat_variant_has_tools(t->variant) ? 1 : 0;
+    return t && pt__chat_variant_has_tools(t->variant) ? 1 : 0;
 }
 
 /* transformers passes strftime_now, so Llama-3.2's date is today's (local time). */
-int pt_chat_set_today(pt_chat_template *t)
+int pt__chat_set_today(pt_chat_template *t)
 {
     char buf[32];
     time_t now = time(NULL);
     struct tm tmv;
     if (!localtime_r(&now, &tmv) || strftime(buf, sizeof buf, "%d %b %Y", &tmv) == 0)
         return PT_OK; /* keep the template's fallback date */
-    char *d = pt_strdup(buf);
+    char *d = pt__strdup(buf);
     if (!d)
         return PT_ENOMEM;
     free(t->date_default);
@@ -111,17 +111,17 @@ int pt_chat_set_today(pt_chat_template *t)
     return PT_OK;
 }
 
-int pt_chat_template_new(pt_chat_template **out, int variant)
+int pt__chat_template_new(pt_chat_template **out, int variant)
 {
     const struct chat_variant_info *v = &k_variants[variant];
-    pt_chat_template *t = pt_calloc(1, sizeof *t);
+    pt_chat_template *t = pt__calloc(1, sizeof *t);
     if (!t)
         return PT_ENOMEM;
     t->variant = variant;
     t->family = v->family;
     if (dup_opt(&t->bos, v->bos) || dup_opt(&t->eos, v->eos) || dup_opt(&t->default_system, v->system) ||
         dup_opt(&t->date_default, v->date) ||
-        (variant == PT_CHAT_V_LLAMA32 && pt_chat_set_today(t) != PT_OK)) {
+        (variant == PT_CHAT_V_LLAMA32 && pt__chat_set_today(t) != PT_OK)) {
         pt_chat_template_free(t);
         return PT_ENOMEM;
     }
@@ -136,8 +136,8 @@ int pt_chat_template_create(pt_chat_template **out, const char *name)
     PT_CHECK_NULL(name);
     for (size_t i = 0; i < PT_ENUM_COUNT(k_names); i++)
         if (strcasecmp(name, k_names[i].name) == 0)
-            return pt_chat_template_new(out, k_names[i].value);
-    return pt_err(PT_EUNSUPPORTED, "unknown chat template name '%s' (known: " PT_CHAT_NAMES ")", name);
+            return pt__chat_template_new(out, k_names[i].value);
+    return pt__err(PT_EUNSUPPORTED, "unknown chat template name '%s' (known: " PT_CHAT_NAMES ")", name);
 }
 
 int pt_chat_template_from_name(pt_chat_template **out, const char *name)
@@ -155,13 +155,13 @@ const char *pt_chat_template_name(const pt_chat_template *t)
     return t ? k_variants[t->variant].name : NULL;
 }
 
-int pt_chat_replace_token(char **slot, const char *val)
+int pt__chat_replace_token(char **slot, const char *val)
 {
     if (!val)
         return PT_OK;
     char *copy = NULL;
     if (*val) {
-        copy = pt_strdup(val);
+        copy = pt__strdup(val);
         if (!copy)
             return PT_ENOMEM;
     }
@@ -173,8 +173,8 @@ int pt_chat_replace_token(char **slot, const char *val)
 int pt_chat_template_set_tokens(pt_chat_template *t, const char *bos_token, const char *eos_token)
 {
     PT_CHECK_NULL(t);
-    int st = pt_chat_replace_token(&t->bos, bos_token);
+    int st = pt__chat_replace_token(&t->bos, bos_token);
     if (st == PT_OK)
-        st = pt_chat_replace_token(&t->eos, eos_token);
+        st = pt__chat_replace_token(&t->eos, eos_token);
     return st;
 }

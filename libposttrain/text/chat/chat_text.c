@@ -1,6 +1,6 @@
 /* Writing a rendering: the text, the cuts and assistant spans recorded
  * along it, and the Python str.strip the Jinja sources rely on (their
- * json.dumps is io/json.h's pt_json_put_string_ex). */
+ * json.dumps is io/json.h's pt__json_put_string_ex). */
 #include "text/chat/chat_render.h"
 
 #include "core/core.h"
@@ -13,7 +13,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
     if (n < *cap)
         return PT_OK;
-    void *p = pt_grow_array(*arr, cap, 16, elem);
+    void *p = pt__grow_array(*arr, cap, 16, elem);
     if (!p)
         return PT_ENOMEM;
     *arr = p;
@@ -96,7 +96,7 @@ static size_t space_len_back(const unsigned char *s, size_t b, size_t e)
     return 0;
 }
 
-void pt_chat_py_strip(const char *s, size_t *b, size_t *e, bool left, bool right)
+void pt__chat_py_strip(const char *s, size_t *b, size_t *e, bool left, bool right)
 {
     const unsigned char *u = (const unsigned char *)s;
     if (left) {
@@ -114,7 +114,7 @@ void pt_chat_py_strip(const char *s, size_t *b, size_t *e, bool left, bool right
 int chat_emit_stripped(pt_chat_rendering *r, const char *s, size_t n)
 {
     size_t b = 0, e = n;
-    pt_chat_py_strip(s, &b, &e, true, true);
+    pt__chat_py_strip(s, &b, &e, true, true);
     return chat_emit(r, s + b, e - b);
 }
 
@@ -123,7 +123,7 @@ int chat_emit_tool(chat_render_ctx *c, size_t i, int indent)
 {
     const pt_chat_span *t = &c->tools[i];
     pt_chat_json_err e;
-    return pt_chat_json_dump(&c->r->text, c->tools_json + t->begin, t->end - t->begin, indent, &e);
+    return pt__chat_json_dump(&c->r->text, c->tools_json + t->begin, t->end - t->begin, indent, &e);
 }
 
 int chat_emit_arguments(chat_render_ctx *c, const pt_chat_tool_call *call)
@@ -131,5 +131,5 @@ int chat_emit_arguments(chat_render_ctx *c, const pt_chat_tool_call *call)
     if (!call->arguments)
         return chat_emits(c->r, "{}");
     pt_chat_json_err e;
-    return pt_chat_json_dump(&c->r->text, call->arguments, strlen(call->arguments), -1, &e);
+    return pt__chat_json_dump(&c->r->text, call->arguments, strlen(call->arguments), -1, &e);
 }

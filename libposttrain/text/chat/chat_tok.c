@@ -37,10 +37,10 @@ int pt_chat_render_ids(int32_t **ids, uint8_t **mask, size_t *n, const pt_chat_t
     PT_CHECK_NULL(t);
     PT_CHECK_NULL(tok);
     pt_chat_rendering r = {0};
-    int st = pt_chat_render_checked(&r, t, messages, n_messages, opts, __func__);
+    int st = pt__chat_render_checked(&r, t, messages, n_messages, opts, __func__);
     if (st == PT_OK)
-        st = pt_chat_ids_from_rendering(ids, mask, n, &r, tok_encode, tok_is_marker, (void *)tok);
-    pt_chat_rendering_clear(&r);
+        st = pt__chat_ids_from_rendering(ids, mask, n, &r, tok_encode, tok_is_marker, (void *)tok);
+    pt__chat_rendering_clear(&r);
     return st;
 }
 
@@ -51,7 +51,7 @@ int pt_chat_template_from_tokenizer(pt_chat_template **out, const pt_tokenizer *
     PT_CHECK_NULL(tok);
     const char *src = pt_tokenizer_chat_template(tok, NULL);
     if (!src)
-        return pt_err(PT_ENOTFOUND,
+        return pt__err(PT_ENOTFOUND,
                       "the tokenizer has no chat_template (tokenizer_config.json); choose a template "
                       "by name with pt_chat_template_create()");
     return pt_chat_template_from_source(out, src, pt_tokenizer_bos_token(tok), pt_tokenizer_eos_token(tok));

@@ -77,7 +77,7 @@ static int bad_call(const parse_ctx *p, size_t at, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return pt_err(PT_EFORMAT, FN ": tool call %zu (at byte %zu): %s", p->n + 1, at, what);
+    return pt__err(PT_EFORMAT, FN ": tool call %zu (at byte %zu): %s", p->n + 1, at, what);
 }
 
 /* The call object at *pos ('{'): its "name" (string) and arguments (object,
@@ -86,7 +86,7 @@ static int parse_object(parse_ctx *p, size_t *pos, size_t call_at)
 {
     pt_chat_json_err e;
     size_t open = *pos;
-    size_t i = pt_chat_json_ws(p->text, p->len, open + 1);
+    size_t i = pt__chat_json_ws(p->text, p->len, open + 1);
     pt_strbuf key = PT_STRBUF_INIT;
     bool have_name = false, have_args = false;
     parsed_call c = {0};
@@ -105,16 +105,16 @@ static int parse_object(parse_ctx *p, size_t *pos, size_t call_at)
             }
             size_t kat = i;
             tk_strbuf_reuse(&key);
-            if ((st = pt_chat_json_string(&key, p->text, p->len, &i, &e)) != PT_OK) {
+            if ((st = pt__chat_json_string(&key, p->text, p->len, &i, &e)) != PT_OK) {
                 st = st == PT_EFORMAT ? bad_call(p, call_at, "malformed JSON at byte %zu: %s", e.at, e.what) : st;
                 break;
             }
-            i = pt_chat_json_ws(p->text, p->len, i);
+            i = pt__chat_json_ws(p->text, p->len, i);
             if (i >= p->len || p->text[i] != ':') {
                 st = bad_call(p, call_at, "malformed JSON at byte %zu: expected ':' after an object key", i);
                 break;
             }
-            i = pt_chat_json_ws(p->text, p->len, i + 1);
+            i = pt__chat_json_ws(p->text, p->len, i + 1);
             const char *k = key.p ? key.p : "";
             bool is_name = strcmp(k, "name") == 0, is_args = strcmp(k, p->args_key) == 0;
             if (!is_name && !is_args) {
@@ -132,38 +132,38 @@ static int parse_object(parse_ctx *p, size_t *pos, size_t call_at)
                 if (first != '"') {
                     /* check the JSON first: a syntax error is the better message */
                     size_t j = i;
-                    if ((st = pt_chat_json_value(NULL, p->text, p->len, &j, -1, &e)) == PT_EFORMAT)
+                    if ((st = pt__chat_json_value(NULL, p->text, p->len, &j, -1, &e)) == PT_EFORMAT)
                         st = bad_call(p, call_at, "malformed JSON at byte %zu: %s", e.at, e.what);
                     else if (st == PT_OK)
-                        st = bad_call(p, call_at, "\"name\" must be a string, got %s", pt_chat_json_kind(first));
+                        st = bad_call(p, call_at, "\"name\" must be a string, got %s", pt__chat_json_kind(first));
                     break;
                 }
                 c.name_off = p->names.len;
-                if ((st = pt_chat_json_string(&p->names, p->text, p->len, &i, &e)) != PT_OK) {
+                if ((st = pt__chat_json_string(&p->names, p->text, p->len, &i, &e)) != PT_OK) {
                     st = st == PT_EFORMAT ? bad_call(p, call_at, "malformed JSON at byte %zu: %s", e.at, e.what) : st;
                     break;
                 }
                 c.name_len = p->names.len - c.name_off;
-                pt_strbuf_putc(&p->names, '\0');
+                pt__strbuf_putc(&p->names, '\0');
                 have_name = true;
             } else {
                 c.args_off = p->args.len;
-                if ((st = pt_chat_json_value(&p->args, p->text, p->len, &i, -1, &e)) != PT_OK) {
+                if ((st = pt__chat_json_value(&p->args, p->text, p->len, &i, -1, &e)) != PT_OK) {
                     st = st == PT_EFORMAT ? bad_call(p, call_at, "malformed JSON at byte %zu: %s", e.at, e.what) : st;
                     break;
                 }
                 if (first != '{') {
                     st = bad_call(p, call_at, "\"%s\" (byte %zu) must be a JSON object, got %s", p->args_key, vat,
-                                  pt_chat_json_kind(first));
+                                  pt__chat_json_kind(first));
                     break;
                 }
                 c.args_len = p->args.len - c.args_off;
-                pt_strbuf_putc(&p->args, '\0');
+                pt__strbuf_putc(&p->args, '\0');
                 have_args = true;
             }
-            i = pt_chat_json_ws(p->text, p->len, i);
+            i = pt__chat_json_ws(p->text, p->len, i);
             if (i < p->len && p->text[i] == ',') {
-                i = pt_chat_json_ws(p->text, p->len, i + 1);
+                i = pt__chat_json_ws(p->text, p->len, i + 1);
                 continue;
             }
             if (i < p->len && p->text[i] == '}') {
@@ -174,21 +174,21 @@ static int parse_object(parse_ctx *p, size_t *pos, size_t call_at)
                              : bad_call(p, call_at, "malformed JSON at byte %zu: expected ',' or '}' in an object", i);
             break;
         }
-    pt_strbuf_free(&key);
+    pt__strbuf_free(&key);
     if (st != PT_OK)
         return st;
     if (!have_name)
         return bad_call(p, call_at, "the call has no \"name\"");
     if (!have_args) {
         c.args_off = p->args.len;
-        pt_strbuf_puts(&p->args, "{}");
+        pt__strbuf_puts(&p->args, "{}");
         c.args_len = 2;
-        pt_strbuf_putc(&p->args, '\0');
+        pt__strbuf_putc(&p->args, '\0');
     }
     if (p->names.err || p->args.err)
         return p->names.err ? p->names.err : p->args.err;
     if (p->n == p->cap) {
-        parsed_call *g = pt_grow_array(p->calls, &p->cap, 4, sizeof *g);
+        parsed_call *g = pt__grow_array(p->calls, &p->cap, 4, sizeof *g);
         if (!g)
             return PT_ENOMEM;
         p->calls = g;
@@ -201,14 +201,14 @@ static int parse_object(parse_ctx *p, size_t *pos, size_t call_at)
 /* After the calls: whitespace, then optionally the end-of-turn token, then the end. */
 static int check_tail(const parse_ctx *p, size_t pos, const char *eos, const char *what)
 {
-    pos = pt_chat_json_ws(p->text, p->len, pos);
+    pos = pt__chat_json_ws(p->text, p->len, pos);
     if (eos && *eos && starts(p, pos, eos) && pos + strlen(eos) == p->len)
         return PT_OK;
     if (pos >= p->len)
         return PT_OK;
     char ex[48];
     excerpt(ex, sizeof ex, p, pos);
-    return pt_err(PT_EFORMAT, FN ": text at byte %zu after %s: %s (only whitespace may follow a tool call)", pos,
+    return pt__err(PT_EFORMAT, FN ": text at byte %zu after %s: %s (only whitespace may follow a tool call)", pos,
                   what, ex);
 }
 
@@ -219,11 +219,11 @@ static int parse_qwen(parse_ctx *p, size_t *content_end, const char *eos)
     size_t pos = find(p, 0, open_tag);
     size_t stray = find(p, 0, close_tag);
     if (stray < pos)
-        return pt_err(PT_EFORMAT, FN ": </tool_call> at byte %zu without an opening <tool_call>", stray);
+        return pt__err(PT_EFORMAT, FN ": </tool_call> at byte %zu without an opening <tool_call>", stray);
     *content_end = pos;
     while (pos < p->len) {
         size_t at = pos;
-        size_t i = pt_chat_json_ws(p->text, p->len, pos + strlen(open_tag));
+        size_t i = pt__chat_json_ws(p->text, p->len, pos + strlen(open_tag));
         if (i >= p->len)
             return bad_call(p, at, "unterminated <tool_call>: the text ends before its JSON object");
         if (p->text[i] != '{') {
@@ -232,18 +232,18 @@ static int parse_qwen(parse_ctx *p, size_t *content_end, const char *eos)
             return bad_call(p, at, "expected a JSON object after <tool_call>, found %s at byte %zu", ex, i);
         }
         TRY(parse_object(p, &i, at));
-        i = pt_chat_json_ws(p->text, p->len, i);
+        i = pt__chat_json_ws(p->text, p->len, i);
         if (!starts(p, i, close_tag)) {
             if (i >= p->len)
-                return pt_err(PT_EFORMAT, FN ": tool call %zu (at byte %zu): unterminated <tool_call> (no </tool_call>)",
+                return pt__err(PT_EFORMAT, FN ": tool call %zu (at byte %zu): unterminated <tool_call> (no </tool_call>)",
                               p->n, at);
             char ex[48];
             excerpt(ex, sizeof ex, p, i);
-            return pt_err(PT_EFORMAT, FN ": tool call %zu (at byte %zu): expected </tool_call> after its JSON object, "
+            return pt__err(PT_EFORMAT, FN ": tool call %zu (at byte %zu): expected </tool_call> after its JSON object, "
                                          "found %s at byte %zu",
                           p->n, at, ex, i);
         }
-        pos = pt_chat_json_ws(p->text, p->len, i + strlen(close_tag));
+        pos = pt__chat_json_ws(p->text, p->len, i + strlen(close_tag));
         if (starts(p, pos, open_tag))
             continue;
         return check_tail(p, pos, eos, "the last </tool_call>");
@@ -254,7 +254,7 @@ static int parse_qwen(parse_ctx *p, size_t *content_end, const char *eos)
 /* Llama-3.1/3.2: a reply starting with '{' is one {"name", "parameters"} call. */
 static int parse_llama(parse_ctx *p, size_t *content_end, const char *eos)
 {
-    size_t i = pt_chat_json_ws(p->text, p->len, 0);
+    size_t i = pt__chat_json_ws(p->text, p->len, 0);
     if (i >= p->len || p->text[i] != '{') {
         *content_end = p->len;
         return PT_OK;
@@ -266,9 +266,9 @@ static int parse_llama(parse_ctx *p, size_t *content_end, const char *eos)
     if (st == PT_OK)
         return PT_OK;
     /* the template allows one call per message: say so when a second follows */
-    size_t j = pt_chat_json_ws(p->text, p->len, i);
+    size_t j = pt__chat_json_ws(p->text, p->len, i);
     if (j < p->len && (p->text[j] == '{' || p->text[j] == ';'))
-        return pt_err(PT_EFORMAT,
+        return pt__err(PT_EFORMAT,
                       FN ": a second tool call at byte %zu: Llama-3.1/3.2 templates take one call per message", j);
     return st;
 }
@@ -278,7 +278,7 @@ static int pack(pt_chat_tool_call **out, const parse_ctx *p)
 {
     size_t head = p->n * sizeof(pt_chat_tool_call);
     size_t total = head + p->names.len + p->args.len;
-    char *block = pt_malloc(total ? total : 1);
+    char *block = pt__malloc(total ? total : 1);
     if (!block)
         return PT_ENOMEM;
     pt_chat_tool_call *calls = (pt_chat_tool_call *)(void *)block;
@@ -311,7 +311,7 @@ int pt_chat_parse_tool_calls(pt_chat_tool_call **calls, size_t *n_calls, size_t 
                 t->variant == PT_CHAT_V_CHATML || t->variant == PT_CHAT_V_SMOLLM2;
     bool llama = t->variant == PT_CHAT_V_LLAMA31 || t->variant == PT_CHAT_V_LLAMA32;
     if (!qwen && !llama)
-        return pt_err(PT_EUNSUPPORTED,
+        return pt__err(PT_EUNSUPPORTED,
                       FN ": the %s chat template has no tool-call format (qwen2.5, qwen3, chatml and smollm2 "
                          "use <tool_call> blocks, llama3.1 and llama3.2 a JSON object)",
                       pt_chat_template_name(t));
@@ -325,12 +325,12 @@ int pt_chat_parse_tool_calls(pt_chat_tool_call **calls, size_t *n_calls, size_t 
         if (content_len) {
             size_t b = 0, e = content_end;
             if (p.n > 0)
-                pt_chat_py_strip(p.text, &b, &e, false, true);
+                pt__chat_py_strip(p.text, &b, &e, false, true);
             *content_len = e;
         }
     }
-    pt_strbuf_free(&p.names);
-    pt_strbuf_free(&p.args);
+    pt__strbuf_free(&p.names);
+    pt__strbuf_free(&p.args);
     free(p.calls);
     return st;
 }
