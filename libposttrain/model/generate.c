@@ -305,8 +305,13 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
     pt__model_embed(m, g->x, ids, n);
     pt_attn_shape as = pt__model_attn_shape(m, 1, T, g->threads_cap);
     float *x = g->x, *y = g->y;
+    /* A short prompt on a quantized model goes through the decoding kernels
+     * (integer dots on 8-bit activations, up to 16 rows in one pass over
+     * each weight, as llama.cpp computes a prompt) instead of dequantizing
+     * every weight into a tile for a product of a few rows. */
+    const bool rows = T <= 16 && pt__model_is_quantized(m);
     for (int l = 0; l < c->num_hidden_layers; l++) {
-        pt_layer_io io = layer_io(g, x, y, false);
+        pt_layer_io io = layer_io(g, x, y, rows);
         pt__layer_forward_qkv(m, l, n, &io);
         cache_store(g, l, n, NULL, row, NULL);
         pt__attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,
