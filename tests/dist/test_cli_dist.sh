@@ -46,15 +46,21 @@ bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
 # The posttrain processes of this test (by their environment), e.g. after a failure.
 tagged_pids() {
     local p
-    for p in $(pgrep -x posttrain); do
+    for p in $(env -u LD_PRELOAD pgrep -x posttrain); do
         tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "PT_TEST_TAG=$PT_TEST_TAG" && echo "$p"
     done
 }
 # rank_pid RANK: the PID of this test's posttrain process of that rank.
+# Looked for again for up to 5 s: a scan of /proc can miss a process (pgrep
+# racing with the ranks' threads starting, an environ read that fails once).
 rank_pid() {
-    local p
-    for p in $(tagged_pids); do
-        tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return 0; }
+    local p i
+    for ((i = 0; i < 50; i++)); do
+        for p in $(tagged_pids); do
+            tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
+                { echo "$p"; return 0; }
+        done
+        sleep 0.1
     done
     return 1
 }
