@@ -25,6 +25,22 @@
  * block, into the accumulator of lane b % 8 (acc[e] below holds that lane
  * for the 16 rows). */
 
+/* The 8 accumulators of 16 rows summed in a fixed order, times alpha, into
+ * y's column (row r at y[r * ldy]; beta as pt_qgemv_rows). */
+QG_INLINE void qt_store16(const __m512 acc[8], size_t rows, float alpha, float beta, float *y,
+                                        size_t ldy)
+{
+    const __m512 s = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+        _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+    float o[16];
+    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(alpha), s));
+    for (size_t r = 0; r < rows; r++) {
+        float *yy = &y[r * ldy];
+        *yy = beta == 0.0f ? o[r] : __builtin_fmaf(beta, *yy, o[r]);
+    }
+}
+
 /* 8 consecutive blocks from b (nbg < 8 of them at a row's end) of the W
  * row wr against the 16 rows of group data xq/dx/sx/xs into acc. */
 QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t b, int nbg,
@@ -86,15 +102,7 @@ QG_INLINE void qt_rows32(const int type, const pt_qact *a, size_t len, const uin
             for (size_t b = 0; b < nb; b += 8)
                 qt_group8(type, wrow + j * rb, bytes, b, nb - b < 8 ? (int)(nb - b) : 8, xq,
                           a->dt + at, a->st + at, a->sumt + at, acc);
-            const __m512 s = _mm512_add_ps(
-                _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-                _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-            float o[16];
-            _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(alpha), s));
-            for (size_t r = 0; r < rows; r++) {
-                float *yy = &y[(16 * g + r) * ldy + j];
-                *yy = beta == 0.0f ? o[r] : __builtin_fmaf(beta, *yy, o[r]);
-            }
+            qt_store16(acc, rows, alpha, beta, &y[16 * g * ldy + j], ldy);
         }
 }
 
@@ -184,15 +192,7 @@ QG_INLINE void qt_rowsk(const int type, const pt_qact *a, size_t len, const uint
                     *ac = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(vj), *ac);
                 }
             }
-            const __m512 s = _mm512_add_ps(
-                _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-                _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-            float o[16];
-            _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(alpha), s));
-            for (size_t r = 0; r < rows; r++) {
-                float *yy = &y[(16 * g + r) * ldy + j];
-                *yy = beta == 0.0f ? o[r] : __builtin_fmaf(beta, *yy, o[r]);
-            }
+            qt_store16(acc, rows, alpha, beta, &y[16 * g * ldy + j], ldy);
         }
 }
 
