@@ -125,91 +125,6 @@ static void fmt_eta(char *buf, size_t n, double secs)
         snprintf(buf, n, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
 }
 
-/* The micro-batches of one optimizer step.  The dataset's batch buffers are
- * reused per call, so each micro-batch is copied into buffers of its own;
- * `shard` and `sw` are this rank's rows of each (all of them in a job of
- * one). */
-typedef struct micro_batches {
-    int n;
-    pt_batch *b, *shard;
-    const float **w, **sw;
-    int32_t **ids;  /* 4 per micro-batch: inputs, targets, positions, segments */
-    float **wbufs;
-} micro_batches;
-
-static void micro_free(micro_batches *m)
-{
-    for (int i = 0; m->ids && i < m->n * 4; i++)
-        free(m->ids[i]);
-    for (int i = 0; m->wbufs && i < m->n; i++)
-        free(m->wbufs[i]);
-    free(m->b);
-    free(m->shard);
-    free(m->w);
-    free(m->sw);
-    free(m->ids);
-    free(m->wbufs);
-}
-
-static int micro_alloc(micro_batches *m, int n, size_t cells)
-{
-    m->n = n;
-    m->b = calloc((size_t)n, sizeof *m->b);
-    m->shard = calloc((size_t)n, sizeof *m->shard);
-    m->w = calloc((size_t)n, sizeof *m->w);
-    m->sw = calloc((size_t)n, sizeof *m->sw);
-    m->ids = calloc((size_t)n * 4, sizeof *m->ids);
-    m->wbufs = calloc((size_t)n, sizeof *m->wbufs);
-    bool ok = m->b && m->shard && m->w && m->sw && m->ids && m->wbufs;
-    for (int i = 0; i < n && ok; i++) {
-        for (int k = 0; k < 4; k++)
-            ok = ok && (m->ids[i * 4 + k] = malloc(cells * sizeof(int32_t)));
-        ok = ok && (m->wbufs[i] = malloc(cells * sizeof(float)));
-    }
-    if (!ok)
-        fprintf(stderr, "posttrain sft: out of memory\n");
-    return ok ? 0 : 1;
-}
-
-/* The next micro-batches of the whole job (every rank reads the same rows),
- * and this rank's rows [begin, begin + count) of each. */
-static int micro_fill(micro_batches *m, pt_dataset *data, int64_t begin, int64_t count)
-{
-    for (int i = 0; i < m->n; i++) {
-        pt_batch b;
-        pt_batch_init(&b);
-        const float *bw;
-        int st = pt_dataset_next_batch(&b, &bw, data);
-        if (st)
-            return cli_fail("data", st);
-        size_t nc = (size_t)b.batch * (size_t)b.seq;
-        int32_t **ids = m->ids + i * 4;
-        memcpy(ids[0], b.input_ids, nc * sizeof(int32_t));
-        memcpy(ids[1], b.targets, nc * sizeof(int32_t));
-        memcpy(ids[2], b.positions, nc * sizeof(int32_t));
-        if (b.segments)
-            memcpy(ids[3], b.segments, nc * sizeof(int32_t));
-        memcpy(m->wbufs[i], bw, nc * sizeof(float));
-        m->b[i] = b;
-        m->b[i].input_ids = ids[0];
-        m->b[i].targets = ids[1];
-        m->b[i].positions = ids[2];
-        m->b[i].segments = b.segments ? ids[3] : NULL;
-        m->w[i] = m->wbufs[i];
-        const size_t off = (size_t)begin * (size_t)b.seq;
-        pt_batch *s = &m->shard[i];
-        *s = m->b[i];
-        s->batch = (int)count;
-        s->input_ids += off;
-        s->targets += off;
-        s->positions += off;
-        if (s->segments)
-            s->segments += off;
-        m->sw[i] = m->wbufs[i] + off;
-    }
-    return 0;
-}
-
 /* Everything a run holds; sft_free releases it. */
 typedef struct sft_run {
     sft_args a;
@@ -226,12 +141,12 @@ typedef struct sft_run {
     int64_t skipped_total; /* optimizer updates skipped (the last step's count) */
     cli_skips skips;
     int64_t row0, rows;  /* this rank's rows of every micro-batch */
-    micro_batches mb;
+    pt_sft_batches *mb;  /* the micro-batches of a step, this rank's rows of each */
 } sft_run;
 
 static void sft_free(sft_run *r)
 {
-    micro_free(&r->mb);
+    pt_sft_batches_free(r->mb);
     cli_metrics_close(&r->metrics);
     pt_context_free(r->ctx);
     pt_optimizer_free(r->opt);
@@ -308,23 +223,6 @@ static int load(sft_run *r)
     return 0;
 }
 
-/* --steps, or the steps of --epochs (default 1) over the training examples. */
-static int64_t total_steps(const sft_run *r)
-{
-    const sft_args *a = &r->a;
-    if (a->steps)
-        return a->steps;
-    int64_t rows_per_step = (int64_t)a->data_opts.batch_size * a->grad_accum;
-    double ep = a->epochs > 0 ? a->epochs : 1.0;
-    double examples_per_row = 1.0;
-    if (a->data_opts.pack && r->ds.train_examples > 0) {
-        double mean_len = (double)r->ds.train_tokens / (double)r->ds.train_examples;
-        examples_per_row = fmax(1.0, floor((double)a->data_opts.max_length / mean_len));
-    }
-    int64_t total = (int64_t)ceil(ep * (double)r->ds.train_examples / ((double)rows_per_step * examples_per_row));
-    return total < 1 ? 1 : total;
-}
-
 /* A new optimizer over the model, attached to the job. */
 static int make_optimizer(sft_run *r)
 {
@@ -339,7 +237,8 @@ static int setup(sft_run *r)
 {
     sft_args *a = &r->a;
     int st;
-    r->total = total_steps(r);
+    if ((st = pt_sft_total_steps(&r->total, r->data, a->grad_accum, a->steps, a->epochs)))
+        return cli_fail("--steps", st);
     if (a->opt.schedule != PT_SCHEDULE_CONSTANT)
         a->opt.total_steps = r->total;
     if (make_optimizer(r))
@@ -361,7 +260,11 @@ static int setup(sft_run *r)
         return 1;
     if (r->job.rank == 0 && !(r->metrics = cli_open_metrics("sft")))
         return 1;
-    return micro_alloc(&r->mb, a->grad_accum, (size_t)a->data_opts.batch_size * (size_t)r->max_seq);
+    if (pt_sft_batches_create(&r->mb, r->data, a->grad_accum, r->row0, r->rows)) {
+        fprintf(stderr, "posttrain sft: out of memory\n");
+        return 1;
+    }
+    return 0;
 }
 
 /* Back to the start of the run: the weights of --model (with the LoRA
@@ -405,37 +308,6 @@ static int resume_from(sft_run *r)
     return rc;
 }
 
-/* ", KEY: V" with V as %.<prec>f (or %.<prec>g when g), or null when it is
- * not finite (JSON has no NaN or infinity). */
-static void json_num(FILE *f, const char *key, bool g, int prec, double v)
-{
-    fprintf(f, ", \"%s\": ", key);
-    if (!isfinite(v))
-        fprintf(f, "null");
-    else if (g)
-        fprintf(f, "%.*g", prec, v);
-    else
-        fprintf(f, "%.*f", prec, v);
-}
-
-static void write_metrics(FILE *f, int64_t step, const pt_sft_stats *s, double dt, size_t step_tokens,
-                          bool do_eval, double eval_loss, bool dist)
-{
-    fprintf(f, "{\"step\": %lld", (long long)step);
-    json_num(f, "loss", false, 6, s->loss);
-    json_num(f, "tokens", false, 0, s->tokens);
-    json_num(f, "grad_norm", true, 6, s->grad_norm);
-    json_num(f, "lr", true, 6, s->lr);
-    fprintf(f, ", \"skipped\": %s", s->skipped ? "true" : "false");
-    json_num(f, "step_seconds", false, 4, dt);
-    if (dist)
-        json_num(f, "comm_seconds", false, 4, s->comm_seconds);
-    json_num(f, "tokens_per_s", false, 1, (double)step_tokens / dt);
-    if (do_eval)
-        json_num(f, "eval_loss", false, 6, eval_loss);
-    fprintf(f, "}\n");
-}
-
 /* A progress bar on a terminal, otherwise a line every --log-every steps. */
 static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, double eta, bool tty,
                           bool do_eval, double eval_loss)
@@ -476,12 +348,15 @@ static int train(sft_run *r)
     cli_job_section(j, -1);
     while (!rc && r->step < r->total) {
         double t_fill = cli_now();
-        if ((rc = micro_fill(&r->mb, r->data, r->row0, r->rows)))
+        if ((st = pt_sft_batches_fill(r->mb, r->data))) {
+            rc = cli_fail("data", st);
             break;
+        }
         pt_sft_stats s;
         pt_sft_stats_init(&s);
         double t0 = cli_now();
-        if ((st = pt_sft_step(&s, r->opt, r->ctx, r->mb.shard, r->mb.sw, a->grad_accum))) {
+        if ((st = pt_sft_step(&s, r->opt, r->ctx, pt_sft_batches_micro(r->mb), pt_sft_batches_weights(r->mb),
+                              a->grad_accum))) {
             rc = cli_fail("sft step", st);
             break;
         }
@@ -494,30 +369,38 @@ static int train(sft_run *r)
                      (long long)r->step);
         r->skipped_total = s.skipped_total;
         const bool runaway = cli_skip_guard("sft", &r->skips, s.skip_reason, (long long)r->step, a->max_skipped, s.lr);
-        size_t step_tokens = 0;
-        for (int i = 0; i < a->grad_accum; i++)
-            step_tokens += (size_t)r->mb.b[i].batch * (size_t)r->mb.b[i].seq;
-        tokens_seen += (double)step_tokens;
+        pt_sft_row_extra x;
+        pt_sft_row_extra_init(&x);
+        x.step = r->step;
+        x.step_seconds = dt;
+        x.step_tokens = pt_sft_batches_tokens(r->mb);
+        x.comm = j->size > 1;
+        x.eval = pt_sft_eval_due(r->data, r->step, r->total, a->eval_every);
+        tokens_seen += (double)x.step_tokens;
         double elapsed = cli_now() - t_start, tps = tokens_seen / elapsed;
         double eta = elapsed / (double)(r->step - first) * (double)(r->total - r->step);
-        double eval_loss = NAN, etok;
-        bool do_eval = r->ds.eval_examples > 0 && ((a->eval_every && r->step % a->eval_every == 0) ||
-                                                   r->step == r->total);
-        if (do_eval) {
+        double etok;
+        if (x.eval) {
             cli_job_section(j, PT_TIME_EVAL);
-            st = pt_dataset_eval_loss(&eval_loss, &etok, r->data, r->ctx);
+            st = pt_dataset_eval_loss(&x.eval_loss, &etok, r->data, r->ctx);
             cli_job_section(j, -1);
             if (st) {
                 rc = cli_fail("eval", st);
                 break;
             }
         }
-        if (r->metrics) {
-            write_metrics(r->metrics, r->step, &s, dt, step_tokens, do_eval, eval_loss, j->size > 1);
+        char *row = NULL;
+        if (r->metrics && (st = pt_sft_metrics_row(&row, &s, &x))) {
+            rc = cli_fail("metrics", st);
+            break;
+        }
+        if (row) {
+            fprintf(r->metrics, "%s\n", row);
+            pt_free(row);
             cli_metrics_row("sft", &r->metrics);
         }
         if (j->rank == 0)
-            show_progress(r, &s, tps, eta, tty, do_eval, eval_loss);
+            show_progress(r, &s, tps, eta, tty, x.eval, x.eval_loss);
         if (runaway) {
             rc = 1;
             break;

@@ -231,6 +231,79 @@ PT_API int pt_dataset_max_seq(int *seq, const pt_dataset *dataset);
 PT_API int pt_dataset_get_position(int64_t *epoch, int64_t *cursor, const pt_dataset *dataset);
 PT_API int pt_dataset_set_position(pt_dataset *dataset, int64_t epoch, int64_t cursor);
 
+/* ---- an SFT run's loop -------------------------------------------------------
+ *
+ * What a host's loop needs around pt_sft_step (`posttrain sft` and Python's
+ * SFTTrainer use them; docs/training.md, "An SFT loop"):
+ *
+ *     pt_sft_total_steps(&total, data, grad_accum, steps, epochs);
+ *     pt_sft_batches_create(&mb, data, grad_accum, 0, 0);
+ *     for (step = 1; step <= total; step++) {
+ *         pt_sft_batches_fill(mb, data);
+ *         pt_sft_step(&s, opt, ctx, pt_sft_batches_micro(mb), pt_sft_batches_weights(mb),
+ *                     pt_sft_batches_count(mb));
+ *         if (pt_sft_eval_due(data, step, total, eval_every)) ... pt_dataset_eval_loss ...
+ *         pt_sft_metrics_row(&row, &s, &extra); pt_run_log(run, row); pt_free(row);
+ *     }
+ *
+ * The micro-batches of one optimizer step: pt_dataset_next_batch's buffers
+ * are reused by every call, so each micro-batch is copied into buffers of
+ * its own.  `row_begin` and `row_count` (0: every row from row_begin) are
+ * the rows of each micro-batch this process trains on: all of them in one
+ * process, a rank's share in a data-parallel job (every rank fills the same
+ * micro-batches: the job's whole batch, the same data order).  Sized for the
+ * dataset's batch_size rows of max_length tokens; PT_EINVAL for a range
+ * outside the batch or n_micro outside [1, 65536]. */
+typedef struct pt_sft_batches pt_sft_batches;
+PT_API int pt_sft_batches_create(pt_sft_batches **out, const pt_dataset *dataset, int n_micro, int64_t row_begin,
+                                 int64_t row_count);
+PT_API void pt_sft_batches_free(pt_sft_batches *batches);
+/* The next n_micro batches of the dataset (pt_dataset_next_batch; PT_ESTATE
+ * for a batch larger than the dataset `batches` was made for). */
+PT_API int pt_sft_batches_fill(pt_sft_batches *batches, pt_dataset *dataset);
+/* After a fill: this process's rows of each micro-batch and their loss
+ * weights, as pt_sft_step takes them (valid until the next fill or the
+ * free); their number (n_micro); and the tokens (B*T, padding included)
+ * of the whole job's micro-batches, the step's tokens for a throughput.
+ * NULL or 0 for NULL. */
+PT_API const pt_batch *pt_sft_batches_micro(const pt_sft_batches *batches);
+PT_API const float *const *pt_sft_batches_weights(const pt_sft_batches *batches);
+PT_API int pt_sft_batches_count(const pt_sft_batches *batches);
+PT_API int64_t pt_sft_batches_tokens(const pt_sft_batches *batches);
+
+/* The optimizer steps of a run: `steps` when > 0; otherwise `epochs` (<= 0:
+ * 1) passes over the training examples, ceil(epochs * train_examples /
+ * (batch_size * grad_accum * per_row)) and at least 1, where per_row is 1,
+ * or with packing max(1, floor(max_length / mean example length)).  What
+ * `posttrain sft --steps/--epochs` runs. */
+PT_API int pt_sft_total_steps(int64_t *total, const pt_dataset *dataset, int grad_accum, int64_t steps,
+                              double epochs);
+/* Whether the run evaluates after step `step` (1-based) of `total`: the
+ * dataset has an evaluation split, and step is a multiple of eval_every
+ * (> 0; 0: never) or the last (false for NULL). */
+PT_API bool pt_sft_eval_due(const pt_dataset *dataset, int64_t step, int64_t total, int64_t eval_every);
+
+/* What a step's metrics row has beside its pt_sft_stats. */
+typedef struct pt_sft_row_extra {
+    size_t size;
+    int64_t step;          /* the step's number, 1-based */
+    double step_seconds;   /* the step's time (pt_sft_step) */
+    int64_t step_tokens;   /* the step's tokens (pt_sft_batches_tokens): tokens_per_s */
+    bool comm;             /* with "comm_seconds" (a data-parallel job) */
+    bool eval;             /* with "eval_loss" (an evaluation after the step) */
+    double eval_loss;      /* default NaN */
+} pt_sft_row_extra;
+
+PT_API int pt_sft_row_extra_init(pt_sft_row_extra *extra);
+/* The metrics row of an SFT step, as `posttrain sft` writes it: one JSON
+ * object, no newline (free with pt_free), keys in this order:
+ *   {"step": N, "loss": %.6f, "tokens": %.0f, "grad_norm": %.6g, "lr": %.6g,
+ *    "skipped": true|false, "step_seconds": %.4f[, "comm_seconds": %.4f],
+ *    "tokens_per_s": %.1f[, "eval_loss": %.6f]}
+ * every number that is not finite written as null (extra may be NULL: the
+ * defaults). */
+PT_API int pt_sft_metrics_row(char **json, const pt_sft_stats *stats, const pt_sft_row_extra *extra);
+
 /* Checkpoints.  pt_checkpoint_save writes the model's trainable tensors, the
  * optimizer's moments and counters, and `host_json` (any JSON value the host
  * wants back on resume, e.g. its data position; may be NULL) into a new
