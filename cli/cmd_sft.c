@@ -136,12 +136,10 @@ typedef struct sft_run {
     FILE *metrics;
     cli_out out;
     pt_dataset_stats ds;
-    int max_seq;
-    int64_t total, step, resumed_step;
-    int64_t skipped_total; /* optimizer updates skipped (the last step's count) */
+    int64_t total, step, skipped_total; /* skipped_total: the last step's count */
     cli_skips skips;
     int64_t row0, rows;  /* this rank's rows of every micro-batch */
-    pt_sft_batches *mb;  /* the micro-batches of a step, this rank's rows of each */
+    pt_sft_batches *mb;  /* a step's micro-batches (pt_sft_batches_fill), those rows of each */
 } sft_run;
 
 static void sft_free(sft_run *r)
@@ -155,35 +153,21 @@ static void sft_free(sft_run *r)
     cli_out_end(&r->out);
 }
 
-/* A checkpoint after r->step (pt_run_save on every rank: rank 0 writes it,
- * every rank agrees): the run state (step, seed, data position) and the
- * shared host fields (cli_host_new: base model, LoRA options); the run adds
- * the goodput totals.  Nothing in it depends on the number of ranks but the
- * timings. */
+/* A checkpoint after r->step (every rank; rank 0 writes it): the run state
+ * and the shared host fields (cli_host_new: base model, LoRA options). */
 static int save_checkpoint(sft_run *r)
 {
-    const sft_args *a = &r->a;
     pt_run_state s;
     pt_run_state_init(&s);
     pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
     s.optimizer_steps = pt_optimizer_step_count(r->opt);
     s.step = r->step;
-    s.seed = a->data_opts.seed;
+    s.seed = r->a.data_opts.seed;
     s.rows = r->ds.train_examples;
-    cJSON *h = cli_host_new("sft", a->model, r->model);
+    cJSON *h = cli_host_new("sft", r->a.model, r->model);
     int rc = h ? cli_checkpoint_save("sft", &r->out, r->model, r->opt, &s, h) : 1;
     cJSON_Delete(h);
     return rc ? rc : cli_job_saved(&r->job, (long long)r->step);
-}
-
-/* The loaded state `s` into the run: the data position and the step. */
-static int apply_state(sft_run *r, const pt_run_state *s)
-{
-    int st = pt_dataset_set_position(r->data, s->epoch, s->cursor);
-    if (st)
-        return cli_fail("--resume", st);
-    r->step = s->step;
-    return 0;
 }
 
 /* The model (with its LoRA adapters) and the data, with their statistics. */
@@ -191,26 +175,22 @@ static int load(sft_run *r)
 {
     const sft_args *a = &r->a;
     int st;
-    /* LoRA on a BF16 base: the base read straight into BF16, frozen */
-    const bool lora16 = a->bf16 && a->lora.rank > 0;
+    const bool lora16 = a->bf16 && a->lora.rank > 0; /* LoRA on a BF16 base: read into BF16, frozen */
     if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF, a->quantize)))
         return cli_fail(a->model, st);
-    if (a->bf16 && !lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
+    if ((a->bf16 && !lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON)) ||
+        (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed)) ||
+        (lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON)))
         return 1;
-    if (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed))
-        return 1;
-    if (lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON))
-        return 1;
-    const pt_tokenizer *tok = pt_model_tokenizer(r->model);
-    if ((st = pt_dataset_load_jsonl(&r->data, a->data, tok, &a->data_opts))) {
+    if ((st = pt_dataset_load_jsonl(&r->data, a->data, pt_model_tokenizer(r->model), &a->data_opts))) {
         cli_fail(a->data, st);
         cli_explain_tokenizer("sft", a->model, r->model);
         return 1;
     }
+    const pt_dataset_stats *ds = &r->ds;
     pt_dataset_stats_init(&r->ds);
     if ((st = pt_dataset_get_stats(&r->ds, r->data)))
         return cli_fail(a->data, st);
-    const pt_dataset_stats *ds = &r->ds;
     if (ds->train_examples == 0) {
         fprintf(stderr, "posttrain sft: %s has no training examples\n", a->data);
         return 1;
@@ -223,16 +203,34 @@ static int load(sft_run *r)
     return 0;
 }
 
-/* A new optimizer over the model, attached to the job. */
-static int make_optimizer(sft_run *r)
+/* Back to the start of the run (a rollback with no checkpoint): the weights
+ * of --model (the LoRA adapters as at the start), a new optimizer, the first
+ * data position. */
+static int restart_run(void *p)
 {
-    return cli_job_optimizer(&r->job, &r->opt, r->model, &r->a.opt);
+    sft_run *r = p;
+    int st, rc = cli_reload_start("sft", r->model, r->a.model, &r->a.lora, r->a.data_opts.seed);
+    if (!rc)
+        rc = cli_job_optimizer(&r->job, &r->opt, r->model, &r->a.opt);
+    if (!rc && (st = pt_dataset_set_position(r->data, 0, 0)))
+        rc = cli_fail("data", st);
+    r->step = 0;
+    return rc;
 }
 
-static int resume_from(sft_run *r);
+/* A loaded checkpoint's state into the run: the data position and the step. */
+static int apply_run(void *p, const pt_run_state *s, const cJSON *h, const char *dir)
+{
+    sft_run *r = p;
+    int st = pt_dataset_set_position(r->data, s->epoch, s->cursor);
+    if (st)
+        return cli_fail("--resume", st);
+    r->step = s->step;
+    return 0;
+}
 
-/* The optimizer, the context, the resumed position and the metrics file
- * (rank 0). */
+/* The optimizer, the context, the --resume state, the metrics file (rank
+ * 0) and the micro-batches. */
 static int setup(sft_run *r)
 {
     sft_args *a = &r->a;
@@ -241,22 +239,13 @@ static int setup(sft_run *r)
         return cli_fail("--steps", st);
     if (a->opt.schedule != PT_SCHEDULE_CONSTANT)
         a->opt.total_steps = r->total;
-    if (make_optimizer(r))
+    if (cli_job_optimizer(&r->job, &r->opt, r->model, &a->opt))
         return 1;
-    pt_dataset_max_seq(&r->max_seq, r->data);
-    /* Batches are as long as their longest row: no row may exceed the
-     * model's positions, so neither does the context. */
-    pt_model_config cfg;
-    pt_model_config_init(&cfg);
-    if (pt_model_get_config(&cfg, r->model) == PT_OK && r->max_seq > cfg.max_position_embeddings)
-        r->max_seq = cfg.max_position_embeddings;
-    /* this rank's rows of a micro-batch; the evaluation takes whole batches */
-    int ctx_rows = r->ds.eval_examples > 0 ? a->data_opts.batch_size : (int)r->rows;
-    if ((st = pt_context_create(&r->ctx, r->model, ctx_rows, r->max_seq)) ||
+    if ((st = pt_sft_context_create(&r->ctx, r->model, r->data, (int)r->rows)) ||
         (a->grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))))
         return cli_fail("context", st);
-    r->resumed_step = -1;
-    if (a->resume && resume_from(r))
+    const cli_back b = { r, restart_run, apply_run };
+    if (a->resume && cli_job_resume(&r->job, &r->out, r->model, r->opt, a->resume, a->data_opts.seed, &b, &r->step))
         return 1;
     if (r->job.rank == 0 && !(r->metrics = cli_open_metrics("sft")))
         return 1;
@@ -267,50 +256,9 @@ static int setup(sft_run *r)
     return 0;
 }
 
-/* Back to the start of the run: the weights of --model (with the LoRA
- * adapters initialised as at the start), a new optimizer, the first data
- * position. */
-static int restart(sft_run *r)
-{
-    const sft_args *a = &r->a;
-    int st, rc = cli_reload_start("sft", r->model, a->model, &a->lora, a->data_opts.seed);
-    if (!rc)
-        rc = make_optimizer(r);
-    if (!rc && (st = pt_dataset_set_position(r->data, 0, 0)))
-        rc = cli_fail("data", st);
-    r->step = 0;
-    return rc;
-}
-
-static int restart_run(void *r)
-{
-    return restart(r);
-}
-
-static int apply_run(void *r, const pt_run_state *s, const cJSON *h, const char *dir)
-{
-    return apply_state(r, s);
-}
-
-/* After a replica mismatch: back to the last complete checkpoint or the start. */
-static int rollback(sft_run *r)
-{
-    const cli_back b = { r, restart_run, apply_run };
-    return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
-}
-
-/* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
-static int resume_from(sft_run *r)
-{
-    const cli_back b = { r, restart_run, apply_run };
-    int rc = cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.data_opts.seed, &b, &r->step);
-    r->resumed_step = r->step;
-    return rc;
-}
-
 /* A progress bar on a terminal, otherwise a line every --log-every steps. */
 static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, double eta, bool tty,
-                          bool do_eval, double eval_loss)
+                          const pt_sft_row_extra *x)
 {
     char etas[32];
     fmt_eta(etas, sizeof etas, eta);
@@ -323,84 +271,86 @@ static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, d
         bar[width] = '\0';
         fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f %.0f tok/s ETA %s   ", bar, step, total, s->loss, tps,
                 etas);
-        if (do_eval)
-            fprintf(stderr, "\n  eval loss %.4f\n", eval_loss);
-    } else if (step % r->a.log_every == 0 || step == total || do_eval) {
+        if (x->eval)
+            fprintf(stderr, "\n  eval loss %.4f\n", x->eval_loss);
+    } else if (step % r->a.log_every == 0 || step == total || x->eval) {
         fprintf(stderr, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ETA %s%s", step, total,
-                s->loss, s->lr, s->grad_norm, tps, etas, do_eval ? "" : "\n");
-        if (do_eval)
-            fprintf(stderr, " eval_loss %.4f\n", eval_loss);
+                s->loss, s->lr, s->grad_norm, tps, etas, x->eval ? "" : "\n");
+        if (x->eval)
+            fprintf(stderr, " eval_loss %.4f\n", x->eval_loss);
     }
 }
 
-/* Steps until --steps or the epochs are done: metrics and progress (rank
- * 0), evaluation (every rank, the whole split), replica checks, checkpoints,
- * and a rollback when the replicas disagree. */
+/* One step: the micro-batches, pt_sft_step, the evaluation when due (every
+ * rank, the whole split) and the metrics row (rank 0).  *x gets the row's
+ * extra fields, *t_done the time before the evaluation, *runaway whether
+ * --max-skipped-steps stops the run. */
+static int step(sft_run *r, pt_sft_stats *s, pt_sft_row_extra *x, double *t_done, bool *runaway, bool tty)
+{
+    cli_job *j = &r->job;
+    double t_fill = cli_now(), etok;
+    int st = pt_sft_batches_fill(r->mb, r->data);
+    if (st)
+        return cli_fail("data", st);
+    pt_sft_stats_init(s);
+    double t0 = cli_now();
+    if ((st = pt_sft_step(s, r->opt, r->ctx, pt_sft_batches_micro(r->mb), pt_sft_batches_weights(r->mb),
+                          r->a.grad_accum)))
+        return cli_fail("sft step", st);
+    pt_sft_row_extra_init(x);
+    x->step_seconds = cli_now() - t0;
+    cli_job_step_time(j, cli_now() - t_fill, s->comm_seconds, 0);
+    x->step = ++r->step;
+    cli_job_flip_hook(j, r->model, (long long)r->step);
+    if (s->skipped)
+        cli_note("%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
+                 (long long)r->step);
+    r->skipped_total = s->skipped_total;
+    *runaway = cli_skip_guard("sft", &r->skips, s->skip_reason, (long long)r->step, r->a.max_skipped, s->lr);
+    x->step_tokens = pt_sft_batches_tokens(r->mb);
+    x->comm = j->size > 1;
+    *t_done = cli_now();
+    if ((x->eval = pt_sft_eval_due(r->data, r->step, r->total, r->a.eval_every))) {
+        cli_job_section(j, PT_TIME_EVAL);
+        st = pt_dataset_eval_loss(&x->eval_loss, &etok, r->data, r->ctx);
+        cli_job_section(j, -1);
+        if (st)
+            return cli_fail("eval", st);
+    }
+    char *row = NULL;
+    if (r->metrics && (st = pt_sft_metrics_row(&row, s, x)))
+        return cli_fail("metrics", st);
+    if (row) {
+        fprintf(r->metrics, "%s\n", row);
+        pt_free(row);
+        cli_metrics_row("sft", &r->metrics);
+    }
+    return 0;
+}
+
+/* Steps until --steps or the epochs are done, with progress (rank 0),
+ * replica checks, checkpoints, and a rollback when the replicas disagree. */
 static int train(sft_run *r)
 {
-    const sft_args *a = &r->a;
     cli_job *j = &r->job;
     const bool tty = j->rank == 0 && isatty(fileno(stderr));
     const double t_start = cli_now();
     const int64_t first = r->step;
     double tokens_seen = 0;
-    int st, rc = 0;
+    int rc = 0;
     cli_job_section(j, -1);
     while (!rc && r->step < r->total) {
-        double t_fill = cli_now();
-        if ((st = pt_sft_batches_fill(r->mb, r->data))) {
-            rc = cli_fail("data", st);
-            break;
-        }
         pt_sft_stats s;
-        pt_sft_stats_init(&s);
-        double t0 = cli_now();
-        if ((st = pt_sft_step(&s, r->opt, r->ctx, pt_sft_batches_micro(r->mb), pt_sft_batches_weights(r->mb),
-                              a->grad_accum))) {
-            rc = cli_fail("sft step", st);
-            break;
-        }
-        double dt = cli_now() - t0;
-        cli_job_step_time(j, cli_now() - t_fill, s.comm_seconds, 0);
-        r->step++;
-        cli_job_flip_hook(j, r->model, (long long)r->step);
-        if (s.skipped)
-            cli_note("%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
-                     (long long)r->step);
-        r->skipped_total = s.skipped_total;
-        const bool runaway = cli_skip_guard("sft", &r->skips, s.skip_reason, (long long)r->step, a->max_skipped, s.lr);
         pt_sft_row_extra x;
-        pt_sft_row_extra_init(&x);
-        x.step = r->step;
-        x.step_seconds = dt;
-        x.step_tokens = pt_sft_batches_tokens(r->mb);
-        x.comm = j->size > 1;
-        x.eval = pt_sft_eval_due(r->data, r->step, r->total, a->eval_every);
-        tokens_seen += (double)x.step_tokens;
-        double elapsed = cli_now() - t_start, tps = tokens_seen / elapsed;
-        double eta = elapsed / (double)(r->step - first) * (double)(r->total - r->step);
-        double etok;
-        if (x.eval) {
-            cli_job_section(j, PT_TIME_EVAL);
-            st = pt_dataset_eval_loss(&x.eval_loss, &etok, r->data, r->ctx);
-            cli_job_section(j, -1);
-            if (st) {
-                rc = cli_fail("eval", st);
-                break;
-            }
-        }
-        char *row = NULL;
-        if (r->metrics && (st = pt_sft_metrics_row(&row, &s, &x))) {
-            rc = cli_fail("metrics", st);
+        bool runaway = false;
+        double t_done = 0;
+        if ((rc = step(r, &s, &x, &t_done, &runaway, tty)))
             break;
-        }
-        if (row) {
-            fprintf(r->metrics, "%s\n", row);
-            pt_free(row);
-            cli_metrics_row("sft", &r->metrics);
-        }
+        tokens_seen += (double)x.step_tokens;
+        double elapsed = t_done - t_start;
         if (j->rank == 0)
-            show_progress(r, &s, tps, eta, tty, x.eval, x.eval_loss);
+            show_progress(r, &s, tokens_seen / elapsed,
+                          elapsed / (double)(r->step - first) * (double)(r->total - r->step), tty, &x);
         if (runaway) {
             rc = 1;
             break;
@@ -412,7 +362,8 @@ static int train(sft_run *r)
             int c = cli_job_check(j, r->opt, (long long)r->step);
             if (c == CLI_SDC_MISMATCH) {
                 cli_job_section(j, -1);
-                rc = rollback(r);
+                const cli_back b = { r, restart_run, apply_run };
+                rc = cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
                 continue;
             }
             rc = c ? c : save ? save_checkpoint(r) : 0;
@@ -424,13 +375,6 @@ static int train(sft_run *r)
     return rc;
 }
 
-/* The trained model in --out, written by rank 0 and agreed by every rank. */
-static int save_final(sft_run *r)
-{
-    return cli_job_save_final(&r->job, r->model, r->a.out, r->a.model, (long long)r->step,
-                              (long long)r->skipped_total);
-}
-
 int cmd_sft(int argc, char **argv)
 {
     sft_run r;
@@ -438,27 +382,23 @@ int cmd_sft(int argc, char **argv)
     int rc = parse_args(&r.a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
-    /* the job (one process, or every rank under mpirun) and its goodput
-     * clock; this rank's rows of every micro-batch of --batch-size */
+    /* the job (one process, or every rank under mpirun), this rank's rows
+     * of every micro-batch, then before anything is written the hold on
+     * --out (rank 0: its lock, an earlier run, --resume auto's checkpoint) */
     if (!(rc = cli_job_begin(&r.job, "sft", &r.a.dist, r.a.save_every)))
         rc = cli_job_shard(&r.job, &r.row0, &r.rows, r.a.data_opts.batch_size, "--batch-size");
-    /* before anything is written: outputs apart from the inputs, the hold
-     * on --out (rank 0: its lock, an earlier run in it, --resume auto's
-     * checkpoint, shared with every rank) */
     r.out.keep_last = r.a.keep_last;
     r.out.keep_every = r.a.keep_every;
     if (!rc)
         rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
                                r.a.overwrite);
-    if (!rc) {
-        rc = load(&r) || setup(&r);
-        rc = cli_job_agree(&r.job, rc, "starting");
-    }
     if (!rc)
-        rc = train(&r) || save_final(&r);
-    if (!rc) {
+        rc = cli_job_agree(&r.job, load(&r) || setup(&r), "starting");
+    if (!rc)
+        rc = train(&r) || cli_job_save_final(&r.job, r.model, r.a.out, r.a.model, (long long)r.step,
+                                             (long long)r.skipped_total);
+    if (!rc)
         rc = cli_job_finish(&r.job, &r.out, &r.metrics, r.a.out, (long long)r.step);
-    }
     sft_free(&r);
     cli_job_end(&r.job);
     return rc;

@@ -271,6 +271,13 @@ PT_API const float *const *pt_sft_batches_weights(const pt_sft_batches *batches)
 PT_API int pt_sft_batches_count(const pt_sft_batches *batches);
 PT_API int64_t pt_sft_batches_tokens(const pt_sft_batches *batches);
 
+/* A context for a run's steps on `dataset`: `rows` rows (this process's
+ * rows of a micro-batch, as given to pt_sft_batches_create; 0: a whole
+ * batch), or a whole batch when the dataset has an evaluation split
+ * (pt_dataset_eval_loss takes whole batches); max_length tokens, or the
+ * model's max_position_embeddings when fewer. */
+PT_API int pt_sft_context_create(pt_context **out, pt_model *model, const pt_dataset *dataset, int rows);
+
 /* The optimizer steps of a run: `steps` when > 0; otherwise `epochs` (<= 0:
  * 1) passes over the training examples, ceil(epochs * train_examples /
  * (batch_size * grad_accum * per_row)) and at least 1, where per_row is 1,

@@ -136,6 +136,31 @@ int64_t pt_sft_batches_tokens(const pt_sft_batches *batches)
     return batches ? batches->tokens : 0;
 }
 
+/* ---- the context ------------------------------------------------------------ */
+
+int pt_sft_context_create(pt_context **out, pt_model *model, const pt_dataset *dataset, int rows)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(model);
+    PT_CHECK_NULL(dataset);
+    const int B = dataset->opts.batch_size;
+    PT_CHECK_ARG(rows >= 0 && rows <= B, rows, "%d is not in [0, the batch size %d]", rows, B);
+    pt_dataset_stats ds;
+    pt_dataset_stats_init(&ds);
+    int st = pt_dataset_get_stats(&ds, dataset);
+    if (st)
+        return st;
+    /* batches are as long as their longest row, and no row may exceed the
+     * model's positions: neither does the context */
+    int seq = dataset->opts.max_length;
+    pt_model_config cfg;
+    pt_model_config_init(&cfg);
+    if (pt_model_get_config(&cfg, model) == PT_OK && seq > cfg.max_position_embeddings)
+        seq = cfg.max_position_embeddings;
+    return pt_context_create(out, model, ds.eval_examples > 0 || rows == 0 ? B : rows, seq);
+}
+
 /* ---- the length of a run and its evaluations ------------------------------- */
 
 int pt_sft_total_steps(int64_t *total, const pt_dataset *dataset, int grad_accum, int64_t steps, double epochs)

@@ -4,6 +4,7 @@
  * evaluation rule, and the metrics row byte for byte. */
 #include "testutil.h"
 
+#include "model/context_internal.h"
 #include "posttrain/train.h"
 
 #include <math.h>
@@ -206,6 +207,33 @@ START_TEST(test_total_steps_and_eval)
 }
 END_TEST
 
+/* The context: whole batches with an evaluation split, else the rows
+ * given; max_length tokens, or the model's 64 positions when fewer. */
+START_TEST(test_context)
+{
+    const char *path = write_tmp(k_rows);
+    pt_model *m = pt_test_tiny_llama(64, 1);
+    pt_dataset *d = load(path, 4, 100, false, false, 0), *e = load(path, 4, 32, false, false, 0.5);
+    pt_context *ctx;
+    ck_assert_ok(pt_sft_context_create(&ctx, m, d, 2));
+    ck_assert_int_eq(ctx->max_batch, 2);
+    ck_assert_int_eq(ctx->max_seq, 64);
+    pt_context_free(ctx);
+    ck_assert_ok(pt_sft_context_create(&ctx, m, d, 0));
+    ck_assert_int_eq(ctx->max_batch, 4);
+    pt_context_free(ctx);
+    ck_assert_ok(pt_sft_context_create(&ctx, m, e, 1));
+    ck_assert_int_eq(ctx->max_batch, 4);
+    ck_assert_int_eq(ctx->max_seq, 32);
+    pt_context_free(ctx);
+    ck_assert_status(pt_sft_context_create(&ctx, m, d, 5), PT_EINVAL, "rows");
+    ck_assert_status(pt_sft_context_create(&ctx, NULL, d, 1), PT_EINVAL, "model");
+    pt_dataset_free(d);
+    pt_dataset_free(e);
+    pt_model_free(m);
+}
+END_TEST
+
 static char *row(const pt_sft_stats *s, const pt_sft_row_extra *x)
 {
     char *json = NULL;
@@ -274,6 +302,7 @@ int main(void)
     tcase_add_test(tc, test_batches_file_rows);
     tcase_add_test(tc, test_batches_match_dataset);
     tcase_add_test(tc, test_total_steps_and_eval);
+    tcase_add_test(tc, test_context);
     tcase_add_test(tc, test_metrics_row);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
