@@ -1119,6 +1119,34 @@ _declare("run", {
     "pt_run_last_save_seconds": (c_double, [vp]),
     "pt_run_mean_step_seconds": (c_double, [vp]),
 })
+# The SFT loop's helpers (posttrain/train.h, "an SFT run's loop"): SFTTrainer's
+# micro-batches and metrics rows, as `posttrain sft`'s.
+@_stamped("pt_sft_row_extra", "run")
+class SftRowExtra(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("step", c_int64),
+        ("step_seconds", c_double),
+        ("step_tokens", c_int64),
+        ("comm", c_bool),
+        ("eval", c_bool),
+        ("eval_loss", c_double),
+    ]
+
+
+_declare("run", {
+    "pt_sft_batches_create": (c_int, [pp, vp, c_int, c_int64, c_int64]),
+    "pt_sft_batches_free": (None, [vp]),
+    "pt_sft_batches_fill": (c_int, [vp, vp]),
+    "pt_sft_batches_micro": (P(Batch_), [vp]),
+    "pt_sft_batches_weights": (P(P(c_float)), [vp]),
+    "pt_sft_batches_count": (c_int, [vp]),
+    "pt_sft_batches_tokens": (c_int64, [vp]),
+    "pt_sft_context_create": (c_int, [pp, vp, vp, c_int]),
+    "pt_sft_total_steps": (c_int, [P(c_int64), vp, c_int, c_int64, c_double]),
+    "pt_sft_eval_due": (c_bool, [vp, c_int64, c_int64, c_int64]),
+    "pt_sft_metrics_row": (c_int, [P(c_void_p), P(SftStats), P(SftRowExtra)]),
+})
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),
     "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),

@@ -25,7 +25,8 @@ import shutil
 import tempfile
 import time
 
-from ._lib import RunState, has_feature, lib
+from ._lib import RunState, SftRowExtra, SftStats, has_feature, lib
+from ._handle import out_handle
 from .errors import check, invalid
 from .model import Model
 from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
@@ -184,6 +185,15 @@ class SFTTrainer:
         self.state.logging_steps, self.state.save_steps = self.log_every, self.save_every
         self.state.eval_steps = self.eval_every
         self.optimizer = Optimizer(model, **c.optimizer_options(total))
+        # a step's micro-batches, copied out of the dataset by the library
+        # (pt_sft_batches, as `posttrain sft` fills them)
+        self._batches, self._last = None, None
+        if has_feature("run"):
+            out = out_handle()
+            check(lib.pt_sft_batches_create(ctypes.byref(out), self.train_data._ptr,
+                                            c.gradient_accumulation_steps, 0, 0),
+                  "pt_sft_batches_create")
+            self._batches = out.value
         # the run directory: opened by train() when output_dir was given, a
         # checkpoint is due or a resume asked for; a train() that does not
         # resume starts it afresh (transformers writes over an earlier run)
@@ -276,6 +286,25 @@ class SFTTrainer:
 
     # -- the loop ----------------------------------------------------------------------
     def _step(self):
+        if self._batches is None:
+            return self._step_batches()
+        mb = self._batches
+        check(lib.pt_sft_batches_fill(mb, self.train_data._ptr), "pt_sft_batches_fill")
+        n = lib.pt_sft_batches_count(mb)
+        micro = lib.pt_sft_batches_micro(mb)
+        big = _Size(max(micro[i].batch for i in range(n)), max(micro[i].seq for i in range(n)))
+        self.optimizer._check_dist()
+        ctx = self.model._context_for(big)
+        s = SftStats.new()
+        t0 = time.perf_counter()
+        check(lib.pt_sft_step(ctypes.byref(s), self.optimizer._ptr, ctx._ptr, micro,
+                              lib.pt_sft_batches_weights(mb), n), "pt_sft_step")
+        dt = time.perf_counter() - t0
+        self._last = (s, dt, int(lib.pt_sft_batches_tokens(mb)))
+        return self._advance(s, dt)
+
+    def _step_batches(self):
+        """A library without pt_sft_batches: the batches through Python."""
         c = self.args
         batches, weights = [], []
         for _ in range(c.gradient_accumulation_steps):
@@ -285,11 +314,30 @@ class SFTTrainer:
         t0 = time.perf_counter()
         s = self.optimizer.sft_step(batches, weights)
         dt = time.perf_counter() - t0
+        self._last = None
+        return self._advance(s, dt)
+
+    def _advance(self, s, dt):
         self.state.global_step += 1
         self.state.epoch = self.state.global_step / self._per_epoch
-        m = {"loss": s.loss, "grad_norm": s.grad_norm, "learning_rate": s.lr,
-             "num_tokens": s.tokens, "step_seconds": dt, "skipped": bool(s.skipped)}
-        return m
+        return {"loss": s.loss, "grad_norm": s.grad_norm, "learning_rate": s.lr,
+                "num_tokens": s.tokens, "step_seconds": dt, "skipped": bool(s.skipped)}
+
+    def _log_row(self, m):
+        """The step's row of output_dir/metrics.jsonl: `posttrain sft`'s
+        (pt_sft_metrics_row: the same keys and number formats)."""
+        if self._last is None:
+            self._run.log(_finite_row(m))
+            return
+        s, dt, tokens = self._last
+        x = SftRowExtra.new()
+        x.step, x.step_seconds, x.step_tokens = m["step"], dt, tokens
+        if "eval_loss" in m:
+            x.eval, x.eval_loss = True, m["eval_loss"]
+        row = ctypes.c_void_p()
+        check(lib.pt_sft_metrics_row(ctypes.byref(row), ctypes.byref(s), ctypes.byref(x)),
+              "pt_sft_metrics_row")
+        check(lib.pt_run_log(self._run._ptr, _take_string(row).encode("utf-8")), "pt_run_log")
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         """Train to max_steps (or num_train_epochs), after resuming from a
@@ -316,7 +364,7 @@ class SFTTrainer:
                 t_eval = time.perf_counter() - t1
             if self._run is not None:
                 # the metrics row before the checkpoint that covers it
-                self._run.log(_finite_row(m))
+                self._log_row(m)
             gp = self.goodput
             if gp is not None:
                 gp.add("step", m["step_seconds"])
@@ -500,6 +548,9 @@ class SFTTrainer:
         if self.goodput is not None:
             self.goodput.close()
             self.goodput = None
+        if self._batches is not None:
+            lib.pt_sft_batches_free(self._batches)
+            self._batches = None
         self.optimizer.close()
         self.train_data.close()
         if self.eval_data is not None:
@@ -513,6 +564,13 @@ class SFTTrainer:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class _Size:
+    """The rows and tokens a context must hold (Model._context_for)."""
+
+    def __init__(self, batch, seq):
+        self.batch, self.seq = batch, seq
 
 
 def _finite_row(m):
