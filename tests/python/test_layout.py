@@ -34,7 +34,7 @@ class TestLayout(unittest.TestCase):
                          + (1 if pt.has_feature("dist") else 0)
                          + (1 if pt.has_feature("temperature") else 0)
                          + (3 if pt.has_feature("episodes") else 0)
-                         + (2 if pt.has_feature("run") else 0)
+                         + (3 if pt.has_feature("run") else 0)  # + pt_sft_row_extra
                          + (1 if pt.has_feature("env-process") else 0)
                          + (6 if pt.has_feature("grpo-builtin") else 0))
         for name, (cls, _) in sorted(_lib.OPTION_STRUCTS.items()):
