@@ -257,6 +257,11 @@ class TestRunDirectory(unittest.TestCase):
         tr.close()
         self.assertEqual(read(os.path.join(a, "model.safetensors")), want)
         self.assertEqual(metric_steps(a), list(range(1, N + 1)))
+        # the trainer's rows are the CLI's (pt_sft_metrics_row): the same keys in the same order
+        keys = [list(r) for r in metric_rows(a) if "goodput" not in r and "step" in r]
+        self.assertEqual(keys[0], ["step", "loss", "tokens", "grad_norm", "lr", "skipped",
+                                   "step_seconds", "tokens_per_s", "time"])
+        self.assertEqual(keys, [keys[0]] * N)
         # SFTTrainer killed after step K + 1's row, the CLI to N
         b = os.path.join(self.tmp, "b")
         tr = self.sft_trainer(b)
