@@ -1,5 +1,4 @@
-/* Helpers shared by the commands: time, the splitmix stream, the optimizer
- * and LoRA option tables of the training commands (sft, grpo), their output
+/* Helpers shared by the commands: the optimizer and LoRA option tables of the training commands (sft, grpo), their output
  * directory, metrics file, checkpoints (host JSON, save, resume) and final
  * save. */
 #include "cli.h"
@@ -12,22 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-uint64_t cli_splitmix(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* ---- optimizer ---------------------------------------------------------------- */
 
@@ -297,21 +280,13 @@ int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt
 
 int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr)
 {
-    if (reason == PT_SKIP_NONE) {
-        k->run = 0;
+    if (pt_run_skip_guard(k, reason, step, max) == PT_OK)
         return 0;
-    }
-    if (reason != PT_SKIP_NONFINITE_LOSS && reason != PT_SKIP_NONFINITE_GRAD && reason != PT_SKIP_NONFINITE_UPDATE)
-        return 0;
-    if (k->run++ == 0)
-        k->first = step;
-    if (max <= 0 || k->run < max)
-        return 0;
-    fprintf(stderr, "posttrain %s: stopped at step %lld: %d optimizer updates in a row were skipped as non-finite "
+    fprintf(stderr, "posttrain %s: stopped at step %lld: %lld optimizer updates in a row were skipped as non-finite "
                     "(steps %lld to %lld; the last: %s at learning rate %g): the weights or the learning rate have "
                     "run away and no later step would be applied; the model is not saved.  Lower --lr, or give "
-                    "--max-skipped-steps 0 to never stop\n", cmd, step, k->run, k->first, step,
-            pt_skip_reason_name(reason), lr);
+                    "--max-skipped-steps 0 to never stop\n", cmd, step, (long long)k->in_a_row,
+            (long long)k->first, step, pt_skip_reason_name(reason), lr);
     return 1;
 }
 
