@@ -93,11 +93,6 @@ int cli_metrics_failed(const char *cmd, const char *out);
  * dropped (pt_run_trim_metrics; nothing on a rank without the run).  0, or
  * 1 after the message. */
 int cli_metrics_trim(const char *cmd, long long step);
-/* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
- * and merge it; then save the model in Hugging Face layout to OUT.  Messages
- * name `cmd`; returns 0, or 1 after printing the failure. */
-int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps, long long skipped);
 /* Consecutive optimizer updates skipped as non-finite: cli_skip_guard
  * counts an update (pt_run_skip_guard) and, when `max`
  * (--max-skipped-steps; 0: never) of them follow one another, says why the
@@ -305,12 +300,13 @@ int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const
  * on rank 0 the failure of a metrics file that lost rows (the model is
  * saved by then).  Returns the exit code. */
 int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step);
-/* The trained model in OUT (cli_save_trained), written by rank 0 and
- * agreed by every rank.  0, or 1. */
 /* A new optimizer over m in *opt (the old one freed), attached to the job
  * when it has several ranks (a job of one trains exactly as without one).
  * 0, or 1 after the message. */
 int cli_job_optimizer(cli_job *j, pt_optimizer **opt, pt_model *m, const pt_optimizer_options *o);
+/* The trained model in OUT (pt_run_save_final: with LoRA the PEFT adapter
+ * in OUT/adapter, merged; written by rank 0, agreed by every rank) and the
+ * messages naming the steps.  0, or 1. */
 int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *base, long long steps,
                        long long skipped);
 

@@ -290,35 +290,6 @@ int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, in
     return 1;
 }
 
-int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps, long long skipped)
-{
-    int st;
-    if (pt_model_has_lora(model)) {
-        char adir[4096];
-        snprintf(adir, sizeof adir, "%s/adapter", out);
-        if ((st = pt_lora_save_peft(model, adir, base_name)))
-            return cli_fail("saving the adapter", st);
-        fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s\n", cmd, adir);
-        if ((st = pt_model_merge_lora(model)) == PT_EUNSUPPORTED) {
-            /* a quantized base: the adapter is the result */
-            fprintf(stderr, "posttrain %s: %s\nposttrain %s: the adapter in %s is the result of the %lld "
-                            "steps (%lld optimizer updates skipped); no merged model is written\n",
-                    cmd, pt_last_error(), cmd, adir, steps, skipped);
-            return 0;
-        }
-        if (st)
-            return cli_fail("merging the adapter", st);
-    }
-    pt_model_save_options so;
-    pt_model_save_options_init(&so);
-    if ((st = pt_model_save_dir(model, out, &so)))
-        return cli_fail("saving the model", st);
-    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps (%lld optimizer updates skipped)\n", cmd,
-            out, steps, skipped);
-    return 0;
-}
-
 int cli_no_tokenizer(const char *cmd, const char *model_dir, const char *need)
 {
     char path[4096];

@@ -292,8 +292,21 @@ int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *bas
                        long long skipped)
 {
     cli_job_section(j, PT_TIME_SAVE);
-    int rc = j->rank == 0 ? cli_save_trained(j->cmd, m, out, base, steps, skipped) : 0;
-    rc = cli_job_agree(j, rc, "saving the model");
+    unsigned saved = 0;
+    const bool lora = pt_model_has_lora(m);
+    int st = pt_run_save_final(&saved, j->run, m, base), rc = st != PT_OK;
+    if ((saved & PT_RUN_SAVED_ADAPTER) && j->rank == 0)
+        fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s/adapter\n", j->cmd, out);
+    if (st && st != PT_EPEER)
+        cli_fail(!lora || (saved & PT_RUN_SAVED_MERGED) ? "saving the model" : saved ? "merging the adapter"
+                                                                                     : "saving the adapter", st);
+    else if (!st && !(saved & PT_RUN_SAVED_MODEL) && j->rank == 0) /* a quantized base: the adapter is the result */
+        fprintf(stderr, "posttrain %s: %s\nposttrain %s: the adapter in %s/adapter is the result of the %lld steps "
+                        "(%lld optimizer updates skipped); no merged model is written\n", j->cmd, pt_last_error(),
+                j->cmd, out, steps, skipped);
+    else if (!st && j->rank == 0)
+        fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps (%lld optimizer updates skipped)\n",
+                j->cmd, out, steps, skipped);
     cli_job_section(j, -1);
     return rc;
 }

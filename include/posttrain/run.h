@@ -342,6 +342,20 @@ PT_API int64_t pt_run_last_step(const pt_run *run);
  * was flipped. */
 PT_API int pt_run_test_flip(const char **tensor, pt_run *run, pt_model *model, int64_t step);
 
+/* The run's result in its directory DIR (collective: rank 0 writes, every
+ * rank gets the outcome): with LoRA adapters, the PEFT adapter in
+ * DIR/adapter (pt_lora_save_peft, base_name its base model) merged into
+ * the model (pt_model_merge_lora); then the model in Hugging Face layout in
+ * DIR (pt_model_save_dir).  A base that cannot be merged (quantized:
+ * PT_EUNSUPPORTED) leaves the adapter as the result: PT_OK without the
+ * model, pt_last_error() saying why.  *saved (may be NULL): the
+ * PT_RUN_SAVED_* bits of what rank 0 did.  A failure is the failed call's
+ * status and message (PT_EPEER on the other ranks). */
+#define PT_RUN_SAVED_ADAPTER 1u
+#define PT_RUN_SAVED_MERGED 2u
+#define PT_RUN_SAVED_MODEL 4u
+PT_API int pt_run_save_final(unsigned *saved, pt_run *run, pt_model *model, const char *base_name);
+
 /* The skip guard: optimizer updates skipped as non-finite (a loss, gradient
  * or update that is NaN or infinite: the weights or the learning rate ran
  * away) in a row.  Plain data, all zero at the start. */

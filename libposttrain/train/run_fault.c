@@ -4,6 +4,9 @@
  * outcome, the replica checks' cadence and policy with their test hook, the
  * skip guard, and the library's splitmix for a host's seeded streams. */
 #include "core/core.h"
+#include "io/path.h"
+#include "posttrain/lora.h"
+#include "posttrain/modelio.h"
 #include "run_internal.h"
 
 #include <math.h>
@@ -173,6 +176,56 @@ int pt_run_test_flip(const char **tensor, pt_run *r, pt_model *model, int64_t st
         return PT_OK;
     }
     return PT_OK;
+}
+
+/* Rank 0's part of pt_run_save_final. */
+static int save_final(unsigned *saved, pt_run *r, pt_model *model, const char *base_name, bool *unmerged)
+{
+    int st;
+    if (pt_model_has_lora(model)) {
+        char *adir = pt__path_join(r->dir, "adapter");
+        st = adir ? pt_lora_save_peft(model, adir, base_name) : PT_ENOMEM;
+        free(adir);
+        if (st)
+            return st;
+        *saved |= PT_RUN_SAVED_ADAPTER;
+        if ((st = pt_model_merge_lora(model)) == PT_EUNSUPPORTED) {
+            *unmerged = true; /* a quantized base: the adapter is the result */
+            return PT_OK;
+        }
+        if (st)
+            return st;
+        *saved |= PT_RUN_SAVED_MERGED;
+    }
+    pt_model_save_options so;
+    pt_model_save_options_init(&so);
+    if ((st = pt_model_save_dir(model, r->dir, &so)))
+        return st;
+    *saved |= PT_RUN_SAVED_MODEL;
+    return PT_OK;
+}
+
+int pt_run_save_final(unsigned *saved, pt_run *r, pt_model *model, const char *base_name)
+{
+    unsigned s = 0;
+    if (saved)
+        *saved = 0;
+    PT_CHECK_NULL(r);
+    PT_CHECK_NULL(model);
+    bool unmerged = false;
+    int st = r->rank == 0 ? save_final(&s, r, model, base_name, &unmerged) : PT_OK;
+    char why[1024] = "";
+    if (unmerged)
+        snprintf(why, sizeof why, "%s", pt_last_error());
+    st = pt__run__agree(r, st);
+    double bits = s;
+    if (!st && r->size > 1)
+        st = pt_dist_broadcast(r->dist, &bits, sizeof bits, 0);
+    if (saved)
+        *saved = (unsigned)bits;
+    if (!st && unmerged)
+        pt__err(PT_EUNSUPPORTED, "%s", why); /* the message of the result, the status PT_OK */
+    return st;
 }
 
 int pt_run_skip_guard(pt_run_skips *k, int reason, int64_t step, int64_t max)

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static char *g_tmp;
 
@@ -251,6 +252,41 @@ START_TEST(test_skip_guard)
 }
 END_TEST
 
+/* The final save: the model in the run directory; with LoRA the adapter
+ * first, then merged; the merged weights are the base plus the update. */
+START_TEST(test_save_final)
+{
+    char path[4096];
+    pt_model *m = pt_test_tiny_llama(37, 9);
+    pt_run *r = open_run(NULL, "plain", 0);
+    unsigned saved = 99;
+    ck_assert_ok(pt_run_save_final(&saved, r, m, "base"));
+    ck_assert_uint_eq(saved, PT_RUN_SAVED_MODEL);
+    snprintf(path, sizeof path, "%s/config.json", pt_run_dir(r));
+    ck_assert_int_eq(access(path, F_OK), 0);
+    pt_model *back = NULL;
+    ck_assert_ok(pt_model_load_dir(&back, pt_run_dir(r), NULL));
+    ck_assert_uint_eq(pt_model_tensor_count(back), pt_model_tensor_count(m));
+    pt_model_free(back);
+    pt_run_close(r);
+
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = 2;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    r = open_run(NULL, "lora", 0);
+    ck_assert_ok(pt_run_save_final(&saved, r, m, "base"));
+    ck_assert_uint_eq(saved, PT_RUN_SAVED_ADAPTER | PT_RUN_SAVED_MERGED | PT_RUN_SAVED_MODEL);
+    snprintf(path, sizeof path, "%s/adapter/adapter_config.json", pt_run_dir(r));
+    ck_assert_int_eq(access(path, F_OK), 0);
+    ck_assert(!pt_model_has_lora(m));
+    ck_assert_status(pt_run_save_final(&saved, r, NULL, "base"), PT_EINVAL, "model");
+    ck_assert_uint_eq(saved, 0);
+    pt_run_close(r);
+    pt_model_free(m);
+}
+END_TEST
+
 /* splitmix64 of 0: the reference sequence (Vigna's splitmix64.c). */
 START_TEST(test_splitmix)
 {
@@ -271,6 +307,7 @@ int main(void)
     tcase_add_test(tc, test_agree_and_checks);
     tcase_add_test(tc, test_flip);
     tcase_add_test(tc, test_skip_guard);
+    tcase_add_test(tc, test_save_final);
     tcase_add_test(tc, test_splitmix);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
