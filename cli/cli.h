@@ -123,9 +123,8 @@ int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optim
                         const pt_run_state *state, const cJSON *host);
 /* Load the checkpoint `dir` into m (whose LoRA adapters, if any, are added
  * already) and opt: *state its run state, *host the command's fields (free
- * with cJSON_Delete).  With `run` (rank 0 resuming its --resume), through
- * pt_run_load: a later checkpoint is refused and the metrics rows past the
- * step are dropped; without, pt_run_load_checkpoint.  A checkpoint of
+ * with cJSON_Delete), through pt_run_load (every rank of the job): a later
+ * checkpoint is refused and the metrics rows past the step are dropped.  A checkpoint of
  * another command or without a step is refused; a different seed is a
  * warning naming both.  0, or 1 after the message. */
 int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt_run *run, pt_model *m,

@@ -251,8 +251,7 @@ int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt
     *host = NULL;
     char *text = NULL;
     pt_run_state_init(state);
-    int st = run ? pt_run_load(state, &text, run, m, opt)
-                 : pt_run_load_checkpoint(state, &text, m, opt, dir, cmd);
+    int st = pt_run_load(state, &text, run, m, opt);
     if (st == PT_EPEER) /* another rank failed and said why */
         return 1;
     if (st) {
