@@ -32,11 +32,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Parse a whole decimal number; return 0 on success. */
 int cli_parse_double(const char *s, double *out);
 
-/* Monotonic seconds. */
-double cli_now(void);
-/* The next value of the splitmix64 sequence at *state (the demo's problems
- * and the grpo prompt order; seeded streams that must stay as they are). */
-uint64_t cli_splitmix(uint64_t *state);
+/* Monotonic seconds (the library's clock, pt_now). */
+#define cli_now() pt_now()
+/* The next value of the splitmix64 sequence at *state (pt_splitmix64: the
+ * demo's problems and the grpo prompt order; seeded streams that must stay
+ * as they are). */
+#define cli_splitmix(state) pt_splitmix64(state)
 
 /* ---- shared by the training commands (cli_common.c) ---- */
 
@@ -92,21 +93,11 @@ int cli_metrics_failed(const char *cmd, const char *out);
  * dropped (pt_run_trim_metrics; nothing on a rank without the run).  0, or
  * 1 after the message. */
 int cli_metrics_trim(const char *cmd, long long step);
-/* End of a training command: with LoRA, write the PEFT adapter to OUT/adapter
- * and merge it; then save the model in Hugging Face layout to OUT.  Messages
- * name `cmd`; returns 0, or 1 after printing the failure. */
-int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps, long long skipped);
-/* Consecutive optimizer updates skipped as non-finite (a loss, gradient or
- * update that is NaN or infinite: the weights or the learning rate ran
- * away).  cli_skip_guard counts an update (its pt_skip_reason; updates
- * skipped for no tokens or no rewards neither count nor reset) and, when
- * `max` (--max-skipped-steps; 0: never) of them follow one another, says
- * why the run stops and returns 1; else 0. */
-typedef struct cli_skips {
-    int run;          /* consecutive non-finite updates so far */
-    long long first;  /* the step of the first of them */
-} cli_skips;
+/* Consecutive optimizer updates skipped as non-finite: cli_skip_guard
+ * counts an update (pt_run_skip_guard) and, when `max`
+ * (--max-skipped-steps; 0: never) of them follow one another, says why the
+ * run stops and returns 1; else 0. */
+typedef pt_run_skips cli_skips;
 int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr);
 /* The end of a training command: the metrics file as OUT/metrics.svg (or
  * wherever svg says), then "posttrain CMD: plot: SVG" on stderr; a failure is
@@ -132,9 +123,8 @@ int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optim
                         const pt_run_state *state, const cJSON *host);
 /* Load the checkpoint `dir` into m (whose LoRA adapters, if any, are added
  * already) and opt: *state its run state, *host the command's fields (free
- * with cJSON_Delete).  With `run` (rank 0 resuming its --resume), through
- * pt_run_load: a later checkpoint is refused and the metrics rows past the
- * step are dropped; without, pt_run_load_checkpoint.  A checkpoint of
+ * with cJSON_Delete), through pt_run_load (every rank of the job): a later
+ * checkpoint is refused and the metrics rows past the step are dropped.  A checkpoint of
  * another command or without a step is refused; a different seed is a
  * warning naming both.  0, or 1 after the message. */
 int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt_run *run, pt_model *m,
@@ -166,6 +156,10 @@ struct cli_out {
     int save_every;
     bool save_auto;
     double mtbf_seconds;
+    int64_t check_every;           /* --sdc-every */
+    int on_mismatch;               /* --sdc-action: a pt_run_action */
+    int flip_rank;                 /* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP, or -1 */
+    int64_t flip_step;
 };
 /* The start of a training command with --resume and --overwrite, before
  * anything is written: --resume and --overwrite together are a usage error;
@@ -200,8 +194,8 @@ typedef struct cli_dist_args {
     int sdc_action;     /* CLI_SDC_ROLLBACK or CLI_SDC_STOP */
     double mtbf_hours;  /* --mtbf-hours (with --save-every auto); 0: unset */
 } cli_dist_args;
-#define CLI_SDC_ROLLBACK 0
-#define CLI_SDC_STOP 1
+#define CLI_SDC_ROLLBACK PT_RUN_ROLLBACK
+#define CLI_SDC_STOP PT_RUN_STOP
 extern const cli_opt cli_dist_opts[];
 extern const size_t cli_n_dist_opts;
 /* --save-every N or auto (CLI_SAVE_AUTO) into an int. */
@@ -212,23 +206,19 @@ int cli_parse_save_every(void *dst, const char *value, const char *cmd, const ch
 int cli_check_dist(const char *cmd, const cli_dist_args *d, int save_every);
 
 /* A training command's job: its ranks (pt_dist, backend auto), its goodput
- * accountant, the checkpoint policy and the replica checks. */
+ * accountant and its run, which holds the checkpoint policy, the rollback
+ * point and the replica checks. */
 typedef struct cli_job {
     const char *cmd;
     cli_dist_args args;
     pt_dist *dist;
     pt_goodput *gp;
     int rank, size;
-    bool open;                /* a goodput section is open */
     int save_every;           /* steps between checkpoints; 0: none */
     bool save_auto;           /* --save-every auto: save_every is chosen after the first checkpoint */
-    long long first_step;     /* the step this process started at */
-    long long last_save;      /* the step of the last complete checkpoint (saved or resumed), or -1 */
-    char last_ckpt[4096];     /* its directory, "" for none (a rollback goes to the start) */
-    pt_run *run;              /* the run (cli_job_out_start; its save interval, replica checks, rollback) */
+    pt_run *run;              /* the run (cli_job_out_start) */
     int flip_rank;            /* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP, or -1 */
     long long flip_step;
-    int rollbacks;            /* rollbacks since the last replica check that passed */
 } cli_job;
 
 /* Start the goodput clock (and its startup section), then join the job
@@ -238,7 +228,7 @@ int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_
 /* Free the job (collective unless it failed) and the accountant. */
 void cli_job_end(cli_job *j);
 /* End the open goodput section, if any, and open one of `kind` (-1: none). */
-void cli_job_section(cli_job *j, int kind);
+#define cli_job_section(j, kind) ((void)pt_goodput_switch((j)->gp, (kind)))
 /* Every rank's exit code `rc` (0, 1, 2): 0 when all are 0; else this rank's
  * own code when it failed (it printed why), or the first failed rank's
  * (rank 0 says which rank failed during `what`).  A job that cannot agree
@@ -259,11 +249,11 @@ int cli_job_shard(cli_job *j, int64_t *begin, int64_t *count, int64_t n, const c
 void cli_job_flip_hook(cli_job *j, pt_model *m, long long step);
 /* The time of one step: `seconds` in all, `comm` of it at collectives
  * (wait), `gen` of it generating (generate); the rest is step time. */
-void cli_job_step_time(cli_job *j, double seconds, double comm, double gen);
+#define cli_job_step_time(j, seconds, comm, gen) ((void)pt_run_step_time((j)->run, (seconds), (comm), (gen)))
 /* Whether a checkpoint is due after `step` of `total`. */
-bool cli_job_save_due(const cli_job *j, long long step, long long total);
+#define cli_job_save_due(j, step, total) pt_run_save_due((j)->run, (step), (total))
 /* Whether a replica check is due after `step` (every --sdc-every steps). */
-bool cli_job_check_due(const cli_job *j, long long step);
+#define cli_job_check_due(j, step) pt_run_check_due((j)->run, (step))
 #define CLI_SDC_MISMATCH 3
 /* The replica check after `step` (pt_dist_check_replicas; nothing to do in
  * a job of one): 0 when the replicas agree, CLI_SDC_MISMATCH after rank 0
@@ -276,17 +266,6 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step);
  * the first one gave the run's interval (Young-Daly from its cost and the
  * steps' time, rank 0's for every rank), which rank 0 prints.  0. */
 int cli_job_saved(cli_job *j, long long step);
-/* A checkpoint loaded at `step` from `dir` (--resume; pt_run_load restored
- * the goodput totals): the rollback point; lost_seconds and lost_steps (the
- * old run's work after it) are noted.  0. */
-int cli_job_resumed(cli_job *j, long long step, const char *dir, double lost_seconds, long long lost_steps);
-/* The end of `posttrain CMD --resume DIR` after the command loaded the
- * checkpoint's state (rc its outcome, h its host JSON, taken over and
- * freed; rank 0's pt_run_load kept the metrics up to `step`, and the rows
- * it dropped are the work this run redoes: lost goodput): the note,
- * cli_job_resumed, then the
- * start-up section again (CMD is the job's command).  0, or 1 after the message. */
-int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *dir, long long step);
 /* The end of a successful run after `step`: commit, then on rank 0 the
  * goodput line on stderr and the final metrics row {"step": STEP,
  * "goodput": {"goodput": G, "wall": S, "seconds/KIND": S for every
@@ -311,7 +290,7 @@ int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
  * checkpoint (cli_checkpoint_resume on every rank, `seed` the run's), then
  * the command's b->apply; rank 0 keeps the metrics rows up to its step
  * (the rows after it are the work this run redoes: lost goodput); the
- * goodput totals it recorded are restored (cli_job_resume_finish).  *step
+ * goodput totals it recorded are restored, the lost time noted.  *step
  * gets the checkpoint's step.  0, or 1 after the message. */
 int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,
                    const cli_back *b, int64_t *step);
@@ -320,12 +299,13 @@ int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const
  * on rank 0 the failure of a metrics file that lost rows (the model is
  * saved by then).  Returns the exit code. */
 int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step);
-/* The trained model in OUT (cli_save_trained), written by rank 0 and
- * agreed by every rank.  0, or 1. */
 /* A new optimizer over m in *opt (the old one freed), attached to the job
  * when it has several ranks (a job of one trains exactly as without one).
  * 0, or 1 after the message. */
 int cli_job_optimizer(cli_job *j, pt_optimizer **opt, pt_model *m, const pt_optimizer_options *o);
+/* The trained model in OUT (pt_run_save_final: with LoRA the PEFT adapter
+ * in OUT/adapter, merged; written by rank 0, agreed by every rank) and the
+ * messages naming the steps.  0, or 1. */
 int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *base, long long steps,
                        long long skipped);
 

@@ -1,5 +1,4 @@
-/* Helpers shared by the commands: time, the splitmix stream, the optimizer
- * and LoRA option tables of the training commands (sft, grpo), their output
+/* Helpers shared by the commands: the optimizer and LoRA option tables of the training commands (sft, grpo), their output
  * directory, metrics file, checkpoints (host JSON, save, resume) and final
  * save. */
 #include "cli.h"
@@ -12,22 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-uint64_t cli_splitmix(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* ---- optimizer ---------------------------------------------------------------- */
 
@@ -268,8 +251,7 @@ int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt
     *host = NULL;
     char *text = NULL;
     pt_run_state_init(state);
-    int st = run ? pt_run_load(state, &text, run, m, opt)
-                 : pt_run_load_checkpoint(state, &text, m, opt, dir, cmd);
+    int st = pt_run_load(state, &text, run, m, opt);
     if (st == PT_EPEER) /* another rank failed and said why */
         return 1;
     if (st) {
@@ -297,51 +279,14 @@ int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt
 
 int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr)
 {
-    if (reason == PT_SKIP_NONE) {
-        k->run = 0;
+    if (pt_run_skip_guard(k, reason, step, max) == PT_OK)
         return 0;
-    }
-    if (reason != PT_SKIP_NONFINITE_LOSS && reason != PT_SKIP_NONFINITE_GRAD && reason != PT_SKIP_NONFINITE_UPDATE)
-        return 0;
-    if (k->run++ == 0)
-        k->first = step;
-    if (max <= 0 || k->run < max)
-        return 0;
-    fprintf(stderr, "posttrain %s: stopped at step %lld: %d optimizer updates in a row were skipped as non-finite "
+    fprintf(stderr, "posttrain %s: stopped at step %lld: %lld optimizer updates in a row were skipped as non-finite "
                     "(steps %lld to %lld; the last: %s at learning rate %g): the weights or the learning rate have "
                     "run away and no later step would be applied; the model is not saved.  Lower --lr, or give "
-                    "--max-skipped-steps 0 to never stop\n", cmd, step, k->run, k->first, step,
-            pt_skip_reason_name(reason), lr);
+                    "--max-skipped-steps 0 to never stop\n", cmd, step, (long long)k->in_a_row,
+            (long long)k->first, step, pt_skip_reason_name(reason), lr);
     return 1;
-}
-
-int cli_save_trained(const char *cmd, pt_model *model, const char *out, const char *base_name,
-                     long long steps, long long skipped)
-{
-    int st;
-    if (pt_model_has_lora(model)) {
-        char adir[4096];
-        snprintf(adir, sizeof adir, "%s/adapter", out);
-        if ((st = pt_lora_save_peft(model, adir, base_name)))
-            return cli_fail("saving the adapter", st);
-        fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s\n", cmd, adir);
-        if ((st = pt_model_merge_lora(model)) == PT_EUNSUPPORTED) {
-            /* a quantized base: the adapter is the result */
-            fprintf(stderr, "posttrain %s: %s\nposttrain %s: the adapter in %s is the result of the %lld "
-                            "steps (%lld optimizer updates skipped); no merged model is written\n",
-                    cmd, pt_last_error(), cmd, adir, steps, skipped);
-            return 0;
-        }
-        if (st)
-            return cli_fail("merging the adapter", st);
-    }
-    pt_model_save_options so;
-    pt_model_save_options_init(&so);
-    if ((st = pt_model_save_dir(model, out, &so)))
-        return cli_fail("saving the model", st);
-    fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps (%lld optimizer updates skipped)\n", cmd,
-            out, steps, skipped);
-    return 0;
 }
 
 int cli_no_tokenizer(const char *cmd, const char *model_dir, const char *need)

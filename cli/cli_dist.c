@@ -1,15 +1,13 @@
-/* The data-parallel side of the training commands (sft, grpo): the job
- * (pt_dist, backend auto: MPI under mpirun/mpiexec/srun, else one process),
- * rank 0's hold on --out with --resume auto's choice broadcast, agreement
- * on every rank's outcome, shares of a batch, the checkpoint policy
- * (--save-every N or auto with Young-Daly), the replica checks against
- * silent data corruption (--sdc-every, --sdc-action) with their test hook,
- * and the goodput accountant of the run (docs/distributed.md). */
+/* The data-parallel side of the training commands (sft, grpo) as the CLI's
+ * options and messages over the run layer (include/posttrain/run.h, which
+ * owns the fault handling: goodput sections, the ranks' agreement, the
+ * replica checks and rollbacks, the checkpoint interval): the job (pt_dist,
+ * backend auto: MPI under mpirun/mpiexec/srun, else one process), rank 0's
+ * hold on --out with --resume auto's choice broadcast, shares of a batch
+ * (docs/distributed.md). */
 #include "cli.h"
 
 #include <errno.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,11 +83,11 @@ static void read_flip_hook(cli_job *j)
 {
     j->flip_rank = -1;
     const char *v = getenv("POSTTRAIN_TEST_FLIP_BIT");
-    if (!v || !*v)
-        return;
     int rank;
     long long step;
     char tail;
+    if (!v || !*v)
+        return;
     if (sscanf(v, "%d:%lld%c", &rank, &step, &tail) != 2 || rank < 0 || step < 1) {
         cli_note("posttrain %s: warning: POSTTRAIN_TEST_FLIP_BIT=%s is not RANK:STEP; ignored\n", j->cmd, v);
         return;
@@ -104,7 +102,6 @@ int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_
     j->cmd = cmd;
     j->args = *a;
     j->size = 1;
-    j->last_save = -1;
     j->save_auto = save_every == CLI_SAVE_AUTO;
     j->save_every = save_every > 0 ? save_every : 0;
     int st;
@@ -125,10 +122,8 @@ int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_
     o.timeout_s = a->timeout;
     if ((st = pt_dist_create(&j->dist, NULL, &o)))
         return cli_fail("joining the data-parallel job", st);
-    j->rank = pt_dist_rank(j->dist);
-    j->size = pt_dist_size(j->dist);
-    cli_rank = j->rank;
-    cli_nranks = j->size;
+    cli_rank = j->rank = pt_dist_rank(j->dist);
+    cli_nranks = j->size = pt_dist_size(j->dist);
     read_flip_hook(j);
     if (j->size > 1)
         cli_note("posttrain %s: data-parallel over %d ranks (MPI); collectives' deadline: %g s%s\n", cmd,
@@ -144,39 +139,19 @@ void cli_job_end(cli_job *j)
     j->gp = NULL;
 }
 
-void cli_job_section(cli_job *j, int kind)
-{
-    if (!j->gp)
-        return;
-    if (j->open)
-        pt_goodput_end(j->gp);
-    j->open = kind >= 0 && pt_goodput_begin(j->gp, kind) == PT_OK;
-}
-
 int cli_job_agree(cli_job *j, int rc, const char *what)
 {
-    if (j->size <= 1)
-        return rc;
-    double stack[64], *v = j->size <= 64 ? stack : calloc((size_t)j->size, sizeof *v);
-    if (!v) {
-        fprintf(stderr, "posttrain %s: out of memory\n", j->cmd);
-        return 1;
+    int out = rc, first = -1, st = PT_OK;
+    if (j->run)
+        st = pt_run_agree(&out, &first, j->run, rc);
+    else if (j->size > 1) { /* before the run: whether a rank failed, not its code */
+        int a = pt_dist_agree(&first, j->dist, rc);
+        out = rc ? rc : first >= 0;
+        st = first < 0 ? a : PT_OK;
     }
-    memset(v, 0, (size_t)j->size * sizeof *v);
-    v[j->rank] = rc;
-    int st = pt_dist_allreduce_sum(j->dist, v, (size_t)j->size);
-    int first = -1;
-    for (int q = 0; q < j->size && !st; q++)
-        if (v[q] != 0 && first < 0)
-            first = q;
-    int out = first < 0 ? 0 : (int)v[first];
-    if (v != stack)
-        free(v);
     if (st)
         return rc ? rc : cli_fail(what, st);
-    if (rc)
-        return rc;
-    if (first >= 0 && j->rank == 0)
+    if (!rc && first >= 0 && j->rank == 0)
         fprintf(stderr, "posttrain %s: rank %d failed while %s (its message says why); stopping every rank\n",
                 j->cmd, first, what);
     return out;
@@ -192,6 +167,10 @@ int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metri
     o->save_every = j->save_every;
     o->save_auto = j->save_auto;
     o->mtbf_seconds = j->args.mtbf_hours * 3600.0;
+    o->check_every = j->args.sdc_every;
+    o->on_mismatch = j->args.sdc_action;
+    o->flip_rank = j->flip_rank;
+    o->flip_step = j->flip_step;
     int rc = cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
     if (j->size > 1) {
         /* every rank took part in the open; rank 0's exit code is the job's */
@@ -221,59 +200,18 @@ int cli_job_shard(cli_job *j, int64_t *begin, int64_t *count, int64_t n, const c
 
 void cli_job_flip_hook(cli_job *j, pt_model *m, long long step)
 {
-    if (j->flip_rank != j->rank || j->flip_step != step)
-        return;
-    j->flip_rank = -1; /* once per process: the replay after a rollback is clean */
-    size_t n = 0;
-    n = pt_model_tensor_count(m);
-    for (size_t i = 0; i < n; i++) {
-        pt_tensor_info ti;
-        pt_tensor_info_init(&ti);
-        if (pt_model_tensor_info(&ti, m, i) != PT_OK || !ti.trainable || !ti.numel)
-            continue;
-        uint32_t bits;
-        memcpy(&bits, ti.data, sizeof bits);
-        bits ^= 1u << 13;
-        memcpy(ti.data, &bits, sizeof bits);
+    const char *name = NULL;
+    if (j->run && pt_run_test_flip(&name, j->run, m, step) == PT_OK && name)
         fprintf(stderr, "posttrain %s: rank %d: POSTTRAIN_TEST_FLIP_BIT: flipped bit 13 of %s[0] after step %lld\n",
-                j->cmd, j->rank, ti.name, step);
-        return;
-    }
-}
-
-void cli_job_step_time(cli_job *j, double seconds, double comm, double gen)
-{
-    double step = seconds - comm - gen;
-    pt_goodput_add(j->gp, PT_TIME_STEP, step > 0 ? step : 0);
-    if (comm > 0)
-        pt_goodput_add(j->gp, PT_TIME_WAIT, comm);
-    if (gen > 0)
-        pt_goodput_add(j->gp, PT_TIME_GENERATE, gen);
-    pt_goodput_step_done(j->gp);
-    if (j->run)
-        pt_run_note_step(j->run, seconds);
-}
-
-bool cli_job_save_due(const cli_job *j, long long step, long long total)
-{
-    return pt_run_save_due(j->run, step, total);
-}
-
-bool cli_job_check_due(const cli_job *j, long long step)
-{
-    return j->size > 1 && j->args.sdc_every > 0 && step % j->args.sdc_every == 0;
+                j->cmd, j->rank, name, step);
 }
 
 int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
 {
-    if (j->size <= 1 || j->args.sdc_every <= 0)
+    int action = PT_RUN_CONTINUE, bad = -1;
+    int st = j->run ? pt_run_check(&action, &bad, j->run, opt) : PT_OK;
+    if (st == PT_OK)
         return 0;
-    int bad = -1;
-    int st = pt_run_check_replicas(&bad, j->run, opt);
-    if (st == PT_OK) {
-        j->rollbacks = 0;
-        return 0;
-    }
     if (st != PT_ECHECKSUM)
         return cli_fail("replica check", st);
     /* the same status and message on every rank: rank 0 says it */
@@ -283,29 +221,25 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
     else if (j->rank == 0) /* 2 ranks that differ: either may be the corrupted one */
         fprintf(stderr, "posttrain %s: silent data corruption detected after step %lld, on no rank that a "
                 "majority can name (the %d ranks disagree): %s\n", j->cmd, step, j->size, pt_last_error());
-    if (j->args.sdc_action == CLI_SDC_STOP) {
+    const char *ckpt = pt_run_last_checkpoint(j->run);
+    if (j->args.sdc_action == CLI_SDC_STOP)
         cli_note("posttrain %s: stopping (--sdc-action stop); relaunch with --resume auto to continue from the "
                  "last checkpoint\n", j->cmd);
-        return 1;
-    }
-    if (++j->rollbacks > 3) {
+    else if (action == PT_RUN_STOP)
         cli_note("posttrain %s: the replicas disagreed again after %d rollbacks: stopping\n", j->cmd,
-                 j->rollbacks - 1);
-        return 1;
-    }
-    if (j->last_ckpt[0])
-        cli_note("posttrain %s: rolling every rank back to step %lld (%s) and replaying\n", j->cmd, j->last_save,
-                 j->last_ckpt);
+                 pt_run_rollbacks(j->run));
+    else if (ckpt)
+        cli_note("posttrain %s: rolling every rank back to step %lld (%s) and replaying\n", j->cmd,
+                 (long long)pt_run_last_step(j->run), ckpt);
     else
         cli_note("posttrain %s: rolling every rank back to the start (no checkpoint yet) and replaying\n",
                  j->cmd);
-    return CLI_SDC_MISMATCH;
+    return action == PT_RUN_ROLLBACK ? CLI_SDC_MISMATCH : 1;
 }
 
 int cli_job_saved(cli_job *j, long long step)
 {
-    j->last_save = step;
-    snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", pt_run_last_checkpoint(j->run));
+    (void)step; /* the run keeps the rollback point */
     if (!j->save_auto || j->save_every > 0)
         return 0;
     /* --save-every auto: the run chose the interval from this first
@@ -317,37 +251,6 @@ int cli_job_saved(cli_job *j, long long step)
     cli_note("posttrain %s: --save-every auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g h, "
              "Young-Daly gives %.1f s: a checkpoint every %d steps\n", j->cmd, cost, per_step, j->args.mtbf_hours,
              interval, j->save_every);
-    return 0;
-}
-
-int cli_job_resume_finish(cli_job *j, const cli_out *o, int rc, cJSON *h, const char *dir, long long step)
-{
-    double lost = 0;
-    long long lost_steps = 0;
-    if (!rc) {
-        cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, step, dir);
-        lost = pt_run_lost_seconds(o->run);
-        lost_steps = (long long)pt_run_lost_steps(o->run);
-        double gap = pt_run_relaunch_seconds(o->run);
-        if (gap > 0)
-            cli_note("posttrain %s: goodput: %.3f s from the earlier run's last metrics row to this relaunch "
-                     "are lost\n", j->cmd, gap);
-    }
-    if (!rc)
-        rc = cli_job_resumed(j, step, dir, lost, lost_steps);
-    cJSON_Delete(h);
-    cli_job_section(j, PT_TIME_STARTUP);
-    return rc;
-}
-
-int cli_job_resumed(cli_job *j, long long step, const char *dir, double lost_seconds, long long lost_steps)
-{
-    j->last_save = step;
-    j->first_step = step;
-    snprintf(j->last_ckpt, sizeof j->last_ckpt, "%s", dir);
-    if (lost_steps)
-        cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
-                 j->cmd, lost_steps, lost_seconds, step);
     return 0;
 }
 
@@ -364,7 +267,7 @@ int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
         rc = cli_run_fail(j->cmd, "rolling back", st);
     else {
         cJSON *h = cJSON_Parse(extra);
-        rc = h ? b->apply(b->run, &s, h, j->last_ckpt) : cli_fail("rolling back", PT_ENOMEM);
+        rc = h ? b->apply(b->run, &s, h, pt_run_last_checkpoint(o->run)) : cli_fail("rolling back", PT_ENOMEM);
         cJSON_Delete(h);
     }
     pt_free(extra);
@@ -389,8 +292,21 @@ int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *bas
                        long long skipped)
 {
     cli_job_section(j, PT_TIME_SAVE);
-    int rc = j->rank == 0 ? cli_save_trained(j->cmd, m, out, base, steps, skipped) : 0;
-    rc = cli_job_agree(j, rc, "saving the model");
+    unsigned saved = 0;
+    const bool lora = pt_model_has_lora(m);
+    int st = pt_run_save_final(&saved, j->run, m, base), rc = st != PT_OK;
+    if ((saved & PT_RUN_SAVED_ADAPTER) && j->rank == 0)
+        fprintf(stderr, "posttrain %s: saved the PEFT adapter to %s/adapter\n", j->cmd, out);
+    if (st && st != PT_EPEER)
+        cli_fail(!lora || (saved & PT_RUN_SAVED_MERGED) ? "saving the model" : saved ? "merging the adapter"
+                                                                                     : "saving the adapter", st);
+    else if (!st && !(saved & PT_RUN_SAVED_MODEL) && j->rank == 0) /* a quantized base: the adapter is the result */
+        fprintf(stderr, "posttrain %s: %s\nposttrain %s: the adapter in %s/adapter is the result of the %lld steps "
+                        "(%lld optimizer updates skipped); no merged model is written\n", j->cmd, pt_last_error(),
+                j->cmd, out, steps, skipped);
+    else if (!st && j->rank == 0)
+        fprintf(stderr, "posttrain %s: saved the model to %s after %lld steps (%lld optimizer updates skipped)\n",
+                j->cmd, out, steps, skipped);
     cli_job_section(j, -1);
     return rc;
 }
@@ -402,9 +318,22 @@ int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const
     pt_run_state s;
     cli_job_section(j, PT_TIME_LOAD);
     int rc = cli_checkpoint_resume(&h, &s, j->cmd, o->run, m, opt, dir, seed) || b->apply(b->run, &s, h, dir);
-    if (!rc)
+    if (!rc) {
+        /* the rows pt_run_load dropped are the work this run redoes, and the
+         * time since the replaced run's last row: lost goodput */
         *step = s.step;
-    return cli_job_resume_finish(j, o, rc, h, dir, (long long)*step);
+        cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, (long long)s.step, dir);
+        double gap = pt_run_relaunch_seconds(o->run);
+        if (gap > 0)
+            cli_note("posttrain %s: goodput: %.3f s from the earlier run's last metrics row to this relaunch "
+                     "are lost\n", j->cmd, gap);
+        if (pt_run_lost_steps(o->run))
+            cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
+                     j->cmd, (long long)pt_run_lost_steps(o->run), pt_run_lost_seconds(o->run), (long long)s.step);
+    }
+    cJSON_Delete(h);
+    cli_job_section(j, PT_TIME_STARTUP);
+    return rc;
 }
 
 int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step)
@@ -420,42 +349,18 @@ int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out
     return j->rank == 0 && cli_metrics_failed(j->cmd, out);
 }
 
-/* ", "KEY": V" with %.4f, or null. */
-static void json_secs(FILE *f, const char *key, double v)
-{
-    if (isfinite(v))
-        fprintf(f, ", \"%s\": %.4f", key, v);
-    else
-        fprintf(f, ", \"%s\": null", key);
-}
-
 void cli_job_report(cli_job *j, FILE *f, long long step)
 {
-    cli_job_section(j, -1);
-    pt_goodput_commit(j->gp);
+    char *json = NULL;
     pt_goodput_report r;
     pt_goodput_report_init(&r);
-    if (pt_goodput_get(&r, j->gp) != PT_OK || j->rank != 0)
-        return;
-    fprintf(stderr, "posttrain %s: goodput %.3f of %.2f s wall:", j->cmd, r.goodput, r.wall);
-    for (int k = 0; k < PT_TIME_KINDS; k++)
-        fprintf(stderr, "%s %s %.2f", k ? "," : "", pt_time_kind_name(k), r.seconds[k]);
-    fprintf(stderr, "; %lld steps kept, %lld lost\n", (long long)r.steps_kept, (long long)r.steps_lost);
-    if (!f)
-        return;
-    fprintf(f, "{\"step\": %lld, \"goodput\": {\"goodput\": ", step);
-    if (isfinite(r.goodput))
-        fprintf(f, "%.6f", r.goodput);
-    else
-        fprintf(f, "null");
-    json_secs(f, "wall", r.wall);
-    for (int k = 0; k < PT_TIME_KINDS; k++) {
-        char key[48];
-        snprintf(key, sizeof key, "seconds/%s", pt_time_kind_name(k));
-        json_secs(f, key, r.seconds[k]);
+    if (j->run && pt_run_report_json(&json, &r, j->run, step) == PT_OK && j->rank == 0) {
+        fprintf(stderr, "posttrain %s: goodput %.3f of %.2f s wall:", j->cmd, r.goodput, r.wall);
+        for (int k = 0; k < PT_TIME_KINDS; k++)
+            fprintf(stderr, "%s %s %.2f", k ? "," : "", pt_time_kind_name(k), r.seconds[k]);
+        fprintf(stderr, "; %lld steps kept, %lld lost\n", (long long)r.steps_kept, (long long)r.steps_lost);
+        if (f && fprintf(f, "%s\n", json) > 0)
+            fflush(f);
     }
-    json_secs(f, "pending", r.pending);
-    fprintf(f, ", \"steps_kept\": %lld, \"steps_lost\": %lld, \"ranks\": %d}}\n", (long long)r.steps_kept,
-            (long long)r.steps_lost, j->size);
-    fflush(f);
+    pt_free(json);
 }

@@ -62,6 +62,10 @@ int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metr
     ro.mtbf_seconds = o->mtbf_seconds;
     ro.keep_last = o->keep_last;
     ro.keep_every = o->keep_every;
+    ro.check_every = o->check_every;
+    ro.on_mismatch = o->on_mismatch ? o->on_mismatch : PT_RUN_ROLLBACK;
+    ro.test_flip_rank = o->flip_rank;
+    ro.test_flip_step = o->flip_step;
     ro.inputs = inputs;
     ro.n_inputs = 2;
     int st = pt_run_open(&o->run, &ro);

@@ -145,6 +145,17 @@ PT_API int pt_goodput_restore(pt_goodput *gp, const char *json, double lost_seco
 PT_API int pt_checkpoint_interval_young_daly(double *interval_seconds, double checkpoint_seconds,
                                              double mtbf_seconds);
 
+/* Switch sections: end the open section, if any (as pt_goodput_end), then
+ * open one of `kind` (as pt_goodput_begin), or none when kind is -1.  For a
+ * host whose phases follow one another (startup, steps, a save, an
+ * evaluation) and that never leaves a second open.  PT_EINVAL for a kind
+ * pt_goodput_begin refuses (the open section is ended all the same). */
+PT_API int pt_goodput_switch(pt_goodput *gp, int kind);
+
+/* The accountant's clock: CLOCK_MONOTONIC in seconds (the library's one
+ * clock; differences between two calls are elapsed time). */
+PT_API double pt_now(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -127,6 +127,19 @@ typedef struct pt_run_options {
      * pt_run_load restores them with the lost seconds and steps,
      * pt_run_rollback rolls it back. */
     pt_goodput *goodput;
+    /* Fault handling of a job (pt_run_check_due, pt_run_check): a replica
+     * check every check_every steps (0, the default: none; nothing to check
+     * in a job of one); on a mismatch, on_mismatch (a pt_run_action:
+     * PT_RUN_ROLLBACK, the default, or PT_RUN_STOP); after max_rollbacks
+     * rollbacks with no passing check between them (default 3) a mismatch
+     * stops the run. */
+    int64_t check_every;
+    int on_mismatch;
+    int max_rollbacks;
+    /* A test hook of the replica checks (pt_run_test_flip): on rank
+     * test_flip_rank after step test_flip_step; -1 (default): off. */
+    int test_flip_rank;
+    int64_t test_flip_step;
 } pt_run_options;
 PT_API int pt_run_options_init(pt_run_options *o);
 
@@ -262,6 +275,105 @@ PT_API int64_t pt_run_save_every(const pt_run *run);
  * seconds (0 before any): what save_auto's interval came from. */
 PT_API double pt_run_last_save_seconds(const pt_run *run);
 PT_API double pt_run_mean_step_seconds(const pt_run *run);
+
+/* ---- fault handling and goodput of a job (run_fault.c; docs/goodput.md,
+ * docs/distributed.md).  Every host of a job (the CLI, Python, a C agent
+ * runtime) drives the same calls; with no job they act for one process. */
+
+/* What a host does next after pt_run_check: go on, roll back to the last
+ * checkpoint (pt_run_rollback) and replay, or stop.  Names: "continue",
+ * "rollback", "stop". */
+typedef enum pt_run_action {
+    PT_RUN_CONTINUE = 0,
+    PT_RUN_ROLLBACK = 1,
+    PT_RUN_STOP = 2
+} pt_run_action;
+PT_API const char *pt_run_action_name(int value);
+PT_API int pt_run_action_from_name(int *out, const char *name);
+
+/* Goodput sections on the run's accountant (opts.goodput): end the open
+ * section, open one of `kind` (a pt_time_kind; -1: none), as
+ * pt_goodput_switch.  PT_OK and nothing done without an accountant. */
+PT_API int pt_run_section(pt_run *run, int kind);
+/* One step done: `seconds` in all, `wait` of it at collectives
+ * (PT_TIME_WAIT), `generate` of it generating (PT_TIME_GENERATE), the rest
+ * PT_TIME_STEP (pending until a checkpoint commits it); the step is counted
+ * (pt_goodput_step_done) and its seconds noted (pt_run_note_step).  PT_EINVAL
+ * for negative or non-finite seconds. */
+PT_API int pt_run_step_time(pt_run *run, double seconds, double wait, double generate);
+/* The end of a run after `step`: the open section ended, the pending time
+ * committed, then the report as *json (free with pt_free), one JSON object
+ * without newline: {"step": STEP, "goodput": {"goodput": G (%.6f or null),
+ * "wall": S, "seconds/KIND": S for every pt_time_kind, "pending": S (each
+ * %.4f or null), "steps_kept": N, "steps_lost": N, "ranks": the job's size}};
+ * *report (may be NULL) the same totals.  PT_ESTATE without an accountant. */
+PT_API int pt_run_report_json(char **json, pt_goodput_report *report, pt_run *run, int64_t step);
+
+/* The agreement of the ranks on an outcome (collective; every rank calls it
+ * with its own `code`: 0 for success, any other int a failure, such as an
+ * exit code or a PT_E* status).  *agreed: this rank's code when it is not
+ * 0, else the code of the lowest rank that failed, else 0; *first_failed
+ * (may be NULL): that rank, or -1.  A run without a job of several ranks
+ * agrees with itself: *agreed = code.  Returns PT_OK, or the status of a
+ * collective that failed (PT_EPEER; *agreed then code). */
+PT_API int pt_run_agree(int *agreed, int *first_failed, pt_run *run, int code);
+
+/* Whether a replica check is due after `step` (every opts.check_every steps,
+ * in a job of several ranks). */
+PT_API bool pt_run_check_due(const pt_run *run, int64_t step);
+/* The replica check (collective; pt_run_check_replicas) when the run has
+ * check_every and several ranks, with its policy: *action PT_RUN_CONTINUE
+ * and PT_OK when the replicas agree (or there is nothing to check);
+ * PT_ECHECKSUM naming the rank(s) (*bad_rank, may be NULL: the first, or -1
+ * when no majority agrees) with *action PT_RUN_ROLLBACK, or PT_RUN_STOP
+ * when on_mismatch says so or max_rollbacks rollbacks (pt_run_rollbacks)
+ * came before; another status (a lost peer) with PT_RUN_STOP. */
+PT_API int pt_run_check(int *action, int *bad_rank, pt_run *run, const pt_optimizer *opt);
+/* Rollbacks (pt_run_rollback) since the last replica check that passed. */
+PT_API int pt_run_rollbacks(const pt_run *run);
+/* The step of the last complete checkpoint (resumed, saved or rolled back
+ * to), or -1. */
+PT_API int64_t pt_run_last_step(const pt_run *run);
+
+/* The test hook of the replica checks (opts.test_flip_rank and
+ * test_flip_step): on that rank, called after that step, flip bit 13 of the
+ * first value of model's first trainable tensor, once per run (the replay
+ * after a rollback is clean), *tensor its name; *tensor NULL when nothing
+ * was flipped. */
+PT_API int pt_run_test_flip(const char **tensor, pt_run *run, pt_model *model, int64_t step);
+
+/* The run's result in its directory DIR (collective: rank 0 writes, every
+ * rank gets the outcome): with LoRA adapters, the PEFT adapter in
+ * DIR/adapter (pt_lora_save_peft, base_name its base model) merged into
+ * the model (pt_model_merge_lora); then the model in Hugging Face layout in
+ * DIR (pt_model_save_dir).  A base that cannot be merged (quantized:
+ * PT_EUNSUPPORTED) leaves the adapter as the result: PT_OK without the
+ * model, pt_last_error() saying why.  *saved (may be NULL): the
+ * PT_RUN_SAVED_* bits of what rank 0 did.  A failure is the failed call's
+ * status and message (PT_EPEER on the other ranks). */
+#define PT_RUN_SAVED_ADAPTER 1u
+#define PT_RUN_SAVED_MERGED 2u
+#define PT_RUN_SAVED_MODEL 4u
+PT_API int pt_run_save_final(unsigned *saved, pt_run *run, pt_model *model, const char *base_name);
+
+/* The skip guard: optimizer updates skipped as non-finite (a loss, gradient
+ * or update that is NaN or infinite: the weights or the learning rate ran
+ * away) in a row.  Plain data, all zero at the start. */
+typedef struct pt_run_skips {
+    int64_t in_a_row;  /* consecutive non-finite updates so far */
+    int64_t first;     /* the step of the first of them */
+} pt_run_skips;
+/* Count one update of `step` by its pt_skip_reason (PT_SKIP_NONE resets;
+ * updates skipped for no tokens or no rewards neither count nor reset):
+ * PT_ERANGE with the message when `max` (> 0; 0: never) non-finite updates
+ * followed one another (the run should stop: no later step would be
+ * applied), else PT_OK. */
+PT_API int pt_run_skip_guard(pt_run_skips *k, int reason, int64_t step, int64_t max);
+
+/* The next value of the splitmix64 sequence at *state (adds the golden
+ * gamma 0x9E3779B97F4A7C15, then mixes): the library's one splitmix, for
+ * seeded streams of a host (a data order, generated problems). */
+PT_API uint64_t pt_splitmix64(uint64_t *state);
 
 #ifdef __cplusplus
 }

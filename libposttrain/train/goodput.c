@@ -127,6 +127,19 @@ int pt_goodput_end(pt_goodput *gp)
     return PT_OK;
 }
 
+int pt_goodput_switch(pt_goodput *gp, int kind)
+{
+    PT_CHECK_NULL(gp);
+    if (gp->section >= 0)
+        pt_goodput_end(gp);
+    return kind == -1 ? PT_OK : pt_goodput_begin(gp, kind);
+}
+
+double pt_now(void)
+{
+    return pt__now();
+}
+
 int pt_goodput_step_done(pt_goodput *gp)
 {
     PT_CHECK_NULL(gp);

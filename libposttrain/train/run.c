@@ -41,6 +41,11 @@ static int copy_options(pt_run *r, const pt_run_options *user)
         return pt__err_arg("pt_run_open", "opts->inputs", "is NULL with n_inputs %zu", o->n_inputs);
     if (o->keep_last < 0 || o->keep_every < 0 || o->save_every < 0)
         return pt__err_arg("pt_run_open", "opts->keep_last", "keep_last, keep_every and save_every must be >= 0");
+    if (o->check_every < 0 || o->max_rollbacks < 0)
+        return pt__err_arg("pt_run_open", "opts->check_every", "check_every and max_rollbacks must be >= 0");
+    if (o->on_mismatch != PT_RUN_ROLLBACK && o->on_mismatch != PT_RUN_STOP)
+        return pt__err_arg("pt_run_open", "opts->on_mismatch", "must be PT_RUN_ROLLBACK or PT_RUN_STOP (got %d)",
+                          o->on_mismatch);
     if (o->save_auto && !(isfinite(o->mtbf_seconds) && o->mtbf_seconds > 0))
         return pt__err_arg("pt_run_open", "opts->mtbf_seconds", "must be finite and > 0 with save_auto (got %g)",
                           o->mtbf_seconds);

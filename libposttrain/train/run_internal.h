@@ -37,6 +37,7 @@ struct pt_run {
     pt_dist *dist;         /* the job (borrowed), or NULL */
     pt_goodput *gp;        /* the goodput accountant (borrowed), or NULL */
     int rank, size;        /* this process in the job: 0 and 1 without one */
+    int rollbacks;         /* pt_run_rollback calls since the last passing replica check */
 };
 
 /* run_dir.c: the overlap checks of the outputs against the inputs; the

@@ -154,6 +154,7 @@ int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model 
     PT_CHECK_NULL(state);
     if (r->gp)
         pt_goodput_rollback(r->gp);
+    r->rollbacks++;
     if (!r->last_ckpt) {
         int st = pt__run__agree(r, r->rank == 0 ? pt__run__metrics_trim(r, 0) : PT_OK);
         return pt__err_in(__func__, st ? st : pt__err(PT_ENOTFOUND, "no checkpoint yet: start again from the "

@@ -24,6 +24,9 @@ int pt_run_options_init(pt_run_options *o)
 {
     PT_STRUCT_INIT_ZERO(o);
     o->start = PT_RUN_NEW;
+    o->on_mismatch = PT_RUN_ROLLBACK;
+    o->max_rollbacks = 3;
+    o->test_flip_rank = -1;
     return PT_OK;
 }
 

@@ -357,6 +357,11 @@ class RunOptions(Struct):
         ("mtbf_seconds", c_double),
         ("dist", c_void_p),
         ("goodput", c_void_p),
+        ("check_every", c_int64),
+        ("on_mismatch", c_int),
+        ("max_rollbacks", c_int),
+        ("test_flip_rank", c_int),
+        ("test_flip_step", c_int64),
     ]
 
 
@@ -1118,6 +1123,14 @@ _declare("run", {
     "pt_run_size": (c_int, [vp]),
     "pt_run_last_save_seconds": (c_double, [vp]),
     "pt_run_mean_step_seconds": (c_double, [vp]),
+    "pt_run_section": (c_int, [vp, c_int]),
+    "pt_run_step_time": (c_int, [vp, c_double, c_double, c_double]),
+    "pt_run_report_json": (c_int, [P(c_void_p), c_void_p, vp, c_int64]),
+    "pt_run_agree": (c_int, [P(c_int), P(c_int), vp, c_int]),
+    "pt_run_check_due": (c_bool, [vp, c_int64]),
+    "pt_run_check": (c_int, [P(c_int), P(c_int), vp, vp]),
+    "pt_run_rollbacks": (c_int, [vp]),
+    "pt_run_last_step": (c_int64, [vp]),
 })
 # The SFT loop's helpers (posttrain/train.h, "an SFT run's loop"): SFTTrainer's
 # micro-batches and metrics rows, as `posttrain sft`'s.
@@ -1205,7 +1218,7 @@ ENUM_FUNCTIONS = {
     "episodes": ["turn_end", "episode_end", "env_action", "episode_on_error"],
     "gguf": ["gguf_ftype", "gguf_spm_scores"],
     "goodput": ["time_kind"],
-    "run": ["run_start"],
+    "run": ["run_start", "run_action"],
     "dist": ["dist_backend"],
 }
 for _feature, _prefixes in ENUM_FUNCTIONS.items():

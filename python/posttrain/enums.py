@@ -19,7 +19,7 @@ from ._lib import lib, has_feature
 
 __all__ = ["LibEnum", "GgufType", "SpmScores", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
            "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
-           "RolloutLogprobs", "ISCorrection", "SkipReason", "TimeKind", "DistBackend", "RunStart", "Status",
+           "RolloutLogprobs", "ISCorrection", "SkipReason", "TimeKind", "DistBackend", "RunStart", "RunAction", "Status",
            "TurnEnd", "EpisodeEnd", "EnvAction", "OnError"]
 
 # Values are read upwards (or downwards for statuses) until this many in a
@@ -187,6 +187,9 @@ RunStart = _build("RunStart", "run_start",
                   "How a run starts in its directory (pt_run_start): NEW, OVERWRITE, AUTO "
                   "(resume the latest checkpoint, or start fresh), FROM (resume a given "
                   "checkpoint).", "run")
+RunAction = _build("RunAction", "run_action",
+                   "What a host does after a replica check (pt_run_action): CONTINUE, "
+                   "ROLLBACK, STOP.", "run")
 # Statuses: OK, EINVAL, ... from pt_status_name ("PT_EINVAL"; "PT_E?" for an
 # unknown code), read downwards from 0; str() is the C symbol.
 Status = _build("Status", None, "libposttrain status (pt_status): OK, EINVAL, ENOMEM, ...",

@@ -24,7 +24,7 @@ import os
 from ._handle import Handle
 from ._lib import RunInput, RunOptions, RunState, has_feature, lib
 from ._util import fspath
-from .enums import RunStart
+from .enums import RunAction, RunStart, TimeKind
 from .errors import Status, check, error_for, invalid
 
 __all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json", "check_output"]
@@ -106,7 +106,8 @@ class Run(Handle):
 
     Run(dir, kind, start="new", resume_from=None, metrics=None, inputs=(),
         keep_last=0, keep_every=0, save_every=0, save_auto=False,
-        mtbf_seconds=0, names=None, dist=None, goodput=None)
+        mtbf_seconds=0, names=None, dist=None, goodput=None, check_every=0,
+        on_mismatch="rollback", max_rollbacks=3)
 
     start: "new" (a directory holding an earlier run is refused:
     ExistsError), "overwrite", "auto" (the latest complete checkpoint, or a
@@ -116,7 +117,8 @@ class Run(Handle):
     resume_from), default the trainers' argument names.  dist: a Dist (every
     rank opens the run together; rank 0 holds the directory); goodput: a
     Goodput whose totals the checkpoints carry and a resume restores (both
-    borrowed: they must outlive the run).  The directory and the metrics
+    borrowed: they must outlive the run).  check_every, on_mismatch,
+    max_rollbacks: the replica checks' cadence and policy (check()).  The directory and the metrics
     file stay locked until close()."""
 
     _free_fn = "pt_run_close"
@@ -124,7 +126,8 @@ class Run(Handle):
 
     def __init__(self, dir, kind, start="new", resume_from=None, metrics=None, inputs=(),
                  keep_last=0, keep_every=0, save_every=0, save_auto=False, mtbf_seconds=0.0,
-                 names=None, dist=None, goodput=None):
+                 names=None, dist=None, goodput=None, check_every=0, on_mismatch="rollback",
+                 max_rollbacks=3):
         _require("Run")
         o = RunOptions.new()
         keep = []    # what the options point at, alive until pt_run_open returns
@@ -152,6 +155,8 @@ class Run(Handle):
         o.keep_last, o.keep_every = int(keep_last or 0), int(keep_every or 0)
         o.save_every, o.save_auto = int(save_every or 0), bool(save_auto)
         o.mtbf_seconds = float(mtbf_seconds)
+        o.check_every, o.max_rollbacks = int(check_every or 0), int(max_rollbacks)
+        o.on_mismatch = int(RunAction.coerce(on_mismatch, "on_mismatch", "Run"))
         # borrowed handles: kept referenced as long as the run
         self._borrowed = (dist, goodput)
         if dist is not None:
@@ -292,3 +297,82 @@ class Run(Handle):
     @property
     def mean_step_seconds(self):
         return float(lib.pt_run_mean_step_seconds(self._ptr))
+
+    # -- fault handling and goodput of a job (run_fault.c) ------------------------------
+    def section(self, kind):
+        """End the open goodput section and open one of `kind` (a
+        TimeKind name or value; None: none)."""
+        k = -1 if kind is None else int(_time_kind(kind))
+        check(lib.pt_run_section(self._ptr, k), "pt_run_section")
+
+    def step_time(self, seconds, wait=0.0, generate=0.0):
+        """One step done: seconds in all, wait of it at collectives,
+        generate of it generating; the rest is step time."""
+        check(lib.pt_run_step_time(self._ptr, float(seconds), float(wait), float(generate)),
+              "pt_run_step_time")
+
+    def report(self, step):
+        """The end of a run: commit, then the goodput row {"step": ..,
+        "goodput": {...}} as a dict (the CLI's last metrics row)."""
+        out = ctypes.c_void_p()
+        check(lib.pt_run_report_json(ctypes.byref(out), None, self._ptr, int(step)),
+              "pt_run_report_json")
+        return json.loads(_take_string(out))
+
+    def agree(self, code):
+        """Every rank's code in (0: success): (agreed, first_failed), the
+        same on every rank (collective)."""
+        agreed, first = ctypes.c_int(0), ctypes.c_int(-1)
+        check(lib.pt_run_agree(ctypes.byref(agreed), ctypes.byref(first), self._ptr, int(code)),
+              "pt_run_agree")
+        return agreed.value, first.value
+
+    def check_due(self, step):
+        return bool(lib.pt_run_check_due(self._ptr, int(step)))
+
+    def check(self, optimizer):
+        """The replica check with the run's policy (collective): (action,
+        bad_rank, status), action "continue", "rollback" or "stop"."""
+        action, bad = ctypes.c_int(2), ctypes.c_int(-1)
+        st = lib.pt_run_check(ctypes.byref(action), ctypes.byref(bad), self._ptr, optimizer._ptr)
+        if st not in (0, int(Status.ECHECKSUM)):
+            check(st, "pt_run_check")
+        return RunAction(action.value).name.lower(), bad.value, st
+
+    @property
+    def rollbacks(self):
+        return int(lib.pt_run_rollbacks(self._ptr))
+
+    @property
+    def last_step(self):
+        """The step of the last complete checkpoint, or -1."""
+        return int(lib.pt_run_last_step(self._ptr))
+
+
+def _time_kind(kind):
+    return TimeKind.coerce(kind, "kind", "Run.section")
+
+
+def resume_trainer(trainer, path, who, fresh_start):
+    """The run directory of a trainer (SFTTrainer, GRPOTrainer) at its first
+    train(): opened and held until close() (a fresh run by `fresh_start`, or
+    resumed from its latest checkpoint for path True, the run layer's
+    "resume auto", a fresh start when the directory holds no run, or from
+    the checkpoint path), the checkpoint loaded and applied
+    (trainer._apply); the metrics rows after the resumed step are dropped.
+    Without a run directory, or with the run held already, path (True: the
+    latest checkpoint) is only loaded (trainer.load_checkpoint)."""
+    path = path or None
+    if trainer.output_dir is None or trainer._run is not None or (path is None
+                                                                and not trainer._run_wanted):
+        if path is True:
+            path = trainer.latest_checkpoint()
+        if path is not None:
+            trainer.load_checkpoint(path)
+        return
+    _require(who)
+    start = "auto" if path is True else "from" if path is not None else fresh_start
+    trainer._run = trainer._open_run(start, None if path is True else path)
+    if trainer._run.resume_dir is not None:
+        state, extra = trainer._run.load(trainer.model, trainer.optimizer)
+        trainer._apply(state, extra, trainer._run.resume_dir)

@@ -29,7 +29,8 @@ from ._lib import RunState, SftRowExtra, SftStats, has_feature, lib
 from ._handle import out_handle
 from .errors import check, invalid
 from .model import Model
-from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
+from .run import (Run, check_output, resume_trainer, run_state_to_json, _require as _require_run,
+                  _take_string)
 from .train import Dataset, Optimizer, save_checkpoint
 from .trainer import (TrainerState, TrainOutput, _is_messages, _lora_host, _make_parent,
                       _new_goodput)
@@ -440,19 +441,7 @@ class SFTTrainer:
 
     # -- the run directory and checkpoints (the CLI's layout) -------------------------
     def _resume(self, path):
-        if self.output_dir is None or self._run is not None or (path is None
-                                                                and not self._run_wanted):
-            if path is True:
-                path = self.latest_checkpoint()
-            if path is not None:
-                self.load_checkpoint(path)
-            return
-        _require_run("SFTTrainer.train")
-        start = "auto" if path is True else "from" if path is not None else "overwrite"
-        self._run = self._open_run(start, None if path is True else path)
-        if self._run.resume_dir is not None:
-            state, extra = self._run.load(self.model, self.optimizer)
-            self._apply(state, extra, self._run.resume_dir)
+        resume_trainer(self, path, "SFTTrainer.train", "overwrite")
 
     def _open_run(self, start, resume_from=None):
         """output_dir as a run directory held until close(), with a goodput

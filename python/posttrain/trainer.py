@@ -37,7 +37,8 @@ from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grp
                    _require)
 from .model import Model, _lora_mask
 from ._lib import RunState, has_feature, lib
-from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
+from .run import (Run, check_output, resume_trainer, run_state_to_json, _require as _require_run,
+                  _take_string)
 from .train import Optimizer, save_checkpoint
 from .trl_config import GRPOConfig
 
@@ -789,29 +790,8 @@ class GRPOTrainer:
         """The run directory (output_dir), opened at the first train() and
         held until close(): a fresh run (a trainer built with a GRPOConfig
         replaces an earlier run in it, as transformers does; with the older
-        keywords a used directory is refused), or resumed from its latest
-        checkpoint (True: the run layer's "resume auto", a fresh start when
-        the directory holds no run) or from a checkpoint path; the metrics
-        rows after the resumed step are dropped."""
-        path = resume_from_checkpoint or None
-        if self.output_dir is None or self._run is not None or (path is None
-                                                                and not self._run_wanted):
-            # no run directory, or this trainer holds it already
-            if path is True:
-                path = self.latest_checkpoint()
-            if path is not None:
-                self.load_checkpoint(path)
-            return
-        _require_run("GRPOTrainer.train")
-        if path is True:
-            run = self._open_run("auto")
-        elif path is not None:
-            run = self._open_run("from", path)
-        else:
-            run = self._open_run(self._start)
-        if run.resume_dir is not None:
-            state, extra = run.load(self.model, self.optimizer)
-            self._apply(state, extra, run.resume_dir)
+        keywords a used directory is refused), or resumed (run.resume_trainer)."""
+        resume_trainer(self, resume_from_checkpoint, "GRPOTrainer.train", self._start)
 
     def evaluate(self, eval_dataset=None):
         """Sample num_generations_eval completions of each evaluation row

@@ -25,8 +25,10 @@ import gc
 import math
 import os
 import random
+import shutil
 import struct
 import sys
+import tempfile
 import unittest
 
 import ptest
@@ -289,6 +291,32 @@ class TestJob(unittest.TestCase):
             with self.subTest(status=wrong), self.assertRaises(pt.InvalidArgument):
                 D.agree(wrong)
         self.assertEqual(D.agree(), -1)
+
+    @unittest.skipUnless(pt.has_feature("run"), "the loaded libposttrain has no run layer")
+    def test_run_agree(self):
+        """pt_run_agree in a run of the job: this rank's code when it failed,
+        else the lowest failed rank's, the same on every rank."""
+        size, rank = D.size, D.rank
+        tmp = tempfile.mkdtemp() if rank == 0 else None
+        base = os.fsdecode(D.broadcast(os.fsencode(tmp) if rank == 0 else None))
+        try:
+            with pt.Run(os.path.join(base, "run"), "sft", dist=D, check_every=2) as run:
+                self.assertEqual(run.size, size)
+                self.assertEqual(run.agree(0), (0, -1))
+                bad = size - 1
+                self.assertEqual(run.agree(2 if rank == bad else 0), (2, bad))
+                # two failed: the lower one's code, except on the failed ranks
+                code = {bad: 2, max(bad - 1, 0): 1}.get(rank, 0)
+                agreed, first = run.agree(code)
+                self.assertEqual(first, max(bad - 1, 0))
+                self.assertEqual(agreed, code or (1 if size > 1 else 2))
+                self.assertEqual(run.check_due(2), size > 1)
+                self.assertFalse(run.check_due(3))
+                D.barrier()
+        finally:
+            D.barrier()
+            if rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def test_comm_seconds(self):
         before = D.comm_seconds

@@ -297,6 +297,26 @@ class TestRunBinding(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
+    def test_fault_handling_and_goodput(self):
+        gp = pt.Goodput()
+        with pt.Run(self.out, "sft", goodput=gp, check_every=2) as run:
+            run.section("startup")
+            run.section(None)
+            run.step_time(1.0, wait=0.25, generate=0.125)    # 0.625 s of step
+            self.assertEqual(run.agree(0), (0, -1))             # a job of one
+            self.assertEqual(run.agree(2), (2, 0))
+            self.assertFalse(run.check_due(2))                  # one rank: nothing to compare
+            self.assertEqual(run.last_step, -1)
+            self.assertEqual(run.rollbacks, 0)
+            row = run.report(3)
+            self.assertEqual(row["step"], 3)
+            g = row["goodput"]
+            self.assertEqual((g["seconds/step"], g["seconds/wait"], g["seconds/generate"]),
+                             (0.625, 0.25, 0.125))
+            self.assertEqual((g["steps_kept"], g["steps_lost"], g["ranks"]), (1, 0, 1))
+        with self.assertRaises(pt.InvalidArgument):
+            pt.Run(self.out, "sft", start="overwrite", on_mismatch="continue")
+
     def test_lock_and_start_modes(self):
         with pt.Run(self.out, "grpo") as run:
             self.assertIsNone(run.resume_dir)
