@@ -16,40 +16,39 @@ typedef struct gen_args {
     pt_generate_options gen;
 } gen_args;
 
-#define GEN(field) offsetof(gen_args, field)
+typedef gen_args cli_args; /* CLI_ARG's */
 static const cli_opt k_generate_opts[] = {
-    { CLI_PATH, "model", GEN(model), "DIR", .required = true,
+    { CLI_PATH, "model", CLI_ARG(model), "DIR", .required = true,
       .help = "Hugging Face model directory (with tokenizer.json for text), or a GGUF file" },
-    { CLI_PATH, "adapter", GEN(adapter), "DIR",
+    { CLI_PATH, "adapter", CLI_ARG(adapter), "DIR",
       .help = "apply a PEFT LoRA adapter directory to the model first\n(e.g. OUT/adapter of a LoRA run; on a quantized GGUF too)" },
-    { CLI_STRING, "prompt", GEN(prompt), "TEXT",
+    { CLI_STRING, "prompt", CLI_ARG(prompt), "TEXT",
       .help = "prompt text, encoded with the model's tokenizer and its\nspecial tokens (e.g. BOS)" },
-    { CLI_STRING, "prompt-ids", GEN(prompt_ids), "IDS", .help = "prompt token ids, separated by commas or spaces" },
-    { CLI_FLAG, "chat", GEN(chat),
+    { CLI_STRING, "prompt-ids", CLI_ARG(prompt_ids), "IDS", .help = "prompt token ids, separated by commas or spaces" },
+    { CLI_FLAG, "chat", CLI_ARG(chat),
       .help = "wrap --prompt as one user message in the tokenizer's chat\n"
               "template, with the assistant generation prompt" },
-    { CLI_INT, "max-new-tokens", GEN(gen.max_new_tokens), "N", .def = "64", .lo = 0, .hi = 1 << 30,
+    { CLI_INT, "max-new-tokens", CLI_ARG(gen.max_new_tokens), "N", .def = "64", .lo = 0, .hi = 1 << 30,
       .help = "tokens to generate at most" },
-    { CLI_FLOAT, "temperature", GEN(gen.temperature), "T", .def = "1", .help = "0: greedy" },
-    { CLI_INT, "top-k", GEN(gen.top_k), "K", .def = "0", .lo = 0, .hi = 1 << 30,
+    { CLI_FLOAT, "temperature", CLI_ARG(gen.temperature), "T", .def = "1", .help = "0: greedy" },
+    { CLI_INT, "top-k", CLI_ARG(gen.top_k), "K", .def = "0", .lo = 0, .hi = 1 << 30,
       .help = "keep the K most likely tokens (0: off)" },
-    { CLI_FLOAT, "top-p", GEN(gen.top_p), "P", .def = "1", .help = "nucleus sampling, P in (0, 1] (1: off)" },
-    { CLI_FLOAT, "min-p", GEN(gen.min_p), "P", .def = "0", .help = "keep tokens with p >= P * p_max (0: off)" },
-    { CLI_UINT64, "seed", GEN(gen.seed), "S", .def = "0", .help = "sampling seed; sample i uses stream i" },
-    { CLI_INT, "num-samples", GEN(num_samples), "G", .def = "1", .lo = 1, .hi = 1 << 30,
+    { CLI_FLOAT, "top-p", CLI_ARG(gen.top_p), "P", .def = "1", .help = "nucleus sampling, P in (0, 1] (1: off)" },
+    { CLI_FLOAT, "min-p", CLI_ARG(gen.min_p), "P", .def = "0", .help = "keep tokens with p >= P * p_max (0: off)" },
+    { CLI_UINT64, "seed", CLI_ARG(gen.seed), "S", .def = "0", .help = "sampling seed; sample i uses stream i" },
+    { CLI_INT, "num-samples", CLI_ARG(num_samples), "G", .def = "1", .lo = 1, .hi = 1 << 30,
       .help = "completions of the prompt" },
-    { CLI_INT, "threads", GEN(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
-    { CLI_ENUM, "quantize", GEN(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+    { CLI_INT, "threads", CLI_ARG(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
+    { CLI_ENUM, "quantize", CLI_ARG(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
       .enum_name = pt_quantize_name,
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
-    { CLI_FLAG, "bf16", GEN(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
-    { CLI_FLAG, "ignore-eos", GEN(ignore_eos), .help = "do not stop at the end-of-sequence token" },
-    { CLI_FLAG, "print-ids", GEN(print_ids), .help = "print each completion's token ids (one line) after its text" },
-    { CLI_FLAG, "logprobs", GEN(print_logprobs), .help = "print each token's log-probability (one line) after it" },
-    { CLI_FLAG, "allow-long-context", GEN(allow_long),
+    { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
+    { CLI_FLAG, "ignore-eos", CLI_ARG(ignore_eos), .help = "do not stop at the end-of-sequence token" },
+    { CLI_FLAG, "print-ids", CLI_ARG(print_ids), .help = "print each completion's token ids (one line) after its text" },
+    { CLI_FLAG, "logprobs", CLI_ARG(print_logprobs), .help = "print each token's log-probability (one line) after it" },
+    { CLI_FLAG, "allow-long-context", CLI_ARG(allow_long),
       .help = "allow a prompt plus new tokens beyond the model's\nmax_position_embeddings (rope scaling)" },
 };
-#undef GEN
 
 static const cli_command k_generate = {
     .name = "generate",
@@ -258,6 +257,21 @@ done:
     return rc;
 }
 
+int cli_open_model(pt_model **out, const char *cmd, const char *path, bool bf16, int quantize,
+                   const char *adapter, const char *load, const char *adapter_what)
+{
+    int st = cli_load_model(out, path, bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, quantize);
+    if (st)
+        return cli_fail(load, st);
+    if ((bf16 && cli_set_bf16(cmd, *out, PT_BF16_FROZEN)) ||
+        (adapter && (st = pt_lora_load_peft(*out, adapter)) != PT_OK)) {
+        pt_model_free(*out);
+        *out = NULL;
+        return st ? cli_fail(adapter_what, st) : 1;
+    }
+    return 0;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     gen_args a;
@@ -268,16 +282,9 @@ int cmd_generate(int argc, char **argv)
     if (a.threads > 0 && (st = pt_set_num_threads(a.threads)) != PT_OK)
         return cli_fail("generate --threads", st);
     pt_model *m = NULL;
-    if ((st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, a.quantize)) != PT_OK)
-        return cli_fail("generate: loading the model", st);
-    if (a.bf16 && cli_set_bf16("generate", m, PT_BF16_FROZEN)) {
-        pt_model_free(m);
+    if (cli_open_model(&m, "generate", a.model, a.bf16, a.quantize, a.adapter, "generate: loading the model",
+                       "generate: loading the adapter"))
         return 1;
-    }
-    if (a.adapter && (st = pt_lora_load_peft(m, a.adapter)) != PT_OK) {
-        pt_model_free(m);
-        return cli_fail("generate: loading the adapter", st);
-    }
     const pt_tokenizer *tok = pt_model_tokenizer(m);
     int32_t *prompt = NULL;
     int n_prompt = 0;

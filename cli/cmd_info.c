@@ -15,21 +15,20 @@ typedef struct info_args {
     int context, batch, seq, rank;
 } info_args;
 
-#define INFO(field) offsetof(info_args, field)
+typedef info_args cli_args; /* CLI_ARG's */
 static const cli_opt k_info_opts[] = {
-    { CLI_FLAG, "json", INFO(json), .help = "print one JSON object instead of text" },
-    { CLI_FLAG, "lenient", INFO(lenient),
+    { CLI_FLAG, "json", CLI_ARG(json), .help = "print one JSON object instead of text" },
+    { CLI_FLAG, "lenient", CLI_ARG(lenient),
       .help = "describe a directory whose weights will not load too (it still\nexits 1 and says it is broken)" },
-    { CLI_INT, "context", INFO(context), "T", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "context", CLI_ARG(context), "T", .lo = 1, .hi = 1 << 24,
       .help = "inference length for the KV-cache estimate (default: min(max\npositions, 2048))" },
-    { CLI_INT, "batch", INFO(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "batch", CLI_ARG(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
       .help = "training batch for the activation estimate" },
-    { CLI_INT, "seq", INFO(seq), "T", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "seq", CLI_ARG(seq), "T", .lo = 1, .hi = 1 << 24,
       .help = "training sequence length (default: min(max positions, 256))" },
-    { CLI_INT, "lora-rank", INFO(rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "lora-rank", CLI_ARG(rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
       .help = "LoRA rank on all seven projections" },
 };
-#undef INFO
 
 static const cli_command k_info = {
     .name = "info",

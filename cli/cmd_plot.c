@@ -9,15 +9,14 @@ typedef struct plot_args {
     int width, height;
 } plot_args;
 
-#define PLOT(field) offsetof(plot_args, field)
+typedef plot_args cli_args; /* CLI_ARG's */
 static const cli_opt k_plot_opts[] = {
-    { CLI_PATH, "out", PLOT(out), "FILE.svg", .required = true, .help = "the SVG to write (replaced atomically)" },
-    { CLI_INT, "width", PLOT(width), "W", .def = "720", .lo = 200, .hi = 10000, .help = "width in pixels" },
-    { CLI_INT, "height", PLOT(height), "H", .lo = 140, .hi = 100000,
+    { CLI_PATH, "out", CLI_ARG(out), "FILE.svg", .required = true, .help = "the SVG to write (replaced atomically)" },
+    { CLI_INT, "width", CLI_ARG(width), "W", .def = "720", .lo = 200, .hi = 10000, .help = "width in pixels" },
+    { CLI_INT, "height", CLI_ARG(height), "H", .lo = 140, .hi = 100000,
       .help = "height in pixels (default: 170 per panel and 40 for the title)" },
-    { CLI_STRING, "title", PLOT(title), "T", .help = "the title (default: the metrics file's path)" },
+    { CLI_STRING, "title", CLI_ARG(title), "T", .help = "the title (default: the metrics file's path)" },
 };
-#undef PLOT
 
 static const cli_command k_plot = {
     .name = "plot",

@@ -13,17 +13,16 @@ typedef struct tokenize_args {
     bool add_special, decode, skip_special, jsonl;
 } tokenize_args;
 
-#define TOK(field) offsetof(tokenize_args, field)
+typedef tokenize_args cli_args; /* CLI_ARG's */
 static const cli_opt k_tokenize_opts[] = {
-    { CLI_PATH, "tokenizer", TOK(path), "PATH", .required = true,
+    { CLI_PATH, "tokenizer", CLI_ARG(path), "PATH", .required = true,
       .help = "a tokenizer.json or a model directory holding one" },
-    { CLI_FLAG, "add-special-tokens", TOK(add_special), .help = "add the post-processor's special tokens (e.g. BOS)" },
-    { CLI_FLAG, "decode", TOK(decode), .help = "decode ids instead of encoding text" },
-    { CLI_FLAG, "skip-special-tokens", TOK(skip_special),
+    { CLI_FLAG, "add-special-tokens", CLI_ARG(add_special), .help = "add the post-processor's special tokens (e.g. BOS)" },
+    { CLI_FLAG, "decode", CLI_ARG(decode), .help = "decode ids instead of encoding text" },
+    { CLI_FLAG, "skip-special-tokens", CLI_ARG(skip_special),
       .help = "leave special tokens out of decoded text (default: keep)" },
-    { CLI_FLAG, "jsonl", TOK(jsonl), .help = "JSON Lines in and out (the only format)" },
+    { CLI_FLAG, "jsonl", CLI_ARG(jsonl), .help = "JSON Lines in and out (the only format)" },
 };
-#undef TOK
 
 /* Messages name stdin so; a line may hold up to 1 GiB of text. */
 #define STDIN_NAME "stdin"
