@@ -221,6 +221,17 @@ static int measure(double *greedy, demo_run *r, const char *when, uint64_t salt,
     return 0;
 }
 
+/* A training phase (SFT or GRPO) of `steps` steps, timed, then measured. */
+static int phase(double *greedy, demo_run *r, int (*train)(demo_run *), const char *name, int steps, uint64_t salt)
+{
+    double t1 = cli_now();
+    if (train(r))
+        return 1;
+    char when[96];
+    snprintf(when, sizeof when, "after %s (%d steps, %.0f s)", name, steps, cli_now() - t1);
+    return measure(greedy, r, when, salt, true);
+}
+
 int cmd_demo(int argc, char **argv)
 {
     demo_run r = { 0 };
@@ -229,8 +240,7 @@ int cmd_demo(int argc, char **argv)
         return cli_exit_code(rc);
     printf("libposttrain %s demo: SFT, then GRPO, of a tiny built-in model on %d-digit addition\n",
            pt_version_string(), r.o.digits);
-    double acc[3], t0 = cli_now(), t1;
-    char when[96];
+    double acc[3], t0 = cli_now();
     rc = 1;
     if (build_model(&r) || demo_build_data(&r) || setup(&r))
         goto done;
@@ -242,19 +252,8 @@ int cmd_demo(int argc, char **argv)
     printf("  held-out: %d problems never trained on (standard error of an accuracy <= %.1f points); "
            "%d thread%s\n", r.n_eval, 50 / sqrt(r.n_eval), pt_context_get_num_threads(r.ctx),
            pt_context_get_num_threads(r.ctx) == 1 ? "" : "s");
-    if (measure(&acc[0], &r, "before training", 1, false))
-        goto done;
-    t1 = cli_now();
-    if (sft(&r))
-        goto done;
-    snprintf(when, sizeof when, "after SFT (%d steps, %.0f s)", r.o.steps, cli_now() - t1);
-    if (measure(&acc[1], &r, when, 2, true))
-        goto done;
-    t1 = cli_now();
-    if (demo_grpo(&r))
-        goto done;
-    snprintf(when, sizeof when, "after GRPO (%d steps, %.0f s)", r.o.grpo_steps, cli_now() - t1);
-    if (measure(&acc[2], &r, when, 3, true))
+    if (measure(&acc[0], &r, "before training", 1, false) || phase(&acc[1], &r, sft, "SFT", r.o.steps, 2) ||
+        phase(&acc[2], &r, demo_grpo, "GRPO", r.o.grpo_steps, 3))
         goto done;
     printf("  whole demo: %.0f s\n", cli_now() - t0);
     printf("held-out accuracy: before %d%% | after SFT %d%% | after GRPO %d%%\n", (int)lround(100 * acc[0]),
