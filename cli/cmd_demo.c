@@ -97,9 +97,9 @@ static int parse_args(demo_opts *o, int argc, char **argv)
     return 0;
 }
 
-static long r_range(int digits)
+static int64_t r_range(int digits)
 {
-    long n = 1;
+    int64_t n = 1;
     for (int i = 0; i < digits; i++)
         n *= 10;
     return n;

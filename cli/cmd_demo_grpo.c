@@ -39,7 +39,7 @@ static int copy_model(pt_model **out, pt_model *src)
 }
 
 /* The step's N completions scored (1 for the right answer) into buf. */
-static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, long (*pairs)[2], int N, int M)
+static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, int64_t (*pairs)[2], int N, int M)
 {
     const int G = r->o.group;
     for (int i = 0; i < N; i++) {
@@ -156,10 +156,10 @@ static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uin
     const demo_opts *o = &r->o;
     const int P = o->prompts, G = o->group, N = P * G, M = r->alen + 1;
     grpo_mem *m = &l->m;
-    long pairs[256][2];
+    int64_t pairs[256][2];
     int st;
     for (int p = 0; p < P; p++) {
-        demo_draw_train(&pairs[p][0], &pairs[p][1], r, rng);
+        pt_addition_train_pair(&pairs[p][0], &pairs[p][1], o->digits, rng);
         for (int g = 0; g < G; g++) {
             int i = p * G + g;
             m->lens[i] = r->plen;
