@@ -938,6 +938,13 @@ _declare(None, {
     "pt_model_config_to_json": (c_int, [P(c_void_p), P(ModelConfig)]),
     "pt_model_config_num_params": (c_int, [P(c_uint64), P(ModelConfig)]),
     "pt_model_dir_inspect": (c_int, [P(ModelDirInfo), c_char_p]),
+    # addition.h
+    "pt_addition_problem": (c_int, [ctypes.c_char_p, c_size_t, ctypes.c_char_p, c_size_t, c_int, c_int64, c_int64,
+                                    c_bool]),
+    "pt_addition_held_out": (c_bool, [c_int64, c_int64]),
+    "pt_addition_train_pair": (c_int, [P(c_int64), P(c_int64), c_int, P(c_uint64)]),
+    "pt_addition_teacher_pair": (c_int, [P(c_int64), P(c_int64), P(c_bool), c_int, ctypes.c_double, P(c_uint64)]),
+    "pt_addition_held_out_pairs": (c_int, [P(c_int64), P(c_size_t), c_size_t, c_int]),
     "pt_model_config_memory_estimate": (c_int, [P(MemoryEstimate), P(ModelConfig), P(MemoryEstimateOptions)]),
     "pt_model_dir_info_to_json": (c_int, [P(c_void_p), P(c_size_t), c_char_p, P(ModelDirInfo), P(MemoryEstimate)]),
     "pt_model_load_dir": (c_int, [pp, c_char_p, P(ModelLoadOptions)]),
