@@ -11,9 +11,8 @@ typedef struct eval_args {
     bool json, special, bf16;
     int quantize;
     int max_length;
-} eval_args;
+} cli_args; /* CLI_ARG's */
 
-typedef eval_args cli_args; /* CLI_ARG's */
 static const cli_opt k_eval_opts[] = {
     { CLI_PATH, "model", CLI_ARG(model), "DIR", .required = true,
       .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
@@ -76,7 +75,7 @@ static void print_text(const pt_eval_result *r)
 
 int cmd_eval(int argc, char **argv)
 {
-    eval_args a = { .special = true };
+    cli_args a = { .special = true };
     int rc = cli_parse_table(&k_eval, k_eval_opts, CLI_COUNT_OF(k_eval_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);

@@ -121,19 +121,6 @@ static int write_gguf(const export_args *a, pt_model *m)
     return 0;
 }
 
-static int load_model(pt_model **m, const export_args *a)
-{
-    int st = pt_model_load_dir(m, a->model, NULL);
-    if (st)
-        return cli_fail("--model", st);
-    if (a->adapter && (st = pt_lora_load_peft(*m, a->adapter))) {
-        pt_model_free(*m);
-        *m = NULL;
-        return cli_fail("--adapter", st);
-    }
-    return 0;
-}
-
 int cmd_export(int argc, char **argv)
 {
     export_args a = { 0 };
@@ -146,8 +133,8 @@ int cmd_export(int argc, char **argv)
     if (a.checkpoint) {
         if ((rc = export_load_checkpoint(&m, &a)))
             return rc;
-    } else if ((rc = load_model(&m, &a))) {
-        return rc;
+    } else if (cli_open_model(&m, "export", a.model, false, PT_QUANTIZE_NONE, a.adapter, "--model", "--adapter")) {
+        return 1;
     }
     rc = write_gguf(&a, m);
     pt_model_free(m);

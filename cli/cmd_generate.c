@@ -14,9 +14,8 @@ typedef struct gen_args {
     bool chat, ignore_eos, print_ids, print_logprobs, allow_long, bf16;
     int num_samples, threads, quantize;
     pt_generate_options gen;
-} gen_args;
+} cli_args; /* CLI_ARG's */
 
-typedef gen_args cli_args; /* CLI_ARG's */
 static const cli_opt k_generate_opts[] = {
     { CLI_PATH, "model", CLI_ARG(model), "DIR", .required = true,
       .help = "Hugging Face model directory (with tokenizer.json for text), or a GGUF file" },
@@ -95,9 +94,9 @@ static int parse_ids(const char *s, int32_t **out, int *n)
 }
 
 /* 0 to go on, CLI_HELP, or the exit code of a usage error. */
-static int parse_args(gen_args *a, int argc, char **argv)
+static int parse_args(cli_args *a, int argc, char **argv)
 {
-    *a = (gen_args){ 0 };
+    *a = (cli_args){ 0 };
     pt_generate_options_init(&a->gen);
     int rc = cli_parse_table(&k_generate, k_generate_opts, CLI_COUNT_OF(k_generate_opts), a, argc, argv, NULL);
     if (rc)
@@ -110,7 +109,7 @@ static int parse_args(gen_args *a, int argc, char **argv)
 }
 
 /* The prompt's ids (malloc'ed or pt_free'd: *owned_by_lib says which). */
-static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **ids, int *n,
+static int prompt_tokens(const cli_args *a, const pt_tokenizer *tok, int32_t **ids, int *n,
                          bool *lib)
 {
     *lib = false;
@@ -149,7 +148,7 @@ static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **i
     return 0;
 }
 
-static int print_samples(const gen_args *a, const pt_tokenizer *tok, const int32_t *toks,
+static int print_samples(const cli_args *a, const pt_tokenizer *tok, const int32_t *toks,
                          const int32_t *cnt, const int32_t *fin, const float *lps, int G, int M)
 {
     for (int s = 0; s < G; s++) {
@@ -183,7 +182,7 @@ static int print_samples(const gen_args *a, const pt_tokenizer *tok, const int32
 
 /* Stop after the config's eos_token_id and the tokenizer's eos token
  * (unless --ignore-eos); returns how many of stop[2] are set. */
-static int stop_ids(int32_t stop[2], const gen_args *a, const pt_model *m, const pt_tokenizer *tok)
+static int stop_ids(int32_t stop[2], const cli_args *a, const pt_model *m, const pt_tokenizer *tok)
 {
     pt_model_config cfg;
     pt_model_config_init(&cfg);
@@ -200,7 +199,7 @@ static int stop_ids(int32_t stop[2], const gen_args *a, const pt_model *m, const
 }
 
 /* The prompt repeated for every sample, generated and printed. */
-static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int32_t *prompt, int n_prompt)
+static int generate(cli_args *a, pt_model *m, const pt_tokenizer *tok, const int32_t *prompt, int n_prompt)
 {
     const int G = a->num_samples, M = a->gen.max_new_tokens < 1 ? 1 : a->gen.max_new_tokens;
     /* positions past max_position_embeddings are outside what the model was made for */
@@ -274,7 +273,7 @@ int cli_open_model(pt_model **out, const char *cmd, const char *path, bool bf16,
 
 int cmd_generate(int argc, char **argv)
 {
-    gen_args a;
+    cli_args a;
     int rc = parse_args(&a, argc, argv);
     if (rc)
         return cli_exit_code(rc);

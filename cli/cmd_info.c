@@ -13,9 +13,8 @@
 typedef struct info_args {
     bool json, lenient;
     int context, batch, seq, rank;
-} info_args;
+} cli_args; /* CLI_ARG's */
 
-typedef info_args cli_args; /* CLI_ARG's */
 static const cli_opt k_info_opts[] = {
     { CLI_FLAG, "json", CLI_ARG(json), .help = "print one JSON object instead of text" },
     { CLI_FLAG, "lenient", CLI_ARG(lenient),
@@ -151,7 +150,7 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const pt_
 
 int cmd_info(int argc, char **argv)
 {
-    info_args a = { 0 };
+    cli_args a = { 0 };
     cli_rest rest;
     int rc = cli_parse_table(&k_info, k_info_opts, CLI_COUNT_OF(k_info_opts), &a, argc, argv, &rest);
     if (rc)

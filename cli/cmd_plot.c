@@ -7,9 +7,8 @@
 typedef struct plot_args {
     const char *out, *title;
     int width, height;
-} plot_args;
+} cli_args; /* CLI_ARG's */
 
-typedef plot_args cli_args; /* CLI_ARG's */
 static const cli_opt k_plot_opts[] = {
     { CLI_PATH, "out", CLI_ARG(out), "FILE.svg", .required = true, .help = "the SVG to write (replaced atomically)" },
     { CLI_INT, "width", CLI_ARG(width), "W", .def = "720", .lo = 200, .hi = 10000, .help = "width in pixels" },
@@ -41,7 +40,7 @@ int cli_plot_metrics(const char *cmd, const char *metrics, const char *svg)
 
 int cmd_plot(int argc, char **argv)
 {
-    plot_args a = { 0 };
+    cli_args a = { 0 };
     cli_rest rest = { 0 };
     int rc = cli_parse_table(&k_plot, k_plot_opts, CLI_COUNT_OF(k_plot_opts), &a, argc, argv, &rest);
     if (rc)

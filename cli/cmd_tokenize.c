@@ -11,9 +11,8 @@
 typedef struct tokenize_args {
     const char *path;
     bool add_special, decode, skip_special, jsonl;
-} tokenize_args;
+} cli_args; /* CLI_ARG's */
 
-typedef tokenize_args cli_args; /* CLI_ARG's */
 static const cli_opt k_tokenize_opts[] = {
     { CLI_PATH, "tokenizer", CLI_ARG(path), "PATH", .required = true,
       .help = "a tokenizer.json or a model directory holding one" },
@@ -116,7 +115,7 @@ static int decode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsign
 
 /* Every row of stdin, in order, until the first that fails; the library's
  * JSONL reader (blank lines skipped, one object per line, UTF-8). */
-static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
+static int run_lines(const pt_tokenizer *tok, const cli_args *a)
 {
     pt_jsonl_reader *rd;
     int st = pt_jsonl_reader_open_fd(&rd, 0, STDIN_NAME, MAX_LINE);
@@ -139,7 +138,7 @@ static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    tokenize_args a = { 0 };
+    cli_args a = { 0 };
     int rc = cli_parse_table(&k_tokenize, k_tokenize_opts, CLI_COUNT_OF(k_tokenize_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
