@@ -157,15 +157,14 @@ int demo_build_data(demo_run *r)
 int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed, int show)
 {
     const int B = r->gen_rows, M = r->alen + 1;
-    int32_t *prompts = malloc((size_t)B * (size_t)r->plen * sizeof *prompts);
-    int32_t *lens = malloc((size_t)B * sizeof *lens);
-    int32_t *tokens = malloc((size_t)B * (size_t)M * sizeof *tokens);
-    int32_t *ntok = malloc((size_t)B * sizeof *ntok);
+    /* one block: the prompts, their lengths, the completions and their lengths */
+    int32_t *prompts = malloc((size_t)B * ((size_t)r->plen + 2 + (size_t)M) * sizeof *prompts);
+    if (!prompts)
+        return PT_ENOMEM;
+    int32_t *lens = prompts + (size_t)B * (size_t)r->plen, *ntok = lens + B, *tokens = ntok + B;
     int correct = 0, slipped = 0, shown = 0, st = PT_OK;
     size_t used = 0;
     s->shown[0] = '\0';
-    if (!prompts || !lens || !tokens || !ntok)
-        st = PT_ENOMEM;
     pt_generate_options go;
     pt_generate_options_init(&go);
     go.max_new_tokens = M;
@@ -209,9 +208,6 @@ int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed,
         }
     }
     free(prompts);
-    free(lens);
-    free(tokens);
-    free(ntok);
     s->n = r->n_eval;
     s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
     s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;
