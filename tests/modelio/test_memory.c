@@ -84,6 +84,31 @@ START_TEST(test_options_and_window)
 }
 END_TEST
 
+/* Versioned structs: an older caller's options take the defaults for the
+ * fields it did not have, and its estimate gets only its own bytes. */
+START_TEST(test_older_sizes)
+{
+    pt_model_config c;
+    stories_config(&c);
+    pt_memory_estimate_options o;
+    pt_memory_estimate_options_init(&o);
+    o.lora_rank = 1;
+    o.size = offsetof(pt_memory_estimate_options, lora_rank);
+    pt_memory_estimate e;
+    pt_memory_estimate_init(&e);
+    ck_assert_ok(pt_model_config_memory_estimate(&e, &c, &o));
+    ck_assert_int_eq(e.lora_rank, 16);
+    pt_memory_estimate_init(&e);
+    e.size = offsetof(pt_memory_estimate, lora_params);
+    e.lora_params = -1;
+    ck_assert_ok(pt_model_config_memory_estimate(&e, &c, NULL));
+    ck_assert_double_eq(e.full_finetune_bytes, 4160512.0 + 20430848);
+    ck_assert_double_eq(e.lora_params, -1); /* not the caller's field */
+    o.size = 1;
+    ck_assert_status(pt_model_config_memory_estimate(&e, &c, &o), PT_EINVAL, "pt_memory_estimate_options_init");
+}
+END_TEST
+
 static double num(const cJSON *o, const char *a, const char *b)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
@@ -160,6 +185,7 @@ int main(void)
     TCase *tc = tcase_create("memory");
     tcase_add_test(tc, test_stories_defaults);
     tcase_add_test(tc, test_options_and_window);
+    tcase_add_test(tc, test_older_sizes);
     tcase_add_test(tc, test_json);
     tcase_add_test(tc, test_stories_dir);
     suite_add_tcase(s, tc);
