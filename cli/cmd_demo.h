@@ -59,9 +59,6 @@ static inline void demo_problem(char *prompt, char *answer, int digits, int64_t 
 }
 /* The prompt's ids (r->plen of them, starting with BOS) into ids. */
 int demo_prompt_ids(int32_t *ids, const demo_run *r, int64_t a, int64_t b);
-/* Whether a completion (n tokens, with its EOS when it stopped) is exactly
- * `answer` followed by EOS. */
-bool demo_is_answer(const demo_run *r, const int32_t *tokens, int n, const char *answer);
 /* The SFT traces of the teacher, and the held-out problems. */
 int demo_build_data(demo_run *r);
 /* Held-out accuracy, greedy (temperature 0) or sampled (seeded); the

@@ -43,10 +43,11 @@ static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, int64_t
 {
     const int G = r->o.group;
     for (int i = 0; i < N; i++) {
-        char prompt[64], right[32];
-        demo_problem(prompt, right, r->o.digits, pairs[i / G][0], pairs[i / G][1], false);
         const int32_t *t = m->tokens + (size_t)i * M;
-        float reward = demo_is_answer(r, t, m->ntok[i], right) ? 1.0f : 0.0f;
+        bool ok; /* a completion that does not decode is wrong */
+        (void)pt_addition_score(&ok, NULL, r->tok, t, (size_t)m->ntok[i], r->o.digits, pairs[i / G][0],
+                                pairs[i / G][1]);
+        float reward = ok ? 1.0f : 0.0f;
         memcpy(m->ids, m->prompts + (size_t)i * r->plen, (size_t)r->plen * sizeof *m->ids);
         memcpy(m->ids + r->plen, t, (size_t)m->ntok[i] * sizeof *m->ids);
         pt_rollout_sample s;

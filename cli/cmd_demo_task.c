@@ -28,19 +28,6 @@ int demo_prompt_ids(int32_t *ids, const demo_run *r, int64_t a, int64_t b)
     return PT_OK;
 }
 
-bool demo_is_answer(const demo_run *r, const int32_t *tokens, int n, const char *answer)
-{
-    if (n < 2 || tokens[n - 1] != pt_tokenizer_eos_id(r->tok))
-        return false;
-    char *text;
-    size_t len;
-    if (pt_tokenizer_decode(&text, &len, r->tok, tokens, (size_t)(n - 1), 0))
-        return false;
-    bool ok = len == strlen(answer) && memcmp(text, answer, len) == 0;
-    pt_free(text);
-    return ok;
-}
-
 /* One trace of the teacher: the problem, its answer (the slip when it
  * slipped) and EOS, trained on the answer and the EOS, not on the prompt. */
 static int add_trace(demo_run *r, int64_t a, int64_t b, bool slip)
@@ -187,9 +174,8 @@ int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed,
             demo_problem(prompt, right, r->o.digits, a, b, false);
             demo_problem(prompt, slip, r->o.digits, a, b, true);
             const int32_t *t = tokens + (size_t)i * M;
-            bool carry = strcmp(right, slip) != 0;
-            bool ok = demo_is_answer(r, t, ntok[i], right);
-            bool sl = carry && demo_is_answer(r, t, ntok[i], slip);
+            bool carry = strcmp(right, slip) != 0, ok, sl;
+            (void)pt_addition_score(&ok, &sl, r->tok, t, (size_t)ntok[i], r->o.digits, a, b);
             correct += ok;
             slipped += sl;
             if (carry && shown < show) {

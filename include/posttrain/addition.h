@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "posttrain/common.h"
+#include "posttrain/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +45,12 @@ PT_API int pt_addition_teacher_pair(int64_t *a, int64_t *b, bool *slipped, int d
  * same for every seed (a fixed stream; they may be fewer than n when
  * `digits` leaves fewer, *n_out says how many). */
 PT_API int pt_addition_held_out_pairs(int64_t *pairs, size_t *n_out, size_t n, int digits);
+/* Score a completion of a+b: its n tokens (with the EOS that ended it),
+ * decoded by tok.  *correct: exactly the answer followed by EOS (the reward
+ * of the demo's GRPO); *slipped (may be NULL): exactly the slip answer and
+ * EOS where the slip differs from the right answer. */
+PT_API int pt_addition_score(bool *correct, bool *slipped, const pt_tokenizer *tok, const int32_t *tokens, size_t n,
+                             int digits, int64_t a, int64_t b);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int64_t range_of(int digits)
 {
@@ -114,4 +115,40 @@ int pt_addition_held_out_pairs(int64_t *pairs, size_t *n_out, size_t n, int digi
     free(set);
     *n_out = got;
     return PT_OK;
+}
+
+/* Whether tokens are `answer` and EOS. */
+static int is_answer(bool *yes, const pt_tokenizer *tok, const int32_t *tokens, size_t n, const char *answer)
+{
+    *yes = false;
+    if (n < 2 || tokens[n - 1] != pt_tokenizer_eos_id(tok))
+        return PT_OK;
+    char *text;
+    size_t len;
+    int st = pt_tokenizer_decode(&text, &len, tok, tokens, n - 1, 0);
+    if (st)
+        return st;
+    *yes = len == strlen(answer) && memcmp(text, answer, len) == 0;
+    pt_free(text);
+    return PT_OK;
+}
+
+int pt_addition_score(bool *correct, bool *slipped, const pt_tokenizer *tok, const int32_t *tokens, size_t n,
+                      int digits, int64_t a, int64_t b)
+{
+    PT_CHECK_NULL(correct);
+    *correct = false;
+    if (slipped)
+        *slipped = false;
+    PT_CHECK_NULL(tok);
+    PT_CHECK_ARG(tokens || n == 0, tokens, "is NULL with n = %zu", n);
+    PT_CHECK_COUNT(n, PT_MAX_TOKENS, "tokens");
+    char prompt[2 * PT_ADDITION_MAX_DIGITS + 3], right[PT_ADDITION_MAX_DIGITS + 2], slip[PT_ADDITION_MAX_DIGITS + 2];
+    int st = pt_addition_problem(prompt, sizeof prompt, right, sizeof right, digits, a, b, false);
+    if (st || (st = pt_addition_problem(prompt, sizeof prompt, slip, sizeof slip, digits, a, b, true)) ||
+        (st = is_answer(correct, tok, tokens, n, right)))
+        return st;
+    if (slipped && strcmp(right, slip) != 0)
+        st = is_answer(slipped, tok, tokens, n, slip);
+    return st;
 }

@@ -9,15 +9,17 @@ seed * 7919 + 17).
     prompt, answer = pt.addition_problem(59, 96, digits=2)     # "59+96=", "551"
     pairs = pt.addition_held_out_pairs(1000, digits=2)
     a, b, slipped, state = pt.addition_teacher_pair(state, digits=2, slip=0.7)
+    correct, slipped = pt.addition_score(tokenizer, completion_ids, a, b, digits=2)
 """
 
 import ctypes
 
 from ._lib import lib
+from ._util import int32_array
 from .errors import check
 
 __all__ = ["addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
-           "addition_held_out_pairs"]
+           "addition_held_out_pairs", "addition_score"]
 
 
 def addition_problem(a, b, digits=2, slip=False):
@@ -54,3 +56,13 @@ def addition_held_out_pairs(n, digits=2):
     got = ctypes.c_size_t()
     check(lib.pt_addition_held_out_pairs(buf, ctypes.byref(got), n, digits), "pt_addition_held_out_pairs")
     return [(buf[2 * i], buf[2 * i + 1]) for i in range(got.value)]
+
+
+def addition_score(tokenizer, ids, a, b, digits=2):
+    """(correct, slipped) of a completion's ids (with the EOS that ended it):
+    exactly the answer and EOS, or exactly the slip and EOS where that differs."""
+    arr, n = int32_array(ids, "ids")
+    ok, sl = ctypes.c_bool(), ctypes.c_bool()
+    check(lib.pt_addition_score(ctypes.byref(ok), ctypes.byref(sl), tokenizer._ptr, arr, n, digits, a, b),
+          "pt_addition_score")
+    return ok.value, sl.value

@@ -173,6 +173,11 @@ class TestAddition(unittest.TestCase):
         pairs = pt.addition_held_out_pairs(50, digits=1)
         self.assertEqual(len(pairs), sum(held(a, b) for a in range(10) for b in range(10)))
         self.assertTrue(all(held(a, b) for a, b in pairs))
+        tok = pt.Tokenizer.bytes()
+        eos = tok.eos_id
+        self.assertEqual(pt.addition_score(tok, tok.encode("551") + [eos], 59, 96), (True, False))
+        self.assertEqual(pt.addition_score(tok, tok.encode("540") + [eos], 59, 96), (False, True))
+        self.assertEqual(pt.addition_score(tok, tok.encode("551"), 59, 96), (False, False))
 
 
 class TestThreads(unittest.TestCase):

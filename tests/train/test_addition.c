@@ -70,6 +70,44 @@ START_TEST(test_teacher)
 }
 END_TEST
 
+/* Completions scored through the byte tokenizer: the answer and EOS, the
+ * slip and EOS, no EOS, and a problem without a carry (no slip to find). */
+START_TEST(test_score)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    const int32_t eos = pt_tokenizer_eos_id(tok);
+    struct {
+        const char *text;
+        bool eos;
+        int64_t a, b;
+        bool correct, slipped;
+    } cases[] = {
+        { "551", true, 59, 96, true, false }, { "540", true, 59, 96, false, true },
+        { "551", false, 59, 96, false, false }, { "5510", true, 59, 96, false, false },
+        { "640", true, 12, 34, true, false }, /* 12+34: no carry, the slip is the answer */
+        { "", true, 59, 96, false, false },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int32_t *ids = NULL, buf[16];
+        size_t n = 0;
+        ck_assert_ok(pt_tokenizer_encode(&ids, &n, tok, cases[c].text, strlen(cases[c].text), 0));
+        memcpy(buf, ids, n * sizeof *ids);
+        pt_free(ids);
+        if (cases[c].eos)
+            buf[n++] = eos;
+        bool ok = !cases[c].correct, sl = !cases[c].slipped;
+        ck_assert_ok(pt_addition_score(&ok, &sl, tok, buf, n, 2, cases[c].a, cases[c].b));
+        ck_assert_msg(ok == cases[c].correct && sl == cases[c].slipped, "case %zu: correct %d slipped %d", c, ok,
+                      sl);
+    }
+    bool ok;
+    ck_assert_status(pt_addition_score(&ok, NULL, NULL, &eos, 1, 2, 1, 1), PT_EINVAL, "tok");
+    ck_assert_status(pt_addition_score(&ok, NULL, tok, &eos, 1, 2, 100, 1), PT_EINVAL, "a");
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addition");
@@ -77,6 +115,7 @@ int main(void)
     tcase_add_test(tc, test_problem);
     tcase_add_test(tc, test_held_out);
     tcase_add_test(tc, test_teacher);
+    tcase_add_test(tc, test_score);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
