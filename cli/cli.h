@@ -69,11 +69,6 @@ int cli_set_bf16(const char *cmd, pt_model *model, int mode);
  * that will be frozen in BF16 is read straight into BF16) and .quantize =
  * quantize (a pt_quantize; the two are exclusive: PT_EINVAL). */
 int cli_load_model(pt_model **out, const char *path, int bf16_mode, int quantize);
-/* The model of eval and generate: cli_load_model (--bf16: frozen in BF16)
- * and cli_set_bf16, then the PEFT adapter when there is one; failures named
- * cmd / load / adapter.  0, or 1 after the message (cmd_generate.c). */
-int cli_open_model(pt_model **out, const char *cmd, const char *path, bool bf16, int quantize,
-                   const char *adapter, const char *load, const char *adapter_what);
 
 /* Back to the weights a run started from: model_dir loaded again, with the
  * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied
@@ -344,5 +339,10 @@ int cmd_generate(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+/* The model of eval, generate and export: cli_load_model (--bf16: frozen in BF16)
+ * and cli_set_bf16, then the PEFT adapter when there is one; failures named
+ * cmd / load / adapter.  0, or 1 after the message (cmd_generate.c). */
+int cli_open_model(pt_model **out, const char *cmd, const char *path, bool bf16, int quantize,
+                   const char *adapter, const char *load, const char *adapter_what);
 
 #endif
