@@ -216,18 +216,19 @@ static int generate(cli_args *a, pt_model *m, const pt_tokenizer *tok, const int
                 cfg.max_position_embeddings);
         return 1;
     }
-    int32_t *prompts = malloc((size_t)G * (size_t)n_prompt * sizeof *prompts);
-    int32_t *lens = malloc((size_t)G * sizeof *lens), *cnt = malloc((size_t)G * sizeof *cnt);
-    int32_t *fin = malloc((size_t)G * sizeof *fin);
-    int32_t *toks = malloc((size_t)G * (size_t)M * sizeof *toks);
-    float *lps = malloc((size_t)G * (size_t)M * sizeof *lps);
+    /* one block: the prompts, their lengths, the completions' counts, finish
+     * reasons, tokens and log-probabilities */
+    const size_t GM = (size_t)G * (size_t)M;
+    int32_t *prompts = malloc(((size_t)G * ((size_t)n_prompt + 3) + GM) * sizeof *prompts + GM * sizeof(float));
+    if (!prompts) {
+        fprintf(stderr, "posttrain generate: out of memory\n");
+        return 1;
+    }
+    int32_t *lens = prompts + (size_t)G * (size_t)n_prompt, *cnt = lens + G, *fin = cnt + G, *toks = fin + G;
+    float *lps = (float *)(toks + GM);
     pt_generator *g = NULL;
     int32_t stop[2];
     int st, rc = 1;
-    if (!prompts || !lens || !cnt || !fin || !toks || !lps) {
-        fprintf(stderr, "posttrain generate: out of memory\n");
-        goto done;
-    }
     for (int s = 0; s < G; s++) {
         memcpy(prompts + (size_t)s * n_prompt, prompt, (size_t)n_prompt * sizeof *prompt);
         lens[s] = n_prompt;
@@ -248,11 +249,6 @@ static int generate(cli_args *a, pt_model *m, const pt_tokenizer *tok, const int
 done:
     pt_generator_free(g);
     free(prompts);
-    free(lens);
-    free(cnt);
-    free(fin);
-    free(toks);
-    free(lps);
     return rc;
 }
 
