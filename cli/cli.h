@@ -319,5 +319,10 @@ int cmd_generate(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+/* The model of eval, generate and export: cli_load_model (--bf16: frozen in BF16)
+ * and cli_set_bf16, then the PEFT adapter when there is one; failures named
+ * cmd / load / adapter.  0, or 1 after the message (cmd_generate.c). */
+int cli_open_model(pt_model **out, const char *cmd, const char *path, bool bf16, int quantize,
+                   const char *adapter, const char *load, const char *adapter_what);
 
 #endif

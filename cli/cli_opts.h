@@ -5,10 +5,11 @@
  * destinations are offsets into a struct of its own (offsetof), grouped into
  * help sections by cli_group entries that say where that struct is:
  *
+ *     typedef my_args cli_args;
  *     static const cli_opt k_opts[] = {
- *         { CLI_PATH, "model", offsetof(my_args, model), "DIR", .required = true,
+ *         { CLI_PATH, "model", CLI_ARG(model), "DIR", .required = true,
  *           .help = "Hugging Face model directory" },
- *         { CLI_INT, "steps", offsetof(my_args, steps), "N", .def = "100", .lo = 1,
+ *         { CLI_INT, "steps", CLI_ARG(steps), "N", .def = "100", .lo = 1,
  *           .hi = 1e9, .help = "optimizer steps" },
  *     };
  *     int rc = cli_parse_table(&k_cmd, k_opts, CLI_COUNT_OF(k_opts), &args, argc, argv, NULL);
@@ -84,6 +85,9 @@ typedef struct cli_command {
 } cli_command;
 
 #define CLI_COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+/* An entry's offset in the command's argument struct, which the command's
+ * file names cli_args (typedef my_args cli_args;) before its tables. */
+#define CLI_ARG(field) offsetof(cli_args, field)
 /* cli_parse's result after printing --help: the command exits 0. */
 #define CLI_HELP (-1)
 

@@ -15,57 +15,56 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEMO(field) offsetof(demo_opts, field)
+typedef demo_opts cli_args; /* CLI_ARG's */
 static const cli_opt k_demo_opts[] = {
-    { CLI_INT, "digits", DEMO(digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
-    { CLI_UINT64, "seed", DEMO(seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
+    { CLI_INT, "digits", CLI_ARG(digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
+    { CLI_UINT64, "seed", CLI_ARG(seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
       .help = "seed of the model, the data, its order and the sampling" },
-    { CLI_DOUBLE, "slip", DEMO(slip), "F", .def = "0.7", .lo = 0, .hi = 1,
+    { CLI_DOUBLE, "slip", CLI_ARG(slip), "F", .def = "0.7", .lo = 0, .hi = 1,
       .help = "share of the teacher's traces in which it forgets the carries" },
-    { CLI_INT, "traces", DEMO(traces), "N", .def = "20000", .lo = 1, .hi = 10000000,
+    { CLI_INT, "traces", CLI_ARG(traces), "N", .def = "20000", .lo = 1, .hi = 10000000,
       .help = "SFT traces of the teacher" },
-    { CLI_PATH, "save-traces", DEMO(save_traces), "FILE",
+    { CLI_PATH, "save-traces", CLI_ARG(save_traces), "FILE",
       .help = "also write the teacher's traces to FILE, one {\"prompt\", \"completion\"}\n"
               "JSONL row each (the data format of posttrain sft), replaced atomically" },
-    { CLI_INT, "steps", DEMO(steps), "N", .def = "800", .lo = 0, .hi = 1000000, .help = "SFT steps" },
-    { CLI_INT, "batch", DEMO(batch), "N", .def = "64", .lo = 1, .hi = 256, .help = "SFT traces per step" },
-    { CLI_DOUBLE, "lr", DEMO(lr), "F", .def = "3e-3", .lo = 1e-9, .hi = 0.999999,
+    { CLI_INT, "steps", CLI_ARG(steps), "N", .def = "800", .lo = 0, .hi = 1000000, .help = "SFT steps" },
+    { CLI_INT, "batch", CLI_ARG(batch), "N", .def = "64", .lo = 1, .hi = 256, .help = "SFT traces per step" },
+    { CLI_DOUBLE, "lr", CLI_ARG(lr), "F", .def = "3e-3", .lo = 1e-9, .hi = 0.999999,
       .help = "SFT peak learning rate (AdamW, cosine schedule)" },
-    { CLI_INT, "grpo-steps", DEMO(grpo_steps), "N", .def = "100", .lo = 0, .hi = 1000000, .help = "GRPO steps" },
-    { CLI_INT, "prompts", DEMO(prompts), "N", .def = "32", .lo = 1, .hi = 256, .help = "GRPO problems per step" },
-    { CLI_INT, "group", DEMO(group), "G", .def = "4", .lo = 2, .hi = 64, .help = "GRPO samples per problem" },
-    { CLI_DOUBLE, "grpo-lr", DEMO(grpo_lr), "F", .def = "3e-4", .lo = 1e-12, .hi = 0.999999,
+    { CLI_INT, "grpo-steps", CLI_ARG(grpo_steps), "N", .def = "100", .lo = 0, .hi = 1000000, .help = "GRPO steps" },
+    { CLI_INT, "prompts", CLI_ARG(prompts), "N", .def = "32", .lo = 1, .hi = 256, .help = "GRPO problems per step" },
+    { CLI_INT, "group", CLI_ARG(group), "G", .def = "4", .lo = 2, .hi = 64, .help = "GRPO samples per problem" },
+    { CLI_DOUBLE, "grpo-lr", CLI_ARG(grpo_lr), "F", .def = "3e-4", .lo = 1e-12, .hi = 0.999999,
       .help = "GRPO learning rate (AdamW, constant)" },
-    { CLI_DOUBLE, "beta", DEMO(beta), "F", .def = "0", .lo = 0, .hi = 1e6,
+    { CLI_DOUBLE, "beta", CLI_ARG(beta), "F", .def = "0", .lo = 0, .hi = 1e6,
       .help = "k3 KL weight against the SFT model" },
-    { CLI_DOUBLE, "temperature", DEMO(temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
+    { CLI_DOUBLE, "temperature", CLI_ARG(temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
       .help = "GRPO sampling temperature" },
-    { CLI_ENUM, "loss-type", DEMO(loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
+    { CLI_ENUM, "loss-type", CLI_ARG(loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
       .enum_name = pt_grpo_loss_type_name, .help = "GRPO loss aggregation (docs/grpo.md)" },
-    { CLI_ENUM, "scale-rewards", DEMO(scale), .def = "group", .from_name = pt_grpo_scale_from_name,
+    { CLI_ENUM, "scale-rewards", CLI_ARG(scale), .def = "group", .from_name = pt_grpo_scale_from_name,
       .enum_name = pt_grpo_scale_name, .help = "GRPO advantage scaling" },
-    { CLI_FLAG, "bf16", DEMO(bf16), .help = "mixed precision where the CPU has BF16 arithmetic\n(docs/bf16.md)" },
-    { CLI_FLAG, "drop-zero-std", DEMO(drop_zero_std),
+    { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "mixed precision where the CPU has BF16 arithmetic\n(docs/bf16.md)" },
+    { CLI_FLAG, "drop-zero-std", CLI_ARG(drop_zero_std),
       .help = "leave groups whose rewards are all equal out of the GRPO step" },
-    { CLI_INT, "eval-every", DEMO(eval_every), "N", .def = "0", .lo = 0, .hi = 1000000,
+    { CLI_INT, "eval-every", CLI_ARG(eval_every), "N", .def = "0", .lo = 0, .hi = 1000000,
       .help = "greedy held-out accuracy every N GRPO steps (0: at the end)" },
-    { CLI_INT, "eval", DEMO(eval_n), "N", .def = "1000", .lo = 1, .hi = 100000,
+    { CLI_INT, "eval", CLI_ARG(eval_n), "N", .def = "1000", .lo = 1, .hi = 100000,
       .help = "held-out problems to measure" },
-    { CLI_DOUBLE, "eval-temperature", DEMO(eval_temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
+    { CLI_DOUBLE, "eval-temperature", CLI_ARG(eval_temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
       .help = "temperature of the sampled accuracy" },
-    { CLI_INT, "hidden", DEMO(hidden), "N", .def = "64", .lo = 16, .hi = 1024,
+    { CLI_INT, "hidden", CLI_ARG(hidden), "N", .def = "64", .lo = 16, .hi = 1024,
       .help = "hidden size, a multiple of 16" },
-    { CLI_INT, "layers", DEMO(layers), "N", .def = "2", .lo = 1, .hi = 32, .help = "transformer layers" },
-    { CLI_INT, "heads", DEMO(heads), "N", .def = "16", .lo = 1, .hi = 64,
+    { CLI_INT, "layers", CLI_ARG(layers), "N", .def = "2", .lo = 1, .hi = 32, .help = "transformer layers" },
+    { CLI_INT, "heads", CLI_ARG(heads), "N", .def = "16", .lo = 1, .hi = 64,
       .help = "attention heads (they must divide --hidden)" },
-    { CLI_INT, "tied", DEMO(tied), "0|1", .def = "0", .lo = 0, .hi = 1,
+    { CLI_INT, "tied", CLI_ARG(tied), "0|1", .def = "0", .lo = 0, .hi = 1,
       .help = "1: tie the input and output embeddings" },
-    { CLI_INT, "threads", DEMO(threads), "N", .def = "1", .lo = 0, .hi = 1024,
+    { CLI_INT, "threads", CLI_ARG(threads), "N", .def = "1", .lo = 0, .hi = 1024,
       .help = "threads of the demo's model; 0: the program's (posttrain --threads N,\n"
               "PT_NUM_THREADS or every CPU).  The same seed and thread count give\n"
               "the same output (docs/demo.md)" },
 };
-#undef DEMO
 
 static const cli_command k_demo = {
     .name = "demo",
@@ -98,9 +97,9 @@ static int parse_args(demo_opts *o, int argc, char **argv)
     return 0;
 }
 
-static long r_range(int digits)
+static int64_t r_range(int digits)
 {
-    long n = 1;
+    int64_t n = 1;
     for (int i = 0; i < digits; i++)
         n *= 10;
     return n;
@@ -222,6 +221,17 @@ static int measure(double *greedy, demo_run *r, const char *when, uint64_t salt,
     return 0;
 }
 
+/* A training phase (SFT or GRPO) of `steps` steps, timed, then measured. */
+static int phase(double *greedy, demo_run *r, int (*train)(demo_run *), const char *name, int steps, uint64_t salt)
+{
+    double t1 = cli_now();
+    if (train(r))
+        return 1;
+    char when[96];
+    snprintf(when, sizeof when, "after %s (%d steps, %.0f s)", name, steps, cli_now() - t1);
+    return measure(greedy, r, when, salt, true);
+}
+
 int cmd_demo(int argc, char **argv)
 {
     demo_run r = { 0 };
@@ -230,8 +240,7 @@ int cmd_demo(int argc, char **argv)
         return cli_exit_code(rc);
     printf("libposttrain %s demo: SFT, then GRPO, of a tiny built-in model on %d-digit addition\n",
            pt_version_string(), r.o.digits);
-    double acc[3], t0 = cli_now(), t1;
-    char when[96];
+    double acc[3], t0 = cli_now();
     rc = 1;
     if (build_model(&r) || demo_build_data(&r) || setup(&r))
         goto done;
@@ -243,19 +252,8 @@ int cmd_demo(int argc, char **argv)
     printf("  held-out: %d problems never trained on (standard error of an accuracy <= %.1f points); "
            "%d thread%s\n", r.n_eval, 50 / sqrt(r.n_eval), pt_context_get_num_threads(r.ctx),
            pt_context_get_num_threads(r.ctx) == 1 ? "" : "s");
-    if (measure(&acc[0], &r, "before training", 1, false))
-        goto done;
-    t1 = cli_now();
-    if (sft(&r))
-        goto done;
-    snprintf(when, sizeof when, "after SFT (%d steps, %.0f s)", r.o.steps, cli_now() - t1);
-    if (measure(&acc[1], &r, when, 2, true))
-        goto done;
-    t1 = cli_now();
-    if (demo_grpo(&r))
-        goto done;
-    snprintf(when, sizeof when, "after GRPO (%d steps, %.0f s)", r.o.grpo_steps, cli_now() - t1);
-    if (measure(&acc[2], &r, when, 3, true))
+    if (measure(&acc[0], &r, "before training", 1, false) || phase(&acc[1], &r, sft, "SFT", r.o.steps, 2) ||
+        phase(&acc[2], &r, demo_grpo, "GRPO", r.o.grpo_steps, 3))
         goto done;
     printf("  whole demo: %.0f s\n", cli_now() - t0);
     printf("held-out accuracy: before %d%% | after SFT %d%% | after GRPO %d%%\n", (int)lround(100 * acc[0]),

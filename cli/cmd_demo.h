@@ -43,28 +43,22 @@ typedef struct demo_run {
     pt_context *ctx;
     pt_generator *gen;
     pt_dataset *data;
-    long (*eval_pairs)[2];
+    int64_t (*eval_pairs)[2];
     int n_eval, n_train, vocab, gen_rows;
     int plen, alen;         /* prompt tokens (with BOS), answer digits */
-    long range;             /* 10^digits */
     double teacher_wrong;   /* fraction of the SFT traces whose answer is wrong */
 } demo_run;
 
 /* ---- cmd_demo_task.c ---- */
 
-/* "a+b=" and the right answer (digits + 1 of them, least significant first);
- * with slip, the teacher's slip instead: each column's digit sum mod 10, the
- * carries forgotten. */
-void demo_problem(char *prompt, char *answer, int digits, long a, long b, bool slip);
-/* Whether the pair (a, b) is held out (never trained on, by SFT or GRPO). */
-bool demo_held_out(long a, long b);
-/* A training pair (not held out) from the stream at *rng. */
-void demo_draw_train(long *a, long *b, const demo_run *r, uint64_t *rng);
+/* "a+b=" and the answer (the slip with slip) into prompt[64] and answer[32]
+ * (pt_addition_problem: the operands are in range). */
+static inline void demo_problem(char *prompt, char *answer, int digits, int64_t a, int64_t b, bool slip)
+{
+    (void)pt_addition_problem(prompt, 64, answer, 32, digits, a, b, slip);
+}
 /* The prompt's ids (r->plen of them, starting with BOS) into ids. */
-int demo_prompt_ids(int32_t *ids, const demo_run *r, long a, long b);
-/* Whether a completion (n tokens, with its EOS when it stopped) is exactly
- * `answer` followed by EOS. */
-bool demo_is_answer(const demo_run *r, const int32_t *tokens, int n, const char *answer);
+int demo_prompt_ids(int32_t *ids, const demo_run *r, int64_t a, int64_t b);
 /* The SFT traces of the teacher, and the held-out problems. */
 int demo_build_data(demo_run *r);
 /* Held-out accuracy, greedy (temperature 0) or sampled (seeded); the

@@ -8,23 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The arrays of a step, in one allocation (block). */
 typedef struct grpo_mem {
     int32_t *prompts, *lens, *tokens, *ntok, *fin, *ids;
     float *lps;
-    float *rewards;
+    void *block;
 } grpo_mem;
-
-static void mem_free(grpo_mem *m)
-{
-    free(m->prompts);
-    free(m->lens);
-    free(m->tokens);
-    free(m->ntok);
-    free(m->fin);
-    free(m->ids);
-    free(m->lps);
-    free(m->rewards);
-}
 
 /* A frozen copy of the model's weights, the reference of the KL term. */
 static int copy_model(pt_model **out, pt_model *src)
@@ -50,14 +39,15 @@ static int copy_model(pt_model **out, pt_model *src)
 }
 
 /* The step's N completions scored (1 for the right answer) into buf. */
-static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, long (*pairs)[2], int N, int M)
+static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, int64_t (*pairs)[2], int N, int M)
 {
     const int G = r->o.group;
     for (int i = 0; i < N; i++) {
-        char prompt[64], right[32];
-        demo_problem(prompt, right, r->o.digits, pairs[i / G][0], pairs[i / G][1], false);
         const int32_t *t = m->tokens + (size_t)i * M;
-        float reward = demo_is_answer(r, t, m->ntok[i], right) ? 1.0f : 0.0f;
+        bool ok; /* a completion that does not decode is wrong */
+        (void)pt_addition_score(&ok, NULL, r->tok, t, (size_t)m->ntok[i], r->o.digits, pairs[i / G][0],
+                                pairs[i / G][1]);
+        float reward = ok ? 1.0f : 0.0f;
         memcpy(m->ids, m->prompts + (size_t)i * r->plen, (size_t)r->plen * sizeof *m->ids);
         memcpy(m->ids + r->plen, t, (size_t)m->ntok[i] * sizeof *m->ids);
         pt_rollout_sample s;
@@ -92,7 +82,7 @@ typedef struct grpo_loop {
 
 static void loop_free(grpo_loop *l)
 {
-    mem_free(&l->m);
+    free(l->m.block);
     pt_context_free(l->ref_ctx);
     pt_model_free(l->ref);
     pt_optimizer_free(l->opt);
@@ -125,19 +115,20 @@ static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
 {
     const demo_opts *o = &r->o;
     grpo_mem *m = &l->m;
-    m->prompts = malloc((size_t)N * (size_t)r->plen * sizeof *m->prompts);
-    m->lens = malloc((size_t)N * sizeof *m->lens);
-    m->tokens = malloc((size_t)N * (size_t)M * sizeof *m->tokens);
-    m->ntok = malloc((size_t)N * sizeof *m->ntok);
-    m->fin = malloc((size_t)N * sizeof *m->fin);
-    m->ids = malloc((size_t)(r->plen + M) * sizeof *m->ids);
-    m->lps = malloc((size_t)N * (size_t)M * sizeof *m->lps);
-    m->rewards = malloc((size_t)N * sizeof *m->rewards);
+    const size_t NM = (size_t)N * (size_t)M;
+    const size_t n32 = (size_t)N * (size_t)r->plen + 3 * (size_t)N + NM + (size_t)(r->plen + M);
     int st = PT_ENOMEM;
-    if (!m->prompts || !m->lens || !m->tokens || !m->ntok || !m->fin || !m->ids || !m->lps || !m->rewards) {
+    if (!(m->block = malloc(n32 * sizeof(int32_t) + NM * sizeof(float)))) {
         cli_fail("grpo", st);
         return 1;
     }
+    m->prompts = m->block;
+    m->lens = m->prompts + (size_t)N * (size_t)r->plen;
+    m->ntok = m->lens + N;
+    m->fin = m->ntok + N;
+    m->tokens = m->fin + N;
+    m->ids = m->tokens + NM;
+    m->lps = (float *)(m->ids + r->plen + M);
     if ((st = pt_rollout_buffer_create(&l->buf, NULL))) {
         cli_fail("rollout buffer", st);
         return 1;
@@ -166,10 +157,10 @@ static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uin
     const demo_opts *o = &r->o;
     const int P = o->prompts, G = o->group, N = P * G, M = r->alen + 1;
     grpo_mem *m = &l->m;
-    long pairs[256][2];
+    int64_t pairs[256][2];
     int st;
     for (int p = 0; p < P; p++) {
-        demo_draw_train(&pairs[p][0], &pairs[p][1], r, rng);
+        pt_addition_train_pair(&pairs[p][0], &pairs[p][1], o->digits, rng);
         for (int g = 0; g < G; g++) {
             int i = p * G + g;
             m->lens[i] = r->plen;

@@ -10,38 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void demo_problem(char *prompt, char *answer, int digits, long a, long b, bool slip)
-{
-    snprintf(prompt, 64, "%0*ld+%0*ld=", digits, a, digits, b);
-    /* Column i (from the right) of a + b, with or without the carries. */
-    int carry = 0;
-    for (int i = 0; i <= digits; i++) {
-        int s = (int)(a % 10) + (int)(b % 10) + carry;
-        answer[i] = (char)('0' + s % 10);
-        carry = slip ? 0 : s / 10;
-        a /= 10;
-        b /= 10;
-    }
-    answer[digits + 1] = '\0';
-}
-
-/* Held-out problems are those whose pair hashes into the top 1/8, the same
- * pairs for every seed. */
-bool demo_held_out(long a, long b)
-{
-    uint64_t x = (uint64_t)a * 1000003u + (uint64_t)b;
-    return (cli_splitmix(&x) & 7) == 0;
-}
-
-void demo_draw_train(long *a, long *b, const demo_run *r, uint64_t *rng)
-{
-    do {
-        *a = (long)(cli_splitmix(rng) % (uint64_t)r->range);
-        *b = (long)(cli_splitmix(rng) % (uint64_t)r->range);
-    } while (demo_held_out(*a, *b));
-}
-
-int demo_prompt_ids(int32_t *ids, const demo_run *r, long a, long b)
+int demo_prompt_ids(int32_t *ids, const demo_run *r, int64_t a, int64_t b)
 {
     char prompt[64], answer[32];
     demo_problem(prompt, answer, r->o.digits, a, b, false);
@@ -59,22 +28,9 @@ int demo_prompt_ids(int32_t *ids, const demo_run *r, long a, long b)
     return PT_OK;
 }
 
-bool demo_is_answer(const demo_run *r, const int32_t *tokens, int n, const char *answer)
-{
-    if (n < 2 || tokens[n - 1] != pt_tokenizer_eos_id(r->tok))
-        return false;
-    char *text;
-    size_t len;
-    if (pt_tokenizer_decode(&text, &len, r->tok, tokens, (size_t)(n - 1), 0))
-        return false;
-    bool ok = len == strlen(answer) && memcmp(text, answer, len) == 0;
-    pt_free(text);
-    return ok;
-}
-
 /* One trace of the teacher: the problem, its answer (the slip when it
  * slipped) and EOS, trained on the answer and the EOS, not on the prompt. */
-static int add_trace(demo_run *r, long a, long b, bool slip)
+static int add_trace(demo_run *r, int64_t a, int64_t b, bool slip)
 {
     char prompt[64], answer[32], full[96];
     demo_problem(prompt, answer, r->o.digits, a, b, slip);
@@ -94,20 +50,6 @@ static int add_trace(demo_run *r, long a, long b, bool slip)
     if ((st = pt_dataset_add(r->data, buf, mask, n + 1)))
         return cli_fail("dataset", st);
     return 0;
-}
-
-/* A small set of pairs, to keep the held-out problems distinct. */
-static bool seen_insert(uint64_t *set, size_t cap, uint64_t key)
-{
-    uint64_t h = key + 1, x = key;
-    for (size_t i = cli_splitmix(&x) % cap;; i = (i + 1) % cap) {
-        if (set[i] == h)
-            return false;
-        if (!set[i]) {
-            set[i] = h;
-            return true;
-        }
-    }
 }
 
 /* --save-traces: the traces go to PATH.tmp-PID, renamed to PATH once all are
@@ -156,9 +98,6 @@ static int traces_close(trace_file *t, const char *path, bool ok)
 int demo_build_data(demo_run *r)
 {
     const demo_opts *o = &r->o;
-    r->range = 1;
-    for (int i = 0; i < o->digits; i++)
-        r->range *= 10;
     pt_dataset_options dopt;
     pt_dataset_options_init(&dopt);
     dopt.max_length = 64;
@@ -175,9 +114,9 @@ int demo_build_data(demo_run *r)
     if (o->save_traces && traces_open(&tf, o->save_traces))
         return 1;
     for (int i = 0; i < o->traces; i++) {
-        long a, b;
-        demo_draw_train(&a, &b, r, &rs);
-        bool slip = (double)(cli_splitmix(&rs) >> 11) * 0x1.0p-53 < o->slip;
+        int64_t a, b;
+        bool slip;
+        pt_addition_teacher_pair(&a, &b, &slip, o->digits, o->slip, &rs);
         char p[64], right[32], given[32];
         demo_problem(p, right, o->digits, a, b, false);
         demo_problem(p, given, o->digits, a, b, slip);
@@ -193,38 +132,26 @@ int demo_build_data(demo_run *r)
     r->n_train = o->traces;
     r->teacher_wrong = o->traces ? (double)wrong / o->traces : 0;
     /* The held-out problems: the same for every seed (a fixed stream), distinct. */
-    size_t cap = 4 * (size_t)o->eval_n + 1;
-    uint64_t *set = calloc(cap, sizeof *set);
-    r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs);
-    if (!set || !r->eval_pairs) {
-        free(set);
+    size_t n = 0;
+    if (!(r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs)))
         return cli_fail("data", PT_ENOMEM);
-    }
-    uint64_t es = 0x5eed0fdeadbeefULL;
-    for (long tries = 0; r->n_eval < o->eval_n && tries < 200L * o->eval_n; tries++) {
-        long a = (long)(cli_splitmix(&es) % (uint64_t)r->range), b = (long)(cli_splitmix(&es) % (uint64_t)r->range);
-        if (!demo_held_out(a, b) || !seen_insert(set, cap, (uint64_t)a * (uint64_t)r->range + (uint64_t)b))
-            continue;
-        r->eval_pairs[r->n_eval][0] = a;
-        r->eval_pairs[r->n_eval][1] = b;
-        r->n_eval++;
-    }
-    free(set);
+    if ((st = pt_addition_held_out_pairs(r->eval_pairs[0], &n, (size_t)o->eval_n, o->digits)))
+        return cli_fail("data", st);
+    r->n_eval = (int)n;
     return 0;
 }
 
 int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed, int show)
 {
     const int B = r->gen_rows, M = r->alen + 1;
-    int32_t *prompts = malloc((size_t)B * (size_t)r->plen * sizeof *prompts);
-    int32_t *lens = malloc((size_t)B * sizeof *lens);
-    int32_t *tokens = malloc((size_t)B * (size_t)M * sizeof *tokens);
-    int32_t *ntok = malloc((size_t)B * sizeof *ntok);
+    /* one block: the prompts, their lengths, the completions and their lengths */
+    int32_t *prompts = malloc((size_t)B * ((size_t)r->plen + 2 + (size_t)M) * sizeof *prompts);
+    if (!prompts)
+        return PT_ENOMEM;
+    int32_t *lens = prompts + (size_t)B * (size_t)r->plen, *ntok = lens + B, *tokens = ntok + B;
     int correct = 0, slipped = 0, shown = 0, st = PT_OK;
     size_t used = 0;
     s->shown[0] = '\0';
-    if (!prompts || !lens || !tokens || !ntok)
-        st = PT_ENOMEM;
     pt_generate_options go;
     pt_generate_options_init(&go);
     go.max_new_tokens = M;
@@ -243,13 +170,12 @@ int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed,
             break;
         for (int i = 0; i < rows; i++) {
             char prompt[64], right[32], slip[32];
-            long a = r->eval_pairs[first + i][0], b = r->eval_pairs[first + i][1];
+            int64_t a = r->eval_pairs[first + i][0], b = r->eval_pairs[first + i][1];
             demo_problem(prompt, right, r->o.digits, a, b, false);
             demo_problem(prompt, slip, r->o.digits, a, b, true);
             const int32_t *t = tokens + (size_t)i * M;
-            bool carry = strcmp(right, slip) != 0;
-            bool ok = demo_is_answer(r, t, ntok[i], right);
-            bool sl = carry && demo_is_answer(r, t, ntok[i], slip);
+            bool carry = strcmp(right, slip) != 0, ok, sl;
+            (void)pt_addition_score(&ok, &sl, r->tok, t, (size_t)ntok[i], r->o.digits, a, b);
             correct += ok;
             slipped += sl;
             if (carry && shown < show) {
@@ -268,9 +194,6 @@ int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed,
         }
     }
     free(prompts);
-    free(lens);
-    free(tokens);
-    free(ntok);
     s->n = r->n_eval;
     s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
     s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;

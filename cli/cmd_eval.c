@@ -11,26 +11,24 @@ typedef struct eval_args {
     bool json, special, bf16;
     int quantize;
     int max_length;
-} eval_args;
+} cli_args; /* CLI_ARG's */
 
-#define EVAL(field) offsetof(eval_args, field)
 static const cli_opt k_eval_opts[] = {
-    { CLI_PATH, "model", EVAL(model), "DIR", .required = true,
+    { CLI_PATH, "model", CLI_ARG(model), "DIR", .required = true,
       .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
-    { CLI_PATH, "data", EVAL(data), "FILE.jsonl", .required = true, .help = "the rows to score" },
-    { CLI_ENUM, "quantize", EVAL(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+    { CLI_PATH, "data", CLI_ARG(data), "FILE.jsonl", .required = true, .help = "the rows to score" },
+    { CLI_ENUM, "quantize", CLI_ARG(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
       .enum_name = pt_quantize_name,
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
-    { CLI_FLAG, "bf16", EVAL(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
-    { CLI_FLAG, "json", EVAL(json),
+    { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
+    { CLI_FLAG, "json", CLI_ARG(json),
       .help = "print one JSON object {\"loss\", \"tokens\", \"rows\": [{\"loss\",\n"
               "\"tokens\"}, ...]} (a row without tokens has \"loss\": null)" },
-    { CLI_INT, "max-length", EVAL(max_length), "N", .lo = 2, .hi = 1 << 24,
+    { CLI_INT, "max-length", CLI_ARG(max_length), "N", .lo = 2, .hi = 1 << 24,
       .help = "cut rows to their first N tokens (default: the model's max\npositions)" },
-    { CLI_FLAG_CLEAR, "no-special", EVAL(special), .help = "do not add special tokens to {\"text\"} rows" },
-    { CLI_PATH, "adapter", EVAL(adapter), "DIR", .help = "apply a PEFT LoRA adapter directory to the model first" },
+    { CLI_FLAG_CLEAR, "no-special", CLI_ARG(special), .help = "do not add special tokens to {\"text\"} rows" },
+    { CLI_PATH, "adapter", CLI_ARG(adapter), "DIR", .help = "apply a PEFT LoRA adapter directory to the model first" },
 };
-#undef EVAL
 
 static const cli_command k_eval = {
     .name = "eval",
@@ -77,28 +75,19 @@ static void print_text(const pt_eval_result *r)
 
 int cmd_eval(int argc, char **argv)
 {
-    eval_args a = { .special = true };
+    cli_args a = { .special = true };
     int rc = cli_parse_table(&k_eval, k_eval_opts, CLI_COUNT_OF(k_eval_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
     pt_model *m = NULL;
-    int st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, a.quantize);
-    if (st)
-        return cli_fail("eval", st);
-    if (a.bf16 && cli_set_bf16("eval", m, PT_BF16_FROZEN)) {
-        pt_model_free(m);
+    if (cli_open_model(&m, "eval", a.model, a.bf16, a.quantize, a.adapter, "eval", "eval"))
         return 1;
-    }
-    if (a.adapter && (st = pt_lora_load_peft(m, a.adapter)) != PT_OK) {
-        pt_model_free(m);
-        return cli_fail("eval", st);
-    }
     pt_eval_options eo;
     pt_eval_options_init(&eo);
     eo.max_length = a.max_length;
     eo.add_special = a.special;
     pt_eval_result *r = NULL;
-    st = pt_model_eval_jsonl(&r, m, pt_model_tokenizer(m), a.data, &eo);
+    int st = pt_model_eval_jsonl(&r, m, pt_model_tokenizer(m), a.data, &eo);
     if (st) {
         pt_model_free(m);
         return cli_fail("eval", st);

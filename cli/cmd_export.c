@@ -7,35 +7,34 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define EXP(field) offsetof(export_args, field)
+typedef export_args cli_args; /* CLI_ARG's */
 static const cli_opt k_export_opts[] = {
-    { CLI_PATH, "model", EXP(model), "DIR",
+    { CLI_PATH, "model", CLI_ARG(model), "DIR",
       .help = "Hugging Face model directory (a downloaded model or a run's --out);\n"
               "with --checkpoint: the base model (default: the one it records)" },
-    { CLI_PATH, "out", EXP(out), "FILE.gguf", .required = true,
+    { CLI_PATH, "out", CLI_ARG(out), "FILE.gguf", .required = true,
       .help = "the GGUF file to write (replaced atomically)" },
-    { CLI_ENUM, "type", EXP(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
+    { CLI_ENUM, "type", CLI_ARG(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
       .enum_name = pt_gguf_ftype_name, .help = "tensor type of the matrices (1-D tensors stay f32)" },
-    { CLI_ENUM, "spm-scores", EXP(spm_scores), "MODE", .def = "converter",
+    { CLI_ENUM, "spm-scores", CLI_ARG(spm_scores), "MODE", .def = "converter",
       .from_name = pt_gguf_spm_scores_from_name, .enum_name = pt_gguf_spm_scores_name,
       .help = "tokenizer.ggml.scores of a SentencePiece-style tokenizer.json:\n"
               "converter: -1000 for every token, as llama.cpp's converter\n"
               "(llama.cpp then tokenizes some texts differently); merges: from\n"
               "the merge ranks (llama.cpp tokenizes as Hugging Face)" },
-    { CLI_STRING, "name", EXP(name), "NAME",
+    { CLI_STRING, "name", CLI_ARG(name), "NAME",
       .help = "general.name (default: derived as llama.cpp's converters derive it\n"
               "from DIR's name, or for an adapter the PEFT_DIR's)" },
-    { CLI_PATH, "adapter", EXP(adapter), "PEFT_DIR",
+    { CLI_PATH, "adapter", CLI_ARG(adapter), "PEFT_DIR",
       .help = "a PEFT LoRA adapter of the model: written as a GGUF LoRA adapter\n(llama.cpp --lora)" },
-    { CLI_FLAG, "merge", EXP(merge),
+    { CLI_FLAG, "merge", CLI_ARG(merge),
       .help = "with --adapter: write the model with the adapter merged instead" },
-    { CLI_PATH, "checkpoint", EXP(checkpoint), "CKPT_DIR",
+    { CLI_PATH, "checkpoint", CLI_ARG(checkpoint), "CKPT_DIR",
       .help = "a training checkpoint (OUT/checkpoints/step-N of posttrain sft):\n"
               "its model (LoRA adapters merged)" },
-    { CLI_FLAG, "adapter-only", EXP(adapter_only),
+    { CLI_FLAG, "adapter-only", CLI_ARG(adapter_only),
       .help = "with --checkpoint of a LoRA run: write its adapters as a GGUF\nLoRA adapter instead" },
 };
-#undef EXP
 
 static const cli_command k_export = {
     .name = "export",
@@ -122,19 +121,6 @@ static int write_gguf(const export_args *a, pt_model *m)
     return 0;
 }
 
-static int load_model(pt_model **m, const export_args *a)
-{
-    int st = pt_model_load_dir(m, a->model, NULL);
-    if (st)
-        return cli_fail("--model", st);
-    if (a->adapter && (st = pt_lora_load_peft(*m, a->adapter))) {
-        pt_model_free(*m);
-        *m = NULL;
-        return cli_fail("--adapter", st);
-    }
-    return 0;
-}
-
 int cmd_export(int argc, char **argv)
 {
     export_args a = { 0 };
@@ -147,8 +133,8 @@ int cmd_export(int argc, char **argv)
     if (a.checkpoint) {
         if ((rc = export_load_checkpoint(&m, &a)))
             return rc;
-    } else if ((rc = load_model(&m, &a))) {
-        return rc;
+    } else if (cli_open_model(&m, "export", a.model, false, PT_QUANTIZE_NONE, a.adapter, "--model", "--adapter")) {
+        return 1;
     }
     rc = write_gguf(&a, m);
     pt_model_free(m);

@@ -14,42 +14,40 @@ typedef struct gen_args {
     bool chat, ignore_eos, print_ids, print_logprobs, allow_long, bf16;
     int num_samples, threads, quantize;
     pt_generate_options gen;
-} gen_args;
+} cli_args; /* CLI_ARG's */
 
-#define GEN(field) offsetof(gen_args, field)
 static const cli_opt k_generate_opts[] = {
-    { CLI_PATH, "model", GEN(model), "DIR", .required = true,
+    { CLI_PATH, "model", CLI_ARG(model), "DIR", .required = true,
       .help = "Hugging Face model directory (with tokenizer.json for text), or a GGUF file" },
-    { CLI_PATH, "adapter", GEN(adapter), "DIR",
+    { CLI_PATH, "adapter", CLI_ARG(adapter), "DIR",
       .help = "apply a PEFT LoRA adapter directory to the model first\n(e.g. OUT/adapter of a LoRA run; on a quantized GGUF too)" },
-    { CLI_STRING, "prompt", GEN(prompt), "TEXT",
+    { CLI_STRING, "prompt", CLI_ARG(prompt), "TEXT",
       .help = "prompt text, encoded with the model's tokenizer and its\nspecial tokens (e.g. BOS)" },
-    { CLI_STRING, "prompt-ids", GEN(prompt_ids), "IDS", .help = "prompt token ids, separated by commas or spaces" },
-    { CLI_FLAG, "chat", GEN(chat),
+    { CLI_STRING, "prompt-ids", CLI_ARG(prompt_ids), "IDS", .help = "prompt token ids, separated by commas or spaces" },
+    { CLI_FLAG, "chat", CLI_ARG(chat),
       .help = "wrap --prompt as one user message in the tokenizer's chat\n"
               "template, with the assistant generation prompt" },
-    { CLI_INT, "max-new-tokens", GEN(gen.max_new_tokens), "N", .def = "64", .lo = 0, .hi = 1 << 30,
+    { CLI_INT, "max-new-tokens", CLI_ARG(gen.max_new_tokens), "N", .def = "64", .lo = 0, .hi = 1 << 30,
       .help = "tokens to generate at most" },
-    { CLI_FLOAT, "temperature", GEN(gen.temperature), "T", .def = "1", .help = "0: greedy" },
-    { CLI_INT, "top-k", GEN(gen.top_k), "K", .def = "0", .lo = 0, .hi = 1 << 30,
+    { CLI_FLOAT, "temperature", CLI_ARG(gen.temperature), "T", .def = "1", .help = "0: greedy" },
+    { CLI_INT, "top-k", CLI_ARG(gen.top_k), "K", .def = "0", .lo = 0, .hi = 1 << 30,
       .help = "keep the K most likely tokens (0: off)" },
-    { CLI_FLOAT, "top-p", GEN(gen.top_p), "P", .def = "1", .help = "nucleus sampling, P in (0, 1] (1: off)" },
-    { CLI_FLOAT, "min-p", GEN(gen.min_p), "P", .def = "0", .help = "keep tokens with p >= P * p_max (0: off)" },
-    { CLI_UINT64, "seed", GEN(gen.seed), "S", .def = "0", .help = "sampling seed; sample i uses stream i" },
-    { CLI_INT, "num-samples", GEN(num_samples), "G", .def = "1", .lo = 1, .hi = 1 << 30,
+    { CLI_FLOAT, "top-p", CLI_ARG(gen.top_p), "P", .def = "1", .help = "nucleus sampling, P in (0, 1] (1: off)" },
+    { CLI_FLOAT, "min-p", CLI_ARG(gen.min_p), "P", .def = "0", .help = "keep tokens with p >= P * p_max (0: off)" },
+    { CLI_UINT64, "seed", CLI_ARG(gen.seed), "S", .def = "0", .help = "sampling seed; sample i uses stream i" },
+    { CLI_INT, "num-samples", CLI_ARG(num_samples), "G", .def = "1", .lo = 1, .hi = 1 << 30,
       .help = "completions of the prompt" },
-    { CLI_INT, "threads", GEN(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
-    { CLI_ENUM, "quantize", GEN(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
+    { CLI_INT, "threads", CLI_ARG(threads), "N", .lo = 1, .hi = 1024, .help = "threads for every kernel" },
+    { CLI_ENUM, "quantize", CLI_ARG(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
       .enum_name = pt_quantize_name,
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
-    { CLI_FLAG, "bf16", GEN(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
-    { CLI_FLAG, "ignore-eos", GEN(ignore_eos), .help = "do not stop at the end-of-sequence token" },
-    { CLI_FLAG, "print-ids", GEN(print_ids), .help = "print each completion's token ids (one line) after its text" },
-    { CLI_FLAG, "logprobs", GEN(print_logprobs), .help = "print each token's log-probability (one line) after it" },
-    { CLI_FLAG, "allow-long-context", GEN(allow_long),
+    { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
+    { CLI_FLAG, "ignore-eos", CLI_ARG(ignore_eos), .help = "do not stop at the end-of-sequence token" },
+    { CLI_FLAG, "print-ids", CLI_ARG(print_ids), .help = "print each completion's token ids (one line) after its text" },
+    { CLI_FLAG, "logprobs", CLI_ARG(print_logprobs), .help = "print each token's log-probability (one line) after it" },
+    { CLI_FLAG, "allow-long-context", CLI_ARG(allow_long),
       .help = "allow a prompt plus new tokens beyond the model's\nmax_position_embeddings (rope scaling)" },
 };
-#undef GEN
 
 static const cli_command k_generate = {
     .name = "generate",
@@ -96,9 +94,9 @@ static int parse_ids(const char *s, int32_t **out, int *n)
 }
 
 /* 0 to go on, CLI_HELP, or the exit code of a usage error. */
-static int parse_args(gen_args *a, int argc, char **argv)
+static int parse_args(cli_args *a, int argc, char **argv)
 {
-    *a = (gen_args){ 0 };
+    *a = (cli_args){ 0 };
     pt_generate_options_init(&a->gen);
     int rc = cli_parse_table(&k_generate, k_generate_opts, CLI_COUNT_OF(k_generate_opts), a, argc, argv, NULL);
     if (rc)
@@ -111,7 +109,7 @@ static int parse_args(gen_args *a, int argc, char **argv)
 }
 
 /* The prompt's ids (malloc'ed or pt_free'd: *owned_by_lib says which). */
-static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **ids, int *n,
+static int prompt_tokens(const cli_args *a, const pt_tokenizer *tok, int32_t **ids, int *n,
                          bool *lib)
 {
     *lib = false;
@@ -150,7 +148,7 @@ static int prompt_tokens(const gen_args *a, const pt_tokenizer *tok, int32_t **i
     return 0;
 }
 
-static int print_samples(const gen_args *a, const pt_tokenizer *tok, const int32_t *toks,
+static int print_samples(const cli_args *a, const pt_tokenizer *tok, const int32_t *toks,
                          const int32_t *cnt, const int32_t *fin, const float *lps, int G, int M)
 {
     for (int s = 0; s < G; s++) {
@@ -184,7 +182,7 @@ static int print_samples(const gen_args *a, const pt_tokenizer *tok, const int32
 
 /* Stop after the config's eos_token_id and the tokenizer's eos token
  * (unless --ignore-eos); returns how many of stop[2] are set. */
-static int stop_ids(int32_t stop[2], const gen_args *a, const pt_model *m, const pt_tokenizer *tok)
+static int stop_ids(int32_t stop[2], const cli_args *a, const pt_model *m, const pt_tokenizer *tok)
 {
     pt_model_config cfg;
     pt_model_config_init(&cfg);
@@ -201,7 +199,7 @@ static int stop_ids(int32_t stop[2], const gen_args *a, const pt_model *m, const
 }
 
 /* The prompt repeated for every sample, generated and printed. */
-static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int32_t *prompt, int n_prompt)
+static int generate(cli_args *a, pt_model *m, const pt_tokenizer *tok, const int32_t *prompt, int n_prompt)
 {
     const int G = a->num_samples, M = a->gen.max_new_tokens < 1 ? 1 : a->gen.max_new_tokens;
     /* positions past max_position_embeddings are outside what the model was made for */
@@ -218,18 +216,19 @@ static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int
                 cfg.max_position_embeddings);
         return 1;
     }
-    int32_t *prompts = malloc((size_t)G * (size_t)n_prompt * sizeof *prompts);
-    int32_t *lens = malloc((size_t)G * sizeof *lens), *cnt = malloc((size_t)G * sizeof *cnt);
-    int32_t *fin = malloc((size_t)G * sizeof *fin);
-    int32_t *toks = malloc((size_t)G * (size_t)M * sizeof *toks);
-    float *lps = malloc((size_t)G * (size_t)M * sizeof *lps);
+    /* one block: the prompts, their lengths, the completions' counts, finish
+     * reasons, tokens and log-probabilities */
+    const size_t GM = (size_t)G * (size_t)M;
+    int32_t *prompts = malloc(((size_t)G * ((size_t)n_prompt + 3) + GM) * sizeof *prompts + GM * sizeof(float));
+    if (!prompts) {
+        fprintf(stderr, "posttrain generate: out of memory\n");
+        return 1;
+    }
+    int32_t *lens = prompts + (size_t)G * (size_t)n_prompt, *cnt = lens + G, *fin = cnt + G, *toks = fin + G;
+    float *lps = (float *)(toks + GM);
     pt_generator *g = NULL;
     int32_t stop[2];
     int st, rc = 1;
-    if (!prompts || !lens || !cnt || !fin || !toks || !lps) {
-        fprintf(stderr, "posttrain generate: out of memory\n");
-        goto done;
-    }
     for (int s = 0; s < G; s++) {
         memcpy(prompts + (size_t)s * n_prompt, prompt, (size_t)n_prompt * sizeof *prompt);
         lens[s] = n_prompt;
@@ -250,17 +249,27 @@ static int generate(gen_args *a, pt_model *m, const pt_tokenizer *tok, const int
 done:
     pt_generator_free(g);
     free(prompts);
-    free(lens);
-    free(cnt);
-    free(fin);
-    free(toks);
-    free(lps);
     return rc;
+}
+
+int cli_open_model(pt_model **out, const char *cmd, const char *path, bool bf16, int quantize,
+                   const char *adapter, const char *load, const char *adapter_what)
+{
+    int st = cli_load_model(out, path, bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, quantize);
+    if (st)
+        return cli_fail(load, st);
+    if ((bf16 && cli_set_bf16(cmd, *out, PT_BF16_FROZEN)) ||
+        (adapter && (st = pt_lora_load_peft(*out, adapter)) != PT_OK)) {
+        pt_model_free(*out);
+        *out = NULL;
+        return st ? cli_fail(adapter_what, st) : 1;
+    }
+    return 0;
 }
 
 int cmd_generate(int argc, char **argv)
 {
-    gen_args a;
+    cli_args a;
     int rc = parse_args(&a, argc, argv);
     if (rc)
         return cli_exit_code(rc);
@@ -268,16 +277,9 @@ int cmd_generate(int argc, char **argv)
     if (a.threads > 0 && (st = pt_set_num_threads(a.threads)) != PT_OK)
         return cli_fail("generate --threads", st);
     pt_model *m = NULL;
-    if ((st = cli_load_model(&m, a.model, a.bf16 ? PT_BF16_FROZEN : PT_BF16_OFF, a.quantize)) != PT_OK)
-        return cli_fail("generate: loading the model", st);
-    if (a.bf16 && cli_set_bf16("generate", m, PT_BF16_FROZEN)) {
-        pt_model_free(m);
+    if (cli_open_model(&m, "generate", a.model, a.bf16, a.quantize, a.adapter, "generate: loading the model",
+                       "generate: loading the adapter"))
         return 1;
-    }
-    if (a.adapter && (st = pt_lora_load_peft(m, a.adapter)) != PT_OK) {
-        pt_model_free(m);
-        return cli_fail("generate: loading the adapter", st);
-    }
     const pt_tokenizer *tok = pt_model_tokenizer(m);
     int32_t *prompt = NULL;
     int n_prompt = 0;

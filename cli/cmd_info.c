@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,23 +13,21 @@
 typedef struct info_args {
     bool json, lenient;
     int context, batch, seq, rank;
-} info_args;
+} cli_args; /* CLI_ARG's */
 
-#define INFO(field) offsetof(info_args, field)
 static const cli_opt k_info_opts[] = {
-    { CLI_FLAG, "json", INFO(json), .help = "print one JSON object instead of text" },
-    { CLI_FLAG, "lenient", INFO(lenient),
+    { CLI_FLAG, "json", CLI_ARG(json), .help = "print one JSON object instead of text" },
+    { CLI_FLAG, "lenient", CLI_ARG(lenient),
       .help = "describe a directory whose weights will not load too (it still\nexits 1 and says it is broken)" },
-    { CLI_INT, "context", INFO(context), "T", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "context", CLI_ARG(context), "T", .lo = 1, .hi = 1 << 24,
       .help = "inference length for the KV-cache estimate (default: min(max\npositions, 2048))" },
-    { CLI_INT, "batch", INFO(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "batch", CLI_ARG(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
       .help = "training batch for the activation estimate" },
-    { CLI_INT, "seq", INFO(seq), "T", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "seq", CLI_ARG(seq), "T", .lo = 1, .hi = 1 << 24,
       .help = "training sequence length (default: min(max positions, 256))" },
-    { CLI_INT, "lora-rank", INFO(rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
+    { CLI_INT, "lora-rank", CLI_ARG(rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
       .help = "LoRA rank on all seven projections" },
 };
-#undef INFO
 
 static const cli_command k_info = {
     .name = "info",
@@ -70,121 +69,7 @@ static void human(char *buf, size_t n, double bytes)
     snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
 }
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
-typedef struct mem_est {
-    long context, kv_slots, batch, seq, rank;
-    double weights, kv_cache, infer_total;
-    double full_state, activations, full_total;
-    double lora_params, lora_state, lora_activations, lora_total;
-} mem_est;
-
-/* Estimates, in bytes (FP32 everywhere). */
-static void estimate(mem_est *e, const pt_model_config *c, uint64_t n_params)
-{
-    const double H = c->hidden_size, I = c->intermediate_size, L = c->num_hidden_layers;
-    const double hd = c->head_dim, Q = c->num_attention_heads * hd;
-    const double KV = c->num_key_value_heads * hd, heads = c->num_attention_heads;
-    const double r = (double)e->rank, N = (double)n_params;
-    e->weights = 4 * N;
-    /* K and V of every layer for `context` tokens of one sequence; with a
-     * sliding window the generator keeps a ring of that many slots */
-    e->kv_slots = c->sliding_window > 0 && c->sliding_window < e->context ? c->sliding_window
-                                                                           : e->context;
-    e->kv_cache = 2 * L * KV * (double)e->kv_slots * 4;
-    e->infer_total = e->weights + e->kv_cache;
-    /* weights + gradients + two Adam moments */
-    e->full_state = 16 * N;
-    /* what a backward keeps per token and layer: the residual input, both norm
-     * outputs, q, k, v, the attention output and its row statistics, the
-     * residual after attention, gate, up and their product; plus the final
-     * norm per token (the LM head runs in chunks and holds no full logits) */
-    double per_token = L * (4 * H + 2 * Q + 2 * KV + 3 * I + heads) + 2 * H;
-    double tokens = (double)e->batch * (double)e->seq;
-    e->activations = 4 * tokens * per_token;
-    e->full_total = e->full_state + e->activations;
-    /* LoRA on q, k, v, o, gate, up, down: A is [r, in], B is [out, r] */
-    double per_layer = r * (H + Q) + 2 * r * (H + KV) + r * (Q + H) + 2 * r * (H + I) + r * (I + H);
-    e->lora_params = L * per_layer;
-    e->lora_state = 16 * e->lora_params;
-    e->lora_activations = e->activations + 4 * tokens * L * 7 * r;
-    e->lora_total = e->weights + e->lora_state + e->lora_activations;
-}
-
-static void print_json(const char *dir, const pt_model_dir_info *info, const mem_est *e)
-{
-    const pt_model_config *c = &info->config;
-    char cls[64];
-    printf("{\"dir\": ");
-    json_string(dir);
-    printf(", \"model_type\": \"%s\", \"architecture\": \"%s\",\n", arch_name(c->arch),
-           class_name(cls, sizeof cls, c->arch));
-    printf(" \"config\": {\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
-           "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": "
-           "%d, \"head_dim\": %d, \"max_position_embeddings\": %d, \"rope_theta\": %.17g, "
-           "\"rms_norm_eps\": %.17g, \"tie_word_embeddings\": %s, \"attention_bias\": %s, "
-           "\"qk_norm\": %s, \"sliding_window\": %d, \"bos_token_id\": %d, \"eos_token_id\": "
-           "%d},\n",
-           c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
-           c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-           c->max_position_embeddings, c->rope_theta, c->rms_norm_eps,
-           c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
-           c->qk_norm ? "true" : "false", c->sliding_window, c->bos_token_id,
-           c->eos_token_id);
-    printf(" \"num_params\": %llu, \"files\": %d, \"sharded\": %s, \"tensors\": %llu, "
-           "\"weight_bytes\": %llu,\n \"dtypes\": {",
-           (unsigned long long)info->num_params, info->num_files, info->sharded ? "true" : "false",
-           (unsigned long long)info->num_tensors, (unsigned long long)info->weight_bytes);
-    for (int i = 0; i < info->num_dtypes; i++)
-        printf("%s\"%s\": {\"tensors\": %llu, \"bytes\": %llu}", i ? ", " : "",
-               info->dtypes[i].name, (unsigned long long)info->dtypes[i].tensors,
-               (unsigned long long)info->dtypes[i].bytes);
-    printf("},\n \"format\": \"%s\", \"gguf_version\": %d, \"quantised\": %s,\n",
-           info->gguf_version ? "gguf" : "safetensors", info->gguf_version,
-           info->quantised ? "true" : "false");
-    printf(" \"has_tokenizer\": %s, \"has_generation_config\": %s,\n",
-           info->has_tokenizer ? "true" : "false", info->has_generation_config ? "true" : "false");
-    printf(" \"weights_ok\": %s, \"weights_problem\": ",
-           info->weights_status == PT_OK ? "true" : "false");
-    if (info->weights_status == PT_OK)
-        printf("null,\n");
-    else {
-        json_string(info->weights_problem);
-        printf(",\n");
-    }
-    printf(" \"tokenizer_status\": \"%s\", \"tokenizer_problem\": ", pt_status_name(info->tokenizer_status));
-    if (info->tokenizer_status == PT_OK)
-        printf("null,\n");
-    else {
-        json_string(info->tokenizer_problem);
-        printf(",\n");
-    }
-    printf(" \"memory\": {\"inference\": {\"context\": %ld, \"kv_cache_slots\": %ld, "
-           "\"weights_bytes\": %.0f, \"kv_cache_bytes\": %.0f, \"total_bytes\": %.0f},\n",
-           e->context, e->kv_slots, e->weights, e->kv_cache, e->infer_total);
-    printf("  \"full_finetune\": {\"batch\": %ld, \"seq\": %ld, \"state_bytes\": %.0f, "
-           "\"activation_bytes\": %.0f, \"total_bytes\": %.0f},\n",
-           e->batch, e->seq, e->full_state, e->activations, e->full_total);
-    printf("  \"lora\": {\"rank\": %ld, \"batch\": %ld, \"seq\": %ld, \"adapter_params\": %.0f, "
-           "\"frozen_weights_bytes\": %.0f, \"adapter_state_bytes\": %.0f, "
-           "\"activation_bytes\": %.0f, \"total_bytes\": %.0f}}}\n",
-           e->rank, e->batch, e->seq, e->lora_params, e->weights, e->lora_state, e->lora_activations,
-           e->lora_total);
-}
-
-static void print_text(const char *dir, const pt_model_dir_info *info, const mem_est *e)
+static void print_text(const char *dir, const pt_model_dir_info *info, const pt_memory_estimate *e)
 {
     const pt_model_config *c = &info->config;
     char cls[64];
@@ -238,34 +123,34 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const mem
         printf("tokenizer:    WILL NOT LOAD: %s: %s\n", pt_status_name(info->tokenizer_status),
                info->tokenizer_problem);
     printf("memory (FP32 in memory, estimates):\n");
-    human(a, sizeof a, e->weights);
-    human(b, sizeof b, e->kv_cache);
-    human(d, sizeof d, e->infer_total);
-    if (e->kv_slots < e->context)
-        printf("  inference:         %s weights + %s KV cache (1 sequence of %ld tokens, a ring "
-               "of %ld: the sliding window) = %s\n", a, b, e->context, e->kv_slots, d);
+    human(a, sizeof a, e->weights_bytes);
+    human(b, sizeof b, e->kv_cache_bytes);
+    human(d, sizeof d, e->inference_bytes);
+    if (e->kv_cache_slots < e->context)
+        printf("  inference:         %s weights + %s KV cache (1 sequence of %" PRId64 " tokens, a ring "
+               "of %" PRId64 ": the sliding window) = %s\n", a, b, e->context, e->kv_cache_slots, d);
     else
-        printf("  inference:         %s weights + %s KV cache (1 sequence of %ld tokens) = %s\n",
+        printf("  inference:         %s weights + %s KV cache (1 sequence of %" PRId64 " tokens) = %s\n",
                a, b, e->context, d);
-    human(a, sizeof a, e->full_state);
-    human(b, sizeof b, e->activations);
-    human(d, sizeof d, e->full_total);
+    human(a, sizeof a, e->full_state_bytes);
+    human(b, sizeof b, e->activation_bytes);
+    human(d, sizeof d, e->full_finetune_bytes);
     printf("  full fine-tuning:  %s weights+grads+AdamW moments (16 B/param) + %s activations "
-           "(batch %ld x %ld) = %s\n",
+           "(batch %" PRId64 " x %" PRId64 ") = %s\n",
            a, b, e->batch, e->seq, d);
-    human(a, sizeof a, e->weights);
-    human(b, sizeof b, e->lora_state);
+    human(a, sizeof a, e->weights_bytes);
+    human(b, sizeof b, e->lora_state_bytes);
     char f[32];
-    human(f, sizeof f, e->lora_activations);
-    human(d, sizeof d, e->lora_total);
-    printf("  LoRA rank %ld:      %s frozen weights + %s for %.0f adapter params (16 B/param) + "
-           "%s activations (batch %ld x %ld) = %s\n",
-           e->rank, a, b, e->lora_params, f, e->batch, e->seq, d);
+    human(f, sizeof f, e->lora_activation_bytes);
+    human(d, sizeof d, e->lora_bytes);
+    printf("  LoRA rank %" PRId64 ":      %s frozen weights + %s for %.0f adapter params (16 B/param) + "
+           "%s activations (batch %" PRId64 " x %" PRId64 ") = %s\n",
+           e->lora_rank, a, b, e->lora_params, f, e->batch, e->seq, d);
 }
 
 int cmd_info(int argc, char **argv)
 {
-    info_args a = { 0 };
+    cli_args a = { 0 };
     cli_rest rest;
     int rc = cli_parse_table(&k_info, k_info_opts, CLI_COUNT_OF(k_info_opts), &a, argc, argv, &rest);
     if (rc)
@@ -292,17 +177,23 @@ int cmd_info(int argc, char **argv)
                 dir, pt_status_name(why), problem);
         return 1;
     }
-    const pt_model_config *c = &info.config;
-    mem_est e = { 0 };
-    e.context = a.context ? a.context : (c->max_position_embeddings < 2048 ? c->max_position_embeddings : 2048);
-    e.batch = a.batch;
-    e.seq = a.seq ? a.seq : (c->max_position_embeddings < 256 ? c->max_position_embeddings : 256);
-    e.rank = a.rank;
-    estimate(&e, c, info.num_params);
+    pt_memory_estimate_options mo;
+    pt_memory_estimate_options_init(&mo);
+    mo.context = a.context;
+    mo.batch = a.batch;
+    mo.seq = a.seq;
+    mo.lora_rank = a.rank;
+    pt_memory_estimate e;
+    pt_memory_estimate_init(&e);
+    char *json = NULL;
+    if ((st = pt_model_config_memory_estimate(&e, &info.config, &mo)) ||
+        (a.json && (st = pt_model_dir_info_to_json(&json, NULL, dir, &info, &e))))
+        return cli_fail("info", st);
     if (a.json)
-        print_json(dir, &info, &e);
+        fputs(json, stdout);
     else
         print_text(dir, &info, &e);
+    pt_free(json);
     if (broken) {
         fflush(stdout);
         fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s\n", dir, pt_status_name(why),

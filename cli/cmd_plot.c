@@ -7,17 +7,15 @@
 typedef struct plot_args {
     const char *out, *title;
     int width, height;
-} plot_args;
+} cli_args; /* CLI_ARG's */
 
-#define PLOT(field) offsetof(plot_args, field)
 static const cli_opt k_plot_opts[] = {
-    { CLI_PATH, "out", PLOT(out), "FILE.svg", .required = true, .help = "the SVG to write (replaced atomically)" },
-    { CLI_INT, "width", PLOT(width), "W", .def = "720", .lo = 200, .hi = 10000, .help = "width in pixels" },
-    { CLI_INT, "height", PLOT(height), "H", .lo = 140, .hi = 100000,
+    { CLI_PATH, "out", CLI_ARG(out), "FILE.svg", .required = true, .help = "the SVG to write (replaced atomically)" },
+    { CLI_INT, "width", CLI_ARG(width), "W", .def = "720", .lo = 200, .hi = 10000, .help = "width in pixels" },
+    { CLI_INT, "height", CLI_ARG(height), "H", .lo = 140, .hi = 100000,
       .help = "height in pixels (default: 170 per panel and 40 for the title)" },
-    { CLI_STRING, "title", PLOT(title), "T", .help = "the title (default: the metrics file's path)" },
+    { CLI_STRING, "title", CLI_ARG(title), "T", .help = "the title (default: the metrics file's path)" },
 };
-#undef PLOT
 
 static const cli_command k_plot = {
     .name = "plot",
@@ -42,7 +40,7 @@ int cli_plot_metrics(const char *cmd, const char *metrics, const char *svg)
 
 int cmd_plot(int argc, char **argv)
 {
-    plot_args a = { 0 };
+    cli_args a = { 0 };
     cli_rest rest = { 0 };
     int rc = cli_parse_table(&k_plot, k_plot_opts, CLI_COUNT_OF(k_plot_opts), &a, argc, argv, &rest);
     if (rc)

@@ -11,19 +11,17 @@
 typedef struct tokenize_args {
     const char *path;
     bool add_special, decode, skip_special, jsonl;
-} tokenize_args;
+} cli_args; /* CLI_ARG's */
 
-#define TOK(field) offsetof(tokenize_args, field)
 static const cli_opt k_tokenize_opts[] = {
-    { CLI_PATH, "tokenizer", TOK(path), "PATH", .required = true,
+    { CLI_PATH, "tokenizer", CLI_ARG(path), "PATH", .required = true,
       .help = "a tokenizer.json or a model directory holding one" },
-    { CLI_FLAG, "add-special-tokens", TOK(add_special), .help = "add the post-processor's special tokens (e.g. BOS)" },
-    { CLI_FLAG, "decode", TOK(decode), .help = "decode ids instead of encoding text" },
-    { CLI_FLAG, "skip-special-tokens", TOK(skip_special),
+    { CLI_FLAG, "add-special-tokens", CLI_ARG(add_special), .help = "add the post-processor's special tokens (e.g. BOS)" },
+    { CLI_FLAG, "decode", CLI_ARG(decode), .help = "decode ids instead of encoding text" },
+    { CLI_FLAG, "skip-special-tokens", CLI_ARG(skip_special),
       .help = "leave special tokens out of decoded text (default: keep)" },
-    { CLI_FLAG, "jsonl", TOK(jsonl), .help = "JSON Lines in and out (the only format)" },
+    { CLI_FLAG, "jsonl", CLI_ARG(jsonl), .help = "JSON Lines in and out (the only format)" },
 };
-#undef TOK
 
 /* Messages name stdin so; a line may hold up to 1 GiB of text. */
 #define STDIN_NAME "stdin"
@@ -117,7 +115,7 @@ static int decode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsign
 
 /* Every row of stdin, in order, until the first that fails; the library's
  * JSONL reader (blank lines skipped, one object per line, UTF-8). */
-static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
+static int run_lines(const pt_tokenizer *tok, const cli_args *a)
 {
     pt_jsonl_reader *rd;
     int st = pt_jsonl_reader_open_fd(&rd, 0, STDIN_NAME, MAX_LINE);
@@ -140,7 +138,7 @@ static int run_lines(const pt_tokenizer *tok, const tokenize_args *a)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    tokenize_args a = { 0 };
+    cli_args a = { 0 };
     int rc = cli_parse_table(&k_tokenize, k_tokenize_opts, CLI_COUNT_OF(k_tokenize_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);

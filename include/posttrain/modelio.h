@@ -78,6 +78,43 @@ typedef struct pt_model_dir_info {
 PT_API int pt_model_dir_info_init(pt_model_dir_info *info);
 PT_API int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir);
 
+/* The memory a configuration needs, estimated (FP32 everywhere; what
+ * `posttrain info` prints): inference (weights and one sequence's KV cache),
+ * full fine-tuning (weights, gradients and two AdamW moments, 16 B a
+ * parameter, and the activations a backward keeps) and LoRA on all seven
+ * projections (the frozen weights, the adapter's 16 B a parameter, the
+ * activations and the adapters' own).  Fill with
+ * pt_memory_estimate_options_init(). */
+typedef struct pt_memory_estimate_options {
+    size_t size;          /* sizeof(pt_memory_estimate_options) */
+    int64_t context;      /* inference tokens; 0 (default): min(max positions, 2048) */
+    int64_t batch;        /* training sequences a step (default 4) */
+    int64_t seq;          /* training sequence length; 0 (default): min(max positions, 256) */
+    int64_t lora_rank;    /* default 16 */
+} pt_memory_estimate_options;
+
+/* The estimate, in bytes (or counts). */
+typedef struct pt_memory_estimate {
+    size_t size;                          /* sizeof(pt_memory_estimate) */
+    int64_t context, kv_cache_slots;      /* slots: the sliding window when shorter */
+    int64_t batch, seq, lora_rank;        /* the options, defaults applied */
+    double weights_bytes, kv_cache_bytes, inference_bytes;
+    double full_state_bytes, activation_bytes, full_finetune_bytes;
+    double lora_params, lora_state_bytes, lora_activation_bytes, lora_bytes;
+} pt_memory_estimate;
+
+PT_API int pt_memory_estimate_options_init(pt_memory_estimate_options *opts);
+PT_API int pt_memory_estimate_init(pt_memory_estimate *est);
+/* The estimate of cfg (validated as pt_model_config_num_params does; opts
+ * NULL: the defaults); PT_EINVAL for options out of range. */
+PT_API int pt_model_config_memory_estimate(pt_memory_estimate *est, const pt_model_config *cfg,
+                                           const pt_memory_estimate_options *opts);
+/* One JSON object describing a model directory or GGUF file `dir` (as
+ * named), its info and est: the document `posttrain info --json` prints,
+ * ending in a newline.  *json is freed with pt_free; len may be NULL. */
+PT_API int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const pt_model_dir_info *info,
+                                     const pt_memory_estimate *est);
+
 /* Options of pt_model_load_dir.  Fill with pt_model_load_options_init(). */
 typedef struct pt_model_load_options {
     size_t size;             /* sizeof(pt_model_load_options) */

@@ -287,6 +287,20 @@ class ModelDirInfo(Struct):
     ]
 
 
+@_stamped("pt_memory_estimate_options")
+class MemoryEstimateOptions(Struct):
+    _fields_ = [("size", c_size_t), ("context", c_int64), ("batch", c_int64), ("seq", c_int64),
+                ("lora_rank", c_int64)]
+
+
+@_stamped("pt_memory_estimate")
+class MemoryEstimate(Struct):
+    _fields_ = [("size", c_size_t)] + [(n, c_int64) for n in (
+        "context", "kv_cache_slots", "batch", "seq", "lora_rank")] + [(n, ctypes.c_double) for n in (
+        "weights_bytes", "kv_cache_bytes", "inference_bytes", "full_state_bytes", "activation_bytes",
+        "full_finetune_bytes", "lora_params", "lora_state_bytes", "lora_activation_bytes", "lora_bytes")]
+
+
 @_stamped("pt_model_load_options")
 class ModelLoadOptions(Struct):
     _fields_ = [("size", c_size_t), ("load_tokenizer", c_bool), ("bf16", c_int), ("quantize", c_int)]
@@ -929,6 +943,16 @@ _declare(None, {
     "pt_model_config_to_json": (c_int, [P(c_void_p), P(ModelConfig)]),
     "pt_model_config_num_params": (c_int, [P(c_uint64), P(ModelConfig)]),
     "pt_model_dir_inspect": (c_int, [P(ModelDirInfo), c_char_p]),
+    # addition.h
+    "pt_addition_problem": (c_int, [ctypes.c_char_p, c_size_t, ctypes.c_char_p, c_size_t, c_int, c_int64, c_int64,
+                                    c_bool]),
+    "pt_addition_held_out": (c_bool, [c_int64, c_int64]),
+    "pt_addition_train_pair": (c_int, [P(c_int64), P(c_int64), c_int, P(c_uint64)]),
+    "pt_addition_teacher_pair": (c_int, [P(c_int64), P(c_int64), P(c_bool), c_int, ctypes.c_double, P(c_uint64)]),
+    "pt_addition_held_out_pairs": (c_int, [P(c_int64), P(c_size_t), c_size_t, c_int]),
+    "pt_addition_score": (c_int, [P(c_bool), P(c_bool), vp, P(c_int32), c_size_t, c_int, c_int64, c_int64]),
+    "pt_model_config_memory_estimate": (c_int, [P(MemoryEstimate), P(ModelConfig), P(MemoryEstimateOptions)]),
+    "pt_model_dir_info_to_json": (c_int, [P(c_void_p), P(c_size_t), c_char_p, P(ModelDirInfo), P(MemoryEstimate)]),
     "pt_model_load_dir": (c_int, [pp, c_char_p, P(ModelLoadOptions)]),
     "pt_model_source_dir": (c_char_p, [vp]),
     "pt_model_tokenizer": (c_void_p, [vp]),

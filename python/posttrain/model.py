@@ -12,8 +12,8 @@ import weakref
 
 from . import safetensors as _st
 from ._handle import Handle, out_handle
-from ._lib import (Batch_, EvalOptions, GgufExportOptions, LoraOptions, ModelConfig, ModelDirInfo,
-                   ModelLoadOptions, ModelSaveOptions, TensorInfo, has_feature, lib)
+from ._lib import (Batch_, EvalOptions, GgufExportOptions, LoraOptions, MemoryEstimate, MemoryEstimateOptions,
+                   ModelConfig, ModelDirInfo, ModelLoadOptions, ModelSaveOptions, TensorInfo, has_feature, lib)
 from ._lib import EvalResult as _CEvalResult
 from ._util import as_rows, cstr, flat_float, flat_int32, fspath, shaped, want_numpy
 from .enums import Arch, GgufType, RopeType, SpmScores, Status
@@ -22,7 +22,7 @@ from .errors import StateError, check, error_for, invalid
 __all__ = [
     "Model", "Context", "Batch", "ForwardResult", "EvalResult",
     "default_config", "config_from_json", "load_config", "config_to_json",
-    "config_num_params", "validate_config", "inspect_dir",
+    "config_num_params", "validate_config", "inspect_dir", "memory_estimate", "dir_info_json",
     "LORA_TARGETS",
 ]
 
@@ -153,6 +153,40 @@ def inspect_dir(path):
         "quantised": info.quantised,
     }
 
+
+def _estimate(config, context, batch, seq, lora_rank):
+    c = _config_struct(config)
+    o = MemoryEstimateOptions.new()
+    o.context, o.batch, o.seq, o.lora_rank = context, batch, seq, lora_rank
+    e = MemoryEstimate.new()
+    check(lib.pt_model_config_memory_estimate(ctypes.byref(e), ctypes.byref(c), ctypes.byref(o)),
+          "pt_model_config_memory_estimate")
+    return e
+
+
+def memory_estimate(config, context=0, batch=4, seq=0, lora_rank=16):
+    """The memory (bytes, FP32) a configuration needs for inference, full
+    fine-tuning and LoRA, as posttrain info estimates it
+    (pt_model_config_memory_estimate); context and seq 0: min(max positions,
+    2048) and min(max positions, 256).  A dict of the estimate's fields."""
+    e = _estimate(config, context, batch, seq, lora_rank)
+    return {name: getattr(e, name) for name, _ in MemoryEstimate._fields_ if name != "size"}
+
+
+def dir_info_json(path, context=0, batch=4, seq=0, lora_rank=16):
+    """The JSON document `posttrain info --json PATH` prints (a str):
+    pt_model_dir_inspect and the memory estimate through
+    pt_model_dir_info_to_json."""
+    info = ModelDirInfo.new()
+    check(lib.pt_model_dir_inspect(ctypes.byref(info), fspath(path)), "pt_model_dir_inspect")
+    e = _estimate(info.config, context, batch, seq, lora_rank)
+    out = ctypes.c_void_p()
+    check(lib.pt_model_dir_info_to_json(ctypes.byref(out), None, fspath(path), ctypes.byref(info),
+                                        ctypes.byref(e)), "pt_model_dir_info_to_json")
+    try:
+        return ctypes.string_at(out.value).decode("utf-8")
+    finally:
+        lib.pt_free(out)
 
 # ---- batches ------------------------------------------------------------------
 

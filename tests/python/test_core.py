@@ -138,6 +138,48 @@ class TestRuntime(unittest.TestCase):
             self.assertGreater(m.loss(b), 0.0)   # this thread has no callback
 
 
+class TestAddition(unittest.TestCase):
+    def test_task(self):
+        self.assertEqual(pt.addition_problem(59, 96), ("59+96=", "551"))
+        self.assertEqual(pt.addition_problem(59, 96, slip=True), ("59+96=", "540"))
+        self.assertEqual(pt.addition_problem(7, 5, digits=3), ("007+005=", "2100"))
+        with self.assertRaises(pt.InvalidArgument):
+            pt.addition_problem(100, 1)
+        # an independent splitmix64 (the published constants) makes the same draws
+        M = (1 << 64) - 1
+
+        def mix(s):
+            s = (s + 0x9E3779B97F4A7C15) & M
+            z = ((s ^ (s >> 30)) * 0xBF58476D1CE4E5B9) & M
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+            return s, z ^ (z >> 31)
+
+        def held(a, b):
+            return mix((a * 1000003 + b) & M)[1] & 7 == 0
+
+        self.assertEqual(sum(pt.addition_held_out(a, b) for a in range(30) for b in range(30)),
+                         sum(held(a, b) for a in range(30) for b in range(30)))
+        state = ref = 7919 + 17
+        for _ in range(5):
+            a, b, slipped, state = pt.addition_teacher_pair(state, digits=2, slip=0.5)
+            while True:
+                ref, x = mix(ref)
+                ref, y = mix(ref)
+                if not held(x % 100, y % 100):
+                    break
+            ref, z = mix(ref)
+            self.assertEqual((a, b, slipped), (x % 100, y % 100, (z >> 11) * 2.0 ** -53 < 0.5))
+        self.assertEqual(state, ref)
+        pairs = pt.addition_held_out_pairs(50, digits=1)
+        self.assertEqual(len(pairs), sum(held(a, b) for a in range(10) for b in range(10)))
+        self.assertTrue(all(held(a, b) for a, b in pairs))
+        tok = pt.Tokenizer.bytes()
+        eos = tok.eos_id
+        self.assertEqual(pt.addition_score(tok, tok.encode("551") + [eos], 59, 96), (True, False))
+        self.assertEqual(pt.addition_score(tok, tok.encode("540") + [eos], 59, 96), (False, True))
+        self.assertEqual(pt.addition_score(tok, tok.encode("551"), 59, 96), (False, False))
+
+
 class TestThreads(unittest.TestCase):
     def test_forwards_from_threads(self):
         # Several Python threads, one Context each, on one model: results equal

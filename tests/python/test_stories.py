@@ -39,6 +39,24 @@ class TestStories260K(unittest.TestCase):
         with open(os.path.join(self.ref, name), encoding="utf-8") as f:
             return json.load(f)
 
+    def test_memory_estimate_and_info_json(self):
+        # hand computation: 260032 parameters; per token 5 * (4*64 + 2*64 +
+        # 2*32 + 3*172 + 8) + 2*64 = 4988 values kept; LoRA r 16: 18496 a layer
+        e = pt.memory_estimate(self.model.config)
+        self.assertEqual((e["context"], e["seq"], e["batch"], e["lora_rank"]), (512, 256, 4, 16))
+        self.assertEqual(e["weights_bytes"], 4 * 260032)
+        self.assertEqual(e["kv_cache_bytes"], 2 * 5 * 32 * 512 * 4)
+        self.assertEqual(e["activation_bytes"], 4 * 4 * 256 * 4988)
+        self.assertEqual(e["lora_params"], 5 * 18496)
+        self.assertEqual(pt.memory_estimate(self.model.config, batch=1, seq=1)["activation_bytes"], 4 * 4988)
+        with self.assertRaises(pt.InvalidArgument):
+            pt.memory_estimate(self.model.config, batch=0)
+        doc = json.loads(pt.dir_info_json(self.dir, lora_rank=2))
+        self.assertEqual(doc["dir"], self.dir)
+        self.assertEqual(doc["num_params"], 260032)
+        self.assertEqual(doc["memory"]["lora"]["adapter_params"], 5 * 18496 / 8)
+        self.assertEqual(doc["memory"]["inference"]["total_bytes"], 4 * 260032 + 655360)
+
     def test_model(self):
         m = self.model
         cfg = m.config

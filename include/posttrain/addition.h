@@ -1,0 +1,59 @@
+/*
+ * libposttrain public API: the built-in addition task of `posttrain demo`.
+ *
+ * Problems are "a+b=" with both operands written with `digits` digits
+ * (leading zeros), answered with the digits + 1 digits of the sum, least
+ * significant first ("59+96=" -> "551"), so a model writes each digit after
+ * the column that makes it.  The "slip" answer is the one a teacher gives
+ * that forgets the carries: each column's digit sum mod 10.  One pair in 8
+ * (by a fixed hash, the same for every seed and digit count) is held out:
+ * never drawn for training, and the evaluation set is made of them.  Draws
+ * come from the splitmix64 stream at *rng, so a host reproduces the demo's
+ * data from its seed.
+ */
+#ifndef POSTTRAIN_ADDITION_H
+#define POSTTRAIN_ADDITION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "posttrain/common.h"
+#include "posttrain/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Operand digits accepted (1 .. PT_ADDITION_MAX_DIGITS). */
+#define PT_ADDITION_MAX_DIGITS 9
+
+/* The prompt "a+b=" (prompt_cap >= 2 * digits + 3 bytes) and the answer
+ * (answer_cap >= digits + 2): the right one, or with slip the carries
+ * forgotten.  PT_EINVAL for digits out of range, a or b not in
+ * [0, 10^digits), or a buffer too small. */
+PT_API int pt_addition_problem(char *prompt, size_t prompt_cap, char *answer, size_t answer_cap, int digits,
+                               int64_t a, int64_t b, bool slip);
+/* Whether the pair is held out (about 1 in 8). */
+PT_API bool pt_addition_held_out(int64_t a, int64_t b);
+/* A training pair (not held out) of `digits`-digit operands from *rng. */
+PT_API int pt_addition_train_pair(int64_t *a, int64_t *b, int digits, uint64_t *rng);
+/* A trace of the teacher: a training pair, then whether it slips (forgets
+ * the carries), with probability slip in [0, 1], from the same stream. */
+PT_API int pt_addition_teacher_pair(int64_t *a, int64_t *b, bool *slipped, int digits, double slip, uint64_t *rng);
+/* Up to n distinct held-out pairs into pairs[2 * i], pairs[2 * i + 1], the
+ * same for every seed (a fixed stream; they may be fewer than n when
+ * `digits` leaves fewer, *n_out says how many). */
+PT_API int pt_addition_held_out_pairs(int64_t *pairs, size_t *n_out, size_t n, int digits);
+/* Score a completion of a+b: its n tokens (with the EOS that ended it),
+ * decoded by tok.  *correct: exactly the answer followed by EOS (the reward
+ * of the demo's GRPO); *slipped (may be NULL): exactly the slip answer and
+ * EOS where the slip differs from the right answer. */
+PT_API int pt_addition_score(bool *correct, bool *slipped, const pt_tokenizer *tok, const int32_t *tokens, size_t n,
+                             int digits, int64_t a, int64_t b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,154 @@
+/* The built-in addition task of posttrain demo (posttrain/addition.h). */
+#include "core/core.h"
+#include "posttrain/addition.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t range_of(int digits)
+{
+    int64_t n = 1;
+    for (int i = 0; i < digits; i++)
+        n *= 10;
+    return n;
+}
+
+#define CHECK_DIGITS(digits)                                                                       \
+    PT_CHECK_ARG((digits) >= 1 && (digits) <= PT_ADDITION_MAX_DIGITS, digits, "must be in [1, %d] (got %d)", \
+                 PT_ADDITION_MAX_DIGITS, (digits))
+
+int pt_addition_problem(char *prompt, size_t prompt_cap, char *answer, size_t answer_cap, int digits,
+                        int64_t a, int64_t b, bool slip)
+{
+    PT_CHECK_NULL(prompt);
+    PT_CHECK_NULL(answer);
+    CHECK_DIGITS(digits);
+    const int64_t range = range_of(digits);
+    PT_CHECK_ARG(a >= 0 && a < range, a, "must be in [0, %" PRId64 ") (got %" PRId64 ")", range, a);
+    PT_CHECK_ARG(b >= 0 && b < range, b, "must be in [0, %" PRId64 ") (got %" PRId64 ")", range, b);
+    PT_CHECK_ARG(prompt_cap >= (size_t)(2 * digits + 3), prompt_cap, "must be at least %d (got %zu)",
+                 2 * digits + 3, prompt_cap);
+    PT_CHECK_ARG(answer_cap >= (size_t)(digits + 2), answer_cap, "must be at least %d (got %zu)", digits + 2,
+                 answer_cap);
+    snprintf(prompt, prompt_cap, "%0*" PRId64 "+%0*" PRId64 "=", digits, a, digits, b);
+    /* column i (from the right) of a + b, with or without the carries */
+    int carry = 0;
+    for (int i = 0; i <= digits; i++) {
+        int s = (int)(a % 10) + (int)(b % 10) + carry;
+        answer[i] = (char)('0' + s % 10);
+        carry = slip ? 0 : s / 10;
+        a /= 10;
+        b /= 10;
+    }
+    answer[digits + 1] = '\0';
+    return PT_OK;
+}
+
+bool pt_addition_held_out(int64_t a, int64_t b)
+{
+    uint64_t x = (uint64_t)a * 1000003u + (uint64_t)b;
+    return (pt__splitmix64(&x) & 7) == 0;
+}
+
+int pt_addition_train_pair(int64_t *a, int64_t *b, int digits, uint64_t *rng)
+{
+    PT_CHECK_NULL(a);
+    PT_CHECK_NULL(b);
+    PT_CHECK_NULL(rng);
+    CHECK_DIGITS(digits);
+    const uint64_t range = (uint64_t)range_of(digits);
+    do {
+        *a = (int64_t)(pt__splitmix64(rng) % range);
+        *b = (int64_t)(pt__splitmix64(rng) % range);
+    } while (pt_addition_held_out(*a, *b));
+    return PT_OK;
+}
+
+int pt_addition_teacher_pair(int64_t *a, int64_t *b, bool *slipped, int digits, double slip, uint64_t *rng)
+{
+    PT_CHECK_NULL(slipped);
+    PT_CHECK_ARG(slip >= 0 && slip <= 1, slip, "must be in [0, 1] (got %g)", slip);
+    int st = pt_addition_train_pair(a, b, digits, rng);
+    if (st)
+        return st;
+    *slipped = (double)(pt__splitmix64(rng) >> 11) * 0x1.0p-53 < slip;
+    return PT_OK;
+}
+
+/* Insert key into an open-addressing set of cap slots; false if present. */
+static bool seen_insert(uint64_t *set, size_t cap, uint64_t key)
+{
+    uint64_t h = key + 1, x = key;
+    for (size_t i = pt__splitmix64(&x) % cap;; i = (i + 1) % cap) {
+        if (set[i] == h)
+            return false;
+        if (!set[i]) {
+            set[i] = h;
+            return true;
+        }
+    }
+}
+
+int pt_addition_held_out_pairs(int64_t *pairs, size_t *n_out, size_t n, int digits)
+{
+    PT_CHECK_NULL(n_out);
+    *n_out = 0;
+    PT_CHECK_NULL(pairs);
+    CHECK_DIGITS(digits);
+    PT_CHECK_COUNT(n, (size_t)1 << 28, "pairs");
+    const uint64_t range = (uint64_t)range_of(digits);
+    size_t cap = 4 * n + 1, got = 0;
+    uint64_t *set = calloc(cap, sizeof *set);
+    if (!set)
+        return pt__err(PT_ENOMEM, "%s: no memory for %zu pairs", __func__, n);
+    uint64_t es = 0x5eed0fdeadbeefULL;
+    for (uint64_t tries = 0; got < n && tries < 200 * (uint64_t)n; tries++) {
+        uint64_t a = pt__splitmix64(&es) % range, b = pt__splitmix64(&es) % range;
+        if (!pt_addition_held_out((int64_t)a, (int64_t)b) || !seen_insert(set, cap, a * range + b))
+            continue;
+        pairs[2 * got] = (int64_t)a;
+        pairs[2 * got + 1] = (int64_t)b;
+        got++;
+    }
+    free(set);
+    *n_out = got;
+    return PT_OK;
+}
+
+/* Whether tokens are `answer` and EOS. */
+static int is_answer(bool *yes, const pt_tokenizer *tok, const int32_t *tokens, size_t n, const char *answer)
+{
+    *yes = false;
+    if (n < 2 || tokens[n - 1] != pt_tokenizer_eos_id(tok))
+        return PT_OK;
+    char *text;
+    size_t len;
+    int st = pt_tokenizer_decode(&text, &len, tok, tokens, n - 1, 0);
+    if (st)
+        return st;
+    *yes = len == strlen(answer) && memcmp(text, answer, len) == 0;
+    pt_free(text);
+    return PT_OK;
+}
+
+int pt_addition_score(bool *correct, bool *slipped, const pt_tokenizer *tok, const int32_t *tokens, size_t n,
+                      int digits, int64_t a, int64_t b)
+{
+    PT_CHECK_NULL(correct);
+    *correct = false;
+    if (slipped)
+        *slipped = false;
+    PT_CHECK_NULL(tok);
+    PT_CHECK_ARG(tokens || n == 0, tokens, "is NULL with n = %zu", n);
+    PT_CHECK_COUNT(n, PT_MAX_TOKENS, "tokens");
+    char prompt[2 * PT_ADDITION_MAX_DIGITS + 3], right[PT_ADDITION_MAX_DIGITS + 2], slip[PT_ADDITION_MAX_DIGITS + 2];
+    int st = pt_addition_problem(prompt, sizeof prompt, right, sizeof right, digits, a, b, false);
+    if (st || (st = pt_addition_problem(prompt, sizeof prompt, slip, sizeof slip, digits, a, b, true)) ||
+        (st = is_answer(correct, tok, tokens, n, right)))
+        return st;
+    if (slipped && strcmp(right, slip) != 0)
+        st = is_answer(slipped, tok, tokens, n, slip);
+    return st;
+}

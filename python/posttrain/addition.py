@@ -1,0 +1,68 @@
+"""The built-in addition task of `posttrain demo` (posttrain/addition.h):
+"a+b=" with both operands written with `digits` digits, answered with the
+sum's digits least significant first; the "slip" answer forgets the carries;
+one pair in 8 (a fixed hash) is held out for evaluation.  Draws come from a
+splitmix64 stream whose state the caller keeps (an int), so a Python host
+makes the demo's data from its seed (the demo's teacher stream starts at
+seed * 7919 + 17).
+
+    prompt, answer = pt.addition_problem(59, 96, digits=2)     # "59+96=", "551"
+    pairs = pt.addition_held_out_pairs(1000, digits=2)
+    a, b, slipped, state = pt.addition_teacher_pair(state, digits=2, slip=0.7)
+    correct, slipped = pt.addition_score(tokenizer, completion_ids, a, b, digits=2)
+"""
+
+import ctypes
+
+from ._lib import lib
+from ._util import int32_array
+from .errors import check
+
+__all__ = ["addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
+           "addition_held_out_pairs", "addition_score"]
+
+
+def addition_problem(a, b, digits=2, slip=False):
+    """(prompt, answer) of a + b: the right answer, or with slip the carries forgotten."""
+    p, s = ctypes.create_string_buffer(64), ctypes.create_string_buffer(32)
+    check(lib.pt_addition_problem(p, 64, s, 32, digits, a, b, slip), "pt_addition_problem")
+    return p.value.decode(), s.value.decode()
+
+
+def addition_held_out(a, b):
+    """Whether the pair is held out (never drawn for training)."""
+    return bool(lib.pt_addition_held_out(a, b))
+
+
+def addition_train_pair(state, digits=2):
+    """(a, b, new_state): a training pair drawn from the stream at state."""
+    a, b, st = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_uint64(state)
+    check(lib.pt_addition_train_pair(ctypes.byref(a), ctypes.byref(b), digits, ctypes.byref(st)),
+          "pt_addition_train_pair")
+    return a.value, b.value, st.value
+
+
+def addition_teacher_pair(state, digits=2, slip=0.7):
+    """(a, b, slipped, new_state): a teacher's trace, slipping with probability slip."""
+    a, b, s, st = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_bool(), ctypes.c_uint64(state)
+    check(lib.pt_addition_teacher_pair(ctypes.byref(a), ctypes.byref(b), ctypes.byref(s), digits, slip,
+                                       ctypes.byref(st)), "pt_addition_teacher_pair")
+    return a.value, b.value, s.value, st.value
+
+
+def addition_held_out_pairs(n, digits=2):
+    """Up to n distinct held-out pairs [(a, b), ...], the same for every seed."""
+    buf = (ctypes.c_int64 * (2 * n))()
+    got = ctypes.c_size_t()
+    check(lib.pt_addition_held_out_pairs(buf, ctypes.byref(got), n, digits), "pt_addition_held_out_pairs")
+    return [(buf[2 * i], buf[2 * i + 1]) for i in range(got.value)]
+
+
+def addition_score(tokenizer, ids, a, b, digits=2):
+    """(correct, slipped) of a completion's ids (with the EOS that ended it):
+    exactly the answer and EOS, or exactly the slip and EOS where that differs."""
+    arr, n = int32_array(ids, "ids")
+    ok, sl = ctypes.c_bool(), ctypes.c_bool()
+    check(lib.pt_addition_score(ctypes.byref(ok), ctypes.byref(sl), tokenizer._ptr, arr, n, digits, a, b),
+          "pt_addition_score")
+    return ok.value, sl.value

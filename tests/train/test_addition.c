@@ -1,0 +1,122 @@
+/* The built-in addition task (posttrain/addition.h) against hand answers and
+ * an independent Python splitmix64 (the published constants): the held-out
+ * rule, the held-out set and the teacher's draws of posttrain demo. */
+#include "testutil.h"
+
+START_TEST(test_problem)
+{
+    char p[64], a[32];
+    ck_assert_ok(pt_addition_problem(p, sizeof p, a, sizeof a, 2, 59, 96, false));
+    ck_assert_str_eq(p, "59+96=");
+    ck_assert_str_eq(a, "551"); /* 155, least significant digit first */
+    ck_assert_ok(pt_addition_problem(p, sizeof p, a, sizeof a, 2, 59, 96, true));
+    ck_assert_str_eq(a, "540"); /* 9+6 -> 5, 5+9 -> 4, no carry out */
+    ck_assert_ok(pt_addition_problem(p, sizeof p, a, sizeof a, 3, 7, 5, false));
+    ck_assert_str_eq(p, "007+005=");
+    ck_assert_str_eq(a, "2100");
+    ck_assert_ok(pt_addition_problem(p, 9, a, 5, 3, 999, 999, false));
+    ck_assert_str_eq(a, "8991");
+    ck_assert_status(pt_addition_problem(p, 8, a, 5, 3, 1, 1, false), PT_EINVAL, "prompt_cap");
+    ck_assert_status(pt_addition_problem(p, 9, a, 4, 3, 1, 1, false), PT_EINVAL, "answer_cap");
+    ck_assert_status(pt_addition_problem(p, 64, a, 32, 2, 100, 1, false), PT_EINVAL, "a");
+    ck_assert_status(pt_addition_problem(p, 64, a, 32, 2, 1, -1, false), PT_EINVAL, "b");
+    ck_assert_status(pt_addition_problem(p, 64, a, 32, 0, 1, 1, false), PT_EINVAL, "digits");
+    ck_assert_status(pt_addition_problem(p, 64, a, 32, 10, 1, 1, false), PT_EINVAL, "digits");
+}
+END_TEST
+
+START_TEST(test_held_out)
+{
+    int n = 0;
+    for (int a = 0; a < 100; a++)
+        for (int b = 0; b < 100; b++)
+            n += pt_addition_held_out(a, b);
+    ck_assert_int_eq(n, 1249); /* Python's count */
+    int64_t pairs[10];
+    size_t got = 0;
+    ck_assert_ok(pt_addition_held_out_pairs(pairs, &got, 5, 2));
+    ck_assert_uint_eq(got, 5);
+    const int64_t want[10] = { 18, 48, 68, 71, 65, 64, 5, 36, 17, 1 };
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(pairs[i], want[i]);
+    /* one digit: only 10 of the 100 pairs are held out */
+    int64_t all[200];
+    ck_assert_ok(pt_addition_held_out_pairs(all, &got, 100, 1));
+    ck_assert_uint_eq(got, 10);
+    for (size_t i = 0; i < got; i++)
+        ck_assert(pt_addition_held_out(all[2 * i], all[2 * i + 1]));
+    ck_assert_status(pt_addition_held_out_pairs(NULL, &got, 1, 1), PT_EINVAL, "pairs");
+}
+END_TEST
+
+START_TEST(test_teacher)
+{
+    uint64_t rng = 1 * 7919 + 17; /* the demo's stream for seed 1 */
+    const int64_t want[3][3] = { { 23, 33, 1 }, { 74, 89, 1 }, { 97, 83, 0 } };
+    for (int i = 0; i < 3; i++) {
+        int64_t a, b;
+        bool slipped;
+        ck_assert_ok(pt_addition_teacher_pair(&a, &b, &slipped, 2, 0.5, &rng));
+        ck_assert_int_eq(a, want[i][0]);
+        ck_assert_int_eq(b, want[i][1]);
+        ck_assert_int_eq(slipped, want[i][2]);
+        ck_assert(!pt_addition_held_out(a, b));
+    }
+    ck_assert_uint_eq(rng, 10372713005361036221ull);
+    int64_t a, b;
+    bool s;
+    ck_assert_status(pt_addition_teacher_pair(&a, &b, &s, 2, 1.5, &rng), PT_EINVAL, "slip");
+    ck_assert_status(pt_addition_train_pair(&a, &b, 2, NULL), PT_EINVAL, "rng");
+}
+END_TEST
+
+/* Completions scored through the byte tokenizer: the answer and EOS, the
+ * slip and EOS, no EOS, and a problem without a carry (no slip to find). */
+START_TEST(test_score)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    const int32_t eos = pt_tokenizer_eos_id(tok);
+    struct {
+        const char *text;
+        bool eos;
+        int64_t a, b;
+        bool correct, slipped;
+    } cases[] = {
+        { "551", true, 59, 96, true, false }, { "540", true, 59, 96, false, true },
+        { "551", false, 59, 96, false, false }, { "5510", true, 59, 96, false, false },
+        { "640", true, 12, 34, true, false }, /* 12+34: no carry, the slip is the answer */
+        { "", true, 59, 96, false, false },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int32_t *ids = NULL, buf[16];
+        size_t n = 0;
+        ck_assert_ok(pt_tokenizer_encode(&ids, &n, tok, cases[c].text, strlen(cases[c].text), 0));
+        if (n)
+            memcpy(buf, ids, n * sizeof *ids);
+        pt_free(ids);
+        if (cases[c].eos)
+            buf[n++] = eos;
+        bool ok = !cases[c].correct, sl = !cases[c].slipped;
+        ck_assert_ok(pt_addition_score(&ok, &sl, tok, buf, n, 2, cases[c].a, cases[c].b));
+        ck_assert_msg(ok == cases[c].correct && sl == cases[c].slipped, "case %zu: correct %d slipped %d", c, ok,
+                      sl);
+    }
+    bool ok;
+    ck_assert_status(pt_addition_score(&ok, NULL, NULL, &eos, 1, 2, 1, 1), PT_EINVAL, "tok");
+    ck_assert_status(pt_addition_score(&ok, NULL, tok, &eos, 1, 2, 100, 1), PT_EINVAL, "a");
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("addition");
+    TCase *tc = tcase_create("addition");
+    tcase_add_test(tc, test_problem);
+    tcase_add_test(tc, test_held_out);
+    tcase_add_test(tc, test_teacher);
+    tcase_add_test(tc, test_score);
+    suite_add_tcase(s, tc);
+    return pt_test_run(s);
+}
