@@ -260,18 +260,31 @@ static void deq_row(const qtype_info *t, deq_fn f, const uint8_t *b, float *dst,
         f(b + i * t->bytes, dst + i * t->elems);
 }
 
+/* The argument checks of FN on a row of n values from src (named
+ * src_name) to dst, as PT_CHECK_ARG and PT_CHECK_NULL would make them: n a
+ * multiple of t's block, the pointers read only when n > 0. */
+static int check_row(const char *fn, const qtype_info *t, size_t n, const void *src,
+                     const char *src_name, const void *dst)
+{
+    if (n % t->elems != 0)
+        return pt__err_arg(fn, "n", "must be a multiple of %s's block of %zu (got %zu)", t->name,
+                           t->elems, n);
+    if (n > 0 && !src)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", fn, src_name);
+    if (n > 0 && !dst)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", fn, "dst");
+    return PT_OK;
+}
+
 int pt__dequant_row(int type, const void *blocks, float *dst, size_t n)
 {
     const qtype_info *t = info_of(type);
     if (!t)
         return pt__err(PT_EUNSUPPORTED, "pt__dequant_row: ggml type %d is not a supported "
                       "quantized type", type);
-    PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
-                 t->name, t->elems, n);
-    if (n == 0)
-        return PT_OK;
-    PT_CHECK_NULL(blocks);
-    PT_CHECK_NULL(dst);
+    int st = check_row(__func__, t, n, blocks, "blocks", dst);
+    if (st || n == 0)
+        return st;
     deq_row(t, deq_of(type), blocks, dst, n);
     return PT_OK;
 }
@@ -321,12 +334,9 @@ int pt__quant_row(int type, const float *src, void *dst, size_t n)
         return pt__err(PT_EUNSUPPORTED, "pt__quant_row: quantizing to %s is not supported "
                       "(Q8_0 and Q4_0 are)", pt__quant_type_name(type) ? pt__quant_type_name(type) : "?");
     const qtype_info *t = info_of(type);
-    PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
-                 t->name, t->elems, n);
-    if (n == 0)
-        return PT_OK;
-    PT_CHECK_NULL(src);
-    PT_CHECK_NULL(dst);
+    int st = check_row(__func__, t, n, src, "src", dst);
+    if (st || n == 0)
+        return st;
     for (size_t i = 0; i < n / PT_QK; i++) {
         const float *x = src + i * PT_QK;
         for (int j = 0; j < PT_QK; j++)
