@@ -387,21 +387,10 @@ int pt__quant_check(int type, const void *data, size_t nbytes, size_t rows, size
     return PT_OK;
 }
 
-void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
-                     size_t ldd)
-{
-    const qtype_info *t = info_of(type);
-    deq_fn f = deq_of(type);
-    if (!t || !f || k % t->elems)
-        return;
-    size_t rb = k / t->elems * t->bytes;
-    const uint8_t *b = w;
-    for (size_t i = r0; i < r1; i++)
-        deq_row(t, f, b + i * rb, dst + (i - r0) * ldd, k);
-}
-
-void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
-                          uint16_t *dst, size_t ldd)
+/* Rows r0..r1 of W (rows of k values) into FP32 (f32) or BF16 (bf16), row
+ * i at (i - r0) * ldd. */
+static void dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *f32,
+                         uint16_t *bf16, size_t ldd)
 {
     const qtype_info *t = info_of(type);
     deq_fn f = deq_of(type);
@@ -410,11 +399,28 @@ void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t 
     size_t rb = k / t->elems * t->bytes;
     const uint8_t *b = w;
     float buf[PT_QK_K];
-    for (size_t i = r0; i < r1; i++)
+    for (size_t i = r0; i < r1; i++) {
+        if (f32) {
+            deq_row(t, f, b + i * rb, f32 + (i - r0) * ldd, k);
+            continue;
+        }
         for (size_t j = 0; j < k / t->elems; j++) {
             f(b + i * rb + j * t->bytes, buf);
-            uint16_t *d = dst + (i - r0) * ldd + j * t->elems;
+            uint16_t *d = bf16 + (i - r0) * ldd + j * t->elems;
             for (size_t e = 0; e < t->elems; e++) /* inline: a call per block costs more */
                 d[e] = pt__f32_to_bf16(buf[e]);
         }
+    }
+}
+
+void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+                     size_t ldd)
+{
+    dequant_tile(type, w, k, r0, r1, dst, NULL, ldd);
+}
+
+void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+                          uint16_t *dst, size_t ldd)
+{
+    dequant_tile(type, w, k, r0, r1, NULL, dst, ldd);
 }
