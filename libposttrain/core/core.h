@@ -185,6 +185,14 @@ int pt__enum_from_name(int *out, const pt_enum_entry *table, size_t n, const cha
                                  __func__, what);                             \
     }
 
+/* Define `type name(const handle *h)`, a handle's getter of one field:
+ * h->field, or `none` when h is NULL. */
+#define PT_GETTER(type, name, handle, field, none)                            \
+    type name(const handle *h_)                                               \
+    {                                                                         \
+        return h_ ? h_->field : (none);                                       \
+    }
+
 /* Allocation helpers.  They set PT_ENOMEM with a message on failure. */
 void *pt__malloc(size_t n);
 void *pt__calloc(size_t count, size_t size);

@@ -106,26 +106,10 @@ void pt_dist_free(pt_dist *d)
     free(d);
 }
 
-int pt_dist_get_backend(const pt_dist *d)
-{
-    return d ? d->opts.backend : PT_DIST_SINGLE;
-}
-
-int pt_dist_rank(const pt_dist *d)
-{
-    return d ? d->rank : 0;
-}
-
-int pt_dist_size(const pt_dist *d)
-{
-    return d ? d->size : 1;
-}
-
-double pt_dist_comm_seconds(const pt_dist *d)
-{
-    return d ? d->comm_seconds : 0.0;
-}
-
+PT_GETTER(int, pt_dist_get_backend, pt_dist, opts.backend, PT_DIST_SINGLE)
+PT_GETTER(int, pt_dist_rank, pt_dist, rank, 0)
+PT_GETTER(int, pt_dist_size, pt_dist, size, 1)
+PT_GETTER(double, pt_dist_comm_seconds, pt_dist, comm_seconds, 0.0)
 void pt__dist_set_step(pt_dist *d, int64_t step)
 {
     if (d)

@@ -69,41 +69,17 @@ int pt__gguf_open(pt_gguf **out, const char *path)
     return finish_open(out, g);
 }
 
-uint32_t pt__gguf_version(const pt_gguf *g)
-{
-    return g ? g->version : 0;
-}
-
-uint32_t pt__gguf_alignment(const pt_gguf *g)
-{
-    return g ? g->alignment : 0;
-}
-
-const char *pt__gguf_path(const pt_gguf *g)
-{
-    return g ? g->path : NULL;
-}
-
-uint64_t pt__gguf_data_offset(const pt_gguf *g)
-{
-    return g ? g->data_start : 0;
-}
-
-size_t pt__gguf_kv_count(const pt_gguf *g)
-{
-    return g ? g->n_kv : 0;
-}
-
+PT_GETTER(uint32_t, pt__gguf_version, pt_gguf, version, 0)
+PT_GETTER(uint32_t, pt__gguf_alignment, pt_gguf, alignment, 0)
+PT_GETTER(const char *, pt__gguf_path, pt_gguf, path, NULL)
+PT_GETTER(uint64_t, pt__gguf_data_offset, pt_gguf, data_start, 0)
+PT_GETTER(size_t, pt__gguf_kv_count, pt_gguf, n_kv, 0)
 const pt_gguf_kv *pt__gguf_kv_at(const pt_gguf *g, size_t i)
 {
     return g && i < g->n_kv ? &g->kv[i] : NULL;
 }
 
-size_t pt__gguf_tensor_count(const pt_gguf *g)
-{
-    return g ? g->n_tensors : 0;
-}
-
+PT_GETTER(size_t, pt__gguf_tensor_count, pt_gguf, n_tensors, 0)
 const pt_gguf_tensor *pt__gguf_tensor_at(const pt_gguf *g, size_t i)
 {
     return g && i < g->n_tensors ? &g->tensors[i] : NULL;

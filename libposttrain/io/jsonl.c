@@ -171,23 +171,10 @@ int pt__jsonl_rewind(pt_jsonl *r)
     return PT_OK;
 }
 
-size_t pt__jsonl_line(const pt_jsonl *r)
-{
-    return r ? r->line_no : 0;
-}
-uint64_t pt__jsonl_offset(const pt_jsonl *r)
-{
-    return r ? r->line_offset : 0;
-}
-size_t pt__jsonl_rows(const pt_jsonl *r)
-{
-    return r ? r->rows : 0;
-}
-const char *pt__jsonl_name(const pt_jsonl *r)
-{
-    return r ? r->name : "";
-}
-
+PT_GETTER(size_t, pt__jsonl_line, pt_jsonl, line_no, 0)
+PT_GETTER(uint64_t, pt__jsonl_offset, pt_jsonl, line_offset, 0)
+PT_GETTER(size_t, pt__jsonl_rows, pt_jsonl, rows, 0)
+PT_GETTER(const char *, pt__jsonl_name, pt_jsonl, name, "")
 static int line_append(pt_jsonl *r, const char *p, size_t n)
 {
     size_t need = r->line_len + n; /* <= max_line + READ_CHUNK: checked by the caller */

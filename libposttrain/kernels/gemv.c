@@ -42,19 +42,7 @@ static void gemv_portable(bool bf16, size_t m, size_t len, size_t k, float alpha
         }
 }
 
-static void gemv_f32_portable(size_t m, size_t len, size_t k, float alpha, const float *x,
-                              size_t ldx, const float *w, size_t ldw, float beta, float *y,
-                              size_t ldy)
-{
-    gemv_portable(false, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);
-}
-
-static void gemv_bf16_portable(size_t m, size_t len, size_t k, float alpha, const float *x,
-                               size_t ldx, const uint16_t *w, size_t ldw, float beta, float *y,
-                               size_t ldy)
-{
-    gemv_portable(true, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);
-}
+PT_GEMV_DEFINE_KERNELS(static, gemv_f32_portable, gemv_bf16_portable, gemv_portable)
 #endif
 
 /* The kernels of the path in use (read once per call). */

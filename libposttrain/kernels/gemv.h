@@ -34,6 +34,22 @@ typedef void pt_gemv_bf16_fn(size_t m, size_t len, size_t k, float alpha, const 
                              size_t ldx, const uint16_t *w, size_t ldw, float beta, float *y,
                              size_t ldy);
 
+/* Defines a path's two kernels, F32 and BF16, as BLOCK(bf16, m, len, k,
+ * alpha, x, ldx, w, ldw, beta, y, ldy) with bf16 a constant, so each is
+ * compiled for its type of W; ATTR is their linkage and target. */
+#define PT_GEMV_DEFINE_KERNELS(attr, name_f32, name_bf16, block)                               \
+    attr void name_f32(size_t m, size_t len, size_t k, float alpha, const float *x, size_t ldx, \
+                       const float *w, size_t ldw, float beta, float *y, size_t ldy)            \
+    {                                                                                          \
+        block(false, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);                          \
+    }                                                                                          \
+    attr void name_bf16(size_t m, size_t len, size_t k, float alpha, const float *x,           \
+                        size_t ldx, const uint16_t *w, size_t ldw, float beta, float *y,       \
+                        size_t ldy)                                                            \
+    {                                                                                          \
+        block(true, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);                           \
+    }
+
 #if defined(__x86_64__) && defined(__GNUC__)
 /* AVX2 + FMA (kernels/gemv_avx2.c): the build's floor. */
 pt_gemv_f32_fn pt_gemv_f32_avx2;

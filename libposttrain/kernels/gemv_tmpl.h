@@ -158,16 +158,4 @@ GV_INLINE void gv_block(const bool bf16, size_t m, size_t len, size_t k, float a
     }
 }
 
-GV_TARGET void GV_NAME_F32(size_t m, size_t len, size_t k, float alpha, const float *x,
-                           size_t ldx, const float *w, size_t ldw, float beta, float *y,
-                           size_t ldy)
-{
-    gv_block(false, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);
-}
-
-GV_TARGET void GV_NAME_BF16(size_t m, size_t len, size_t k, float alpha, const float *x,
-                            size_t ldx, const uint16_t *w, size_t ldw, float beta, float *y,
-                            size_t ldy)
-{
-    gv_block(true, m, len, k, alpha, x, ldx, w, ldw, beta, y, ldy);
-}
+PT_GEMV_DEFINE_KERNELS(GV_TARGET, GV_NAME_F32, GV_NAME_BF16, gv_block)

@@ -20,12 +20,7 @@
 
 pt_qgemv_fn *pt__qgemv_avx2(int type)
 {
-    switch (type) {
-    case PT_GGML_Q4_K: return qg_q4_k;
-    case PT_GGML_Q5_K: return qg_q5_k;
-    case PT_GGML_Q6_K: return qg_q6_k;
-    default: return qg_pick32(type);
-    }
+    return qg_pick(type);
 }
 
 #endif

@@ -77,49 +77,6 @@ QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t
     }
 }
 
-QG_INLINE void qt_rows32(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
-                         size_t rb, float alpha, float beta, float *y, size_t ldy)
-{
-    const size_t bytes = type == PT_GGML_Q8_0 ? sizeof(pt_block_q8_0)
-                         : type == PT_GGML_Q4_0 ? sizeof(pt_block_q4_0)
-                         : type == PT_GGML_Q4_1 ? sizeof(pt_block_q4_1)
-                         : type == PT_GGML_Q5_0 ? sizeof(pt_block_q5_0)
-                                                : sizeof(pt_block_q5_1);
-    const size_t nb = rb / bytes, ng = (a->m + 15) / 16;
-    qg_w32 wb;
-    memset(&wb, 0, sizeof wb);
-    for (size_t j = 0; j < len; j++)
-        for (size_t g = 0; g < ng; g++) {
-            const size_t at = g * a->nbp * 16, rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
-            if (rows < PT_QGEMV_M16) { /* a few rows left: the kernel for few rows */
-                qg_row32(type, a, 16 * g, rows, wrow + j * rb, nb, bytes, &wb, alpha, beta, y + j, ldy);
-                continue;
-            }
-            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * 8;
-            __m512 acc[8];
-            for (int e = 0; e < 8; e++)
-                acc[e] = _mm512_setzero_ps();
-            for (size_t b = 0; b < nb; b += 8)
-                qt_group8(type, wrow + j * rb, bytes, b, nb - b < 8 ? (int)(nb - b) : 8, xq,
-                          a->dt + at, a->st + at, a->sumt + at, acc);
-            qt_store16(acc, rows, alpha, beta, &y[16 * g * ldy + j], ldy);
-        }
-}
-
-#define QT_DEFINE32(fn, T)                                                                       \
-    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow,        \
-                             size_t rb, float alpha, float beta, float *y, size_t ldy)           \
-    {                                                                                            \
-        (void)type;                                                                              \
-        qt_rows32(T, a, len, wrow, rb, alpha, beta, y, ldy);                                     \
-    }
-
-QT_DEFINE32(qt_q8_0, PT_GGML_Q8_0)
-QT_DEFINE32(qt_q4_0, PT_GGML_Q4_0)
-QT_DEFINE32(qt_q4_1, PT_GGML_Q4_1)
-QT_DEFINE32(qt_q5_0, PT_GGML_Q5_0)
-QT_DEFINE32(qt_q5_1, PT_GGML_Q5_1)
-
 /* K-quants the same way: a super-block unpacked (qg_unpack_q45k / q6k,
  * slot 0 of wb), then per 32 values (Q4_K, Q5_K) or 16 (Q6_K) the exact
  * sums of each row in the lanes, times the sub-block's scale (vpmulld: the
@@ -160,77 +117,71 @@ QG_INLINE void qt_superblock(const int type, const uint8_t *bp, qg_wk *wb, const
     }
 }
 
-QG_INLINE void qt_rowsk(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
-                        size_t rb, float alpha, float beta, float *y, size_t ldy)
+/* The super-blocks of the W row wr against the 16 rows of group data
+ * xq/dt/bsumt into acc (super-block b into acc[b % 8]). */
+QG_INLINE void qt_blocksk(const int type, const uint8_t *wr, size_t nb, size_t bytes, qg_wk *wb,
+                          const int32_t *xq, const int32_t *bsumt, const float *dt, __m512 acc[8])
 {
-    const size_t bytes = type == PT_GGML_Q4_K   ? sizeof(pt_block_q4_K)
-                         : type == PT_GGML_Q5_K ? sizeof(pt_block_q5_K)
-                                                : sizeof(pt_block_q6_K);
+    for (size_t b = 0; b < nb; b++) {
+        __m512i vi, vj;
+        qt_superblock(type, wr + b * bytes, wb, xq + b * 1024, bsumt + b * 128, &vi, &vj);
+        const __m512 dx = _mm512_load_ps(dt + b * 16);
+        __m512 *ac = &acc[b % 8];
+        *ac = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wb->d[0]), dx), _mm512_cvtepi32_ps(vi), *ac);
+        if (type != PT_GGML_Q6_K) {
+            const __m512 nm = _mm512_xor_ps(_mm512_mul_ps(_mm512_set1_ps(wb->dm[0]), dx),
+                                            _mm512_set1_ps(-0.0f));
+            *ac = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(vj), *ac);
+        }
+    }
+}
+
+/* len W rows against every row of x, 16 rows at a time; a group of fewer
+ * than PT_QGEMV_M16 rows (the last) goes to the kernel for few rows. */
+QG_INLINE void qt_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
+                       size_t rb, float alpha, float beta, float *y, size_t ldy)
+{
+    const bool kq = qg_is_kquant(type);
+    const size_t bytes = qg_block_bytes(type);
     const size_t nb = rb / bytes, ng = (a->m + 15) / 16;
-    qg_wk wb;
+    qg_wbuf wb;
+    qg_wbuf_init(&wb, type);
     for (size_t j = 0; j < len; j++)
         for (size_t g = 0; g < ng; g++) {
             const size_t at = g * a->nbp * 16, rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
+            const uint8_t *wr = wrow + j * rb;
             if (rows < PT_QGEMV_M16) {
-                qg_rowk(type, a, 16 * g, rows, wrow + j * rb, nb, bytes, &wb, alpha, beta, y + j, ldy);
+                if (kq)
+                    qg_rowk(type, a, 16 * g, rows, wr, nb, bytes, &wb.wk, alpha, beta, y + j, ldy);
+                else
+                    qg_row32(type, a, 16 * g, rows, wr, nb, bytes, &wb.w32, alpha, beta, y + j, ldy);
                 continue;
             }
-            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * 64;
+            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * (kq ? 64 : 8);
             __m512 acc[8];
             for (int e = 0; e < 8; e++)
                 acc[e] = _mm512_setzero_ps();
-            for (size_t b = 0; b < nb; b++) {
-                __m512i vi, vj;
-                qt_superblock(type, wrow + j * rb + b * bytes, &wb, xq + b * 1024,
-                              a->bsumt + (g * a->nbp + b) * 128, &vi, &vj);
-                const __m512 dx = _mm512_load_ps(a->dt + at + b * 16);
-                __m512 *ac = &acc[b % 8];
-                *ac = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wb.d[0]), dx), _mm512_cvtepi32_ps(vi), *ac);
-                if (type != PT_GGML_Q6_K) {
-                    const __m512 nm = _mm512_xor_ps(_mm512_mul_ps(_mm512_set1_ps(wb.dm[0]), dx),
-                                                    _mm512_set1_ps(-0.0f));
-                    *ac = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(vj), *ac);
-                }
-            }
+            if (kq)
+                qt_blocksk(type, wr, nb, bytes, &wb.wk, xq, a->bsumt + g * a->nbp * 128, a->dt + at,
+                           acc);
+            else
+                for (size_t b = 0; b < nb; b += 8)
+                    qt_group8(type, wr, bytes, b, nb - b < 8 ? (int)(nb - b) : 8, xq, a->dt + at,
+                              a->st + at, a->sumt + at, acc);
             qt_store16(acc, rows, alpha, beta, &y[16 * g * ldy + j], ldy);
         }
 }
 
-#define QT_DEFINEK(fn, T)                                                                        \
-    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow,        \
-                             size_t rb, float alpha, float beta, float *y, size_t ldy)           \
-    {                                                                                            \
-        (void)type;                                                                              \
-        qt_rowsk(T, a, len, wrow, rb, alpha, beta, y, ldy);                                      \
-    }
-
-QT_DEFINEK(qt_q4_k, PT_GGML_Q4_K)
-QT_DEFINEK(qt_q5_k, PT_GGML_Q5_K)
-QT_DEFINEK(qt_q6_k, PT_GGML_Q6_K)
+QG_KERNELS(qt, qt_rows)
 
 pt_qgemv_fn *pt__qgemv_vnni16(int type)
 {
-    switch (type) {
-    case PT_GGML_Q4_K: return qt_q4_k;
-    case PT_GGML_Q5_K: return qt_q5_k;
-    case PT_GGML_Q6_K: return qt_q6_k;
-    case PT_GGML_Q8_0: return qt_q8_0;
-    case PT_GGML_Q4_0: return qt_q4_0;
-    case PT_GGML_Q4_1: return qt_q4_1;
-    case PT_GGML_Q5_0: return qt_q5_0;
-    case PT_GGML_Q5_1: return qt_q5_1;
-    default: return NULL;
-    }
+    return qt_pick(type);
 }
 
 pt_qgemv_fn *pt__qgemv_vnni(int type)
 {
-    switch (type) {
-    case PT_GGML_Q4_K: return qg_q4_k;
-    case PT_GGML_Q5_K: return qg_q5_k;
-    case PT_GGML_Q6_K: return qg_q6_k;
-    default: return qg_pick32(type);
-    }
+    return qg_pick(type);
 }
 
 #endif

@@ -317,56 +317,6 @@ QG_INLINE void qg_row32_one(const int type, const pt_qact *a, const uint8_t *wr,
     pt__qgemv_store(o, alpha, beta, y);
 }
 
-QG_INLINE void qg_rows32(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
-                         size_t rb, float alpha, float beta, float *y, size_t ldy)
-{
-    const size_t bytes = type == PT_GGML_Q8_0 ? sizeof(pt_block_q8_0)
-                         : type == PT_GGML_Q4_0 ? sizeof(pt_block_q4_0)
-                         : type == PT_GGML_Q4_1 ? sizeof(pt_block_q4_1)
-                         : type == PT_GGML_Q5_0 ? sizeof(pt_block_q5_0)
-                                                : sizeof(pt_block_q5_1);
-    const size_t nb = rb / bytes;
-    if (a->m == 1) {
-        for (size_t j = 0; j < len; j++)
-            qg_row32_one(type, a, wrow + j * rb, nb, bytes, alpha, beta, y + j);
-        return;
-    }
-    qg_w32 wb;
-    memset(&wb, 0, sizeof wb);
-    for (size_t j = 0; j < len; j++)
-        for (size_t i0 = 0; i0 < a->m; i0 += QX_MAX) {
-            const size_t mc = a->m - i0 < QX_MAX ? a->m - i0 : QX_MAX;
-            qg_row32(type, a, i0, mc, wrow + j * rb, nb, bytes, &wb, alpha, beta, y + j, ldy);
-        }
-}
-
-#define QG_DEFINE32(fn, T)                                                                       \
-    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow,        \
-                             size_t rb, float alpha, float beta, float *y, size_t ldy)           \
-    {                                                                                            \
-        (void)type;                                                                              \
-        qg_rows32(T, a, len, wrow, rb, alpha, beta, y, ldy);                                     \
-    }
-
-QG_DEFINE32(qg_q8_0, PT_GGML_Q8_0)
-QG_DEFINE32(qg_q4_0, PT_GGML_Q4_0)
-QG_DEFINE32(qg_q4_1, PT_GGML_Q4_1)
-QG_DEFINE32(qg_q5_0, PT_GGML_Q5_0)
-QG_DEFINE32(qg_q5_1, PT_GGML_Q5_1)
-
-/* The kernel of a 32-value type, or NULL. */
-static pt_qgemv_fn *qg_pick32(int type)
-{
-    switch (type) {
-    case PT_GGML_Q8_0: return qg_q8_0;
-    case PT_GGML_Q4_0: return qg_q4_0;
-    case PT_GGML_Q4_1: return qg_q4_1;
-    case PT_GGML_Q5_0: return qg_q5_0;
-    case PT_GGML_Q5_1: return qg_q5_1;
-    default: return NULL;
-    }
-}
-
 /* ---- K-quants ---- */
 
 typedef struct qg_wk {
@@ -649,37 +599,102 @@ QG_INLINE void qg_rowk_one(const int type, const pt_qact *a, const uint8_t *wr, 
     pt__qgemv_store(o, alpha, beta, y);
 }
 
-QG_INLINE void qg_rowsk(const int type, const pt_qact *a,
-                                                           size_t len, const uint8_t *wrow,
-                                                           size_t rb, float alpha, float beta,
-                                                           float *y, size_t ldy)
+/* The bytes of one block of a type these kernels compute. */
+QG_INLINE size_t qg_block_bytes(const int type)
 {
-    const size_t bytes = type == PT_GGML_Q4_K   ? sizeof(pt_block_q4_K)
-                         : type == PT_GGML_Q5_K ? sizeof(pt_block_q5_K)
-                                                : sizeof(pt_block_q6_K);
+    switch (type) {
+    case PT_GGML_Q8_0: return sizeof(pt_block_q8_0);
+    case PT_GGML_Q4_0: return sizeof(pt_block_q4_0);
+    case PT_GGML_Q4_1: return sizeof(pt_block_q4_1);
+    case PT_GGML_Q5_0: return sizeof(pt_block_q5_0);
+    case PT_GGML_Q5_1: return sizeof(pt_block_q5_1);
+    case PT_GGML_Q4_K: return sizeof(pt_block_q4_K);
+    case PT_GGML_Q5_K: return sizeof(pt_block_q5_K);
+    default: return sizeof(pt_block_q6_K);
+    }
+}
+
+QG_INLINE bool qg_is_kquant(const int type)
+{
+    return type == PT_GGML_Q4_K || type == PT_GGML_Q5_K || type == PT_GGML_Q6_K;
+}
+
+/* The unpacked weights of one kind of type: a 32-value type's zeroed
+ * once; a K-quant's slots from nbg on are never read (their scales are
+ * zeroed). */
+typedef union qg_wbuf {
+    qg_w32 w32;
+    qg_wk wk;
+} qg_wbuf;
+
+QG_INLINE void qg_wbuf_init(qg_wbuf *wb, const int type)
+{
+    if (!qg_is_kquant(type))
+        memset(&wb->w32, 0, sizeof wb->w32);
+}
+
+/* len W rows against every row of x: one row of x by the one-row kernels,
+ * more QX_MAX rows at a time. */
+QG_INLINE void qg_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
+                       size_t rb, float alpha, float beta, float *y, size_t ldy)
+{
+    const bool kq = qg_is_kquant(type);
+    const size_t bytes = qg_block_bytes(type);
     const size_t nb = rb / bytes;
     if (a->m == 1) {
-        for (size_t j = 0; j < len; j++)
-            qg_rowk_one(type, a, wrow + j * rb, nb, bytes, alpha, beta, y + j);
+        for (size_t j = 0; j < len; j++) {
+            if (kq)
+                qg_rowk_one(type, a, wrow + j * rb, nb, bytes, alpha, beta, y + j);
+            else
+                qg_row32_one(type, a, wrow + j * rb, nb, bytes, alpha, beta, y + j);
+        }
         return;
     }
-    qg_wk wb; /* slots from nbg on are never read (their scales are zeroed) */
+    qg_wbuf wb;
+    qg_wbuf_init(&wb, type);
     for (size_t j = 0; j < len; j++)
         for (size_t i0 = 0; i0 < a->m; i0 += QX_MAX) {
             const size_t mc = a->m - i0 < QX_MAX ? a->m - i0 : QX_MAX;
-            qg_rowk(type, a, i0, mc, wrow + j * rb, nb, bytes, &wb, alpha, beta, y + j, ldy);
+            if (kq)
+                qg_rowk(type, a, i0, mc, wrow + j * rb, nb, bytes, &wb.wk, alpha, beta, y + j, ldy);
+            else
+                qg_row32(type, a, i0, mc, wrow + j * rb, nb, bytes, &wb.w32, alpha, beta, y + j, ldy);
         }
 }
 
-#define QG_DEFINEK(fn, T)                                                                        \
-    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow, size_t rb,       \
-                   float alpha, float beta, float *y, size_t ldy)                                \
+/* One kernel a type, each compiled with its type a constant (ROWS(type,
+ * ...) is inlined into it), and PREFIX_pick(type): the kernel of a type,
+ * or NULL.  QG_KERNELS(qg, qg_rows) defines qg_q8_0 ... qg_q6_k and
+ * qg_pick. */
+#define QG_KERNEL(fn, rows, T)                                                                   \
+    QG_TARGET static void fn(int type, const pt_qact *a, size_t len, const uint8_t *wrow,        \
+                             size_t rb, float alpha, float beta, float *y, size_t ldy)           \
     {                                                                                            \
         (void)type;                                                                              \
-        qg_rowsk(T, a, len, wrow, rb, alpha, beta, y, ldy);                                      \
+        rows(T, a, len, wrow, rb, alpha, beta, y, ldy);                                          \
+    }
+#define QG_KERNELS(prefix, rows)                                                                 \
+    QG_KERNEL(prefix##_q8_0, rows, PT_GGML_Q8_0)                                                 \
+    QG_KERNEL(prefix##_q4_0, rows, PT_GGML_Q4_0)                                                 \
+    QG_KERNEL(prefix##_q4_1, rows, PT_GGML_Q4_1)                                                 \
+    QG_KERNEL(prefix##_q5_0, rows, PT_GGML_Q5_0)                                                 \
+    QG_KERNEL(prefix##_q5_1, rows, PT_GGML_Q5_1)                                                 \
+    QG_KERNEL(prefix##_q4_k, rows, PT_GGML_Q4_K)                                                 \
+    QG_KERNEL(prefix##_q5_k, rows, PT_GGML_Q5_K)                                                 \
+    QG_KERNEL(prefix##_q6_k, rows, PT_GGML_Q6_K)                                                 \
+    static pt_qgemv_fn *prefix##_pick(int type)                                                  \
+    {                                                                                            \
+        switch (type) {                                                                          \
+        case PT_GGML_Q8_0: return prefix##_q8_0;                                                 \
+        case PT_GGML_Q4_0: return prefix##_q4_0;                                                 \
+        case PT_GGML_Q4_1: return prefix##_q4_1;                                                 \
+        case PT_GGML_Q5_0: return prefix##_q5_0;                                                 \
+        case PT_GGML_Q5_1: return prefix##_q5_1;                                                 \
+        case PT_GGML_Q4_K: return prefix##_q4_k;                                                 \
+        case PT_GGML_Q5_K: return prefix##_q5_k;                                                 \
+        case PT_GGML_Q6_K: return prefix##_q6_k;                                                 \
+        default: return NULL;                                                                    \
+        }                                                                                        \
     }
 
-QG_DEFINEK(qg_q4_k, PT_GGML_Q4_K)
-QG_DEFINEK(qg_q5_k, PT_GGML_Q5_K)
-QG_DEFINEK(qg_q6_k, PT_GGML_Q6_K)
-
+QG_KERNELS(qg, qg_rows)

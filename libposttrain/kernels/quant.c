@@ -260,18 +260,31 @@ static void deq_row(const qtype_info *t, deq_fn f, const uint8_t *b, float *dst,
         f(b + i * t->bytes, dst + i * t->elems);
 }
 
+/* The argument checks of FN on a row of n values from src (named
+ * src_name) to dst, as PT_CHECK_ARG and PT_CHECK_NULL would make them: n a
+ * multiple of t's block, the pointers read only when n > 0. */
+static int check_row(const char *fn, const qtype_info *t, size_t n, const void *src,
+                     const char *src_name, const void *dst)
+{
+    if (n % t->elems != 0)
+        return pt__err_arg(fn, "n", "must be a multiple of %s's block of %zu (got %zu)", t->name,
+                           t->elems, n);
+    if (n > 0 && !src)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", fn, src_name);
+    if (n > 0 && !dst)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", fn, "dst");
+    return PT_OK;
+}
+
 int pt__dequant_row(int type, const void *blocks, float *dst, size_t n)
 {
     const qtype_info *t = info_of(type);
     if (!t)
         return pt__err(PT_EUNSUPPORTED, "pt__dequant_row: ggml type %d is not a supported "
                       "quantized type", type);
-    PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
-                 t->name, t->elems, n);
-    if (n == 0)
-        return PT_OK;
-    PT_CHECK_NULL(blocks);
-    PT_CHECK_NULL(dst);
+    int st = check_row(__func__, t, n, blocks, "blocks", dst);
+    if (st || n == 0)
+        return st;
     deq_row(t, deq_of(type), blocks, dst, n);
     return PT_OK;
 }
@@ -321,12 +334,9 @@ int pt__quant_row(int type, const float *src, void *dst, size_t n)
         return pt__err(PT_EUNSUPPORTED, "pt__quant_row: quantizing to %s is not supported "
                       "(Q8_0 and Q4_0 are)", pt__quant_type_name(type) ? pt__quant_type_name(type) : "?");
     const qtype_info *t = info_of(type);
-    PT_CHECK_ARG(n % t->elems == 0, n, "must be a multiple of %s's block of %zu (got %zu)",
-                 t->name, t->elems, n);
-    if (n == 0)
-        return PT_OK;
-    PT_CHECK_NULL(src);
-    PT_CHECK_NULL(dst);
+    int st = check_row(__func__, t, n, src, "src", dst);
+    if (st || n == 0)
+        return st;
     for (size_t i = 0; i < n / PT_QK; i++) {
         const float *x = src + i * PT_QK;
         for (int j = 0; j < PT_QK; j++)
@@ -377,21 +387,10 @@ int pt__quant_check(int type, const void *data, size_t nbytes, size_t rows, size
     return PT_OK;
 }
 
-void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
-                     size_t ldd)
-{
-    const qtype_info *t = info_of(type);
-    deq_fn f = deq_of(type);
-    if (!t || !f || k % t->elems)
-        return;
-    size_t rb = k / t->elems * t->bytes;
-    const uint8_t *b = w;
-    for (size_t i = r0; i < r1; i++)
-        deq_row(t, f, b + i * rb, dst + (i - r0) * ldd, k);
-}
-
-void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
-                          uint16_t *dst, size_t ldd)
+/* Rows r0..r1 of W (rows of k values) into FP32 (f32) or BF16 (bf16), row
+ * i at (i - r0) * ldd. */
+static void dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *f32,
+                         uint16_t *bf16, size_t ldd)
 {
     const qtype_info *t = info_of(type);
     deq_fn f = deq_of(type);
@@ -400,11 +399,28 @@ void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t 
     size_t rb = k / t->elems * t->bytes;
     const uint8_t *b = w;
     float buf[PT_QK_K];
-    for (size_t i = r0; i < r1; i++)
+    for (size_t i = r0; i < r1; i++) {
+        if (f32) {
+            deq_row(t, f, b + i * rb, f32 + (i - r0) * ldd, k);
+            continue;
+        }
         for (size_t j = 0; j < k / t->elems; j++) {
             f(b + i * rb + j * t->bytes, buf);
-            uint16_t *d = dst + (i - r0) * ldd + j * t->elems;
+            uint16_t *d = bf16 + (i - r0) * ldd + j * t->elems;
             for (size_t e = 0; e < t->elems; e++) /* inline: a call per block costs more */
                 d[e] = pt__f32_to_bf16(buf[e]);
         }
+    }
+}
+
+void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+                     size_t ldd)
+{
+    dequant_tile(type, w, k, r0, r1, dst, NULL, ldd);
+}
+
+void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+                          uint16_t *dst, size_t ldd)
+{
+    dequant_tile(type, w, k, r0, r1, NULL, dst, ldd);
 }

@@ -67,6 +67,32 @@ static void xwt_by_row(int type, size_t m, size_t n, size_t k, float alpha, cons
         }
 }
 
+/* The product through tiles of W's rows dequantized to F32, false without
+ * memory for a tile: dyw false, y = alpha x W^T + beta y (a = x, c = y;
+ * rowwise, each row of x by pt__sgemv_rows); dyw true, dx = alpha dy W +
+ * beta dx (a = dy, c = dx). */
+static bool tiled(bool dyw, bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
+                  const float *a, size_t lda, const void *w, float beta, float *c, size_t ldc)
+{
+    size_t tr = tile_rows(n, k);
+    float *t = pt__malloc_aligned(tr * k * sizeof(float));
+    if (!t)
+        return false;
+    for (size_t r0 = 0; r0 < n; r0 += tr) {
+        size_t r1 = n - r0 < tr ? n : r0 + tr;
+        dequant_rows(type, w, k, r0, r1, t);
+        if (dyw)
+            pt__sgemm(false, false, m, k, r1 - r0, alpha, a + r0, lda, t, k,
+                      r0 == 0 ? beta : 1.0f, c, ldc);
+        else if (rowwise)
+            pt__sgemv_rows(m, r1 - r0, k, alpha, a, lda, t, k, beta, c + r0, ldc);
+        else
+            pt__sgemm(false, true, m, r1 - r0, k, alpha, a, lda, t, k, beta, c + r0, ldc);
+    }
+    pt__free_aligned(t);
+    return true;
+}
+
 void pt__qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float alpha,
                   const float *x, size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
@@ -84,21 +110,8 @@ void pt__qgemm_xwt(bool rowwise, int type, size_t m, size_t n, size_t k, float a
     if (rowwise && pt__qgemv_supported(type) &&
         pt__qgemv_rows(type, m, n, k, alpha, x, ldx, w, beta, y, ldy) == PT_OK)
         return;
-    size_t tr = tile_rows(n, k);
-    float *t = pt__malloc_aligned(tr * k * sizeof(float));
-    if (!t) {
+    if (!tiled(false, rowwise, type, m, n, k, alpha, x, ldx, w, beta, y, ldy))
         xwt_by_row(type, m, n, k, alpha, x, ldx, w, beta, y, ldy);
-        return;
-    }
-    for (size_t r0 = 0; r0 < n; r0 += tr) {
-        size_t r1 = n - r0 < tr ? n : r0 + tr;
-        dequant_rows(type, w, k, r0, r1, t);
-        if (rowwise)
-            pt__sgemv_rows(m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
-        else
-            pt__sgemm(false, true, m, r1 - r0, k, alpha, x, ldx, t, k, beta, y + r0, ldy);
-    }
-    pt__free_aligned(t);
 }
 
 /* dx = beta dx (beta 0: not read). */
@@ -139,19 +152,8 @@ void pt__qgemm_dyw(int type, size_t m, size_t n, size_t k, float alpha, const fl
         scale_rows(dx, lddx, m, k, beta);
         return;
     }
-    size_t tr = tile_rows(n, k);
-    float *t = pt__malloc_aligned(tr * k * sizeof(float));
-    if (!t) {
+    if (!tiled(true, false, type, m, n, k, alpha, dy, lddy, w, beta, dx, lddx))
         dyw_by_row(type, m, n, k, alpha, dy, lddy, w, beta, dx, lddx);
-        return;
-    }
-    for (size_t r0 = 0; r0 < n; r0 += tr) {
-        size_t r1 = n - r0 < tr ? n : r0 + tr;
-        dequant_rows(type, w, k, r0, r1, t);
-        pt__sgemm(false, false, m, k, r1 - r0, alpha, dy + r0, lddy, t, k, r0 == 0 ? beta : 1.0f,
-                 dx, lddx);
-    }
-    pt__free_aligned(t);
 }
 
 /* All segments' rows dequantized into one [n x k] tile, or NULL (too large,

@@ -37,11 +37,12 @@ static void tile16(int type, const void *w, size_t k, size_t r0, size_t r1, pt_b
     }
 }
 
-bool pt__qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
-                       size_t ldx, const void *w, float beta, float *y, size_t ldy)
+/* The product through BF16 tiles of W's rows, false without memory for a
+ * tile: dyw false, y = alpha x W^T + beta y (a = x, c = y); dyw true,
+ * dx = alpha dy W + beta dx (a = dy, c = dx). */
+static bool tiled16(bool dyw, int type, size_t m, size_t n, size_t k, float alpha, const float *a,
+                    size_t lda, const void *w, float beta, float *c, size_t ldc)
 {
-    if (m == 0 || n == 0)
-        return true;
     size_t tr = tile_rows16(n, k);
     pt_bf16 *t = pt__malloc_aligned(tr * k * sizeof *t);
     if (!t)
@@ -49,11 +50,23 @@ bool pt__qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, con
     for (size_t r0 = 0; r0 < n; r0 += tr) {
         size_t r1 = n - r0 < tr ? n : r0 + tr;
         tile16(type, w, k, r0, r1, t);
-        pt__gemm_mixed(false, true, m, r1 - r0, k, alpha, x, false, ldx, t, true, k, beta, y + r0,
-                      ldy);
+        if (dyw)
+            pt__gemm_mixed(false, false, m, k, r1 - r0, alpha, a + r0, false, lda, t, true, k,
+                           r0 == 0 ? beta : 1.0f, c, ldc);
+        else
+            pt__gemm_mixed(false, true, m, r1 - r0, k, alpha, a, false, lda, t, true, k, beta,
+                           c + r0, ldc);
     }
     pt__free_aligned(t);
     return true;
+}
+
+bool pt__qgemm_xwt_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
+                       size_t ldx, const void *w, float beta, float *y, size_t ldy)
+{
+    if (m == 0 || n == 0)
+        return true;
+    return tiled16(false, type, m, n, k, alpha, x, ldx, w, beta, y, ldy);
 }
 
 bool pt__qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
@@ -61,16 +74,5 @@ bool pt__qgemm_dyw_bf16(int type, size_t m, size_t n, size_t k, float alpha, con
 {
     if (m == 0 || k == 0 || n == 0)
         return n != 0; /* n 0: the FP32 path scales dx by beta */
-    size_t tr = tile_rows16(n, k);
-    pt_bf16 *t = pt__malloc_aligned(tr * k * sizeof *t);
-    if (!t)
-        return false;
-    for (size_t r0 = 0; r0 < n; r0 += tr) {
-        size_t r1 = n - r0 < tr ? n : r0 + tr;
-        tile16(type, w, k, r0, r1, t);
-        pt__gemm_mixed(false, false, m, k, r1 - r0, alpha, dy + r0, false, lddy, t, true, k,
-                      r0 == 0 ? beta : 1.0f, dx, lddx);
-    }
-    pt__free_aligned(t);
-    return true;
+    return tiled16(true, type, m, n, k, alpha, dy, lddy, w, beta, dx, lddx);
 }

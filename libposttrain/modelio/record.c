@@ -39,6 +39,14 @@ int pt__modelio_check_finite(const pt_model *m, size_t from, size_t to, const ch
     return PT_OK;
 }
 
+/* The model's record, or one with every field NULL when it has none. */
+static const mio_rec *record_of(const pt_model *m)
+{
+    static const mio_rec none;
+    const mio_rec *r = pt__model_attachment(m);
+    return r ? r : &none;
+}
+
 int pt__modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok)
 {
     mio_rec *r = pt__calloc(1, sizeof *r);
@@ -55,14 +63,12 @@ int pt__modelio_set_record(pt_model *m, char *dir, pt_tokenizer *tok)
 
 const char *pt_model_source_dir(const pt_model *m)
 {
-    const mio_rec *r = pt__model_attachment(m);
-    return r ? r->dir : NULL;
+    return record_of(m)->dir;
 }
 
 const pt_tokenizer *pt_model_tokenizer(const pt_model *m)
 {
-    const mio_rec *r = pt__model_attachment(m);
-    return r ? r->tok : NULL;
+    return record_of(m)->tok;
 }
 
 int pt__modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_config)
@@ -82,12 +88,10 @@ int pt__modelio_set_tokenizer_texts(pt_model *m, char *tok_json, char *tok_confi
 
 const char *pt__modelio_tokenizer_json(const pt_model *m)
 {
-    const mio_rec *r = pt__model_attachment(m);
-    return r ? r->tok_json : NULL;
+    return record_of(m)->tok_json;
 }
 
 const char *pt__modelio_tokenizer_config(const pt_model *m)
 {
-    const mio_rec *r = pt__model_attachment(m);
-    return r ? r->tok_config : NULL;
+    return record_of(m)->tok_config;
 }

@@ -173,11 +173,7 @@ int pt_tokenizer_decode(char **text, size_t *len, const pt_tokenizer *t, const i
 }
 
 /* ---- vocabulary --------------------------------------------------------------------- */
-int32_t pt_tokenizer_vocab_size(const pt_tokenizer *t)
-{
-    return t ? t->vocab_size : 0;
-}
-
+PT_GETTER(int32_t, pt_tokenizer_vocab_size, pt_tokenizer, vocab_size, 0)
 /* The id of token string s (added tokens first), or -1. */
 static int32_t lookup(const pt_tokenizer *t, const char *s)
 {
@@ -240,31 +236,11 @@ int32_t pt_tokenizer_unk_id(const pt_tokenizer *t)
     return v >= 0 ? v : t->unk_id;
 }
 
-const char *pt_tokenizer_bos_token(const pt_tokenizer *t)
-{
-    return t ? t->bos_token : NULL;
-}
-
-const char *pt_tokenizer_eos_token(const pt_tokenizer *t)
-{
-    return t ? t->eos_token : NULL;
-}
-
-const char *pt_tokenizer_pad_token(const pt_tokenizer *t)
-{
-    return t ? t->pad_token : NULL;
-}
-
-int pt_tokenizer_add_bos(const pt_tokenizer *t)
-{
-    return t ? t->add_bos : -1;
-}
-
-int pt_tokenizer_add_eos(const pt_tokenizer *t)
-{
-    return t ? t->add_eos : -1;
-}
-
+PT_GETTER(const char *, pt_tokenizer_bos_token, pt_tokenizer, bos_token, NULL)
+PT_GETTER(const char *, pt_tokenizer_eos_token, pt_tokenizer, eos_token, NULL)
+PT_GETTER(const char *, pt_tokenizer_pad_token, pt_tokenizer, pad_token, NULL)
+PT_GETTER(int, pt_tokenizer_add_bos, pt_tokenizer, add_bos, -1)
+PT_GETTER(int, pt_tokenizer_add_eos, pt_tokenizer, add_eos, -1)
 const char *pt_tokenizer_chat_template(const pt_tokenizer *t, const char *name)
 {
     if (!t)

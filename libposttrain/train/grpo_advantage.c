@@ -168,27 +168,24 @@ int pt__grpo_segment_advantages(double *adv, bool *zero_std, int *n_zero, const 
         goto done;
     }
     /* sums, then squared deviations, per (group, segment index) and per index */
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < nseg[i]; k++) {
-            double r = rew[off[i] + k];
-            if (isnan(r))
-                continue;
-            size_t c = (size_t)gi[i] * K + k;
-            sum[c] += r;
-            cnt[c]++;
-            bsum[k] += r;
-            bcnt[k]++;
-        }
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < nseg[i]; k++) {
-            double r = rew[off[i] + k];
-            if (isnan(r))
-                continue;
-            size_t c = (size_t)gi[i] * K + k;
-            double m = sum[c] / cnt[c], bm = bsum[k] / bcnt[k];
-            ss[c] += (r - m) * (r - m);
-            bss[k] += (r - bm) * (r - bm);
-        }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < nseg[i]; k++) {
+                double r = rew[off[i] + k];
+                if (isnan(r))
+                    continue;
+                size_t c = (size_t)gi[i] * K + k;
+                if (pass == 0) {
+                    sum[c] += r;
+                    cnt[c]++;
+                    bsum[k] += r;
+                    bcnt[k]++;
+                } else {
+                    double m = sum[c] / cnt[c], bm = bsum[k] / bcnt[k];
+                    ss[c] += (r - m) * (r - m);
+                    bss[k] += (r - bm) * (r - bm);
+                }
+            }
     for (int i = 0; i < n; i++)
         for (int k = 0; k < nseg[i]; k++) {
             double r = rew[off[i] + k];
