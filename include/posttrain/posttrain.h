@@ -14,6 +14,7 @@
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
 #include "posttrain/grpo_builtin.h"
+#include "posttrain/grpo_run.h"
 #include "posttrain/episode.h"
 #include "posttrain/env.h"
 #include "posttrain/plot.h"
