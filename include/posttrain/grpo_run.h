@@ -133,7 +133,8 @@ typedef enum pt_prompt_order_fault {
 } pt_prompt_order_fault;
 
 /* Continue the order a state recorded: the pass rebuilt from order_rng and
- * continued at cursor (passes: state->epoch).  PT_ESTATE (the order
+ * continued at cursor (passes: state->epoch); a state where no pass has
+ * begun (cursor == rows, rng == order_rng) as it is.  PT_ESTATE (the order
  * unchanged, *fault saying why when fault is not NULL) when the state does
  * not fit; the checks are made in the enum's order. */
 PT_API int pt_prompt_order_load(pt_prompt_order *order, const pt_run_state *state, int *fault);

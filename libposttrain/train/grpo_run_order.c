@@ -129,7 +129,12 @@ int pt_prompt_order_load(pt_prompt_order *o, const pt_run_state *state, int *fau
         why = PT_ORDER_FAULT_ROWS;
     else if (s.cursor < 0 || s.cursor > o->o.rows)
         why = PT_ORDER_FAULT_CURSOR;
-    else {
+    else if (s.cursor == o->o.rows && s.rng == s.order_rng) {
+        /* no pass begun (a state of the start): the next draw begins one */
+        o->rng = o->order_rng = s.rng;
+        o->cursor = s.cursor;
+        o->passes = s.epoch;
+    } else {
         /* rebuild the pass from the state before its shuffle */
         const pt_prompt_order keep = *o;
         int32_t *saved = pt__malloc_array((size_t)o->o.rows, sizeof *saved);

@@ -1164,6 +1164,28 @@ _declare("long-context", {
     "pt_model_allow_long_context": (c_bool, [vp]),
 })
 
+# posttrain/grpo_run.h: the prompt order of a GRPO run
+@_stamped("pt_prompt_order_options", "grpo")
+class PromptOrderOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("rows", c_int64),
+        ("seed", c_uint64),
+        ("no_shuffle", c_bool),
+        ("drop_last", c_bool),
+    ]
+
+
+_declare("grpo", {
+    "pt_prompt_order_create": (c_int, [P(c_void_p), P(PromptOrderOptions)]),
+    "pt_prompt_order_free": (None, [c_void_p]),
+    "pt_prompt_order_restart": (c_int, [c_void_p]),
+    "pt_prompt_order_next": (c_int, [c_void_p, P(c_int32), c_int]),
+    "pt_prompt_order_passes": (c_int64, [c_void_p]),
+    "pt_prompt_order_save": (c_int, [P(RunState), c_void_p]),
+    "pt_prompt_order_load": (c_int, [c_void_p, P(RunState), P(c_int)]),
+})
+
 # Named enums: pt_X_name(int) -> const char * (NULL for an unknown value) and
 # pt_X_from_name(int *, const char *), by feature (posttrain/enums.py builds
 # the IntEnums from them).

@@ -364,6 +364,22 @@ START_TEST(test_prompt_order_options)
     ck_assert(s.rng == (1 ^ 0x6A09E667F3BCC908ull) && s.order_rng == s.rng);
     ck_assert_int_eq(s.cursor, 2);
     pt_prompt_order_free(o);
+
+    /* a state saved before the first draw continues as the start does */
+    pt_prompt_order *a = new_order(5, 9), *b = new_order(5, 9);
+    ck_assert_ok(pt_run_state_init(&s));
+    ck_assert_ok(pt_prompt_order_save(&s, a));
+    ck_assert_int_eq(s.cursor, 5);
+    ck_assert_ok(pt_prompt_order_next(b, got, 3)); /* b elsewhere first */
+    ck_assert_ok(pt_prompt_order_load(b, &s, NULL));
+    int32_t x[12], y[12];
+    ck_assert_ok(pt_prompt_order_next(a, x, 12));
+    ck_assert_ok(pt_prompt_order_next(b, y, 12));
+    ck_assert_mem_eq(x, y, sizeof x);
+    reference_order(y, 12, 5, 9);
+    ck_assert_mem_eq(x, y, sizeof x);
+    pt_prompt_order_free(a);
+    pt_prompt_order_free(b);
     oo.rows = 0;
     ck_assert_status(pt_prompt_order_create(&o, &oo), PT_EINVAL, "rows");
     ck_assert_ptr_null(o);
