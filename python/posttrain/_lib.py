@@ -1186,6 +1186,33 @@ _declare("grpo", {
     "pt_prompt_order_load": (c_int, [c_void_p, P(RunState), P(c_int)]),
 })
 
+
+# posttrain/grpo_run.h: a round's metrics row (first, last, grpo: pt_grpo_stats,
+# pt_grpo_options; episodes: pt_grpo_episode_totals or NULL)
+@_stamped("pt_grpo_metrics", "grpo")
+class GrpoMetrics(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("step", c_int64),
+        ("first", c_void_p),
+        ("last", c_void_p),
+        ("grpo", c_void_p),
+        ("n_reward_funcs", c_int),
+        ("reward_names", POINTER(c_char_p)),
+        ("loss", c_double),
+        ("gen_tokens_per_s", c_double),
+        ("train_tokens_per_s", c_double),
+        ("step_seconds", c_double),
+        ("comm", c_bool),
+        ("comm_seconds", c_double),
+        ("episodes", c_void_p),
+    ]
+
+
+_declare("grpo", {
+    "pt_grpo_metrics_row": (c_int, [P(c_void_p), P(GrpoMetrics)]),
+})
+
 # Named enums: pt_X_name(int) -> const char * (NULL for an unknown value) and
 # pt_X_from_name(int *, const char *), by feature (posttrain/enums.py builds
 # the IntEnums from them).

@@ -36,7 +36,7 @@ from .generate import encode_prompts
 from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
                    _require)
 from .model import Model, _lora_mask
-from ._lib import PromptOrderOptions, RunState, has_feature, lib
+from ._lib import GrpoMetrics, GrpoStats as _CGrpoStats, PromptOrderOptions, RunState, has_feature, lib
 from .run import Run, check_output, run_state_to_json, _require as _require_run, _take_string
 from .train import Optimizer, save_checkpoint
 from .trl_config import GRPOConfig
@@ -658,7 +658,9 @@ class GRPOTrainer:
         m["time/evaluation"] = t_eval
         if self._run is not None:
             # the metrics row before the checkpoint that covers it
-            self._run.log(self._metrics_row(m, time.perf_counter() - t_start))
+            gen_tokens = sum(len(g.tokens) for gs in gens for g in gs)
+            self._run.log(self._metrics_row(m, time.perf_counter() - t_start, stats, last,
+                                            gen_tokens / t_gen if t_gen > 0 else 0.0))
         gp = self.goodput
         if gp is not None:
             # the round's time for goodput (kept once a checkpoint holds it)
@@ -682,16 +684,47 @@ class GRPOTrainer:
                 self._log()
         return m
 
-    def _metrics_row(self, m, seconds):
-        """A round's row of output_dir/metrics.jsonl: "step" the round (the
-        run's step, as posttrain grpo's rows), "global_step" TRL's count,
-        "optimizer_step" the optimizer's, "step_seconds" the round's time
-        (goodput's lost time on a resume), then the round's metrics."""
-        row = {"step": m["round"], "global_step": self.state.global_step,
-               "optimizer_step": m["step"], "step_seconds": seconds}
+    def _c_stats(self, st):
+        """A GrpoStats as the C pt_grpo_stats it was read from."""
+        c = _CGrpoStats.new()
+        for f in _CGrpoStats.field_names():
+            if f not in ("size", "reward_func_mean", "reward_func_std"):
+                setattr(c, f, getattr(st, f))
+        for k, name in enumerate(self.reward_names):
+            c.reward_func_mean[k] = st.reward_func_mean[name]
+            c.reward_func_std[k] = st.reward_func_std[name]
+        return c
+
+    def _metrics_row(self, m, seconds, first, last, gen_tps):
+        """A round's row of output_dir/metrics.jsonl: the library's row of
+        the round (pt_grpo_metrics_row: posttrain grpo's keys in its order,
+        "step" the round, "lr" the learning rate, "step_seconds" the round's
+        time), then "global_step" TRL's count, "optimizer_step" the
+        optimizer's and the round's other metrics (time/..., eval/...,
+        log_metric's); the round's own numbers at full precision."""
+        names = [n.encode("utf-8") for n in self.reward_names]
+        c_names = (ctypes.c_char_p * max(1, len(names)))(*names)
+        cf, cl = self._c_stats(first), self._c_stats(last)
+        o = _grpo_options(self.grpo_options)
+        mm = GrpoMetrics.new()
+        mm.step = m["round"]
+        mm.first = ctypes.addressof(cf)
+        mm.last = ctypes.addressof(cl)
+        mm.grpo = ctypes.addressof(o)
+        mm.n_reward_funcs = len(names)
+        mm.reward_names = c_names
+        mm.loss = m["loss"]
+        mm.gen_tokens_per_s = gen_tps
+        mm.train_tokens_per_s = first.tokens_per_second if last.train_seconds > 0 else 0.0
+        mm.step_seconds = seconds
+        out = ctypes.c_void_p()
+        check(lib.pt_grpo_metrics_row(ctypes.byref(out), ctypes.byref(mm)), "pt_grpo_metrics_row")
+        row = json.loads(_take_string(out))
+        row["global_step"] = self.state.global_step
+        row["optimizer_step"] = m["step"]
         for k, v in m.items():
             if k not in ("round", "step", "checkpoint"):
-                row[k] = v
+                row["lr" if k == "learning_rate" else k] = v
         return row
 
     def _log(self):
