@@ -161,9 +161,11 @@ int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
         PT_CHECK_ARG(m.reward_names[k] && strlen(m.reward_names[k]) < 48, m.reward_names,
                      "name %d is NULL or longer than 47 bytes", k);
     pt_grpo_options o;
-    if ((st = PT_STRUCT_READ(o, m.grpo, pt_grpo_options_init)))
+    pt_grpo_stats f, l; /* a caller's older, smaller stats read as such */
+    if ((st = PT_STRUCT_READ(o, m.grpo, pt_grpo_options_init)) ||
+        (st = PT_STRUCT_READ(f, m.first, pt_grpo_stats_init)) || (st = PT_STRUCT_READ(l, m.last, pt_grpo_stats_init)))
         return st;
-    const pt_grpo_stats *first = m.first, *gs = m.last;
+    const pt_grpo_stats *first = &f, *gs = &l;
     pt_strbuf b = PT_STRBUF_INIT;
     pt__strbuf_printf(&b, "{\"step\": %lld", (long long)m.step);
     num(&b, "reward", first->reward);
