@@ -131,6 +131,10 @@ typedef enum pt_prompt_order_fault {
     PT_ORDER_FAULT_CURSOR = 2, /* its cursor is past the rows */
     PT_ORDER_FAULT_RNG = 3     /* its order_rng does not lead to its rng */
 } pt_prompt_order_fault;
+/* "none", "rows", "cursor", "rng"; NULL for another value.  from_name:
+ * PT_EINVAL listing the names. */
+PT_API const char *pt_prompt_order_fault_name(int value);
+PT_API int pt_prompt_order_fault_from_name(int *out, const char *name);
 
 /* Continue the order a state recorded: the pass rebuilt from order_rng and
  * continued at cursor (passes: state->epoch); a state where no pass has

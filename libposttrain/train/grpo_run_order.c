@@ -20,6 +20,14 @@ struct pt_prompt_order {
     uint64_t order_rng; /* its state before the shuffle that made `order` */
 };
 
+static const pt_enum_entry k_faults[] = {
+    { PT_ORDER_FAULT_NONE, "none" },
+    { PT_ORDER_FAULT_ROWS, "rows" },
+    { PT_ORDER_FAULT_CURSOR, "cursor" },
+    { PT_ORDER_FAULT_RNG, "rng" },
+};
+PT_ENUM_NAME_FUNCS(pt_prompt_order_fault, k_faults, "prompt order fault")
+
 int pt_prompt_order_options_init(pt_prompt_order_options *opts)
 {
     PT_STRUCT_INIT_ZERO(opts);

@@ -331,6 +331,10 @@ START_TEST(test_prompt_order)
     bad.rng ^= 1;
     ck_assert_status(pt_prompt_order_load(r, &bad, &fault), PT_ESTATE, "inconsistent");
     ck_assert_int_eq(fault, PT_ORDER_FAULT_RNG);
+    ck_assert_str_eq(pt_prompt_order_fault_name(fault), "rng");
+    ck_assert_ok(pt_prompt_order_fault_from_name(&fault, "cursor"));
+    ck_assert_int_eq(fault, PT_ORDER_FAULT_CURSOR);
+    ck_assert_status(pt_prompt_order_fault_from_name(&fault, "x"), PT_EINVAL, "rows");
     ck_assert_ok(pt_prompt_order_load(r, &back, NULL));
     int32_t again[DRAWS];
     for (int k = 3 * BATCH; k < DRAWS; k += BATCH)
