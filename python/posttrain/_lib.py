@@ -1187,6 +1187,29 @@ _declare("grpo", {
 })
 
 
+# posttrain/grpo_run.h: pt_generate's completions into the rollout buffer
+@_stamped("pt_rollout_generated", "grpo")
+class RolloutGenerated(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("n", c_int),
+        ("prompts", POINTER(c_int32)),
+        ("prompt_lens", POINTER(c_int32)),
+        ("tokens", POINTER(c_int32)),
+        ("n_tokens", POINTER(c_int32)),
+        ("stride", c_int),
+        ("logprobs", POINTER(c_float)),
+        ("finish", POINTER(c_int32)),
+        ("group_size", c_int),
+        ("first_group", c_int64),
+    ]
+
+
+_declare("grpo", {
+    "pt_rollout_buffer_add_generated": (c_int, [c_void_p, P(RolloutGenerated)]),
+})
+
+
 # posttrain/grpo_run.h: a round's metrics row (first, last, grpo: pt_grpo_stats,
 # pt_grpo_options; episodes: pt_grpo_episode_totals or NULL)
 @_stamped("pt_grpo_metrics", "grpo")
