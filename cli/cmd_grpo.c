@@ -34,16 +34,12 @@ typedef struct grpo_run {
     bool runaway;                      /* --max-skipped-steps reached: stop after the step's row */
     FILE *metrics;
     cli_out out;
-    /* per step: this rank's NL prompts and completions; the prompt order and
-     * the rows of the step's P groups */
-    int32_t *prompts, *plens, *tokens, *ntok, *fin, *ids, *order, *group_row;
+    /* per step: this rank's NL prompts and completions, the rows of the
+     * step's P groups */
+    int32_t *prompts, *plens, *tokens, *ntok, *fin, *group_row;
     float *lps;
-    /* The prompt order: a seeded shuffle of the rows per pass.  rng is the
-     * splitmix state now, order_rng its state before the shuffle that made
-     * `order` (a checkpoint keeps both and the cursor: enough to rebuild
-     * the order and continue it).  Every rank keeps the same order. */
-    uint64_t rng, order_rng;
-    int cursor;
+    /* The prompt order (a seeded shuffle per pass; the same on every rank) */
+    pt_prompt_order *order;
     /* --env: the environment process, the episodes of a round, their groups */
     grpo_env *env;
     pt_episode_results *eres;
@@ -55,7 +51,8 @@ static void grpo_free(grpo_run *r)
 {
     cli_metrics_close(&r->metrics);
     free(r->prompts); free(r->plens); free(r->tokens); free(r->ntok); free(r->fin); free(r->lps);
-    free(r->ids); free(r->order); free(r->group_row); free(r->egroups);
+    free(r->group_row); free(r->egroups);
+    pt_prompt_order_free(r->order);
     pt_episode_results_free(r->eres);
     if (grpo_env_stop(r->env))
         fprintf(stderr, "posttrain grpo: --env: the environment had to be killed\n");
@@ -146,42 +143,21 @@ static int alloc_buffers(grpo_run *r)
     r->ntok = malloc(N * sizeof *r->ntok);
     r->fin = malloc(N * sizeof *r->fin);
     r->lps = malloc(N * max_new * sizeof *r->lps);
-    r->ids = malloc((size_t)r->max_seq * sizeof *r->ids);
-    r->order = malloc((size_t)r->n_rows * sizeof *r->order);
     r->group_row = malloc((size_t)r->P * sizeof *r->group_row);
     if (r->a.env && (!(r->egroups = malloc(N * sizeof *r->egroups)) || pt_episode_results_create(&r->eres))) {
         fprintf(stderr, "posttrain grpo: out of memory\n");
         return 1;
     }
-    if (!r->prompts || !r->plens || !r->tokens || !r->ntok || !r->fin || !r->lps || !r->ids || !r->order ||
-        !r->group_row) {
+    pt_prompt_order_options oo;
+    pt_prompt_order_options_init(&oo);
+    oo.rows = r->n_rows;
+    oo.seed = r->a.seed;
+    if (!r->prompts || !r->plens || !r->tokens || !r->ntok || !r->fin || !r->lps || !r->group_row ||
+        pt_prompt_order_create(&r->order, &oo)) {
         fprintf(stderr, "posttrain grpo: out of memory\n");
         return 1;
     }
     return 0;
-}
-
-/* A new pass: order = a shuffle of the rows drawn from rng (order_rng keeps
- * the state it started from). */
-static void shuffle(grpo_run *r)
-{
-    r->order_rng = r->rng;
-    for (int i = 0; i < r->n_rows; i++)
-        r->order[i] = i;
-    for (int i = r->n_rows - 1; i > 0; i--) {
-        int j = (int)(cli_splitmix(&r->rng) % (uint64_t)(i + 1));
-        int32_t tmp = r->order[i];
-        r->order[i] = r->order[j];
-        r->order[j] = tmp;
-    }
-    r->cursor = 0;
-}
-
-/* The prompt order of the start of a run. */
-static void order_start(grpo_run *r)
-{
-    r->rng = r->order_rng = r->a.seed ^ 0x6A09E667F3BCC908ull;
-    r->cursor = r->n_rows;
 }
 
 /* The adaptive entropy control's state (the coefficient, the last
@@ -208,10 +184,7 @@ static int save_checkpoint(grpo_run *r)
     s.optimizer_steps = pt_optimizer_step_count(r->opt);
     s.step = r->step;
     s.seed = a->seed;
-    s.rng = r->rng;
-    s.order_rng = r->order_rng;
-    s.cursor = r->cursor;
-    s.rows = r->n_rows;
+    pt_prompt_order_save(&s, r->order);
     cJSON *h = cli_host_new("grpo", a->model, r->model);
     int rc = 1;
     if (h && cJSON_AddNumberToObject(h, "num_generations", a->G) &&
@@ -277,16 +250,19 @@ static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const
 {
     const grpo_args *a = &r->a;
     long long iters = 0;
+    int fault = PT_ORDER_FAULT_NONE, st;
     int rc = same_shape(h, "num_generations", "--num-generations", a->G, dir) ||
-             same_shape(h, "batch_prompts", "--batch-prompts", a->batch_prompts, dir) ||
-             same_value(s->rows, NULL, "prompt rows in --data", r->n_rows, dir);
-    if (!rc && s->cursor > r->n_rows) {
-        fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (its cursor %lld is past the %d rows)\n",
-                dir, (long long)s->cursor, r->n_rows);
-        rc = 1;
+             same_shape(h, "batch_prompts", "--batch-prompts", a->batch_prompts, dir);
+    if (!rc && (st = pt_prompt_order_load(r->order, s, &fault)) && fault != PT_ORDER_FAULT_RNG) {
+        if (fault == PT_ORDER_FAULT_ROWS)
+            rc = same_value(s->rows, NULL, "prompt rows in --data", r->n_rows, dir);
+        else if (fault == PT_ORDER_FAULT_CURSOR)
+            rc = 1, fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (its cursor %lld is past the "
+                                    "%d rows)\n", dir, (long long)s->cursor, r->n_rows);
+        else
+            rc = cli_fail("--resume", st);
     }
-    int64_t opt_steps = 0;
-    opt_steps = pt_optimizer_step_count(r->opt);
+    const int64_t opt_steps = pt_optimizer_step_count(r->opt);
     if (!rc && s->optimizer_steps != opt_steps) {
         fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
                         "%lld\n", dir, (long long)opt_steps, (long long)s->optimizer_steps);
@@ -297,14 +273,11 @@ static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const
                  iters, a->num_iterations);
     if (rc)
         return 1;
-    r->rng = s->order_rng;
-    shuffle(r);
-    if (r->rng != s->rng) {
+    if (fault == PT_ORDER_FAULT_RNG) {
         fprintf(stderr, "posttrain grpo: --resume: %s: its prompt order state is inconsistent (order_rng does not "
                         "lead to rng)\n", dir);
         return 1;
     }
-    r->cursor = (int)s->cursor;
     r->step = s->step;
     return load_entropy(r, h, dir);
 }
@@ -377,7 +350,6 @@ static int setup(grpo_run *r)
     /* every rank its own environment process */
     if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
         return 1;
-    order_start(r);
     r->resumed_step = -1;
     if (a->resume && resume_from(r))
         return 1;
@@ -395,7 +367,7 @@ static int restart(grpo_run *r)
     int rc = cli_reload_start("grpo", r->model, r->a.model, &r->a.lora, r->a.seed);
     if (!rc)
         rc = make_optimizer(r);
-    order_start(r);
+    pt_prompt_order_restart(r->order);
     r->step = 0;
     return rc;
 }
@@ -431,12 +403,8 @@ static int resume_from(grpo_run *r)
 static void next_prompts(grpo_run *r)
 {
     int off = 0;
-    for (int p = 0; p < r->P; p++) {
-        if (r->cursor == r->n_rows)
-            shuffle(r);
-        r->group_row[p] = r->order[r->cursor++];
-        if (p < r->g0 || p >= r->g0 + r->ng)
-            continue;
+    pt_prompt_order_next(r->order, r->group_row, r->P);
+    for (int p = r->g0; p < r->g0 + r->ng; p++) {
         const grpo_row *row = &r->rows[r->group_row[p]];
         for (int g = 0; g < r->a.G; g++) {
             memcpy(r->prompts + off, row->ids, (size_t)row->n_ids * sizeof *r->prompts);
@@ -489,78 +457,67 @@ static int rollout_episodes(grpo_run *r, int64_t step, const pt_generate_options
         return 1;
     }
     rep->gen_tps = es.tokens_per_second;
-    rep->ep[EP_EPISODES] = es.episodes;
-    rep->ep[EP_ERRORS] = es.errors + es.stopped;
-    rep->ep[EP_DONE] = es.done;
-    rep->ep[EP_TRUNCATED] = es.truncated;
-    rep->ep[EP_TURNS] = (double)es.turns;
-    rep->ep[EP_APPENDED] = (double)es.appended_tokens;
-    rep->ep[EP_CALLS] = (double)es.env_calls;
-    rep->ep[EP_ENV_SECONDS] = es.env_seconds;
-    if (r->job.size > 1 && (st = pt_dist_allreduce_sum(r->job.dist, rep->ep, EP_ENV_SECONDS + 1)))
+    rep->ep = (pt_grpo_episode_totals){ es.episodes, es.errors + es.stopped, es.done, es.truncated, (double)es.turns,
+                                        (double)es.appended_tokens, (double)es.env_calls, es.env_seconds };
+    if (r->job.size > 1 &&
+        (st = pt_dist_allreduce_sum(r->job.dist, (double *)&rep->ep, sizeof rep->ep / sizeof(double))))
         return cli_fail("adding the ranks' episode counts", st);
     pt_rollout_buffer_clear(r->buf);
     if ((st = pt_rollout_buffer_add_episodes(NULL, r->buf, r->eres)))
         return cli_fail("rollout buffer", st);
-    pt_rollout_logprobs_options lo;
-    pt_rollout_logprobs_options_init(&lo);
-    lo.temperature = a->grpo.temperature;
-    if (r->rctx && (st = pt_rollout_buffer_compute_logprobs_with(r->buf, r->rctx, PT_ROLLOUT_REF, &lo)))
-        return cli_fail("reference log-probabilities", st);
     return 0;
 }
 
-/* Sample this rank's completions, fill the rollout buffer, add the
- * reference log-probabilities and the rewards (with --env: play its
- * episodes).  rep->gen_tps: generated tokens per second. */
+/* Sample this rank's completions and fill the rollout buffer (with --env:
+ * play its episodes), then add the reference log-probabilities and the
+ * rewards.  rep->gen_tps: generated tokens per second. */
 static int rollout(grpo_run *r, int64_t step, step_report *rep)
 {
-    double *gen_tps = &rep->gen_tps;
     const grpo_args *a = &r->a;
-    const int max_new = a->gen.max_new_tokens;
     /* Sample i of the step's global batch draws from the stream (seed,
      * i), so rollouts depend only on the seed, the step and the sample's
      * global index, whatever the number of ranks: this rank's samples start
      * at its first group's. */
-    const uint64_t first_sample = (uint64_t)r->g0 * (uint64_t)a->G;
     pt_generate_options go = a->gen;
     go.seed = a->seed * 1000003u + (uint64_t)step;
-    go.stream_offset = first_sample;
-    if (a->env)
-        return rollout_episodes(r, step, &go, rep);
-    double t0 = cli_now(), gen_tokens = 0;
+    go.stream_offset = (uint64_t)r->g0 * (uint64_t)a->G;
     int st;
-    if ((st = pt_generate(r->gen, r->prompts, r->plens, r->NL, &go, r->tokens, r->ntok, r->fin, r->lps)))
-        return cli_fail("generate", st);
-    double gen_s = cli_now() - t0;
-    pt_rollout_buffer_clear(r->buf);
-    for (int i = 0, off = 0; i < r->NL; i++) {
-        const int pl = r->plens[i], nt = r->ntok[i];
-        memcpy(r->ids, r->prompts + off, (size_t)pl * sizeof *r->ids);
-        memcpy(r->ids + pl, r->tokens + (size_t)i * max_new, (size_t)nt * sizeof *r->ids);
-        off += pl;
-        gen_tokens += nt;
-        pt_rollout_sample s;
-        pt_rollout_sample_init(&s);
-        s.ids = r->ids;
-        s.n_ids = pl + nt;
-        s.prompt_len = pl;
-        /* pt_generate's are the sampler's; pi_old is the trainer's, recorded
-         * by the first iteration (docs/grpo.md) */
-        s.sampling_logprobs = r->lps + (size_t)i * max_new;
-        s.group = i / a->G; /* this rank's group; the step numbers them globally */
-        s.truncated = r->fin[i] == PT_FINISH_LENGTH;
-        if ((st = pt_rollout_buffer_add(r->buf, &s)))
+    if (a->env) {
+        if (rollout_episodes(r, step, &go, rep))
+            return 1;
+    } else {
+        double t0 = cli_now(), gen_tokens = 0;
+        if ((st = pt_generate(r->gen, r->prompts, r->plens, r->NL, &go, r->tokens, r->ntok, r->fin, r->lps)))
+            return cli_fail("generate", st);
+        double gen_s = cli_now() - t0;
+        for (int i = 0; i < r->NL; i++)
+            gen_tokens += r->ntok[i];
+        rep->gen_tps = gen_tokens / gen_s;
+        /* pt_generate's log-probabilities are the sampler's; pi_old is the
+         * trainer's, recorded by the first iteration (docs/grpo.md); the
+         * groups are this rank's (the step numbers them globally) */
+        pt_rollout_generated g;
+        pt_rollout_generated_init(&g);
+        g.n = r->NL;
+        g.prompts = r->prompts;
+        g.prompt_lens = r->plens;
+        g.tokens = r->tokens;
+        g.n_tokens = r->ntok;
+        g.stride = a->gen.max_new_tokens;
+        g.logprobs = r->lps;
+        g.finish = r->fin;
+        g.group_size = a->G;
+        pt_rollout_buffer_clear(r->buf);
+        if ((st = pt_rollout_buffer_add_generated(r->buf, &g)))
             return cli_fail("rollout buffer", st);
     }
-    *gen_tps = gen_tokens / gen_s;
     pt_rollout_logprobs_options lo;
     pt_rollout_logprobs_options_init(&lo);
     lo.temperature = a->grpo.temperature;
     if (r->rctx && (st = pt_rollout_buffer_compute_logprobs_with(r->buf, r->rctx, PT_ROLLOUT_REF, &lo)))
         return cli_fail("reference log-probabilities", st);
     reward_ctx rc = { a, r->tok, r->rows, r->group_row + r->g0 };
-    for (int k = 0; k < a->rewards.n; k++)
+    for (int k = 0; k < a->rewards.n && !a->env; k++)
         if ((st = pt_rollout_buffer_score(r->buf, k, grpo_builtin_reward, &rc)))
             return cli_fail("scoring", st);
     return 0;
@@ -629,6 +586,33 @@ static bool eval_due(const grpo_run *r, int64_t step)
     return r->n_eval > 0 && (step == 0 || step == r->total || (r->a.eval_every > 0 && step % r->a.eval_every == 0));
 }
 
+/* The step's metrics row (pt_grpo_metrics_row) into the metrics file. */
+static int write_row(grpo_run *r, int64_t step, const step_report *rep)
+{
+    pt_grpo_metrics m;
+    pt_grpo_metrics_init(&m);
+    m.step = step;
+    m.first = &rep->first;
+    m.last = &rep->last;
+    m.grpo = &r->a.grpo;
+    m.n_reward_funcs = r->a.rewards.n;
+    m.reward_names = r->a.rewards.name;
+    m.loss = rep->loss;
+    m.gen_tokens_per_s = rep->gen_tps;
+    m.train_tokens_per_s = rep->train_tps;
+    m.step_seconds = rep->step_s;
+    m.comm = r->job.size > 1;
+    m.comm_seconds = rep->comm_s;
+    m.episodes = r->a.env ? &rep->ep : NULL;
+    char *row;
+    int st = pt_grpo_metrics_row(&row, &m);
+    if (st)
+        return cli_fail("metrics row", st);
+    fprintf(r->metrics, "%s\n", row);
+    pt_free(row);
+    return 0;
+}
+
 /* Every step (after a resumed one): prompts, rollouts, updates, a metrics
  * line and a progress line (rank 0), replica checks, checkpoints, and a
  * rollback when the replicas disagree. */
@@ -645,7 +629,7 @@ static int train(grpo_run *r)
         step_report rep;
         double t0 = cli_now();
         next_prompts(r);
-        memset(rep.ep, 0, sizeof rep.ep);
+        memset(&rep.ep, 0, sizeof rep.ep);
         if (rollout(r, step, &rep))
             return 1;
         rep.gen_s = cli_now() - t0;
@@ -655,13 +639,13 @@ static int train(grpo_run *r)
         rep.step_s = cli_now() - t0;
         cli_job_step_time(j, rep.step_s, rep.comm_s, rep.gen_s);
         cli_job_flip_hook(j, r->model, (long long)step);
-        if (r->metrics)
-            grpo_write_metrics(r->metrics, &r->a, step, &rep, j->size > 1);
+        if (r->metrics && write_row(r, step, &rep))
+            return 1;
         cli_metrics_row("grpo", &r->metrics);
         char ep_note[96] = "";
         if (r->a.env)
-            snprintf(ep_note, sizeof ep_note, " episodes %.0f errors %.0f turns %.2f", rep.ep[EP_EPISODES],
-                     rep.ep[EP_ERRORS], rep.ep[EP_TURNS] / rep.ep[EP_EPISODES]);
+            snprintf(ep_note, sizeof ep_note, " episodes %.0f errors %.0f turns %.2f", rep.ep.episodes, rep.ep.errors,
+                     rep.ep.turns / rep.ep.episodes);
         if (j->rank == 0 && (step % r->a.log_every == 0 || step == r->total))
             fprintf(stderr, "step %lld/%lld reward %.4f std %.4f zero_std %.2f clip %.4f kl %.4g len %.1f loss %.4g "
                             "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs%s\n",

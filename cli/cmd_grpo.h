@@ -85,15 +85,9 @@ void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_ne
 typedef struct step_report {
     pt_grpo_stats first, last;
     double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
-    /* --env: the job's episodes of the round by how they ended, their turns,
-     * appended tokens, environment calls and seconds (summed over ranks) */
-    double ep[8];
+    /* --env: the job's episodes of the round (summed over ranks) */
+    pt_grpo_episode_totals ep;
 } step_report;
-enum { EP_EPISODES, EP_ERRORS, EP_DONE, EP_TRUNCATED, EP_TURNS, EP_APPENDED, EP_CALLS, EP_ENV_SECONDS };
-
-/* The metrics row of a step (cmd_grpo_report.c); f's errors are the
- * caller's to check (cli_metrics_row). */
-void grpo_write_metrics(FILE *f, const grpo_args *a, int64_t step, const step_report *rep, bool dist);
 
 /* Parse and check posttrain grpo's arguments into a (cmd_grpo_args.c): 0,
  * or the exit code of the usage error it printed (for cli_exit_code). */

@@ -15,6 +15,7 @@
 #include "posttrain/grpo.h"
 #include "posttrain/grpo_builtin.h"
 #include "posttrain/addition.h"
+#include "posttrain/grpo_run.h"
 #include "posttrain/episode.h"
 #include "posttrain/env.h"
 #include "posttrain/plot.h"

@@ -80,6 +80,9 @@ void pt__grpo_count_unscored(int64_t *unscored, const pt_rollout_buffer *buf, co
 /* PT_ESTATE naming func when buf is being scored (a reward function may
  * not change the buffer it scores); else PT_OK (grpo_reward.c). */
 int pt__rollout_check_not_scoring(const pt_rollout_buffer *buf, const char *func);
+/* The n samples (stride: the caller's sample size) checked, then copied in;
+ * all or nothing.  Messages name `func`. */
+int pt__rollout_add_samples(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n, const char *func);
 
 /* One row of a micro-batch for sample s, T wide: ids padded with 0,
  * targets on the completion positions (t >= prompt_len - 1), -1 elsewhere. */

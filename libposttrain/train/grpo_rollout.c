@@ -249,7 +249,7 @@ static int reserve(pt_rollout_buffer *buf, int n, const char *func)
 
 /* The n samples (a caller's array, its stride the caller's sample size)
  * checked, then copied in; all or nothing.  Messages name `func`. */
-static int add_samples(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n, const char *func)
+int pt__rollout_add_samples(pt_rollout_buffer *buf, const pt_rollout_sample *samples, int n, const char *func)
 {
     pt_rollout_sample *local = pt__malloc_array((size_t)n, sizeof *local);
     if (!local)
@@ -277,7 +277,7 @@ int pt_rollout_buffer_add_group(pt_rollout_buffer *buf, const pt_rollout_sample 
     PT_CHECK_ARG(n >= 1, n, "%d must be >= 1", n);
     PT_CHECK_COUNT(n, PT_MAX_MESSAGES, "group");
     int st = pt__rollout_check_not_scoring(buf, __func__);
-    return st ? st : add_samples(buf, samples, n, __func__);
+    return st ? st : pt__rollout_add_samples(buf, samples, n, __func__);
 }
 
 int pt_rollout_buffer_add(pt_rollout_buffer *buf, const pt_rollout_sample *sample)
@@ -285,7 +285,7 @@ int pt_rollout_buffer_add(pt_rollout_buffer *buf, const pt_rollout_sample *sampl
     PT_CHECK_NULL(buf);
     PT_CHECK_NULL(sample);
     int st = pt__rollout_check_not_scoring(buf, __func__);
-    return st ? st : add_samples(buf, sample, 1, __func__);
+    return st ? st : pt__rollout_add_samples(buf, sample, 1, __func__);
 }
 
 int pt_rollout_buffer_clear(pt_rollout_buffer *buf)

@@ -1229,6 +1229,78 @@ _declare("long-context", {
     "pt_model_allow_long_context": (c_bool, [vp]),
 })
 
+# posttrain/grpo_run.h: the prompt order of a GRPO run
+@_stamped("pt_prompt_order_options", "grpo")
+class PromptOrderOptions(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("rows", c_int64),
+        ("seed", c_uint64),
+        ("no_shuffle", c_bool),
+        ("drop_last", c_bool),
+    ]
+
+
+_declare("grpo", {
+    "pt_prompt_order_create": (c_int, [P(c_void_p), P(PromptOrderOptions)]),
+    "pt_prompt_order_free": (None, [c_void_p]),
+    "pt_prompt_order_restart": (c_int, [c_void_p]),
+    "pt_prompt_order_next": (c_int, [c_void_p, P(c_int32), c_int]),
+    "pt_prompt_order_passes": (c_int64, [c_void_p]),
+    "pt_prompt_order_save": (c_int, [P(RunState), c_void_p]),
+    "pt_prompt_order_load": (c_int, [c_void_p, P(RunState), P(c_int)]),
+})
+
+
+# posttrain/grpo_run.h: pt_generate's completions into the rollout buffer
+@_stamped("pt_rollout_generated", "grpo")
+class RolloutGenerated(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("n", c_int),
+        ("prompts", POINTER(c_int32)),
+        ("prompt_lens", POINTER(c_int32)),
+        ("tokens", POINTER(c_int32)),
+        ("n_tokens", POINTER(c_int32)),
+        ("stride", c_int),
+        ("logprobs", POINTER(c_float)),
+        ("finish", POINTER(c_int32)),
+        ("group_size", c_int),
+        ("first_group", c_int64),
+    ]
+
+
+_declare("grpo", {
+    "pt_rollout_buffer_add_generated": (c_int, [c_void_p, P(RolloutGenerated)]),
+})
+
+
+# posttrain/grpo_run.h: a round's metrics row (first, last, grpo: pt_grpo_stats,
+# pt_grpo_options; episodes: pt_grpo_episode_totals or NULL)
+@_stamped("pt_grpo_metrics", "grpo")
+class GrpoMetrics(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("step", c_int64),
+        ("first", c_void_p),
+        ("last", c_void_p),
+        ("grpo", c_void_p),
+        ("n_reward_funcs", c_int),
+        ("reward_names", POINTER(c_char_p)),
+        ("loss", c_double),
+        ("gen_tokens_per_s", c_double),
+        ("train_tokens_per_s", c_double),
+        ("step_seconds", c_double),
+        ("comm", c_bool),
+        ("comm_seconds", c_double),
+        ("episodes", c_void_p),
+    ]
+
+
+_declare("grpo", {
+    "pt_grpo_metrics_row": (c_int, [P(c_void_p), P(GrpoMetrics)]),
+})
+
 # Named enums: pt_X_name(int) -> const char * (NULL for an unknown value) and
 # pt_X_from_name(int *, const char *), by feature (posttrain/enums.py builds
 # the IntEnums from them).
@@ -1236,7 +1308,8 @@ ENUM_FUNCTIONS = {
     None: ["arch", "rope_type", "optimizer_type", "schedule_type", "log_level", "chat_role",
            "chat_family", "skip_reason"],
     "generate": ["finish_reason"],
-    "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs"],
+    "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs",
+             "prompt_order_fault"],
     "grpo-sampling": ["grpo_is_correction"],
     "grpo-builtin": ["builtin_reward", "prompt_rows_fault"],
     "episodes": ["turn_end", "episode_end", "env_action", "episode_on_error"],

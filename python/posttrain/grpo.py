@@ -25,6 +25,7 @@ import math
 
 from ._handle import Handle, out_handle
 from ._lib import GrpoStats as _CGrpoStats
+from ._lib import RolloutGenerated
 from ._lib import (PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
                    RolloutBufferOptions, RolloutLogprobsOptions, RolloutSample, has_feature, lib)
 from ._util import cstr, flat_float, int32_array, is_numpy
@@ -345,9 +346,40 @@ class RolloutBuffer(Handle):
         prompts = [list(p) for p in prompts]
         rows = [p for p in prompts for _ in range(G)]
         out = model.generate(rows, logprobs=True, **generate_options)
-        per_prompt = [out[i * G:(i + 1) * G] for i in range(len(prompts))]
-        self.add_generations(prompts, per_prompt)
-        return per_prompt
+        self._add_generated(rows, out, G)
+        return [out[i * G:(i + 1) * G] for i in range(len(prompts))]
+
+    def _add_generated(self, rows, gens, G):
+        """The generations of rows (each prompt repeated G times, in order)
+        in as one group per prompt, new group ids, all or nothing
+        (pt_rollout_buffer_add_generated: the samples posttrain grpo adds)."""
+        self._ptr
+        n = len(gens)
+        stride = max(1, max(len(g.tokens) for g in gens))
+        prompts, n_p = int32_array([t for p in rows for t in p], "add_rollouts prompt ids")
+        plens, _ = int32_array([len(p) for p in rows], "add_rollouts prompt lengths")
+        toks = (ctypes.c_int32 * (n * stride))()
+        lps = (ctypes.c_float * (n * stride))()
+        ntok = (ctypes.c_int32 * n)(*[len(g.tokens) for g in gens])
+        fin = (ctypes.c_int32 * n)(*[int(g.finish_reason) for g in gens])
+        for i, g in enumerate(gens):
+            toks[i * stride:i * stride + len(g.tokens)] = [int(t) for t in g.tokens]
+            lps[i * stride:i * stride + len(g.tokens)] = [float(v) for v in g.logprobs]
+        r = RolloutGenerated.new()
+        r.n = n
+        r.prompts = ctypes.cast(prompts, ctypes.POINTER(ctypes.c_int32))
+        r.prompt_lens = ctypes.cast(plens, ctypes.POINTER(ctypes.c_int32))
+        r.tokens = toks
+        r.n_tokens = ntok
+        r.stride = stride
+        r.logprobs = lps
+        r.finish = fin
+        r.group_size = G
+        r.first_group = self._next_group()
+        check(lib.pt_rollout_buffer_add_generated(self._ptr, ctypes.byref(r)),
+              "pt_rollout_buffer_add_generated")
+        self._meta.extend(SampleInfo(len(p) + len(g.tokens), len(p), r.first_group + i // G)
+                          for i, (p, g) in enumerate(zip(rows, gens)))
 
     # -- contents --------------------------------------------------------------------
     def clear(self):

@@ -36,7 +36,7 @@ from .generate import encode_prompts
 from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
                    _require)
 from .model import Model, _lora_mask
-from ._lib import RunState, has_feature, lib
+from ._lib import GrpoMetrics, GrpoStats as _CGrpoStats, PromptOrderOptions, RunState, has_feature, lib
 from .run import (Run, check_output, resume_trainer, run_state_to_json, _require as _require_run,
                   _take_string)
 from .train import Optimizer, save_checkpoint
@@ -103,13 +103,43 @@ _OLD_CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 _OLD_KIND = "posttrain.GRPOTrainer"
 
 
-def _splitmix(state):
-    """splitmix64: (next state, value)."""
-    state = (state + 0x9E3779B97F4A7C15) & _MASK64
-    z = state
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return state, z ^ (z >> 31)
+class _PromptOrder:
+    """The run's prompt order: the library's pt_prompt_order (posttrain/
+    grpo_run.h), the one `posttrain grpo` draws: a seeded shuffle per pass
+    (or row order), recorded in the run state and continued on resume."""
+
+    def __init__(self, rows, seed, shuffle, drop_last):
+        o = PromptOrderOptions.new()
+        o.rows = rows
+        o.seed = seed & _MASK64
+        o.no_shuffle = not shuffle
+        o.drop_last = drop_last
+        h = ctypes.c_void_p()
+        check(lib.pt_prompt_order_create(ctypes.byref(h), ctypes.byref(o)), "pt_prompt_order_create")
+        self._h = h
+
+    def __del__(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            lib.pt_prompt_order_free(h)
+
+    def next(self, n):
+        out = (ctypes.c_int32 * n)()
+        check(lib.pt_prompt_order_next(self._h, out, n), "pt_prompt_order_next")
+        return list(out)
+
+    @property
+    def passes(self):
+        return int(lib.pt_prompt_order_passes(self._h))
+
+    def save(self, state):
+        check(lib.pt_prompt_order_save(ctypes.byref(state), self._h), "pt_prompt_order_save")
+
+    def load(self, state):
+        """(status, fault): 0 and 0, or the status and pt_prompt_order_fault."""
+        fault = ctypes.c_int()
+        st = lib.pt_prompt_order_load(self._h, ctypes.byref(state), ctypes.byref(fault))
+        return st, fault.value
 
 
 def _make_parent(path):
@@ -379,15 +409,11 @@ class GRPOTrainer:
             raise invalid("save_every needs output_dir", "GRPOTrainer")
         self.optimizer = Optimizer(model, **s["optimizer"](self.state.max_steps))
         self.buffer = RolloutBuffer(self.reward_names, self.reward_weights)
-        # The run's position: rounds done, and the prompt order (rng the
-        # splitmix state now, order_rng its state before the shuffle that
-        # made `order`; the order is rebuilt from it on resume).
+        # The run's position: rounds done, and the prompt order (the
+        # library's, as posttrain grpo's; rebuilt from the state on resume).
         self.round = 0
-        self._passes = 0
-        self._rng = self._order_rng = self.data_seed ^ 0x6A09E667F3BCC908
-        self._order = []
-        self._cursor = 0
-        self._new_pass()
+        self._order = _PromptOrder(len(self.train_dataset), self.data_seed, self.shuffle,
+                                   self._drop_last)
         self.metrics = []
         self._pending_log = []
         self._pending_metrics = collections.defaultdict(list)
@@ -509,31 +535,6 @@ class GRPOTrainer:
             ids = ids[-self.max_prompt_length:]    # TRL 0.x: the prompt's end is kept
         return ids
 
-    def _new_pass(self):
-        n = len(self.train_dataset)
-        self._order_rng = self._rng
-        self._passes += 1
-        order = list(range(n))
-        if self.shuffle:
-            for i in range(n - 1, 0, -1):
-                self._rng, z = _splitmix(self._rng)
-                j = z % (i + 1)
-                order[i], order[j] = order[j], order[i]
-        self._order = order
-        self._cursor = 0
-
-    def _next_rows(self):
-        out = []
-        if self._drop_last and len(self._order) - self._cursor < self.batch_prompts:
-            # TRL's sampler drops a pass's last, incomplete batch
-            self._new_pass()
-        for _ in range(self.batch_prompts):
-            if self._cursor == len(self._order):
-                self._new_pass()
-            out.append(self._order[self._cursor])
-            self._cursor += 1
-        return out
-
     # -- scoring -----------------------------------------------------------------------
     def _log_metric(self, name, value):
         """TRL's log_metric(name, value): averaged into the step's metrics."""
@@ -585,7 +586,7 @@ class GRPOTrainer:
     def _round(self):
         step = self.round + 1
         t_start = time.perf_counter()
-        idx = self._next_rows()
+        idx = self._order.next(self.batch_prompts)
         rows = [self.train_dataset[i] for i in idx]
         prompt_ids = [self._train_ids[i] for i in idx]
         G = self.num_generations
@@ -658,7 +659,9 @@ class GRPOTrainer:
         m["time/evaluation"] = t_eval
         if self._run is not None:
             # the metrics row before the checkpoint that covers it
-            self._run.log(self._metrics_row(m, time.perf_counter() - t_start))
+            gen_tokens = sum(len(g.tokens) for gs in gens for g in gs)
+            self._run.log(self._metrics_row(m, time.perf_counter() - t_start, stats, last,
+                                            gen_tokens / t_gen if t_gen > 0 else 0.0))
         gp = self.goodput
         if gp is not None:
             # the round's time for goodput (kept once a checkpoint holds it)
@@ -682,16 +685,47 @@ class GRPOTrainer:
                 self._log()
         return m
 
-    def _metrics_row(self, m, seconds):
-        """A round's row of output_dir/metrics.jsonl: "step" the round (the
-        run's step, as posttrain grpo's rows), "global_step" TRL's count,
-        "optimizer_step" the optimizer's, "step_seconds" the round's time
-        (goodput's lost time on a resume), then the round's metrics."""
-        row = {"step": m["round"], "global_step": self.state.global_step,
-               "optimizer_step": m["step"], "step_seconds": seconds}
+    def _c_stats(self, st):
+        """A GrpoStats as the C pt_grpo_stats it was read from."""
+        c = _CGrpoStats.new()
+        for f in _CGrpoStats.field_names():
+            if f not in ("size", "reward_func_mean", "reward_func_std"):
+                setattr(c, f, getattr(st, f))
+        for k, name in enumerate(self.reward_names):
+            c.reward_func_mean[k] = st.reward_func_mean[name]
+            c.reward_func_std[k] = st.reward_func_std[name]
+        return c
+
+    def _metrics_row(self, m, seconds, first, last, gen_tps):
+        """A round's row of output_dir/metrics.jsonl: the library's row of
+        the round (pt_grpo_metrics_row: posttrain grpo's keys in its order,
+        "step" the round, "lr" the learning rate, "step_seconds" the round's
+        time), then "global_step" TRL's count, "optimizer_step" the
+        optimizer's and the round's other metrics (time/..., eval/...,
+        log_metric's); the round's own numbers at full precision."""
+        names = [n.encode("utf-8") for n in self.reward_names]
+        c_names = (ctypes.c_char_p * max(1, len(names)))(*names)
+        cf, cl = self._c_stats(first), self._c_stats(last)
+        o = _grpo_options(self.grpo_options)
+        mm = GrpoMetrics.new()
+        mm.step = m["round"]
+        mm.first = ctypes.addressof(cf)
+        mm.last = ctypes.addressof(cl)
+        mm.grpo = ctypes.addressof(o)
+        mm.n_reward_funcs = len(names)
+        mm.reward_names = c_names
+        mm.loss = m["loss"]
+        mm.gen_tokens_per_s = gen_tps
+        mm.train_tokens_per_s = first.tokens_per_second if last.train_seconds > 0 else 0.0
+        mm.step_seconds = seconds
+        out = ctypes.c_void_p()
+        check(lib.pt_grpo_metrics_row(ctypes.byref(out), ctypes.byref(mm)), "pt_grpo_metrics_row")
+        row = json.loads(_take_string(out))
+        row["global_step"] = self.state.global_step
+        row["optimizer_step"] = m["step"]
         for k, v in m.items():
             if k not in ("round", "step", "checkpoint"):
-                row[k] = v
+                row["lr" if k == "learning_rate" else k] = v
         return row
 
     def _log(self):
@@ -834,12 +868,9 @@ class GRPOTrainer:
         st = RunState.new()
         st.step = self.round
         st.optimizer_steps = self.optimizer.step_count
-        st.epoch = self._passes
-        st.cursor = self._cursor
-        st.rows = len(self.train_dataset)
+        st.epoch = self._order.passes
         st.seed = self.seed
-        st.order_rng = self._order_rng
-        st.rng = self._rng
+        self._order.save(st)   # rng, order_rng, cursor, rows
         return st
 
     def _run_extra(self):
@@ -921,13 +952,11 @@ class GRPOTrainer:
                           % (path, self.optimizer.step_count, state.optimizer_steps),
                           "GRPOTrainer.load_checkpoint")
         # Rebuild the pass's order from the state before its shuffle.
-        self._rng = state.order_rng
-        self._new_pass()
-        if self._rng != state.rng:
+        st, fault = self._order.load(state)
+        if st:
+            lib.pt_clear_error()
             raise invalid("%s: its prompt order state is inconsistent" % path,
                           "GRPOTrainer.load_checkpoint")
-        self._passes = state.epoch
-        self._cursor = int(state.cursor)
         self.round = int(state.step)
         if self.grpo_options.get("use_adaptive_entropy"):
             if "entropy_coef" not in extra:
@@ -945,7 +974,7 @@ class GRPOTrainer:
             self.state.epoch = self.state.global_step / per_epoch
         h = dict(extra)
         h.update(command=_KIND, step=self.round, optimizer_steps=state.optimizer_steps,
-                 cursor=self._cursor, rows=state.rows, seed=str(state.seed),
+                 cursor=state.cursor, rows=state.rows, seed=str(state.seed),
                  order_rng=str(state.order_rng), rng=str(state.rng), epoch=state.epoch)
         return h
 

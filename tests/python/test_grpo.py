@@ -676,6 +676,27 @@ class TestSamplerAndSegments(unittest.TestCase):
             self.assertTrue(math.isnan(st.importance_sampling_ratio_mean))
             self.assertEqual(st.cispo_clip_ratio, 0.0)
 
+    def test_add_rollouts_equals_add_generations(self):
+        # add_rollouts goes through pt_rollout_buffer_add_generated (as
+        # posttrain grpo): the same samples, groups and sampling
+        # log-probabilities as add_generations of the same generations
+        prompts = [[256, 10], [256, 11, 12], [256]]
+        opts = dict(max_new_tokens=3, seed=9, temperature=0.8)
+        with pt.RolloutBuffer() as a, pt.RolloutBuffer() as b:
+            a.add_rollouts(self.m, [[256, 1]], 2, **opts)      # groups 0: the next are 1 .. 3
+            b.add_rollouts(self.m, [[256, 1]], 2, **opts)
+            gens = a.add_rollouts(self.m, prompts, 3, **opts)
+            again = self.m.generate([p for p in prompts for _ in range(3)], logprobs=True, **opts)
+            self.assertEqual([g for gs in gens for g in gs], again)
+            self.assertEqual(b.add_generations(prompts, gens), [1, 2, 3])
+            self.assertEqual(len(a), len(b))
+            self.assertEqual(len(a), 11)
+            for i in range(len(a)):
+                self.assertEqual(a.sample_info(i), b.sample_info(i))
+                self.assertEqual(a.get_logprobs(i, "sampling"), b.get_logprobs(i, "sampling"))
+            self.assertEqual(a.sample_info(5), (3 + len(gens[1][0].tokens), 3, 2))
+            self.assertEqual(a.get_logprobs(2, "sampling"), list(gens[0][0].logprobs))
+
     def test_segments_and_token_advantages(self):
         mask = [1, 1, 0, 1]
         with pt.RolloutBuffer() as buf:
