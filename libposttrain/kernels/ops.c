@@ -17,112 +17,50 @@ static int loop_threads(size_t work)
 
 /* ---- RMSNorm ----------------------------------------------------------------- */
 
-void pt__rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
-                        size_t d, float eps)
+/* RMSNorm over vectors of hd values: row t of x holds nh of them (head h at
+ * x + t*ldx + h*hd), each with its own rstd[t*nh + h]. The model's norms are
+ * the case nh = 1 (a row is one vector), Qwen3's per-head q/k norms nh > 1. */
+static void norm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx, const float *w,
+                         size_t n, size_t nh, size_t hd, float eps)
 {
-    int nt = loop_threads(rows * d);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * d;
-        float *yr = y + r * d;
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (size_t i = 0; i < d; i++)
-            ss += xr[i] * xr[i];
-        float rs = 1.0f / sqrtf(ss / (float)d + eps);
-        if (rstd)
-            rstd[r] = rs;
-#pragma omp simd
-        for (size_t i = 0; i < d; i++)
-            yr[i] = xr[i] * rs * w[i];
-    }
-}
-
-void pt__rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                         const float *rstd, size_t rows, size_t d, bool accumulate_dx)
-{
-    int nt = loop_threads(rows * d);
-    /* dw first, so dx may alias dy. */
-    if (dw) {
-        /* dw[i] += sum_r dy[r,i] * x[r,i] * rs[r]: columns split across threads,
-         * rows in order, so the result does not depend on the thread count.
-         * Blocks of 16 columns keep the inner loop vectorised. */
-        size_t nblk = (d + 15) / 16;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (size_t b = 0; b < nblk; b++) {
-            size_t j0 = b * 16, j1 = j0 + 16 < d ? j0 + 16 : d;
-            float acc[16] = { 0 };
-            for (size_t r = 0; r < rows; r++) {
-                const float *xr = x + r * d, *dyr = dy + r * d;
-                float rs = rstd[r];
-#pragma omp simd
-                for (size_t j = j0; j < j1; j++)
-                    acc[j - j0] += dyr[j] * xr[j] * rs;
-            }
-            for (size_t j = j0; j < j1; j++)
-                dw[j] += acc[j - j0];
-        }
-    }
-    /* dx = rs * w*dy - rs^3/d * x * sum(w*dy*x) */
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * d, *dyr = dy + r * d;
-        float *dxr = dx + r * d;
-        float rs = rstd[r];
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (size_t i = 0; i < d; i++)
-            dot += w[i] * dyr[i] * xr[i];
-        float c = dot * rs * rs * rs / (float)d;
-        if (accumulate_dx) {
-#pragma omp simd
-            for (size_t i = 0; i < d; i++)
-                dxr[i] += rs * w[i] * dyr[i] - c * xr[i];
-        } else {
-#pragma omp simd
-            for (size_t i = 0; i < d; i++)
-                dxr[i] = rs * w[i] * dyr[i] - c * xr[i];
-        }
-    }
-}
-
-void pt__headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx,
-                         const float *w, size_t n, int nheads, int hd, float eps)
-{
-    int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
+    int nt = loop_threads(n * nh * hd);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t t = 0; t < n; t++)
-        for (int h = 0; h < nheads; h++) {
-            const float *xr = x + t * ldx + (size_t)h * hd;
-            float *yr = y + t * ldy + (size_t)h * hd;
+        for (size_t h = 0; h < nh; h++) {
+            const float *xr = x + t * ldx + h * hd;
+            float *yr = y + t * ldy + h * hd;
             float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
-            for (int i = 0; i < hd; i++)
+            for (size_t i = 0; i < hd; i++)
                 ss += xr[i] * xr[i];
             float rs = 1.0f / sqrtf(ss / (float)hd + eps);
-            rstd[t * (size_t)nheads + h] = rs;
+            if (rstd)
+                rstd[t * nh + h] = rs;
 #pragma omp simd
-            for (int i = 0; i < hd; i++)
+            for (size_t i = 0; i < hd; i++)
                 yr[i] = xr[i] * rs * w[i];
         }
 }
 
-void pt__headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy,
-                          const float *x, size_t ldx, const float *w, const float *rstd,
-                          size_t n, int nheads, int hd)
+/* Its backward: dw first (so dx may alias dy), then dx, set or added to. */
+static void norm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy, const float *x,
+                          size_t ldx, const float *w, const float *rstd, size_t n, size_t nh, size_t hd,
+                          bool accumulate_dx)
 {
-    int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
+    int nt = loop_threads(n * nh * hd);
     if (dw) {
-        size_t nblk = ((size_t)hd + 15) / 16;
+        /* dw[i] += sum dy[.,i] * x[.,i] * rs: columns split across threads,
+         * vectors in order, so the result does not depend on the thread
+         * count. Blocks of 16 columns keep the inner loop vectorised. */
+        size_t nblk = (hd + 15) / 16;
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (size_t b = 0; b < nblk; b++) {
-            size_t j0 = b * 16, j1 = j0 + 16 < (size_t)hd ? j0 + 16 : (size_t)hd;
+            size_t j0 = b * 16, j1 = j0 + 16 < hd ? j0 + 16 : hd;
             float acc[16] = { 0 };
             for (size_t t = 0; t < n; t++)
-                for (int h = 0; h < nheads; h++) {
-                    const float *xr = x + t * ldx + (size_t)h * hd;
-                    const float *dyr = dy + t * lddy + (size_t)h * hd;
-                    float rs = rstd[t * (size_t)nheads + h];
+                for (size_t h = 0; h < nh; h++) {
+                    const float *xr = x + t * ldx + h * hd, *dyr = dy + t * lddy + h * hd;
+                    float rs = rstd[t * nh + h];
 #pragma omp simd
                     for (size_t j = j0; j < j1; j++)
                         acc[j - j0] += dyr[j] * xr[j] * rs;
@@ -131,22 +69,53 @@ void pt__headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, s
                 dw[j] += acc[j - j0];
         }
     }
+    /* dx = rs * w*dy - rs^3/hd * x * sum(w*dy*x) */
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t t = 0; t < n; t++)
-        for (int h = 0; h < nheads; h++) {
-            const float *xr = x + t * ldx + (size_t)h * hd;
-            const float *dyr = dy + t * lddy + (size_t)h * hd;
-            float *dxr = dx + t * lddx + (size_t)h * hd;
-            float rs = rstd[t * (size_t)nheads + h];
+        for (size_t h = 0; h < nh; h++) {
+            const float *xr = x + t * ldx + h * hd, *dyr = dy + t * lddy + h * hd;
+            float *dxr = dx + t * lddx + h * hd;
+            float rs = rstd[t * nh + h];
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-            for (int i = 0; i < hd; i++)
+            for (size_t i = 0; i < hd; i++)
                 dot += w[i] * dyr[i] * xr[i];
             float c = dot * rs * rs * rs / (float)hd;
+            if (accumulate_dx) {
 #pragma omp simd
-            for (int i = 0; i < hd; i++)
-                dxr[i] = rs * w[i] * dyr[i] - c * xr[i];
+                for (size_t i = 0; i < hd; i++)
+                    dxr[i] += rs * w[i] * dyr[i] - c * xr[i];
+            } else {
+#pragma omp simd
+                for (size_t i = 0; i < hd; i++)
+                    dxr[i] = rs * w[i] * dyr[i] - c * xr[i];
+            }
         }
+}
+
+void pt__rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
+                        size_t d, float eps)
+{
+    norm_forward(y, d, rstd, x, d, w, rows, 1, d, eps);
+}
+
+void pt__rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                         const float *rstd, size_t rows, size_t d, bool accumulate_dx)
+{
+    norm_backward(dx, d, dw, dy, d, x, d, w, rstd, rows, 1, d, accumulate_dx);
+}
+
+void pt__headnorm_forward(float *y, size_t ldy, float *rstd, const float *x, size_t ldx,
+                         const float *w, size_t n, int nheads, int hd, float eps)
+{
+    norm_forward(y, ldy, rstd, x, ldx, w, n, (size_t)nheads, (size_t)hd, eps);
+}
+
+void pt__headnorm_backward(float *dx, size_t lddx, float *dw, const float *dy, size_t lddy,
+                          const float *x, size_t ldx, const float *w, const float *rstd,
+                          size_t n, int nheads, int hd)
+{
+    norm_backward(dx, lddx, dw, dy, lddy, x, ldx, w, rstd, n, (size_t)nheads, (size_t)hd, false);
 }
 
 /* ---- RoPE ---------------------------------------------------------------------- */
