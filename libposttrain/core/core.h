@@ -193,6 +193,18 @@ int pt__enum_from_name(int *out, const pt_enum_entry *table, size_t n, const cha
         return h_ ? h_->field : (none);                                       \
     }
 
+/* Define `int name(type *out, const handle *h)`, the deprecated
+ * out-parameter form of a value getter: *out = getter(h), PT_EINVAL when
+ * out or h is NULL (the messages name the parameters out and h). */
+#define PT_DEPRECATED_GETTER(type, name, out, handle, h, getter)              \
+    int name(type *out, const handle *h)                                      \
+    {                                                                         \
+        PT_CHECK_NULL(out);                                                   \
+        PT_CHECK_NULL(h);                                                     \
+        *out = getter(h);                                                     \
+        return PT_OK;                                                         \
+    }
+
 /* Allocation helpers.  They set PT_ENOMEM with a message on failure. */
 void *pt__malloc(size_t n);
 void *pt__calloc(size_t count, size_t size);

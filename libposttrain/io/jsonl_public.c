@@ -68,13 +68,7 @@ size_t pt_jsonl_reader_line_number(const pt_jsonl_reader *h)
     return h ? pt__jsonl_line(h->r) : 0;
 }
 
-int pt_jsonl_reader_line(size_t *line, const pt_jsonl_reader *h)
-{
-    PT_CHECK_NULL(line);
-    PT_CHECK_NULL(h);
-    *line = pt__jsonl_line(h->r);
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(size_t, pt_jsonl_reader_line, line, pt_jsonl_reader, h, pt_jsonl_reader_line_number)
 
 int pt_jsonl_reader_string(const char **s, size_t *len, const pt_jsonl_reader *h, const char *key,
                            bool required)

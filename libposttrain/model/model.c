@@ -239,21 +239,9 @@ uint64_t pt_model_trainable_param_count(const pt_model *m)
     return n;
 }
 
-int pt_model_num_params(uint64_t *out, const pt_model *m)
-{
-    PT_CHECK_NULL(out);
-    PT_CHECK_NULL(m);
-    *out = pt_model_param_count(m);
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(uint64_t, pt_model_num_params, out, pt_model, m, pt_model_param_count)
 
-int pt_model_num_trainable_params(uint64_t *out, const pt_model *m)
-{
-    PT_CHECK_NULL(out);
-    PT_CHECK_NULL(m);
-    *out = pt_model_trainable_param_count(m);
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(uint64_t, pt_model_num_trainable_params, out, pt_model, m, pt_model_trainable_param_count)
 
 int pt_tensor_info_init(pt_tensor_info *info)
 {
@@ -279,13 +267,7 @@ static void fill_tensor_info(pt_tensor_info *out, const pt_tensor_ref *t)
     pt__struct_write(out, &full);
 }
 
-int pt_model_num_tensors(size_t *out, const pt_model *m)
-{
-    PT_CHECK_NULL(out);
-    PT_CHECK_NULL(m);
-    *out = m->ntensors;
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(size_t, pt_model_num_tensors, out, pt_model, m, pt_model_tensor_count)
 
 int pt_model_tensor_info(pt_tensor_info *out, const pt_model *m, size_t index)
 {

@@ -130,13 +130,7 @@ int pt_episode_results_size(const pt_episode_results *res)
     return res ? res->n : 0;
 }
 
-int pt_episode_results_count(int *n, const pt_episode_results *res)
-{
-    PT_CHECK_NULL(n);
-    PT_CHECK_NULL(res);
-    *n = res->n;
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(int, pt_episode_results_count, n, pt_episode_results, res, pt_episode_results_size)
 
 int pt_episode_results_get(pt_episode *out, const pt_episode_results *res, int i)
 {

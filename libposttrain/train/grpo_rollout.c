@@ -305,13 +305,7 @@ int pt_rollout_buffer_size(const pt_rollout_buffer *buf)
     return buf ? buf->n : 0;
 }
 
-int pt_rollout_buffer_count(int *n, const pt_rollout_buffer *buf)
-{
-    PT_CHECK_NULL(n);
-    PT_CHECK_NULL(buf);
-    *n = buf->n;
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(int, pt_rollout_buffer_count, n, pt_rollout_buffer, buf, pt_rollout_buffer_size)
 
 /* Sample i (and, with has_k, reward function k) of buf, for the messages of who. */
 static int check_index(const pt_rollout_buffer *buf, int i, bool has_k, int k, const char *who)

@@ -258,21 +258,9 @@ int64_t pt_optimizer_step_count(const pt_optimizer *opt)
     return opt ? opt->step : 0;
 }
 
-int pt_optimizer_get_lr(double *lr, const pt_optimizer *opt)
-{
-    PT_CHECK_NULL(lr);
-    PT_CHECK_NULL(opt);
-    *lr = current_lr(opt);
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(double, pt_optimizer_get_lr, lr, pt_optimizer, opt, pt_optimizer_lr)
 
-int pt_optimizer_get_step(int64_t *step, const pt_optimizer *opt)
-{
-    PT_CHECK_NULL(step);
-    PT_CHECK_NULL(opt);
-    *step = opt->step;
-    return PT_OK;
-}
+PT_DEPRECATED_GETTER(int64_t, pt_optimizer_get_step, step, pt_optimizer, opt, pt_optimizer_step_count)
 
 int pt__optimizer_check_current(const pt_optimizer *o, const char *who)
 {
