@@ -118,11 +118,9 @@ typedef struct cli_out cli_out;
 
 /* A checkpoint's host JSON is the run state (pt_run_state: step, seed, data
  * position, RNG states) and the command's own fields
- * (docs/run-directory.md).  cli_host_new: those fields every training
- * command records, {"model": the resolved path of model_dir, "lora":
- * {"rank", "alpha", "targets"} when m has adapters} (what `posttrain export
- * --checkpoint` rebuilds the model from), to which the command adds its
- * own.  NULL after the message. */
+ * (docs/run-directory.md).  cli_host_new: those every training host
+ * records (pt_run_host_model: the resolved model_dir, m's LoRA options),
+ * to which the command adds its own.  NULL after the message. */
 cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m);
 /* Write the checkpoint OUT/checkpoints/step-NNNNNNNN of state->step with
  * the command's fields `host` (pt_run_save: weights, optimizer moments,
@@ -257,6 +255,14 @@ typedef struct cli_back {
     int (*restart)(void *run);
     int (*apply)(void *run, const pt_run_state *s, const cJSON *h, const char *dir);
 } cli_back;
+/* After `step` of `total`: when a checkpoint or a replica check
+ * is due, or at the last step, the replicas are compared first (no
+ * corrupted state is ever saved), then a mismatch rolls every rank back
+ * (cli_job_rollback: the caller's loop goes on from the step it restored),
+ * else save(b->run) saves the checkpoint, each in its goodput section.  0,
+ * or the exit code after the message. */
+int cli_job_step_end(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b,
+                     int (*save)(void *run), long long step, long long total);
 /* After a replica mismatch: every rank goes back to the last complete
  * checkpoint (or the start) and the steps after it are replayed; their
  * time is lost, their metrics rows are dropped (pt_run_rollback).  0, or 1

@@ -162,22 +162,11 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
 
 cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m)
 {
-    cJSON *h = cJSON_CreateObject();
-    char *abs = realpath(model_dir, NULL);
-    bool ok = h && cJSON_AddStringToObject(h, "model", abs ? abs : model_dir);
-    free(abs);
-    pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    if (ok && pt_model_get_lora(&lo, m) == PT_OK) {
-        cJSON *jl = cJSON_AddObjectToObject(h, "lora");
-        ok = jl && cJSON_AddNumberToObject(jl, "rank", lo.rank) && cJSON_AddNumberToObject(jl, "alpha", lo.alpha) &&
-             cJSON_AddNumberToObject(jl, "targets", lo.targets);
-    }
-    if (!ok) {
-        cJSON_Delete(h);
+    char *text = NULL;
+    cJSON *h = pt_run_host_model(&text, model_dir, m) == PT_OK ? cJSON_Parse(text) : NULL;
+    pt_free(text);
+    if (!h)
         fprintf(stderr, "posttrain %s: out of memory building a checkpoint's host JSON\n", cmd);
-        return NULL;
-    }
     return h;
 }
 

@@ -129,8 +129,9 @@ static void sft_free(sft_run *r)
 
 /* A checkpoint after r->step (every rank; rank 0 writes it): the run state
  * and the shared host fields (cli_host_new: base model, LoRA options). */
-static int save_checkpoint(sft_run *r)
+static int save_checkpoint(void *p)
 {
+    sft_run *r = p;
     pt_run_state s;
     pt_run_state_init(&s);
     pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
@@ -330,20 +331,9 @@ static int train(sft_run *r)
             rc = 1;
             break;
         }
-        const bool save = cli_job_save_due(j, (long long)r->step, (long long)r->total);
-        if (save || cli_job_check_due(j, (long long)r->step) || r->step == r->total) {
-            /* no corrupted state is ever saved: the replicas are compared first */
-            cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
-            int c = cli_job_check(j, r->opt, (long long)r->step);
-            if (c == CLI_SDC_MISMATCH) {
-                cli_job_section(j, -1);
-                const cli_back b = { r, restart_run, apply_run };
-                rc = cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
-                continue;
-            }
-            rc = c ? c : save ? save_checkpoint(r) : 0;
-            cli_job_section(j, -1);
-        }
+        const cli_back b = { r, restart_run, apply_run };
+        rc = cli_job_step_end(j, &r->out, r->model, r->opt, &b, save_checkpoint, (long long)r->step,
+                              (long long)r->total);
     }
     if (tty)
         fprintf(stderr, "\n");
