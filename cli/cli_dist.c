@@ -2,12 +2,11 @@
  * options and messages over the run layer (include/posttrain/run.h, which
  * owns the fault handling: goodput sections, the ranks' agreement, the
  * replica checks and rollbacks, the checkpoint interval): the job (pt_dist,
- * backend auto: MPI under mpirun/mpiexec/srun, else one process), rank 0's
- * hold on --out with --resume auto's choice broadcast, shares of a batch
- * (docs/distributed.md). */
+ * backend auto: MPI under mpirun/mpiexec/srun, else one process), shares
+ * of a batch, the checks, saves and rollbacks after a step
+ * (docs/distributed.md); rank 0's hold on --out is cli_out.c's. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,9 @@
 /* The output side of the training commands, on the library's run layer
- * (include/posttrain/run.h): the CLI's options become pt_run_options, the
- * run's messages are printed as the CLI's, and the metrics rows the
- * commands print are handed to pt_run_log one at a time. */
+ * (include/posttrain/run.h): the checkpoint and output options, the run
+ * opened from them and the job's (rank 0's hold on --out, --resume auto's
+ * choice broadcast), the run's messages printed as the CLI's, the metrics
+ * rows the commands print handed to pt_run_log one at a time, and the end
+ * of a run (goodput line and row, plot). */
 #include "cli.h"
 
 #include <errno.h>
