@@ -34,12 +34,27 @@ int cli_parse_double(const char *s, double *out);
 
 /* Monotonic seconds (the library's clock, pt_now). */
 #define cli_now() pt_now()
-/* The next value of the splitmix64 sequence at *state (pt_splitmix64: the
- * demo's problems and the grpo prompt order; seeded streams that must stay
- * as they are). */
-#define cli_splitmix(state) pt_splitmix64(state)
 
 /* ---- shared by the training commands (cli_common.c) ---- */
+
+/* The checkpoint and output options of sft and grpo (--out is the
+ * command's own entry): cli_run_opts, offsets into a cli_run_args
+ * (cli_out.c).  CLI_RUN_ARGS_FIELDS lets a command's args hold them both
+ * as `run` and by their names (an anonymous union). */
+#define CLI_RUN_ARGS_FIELDS                                                                                    \
+    const char *out, *resume, *metrics; /* --out, --resume (a checkpoint, "auto" or NULL), --metrics */       \
+    int save_every, log_every, max_skipped, quantize; /* save_every: steps, 0, or CLI_SAVE_AUTO */           \
+    int64_t keep_last, keep_every;                                                                             \
+    bool overwrite, bf16, grad_ckpt;
+typedef struct cli_run_args {
+    CLI_RUN_ARGS_FIELDS
+} cli_run_args;
+#define CLI_N_RUN_OPTS 11
+extern const cli_opt cli_run_opts[CLI_N_RUN_OPTS];
+/* A command's wording of the shared options: tab gets cli_run_opts with
+ * the help (and the default, when given) of each entry of `own` in place
+ * of those of the entry of its name. */
+void cli_run_opts_with(cli_opt tab[CLI_N_RUN_OPTS], const cli_opt *own, size_t n_own);
 
 /* The optimizer options but --lr (whose default differs by command), as
  * offsets into a pt_optimizer_options: --optimizer, --beta1, --beta2, --eps,
@@ -76,7 +91,7 @@ int cli_load_model(pt_model **out, const char *path, int bf16_mode, int quantize
  * into m's tensors (m keeps its contexts and generators).  0, or 1 after
  * the message. */
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed);
-/* The metrics rows of the run cli_out_start opened (rank 0; cli_out.c): a
+/* The metrics rows of the run cli_job_out_start opened (rank 0; cli_out.c): a
  * command prints one row (one JSON object) into the stream
  * cli_open_metrics gives, then cli_metrics_row hands it to pt_run_log (which
  * adds "time") and gives *f a fresh stream; when the write failed (a full
@@ -86,13 +101,6 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
 FILE *cli_open_metrics(const char *cmd);
 void cli_metrics_row(const char *cmd, FILE **f);
 void cli_metrics_close(FILE **f);
-/* At the end of a run, after the model is saved: 1 after a message naming
- * the metrics file when a row could not be written, else 0. */
-int cli_metrics_failed(const char *cmd, const char *out);
-/* A rollback to the checkpoint of `step`: the metrics rows after it are
- * dropped (pt_run_trim_metrics; nothing on a rank without the run).  0, or
- * 1 after the message. */
-int cli_metrics_trim(const char *cmd, long long step);
 /* Consecutive optimizer updates skipped as non-finite: cli_skip_guard
  * counts an update (pt_run_skip_guard) and, when `max`
  * (--max-skipped-steps; 0: never) of them follow one another, says why the
@@ -110,25 +118,15 @@ typedef struct cli_out cli_out;
 
 /* A checkpoint's host JSON is the run state (pt_run_state: step, seed, data
  * position, RNG states) and the command's own fields
- * (docs/run-directory.md).  cli_host_new: those fields every training
- * command records, {"model": the resolved path of model_dir, "lora":
- * {"rank", "alpha", "targets"} when m has adapters} (what `posttrain export
- * --checkpoint` rebuilds the model from), to which the command adds its
- * own.  NULL after the message. */
+ * (docs/run-directory.md).  cli_host_new: those every training host
+ * records (pt_run_host_model: the resolved model_dir, m's LoRA options),
+ * to which the command adds its own.  NULL after the message. */
 cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m);
 /* Write the checkpoint OUT/checkpoints/step-NNNNNNNN of state->step with
  * the command's fields `host` (pt_run_save: weights, optimizer moments,
  * schedule, the state) and say so.  Rank 0 only.  0, or 1 after the message. */
 int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optimizer *opt,
                         const pt_run_state *state, const cJSON *host);
-/* Load the checkpoint `dir` into m (whose LoRA adapters, if any, are added
- * already) and opt: *state its run state, *host the command's fields (free
- * with cJSON_Delete), through pt_run_load (every rank of the job): a later
- * checkpoint is refused and the metrics rows past the step are dropped.  A checkpoint of
- * another command or without a step is refused; a different seed is a
- * warning naming both.  0, or 1 after the message. */
-int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt_run *run, pt_model *m,
-                          pt_optimizer *opt, const char *dir, uint64_t seed);
 /* An integer field of a host JSON object: a whole JSON number (exact below
  * 2^53; older checkpoints) or a string of decimal digits (exact).  0 with *v
  * set, or -1 when it is missing or not such a value. */
@@ -148,30 +146,8 @@ struct cli_out {
     pt_run *run;
     char resume[4096];  /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
     char metrics[4096]; /* --metrics, or OUT/metrics.jsonl */
-    int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_out_start) */
-    /* set by cli_job_out_start: the job (NULL for one rank), its goodput
-     * accountant, the checkpoint interval */
-    pt_dist *dist;
-    pt_goodput *goodput;
-    int save_every;
-    bool save_auto;
-    double mtbf_seconds;
-    int64_t check_every;           /* --sdc-every */
-    int on_mismatch;               /* --sdc-action: a pt_run_action */
-    int flip_rank;                 /* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP, or -1 */
-    int64_t flip_step;
+    int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_job_out_start) */
 };
-/* The start of a training command with --resume and --overwrite, before
- * anything is written: --resume and --overwrite together are a usage error;
- * then pt_run_open of --out with --metrics, --model and --data as inputs
- * (--resume may lie inside --out), which locks OUT/.posttrain.lock and the
- * metrics file, removes a killed run's leftovers, refuses a used --out
- * unless --resume or --overwrite is given.  --resume auto becomes the
- * latest checkpoint in OUT/checkpoints (*resume points to o->resume) or,
- * when OUT holds no run, NULL (a fresh start), and says which.  0, else the
- * exit code after the message (2 for a usage error). */
-int cli_out_start(cli_out *o, const char *cmd, const char *out, const char *metrics, const char *model,
-                  const char *data, const char **resume, bool overwrite);
 void cli_out_end(cli_out *o);
 /* "posttrain CMD: WHAT: MESSAGE" for a failed pt_run call; 1. */
 int cli_run_fail(const char *cmd, const char *what, int status);
@@ -198,9 +174,8 @@ typedef struct cli_dist_args {
 #define CLI_SDC_STOP PT_RUN_STOP
 extern const cli_opt cli_dist_opts[];
 extern const size_t cli_n_dist_opts;
-/* --save-every N or auto (CLI_SAVE_AUTO) into an int. */
+/* --save-every auto (its parser is cli_run_opts'). */
 #define CLI_SAVE_AUTO (-1)
-int cli_parse_save_every(void *dst, const char *value, const char *cmd, const char *opt);
 /* The usage errors of --save-every auto without --mtbf-hours and the other
  * way round; 0 when fine. */
 int cli_check_dist(const char *cmd, const cli_dist_args *d, int save_every);
@@ -214,8 +189,7 @@ typedef struct cli_job {
     pt_dist *dist;
     pt_goodput *gp;
     int rank, size;
-    int save_every;           /* steps between checkpoints; 0: none */
-    bool save_auto;           /* --save-every auto: save_every is chosen after the first checkpoint */
+    int save_every;           /* steps between checkpoints; 0: none; CLI_SAVE_AUTO until the first */
     pt_run *run;              /* the run (cli_job_out_start) */
     int flip_rank;            /* POSTTRAIN_TEST_FLIP_BIT=RANK:STEP, or -1 */
     long long flip_step;
@@ -234,10 +208,16 @@ void cli_job_end(cli_job *j);
  * (rank 0 says which rank failed during `what`).  A job that cannot agree
  * (PT_EPEER) is 1 after the message. */
 int cli_job_agree(cli_job *j, int rc, const char *what);
-/* cli_out_start on every rank with the job and its goodput accountant
- * (pt_run_open is collective: rank 0 takes --out's lock and writes there,
- * the others follow), rank 0's exit code shared: *resume is then the same
- * on every rank (o->resume holds it); j->run is the run. */
+/* The start of a training command, before anything is written, on every
+ * rank (cli_out.c): --resume and --overwrite together are a usage error;
+ * then pt_run_open of --out with --metrics, --model and --data as inputs,
+ * the job, its goodput accountant and its options (collective: rank 0
+ * locks OUT/.posttrain.lock and the metrics file, removes a killed run's
+ * leftovers, refuses a used --out unless --resume or --overwrite is given;
+ * the others follow).  --resume auto becomes the latest checkpoint in
+ * OUT/checkpoints (*resume points to o->resume) or, when OUT holds no run,
+ * NULL (a fresh start), and rank 0 says which.  Rank 0's exit code is
+ * every rank's (2 for a usage error); j->run is the run. */
 int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,
                       const char *data, const char **resume, bool overwrite);
 /* This rank's share [*begin, *begin + *count) of n items (rows of a
@@ -266,12 +246,6 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step);
  * the first one gave the run's interval (Young-Daly from its cost and the
  * steps' time, rank 0's for every rank), which rank 0 prints.  0. */
 int cli_job_saved(cli_job *j, long long step);
-/* The end of a successful run after `step`: commit, then on rank 0 the
- * goodput line on stderr and the final metrics row {"step": STEP,
- * "goodput": {"goodput": G, "wall": S, "seconds/KIND": S for every
- * pt_time_kind, "pending", "steps_kept", "steps_lost", "ranks"}} in f (may
- * be NULL).  Readers that want the step rows skip the row with "goodput". */
-void cli_job_report(cli_job *j, FILE *f, long long step);
 /* How a training command goes back: `restart` to its start (the weights it
  * started from, a new optimizer, the data at its beginning), `apply` to a
  * checkpoint's state (s, the command's host fields h, its directory);
@@ -281,23 +255,36 @@ typedef struct cli_back {
     int (*restart)(void *run);
     int (*apply)(void *run, const pt_run_state *s, const cJSON *h, const char *dir);
 } cli_back;
+/* After `step` of `total`: when a checkpoint or a replica check
+ * is due, or at the last step, the replicas are compared first (no
+ * corrupted state is ever saved), then a mismatch rolls every rank back
+ * (cli_job_rollback: the caller's loop goes on from the step it restored),
+ * else save(b->run) saves the checkpoint, each in its goodput section.  0,
+ * or the exit code after the message. */
+int cli_job_step_end(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b,
+                     int (*save)(void *run), long long step, long long total);
 /* After a replica mismatch: every rank goes back to the last complete
  * checkpoint (or the start) and the steps after it are replayed; their
  * time is lost, their metrics rows are dropped (pt_run_rollback).  0, or 1
  * after the message. */
 int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b);
-/* --resume DIR: weights, optimizer moments and schedule from the
- * checkpoint (cli_checkpoint_resume on every rank, `seed` the run's), then
- * the command's b->apply; rank 0 keeps the metrics rows up to its step
- * (the rows after it are the work this run redoes: lost goodput); the
- * goodput totals it recorded are restored, the lost time noted.  *step
- * gets the checkpoint's step.  0, or 1 after the message. */
+/* --resume DIR (cli_common.c): weights, optimizer moments and schedule
+ * from the checkpoint (pt_run_load on every rank: a later checkpoint, one
+ * of another command or without a step is refused; a different `seed` is
+ * a warning naming both), then the command's b->apply with its host
+ * fields; rank 0 keeps the metrics rows up to its step (the rows after it
+ * are the work this run redoes: lost goodput); the goodput totals it
+ * recorded are restored, the lost time noted.  *step gets the
+ * checkpoint's step.  0, or 1 after the message. */
 int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,
                    const cli_back *b, int64_t *step);
-/* The end of a successful run after `step`: cli_job_report into *metrics
- * (that row written with cli_metrics_row), the plot OUT/metrics.svg, and
- * on rank 0 the failure of a metrics file that lost rows (the model is
- * saved by then).  Returns the exit code. */
+/* The end of a successful run after `step` (cli_out.c): commit, then on
+ * rank 0 the goodput line on stderr and the final metrics row {"step":
+ * STEP, "goodput": {"goodput": G, "wall": S, "seconds/KIND": S for every
+ * pt_time_kind, "pending", "steps_kept", "steps_lost", "ranks"}} (readers
+ * that want the step rows skip it), the plot OUT/metrics.svg, and the
+ * failure of a metrics file that lost rows (the model is saved by then).
+ * Returns the exit code. */
 int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step);
 /* A new optimizer over m in *opt (the old one freed), attached to the job
  * when it has several ranks (a job of one trains exactly as without one).

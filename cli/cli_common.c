@@ -162,22 +162,11 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
 
 cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m)
 {
-    cJSON *h = cJSON_CreateObject();
-    char *abs = realpath(model_dir, NULL);
-    bool ok = h && cJSON_AddStringToObject(h, "model", abs ? abs : model_dir);
-    free(abs);
-    pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    if (ok && pt_model_get_lora(&lo, m) == PT_OK) {
-        cJSON *jl = cJSON_AddObjectToObject(h, "lora");
-        ok = jl && cJSON_AddNumberToObject(jl, "rank", lo.rank) && cJSON_AddNumberToObject(jl, "alpha", lo.alpha) &&
-             cJSON_AddNumberToObject(jl, "targets", lo.targets);
-    }
-    if (!ok) {
-        cJSON_Delete(h);
+    char *text = NULL;
+    cJSON *h = pt_run_host_model(&text, model_dir, m) == PT_OK ? cJSON_Parse(text) : NULL;
+    pt_free(text);
+    if (!h)
         fprintf(stderr, "posttrain %s: out of memory building a checkpoint's host JSON\n", cmd);
-        return NULL;
-    }
     return h;
 }
 
@@ -245,34 +234,44 @@ static void explain_lora(const char *cmd, const pt_model *m, const char *dir)
     cJSON_Delete(h);
 }
 
-int cli_checkpoint_resume(cJSON **host, pt_run_state *state, const char *cmd, pt_run *run, pt_model *m,
-                          pt_optimizer *opt, const char *dir, uint64_t seed)
+int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,
+                   const cli_back *b, int64_t *step)
 {
-    *host = NULL;
+    const char *cmd = j->cmd;
     char *text = NULL;
-    pt_run_state_init(state);
-    int st = pt_run_load(state, &text, run, m, opt);
-    if (st == PT_EPEER) /* another rank failed and said why */
-        return 1;
-    if (st) {
-        if (st == PT_ESTATE || st == PT_EEXIST || st == PT_EFORMAT)
-            cli_run_fail(cmd, "--resume", st);
-        else
-            cli_fail("--resume", st);
-        explain_lora(cmd, m, dir);
-        return 1;
-    }
-    cJSON *h = text ? cJSON_Parse(text) : NULL;
-    pt_free(text);
-    if (!h) {
+    cJSON *h = NULL;
+    pt_run_state s;
+    pt_run_state_init(&s);
+    cli_job_section(j, PT_TIME_LOAD);
+    int st = pt_run_load(&s, &text, o->run, m, opt), rc = 1;
+    if (st == PT_ESTATE || st == PT_EEXIST || st == PT_EFORMAT)
+        cli_run_fail(cmd, "--resume", st);
+    else if (st && st != PT_EPEER) /* PT_EPEER: another rank failed and said why */
+        cli_fail("--resume", st);
+    else if (!st && !(h = text ? cJSON_Parse(text) : NULL))
         fprintf(stderr, "posttrain %s: out of memory reading a checkpoint's host JSON\n", cmd);
-        return 1;
-    }
-    if (state->seed != seed)
+    if (st && st != PT_EPEER)
+        explain_lora(cmd, m, dir);
+    if (h && s.seed != seed)
         cli_note("posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %" PRIu64
-                 "\n", cmd, state->seed, seed);
-    *host = h;
-    return 0;
+                 "\n", cmd, s.seed, seed);
+    pt_free(text);
+    if (h && !(rc = b->apply(b->run, &s, h, dir))) {
+        /* the rows pt_run_load dropped are the work this run redoes, and the
+         * time since the replaced run's last row: lost goodput */
+        *step = s.step;
+        cli_note("posttrain %s: resumed at step %lld from %s\n", cmd, (long long)s.step, dir);
+        double gap = pt_run_relaunch_seconds(o->run);
+        if (gap > 0)
+            cli_note("posttrain %s: goodput: %.3f s from the earlier run's last metrics row to this relaunch "
+                     "are lost\n", cmd, gap);
+        if (pt_run_lost_steps(o->run))
+            cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
+                     cmd, (long long)pt_run_lost_steps(o->run), pt_run_lost_seconds(o->run), (long long)s.step);
+    }
+    cJSON_Delete(h);
+    cli_job_section(j, PT_TIME_STARTUP);
+    return rc;
 }
 
 /* ---- output ------------------------------------------------------------------- */

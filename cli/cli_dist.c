@@ -2,12 +2,11 @@
  * options and messages over the run layer (include/posttrain/run.h, which
  * owns the fault handling: goodput sections, the ranks' agreement, the
  * replica checks and rollbacks, the checkpoint interval): the job (pt_dist,
- * backend auto: MPI under mpirun/mpiexec/srun, else one process), rank 0's
- * hold on --out with --resume auto's choice broadcast, shares of a batch
- * (docs/distributed.md). */
+ * backend auto: MPI under mpirun/mpiexec/srun, else one process), shares
+ * of a batch, the checks, saves and rollbacks after a step
+ * (docs/distributed.md); rank 0's hold on --out is cli_out.c's. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,21 +33,6 @@ static int parse_sdc_action(void *dst, const char *value, const char *cmd, const
         *(int *)dst = CLI_SDC_STOP;
     else
         return cli_usage_error(cmd, "%s takes rollback or stop, not '%s'", opt, value);
-    return 0;
-}
-
-int cli_parse_save_every(void *dst, const char *value, const char *cmd, const char *opt)
-{
-    if (!strcmp(value, "auto")) {
-        *(int *)dst = CLI_SAVE_AUTO;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end || v < 0 || v > 1000000000 || !(value[0] >= '0' && value[0] <= '9'))
-        return cli_usage_error(cmd, "%s needs an integer in [0, 1000000000] or 'auto', not '%s'", opt, value);
-    *(int *)dst = (int)v;
     return 0;
 }
 
@@ -102,8 +86,7 @@ int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_
     j->cmd = cmd;
     j->args = *a;
     j->size = 1;
-    j->save_auto = save_every == CLI_SAVE_AUTO;
-    j->save_every = save_every > 0 ? save_every : 0;
+    j->save_every = save_every;
     int st;
     if ((st = pt_goodput_create(&j->gp)))
         return cli_fail("goodput", st);
@@ -155,34 +138,6 @@ int cli_job_agree(cli_job *j, int rc, const char *what)
         fprintf(stderr, "posttrain %s: rank %d failed while %s (its message says why); stopping every rank\n",
                 j->cmd, first, what);
     return out;
-}
-
-int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,
-                      const char *data, const char **resume, bool overwrite)
-{
-    o->run = NULL;
-    o->resume[0] = o->metrics[0] = '\0';
-    o->dist = j->size > 1 ? j->dist : NULL;
-    o->goodput = j->gp;
-    o->save_every = j->save_every;
-    o->save_auto = j->save_auto;
-    o->mtbf_seconds = j->args.mtbf_hours * 3600.0;
-    o->check_every = j->args.sdc_every;
-    o->on_mismatch = j->args.sdc_action;
-    o->flip_rank = j->flip_rank;
-    o->flip_step = j->flip_step;
-    int rc = cli_out_start(o, j->cmd, out, metrics, model, data, resume, overwrite);
-    if (j->size > 1) {
-        /* every rank took part in the open; rank 0's exit code is the job's */
-        int code = rc;
-        int st = pt_dist_broadcast(j->dist, &code, sizeof code, 0);
-        if (st)
-            return rc ? rc : cli_fail("sharing --out's state", st);
-        rc = code;
-    }
-    if (!rc)
-        j->run = o->run;
-    return rc;
 }
 
 int cli_job_shard(cli_job *j, int64_t *begin, int64_t *count, int64_t n, const char *what)
@@ -240,7 +195,7 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
 int cli_job_saved(cli_job *j, long long step)
 {
     (void)step; /* the run keeps the rollback point */
-    if (!j->save_auto || j->save_every > 0)
+    if (j->save_every != CLI_SAVE_AUTO)
         return 0;
     /* --save-every auto: the run chose the interval from this first
      * checkpoint's cost and the steps' time (rank 0's, for every rank) */
@@ -272,6 +227,23 @@ int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
     }
     pt_free(extra);
     rc = cli_job_agree(j, rc, "rolling back");
+    cli_job_section(j, -1);
+    return rc;
+}
+
+int cli_job_step_end(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b,
+                     int (*save)(void *run), long long step, long long total)
+{
+    const bool due = cli_job_save_due(j, step, total);
+    if (!due && !cli_job_check_due(j, step) && step != total)
+        return 0;
+    cli_job_section(j, due ? PT_TIME_SAVE : PT_TIME_WAIT);
+    int c = cli_job_check(j, opt, step);
+    if (c == CLI_SDC_MISMATCH) {
+        cli_job_section(j, -1);
+        return cli_job_rollback(j, o, m, opt, b);
+    }
+    int rc = c ? c : due ? save(b->run) : 0;
     cli_job_section(j, -1);
     return rc;
 }
@@ -309,58 +281,4 @@ int cli_job_save_final(cli_job *j, pt_model *m, const char *out, const char *bas
                 j->cmd, out, steps, skipped);
     cli_job_section(j, -1);
     return rc;
-}
-
-int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,
-                   const cli_back *b, int64_t *step)
-{
-    cJSON *h = NULL;
-    pt_run_state s;
-    cli_job_section(j, PT_TIME_LOAD);
-    int rc = cli_checkpoint_resume(&h, &s, j->cmd, o->run, m, opt, dir, seed) || b->apply(b->run, &s, h, dir);
-    if (!rc) {
-        /* the rows pt_run_load dropped are the work this run redoes, and the
-         * time since the replaced run's last row: lost goodput */
-        *step = s.step;
-        cli_note("posttrain %s: resumed at step %lld from %s\n", j->cmd, (long long)s.step, dir);
-        double gap = pt_run_relaunch_seconds(o->run);
-        if (gap > 0)
-            cli_note("posttrain %s: goodput: %.3f s from the earlier run's last metrics row to this relaunch "
-                     "are lost\n", j->cmd, gap);
-        if (pt_run_lost_steps(o->run))
-            cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
-                     j->cmd, (long long)pt_run_lost_steps(o->run), pt_run_lost_seconds(o->run), (long long)s.step);
-    }
-    cJSON_Delete(h);
-    cli_job_section(j, PT_TIME_STARTUP);
-    return rc;
-}
-
-int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out, long long step)
-{
-    cli_job_report(j, *metrics, step);
-    cli_metrics_row(j->cmd, metrics);
-    if (*metrics) {
-        char svg[4096 + 16];
-        snprintf(svg, sizeof svg, "%s/metrics.svg", out);
-        cli_plot_metrics(j->cmd, o->metrics, svg);
-    }
-    /* the model is saved; a metrics file that lost rows fails the run */
-    return j->rank == 0 && cli_metrics_failed(j->cmd, out);
-}
-
-void cli_job_report(cli_job *j, FILE *f, long long step)
-{
-    char *json = NULL;
-    pt_goodput_report r;
-    pt_goodput_report_init(&r);
-    if (j->run && pt_run_report_json(&json, &r, j->run, step) == PT_OK && j->rank == 0) {
-        fprintf(stderr, "posttrain %s: goodput %.3f of %.2f s wall:", j->cmd, r.goodput, r.wall);
-        for (int k = 0; k < PT_TIME_KINDS; k++)
-            fprintf(stderr, "%s %s %.2f", k ? "," : "", pt_time_kind_name(k), r.seconds[k]);
-        fprintf(stderr, "; %lld steps kept, %lld lost\n", (long long)r.steps_kept, (long long)r.steps_lost);
-        if (f && fprintf(f, "%s\n", json) > 0)
-            fflush(f);
-    }
-    pt_free(json);
 }

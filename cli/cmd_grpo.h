@@ -27,20 +27,21 @@ typedef struct grpo_args {
     int64_t env_max_line;    /* --env-max-line bytes (-1: unset) */
     const char *stop_strings[GRPO_MAX_STOP_STRINGS];
     int n_stop_strings;
-    const char *model, *data, *out, *metrics, *chat_template;
-    const char *resume;      /* --resume: a checkpoint directory, "auto", or NULL */
+    const char *model, *data, *chat_template;
+    union { /* --out, the checkpoint and output options: a->run, or a->out, a->resume, ... */
+        cli_run_args run;
+        struct {
+            CLI_RUN_ARGS_FIELDS
+        };
+    };
     const char *eval;        /* --eval: held-out prompt rows, or NULL */
-    bool chat, overwrite, bf16, grad_ckpt;
-    int quantize;
+    bool chat;
     pt_optimizer_options opt;
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
     grpo_rewards rewards;
-    int G, batch_prompts, num_iterations, log_every, threads;
-    int max_skipped;         /* --max-skipped-steps */
+    int G, batch_prompts, num_iterations, threads;
     int eval_every, eval_samples; /* --eval-every (0: at the start and the end only), --eval-samples */
-    int save_every;          /* steps, 0, or CLI_SAVE_AUTO */
-    int64_t keep_last, keep_every; /* --keep-last, --keep-every: checkpoint retention */
     cli_lora_args lora;
     cli_dist_args dist;
     int64_t steps;

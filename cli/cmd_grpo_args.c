@@ -140,27 +140,15 @@ static const cli_opt k_grpo_opts[] = {
     { CLI_DOUBLE, "vespo-lambda-neg", CLI_ARG(grpo.vespo_lambda_neg), "F", .def = "2", .lo = 0, .hi = 1e6,
       .help = "--loss-type vespo: lambda for A < 0" },
 };
-static const cli_opt k_grpo_output_opts[] = {
-    { CLI_CUSTOM, "save-every", CLI_ARG(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
-      .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; 0: none; auto: "
-              "Young-Daly\n(--mtbf-hours)" },
-    { CLI_INT64, "keep-last", CLI_ARG(keep_last), "N", .def = "0", .lo = 0, .hi = 1e9,
-      .help = "prune the checkpoints but the last N (and those of --keep-every)\nafter each save; 0 with --keep-every 0: keep all" },
-    { CLI_INT64, "keep-every", CLI_ARG(keep_every), "N", .def = "0", .lo = 0, .hi = 1e9,
-      .help = "prune the checkpoints but those of every Nth step (and the last\n--keep-last, and the newest); 0: off" },
-    { CLI_PATH, "resume", CLI_ARG(resume), "CHECKPOINT_DIR",
-      .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
-    { CLI_ENUM, "quantize", CLI_ARG(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
-      .enum_name = pt_quantize_name,
-      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
-    { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
-    { CLI_FLAG, "gradient-checkpointing", CLI_ARG(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
-    { CLI_FLAG, "overwrite", CLI_ARG(overwrite),
-      .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
-    { CLI_PATH, "metrics", CLI_ARG(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
-    { CLI_INT, "log-every", CLI_ARG(log_every), "N", .def = "1", .lo = 1, .hi = 1e9, .help = "progress line interval" },
-    { CLI_INT, "max-skipped-steps", CLI_ARG(max_skipped), "N", .def = "10", .lo = 0, .hi = 1e9,
-      .help = "stop the run (exit 1, the model not saved) after N updates in a\nrow skipped as non-finite (a runaway learning rate); 0: never" },
+/* grpo's wording of the shared checkpoint and output options (cli_run_opts) */
+static const cli_opt k_grpo_run_opts[] = {
+    { .name = "save-every", .help = "checkpoint every N steps (generation rounds) into\nOUT/checkpoints/step-NNNNNNNN; "
+                                    "0: none; auto: Young-Daly\n(--mtbf-hours)" },
+    { .name = "bf16", .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU "
+                              "has BF16\narithmetic (docs/bf16.md); the reference model in BF16;\ncheckpoints stay FP32" },
+    { .name = "log-every", .def = "1", .help = "progress line interval" },
+    { .name = "max-skipped-steps", .help = "stop the run (exit 1, the model not saved) after N updates in a\nrow "
+                                           "skipped as non-finite (a runaway learning rate); 0: never" },
 };
 static const cli_opt k_grpo_other_opts[] = {
     { CLI_UINT64, "seed", CLI_ARG(seed), "N", .def = "0", .help = "prompt order, sampling, LoRA init" },
@@ -194,6 +182,8 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
     a->env_rewards = a->max_turns = a->max_total_tokens = -1;
     a->env_timeout = -1;
     a->env_max_line = -1;
+    cli_opt run_opts[CLI_N_RUN_OPTS];
+    cli_run_opts_with(run_opts, k_grpo_run_opts, CLI_COUNT_OF(k_grpo_run_opts));
     const cli_group groups[] = {
         { "options", k_grpo_io_opts, CLI_COUNT_OF(k_grpo_io_opts), a },
         { "generation", k_grpo_generation_opts, CLI_COUNT_OF(k_grpo_generation_opts), a },
@@ -204,7 +194,7 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
         { NULL, cli_optimizer_opts, cli_n_optimizer_opts, &a->opt },
         { "GRPO (docs/grpo.md)", k_grpo_opts, CLI_COUNT_OF(k_grpo_opts), a },
         { "LoRA", cli_lora_opts, cli_n_lora_opts, &a->lora },
-        { "checkpoints and output", k_grpo_output_opts, CLI_COUNT_OF(k_grpo_output_opts), a },
+        { "checkpoints and output", run_opts, CLI_N_RUN_OPTS, &a->run },
         { "data-parallel runs (mpirun -np N posttrain grpo ...; docs/distributed.md)", cli_dist_opts,
           cli_n_dist_opts, &a->dist },
         { "other", k_grpo_other_opts, CLI_COUNT_OF(k_grpo_other_opts), a },

@@ -11,15 +11,13 @@
 #include <unistd.h>
 
 typedef struct sft_args {
-    const char *model, *data, *out, *resume, *metrics;
+    const char *model, *data;
     pt_optimizer_options opt;
     pt_dataset_options data_opts;
     int64_t steps;
     double epochs;
-    int grad_accum, eval_every, save_every, log_every, max_skipped;
-    int64_t keep_last, keep_every;
-    bool overwrite, bf16, grad_ckpt;
-    int quantize;
+    int grad_accum, eval_every;
+    cli_run_args run; /* --out, the checkpoint and output options */
     cli_lora_args lora;
     cli_dist_args dist;
 } sft_args;
@@ -29,7 +27,7 @@ static const cli_opt k_sft_io_opts[] = {
     { CLI_PATH, "model", SFT(model), "DIR", .required = true,
       .help = "Hugging Face model directory, or a GGUF file (F32/F16/BF16, or\nquantized: Q8_0, Q4_0, Q4_K, ... frozen, for LoRA)" },
     { CLI_PATH, "data", SFT(data), "FILE.jsonl", .required = true, .help = "the training rows" },
-    { CLI_PATH, "out", SFT(out), "DIR", .required = true, .help = "where the trained model is saved" },
+    { CLI_PATH, "out", SFT(run.out), "DIR", .required = true, .help = "where the trained model is saved" },
 };
 static const cli_opt k_sft_lr_opt[] = {
     { CLI_DOUBLE, "lr", SFT(opt.lr), "F", .def = "1e-4", .help = "peak learning rate" },
@@ -56,30 +54,6 @@ static const cli_opt k_sft_data_opts[] = {
       .help = "evaluate every N steps; 0: only at the end" },
     { CLI_UINT64, "seed", SFT(data_opts.seed), "N", .def = "0", .help = "data order, evaluation split, LoRA init" },
 };
-static const cli_opt k_sft_output_opts[] = {
-    { CLI_CUSTOM, "save-every", SFT(save_every), "N|auto", .def = "0", .parse = cli_parse_save_every,
-      .help = "checkpoint every N steps into OUT/checkpoints/step-NNNNNNNN;\n0: none; auto: Young-Daly "
-              "(--mtbf-hours)" },
-    { CLI_INT64, "keep-last", SFT(keep_last), "N", .def = "0", .lo = 0, .hi = 1e9,
-      .help = "prune the checkpoints but the last N (and those of --keep-every)\nafter each save; 0 with --keep-every 0: keep all" },
-    { CLI_INT64, "keep-every", SFT(keep_every), "N", .def = "0", .lo = 0, .hi = 1e9,
-      .help = "prune the checkpoints but those of every Nth step (and the last\n--keep-last, and the newest); 0: off" },
-    { CLI_PATH, "resume", SFT(resume), "CHECKPOINT_DIR",
-      .help = "continue from a checkpoint, bit-identically; 'auto': from the\nlatest in OUT/checkpoints (a fresh start when OUT is unused)" },
-    { CLI_ENUM, "quantize", SFT(quantize), "TYPE", .def = "none", .from_name = pt_quantize_from_name,
-      .enum_name = pt_quantize_name,
-      .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
-    { CLI_FLAG, "bf16", SFT(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
-    { CLI_FLAG, "gradient-checkpointing", SFT(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
-    { CLI_FLAG, "overwrite", SFT(overwrite),
-      .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
-    { CLI_PATH, "metrics", SFT(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },
-    { CLI_INT, "log-every", SFT(log_every), "N", .def = "10", .lo = 1, .hi = 1e9,
-      .help = "progress line interval when not on a terminal" },
-    { CLI_INT, "max-skipped-steps", SFT(max_skipped), "N", .def = "10", .lo = 0, .hi = 1e9,
-      .help = "stop the run (exit 1, the model not saved) after N steps in a row\n"
-              "skipped as non-finite (a runaway learning rate); 0: never" },
-};
 #undef SFT
 
 static const cli_command k_sft = {
@@ -99,7 +73,7 @@ static int parse_args(sft_args *a, int argc, char **argv)
         { NULL, cli_optimizer_opts, cli_n_optimizer_opts, &a->opt },
         { "length", k_sft_length_opts, CLI_COUNT_OF(k_sft_length_opts), a },
         { "data", k_sft_data_opts, CLI_COUNT_OF(k_sft_data_opts), a },
-        { "checkpoints and output", k_sft_output_opts, CLI_COUNT_OF(k_sft_output_opts), a },
+        { "checkpoints and output", cli_run_opts, CLI_N_RUN_OPTS, &a->run },
         { "LoRA (the base is frozen; OUT/adapter gets the PEFT adapter, OUT the merged model)", cli_lora_opts,
           cli_n_lora_opts, &a->lora },
         { "data-parallel runs (mpirun -np N posttrain sft ...; docs/distributed.md)", cli_dist_opts,
@@ -110,7 +84,7 @@ static int parse_args(sft_args *a, int argc, char **argv)
         return rc;
     if (a->steps && a->epochs > 0)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
-    if ((rc = cli_check_dist("sft", &a->dist, a->save_every)))
+    if ((rc = cli_check_dist("sft", &a->dist, a->run.save_every)))
         return rc;
     return cli_check_lora("sft", &a->lora);
 }
@@ -155,8 +129,9 @@ static void sft_free(sft_run *r)
 
 /* A checkpoint after r->step (every rank; rank 0 writes it): the run state
  * and the shared host fields (cli_host_new: base model, LoRA options). */
-static int save_checkpoint(sft_run *r)
+static int save_checkpoint(void *p)
 {
+    sft_run *r = p;
     pt_run_state s;
     pt_run_state_init(&s);
     pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
@@ -175,10 +150,10 @@ static int load(sft_run *r)
 {
     const sft_args *a = &r->a;
     int st;
-    const bool lora16 = a->bf16 && a->lora.rank > 0; /* LoRA on a BF16 base: read into BF16, frozen */
-    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF, a->quantize)))
+    const bool lora16 = a->run.bf16 && a->lora.rank > 0; /* LoRA on a BF16 base: read into BF16, frozen */
+    if ((st = cli_load_model(&r->model, a->model, lora16 ? PT_BF16_FROZEN : PT_BF16_OFF, a->run.quantize)))
         return cli_fail(a->model, st);
-    if ((a->bf16 && !lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON)) ||
+    if ((a->run.bf16 && !lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON)) ||
         (a->lora.rank > 0 && cli_add_lora("sft", r->model, &a->lora, a->data_opts.seed)) ||
         (lora16 && cli_set_bf16("sft", r->model, PT_BF16_ON)))
         return 1;
@@ -242,10 +217,11 @@ static int setup(sft_run *r)
     if (cli_job_optimizer(&r->job, &r->opt, r->model, &a->opt))
         return 1;
     if ((st = pt_sft_context_create(&r->ctx, r->model, r->data, (int)r->rows)) ||
-        (a->grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))))
+        (a->run.grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))))
         return cli_fail("context", st);
     const cli_back b = { r, restart_run, apply_run };
-    if (a->resume && cli_job_resume(&r->job, &r->out, r->model, r->opt, a->resume, a->data_opts.seed, &b, &r->step))
+    if (a->run.resume &&
+        cli_job_resume(&r->job, &r->out, r->model, r->opt, a->run.resume, a->data_opts.seed, &b, &r->step))
         return 1;
     if (r->job.rank == 0 && !(r->metrics = cli_open_metrics("sft")))
         return 1;
@@ -273,7 +249,7 @@ static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, d
                 etas);
         if (x->eval)
             fprintf(stderr, "\n  eval loss %.4f\n", x->eval_loss);
-    } else if (step % r->a.log_every == 0 || step == total || x->eval) {
+    } else if (step % r->a.run.log_every == 0 || step == total || x->eval) {
         fprintf(stderr, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ETA %s%s", step, total,
                 s->loss, s->lr, s->grad_norm, tps, etas, x->eval ? "" : "\n");
         if (x->eval)
@@ -306,7 +282,7 @@ static int step(sft_run *r, pt_sft_stats *s, pt_sft_row_extra *x, double *t_done
         cli_note("%sposttrain sft: step %lld skipped (non-finite loss or gradients)\n", tty ? "\n" : "",
                  (long long)r->step);
     r->skipped_total = s->skipped_total;
-    *runaway = cli_skip_guard("sft", &r->skips, s->skip_reason, (long long)r->step, r->a.max_skipped, s->lr);
+    *runaway = cli_skip_guard("sft", &r->skips, s->skip_reason, (long long)r->step, r->a.run.max_skipped, s->lr);
     x->step_tokens = pt_sft_batches_tokens(r->mb);
     x->comm = j->size > 1;
     *t_done = cli_now();
@@ -355,20 +331,9 @@ static int train(sft_run *r)
             rc = 1;
             break;
         }
-        const bool save = cli_job_save_due(j, (long long)r->step, (long long)r->total);
-        if (save || cli_job_check_due(j, (long long)r->step) || r->step == r->total) {
-            /* no corrupted state is ever saved: the replicas are compared first */
-            cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
-            int c = cli_job_check(j, r->opt, (long long)r->step);
-            if (c == CLI_SDC_MISMATCH) {
-                cli_job_section(j, -1);
-                const cli_back b = { r, restart_run, apply_run };
-                rc = cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
-                continue;
-            }
-            rc = c ? c : save ? save_checkpoint(r) : 0;
-            cli_job_section(j, -1);
-        }
+        const cli_back b = { r, restart_run, apply_run };
+        rc = cli_job_step_end(j, &r->out, r->model, r->opt, &b, save_checkpoint, (long long)r->step,
+                              (long long)r->total);
     }
     if (tty)
         fprintf(stderr, "\n");
@@ -385,20 +350,20 @@ int cmd_sft(int argc, char **argv)
     /* the job (one process, or every rank under mpirun), this rank's rows
      * of every micro-batch, then before anything is written the hold on
      * --out (rank 0: its lock, an earlier run, --resume auto's checkpoint) */
-    if (!(rc = cli_job_begin(&r.job, "sft", &r.a.dist, r.a.save_every)))
+    if (!(rc = cli_job_begin(&r.job, "sft", &r.a.dist, r.a.run.save_every)))
         rc = cli_job_shard(&r.job, &r.row0, &r.rows, r.a.data_opts.batch_size, "--batch-size");
-    r.out.keep_last = r.a.keep_last;
-    r.out.keep_every = r.a.keep_every;
+    r.out.keep_last = r.a.run.keep_last;
+    r.out.keep_every = r.a.run.keep_every;
     if (!rc)
-        rc = cli_job_out_start(&r.job, &r.out, r.a.out, r.a.metrics, r.a.model, r.a.data, &r.a.resume,
-                               r.a.overwrite);
+        rc = cli_job_out_start(&r.job, &r.out, r.a.run.out, r.a.run.metrics, r.a.model, r.a.data,
+                               &r.a.run.resume, r.a.run.overwrite);
     if (!rc)
         rc = cli_job_agree(&r.job, load(&r) || setup(&r), "starting");
     if (!rc)
-        rc = train(&r) || cli_job_save_final(&r.job, r.model, r.a.out, r.a.model, (long long)r.step,
+        rc = train(&r) || cli_job_save_final(&r.job, r.model, r.a.run.out, r.a.model, (long long)r.step,
                                              (long long)r.skipped_total);
     if (!rc)
-        rc = cli_job_finish(&r.job, &r.out, &r.metrics, r.a.out, (long long)r.step);
+        rc = cli_job_finish(&r.job, &r.out, &r.metrics, r.a.run.out, (long long)r.step);
     sft_free(&r);
     cli_job_end(&r.job);
     return rc;

@@ -171,6 +171,14 @@ PT_API int pt_run_state_to_json(char **json, const pt_run_state *state, const ch
  * PT_EFORMAT: not a JSON object, no "step", or a state key that is not a
  * non-negative integer. */
 PT_API int pt_run_state_from_json(pt_run_state *state, char **kind, char **host_extra, const char *json);
+/* The host fields every trainer (the CLI's sft and grpo, Python's
+ * SFTTrainer and GRPOTrainer) records of the model it trains, what
+ * `posttrain export --checkpoint` rebuilds the model from: the JSON object
+ * text {"model": model_dir resolved (realpath; as given when that fails;
+ * "" for NULL), "lora": {"rank", "alpha", "targets": the PT_LORA_* bits}
+ * when model has adapters}; free *json with pt_free.  A host adds its own
+ * fields and passes it as pt_run_save's host_extra. */
+PT_API int pt_run_host_model(char **json, const char *model_dir, const pt_model *model);
 
 typedef struct pt_run pt_run;
 

@@ -5,6 +5,8 @@
 #include "io/json.h"
 #include "run_internal.h"
 
+#include "posttrain/lora.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -126,6 +128,28 @@ int pt_run_state_to_json(char **json, const pt_run_state *state, const char *kin
         st = pt__err(PT_ENOMEM, "%s: out of memory", __func__);
     cJSON_Delete(root);
     return st;
+}
+
+int pt_run_host_model(char **json, const char *model_dir, const pt_model *model)
+{
+    PT_CHECK_NULL(json);
+    *json = NULL;
+    PT_CHECK_NULL(model);
+    char *abs = model_dir ? realpath(model_dir, NULL) : NULL;
+    cJSON *h = cJSON_CreateObject();
+    bool ok = h && cJSON_AddStringToObject(h, "model", abs ? abs : model_dir ? model_dir : "");
+    free(abs);
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    if (ok && pt_model_has_lora(model) && pt_model_get_lora(&lo, model) == PT_OK) {
+        cJSON *l = cJSON_AddObjectToObject(h, "lora");
+        ok = l && cJSON_AddNumberToObject(l, "rank", lo.rank) && cJSON_AddNumberToObject(l, "alpha", lo.alpha) &&
+             cJSON_AddNumberToObject(l, "targets", lo.targets);
+    }
+    if (ok)
+        *json = pt__json_print(h, false);
+    cJSON_Delete(h);
+    return *json ? PT_OK : pt__err(PT_ENOMEM, "%s: out of memory", __func__);
 }
 
 /* A non-negative integer member: a whole JSON number (exact below 2^53) or a

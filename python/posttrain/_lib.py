@@ -1121,6 +1121,7 @@ _declare("goodput", {
 _declare("run", {
     "pt_run_state_to_json": (c_int, [P(c_void_p), P(RunState), c_char_p, c_char_p]),
     "pt_run_state_from_json": (c_int, [P(RunState), P(c_void_p), P(c_void_p), c_char_p]),
+    "pt_run_host_model": (c_int, [P(c_void_p), c_char_p, vp]),
     "pt_run_open": (c_int, [pp, P(RunOptions)]),
     "pt_run_close": (None, [vp]),
     "pt_run_resume_dir": (c_char_p, [vp]),

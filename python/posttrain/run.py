@@ -27,7 +27,8 @@ from ._util import fspath
 from .enums import RunAction, RunStart, TimeKind
 from .errors import Status, check, error_for, invalid
 
-__all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json", "check_output"]
+__all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json", "check_output",
+           "host_model_fields"]
 
 
 def _require(what):
@@ -73,6 +74,17 @@ def run_state_to_json(state, kind, extra=None):
     check(lib.pt_run_state_to_json(ctypes.byref(out), ctypes.byref(state), kind.encode(),
                                    _extra_text(extra)), "pt_run_state_to_json")
     return _take_string(out)
+
+
+def host_model_fields(model_path, model):
+    """The host fields every trainer records of the model it trains
+    (pt_run_host_model): {"model": model_path resolved ("" for None),
+    "lora": {"rank", "alpha", "targets" bitmask} when it has adapters}."""
+    _require("host_model_fields")
+    out = ctypes.c_void_p()
+    check(lib.pt_run_host_model(ctypes.byref(out), os.fsencode(model_path) if model_path else None,
+                                model._ptr), "pt_run_host_model")
+    return json.loads(_take_string(out))
 
 
 def run_state_from_json(text):

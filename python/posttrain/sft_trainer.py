@@ -29,11 +29,10 @@ from ._lib import RunState, SftRowExtra, SftStats, has_feature, lib
 from ._handle import out_handle
 from .errors import check, invalid
 from .model import Model
-from .run import (Run, check_output, resume_trainer, run_state_to_json, _require as _require_run,
-                  _take_string)
+from .run import (Run, check_output, host_model_fields, resume_trainer, run_state_to_json,
+                  _require as _require_run, _take_string)
 from .train import Dataset, Optimizer, save_checkpoint
-from .trainer import (TrainerState, TrainOutput, _is_messages, _lora_host, _make_parent,
-                      _new_goodput)
+from .trainer import TrainerState, TrainOutput, _is_messages, _make_parent, _new_goodput
 from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
 
 __all__ = ["SFTConfig", "SFTTrainer"]
@@ -463,12 +462,7 @@ class SFTTrainer:
         return st
 
     def _run_extra(self):
-        h = {"model": os.path.realpath(self._model_path) if self._model_path else "",
-             "trainer": "posttrain.SFTTrainer"}
-        lora = _lora_host(self.model)
-        if lora:
-            h["lora"] = lora
-        return h
+        return dict(host_model_fields(self._model_path, self.model), trainer="posttrain.SFTTrainer")
 
     def _apply(self, state, extra, path):
         if state.seed != self.seed:

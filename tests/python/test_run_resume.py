@@ -385,6 +385,21 @@ class TestRunBinding(unittest.TestCase):
         st2, kind, extra = pt.run_state_from_json(text)
         self.assertEqual((st2.rng, kind, extra), (2 ** 53 + 1, "grpo", {"a": [1, 2]}))
 
+    def test_host_model_fields(self):
+        """pt_run_host_model: the model's path resolved through a symlink,
+        then LoRA rank 4, alpha 8, targets q, v and down = 1 + 4 + 64."""
+        from posttrain.run import host_model_fields
+        os.makedirs(os.path.join(self.dir.name, "base"))
+        link = os.path.join(self.dir.name, "link")
+        os.symlink("base", link)
+        base = os.path.join(os.path.realpath(self.dir.name), "base")
+        with pt.Model.create(TINY, seed=1) as m:
+            self.assertEqual(host_model_fields(link, m), {"model": base})
+            self.assertEqual(host_model_fields(None, m), {"model": ""})
+            m.add_lora(rank=4, alpha=8, targets=("q", "v", "down"))
+            self.assertEqual(host_model_fields(link, m),
+                             {"model": base, "lora": {"rank": 4, "alpha": 8, "targets": 69}})
+
     def test_check_output(self):
         model = os.path.join(self.dir.name, "model")
         os.makedirs(model)

@@ -520,6 +520,45 @@ START_TEST(test_failed_write)
 }
 END_TEST
 
+/* pt_run_host_model: the model's path resolved through a symlink (the
+ * expected path built from the directory the test made), LoRA rank 4,
+ * alpha 8 and targets q|v|down = 1 + 4 + 64; as given when it does not
+ * resolve; no "lora" without adapters. */
+START_TEST(test_host_model)
+{
+    char dir[4096], link[4096], want[8192 + 64];
+    path_of(dir, sizeof dir, "model");
+    path_of(link, sizeof link, "link");
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    ck_assert_int_eq(symlink("model", link), 0);
+    char *tmp = realpath(g_tmp, NULL);
+    ck_assert_ptr_nonnull(tmp);
+    snprintf(want, sizeof want, "{\"model\":\"%s/model\",\"lora\":{\"rank\":4,\"alpha\":8,\"targets\":69}}", tmp);
+    free(tmp);
+    pt_model *m = pt_test_tiny_llama(32, 1);
+    char *json = NULL;
+    ck_assert_ok(pt_run_host_model(&json, "/no/such/model", m));
+    ck_assert_str_eq(json, "{\"model\":\"/no/such/model\"}");
+    pt_free(json);
+    ck_assert_ok(pt_run_host_model(&json, NULL, m));
+    ck_assert_str_eq(json, "{\"model\":\"\"}");
+    pt_free(json);
+    pt_lora_options lo;
+    pt_lora_options_init(&lo);
+    lo.rank = 4;
+    lo.alpha = 8;
+    lo.targets = PT_LORA_Q | PT_LORA_V | PT_LORA_DOWN;
+    ck_assert_ok(pt_model_add_lora(m, &lo));
+    ck_assert_ok(pt_run_host_model(&json, link, m));
+    ck_assert_str_eq(json, want);
+    pt_free(json);
+    ck_assert_status(pt_run_host_model(&json, link, NULL), PT_EINVAL, "model");
+    ck_assert_ptr_null(json);
+    ck_assert_status(pt_run_host_model(NULL, link, m), PT_EINVAL, "json");
+    pt_model_free(m);
+}
+END_TEST
+
 START_TEST(test_old_host_json)
 {
     /* what posttrain grpo wrote before the run layer (cli_host_new + its fields) */
@@ -802,6 +841,7 @@ int main(void)
     tcase_add_test(tc, test_trim_and_kind);
     tcase_add_test(tc, test_failed_write);
     tcase_add_test(tc, test_old_host_json);
+    tcase_add_test(tc, test_host_model);
     tcase_add_test(tc, test_interval);
     tcase_add_test(tc, test_goodput_and_rollback);
     tcase_add_test(tc, test_misuse);
