@@ -57,8 +57,6 @@ static inline void demo_problem(char *prompt, char *answer, int digits, int64_t 
 {
     (void)pt_addition_problem(prompt, 64, answer, 32, digits, a, b, slip);
 }
-/* The prompt's ids (r->plen of them, starting with BOS) into ids. */
-int demo_prompt_ids(int32_t *ids, const demo_run *r, int64_t a, int64_t b);
 /* The SFT traces of the teacher, and the held-out problems. */
 int demo_build_data(demo_run *r);
 /* Held-out accuracy, greedy (temperature 0) or sampled (seeded); the

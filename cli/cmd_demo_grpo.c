@@ -15,29 +15,6 @@ typedef struct grpo_mem {
     void *block;
 } grpo_mem;
 
-/* A frozen copy of the model's weights, the reference of the KL term. */
-static int copy_model(pt_model **out, pt_model *src)
-{
-    pt_model_config cfg;
-    pt_model_config_init(&cfg);
-    int st = pt_model_get_config(&cfg, src);
-    if (st || (st = pt_model_create(out, &cfg, 0)))
-        return st;
-    size_t n = 0;
-    n = pt_model_tensor_count(src);
-    for (size_t i = 0; i < n && !st; i++) {
-        pt_tensor_info a, b;
-        pt_tensor_info_init(&a);
-        pt_tensor_info_init(&b);
-        if (!(st = pt_model_tensor_info(&a, src, i)) && !(st = pt_model_tensor_info(&b, *out, i)))
-            memcpy(b.data, a.data, a.numel * sizeof *a.data);
-    }
-    /* with --bf16 the reference is frozen in BF16 too */
-    if (!st && pt_model_get_bf16(src) != PT_BF16_OFF)
-        st = pt_model_set_bf16(*out, PT_BF16_FROZEN);
-    return st;
-}
-
 /* The step's N completions scored (1 for the right answer) into buf. */
 static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, int64_t (*pairs)[2], int N, int M)
 {
@@ -140,8 +117,10 @@ static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
         cli_fail("optimizer", st);
         return 1;
     }
-    if (o->beta > 0 &&
-        ((st = copy_model(&l->ref, r->model)) || (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M)))) {
+    /* the reference: a frozen copy of the model (with --bf16 frozen in BF16 too) */
+    if (o->beta > 0 && ((st = pt_model_clone(&l->ref, r->model)) ||
+                        (o->bf16 && (st = pt_model_set_bf16(l->ref, PT_BF16_FROZEN))) ||
+                        (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M)))) {
         cli_fail("reference model", st);
         return 1;
     }
@@ -164,7 +143,9 @@ static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uin
         for (int g = 0; g < G; g++) {
             int i = p * G + g;
             m->lens[i] = r->plen;
-            if ((st = demo_prompt_ids(m->prompts + (size_t)i * r->plen, r, pairs[p][0], pairs[p][1]))) {
+            size_t n;
+            if ((st = pt_addition_prompt_ids(m->prompts + (size_t)i * r->plen, (size_t)r->plen, &n, r->tok, o->digits,
+                                             pairs[p][0], pairs[p][1]))) {
                 cli_fail("tokenize", st);
                 return 1;
             }

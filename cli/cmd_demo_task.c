@@ -10,24 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-int demo_prompt_ids(int32_t *ids, const demo_run *r, int64_t a, int64_t b)
-{
-    char prompt[64], answer[32];
-    demo_problem(prompt, answer, r->o.digits, a, b, false);
-    int32_t *p;
-    size_t n;
-    int st = pt_tokenizer_encode(&p, &n, r->tok, prompt, strlen(prompt), PT_TOK_ADD_SPECIAL);
-    if (st)
-        return st;
-    if ((int)n != r->plen) {
-        pt_free(p);
-        return PT_EINVAL;
-    }
-    memcpy(ids, p, n * sizeof *ids);
-    pt_free(p);
-    return PT_OK;
-}
-
 /* One trace of the teacher: the problem, its answer (the slip when it
  * slipped) and EOS, trained on the answer and the EOS, not on the prompt. */
 static int add_trace(demo_run *r, int64_t a, int64_t b, bool slip)
@@ -141,59 +123,55 @@ int demo_build_data(demo_run *r)
     return 0;
 }
 
+/* The first `show` problems with a carry and the answers given (tokens:
+ * n_eval rows of M, then their lengths) into s->shown. */
+static void show_answers(demo_score *s, const demo_run *r, const int32_t *tokens, int show)
+{
+    const int M = r->alen + 1;
+    const int32_t *ntok = tokens + (size_t)r->n_eval * M;
+    size_t used = 0;
+    for (int i = 0, shown = 0; i < r->n_eval && shown < show; i++) {
+        char prompt[64], right[32], slip[32], *text = NULL;
+        int64_t a = r->eval_pairs[i][0], b = r->eval_pairs[i][1];
+        demo_problem(prompt, right, r->o.digits, a, b, false);
+        demo_problem(prompt, slip, r->o.digits, a, b, true);
+        if (!strcmp(right, slip))
+            continue;
+        bool ok, sl;
+        size_t len;
+        const int32_t *t = tokens + (size_t)i * M;
+        (void)pt_addition_score(&ok, &sl, r->tok, t, (size_t)ntok[i], r->o.digits, a, b);
+        if (pt_tokenizer_decode(&text, &len, r->tok, t, (size_t)ntok[i], PT_TOK_SKIP_SPECIAL) == PT_OK) {
+            int w = snprintf(s->shown + used, sizeof s->shown - used, "    %s%-*s %s%s%s\n", prompt, r->alen, text,
+                             ok ? "right" : sl ? "wrong: the carries forgotten" : "wrong", ok ? "" : ", right: ",
+                             ok ? "" : right);
+            if (w > 0 && (size_t)w < sizeof s->shown - used)
+                used += (size_t)w;
+        }
+        pt_free(text);
+        shown++;
+    }
+}
+
 int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed, int show)
 {
-    const int B = r->gen_rows, M = r->alen + 1;
-    /* one block: the prompts, their lengths, the completions and their lengths */
-    int32_t *prompts = malloc((size_t)B * ((size_t)r->plen + 2 + (size_t)M) * sizeof *prompts);
-    if (!prompts)
+    /* with `show`, the completions and their lengths */
+    int32_t *tokens = show ? malloc((size_t)r->n_eval * (size_t)(r->alen + 2) * sizeof *tokens) : NULL;
+    if (show && !tokens)
         return PT_ENOMEM;
-    int32_t *lens = prompts + (size_t)B * (size_t)r->plen, *ntok = lens + B, *tokens = ntok + B;
-    int correct = 0, slipped = 0, shown = 0, st = PT_OK;
-    size_t used = 0;
+    pt_addition_eval_options eo;
+    pt_addition_eval_options_init(&eo);
+    eo.digits = r->o.digits;
+    eo.temperature = temperature;
+    eo.seed = seed;
+    int64_t correct, slipped;
+    int32_t *ntok = tokens ? tokens + (size_t)r->n_eval * (size_t)(r->alen + 1) : NULL;
+    int st = pt_addition_evaluate(&correct, &slipped, tokens, ntok, r->gen, r->tok, r->eval_pairs[0],
+                                  (size_t)r->n_eval, &eo);
     s->shown[0] = '\0';
-    pt_generate_options go;
-    pt_generate_options_init(&go);
-    go.max_new_tokens = M;
-    go.temperature = (float)temperature;
-    go.seed = seed;
-    for (int first = 0; first < r->n_eval && !st; first += B) {
-        int rows = r->n_eval - first < B ? r->n_eval - first : B;
-        for (int i = 0; i < rows && !st; i++) {
-            lens[i] = r->plen;
-            st = demo_prompt_ids(prompts + (size_t)i * r->plen, r, r->eval_pairs[first + i][0],
-                                 r->eval_pairs[first + i][1]);
-        }
-        /* Each row draws from its own stream, whatever the batch. */
-        go.stream_offset = (uint64_t)first;
-        if (st || (st = pt_generate(r->gen, prompts, lens, rows, &go, tokens, ntok, NULL, NULL)))
-            break;
-        for (int i = 0; i < rows; i++) {
-            char prompt[64], right[32], slip[32];
-            int64_t a = r->eval_pairs[first + i][0], b = r->eval_pairs[first + i][1];
-            demo_problem(prompt, right, r->o.digits, a, b, false);
-            demo_problem(prompt, slip, r->o.digits, a, b, true);
-            const int32_t *t = tokens + (size_t)i * M;
-            bool carry = strcmp(right, slip) != 0, ok, sl;
-            (void)pt_addition_score(&ok, &sl, r->tok, t, (size_t)ntok[i], r->o.digits, a, b);
-            correct += ok;
-            slipped += sl;
-            if (carry && shown < show) {
-                char *text = NULL;
-                size_t len;
-                if (pt_tokenizer_decode(&text, &len, r->tok, t, (size_t)ntok[i], PT_TOK_SKIP_SPECIAL) == PT_OK) {
-                    int w = snprintf(s->shown + used, sizeof s->shown - used, "    %s%-*s %s%s%s\n", prompt,
-                                     r->alen, text, ok ? "right" : sl ? "wrong: the carries forgotten" : "wrong",
-                                     ok ? "" : ", right: ", ok ? "" : right);
-                    if (w > 0 && (size_t)w < sizeof s->shown - used)
-                        used += (size_t)w;
-                }
-                pt_free(text);
-                shown++;
-            }
-        }
-    }
-    free(prompts);
+    if (!st && show)
+        show_answers(s, r, tokens, show);
+    free(tokens);
     s->n = r->n_eval;
     s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
     s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;

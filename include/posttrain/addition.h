@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "posttrain/common.h"
+#include "posttrain/generate.h"
 #include "posttrain/tokenizer.h"
 
 #ifdef __cplusplus
@@ -51,6 +52,35 @@ PT_API int pt_addition_held_out_pairs(int64_t *pairs, size_t *n_out, size_t n, i
  * EOS where the slip differs from the right answer. */
 PT_API int pt_addition_score(bool *correct, bool *slipped, const pt_tokenizer *tok, const int32_t *tokens, size_t n,
                              int digits, int64_t a, int64_t b);
+
+/* The prompt of a+b ("a+b=") encoded by tok with its special tokens (the
+ * byte-level tokenizer's BOS first): *n ids into ids, which has room for
+ * cap.  pt_addition_problem's PT_EINVAL, the tokenizer's status, PT_ERANGE
+ * when the ids do not fit in cap. */
+PT_API int pt_addition_prompt_ids(int32_t *ids, size_t cap, size_t *n, const pt_tokenizer *tok, int digits,
+                                  int64_t a, int64_t b);
+
+typedef struct pt_addition_eval_options {
+    size_t size;        /* sizeof(pt_addition_eval_options) */
+    int digits;         /* operand digits; default 2 */
+    double temperature; /* 0 (default): greedy; else sampled at it from seed */
+    uint64_t seed;      /* the sampling seed: pair i draws from stream i, whatever the batch */
+    int batch;          /* pairs per pt_generate call; 0 (default): the generator's room */
+} pt_addition_eval_options;
+
+PT_API int pt_addition_eval_options_init(pt_addition_eval_options *opts);
+
+/* Complete the n pairs (pairs[2 * i], pairs[2 * i + 1]) with gen (room for
+ * opts->batch rows of a prompt and digits + 2 new tokens), up to digits + 2
+ * tokens each, and score each as pt_addition_score does: *correct counts
+ * the pairs answered right, *slipped (may be NULL) those answered with the
+ * carries forgotten.  tokens (n * (digits + 2) entries) and n_tokens (n)
+ * receive the completions as pt_generate gives them (both NULL: not kept).
+ * PT_EINVAL for bad options or pairs, the tokenizer's or pt_generate's
+ * status (the counts are 0 then). */
+PT_API int pt_addition_evaluate(int64_t *correct, int64_t *slipped, int32_t *tokens, int32_t *n_tokens,
+                                pt_generator *gen, const pt_tokenizer *tok, const int64_t *pairs, size_t n,
+                                const pt_addition_eval_options *opts);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* The built-in addition task of posttrain demo (posttrain/addition.h). */
 #include "core/core.h"
 #include "posttrain/addition.h"
+#include "model/generate_struct.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -150,5 +151,113 @@ int pt_addition_score(bool *correct, bool *slipped, const pt_tokenizer *tok, con
         return st;
     if (slipped && strcmp(right, slip) != 0)
         st = is_answer(slipped, tok, tokens, n, slip);
+    return st;
+}
+
+int pt_addition_prompt_ids(int32_t *ids, size_t cap, size_t *n, const pt_tokenizer *tok, int digits, int64_t a,
+                           int64_t b)
+{
+    PT_CHECK_NULL(n);
+    *n = 0;
+    PT_CHECK_NULL(ids);
+    PT_CHECK_NULL(tok);
+    char prompt[2 * PT_ADDITION_MAX_DIGITS + 3], answer[PT_ADDITION_MAX_DIGITS + 2];
+    int32_t *p;
+    size_t len;
+    int st = pt_addition_problem(prompt, sizeof prompt, answer, sizeof answer, digits, a, b, false);
+    if (st || (st = pt_tokenizer_encode(&p, &len, tok, prompt, strlen(prompt), PT_TOK_ADD_SPECIAL)))
+        return st;
+    if (len > cap)
+        st = pt__err(PT_ERANGE, "%s: the prompt of %s is %zu ids, more than cap = %zu", __func__, prompt, len, cap);
+    else
+        memcpy(ids, p, len * sizeof *ids);
+    pt_free(p);
+    if (!st)
+        *n = len;
+    return st;
+}
+
+int pt_addition_eval_options_init(pt_addition_eval_options *opts)
+{
+    PT_STRUCT_INIT_ZERO(opts);
+    opts->digits = 2;
+    return PT_OK;
+}
+
+/* Ids of a prompt at most (its bytes and a few special tokens). */
+#define PROMPT_CAP(digits) ((size_t)(2 * (digits) + 3 + 8))
+
+/* One pt_generate call: pairs [first, first + rows) completed into
+ * tokens/ntok (rows of M), prompts packed back to back into ids. */
+static int eval_batch(int32_t *tokens, int32_t *ntok, int32_t *ids, int32_t *lens, pt_generator *gen,
+                      const pt_tokenizer *tok, const int64_t *pairs, int64_t first, int rows,
+                      pt_generate_options *go, int digits)
+{
+    size_t used = 0;
+    for (int i = 0; i < rows; i++) {
+        size_t len;
+        int st = pt_addition_prompt_ids(ids + used, PROMPT_CAP(digits), &len, tok, digits, pairs[2 * (first + i)],
+                                        pairs[2 * (first + i) + 1]);
+        if (st)
+            return st;
+        lens[i] = (int32_t)len;
+        used += len;
+    }
+    go->stream_offset = (uint64_t)first; /* each pair draws from its own stream, whatever the batch */
+    return pt_generate(gen, ids, lens, rows, go, tokens, ntok, NULL, NULL);
+}
+
+int pt_addition_evaluate(int64_t *correct, int64_t *slipped, int32_t *tokens, int32_t *n_tokens, pt_generator *gen,
+                         const pt_tokenizer *tok, const int64_t *pairs, size_t n,
+                         const pt_addition_eval_options *opts)
+{
+    PT_CHECK_NULL(correct);
+    *correct = 0;
+    if (slipped)
+        *slipped = 0;
+    PT_CHECK_NULL(gen);
+    PT_CHECK_NULL(tok);
+    PT_CHECK_ARG(pairs || n == 0, pairs, "is NULL with n = %zu", n);
+    PT_CHECK_ARG(!tokens == !n_tokens, tokens, "and n_tokens must be both NULL or both given");
+    PT_CHECK_COUNT(n, (size_t)1 << 28, "pairs");
+    pt_addition_eval_options o;
+    int st = PT_STRUCT_READ(o, opts, pt_addition_eval_options_init);
+    if (st)
+        return st;
+    CHECK_DIGITS(o.digits);
+    PT_CHECK_ARG(o.batch >= 0 && o.batch <= gen->max_batch, opts->batch, "is not in 0 .. %d (got %d)",
+                 gen->max_batch, o.batch);
+    PT_CHECK_ARG(o.temperature >= 0, opts->temperature, "must be >= 0 (got %g)", o.temperature);
+    const int B = o.batch ? o.batch : gen->max_batch, M = o.digits + 2;
+    /* one block: the prompts, their lengths, the completions and their lengths */
+    int32_t *ids = malloc((size_t)B * (PROMPT_CAP(o.digits) + 2 + (size_t)M) * sizeof *ids);
+    if (!ids)
+        return pt__err(PT_ENOMEM, "%s: no memory for %d rows", __func__, B);
+    int32_t *lens = ids + (size_t)B * PROMPT_CAP(o.digits), *ntok = lens + B, *tok_rows = ntok + B;
+    pt_generate_options go;
+    pt_generate_options_init(&go);
+    go.max_new_tokens = M;
+    go.temperature = (float)o.temperature;
+    go.seed = o.seed;
+    int64_t right = 0, slips = 0;
+    for (int64_t first = 0; first < (int64_t)n && !st; first += B) {
+        const int rows = (int64_t)n - first < B ? (int)((int64_t)n - first) : B;
+        int32_t *t = tokens ? tokens + (size_t)first * M : tok_rows, *nt = tokens ? n_tokens + first : ntok;
+        if ((st = eval_batch(t, nt, ids, lens, gen, tok, pairs, first, rows, &go, o.digits)))
+            break;
+        for (int i = 0; i < rows && !st; i++) {
+            bool ok, sl;
+            st = pt_addition_score(&ok, &sl, tok, t + (size_t)i * M, (size_t)nt[i], o.digits,
+                                   pairs[2 * (first + i)], pairs[2 * (first + i) + 1]);
+            right += ok;
+            slips += sl;
+        }
+    }
+    free(ids);
+    if (!st) {
+        *correct = right;
+        if (slipped)
+            *slipped = slips;
+    }
     return st;
 }
