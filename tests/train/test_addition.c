@@ -1,6 +1,8 @@
 /* The built-in addition task (posttrain/addition.h) against hand answers and
  * an independent Python splitmix64 (the published constants): the held-out
- * rule, the held-out set and the teacher's draws of posttrain demo. */
+ * rule, the held-out set and the teacher's draws of posttrain demo; the
+ * evaluation on a hand-built bigram model whose every answer is "70" and
+ * EOS (so 3+4 and 0+7 are right, 8+9 is its slip, 2+2 is wrong). */
 #include "testutil.h"
 
 START_TEST(test_problem)
@@ -109,6 +111,107 @@ START_TEST(test_score)
 }
 END_TEST
 
+/* The byte id of character ch. */
+static int32_t byte_id(const pt_tokenizer *tok, char ch)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_ok(pt_tokenizer_encode(&ids, &n, tok, &ch, 1, 0));
+    ck_assert_uint_eq(n, 1);
+    int32_t id = ids[0];
+    pt_free(ids);
+    return id;
+}
+
+/* A llama whose layers add nothing (every projection 0) and whose
+ * embeddings are one-hot, so the next token is a function of the last one:
+ * '=' -> '7' -> '0' -> EOS, each by a logit margin of 40. */
+static pt_model *bigram_model(const pt_tokenizer *tok)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, pt_tokenizer_vocab_size(tok));
+    c.tie_word_embeddings = false;
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_create(&m, &c, 1));
+    const int H = c.hidden_size;
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        pt_tensor_info t;
+        pt_tensor_info_init(&t);
+        ck_assert_ok(pt_model_tensor_info(&t, m, i));
+        bool norm = strcmp(t.name, "model.norm.weight") == 0;
+        for (size_t k = 0; k < t.numel; k++)
+            t.data[k] = norm ? 1.0f : 0.0f;
+        if (!strcmp(t.name, "model.embed_tokens.weight")) {
+            const char *chars = "0123456789+=";
+            for (int k = 0; chars[k]; k++)
+                t.data[(size_t)byte_id(tok, chars[k]) * H + k] = 1.0f;
+            t.data[(size_t)pt_tokenizer_bos_id(tok) * H + 12] = 1.0f;
+        }
+        if (!strcmp(t.name, "lm_head.weight")) {
+            t.data[(size_t)byte_id(tok, '7') * H + 11] = 10.0f; /* '=' (basis 11) -> '7' */
+            t.data[(size_t)byte_id(tok, '0') * H + 7] = 10.0f;  /* '7' -> '0' */
+            t.data[(size_t)pt_tokenizer_eos_id(tok) * H + 0] = 10.0f; /* '0' -> EOS */
+        }
+    }
+    pt_model_weights_changed(m);
+    return m;
+}
+
+START_TEST(test_evaluate)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    int32_t ids[8];
+    size_t n = 0;
+    ck_assert_ok(pt_addition_prompt_ids(ids, 8, &n, tok, 1, 3, 4));
+    ck_assert_uint_eq(n, 5); /* BOS "3+4=" */
+    ck_assert_int_eq(ids[0], pt_tokenizer_bos_id(tok));
+    ck_assert_int_eq(ids[1], byte_id(tok, '3'));
+    ck_assert_int_eq(ids[4], byte_id(tok, '='));
+    ck_assert_status(pt_addition_prompt_ids(ids, 4, &n, tok, 1, 3, 4), PT_ERANGE, "cap");
+    ck_assert_uint_eq(n, 0);
+
+    pt_model *m = bigram_model(tok);
+    pt_generator *gen = NULL;
+    ck_assert_ok(pt_generator_create(&gen, m, 4, 16));
+    const int64_t pairs[8] = { 3, 4, 8, 9, 2, 2, 0, 7 };
+    const int32_t answer[3] = { byte_id(tok, '7'), byte_id(tok, '0'), pt_tokenizer_eos_id(tok) };
+    pt_addition_eval_options o;
+    ck_assert_ok(pt_addition_eval_options_init(&o));
+    o.digits = 1;
+    o.batch = 3; /* two calls: 3 pairs, then 1 */
+    for (int sampled = 0; sampled <= 1; sampled++) {
+        o.temperature = sampled ? 1.0 : 0.0;
+        o.seed = 5;
+        int64_t correct = -1, slipped = -1;
+        int32_t tokens[4 * 3], ntok[4];
+        ck_assert_ok(pt_addition_evaluate(&correct, &slipped, tokens, ntok, gen, tok, pairs, 4, &o));
+        ck_assert_int_eq(correct, 2);
+        ck_assert_int_eq(slipped, 1);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(ntok[i], 3);
+            for (int k = 0; k < 3; k++)
+                ck_assert_int_eq(tokens[3 * i + k], answer[k]);
+        }
+    }
+    int64_t correct = -1;
+    ck_assert_ok(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, pairs + 2, 3, NULL)); /* 2 digits */
+    ck_assert_int_eq(correct, 0); /* "70" is never a 2-digit answer (3 digits) */
+    int32_t tokens[12];
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, tokens, NULL, gen, tok, pairs, 4, &o), PT_EINVAL,
+                     "n_tokens");
+    o.batch = 5;
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, pairs, 4, &o), PT_EINVAL, "batch");
+    o.batch = 0;
+    o.digits = 0;
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, pairs, 4, &o), PT_EINVAL, "digits");
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, NULL, 4, NULL), PT_EINVAL, "pairs");
+    pt_generator_free(gen);
+    pt_model_free(m);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addition");
@@ -117,6 +220,7 @@ int main(void)
     tcase_add_test(tc, test_held_out);
     tcase_add_test(tc, test_teacher);
     tcase_add_test(tc, test_score);
+    tcase_add_test(tc, test_evaluate);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
