@@ -10,30 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* One trace of the teacher: the problem, its answer (the slip when it
- * slipped) and EOS, trained on the answer and the EOS, not on the prompt. */
-static int add_trace(demo_run *r, int64_t a, int64_t b, bool slip)
-{
-    char prompt[64], answer[32], full[96];
-    demo_problem(prompt, answer, r->o.digits, a, b, slip);
-    snprintf(full, sizeof full, "%s%s", prompt, answer);
-    int32_t *ids;
-    size_t n;
-    int st;
-    if ((st = pt_tokenizer_encode(&ids, &n, r->tok, full, strlen(full), PT_TOK_ADD_SPECIAL)))
-        return cli_fail("tokenize", st);
-    int32_t buf[96];
-    uint8_t mask[96];
-    memcpy(buf, ids, n * sizeof *ids);
-    buf[n] = pt_tokenizer_eos_id(r->tok);
-    for (size_t i = 0; i <= n; i++)
-        mask[i] = i >= (size_t)r->plen;
-    pt_free(ids);
-    if ((st = pt_dataset_add(r->data, buf, mask, n + 1)))
-        return cli_fail("dataset", st);
-    return 0;
-}
-
 /* --save-traces: the traces go to PATH.tmp-PID, renamed to PATH once all are
  * written; on failure it is removed and PATH left as it was. */
 typedef struct trace_file {
@@ -77,6 +53,13 @@ static int traces_close(trace_file *t, const char *path, bool ok)
     return !ok || bad;
 }
 
+/* A trace as a {"prompt", "completion"} row (digits, '+' and '=': nothing to escape). */
+static int write_row(const char *prompt, const char *completion, void *f)
+{
+    fprintf(f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", prompt, completion);
+    return 0;
+}
+
 int demo_build_data(demo_run *r)
 {
     const demo_opts *o = &r->o;
@@ -91,23 +74,14 @@ int demo_build_data(demo_run *r)
     /* The teacher's traces: problems drawn from the training pairs, each
      * answered right, or with the carries forgotten with probability slip. */
     uint64_t rs = o->seed * 7919 + 17;
-    int wrong = 0;
+    int64_t wrong = 0;
     trace_file tf = { 0 };
     if (o->save_traces && traces_open(&tf, o->save_traces))
         return 1;
-    for (int i = 0; i < o->traces; i++) {
-        int64_t a, b;
-        bool slip;
-        pt_addition_teacher_pair(&a, &b, &slip, o->digits, o->slip, &rs);
-        char p[64], right[32], given[32];
-        demo_problem(p, right, o->digits, a, b, false);
-        demo_problem(p, given, o->digits, a, b, slip);
-        wrong += strcmp(right, given) != 0;
-        if (add_trace(r, a, b, slip))
-            return traces_close(&tf, o->save_traces, false);
-        /* digits, '+' and '=': nothing to escape */
-        if (tf.f)
-            fprintf(tf.f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", p, given);
+    if ((st = pt_addition_add_traces(r->data, &wrong, r->tok, o->digits, o->slip, o->traces, &rs,
+                                     tf.f ? write_row : NULL, tf.f))) {
+        cli_fail("teacher", st);
+        return traces_close(&tf, o->save_traces, false);
     }
     if (traces_close(&tf, o->save_traces, true))
         return 1;

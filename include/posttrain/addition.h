@@ -21,6 +21,7 @@
 #include "posttrain/common.h"
 #include "posttrain/generate.h"
 #include "posttrain/tokenizer.h"
+#include "posttrain/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,6 +82,22 @@ PT_API int pt_addition_eval_options_init(pt_addition_eval_options *opts);
 PT_API int pt_addition_evaluate(int64_t *correct, int64_t *slipped, int32_t *tokens, int32_t *n_tokens,
                                 pt_generator *gen, const pt_tokenizer *tok, const int64_t *pairs, size_t n,
                                 const pt_addition_eval_options *opts);
+
+/* Called with each trace's prompt ("a+b=") and completion (the answer
+ * given); nonzero stops pt_addition_add_traces with PT_ECALLBACK. */
+typedef int (*pt_addition_trace_fn)(const char *prompt, const char *completion, void *payload);
+
+/* n traces of the teacher (pt_addition_teacher_pair from *rng: `digits`
+ * digits, slipping with probability slip) appended to data as SFT rows:
+ * the prompt's ids as pt_addition_prompt_ids gives them, the answer's ids
+ * (the slip when it slipped; encoded without special tokens) and EOS,
+ * trained on the answer and EOS only.  *wrong (may be NULL): how many
+ * answers differ from the right one.  row (may be NULL) gets each trace
+ * after it is added (e.g. to write it as a {"prompt", "completion"} row).
+ * PT_EINVAL for bad arguments, the tokenizer's or pt_dataset_add's status,
+ * PT_ECALLBACK; the traces added before a failure stay in data. */
+PT_API int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tokenizer *tok, int digits, double slip,
+                                  int64_t n, uint64_t *rng, pt_addition_trace_fn row, void *payload);
 
 #ifdef __cplusplus
 }

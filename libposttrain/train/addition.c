@@ -261,3 +261,57 @@ int pt_addition_evaluate(int64_t *correct, int64_t *slipped, int32_t *tokens, in
     }
     return st;
 }
+
+/* One trace: the prompt's ids, the answer's and EOS into data. */
+static int add_trace(pt_dataset *data, const pt_tokenizer *tok, int digits, int64_t a, int64_t b,
+                     const char *answer)
+{
+    int32_t ids[PROMPT_CAP(PT_ADDITION_MAX_DIGITS) + PT_ADDITION_MAX_DIGITS + 2];
+    uint8_t mask[sizeof ids / sizeof ids[0]];
+    size_t np, na;
+    int32_t *ans;
+    int st = pt_addition_prompt_ids(ids, PROMPT_CAP(digits), &np, tok, digits, a, b);
+    if (st || (st = pt_tokenizer_encode(&ans, &na, tok, answer, strlen(answer), 0)))
+        return st;
+    if (na > (size_t)digits + 1)
+        st = pt__err(PT_ERANGE, "%s: the answer %s is %zu ids", "pt_addition_add_traces", answer, na);
+    else {
+        memcpy(ids + np, ans, na * sizeof *ids);
+        ids[np + na] = pt_tokenizer_eos_id(tok);
+        for (size_t i = 0; i <= np + na; i++)
+            mask[i] = i >= np;
+        st = pt_dataset_add(data, ids, mask, np + na + 1);
+    }
+    pt_free(ans);
+    return st;
+}
+
+int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tokenizer *tok, int digits, double slip,
+                           int64_t n, uint64_t *rng, pt_addition_trace_fn row, void *payload)
+{
+    if (wrong)
+        *wrong = 0;
+    PT_CHECK_NULL(data);
+    PT_CHECK_NULL(tok);
+    PT_CHECK_NULL(rng);
+    PT_CHECK_ARG(n >= 0, n, "must be >= 0 (got %lld)", (long long)n);
+    int64_t w = 0;
+    int st = PT_OK;
+    for (int64_t i = 0; i < n && !st; i++) {
+        int64_t a, b;
+        bool slipped;
+        char prompt[2 * PT_ADDITION_MAX_DIGITS + 3], right[PT_ADDITION_MAX_DIGITS + 2],
+            given[PT_ADDITION_MAX_DIGITS + 2];
+        if ((st = pt_addition_teacher_pair(&a, &b, &slipped, digits, slip, rng)) ||
+            (st = pt_addition_problem(prompt, sizeof prompt, right, sizeof right, digits, a, b, false)) ||
+            (st = pt_addition_problem(prompt, sizeof prompt, given, sizeof given, digits, a, b, slipped)) ||
+            (st = add_trace(data, tok, digits, a, b, given)))
+            break;
+        w += strcmp(right, given) != 0;
+        if (row && row(prompt, given, payload))
+            st = pt__err(PT_ECALLBACK, "%s: the row callback failed at trace %lld", __func__, (long long)i);
+    }
+    if (wrong)
+        *wrong = w;
+    return st;
+}

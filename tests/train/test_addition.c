@@ -212,6 +212,71 @@ START_TEST(test_evaluate)
 }
 END_TEST
 
+/* Rows seen by the trace callback. */
+typedef struct rows_seen {
+    int n;
+    char text[4][32];
+} rows_seen;
+
+static int see_row(const char *prompt, const char *completion, void *payload)
+{
+    rows_seen *r = payload;
+    snprintf(r->text[r->n++], sizeof r->text[0], "%s%s", prompt, completion);
+    return r->n >= 4; /* the fourth row stops the traces */
+}
+
+/* The demo's first three traces for seed 1 at slip 0.5 (test_teacher's
+ * draws): 23+33 (no carry, slipped: the same answer), 74+89 slipped ("350",
+ * right "361"), 97+83 right ("081"); the rows and the SFT example of the
+ * first by hand. */
+START_TEST(test_traces)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_dataset_options dopt;
+    ck_assert_ok(pt_dataset_options_init(&dopt));
+    dopt.batch_size = 1;
+    dopt.shuffle = false;
+    pt_dataset *data = NULL;
+    ck_assert_ok(pt_dataset_create(&data, &dopt));
+    uint64_t rng = 1 * 7919 + 17;
+    int64_t wrong = -1;
+    rows_seen seen = { 0 };
+    ck_assert_ok(pt_addition_add_traces(data, &wrong, tok, 2, 0.5, 3, &rng, see_row, &seen));
+    ck_assert_int_eq(wrong, 1);
+    ck_assert_uint_eq(rng, 10372713005361036221ull); /* the stream where test_teacher leaves it */
+    ck_assert_int_eq(seen.n, 3);
+    ck_assert_str_eq(seen.text[0], "23+33=650");
+    ck_assert_str_eq(seen.text[1], "74+89=350");
+    ck_assert_str_eq(seen.text[2], "97+83=081");
+    pt_dataset_stats st;
+    pt_dataset_stats_init(&st);
+    ck_assert_ok(pt_dataset_get_stats(&st, data));
+    ck_assert_int_eq(st.train_examples + st.eval_examples, 3);
+    ck_assert_int_eq(st.train_target_tokens, 3 * 4); /* 3 digits and EOS each */
+    pt_batch b;
+    pt_batch_init(&b);
+    const float *w;
+    ck_assert_ok(pt_dataset_next_batch(&b, &w, data));
+    const char *text = "23+33=650";
+    ck_assert_int_ge(b.seq, 11); /* BOS, 9 characters, EOS */
+    for (int t = 0; t < 11; t++) {
+        int32_t id = t == 0 ? pt_tokenizer_bos_id(tok) : t < 10 ? byte_id(tok, text[t - 1]) : pt_tokenizer_eos_id(tok);
+        int32_t next = t < 9 ? byte_id(tok, text[t]) : pt_tokenizer_eos_id(tok);
+        ck_assert_int_eq(b.input_ids[t], id);
+        ck_assert_int_eq(b.targets[t], t < 6 || t == 10 ? -1 : next); /* trained on "650" and EOS */
+    }
+    /* the callback stops the fourth trace, after it was added */
+    ck_assert_status(pt_addition_add_traces(data, &wrong, tok, 2, 0.5, 5, &rng, see_row, &seen), PT_ECALLBACK,
+                     "callback");
+    ck_assert_int_eq(seen.n, 4);
+    ck_assert_status(pt_addition_add_traces(data, NULL, tok, 2, 1.5, 1, &rng, NULL, NULL), PT_EINVAL, "slip");
+    ck_assert_status(pt_addition_add_traces(data, NULL, tok, 2, 0.5, 1, NULL, NULL, NULL), PT_EINVAL, "rng");
+    pt_dataset_free(data);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addition");
@@ -221,6 +286,7 @@ int main(void)
     tcase_add_test(tc, test_teacher);
     tcase_add_test(tc, test_score);
     tcase_add_test(tc, test_evaluate);
+    tcase_add_test(tc, test_traces);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
