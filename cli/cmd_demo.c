@@ -132,14 +132,11 @@ static int build_model(demo_run *r)
         return cli_fail("model", st);
     if (o->bf16 && cli_set_bf16("demo", r->model, PT_BF16_ON))
         return 1;
-    r->vocab = cfg.vocab_size;
     r->plen = 1 + 2 * o->digits + 2;
     r->alen = o->digits + 1;
-    uint64_t nparams = 0;
-    nparams = pt_model_param_count(r->model);
     printf("  model: %s, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n",
            pt_arch_name(cfg.arch), o->layers, o->hidden, cfg.num_attention_heads, cfg.vocab_size,
-           (double)nparams / 1e6);
+           (double)pt_model_param_count(r->model) / 1e6);
     char prompt[64], answer[32];
     demo_problem(prompt, answer, o->digits, 59 % r_range(o->digits), 96 % r_range(o->digits), false);
     printf("  task: \"%s\" -> \"%s\" and EOS (the sum's digits least significant first)\n", prompt, answer);
@@ -152,11 +149,10 @@ static int setup(demo_run *r)
 {
     const demo_opts *o = &r->o;
     const int seq = r->plen + r->alen + 1;
-    int n = o->prompts * o->group;
-    r->gen_rows = n > 256 ? n : 256;
+    const int n = o->prompts * o->group, rows = n > 256 ? n : 256;
     int st;
     if ((st = pt_context_create(&r->ctx, r->model, o->batch, seq)) ||
-        (st = pt_generator_create(&r->gen, r->model, r->gen_rows, seq)) ||
+        (st = pt_generator_create(&r->gen, r->model, rows, seq)) ||
         (st = pt_context_set_num_threads(r->ctx, o->threads)) ||
         (st = pt_generator_set_num_threads(r->gen, o->threads)))
         return cli_fail("setup", st);

@@ -31,7 +31,6 @@ typedef struct demo_opts {
  * teacher's slip (the carries forgotten) where that differs from the right one. */
 typedef struct demo_score {
     double correct, slipped;
-    int n;
     char shown[512];    /* a few problems with a carry and the answers given */
 } demo_score;
 
@@ -44,7 +43,7 @@ typedef struct demo_run {
     pt_generator *gen;
     pt_dataset *data;
     int64_t (*eval_pairs)[2];
-    int n_eval, n_train, vocab, gen_rows;
+    int n_eval, n_train;
     int plen, alen;         /* prompt tokens (with BOS), answer digits */
     double teacher_wrong;   /* fraction of the SFT traces whose answer is wrong */
 } demo_run;

@@ -1,53 +1,14 @@
 /* posttrain demo: GRPO after the SFT warm-up.  Each step samples --group
- * answers to each of --prompts training problems (pt_generate, seeded), the
- * verifiable reward scores them (1 for the exact answer followed by EOS,
- * else 0), and pt_grpo_step makes one update from the group advantages. */
+ * answers to each of --prompts training problems, scored by the verifiable
+ * reward (1 for the exact answer followed by EOS, else 0:
+ * pt_addition_rollouts), and pt_grpo_step makes one update from the group
+ * advantages. */
 #include "cmd_demo.h"
 
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* The arrays of a step, in one allocation (block). */
-typedef struct grpo_mem {
-    int32_t *prompts, *lens, *tokens, *ntok, *fin, *ids;
-    float *lps;
-    void *block;
-} grpo_mem;
-
-/* The step's N completions scored (1 for the right answer) into buf. */
-static int fill_buffer(pt_rollout_buffer *buf, demo_run *r, grpo_mem *m, int64_t (*pairs)[2], int N, int M)
-{
-    const int G = r->o.group;
-    for (int i = 0; i < N; i++) {
-        const int32_t *t = m->tokens + (size_t)i * M;
-        bool ok; /* a completion that does not decode is wrong */
-        (void)pt_addition_score(&ok, NULL, r->tok, t, (size_t)m->ntok[i], r->o.digits, pairs[i / G][0],
-                                pairs[i / G][1]);
-        float reward = ok ? 1.0f : 0.0f;
-        memcpy(m->ids, m->prompts + (size_t)i * r->plen, (size_t)r->plen * sizeof *m->ids);
-        memcpy(m->ids + r->plen, t, (size_t)m->ntok[i] * sizeof *m->ids);
-        pt_rollout_sample s;
-        pt_rollout_sample_init(&s);
-        s.ids = m->ids;
-        s.n_ids = r->plen + m->ntok[i];
-        s.prompt_len = r->plen;
-        /* pt_generate's are the sampler's; pi_old, the trainer's, is
-         * recorded by the step (docs/grpo.md) */
-        s.sampling_logprobs = m->lps + (size_t)i * M;
-        s.group = i / G;
-        s.rewards = &reward;
-        s.truncated = m->fin[i] == PT_FINISH_LENGTH;
-        int st = pt_rollout_buffer_add(buf, &s);
-        if (st)
-            return st;
-    }
-    return PT_OK;
-}
 
 /* The GRPO phase's objects and options. */
 typedef struct grpo_loop {
-    grpo_mem m;
     pt_rollout_buffer *buf;
     pt_optimizer *opt;
     pt_model *ref;
@@ -59,7 +20,6 @@ typedef struct grpo_loop {
 
 static void loop_free(grpo_loop *l)
 {
-    free(l->m.block);
     pt_context_free(l->ref_ctx);
     pt_model_free(l->ref);
     pt_optimizer_free(l->opt);
@@ -86,26 +46,12 @@ static void loop_options(grpo_loop *l, const demo_opts *o, int M)
     l->gen.temperature = (float)o->temperature;
 }
 
-/* Memory for N completions of up to M tokens, the buffer, the optimizer and
- * (beta > 0) the frozen reference; 0, or 1 with the failure reported. */
+/* The buffer, the optimizer and (beta > 0) the frozen reference for N
+ * completions of up to M tokens; 0, or 1 with the failure reported. */
 static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
 {
     const demo_opts *o = &r->o;
-    grpo_mem *m = &l->m;
-    const size_t NM = (size_t)N * (size_t)M;
-    const size_t n32 = (size_t)N * (size_t)r->plen + 3 * (size_t)N + NM + (size_t)(r->plen + M);
-    int st = PT_ENOMEM;
-    if (!(m->block = malloc(n32 * sizeof(int32_t) + NM * sizeof(float)))) {
-        cli_fail("grpo", st);
-        return 1;
-    }
-    m->prompts = m->block;
-    m->lens = m->prompts + (size_t)N * (size_t)r->plen;
-    m->ntok = m->lens + N;
-    m->fin = m->ntok + N;
-    m->tokens = m->fin + N;
-    m->ids = m->tokens + NM;
-    m->lps = (float *)(m->ids + r->plen + M);
+    int st;
     if ((st = pt_rollout_buffer_create(&l->buf, NULL))) {
         cli_fail("rollout buffer", st);
         return 1;
@@ -134,30 +80,13 @@ static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
 static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uint64_t *rng)
 {
     const demo_opts *o = &r->o;
-    const int P = o->prompts, G = o->group, N = P * G, M = r->alen + 1;
-    grpo_mem *m = &l->m;
     int64_t pairs[256][2];
     int st;
-    for (int p = 0; p < P; p++) {
+    for (int p = 0; p < o->prompts; p++)
         pt_addition_train_pair(&pairs[p][0], &pairs[p][1], o->digits, rng);
-        for (int g = 0; g < G; g++) {
-            int i = p * G + g;
-            m->lens[i] = r->plen;
-            size_t n;
-            if ((st = pt_addition_prompt_ids(m->prompts + (size_t)i * r->plen, (size_t)r->plen, &n, r->tok, o->digits,
-                                             pairs[p][0], pairs[p][1]))) {
-                cli_fail("tokenize", st);
-                return 1;
-            }
-        }
-    }
     l->gen.seed = o->seed * 1000003u + (uint64_t)step;
-    if ((st = pt_generate(r->gen, m->prompts, m->lens, N, &l->gen, m->tokens, m->ntok, m->fin, m->lps))) {
-        cli_fail("generate", st);
-        return 1;
-    }
-    if ((st = fill_buffer(l->buf, r, m, pairs, N, M))) {
-        cli_fail("rollout buffer", st);
+    if ((st = pt_addition_rollouts(l->buf, r->gen, r->tok, pairs[0], o->prompts, o->group, o->digits, &l->gen))) {
+        cli_fail("rollouts", st);
         return 1;
     }
     if (l->ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(l->buf, l->ref_ctx, PT_ROLLOUT_REF, &l->lo))) {

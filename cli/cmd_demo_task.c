@@ -146,7 +146,6 @@ int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed,
     if (!st && show)
         show_answers(s, r, tokens, show);
     free(tokens);
-    s->n = r->n_eval;
     s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
     s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;
     return st;

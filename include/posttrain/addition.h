@@ -20,6 +20,7 @@
 
 #include "posttrain/common.h"
 #include "posttrain/generate.h"
+#include "posttrain/grpo.h"
 #include "posttrain/tokenizer.h"
 #include "posttrain/train.h"
 
@@ -98,6 +99,18 @@ typedef int (*pt_addition_trace_fn)(const char *prompt, const char *completion, 
  * PT_ECALLBACK; the traces added before a failure stay in data. */
 PT_API int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tokenizer *tok, int digits, double slip,
                                   int64_t n, uint64_t *rng, pt_addition_trace_fn row, void *payload);
+
+/* A GRPO step's rollouts on addition: `group` completions of each of the
+ * n pairs (pairs[2 * p], pairs[2 * p + 1]), sampled with gen in one
+ * pt_generate call of n * group rows (room for them, each the prompt and
+ * opts->max_new_tokens; digits + 2 holds the answer and EOS) at opts (NULL:
+ * the defaults), added to buf as group p: reward 1 for exactly the answer
+ * and EOS (pt_addition_score), else 0; the sampler's log-probabilities as
+ * sampling_logprobs; truncated when the length limit ended it.  PT_EINVAL
+ * for bad arguments, the tokenizer's, pt_generate's or the buffer's status
+ * (samples added before a failure stay in buf). */
+PT_API int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tokenizer *tok,
+                                const int64_t *pairs, int n, int group, int digits, const pt_generate_options *opts);
 
 #ifdef __cplusplus
 }

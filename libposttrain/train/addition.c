@@ -315,3 +315,67 @@ int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tokenizer 
         *wrong = w;
     return st;
 }
+
+/* Rollout sample i (of pair i / group, its prompt at prompt) scored and
+ * added to buf; ids: room for the prompt and M tokens. */
+static int add_rollout(pt_rollout_buffer *buf, const pt_tokenizer *tok, int32_t *ids, const int32_t *prompt, int plen,
+                       const int32_t *tokens, int ntok, const float *lps, int fin, int64_t group, int digits,
+                       const int64_t *pair)
+{
+    bool ok; /* a completion that does not decode is wrong */
+    (void)pt_addition_score(&ok, NULL, tok, tokens, (size_t)ntok, digits, pair[0], pair[1]);
+    float reward = ok ? 1.0f : 0.0f;
+    memcpy(ids, prompt, (size_t)plen * sizeof *ids);
+    memcpy(ids + plen, tokens, (size_t)ntok * sizeof *ids);
+    pt_rollout_sample s;
+    pt_rollout_sample_init(&s);
+    s.ids = ids;
+    s.n_ids = plen + ntok;
+    s.prompt_len = plen;
+    /* pt_generate's are the sampler's; pi_old, the trainer's, is recorded
+     * by the step (docs/grpo.md) */
+    s.sampling_logprobs = lps;
+    s.group = group;
+    s.rewards = &reward;
+    s.truncated = fin == PT_FINISH_LENGTH;
+    return pt_rollout_buffer_add(buf, &s);
+}
+
+int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tokenizer *tok, const int64_t *pairs,
+                         int n, int group, int digits, const pt_generate_options *opts)
+{
+    PT_CHECK_NULL(buf);
+    PT_CHECK_NULL(gen);
+    PT_CHECK_NULL(tok);
+    PT_CHECK_NULL(pairs);
+    CHECK_DIGITS(digits);
+    PT_CHECK_ARG(n >= 1 && group >= 1 && (int64_t)n * group <= gen->max_batch, n,
+                 "* group must be in 1 .. %d, the generator's room (got %d * %d)", gen->max_batch, n, group);
+    pt_generate_options go;
+    int st = PT_STRUCT_READ(go, opts, pt_generate_options_init);
+    if (st)
+        return st;
+    PT_CHECK_ARG(go.max_new_tokens >= 1, opts->max_new_tokens, "must be >= 1 (got %d)", go.max_new_tokens);
+    const size_t N = (size_t)n * (size_t)group, M = (size_t)go.max_new_tokens, P = PROMPT_CAP(digits);
+    /* one block: the prompts, their lengths, the completions, their lengths
+     * and finish reasons, a sample's ids, then the log-probabilities */
+    int32_t *prompts = malloc((N * (P + 3 + M) + P + M) * sizeof(int32_t) + N * M * sizeof(float));
+    if (!prompts)
+        return pt__err(PT_ENOMEM, "%s: no memory for %zu rollouts", __func__, N);
+    int32_t *lens = prompts + N * P, *ntok = lens + N, *fin = ntok + N, *tokens = fin + N, *ids = tokens + N * M;
+    float *lps = (float *)(ids + P + M);
+    size_t used = 0, len = 0;
+    for (size_t i = 0; i < N && !st; i++, used += len) {
+        st = pt_addition_prompt_ids(prompts + used, P, &len, tok, digits, pairs[2 * (i / (size_t)group)],
+                                    pairs[2 * (i / (size_t)group) + 1]);
+        lens[i] = (int32_t)len;
+    }
+    if (!st)
+        st = pt_generate(gen, prompts, lens, (int)N, &go, tokens, ntok, fin, lps);
+    used = 0;
+    for (size_t i = 0; i < N && !st; used += (size_t)lens[i++])
+        st = add_rollout(buf, tok, ids, prompts + used, lens[i], tokens + i * M, ntok[i], lps + i * M, fin[i],
+                         (int64_t)(i / (size_t)group), digits, pairs + 2 * (i / (size_t)group));
+    free(prompts);
+    return st;
+}

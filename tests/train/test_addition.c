@@ -277,6 +277,44 @@ START_TEST(test_traces)
 }
 END_TEST
 
+/* Rollouts on the bigram model: every completion is "70" and EOS (reward 1
+ * for 3+4, 0 for 2+2); two tokens cut it before the EOS (reward 0). */
+START_TEST(test_rollouts)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_model *m = bigram_model(tok);
+    pt_generator *gen = NULL;
+    ck_assert_ok(pt_generator_create(&gen, m, 4, 16));
+    pt_rollout_buffer *buf = NULL;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    const int64_t pairs[4] = { 3, 4, 2, 2 };
+    pt_generate_options go;
+    ck_assert_ok(pt_generate_options_init(&go));
+    go.max_new_tokens = 3;
+    go.seed = 9;
+    for (int cut = 0; cut <= 1; cut++) {
+        go.max_new_tokens = cut ? 2 : 3;
+        ck_assert_ok(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 1, &go));
+        ck_assert_int_eq(pt_rollout_buffer_size(buf), 4);
+        for (int i = 0; i < 4; i++) {
+            float r = -1;
+            ck_assert_ok(pt_rollout_buffer_get_reward(&r, buf, i, 0));
+            ck_assert_msg(r == (!cut && i < 2 ? 1.0f : 0.0f), "cut %d sample %d: reward %g", cut, i, r);
+        }
+        ck_assert_ok(pt_rollout_buffer_clear(buf));
+    }
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 3, 1, &go), PT_EINVAL, "room");
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 0, &go), PT_EINVAL, "digits");
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, NULL, 2, 2, 1, &go), PT_EINVAL, "pairs");
+    ck_assert_int_eq(pt_rollout_buffer_size(buf), 0);
+    pt_rollout_buffer_free(buf);
+    pt_generator_free(gen);
+    pt_model_free(m);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addition");
@@ -287,6 +325,7 @@ int main(void)
     tcase_add_test(tc, test_score);
     tcase_add_test(tc, test_evaluate);
     tcase_add_test(tc, test_traces);
+    tcase_add_test(tc, test_rollouts);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
