@@ -443,24 +443,18 @@ static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
 {
     const demo_opts *o = &r->o;
     int st;
-    if ((st = pt_rollout_buffer_create(&l->buf, NULL))) {
-        cli_fail("rollout buffer", st);
-        return 1;
-    }
+    if ((st = pt_rollout_buffer_create(&l->buf, NULL)))
+        return cli_fail("rollout buffer", st);
     pt_optimizer_options oo;
     pt_optimizer_options_init(&oo);
     oo.lr = o->grpo_lr;
-    if ((st = pt_optimizer_create(&l->opt, r->model, &oo))) {
-        cli_fail("optimizer", st);
-        return 1;
-    }
+    if ((st = pt_optimizer_create(&l->opt, r->model, &oo)))
+        return cli_fail("optimizer", st);
     /* the reference: a frozen copy of the model (with --bf16 frozen in BF16 too) */
     if (o->beta > 0 && ((st = pt_model_clone(&l->ref, r->model)) ||
                         (o->bf16 && (st = pt_model_set_bf16(l->ref, PT_BF16_FROZEN))) ||
-                        (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M)))) {
-        cli_fail("reference model", st);
-        return 1;
-    }
+                        (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M))))
+        return cli_fail("reference model", st);
     loop_options(l, o, M);
     return 0;
 }
@@ -476,19 +470,13 @@ static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uin
     for (int p = 0; p < o->prompts; p++)
         pt_addition_train_pair(&pairs[p][0], &pairs[p][1], o->digits, rng);
     l->gen.seed = o->seed * 1000003u + (uint64_t)step;
-    if ((st = pt_addition_rollouts(l->buf, r->gen, r->tok, pairs[0], o->prompts, o->group, o->digits, &l->gen))) {
-        cli_fail("rollouts", st);
-        return 1;
-    }
-    if (l->ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(l->buf, l->ref_ctx, PT_ROLLOUT_REF, &l->lo))) {
-        cli_fail("reference", st);
-        return 1;
-    }
+    if ((st = pt_addition_rollouts(l->buf, r->gen, r->tok, pairs[0], o->prompts, o->group, o->digits, &l->gen)))
+        return cli_fail("rollouts", st);
+    if (l->ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(l->buf, l->ref_ctx, PT_ROLLOUT_REF, &l->lo)))
+        return cli_fail("reference", st);
     pt_grpo_stats_init(gs);
-    if ((st = pt_grpo_step(gs, l->opt, r->ctx, l->buf, &l->go))) {
-        cli_fail("grpo step", st);
-        return 1;
-    }
+    if ((st = pt_grpo_step(gs, l->opt, r->ctx, l->buf, &l->go)))
+        return cli_fail("grpo step", st);
     pt_rollout_buffer_clear(l->buf);
     return 0;
 }
@@ -524,8 +512,7 @@ static int demo_grpo(demo_run *r)
                 demo_score g;
                 int st = demo_evaluate(&g, r, 0, 0, 0);
                 if (st) {
-                    cli_fail("evaluate", st);
-                    rc = 1;
+                    rc = cli_fail("evaluate", st);
                     break;
                 }
                 printf("  held-out greedy %.1f%% (slipped %.1f%%)", 100 * g.correct, 100 * g.slipped);
