@@ -355,7 +355,8 @@ int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tok
     int st = PT_STRUCT_READ(go, opts, pt_generate_options_init);
     if (st)
         return st;
-    PT_CHECK_ARG(go.max_new_tokens >= 1, opts->max_new_tokens, "must be >= 1 (got %d)", go.max_new_tokens);
+    PT_CHECK_ARG(go.max_new_tokens >= 1 && go.max_new_tokens < gen->max_seq, opts->max_new_tokens,
+                 "must be in 1 .. %d, below the generator's max_seq (got %d)", gen->max_seq - 1, go.max_new_tokens);
     const size_t N = (size_t)n * (size_t)group, M = (size_t)go.max_new_tokens, P = PROMPT_CAP(digits);
     /* one block: the prompts, their lengths, the completions, their lengths
      * and finish reasons, a sample's ids, then the log-probabilities */

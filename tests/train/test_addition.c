@@ -307,6 +307,8 @@ START_TEST(test_rollouts)
     ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 3, 1, &go), PT_EINVAL, "room");
     ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 0, &go), PT_EINVAL, "digits");
     ck_assert_status(pt_addition_rollouts(buf, gen, tok, NULL, 2, 2, 1, &go), PT_EINVAL, "pairs");
+    go.max_new_tokens = 16;
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 1, &go), PT_EINVAL, "max_seq");
     ck_assert_int_eq(pt_rollout_buffer_size(buf), 0);
     pt_rollout_buffer_free(buf);
     pt_generator_free(gen);
