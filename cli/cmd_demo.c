@@ -6,14 +6,67 @@
  * fraction of its traces (so imitation inherits the slip), then by GRPO with
  * a verifiable reward (the exact answer), which takes it past the teacher.
  * Held-out accuracy (greedy decoding, problems never trained on) is measured
- * before training, after SFT and after GRPO. */
-#include "cmd_demo.h"
+ * before training, after SFT and after GRPO.  The task, the teacher's
+ * traces, the rollouts and the evaluation are the library's
+ * (posttrain/addition.h): this is their host. */
+#include "cli.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+typedef struct demo_opts {
+    /* task and model */
+    int digits, hidden, layers, heads, tied, threads;
+    uint64_t seed;
+    /* the teacher and SFT */
+    double slip;        /* probability that the teacher forgets the carries on a trace */
+    int traces, steps, batch;
+    double lr;
+    const char *save_traces; /* the traces as JSONL, or NULL */
+    /* GRPO */
+    int grpo_steps, prompts, group, loss_type, scale, eval_every;
+    bool drop_zero_std, bf16;
+    double grpo_lr, beta, temperature;
+    /* evaluation */
+    int eval_n;
+    double eval_temperature;
+} demo_opts;
+
+/* Accuracy on the held-out problems, and how often the answer was the
+ * teacher's slip (the carries forgotten) where that differs from the right one. */
+typedef struct demo_score {
+    double correct, slipped;
+    char shown[512];    /* a few problems with a carry and the answers given */
+} demo_score;
+
+/* Everything the demo holds; demo_free releases it. */
+typedef struct demo_run {
+    demo_opts o;
+    pt_tokenizer *tok;
+    pt_model *model;
+    pt_context *ctx;
+    pt_generator *gen;
+    pt_dataset *data;
+    int64_t (*eval_pairs)[2];
+    int n_eval, n_train;
+    int plen, alen;         /* prompt tokens (with BOS), answer digits */
+    double teacher_wrong;   /* fraction of the SFT traces whose answer is wrong */
+} demo_run;
+
+/* "a+b=" and the answer (the slip with slip) into prompt[64] and answer[32]
+ * (pt_addition_problem: the operands are in range). */
+static void demo_problem(char *prompt, char *answer, int digits, int64_t a, int64_t b, bool slip)
+{
+    (void)pt_addition_problem(prompt, 64, answer, 32, digits, a, b, slip);
+}
 
 typedef demo_opts cli_args; /* CLI_ARG's */
 static const cli_opt k_demo_opts[] = {
@@ -132,18 +185,159 @@ static int build_model(demo_run *r)
         return cli_fail("model", st);
     if (o->bf16 && cli_set_bf16("demo", r->model, PT_BF16_ON))
         return 1;
-    r->vocab = cfg.vocab_size;
     r->plen = 1 + 2 * o->digits + 2;
     r->alen = o->digits + 1;
-    uint64_t nparams = 0;
-    nparams = pt_model_param_count(r->model);
     printf("  model: %s, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n",
            pt_arch_name(cfg.arch), o->layers, o->hidden, cfg.num_attention_heads, cfg.vocab_size,
-           (double)nparams / 1e6);
+           (double)pt_model_param_count(r->model) / 1e6);
     char prompt[64], answer[32];
     demo_problem(prompt, answer, o->digits, 59 % r_range(o->digits), 96 % r_range(o->digits), false);
     printf("  task: \"%s\" -> \"%s\" and EOS (the sum's digits least significant first)\n", prompt, answer);
     return 0;
+}
+
+/* --save-traces: the traces go to PATH.tmp-PID, renamed to PATH once all are
+ * written; on failure it is removed and PATH left as it was. */
+typedef struct trace_file {
+    FILE *f;
+    char tmp[PATH_MAX];
+} trace_file;
+
+static int traces_open(trace_file *t, const char *path)
+{
+    if ((size_t)snprintf(t->tmp, sizeof t->tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof t->tmp) {
+        fprintf(stderr, "posttrain demo: cannot write %s: the path is too long\n", path);
+        return 1;
+    }
+    if (!(t->f = fopen(t->tmp, "w"))) {
+        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Close, then rename over path when ok (else remove); 0, or 1 after the message. */
+static int traces_close(trace_file *t, const char *path, bool ok)
+{
+    if (!t->f)
+        return !ok;
+    bool bad = ferror(t->f) != 0;
+    int err = errno;
+    if (fclose(t->f) != 0 && !bad) {
+        bad = true;
+        err = errno;
+    }
+    t->f = NULL;
+    if (ok && !bad && rename(t->tmp, path) != 0) {
+        bad = true;
+        err = errno;
+    }
+    if (ok && bad)
+        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(err ? err : EIO));
+    if (!ok || bad)
+        unlink(t->tmp);
+    return !ok || bad;
+}
+
+/* A trace as a {"prompt", "completion"} row (digits, '+' and '=': nothing to escape). */
+static int write_row(const char *prompt, const char *completion, void *f)
+{
+    fprintf(f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", prompt, completion);
+    return 0;
+}
+
+/* The SFT traces of the teacher, and the held-out problems. */
+static int demo_build_data(demo_run *r)
+{
+    const demo_opts *o = &r->o;
+    pt_dataset_options dopt;
+    pt_dataset_options_init(&dopt);
+    dopt.max_length = 64;
+    dopt.batch_size = o->batch;
+    dopt.seed = o->seed;
+    int st;
+    if ((st = pt_dataset_create(&r->data, &dopt)))
+        return cli_fail("dataset", st);
+    /* The teacher's traces: problems drawn from the training pairs, each
+     * answered right, or with the carries forgotten with probability slip. */
+    uint64_t rs = o->seed * 7919 + 17;
+    int64_t wrong = 0;
+    trace_file tf = { 0 };
+    if (o->save_traces && traces_open(&tf, o->save_traces))
+        return 1;
+    if ((st = pt_addition_add_traces(r->data, &wrong, r->tok, o->digits, o->slip, o->traces, &rs,
+                                     tf.f ? write_row : NULL, tf.f))) {
+        cli_fail("teacher", st);
+        return traces_close(&tf, o->save_traces, false);
+    }
+    if (traces_close(&tf, o->save_traces, true))
+        return 1;
+    r->n_train = o->traces;
+    r->teacher_wrong = o->traces ? (double)wrong / o->traces : 0;
+    /* The held-out problems: the same for every seed (a fixed stream), distinct. */
+    size_t n = 0;
+    if (!(r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs)))
+        return cli_fail("data", PT_ENOMEM);
+    if ((st = pt_addition_held_out_pairs(r->eval_pairs[0], &n, (size_t)o->eval_n, o->digits)))
+        return cli_fail("data", st);
+    r->n_eval = (int)n;
+    return 0;
+}
+
+/* The first `show` problems with a carry and the answers given (tokens:
+ * n_eval rows of M, then their lengths) into s->shown. */
+static void show_answers(demo_score *s, const demo_run *r, const int32_t *tokens, int show)
+{
+    const int M = r->alen + 1;
+    const int32_t *ntok = tokens + (size_t)r->n_eval * M;
+    size_t used = 0;
+    for (int i = 0, shown = 0; i < r->n_eval && shown < show; i++) {
+        char prompt[64], right[32], slip[32], *text = NULL;
+        int64_t a = r->eval_pairs[i][0], b = r->eval_pairs[i][1];
+        demo_problem(prompt, right, r->o.digits, a, b, false);
+        demo_problem(prompt, slip, r->o.digits, a, b, true);
+        if (!strcmp(right, slip))
+            continue;
+        bool ok, sl;
+        size_t len;
+        const int32_t *t = tokens + (size_t)i * M;
+        (void)pt_addition_score(&ok, &sl, r->tok, t, (size_t)ntok[i], r->o.digits, a, b);
+        if (pt_tokenizer_decode(&text, &len, r->tok, t, (size_t)ntok[i], PT_TOK_SKIP_SPECIAL) == PT_OK) {
+            int w = snprintf(s->shown + used, sizeof s->shown - used, "    %s%-*s %s%s%s\n", prompt, r->alen, text,
+                             ok ? "right" : sl ? "wrong: the carries forgotten" : "wrong", ok ? "" : ", right: ",
+                             ok ? "" : right);
+            if (w > 0 && (size_t)w < sizeof s->shown - used)
+                used += (size_t)w;
+        }
+        pt_free(text);
+        shown++;
+    }
+}
+
+/* Held-out accuracy, greedy (temperature 0) or sampled (seeded); the
+ * first `show` problems with a carry are written into s->shown. */
+static int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_t seed, int show)
+{
+    /* with `show`, the completions and their lengths */
+    int32_t *tokens = show ? malloc((size_t)r->n_eval * (size_t)(r->alen + 2) * sizeof *tokens) : NULL;
+    if (show && !tokens)
+        return PT_ENOMEM;
+    pt_addition_eval_options eo;
+    pt_addition_eval_options_init(&eo);
+    eo.digits = r->o.digits;
+    eo.temperature = temperature;
+    eo.seed = seed;
+    int64_t correct, slipped;
+    int32_t *ntok = tokens ? tokens + (size_t)r->n_eval * (size_t)(r->alen + 1) : NULL;
+    int st = pt_addition_evaluate(&correct, &slipped, tokens, ntok, r->gen, r->tok, r->eval_pairs[0],
+                                  (size_t)r->n_eval, &eo);
+    s->shown[0] = '\0';
+    if (!st && show)
+        show_answers(s, r, tokens, show);
+    free(tokens);
+    s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
+    s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;
+    return st;
 }
 
 /* The SFT context (also GRPO's) and the generator of evaluation and
@@ -152,11 +346,10 @@ static int setup(demo_run *r)
 {
     const demo_opts *o = &r->o;
     const int seq = r->plen + r->alen + 1;
-    int n = o->prompts * o->group;
-    r->gen_rows = n > 256 ? n : 256;
+    const int n = o->prompts * o->group, rows = n > 256 ? n : 256;
     int st;
     if ((st = pt_context_create(&r->ctx, r->model, o->batch, seq)) ||
-        (st = pt_generator_create(&r->gen, r->model, r->gen_rows, seq)) ||
+        (st = pt_generator_create(&r->gen, r->model, rows, seq)) ||
         (st = pt_context_set_num_threads(r->ctx, o->threads)) ||
         (st = pt_generator_set_num_threads(r->gen, o->threads)))
         return cli_fail("setup", st);
@@ -203,6 +396,133 @@ static int sft(demo_run *r)
     }
     pt_optimizer_free(opt);
     return 0;
+}
+
+/* The GRPO phase's objects and options. */
+typedef struct grpo_loop {
+    pt_rollout_buffer *buf;
+    pt_optimizer *opt;
+    pt_model *ref;
+    pt_context *ref_ctx;
+    pt_grpo_options go;
+    pt_rollout_logprobs_options lo;
+    pt_generate_options gen;
+} grpo_loop;
+
+static void loop_free(grpo_loop *l)
+{
+    pt_context_free(l->ref_ctx);
+    pt_model_free(l->ref);
+    pt_optimizer_free(l->opt);
+    pt_rollout_buffer_free(l->buf);
+}
+
+/* The step's options from the demo's: GRPO, the reference's log-probs and
+ * sampling (M: the most tokens of a completion). */
+static void loop_options(grpo_loop *l, const demo_opts *o, int M)
+{
+    pt_grpo_options_init(&l->go);
+    l->go.loss_type = o->loss_type;
+    if (l->go.loss_type == PT_GRPO_LOSS_VESPO) /* TRL's rule: vespo takes a per-token correction */
+        l->go.importance_sampling_correction = PT_GRPO_IS_TOKEN_MASK;
+    l->go.scale_rewards = o->scale;
+    l->go.beta = o->beta;
+    l->go.max_completion_length = M;
+    l->go.drop_zero_std_groups = o->drop_zero_std;
+    l->go.temperature = o->temperature; /* the step scores at the sampling temperature */
+    pt_rollout_logprobs_options_init(&l->lo);
+    l->lo.temperature = o->temperature;
+    pt_generate_options_init(&l->gen);
+    l->gen.max_new_tokens = M;
+    l->gen.temperature = (float)o->temperature;
+}
+
+/* The buffer, the optimizer and (beta > 0) the frozen reference for N
+ * completions of up to M tokens; 0, or 1 with the failure reported. */
+static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
+{
+    const demo_opts *o = &r->o;
+    int st;
+    if ((st = pt_rollout_buffer_create(&l->buf, NULL)))
+        return cli_fail("rollout buffer", st);
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    oo.lr = o->grpo_lr;
+    if ((st = pt_optimizer_create(&l->opt, r->model, &oo)))
+        return cli_fail("optimizer", st);
+    /* the reference: a frozen copy of the model (with --bf16 frozen in BF16 too) */
+    if (o->beta > 0 && ((st = pt_model_clone(&l->ref, r->model)) ||
+                        (o->bf16 && (st = pt_model_set_bf16(l->ref, PT_BF16_FROZEN))) ||
+                        (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M))))
+        return cli_fail("reference model", st);
+    loop_options(l, o, M);
+    return 0;
+}
+
+/* GRPO step `step`: P training problems drawn from *rng, G completions of
+ * each sampled and scored, one update; its statistics into *gs.  0, or 1
+ * with the failure reported. */
+static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uint64_t *rng)
+{
+    const demo_opts *o = &r->o;
+    int64_t pairs[256][2];
+    int st;
+    for (int p = 0; p < o->prompts; p++)
+        pt_addition_train_pair(&pairs[p][0], &pairs[p][1], o->digits, rng);
+    l->gen.seed = o->seed * 1000003u + (uint64_t)step;
+    if ((st = pt_addition_rollouts(l->buf, r->gen, r->tok, pairs[0], o->prompts, o->group, o->digits, &l->gen)))
+        return cli_fail("rollouts", st);
+    if (l->ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(l->buf, l->ref_ctx, PT_ROLLOUT_REF, &l->lo)))
+        return cli_fail("reference", st);
+    pt_grpo_stats_init(gs);
+    if ((st = pt_grpo_step(gs, l->opt, r->ctx, l->buf, &l->go)))
+        return cli_fail("grpo step", st);
+    pt_rollout_buffer_clear(l->buf);
+    return 0;
+}
+
+/* GRPO: each step samples --group answers to each of --prompts training
+ * problems, scored by the verifiable reward (1 for the exact answer
+ * followed by EOS, else 0: pt_addition_rollouts), and pt_grpo_step makes
+ * one update from the group advantages. */
+static int demo_grpo(demo_run *r)
+{
+    const demo_opts *o = &r->o;
+    const int N = o->prompts * o->group, M = r->alen + 1;
+    grpo_loop l;
+    memset(&l, 0, sizeof l);
+    int rc = loop_open(&l, r, N, M);
+    uint64_t rng = o->seed * 104729 + 3;
+    double t0 = cli_now(), zero_std = 0, reward_sum = 0;
+    int since = 0;
+    for (int step = 1; !rc && step <= o->grpo_steps; step++) {
+        pt_grpo_stats gs;
+        if ((rc = loop_step(&gs, &l, r, step, &rng)))
+            break;
+        zero_std += gs.frac_reward_zero_std;
+        reward_sum += gs.reward;
+        since++;
+        const int every = o->eval_every > 0 ? o->eval_every : 25;
+        if (step % every == 0 || step == o->grpo_steps) {
+            printf("  grpo step %4d/%d  reward %.3f  zero-std groups %.2f  entropy %.3f  kl %.4f  %.0fs", step,
+                   o->grpo_steps, reward_sum / since, zero_std / since, gs.entropy, gs.kl, cli_now() - t0);
+            reward_sum = zero_std = 0;
+            since = 0;
+            if (o->eval_every > 0) {
+                demo_score g;
+                int st = demo_evaluate(&g, r, 0, 0, 0);
+                if (st) {
+                    rc = cli_fail("evaluate", st);
+                    break;
+                }
+                printf("  held-out greedy %.1f%% (slipped %.1f%%)", 100 * g.correct, 100 * g.slipped);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    loop_free(&l);
+    return rc;
 }
 
 /* Greedy and sampled held-out accuracy; prints a line, keeps the greedy one. */

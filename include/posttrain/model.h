@@ -86,6 +86,11 @@ typedef struct pt_model pt_model;
  * for matrices and embeddings, ones for norms, zeros for biases). */
 PT_API int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed);
 PT_API void pt_model_free(pt_model *model);
+/* A new model with src's configuration and a copy of its weights: the
+ * copy starts with BF16 off, no gradients and no LoRA (e.g. GRPO's frozen
+ * reference, then pt_model_set_bf16).  PT_EUNSUPPORTED for a quantized or
+ * LoRA-adapted src or one whose base is stored in BF16 only (frozen). */
+PT_API int pt_model_clone(pt_model **out, const pt_model *src);
 /* Copy the model's configuration into *out, filled with pt_model_config_init()
  * first (only its `size` bytes are written). */
 PT_API int pt_model_get_config(pt_model_config *out, const pt_model *model);

@@ -201,6 +201,20 @@ void pt_model_free(pt_model *m)
     pt__model_release(m);
 }
 
+int pt_model_clone(pt_model **out, const pt_model *src)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    PT_CHECK_NULL(src);
+    if (pt__model_is_quantized(src) || src->lora || src->bf16_stored)
+        return pt__err(PT_EUNSUPPORTED, "%s: the model's weights are %s: only a base in FP32 is cloned", __func__,
+                       pt__model_is_quantized(src) ? "quantized" : src->lora ? "LoRA-adapted" : "stored in BF16");
+    int st = create(out, &src->cfg, 0, false);
+    if (!st)
+        memcpy((*out)->params, src->params, src->num_floats * sizeof *src->params);
+    return st;
+}
+
 void pt__model_set_attachment(pt_model *m, void *data, void (*free_fn)(void *))
 {
     if (m->attachment_free && m->attachment != data)

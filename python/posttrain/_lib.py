@@ -1324,6 +1324,21 @@ for _feature, _prefixes in ENUM_FUNCTIONS.items():
         _declare(_feature, {"pt_%s_name" % _p: (c_char_p, [c_int]),
                             "pt_%s_from_name" % _p: (c_int, [P(c_int), c_char_p])})
 
+
+@_stamped("pt_addition_eval_options")
+class AdditionEvalOptions(Struct):
+    _fields_ = [("size", c_size_t), ("digits", c_int), ("temperature", ctypes.c_double), ("seed", c_uint64),
+                ("batch", c_int)]
+
+
+_declare(None, {
+    "pt_model_clone": (c_int, [P(c_void_p), c_void_p]),
+    "pt_addition_prompt_ids": (c_int, [P(c_int32), c_size_t, P(c_size_t), c_void_p, c_int, c_int64, c_int64]),
+    "pt_addition_evaluate": (c_int, [P(c_int64), P(c_int64), P(c_int32), P(c_int32), c_void_p, c_void_p,
+                                     P(c_int64), c_size_t, P(AdditionEvalOptions)]),
+})
+
+
 # Declare what the loaded library has: every core function, and those of
 # each feature it lists (a missing core symbol is an AttributeError here,
 # at import, rather than a failure half-way through a program).

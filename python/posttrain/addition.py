@@ -10,16 +10,17 @@ seed * 7919 + 17).
     pairs = pt.addition_held_out_pairs(1000, digits=2)
     a, b, slipped, state = pt.addition_teacher_pair(state, digits=2, slip=0.7)
     correct, slipped = pt.addition_score(tokenizer, completion_ids, a, b, digits=2)
+    correct, slipped = pt.addition_evaluate(generator, tokenizer, pairs, digits=2)   # the demo's scores
 """
 
 import ctypes
 
-from ._lib import lib
+from ._lib import AdditionEvalOptions, lib
 from ._util import int32_array
 from .errors import check
 
 __all__ = ["addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
-           "addition_held_out_pairs", "addition_score"]
+           "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate"]
 
 
 def addition_problem(a, b, digits=2, slip=False):
@@ -65,4 +66,28 @@ def addition_score(tokenizer, ids, a, b, digits=2):
     ok, sl = ctypes.c_bool(), ctypes.c_bool()
     check(lib.pt_addition_score(ctypes.byref(ok), ctypes.byref(sl), tokenizer._ptr, arr, n, digits, a, b),
           "pt_addition_score")
+    return ok.value, sl.value
+
+
+def addition_prompt_ids(tokenizer, a, b, digits=2):
+    """The ids of the prompt "a+b=" with the tokenizer's special tokens (BOS first)."""
+    buf, n = (ctypes.c_int32 * 64)(), ctypes.c_size_t()
+    check(lib.pt_addition_prompt_ids(buf, 64, ctypes.byref(n), tokenizer._ptr, digits, a, b),
+          "pt_addition_prompt_ids")
+    return list(buf[:n.value])
+
+
+def addition_evaluate(generator, tokenizer, pairs, digits=2, temperature=0.0, seed=0, batch=0):
+    """(correct, slipped): how many of pairs [(a, b), ...] the generator's model
+    answers right, and with the carries forgotten, completing each prompt
+    greedily (temperature 0) or sampled from seed (pair i from stream i), as
+    posttrain demo scores its held-out problems; batch: pairs per call (0:
+    the generator's max_batch)."""
+    flat = [int(v) for p in pairs for v in p]
+    arr = (ctypes.c_int64 * max(len(flat), 1))(*flat)
+    o = AdditionEvalOptions.new()
+    o.digits, o.temperature, o.seed, o.batch = digits, temperature, seed, batch
+    ok, sl = ctypes.c_int64(), ctypes.c_int64()
+    check(lib.pt_addition_evaluate(ctypes.byref(ok), ctypes.byref(sl), None, None, generator._ptr, tokenizer._ptr,
+                                   arr, len(flat) // 2, ctypes.byref(o)), "pt_addition_evaluate")
     return ok.value, sl.value

@@ -435,6 +435,14 @@ class Model(Handle):
         check(lib.pt_model_create(ctypes.byref(out), ctypes.byref(c), int(seed)), "pt_model_create")
         return cls(out.value)
 
+    def clone(self):
+        """A new model with this one's configuration and a copy of its weights
+        (pt_model_clone): BF16 off, no gradients, no LoRA, no tokenizer;
+        Unsupported for a quantized or LoRA-adapted model or a frozen BF16 base."""
+        out = out_handle()
+        check(lib.pt_model_clone(ctypes.byref(out), self._ptr), "pt_model_clone")
+        return Model(out.value)
+
     @classmethod
     def load(cls, path, load_tokenizer=True, bf16=False, quantize=None):
         """Load a Hugging Face model directory (config.json, safetensors

@@ -8,6 +8,8 @@
  *    difference of the loss;
  *  - LoRA adapters are listed after the base, trainable, with the base frozen;
  *  - pt_model_forward_entropy's entropies match the logits' softmax;
+ *  - pt_model_clone copies the configuration and every weight bit for bit
+ *    into a model of its own, and refuses LoRA and a BF16-only base;
  *  - bad arguments give their statuses and messages. */
 #include "testutil.h"
 
@@ -216,6 +218,53 @@ START_TEST(test_forward_entropy)
 }
 END_TEST
 
+START_TEST(test_clone)
+{
+    for (int tied = 0; tied <= 1; tied++) {
+        pt_model *m = tiny(tied), *c = NULL;
+        ck_assert_ok(pt_model_clone(&c, m));
+        pt_model_config cm, cc;
+        pt_model_config_init(&cm);
+        pt_model_config_init(&cc);
+        ck_assert_ok(pt_model_get_config(&cm, m));
+        ck_assert_ok(pt_model_get_config(&cc, c));
+        ck_assert_int_eq(cc.tie_word_embeddings, tied);
+        ck_assert_int_eq(cc.hidden_size, cm.hidden_size);
+        ck_assert_uint_eq(pt_model_tensor_count(c), pt_model_tensor_count(m));
+        ck_assert_uint_eq(pt_model_param_count(c), pt_model_param_count(m));
+        for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+            pt_tensor_info a, b;
+            pt_tensor_info_init(&a);
+            pt_tensor_info_init(&b);
+            ck_assert_ok(pt_model_tensor_info(&a, m, i));
+            ck_assert_ok(pt_model_tensor_info(&b, c, i));
+            ck_assert_str_eq(a.name, b.name);
+            ck_assert_uint_eq(a.numel, b.numel);
+            ck_assert_ptr_ne(a.data, b.data);
+            ck_assert_int_eq(memcmp(a.data, b.data, a.numel * sizeof *a.data), 0);
+            /* its own weights: a write into the copy leaves the source */
+            float was = a.data[0];
+            b.data[0] = was + 1.0f;
+            ck_assert(a.data[0] == was);
+        }
+        pt_model_free(c);
+        pt_model_free(m);
+    }
+    pt_model *m = tiny(false), *c = (pt_model *)1;
+    ck_assert_ok(pt_model_set_bf16(m, PT_BF16_FROZEN));
+    ck_assert_status(pt_model_clone(&c, m), PT_EUNSUPPORTED, "stored in BF16");
+    ck_assert_ptr_null(c);
+    ck_assert_ok(pt_model_set_bf16(m, PT_BF16_OFF));
+    pt_lora_options o;
+    ck_assert_ok(pt_lora_options_init(&o));
+    ck_assert_ok(pt_model_add_lora(m, &o));
+    ck_assert_status(pt_model_clone(&c, m), PT_EUNSUPPORTED, "LoRA");
+    ck_assert_status(pt_model_clone(&c, NULL), PT_EINVAL, "src");
+    ck_assert_status(pt_model_clone(NULL, m), PT_EINVAL, "out");
+    pt_model_free(m);
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
     pt_model *m = tiny(true);
@@ -260,6 +309,7 @@ int main(void)
     tcase_add_test(tc, test_grad_view);
     tcase_add_test(tc, test_lora_listed);
     tcase_add_test(tc, test_forward_entropy);
+    tcase_add_test(tc, test_clone);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);
     return pt_test_run(s);

@@ -173,6 +173,35 @@ class TestAddition(unittest.TestCase):
         pairs = pt.addition_held_out_pairs(50, digits=1)
         self.assertEqual(len(pairs), sum(held(a, b) for a in range(10) for b in range(10)))
         self.assertTrue(all(held(a, b) for a, b in pairs))
+
+    def test_evaluate(self):
+        # a model whose layers add nothing and whose embeddings are one-hot:
+        # the next token is a function of the last, '=' -> '7' -> '0' -> EOS,
+        # so every answer is "70": 3+4 and 0+7 right, 8+9 its slip, 2+2 wrong
+        tok = pt.Tokenizer.bytes()
+        self.assertEqual(pt.addition_prompt_ids(tok, 3, 4, digits=1), [tok.bos_id] + list(b"3+4="))
+        H, V = 16, tok.vocab_size
+        m = pt.Model.create({"vocab_size": V, "hidden_size": H, "intermediate_size": 24, "num_hidden_layers": 1,
+                             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32,
+                             "tie_word_embeddings": False}, seed=1)
+        for t in m.tensors():
+            m.set_tensor(t["name"], [1.0 if t["name"] == "model.norm.weight" else 0.0] * t["numel"])
+        emb, head = [0.0] * (V * H), [0.0] * (V * H)
+        for k, ch in enumerate(b"0123456789+="):
+            emb[ch * H + k] = 1.0
+        emb[tok.bos_id * H + 12] = 1.0
+        head[ord("7") * H + 11] = head[ord("0") * H + 7] = head[tok.eos_id * H + 0] = 10.0
+        m.set_tensor("model.embed_tokens.weight", emb)
+        m.set_tensor("lm_head.weight", head)
+        gen = pt.Generator(m, 3, 16)
+        pairs = [(3, 4), (8, 9), (2, 2), (0, 7)]
+        self.assertEqual(pt.addition_evaluate(gen, tok, pairs, digits=1), (2, 1))
+        self.assertEqual(pt.addition_evaluate(gen, tok, pairs, digits=1, temperature=1.0, seed=3, batch=2), (2, 1))
+        c = m.clone()
+        self.assertEqual(c.get_tensor("lm_head.weight").data[ord("7") * H + 11], 10.0)
+        self.assertEqual(pt.addition_evaluate(pt.Generator(c, 4, 16), tok, pairs, digits=1), (2, 1))
+        with self.assertRaises(pt.InvalidArgument):
+            pt.addition_evaluate(gen, tok, pairs, digits=1, batch=4)
         tok = pt.Tokenizer.bytes()
         eos = tok.eos_id
         self.assertEqual(pt.addition_score(tok, tok.encode("551") + [eos], 59, 96), (True, False))

@@ -1,6 +1,8 @@
 /* The built-in addition task (posttrain/addition.h) against hand answers and
  * an independent Python splitmix64 (the published constants): the held-out
- * rule, the held-out set and the teacher's draws of posttrain demo. */
+ * rule, the held-out set and the teacher's draws of posttrain demo; the
+ * evaluation on a hand-built bigram model whose every answer is "70" and
+ * EOS (so 3+4 and 0+7 are right, 8+9 is its slip, 2+2 is wrong). */
 #include "testutil.h"
 
 START_TEST(test_problem)
@@ -109,6 +111,212 @@ START_TEST(test_score)
 }
 END_TEST
 
+/* The byte id of character ch. */
+static int32_t byte_id(const pt_tokenizer *tok, char ch)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_ok(pt_tokenizer_encode(&ids, &n, tok, &ch, 1, 0));
+    ck_assert_uint_eq(n, 1);
+    int32_t id = ids[0];
+    pt_free(ids);
+    return id;
+}
+
+/* A llama whose layers add nothing (every projection 0) and whose
+ * embeddings are one-hot, so the next token is a function of the last one:
+ * '=' -> '7' -> '0' -> EOS, each by a logit margin of 40. */
+static pt_model *bigram_model(const pt_tokenizer *tok)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, pt_tokenizer_vocab_size(tok));
+    c.tie_word_embeddings = false;
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_create(&m, &c, 1));
+    const int H = c.hidden_size;
+    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
+        pt_tensor_info t;
+        pt_tensor_info_init(&t);
+        ck_assert_ok(pt_model_tensor_info(&t, m, i));
+        bool norm = strcmp(t.name, "model.norm.weight") == 0;
+        for (size_t k = 0; k < t.numel; k++)
+            t.data[k] = norm ? 1.0f : 0.0f;
+        if (!strcmp(t.name, "model.embed_tokens.weight")) {
+            const char *chars = "0123456789+=";
+            for (int k = 0; chars[k]; k++)
+                t.data[(size_t)byte_id(tok, chars[k]) * H + k] = 1.0f;
+            t.data[(size_t)pt_tokenizer_bos_id(tok) * H + 12] = 1.0f;
+        }
+        if (!strcmp(t.name, "lm_head.weight")) {
+            t.data[(size_t)byte_id(tok, '7') * H + 11] = 10.0f; /* '=' (basis 11) -> '7' */
+            t.data[(size_t)byte_id(tok, '0') * H + 7] = 10.0f;  /* '7' -> '0' */
+            t.data[(size_t)pt_tokenizer_eos_id(tok) * H + 0] = 10.0f; /* '0' -> EOS */
+        }
+    }
+    pt_model_weights_changed(m);
+    return m;
+}
+
+START_TEST(test_evaluate)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    int32_t ids[8];
+    size_t n = 0;
+    ck_assert_ok(pt_addition_prompt_ids(ids, 8, &n, tok, 1, 3, 4));
+    ck_assert_uint_eq(n, 5); /* BOS "3+4=" */
+    ck_assert_int_eq(ids[0], pt_tokenizer_bos_id(tok));
+    ck_assert_int_eq(ids[1], byte_id(tok, '3'));
+    ck_assert_int_eq(ids[4], byte_id(tok, '='));
+    ck_assert_status(pt_addition_prompt_ids(ids, 4, &n, tok, 1, 3, 4), PT_ERANGE, "cap");
+    ck_assert_uint_eq(n, 0);
+
+    pt_model *m = bigram_model(tok);
+    pt_generator *gen = NULL;
+    ck_assert_ok(pt_generator_create(&gen, m, 4, 16));
+    const int64_t pairs[8] = { 3, 4, 8, 9, 2, 2, 0, 7 };
+    const int32_t answer[3] = { byte_id(tok, '7'), byte_id(tok, '0'), pt_tokenizer_eos_id(tok) };
+    pt_addition_eval_options o;
+    ck_assert_ok(pt_addition_eval_options_init(&o));
+    o.digits = 1;
+    o.batch = 3; /* two calls: 3 pairs, then 1 */
+    for (int sampled = 0; sampled <= 1; sampled++) {
+        o.temperature = sampled ? 1.0 : 0.0;
+        o.seed = 5;
+        int64_t correct = -1, slipped = -1;
+        int32_t tokens[4 * 3], ntok[4];
+        ck_assert_ok(pt_addition_evaluate(&correct, &slipped, tokens, ntok, gen, tok, pairs, 4, &o));
+        ck_assert_int_eq(correct, 2);
+        ck_assert_int_eq(slipped, 1);
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(ntok[i], 3);
+            for (int k = 0; k < 3; k++)
+                ck_assert_int_eq(tokens[3 * i + k], answer[k]);
+        }
+    }
+    int64_t correct = -1;
+    ck_assert_ok(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, pairs + 2, 3, NULL)); /* 2 digits */
+    ck_assert_int_eq(correct, 0); /* "70" is never a 2-digit answer (3 digits) */
+    int32_t tokens[12];
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, tokens, NULL, gen, tok, pairs, 4, &o), PT_EINVAL,
+                     "n_tokens");
+    o.batch = 5;
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, pairs, 4, &o), PT_EINVAL, "batch");
+    o.batch = 0;
+    o.digits = 0;
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, pairs, 4, &o), PT_EINVAL, "digits");
+    ck_assert_status(pt_addition_evaluate(&correct, NULL, NULL, NULL, gen, tok, NULL, 4, NULL), PT_EINVAL, "pairs");
+    pt_generator_free(gen);
+    pt_model_free(m);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
+/* Rows seen by the trace callback. */
+typedef struct rows_seen {
+    int n;
+    char text[4][32];
+} rows_seen;
+
+static int see_row(const char *prompt, const char *completion, void *payload)
+{
+    rows_seen *r = payload;
+    snprintf(r->text[r->n++], sizeof r->text[0], "%s%s", prompt, completion);
+    return r->n >= 4; /* the fourth row stops the traces */
+}
+
+/* The demo's first three traces for seed 1 at slip 0.5 (test_teacher's
+ * draws): 23+33 (no carry, slipped: the same answer), 74+89 slipped ("350",
+ * right "361"), 97+83 right ("081"); the rows and the SFT example of the
+ * first by hand. */
+START_TEST(test_traces)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_dataset_options dopt;
+    ck_assert_ok(pt_dataset_options_init(&dopt));
+    dopt.batch_size = 1;
+    dopt.shuffle = false;
+    pt_dataset *data = NULL;
+    ck_assert_ok(pt_dataset_create(&data, &dopt));
+    uint64_t rng = 1 * 7919 + 17;
+    int64_t wrong = -1;
+    rows_seen seen = { 0 };
+    ck_assert_ok(pt_addition_add_traces(data, &wrong, tok, 2, 0.5, 3, &rng, see_row, &seen));
+    ck_assert_int_eq(wrong, 1);
+    ck_assert_uint_eq(rng, 10372713005361036221ull); /* the stream where test_teacher leaves it */
+    ck_assert_int_eq(seen.n, 3);
+    ck_assert_str_eq(seen.text[0], "23+33=650");
+    ck_assert_str_eq(seen.text[1], "74+89=350");
+    ck_assert_str_eq(seen.text[2], "97+83=081");
+    pt_dataset_stats st;
+    pt_dataset_stats_init(&st);
+    ck_assert_ok(pt_dataset_get_stats(&st, data));
+    ck_assert_int_eq(st.train_examples + st.eval_examples, 3);
+    ck_assert_int_eq(st.train_target_tokens, 3 * 4); /* 3 digits and EOS each */
+    pt_batch b;
+    pt_batch_init(&b);
+    const float *w;
+    ck_assert_ok(pt_dataset_next_batch(&b, &w, data));
+    const char *text = "23+33=650";
+    ck_assert_int_ge(b.seq, 11); /* BOS, 9 characters, EOS */
+    for (int t = 0; t < 11; t++) {
+        int32_t id = t == 0 ? pt_tokenizer_bos_id(tok) : t < 10 ? byte_id(tok, text[t - 1]) : pt_tokenizer_eos_id(tok);
+        int32_t next = t < 9 ? byte_id(tok, text[t]) : pt_tokenizer_eos_id(tok);
+        ck_assert_int_eq(b.input_ids[t], id);
+        ck_assert_int_eq(b.targets[t], t < 6 || t == 10 ? -1 : next); /* trained on "650" and EOS */
+    }
+    /* the callback stops the fourth trace, after it was added */
+    ck_assert_status(pt_addition_add_traces(data, &wrong, tok, 2, 0.5, 5, &rng, see_row, &seen), PT_ECALLBACK,
+                     "callback");
+    ck_assert_int_eq(seen.n, 4);
+    ck_assert_status(pt_addition_add_traces(data, NULL, tok, 2, 1.5, 1, &rng, NULL, NULL), PT_EINVAL, "slip");
+    ck_assert_status(pt_addition_add_traces(data, NULL, tok, 2, 0.5, 1, NULL, NULL, NULL), PT_EINVAL, "rng");
+    pt_dataset_free(data);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
+/* Rollouts on the bigram model: every completion is "70" and EOS (reward 1
+ * for 3+4, 0 for 2+2); two tokens cut it before the EOS (reward 0). */
+START_TEST(test_rollouts)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_model *m = bigram_model(tok);
+    pt_generator *gen = NULL;
+    ck_assert_ok(pt_generator_create(&gen, m, 4, 16));
+    pt_rollout_buffer *buf = NULL;
+    ck_assert_ok(pt_rollout_buffer_create(&buf, NULL));
+    const int64_t pairs[4] = { 3, 4, 2, 2 };
+    pt_generate_options go;
+    ck_assert_ok(pt_generate_options_init(&go));
+    go.max_new_tokens = 3;
+    go.seed = 9;
+    for (int cut = 0; cut <= 1; cut++) {
+        go.max_new_tokens = cut ? 2 : 3;
+        ck_assert_ok(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 1, &go));
+        ck_assert_int_eq(pt_rollout_buffer_size(buf), 4);
+        for (int i = 0; i < 4; i++) {
+            float r = -1;
+            ck_assert_ok(pt_rollout_buffer_get_reward(&r, buf, i, 0));
+            ck_assert_msg(r == (!cut && i < 2 ? 1.0f : 0.0f), "cut %d sample %d: reward %g", cut, i, r);
+        }
+        ck_assert_ok(pt_rollout_buffer_clear(buf));
+    }
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 3, 1, &go), PT_EINVAL, "room");
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 0, &go), PT_EINVAL, "digits");
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, NULL, 2, 2, 1, &go), PT_EINVAL, "pairs");
+    go.max_new_tokens = 16;
+    ck_assert_status(pt_addition_rollouts(buf, gen, tok, pairs, 2, 2, 1, &go), PT_EINVAL, "max_seq");
+    ck_assert_int_eq(pt_rollout_buffer_size(buf), 0);
+    pt_rollout_buffer_free(buf);
+    pt_generator_free(gen);
+    pt_model_free(m);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addition");
@@ -117,6 +325,9 @@ int main(void)
     tcase_add_test(tc, test_held_out);
     tcase_add_test(tc, test_teacher);
     tcase_add_test(tc, test_score);
+    tcase_add_test(tc, test_evaluate);
+    tcase_add_test(tc, test_traces);
+    tcase_add_test(tc, test_rollouts);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
