@@ -6,6 +6,10 @@
 
 #include "core/core.h"
 
+#ifdef PT_HAVE_MPI
+#include <mpi.h>
+#endif
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +40,24 @@ bool pt_dist_has_mpi(void)
     return true;
 #else
     return false;
+#endif
+}
+
+const char *pt_dist_mpi_info(void)
+{
+#ifdef PT_HAVE_MPI
+    /* callable before MPI_Init; a buffer per thread, as pt_last_error */
+    static _Thread_local char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS)
+        snprintf(v, sizeof v, "(MPI_Get_library_version failed)");
+    v[strcspn(v, "\r\n")] = '\0';
+    len = (int)strlen(v);
+    while (len > 0 && (v[len - 1] == ',' || v[len - 1] == ' '))
+        v[--len] = '\0';
+    return v;
+#else
+    return NULL;
 #endif
 }
 

@@ -4,6 +4,7 @@
  * `posttrain info --json` prints it. */
 #include "core/core.h"
 #include "core/strbuf.h"
+#include "io/json.h"
 #include "posttrain/model.h"
 #include "posttrain/modelio.h"
 
@@ -99,20 +100,6 @@ int pt_model_config_memory_estimate(pt_memory_estimate *est, const pt_model_conf
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void json_string(pt_strbuf *b, const char *s)
-{
-    pt__strbuf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            pt__strbuf_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            pt__strbuf_printf(b, "\\u%04x", *p);
-        else
-            pt__strbuf_putc(b, (char)*p);
-    }
-    pt__strbuf_putc(b, '"');
-}
-
 static const char *json_bool(bool v)
 {
     return v ? "true" : "false";
@@ -124,7 +111,7 @@ static void json_problem(pt_strbuf *b, int status, const char *problem)
     if (status == PT_OK)
         pt__strbuf_puts(b, "null");
     else
-        json_string(b, problem);
+        pt__json_put_string(b, problem, strlen(problem));
     pt__strbuf_puts(b, ",\n");
 }
 
@@ -206,7 +193,7 @@ int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const p
         i.dtypes[k].name[sizeof i.dtypes[k].name - 1] = '\0';
     pt_strbuf b = PT_STRBUF_INIT;
     pt__strbuf_puts(&b, "{\"dir\": ");
-    json_string(&b, dir);
+    pt__json_put_string(&b, dir, strlen(dir));
     json_config(&b, &i.config);
     json_files(&b, &i);
     json_memory(&b, &e);

@@ -1032,6 +1032,7 @@ _declare(None, {
 })
 _declare("generate", {
     "pt_generator_create": (c_int, [pp, vp, c_int, c_int]),
+    "pt_model_stop_ids": (c_int, [P(c_int32), P(c_int), vp]),
     "pt_generator_free": (None, [vp]),
     "pt_generate": (c_int, [vp, P(c_int32), P(c_int32), c_int, P(GenerateOptions), P(c_int32),
                             P(c_int32), P(c_int32), P(c_float)]),
@@ -1186,6 +1187,7 @@ _declare("run", {
 })
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),
+    "pt_dist_mpi_info": (c_char_p, []),
     "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),
     "pt_dist_free": (None, [vp]),
     "pt_dist_rank": (c_int, [vp]),

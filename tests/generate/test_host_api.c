@@ -1,0 +1,180 @@
+/* The helpers a host needs around pt_generate and JSONL output, once in the
+ * library (posttrain generate and tokenize use them): pt_model_stop_ids,
+ * pt_ids_parse, pt_json_quote and pt_dist_mpi_info. */
+#include "testutil.h"
+#include "testfs.h"
+
+#ifdef PT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+/* A tiny llama with vocabulary 512 and eos_token_id eos; with the
+ * stories260K tokenizer (its "</s>" is id 2) when tok_dir is not NULL, by a
+ * save and load through a temporary directory. */
+static pt_model *model_with_eos(int eos, const char *tok_dir)
+{
+    pt_model_config c;
+    pt_test_tiny_config(&c, PT_ARCH_LLAMA, 512);
+    c.eos_token_id = eos;
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_create(&m, &c, 1));
+    if (!tok_dir)
+        return m;
+    char *dir = pt_test_tmpdir("pt_host_api_");
+    pt_model_save_options so;
+    ck_assert_ok(pt_model_save_options_init(&so));
+    so.tokenizer_dir = tok_dir;
+    ck_assert_ok(pt_model_save_dir(m, dir, &so));
+    pt_model_free(m);
+    m = NULL;
+    ck_assert_ok(pt_model_load_dir(&m, dir, NULL));
+    ck_assert_ptr_nonnull(pt_model_tokenizer(m));
+    ck_assert_int_eq(pt_tokenizer_eos_id(pt_model_tokenizer(m)), 2);
+    pt_test_rm_rf(dir);
+    free(dir);
+    return m;
+}
+
+/* pt_model_stop_ids of a model with eos_token_id eos: want[0 .. n_want). */
+static void check_stop_ids(int eos, const char *tok_dir, const int32_t *want, int n_want)
+{
+    pt_model *m = model_with_eos(eos, tok_dir);
+    int32_t ids[2] = { -7, -7 };
+    int n = -1;
+    ck_assert_ok(pt_model_stop_ids(ids, &n, m));
+    ck_assert_int_eq(n, n_want);
+    for (int i = 0; i < n_want; i++)
+        ck_assert_int_eq(ids[i], want[i]);
+    pt_model_free(m);
+}
+
+START_TEST(test_stop_ids)
+{
+    /* no tokenizer: the config's eos alone, or nothing */
+    check_stop_ids(7, NULL, (const int32_t[]){ 7 }, 1);
+    check_stop_ids(-1, NULL, NULL, 0);
+    const char *shared = pt_test_shared_data("host_api stop ids with a tokenizer");
+    if (shared) {
+        char tok[4200];
+        snprintf(tok, sizeof tok, "%s/models/stories260K", shared);
+        /* the config's eos first, then the tokenizer's "</s>" (id 2) */
+        check_stop_ids(7, tok, (const int32_t[]){ 7, 2 }, 2);
+        /* the same id once */
+        check_stop_ids(2, tok, (const int32_t[]){ 2 }, 1);
+        /* no config eos: the tokenizer's */
+        check_stop_ids(-1, tok, (const int32_t[]){ 2 }, 1);
+    }
+    int32_t ids[2];
+    int n = 5;
+    ck_assert_status(pt_model_stop_ids(ids, &n, NULL), PT_EINVAL, "pt_model_stop_ids");
+    ck_assert_int_eq(n, 0);
+    ck_assert_status(pt_model_stop_ids(NULL, &n, NULL), PT_EINVAL, NULL);
+    ck_assert_status(pt_model_stop_ids(ids, NULL, NULL), PT_EINVAL, NULL);
+}
+END_TEST
+
+/* pt_ids_parse(s) must give want[0 .. n_want). */
+static void check_ids(const char *s, const int32_t *want, size_t n_want)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    ck_assert_ok(pt_ids_parse(&ids, &n, s));
+    ck_assert_uint_eq(n, n_want);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(ids[i], want[i]);
+    pt_free(ids);
+}
+
+START_TEST(test_ids_parse)
+{
+    check_ids("1,2 3\t-4\n2147483647", (const int32_t[]){ 1, 2, 3, -4, INT32_MAX }, 5);
+    check_ids(",, 7 ,", (const int32_t[]){ 7 }, 1);
+    check_ids("-2147483648", (const int32_t[]){ INT32_MIN }, 1);
+    check_ids("+5,007", (const int32_t[]){ 5, 7 }, 2);
+    static const char *const bad[] = { "", " , \t\n", "1,x", "2147483648", "-2147483649", "1;2",
+                                       "1.5", "3-4", "99999999999999999999" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int32_t *ids = (int32_t *)&ids;
+        size_t n = 9;
+        ck_assert_status(pt_ids_parse(&ids, &n, bad[i]), PT_EINVAL, "pt_ids_parse");
+        ck_assert_ptr_null(ids);
+        ck_assert_uint_eq(n, 0);
+    }
+    int32_t *ids;
+    size_t n;
+    ck_assert_status(pt_ids_parse(&ids, &n, NULL), PT_EINVAL, NULL);
+    ck_assert_status(pt_ids_parse(NULL, &n, "1"), PT_EINVAL, NULL);
+    ck_assert_status(pt_ids_parse(&ids, NULL, "1"), PT_EINVAL, NULL);
+}
+END_TEST
+
+/* pt_json_quote(s[0..n), flags) must be want. */
+static void check_quote(const char *s, size_t n, unsigned flags, const char *want)
+{
+    char *out = NULL;
+    size_t len = 0;
+    ck_assert_ok(pt_json_quote(&out, &len, s, n, flags));
+    ck_assert_str_eq(out, want);
+    ck_assert_uint_eq(len, strlen(want));
+    pt_free(out);
+}
+
+START_TEST(test_json_quote)
+{
+    /* by hand, and as Python's json.dumps(s, ensure_ascii=False) writes it
+     * for PT_JSON_SHORT_ESCAPES */
+    const char in[] = "a\"b\\\n\t\x01\x7f\xc3\xa9";
+    check_quote(in, sizeof in - 1, 0, "\"a\\\"b\\\\\\u000a\\u0009\\u0001\x7f\xc3\xa9\"");
+    check_quote(in, sizeof in - 1, PT_JSON_SHORT_ESCAPES, "\"a\\\"b\\\\\\n\\t\\u0001\x7f\xc3\xa9\"");
+    check_quote(in, sizeof in - 1, PT_JSON_SHORT_ESCAPES | PT_JSON_ESCAPE_DEL,
+                "\"a\\\"b\\\\\\n\\t\\u0001\\u007f\xc3\xa9\"");
+    check_quote("x\0y", 3, 0, "\"x\\u0000y\"");
+    check_quote(NULL, 0, 0, "\"\"");
+    char *out = (char *)&out;
+    ck_assert_ok(pt_json_quote(&out, NULL, "\b\f\r", 3, PT_JSON_SHORT_ESCAPES));
+    ck_assert_str_eq(out, "\"\\b\\f\\r\"");
+    pt_free(out);
+    size_t len = 3;
+    ck_assert_status(pt_json_quote(&out, &len, NULL, 1, 0), PT_EINVAL, "pt_json_quote");
+    ck_assert_ptr_null(out);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_status(pt_json_quote(&out, &len, "a", 1, 4u), PT_EINVAL, "unknown");
+    ck_assert_status(pt_json_quote(NULL, &len, "a", 1, 0), PT_EINVAL, NULL);
+}
+END_TEST
+
+START_TEST(test_mpi_info)
+{
+    const char *v = pt_dist_mpi_info();
+#ifdef PT_HAVE_MPI
+    /* the MPI library's own string, first line, trailing ", " cut */
+    char ref[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    ck_assert_int_eq(MPI_Get_library_version(ref, &len), MPI_SUCCESS);
+    ref[strcspn(ref, "\r\n")] = '\0';
+    ck_assert_ptr_nonnull(v);
+    ck_assert(pt_dist_has_mpi());
+    size_t n = strlen(v);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_int_eq(strncmp(v, ref, n), 0);
+    ck_assert_str_eq(ref + n + strspn(ref + n, ", "), "");
+    ck_assert(v[n - 1] != ',' && v[n - 1] != ' ');
+#else
+    ck_assert_ptr_null(v);
+    ck_assert(!pt_dist_has_mpi());
+    fprintf(stderr, "host_api: built without MPI: only the NULL of pt_dist_mpi_info checked\n");
+#endif
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("host_api");
+    TCase *tc = tcase_create("host_api");
+    tcase_add_test(tc, test_stop_ids);
+    tcase_add_test(tc, test_ids_parse);
+    tcase_add_test(tc, test_json_quote);
+    tcase_add_test(tc, test_mpi_info);
+    suite_add_tcase(s, tc);
+    return pt_test_run(s);
+}
