@@ -37,8 +37,8 @@ from .model import (LORA_TARGETS, Batch, Context, EvalResult, ForwardResult, Mod
 from .tokenizer import DecodeStream, Tokenizer
 from .chat import ChatIds, ChatTemplate, ToolCalls
 from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, StepResult,
-                    TrainingBatch, dataset_defaults, load_checkpoint, optimizer_defaults,
-                    plot_metrics, save_checkpoint, schedule_factor, sft_step)
+                    TrainingBatch, dataset_defaults, load_checkpoint, load_checkpoint_model,
+                    optimizer_defaults, plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
 from .trainer import GRPOTrainer, TrainerState, TrainOutput
@@ -76,7 +76,8 @@ __all__ = [
     "default_config", "config_from_json", "load_config", "config_to_json", "config_num_params",
     "validate_config", "inspect_dir", "memory_estimate", "dir_info_json",
     "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds", "ToolCalls",
-    "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
+    "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "load_checkpoint_model",
+    "schedule_factor",
     "StepResult", "SftResult", "TrainingBatch", "EvalLoss", "DatasetPosition",
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors", "builtin",
     "Generator", "Generation", "generate_defaults",

@@ -1028,6 +1028,9 @@ _declare(None, {
     "pt_dataset_set_position": (c_int, [vp, c_int64, c_int64]),
     "pt_checkpoint_save": (c_int, [vp, vp, c_char_p, c_char_p]),
     "pt_checkpoint_load": (c_int, [P(c_void_p), vp, vp, c_char_p]),
+    "pt_checkpoint_read_host": (c_int, [P(c_void_p), c_char_p]),
+    "pt_checkpoint_load_weights": (c_int, [vp, c_char_p]),
+    "pt_checkpoint_host_model": (c_int, [P(c_void_p), P(LoraOptions), P(c_bool), c_void_p]),
     "pt_schedule_factor": (c_int, [P(c_double), c_int, c_int64, c_int64, c_int64, c_double]),
 })
 _declare("generate", {

@@ -1,6 +1,7 @@
 /* The helpers a host needs around pt_generate and JSONL output, once in the
  * library (posttrain generate and tokenize use them): pt_model_stop_ids,
- * pt_ids_parse, pt_json_quote and pt_dist_mpi_info. */
+ * pt_ids_parse, pt_json_quote, pt_dist_mpi_info; and the one export reads
+ * from a checkpoint, pt_checkpoint_host_model. */
 #include "testutil.h"
 #include "testfs.h"
 
@@ -167,6 +168,45 @@ START_TEST(test_mpi_info)
 }
 END_TEST
 
+START_TEST(test_checkpoint_host_model)
+{
+    char *model = (char *)&model;
+    bool lora_run = true;
+    pt_lora_options lo;
+    /* as posttrain sft writes it for a LoRA run: PT_LORA_Q | PT_LORA_V is 5 */
+    ck_assert_ok(pt_checkpoint_host_model(&model, &lo, &lora_run, "{\"step\": 3, \"model\": \"/m/base\", "
+                                          "\"lora\": {\"rank\": 8, \"alpha\": 16.5, \"targets\": 5}}"));
+    ck_assert_str_eq(model, "/m/base");
+    ck_assert(lora_run);
+    ck_assert_uint_eq(lo.size, sizeof lo);
+    ck_assert_int_eq(lo.rank, 8);
+    ck_assert_double_eq(lo.alpha, 16.5);
+    ck_assert_uint_eq(lo.targets, PT_LORA_Q | PT_LORA_V);
+    pt_free(model);
+    /* a full fine-tune; a checkpoint of a host that records neither */
+    ck_assert_ok(pt_checkpoint_host_model(&model, &lo, &lora_run, "{\"model\": \"d\"}"));
+    ck_assert_str_eq(model, "d");
+    ck_assert(!lora_run);
+    pt_free(model);
+    static const char *const nothing[] = { "{}", "{\"model\": 3}", "[1]", "\"x\"" };
+    for (size_t i = 0; i < sizeof nothing / sizeof nothing[0]; i++) {
+        ck_assert_ok(pt_checkpoint_host_model(&model, &lo, &lora_run, nothing[i]));
+        ck_assert_ptr_null(model);
+        ck_assert(!lora_run);
+    }
+    static const char *const bad[] = { "{\"lora\": {\"rank\": 8, \"alpha\": 16}}", "{\"lora\": null}",
+                                       "{\"lora\": {\"rank\": \"8\", \"alpha\": 1, \"targets\": 1}}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_status(pt_checkpoint_host_model(&model, &lo, &lora_run, bad[i]), PT_EFORMAT, "\"lora\" lacks");
+        ck_assert_ptr_null(model);
+        ck_assert(!lora_run);
+    }
+    ck_assert_status(pt_checkpoint_host_model(&model, &lo, &lora_run, "{"), PT_EFORMAT, "not JSON");
+    ck_assert_status(pt_checkpoint_host_model(&model, &lo, &lora_run, NULL), PT_EINVAL, NULL);
+    ck_assert_status(pt_checkpoint_host_model(&model, NULL, &lora_run, "{}"), PT_EINVAL, NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("host_api");
@@ -175,6 +215,7 @@ int main(void)
     tcase_add_test(tc, test_ids_parse);
     tcase_add_test(tc, test_json_quote);
     tcase_add_test(tc, test_mpi_info);
+    tcase_add_test(tc, test_checkpoint_host_model);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

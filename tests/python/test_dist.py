@@ -488,6 +488,11 @@ class TestSingleAndOptions(unittest.TestCase):
         self.assertIs(pt.DistBackend("mpi"), pt.DistBackend.MPI)
         self.assertIn("dist", pt.features())
         self.assertEqual(pt.has_mpi(), "mpi" in pt.features())
+        # `posttrain version`'s "mpi:" line: one line, no trailing ", "
+        info = pt.mpi_info()
+        self.assertEqual(info is not None, pt.has_mpi())
+        if info is not None:
+            self.assertTrue(info and "\n" not in info and info[-1] not in ", ", info)
         self.assertEqual(pt.dist_defaults(), {"backend": pt.DistBackend.AUTO, "timeout_s": 60.0,
                                               "bucket_bytes": 4 << 20})
 
