@@ -39,27 +39,6 @@ static const cli_command k_eval = {
              "\"loss_mask\": [...]} (the mask is optional; 0 leaves a token out as a target).",
 };
 
-static void print_num(double v)
-{
-    if (isfinite(v))
-        printf("%.17g", v);
-    else
-        printf("null");
-}
-
-static void print_json(const pt_eval_result *r)
-{
-    printf("{\"loss\": ");
-    print_num(r->loss);
-    printf(", \"tokens\": %lld, \"rows\": [", (long long)r->tokens);
-    for (size_t i = 0; i < r->n_rows; i++) {
-        printf("%s{\"loss\": ", i ? ", " : "");
-        print_num(r->row_loss[i]);
-        printf(", \"tokens\": %lld}", (long long)r->row_tokens[i]);
-    }
-    printf("]}\n");
-}
-
 static void print_text(const pt_eval_result *r)
 {
     for (size_t i = 0; i < r->n_rows; i++) {
@@ -103,11 +82,13 @@ int cmd_eval(int argc, char **argv)
         pt_model_free(m);
         return 1;
     }
-    if (a.json)
-        print_json(r);
-    else
+    char *json = NULL;
+    if (a.json && (st = pt_eval_result_to_json(&json, NULL, r)) == PT_OK)
+        printf("%s\n", json);
+    else if (!a.json)
         print_text(r);
+    pt_free(json);
     pt_eval_result_free(r);
     pt_model_free(m);
-    return 0;
+    return st ? cli_fail("eval", st) : 0;
 }

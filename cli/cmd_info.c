@@ -2,7 +2,6 @@
  * memory it needs for inference, full fine-tuning and LoRA. */
 #include "cli.h"
 
-#include <ctype.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <inttypes.h>
@@ -41,17 +40,6 @@ static const cli_command k_info = {
     .max_args = 1,
 };
 
-/* "LlamaForCausalLM" for "llama": the Hugging Face class of the library's
- * architecture name (every one follows the pattern). */
-static const char *class_name(char *buf, size_t n, int arch)
-{
-    const char *name = pt_arch_name(arch);
-    if (!name)
-        return "?";
-    snprintf(buf, n, "%c%sForCausalLM", toupper((unsigned char)name[0]), name + 1);
-    return buf;
-}
-
 static const char *arch_name(int arch)
 {
     const char *name = pt_arch_name(arch);
@@ -72,10 +60,10 @@ static void human(char *buf, size_t n, double bytes)
 static void print_text(const char *dir, const pt_model_dir_info *info, const pt_memory_estimate *e)
 {
     const pt_model_config *c = &info->config;
-    char cls[64];
+    const char *cls = pt_arch_class_name(c->arch);
     char a[32], b[32], d[32];
     printf("model:        %s\n", dir);
-    printf("architecture: %s (%s)\n", arch_name(c->arch), class_name(cls, sizeof cls, c->arch));
+    printf("architecture: %s (%s)\n", arch_name(c->arch), cls ? cls : "?");
     printf("sizes:        vocab %d, hidden %d, intermediate %d, layers %d\n", c->vocab_size,
            c->hidden_size, c->intermediate_size, c->num_hidden_layers);
     printf("attention:    %d heads, %d kv heads, head_dim %d%s%s", c->num_attention_heads,

@@ -8,7 +8,6 @@
 #include "posttrain/model.h"
 #include "posttrain/modelio.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -117,12 +116,9 @@ static void json_problem(pt_strbuf *b, int status, const char *problem)
 
 static void json_config(pt_strbuf *b, const pt_model_config *c)
 {
-    const char *name = pt_arch_name(c->arch);
-    pt__strbuf_printf(b, ", \"model_type\": \"%s\", \"architecture\": \"", name ? name : "?");
-    if (name)
-        pt__strbuf_printf(b, "%c%sForCausalLM", toupper((unsigned char)name[0]), name + 1);
-    else
-        pt__strbuf_putc(b, '?');
+    const char *name = pt_arch_name(c->arch), *cls = pt_arch_class_name(c->arch);
+    pt__strbuf_printf(b, ", \"model_type\": \"%s\", \"architecture\": \"%s", name ? name : "?",
+                      cls ? cls : "?");
     pt__strbuf_printf(b, "\",\n \"config\": {\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
                       "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": "
                       "%d, \"head_dim\": %d, \"max_position_embeddings\": %d, \"rope_theta\": %.17g, "

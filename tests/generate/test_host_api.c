@@ -1,9 +1,12 @@
 /* The helpers a host needs around pt_generate and JSONL output, once in the
  * library (posttrain generate and tokenize use them): pt_model_stop_ids,
  * pt_ids_parse, pt_json_quote, pt_dist_mpi_info; and the one export reads
- * from a checkpoint, pt_checkpoint_host_model. */
+ * from a checkpoint, pt_checkpoint_host_model; info's pt_arch_class_name and
+ * eval's pt_eval_result_to_json. */
 #include "testutil.h"
 #include "testfs.h"
+
+#include <math.h>
 
 #ifdef PT_HAVE_MPI
 #include <mpi.h>
@@ -207,6 +210,45 @@ START_TEST(test_checkpoint_host_model)
 }
 END_TEST
 
+START_TEST(test_arch_class_name)
+{
+    /* config.json's "architectures" of Hugging Face models of each family */
+    ck_assert_str_eq(pt_arch_class_name(PT_ARCH_LLAMA), "LlamaForCausalLM");
+    ck_assert_str_eq(pt_arch_class_name(PT_ARCH_QWEN2), "Qwen2ForCausalLM");
+    ck_assert_str_eq(pt_arch_class_name(PT_ARCH_QWEN3), "Qwen3ForCausalLM");
+    ck_assert_str_eq(pt_arch_class_name(PT_ARCH_MISTRAL), "MistralForCausalLM");
+    ck_assert_ptr_null(pt_arch_class_name(PT_ARCH_MISTRAL + 1));
+    ck_assert_ptr_null(pt_arch_class_name(-1));
+}
+END_TEST
+
+START_TEST(test_eval_result_to_json)
+{
+    double loss[] = { 1.0, NAN, 0.1 };
+    int64_t tokens[] = { 1, 0, 2 };
+    pt_eval_result r = { .loss = 1.0 / 3.0, .tokens = 3, .n_rows = 3, .row_loss = loss, .row_tokens = tokens };
+    char *json = NULL;
+    size_t len = 0;
+    ck_assert_ok(pt_eval_result_to_json(&json, &len, &r));
+    /* %.17g by hand: 1/3 and 0.1 to 17 significant digits */
+    const char *want = "{\"loss\": 0.33333333333333331, \"tokens\": 3, \"rows\": [{\"loss\": 1, \"tokens\": 1}, "
+                       "{\"loss\": null, \"tokens\": 0}, {\"loss\": 0.10000000000000001, \"tokens\": 2}]}";
+    ck_assert_str_eq(json, want);
+    ck_assert_uint_eq(len, strlen(want));
+    pt_free(json);
+    r.n_rows = 0;
+    r.loss = INFINITY;
+    ck_assert_ok(pt_eval_result_to_json(&json, NULL, &r));
+    ck_assert_str_eq(json, "{\"loss\": null, \"tokens\": 3, \"rows\": []}");
+    pt_free(json);
+    r.n_rows = 2;
+    r.row_loss = NULL;
+    ck_assert_status(pt_eval_result_to_json(&json, &len, &r), PT_EINVAL, "row arrays");
+    ck_assert_ptr_null(json);
+    ck_assert_status(pt_eval_result_to_json(&json, &len, NULL), PT_EINVAL, NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("host_api");
@@ -216,6 +258,8 @@ int main(void)
     tcase_add_test(tc, test_json_quote);
     tcase_add_test(tc, test_mpi_info);
     tcase_add_test(tc, test_checkpoint_host_model);
+    tcase_add_test(tc, test_arch_class_name);
+    tcase_add_test(tc, test_eval_result_to_json);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
