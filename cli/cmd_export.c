@@ -88,21 +88,6 @@ static long long file_size(const char *path)
     return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
 }
 
-/* The tensor count of a GGUF file's header (u64 after the magic and the
- * version), or 0 when unreadable. */
-static unsigned long long gguf_tensor_count(const char *path)
-{
-    unsigned char h[16] = { 0 };
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(h, 1, sizeof h, f) : 0;
-    if (f)
-        fclose(f);
-    unsigned long long n = 0;
-    for (int i = 0; got == sizeof h && i < 8; i++)
-        n |= (unsigned long long)h[8 + i] << (8 * i);
-    return n;
-}
-
 static int write_gguf(const export_args *a, pt_model *m)
 {
     pt_gguf_export_options o;
@@ -140,7 +125,10 @@ int cmd_export(int argc, char **argv)
     pt_model_free(m);
     if (rc)
         return rc;
-    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %llu tensors)\n", a.out, file_size(a.out),
-            gguf_tensor_count(a.out));
+    int version;
+    int64_t n_tensors, n_kv;
+    (void)pt_gguf_file_counts(&version, &n_tensors, &n_kv, a.out); /* 0 tensors if it cannot be read */
+    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %lld tensors)\n", a.out, file_size(a.out),
+            (long long)n_tensors);
     return 0;
 }

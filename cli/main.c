@@ -124,23 +124,11 @@ static const cli_command k_program = {
     .stop_at_arg = true,
 };
 
-/* The rank an MPI launcher gave this process (its environment), so that
- * usage errors and notes are printed once before the job is joined
- * (cli_job_begin sets the rank the job has). */
-static int launcher_rank(void)
-{
-    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    cli_rank = launcher_rank();
+    /* usage errors and notes are printed once before the job is joined
+     * (cli_job_begin sets the rank the job has) */
+    cli_rank = pt_dist_launcher_rank();
     global_args g = { 0 };
     cli_group groups[] = { { "global options", k_global_opts, CLI_COUNT_OF(k_global_opts), &g } };
     cli_rest rest;

@@ -73,6 +73,17 @@ static long launcher_size(void)
     return 0;
 }
 
+int pt_dist_launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
+}
+
 int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
 {
     PT_CHECK_NULL(out);

@@ -48,7 +48,7 @@ from .episodes import (Append, Done, EnvProcess, Episode, Episodes, Pending, Tur
                        episode_defaults, play_episodes)
 from .run import Run, RunState, check_output, run_state_from_json, run_state_to_json
 from .goodput import Goodput, GoodputReport, young_daly_interval
-from .dist import Dist, DistBackend, dist_defaults, has_mpi, mpi_info
+from .dist import Dist, DistBackend, dist_defaults, has_mpi, launcher_rank, mpi_info
 from .addition import (addition_held_out, addition_held_out_pairs, addition_problem, addition_score,
                        addition_teacher_pair, addition_train_pair)
 from . import safetensors
@@ -88,7 +88,7 @@ __all__ = [
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
     "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json", "check_output",
-    "Dist", "DistBackend", "dist_defaults", "has_mpi", "mpi_info",
+    "Dist", "DistBackend", "dist_defaults", "has_mpi", "launcher_rank", "mpi_info",
 ]
 
 

@@ -1191,6 +1191,7 @@ _declare("run", {
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),
     "pt_dist_mpi_info": (c_char_p, []),
+    "pt_dist_launcher_rank": (c_int, []),
     "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),
     "pt_dist_free": (None, [vp]),
     "pt_dist_rank": (c_int, [vp]),

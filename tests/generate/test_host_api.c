@@ -1,8 +1,8 @@
-/* The helpers a host needs around pt_generate and JSONL output, once in the
- * library (posttrain generate and tokenize use them): pt_model_stop_ids,
- * pt_ids_parse, pt_json_quote, pt_dist_mpi_info; and the one export reads
- * from a checkpoint, pt_checkpoint_host_model; info's pt_arch_class_name and
- * eval's pt_eval_result_to_json. */
+/* What the CLI's commands needed around the library, now in it for every
+ * host: generate's pt_model_stop_ids and pt_ids_parse, tokenize's
+ * pt_json_quote, version's pt_dist_mpi_info, main's pt_dist_launcher_rank,
+ * export's pt_checkpoint_host_model and pt_gguf_file_counts, info's pt_arch_class_name and eval's
+ * pt_eval_result_to_json. */
 #include "testutil.h"
 #include "testfs.h"
 
@@ -171,6 +171,32 @@ START_TEST(test_mpi_info)
 }
 END_TEST
 
+START_TEST(test_launcher_rank)
+{
+    static const char *const keys[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    char *saved[3];
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(keys[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(keys[i]);
+    }
+    ck_assert_int_eq(pt_dist_launcher_rank(), 0);
+    setenv("PMI_RANK", "5", 1);
+    ck_assert_int_eq(pt_dist_launcher_rank(), 5);
+    setenv("PMIX_RANK", "4", 1);
+    ck_assert_int_eq(pt_dist_launcher_rank(), 4);
+    setenv("OMPI_COMM_WORLD_RANK", "2", 1); /* Open MPI's first */
+    ck_assert_int_eq(pt_dist_launcher_rank(), 2);
+    for (int i = 0; i < 3; i++) {
+        if (saved[i])
+            setenv(keys[i], saved[i], 1);
+        else
+            unsetenv(keys[i]);
+        free(saved[i]);
+    }
+}
+END_TEST
+
 START_TEST(test_checkpoint_host_model)
 {
     char *model = (char *)&model;
@@ -249,6 +275,57 @@ START_TEST(test_eval_result_to_json)
 }
 END_TEST
 
+/* bytes into dir/name; the path (static). */
+static const char *write_bytes(const char *dir, const char *name, const void *p, size_t n)
+{
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+START_TEST(test_gguf_file_counts)
+{
+    char *dir = pt_test_tmpdir("pt_host_gguf_");
+    /* by hand: GGUF v3, no tensors, one key general.architecture = "llama" */
+    static const unsigned char one_kv[] = {
+        'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+        20, 0, 0, 0, 0, 0, 0, 0, 'g', 'e', 'n', 'e', 'r', 'a', 'l', '.', 'a', 'r', 'c', 'h', 'i', 't',
+        'e', 'c', 't', 'u', 'r', 'e', 8, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 'l', 'l', 'a', 'm', 'a' };
+    int version = -1;
+    int64_t nt = -1, nkv = -1;
+    ck_assert_ok(pt_gguf_file_counts(&version, &nt, &nkv, write_bytes(dir, "kv.gguf", one_kv, sizeof one_kv)));
+    ck_assert_int_eq(version, 3);
+    ck_assert_int_eq(nt, 0);
+    ck_assert_int_eq(nkv, 1);
+    ck_assert_status(pt_gguf_file_counts(&version, &nt, &nkv, write_bytes(dir, "bad.gguf", "GGUF\3", 5)),
+                     PT_EFORMAT, NULL);
+    ck_assert_int_eq(nt, 0);
+    ck_assert_status(pt_gguf_file_counts(&version, &nt, &nkv, NULL), PT_EINVAL, NULL);
+    /* stories260K as GGUF: 5 layers of 9 tensors, token_embd and output_norm
+     * (tied: no output.weight), as llama.cpp's converter writes it */
+    const char *shared = pt_test_shared_data("host_api gguf counts of stories260K");
+    if (shared) {
+        char src[4200], out[4300];
+        snprintf(src, sizeof src, "%s/models/stories260K", shared);
+        snprintf(out, sizeof out, "%s/stories.gguf", dir);
+        pt_model *m = NULL;
+        ck_assert_ok(pt_model_load_dir(&m, src, NULL));
+        ck_assert_ok(pt_model_export_gguf(m, out, NULL));
+        pt_model_free(m);
+        ck_assert_ok(pt_gguf_file_counts(&version, &nt, &nkv, out));
+        ck_assert_int_eq(version, 3);
+        ck_assert_int_eq(nt, 47);
+        ck_assert_int_gt(nkv, 10);
+    }
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("host_api");
@@ -257,9 +334,11 @@ int main(void)
     tcase_add_test(tc, test_ids_parse);
     tcase_add_test(tc, test_json_quote);
     tcase_add_test(tc, test_mpi_info);
+    tcase_add_test(tc, test_launcher_rank);
     tcase_add_test(tc, test_checkpoint_host_model);
     tcase_add_test(tc, test_arch_class_name);
     tcase_add_test(tc, test_eval_result_to_json);
+    tcase_add_test(tc, test_gguf_file_counts);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
