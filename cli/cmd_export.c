@@ -51,12 +51,13 @@ static const cli_command k_export = {
              "adapters as a GGUF LoRA adapter).",
 };
 
-static bool has_file(const char *dir, const char *name)
+/* The size of dir/name (name NULL: dir itself) when it is a regular file, else -1. */
+static long long file_size(const char *dir, const char *name)
 {
     char path[4096];
     struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    snprintf(path, sizeof path, "%s%s%s", dir, name ? "/" : "", name ? name : "");
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (long long)sb.st_size : -1;
 }
 
 static int check_args(const export_args *a)
@@ -71,7 +72,7 @@ static int check_args(const export_args *a)
     if (a->checkpoint && a->adapter)
         return cli_usage_error("export", "--checkpoint holds its own adapters: give --checkpoint or "
                                "--adapter, not both");
-    if (a->model && has_file(a->model, "MANIFEST.json") && !has_file(a->model, "config.json"))
+    if (a->model && file_size(a->model, "MANIFEST.json") >= 0 && file_size(a->model, "config.json") < 0)
         return cli_usage_error("export", "--model %s is a training checkpoint: it holds the trained "
                                "tensors and the optimizer state, not a model; export it with "
                                "--checkpoint %s (or give the run's --out directory)", a->model, a->model);
@@ -80,12 +81,6 @@ static int check_args(const export_args *a)
         (rc = cli_check_disjoint("export", "--out", a->out, "--adapter", a->adapter, true)))
         return rc;
     return cli_check_disjoint("export", "--out", a->out, "--checkpoint", a->checkpoint, true);
-}
-
-static long long file_size(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
 }
 
 static int write_gguf(const export_args *a, pt_model *m)
@@ -128,7 +123,7 @@ int cmd_export(int argc, char **argv)
     int version;
     int64_t n_tensors, n_kv;
     (void)pt_gguf_file_counts(&version, &n_tensors, &n_kv, a.out); /* 0 tensors if it cannot be read */
-    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %lld tensors)\n", a.out, file_size(a.out),
+    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %lld tensors)\n", a.out, file_size(a.out, NULL),
             (long long)n_tensors);
     return 0;
 }
