@@ -14,15 +14,15 @@ static const cli_opt k_export_opts[] = {
               "with --checkpoint: the base model (default: the one it records)" },
     { CLI_PATH, "out", CLI_ARG(out), "FILE.gguf", .required = true,
       .help = "the GGUF file to write (replaced atomically)" },
-    { CLI_ENUM, "type", CLI_ARG(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
+    { CLI_ENUM, "type", CLI_ARG(gguf.type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
       .enum_name = pt_gguf_ftype_name, .help = "tensor type of the matrices (1-D tensors stay f32)" },
-    { CLI_ENUM, "spm-scores", CLI_ARG(spm_scores), "MODE", .def = "converter",
+    { CLI_ENUM, "spm-scores", CLI_ARG(gguf.spm_scores), "MODE", .def = "converter",
       .from_name = pt_gguf_spm_scores_from_name, .enum_name = pt_gguf_spm_scores_name,
       .help = "tokenizer.ggml.scores of a SentencePiece-style tokenizer.json:\n"
               "converter: -1000 for every token, as llama.cpp's converter\n"
               "(llama.cpp then tokenizes some texts differently); merges: from\n"
               "the merge ranks (llama.cpp tokenizes as Hugging Face)" },
-    { CLI_STRING, "name", CLI_ARG(name), "NAME",
+    { CLI_STRING, "name", CLI_ARG(gguf.name), "NAME",
       .help = "general.name (default: derived as llama.cpp's converters derive it\n"
               "from DIR's name, or for an adapter the PEFT_DIR's)" },
     { CLI_PATH, "adapter", CLI_ARG(adapter), "PEFT_DIR",
@@ -85,13 +85,8 @@ static int check_args(const export_args *a)
 
 static int write_gguf(const export_args *a, pt_model *m)
 {
-    pt_gguf_export_options o;
-    pt_gguf_export_options_init(&o);
-    o.type = a->type;
-    o.name = a->name;
-    o.spm_scores = a->spm_scores;
     bool adapter = (a->adapter && !a->merge) || a->adapter_only;
-    int st = adapter ? pt_lora_export_gguf(m, a->out, &o) : pt_model_export_gguf(m, a->out, &o);
+    int st = adapter ? pt_lora_export_gguf(m, a->out, &a->gguf) : pt_model_export_gguf(m, a->out, &a->gguf);
     if (st) {
         const char *dir = pt_model_source_dir(m);
         if (dir)
@@ -104,6 +99,7 @@ static int write_gguf(const export_args *a, pt_model *m)
 int cmd_export(int argc, char **argv)
 {
     export_args a = { 0 };
+    pt_gguf_export_options_init(&a.gguf);
     int rc = cli_parse_table(&k_export, k_export_opts, CLI_COUNT_OF(k_export_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
