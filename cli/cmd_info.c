@@ -40,12 +40,6 @@ static const cli_command k_info = {
     .max_args = 1,
 };
 
-static const char *arch_name(int arch)
-{
-    const char *name = pt_arch_name(arch);
-    return name ? name : "?";
-}
-
 static void human(char *buf, size_t n, double bytes)
 {
     static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -60,10 +54,10 @@ static void human(char *buf, size_t n, double bytes)
 static void print_text(const char *dir, const pt_model_dir_info *info, const pt_memory_estimate *e)
 {
     const pt_model_config *c = &info->config;
-    const char *cls = pt_arch_class_name(c->arch);
+    const char *name = pt_arch_name(c->arch), *cls = pt_arch_class_name(c->arch);
     char a[32], b[32], d[32];
     printf("model:        %s\n", dir);
-    printf("architecture: %s (%s)\n", arch_name(c->arch), cls ? cls : "?");
+    printf("architecture: %s (%s)\n", name ? name : "?", cls ? cls : "?");
     printf("sizes:        vocab %d, hidden %d, intermediate %d, layers %d\n", c->vocab_size,
            c->hidden_size, c->intermediate_size, c->num_hidden_layers);
     printf("attention:    %d heads, %d kv heads, head_dim %d%s%s", c->num_attention_heads,
