@@ -14,27 +14,33 @@
 #define HELP_COLUMN 26
 #define MAX_OPTS 128 /* entries of one command, over all its groups */
 
-typedef struct found {
+/* An option of the command and where its value goes. */
+typedef struct entry {
     const cli_opt *opt;
     void *dst;
-    size_t index; /* over all the groups, for the given[] marks */
-} found;
+} entry;
 
-static bool find(found *f, const cli_group *groups, size_t n_groups, const char *arg)
+/* The groups' options in order into all[MAX_OPTS] (the first MAX_OPTS):
+ * their count. */
+static size_t flatten(entry *all, const cli_group *groups, size_t n_groups)
 {
-    size_t index = 0;
-    for (size_t g = 0; g < n_groups; g++) {
-        for (size_t i = 0; i < groups[g].n; i++, index++) {
-            const cli_opt *o = &groups[g].opts[i];
-            bool hit = arg[1] == '-' ? !strcmp(arg + 2, o->name)
-                                     : o->alias && arg[1] == o->alias && !arg[2];
-            if (hit) {
-                *f = (found){ o, (char *)groups[g].base + o->offset, index };
-                return true;
-            }
-        }
+    size_t n = 0;
+    for (size_t g = 0; g < n_groups; g++)
+        for (size_t i = 0; i < groups[g].n; i++, n++)
+            if (n < MAX_OPTS)
+                all[n] = (entry){ &groups[g].opts[i], (char *)groups[g].base + groups[g].opts[i].offset };
+    return n;
+}
+
+/* The index of the option arg names ("--name" or "-a"), or n. */
+static size_t find(const entry *all, size_t n, const char *arg)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cli_opt *o = all[i].opt;
+        if (arg[1] == '-' ? !strcmp(arg + 2, o->name) : o->alias && arg[1] == o->alias && !arg[2])
+            return i;
     }
-    return false;
+    return n;
 }
 
 /* ---- values ----------------------------------------------------------------- */
@@ -156,33 +162,14 @@ static bool takes_value(const cli_opt *o)
 
 /* ---- parsing ---------------------------------------------------------------- */
 
-static int apply_defaults(const char *cmd, const cli_group *groups, size_t n_groups)
-{
-    size_t total = 0;
-    for (size_t g = 0; g < n_groups; g++) {
-        total += groups[g].n;
-        for (size_t i = 0; i < groups[g].n; i++) {
-            const cli_opt *o = &groups[g].opts[i];
-            int rc = o->def ? set_value(cmd, o, (char *)groups[g].base + o->offset, o->def) : 0;
-            if (rc)
-                return rc; /* a table's mistake: the message names the option */
-        }
-    }
-    if (total > MAX_OPTS)
-        return cli_usage_error(cmd, "has more options than the engine's %d", MAX_OPTS);
-    return 0;
-}
-
 /* "--a is required", "--a and --b are required", "--a, --b and --c are required". */
-static int check_required(const char *cmd, const cli_group *groups, size_t n_groups, const bool *given)
+static int check_required(const char *cmd, const entry *all, size_t n_all, const bool *given)
 {
     const char *missing[MAX_OPTS];
     int n = 0;
-    size_t index = 0;
-    for (size_t g = 0; g < n_groups; g++)
-        for (size_t i = 0; i < groups[g].n; i++, index++)
-            if (groups[g].opts[i].required && !given[index])
-                missing[n++] = groups[g].opts[i].name;
+    for (size_t i = 0; i < n_all; i++)
+        if (all[i].opt->required && !given[i])
+            missing[n++] = all[i].opt->name;
     if (n == 0)
         return 0;
     char list[1024];
@@ -204,8 +191,14 @@ static int add_rest(const cli_command *cmd, cli_rest *rest, char *arg)
 int cli_parse(const cli_command *cmd, const cli_group *groups, size_t n_groups, int argc,
               char **argv, cli_rest *rest)
 {
+    entry all[MAX_OPTS];
     bool given[MAX_OPTS] = { false };
-    int rc = apply_defaults(cmd->name, groups, n_groups);
+    size_t n = flatten(all, groups, n_groups);
+    int rc = 0;
+    if (n > MAX_OPTS)
+        return cli_usage_error(cmd->name, "has more options than the engine's %d", MAX_OPTS);
+    for (size_t i = 0; i < n && !rc; i++) /* the defaults; an error is a table's mistake */
+        rc = all[i].opt->def ? set_value(cmd->name, all[i].opt, all[i].dst, all[i].opt->def) : 0;
     if (rest)
         *rest = (cli_rest){ argv + 1, 0 };
     for (int i = 1; i < argc && !rc; i++) {
@@ -222,15 +215,16 @@ int cli_parse(const cli_command *cmd, const cli_group *groups, size_t n_groups, 
             rc = add_rest(cmd, rest, arg);
             continue;
         }
-        found f;
-        if (!find(&f, groups, n_groups, arg))
+        size_t k = find(all, n, arg);
+        if (k == n)
             return cli_usage_error(cmd->name, "unknown option '%s'", arg);
-        if (takes_value(f.opt) && i + 1 >= argc)
-            return cli_usage_error(cmd->name, "--%s needs a value", f.opt->name);
-        rc = set_value(cmd->name, f.opt, f.dst, takes_value(f.opt) ? argv[++i] : NULL);
-        given[f.index] = true;
+        const cli_opt *o = all[k].opt;
+        if (takes_value(o) && i + 1 >= argc)
+            return cli_usage_error(cmd->name, "--%s needs a value", o->name);
+        rc = set_value(cmd->name, o, all[k].dst, takes_value(o) ? argv[++i] : NULL);
+        given[k] = true;
     }
-    return rc ? rc : check_required(cmd->name, groups, n_groups, given);
+    return rc ? rc : check_required(cmd->name, all, n, given);
 }
 
 /* ---- help ------------------------------------------------------------------- */

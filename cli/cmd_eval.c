@@ -8,9 +8,9 @@
 
 typedef struct eval_args {
     const char *model, *data, *adapter;
-    bool json, special, bf16;
+    bool json, bf16;
     int quantize;
-    int max_length;
+    pt_eval_options eo;
 } cli_args; /* CLI_ARG's */
 
 static const cli_opt k_eval_opts[] = {
@@ -24,9 +24,9 @@ static const cli_opt k_eval_opts[] = {
     { CLI_FLAG, "json", CLI_ARG(json),
       .help = "print one JSON object {\"loss\", \"tokens\", \"rows\": [{\"loss\",\n"
               "\"tokens\"}, ...]} (a row without tokens has \"loss\": null)" },
-    { CLI_INT, "max-length", CLI_ARG(max_length), "N", .lo = 2, .hi = 1 << 24,
+    { CLI_INT, "max-length", CLI_ARG(eo.max_length), "N", .lo = 2, .hi = 1 << 24,
       .help = "cut rows to their first N tokens (default: the model's max\npositions)" },
-    { CLI_FLAG_CLEAR, "no-special", CLI_ARG(special), .help = "do not add special tokens to {\"text\"} rows" },
+    { CLI_FLAG_CLEAR, "no-special", CLI_ARG(eo.add_special), .help = "do not add special tokens to {\"text\"} rows" },
     { CLI_PATH, "adapter", CLI_ARG(adapter), "DIR", .help = "apply a PEFT LoRA adapter directory to the model first" },
 };
 
@@ -38,27 +38,6 @@ static const cli_command k_eval = {
              "added as its post-processor says, e.g. BOS) or {\"input_ids\": [...],\n"
              "\"loss_mask\": [...]} (the mask is optional; 0 leaves a token out as a target).",
 };
-
-static void print_num(double v)
-{
-    if (isfinite(v))
-        printf("%.17g", v);
-    else
-        printf("null");
-}
-
-static void print_json(const pt_eval_result *r)
-{
-    printf("{\"loss\": ");
-    print_num(r->loss);
-    printf(", \"tokens\": %lld, \"rows\": [", (long long)r->tokens);
-    for (size_t i = 0; i < r->n_rows; i++) {
-        printf("%s{\"loss\": ", i ? ", " : "");
-        print_num(r->row_loss[i]);
-        printf(", \"tokens\": %lld}", (long long)r->row_tokens[i]);
-    }
-    printf("]}\n");
-}
 
 static void print_text(const pt_eval_result *r)
 {
@@ -75,19 +54,16 @@ static void print_text(const pt_eval_result *r)
 
 int cmd_eval(int argc, char **argv)
 {
-    cli_args a = { .special = true };
+    cli_args a = { 0 };
+    pt_eval_options_init(&a.eo); /* add_special true */
     int rc = cli_parse_table(&k_eval, k_eval_opts, CLI_COUNT_OF(k_eval_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
     pt_model *m = NULL;
     if (cli_open_model(&m, "eval", a.model, a.bf16, a.quantize, a.adapter, "eval", "eval"))
         return 1;
-    pt_eval_options eo;
-    pt_eval_options_init(&eo);
-    eo.max_length = a.max_length;
-    eo.add_special = a.special;
     pt_eval_result *r = NULL;
-    int st = pt_model_eval_jsonl(&r, m, pt_model_tokenizer(m), a.data, &eo);
+    int st = pt_model_eval_jsonl(&r, m, pt_model_tokenizer(m), a.data, &a.eo);
     if (st) {
         pt_model_free(m);
         return cli_fail("eval", st);
@@ -103,11 +79,13 @@ int cmd_eval(int argc, char **argv)
         pt_model_free(m);
         return 1;
     }
-    if (a.json)
-        print_json(r);
-    else
+    char *json = NULL;
+    if (a.json && (st = pt_eval_result_to_json(&json, NULL, r)) == PT_OK)
+        printf("%s\n", json);
+    else if (!a.json)
         print_text(r);
+    pt_free(json);
     pt_eval_result_free(r);
     pt_model_free(m);
-    return 0;
+    return st ? cli_fail("eval", st) : 0;
 }

@@ -14,15 +14,15 @@ static const cli_opt k_export_opts[] = {
               "with --checkpoint: the base model (default: the one it records)" },
     { CLI_PATH, "out", CLI_ARG(out), "FILE.gguf", .required = true,
       .help = "the GGUF file to write (replaced atomically)" },
-    { CLI_ENUM, "type", CLI_ARG(type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
+    { CLI_ENUM, "type", CLI_ARG(gguf.type), "TYPE", .def = "f32", .from_name = pt_gguf_ftype_from_name,
       .enum_name = pt_gguf_ftype_name, .help = "tensor type of the matrices (1-D tensors stay f32)" },
-    { CLI_ENUM, "spm-scores", CLI_ARG(spm_scores), "MODE", .def = "converter",
+    { CLI_ENUM, "spm-scores", CLI_ARG(gguf.spm_scores), "MODE", .def = "converter",
       .from_name = pt_gguf_spm_scores_from_name, .enum_name = pt_gguf_spm_scores_name,
       .help = "tokenizer.ggml.scores of a SentencePiece-style tokenizer.json:\n"
               "converter: -1000 for every token, as llama.cpp's converter\n"
               "(llama.cpp then tokenizes some texts differently); merges: from\n"
               "the merge ranks (llama.cpp tokenizes as Hugging Face)" },
-    { CLI_STRING, "name", CLI_ARG(name), "NAME",
+    { CLI_STRING, "name", CLI_ARG(gguf.name), "NAME",
       .help = "general.name (default: derived as llama.cpp's converters derive it\n"
               "from DIR's name, or for an adapter the PEFT_DIR's)" },
     { CLI_PATH, "adapter", CLI_ARG(adapter), "PEFT_DIR",
@@ -51,12 +51,13 @@ static const cli_command k_export = {
              "adapters as a GGUF LoRA adapter).",
 };
 
-static bool has_file(const char *dir, const char *name)
+/* The size of dir/name (name NULL: dir itself) when it is a regular file, else -1. */
+static long long file_size(const char *dir, const char *name)
 {
     char path[4096];
     struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    snprintf(path, sizeof path, "%s%s%s", dir, name ? "/" : "", name ? name : "");
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (long long)sb.st_size : -1;
 }
 
 static int check_args(const export_args *a)
@@ -71,7 +72,7 @@ static int check_args(const export_args *a)
     if (a->checkpoint && a->adapter)
         return cli_usage_error("export", "--checkpoint holds its own adapters: give --checkpoint or "
                                "--adapter, not both");
-    if (a->model && has_file(a->model, "MANIFEST.json") && !has_file(a->model, "config.json"))
+    if (a->model && file_size(a->model, "MANIFEST.json") >= 0 && file_size(a->model, "config.json") < 0)
         return cli_usage_error("export", "--model %s is a training checkpoint: it holds the trained "
                                "tensors and the optimizer state, not a model; export it with "
                                "--checkpoint %s (or give the run's --out directory)", a->model, a->model);
@@ -82,36 +83,10 @@ static int check_args(const export_args *a)
     return cli_check_disjoint("export", "--out", a->out, "--checkpoint", a->checkpoint, true);
 }
 
-static long long file_size(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
-}
-
-/* The tensor count of a GGUF file's header (u64 after the magic and the
- * version), or 0 when unreadable. */
-static unsigned long long gguf_tensor_count(const char *path)
-{
-    unsigned char h[16] = { 0 };
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(h, 1, sizeof h, f) : 0;
-    if (f)
-        fclose(f);
-    unsigned long long n = 0;
-    for (int i = 0; got == sizeof h && i < 8; i++)
-        n |= (unsigned long long)h[8 + i] << (8 * i);
-    return n;
-}
-
 static int write_gguf(const export_args *a, pt_model *m)
 {
-    pt_gguf_export_options o;
-    pt_gguf_export_options_init(&o);
-    o.type = a->type;
-    o.name = a->name;
-    o.spm_scores = a->spm_scores;
     bool adapter = (a->adapter && !a->merge) || a->adapter_only;
-    int st = adapter ? pt_lora_export_gguf(m, a->out, &o) : pt_model_export_gguf(m, a->out, &o);
+    int st = adapter ? pt_lora_export_gguf(m, a->out, &a->gguf) : pt_model_export_gguf(m, a->out, &a->gguf);
     if (st) {
         const char *dir = pt_model_source_dir(m);
         if (dir)
@@ -124,6 +99,7 @@ static int write_gguf(const export_args *a, pt_model *m)
 int cmd_export(int argc, char **argv)
 {
     export_args a = { 0 };
+    pt_gguf_export_options_init(&a.gguf);
     int rc = cli_parse_table(&k_export, k_export_opts, CLI_COUNT_OF(k_export_opts), &a, argc, argv, NULL);
     if (rc)
         return cli_exit_code(rc);
@@ -140,7 +116,10 @@ int cmd_export(int argc, char **argv)
     pt_model_free(m);
     if (rc)
         return rc;
-    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %llu tensors)\n", a.out, file_size(a.out),
-            gguf_tensor_count(a.out));
+    int version;
+    int64_t n_tensors, n_kv;
+    (void)pt_gguf_file_counts(&version, &n_tensors, &n_kv, a.out); /* 0 tensors if it cannot be read */
+    fprintf(stderr, "posttrain export: wrote %s (%lld bytes, %lld tensors)\n", a.out, file_size(a.out, NULL),
+            (long long)n_tensors);
     return 0;
 }

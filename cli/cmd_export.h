@@ -7,8 +7,8 @@
 #include <stdbool.h>
 
 typedef struct export_args {
-    const char *model, *out, *name, *adapter, *checkpoint;
-    int type, spm_scores;
+    const char *model, *out, *adapter, *checkpoint;
+    pt_gguf_export_options gguf; /* --type, --name, --spm-scores */
     bool merge, adapter_only;
 } export_args;
 

@@ -7,35 +7,15 @@
  * the rebuild needs. */
 #include "cmd_export.h"
 
-#include <cjson/cJSON.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* What the host JSON says: the base model (a copy, or NULL) and the LoRA
- * options (*has_lora false for a full fine-tune). */
+/* What the host JSON says (pt_checkpoint_host_model): the base model (or
+ * NULL) and the LoRA options (has_lora false for a full fine-tune). */
 typedef struct ckpt_host {
     char *model;
     bool has_lora;
     pt_lora_options lora;
 } ckpt_host;
-
-static int parse_lora(ckpt_host *h, const cJSON *jl, const char *ckpt)
-{
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(jl, "rank");
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(jl, "alpha");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(jl, "targets");
-    if (!cJSON_IsNumber(r) || !cJSON_IsNumber(a) || !cJSON_IsNumber(t)) {
-        fprintf(stderr, "posttrain export: --checkpoint %s: the recorded \"lora\" lacks rank, alpha or "
-                        "targets\n", ckpt);
-        return 1;
-    }
-    pt_lora_options_init(&h->lora);
-    h->lora.rank = r->valueint;
-    h->lora.alpha = a->valuedouble;
-    h->lora.targets = (unsigned)t->valuedouble;
-    h->has_lora = true;
-    return 0;
-}
 
 static int read_host(ckpt_host *h, const char *ckpt)
 {
@@ -43,17 +23,12 @@ static int read_host(ckpt_host *h, const char *ckpt)
     int st = pt_checkpoint_read_host(&text, ckpt);
     if (st)
         return cli_fail("--checkpoint", st);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    st = text ? pt_checkpoint_host_model(&h->model, &h->lora, &h->has_lora, text) : PT_OK;
     pt_free(text);
-    const cJSON *jm = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *jl = cJSON_GetObjectItemCaseSensitive(root, "lora");
-    int rc = 0;
-    if (cJSON_IsString(jm) && !(h->model = strdup(jm->valuestring)))
-        rc = cli_fail("--checkpoint", PT_ENOMEM);
-    if (!rc && jl)
-        rc = parse_lora(h, jl, ckpt);
-    cJSON_Delete(root);
-    return rc;
+    if (st == PT_EFORMAT)
+        fprintf(stderr, "posttrain export: --checkpoint %s: the recorded \"lora\" lacks rank, alpha or "
+                        "targets\n", ckpt);
+    return st == PT_EFORMAT ? 1 : st ? cli_fail("--checkpoint", st) : 0;
 }
 
 /* The base model, with the run's adapters when it was a LoRA run. */
@@ -95,7 +70,7 @@ int export_load_checkpoint(pt_model **out, const export_args *a)
     if (!rc && a->adapter_only && !pt_model_has_lora(m))
         rc = cli_usage_error("export", "--adapter-only: --checkpoint %s is of a full fine-tune (it "
                              "records no LoRA adapters)", a->checkpoint);
-    free(h.model);
+    pt_free(h.model);
     if (rc)
         pt_model_free(m);
     else

@@ -60,39 +60,6 @@ static const cli_command k_generate = {
               "completion is preceded by a line '--- sample I: N tokens, stop|length ---'.",
 };
 
-/* Parse "1,2 3" into ids (malloc'ed). */
-static int parse_ids(const char *s, int32_t **out, int *n)
-{
-    size_t cap = strlen(s) / 2 + 1;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    if (!ids)
-        return -1;
-    int k = 0;
-    const char *p = s;
-    while (*p) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n')
-            p++;
-        if (!*p)
-            break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',' && *end != ' ' &&
-                                                           *end != '\t' && *end != '\n')) {
-            free(ids);
-            return -1;
-        }
-        ids[k++] = (int32_t)v;
-        p = end;
-    }
-    if (k == 0) {
-        free(ids);
-        return -1;
-    }
-    *out = ids;
-    *n = k;
-    return 0;
-}
-
 /* 0 to go on, CLI_HELP, or the exit code of a usage error. */
 static int parse_args(cli_args *a, int argc, char **argv)
 {
@@ -108,20 +75,19 @@ static int parse_args(cli_args *a, int argc, char **argv)
     return 0;
 }
 
-/* The prompt's ids (malloc'ed or pt_free'd: *owned_by_lib says which). */
-static int prompt_tokens(const cli_args *a, const pt_tokenizer *tok, int32_t **ids, int *n,
-                         bool *lib)
+/* The prompt's ids (pt_free them). */
+static int prompt_tokens(const cli_args *a, const pt_tokenizer *tok, int32_t **ids, int *n)
 {
-    *lib = false;
+    size_t len = 0;
     if (a->prompt_ids) {
-        if (parse_ids(a->prompt_ids, ids, n))
+        if (pt_ids_parse(ids, &len, a->prompt_ids))
             return cli_usage_error("generate", "--prompt-ids needs integers separated by commas "
                                    "or spaces, not '%s'", a->prompt_ids);
+        *n = (int)len;
         return 0;
     }
     if (!tok)
         return cli_no_tokenizer("generate", a->model, "a text prompt needs it: give --prompt-ids");
-    size_t len = 0;
     int st;
     if (a->chat) {
         pt_chat_template *t = NULL;
@@ -144,7 +110,6 @@ static int prompt_tokens(const cli_args *a, const pt_tokenizer *tok, int32_t **i
         return 1;
     }
     *n = (int)len;
-    *lib = true;
     return 0;
 }
 
@@ -178,24 +143,6 @@ static int print_samples(const cli_args *a, const pt_tokenizer *tok, const int32
         }
     }
     return 0;
-}
-
-/* Stop after the config's eos_token_id and the tokenizer's eos token
- * (unless --ignore-eos); returns how many of stop[2] are set. */
-static int stop_ids(int32_t stop[2], const cli_args *a, const pt_model *m, const pt_tokenizer *tok)
-{
-    pt_model_config cfg;
-    pt_model_config_init(&cfg);
-    pt_model_get_config(&cfg, m);
-    int n_stop = 0;
-    if (a->ignore_eos)
-        return 0;
-    if (cfg.eos_token_id >= 0)
-        stop[n_stop++] = cfg.eos_token_id;
-    int32_t te = tok ? pt_tokenizer_eos_id(tok) : -1;
-    if (te >= 0 && te < cfg.vocab_size && (n_stop == 0 || stop[0] != te))
-        stop[n_stop++] = te;
-    return n_stop;
 }
 
 /* The prompt repeated for every sample, generated and printed. */
@@ -233,7 +180,9 @@ static int generate(cli_args *a, pt_model *m, const pt_tokenizer *tok, const int
         memcpy(prompts + (size_t)s * n_prompt, prompt, (size_t)n_prompt * sizeof *prompt);
         lens[s] = n_prompt;
     }
-    a->gen.n_stop_ids = stop_ids(stop, a, m, tok);
+    a->gen.n_stop_ids = 0; /* --ignore-eos: none */
+    if (!a->ignore_eos)
+        (void)pt_model_stop_ids(stop, &a->gen.n_stop_ids, m); /* cannot fail: m is not NULL */
     a->gen.stop_ids = stop;
     int64_t max_seq = (int64_t)n_prompt + M;
     if (max_seq > INT32_MAX / 2) {
@@ -283,13 +232,9 @@ int cmd_generate(int argc, char **argv)
     const pt_tokenizer *tok = pt_model_tokenizer(m);
     int32_t *prompt = NULL;
     int n_prompt = 0;
-    bool lib_owned = false;
-    if ((rc = prompt_tokens(&a, tok, &prompt, &n_prompt, &lib_owned)) == 0)
+    if ((rc = prompt_tokens(&a, tok, &prompt, &n_prompt)) == 0)
         rc = generate(&a, m, tok, prompt, n_prompt);
-    if (lib_owned)
-        pt_free(prompt);
-    else
-        free(prompt);
+    pt_free(prompt);
     pt_model_free(m);
     return rc;
 }

@@ -2,7 +2,6 @@
  * memory it needs for inference, full fine-tuning and LoRA. */
 #include "cli.h"
 
-#include <ctype.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <inttypes.h>
@@ -12,20 +11,20 @@
 
 typedef struct info_args {
     bool json, lenient;
-    int context, batch, seq, rank;
+    pt_memory_estimate_options mo;
 } cli_args; /* CLI_ARG's */
 
 static const cli_opt k_info_opts[] = {
     { CLI_FLAG, "json", CLI_ARG(json), .help = "print one JSON object instead of text" },
     { CLI_FLAG, "lenient", CLI_ARG(lenient),
       .help = "describe a directory whose weights will not load too (it still\nexits 1 and says it is broken)" },
-    { CLI_INT, "context", CLI_ARG(context), "T", .lo = 1, .hi = 1 << 24,
+    { CLI_INT64, "context", CLI_ARG(mo.context), "T", .lo = 1, .hi = 1 << 24,
       .help = "inference length for the KV-cache estimate (default: min(max\npositions, 2048))" },
-    { CLI_INT, "batch", CLI_ARG(batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
+    { CLI_INT64, "batch", CLI_ARG(mo.batch), "B", .def = "4", .lo = 1, .hi = 1 << 24,
       .help = "training batch for the activation estimate" },
-    { CLI_INT, "seq", CLI_ARG(seq), "T", .lo = 1, .hi = 1 << 24,
+    { CLI_INT64, "seq", CLI_ARG(mo.seq), "T", .lo = 1, .hi = 1 << 24,
       .help = "training sequence length (default: min(max positions, 256))" },
-    { CLI_INT, "lora-rank", CLI_ARG(rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
+    { CLI_INT64, "lora-rank", CLI_ARG(mo.lora_rank), "R", .def = "16", .lo = 1, .hi = 1 << 24,
       .help = "LoRA rank on all seven projections" },
 };
 
@@ -41,23 +40,6 @@ static const cli_command k_info = {
     .max_args = 1,
 };
 
-/* "LlamaForCausalLM" for "llama": the Hugging Face class of the library's
- * architecture name (every one follows the pattern). */
-static const char *class_name(char *buf, size_t n, int arch)
-{
-    const char *name = pt_arch_name(arch);
-    if (!name)
-        return "?";
-    snprintf(buf, n, "%c%sForCausalLM", toupper((unsigned char)name[0]), name + 1);
-    return buf;
-}
-
-static const char *arch_name(int arch)
-{
-    const char *name = pt_arch_name(arch);
-    return name ? name : "?";
-}
-
 static void human(char *buf, size_t n, double bytes)
 {
     static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -72,10 +54,10 @@ static void human(char *buf, size_t n, double bytes)
 static void print_text(const char *dir, const pt_model_dir_info *info, const pt_memory_estimate *e)
 {
     const pt_model_config *c = &info->config;
-    char cls[64];
+    const char *name = pt_arch_name(c->arch), *cls = pt_arch_class_name(c->arch);
     char a[32], b[32], d[32];
     printf("model:        %s\n", dir);
-    printf("architecture: %s (%s)\n", arch_name(c->arch), class_name(cls, sizeof cls, c->arch));
+    printf("architecture: %s (%s)\n", name ? name : "?", cls ? cls : "?");
     printf("sizes:        vocab %d, hidden %d, intermediate %d, layers %d\n", c->vocab_size,
            c->hidden_size, c->intermediate_size, c->num_hidden_layers);
     printf("attention:    %d heads, %d kv heads, head_dim %d%s%s", c->num_attention_heads,
@@ -151,6 +133,7 @@ static void print_text(const char *dir, const pt_model_dir_info *info, const pt_
 int cmd_info(int argc, char **argv)
 {
     cli_args a = { 0 };
+    pt_memory_estimate_options_init(&a.mo);
     cli_rest rest;
     int rc = cli_parse_table(&k_info, k_info_opts, CLI_COUNT_OF(k_info_opts), &a, argc, argv, &rest);
     if (rc)
@@ -177,16 +160,10 @@ int cmd_info(int argc, char **argv)
                 dir, pt_status_name(why), problem);
         return 1;
     }
-    pt_memory_estimate_options mo;
-    pt_memory_estimate_options_init(&mo);
-    mo.context = a.context;
-    mo.batch = a.batch;
-    mo.seq = a.seq;
-    mo.lora_rank = a.rank;
     pt_memory_estimate e;
     pt_memory_estimate_init(&e);
     char *json = NULL;
-    if ((st = pt_model_config_memory_estimate(&e, &info.config, &mo)) ||
+    if ((st = pt_model_config_memory_estimate(&e, &info.config, &a.mo)) ||
         (a.json && (st = pt_model_dir_info_to_json(&json, NULL, dir, &info, &e))))
         return cli_fail("info", st);
     if (a.json)

@@ -36,35 +36,11 @@ static const cli_command k_tokenize = {
     .epilog = "A line that cannot be read is reported with its number on stderr (exit 1).",
 };
 
-/* ---- output ---------------------------------------------------------------------- */
-static void write_json_string(FILE *f, const char *s, size_t n)
-{
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\b': fputs("\\b", f); break;
-        case '\f': fputs("\\f", f); break;
-        default:
-            if (c < 0x20 || c == 0x7F)
-                fprintf(f, "\\u%04x", c);
-            else
-                fputc(c, f);
-        }
-    }
-    fputc('"', f);
-}
-
 /* A library call on the row failed: its message, after the line's name. */
-static int line_failed(const char *name, size_t lineno, const char *op, int st)
+static int line_failed(const pt_jsonl_reader *rd, const char *op, int st)
 {
-    fprintf(stderr, "posttrain tokenize: %s line %zu: %s failed: %s: %s\n", name, lineno, op,
-            pt_status_name(st), pt_last_error());
+    fprintf(stderr, "posttrain tokenize: %s line %zu: %s failed: %s: %s\n", STDIN_NAME,
+            pt_jsonl_reader_line_number(rd), op, pt_status_name(st), pt_last_error());
     return 1;
 }
 
@@ -75,7 +51,7 @@ static int row_failed(void)
     return 1;
 }
 
-static int encode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsigned flags, size_t lineno)
+static int encode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsigned flags)
 {
     const char *text;
     size_t tl;
@@ -85,7 +61,7 @@ static int encode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsign
     size_t ni = 0;
     int st = pt_tokenizer_encode(&ids, &ni, tok, text, tl, flags);
     if (st)
-        return line_failed(STDIN_NAME, lineno, "encode", st);
+        return line_failed(rd, "encode", st);
     fputs("{\"ids\": [", stdout);
     for (size_t i = 0; i < ni; i++)
         printf(i ? ", %d" : "%d", (int)ids[i]);
@@ -94,7 +70,7 @@ static int encode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsign
     return 0;
 }
 
-static int decode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsigned flags, size_t lineno)
+static int decode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsigned flags)
 {
     int32_t *ids = NULL;
     size_t ni = 0;
@@ -102,15 +78,14 @@ static int decode_row(const pt_tokenizer *tok, const pt_jsonl_reader *rd, unsign
         return row_failed();
     char *text = NULL;
     size_t tl = 0;
+    char *json = NULL;
     int st = pt_tokenizer_decode(&text, &tl, tok, ids, ni, flags);
     pt_free(ids);
-    if (st)
-        return line_failed(STDIN_NAME, lineno, "decode", st);
-    fputs("{\"text\": ", stdout);
-    write_json_string(stdout, text, tl);
-    fputs("}\n", stdout);
+    if (!st && !(st = pt_json_quote(&json, NULL, text, tl, PT_JSON_SHORT_ESCAPES | PT_JSON_ESCAPE_DEL)))
+        printf("{\"text\": %s}\n", json);
     pt_free(text);
-    return 0;
+    pt_free(json);
+    return st ? line_failed(rd, "decode", st) : 0;
 }
 
 /* Every row of stdin, in order, until the first that fails; the library's
@@ -122,16 +97,10 @@ static int run_lines(const pt_tokenizer *tok, const cli_args *a)
     if (st)
         return cli_fail("tokenize: reading stdin", st);
     int rc = 0;
-    while (!rc && (st = pt_jsonl_reader_next(rd)) != 0) {
-        if (st < 0) {
-            rc = row_failed();
-            break;
-        }
-        size_t lineno = 0;
-        lineno = pt_jsonl_reader_line_number(rd);
-        rc = a->decode ? decode_row(tok, rd, a->skip_special ? PT_TOK_SKIP_SPECIAL : 0, lineno)
-                       : encode_row(tok, rd, a->add_special ? PT_TOK_ADD_SPECIAL : 0, lineno);
-    }
+    while (!rc && (st = pt_jsonl_reader_next(rd)) != 0)
+        rc = st < 0 ? row_failed()
+             : a->decode ? decode_row(tok, rd, a->skip_special ? PT_TOK_SKIP_SPECIAL : 0)
+                         : encode_row(tok, rd, a->add_special ? PT_TOK_ADD_SPECIAL : 0);
     pt_jsonl_reader_free(rd);
     return rc;
 }

@@ -1,10 +1,6 @@
 /* posttrain: the command-line face of libposttrain, built on its public API. */
 #include "cli.h"
 
-#ifdef PT_HAVE_MPI
-#include <mpi.h>
-#endif
-
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -81,25 +77,6 @@ static const cli_command k_version = {
     .about = "Print the library and program versions and the matrix-product backend.",
 };
 
-/* The "mpi:" line of posttrain version: the MPI library compiled in (its
- * MPI_Get_library_version, first line; callable before MPI_Init), or none. */
-static void print_mpi(void)
-{
-#ifdef PT_HAVE_MPI
-    char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0;
-    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS)
-        snprintf(v, sizeof v, "(MPI_Get_library_version failed)");
-    v[strcspn(v, "\r\n")] = '\0';
-    len = (int)strlen(v);
-    while (len > 0 && (v[len - 1] == ',' || v[len - 1] == ' '))
-        v[--len] = '\0';
-    printf("mpi: %s (data-parallel training under mpirun)\n", v);
-#else
-    printf("mpi: not compiled in (one process; rebuild with MPI found for data-parallel training)\n");
-#endif
-}
-
 int cmd_version(int argc, char **argv)
 {
     int rc = cli_parse(&k_version, NULL, 0, argc, argv, NULL);
@@ -109,7 +86,11 @@ int cmd_version(int argc, char **argv)
     printf("matrix products: %s\n", pt_blas_info());
     printf("cpu: %s\n", pt_cpu_info());
     printf("bf16 products: %s\n", pt_bf16_info());
-    print_mpi();
+    const char *mpi = pt_dist_mpi_info();
+    if (mpi)
+        printf("mpi: %s (data-parallel training under mpirun)\n", mpi);
+    else
+        printf("mpi: not compiled in (one process; rebuild with MPI found for data-parallel training)\n");
     return 0;
 }
 
@@ -143,23 +124,11 @@ static const cli_command k_program = {
     .stop_at_arg = true,
 };
 
-/* The rank an MPI launcher gave this process (its environment), so that
- * usage errors and notes are printed once before the job is joined
- * (cli_job_begin sets the rank the job has). */
-static int launcher_rank(void)
-{
-    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    cli_rank = launcher_rank();
+    /* usage errors and notes are printed once before the job is joined
+     * (cli_job_begin sets the rank the job has) */
+    cli_rank = pt_dist_launcher_rank();
     global_args g = { 0 };
     cli_group groups[] = { { "global options", k_global_opts, CLI_COUNT_OF(k_global_opts), &g } };
     cli_rest rest;

@@ -71,6 +71,15 @@ PT_API int pt_dist_options_init(pt_dist_options *opts);
 
 /* Whether this library was built with MPI. */
 PT_API bool pt_dist_has_mpi(void);
+/* The MPI library built in: the first line of its MPI_Get_library_version
+ * (callable before MPI_Init), trailing commas and spaces cut ("Open MPI
+ * v4.1.4, package: ..."; valid until the calling thread's next call), or
+ * NULL when built without MPI. */
+PT_API const char *pt_dist_mpi_info(void);
+/* The rank an MPI launcher (Open MPI's mpirun, PMIx, PMI: srun, Hydra) gave
+ * this process in its environment, or 0: known before the job is joined, so
+ * that a host can print a usage error or a note once, on rank 0. */
+PT_API int pt_dist_launcher_rank(void);
 
 /* Join the job (collective: every rank calls it).  mpi_comm: NULL for
  * MPI_COMM_WORLD (MPI is initialised if the host has not done it, and then

@@ -80,6 +80,12 @@ typedef struct pt_generate_options {
 
 PT_API int pt_generate_options_init(pt_generate_options *opts);
 
+/* The ids a completion of the model's text ends at, as `posttrain generate`
+ * stops: the config's eos_token_id when it has one, then the eos id of the
+ * model's tokenizer (pt_model_tokenizer) when that is another id inside the
+ * vocabulary.  out[0 .. *n) with *n in 0..2; pass them as stop_ids. */
+PT_API int pt_model_stop_ids(int32_t out[2], int *n, const pt_model *model);
+
 typedef struct pt_generator pt_generator;
 
 /* A generator for `model` with room for max_batch rows of max_seq tokens.

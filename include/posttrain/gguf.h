@@ -17,6 +17,7 @@
 #define POSTTRAIN_GGUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "posttrain/common.h"
 #include "posttrain/model.h"
@@ -92,6 +93,12 @@ PT_API int pt_model_export_gguf(const pt_model *model, const char *path,
  * without adapters is PT_ESTATE. */
 PT_API int pt_lora_export_gguf(const pt_model *model, const char *path,
                                const pt_gguf_export_options *opts);
+
+/* The counts of a GGUF file (a model, an adapter, any GGUF), read and checked
+ * as loading reads its header, metadata and tensor infos (no tensor data is
+ * read): the format version, the tensors and the metadata keys.  PT_EFORMAT
+ * (naming what is wrong) for a file that is not valid GGUF. */
+PT_API int pt_gguf_file_counts(int *version, int64_t *n_tensors, int64_t *n_kv, const char *path);
 
 #ifdef __cplusplus
 }

@@ -69,6 +69,23 @@ PT_API int pt_jsonl_reader_int_array(int32_t **ids, size_t *n, const pt_jsonl_re
 /* The current row as compact JSON text (valid until the next call). */
 PT_API int pt_jsonl_reader_json(const char **json, pt_jsonl_reader *r);
 
+/* ---- writing --------------------------------------------------------------- */
+
+/* Flags of pt_json_quote. */
+enum {
+    PT_JSON_SHORT_ESCAPES = 1u << 0, /* \n \r \t \b \f instead of \u000a ... */
+    PT_JSON_ESCAPE_DEL = 1u << 1     /* 0x7f as \u007f */
+};
+/* s[0..n) as a JSON string literal, quotes included: *out allocated (release
+ * with pt_free; NUL-terminated, *len bytes, len may be NULL).  '"' and '\\'
+ * are backslash-escaped, other bytes below 0x20 (NUL included) written as
+ * \u00xx in lower-case hex, every other byte as it is (UTF-8 stays UTF-8;
+ * the caller checks validity).  flags 0 is the form of the library's own
+ * files; PT_JSON_SHORT_ESCAPES is Python's json.dumps(s, ensure_ascii=False);
+ * with PT_JSON_ESCAPE_DEL too, `posttrain tokenize --decode`'s "text".
+ * PT_EINVAL for NULL out, s NULL with n > 0, or an unknown flag. */
+PT_API int pt_json_quote(char **out, size_t *len, const char *s, size_t n, unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,9 @@ typedef enum pt_arch {
  * accepted names otherwise). */
 PT_API const char *pt_arch_name(int value);
 PT_API int pt_arch_from_name(int *out, const char *name);
+/* The Hugging Face class of an architecture, config.json's "architectures"
+ * entry ("LlamaForCausalLM", ...), or NULL for a value that is not one. */
+PT_API const char *pt_arch_class_name(int value);
 
 
 typedef enum pt_rope_type {

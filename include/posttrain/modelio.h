@@ -222,6 +222,11 @@ typedef struct pt_eval_result {
 PT_API int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenizer *tok,
                                const char *path, const pt_eval_options *opts);
 PT_API void pt_eval_result_free(pt_eval_result *r);
+/* r as one JSON object, as `posttrain eval --json` prints it: {"loss": L,
+ * "tokens": N, "rows": [{"loss": L, "tokens": N}, ...]}, each loss in
+ * "%.17g" (reads back exactly) or null when it is not finite (a row without
+ * tokens); no newline.  *json allocated (free with pt_free; len may be NULL). */
+PT_API int pt_eval_result_to_json(char **json, size_t *len, const pt_eval_result *r);
 
 #ifdef __cplusplus
 }

@@ -71,6 +71,12 @@ PT_API int pt_tokenizer_encode(int32_t **ids, size_t *n_ids, const pt_tokenizer 
 PT_API int pt_tokenizer_decode(char **text, size_t *len, const pt_tokenizer *t,
                                const int32_t *ids, size_t n, unsigned flags);
 
+/* Ids written as text, "1,2 3": decimal int32 values separated by commas,
+ * spaces, tabs or newlines (as `posttrain generate --prompt-ids` takes
+ * them).  *ids allocated (free with pt_free), *n >= 1.  PT_EINVAL for a
+ * string with no ids, or anything but an int32 between separators. */
+PT_API int pt_ids_parse(int32_t **ids, size_t *n, const char *s);
+
 /* Vocabulary. */
 PT_API int32_t pt_tokenizer_vocab_size(const pt_tokenizer *t);  /* max id + 1 */
 /* PT_ENOTFOUND when the token is not in the vocabulary (added tokens first). */

@@ -13,6 +13,7 @@
 
 #include "posttrain/chat.h"
 #include "posttrain/common.h"
+#include "posttrain/lora.h"
 #include "posttrain/model.h"
 #include "posttrain/tokenizer.h"
 
@@ -338,6 +339,16 @@ PT_API int pt_checkpoint_load(char **host_json, pt_model *model, pt_optimizer *o
  * model partly loaded.  A `dir` that does not exist is PT_ENOTFOUND. */
 PT_API int pt_checkpoint_read_host(char **host_json, const char *dir);
 PT_API int pt_checkpoint_load_weights(pt_model *model, const char *dir);
+/* What a checkpoint's host JSON (pt_checkpoint_read_host) records of its
+ * model, as `posttrain sft`, `posttrain grpo` and the Python trainers write
+ * it: the base model's path ("model": *model allocated, free with pt_free;
+ * NULL when not recorded) and, for a LoRA run, the adapters' options ("lora":
+ * {"rank", "alpha", "targets"}: *has_lora true and *lora filled), which is
+ * what rebuilding the trained model takes (load the base, pt_model_add_lora,
+ * pt_checkpoint_load_weights).  JSON that is not an object records nothing.
+ * PT_EFORMAT: text that is not JSON, or a "lora" without rank, alpha or
+ * targets as numbers. */
+PT_API int pt_checkpoint_host_model(char **model, pt_lora_options *lora, bool *has_lora, const char *host_json);
 
 /* Learning-rate multiplier of a schedule at a given step (0-based), as
  * Hugging Face's get_*_schedule_with_warmup compute it. */

@@ -6,6 +6,10 @@
 
 #include "core/core.h"
 
+#ifdef PT_HAVE_MPI
+#include <mpi.h>
+#endif
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +43,24 @@ bool pt_dist_has_mpi(void)
 #endif
 }
 
+const char *pt_dist_mpi_info(void)
+{
+#ifdef PT_HAVE_MPI
+    /* callable before MPI_Init; a buffer per thread, as pt_last_error */
+    static _Thread_local char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS)
+        snprintf(v, sizeof v, "(MPI_Get_library_version failed)");
+    v[strcspn(v, "\r\n")] = '\0';
+    len = (int)strlen(v);
+    while (len > 0 && (v[len - 1] == ',' || v[len - 1] == ' '))
+        v[--len] = '\0';
+    return v;
+#else
+    return NULL;
+#endif
+}
+
 /* The job size an MPI launcher announced in the environment, or 0. */
 static long launcher_size(void)
 {
@@ -47,6 +69,17 @@ static long launcher_size(void)
         const char *v = getenv(vars[i]);
         if (v && *v)
             return strtol(v, NULL, 10);
+    }
+    return 0;
+}
+
+int pt_dist_launcher_rank(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
     }
     return 0;
 }

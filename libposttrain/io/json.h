@@ -22,6 +22,7 @@
 #define PT_IO_JSON_H
 
 #include "core/strbuf.h"
+#include "posttrain/jsonl.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -79,12 +80,8 @@ int pt__json_get_array(const cJSON **out, const cJSON *obj, const pt_json_ctx *c
  * safetensors header writer. */
 int pt__json_put_string(pt_strbuf *b, const char *s, size_t n);
 
-/* Variants for writers that must match another JSON encoder byte for byte. */
-enum {
-    PT_JSON_SHORT_ESCAPES = 1u << 0, /* \n \r \t \b \f instead of \u000a ... */
-    PT_JSON_ESCAPE_DEL = 1u << 1,    /* 0x7f as \u007f */
-};
-/* flags = PT_JSON_SHORT_ESCAPES is Python's json.dumps(s, ensure_ascii=False). */
+/* Variants for writers that must match another JSON encoder byte for byte:
+ * the flags of the public pt_json_quote (posttrain/jsonl.h). */
 int pt__json_put_string_ex(pt_strbuf *b, const char *s, size_t n, unsigned flags);
 
 /* The shortest "%.15g".."%.17g" text that reads back (strtod) as exactly v,

@@ -1,4 +1,5 @@
 /* The public JSONL reader (include/posttrain/jsonl.h) over io/jsonl. */
+#include "io/json.h"
 #include "io/jsonl.h"
 #include "posttrain/jsonl.h"
 
@@ -112,4 +113,19 @@ int pt_jsonl_reader_int_array(int32_t **ids, size_t *n, const pt_jsonl_reader *h
     if (!required && !cJSON_GetObjectItemCaseSensitive(h->row, key))
         return PT_OK;
     return pt__jsonl_int_array(ids, n, h->r, h->row, key, INT32_MIN, (int64_t)INT32_MAX + 1);
+}
+
+int pt_json_quote(char **out, size_t *len, const char *s, size_t n, unsigned flags)
+{
+    PT_CHECK_NULL(out);
+    *out = NULL;
+    if (len)
+        *len = 0;
+    PT_CHECK_ARG(s || n == 0, s, "is NULL with n = %zu", n);
+    PT_CHECK_ARG(!(flags & ~(unsigned)(PT_JSON_SHORT_ESCAPES | PT_JSON_ESCAPE_DEL)), flags,
+                 "has unknown bits 0x%x", flags);
+    pt_strbuf b = PT_STRBUF_INIT;
+    int st = pt__json_put_string_ex(&b, s, n, flags); /* the error recorded, if any */
+    *out = pt__strbuf_detach(&b, len);
+    return st;
 }

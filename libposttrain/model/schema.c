@@ -40,6 +40,12 @@ const pt_arch_info *pt__arch_info_get(int arch)
     return NULL;
 }
 
+const char *pt_arch_class_name(int arch)
+{
+    const pt_arch_info *a = pt__arch_info_get(arch);
+    return a ? a->class_name : NULL;
+}
+
 const pt_arch_info *pt__arch_info_by_model_type(const char *model_type)
 {
     for (size_t i = 0; model_type && i < N_ARCHS; i++)

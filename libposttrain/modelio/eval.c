@@ -1,5 +1,6 @@
 /* Mean next-token loss of a model over a JSONL file (posttrain eval). */
 #include "core/core.h"
+#include "core/strbuf.h"
 #include "io/fileio.h"
 #include "io/jsonl.h"
 #include "model/model.h"
@@ -361,4 +362,37 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     }
     *out = res;
     return PT_OK;
+}
+
+/* %.17g (reads back exactly), or null for NaN and infinities. */
+static void put_loss(pt_strbuf *b, double v)
+{
+    if (isfinite(v))
+        pt__strbuf_printf(b, "%.17g", v);
+    else
+        pt__strbuf_puts(b, "null");
+}
+
+int pt_eval_result_to_json(char **json, size_t *len, const pt_eval_result *r)
+{
+    PT_CHECK_NULL(json);
+    *json = NULL;
+    if (len)
+        *len = 0;
+    PT_CHECK_NULL(r);
+    PT_CHECK_ARG(r->n_rows == 0 || (r->row_loss && r->row_tokens), r, "has %zu rows but no row arrays",
+                 r->n_rows);
+    pt_strbuf b = PT_STRBUF_INIT;
+    pt__strbuf_puts(&b, "{\"loss\": ");
+    put_loss(&b, r->loss);
+    pt__strbuf_printf(&b, ", \"tokens\": %lld, \"rows\": [", (long long)r->tokens);
+    for (size_t i = 0; i < r->n_rows; i++) {
+        pt__strbuf_puts(&b, i ? ", {\"loss\": " : "{\"loss\": ");
+        put_loss(&b, r->row_loss[i]);
+        pt__strbuf_printf(&b, ", \"tokens\": %lld}", (long long)r->row_tokens[i]);
+    }
+    pt__strbuf_puts(&b, "]}");
+    int st = b.err;
+    *json = pt__strbuf_detach(&b, len);
+    return st;
 }

@@ -158,3 +158,23 @@ int pt_model_export_gguf(const pt_model *model, const char *path, const pt_gguf_
         pt__err_prefix(st, "pt_model_export_gguf: %s", path);
     return st;
 }
+
+int pt_gguf_file_counts(int *version, int64_t *n_tensors, int64_t *n_kv, const char *path)
+{
+    PT_CHECK_NULL(version);
+    *version = 0;
+    PT_CHECK_NULL(n_tensors);
+    *n_tensors = 0;
+    PT_CHECK_NULL(n_kv);
+    *n_kv = 0;
+    PT_CHECK_NULL(path);
+    pt_gguf *g = NULL;
+    int st = pt__gguf_open(&g, path);
+    if (st)
+        return st;
+    *version = (int)pt__gguf_version(g);
+    *n_tensors = (int64_t)pt__gguf_tensor_count(g);
+    *n_kv = (int64_t)pt__gguf_kv_count(g);
+    pt__gguf_close(g);
+    return PT_OK;
+}

@@ -4,10 +4,10 @@
  * `posttrain info --json` prints it. */
 #include "core/core.h"
 #include "core/strbuf.h"
+#include "io/json.h"
 #include "posttrain/model.h"
 #include "posttrain/modelio.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -99,20 +99,6 @@ int pt_model_config_memory_estimate(pt_memory_estimate *est, const pt_model_conf
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void json_string(pt_strbuf *b, const char *s)
-{
-    pt__strbuf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            pt__strbuf_printf(b, "\\%c", *p);
-        else if (*p < 0x20)
-            pt__strbuf_printf(b, "\\u%04x", *p);
-        else
-            pt__strbuf_putc(b, (char)*p);
-    }
-    pt__strbuf_putc(b, '"');
-}
-
 static const char *json_bool(bool v)
 {
     return v ? "true" : "false";
@@ -124,18 +110,15 @@ static void json_problem(pt_strbuf *b, int status, const char *problem)
     if (status == PT_OK)
         pt__strbuf_puts(b, "null");
     else
-        json_string(b, problem);
+        pt__json_put_string(b, problem, strlen(problem));
     pt__strbuf_puts(b, ",\n");
 }
 
 static void json_config(pt_strbuf *b, const pt_model_config *c)
 {
-    const char *name = pt_arch_name(c->arch);
-    pt__strbuf_printf(b, ", \"model_type\": \"%s\", \"architecture\": \"", name ? name : "?");
-    if (name)
-        pt__strbuf_printf(b, "%c%sForCausalLM", toupper((unsigned char)name[0]), name + 1);
-    else
-        pt__strbuf_putc(b, '?');
+    const char *name = pt_arch_name(c->arch), *cls = pt_arch_class_name(c->arch);
+    pt__strbuf_printf(b, ", \"model_type\": \"%s\", \"architecture\": \"%s", name ? name : "?",
+                      cls ? cls : "?");
     pt__strbuf_printf(b, "\",\n \"config\": {\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
                       "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": "
                       "%d, \"head_dim\": %d, \"max_position_embeddings\": %d, \"rope_theta\": %.17g, "
@@ -206,7 +189,7 @@ int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const p
         i.dtypes[k].name[sizeof i.dtypes[k].name - 1] = '\0';
     pt_strbuf b = PT_STRBUF_INIT;
     pt__strbuf_puts(&b, "{\"dir\": ");
-    json_string(&b, dir);
+    pt__json_put_string(&b, dir, strlen(dir));
     json_config(&b, &i.config);
     json_files(&b, &i);
     json_memory(&b, &e);

@@ -1,6 +1,8 @@
 /* Tokenizer containers: id and range arrays, hash maps, UTF-8 units. */
 #include "text/tok_util.h"
+#include "posttrain/tokenizer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -244,4 +246,47 @@ bool tk_is_white_space(uint32_t c)
     return (c >= 9 && c <= 13) || c == 32 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
            c == 0x205F || c == 0x3000;
+}
+
+/* ---- pt_ids_parse ------------------------------------------------------------- */
+
+static bool id_separator(char c)
+{
+    return c == ',' || c == ' ' || c == '\t' || c == '\n';
+}
+
+int pt_ids_parse(int32_t **ids, size_t *n, const char *s)
+{
+    PT_CHECK_NULL(ids);
+    *ids = NULL;
+    PT_CHECK_NULL(n);
+    *n = 0;
+    PT_CHECK_NULL(s);
+    int32_t *out = pt__malloc_array(strlen(s) / 2 + 1, sizeof *out);
+    if (!out)
+        return PT_ENOMEM;
+    size_t k = 0;
+    for (const char *p = s;;) {
+        while (id_separator(*p))
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX || (*end && !id_separator(*end))) {
+            pt_free(out);
+            return pt__err(PT_EINVAL, "pt_ids_parse: '%s' at offset %zu is not an int32 id", s,
+                           (size_t)(p - s));
+        }
+        out[k++] = (int32_t)v;
+        p = end;
+    }
+    if (k == 0) {
+        pt_free(out);
+        return pt__err(PT_EINVAL, "pt_ids_parse: '%s' holds no ids", s);
+    }
+    *ids = out;
+    *n = k;
+    return PT_OK;
 }

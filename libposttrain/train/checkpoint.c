@@ -630,3 +630,35 @@ int pt_checkpoint_load_weights(pt_model *model, const char *dir)
     free(pw);
     return st;
 }
+
+int pt_checkpoint_host_model(char **model, pt_lora_options *lora, bool *has_lora, const char *host_json)
+{
+    PT_CHECK_NULL(model);
+    *model = NULL;
+    PT_CHECK_NULL(has_lora);
+    *has_lora = false;
+    PT_CHECK_NULL(lora);
+    PT_CHECK_NULL(host_json);
+    cJSON *root = cJSON_Parse(host_json);
+    if (!root)
+        return pt__err(PT_EFORMAT, "pt_checkpoint_host_model: the host JSON is not JSON");
+    const cJSON *jm = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *jl = cJSON_GetObjectItemCaseSensitive(root, "lora");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(jl, "rank");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(jl, "alpha");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(jl, "targets");
+    int st = PT_OK;
+    if (jl && (!cJSON_IsNumber(r) || !cJSON_IsNumber(a) || !cJSON_IsNumber(t)))
+        st = pt__err(PT_EFORMAT, "pt_checkpoint_host_model: the recorded \"lora\" lacks rank, alpha or targets");
+    else if (cJSON_IsString(jm) && !(*model = pt__strdup(jm->valuestring)))
+        st = PT_ENOMEM;
+    if (!st && jl) {
+        pt_lora_options_init(lora);
+        lora->rank = r->valueint;
+        lora->alpha = a->valuedouble;
+        lora->targets = (unsigned)t->valuedouble;
+        *has_lora = true;
+    }
+    cJSON_Delete(root);
+    return st;
+}

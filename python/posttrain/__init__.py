@@ -37,8 +37,8 @@ from .model import (LORA_TARGETS, Batch, Context, EvalResult, ForwardResult, Mod
 from .tokenizer import DecodeStream, Tokenizer
 from .chat import ChatIds, ChatTemplate, ToolCalls
 from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, StepResult,
-                    TrainingBatch, dataset_defaults, load_checkpoint, optimizer_defaults,
-                    plot_metrics, save_checkpoint, schedule_factor, sft_step)
+                    TrainingBatch, dataset_defaults, load_checkpoint, load_checkpoint_model,
+                    optimizer_defaults, plot_metrics, save_checkpoint, schedule_factor, sft_step)
 from .generate import Generation, Generator, generate_defaults
 from .grpo import (GrpoStats, RewardSample, RolloutBuffer, SampleInfo, grpo_defaults, grpo_step)
 from .trainer import GRPOTrainer, TrainerState, TrainOutput
@@ -48,7 +48,7 @@ from .episodes import (Append, Done, EnvProcess, Episode, Episodes, Pending, Tur
                        episode_defaults, play_episodes)
 from .run import Run, RunState, check_output, run_state_from_json, run_state_to_json
 from .goodput import Goodput, GoodputReport, young_daly_interval
-from .dist import Dist, DistBackend, dist_defaults, has_mpi
+from .dist import Dist, DistBackend, dist_defaults, has_mpi, launcher_rank, mpi_info
 from .addition import (addition_held_out, addition_held_out_pairs, addition_problem, addition_score,
                        addition_teacher_pair, addition_train_pair, addition_prompt_ids, addition_evaluate)
 from . import safetensors
@@ -76,7 +76,8 @@ __all__ = [
     "default_config", "config_from_json", "load_config", "config_to_json", "config_num_params",
     "validate_config", "inspect_dir", "memory_estimate", "dir_info_json",
     "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds", "ToolCalls",
-    "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "schedule_factor",
+    "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "load_checkpoint_model",
+    "schedule_factor",
     "StepResult", "SftResult", "TrainingBatch", "EvalLoss", "DatasetPosition",
     "optimizer_defaults", "dataset_defaults", "plot_metrics", "safetensors", "builtin",
     "Generator", "Generation", "generate_defaults",
@@ -87,7 +88,7 @@ __all__ = [
     "play_episodes", "TurnEnd", "EpisodeEnd", "EnvAction", "OnError",
     "Goodput", "GoodputReport", "young_daly_interval",
     "Run", "RunState", "RunStart", "run_state_to_json", "run_state_from_json", "check_output",
-    "Dist", "DistBackend", "dist_defaults", "has_mpi",
+    "Dist", "DistBackend", "dist_defaults", "has_mpi", "launcher_rank", "mpi_info",
 ]
 
 

@@ -1028,10 +1028,14 @@ _declare(None, {
     "pt_dataset_set_position": (c_int, [vp, c_int64, c_int64]),
     "pt_checkpoint_save": (c_int, [vp, vp, c_char_p, c_char_p]),
     "pt_checkpoint_load": (c_int, [P(c_void_p), vp, vp, c_char_p]),
+    "pt_checkpoint_read_host": (c_int, [P(c_void_p), c_char_p]),
+    "pt_checkpoint_load_weights": (c_int, [vp, c_char_p]),
+    "pt_checkpoint_host_model": (c_int, [P(c_void_p), P(LoraOptions), P(c_bool), c_void_p]),
     "pt_schedule_factor": (c_int, [P(c_double), c_int, c_int64, c_int64, c_int64, c_double]),
 })
 _declare("generate", {
     "pt_generator_create": (c_int, [pp, vp, c_int, c_int]),
+    "pt_model_stop_ids": (c_int, [P(c_int32), P(c_int), vp]),
     "pt_generator_free": (None, [vp]),
     "pt_generate": (c_int, [vp, P(c_int32), P(c_int32), c_int, P(GenerateOptions), P(c_int32),
                             P(c_int32), P(c_int32), P(c_float)]),
@@ -1187,6 +1191,8 @@ _declare("run", {
 })
 _declare("dist", {
     "pt_dist_has_mpi": (c_bool, []),
+    "pt_dist_mpi_info": (c_char_p, []),
+    "pt_dist_launcher_rank": (c_int, []),
     "pt_dist_create": (c_int, [pp, c_void_p, P(DistOptions)]),
     "pt_dist_free": (None, [vp]),
     "pt_dist_rank": (c_int, [vp]),

@@ -38,7 +38,7 @@ from ._util import is_numpy, text, want_numpy
 from .enums import DistBackend, Status
 from .errors import Error, check, error_for, invalid, status_str
 
-__all__ = ["Dist", "DistBackend", "dist_defaults", "has_mpi"]
+__all__ = ["Dist", "DistBackend", "dist_defaults", "has_mpi", "launcher_rank", "mpi_info"]
 
 _FIELDS = DistOptions.field_names()
 _ENUMS = {"backend": DistBackend}
@@ -56,6 +56,19 @@ def has_mpi():
     """True when the loaded library was built with MPI (pt_dist_has_mpi; the
     feature word "mpi"): only then can a job have more than one process."""
     return has_feature("dist") and bool(lib.pt_dist_has_mpi())
+
+
+def launcher_rank():
+    """The rank an MPI launcher gave this process in its environment
+    (pt_dist_launcher_rank: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK), or 0,
+    known before a Dist is created: to print a note once."""
+    return lib.pt_dist_launcher_rank() if has_feature("dist") else 0
+
+
+def mpi_info():
+    """The MPI library the loaded libposttrain was built with, as `posttrain
+    version` prints it (pt_dist_mpi_info: "Open MPI v4.1.4, ..."), or None."""
+    return text(lib.pt_dist_mpi_info()) if has_mpi() else None
 
 
 def dist_defaults():

@@ -548,6 +548,15 @@ class Model(Handle):
             self._tok = weakref.ref(tok)   # the tokenizer keeps the model alive, not back
         return tok
 
+    @property
+    def stop_ids(self):
+        """The ids a completion of the model's text ends at, as `posttrain
+        generate` stops (pt_model_stop_ids): the config's eos_token_id, then
+        the tokenizer's eos id when that is another id in the vocabulary."""
+        out, n = (ctypes.c_int32 * 2)(), ctypes.c_int()
+        check(lib.pt_model_stop_ids(out, ctypes.byref(n), self._ptr), "pt_model_stop_ids")
+        return list(out[:n.value])
+
     # -- saving --------------------------------------------------------------------
     def save(self, path, tokenizer_dir=None, copy_tokenizer=True):
         """Write the Hugging Face layout into path (config.json,

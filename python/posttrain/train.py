@@ -5,15 +5,15 @@ import ctypes
 import json
 
 from ._handle import Handle, out_handle
-from ._lib import (Batch_, DatasetOptions, DatasetStats, OptimizerOptions, PlotOptions, SftStats, StepStats,
-                   has_feature, lib)
+from ._lib import (Batch_, DatasetOptions, DatasetStats, LoraOptions, OptimizerOptions, PlotOptions, SftStats,
+                   StepStats, has_feature, lib)
 from ._util import cstr, flat_float, fspath, int32_array, shaped
 from .enums import OptimizerType, Schedule, SkipReason
 from .enums import Status
 from .errors import ClosedHandleError, Unsupported, check, invalid
 from .model import Batch, Context, Model
 
-__all__ = ["Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint",
+__all__ = ["Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "load_checkpoint_model",
            "schedule_factor", "StepResult", "SftResult", "TrainingBatch", "EvalLoss",
            "DatasetPosition"]
 
@@ -280,6 +280,38 @@ def load_checkpoint(path, model, optimizer):
     finally:
         lib.pt_free(out)
     return json.loads(text) if text else None
+
+
+def load_checkpoint_model(path, base=None, load_tokenizer=True):
+    """The trained model of a run's checkpoint (OUT/checkpoints/step-N of
+    posttrain sft or grpo, or of the trainers here), rebuilt as `posttrain
+    export --checkpoint` does: the base model it records (or base), the
+    adapters of a LoRA run added with the recorded rank, alpha and targets
+    (pt_checkpoint_host_model), then the saved tensors (checksums verified)."""
+    out, rec, lo, lora = ctypes.c_void_p(), ctypes.c_void_p(), LoraOptions.new(), ctypes.c_bool()
+    check(lib.pt_checkpoint_read_host(ctypes.byref(out), fspath(path)), "pt_checkpoint_read_host")
+    try:
+        if out.value:
+            check(lib.pt_checkpoint_host_model(ctypes.byref(rec), ctypes.byref(lo), ctypes.byref(lora),
+                                               out.value), "pt_checkpoint_host_model")
+    finally:
+        lib.pt_free(out)
+    try:
+        base = base if base is not None else (ctypes.string_at(rec.value).decode() if rec.value else None)
+    finally:
+        lib.pt_free(rec)
+    if base is None:
+        raise invalid("checkpoint %s does not record its base model: give base=" % (path,),
+                      "load_checkpoint_model")
+    m = Model.load(base, load_tokenizer=load_tokenizer)
+    try:
+        if lora.value:
+            check(lib.pt_model_add_lora(m._ptr, ctypes.byref(lo)), "pt_model_add_lora")
+        check(lib.pt_checkpoint_load_weights(m._ptr, fspath(path)), "pt_checkpoint_load_weights")
+    except BaseException:
+        m.close()
+        raise
+    return m
 
 
 # ---- datasets --------------------------------------------------------------------

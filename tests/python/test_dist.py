@@ -488,6 +488,23 @@ class TestSingleAndOptions(unittest.TestCase):
         self.assertIs(pt.DistBackend("mpi"), pt.DistBackend.MPI)
         self.assertIn("dist", pt.features())
         self.assertEqual(pt.has_mpi(), "mpi" in pt.features())
+        # `posttrain version`'s "mpi:" line: one line, no trailing ", "
+        info = pt.mpi_info()
+        self.assertEqual(info is not None, pt.has_mpi())
+        if info is not None:
+            self.assertTrue(info and "\n" not in info and info[-1] not in ", ", info)
+        keys = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+        saved = {k: os.environ.pop(k) for k in keys if k in os.environ}
+        try:
+            self.assertEqual(pt.launcher_rank(), 0)
+            os.environ["PMI_RANK"] = "5"
+            self.assertEqual(pt.launcher_rank(), 5)
+            os.environ["OMPI_COMM_WORLD_RANK"] = "2"   # Open MPI's first
+            self.assertEqual(pt.launcher_rank(), 2)
+        finally:
+            for k in keys:
+                os.environ.pop(k, None)
+            os.environ.update(saved)
         self.assertEqual(pt.dist_defaults(), {"backend": pt.DistBackend.AUTO, "timeout_s": 60.0,
                                               "bucket_bytes": 4 << 20})
 

@@ -119,6 +119,20 @@ class TestStoriesGreedy(unittest.TestCase):
             self.assertEqual(g.tokens, ref[1:])
             self.assertEqual(m.tokenizer.decode(ref[:1] + g.tokens, skip_special=True), text)
 
+    def test_stop_ids(self):
+        """Model.stop_ids: stories260K's config eos_token_id 2, its tokenizer's
+        "</s>" the same id (once); a model without a tokenizer: the config's."""
+        root = ptest.shared_data("stories260K stop ids (Python binding)")
+        if root is None:
+            self.skipTest("shared data absent (../shared/data or $PT_SHARED_DATA)")
+        with pt.Model.load(os.path.join(root, "models", "stories260K")) as m:
+            self.assertEqual(m.tokenizer.eos_id, 2)
+            self.assertEqual(m.stop_ids, [2])
+        with pt.Model.create(dict(TINY, eos_token_id=5)) as m:
+            self.assertEqual(m.stop_ids, [5])
+        with pt.Model.create(dict(TINY, eos_token_id=-1)) as m:
+            self.assertEqual(m.stop_ids, [])
+
 
 if __name__ == "__main__":
     ptest.main()

@@ -136,6 +136,39 @@ class TestSft(unittest.TestCase):
         self.assertEqual(tail2, tail)         # bit-identical losses
         self.assertEqual(final2, final)       # and weights
 
+    def test_checkpoint_model_rebuilt(self):
+        """load_checkpoint_model: the base the host data records (or base=),
+        LoRA adapters added as its "lora" says, the trained tensors loaded:
+        the trained model's weights exactly."""
+        base = os.path.join(self.dir.name, "base")
+        with pt.Model.create(TINY, seed=3) as m:
+            m.save(base, copy_tokenizer=False)
+        for lora in (None, {"rank": 4, "alpha": 8.0, "targets": 5}):   # 5: q_proj | v_proj
+            ck = os.path.join(self.dir.name, "ck-lora" if lora else "ck-full")
+            with pt.Model.load(base) as m, self.dataset() as ds:
+                if lora:
+                    m.add_lora(rank=4, alpha=8.0, targets=("q", "v"))
+                with pt.Optimizer(m, lr=1e-2) as opt:
+                    for _ in range(2):
+                        b, w = ds.next_batch()
+                        opt.sft_step(b, [w])
+                    host = {"model": base, "step": 2}
+                    if lora:
+                        host["lora"] = lora
+                    pt.save_checkpoint(ck, m, opt, host)
+                want = m.state_dict()
+            with pt.load_checkpoint_model(ck) as r:
+                self.assertEqual(r.has_lora, bool(lora))
+                got = r.state_dict()
+                self.assertEqual(sorted(got), sorted(want))
+                self.assertEqual(ptest.tensors_flat(got), ptest.tensors_flat(want))
+        with pt.Model.load(base) as m, pt.Optimizer(m, lr=1e-2) as opt:
+            pt.save_checkpoint(os.path.join(self.dir.name, "ck-none"), m, opt, {"step": 0})
+        with self.assertRaises(pt.InvalidArgument):
+            pt.load_checkpoint_model(os.path.join(self.dir.name, "ck-none"))
+        with pt.load_checkpoint_model(os.path.join(self.dir.name, "ck-none"), base=base) as r:
+            self.assertFalse(r.has_lora)
+
 
 class TestGradientCheckpointing(unittest.TestCase):
     def test_same_losses_and_weights(self):
