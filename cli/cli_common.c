@@ -182,10 +182,7 @@ int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optim
     cJSON_free(text);
     if (st == PT_EPEER) /* another rank failed and said why */
         return 1;
-    if (st)
-        return cli_run_fail(cmd, "saving a checkpoint", st);
-    cli_note("posttrain %s: checkpoint %s\n", cmd, pt_run_last_checkpoint(o->run));
-    return 0;
+    return st ? cli_run_fail(cmd, "saving a checkpoint", st) : 0; /* the run notes the checkpoint */
 }
 
 int cli_json_i64(long long *v, const cJSON *obj, const char *key)
@@ -257,17 +254,8 @@ int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const
                  "\n", cmd, s.seed, seed);
     pt_free(text);
     if (h && !(rc = b->apply(b->run, &s, h, dir))) {
-        /* the rows pt_run_load dropped are the work this run redoes, and the
-         * time since the replaced run's last row: lost goodput */
-        *step = s.step;
-        cli_note("posttrain %s: resumed at step %lld from %s\n", cmd, (long long)s.step, dir);
-        double gap = pt_run_relaunch_seconds(o->run);
-        if (gap > 0)
-            cli_note("posttrain %s: goodput: %.3f s from the earlier run's last metrics row to this relaunch "
-                     "are lost\n", cmd, gap);
-        if (pt_run_lost_steps(o->run))
-            cli_note("posttrain %s: goodput: %lld steps (%.3f s) of the earlier run after step %lld are lost\n",
-                     cmd, (long long)pt_run_lost_steps(o->run), pt_run_lost_seconds(o->run), (long long)s.step);
+        *step = s.step; /* the run notes the step and the goodput lost */
+        pt_run_resumed(o->run, s.step);
     }
     cJSON_Delete(h);
     cli_job_section(j, PT_TIME_STARTUP);

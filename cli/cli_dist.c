@@ -194,18 +194,7 @@ int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
 
 int cli_job_saved(cli_job *j, long long step)
 {
-    (void)step; /* the run keeps the rollback point */
-    if (j->save_every != CLI_SAVE_AUTO)
-        return 0;
-    /* --save-every auto: the run chose the interval from this first
-     * checkpoint's cost and the steps' time (rank 0's, for every rank) */
-    j->save_every = (int)pt_run_save_every(j->run);
-    double cost = pt_run_last_save_seconds(j->run), per_step = pt_run_mean_step_seconds(j->run), interval = 0;
-    if (per_step > 0 && cost > 0)
-        pt_checkpoint_interval_young_daly(&interval, cost, j->args.mtbf_hours * 3600.0);
-    cli_note("posttrain %s: --save-every auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g h, "
-             "Young-Daly gives %.1f s: a checkpoint every %d steps\n", j->cmd, cost, per_step, j->args.mtbf_hours,
-             interval, j->save_every);
+    (void)j, (void)step; /* the run keeps the rollback point and says save_auto's interval */
     return 0;
 }
 

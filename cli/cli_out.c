@@ -30,6 +30,13 @@ static const char *run_message(void)
     return m;
 }
 
+/* The run's notes (rank 0's) as the CLI's lines. */
+static void print_note(int level, const char *text, void *cmd)
+{
+    (void)level;
+    fprintf(stderr, "posttrain %s: %s\n", (const char *)cmd, text);
+}
+
 /* ---- the checkpoint and output options ------------------------------------------ */
 
 /* --save-every N or auto (CLI_SAVE_AUTO) into an int. */
@@ -128,6 +135,8 @@ int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metri
     ro.test_flip_step = j->flip_step;
     ro.inputs = inputs;
     ro.n_inputs = 2;
+    ro.notes = print_note;
+    ro.notes_user = (void *)cmd;
     int st = PT_OK, rc = 0;
     if (overwrite && *resume)
         rc = cli_usage_error(cmd, "give --resume or --overwrite, not both");
@@ -144,14 +153,10 @@ int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metri
         rc = 1;
     } else if (!rc) {
         snprintf(o->metrics, sizeof o->metrics, "%s", pt_run_metrics_path(o->run));
-        const char *dir = auto_resume ? pt_run_resume_dir(o->run) : NULL;
-        if (dir) {
-            snprintf(o->resume, sizeof o->resume, "%s", dir);
-            *resume = o->resume;
-            cli_note("posttrain %s: --resume auto: the latest checkpoint is %s\n", cmd, o->resume);
-        } else if (auto_resume) {
-            *resume = NULL;
-            cli_note("posttrain %s: --resume auto: %s holds no run yet; starting at step 0\n", cmd, out);
+        if (auto_resume) { /* the run noted its choice */
+            const char *dir = pt_run_resume_dir(o->run);
+            snprintf(o->resume, sizeof o->resume, "%s", dir ? dir : "");
+            *resume = dir ? o->resume : NULL;
         }
         if (pt_run_rank(o->run) == 0)
             g_rows.out = o;

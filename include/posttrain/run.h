@@ -96,6 +96,11 @@ typedef struct pt_run_input {
  * input->tree, any file of that directory).  PT_OK when either path is NULL. */
 PT_API int pt_run_check_output(const char *out_name, const char *out, const pt_run_input *input);
 
+/* A run's notes (pt_run_options.notes): `level` a pt_log_level (PT_LOG_INFO,
+ * PT_LOG_WARN), `text` one line without a newline (valid during the call),
+ * `user` the options' notes_user. */
+typedef void (*pt_run_notes_fn)(int level, const char *text, void *user);
+
 typedef struct pt_run_options {
     size_t size;                /* sizeof(pt_run_options) */
     const char *dir;            /* the run directory (created if missing; its parent must exist); required */
@@ -140,6 +145,16 @@ typedef struct pt_run_options {
      * test_flip_rank after step test_flip_step; -1 (default): off. */
     int test_flip_rank;
     int64_t test_flip_step;
+    /* The run's notes to its user (optional): on rank 0, during the call
+     * that did it, each thing the run did that a user wants told, as the
+     * CLI prints it after "posttrain CMD: " (docs/run-directory.md,
+     * "Notes"): pt_run_open's choice of PT_RUN_RESUME_AUTO, pt_run_resumed's
+     * step and lost goodput, pt_run_save's checkpoint and save_auto's
+     * interval.  save_name names save_auto in them (default "--save-every
+     * auto"). */
+    pt_run_notes_fn notes;
+    void *notes_user;
+    const char *save_name;
 } pt_run_options;
 PT_API int pt_run_options_init(pt_run_options *o);
 
@@ -218,6 +233,11 @@ PT_API int pt_run_load(pt_run_state *state, char **host_extra, pt_run *run, pt_m
  * a rollback. */
 PT_API int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *model, pt_optimizer *opt,
                                   const char *dir, const char *kind);
+/* The host has applied the state pt_run_load gave (its data position, its
+ * own fields): the notes of the resume, "resumed at step STEP from DIR" and
+ * the goodput the relaunch lost (pt_run_relaunch_seconds,
+ * pt_run_lost_steps).  PT_ESTATE when the run starts fresh. */
+PT_API int pt_run_resumed(pt_run *run, int64_t step);
 /* Keep the metrics rows up to `step` as pt_run_load does (after a rollback
  * to the checkpoint of `step`); the lost getters then count the rows
  * dropped. */

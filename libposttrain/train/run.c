@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,25 @@
 static char *dup_or(const char *s, const char *def)
 {
     return strdup(s ? s : def);
+}
+
+void pt__run__note(const pt_run *r, int level, const char *fmt, ...)
+{
+    if (r->rank != 0 || !r->o.notes)
+        return;
+    char line[1024], *text = line;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof line && (text = malloc((size_t)n + 1))) { /* a long path */
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    r->o.notes(level, text ? text : line, r->o.notes_user);
+    if (text != line)
+        free(text);
 }
 
 static int copy_options(pt_run *r, const pt_run_options *user)
@@ -56,9 +76,10 @@ static int copy_options(pt_run *r, const pt_run_options *user)
     r->dir_name = dup_or(o->dir_name, "--out");
     r->metrics_name = dup_or(o->metrics_name, "--metrics");
     r->resume_name = dup_or(o->resume_name, "--resume");
+    r->save_name = dup_or(o->save_name, "--save-every auto");
     r->ckpt_dir = pt__path_join(o->dir, "checkpoints");
     if (!r->dir || !r->kind || !r->metrics || (o->resume_from && !r->resume_from) || !r->dir_name ||
-        !r->metrics_name || !r->resume_name || !r->ckpt_dir)
+        !r->metrics_name || !r->resume_name || !r->save_name || !r->ckpt_dir)
         return pt__err(PT_ENOMEM, "out of memory");
     r->o.dir = r->dir;
     r->o.metrics = r->metrics;
@@ -67,6 +88,7 @@ static int copy_options(pt_run *r, const pt_run_options *user)
     r->o.dir_name = r->dir_name;
     r->o.metrics_name = r->metrics_name;
     r->o.resume_name = r->resume_name;
+    r->o.save_name = r->save_name;
     r->save_every = o->save_auto ? 0 : o->save_every;
     r->dist = o->dist;
     r->gp = o->goodput;
@@ -101,6 +123,10 @@ int pt_run_open(pt_run **out, const pt_run_options *opts)
     }
     if (r->resume)
         pt__log(PT_LOG_INFO, "run %s: continuing from %s", r->dir, r->resume);
+    if (r->o.start == PT_RUN_RESUME_AUTO && r->resume)
+        pt__run__note(r, PT_LOG_INFO, "%s auto: the latest checkpoint is %s", r->resume_name, r->resume);
+    else if (r->o.start == PT_RUN_RESUME_AUTO)
+        pt__run__note(r, PT_LOG_INFO, "%s auto: %s holds no run yet; starting at step 0", r->resume_name, r->dir);
     *out = r;
     return PT_OK;
 }
@@ -119,6 +145,7 @@ void pt_run_close(pt_run *r)
     free(r->dir_name);
     free(r->metrics_name);
     free(r->resume_name);
+    free(r->save_name);
     free(r->ckpt_dir);
     free(r->resume);
     free(r->last_ckpt);
@@ -258,6 +285,21 @@ int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *mod
     return PT_OK;
 }
 
+int pt_run_resumed(pt_run *r, int64_t step)
+{
+    PT_CHECK_NULL(r);
+    if (!r->resume)
+        return pt__err(PT_ESTATE, "%s: the run %s starts fresh: nothing was resumed", __func__, r->dir);
+    pt__run__note(r, PT_LOG_INFO, "resumed at step %" PRId64 " from %s", step, r->resume);
+    if (r->relaunch_seconds > 0)
+        pt__run__note(r, PT_LOG_INFO, "goodput: %.3f s from the earlier run's last metrics row to this relaunch "
+                                      "are lost", r->relaunch_seconds);
+    if (r->lost_steps)
+        pt__run__note(r, PT_LOG_INFO, "goodput: %" PRId64 " steps (%.3f s) of the earlier run after step %" PRId64
+                                      " are lost", r->lost_steps, r->lost_seconds, step);
+    return PT_OK;
+}
+
 int pt_run_trim_metrics(pt_run *r, int64_t step)
 {
     PT_CHECK_NULL(r);
@@ -275,6 +317,9 @@ static void choose_interval(pt_run *r)
         pt_checkpoint_interval_young_daly(&interval, r->save_seconds, r->o.mtbf_seconds) == PT_OK)
         n = fmin(1e9, fmax(1.0, round(interval / per_step)));
     r->save_every = (int64_t)n;
+    pt__run__note(r, PT_LOG_INFO, "%s: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g h, Young-Daly "
+                                  "gives %.1f s: a checkpoint every %" PRId64 " steps", r->save_name, r->save_seconds,
+                  per_step, r->o.mtbf_seconds / 3600.0, interval, r->save_every);
     if (r->rank == 0)
         pt__log(PT_LOG_INFO, "save_auto: a checkpoint took %.3f s, a step %.4f s; with an MTBF of %g s, "
                             "Young-Daly gives %.1f s: a checkpoint every %" PRId64 " steps",
@@ -327,6 +372,7 @@ int pt_run_save(pt_run *r, const pt_model *model, pt_optimizer *opt, const pt_ru
     r->last_ckpt = dir;
     r->last_save = state->step;
     r->save_seconds = pt__now() - t0;
+    pt__run__note(r, PT_LOG_INFO, "checkpoint %s", dir);
     if (r->o.save_auto && r->save_every == 0) {
         choose_interval(r);
         if ((st = pt__run__share_interval(r)))

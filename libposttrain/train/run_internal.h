@@ -3,6 +3,7 @@
 #ifndef PT_TRAIN_RUN_INTERNAL_H
 #define PT_TRAIN_RUN_INTERNAL_H
 
+#include "core/core.h"
 #include "posttrain/run.h"
 
 #include <stdbool.h>
@@ -14,7 +15,7 @@
 struct pt_run {
     pt_run_options o;      /* the options; its strings point to the copies below */
     char *dir, *metrics, *kind, *resume_from;
-    char *dir_name, *metrics_name, *resume_name;
+    char *dir_name, *metrics_name, *resume_name, *save_name;
     char *ckpt_dir;        /* DIR/checkpoints */
     char *resume;          /* the checkpoint the run continues from, or NULL */
     char *last_ckpt;       /* the last complete checkpoint, or NULL */
@@ -39,6 +40,9 @@ struct pt_run {
     int rank, size;        /* this process in the job: 0 and 1 without one */
     int rollbacks;         /* pt_run_rollback calls since the last passing replica check */
 };
+
+/* A note (pt_run_options.notes) of `level`, printf-formatted, on rank 0. */
+void pt__run__note(const pt_run *r, int level, const char *fmt, ...) PT_PRINTF(3, 4);
 
 /* run_dir.c: the overlap checks of the outputs against the inputs; the
  * locks, leftovers and start modes of pt_run_open; retention. */

@@ -376,6 +376,9 @@ class RunOptions(Struct):
         ("max_rollbacks", c_int),
         ("test_flip_rank", c_int),
         ("test_flip_step", c_int64),
+        ("notes", c_void_p),        # a LOG_FN (level, text, user)
+        ("notes_user", c_void_p),
+        ("save_name", c_char_p),
     ]
 
 
@@ -1139,6 +1142,7 @@ _declare("run", {
     "pt_run_lost_seconds": (c_double, [vp]),
     "pt_run_lost_steps": (c_int64, [vp]),
     "pt_run_relaunch_seconds": (c_double, [vp]),
+    "pt_run_resumed": (c_int, [vp, c_int64]),
     "pt_run_save": (c_int, [vp, vp, vp, P(RunState), c_char_p]),
     "pt_run_log": (c_int, [vp, c_char_p]),
     "pt_run_rows": (c_int64, [vp]),

@@ -18,17 +18,31 @@ SFTTrainer keep their run in one of these.
 
 import ctypes
 import json
+import logging
 import math
 import os
 
 from ._handle import Handle
-from ._lib import RunInput, RunOptions, RunState, has_feature, lib
+from ._lib import LOG_FN, RunInput, RunOptions, RunState, has_feature, lib
 from ._util import fspath
 from .enums import RunAction, RunStart, TimeKind
 from .errors import Status, check, error_for, invalid
 
 __all__ = ["Run", "RunState", "run_state_to_json", "run_state_from_json", "check_output",
            "host_model_fields"]
+
+# The run's notes (pt_run_options.notes: --resume auto's choice, the resume
+# and the goodput its relaunch lost, each checkpoint, save_auto's interval),
+# the lines the CLI prints after "posttrain CMD: ", on the logger "posttrain".
+_notes_logger = logging.getLogger("posttrain")
+
+
+def _note(level, text, user):
+    _notes_logger.log(logging.WARNING if level <= 1 else logging.INFO, "%s",
+                      text.decode("utf-8", "replace") if text else "")
+
+
+_NOTES = LOG_FN(_note)   # alive as long as the module
 
 
 def _require(what):
@@ -131,7 +145,9 @@ class Run(Handle):
     Goodput whose totals the checkpoints carry and a resume restores (both
     borrowed: they must outlive the run).  check_every, on_mismatch,
     max_rollbacks: the replica checks' cadence and policy (check()).  The directory and the metrics
-    file stay locked until close()."""
+    file stay locked until close().  What the run does that a user wants told
+    (the CLI's notes: the checkpoint resumed and the goodput lost, each
+    checkpoint) is logged on the logger "posttrain" (INFO)."""
 
     _free_fn = "pt_run_close"
     _kind = "run"
@@ -169,6 +185,8 @@ class Run(Handle):
         o.mtbf_seconds = float(mtbf_seconds)
         o.check_every, o.max_rollbacks = int(check_every or 0), int(max_rollbacks)
         o.on_mismatch = int(RunAction.coerce(on_mismatch, "on_mismatch", "Run"))
+        o.notes = ctypes.cast(_NOTES, ctypes.c_void_p).value
+        o.save_name = b"save_auto"
         # borrowed handles: kept referenced as long as the run
         self._borrowed = (dist, goodput)
         if dist is not None:
@@ -213,6 +231,11 @@ class Run(Handle):
                               optimizer._ptr), "pt_run_load")
         e = _take_string(extra)
         return state, json.loads(e) if e else {}
+
+    def resumed(self, step):
+        """The host applied load()'s state: log the resume's notes ("resumed
+        at step STEP from DIR", the goodput its relaunch lost)."""
+        check(lib.pt_run_resumed(self._ptr, int(step)), "pt_run_resumed")
 
     def save(self, model, optimizer, state, extra=None):
         """The checkpoint DIR/checkpoints/step-NNNNNNNN of state.step, then
@@ -388,3 +411,4 @@ def resume_trainer(trainer, path, who, fresh_start):
     if trainer._run.resume_dir is not None:
         state, extra = trainer._run.load(trainer.model, trainer.optimizer)
         trainer._apply(state, extra, trainer._run.resume_dir)
+        trainer._run.resumed(state.step)

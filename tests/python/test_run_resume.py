@@ -251,8 +251,21 @@ class TestRunDirectory(unittest.TestCase):
         self.sft_cli(a)
         self.stop_at(a, K)
         tr = self.sft_trainer(a)
-        tr.train(resume_from_checkpoint=True)
+        with self.assertLogs("posttrain", level="INFO") as logs:
+            tr.train(resume_from_checkpoint=True)
         self.assertEqual(tr.state.global_step, N)
+        # the run's notes, the CLI's lines (posttrain sft --resume auto), on the logger
+        ck = os.path.join(a, "checkpoints", "step-%08d" % K)
+        notes = [r.getMessage() for r in logs.records]
+        self.assertEqual(notes[:2], ["resume_from_checkpoint auto: the latest checkpoint is " + ck,
+                                     "resumed at step %d from %s" % (K, ck)])
+        self.assertEqual(len([n for n in notes if n.startswith("resumed at")]), 1)
+        lost = [n for n in notes if n.startswith("goodput: %d steps" % (N - K))]
+        self.assertEqual(len(lost), 1, notes)
+        self.assertRegex(lost[0], r"^goodput: %d steps \(\d+\.\d{3} s\) of the earlier run after step %d "
+                                  r"are lost$" % (N - K, K))
+        self.assertIn("checkpoint " + os.path.join(a, "checkpoints", "step-%08d" % N), notes)
+        self.assertTrue(all(r.levelname == "INFO" and r.name == "posttrain" for r in logs.records))
         tr.save_model()
         tr.close()
         self.assertEqual(read(os.path.join(a, "model.safetensors")), want)
