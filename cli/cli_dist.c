@@ -163,33 +163,13 @@ void cli_job_flip_hook(cli_job *j, pt_model *m, long long step)
 
 int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
 {
-    int action = PT_RUN_CONTINUE, bad = -1;
-    int st = j->run ? pt_run_check(&action, &bad, j->run, opt) : PT_OK;
-    if (st == PT_OK)
-        return 0;
-    if (st != PT_ECHECKSUM)
+    (void)step; /* the run counts the steps it notes */
+    int action = PT_RUN_CONTINUE;
+    int st = j->run ? pt_run_check(&action, NULL, j->run, opt) : PT_OK;
+    if (st != PT_OK && st != PT_ECHECKSUM)
         return cli_fail("replica check", st);
-    /* the same status and message on every rank: rank 0 says it */
-    if (j->rank == 0 && bad >= 0)
-        fprintf(stderr, "posttrain %s: silent data corruption detected after step %lld on rank %d: %s\n", j->cmd,
-                step, bad, pt_last_error());
-    else if (j->rank == 0) /* 2 ranks that differ: either may be the corrupted one */
-        fprintf(stderr, "posttrain %s: silent data corruption detected after step %lld, on no rank that a "
-                "majority can name (the %d ranks disagree): %s\n", j->cmd, step, j->size, pt_last_error());
-    const char *ckpt = pt_run_last_checkpoint(j->run);
-    if (j->args.sdc_action == CLI_SDC_STOP)
-        cli_note("posttrain %s: stopping (--sdc-action stop); relaunch with --resume auto to continue from the "
-                 "last checkpoint\n", j->cmd);
-    else if (action == PT_RUN_STOP)
-        cli_note("posttrain %s: the replicas disagreed again after %d rollbacks: stopping\n", j->cmd,
-                 pt_run_rollbacks(j->run));
-    else if (ckpt)
-        cli_note("posttrain %s: rolling every rank back to step %lld (%s) and replaying\n", j->cmd,
-                 (long long)pt_run_last_step(j->run), ckpt);
-    else
-        cli_note("posttrain %s: rolling every rank back to the start (no checkpoint yet) and replaying\n",
-                 j->cmd);
-    return action == PT_RUN_ROLLBACK ? CLI_SDC_MISMATCH : 1;
+    /* a mismatch: rank 0 noted where and what every rank does next */
+    return st == PT_OK ? 0 : action == PT_RUN_ROLLBACK ? CLI_SDC_MISMATCH : 1;
 }
 
 int cli_job_saved(cli_job *j, long long step)

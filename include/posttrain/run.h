@@ -150,11 +150,14 @@ typedef struct pt_run_options {
      * CLI prints it after "posttrain CMD: " (docs/run-directory.md,
      * "Notes"): pt_run_open's choice of PT_RUN_RESUME_AUTO, pt_run_resumed's
      * step and lost goodput, pt_run_save's checkpoint and save_auto's
-     * interval.  save_name names save_auto in them (default "--save-every
-     * auto"). */
+     * interval, pt_run_check's mismatch (after the step pt_run_step_time
+     * counted) and what the run does next.  save_name names save_auto in
+     * them (default "--save-every auto"), mismatch_name on_mismatch
+     * (default "--sdc-action"). */
     pt_run_notes_fn notes;
     void *notes_user;
     const char *save_name;
+    const char *mismatch_name;
 } pt_run_options;
 PT_API int pt_run_options_init(pt_run_options *o);
 

@@ -77,9 +77,10 @@ static int copy_options(pt_run *r, const pt_run_options *user)
     r->metrics_name = dup_or(o->metrics_name, "--metrics");
     r->resume_name = dup_or(o->resume_name, "--resume");
     r->save_name = dup_or(o->save_name, "--save-every auto");
+    r->mismatch_name = dup_or(o->mismatch_name, "--sdc-action");
     r->ckpt_dir = pt__path_join(o->dir, "checkpoints");
     if (!r->dir || !r->kind || !r->metrics || (o->resume_from && !r->resume_from) || !r->dir_name ||
-        !r->metrics_name || !r->resume_name || !r->save_name || !r->ckpt_dir)
+        !r->metrics_name || !r->resume_name || !r->save_name || !r->mismatch_name || !r->ckpt_dir)
         return pt__err(PT_ENOMEM, "out of memory");
     r->o.dir = r->dir;
     r->o.metrics = r->metrics;
@@ -89,6 +90,7 @@ static int copy_options(pt_run *r, const pt_run_options *user)
     r->o.metrics_name = r->metrics_name;
     r->o.resume_name = r->resume_name;
     r->o.save_name = r->save_name;
+    r->o.mismatch_name = r->mismatch_name;
     r->save_every = o->save_auto ? 0 : o->save_every;
     r->dist = o->dist;
     r->gp = o->goodput;
@@ -146,6 +148,7 @@ void pt_run_close(pt_run *r)
     free(r->metrics_name);
     free(r->resume_name);
     free(r->save_name);
+    free(r->mismatch_name);
     free(r->ckpt_dir);
     free(r->resume);
     free(r->last_ckpt);
@@ -280,7 +283,7 @@ int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *mod
         *host_extra = extra;
     else
         pt_free(extra);
-    r->last_save = s.step;
+    r->last_save = r->step = s.step;
     pt__struct_write(state, &s);
     return PT_OK;
 }

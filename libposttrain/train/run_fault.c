@@ -9,6 +9,7 @@
 #include "posttrain/modelio.h"
 #include "run_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ int pt_run_step_time(pt_run *r, double seconds, double wait, double generate)
             pt_goodput_add(r->gp, PT_TIME_GENERATE, generate);
         pt_goodput_step_done(r->gp);
     }
+    r->step++;
     return pt_run_note_step(r, seconds);
 }
 
@@ -120,6 +122,28 @@ bool pt_run_check_due(const pt_run *r, int64_t step)
     return r && r->size > 1 && r->o.check_every > 0 && step % r->o.check_every == 0;
 }
 
+/* The notes of a replica mismatch: where, then what the run does next. */
+static void note_mismatch(const pt_run *r, int action, int bad)
+{
+    const char *why = pt_last_error();
+    if (bad >= 0)
+        pt__run__note(r, PT_LOG_WARN, "silent data corruption detected after step %" PRId64 " on rank %d: %s",
+                      r->step, bad, why);
+    else /* 2 ranks that differ: either may be the corrupted one */
+        pt__run__note(r, PT_LOG_WARN, "silent data corruption detected after step %" PRId64 ", on no rank that "
+                                      "a majority can name (the %d ranks disagree): %s", r->step, r->size, why);
+    if (r->o.on_mismatch == PT_RUN_STOP)
+        pt__run__note(r, PT_LOG_INFO, "stopping (%s stop); relaunch with %s auto to continue from the last "
+                                      "checkpoint", r->mismatch_name, r->resume_name);
+    else if (action == PT_RUN_STOP)
+        pt__run__note(r, PT_LOG_INFO, "the replicas disagreed again after %d rollbacks: stopping", r->rollbacks);
+    else if (r->last_ckpt)
+        pt__run__note(r, PT_LOG_INFO, "rolling every rank back to step %" PRId64 " (%s) and replaying",
+                      r->last_save, r->last_ckpt);
+    else
+        pt__run__note(r, PT_LOG_INFO, "rolling every rank back to the start (no checkpoint yet) and replaying");
+}
+
 int pt_run_check(int *action, int *bad_rank, pt_run *r, const pt_optimizer *opt)
 {
     PT_CHECK_NULL(action);
@@ -132,7 +156,9 @@ int pt_run_check(int *action, int *bad_rank, pt_run *r, const pt_optimizer *opt)
         *action = PT_RUN_CONTINUE;
         return PT_OK;
     }
-    int st = pt_run_check_replicas(bad_rank, r, opt);
+    int bad = -1, st = pt_run_check_replicas(&bad, r, opt);
+    if (bad_rank)
+        *bad_rank = bad;
     if (st == PT_OK) {
         r->rollbacks = 0;
         *action = PT_RUN_CONTINUE;
@@ -140,6 +166,8 @@ int pt_run_check(int *action, int *bad_rank, pt_run *r, const pt_optimizer *opt)
     }
     if (st == PT_ECHECKSUM && r->o.on_mismatch == PT_RUN_ROLLBACK && r->rollbacks < r->o.max_rollbacks)
         *action = PT_RUN_ROLLBACK;
+    if (st == PT_ECHECKSUM)
+        note_mismatch(r, *action, bad);
     return st;
 }
 

@@ -15,7 +15,7 @@
 struct pt_run {
     pt_run_options o;      /* the options; its strings point to the copies below */
     char *dir, *metrics, *kind, *resume_from;
-    char *dir_name, *metrics_name, *resume_name, *save_name;
+    char *dir_name, *metrics_name, *resume_name, *save_name, *mismatch_name;
     char *ckpt_dir;        /* DIR/checkpoints */
     char *resume;          /* the checkpoint the run continues from, or NULL */
     char *last_ckpt;       /* the last complete checkpoint, or NULL */
@@ -39,6 +39,8 @@ struct pt_run {
     pt_goodput *gp;        /* the goodput accountant (borrowed), or NULL */
     int rank, size;        /* this process in the job: 0 and 1 without one */
     int rollbacks;         /* pt_run_rollback calls since the last passing replica check */
+    int64_t step;          /* steps done: the state pt_run_load or pt_run_rollback restored, + 1 a
+                              pt_run_step_time (the notes of a replica mismatch name it) */
 };
 
 /* A note (pt_run_options.notes) of `level`, printf-formatted, on rank 0. */

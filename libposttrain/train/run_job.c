@@ -155,6 +155,7 @@ int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model 
     if (r->gp)
         pt_goodput_rollback(r->gp);
     r->rollbacks++;
+    r->step = 0; /* the start, or below the checkpoint's */
     if (!r->last_ckpt) {
         int st = pt__run__agree(r, r->rank == 0 ? pt__run__metrics_trim(r, 0) : PT_OK);
         return pt__err_in(__func__, st ? st : pt__err(PT_ENOTFOUND, "no checkpoint yet: start again from the "
@@ -184,7 +185,7 @@ int pt_run_rollback(pt_run_state *state, char **host_extra, pt_run *r, pt_model 
         *host_extra = extra;
     if (st)
         return pt__err_in(__func__, st);
-    r->last_save = s.step;
+    r->last_save = r->step = s.step;
     memcpy(state, &s, s.size); /* the caller's fields only */
     return PT_OK;
 }

@@ -379,6 +379,7 @@ class RunOptions(Struct):
         ("notes", c_void_p),        # a LOG_FN (level, text, user)
         ("notes_user", c_void_p),
         ("save_name", c_char_p),
+        ("mismatch_name", c_char_p),
     ]
 
 

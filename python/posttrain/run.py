@@ -186,7 +186,7 @@ class Run(Handle):
         o.check_every, o.max_rollbacks = int(check_every or 0), int(max_rollbacks)
         o.on_mismatch = int(RunAction.coerce(on_mismatch, "on_mismatch", "Run"))
         o.notes = ctypes.cast(_NOTES, ctypes.c_void_p).value
-        o.save_name = b"save_auto"
+        o.save_name, o.mismatch_name = b"save_auto", b"on_mismatch"
         # borrowed handles: kept referenced as long as the run
         self._borrowed = (dist, goodput)
         if dist is not None:
