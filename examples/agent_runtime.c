@@ -627,6 +627,14 @@ static bool extra_get(char *out, size_t cap, const char *json, const char *key)
     return true;
 }
 
+/* The run's notes (the checkpoint resumed, the goodput lost, each
+ * checkpoint): the library's texts, the lines `posttrain sft` prints. */
+static void print_note(int level, const char *text, void *user)
+{
+    (void)level, (void)user;
+    fprintf(stderr, "agent_runtime: %s\n", text);
+}
+
 /* Open the run directory (nothing without --out).  On resume, read the
  * checkpoint's phase first (it decides which phase's optimizer loads it)
  * and refuse other options. */
@@ -644,6 +652,7 @@ static int run_open(runtime *rt)
     ro.resume_from = ro.start == PT_RUN_RESUME_FROM ? o->resume : NULL;
     ro.save_every = o->save_every;
     ro.keep_last = o->keep_last;
+    ro.notes = print_note;
     int st = pt_run_open(&rt->run, &ro);
     if (st)
         return fail("pt_run_open", st);
@@ -724,7 +733,7 @@ static int run_load(runtime *rt, pt_optimizer *opt, pt_run_state *state, uint64_
     if (bad)
         fprintf(stderr, "agent_runtime: %s: the checkpoint's %s from this run's\n", pt_run_resume_dir(rt->run), bad);
     pt_free(extra);
-    return st;
+    return st ? st : pt_run_resumed(rt->run, state->step);
 }
 
 /* A checkpoint of `step` is due (never at step 0: nothing done). */
