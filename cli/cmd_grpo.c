@@ -26,9 +26,9 @@ typedef struct grpo_run {
     pt_rollout_buffer *buf;
     pt_prompt_rows *rows, *eval_rows; /* --data's and --eval's */
     int n_rows, n_eval, max_prompt, max_seq;
-    int P, N;          /* prompts (groups) and samples per step, of the whole job */
+    int P;             /* prompts (groups) per step, of the whole job */
     int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
-    int64_t total, step, resumed_step; /* step: rounds done */
+    int64_t total, step;               /* step: rounds done */
     int64_t skipped_total;             /* optimizer updates skipped */
     cli_skips skips;
     bool runaway;                      /* --max-skipped-steps reached: stop after the step's row */
@@ -196,8 +196,9 @@ static int save_checkpoint(grpo_run *r)
  * the run (pt_grpo_run_resume: the batch shape, the prompt order, the
  * optimizer's step count, the entropy controller).  0, or 1 after the
  * message. */
-static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const char *dir)
+static int apply_state(void *run, const pt_run_state *s, const cJSON *h, const char *dir)
 {
+    grpo_run *r = run;
     pt_grpo_run_fields f;
     run_fields(r, &f);
     pt_grpo_resume_report rep;
@@ -250,7 +251,6 @@ static int make_optimizer(grpo_run *r)
 static int shard_groups(grpo_run *r)
 {
     r->P = r->a.batch_prompts < r->n_rows ? r->a.batch_prompts : r->n_rows;
-    r->N = r->P * r->a.G;
     int64_t g0, ng;
     int rc = cli_job_shard(&r->job, &g0, &ng, r->P,
                            r->P < r->a.batch_prompts ? "the prompt rows of --data" : "--batch-prompts");
@@ -307,7 +307,6 @@ static int setup(grpo_run *r)
     /* every rank its own environment process */
     if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
         return 1;
-    r->resumed_step = -1;
     if (a->resume && resume_from(r))
         return 1;
     if (r->job.rank == 0 &&
@@ -319,8 +318,9 @@ static int setup(grpo_run *r)
 /* Back to the start of the run: the weights of --model (with the LoRA
  * adapters initialised as at the start), a new optimizer, the first prompt
  * order. */
-static int restart(grpo_run *r)
+static int restart(void *run)
 {
+    grpo_run *r = run;
     int rc = cli_reload_start("grpo", r->model, r->a.model, &r->a.lora, r->a.seed);
     if (!rc)
         rc = make_optimizer(r);
@@ -329,30 +329,18 @@ static int restart(grpo_run *r)
     return rc;
 }
 
-static int restart_run(void *r)
-{
-    return restart(r);
-}
-
-static int apply_run(void *r, const pt_run_state *s, const cJSON *h, const char *dir)
-{
-    return apply_state(r, s, h, dir);
-}
-
 /* After a replica mismatch: back to the last complete checkpoint or the start. */
 static int rollback(grpo_run *r)
 {
-    const cli_back b = { r, restart_run, apply_run };
+    const cli_back b = { r, restart, apply_state };
     return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
 }
 
 /* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
 static int resume_from(grpo_run *r)
 {
-    const cli_back b = { r, restart_run, apply_run };
-    int rc = cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.seed, &b, &r->step);
-    r->resumed_step = r->step;
-    return rc;
+    const cli_back b = { r, restart, apply_state };
+    return cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.seed, &b, &r->step);
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
@@ -478,12 +466,23 @@ static int evaluate(grpo_run *r, int64_t step)
     cli_job *j = &r->job;
     cli_job_section(j, PT_TIME_EVAL);
     const int64_t n = r->n_eval, q = n / j->size, extra = n % j->size;
-    const int64_t begin = j->rank * q + (j->rank < extra ? j->rank : extra);
-    const int64_t count = q + (j->rank < extra);
-    grpo_eval_sums s;
-    int rc = grpo_eval_run(&s, r->gen, r->NL, &r->a, r->tok, r->eval_rows, begin, count);
-    rc = cli_job_agree(j, rc, "evaluating --eval");
-    int st;
+    pt_builtin_rewards rw;
+    grpo_rewards_lib(&rw, &r->a.rewards, r->a.gen.max_new_tokens);
+    pt_grpo_eval_options o;
+    pt_grpo_eval_options_init(&o);
+    o.sampling = &r->a.gen;
+    o.samples = r->a.eval_samples;
+    o.seed = r->a.seed;
+    o.batch = r->NL;
+    o.begin = j->rank * q + (j->rank < extra ? j->rank : extra);
+    o.count = q + (j->rank < extra);
+    pt_grpo_eval_sums s;
+    int st = pt_grpo_evaluate(&s, r->gen, r->eval_rows, r->tok, &rw, &o);
+    if (st == PT_ECALLBACK)
+        fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
+    else if (st)
+        cli_fail("grpo --eval: generate", st);
+    int rc = cli_job_agree(j, st != 0, "evaluating --eval");
     if (!rc && j->size > 1 && (st = pt_dist_allreduce_sum(j->dist, (double *)&s, sizeof s / sizeof(double))))
         rc = cli_fail("grpo --eval: adding the ranks' scores", st);
     if (!rc)

@@ -107,17 +107,8 @@ int grpo_env_call(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
 
 /* ---- --eval (cmd_grpo_data.c, on pt_grpo_evaluate) ------------------------- */
 
-/* Sums over the evaluated completions (this rank's, or the job's after
- * pt_dist_allreduce_sum: doubles only). */
-typedef pt_grpo_eval_sums grpo_eval_sums;
-
-/* pt_grpo_evaluate of rows[begin, begin + count) (this rank's share of the
- * held-out rows) with `gen` (room for `cap` rows), the run's sampling,
- * rewards, --eval-samples and --seed.  0, or 1 after the message. */
-int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, const grpo_args *a, const pt_tokenizer *tok,
-                  const pt_prompt_rows *rows, int64_t begin, int64_t count);
 /* The metrics row {"step": STEP, "eval/...": ...} of the job's sums and the
  * progress line on stderr. */
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const grpo_eval_sums *s);
+void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s);
 
 #endif

@@ -1,11 +1,10 @@
 /* posttrain grpo's data, rewards and --eval on the library's
  * (posttrain/grpo_builtin.h): the prompt rows of the JSONL files
- * (pt_prompt_rows_load), --reward's parser and the built-in rewards
- * (pt_builtin_reward_fn), the held-out evaluation (pt_grpo_evaluate) and
- * its metrics row (pt_grpo_eval_row) and progress line. */
+ * (pt_prompt_rows_load, kept as the library holds them), --reward's parser
+ * and the list of built-in rewards, and the held-out evaluation's metrics
+ * row (pt_grpo_eval_row) and progress line. */
 #include "cmd_grpo.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,28 +116,7 @@ void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_ne
 
 /* ---- --eval ------------------------------------------------------------------- */
 
-int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, const grpo_args *a, const pt_tokenizer *tok,
-                  const pt_prompt_rows *rows, int64_t begin, int64_t count)
-{
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
-    pt_grpo_eval_options o;
-    pt_grpo_eval_options_init(&o);
-    o.sampling = &a->gen;
-    o.samples = a->eval_samples;
-    o.seed = a->seed;
-    o.batch = cap > 0 ? cap : 1;
-    o.begin = begin;
-    o.count = count;
-    int st = pt_grpo_evaluate(s, gen, rows, tok, &rw, &o);
-    if (st == PT_ECALLBACK)
-        fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
-    else if (st)
-        cli_fail("grpo --eval: generate", st);
-    return st ? 1 : 0;
-}
-
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const grpo_eval_sums *s)
+void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s)
 {
     pt_builtin_rewards rw;
     grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
