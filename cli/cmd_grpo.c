@@ -424,36 +424,37 @@ static int rollout(grpo_run *r, int64_t step, step_report *rep)
     return 0;
 }
 
-/* --num-iterations GRPO updates on the buffer. */
+/* After each update: its skip note and the --max-skipped-steps guard. */
+typedef struct update_ctx {
+    grpo_run *r;
+    int64_t step;
+} update_ctx;
+
+static int after_update(const pt_grpo_stats *s, int it, void *user)
+{
+    const update_ctx *u = user;
+    grpo_run *r = u->r;
+    if (s->skipped)
+        cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)u->step, it + 1,
+                 s->tokens > 0 ? "non-finite loss or gradients" : "no loss token");
+    r->skipped_total = s->skipped_total;
+    return r->runaway = cli_skip_guard("grpo", &r->skips, s->skip_reason, (long long)u->step, r->a.max_skipped, s->lr);
+}
+
+/* --num-iterations GRPO updates on the buffer (pt_grpo_round_update). */
 static int update(grpo_run *r, int64_t step, step_report *rep)
 {
-    double train_s = 0, loss_sum = 0;
-    rep->comm_s = 0;
-    pt_grpo_stats_init(&rep->first);
-    for (int it = 0; it < r->a.num_iterations; it++) {
-        pt_grpo_stats_init(&rep->last);
-        int st = pt_grpo_step(&rep->last, r->opt, r->ctx, r->buf, &r->a.grpo);
-        if (st)
-            return cli_fail("grpo step", st);
-        if (it == 0)
-            rep->first = rep->last;
-        if (r->a.grpo.use_adaptive_entropy) { /* TRL's controller state, for the next update */
-            r->a.grpo.entropy_coef = rep->last.entropy_coef_next;
-            r->a.grpo.entropy_last = rep->last.entropy_measured;
-        }
-        train_s += rep->last.train_seconds;
-        loss_sum += rep->last.loss;
-        rep->comm_s += rep->last.comm_seconds;
-        if (rep->last.skipped)
-            cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)step, it + 1,
-                     rep->last.tokens > 0 ? "non-finite loss or gradients" : "no loss token");
-        r->skipped_total = rep->last.skipped_total;
-        if ((r->runaway = cli_skip_guard("grpo", &r->skips, rep->last.skip_reason, (long long)step,
-                                         r->a.max_skipped, rep->last.lr)))
-            break;
-    }
-    rep->loss = loss_sum / r->a.num_iterations;
-    rep->train_tps = train_s > 0 ? rep->first.tokens_per_second : 0;
+    update_ctx uc = { r, step };
+    pt_grpo_round_updates u;
+    pt_grpo_round_updates_init(&u);
+    int st = pt_grpo_round_update(&u, r->opt, r->ctx, r->buf, &r->a.grpo, r->a.num_iterations, after_update, &uc);
+    if (st)
+        return cli_fail("grpo step", st);
+    rep->first = u.first;
+    rep->last = u.last;
+    rep->comm_s = u.comm_seconds;
+    rep->loss = u.loss_sum / r->a.num_iterations;
+    rep->train_tps = u.train_seconds > 0 ? u.first.tokens_per_second : 0;
     return 0;
 }
 

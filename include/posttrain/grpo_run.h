@@ -214,6 +214,32 @@ PT_API int pt_grpo_rollout_round(pt_grpo_round_result *res, pt_generator *gen, p
                                  const int32_t *prompts, const int32_t *prompt_lens, int n_prompts,
                                  const pt_grpo_round_options *opts);
 
+/* ---- a round's updates --------------------------------------------------------- */
+
+/* Called after each update of pt_grpo_round_update with its stats and
+ * index (0-based); nonzero stops the round after this update. */
+typedef int (*pt_grpo_update_fn)(const pt_grpo_stats *stats, int iteration, void *user);
+
+/* What a round's updates did. */
+typedef struct pt_grpo_round_updates {
+    size_t size;                      /* sizeof(pt_grpo_round_updates) */
+    pt_grpo_stats first, last;        /* the first update's stats (rewards, lengths, sampler), the last's */
+    int updates;                      /* made */
+    double loss_sum;                  /* the updates' losses added */
+    double train_seconds, comm_seconds; /* added over the updates */
+} pt_grpo_round_updates;
+
+PT_API int pt_grpo_round_updates_init(pt_grpo_round_updates *u);
+
+/* `iterations` >= 1 pt_grpo_step calls on buf (TRL's num_iterations),
+ * stopping early when `after` (may be NULL) says so.  With
+ * use_adaptive_entropy, grpo's entropy_coef and entropy_last carry the
+ * controller from update to update (and to the next round).  On error
+ * (pt_grpo_step's status) u holds the updates made before it. */
+PT_API int pt_grpo_round_update(pt_grpo_round_updates *u, pt_optimizer *opt, pt_context *ctx,
+                                pt_rollout_buffer *buf, pt_grpo_options *grpo, int iterations,
+                                pt_grpo_update_fn after, void *user);
+
 /* ---- a GRPO checkpoint's own fields ------------------------------------------ */
 
 /* What a GRPO run records beside pt_run_state (host_extra) and a resume

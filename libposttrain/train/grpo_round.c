@@ -211,3 +211,45 @@ int pt_grpo_rollout_round(pt_grpo_round_result *res, pt_generator *gen, pt_rollo
     pt__struct_write(res, &r);
     return st;
 }
+
+/* ---- a round's updates ------------------------------------------------------- */
+
+int pt_grpo_round_updates_init(pt_grpo_round_updates *u)
+{
+    PT_STRUCT_INIT_ZERO(u);
+    pt_grpo_stats_init(&u->first);
+    pt_grpo_stats_init(&u->last);
+    return PT_OK;
+}
+
+int pt_grpo_round_update(pt_grpo_round_updates *u, pt_optimizer *opt, pt_context *ctx, pt_rollout_buffer *buf,
+                         pt_grpo_options *grpo, int iterations, pt_grpo_update_fn after, void *user)
+{
+    PT_CHECK_NULL(u);
+    PT_CHECK_NULL(grpo);
+    PT_CHECK_ARG(iterations >= 1, iterations, "%d must be >= 1", iterations);
+    int st = PT_STRUCT_CHECK_OUT(u, pt_grpo_round_updates, pt_grpo_round_updates_init);
+    if (st)
+        return st;
+    pt_grpo_round_updates r;
+    pt_grpo_round_updates_init(&r);
+    for (int it = 0; !st && it < iterations; it++) {
+        pt_grpo_stats_init(&r.last);
+        if ((st = pt_grpo_step(&r.last, opt, ctx, buf, grpo)))
+            break;
+        if (it == 0)
+            r.first = r.last;
+        if (grpo->use_adaptive_entropy) { /* TRL's controller state, for the next update */
+            grpo->entropy_coef = r.last.entropy_coef_next;
+            grpo->entropy_last = r.last.entropy_measured;
+        }
+        r.updates++;
+        r.loss_sum += r.last.loss;
+        r.train_seconds += r.last.train_seconds;
+        r.comm_seconds += r.last.comm_seconds;
+        if (after && after(&r.last, it, user))
+            break;
+    }
+    pt__struct_write(u, &r);
+    return st;
+}

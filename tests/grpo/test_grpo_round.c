@@ -6,6 +6,9 @@
  *     log-probabilities, the rewards); a rank's share draws what the whole
  *     batch draws for it; episodes with an environment carry its rewards,
  *     and a round of failed episodes is refused;
+ *   - pt_grpo_round_update makes the updates pt_grpo_step makes by hand on
+ *     an identical model (losses, stats, the entropy controller carried)
+ *     and stops when the host's callback says so;
  *   - pt_grpo_run_extra writes the fields as JSON text written out here;
  *     pt_grpo_run_resume continues the prompt order of the saved run (the
  *     draws of an uninterrupted order) and refuses each fault, naming it,
@@ -284,6 +287,93 @@ START_TEST(test_round_episodes)
 }
 END_TEST
 
+/* ---- pt_grpo_round_update -------------------------------------------------- */
+
+static int stop_after_second(const pt_grpo_stats *s, int it, void *user)
+{
+    int *calls = user;
+    ck_assert_int_eq(it, *calls);
+    ck_assert(isfinite(s->loss));
+    return ++*calls == 2;
+}
+
+/* A round's samples of model m in a new buffer (rewards: reward_fn). */
+static pt_rollout_buffer *round_of(pt_model *m)
+{
+    pt_generator *gen;
+    ck_assert_ok(pt_generator_create(&gen, m, 2 * G, 16));
+    const int32_t prompts[] = { 'a', 'b', 'c', 'x', 'y' }, plens[] = { 3, 2 };
+    pt_generate_options so;
+    ck_assert_ok(pt_generate_options_init(&so));
+    so.max_new_tokens = MAX_NEW;
+    so.n_stop_ids = 0;
+    pt_grpo_round_options o;
+    ck_assert_ok(pt_grpo_round_options_init(&o));
+    o.sampling = &so;
+    o.step = 1;
+    o.group_size = G;
+    o.reward = reward_fn;
+    o.n_reward_funcs = 2;
+    pt_rollout_buffer *b = new_buffer(2);
+    pt_grpo_round_result res;
+    ck_assert_ok(pt_grpo_round_result_init(&res));
+    ck_assert_ok(pt_grpo_rollout_round(&res, gen, b, prompts, plens, 2, &o));
+    pt_generator_free(gen);
+    return b;
+}
+
+START_TEST(test_round_update)
+{
+    /* two identical models and optimizers: the library's round on one,
+     * pt_grpo_step by hand on the other */
+    pt_model *m[2] = { tiny_model(), tiny_model() };
+    pt_optimizer *opt[2];
+    pt_context *ctx[2];
+    pt_rollout_buffer *buf[2];
+    pt_grpo_options go[2];
+    for (int i = 0; i < 2; i++) {
+        pt_optimizer_options oo;
+        ck_assert_ok(pt_optimizer_options_init(&oo));
+        oo.lr = 1e-2f;
+        ck_assert_ok(pt_optimizer_create(&opt[i], m[i], &oo));
+        ck_assert_ok(pt_context_create(&ctx[i], m[i], 2 * G, 16));
+        buf[i] = round_of(m[i]);
+        ck_assert_ok(pt_grpo_options_init(&go[i]));
+        go[i].use_adaptive_entropy = true;
+        go[i].entropy_coef = 0.1;
+    }
+    pt_grpo_round_updates u;
+    ck_assert_ok(pt_grpo_round_updates_init(&u));
+    int calls = 0;
+    ck_assert_ok(pt_grpo_round_update(&u, opt[0], ctx[0], buf[0], &go[0], 3, stop_after_second, &calls));
+    ck_assert_int_eq(calls, 2);
+    ck_assert_int_eq(u.updates, 2);
+    pt_grpo_stats s[2];
+    for (int it = 0; it < 2; it++) {
+        ck_assert_ok(pt_grpo_stats_init(&s[it]));
+        ck_assert_ok(pt_grpo_step(&s[it], opt[1], ctx[1], buf[1], &go[1]));
+        go[1].entropy_coef = s[it].entropy_coef_next;
+        go[1].entropy_last = s[it].entropy_measured;
+    }
+    ck_assert(u.first.loss == s[0].loss && u.last.loss == s[1].loss && s[0].loss != s[1].loss);
+    ck_assert(u.first.reward == s[0].reward && u.last.kl == s[1].kl);
+    ck_assert(u.loss_sum == (double)s[0].loss + (double)s[1].loss);
+    ck_assert(u.train_seconds > 0);
+    /* the controller carried: the coefficient after two updates */
+    ck_assert(go[0].entropy_coef == go[1].entropy_coef && go[0].entropy_last == go[1].entropy_last);
+    ck_assert(go[0].entropy_coef != 0.1);
+    ck_assert_int_eq(pt_optimizer_step_count(opt[0]), 2);
+    ck_assert_status(pt_grpo_round_update(&u, opt[0], ctx[0], buf[0], &go[0], 0, NULL, NULL), PT_EINVAL,
+                     "iterations");
+    for (int i = 0; i < 2; i++) {
+        pt_rollout_buffer_free(buf[i]);
+        pt_context_free(ctx[i]);
+        pt_optimizer_free(opt[i]);
+        pt_model_free(m[i]);
+    }
+}
+END_TEST
+
 /* ---- pt_grpo_run_extra and pt_grpo_run_resume ------------------------------- */
 
 START_TEST(test_run_extra)
@@ -424,6 +514,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_round);
     tcase_add_test(tc, test_round_episodes);
+    tcase_add_test(tc, test_round_update);
     tcase_add_test(tc, test_run_extra);
     tcase_add_test(tc, test_run_resume);
     suite_add_tcase(s, tc);
