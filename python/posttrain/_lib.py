@@ -1252,6 +1252,26 @@ _declare("grpo", {
 })
 
 
+# posttrain/grpo_run.h: a round's updates (first, last: pt_grpo_stats)
+@_stamped("pt_grpo_round_updates", "grpo")
+class GrpoRoundUpdates(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("first", GrpoStats),
+        ("last", GrpoStats),
+        ("updates", c_int),
+        ("loss_sum", c_double),
+        ("train_seconds", c_double),
+        ("comm_seconds", c_double),
+    ]
+
+
+_declare("grpo", {
+    "pt_grpo_round_update": (c_int, [P(GrpoRoundUpdates), c_void_p, c_void_p, c_void_p, P(GrpoOptions),
+                                     c_int, c_void_p, c_void_p]),
+})
+
+
 # posttrain/grpo_run.h: a GRPO checkpoint's own fields and the resume checks
 @_stamped("pt_grpo_run_fields", "grpo")
 class GrpoRunFields(Struct):

@@ -33,8 +33,8 @@ import time
 from .chat import ChatTemplate
 from .errors import Error, check, invalid
 from .generate import encode_prompts
-from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
-                   _require)
+from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, _grpo_options, _require,
+                   _round_update)
 from .model import Model, _lora_mask
 from ._lib import (GrpoMetrics, GrpoResumeReport, GrpoRunFields, GrpoStats as _CGrpoStats,
                    PromptOrderOptions, RunState, has_feature, lib)
@@ -604,8 +604,6 @@ class GRPOTrainer:
         t_score = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        stats = None
-        losses = []
         if self.ref_model is not None:
             buf.compute_logprobs(self.ref_model, old=False, ref=True,
                                  temperature=self.grpo_options["temperature"])
@@ -613,18 +611,12 @@ class GRPOTrainer:
         if self._trl:
             # TRL stops at max_steps optimizer steps, inside a generation batch's iterations
             iters = max(1, min(iters, self._max_steps - self.round * self._unit))
-        for _ in range(iters):
-            # every function declining every completion: the step skips
-            # (skip_reason no_rewards), the optimizer's count unchanged
-            st = grpo_step(self.optimizer, buf, **self.grpo_options)
-            if self.grpo_options.get("use_adaptive_entropy"):
-                # TRL's adaptive entropy control: the host carries its state
-                self.grpo_options["entropy_coef"] = st.entropy_coef_next
-                self.grpo_options["entropy_last"] = st.entropy_measured
-            if stats is None:
-                stats = st
-            last = st
-            losses.append(st.loss)
+        # the round's updates as posttrain grpo makes them (pt_grpo_round_update:
+        # TRL's adaptive entropy control carried in grpo_options); every
+        # function declining every completion: the step skips (skip_reason
+        # no_rewards), the optimizer's count unchanged
+        stats, last, updates, loss_sum = _round_update(self.optimizer, buf, self.grpo_options, iters)
+        losses = [loss_sum / updates]
         t_train = time.perf_counter() - t0
         self.round = step
         prev_step = self.state.global_step
