@@ -209,7 +209,8 @@ PT_API int pt_grpo_round_result_init(pt_grpo_round_result *res);
  * pt_rollout_buffer_add_episodes), then the reference log-probabilities
  * and the rewards.  A round whose every episode ended in error or stopped
  * is PT_ECALLBACK ("every episode failed (the first: ...)").  On error
- * res->failed names the part and the status and message are that part's. */
+ * res->failed names the part and the status and message are that part's
+ * (NULL for a bad argument: PT_EINVAL naming it). */
 PT_API int pt_grpo_rollout_round(pt_grpo_round_result *res, pt_generator *gen, pt_rollout_buffer *buf,
                                  const int32_t *prompts, const int32_t *prompt_lens, int n_prompts,
                                  const pt_grpo_round_options *opts);
