@@ -24,41 +24,39 @@ typedef struct grpo_run {
     pt_context *ctx, *rctx;
     pt_generator *gen;
     pt_rollout_buffer *buf;
-    grpo_row *rows, *eval_rows; /* --data's and --eval's */
+    pt_prompt_rows *rows, *eval_rows; /* --data's and --eval's */
     int n_rows, n_eval, max_prompt, max_seq;
-    int P, N;          /* prompts (groups) and samples per step, of the whole job */
+    int P;             /* prompts (groups) per step, of the whole job */
     int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
-    int64_t total, step, resumed_step; /* step: rounds done */
+    int64_t total, step;               /* step: rounds done */
     int64_t skipped_total;             /* optimizer updates skipped */
     cli_skips skips;
     bool runaway;                      /* --max-skipped-steps reached: stop after the step's row */
     FILE *metrics;
     cli_out out;
-    /* per step: this rank's NL prompts and completions, the rows of the
+    /* per step: this rank's ng prompts and their answers, the rows of the
      * step's P groups */
-    int32_t *prompts, *plens, *tokens, *ntok, *fin, *group_row;
-    float *lps;
+    int32_t *prompts, *plens, *group_row;
+    const char **answers;
     /* The prompt order (a seeded shuffle per pass; the same on every rank) */
     pt_prompt_order *order;
-    /* --env: the environment process, the episodes of a round, their groups */
+    /* --env: the environment process, the episodes of a round */
     grpo_env *env;
     pt_episode_results *eres;
-    int64_t *egroups;
     int max_total; /* the episodes' max_total_tokens */
 } grpo_run;
 
 static void grpo_free(grpo_run *r)
 {
     cli_metrics_close(&r->metrics);
-    free(r->prompts); free(r->plens); free(r->tokens); free(r->ntok); free(r->fin); free(r->lps);
-    free(r->group_row); free(r->egroups);
+    free(r->prompts); free(r->plens); free(r->group_row); free(r->answers);
     pt_prompt_order_free(r->order);
     pt_episode_results_free(r->eres);
     if (grpo_env_stop(r->env))
         fprintf(stderr, "posttrain grpo: --env: the environment had to be killed\n");
     r->env = NULL;
-    grpo_free_rows(r->rows, r->n_rows);
-    grpo_free_rows(r->eval_rows, r->n_eval);
+    pt_prompt_rows_free(r->rows);
+    pt_prompt_rows_free(r->eval_rows);
     pt_rollout_buffer_free(r->buf);
     pt_generator_free(r->gen);
     pt_context_free(r->ctx);
@@ -88,14 +86,15 @@ static int load(grpo_run *r)
         return cli_fail("--chat-template", st);
     if (a->chat && (st = pt_chat_template_from_tokenizer(&r->tpl, r->tok)))
         return cli_fail("--chat", st);
-    if (grpo_load_rows(&r->rows, &r->n_rows, a->data, NULL, a, r->tok, r->tpl) ||
-        (a->eval && grpo_load_rows(&r->eval_rows, &r->n_eval, a->eval, "--eval", a, r->tok, r->tpl)))
+    if (grpo_load_rows(&r->rows, a->data, NULL, a, r->tok, r->tpl) ||
+        (a->eval && grpo_load_rows(&r->eval_rows, a->eval, "--eval", a, r->tok, r->tpl)))
         return 1;
+    r->n_rows = (int)pt_prompt_rows_size(r->rows);
+    r->n_eval = (int)pt_prompt_rows_size(r->eval_rows);
     /* the generator takes the held-out prompts too */
-    for (int i = 0; i < r->n_rows; i++)
-        r->max_prompt = r->rows[i].n_ids > r->max_prompt ? r->rows[i].n_ids : r->max_prompt;
-    for (int i = 0; i < r->n_eval; i++)
-        r->max_prompt = r->eval_rows[i].n_ids > r->max_prompt ? r->eval_rows[i].n_ids : r->max_prompt;
+    r->max_prompt = pt_prompt_rows_max_prompt_len(r->rows);
+    if (pt_prompt_rows_max_prompt_len(r->eval_rows) > r->max_prompt)
+        r->max_prompt = pt_prompt_rows_max_prompt_len(r->eval_rows);
     r->max_seq = r->max_prompt + a->gen.max_new_tokens;
     pt_model_config cfg;
     pt_model_config_init(&cfg);
@@ -136,23 +135,15 @@ static int load(grpo_run *r)
 
 static int alloc_buffers(grpo_run *r)
 {
-    const size_t N = (size_t)r->NL, max_new = (size_t)r->a.gen.max_new_tokens;
-    r->prompts = malloc(N * (size_t)r->max_prompt * sizeof *r->prompts);
-    r->plens = malloc(N * sizeof *r->plens);
-    r->tokens = malloc(N * max_new * sizeof *r->tokens);
-    r->ntok = malloc(N * sizeof *r->ntok);
-    r->fin = malloc(N * sizeof *r->fin);
-    r->lps = malloc(N * max_new * sizeof *r->lps);
+    r->prompts = malloc((size_t)r->ng * (size_t)r->max_prompt * sizeof *r->prompts);
+    r->plens = malloc((size_t)r->ng * sizeof *r->plens);
+    r->answers = malloc((size_t)r->ng * sizeof *r->answers);
     r->group_row = malloc((size_t)r->P * sizeof *r->group_row);
-    if (r->a.env && (!(r->egroups = malloc(N * sizeof *r->egroups)) || pt_episode_results_create(&r->eres))) {
-        fprintf(stderr, "posttrain grpo: out of memory\n");
-        return 1;
-    }
     pt_prompt_order_options oo;
     pt_prompt_order_options_init(&oo);
     oo.rows = r->n_rows;
     oo.seed = r->a.seed;
-    if (!r->prompts || !r->plens || !r->tokens || !r->ntok || !r->fin || !r->lps || !r->group_row ||
+    if (!r->prompts || !r->plens || !r->answers || !r->group_row || (r->a.env && pt_episode_results_create(&r->eres)) ||
         pt_prompt_order_create(&r->order, &oo)) {
         fprintf(stderr, "posttrain grpo: out of memory\n");
         return 1;
@@ -160,14 +151,14 @@ static int alloc_buffers(grpo_run *r)
     return 0;
 }
 
-/* The adaptive entropy control's state (the coefficient, the last
- * entropy, infinite before the first update: then not written). */
-static bool add_entropy_state(cJSON *h, const pt_grpo_options *g)
+/* What a checkpoint records beside the run state and a resume checks. */
+static void run_fields(grpo_run *r, pt_grpo_run_fields *f)
 {
-    if (!g->use_adaptive_entropy)
-        return true;
-    return cJSON_AddNumberToObject(h, "entropy_coef", g->entropy_coef) &&
-           (!isfinite(g->entropy_last) || cJSON_AddNumberToObject(h, "entropy_last", g->entropy_last));
+    pt_grpo_run_fields_init(f);
+    f->num_generations = r->a.G;
+    f->batch_prompts = r->a.batch_prompts;
+    f->num_iterations = r->a.num_iterations;
+    f->grpo = &r->a.grpo;
 }
 
 /* A checkpoint after r->step rounds (pt_run_save on every rank: rank 0
@@ -185,101 +176,68 @@ static int save_checkpoint(grpo_run *r)
     s.step = r->step;
     s.seed = a->seed;
     pt_prompt_order_save(&s, r->order);
-    cJSON *h = cli_host_new("grpo", a->model, r->model);
-    int rc = 1;
-    if (h && cJSON_AddNumberToObject(h, "num_generations", a->G) &&
-        cJSON_AddNumberToObject(h, "batch_prompts", a->batch_prompts) &&
-        cJSON_AddNumberToObject(h, "num_iterations", a->num_iterations) && add_entropy_state(h, &a->grpo))
-        rc = cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, h);
-    else if (h)
+    pt_grpo_run_fields f;
+    run_fields(r, &f);
+    cJSON *h = cli_host_new("grpo", a->model, r->model), *full = NULL;
+    char *text = h ? cJSON_PrintUnformatted(h) : NULL, *extra = NULL;
+    if (text && !pt_grpo_run_extra(&extra, text, &f))
+        full = cJSON_Parse(extra);
+    int rc = full ? cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, full) : 1;
+    if (h && !full)
         fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
+    cJSON_free(text);
+    pt_free(extra);
+    cJSON_Delete(full);
     cJSON_Delete(h);
     return rc ? rc : cli_job_saved(&r->job, (long long)r->step);
 }
 
-/* A recorded count that must equal this run's `want`: "--num-generations
- * N" when `opt` is an option, else "N <what>".  0, or 1 after a message
- * naming both values. */
-static int same_value(long long v, const char *opt, const char *what, long long want, const char *dir)
-{
-    if (v == want)
-        return 0;
-    if (opt)
-        fprintf(stderr, "posttrain grpo: --resume: %s was made with %s %lld, this run gives %s %lld: resume with "
-                        "%s %lld, or start a new --out\n", dir, opt, v, opt, want, opt, v);
-    else
-        fprintf(stderr, "posttrain grpo: --resume: %s was made with %lld %s, this run has %lld: the prompt order "
-                        "cannot be continued\n", dir, v, what, want);
-    return 1;
-}
-
-/* same_value of an integer field of the checkpoint's host JSON. */
-static int same_shape(const cJSON *h, const char *key, const char *opt, long long want, const char *dir)
-{
-    long long v;
-    if (cli_json_i64(&v, h, key)) {
-        fprintf(stderr, "posttrain grpo: --resume: %s does not record \"%s\" (not a checkpoint of posttrain grpo)\n",
-                dir, key);
-        return 1;
-    }
-    return same_value(v, opt, NULL, want, dir);
-}
-
-/* The adaptive entropy controller continues where it was. */
-static int load_entropy(grpo_run *r, const cJSON *h, const char *dir)
-{
-    if (!r->a.grpo.use_adaptive_entropy)
-        return 0;
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(h, "entropy_coef");
-    const cJSON *l = cJSON_GetObjectItemCaseSensitive(h, "entropy_last");
-    if (!cJSON_IsNumber(c)) {
-        fprintf(stderr, "posttrain grpo: --resume: %s has no entropy_coef (made without "
-                        "--use-adaptive-entropy)\n", dir);
-        return 1;
-    }
-    r->a.grpo.entropy_coef = c->valuedouble;
-    r->a.grpo.entropy_last = cJSON_IsNumber(l) ? l->valuedouble : INFINITY;
-    return 0;
-}
-
 /* The loaded state `s` and host fields `h` of the checkpoint `dir` into
- * the run: the round, and the prompt order rebuilt from order_rng (which
- * must lead to the saved rng) and continued at the saved cursor, after the
- * batch shape is checked.  0, or 1 after the message. */
-static int apply_state(grpo_run *r, const pt_run_state *s, const cJSON *h, const char *dir)
+ * the run (pt_grpo_run_resume: the batch shape, the prompt order, the
+ * optimizer's step count, the entropy controller).  0, or 1 after the
+ * message. */
+static int apply_state(void *run, const pt_run_state *s, const cJSON *h, const char *dir)
 {
-    const grpo_args *a = &r->a;
-    long long iters = 0;
-    int fault = PT_ORDER_FAULT_NONE, st;
-    int rc = same_shape(h, "num_generations", "--num-generations", a->G, dir) ||
-             same_shape(h, "batch_prompts", "--batch-prompts", a->batch_prompts, dir);
-    if (!rc && (st = pt_prompt_order_load(r->order, s, &fault)) && fault != PT_ORDER_FAULT_RNG) {
-        if (fault == PT_ORDER_FAULT_ROWS)
-            rc = same_value(s->rows, NULL, "prompt rows in --data", r->n_rows, dir);
-        else if (fault == PT_ORDER_FAULT_CURSOR)
-            rc = 1, fprintf(stderr, "posttrain grpo: --resume: %s has no prompt order (its cursor %lld is past the "
-                                    "%d rows)\n", dir, (long long)s->cursor, r->n_rows);
-        else
-            rc = cli_fail("--resume", st);
-    }
-    const int64_t opt_steps = pt_optimizer_step_count(r->opt);
-    if (!rc && s->optimizer_steps != opt_steps) {
-        fprintf(stderr, "posttrain grpo: --resume: %s: the optimizer's step count %lld does not match the recorded "
-                        "%lld\n", dir, (long long)opt_steps, (long long)s->optimizer_steps);
-        rc = 1;
-    }
-    if (!rc && !cli_json_i64(&iters, h, "num_iterations") && iters != a->num_iterations)
+    grpo_run *r = run;
+    pt_grpo_run_fields f;
+    run_fields(r, &f);
+    pt_grpo_resume_report rep;
+    pt_grpo_resume_report_init(&rep);
+    char *extra = cJSON_PrintUnformatted(h);
+    int st = extra ? pt_grpo_run_resume(&rep, extra, s, r->order, pt_optimizer_step_count(r->opt), &f) : PT_ENOMEM;
+    cJSON_free(extra);
+    const int fault = rep.fault;
+    const char *pre = "posttrain grpo: --resume: ", *opt = "--batch-prompts";
+    if ((!st || fault >= PT_RESUME_FAULT_RNG) && rep.num_iterations >= 0 &&
+        rep.num_iterations != r->a.num_iterations)
         cli_note("posttrain grpo: warning: the checkpoint was made with --num-iterations %lld, resuming with %d\n",
-                 iters, a->num_iterations);
-    if (rc)
-        return 1;
-    if (fault == PT_ORDER_FAULT_RNG) {
-        fprintf(stderr, "posttrain grpo: --resume: %s: its prompt order state is inconsistent (order_rng does not "
-                        "lead to rng)\n", dir);
-        return 1;
-    }
-    r->step = s->step;
-    return load_entropy(r, h, dir);
+                 (long long)rep.num_iterations, r->a.num_iterations);
+    if (fault == PT_RESUME_FAULT_MISSING)
+        fprintf(stderr, "%s%s does not record \"%s\" (not a checkpoint of posttrain grpo)\n", pre, dir, rep.key);
+    if (fault == PT_RESUME_FAULT_SHAPE && !strcmp(rep.key, "num_generations"))
+        opt = "--num-generations";
+    if (fault == PT_RESUME_FAULT_SHAPE)
+        fprintf(stderr, "%s%s was made with %s %lld, this run gives %s %lld: resume with %s %lld, or start a new "
+                        "--out\n", pre, dir, opt, (long long)rep.saved, opt, (long long)rep.want, opt,
+                (long long)rep.saved);
+    if (fault == PT_RESUME_FAULT_ROWS)
+        fprintf(stderr, "%s%s was made with %lld prompt rows in --data, this run has %lld: the prompt order cannot "
+                        "be continued\n", pre, dir, (long long)rep.saved, (long long)rep.want);
+    if (fault == PT_RESUME_FAULT_CURSOR)
+        fprintf(stderr, "%s%s has no prompt order (its cursor %lld is past the %lld rows)\n", pre, dir,
+                (long long)rep.saved, (long long)rep.want);
+    if (fault == PT_RESUME_FAULT_OPTIMIZER)
+        fprintf(stderr, "%s%s: the optimizer's step count %lld does not match the recorded %lld\n", pre, dir,
+                (long long)rep.want, (long long)rep.saved);
+    if (fault == PT_RESUME_FAULT_RNG)
+        fprintf(stderr, "%s%s: its prompt order state is inconsistent (order_rng does not lead to rng)\n", pre, dir);
+    if (fault == PT_RESUME_FAULT_ENTROPY)
+        fprintf(stderr, "%s%s has no entropy_coef (made without --use-adaptive-entropy)\n", pre, dir);
+    if (st && fault == PT_RESUME_FAULT_NONE)
+        return cli_fail("--resume", st);
+    if (!st)
+        r->step = s->step;
+    return st ? 1 : 0;
 }
 
 /* A new optimizer over the model, attached to the job. */
@@ -293,7 +251,6 @@ static int make_optimizer(grpo_run *r)
 static int shard_groups(grpo_run *r)
 {
     r->P = r->a.batch_prompts < r->n_rows ? r->a.batch_prompts : r->n_rows;
-    r->N = r->P * r->a.G;
     int64_t g0, ng;
     int rc = cli_job_shard(&r->job, &g0, &ng, r->P,
                            r->P < r->a.batch_prompts ? "the prompt rows of --data" : "--batch-prompts");
@@ -350,7 +307,6 @@ static int setup(grpo_run *r)
     /* every rank its own environment process */
     if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
         return 1;
-    r->resumed_step = -1;
     if (a->resume && resume_from(r))
         return 1;
     if (r->job.rank == 0 &&
@@ -362,8 +318,9 @@ static int setup(grpo_run *r)
 /* Back to the start of the run: the weights of --model (with the LoRA
  * adapters initialised as at the start), a new optimizer, the first prompt
  * order. */
-static int restart(grpo_run *r)
+static int restart(void *run)
 {
+    grpo_run *r = run;
     int rc = cli_reload_start("grpo", r->model, r->a.model, &r->a.lora, r->a.seed);
     if (!rc)
         rc = make_optimizer(r);
@@ -372,62 +329,56 @@ static int restart(grpo_run *r)
     return rc;
 }
 
-static int restart_run(void *r)
-{
-    return restart(r);
-}
-
-static int apply_run(void *r, const pt_run_state *s, const cJSON *h, const char *dir)
-{
-    return apply_state(r, s, h, dir);
-}
-
 /* After a replica mismatch: back to the last complete checkpoint or the start. */
 static int rollback(grpo_run *r)
 {
-    const cli_back b = { r, restart_run, apply_run };
+    const cli_back b = { r, restart, apply_state };
     return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
 }
 
 /* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
 static int resume_from(grpo_run *r)
 {
-    const cli_back b = { r, restart_run, apply_run };
-    int rc = cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.seed, &b, &r->step);
-    r->resumed_step = r->step;
-    return rc;
+    const cli_back b = { r, restart, apply_state };
+    return cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.seed, &b, &r->step);
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
- * this rank's groups [g0, g0 + ng), each prompt repeated G times. */
+ * this rank's groups [g0, g0 + ng): their prompts and answers. */
 static void next_prompts(grpo_run *r)
 {
     int off = 0;
     pt_prompt_order_next(r->order, r->group_row, r->P);
-    for (int p = r->g0; p < r->g0 + r->ng; p++) {
-        const grpo_row *row = &r->rows[r->group_row[p]];
-        for (int g = 0; g < r->a.G; g++) {
-            memcpy(r->prompts + off, row->ids, (size_t)row->n_ids * sizeof *r->prompts);
-            r->plens[(p - r->g0) * r->a.G + g] = row->n_ids;
-            off += row->n_ids;
-        }
+    for (int p = 0; p < r->ng; p++) {
+        pt_prompt_row row;
+        pt_prompt_row_init(&row);
+        pt_prompt_rows_get(&row, r->rows, r->group_row[r->g0 + p]);
+        memcpy(r->prompts + off, row.ids, (size_t)row.n_ids * sizeof *r->prompts);
+        r->plens[p] = row.n_ids;
+        r->answers[p] = row.answer;
+        off += row.n_ids;
     }
 }
 
-/* --env: play this rank's groups as episodes with the environment (the
- * sampling options of go, episode e from the stream (seed, stream_offset +
- * e) as rollout's completions) and put the episodes that ended without
- * error into the rollout buffer with the rewards the environment gave.
- * A dead environment, or a round in which every episode failed, ends the
- * run. */
-static int rollout_episodes(grpo_run *r, int64_t step, const pt_generate_options *go, step_report *rep)
+/* This rank's rollouts of the round (pt_grpo_rollout_round: its groups
+ * sampled G times each from the round's seed, or with --env played as
+ * episodes with the environment, which gives the rewards) with the
+ * reference log-probabilities and the built-in rewards.  A dead
+ * environment, or a round in which every episode failed, ends the run.
+ * rep->gen_tps: generated tokens per second. */
+static int rollout(grpo_run *r, int64_t step, step_report *rep)
 {
     const grpo_args *a = &r->a;
-    for (int i = 0; i < r->NL; i++)
-        r->egroups[i] = i / a->G;
+    pt_builtin_rewards rw;
+    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
+    pt_builtin_reward_payload bp;
+    pt_builtin_reward_payload_init(&bp);
+    bp.rewards = &rw;
+    bp.tokenizer = r->tok;
+    bp.answers = r->answers;
+    bp.n_answers = r->ng;
     pt_episode_options eo;
     pt_episode_options_init(&eo);
-    eo.sampling = go;
     eo.max_turns = a->max_turns;
     eo.max_total_tokens = r->max_total;
     eo.stop_strings = a->n_stop_strings ? a->stop_strings : NULL;
@@ -437,122 +388,73 @@ static int rollout_episodes(grpo_run *r, int64_t step, const pt_generate_options
     eo.n_reward_funcs = a->rewards.n;
     eo.on_error = PT_EPISODE_ERROR_CONTINUE;
     grpo_env_ctx ec = { r->env, r->rows, r->group_row + r->g0, step, (int64_t)r->g0 * a->G, r->g0 };
-    int st = pt_episodes_run(r->eres, r->gen, r->prompts, r->plens, r->egroups, r->NL, &eo, grpo_env_call, &ec);
+    pt_grpo_round_options o;
+    pt_grpo_round_options_init(&o);
+    o.sampling = &a->gen;
+    o.seed = a->seed;
+    o.step = step;
+    o.group_size = a->G;
+    o.first_group = r->g0;
+    o.ref_ctx = r->rctx;
+    o.ref_temperature = a->grpo.temperature;
+    o.reward = pt_builtin_reward_fn;
+    o.reward_payload = &bp;
+    o.n_reward_funcs = a->rewards.n;
+    o.episodes = a->env ? &eo : NULL;
+    o.results = r->eres;
+    o.env = grpo_env_call;
+    o.env_payload = &ec;
+    pt_grpo_round_result res;
+    pt_grpo_round_result_init(&res);
+    int st = pt_grpo_rollout_round(&res, r->gen, r->buf, r->prompts, r->plens, r->ng, &o);
+    const char *failed = res.failed ? res.failed : "rollout";
+    /* a failed run of the episodes first, then a dead environment */
+    const char *dead = st && !strcmp(failed, "episodes") ? NULL : grpo_env_failure(r->env);
+    if (dead || (st && !strcmp(failed, "every episode failed"))) {
+        fprintf(stderr, "posttrain grpo: step %lld: %s\n", (long long)step, dead ? dead : pt_last_error());
+        return 1;
+    }
     if (st)
-        return cli_fail("episodes", st);
-    const char *dead = grpo_env_failure(r->env);
-    if (dead) {
-        fprintf(stderr, "posttrain grpo: step %lld: %s\n", (long long)step, dead);
-        return 1;
-    }
-    pt_episode_stats es;
-    pt_episode_stats_init(&es);
-    pt_episode_results_stats(&es, r->eres);
-    if (es.errors + es.stopped == es.episodes) {
-        pt_episode ep;
-        pt_episode_init(&ep);
-        pt_episode_results_get(&ep, r->eres, 0);
-        fprintf(stderr, "posttrain grpo: step %lld: every episode failed (the first: %s)\n", (long long)step,
-                ep.error ? ep.error : "?");
-        return 1;
-    }
-    rep->gen_tps = es.tokens_per_second;
-    rep->ep = (pt_grpo_episode_totals){ es.episodes, es.errors + es.stopped, es.done, es.truncated, (double)es.turns,
-                                        (double)es.appended_tokens, (double)es.env_calls, es.env_seconds };
-    if (r->job.size > 1 &&
+        return cli_fail(failed, st);
+    rep->gen_tps = res.tokens_per_second;
+    rep->ep = res.episodes;
+    if (a->env && r->job.size > 1 &&
         (st = pt_dist_allreduce_sum(r->job.dist, (double *)&rep->ep, sizeof rep->ep / sizeof(double))))
         return cli_fail("adding the ranks' episode counts", st);
-    pt_rollout_buffer_clear(r->buf);
-    if ((st = pt_rollout_buffer_add_episodes(NULL, r->buf, r->eres)))
-        return cli_fail("rollout buffer", st);
     return 0;
 }
 
-/* Sample this rank's completions and fill the rollout buffer (with --env:
- * play its episodes), then add the reference log-probabilities and the
- * rewards.  rep->gen_tps: generated tokens per second. */
-static int rollout(grpo_run *r, int64_t step, step_report *rep)
+/* After each update: its skip note and the --max-skipped-steps guard. */
+typedef struct update_ctx {
+    grpo_run *r;
+    int64_t step;
+} update_ctx;
+
+static int after_update(const pt_grpo_stats *s, int it, void *user)
 {
-    const grpo_args *a = &r->a;
-    /* Sample i of the step's global batch draws from the stream (seed,
-     * i), so rollouts depend only on the seed, the step and the sample's
-     * global index, whatever the number of ranks: this rank's samples start
-     * at its first group's. */
-    pt_generate_options go = a->gen;
-    go.seed = a->seed * 1000003u + (uint64_t)step;
-    go.stream_offset = (uint64_t)r->g0 * (uint64_t)a->G;
-    int st;
-    if (a->env) {
-        if (rollout_episodes(r, step, &go, rep))
-            return 1;
-    } else {
-        double t0 = cli_now(), gen_tokens = 0;
-        if ((st = pt_generate(r->gen, r->prompts, r->plens, r->NL, &go, r->tokens, r->ntok, r->fin, r->lps)))
-            return cli_fail("generate", st);
-        double gen_s = cli_now() - t0;
-        for (int i = 0; i < r->NL; i++)
-            gen_tokens += r->ntok[i];
-        rep->gen_tps = gen_tokens / gen_s;
-        /* pt_generate's log-probabilities are the sampler's; pi_old is the
-         * trainer's, recorded by the first iteration (docs/grpo.md); the
-         * groups are this rank's (the step numbers them globally) */
-        pt_rollout_generated g;
-        pt_rollout_generated_init(&g);
-        g.n = r->NL;
-        g.prompts = r->prompts;
-        g.prompt_lens = r->plens;
-        g.tokens = r->tokens;
-        g.n_tokens = r->ntok;
-        g.stride = a->gen.max_new_tokens;
-        g.logprobs = r->lps;
-        g.finish = r->fin;
-        g.group_size = a->G;
-        pt_rollout_buffer_clear(r->buf);
-        if ((st = pt_rollout_buffer_add_generated(r->buf, &g)))
-            return cli_fail("rollout buffer", st);
-    }
-    pt_rollout_logprobs_options lo;
-    pt_rollout_logprobs_options_init(&lo);
-    lo.temperature = a->grpo.temperature;
-    if (r->rctx && (st = pt_rollout_buffer_compute_logprobs_with(r->buf, r->rctx, PT_ROLLOUT_REF, &lo)))
-        return cli_fail("reference log-probabilities", st);
-    reward_ctx rc = { a, r->tok, r->rows, r->group_row + r->g0 };
-    for (int k = 0; k < a->rewards.n && !a->env; k++)
-        if ((st = pt_rollout_buffer_score(r->buf, k, grpo_builtin_reward, &rc)))
-            return cli_fail("scoring", st);
-    return 0;
+    const update_ctx *u = user;
+    grpo_run *r = u->r;
+    if (s->skipped)
+        cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)u->step, it + 1,
+                 s->tokens > 0 ? "non-finite loss or gradients" : "no loss token");
+    r->skipped_total = s->skipped_total;
+    return r->runaway = cli_skip_guard("grpo", &r->skips, s->skip_reason, (long long)u->step, r->a.max_skipped, s->lr);
 }
 
-/* --num-iterations GRPO updates on the buffer. */
+/* --num-iterations GRPO updates on the buffer (pt_grpo_round_update). */
 static int update(grpo_run *r, int64_t step, step_report *rep)
 {
-    double train_s = 0, loss_sum = 0;
-    rep->comm_s = 0;
-    pt_grpo_stats_init(&rep->first);
-    for (int it = 0; it < r->a.num_iterations; it++) {
-        pt_grpo_stats_init(&rep->last);
-        int st = pt_grpo_step(&rep->last, r->opt, r->ctx, r->buf, &r->a.grpo);
-        if (st)
-            return cli_fail("grpo step", st);
-        if (it == 0)
-            rep->first = rep->last;
-        if (r->a.grpo.use_adaptive_entropy) { /* TRL's controller state, for the next update */
-            r->a.grpo.entropy_coef = rep->last.entropy_coef_next;
-            r->a.grpo.entropy_last = rep->last.entropy_measured;
-        }
-        train_s += rep->last.train_seconds;
-        loss_sum += rep->last.loss;
-        rep->comm_s += rep->last.comm_seconds;
-        if (rep->last.skipped)
-            cli_note("posttrain grpo: step %lld iteration %d skipped (%s)\n", (long long)step, it + 1,
-                     rep->last.tokens > 0 ? "non-finite loss or gradients" : "no loss token");
-        r->skipped_total = rep->last.skipped_total;
-        if ((r->runaway = cli_skip_guard("grpo", &r->skips, rep->last.skip_reason, (long long)step,
-                                         r->a.max_skipped, rep->last.lr)))
-            break;
-    }
-    rep->loss = loss_sum / r->a.num_iterations;
-    rep->train_tps = train_s > 0 ? rep->first.tokens_per_second : 0;
+    update_ctx uc = { r, step };
+    pt_grpo_round_updates u;
+    pt_grpo_round_updates_init(&u);
+    int st = pt_grpo_round_update(&u, r->opt, r->ctx, r->buf, &r->a.grpo, r->a.num_iterations, after_update, &uc);
+    if (st)
+        return cli_fail("grpo step", st);
+    rep->first = u.first;
+    rep->last = u.last;
+    rep->comm_s = u.comm_seconds;
+    rep->loss = u.loss_sum / r->a.num_iterations;
+    rep->train_tps = u.train_seconds > 0 ? u.first.tokens_per_second : 0;
     return 0;
 }
 
@@ -565,12 +467,23 @@ static int evaluate(grpo_run *r, int64_t step)
     cli_job *j = &r->job;
     cli_job_section(j, PT_TIME_EVAL);
     const int64_t n = r->n_eval, q = n / j->size, extra = n % j->size;
-    const int64_t begin = j->rank * q + (j->rank < extra ? j->rank : extra);
-    const int64_t count = q + (j->rank < extra);
-    grpo_eval_sums s;
-    int rc = grpo_eval_run(&s, r->gen, r->NL, r->max_prompt, &r->a, r->tok, r->eval_rows, begin, count);
-    rc = cli_job_agree(j, rc, "evaluating --eval");
-    int st;
+    pt_builtin_rewards rw;
+    grpo_rewards_lib(&rw, &r->a.rewards, r->a.gen.max_new_tokens);
+    pt_grpo_eval_options o;
+    pt_grpo_eval_options_init(&o);
+    o.sampling = &r->a.gen;
+    o.samples = r->a.eval_samples;
+    o.seed = r->a.seed;
+    o.batch = r->NL;
+    o.begin = j->rank * q + (j->rank < extra ? j->rank : extra);
+    o.count = q + (j->rank < extra);
+    pt_grpo_eval_sums s;
+    int st = pt_grpo_evaluate(&s, r->gen, r->eval_rows, r->tok, &rw, &o);
+    if (st == PT_ECALLBACK)
+        fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
+    else if (st)
+        cli_fail("grpo --eval: generate", st);
+    int rc = cli_job_agree(j, st != 0, "evaluating --eval");
     if (!rc && j->size > 1 && (st = pt_dist_allreduce_sum(j->dist, (double *)&s, sizeof s / sizeof(double))))
         rc = cli_fail("grpo --eval: adding the ranks' scores", st);
     if (!rc)
@@ -629,7 +542,6 @@ static int train(grpo_run *r)
         step_report rep;
         double t0 = cli_now();
         next_prompts(r);
-        memset(&rep.ep, 0, sizeof rep.ep);
         if (rollout(r, step, &rep))
             return 1;
         rep.gen_s = cli_now() - t0;

@@ -1,5 +1,5 @@
 /* posttrain grpo's shared parts: the parsed arguments (cmd_grpo.c parses
- * them and runs), the prompt rows and the built-in rewards (cmd_grpo_data.c). */
+ * them and runs), the prompt rows and the rewards' list (cmd_grpo_data.c). */
 #ifndef PT_CLI_CMD_GRPO_H
 #define PT_CLI_CMD_GRPO_H
 
@@ -48,34 +48,14 @@ typedef struct grpo_args {
     uint64_t seed;
 } grpo_args;
 
-/* One prompt row. */
-typedef struct grpo_row {
-    int32_t *ids;          /* prompt ids (malloc) */
-    int n_ids;
-    char *answer;          /* NULL when the row has none */
-    struct cJSON *json;    /* the whole row (with --env only), else NULL */
-} grpo_row;
-
-/* The payload of grpo_builtin_reward. */
-typedef struct reward_ctx {
-    const grpo_args *a;
-    const pt_tokenizer *tok;
-    const grpo_row *rows;
-    const int *group_row;      /* group id (prompt slot in the step) -> row */
-} reward_ctx;
-
 /* The parser of --reward NAME[:W][,NAME[:W]...] (a CLI_CUSTOM option into a
  * grpo_rewards), which may be repeated: each item is added. */
 int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char *opt);
-void grpo_free_rows(grpo_row *rows, int n);
 /* Read every row of `path` (--data when opt is NULL, else the option that
  * names it in messages, "--eval"); a malformed one is an error naming its
  * file and line.  0, or 1 after the message. */
-int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt, const grpo_args *a,
+int grpo_load_rows(pt_prompt_rows **out, const char *path, const char *opt, const grpo_args *a,
                    const pt_tokenizer *tok, const pt_chat_template *t);
-/* A pt_reward_fn for every built-in reward (pt_builtin_reward_fn with the
- * answers of the groups' rows); payload is a reward_ctx. */
-int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload);
 /* The library's list of r's rewards (kinds and weights). */
 void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_new_tokens);
 
@@ -117,8 +97,8 @@ const char *grpo_env_failure(const grpo_env *e);
 /* The payload of grpo_env_call for one round. */
 typedef struct grpo_env_ctx {
     grpo_env *env;
-    const grpo_row *rows;
-    const int *group_row;      /* this rank's group (pt_env_turn's group) -> row */
+    const pt_prompt_rows *rows;
+    const int32_t *group_row;  /* this rank's group (pt_env_turn's group) -> row */
     int64_t step;
     int64_t first_episode, first_group; /* this rank's first in the step's whole batch */
 } grpo_env_ctx;
@@ -128,17 +108,8 @@ int grpo_env_call(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
 
 /* ---- --eval (cmd_grpo_data.c, on pt_grpo_evaluate) ------------------------- */
 
-/* Sums over the evaluated completions (this rank's, or the job's after
- * pt_dist_allreduce_sum: doubles only). */
-typedef pt_grpo_eval_sums grpo_eval_sums;
-
-/* pt_grpo_evaluate of rows[begin, begin + count) (this rank's share of the
- * held-out rows) with `gen` (room for `cap` rows), the run's sampling,
- * rewards, --eval-samples and --seed.  0, or 1 after the message. */
-int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, int max_prompt, const grpo_args *a,
-                  const pt_tokenizer *tok, const grpo_row *rows, int64_t begin, int64_t count);
 /* The metrics row {"step": STEP, "eval/...": ...} of the job's sums and the
  * progress line on stderr. */
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const grpo_eval_sums *s);
+void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s);
 
 #endif

@@ -1,42 +1,16 @@
 /* posttrain grpo's data, rewards and --eval on the library's
  * (posttrain/grpo_builtin.h): the prompt rows of the JSONL files
- * (pt_prompt_rows_load), --reward's parser and the built-in rewards
- * (pt_builtin_reward_fn), the held-out evaluation (pt_grpo_evaluate) and
- * its metrics row (pt_grpo_eval_row) and progress line. */
+ * (pt_prompt_rows_load, kept as the library holds them), --reward's parser
+ * and the list of built-in rewards, and the held-out evaluation's metrics
+ * row (pt_grpo_eval_row) and progress line. */
 #include "cmd_grpo.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- data ------------------------------------------------------------------ */
-
-void grpo_free_rows(grpo_row *rows, int n)
-{
-    for (int i = 0; rows && i < n; i++) {
-        free(rows[i].ids);
-        free(rows[i].answer);
-        cJSON_Delete(rows[i].json);
-    }
-    free(rows);
-}
-
-/* The library's row i as a grpo_row (ids and answer copied, the JSON
- * parsed); 0 or PT_ENOMEM. */
-static int copy_row(grpo_row *r, const pt_prompt_rows *rows, int64_t i)
-{
-    pt_prompt_row row;
-    pt_prompt_row_init(&row);
-    pt_prompt_rows_get(&row, rows, i);
-    r->n_ids = row.n_ids;
-    if (!(r->ids = malloc((size_t)row.n_ids * sizeof *r->ids)) ||
-        (row.answer && !(r->answer = strdup(row.answer))) || (row.json && !(r->json = cJSON_Parse(row.json))))
-        return PT_ENOMEM;
-    memcpy(r->ids, row.ids, (size_t)row.n_ids * sizeof *r->ids);
-    return 0;
-}
 
 /* The message of a failed load (what: "grpo" or "grpo --eval"). */
 static int load_failed(int st, const pt_prompt_rows_report *rep, const char *path, const char *opt,
@@ -65,7 +39,7 @@ static int load_failed(int st, const pt_prompt_rows_report *rep, const char *pat
     }
 }
 
-int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt, const grpo_args *a,
+int grpo_load_rows(pt_prompt_rows **out, const char *path, const char *opt, const grpo_args *a,
                    const pt_tokenizer *tok, const pt_chat_template *t)
 {
     char what[64];
@@ -79,22 +53,13 @@ int grpo_load_rows(grpo_row **out, int *n_out, const char *path, const char *opt
         o.require_answer |= a->rewards.kind[k] != PT_REWARD_LENGTH;
     pt_prompt_rows_report rep;
     pt_prompt_rows_report_init(&rep);
-    pt_prompt_rows *rows;
-    int st = pt_prompt_rows_load(&rows, &rep, path, tok, &o);
+    int st = pt_prompt_rows_load(out, &rep, path, tok, &o);
     if (st)
         return load_failed(st, &rep, path, opt, what);
-    const int64_t n = pt_prompt_rows_size(rows);
-    grpo_row *r = n <= INT32_MAX ? calloc((size_t)n, sizeof *r) : NULL;
-    for (int64_t i = 0; r && !st && i < n; i++)
-        st = copy_row(&r[i], rows, i);
-    pt_prompt_rows_free(rows);
-    if (!r || st) {
-        grpo_free_rows(r, (int)n);
+    if (pt_prompt_rows_size(*out) > INT32_MAX) {
         fprintf(stderr, "posttrain grpo: out of memory\n");
         return 1;
     }
-    *out = r;
-    *n_out = (int)n;
     return 0;
 }
 
@@ -149,62 +114,9 @@ void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_ne
     out->max_new_tokens = max_new_tokens;
 }
 
-int grpo_builtin_reward(float *rewards, const pt_reward_batch *batch, void *payload)
-{
-    const reward_ctx *rc = payload;
-    int64_t groups = 0;
-    for (int i = 0; i < batch->n; i++)
-        groups = batch->items[i].group + 1 > groups ? batch->items[i].group + 1 : groups;
-    const char **answers = malloc((size_t)(groups ? groups : 1) * sizeof *answers);
-    if (!answers)
-        return 1;
-    for (int64_t g = 0; g < groups; g++)
-        answers[g] = rc->rows[rc->group_row[g]].answer;
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &rc->a->rewards, rc->a->gen.max_new_tokens);
-    pt_builtin_reward_payload p;
-    pt_builtin_reward_payload_init(&p);
-    p.rewards = &rw;
-    p.tokenizer = rc->tok;
-    p.answers = answers;
-    p.n_answers = groups;
-    int rc_ = pt_builtin_reward_fn(rewards, batch, &p);
-    free(answers);
-    return rc_;
-}
-
 /* ---- --eval ------------------------------------------------------------------- */
 
-int grpo_eval_run(grpo_eval_sums *s, pt_generator *gen, int cap, int max_prompt, const grpo_args *a,
-                  const pt_tokenizer *tok, const grpo_row *rows, int64_t begin, int64_t count)
-{
-    (void)max_prompt; /* the library sizes its work from the rows */
-    memset(s, 0, sizeof *s);
-    pt_prompt_rows *pr;
-    int st = pt_prompt_rows_create(&pr);
-    for (int64_t i = 0; !st && i < begin + count; i++)
-        st = pt_prompt_rows_add(pr, rows[i].ids, rows[i].n_ids, rows[i].answer);
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
-    pt_grpo_eval_options o;
-    pt_grpo_eval_options_init(&o);
-    o.sampling = &a->gen;
-    o.samples = a->eval_samples;
-    o.seed = a->seed;
-    o.batch = cap > 0 ? cap : 1;
-    o.begin = begin;
-    o.count = count;
-    if (st)
-        cli_fail("grpo --eval", st);
-    else if ((st = pt_grpo_evaluate(s, gen, pr, tok, &rw, &o)) == PT_ECALLBACK)
-        fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
-    else if (st)
-        cli_fail("grpo --eval: generate", st);
-    pt_prompt_rows_free(pr);
-    return st ? 1 : 0;
-}
-
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const grpo_eval_sums *s)
+void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s)
 {
     pt_builtin_rewards rw;
     grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);

@@ -25,11 +25,16 @@ static int request_fields(const char **json, const pt_env_turn *turn, void *user
     grpo_env *e = user;
     const grpo_env_ctx *c = e->ctx;
     const int local_group = (int)turn->group;
-    cJSON *q = cJSON_CreateObject();
+    pt_prompt_row row;
+    pt_prompt_row_init(&row);
+    pt_prompt_rows_get(&row, c->rows, c->group_row[local_group]);
+    cJSON *q = cJSON_CreateObject(), *rj = row.json ? cJSON_Parse(row.json) : NULL;
     bool ok = q && cJSON_AddNumberToObject(q, "step", (double)c->step) &&
               cJSON_AddNumberToObject(q, "episode", (double)(c->first_episode + turn->episode)) &&
-              cJSON_AddNumberToObject(q, "group", (double)(c->first_group + local_group)) &&
-              cJSON_AddItemReferenceToObject(q, "row", c->rows[c->group_row[local_group]].json);
+              cJSON_AddNumberToObject(q, "group", (double)(c->first_group + local_group)) && rj &&
+              cJSON_AddItemToObject(q, "row", rj);
+    if (!ok)
+        cJSON_Delete(rj);
     free(e->fields);
     e->fields = ok ? cJSON_PrintUnformatted(q) : NULL;
     cJSON_Delete(q);

@@ -8,7 +8,13 @@
  *   - pt_grpo_metrics_row: a round's metrics row (TRL's names, the CLI's
  *     metrics.jsonl row);
  *   - pt_prompt_order: the prompt order of a run (a seeded shuffle per pass)
- *     that a checkpoint's pt_run_state records and a resume continues.
+ *     that a checkpoint's pt_run_state records and a resume continues;
+ *   - pt_grpo_rollout_round: a round's rollouts (G completions of each
+ *     prompt, or episodes with an environment) into the buffer with the
+ *     reference log-probabilities and the rewards;
+ *   - pt_grpo_run_extra / pt_grpo_run_resume: a GRPO checkpoint's own
+ *     fields (batch shape, the adaptive entropy state) and the checks a
+ *     resume makes on them.
  *
  * docs/grpo.md ("A run's round") describes them. */
 #ifndef POSTTRAIN_GRPO_RUN_H
@@ -19,6 +25,8 @@
 #include <stdint.h>
 
 #include "posttrain/common.h"
+#include "posttrain/episode.h"
+#include "posttrain/generate.h"
 #include "posttrain/grpo.h"
 #include "posttrain/run.h"
 
@@ -142,6 +150,156 @@ PT_API int pt_prompt_order_fault_from_name(int *out, const char *name);
  * unchanged, *fault saying why when fault is not NULL) when the state does
  * not fit; the checks are made in the enum's order. */
 PT_API int pt_prompt_order_load(pt_prompt_order *order, const pt_run_state *state, int *fault);
+
+/* ---- a round's rollouts ------------------------------------------------------ */
+
+typedef struct pt_grpo_round_options {
+    size_t size;                      /* sizeof(pt_grpo_round_options) */
+    /* The sampling (max_new_tokens >= 1, temperature, top_k, top_p, min_p,
+     * stop ids; seed and stream_offset are set by the round).  Required. */
+    const pt_generate_options *sampling;
+    uint64_t seed;                    /* the run's seed */
+    int64_t step;                     /* the round, >= 1: it samples from seed * 1000003 + step */
+    int group_size;                   /* completions of each prompt (G), >= 1; default 1 */
+    /* This host's first group in the round's whole batch (a data-parallel
+     * rank's share): completion i draws from stream first_group * G + i,
+     * so the rollouts do not depend on the split.  Default 0. */
+    int64_t first_group;
+    /* The frozen reference policy's context (PT_ROLLOUT_REF log-probabilities
+     * at ref_temperature), or NULL (default): none. */
+    pt_context *ref_ctx;
+    float ref_temperature;            /* default 1 */
+    /* Rewards 0 .. n_reward_funcs-1 scored with `reward` (pt_rollout_buffer_score;
+     * e.g. pt_builtin_reward_fn), or reward NULL (default): the host scores. */
+    pt_reward_fn reward;
+    void *reward_payload;
+    int n_reward_funcs;
+    /* With an environment: play each completion as an episode (episodes:
+     * its options, sampling taken from `sampling` with the round's seed;
+     * results: where they go; env and env_payload: pt_episodes_run's) and
+     * add the episodes that ended without error with the environment's
+     * rewards (`reward` is not called).  NULL (default): pt_generate. */
+    const pt_episode_options *episodes;
+    pt_episode_results *results;
+    pt_env_fn env;
+    void *env_payload;
+} pt_grpo_round_options;
+
+PT_API int pt_grpo_round_options_init(pt_grpo_round_options *opts);
+
+/* What a round did. */
+typedef struct pt_grpo_round_result {
+    size_t size;                      /* sizeof(pt_grpo_round_result) */
+    int completions;                  /* n_prompts * group_size */
+    double gen_tokens, gen_seconds, tokens_per_second; /* the generation (or the episodes') */
+    pt_grpo_episode_totals episodes;  /* with an environment, this host's; else zero */
+    /* NULL, or the part that failed: "generate", "episodes", "every
+     * episode failed", "rollout buffer", "reference log-probabilities",
+     * "scoring" */
+    const char *failed;
+} pt_grpo_round_result;
+
+PT_API int pt_grpo_round_result_init(pt_grpo_round_result *res);
+
+/* One round's rollouts into `buf` (cleared first): prompt p (prompt_lens[p]
+ * ids, the prompts one after another in `prompts`) repeated group_size
+ * times, sampled with gen (room for n_prompts * group_size rows) from
+ * (seed * 1000003 + step, first_group * group_size + i), added as group p
+ * (pt_rollout_buffer_add_generated; with an environment
+ * pt_rollout_buffer_add_episodes), then the reference log-probabilities
+ * and the rewards.  A round whose every episode ended in error or stopped
+ * is PT_ECALLBACK ("every episode failed (the first: ...)").  On error
+ * res->failed names the part and the status and message are that part's
+ * (NULL for a bad argument: PT_EINVAL naming it). */
+PT_API int pt_grpo_rollout_round(pt_grpo_round_result *res, pt_generator *gen, pt_rollout_buffer *buf,
+                                 const int32_t *prompts, const int32_t *prompt_lens, int n_prompts,
+                                 const pt_grpo_round_options *opts);
+
+/* ---- a round's updates --------------------------------------------------------- */
+
+/* Called after each update of pt_grpo_round_update with its stats and
+ * index (0-based); nonzero stops the round after this update. */
+typedef int (*pt_grpo_update_fn)(const pt_grpo_stats *stats, int iteration, void *user);
+
+/* What a round's updates did. */
+typedef struct pt_grpo_round_updates {
+    size_t size;                      /* sizeof(pt_grpo_round_updates) */
+    pt_grpo_stats first, last;        /* the first update's stats (rewards, lengths, sampler), the last's */
+    int updates;                      /* made */
+    double loss_sum;                  /* the updates' losses added */
+    double train_seconds, comm_seconds; /* added over the updates */
+} pt_grpo_round_updates;
+
+PT_API int pt_grpo_round_updates_init(pt_grpo_round_updates *u);
+
+/* `iterations` >= 1 pt_grpo_step calls on buf (TRL's num_iterations),
+ * stopping early when `after` (may be NULL) says so.  With
+ * use_adaptive_entropy, grpo's entropy_coef and entropy_last carry the
+ * controller from update to update (and to the next round).  On error
+ * (pt_grpo_step's status) u holds the updates made before it. */
+PT_API int pt_grpo_round_update(pt_grpo_round_updates *u, pt_optimizer *opt, pt_context *ctx,
+                                pt_rollout_buffer *buf, pt_grpo_options *grpo, int iterations,
+                                pt_grpo_update_fn after, void *user);
+
+/* ---- a GRPO checkpoint's own fields ------------------------------------------ */
+
+/* What a GRPO run records beside pt_run_state (host_extra) and a resume
+ * must find again. */
+typedef struct pt_grpo_run_fields {
+    size_t size;                      /* sizeof(pt_grpo_run_fields) */
+    int num_generations;              /* G, >= 1 */
+    int batch_prompts;                /* prompts per round, >= 1 */
+    int num_iterations;               /* updates per round (a change is allowed) */
+    /* The options of the updates: with use_adaptive_entropy, entropy_coef
+     * and entropy_last are written and read back.  NULL: none. */
+    pt_grpo_options *grpo;
+} pt_grpo_run_fields;
+
+PT_API int pt_grpo_run_fields_init(pt_grpo_run_fields *f);
+
+/* host_extra (a JSON object text, or NULL: {}) with "num_generations",
+ * "batch_prompts", "num_iterations" and, with use_adaptive_entropy,
+ * "entropy_coef" and "entropy_last" (left out while infinite, before the
+ * first update) added or replaced; free *json with pt_free. */
+PT_API int pt_grpo_run_extra(char **json, const char *host_extra, const pt_grpo_run_fields *f);
+
+/* Why pt_grpo_run_resume refused a checkpoint. */
+typedef enum pt_grpo_resume_fault {
+    PT_RESUME_FAULT_NONE = 0,
+    PT_RESUME_FAULT_MISSING = 1,   /* host_extra lacks `key` (not a checkpoint of a GRPO run) */
+    PT_RESUME_FAULT_SHAPE = 2,     /* `key` (num_generations, batch_prompts) was `saved`, the run has `want` */
+    PT_RESUME_FAULT_ROWS = 3,      /* the prompt order was made with `saved` rows, the run has `want` */
+    PT_RESUME_FAULT_CURSOR = 4,    /* the order's cursor `saved` is past the `want` rows */
+    PT_RESUME_FAULT_OPTIMIZER = 5, /* the optimizer's step count `want` is not the recorded `saved` */
+    PT_RESUME_FAULT_RNG = 6,       /* the order's order_rng does not lead to its rng */
+    PT_RESUME_FAULT_ENTROPY = 7    /* use_adaptive_entropy and no "entropy_coef" */
+} pt_grpo_resume_fault;
+/* "none", "missing", "shape", "rows", "cursor", "optimizer", "rng",
+ * "entropy"; NULL for another value.  from_name: PT_EINVAL listing them. */
+PT_API const char *pt_grpo_resume_fault_name(int value);
+PT_API int pt_grpo_resume_fault_from_name(int *out, const char *name);
+
+typedef struct pt_grpo_resume_report {
+    size_t size;                      /* sizeof(pt_grpo_resume_report) */
+    int fault;                        /* pt_grpo_resume_fault */
+    const char *key;                  /* the host_extra key of MISSING and SHAPE (static), else NULL */
+    int64_t saved, want;
+    int64_t num_iterations;           /* the recorded num_iterations, -1 when absent */
+} pt_grpo_resume_report;
+
+PT_API int pt_grpo_resume_report_init(pt_grpo_resume_report *rep);
+
+/* Check a loaded checkpoint (its state and host_extra) against this run
+ * and continue from it: num_generations and batch_prompts equal (in that
+ * order), the prompt order loaded into `order` (pt_prompt_order_load: rows,
+ * cursor), the optimizer's step count `optimizer_steps` the recorded one,
+ * then the order's rng, then (use_adaptive_entropy) entropy_coef and
+ * entropy_last read into f->grpo.  PT_ESTATE with the report's fault (and
+ * a message) when one fails; the order and f->grpo are then unchanged but
+ * for RNG and ENTROPY, after which the host restarts or gives up.  The
+ * report's num_iterations is filled either way. */
+PT_API int pt_grpo_run_resume(pt_grpo_resume_report *rep, const char *host_extra, const pt_run_state *state,
+                              pt_prompt_order *order, int64_t optimizer_steps, const pt_grpo_run_fields *f);
 
 #ifdef __cplusplus
 }

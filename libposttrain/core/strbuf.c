@@ -1,5 +1,7 @@
 #include "strbuf.h"
 
+#include <math.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,4 +84,11 @@ void pt__strbuf_free(pt_strbuf *b)
     b->p = NULL;
     b->len = b->cap = 0;
     b->err = PT_OK;
+}
+
+int pt__json_num(pt_strbuf *b, const char *key, double v)
+{
+    if (isfinite(v))
+        return pt__strbuf_printf(b, ", \"%s\": %.6g", key, v);
+    return pt__strbuf_printf(b, ", \"%s\": null", key);
 }

@@ -50,6 +50,8 @@ static inline void pt__strbuf_clear(pt_strbuf *b)
 /* The string (free with pt_free; "" when nothing was added) and its length,
  * or NULL after an earlier failure; either way the buffer is left empty. */
 char *pt__strbuf_detach(pt_strbuf *b, size_t *len);
+/* ', "KEY": V' of a JSON metrics row: V as %.6g, or null when not finite. */
+int pt__json_num(pt_strbuf *b, const char *key, double v);
 void pt__strbuf_free(pt_strbuf *b);
 
 #endif

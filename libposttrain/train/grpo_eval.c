@@ -218,14 +218,6 @@ int pt_grpo_evaluate(pt_grpo_eval_sums *sums, pt_generator *gen, const pt_prompt
     return st;
 }
 
-static void json_num(pt_strbuf *b, const char *key, double v)
-{
-    if (isfinite(v))
-        pt__strbuf_printf(b, ", \"%s\": %.6g", key, v);
-    else
-        pt__strbuf_printf(b, ", \"%s\": null", key);
-}
-
 int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builtin_rewards *rewards, int samples,
                      int64_t step)
 {
@@ -253,18 +245,18 @@ int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builti
             continue;
         char key[96];
         snprintf(key, sizeof key, "eval/reward_mean_%s", kind_name[kind]);
-        json_num(&b, key, sums->reward[kind] / n);
+        pt__json_num(&b, key, sums->reward[kind] / n);
         if (acc) {
             snprintf(key, sizeof key, "eval/accuracy_%s", kind_name[kind]);
-            json_num(&b, key, sums->correct[kind] / n);
+            pt__json_num(&b, key, sums->correct[kind] / n);
         }
         for (int k = 0; k < rewards->n; k++) {
             snprintf(key, sizeof key, "eval/rewards/%s/mean_%s", pt_builtin_reward_name(rewards->kinds[k]),
                      kind_name[kind]);
-            json_num(&b, key, sums->reward_func[kind][k] / n);
+            pt__json_num(&b, key, sums->reward_func[kind][k] / n);
         }
         snprintf(key, sizeof key, "eval/mean_length_%s", kind_name[kind]);
-        json_num(&b, key, sums->length[kind] / n);
+        pt__json_num(&b, key, sums->length[kind] / n);
     }
     pt__strbuf_printf(&b, ", \"eval/prompts\": %.0f, \"eval/samples\": %d}", sums->completions[PT_GRPO_EVAL_GREEDY],
                      sums->completions[PT_GRPO_EVAL_SAMPLED] > 0 ? samples : 0);

@@ -97,49 +97,42 @@ int pt_grpo_metrics_init(pt_grpo_metrics *m)
     return PT_OK;
 }
 
-static void num(pt_strbuf *b, const char *key, double v)
-{
-    if (isfinite(v))
-        pt__strbuf_printf(b, ", \"%s\": %.6g", key, v);
-    else
-        pt__strbuf_printf(b, ", \"%s\": null", key);
-}
-
 /* The keys of the options that are on, after the clipping ratios. */
 static void optional_keys(pt_strbuf *b, const pt_grpo_options *o, const pt_grpo_stats *first,
                           const pt_grpo_stats *gs)
 {
     if (o->loss_type == PT_GRPO_LOSS_CISPO)
-        num(b, "cispo_clip_ratio", gs->cispo_clip_ratio);
+        pt__json_num(b, "cispo_clip_ratio", gs->cispo_clip_ratio);
     if (o->use_adaptive_entropy || o->entropy_coef != 0) /* after the update, as TRL */
-        num(b, "entropy_coef", gs->entropy_coef_next);
+        pt__json_num(b, "entropy_coef", gs->entropy_coef_next);
     if (o->loss_type == PT_GRPO_LOSS_VESPO)
-        num(b, "vespo/phi_seq_mean", gs->vespo_phi_seq_mean);
+        pt__json_num(b, "vespo/phi_seq_mean", gs->vespo_phi_seq_mean);
     /* the sampler against the trainer, at the first iteration (TRL's names) */
-    num(b, "sampling/sampling_logp_difference/mean", first->sampling_logp_difference_mean);
-    num(b, "sampling/sampling_logp_difference/max", first->sampling_logp_difference_max);
+    pt__json_num(b, "sampling/sampling_logp_difference/mean", first->sampling_logp_difference_mean);
+    pt__json_num(b, "sampling/sampling_logp_difference/max", first->sampling_logp_difference_max);
     if (o->importance_sampling_correction != PT_GRPO_IS_CORRECTION_NONE) {
-        num(b, "sampling/importance_sampling_ratio/min", first->importance_sampling_ratio_min);
-        num(b, "sampling/importance_sampling_ratio/mean", first->importance_sampling_ratio_mean);
-        num(b, "sampling/importance_sampling_ratio/max", first->importance_sampling_ratio_max);
-        num(b, "sampling/importance_sampling_corrected_fraction", first->importance_sampling_corrected_fraction);
+        pt__json_num(b, "sampling/importance_sampling_ratio/min", first->importance_sampling_ratio_min);
+        pt__json_num(b, "sampling/importance_sampling_ratio/mean", first->importance_sampling_ratio_mean);
+        pt__json_num(b, "sampling/importance_sampling_ratio/max", first->importance_sampling_ratio_max);
+        pt__json_num(b, "sampling/importance_sampling_corrected_fraction",
+                     first->importance_sampling_corrected_fraction);
     }
     if (o->top_entropy_quantile < 1) {
-        num(b, "entropy_threshold", gs->entropy_threshold);
-        num(b, "entropy_kept_fraction", gs->entropy_kept_fraction);
+        pt__json_num(b, "entropy_threshold", gs->entropy_threshold);
+        pt__json_num(b, "entropy_kept_fraction", gs->entropy_kept_fraction);
     }
 }
 
 static void episode_keys(pt_strbuf *b, const pt_grpo_episode_totals *e)
 {
-    num(b, "episodes", e->episodes);
-    num(b, "episodes/errors", e->errors);
-    num(b, "episodes/done", e->done);
-    num(b, "episodes/truncated", e->truncated);
-    num(b, "episodes/turns_mean", e->turns / e->episodes);
-    num(b, "episodes/appended_tokens", e->appended_tokens);
-    num(b, "episodes/env_calls", e->env_calls);
-    num(b, "env_seconds", e->env_seconds);
+    pt__json_num(b, "episodes", e->episodes);
+    pt__json_num(b, "episodes/errors", e->errors);
+    pt__json_num(b, "episodes/done", e->done);
+    pt__json_num(b, "episodes/truncated", e->truncated);
+    pt__json_num(b, "episodes/turns_mean", e->turns / e->episodes);
+    pt__json_num(b, "episodes/appended_tokens", e->appended_tokens);
+    pt__json_num(b, "episodes/env_calls", e->env_calls);
+    pt__json_num(b, "env_seconds", e->env_seconds);
 }
 
 int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
@@ -168,36 +161,36 @@ int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
     const pt_grpo_stats *first = &f, *gs = &l;
     pt_strbuf b = PT_STRBUF_INIT;
     pt__strbuf_printf(&b, "{\"step\": %lld", (long long)m.step);
-    num(&b, "reward", first->reward);
-    num(&b, "reward_std", first->reward_std);
+    pt__json_num(&b, "reward", first->reward);
+    pt__json_num(&b, "reward_std", first->reward_std);
     for (int k = 0; k < m.n_reward_funcs; k++) {
         char key[64];
         snprintf(key, sizeof key, "rewards/%s/mean", m.reward_names[k]);
-        num(&b, key, first->reward_func_mean[k]);
+        pt__json_num(&b, key, first->reward_func_mean[k]);
         snprintf(key, sizeof key, "rewards/%s/std", m.reward_names[k]);
-        num(&b, key, first->reward_func_std[k]);
+        pt__json_num(&b, key, first->reward_func_std[k]);
     }
-    num(&b, "frac_reward_zero_std", first->frac_reward_zero_std);
-    num(&b, "frac_zero_std_groups", first->frac_zero_std_groups); /* ours: per group */
-    num(&b, "loss", m.loss);
-    num(&b, "kl", gs->kl);
-    num(&b, "entropy", gs->entropy);
-    num(&b, "clip_ratio/region_mean", gs->clip_ratio_region);
-    num(&b, "clip_ratio/low_mean", gs->clip_ratio_low);
-    num(&b, "clip_ratio/high_mean", gs->clip_ratio_high);
+    pt__json_num(&b, "frac_reward_zero_std", first->frac_reward_zero_std);
+    pt__json_num(&b, "frac_zero_std_groups", first->frac_zero_std_groups); /* ours: per group */
+    pt__json_num(&b, "loss", m.loss);
+    pt__json_num(&b, "kl", gs->kl);
+    pt__json_num(&b, "entropy", gs->entropy);
+    pt__json_num(&b, "clip_ratio/region_mean", gs->clip_ratio_region);
+    pt__json_num(&b, "clip_ratio/low_mean", gs->clip_ratio_low);
+    pt__json_num(&b, "clip_ratio/high_mean", gs->clip_ratio_high);
     optional_keys(&b, &o, first, gs);
-    num(&b, "completions/mean_length", first->completion_mean_length);
-    num(&b, "completions/min_length", first->completion_min_length);
-    num(&b, "completions/max_length", first->completion_max_length);
-    num(&b, "completions/clipped_ratio", first->clipped_ratio);
-    num(&b, "grad_norm", gs->grad_norm);
-    num(&b, "lr", gs->lr);
-    num(&b, "tokens", gs->tokens);
-    num(&b, "gen_tokens_per_s", m.gen_tokens_per_s);
-    num(&b, "train_tokens_per_s", m.train_tokens_per_s);
-    num(&b, "step_seconds", m.step_seconds);
+    pt__json_num(&b, "completions/mean_length", first->completion_mean_length);
+    pt__json_num(&b, "completions/min_length", first->completion_min_length);
+    pt__json_num(&b, "completions/max_length", first->completion_max_length);
+    pt__json_num(&b, "completions/clipped_ratio", first->clipped_ratio);
+    pt__json_num(&b, "grad_norm", gs->grad_norm);
+    pt__json_num(&b, "lr", gs->lr);
+    pt__json_num(&b, "tokens", gs->tokens);
+    pt__json_num(&b, "gen_tokens_per_s", m.gen_tokens_per_s);
+    pt__json_num(&b, "train_tokens_per_s", m.train_tokens_per_s);
+    pt__json_num(&b, "step_seconds", m.step_seconds);
     if (m.comm)
-        num(&b, "comm_seconds", m.comm_seconds);
+        pt__json_num(&b, "comm_seconds", m.comm_seconds);
     if (m.episodes)
         episode_keys(&b, m.episodes);
     pt__strbuf_printf(&b, ", \"skipped\": %s}", gs->skipped ? "true" : "false");

@@ -1264,6 +1264,59 @@ _declare("grpo", {
 })
 
 
+# posttrain/grpo_run.h: a round's updates (first, last: pt_grpo_stats)
+@_stamped("pt_grpo_round_updates", "grpo")
+class GrpoRoundUpdates(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("first", GrpoStats),
+        ("last", GrpoStats),
+        ("updates", c_int),
+        ("loss_sum", c_double),
+        ("train_seconds", c_double),
+        ("comm_seconds", c_double),
+    ]
+
+
+_declare("grpo", {
+    "pt_grpo_round_update": (c_int, [P(GrpoRoundUpdates), c_void_p, c_void_p, c_void_p, P(GrpoOptions),
+                                     c_int, c_void_p, c_void_p]),
+})
+
+
+# posttrain/grpo_run.h: a GRPO checkpoint's own fields and the resume checks
+@_stamped("pt_grpo_run_fields", "grpo")
+class GrpoRunFields(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("num_generations", c_int),
+        ("batch_prompts", c_int),
+        ("num_iterations", c_int),
+        ("grpo", c_void_p),
+    ]
+
+
+@_stamped("pt_grpo_resume_report", "grpo")
+class GrpoResumeReport(Struct):
+    _fields_ = [
+        ("size", c_size_t),
+        ("fault", c_int),
+        ("key", c_char_p),
+        ("saved", c_int64),
+        ("want", c_int64),
+        ("num_iterations", c_int64),
+    ]
+
+
+_declare("grpo", {
+    "pt_grpo_run_extra": (c_int, [P(c_void_p), c_char_p, P(GrpoRunFields)]),
+    "pt_grpo_run_resume": (c_int, [P(GrpoResumeReport), c_char_p, P(RunState), c_void_p, c_int64,
+                                   P(GrpoRunFields)]),
+    "pt_grpo_resume_fault_name": (c_char_p, [c_int]),
+    "pt_grpo_resume_fault_from_name": (c_int, [P(c_int), c_char_p]),
+})
+
+
 # posttrain/grpo_run.h: pt_generate's completions into the rollout buffer
 @_stamped("pt_rollout_generated", "grpo")
 class RolloutGenerated(Struct):

@@ -25,7 +25,7 @@ import math
 
 from ._handle import Handle, out_handle
 from ._lib import GrpoStats as _CGrpoStats
-from ._lib import RolloutGenerated
+from ._lib import GrpoRoundUpdates, RolloutGenerated
 from ._lib import (PT_GRPO_MAX_REWARD_FUNCS, REWARD_FN, GrpoOptions, RewardBatch,
                    RolloutBufferOptions, RolloutLogprobsOptions, RolloutSample, has_feature, lib)
 from ._util import cstr, flat_float, int32_array, is_numpy
@@ -707,7 +707,31 @@ def grpo_step(optimizer, buffer, context=None, **options):
     s = _CGrpoStats.new()
     check(lib.pt_grpo_step(ctypes.byref(s), optimizer._ptr, context._ptr, buffer._ptr,
                            ctypes.byref(o)), "pt_grpo_step")
+    return _stats(s, buffer.reward_names)
+
+
+def _round_update(optimizer, buffer, options, iterations):
+    """A round's updates (pt_grpo_round_update, as posttrain grpo makes
+    them): `iterations` steps of grpo_step's on the buffer, the adaptive
+    entropy controller carried in `options` (a dict of grpo_step options,
+    updated in place).  Returns (first, last, updates, loss_sum): the first
+    and last updates' GrpoStats, the updates made and their losses added."""
+    o = _grpo_options(options)
+    optimizer._check_dist()
+    context = buffer._context(optimizer.model, "grpo_step")
+    u = GrpoRoundUpdates.new()
+    check(lib.pt_grpo_round_update(ctypes.byref(u), optimizer._ptr, context._ptr, buffer._ptr,
+                                   ctypes.byref(o), int(iterations), None, None),
+          "pt_grpo_round_update")
+    if o.use_adaptive_entropy:
+        options["entropy_coef"] = o.entropy_coef
+        options["entropy_last"] = o.entropy_last
     names = buffer.reward_names
+    return _stats(u.first, names), _stats(u.last, names), u.updates, u.loss_sum
+
+
+def _stats(s, names):
+    """A C pt_grpo_stats as GrpoStats (the reward functions by name)."""
     vals = {f: getattr(s, f) for f in _STAT_FIELDS}
     vals["n_reward_funcs"] = s.n_reward_funcs
     vals["reward_func_mean"] = {names[k]: s.reward_func_mean[k] for k in range(s.n_reward_funcs)}

@@ -33,10 +33,11 @@ import time
 from .chat import ChatTemplate
 from .errors import Error, check, invalid
 from .generate import encode_prompts
-from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, grpo_step, _grpo_options,
-                   _require)
+from .grpo import (MAX_REWARD_FUNCS, RolloutBuffer, call_reward, _grpo_options, _require,
+                   _round_update)
 from .model import Model, _lora_mask
-from ._lib import GrpoMetrics, GrpoStats as _CGrpoStats, PromptOrderOptions, RunState, has_feature, lib
+from ._lib import (GrpoMetrics, GrpoResumeReport, GrpoRunFields, GrpoStats as _CGrpoStats,
+                   PromptOrderOptions, RunState, has_feature, lib)
 from .run import (Run, check_output, resume_trainer, run_state_to_json, _require as _require_run,
                   _take_string)
 from .train import Optimizer, save_checkpoint
@@ -134,12 +135,6 @@ class _PromptOrder:
 
     def save(self, state):
         check(lib.pt_prompt_order_save(ctypes.byref(state), self._h), "pt_prompt_order_save")
-
-    def load(self, state):
-        """(status, fault): 0 and 0, or the status and pt_prompt_order_fault."""
-        fault = ctypes.c_int()
-        st = lib.pt_prompt_order_load(self._h, ctypes.byref(state), ctypes.byref(fault))
-        return st, fault.value
 
 
 def _make_parent(path):
@@ -609,8 +604,6 @@ class GRPOTrainer:
         t_score = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        stats = None
-        losses = []
         if self.ref_model is not None:
             buf.compute_logprobs(self.ref_model, old=False, ref=True,
                                  temperature=self.grpo_options["temperature"])
@@ -618,18 +611,12 @@ class GRPOTrainer:
         if self._trl:
             # TRL stops at max_steps optimizer steps, inside a generation batch's iterations
             iters = max(1, min(iters, self._max_steps - self.round * self._unit))
-        for _ in range(iters):
-            # every function declining every completion: the step skips
-            # (skip_reason no_rewards), the optimizer's count unchanged
-            st = grpo_step(self.optimizer, buf, **self.grpo_options)
-            if self.grpo_options.get("use_adaptive_entropy"):
-                # TRL's adaptive entropy control: the host carries its state
-                self.grpo_options["entropy_coef"] = st.entropy_coef_next
-                self.grpo_options["entropy_last"] = st.entropy_measured
-            if stats is None:
-                stats = st
-            last = st
-            losses.append(st.loss)
+        # the round's updates as posttrain grpo makes them (pt_grpo_round_update:
+        # TRL's adaptive entropy control carried in grpo_options); every
+        # function declining every completion: the step skips (skip_reason
+        # no_rewards), the optimizer's count unchanged
+        stats, last, updates, loss_sum = _round_update(self.optimizer, buf, self.grpo_options, iters)
+        losses = [loss_sum / updates]
         t_train = time.perf_counter() - t0
         self.round = step
         prev_step = self.state.global_step
@@ -873,27 +860,61 @@ class GRPOTrainer:
         self._order.save(st)   # rng, order_rng, cursor, rows
         return st
 
+    def _fields(self):
+        """The GRPO fields a checkpoint records and a resume checks, as
+        posttrain grpo's (pt_grpo_run_fields), with the C options they point to."""
+        f = GrpoRunFields.new()
+        f.num_generations = self.num_generations
+        f.batch_prompts = self.batch_prompts
+        f.num_iterations = self.num_iterations
+        o = _grpo_options(self.grpo_options)
+        f.grpo = ctypes.addressof(o)
+        return f, o
+
     def _run_extra(self):
         """The host's own fields of a checkpoint: those `posttrain grpo` writes
-        (model, lora, num_generations, batch_prompts, num_iterations, the
-        adaptive entropy state) and this trainer's (data_seed, shuffle,
-        global_step)."""
+        (model, lora; the library's pt_grpo_run_extra: num_generations,
+        batch_prompts, num_iterations, the adaptive entropy state) and this
+        trainer's (data_seed, shuffle, global_step)."""
         h = {"model": os.path.realpath(self._model_path) if self._model_path else "",
-             "num_generations": self.num_generations, "batch_prompts": self.batch_prompts,
-             "num_iterations": self.num_iterations, "data_seed": str(self.data_seed),
-             "shuffle": self.shuffle, "global_step": self.state.global_step,
-             "trainer": "posttrain.GRPOTrainer"}
+             "data_seed": str(self.data_seed), "shuffle": self.shuffle,
+             "global_step": self.state.global_step, "trainer": "posttrain.GRPOTrainer"}
         lora = _lora_host(self.model)
         if lora:
             h["lora"] = lora
+        f, _o = self._fields()
+        out = ctypes.c_void_p()
+        check(lib.pt_grpo_run_extra(ctypes.byref(out), json.dumps(h).encode(), ctypes.byref(f)),
+              "pt_grpo_run_extra")
+        return json.loads(_take_string(out))
+
+    def _resume_fields(self, state, extra, path):
+        """The checks posttrain grpo makes on resume (pt_grpo_run_resume: the
+        batch shape, the prompt order, the optimizer's step count, the
+        adaptive entropy state read back); InvalidArgument naming what differs."""
+        f, o = self._fields()
+        rep = GrpoResumeReport.new()
+        st = lib.pt_grpo_run_resume(ctypes.byref(rep), json.dumps(extra).encode(), ctypes.byref(state),
+                                    self._order._h, self.optimizer.step_count, ctypes.byref(f))
+        fault = lib.pt_grpo_resume_fault_name(rep.fault).decode()
+        if fault == "none":
+            check(st, "pt_grpo_run_resume")
+        else:
+            lib.pt_clear_error()
+            key = rep.key.decode() if rep.key else None
+            msg = {"missing": "%s does not record %r (not a checkpoint of a GRPO run)" % (path, key),
+                   "shape": "%s was made with %s %r, this trainer has %r: resume with the same data "
+                            "and settings" % (path, key, rep.saved, rep.want),
+                   "rows": "%s was made with rows %r, this trainer has %r: resume with the same "
+                           "data and settings" % (path, rep.saved, rep.want),
+                   "optimizer": "%s: the optimizer's step count %d does not match the recorded %d"
+                                % (path, rep.want, rep.saved),
+                   "entropy": "%s has no entropy_coef (made without use_adaptive_entropy)" % path}
+            raise invalid(msg.get(fault, "%s: its prompt order state is inconsistent" % path),
+                          "GRPOTrainer.load_checkpoint")
         if self.grpo_options.get("use_adaptive_entropy"):
-            # the adaptive entropy controller's state (JSON numbers read back
-            # exactly; entropy_last infinite before the first update: absent)
-            h["entropy_coef"] = float(self.grpo_options.get("entropy_coef", 0.0))
-            last = float(self.grpo_options.get("entropy_last", math.inf))
-            if math.isfinite(last):
-                h["entropy_last"] = last
-        return h
+            self.grpo_options["entropy_coef"] = o.entropy_coef
+            self.grpo_options["entropy_last"] = o.entropy_last
 
     def _refuse_old_layout(self, path=None):
         """Checkpoints of the older layout (output_dir/checkpoint-R) are not
@@ -939,31 +960,15 @@ class GRPOTrainer:
         have = {"rows": (state.rows, len(self.train_dataset)), "seed": (state.seed, self.seed),
                 "data_seed": (int(extra.get("data_seed", state.seed)), self.data_seed),
                 "shuffle": (extra.get("shuffle", True), self.shuffle)}
-        for key in ("num_generations", "batch_prompts"):
-            if key in extra:
-                have[key] = (int(extra[key]), getattr(self, key))
         for key, (saved, now) in have.items():
             if saved != now:
                 raise invalid("%s was made with %s %r, this trainer has %r: resume with the same "
                               "data and settings" % (path, key, saved, now),
                               "GRPOTrainer.load_checkpoint")
-        if state.optimizer_steps != self.optimizer.step_count:
-            raise invalid("%s: the optimizer's step count %d does not match the recorded %d"
-                          % (path, self.optimizer.step_count, state.optimizer_steps),
-                          "GRPOTrainer.load_checkpoint")
-        # Rebuild the pass's order from the state before its shuffle.
-        st, fault = self._order.load(state)
-        if st:
-            lib.pt_clear_error()
-            raise invalid("%s: its prompt order state is inconsistent" % path,
-                          "GRPOTrainer.load_checkpoint")
+        # the batch shape, the prompt order (rebuilt from the state before
+        # its shuffle), the optimizer's count and the entropy controller
+        self._resume_fields(state, extra, path)
         self.round = int(state.step)
-        if self.grpo_options.get("use_adaptive_entropy"):
-            if "entropy_coef" not in extra:
-                raise invalid("%s has no entropy_coef (made without use_adaptive_entropy)" % path,
-                              "GRPOTrainer.load_checkpoint")
-            self.grpo_options["entropy_coef"] = float(extra["entropy_coef"])
-            self.grpo_options["entropy_last"] = float(extra.get("entropy_last", math.inf))
         if "global_step" in extra:
             self.state.global_step = int(extra["global_step"])
         else:   # a checkpoint of posttrain grpo: rounds of num_iterations updates

@@ -207,6 +207,30 @@ class TestRunDirectory(unittest.TestCase):
         g = host(out, N)["goodput"]
         self.assertEqual((g["steps_kept"], g["steps_lost"]), (N, 1))
 
+    def test_grpo_resume_checks_agree(self):
+        """The CLI and the trainer refuse the same checkpoint for the same
+        reason (pt_grpo_run_resume): another number of generations."""
+        out = os.path.join(self.tmp, "out")
+        self.grpo_cli(out)
+        cfg = pt.GRPOConfig(output_dir=out, num_generations=G + 1, generation_batch_size=P * (G + 1),
+                            per_device_train_batch_size=P * (G + 1), max_completion_length=MAX_NEW,
+                            learning_rate=LR, max_steps=N + 1, seed=SEED, reward_weights=[1.0, 0.5],
+                            save_steps=K, disable_tqdm=True)
+        tr = pt.GRPOTrainer(self.model, [contains, length], args=cfg, train_dataset=GRPO_ROWS)
+        ck = os.path.join(out, "checkpoints", "step-%08d" % K)
+        with self.assertRaises(pt.InvalidArgument) as e:
+            tr.load_checkpoint(ck)
+        tr.close()
+        self.assertIn("was made with num_generations %d, this trainer has %d" % (G, G + 1), str(e.exception))
+        r = subprocess.run([self.cli, "--threads", "2", "grpo", "--model", self.model, "--data",
+                            self.data("g.jsonl", GRPO_ROWS), "--out", os.path.join(self.tmp, "o2"),
+                            "--reward", "contains,length:0.5", "--steps", str(N + 1), "--batch-prompts",
+                            str(P), "--num-generations", str(G + 1), "--max-new-tokens", str(MAX_NEW),
+                            "--seed", str(SEED), "--resume", ck], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("was made with --num-generations %d, this run gives --num-generations %d" % (G, G + 1),
+                      r.stderr)
+
     def test_grpo_lora_trainer_then_cli(self):
         """LoRA: the adapters as --lora-rank 4 makes them (alpha the rank,
         q and v, initialised from the seed), the host's "lora" as the CLI's."""
