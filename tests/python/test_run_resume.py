@@ -170,7 +170,11 @@ class TestRunDirectory(unittest.TestCase):
         self.stop_at(out, K)
         self.assertEqual(metric_steps(out), list(range(1, N + 1)))
         tr = self.grpo_trainer(out)
-        res = tr.train(resume_from_checkpoint=True)
+        with self.assertLogs("posttrain", level="INFO") as logs:
+            res = tr.train(resume_from_checkpoint=True)
+        # GRPOTrainer's run notes too (the run layer's, no trainer code)
+        self.assertIn("resumed at step %d from %s" % (K, os.path.join(out, "checkpoints", "step-%08d" % K)),
+                      [r.getMessage() for r in logs.records])
         self.assertEqual([m["round"] for m in tr.metrics], list(range(K + 1, N + 1)))
         self.assertEqual(res.global_step, N)
         tr.save_model()
