@@ -26,7 +26,7 @@ void pt__run__note(const pt_run *r, int level, const char *fmt, ...)
 {
     if (r->rank != 0 || !r->o.notes)
         return;
-    char line[1024], *text = line;
+    char line[1024] = "", *text = line;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
