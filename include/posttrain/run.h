@@ -5,7 +5,9 @@
  * CLI (`posttrain sft`, `posttrain grpo`), the Python trainers and any host.
  * These are small objects the host drives: the host keeps its own loop and
  * calls into the run at the points it chooses (after a step: pt_run_log; when
- * pt_run_save_due says so: pt_run_save; once at the start: pt_run_load).
+ * pt_run_save_due says so: pt_run_save; once at the start: pt_run_load,
+ * then pt_run_resumed).  What the run did that its user wants told comes
+ * back as notes (pt_run_options.notes).
  *
  * The run directory DIR holds
  *     DIR/.posttrain.lock            the exclusive lock of the run (flock)
