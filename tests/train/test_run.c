@@ -4,6 +4,7 @@
  * write, older CLI host JSON and the checkpoint interval. */
 #include "testutil.h"
 #include "testfs.h"
+#include "run_testutil.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -65,15 +66,6 @@ static void opts_for(pt_run_options *o, const char *dir, const char *kind, int s
     o->dir = dir;
     o->kind = kind;
     o->start = start;
-}
-
-static pt_optimizer *adamw(pt_model *m)
-{
-    pt_optimizer_options o;
-    pt_optimizer_options_init(&o);
-    pt_optimizer *opt;
-    ck_assert_ok(pt_optimizer_create(&opt, m, &o));
-    return opt;
 }
 
 START_TEST(test_lock)
@@ -281,7 +273,7 @@ START_TEST(test_retention)
     char dir[4096], got[4096];
     path_of(dir, sizeof dir, "run");
     pt_model *m = pt_test_tiny_llama(37, 1);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_run_options o;
     opts_for(&o, dir, "sft", PT_RUN_NEW);
     o.keep_last = 2;
@@ -321,7 +313,7 @@ START_TEST(test_round_trip)
     char dir[4096];
     path_of(dir, sizeof dir, "run");
     pt_model *m = pt_test_tiny_llama(37, 2);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_run_options o;
     opts_for(&o, dir, "grpo", PT_RUN_NEW);
     pt_run *r;
@@ -348,7 +340,7 @@ START_TEST(test_round_trip)
     pt_free(host);
     /* resume in a fresh model and optimizer */
     pt_model *m2 = pt_test_tiny_llama(37, 99);
-    pt_optimizer *opt2 = adamw(m2);
+    pt_optimizer *opt2 = rt_adamw(m2);
     opts_for(&o, dir, "grpo", PT_RUN_RESUME_AUTO);
     ck_assert_ok(pt_run_open(&r, &o));
     ck_assert_str_eq(pt_run_resume_dir(r), p);
@@ -389,7 +381,7 @@ START_TEST(test_trim_and_kind)
     char dir[4096], mpath[4096];
     path_of(dir, sizeof dir, "run");
     pt_model *m = pt_test_tiny_llama(37, 3);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_run_options o;
     opts_for(&o, dir, "sft", PT_RUN_NEW);
     pt_run *r;
@@ -626,7 +618,7 @@ START_TEST(test_interval)
     pt_run_close(r);
     /* auto: the first step is due (it times the interval), then Young-Daly */
     pt_model *m = pt_test_tiny_llama(37, 4);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     opts_for(&o, dir, "sft", PT_RUN_OVERWRITE);
     o.save_auto = true;
     o.mtbf_seconds = 3600;
@@ -655,37 +647,12 @@ END_TEST
 
 /* A goodput accountant: committed at a save, its totals in the checkpoint,
  * restored on resume with the dropped rows as lost; a rollback. */
-/* Move the "time" of every row of DIR/metrics.jsonl `secs` into the past
- * (the run that wrote them died that long before the relaunch). */
-static void age_rows(const char *dir, double secs)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
-    FILE *f = fopen(p, "r");
-    ck_assert(f != NULL);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    f = fopen(p, "w");
-    ck_assert(f != NULL);
-    const char *at = buf;
-    for (char *q = strstr(buf, "\"time\": "); q; q = strstr(q + 1, "\"time\": ")) {
-        char *end;
-        double when = strtod(q + 8, &end);
-        fprintf(f, "%.*s\"time\": %.6f", (int)(q - at), at, when - secs);
-        at = end;
-    }
-    fputs(at, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 START_TEST(test_goodput_and_rollback)
 {
     char dir[4096];
     path_of(dir, sizeof dir, "run");
     pt_model *m = pt_test_tiny_llama(37, 5);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_goodput *gp;
     ck_assert_ok(pt_goodput_create(&gp));
     pt_run_options o;
@@ -742,7 +709,9 @@ START_TEST(test_goodput_and_rollback)
     pt_run_close(r);
     pt_goodput_free(gp);
     /* ... 100 s before the relaunch: the rows' "time" moved back */
-    age_rows(dir, 100.0);
+    char metrics[512];
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
+    rt_age_rows(metrics, 100.0);
     /* a new process: the totals come back, the redone step 2 is lost time */
     ck_assert_ok(pt_goodput_create(&gp));
     opts_for(&o, dir, "sft", PT_RUN_RESUME_AUTO);

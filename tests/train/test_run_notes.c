@@ -4,6 +4,7 @@
  * none without a callback, pt_run_resumed's misuse. */
 #include "testutil.h"
 #include "testfs.h"
+#include "run_testutil.h"
 
 #include <math.h>
 
@@ -39,42 +40,12 @@ static void opts_for(pt_run_options *o, const char *dir, int start)
     o->notes_user = g_notes;
 }
 
-static pt_optimizer *adamw(pt_model *m)
-{
-    pt_optimizer_options o;
-    pt_optimizer_options_init(&o);
-    pt_optimizer *opt;
-    ck_assert_ok(pt_optimizer_create(&opt, m, &o));
-    return opt;
-}
-
-/* Move the "time" of every metrics row `secs` into the past. */
-static void age_rows(const char *path, double secs)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert(f != NULL);
-    static char buf[1 << 14];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    ck_assert((f = fopen(path, "w")) != NULL);
-    const char *at = buf;
-    for (char *q = strstr(buf, "\"time\": "); q; q = strstr(q + 1, "\"time\": ")) {
-        char *end;
-        double when = strtod(q + 8, &end);
-        fprintf(f, "%.*s\"time\": %.6f", (int)(q - at), at, when - secs);
-        at = end;
-    }
-    fputs(at, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 START_TEST(test_resume_notes)
 {
     char dir[4096], want[8192];
     snprintf(dir, sizeof dir, "%s/run", g_tmp);
     pt_model *m = pt_test_tiny_llama(37, 5);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_run_options o;
     opts_for(&o, dir, PT_RUN_RESUME_AUTO);
     pt_run *r;
@@ -97,7 +68,7 @@ START_TEST(test_resume_notes)
     pt_run_close(r);
     char metrics[4200];
     snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
-    age_rows(metrics, 100.0);
+    rt_age_rows(metrics, 100.0);
     /* the relaunch, named as Python names its options */
     g_notes[0] = '\0';
     opts_for(&o, dir, PT_RUN_RESUME_AUTO);
@@ -131,7 +102,7 @@ START_TEST(test_save_auto_note)
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/auto", g_tmp);
     pt_model *m = pt_test_tiny_llama(37, 4);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_run_options o;
     opts_for(&o, dir, PT_RUN_NEW);
     o.save_auto = true;
@@ -173,7 +144,7 @@ START_TEST(test_no_callback)
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/quiet", g_tmp);
     pt_model *m = pt_test_tiny_llama(37, 4);
-    pt_optimizer *opt = adamw(m);
+    pt_optimizer *opt = rt_adamw(m);
     pt_run_options o;
     opts_for(&o, dir, PT_RUN_RESUME_AUTO);
     o.notes = NULL;
