@@ -127,10 +127,6 @@ cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m);
  * schedule, the state) and say so.  Rank 0 only.  0, or 1 after the message. */
 int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optimizer *opt,
                         const pt_run_state *state, const cJSON *host);
-/* An integer field of a host JSON object: a whole JSON number (exact below
- * 2^53; older checkpoints) or a string of decimal digits (exact).  0 with *v
- * set, or -1 when it is missing or not such a value. */
-int cli_json_i64(long long *v, const cJSON *obj, const char *key);
 
 /* ---- outputs against inputs and earlier runs (cli_out.c) ---- */
 

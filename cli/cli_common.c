@@ -185,50 +185,25 @@ int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optim
     return st ? cli_run_fail(cmd, "saving a checkpoint", st) : 0; /* the run notes the checkpoint */
 }
 
-int cli_json_i64(long long *v, const cJSON *obj, const char *key)
-{
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d != floor(d) || fabs(d) > 9007199254740992.0)
-            return -1;
-        *v = (long long)d;
-        return 0;
-    }
-    if (!cJSON_IsString(j))
-        return -1;
-    const char *s = j->valuestring;
-    char *end;
-    errno = 0;
-    long long n = strtoll(s, &end, 10);
-    if (errno || end == s || *end || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')))
-        return -1;
-    *v = n;
-    return 0;
-}
-
 /* After a failed load: when the checkpoint's recorded LoRA options are not
  * the run's (the usual cause of missing tensors), say which options to give. */
 static void explain_lora(const char *cmd, const pt_model *m, const char *dir)
 {
-    char *text = NULL;
+    char *text = NULL, *model = NULL;
     if (pt_checkpoint_read_host(&text, dir) != PT_OK || !text)
         return;
-    cJSON *h = cJSON_Parse(text);
+    pt_lora_options saved, lo;
+    bool was_lora = false, readable = pt_checkpoint_host_model(&model, &saved, &was_lora, text) == PT_OK;
     pt_free(text);
-    const cJSON *jl = cJSON_GetObjectItemCaseSensitive(h, "lora");
-    long long rank = 0, targets = 0;
-    bool saved = jl && !cli_json_i64(&rank, jl, "rank") && !cli_json_i64(&targets, jl, "targets");
-    pt_lora_options lo;
+    pt_free(model);
     pt_lora_options_init(&lo);
     bool have = pt_model_get_lora(&lo, m) == PT_OK;
-    if (saved && (!have || lo.rank != rank || lo.targets != (unsigned)targets))
-        fprintf(stderr, "posttrain %s: --resume: %s is of a LoRA run (rank %lld): give that run's --lora-rank, "
-                        "--lora-alpha and --lora-targets\n", cmd, dir, rank);
-    else if (h && !jl && have)
+    if (was_lora && (!have || lo.rank != saved.rank || lo.targets != saved.targets))
+        fprintf(stderr, "posttrain %s: --resume: %s is of a LoRA run (rank %d): give that run's --lora-rank, "
+                        "--lora-alpha and --lora-targets\n", cmd, dir, saved.rank);
+    else if (readable && !was_lora && have)
         fprintf(stderr, "posttrain %s: --resume: %s is of a full fine-tune: resume it without --lora-rank\n", cmd,
                 dir);
-    cJSON_Delete(h);
 }
 
 int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const char *dir, uint64_t seed,

@@ -89,16 +89,6 @@ static int parse_args(sft_args *a, int argc, char **argv)
     return cli_check_lora("sft", &a->lora);
 }
 
-static void fmt_eta(char *buf, size_t n, double secs)
-{
-    if (!isfinite(secs) || secs < 0)
-        snprintf(buf, n, "?");
-    else if (secs >= 3600)
-        snprintf(buf, n, "%dh%02dm", (int)(secs / 3600), (int)fmod(secs / 60, 60));
-    else
-        snprintf(buf, n, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
-}
-
 /* Everything a run holds; sft_free releases it. */
 typedef struct sft_run {
     sft_args a;
@@ -232,29 +222,16 @@ static int setup(sft_run *r)
     return 0;
 }
 
-/* A progress bar on a terminal, otherwise a line every --log-every steps. */
+/* A progress bar on a terminal, otherwise a line every --log-every steps
+ * (pt_sft_progress). */
 static void show_progress(const sft_run *r, const pt_sft_stats *s, double tps, double eta, bool tty,
                           const pt_sft_row_extra *x)
 {
-    char etas[32];
-    fmt_eta(etas, sizeof etas, eta);
-    const long long step = (long long)r->step, total = (long long)r->total;
-    if (tty) {
-        int width = 24, filled = (int)((double)width * (double)step / (double)total);
-        char bar[32];
-        for (int i = 0; i < width; i++)
-            bar[i] = i < filled ? '#' : '.';
-        bar[width] = '\0';
-        fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f %.0f tok/s ETA %s   ", bar, step, total, s->loss, tps,
-                etas);
-        if (x->eval)
-            fprintf(stderr, "\n  eval loss %.4f\n", x->eval_loss);
-    } else if (step % r->a.run.log_every == 0 || step == total || x->eval) {
-        fprintf(stderr, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ETA %s%s", step, total,
-                s->loss, s->lr, s->grad_norm, tps, etas, x->eval ? "" : "\n");
-        if (x->eval)
-            fprintf(stderr, " eval_loss %.4f\n", x->eval_loss);
-    }
+    char *text = NULL;
+    if ((tty || r->step % r->a.run.log_every == 0 || r->step == r->total || x->eval) &&
+        !pt_sft_progress(&text, s, x, r->total, tps, eta, tty ? PT_SFT_PROGRESS_BAR : PT_SFT_PROGRESS_LINE))
+        fputs(text, stderr);
+    pt_free(text);
 }
 
 /* One step: the micro-batches, pt_sft_step, the evaluation when due (every

@@ -311,6 +311,20 @@ PT_API int pt_sft_row_extra_init(pt_sft_row_extra *extra);
  * every number that is not finite written as null (extra may be NULL: the
  * defaults). */
 PT_API int pt_sft_metrics_row(char **json, const pt_sft_stats *stats, const pt_sft_row_extra *extra);
+/* A step's progress as `posttrain sft` shows it on stderr (SFTTrainer logs
+ * the line), *text freed with pt_free: extra->step of `total` (>= 1), the
+ * loss, the throughput tokens_per_s (%.0f) and the time left eta_seconds
+ * ("XmYYs", from an hour "XhYYm", "?" when negative or not finite).
+ * PT_SFT_PROGRESS_LINE: "step S/T loss %.4f lr %.3g grad_norm %.3g N tok/s
+ * ETA E" with " eval_loss %.4f" after an evaluation (extra->eval), and a
+ * newline.  PT_SFT_PROGRESS_BAR, a terminal's bar redrawn in place:
+ * "\r[" 24 cells ('#' for the share of the steps done, else '.') "] step S/T
+ * loss %.4f N tok/s ETA E" and three spaces, then after an evaluation
+ * "\n  eval loss %.4f\n".  PT_EINVAL for another style. */
+#define PT_SFT_PROGRESS_LINE 0
+#define PT_SFT_PROGRESS_BAR 1
+PT_API int pt_sft_progress(char **text, const pt_sft_stats *stats, const pt_sft_row_extra *extra, int64_t total,
+                           double tokens_per_s, double eta_seconds, int style);
 
 /* Checkpoints.  pt_checkpoint_save writes the model's trainable tensors, the
  * optimizer's moments and counters, and `host_json` (any JSON value the host

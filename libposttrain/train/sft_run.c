@@ -249,3 +249,56 @@ int pt_sft_metrics_row(char **json, const pt_sft_stats *stats, const pt_sft_row_
     *json = pt__strbuf_detach(&b, NULL);
     return *json ? PT_OK : b.err;
 }
+
+/* ---- the progress of a run -------------------------------------------------- */
+
+/* The time left as "?" (not known), "XmYYs", or from an hour "XhYYm". */
+static void put_eta(pt_strbuf *b, double secs)
+{
+    if (!isfinite(secs) || secs < 0)
+        pt__strbuf_puts(b, "?");
+    else if (secs >= 3600)
+        pt__strbuf_printf(b, "%dh%02dm", (int)(secs / 3600), (int)fmod(secs / 60, 60));
+    else
+        pt__strbuf_printf(b, "%dm%02ds", (int)(secs / 60), (int)fmod(secs, 60));
+}
+
+int pt_sft_progress(char **text, const pt_sft_stats *stats, const pt_sft_row_extra *extra, int64_t total,
+                    double tokens_per_s, double eta_seconds, int style)
+{
+    PT_CHECK_NULL(text);
+    *text = NULL;
+    PT_CHECK_NULL(stats);
+    PT_CHECK_ARG(style == PT_SFT_PROGRESS_LINE || style == PT_SFT_PROGRESS_BAR, style,
+                 "%d is not PT_SFT_PROGRESS_LINE or PT_SFT_PROGRESS_BAR", style);
+    PT_CHECK_ARG(total >= 1, total, "%lld is not a number of steps", (long long)total);
+    pt_sft_stats s;
+    pt_sft_stats_init(&s);
+    pt_sft_row_extra x;
+    int st = pt__struct_read(&s, sizeof s, stats, __func__, "pt_sft_stats_init");
+    if (st || (st = PT_STRUCT_READ(x, extra, pt_sft_row_extra_init)))
+        return st;
+    const long long step = (long long)x.step;
+    pt_strbuf b = PT_STRBUF_INIT;
+    if (style == PT_SFT_PROGRESS_BAR) {
+        const int width = 24, filled = (int)((double)width * (double)step / (double)total);
+        pt__strbuf_puts(&b, "\r[");
+        for (int i = 0; i < width; i++)
+            pt__strbuf_putc(&b, i < filled ? '#' : '.');
+        pt__strbuf_printf(&b, "] step %lld/%lld loss %.4f %.0f tok/s ETA ", step, (long long)total, s.loss,
+                          tokens_per_s);
+        put_eta(&b, eta_seconds);
+        pt__strbuf_puts(&b, "   ");
+        if (x.eval)
+            pt__strbuf_printf(&b, "\n  eval loss %.4f\n", x.eval_loss);
+    } else {
+        pt__strbuf_printf(&b, "step %lld/%lld loss %.4f lr %.3g grad_norm %.3g %.0f tok/s ETA ", step,
+                          (long long)total, s.loss, s.lr, s.grad_norm, tokens_per_s);
+        put_eta(&b, eta_seconds);
+        if (x.eval)
+            pt__strbuf_printf(&b, " eval_loss %.4f", x.eval_loss);
+        pt__strbuf_putc(&b, '\n');
+    }
+    *text = pt__strbuf_detach(&b, NULL);
+    return *text ? PT_OK : b.err;
+}

@@ -295,6 +295,52 @@ START_TEST(test_metrics_row)
 }
 END_TEST
 
+/* pt_sft_progress: the CLI's progress line and bar, written out by hand. */
+static char *progress(const pt_sft_stats *s, const pt_sft_row_extra *x, int64_t total, double tps, double eta,
+                      int style)
+{
+    char *t = NULL;
+    ck_assert_int_eq(pt_sft_progress(&t, s, x, total, tps, eta, style), PT_OK);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+START_TEST(test_progress)
+{
+    pt_sft_stats s;
+    pt_sft_stats_init(&s);
+    s.loss = 2.34567;
+    s.lr = 1e-4;
+    s.grad_norm = 0.123456;
+    pt_sft_row_extra x;
+    pt_sft_row_extra_init(&x);
+    x.step = 6;
+    /* 125.5 s left: 2 minutes 5 seconds; 1234.4 tokens/s rounds to 1234 */
+    char *t = progress(&s, &x, 16, 1234.4, 125.5, PT_SFT_PROGRESS_LINE);
+    ck_assert_str_eq(t, "step 6/16 loss 2.3457 lr 0.0001 grad_norm 0.123 1234 tok/s ETA 2m05s\n");
+    pt_free(t);
+    /* 6 of 16 steps fill 24 * 6 / 16 = 9 cells; 3725 s is 1 hour 2 minutes */
+    t = progress(&s, &x, 16, 1234.4, 3725, PT_SFT_PROGRESS_BAR);
+    ck_assert_str_eq(t, "\r[#########...............] step 6/16 loss 2.3457 1234 tok/s ETA 1h02m   ");
+    pt_free(t);
+    /* after an evaluation; an unknown time left */
+    x.eval = true;
+    x.eval_loss = 1.25;
+    t = progress(&s, &x, 16, 0, NAN, PT_SFT_PROGRESS_LINE);
+    ck_assert_str_eq(t, "step 6/16 loss 2.3457 lr 0.0001 grad_norm 0.123 0 tok/s ETA ? eval_loss 1.2500\n");
+    pt_free(t);
+    x.step = 16;
+    t = progress(&s, &x, 16, 10, -1, PT_SFT_PROGRESS_BAR);
+    ck_assert_str_eq(t, "\r[########################] step 16/16 loss 2.3457 10 tok/s ETA ?   \n  eval loss 1.2500\n");
+    pt_free(t);
+    t = (char *)1;
+    ck_assert_status(pt_sft_progress(&t, &s, &x, 16, 1, 1, 2), PT_EINVAL, "style");
+    ck_assert_ptr_null(t);
+    ck_assert_status(pt_sft_progress(&t, &s, &x, 0, 1, 1, PT_SFT_PROGRESS_LINE), PT_EINVAL, "total");
+    ck_assert_status(pt_sft_progress(&t, NULL, &x, 16, 1, 1, PT_SFT_PROGRESS_LINE), PT_EINVAL, "stats");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sft_run");
@@ -304,6 +350,7 @@ int main(void)
     tcase_add_test(tc, test_total_steps_and_eval);
     tcase_add_test(tc, test_context);
     tcase_add_test(tc, test_metrics_row);
+    tcase_add_test(tc, test_progress);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
