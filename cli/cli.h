@@ -145,7 +145,8 @@ struct cli_out {
     int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_job_out_start) */
 };
 void cli_out_end(cli_out *o);
-/* "posttrain CMD: WHAT: MESSAGE" for a failed pt_run call; 1. */
+/* "posttrain CMD: WHAT: MESSAGE" for a failed pt_run call (without "WHAT: "
+ * when what is NULL); 1. */
 int cli_run_fail(const char *cmd, const char *what, int status);
 
 /* ---- data-parallel runs of the training commands (cli_dist.c) ---- */

@@ -131,31 +131,12 @@ int cli_set_bf16(const char *cmd, pt_model *model, int mode)
 
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed)
 {
-    pt_model *fresh = NULL;
-    int st = pt_model_load_dir(&fresh, model_dir, NULL), rc = 0;
-    if (st)
-        rc = cli_fail(model_dir, st);
     pt_lora_options lo;
     lora_options(&lo, l, seed);
-    if (!rc && l->rank > 0 && (st = pt_model_add_lora(fresh, &lo)))
-        rc = cli_fail("LoRA", st);
-    size_t n = 0, nf = 0;
-    n = pt_model_tensor_count(m);
-    if (!rc)
-        nf = pt_model_tensor_count(fresh);
-    for (size_t i = 0; !rc && i < n; i++) {
-        pt_tensor_info ti, tf;
-        pt_tensor_info_init(&ti);
-        pt_tensor_info_init(&tf);
-        if (nf != n || pt_model_tensor_info(&ti, m, i) || pt_model_tensor_info(&tf, fresh, i) ||
-            ti.numel != tf.numel || strcmp(ti.name, tf.name)) {
-            fprintf(stderr, "posttrain %s: %s no longer matches the model being trained\n", cmd, model_dir);
-            rc = 1;
-        } else if (ti.data) /* NULL: a frozen base kept in BF16, which no step changes */
-            memcpy(ti.data, tf.data, ti.numel * sizeof *ti.data);
-    }
-    pt_model_free(fresh);
-    return rc;
+    int st = pt_run_reload_model(m, model_dir, l->rank > 0 ? &lo : NULL);
+    if (st == PT_ESTATE) /* "MODEL_DIR no longer matches the model being trained" */
+        return cli_run_fail(cmd, NULL, st);
+    return st ? cli_fail(model_dir, st) : 0;
 }
 
 /* ---- checkpoints -------------------------------------------------------------- */

@@ -203,18 +203,12 @@ int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
 int cli_job_step_end(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b,
                      int (*save)(void *run), long long step, long long total)
 {
-    const bool due = cli_job_save_due(j, step, total);
-    if (!due && !cli_job_check_due(j, step) && step != total)
-        return 0;
-    cli_job_section(j, due ? PT_TIME_SAVE : PT_TIME_WAIT);
-    int c = cli_job_check(j, opt, step);
-    if (c == CLI_SDC_MISMATCH) {
-        cli_job_section(j, -1);
+    int action = PT_RUN_CONTINUE, st = pt_run_step_end(&action, j->run, opt, step, total, save, b->run);
+    if (st == PT_ECHECKSUM && action == PT_RUN_ROLLBACK) /* rank 0 noted the mismatch */
         return cli_job_rollback(j, o, m, opt, b);
-    }
-    int rc = c ? c : due ? save(b->run) : 0;
-    cli_job_section(j, -1);
-    return rc;
+    if (st < 0 && st != PT_ECHECKSUM)
+        return cli_fail("replica check", st);
+    return st == PT_ECHECKSUM ? 1 : st; /* a mismatch that stops the run, or save's exit code */
 }
 
 int cli_job_optimizer(cli_job *j, pt_optimizer **opt, pt_model *m, const pt_optimizer_options *o)

@@ -184,7 +184,7 @@ void cli_out_end(cli_out *o)
 int cli_run_fail(const char *cmd, const char *what, int status)
 {
     (void)status;
-    fprintf(stderr, "posttrain %s: %s: %s\n", cmd, what, run_message());
+    fprintf(stderr, "posttrain %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", run_message());
     return 1;
 }
 

@@ -403,6 +403,36 @@ typedef struct pt_run_skips {
  * applied), else PT_OK. */
 PT_API int pt_run_skip_guard(pt_run_skips *k, int reason, int64_t step, int64_t max);
 
+/* ---- a host's loop (run_host.c) ---- */
+
+/* The host's checkpoint of the step just done (its state and fields to
+ * pt_run_save): 0, or its own non-zero result (a PT_E* status, or a host's
+ * code such as an exit code), which pt_run_step_end returns unchanged. */
+typedef int (*pt_run_save_fn)(void *user);
+/* The end of step `step` (1 .. total) of `total`, on every rank of a job:
+ * when a checkpoint is due (pt_run_save_due), a replica check is due
+ * (pt_run_check_due) or the step is the last, the replicas are compared
+ * first (pt_run_check: no corrupted state is ever saved), then, when they
+ * agree and a checkpoint is due, save(user) saves it; the goodput section
+ * is PT_TIME_SAVE around both when a checkpoint is due, else PT_TIME_WAIT
+ * (none is open after).  *action: PT_RUN_CONTINUE, or after a mismatch
+ * pt_run_check's PT_RUN_ROLLBACK (the host goes back: pt_run_rollback,
+ * then its own state, and replays) or PT_RUN_STOP.  Returns PT_OK,
+ * pt_run_check's status (PT_ECHECKSUM for a mismatch, which the run
+ * noted), or save's non-zero result. */
+PT_API int pt_run_step_end(int *action, pt_run *run, const pt_optimizer *opt, int64_t step, int64_t total,
+                           pt_run_save_fn save, void *user);
+/* Back to the weights a run started from (a rollback with no checkpoint
+ * yet, PT_ENOTFOUND from pt_run_rollback): model_dir loaded again
+ * (pt_model_load_dir, default options) with the adapters of `lora` when it
+ * is not NULL (the options, seed included, the run's model got at its
+ * start: the same initial adapters), its tensors copied into model's (model
+ * keeps its contexts; a frozen base kept in BF16 is left as it is, no step
+ * changes it).  PT_ESTATE naming model_dir when its tensors no longer match
+ * model's by name and size; a failed load or pt_model_add_lora is its own
+ * status; model is unchanged on error. */
+PT_API int pt_run_reload_model(pt_model *model, const char *model_dir, const pt_lora_options *lora);
+
 /* The next value of the splitmix64 sequence at *state (adds the golden
  * gamma 0x9E3779B97F4A7C15, then mixes): the library's one splitmix, for
  * seeded streams of a host (a data order, generated problems). */
