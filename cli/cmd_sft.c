@@ -124,15 +124,13 @@ static int save_checkpoint(void *p)
     sft_run *r = p;
     pt_run_state s;
     pt_run_state_init(&s);
-    pt_dataset_get_position(&s.epoch, &s.cursor, r->data);
-    s.optimizer_steps = pt_optimizer_step_count(r->opt);
-    s.step = r->step;
-    s.seed = r->a.data_opts.seed;
-    s.rows = r->ds.train_examples;
+    int st = pt_sft_run_state(&s, r->data, r->opt, r->step);
+    if (st)
+        return cli_fail("checkpoint", st);
     cJSON *h = cli_host_new("sft", r->a.model, r->model);
     int rc = h ? cli_checkpoint_save("sft", &r->out, r->model, r->opt, &s, h) : 1;
     cJSON_Delete(h);
-    return rc ? rc : cli_job_saved(&r->job, (long long)r->step);
+    return rc;
 }
 
 /* The model (with its LoRA adapters) and the data, with their statistics. */

@@ -422,6 +422,11 @@ typedef int (*pt_run_save_fn)(void *user);
  * noted), or save's non-zero result. */
 PT_API int pt_run_step_end(int *action, pt_run *run, const pt_optimizer *opt, int64_t step, int64_t total,
                            pt_run_save_fn save, void *user);
+/* The run state of an SFT host's checkpoint after `step` steps (sft_run.c;
+ * `posttrain sft` and SFTTrainer): the dataset's position (epoch, cursor),
+ * seed and training examples (rows), the optimizer's step count, into a
+ * state the caller initialised (pt_run_state_init; order_rng and rng 0). */
+PT_API int pt_sft_run_state(pt_run_state *state, const pt_dataset *dataset, const pt_optimizer *opt, int64_t step);
 /* Back to the weights a run started from (a rollback with no checkpoint
  * yet, PT_ENOTFOUND from pt_run_rollback): model_dir loaded again
  * (pt_model_load_dir, default options) with the adapters of `lora` when it

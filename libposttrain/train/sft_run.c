@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "core/strbuf.h"
 #include "train/dataset_internal.h"
+#include "posttrain/run.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -199,6 +200,32 @@ bool pt_sft_eval_due(const pt_dataset *dataset, int64_t step, int64_t total, int
     if (!dataset || pt_dataset_get_stats(&ds, dataset) || ds.eval_examples == 0)
         return false;
     return (eval_every > 0 && step % eval_every == 0) || step == total;
+}
+
+/* ---- the run state of a checkpoint ------------------------------------------ */
+
+int pt_sft_run_state(pt_run_state *state, const pt_dataset *dataset, const pt_optimizer *opt, int64_t step)
+{
+    PT_CHECK_NULL(state);
+    int st = PT_STRUCT_CHECK_OUT(state, pt_run_state, pt_run_state_init);
+    if (st)
+        return st;
+    PT_CHECK_NULL(dataset);
+    PT_CHECK_NULL(opt);
+    PT_CHECK_ARG(step >= 0, step, "%lld steps", (long long)step);
+    pt_dataset_stats ds;
+    pt_dataset_stats_init(&ds);
+    if ((st = pt_dataset_get_stats(&ds, dataset)))
+        return st;
+    pt_run_state s;
+    pt_run_state_init(&s);
+    pt_dataset_get_position(&s.epoch, &s.cursor, dataset);
+    s.optimizer_steps = pt_optimizer_step_count(opt);
+    s.step = step;
+    s.seed = dataset->opts.seed;
+    s.rows = ds.train_examples;
+    pt__struct_write(state, &s);
+    return PT_OK;
 }
 
 /* ---- the metrics row -------------------------------------------------------- */

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include "model/context_internal.h"
+#include "posttrain/run.h"
 #include "posttrain/train.h"
 
 #include <math.h>
@@ -341,6 +342,48 @@ START_TEST(test_progress)
 }
 END_TEST
 
+/* pt_sft_run_state: the data position after two batches of 3 of ten rows,
+ * the seed (5) and examples (10) of the data, the optimizer's steps (none
+ * taken), the step given. */
+START_TEST(test_run_state)
+{
+    char text[512] = "";
+    for (int k = 0; k < 10; k++)
+        strcat(text, "{\"input_ids\": [1, 2, 3, 4]}\n");
+    pt_dataset *d = load(write_tmp(text), 3, 10, false, false, 0);
+    pt_batch b;
+    const float *w;
+    for (int i = 0; i < 2; i++) {
+        pt_batch_init(&b);
+        ck_assert_ok(pt_dataset_next_batch(&b, &w, d));
+    }
+    pt_model *m = pt_test_tiny_llama(37, 1);
+    pt_optimizer_options oo;
+    pt_optimizer_options_init(&oo);
+    pt_optimizer *opt;
+    ck_assert_ok(pt_optimizer_create(&opt, m, &oo));
+    pt_run_state s;
+    pt_run_state_init(&s);
+    s.rng = 77;
+    ck_assert_ok(pt_sft_run_state(&s, d, opt, 4));
+    ck_assert_int_eq(s.step, 4);
+    ck_assert_int_eq(s.optimizer_steps, 0);
+    ck_assert_int_eq(s.epoch, 0);
+    ck_assert_int_eq(s.cursor, 6);
+    ck_assert_int_eq(s.rows, 10);
+    ck_assert_uint_eq(s.seed, 5);
+    ck_assert_uint_eq(s.rng, 0);
+    ck_assert_uint_eq(s.order_rng, 0);
+    ck_assert_status(pt_sft_run_state(&s, d, opt, -1), PT_EINVAL, "step");
+    ck_assert_status(pt_sft_run_state(&s, NULL, opt, 1), PT_EINVAL, "dataset");
+    s.size = 3;
+    ck_assert_status(pt_sft_run_state(&s, d, opt, 1), PT_EINVAL, "pt_run_state_init");
+    pt_optimizer_free(opt);
+    pt_model_free(m);
+    pt_dataset_free(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sft_run");
@@ -351,6 +394,7 @@ int main(void)
     tcase_add_test(tc, test_context);
     tcase_add_test(tc, test_metrics_row);
     tcase_add_test(tc, test_progress);
+    tcase_add_test(tc, test_run_state);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
