@@ -164,11 +164,9 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 typedef struct cli_dist_args {
     double timeout;     /* --dist-timeout: seconds; 0: no deadline */
     int sdc_every;      /* --sdc-every: steps; 0: off */
-    int sdc_action;     /* CLI_SDC_ROLLBACK or CLI_SDC_STOP */
+    int sdc_action;     /* PT_RUN_ROLLBACK or PT_RUN_STOP */
     double mtbf_hours;  /* --mtbf-hours (with --save-every auto); 0: unset */
 } cli_dist_args;
-#define CLI_SDC_ROLLBACK PT_RUN_ROLLBACK
-#define CLI_SDC_STOP PT_RUN_STOP
 extern const cli_opt cli_dist_opts[];
 extern const size_t cli_n_dist_opts;
 /* --save-every auto (its parser is cli_run_opts'). */
@@ -200,10 +198,11 @@ int cli_job_begin(cli_job *j, const char *cmd, const cli_dist_args *a, int save_
 void cli_job_end(cli_job *j);
 /* End the open goodput section, if any, and open one of `kind` (-1: none). */
 #define cli_job_section(j, kind) ((void)pt_goodput_switch((j)->gp, (kind)))
-/* Every rank's exit code `rc` (0, 1, 2): 0 when all are 0; else this rank's
- * own code when it failed (it printed why), or the first failed rank's
- * (rank 0 says which rank failed during `what`).  A job that cannot agree
- * (PT_EPEER) is 1 after the message. */
+/* Every rank's exit code `rc` (0, 1, 2) after cli_job_out_start
+ * (pt_run_agree): 0 when all are 0; else this rank's own code when it
+ * failed (it printed why), or the first failed rank's (rank 0 says which
+ * rank failed during `what`).  A job that cannot agree (PT_EPEER) is 1
+ * after the message. */
 int cli_job_agree(cli_job *j, int rc, const char *what);
 /* The start of a training command, before anything is written, on every
  * rank (cli_out.c): --resume and --overwrite together are a usage error;

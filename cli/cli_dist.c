@@ -28,9 +28,9 @@ void cli_note(const char *fmt, ...)
 static int parse_sdc_action(void *dst, const char *value, const char *cmd, const char *opt)
 {
     if (!strcmp(value, "rollback"))
-        *(int *)dst = CLI_SDC_ROLLBACK;
+        *(int *)dst = PT_RUN_ROLLBACK;
     else if (!strcmp(value, "stop"))
-        *(int *)dst = CLI_SDC_STOP;
+        *(int *)dst = PT_RUN_STOP;
     else
         return cli_usage_error(cmd, "%s takes rollback or stop, not '%s'", opt, value);
     return 0;
@@ -124,14 +124,7 @@ void cli_job_end(cli_job *j)
 
 int cli_job_agree(cli_job *j, int rc, const char *what)
 {
-    int out = rc, first = -1, st = PT_OK;
-    if (j->run)
-        st = pt_run_agree(&out, &first, j->run, rc);
-    else if (j->size > 1) { /* before the run: whether a rank failed, not its code */
-        int a = pt_dist_agree(&first, j->dist, rc);
-        out = rc ? rc : first >= 0;
-        st = first < 0 ? a : PT_OK;
-    }
+    int out = rc, first = -1, st = pt_run_agree(&out, &first, j->run, rc);
     if (st)
         return rc ? rc : cli_fail(what, st);
     if (!rc && first >= 0 && j->rank == 0)

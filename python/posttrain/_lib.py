@@ -1402,6 +1402,14 @@ _declare(None, {
                                      P(c_int64), c_size_t, P(AdditionEvalOptions)]),
 })
 
+# The run layer's host pieces (run_host.c, sft_run.c): a step's end, the
+# SFT progress line and an SFT checkpoint's run state.
+_declare("run", {
+    "pt_run_step_end": (c_int, [P(c_int), vp, vp, c_int64, c_int64, c_void_p, c_void_p]),
+    "pt_sft_progress": (c_int, [P(c_void_p), P(SftStats), P(SftRowExtra), c_int64, c_double, c_double, c_int]),
+    "pt_sft_run_state": (c_int, [P(RunState), vp, vp, c_int64]),
+})
+
 
 # Declare what the loaded library has: every core function, and those of
 # each feature it lists (a missing core symbol is an AttributeError here,

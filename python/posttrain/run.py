@@ -43,6 +43,7 @@ def _note(level, text, user):
 
 
 _NOTES = LOG_FN(_note)   # alive as long as the module
+_SAVE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)   # pt_run_save_fn
 
 
 def _require(what):
@@ -373,6 +374,32 @@ class Run(Handle):
         if st not in (0, int(Status.ECHECKSUM)):
             check(st, "pt_run_check")
         return RunAction(action.value).name.lower(), bad.value, st
+
+    def step_end(self, optimizer, step, total, save):
+        """The end of step `step` of `total` (pt_run_step_end, collective):
+        when a checkpoint or a replica check is due, or at the last step,
+        the replicas are compared first, then save() (the host's checkpoint,
+        e.g. run.save(...)) when one is due, in their goodput sections.
+        Returns the action, "continue", "rollback" (the host goes back:
+        rollback()) or "stop"; an exception of save() is raised again."""
+        raised = []
+
+        def call(_user):
+            try:
+                save()
+                return 0
+            except BaseException as e:   # raised again below, not across C
+                raised.append(e)
+                return 1
+        cb = _SAVE_FN(call)
+        action = ctypes.c_int(2)
+        st = lib.pt_run_step_end(ctypes.byref(action), self._ptr, optimizer._ptr, int(step), int(total),
+                                 ctypes.cast(cb, ctypes.c_void_p), None)
+        if raised:
+            raise raised[0]
+        if st not in (0, int(Status.ECHECKSUM)):
+            check(st, "pt_run_step_end")
+        return RunAction(action.value).name.lower()
 
     @property
     def rollbacks(self):

@@ -18,6 +18,7 @@ docs/python.md.
 
 import ctypes
 import json
+import logging
 import math
 import os
 import re
@@ -38,6 +39,8 @@ from .trl_config import TRAINING_ARGUMENTS, GRPOConfig
 __all__ = ["SFTConfig", "SFTTrainer"]
 
 SFT_TABLE = "docs/python.md, \"SFT from Python like TRL\""
+_logger = logging.getLogger("posttrain")
+_PROGRESS_LINE = 0   # PT_SFT_PROGRESS_LINE
 _CKPT_RE = re.compile(r"^step-(\d+)$")
 
 # TRL 1.9's SFTConfig's own fields (and the defaults it overrides).
@@ -188,6 +191,7 @@ class SFTTrainer:
         # a step's micro-batches, copied out of the dataset by the library
         # (pt_sft_batches, as `posttrain sft` fills them)
         self._batches, self._last = None, None
+        self._t_start, self._first_step, self._tokens_seen = time.perf_counter(), 0, 0
         if has_feature("run"):
             out = out_handle()
             check(lib.pt_sft_batches_create(ctypes.byref(out), self.train_data._ptr,
@@ -301,6 +305,7 @@ class SFTTrainer:
                               lib.pt_sft_batches_weights(mb), n), "pt_sft_step")
         dt = time.perf_counter() - t0
         self._last = (s, dt, int(lib.pt_sft_batches_tokens(mb)))
+        self._tokens_seen += self._last[2]
         return self._advance(s, dt)
 
     def _step_batches(self):
@@ -348,6 +353,7 @@ class SFTTrainer:
                           "SFTTrainer.train")
         self._resume(resume_from_checkpoint or None)
         t0 = time.perf_counter()
+        self._t_start, self._first_step, self._tokens_seen = t0, self.state.global_step, 0
         losses = []
         while self.state.global_step < self.state.max_steps:
             prev = self.state.global_step
@@ -402,6 +408,7 @@ class SFTTrainer:
         out["epoch"] = self.state.epoch
         out["step"] = self.state.global_step
         self.state.log_history.append(out)
+        self._log_progress(rows[-1])
         if not self.args.disable_tqdm:
             print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()},
                   flush=True)
@@ -409,6 +416,27 @@ class SFTTrainer:
             on_log = getattr(cb, "on_log", None)
             if on_log is not None:
                 on_log(self.args, self.state, None, logs=out)
+
+    def _log_progress(self, m):
+        """`posttrain sft`'s progress line of the step (pt_sft_progress) on
+        the logger "posttrain" (INFO): its loss, learning rate and gradient
+        norm, the tokens a second so far and the time left."""
+        if self._last is None:
+            return
+        s, _, _ = self._last
+        x = SftRowExtra.new()
+        x.step = self.state.global_step
+        if "eval_loss" in m:
+            x.eval, x.eval_loss = True, m["eval_loss"]
+        elapsed = time.perf_counter() - self._t_start
+        left = self.state.max_steps - self.state.global_step
+        done = self.state.global_step - self._first_step
+        text = ctypes.c_void_p()
+        check(lib.pt_sft_progress(ctypes.byref(text), ctypes.byref(s), ctypes.byref(x), self.state.max_steps,
+                                  self._tokens_seen / elapsed if elapsed > 0 else 0.0,
+                                  elapsed / done * left if done else math.nan, _PROGRESS_LINE),
+              "pt_sft_progress")
+        _logger.info("%s", _take_string(text).rstrip("\n"))
 
     def evaluate(self, eval_dataset=None):
         """{"eval_loss": mean token loss over eval_dataset, "eval_num_tokens"}."""
@@ -453,12 +481,12 @@ class SFTTrainer:
                    keep_last=self.args.save_total_limit or 0, goodput=self.goodput)
 
     def _run_state(self):
+        """The checkpoint's run state, as `posttrain sft` records it
+        (pt_sft_run_state: the data position, seed and examples, the
+        optimizer's step count)."""
         st = RunState.new()
-        st.step = self.state.global_step
-        st.optimizer_steps = self.optimizer.step_count
-        st.epoch, st.cursor = self.train_data.position
-        st.rows = self.train_data.rows
-        st.seed = self.seed
+        check(lib.pt_sft_run_state(ctypes.byref(st), self.train_data._ptr, self.optimizer._ptr,
+                                   self.state.global_step), "pt_sft_run_state")
         return st
 
     def _run_extra(self):

@@ -358,6 +358,30 @@ class TestRunBinding(unittest.TestCase):
         with self.assertRaises(pt.InvalidArgument):
             pt.Run(self.out, "sft", start="overwrite", on_mismatch="continue")
 
+    def test_step_end(self):
+        # every 2 steps and at the last (5): saves after steps 2, 4 and 5,
+        # each by the host's save(); one rank: no replica to compare
+        saved = []
+        with pt.Model.create(TINY, seed=1) as m, pt.Optimizer(m, lr=1e-3) as opt, \
+                pt.Run(self.out, "sft", save_every=2, check_every=1) as run:
+            for step in range(1, 6):
+                def save():
+                    st = pt.RunState.new()
+                    st.step = step
+                    saved.append(step)
+                    run.save(m, opt, st)
+                self.assertEqual(run.step_end(opt, step, 5, save), "continue")
+            self.assertEqual(saved, [2, 4, 5])
+            self.assertEqual(run.last_step, 5)
+
+            def fails():
+                raise KeyError("the host's own")
+            with self.assertRaises(KeyError):
+                run.step_end(opt, 2, 5, fails)
+            self.assertEqual(run.step_end(opt, 3, 5, fails), "continue")   # not due: not called
+            with self.assertRaises(pt.InvalidArgument):
+                run.step_end(opt, 6, 5, fails)
+
     def test_lock_and_start_modes(self):
         with pt.Run(self.out, "grpo") as run:
             self.assertIsNone(run.resume_dir)

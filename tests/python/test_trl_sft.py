@@ -89,13 +89,19 @@ class TestSft(unittest.TestCase):
         with pt.Model.create(TINY, seed=1) as m:
             tr = self.trainer(m, PC, gradient_accumulation_steps=2)
             self.assertEqual(tr.state.max_steps, 3)
-            out = tr.train()
+            with self.assertLogs("posttrain", "INFO") as logs:
+                out = tr.train()
             self.assertEqual(out.global_step, 3)
             got = weights_bytes(m)
             lrs = [h["learning_rate"] for h in tr.metrics]
             tr.close()
         for a, b in zip(lrs, [1e-2, 2e-2 / 3, 1e-2 / 3]):
             self.assertAlmostEqual(a, b, delta=1e-12)
+        # `posttrain sft`'s progress line of every logged step (logging_steps 10: the last)
+        lines = [r.getMessage() for r in logs.records if r.getMessage().startswith("step ")]
+        self.assertEqual(len(lines), 1)
+        self.assertRegex(lines[0], r"^step 3/3 loss \d+\.\d{4} lr 0\.00333 grad_norm \S+ \d+ tok/s "
+                                   r"ETA 0m00s$")
         with pt.Model.create(TINY, seed=1) as m:
             path = os.path.join(self.dir.name, "pc.jsonl")
             with open(path, "w") as f:
@@ -123,6 +129,7 @@ class TestSft(unittest.TestCase):
         with open(os.path.join(d, "step-00000002", "trainer_state.json")) as f:
             h = json.load(f)["host"]
         self.assertEqual((h["command"], h["step"], h["seed"]), ("sft", 2, "42"))
+        self.assertEqual((h["rows"], h["optimizer_steps"]), ("10", "2"))   # the 10 examples, 2 updates
         self.assertIn("epoch", h)
         self.assertIn("cursor", h)
         with pt.Model.create(TINY, seed=9) as m:
