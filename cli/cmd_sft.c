@@ -99,7 +99,6 @@ typedef struct sft_run {
     pt_context *ctx;
     FILE *metrics;
     cli_out out;
-    pt_dataset_stats ds;
     int64_t total, step, skipped_total; /* skipped_total: the last step's count */
     cli_skips skips;
     int64_t row0, rows;  /* this rank's rows of every micro-batch */
@@ -150,19 +149,19 @@ static int load(sft_run *r)
         cli_explain_tokenizer("sft", a->model, r->model);
         return 1;
     }
-    const pt_dataset_stats *ds = &r->ds;
-    pt_dataset_stats_init(&r->ds);
-    if ((st = pt_dataset_get_stats(&r->ds, r->data)))
+    pt_dataset_stats ds;
+    pt_dataset_stats_init(&ds);
+    if ((st = pt_dataset_get_stats(&ds, r->data)))
         return cli_fail(a->data, st);
-    if (ds->train_examples == 0) {
+    if (ds.train_examples == 0) {
         fprintf(stderr, "posttrain sft: %s has no training examples\n", a->data);
         return 1;
     }
     cli_note("posttrain sft: %lld rows: %lld train, %lld eval examples; %lld skipped, %lld empty, "
              "%lld truncated (%lld tokens cut)\n",
-             (long long)ds->rows, (long long)ds->train_examples, (long long)ds->eval_examples,
-             (long long)ds->skipped_rows, (long long)ds->empty_rows, (long long)ds->truncated_rows,
-             (long long)ds->truncated_tokens);
+             (long long)ds.rows, (long long)ds.train_examples, (long long)ds.eval_examples,
+             (long long)ds.skipped_rows, (long long)ds.empty_rows, (long long)ds.truncated_rows,
+             (long long)ds.truncated_tokens);
     return 0;
 }
 
