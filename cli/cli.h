@@ -86,10 +86,10 @@ int cli_set_bf16(const char *cmd, pt_model *model, int mode);
  * quantize (a pt_quantize; the two are exclusive: PT_EINVAL). */
 int cli_load_model(pt_model **out, const char *path, int bf16_mode, int quantize);
 
-/* Back to the weights a run started from: model_dir loaded again, with the
- * LoRA adapters of l seeded by seed as cli_add_lora made them, and copied
- * into m's tensors (m keeps its contexts and generators).  0, or 1 after
- * the message. */
+/* Back to the weights a run started from (pt_run_reload_model): model_dir
+ * loaded again, with the LoRA adapters of l seeded by seed as cli_add_lora
+ * made them, and copied into m's tensors (m keeps its contexts and
+ * generators).  0, or 1 after the message. */
 int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const cli_lora_args *l, uint64_t seed);
 /* The metrics rows of the run cli_job_out_start opened (rank 0; cli_out.c): a
  * command prints one row (one JSON object) into the stream

@@ -3,9 +3,7 @@
  * save. */
 #include "cli.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>

@@ -4,9 +4,7 @@
 
 #include <cjson/cJSON.h>
 
-#include <math.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
