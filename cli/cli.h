@@ -139,9 +139,7 @@ int cli_check_disjoint(const char *cmd, const char *out_opt, const char *out, co
 
 /* A training command's run (pt_run: on every rank of a job, rank 0 holding --out). */
 struct cli_out {
-    pt_run *run;
-    char resume[4096];  /* --resume auto: the latest OUT/checkpoints/step-N, or "" */
-    char metrics[4096]; /* --metrics, or OUT/metrics.jsonl */
+    pt_run *run; /* its metrics file (--metrics, or OUT/metrics.jsonl): pt_run_metrics_path */
     int64_t keep_last, keep_every; /* --keep-last, --keep-every (set before cli_job_out_start) */
 };
 void cli_out_end(cli_out *o);
@@ -211,7 +209,7 @@ int cli_job_agree(cli_job *j, int rc, const char *what);
  * locks OUT/.posttrain.lock and the metrics file, removes a killed run's
  * leftovers, refuses a used --out unless --resume or --overwrite is given;
  * the others follow).  --resume auto becomes the latest checkpoint in
- * OUT/checkpoints (*resume points to o->resume) or, when OUT holds no run,
+ * OUT/checkpoints (*resume points into the run) or, when OUT holds no run,
  * NULL (a fresh start), and rank 0 says which.  Rank 0's exit code is
  * every rank's (2 for a usage error); j->run is the run. */
 int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metrics, const char *model,

@@ -110,7 +110,6 @@ int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metri
                       const char *data, const char **resume, bool overwrite)
 {
     o->run = NULL;
-    o->resume[0] = o->metrics[0] = '\0';
     const char *cmd = j->cmd;
     const bool auto_resume = *resume && !strcmp(*resume, "auto");
     const pt_run_input inputs[] = { { "--model", model, false }, { "--data", data, false } };
@@ -152,12 +151,8 @@ int cli_job_out_start(cli_job *j, cli_out *o, const char *out, const char *metri
             fprintf(stderr, "posttrain %s: %s\n", cmd, run_message());
         rc = 1;
     } else if (!rc) {
-        snprintf(o->metrics, sizeof o->metrics, "%s", pt_run_metrics_path(o->run));
-        if (auto_resume) { /* the run noted its choice */
-            const char *dir = pt_run_resume_dir(o->run);
-            snprintf(o->resume, sizeof o->resume, "%s", dir ? dir : "");
-            *resume = dir ? o->resume : NULL;
-        }
+        if (auto_resume) /* the run noted its choice: a checkpoint, or NULL (a fresh start) */
+            *resume = pt_run_resume_dir(o->run);
         if (pt_run_rank(o->run) == 0)
             g_rows.out = o;
     }
@@ -248,12 +243,13 @@ int cli_job_finish(cli_job *j, const cli_out *o, FILE **metrics, const char *out
     if (*metrics) {
         char svg[4096 + 16];
         snprintf(svg, sizeof svg, "%s/metrics.svg", out);
-        cli_plot_metrics(j->cmd, o->metrics, svg);
+        cli_plot_metrics(j->cmd, pt_run_metrics_path(o->run), svg);
     }
     /* the model is saved; a metrics file that lost rows fails the run */
     const char *why = j->rank == 0 && g_rows.out ? pt_run_metrics_error(g_rows.out->run) : NULL;
     if (why)
         fprintf(stderr, "posttrain %s: failed: the metrics file %s could not be written (%s), so it lacks the "
-                        "rows after the failure; the model was saved to %s\n", j->cmd, g_rows.out->metrics, why, out);
+                        "rows after the failure; the model was saved to %s\n", j->cmd, pt_run_metrics_path(g_rows.out->run),
+                why, out);
     return why != NULL;
 }
