@@ -248,16 +248,26 @@ static void json_num(pt_strbuf *b, const char *key, bool g, int prec, double v)
         pt__strbuf_printf(b, g ? "%.*g" : "%.*f", prec, v);
 }
 
+/* A step's stats and row extra from the caller's structs (of any size
+ * their _init stamped; extra NULL: the defaults), for `func`. */
+static int read_step(pt_sft_stats *s, pt_sft_row_extra *x, const pt_sft_stats *stats, const pt_sft_row_extra *extra,
+                     const char *func)
+{
+    pt_sft_stats_init(s);
+    pt_sft_row_extra_init(x);
+    int st = pt__struct_read(s, sizeof *s, stats, func, "pt_sft_stats_init");
+    return st ? st : pt__struct_read(x, sizeof *x, extra, func, "pt_sft_row_extra_init");
+}
+
 int pt_sft_metrics_row(char **json, const pt_sft_stats *stats, const pt_sft_row_extra *extra)
 {
     PT_CHECK_NULL(json);
     *json = NULL;
     PT_CHECK_NULL(stats);
     pt_sft_stats s;
-    pt_sft_stats_init(&s);
     pt_sft_row_extra x;
-    int st = pt__struct_read(&s, sizeof s, stats, __func__, "pt_sft_stats_init");
-    if (st || (st = PT_STRUCT_READ(x, extra, pt_sft_row_extra_init)))
+    int st = read_step(&s, &x, stats, extra, __func__);
+    if (st)
         return st;
     pt_strbuf b = PT_STRBUF_INIT;
     pt__strbuf_printf(&b, "{\"step\": %lld", (long long)x.step);
@@ -300,10 +310,9 @@ int pt_sft_progress(char **text, const pt_sft_stats *stats, const pt_sft_row_ext
                  "%d is not PT_SFT_PROGRESS_LINE or PT_SFT_PROGRESS_BAR", style);
     PT_CHECK_ARG(total >= 1, total, "%lld is not a number of steps", (long long)total);
     pt_sft_stats s;
-    pt_sft_stats_init(&s);
     pt_sft_row_extra x;
-    int st = pt__struct_read(&s, sizeof s, stats, __func__, "pt_sft_stats_init");
-    if (st || (st = PT_STRUCT_READ(x, extra, pt_sft_row_extra_init)))
+    int st = read_step(&s, &x, stats, extra, __func__);
+    if (st)
         return st;
     const long long step = (long long)x.step;
     pt_strbuf b = PT_STRBUF_INIT;
