@@ -41,7 +41,8 @@ typedef struct grpo_run {
     /* The prompt order (a seeded shuffle per pass; the same on every rank) */
     pt_prompt_order *order;
     /* --env: the environment process, the episodes of a round */
-    grpo_env *env;
+    pt_env_process *env;
+    pt_grpo_env_request req; /* the round's fields of its requests */
     pt_episode_results *eres;
     int max_total; /* the episodes' max_total_tokens */
 } grpo_run;
@@ -55,6 +56,7 @@ static void grpo_free(grpo_run *r)
     if (grpo_env_stop(r->env))
         fprintf(stderr, "posttrain grpo: --env: the environment had to be killed\n");
     r->env = NULL;
+    pt_grpo_env_request_clear(&r->req);
     pt_prompt_rows_free(r->rows);
     pt_prompt_rows_free(r->eval_rows);
     pt_rollout_buffer_free(r->buf);
@@ -167,8 +169,9 @@ static void run_fields(grpo_run *r, pt_grpo_run_fields *f)
  * shared host fields (cli_host_new: base model, LoRA options) with the
  * batch shape and the entropy controller; the run adds the goodput totals.
  * Nothing in it depends on the number of ranks but the timings. */
-static int save_checkpoint(grpo_run *r)
+static int save_checkpoint(void *run)
 {
+    grpo_run *r = run;
     const grpo_args *a = &r->a;
     pt_run_state s;
     pt_run_state_init(&s);
@@ -291,8 +294,8 @@ static int setup(grpo_run *r)
     pt_rollout_buffer_options bo;
     pt_rollout_buffer_options_init(&bo);
     bo.n_reward_funcs = a->rewards.n;
-    bo.reward_names = a->rewards.name;
-    bo.reward_weights = a->rewards.weight;
+    bo.reward_names = a->reward_names;
+    bo.reward_weights = a->rewards.weights;
     if ((st = pt_rollout_buffer_create(&r->buf, &bo)))
         return cli_fail("rollout buffer", st);
     if (alloc_buffers(r))
@@ -300,12 +303,14 @@ static int setup(grpo_run *r)
     cli_note("posttrain grpo: %d prompts, %lld steps of %d prompts x %d generations, rewards", r->n_rows,
              (long long)r->total, r->P, a->G);
     for (int k = 0; k < a->rewards.n; k++)
-        cli_note(" %s:%g", a->rewards.name[k], a->rewards.weight[k]);
+        cli_note(" %s:%g", a->reward_names[k], a->rewards.weights[k]);
     if (a->env)
         cli_note(" from --env '%s' (episodes of at most %d turns, %d tokens)", a->env, a->max_turns, r->max_total);
     cli_note("\n");
     /* every rank its own environment process */
-    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
+    pt_grpo_env_request_init(&r->req);
+    r->req.rows = r->rows;
+    if (a->env && grpo_env_start(&r->env, a, &r->req))
         return 1;
     if (a->resume && resume_from(r))
         return 1;
@@ -327,13 +332,6 @@ static int restart(void *run)
     pt_prompt_order_restart(r->order);
     r->step = 0;
     return rc;
-}
-
-/* After a replica mismatch: back to the last complete checkpoint or the start. */
-static int rollback(grpo_run *r)
-{
-    const cli_back b = { r, restart, apply_state };
-    return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
 }
 
 /* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
@@ -369,11 +367,9 @@ static void next_prompts(grpo_run *r)
 static int rollout(grpo_run *r, int64_t step, step_report *rep)
 {
     const grpo_args *a = &r->a;
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
     pt_builtin_reward_payload bp;
     pt_builtin_reward_payload_init(&bp);
-    bp.rewards = &rw;
+    bp.rewards = &a->rewards;
     bp.tokenizer = r->tok;
     bp.answers = r->answers;
     bp.n_answers = r->ng;
@@ -387,7 +383,10 @@ static int rollout(grpo_run *r, int64_t step, step_report *rep)
     eo.decode_text = true;
     eo.n_reward_funcs = a->rewards.n;
     eo.on_error = PT_EPISODE_ERROR_CONTINUE;
-    grpo_env_ctx ec = { r->env, r->rows, r->group_row + r->g0, step, (int64_t)r->g0 * a->G, r->g0 };
+    r->req.step = step;
+    r->req.first_episode = (int64_t)r->g0 * a->G;
+    r->req.first_group = r->g0;
+    r->req.group_row = r->group_row + r->g0;
     pt_grpo_round_options o;
     pt_grpo_round_options_init(&o);
     o.sampling = &a->gen;
@@ -402,14 +401,14 @@ static int rollout(grpo_run *r, int64_t step, step_report *rep)
     o.n_reward_funcs = a->rewards.n;
     o.episodes = a->env ? &eo : NULL;
     o.results = r->eres;
-    o.env = grpo_env_call;
-    o.env_payload = &ec;
+    o.env = pt_env_process_call;
+    o.env_payload = r->env;
     pt_grpo_round_result res;
     pt_grpo_round_result_init(&res);
     int st = pt_grpo_rollout_round(&res, r->gen, r->buf, r->prompts, r->plens, r->ng, &o);
     const char *failed = res.failed ? res.failed : "rollout";
     /* a failed run of the episodes first, then a dead environment */
-    const char *dead = st && !strcmp(failed, "episodes") ? NULL : grpo_env_failure(r->env);
+    const char *dead = st && !strcmp(failed, "episodes") ? NULL : pt_env_process_failure(r->env);
     if (dead || (st && !strcmp(failed, "every episode failed"))) {
         fprintf(stderr, "posttrain grpo: step %lld: %s\n", (long long)step, dead ? dead : pt_last_error());
         return 1;
@@ -467,8 +466,6 @@ static int evaluate(grpo_run *r, int64_t step)
     cli_job *j = &r->job;
     cli_job_section(j, PT_TIME_EVAL);
     const int64_t n = r->n_eval, q = n / j->size, extra = n % j->size;
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &r->a.rewards, r->a.gen.max_new_tokens);
     pt_grpo_eval_options o;
     pt_grpo_eval_options_init(&o);
     o.sampling = &r->a.gen;
@@ -478,7 +475,7 @@ static int evaluate(grpo_run *r, int64_t step)
     o.begin = j->rank * q + (j->rank < extra ? j->rank : extra);
     o.count = q + (j->rank < extra);
     pt_grpo_eval_sums s;
-    int st = pt_grpo_evaluate(&s, r->gen, r->eval_rows, r->tok, &rw, &o);
+    int st = pt_grpo_evaluate(&s, r->gen, r->eval_rows, r->tok, &r->a.rewards, &o);
     if (st == PT_ECALLBACK)
         fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
     else if (st)
@@ -509,7 +506,7 @@ static int write_row(grpo_run *r, int64_t step, const step_report *rep)
     m.last = &rep->last;
     m.grpo = &r->a.grpo;
     m.n_reward_funcs = r->a.rewards.n;
-    m.reward_names = r->a.rewards.name;
+    m.reward_names = r->a.reward_names;
     m.loss = rep->loss;
     m.gen_tokens_per_s = rep->gen_tps;
     m.train_tokens_per_s = rep->train_tps;
@@ -567,22 +564,9 @@ static int train(grpo_run *r)
                     rep.train_tps, cli_now() - t_start, ep_note);
         if (r->runaway || (eval_due(r, step) && evaluate(r, step)))
             return 1;
-        const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
-        if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
-            /* no corrupted state is ever saved: the replicas are compared first */
-            cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
-            int c = cli_job_check(j, r->opt, (long long)step);
-            if (c == CLI_SDC_MISMATCH) {
-                cli_job_section(j, -1);
-                if (rollback(r))
-                    return 1;
-                continue;
-            }
-            int rc = c ? c : save ? save_checkpoint(r) : 0;
-            cli_job_section(j, -1);
-            if (rc)
-                return rc;
-        }
+        const cli_back b = { r, restart, apply_state };
+        if (cli_job_step_end(j, &r->out, r->model, r->opt, &b, save_checkpoint, (long long)step, (long long)r->total))
+            return 1;
     }
     return 0;
 }

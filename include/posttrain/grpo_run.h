@@ -14,7 +14,9 @@
  *     reference log-probabilities and the rewards;
  *   - pt_grpo_run_extra / pt_grpo_run_resume: a GRPO checkpoint's own
  *     fields (batch shape, the adaptive entropy state) and the checks a
- *     resume makes on them.
+ *     resume makes on them;
+ *   - pt_grpo_env_request_fn: the round's fields of an environment
+ *     process's requests (step, episode, group, row).
  *
  * docs/grpo.md ("A run's round") describes them. */
 #ifndef POSTTRAIN_GRPO_RUN_H
@@ -28,6 +30,7 @@
 #include "posttrain/episode.h"
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
+#include "posttrain/grpo_builtin.h"
 #include "posttrain/run.h"
 
 #ifdef __cplusplus
@@ -214,6 +217,37 @@ PT_API int pt_grpo_round_result_init(pt_grpo_round_result *res);
 PT_API int pt_grpo_rollout_round(pt_grpo_round_result *res, pt_generator *gen, pt_rollout_buffer *buf,
                                  const int32_t *prompts, const int32_t *prompt_lens, int n_prompts,
                                  const pt_grpo_round_options *opts);
+
+/* ---- an environment's request fields ------------------------------------------ */
+
+/* What a host adds to every request of an environment process
+ * (pt_env_process_options' request hook: pt_grpo_env_request_fn with a
+ * pt_grpo_env_request as request_user), as `posttrain grpo --env` sends
+ * them.  The host sets step, first_episode, first_group and group_row
+ * before each round (rows may stay). */
+typedef struct pt_grpo_env_request {
+    size_t size;                 /* sizeof(pt_grpo_env_request) */
+    int64_t step;                /* the round */
+    /* this host's first episode and group in the round's whole batch (a
+     * data-parallel rank's share: its first group, and that times G) */
+    int64_t first_episode, first_group;
+    const pt_prompt_rows *rows;  /* loaded with keep_json */
+    const int32_t *group_row;    /* this host's group (pt_env_turn's group) -> its row of rows */
+    char *text;                  /* the hook's: the last request's fields (pt_grpo_env_request_clear) */
+} pt_grpo_env_request;
+
+PT_API int pt_grpo_env_request_init(pt_grpo_env_request *req);
+
+/* A pt_env_request_fn (request: a pt_grpo_env_request): *json the object
+ * {"step": step, "episode": first_episode + turn->episode, "group":
+ * first_group + turn->group, "row": the JSON of row group_row[turn->group]},
+ * valid until the next call or pt_grpo_env_request_clear.  PT_EINVAL for a
+ * NULL argument, rows or group_row, a size that is not
+ * sizeof(pt_grpo_env_request), or a row without its JSON; PT_ERANGE for a
+ * row or group out of range; PT_ENOMEM. */
+PT_API int pt_grpo_env_request_fn(const char **json, const pt_env_turn *turn, void *request);
+/* Free the fields' text (the rest is the host's); NULL is fine. */
+PT_API void pt_grpo_env_request_clear(pt_grpo_env_request *req);
 
 /* ---- a round's updates --------------------------------------------------------- */
 
