@@ -52,17 +52,6 @@ int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char 
 int grpo_load_rows(pt_prompt_rows **out, const char *path, const char *opt, const grpo_args *a,
                    const pt_tokenizer *tok, const pt_chat_template *t);
 
-/* What one step reports: rewards and lengths come from the rollouts (the
- * same for every iteration); loss, clipping, kl and grad norm from the last.
- * All of them are of the whole job (pt_grpo_step gathers them) but the
- * generation speed, this rank's. */
-typedef struct step_report {
-    pt_grpo_stats first, last;
-    double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
-    /* --env: the job's episodes of the round (summed over ranks) */
-    pt_grpo_episode_totals ep;
-} step_report;
-
 /* Parse and check posttrain grpo's arguments into a (cmd_grpo_args.c): 0,
  * or the exit code of the usage error it printed (for cli_exit_code). */
 int grpo_parse_args(grpo_args *a, int argc, char **argv);
@@ -81,11 +70,5 @@ int grpo_env_start(pt_env_process **out, const grpo_args *a, pt_grpo_env_request
  * of its process group; frees e (may be NULL).  0, or 1 when it had to be
  * killed. */
 int grpo_env_stop(pt_env_process *e);
-
-/* ---- --eval (cmd_grpo_data.c, on pt_grpo_evaluate) ------------------------- */
-
-/* The metrics row {"step": STEP, "eval/...": ...} of the job's sums and the
- * progress line on stderr. */
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s);
 
 #endif

@@ -1,8 +1,7 @@
-/* posttrain grpo's data, rewards and --eval on the library's
+/* posttrain grpo's data and rewards on the library's
  * (posttrain/grpo_builtin.h): the prompt rows of the JSONL files
- * (pt_prompt_rows_load, kept as the library holds them), --reward's parser
- * and the list of built-in rewards, and the held-out evaluation's metrics
- * row (pt_grpo_eval_row) and progress line. */
+ * (pt_prompt_rows_load, kept as the library holds them) and --reward's
+ * parser into the list of built-in rewards. */
 #include "cmd_grpo.h"
 
 #include <math.h>
@@ -99,31 +98,4 @@ int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char 
             p++;
     }
     return 0;
-}
-
-/* ---- --eval ------------------------------------------------------------------- */
-
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s)
-{
-    const bool acc = pt_builtin_rewards_have_accuracy(&a->rewards);
-    char *row;
-    if (metrics && !pt_grpo_eval_row(&row, s, &a->rewards, a->eval_samples, step)) {
-        fprintf(metrics, "%s\n", row);
-        fflush(metrics);
-        pt_free(row);
-    }
-    if (!print)
-        return;
-    const double *n = s->completions;
-    fprintf(stderr, "eval step %lld: %.0f prompts greedy reward %.4f", (long long)step, n[PT_GRPO_EVAL_GREEDY],
-            s->reward[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
-    if (acc)
-        fprintf(stderr, " accuracy %.4f", s->correct[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
-    if (n[PT_GRPO_EVAL_SAMPLED] > 0) {
-        fprintf(stderr, ", sampled (T=%g, %d each) reward %.4f", a->gen.temperature, a->eval_samples,
-                s->reward[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
-        if (acc)
-            fprintf(stderr, " accuracy %.4f", s->correct[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
-    }
-    fprintf(stderr, "\n");
 }

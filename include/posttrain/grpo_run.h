@@ -6,7 +6,8 @@
  *     completions, sampler log-probabilities, finish reasons) into the
  *     rollout buffer, one group per prompt;
  *   - pt_grpo_metrics_row: a round's metrics row (TRL's names, the CLI's
- *     metrics.jsonl row);
+ *     metrics.jsonl row); pt_grpo_progress_line and pt_grpo_eval_line:
+ *     the lines the CLI shows for a round and a held-out evaluation;
  *   - pt_prompt_order: the prompt order of a run (a seeded shuffle per pass)
  *     that a checkpoint's pt_run_state records and a resume continues;
  *   - pt_grpo_rollout_round: a round's rollouts (G completions of each
@@ -104,6 +105,24 @@ PT_API int pt_grpo_metrics_init(pt_grpo_metrics *m);
  * and "skipped".  Numbers as %.6g, null when not finite.  PT_EINVAL: a NULL
  * first, last, grpo or name, or n_reward_funcs out of range. */
 PT_API int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *m);
+
+/* The round's progress line, without a newline (free *line with pt_free):
+ * "step S/TOTAL reward R std S zero_std Z clip C kl K len L loss X
+ * grad_norm G lr LR gen A tok/s train B tok/s Es" (the first update's
+ * reward, reward_std, frac_reward_zero_std and completion_mean_length, the
+ * last's clip_ratio_region, kl, grad_norm and lr; E elapsed_seconds) and
+ * with episodes " episodes N errors M turns T" (T turns per episode).
+ * PT_EINVAL: a NULL first or last. */
+PT_API int pt_grpo_progress_line(char **line, const pt_grpo_metrics *metrics, int64_t total_steps,
+                                 double elapsed_seconds);
+
+/* A held-out evaluation's line after `step` (pt_grpo_evaluate's sums,
+ * their rewards), without a newline (free *line with pt_free): "eval step
+ * S: N prompts greedy reward R[ accuracy A]" and, when sampled completions
+ * were made, ", sampled (T=temperature, samples each) reward R[ accuracy
+ * A]"; accuracy where pt_builtin_rewards_have_accuracy. */
+PT_API int pt_grpo_eval_line(char **line, const pt_grpo_eval_sums *sums, const pt_builtin_rewards *rewards,
+                             int samples, double temperature, int64_t step);
 
 /* ---- the prompt order -------------------------------------------------------- */
 
