@@ -120,7 +120,8 @@ PT_API int pt_grpo_progress_line(char **line, const pt_grpo_metrics *metrics, in
  * their rewards), without a newline (free *line with pt_free): "eval step
  * S: N prompts greedy reward R[ accuracy A]" and, when sampled completions
  * were made, ", sampled (T=temperature, samples each) reward R[ accuracy
- * A]"; accuracy where pt_builtin_rewards_have_accuracy. */
+ * A]"; accuracy where pt_builtin_rewards_have_accuracy (rewards NULL:
+ * none).  PT_EINVAL: a NULL line or sums. */
 PT_API int pt_grpo_eval_line(char **line, const pt_grpo_eval_sums *sums, const pt_builtin_rewards *rewards,
                              int samples, double temperature, int64_t step);
 

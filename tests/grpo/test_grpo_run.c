@@ -457,7 +457,11 @@ START_TEST(test_progress_lines)
     ck_assert_ok(pt_grpo_eval_line(&line, &s, &rw, 2, 1, 0));
     ck_assert_str_eq(line, "eval step 0: 4 prompts greedy reward 0.3750, sampled (T=1, 2 each) reward 0.1250");
     pt_free(line);
+    ck_assert_ok(pt_grpo_eval_line(&line, &s, NULL, 2, 1, 0));
+    ck_assert_str_eq(line, "eval step 0: 4 prompts greedy reward 0.3750, sampled (T=1, 2 each) reward 0.1250");
+    pt_free(line);
     ck_assert_status(pt_grpo_eval_line(&line, NULL, &rw, 2, 1, 0), PT_EINVAL, "sums is NULL");
+    ck_assert_status(pt_grpo_progress_line(&line, NULL, 10, 0), PT_EINVAL, "pt_grpo_progress_line: metrics is NULL");
 }
 END_TEST
 
