@@ -50,7 +50,8 @@ from .run import Run, RunState, check_output, run_state_from_json, run_state_to_
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi, launcher_rank, mpi_info
 from .addition import (addition_held_out, addition_held_out_pairs, addition_problem, addition_score,
-                       addition_teacher_pair, addition_train_pair, addition_prompt_ids, addition_evaluate)
+                       addition_teacher_pair, addition_train_pair, addition_prompt_ids, addition_evaluate,
+                       addition_model_config, AdditionGrpo)
 from . import safetensors
 from . import builtin
 
@@ -62,6 +63,7 @@ __all__ = [
     "library_path", "numpy_available", "use_numpy", "__version__",
     "addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
     "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate",
+    "addition_model_config", "AdditionGrpo",
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",

@@ -1403,6 +1403,22 @@ _declare(None, {
 })
 
 
+@_stamped("pt_addition_grpo_options")
+class AdditionGrpoOptions(Struct):
+    _fields_ = [("size", c_size_t), ("digits", c_int), ("prompts", c_int), ("group", c_int),
+                ("lr", ctypes.c_double), ("beta", ctypes.c_double), ("temperature", ctypes.c_double),
+                ("loss_type", c_int), ("scale_rewards", c_int), ("drop_zero_std", c_bool),
+                ("bf16_reference", c_bool), ("seed", c_uint64)]
+
+
+_declare(None, {
+    "pt_addition_model_config": (c_int, [P(ModelConfig), c_void_p, c_int, c_int, c_int, c_bool]),
+    "pt_addition_grpo_create": (c_int, [P(c_void_p), c_void_p, c_void_p, P(AdditionGrpoOptions)]),
+    "pt_addition_grpo_step": (c_int, [P(GrpoStats), c_void_p, c_void_p, c_void_p]),
+    "pt_addition_grpo_steps": (c_int64, [c_void_p]),
+    "pt_addition_grpo_free": (None, [c_void_p]),
+})
+
 # Declare what the loaded library has: every core function, and those of
 # each feature it lists (a missing core symbol is an AttributeError here,
 # at import, rather than a failure half-way through a program).
