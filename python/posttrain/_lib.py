@@ -957,6 +957,7 @@ _declare(None, {
     "pt_addition_score": (c_int, [P(c_bool), P(c_bool), vp, P(c_int32), c_size_t, c_int, c_int64, c_int64]),
     "pt_model_config_memory_estimate": (c_int, [P(MemoryEstimate), P(ModelConfig), P(MemoryEstimateOptions)]),
     "pt_model_dir_info_to_json": (c_int, [P(c_void_p), P(c_size_t), c_char_p, P(ModelDirInfo), P(MemoryEstimate)]),
+    "pt_model_dir_info_to_text": (c_int, [P(c_void_p), P(c_size_t), c_char_p, P(ModelDirInfo), P(MemoryEstimate)]),
     "pt_model_load_dir": (c_int, [pp, c_char_p, P(ModelLoadOptions)]),
     "pt_model_source_dir": (c_char_p, [vp]),
     "pt_model_tokenizer": (c_void_p, [vp]),
