@@ -20,18 +20,19 @@
 #include <unistd.h>
 
 typedef struct demo_opts {
-    /* task and model */
-    int digits, hidden, layers, heads, tied, threads;
-    uint64_t seed;
+    /* the task (digits), the seed and GRPO's options: parsed into the
+     * library's loop options (posttrain/addition.h) */
+    pt_addition_grpo_options go;
+    /* the model */
+    int hidden, layers, heads, tied, threads;
     /* the teacher and SFT */
     double slip;        /* probability that the teacher forgets the carries on a trace */
     int traces, steps, batch;
     double lr;
     const char *save_traces; /* the traces as JSONL, or NULL */
-    /* GRPO */
-    int grpo_steps, prompts, group, loss_type, scale, eval_every;
-    bool drop_zero_std, bf16;
-    double grpo_lr, beta, temperature;
+    /* GRPO: its steps and evaluation, and --bf16 */
+    int grpo_steps, eval_every;
+    bool bf16;
     /* evaluation */
     int eval_n;
     double eval_temperature;
@@ -60,8 +61,8 @@ typedef struct demo_run {
 
 typedef demo_opts cli_args; /* CLI_ARG's */
 static const cli_opt k_demo_opts[] = {
-    { CLI_INT, "digits", CLI_ARG(digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
-    { CLI_UINT64, "seed", CLI_ARG(seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
+    { CLI_INT, "digits", CLI_ARG(go.digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
+    { CLI_UINT64, "seed", CLI_ARG(go.seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
       .help = "seed of the model, the data, its order and the sampling" },
     { CLI_DOUBLE, "slip", CLI_ARG(slip), "F", .def = "0.7", .lo = 0, .hi = 1,
       .help = "share of the teacher's traces in which it forgets the carries" },
@@ -75,20 +76,20 @@ static const cli_opt k_demo_opts[] = {
     { CLI_DOUBLE, "lr", CLI_ARG(lr), "F", .def = "3e-3", .lo = 1e-9, .hi = 0.999999,
       .help = "SFT peak learning rate (AdamW, cosine schedule)" },
     { CLI_INT, "grpo-steps", CLI_ARG(grpo_steps), "N", .def = "100", .lo = 0, .hi = 1000000, .help = "GRPO steps" },
-    { CLI_INT, "prompts", CLI_ARG(prompts), "N", .def = "32", .lo = 1, .hi = 256, .help = "GRPO problems per step" },
-    { CLI_INT, "group", CLI_ARG(group), "G", .def = "4", .lo = 2, .hi = 64, .help = "GRPO samples per problem" },
-    { CLI_DOUBLE, "grpo-lr", CLI_ARG(grpo_lr), "F", .def = "3e-4", .lo = 1e-12, .hi = 0.999999,
+    { CLI_INT, "prompts", CLI_ARG(go.prompts), "N", .def = "32", .lo = 1, .hi = 256, .help = "GRPO problems per step" },
+    { CLI_INT, "group", CLI_ARG(go.group), "G", .def = "4", .lo = 2, .hi = 64, .help = "GRPO samples per problem" },
+    { CLI_DOUBLE, "grpo-lr", CLI_ARG(go.lr), "F", .def = "3e-4", .lo = 1e-12, .hi = 0.999999,
       .help = "GRPO learning rate (AdamW, constant)" },
-    { CLI_DOUBLE, "beta", CLI_ARG(beta), "F", .def = "0", .lo = 0, .hi = 1e6,
+    { CLI_DOUBLE, "beta", CLI_ARG(go.beta), "F", .def = "0", .lo = 0, .hi = 1e6,
       .help = "k3 KL weight against the SFT model" },
-    { CLI_DOUBLE, "temperature", CLI_ARG(temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
+    { CLI_DOUBLE, "temperature", CLI_ARG(go.temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
       .help = "GRPO sampling temperature" },
-    { CLI_ENUM, "loss-type", CLI_ARG(loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
+    { CLI_ENUM, "loss-type", CLI_ARG(go.loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
       .enum_name = pt_grpo_loss_type_name, .help = "GRPO loss aggregation (docs/grpo.md)" },
-    { CLI_ENUM, "scale-rewards", CLI_ARG(scale), .def = "group", .from_name = pt_grpo_scale_from_name,
+    { CLI_ENUM, "scale-rewards", CLI_ARG(go.scale_rewards), .def = "group", .from_name = pt_grpo_scale_from_name,
       .enum_name = pt_grpo_scale_name, .help = "GRPO advantage scaling" },
     { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "mixed precision where the CPU has BF16 arithmetic\n(docs/bf16.md)" },
-    { CLI_FLAG, "drop-zero-std", CLI_ARG(drop_zero_std),
+    { CLI_FLAG, "drop-zero-std", CLI_ARG(go.drop_zero_std),
       .help = "leave groups whose rewards are all equal out of the GRPO step" },
     { CLI_INT, "eval-every", CLI_ARG(eval_every), "N", .def = "0", .lo = 0, .hi = 1000000,
       .help = "greedy held-out accuracy every N GRPO steps (0: at the end)" },
@@ -130,9 +131,11 @@ static void demo_free(demo_run *r)
 
 static int parse_args(demo_opts *o, int argc, char **argv)
 {
+    pt_addition_grpo_options_init(&o->go);
     int rc = cli_parse_table(&k_demo, k_demo_opts, CLI_COUNT_OF(k_demo_opts), o, argc, argv, NULL);
     if (rc)
         return rc;
+    o->go.bf16_reference = o->bf16; /* with --bf16 the reference is frozen in BF16 too */
     if (o->hidden % 16)
         return cli_usage_error("demo", "--hidden must be a multiple of 16, not %d", o->hidden);
     if (o->hidden % o->heads)
@@ -158,18 +161,18 @@ static int build_model(demo_run *r)
     pt_model_config cfg;
     if ((st = pt_addition_model_config(&cfg, r->tok, o->hidden, o->layers, o->heads, o->tied != 0)))
         return cli_fail("model", st);
-    if ((st = pt_model_create(&r->model, &cfg, o->seed)))
+    if ((st = pt_model_create(&r->model, &cfg, o->go.seed)))
         return cli_fail("model", st);
     if (o->bf16 && cli_set_bf16("demo", r->model, PT_BF16_ON))
         return 1;
-    r->plen = 1 + 2 * o->digits + 2;
-    r->alen = o->digits + 1;
+    r->plen = 1 + 2 * o->go.digits + 2;
+    r->alen = o->go.digits + 1;
     printf("  model: %s, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n",
            pt_arch_name(cfg.arch), o->layers, o->hidden, cfg.num_attention_heads, cfg.vocab_size,
            (double)pt_model_param_count(r->model) / 1e6);
     char prompt[64], answer[32];
-    (void)pt_addition_problem(prompt, sizeof prompt, answer, sizeof answer, o->digits, 59 % r_range(o->digits),
-                              96 % r_range(o->digits), false);
+    (void)pt_addition_problem(prompt, sizeof prompt, answer, sizeof answer, o->go.digits, 59 % r_range(o->go.digits),
+                              96 % r_range(o->go.digits), false);
     printf("  task: \"%s\" -> \"%s\" and EOS (the sum's digits least significant first)\n", prompt, answer);
     return 0;
 }
@@ -182,15 +185,15 @@ static int demo_build_data(demo_run *r)
     pt_dataset_options_init(&dopt);
     dopt.max_length = 64;
     dopt.batch_size = o->batch;
-    dopt.seed = o->seed;
+    dopt.seed = o->go.seed;
     int st;
     if ((st = pt_dataset_create(&r->data, &dopt)))
         return cli_fail("dataset", st);
     /* The teacher's traces: problems drawn from the training pairs, each
      * answered right, or with the carries forgotten with probability slip. */
-    uint64_t rs = o->seed * 7919 + 17;
+    uint64_t rs = o->go.seed * 7919 + 17;
     int64_t wrong = 0;
-    if ((st = pt_addition_save_traces(r->data, &wrong, r->tok, o->digits, o->slip, o->traces, &rs, o->save_traces))) {
+    if ((st = pt_addition_save_traces(r->data, &wrong, r->tok, o->go.digits, o->slip, o->traces, &rs, o->save_traces))) {
         /* --save-traces that cannot be written: the library's "cannot write PATH: ..." */
         if (o->save_traces && (st == PT_EIO || st == PT_ENOSPC)) {
             fprintf(stderr, "posttrain demo: %s\n", pt_last_error());
@@ -204,7 +207,7 @@ static int demo_build_data(demo_run *r)
     size_t n = 0;
     if (!(r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs)))
         return cli_fail("data", PT_ENOMEM);
-    if ((st = pt_addition_held_out_pairs(r->eval_pairs[0], &n, (size_t)o->eval_n, o->digits)))
+    if ((st = pt_addition_held_out_pairs(r->eval_pairs[0], &n, (size_t)o->eval_n, o->go.digits)))
         return cli_fail("data", st);
     r->n_eval = (int)n;
     return 0;
@@ -220,7 +223,7 @@ static int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_
         return PT_ENOMEM;
     pt_addition_eval_options eo;
     pt_addition_eval_options_init(&eo);
-    eo.digits = r->o.digits;
+    eo.digits = r->o.go.digits;
     eo.temperature = temperature;
     eo.seed = seed;
     int64_t correct, slipped;
@@ -230,7 +233,7 @@ static int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_
     s->shown[0] = '\0';
     if (!st && show)
         (void)pt_addition_show_answers(s->shown, sizeof s->shown, r->tok, tokens, ntok, r->eval_pairs[0],
-                                       (size_t)r->n_eval, r->o.digits, show);
+                                       (size_t)r->n_eval, r->o.go.digits, show);
     free(tokens);
     s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
     s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;
@@ -243,7 +246,7 @@ static int setup(demo_run *r)
 {
     const demo_opts *o = &r->o;
     const int seq = r->plen + r->alen + 1;
-    const int n = o->prompts * o->group, rows = n > 256 ? n : 256;
+    const int n = o->go.prompts * o->go.group, rows = n > 256 ? n : 256;
     int st;
     if ((st = pt_context_create(&r->ctx, r->model, o->batch, seq)) ||
         (st = pt_generator_create(&r->gen, r->model, rows, seq)) ||
@@ -302,21 +305,8 @@ static int sft(demo_run *r)
 static int demo_grpo(demo_run *r)
 {
     const demo_opts *o = &r->o;
-    pt_addition_grpo_options go;
-    pt_addition_grpo_options_init(&go);
-    go.digits = o->digits;
-    go.prompts = o->prompts;
-    go.group = o->group;
-    go.lr = o->grpo_lr;
-    go.beta = o->beta;
-    go.temperature = o->temperature;
-    go.loss_type = o->loss_type;
-    go.scale_rewards = o->scale;
-    go.drop_zero_std = o->drop_zero_std;
-    go.bf16_reference = o->bf16; /* with --bf16 the reference is frozen in BF16 too */
-    go.seed = o->seed;
     pt_addition_grpo *g = NULL;
-    int st = pt_addition_grpo_create(&g, r->model, r->tok, &go);
+    int st = pt_addition_grpo_create(&g, r->model, r->tok, &o->go);
     int rc = st ? cli_fail("grpo", st) : 0;
     double t0 = cli_now(), zero_std = 0, reward_sum = 0;
     int since = 0;
@@ -357,7 +347,7 @@ static int measure(double *greedy, demo_run *r, const char *when, uint64_t salt,
     demo_score g, s;
     int st;
     if ((st = demo_evaluate(&g, r, 0, 0, show ? 3 : 0)) ||
-        (st = demo_evaluate(&s, r, r->o.eval_temperature, r->o.seed * 31 + salt, 0)))
+        (st = demo_evaluate(&s, r, r->o.eval_temperature, r->o.go.seed * 31 + salt, 0)))
         return cli_fail("evaluate", st);
     printf("  %s: held-out greedy %.1f%% (carries forgotten %.1f%%), sampled at T=%g %.1f%%\n", when,
            100 * g.correct, 100 * g.slipped, r->o.eval_temperature, 100 * s.correct);
@@ -385,7 +375,7 @@ int cmd_demo(int argc, char **argv)
     if (rc)
         return cli_exit_code(rc);
     printf("libposttrain %s demo: SFT, then GRPO, of a tiny built-in model on %d-digit addition\n",
-           pt_version_string(), r.o.digits);
+           pt_version_string(), r.o.go.digits);
     double acc[3], t0 = cli_now();
     rc = 1;
     if (build_model(&r) || demo_build_data(&r) || setup(&r))
