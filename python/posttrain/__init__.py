@@ -52,7 +52,7 @@ from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi, launcher_rank, mpi_info
 from .addition import (addition_held_out, addition_held_out_pairs, addition_problem, addition_score,
                        addition_teacher_pair, addition_train_pair, addition_prompt_ids, addition_evaluate,
-                       addition_model_config, AdditionGrpo)
+                       addition_model_config, addition_save_traces, AdditionGrpo)
 from . import safetensors
 from . import builtin
 
@@ -64,7 +64,7 @@ __all__ = [
     "library_path", "numpy_available", "use_numpy", "__version__",
     "addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
     "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate",
-    "addition_model_config", "AdditionGrpo",
+    "addition_model_config", "addition_save_traces", "AdditionGrpo",
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",

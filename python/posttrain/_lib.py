@@ -1418,6 +1418,8 @@ _declare(None, {
     "pt_addition_grpo_step": (c_int, [P(GrpoStats), c_void_p, c_void_p, c_void_p]),
     "pt_addition_grpo_steps": (c_int64, [c_void_p]),
     "pt_addition_grpo_free": (None, [c_void_p]),
+    "pt_addition_save_traces": (c_int, [c_void_p, P(c_int64), c_void_p, c_int, ctypes.c_double, c_int64, P(c_uint64),
+                                        c_char_p]),
 })
 
 # Declare what the loaded library has: every core function, and those of

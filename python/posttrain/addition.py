@@ -12,11 +12,13 @@ seed * 7919 + 17).
     correct, slipped = pt.addition_score(tokenizer, completion_ids, a, b, digits=2)
     correct, slipped = pt.addition_evaluate(generator, tokenizer, pairs, digits=2)   # the demo's scores
     model = pt.Model.create(pt.addition_model_config(tokenizer), seed)                # the demo's model
+    wrong, state = pt.addition_save_traces(dataset, tokenizer, 20000, seed * 7919 + 17, path="t.jsonl")
     with pt.AdditionGrpo(model, tokenizer, digits=2, beta=0.1, seed=seed) as grpo:     # the demo's GRPO
         stats = grpo.step(context, generator)
 """
 
 import ctypes
+from os import fsencode
 
 from ._handle import Handle
 from ._lib import AdditionEvalOptions, AdditionGrpoOptions, ModelConfig, lib
@@ -27,7 +29,7 @@ from .errors import check, invalid
 
 __all__ = ["addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
            "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate",
-           "addition_model_config", "AdditionGrpo"]
+           "addition_model_config", "addition_save_traces", "AdditionGrpo"]
 
 
 def addition_problem(a, b, digits=2, slip=False):
@@ -108,6 +110,18 @@ def addition_model_config(tokenizer, hidden=64, layers=2, heads=16, tied=False):
           "pt_addition_model_config")
     return c
 
+
+def addition_save_traces(dataset, tokenizer, n, state, digits=2, slip=0.7, path=None):
+    """(wrong, new_state): n traces of the teacher from the stream at state
+    added to dataset (a Dataset) as SFT rows, as posttrain demo makes them
+    (pt_addition_save_traces); wrong: how many answers are wrong.  path
+    (optional): the traces also written there as {"prompt", "completion"}
+    JSONL rows, atomically."""
+    w, st = ctypes.c_int64(), ctypes.c_uint64(state)
+    check(lib.pt_addition_save_traces(dataset._ptr, ctypes.byref(w), tokenizer._ptr, digits, slip, n,
+                                      ctypes.byref(st), fsencode(path) if path is not None else None),
+          "pt_addition_save_traces")
+    return w.value, st.value
 
 class AdditionGrpo(Handle):
     """The demo's GRPO loop on addition (pt_addition_grpo): each step() draws

@@ -2,6 +2,7 @@
 numbers of forward/logprobs/loss/gradient steps on tiny random models,
 recomputed independently in Python."""
 
+import json
 import logging
 import math
 import os
@@ -232,6 +233,21 @@ class TestAddition(unittest.TestCase):
                          261 * 32 + 3 * (4 * 32 * 32 + 3 * 32 * 96 + 2 * 32) + 32)
         with self.assertRaises(pt.InvalidArgument):
             pt.addition_model_config(tok, hidden=32, heads=5)
+        # the demo's first traces for seed 1 at slip 0.5 (test_addition's, by hand)
+        with tempfile.TemporaryDirectory() as d:
+            data = pt.Dataset.create(batch_size=1)
+            path = os.path.join(d, "t.jsonl")
+            wrong, state = pt.addition_save_traces(data, tok, 3, 1 * 7919 + 17, digits=2, slip=0.5, path=path)
+            self.assertEqual((wrong, state), (1, 10372713005361036221))
+            with open(path) as f:
+                self.assertEqual([json.loads(line) for line in f],
+                                 [{"prompt": "23+33=", "completion": "650"}, {"prompt": "74+89=", "completion": "350"},
+                                  {"prompt": "97+83=", "completion": "081"}])
+            self.assertEqual(data.stats["train_examples"] + data.stats["eval_examples"], 3)
+            with self.assertRaises(pt.IOFailure) as cm:
+                pt.addition_save_traces(data, tok, 3, state, path=os.path.join(d, "no", "t.jsonl"))
+            self.assertIn("cannot write %s: No such file or directory" % os.path.join(d, "no", "t.jsonl"),
+                          str(cm.exception))
         tok = pt.Tokenizer.bytes()
         eos = tok.eos_id
         self.assertEqual(pt.addition_score(tok, tok.encode("551") + [eos], 59, 96), (True, False))
