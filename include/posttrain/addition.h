@@ -109,7 +109,7 @@ PT_API int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tok
  * sampling_logprobs; truncated when the length limit ended it.  PT_EINVAL
  * for bad arguments (more rows than the generator's room, max_new_tokens
  * not below its max_seq), the tokenizer's, pt_generate's or the buffer's status
- * (samples added before a failure stay in buf). */
+ * (the samples are added all or none, pt_rollout_buffer_add_generated). */
 PT_API int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tokenizer *tok,
                                 const int64_t *pairs, int n, int group, int digits, const pt_generate_options *opts);
 
