@@ -232,6 +232,11 @@ PT_API void pt_eval_result_free(pt_eval_result *r);
  * "%.17g" (reads back exactly) or null when it is not finite (a row without
  * tokens); no newline.  *json allocated (free with pt_free; len may be NULL). */
 PT_API int pt_eval_result_to_json(char **json, size_t *len, const pt_eval_result *r);
+/* r as the text `posttrain eval` prints: "row I: loss L nats/token over N
+ * tokens" (or "row I: no tokens to predict") a line each, then "overall:
+ * loss L nats/token over N tokens in R rows (perplexity P)", each ending in
+ * a newline.  *text allocated (free with pt_free; len may be NULL). */
+PT_API int pt_eval_result_to_text(char **text, size_t *len, const pt_eval_result *r);
 
 #ifdef __cplusplus
 }

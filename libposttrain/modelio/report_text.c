@@ -1,11 +1,14 @@
-/* The text description of a model directory or GGUF file with its memory
- * estimate (pt_model_dir_info_to_text): what `posttrain info` prints. */
+/* The text reports beside the JSON ones: a model directory or GGUF file
+ * with its memory estimate (pt_model_dir_info_to_text: what `posttrain
+ * info` prints) and an evaluation's losses (pt_eval_result_to_text:
+ * `posttrain eval`). */
 #include "core/core.h"
 #include "core/strbuf.h"
 #include "posttrain/model.h"
 #include "posttrain/modelio.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -126,6 +129,30 @@ int pt_model_dir_info_to_text(char **text, size_t *len, const char *dir, const p
     pt_strbuf b = PT_STRBUF_INIT;
     put_text(&b, dir, &i, &e);
     st = b.err;
+    *text = pt__strbuf_detach(&b, len);
+    return *text ? PT_OK : st ? st : PT_ENOMEM;
+}
+
+int pt_eval_result_to_text(char **text, size_t *len, const pt_eval_result *r)
+{
+    PT_CHECK_NULL(text);
+    *text = NULL;
+    if (len)
+        *len = 0;
+    PT_CHECK_NULL(r);
+    PT_CHECK_ARG(r->n_rows == 0 || (r->row_loss && r->row_tokens), r, "has %zu rows but no row arrays",
+                 r->n_rows);
+    pt_strbuf b = PT_STRBUF_INIT;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        if (r->row_tokens[i])
+            pt__strbuf_printf(&b, "row %zu: loss %.6f nats/token over %lld tokens\n", i + 1, r->row_loss[i],
+                              (long long)r->row_tokens[i]);
+        else
+            pt__strbuf_printf(&b, "row %zu: no tokens to predict\n", i + 1);
+    }
+    pt__strbuf_printf(&b, "overall: loss %.6f nats/token over %lld tokens in %zu rows (perplexity %.4f)\n", r->loss,
+                      (long long)r->tokens, r->n_rows, exp(r->loss));
+    int st = b.err;
     *text = pt__strbuf_detach(&b, len);
     return *text ? PT_OK : st ? st : PT_ENOMEM;
 }
