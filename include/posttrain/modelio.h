@@ -116,7 +116,7 @@ PT_API int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, 
                                      const pt_memory_estimate *est);
 /* The same as text, one "field:  value" line each and the memory estimate:
  * what `posttrain info` prints.  *text is freed with pt_free; len may be
- * NULL.  PT_EINVAL for an info whose num_dtypes is out of range. */
+ * NULL. */
 PT_API int pt_model_dir_info_to_text(char **text, size_t *len, const char *dir, const pt_model_dir_info *info,
                                      const pt_memory_estimate *est);
 

@@ -4,6 +4,7 @@
  * `posttrain eval`). */
 #include "core/core.h"
 #include "core/strbuf.h"
+#include "modelio/modelio_internal.h"
 #include "posttrain/model.h"
 #include "posttrain/modelio.h"
 
@@ -52,7 +53,7 @@ static void put_text(pt_strbuf *s, const char *dir, const pt_model_dir_info *inf
     pt__strbuf_printf(s, "on disk:      %d file%s%s, %llu tensors, %s:", info->num_files,
                       info->num_files == 1 ? "" : "s", info->sharded ? " (sharded)" : "",
                       (unsigned long long)info->num_tensors, a);
-    for (int i = 0; i < info->num_dtypes; i++) {
+    for (int i = 0; i < info->num_dtypes && i < PT_MODEL_INFO_MAX_DTYPES; i++) {
         human(a, sizeof a, (double)info->dtypes[i].bytes);
         pt__strbuf_printf(s, "%s %s x %llu (%s)", i ? "," : "", info->dtypes[i].name,
                           (unsigned long long)info->dtypes[i].tensors, a);
@@ -108,29 +109,7 @@ int pt_model_dir_info_to_text(char **text, size_t *len, const char *dir, const p
                               const pt_memory_estimate *est)
 {
     PT_CHECK_NULL(text);
-    *text = NULL;
-    if (len)
-        *len = 0;
-    PT_CHECK_NULL(dir);
-    PT_CHECK_NULL(info);
-    PT_CHECK_NULL(est);
-    pt_model_dir_info i;
-    pt_memory_estimate e;
-    int st = PT_STRUCT_READ(i, info, pt_model_dir_info_init);
-    if (st || (st = PT_STRUCT_READ(e, est, pt_memory_estimate_init)))
-        return st;
-    /* the caller's fixed-size strings, terminated whatever they hold */
-    i.weights_problem[sizeof i.weights_problem - 1] = '\0';
-    i.tokenizer_problem[sizeof i.tokenizer_problem - 1] = '\0';
-    for (int k = 0; k < PT_MODEL_INFO_MAX_DTYPES; k++)
-        i.dtypes[k].name[sizeof i.dtypes[k].name - 1] = '\0';
-    PT_CHECK_ARG(i.num_dtypes >= 0 && i.num_dtypes <= PT_MODEL_INFO_MAX_DTYPES, info, "has %d dtypes (at most %d)",
-                 i.num_dtypes, PT_MODEL_INFO_MAX_DTYPES);
-    pt_strbuf b = PT_STRBUF_INIT;
-    put_text(&b, dir, &i, &e);
-    st = b.err;
-    *text = pt__strbuf_detach(&b, len);
-    return *text ? PT_OK : st ? st : PT_ENOMEM;
+    return pt__dir_info_report(text, len, dir, info, est, put_text, __func__);
 }
 
 int pt_eval_result_to_text(char **text, size_t *len, const pt_eval_result *r)

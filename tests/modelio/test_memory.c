@@ -205,9 +205,10 @@ START_TEST(test_text)
         ck_assert_msg(strstr(text, want[k]), "no '%s' in:\n%s", want[k], text);
     ck_assert_ptr_null(strstr(text, "format:")); /* not a GGUF file */
     pt_free(text);
-    info.num_dtypes = PT_MODEL_INFO_MAX_DTYPES + 1;
-    ck_assert_status(pt_model_dir_info_to_text(&text, NULL, "dir", &info, &e), PT_EINVAL, "dtypes");
+    ck_assert_status(pt_model_dir_info_to_text(&text, NULL, "dir", NULL, &e), PT_EINVAL,
+                     "pt_model_dir_info_to_text: info is NULL");
     ck_assert_ptr_null(text);
+    ck_assert_status(pt_model_dir_info_to_text(NULL, NULL, "dir", &info, &e), PT_EINVAL, "text is NULL");
 }
 END_TEST
 
