@@ -11,30 +11,28 @@
  * (posttrain/addition.h): this is their host. */
 #include "cli.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 typedef struct demo_opts {
-    /* task and model */
-    int digits, hidden, layers, heads, tied, threads;
-    uint64_t seed;
+    /* the task (digits), the seed and GRPO's options: parsed into the
+     * library's loop options (posttrain/addition.h) */
+    pt_addition_grpo_options go;
+    /* the model */
+    int hidden, layers, heads, tied, threads;
     /* the teacher and SFT */
     double slip;        /* probability that the teacher forgets the carries on a trace */
     int traces, steps, batch;
     double lr;
     const char *save_traces; /* the traces as JSONL, or NULL */
-    /* GRPO */
-    int grpo_steps, prompts, group, loss_type, scale, eval_every;
-    bool drop_zero_std, bf16;
-    double grpo_lr, beta, temperature;
+    /* GRPO: its steps and evaluation, and --bf16 */
+    int grpo_steps, eval_every;
+    bool bf16;
     /* evaluation */
     int eval_n;
     double eval_temperature;
@@ -61,17 +59,10 @@ typedef struct demo_run {
     double teacher_wrong;   /* fraction of the SFT traces whose answer is wrong */
 } demo_run;
 
-/* "a+b=" and the answer (the slip with slip) into prompt[64] and answer[32]
- * (pt_addition_problem: the operands are in range). */
-static void demo_problem(char *prompt, char *answer, int digits, int64_t a, int64_t b, bool slip)
-{
-    (void)pt_addition_problem(prompt, 64, answer, 32, digits, a, b, slip);
-}
-
 typedef demo_opts cli_args; /* CLI_ARG's */
 static const cli_opt k_demo_opts[] = {
-    { CLI_INT, "digits", CLI_ARG(digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
-    { CLI_UINT64, "seed", CLI_ARG(seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
+    { CLI_INT, "digits", CLI_ARG(go.digits), "N", .def = "2", .lo = 1, .hi = 6, .help = "digits of each operand" },
+    { CLI_UINT64, "seed", CLI_ARG(go.seed), "N", .def = "1", .lo = 0, .hi = 1 << 30,
       .help = "seed of the model, the data, its order and the sampling" },
     { CLI_DOUBLE, "slip", CLI_ARG(slip), "F", .def = "0.7", .lo = 0, .hi = 1,
       .help = "share of the teacher's traces in which it forgets the carries" },
@@ -85,20 +76,20 @@ static const cli_opt k_demo_opts[] = {
     { CLI_DOUBLE, "lr", CLI_ARG(lr), "F", .def = "3e-3", .lo = 1e-9, .hi = 0.999999,
       .help = "SFT peak learning rate (AdamW, cosine schedule)" },
     { CLI_INT, "grpo-steps", CLI_ARG(grpo_steps), "N", .def = "100", .lo = 0, .hi = 1000000, .help = "GRPO steps" },
-    { CLI_INT, "prompts", CLI_ARG(prompts), "N", .def = "32", .lo = 1, .hi = 256, .help = "GRPO problems per step" },
-    { CLI_INT, "group", CLI_ARG(group), "G", .def = "4", .lo = 2, .hi = 64, .help = "GRPO samples per problem" },
-    { CLI_DOUBLE, "grpo-lr", CLI_ARG(grpo_lr), "F", .def = "3e-4", .lo = 1e-12, .hi = 0.999999,
+    { CLI_INT, "prompts", CLI_ARG(go.prompts), "N", .def = "32", .lo = 1, .hi = 256, .help = "GRPO problems per step" },
+    { CLI_INT, "group", CLI_ARG(go.group), "G", .def = "4", .lo = 2, .hi = 64, .help = "GRPO samples per problem" },
+    { CLI_DOUBLE, "grpo-lr", CLI_ARG(go.lr), "F", .def = "3e-4", .lo = 1e-12, .hi = 0.999999,
       .help = "GRPO learning rate (AdamW, constant)" },
-    { CLI_DOUBLE, "beta", CLI_ARG(beta), "F", .def = "0", .lo = 0, .hi = 1e6,
+    { CLI_DOUBLE, "beta", CLI_ARG(go.beta), "F", .def = "0", .lo = 0, .hi = 1e6,
       .help = "k3 KL weight against the SFT model" },
-    { CLI_DOUBLE, "temperature", CLI_ARG(temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
+    { CLI_DOUBLE, "temperature", CLI_ARG(go.temperature), "F", .def = "1", .lo = 0.05, .hi = 10,
       .help = "GRPO sampling temperature" },
-    { CLI_ENUM, "loss-type", CLI_ARG(loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
+    { CLI_ENUM, "loss-type", CLI_ARG(go.loss_type), .def = "dapo", .from_name = pt_grpo_loss_type_from_name,
       .enum_name = pt_grpo_loss_type_name, .help = "GRPO loss aggregation (docs/grpo.md)" },
-    { CLI_ENUM, "scale-rewards", CLI_ARG(scale), .def = "group", .from_name = pt_grpo_scale_from_name,
+    { CLI_ENUM, "scale-rewards", CLI_ARG(go.scale_rewards), .def = "group", .from_name = pt_grpo_scale_from_name,
       .enum_name = pt_grpo_scale_name, .help = "GRPO advantage scaling" },
     { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "mixed precision where the CPU has BF16 arithmetic\n(docs/bf16.md)" },
-    { CLI_FLAG, "drop-zero-std", CLI_ARG(drop_zero_std),
+    { CLI_FLAG, "drop-zero-std", CLI_ARG(go.drop_zero_std),
       .help = "leave groups whose rewards are all equal out of the GRPO step" },
     { CLI_INT, "eval-every", CLI_ARG(eval_every), "N", .def = "0", .lo = 0, .hi = 1000000,
       .help = "greedy held-out accuracy every N GRPO steps (0: at the end)" },
@@ -140,9 +131,11 @@ static void demo_free(demo_run *r)
 
 static int parse_args(demo_opts *o, int argc, char **argv)
 {
+    pt_addition_grpo_options_init(&o->go);
     int rc = cli_parse_table(&k_demo, k_demo_opts, CLI_COUNT_OF(k_demo_opts), o, argc, argv, NULL);
     if (rc)
         return rc;
+    o->go.bf16_reference = o->bf16; /* with --bf16 the reference is frozen in BF16 too */
     if (o->hidden % 16)
         return cli_usage_error("demo", "--hidden must be a multiple of 16, not %d", o->hidden);
     if (o->hidden % o->heads)
@@ -166,83 +159,21 @@ static int build_model(demo_run *r)
     if ((st = pt_tokenizer_create_bytes(&r->tok)))
         return cli_fail("tokenizer", st);
     pt_model_config cfg;
-    pt_model_config_init(&cfg);
-    cfg.arch = PT_ARCH_LLAMA;
-    cfg.vocab_size = pt_tokenizer_vocab_size(r->tok);
-    cfg.hidden_size = o->hidden;
-    cfg.num_hidden_layers = o->layers;
-    cfg.num_attention_heads = o->heads;
-    cfg.num_key_value_heads = cfg.num_attention_heads;
-    cfg.head_dim = o->hidden / cfg.num_attention_heads;
-    cfg.intermediate_size = o->hidden * 3;
-    cfg.max_position_embeddings = 64;
-    cfg.rms_norm_eps = 1e-5;
-    cfg.tie_word_embeddings = o->tied != 0;
-    cfg.initializer_range = 0.02;
-    cfg.bos_token_id = pt_tokenizer_bos_id(r->tok);
-    cfg.eos_token_id = pt_tokenizer_eos_id(r->tok);
-    if ((st = pt_model_create(&r->model, &cfg, o->seed)))
+    if ((st = pt_addition_model_config(&cfg, r->tok, o->hidden, o->layers, o->heads, o->tied != 0)))
+        return cli_fail("model", st);
+    if ((st = pt_model_create(&r->model, &cfg, o->go.seed)))
         return cli_fail("model", st);
     if (o->bf16 && cli_set_bf16("demo", r->model, PT_BF16_ON))
         return 1;
-    r->plen = 1 + 2 * o->digits + 2;
-    r->alen = o->digits + 1;
+    r->plen = 1 + 2 * o->go.digits + 2;
+    r->alen = o->go.digits + 1;
     printf("  model: %s, %d layers, hidden %d, %d heads, vocab %d (byte-level), %.2fM parameters\n",
            pt_arch_name(cfg.arch), o->layers, o->hidden, cfg.num_attention_heads, cfg.vocab_size,
            (double)pt_model_param_count(r->model) / 1e6);
     char prompt[64], answer[32];
-    demo_problem(prompt, answer, o->digits, 59 % r_range(o->digits), 96 % r_range(o->digits), false);
+    (void)pt_addition_problem(prompt, sizeof prompt, answer, sizeof answer, o->go.digits, 59 % r_range(o->go.digits),
+                              96 % r_range(o->go.digits), false);
     printf("  task: \"%s\" -> \"%s\" and EOS (the sum's digits least significant first)\n", prompt, answer);
-    return 0;
-}
-
-/* --save-traces: the traces go to PATH.tmp-PID, renamed to PATH once all are
- * written; on failure it is removed and PATH left as it was. */
-typedef struct trace_file {
-    FILE *f;
-    char tmp[PATH_MAX];
-} trace_file;
-
-static int traces_open(trace_file *t, const char *path)
-{
-    if ((size_t)snprintf(t->tmp, sizeof t->tmp, "%s.tmp-%ld", path, (long)getpid()) >= sizeof t->tmp) {
-        fprintf(stderr, "posttrain demo: cannot write %s: the path is too long\n", path);
-        return 1;
-    }
-    if (!(t->f = fopen(t->tmp, "w"))) {
-        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
-/* Close, then rename over path when ok (else remove); 0, or 1 after the message. */
-static int traces_close(trace_file *t, const char *path, bool ok)
-{
-    if (!t->f)
-        return !ok;
-    bool bad = ferror(t->f) != 0;
-    int err = errno;
-    if (fclose(t->f) != 0 && !bad) {
-        bad = true;
-        err = errno;
-    }
-    t->f = NULL;
-    if (ok && !bad && rename(t->tmp, path) != 0) {
-        bad = true;
-        err = errno;
-    }
-    if (ok && bad)
-        fprintf(stderr, "posttrain demo: cannot write %s: %s\n", path, strerror(err ? err : EIO));
-    if (!ok || bad)
-        unlink(t->tmp);
-    return !ok || bad;
-}
-
-/* A trace as a {"prompt", "completion"} row (digits, '+' and '=': nothing to escape). */
-static int write_row(const char *prompt, const char *completion, void *f)
-{
-    fprintf(f, "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", prompt, completion);
     return 0;
 }
 
@@ -254,64 +185,32 @@ static int demo_build_data(demo_run *r)
     pt_dataset_options_init(&dopt);
     dopt.max_length = 64;
     dopt.batch_size = o->batch;
-    dopt.seed = o->seed;
+    dopt.seed = o->go.seed;
     int st;
     if ((st = pt_dataset_create(&r->data, &dopt)))
         return cli_fail("dataset", st);
     /* The teacher's traces: problems drawn from the training pairs, each
      * answered right, or with the carries forgotten with probability slip. */
-    uint64_t rs = o->seed * 7919 + 17;
+    uint64_t rs = o->go.seed * 7919 + 17;
     int64_t wrong = 0;
-    trace_file tf = { 0 };
-    if (o->save_traces && traces_open(&tf, o->save_traces))
-        return 1;
-    if ((st = pt_addition_add_traces(r->data, &wrong, r->tok, o->digits, o->slip, o->traces, &rs,
-                                     tf.f ? write_row : NULL, tf.f))) {
-        cli_fail("teacher", st);
-        return traces_close(&tf, o->save_traces, false);
+    if ((st = pt_addition_save_traces(r->data, &wrong, r->tok, o->go.digits, o->slip, o->traces, &rs, o->save_traces))) {
+        /* --save-traces that cannot be written: the library's "cannot write PATH: ..." */
+        if (o->save_traces && (st == PT_EIO || st == PT_ENOSPC)) {
+            fprintf(stderr, "posttrain demo: %s\n", pt_last_error());
+            return 1;
+        }
+        return cli_fail("teacher", st);
     }
-    if (traces_close(&tf, o->save_traces, true))
-        return 1;
     r->n_train = o->traces;
     r->teacher_wrong = o->traces ? (double)wrong / o->traces : 0;
     /* The held-out problems: the same for every seed (a fixed stream), distinct. */
     size_t n = 0;
     if (!(r->eval_pairs = calloc((size_t)o->eval_n, sizeof *r->eval_pairs)))
         return cli_fail("data", PT_ENOMEM);
-    if ((st = pt_addition_held_out_pairs(r->eval_pairs[0], &n, (size_t)o->eval_n, o->digits)))
+    if ((st = pt_addition_held_out_pairs(r->eval_pairs[0], &n, (size_t)o->eval_n, o->go.digits)))
         return cli_fail("data", st);
     r->n_eval = (int)n;
     return 0;
-}
-
-/* The first `show` problems with a carry and the answers given (tokens:
- * n_eval rows of M, then their lengths) into s->shown. */
-static void show_answers(demo_score *s, const demo_run *r, const int32_t *tokens, int show)
-{
-    const int M = r->alen + 1;
-    const int32_t *ntok = tokens + (size_t)r->n_eval * M;
-    size_t used = 0;
-    for (int i = 0, shown = 0; i < r->n_eval && shown < show; i++) {
-        char prompt[64], right[32], slip[32], *text = NULL;
-        int64_t a = r->eval_pairs[i][0], b = r->eval_pairs[i][1];
-        demo_problem(prompt, right, r->o.digits, a, b, false);
-        demo_problem(prompt, slip, r->o.digits, a, b, true);
-        if (!strcmp(right, slip))
-            continue;
-        bool ok, sl;
-        size_t len;
-        const int32_t *t = tokens + (size_t)i * M;
-        (void)pt_addition_score(&ok, &sl, r->tok, t, (size_t)ntok[i], r->o.digits, a, b);
-        if (pt_tokenizer_decode(&text, &len, r->tok, t, (size_t)ntok[i], PT_TOK_SKIP_SPECIAL) == PT_OK) {
-            int w = snprintf(s->shown + used, sizeof s->shown - used, "    %s%-*s %s%s%s\n", prompt, r->alen, text,
-                             ok ? "right" : sl ? "wrong: the carries forgotten" : "wrong", ok ? "" : ", right: ",
-                             ok ? "" : right);
-            if (w > 0 && (size_t)w < sizeof s->shown - used)
-                used += (size_t)w;
-        }
-        pt_free(text);
-        shown++;
-    }
 }
 
 /* Held-out accuracy, greedy (temperature 0) or sampled (seeded); the
@@ -324,7 +223,7 @@ static int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_
         return PT_ENOMEM;
     pt_addition_eval_options eo;
     pt_addition_eval_options_init(&eo);
-    eo.digits = r->o.digits;
+    eo.digits = r->o.go.digits;
     eo.temperature = temperature;
     eo.seed = seed;
     int64_t correct, slipped;
@@ -333,7 +232,8 @@ static int demo_evaluate(demo_score *s, demo_run *r, double temperature, uint64_
                                   (size_t)r->n_eval, &eo);
     s->shown[0] = '\0';
     if (!st && show)
-        show_answers(s, r, tokens, show);
+        (void)pt_addition_show_answers(s->shown, sizeof s->shown, r->tok, tokens, ntok, r->eval_pairs[0],
+                                       (size_t)r->n_eval, r->o.go.digits, show);
     free(tokens);
     s->correct = r->n_eval ? (double)correct / r->n_eval : 0;
     s->slipped = r->n_eval ? (double)slipped / r->n_eval : 0;
@@ -346,7 +246,7 @@ static int setup(demo_run *r)
 {
     const demo_opts *o = &r->o;
     const int seq = r->plen + r->alen + 1;
-    const int n = o->prompts * o->group, rows = n > 256 ? n : 256;
+    const int n = o->go.prompts * o->go.group, rows = n > 256 ? n : 256;
     int st;
     if ((st = pt_context_create(&r->ctx, r->model, o->batch, seq)) ||
         (st = pt_generator_create(&r->gen, r->model, rows, seq)) ||
@@ -398,89 +298,6 @@ static int sft(demo_run *r)
     return 0;
 }
 
-/* The GRPO phase's objects and options. */
-typedef struct grpo_loop {
-    pt_rollout_buffer *buf;
-    pt_optimizer *opt;
-    pt_model *ref;
-    pt_context *ref_ctx;
-    pt_grpo_options go;
-    pt_rollout_logprobs_options lo;
-    pt_generate_options gen;
-} grpo_loop;
-
-static void loop_free(grpo_loop *l)
-{
-    pt_context_free(l->ref_ctx);
-    pt_model_free(l->ref);
-    pt_optimizer_free(l->opt);
-    pt_rollout_buffer_free(l->buf);
-}
-
-/* The step's options from the demo's: GRPO, the reference's log-probs and
- * sampling (M: the most tokens of a completion). */
-static void loop_options(grpo_loop *l, const demo_opts *o, int M)
-{
-    pt_grpo_options_init(&l->go);
-    l->go.loss_type = o->loss_type;
-    if (l->go.loss_type == PT_GRPO_LOSS_VESPO) /* TRL's rule: vespo takes a per-token correction */
-        l->go.importance_sampling_correction = PT_GRPO_IS_TOKEN_MASK;
-    l->go.scale_rewards = o->scale;
-    l->go.beta = o->beta;
-    l->go.max_completion_length = M;
-    l->go.drop_zero_std_groups = o->drop_zero_std;
-    l->go.temperature = o->temperature; /* the step scores at the sampling temperature */
-    pt_rollout_logprobs_options_init(&l->lo);
-    l->lo.temperature = o->temperature;
-    pt_generate_options_init(&l->gen);
-    l->gen.max_new_tokens = M;
-    l->gen.temperature = (float)o->temperature;
-}
-
-/* The buffer, the optimizer and (beta > 0) the frozen reference for N
- * completions of up to M tokens; 0, or 1 with the failure reported. */
-static int loop_open(grpo_loop *l, demo_run *r, int N, int M)
-{
-    const demo_opts *o = &r->o;
-    int st;
-    if ((st = pt_rollout_buffer_create(&l->buf, NULL)))
-        return cli_fail("rollout buffer", st);
-    pt_optimizer_options oo;
-    pt_optimizer_options_init(&oo);
-    oo.lr = o->grpo_lr;
-    if ((st = pt_optimizer_create(&l->opt, r->model, &oo)))
-        return cli_fail("optimizer", st);
-    /* the reference: a frozen copy of the model (with --bf16 frozen in BF16 too) */
-    if (o->beta > 0 && ((st = pt_model_clone(&l->ref, r->model)) ||
-                        (o->bf16 && (st = pt_model_set_bf16(l->ref, PT_BF16_FROZEN))) ||
-                        (st = pt_context_create(&l->ref_ctx, l->ref, N, r->plen + M))))
-        return cli_fail("reference model", st);
-    loop_options(l, o, M);
-    return 0;
-}
-
-/* GRPO step `step`: P training problems drawn from *rng, G completions of
- * each sampled and scored, one update; its statistics into *gs.  0, or 1
- * with the failure reported. */
-static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uint64_t *rng)
-{
-    const demo_opts *o = &r->o;
-    int64_t pairs[256][2];
-    int st;
-    for (int p = 0; p < o->prompts; p++)
-        pt_addition_train_pair(&pairs[p][0], &pairs[p][1], o->digits, rng);
-    l->gen.seed = o->seed * 1000003u + (uint64_t)step;
-    if ((st = pt_addition_rollouts(l->buf, r->gen, r->tok, pairs[0], o->prompts, o->group, o->digits, &l->gen)))
-        return cli_fail("rollouts", st);
-    if (l->ref_ctx && (st = pt_rollout_buffer_compute_logprobs_with(l->buf, l->ref_ctx, PT_ROLLOUT_REF, &l->lo)))
-        return cli_fail("reference", st);
-    pt_grpo_stats_init(gs);
-    if ((st = pt_grpo_step(gs, l->opt, r->ctx, l->buf, &l->go)))
-        return cli_fail("grpo step", st);
-    pt_rollout_buffer_clear(l->buf);
-    return 0;
-}
-
 /* GRPO: each step samples --group answers to each of --prompts training
  * problems, scored by the verifiable reward (1 for the exact answer
  * followed by EOS, else 0: pt_addition_rollouts), and pt_grpo_step makes
@@ -488,17 +305,17 @@ static int loop_step(pt_grpo_stats *gs, grpo_loop *l, demo_run *r, int step, uin
 static int demo_grpo(demo_run *r)
 {
     const demo_opts *o = &r->o;
-    const int N = o->prompts * o->group, M = r->alen + 1;
-    grpo_loop l;
-    memset(&l, 0, sizeof l);
-    int rc = loop_open(&l, r, N, M);
-    uint64_t rng = o->seed * 104729 + 3;
+    pt_addition_grpo *g = NULL;
+    int st = pt_addition_grpo_create(&g, r->model, r->tok, &o->go);
+    int rc = st ? cli_fail("grpo", st) : 0;
     double t0 = cli_now(), zero_std = 0, reward_sum = 0;
     int since = 0;
     for (int step = 1; !rc && step <= o->grpo_steps; step++) {
         pt_grpo_stats gs;
-        if ((rc = loop_step(&gs, &l, r, step, &rng)))
+        if ((st = pt_addition_grpo_step(&gs, g, r->ctx, r->gen))) {
+            rc = cli_fail("grpo step", st);
             break;
+        }
         zero_std += gs.frac_reward_zero_std;
         reward_sum += gs.reward;
         since++;
@@ -509,19 +326,18 @@ static int demo_grpo(demo_run *r)
             reward_sum = zero_std = 0;
             since = 0;
             if (o->eval_every > 0) {
-                demo_score g;
-                int st = demo_evaluate(&g, r, 0, 0, 0);
-                if (st) {
+                demo_score e;
+                if ((st = demo_evaluate(&e, r, 0, 0, 0))) {
                     rc = cli_fail("evaluate", st);
                     break;
                 }
-                printf("  held-out greedy %.1f%% (slipped %.1f%%)", 100 * g.correct, 100 * g.slipped);
+                printf("  held-out greedy %.1f%% (slipped %.1f%%)", 100 * e.correct, 100 * e.slipped);
             }
             printf("\n");
             fflush(stdout);
         }
     }
-    loop_free(&l);
+    pt_addition_grpo_free(g);
     return rc;
 }
 
@@ -531,7 +347,7 @@ static int measure(double *greedy, demo_run *r, const char *when, uint64_t salt,
     demo_score g, s;
     int st;
     if ((st = demo_evaluate(&g, r, 0, 0, show ? 3 : 0)) ||
-        (st = demo_evaluate(&s, r, r->o.eval_temperature, r->o.seed * 31 + salt, 0)))
+        (st = demo_evaluate(&s, r, r->o.eval_temperature, r->o.go.seed * 31 + salt, 0)))
         return cli_fail("evaluate", st);
     printf("  %s: held-out greedy %.1f%% (carries forgotten %.1f%%), sampled at T=%g %.1f%%\n", when,
            100 * g.correct, 100 * g.slipped, r->o.eval_temperature, 100 * s.correct);
@@ -559,7 +375,7 @@ int cmd_demo(int argc, char **argv)
     if (rc)
         return cli_exit_code(rc);
     printf("libposttrain %s demo: SFT, then GRPO, of a tiny built-in model on %d-digit addition\n",
-           pt_version_string(), r.o.digits);
+           pt_version_string(), r.o.go.digits);
     double acc[3], t0 = cli_now();
     rc = 1;
     if (build_model(&r) || demo_build_data(&r) || setup(&r))

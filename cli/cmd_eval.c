@@ -1,7 +1,6 @@
 /* posttrain eval --model DIR --data FILE.jsonl: mean next-token loss. */
 #include "cli.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <string.h>
@@ -39,19 +38,6 @@ static const cli_command k_eval = {
              "\"loss_mask\": [...]} (the mask is optional; 0 leaves a token out as a target).",
 };
 
-static void print_text(const pt_eval_result *r)
-{
-    for (size_t i = 0; i < r->n_rows; i++) {
-        if (r->row_tokens[i])
-            printf("row %zu: loss %.6f nats/token over %lld tokens\n", i + 1, r->row_loss[i],
-                   (long long)r->row_tokens[i]);
-        else
-            printf("row %zu: no tokens to predict\n", i + 1);
-    }
-    printf("overall: loss %.6f nats/token over %lld tokens in %zu rows (perplexity %.4f)\n",
-           r->loss, (long long)r->tokens, r->n_rows, exp(r->loss));
-}
-
 int cmd_eval(int argc, char **argv)
 {
     cli_args a = { 0 };
@@ -79,12 +65,10 @@ int cmd_eval(int argc, char **argv)
         pt_model_free(m);
         return 1;
     }
-    char *json = NULL;
-    if (a.json && (st = pt_eval_result_to_json(&json, NULL, r)) == PT_OK)
-        printf("%s\n", json);
-    else if (!a.json)
-        print_text(r);
-    pt_free(json);
+    char *text = NULL;
+    if ((st = (a.json ? pt_eval_result_to_json : pt_eval_result_to_text)(&text, NULL, r)) == PT_OK)
+        printf(a.json ? "%s\n" : "%s", text);
+    pt_free(text);
     pt_eval_result_free(r);
     pt_model_free(m);
     return st ? cli_fail("eval", st) : 0;

@@ -13,6 +13,17 @@
 
 /* ---- the run ------------------------------------------------------------------ */
 
+/* What one step reports (its metrics row and progress line): m's rewards
+ * and lengths come from the rollouts (the same for every iteration: the
+ * first update's stats); loss, clipping, kl and grad norm from the last.
+ * All of them are of the whole job (pt_grpo_step gathers them) but the
+ * generation speed, this rank's. */
+typedef struct step_report {
+    pt_grpo_metrics m;
+    pt_grpo_round_updates u;   /* m.first, m.last */
+    pt_grpo_episode_totals ep; /* --env: the job's episodes of the round (summed over ranks) */
+} step_report;
+
 /* Everything a run holds; grpo_free releases it. */
 typedef struct grpo_run {
     grpo_args a;
@@ -41,7 +52,8 @@ typedef struct grpo_run {
     /* The prompt order (a seeded shuffle per pass; the same on every rank) */
     pt_prompt_order *order;
     /* --env: the environment process, the episodes of a round */
-    grpo_env *env;
+    pt_env_process *env;
+    pt_grpo_env_request req; /* the round's fields of its requests */
     pt_episode_results *eres;
     int max_total; /* the episodes' max_total_tokens */
 } grpo_run;
@@ -55,6 +67,7 @@ static void grpo_free(grpo_run *r)
     if (grpo_env_stop(r->env))
         fprintf(stderr, "posttrain grpo: --env: the environment had to be killed\n");
     r->env = NULL;
+    pt_grpo_env_request_clear(&r->req);
     pt_prompt_rows_free(r->rows);
     pt_prompt_rows_free(r->eval_rows);
     pt_rollout_buffer_free(r->buf);
@@ -167,8 +180,9 @@ static void run_fields(grpo_run *r, pt_grpo_run_fields *f)
  * shared host fields (cli_host_new: base model, LoRA options) with the
  * batch shape and the entropy controller; the run adds the goodput totals.
  * Nothing in it depends on the number of ranks but the timings. */
-static int save_checkpoint(grpo_run *r)
+static int save_checkpoint(void *run)
 {
+    grpo_run *r = run;
     const grpo_args *a = &r->a;
     pt_run_state s;
     pt_run_state_init(&s);
@@ -240,12 +254,6 @@ static int apply_state(void *run, const pt_run_state *s, const cJSON *h, const c
     return st ? 1 : 0;
 }
 
-/* A new optimizer over the model, attached to the job. */
-static int make_optimizer(grpo_run *r)
-{
-    return cli_job_optimizer(&r->job, &r->opt, r->model, &r->a.opt);
-}
-
 /* This rank's groups of the step's P prompts; 0, or the exit code after
  * the message (fewer prompts than ranks). */
 static int shard_groups(grpo_run *r)
@@ -260,7 +268,19 @@ static int shard_groups(grpo_run *r)
     return rc;
 }
 
-static int resume_from(grpo_run *r);
+/* Back to the start of the run: the weights of --model (with the LoRA
+ * adapters initialised as at the start), a new optimizer, the first prompt
+ * order. */
+static int restart(void *run)
+{
+    grpo_run *r = run;
+    int rc = cli_reload_start("grpo", r->model, r->a.model, &r->a.lora, r->a.seed);
+    if (!rc)
+        rc = cli_job_optimizer(&r->job, &r->opt, r->model, &r->a.opt);
+    pt_prompt_order_restart(r->order);
+    r->step = 0;
+    return rc;
+}
 
 /* The reference model, LoRA, the optimizer, contexts, generator, rollout
  * buffer and step buffers, the prompt order (or the state --resume loads),
@@ -282,7 +302,7 @@ static int setup(grpo_run *r)
     r->total = a->steps ? a->steps : (r->n_rows + r->P - 1) / r->P;
     if (a->opt.schedule != PT_SCHEDULE_CONSTANT)
         a->opt.total_steps = r->total * a->num_iterations;
-    if (make_optimizer(r))
+    if (cli_job_optimizer(&r->job, &r->opt, r->model, &a->opt))
         return 1;
     if ((st = pt_context_create(&r->ctx, r->model, ctx_batch, r->max_seq)) ||
         (a->grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))) ||
@@ -291,8 +311,8 @@ static int setup(grpo_run *r)
     pt_rollout_buffer_options bo;
     pt_rollout_buffer_options_init(&bo);
     bo.n_reward_funcs = a->rewards.n;
-    bo.reward_names = a->rewards.name;
-    bo.reward_weights = a->rewards.weight;
+    bo.reward_names = a->reward_names;
+    bo.reward_weights = a->rewards.weights;
     if ((st = pt_rollout_buffer_create(&r->buf, &bo)))
         return cli_fail("rollout buffer", st);
     if (alloc_buffers(r))
@@ -300,47 +320,23 @@ static int setup(grpo_run *r)
     cli_note("posttrain grpo: %d prompts, %lld steps of %d prompts x %d generations, rewards", r->n_rows,
              (long long)r->total, r->P, a->G);
     for (int k = 0; k < a->rewards.n; k++)
-        cli_note(" %s:%g", a->rewards.name[k], a->rewards.weight[k]);
+        cli_note(" %s:%g", a->reward_names[k], a->rewards.weights[k]);
     if (a->env)
         cli_note(" from --env '%s' (episodes of at most %d turns, %d tokens)", a->env, a->max_turns, r->max_total);
     cli_note("\n");
     /* every rank its own environment process */
-    if (a->env && grpo_env_start(&r->env, a->env, a->rewards.n, a->env_timeout, (size_t)a->env_max_line))
+    pt_grpo_env_request_init(&r->req);
+    r->req.rows = r->rows;
+    if (a->env && grpo_env_start(&r->env, a, &r->req))
         return 1;
-    if (a->resume && resume_from(r))
+    /* --resume: the checkpoint's weights, optimizer and state */
+    const cli_back b = { r, restart, apply_state };
+    if (a->resume && cli_job_resume(&r->job, &r->out, r->model, r->opt, a->resume, a->seed, &b, &r->step))
         return 1;
     if (r->job.rank == 0 &&
         !(r->metrics = cli_open_metrics("grpo")))
         return 1;
     return 0;
-}
-
-/* Back to the start of the run: the weights of --model (with the LoRA
- * adapters initialised as at the start), a new optimizer, the first prompt
- * order. */
-static int restart(void *run)
-{
-    grpo_run *r = run;
-    int rc = cli_reload_start("grpo", r->model, r->a.model, &r->a.lora, r->a.seed);
-    if (!rc)
-        rc = make_optimizer(r);
-    pt_prompt_order_restart(r->order);
-    r->step = 0;
-    return rc;
-}
-
-/* After a replica mismatch: back to the last complete checkpoint or the start. */
-static int rollback(grpo_run *r)
-{
-    const cli_back b = { r, restart, apply_state };
-    return cli_job_rollback(&r->job, &r->out, r->model, r->opt, &b);
-}
-
-/* --resume: the checkpoint's weights, optimizer and state (cli_job_resume). */
-static int resume_from(grpo_run *r)
-{
-    const cli_back b = { r, restart, apply_state };
-    return cli_job_resume(&r->job, &r->out, r->model, r->opt, r->a.resume, r->a.seed, &b, &r->step);
 }
 
 /* The step's P prompts in the shuffled order (every rank draws them all);
@@ -365,15 +361,13 @@ static void next_prompts(grpo_run *r)
  * episodes with the environment, which gives the rewards) with the
  * reference log-probabilities and the built-in rewards.  A dead
  * environment, or a round in which every episode failed, ends the run.
- * rep->gen_tps: generated tokens per second. */
+ * rep->m.gen_tokens_per_s: generated tokens per second. */
 static int rollout(grpo_run *r, int64_t step, step_report *rep)
 {
     const grpo_args *a = &r->a;
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
     pt_builtin_reward_payload bp;
     pt_builtin_reward_payload_init(&bp);
-    bp.rewards = &rw;
+    bp.rewards = &a->rewards;
     bp.tokenizer = r->tok;
     bp.answers = r->answers;
     bp.n_answers = r->ng;
@@ -387,7 +381,10 @@ static int rollout(grpo_run *r, int64_t step, step_report *rep)
     eo.decode_text = true;
     eo.n_reward_funcs = a->rewards.n;
     eo.on_error = PT_EPISODE_ERROR_CONTINUE;
-    grpo_env_ctx ec = { r->env, r->rows, r->group_row + r->g0, step, (int64_t)r->g0 * a->G, r->g0 };
+    r->req.step = step;
+    r->req.first_episode = (int64_t)r->g0 * a->G;
+    r->req.first_group = r->g0;
+    r->req.group_row = r->group_row + r->g0;
     pt_grpo_round_options o;
     pt_grpo_round_options_init(&o);
     o.sampling = &a->gen;
@@ -402,21 +399,21 @@ static int rollout(grpo_run *r, int64_t step, step_report *rep)
     o.n_reward_funcs = a->rewards.n;
     o.episodes = a->env ? &eo : NULL;
     o.results = r->eres;
-    o.env = grpo_env_call;
-    o.env_payload = &ec;
+    o.env = pt_env_process_call;
+    o.env_payload = r->env;
     pt_grpo_round_result res;
     pt_grpo_round_result_init(&res);
     int st = pt_grpo_rollout_round(&res, r->gen, r->buf, r->prompts, r->plens, r->ng, &o);
     const char *failed = res.failed ? res.failed : "rollout";
     /* a failed run of the episodes first, then a dead environment */
-    const char *dead = st && !strcmp(failed, "episodes") ? NULL : grpo_env_failure(r->env);
+    const char *dead = st && !strcmp(failed, "episodes") ? NULL : pt_env_process_failure(r->env);
     if (dead || (st && !strcmp(failed, "every episode failed"))) {
         fprintf(stderr, "posttrain grpo: step %lld: %s\n", (long long)step, dead ? dead : pt_last_error());
         return 1;
     }
     if (st)
         return cli_fail(failed, st);
-    rep->gen_tps = res.tokens_per_second;
+    rep->m.gen_tokens_per_s = res.tokens_per_second;
     rep->ep = res.episodes;
     if (a->env && r->job.size > 1 &&
         (st = pt_dist_allreduce_sum(r->job.dist, (double *)&rep->ep, sizeof rep->ep / sizeof(double))))
@@ -445,16 +442,16 @@ static int after_update(const pt_grpo_stats *s, int it, void *user)
 static int update(grpo_run *r, int64_t step, step_report *rep)
 {
     update_ctx uc = { r, step };
-    pt_grpo_round_updates u;
-    pt_grpo_round_updates_init(&u);
-    int st = pt_grpo_round_update(&u, r->opt, r->ctx, r->buf, &r->a.grpo, r->a.num_iterations, after_update, &uc);
+    pt_grpo_round_updates *u = &rep->u;
+    pt_grpo_round_updates_init(u);
+    int st = pt_grpo_round_update(u, r->opt, r->ctx, r->buf, &r->a.grpo, r->a.num_iterations, after_update, &uc);
     if (st)
         return cli_fail("grpo step", st);
-    rep->first = u.first;
-    rep->last = u.last;
-    rep->comm_s = u.comm_seconds;
-    rep->loss = u.loss_sum / r->a.num_iterations;
-    rep->train_tps = u.train_seconds > 0 ? u.first.tokens_per_second : 0;
+    rep->m.first = &u->first;
+    rep->m.last = &u->last;
+    rep->m.comm_seconds = u->comm_seconds;
+    rep->m.loss = u->loss_sum / r->a.num_iterations;
+    rep->m.train_tokens_per_s = u->train_seconds > 0 ? u->first.tokens_per_second : 0;
     return 0;
 }
 
@@ -467,8 +464,6 @@ static int evaluate(grpo_run *r, int64_t step)
     cli_job *j = &r->job;
     cli_job_section(j, PT_TIME_EVAL);
     const int64_t n = r->n_eval, q = n / j->size, extra = n % j->size;
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &r->a.rewards, r->a.gen.max_new_tokens);
     pt_grpo_eval_options o;
     pt_grpo_eval_options_init(&o);
     o.sampling = &r->a.gen;
@@ -478,7 +473,7 @@ static int evaluate(grpo_run *r, int64_t step)
     o.begin = j->rank * q + (j->rank < extra ? j->rank : extra);
     o.count = q + (j->rank < extra);
     pt_grpo_eval_sums s;
-    int st = pt_grpo_evaluate(&s, r->gen, r->eval_rows, r->tok, &rw, &o);
+    int st = pt_grpo_evaluate(&s, r->gen, r->eval_rows, r->tok, &r->a.rewards, &o);
     if (st == PT_ECALLBACK)
         fprintf(stderr, "posttrain grpo: --eval: scoring failed (out of memory)\n");
     else if (st)
@@ -486,8 +481,17 @@ static int evaluate(grpo_run *r, int64_t step)
     int rc = cli_job_agree(j, st != 0, "evaluating --eval");
     if (!rc && j->size > 1 && (st = pt_dist_allreduce_sum(j->dist, (double *)&s, sizeof s / sizeof(double))))
         rc = cli_fail("grpo --eval: adding the ranks' scores", st);
-    if (!rc)
-        grpo_eval_report(r->metrics, j->rank == 0, &r->a, step, &s);
+    char *text;
+    if (!rc && r->metrics && !pt_grpo_eval_row(&text, &s, &r->a.rewards, r->a.eval_samples, step)) {
+        fprintf(r->metrics, "%s\n", text);
+        fflush(r->metrics);
+        pt_free(text);
+    }
+    if (!rc && j->rank == 0 &&
+        !pt_grpo_eval_line(&text, &s, &r->a.rewards, r->a.eval_samples, r->a.gen.temperature, step)) {
+        fprintf(stderr, "%s\n", text);
+        pt_free(text);
+    }
     cli_metrics_row("grpo", &r->metrics);
     cli_job_section(j, -1);
     return rc;
@@ -499,30 +503,31 @@ static bool eval_due(const grpo_run *r, int64_t step)
     return r->n_eval > 0 && (step == 0 || step == r->total || (r->a.eval_every > 0 && step % r->a.eval_every == 0));
 }
 
-/* The step's metrics row (pt_grpo_metrics_row) into the metrics file. */
-static int write_row(grpo_run *r, int64_t step, const step_report *rep)
+/* The step's metrics row (pt_grpo_metrics_row) into the metrics file, and
+ * its progress line (rank 0: every --log-every steps, and the last). */
+static int report(grpo_run *r, int64_t step, step_report *rep, double t_start)
 {
-    pt_grpo_metrics m;
-    pt_grpo_metrics_init(&m);
-    m.step = step;
-    m.first = &rep->first;
-    m.last = &rep->last;
-    m.grpo = &r->a.grpo;
-    m.n_reward_funcs = r->a.rewards.n;
-    m.reward_names = r->a.rewards.name;
-    m.loss = rep->loss;
-    m.gen_tokens_per_s = rep->gen_tps;
-    m.train_tokens_per_s = rep->train_tps;
-    m.step_seconds = rep->step_s;
-    m.comm = r->job.size > 1;
-    m.comm_seconds = rep->comm_s;
-    m.episodes = r->a.env ? &rep->ep : NULL;
-    char *row;
-    int st = pt_grpo_metrics_row(&row, &m);
-    if (st)
+    pt_grpo_metrics *m = &rep->m;
+    m->step = step;
+    m->grpo = &r->a.grpo;
+    m->n_reward_funcs = r->a.rewards.n;
+    m->reward_names = r->a.reward_names;
+    m->comm = r->job.size > 1;
+    m->episodes = r->a.env ? &rep->ep : NULL;
+    char *text;
+    int st;
+    if (r->metrics && (st = pt_grpo_metrics_row(&text, m)))
         return cli_fail("metrics row", st);
-    fprintf(r->metrics, "%s\n", row);
-    pt_free(row);
+    if (r->metrics) {
+        fprintf(r->metrics, "%s\n", text);
+        pt_free(text);
+    }
+    cli_metrics_row("grpo", &r->metrics);
+    if (r->job.rank == 0 && (step % r->a.log_every == 0 || step == r->total) &&
+        !pt_grpo_progress_line(&text, m, r->total, cli_now() - t_start)) {
+        fprintf(stderr, "%s\n", text);
+        pt_free(text);
+    }
     return 0;
 }
 
@@ -540,49 +545,25 @@ static int train(grpo_run *r)
     while (r->step < r->total) {
         const int64_t step = r->step + 1;
         step_report rep;
+        pt_grpo_metrics_init(&rep.m);
         double t0 = cli_now();
         next_prompts(r);
         if (rollout(r, step, &rep))
             return 1;
-        rep.gen_s = cli_now() - t0;
+        const double gen_s = cli_now() - t0;
         if (update(r, step, &rep))
             return 1;
         r->step = step;
-        rep.step_s = cli_now() - t0;
-        cli_job_step_time(j, rep.step_s, rep.comm_s, rep.gen_s);
+        rep.m.step_seconds = cli_now() - t0;
+        cli_job_step_time(j, rep.m.step_seconds, rep.m.comm_seconds, gen_s);
         cli_job_flip_hook(j, r->model, (long long)step);
-        if (r->metrics && write_row(r, step, &rep))
+        if (report(r, step, &rep, t_start))
             return 1;
-        cli_metrics_row("grpo", &r->metrics);
-        char ep_note[96] = "";
-        if (r->a.env)
-            snprintf(ep_note, sizeof ep_note, " episodes %.0f errors %.0f turns %.2f", rep.ep.episodes, rep.ep.errors,
-                     rep.ep.turns / rep.ep.episodes);
-        if (j->rank == 0 && (step % r->a.log_every == 0 || step == r->total))
-            fprintf(stderr, "step %lld/%lld reward %.4f std %.4f zero_std %.2f clip %.4f kl %.4g len %.1f loss %.4g "
-                            "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs%s\n",
-                    (long long)step, (long long)r->total, rep.first.reward, rep.first.reward_std,
-                    rep.first.frac_reward_zero_std, rep.last.clip_ratio_region, rep.last.kl,
-                    rep.first.completion_mean_length, rep.loss, rep.last.grad_norm, rep.last.lr, rep.gen_tps,
-                    rep.train_tps, cli_now() - t_start, ep_note);
         if (r->runaway || (eval_due(r, step) && evaluate(r, step)))
             return 1;
-        const bool save = cli_job_save_due(j, (long long)step, (long long)r->total);
-        if (save || cli_job_check_due(j, (long long)step) || step == r->total) {
-            /* no corrupted state is ever saved: the replicas are compared first */
-            cli_job_section(j, save ? PT_TIME_SAVE : PT_TIME_WAIT);
-            int c = cli_job_check(j, r->opt, (long long)step);
-            if (c == CLI_SDC_MISMATCH) {
-                cli_job_section(j, -1);
-                if (rollback(r))
-                    return 1;
-                continue;
-            }
-            int rc = c ? c : save ? save_checkpoint(r) : 0;
-            cli_job_section(j, -1);
-            if (rc)
-                return rc;
-        }
+        const cli_back b = { r, restart, apply_state };
+        if (cli_job_step_end(j, &r->out, r->model, r->opt, &b, save_checkpoint, (long long)step, (long long)r->total))
+            return 1;
     }
     return 0;
 }

@@ -8,15 +8,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The built-in rewards (the library's pt_builtin_reward). */
-enum { REWARD_EXACT = PT_REWARD_EXACT, REWARD_CONTAINS = PT_REWARD_CONTAINS, REWARD_LENGTH = PT_REWARD_LENGTH };
-
-typedef struct grpo_rewards {
-    int n, kind[PT_GRPO_MAX_REWARD_FUNCS];
-    double weight[PT_GRPO_MAX_REWARD_FUNCS];
-    const char *name[PT_GRPO_MAX_REWARD_FUNCS];
-} grpo_rewards;
-
 /* --stop-string, repeatable. */
 #define GRPO_MAX_STOP_STRINGS 16
 
@@ -39,7 +30,10 @@ typedef struct grpo_args {
     pt_optimizer_options opt;
     pt_grpo_options grpo;
     pt_generate_options gen; /* max_new_tokens, temperature, top_k, top_p */
-    grpo_rewards rewards;
+    /* --reward's list (max_new_tokens: --max-new-tokens), or --env's
+     * env0 .. env<N-1>; their names */
+    pt_builtin_rewards rewards;
+    const char *reward_names[PT_GRPO_MAX_REWARD_FUNCS];
     int G, batch_prompts, num_iterations, threads;
     int eval_every, eval_samples; /* --eval-every (0: at the start and the end only), --eval-samples */
     cli_lora_args lora;
@@ -48,27 +42,15 @@ typedef struct grpo_args {
     uint64_t seed;
 } grpo_args;
 
-/* The parser of --reward NAME[:W][,NAME[:W]...] (a CLI_CUSTOM option into a
- * grpo_rewards), which may be repeated: each item is added. */
+/* The parser of --reward NAME[:W][,NAME[:W]...] (a CLI_CUSTOM option into
+ * grpo_args' rewards and reward_names), which may be repeated: each item
+ * is added. */
 int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char *opt);
 /* Read every row of `path` (--data when opt is NULL, else the option that
  * names it in messages, "--eval"); a malformed one is an error naming its
  * file and line.  0, or 1 after the message. */
 int grpo_load_rows(pt_prompt_rows **out, const char *path, const char *opt, const grpo_args *a,
                    const pt_tokenizer *tok, const pt_chat_template *t);
-/* The library's list of r's rewards (kinds and weights). */
-void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_new_tokens);
-
-/* What one step reports: rewards and lengths come from the rollouts (the
- * same for every iteration); loss, clipping, kl and grad norm from the last.
- * All of them are of the whole job (pt_grpo_step gathers them) but the
- * generation speed, this rank's. */
-typedef struct step_report {
-    pt_grpo_stats first, last;
-    double loss, gen_tps, train_tps, step_s, gen_s, comm_s;
-    /* --env: the job's episodes of the round (summed over ranks) */
-    pt_grpo_episode_totals ep;
-} step_report;
 
 /* Parse and check posttrain grpo's arguments into a (cmd_grpo_args.c): 0,
  * or the exit code of the usage error it printed (for cli_exit_code). */
@@ -76,40 +58,17 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv);
 
 /* ---- --env (cmd_grpo_env.c) ------------------------------------------------ */
 
-/* The environment process of --env: the library's pt_env_process
- * (posttrain/env.h) named "--env", with the command's request fields. */
-typedef struct grpo_env grpo_env;
-
-/* Start CMD (/bin/sh -c CMD, stdin and stdout connected, stderr inherited)
+/* The environment process of --env (the library's pt_env_process named
+ * "--env"): /bin/sh -c CMD, stdin and stdout connected, stderr inherited,
  * in a process group of its own; SIGPIPE is ignored from then on (for the
  * command's own output).  Every request must be taken and every reply line
- * given within `timeout` seconds, and a reply line may hold at most
- * `max_line` bytes.  0, or 1 after the message. */
-int grpo_env_start(grpo_env **out, const char *cmd, int n_rewards, double timeout, size_t max_line);
+ * given within --env-timeout seconds, a reply line may hold at most
+ * --env-max-line bytes, and every request has req's fields.  0, or 1 after
+ * the message. */
+int grpo_env_start(pt_env_process **out, const grpo_args *a, pt_grpo_env_request *req);
 /* Close its stdin and wait for it (killed after 5 s), then end what is left
  * of its process group; frees e (may be NULL).  0, or 1 when it had to be
  * killed. */
-int grpo_env_stop(grpo_env *e);
-/* NULL while the process is alive and answering; else why not (naming CMD
- * and its exit status). */
-const char *grpo_env_failure(const grpo_env *e);
-
-/* The payload of grpo_env_call for one round. */
-typedef struct grpo_env_ctx {
-    grpo_env *env;
-    const pt_prompt_rows *rows;
-    const int32_t *group_row;  /* this rank's group (pt_env_turn's group) -> row */
-    int64_t step;
-    int64_t first_episode, first_group; /* this rank's first in the step's whole batch */
-} grpo_env_ctx;
-
-/* The pt_env_fn: one request line out, one reply line in. */
-int grpo_env_call(pt_env_reply *reply, const pt_env_turn *turn, void *payload);
-
-/* ---- --eval (cmd_grpo_data.c, on pt_grpo_evaluate) ------------------------- */
-
-/* The metrics row {"step": STEP, "eval/...": ...} of the job's sums and the
- * progress line on stderr. */
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s);
+int grpo_env_stop(pt_env_process *e);
 
 #endif

@@ -177,6 +177,7 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
     pt_optimizer_options_init(&a->opt);
     pt_grpo_options_init(&a->grpo);
     pt_generate_options_init(&a->gen);
+    pt_builtin_rewards_init(&a->rewards);
     a->grpo.epsilon_high = NAN; /* unset: --epsilon */
     a->eval_every = a->eval_samples = -1; /* unset */
     a->env_rewards = a->max_turns = a->max_total_tokens = -1;
@@ -226,9 +227,9 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
                                                                          "env4", "env5", "env6", "env7" };
         a->rewards.n = a->env_rewards == -1 ? 1 : a->env_rewards;
         for (int k = 0; k < a->rewards.n; k++) {
-            a->rewards.kind[k] = REWARD_LENGTH; /* unused: the environment scores */
-            a->rewards.name[k] = env_names[k];
-            a->rewards.weight[k] = 1.0;
+            a->rewards.kinds[k] = PT_REWARD_LENGTH; /* unused: the environment scores */
+            a->reward_names[k] = env_names[k];
+            a->rewards.weights[k] = 1.0;
         }
         if (a->max_turns == -1)
             a->max_turns = 4;
@@ -250,7 +251,7 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
         return cli_usage_error("grpo", "--num-generations x --batch-prompts is too large");
     if (isnan(a->grpo.epsilon_high))
         a->grpo.epsilon_high = a->grpo.epsilon_low;
-    a->grpo.max_completion_length = a->gen.max_new_tokens;
+    a->grpo.max_completion_length = a->rewards.max_new_tokens = a->gen.max_new_tokens;
     /* the step scores at the sampling temperature (greedy: the plain model) */
     a->grpo.temperature = a->gen.temperature > 0 ? a->gen.temperature : 1.0;
     /* the library's checks of the GRPO options, before anything is loaded */

@@ -1,11 +1,11 @@
-/* posttrain grpo's data, rewards and --eval on the library's
+/* posttrain grpo's data and rewards on the library's
  * (posttrain/grpo_builtin.h): the prompt rows of the JSONL files
- * (pt_prompt_rows_load, kept as the library holds them), --reward's parser
- * and the list of built-in rewards, and the held-out evaluation's metrics
- * row (pt_grpo_eval_row) and progress line. */
+ * (pt_prompt_rows_load, kept as the library holds them) and --reward's
+ * parser into the list of built-in rewards. */
 #include "cmd_grpo.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +50,7 @@ int grpo_load_rows(pt_prompt_rows **out, const char *path, const char *opt, cons
     o.read_answer = !a->env;   /* --env: the environment reads the row's fields itself */
     o.keep_json = a->env != NULL;
     for (int k = 0; k < a->rewards.n && !a->env; k++)
-        o.require_answer |= a->rewards.kind[k] != PT_REWARD_LENGTH;
+        o.require_answer |= a->rewards.kinds[k] != PT_REWARD_LENGTH;
     pt_prompt_rows_report rep;
     pt_prompt_rows_report_init(&rep);
     int st = pt_prompt_rows_load(out, &rep, path, tok, &o);
@@ -68,7 +68,7 @@ int grpo_load_rows(pt_prompt_rows **out, const char *path, const char *opt, cons
 /* --reward NAME[:W][,NAME[:W]...], which may be repeated: each item is added. */
 int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char *opt)
 {
-    grpo_rewards *r = dst;
+    grpo_args *a = (grpo_args *)((char *)dst - offsetof(grpo_args, rewards));
     for (const char *p = list; *p;) {
         size_t n = strcspn(p, ",");
         char item[64];
@@ -87,58 +87,15 @@ int grpo_parse_rewards(void *dst, const char *list, const char *cmd, const char 
         if (pt_builtin_reward_from_name(&kind, item))
             return cli_usage_error(cmd, "unknown reward '%s' (the built-in rewards are exact, contains, length)",
                                    item);
-        pt_builtin_rewards lib;
-        grpo_rewards_lib(&lib, r, 1);
-        int st = pt_builtin_rewards_add(&lib, kind, w);
+        int st = pt_builtin_rewards_add(&a->rewards, kind, w);
         if (st == PT_EEXIST)
             return cli_usage_error(cmd, "reward '%s' is given twice", item);
         if (st)
             return cli_usage_error(cmd, "at most %d rewards", PT_GRPO_MAX_REWARD_FUNCS);
-        r->kind[r->n] = kind;
-        r->name[r->n] = pt_builtin_reward_name(kind);
-        r->weight[r->n] = w;
-        r->n++;
+        a->reward_names[a->rewards.n - 1] = pt_builtin_reward_name(kind);
         p += n;
         if (*p == ',')
             p++;
     }
     return 0;
-}
-
-void grpo_rewards_lib(pt_builtin_rewards *out, const grpo_rewards *r, int max_new_tokens)
-{
-    pt_builtin_rewards_init(out);
-    out->n = r->n;
-    memcpy(out->kinds, r->kind, sizeof out->kinds);
-    memcpy(out->weights, r->weight, sizeof out->weights);
-    out->max_new_tokens = max_new_tokens;
-}
-
-/* ---- --eval ------------------------------------------------------------------- */
-
-void grpo_eval_report(FILE *metrics, bool print, const grpo_args *a, int64_t step, const pt_grpo_eval_sums *s)
-{
-    pt_builtin_rewards rw;
-    grpo_rewards_lib(&rw, &a->rewards, a->gen.max_new_tokens);
-    const bool acc = pt_builtin_rewards_have_accuracy(&rw);
-    char *row;
-    if (metrics && !pt_grpo_eval_row(&row, s, &rw, a->eval_samples, step)) {
-        fprintf(metrics, "%s\n", row);
-        fflush(metrics);
-        pt_free(row);
-    }
-    if (!print)
-        return;
-    const double *n = s->completions;
-    fprintf(stderr, "eval step %lld: %.0f prompts greedy reward %.4f", (long long)step, n[PT_GRPO_EVAL_GREEDY],
-            s->reward[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
-    if (acc)
-        fprintf(stderr, " accuracy %.4f", s->correct[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
-    if (n[PT_GRPO_EVAL_SAMPLED] > 0) {
-        fprintf(stderr, ", sampled (T=%g, %d each) reward %.4f", a->gen.temperature, a->eval_samples,
-                s->reward[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
-        if (acc)
-            fprintf(stderr, " accuracy %.4f", s->correct[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
-    }
-    fprintf(stderr, "\n");
 }

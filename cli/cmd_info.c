@@ -4,7 +4,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,96 +39,6 @@ static const cli_command k_info = {
     .max_args = 1,
 };
 
-static void human(char *buf, size_t n, double bytes)
-{
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    int u = 0;
-    while (bytes >= 1024 && u < 4) {
-        bytes /= 1024;
-        u++;
-    }
-    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
-}
-
-static void print_text(const char *dir, const pt_model_dir_info *info, const pt_memory_estimate *e)
-{
-    const pt_model_config *c = &info->config;
-    const char *name = pt_arch_name(c->arch), *cls = pt_arch_class_name(c->arch);
-    char a[32], b[32], d[32];
-    printf("model:        %s\n", dir);
-    printf("architecture: %s (%s)\n", name ? name : "?", cls ? cls : "?");
-    printf("sizes:        vocab %d, hidden %d, intermediate %d, layers %d\n", c->vocab_size,
-           c->hidden_size, c->intermediate_size, c->num_hidden_layers);
-    printf("attention:    %d heads, %d kv heads, head_dim %d%s%s", c->num_attention_heads,
-           c->num_key_value_heads, c->head_dim, c->attention_bias ? ", q/k/v bias" : "",
-           c->qk_norm ? ", q/k norm" : "");
-    if (c->sliding_window)
-        printf(", sliding window %d", c->sliding_window);
-    printf("\n");
-    const char *rope = pt_rope_type_name(c->rope_type);
-    printf("positions:    %d, rope theta %g", c->max_position_embeddings, c->rope_theta);
-    if (c->rope_type != PT_ROPE_DEFAULT)
-        printf(" (%s scaling)", rope ? rope : "?");
-    printf(", rms_norm_eps %g\n", c->rms_norm_eps);
-    printf("embeddings:   %s; bos %d, eos %d\n", c->tie_word_embeddings ? "tied" : "untied",
-           c->bos_token_id, c->eos_token_id);
-    printf("parameters:   %llu (%.2f M)\n", (unsigned long long)info->num_params,
-           (double)info->num_params / 1e6);
-    human(a, sizeof a, (double)info->weight_bytes);
-    printf("on disk:      %d file%s%s, %llu tensors, %s:", info->num_files,
-           info->num_files == 1 ? "" : "s", info->sharded ? " (sharded)" : "",
-           (unsigned long long)info->num_tensors, a);
-    for (int i = 0; i < info->num_dtypes; i++) {
-        human(a, sizeof a, (double)info->dtypes[i].bytes);
-        printf("%s %s x %llu (%s)", i ? "," : "", info->dtypes[i].name,
-               (unsigned long long)info->dtypes[i].tensors, a);
-    }
-    printf("\n");
-    if (info->gguf_version)
-        printf("format:       GGUF v%d, %s\n", info->gguf_version,
-               info->quantised ? "quantized (loads frozen: LoRA and generation; export --type f32 to dequantize)"
-                               : "F32/F16/BF16 (loads for training)");
-    if (info->weights_status == PT_OK)
-        printf("weights:      every tensor the config needs, with its shape\n");
-    else
-        printf("weights:      WILL NOT LOAD: %s: %s\n", pt_status_name(info->weights_status),
-               info->weights_problem);
-    if (info->gguf_version)
-        printf("tokenizer:    %s\n", info->has_tokenizer ? "tokenizer.ggml.* metadata" : "none");
-    else
-        printf("files:        tokenizer.json %s, generation_config.json %s\n",
-               info->has_tokenizer ? "yes" : "no", info->has_generation_config ? "yes" : "no");
-    if (info->tokenizer_status == PT_EUNSUPPORTED)
-        printf("tokenizer:    not supported, the model loads without it: %s\n", info->tokenizer_problem);
-    else if (info->tokenizer_status != PT_OK)
-        printf("tokenizer:    WILL NOT LOAD: %s: %s\n", pt_status_name(info->tokenizer_status),
-               info->tokenizer_problem);
-    printf("memory (FP32 in memory, estimates):\n");
-    human(a, sizeof a, e->weights_bytes);
-    human(b, sizeof b, e->kv_cache_bytes);
-    human(d, sizeof d, e->inference_bytes);
-    if (e->kv_cache_slots < e->context)
-        printf("  inference:         %s weights + %s KV cache (1 sequence of %" PRId64 " tokens, a ring "
-               "of %" PRId64 ": the sliding window) = %s\n", a, b, e->context, e->kv_cache_slots, d);
-    else
-        printf("  inference:         %s weights + %s KV cache (1 sequence of %" PRId64 " tokens) = %s\n",
-               a, b, e->context, d);
-    human(a, sizeof a, e->full_state_bytes);
-    human(b, sizeof b, e->activation_bytes);
-    human(d, sizeof d, e->full_finetune_bytes);
-    printf("  full fine-tuning:  %s weights+grads+AdamW moments (16 B/param) + %s activations "
-           "(batch %" PRId64 " x %" PRId64 ") = %s\n",
-           a, b, e->batch, e->seq, d);
-    human(a, sizeof a, e->weights_bytes);
-    human(b, sizeof b, e->lora_state_bytes);
-    char f[32];
-    human(f, sizeof f, e->lora_activation_bytes);
-    human(d, sizeof d, e->lora_bytes);
-    printf("  LoRA rank %" PRId64 ":      %s frozen weights + %s for %.0f adapter params (16 B/param) + "
-           "%s activations (batch %" PRId64 " x %" PRId64 ") = %s\n",
-           e->lora_rank, a, b, e->lora_params, f, e->batch, e->seq, d);
-}
-
 int cmd_info(int argc, char **argv)
 {
     cli_args a = { 0 };
@@ -162,15 +71,12 @@ int cmd_info(int argc, char **argv)
     }
     pt_memory_estimate e;
     pt_memory_estimate_init(&e);
-    char *json = NULL;
+    char *text = NULL;
     if ((st = pt_model_config_memory_estimate(&e, &info.config, &a.mo)) ||
-        (a.json && (st = pt_model_dir_info_to_json(&json, NULL, dir, &info, &e))))
+        (st = (a.json ? pt_model_dir_info_to_json : pt_model_dir_info_to_text)(&text, NULL, dir, &info, &e)))
         return cli_fail("info", st);
-    if (a.json)
-        fputs(json, stdout);
-    else
-        print_text(dir, &info, &e);
-    pt_free(json);
+    fputs(text, stdout);
+    pt_free(text);
     if (broken) {
         fflush(stdout);
         fprintf(stderr, "posttrain info: %s is broken and will not load: %s: %s\n", dir, pt_status_name(why),

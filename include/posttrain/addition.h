@@ -109,9 +109,82 @@ PT_API int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tok
  * sampling_logprobs; truncated when the length limit ended it.  PT_EINVAL
  * for bad arguments (more rows than the generator's room, max_new_tokens
  * not below its max_seq), the tokenizer's, pt_generate's or the buffer's status
- * (samples added before a failure stay in buf). */
+ * (the samples are added all or none, pt_rollout_buffer_add_generated). */
 PT_API int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tokenizer *tok,
                                 const int64_t *pairs, int n, int group, int digits, const pt_generate_options *opts);
+
+/* ---- the demo's pieces: its model, its traces file, its answers shown,
+ * its GRPO loop (posttrain demo and Python's posttrain.addition use them) ---- */
+
+/* The demo's tiny Llama for tok (its vocabulary, BOS and EOS): hidden size
+ * `hidden` in `heads` heads (head_dim hidden / heads, as many KV heads),
+ * `layers` layers, an MLP of 3 * hidden, 64 positions, RMSNorm eps 1e-5,
+ * initializer range 0.02, the embeddings tied with tied; into *cfg (filled
+ * with pt_model_config_init first), for pt_model_create.  PT_EINVAL when
+ * heads does not divide hidden or layers < 1. */
+PT_API int pt_addition_model_config(pt_model_config *cfg, const pt_tokenizer *tok, int hidden, int layers,
+                                    int heads, bool tied);
+
+/* pt_addition_add_traces, with each trace also written to path (NULL: not
+ * written) as a {"prompt": "a+b=", "completion": "<answer>"} JSONL row (the
+ * data format of posttrain sft), atomically: the rows go to a temporary
+ * file beside path, renamed over it once all are written; on any failure it
+ * is removed and path left as it was.  The file's failures are PT_EIO (or
+ * PT_ENOSPC) "cannot write <path>: <strerror>", checked before any trace is
+ * added for a file that cannot be created; else pt_addition_add_traces' statuses. */
+PT_API int pt_addition_save_traces(pt_dataset *data, int64_t *wrong, const pt_tokenizer *tok, int digits,
+                                   double slip, int64_t n, uint64_t *rng, const char *path);
+
+/* The first `show` of the n evaluated pairs that have a carry (whose slip
+ * answer differs from the right one), as pt_addition_evaluate left their
+ * completions in tokens (rows of digits + 2) and n_tokens: one line each,
+ * "    <prompt><answer given, padded to digits + 1> <verdict>\n", the verdict
+ * "right", "wrong: the carries forgotten, right: <answer>" or "wrong, right:
+ * <answer>" (a completion that does not decode is counted, not shown); into
+ * buf (cap bytes, NUL-terminated; lines that do not fit are left out).
+ * PT_EINVAL for bad arguments or pairs. */
+PT_API int pt_addition_show_answers(char *buf, size_t cap, const pt_tokenizer *tok, const int32_t *tokens,
+                                    const int32_t *n_tokens, const int64_t *pairs, size_t n, int digits, int show);
+
+/* Problems per GRPO step at most. */
+#define PT_ADDITION_GRPO_MAX_PROMPTS 256
+
+typedef struct pt_addition_grpo_options {
+    size_t size;         /* sizeof(pt_addition_grpo_options) */
+    int digits;          /* operand digits; default 2 */
+    int prompts;         /* training problems per step (1 .. PT_ADDITION_GRPO_MAX_PROMPTS); default 32 */
+    int group;           /* completions sampled per problem (>= 2); default 4 */
+    double lr;           /* AdamW learning rate, constant; default 3e-4 */
+    double beta;         /* k3 KL weight against a frozen copy of the model at create; default 0 (no copy) */
+    double temperature;  /* sampling temperature, also the step's; default 1 */
+    int loss_type;       /* pt_grpo_loss_type; default PT_GRPO_LOSS_DAPO (vespo: per-token IS mask) */
+    int scale_rewards;   /* pt_grpo_scale; default PT_GRPO_SCALE_GROUP */
+    bool drop_zero_std;  /* leave groups with equal rewards out of the step */
+    bool bf16_reference; /* the reference frozen in BF16 (PT_BF16_FROZEN) */
+    uint64_t seed;       /* the problems' stream and the sampling seeds; default 1 */
+} pt_addition_grpo_options;
+
+PT_API int pt_addition_grpo_options_init(pt_addition_grpo_options *opts);
+
+/* The demo's GRPO loop on addition: each step draws `prompts` training
+ * problems from the stream seed * 104729 + 3 (pt_addition_train_pair),
+ * samples `group` completions of each (pt_addition_rollouts, sampling seed
+ * seed * 1000003 + step, step counted from 1), scores the reference's
+ * log-probs when beta > 0, and makes one pt_grpo_step update of the model
+ * (AdamW, lr).  It borrows model and tok (they outlive it). */
+typedef struct pt_addition_grpo pt_addition_grpo;
+
+PT_API int pt_addition_grpo_create(pt_addition_grpo **out, pt_model *model, const pt_tokenizer *tok,
+                                   const pt_addition_grpo_options *opts);
+/* One step with ctx (a training context of the model, room for prompts *
+ * group rows of the prompt and digits + 2 tokens) and gen (a generator of
+ * the model with room for them); its statistics into *stats.  PT_EINVAL for
+ * too little room, else the rollouts', reference's or pt_grpo_step's status
+ * (the step is not counted then). */
+PT_API int pt_addition_grpo_step(pt_grpo_stats *stats, pt_addition_grpo *g, pt_context *ctx, pt_generator *gen);
+/* Steps made so far. */
+PT_API int64_t pt_addition_grpo_steps(const pt_addition_grpo *g);
+PT_API void pt_addition_grpo_free(pt_addition_grpo *g);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,8 @@
  *     completions, sampler log-probabilities, finish reasons) into the
  *     rollout buffer, one group per prompt;
  *   - pt_grpo_metrics_row: a round's metrics row (TRL's names, the CLI's
- *     metrics.jsonl row);
+ *     metrics.jsonl row); pt_grpo_progress_line and pt_grpo_eval_line:
+ *     the lines the CLI shows for a round and a held-out evaluation;
  *   - pt_prompt_order: the prompt order of a run (a seeded shuffle per pass)
  *     that a checkpoint's pt_run_state records and a resume continues;
  *   - pt_grpo_rollout_round: a round's rollouts (G completions of each
@@ -14,7 +15,9 @@
  *     reference log-probabilities and the rewards;
  *   - pt_grpo_run_extra / pt_grpo_run_resume: a GRPO checkpoint's own
  *     fields (batch shape, the adaptive entropy state) and the checks a
- *     resume makes on them.
+ *     resume makes on them;
+ *   - pt_grpo_env_request_fn: the round's fields of an environment
+ *     process's requests (step, episode, group, row).
  *
  * docs/grpo.md ("A run's round") describes them. */
 #ifndef POSTTRAIN_GRPO_RUN_H
@@ -28,6 +31,7 @@
 #include "posttrain/episode.h"
 #include "posttrain/generate.h"
 #include "posttrain/grpo.h"
+#include "posttrain/grpo_builtin.h"
 #include "posttrain/run.h"
 
 #ifdef __cplusplus
@@ -101,6 +105,25 @@ PT_API int pt_grpo_metrics_init(pt_grpo_metrics *m);
  * and "skipped".  Numbers as %.6g, null when not finite.  PT_EINVAL: a NULL
  * first, last, grpo or name, or n_reward_funcs out of range. */
 PT_API int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *m);
+
+/* The round's progress line, without a newline (free *line with pt_free):
+ * "step S/TOTAL reward R std S zero_std Z clip C kl K len L loss X
+ * grad_norm G lr LR gen A tok/s train B tok/s Es" (the first update's
+ * reward, reward_std, frac_reward_zero_std and completion_mean_length, the
+ * last's clip_ratio_region, kl, grad_norm and lr; E elapsed_seconds) and
+ * with episodes " episodes N errors M turns T" (T turns per episode).
+ * PT_EINVAL: a NULL first or last. */
+PT_API int pt_grpo_progress_line(char **line, const pt_grpo_metrics *metrics, int64_t total_steps,
+                                 double elapsed_seconds);
+
+/* A held-out evaluation's line after `step` (pt_grpo_evaluate's sums,
+ * their rewards), without a newline (free *line with pt_free): "eval step
+ * S: N prompts greedy reward R[ accuracy A]" and, when sampled completions
+ * were made, ", sampled (T=temperature, samples each) reward R[ accuracy
+ * A]"; accuracy where pt_builtin_rewards_have_accuracy (rewards NULL:
+ * none).  PT_EINVAL: a NULL line or sums. */
+PT_API int pt_grpo_eval_line(char **line, const pt_grpo_eval_sums *sums, const pt_builtin_rewards *rewards,
+                             int samples, double temperature, int64_t step);
 
 /* ---- the prompt order -------------------------------------------------------- */
 
@@ -214,6 +237,37 @@ PT_API int pt_grpo_round_result_init(pt_grpo_round_result *res);
 PT_API int pt_grpo_rollout_round(pt_grpo_round_result *res, pt_generator *gen, pt_rollout_buffer *buf,
                                  const int32_t *prompts, const int32_t *prompt_lens, int n_prompts,
                                  const pt_grpo_round_options *opts);
+
+/* ---- an environment's request fields ------------------------------------------ */
+
+/* What a host adds to every request of an environment process
+ * (pt_env_process_options' request hook: pt_grpo_env_request_fn with a
+ * pt_grpo_env_request as request_user), as `posttrain grpo --env` sends
+ * them.  The host sets step, first_episode, first_group and group_row
+ * before each round (rows may stay). */
+typedef struct pt_grpo_env_request {
+    size_t size;                 /* sizeof(pt_grpo_env_request) */
+    int64_t step;                /* the round */
+    /* this host's first episode and group in the round's whole batch (a
+     * data-parallel rank's share: its first group, and that times G) */
+    int64_t first_episode, first_group;
+    const pt_prompt_rows *rows;  /* loaded with keep_json */
+    const int32_t *group_row;    /* this host's group (pt_env_turn's group) -> its row of rows */
+    char *text;                  /* the hook's: the last request's fields (pt_grpo_env_request_clear) */
+} pt_grpo_env_request;
+
+PT_API int pt_grpo_env_request_init(pt_grpo_env_request *req);
+
+/* A pt_env_request_fn (request: a pt_grpo_env_request): *json the object
+ * {"step": step, "episode": first_episode + turn->episode, "group":
+ * first_group + turn->group, "row": the JSON of row group_row[turn->group]},
+ * valid until the next call or pt_grpo_env_request_clear.  PT_EINVAL for a
+ * NULL argument, rows or group_row, a size that is not
+ * sizeof(pt_grpo_env_request), or a row without its JSON; PT_ERANGE for a
+ * row or group out of range; PT_ENOMEM. */
+PT_API int pt_grpo_env_request_fn(const char **json, const pt_env_turn *turn, void *request);
+/* Free the fields' text (the rest is the host's); NULL is fine. */
+PT_API void pt_grpo_env_request_clear(pt_grpo_env_request *req);
 
 /* ---- a round's updates --------------------------------------------------------- */
 

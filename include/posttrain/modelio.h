@@ -114,6 +114,11 @@ PT_API int pt_model_config_memory_estimate(pt_memory_estimate *est, const pt_mod
  * ending in a newline.  *json is freed with pt_free; len may be NULL. */
 PT_API int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const pt_model_dir_info *info,
                                      const pt_memory_estimate *est);
+/* The same as text, one "field:  value" line each and the memory estimate:
+ * what `posttrain info` prints.  *text is freed with pt_free; len may be
+ * NULL. */
+PT_API int pt_model_dir_info_to_text(char **text, size_t *len, const char *dir, const pt_model_dir_info *info,
+                                     const pt_memory_estimate *est);
 
 /* Options of pt_model_load_dir.  Fill with pt_model_load_options_init(). */
 typedef struct pt_model_load_options {
@@ -227,6 +232,11 @@ PT_API void pt_eval_result_free(pt_eval_result *r);
  * "%.17g" (reads back exactly) or null when it is not finite (a row without
  * tokens); no newline.  *json allocated (free with pt_free; len may be NULL). */
 PT_API int pt_eval_result_to_json(char **json, size_t *len, const pt_eval_result *r);
+/* r as the text `posttrain eval` prints: "row I: loss L nats/token over N
+ * tokens" (or "row I: no tokens to predict") a line each, then "overall:
+ * loss L nats/token over N tokens in R rows (perplexity P)", each ending in
+ * a newline.  *text allocated (free with pt_free; len may be NULL). */
+PT_API int pt_eval_result_to_text(char **text, size_t *len, const pt_eval_result *r);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "core/strbuf.h"
 #include "io/json.h"
+#include "modelio/modelio_internal.h"
 #include "posttrain/model.h"
 #include "posttrain/modelio.h"
 
@@ -167,20 +168,31 @@ static void json_memory(pt_strbuf *b, const pt_memory_estimate *e)
                       e->lora_activation_bytes, e->lora_bytes);
 }
 
-int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const pt_model_dir_info *info,
-                              const pt_memory_estimate *est)
+/* The JSON document: the directory's name, its config, files and memory. */
+static void json_put(pt_strbuf *b, const char *dir, const pt_model_dir_info *info, const pt_memory_estimate *est)
 {
-    PT_CHECK_NULL(json);
-    *json = NULL;
+    pt__strbuf_puts(b, "{\"dir\": ");
+    pt__json_put_string(b, dir, strlen(dir));
+    json_config(b, &info->config);
+    json_files(b, info);
+    json_memory(b, est);
+}
+
+int pt__dir_info_report(char **out, size_t *len, const char *dir, const pt_model_dir_info *info,
+                        const pt_memory_estimate *est, pt_dir_info_put put, const char *func)
+{
+    *out = NULL;
     if (len)
         *len = 0;
-    PT_CHECK_NULL(dir);
-    PT_CHECK_NULL(info);
-    PT_CHECK_NULL(est);
+    const char *null = !dir ? "dir" : !info ? "info" : !est ? "est" : NULL;
+    if (null)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", func, null);
     pt_model_dir_info i;
     pt_memory_estimate e;
-    int st = PT_STRUCT_READ(i, info, pt_model_dir_info_init);
-    if (st || (st = PT_STRUCT_READ(e, est, pt_memory_estimate_init)))
+    pt_model_dir_info_init(&i);
+    pt_memory_estimate_init(&e);
+    int st = pt__struct_read(&i, sizeof i, info, func, "pt_model_dir_info_init");
+    if (st || (st = pt__struct_read(&e, sizeof e, est, func, "pt_memory_estimate_init")))
         return st;
     /* the caller's fixed-size strings, terminated whatever they hold */
     i.weights_problem[sizeof i.weights_problem - 1] = '\0';
@@ -188,12 +200,15 @@ int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const p
     for (int k = 0; k < PT_MODEL_INFO_MAX_DTYPES; k++)
         i.dtypes[k].name[sizeof i.dtypes[k].name - 1] = '\0';
     pt_strbuf b = PT_STRBUF_INIT;
-    pt__strbuf_puts(&b, "{\"dir\": ");
-    pt__json_put_string(&b, dir, strlen(dir));
-    json_config(&b, &i.config);
-    json_files(&b, &i);
-    json_memory(&b, &e);
+    put(&b, dir, &i, &e);
     st = b.err;
-    *json = pt__strbuf_detach(&b, len);
-    return *json ? PT_OK : st ? st : PT_ENOMEM;
+    *out = pt__strbuf_detach(&b, len);
+    return *out ? PT_OK : st ? st : PT_ENOMEM;
+}
+
+int pt_model_dir_info_to_json(char **json, size_t *len, const char *dir, const pt_model_dir_info *info,
+                              const pt_memory_estimate *est)
+{
+    PT_CHECK_NULL(json);
+    return pt__dir_info_report(json, len, dir, info, est, json_put, __func__);
 }

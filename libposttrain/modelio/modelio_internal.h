@@ -99,4 +99,14 @@ int pt__modelio_config_json(char **out, const pt_model_config *c, const char *eo
  * NULL otherwise (no error is left set). */
 char *pt__modelio_source_eos_list(const char *src_dir, int eos);
 
+/* A report of a model directory (pt_model_dir_info_to_json, _to_text;
+ * func: its name in the messages): info and est read as their _init sizes
+ * say, their strings terminated, then put writes it into the buffer; *out
+ * (not NULL; pt_free) and *len (may be NULL). */
+struct pt_strbuf;
+typedef void (*pt_dir_info_put)(struct pt_strbuf *b, const char *dir, const pt_model_dir_info *info,
+                                const pt_memory_estimate *est);
+int pt__dir_info_report(char **out, size_t *len, const char *dir, const pt_model_dir_info *info,
+                        const pt_memory_estimate *est, pt_dir_info_put put, const char *func);
+
 #endif

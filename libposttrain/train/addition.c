@@ -1,6 +1,7 @@
 /* The built-in addition task of posttrain demo (posttrain/addition.h). */
 #include "core/core.h"
 #include "posttrain/addition.h"
+#include "posttrain/grpo_run.h"
 #include "model/generate_struct.h"
 
 #include <inttypes.h>
@@ -316,31 +317,6 @@ int pt_addition_add_traces(pt_dataset *data, int64_t *wrong, const pt_tokenizer 
     return st;
 }
 
-/* Rollout sample i (of pair i / group, its prompt at prompt) scored and
- * added to buf; ids: room for the prompt and M tokens. */
-static int add_rollout(pt_rollout_buffer *buf, const pt_tokenizer *tok, int32_t *ids, const int32_t *prompt, int plen,
-                       const int32_t *tokens, int ntok, const float *lps, int fin, int64_t group, int digits,
-                       const int64_t *pair)
-{
-    bool ok; /* a completion that does not decode is wrong */
-    (void)pt_addition_score(&ok, NULL, tok, tokens, (size_t)ntok, digits, pair[0], pair[1]);
-    float reward = ok ? 1.0f : 0.0f;
-    memcpy(ids, prompt, (size_t)plen * sizeof *ids);
-    memcpy(ids + plen, tokens, (size_t)ntok * sizeof *ids);
-    pt_rollout_sample s;
-    pt_rollout_sample_init(&s);
-    s.ids = ids;
-    s.n_ids = plen + ntok;
-    s.prompt_len = plen;
-    /* pt_generate's are the sampler's; pi_old, the trainer's, is recorded
-     * by the step (docs/grpo.md) */
-    s.sampling_logprobs = lps;
-    s.group = group;
-    s.rewards = &reward;
-    s.truncated = fin == PT_FINISH_LENGTH;
-    return pt_rollout_buffer_add(buf, &s);
-}
-
 int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tokenizer *tok, const int64_t *pairs,
                          int n, int group, int digits, const pt_generate_options *opts)
 {
@@ -359,12 +335,12 @@ int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tok
                  "must be in 1 .. %d, below the generator's max_seq (got %d)", gen->max_seq - 1, go.max_new_tokens);
     const size_t N = (size_t)n * (size_t)group, M = (size_t)go.max_new_tokens, P = PROMPT_CAP(digits);
     /* one block: the prompts, their lengths, the completions, their lengths
-     * and finish reasons, a sample's ids, then the log-probabilities */
-    int32_t *prompts = malloc((N * (P + 3 + M) + P + M) * sizeof(int32_t) + N * M * sizeof(float));
+     * and finish reasons, then the log-probabilities */
+    int32_t *prompts = malloc(N * (P + 3 + M) * sizeof(int32_t) + N * M * sizeof(float));
     if (!prompts)
         return pt__err(PT_ENOMEM, "%s: no memory for %zu rollouts", __func__, N);
-    int32_t *lens = prompts + N * P, *ntok = lens + N, *fin = ntok + N, *tokens = fin + N, *ids = tokens + N * M;
-    float *lps = (float *)(ids + P + M);
+    int32_t *lens = prompts + N * P, *ntok = lens + N, *fin = ntok + N, *tokens = fin + N;
+    float *lps = (float *)(tokens + N * M);
     size_t used = 0, len = 0;
     for (size_t i = 0; i < N && !st; i++, used += len) {
         st = pt_addition_prompt_ids(prompts + used, P, &len, tok, digits, pairs[2 * (i / (size_t)group)],
@@ -373,10 +349,28 @@ int pt_addition_rollouts(pt_rollout_buffer *buf, pt_generator *gen, const pt_tok
     }
     if (!st)
         st = pt_generate(gen, prompts, lens, (int)N, &go, tokens, ntok, fin, lps);
-    used = 0;
-    for (size_t i = 0; i < N && !st; used += (size_t)lens[i++])
-        st = add_rollout(buf, tok, ids, prompts + used, lens[i], tokens + i * M, ntok[i], lps + i * M, fin[i],
-                         (int64_t)(i / (size_t)group), digits, pairs + 2 * (i / (size_t)group));
+    /* the samples (group p: pair p; truncated when the length limit ended
+     * them), then each one's reward: 1 for exactly the answer and EOS */
+    pt_rollout_generated g;
+    pt_rollout_generated_init(&g);
+    g.n = (int)N;
+    g.prompts = prompts;
+    g.prompt_lens = lens;
+    g.tokens = tokens;
+    g.n_tokens = ntok;
+    g.stride = (int)M;
+    g.logprobs = lps; /* the sampler's; pi_old, the trainer's, is recorded by the step (docs/grpo.md) */
+    g.finish = fin;
+    g.group_size = group;
+    const int first = pt_rollout_buffer_size(buf);
+    if (!st)
+        st = pt_rollout_buffer_add_generated(buf, &g);
+    for (size_t i = 0; i < N && !st; i++) {
+        bool ok; /* a completion that does not decode is wrong */
+        const int64_t *pair = pairs + 2 * (i / (size_t)group);
+        (void)pt_addition_score(&ok, NULL, tok, tokens + i * M, (size_t)ntok[i], digits, pair[0], pair[1]);
+        st = pt_rollout_buffer_set_reward(buf, first + (int)i, 0, ok ? 1.0f : 0.0f);
+    }
     free(prompts);
     return st;
 }

@@ -1,5 +1,7 @@
 /* A GRPO run's round (posttrain/grpo_run.h): generated completions into the
- * rollout buffer, and the round's metrics row. */
+ * rollout buffer, the round's metrics row, and the progress lines a host
+ * shows for a round and a held-out evaluation (as `posttrain grpo` prints
+ * them on stderr). */
 #include "posttrain/grpo_run.h"
 
 #include "core/core.h"
@@ -135,17 +137,38 @@ static void episode_keys(pt_strbuf *b, const pt_grpo_episode_totals *e)
     pt__json_num(b, "env_seconds", e->env_seconds);
 }
 
-int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
+/* The start of a function of metrics that gives a string: its out-parameter
+ * `out` (named out_name) checked and cleared, then the caller's metrics and
+ * their first and last stats read (a caller's older, smaller structs read
+ * as such); messages naming func. */
+static int read_metrics(const char *func, const char *out_name, char **out, pt_grpo_metrics *m, pt_grpo_stats *f,
+                        pt_grpo_stats *l, const pt_grpo_metrics *metrics)
 {
-    PT_CHECK_NULL(json);
-    *json = NULL;
-    PT_CHECK_NULL(metrics);
-    pt_grpo_metrics m;
-    int st = PT_STRUCT_READ(m, metrics, pt_grpo_metrics_init);
+    if (!out)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", func, out_name);
+    *out = NULL;
+    if (!metrics)
+        return pt__err(PT_EINVAL, "%s: metrics is NULL", func);
+    pt_grpo_metrics_init(m);
+    int st = pt__struct_read(m, sizeof *m, metrics, func, "pt_grpo_metrics_init");
     if (st)
         return st;
-    PT_CHECK_NULL(m.first);
-    PT_CHECK_NULL(m.last);
+    if (!m->first || !m->last)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", func, m->first ? "m.last" : "m.first");
+    pt_grpo_stats_init(f);
+    pt_grpo_stats_init(l);
+    if ((st = pt__struct_read(f, sizeof *f, m->first, func, "pt_grpo_stats_init")))
+        return st;
+    return pt__struct_read(l, sizeof *l, m->last, func, "pt_grpo_stats_init");
+}
+
+int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
+{
+    pt_grpo_metrics m;
+    pt_grpo_stats f, l;
+    int st = read_metrics(__func__, "json", json, &m, &f, &l, metrics);
+    if (st)
+        return st;
     PT_CHECK_NULL(m.grpo);
     PT_CHECK_ARG(m.n_reward_funcs >= 0 && m.n_reward_funcs <= PT_GRPO_MAX_REWARD_FUNCS, m.n_reward_funcs,
                  "%d is not in 0 .. %d", m.n_reward_funcs, PT_GRPO_MAX_REWARD_FUNCS);
@@ -154,9 +177,7 @@ int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
         PT_CHECK_ARG(m.reward_names[k] && strlen(m.reward_names[k]) < 48, m.reward_names,
                      "name %d is NULL or longer than 47 bytes", k);
     pt_grpo_options o;
-    pt_grpo_stats f, l; /* a caller's older, smaller stats read as such */
-    if ((st = PT_STRUCT_READ(o, m.grpo, pt_grpo_options_init)) ||
-        (st = PT_STRUCT_READ(f, m.first, pt_grpo_stats_init)) || (st = PT_STRUCT_READ(l, m.last, pt_grpo_stats_init)))
+    if ((st = PT_STRUCT_READ(o, m.grpo, pt_grpo_options_init)))
         return st;
     const pt_grpo_stats *first = &f, *gs = &l;
     pt_strbuf b = PT_STRBUF_INIT;
@@ -196,4 +217,50 @@ int pt_grpo_metrics_row(char **json, const pt_grpo_metrics *metrics)
     pt__strbuf_printf(&b, ", \"skipped\": %s}", gs->skipped ? "true" : "false");
     *json = pt__strbuf_detach(&b, NULL);
     return *json ? PT_OK : pt__err(PT_ENOMEM, "%s: out of memory", __func__);
+}
+
+/* ---- the progress lines ---------------------------------------------------- */
+
+int pt_grpo_progress_line(char **line, const pt_grpo_metrics *metrics, int64_t total_steps, double elapsed_seconds)
+{
+    pt_grpo_metrics m;
+    pt_grpo_stats f, l;
+    int st = read_metrics(__func__, "line", line, &m, &f, &l, metrics);
+    if (st)
+        return st;
+    pt_strbuf b = PT_STRBUF_INIT;
+    pt__strbuf_printf(&b, "step %lld/%lld reward %.4f std %.4f zero_std %.2f clip %.4f kl %.4g len %.1f loss %.4g "
+                      "grad_norm %.3g lr %.3g gen %.0f tok/s train %.0f tok/s %.1fs", (long long)m.step,
+                      (long long)total_steps, f.reward, f.reward_std, f.frac_reward_zero_std, l.clip_ratio_region,
+                      l.kl, f.completion_mean_length, m.loss, l.grad_norm, l.lr, m.gen_tokens_per_s,
+                      m.train_tokens_per_s, elapsed_seconds);
+    const pt_grpo_episode_totals *e = m.episodes;
+    if (e)
+        pt__strbuf_printf(&b, " episodes %.0f errors %.0f turns %.2f", e->episodes, e->errors,
+                          e->turns / e->episodes);
+    *line = pt__strbuf_detach(&b, NULL);
+    return *line ? PT_OK : pt__err(PT_ENOMEM, "%s: out of memory", __func__);
+}
+
+int pt_grpo_eval_line(char **line, const pt_grpo_eval_sums *sums, const pt_builtin_rewards *rewards, int samples,
+                      double temperature, int64_t step)
+{
+    PT_CHECK_NULL(line);
+    *line = NULL;
+    PT_CHECK_NULL(sums);
+    const bool acc = pt_builtin_rewards_have_accuracy(rewards); /* false for NULL */
+    const double *n = sums->completions;
+    pt_strbuf b = PT_STRBUF_INIT;
+    pt__strbuf_printf(&b, "eval step %lld: %.0f prompts greedy reward %.4f", (long long)step, n[PT_GRPO_EVAL_GREEDY],
+                      sums->reward[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
+    if (acc)
+        pt__strbuf_printf(&b, " accuracy %.4f", sums->correct[PT_GRPO_EVAL_GREEDY] / n[PT_GRPO_EVAL_GREEDY]);
+    if (n[PT_GRPO_EVAL_SAMPLED] > 0) {
+        pt__strbuf_printf(&b, ", sampled (T=%g, %d each) reward %.4f", temperature, samples,
+                          sums->reward[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
+        if (acc)
+            pt__strbuf_printf(&b, " accuracy %.4f", sums->correct[PT_GRPO_EVAL_SAMPLED] / n[PT_GRPO_EVAL_SAMPLED]);
+    }
+    *line = pt__strbuf_detach(&b, NULL);
+    return *line ? PT_OK : pt__err(PT_ENOMEM, "%s: out of memory", __func__);
 }

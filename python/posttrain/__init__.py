@@ -33,7 +33,8 @@ from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_i
                       set_log_callback, set_num_threads, version, version_number)
 from .model import (LORA_TARGETS, Batch, Context, EvalResult, ForwardResult, Model,
                     config_from_json, config_num_params, config_to_json, default_config,
-                    inspect_dir, load_config, validate_config, memory_estimate, dir_info_json)
+                    inspect_dir, load_config, validate_config, memory_estimate, dir_info_json,
+                    dir_info_text)
 from .tokenizer import DecodeStream, Tokenizer
 from .chat import ChatIds, ChatTemplate, ToolCalls
 from .train import (DatasetPosition, Dataset, EvalLoss, Optimizer, SftResult, StepResult,
@@ -50,7 +51,8 @@ from .run import Run, RunState, check_output, run_state_from_json, run_state_to_
 from .goodput import Goodput, GoodputReport, young_daly_interval
 from .dist import Dist, DistBackend, dist_defaults, has_mpi, launcher_rank, mpi_info
 from .addition import (addition_held_out, addition_held_out_pairs, addition_problem, addition_score,
-                       addition_teacher_pair, addition_train_pair, addition_prompt_ids, addition_evaluate)
+                       addition_teacher_pair, addition_train_pair, addition_prompt_ids, addition_evaluate,
+                       addition_model_config, addition_save_traces, AdditionGrpo)
 from . import safetensors
 from . import builtin
 
@@ -62,6 +64,7 @@ __all__ = [
     "library_path", "numpy_available", "use_numpy", "__version__",
     "addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
     "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate",
+    "addition_model_config", "addition_save_traces", "AdditionGrpo",
     "Error", "InvalidArgument", "OutOfMemory", "IOFailure", "FormatError", "Unsupported",
     "NotFound", "Cancelled", "RangeError", "CallbackError", "StateError", "NoSpace",
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
@@ -74,7 +77,7 @@ __all__ = [
     "abort_on", "LOG_ERROR", "LOG_WARN", "LOG_INFO", "LOG_DEBUG",
     "Model", "Context", "Batch", "ForwardResult", "EvalResult", "LORA_TARGETS",
     "default_config", "config_from_json", "load_config", "config_to_json", "config_num_params",
-    "validate_config", "inspect_dir", "memory_estimate", "dir_info_json",
+    "validate_config", "inspect_dir", "memory_estimate", "dir_info_json", "dir_info_text",
     "Tokenizer", "DecodeStream", "ChatTemplate", "ChatIds", "ToolCalls",
     "Optimizer", "Dataset", "sft_step", "save_checkpoint", "load_checkpoint", "load_checkpoint_model",
     "schedule_factor",

@@ -957,6 +957,7 @@ _declare(None, {
     "pt_addition_score": (c_int, [P(c_bool), P(c_bool), vp, P(c_int32), c_size_t, c_int, c_int64, c_int64]),
     "pt_model_config_memory_estimate": (c_int, [P(MemoryEstimate), P(ModelConfig), P(MemoryEstimateOptions)]),
     "pt_model_dir_info_to_json": (c_int, [P(c_void_p), P(c_size_t), c_char_p, P(ModelDirInfo), P(MemoryEstimate)]),
+    "pt_model_dir_info_to_text": (c_int, [P(c_void_p), P(c_size_t), c_char_p, P(ModelDirInfo), P(MemoryEstimate)]),
     "pt_model_load_dir": (c_int, [pp, c_char_p, P(ModelLoadOptions)]),
     "pt_model_source_dir": (c_char_p, [vp]),
     "pt_model_tokenizer": (c_void_p, [vp]),
@@ -1410,6 +1411,24 @@ _declare("run", {
     "pt_sft_run_state": (c_int, [P(RunState), vp, vp, c_int64]),
 })
 
+
+@_stamped("pt_addition_grpo_options")
+class AdditionGrpoOptions(Struct):
+    _fields_ = [("size", c_size_t), ("digits", c_int), ("prompts", c_int), ("group", c_int),
+                ("lr", ctypes.c_double), ("beta", ctypes.c_double), ("temperature", ctypes.c_double),
+                ("loss_type", c_int), ("scale_rewards", c_int), ("drop_zero_std", c_bool),
+                ("bf16_reference", c_bool), ("seed", c_uint64)]
+
+
+_declare(None, {
+    "pt_addition_model_config": (c_int, [P(ModelConfig), c_void_p, c_int, c_int, c_int, c_bool]),
+    "pt_addition_grpo_create": (c_int, [P(c_void_p), c_void_p, c_void_p, P(AdditionGrpoOptions)]),
+    "pt_addition_grpo_step": (c_int, [P(GrpoStats), c_void_p, c_void_p, c_void_p]),
+    "pt_addition_grpo_steps": (c_int64, [c_void_p]),
+    "pt_addition_grpo_free": (None, [c_void_p]),
+    "pt_addition_save_traces": (c_int, [c_void_p, P(c_int64), c_void_p, c_int, ctypes.c_double, c_int64, P(c_uint64),
+                                        c_char_p]),
+})
 
 # Declare what the loaded library has: every core function, and those of
 # each feature it lists (a missing core symbol is an AttributeError here,

@@ -11,16 +11,25 @@ seed * 7919 + 17).
     a, b, slipped, state = pt.addition_teacher_pair(state, digits=2, slip=0.7)
     correct, slipped = pt.addition_score(tokenizer, completion_ids, a, b, digits=2)
     correct, slipped = pt.addition_evaluate(generator, tokenizer, pairs, digits=2)   # the demo's scores
+    model = pt.Model.create(pt.addition_model_config(tokenizer), seed)                # the demo's model
+    wrong, state = pt.addition_save_traces(dataset, tokenizer, 20000, seed * 7919 + 17, path="t.jsonl")
+    with pt.AdditionGrpo(model, tokenizer, digits=2, beta=0.1, seed=seed) as grpo:     # the demo's GRPO
+        stats = grpo.step(context, generator)
 """
 
 import ctypes
+from os import fsencode
 
-from ._lib import AdditionEvalOptions, lib
+from ._handle import Handle
+from ._lib import AdditionEvalOptions, AdditionGrpoOptions, ModelConfig, lib
+from ._lib import GrpoStats as _CGrpoStats
 from ._util import int32_array
-from .errors import check
+from .enums import LossType, ScaleRewards
+from .errors import check, invalid
 
 __all__ = ["addition_problem", "addition_held_out", "addition_train_pair", "addition_teacher_pair",
-           "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate"]
+           "addition_held_out_pairs", "addition_score", "addition_prompt_ids", "addition_evaluate",
+           "addition_model_config", "addition_save_traces", "AdditionGrpo"]
 
 
 def addition_problem(a, b, digits=2, slip=False):
@@ -91,3 +100,67 @@ def addition_evaluate(generator, tokenizer, pairs, digits=2, temperature=0.0, se
     check(lib.pt_addition_evaluate(ctypes.byref(ok), ctypes.byref(sl), None, None, generator._ptr, tokenizer._ptr,
                                    arr, len(flat) // 2, ctypes.byref(o)), "pt_addition_evaluate")
     return ok.value, sl.value
+
+
+def addition_model_config(tokenizer, hidden=64, layers=2, heads=16, tied=False):
+    """The demo's tiny Llama for tokenizer (pt_addition_model_config): a
+    ModelConfig for Model.create."""
+    c = ModelConfig.new()
+    check(lib.pt_addition_model_config(ctypes.byref(c), tokenizer._ptr, hidden, layers, heads, bool(tied)),
+          "pt_addition_model_config")
+    return c
+
+
+def addition_save_traces(dataset, tokenizer, n, state, digits=2, slip=0.7, path=None):
+    """(wrong, new_state): n traces of the teacher from the stream at state
+    added to dataset (a Dataset) as SFT rows, as posttrain demo makes them
+    (pt_addition_save_traces); wrong: how many answers are wrong.  path
+    (optional): the traces also written there as {"prompt", "completion"}
+    JSONL rows, atomically."""
+    w, st = ctypes.c_int64(), ctypes.c_uint64(state)
+    check(lib.pt_addition_save_traces(dataset._ptr, ctypes.byref(w), tokenizer._ptr, digits, slip, n,
+                                      ctypes.byref(st), fsencode(path) if path is not None else None),
+          "pt_addition_save_traces")
+    return w.value, st.value
+
+class AdditionGrpo(Handle):
+    """The demo's GRPO loop on addition (pt_addition_grpo): each step() draws
+    `prompts` training problems from seed's stream, samples `group`
+    completions of each with the generator, rewards the exact answer and
+    makes one AdamW update of the model (a KL term against a frozen copy of
+    it with beta > 0).  Options (pt_addition_grpo_options): digits, prompts,
+    group, lr, beta, temperature, loss_type (a LossType or its name),
+    scale_rewards (a ScaleRewards or its name), drop_zero_std,
+    bf16_reference, seed.  Closed when the model or the tokenizer closes."""
+
+    _free_fn = "pt_addition_grpo_free"
+    _kind = "addition GRPO"
+
+    def __init__(self, model, tokenizer, **options):
+        o = AdditionGrpoOptions.new()
+        enums = {"loss_type": LossType, "scale_rewards": ScaleRewards}
+        for k, v in options.items():
+            if k == "size" or k not in AdditionGrpoOptions.field_names():
+                raise invalid("unknown AdditionGrpo option %r" % k, "AdditionGrpo")
+            setattr(o, k, enums[k].coerce(v, k) if k in enums else v)
+        out = ctypes.c_void_p()
+        check(lib.pt_addition_grpo_create(ctypes.byref(out), model._ptr, tokenizer._ptr, ctypes.byref(o)),
+              "pt_addition_grpo_create")
+        super().__init__(out.value)
+        self.model, self.tokenizer = model, tokenizer
+        model._add_dependent(self)
+        tokenizer._add_dependent(self)
+
+    def step(self, context, generator):
+        """One step with a Context of the model and a Generator of it (room
+        for prompts * group rows); the step's statistics as a dict of
+        pt_grpo_stats fields."""
+        s = _CGrpoStats.new()
+        check(lib.pt_addition_grpo_step(ctypes.byref(s), self._ptr, context._ptr, generator._ptr),
+              "pt_addition_grpo_step")
+        return {k: v for k, v in s.to_dict().items() if k not in ("reward_func_mean", "reward_func_std")}
+
+    @property
+    def steps(self):
+        """Steps made so far."""
+        return lib.pt_addition_grpo_steps(self._ptr)

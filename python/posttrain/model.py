@@ -22,7 +22,7 @@ from .errors import StateError, check, error_for, invalid
 __all__ = [
     "Model", "Context", "Batch", "ForwardResult", "EvalResult",
     "default_config", "config_from_json", "load_config", "config_to_json",
-    "config_num_params", "validate_config", "inspect_dir", "memory_estimate", "dir_info_json",
+    "config_num_params", "validate_config", "inspect_dir", "memory_estimate", "dir_info_json", "dir_info_text",
     "LORA_TARGETS",
 ]
 
@@ -177,12 +177,22 @@ def dir_info_json(path, context=0, batch=4, seq=0, lora_rank=16):
     """The JSON document `posttrain info --json PATH` prints (a str):
     pt_model_dir_inspect and the memory estimate through
     pt_model_dir_info_to_json."""
+    return _dir_info("pt_model_dir_info_to_json", path, context, batch, seq, lora_rank)
+
+
+def dir_info_text(path, context=0, batch=4, seq=0, lora_rank=16):
+    """The text `posttrain info PATH` prints (a str), through
+    pt_model_dir_info_to_text."""
+    return _dir_info("pt_model_dir_info_to_text", path, context, batch, seq, lora_rank)
+
+
+def _dir_info(formatter, path, context, batch, seq, lora_rank):
     info = ModelDirInfo.new()
     check(lib.pt_model_dir_inspect(ctypes.byref(info), fspath(path)), "pt_model_dir_inspect")
     e = _estimate(info.config, context, batch, seq, lora_rank)
     out = ctypes.c_void_p()
-    check(lib.pt_model_dir_info_to_json(ctypes.byref(out), None, fspath(path), ctypes.byref(info),
-                                        ctypes.byref(e)), "pt_model_dir_info_to_json")
+    check(getattr(lib, formatter)(ctypes.byref(out), None, fspath(path), ctypes.byref(info), ctypes.byref(e)),
+          formatter)
     try:
         return ctypes.string_at(out.value).decode("utf-8")
     finally:

@@ -2,7 +2,7 @@
  * host: generate's pt_model_stop_ids and pt_ids_parse, tokenize's
  * pt_json_quote, version's pt_dist_mpi_info, main's pt_dist_launcher_rank,
  * export's pt_checkpoint_host_model and pt_gguf_file_counts, info's pt_arch_class_name and eval's
- * pt_eval_result_to_json. */
+ * pt_eval_result_to_json and _to_text. */
 #include "testutil.h"
 #include "testfs.h"
 
@@ -275,6 +275,29 @@ START_TEST(test_eval_result_to_json)
 }
 END_TEST
 
+/* eval's text by hand: 1/3 and 0.1 to six decimals, e^(1/3) = 1.39561... */
+START_TEST(test_eval_result_to_text)
+{
+    double loss[] = { 1.0, NAN, 0.1 };
+    int64_t tokens[] = { 1, 0, 2 };
+    pt_eval_result r = { .loss = 1.0 / 3.0, .tokens = 3, .n_rows = 3, .row_loss = loss, .row_tokens = tokens };
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_ok(pt_eval_result_to_text(&text, &len, &r));
+    const char *want = "row 1: loss 1.000000 nats/token over 1 tokens\n"
+                       "row 2: no tokens to predict\n"
+                       "row 3: loss 0.100000 nats/token over 2 tokens\n"
+                       "overall: loss 0.333333 nats/token over 3 tokens in 3 rows (perplexity 1.3956)\n";
+    ck_assert_str_eq(text, want);
+    ck_assert_uint_eq(len, strlen(want));
+    pt_free(text);
+    r.n_rows = 2;
+    r.row_tokens = NULL;
+    ck_assert_status(pt_eval_result_to_text(&text, &len, &r), PT_EINVAL, "row arrays");
+    ck_assert_ptr_null(text);
+}
+END_TEST
+
 /* bytes into dir/name; the path (static). */
 static const char *write_bytes(const char *dir, const char *name, const void *p, size_t n)
 {
@@ -338,6 +361,7 @@ int main(void)
     tcase_add_test(tc, test_checkpoint_host_model);
     tcase_add_test(tc, test_arch_class_name);
     tcase_add_test(tc, test_eval_result_to_json);
+    tcase_add_test(tc, test_eval_result_to_text);
     tcase_add_test(tc, test_gguf_file_counts);
     suite_add_tcase(s, tc);
     return pt_test_run(s);

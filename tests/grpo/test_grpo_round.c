@@ -12,7 +12,11 @@
  *   - pt_grpo_run_extra writes the fields as JSON text written out here;
  *     pt_grpo_run_resume continues the prompt order of the saved run (the
  *     draws of an uninterrupted order) and refuses each fault, naming it,
- *     with the saved and wanted values and the order unchanged. */
+ *     with the saved and wanted values and the order unchanged;
+ *   - pt_grpo_env_request_fn gives the fields written out here (the
+ *     round, the episode and group offset by the rank's first, the row's
+ *     JSON), and an environment process receives them first in its
+ *     request line. */
 #include "testfs.h"
 
 #include "train/grpo_internal.h"
@@ -507,6 +511,104 @@ START_TEST(test_run_resume)
 }
 END_TEST
 
+/* ---- pt_grpo_env_request_fn --------------------------------------------------- */
+
+START_TEST(test_env_request)
+{
+    char *dir = pt_test_tmpdir("pt_envreq_");
+    char path[4200], seen[4200], cmd[9000];
+    snprintf(path, sizeof path, "%s/rows.jsonl", dir);
+    snprintf(seen, sizeof seen, "%s/seen.txt", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"prompt\": \"a\", \"answer\": \"1\"}\n{\"prompt\": \"b\", \"k\": [2, 3]}\n", f);
+    fclose(f);
+    pt_tokenizer *tok;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_prompt_rows_options ro;
+    ck_assert_ok(pt_prompt_rows_options_init(&ro));
+    ro.keep_json = true;
+    pt_prompt_rows *rows;
+    ck_assert_ok(pt_prompt_rows_load(&rows, NULL, path, tok, &ro));
+    /* this rank's groups 0 and 1 are rows 1 and 0 (group 2: a row that is
+     * not there); its first group is 4 of the whole batch, G = 3: its first
+     * episode 12 */
+    const int32_t group_row[3] = { 1, 0, 5 };
+    pt_grpo_env_request q;
+    ck_assert_ok(pt_grpo_env_request_init(&q));
+    ck_assert_uint_eq(q.size, sizeof q);
+    q.step = 7;
+    q.first_episode = 12;
+    q.first_group = 4;
+    q.rows = rows;
+    q.group_row = group_row;
+    pt_env_turn t;
+    memset(&t, 0, sizeof t);
+    t.size = sizeof t;
+    t.episode = 2;
+    t.group = 0;
+    const char *json = NULL;
+    ck_assert_ok(pt_grpo_env_request_fn(&json, &t, &q));
+    ck_assert_str_eq(json, "{\"step\":7,\"episode\":14,\"group\":4,\"row\":{\"prompt\":\"b\",\"k\":[2,3]}}");
+    t.episode = 4;
+    t.group = 1;
+    ck_assert_ok(pt_grpo_env_request_fn(&json, &t, &q));
+    ck_assert_str_eq(json, "{\"step\":7,\"episode\":16,\"group\":5,\"row\":{\"prompt\":\"a\",\"answer\":\"1\"}}");
+    /* refusals */
+    t.group = 2;
+    ck_assert_status(pt_grpo_env_request_fn(&json, &t, &q), PT_ERANGE, "5");
+    ck_assert_ptr_null(json);
+    t.group = 0;
+    ck_assert_status(pt_grpo_env_request_fn(&json, &t, NULL), PT_EINVAL, "is NULL");
+    q.size = 8;
+    ck_assert_status(pt_grpo_env_request_fn(&json, &t, &q), PT_EINVAL, "pt_grpo_env_request_init");
+    q.size = sizeof q;
+    pt_prompt_rows *bare;
+    const int32_t ids[2] = { 5, 6 };
+    ck_assert_ok(pt_prompt_rows_create(&bare));
+    ck_assert_ok(pt_prompt_rows_add(bare, ids, 2, "x"));
+    q.rows = bare;
+    t.group = 1; /* row 0 */
+    ck_assert_status(pt_grpo_env_request_fn(&json, &t, &q), PT_EINVAL, "keep_json");
+    q.rows = rows;
+
+    /* through an environment process: the fields come first in its line */
+    snprintf(cmd, sizeof cmd, "read l; printf '%%s\\n' \"$l\" > '%s'; echo '{\"done\": true, \"rewards\": [1]}'",
+             seen);
+    pt_env_process_options po;
+    ck_assert_ok(pt_env_process_options_init(&po));
+    po.command = cmd;
+    po.request = pt_grpo_env_request_fn;
+    po.request_user = &q;
+    pt_env_process *p;
+    ck_assert_ok(pt_env_process_create(&p, &po));
+    t.episode = 1;
+    t.group = 1;
+    pt_env_reply rep;
+    memset(&rep, 0, sizeof rep);
+    rep.size = sizeof rep;
+    ck_assert_int_eq(pt_env_process_call(&rep, &t, p), 0);
+    ck_assert_int_eq(rep.action, PT_ENV_DONE);
+    ck_assert_ok(pt_env_process_close(p));
+    pt_env_process_free(p);
+    char line[512] = "";
+    f = fopen(seen, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    const char *want = "{\"step\":7,\"episode\":13,\"group\":5,\"row\":{\"prompt\":\"a\",\"answer\":\"1\"},";
+    ck_assert_msg(!strncmp(line, want, strlen(want)), "request line %s", line);
+    pt_grpo_env_request_clear(&q);
+    ck_assert_ptr_null(q.text);
+    pt_grpo_env_request_clear(NULL);
+    pt_prompt_rows_free(bare);
+    pt_prompt_rows_free(rows);
+    pt_tokenizer_free(tok);
+    pt_test_rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grpo_round");
@@ -517,6 +619,7 @@ int main(void)
     tcase_add_test(tc, test_round_update);
     tcase_add_test(tc, test_run_extra);
     tcase_add_test(tc, test_run_resume);
+    tcase_add_test(tc, test_env_request);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -4,7 +4,9 @@
  * equals rows written out by hand here (keys, %.6g, null, the optional
  * keys); pt_prompt_order draws the Fisher-Yates shuffles of a splitmix64
  * written here, and a resume through a run state's JSON continues the
- * uninterrupted order (its faults refused, the order unchanged). */
+ * uninterrupted order (its faults refused, the order unchanged);
+ * pt_grpo_progress_line and pt_grpo_eval_line give the lines written out
+ * by hand here (the episode note, accuracy only where defined). */
 #include "testfs.h"
 
 #include "train/grpo_internal.h"
@@ -390,6 +392,79 @@ START_TEST(test_prompt_order_options)
 }
 END_TEST
 
+/* ---- the progress lines ----------------------------------------------------- */
+
+START_TEST(test_progress_lines)
+{
+    pt_grpo_stats f, l;
+    ck_assert_ok(pt_grpo_stats_init(&f));
+    ck_assert_ok(pt_grpo_stats_init(&l));
+    f.reward = 0.53125;
+    f.reward_std = 0.25;
+    f.frac_reward_zero_std = 0.5;
+    f.completion_mean_length = 12.25;
+    l.clip_ratio_region = 0.0625;
+    l.kl = 0.000123456;
+    l.grad_norm = 1.23456;
+    l.lr = 0.0003;
+    pt_grpo_metrics m;
+    ck_assert_ok(pt_grpo_metrics_init(&m));
+    m.step = 3;
+    m.first = &f;
+    m.last = &l;
+    m.loss = -0.0421875;
+    m.gen_tokens_per_s = 1234.4;
+    m.train_tokens_per_s = 99.5;
+    char *line = NULL;
+    ck_assert_ok(pt_grpo_progress_line(&line, &m, 10, 7.25));
+    ck_assert_str_eq(line, "step 3/10 reward 0.5312 std 0.2500 zero_std 0.50 clip 0.0625 kl 0.0001235 len 12.2 "
+                           "loss -0.04219 grad_norm 1.23 lr 0.0003 gen 1234 tok/s train 100 tok/s 7.2s");
+    pt_free(line);
+    pt_grpo_episode_totals e = { .episodes = 8, .errors = 1, .turns = 19 };
+    m.episodes = &e;
+    ck_assert_ok(pt_grpo_progress_line(&line, &m, 10, 0.04));
+    ck_assert_str_eq(line, "step 3/10 reward 0.5312 std 0.2500 zero_std 0.50 clip 0.0625 kl 0.0001235 len 12.2 "
+                           "loss -0.04219 grad_norm 1.23 lr 0.0003 gen 1234 tok/s train 100 tok/s 0.0s episodes 8 "
+                           "errors 1 turns 2.38");
+    pt_free(line);
+    m.last = NULL;
+    ck_assert_status(pt_grpo_progress_line(&line, &m, 10, 0), PT_EINVAL, "last is NULL");
+    ck_assert_ptr_null(line);
+
+    /* the evaluation's: 4 prompts, 2 samples each; exact (accuracy) and length */
+    pt_builtin_rewards rw;
+    ck_assert_ok(pt_builtin_rewards_init(&rw));
+    ck_assert_ok(pt_builtin_rewards_add(&rw, PT_REWARD_EXACT, 1.0));
+    ck_assert_ok(pt_builtin_rewards_add(&rw, PT_REWARD_LENGTH, 0.5));
+    pt_grpo_eval_sums s;
+    memset(&s, 0, sizeof s);
+    s.completions[PT_GRPO_EVAL_GREEDY] = 4;
+    s.reward[PT_GRPO_EVAL_GREEDY] = 1.5;   /* mean 0.375 */
+    s.correct[PT_GRPO_EVAL_GREEDY] = 2;    /* 0.5 */
+    ck_assert_ok(pt_grpo_eval_line(&line, &s, &rw, 2, 0.7, 5));
+    ck_assert_str_eq(line, "eval step 5: 4 prompts greedy reward 0.3750 accuracy 0.5000");
+    pt_free(line);
+    s.completions[PT_GRPO_EVAL_SAMPLED] = 8;
+    s.reward[PT_GRPO_EVAL_SAMPLED] = 1;    /* 0.125 */
+    s.correct[PT_GRPO_EVAL_SAMPLED] = 3;   /* 0.375 */
+    ck_assert_ok(pt_grpo_eval_line(&line, &s, &rw, 2, 0.7, 5));
+    ck_assert_str_eq(line, "eval step 5: 4 prompts greedy reward 0.3750 accuracy 0.5000, sampled (T=0.7, 2 each) "
+                           "reward 0.1250 accuracy 0.3750");
+    pt_free(line);
+    /* a length reward alone: no accuracy */
+    ck_assert_ok(pt_builtin_rewards_init(&rw));
+    ck_assert_ok(pt_builtin_rewards_add(&rw, PT_REWARD_LENGTH, 1.0));
+    ck_assert_ok(pt_grpo_eval_line(&line, &s, &rw, 2, 1, 0));
+    ck_assert_str_eq(line, "eval step 0: 4 prompts greedy reward 0.3750, sampled (T=1, 2 each) reward 0.1250");
+    pt_free(line);
+    ck_assert_ok(pt_grpo_eval_line(&line, &s, NULL, 2, 1, 0));
+    ck_assert_str_eq(line, "eval step 0: 4 prompts greedy reward 0.3750, sampled (T=1, 2 each) reward 0.1250");
+    pt_free(line);
+    ck_assert_status(pt_grpo_eval_line(&line, NULL, &rw, 2, 1, 0), PT_EINVAL, "sums is NULL");
+    ck_assert_status(pt_grpo_progress_line(&line, NULL, 10, 0), PT_EINVAL, "pt_grpo_progress_line: metrics is NULL");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grpo_run");
@@ -398,6 +473,7 @@ int main(void)
     tcase_add_test(tc, test_metrics_row);
     tcase_add_test(tc, test_prompt_order);
     tcase_add_test(tc, test_prompt_order_options);
+    tcase_add_test(tc, test_progress_lines);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }

@@ -159,6 +159,59 @@ START_TEST(test_json)
 }
 END_TEST
 
+/* The text of posttrain info for the same info, by hand: 260,032 FP32
+ * parameters are 1,040,128 B = 1015.75 KiB; the memory lines' figures are
+ * test_json's (655,360 B = 640 KiB of KV cache, ...) in binary units. */
+START_TEST(test_text)
+{
+    pt_model_dir_info info;
+    pt_model_dir_info_init(&info);
+    stories_config(&info.config);
+    info.num_params = 260032;
+    info.num_files = 1;
+    info.num_tensors = 48;
+    info.weight_bytes = 1040128;
+    info.num_dtypes = 1;
+    snprintf(info.dtypes[0].name, sizeof info.dtypes[0].name, "F32");
+    info.dtypes[0].tensors = 48;
+    info.dtypes[0].bytes = 1040128;
+    info.has_tokenizer = true;
+    info.config.bos_token_id = 1;
+    info.config.eos_token_id = 2;
+    pt_memory_estimate e;
+    pt_memory_estimate_init(&e);
+    ck_assert_ok(pt_model_config_memory_estimate(&e, &info.config, NULL));
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_ok(pt_model_dir_info_to_text(&text, &len, "dir", &info, &e));
+    ck_assert_uint_eq(len, strlen(text));
+    const char *want[] = {
+        "model:        dir\n",
+        "architecture: llama (LlamaForCausalLM)\n",
+        "sizes:        vocab 512, hidden 64, intermediate 172, layers 5\n",
+        "attention:    8 heads, 4 kv heads, head_dim 8\n",
+        "embeddings:   tied; bos 1, eos 2\n",
+        "parameters:   260032 (0.26 M)\n",
+        "on disk:      1 file, 48 tensors, 1015.75 KiB: F32 x 48 (1015.75 KiB)\n",
+        "weights:      every tensor the config needs, with its shape\n",
+        "files:        tokenizer.json yes, generation_config.json no\n",
+        "  inference:         1015.75 KiB weights + 640.00 KiB KV cache (1 sequence of 512 tokens) = 1.62 MiB\n",
+        "  full fine-tuning:  3.97 MiB weights+grads+AdamW moments (16 B/param) + 19.48 MiB activations "
+        "(batch 4 x 256) = 23.45 MiB\n",
+        "  LoRA rank 16:      1015.75 KiB frozen weights + 1.41 MiB for 92480 adapter params (16 B/param) + "
+        "21.67 MiB activations (batch 4 x 256) = 24.07 MiB\n",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        ck_assert_msg(strstr(text, want[k]), "no '%s' in:\n%s", want[k], text);
+    ck_assert_ptr_null(strstr(text, "format:")); /* not a GGUF file */
+    pt_free(text);
+    ck_assert_status(pt_model_dir_info_to_text(&text, NULL, "dir", NULL, &e), PT_EINVAL,
+                     "pt_model_dir_info_to_text: info is NULL");
+    ck_assert_ptr_null(text);
+    ck_assert_status(pt_model_dir_info_to_text(NULL, NULL, "dir", &info, &e), PT_EINVAL, "text is NULL");
+}
+END_TEST
+
 /* The real directory: its inspection's JSON says what the hand computation does. */
 START_TEST(test_stories_dir)
 {
@@ -187,6 +240,7 @@ int main(void)
     tcase_add_test(tc, test_options_and_window);
     tcase_add_test(tc, test_older_sizes);
     tcase_add_test(tc, test_json);
+    tcase_add_test(tc, test_text);
     tcase_add_test(tc, test_stories_dir);
     suite_add_tcase(s, tc);
     return pt_test_run(s);

@@ -2,6 +2,7 @@
 numbers of forward/logprobs/loss/gradient steps on tiny random models,
 recomputed independently in Python."""
 
+import json
 import logging
 import math
 import os
@@ -202,6 +203,51 @@ class TestAddition(unittest.TestCase):
         self.assertEqual(pt.addition_evaluate(pt.Generator(c, 4, 16), tok, pairs, digits=1), (2, 1))
         with self.assertRaises(pt.InvalidArgument):
             pt.addition_evaluate(gen, tok, pairs, digits=1, batch=4)
+        # the demo's GRPO: every completion is "70" and EOS, so the mean reward
+        # is the share of the stream's problems whose sum is 7, every group
+        # zero-std, and the KL against the frozen copy 0
+        ctx, gen16 = pt.Context(m, 16, 16), pt.Generator(m, 16, 16)
+        with pt.AdditionGrpo(m, tok, digits=1, prompts=8, group=2, beta=0.5, seed=3, loss_type="dapo") as grpo:
+            state = 3 * 104729 + 3
+            for step in (1, 2):
+                sevens = 0
+                for _ in range(8):
+                    a, b, state = pt.addition_train_pair(state, digits=1)
+                    sevens += a + b == 7
+                stats = grpo.step(ctx, gen16)
+                self.assertAlmostEqual(stats["reward"], sevens / 8, places=12)
+                self.assertEqual(stats["frac_reward_zero_std"], 1.0)
+                self.assertLess(abs(stats["kl"]), 1e-6)
+                self.assertEqual(grpo.steps, step)
+            with self.assertRaises(pt.InvalidArgument):
+                grpo.step(ctx, gen)  # 16 rows, the generator has room for 3
+        with self.assertRaises(pt.InvalidArgument):
+            pt.AdditionGrpo(m, tok, group=1)
+        with self.assertRaises(pt.InvalidArgument):
+            pt.AdditionGrpo(m, tok, frob=1)
+        cfg = pt.addition_model_config(tok, hidden=32, layers=3, heads=8, tied=True)
+        self.assertEqual((cfg.vocab_size, cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+                          cfg.head_dim, cfg.intermediate_size, cfg.max_position_embeddings, cfg.tie_word_embeddings),
+                         (261, 32, 3, 8, 4, 96, 64, True))
+        self.assertEqual(pt.Model.create(cfg, seed=1).num_params,
+                         261 * 32 + 3 * (4 * 32 * 32 + 3 * 32 * 96 + 2 * 32) + 32)
+        with self.assertRaises(pt.InvalidArgument):
+            pt.addition_model_config(tok, hidden=32, heads=5)
+        # the demo's first traces for seed 1 at slip 0.5 (test_addition's, by hand)
+        with tempfile.TemporaryDirectory() as d:
+            data = pt.Dataset.create(batch_size=1)
+            path = os.path.join(d, "t.jsonl")
+            wrong, state = pt.addition_save_traces(data, tok, 3, 1 * 7919 + 17, digits=2, slip=0.5, path=path)
+            self.assertEqual((wrong, state), (1, 10372713005361036221))
+            with open(path) as f:
+                self.assertEqual([json.loads(line) for line in f],
+                                 [{"prompt": "23+33=", "completion": "650"}, {"prompt": "74+89=", "completion": "350"},
+                                  {"prompt": "97+83=", "completion": "081"}])
+            self.assertEqual(data.stats["train_examples"] + data.stats["eval_examples"], 3)
+            with self.assertRaises(pt.IOFailure) as cm:
+                pt.addition_save_traces(data, tok, 3, state, path=os.path.join(d, "no", "t.jsonl"))
+            self.assertIn("cannot write %s: No such file or directory" % os.path.join(d, "no", "t.jsonl"),
+                          str(cm.exception))
         tok = pt.Tokenizer.bytes()
         eos = tok.eos_id
         self.assertEqual(pt.addition_score(tok, tok.encode("551") + [eos], 59, 96), (True, False))

@@ -27,6 +27,7 @@ def init(name):
 class TestLayout(unittest.TestCase):
     def test_sizes_match_c(self):
         self.assertEqual(len(_lib.OPTION_STRUCTS), 17 + (1 if pt.has_feature("generate") else 0)
+                         + 1  # pt_addition_grpo_options (posttrain/addition.h)
                          + (10 if pt.has_feature("grpo") else 0)  # + grpo_run.h's six
                          + (1 if pt.has_feature("plot") else 0)
                          + (1 if pt.has_feature("gguf") else 0)

@@ -56,6 +56,12 @@ class TestStories260K(unittest.TestCase):
         self.assertEqual(doc["num_params"], 260032)
         self.assertEqual(doc["memory"]["lora"]["adapter_params"], 5 * 18496 / 8)
         self.assertEqual(doc["memory"]["inference"]["total_bytes"], 4 * 260032 + 655360)
+        text = pt.dir_info_text(self.dir)
+        self.assertTrue(text.startswith("model:        %s\n" % self.dir))
+        self.assertIn("parameters:   260032 (0.26 M)\n", text)
+        # 4 * 260032 B = 1015.75 KiB of weights and 640 KiB of KV cache (1.62 MiB)
+        self.assertIn("  inference:         1015.75 KiB weights + 640.00 KiB KV cache (1 sequence of 512 tokens)"
+                      " = 1.62 MiB\n", text)
 
     def test_model(self):
         m = self.model

@@ -5,6 +5,12 @@
  * EOS (so 3+4 and 0+7 are right, 8+9 is its slip, 2+2 is wrong). */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 START_TEST(test_problem)
 {
     char p[64], a[32];
@@ -317,6 +323,202 @@ START_TEST(test_rollouts)
 }
 END_TEST
 
+/* The demo's model: hidden 64 in 16 heads, 2 layers, by hand. */
+START_TEST(test_model_config)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_model_config c;
+    ck_assert_ok(pt_addition_model_config(&c, tok, 64, 2, 16, true));
+    ck_assert_int_eq(c.arch, PT_ARCH_LLAMA);
+    ck_assert_int_eq(c.vocab_size, 261); /* 256 bytes and 5 special tokens */
+    ck_assert_int_eq(c.hidden_size, 64);
+    ck_assert_int_eq(c.num_hidden_layers, 2);
+    ck_assert_int_eq(c.num_attention_heads, 16);
+    ck_assert_int_eq(c.num_key_value_heads, 16);
+    ck_assert_int_eq(c.head_dim, 4);
+    ck_assert_int_eq(c.intermediate_size, 192);
+    ck_assert_int_eq(c.max_position_embeddings, 64);
+    ck_assert(c.tie_word_embeddings);
+    ck_assert_int_eq(c.bos_token_id, pt_tokenizer_bos_id(tok));
+    ck_assert_int_eq(c.eos_token_id, pt_tokenizer_eos_id(tok));
+    pt_model *m = NULL;
+    ck_assert_ok(pt_model_create(&m, &c, 1));
+    /* embeddings 259 * 64, per layer 4 * 64^2 attention, 3 * 64 * 192 MLP, 2 * 64 norms; the final norm */
+    ck_assert_int_eq(pt_model_param_count(m), 261 * 64 + 2 * (4 * 64 * 64 + 3 * 64 * 192 + 2 * 64) + 64);
+    pt_model_free(m);
+    ck_assert_status(pt_addition_model_config(&c, tok, 64, 2, 5, false), PT_EINVAL, "heads");
+    ck_assert_status(pt_addition_model_config(&c, tok, 64, 0, 16, false), PT_EINVAL, "layers");
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
+/* A whole file read into buf (cap bytes); its length, -1 if it cannot be read. */
+static long read_all(char *buf, size_t cap, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* test_traces' three traces written to a file; a file that cannot be
+ * written adds no trace and leaves nothing behind. */
+START_TEST(test_save_traces)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_dataset_options dopt;
+    ck_assert_ok(pt_dataset_options_init(&dopt));
+    pt_dataset *data = NULL;
+    ck_assert_ok(pt_dataset_create(&data, &dopt));
+    char dir[] = "/tmp/pt_addition.XXXXXX", path[64], buf[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.jsonl", dir);
+    uint64_t rng = 1 * 7919 + 17;
+    int64_t wrong = -1;
+    ck_assert_ok(pt_addition_save_traces(data, &wrong, tok, 2, 0.5, 3, &rng, path));
+    ck_assert_int_eq(wrong, 1);
+    ck_assert_int_ge(read_all(buf, sizeof buf, path), 0);
+    ck_assert_str_eq(buf, "{\"prompt\": \"23+33=\", \"completion\": \"650\"}\n"
+                          "{\"prompt\": \"74+89=\", \"completion\": \"350\"}\n"
+                          "{\"prompt\": \"97+83=\", \"completion\": \"081\"}\n");
+    /* no path: the traces only */
+    rng = 1 * 7919 + 17;
+    ck_assert_ok(pt_addition_save_traces(data, &wrong, tok, 2, 0.5, 3, &rng, NULL));
+    ck_assert_int_eq(wrong, 1);
+    char bad[96];
+    snprintf(bad, sizeof bad, "%s/no/t.jsonl", dir);
+    ck_assert_int_eq(pt_addition_save_traces(data, &wrong, tok, 2, 0.5, 3, &rng, bad), PT_EIO);
+    snprintf(buf, sizeof buf, "cannot write %s: No such file or directory", bad);
+    ck_assert_str_eq(pt_last_error(), buf);
+    ck_assert_int_eq(mkdir(bad, 0700) == 0 ? 0 : errno, ENOENT); /* its directory is not there */
+    snprintf(bad, sizeof bad, "%s/adir", dir);
+    ck_assert_int_eq(mkdir(bad, 0700), 0);
+    ck_assert_int_eq(pt_addition_save_traces(data, &wrong, tok, 2, 0.5, 3, &rng, bad), PT_EIO);
+    snprintf(buf, sizeof buf, "cannot write %s: Is a directory", bad);
+    ck_assert_str_eq(pt_last_error(), buf);
+    pt_dataset_stats st;
+    pt_dataset_stats_init(&st);
+    ck_assert_ok(pt_dataset_get_stats(&st, data));
+    ck_assert_int_eq(st.train_examples + st.eval_examples, 6 + 3); /* the last call's traces were added */
+    /* nothing left but t.jsonl and the empty directory */
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            ck_assert_msg(!strcmp(e->d_name, "t.jsonl") || !strcmp(e->d_name, "adir"), "left: %s", e->d_name),
+                entries++;
+    closedir(d);
+    ck_assert_int_eq(entries, 2);
+    rmdir(bad);
+    unlink(path);
+    rmdir(dir);
+    pt_dataset_free(data);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
+/* The ids of text and EOS into ids; their number. */
+static int32_t answer_ids(int32_t *ids, const pt_tokenizer *tok, const char *text)
+{
+    int32_t n = 0;
+    for (; text[n]; n++)
+        ids[n] = byte_id(tok, text[n]);
+    ids[n++] = pt_tokenizer_eos_id(tok);
+    return n;
+}
+
+/* The answers shown, by hand: 3+4 has no carry (not shown); 9+8 answered
+ * right, 8+9 with its slip, 5+5 wrong otherwise; show 2 stops at two. */
+START_TEST(test_show_answers)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    const int64_t pairs[8] = { 3, 4, 9, 8, 8, 9, 5, 5 };
+    int32_t tokens[4 * 3], ntok[4];
+    const char *given[4] = { "70", "71", "70", "3" };
+    for (int i = 0; i < 4; i++)
+        ntok[i] = answer_ids(tokens + 3 * i, tok, given[i]);
+    char buf[256];
+    ck_assert_ok(pt_addition_show_answers(buf, sizeof buf, tok, tokens, ntok, pairs, 4, 1, 3));
+    ck_assert_str_eq(buf, "    9+8=71 right\n"
+                          "    8+9=70 wrong: the carries forgotten, right: 71\n"
+                          "    5+5=3  wrong, right: 01\n");
+    ck_assert_ok(pt_addition_show_answers(buf, sizeof buf, tok, tokens, ntok, pairs, 4, 1, 2));
+    ck_assert_str_eq(buf, "    9+8=71 right\n    8+9=70 wrong: the carries forgotten, right: 71\n");
+    ck_assert_ok(pt_addition_show_answers(buf, 48, tok, tokens, ntok, pairs, 4, 1, 3)); /* 17 + 51 > 47: not the second */
+    ck_assert_str_eq(buf, "    9+8=71 right\n    5+5=3  wrong, right: 01\n");
+    ck_assert_status(pt_addition_show_answers(buf, sizeof buf, tok, tokens, ntok, pairs, 4, 0, 3), PT_EINVAL,
+                     "digits");
+    ck_assert_status(pt_addition_show_answers(buf, sizeof buf, tok, NULL, ntok, pairs, 4, 1, 3), PT_EINVAL, "tokens");
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
+/* The demo's GRPO on the bigram model: every completion is "70" and EOS at
+ * any temperature (a margin of 40), so each group's rewards are equal (all
+ * groups zero-std) and the mean reward is the share of the stream's
+ * problems whose sum is 7; with beta the reference is the model: KL 0. */
+START_TEST(test_grpo)
+{
+    pt_tokenizer *tok = NULL;
+    ck_assert_ok(pt_tokenizer_create_bytes(&tok));
+    pt_model *m = bigram_model(tok);
+    pt_generator *gen = NULL;
+    pt_context *ctx = NULL;
+    ck_assert_ok(pt_generator_create(&gen, m, 16, 16));
+    ck_assert_ok(pt_context_create(&ctx, m, 16, 16));
+    pt_addition_grpo_options o;
+    ck_assert_ok(pt_addition_grpo_options_init(&o));
+    ck_assert_int_eq(o.prompts, 32);
+    o.digits = 1;
+    o.prompts = 8;
+    o.group = 2;
+    o.seed = 3;
+    o.beta = 0.5;
+    pt_addition_grpo *g = NULL;
+    ck_assert_ok(pt_addition_grpo_create(&g, m, tok, &o));
+    uint64_t rng = 3 * 104729 + 3; /* the problems' stream, drawn here too */
+    for (int step = 1; step <= 2; step++) {
+        int sevens = 0;
+        for (int p = 0; p < 8; p++) {
+            int64_t a, b;
+            ck_assert_ok(pt_addition_train_pair(&a, &b, 1, &rng));
+            sevens += a + b == 7;
+        }
+        pt_grpo_stats gs;
+        ck_assert_ok(pt_addition_grpo_step(&gs, g, ctx, gen));
+        ck_assert_msg(fabs(gs.reward - sevens / 8.0) < 1e-12, "step %d: reward %g, %d sevens", step, gs.reward,
+                      sevens);
+        ck_assert_double_eq(gs.frac_reward_zero_std, 1.0);
+        ck_assert_msg(fabs(gs.kl) < 1e-6, "kl %g", gs.kl);
+        ck_assert_int_eq(pt_addition_grpo_steps(g), step);
+    }
+    pt_addition_grpo_free(g);
+    o.group = 4; /* 32 rows: more than the generator's 16 */
+    ck_assert_ok(pt_addition_grpo_create(&g, m, tok, &o));
+    pt_grpo_stats gs;
+    ck_assert_status(pt_addition_grpo_step(&gs, g, ctx, gen), PT_EINVAL, "room");
+    ck_assert_int_eq(pt_addition_grpo_steps(g), 0);
+    pt_addition_grpo_free(g);
+    o.group = 1;
+    ck_assert_status(pt_addition_grpo_create(&g, m, tok, &o), PT_EINVAL, "group");
+    ck_assert_ptr_null(g);
+    o.group = 2;
+    o.prompts = PT_ADDITION_GRPO_MAX_PROMPTS + 1;
+    ck_assert_status(pt_addition_grpo_create(&g, m, tok, &o), PT_EINVAL, "prompts");
+    pt_context_free(ctx);
+    pt_generator_free(gen);
+    pt_model_free(m);
+    pt_tokenizer_free(tok);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("addition");
@@ -328,6 +530,10 @@ int main(void)
     tcase_add_test(tc, test_evaluate);
     tcase_add_test(tc, test_traces);
     tcase_add_test(tc, test_rollouts);
+    tcase_add_test(tc, test_model_config);
+    tcase_add_test(tc, test_save_traces);
+    tcase_add_test(tc, test_show_answers);
+    tcase_add_test(tc, test_grpo);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
