@@ -6,8 +6,6 @@
 
 #include "cli_opts.h"
 
-#include <cjson/cJSON.h>
-
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -105,8 +103,7 @@ void cli_metrics_close(FILE **f);
  * counts an update (pt_run_skip_guard) and, when `max`
  * (--max-skipped-steps; 0: never) of them follow one another, says why the
  * run stops and returns 1; else 0. */
-typedef pt_run_skips cli_skips;
-int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr);
+int cli_skip_guard(const char *cmd, pt_run_skips *k, int reason, long long step, int max, double lr);
 /* The end of a training command: the metrics file as OUT/metrics.svg (or
  * wherever svg says), then "posttrain CMD: plot: SVG" on stderr; a failure is
  * only a warning line (the run has succeeded).  Returns the status (cmd_plot.c). */
@@ -120,13 +117,15 @@ typedef struct cli_out cli_out;
  * position, RNG states) and the command's own fields
  * (docs/run-directory.md).  cli_host_new: those every training host
  * records (pt_run_host_model: the resolved model_dir, m's LoRA options),
- * to which the command adds its own.  NULL after the message. */
-cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m);
+ * a JSON object's text to which the command adds its own (free with
+ * pt_free).  NULL after the message. */
+char *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m);
 /* Write the checkpoint OUT/checkpoints/step-NNNNNNNN of state->step with
- * the command's fields `host` (pt_run_save: weights, optimizer moments,
- * schedule, the state) and say so.  Rank 0 only.  0, or 1 after the message. */
+ * the command's fields `host` (a JSON object's text; pt_run_save: weights,
+ * optimizer moments, schedule, the state) and say so.  Rank 0 only.  0, or
+ * 1 after the message. */
 int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optimizer *opt,
-                        const pt_run_state *state, const cJSON *host);
+                        const pt_run_state *state, const char *host);
 
 /* ---- outputs against inputs and earlier runs (cli_out.c) ---- */
 
@@ -145,7 +144,7 @@ struct cli_out {
 void cli_out_end(cli_out *o);
 /* "posttrain CMD: WHAT: MESSAGE" for a failed pt_run call (without "WHAT: "
  * when what is NULL); 1. */
-int cli_run_fail(const char *cmd, const char *what, int status);
+int cli_run_fail(const char *cmd, const char *what);
 
 /* ---- data-parallel runs of the training commands (cli_dist.c) ---- */
 
@@ -224,44 +223,21 @@ void cli_job_flip_hook(cli_job *j, pt_model *m, long long step);
 /* The time of one step: `seconds` in all, `comm` of it at collectives
  * (wait), `gen` of it generating (generate); the rest is step time. */
 #define cli_job_step_time(j, seconds, comm, gen) ((void)pt_run_step_time((j)->run, (seconds), (comm), (gen)))
-/* Whether a checkpoint is due after `step` of `total`. */
-#define cli_job_save_due(j, step, total) pt_run_save_due((j)->run, (step), (total))
-/* Whether a replica check is due after `step` (every --sdc-every steps). */
-#define cli_job_check_due(j, step) pt_run_check_due((j)->run, (step))
-#define CLI_SDC_MISMATCH 3
-/* The replica check after `step` (pt_dist_check_replicas; nothing to do in
- * a job of one): 0 when the replicas agree, CLI_SDC_MISMATCH after rank 0
- * printed the message naming the rank(s) and the step (then roll back),
- * 1 after the message when the run must stop (--sdc-action stop, a
- * mismatch again and again, a lost peer). */
-int cli_job_check(cli_job *j, pt_optimizer *opt, long long step);
-/* After every rank saved the checkpoint of `step` (pt_run_save, which
- * agreed on it): it becomes the rollback point, and with --save-every auto
- * the first one gave the run's interval (Young-Daly from its cost and the
- * steps' time, rank 0's for every rank), which rank 0 prints.  0. */
-int cli_job_saved(cli_job *j, long long step);
 /* How a training command goes back: `restart` to its start (the weights it
  * started from, a new optimizer, the data at its beginning), `apply` to a
- * checkpoint's state (s, the command's host fields h, its directory);
+ * checkpoint's state (s, the command's host fields as JSON text, its directory);
  * each 0, or 1 after the message. */
 typedef struct cli_back {
     void *run;
     int (*restart)(void *run);
-    int (*apply)(void *run, const pt_run_state *s, const cJSON *h, const char *dir);
+    int (*apply)(void *run, const pt_run_state *s, const char *host, const char *dir);
 } cli_back;
-/* After `step` of `total`: when a checkpoint or a replica check
- * is due, or at the last step, the replicas are compared first (no
- * corrupted state is ever saved), then a mismatch rolls every rank back
- * (cli_job_rollback: the caller's loop goes on from the step it restored),
- * else save(b->run) saves the checkpoint, each in its goodput section.  0,
- * or the exit code after the message. */
+/* After `step` of `total`: pt_run_step_end with save(b->run) as the
+ * checkpoint; after a replica mismatch every rank rolls back
+ * (pt_run_rollback, then b->restart or b->apply: the caller's loop goes on
+ * from the step it restored).  0, or the exit code after the message. */
 int cli_job_step_end(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b,
                      int (*save)(void *run), long long step, long long total);
-/* After a replica mismatch: every rank goes back to the last complete
- * checkpoint (or the start) and the steps after it are replayed; their
- * time is lost, their metrics rows are dropped (pt_run_rollback).  0, or 1
- * after the message. */
-int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b);
 /* --resume DIR (cli_common.c): weights, optimizer moments and schedule
  * from the checkpoint (pt_run_load on every rank: a later checkpoint, one
  * of another command or without a step is refused; a different `seed` is

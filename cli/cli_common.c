@@ -133,35 +133,27 @@ int cli_reload_start(const char *cmd, pt_model *m, const char *model_dir, const 
     lora_options(&lo, l, seed);
     int st = pt_run_reload_model(m, model_dir, l->rank > 0 ? &lo : NULL);
     if (st == PT_ESTATE) /* "MODEL_DIR no longer matches the model being trained" */
-        return cli_run_fail(cmd, NULL, st);
+        return cli_run_fail(cmd, NULL);
     return st ? cli_fail(model_dir, st) : 0;
 }
 
 /* ---- checkpoints -------------------------------------------------------------- */
 
-cJSON *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m)
+char *cli_host_new(const char *cmd, const char *model_dir, const pt_model *m)
 {
     char *text = NULL;
-    cJSON *h = pt_run_host_model(&text, model_dir, m) == PT_OK ? cJSON_Parse(text) : NULL;
-    pt_free(text);
-    if (!h)
+    if (pt_run_host_model(&text, model_dir, m) != PT_OK)
         fprintf(stderr, "posttrain %s: out of memory building a checkpoint's host JSON\n", cmd);
-    return h;
+    return text;
 }
 
 int cli_checkpoint_save(const char *cmd, cli_out *o, const pt_model *m, pt_optimizer *opt,
-                        const pt_run_state *state, const cJSON *host)
+                        const pt_run_state *state, const char *host)
 {
-    char *text = cJSON_PrintUnformatted(host);
-    if (!text) {
-        fprintf(stderr, "posttrain %s: out of memory printing a checkpoint's host JSON\n", cmd);
-        return 1;
-    }
-    int st = pt_run_save(o->run, m, opt, state, text);
-    cJSON_free(text);
+    int st = pt_run_save(o->run, m, opt, state, host);
     if (st == PT_EPEER) /* another rank failed and said why */
         return 1;
-    return st ? cli_run_fail(cmd, "saving a checkpoint", st) : 0; /* the run notes the checkpoint */
+    return st ? cli_run_fail(cmd, "saving a checkpoint") : 0; /* the run notes the checkpoint */
 }
 
 /* After a failed load: when the checkpoint's recorded LoRA options are not
@@ -190,35 +182,33 @@ int cli_job_resume(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const
 {
     const char *cmd = j->cmd;
     char *text = NULL;
-    cJSON *h = NULL;
     pt_run_state s;
     pt_run_state_init(&s);
     cli_job_section(j, PT_TIME_LOAD);
     int st = pt_run_load(&s, &text, o->run, m, opt), rc = 1;
     if (st == PT_ESTATE || st == PT_EEXIST || st == PT_EFORMAT)
-        cli_run_fail(cmd, "--resume", st);
+        cli_run_fail(cmd, "--resume");
     else if (st && st != PT_EPEER) /* PT_EPEER: another rank failed and said why */
         cli_fail("--resume", st);
-    else if (!st && !(h = text ? cJSON_Parse(text) : NULL))
+    else if (!st && !text)
         fprintf(stderr, "posttrain %s: out of memory reading a checkpoint's host JSON\n", cmd);
     if (st && st != PT_EPEER)
         explain_lora(cmd, m, dir);
-    if (h && s.seed != seed)
+    if (!st && text && s.seed != seed)
         cli_note("posttrain %s: warning: the checkpoint was made with --seed %" PRIu64 ", resuming with %" PRIu64
                  "\n", cmd, s.seed, seed);
-    pt_free(text);
-    if (h && !(rc = b->apply(b->run, &s, h, dir))) {
+    if (!st && text && !(rc = b->apply(b->run, &s, text, dir))) {
         *step = s.step; /* the run notes the step and the goodput lost */
         pt_run_resumed(o->run, s.step);
     }
-    cJSON_Delete(h);
+    pt_free(text);
     cli_job_section(j, PT_TIME_STARTUP);
     return rc;
 }
 
 /* ---- output ------------------------------------------------------------------- */
 
-int cli_skip_guard(const char *cmd, cli_skips *k, int reason, long long step, int max, double lr)
+int cli_skip_guard(const char *cmd, pt_run_skips *k, int reason, long long step, int max, double lr)
 {
     if (pt_run_skip_guard(k, reason, step, max) == PT_OK)
         return 0;

@@ -154,24 +154,11 @@ void cli_job_flip_hook(cli_job *j, pt_model *m, long long step)
                 j->cmd, j->rank, name, step);
 }
 
-int cli_job_check(cli_job *j, pt_optimizer *opt, long long step)
-{
-    (void)step; /* the run counts the steps it notes */
-    int action = PT_RUN_CONTINUE;
-    int st = j->run ? pt_run_check(&action, NULL, j->run, opt) : PT_OK;
-    if (st != PT_OK && st != PT_ECHECKSUM)
-        return cli_fail("replica check", st);
-    /* a mismatch: rank 0 noted where and what every rank does next */
-    return st == PT_OK ? 0 : action == PT_RUN_ROLLBACK ? CLI_SDC_MISMATCH : 1;
-}
-
-int cli_job_saved(cli_job *j, long long step)
-{
-    (void)j, (void)step; /* the run keeps the rollback point and says save_auto's interval */
-    return 0;
-}
-
-int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b)
+/* After a replica mismatch: every rank goes back to the last complete
+ * checkpoint (or the start) and the steps after it are replayed; their
+ * time is lost, their metrics rows are dropped (pt_run_rollback).  0, or 1
+ * after the message. */
+static int job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, const cli_back *b)
 {
     cli_job_section(j, PT_TIME_LOAD);
     pt_run_state s;
@@ -181,12 +168,9 @@ int cli_job_rollback(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
     if (st == PT_ENOTFOUND)
         rc = b->restart(b->run);
     else if (st)
-        rc = cli_run_fail(j->cmd, "rolling back", st);
-    else {
-        cJSON *h = cJSON_Parse(extra);
-        rc = h ? b->apply(b->run, &s, h, pt_run_last_checkpoint(o->run)) : cli_fail("rolling back", PT_ENOMEM);
-        cJSON_Delete(h);
-    }
+        rc = cli_run_fail(j->cmd, "rolling back");
+    else
+        rc = extra ? b->apply(b->run, &s, extra, pt_run_last_checkpoint(o->run)) : cli_fail("rolling back", PT_ENOMEM);
     pt_free(extra);
     rc = cli_job_agree(j, rc, "rolling back");
     cli_job_section(j, -1);
@@ -198,7 +182,7 @@ int cli_job_step_end(cli_job *j, cli_out *o, pt_model *m, pt_optimizer *opt, con
 {
     int action = PT_RUN_CONTINUE, st = pt_run_step_end(&action, j->run, opt, step, total, save, b->run);
     if (st == PT_ECHECKSUM && action == PT_RUN_ROLLBACK) /* rank 0 noted the mismatch */
-        return cli_job_rollback(j, o, m, opt, b);
+        return job_rollback(j, o, m, opt, b);
     if (st < 0 && st != PT_ECHECKSUM)
         return cli_fail("replica check", st);
     return st == PT_ECHECKSUM ? 1 : st; /* a mismatch that stops the run, or save's exit code */

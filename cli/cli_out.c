@@ -176,9 +176,8 @@ void cli_out_end(cli_out *o)
     o->run = NULL;
 }
 
-int cli_run_fail(const char *cmd, const char *what, int status)
+int cli_run_fail(const char *cmd, const char *what)
 {
-    (void)status;
     fprintf(stderr, "posttrain %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", run_message());
     return 1;
 }

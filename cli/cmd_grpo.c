@@ -41,7 +41,7 @@ typedef struct grpo_run {
     int g0, ng, NL;    /* this rank's groups [g0, g0 + ng) and its ng * G samples */
     int64_t total, step;               /* step: rounds done */
     int64_t skipped_total;             /* optimizer updates skipped */
-    cli_skips skips;
+    pt_run_skips skips;
     bool runaway;                      /* --max-skipped-steps reached: stop after the step's row */
     FILE *metrics;
     cli_out out;
@@ -192,34 +192,27 @@ static int save_checkpoint(void *run)
     pt_prompt_order_save(&s, r->order);
     pt_grpo_run_fields f;
     run_fields(r, &f);
-    cJSON *h = cli_host_new("grpo", a->model, r->model), *full = NULL;
-    char *text = h ? cJSON_PrintUnformatted(h) : NULL, *extra = NULL;
-    if (text && !pt_grpo_run_extra(&extra, text, &f))
-        full = cJSON_Parse(extra);
-    int rc = full ? cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, full) : 1;
-    if (h && !full)
+    char *h = cli_host_new("grpo", a->model, r->model), *extra = NULL;
+    if (h && pt_grpo_run_extra(&extra, h, &f))
         fprintf(stderr, "posttrain grpo: out of memory building a checkpoint\n");
-    cJSON_free(text);
+    int rc = extra ? cli_checkpoint_save("grpo", &r->out, r->model, r->opt, &s, extra) : 1;
     pt_free(extra);
-    cJSON_Delete(full);
-    cJSON_Delete(h);
-    return rc ? rc : cli_job_saved(&r->job, (long long)r->step);
+    pt_free(h);
+    return rc;
 }
 
 /* The loaded state `s` and host fields `h` of the checkpoint `dir` into
  * the run (pt_grpo_run_resume: the batch shape, the prompt order, the
  * optimizer's step count, the entropy controller).  0, or 1 after the
  * message. */
-static int apply_state(void *run, const pt_run_state *s, const cJSON *h, const char *dir)
+static int apply_state(void *run, const pt_run_state *s, const char *h, const char *dir)
 {
     grpo_run *r = run;
     pt_grpo_run_fields f;
     run_fields(r, &f);
     pt_grpo_resume_report rep;
     pt_grpo_resume_report_init(&rep);
-    char *extra = cJSON_PrintUnformatted(h);
-    int st = extra ? pt_grpo_run_resume(&rep, extra, s, r->order, pt_optimizer_step_count(r->opt), &f) : PT_ENOMEM;
-    cJSON_free(extra);
+    int st = pt_grpo_run_resume(&rep, h, s, r->order, pt_optimizer_step_count(r->opt), &f);
     const int fault = rep.fault;
     const char *pre = "posttrain grpo: --resume: ", *opt = "--batch-prompts";
     if ((!st || fault >= PT_RESUME_FAULT_RNG) && rep.num_iterations >= 0 &&

@@ -2,8 +2,6 @@
  * JSONL data, with checkpoints, exact resume, progress and a metrics file. */
 #include "cli.h"
 
-#include <cjson/cJSON.h>
-
 #include <stddef.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,7 +96,7 @@ typedef struct sft_run {
     FILE *metrics;
     cli_out out;
     int64_t total, step, skipped_total; /* skipped_total: the last step's count */
-    cli_skips skips;
+    pt_run_skips skips;
     int64_t row0, rows;  /* this rank's rows of every micro-batch */
     pt_sft_batches *mb;  /* a step's micro-batches (pt_sft_batches_fill), those rows of each */
 } sft_run;
@@ -124,9 +122,9 @@ static int save_checkpoint(void *p)
     int st = pt_sft_run_state(&s, r->data, r->opt, r->step);
     if (st)
         return cli_fail("checkpoint", st);
-    cJSON *h = cli_host_new("sft", r->a.model, r->model);
+    char *h = cli_host_new("sft", r->a.model, r->model);
     int rc = h ? cli_checkpoint_save("sft", &r->out, r->model, r->opt, &s, h) : 1;
-    cJSON_Delete(h);
+    pt_free(h);
     return rc;
 }
 
@@ -179,7 +177,7 @@ static int restart_run(void *p)
 }
 
 /* A loaded checkpoint's state into the run: the data position and the step. */
-static int apply_run(void *p, const pt_run_state *s, const cJSON *h, const char *dir)
+static int apply_run(void *p, const pt_run_state *s, const char *h, const char *dir)
 {
     sft_run *r = p;
     int st = pt_dataset_set_position(r->data, s->epoch, s->cursor);
