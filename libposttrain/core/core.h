@@ -135,6 +135,20 @@ void pt__struct_write(void *user, const void *full);
     ((void)init(&(local)), pt__struct_read(&(local), sizeof(local), (user), __func__, #init))
 #define PT_STRUCT_CHECK_OUT(user, type, init)                                 \
     pt__struct_check_out((user), sizeof(type), __func__, #init)
+/* The same two, returning their status (PT_EINVAL: a size out of range)
+ * from the calling function when it is not PT_OK, as PT_CHECK_ARG does. */
+#define PT_CHECK_STRUCT_READ(local, user, init)                               \
+    do {                                                                      \
+        int st_ = PT_STRUCT_READ(local, user, init);                          \
+        if (st_)                                                              \
+            return st_;                                                       \
+    } while (0)
+#define PT_CHECK_STRUCT_OUT(user, type, init)                                 \
+    do {                                                                      \
+        int st_ = PT_STRUCT_CHECK_OUT(user, type, init);                      \
+        if (st_)                                                              \
+            return st_;                                                       \
+    } while (0)
 
 /* The start of every _init that zeroes its struct: the pointer checked
  * (PT_EINVAL naming the _init), the struct zeroed, its size set.  The _init
@@ -146,6 +160,14 @@ void pt__struct_write(void *user, const void *full);
         memset((p), 0, sizeof *(p));                                          \
         (p)->size = sizeof *(p);                                              \
     } while (0)
+/* Define `int name(type *param)`, an _init whose defaults are all zero:
+ * PT_STRUCT_INIT_ZERO(param), then PT_OK. */
+#define PT_ZERO_INIT(name, type, param)                                       \
+    int name(type *param)                                                     \
+    {                                                                         \
+        PT_STRUCT_INIT_ZERO(param);                                           \
+        return PT_OK;                                                         \
+    }
 
 /* Element i of a caller's array of versioned structs: the stride is the
  * caller's own sizeof, the size its _init wrote into element 0 (which the

@@ -84,9 +84,7 @@ int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
     PT_CHECK_NULL(m);
     if (!m->lora)
         return pt__err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
-    int st = PT_STRUCT_CHECK_OUT(out, pt_lora_options, pt_lora_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(out, pt_lora_options, pt_lora_options_init);
     pt__struct_write(out, &m->lora->opts);
     return PT_OK;
 }
@@ -218,9 +216,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
 {
     PT_CHECK_NULL(m);
     pt_lora_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_lora_options_init);
-    if (st != PT_OK)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_lora_options_init);
     const int rank = o.rank;
     const double alpha = o.alpha;
     const unsigned targets = o.targets;
@@ -239,6 +235,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
         return pt__err(PT_ESTATE, "pt_model_add_lora: the model already has LoRA adapters "
                       "(merge or remove them first)");
     struct pt_lora *l = NULL;
+    int st;
     if ((st = lora_alloc(&l, m, &o)) != PT_OK)
         return st;
     pt_tensor_ref *tab = pt__malloc_array(m->ntensors + 2 * l->nadapters, sizeof *tab);

@@ -22,11 +22,7 @@ int pt_memory_estimate_options_init(pt_memory_estimate_options *opts)
     return PT_OK;
 }
 
-int pt_memory_estimate_init(pt_memory_estimate *est)
-{
-    PT_STRUCT_INIT_ZERO(est);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_memory_estimate_init, pt_memory_estimate, est)
 
 static int64_t at_most(int64_t given, int64_t positions, int64_t cap)
 {
