@@ -129,6 +129,9 @@ int pt__struct_check_out(const void *user, size_t full_size, const char *func,
 /* Copy a filled struct `full` into the caller's `user` (NULL: nothing),
  * as many bytes as the caller's size says, keeping the caller's size. */
 void pt__struct_write(void *user, const void *full);
+/* A getter's copy: pt__struct_check_out, then pt__struct_write. */
+int pt__struct_get(void *user, const void *full, size_t full_size, const char *func,
+                   const char *init_name);
 
 /* opts_local = defaults from init(), then the caller's fields over them. */
 #define PT_STRUCT_READ(local, user, init)                                     \
@@ -149,6 +152,10 @@ void pt__struct_write(void *user, const void *full);
         if (st_)                                                              \
             return st_;                                                       \
     } while (0)
+/* The caller's `user` gets a copy of the library's `full` (a pointer to
+ * the whole struct), PT_EINVAL when user's size is out of range. */
+#define PT_STRUCT_GET(user, full, init)                                       \
+    pt__struct_get((user), (full), sizeof *(full), __func__, #init)
 
 /* The start of every _init that zeroes its struct: the pointer checked
  * (PT_EINVAL naming the _init), the struct zeroed, its size set.  The _init

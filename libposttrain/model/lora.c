@@ -84,9 +84,7 @@ int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
     PT_CHECK_NULL(m);
     if (!m->lora)
         return pt__err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
-    PT_CHECK_STRUCT_OUT(out, pt_lora_options, pt_lora_options_init);
-    pt__struct_write(out, &m->lora->opts);
-    return PT_OK;
+    return PT_STRUCT_GET(out, &m->lora->opts, pt_lora_options_init);
 }
 
 static void lora_free(struct pt_lora *l)

@@ -232,9 +232,7 @@ int pt_model_get_config(pt_model_config *out, const pt_model *m)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
-    PT_CHECK_STRUCT_OUT(out, pt_model_config, pt_model_config_init);
-    pt__struct_write(out, &m->cfg);
-    return PT_OK;
+    return PT_STRUCT_GET(out, &m->cfg, pt_model_config_init);
 }
 
 uint64_t pt_model_param_count(const pt_model *m)

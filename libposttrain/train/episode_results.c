@@ -160,9 +160,7 @@ int pt_episode_results_stats(pt_episode_stats *stats, const pt_episode_results *
 {
     PT_CHECK_NULL(stats);
     PT_CHECK_NULL(res);
-    PT_CHECK_STRUCT_OUT(stats, pt_episode_stats, pt_episode_stats_init);
-    pt__struct_write(stats, &res->stats);
-    return PT_OK;
+    return PT_STRUCT_GET(stats, &res->stats, pt_episode_stats_init);
 }
 
 /* ---- names ---- */
