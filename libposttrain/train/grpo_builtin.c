@@ -440,16 +440,14 @@ int pt_prompt_rows_load(pt_prompt_rows **out, pt_prompt_rows_report *report, con
     pt_prompt_rows_options o;
     pt_prompt_rows_report rep;
     pt_prompt_rows_report_init(&rep);
-    int st = PT_STRUCT_READ(o, opts, pt_prompt_rows_options_init);
-    if (!st)
-        st = PT_STRUCT_CHECK_OUT(report, pt_prompt_rows_report, pt_prompt_rows_report_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_prompt_rows_options_init);
+    PT_CHECK_STRUCT_OUT(report, pt_prompt_rows_report, pt_prompt_rows_report_init);
     PT_CHECK_ARG(!o.messages || o.chat_template, opts, "messages needs a chat_template to render them");
     pt_jsonl_reader *rd;
     pt_prompt_rows *rows = NULL;
     rep.fault = PT_ROWS_FAULT_READ;
-    if (!(st = pt_jsonl_reader_open(&rd, path, o.max_line ? o.max_line : (size_t)16 << 20))) {
+    int st = pt_jsonl_reader_open(&rd, path, o.max_line ? o.max_line : (size_t)16 << 20);
+    if (!st) {
         if (!(st = pt_prompt_rows_create(&rows)))
             st = read_all(rows, &rep, rd, tok, &o, path);
         pt_jsonl_reader_free(rd);
