@@ -67,6 +67,15 @@ void pt__struct_write(void *user, const void *full)
     memcpy(user, &size, sizeof size);
 }
 
+int pt__struct_get(void *user, const void *full, size_t full_size, const char *func,
+                   const char *init_name)
+{
+    int st = pt__struct_check_out(user, full_size, func, init_name);
+    if (st == PT_OK)
+        pt__struct_write(user, full);
+    return st;
+}
+
 const void *pt__struct_at(const void *array, size_t i)
 {
     size_t size;

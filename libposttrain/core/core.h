@@ -129,12 +129,33 @@ int pt__struct_check_out(const void *user, size_t full_size, const char *func,
 /* Copy a filled struct `full` into the caller's `user` (NULL: nothing),
  * as many bytes as the caller's size says, keeping the caller's size. */
 void pt__struct_write(void *user, const void *full);
+/* A getter's copy: pt__struct_check_out, then pt__struct_write. */
+int pt__struct_get(void *user, const void *full, size_t full_size, const char *func,
+                   const char *init_name);
 
 /* opts_local = defaults from init(), then the caller's fields over them. */
 #define PT_STRUCT_READ(local, user, init)                                     \
     ((void)init(&(local)), pt__struct_read(&(local), sizeof(local), (user), __func__, #init))
 #define PT_STRUCT_CHECK_OUT(user, type, init)                                 \
     pt__struct_check_out((user), sizeof(type), __func__, #init)
+/* The same two, returning their status (PT_EINVAL: a size out of range)
+ * from the calling function when it is not PT_OK, as PT_CHECK_ARG does. */
+#define PT_CHECK_STRUCT_READ(local, user, init)                               \
+    do {                                                                      \
+        int st_ = PT_STRUCT_READ(local, user, init);                          \
+        if (st_)                                                              \
+            return st_;                                                       \
+    } while (0)
+#define PT_CHECK_STRUCT_OUT(user, type, init)                                 \
+    do {                                                                      \
+        int st_ = PT_STRUCT_CHECK_OUT(user, type, init);                      \
+        if (st_)                                                              \
+            return st_;                                                       \
+    } while (0)
+/* The caller's `user` gets a copy of the library's `full` (a pointer to
+ * the whole struct), PT_EINVAL when user's size is out of range. */
+#define PT_STRUCT_GET(user, full, init)                                       \
+    pt__struct_get((user), (full), sizeof *(full), __func__, #init)
 
 /* The start of every _init that zeroes its struct: the pointer checked
  * (PT_EINVAL naming the _init), the struct zeroed, its size set.  The _init
@@ -146,6 +167,14 @@ void pt__struct_write(void *user, const void *full);
         memset((p), 0, sizeof *(p));                                          \
         (p)->size = sizeof *(p);                                              \
     } while (0)
+/* Define `int name(type *param)`, an _init whose defaults are all zero:
+ * PT_STRUCT_INIT_ZERO(param), then PT_OK. */
+#define PT_ZERO_INIT(name, type, param)                                       \
+    int name(type *param)                                                     \
+    {                                                                         \
+        PT_STRUCT_INIT_ZERO(param);                                           \
+        return PT_OK;                                                         \
+    }
 
 /* Element i of a caller's array of versioned structs: the stride is the
  * caller's own sizeof, the size its _init wrote into element 0 (which the

@@ -89,9 +89,7 @@ int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
     PT_CHECK_NULL(out);
     *out = NULL;
     pt_dist_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_dist_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_dist_options_init);
     if (!pt_dist_backend_name(o.backend))
         return pt__err(PT_EINVAL, "pt_dist_create: unknown backend %d (auto, single or mpi)", o.backend);
     if (!(o.timeout_s >= 0) || !isfinite(o.timeout_s))
@@ -121,6 +119,7 @@ int pt_dist_create(pt_dist **out, void *mpi_comm, const pt_dist_options *opts)
     d->opts.backend = backend;
     d->size = 1;
     d->step = -1;
+    int st;
     if (backend == PT_DIST_MPI && (st = pt__backend_mpi_create(&d->be, &d->rank, &d->size, mpi_comm))) {
         free(d);
         return st;

@@ -389,9 +389,7 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
     PT_CHECK_NULL(cfg);
     PT_CHECK_COUNT(len, PT_MAX_TEXT_BYTES, "config.json");
     PT_CHECK_ARG(json || !len, json, "is NULL with len %zu", len);
-    int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(cfg, pt_model_config, pt_model_config_init);
     if (len == 0)
         return pt__err(PT_EFORMAT, CFG "empty document");
     const char *end = NULL;
@@ -416,7 +414,7 @@ int pt_model_config_from_json(pt_model_config *cfg, const char *json, size_t len
     }
     pt_model_config tmp;
     pt_model_config_init(&tmp);
-    st = parse_root(&tmp, root);
+    int st = parse_root(&tmp, root);
     cJSON_Delete(root);
     if (st)
         return st;
@@ -541,12 +539,11 @@ int pt_model_config_validate(const pt_model_config *cfg)
 {
     PT_CHECK_NULL(cfg);
     pt_model_config c;
-    int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(c, cfg, pt_model_config_init);
     const pt_arch_info *arch = pt__arch_info_get(c.arch);
     if (!arch)
         return pt__err(PT_EUNSUPPORTED, "model config: arch %d is not a known pt_arch", c.arch);
+    int st;
     if ((st = check_sizes(&c)) || (st = check_norm_rope(&c)) ||
         (st = check_arch_features(&c, arch)))
         return st;

@@ -84,11 +84,7 @@ int pt_model_get_lora(pt_lora_options *out, const pt_model *m)
     PT_CHECK_NULL(m);
     if (!m->lora)
         return pt__err(PT_ESTATE, "pt_model_get_lora: the model has no LoRA adapters");
-    int st = PT_STRUCT_CHECK_OUT(out, pt_lora_options, pt_lora_options_init);
-    if (st)
-        return st;
-    pt__struct_write(out, &m->lora->opts);
-    return PT_OK;
+    return PT_STRUCT_GET(out, &m->lora->opts, pt_lora_options_init);
 }
 
 static void lora_free(struct pt_lora *l)
@@ -218,9 +214,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
 {
     PT_CHECK_NULL(m);
     pt_lora_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_lora_options_init);
-    if (st != PT_OK)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_lora_options_init);
     const int rank = o.rank;
     const double alpha = o.alpha;
     const unsigned targets = o.targets;
@@ -239,6 +233,7 @@ int pt_model_add_lora(pt_model *m, const pt_lora_options *opts)
         return pt__err(PT_ESTATE, "pt_model_add_lora: the model already has LoRA adapters "
                       "(merge or remove them first)");
     struct pt_lora *l = NULL;
+    int st;
     if ((st = lora_alloc(&l, m, &o)) != PT_OK)
         return st;
     pt_tensor_ref *tab = pt__malloc_array(m->ntensors + 2 * l->nadapters, sizeof *tab);

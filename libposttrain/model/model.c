@@ -151,8 +151,8 @@ int pt_model_create(pt_model **out, const pt_model_config *cfg, uint64_t seed)
     *out = NULL;
     PT_CHECK_NULL(cfg);
     pt_model_config c;
-    int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
-    return st ? st : create(out, &c, seed, true);
+    PT_CHECK_STRUCT_READ(c, cfg, pt_model_config_init);
+    return create(out, &c, seed, true);
 }
 
 int pt__model_create_uninit(pt_model **out, const pt_model_config *cfg)
@@ -161,8 +161,8 @@ int pt__model_create_uninit(pt_model **out, const pt_model_config *cfg)
     *out = NULL;
     PT_CHECK_NULL(cfg);
     pt_model_config c;
-    int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
-    return st ? st : create(out, &c, 0, false);
+    PT_CHECK_STRUCT_READ(c, cfg, pt_model_config_init);
+    return create(out, &c, 0, false);
 }
 
 pt_model *pt__model_retain(pt_model *m)
@@ -232,11 +232,7 @@ int pt_model_get_config(pt_model_config *out, const pt_model *m)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
-    int st = PT_STRUCT_CHECK_OUT(out, pt_model_config, pt_model_config_init);
-    if (st)
-        return st;
-    pt__struct_write(out, &m->cfg);
-    return PT_OK;
+    return PT_STRUCT_GET(out, &m->cfg, pt_model_config_init);
 }
 
 uint64_t pt_model_param_count(const pt_model *m)
@@ -257,11 +253,7 @@ PT_DEPRECATED_GETTER(uint64_t, pt_model_num_params, out, pt_model, m, pt_model_p
 
 PT_DEPRECATED_GETTER(uint64_t, pt_model_num_trainable_params, out, pt_model, m, pt_model_trainable_param_count)
 
-int pt_tensor_info_init(pt_tensor_info *info)
-{
-    PT_STRUCT_INIT_ZERO(info);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_tensor_info_init, pt_tensor_info, info)
 
 /* The caller's info (its own size) filled from t. */
 static void fill_tensor_info(pt_tensor_info *out, const pt_tensor_ref *t)
@@ -287,9 +279,7 @@ int pt_model_tensor_info(pt_tensor_info *out, const pt_model *m, size_t index)
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
-    int st = PT_STRUCT_CHECK_OUT(out, pt_tensor_info, pt_tensor_info_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(out, pt_tensor_info, pt_tensor_info_init);
     if (index >= m->ntensors)
         return pt__err(PT_ERANGE, "pt_model_tensor_info: index %zu is not below the %zu tensors",
                       index, m->ntensors);
@@ -302,9 +292,7 @@ int pt_model_find_tensor_info(pt_tensor_info *out, const pt_model *m, const char
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(m);
     PT_CHECK_NULL(name);
-    int st = PT_STRUCT_CHECK_OUT(out, pt_tensor_info, pt_tensor_info_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(out, pt_tensor_info, pt_tensor_info_init);
     const pt_tensor_ref *t = pt__model_find_tensor(m, name);
     if (!t)
         return pt__err(PT_ENOTFOUND, "pt_model_find_tensor_info: the model has no tensor '%s'", name);

@@ -18,15 +18,13 @@ int pt_model_config_load(pt_model_config *cfg, const char *path)
 {
     PT_CHECK_NULL(cfg);
     PT_CHECK_NULL(path);
-    int st = PT_STRUCT_CHECK_OUT(cfg, pt_model_config, pt_model_config_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(cfg, pt_model_config, pt_model_config_init);
     char *file = pt__is_dir(path) ? pt__path_join(path, "config.json") : pt__strdup(path);
     if (!file)
         return PT_ENOMEM;
     char *text = NULL;
     size_t len = 0;
-    st = pt__read_file(&text, &len, file, PT_MODELIO_MAX_CONFIG_BYTES);
+    int st = pt__read_file(&text, &len, file, PT_MODELIO_MAX_CONFIG_BYTES);
     if (st == PT_OK) {
         st = pt_model_config_from_json(cfg, text, len);
         if (st != PT_OK)
@@ -149,8 +147,8 @@ int pt_model_config_to_json(char **out, const pt_model_config *cfg)
     *out = NULL;
     PT_CHECK_NULL(cfg);
     pt_model_config c;
-    int st = PT_STRUCT_READ(c, cfg, pt_model_config_init);
-    return st ? st : pt__modelio_config_json(out, &c, NULL);
+    PT_CHECK_STRUCT_READ(c, cfg, pt_model_config_init);
+    return pt__modelio_config_json(out, &c, NULL);
 }
 
 /* ---- the source's eos list ------------------------------------------------------- */

@@ -336,14 +336,13 @@ int pt_model_eval_jsonl(pt_eval_result **out, pt_model *model, const pt_tokenize
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(path);
     pt_eval_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_eval_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_eval_options_init);
     const int max_length = o.max_length;
     PT_CHECK_ARG(max_length >= 0, max_length, "%d must be >= 0 (0: the model's maximum)",
                  max_length);
     pt_model_config cfg;
     pt_model_config_init(&cfg);
+    int st;
     if ((st = pt_model_get_config(&cfg, model)))
         return st;
     size_t max_len = (size_t)(max_length ? max_length : cfg.max_position_embeddings);

@@ -108,12 +108,10 @@ int pt_model_dir_inspect(pt_model_dir_info *info, const char *dir)
 {
     PT_CHECK_NULL(info);
     PT_CHECK_NULL(dir);
-    int st = PT_STRUCT_CHECK_OUT(info, pt_model_dir_info, pt_model_dir_info_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(info, pt_model_dir_info, pt_model_dir_info_init);
     pt_model_dir_info full;
     pt_model_dir_info_init(&full);
-    st = inspect(&full, dir);
+    int st = inspect(&full, dir);
     pt__struct_write(info, &full);
     return st;
 }

@@ -22,11 +22,7 @@ int pt_memory_estimate_options_init(pt_memory_estimate_options *opts)
     return PT_OK;
 }
 
-int pt_memory_estimate_init(pt_memory_estimate *est)
-{
-    PT_STRUCT_INIT_ZERO(est);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_memory_estimate_init, pt_memory_estimate, est)
 
 static int64_t at_most(int64_t given, int64_t positions, int64_t cap)
 {
@@ -71,10 +67,9 @@ int pt_model_config_memory_estimate(pt_memory_estimate *est, const pt_model_conf
 {
     PT_CHECK_NULL(est);
     PT_CHECK_NULL(cfg);
-    int st = PT_STRUCT_CHECK_OUT(est, pt_memory_estimate, pt_memory_estimate_init);
+    PT_CHECK_STRUCT_OUT(est, pt_memory_estimate, pt_memory_estimate_init);
     pt_memory_estimate_options o;
-    if (st || (st = PT_STRUCT_READ(o, opts, pt_memory_estimate_options_init)))
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_memory_estimate_options_init);
     PT_CHECK_ARG(o.context >= 0 && o.context <= MAX_TOKENS_ARG, opts->context,
                  "must be in [0, %" PRId64 "] (got %" PRId64 ")", MAX_TOKENS_ARG, o.context);
     PT_CHECK_ARG(o.seq >= 0 && o.seq <= MAX_TOKENS_ARG, opts->seq,
@@ -85,7 +80,9 @@ int pt_model_config_memory_estimate(pt_memory_estimate *est, const pt_model_conf
                  "must be in [1, %" PRId64 "] (got %" PRId64 ")", MAX_TOKENS_ARG, o.lora_rank);
     pt_model_config c;
     uint64_t n_params = 0;
-    if ((st = PT_STRUCT_READ(c, cfg, pt_model_config_init)) || (st = pt_model_config_num_params(&n_params, &c)))
+    PT_CHECK_STRUCT_READ(c, cfg, pt_model_config_init);
+    int st = pt_model_config_num_params(&n_params, &c);
+    if (st)
         return st;
     pt_memory_estimate e;
     pt_memory_estimate_init(&e);

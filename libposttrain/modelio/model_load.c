@@ -151,9 +151,7 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
     *out = NULL;
     PT_CHECK_NULL(dir);
     pt_model_load_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_model_load_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_model_load_options_init);
     PT_CHECK_ARG(o.bf16 >= PT_BF16_OFF && o.bf16 <= PT_BF16_FROZEN, o.bf16,
                  "%d is not a pt_bf16_mode (0 off, 1 on, 2 frozen)", o.bf16);
     if (!pt_quantize_name(o.quantize))
@@ -161,6 +159,7 @@ int pt_model_load_dir(pt_model **out, const char *dir, const pt_model_load_optio
                           "q8_0 8)", o.quantize);
     PT_CHECK_ARG(o.quantize == PT_QUANTIZE_NONE || o.bf16 == PT_BF16_OFF, opts->quantize,
                  "and opts->bf16 exclude each other (a quantized base is not also BF16)");
+    int st;
     if (pt__gguf_is_file(dir)) {
         st = pt__gguf_load_model(out, dir, &o);
         if (st == PT_OK && o.bf16 != PT_BF16_OFF && (st = pt_model_set_bf16(*out, o.bf16))) {

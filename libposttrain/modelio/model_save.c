@@ -237,9 +237,8 @@ int pt_model_save_dir(const pt_model *m, const char *dir, const pt_model_save_op
     PT_CHECK_NULL(m);
     PT_CHECK_NULL(dir);
     pt_model_save_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_model_save_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_model_save_options_init);
+    int st;
     if ((st = pt__model_check_not_quantized(m, "pt_model_save_dir", "a Hugging Face directory "
                                            "would hold it dequantized; write that with `posttrain "
                                            "export --type f32` (a GGUF), or save the LoRA adapters "

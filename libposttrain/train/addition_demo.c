@@ -180,9 +180,7 @@ int pt_addition_grpo_create(pt_addition_grpo **out, pt_model *model, const pt_to
     PT_CHECK_NULL(model);
     PT_CHECK_NULL(tok);
     pt_addition_grpo_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_addition_grpo_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_addition_grpo_options_init);
     PT_CHECK_ARG(o.digits >= 1 && o.digits <= PT_ADDITION_MAX_DIGITS, opts->digits, "must be in [1, %d] (got %d)",
                  PT_ADDITION_MAX_DIGITS, o.digits);
     PT_CHECK_ARG(o.prompts >= 1 && o.prompts <= PT_ADDITION_GRPO_MAX_PROMPTS, opts->prompts,
@@ -191,7 +189,8 @@ int pt_addition_grpo_create(pt_addition_grpo **out, pt_model *model, const pt_to
     PT_CHECK_ARG(o.beta >= 0, opts->beta, "must be >= 0 (got %g)", o.beta);
     int32_t ids[2 * PT_ADDITION_MAX_DIGITS + 11];
     size_t plen;
-    if ((st = pt_addition_prompt_ids(ids, sizeof ids / sizeof ids[0], &plen, tok, o.digits, 0, 0)))
+    int st = pt_addition_prompt_ids(ids, sizeof ids / sizeof ids[0], &plen, tok, o.digits, 0, 0);
+    if (st)
         return st;
     pt_addition_grpo *g = pt__calloc(1, sizeof *g);
     if (!g)

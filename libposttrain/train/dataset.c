@@ -23,11 +23,7 @@ int pt_dataset_options_init(pt_dataset_options *opts)
     return PT_OK;
 }
 
-int pt_dataset_stats_init(pt_dataset_stats *stats)
-{
-    PT_STRUCT_INIT_ZERO(stats);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_dataset_stats_init, pt_dataset_stats, stats)
 
 /* The fields of full options (read with PT_STRUCT_READ). */
 static int check_options(const pt_dataset_options *o)

@@ -9,17 +9,9 @@
 
 /* ---- results --------------------------------------------------------------------- */
 
-int pt_episode_init(pt_episode *ep)
-{
-    PT_STRUCT_INIT_ZERO(ep);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_episode_init, pt_episode, ep)
 
-int pt_episode_stats_init(pt_episode_stats *s)
-{
-    PT_STRUCT_INIT_ZERO(s);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_episode_stats_init, pt_episode_stats, s)
 
 int pt_episode_results_create(pt_episode_results **out)
 {
@@ -136,9 +128,7 @@ int pt_episode_results_get(pt_episode *out, const pt_episode_results *res, int i
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(res);
-    int st = PT_STRUCT_CHECK_OUT(out, pt_episode, pt_episode_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(out, pt_episode, pt_episode_init);
     PT_CHECK_ARG(i >= 0 && i < res->n, i, "%d is outside 0 .. %d (the episodes of the last run)",
                  i, res->n - 1);
     const ep_rec *e = &res->e[i];
@@ -170,11 +160,7 @@ int pt_episode_results_stats(pt_episode_stats *stats, const pt_episode_results *
 {
     PT_CHECK_NULL(stats);
     PT_CHECK_NULL(res);
-    int st = PT_STRUCT_CHECK_OUT(stats, pt_episode_stats, pt_episode_stats_init);
-    if (st)
-        return st;
-    pt__struct_write(stats, &res->stats);
-    return PT_OK;
+    return PT_STRUCT_GET(stats, &res->stats, pt_episode_stats_init);
 }
 
 /* ---- names ---- */

@@ -168,11 +168,7 @@ int pt_goodput_rollback(pt_goodput *gp)
     return PT_OK;
 }
 
-int pt_goodput_report_init(pt_goodput_report *r)
-{
-    PT_STRUCT_INIT_ZERO(r);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_goodput_report_init, pt_goodput_report, r)
 
 /* The totals as of now: an open section counts up to now, OTHER is what
  * the wall has beyond everything else (never negative). */
@@ -214,9 +210,7 @@ int pt_goodput_get(pt_goodput_report *r, const pt_goodput *gp)
 {
     PT_CHECK_NULL(r);
     PT_CHECK_NULL(gp);
-    int st = PT_STRUCT_CHECK_OUT(r, pt_goodput_report, pt_goodput_report_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(r, pt_goodput_report, pt_goodput_report_init);
     snapshot s;
     take_snapshot(&s, gp);
     pt__struct_write(r, &s.r);

@@ -94,11 +94,7 @@ int pt_builtin_reward_score(float *reward, int kind, const char *text, size_t te
     return PT_OK;
 }
 
-int pt_builtin_reward_payload_init(pt_builtin_reward_payload *payload)
-{
-    PT_STRUCT_INIT_ZERO(payload);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_builtin_reward_payload_init, pt_builtin_reward_payload, payload)
 
 /* The payload and its rewards read into p and rw (older sizes allowed);
  * the kind of the batch's reward function, or -1 after the message. */
@@ -180,11 +176,7 @@ static const pt_enum_entry k_faults[] = {
 };
 PT_ENUM_NAME_FUNCS(pt_prompt_rows_fault, k_faults, "prompt rows fault")
 
-int pt_prompt_row_init(pt_prompt_row *row)
-{
-    PT_STRUCT_INIT_ZERO(row);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_prompt_row_init, pt_prompt_row, row)
 
 int pt_prompt_rows_options_init(pt_prompt_rows_options *opts)
 {
@@ -193,11 +185,7 @@ int pt_prompt_rows_options_init(pt_prompt_rows_options *opts)
     return PT_OK;
 }
 
-int pt_prompt_rows_report_init(pt_prompt_rows_report *report)
-{
-    PT_STRUCT_INIT_ZERO(report);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_prompt_rows_report_init, pt_prompt_rows_report, report)
 
 int pt_prompt_rows_create(pt_prompt_rows **out)
 {
@@ -231,9 +219,7 @@ int pt_prompt_rows_max_prompt_len(const pt_prompt_rows *rows)
 int pt_prompt_rows_get(pt_prompt_row *row, const pt_prompt_rows *rows, int64_t i)
 {
     PT_CHECK_NULL(rows);
-    int st = PT_STRUCT_CHECK_OUT(row, pt_prompt_row, pt_prompt_row_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(row, pt_prompt_row, pt_prompt_row_init);
     PT_CHECK_NULL(row);
     if (i < 0 || (uint64_t)i >= rows->n)
         return pt__err(PT_ERANGE, "%s: row %lld is not in 0 .. %lld", __func__, (long long)i,
@@ -454,16 +440,14 @@ int pt_prompt_rows_load(pt_prompt_rows **out, pt_prompt_rows_report *report, con
     pt_prompt_rows_options o;
     pt_prompt_rows_report rep;
     pt_prompt_rows_report_init(&rep);
-    int st = PT_STRUCT_READ(o, opts, pt_prompt_rows_options_init);
-    if (!st)
-        st = PT_STRUCT_CHECK_OUT(report, pt_prompt_rows_report, pt_prompt_rows_report_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_prompt_rows_options_init);
+    PT_CHECK_STRUCT_OUT(report, pt_prompt_rows_report, pt_prompt_rows_report_init);
     PT_CHECK_ARG(!o.messages || o.chat_template, opts, "messages needs a chat_template to render them");
     pt_jsonl_reader *rd;
     pt_prompt_rows *rows = NULL;
     rep.fault = PT_ROWS_FAULT_READ;
-    if (!(st = pt_jsonl_reader_open(&rd, path, o.max_line ? o.max_line : (size_t)16 << 20))) {
+    int st = pt_jsonl_reader_open(&rd, path, o.max_line ? o.max_line : (size_t)16 << 20);
+    if (!st) {
         if (!(st = pt_prompt_rows_create(&rows)))
             st = read_all(rows, &rep, rd, tok, &o, path);
         pt_jsonl_reader_free(rd);

@@ -227,9 +227,7 @@ int pt_grpo_eval_row(char **json, const pt_grpo_eval_sums *sums, const pt_builti
     PT_CHECK_NULL(sums);
     PT_CHECK_NULL(rewards);
     pt_builtin_rewards rw;
-    int st = PT_STRUCT_READ(rw, rewards, pt_builtin_rewards_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(rw, rewards, pt_builtin_rewards_init);
     rewards = &rw;
     PT_CHECK_ARG(rewards->n >= 0 && rewards->n <= PT_GRPO_MAX_REWARD_FUNCS, rewards, "has %d rewards",
                  rewards->n);

@@ -18,11 +18,7 @@ int pt_rollout_buffer_options_init(pt_rollout_buffer_options *opts)
     return PT_OK;
 }
 
-int pt_rollout_sample_init(pt_rollout_sample *sample)
-{
-    PT_STRUCT_INIT_ZERO(sample);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_rollout_sample_init, pt_rollout_sample, sample)
 
 static void sample_release(grpo_sample *s)
 {
@@ -74,9 +70,7 @@ int pt_rollout_buffer_create(pt_rollout_buffer **out, const pt_rollout_buffer_op
     PT_CHECK_NULL(out);
     *out = NULL;
     pt_rollout_buffer_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_rollout_buffer_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_rollout_buffer_options_init);
     PT_CHECK_ARG(o.n_reward_funcs >= 1 && o.n_reward_funcs <= PT_GRPO_MAX_REWARD_FUNCS, n_reward_funcs,
                  "%d is not in 1 .. %d", o.n_reward_funcs, PT_GRPO_MAX_REWARD_FUNCS);
     for (int k = 0; k < o.n_reward_funcs; k++)
@@ -86,6 +80,7 @@ int pt_rollout_buffer_create(pt_rollout_buffer **out, const pt_rollout_buffer_op
     pt_rollout_buffer *b = pt__calloc(1, sizeof *b);
     if (!b)
         return pt__err(PT_ENOMEM, "pt_rollout_buffer_create: out of memory");
+    int st;
     if ((st = copy_reward_funcs(b, &o))) {
         pt_rollout_buffer_free(b);
         return st;

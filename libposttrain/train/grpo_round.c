@@ -18,11 +18,7 @@ int pt_grpo_round_options_init(pt_grpo_round_options *opts)
     return PT_OK;
 }
 
-int pt_grpo_round_result_init(pt_grpo_round_result *res)
-{
-    PT_STRUCT_INIT_ZERO(res);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_grpo_round_result_init, pt_grpo_round_result, res)
 
 /* The round's work: the prompts repeated G times, and pt_generate's output. */
 typedef struct round_work {

@@ -10,11 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pt_grpo_env_request_init(pt_grpo_env_request *req)
-{
-    PT_STRUCT_INIT_ZERO(req);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_grpo_env_request_init, pt_grpo_env_request, req)
 
 int pt_grpo_env_request_fn(const char **json, const pt_env_turn *turn, void *request)
 {

@@ -93,11 +93,7 @@ int pt_rollout_buffer_add_generated(pt_rollout_buffer *buf, const pt_rollout_gen
 
 /* ---- the metrics row --------------------------------------------------------- */
 
-int pt_grpo_metrics_init(pt_grpo_metrics *m)
-{
-    PT_STRUCT_INIT_ZERO(m);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_grpo_metrics_init, pt_grpo_metrics, m)
 
 /* The keys of the options that are on, after the clipping ratios. */
 static void optional_keys(pt_strbuf *b, const pt_grpo_options *o, const pt_grpo_stats *first,

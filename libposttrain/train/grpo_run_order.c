@@ -28,11 +28,7 @@ static const pt_enum_entry k_faults[] = {
 };
 PT_ENUM_NAME_FUNCS(pt_prompt_order_fault, k_faults, "prompt order fault")
 
-int pt_prompt_order_options_init(pt_prompt_order_options *opts)
-{
-    PT_STRUCT_INIT_ZERO(opts);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_prompt_order_options_init, pt_prompt_order_options, opts)
 
 int pt_prompt_order_restart(pt_prompt_order *o)
 {
@@ -49,9 +45,7 @@ int pt_prompt_order_create(pt_prompt_order **out, const pt_prompt_order_options 
     *out = NULL;
     PT_CHECK_NULL(opts);
     pt_prompt_order_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_prompt_order_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_prompt_order_options_init);
     PT_CHECK_ARG(o.rows >= 1 && o.rows <= INT32_MAX, opts->rows, "%lld is not in 1 .. %d", (long long)o.rows,
                  INT32_MAX);
     pt_prompt_order *p = calloc(1, sizeof *p);
@@ -129,9 +123,7 @@ int pt_prompt_order_load(pt_prompt_order *o, const pt_run_state *state, int *fau
     PT_CHECK_NULL(o);
     PT_CHECK_NULL(state);
     pt_run_state s;
-    int st = PT_STRUCT_READ(s, state, pt_run_state_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(s, state, pt_run_state_init);
     int why = PT_ORDER_FAULT_NONE;
     if (s.rows != o->o.rows)
         why = PT_ORDER_FAULT_ROWS;

@@ -49,11 +49,7 @@ int pt_optimizer_options_init(pt_optimizer_options *opts)
     return PT_OK;
 }
 
-int pt_step_stats_init(pt_step_stats *stats)
-{
-    PT_STRUCT_INIT_ZERO(stats);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_step_stats_init, pt_step_stats, stats)
 
 /* The fields of full options (read with PT_STRUCT_READ). */
 static int check_options(const pt_optimizer_options *o)

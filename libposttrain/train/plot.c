@@ -214,9 +214,7 @@ int pt_plot_metrics_svg(const char *metrics_path, const char *svg_path, const pt
     PT_CHECK_NULL(metrics_path);
     PT_CHECK_NULL(svg_path);
     pt_plot_options o;
-    int st = PT_STRUCT_READ(o, opts, pt_plot_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(o, opts, pt_plot_options_init);
     PT_CHECK_ARG(o.width >= 200 && o.width <= 10000, width, "%d must be in 200 .. 10000", o.width);
     PT_CHECK_ARG(o.height == 0 || (o.height >= MIN_PANEL_H + TITLE_H && o.height <= 100000), height,
                  "%d must be 0 or in %d .. 100000", o.height, MIN_PANEL_H + TITLE_H);
@@ -226,6 +224,7 @@ int pt_plot_metrics_svg(const char *metrics_path, const char *svg_path, const pt
 
     plot_data d;
     memset(&d, 0, sizeof d);
+    int st;
     if ((st = read_rows(&d, metrics_path))) {
         data_free(&d);
         return st;

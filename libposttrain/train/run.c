@@ -43,9 +43,7 @@ void pt__run__note(const pt_run *r, int level, const char *fmt, ...)
 
 static int copy_options(pt_run *r, const pt_run_options *user)
 {
-    int st = PT_STRUCT_READ(r->o, user, pt_run_options_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_READ(r->o, user, pt_run_options_init);
     const pt_run_options *o = &r->o;
     if (!o->dir || !o->dir[0])
         return pt__err_arg("pt_run_open", "opts->dir", "is required (the run directory)");
@@ -212,13 +210,11 @@ int pt_run_load_checkpoint(pt_run_state *state, char **host_extra, pt_model *mod
         *host_extra = NULL;
     PT_CHECK_NULL(state);
     PT_CHECK_NULL(dir);
-    int st = PT_STRUCT_CHECK_OUT(state, pt_run_state, pt_run_state_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(state, pt_run_state, pt_run_state_init);
     pt_run_state s; /* written to *state on success only */
     pt_run_state_init(&s);
     char *text = NULL, *saved_kind = NULL;
-    st = pt_checkpoint_load(&text, model, opt, dir);
+    int st = pt_checkpoint_load(&text, model, opt, dir);
     if (st)
         return pt__err_in(__func__, st);
     if (!text)
@@ -249,13 +245,11 @@ int pt_run_load(pt_run_state *state, char **host_extra, pt_run *r, pt_model *mod
     PT_CHECK_NULL(state);
     if (!r->resume)
         return pt__err(PT_ESTATE, "%s: the run %s starts fresh: there is no checkpoint to load", __func__, r->dir);
-    int st = PT_STRUCT_CHECK_OUT(state, pt_run_state, pt_run_state_init);
-    if (st)
-        return st;
+    PT_CHECK_STRUCT_OUT(state, pt_run_state, pt_run_state_init);
     pt_run_state s; /* written to *state on success only */
     pt_run_state_init(&s);
     char *extra = NULL;
-    st = pt_run_load_checkpoint(&s, &extra, model, opt, r->resume, r->kind);
+    int st = pt_run_load_checkpoint(&s, &extra, model, opt, r->resume, r->kind);
     if (!st && r->rank == 0) {
         char *later = NULL;
         if (pt__run__latest(r->ckpt_dir, &later) > s.step)

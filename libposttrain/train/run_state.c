@@ -32,11 +32,7 @@ int pt_run_options_init(pt_run_options *o)
     return PT_OK;
 }
 
-int pt_run_state_init(pt_run_state *s)
-{
-    PT_STRUCT_INIT_ZERO(s);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_run_state_init, pt_run_state, s)
 
 bool pt__run__kind_ok(const char *kind)
 {

@@ -11,11 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pt_sft_stats_init(pt_sft_stats *stats)
-{
-    PT_STRUCT_INIT_ZERO(stats);
-    return PT_OK;
-}
+PT_ZERO_INIT(pt_sft_stats_init, pt_sft_stats, stats)
 
 static double batch_weight(const pt_batch *b, const float *w)
 {

@@ -227,6 +227,109 @@ START_TEST(test_splitmix_and_clock)
 }
 END_TEST
 
+/* The versioned-struct macros of core.h on a struct of the test's own:
+ * version 1 had `a` and `a2` (16 bytes); version 2 (the library's, 24
+ * bytes) adds `b`, default 7. */
+typedef struct vs_opts {
+    size_t size;
+    int a, a2;
+    int b;
+} vs_opts;
+typedef struct vs_opts_v1 {
+    size_t size;
+    int a, a2;
+} vs_opts_v1;
+
+static int vs_opts_init(vs_opts *o)
+{
+    PT_STRUCT_INIT_ZERO(o);
+    o->b = 7;
+    return PT_OK;
+}
+
+int vs_zero_init(vs_opts *opts);
+PT_ZERO_INIT(vs_zero_init, vs_opts, opts)
+
+/* reads the caller's options; -1 in *a and *b unless the read succeeded */
+static int vs_read(int *a, int *b, const void *user)
+{
+    *a = *b = -1;
+    vs_opts o;
+    PT_CHECK_STRUCT_READ(o, user, vs_opts_init);
+    *a = o.a;
+    *b = o.b;
+    return PT_OK;
+}
+
+/* 42 once the caller's output struct passes the check */
+static int vs_out(void *user)
+{
+    PT_CHECK_STRUCT_OUT(user, vs_opts, vs_opts_init);
+    return 42;
+}
+
+static int vs_get(void *user)
+{
+    const vs_opts full = { sizeof full, 3, 0, 4 };
+    return PT_STRUCT_GET(user, &full, vs_opts_init);
+}
+
+START_TEST(test_struct_macros)
+{
+    vs_opts z;
+    memset(&z, 0xAB, sizeof z);
+    ck_assert_int_eq(vs_zero_init(&z), PT_OK);
+    ck_assert_uint_eq(z.size, sizeof(vs_opts));
+    ck_assert_int_eq(z.a, 0);
+    ck_assert_int_eq(z.b, 0);
+    ck_assert_int_eq(vs_zero_init(NULL), PT_EINVAL);
+    ck_assert_str_eq(pt_last_error(), "vs_zero_init: opts is NULL");
+
+    /* an older caller's fields are read, the rest are the defaults */
+    int a, b;
+    vs_opts_v1 v1 = { sizeof v1, 5, 0 };
+    ck_assert_int_eq(vs_read(&a, &b, &v1), PT_OK);
+    ck_assert_int_eq(a, 5);
+    ck_assert_int_eq(b, 7);
+    ck_assert_int_eq(vs_read(&a, &b, NULL), PT_OK);
+    ck_assert_int_eq(a, 0);
+    ck_assert_int_eq(b, 7);
+    vs_opts_v1 bad = { 3, 5, 0 };
+    ck_assert_int_eq(vs_read(&a, &b, &bad), PT_EINVAL);
+    ck_assert_int_eq(a, -1); /* returned before the rest of the function */
+    ck_assert_str_eq(pt_last_error(), "vs_read: struct size 3 is not between 8 and 24 (fill it with "
+                                      "vs_opts_init first)");
+
+    ck_assert_int_eq(vs_out(NULL), 42);
+    ck_assert_int_eq(vs_out(&v1), 42);
+    ck_assert_int_eq(vs_out(&bad), PT_EINVAL);
+    ck_assert_str_eq(pt_last_error(), "vs_out: struct size 3 is not between 8 and 24 (fill it with "
+                                      "vs_opts_init first)");
+
+    /* a getter writes the caller's size only: the bytes after it stay */
+    struct {
+        vs_opts_v1 v;
+        char canary[8];
+    } older;
+    memset(&older, 0x5A, sizeof older);
+    older.v.size = sizeof older.v;
+    ck_assert_int_eq(vs_get(&older.v), PT_OK);
+    ck_assert_uint_eq(older.v.size, sizeof(vs_opts_v1));
+    ck_assert_int_eq(older.v.a, 3);
+    for (size_t i = sizeof older.v; i < sizeof older; i++)
+        ck_assert_int_eq(((const unsigned char *)&older)[i], 0x5A);
+    vs_opts full;
+    vs_opts_init(&full);
+    ck_assert_int_eq(vs_get(&full), PT_OK);
+    ck_assert_int_eq(full.a, 3);
+    ck_assert_int_eq(full.b, 4);
+    ck_assert_int_eq(vs_get(&bad), PT_EINVAL);
+    ck_assert_str_eq(pt_last_error(), "vs_get: struct size 3 is not between 8 and 24 (fill it with "
+                                      "vs_opts_init first)");
+    ck_assert_int_eq(bad.a, 5);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -240,6 +343,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, test_alloc_overflow);
     tcase_add_test(tc, test_rng);
     tcase_add_test(tc, test_splitmix_and_clock);
+    tcase_add_test(tc, test_struct_macros);
     suite_add_tcase(s, tc);
     return s;
 }
