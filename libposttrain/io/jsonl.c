@@ -445,6 +445,19 @@ static const cJSON *member(const cJSON *row, const char *key)
     return cJSON_GetObjectItemCaseSensitive(row, key);
 }
 
+/* The row's member `key` into *it (NULL when absent); a missing member is
+ * an error when required (fn: the caller, named by a NULL argument's error). */
+static int row_member(const cJSON **it, const pt_jsonl *r, const cJSON *row, const char *key, bool required,
+                      const char *fn)
+{
+    *it = NULL;
+    if (!r || !row || !key)
+        return pt__err(PT_EINVAL, "%s: %s is NULL", fn, !r ? "r" : !row ? "row" : "key");
+    if (!(*it = member(row, key)) && required)
+        return pt__jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
+    return PT_OK;
+}
+
 int pt__jsonl_row_kind(const pt_jsonl *r, const cJSON *row)
 {
     PT_CHECK_NULL(r);
@@ -459,18 +472,13 @@ int pt__jsonl_row_string(const char **s, size_t *len, const pt_jsonl *r, const c
                         const char *key, int required)
 {
     PT_CHECK_NULL(s);
-    PT_CHECK_NULL(r);
-    PT_CHECK_NULL(row);
-    PT_CHECK_NULL(key);
     *s = NULL;
     if (len)
         *len = 0;
-    const cJSON *it = member(row, key);
-    if (!it) {
-        if (required)
-            return pt__jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
-        return PT_OK;
-    }
+    const cJSON *it;
+    int st = row_member(&it, r, row, key, required, __func__);
+    if (st || !it)
+        return st;
     if (!cJSON_IsString(it) || !it->valuestring)
         return pt__jsonl_err(r, PT_EFORMAT, "\"%s\" must be a string", key);
     size_t n = strlen(it->valuestring);
@@ -487,14 +495,12 @@ int pt__jsonl_int_array(int32_t **out, size_t *n, const pt_jsonl *r, const cJSON
 {
     PT_CHECK_NULL(out);
     PT_CHECK_NULL(n);
-    PT_CHECK_NULL(r);
-    PT_CHECK_NULL(row);
-    PT_CHECK_NULL(key);
     *out = NULL;
     *n = 0;
-    const cJSON *it = member(row, key);
-    if (!it)
-        return pt__jsonl_err(r, PT_ENOTFOUND, "the row has no \"%s\"", key);
+    const cJSON *it;
+    int st = row_member(&it, r, row, key, true, __func__);
+    if (st)
+        return st;
     if (!cJSON_IsArray(it))
         return pt__jsonl_err(r, PT_EFORMAT, "\"%s\" must be an array of integers", key);
     size_t count = 0;
