@@ -3,9 +3,15 @@
 # random model of the SmolLM2-135M shape (GPT-2's tokenizer from
 # ../shared/data, as bench/llamacpp_decode.sh) exported to F32 GGUF and
 # quantized by llama.cpp's own llama-quantize to each TYPE; then for each
-# file llama-bench (pp PROMPT, tg 64) and bench_decode on the very same file
-# (ours: prefill through dequantized tiles, decoding with the integer kernels
-# of kernels/qgemv.h), so every ratio comes from the same minute.
+# file llama-bench (pp PROMPT, tg 64, and pg PROMPT,64) and bench_decode on
+# the very same file (ours: prefill through dequantized tiles, decoding with
+# the integer kernels of kernels/qgemv.h), so every ratio comes from the same
+# minute.  llama-bench's tg64 decodes 64 tokens from an empty cache: ours is
+# measured on the same workload (a 1-token prompt, then 64 steps: "depth
+# 0"), and at depth PROMPT (64 steps after a PROMPT-token prompt) against
+# llama.cpp's decode at that depth, which pg gives: PROMPT + 64 tokens in
+# t_pg seconds, of which PROMPT / pp are the prefill, so
+# tg@PROMPT = 64 / (t_pg - PROMPT / pp).
 #
 #   bench/llamacpp_quant.sh LLAMA_BUILD_BIN [BUILD] [PROMPT] [TYPES]
 #
@@ -42,10 +48,14 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 for t in $types; do
     "$bin/llama-quantize" "$tmp/model-f32.gguf" "$tmp/model-$t.gguf" "$t" >/dev/null 2>&1
     echo "== $t ($(du -m "$tmp/model-$t.gguf" | cut -f1) MB)"
-    "$bin/llama-bench" -m "$tmp/model-$t.gguf" -t 2 -p "$prompt" -n 64 -r 3 -o md 2>/dev/null |
-        grep -E "pp|tg"
+    "$bin/llama-bench" -m "$tmp/model-$t.gguf" -t 2 -p "$prompt" -n 64 -pg "$prompt,64" -r 3 -o md \
+        2>/dev/null | grep -E "pp|tg"
+    echo "ours at depth 0 (tg64's workload):"
+    "$build/bench/bench_decode" --model "$tmp/model-$t.gguf" --batch 1 --prompt 1 --new 65 --reps 3 \
+        --no-anchor --precision fp32 | grep -E "^ours"
+    echo "ours at depth $prompt:"
     "$build/bench/bench_decode" --model "$tmp/model-$t.gguf" --batch 1,16 --prompt "$prompt" \
-        --new 64 --reps 3 --no-anchor --precision fp32,bf16 | grep -vE "^(matrix|anchor)"
+        --new 65 --reps 3 --no-anchor --precision fp32,bf16 | grep -vE "^(matrix|anchor)"
 done
 echo "== FP32 (ours, the same weights unquantized)"
 "$build/bench/bench_decode" --model "$tmp/model" --batch 1,16 --prompt "$prompt" --new 64 --reps 3 \
