@@ -53,6 +53,7 @@ struct pt_context {
                            * (two alternating inputs x), and each keeps a BF16
                            * copy of its big activations, widened before its
                            * backward (model/stash.c) */
+    bool no_backward;     /* during a pt_model_loss without backward: no stash */
 };
 
 /* BF16 stash mode in effect. */

@@ -288,7 +288,7 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     pt__model_embed(m, ctx->acts[0].x, ctx->ids, n);
     for (int l = 0; l < L; l++) {
         layer_forward(ctx, l, n, &as);
-        if (ctx->acts[l].stash) /* BF16 stash: the copy the backward reads */
+        if (ctx->acts[l].stash && !ctx->no_backward) /* the copy the backward reads */
             pt__stash_pack(ctx, l, n);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
@@ -525,8 +525,10 @@ int pt__ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool 
     if (st == PT_OK)
         st = loss_weights(ctx->dlp, &wsum, &lb, weights);
     bool fused = backward && wsum > 0.0;
+    ctx->no_backward = !fused; /* the forward is consumed here: no stash to keep */
     if (st == PT_OK)
         st = forward_impl(ctx, &lb, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
+    ctx->no_backward = false;
     if (st != PT_OK)
         return st;
     if (wsum > 0.0) {

@@ -72,8 +72,9 @@ typedef struct result {
     size_t nf, ng;
 } result;
 
-/* One fused pt_model_loss, then a separate forward and backward (d log p =
- * a fixed pattern), with the stash `on`, over b (n tokens). */
+/* One fused pt_model_loss, one without backward, then a separate forward
+ * and backward (d log p = a fixed pattern), with the stash `on`, over b (n
+ * tokens). */
 static result run(pt_model *m, pt_context *ctx, bool on, const pt_batch *b)
 {
     ck_assert_ok(pt_context_set_bf16_activations(ctx, on));
@@ -83,9 +84,12 @@ static result run(pt_model *m, pt_context *ctx, bool on, const pt_batch *b)
     for (size_t i = 0; i < pt_model_tensor_count(m); i++)
         if (pt__model_tensor(m, i)->trainable)
             total += pt__model_tensor(m, i)->numel;
-    result r = { malloc((n + 1) * sizeof(float)), malloc(2 * total * sizeof(float)), 0, 0 };
+    result r = { malloc((n + 2) * sizeof(float)), malloc(2 * total * sizeof(float)), 0, 0 };
     ck_assert_ok(pt_model_loss(ctx, b, NULL, true, &r.fwd[r.nf++]));
     take_grads(m, r.grad, &r.ng);
+    ck_assert_ok(pt_model_loss(ctx, b, NULL, false, &r.fwd[r.nf])); /* packs no stash */
+    ck_assert(r.fwd[r.nf] == r.fwd[0]);
+    r.nf++;
     float *dlp = malloc(n * sizeof *dlp);
     for (size_t i = 0; i < n; i++)
         dlp[i] = (float)((int)(i % 7) - 3) / 8.0f;
