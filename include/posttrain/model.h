@@ -232,13 +232,14 @@ PT_API bool pt_context_get_gradient_checkpointing(const pt_context *ctx);
  * (the default is taken at creation; a later pt_model_set_bf16 does not
  * change it), off otherwise.  On, the layers share one FP32 working set for
  * their big activations, and each layer but the last keeps a BF16 copy of
- * them (its input, the residual after attention, q|k|v, the attention
- * output, gate|up, and for q/k-norm models q|k before the norm) for its
- * backward; the statistics (norms' rstd, attention logsumexp) stay FP32.
- * Activation memory falls to about half (docs/bf16.md, "Memory").  The
- * forward reads only FP32: losses, log-probabilities, logits and entropies
- * are those without it bit for bit; the gradients are those of the rounded
- * activations (relative L2 about 1e-3 from FP32's).  No effect while
+ * them (its input, the residual after attention, q|k|v, gate|up, and for
+ * q/k-norm models q|k before the norm) for its backward, which recomputes
+ * the attention output from the rounded q|k|v; the norms' rstd stay FP32.
+ * Activation memory falls to about half (docs/bf16.md, "BF16
+ * activations").  The forward reads only FP32: losses, log-probabilities,
+ * logits and entropies are those without it bit for bit; the gradients are
+ * those of the rounded activations (relative L2 3e-3 to 1.1e-2 from FP32's
+ * in tests/model/test_stash.c).  No effect while
  * gradient checkpointing is on (it keeps less); the getter returns the
  * setting.  The context's memory is reallocated (PT_ENOMEM keeps the old
  * one and the old setting); a forward held for a backward is dropped. */
