@@ -17,7 +17,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 enum { V = 40, B = 3, T = 20, N = B * T };
 
@@ -309,6 +312,69 @@ START_TEST(test_one_layer)
 }
 END_TEST
 
+/* In a child: the stash on, the address space capped just above what the
+ * process uses, then off (it needs the bigger block): PT_ENOMEM, and the
+ * context goes on with its old layout and setting, the same loss.  Exit 0
+ * when all held. */
+static int enomem_child(void)
+{
+    pt_model *m = tiny(PT_ARCH_LLAMA, 4, 9);
+    /* made with the stash (a BF16 model's default); blocks of tens of MB,
+     * beyond what earlier tests left free in the heap */
+    pt_context *ctx;
+    if (pt_model_set_bf16(m, PT_BF16_ON) || pt_context_create(&ctx, m, 512, 60) ||
+        !pt_context_get_bf16_activations(ctx))
+        return 1;
+    pt_batch b = batch();
+    float l1, l2;
+    if (pt_model_loss(ctx, &b, NULL, true, &l1))
+        return 2;
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || fscanf(f, "%lu", &pages) != 1)
+        return 3;
+    fclose(f);
+    struct rlimit r = { (rlim_t)(pages * (unsigned long)sysconf(_SC_PAGESIZE) + (1ul << 20)),
+                        RLIM_INFINITY };
+    if (setrlimit(RLIMIT_AS, &r))
+        return 4;
+    size_t before = pt__context_block_bytes(ctx);
+    if (pt_context_set_bf16_activations(ctx, false) != PT_ENOMEM ||
+        pt__context_block_bytes(ctx) != before)
+        return 5;
+    if (!pt_context_get_bf16_activations(ctx))
+        return 6;
+    if (pt_model_loss(ctx, &b, NULL, true, &l2) || memcmp(&l1, &l2, sizeof l1) != 0)
+        return 7;
+    return 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PT_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PT_UNDER_ASAN 1
+#endif
+#endif
+
+START_TEST(test_enomem_keeps_the_context)
+{
+#ifdef PT_UNDER_ASAN
+    printf("test_enomem_keeps_the_context: skipped under AddressSanitizer (a capped address "
+           "space starves its shadow memory)\n");
+    return;
+#endif
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(enomem_child());
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d (exit %d)",
+                  status, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
 int main(void)
 {
     pt_rng r;
@@ -325,6 +391,7 @@ int main(void)
     tcase_add_test(tc, test_bytes);
     tcase_add_test(tc, test_default_and_args);
     tcase_add_test(tc, test_one_layer);
+    tcase_add_test(tc, test_enomem_keeps_the_context);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
