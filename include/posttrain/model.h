@@ -227,6 +227,25 @@ PT_API int pt_context_get_num_threads(const pt_context *ctx);
 PT_API int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on);
 PT_API bool pt_context_get_gradient_checkpointing(const pt_context *ctx);
 
+/* BF16 activations (as PyTorch autocast's saved tensors): on by default for
+ * a context created for a model whose pt_model_get_bf16 is not PT_BF16_OFF
+ * (the default is taken at creation; a later pt_model_set_bf16 does not
+ * change it), off otherwise.  On, the layers share one FP32 working set for
+ * their big activations, and each layer but the last keeps a BF16 copy of
+ * them (its input, the residual after attention, q|k|v, gate|up, and for
+ * q/k-norm models q|k before the norm) for its backward, which recomputes
+ * the attention output from the rounded q|k|v; the norms' rstd stay FP32.
+ * Activation memory falls to about half (docs/bf16.md, "BF16
+ * activations").  The forward reads only FP32: losses, log-probabilities,
+ * logits and entropies are those without it bit for bit; the gradients are
+ * those of the rounded activations (relative L2 3e-3 to 1.1e-2 from FP32's
+ * in tests/model/test_stash.c).  No effect while
+ * gradient checkpointing is on (it keeps less); the getter returns the
+ * setting.  The context's memory is reallocated (PT_ENOMEM keeps the old
+ * one and the old setting); a forward held for a backward is dropped. */
+PT_API int pt_context_set_bf16_activations(pt_context *ctx, bool on);
+PT_API bool pt_context_get_bf16_activations(const pt_context *ctx);
+
 /* Opt in to contexts and generators longer than the model's
  * max_position_embeddings (off by default): for a model whose RoPE is scaled
  * (or will be fine-tuned) to positions it was not trained for.  Handles

@@ -42,29 +42,42 @@ static void lay_out(pt_context *ctx, pt_planner *p, float *base, size_t N)
     const size_t nh = (size_t)c->num_attention_heads, nkv = (size_t)c->num_key_value_heads;
     const size_t hd = (size_t)c->head_dim;
     const int L = c->num_hidden_layers;
+    const bool stash = pt__ctx_stash(ctx);
     for (int l = 0; l <= L; l++) {
         layer_acts *a = &ctx->acts[l];
-        a->x = pt__plan_at(p, base, N, H);
+        if (stash && l >= 2 && l < L)
+            a->x = ctx->acts[l - 2].x; /* two FP32 inputs alternate */
+        else
+            a->x = pt__plan_at(p, base, N, H);
+        a->stash = NULL;
         if (l == L)
             break; /* the last holds only the final hidden state */
-        if (ctx->recompute && l > 0) { /* one shared set: layer 0's */
+        if ((ctx->recompute || stash) && l > 0) { /* one shared set: layer 0's */
             float *x = a->x;
             *a = ctx->acts[0];
             a->x = x;
-            continue;
+            a->stash = NULL;
+        } else {
+            a->xmid = pt__plan_at(p, base, N, H);
+            a->qkv = pt__plan_at(p, base, N, Q + 2 * KV);
+            a->att = pt__plan_at(p, base, N, Q);
+            a->gu = pt__plan_at(p, base, N, 2 * I);
+            if (c->qk_norm)
+                a->qkpre = pt__plan_at(p, base, N, Q + KV); /* q|k before the norm */
+            a->lse = pt__plan_at(p, base, N, nh); /* recomputed with att (stash) */
         }
-        a->xmid = pt__plan_at(p, base, N, H);
-        a->qkv = pt__plan_at(p, base, N, Q + 2 * KV);
-        a->att = pt__plan_at(p, base, N, Q);
-        a->lse = pt__plan_at(p, base, N, nh);
-        a->gu = pt__plan_at(p, base, N, 2 * I);
+        if (ctx->recompute && l > 0)
+            continue; /* recomputed with the rest */
+        /* the norms' statistics: each layer's own (but recompute's) */
         a->r1 = pt__plan_at(p, base, N, 1);
         a->r2 = pt__plan_at(p, base, N, 1);
         if (c->qk_norm) {
-            a->qkpre = pt__plan_at(p, base, N, Q + KV); /* q|k before the norm */
             a->rq = pt__plan_at(p, base, N, nh);
             a->rk = pt__plan_at(p, base, N, nkv);
         }
+        if (stash && l < L - 1) /* BF16, two to a float slot (model/stash.c) */
+            a->stash = (uint16_t *)(void *)pt__plan_at(p, base,
+                                                       (pt__stash_width(ctx) * N + 1) / 2, 1);
     }
     ctx->rf = pt__plan_at(p, base, N, 1);
     ctx->head_lse = pt__plan_at(p, base, N, 1);
@@ -138,6 +151,7 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
         pt_context_free(ctx);
         return PT_ENOMEM;
     }
+    ctx->bf16_acts = pt_model_get_bf16(model) != PT_BF16_OFF;
     set_chunk_rows(ctx);
     ctx->attn_threads = pt__scratch_threads();
     if ((st = allocate(ctx, fn)) != PT_OK) {
@@ -166,6 +180,7 @@ static int allocate(pt_context *ctx, const char *fn)
                              p.total * sizeof(float) >> 20);
     pt__free_aligned(ctx->block);
     ctx->block = block;
+    ctx->block_bytes = p.total * sizeof(float);
     relay_out(ctx);
     return PT_OK;
 }
@@ -218,6 +233,38 @@ int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on)
 bool pt_context_get_gradient_checkpointing(const pt_context *ctx)
 {
     return ctx && ctx->recompute;
+}
+
+int pt_context_set_bf16_activations(pt_context *ctx, bool on)
+{
+    PT_CHECK_NULL(ctx);
+    int st = pt__busy_enter(&ctx->busy, __func__, "context", ctx);
+    if (st || ctx->bf16_acts == on) {
+        if (!st)
+            pt__busy_leave(&ctx->busy);
+        return st;
+    }
+    ctx->bf16_acts = on;
+    if (ctx->recompute) {
+        /* no effect while checkpointing keeps less: the same layout */
+    } else if ((st = allocate(ctx, __func__)) != PT_OK) {
+        ctx->bf16_acts = !on; /* as it was: the old block is kept */
+        relay_out(ctx);
+    } else {
+        ctx->state = ST_EMPTY; /* the activations are gone */
+    }
+    pt__busy_leave(&ctx->busy);
+    return st;
+}
+
+bool pt_context_get_bf16_activations(const pt_context *ctx)
+{
+    return ctx && ctx->bf16_acts;
+}
+
+size_t pt__context_block_bytes(const pt_context *ctx)
+{
+    return ctx ? ctx->block_bytes : 0;
 }
 
 int pt__context_take(pt_context *ctx, const char *fn)

@@ -13,6 +13,8 @@
 typedef struct layer_acts {
     float *x, *xmid, *qkv, *att, *lse, *gu, *r1, *r2;
     float *qkpre, *rq, *rk; /* qk-norm only */
+    uint16_t *stash;        /* BF16 stash mode, layers 0..L-2: x|xmid|qkv|gu|qkpre,
+                             * each n x its width, rounded to BF16 (else NULL) */
 } layer_acts;
 
 enum { ST_EMPTY = 0, ST_FORWARD = 1, ST_FORWARD_FUSED = 2 };
@@ -29,6 +31,7 @@ struct pt_context {
     int tile_q, tile_k;
     int attn_threads;
     float *block;
+    size_t block_bytes;   /* its size */
     layer_acts *acts;     /* num_hidden_layers + 1 (the last holds only x) */
     float *rf, *head_lse, *lp, *dlp;
     float *xn, *hbuf, *dx, *dxn, *dqkv, *datt, *dgu;
@@ -45,6 +48,25 @@ struct pt_context {
     bool recompute;       /* gradient checkpointing: of the layers' activations only
                            * their inputs x are kept; layer l's others live in one
                            * shared set, recomputed from x before its backward */
+    bool bf16_acts;       /* pt_context_set_bf16_activations (in effect without
+                           * recompute): the layers share one FP32 working set
+                           * (two alternating inputs x), and each keeps a BF16
+                           * copy of its big activations, widened before its
+                           * backward (model/stash.c) */
+    bool no_backward;     /* during a pt_model_loss without backward: no stash */
 };
+
+/* BF16 stash mode in effect. */
+static inline bool pt__ctx_stash(const pt_context *ctx)
+{
+    return ctx->bf16_acts && !ctx->recompute;
+}
+
+/* model/stash.c: layer l's working set (n rows) rounded into its stash, and
+ * back (widened exactly into the shared working set and acts[l].x). */
+void pt__stash_pack(pt_context *ctx, int l, size_t n);
+void pt__stash_unpack(pt_context *ctx, int l, size_t n);
+/* Layer l's stash width: BF16 values a token. */
+size_t pt__stash_width(const pt_context *ctx);
 
 #endif

@@ -7,6 +7,9 @@
  *   [N] RMSNorm rstd, and for qk-norm the pre-norm q|k [N,Q+KV] and their
  *   per-head rstd.  q/k/v (and gate/up) are computed by one fused GEMM each,
  *   since their weights are adjacent in the parameter block.
+ * With BF16 activations (model/stash.c) the big ones of every layer but the
+ * last are kept as BF16 copies and widened before the layer's backward,
+ * which recomputes the attention output and lse from them.
  * The normalised inputs and silu(gate)*up are recomputed in the backward;
  * the attention probabilities are recomputed tile by tile; the logits exist
  * only one chunk of rows at a time. */
@@ -285,6 +288,8 @@ static int forward_run(pt_context *ctx, const pt_batch *b, float *logprobs, floa
     pt__model_embed(m, ctx->acts[0].x, ctx->ids, n);
     for (int l = 0; l < L; l++) {
         layer_forward(ctx, l, n, &as);
+        if (ctx->acts[l].stash && !ctx->no_backward) /* the copy the backward reads */
+            pt__stash_pack(ctx, l, n);
         if ((st = pt_check_abort()) != PT_OK)
             return st;
     }
@@ -378,6 +383,12 @@ static int backward_run(pt_context *ctx, const float *dlp)
          * input (its output, rewritten, comes out the same bits) */
         if (ctx->recompute && l < L - 1) /* the last layer's are still there */
             layer_forward(ctx, l, n, &as);
+        else if (a->stash) { /* BF16 stash (none for the last layer) */
+            pt__stash_unpack(ctx, l, n);
+            /* attention consistent with the rounded q|k|v (model/stash.c) */
+            pt__attention_forward(a->att, a->lse, a->qkv, a->qkv + Q, a->qkv + Q + KV, &as,
+                                 ctx->attn_scratch);
+        }
         const pt_layer_w *w = &m->w.layers[l];
         pt_layer_w *g = &m->g.layers[l];
         /* MLP: dx holds dLoss/d(layer output) = d(xmid) through the residual. */
@@ -514,8 +525,10 @@ int pt__ctx_loss(pt_context *ctx, const pt_batch *b, const float *weights, bool 
     if (st == PT_OK)
         st = loss_weights(ctx->dlp, &wsum, &lb, weights);
     bool fused = backward && wsum > 0.0;
+    ctx->no_backward = !fused; /* the forward is consumed here: no stash to keep */
     if (st == PT_OK)
         st = forward_impl(ctx, &lb, NULL, NULL, NULL, fused ? ctx->dlp : NULL);
+    ctx->no_backward = false;
     if (st != PT_OK)
         return st;
     if (wsum > 0.0) {

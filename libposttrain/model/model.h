@@ -102,6 +102,8 @@ void pt__model_release(pt_model *m);
 
 /* The model a context was created for. */
 pt_model *pt__context_model(const pt_context *ctx);
+/* The bytes of the context's activation block (the layout's, for tests). */
+size_t pt__context_block_bytes(const pt_context *ctx);
 /* What the last generation bump did ("LoRA merged"), or "nothing". */
 const char *pt__model_last_change(const pt_model *m);
 /* PT_ESTATE (naming `who`) when ctx's model changed structure since ctx's

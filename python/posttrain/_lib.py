@@ -1225,6 +1225,10 @@ _declare("context-threads", {
     "pt_generator_set_num_threads": (c_int, [vp, c_int]),
     "pt_generator_get_num_threads": (c_int, [vp]),
 })
+_declare(None, {
+    "pt_context_set_bf16_activations": (c_int, [vp, c_bool]),
+    "pt_context_get_bf16_activations": (c_bool, [vp]),
+})
 _declare("cpu-dispatch", {
     "pt_set_cpu_path": (c_int, [c_char_p]),
     "pt_cpu_path": (c_char_p, []),

@@ -358,6 +358,21 @@ class Context(Handle):
               "pt_context_set_gradient_checkpointing")
 
     @property
+    def bf16_activations(self):
+        """BF16 activations (pt_context_set_bf16_activations): keep the
+        activations the backward reads as BF16 copies (as PyTorch autocast's
+        saved tensors), about half the activation memory; the forward's
+        results unchanged, the gradients those of the rounded activations.
+        On by default for a context of a model with bf16 set (Model.bf16 on
+        its own context follows); no effect under gradient checkpointing."""
+        return bool(lib.pt_context_get_bf16_activations(self._ptr))
+
+    @bf16_activations.setter
+    def bf16_activations(self, on):
+        check(lib.pt_context_set_bf16_activations(self._ptr, bool(on)),
+              "pt_context_set_bf16_activations")
+
+    @property
     def num_threads(self):
         """The thread count calls on this context use (pt_context_get_num_threads);
         set it (pt_context_set_num_threads: 0 follows set_num_threads()) to give
@@ -538,6 +553,8 @@ class Model(Handle):
             raise invalid("bf16 must be False, True or \"frozen\", not %r" % (mode,),
                           "Model.bf16")
         check(lib.pt_model_set_bf16(self._ptr, self._BF16_MODES[key]), "pt_model_set_bf16")
+        if self._ctx is not None and not self._ctx.closed:   # its own context follows
+            self._ctx.bf16_activations = self._BF16_MODES[key] != 0
 
     @property
     def source_dir(self):

@@ -6,8 +6,8 @@
  *    reference logits within 2e-2;
  *  - PT_BF16_ON on a trainable model is FP32 itself where the CPU has no
  *    BF16 arithmetic (bit for bit) and mixed precision where it has;
- *  - the mixed-precision SFT loss curve over 200 steps stays within 2% of
- *    FP32's at every step;
+ *  - the mixed-precision SFT loss curve over 200 steps (activations kept in
+ *    BF16: the context's default) stays within 2% of FP32's at every step;
  *  - LoRA on a BF16 base trains like LoRA on the rounded FP32 base; merging
  *    restores FP32; saving writes the BF16 values widened exactly;
  *  - greedy generation on a BF16 base equals the rounded FP32 model's.
@@ -184,11 +184,15 @@ static void check_copies_follow(pt_model *m)
     ck_assert_uint_gt(checked, 0);
 }
 
-/* n_steps of SFT on the sampled stories (4 a step); losses out. */
-static void sft_curve(pt_model *m, int n_steps, double *losses)
+/* n_steps of SFT on the sampled stories (4 a step); losses out.  stash:
+ * the context's BF16 activations, -1 its default (on for a BF16 model). */
+static void sft_curve(pt_model *m, int n_steps, double *losses, int stash)
 {
     pt_context *ctx = NULL;
     ck_assert_ok(pt_context_create(&ctx, m, 4, 48));
+    ck_assert(pt_context_get_bf16_activations(ctx) == (pt_model_get_bf16(m) != PT_BF16_OFF));
+    if (stash >= 0)
+        ck_assert_ok(pt_context_set_bf16_activations(ctx, stash == 1));
     pt_optimizer_options oo;
     pt_optimizer_options_init(&oo);
     oo.lr = 3e-4;
@@ -227,12 +231,20 @@ START_TEST(test_sft_curve)
     FOR_EACH_PATH(lv)
     {
         /* the 200-step curve where products are BF16; elsewhere BF16 ON is
-         * FP32 itself, which 20 steps show bit for bit */
+         * FP32 itself, which 20 steps show bit for bit against FP32 with
+         * the same BF16 activations.  The BF16 run keeps its activations
+         * in BF16 (its context's default), FP32's in FP32. */
         const int steps = pt__cpu_bf16_compute() ? STEPS : STEPS_FP32;
         pt_model *m32 = pt_test_load_stories(model_dir), *mbf = pt_test_load_stories(model_dir);
         ck_assert_ok(pt_model_set_bf16(mbf, PT_BF16_ON));
-        sft_curve(m32, steps, l32);
-        sft_curve(mbf, steps, lbf);
+        sft_curve(m32, steps, l32, -1);
+        sft_curve(mbf, steps, lbf, -1);
+        double ls[STEPS_FP32];
+        if (!pt__cpu_bf16_compute()) {
+            pt_model *ms = pt_test_load_stories(model_dir);
+            sft_curve(ms, steps, ls, 1);
+            pt_model_free(ms);
+        }
         double worst = 0;
         for (int s = 0; s < steps; s++) {
             double rel = fabs(lbf[s] - l32[s]) / l32[s];
@@ -240,8 +252,8 @@ START_TEST(test_sft_curve)
             ck_assert_msg(rel <= 0.02, "%s step %d: BF16 loss %g, FP32 %g", pt_cpu_path(), s + 1,
                           lbf[s], l32[s]);
             if (!pt__cpu_bf16_compute())
-                ck_assert_msg(lbf[s] == l32[s], "%s step %d: %g != %g without BF16 arithmetic",
-                              pt_cpu_path(), s + 1, lbf[s], l32[s]);
+                ck_assert_msg(lbf[s] == ls[s], "%s step %d: %g != %g without BF16 arithmetic",
+                              pt_cpu_path(), s + 1, lbf[s], ls[s]);
         }
         if (pt__cpu_bf16_compute())
             ck_assert_double_gt(worst, 0); /* mixed precision really ran */
@@ -271,8 +283,8 @@ START_TEST(test_lora_base)
         ck_assert_ok(pt_model_set_bf16(mb, PT_BF16_ON));
         ck_assert_ok(pt_model_add_lora(mb, &lo));
         check_views(mb, true); /* the frozen base went to BF16 */
-        sft_curve(mr, STEPS, lr_);
-        sft_curve(mb, STEPS, lb);
+        sft_curve(mr, STEPS, lr_, 1); /* BF16 activations as mb's default */
+        sft_curve(mb, STEPS, lb, -1);
         for (int s = 0; s < STEPS; s++) {
             double rel = fabs(lb[s] - lr_[s]) / lr_[s];
             ck_assert_msg(rel <= (pt__cpu_bf16_compute() ? 0.02 : 1e-5),
@@ -332,8 +344,8 @@ START_TEST(test_load_straight_to_bf16)
             ck_assert_ok(pt_model_set_bf16(r2, PT_BF16_ON));
             check_views(m, true);
             double la[10], lb[10];
-            sft_curve(m, 10, la);
-            sft_curve(r2, 10, lb);
+            sft_curve(m, 10, la, -1);
+            sft_curve(r2, 10, lb, -1);
             for (int k = 0; k < 10; k++)
                 ck_assert_msg(la[k] == lb[k], "LoRA step %d: %g != %g", k + 1, la[k], lb[k]);
             pt_model_free(r2);

@@ -2,7 +2,8 @@
 stories260K model: Model.load(bf16=...), the bf16 property, the values a
 frozen BF16 base shows (its FP32 values rounded to BF16), set_tensor refused
 on it, logits near the PyTorch reference on every kernel path this CPU runs
-(the others printed as skipped), and GRPOTrainer(bf16=True).  Skips with a
+(the others printed as skipped), Context.bf16_activations, and
+GRPOTrainer(bf16=True).  Skips with a
 printed reason without ../shared/data."""
 
 import json
@@ -98,6 +99,31 @@ class TestBF16(unittest.TestCase):
             rounds = tr.train(rounds=1)
             self.assertGreaterEqual(len(rounds), 1)
             self.assertTrue(math.isfinite(rounds[0]["loss"]))
+
+    def test_bf16_activations(self):
+        """Context.bf16_activations: on by default for a BF16 model's
+        context, off for an FP32 one; the forward's log-probs and loss the
+        same bits either way; Model.bf16 on the model's own context follows."""
+        ids = [1, 400, 33, 250, 71, 9, 300, 12] * 4
+        tgt = ids[1:] + [-1]
+        with pt.Model.load(self.dir) as m:
+            ctx32 = m.context(1, len(ids))
+            self.assertIs(ctx32.bf16_activations, False)
+            m.bf16 = True
+            ctx = m.context(1, len(ids))
+            self.assertIs(ctx.bf16_activations, True)
+            on = ctx.forward(ids, tgt, logits=False).logprobs
+            l_on = ctx.loss(ids, tgt)
+            ctx.bf16_activations = False
+            self.assertIs(ctx.bf16_activations, False)
+            off = ctx.forward(ids, tgt, logits=False).logprobs
+            l_off = ctx.loss(ids, tgt)
+            self.assertEqual(list(on), list(off))
+            self.assertEqual(l_on, l_off)
+            m.forward(ids, tgt, logits=False)          # the model's own context
+            self.assertIs(m._ctx.bf16_activations, True)
+            m.bf16 = False
+            self.assertIs(m._ctx.bf16_activations, False)
 
 
 if __name__ == "__main__":
