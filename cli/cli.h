@@ -43,11 +43,11 @@ int cli_parse_double(const char *s, double *out);
     const char *out, *resume, *metrics; /* --out, --resume (a checkpoint, "auto" or NULL), --metrics */       \
     int save_every, log_every, max_skipped, quantize; /* save_every: steps, 0, or CLI_SAVE_AUTO */           \
     int64_t keep_last, keep_every;                                                                             \
-    bool overwrite, bf16, grad_ckpt;
+    bool overwrite, bf16, grad_ckpt, fp32_acts;
 typedef struct cli_run_args {
     CLI_RUN_ARGS_FIELDS
 } cli_run_args;
-#define CLI_N_RUN_OPTS 11
+#define CLI_N_RUN_OPTS 12
 extern const cli_opt cli_run_opts[CLI_N_RUN_OPTS];
 /* A command's wording of the shared options: tab gets cli_run_opts with
  * the help (and the default, when given) of each entry of `own` in place

@@ -71,6 +71,7 @@ const cli_opt cli_run_opts[CLI_N_RUN_OPTS] = {
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", RA(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
     { CLI_FLAG, "gradient-checkpointing", RA(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
+    { CLI_FLAG, "fp32-activations", RA(fp32_acts), .help = "with --bf16: keep the activations saved for the backward in\nFP32, not BF16 (more memory; docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", RA(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", RA(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },

@@ -200,7 +200,8 @@ static int setup(sft_run *r)
     if (cli_job_optimizer(&r->job, &r->opt, r->model, &a->opt))
         return 1;
     if ((st = pt_sft_context_create(&r->ctx, r->model, r->data, (int)r->rows)) ||
-        (a->run.grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))))
+        (a->run.grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))) ||
+        (a->run.fp32_acts && (st = pt_context_set_bf16_activations(r->ctx, false))))
         return cli_fail("context", st);
     const cli_back b = { r, restart_run, apply_run };
     if (a->run.resume &&
