@@ -234,9 +234,8 @@ static size_t visible_slots(const pt_generator *g, int pos)
 
 /* Attention of one new token per active row over its cached positions
  * (0..pos[i], or the ring's pos[i]-W+1..pos[i] in slot order): one task per
- * (row, query head), reading its kv head's cache: s = K q * scale, softmax,
- * o = V^T s.  (A task per query head, not per kv head: batch 1 of a model
- * with 3 kv heads would split 2:1 over 2 threads.) */
+ * (row, kv head) covers the `group` query heads that share it: s = K q *
+ * scale, softmax, o = V^T s. */
 static void decode_attention(pt_generator *g, int l, int m_rows)
 {
     const pt_model *m = g->model;
@@ -245,7 +244,7 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
     const int nkv = c->num_key_value_heads, group = c->num_attention_heads / nkv;
     const size_t hd = (size_t)c->head_dim, ls = (size_t)g->slots;
     const float scale = (float)(1.0 / sqrt((double)c->head_dim));
-    const size_t tasks = (size_t)m_rows * (size_t)c->num_attention_heads;
+    const size_t tasks = (size_t)m_rows * (size_t)nkv;
     double work = 0.0;
     for (int i = 0; i < m_rows; i++)
         work += (double)visible_slots(g, g->pos[i]);
@@ -259,21 +258,25 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
         nt = (int)tasks;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (size_t t = 0; t < tasks; t++) {
-        const int i = (int)(t / (size_t)c->num_attention_heads), h = (int)(t % (size_t)c->num_attention_heads);
-        const int row = g->active[i], kvh = h / group;
+        int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
+        int row = g->active[i];
         size_t len = visible_slots(g, g->pos[i]);
         float *S = g->dec_scratch + (size_t)omp_get_thread_num() * ls;
-        const float *q = g->qkv + (size_t)i * QKV + (size_t)h * hd;
+        const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
         const float *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
-        /* BLIS sgemv: scores = K q, then o = V^T softmax(scores).  (sgemm
-         * on a kv head's [group, hd] block costs more in call overhead than
-         * it computes at these sizes.) */
-        pt__sgemv(false, len, hd, scale, K, hd, q, 0.0f, S);
-        float mx = -INFINITY;
-        for (size_t j = 0; j < len; j++)
-            mx = S[j] > mx ? S[j] : mx;
-        float sum = pt__vexp_sum(S, S, len, mx);
-        pt__sgemv(true, len, hd, 1.0f / sum, Vc, hd, S, 0.0f, g->att + (size_t)i * Q + (size_t)h * hd);
+        float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
+        /* One query head at a time with BLIS sgemv: scores = K q, then
+         * o = V^T softmax(scores).  (sgemm on the [group, hd] block costs
+         * more in call overhead than it computes at these sizes.) */
+        for (int r = 0; r < group; r++) {
+            float *Sr = S;
+            pt__sgemv(false, len, hd, scale, K, hd, q + (size_t)r * hd, 0.0f, Sr);
+            float mx = -INFINITY;
+            for (size_t j = 0; j < len; j++)
+                mx = Sr[j] > mx ? Sr[j] : mx;
+            float sum = pt__vexp_sum(Sr, Sr, len, mx);
+            pt__sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
+        }
     }
 }
 
