@@ -9,6 +9,7 @@
  * shared data); the same bits twice; the block shrinks by what the layout
  * computed by hand saves; the default follows the model's BF16 mode. */
 #include "testutil.h"
+#include "childcap.h"
 
 #include "core/core.h"
 #include "posttrain/posttrain.h"
@@ -17,9 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 enum { V = 40, B = 3, T = 20, N = B * T };
@@ -329,15 +328,8 @@ static int enomem_child(void)
     float l1, l2;
     if (pt_model_loss(ctx, &b, NULL, true, &l1))
         return 2;
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!f || fscanf(f, "%lu", &pages) != 1)
+    if (tu_cap_address_space(1ul << 20))
         return 3;
-    fclose(f);
-    struct rlimit r = { (rlim_t)(pages * (unsigned long)sysconf(_SC_PAGESIZE) + (1ul << 20)),
-                        RLIM_INFINITY };
-    if (setrlimit(RLIMIT_AS, &r))
-        return 4;
     size_t before = pt__context_block_bytes(ctx);
     if (pt_context_set_bf16_activations(ctx, false) != PT_ENOMEM ||
         pt__context_block_bytes(ctx) != before)
@@ -349,29 +341,9 @@ static int enomem_child(void)
     return 0;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PT_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PT_UNDER_ASAN 1
-#endif
-#endif
-
 START_TEST(test_enomem_keeps_the_context)
 {
-#ifdef PT_UNDER_ASAN
-    printf("test_enomem_keeps_the_context: skipped under AddressSanitizer (a capped address "
-           "space starves its shadow memory)\n");
-    return;
-#endif
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0)
-        _exit(enomem_child());
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d (exit %d)",
-                  status, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    tu_run_in_child(enomem_child, "test_enomem_keeps_the_context");
 }
 END_TEST
 
