@@ -4,6 +4,7 @@
  * them, bit for bit, on Llama, Qwen2 (q/k/v biases) and Qwen3 (q/k norms),
  * full and LoRA, fused (pt_model_loss) and separate (forward, backward). */
 #include "testutil.h"
+#include "model_testutil.h"
 #include "childcap.h"
 
 #include "core/core.h"
@@ -17,49 +18,6 @@ enum { V = 40, B = 3, T = 20, N = B * T };
 
 static int32_t ids[N], tgt[N];
 
-static pt_model *tiny(int arch, uint64_t seed)
-{
-    pt_model_config c;
-    pt_test_tiny_config(&c, arch, V);
-    c.num_hidden_layers = 3;
-    c.initializer_range = 0.2;
-    pt_model *m;
-    ck_assert_ok(pt_model_create(&m, &c, seed));
-    ck_assert_ok(pt_model_alloc_grads(m));
-    return m;
-}
-
-static pt_batch batch(void)
-{
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = B;
-    b.seq = T;
-    b.input_ids = ids;
-    b.targets = tgt;
-    return b;
-}
-
-/* Every trainable gradient of m, concatenated (caller frees), and zeroed. */
-static float *take_grads(pt_model *m, size_t *n)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < pt_model_tensor_count(m); i++)
-        if (pt__model_tensor(m, i)->trainable)
-            total += pt__model_tensor(m, i)->numel;
-    float *g = malloc(total * sizeof *g), *p = g;
-    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt__model_tensor(m, i);
-        if (!t->trainable)
-            continue;
-        memcpy(p, t->grad, t->numel * sizeof *p);
-        memset(t->grad, 0, t->numel * sizeof *p);
-        p += t->numel;
-    }
-    *n = total;
-    return g;
-}
-
 /* Loss and gradients of one fused pt_model_loss, then of a separate
  * forward and backward (d log p = a fixed pattern), with checkpointing
  * `on`; results appended to out (floats). */
@@ -67,15 +25,12 @@ static size_t run(pt_model *m, pt_context *ctx, bool on, float *out)
 {
     ck_assert_ok(pt_context_set_gradient_checkpointing(ctx, on));
     ck_assert(pt_context_get_gradient_checkpointing(ctx) == on);
-    pt_batch b = batch();
-    size_t k = 0, n;
+    pt_batch b = mt_batch(B, T, ids, tgt);
+    size_t k = 0;
     float loss;
     ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &loss));
     out[k++] = loss;
-    float *g = take_grads(m, &n);
-    memcpy(out + k, g, n * sizeof *g);
-    k += n;
-    free(g);
+    mt_take_grads(m, out, &k);
     float lp[N], dlp[N];
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
     for (int i = 0; i < N; i++)
@@ -83,32 +38,15 @@ static size_t run(pt_model *m, pt_context *ctx, bool on, float *out)
     ck_assert_ok(pt_model_backward(ctx, dlp));
     memcpy(out + k, lp, sizeof lp);
     k += N;
-    g = take_grads(m, &n);
-    memcpy(out + k, g, n * sizeof *g);
-    k += n;
-    free(g);
+    mt_take_grads(m, out, &k);
     return k;
 }
 
 static void compare(int arch, bool lora)
 {
-    pt_model *m = tiny(arch, 5);
-    if (lora) {
-        pt_lora_options lo;
-        pt_lora_options_init(&lo);
-        lo.rank = 2;
-        lo.targets = PT_LORA_ALL;
-        ck_assert_ok(pt_model_add_lora(m, &lo));
-        ck_assert_ok(pt_model_alloc_grads(m));
-        /* B starts at zero: give the adapters values so their path counts */
-        for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-            const pt_tensor_ref *t = pt__model_tensor(m, i);
-            if (t->adapter)
-                for (size_t j = 0; j < t->numel; j++)
-                    t->data[j] = (float)((int)(j % 5) - 2) * 0.05f;
-        }
-        pt_model_weights_changed(m);
-    }
+    pt_model *m = mt_tiny(arch, V, 3, 5);
+    if (lora)
+        mt_add_lora(m);
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
     size_t cap = 4 * 1000000;
@@ -127,7 +65,7 @@ static void compare(int arch, bool lora)
         s += (double)plain[i] * plain[i];
     ck_assert_double_gt(s, 0);
     /* switching drops a forward held for a backward */
-    pt_batch bt = batch();
+    pt_batch bt = mt_batch(B, T, ids, tgt);
     float lp[N], dlp[N] = { 0 };
     ck_assert_ok(pt_model_forward(ctx, &bt, lp, NULL));
     ck_assert_ok(pt_context_set_gradient_checkpointing(ctx, false));
@@ -151,11 +89,11 @@ END_TEST
  * loss as before.  Exit 0 when all held. */
 static int enomem_child(void)
 {
-    pt_model *m = tiny(PT_ARCH_LLAMA, 9);
+    pt_model *m = mt_tiny(PT_ARCH_LLAMA, V, 3, 9);
     pt_context *ctx;
     if (pt_context_create(&ctx, m, 64, 60) || pt_context_set_gradient_checkpointing(ctx, true))
         return 1;
-    pt_batch b = batch();
+    pt_batch b = mt_batch(B, T, ids, tgt);
     float l1, l2;
     if (pt_model_loss(ctx, &b, NULL, true, &l1))
         return 2;

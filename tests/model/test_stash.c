@@ -9,6 +9,7 @@
  * shared data); the same bits twice; the block shrinks by what the layout
  * computed by hand saves; the default follows the model's BF16 mode. */
 #include "testutil.h"
+#include "model_testutil.h"
 #include "childcap.h"
 
 #include "core/core.h"
@@ -24,49 +25,6 @@
 enum { V = 40, B = 3, T = 20, N = B * T };
 
 static int32_t ids[N], tgt[N];
-
-static pt_model *tiny(int arch, int layers, uint64_t seed)
-{
-    pt_model_config c;
-    pt_test_tiny_config(&c, arch, V);
-    c.num_hidden_layers = layers;
-    c.initializer_range = 0.2;
-    pt_model *m;
-    ck_assert_ok(pt_model_create(&m, &c, seed));
-    ck_assert_ok(pt_model_alloc_grads(m));
-    return m;
-}
-
-static void add_lora(pt_model *m)
-{
-    pt_lora_options lo;
-    pt_lora_options_init(&lo);
-    lo.rank = 2;
-    lo.targets = PT_LORA_ALL;
-    ck_assert_ok(pt_model_add_lora(m, &lo));
-    ck_assert_ok(pt_model_alloc_grads(m));
-    /* B starts at zero: give the adapters values so their path counts */
-    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt__model_tensor(m, i);
-        if (t->adapter)
-            for (size_t j = 0; j < t->numel; j++)
-                t->data[j] = (float)((int)(j % 5) - 2) * 0.05f;
-    }
-    pt_model_weights_changed(m);
-}
-
-/* Every trainable gradient of m, appended to out at *k, and zeroed. */
-static void take_grads(pt_model *m, float *out, size_t *k)
-{
-    for (size_t i = 0; i < pt_model_tensor_count(m); i++) {
-        const pt_tensor_ref *t = pt__model_tensor(m, i);
-        if (!t->trainable)
-            continue;
-        memcpy(out + *k, t->grad, t->numel * sizeof *out);
-        memset(t->grad, 0, t->numel * sizeof *out);
-        *k += t->numel;
-    }
-}
 
 typedef struct result {
     float *fwd;  /* loss, then the separate forward's log-probs */
@@ -88,7 +46,7 @@ static result run(pt_model *m, pt_context *ctx, bool on, const pt_batch *b)
             total += pt__model_tensor(m, i)->numel;
     result r = { malloc((n + 2) * sizeof(float)), malloc(2 * total * sizeof(float)), 0, 0 };
     ck_assert_ok(pt_model_loss(ctx, b, NULL, true, &r.fwd[r.nf++]));
-    take_grads(m, r.grad, &r.ng);
+    mt_take_grads(m, r.grad, &r.ng);
     ck_assert_ok(pt_model_loss(ctx, b, NULL, false, &r.fwd[r.nf])); /* packs no stash */
     ck_assert(r.fwd[r.nf] == r.fwd[0]);
     r.nf++;
@@ -98,7 +56,7 @@ static result run(pt_model *m, pt_context *ctx, bool on, const pt_batch *b)
     ck_assert_ok(pt_model_forward(ctx, b, r.fwd + r.nf, NULL));
     r.nf += n;
     ck_assert_ok(pt_model_backward(ctx, dlp));
-    take_grads(m, r.grad, &r.ng);
+    mt_take_grads(m, r.grad, &r.ng);
     free(dlp);
     return r;
 }
@@ -145,29 +103,18 @@ static double compare(pt_model *m, pt_context *ctx, const pt_batch *b, double to
     return e;
 }
 
-static pt_batch batch(void)
-{
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = B;
-    b.seq = T;
-    b.input_ids = ids;
-    b.targets = tgt;
-    return b;
-}
-
 START_TEST(test_tiny)
 {
     const int archs[2] = { PT_ARCH_LLAMA, PT_ARCH_QWEN3 };
     const int arch = archs[_i / 2];
     const bool lora = _i % 2 == 1;
-    pt_model *m = tiny(arch, 4, 5);
+    pt_model *m = mt_tiny(arch, V, 4, 5);
     if (lora)
-        add_lora(m);
+        mt_add_lora(m);
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
     ck_assert(!pt_context_get_bf16_activations(ctx)); /* an FP32 model: off by default */
-    pt_batch b = batch();
+    pt_batch b = mt_batch(B, T, ids, tgt);
     char what[64];
     snprintf(what, sizeof what, "%s%s", arch == PT_ARCH_QWEN3 ? "qwen3 (qk-norm, GQA)" : "llama",
              lora ? " LoRA" : "");
@@ -234,7 +181,7 @@ START_TEST(test_bytes)
 {
     for (int qk = 0; qk < 2; qk++) {
         enum { L = 5, BB = 2, TT = 16 };
-        pt_model *m = tiny(qk ? PT_ARCH_QWEN3 : PT_ARCH_LLAMA, L, 1);
+        pt_model *m = mt_tiny(qk ? PT_ARCH_QWEN3 : PT_ARCH_LLAMA, V, L, 1);
         pt_context *ctx;
         ck_assert_ok(pt_context_create(&ctx, m, BB, TT));
         const size_t NN = BB * TT, H = 16, I = 24, Q = 4 * 4, KV = 2 * 4;
@@ -271,13 +218,13 @@ END_TEST
 
 START_TEST(test_default_and_args)
 {
-    pt_model *m = tiny(PT_ARCH_LLAMA, 2, 2);
+    pt_model *m = mt_tiny(PT_ARCH_LLAMA, V, 2, 2);
     ck_assert_ok(pt_model_set_bf16(m, PT_BF16_ON));
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
     ck_assert(pt_context_get_bf16_activations(ctx)); /* a BF16 model: on by default */
     /* switching drops a forward held for a backward */
-    pt_batch b = batch();
+    pt_batch b = mt_batch(B, T, ids, tgt);
     float lp[N], dlp[N] = { 0 };
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
     ck_assert_ok(pt_context_set_bf16_activations(ctx, false));
@@ -297,10 +244,10 @@ END_TEST
 /* One layer: no stash at all (the last layer's set stays), the same bits. */
 START_TEST(test_one_layer)
 {
-    pt_model *m = tiny(PT_ARCH_QWEN3, 1, 4);
+    pt_model *m = mt_tiny(PT_ARCH_QWEN3, V, 1, 4);
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
-    pt_batch b = batch();
+    pt_batch b = mt_batch(B, T, ids, tgt);
     result off = run(m, ctx, false, &b), on = run(m, ctx, true, &b);
     ck_assert(memcmp(off.fwd, on.fwd, off.nf * sizeof(float)) == 0);
     ck_assert(memcmp(off.grad, on.grad, off.ng * sizeof(float)) == 0);
@@ -317,14 +264,14 @@ END_TEST
  * when all held. */
 static int enomem_child(void)
 {
-    pt_model *m = tiny(PT_ARCH_LLAMA, 4, 9);
+    pt_model *m = mt_tiny(PT_ARCH_LLAMA, V, 4, 9);
     /* made with the stash (a BF16 model's default); blocks of tens of MB,
      * beyond what earlier tests left free in the heap */
     pt_context *ctx;
     if (pt_model_set_bf16(m, PT_BF16_ON) || pt_context_create(&ctx, m, 512, 60) ||
         !pt_context_get_bf16_activations(ctx))
         return 1;
-    pt_batch b = batch();
+    pt_batch b = mt_batch(B, T, ids, tgt);
     float l1, l2;
     if (pt_model_loss(ctx, &b, NULL, true, &l1))
         return 2;
