@@ -66,6 +66,14 @@ static inline int pt__thread_setting_count(int n)
     return n > 0 ? n : pt__get_process_num_threads();
 }
 
+/* fmaxf(a, b) for an `a` that is never NaN (a running maximum): a NaN `b`
+ * leaves `a`, as fmaxf does.  GCC calls libm for fmaxf, which keeps a loop
+ * scalar; this compiles to vmaxps. */
+static inline float pt__maxf(float a, float b)
+{
+    return b > a ? b : a;
+}
+
 /* Overflow-checked size arithmetic: return false on overflow. */
 static inline bool pt__mul_size(size_t a, size_t b, size_t *out)
 {

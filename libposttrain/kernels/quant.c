@@ -295,7 +295,7 @@ static void quant_q8_0(const float *x, uint8_t *b)
 {
     float amax = 0.0f;
     for (int j = 0; j < PT_QK; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
+        amax = pt__maxf(amax, fabsf(x[j]));
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     pt_fp16 h = pt__q_f32_to_f16(d);

@@ -361,7 +361,7 @@ static double grad_norm(const pt_optimizer *o, float *gmax)
     for (size_t i = 0; i < o->n_params; i++) {
         float pm;
         ss += pt__opt_sum_squares(o->params[i].grad, o->params[i].numel, &pm, pt_get_num_threads());
-        mx = fmaxf(mx, pm);
+        mx = pt__maxf(mx, pm);
     }
     *gmax = mx;
     return sqrt(ss);
@@ -393,7 +393,7 @@ static bool adamw_proven_finite(const pt_optimizer *o, double lr, float clip, fl
         return false;
     float dmax = 1.0f;
     for (size_t i = 0; i < o->n_params; i++)
-        dmax = fmaxf(dmax, fabsf(decay_of(o, &o->params[i], lr)));
+        dmax = pt__maxf(dmax, fabsf(decay_of(o, &o->params[i], lr)));
     const pt_adamw_consts c = adamw_constants(o, lr);
     return pt__adamw_bounded(&o->maxima, gmax, clip, dmax, &c);
 }

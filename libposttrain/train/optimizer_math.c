@@ -1,35 +1,61 @@
 /* The optimizer's element-wise passes (train/optimizer_math.h). */
 #include "train/optimizer_math.h"
 
+#include "core/core.h"
+
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define SUMSQ_BLOCK ((size_t)4096)
 #define SUMSQ_LANES 16
 
-/* Sum of squares of block b of g in double over SUMSQ_LANES lanes, and the
- * block's max |g|. */
+typedef float pt_v4f __attribute__((vector_size(16)));
+typedef int32_t pt_v4i __attribute__((vector_size(16)));
+typedef double pt_v4d __attribute__((vector_size(32)));
+
+/* Sum of squares of block b of g in double over SUMSQ_LANES lanes (lane l
+ * sums the elements at l mod SUMSQ_LANES), and the block's max |g|.  Written
+ * with vector types: GCC leaves the plain loop scalar. */
 static double block_sum_squares(const float *g, size_t n, size_t b, float *gmax)
 {
+    enum { Q = SUMSQ_LANES / 4 };
     const size_t s = b * SUMSQ_BLOCK, e = s + SUMSQ_BLOCK < n ? s + SUMSQ_BLOCK : n;
-    double acc[SUMSQ_LANES] = { 0 };
-    float mx = 0.0f;
+    const pt_v4i nosign = { INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX };
+    pt_v4d acc[Q] = { { 0 } };
+    pt_v4i lmax[Q] = { { 0 } }; /* |g| as bits: non-negative floats order as integers */
     size_t i = s;
     for (; i + SUMSQ_LANES <= e; i += SUMSQ_LANES)
-        for (int l = 0; l < SUMSQ_LANES; l++) {
-            const double x = (double)g[i + l];
-            acc[l] += x * x;
-            mx = fmaxf(mx, fabsf(g[i + l]));
+        for (int q = 0; q < Q; q++) {
+            pt_v4f x;
+            memcpy(&x, g + i + 4 * q, sizeof x);
+            const pt_v4d d = __builtin_convertvector(x, pt_v4d);
+            acc[q] += d * d;
+            pt_v4i a = (pt_v4i)x & nosign;
+            /* a NaN (bits above the infinity's) is left out, as fmaxf does */
+            a &= a <= 0x7f800000;
+            const pt_v4i gt = a > lmax[q];
+            lmax[q] = (a & gt) | (lmax[q] & ~gt);
+        }
+    double lane[SUMSQ_LANES];
+    float mx = 0.0f;
+    for (int q = 0; q < Q; q++)
+        for (int l = 0; l < 4; l++) {
+            lane[4 * q + l] = acc[q][l];
+            float f;
+            memcpy(&f, &lmax[q][l], sizeof f);
+            mx = pt__maxf(mx, f);
         }
     for (int l = 0; i < e; i++, l++) {
         const double x = (double)g[i];
-        acc[l] += x * x;
-        mx = fmaxf(mx, fabsf(g[i]));
+        lane[l] += x * x;
+        mx = pt__maxf(mx, fabsf(g[i]));
     }
     double sum = 0;
     for (int l = 0; l < SUMSQ_LANES; l++)
-        sum += acc[l];
+        sum += lane[l];
     *gmax = mx;
     return sum;
 }
@@ -45,7 +71,7 @@ double pt__opt_sum_squares(const float *g, size_t n, float *gmax, int threads)
         for (size_t b = 0; b < nb; b++) {
             float bm;
             partial[b] = block_sum_squares(g, n, b, &bm);
-            mx = fmaxf(mx, bm);
+            mx = pt__maxf(mx, bm);
         }
         for (size_t b = 0; b < nb; b++)
             total += partial[b];
@@ -54,7 +80,7 @@ double pt__opt_sum_squares(const float *g, size_t n, float *gmax, int threads)
         for (size_t b = 0; b < nb; b++) {
             float bm;
             total += block_sum_squares(g, n, b, &bm);
-            mx = fmaxf(mx, bm);
+            mx = pt__maxf(mx, bm);
         }
     }
     *gmax = mx;
@@ -101,9 +127,9 @@ void pt__adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16,
             adamw_elem(&w[j], &m[j], &v[j], w[j], g[j], m[j], v[j], clip, decay, c);
             g[j] = 0.0f;
             w16[j] = pt__f32_to_bf16(w[j]);
-            xw = fmaxf(xw, fabsf(w[j]));
-            xm = fmaxf(xm, fabsf(m[j]));
-            xv = fmaxf(xv, v[j]);
+            xw = pt__maxf(xw, fabsf(w[j]));
+            xm = pt__maxf(xm, fabsf(m[j]));
+            xv = pt__maxf(xv, v[j]);
         }
     } else {
 #pragma omp parallel for simd num_threads(threads) schedule(static) \
@@ -111,14 +137,14 @@ void pt__adamw_span_update(float *w, float *g, float *m, float *v, pt_bf16 *w16,
         for (size_t j = 0; j < n; j++) {
             adamw_elem(&w[j], &m[j], &v[j], w[j], g[j], m[j], v[j], clip, decay, c);
             g[j] = 0.0f;
-            xw = fmaxf(xw, fabsf(w[j]));
-            xm = fmaxf(xm, fabsf(m[j]));
-            xv = fmaxf(xv, v[j]);
+            xw = pt__maxf(xw, fabsf(w[j]));
+            xm = pt__maxf(xm, fabsf(m[j]));
+            xv = pt__maxf(xv, v[j]);
         }
     }
-    mx->w = fmaxf(mx->w, xw);
-    mx->m = fmaxf(mx->m, xm);
-    mx->v = fmaxf(mx->v, xv);
+    mx->w = pt__maxf(mx->w, xw);
+    mx->m = pt__maxf(mx->m, xm);
+    mx->v = pt__maxf(mx->v, xv);
 }
 
 bool pt__adamw_bounded(const pt_opt_maxima *mx, float gmax, float clip, float decay_max,

@@ -5,11 +5,14 @@
 #include "core/core.h"
 #include "io/fileio.h"
 #include "train/optimizer.h"
+#include "train/optimizer_math.h"
 #include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 static cJSON *load_golden(void)
 {
@@ -508,6 +511,43 @@ START_TEST(test_model_bound_and_state_view)
 }
 END_TEST
 
+/* The gradient's sum of squares and max |g| (the vectorised pass): against
+ * a plain double loop over several blocks and a ragged tail, and with an
+ * infinity and a NaN in it (max ignores NaN, the sum shows it). */
+START_TEST(test_sum_squares_pass)
+{
+    const size_t n = 3 * 4096 + 37;
+    float *g = malloc(n * sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    uint64_t st = 99;
+    double ref = 0;
+    float mref = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        g[i] = (float)((double)(st >> 40) / (double)(1ULL << 24) - 0.5) * (i % 7 == 3 ? 40.0f : 1.0f);
+        ref += (double)g[i] * (double)g[i];
+        mref = fabsf(g[i]) > mref ? fabsf(g[i]) : mref;
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        float mx = -1.0f;
+        double ss = pt__opt_sum_squares(g, n, &mx, threads);
+        ck_assert_msg(fabs(ss - ref) <= 1e-13 * ref, "sum %.17g vs %.17g", ss, ref);
+        ck_assert_float_eq(mx, mref);
+        mx = -1.0f; /* the tail alone */
+        ss = pt__opt_sum_squares(g + 4096 * 3, 37, &mx, threads);
+        ck_assert(ss > 0 && mx > 0);
+    }
+    g[5000] = -INFINITY;
+    float mx = 0.0f;
+    ck_assert(isinf(pt__opt_sum_squares(g, n, &mx, 2)) && isinf(mx));
+    g[5000] = NAN;
+    g[n - 1] = -1e30f; /* in the tail */
+    ck_assert(isnan(pt__opt_sum_squares(g, n, &mx, 2)));
+    ck_assert_float_eq(mx, 1e30f);
+    free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optimizer");
@@ -522,6 +562,7 @@ int main(void)
     tcase_add_test(tc, test_null_and_older_structs);
     tcase_add_test(tc, test_deterministic_threads);
     tcase_add_test(tc, test_model_bound_and_state_view);
+    tcase_add_test(tc, test_sum_squares_pass);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
 }
