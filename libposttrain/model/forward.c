@@ -38,6 +38,17 @@ static pt_linear lin(const pt_model *m, const float *w, const float *b, float *d
     return l;
 }
 
+/* A projection of the forward's first or second half: as io asks, row by
+ * row, or through BF16 tiles of a quantized weight. */
+static pt_linear lin_io(const pt_model *m, const pt_layer_io *io, const float *w, const float *b,
+                        size_t in, size_t out)
+{
+    pt_linear l = lin(m, w, b, NULL, NULL, in, out);
+    l.rowwise = io->rowwise;
+    l.q.bf16 = l.q.bf16 || io->tiles_bf16;
+    return l;
+}
+
 int pt__scratch_threads(void)
 {
     int nt = pt_get_num_threads(), procs = omp_get_num_procs();
@@ -203,8 +214,7 @@ void pt__layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io
     const float eps = (float)c->rms_norm_eps;
     pt__rmsnorm_forward(io->xn, io->r1, io->x, w->ln1, n, H, eps);
     /* q|k|v in one product: the three weights (and biases) are adjacent. */
-    pt_linear lqkv = lin(m, w->wq, w->bq, NULL, NULL, H, QKV);
-    lqkv.rowwise = io->rowwise;
+    pt_linear lqkv = lin_io(m, io, w->wq, w->bq, H, QKV);
     pt__lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, io->lora_buf);
     pt__linear_forward(&lqkv, io->qkv, QKV, io->xn, H, n, false);
     float *qp = io->qkv, *kp = io->qkv + Q;
@@ -226,19 +236,16 @@ void pt__layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io
     const size_t Q = (size_t)m->q_dim;
     const float eps = (float)c->rms_norm_eps;
     pt__copy(io->xmid, io->x, n * H);
-    pt_linear lo = lin(m, w->wo, NULL, NULL, NULL, Q, H);
-    lo.rowwise = io->rowwise;
+    pt_linear lo = lin_io(m, io, w->wo, NULL, Q, H);
     pt__lora_attach(&lo, m, l, PT_LORA_O, io->lora_buf);
     pt__linear_forward(&lo, io->xmid, H, io->att, Q, n, true);
     pt__rmsnorm_forward(io->xn, io->r2, io->xmid, w->ln2, n, H, eps);
-    pt_linear lgu = lin(m, w->wg, NULL, NULL, NULL, H, 2 * I);
-    lgu.rowwise = io->rowwise;
+    pt_linear lgu = lin_io(m, io, w->wg, NULL, H, 2 * I);
     pt__lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, io->lora_buf);
     pt__linear_forward(&lgu, io->gu, 2 * I, io->xn, H, n, false);
     pt__swiglu_forward(io->h, io->gu, io->gu + I, n, I, 2 * I);
     pt__copy(io->out, io->xmid, n * H);
-    pt_linear ld = lin(m, w->wd, NULL, NULL, NULL, I, H);
-    ld.rowwise = io->rowwise;
+    pt_linear ld = lin_io(m, io, w->wd, NULL, I, H);
     pt__lora_attach(&ld, m, l, PT_LORA_DOWN, io->lora_buf);
     pt__linear_forward(&ld, io->out, H, io->h, I, n, true);
 }

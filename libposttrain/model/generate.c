@@ -27,6 +27,7 @@
 #include "model/lora.h"
 #include "model/transformer.h"
 #include "kernels/attention.h"
+#include "kernels/cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -327,8 +328,13 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
      * each weight, as llama.cpp computes a prompt) instead of dequantizing
      * every weight into a tile for a product of a few rows. */
     const bool rows = T <= 16 && pt__model_is_quantized(m);
+    /* A longer one dequantizes tiles: BF16 ones where the CPU has BF16
+     * arithmetic (activations rounded to BF16, finer than the 8 bits the
+     * decoding kernels and llama.cpp's prompt products use). */
+    const bool tiles16 = !rows && pt__model_is_quantized(m) && pt__cpu_bf16_compute();
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, rows);
+        io.tiles_bf16 = tiles16;
         pt__layer_forward_qkv(m, l, n, &io);
         cache_store(g, l, n, NULL, row, NULL);
         pt__attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,

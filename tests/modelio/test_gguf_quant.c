@@ -571,6 +571,56 @@ START_TEST(bad_files_refused)
 }
 END_TEST
 
+/* A generator's prompt on a quantized model: up to 16 tokens through the
+ * decoding kernels (the same bits on every path), longer ones through
+ * dequantized tiles: BF16 tiles where the CPU has BF16 arithmetic (the
+ * first token's log-probability then differs from the avx2 path's FP32
+ * tiles, within BF16's rounding), FP32 tiles elsewhere (the same bits). */
+static void first_steps(pt_model *m, int len, int32_t tok[4], float lp[4])
+{
+    int32_t prompt[48], n = 0, fin = 0, plen = len;
+    for (int i = 0; i < len; i++)
+        prompt[i] = k_ids[i % 16];
+    pt_generator *g = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, 1, 64));
+    pt_generate_options o;
+    pt_generate_options_init(&o);
+    o.max_new_tokens = 4;
+    o.temperature = 0;
+    o.n_stop_ids = 0;
+    ck_assert_ok(pt_generate(g, prompt, &plen, 1, &o, tok, &n, &fin, lp));
+    ck_assert_int_eq(n, 4);
+    pt_generator_free(g);
+}
+
+START_TEST(prompt_tiles_bf16)
+{
+    pt_model *m = load(DATA "stories192.q8_0.gguf", false);
+    const char *native = pt__cpu_level_str(pt__cpu_detected());
+    for (int len = 16; len <= 48; len += 32) {
+        int32_t ta[4], tn[4];
+        float la[4], ln[4];
+        ck_assert_ok(pt_set_cpu_path("avx2"));
+        first_steps(m, len, ta, la);
+        ck_assert_ok(pt_set_cpu_path(native));
+        first_steps(m, len, tn, ln);
+        const bool tiles16 = len > 16 && pt__cpu_bf16_compute();
+        printf("prompt of %d tokens on %s: first log-probability %.7g, on avx2 %.7g (%s)\n", len,
+               native, ln[0], la[0], tiles16 ? "BF16 tiles against FP32 ones" : "the same path");
+        if (tiles16) {
+            ck_assert_msg(ln[0] != la[0], "BF16 tiles gave FP32's bits: they did not run");
+            ck_assert_msg(fabsf(ln[0] - la[0]) <= 0.05f + 0.02f * fabsf(la[0]), "%g vs %g", ln[0],
+                          la[0]);
+        } else {
+            ck_assert_int_eq(memcmp(ta, tn, sizeof ta), 0);
+            ck_assert_int_eq(memcmp(la, ln, sizeof la), 0);
+        }
+    }
+    pt_set_cpu_path(NULL);
+    pt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pt_gguf_quant_XXXXXX");
@@ -585,6 +635,7 @@ int main(void)
     tcase_add_test(tc, lora_equal_dequantized_twin);
     tcase_add_test(tc, lora_sft_equal_dequantized_twin);
     tcase_add_test(tc, bf16_products);
+    tcase_add_test(tc, prompt_tiles_bf16);
     tcase_add_test(tc, full_finetune_and_writes_refused);
     tcase_add_test(tc, bad_files_refused);
     tcase_add_test(tc, quantize_on_load_as_llama_quantize);
