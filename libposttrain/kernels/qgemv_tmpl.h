@@ -28,10 +28,14 @@
 #define QG_INLINE static inline __attribute__((always_inline)) QG_TARGET
 /* Rows of x per pass over a W row (their accumulators live on the stack). */
 #define QX_MAX 16
-/* Bytes ahead of the m = 1 kernels' reads that they prefetch W (1024
- * measured 1.1-1.2x faster than none on the 49152 x 576 LM head from the
- * last-level cache, single-threaded; 4096 in between). */
-#define QG_PF 1024
+/* Bytes ahead of the m = 1 kernels' reads that they prefetch W.  Decoding
+ * streams W from memory, where one core's bandwidth is bounded by the
+ * misses it keeps in flight: 4096 measured 1.13-1.22x faster than 1024 on
+ * the Q8_0, Q4_0 and Q4_K_M SmolLM2-135M-shaped files (bench_decode, batch
+ * 1 from an empty cache, 2 threads, Sapphire Rapids; 8192 no better).  (On
+ * the 49152 x 576 LM head from the last-level cache 1024 had measured
+ * 1.1-1.2x faster than none.) */
+#define QG_PF 4096
 
 /* Lane e = the sum of the 8 int32 lanes of v[e] (exact). */
 QG_INLINE __m256i qg_reduce8(const __m256i v[8])
