@@ -43,11 +43,17 @@ int cli_parse_double(const char *s, double *out);
     const char *out, *resume, *metrics; /* --out, --resume (a checkpoint, "auto" or NULL), --metrics */       \
     int save_every, log_every, max_skipped, quantize; /* save_every: steps, 0, or CLI_SAVE_AUTO */           \
     int64_t keep_last, keep_every;                                                                             \
-    bool overwrite, bf16, grad_ckpt, fp32_acts;
+    bool overwrite, bf16, grad_ckpt, fp32_acts, bf16_acts;
 typedef struct cli_run_args {
     CLI_RUN_ARGS_FIELDS
 } cli_run_args;
-#define CLI_N_RUN_OPTS 12
+#define CLI_N_RUN_OPTS 13
+/* The usage error of a command whose run options contradict each other
+ * (--fp32-activations with --bf16-activations), 0 otherwise. */
+int cli_check_run(const char *cmd, const cli_run_args *r);
+/* --gradient-checkpointing, --fp32-activations and --bf16-activations on
+ * the run's context; a pt status. */
+int cli_run_context(pt_context *ctx, const cli_run_args *r);
 extern const cli_opt cli_run_opts[CLI_N_RUN_OPTS];
 /* A command's wording of the shared options: tab gets cli_run_opts with
  * the help (and the default, when given) of each entry of `own` in place

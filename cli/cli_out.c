@@ -55,6 +55,23 @@ static int parse_save_every(void *dst, const char *value, const char *cmd, const
     return 0;
 }
 
+int cli_check_run(const char *cmd, const cli_run_args *r)
+{
+    if (r->fp32_acts && r->bf16_acts)
+        return cli_usage_error(cmd, "give --fp32-activations or --bf16-activations, not both");
+    return 0;
+}
+
+int cli_run_context(pt_context *ctx, const cli_run_args *r)
+{
+    int st = PT_OK;
+    if (r->grad_ckpt)
+        st = pt_context_set_gradient_checkpointing(ctx, true);
+    if (!st && (r->fp32_acts || r->bf16_acts))
+        st = pt_context_set_bf16_activations(ctx, r->bf16_acts);
+    return st;
+}
+
 #define RA(field) offsetof(cli_run_args, field)
 const cli_opt cli_run_opts[CLI_N_RUN_OPTS] = {
     { CLI_CUSTOM, "save-every", RA(save_every), "N|auto", .def = "0", .parse = parse_save_every,
@@ -71,7 +88,8 @@ const cli_opt cli_run_opts[CLI_N_RUN_OPTS] = {
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", RA(bf16), .help = "BF16: a frozen base (LoRA) stored in BF16, and\nmixed-precision products where the CPU has BF16\narithmetic (docs/bf16.md); checkpoints stay FP32" },
     { CLI_FLAG, "gradient-checkpointing", RA(grad_ckpt), .help = "keep only each layer's input for the backward and recompute\nthe rest (Hugging Face's gradient_checkpointing): a tenth\nof the activation memory for one more forward; the same\nresults (docs/bf16.md, \"Memory\")" },
-    { CLI_FLAG, "fp32-activations", RA(fp32_acts), .help = "with --bf16: keep the activations saved for the backward in\nFP32, not BF16 (more memory; docs/bf16.md, \"Memory\")" },
+    { CLI_FLAG, "fp32-activations", RA(fp32_acts), .help = "with --bf16 and LoRA: keep the activations saved for the\nbackward in FP32, not BF16 (more memory; docs/bf16.md,\n\"Memory\")" },
+    { CLI_FLAG, "bf16-activations", RA(bf16_acts), .help = "with --bf16 and full fine-tuning: keep the activations saved\nfor the backward in BF16 (less memory, slower; the default\nwith LoRA; docs/bf16.md, \"Memory\")" },
     { CLI_FLAG, "overwrite", RA(overwrite),
       .help = "replace an earlier run in --out (its metrics, checkpoints,\nadapter); without it a used --out is refused" },
     { CLI_PATH, "metrics", RA(metrics), "FILE", .help = "metrics JSON lines (default OUT/metrics.jsonl)" },

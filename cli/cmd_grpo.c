@@ -298,8 +298,7 @@ static int setup(grpo_run *r)
     if (cli_job_optimizer(&r->job, &r->opt, r->model, &a->opt))
         return 1;
     if ((st = pt_context_create(&r->ctx, r->model, ctx_batch, r->max_seq)) ||
-        (a->grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))) ||
-        (a->fp32_acts && (st = pt_context_set_bf16_activations(r->ctx, false))) ||
+        (st = cli_run_context(r->ctx, &a->run)) ||
         (st = pt_generator_create(&r->gen, r->model, r->NL, r->max_seq)))
         return cli_fail("context", st);
     pt_rollout_buffer_options bo;

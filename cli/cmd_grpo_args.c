@@ -245,7 +245,8 @@ int grpo_parse_args(grpo_args *a, int argc, char **argv)
         a->eval_every = 0;
     if (a->eval_samples == -1)
         a->eval_samples = 1;
-    if ((rc = cli_check_lora("grpo", &a->lora)) || (rc = cli_check_dist("grpo", &a->dist, a->save_every)))
+    if ((rc = cli_check_lora("grpo", &a->lora)) || (rc = cli_check_run("grpo", &a->run)) ||
+        (rc = cli_check_dist("grpo", &a->dist, a->save_every)))
         return rc;
     if (a->G * (int64_t)a->batch_prompts > 65536)
         return cli_usage_error("grpo", "--num-generations x --batch-prompts is too large");

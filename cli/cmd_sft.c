@@ -80,7 +80,7 @@ static int parse_args(sft_args *a, int argc, char **argv)
         return rc;
     if (a->steps && a->epochs > 0)
         return cli_usage_error("sft", "give --steps or --epochs, not both");
-    if ((rc = cli_check_dist("sft", &a->dist, a->run.save_every)))
+    if ((rc = cli_check_run("sft", &a->run)) || (rc = cli_check_dist("sft", &a->dist, a->run.save_every)))
         return rc;
     return cli_check_lora("sft", &a->lora);
 }
@@ -200,8 +200,7 @@ static int setup(sft_run *r)
     if (cli_job_optimizer(&r->job, &r->opt, r->model, &a->opt))
         return 1;
     if ((st = pt_sft_context_create(&r->ctx, r->model, r->data, (int)r->rows)) ||
-        (a->run.grad_ckpt && (st = pt_context_set_gradient_checkpointing(r->ctx, true))) ||
-        (a->run.fp32_acts && (st = pt_context_set_bf16_activations(r->ctx, false))))
+        (st = cli_run_context(r->ctx, &a->run)))
         return cli_fail("context", st);
     const cli_back b = { r, restart_run, apply_run };
     if (a->run.resume &&

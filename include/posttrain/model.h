@@ -228,9 +228,12 @@ PT_API int pt_context_set_gradient_checkpointing(pt_context *ctx, bool on);
 PT_API bool pt_context_get_gradient_checkpointing(const pt_context *ctx);
 
 /* BF16 activations (as PyTorch autocast's saved tensors): on by default for
- * a context created for a model whose pt_model_get_bf16 is not PT_BF16_OFF
- * (the default is taken at creation; a later pt_model_set_bf16 does not
- * change it), off otherwise.  On, the layers share one FP32 working set for
+ * a context created for a model whose base is frozen in BF16
+ * (pt_model_get_bf16 PT_BF16_FROZEN, or PT_BF16_ON with LoRA adapters),
+ * off otherwise, full mixed-precision training included (FP32 activations
+ * are faster there and its memory is mostly weights and AdamW state); the
+ * default is taken at creation (a later pt_model_set_bf16 or
+ * pt_model_add_lora does not change it).  On, the layers share one FP32 working set for
  * their big activations, and each layer but the last keeps a BF16 copy of
  * them (its input, the residual after attention, q|k|v, gate|up, and for
  * q/k-norm models q|k before the norm) for its backward, which recomputes

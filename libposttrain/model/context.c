@@ -151,7 +151,11 @@ static int context_create(pt_context **out, pt_model *model, int max_batch, int 
         pt_context_free(ctx);
         return PT_ENOMEM;
     }
-    ctx->bf16_acts = pt_model_get_bf16(model) != PT_BF16_OFF;
+    /* BF16 activations by default for a frozen BF16 base (LoRA, or
+     * PT_BF16_FROZEN), where they are most of the memory; full mixed
+     * precision keeps them FP32 (faster: no rounding and widening passes). */
+    ctx->bf16_acts = pt_model_get_bf16(model) == PT_BF16_FROZEN ||
+                     (pt_model_get_bf16(model) == PT_BF16_ON && pt_model_has_lora(model));
     set_chunk_rows(ctx);
     ctx->attn_threads = pt__scratch_threads();
     if ((st = allocate(ctx, fn)) != PT_OK) {

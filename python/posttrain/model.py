@@ -363,8 +363,10 @@ class Context(Handle):
         activations the backward reads as BF16 copies (as PyTorch autocast's
         saved tensors), about half the activation memory; the forward's
         results unchanged, the gradients those of the rounded activations.
-        On by default for a context of a model with bf16 set (Model.bf16 on
-        its own context follows); no effect under gradient checkpointing."""
+        On by default for a context of a model whose base is frozen in BF16
+        (bf16 "frozen", or True with LoRA adapters), off for full
+        mixed-precision training (Model.bf16 on its own context follows);
+        no effect under gradient checkpointing."""
         return bool(lib.pt_context_get_bf16_activations(self._ptr))
 
     @bf16_activations.setter
@@ -554,7 +556,8 @@ class Model(Handle):
                           "Model.bf16")
         check(lib.pt_model_set_bf16(self._ptr, self._BF16_MODES[key]), "pt_model_set_bf16")
         if self._ctx is not None and not self._ctx.closed:   # its own context follows
-            self._ctx.bf16_activations = self._BF16_MODES[key] != 0
+            mode = self._BF16_MODES[key]                      # the library's default rule
+            self._ctx.bf16_activations = mode == 2 or (mode == 1 and self.has_lora)
 
     @property
     def source_dir(self):

@@ -222,7 +222,16 @@ START_TEST(test_default_and_args)
     ck_assert_ok(pt_model_set_bf16(m, PT_BF16_ON));
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
-    ck_assert(pt_context_get_bf16_activations(ctx)); /* a BF16 model: on by default */
+    ck_assert(!pt_context_get_bf16_activations(ctx)); /* full mixed precision: off by default */
+    pt_context_free(ctx);
+    ck_assert_ok(pt_model_set_bf16(m, PT_BF16_FROZEN));
+    ck_assert_ok(pt_context_create(&ctx, m, B, T));
+    ck_assert(pt_context_get_bf16_activations(ctx)); /* a frozen BF16 base: on */
+    pt_context_free(ctx);
+    mt_add_lora(m);
+    ck_assert_ok(pt_model_set_bf16(m, PT_BF16_ON));
+    ck_assert_ok(pt_context_create(&ctx, m, B, T));
+    ck_assert(pt_context_get_bf16_activations(ctx)); /* LoRA on a BF16 base: on */
     /* switching drops a forward held for a backward */
     pt_batch b = mt_batch(B, T, ids, tgt);
     float lp[N], dlp[N] = { 0 };
@@ -265,10 +274,10 @@ END_TEST
 static int enomem_child(void)
 {
     pt_model *m = mt_tiny(PT_ARCH_LLAMA, V, 4, 9);
-    /* made with the stash (a BF16 model's default); blocks of tens of MB,
+    /* made with the stash (a frozen BF16 base's default); blocks of tens of MB,
      * beyond what earlier tests left free in the heap */
     pt_context *ctx;
-    if (pt_model_set_bf16(m, PT_BF16_ON) || pt_context_create(&ctx, m, 512, 60) ||
+    if (pt_model_set_bf16(m, PT_BF16_FROZEN) || pt_context_create(&ctx, m, 512, 60) ||
         !pt_context_get_bf16_activations(ctx))
         return 1;
     pt_batch b = mt_batch(B, T, ids, tgt);

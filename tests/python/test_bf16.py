@@ -101,15 +101,18 @@ class TestBF16(unittest.TestCase):
             self.assertTrue(math.isfinite(rounds[0]["loss"]))
 
     def test_bf16_activations(self):
-        """Context.bf16_activations: on by default for a BF16 model's
-        context, off for an FP32 one; the forward's log-probs and loss the
-        same bits either way; Model.bf16 on the model's own context follows."""
+        """Context.bf16_activations: on by default for a context of a model
+        whose base is frozen in BF16, off for an FP32 one and for full mixed
+        precision; the forward's log-probs and loss the same bits either way;
+        Model.bf16 on the model's own context follows."""
         ids = [1, 400, 33, 250, 71, 9, 300, 12] * 4
         tgt = ids[1:] + [-1]
         with pt.Model.load(self.dir) as m:
             ctx32 = m.context(1, len(ids))
             self.assertIs(ctx32.bf16_activations, False)
             m.bf16 = True
+            self.assertIs(m.context(1, len(ids)).bf16_activations, False)
+            m.bf16 = "frozen"
             ctx = m.context(1, len(ids))
             self.assertIs(ctx.bf16_activations, True)
             on = ctx.forward(ids, tgt, logits=False).logprobs
@@ -123,6 +126,8 @@ class TestBF16(unittest.TestCase):
             m.forward(ids, tgt, logits=False)          # the model's own context
             self.assertIs(m._ctx.bf16_activations, True)
             m.bf16 = False
+            self.assertIs(m._ctx.bf16_activations, False)
+            m.bf16 = True                              # full mixed precision: FP32 ones
             self.assertIs(m._ctx.bf16_activations, False)
 
 

@@ -140,6 +140,35 @@ then
 else
     cat "$work/l16.log"; bad "sft --bf16 with LoRA and BF16 activations"
 fi
+# Full fine-tuning with --bf16 keeps FP32 activations by default: on the
+# avx2 path (no BF16 arithmetic) the run is the FP32 run bit for bit;
+# --bf16-activations rounds them (close, not equal); both flags: a usage error.
+f16=(sft --data "$work/data.jsonl" --lr 0.01 --steps 4 --batch-size 3 --seed 2)
+if PT_CPU=avx2 "$posttrain" --threads 2 "${f16[@]}" --model "$model" --out "$work/f32" 2>"$work/f16.log" &&
+   PT_CPU=avx2 "$posttrain" --threads 2 "${f16[@]}" --model "$model" --bf16 --out "$work/f16" \
+       2>>"$work/f16.log" &&
+   cmp -s "$work/f32/model.safetensors" "$work/f16/model.safetensors"
+then
+    ok "sft --bf16 full fine-tuning: FP32 activations by default, the FP32 run bit for bit (avx2 path)"
+else
+    cat "$work/f16.log"; bad "sft --bf16 full fine-tuning default activations"
+fi
+if PT_CPU=avx2 "$posttrain" --threads 2 "${f16[@]}" --model "$model" --bf16 --bf16-activations \
+       --out "$work/f16b" 2>>"$work/f16.log" &&
+   ! cmp -s "$work/f32/model.safetensors" "$work/f16b/model.safetensors" &&
+   python3 "$(dirname "$0")/safetensors_close.py" "$work/f16b/model.safetensors" \
+       "$work/f32/model.safetensors" 2e-2 >>"$work/f16.log"
+then
+    ok "sft --bf16 --bf16-activations: rounded activations, close to the FP32 run ($(tail -n 1 "$work/f16.log"))"
+else
+    cat "$work/f16.log"; bad "sft --bf16 --bf16-activations"
+fi
+set +e
+"$posttrain" "${f16[@]}" --model "$model" --bf16 --bf16-activations --fp32-activations \
+    --out "$work/f16c" 2>"$work/f16c.log"
+[ $? -eq 2 ] && grep -q "not both" "$work/f16c.log" && ok "--fp32-activations with --bf16-activations: a usage error" ||
+    bad "both activation flags"
+set -e
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
