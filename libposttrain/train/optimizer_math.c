@@ -10,6 +10,10 @@
 #include <string.h>
 
 #define SUMSQ_BLOCK ((size_t)4096)
+/* How far ahead (elements) the memory-bound passes prefetch what they read:
+ * the hardware prefetchers alone left them at a fraction of the bandwidth
+ * (the sum of squares at 3x the time). */
+#define OPT_PREFETCH ((size_t)1024)
 #define SUMSQ_LANES 16
 
 typedef float pt_v4f __attribute__((vector_size(16)));
@@ -27,7 +31,8 @@ static double block_sum_squares(const float *g, size_t n, size_t b, float *gmax)
     pt_v4d acc[Q] = { { 0 } };
     pt_v4i lmax[Q] = { { 0 } }; /* |g| as bits: non-negative floats order as integers */
     size_t i = s;
-    for (; i + SUMSQ_LANES <= e; i += SUMSQ_LANES)
+    for (; i + SUMSQ_LANES <= e; i += SUMSQ_LANES) {
+        __builtin_prefetch(g + i + OPT_PREFETCH, 0, 0); /* a hint: never faults */
         for (int q = 0; q < Q; q++) {
             pt_v4f x;
             memcpy(&x, g + i + 4 * q, sizeof x);
@@ -39,6 +44,7 @@ static double block_sum_squares(const float *g, size_t n, size_t b, float *gmax)
             const pt_v4i gt = a > lmax[q];
             lmax[q] = (a & gt) | (lmax[q] & ~gt);
         }
+    }
     double lane[SUMSQ_LANES];
     float mx = 0.0f;
     for (int q = 0; q < Q; q++)
