@@ -50,8 +50,9 @@ static double block_sum_squares(const float *g, size_t n, size_t b, float *gmax)
     for (int q = 0; q < Q; q++)
         for (int l = 0; l < 4; l++) {
             lane[4 * q + l] = acc[q][l];
+            const int32_t bits = lmax[q][l];
             float f;
-            memcpy(&f, &lmax[q][l], sizeof f);
+            memcpy(&f, &bits, sizeof f);
             mx = pt__maxf(mx, f);
         }
     for (int l = 0; i < e; i++, l++) {

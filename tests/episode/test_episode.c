@@ -322,7 +322,9 @@ static void check_structure(const pt_episode *e, const script *s, int g)
         }
     }
     ck_assert_int_eq(e->turn_start[0], e->prompt_len);
+    int ones = 0; /* the turns do not overlap: as many mask ones as sampled ids */
     for (int j = 0; j < nc; j++) {
+        ones += want[j];
         ck_assert_msg(e->loss_mask[j] == want[j], "episode %d: mask[%d] is %d", e->index, j,
                       e->loss_mask[j]);
         if (!want[j])
@@ -330,6 +332,7 @@ static void check_structure(const pt_episode *e, const script *s, int g)
         else
             ck_assert(e->logprobs[j] <= 0.0f && isfinite(e->logprobs[j]));
     }
+    ck_assert_int_eq(ones, sampled);
     free(want);
 }
 

@@ -18,6 +18,7 @@ typedef struct diffs {
     int count;
 } diffs;
 
+static void differ(diffs *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void differ(diffs *d, const char *fmt, ...)
 {
     char msg[1024];
