@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const struct {
     const char *name;
@@ -37,9 +38,14 @@ int cli_fail(const char *what, int status)
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
-    /* under mpirun every rank has the same usage error: rank 0 says it */
-    if (cli_rank != 0)
+    /* under mpirun every rank has the same usage error: rank 0 says it.
+     * The others wait a moment before exiting: mpirun kills the job at the
+     * first non-zero exit, which could otherwise come before rank 0 has
+     * printed (seen once under a loaded CI). */
+    if (cli_rank != 0) {
+        nanosleep(&(struct timespec){ .tv_sec = 2 }, NULL);
         return 2;
+    }
     va_list ap;
     fprintf(stderr, "posttrain%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_start(ap, fmt);
