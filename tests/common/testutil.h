@@ -72,6 +72,17 @@ static inline void pt_test_tiny_config(pt_model_config *c, int arch, int vocab)
     c->qk_norm = arch == PT_ARCH_QWEN3;
 }
 
+/* A random model of config c (initializer range 0.2), its gradients
+ * allocated. */
+static inline pt_model *pt_test_model_with_grads(pt_model_config *c, uint64_t seed)
+{
+    c->initializer_range = 0.2;
+    pt_model *m;
+    ck_assert_ok(pt_model_create(&m, c, seed));
+    ck_assert_ok(pt_model_alloc_grads(m));
+    return m;
+}
+
 /* A tied tiny llama of pt_test_tiny_config's shape with initializer range
  * 0.2 (peaked enough that training moves the loss) and its gradients
  * allocated: the model of the SFT and GRPO step suites. */
@@ -80,23 +91,25 @@ static inline pt_model *pt_test_tiny_llama(int vocab, uint64_t seed)
     pt_model_config c;
     pt_test_tiny_config(&c, PT_ARCH_LLAMA, vocab);
     c.tie_word_embeddings = true;
-    c.initializer_range = 0.2;
-    pt_model *m;
-    ck_assert_ok(pt_model_create(&m, &c, seed));
-    ck_assert_ok(pt_model_alloc_grads(m));
-    return m;
+    return pt_test_model_with_grads(&c, seed);
+}
+
+/* A batch of `batch` rows of `seq` ids and their targets (NULL: none). */
+static inline pt_batch pt_test_batch(int batch, int seq, const int32_t *ids, const int32_t *targets)
+{
+    pt_batch b;
+    pt_batch_init(&b);
+    b.batch = batch;
+    b.seq = seq;
+    b.input_ids = ids;
+    b.targets = targets;
+    return b;
 }
 
 /* A batch of one row: n ids and their targets (NULL: none). */
 static inline pt_batch pt_test_row_batch(const int32_t *ids, const int32_t *targets, int n)
 {
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = 1;
-    b.seq = n;
-    b.input_ids = ids;
-    b.targets = targets;
-    return b;
+    return pt_test_batch(1, n, ids, targets);
 }
 
 /* Run one suite; returns the process exit code. */

@@ -50,13 +50,7 @@ static pt_batch batch_of(int vocab)
         g_tgt[i] = (i % T) + 1 < T ? g_ids[i + 1] : -1;
         g_w[i] = (i % T) >= 2 ? 1.0f : 0.0f;
     }
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = B;
-    b.seq = T;
-    b.input_ids = g_ids;
-    b.targets = g_tgt;
-    return b;
+    return pt_test_batch(B, T, g_ids, g_tgt);
 }
 
 static pt_lora_options opts_all(int rank, double alpha)

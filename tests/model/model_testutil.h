@@ -18,11 +18,7 @@ static inline pt_model *mt_tiny(int arch, int vocab, int layers, uint64_t seed)
     pt_model_config c;
     pt_test_tiny_config(&c, arch, vocab);
     c.num_hidden_layers = layers;
-    c.initializer_range = 0.2;
-    pt_model *m;
-    ck_assert_ok(pt_model_create(&m, &c, seed));
-    ck_assert_ok(pt_model_alloc_grads(m));
-    return m;
+    return pt_test_model_with_grads(&c, seed);
 }
 
 /* Rank-2 adapters on every projection, with values (B starts at zero:
@@ -55,18 +51,6 @@ static inline void mt_take_grads(pt_model *m, float *out, size_t *k)
         memset(t->grad, 0, t->numel * sizeof *out);
         *k += t->numel;
     }
-}
-
-/* A batch of `batch` rows of `seq` over ids and targets. */
-static inline pt_batch mt_batch(int batch, int seq, int32_t *ids, int32_t *tgt)
-{
-    pt_batch b;
-    pt_batch_init(&b);
-    b.batch = batch;
-    b.seq = seq;
-    b.input_ids = ids;
-    b.targets = tgt;
-    return b;
 }
 
 #endif

@@ -25,7 +25,7 @@ static size_t run(pt_model *m, pt_context *ctx, bool on, float *out)
 {
     ck_assert_ok(pt_context_set_gradient_checkpointing(ctx, on));
     ck_assert(pt_context_get_gradient_checkpointing(ctx) == on);
-    pt_batch b = mt_batch(B, T, ids, tgt);
+    pt_batch b = pt_test_batch(B, T, ids, tgt);
     size_t k = 0;
     float loss;
     ck_assert_ok(pt_model_loss(ctx, &b, NULL, true, &loss));
@@ -65,7 +65,7 @@ static void compare(int arch, bool lora)
         s += (double)plain[i] * plain[i];
     ck_assert_double_gt(s, 0);
     /* switching drops a forward held for a backward */
-    pt_batch bt = mt_batch(B, T, ids, tgt);
+    pt_batch bt = pt_test_batch(B, T, ids, tgt);
     float lp[N], dlp[N] = { 0 };
     ck_assert_ok(pt_model_forward(ctx, &bt, lp, NULL));
     ck_assert_ok(pt_context_set_gradient_checkpointing(ctx, false));
@@ -93,7 +93,7 @@ static int enomem_child(void)
     pt_context *ctx;
     if (pt_context_create(&ctx, m, 64, 60) || pt_context_set_gradient_checkpointing(ctx, true))
         return 1;
-    pt_batch b = mt_batch(B, T, ids, tgt);
+    pt_batch b = pt_test_batch(B, T, ids, tgt);
     float l1, l2;
     if (pt_model_loss(ctx, &b, NULL, true, &l1))
         return 2;

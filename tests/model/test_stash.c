@@ -114,7 +114,7 @@ START_TEST(test_tiny)
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
     ck_assert(!pt_context_get_bf16_activations(ctx)); /* an FP32 model: off by default */
-    pt_batch b = mt_batch(B, T, ids, tgt);
+    pt_batch b = pt_test_batch(B, T, ids, tgt);
     char what[64];
     snprintf(what, sizeof what, "%s%s", arch == PT_ARCH_QWEN3 ? "qwen3 (qk-norm, GQA)" : "llama",
              lora ? " LoRA" : "");
@@ -233,7 +233,7 @@ START_TEST(test_default_and_args)
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
     ck_assert(pt_context_get_bf16_activations(ctx)); /* LoRA on a BF16 base: on */
     /* switching drops a forward held for a backward */
-    pt_batch b = mt_batch(B, T, ids, tgt);
+    pt_batch b = pt_test_batch(B, T, ids, tgt);
     float lp[N], dlp[N] = { 0 };
     ck_assert_ok(pt_model_forward(ctx, &b, lp, NULL));
     ck_assert_ok(pt_context_set_bf16_activations(ctx, false));
@@ -256,7 +256,7 @@ START_TEST(test_one_layer)
     pt_model *m = mt_tiny(PT_ARCH_QWEN3, V, 1, 4);
     pt_context *ctx;
     ck_assert_ok(pt_context_create(&ctx, m, B, T));
-    pt_batch b = mt_batch(B, T, ids, tgt);
+    pt_batch b = pt_test_batch(B, T, ids, tgt);
     result off = run(m, ctx, false, &b), on = run(m, ctx, true, &b);
     ck_assert(memcmp(off.fwd, on.fwd, off.nf * sizeof(float)) == 0);
     ck_assert(memcmp(off.grad, on.grad, off.ng * sizeof(float)) == 0);
@@ -280,7 +280,7 @@ static int enomem_child(void)
     if (pt_model_set_bf16(m, PT_BF16_FROZEN) || pt_context_create(&ctx, m, 512, 60) ||
         !pt_context_get_bf16_activations(ctx))
         return 1;
-    pt_batch b = mt_batch(B, T, ids, tgt);
+    pt_batch b = pt_test_batch(B, T, ids, tgt);
     float l1, l2;
     if (pt_model_loss(ctx, &b, NULL, true, &l1))
         return 2;
