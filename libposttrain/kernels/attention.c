@@ -2,10 +2,12 @@
 
 #include "core/core.h"
 #include "kernels/gemm.h"
+#include "kernels/tile_gemm.h"
 #include "kernels/vexp.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #define DEFAULT_TILE_Q 64
@@ -43,6 +45,10 @@ static size_t per_thread_floats(const pt_attn_shape *s)
     size_t fwd = tq * tk + tq * (size_t)s->hd + 2 * tq;
     size_t bwd = 2 * tq * tk + tq;
     size_t n = fwd > bwd ? fwd : bwd;
+    /* BF16 packing space of the tile products (two BF16 values a float) */
+    size_t d = tq > tk ? tq : tk;
+    d = d > (size_t)s->hd ? d : (size_t)s->hd;
+    n += (pt__tile_gemm_pack_elems(d, d, d) + 1) / 2 + 16;
     return (n + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
 }
 
@@ -103,13 +109,38 @@ static int num_threads_for(const pt_attn_shape *s, size_t tasks)
 typedef struct attn_dims {
     int T, nh, hd, group, tq, tk;
     size_t ldq, ldk, ldo, per;
+    pt_tile_mode tiles; /* BF16 tile products, or PT_TILE_OFF: FP32 */
 } attn_dims;
 
 static attn_dims dims_of(const pt_attn_shape *s)
 {
     attn_dims a = { s->seq, s->nh, s->hd, s->nh / s->nkv, tile_q(s), tile_k(s),
-                    ld_q(s), ld_kv(s), ld_o(s), per_thread_floats(s) };
+                    ld_q(s), ld_kv(s), ld_o(s), per_thread_floats(s),
+                    s->bf16 ? pt__tile_mode() : PT_TILE_OFF };
     return a;
+}
+
+/* The packing space at the end of a thread's scratch (64-byte aligned). */
+static pt_bf16 *tile_pack(const attn_dims *a, float *scratch)
+{
+    uintptr_t end = (uintptr_t)(scratch + a->per);
+    size_t d = a->tq > a->tk ? (size_t)a->tq : (size_t)a->tk;
+    d = d > (size_t)a->hd ? d : (size_t)a->hd;
+    uintptr_t p = end - pt__tile_gemm_pack_elems(d, d, d) * sizeof(pt_bf16);
+    return (pt_bf16 *)(p & ~(uintptr_t)63);
+}
+
+/* One tile product C = alpha op(A) op(B) + beta C: BF16 tiles when the
+ * pass has them, FP32 (one thread of BLIS) otherwise. */
+static void tile_product(const attn_dims *d, float *scratch, bool ta, bool tb, int m, int n, int k,
+                         float alpha, const float *a, size_t lda, const float *b, size_t ldb,
+                         float beta, float *c, size_t ldc)
+{
+    if (d->tiles != PT_TILE_OFF &&
+        pt__tile_gemm(d->tiles, ta, tb, (size_t)m, (size_t)n, (size_t)k, alpha, a, lda, b, ldb,
+                      beta, c, ldc, tile_pack(d, scratch)))
+        return;
+    pt__sgemm_nt(1, ta, tb, (size_t)m, (size_t)n, (size_t)k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* Offsets of query (or output) head h and of kv head g of sequence b. */
@@ -140,9 +171,9 @@ static float *thread_scratch(float *scratch, const attn_dims *a)
 static int tile_scores(float *S, const float *Q, const float *K, const pt_attn_shape *s,
                        const attn_dims *dims, int i0, int i1, int j0, int j1)
 {
-    pt__sgemm_nt(1, false, true, (size_t)(i1 - i0), (size_t)(j1 - j0), (size_t)dims->hd, s->scale,
-                Q + (size_t)i0 * dims->ldq, dims->ldq, K + (size_t)j0 * dims->ldk, dims->ldk, 0.0f,
-                S, (size_t)dims->tk);
+    tile_product(dims, S, false, true, i1 - i0, j1 - j0, dims->hd, s->scale,
+                 Q + (size_t)i0 * dims->ldq, dims->ldq, K + (size_t)j0 * dims->ldk, dims->ldk, 0.0f,
+                 S, (size_t)dims->tk);
     return tile_unmasked(s, i0, i1, j0, j1);
 }
 
@@ -195,8 +226,8 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
                         Or[d] *= alpha;
                 }
             }
-            pt__sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, S,
-                        (size_t)tk, V + (size_t)j0 * ldk, ldk, 1.0f, O, (size_t)hd);
+            tile_product(dims, S, false, false, nq, hd, nk, 1.0f, S, (size_t)tk,
+                         V + (size_t)j0 * ldk, ldk, 1.0f, O, (size_t)hd);
         }
         for (int r = 0; r < nq; r++) {
             float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
@@ -272,13 +303,11 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
                                 Pr[c] = 0.0f;
                 }
                 /* dV += P^T dO */
-                pt__sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, P,
-                            (size_t)tk, dO + (size_t)i0 * ldo, ldo, 1.0f,
-                            dV + (size_t)j0 * ldk, ldk);
+                tile_product(dims, P, true, false, nk, hd, nq, 1.0f, P, (size_t)tk,
+                             dO + (size_t)i0 * ldo, ldo, 1.0f, dV + (size_t)j0 * ldk, ldk);
                 /* dP = dO V^T */
-                pt__sgemm_nt(1, false, true, (size_t)nq, (size_t)nk, (size_t)hd, 1.0f,
-                            dO + (size_t)i0 * ldo, ldo, V + (size_t)j0 * ldk, ldk, 0.0f, dP,
-                            (size_t)tk);
+                tile_product(dims, P, false, true, nq, nk, hd, 1.0f, dO + (size_t)i0 * ldo, ldo,
+                             V + (size_t)j0 * ldk, ldk, 0.0f, dP, (size_t)tk);
                 /* dS = P * (dP - D) * scale, into dP */
                 for (int r = 0; r < nq; r++) {
                     float *Pr = P + (size_t)r * tk, *dPr = dP + (size_t)r * tk;
@@ -288,12 +317,10 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
                         dPr[c] = Pr[c] * (dPr[c] - Dr) * sc;
                 }
                 /* dQ += dS K ; dK += dS^T Q */
-                pt__sgemm_nt(1, false, false, (size_t)nq, (size_t)hd, (size_t)nk, 1.0f, dP,
-                            (size_t)tk, K + (size_t)j0 * ldk, ldk, 1.0f,
-                            dQ + (size_t)i0 * ldq, ldq);
-                pt__sgemm_nt(1, true, false, (size_t)nk, (size_t)hd, (size_t)nq, 1.0f, dP,
-                            (size_t)tk, Q + (size_t)i0 * ldq, ldq, 1.0f,
-                            dK + (size_t)j0 * ldk, ldk);
+                tile_product(dims, P, false, false, nq, hd, nk, 1.0f, dP, (size_t)tk,
+                             K + (size_t)j0 * ldk, ldk, 1.0f, dQ + (size_t)i0 * ldq, ldq);
+                tile_product(dims, P, true, false, nk, hd, nq, 1.0f, dP, (size_t)tk,
+                             Q + (size_t)i0 * ldq, ldq, 1.0f, dK + (size_t)j0 * ldk, ldk);
             }
         }
     }

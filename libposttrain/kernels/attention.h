@@ -16,6 +16,7 @@
 #ifndef PT_KERNELS_ATTENTION_H
 #define PT_KERNELS_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,8 @@ typedef struct pt_attn_shape {
     int tile_q, tile_k;   /* 0: defaults */
     size_t ldq, ldkv, ldo; /* row strides, 0: defaults */
     int max_threads;      /* threads the scratch was sized for (0: pt_get_num_threads()) */
+    bool bf16;            /* mixed precision: the tile products in BF16 where
+                           * pt__tile_mode() has tiles (AMX), FP32 otherwise */
 } pt_attn_shape;
 
 /* Floats of scratch the calls below need for `nthreads` threads. */

@@ -13,12 +13,19 @@
 #include <cpuid.h>
 #define PT_X86 1
 #endif
+#if defined(PT_X86) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define PT_ARCH_REQ_XCOMP_PERM 0x1023
+#define PT_XFEATURE_XTILEDATA 18
+#endif
 
 static const char *const k_level_names[PT_CPU_LEVELS] = { "avx2", "avx512", "avx512bf16" };
 
 static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
 static pt_cpu_level detected = PT_CPU_AVX2;
 static bool vnni; /* AVX512_VNNI, on a CPU of level avx512 or above */
+static bool amx;  /* AMX-TILE and AMX-BF16, enabled by the OS, tile data granted */
 static atomic_int active = -1; /* -1: not decided yet */
 static char model[64] = "unknown CPU";
 static char env_note[96];
@@ -70,8 +77,19 @@ static pt_cpu_level probe(void)
     if (!(os_zmm && f && dq && bw && vl))
         return PT_CPU_AVX2;
     vnni = c & (1u << 11);
+    const bool amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
     __cpuid_count(7, 1, a, b, c, d);
-    return (a & (1u << 5)) ? PT_CPU_AVX512BF16 : PT_CPU_AVX512;
+    const bool bf16 = a & (1u << 5);
+    /* AMX: XTILECFG and XTILEDATA state (XCR0 bits 17, 18) enabled, and
+     * Linux's permission for this process to use the tile data. */
+    amx = bf16 && amx_bf16 && amx_tile && (xcr0 & (3u << 17)) == (3u << 17);
+#ifdef PT_ARCH_REQ_XCOMP_PERM
+    if (amx)
+        amx = syscall(SYS_arch_prctl, PT_ARCH_REQ_XCOMP_PERM, PT_XFEATURE_XTILEDATA) == 0;
+#else
+    amx = false;
+#endif
+    return bf16 ? PT_CPU_AVX512BF16 : PT_CPU_AVX512;
 }
 #else
 static pt_cpu_level probe(void)
@@ -149,6 +167,12 @@ bool pt__cpu_has_vnni(void)
     return vnni;
 }
 
+bool pt__cpu_has_amx(void)
+{
+    pthread_once(&detect_once, detect);
+    return amx;
+}
+
 const char *pt__cpu_model(void)
 {
     pthread_once(&detect_once, detect);
@@ -179,8 +203,12 @@ static _Thread_local char tl_info[256];
 const char *pt_cpu_info(void)
 {
     pt_cpu_level det = pt__cpu_detected(), act = pt__cpu_active();
-    snprintf(tl_info, sizeof tl_info, "%s; kernels %s (CPU runs up to %s%s%s)", model,
-             k_level_names[act], k_level_names[det], env_note[0] ? "; " : "", env_note);
+    const char *e = getenv("PT_AMX");
+    const char *amx_note = !amx ? "" : act < PT_CPU_AVX512BF16 ? "; AMX not used on this path"
+                                   : e && strcmp(e, "0") == 0 ? "; AMX off (PT_AMX=0)"
+                                   : "; AMX tiles for attention";
+    snprintf(tl_info, sizeof tl_info, "%s; kernels %s (CPU runs up to %s%s%s)%s", model,
+             k_level_names[act], k_level_names[det], env_note[0] ? "; " : "", env_note, amx_note);
     return tl_info;
 }
 

@@ -32,6 +32,10 @@ int pt__cpu_level_parse(const char *s);
 /* True when the CPU has AVX512_VNNI (vpdpbusd) besides the avx512 level;
  * kernels use it when the active path is avx512 or above. */
 bool pt__cpu_has_vnni(void);
+/* AMX-TILE and AMX-BF16 (tdpbf16ps), enabled by the OS and granted to this
+ * process (arch_prctl), on a CPU of level avx512bf16: what the CPU has,
+ * whatever path is active (kernels/tile_gemm.h decides whether to use it). */
+bool pt__cpu_has_amx(void);
 /* The CPU's brand string ("AMD EPYC 9R14 96-Core Processor"). */
 const char *pt__cpu_model(void);
 /* True when products may use BF16 arithmetic (the active path has it). */

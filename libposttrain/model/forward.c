@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -76,6 +77,8 @@ static pt_attn_shape attn_shape(const pt_context *ctx)
     s.seg = ctx->has_seg ? ctx->seg : NULL;
     s.tile_q = ctx->tile_q;
     s.tile_k = ctx->tile_k;
+    /* mixed precision (as autocast): attention's products in BF16 too */
+    s.bf16 = ctx->model->bf16_mode != PT_BF16_OFF && pt__cpu_bf16_compute();
     return s;
 }
 

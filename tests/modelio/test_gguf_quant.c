@@ -337,7 +337,7 @@ START_TEST(bf16_products)
     /* BF16 on a quantized base: prefill and training products through BF16
      * tiles where the CPU has BF16 arithmetic (logits within BF16's
      * rounding of the FP32 ones, not equal: it ran), FP32 ones elsewhere
-     * (the same bits as BF16 off); a LoRA SFT curve within 2% of FP32's. */
+     * (the same bits as BF16 off); a LoRA SFT curve within 3% of FP32's. */
     pt_model *q = load(DATA "stories192.q8_0.gguf", true);
     float *want = logits_of(q, 16);
     ck_assert_ok(pt_model_set_bf16(q, PT_BF16_ON));
@@ -370,8 +370,11 @@ START_TEST(bf16_products)
     float la[8], lb[8];
     sft_losses(a, la, 8);
     sft_losses(b, lb, 8);
+    /* 3%: a random model (loss 22.7 at step 0: peaked scores) fitting one
+     * batch at lr 1e-2; with attention's products in BF16 too (AMX) its
+     * curve moves by up to 2.2% (stories260K's 200 steps: 0.4%, test_bf16). */
     for (int s = 0; s < 8; s++)
-        ck_assert_msg(fabsf(lb[s] - la[s]) <= 0.02f * fabsf(la[s]), "step %d: %g vs %g", s, lb[s],
+        ck_assert_msg(fabsf(lb[s] - la[s]) <= 0.03f * fabsf(la[s]), "step %d: %g vs %g", s, lb[s],
                       la[s]);
     pt_model_free(a);
     pt_model_free(b);
