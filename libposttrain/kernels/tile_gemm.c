@@ -59,9 +59,20 @@ bool pt__tile_force(int mode)
  * B[2p+1][j]).  A stored k-major (ta) and B stored n-major (tb) are made
  * from the other kind of word and transposed 16 x 16 words at a time. */
 
+/* FP32 -> BF16 as the tiles read it: round to nearest even (NaN quiet, as
+ * pt__f32_to_bf16), FP32 denormals as signed zeros, as vcvtne2ps2bf16
+ * does (tdpbf16ps reads BF16 denormals as zero anyway). */
+static inline pt_bf16 tile_bf16(float x)
+{
+    const uint32_t u = pt__f32_bits(x);
+    if ((u & 0x7f800000u) == 0)
+        return (pt_bf16)((u >> 16) & 0x8000u);
+    return pt__f32_to_bf16(x);
+}
+
 static inline uint32_t pair_word(float lo, float hi)
 {
-    return (uint32_t)pt__f32_to_bf16(lo) | (uint32_t)pt__f32_to_bf16(hi) << 16;
+    return (uint32_t)tile_bf16(lo) | (uint32_t)tile_bf16(hi) << 16;
 }
 
 /* w[j] = (r0[j], r1[j]) for j < n, then zero words up to np; r1 NULL: the
@@ -74,7 +85,7 @@ static void pair_row_c(uint32_t *w, const float *r0, const float *r1, size_t n, 
             w[j] = pair_word(r0[j], r1[j]);
     else if (r0)
         for (; j < n; j++)
-            w[j] = pt__f32_to_bf16(r0[j]);
+            w[j] = tile_bf16(r0[j]);
     for (; j < np; j++)
         w[j] = 0;
 }
@@ -88,7 +99,7 @@ static void word_row_c(uint32_t *w, const float *r, size_t k, size_t kp)
         for (; 2 * p + 1 < k; p++)
             w[p] = pair_word(r[2 * p], r[2 * p + 1]);
         if (k & 1)
-            w[p++] = pt__f32_to_bf16(r[k - 1]);
+            w[p++] = tile_bf16(r[k - 1]);
     }
     for (; p < kp / 2; p++)
         w[p] = 0;
@@ -103,35 +114,32 @@ static void transpose16_c(uint32_t *dst, size_t ldd, const uint32_t t[16][16])
 }
 
 #ifdef PT_TILE_AMX_BUILD
-/* The same three with AVX-512 (AMX mode: every AMX CPU has it), bit for
- * bit: the rounding is pt__f32_to_bf16's, in integer lanes. */
-#define PT_TARGET_V __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
-
-/* Each 32-bit lane: the BF16 of x's lane in its low half, zero above. */
-PT_TARGET_V static inline __m512i bf16_lanes(__m512 x)
-{
-    const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                  _mm512_set1_epi32(0x7f800000));
-    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
-}
+/* The same three with AVX-512 and AVX512_BF16's vcvtne2ps2bf16 (AMX mode:
+ * every AMX CPU has both), bit for bit. */
+#define PT_TARGET_V __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 static inline __mmask16 tail_mask(size_t n)
 {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
 }
 
+/* 32 BF16 values: lo's 16 then hi's 16. */
+PT_TARGET_V static inline __m512i cvt32(__m512 lo, __m512 hi)
+{
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
 PT_TARGET_V static void pair_row_v(uint32_t *w, const float *r0, const float *r1, size_t n, size_t np)
 {
+    /* (r0[j], r1[j]) pairs: BF16 halves 0-15 from r0, 16-31 from r1, interleaved */
+    const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     size_t j = 0;
     for (; r0 && j < n; j += 16) {
         const __mmask16 k = tail_mask(n - j);
-        __m512i v = bf16_lanes(_mm512_maskz_loadu_ps(k, r0 + j));
-        if (r1)
-            v = _mm512_or_si512(v, _mm512_slli_epi32(bf16_lanes(_mm512_maskz_loadu_ps(k, r1 + j)), 16));
-        _mm512_mask_storeu_epi32(w + j, k, v);
+        const __m512 a = _mm512_maskz_loadu_ps(k, r0 + j);
+        const __m512 b = r1 ? _mm512_maskz_loadu_ps(k, r1 + j) : _mm512_setzero_ps();
+        _mm512_mask_storeu_epi32(w + j, k, _mm512_permutexvar_epi16(mix, cvt32(a, b)));
     }
     for (j = r0 ? n : 0; j < np; j++)
         w[j] = 0;
@@ -141,10 +149,9 @@ PT_TARGET_V static void word_row_v(uint32_t *w, const float *r, size_t k, size_t
 {
     size_t x = 0;
     for (; r && x < k; x += 32) {
-        const __m256i lo = _mm512_cvtepi32_epi16(bf16_lanes(_mm512_maskz_loadu_ps(tail_mask(k - x), r + x)));
-        const __m256i hi = _mm512_cvtepi32_epi16(
-            bf16_lanes(_mm512_maskz_loadu_ps(k - x > 16 ? tail_mask(k - x - 16) : 0, r + x + 16)));
-        _mm512_storeu_si512(w + x / 2, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+        const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(k - x), r + x);
+        const __m512 hi = _mm512_maskz_loadu_ps(k - x > 16 ? tail_mask(k - x - 16) : 0, r + x + 16);
+        _mm512_storeu_si512(w + x / 2, cvt32(lo, hi));
     }
     for (x = r ? (k + 1) / 2 : 0; x < kp / 2; x++)
         w[x] = 0;

@@ -1,7 +1,8 @@
 /* BF16 tile products for small matrices (attention's tiles): C[m x n] =
  * alpha * op(A) op(B) + beta * C with FP32 A, B and C in row-major storage
  * (A m x k, or k x m when ta; B k x n, or n x k when tb), both operands
- * rounded to BF16 (RNE, as pt__f32_to_bf16) and multiplied with FP32
+ * rounded to BF16 (RNE, as pt__f32_to_bf16, with FP32 denormals read as
+ * signed zeros, as vcvtne2ps2bf16 does) and multiplied with FP32
  * accumulation in 16 x 16 tiles of C, 32 values of k at a time, pair by pair
  * (the semantics of AMX's tdpbf16ps).
  *
@@ -52,7 +53,8 @@ bool pt__tile_gemm(pt_tile_mode mode, bool ta, bool tb, size_t m, size_t n, size
 
 /* The packing alone (tests): A's Mp x Kp BF16 values, then B's Kp/2 x Np
  * pairs, at pack (Mp, Np, Kp: m, n, k up to multiples of 32, k at least
- * 32), with AVX-512 (only where the CPU has it) or plain C: the same bits. */
+ * 32), with AVX-512 and AVX512_BF16 (only where the CPU has them) or plain
+ * C: the same bits. */
 void pt__tile_pack(bool avx512, bool ta, bool tb, size_t m, size_t n, size_t k, const float *a,
                    size_t lda, const float *b, size_t ldb, pt_bf16 *pack);
 

@@ -1,8 +1,9 @@
 /* The BF16 tile products (kernels/tile_gemm.h) and attention's use of
  * them: the C emulation of tdpbf16ps against a double-precision loop over
  * BF16-rounded operands (every transpose, odd sizes, k = 0, alpha/beta,
- * beta 0 over NaN); the AVX-512 packing equal bit for bit to the plain C
- * one (NaN, Inf, ties, denormals), and both equal to the layout's
+ * beta 0 over NaN); the AVX-512 packing (vcvtne2ps2bf16) equal bit for
+ * bit to the plain C one (NaN, Inf, ties, denormals flushed, the largest
+ * denormal that would round up), and both equal to the layout's
  * definition; AMX against the same loop and against the emulation, where
  * the CPU has AMX; attention with BF16 tiles against the FP32 attention
  * (forward and backward, segments, windows, odd tiles), 1 and 2 threads
@@ -32,9 +33,18 @@ static void fill(float *x, size_t n, pt_rng *r)
         x[i] = (float)pt__rng_normal(r);
 }
 
+/* FP32 -> BF16 as the tiles read it: round to nearest even, FP32
+ * denormals as signed zeros. */
+static pt_bf16 tile_bf16(float x)
+{
+    if (x != 0.0f && fabsf(x) < 1.17549435e-38f)
+        return signbit(x) ? 0x8000 : 0;
+    return pt__f32_to_bf16(x);
+}
+
 static double rounded(float x)
 {
-    return pt__bf16_to_f32(pt__f32_to_bf16(x));
+    return pt__bf16_to_f32(tile_bf16(x));
 }
 
 typedef struct product {
@@ -116,10 +126,11 @@ static void naive_cases(pt_tile_mode mode)
 {
     pt_rng r;
     pt__rng_seed(&r, 7 + (uint64_t)mode);
-    static const float ab[][2] = { { 1.0f, 0.0f }, { 0.5f, 2.0f }, { -1.5f, 1.0f } };
+    /* alpha 1 with beta 0 or 1: whole 32 x 32 blocks accumulate in C itself */
+    static const float ab[][2] = { { 1.0f, 0.0f }, { 0.5f, 2.0f }, { -1.5f, 1.0f }, { 1.0f, 1.0f } };
     for (size_t s = 0; s < NSHAPES; s++)
         for (int t = 0; t < 4; t++) {
-            const float *x = ab[(s + (size_t)t) % 3];
+            const float *x = ab[(s + (size_t)t) % 4];
             product p = make_product(k_shapes[s], t, x[0], x[1], &r);
             float *c = run_product(&p, mode);
             check_against_naive(&p, c);
@@ -176,12 +187,12 @@ END_TEST
 START_TEST(test_pack_definition_and_vector)
 {
     static const float special[] = { NAN, -NAN, INFINITY, -INFINITY, 1e-40f, -3e-39f, 0.0f, -0.0f,
-                                     1.00390625f, 1.01171875f, 3.4e38f, -1.0f };
+                                     1.00390625f, 1.01171875f, 3.4e38f, 1.1754942e-38f };
     static const size_t cases[][3] = { { 1, 1, 1 }, { 17, 33, 31 }, { 32, 32, 32 }, { 64, 128, 64 },
                                        { 5, 40, 67 } };
     pt_rng r;
     pt__rng_seed(&r, 31);
-    bool vec = pt__cpu_detected() >= PT_CPU_AVX512;
+    bool vec = pt__cpu_detected() >= PT_CPU_AVX512BF16;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int t = 0; t < 4; t++) {
             product p = make_product(cases[ci], t, 1.0f, 0.0f, &r);
@@ -200,14 +211,14 @@ START_TEST(test_pack_definition_and_vector)
             for (size_t i = 0; i < Mp; i++)
                 for (size_t q = 0; q < Kp; q++) {
                     pt_bf16 want = i < p.m && q < p.k
-                                       ? pt__f32_to_bf16(p.ta ? p.a[q * p.lda + i] : p.a[i * p.lda + q])
+                                       ? tile_bf16(p.ta ? p.a[q * p.lda + i] : p.a[i * p.lda + q])
                                        : 0;
                     ck_assert_uint_eq(pa[i * Kp + q], want);
                 }
             for (size_t q = 0; q < Kp; q++)
                 for (size_t j = 0; j < Np; j++) {
                     pt_bf16 want = j < p.n && q < p.k
-                                       ? pt__f32_to_bf16(p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j])
+                                       ? tile_bf16(p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j])
                                        : 0;
                     ck_assert_uint_eq(pb[(q / 2) * 2 * Np + 2 * j + (q & 1)], want);
                 }
@@ -368,7 +379,7 @@ int main(void)
     int rc = pt_test_run(s);
     printf("paths: emulated tiles %s; AVX-512 packing %s; AMX tiles %s, attention on AMX %s "
            "(%s)\n",
-           ran_emulated ? "ran" : "did not run", ran_vec_pack ? "ran" : "skipped (no AVX-512)",
+           ran_emulated ? "ran" : "did not run", ran_vec_pack ? "ran" : "skipped (no AVX512_BF16)",
            ran_amx ? "ran" : "skipped (no AMX)", ran_attn_amx ? "ran" : "skipped (no AMX)",
            pt_cpu_info());
     printf("AMX results differing from the emulation in their last bits: %ld (-1: not run)\n",
