@@ -88,6 +88,22 @@ static int visible(const pt_attn_shape *s, const int32_t *seg, int i, int j)
     return 1;
 }
 
+/* Sr[c] = fill for the keys j0 + c (c < nk) that query i does not see: a
+ * tail of the row under the causal mask alone, key by key with segments
+ * or a window. */
+static void mask_row(const pt_attn_shape *s, const int32_t *seg, int i, int j0, float *Sr, int nk,
+                     float fill)
+{
+    if (!seg && s->window <= 0) {
+        for (int c = i - j0 + 1 > 0 ? i - j0 + 1 : 0; c < nk; c++)
+            Sr[c] = fill;
+        return;
+    }
+    for (int c = 0; c < nk; c++)
+        if (!visible(s, seg, i, j0 + c))
+            Sr[c] = fill;
+}
+
 static int num_threads_for(const pt_attn_shape *s, size_t tasks)
 {
     int nt = pt_get_num_threads();
@@ -204,9 +220,7 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
                 float *Sr = S + (size_t)r * tk;
                 int i = i0 + r;
                 if (!full)
-                    for (int c = 0; c < nk; c++)
-                        if (!visible(s, seg, i, j0 + c))
-                            Sr[c] = -INFINITY;
+                    mask_row(s, seg, i, j0, Sr, nk, -INFINITY);
                 float mt = -INFINITY;
                 for (int c = 0; c < nk; c++)
                     mt = Sr[c] > mt ? Sr[c] : mt;
@@ -298,9 +312,7 @@ static void backward_kv_head(float *dq, float *dk, float *dv, const float *dout,
                     for (int c = 0; c < nk; c++)
                         Pr[c] = pt__vexpf(Pr[c] - L);
                     if (!full)
-                        for (int c = 0; c < nk; c++)
-                            if (!visible(s, seg, i0 + r, j0 + c))
-                                Pr[c] = 0.0f;
+                        mask_row(s, seg, i0 + r, j0, Pr, nk, 0.0f);
                 }
                 /* dV += P^T dO */
                 tile_product(dims, P, true, false, nk, hd, nq, 1.0f, P, (size_t)tk,
