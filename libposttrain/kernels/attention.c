@@ -104,6 +104,25 @@ static void mask_row(const pt_attn_shape *s, const int32_t *seg, int i, int j0, 
             Sr[c] = fill;
 }
 
+/* The largest of x[0..n) (NaN skipped; -inf when none), in 16 lanes
+ * (vmaxps: a > b ? a : b, the scalar loop's own selection). */
+static float row_max(const float *x, int n)
+{
+    float lane[16];
+    for (int l = 0; l < 16; l++)
+        lane[l] = -INFINITY;
+    int c = 0;
+    for (; c + 16 <= n; c += 16)
+        for (int l = 0; l < 16; l++)
+            lane[l] = x[c + l] > lane[l] ? x[c + l] : lane[l];
+    float mt = -INFINITY;
+    for (int l = 0; l < 16; l++)
+        mt = lane[l] > mt ? lane[l] : mt;
+    for (; c < n; c++)
+        mt = x[c] > mt ? x[c] : mt;
+    return mt;
+}
+
 static int num_threads_for(const pt_attn_shape *s, size_t tasks)
 {
     int nt = pt_get_num_threads();
@@ -221,9 +240,7 @@ static void forward_head(float *out, float *lse, const float *q, const float *k,
                 int i = i0 + r;
                 if (!full)
                     mask_row(s, seg, i, j0, Sr, nk, -INFINITY);
-                float mt = -INFINITY;
-                for (int c = 0; c < nk; c++)
-                    mt = Sr[c] > mt ? Sr[c] : mt;
+                float mt = row_max(Sr, nk);
                 float mn = mt > m[r] ? mt : m[r];
                 if (mn == -INFINITY) {
                     memset(Sr, 0, (size_t)nk * sizeof *Sr);
