@@ -234,6 +234,43 @@ START_TEST(test_pack_definition_and_vector)
 }
 END_TEST
 
+/* pt__f32_to_bf16_n (vcvtne2ps2bf16 where the path has AVX512_BF16, blocks
+ * with an FP32 denormal in C) against pt__f32_to_bf16 value by value, on
+ * every path the CPU runs: lengths around the 32-value blocks, and one
+ * long enough to be split between threads. */
+START_TEST(test_convert_n_exact)
+{
+    static const float special[] = { NAN, -NAN, INFINITY, -INFINITY, 1e-40f, -3e-39f, 0.0f, -0.0f,
+                                     1.00390625f, 1.01171875f, 3.4028235e38f, 1.1754942e-38f };
+    const size_t big = (1u << 19) + 45;
+    float *x = malloc(big * sizeof *x);
+    pt_bf16 *y = malloc(big * sizeof *y);
+    pt_rng r;
+    pt__rng_seed(&r, 5);
+    for (size_t i = 0; i < big; i++)
+        x[i] = (float)(pt__rng_normal(&r) * 100.0);
+    for (size_t i = 0; i < big; i += 97)
+        x[i] = special[(i / 97) % 12];
+    for (int l = 0; l <= (int)pt__cpu_detected(); l++) {
+        ck_assert_ok(pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)l)));
+        static const size_t lens[] = { 0, 1, 31, 32, 33, 64, 95, 100 };
+        for (size_t c = 0; c < sizeof lens / sizeof lens[0] + 1; c++) {
+            size_t n = c < sizeof lens / sizeof lens[0] ? lens[c] : big;
+            size_t off = c % 3; /* unaligned starts too */
+            memset(y, 0x5a, big * sizeof *y);
+            pt__f32_to_bf16_n(y, x + off, n);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(y[i] == pt__f32_to_bf16(x[off + i]), "path %s n %zu [%zu]: %04x vs %04x",
+                              pt_cpu_path(), n, i, y[i], pt__f32_to_bf16(x[off + i]));
+            if (n < big)
+                ck_assert_uint_eq(y[n], 0x5a5a);
+        }
+    }
+    ck_assert_ok(pt_set_cpu_path(NULL));
+    free(x), free(y);
+}
+END_TEST
+
 /* ---- attention ---- */
 
 typedef struct attn_run {
@@ -372,6 +409,7 @@ int main(void)
     tcase_add_test(tc, test_amx_matches_naive);
     tcase_add_test(tc, test_amx_vs_emulated);
     tcase_add_test(tc, test_pack_definition_and_vector);
+    tcase_add_test(tc, test_convert_n_exact);
     tcase_add_test(tc, test_attention_emulated);
     tcase_add_test(tc, test_attention_amx);
     tcase_add_test(tc, test_mode_choice);
