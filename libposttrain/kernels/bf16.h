@@ -37,7 +37,10 @@ void pt__bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n);
  *   operands, FP32 accumulation in oneDNN's order; pt__bf16_gemm_backend()
  *   below).
  * - Otherwise BF16 operands are widened to FP32 (exactly) and the product
- *   is FP32 (BLIS).
+ *   is FP32 (BLIS), pt__sgemm's bits on the widened operands; a product
+ *   whose FP32 copies would pass 16 MB (a frozen BF16 LM head's gradient,
+ *   k = the vocabulary) goes in slices of k, C accumulating (the same
+ *   values up to the summation order), so the copies stay small.
  * beta 0 overwrites C.  Threads and determinism as pt__sgemm: every element
  * of C is computed by the same operations whatever the thread count (on
  * oneDNN's backend: the same bits run to run at the same thread count; its

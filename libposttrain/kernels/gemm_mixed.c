@@ -3,7 +3,8 @@
  * the BF16 GEMM of gemm_bf16.c; otherwise BF16
  * operands are widened to FP32 block by block and multiplied by BLIS along
  * pt__sgemm_nt's own cut, so the result equals pt__sgemm on widened copies
- * bit for bit. */
+ * bit for bit (a product whose copies would pass 16 MB goes in slices of
+ * k: the same values up to the summation order). */
 #include "kernels/bf16.h"
 
 #include "core/core.h"
@@ -100,8 +101,49 @@ static void mixed_f32_split(int nt, bool ta, bool tb, size_t m, size_t n, size_t
     free(w);
 }
 
+#define WIDEN_MAX_BYTES ((size_t)16 << 20) /* FP32 copies of BF16 operands at once */
+
+/* The FP32 bytes the widening of a product (m, n, k cut as pt__sgemm cuts
+ * it, on nt threads) holds per value of k. */
+static size_t widen_bytes_per_k(int nt, size_t m, size_t n, bool a_bf16, bool b_bf16, bool split_m,
+                                size_t blk, size_t nblk)
+{
+    bool cut_bf16 = split_m ? a_bf16 : b_bf16, other_bf16 = split_m ? b_bf16 : a_bf16;
+    size_t threads = (size_t)nt < nblk ? (size_t)nt : nblk;
+    size_t per = (cut_bf16 ? threads * blk : 0) + (other_bf16 ? (split_m ? n : m) : 0);
+    if (nblk <= 1)
+        per = (a_bf16 ? m : 0) + (b_bf16 ? n : 0);
+    return per * sizeof(float);
+}
+
+/* Columns k0.. of op(A) and rows k0.. of op(B): the operands' starts. */
+static const void *k_slice(const void *p, bool bf16, bool kmajor, size_t ld, size_t k0)
+{
+    size_t off = kmajor ? k0 * ld : k0;
+    return (const char *)p + off * (bf16 ? sizeof(pt_bf16) : sizeof(float));
+}
+
+static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
+                      bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
+                      float *c, size_t ldc);
+
+/* A product whose widened operands would pass WIDEN_MAX_BYTES: in slices
+ * of k (multiples of 256), C accumulating after the first. */
+static void mixed_f32_ksliced(bool ta, bool tb, size_t m, size_t n, size_t k, size_t kc, float alpha,
+                              const void *a, bool a_bf16, size_t lda, const void *b, bool b_bf16,
+                              size_t ldb, float beta, float *c, size_t ldc)
+{
+    for (size_t k0 = 0; k0 < k; k0 += kc) {
+        size_t len = k - k0 < kc ? k - k0 : kc;
+        mixed_f32(ta, tb, m, n, len, alpha, k_slice(a, a_bf16, ta, lda, k0), a_bf16, lda,
+                  k_slice(b, b_bf16, !tb, ldb, k0), b_bf16, ldb, k0 == 0 ? beta : 1.0f, c, ldc);
+    }
+}
+
 /* FP32 arithmetic on operands widened exactly: equal bit for bit to
- * pt__sgemm on widened copies (the same cut, the same BLIS calls). */
+ * pt__sgemm on widened copies (the same cut, the same BLIS calls), unless
+ * the copies would pass WIDEN_MAX_BYTES (a frozen BF16 LM head's
+ * gradient product: k = the vocabulary): then in slices of k. */
 static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const void *a,
                       bool a_bf16, size_t lda, const void *b, bool b_bf16, size_t ldb, float beta,
                       float *c, size_t ldc)
@@ -115,6 +157,13 @@ static void mixed_f32(bool ta, bool tb, size_t m, size_t n, size_t k, float alph
     int nt = pt__gemm_threads(m, n, k);
     bool split_m;
     size_t blk, nblk = pt__sgemm_split(m, n, k, &split_m, &blk);
+    const size_t per_k = widen_bytes_per_k(nt, m, n, a_bf16, b_bf16, split_m, blk, nblk);
+    if (per_k * k > WIDEN_MAX_BYTES && k > 512) {
+        size_t kc = WIDEN_MAX_BYTES / per_k / 256 * 256;
+        mixed_f32_ksliced(ta, tb, m, n, k, kc < 256 ? 256 : kc, alpha, a, a_bf16, lda, b, b_bf16,
+                          ldb, beta, c, ldc);
+        return;
+    }
     if (nblk > 1) {
         mixed_f32_split(nt, ta, tb, m, n, k, alpha, a, a_bf16, lda, b, b_bf16, ldb, beta, c, ldc,
                         split_m, blk, nblk);

@@ -521,6 +521,47 @@ START_TEST(test_f32_path_widens_exactly)
 }
 END_TEST
 
+/* A product whose FP32 copies would pass 16 MB (a frozen BF16 LM head's
+ * gradient: k = the vocabulary) goes in slices of k: pt__sgemm's values on
+ * the widened operands up to the summation order (1e-5 of the sum of
+ * magnitudes), every transpose, beta 0 over NaN and beta 1.5. */
+START_TEST(test_f32_path_large_k_in_slices)
+{
+    ck_assert_ok(pt_set_cpu_path("avx2"));
+    pt_rng r;
+    pt__rng_seed(&r, 29);
+    const size_t m = 40, n = 600, k = 6000; /* 19 MB of copies: two slices */
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2, abf = t != 1, bbf = true;
+        size_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
+        size_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb;
+        void *a = make_operand(ta ? k : m, lda, abf, &r), *b = make_operand(tb ? n : k, ldb, bbf, &r);
+        float *wa = widened(a, abf, na), *wb = widened(b, bbf, nb);
+        float *c1 = malloc(m * ldc * sizeof *c1), *c2 = malloc(m * ldc * sizeof *c2);
+        float beta = t == 2 ? 0.0f : 1.5f;
+        fill(c1, m * ldc, &r);
+        if (beta == 0.0f)
+            for (size_t i = 0; i < m * ldc; i++)
+                c1[i] = NAN;
+        memcpy(c2, c1, m * ldc * sizeof *c1);
+        pt__gemm_mixed(ta, tb, m, n, k, 0.5f, a, abf, lda, b, bbf, ldb, beta, c1, ldc);
+        pt__sgemm(ta, tb, m, n, k, 0.5f, wa, lda, wb, ldb, beta, c2, ldc);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double sa = 0;
+                for (size_t p = 0; p < k; p++)
+                    sa += fabs((double)wa[ta ? p * lda + i : i * lda + p] *
+                               wb[tb ? j * ldb + p : p * ldb + j]);
+                ck_assert_msg(fabs((double)c1[i * ldc + j] - c2[i * ldc + j]) <= 1e-5 * sa + 1e-6,
+                              "t=%d (%zu,%zu): %.9g vs %.9g", t, i, j, (double)c1[i * ldc + j],
+                              (double)c2[i * ldc + j]);
+            }
+        free(a); free(b); free(wa); free(wb); free(c1); free(c2);
+    }
+    ck_assert_ok(pt_set_cpu_path(NULL));
+}
+END_TEST
+
 int main(void)
 {
     if (pt_set_num_threads(2) != PT_OK)
@@ -539,6 +580,7 @@ int main(void)
     tcase_add_test(tc, test_mixed_uses_the_bf16_kernel);
     tcase_add_test(tc, test_threads_bit_identical);
     tcase_add_test(tc, test_f32_path_widens_exactly);
+    tcase_add_test(tc, test_f32_path_large_k_in_slices);
     suite_add_tcase(s, tc);
     int rc = pt_test_run(s);
     printf("paths: emulated BF16 GEMM %s; real vdpbf16ps lanes %s, GEMM %s; FMA kernel lanes %s, "
