@@ -39,6 +39,14 @@ static size_t ld_o(const pt_attn_shape *s)
     return s->ldo ? s->ldo : (size_t)s->nh * s->hd;
 }
 
+/* The largest side of any tile product of a pass (the packing space of the
+ * BF16 tiles holds operands of d x d). */
+static size_t pack_side(int tq, int tk, int hd)
+{
+    int d = tq > tk ? tq : tk;
+    return (size_t)(d > hd ? d : hd);
+}
+
 static size_t per_thread_floats(const pt_attn_shape *s)
 {
     size_t tq = (size_t)tile_q(s), tk = (size_t)tile_k(s);
@@ -46,8 +54,7 @@ static size_t per_thread_floats(const pt_attn_shape *s)
     size_t bwd = 2 * tq * tk + tq;
     size_t n = fwd > bwd ? fwd : bwd;
     /* BF16 packing space of the tile products (two BF16 values a float) */
-    size_t d = tq > tk ? tq : tk;
-    d = d > (size_t)s->hd ? d : (size_t)s->hd;
+    size_t d = pack_side(tile_q(s), tile_k(s), s->hd);
     n += (pt__tile_gemm_pack_elems(d, d, d) + 1) / 2 + 16;
     return (n + 15) & ~(size_t)15; /* keep each thread's slice 64-byte aligned */
 }
@@ -159,8 +166,7 @@ static attn_dims dims_of(const pt_attn_shape *s)
 static pt_bf16 *tile_pack(const attn_dims *a, float *scratch)
 {
     uintptr_t end = (uintptr_t)(scratch + a->per);
-    size_t d = a->tq > a->tk ? (size_t)a->tq : (size_t)a->tk;
-    d = d > (size_t)a->hd ? d : (size_t)a->hd;
+    size_t d = pack_side(a->tq, a->tk, a->hd);
     uintptr_t p = end - pt__tile_gemm_pack_elems(d, d, d) * sizeof(pt_bf16);
     return (pt_bf16 *)(p & ~(uintptr_t)63);
 }
