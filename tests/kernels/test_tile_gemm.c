@@ -243,11 +243,11 @@ START_TEST(test_convert_n_exact)
     static const float special[] = { NAN, -NAN, INFINITY, -INFINITY, 1e-40f, -3e-39f, 0.0f, -0.0f,
                                      1.00390625f, 1.01171875f, 3.4028235e38f, 1.1754942e-38f };
     const size_t big = (1u << 19) + 45;
-    float *x = malloc(big * sizeof *x);
+    float *x = malloc((big + 2) * sizeof *x); /* starts at offsets 0-2 */
     pt_bf16 *y = malloc(big * sizeof *y);
     pt_rng r;
     pt__rng_seed(&r, 5);
-    for (size_t i = 0; i < big; i++)
+    for (size_t i = 0; i < big + 2; i++)
         x[i] = (float)(pt__rng_normal(&r) * 100.0);
     for (size_t i = 0; i < big; i += 97)
         x[i] = special[(i / 97) % 12];

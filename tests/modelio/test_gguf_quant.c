@@ -337,7 +337,7 @@ START_TEST(bf16_products)
     /* BF16 on a quantized base: prefill and training products through BF16
      * tiles where the CPU has BF16 arithmetic (logits within BF16's
      * rounding of the FP32 ones, not equal: it ran), FP32 ones elsewhere
-     * (the same bits as BF16 off); a LoRA SFT curve within 3% of FP32's. */
+     * (the same bits as BF16 off); a LoRA SFT curve within 2% of FP32's. */
     pt_model *q = load(DATA "stories192.q8_0.gguf", true);
     float *want = logits_of(q, 16);
     ck_assert_ok(pt_model_set_bf16(q, PT_BF16_ON));
@@ -368,13 +368,16 @@ START_TEST(bf16_products)
     pt_model *a = load(DATA "tiny.q4_k.gguf", true), *b = load(DATA "tiny.q4_k.gguf", true);
     ck_assert_ok(pt_model_set_bf16(b, PT_BF16_ON));
     float la[8], lb[8];
+    /* The quantized base's BF16 tiles alone: attention's AMX tiles off (a
+     * random model whose loss starts at 22.7, peaked scores, fitting one
+     * batch at lr 1e-2 is chaotic: with them its curve moved 2-4%; they
+     * are tested in test_tile_gemm and on stories260K in test_bf16). */
+    setenv("PT_AMX", "0", 1);
     sft_losses(a, la, 8);
     sft_losses(b, lb, 8);
-    /* 3%: a random model (loss 22.7 at step 0: peaked scores) fitting one
-     * batch at lr 1e-2; with attention's products in BF16 too (AMX) its
-     * curve moves by up to 2.2% (stories260K's 200 steps: 0.4%, test_bf16). */
+    unsetenv("PT_AMX");
     for (int s = 0; s < 8; s++)
-        ck_assert_msg(fabsf(lb[s] - la[s]) <= 0.03f * fabsf(la[s]), "step %d: %g vs %g", s, lb[s],
+        ck_assert_msg(fabsf(lb[s] - la[s]) <= 0.02f * fabsf(la[s]), "step %d: %g vs %g", s, lb[s],
                       la[s]);
     pt_model_free(a);
     pt_model_free(b);
