@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <math.h>
 #include <unistd.h>
@@ -52,6 +53,92 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- memory read bandwidth: a streaming sum over 512 MiB ---- */
+
+#define BENCH_STREAM_BYTES ((size_t)512 << 20)
+#define BENCH_STREAM_PIECE (((size_t)1 << 20) / sizeof(uint64_t))
+
+/* The sum of one 1 MiB piece, read as 4 interleaved streams (its quarters)
+ * in 8 independent lanes (vectorised).  The decode kernels read 4 rows of W
+ * at a time; one stream a thread measured about 30% less on these
+ * machines. */
+static inline uint64_t bench_sum_piece(const uint64_t *a)
+{
+    const size_t q = BENCH_STREAM_PIECE / 4;
+    uint64_t s[8] = { 0 };
+    for (size_t i = 0; i < q; i += 8)
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 8; j++)
+                s[j] += a[(size_t)t * q + i + j];
+    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+/* The memory read bandwidth of `nt` threads in GB/s: the median of `reps`
+ * streaming sums over 512 MiB after a warm-up one (the best in *best); 0 if
+ * the buffer cannot be had.  The peak a decode benchmark's weight streaming
+ * is a fraction of, measured in the same run. */
+static inline double bench_stream_gbs(int nt, int reps, double *best)
+{
+    size_t n = BENCH_STREAM_BYTES / sizeof(uint64_t);
+    uint64_t *a = aligned_alloc(64, BENCH_STREAM_BYTES);
+    double t[65];
+    *best = 0.0;
+    if (!a || reps < 1 || reps > 64) {
+        free(a);
+        return 0.0;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        a[i] = i * 0x9e3779b97f4a7c15ull;
+    volatile uint64_t sink = 0;
+    for (int r = 0; r <= reps; r++) {
+        uint64_t s = 0;
+        double t0 = bench_now();
+        /* In 1 MiB pieces shared dynamically, as the kernels share their
+         * blocks: a thread the OS preempts does not hold the other up. */
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(+ : s)
+        for (size_t c = 0; c < n; c += BENCH_STREAM_PIECE)
+            s += bench_sum_piece(a + c);
+        t[r] = bench_now() - t0;
+        sink += s;
+    }
+    (void)sink;
+    free(a);
+    double tmin = t[1];
+    for (int r = 2; r <= reps; r++)
+        tmin = t[r] < tmin ? t[r] : tmin;
+    *best = (double)BENCH_STREAM_BYTES / tmin / 1e9;
+    return (double)BENCH_STREAM_BYTES / bench_median(t + 1, reps) / 1e9; /* t[0]: warm-up */
+}
+
+/* bench_stream_gbs in a child process, so that its buffer stays out of the
+ * caller's peak RSS; call it before the caller's first OpenMP region (a
+ * child of a process with a thread pool cannot start one).  0 on failure. */
+static inline double bench_stream_gbs_child(int nt, int reps, double *best)
+{
+    int fd[2];
+    double r[2] = { 0.0, 0.0 };
+    *best = 0.0;
+    if (pipe(fd) != 0)
+        return 0.0;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        r[0] = bench_stream_gbs(nt, reps, &r[1]);
+        ssize_t w = write(fd[1], r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fd[1]);
+    if (pid < 0 || read(fd[0], r, sizeof r) != (ssize_t)sizeof r)
+        r[0] = r[1] = 0.0;
+    close(fd[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    *best = r[1];
+    return r[0];
 }
 
 /* Median GFLOP/s of a row-major sgemm m x n x k through pt__sgemm_nt with

@@ -16,15 +16,19 @@
  *    (4 bytes per parameter in FP32, 2 in BF16; a quantized GGUF --model:
  *    the bytes of its tensors as stored, blocks and scales, whatever the
  *    precision, since its weights stay in their blocks), as a fraction of
- *    the ~47 GB/s this machine reads (../shared/docs/performance.md, beside
- *    the repository);
+ *    the memory read bandwidth measured at the start of the run (a
+ *    streaming sum over 512 MiB in a child process, bench_util.h);
  *  - then the anchor: /usr/bin/python3 SHARED/anchors/torch_llama.py decode
  *    --config smollm2-135m --batch B --steps N --prompt P, and ours/anchor.
  * --precision: fp32 (FP32 weights), bf16 (the same weights frozen in BF16,
- * pt_model_set_bf16(PT_BF16_FROZEN): half the bytes streamed; products in
- * BF16 where the CPU has it, else widened), or both (the default), each
- * against the anchor in the same precision (torch_llama.py --bf16: BF16
- * weights and cache), with the BF16/FP32 ratio of ours.  The CPU and the
+ * pt_model_set_bf16(PT_BF16_FROZEN) on a clone: half the bytes streamed;
+ * products in BF16 where the CPU has it, else widened), or both (the
+ * default), each against the anchor in the same precision (torch_llama.py
+ * --bf16: BF16 weights and cache), with the BF16/FP32 ratio of ours.  The
+ * two precisions' rounds alternate and the ratio is the median of the
+ * rounds' ratios: this machine's bandwidth moves by 20% from minute to
+ * minute, which a run of FP32 rounds then BF16 ones turned into the ratio.
+ * Peak RSS is the process's (with both precisions, both models).  The CPU and the
  * kernel path (PT_CPU forces a lower one) are printed first.
  * --model DIR: that model instead of the random SmolLM2-135M-shaped one
  * (bench/llamacpp_decode.sh passes the one it exports for llama.cpp).
@@ -38,8 +42,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <unistd.h>
-
-#define MEM_BW_GBS 47.0
 
 static void loadavg(double l[3])
 {
@@ -56,107 +58,183 @@ typedef struct figures {
     double decode_tps, prefill_tps;
 } figures;
 
-static int run_batch(figures *out, pt_model *model, double step_bytes, int B, int P, int N,
-                     int reps, int threads, const char *anchor_script)
+/* One precision's generator and buffers for one batch size, and the times
+ * of its rounds. */
+typedef struct runner {
+    pt_model *model;
+    pt_generator *g;
+    int32_t *prompts, *lens, *tok, *cnt;
+    float *lp;
+    pt_generate_options o;
+    int B, P, N;
+    double step_bytes;
+    double t_pre[16], t_dec[16];
+} runner;
+
+static void runner_close(runner *r)
 {
-    const bool bf16 = pt_model_get_bf16(model) != PT_BF16_OFF;
-    const char *prec = bf16 ? "bf16" : "fp32";
-    const pt_model_config *cfgp = NULL;
+    free(r->prompts);
+    free(r->lens);
+    free(r->tok);
+    free(r->cnt);
+    free(r->lp);
+    pt_generator_free(r->g);
+    memset(r, 0, sizeof *r);
+}
+
+/* A generator for B rows of P-token prompts (the same prompts for every
+ * precision) and N new tokens; a warm-up call (page faults of the KV cache,
+ * BLIS init). */
+static int runner_open(runner *r, pt_model *model, double step_bytes, int B, int P, int N)
+{
+    memset(r, 0, sizeof *r);
+    r->model = model;
+    r->B = B;
+    r->P = P;
+    r->N = N;
+    r->step_bytes = step_bytes;
     pt_model_config cfg;
-    pt_model_config_init(&cfg);
+    CHECK(pt_model_config_init(&cfg));
     CHECK(pt_model_get_config(&cfg, model));
-    cfgp = &cfg;
-    pt_generator *g = NULL;
-    CHECK(pt_generator_create(&g, model, B, P + N));
-    int32_t *prompts = malloc((size_t)B * P * sizeof *prompts), *lens = malloc(B * sizeof *lens);
-    int32_t *tok = malloc((size_t)B * N * sizeof *tok), *cnt = malloc(B * sizeof *cnt);
-    float *lp = malloc((size_t)B * N * sizeof *lp);
-    if (!prompts || !lens || !tok || !cnt || !lp)
+    CHECK(pt_generator_create(&r->g, model, B, P + N));
+    r->prompts = malloc((size_t)B * P * sizeof *r->prompts);
+    r->lens = malloc(B * sizeof *r->lens);
+    r->tok = malloc((size_t)B * N * sizeof *r->tok);
+    r->cnt = malloc(B * sizeof *r->cnt);
+    r->lp = malloc((size_t)B * N * sizeof *r->lp);
+    if (!r->prompts || !r->lens || !r->tok || !r->cnt || !r->lp)
         return 1;
     uint64_t s = 99;
     for (int i = 0; i < B * P; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        prompts[i] = (int32_t)((s >> 33) % (uint64_t)cfgp->vocab_size);
+        r->prompts[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
     }
     for (int b = 0; b < B; b++)
-        lens[b] = P;
-    pt_generate_options o;
-    CHECK(pt_generate_options_init(&o));
-    o.temperature = 1.0f;
-    o.n_stop_ids = 0;
-    o.seed = 1;
-    double t_pre[16], t_all[16];
-    if (reps > 16)
-        reps = 16;
-    /* warm-up (page faults of the KV cache, BLIS init) */
-    o.max_new_tokens = 2;
-    CHECK(pt_generate(g, prompts, lens, B, &o, tok, cnt, NULL, lp));
-    for (int r = 0; r < reps; r++) {
-        o.max_new_tokens = 1;
-        double t0 = bench_now();
-        CHECK(pt_generate(g, prompts, lens, B, &o, tok, cnt, NULL, lp));
-        t_pre[r] = bench_now() - t0;
-        o.max_new_tokens = N;
-        t0 = bench_now();
-        CHECK(pt_generate(g, prompts, lens, B, &o, tok, cnt, NULL, lp));
-        t_all[r] = bench_now() - t0;
-        for (int b = 0; b < B; b++)
-            if (cnt[b] != N) {
-                fprintf(stderr, "row %d stopped after %d tokens\n", b, cnt[b]);
-                return 1;
-            }
-    }
-    double t_dec[16];
-    for (int r = 0; r < reps; r++)
-        t_dec[r] = t_all[r] - t_pre[r];
+        r->lens[b] = P;
+    CHECK(pt_generate_options_init(&r->o));
+    r->o.temperature = 1.0f;
+    r->o.n_stop_ids = 0;
+    r->o.seed = 1;
+    r->o.max_new_tokens = 2;
+    CHECK(pt_generate(r->g, r->prompts, r->lens, B, &r->o, r->tok, r->cnt, NULL, r->lp));
+    return 0;
+}
+
+/* Round k: the prefill alone (max_new_tokens = 1), then the whole call. */
+static int runner_round(runner *r, int k)
+{
+    r->o.max_new_tokens = 1;
+    double t0 = bench_now();
+    CHECK(pt_generate(r->g, r->prompts, r->lens, r->B, &r->o, r->tok, r->cnt, NULL, r->lp));
+    r->t_pre[k] = bench_now() - t0;
+    r->o.max_new_tokens = r->N;
+    t0 = bench_now();
+    CHECK(pt_generate(r->g, r->prompts, r->lens, r->B, &r->o, r->tok, r->cnt, NULL, r->lp));
+    r->t_dec[k] = bench_now() - t0 - r->t_pre[k];
+    for (int b = 0; b < r->B; b++)
+        if (r->cnt[b] != r->N) {
+            fprintf(stderr, "row %d stopped after %d tokens\n", b, r->cnt[b]);
+            return 1;
+        }
+    return 0;
+}
+
+/* The medians of `reps` rounds, printed, then the anchor's run in the same
+ * precision and ours / anchor. */
+static void runner_report(figures *out, const runner *r, int reps, double bw, int threads,
+                          const char *anchor_script)
+{
+    const bool bf16 = pt_model_get_bf16(r->model) != PT_BF16_OFF;
+    const char *prec = bf16 ? "bf16" : "fp32";
+    const int B = r->B;
+    double t_pre[16], t_dec[16];
+    memcpy(t_pre, r->t_pre, sizeof t_pre);
+    memcpy(t_dec, r->t_dec, sizeof t_dec);
     double pre = bench_median(t_pre, reps), dec = bench_median(t_dec, reps);
-    double prefill_tps = (double)B * P / pre;
-    double steps_s = (double)(N - 1) / dec;
+    double prefill_tps = (double)B * r->P / pre;
+    double steps_s = (double)(r->N - 1) / dec;
     double decode_tps = (double)B * steps_s;
-    double gbs = steps_s * step_bytes / 1e9;
+    double gbs = steps_s * r->step_bytes / 1e9;
     out->decode_tps = decode_tps;
     out->prefill_tps = prefill_tps;
     double la[3];
     loadavg(la);
     printf("ours %s batch %d: decode %.1f tokens/s (%.1f steps/s, %.1f ms/step), prefill %.1f "
-           "tokens/s, weight streaming %.1f GB/s = %.0f%% of %.0f GB/s, peak RSS %.0f MB "
-           "(median of %d; load average %.2f %.2f %.2f)\n",
-           prec, B, decode_tps, steps_s, 1e3 / steps_s, prefill_tps, gbs, 100.0 * gbs / MEM_BW_GBS,
-           MEM_BW_GBS, bench_peak_rss_mb(), reps, la[0], la[1], la[2]);
+           "tokens/s, weight streaming %.1f GB/s = %.0f%% of the %.1f GB/s measured, peak RSS "
+           "%.0f MB (median of %d; load average %.2f %.2f %.2f)\n",
+           prec, B, decode_tps, steps_s, 1e3 / steps_s, prefill_tps, gbs,
+           bw > 0.0 ? 100.0 * gbs / bw : NAN, bw, bench_peak_rss_mb(), reps, la[0], la[1], la[2]);
     fflush(stdout);
-    if (anchor_script) {
-        char cmd[4096], line[4096];
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' decode --config smollm2-135m --batch %d "
-                 "--steps %d --prompt %d --threads %d%s 2>&1", anchor_script, B, N, P, threads,
-                 bf16 ? " --bf16" : "");
-        printf("anchor: %s\n", cmd);
+    if (!anchor_script)
+        return;
+    char cmd[4096], line[4096];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' decode --config smollm2-135m --batch %d "
+             "--steps %d --prompt %d --threads %d%s 2>&1", anchor_script, B, r->N, r->P, threads,
+             bf16 ? " --bf16" : "");
+    printf("anchor: %s\n", cmd);
+    fflush(stdout);
+    if (bench_run_capture(cmd, "mode=decode", line, sizeof line) != 0) {
+        printf("anchor: no result line (mode=decode ...) in its output\n");
         fflush(stdout);
-        if (bench_run_capture(cmd, "mode=decode", line, sizeof line) == 0) {
-            /* "mode=decode[_bf16] tokens_per_s=X prefill_tokens_per_s=Y ..." */
-            double a_tps = NAN, a_pre = NAN;
-            const char *f = strstr(line, "tokens_per_s=");
-            if (!f || sscanf(f, "tokens_per_s=%lf prefill_tokens_per_s=%lf", &a_tps, &a_pre) != 2)
-                printf("anchor: unexpected result line: %s", line);
-            loadavg(la);
-            printf("anchor %s batch %d (PyTorch): decode %.1f tokens/s, prefill %.1f tokens/s; "
-                   "ratio ours/anchor: decode %.2fx, prefill %.2fx (load average %.2f)\n",
-                   prec, B, a_tps, a_pre, decode_tps / a_tps, prefill_tps / a_pre, la[0]);
-            printf("result: precision=%s batch=%d decode_tokens_per_s=%.2f prefill_tokens_per_s=%.2f "
-                   "gb_per_s=%.2f anchor_decode=%.2f anchor_prefill=%.2f decode_ratio=%.3f "
-                   "prefill_ratio=%.3f\n", prec, B, decode_tps, prefill_tps, gbs, a_tps, a_pre,
-                   decode_tps / a_tps, prefill_tps / a_pre);
-        } else {
-            printf("anchor: no result line (mode=decode ...) in its output\n");
-        }
-        fflush(stdout);
+        return;
     }
-    free(prompts);
-    free(lens);
-    free(tok);
-    free(cnt);
-    free(lp);
-    pt_generator_free(g);
-    return 0;
+    /* "mode=decode[_bf16] tokens_per_s=X prefill_tokens_per_s=Y ..." */
+    double a_tps = NAN, a_pre = NAN;
+    const char *f = strstr(line, "tokens_per_s=");
+    if (!f || sscanf(f, "tokens_per_s=%lf prefill_tokens_per_s=%lf", &a_tps, &a_pre) != 2)
+        printf("anchor: unexpected result line: %s", line);
+    loadavg(la);
+    printf("anchor %s batch %d (PyTorch): decode %.1f tokens/s, prefill %.1f tokens/s; "
+           "ratio ours/anchor: decode %.2fx, prefill %.2fx (load average %.2f)\n",
+           prec, B, a_tps, a_pre, decode_tps / a_tps, prefill_tps / a_pre, la[0]);
+    printf("result: precision=%s batch=%d decode_tokens_per_s=%.2f prefill_tokens_per_s=%.2f "
+           "gb_per_s=%.2f anchor_decode=%.2f anchor_prefill=%.2f decode_ratio=%.3f "
+           "prefill_ratio=%.3f\n", prec, B, decode_tps, prefill_tps, gbs, a_tps, a_pre,
+           decode_tps / a_tps, prefill_tps / a_pre);
+    fflush(stdout);
+}
+
+/* The median over rounds of a / b (rounds of a and b alternate). */
+static double median_ratio(const double *a, const double *b, int reps)
+{
+    double q[16];
+    for (int k = 0; k < reps; k++)
+        q[k] = a[k] / b[k];
+    return bench_median(q, reps);
+}
+
+/* One batch size: FP32 and BF16 rounds alternate (fp32, bf16, fp32, ...),
+ * so a change in the machine's load or bandwidth hits both; then each
+ * precision's medians and anchor, and the BF16/FP32 ratios as the median of
+ * the rounds' ratios. */
+static int run_batch(pt_model *m32, pt_model *m16, double bytes32, double bytes16, int B, int P,
+                     int N, int reps, double bw, int threads, const char *anchor_script)
+{
+    runner r32, r16;
+    memset(&r32, 0, sizeof r32);
+    memset(&r16, 0, sizeof r16);
+    int rc = 1;
+    if ((m32 && runner_open(&r32, m32, bytes32, B, P, N)) ||
+        (m16 && runner_open(&r16, m16, bytes16, B, P, N)))
+        goto done;
+    for (int k = 0; k < reps; k++)
+        if ((m32 && runner_round(&r32, k)) || (m16 && runner_round(&r16, k)))
+            goto done;
+    figures f;
+    if (m32)
+        runner_report(&f, &r32, reps, bw, threads, anchor_script);
+    if (m16)
+        runner_report(&f, &r16, reps, bw, threads, anchor_script);
+    if (m32 && m16)
+        printf("ours bf16/fp32 batch %d (kernels %s): decode %.2fx, prefill %.2fx (medians of %d "
+               "alternating rounds' ratios)\n", B, pt_cpu_path(),
+               median_ratio(r32.t_dec, r16.t_dec, reps), median_ratio(r32.t_pre, r16.t_pre, reps),
+               reps);
+    rc = 0;
+done:
+    runner_close(&r32);
+    runner_close(&r16);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -206,6 +284,11 @@ int main(int argc, char **argv)
     }
     if (P < 1 || N < 2 || threads < 1 || reps < 1 || !(want_fp32 || want_bf16))
         return 2;
+    if (reps > 16)
+        reps = 16;
+    /* the bandwidth first, in a child process: its 512 MiB buffer stays out
+     * of this process's peak RSS */
+    double bw_best = 0.0, bw = bench_stream_gbs_child(threads, 5, &bw_best);
     CHECK(pt_set_num_threads(threads));
     pt_model_config cfg;
     CHECK(pt_model_config_init(&cfg));
@@ -256,22 +339,21 @@ int main(int argc, char **argv)
         if (!anchor_script)
             printf("anchor: skipped (anchors/torch_llama.py not found; use --shared DIR)\n");
     }
-    figures f32[8], fb[8];
-    for (int i = 0; want_fp32 && i < nb; i++)
-        if (run_batch(&f32[i], model, qbytes > 0.0 ? qbytes : 4.0 * (double)nparams, batches[i], P,
-                      N, reps, threads, anchor_script))
-            return 1;
+    /* The BF16 model: a clone of the same weights, frozen in BF16. */
+    pt_model *m16 = NULL;
     if (want_bf16) {
-        CHECK(pt_model_set_bf16(model, PT_BF16_FROZEN));
-        for (int i = 0; i < nb; i++)
-            if (run_batch(&fb[i], model, qbytes > 0.0 ? qbytes : 2.0 * (double)nparams, batches[i],
-                          P, N, reps, threads, anchor_script))
-                return 1;
+        CHECK(pt_model_clone(&m16, model));
+        CHECK(pt_model_set_bf16(m16, PT_BF16_FROZEN));
     }
-    for (int i = 0; want_fp32 && want_bf16 && i < nb; i++)
-        printf("ours bf16/fp32 batch %d (kernels %s): decode %.2fx, prefill %.2fx\n", batches[i],
-               pt_cpu_path(), fb[i].decode_tps / f32[i].decode_tps,
-               fb[i].prefill_tps / f32[i].prefill_tps);
+    printf("memory read bandwidth: %.1f GB/s (median of 5 streaming sums over 512 MiB, %d "
+           "threads; best %.1f)\n", bw, threads, bw_best);
+    fflush(stdout);
+    for (int i = 0; i < nb; i++)
+        if (run_batch(want_fp32 ? model : NULL, m16, qbytes > 0.0 ? qbytes : 4.0 * (double)nparams,
+                      qbytes > 0.0 ? qbytes : 2.0 * (double)nparams, batches[i], P, N, reps, bw,
+                      threads, anchor_script))
+            return 1;
+    pt_model_free(m16);
     pt_model_free(model);
     return 0;
 }

@@ -20,7 +20,6 @@
 #include <omp.h>
 
 #define POOL_BYTES ((size_t)1 << 30)
-#define STREAM_BYTES ((size_t)512 << 20)
 #define ROUND_BYTES ((size_t)128 << 20) /* weights one round of one kernel streams */
 #define REPS 7
 #define LAYERS 30
@@ -64,56 +63,6 @@ static void old_sgemv_rows(size_t m, size_t n, size_t k, float alpha, const floa
             pt__sgemv(false, len, k, alpha, w + j0 * ldw, ldw, x + i * ldx, beta,
                      y + i * ldy + j0);
     }
-}
-
-/* ---- memory read bandwidth: a streaming sum over 512 MiB ---- */
-
-#define STREAM_PIECE (((size_t)1 << 20) / sizeof(uint64_t))
-
-/* The sum of one piece, read as 4 interleaved streams (its quarters) in 8
- * independent lanes (vectorised).  The kernels read 4 rows of W at a time;
- * one stream a thread measured about 30% less on these machines. */
-static uint64_t sum_piece(const uint64_t *a)
-{
-    const size_t q = STREAM_PIECE / 4;
-    uint64_t s[8] = { 0 };
-    for (size_t i = 0; i < q; i += 8)
-        for (int t = 0; t < 4; t++)
-            for (int j = 0; j < 8; j++)
-                s[j] += a[(size_t)t * q + i + j];
-    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-}
-
-/* Median GB/s over REPS sums (best in *best). */
-static double stream_gbs(int nt, double *best)
-{
-    size_t n = STREAM_BYTES / sizeof(uint64_t);
-    uint64_t *a = aligned_alloc(64, STREAM_BYTES);
-    if (!a)
-        return 0.0;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t i = 0; i < n; i++)
-        a[i] = i * 0x9e3779b97f4a7c15ull;
-    double t[REPS + 1];
-    volatile uint64_t sink = 0;
-    for (int r = 0; r <= REPS; r++) {
-        uint64_t s = 0;
-        double t0 = bench_now();
-        /* In 1 MiB pieces shared dynamically, as the kernels share their
-         * blocks: a thread the OS preempts does not hold the other up. */
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) reduction(+ : s)
-        for (size_t c = 0; c < n; c += STREAM_PIECE)
-            s += sum_piece(a + c);
-        t[r] = bench_now() - t0;
-        sink += s;
-    }
-    (void)sink;
-    free(a);
-    double tmin = t[1];
-    for (int r = 2; r <= REPS; r++)
-        tmin = t[r] < tmin ? t[r] : tmin;
-    *best = (double)STREAM_BYTES / tmin / 1e9;
-    return (double)STREAM_BYTES / bench_median(t + 1, REPS) / 1e9; /* rep 0: warm-up */
 }
 
 /* ---- timing the products side by side ---- */
@@ -242,7 +191,7 @@ int main(int argc, char **argv)
     printf("cpu: %s\n", pt_cpu_info());
     printf("matrix products (old code): %s\n", pt_blas_info());
     printf("threads %d, load average %.2f\n", nt, bench_loadavg());
-    double bw_best = 0.0, bw = stream_gbs(nt, &bw_best);
+    double bw_best = 0.0, bw = bench_stream_gbs(nt, REPS, &bw_best);
     printf("memory read bandwidth: %.1f GB/s median, %.1f best of %d (streaming sum over 512 MiB, "
            "%d threads)\n", bw, bw_best, REPS, nt);
 
