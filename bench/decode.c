@@ -339,10 +339,14 @@ int main(int argc, char **argv)
         if (!anchor_script)
             printf("anchor: skipped (anchors/torch_llama.py not found; use --shared DIR)\n");
     }
-    /* The BF16 model: a clone of the same weights, frozen in BF16. */
+    /* The BF16 model: the same weights (loaded again from --model, which
+     * may be quantized and so not cloned; else a clone), frozen in BF16. */
     pt_model *m16 = NULL;
     if (want_bf16) {
-        CHECK(pt_model_clone(&m16, model));
+        if (model_dir)
+            CHECK(pt_model_load_dir(&m16, model_dir, NULL));
+        else
+            CHECK(pt_model_clone(&m16, model));
         CHECK(pt_model_set_bf16(m16, PT_BF16_FROZEN));
     }
     printf("memory read bandwidth: %.1f GB/s (median of 5 streaming sums over 512 MiB, %d "

@@ -44,4 +44,11 @@ for t in f32 bf16; do
     echo "llama.cpp $t:"
     "$bin/llama-bench" -m "$tmp/model-$t.gguf" -t 2 -p "$prompt" -n 64 -r 3 -o md 2>/dev/null | grep -E "model|gguf|llama|pp|tg"
 done
+# llama-bench's tg64 decodes 64 tokens from an empty cache: ours on the same
+# workload first (a 1-token prompt, then 64 steps: "depth 0"), as
+# bench/llamacpp_quant.sh does, then at depth PROMPT with the PyTorch anchor.
+echo "ours at depth 0 (tg64's workload):"
+"$build/bench/bench_decode" --model "$tmp/model" --batch 1 --prompt 1 --new 65 --reps 5 --no-anchor \
+    | grep -E "^ours"
+echo "ours at depth $prompt:"
 "$build/bench/bench_decode" --model "$tmp/model" --batch "$batches" --prompt "$prompt" --new 64 --reps 3
