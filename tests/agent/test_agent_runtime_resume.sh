@@ -24,8 +24,14 @@ bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
 # have a non-zero gradient, in the release and the ASan build: checked
 # below).  Checkpoints every 4 steps: ..., 120, 124, ..., 200 (the
 # boundary), 204, 208 (the last).
+# The program's own held-out check is not this test's (it is the demo
+# test's): with 8 held-out problems one problem is 12.5 points, more than
+# the default allowed drop of 10, and the ASan build on a Zen 5 lost one
+# (37.5% -> 25%, greedy) where the release build and a Sapphire Rapids did
+# not, so it is off here (--max-drop 1).
 cfg=(--seed 1 --sft-steps 200 --batch 16 --sft-lr 1e-2 --hidden 32 --layers 2 --slip 0 --habit 0
-     --steps 8 --prompts 2 --group 8 --eval 8 --threads 1 --quiet --save-every 4 --keep-last 2)
+     --steps 8 --prompts 2 --group 8 --eval 8 --max-drop 1 --threads 1 --quiet --save-every 4
+     --keep-last 2)
 start=$(date +%s)
 "$exe" "${cfg[@]}" --out "$work/A" >"$work/a.txt" 2>&1 || { cat "$work/a.txt"; bad "run A failed"; }
 # rows without their timing fields
