@@ -264,7 +264,7 @@ START_TEST(test_vespo_at_mu1)
     env_open(&e, k_rew, NULL);
     pt_grpo_options o;
     pt_grpo_options_init(&o);
-    float dl_dapo[N][NC];
+    float dl_dapo[N][NC] = { { 0 } }; /* set by the first pass */
     double loss[2];
     for (int v = 0; v < 2; v++) {
         o.loss_type = v ? PT_GRPO_LOSS_VESPO : PT_GRPO_LOSS_DAPO;

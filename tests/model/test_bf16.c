@@ -229,7 +229,8 @@ static void sft_curve(pt_model *m, int n_steps, double *losses, int stash)
 
 START_TEST(test_sft_curve)
 {
-    enum { STEPS = 200, STEPS_FP32 = 20 };
+    /* the sanitizer build checks the same code for memory errors over 40 */
+    enum { STEPS = 200, STEPS_FP32 = 20, STEPS_SAN = 40 };
     double l32[STEPS], lbf[STEPS];
     FOR_EACH_PATH(lv)
     {
@@ -237,7 +238,7 @@ START_TEST(test_sft_curve)
          * FP32 itself, which 20 steps show bit for bit.  Both runs keep
          * their activations in FP32 (full mixed precision's default; the
          * BF16 activations' curve: test_lora_base, tests/model/test_stash.c). */
-        const int steps = pt__cpu_bf16_compute() ? STEPS : STEPS_FP32;
+        const int steps = !pt__cpu_bf16_compute() ? STEPS_FP32 : PT_TEST_SANITIZED ? STEPS_SAN : STEPS;
         pt_model *m32 = pt_test_load_stories(model_dir), *mbf = pt_test_load_stories(model_dir);
         ck_assert_ok(pt_model_set_bf16(mbf, PT_BF16_ON));
         sft_curve(m32, steps, l32, -1);
@@ -254,9 +255,10 @@ START_TEST(test_sft_curve)
         }
         if (pt__cpu_bf16_compute())
             ck_assert_double_gt(worst, 0); /* mixed precision really ran */
-        printf("bf16 %s: SFT %d steps, loss %.4f -> %.4f (FP32) / %.4f (BF16), worst step "
-               "%.3f%% apart\n", pt_cpu_path(), steps, l32[0], l32[steps - 1], lbf[steps - 1],
-               100 * worst);
+        printf("bf16 %s: SFT %d steps%s, loss %.4f -> %.4f (FP32) / %.4f (BF16), worst step "
+               "%.3f%% apart\n", pt_cpu_path(), steps,
+               steps == STEPS_SAN ? " (sanitizer build; the release suite runs 200)" : "", l32[0],
+               l32[steps - 1], lbf[steps - 1], 100 * worst);
         pt_model_free(m32);
         pt_model_free(mbf);
     }
@@ -266,8 +268,9 @@ END_TEST
 
 START_TEST(test_lora_base)
 {
-    enum { STEPS = 30 };
+    enum { STEPS = 30, STEPS_SAN = 10 }; /* the sanitizer build: 10 */
     double lr_[STEPS], lb[STEPS];
+    const int steps = PT_TEST_SANITIZED ? STEPS_SAN : STEPS;
     pt_lora_options lo;
     pt_lora_options_init(&lo);
     lo.rank = 4;
@@ -280,9 +283,9 @@ START_TEST(test_lora_base)
         ck_assert_ok(pt_model_set_bf16(mb, PT_BF16_ON));
         ck_assert_ok(pt_model_add_lora(mb, &lo));
         check_views(mb, true); /* the frozen base went to BF16 */
-        sft_curve(mr, STEPS, lr_, 1); /* BF16 activations as mb's default */
-        sft_curve(mb, STEPS, lb, -1);
-        for (int s = 0; s < STEPS; s++) {
+        sft_curve(mr, steps, lr_, 1); /* BF16 activations as mb's default */
+        sft_curve(mb, steps, lb, -1);
+        for (int s = 0; s < steps; s++) {
             double rel = fabs(lb[s] - lr_[s]) / lr_[s];
             ck_assert_msg(rel <= (pt__cpu_bf16_compute() ? 0.02 : 1e-5),
                           "%s LoRA step %d: BF16 base %g, rounded FP32 base %g", pt_cpu_path(),
@@ -297,8 +300,8 @@ START_TEST(test_lora_base)
         logits_of(mb, after);
         double e = rel_l2(after, before, nl);
         ck_assert_double_le(e, pt__cpu_bf16_compute() ? 2e-2 : 1e-5);
-        printf("bf16 %s: LoRA on a BF16 base, loss %.4f -> %.4f; merged vs unmerged %.2e\n",
-               pt_cpu_path(), lb[0], lb[STEPS - 1], e);
+        printf("bf16 %s: LoRA on a BF16 base, %d steps, loss %.4f -> %.4f; merged vs unmerged %.2e\n",
+               pt_cpu_path(), steps, lb[0], lb[steps - 1], e);
         free(before);
         free(after);
         pt_model_free(mr);
