@@ -151,8 +151,8 @@ static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
 }
 
 /* Row i of x (k values in blocks of blk) quantized into a (ref: with the
- * scalar code, else AVX2's, the same values), and into its lanes of the
- * transposed copy.  Rows are independent: any thread may take any row. */
+ * scalar code, else AVX2's, the same values).  Rows are independent: any
+ * thread may take any row. */
 static void act_row(const pt_qact *a, size_t blk, size_t i, size_t k, const float *xi, bool ref)
 {
     int8_t *q = a->q + i * a->kp;
@@ -171,18 +171,27 @@ static void act_row(const pt_qact *a, size_t blk, size_t i, size_t k, const floa
         quant_row_32(xi, k, q, d, s, sum);
     else
         quant_row_K(xi, k, q, d, a->bsum + i * a->nbp * 16);
-    if (!a->qt)
-        return;
-    const size_t g = i / 16, r = i % 16, nbp = a->nbp, steps = blk / 4;
-    int32_t *qt = (int32_t *)(void *)a->qt;
-    for (size_t b = 0; b < k / blk; b++) {
-        const size_t gb = g * nbp + b, at = gb * 16 + r;
+}
+
+/* Block b of the rows of group g (quantized by act_row) into the
+ * transposed copy.  A task writes whole cache lines of qt, dt, st, sumt
+ * and bsumt that no other task writes (a task per row wrote 4 bytes of
+ * every line, shared by the threads: 8% of a 16-row decode step went to
+ * that false sharing). */
+static void act_trans(const pt_qact *a, size_t blk, size_t g, size_t b)
+{
+    const size_t nbp = a->nbp, steps = blk / 4, gb = g * nbp + b;
+    const size_t rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
+    int32_t *qt = (int32_t *)(void *)a->qt + gb * steps * 16;
+    for (size_t r = 0; r < rows; r++) {
+        const size_t i = 16 * g + r, at = gb * 16 + r;
+        const int8_t *q = a->q + i * a->kp + blk * b;
         for (size_t t = 0; t < steps; t++)
-            memcpy(&qt[(gb * steps + t) * 16 + r], q + blk * b + 4 * t, 4);
-        a->dt[at] = d[b];
+            memcpy(&qt[t * 16 + r], q + 4 * t, 4);
+        a->dt[at] = a->d[i * nbp + b];
         if (blk == PT_QK) {
-            a->st[at] = s[b];
-            a->sumt[at] = sum[b];
+            a->st[at] = a->s[i * nbp + b];
+            a->sumt[at] = a->sum[i * nbp + b];
             continue;
         }
         const int16_t *bs = a->bsum + (i * nbp + b) * 16;
@@ -455,7 +464,11 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     for (int f = 0; f < 2; f++)
         if (need[f])
             fam[nf++] = f;
-    const size_t chunk = nblk / ((size_t)nt * 8), nq = (size_t)nf * m;
+    const size_t chunk = nblk / ((size_t)nt * 8), nq = (size_t)nf * m, ng = (m + 15) / 16;
+    size_t ntr[2]; /* transposition tasks of each activation kind */
+    for (int f = 0; f < 2; f++)
+        ntr[f] = act[f].qt ? ng * (k / blks[f]) : 0;
+    const size_t nt16 = ntr[0] + ntr[1];
     const int grab = chunk < 1 ? 1 : (int)chunk;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -463,6 +476,13 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
         for (size_t i = 0; i < nq; i++) {
             const int f = fam[i / m];
             act_row(&act[f], blks[f], i % m, k, x + (i % m) * ldx, ref);
+        }
+        if (nt16) { /* the transposed copies, a (group, block) a task */
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < nt16; i++) {
+                const size_t f = i < ntr[0] ? 0 : 1, l = f ? i - ntr[0] : i, nb = k / blks[f];
+                act_trans(&act[f], blks[f], l / nb, l % nb);
+            }
         }
 #pragma omp for schedule(dynamic, grab)
         for (size_t b = 0; b < nblk; b++) {
