@@ -55,16 +55,13 @@ QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t
             break;
         const size_t bb = b + (size_t)e;
         const uint8_t *bp = wr + bb * bytes;
-        _Alignas(32) int32_t u[8];
-        _mm256_store_si256((__m256i *)(void *)u, qg_wvec(type, bp));
-        /* through memory: each broadcast below is then a load (from the
-         * register it would take two shuffles) */
-        __asm__("" : "+m"(*(int32_t(*)[8])u));
+        const __m512i w = _mm512_castsi256_si512(qg_wvec(type, bp));
         const int32_t *xb = xq + bb * 128;
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         for (int t = 0; t < 8; t += 2) {
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(u[t]), _mm512_load_si512((const void *)(xb + 16 * t)));
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(u[t + 1]),
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_permutexvar_epi32(_mm512_set1_epi32(t), w),
+                                     _mm512_load_si512((const void *)(xb + 16 * t)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_permutexvar_epi32(_mm512_set1_epi32(t + 1), w),
                                      _mm512_load_si512((const void *)(xb + 16 * t + 16)));
         }
         __m512i isum = _mm512_add_epi32(s0, s1);
