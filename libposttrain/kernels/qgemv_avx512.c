@@ -23,7 +23,10 @@
  * vpdpbusd give the 16 block sums with no reduction across lanes; the
  * float operations are kernels/qgemv.h's for each row (lane), block by
  * block, into the accumulator of lane b % 8 (acc[e] below holds that lane
- * for the 16 rows). */
+ * for the 16 rows).  The 4 weights of a step reach every lane by one
+ * vpermd from the unpacked block's register: through memory (a 256-bit
+ * store, then 8 broadcast loads of it) the kernel ran 15-25% slower on a
+ * Zen 5 (bench_qgemv, m = 16). */
 
 /* The 8 accumulators of 16 rows summed in a fixed order, times alpha, into
  * y's column (row r at y[r * ldy]; beta as pt_qgemv_rows). */
