@@ -44,26 +44,6 @@ QG_INLINE void qt_store16(const __m512 acc[8], size_t rows, float alpha, float b
     }
 }
 
-/* qg_wvec with AVX-512's byte masks and variable shifts: the 16 bytes of
- * nibbles broadcast to both 128-bit halves, the high half shifted right by
- * 4; Q5_0/Q5_1's fifth bits added as 0x10 under the 32-bit mask they form
- * (5 instructions for Q5_0 against 11). */
-QG_INLINE __m256i qt_wvec(const int type, const uint8_t *bp)
-{
-    if (type == PT_GGML_Q8_0)
-        return qg_wvec(type, bp);
-    const int o = type == PT_GGML_Q4_0 ? 2 : type == PT_GGML_Q4_1 ? 4 : type == PT_GGML_Q5_0 ? 6 : 8;
-    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(bp + o)));
-    v = _mm256_and_si256(_mm256_srlv_epi16(v, _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
-                         _mm256_set1_epi8(0xF));
-    if (type == PT_GGML_Q5_0 || type == PT_GGML_Q5_1) {
-        uint32_t h;
-        memcpy(&h, bp + o - 4, 4);
-        v = _mm256_mask_add_epi8(v, (__mmask32)h, v, _mm256_set1_epi8(0x10));
-    }
-    return v;
-}
-
 /* 8 consecutive blocks from b (nbg < 8 of them at a row's end) of the W
  * row wr against the 16 rows of group data xq/dx/sx/xs into acc. */
 QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t b, int nbg,
@@ -78,7 +58,7 @@ QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t
             break;
         const size_t bb = b + (size_t)e;
         const uint8_t *bp = wr + bb * bytes;
-        const __m512i w = _mm512_castsi256_si512(qt_wvec(type, bp));
+        const __m512i w = _mm512_castsi256_si512(qg_wvec(type, bp));
         const int32_t *xb = xq + bb * 128;
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         for (int t = 0; t < 8; t += 2) {

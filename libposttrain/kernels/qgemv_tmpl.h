@@ -200,20 +200,39 @@ QG_INLINE void qg_row32(const int type, const pt_qact *a, size_t i0, size_t mc, 
     }
 }
 
+/* Where a 4- or 5-bit block's 16 bytes of nibbles start (Q5_0/Q5_1: their
+ * 32 fifth bits, little-endian, are the 4 bytes before). */
+QG_INLINE int qg_nib_off(const int type)
+{
+    return type == PT_GGML_Q4_0 ? 2 : type == PT_GGML_Q4_1 ? 4 : type == PT_GGML_Q5_0 ? 6 : 8;
+}
+
 /* One block's weights in a register: unsigned (Q8_0: w + 128 with VNNI,
- * the signed w on AVX2). */
+ * the signed w on AVX2).  With VNNI (AVX-512 BW/VL here) the nibbles are
+ * broadcast to both 128-bit halves, the high half shifted right by 4, and
+ * Q5_0/Q5_1's fifth bits added as 0x10 under the mask they form (Q5_0: 5
+ * instructions against 11; 5-8% faster 16-row products on a Zen 5). */
 QG_INLINE __m256i qg_wvec(const int type, const uint8_t *bp)
 {
-    switch (type) {
-    case PT_GGML_Q8_0: {
+    if (type == PT_GGML_Q8_0) {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(bp + 2));
         return QG_VNNI ? _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)) : w;
     }
-    case PT_GGML_Q4_0: return qg_nibbles(bp + 2);
-    case PT_GGML_Q4_1: return qg_nibbles(bp + 4);
-    case PT_GGML_Q5_0: return _mm256_or_si256(qg_nibbles(bp + 6), qg_high_bits(bp + 2));
-    default: return _mm256_or_si256(qg_nibbles(bp + 8), qg_high_bits(bp + 4));
+    const int o = qg_nib_off(type);
+    const bool five = type == PT_GGML_Q5_0 || type == PT_GGML_Q5_1;
+#if QG_VNNI
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(bp + o)));
+    v = _mm256_and_si256(_mm256_srlv_epi16(v, _mm256_setr_epi64x(0, 0, 0x0004000400040004LL, 0x0004000400040004LL)),
+                         _mm256_set1_epi8(0xF));
+    if (five) {
+        uint32_t h;
+        memcpy(&h, bp + o - 4, 4);
+        v = _mm256_mask_add_epi8(v, (__mmask32)h, v, _mm256_set1_epi8(0x10));
     }
+    return v;
+#else
+    return five ? _mm256_or_si256(qg_nibbles(bp + o), qg_high_bits(bp + o - 4)) : qg_nibbles(bp + o);
+#endif
 }
 
 /* 8 int32 lanes summing to the block's sum of w q (w from qg_wvec). */
@@ -238,8 +257,7 @@ QG_INLINE __m512i qg_wvec2(const int type, const uint8_t *b0, const uint8_t *b1)
 {
     if (type == PT_GGML_Q8_0)
         return _mm512_inserti64x4(_mm512_castsi256_si512(qg_wvec(type, b0)), qg_wvec(type, b1), 1);
-    /* nibbles at o; Q5_0/Q5_1: the fifth bits (32, little-endian) at o - 4 */
-    const int o = type == PT_GGML_Q4_0 ? 2 : type == PT_GGML_Q4_1 ? 4 : type == PT_GGML_Q5_0 ? 6 : 8;
+    const int o = qg_nib_off(type);
     __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(b0 + o)));
     v = _mm512_mask_broadcast_i32x4(v, 0xFF00, _mm_loadu_si128((const __m128i *)(const void *)(b1 + o)));
     const __m512i sh = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
