@@ -43,7 +43,7 @@ test: deps
 	@scripts/summary.sh $(BUILD) $(BUILD_ASAN)
 
 test-fast: build
-	meson test -C $(BUILD) --print-errorlogs
+	meson test -C $(BUILD) --print-errorlogs --num-processes $(TEST_JOBS)
 
 test-asan: deps
 	@test -f $(BUILD_ASAN)/build.ninja || meson setup $(BUILD_ASAN) -Dbuildtype=debugoptimized \
