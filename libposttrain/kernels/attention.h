@@ -44,4 +44,12 @@ void pt__attention_backward(float *dq, float *dk, float *dv, const float *dout, 
                            const float *k, const float *v, const float *out, const float *lse,
                            const pt_attn_shape *s, float *scratch);
 
+/* Decoding (kernels/attn_decode.c): one new token's `group` query heads q
+ * (group x hd, contiguous) that share one key/value head, against its len
+ * cached keys and values K, V (len x hd each, contiguous): o (group x hd) =
+ * softmax(scale K q_h) V for each head h.  S: group * len floats of scratch.
+ * Each key and value is read once for all the group's heads. */
+void pt__attn_decode(float *o, const float *q, int group, size_t hd, const float *K, const float *V,
+                     size_t len, float scale, float *S);
+
 #endif

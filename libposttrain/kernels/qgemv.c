@@ -352,7 +352,9 @@ static pt_qgemv_fn *pick(int type, size_t m, const char **name, bool *rows16)
     const bool vnni = pt__cpu_active() >= PT_CPU_AVX512 && pt__cpu_has_vnni();
     if (vnni && m >= PT_QGEMV_M16 && (f = pt__qgemv_vnni16(type))) {
         *name = "avx512vnni16";
-        *rows16 = true;
+        /* the K-quants read the transposed activations (the 32-value
+         * blocks transpose W instead) */
+        *rows16 = qtype_of(type)->blk == PT_QK_K;
         return f;
     }
     if (vnni && (f = pt__qgemv_vnni(type))) {

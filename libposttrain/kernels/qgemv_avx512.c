@@ -44,39 +44,6 @@ QG_INLINE void qt_store16(const __m512 acc[8], size_t rows, float alpha, float b
     }
 }
 
-/* 8 consecutive blocks from b (nbg < 8 of them at a row's end) of the W
- * row wr against the 16 rows of group data xq/dx/sx/xs into acc. */
-QG_INLINE void qt_group8(const int type, const uint8_t *wr, size_t bytes, size_t b, int nbg,
-                         const int32_t *xq, const float *dx, const float *sx, const int32_t *xs,
-                         __m512 acc[8])
-{
-    const int sh = qg_offset_shift(type);
-    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
-#pragma GCC unroll 8
-    for (int e = 0; e < 8; e++) {
-        if (e >= nbg)
-            break;
-        const size_t bb = b + (size_t)e;
-        const uint8_t *bp = wr + bb * bytes;
-        const __m512i w = _mm512_castsi256_si512(qg_wvec(type, bp));
-        const int32_t *xb = xq + bb * 128;
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int t = 0; t < 8; t += 2) {
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_permutexvar_epi32(_mm512_set1_epi32(t), w),
-                                     _mm512_load_si512((const void *)(xb + 16 * t)));
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_permutexvar_epi32(_mm512_set1_epi32(t + 1), w),
-                                     _mm512_load_si512((const void *)(xb + 16 * t + 16)));
-        }
-        __m512i isum = _mm512_add_epi32(s0, s1);
-        if (sh)
-            isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(_mm512_load_si512((const void *)(xs + bb * 16)), sh));
-        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(pt__q_f16(bp)), _mm512_load_ps(dx + bb * 16));
-        acc[e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[e]);
-        if (min)
-            acc[e] = _mm512_fmadd_ps(_mm512_set1_ps(pt__q_f16(bp + 2)), _mm512_load_ps(sx + bb * 16), acc[e]);
-    }
-}
-
 /* K-quants the same way: a super-block unpacked (qg_unpack_q45k / q6k,
  * slot 0 of wb), then per 32 values (Q4_K, Q5_K) or 16 (Q6_K) the exact
  * sums of each row in the lanes, times the sub-block's scale (vpmulld: the
@@ -137,11 +104,11 @@ QG_INLINE void qt_blocksk(const int type, const uint8_t *wr, size_t nb, size_t b
 }
 
 /* len W rows against every row of x, 16 rows at a time; a group of fewer
- * than PT_QGEMV_M16 rows (the last) goes to the kernel for few rows. */
+ * than PT_QGEMV_M16 rows (the last) goes to the kernel for few rows.
+ * K-quants (the 32-value blocks go to qw_rows). */
 QG_INLINE void qt_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
                        size_t rb, float alpha, float beta, float *y, size_t ldy)
 {
-    const bool kq = qg_is_kquant(type);
     const size_t bytes = qg_block_bytes(type);
     const size_t nb = rb / bytes, ng = (a->m + 15) / 16;
     qg_wbuf wb;
@@ -151,32 +118,173 @@ QG_INLINE void qt_rows(const int type, const pt_qact *a, size_t len, const uint8
             const size_t at = g * a->nbp * 16, rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
             const uint8_t *wr = wrow + j * rb;
             if (rows < PT_QGEMV_M16) {
-                if (kq)
-                    qg_rowk(type, a, 16 * g, rows, wr, nb, bytes, &wb.wk, alpha, beta, y + j, ldy);
-                else
-                    qg_row32(type, a, 16 * g, rows, wr, nb, bytes, &wb.w32, alpha, beta, y + j, ldy);
+                qg_rowk(type, a, 16 * g, rows, wr, nb, bytes, &wb.wk, alpha, beta, y + j, ldy);
                 continue;
             }
-            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * (kq ? 64 : 8);
+            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * 64;
             __m512 acc[8];
             for (int e = 0; e < 8; e++)
                 acc[e] = _mm512_setzero_ps();
-            if (kq)
-                qt_blocksk(type, wr, nb, bytes, &wb.wk, xq, a->bsumt + g * a->nbp * 128, a->dt + at,
-                           acc);
-            else
-                for (size_t b = 0; b < nb; b += 8)
-                    qt_group8(type, wr, bytes, b, nb - b < 8 ? (int)(nb - b) : 8, xq, a->dt + at,
-                              a->st + at, a->sumt + at, acc);
+            qt_blocksk(type, wr, nb, bytes, &wb.wk, xq, a->bsumt + g * a->nbp * 128, a->dt + at, acc);
             qt_store16(acc, rows, alpha, beta, &y[16 * g * ldy + j], ldy);
         }
 }
 
-QG_KERNELS(qt, qt_rows)
+/* ---- 32-value blocks: 16 rows of W in the lanes (qw_rows) ----
+ *
+ * A task's (up to) 16 W rows are unpacked block by block (qg_wvec) and
+ * transposed so that lane r of step t's vector holds row r's weights
+ * 4t..4t+3; then for each row of x, 8 vpdpbusd against that row's 4
+ * values of each step (broadcast from memory) give the 16 W rows' exact
+ * block sums, and the float operations of kernels/qgemv.h follow for the
+ * 16 outputs at once (into the accumulator of lane b % 8).  The W rows are
+ * transposed once for all the rows of x (with no transposed copy of the
+ * activations), and nothing crosses lanes until the 16 outputs are stored
+ * side by side in y's row. */
+
+/* Blocks of W a transposed chunk holds (a multiple of 8: 48 covers rows of
+ * 1536 values; 24 KB of weights and 6 KB of scales, in L1). */
+#define QW_NB 48
+
+/* t[s] lane r = dword s of r[r] (a 16 x 8 transpose of 32-bit words). */
+QG_INLINE void qw_transpose(const __m256i r[16], __m512i t[8])
+{
+    __m512i z[8], u[8];
+    for (int p = 0; p < 8; p++) /* 128-bit lanes: r[p] low, high; r[p + 8] low, high */
+        z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(r[p]), r[p + 8], 1);
+    for (int p = 0; p < 8; p += 2) {
+        u[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]);
+        u[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]);
+    }
+    /* v[e] (e < 4): per 128-bit lane, word e of z[0..3]; v[4 + e]: of z[4..7] */
+    __m512i v[8];
+    for (int h = 0; h < 8; h += 4) {
+        v[h + 0] = _mm512_unpacklo_epi64(u[h], u[h + 2]);
+        v[h + 1] = _mm512_unpackhi_epi64(u[h], u[h + 2]);
+        v[h + 2] = _mm512_unpacklo_epi64(u[h + 1], u[h + 3]);
+        v[h + 3] = _mm512_unpackhi_epi64(u[h + 1], u[h + 3]);
+    }
+    const __m512i lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    for (int e = 0; e < 4; e++) {
+        t[e] = _mm512_permutex2var_epi64(v[e], lo, v[4 + e]);
+        t[4 + e] = _mm512_permutex2var_epi64(v[e], hi, v[4 + e]);
+    }
+}
+
+/* Blocks b0 .. b0 + nbc of the len (<= 16) W rows from wrow, unpacked and
+ * transposed into wt (8 vectors a block), their scales (and Q4_1/Q5_1's
+ * mins) into wd, wm (16 a block; 0 in the lanes past len). */
+QG_INLINE void qw_chunk(const int type, const uint8_t *wrow, size_t rb, size_t len, size_t bytes,
+                        size_t b0, size_t nbc, __m512i *wt, float *wd, float *wm)
+{
+    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    for (size_t b = 0; b < nbc; b++) {
+        __m256i r[16];
+        for (size_t i = 0; i < 16; i++) {
+            const uint8_t *bp = wrow + i * rb + (b0 + b) * bytes;
+            r[i] = i < len ? qg_wvec(type, bp) : _mm256_setzero_si256();
+            wd[b * 16 + i] = i < len ? pt__q_f16(bp) : 0.0f;
+            if (min)
+                wm[b * 16 + i] = i < len ? pt__q_f16(bp + 2) : 0.0f;
+        }
+        qw_transpose(r, wt + b * 8);
+    }
+}
+
+/* Rows i0 .. i0 + mc (<= 16) of x against a chunk's blocks b0 .. b0 + nbc
+ * (transposed in wt, wd, wm) into their accumulators acc[c][b % 8]: each
+ * block's 8 weight vectors stay in registers for all the rows (whose 4
+ * values a step are broadcast from memory by the vpdpbusd itself). */
+QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, size_t b0,
+                        size_t nbc, const __m512i *wt, const float *wd, const float *wm,
+                        __m512 acc[16][8], const uint8_t *next, size_t nbytes)
+{
+    const size_t per = (nbytes / 64 + nbc) / nbc;
+    const int sh = qg_offset_shift(type);
+    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    for (size_t b = 0; b < nbc; b++) {
+        const size_t bb = b0 + b, e = b % 8;
+        for (size_t o = b * per * 64; o < (b + 1) * per * 64 && o < nbytes; o += 64)
+            _mm_prefetch((const char *)(next + o), _MM_HINT_T0);
+        __m512i w[8];
+        for (int t = 0; t < 8; t++)
+            w[t] = _mm512_load_si512((const void *)(wt + b * 8 + (size_t)t));
+        const __m512 wdv = _mm512_load_ps(wd + b * 16);
+        const __m512 wmv = min ? _mm512_load_ps(wm + b * 16) : _mm512_setzero_ps();
+        for (size_t c = 0; c < mc; c++) {
+            const size_t i = i0 + c, at = i * a->nbp + bb;
+            const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t += 2) {
+                s0 = _mm512_dpbusd_epi32(s0, w[t], _mm512_set1_epi32(xb[t]));
+                s1 = _mm512_dpbusd_epi32(s1, w[t + 1], _mm512_set1_epi32(xb[t + 1]));
+            }
+            __m512i isum = _mm512_add_epi32(s0, s1);
+            if (sh)
+                isum = _mm512_sub_epi32(isum, _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh)));
+            const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
+            acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[c][e]);
+            if (min)
+                acc[c][e] = _mm512_fmadd_ps(wmv, _mm512_set1_ps(a->s[at]), acc[c][e]);
+        }
+    }
+}
+
+/* Row i's 16 outputs (lanes past len not stored): the 8 accumulators
+ * summed in kernels/qgemv.h's order, times alpha (beta as pt_qgemv_rows). */
+QG_INLINE void qw_store(const __m512 acc[8], size_t len, float alpha, float beta, float *y)
+{
+    const __m512 s = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+        _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+    const __mmask16 k = (__mmask16)((1u << len) - 1u);
+    __m512 o = _mm512_mul_ps(_mm512_set1_ps(alpha), s);
+    if (beta != 0.0f)
+        o = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(k, y), o);
+    _mm512_mask_storeu_ps(y, k, o);
+}
+
+/* len (<= 16) W rows against every row of x: W in chunks of QW_NB blocks
+ * (transposed once when the row fits in one), x in groups of 16 rows. */
+QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
+                       size_t rb, float alpha, float beta, float *y, size_t ldy)
+{
+    if (qg_is_kquant(type)) {
+        qt_rows(type, a, len, wrow, rb, alpha, beta, y, ldy);
+        return;
+    }
+    const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
+    /* The task's W rows are one contiguous region that the unpacking reads
+     * 16 rows at a time: fetch it all now (the hardware prefetcher follows
+     * one row at a time), and the next task's rows (usually the next 16)
+     * into L2. */
+    for (size_t o = 0; o < len * rb; o += 64)
+        _mm_prefetch((const char *)(wrow + o), _MM_HINT_T0);
+    __m512i wt[QW_NB * 8];
+    __attribute__((aligned(64))) float wd[QW_NB * 16], wm[QW_NB * 16];
+    __m512 acc[16][8];
+    for (size_t i0 = 0; i0 < a->m; i0 += 16) {
+        const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
+        for (size_t c = 0; c < mc; c++)
+            for (int e = 0; e < 8; e++)
+                acc[c][e] = _mm512_setzero_ps();
+        for (size_t b0 = 0; b0 < nb; b0 += QW_NB) {
+            const size_t nbc = nb - b0 < QW_NB ? nb - b0 : QW_NB;
+            if (i0 == 0 || nb > QW_NB)
+                qw_chunk(type, wrow, rb, len, bytes, b0, nbc, wt, wd, wm);
+            qw_xrows(type, a, i0, mc, b0, nbc, wt, wd, wm, acc, wrow + len * rb, i0 == 0 ? 16 * rb : 0);
+        }
+        for (size_t c = 0; c < mc; c++)
+            qw_store(acc[c], len, alpha, beta, y + (i0 + c) * ldy);
+    }
+}
+
+QG_KERNELS(qw, qw_rows)
 
 pt_qgemv_fn *pt__qgemv_vnni16(int type)
 {
-    return qt_pick(type);
+    return qw_pick(type);
 }
 
 pt_qgemv_fn *pt__qgemv_vnni(int type)

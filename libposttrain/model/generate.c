@@ -107,7 +107,7 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     g->lse = pt__plan_at(p, base, nh, S);
     pt_attn_shape as = pt__model_attn_shape(m, 1, g->max_seq, g->threads_cap);
     g->attn_scratch = pt__plan_at(p, base, pt__attention_scratch_floats(&as, g->threads_cap), 1);
-    g->dec_scratch = pt__plan_at(p, base, T, slots);
+    g->dec_scratch = pt__plan_at(p, base, T, (nh / nkv) * slots); /* group * slots a thread */
     g->logits = pt__plan_at(p, base, B, V);
     /* three int32 arrays of R entries: a step of pt__genrows_step feeds up
      * to R tokens (decoding, pt_generate, uses B), and pos holds the prefill
@@ -235,8 +235,9 @@ static size_t visible_slots(const pt_generator *g, int pos)
 
 /* Attention of one new token per active row over its cached positions
  * (0..pos[i], or the ring's pos[i]-W+1..pos[i] in slot order): one task per
- * (row, kv head) covers the `group` query heads that share it: s = K q *
- * scale, softmax, o = V^T s. */
+ * (row, kv head) covers the `group` query heads that share it, each cached
+ * key and value read once for them all (kernels/attention.h's
+ * pt__attn_decode): s = K q * scale, softmax, o = V^T s. */
 static void decode_attention(pt_generator *g, int l, int m_rows)
 {
     const pt_model *m = g->model;
@@ -262,22 +263,11 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
         int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
         int row = g->active[i];
         size_t len = visible_slots(g, g->pos[i]);
-        float *S = g->dec_scratch + (size_t)omp_get_thread_num() * ls;
+        float *S = g->dec_scratch + (size_t)omp_get_thread_num() * (size_t)group * ls;
         const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
         const float *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
         float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
-        /* One query head at a time with BLIS sgemv: scores = K q, then
-         * o = V^T softmax(scores).  (sgemm on the [group, hd] block costs
-         * more in call overhead than it computes at these sizes.) */
-        for (int r = 0; r < group; r++) {
-            float *Sr = S;
-            pt__sgemv(false, len, hd, scale, K, hd, q + (size_t)r * hd, 0.0f, Sr);
-            float mx = -INFINITY;
-            for (size_t j = 0; j < len; j++)
-                mx = Sr[j] > mx ? Sr[j] : mx;
-            float sum = pt__vexp_sum(Sr, Sr, len, mx);
-            pt__sgemv(true, len, hd, 1.0f / sum, Vc, hd, Sr, 0.0f, o + (size_t)r * hd);
-        }
+        pt__attn_decode(o, q, group, hd, K, Vc, len, scale, S);
     }
 }
 

@@ -328,10 +328,14 @@ START_TEST(test_qgemv_paths_equal_ref)
         pt__rng_seed(&r, 22);
         for (size_t ti = 0; ti < NTYPES; ti++) {
             const int t = k_types[ti];
-            const size_t blk = blk_of(t), ks[] = { blk, 9 * blk, 16 * blk };
+            /* 57 blocks of 32: more than the 48 that the 16-row kernel
+             * transposes at a time (two chunks, the second ending in a
+             * partial group of 8) */
+            const size_t blk = blk_of(t), ks[] = { blk, 9 * blk, 16 * blk, 57 * blk };
+            const size_t nk = blk == 32 ? 4 : 3;
             printf("test_qgemv: %s on path %s: kernel %s (m = 1), %s (m = 16)\n", type_name(t),
                    pt_cpu_path(), pt__qgemv_kernel(t), pt__qgemv_kernel_rows(t, 16));
-            for (size_t ki = 0; ki < 3; ki++)
+            for (size_t ki = 0; ki < nk; ki++)
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
                         qcase c;

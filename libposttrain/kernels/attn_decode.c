@@ -1,0 +1,167 @@
+/* Attention of one new token (kernels/attention.h, pt__attn_decode) for
+ * the query heads that share a key/value head: the keys are fetched from
+ * memory once (the other heads read them from cache) and the values are
+ * prefetched into L2 while the scores are computed.
+ *
+ * The arithmetic, the same with AVX2 + FMA and without (the scalar code
+ * does each vector lane's operations in the same order; it also serves a
+ * head size that is not a multiple of 8):
+ *   s_h[j] = scale * dot(K[j], q_h), the dot in 8 lanes (lane l sums
+ *     K[j][d] q_h[d] for d = l mod 8, in order), then the lanes added as
+ *     ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7));
+ *   p_h = exp(s_h - max s_h) (kernels/vexp.h), sum_h their sum;
+ *   o_h[d] = (sum over j in order of fma(p_h[j], V[j][d], .)) * (1 / sum_h).
+ * So a row's result depends on its own cache only (not on the thread count
+ * or the other rows). */
+#include "kernels/attention.h"
+#include "kernels/vexp.h"
+
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#define AD_AVX2 1
+#include <immintrin.h>
+#else
+#define AD_AVX2 0
+#endif
+
+/* ---- scores ---- */
+
+/* A key's score from its 8 lanes: ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)). */
+static inline float ad_tree8(const float *v)
+{
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+#if AD_AVX2
+#define AD_INLINE static inline __attribute__((always_inline))
+
+/* Scores of the 8 keys K[idx[u]] (u < 8) against q: lane l of key u's
+ * vector sums K[d] q[d] for d = l mod 8 in order, then ad_tree8 on its
+ * lanes by the horizontal adds. */
+AD_INLINE void ad_dots8(float *s, const float *K, const size_t idx[8], const float *q, size_t hd,
+                        float scale)
+{
+    __m256 a[8];
+    for (int u = 0; u < 8; u++)
+        a[u] = _mm256_setzero_ps();
+    for (size_t d = 0; d < hd; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++)
+            a[u] = _mm256_fmadd_ps(_mm256_loadu_ps(K + idx[u] * hd + d), qv, a[u]);
+    }
+    /* hadd(x, y) = x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, x6+x7, y4+y5, y6+y7 */
+    const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 g0 = _mm256_hadd_ps(h01, h23), g1 = _mm256_hadd_ps(h45, h67);
+    const __m256 lo = _mm256_permute2f128_ps(g0, g1, 0x20), hi = _mm256_permute2f128_ps(g0, g1, 0x31);
+    _mm256_storeu_ps(s, _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_add_ps(lo, hi)));
+}
+#endif
+
+/* The same lane by lane, for any hd (lanes past hd add nothing). */
+static void ad_dots8_c(float *s, const float *K, const size_t idx[8], const float *q, size_t hd,
+                       float scale)
+{
+    for (int u = 0; u < 8; u++) {
+        const float *k = K + idx[u] * hd;
+        float a[8] = {0};
+        for (size_t d = 0; d < hd; d += 8)
+            for (size_t l = 0; l < 8 && d + l < hd; l++)
+                a[l] = fmaf(k[d + l], q[d + l], a[l]);
+        s[u] = scale * ad_tree8(a);
+    }
+}
+
+/* S[0 .. len) = scale K q: 8 keys at a time (the last ones repeated to
+ * fill the 8, their scores dropped). */
+static void ad_scores(float *S, const float *K, const float *V, size_t len, const float *q,
+                      size_t hd, float scale, bool vec, bool fetch_v)
+{
+    for (size_t j = 0; j < len; j += 8) {
+        size_t idx[8];
+        float s[8];
+        for (size_t u = 0; u < 8; u++)
+            idx[u] = j + u < len ? j + u : len - 1;
+#if AD_AVX2
+        /* the cache streams from memory: keys a block ahead into L1, and
+         * the values the second pass reads into L2 meanwhile */
+        for (size_t c = 0; c < 8 * hd && j + 8 < len; c += 16)
+            _mm_prefetch((const char *)(K + (j + 8) * hd + c), _MM_HINT_T0);
+        for (size_t c = 0; c < 8 * hd && fetch_v; c += 16)
+            _mm_prefetch((const char *)(V + j * hd + c), _MM_HINT_T1);
+        if (vec)
+            ad_dots8(s, K, idx, q, hd, scale);
+        else
+#endif
+            ad_dots8_c(s, K, idx, q, hd, scale);
+        for (size_t u = 0; u < 8 && j + u < len; u++)
+            S[j + u] = s[u];
+    }
+}
+
+/* ---- o = p V / sum ---- */
+
+#if AD_AVX2
+/* o[0 .. 8 ne) of one head: ne (<= 8) vectors of lanes over the keys. */
+AD_INLINE void ad_pv8(float *o, const float *p, const float *V, size_t ldv, size_t len, float inv,
+                      int ne)
+{
+    __m256 acc[8];
+    for (int e = 0; e < 8; e++)
+        acc[e] = _mm256_setzero_ps();
+    for (size_t j = 0; j < len; j++) {
+        const __m256 pj = _mm256_broadcast_ss(p + j);
+#pragma GCC unroll 8
+        for (int e = 0; e < ne; e++)
+            acc[e] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(V + j * ldv + 8 * (size_t)e), acc[e]);
+    }
+    for (int e = 0; e < ne; e++)
+        _mm256_storeu_ps(o + 8 * (size_t)e, _mm256_mul_ps(acc[e], _mm256_set1_ps(inv)));
+}
+#endif
+
+/* o[d] = (sum over j in order of fma(p[j], V[j][d], .)) * inv. */
+static void ad_pv(float *o, const float *p, const float *V, size_t hd, size_t len, float inv,
+                  bool vec)
+{
+#if AD_AVX2
+    if (vec) {
+        for (size_t d0 = 0; d0 < hd; d0 += 64) {
+            if (hd - d0 >= 64)
+                ad_pv8(o + d0, p, V + d0, hd, len, inv, 8);
+            else
+                ad_pv8(o + d0, p, V + d0, hd, len, inv, (int)((hd - d0) / 8));
+        }
+        return;
+    }
+#endif
+    for (size_t d = 0; d < hd; d++) {
+        float a = 0.0f;
+        for (size_t j = 0; j < len; j++)
+            a = fmaf(p[j], V[j * hd + d], a);
+        o[d] = a * inv;
+    }
+}
+
+void pt__attn_decode(float *o, const float *q, int group, size_t hd, const float *K, const float *V,
+                     size_t len, float scale, float *S)
+{
+#if AD_AVX2
+    const bool vec = hd % 8 == 0;
+#else
+    const bool vec = false;
+#endif
+    /* every head's scores first (K read from memory once, then from L1 or
+     * L2 for the other heads), then their softmax and values */
+    for (int h = 0; h < group; h++)
+        ad_scores(S + (size_t)h * len, K, V, len, q + (size_t)h * hd, hd, scale, vec, h == 0);
+    for (int h = 0; h < group; h++) {
+        float *Sh = S + (size_t)h * len, mx = -INFINITY;
+        for (size_t j = 0; j < len; j++)
+            mx = Sh[j] > mx ? Sh[j] : mx;
+        const float inv = 1.0f / pt__vexp_sum(Sh, Sh, len, mx);
+        ad_pv(o + (size_t)h * hd, Sh, V, hd, len, inv, vec);
+    }
+}
