@@ -51,5 +51,9 @@ void pt__attention_backward(float *dq, float *dk, float *dv, const float *dout, 
  * Each key and value is read once for all the group's heads. */
 void pt__attn_decode(float *o, const float *q, int group, size_t hd, const float *K, const float *V,
                      size_t len, float scale, float *S);
+/* The same by the plain C code alone (the bits pt__attn_decode gives on
+ * every path): for tests. */
+void pt__attn_decode_ref(float *o, const float *q, int group, size_t hd, const float *K,
+                         const float *V, size_t len, float scale, float *S);
 
 #endif

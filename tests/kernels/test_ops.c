@@ -614,6 +614,57 @@ START_TEST(test_vexp)
 }
 END_TEST
 
+/* Decoding attention (pt__attn_decode): the group's heads against a double
+ * softmax(K q / sqrt(hd)) V, and the vector path bit-identical to the plain
+ * C code it documents, over head sizes with and without a multiple of 8
+ * (the plain code's own case), 1 to 5 heads a group and 1 to 77 keys (the
+ * last block of 8 keys partial). */
+START_TEST(test_attn_decode)
+{
+    static const size_t hds[] = { 8, 12, 64, 80, 128 }, lens[] = { 1, 7, 8, 9, 77 };
+    pt_rng r;
+    pt__rng_seed(&r, 31);
+    int checked = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+        for (int group = 1; group <= 5; group++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const size_t hd = hds[hi], len = lens[li], G = (size_t)group;
+                float *q = malloc(G * hd * sizeof(float)), *K = malloc(len * hd * sizeof(float));
+                float *V = malloc(len * hd * sizeof(float)), *S = malloc(G * len * sizeof(float));
+                float *o = malloc(G * hd * sizeof(float)), *o2 = malloc(G * hd * sizeof(float));
+                fill(q, G * hd, &r, 1.0, 0.0);
+                fill(K, len * hd, &r, 1.0, 0.0);
+                fill(V, len * hd, &r, 1.0, 0.5);
+                const float scale = 1.0f / sqrtf((float)hd);
+                pt__attn_decode(o, q, group, hd, K, V, len, scale, S);
+                pt__attn_decode_ref(o2, q, group, hd, K, V, len, scale, S);
+                ck_assert_msg(memcmp(o, o2, G * hd * sizeof(float)) == 0,
+                              "pt__attn_decode hd=%zu group=%d len=%zu differs from its plain C code",
+                              hd, group, len);
+                for (size_t h = 0; h < G; h++) {
+                    double sc[77], mx = -INFINITY, sum = 0.0;
+                    for (size_t j = 0; j < len; j++) {
+                        sc[j] = dot_d(K + j * hd, q + h * hd, hd) / sqrt((double)hd);
+                        mx = fmax(mx, sc[j]);
+                    }
+                    for (size_t j = 0; j < len; j++)
+                        sum += (sc[j] = exp(sc[j] - mx));
+                    for (size_t d = 0; d < hd; d++) {
+                        double want = 0.0;
+                        for (size_t j = 0; j < len; j++)
+                            want += sc[j] / sum * (double)V[j * hd + d];
+                        ck_assert_msg(fabs(o[h * hd + d] - want) <= 2e-6 + 2e-6 * fabs(want),
+                                      "pt__attn_decode hd=%zu group=%d len=%zu head %zu [%zu]: %.8g vs %.8g",
+                                      hd, group, len, h, d, (double)o[h * hd + d], want);
+                        checked++;
+                    }
+                }
+                free(q); free(K); free(V); free(S); free(o); free(o2);
+            }
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
 static Suite *ops_suite(void)
 {
     Suite *s = suite_create("kernels_ops");
@@ -632,6 +683,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_attention_backward_fd);
     tcase_add_test(tc, test_attention_window_skips_blocks);
     tcase_add_test(tc, test_attention_threads);
+    tcase_add_test(tc, test_attn_decode);
     suite_add_tcase(s, tc);
     return s;
 }
