@@ -4,7 +4,7 @@
  *
  *   bench_decode [--batch B[,B...]] [--prompt P] [--new N] [--threads T]
  *                [--reps R] [--precision fp32,bf16] [--no-anchor] [--shared DIR]
- *                [--model DIR]
+ *                [--model DIR] [--twin DIR]
  *
  * Defaults: batches 1 and 16, a 32-token prompt per row (a different one per
  * row), 128 new tokens, 2 threads, 3 repetitions (medians).  For each batch:
@@ -32,6 +32,11 @@
  * kernel path (PT_CPU forces a lower one) are printed first.
  * --model DIR: that model instead of the random SmolLM2-135M-shaped one
  * (bench/llamacpp_decode.sh passes the one it exports for llama.cpp).
+ * --twin DIR: a quantized --model against the same weights in FP32 (DIR,
+ * e.g. the F32 GGUF llama-quantize started from) instead of BF16, rounds
+ * alternating, and the quantized/FP32 ratio of each batch as the median of
+ * the rounds' ratios (issue 23's "decode 16 sequences >= 3x our FP32");
+ * no anchor then.
  * Sampling at temperature 1 without filters and no stop ids (the anchor
  * samples with torch.multinomial).  The machine is shared: the load average
  * is printed with the figures; compare ratios of one run. */
@@ -62,6 +67,7 @@ typedef struct figures {
  * of its rounds. */
 typedef struct runner {
     pt_model *model;
+    const char *label; /* printed instead of the precision (--twin) */
     pt_generator *g;
     int32_t *prompts, *lens, *tok, *cnt;
     float *lp;
@@ -145,7 +151,7 @@ static void runner_report(figures *out, const runner *r, int reps, double bw, in
                           const char *anchor_script)
 {
     const bool bf16 = pt_model_get_bf16(r->model) != PT_BF16_OFF;
-    const char *prec = bf16 ? "bf16" : "fp32";
+    const char *prec = r->label ? r->label : bf16 ? "bf16" : "fp32";
     const int B = r->B;
     double t_pre[16], t_dec[16];
     memcpy(t_pre, r->t_pre, sizeof t_pre);
@@ -208,7 +214,8 @@ static double median_ratio(const double *a, const double *b, int reps)
  * precision's medians and anchor, and the BF16/FP32 ratios as the median of
  * the rounds' ratios. */
 static int run_batch(pt_model *m32, pt_model *m16, double bytes32, double bytes16, int B, int P,
-                     int N, int reps, double bw, int threads, const char *anchor_script)
+                     int N, int reps, double bw, int threads, const char *anchor_script,
+                     bool twin)
 {
     runner r32, r16;
     memset(&r32, 0, sizeof r32);
@@ -217,6 +224,10 @@ static int run_batch(pt_model *m32, pt_model *m16, double bytes32, double bytes1
     if ((m32 && runner_open(&r32, m32, bytes32, B, P, N)) ||
         (m16 && runner_open(&r16, m16, bytes16, B, P, N)))
         goto done;
+    if (twin) { /* m32: the quantized --model, m16: its FP32 twin */
+        r32.label = "quantized";
+        r16.label = "fp32 twin";
+    }
     for (int k = 0; k < reps; k++)
         if ((m32 && runner_round(&r32, k)) || (m16 && runner_round(&r16, k)))
             goto done;
@@ -226,10 +237,12 @@ static int run_batch(pt_model *m32, pt_model *m16, double bytes32, double bytes1
     if (m16)
         runner_report(&f, &r16, reps, bw, threads, anchor_script);
     if (m32 && m16)
-        printf("ours bf16/fp32 batch %d (kernels %s): decode %.2fx, prefill %.2fx (medians of %d "
-               "alternating rounds' ratios)\n", B, pt_cpu_path(),
-               median_ratio(r32.t_dec, r16.t_dec, reps), median_ratio(r32.t_pre, r16.t_pre, reps),
-               reps);
+        printf("ours %s batch %d (kernels %s): decode %.2fx, prefill %.2fx (medians of %d "
+               "alternating rounds' ratios)\n", twin ? "quantized/fp32-twin" : "bf16/fp32", B,
+               pt_cpu_path(), twin ? median_ratio(r16.t_dec, r32.t_dec, reps)
+                                   : median_ratio(r32.t_dec, r16.t_dec, reps),
+               twin ? median_ratio(r16.t_pre, r32.t_pre, reps)
+                    : median_ratio(r32.t_pre, r16.t_pre, reps), reps);
     rc = 0;
 done:
     runner_close(&r32);
@@ -241,7 +254,7 @@ int main(int argc, char **argv)
 {
     int batches[8] = { 1, 16 }, nb = 2, P = 32, N = 128, threads = 2, reps = 3, anchor = 1;
     bool want_fp32 = true, want_bf16 = true;
-    const char *shared = NULL, *model_dir = NULL;
+    const char *shared = NULL, *model_dir = NULL, *twin_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-anchor")) {
@@ -251,7 +264,7 @@ int main(int argc, char **argv)
         if (!v) {
             fprintf(stderr, "usage: bench_decode [--batch B[,B...]] [--prompt P] [--new N] "
                             "[--threads T] [--reps R] [--precision fp32,bf16] [--no-anchor] "
-                            "[--shared DIR] [--model DIR]\n");
+                            "[--shared DIR] [--model DIR] [--twin DIR]\n");
             return 2;
         }
         i++;
@@ -275,6 +288,8 @@ int main(int argc, char **argv)
             want_bf16 = strstr(v, "bf16") != NULL;
         } else if (!strcmp(a, "--model")) {
             model_dir = v;
+        } else if (!strcmp(a, "--twin")) {
+            twin_dir = v;
         } else if (!strcmp(a, "--shared")) {
             shared = v;
         } else {
@@ -342,7 +357,10 @@ int main(int argc, char **argv)
     /* The BF16 model: the same weights (loaded again from --model, which
      * may be quantized and so not cloned; else a clone), frozen in BF16. */
     pt_model *m16 = NULL;
-    if (want_bf16) {
+    if (twin_dir) { /* in the second slot, instead of the BF16 model */
+        CHECK(pt_model_load_dir(&m16, twin_dir, NULL));
+        want_fp32 = true;
+    } else if (want_bf16) {
         if (model_dir)
             CHECK(pt_model_load_dir(&m16, model_dir, NULL));
         else
@@ -354,8 +372,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     for (int i = 0; i < nb; i++)
         if (run_batch(want_fp32 ? model : NULL, m16, qbytes > 0.0 ? qbytes : 4.0 * (double)nparams,
-                      qbytes > 0.0 ? qbytes : 2.0 * (double)nparams, batches[i], P, N, reps, bw,
-                      threads, anchor_script))
+                      twin_dir ? 4.0 * (double)nparams : qbytes > 0.0 ? qbytes : 2.0 * (double)nparams,
+                      batches[i], P, N, reps, bw, threads, twin_dir ? NULL : anchor_script,
+                      twin_dir != NULL))
             return 1;
     pt_model_free(m16);
     pt_model_free(model);

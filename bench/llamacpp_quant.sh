@@ -6,7 +6,9 @@
 # file llama-bench (pp PROMPT, tg 64, and pg PROMPT,64) and bench_decode on
 # the very same file (ours: prefill through dequantized tiles, decoding with
 # the integer kernels of kernels/qgemv.h), so every ratio comes from the same
-# minute.  llama-bench's tg64 decodes 64 tokens from an empty cache: ours is
+# minute (and bench_decode --twin: 16 sequences on the file against the
+# F32 file it was quantized from, rounds alternating: issue 23's "3x our
+# FP32").  llama-bench's tg64 decodes 64 tokens from an empty cache: ours is
 # measured on the same workload (a 1-token prompt, then 64 steps: "depth
 # 0"), and at depth PROMPT (64 steps after a PROMPT-token prompt) against
 # llama.cpp's decode at that depth, which pg gives: PROMPT + 64 tokens in
@@ -56,6 +58,9 @@ for t in $types; do
     echo "ours at depth $prompt:"
     "$build/bench/bench_decode" --model "$tmp/model-$t.gguf" --batch 1,16 --prompt "$prompt" \
         --new 65 --reps 3 --no-anchor --precision fp32,bf16 | grep -vE "^(matrix|anchor)"
+    echo "ours against the same weights in FP32, 16 sequences, rounds alternating:"
+    "$build/bench/bench_decode" --model "$tmp/model-$t.gguf" --twin "$tmp/model-f32.gguf" \
+        --batch 16 --prompt "$prompt" --new 33 --reps 5 | grep -E "^ours"
 done
 echo "== FP32 (ours, the same weights unquantized)"
 "$build/bench/bench_decode" --model "$tmp/model" --batch 1,16 --prompt "$prompt" --new 64 --reps 3 \
