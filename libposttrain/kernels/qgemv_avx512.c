@@ -192,6 +192,14 @@ QG_INLINE void qw_chunk(const int type, const uint8_t *wrow, size_t rb, size_t l
     }
 }
 
+/* *acc = vpdpbusd(*acc, w, the 4 bytes at x in every lane), the broadcast
+ * by the instruction's own memory operand ({1to16}); GCC 12 loads it with
+ * a separate vpbroadcastd (8 more instructions a block and row). */
+QG_INLINE void qw_dpbusd_bcast(__m512i *acc, __m512i w, const int32_t *x)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(w), "m"(*x));
+}
+
 /* Rows i0 .. i0 + mc (<= 16) of x against a chunk's blocks b0 .. b0 + nbc
  * (transposed in wt, wd, wm) into their accumulators acc[c][b % 8]: each
  * block's 8 weight vectors stay in registers for all the rows (whose 4
@@ -217,8 +225,8 @@ QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, 
             const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
             __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
             for (int t = 0; t < 8; t += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, w[t], _mm512_set1_epi32(xb[t]));
-                s1 = _mm512_dpbusd_epi32(s1, w[t + 1], _mm512_set1_epi32(xb[t + 1]));
+                qw_dpbusd_bcast(&s0, w[t], xb + t);
+                qw_dpbusd_bcast(&s1, w[t + 1], xb + t + 1);
             }
             __m512i isum = _mm512_add_epi32(s0, s1);
             if (sh)
