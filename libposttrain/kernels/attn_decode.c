@@ -77,7 +77,7 @@ static void ad_dots8_c(float *s, const float *K, const size_t idx[8], const floa
 /* S[0 .. len) = scale K q: 8 keys at a time (the last ones repeated to
  * fill the 8, their scores dropped). */
 static void ad_scores(float *S, const float *K, size_t len, const float *q, size_t hd, float scale,
-                      bool vec)
+                      bool vec, bool fetch)
 {
     for (size_t j = 0; j < len; j += 8) {
         size_t idx[8];
@@ -85,10 +85,10 @@ static void ad_scores(float *S, const float *K, size_t len, const float *q, size
         for (size_t u = 0; u < 8; u++)
             idx[u] = j + u < len ? j + u : len - 1;
 #if AD_AVX2
-        /* the cache streams from memory: keys a block ahead into L1
-         * (1.1-1.2x; fetching the values into L2 meanwhile, or further
-         * ahead, measured no better) */
-        for (size_t c = 0; c < 8 * hd && j + 8 < len; c += 16)
+        /* the cache streams from memory: keys a block ahead into L1, by
+         * the first head only (1.1-1.2x; fetching the values into L2
+         * meanwhile, or further ahead, measured no better) */
+        for (size_t c = 0; c < 8 * hd && fetch && j + 8 < len; c += 16)
             _mm_prefetch((const char *)(K + (j + 8) * hd + c), _MM_HINT_T0);
         if (vec)
             ad_dots8(s, K, idx, q, hd, scale);
@@ -144,17 +144,37 @@ static void ad_pv(float *o, const float *p, const float *V, size_t hd, size_t le
     }
 }
 
+/* The largest of s[0 .. n), NaNs skipped (-inf when all are): the loop
+ * m = s[j] > m ? s[j] : m, 8 lanes at a time with AVX (whose max returns
+ * its second operand when either is NaN: the same value). */
+static float ad_max(const float *s, size_t n)
+{
+    float m = -INFINITY;
+    size_t j = 0;
+#if AD_AVX2
+    __m256 a = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8)
+        a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
+    float l[8];
+    _mm256_storeu_ps(l, a);
+    for (int u = 0; u < 8; u++)
+        m = l[u] > m ? l[u] : m;
+#endif
+    for (; j < n; j++)
+        m = s[j] > m ? s[j] : m;
+    return m;
+}
+
 static void attn_decode(float *o, const float *q, int group, size_t hd, const float *K,
                         const float *V, size_t len, float scale, float *S, bool vec)
 {
     /* every head's scores first (K read from memory once, then from L1 or
      * L2 for the other heads), then their softmax and values */
     for (int h = 0; h < group; h++)
-        ad_scores(S + (size_t)h * len, K, len, q + (size_t)h * hd, hd, scale, vec);
+        ad_scores(S + (size_t)h * len, K, len, q + (size_t)h * hd, hd, scale, vec, h == 0);
     for (int h = 0; h < group; h++) {
-        float *Sh = S + (size_t)h * len, mx = -INFINITY;
-        for (size_t j = 0; j < len; j++)
-            mx = Sh[j] > mx ? Sh[j] : mx;
+        float *Sh = S + (size_t)h * len;
+        const float mx = ad_max(Sh, len);
         const float inv = 1.0f / pt__vexp_sum(Sh, Sh, len, mx);
         ad_pv(o + (size_t)h * hd, Sh, V, hd, len, inv, vec);
     }
