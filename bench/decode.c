@@ -4,7 +4,7 @@
  *
  *   bench_decode [--batch B[,B...]] [--prompt P] [--new N] [--threads T]
  *                [--reps R] [--precision fp32,bf16] [--no-anchor] [--shared DIR]
- *                [--model DIR] [--twin DIR]
+ *                [--model DIR] [--twin DIR] [--kv-cache fp32|bf16]
  *
  * Defaults: batches 1 and 16, a 32-token prompt per row (a different one per
  * row), 128 new tokens, 2 threads, 3 repetitions (medians).  For each batch:
@@ -36,7 +36,8 @@
  * e.g. the F32 GGUF llama-quantize started from) instead of BF16, rounds
  * alternating, and the quantized/FP32 ratio of each batch as the median of
  * the rounds' ratios (issue 23's "decode 16 sequences >= 3x our FP32");
- * no anchor then.
+ * no anchor then.  --kv-cache bf16: the generators' caches in BF16
+ * (pt_generator_set_kv_cache; the anchors keep theirs).
  * Sampling at temperature 1 without filters and no stop ids (the anchor
  * samples with torch.multinomial).  The machine is shared: the load average
  * is printed with the figures; compare ratios of one run. */
@@ -58,6 +59,9 @@ static void loadavg(double l[3])
         l[0] = l[1] = l[2] = NAN;
     fclose(f);
 }
+
+/* --kv-cache: what every generator's cache holds */
+static int g_kv_cache = PT_KV_CACHE_FP32;
 
 typedef struct figures {
     double decode_tps, prefill_tps;
@@ -103,6 +107,7 @@ static int runner_open(runner *r, pt_model *model, double step_bytes, int B, int
     CHECK(pt_model_config_init(&cfg));
     CHECK(pt_model_get_config(&cfg, model));
     CHECK(pt_generator_create(&r->g, model, B, P + N));
+    CHECK(pt_generator_set_kv_cache(r->g, g_kv_cache));
     r->prompts = malloc((size_t)B * P * sizeof *r->prompts);
     r->lens = malloc(B * sizeof *r->lens);
     r->tok = malloc((size_t)B * N * sizeof *r->tok);
@@ -264,7 +269,7 @@ int main(int argc, char **argv)
         if (!v) {
             fprintf(stderr, "usage: bench_decode [--batch B[,B...]] [--prompt P] [--new N] "
                             "[--threads T] [--reps R] [--precision fp32,bf16] [--no-anchor] "
-                            "[--shared DIR] [--model DIR] [--twin DIR]\n");
+                            "[--shared DIR] [--model DIR] [--twin DIR] [--kv-cache fp32|bf16]\n");
             return 2;
         }
         i++;
@@ -290,6 +295,11 @@ int main(int argc, char **argv)
             model_dir = v;
         } else if (!strcmp(a, "--twin")) {
             twin_dir = v;
+        } else if (!strcmp(a, "--kv-cache")) {
+            if (pt_kv_cache_from_name(&g_kv_cache, v) != PT_OK) {
+                fprintf(stderr, "bench_decode: %s\n", pt_last_error());
+                return 2;
+            }
         } else if (!strcmp(a, "--shared")) {
             shared = v;
         } else {
@@ -336,9 +346,10 @@ int main(int argc, char **argv)
     }
     double la[3];
     loadavg(la);
-    printf("bench_decode: SmolLM2-135M shape, %.2fM parameters (%.0f MB FP32), prompt %d, %d new "
-           "tokens, %d threads, load average %.2f %.2f %.2f\n", (double)nparams / 1e6,
-           (double)nparams * 4 / 1e6, P, N, threads, la[0], la[1], la[2]);
+    printf("bench_decode: SmolLM2-135M shape, %.2fM parameters (%.0f MB FP32), KV cache %s, "
+           "prompt %d, %d new tokens, %d threads, load average %.2f %.2f %.2f\n",
+           (double)nparams / 1e6, (double)nparams * 4 / 1e6, pt_kv_cache_name(g_kv_cache), P, N,
+           threads, la[0], la[1], la[2]);
     if (qbytes > 0.0)
         printf("quantized weights: %.1f MB streamed a decode step (%.2f bits a parameter)\n",
                qbytes / 1e6, 8.0 * qbytes / (double)nparams);

@@ -12,7 +12,7 @@
 typedef struct gen_args {
     const char *model, *adapter, *prompt, *prompt_ids;
     bool chat, ignore_eos, print_ids, print_logprobs, allow_long, bf16;
-    int num_samples, threads, quantize;
+    int num_samples, threads, quantize, kv_cache;
     pt_generate_options gen;
 } cli_args; /* CLI_ARG's */
 
@@ -42,6 +42,9 @@ static const cli_opt k_generate_opts[] = {
       .enum_name = pt_quantize_name,
       .help = "quantize the weights on load: q8_0 or q4_0 (as llama-quantize\n--pure; the base is then frozen: LoRA only; docs/gguf.md)" },
     { CLI_FLAG, "bf16", CLI_ARG(bf16), .help = "keep the weights in BF16 (half the memory; products\nin BF16 where the CPU has it, else widened to FP32;\ndocs/bf16.md)" },
+    { CLI_ENUM, "kv-cache", CLI_ARG(kv_cache), "TYPE", .def = "fp32", .from_name = pt_kv_cache_from_name,
+      .enum_name = pt_kv_cache_name,
+      .help = "what the KV cache holds: fp32, or bf16 (half the memory,\nkeys and values rounded to BF16; docs/generate.md)" },
     { CLI_FLAG, "ignore-eos", CLI_ARG(ignore_eos), .help = "do not stop at the end-of-sequence token" },
     { CLI_FLAG, "print-ids", CLI_ARG(print_ids), .help = "print each completion's token ids (one line) after its text" },
     { CLI_FLAG, "logprobs", CLI_ARG(print_logprobs), .help = "print each token's log-probability (one line) after it" },
@@ -190,6 +193,7 @@ static int generate(cli_args *a, pt_model *m, const pt_tokenizer *tok, const int
         goto done;
     }
     if ((st = pt_generator_create(&g, m, G, (int)max_seq)) != PT_OK ||
+        (st = pt_generator_set_kv_cache(g, a->kv_cache)) != PT_OK ||
         (st = pt_generate(g, prompts, lens, G, &a->gen, toks, cnt, fin, lps)) != PT_OK) {
         rc = cli_fail("generate", st);
         goto done;

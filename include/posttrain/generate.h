@@ -102,6 +102,28 @@ PT_API void pt_generator_free(pt_generator *gen);
 PT_API int pt_generator_set_num_threads(pt_generator *gen, int n);
 PT_API int pt_generator_get_num_threads(const pt_generator *gen);
 
+/* What the KV cache holds (pt_generator_set_kv_cache). */
+typedef enum pt_kv_cache {
+    PT_KV_CACHE_FP32 = 0, /* FP32 keys and values (the default) */
+    PT_KV_CACHE_BF16 = 1  /* BF16: half the memory; keys and values rounded to
+                           * BF16 (nearest, ties to even) as they are stored,
+                           * widened exactly as attention reads them, as
+                           * Hugging Face's cache is for a BF16 model (and
+                           * llama.cpp's, in F16, for every model) */
+} pt_kv_cache;
+/* The cache's type: a new cache (and working memory) in place of the old
+ * one, every cached row dropped, so set it before generating.  PT_EINVAL
+ * for a type outside pt_kv_cache, PT_ENOMEM (the generator unchanged) when
+ * the memory is not there.  Prefill's own attention over a prompt reads the
+ * prompt's FP32 keys and values either way; decoding reads the cache.
+ * pt_generator_get_kv_cache: the type in use. */
+PT_API int pt_generator_set_kv_cache(pt_generator *gen, int type);
+PT_API int pt_generator_get_kv_cache(const pt_generator *gen);
+/* The name of a pt_kv_cache ("fp32", "bf16"; NULL for another value) and
+ * the value of a name (PT_EINVAL listing the names otherwise). */
+PT_API const char *pt_kv_cache_name(int type);
+PT_API int pt_kv_cache_from_name(int *out, const char *name);
+
 /* Generate for `batch` prompts.  Prompt b is prompt_lens[b] >= 1 ids,
  * stored back to back in prompt_ids (prompt b starts after the ids of
  * prompts 0..b-1).  prompt_lens[b] + opts->max_new_tokens must not exceed

@@ -55,5 +55,11 @@ void pt__attn_decode(float *o, const float *q, int group, size_t hd, const float
  * every path): for tests. */
 void pt__attn_decode_ref(float *o, const float *q, int group, size_t hd, const float *K,
                          const float *V, size_t len, float scale, float *S);
+/* The same on a cache held in BF16 (each value widened exactly), and its
+ * plain C code. */
+void pt__attn_decode_bf16(float *o, const float *q, int group, size_t hd, const uint16_t *K,
+                          const uint16_t *V, size_t len, float scale, float *S);
+void pt__attn_decode_bf16_ref(float *o, const float *q, int group, size_t hd, const uint16_t *K,
+                              const uint16_t *V, size_t len, float scale, float *S);
 
 #endif

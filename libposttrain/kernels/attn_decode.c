@@ -12,17 +12,48 @@
  *   p_h = exp(s_h - max s_h) (kernels/vexp.h), sum_h their sum;
  *   o_h[d] = (sum over j in order of fma(p_h[j], V[j][d], .)) * (1 / sum_h).
  * So a row's result depends on its own cache only (not on the thread count
- * or the other rows). */
+ * or the other rows).  A BF16 cache (pt__attn_decode_bf16) is the same
+ * with each key and value widened to FP32 (exactly) as it is read. */
 #include "kernels/attention.h"
 #include "kernels/vexp.h"
 
 #include <math.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #define AD_AVX2 1
 #include <immintrin.h>
 #else
 #define AD_AVX2 0
+#endif
+
+#define AD_INLINE static inline __attribute__((always_inline))
+
+/* Element i of a cache row: FP32, or BF16 (b16) widened exactly. */
+AD_INLINE float ad_ld(const void *p, size_t i, bool b16)
+{
+    if (!b16)
+        return ((const float *)p)[i];
+    const uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+AD_INLINE const void *ad_row(const void *base, size_t j, size_t hd, bool b16)
+{
+    return (const char *)base + j * hd * (b16 ? 2 : 4);
+}
+
+#if AD_AVX2
+/* Elements i .. i + 8 of a cache row as 8 floats. */
+AD_INLINE __m256 ad_ld8(const void *p, size_t i, bool b16)
+{
+    if (!b16)
+        return _mm256_loadu_ps((const float *)p + i);
+    const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)p + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 #endif
 
 /* ---- scores ---- */
@@ -34,13 +65,11 @@ static inline float ad_tree8(const float *v)
 }
 
 #if AD_AVX2
-#define AD_INLINE static inline __attribute__((always_inline))
-
-/* Scores of the 8 keys K[idx[u]] (u < 8) against q: lane l of key u's
+/* Scores of the 8 keys idx[u] (u < 8) of K against q: lane l of key u's
  * vector sums K[d] q[d] for d = l mod 8 in order, then ad_tree8 on its
  * lanes by the horizontal adds. */
-AD_INLINE void ad_dots8(float *s, const float *K, const size_t idx[8], const float *q, size_t hd,
-                        float scale)
+AD_INLINE void ad_dots8(float *s, const void *K, const size_t idx[8], const float *q, size_t hd,
+                        float scale, bool b16)
 {
     __m256 a[8];
     for (int u = 0; u < 8; u++)
@@ -49,7 +78,7 @@ AD_INLINE void ad_dots8(float *s, const float *K, const size_t idx[8], const flo
         const __m256 qv = _mm256_loadu_ps(q + d);
 #pragma GCC unroll 8
         for (int u = 0; u < 8; u++)
-            a[u] = _mm256_fmadd_ps(_mm256_loadu_ps(K + idx[u] * hd + d), qv, a[u]);
+            a[u] = _mm256_fmadd_ps(ad_ld8(ad_row(K, idx[u], hd, b16), d, b16), qv, a[u]);
     }
     /* hadd(x, y) = x0+x1, x2+x3, y0+y1, y2+y3 | x4+x5, x6+x7, y4+y5, y6+y7 */
     const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
@@ -61,23 +90,23 @@ AD_INLINE void ad_dots8(float *s, const float *K, const size_t idx[8], const flo
 #endif
 
 /* The same lane by lane, for any hd (lanes past hd add nothing). */
-static void ad_dots8_c(float *s, const float *K, const size_t idx[8], const float *q, size_t hd,
-                       float scale)
+AD_INLINE void ad_dots8_c(float *s, const void *K, const size_t idx[8], const float *q, size_t hd,
+                          float scale, bool b16)
 {
     for (int u = 0; u < 8; u++) {
-        const float *k = K + idx[u] * hd;
+        const void *k = ad_row(K, idx[u], hd, b16);
         float a[8] = {0};
         for (size_t d = 0; d < hd; d += 8)
             for (size_t l = 0; l < 8 && d + l < hd; l++)
-                a[l] = fmaf(k[d + l], q[d + l], a[l]);
+                a[l] = fmaf(ad_ld(k, d + l, b16), q[d + l], a[l]);
         s[u] = scale * ad_tree8(a);
     }
 }
 
 /* S[0 .. len) = scale K q: 8 keys at a time (the last ones repeated to
  * fill the 8, their scores dropped). */
-static void ad_scores(float *S, const float *K, size_t len, const float *q, size_t hd, float scale,
-                      bool vec, bool fetch)
+AD_INLINE void ad_scores(float *S, const void *K, size_t len, const float *q, size_t hd,
+                         float scale, bool vec, bool fetch, bool b16)
 {
     for (size_t j = 0; j < len; j += 8) {
         size_t idx[8];
@@ -88,13 +117,14 @@ static void ad_scores(float *S, const float *K, size_t len, const float *q, size
         /* the cache streams from memory: keys a block ahead into L1, by
          * the first head only (1.1-1.2x; fetching the values into L2
          * meanwhile, or further ahead, measured no better) */
-        for (size_t c = 0; c < 8 * hd && fetch && j + 8 < len; c += 16)
-            _mm_prefetch((const char *)(K + (j + 8) * hd + c), _MM_HINT_T0);
+        const size_t rowb = hd * (b16 ? 2 : 4);
+        for (size_t c = 0; c < 8 * rowb && fetch && j + 8 < len; c += 64)
+            _mm_prefetch((const char *)ad_row(K, j + 8, hd, b16) + c, _MM_HINT_T0);
         if (vec)
-            ad_dots8(s, K, idx, q, hd, scale);
+            ad_dots8(s, K, idx, q, hd, scale, b16);
         else
 #endif
-            ad_dots8_c(s, K, idx, q, hd, scale);
+            ad_dots8_c(s, K, idx, q, hd, scale, b16);
         for (size_t u = 0; u < 8 && j + u < len; u++)
             S[j + u] = s[u];
     }
@@ -103,18 +133,20 @@ static void ad_scores(float *S, const float *K, size_t len, const float *q, size
 /* ---- o = p V / sum ---- */
 
 #if AD_AVX2
-/* o[0 .. 8 ne) of one head: ne (<= 8) vectors of lanes over the keys. */
-AD_INLINE void ad_pv8(float *o, const float *p, const float *V, size_t ldv, size_t len, float inv,
-                      int ne)
+/* o[0 .. 8 ne) of one head: ne (<= 8) vectors of lanes over the keys
+ * (V: the rows from column d0). */
+AD_INLINE void ad_pv8(float *o, const float *p, const void *V, size_t d0, size_t hd, size_t len,
+                      float inv, int ne, bool b16)
 {
     __m256 acc[8];
     for (int e = 0; e < 8; e++)
         acc[e] = _mm256_setzero_ps();
     for (size_t j = 0; j < len; j++) {
         const __m256 pj = _mm256_broadcast_ss(p + j);
+        const void *v = ad_row(V, j, hd, b16);
 #pragma GCC unroll 8
         for (int e = 0; e < ne; e++)
-            acc[e] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(V + j * ldv + 8 * (size_t)e), acc[e]);
+            acc[e] = _mm256_fmadd_ps(pj, ad_ld8(v, d0 + 8 * (size_t)e, b16), acc[e]);
     }
     for (int e = 0; e < ne; e++)
         _mm256_storeu_ps(o + 8 * (size_t)e, _mm256_mul_ps(acc[e], _mm256_set1_ps(inv)));
@@ -122,16 +154,16 @@ AD_INLINE void ad_pv8(float *o, const float *p, const float *V, size_t ldv, size
 #endif
 
 /* o[d] = (sum over j in order of fma(p[j], V[j][d], .)) * inv. */
-static void ad_pv(float *o, const float *p, const float *V, size_t hd, size_t len, float inv,
-                  bool vec)
+AD_INLINE void ad_pv(float *o, const float *p, const void *V, size_t hd, size_t len, float inv,
+                     bool vec, bool b16)
 {
 #if AD_AVX2
     if (vec) {
         for (size_t d0 = 0; d0 < hd; d0 += 64) {
             if (hd - d0 >= 64)
-                ad_pv8(o + d0, p, V + d0, hd, len, inv, 8);
+                ad_pv8(o + d0, p, V, d0, hd, len, inv, 8, b16);
             else
-                ad_pv8(o + d0, p, V + d0, hd, len, inv, (int)((hd - d0) / 8));
+                ad_pv8(o + d0, p, V, d0, hd, len, inv, (int)((hd - d0) / 8), b16);
         }
         return;
     }
@@ -139,7 +171,7 @@ static void ad_pv(float *o, const float *p, const float *V, size_t hd, size_t le
     for (size_t d = 0; d < hd; d++) {
         float a = 0.0f;
         for (size_t j = 0; j < len; j++)
-            a = fmaf(p[j], V[j * hd + d], a);
+            a = fmaf(p[j], ad_ld(ad_row(V, j, hd, b16), d, b16), a);
         o[d] = a * inv;
     }
 }
@@ -165,29 +197,41 @@ static float ad_max(const float *s, size_t n)
     return m;
 }
 
-static void attn_decode(float *o, const float *q, int group, size_t hd, const float *K,
-                        const float *V, size_t len, float scale, float *S, bool vec)
+AD_INLINE void attn_decode(float *o, const float *q, int group, size_t hd, const void *K,
+                           const void *V, size_t len, float scale, float *S, bool vec, bool b16)
 {
     /* every head's scores first (K read from memory once, then from L1 or
      * L2 for the other heads), then their softmax and values */
     for (int h = 0; h < group; h++)
-        ad_scores(S + (size_t)h * len, K, len, q + (size_t)h * hd, hd, scale, vec, h == 0);
+        ad_scores(S + (size_t)h * len, K, len, q + (size_t)h * hd, hd, scale, vec, h == 0, b16);
     for (int h = 0; h < group; h++) {
         float *Sh = S + (size_t)h * len;
         const float mx = ad_max(Sh, len);
         const float inv = 1.0f / pt__vexp_sum(Sh, Sh, len, mx);
-        ad_pv(o + (size_t)h * hd, Sh, V, hd, len, inv, vec);
+        ad_pv(o + (size_t)h * hd, Sh, V, hd, len, inv, vec, b16);
     }
 }
 
 void pt__attn_decode(float *o, const float *q, int group, size_t hd, const float *K, const float *V,
                      size_t len, float scale, float *S)
 {
-    attn_decode(o, q, group, hd, K, V, len, scale, S, AD_AVX2 && hd % 8 == 0);
+    attn_decode(o, q, group, hd, K, V, len, scale, S, AD_AVX2 && hd % 8 == 0, false);
 }
 
 void pt__attn_decode_ref(float *o, const float *q, int group, size_t hd, const float *K,
                          const float *V, size_t len, float scale, float *S)
 {
-    attn_decode(o, q, group, hd, K, V, len, scale, S, false);
+    attn_decode(o, q, group, hd, K, V, len, scale, S, false, false);
+}
+
+void pt__attn_decode_bf16(float *o, const float *q, int group, size_t hd, const uint16_t *K,
+                          const uint16_t *V, size_t len, float scale, float *S)
+{
+    attn_decode(o, q, group, hd, K, V, len, scale, S, AD_AVX2 && hd % 8 == 0, true);
+}
+
+void pt__attn_decode_bf16_ref(float *o, const float *q, int group, size_t hd, const uint16_t *K,
+                              const uint16_t *V, size_t len, float scale, float *S)
+{
+    attn_decode(o, q, group, hd, K, V, len, scale, S, false, true);
 }

@@ -27,6 +27,7 @@
 #include "model/lora.h"
 #include "model/transformer.h"
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/ops.h"
@@ -85,8 +86,10 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     const size_t hd = (size_t)c->head_dim, R = g->rows, S = (size_t)g->max_seq;
     const size_t B = (size_t)g->max_batch, T = (size_t)g->threads_cap;
     const size_t slots = (size_t)g->slots;
-    g->kc = pt__plan_at(p, base, cache_rows(g), slots);
-    g->vc = pt__plan_at(p, base, cache_rows(g), slots);
+    /* BF16: half the floats hold the values (cache_at's offsets) */
+    const size_t ccols = g->kv16 ? (slots + 1) / 2 : slots;
+    g->kc = pt__plan_at(p, base, cache_rows(g), ccols);
+    g->vc = pt__plan_at(p, base, cache_rows(g), ccols);
     g->x = pt__plan_at(p, base, R, H);
     g->y = pt__plan_at(p, base, R, H);
     g->xmid = pt__plan_at(p, base, R, H);
@@ -120,6 +123,57 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     g->samp = pt__plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
 }
 
+/* Bytes of one of the two caches (keys or values). */
+static size_t cache_bytes(const pt_generator *g)
+{
+    return cache_rows(g) * (size_t)g->slots * (g->kv16 ? sizeof(pt_bf16) : sizeof(float));
+}
+
+/* Plan and allocate g->block (the cache in g->kv16's type and every
+ * buffer), point the buffers into it, zero the cache. */
+static int gen_alloc(pt_generator *g, const char *fn)
+{
+    pt_planner p = { 0, false };
+    lay_out(g, &p, NULL);
+    if (p.overflow)
+        return pt__err(PT_ENOMEM, "%s: memory for %d rows of %d tokens overflows", fn,
+                      g->max_batch, g->max_seq);
+    g->block = pt__malloc_aligned(p.total * sizeof(float));
+    if (!g->block)
+        return pt__err_prefix(PT_ENOMEM, "%s: %zu MiB for the KV cache and buffers", fn,
+                             p.total * sizeof(float) >> 20);
+    pt_planner again = { 0, false };
+    lay_out(g, &again, g->block);
+    /* No stale values in the cache, ever: slots beyond a row's length are
+     * never read, but zeroing keeps tools like valgrind quiet. */
+    memset(g->kc, 0, cache_bytes(g));
+    memset(g->vc, 0, cache_bytes(g));
+    return PT_OK;
+}
+
+int pt__generator_set_kv16(pt_generator *g, bool kv16)
+{
+    if (g->kv16 == kv16)
+        return PT_OK;
+    float *old = g->block;
+    g->kv16 = kv16;
+    int st = gen_alloc(g, "pt_generator_set_kv_cache");
+    if (st != PT_OK) { /* the old block and its layout back */
+        g->kv16 = !kv16;
+        g->block = old;
+        pt_planner again = { 0, false };
+        lay_out(g, &again, g->block);
+        return st;
+    }
+    pt__free_aligned(old);
+    return PT_OK;
+}
+
+bool pt__generator_kv16(const pt_generator *g)
+{
+    return g->kv16;
+}
+
 int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int max_seq)
 {
     PT_CHECK_NULL(out);
@@ -143,29 +197,14 @@ int pt_generator_create(pt_generator **out, pt_model *model, int max_batch, int 
     g->slots = w > 0 && w < max_seq ? w : max_seq;
     g->rows = (size_t)(max_seq > max_batch ? max_seq : max_batch);
     g->threads_cap = pt__scratch_threads();
-    pt_planner p = { 0, false };
-    lay_out(g, &p, NULL);
-    int st = PT_OK;
-    if (p.overflow) {
-        st = pt__err(PT_ENOMEM, "pt_generator_create: memory for %d rows of %d tokens "
-                    "overflows", max_batch, max_seq);
-    } else {
-        g->block = pt__malloc_aligned(p.total * sizeof(float));
-        g->rngs = pt__calloc((size_t)max_batch, sizeof *g->rngs);
-        if (!g->block || !g->rngs)
-            st = pt__err_prefix(PT_ENOMEM, "pt_generator_create: %zu MiB for the KV cache and "
-                               "buffers", p.total * sizeof(float) >> 20);
-    }
+    g->rngs = pt__calloc((size_t)max_batch, sizeof *g->rngs);
+    int st = g->rngs ? gen_alloc(g, "pt_generator_create")
+                     : pt__err(PT_ENOMEM, "pt_generator_create: no memory for %d rows' random "
+                               "streams", max_batch);
     if (st) {
         pt_generator_free(g);
         return st;
     }
-    pt_planner again = { 0, false };
-    lay_out(g, &again, g->block);
-    /* No stale values in the cache, ever: slots beyond a row's length are
-     * never read, but zeroing keeps tools like valgrind quiet. */
-    memset(g->kc, 0, cache_rows(g) * (size_t)g->slots * sizeof(float));
-    memset(g->vc, 0, cache_rows(g) * (size_t)g->slots * sizeof(float));
     *out = g;
     return PT_OK;
 }
@@ -194,12 +233,25 @@ void pt_generator_free(pt_generator *g)
 
 /* ---- the forward pieces -------------------------------------------------------- */
 
-static float *cache_at(const pt_generator *g, float *base, int l, int row, int kvh)
+static void *cache_at(const pt_generator *g, float *base, int l, int row, int kvh)
 {
     const pt_model *m = g->model;
     size_t nkv = (size_t)m->cfg.num_key_value_heads, hd = (size_t)m->cfg.head_dim;
-    return base + ((((size_t)l * (size_t)g->max_batch + (size_t)row) * nkv + (size_t)kvh) *
-                   (size_t)g->slots) * hd;
+    const size_t at = ((((size_t)l * (size_t)g->max_batch + (size_t)row) * nkv + (size_t)kvh) *
+                       (size_t)g->slots) * hd;
+    return (char *)base + at * (g->kv16 ? sizeof(pt_bf16) : sizeof(float));
+}
+
+/* n values (a head's key or value) into the cache at dst: copied, or
+ * rounded to BF16. */
+static void cache_put(const pt_generator *g, void *dst, size_t p, const float *src, size_t n)
+{
+    if (g->kv16) { /* (not pt__f32_to_bf16_n: its parallel region costs more than a head) */
+        pt_bf16 *d = (pt_bf16 *)dst + p * n;
+        for (size_t i = 0; i < n; i++)
+            d[i] = pt__f32_to_bf16(src[i]);
+    } else
+        memcpy((float *)dst + p * n, src, n * sizeof(float));
 }
 
 /* Copy the keys and values of n tokens (qkv rows) of layer l into the cache:
@@ -219,8 +271,8 @@ static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, i
         size_t p = (rows ? (size_t)pos[i] : i) % slots;
         const float *k = g->qkv + i * QKV + Q, *v = k + KV;
         for (int h = 0; h < nkv; h++) {
-            memcpy(cache_at(g, g->kc, l, r, h) + p * hd, k + (size_t)h * hd, hd * sizeof(float));
-            memcpy(cache_at(g, g->vc, l, r, h) + p * hd, v + (size_t)h * hd, hd * sizeof(float));
+            cache_put(g, cache_at(g, g->kc, l, r, h), p, k + (size_t)h * hd, hd);
+            cache_put(g, cache_at(g, g->vc, l, r, h), p, v + (size_t)h * hd, hd);
         }
     }
 }
@@ -265,9 +317,12 @@ static void decode_attention(pt_generator *g, int l, int m_rows)
         size_t len = visible_slots(g, g->pos[i]);
         float *S = g->dec_scratch + (size_t)omp_get_thread_num() * (size_t)group * ls;
         const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
-        const float *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
+        const void *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
         float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
-        pt__attn_decode(o, q, group, hd, K, Vc, len, scale, S);
+        if (g->kv16)
+            pt__attn_decode_bf16(o, q, group, hd, K, Vc, len, scale, S);
+        else
+            pt__attn_decode(o, q, group, hd, K, Vc, len, scale, S);
     }
 }
 
@@ -391,7 +446,8 @@ static void decode_step(pt_generator *g, int m_rows)
 static void cache_copy_row(pt_generator *g, int from, int to, int T)
 {
     const pt_model_config *c = &g->model->cfg;
-    const size_t bytes = visible_slots(g, T - 1) * (size_t)c->head_dim * sizeof(float);
+    const size_t bytes = visible_slots(g, T - 1) * (size_t)c->head_dim *
+                         (g->kv16 ? sizeof(pt_bf16) : sizeof(float));
     for (int l = 0; l < c->num_hidden_layers; l++)
         for (int h = 0; h < c->num_key_value_heads; h++) {
             memcpy(cache_at(g, g->kc, l, to, h), cache_at(g, g->kc, l, from, h), bytes);

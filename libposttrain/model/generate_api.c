@@ -54,3 +54,30 @@ void pt__genrows_give(pt_generator *g)
 {
     pt__busy_leave(&g->busy);
 }
+
+static const pt_enum_entry k_kv_cache[] = {
+    { PT_KV_CACHE_FP32, "fp32" },
+    { PT_KV_CACHE_BF16, "bf16" },
+};
+PT_ENUM_NAME_FUNCS(pt_kv_cache, k_kv_cache, "KV-cache type")
+
+int pt_generator_set_kv_cache(pt_generator *gen, int type)
+{
+    PT_CHECK_NULL(gen);
+    if (!pt_kv_cache_name(type))
+        return pt__err(PT_EINVAL, "pt_generator_set_kv_cache: type %d is not a pt_kv_cache "
+                      "(PT_KV_CACHE_FP32 or PT_KV_CACHE_BF16)", type);
+    int st = pt__busy_enter(&gen->busy, __func__, "generator", gen);
+    if (st)
+        return st;
+    st = pt__generator_set_kv16(gen, type == PT_KV_CACHE_BF16);
+    pt__busy_leave(&gen->busy);
+    return st;
+}
+
+int pt_generator_get_kv_cache(const pt_generator *gen)
+{
+    if (!gen)
+        return pt__err(PT_EINVAL, "pt_generator_get_kv_cache: gen is NULL");
+    return pt__generator_kv16(gen) ? PT_KV_CACHE_BF16 : PT_KV_CACHE_FP32;
+}

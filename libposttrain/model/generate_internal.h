@@ -54,6 +54,10 @@ void pt__sample_rng(pt_rng *r, uint64_t seed, uint64_t stream);
  * values together (2 * layers * max_batch * kv_heads * head_dim * slots). */
 int pt__generator_cache_slots(const pt_generator *g);
 size_t pt__generator_cache_floats(const pt_generator *g);
+/* The cache in BF16 (true) or FP32: a new block, the cached rows dropped;
+ * on failure (PT_ENOMEM, with the message) the generator is unchanged. */
+int pt__generator_set_kv16(pt_generator *g, bool kv16);
+bool pt__generator_kv16(const pt_generator *g);
 
 /* Called with the logits of every sampled token of every row, before the
  * draw (row = batch index, step = index of the new token). */

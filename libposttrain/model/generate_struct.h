@@ -17,7 +17,8 @@ struct pt_generator {
     int threads_cap;           /* threads the per-thread scratch was sized for */
     size_t rows;               /* work-buffer rows: max(max_seq, max_batch) */
     float *block;
-    float *kc, *vc;            /* KV cache */
+    float *kc, *vc;            /* KV cache (FP32, or BF16 values when kv16) */
+    bool kv16;                 /* pt_generator_set_kv_cache(PT_KV_CACHE_BF16) */
     float *x, *y, *xmid, *qkv, *att, *gu, *r1, *r2, *qkpre, *rq, *rk, *xn, *h;
     float *cos_t, *sin_t, *lse, *attn_scratch, *dec_scratch, *logits;
     void *samp;                /* threads_cap sampler scratches */

@@ -25,7 +25,7 @@ from .errors import (STATUS_CLASSES, BusyError, CallbackError, Cancelled, Checks
                      NonFiniteError, NoSpace, NotFound, OutOfMemory, PeerError, RangeError,
                      ShapeError, StateError, Unsupported, status_name, status_str)
 from .enums import (Arch, ChatFamily, ChatRole, EnvAction, EpisodeEnd, FinishReason, GgufType,
-                    ISCorrection, ISLevel, LogLevel, LossType, OnError, OptimizerType,
+                    KVCache, ISCorrection, ISLevel, LogLevel, LossType, OnError, OptimizerType,
                     RolloutLogprobs, RopeType, ScaleRewards, Schedule, SkipReason, SpmScores,
                     RunStart, Status, TimeKind, TurnEnd)
 from .runtime import (LOG_DEBUG, LOG_ERROR, LOG_INFO, LOG_WARN, abort_on, blas_info, check_abort,
@@ -70,7 +70,7 @@ __all__ = [
     "ChecksumError", "NonFiniteError", "ShapeError", "ConfigError", "InternalError", "PeerError",
     "BusyError", "ExistsError", "ClosedHandleError", "STATUS_CLASSES", "status_name", "status_str",
     "Status", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
-    "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
+    "ChatFamily", "FinishReason", "KVCache", "ScaleRewards", "LossType", "ISLevel", "ISCorrection",
     "RolloutLogprobs", "SkipReason", "GgufType", "SpmScores", "TimeKind",
     "version", "version_number", "features", "has_feature", "blas_info", "cpu_path",
     "set_cpu_path", "cpu_info", "bf16_info", "set_num_threads", "get_num_threads", "set_log_callback", "log_to_python", "set_abort_callback", "check_abort",

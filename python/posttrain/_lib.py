@@ -1224,6 +1224,8 @@ _declare("context-threads", {
     "pt_context_get_gradient_checkpointing": (c_bool, [vp]),
     "pt_generator_set_num_threads": (c_int, [vp, c_int]),
     "pt_generator_get_num_threads": (c_int, [vp]),
+    "pt_generator_set_kv_cache": (c_int, [vp, c_int]),
+    "pt_generator_get_kv_cache": (c_int, [vp]),
 })
 _declare(None, {
     "pt_context_set_bf16_activations": (c_int, [vp, c_bool]),
@@ -1377,7 +1379,7 @@ _declare("grpo", {
 ENUM_FUNCTIONS = {
     None: ["arch", "rope_type", "optimizer_type", "schedule_type", "log_level", "chat_role",
            "chat_family", "skip_reason"],
-    "generate": ["finish_reason"],
+    "generate": ["finish_reason", "kv_cache"],
     "grpo": ["grpo_scale", "grpo_loss_type", "grpo_is_level", "rollout_logprobs",
              "prompt_order_fault"],
     "grpo-sampling": ["grpo_is_correction"],

@@ -18,7 +18,7 @@ import re
 from ._lib import lib, has_feature
 
 __all__ = ["LibEnum", "GgufType", "SpmScores", "Arch", "RopeType", "OptimizerType", "Schedule", "LogLevel", "ChatRole",
-           "ChatFamily", "FinishReason", "ScaleRewards", "LossType", "ISLevel",
+           "ChatFamily", "FinishReason", "KVCache", "ScaleRewards", "LossType", "ISLevel",
            "RolloutLogprobs", "ISCorrection", "SkipReason", "TimeKind", "DistBackend", "RunStart", "RunAction", "Status",
            "TurnEnd", "EpisodeEnd", "EnvAction", "OnError"]
 
@@ -139,6 +139,8 @@ ChatFamily = _build("ChatFamily", "chat_family",
                     "PLAIN.")
 FinishReason = _build("FinishReason", "finish_reason",
                       "Why a generated row ended (pt_finish_reason): STOP, LENGTH.", "generate")
+KVCache = _build("KVCache", "kv_cache",
+                 "What a generator's KV cache holds (pt_kv_cache): FP32, BF16.", "generate")
 ScaleRewards = _build("ScaleRewards", "grpo_scale",
                       "GRPO advantage scaling (pt_grpo_scale): GROUP, BATCH, NONE, RLOO.", "grpo")
 LossType = _build("LossType", "grpo_loss_type",

@@ -10,7 +10,7 @@ import weakref
 from ._handle import Handle, out_handle
 from ._lib import GenerateOptions, has_feature, lib
 from ._util import as_rows, int32_array
-from .enums import FinishReason, Status
+from .enums import FinishReason, KVCache, Status
 from .errors import check, error_for, invalid
 
 __all__ = ["Generator", "Generation", "generate_defaults", "encode_prompts"]
@@ -72,12 +72,17 @@ class Generator(Handle):
     _kind = "generator"
     _needs_table = True
 
-    def __init__(self, model, max_batch, max_seq, _internal=False):
+    def __init__(self, model, max_batch, max_seq, kv_cache=None, _internal=False):
+        """kv_cache: what the KV cache holds, KVCache.FP32 (the default) or
+        KVCache.BF16 (or "fp32" / "bf16"): half the memory, keys and values
+        rounded to BF16 as they are stored (pt_generator_set_kv_cache)."""
         _require()
         out = out_handle()
         check(lib.pt_generator_create(ctypes.byref(out), model._ptr, int(max_batch), int(max_seq)),
               "pt_generator_create")
         super().__init__(out.value)
+        if kv_cache is not None:
+            self.kv_cache = kv_cache
         # The model's own generator refers back weakly (no reference cycle).
         self.model = weakref.proxy(model) if _internal else model
         self.max_batch, self.max_seq = int(max_batch), int(max_seq)
@@ -92,6 +97,18 @@ class Generator(Handle):
     @num_threads.setter
     def num_threads(self, n):
         check(lib.pt_generator_set_num_threads(self._ptr, int(n)), "pt_generator_set_num_threads")
+
+    @property
+    def kv_cache(self):
+        """What the KV cache holds (pt_generator_get_kv_cache): a KVCache.
+        Settable (a KVCache or its name): a new cache, the cached rows
+        dropped (pt_generator_set_kv_cache)."""
+        return KVCache(lib.pt_generator_get_kv_cache(self._ptr))
+
+    @kv_cache.setter
+    def kv_cache(self, value):
+        check(lib.pt_generator_set_kv_cache(self._ptr, int(KVCache(value))),
+              "pt_generator_set_kv_cache")
 
     def play(self, prompts, env, **options):
         """Play one multi-turn episode per prompt from the KV cache with the

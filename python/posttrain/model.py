@@ -784,10 +784,11 @@ class Model(Handle):
         self._ctx.backward(dlogprobs)
 
     # -- generation (posttrain/generate.h) ---------------------------------------------
-    def generator(self, max_batch, max_seq):
-        """A new Generator (KV cache) for up to max_batch rows of max_seq tokens."""
+    def generator(self, max_batch, max_seq, kv_cache=None):
+        """A new Generator (KV cache) for up to max_batch rows of max_seq tokens
+        (kv_cache: "fp32", the default, or "bf16", as Generator)."""
         from .generate import Generator
-        return Generator(self, max_batch, max_seq)
+        return Generator(self, max_batch, max_seq, kv_cache=kv_cache)
 
     def generate(self, prompts, max_new_tokens=None, tokenizer=None, add_special=True, **options):
         """Generator.generate on an internal generator sized for the call

@@ -31,6 +31,17 @@ n=$(tr ' ' '\n' <"$work/gen" | grep -c '^[0-9][0-9]*$')
 [ "$rc" -eq 0 ] && [ "$n" -eq 20 ] && ok "generate past the window: 20 ids" ||
     bad "generate: exit $rc, $n ids: $(cat "$work/gen" "$work/err")"
 
+# --kv-cache bf16 through the ring: 20 ids again, and log-probabilities that
+# are not the FP32 cache's (the cache is BF16 indeed)
+for kv in fp32 bf16; do
+    "$exe" generate --model "$ref" --prompt-ids 1,5,7,9,11,13,15 --temperature 0 --max-new-tokens 20 \
+        --ignore-eos --print-ids --logprobs --kv-cache $kv >"$work/gen_$kv" 2>"$work/err" ||
+        bad "generate --kv-cache $kv: $(cat "$work/err")"
+done
+n=$(tr ' ' '\n' <"$work/gen_bf16" | grep -c '^[0-9][0-9]*$')
+[ "$n" -ge 20 ] && ! cmp -s "$work/gen_fp32" "$work/gen_bf16" && ok "generate --kv-cache bf16" ||
+    bad "generate --kv-cache bf16: $n ids, the same output as fp32: $(cat "$work/gen_bf16")"
+
 for i in $(seq 0 7); do
     printf '{"input_ids": [1, %d, %d, %d, %d, %d, %d, %d, %d, %d, 2]}\n' $((i + 3)) $((i * 7 % 50 + 3)) \
         $((i * 3 % 50 + 3)) $((i * 11 % 50 + 3)) 9 10 11 $((i + 20)) $((i + 30))

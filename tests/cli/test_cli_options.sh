@@ -57,7 +57,8 @@ help "demo --help" "--digits N" "(default 800)" "--tied 0|1" "--seed N"
 help "info -h" "usage: posttrain info [options] DIR" "--json" "--lora-rank R" "(default 16)"
 help "eval --help" "--max-length N" "--no-special" "--adapter DIR"
 help "tokenize --help" "--tokenizer PATH" "--decode" "--skip-special-tokens" "--jsonl"
-help "generate --help" "--prompt-ids IDS" "--temperature T" "--num-samples G" "--logprobs"
+help "generate --help" "--prompt-ids IDS" "--temperature T" "--num-samples G" "--logprobs" \
+    "--kv-cache fp32|bf16"
 help "version --help" "usage: posttrain version"
 # --help wins wherever it stands, even after an error-free prefix
 help "sft --lr 1 --help" "usage: posttrain sft"
@@ -97,6 +98,8 @@ expect 2 "--loss-type: unknown loss type 'ppo' (one of: grpo, bnpo, dapo, dr_grp
 expect 2 "--importance-sampling-correction: unknown importance sampling correction 'vllm' (one of: none, \
 token_truncate, token_mask, sequence_truncate, sequence_mask)" grpo $base --reward exact \
     --importance-sampling-correction vllm
+expect 2 "--kv-cache: unknown KV-cache type 'f16' (one of: fp32, bf16)" generate --model m --prompt hi \
+    --kv-cache f16
 # required options, paths, stray arguments
 expect 2 "--model, --data and --out are required" sft
 expect 2 "--data and --out are required" sft --model m

@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "kernels/ops.h"
 #include "kernels/vexp.h"
 
@@ -641,6 +642,26 @@ START_TEST(test_attn_decode)
                 ck_assert_msg(memcmp(o, o2, G * hd * sizeof(float)) == 0,
                               "pt__attn_decode hd=%zu group=%d len=%zu differs from its plain C code",
                               hd, group, len);
+                /* a BF16 cache: the FP32 kernel's bits on the widened values */
+                uint16_t *K16 = malloc(len * hd * 2), *V16 = malloc(len * hd * 2);
+                float *Kw = malloc(len * hd * sizeof(float)), *Vw = malloc(len * hd * sizeof(float));
+                float *o3 = malloc(G * hd * sizeof(float));
+                for (size_t i = 0; i < len * hd; i++) {
+                    K16[i] = pt__f32_to_bf16(K[i]);
+                    V16[i] = pt__f32_to_bf16(V[i]);
+                    Kw[i] = pt__bf16_to_f32(K16[i]);
+                    Vw[i] = pt__bf16_to_f32(V16[i]);
+                }
+                pt__attn_decode(o3, q, group, hd, Kw, Vw, len, scale, S);
+                pt__attn_decode_bf16(o2, q, group, hd, K16, V16, len, scale, S);
+                ck_assert_msg(memcmp(o2, o3, G * hd * sizeof(float)) == 0,
+                              "pt__attn_decode_bf16 hd=%zu group=%d len=%zu: not the FP32 kernel on "
+                              "the widened cache", hd, group, len);
+                pt__attn_decode_bf16_ref(o2, q, group, hd, K16, V16, len, scale, S);
+                ck_assert_msg(memcmp(o2, o3, G * hd * sizeof(float)) == 0,
+                              "pt__attn_decode_bf16_ref hd=%zu group=%d len=%zu differs", hd, group,
+                              len);
+                free(K16); free(V16); free(Kw); free(Vw); free(o3);
                 for (size_t h = 0; h < G; h++) {
                     double sc[77], mx = -INFINITY, sum = 0.0;
                     for (size_t j = 0; j < len; j++) {
