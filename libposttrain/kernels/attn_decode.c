@@ -176,27 +176,6 @@ AD_INLINE void ad_pv(float *o, const float *p, const void *V, size_t hd, size_t 
     }
 }
 
-/* The largest of s[0 .. n), NaNs skipped (-inf when all are): the loop
- * m = s[j] > m ? s[j] : m, 8 lanes at a time with AVX (whose max returns
- * its second operand when either is NaN: the same value). */
-static float ad_max(const float *s, size_t n)
-{
-    float m = -INFINITY;
-    size_t j = 0;
-#if AD_AVX2
-    __m256 a = _mm256_set1_ps(-INFINITY);
-    for (; j + 8 <= n; j += 8)
-        a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
-    float l[8];
-    _mm256_storeu_ps(l, a);
-    for (int u = 0; u < 8; u++)
-        m = l[u] > m ? l[u] : m;
-#endif
-    for (; j < n; j++)
-        m = s[j] > m ? s[j] : m;
-    return m;
-}
-
 AD_INLINE void attn_decode(float *o, const float *q, int group, size_t hd, const void *K,
                            const void *V, size_t len, float scale, float *S, bool vec, bool b16)
 {
@@ -206,7 +185,7 @@ AD_INLINE void attn_decode(float *o, const float *q, int group, size_t hd, const
         ad_scores(S + (size_t)h * len, K, len, q + (size_t)h * hd, hd, scale, vec, h == 0, b16);
     for (int h = 0; h < group; h++) {
         float *Sh = S + (size_t)h * len;
-        const float mx = ad_max(Sh, len);
+        const float mx = pt__vmax(Sh, len);
         const float inv = 1.0f / pt__vexp_sum(Sh, Sh, len, mx);
         ad_pv(o + (size_t)h * hd, Sh, V, hd, len, inv, vec, b16);
     }

@@ -8,8 +8,12 @@
 #ifndef PT_KERNELS_VEXP_H
 #define PT_KERNELS_VEXP_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 static inline float pt__vexpf(float x)
 {
@@ -51,6 +55,31 @@ static inline float pt__vexp_sum(float *dst, const float *src, size_t n, float s
         sum += e;
     }
     return sum;
+}
+
+/* The largest of x[0 .. n), NaNs skipped (-inf when there is none): the
+ * value of the loop m = x[i] > m ? x[i] : m from m = -inf.  With AVX, 16 at
+ * a time (its max returns the second operand when either is NaN, so the
+ * same value; only the sign of a zero maximum may differ, which nothing
+ * that subtracts it sees). */
+static inline float pt__vmax(const float *x, size_t n)
+{
+    float m = -INFINITY;
+    size_t i = 0;
+#if defined(__AVX__)
+    __m256 a = _mm256_set1_ps(-INFINITY), b = a;
+    for (; i + 16 <= n; i += 16) {
+        a = _mm256_max_ps(_mm256_loadu_ps(x + i), a);
+        b = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), b);
+    }
+    float l[8];
+    _mm256_storeu_ps(l, _mm256_max_ps(a, b));
+    for (int j = 0; j < 8; j++)
+        m = l[j] > m ? l[j] : m;
+#endif
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
 }
 
 #endif

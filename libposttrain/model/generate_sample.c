@@ -8,9 +8,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
 #include <string.h>
 
 static size_t round64(size_t n)
@@ -113,31 +110,6 @@ static void sort_best_first(int32_t *idx, int n, const float *z)
     }
 }
 
-/* The largest of z[0 .. v), NaNs skipped (-inf when all are): the value of
- * the loop m = z[i] > m ? z[i] : m from m = -inf.  (With AVX's max, which
- * returns its second operand when either is NaN, 8 lanes at a time: the
- * same value, since max is exact and ignores order; only the sign of a
- * zero maximum may differ, which nothing downstream sees.) */
-static float max_of(const float *z, int v)
-{
-    float m = -INFINITY;
-    int i = 0;
-#if defined(__AVX__)
-    __m256 a = _mm256_set1_ps(-INFINITY), b = a;
-    for (; i + 16 <= v; i += 16) {
-        a = _mm256_max_ps(_mm256_loadu_ps(z + i), a);
-        b = _mm256_max_ps(_mm256_loadu_ps(z + i + 8), b);
-    }
-    float l[8];
-    _mm256_storeu_ps(l, _mm256_max_ps(a, b));
-    for (int j = 0; j < 8; j++)
-        m = l[j] > m ? l[j] : m;
-#endif
-    for (; i < v; i++)
-        m = z[i] > m ? z[i] : m;
-    return m;
-}
-
 /* z = logits / T, e = exp(z - max); sc->zmax and sc->sum. */
 static void scale_exp(pt_sample_scratch *sc, const float *logits, int v, float t)
 {
@@ -148,7 +120,7 @@ static void scale_exp(pt_sample_scratch *sc, const float *logits, int v, float t
 #pragma omp simd
         for (int i = 0; i < v; i++)
             z[i] = logits[i] / t;
-    const float zmax = max_of(z, v);
+    const float zmax = pt__vmax(z, (size_t)v);
     sc->zmax = zmax;
     sc->sum = pt__vexp_sum(e, z, (size_t)v, zmax);
 }
