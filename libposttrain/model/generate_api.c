@@ -3,6 +3,32 @@
 #include "model/generate_struct.h"
 #include "model/generate_rows.h"
 
+#include "posttrain/modelio.h"
+#include "posttrain/tokenizer.h"
+
+int pt_generate_options_init(pt_generate_options *o)
+{
+    PT_CHECK_NULL(o);
+    *o = (pt_generate_options){ .size = sizeof *o, .max_new_tokens = 64, .temperature = 1.0f,
+                                .top_p = 1.0f, .n_stop_ids = -1 };
+    return PT_OK;
+}
+
+int pt_model_stop_ids(int32_t out[2], int *n, const pt_model *m)
+{
+    PT_CHECK_NULL(n);
+    *n = 0;
+    PT_CHECK_NULL(out);
+    PT_CHECK_NULL(m);
+    if (m->cfg.eos_token_id >= 0)
+        out[(*n)++] = m->cfg.eos_token_id;
+    const pt_tokenizer *tok = pt_model_tokenizer(m);
+    int32_t te = tok ? pt_tokenizer_eos_id(tok) : -1;
+    if (te >= 0 && te < m->cfg.vocab_size && (*n == 0 || out[0] != te))
+        out[(*n)++] = te;
+    return PT_OK;
+}
+
 void pt__generator_set_logits_hook(pt_generator *gen, pt_generate_logits_fn fn, void *payload)
 {
     gen->hook = fn;
