@@ -1,7 +1,7 @@
 /* Attention of one new token (kernels/attention.h, pt__attn_decode) for
  * the query heads that share a key/value head: the keys are fetched from
- * memory once (the other heads read them from cache) and the values are
- * prefetched into L2 while the scores are computed.
+ * memory once (the other heads read them from cache), and so are the
+ * values (each head's pass over them after the first finds them in cache).
  *
  * The arithmetic, the same with AVX2 + FMA and without (the scalar code
  * does each vector lane's operations in the same order; it also serves a

@@ -15,18 +15,16 @@
 #define QG_VNNI 1
 #include "kernels/qgemv_tmpl.h"
 
-/* ---- many rows of x: 16 in the lanes (pt__qgemv_vnni16) ----
+/* ---- many rows of x, K-quants: 16 rows of x in the lanes (qt_rows) ----
  *
- * For one W block and 16 rows of x, lane r of isum gathers row r's exact
- * sum: step t adds the 4 weights 4t..4t+3 (broadcast to every lane) times
- * each row's 4 values there (a->qt holds them side by side), so 8
- * vpdpbusd give the 16 block sums with no reduction across lanes; the
+ * For one W super-block and 16 rows of x, lane r of isum gathers row r's
+ * exact sum: step t adds the 4 weights 4t..4t+3 (broadcast to every lane
+ * from the unpacked super-block in memory) times each row's 4 values there
+ * (a->qt holds them side by side), with no reduction across lanes; the
  * float operations are kernels/qgemv.h's for each row (lane), block by
  * block, into the accumulator of lane b % 8 (acc[e] below holds that lane
- * for the 16 rows).  The 4 weights of a step reach every lane by one
- * vpermd from the unpacked block's register: through memory (a 256-bit
- * store, then 8 broadcast loads of it) the kernel ran 15-25% slower on a
- * Zen 5 (bench_qgemv, m = 16). */
+ * for the 16 rows).  The 32-value blocks have W's rows in the lanes
+ * instead (qw_rows, below). */
 
 /* The 8 accumulators of 16 rows summed in a fixed order, times alpha, into
  * y's column (row r at y[r * ldy]; beta as pt_qgemv_rows). */
@@ -178,7 +176,7 @@ QG_INLINE void qw_transpose(const __m256i r[16], __m512i t[8])
 QG_INLINE void qw_chunk(const int type, const uint8_t *wrow, size_t rb, size_t len, size_t bytes,
                         size_t b0, size_t nbc, __m512i *wt, float *wd, float *wm)
 {
-    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    const bool min = qg_has_min(type);
     for (size_t b = 0; b < nbc; b++) {
         __m256i r[16];
         for (size_t i = 0; i < 16; i++) {
@@ -208,9 +206,10 @@ QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, 
                         size_t nbc, const __m512i *wt, const float *wd, const float *wm,
                         __m512 acc[16][8], const uint8_t *next, size_t nbytes)
 {
+    /* next .. next + nbytes prefetched, spread over the chunk's blocks */
     const size_t per = (nbytes / 64 + nbc) / nbc;
     const int sh = qg_offset_shift(type);
-    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    const bool min = qg_has_min(type);
     for (size_t b = 0; b < nbc; b++) {
         const size_t bb = b0 + b, e = b % 8;
         for (size_t o = b * per * 64; o < (b + 1) * per * 64 && o < nbytes; o += 64)
@@ -265,8 +264,8 @@ QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8
     const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
     /* The task's W rows are one contiguous region that the unpacking reads
      * 16 rows at a time: fetch it all now (the hardware prefetcher follows
-     * one row at a time), and the next task's rows (usually the next 16)
-     * into L2. */
+     * one row at a time); the next task's rows (usually the next 16) are
+     * fetched a few lines a block while the first chunk runs (qw_xrows). */
     for (size_t o = 0; o < len * rb; o += 64)
         _mm_prefetch((const char *)(wrow + o), _MM_HINT_T0);
     __m512i wt[QW_NB * 8];
@@ -281,7 +280,8 @@ QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8
             const size_t nbc = nb - b0 < QW_NB ? nb - b0 : QW_NB;
             if (i0 == 0 || nb > QW_NB)
                 qw_chunk(type, wrow, rb, len, bytes, b0, nbc, wt, wd, wm);
-            qw_xrows(type, a, i0, mc, b0, nbc, wt, wd, wm, acc, wrow + len * rb, i0 == 0 ? 16 * rb : 0);
+            qw_xrows(type, a, i0, mc, b0, nbc, wt, wd, wm, acc, wrow + len * rb,
+                     i0 == 0 && b0 == 0 ? 16 * rb : 0);
         }
         for (size_t c = 0; c < mc; c++)
             qw_store(acc[c], len, alpha, beta, y + (i0 + c) * ldy);

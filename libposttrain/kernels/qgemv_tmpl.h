@@ -68,6 +68,12 @@ QG_INLINE __m256i qg_high_bits(const uint8_t *p)
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
+/* Q4_1 and Q5_1: blocks with a min (W's m in kernels/qgemv.h's sum). */
+QG_INLINE bool qg_has_min(const int type)
+{
+    return type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+}
+
 typedef struct qg_w32 {
     _Alignas(64) uint8_t q[8 * PT_QK]; /* unsigned weights */
     _Alignas(32) int8_t s[8 * PT_QK];  /* Q8_0 on AVX2: the signed weights */
@@ -79,7 +85,7 @@ QG_INLINE void qg_unpack32(const int type, const uint8_t *bp, qg_w32 *wb, int e)
 {
     __m256i *q = (__m256i *)(void *)(wb->q + e * PT_QK);
     wb->d[e] = pt__q_f16(bp);
-    wb->m[e] = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1 ? pt__q_f16(bp + 2) : 0.0f;
+    wb->m[e] = qg_has_min(type) ? pt__q_f16(bp + 2) : 0.0f;
     switch (type) {
     case PT_GGML_Q8_0: {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 2));
@@ -169,7 +175,7 @@ QG_INLINE void qg_row32(const int type, const pt_qact *a, size_t i0, size_t mc, 
                         size_t ldy)
 {
     const int sh = qg_offset_shift(type);
-    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    const bool min = qg_has_min(type);
     __m256 acc[QX_MAX];
     for (size_t c = 0; c < mc; c++)
         acc[c] = _mm256_setzero_ps();
@@ -281,7 +287,7 @@ QG_INLINE void qg_row32_one(const int type, const pt_qact *a, const uint8_t *wr,
                             size_t bytes, float alpha, float beta, float *y)
 {
     const int sh = qg_offset_shift(type);
-    const bool min = type == PT_GGML_Q4_1 || type == PT_GGML_Q5_1;
+    const bool min = qg_has_min(type);
     __m256 acc = _mm256_setzero_ps();
     for (size_t g = 0; g < nb; g += 8) {
         const int nbg = nb - g < 8 ? (int)(nb - g) : 8;

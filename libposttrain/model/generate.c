@@ -33,8 +33,6 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/vexp.h"
-#include "posttrain/modelio.h"
-#include "posttrain/tokenizer.h"
 
 #include <math.h>
 #include <omp.h>
@@ -100,10 +98,16 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     g->samp = pt__plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
 }
 
+/* Bytes of one cached value: FP32, or BF16 (pt_generator_set_kv_cache). */
+static size_t cache_elem(const pt_generator *g)
+{
+    return g->kv16 ? sizeof(pt_bf16) : sizeof(float);
+}
+
 /* Bytes of one of the two caches (keys or values). */
 static size_t cache_bytes(const pt_generator *g)
 {
-    return cache_rows(g) * (size_t)g->slots * (g->kv16 ? sizeof(pt_bf16) : sizeof(float));
+    return cache_rows(g) * (size_t)g->slots * cache_elem(g);
 }
 
 /* Plan and allocate g->block (the cache in g->kv16's type and every
@@ -216,7 +220,7 @@ static void *cache_at(const pt_generator *g, float *base, int l, int row, int kv
     size_t nkv = (size_t)m->cfg.num_key_value_heads, hd = (size_t)m->cfg.head_dim;
     const size_t at = ((((size_t)l * (size_t)g->max_batch + (size_t)row) * nkv + (size_t)kvh) *
                        (size_t)g->slots) * hd;
-    return (char *)base + at * (g->kv16 ? sizeof(pt_bf16) : sizeof(float));
+    return (char *)base + at * cache_elem(g);
 }
 
 /* n values (a head's key or value) into the cache at dst: copied, or
@@ -423,8 +427,7 @@ static void decode_step(pt_generator *g, int m_rows)
 static void cache_copy_row(pt_generator *g, int from, int to, int T)
 {
     const pt_model_config *c = &g->model->cfg;
-    const size_t bytes = visible_slots(g, T - 1) * (size_t)c->head_dim *
-                         (g->kv16 ? sizeof(pt_bf16) : sizeof(float));
+    const size_t bytes = visible_slots(g, T - 1) * (size_t)c->head_dim * cache_elem(g);
     for (int l = 0; l < c->num_hidden_layers; l++)
         for (int h = 0; h < c->num_key_value_heads; h++) {
             memcpy(cache_at(g, g->kc, l, to, h), cache_at(g, g->kc, l, from, h), bytes);
