@@ -115,38 +115,26 @@ static void quant_row_K(const float *x, size_t k, int8_t *q, float *d, int16_t *
     }
 }
 
-/* The layout of a for m rows of k values in blocks of blk (rows16: with
- * the transposed copy of pt_qact) in one zeroed allocation (a->q; free it
- * alone with pt__free_aligned).  Padding (blocks up to a multiple of 8,
- * rows up to a multiple of 16) stays zero. */
-static int act_alloc(size_t blk, size_t m, size_t k, bool rows16, pt_qact *a)
+/* The layout of a for m rows of k values in blocks of blk in one zeroed
+ * allocation (a->q; free it alone with pt__free_aligned).  Padding (blocks
+ * up to a multiple of 8) stays zero. */
+static int act_alloc(size_t blk, size_t m, size_t k, pt_qact *a)
 {
     const size_t nb = k / blk;
     a->m = m;
     a->nbp = (nb + 7) / 8 * 8;
     a->kp = blk == PT_QK ? a->nbp * PT_QK : k;
     const size_t kp = (a->kp + 63) / 64 * 64; /* keep the arrays after q aligned */
-    size_t bytes = m * kp + m * a->nbp * (2 * sizeof(float) + sizeof(int32_t) + 16 * sizeof(int16_t));
-    bytes = (bytes + 63) / 64 * 64;
-    const size_t ng = (m + 15) / 16, tq = 16 * blk; /* bytes of qt a group and block */
-    const size_t tbytes = rows16 ? ng * a->nbp * (tq + 16 * 12 + (blk == PT_QK ? 0 : 8 * 16 * 4)) : 0;
-    uint8_t *buf = pt__malloc_aligned(bytes + tbytes);
+    const size_t bytes = m * kp + m * a->nbp * (2 * sizeof(float) + sizeof(int32_t) + 16 * sizeof(int16_t));
+    uint8_t *buf = pt__malloc_aligned(bytes);
     if (!buf)
         return pt__err(PT_ENOMEM, "pt__qgemv_rows: no memory for %zu quantized activations", m * k);
-    memset(buf, 0, bytes + tbytes);
+    memset(buf, 0, bytes);
     a->q = (int8_t *)buf;
     a->d = (float *)(buf + m * kp);
     a->s = a->d + m * a->nbp;
     a->sum = (int32_t *)(a->s + m * a->nbp);
     a->bsum = (int16_t *)(a->sum + m * a->nbp);
-    a->qt = NULL, a->dt = a->st = NULL, a->sumt = a->bsumt = NULL;
-    if (rows16) {
-        a->qt = (int8_t *)(buf + bytes);
-        a->dt = (float *)(buf + bytes + ng * a->nbp * tq);
-        a->st = a->dt + ng * a->nbp * 16;
-        a->sumt = (int32_t *)(a->st + ng * a->nbp * 16);
-        a->bsumt = blk == PT_QK ? NULL : a->sumt + ng * a->nbp * 16;
-    }
     return PT_OK;
 }
 
@@ -171,34 +159,6 @@ static void act_row(const pt_qact *a, size_t blk, size_t i, size_t k, const floa
         quant_row_32(xi, k, q, d, s, sum);
     else
         quant_row_K(xi, k, q, d, a->bsum + i * a->nbp * 16);
-}
-
-/* Block b of the rows of group g (quantized by act_row) into the
- * transposed copy.  A task writes whole cache lines of qt, dt, st, sumt
- * and bsumt that no other task writes (a task per row wrote 4 bytes of
- * every line, shared by the threads: 8% of a 16-row decode step went to
- * that false sharing). */
-static void act_trans(const pt_qact *a, size_t blk, size_t g, size_t b)
-{
-    const size_t nbp = a->nbp, steps = blk / 4, gb = g * nbp + b;
-    const size_t rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
-    int32_t *qt = (int32_t *)(void *)a->qt + gb * steps * 16;
-    for (size_t r = 0; r < rows; r++) {
-        const size_t i = 16 * g + r, at = gb * 16 + r;
-        const int8_t *q = a->q + i * a->kp + blk * b;
-        for (size_t t = 0; t < steps; t++)
-            memcpy(&qt[t * 16 + r], q + 4 * t, 4);
-        a->dt[at] = a->d[i * nbp + b];
-        if (blk == PT_QK) {
-            a->st[at] = a->s[i * nbp + b];
-            a->sumt[at] = a->sum[i * nbp + b];
-            continue;
-        }
-        const int16_t *bs = a->bsum + (i * nbp + b) * 16;
-        for (size_t p = 0; p < 8; p++)
-            a->bsumt[(gb * 8 + p) * 16 + r] =
-                (int32_t)((uint32_t)(uint16_t)bs[2 * p] | (uint32_t)(uint16_t)bs[2 * p + 1] << 16);
-    }
 }
 
 /* ---- the scalar reference ---- */
@@ -343,18 +303,14 @@ static void qgemv_scalar(int type, const pt_qact *a, size_t len, const uint8_t *
 
 /* ---- dispatch and threads ---- */
 
-/* The kernel for m rows of x; *rows16: it reads the transposed rows. */
-static pt_qgemv_fn *pick(int type, size_t m, const char **name, bool *rows16)
+/* The kernel for m rows of x. */
+static pt_qgemv_fn *pick(int type, size_t m, const char **name)
 {
-    *rows16 = false;
 #if defined(__x86_64__) && defined(__GNUC__)
     pt_qgemv_fn *f;
     const bool vnni = pt__cpu_active() >= PT_CPU_AVX512 && pt__cpu_has_vnni();
     if (vnni && m >= PT_QGEMV_M16 && (f = pt__qgemv_vnni16(type))) {
         *name = "avx512vnni16";
-        /* the K-quants read the transposed activations (the 32-value
-         * blocks transpose W instead) */
-        *rows16 = qtype_of(type)->blk == PT_QK_K;
         return f;
     }
     if (vnni && (f = pt__qgemv_vnni(type))) {
@@ -375,9 +331,8 @@ static pt_qgemv_fn *pick(int type, size_t m, const char **name, bool *rows16)
 const char *pt__qgemv_kernel_rows(int type, size_t m)
 {
     const char *name = NULL;
-    bool rows16;
     if (pt__qgemv_supported(type))
-        pick(type, m, &name, &rows16);
+        pick(type, m, &name);
     return name;
 }
 
@@ -418,7 +373,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     if (nseg < 1 || nseg > SEG_MAX)
         return pt__err(PT_EINVAL, "pt__qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
     segrun run[SEG_MAX];
-    bool need[2] = { false, false }, rows16[2] = { false, false };
+    bool need[2] = { false, false };
     size_t n = 0, nblk = 0;
     for (int i = 0; i < nseg; i++) {
         const qtype *t;
@@ -427,13 +382,11 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
             return st;
         if (!seg[i].w && seg[i].rows)
             return pt__err(PT_EINVAL, "pt__qgemv_rows: w is NULL");
-        bool r16 = false;
         const char *name;
-        run[i] = (segrun){ ref ? qgemv_scalar : pick(seg[i].type, m, &name, &r16), seg[i].type,
+        run[i] = (segrun){ ref ? qgemv_scalar : pick(seg[i].type, m, &name), seg[i].type,
                            seg[i].w, k / t->blk * t->bytes, seg[i].rows, n, nblk,
                            t->blk == PT_QK ? 0 : 1 };
         need[run[i].act] = true;
-        rows16[run[i].act] |= r16;
         n += seg[i].rows;
         nblk += (seg[i].rows + QGEMV_BLOCK - 1) / QGEMV_BLOCK;
     }
@@ -453,7 +406,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     memset(act, 0, sizeof act);
     const size_t blks[2] = { PT_QK, PT_QK_K };
     for (int f = 0; f < 2; f++) {
-        int st = need[f] ? act_alloc(blks[f], m, k, rows16[f], &act[f]) : PT_OK;
+        int st = need[f] ? act_alloc(blks[f], m, k, &act[f]) : PT_OK;
         if (st != PT_OK) {
             pt__free_aligned(act[0].q);
             return st;
@@ -466,24 +419,13 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     for (int f = 0; f < 2; f++)
         if (need[f])
             fam[nf++] = f;
-    const size_t nq = (size_t)nf * m, ng = (m + 15) / 16;
-    size_t ntr[2]; /* transposition tasks of each activation kind */
-    for (int f = 0; f < 2; f++)
-        ntr[f] = act[f].qt ? ng * (k / blks[f]) : 0;
-    const size_t nt16 = ntr[0] + ntr[1];
+    const size_t nq = (size_t)nf * m;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
         for (size_t i = 0; i < nq; i++) {
             const int f = fam[i / m];
             act_row(&act[f], blks[f], i % m, k, x + (i % m) * ldx, ref);
-        }
-        if (nt16) { /* the transposed copies, a (group, block) a task */
-#pragma omp for schedule(static)
-            for (size_t i = 0; i < nt16; i++) {
-                const size_t f = i < ntr[0] ? 0 : 1, l = f ? i - ntr[0] : i, nb = k / blks[f];
-                act_trans(&act[f], blks[f], l / nb, l % nb);
-            }
         }
         /* guided: long runs of adjacent tasks first (the kernels prefetch
          * the next task's rows), shrinking to 4 at the end, so that a core

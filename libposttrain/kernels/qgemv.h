@@ -107,18 +107,6 @@ typedef struct pt_qact {
     float *s;       /* [m][nbp]: Q8_1's s (32-value blocks) */
     int32_t *sum;   /* [m][nbp]: sum of the block's q (32-value blocks) */
     int16_t *bsum;  /* [m][nbp * 16]: sums of 16 q's (Q8_K) */
-    /* The same rows in groups of 16, the rows in the lanes (for the
-     * kernels of pt__qgemv_vnni16; NULL otherwise): group g, block b,
-     * 4-value step t: qt[((g nbp + b) 8 + t) 64 + 4 r + e] = q[16 g + r]
-     * [32 b + 4 t + e]; dt, st, sumt[(g nbp + b) 16 + r] = d, s, sum of
-     * row 16 g + r, block b.  Rows past m are zero. */
-    int8_t *qt;
-    float *dt, *st;
-    int32_t *sumt;
-    /* Q8_K: the sums of 16 in pairs, bsumt[((g nbp + b) 8 + p) 16 + r] =
-     * bsum[2p] (low 16 bits), bsum[2p + 1] (high) of row 16 g + r; and qt
-     * as above with 64 steps a block (qt[((g nbp + b) 64 + t) 64 + ...]) */
-    int32_t *bsumt;
 } pt_qact;
 
 /* Rows 0 .. len of W (wrow: the first one; rb bytes a row) of type `type`
@@ -142,13 +130,13 @@ pt_qgemv_fn *pt__qgemv_avx2(int type);
  * pt__cpu_active() >= PT_CPU_AVX512 and pt__cpu_has_vnni(); NULL for a type
  * it lacks (the AVX2 kernel runs then). */
 pt_qgemv_fn *pt__qgemv_vnni(int type);
-/* kernels/qgemv_avx512.c: every type for m >= PT_QGEMV_M16 rows,
- * 16 rows of x in the lanes of one vector (a->qt ...), each W block unpacked
- * once and broadcast 4 bytes at a time (no reduction across lanes; a last
- * group of fewer than PT_QGEMV_M16 rows goes to pt__qgemv_vnni's kernel);
- * same conditions as pt__qgemv_vnni; NULL for a type it lacks.  Measured
- * single-threaded (Q5_0, 576 x 1536): m = 4 1.26x slower than the kernel
- * for few rows, m = 8 1.09x faster, m = 16 1.7-2.5x. */
+/* kernels/qgemv_avx512.c: every type for m >= PT_QGEMV_M16 rows, 16 rows
+ * of W in the lanes of one vector (unpacked and transposed once for all
+ * the rows of x), each row of x broadcast 4 bytes at a time (no reduction
+ * across lanes; a last group of fewer than PT_QGEMV_M16 rows goes to
+ * pt__qgemv_vnni's kernel); same conditions as pt__qgemv_vnni; NULL for a
+ * type it lacks.  From 8 rows on: single-threaded on Q5_0 576 x 1536, m = 8
+ * measured 1.09x faster than the kernel for few rows, m = 4 1.26x slower. */
 pt_qgemv_fn *pt__qgemv_vnni16(int type);
 #define PT_QGEMV_M16 8
 /* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values

@@ -5,8 +5,10 @@
  * K-quants 64 values a vpmaddubsw + vpdpwssd (the sub-block scales folded
  * into the dot).  Compiled with a function-level target so the library's
  * baseline stays x86-64-v3: call only when pt__cpu_active() >= PT_CPU_AVX512
- * and pt__cpu_has_vnni().  Same arithmetic as every path (the integer sums
- * are exact in any order), so the same bits. */
+ * and pt__cpu_has_vnni().  From PT_QGEMV_M16 rows of x on, 16 rows of W in
+ * the lanes instead: qw_rows (32-value blocks) and qk_rows (K-quants).
+ * Same arithmetic as every path (the integer sums are exact in any order),
+ * so the same bits. */
 #include "kernels/qgemv.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -14,119 +16,6 @@
 #define QG_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define QG_VNNI 1
 #include "kernels/qgemv_tmpl.h"
-
-/* ---- many rows of x, K-quants: 16 rows of x in the lanes (qt_rows) ----
- *
- * For one W super-block and 16 rows of x, lane r of isum gathers row r's
- * exact sum: step t adds the 4 weights 4t..4t+3 (broadcast to every lane
- * from the unpacked super-block in memory) times each row's 4 values there
- * (a->qt holds them side by side), with no reduction across lanes; the
- * float operations are kernels/qgemv.h's for each row (lane), block by
- * block, into the accumulator of lane b % 8 (acc[e] below holds that lane
- * for the 16 rows).  The 32-value blocks have W's rows in the lanes
- * instead (qw_rows, below). */
-
-/* The 8 accumulators of 16 rows summed in a fixed order, times alpha, into
- * y's column (row r at y[r * ldy]; beta as pt_qgemv_rows). */
-QG_INLINE void qt_store16(const __m512 acc[8], size_t rows, float alpha, float beta, float *y,
-                                        size_t ldy)
-{
-    const __m512 s = _mm512_add_ps(
-        _mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-        _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-    float o[16];
-    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_set1_ps(alpha), s));
-    for (size_t r = 0; r < rows; r++) {
-        float *yy = &y[r * ldy];
-        *yy = beta == 0.0f ? o[r] : __builtin_fmaf(beta, *yy, o[r]);
-    }
-}
-
-/* K-quants the same way: a super-block unpacked (qg_unpack_q45k / q6k,
- * slot 0 of wb), then per 32 values (Q4_K, Q5_K) or 16 (Q6_K) the exact
- * sums of each row in the lanes, times the sub-block's scale (vpmulld: the
- * same integers as kernels/qgemv.h's I); the mins' term J (Q6_K: its
- * offset 32) from the pairs of sums of 16 by vpmaddwd. */
-QG_INLINE void qt_superblock(const int type, const uint8_t *bp, qg_wk *wb, const int32_t *xb,
-                             const int32_t *bs, __m512i *vi, __m512i *vj)
-{
-    const bool six = type == PT_GGML_Q6_K;
-    if (six)
-        qg_unpack_q6k(bp, wb, 0);
-    else
-        qg_unpack_q45k(bp, type == PT_GGML_Q5_K, wb, 0);
-    const int32_t *u = (const int32_t *)(const void *)wb->q[0];
-    const int per = six ? 4 : 8; /* 4-value steps a sub-block */
-    __m512i isum = _mm512_setzero_si512();
-    for (int sb = 0; sb < 64 / per; sb++) {
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        for (int t = 0; t < per; t += 2) {
-            const int st = sb * per + t;
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(u[st]), _mm512_load_si512((const void *)(xb + 16 * st)));
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(u[st + 1]),
-                                     _mm512_load_si512((const void *)(xb + 16 * st + 16)));
-        }
-        const int sc = six ? wb->mn[0][sb] : wb->sv[0][sb][0];
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(sc)));
-    }
-    const int32_t *mp = (const int32_t *)(const void *)wb->mn[0];
-    __m512i j = _mm512_setzero_si512();
-    for (int p = 0; p < 8; p++)
-        j = _mm512_add_epi32(j, _mm512_madd_epi16(_mm512_set1_epi32(mp[p]), _mm512_load_si512((const void *)(bs + 16 * p))));
-    if (six) {
-        *vi = _mm512_sub_epi32(isum, _mm512_slli_epi32(j, 5));
-        *vj = _mm512_setzero_si512();
-    } else {
-        *vi = isum;
-        *vj = j;
-    }
-}
-
-/* The super-blocks of the W row wr against the 16 rows of group data
- * xq/dt/bsumt into acc (super-block b into acc[b % 8]). */
-QG_INLINE void qt_blocksk(const int type, const uint8_t *wr, size_t nb, size_t bytes, qg_wk *wb,
-                          const int32_t *xq, const int32_t *bsumt, const float *dt, __m512 acc[8])
-{
-    for (size_t b = 0; b < nb; b++) {
-        __m512i vi, vj;
-        qt_superblock(type, wr + b * bytes, wb, xq + b * 1024, bsumt + b * 128, &vi, &vj);
-        const __m512 dx = _mm512_load_ps(dt + b * 16);
-        __m512 *ac = &acc[b % 8];
-        *ac = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wb->d[0]), dx), _mm512_cvtepi32_ps(vi), *ac);
-        if (type != PT_GGML_Q6_K) {
-            const __m512 nm = _mm512_xor_ps(_mm512_mul_ps(_mm512_set1_ps(wb->dm[0]), dx),
-                                            _mm512_set1_ps(-0.0f));
-            *ac = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(vj), *ac);
-        }
-    }
-}
-
-/* len W rows against every row of x, 16 rows at a time; a group of fewer
- * than PT_QGEMV_M16 rows (the last) goes to the kernel for few rows.
- * K-quants (the 32-value blocks go to qw_rows). */
-QG_INLINE void qt_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
-                       size_t rb, float alpha, float beta, float *y, size_t ldy)
-{
-    const size_t bytes = qg_block_bytes(type);
-    const size_t nb = rb / bytes, ng = (a->m + 15) / 16;
-    qg_wbuf wb;
-    qg_wbuf_init(&wb, type);
-    for (size_t j = 0; j < len; j++)
-        for (size_t g = 0; g < ng; g++) {
-            const size_t at = g * a->nbp * 16, rows = a->m - 16 * g < 16 ? a->m - 16 * g : 16;
-            const uint8_t *wr = wrow + j * rb;
-            if (rows < PT_QGEMV_M16) {
-                qg_rowk(type, a, 16 * g, rows, wr, nb, bytes, &wb.wk, alpha, beta, y + j, ldy);
-                continue;
-            }
-            const int32_t *xq = (const int32_t *)(const void *)a->qt + at * 64;
-            __m512 acc[8];
-            for (int e = 0; e < 8; e++)
-                acc[e] = _mm512_setzero_ps();
-            qt_blocksk(type, wr, nb, bytes, &wb.wk, xq, a->bsumt + g * a->nbp * 128, a->dt + at, acc);
-            qt_store16(acc, rows, alpha, beta, &y[16 * g * ldy + j], ldy);
-        }
-}
 
 /* ---- 32-value blocks: 16 rows of W in the lanes (qw_rows) ----
  *
@@ -252,13 +141,210 @@ QG_INLINE void qw_store(const __m512 acc[8], size_t len, float alpha, float beta
     _mm512_mask_storeu_ps(y, k, o);
 }
 
+/* ---- K-quants: 16 rows of W in the lanes (qk_rows) ----
+ *
+ * qw_rows' layout for the super-blocks: a chunk of the task's (up to) 16 W
+ * rows unpacked (the 256 unsigned values of a super-block, its sub-blocks'
+ * scales as int32 and the pairs of int16 that J's vpdpwssd takes) and
+ * transposed, lane r of every vector being W row r.  Then for each row of
+ * x and each sub-block (32 values; Q6_K 16) the exact sum of w q by
+ * vpdpbusd against x's 4 values a step (broadcast from memory), times the
+ * sub-block's scale (vpmulld) into I; J (for Q6_K the term of its offset
+ * 32, sum_s sc_s (sum of 16 q)) from the row's sums of 16 in pairs by
+ * vpdpwssd; then the float operations of kernels/qgemv.h for the 16
+ * outputs at once.  The integers are kernels/qgemv.h's I and J exactly
+ * (no overflow: |I| < 2^29), so the same bits as every path.  No
+ * transposed copy of x (the 32-value blocks' qw_rows neither). */
+
+/* Super-blocks a transposed chunk holds (16 KB of weights). */
+#define QK_NB 4
+
+typedef struct qk_chunk {
+    __m512i w[QK_NB][64];  /* step t: the values 4t .. 4t + 3 of each row */
+    __m512i sc[QK_NB][16]; /* the sub-blocks' scales (Q4_K/Q5_K: 8 of 32 values) */
+    __m512i pr[QK_NB][8];  /* int16 pairs: (m_s, m_s); Q6_K: (sc_2p, sc_2p+1) */
+    _Alignas(64) float d[QK_NB][16], dm[QK_NB][16];
+} qk_chunk;
+
+/* Row buffers of one super-block before the transposition. */
+typedef struct qk_rowbuf {
+    _Alignas(64) uint8_t q[16][PT_QK_K];
+    _Alignas(64) int32_t sc[16][16], pr[16][8];
+} qk_rowbuf;
+
+/* Super-block bp (one W row) into row i of rb: values, scales, pairs, and
+ * its d, dmin. */
+QG_INLINE void qk_unpack(const int type, const uint8_t *bp, qk_rowbuf *rb, size_t i, float *d,
+                         float *dm)
+{
+    __m256i *q = (__m256i *)(void *)rb->q[i];
+    const __m256i f = _mm256_set1_epi8(0xF);
+    if (type == PT_GGML_Q6_K) {
+        const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(bp + 192));
+        *d = pt__q_f16(bp + 208);
+        *dm = 0.0f;
+        _mm256_store_si256((__m256i *)(void *)rb->sc[i], _mm256_cvtepi8_epi32(sc));
+        _mm256_store_si256((__m256i *)(void *)(rb->sc[i] + 8), _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
+        _mm256_store_si256((__m256i *)(void *)rb->pr[i], _mm256_cvtepi8_epi16(sc));
+        for (int h = 0; h < 2; h++) { /* as qg_unpack_q6k */
+            const uint8_t *ql = bp + 64 * h;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(bp + 128 + 32 * h));
+            q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, f),
+                                       _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4));
+            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, f),
+                                           _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2));
+            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), f),
+                                           _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), f),
+                                           _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xC0)), 2));
+        }
+        return;
+    }
+    const bool five = type == PT_GGML_Q5_K;
+    *d = pt__q_f16(bp);
+    *dm = pt__q_f16(bp + 2);
+    const __m128i sm = qg_scales_mins(bp + 4);
+    _mm256_store_si256((__m256i *)(void *)rb->sc[i], _mm256_cvtepu8_epi32(sm));
+    _mm256_store_si256((__m256i *)(void *)rb->pr[i], _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
+    const uint8_t *qs = bp + (five ? 48 : 16);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(const void *)(bp + 16)) : _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) { /* as qg_unpack_q45k */
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(v, f), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
+        if (five) {
+            lo = _mm256_or_si256(lo, qg_bit16(qh, 2 * j));
+            hi = _mm256_or_si256(hi, qg_bit16(qh, 2 * j + 1));
+        }
+        q[2 * j] = lo;
+        q[2 * j + 1] = hi;
+    }
+}
+
+/* 8 dwords at each row's p + 32 o (row stride `stride` bytes) transposed
+ * into t[0 .. 8). */
+QG_INLINE void qk_transpose(const void *p, size_t stride, size_t o, __m512i t[8])
+{
+    __m256i r[16];
+    for (size_t i = 0; i < 16; i++)
+        r[i] = _mm256_load_si256((const __m256i *)(const void *)((const uint8_t *)p + i * stride + 32 * o));
+    qw_transpose(r, t);
+}
+
+/* Super-blocks b0 .. b0 + nbc of the len (<= 16) W rows into ch (rows from
+ * len on: zero). */
+QG_INLINE void qk_chunk_fill(const int type, const uint8_t *wrow, size_t rbytes, size_t len,
+                             size_t bytes, size_t b0, size_t nbc, qk_chunk *ch, qk_rowbuf *rb)
+{
+    const bool six = type == PT_GGML_Q6_K;
+    for (size_t b = 0; b < nbc; b++) {
+        for (size_t i = 0; i < 16; i++) {
+            if (i < len) {
+                qk_unpack(type, wrow + i * rbytes + (b0 + b) * bytes, rb, i, &ch->d[b][i], &ch->dm[b][i]);
+                continue;
+            }
+            memset(rb->q[i], 0, sizeof rb->q[i]);
+            memset(rb->sc[i], 0, sizeof rb->sc[i]);
+            memset(rb->pr[i], 0, sizeof rb->pr[i]);
+            ch->d[b][i] = ch->dm[b][i] = 0.0f;
+        }
+        for (size_t o = 0; o < 8; o++)
+            qk_transpose(rb->q, sizeof rb->q[0], o, &ch->w[b][8 * o]);
+        qk_transpose(rb->sc, sizeof rb->sc[0], 0, ch->sc[b]);
+        if (six)
+            qk_transpose(rb->sc, sizeof rb->sc[0], 1, ch->sc[b] + 8);
+        qk_transpose(rb->pr, sizeof rb->pr[0], 0, ch->pr[b]);
+    }
+}
+
+/* Rows 0 .. mc of x (<= 16) against a chunk's super-blocks b0 .. b0 + nbc
+ * into acc[c][b % 8]. */
+QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, size_t nbc,
+                        const qk_chunk *ch, __m512 acc[16][8])
+{
+    const bool six = type == PT_GGML_Q6_K;
+    const int nsub = six ? 16 : 8, steps = six ? 4 : 8; /* sub-blocks, 4-value steps of each */
+    for (size_t b = 0; b < nbc; b++) {
+        const size_t bb = b0 + b, e = bb % 8;
+        __m512i is[16];
+        for (size_t c = 0; c < mc; c++)
+            is[c] = _mm512_setzero_si512();
+        for (int sb = 0; sb < nsub; sb++) {
+            __m512i w[8];
+            for (int t = 0; t < steps; t++)
+                w[t] = _mm512_load_si512((const void *)&ch->w[b][sb * steps + t]);
+            const __m512i scv = _mm512_load_si512((const void *)&ch->sc[b][sb]);
+            for (size_t c = 0; c < mc; c++) {
+                const int32_t *xb = (const int32_t *)(const void *)(a->q + c * a->kp + bb * PT_QK_K) + sb * steps;
+                __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+                for (int t = 0; t < steps; t += 2) {
+                    qw_dpbusd_bcast(&s0, w[t], xb + t);
+                    qw_dpbusd_bcast(&s1, w[t + 1], xb + t + 1);
+                }
+                is[c] = _mm512_add_epi32(is[c], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), scv));
+            }
+        }
+        __m512i pr[8];
+        for (int p = 0; p < 8; p++)
+            pr[p] = _mm512_load_si512((const void *)&ch->pr[b][p]);
+        const __m512 dv = _mm512_load_ps(ch->d[b]), dmv = _mm512_load_ps(ch->dm[b]);
+        for (size_t c = 0; c < mc; c++) {
+            const size_t at = c * a->nbp + bb;
+            const int32_t *bs = (const int32_t *)(const void *)(a->bsum + at * 16);
+            __m512i j = _mm512_setzero_si512();
+            for (int p = 0; p < 8; p++)
+                j = _mm512_dpwssd_epi32(j, pr[p], _mm512_set1_epi32(bs[p]));
+            const __m512 dx = _mm512_set1_ps(a->d[at]);
+            if (six) {
+                const __m512i vi = _mm512_sub_epi32(is[c], _mm512_slli_epi32(j, 5));
+                acc[c][e] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(vi), acc[c][e]);
+                continue;
+            }
+            acc[c][e] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(is[c]), acc[c][e]);
+            const __m512 nm = _mm512_xor_ps(_mm512_mul_ps(dmv, dx), _mm512_set1_ps(-0.0f));
+            acc[c][e] = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(j), acc[c][e]);
+        }
+    }
+}
+
+/* len (<= 16) W rows of super-blocks against every row of x, 16 rows of x
+ * at a time (the chunk unpacked once when the row fits in one). */
+QG_INLINE void qk_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
+                       size_t rbytes, float alpha, float beta, float *y, size_t ldy)
+{
+    const size_t bytes = qg_block_bytes(type), nb = rbytes / bytes;
+    /* the task's rows, one contiguous region, fetched now */
+    for (size_t o = 0; o < len * rbytes; o += 64)
+        _mm_prefetch((const char *)(wrow + o), _MM_HINT_T0);
+    qk_chunk ch;
+    qk_rowbuf rb;
+    __m512 acc[16][8];
+    for (size_t i0 = 0; i0 < a->m; i0 += 16) {
+        const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
+        pt_qact ai = *a; /* rows i0 .. of x */
+        ai.q += i0 * a->kp, ai.d += i0 * a->nbp, ai.bsum += i0 * a->nbp * 16;
+        for (size_t c = 0; c < mc; c++)
+            for (int e = 0; e < 8; e++)
+                acc[c][e] = _mm512_setzero_ps();
+        for (size_t b0 = 0; b0 < nb; b0 += QK_NB) {
+            const size_t nbc = nb - b0 < QK_NB ? nb - b0 : QK_NB;
+            if (i0 == 0 || nb > QK_NB)
+                qk_chunk_fill(type, wrow, rbytes, len, bytes, b0, nbc, &ch, &rb);
+            qk_xrows(type, &ai, mc, b0, nbc, &ch, acc);
+        }
+        for (size_t c = 0; c < mc; c++)
+            qw_store(acc[c], len, alpha, beta, y + (i0 + c) * ldy);
+    }
+}
+
 /* len (<= 16) W rows against every row of x: W in chunks of QW_NB blocks
  * (transposed once when the row fits in one), x in groups of 16 rows. */
 QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
                        size_t rb, float alpha, float beta, float *y, size_t ldy)
 {
     if (qg_is_kquant(type)) {
-        qt_rows(type, a, len, wrow, rb, alpha, beta, y, ldy);
+        qk_rows(type, a, len, wrow, rb, alpha, beta, y, ldy);
         return;
     }
     const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
