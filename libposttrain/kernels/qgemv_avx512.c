@@ -79,6 +79,14 @@ QG_INLINE void qw_chunk(const int type, const uint8_t *wrow, size_t rb, size_t l
     }
 }
 
+/* The accumulators of rows 0 .. mc of x, zeroed. */
+QG_INLINE void qw_acc_zero(__m512 acc[16][8], size_t mc)
+{
+    for (size_t c = 0; c < mc; c++)
+        for (int e = 0; e < 8; e++)
+            acc[c][e] = _mm512_setzero_ps();
+}
+
 /* *acc = vpdpbusd(*acc, w, the 4 bytes at x in every lane), the broadcast
  * by the instruction's own memory operand ({1to16}); GCC 12 loads it with
  * a separate vpbroadcastd (8 more instructions a block and row). */
@@ -324,9 +332,7 @@ QG_INLINE void qk_rows(const int type, const pt_qact *a, size_t len, const uint8
         const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
         pt_qact ai = *a; /* rows i0 .. of x */
         ai.q += i0 * a->kp, ai.d += i0 * a->nbp, ai.bsum += i0 * a->nbp * 16;
-        for (size_t c = 0; c < mc; c++)
-            for (int e = 0; e < 8; e++)
-                acc[c][e] = _mm512_setzero_ps();
+        qw_acc_zero(acc, mc);
         for (size_t b0 = 0; b0 < nb; b0 += QK_NB) {
             const size_t nbc = nb - b0 < QK_NB ? nb - b0 : QK_NB;
             if (i0 == 0 || nb > QK_NB)
@@ -359,9 +365,7 @@ QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8
     __m512 acc[16][8];
     for (size_t i0 = 0; i0 < a->m; i0 += 16) {
         const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
-        for (size_t c = 0; c < mc; c++)
-            for (int e = 0; e < 8; e++)
-                acc[c][e] = _mm512_setzero_ps();
+        qw_acc_zero(acc, mc);
         for (size_t b0 = 0; b0 < nb; b0 += QW_NB) {
             const size_t nbc = nb - b0 < QW_NB ? nb - b0 : QW_NB;
             if (i0 == 0 || nb > QW_NB)
