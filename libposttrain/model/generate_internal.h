@@ -18,7 +18,8 @@ typedef struct pt_sampler {
 
 /* Working memory of one pt__sample_token call for a vocabulary of v ids. */
 typedef struct pt_sample_scratch {
-    float *z;       /* [v] logits / temperature */
+    const float *z; /* [v] logits / temperature (the logits themselves at 1) */
+    float *zbuf;    /* [v] where z is written when the temperature is not 1 */
     float *e;       /* [v] exp(z - max z) */
     int32_t *idx;   /* [v] candidate ids */
     uint8_t *keep;  /* [v] 1 for the ids the filters keep */

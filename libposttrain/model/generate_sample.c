@@ -25,7 +25,8 @@ void pt__sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
 {
     size_t n = (size_t)v;
     char *p = mem;
-    s->z = (float *)p;
+    s->zbuf = (float *)p;
+    s->z = s->zbuf;
     p += round64(n * sizeof(float));
     s->e = (float *)p;
     p += round64(n * sizeof(float));
@@ -110,19 +111,23 @@ static void sort_best_first(int32_t *idx, int n, const float *z)
     }
 }
 
-/* z = logits / T, e = exp(z - max); sc->zmax and sc->sum. */
+/* z = logits / T (at T = 1 the logits themselves: x / 1 is x), e =
+ * exp(z - max); sc->zmax and sc->sum. */
 static void scale_exp(pt_sample_scratch *sc, const float *logits, int v, float t)
 {
-    float *z = sc->z, *e = sc->e;
-    if (t == 1.0f) /* x / 1 is x */
-        memcpy(z, logits, (size_t)v * sizeof *z);
-    else
+    float *e = sc->e;
+    if (t == 1.0f) {
+        sc->z = logits;
+    } else {
+        float *z = sc->zbuf;
 #pragma omp simd
         for (int i = 0; i < v; i++)
             z[i] = logits[i] / t;
-    const float zmax = pt__vmax(z, (size_t)v);
+        sc->z = z;
+    }
+    const float zmax = pt__vmax(sc->z, (size_t)v);
     sc->zmax = zmax;
-    sc->sum = pt__vexp_sum(e, z, (size_t)v, zmax);
+    sc->sum = pt__vexp_sum(e, sc->z, (size_t)v, zmax);
 }
 
 int pt__sample_filter(uint8_t *keep, const float *logits, int v, const pt_sampler *s,
