@@ -250,8 +250,6 @@ typedef struct qk_rowbuf {
 QG_INLINE void qk_unpack(const int type, const uint8_t *bp, qk_rowbuf *rb, size_t i, float *d,
                          float *dm)
 {
-    __m256i *q = (__m256i *)(void *)rb->q[i];
-    const __m256i f = _mm256_set1_epi8(0xF);
     if (type == PT_GGML_Q6_K) {
         const __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(bp + 192));
         *d = pt__q_f16(bp + 208);
@@ -259,40 +257,15 @@ QG_INLINE void qk_unpack(const int type, const uint8_t *bp, qk_rowbuf *rb, size_
         _mm256_store_si256((__m256i *)(void *)rb->sc[i], _mm256_cvtepi8_epi32(sc));
         _mm256_store_si256((__m256i *)(void *)(rb->sc[i] + 8), _mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
         _mm256_store_si256((__m256i *)(void *)rb->pr[i], _mm256_cvtepi8_epi16(sc));
-        for (int h = 0; h < 2; h++) { /* as qg_unpack_q6k */
-            const uint8_t *ql = bp + 64 * h;
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(bp + 128 + 32 * h));
-            q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, f),
-                                       _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4));
-            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, f),
-                                           _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2));
-            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), f),
-                                           _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
-            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), f),
-                                           _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xC0)), 2));
-        }
+        qg_values_q6k(bp, rb->q[i]);
         return;
     }
-    const bool five = type == PT_GGML_Q5_K;
     *d = pt__q_f16(bp);
     *dm = pt__q_f16(bp + 2);
     const __m128i sm = qg_scales_mins(bp + 4);
     _mm256_store_si256((__m256i *)(void *)rb->sc[i], _mm256_cvtepu8_epi32(sm));
     _mm256_store_si256((__m256i *)(void *)rb->pr[i], _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
-    const uint8_t *qs = bp + (five ? 48 : 16);
-    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(const void *)(bp + 16)) : _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) { /* as qg_unpack_q45k */
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(v, f), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
-        if (five) {
-            lo = _mm256_or_si256(lo, qg_bit16(qh, 2 * j));
-            hi = _mm256_or_si256(hi, qg_bit16(qh, 2 * j + 1));
-        }
-        q[2 * j] = lo;
-        q[2 * j + 1] = hi;
-    }
+    qg_values_q45k(bp, type == PT_GGML_Q5_K, rb->q[i]);
 }
 
 /* 8 dwords at each row's p + 32 o (row stride `stride` bytes) transposed

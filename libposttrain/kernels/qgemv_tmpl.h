@@ -375,6 +375,49 @@ QG_INLINE __m256i qg_bit16(__m256i h, int bit)
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, m), m), _mm256_set1_epi8(0x10));
 }
 
+/* The 256 unsigned values of a Q4_K (five false) or Q5_K super-block bp,
+ * in order, into q. */
+QG_INLINE void qg_values_q45k(const uint8_t *bp, bool five, uint8_t *q)
+{
+    const uint8_t *qs = bp + (five ? 48 : 16);
+    const __m256i f = _mm256_set1_epi8(0xF);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(bp + 16)) : _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(v, f), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
+        if (five) {
+            lo = _mm256_or_si256(lo, qg_bit16(qh, 2 * j));
+            hi = _mm256_or_si256(hi, qg_bit16(qh, 2 * j + 1));
+        }
+        _mm256_store_si256((__m256i *)(void *)&q[64 * j], lo);
+        _mm256_store_si256((__m256i *)(void *)&q[64 * j + 32], hi);
+    }
+}
+
+/* The 256 unsigned 6-bit values of a Q6_K super-block bp, in order, into q. */
+QG_INLINE void qg_values_q6k(const uint8_t *bp, uint8_t *q)
+{
+    const __m256i f = _mm256_set1_epi8(0xF);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = bp + 64 * h;
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(bp + 128 + 32 * h));
+        /* bits 2t, 2t+1 of hb are bits 4, 5 of the values 32 t + l */
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2);
+        const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+        const __m256i h3 = _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xC0)), 2);
+        uint8_t *qq = q + 128 * h;
+        _mm256_store_si256((__m256i *)(void *)qq, _mm256_or_si256(_mm256_and_si256(l0, f), h0));
+        _mm256_store_si256((__m256i *)(void *)(qq + 32), _mm256_or_si256(_mm256_and_si256(l1, f), h1));
+        _mm256_store_si256((__m256i *)(void *)(qq + 64),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), f), h2));
+        _mm256_store_si256((__m256i *)(void *)(qq + 96),
+                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), f), h3));
+    }
+}
+
 /* Q4_K (five false) or Q5_K super-block bp into slot e. */
 QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
 {
@@ -387,19 +430,7 @@ QG_INLINE void qg_unpack_q45k(const uint8_t *bp, bool five, qg_wk *wb, int e)
         _mm256_store_si256((__m256i *)(void *)wb->sv[e][s], _mm256_set1_epi16(s16[s]));
     /* the min of each 16: m0 m0 m1 m1 ... */
     _mm256_store_si256((__m256i *)(void *)wb->mn[e], _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
-    const uint8_t *qs = bp + (five ? 48 : 16);
-    const __m256i f = _mm256_set1_epi8(0xF);
-    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(bp + 16)) : _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(v, f), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), f);
-        if (five) {
-            lo = _mm256_or_si256(lo, qg_bit16(qh, 2 * j));
-            hi = _mm256_or_si256(hi, qg_bit16(qh, 2 * j + 1));
-        }
-        _mm256_store_si256((__m256i *)(void *)&wb->q[e][64 * j], lo);
-        _mm256_store_si256((__m256i *)(void *)&wb->q[e][64 * j + 32], hi);
-    }
+    qg_values_q45k(bp, five, wb->q[e]);
 }
 
 QG_INLINE void qg_unpack_q6k(const uint8_t *bp, qg_wk *wb, int e)
@@ -416,25 +447,7 @@ QG_INLINE void qg_unpack_q6k(const uint8_t *bp, qg_wk *wb, int e)
         _mm256_store_si256((__m256i *)(void *)wb->sv[e][t], _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick)));
     }
     _mm256_store_si256((__m256i *)(void *)wb->mn[e], _mm256_cvtepi8_epi16(sc));
-    const __m256i f = _mm256_set1_epi8(0xF);
-    for (int h = 0; h < 2; h++) {
-        const uint8_t *ql = bp + 64 * h;
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-        const __m256i hb = _mm256_loadu_si256((const __m256i *)(bp + 128 + 32 * h));
-        /* bits 2t, 2t+1 of hb are bits 4, 5 of the values 32 t + l */
-        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4);
-        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0C)), 2);
-        const __m256i h2 = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
-        const __m256i h3 = _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xC0)), 2);
-        uint8_t *q = &wb->q[e][128 * h];
-        _mm256_store_si256((__m256i *)(void *)q, _mm256_or_si256(_mm256_and_si256(l0, f), h0));
-        _mm256_store_si256((__m256i *)(void *)(q + 32), _mm256_or_si256(_mm256_and_si256(l1, f), h1));
-        _mm256_store_si256((__m256i *)(void *)(q + 64),
-                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), f), h2));
-        _mm256_store_si256((__m256i *)(void *)(q + 96),
-                           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), f), h3));
-    }
+    qg_values_q6k(bp, wb->q[e]);
 }
 
 /* Super-block e against x's block at xq (bs: its sums of 16): I's and J's
