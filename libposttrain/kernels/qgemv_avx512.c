@@ -19,8 +19,9 @@
 
 /* ---- 32-value blocks: 16 rows of W in the lanes (qw_rows) ----
  *
- * A task's (up to) 16 W rows are unpacked block by block (qg_wvec) and
- * transposed so that lane r of step t's vector holds row r's weights
+ * A task's (up to) 16 W rows are unpacked and transposed block by block
+ * (qw_chunk: Q8_0 row by row, the 4- and 5-bit blocks in the lanes), so
+ * that lane r of step t's vector holds row r's weights
  * 4t..4t+3; then for each row of x, 8 vpdpbusd against that row's 4
  * values of each step (broadcast from memory) give the 16 W rows' exact
  * block sums, and the float operations of kernels/qgemv.h follow for the
