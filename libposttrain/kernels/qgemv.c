@@ -14,6 +14,7 @@
 #include "kernels/gemm.h"
 
 #include <float.h>
+#include <omp.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ static const qtype k_types[] = {
 static const qtype *qtype_of(int type)
 {
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-        if (k_types[i].type == type)
+        if (k_types[i].type == (type & ~PT_QPACK))
             return &k_types[i];
     return NULL;
 }
@@ -328,11 +329,33 @@ static pt_qgemv_fn *pick(int type, size_t m, const char **name)
     return qgemv_scalar;
 }
 
+/* The packed rows' kernel of the active path, or NULL (then the groups
+ * are unpacked for pick's). */
+static pt_qgemv_fn *pick_packed(int type)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (pt__cpu_active() >= PT_CPU_AVX512 && pt__cpu_has_vnni())
+        return pt__qgemv_vnni16p(type & ~PT_QPACK);
+#else
+    (void)type;
+#endif
+    return NULL;
+}
+
+bool pt__qgemv_packs(void)
+{
+    const char *e = getenv("PT_QPACK");
+    return !(e && strcmp(e, "0") == 0) && pick_packed(PT_GGML_Q8_0) != NULL;
+}
+
 const char *pt__qgemv_kernel_rows(int type, size_t m)
 {
     const char *name = NULL;
-    if (pt__qgemv_supported(type))
-        pick(type, m, &name);
+    if (!pt__qgemv_supported(type))
+        return NULL;
+    if ((type & PT_QPACK) && pick_packed(type))
+        return "avx512vnni16p";
+    pick(type & ~PT_QPACK, m, &name);
     return name;
 }
 
@@ -344,11 +367,31 @@ const char *pt__qgemv_kernel(int type)
 /* One segment of W (pt__qgemv_segs) and what runs it. */
 typedef struct segrun {
     pt_qgemv_fn *fn;
-    int type;
+    pt_qgemv_fn *pfn; /* packed rows: the kernel of a full group, or NULL (unpacked first) */
+    int type;         /* without PT_QPACK */
+    bool packed;
     const uint8_t *w;
     size_t rb, rows, off, blk0; /* bytes a row, rows, first output column, first task */
     int act;                    /* 0: the 32-value activations, 1: Q8_K's */
 } segrun;
+
+/* Task b's kernel run: W's rows j0 .. j0 + len of segment r (a full
+ * packed group without its kernel unpacked into buf first). */
+static void seg_task(const segrun *r, const pt_qact *act, size_t b, float alpha, float beta, float *y,
+                     size_t ldy, size_t k, uint8_t *buf)
+{
+    const size_t j0 = (b - r->blk0) * QGEMV_BLOCK;
+    const size_t len = r->rows - j0 < QGEMV_BLOCK ? r->rows - j0 : QGEMV_BLOCK;
+    const uint8_t *w = r->w + j0 * r->rb;
+    pt_qgemv_fn *fn = r->fn;
+    if (r->packed && len == QGEMV_BLOCK && r->pfn) {
+        fn = r->pfn;
+    } else if (r->packed && len == QGEMV_BLOCK) {
+        pt__qpack_rows(r->type | PT_QPACK, r->w, r->rows, k, j0, j0 + len, buf);
+        w = buf;
+    }
+    fn(r->type, &act[r->act], len, w, r->rb, alpha, beta, y + r->off + j0, ldy);
+}
 
 #define SEG_MAX 8
 
@@ -374,7 +417,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
         return pt__err(PT_EINVAL, "pt__qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
     segrun run[SEG_MAX];
     bool need[2] = { false, false };
-    size_t n = 0, nblk = 0;
+    size_t n = 0, nblk = 0, bufrb = 0; /* bufrb: a row of the widest packed segment to unpack */
     for (int i = 0; i < nseg; i++) {
         const qtype *t;
         int st = seg_check(seg[i].type, k, &t);
@@ -383,9 +426,13 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
         if (!seg[i].w && seg[i].rows)
             return pt__err(PT_EINVAL, "pt__qgemv_rows: w is NULL");
         const char *name;
-        run[i] = (segrun){ ref ? qgemv_scalar : pick(seg[i].type, m, &name), seg[i].type,
-                           seg[i].w, k / t->blk * t->bytes, seg[i].rows, n, nblk,
+        const int ty = seg[i].type & ~PT_QPACK;
+        const bool packed = (seg[i].type & PT_QPACK) != 0;
+        run[i] = (segrun){ ref ? qgemv_scalar : pick(ty, m, &name), packed && !ref ? pick_packed(ty) : NULL,
+                           ty, packed, seg[i].w, k / t->blk * t->bytes, seg[i].rows, n, nblk,
                            t->blk == PT_QK ? 0 : 1 };
+        if (packed && !run[i].pfn && run[i].rb > bufrb)
+            bufrb = run[i].rb;
         need[run[i].act] = true;
         n += seg[i].rows;
         nblk += (seg[i].rows + QGEMV_BLOCK - 1) / QGEMV_BLOCK;
@@ -415,6 +462,12 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     int nt = ref ? 1 : pt__gemm_threads(m, n, k);
     if ((size_t)nt > nblk)
         nt = (int)nblk;
+    uint8_t *buf = NULL; /* a group of 16 rows a thread */
+    if (bufrb && !(buf = pt__malloc_aligned((size_t)nt * QGEMV_BLOCK * bufrb))) {
+        pt__free_aligned(act[0].q);
+        pt__free_aligned(act[1].q);
+        return pt__err(PT_ENOMEM, "pt__qgemv_rows: no memory to unpack %d groups of rows", nt);
+    }
     int fam[2], nf = 0; /* the activation kinds needed */
     for (int f = 0; f < 2; f++)
         if (need[f])
@@ -438,13 +491,11 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
             int s = 0;
             while (s + 1 < nseg && run[s + 1].blk0 <= b)
                 s++;
-            const segrun *r = &run[s];
-            const size_t j0 = (b - r->blk0) * QGEMV_BLOCK;
-            const size_t len = r->rows - j0 < QGEMV_BLOCK ? r->rows - j0 : QGEMV_BLOCK;
-            r->fn(r->type, &act[r->act], len, r->w + j0 * r->rb, r->rb, alpha, beta,
-                  y + r->off + j0, ldy);
+            seg_task(&run[s], act, b, alpha, beta, y, ldy, k,
+                     buf ? buf + (size_t)omp_get_thread_num() * QGEMV_BLOCK * bufrb : NULL);
         }
     }
+    pt__free_aligned(buf);
     pt__free_aligned(act[0].q);
     pt__free_aligned(act[1].q);
     return PT_OK;

@@ -59,6 +59,10 @@ const char *pt__qgemv_kernel(int type);
 /* The same for m rows of x ("avx512vnni16" for the 32-value types from
  * PT_QGEMV_M16 rows on, where the CPU has AVX512_VNNI). */
 const char *pt__qgemv_kernel_rows(int type, size_t m);
+/* True when the active path runs the kernels of packed rows
+ * (pt__qgemv_vnni16p: AVX512_VNNI) and PT_QPACK is not "0" in the
+ * environment: a quantized model's weights are packed on load then. */
+bool pt__qgemv_packs(void);
 /* The scalar reference of every type (the arithmetic above, computed from
  * the blocks directly), single-threaded: for tests. */
 int pt__qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
@@ -139,6 +143,9 @@ pt_qgemv_fn *pt__qgemv_vnni(int type);
  * measured 1.09x faster than the kernel for few rows, m = 4 1.26x slower. */
 pt_qgemv_fn *pt__qgemv_vnni16(int type);
 #define PT_QGEMV_M16 8
+/* The same kernels on a full group of 16 rows packed (type | PT_QPACK,
+ * kernels/quant.h): wrow is the group, len 16, any number of rows of x. */
+pt_qgemv_fn *pt__qgemv_vnni16p(int type);
 /* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
  * as the scalar ones in kernels/qgemv.c). */
 void pt__qgemv_quant32_avx2(const float *x, size_t k, int8_t *q, float *d, float *s, int32_t *sum);

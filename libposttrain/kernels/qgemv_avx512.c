@@ -98,6 +98,41 @@ QG_INLINE void qw_fifth(__m512i h, __m512i w[8])
     }
 }
 
+/* Word j of a packed block column's 16 rows (kernels/qpack.c): lane r is
+ * row r's. */
+QG_INLINE __m512i qp_word(const uint8_t *gd, size_t j)
+{
+    return _mm512_loadu_si512((const void *)(gd + 64 * j));
+}
+
+/* A packed block column g (16 rows of a 32-value type) into wt's 8
+ * vectors and wd, wm, as qw_chunk's transposition gives them: no
+ * transposition and no gather, its fields being 16 rows wide already. */
+QG_INLINE void qp_block(const int type, const uint8_t *g, __m512i *wt, float *wd, float *wm)
+{
+    const bool min = qg_has_min(type), five = type == PT_GGML_Q5_0 || type == PT_GGML_Q5_1;
+    _mm512_store_ps(wd, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g)));
+    if (min)
+        _mm512_store_ps(wm, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(g + 32))));
+    const uint8_t *gd = g + (min ? 64 : 32);
+    if (type == PT_GGML_Q8_0) { /* w + 128, as qg_wvec */
+        for (size_t t = 0; t < 8; t++)
+            _mm512_store_si512((void *)(wt + t), _mm512_xor_si512(qp_word(gd, t), _mm512_set1_epi8((char)0x80)));
+        return;
+    }
+    const __m512i f = _mm512_set1_epi8(0xF);
+    __m512i u[8];
+    for (size_t s = 0; s < 4; s++) { /* values 4s .. : low nibbles; 16 + 4s .. : high */
+        const __m512i v = qp_word(gd, s + five);
+        u[s] = _mm512_and_si512(v, f);
+        u[s + 4] = _mm512_and_si512(_mm512_srli_epi32(v, 4), f);
+    }
+    if (five)
+        qw_fifth(qp_word(gd, 0), u);
+    for (int s = 0; s < 8; s++)
+        _mm512_store_si512((void *)(wt + s), u[s]);
+}
+
 /* Blocks b0 .. b0 + nbc of the len (<= 16) W rows from wrow, unpacked and
  * transposed into wt (8 vectors a block), their scales (and Q4_1/Q5_1's
  * mins) into wd, wm (16 a block; 0 in the lanes past len).  Q8_0's blocks
@@ -108,14 +143,18 @@ QG_INLINE void qw_fifth(__m512i h, __m512i w[8])
  * faster than unpacking row by row, Q5_0 the same; Q8_0 no faster that
  * way).  Scalar stores of the scales read back as one vector were slower:
  * the load waits for the 16 stores. */
-QG_INLINE void qw_chunk(const int type, const uint8_t *wrow, size_t rb, size_t len, size_t bytes,
-                        size_t b0, size_t nbc, __m512i *wt, float *wd, float *wm)
+QG_INLINE void qw_chunk(const int type, const bool packed, const uint8_t *wrow, size_t rb, size_t len,
+                        size_t bytes, size_t b0, size_t nbc, __m512i *wt, float *wd, float *wm)
 {
     const bool min = qg_has_min(type), five = type == PT_GGML_Q5_0 || type == PT_GGML_Q5_1;
     const __mmask16 k = (__mmask16)((1u << len) - 1u);
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)rb));
     for (size_t b = 0; b < nbc; b++) {
+        if (packed) {
+            qp_block(type, wrow + (b0 + b) * 16 * bytes, wt + b * 8, wd + b * 16, wm + b * 16);
+            continue;
+        }
         const uint8_t *bp = wrow + (b0 + b) * bytes;
         if (type == PT_GGML_Q8_0) {
             __m256i r[16];
@@ -305,6 +344,77 @@ QG_INLINE void qk_chunk_fill(const int type, const uint8_t *wrow, size_t rbytes,
     }
 }
 
+/* (w >> sh) & 0xFF, the byte sh / 8 of each lane as an int32. */
+QG_INLINE __m512i qp_byte(__m512i w, int sh)
+{
+    return _mm512_and_si512(_mm512_srli_epi32(w, (unsigned)sh), _mm512_set1_epi32(0xFF));
+}
+
+/* Super-blocks b0 .. b0 + nbc of a packed group of 16 rows into ch, as
+ * qk_chunk_fill gives them, taken apart in the lanes: the values from
+ * their words of nibbles (and fifth or high bits), the 6-bit scales and
+ * mins (Q4_K/Q5_K, as ggml's get_scale_min_k4) or the int8 scales (Q6_K)
+ * from their words. */
+QG_INLINE void qk_chunk_packed(const int type, const uint8_t *wrow, size_t bytes, size_t b0,
+                               size_t nbc, qk_chunk *ch)
+{
+    const __m512i f = _mm512_set1_epi8(0xF);
+    for (size_t b = 0; b < nbc; b++) {
+        const uint8_t *g = wrow + (b0 + b) * 16 * bytes;
+        _mm512_store_ps(ch->d[b], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)g)));
+        if (type == PT_GGML_Q6_K) {
+            const uint8_t *gd = g + 32; /* ql: words 0-31, qh: 32-47, scales: 48-51 */
+            _mm512_store_ps(ch->dm[b], _mm512_setzero_ps());
+            for (size_t st = 0; st < 64; st++) {
+                const size_t v = 4 * st, h = v / 128, q = v % 128 / 32, l = v % 32;
+                const __m512i ql = qp_word(gd, (64 * h + 32 * (q % 2) + l) / 4);
+                const __m512i qh = qp_word(gd, 32 + (32 * h + l) / 4);
+                const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql, (unsigned)(4 * (q / 2))), f);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh, (unsigned)(2 * q)), _mm512_set1_epi8(3));
+                ch->w[b][st] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
+            }
+            for (unsigned s = 0; s < 16; s++)
+                ch->sc[b][s] = _mm512_srai_epi32(_mm512_slli_epi32(qp_word(gd, 48 + s / 4), 24 - 8 * (s % 4)), 24);
+            for (unsigned p = 0; p < 8; p++) {
+                const __m512i w = qp_word(gd, 48 + p / 2);
+                const __m512i lo = _mm512_srai_epi32(_mm512_slli_epi32(w, 24 - 16 * (p % 2)), 24);
+                const __m512i hi = _mm512_srai_epi32(_mm512_slli_epi32(w, 16 - 16 * (p % 2)), 24);
+                ch->pr[b][p] = _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)),
+                                               _mm512_slli_epi32(hi, 16));
+            }
+            continue;
+        }
+        _mm512_store_ps(ch->dm[b], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(g + 32))));
+        const uint8_t *gd = g + 64; /* scales: words 0-2; Q5_K qh: 3-10; qs: the rest */
+        const bool five = type == PT_GGML_Q5_K;
+        const size_t qs0 = five ? 11 : 3;
+        const __m512i s0 = qp_word(gd, 0), s1 = qp_word(gd, 1), s2 = qp_word(gd, 2);
+        const __m512i m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+        const __m512i sc[2] = { _mm512_and_si512(s0, m6),
+                                _mm512_or_si512(_mm512_and_si512(s2, f),
+                                                _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30)) };
+        const __m512i mn[2] = { _mm512_and_si512(s1, m6),
+                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), f),
+                                                _mm512_and_si512(_mm512_srli_epi32(s1, 2), m30)) };
+        for (int s = 0; s < 8; s++) {
+            ch->sc[b][s] = qp_byte(sc[s / 4], 8 * (s % 4));
+            const __m512i m = qp_byte(mn[s / 4], 8 * (s % 4));
+            ch->pr[b][s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+        }
+        for (size_t st = 0; st < 64; st++) { /* sub-block st / 8, its step st % 8 */
+            const size_t sb = st / 8, t = st % 8;
+            const __m512i q = qp_word(gd, qs0 + 8 * (sb / 2) + t);
+            __m512i w = _mm512_and_si512(sb % 2 ? _mm512_srli_epi32(q, 4) : q, f);
+            if (five) {
+                const __m512i h = _mm512_and_si512(_mm512_srli_epi32(qp_word(gd, 3 + t), (unsigned)sb),
+                                                   _mm512_set1_epi8(1));
+                w = _mm512_or_si512(w, _mm512_slli_epi32(h, 4));
+            }
+            ch->w[b][st] = w;
+        }
+    }
+}
+
 /* Rows 0 .. mc of x (<= 16) against a chunk's super-blocks b0 .. b0 + nbc
  * into acc[c][b % 8]. */
 QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, size_t nbc,
@@ -357,8 +467,9 @@ QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, 
 
 /* len (<= 16) W rows of super-blocks against every row of x, 16 rows of x
  * at a time (the chunk unpacked once when the row fits in one). */
-QG_INLINE void qk_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
-                       size_t rbytes, float alpha, float beta, float *y, size_t ldy)
+QG_INLINE void qk_rows(const int type, const bool packed, const pt_qact *a, size_t len,
+                       const uint8_t *wrow, size_t rbytes, float alpha, float beta, float *y,
+                       size_t ldy)
 {
     const size_t bytes = qg_block_bytes(type), nb = rbytes / bytes;
     /* the task's rows, one contiguous region, fetched now */
@@ -375,7 +486,12 @@ QG_INLINE void qk_rows(const int type, const pt_qact *a, size_t len, const uint8
         for (size_t b0 = 0; b0 < nb; b0 += QK_NB) {
             const size_t nbc = nb - b0 < QK_NB ? nb - b0 : QK_NB;
             if (i0 == 0 || nb > QK_NB)
-                qk_chunk_fill(type, wrow, rbytes, len, bytes, b0, nbc, &ch, &rb);
+            {
+                if (packed)
+                    qk_chunk_packed(type, wrow, bytes, b0, nbc, &ch);
+                else
+                    qk_chunk_fill(type, wrow, rbytes, len, bytes, b0, nbc, &ch, &rb);
+            }
             qk_xrows(type, &ai, mc, b0, nbc, &ch, acc);
         }
         for (size_t c = 0; c < mc; c++)
@@ -385,11 +501,12 @@ QG_INLINE void qk_rows(const int type, const pt_qact *a, size_t len, const uint8
 
 /* len (<= 16) W rows against every row of x: W in chunks of QW_NB blocks
  * (transposed once when the row fits in one), x in groups of 16 rows. */
-QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow,
-                       size_t rb, float alpha, float beta, float *y, size_t ldy)
+QG_INLINE void qw_rows_any(const int type, const bool packed, const pt_qact *a, size_t len,
+                           const uint8_t *wrow, size_t rb, float alpha, float beta, float *y,
+                           size_t ldy)
 {
     if (qg_is_kquant(type)) {
-        qk_rows(type, a, len, wrow, rb, alpha, beta, y, ldy);
+        qk_rows(type, packed, a, len, wrow, rb, alpha, beta, y, ldy);
         return;
     }
     const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
@@ -408,7 +525,7 @@ QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8
         for (size_t b0 = 0; b0 < nb; b0 += QW_NB) {
             const size_t nbc = nb - b0 < QW_NB ? nb - b0 : QW_NB;
             if (i0 == 0 || nb > QW_NB)
-                qw_chunk(type, wrow, rb, len, bytes, b0, nbc, wt, wd, wm);
+                qw_chunk(type, packed, wrow, rb, len, bytes, b0, nbc, wt, wd, wm);
             qw_xrows(type, a, i0, mc, b0, nbc, wt, wd, wm, acc, wrow + len * rb,
                      i0 == 0 && b0 == 0 ? 16 * rb : 0);
         }
@@ -417,11 +534,30 @@ QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8
     }
 }
 
+/* W's rows as the file has them; 16 rows packed (kernels/qpack.c). */
+QG_INLINE void qw_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow, size_t rb,
+                       float alpha, float beta, float *y, size_t ldy)
+{
+    qw_rows_any(type, false, a, len, wrow, rb, alpha, beta, y, ldy);
+}
+
+QG_INLINE void qp_rows(const int type, const pt_qact *a, size_t len, const uint8_t *wrow, size_t rb,
+                       float alpha, float beta, float *y, size_t ldy)
+{
+    qw_rows_any(type, true, a, len, wrow, rb, alpha, beta, y, ldy);
+}
+
 QG_KERNELS(qw, qw_rows)
+QG_KERNELS(qp, qp_rows)
 
 pt_qgemv_fn *pt__qgemv_vnni16(int type)
 {
     return qw_pick(type);
+}
+
+pt_qgemv_fn *pt__qgemv_vnni16p(int type)
+{
+    return qp_pick(type);
 }
 
 pt_qgemv_fn *pt__qgemv_vnni(int type)

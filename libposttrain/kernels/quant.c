@@ -58,7 +58,7 @@ static const qtype_info k_types[] = {
 static const qtype_info *info_of(int type)
 {
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-        if (k_types[i].type == type)
+        if (k_types[i].type == (type & ~PT_QPACK))
             return &k_types[i];
     return NULL;
 }
@@ -240,7 +240,7 @@ typedef void (*deq_fn)(const uint8_t *b, float *y);
 
 static deq_fn deq_of(int type)
 {
-    switch (type) {
+    switch (type & ~PT_QPACK) {
     case 2: return deq_q4_0;
     case 3: return deq_q4_1;
     case 6: return deq_q5_0;
@@ -278,7 +278,7 @@ static int check_row(const char *fn, const qtype_info *t, size_t n, const void *
 
 int pt__dequant_row(int type, const void *blocks, float *dst, size_t n)
 {
-    const qtype_info *t = info_of(type);
+    const qtype_info *t = (type & PT_QPACK) ? NULL : info_of(type);
     if (!t)
         return pt__err(PT_EUNSUPPORTED, "pt__dequant_row: ggml type %d is not a supported "
                       "quantized type", type);
@@ -387,10 +387,10 @@ int pt__quant_check(int type, const void *data, size_t nbytes, size_t rows, size
     return PT_OK;
 }
 
-/* Rows r0..r1 of W (rows of k values) into FP32 (f32) or BF16 (bf16), row
- * i at (i - r0) * ldd. */
-static void dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *f32,
-                         uint16_t *bf16, size_t ldd)
+/* Rows r0..r1 of W ([n x k], packed or not) into FP32 (f32) or BF16
+ * (bf16), row i at (i - r0) * ldd. */
+static void dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1,
+                         float *f32, uint16_t *bf16, size_t ldd)
 {
     const qtype_info *t = info_of(type);
     deq_fn f = deq_of(type);
@@ -398,14 +398,21 @@ static void dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1
         return;
     size_t rb = k / t->elems * t->bytes;
     const uint8_t *b = w;
+    const bool packed = (type & PT_QPACK) != 0;
     float buf[PT_QK_K];
+    uint8_t tmp[PT_QBLOCK_MAX];
     for (size_t i = r0; i < r1; i++) {
-        if (f32) {
+        if (f32 && !packed) {
             deq_row(t, f, b + i * rb, f32 + (i - r0) * ldd, k);
             continue;
         }
         for (size_t j = 0; j < k / t->elems; j++) {
-            f(b + i * rb + j * t->bytes, buf);
+            const uint8_t *blk = packed ? pt__qpack_block(type, w, n, k, i, j, tmp) : b + i * rb + j * t->bytes;
+            if (f32) {
+                f(blk, f32 + (i - r0) * ldd + j * t->elems);
+                continue;
+            }
+            f(blk, buf);
             uint16_t *d = bf16 + (i - r0) * ldd + j * t->elems;
             for (size_t e = 0; e < t->elems; e++) /* inline: a call per block costs more */
                 d[e] = pt__f32_to_bf16(buf[e]);
@@ -413,14 +420,14 @@ static void dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1
     }
 }
 
-void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+void pt__dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, float *dst,
                      size_t ldd)
 {
-    dequant_tile(type, w, k, r0, r1, dst, NULL, ldd);
+    dequant_tile(type, w, n, k, r0, r1, dst, NULL, ldd);
 }
 
-void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+void pt__dequant_tile_bf16(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1,
                           uint16_t *dst, size_t ldd)
 {
-    dequant_tile(type, w, k, r0, r1, NULL, dst, ldd);
+    dequant_tile(type, w, n, k, r0, r1, NULL, dst, ldd);
 }

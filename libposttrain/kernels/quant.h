@@ -153,14 +153,34 @@ int pt__quant_row(int type, const float *src, void *dst, size_t n);
 int pt__quant_check(int type, const void *data, size_t nbytes, size_t rows, size_t n,
                    const char *name);
 
-/* Rows [r0, r1) of a quantized [n x k] matrix (row-major, rows back to
- * back) dequantized into dst (row i - r0 at dst + (i - r0) * ldd).  The
- * caller checked the tensor (pt__quant_check); the type must be supported. */
-void pt__dequant_tile(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst,
+/* Rows [r0, r1) of a quantized [n x k] matrix (the file's layout, rows
+ * back to back, or packed: type | PT_QPACK) dequantized into dst (row
+ * i - r0 at dst + (i - r0) * ldd).  The caller checked the tensor
+ * (pt__quant_check); the type must be supported. */
+void pt__dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, float *dst,
                      size_t ldd);
 /* The same rounded to BF16 (round to nearest even, as pt__f32_to_bf16). */
-void pt__dequant_tile_bf16(int type, const void *w, size_t k, size_t r0, size_t r1,
+void pt__dequant_tile_bf16(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1,
                           uint16_t *dst, size_t ldd);
+
+/* ---- rows packed 16 to a group (kernels/qpack.c) ------------------------------
+ * type | PT_QPACK: an [n x k] matrix whose full groups of 16 rows hold the
+ * same bytes rearranged for the 16-row VNNI kernels (each fp16 field and
+ * each 32-bit word of a block column as 16 consecutive values, one per
+ * row; kernels/qpack.c), the rows of a last group of fewer than 16 as in
+ * the file.  Sizes (pt__quant_row_bytes, ...) and names are the type's. */
+#define PT_QPACK 0x100
+/* Bytes of the largest block. */
+#define PT_QBLOCK_MAX 256
+/* Pack W [n x k] of `type` (the file's layout) in place: PT_OK,
+ * PT_EINVAL (a type or k that cannot be), PT_ENOMEM (W untouched). */
+int pt__qpack(int type, void *w, size_t n, size_t k);
+/* Block b of row i of W (type, packed or not) in the file's layout: a
+ * pointer into W, or tmp holding a copy. */
+const uint8_t *pt__qpack_block(int type, const void *w, size_t n, size_t k, size_t i, size_t b,
+                               uint8_t tmp[PT_QBLOCK_MAX]);
+/* Rows [r0, r1) of W (packed or not) in the file's layout into dst. */
+void pt__qpack_rows(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, void *dst);
 
 /* ---- products (kernels/quant_gemm.c) ------------------------------------------
  * W is [n x k] of `type` (0: plain FP32 rows of k floats), rows back to back,

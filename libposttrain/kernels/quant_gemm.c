@@ -29,12 +29,12 @@ static size_t tile_rows(size_t n, size_t k)
     return pt__qtile_rows(n, k, sizeof(float));
 }
 
-static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1, float *dst)
+static void dequant_rows(int type, const void *w, size_t nw, size_t k, size_t r0, size_t r1, float *dst)
 {
     int nt = pt_get_num_threads();
     size_t n = r1 - r0;
     if (nt <= 1 || n * k < ((size_t)1 << 16)) {
-        pt__dequant_tile(type, w, k, r0, r1, dst, k);
+        pt__dequant_tile(type, w, nw, k, r0, r1, dst, k);
         return;
     }
     /* rows split in nt contiguous parts: each row's values are the same
@@ -42,7 +42,7 @@ static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int p = 0; p < nt; p++) {
         size_t a = r0 + n * (size_t)p / (size_t)nt, b = r0 + n * (size_t)(p + 1) / (size_t)nt;
-        pt__dequant_tile(type, w, k, a, b, dst + (a - r0) * k, k);
+        pt__dequant_tile(type, w, nw, k, a, b, dst + (a - r0) * k, k);
     }
 }
 
@@ -51,14 +51,14 @@ static void dequant_rows(int type, const void *w, size_t k, size_t r0, size_t r1
 static void xwt_by_row(int type, size_t m, size_t n, size_t k, float alpha, const float *x,
                        size_t ldx, const void *w, float beta, float *y, size_t ldy)
 {
-    size_t be = pt__quant_block_elems(type), bb = pt__quant_block_bytes(type);
-    size_t rb = k / be * bb;
+    size_t be = pt__quant_block_elems(type);
     float buf[PT_QK_K];
+    uint8_t tmp[PT_QBLOCK_MAX];
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < m; i++) {
             double s = 0;
             for (size_t b = 0; b < k / be; b++) {
-                pt__dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
+                pt__dequant_row(type & ~PT_QPACK, pt__qpack_block(type, w, n, k, j, b, tmp), buf, be);
                 for (size_t e = 0; e < be; e++)
                     s += (double)x[i * ldx + b * be + e] * buf[e];
             }
@@ -80,7 +80,7 @@ static bool tiled(bool dyw, bool rowwise, int type, size_t m, size_t n, size_t k
         return false;
     for (size_t r0 = 0; r0 < n; r0 += tr) {
         size_t r1 = n - r0 < tr ? n : r0 + tr;
-        dequant_rows(type, w, k, r0, r1, t);
+        dequant_rows(type, w, n, k, r0, r1, t);
         if (dyw)
             pt__sgemm(false, false, m, k, r1 - r0, alpha, a + r0, lda, t, k,
                       r0 == 0 ? beta : 1.0f, c, ldc);
@@ -126,13 +126,13 @@ static void scale_rows(float *dx, size_t lddx, size_t m, size_t k, float beta)
 static void dyw_by_row(int type, size_t m, size_t n, size_t k, float alpha, const float *dy,
                        size_t lddy, const void *w, float beta, float *dx, size_t lddx)
 {
-    size_t be = pt__quant_block_elems(type), bb = pt__quant_block_bytes(type);
-    size_t rb = k / be * bb;
+    size_t be = pt__quant_block_elems(type);
     float buf[PT_QK_K];
+    uint8_t tmp[PT_QBLOCK_MAX];
     scale_rows(dx, lddx, m, k, beta);
     for (size_t j = 0; j < n; j++)
         for (size_t b = 0; b < k / be; b++) {
-            pt__dequant_row(type, (const uint8_t *)w + j * rb + b * bb, buf, be);
+            pt__dequant_row(type & ~PT_QPACK, pt__qpack_block(type, w, n, k, j, b, tmp), buf, be);
             for (size_t i = 0; i < m; i++)
                 for (size_t e = 0; e < be; e++)
                     dx[i * lddx + b * be + e] += alpha * dy[i * lddy + j] * buf[e];
@@ -173,7 +173,7 @@ static float *segs_tile(const pt_qseg *seg, int nseg, size_t k, size_t *n)
         if (seg[s].type == 0)
             memcpy(t + r * k, seg[s].w, seg[s].rows * k * sizeof(float));
         else
-            dequant_rows(seg[s].type, seg[s].w, k, 0, seg[s].rows, t + r * k);
+            dequant_rows(seg[s].type, seg[s].w, seg[s].rows, k, 0, seg[s].rows, t + r * k);
         r += seg[s].rows;
     }
     return t;

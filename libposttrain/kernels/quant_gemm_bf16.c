@@ -18,7 +18,7 @@ static size_t tile_rows16(size_t n, size_t k)
 /* W's rows [r0, r1) (type 0: FP32 rows, rounded) as compact BF16 in t;
  * threads take contiguous parts of the rows (each row's values the same
  * whatever the split). */
-static void tile16(int type, const void *w, size_t k, size_t r0, size_t r1, pt_bf16 *t)
+static void tile16(int type, const void *w, size_t nw, size_t k, size_t r0, size_t r1, pt_bf16 *t)
 {
     if (type == 0) {
         pt__f32_to_bf16_n(t, (const float *)w + r0 * k, (r1 - r0) * k);
@@ -27,13 +27,13 @@ static void tile16(int type, const void *w, size_t k, size_t r0, size_t r1, pt_b
     int nt = pt_get_num_threads();
     size_t n = r1 - r0;
     if (nt <= 1 || n * k < ((size_t)1 << 16)) {
-        pt__dequant_tile_bf16(type, w, k, r0, r1, t, k);
+        pt__dequant_tile_bf16(type, w, nw, k, r0, r1, t, k);
         return;
     }
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int p = 0; p < nt; p++) {
         size_t a = r0 + n * (size_t)p / (size_t)nt, b = r0 + n * (size_t)(p + 1) / (size_t)nt;
-        pt__dequant_tile_bf16(type, w, k, a, b, t + (a - r0) * k, k);
+        pt__dequant_tile_bf16(type, w, nw, k, a, b, t + (a - r0) * k, k);
     }
 }
 
@@ -49,7 +49,7 @@ static bool tiled16(bool dyw, int type, size_t m, size_t n, size_t k, float alph
         return false;
     for (size_t r0 = 0; r0 < n; r0 += tr) {
         size_t r1 = n - r0 < tr ? n : r0 + tr;
-        tile16(type, w, k, r0, r1, t);
+        tile16(type, w, n, k, r0, r1, t);
         if (dyw)
             pt__gemm_mixed(false, false, m, k, r1 - r0, alpha, a + r0, false, lda, t, true, k,
                            r0 == 0 ? beta : 1.0f, c, ldc);

@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "kernels/cpu.h"
+#include "kernels/qgemv.h"
 #include "kernels/quant.h"
 
 #include <stdio.h>
@@ -41,11 +42,18 @@ void pt__model_quant_finish(pt_model *m)
 {
     if (!m->qtype)
         return;
+    /* the 16-row kernels' layout (kernels/qpack.c) where the CPU runs them:
+     * the same bytes, so the same memory; a tensor that cannot be packed
+     * (no memory for 16 of its rows) stays as the file has it */
+    const bool pack = pt__qgemv_packs();
     for (size_t i = 0; i < pt__model_base_tensor_count(m); i++) {
         pt_tensor_ref *t = &m->tensors[i];
         if (m->qtype[i]) {
             pt__model_release_pages(m->params + m->offsets[i], t->numel);
             t->data = NULL;
+            if (pack && t->ndim == 2 &&
+                pt__qpack(m->qtype[i], m->qblocks + m->qoff[i], (size_t)t->shape[0], (size_t)t->shape[1]) == PT_OK)
+                m->qtype[i] |= PT_QPACK;
         }
         t->trainable = false;
         t->grad = NULL;
@@ -64,7 +72,7 @@ bool pt__model_is_quantized(const pt_model *m)
 
 int pt__model_tensor_qtype(const pt_model *m, size_t i)
 {
-    return m && m->qtype && i < pt__model_base_tensor_count(m) ? m->qtype[i] : 0;
+    return m && m->qtype && i < pt__model_base_tensor_count(m) ? m->qtype[i] & ~PT_QPACK : 0;
 }
 
 int pt__model_check_not_quantized(const pt_model *m, const char *what, const char *advice)
@@ -110,7 +118,8 @@ pt_qweight pt__model_wq(const pt_model *m, const float *w, size_t rows)
                            : (const void *)(m->params + m->offsets[i]);
         any |= ty != 0;
         pt_qseg *last = s.nseg ? &s.seg[s.nseg - 1] : NULL;
-        if (last && last->type == ty && ty != 0 &&
+        /* packed rows go on in the next tensor only after whole groups */
+        if (last && last->type == ty && ty != 0 && (!(ty & PT_QPACK) || last->rows % 16 == 0) &&
             (const uint8_t *)last->w + pt__quant_row_bytes(ty, (size_t)t->shape[1]) * last->rows ==
                 (const uint8_t *)p) {
             last->rows += r;
@@ -132,8 +141,8 @@ pt_qweight pt__model_wq(const pt_model *m, const float *w, size_t rows)
 static void dequant_tensor(const pt_model *m, size_t i, float *dst)
 {
     const pt_tensor_ref *t = &m->tensors[i];
-    pt__dequant_tile(m->qtype[i], m->qblocks + m->qoff[i], (size_t)t->shape[1], 0,
-                    (size_t)t->shape[0], dst, (size_t)t->shape[1]);
+    pt__dequant_tile(m->qtype[i], m->qblocks + m->qoff[i], (size_t)t->shape[0], (size_t)t->shape[1],
+                    0, (size_t)t->shape[0], dst, (size_t)t->shape[1]);
 }
 
 int pt__model_quant_values(const pt_model *m, size_t i, float *dst)
@@ -151,9 +160,9 @@ bool pt__model_quant_embed(const pt_model *m, float *x, const int32_t *ids, size
     if (i >= nb || !m->qtype[i])
         return false;
     const size_t H = (size_t)m->cfg.hidden_size;
-    size_t rb = pt__quant_row_bytes(m->qtype[i], H);
+    const size_t V = (size_t)m->tensors[i].shape[0];
     for (size_t r = 0; r < n; r++)
-        pt__dequant_tile(m->qtype[i], m->qblocks + m->qoff[i] + (size_t)ids[r] * rb, H, 0, 1,
+        pt__dequant_tile(m->qtype[i], m->qblocks + m->qoff[i], V, H, (size_t)ids[r], (size_t)ids[r] + 1,
                         x + r * H, H);
     return true;
 }

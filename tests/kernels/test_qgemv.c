@@ -17,6 +17,7 @@
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/qgemv.h"
+#include "kernels/quant.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -410,21 +411,33 @@ START_TEST(test_qgemv_segs)
                                   { PT_GGML_Q4_0, PT_GGML_Q6_K, PT_GGML_Q4_1 },
                                   { PT_GGML_Q4_K, PT_GGML_Q5_1, PT_GGML_Q5_K } };
     static const size_t rows[3] = { 37, 16, 5 }, ms[] = { 1, 4, 9, 16, 17 };
-    const size_t k = 512, ldx = k + 1, ldy = 61;
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
             continue;
         pt_rng r;
         pt__rng_seed(&r, 25);
-        for (size_t mi = 0; mi < 3; mi++) {
+        /* pk: the segments packed 16 rows to a group (kernels/qpack.c; 37
+         * rows: two groups and 5 rows as the file has them), k = 2048 for
+         * more blocks than the 16-row kernels take a chunk */
+        for (size_t mi = 0; mi < 6; mi++) {
+            const bool pk = mi >= 3;
+            const size_t k = pk ? 2048 : 512, ldx = k + 1, ldy = 61;
             pt_qseg seg[3];
-            uint8_t *w[3];
+            uint8_t *w[3], *wp[3];
             for (int s = 0; s < 3; s++) {
-                const int t = mix[mi][s];
-                w[s] = malloc(rows[s] * (k / blk_of(t)) * bytes_of(t));
+                const int t = mix[mi % 3][s];
+                const size_t sz = rows[s] * (k / blk_of(t)) * bytes_of(t);
+                w[s] = malloc(sz), wp[s] = malloc(sz);
                 make_w(t, rows[s], k, &r, w[s]);
-                seg[s] = (pt_qseg){ t, w[s], rows[s] };
+                memcpy(wp[s], w[s], sz);
+                if (pk)
+                    ck_assert_ok(pt__qpack(t, wp[s], rows[s], k));
+                seg[s] = (pt_qseg){ pk ? t | PT_QPACK : t, wp[s], rows[s] };
             }
+            if (pk)
+                printf("test_qgemv: packed %s|%s|%s on path %s: kernel %s\n", type_name(mix[mi % 3][0]),
+                       type_name(mix[mi % 3][1]), type_name(mix[mi % 3][2]), pt_cpu_path(),
+                       pt__qgemv_kernel_rows(seg[0].type, 16));
             for (size_t mj = 0; mj < sizeof ms / sizeof ms[0]; mj++) {
                 const size_t m = ms[mj];
                 float *x = malloc(m * ldx * sizeof(float)), *a = malloc(m * ldy * sizeof(float));
@@ -442,19 +455,26 @@ START_TEST(test_qgemv_segs)
                     float *b2 = malloc(m * ldy * sizeof(float));
                     memcpy(b2, b, m * ldy * sizeof(float));
                     for (int s = 0; s < 3; s++) {
-                        ck_assert_ok(pt__qgemv_rows_ref(seg[s].type, m, rows[s], k, 0.5f, x, ldx, w[s],
+                        ck_assert_ok(pt__qgemv_rows_ref(mix[mi % 3][s], m, rows[s], k, 0.5f, x, ldx, w[s],
                                                        1.0f, b2 + off, ldy));
                         off += rows[s];
                     }
                     ck_assert_msg(memcmp(a2, b2, m * ldy * sizeof(float)) == 0,
                                   "segments %zu on %s, m = %zu, %d threads: differ from the "
                                   "reference of each segment", mi, pt_cpu_path(), m, nt);
+                    if (pk) { /* the reference reads packed rows too */
+                        memcpy(a2, b, m * ldy * sizeof(float));
+                        ck_assert_ok(pt__qgemv_rows_ref(seg[0].type, m, rows[0], k, 0.5f, x, ldx, wp[0],
+                                                       1.0f, a2, ldy));
+                        for (size_t i = 0; i < m; i++)
+                            ck_assert(memcmp(a2 + i * ldy, b2 + i * ldy, rows[0] * sizeof(float)) == 0);
+                    }
                     free(a2); free(b2);
                 }
                 free(x); free(a); free(b);
             }
             for (int s = 0; s < 3; s++)
-                free(w[s]);
+                free(w[s]), free(wp[s]);
         }
     }
     ck_assert_ok(pt_set_cpu_path(NULL));

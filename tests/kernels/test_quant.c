@@ -87,14 +87,47 @@ START_TEST(dequant_bitexact)
     float *tile = malloc((r1 - r0) * ld * sizeof(float));
     pt_bf16 *tb = malloc((r1 - r0) * ld * sizeof(pt_bf16));
     ck_assert(tile && tb);
-    pt__dequant_tile(t->type, t->data, cols, r0, r1, tile, ld);
-    pt__dequant_tile_bf16(t->type, t->data, cols, r0, r1, tb, ld);
+    pt__dequant_tile(t->type, t->data, rows, cols, r0, r1, tile, ld);
+    pt__dequant_tile_bf16(t->type, t->data, rows, cols, r0, r1, tb, ld);
     for (size_t r = r0; r < r1; r++)
         for (size_t c = 0; c < cols; c++) {
             float want = y[r * cols + c];
             ck_assert(memcmp(&tile[(r - r0) * ld + c], &want, sizeof want) == 0);
             ck_assert_uint_eq(tb[(r - r0) * ld + c], pt__f32_to_bf16(want));
         }
+
+    /* packed 16 rows to a group (kernels/qpack.c): the first n rows as a
+     * matrix whose last group is partial; the same values from the tiles,
+     * every block and the rows unpacked again byte for byte */
+    const size_t n = rows - 3, pt = t->type | PT_QPACK;
+    ck_assert_uint_ge(n, 35);
+    uint8_t *pk = malloc(n * rb), *un = malloc(n * rb), tmp[PT_QBLOCK_MAX];
+    ck_assert(pk && un);
+    memcpy(pk, t->data, n * rb);
+    ck_assert_ok(pt__qpack(t->type, pk, n, cols));
+    ck_assert(memcmp(pk, t->data, 16 * rb) != 0); /* it did move the bytes */
+    ck_assert(memcmp(pk + n / 16 * 16 * rb, (const uint8_t *)t->data + n / 16 * 16 * rb, n % 16 * rb) == 0);
+    pt__dequant_tile(pt, pk, n, cols, r0, r1, tile, ld);
+    pt__dequant_tile_bf16(pt, pk, n, cols, r0, r1, tb, ld);
+    for (size_t r = r0; r < r1; r++)
+        for (size_t c = 0; c < cols; c++) {
+            float want = y[r * cols + c];
+            ck_assert(memcmp(&tile[(r - r0) * ld + c], &want, sizeof want) == 0);
+            ck_assert_uint_eq(tb[(r - r0) * ld + c], pt__f32_to_bf16(want));
+        }
+    const size_t bb = pt__quant_block_bytes(t->type);
+    for (size_t r = 0; r < n; r++)
+        for (size_t b = 0; b < rb / bb; b++)
+            ck_assert(memcmp(pt__qpack_block(pt, pk, n, cols, r, b, tmp),
+                             (const uint8_t *)t->data + r * rb + b * bb, bb) == 0);
+    pt__qpack_rows(pt, pk, n, cols, 0, n, un);
+    ck_assert(memcmp(un, t->data, n * rb) == 0);
+    pt__qpack_rows(pt, pk, n, cols, 7, n - 2, un);
+    ck_assert(memcmp(un, (const uint8_t *)t->data + 7 * rb, (n - 9) * rb) == 0);
+    ck_assert_status(pt__dequant_row(pt, pk, y, cols), PT_EUNSUPPORTED, NULL);
+    ck_assert_status(pt__qpack(pt, pk, n, cols), PT_EINVAL, "packed");
+    free(pk);
+    free(un);
     free(tile);
     free(tb);
     free(y);

@@ -1,0 +1,133 @@
+/* Quantized weights packed 16 rows to a group (kernels/quant.h, PT_QPACK):
+ * the same bytes as the file's blocks, rearranged so that the 16-row VNNI
+ * kernels (kernels/qgemv_avx512.c) load what they need for 16 rows with
+ * one vector load instead of transposing and gathering them at every
+ * product.
+ *
+ * Layout.  Rows go in groups of 16 (row 16 g .. 16 g + 15); the rows of a
+ * last group of fewer than 16 stay as they are, back to back.  A full
+ * group takes the 16 rows' bytes (16 rb) and holds, for each block column
+ * b, the 16 rows' blocks b in 16 * bytes bytes:
+ *   the block's fp16 fields (d; Q4_1/Q5_1's m, Q4_K/Q5_K's dmin), each as
+ *   16 halves (row r's at 2 r), then
+ *   the block's other bytes as nd 32-bit words, word j as 16 words (row
+ *   r's at 4 r), so that word j of the 16 rows is one 64-byte vector whose
+ *   lane r is row r's.
+ * Every type's block is its fp16 fields plus a whole number of words (the
+ * table below), so a group takes exactly its 16 rows' bytes. */
+#include "kernels/quant.h"
+
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct qlayout {
+    int type;
+    size_t bytes;
+    int nh;         /* fp16 fields */
+    size_t hoff[2]; /* their offsets in the file's block */
+    size_t doff;    /* the words' first byte in the file's block */
+    size_t nd;      /* words */
+} qlayout;
+
+static const qlayout k_layouts[] = {
+    { 2, 18, 1, { 0, 0 }, 2, 4 },      /* Q4_0: d, qs[16] */
+    { 3, 20, 2, { 0, 2 }, 4, 4 },      /* Q4_1: d, m, qs[16] */
+    { 6, 22, 1, { 0, 0 }, 2, 5 },      /* Q5_0: d, qh[4], qs[16] */
+    { 7, 24, 2, { 0, 2 }, 4, 5 },      /* Q5_1: d, m, qh[4], qs[16] */
+    { 8, 34, 1, { 0, 0 }, 2, 8 },      /* Q8_0: d, qs[32] */
+    { 12, 144, 2, { 0, 2 }, 4, 35 },   /* Q4_K: d, dmin, scales[12], qs[128] */
+    { 13, 176, 2, { 0, 2 }, 4, 43 },   /* Q5_K: d, dmin, scales[12], qh[32], qs[128] */
+    { 14, 210, 1, { 208, 0 }, 0, 52 }, /* Q6_K: ql[128], qh[64], scales[16], d */
+};
+
+static const qlayout *layout_of(int type)
+{
+    for (size_t i = 0; i < sizeof k_layouts / sizeof k_layouts[0]; i++)
+        if (k_layouts[i].type == (type & ~PT_QPACK))
+            return &k_layouts[i];
+    return NULL;
+}
+
+/* dir 0: the 16 rows at src (rb bytes a row) packed into the group at
+ * dst; dir 1: the group at src unpacked into the 16 rows at dst. */
+static void group_move(const qlayout *L, size_t rb, const uint8_t *src, uint8_t *dst, int dir)
+{
+    const size_t nb = rb / L->bytes;
+    for (size_t b = 0; b < nb; b++) {
+        const size_t g = b * 16 * L->bytes, gd = g + (size_t)L->nh * 32;
+        for (size_t r = 0; r < 16; r++) {
+            const size_t blk = r * rb + b * L->bytes;
+            for (int h = 0; h < L->nh; h++) {
+                const size_t go = g + (size_t)h * 32 + r * 2, ro = blk + L->hoff[h];
+                memcpy(dst + (dir ? ro : go), src + (dir ? go : ro), 2);
+            }
+            for (size_t j = 0; j < L->nd; j++) {
+                const size_t go = gd + (j * 16 + r) * 4, ro = blk + L->doff + 4 * j;
+                memcpy(dst + (dir ? ro : go), src + (dir ? go : ro), 4);
+            }
+        }
+    }
+}
+
+int pt__qpack(int type, void *w, size_t n, size_t k)
+{
+    const qlayout *L = layout_of(type);
+    if (!L || (type & PT_QPACK))
+        return pt__err(PT_EINVAL, "pt__qpack: ggml type %d cannot be packed (or is packed already)", type);
+    const size_t rb = pt__quant_row_bytes(type, k);
+    if (rb == 0)
+        return pt__err(PT_EINVAL, "pt__qpack: rows of %zu values are not whole blocks", k);
+    if (n < 16)
+        return PT_OK;
+    uint8_t *tmp = malloc(16 * rb);
+    if (!tmp)
+        return pt__err(PT_ENOMEM, "pt__qpack: %zu bytes", 16 * rb);
+    for (size_t g = 0; g + 16 <= n; g += 16) {
+        uint8_t *grp = (uint8_t *)w + g * rb;
+        memcpy(tmp, grp, 16 * rb);
+        group_move(L, rb, tmp, grp, 0);
+    }
+    free(tmp);
+    return PT_OK;
+}
+
+const uint8_t *pt__qpack_block(int type, const void *w, size_t n, size_t k, size_t i, size_t b,
+                               uint8_t tmp[PT_QBLOCK_MAX])
+{
+    const qlayout *L = layout_of(type);
+    const size_t rb = pt__quant_row_bytes(type, k);
+    const uint8_t *row0 = (const uint8_t *)w + i * rb;
+    if (!(type & PT_QPACK) || i >= n / 16 * 16)
+        return row0 + b * L->bytes;
+    const size_t r = i % 16;
+    const uint8_t *g = (const uint8_t *)w + (i - r) * rb + b * 16 * L->bytes;
+    for (int h = 0; h < L->nh; h++)
+        memcpy(tmp + L->hoff[h], g + (size_t)h * 32 + r * 2, 2);
+    for (size_t j = 0; j < L->nd; j++)
+        memcpy(tmp + L->doff + 4 * j, g + (size_t)L->nh * 32 + (j * 16 + r) * 4, 4);
+    return tmp;
+}
+
+void pt__qpack_rows(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, void *dst)
+{
+    const qlayout *L = layout_of(type);
+    const size_t rb = pt__quant_row_bytes(type, k);
+    uint8_t *d = dst;
+    if (!(type & PT_QPACK)) {
+        memcpy(d, (const uint8_t *)w + r0 * rb, (r1 - r0) * rb);
+        return;
+    }
+    for (size_t i = r0; i < r1;) {
+        if (i % 16 == 0 && i + 16 <= r1 && i + 16 <= n / 16 * 16) { /* a whole group */
+            group_move(L, rb, (const uint8_t *)w + i * rb, d + (i - r0) * rb, 1);
+            i += 16;
+            continue;
+        }
+        uint8_t tmp[PT_QBLOCK_MAX];
+        for (size_t b = 0; b < rb / L->bytes; b++)
+            memcpy(d + (i - r0) * rb + b * L->bytes, pt__qpack_block(type, w, n, k, i, b, tmp), L->bytes);
+        i++;
+    }
+}
