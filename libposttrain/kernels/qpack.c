@@ -93,41 +93,45 @@ int pt__qpack(int type, void *w, size_t n, size_t k)
     return PT_OK;
 }
 
+/* Block b of row r of the full group at grp (rows of rb bytes) into blk. */
+static void block_get(const qlayout *L, const uint8_t *grp, size_t r, size_t b, uint8_t *blk)
+{
+    const uint8_t *g = grp + b * 16 * L->bytes, *gd = g + (size_t)L->nh * 32 + r * 4;
+    for (int h = 0; h < L->nh; h++)
+        memcpy(blk + L->hoff[h], g + (size_t)h * 32 + r * 2, 2);
+    for (size_t j = 0; j < L->nd; j++)
+        memcpy(blk + L->doff + 4 * j, gd + j * 64, 4);
+}
+
 const uint8_t *pt__qpack_block(int type, const void *w, size_t n, size_t k, size_t i, size_t b,
                                uint8_t tmp[PT_QBLOCK_MAX])
 {
     const qlayout *L = layout_of(type);
     const size_t rb = pt__quant_row_bytes(type, k);
-    const uint8_t *row0 = (const uint8_t *)w + i * rb;
     if (!(type & PT_QPACK) || i >= n / 16 * 16)
-        return row0 + b * L->bytes;
-    const size_t r = i % 16;
-    const uint8_t *g = (const uint8_t *)w + (i - r) * rb + b * 16 * L->bytes;
-    for (int h = 0; h < L->nh; h++)
-        memcpy(tmp + L->hoff[h], g + (size_t)h * 32 + r * 2, 2);
-    for (size_t j = 0; j < L->nd; j++)
-        memcpy(tmp + L->doff + 4 * j, g + (size_t)L->nh * 32 + (j * 16 + r) * 4, 4);
+        return (const uint8_t *)w + i * rb + b * L->bytes;
+    block_get(L, (const uint8_t *)w + (i - i % 16) * rb, i % 16, b, tmp);
     return tmp;
 }
 
 void pt__qpack_rows(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, void *dst)
 {
     const qlayout *L = layout_of(type);
-    const size_t rb = pt__quant_row_bytes(type, k);
+    const size_t rb = pt__quant_row_bytes(type, k), full = n / 16 * 16;
     uint8_t *d = dst;
-    if (!(type & PT_QPACK)) {
-        memcpy(d, (const uint8_t *)w + r0 * rb, (r1 - r0) * rb);
-        return;
-    }
     for (size_t i = r0; i < r1;) {
-        if (i % 16 == 0 && i + 16 <= r1 && i + 16 <= n / 16 * 16) { /* a whole group */
-            group_move(L, rb, (const uint8_t *)w + i * rb, d + (i - r0) * rb, 1);
+        const uint8_t *grp = (const uint8_t *)w + (i - i % 16) * rb;
+        if (!(type & PT_QPACK) || i >= full) { /* as the file has them */
+            memcpy(d + (i - r0) * rb, (const uint8_t *)w + i * rb, (r1 - i) * rb);
+            return;
+        }
+        if (i % 16 == 0 && i + 16 <= r1) { /* a whole group */
+            group_move(L, rb, grp, d + (i - r0) * rb, 1);
             i += 16;
             continue;
         }
-        uint8_t tmp[PT_QBLOCK_MAX];
         for (size_t b = 0; b < rb / L->bytes; b++)
-            memcpy(d + (i - r0) * rb + b * L->bytes, pt__qpack_block(type, w, n, k, i, b, tmp), L->bytes);
+            block_get(L, grp, i % 16, b, d + (i - r0) * rb + b * L->bytes);
         i++;
     }
 }

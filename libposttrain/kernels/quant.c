@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 /* ---- binary16 ------------------------------------------------------------ */
 
@@ -398,16 +399,24 @@ static void dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0,
         return;
     size_t rb = k / t->elems * t->bytes;
     const uint8_t *b = w;
+    /* packed rows: each row unpacked into the file's layout first (one
+     * block at a time without memory for a row) */
     const bool packed = (type & PT_QPACK) != 0;
+    uint8_t *row = packed ? malloc(rb) : NULL;
     float buf[PT_QK_K];
     uint8_t tmp[PT_QBLOCK_MAX];
     for (size_t i = r0; i < r1; i++) {
-        if (f32 && !packed) {
-            deq_row(t, f, b + i * rb, f32 + (i - r0) * ldd, k);
+        const uint8_t *src = b + i * rb;
+        if (row) {
+            pt__qpack_rows(type, w, n, k, i, i + 1, row);
+            src = row;
+        }
+        if (f32 && !(packed && !row)) {
+            deq_row(t, f, src, f32 + (i - r0) * ldd, k);
             continue;
         }
         for (size_t j = 0; j < k / t->elems; j++) {
-            const uint8_t *blk = packed ? pt__qpack_block(type, w, n, k, i, j, tmp) : b + i * rb + j * t->bytes;
+            const uint8_t *blk = packed && !row ? pt__qpack_block(type, w, n, k, i, j, tmp) : src + j * t->bytes;
             if (f32) {
                 f(blk, f32 + (i - r0) * ldd + j * t->elems);
                 continue;
@@ -418,6 +427,7 @@ static void dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0,
                 d[e] = pt__f32_to_bf16(buf[e]);
         }
     }
+    free(row);
 }
 
 void pt__dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, float *dst,
