@@ -227,8 +227,8 @@ void pt__layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io
         pt__headnorm_forward(qp, QKV, io->rq, io->qkpre, Q + KV, w->qn, n, nh, hd, eps);
         pt__headnorm_forward(kp, QKV, io->rk, io->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
     }
-    pt__rope_apply(qp, QKV, n, nh, hd, io->cos_t, io->sin_t, false);
-    pt__rope_apply(kp, QKV, n, nkv, hd, io->cos_t, io->sin_t, false);
+    /* q's heads then k's, adjacent in each row (q_dim = nh hd): one pass */
+    pt__rope_apply(qp, QKV, n, nh + nkv, hd, io->cos_t, io->sin_t, false);
 }
 
 void pt__layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io)
@@ -420,8 +420,7 @@ static int backward_run(pt_context *ctx, const float *dlp)
         float *dq = ctx->dqkv, *dk = ctx->dqkv + Q, *dv = ctx->dqkv + Q + KV;
         pt__attention_backward(dq, dk, dv, ctx->datt, a->qkv, a->qkv + Q, a->qkv + Q + KV,
                               a->att, a->lse, &as, ctx->attn_scratch);
-        pt__rope_apply(dq, QKV, n, nh, hd, ctx->cos_t, ctx->sin_t, true);
-        pt__rope_apply(dk, QKV, n, nkv, hd, ctx->cos_t, ctx->sin_t, true);
+        pt__rope_apply(dq, QKV, n, nh + nkv, hd, ctx->cos_t, ctx->sin_t, true); /* dq | dk */
         if (c->qk_norm) {
             pt__headnorm_backward(dq, QKV, g->qn, dq, QKV, a->qkpre, Q + KV, w->qn, a->rq, n, nh,
                                  hd);
