@@ -184,12 +184,21 @@ QG_INLINE void qw_chunk(const int type, const bool packed, const uint8_t *wrow, 
     }
 }
 
-/* The accumulators of rows 0 .. mc of x, zeroed. */
-QG_INLINE void qw_acc_zero(__m512 acc[16][8], size_t mc)
+/* The accumulators of rows 0 .. mc of x that no block of a row of nb
+ * reaches (lanes nb .. 8), zeroed: the kernels start each lane at its
+ * first block (b < 8) by an FMA into 0 instead of zeroing it first (the
+ * same operation, one store and one load less). */
+QG_INLINE void qw_acc_zero(__m512 acc[16][8], size_t mc, size_t nb)
 {
     for (size_t c = 0; c < mc; c++)
-        for (int e = 0; e < 8; e++)
+        for (size_t e = nb; e < 8; e++)
             acc[c][e] = _mm512_setzero_ps();
+}
+
+/* acc, or 0 for block b's lane at its first block. */
+QG_INLINE __m512 qw_acc_in(const __m512 *acc, size_t b)
+{
+    return b < 8 ? _mm512_setzero_ps() : *acc;
 }
 
 /* *acc = vpdpbusd(*acc, w, the 4 bytes at x in every lane), the broadcast
@@ -236,7 +245,7 @@ QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, 
             if (sh)
                 isum = _mm512_sub_epi32(isum, _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh)));
             const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
-            acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), acc[c][e]);
+            acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), qw_acc_in(&acc[c][e], bb));
             if (min)
                 acc[c][e] = _mm512_fmadd_ps(wmv, _mm512_set1_ps(a->s[at]), acc[c][e]);
         }
@@ -458,10 +467,10 @@ QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, 
             const __m512 dx = _mm512_set1_ps(a->d[at]);
             if (six) {
                 const __m512i vi = _mm512_sub_epi32(is[c], _mm512_slli_epi32(j, 5));
-                acc[c][e] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(vi), acc[c][e]);
+                acc[c][e] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(vi), qw_acc_in(&acc[c][e], bb));
                 continue;
             }
-            acc[c][e] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(is[c]), acc[c][e]);
+            acc[c][e] = _mm512_fmadd_ps(_mm512_mul_ps(dv, dx), _mm512_cvtepi32_ps(is[c]), qw_acc_in(&acc[c][e], bb));
             const __m512 nm = _mm512_xor_ps(_mm512_mul_ps(dmv, dx), _mm512_set1_ps(-0.0f));
             acc[c][e] = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(j), acc[c][e]);
         }
@@ -485,7 +494,7 @@ QG_INLINE void qk_rows(const int type, const bool packed, const pt_qact *a, size
         const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
         pt_qact ai = *a; /* rows i0 .. of x */
         ai.q += i0 * a->kp, ai.d += i0 * a->nbp, ai.bsum += i0 * a->nbp * 16;
-        qw_acc_zero(acc, mc);
+        qw_acc_zero(acc, mc, nb);
         for (size_t b0 = 0; b0 < nb; b0 += QK_NB) {
             const size_t nbc = nb - b0 < QK_NB ? nb - b0 : QK_NB;
             if (i0 == 0 || nb > QK_NB)
@@ -524,7 +533,7 @@ QG_INLINE void qw_rows_any(const int type, const bool packed, const pt_qact *a, 
     __m512 acc[16][8];
     for (size_t i0 = 0; i0 < a->m; i0 += 16) {
         const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
-        qw_acc_zero(acc, mc);
+        qw_acc_zero(acc, mc, nb);
         for (size_t b0 = 0; b0 < nb; b0 += QW_NB) {
             const size_t nbc = nb - b0 < QW_NB ? nb - b0 : QW_NB;
             if (i0 == 0 || nb > QW_NB)
