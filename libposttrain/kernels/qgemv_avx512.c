@@ -497,13 +497,10 @@ QG_INLINE void qk_rows(const int type, const bool packed, const pt_qact *a, size
         qw_acc_zero(acc, mc, nb);
         for (size_t b0 = 0; b0 < nb; b0 += QK_NB) {
             const size_t nbc = nb - b0 < QK_NB ? nb - b0 : QK_NB;
-            if (i0 == 0 || nb > QK_NB)
-            {
-                if (packed)
-                    qk_chunk_packed(type, wrow, bytes, b0, nbc, &ch);
-                else
-                    qk_chunk_fill(type, wrow, rbytes, len, bytes, b0, nbc, &ch, &rb);
-            }
+            if ((i0 == 0 || nb > QK_NB) && packed)
+                qk_chunk_packed(type, wrow, bytes, b0, nbc, &ch);
+            else if (i0 == 0 || nb > QK_NB)
+                qk_chunk_fill(type, wrow, rbytes, len, bytes, b0, nbc, &ch, &rb);
             qk_xrows(type, &ai, mc, b0, nbc, &ch, acc);
         }
         for (size_t c = 0; c < mc; c++)

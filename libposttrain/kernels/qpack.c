@@ -13,8 +13,9 @@
  *   the block's other bytes as nd 32-bit words, word j as 16 words (row
  *   r's at 4 r), so that word j of the 16 rows is one 64-byte vector whose
  *   lane r is row r's.
- * Every type's block is its fp16 fields plus a whole number of words (the
- * table below), so a group takes exactly its 16 rows' bytes. */
+ * Every type's block is its fp16 fields plus a whole number of words
+ * (pt__quant_fields, from kernels/quant.c's table of types), so a group
+ * takes exactly its 16 rows' bytes. */
 #include "kernels/quant.h"
 
 #include "core/core.h"
@@ -22,37 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct qlayout {
-    int type;
-    size_t bytes;
-    int nh;         /* fp16 fields */
-    size_t hoff[2]; /* their offsets in the file's block */
-    size_t doff;    /* the words' first byte in the file's block */
-    size_t nd;      /* words */
-} qlayout;
-
-static const qlayout k_layouts[] = {
-    { 2, 18, 1, { 0, 0 }, 2, 4 },      /* Q4_0: d, qs[16] */
-    { 3, 20, 2, { 0, 2 }, 4, 4 },      /* Q4_1: d, m, qs[16] */
-    { 6, 22, 1, { 0, 0 }, 2, 5 },      /* Q5_0: d, qh[4], qs[16] */
-    { 7, 24, 2, { 0, 2 }, 4, 5 },      /* Q5_1: d, m, qh[4], qs[16] */
-    { 8, 34, 1, { 0, 0 }, 2, 8 },      /* Q8_0: d, qs[32] */
-    { 12, 144, 2, { 0, 2 }, 4, 35 },   /* Q4_K: d, dmin, scales[12], qs[128] */
-    { 13, 176, 2, { 0, 2 }, 4, 43 },   /* Q5_K: d, dmin, scales[12], qh[32], qs[128] */
-    { 14, 210, 1, { 208, 0 }, 0, 52 }, /* Q6_K: ql[128], qh[64], scales[16], d */
-};
-
-static const qlayout *layout_of(int type)
-{
-    for (size_t i = 0; i < sizeof k_layouts / sizeof k_layouts[0]; i++)
-        if (k_layouts[i].type == (type & ~PT_QPACK))
-            return &k_layouts[i];
-    return NULL;
-}
-
 /* dir 0: the 16 rows at src (rb bytes a row) packed into the group at
  * dst; dir 1: the group at src unpacked into the 16 rows at dst. */
-static void group_move(const qlayout *L, size_t rb, const uint8_t *src, uint8_t *dst, int dir)
+static void group_move(const pt_qfields *L, size_t rb, const uint8_t *src, uint8_t *dst, int dir)
 {
     const size_t nb = rb / L->bytes;
     for (size_t b = 0; b < nb; b++) {
@@ -63,8 +36,8 @@ static void group_move(const qlayout *L, size_t rb, const uint8_t *src, uint8_t 
                 const size_t go = g + (size_t)h * 32 + r * 2, ro = blk + L->hoff[h];
                 memcpy(dst + (dir ? ro : go), src + (dir ? go : ro), 2);
             }
-            for (size_t j = 0; j < L->nd; j++) {
-                const size_t go = gd + (j * 16 + r) * 4, ro = blk + L->doff + 4 * j;
+            for (size_t j = 0; j < L->nwords; j++) {
+                const size_t go = gd + (j * 16 + r) * 4, ro = blk + L->woff + 4 * j;
                 memcpy(dst + (dir ? ro : go), src + (dir ? go : ro), 4);
             }
         }
@@ -73,8 +46,8 @@ static void group_move(const qlayout *L, size_t rb, const uint8_t *src, uint8_t 
 
 int pt__qpack(int type, void *w, size_t n, size_t k)
 {
-    const qlayout *L = layout_of(type);
-    if (!L || (type & PT_QPACK))
+    pt_qfields L;
+    if (!pt__quant_fields(type, &L) || (type & PT_QPACK))
         return pt__err(PT_EINVAL, "pt__qpack: ggml type %d cannot be packed (or is packed already)", type);
     const size_t rb = pt__quant_row_bytes(type, k);
     if (rb == 0)
@@ -87,36 +60,38 @@ int pt__qpack(int type, void *w, size_t n, size_t k)
     for (size_t g = 0; g + 16 <= n; g += 16) {
         uint8_t *grp = (uint8_t *)w + g * rb;
         memcpy(tmp, grp, 16 * rb);
-        group_move(L, rb, tmp, grp, 0);
+        group_move(&L, rb, tmp, grp, 0);
     }
     free(tmp);
     return PT_OK;
 }
 
 /* Block b of row r of the full group at grp (rows of rb bytes) into blk. */
-static void block_get(const qlayout *L, const uint8_t *grp, size_t r, size_t b, uint8_t *blk)
+static void block_get(const pt_qfields *L, const uint8_t *grp, size_t r, size_t b, uint8_t *blk)
 {
     const uint8_t *g = grp + b * 16 * L->bytes, *gd = g + (size_t)L->nh * 32 + r * 4;
     for (int h = 0; h < L->nh; h++)
         memcpy(blk + L->hoff[h], g + (size_t)h * 32 + r * 2, 2);
-    for (size_t j = 0; j < L->nd; j++)
-        memcpy(blk + L->doff + 4 * j, gd + j * 64, 4);
+    for (size_t j = 0; j < L->nwords; j++)
+        memcpy(blk + L->woff + 4 * j, gd + j * 64, 4);
 }
 
 const uint8_t *pt__qpack_block(int type, const void *w, size_t n, size_t k, size_t i, size_t b,
                                uint8_t tmp[PT_QBLOCK_MAX])
 {
-    const qlayout *L = layout_of(type);
+    pt_qfields L;
+    pt__quant_fields(type, &L);
     const size_t rb = pt__quant_row_bytes(type, k);
     if (!(type & PT_QPACK) || i >= n / 16 * 16)
-        return (const uint8_t *)w + i * rb + b * L->bytes;
-    block_get(L, (const uint8_t *)w + (i - i % 16) * rb, i % 16, b, tmp);
+        return (const uint8_t *)w + i * rb + b * L.bytes;
+    block_get(&L, (const uint8_t *)w + (i - i % 16) * rb, i % 16, b, tmp);
     return tmp;
 }
 
 void pt__qpack_rows(int type, const void *w, size_t n, size_t k, size_t r0, size_t r1, void *dst)
 {
-    const qlayout *L = layout_of(type);
+    pt_qfields L;
+    pt__quant_fields(type, &L);
     const size_t rb = pt__quant_row_bytes(type, k), full = n / 16 * 16;
     uint8_t *d = dst;
     for (size_t i = r0; i < r1;) {
@@ -126,12 +101,12 @@ void pt__qpack_rows(int type, const void *w, size_t n, size_t k, size_t r0, size
             return;
         }
         if (i % 16 == 0 && i + 16 <= r1) { /* a whole group */
-            group_move(L, rb, grp, d + (i - r0) * rb, 1);
+            group_move(&L, rb, grp, d + (i - r0) * rb, 1);
             i += 16;
             continue;
         }
-        for (size_t b = 0; b < rb / L->bytes; b++)
-            block_get(L, grp, i % 16, b, d + (i - r0) * rb + b * L->bytes);
+        for (size_t b = 0; b < rb / L.bytes; b++)
+            block_get(&L, grp, i % 16, b, d + (i - r0) * rb + b * L.bytes);
         i++;
     }
 }

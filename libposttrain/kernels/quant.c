@@ -89,6 +89,19 @@ size_t pt__quant_row_bytes(int type, size_t n)
     return n / t->elems * t->bytes;
 }
 
+bool pt__quant_fields(int type, pt_qfields *f)
+{
+    const qtype_info *t = info_of(type);
+    if (!t)
+        return false;
+    /* the fp16 fields are the block's first bytes, or (Q6_K) its last:
+     * the rest is one run of whole words */
+    *f = (pt_qfields){ t->bytes, t->nscales, { t->scale_off[0], t->scale_off[1] },
+                       t->scale_off[0] == 0 ? 2 * (size_t)t->nscales : 0,
+                       (t->bytes - 2 * (size_t)t->nscales) / 4 };
+    return true;
+}
+
 const char *pt__quant_type_name(int type)
 {
     const qtype_info *t = info_of(type);
@@ -403,6 +416,7 @@ static void dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0,
      * block at a time without memory for a row) */
     const bool packed = (type & PT_QPACK) != 0;
     uint8_t *row = packed ? malloc(rb) : NULL;
+    const bool by_block = packed && !row;
     float buf[PT_QK_K];
     uint8_t tmp[PT_QBLOCK_MAX];
     for (size_t i = r0; i < r1; i++) {
@@ -411,12 +425,12 @@ static void dequant_tile(int type, const void *w, size_t n, size_t k, size_t r0,
             pt__qpack_rows(type, w, n, k, i, i + 1, row);
             src = row;
         }
-        if (f32 && !(packed && !row)) {
+        if (f32 && !by_block) {
             deq_row(t, f, src, f32 + (i - r0) * ldd, k);
             continue;
         }
         for (size_t j = 0; j < k / t->elems; j++) {
-            const uint8_t *blk = packed && !row ? pt__qpack_block(type, w, n, k, i, j, tmp) : src + j * t->bytes;
+            const uint8_t *blk = by_block ? pt__qpack_block(type, w, n, k, i, j, tmp) : src + j * t->bytes;
             if (f32) {
                 f(blk, f32 + (i - r0) * ldd + j * t->elems);
                 continue;

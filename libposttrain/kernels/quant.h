@@ -172,6 +172,17 @@ void pt__dequant_tile_bf16(int type, const void *w, size_t n, size_t k, size_t r
 #define PT_QPACK 0x100
 /* Bytes of the largest block. */
 #define PT_QBLOCK_MAX 256
+/* A block as packing sees it: its nh fp16 fields (d; m or dmin) at hoff,
+ * then the rest of its bytes, nwords 32-bit words from woff. */
+typedef struct pt_qfields {
+    size_t bytes;
+    int nh;
+    size_t hoff[2];
+    size_t woff, nwords;
+} pt_qfields;
+/* The fields of type's block (PT_QPACK ignored); false for an unsupported
+ * type. */
+bool pt__quant_fields(int type, pt_qfields *f);
 /* Pack W [n x k] of `type` (the file's layout) in place: PT_OK,
  * PT_EINVAL (a type or k that cannot be), PT_ENOMEM (W untouched). */
 int pt__qpack(int type, void *w, size_t n, size_t k);
