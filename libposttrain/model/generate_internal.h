@@ -23,6 +23,8 @@ typedef struct pt_sample_scratch {
     float *e;       /* [v] exp(z - max z) */
     int32_t *idx;   /* [v] candidate ids */
     uint8_t *keep;  /* [v] 1 for the ids the filters keep */
+    double *bs;     /* [v / 256 rounded up] the draw's sums of blocks of ids */
+    double total;   /* the sum of the weights of the last draw */
     float zmax;     /* max z, and the sum of e, of the last call */
     float sum;
 } pt_sample_scratch;
@@ -31,6 +33,11 @@ typedef struct pt_sample_scratch {
 size_t pt__sample_scratch_bytes(int v);
 /* Point s's arrays into `mem` (pt__sample_scratch_bytes(v) bytes, 64-byte aligned). */
 void pt__sample_scratch_init(pt_sample_scratch *s, void *mem, int v);
+/* The id drawn by u in [0, 1) with weights e[0 .. v) (>= 0; bs: v / 256
+ * rounded up doubles of scratch): the first id whose running sum of
+ * weights passes u times their total (*total), both sums taken by blocks
+ * of 256 ids (generate_sample.c); `last` when rounding leaves none. */
+int32_t pt__sample_draw(const float *e, int v, double u, int32_t last, double *bs, double *total);
 
 /* The ids the filters of s keep for these logits (temperature > 0): keep[i]
  * is set to 1 or 0; returns how many are kept (>= 1).  Also leaves z and e

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Ids in a block of the draw (a multiple of DRAW_LANES). */
+#define DRAW_BLOCK 256
+#define DRAW_LANES 8
+
 static size_t round64(size_t n)
 {
     return (n + 63) & ~(size_t)63;
@@ -18,7 +22,8 @@ static size_t round64(size_t n)
 size_t pt__sample_scratch_bytes(int v)
 {
     size_t n = (size_t)v;
-    return 2 * round64(n * sizeof(float)) + round64(n * sizeof(int32_t)) + round64(n);
+    return 2 * round64(n * sizeof(float)) + round64(n * sizeof(int32_t)) + round64(n) +
+           round64((n + DRAW_BLOCK - 1) / DRAW_BLOCK * sizeof(double));
 }
 
 void pt__sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
@@ -33,6 +38,8 @@ void pt__sample_scratch_init(pt_sample_scratch *s, void *mem, int v)
     s->idx = (int32_t *)p;
     p += round64(n * sizeof(int32_t));
     s->keep = (uint8_t *)p;
+    p += round64(n);
+    s->bs = (double *)(void *)p;
 }
 
 void pt__sample_rng(pt_rng *r, uint64_t seed, uint64_t stream)
@@ -196,6 +203,56 @@ int pt__sample_filter(uint8_t *keep, const float *logits, int v, const pt_sample
     return kept;
 }
 
+/* The sum in double of e[i0 .. i1): lane l adding the ids = l mod
+ * DRAW_LANES in order (independent lanes, so the compiler may vectorize
+ * without reordering any sum), then the lanes as a fixed tree. */
+static double block_sum(const float *e, int i0, int i1)
+{
+    double a[DRAW_LANES] = { 0 };
+    int i = i0;
+    for (; i + DRAW_LANES <= i1; i += DRAW_LANES)
+        for (int l = 0; l < DRAW_LANES; l++)
+            a[l] += (double)e[i + l];
+    for (int l = 0; i < i1; i++, l++)
+        a[l] += (double)e[i];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* The id drawn with weights e[0 .. v) (>= 0) by u in [0, 1): the total is
+ * the sum of the blocks' sums in order (*total), the target u * total is
+ * found block by block (their sums, then the ids of the block it falls in
+ * one by one), so the draw reads each weight about once and the long
+ * dependent chain of a sum in order is V / DRAW_BLOCK additions instead
+ * of V.  `last`: the id when rounding leaves the target past every
+ * block (the last one of positive weight). */
+int32_t pt__sample_draw(const float *e, int v, double u, int32_t last, double *bs, double *total)
+{
+    const int nb = (v + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    double t = 0.0;
+    for (int b = 0; b < nb; b++) {
+        const int i1 = (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
+        bs[b] = block_sum(e, b * DRAW_BLOCK, i1);
+        t += bs[b];
+    }
+    *total = t;
+    const double target = u * t;
+    double acc = 0.0;
+    for (int b = 0; b < nb; b++) {
+        if (!(target < acc + bs[b])) {
+            acc += bs[b];
+            continue;
+        }
+        const int i1 = (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
+        for (int i = b * DRAW_BLOCK; i < i1; i++) {
+            acc += (double)e[i];
+            if (target < acc && e[i] > 0.0f)
+                return i;
+        }
+        /* rounding put the target past this block's ids: the next block */
+    }
+    return last;
+}
+
 int32_t pt__sample_token(float *logprob, const float *logits, int v, const pt_sampler *s,
                         pt_rng *rng, pt_sample_scratch *sc)
 {
@@ -218,25 +275,16 @@ int32_t pt__sample_token(float *logprob, const float *logits, int v, const pt_sa
         pt__sample_filter(sc->keep, logits, v, s, sc);
     else
         scale_exp(sc, logits, v, s->temperature);
-    const float *e = sc->e;
-    double total = 0.0;
-    int32_t last = 0;
-    for (int i = 0; i < v; i++)
-        if (!filtered || sc->keep[i]) {
-            total += (double)e[i];
-            last = i;
-        }
-    double u = pt__rng_uniform_double(rng) * total, acc = 0.0;
-    int32_t tok = last;
-    for (int i = 0; i < v; i++) {
-        if (filtered && !sc->keep[i])
-            continue;
-        acc += (double)e[i];
-        if (u < acc) {
-            tok = i;
-            break;
-        }
+    float *e = sc->e;
+    int32_t last = v - 1;
+    if (filtered) { /* the dropped ids weigh nothing (e is this draw's scratch) */
+        for (int i = 0; i < v; i++)
+            e[i] = sc->keep[i] ? e[i] : 0.0f;
+        while (last > 0 && !sc->keep[last])
+            last--;
     }
+    const int32_t tok = pt__sample_draw(e, v, pt__rng_uniform_double(rng), last, sc->bs, &sc->total);
+    const double total = sc->total;
     /* The log-probability under the distribution drawn from: softmax(z)
      * over the kept ids, renormalised (vLLM's processed logprobs, TRL's
      * sampling logprobs); unfiltered, the whole log_softmax(z). */

@@ -698,6 +698,56 @@ START_TEST(test_sampler_top_p_min_p)
 }
 END_TEST
 
+/* The draw by blocks of ids against the plain definition, a running sum
+ * in order: over a vocabulary of 50001 ids (a partial last block), a
+ * third of them of weight 0 (filtered), the same id for 2000 random u
+ * (they could differ only where u times the total falls within rounding
+ * of a boundary), and the ends: u = 0 gives the first id of positive
+ * weight, u just under 1 the last. */
+START_TEST(test_sampler_draw_blocks)
+{
+    enum { V = 50001 };
+    float *e = malloc(V * sizeof *e);
+    double *bs = malloc((V / 256 + 1) * sizeof *bs), *cum = malloc(V * sizeof *cum);
+    ck_assert(e && bs && cum);
+    pt_rng rng;
+    pt__sample_rng(&rng, 7, 3);
+    double run = 0.0;
+    int32_t first = -1, last = -1;
+    for (int i = 0; i < V; i++) {
+        const double r = pt__rng_uniform_double(&rng);
+        e[i] = r < 1.0 / 3.0 ? 0.0f : (float)exp(-20.0 * pt__rng_uniform_double(&rng));
+        if (e[i] > 0.0f) {
+            first = first < 0 ? i : first;
+            last = i;
+        }
+        run += (double)e[i];
+        cum[i] = run;
+    }
+    for (int d = 0; d < 2002; d++) {
+        const double u = d == 0 ? 0.0 : d == 1 ? 1.0 - 0x1p-53 : pt__rng_uniform_double(&rng);
+        double total = 0.0;
+        const int32_t got = pt__sample_draw(e, V, u, last, bs, &total);
+        ck_assert_msg(fabs(total - run) <= 1e-12 * run, "total %.17g, in order %.17g", total, run);
+        int32_t want = last;
+        for (int i = 0; i < V; i++)
+            if (u * run < cum[i]) {
+                want = i;
+                break;
+            }
+        ck_assert_msg(got == want, "u = %.17g: drew %d, the running sum gives %d", u, got, want);
+        ck_assert(e[got] > 0.0f);
+        if (d == 0)
+            ck_assert_int_eq(got, first);
+        if (d == 1)
+            ck_assert_int_eq(got, last);
+    }
+    free(cum);
+    free(bs);
+    free(e);
+}
+END_TEST
+
 /* Chi-square of N draws against the expected probabilities (0 outside the
  * kept set, where no draw may land). */
 static void check_frequencies(const pt_sampler *s, const double *expect, int v, int N,
@@ -983,6 +1033,7 @@ static Suite *generate_suite(void)
     tcase_add_test(tc, test_sampler_top_k);
     tcase_add_test(tc, test_sampler_top_p_min_p);
     tcase_add_test(tc, test_sampler_frequencies);
+    tcase_add_test(tc, test_sampler_draw_blocks);
     tcase_add_test(tc, test_stop_and_length);
     tcase_add_test(tc, test_abort);
     tcase_add_test(tc, test_bad_inputs);
