@@ -26,20 +26,26 @@ static void norm_forward(float *y, size_t ldy, float *rstd, const float *x, size
     int nt = loop_threads(n * nh * hd);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t t = 0; t < n; t++)
-        for (size_t h = 0; h < nh; h++) {
-            const float *xr = x + t * ldx + h * hd;
-            float *yr = y + t * ldy + h * hd;
-            float ss = 0.0f;
+        for (size_t h = 0; h < nh; h++)
+            pt__rmsnorm_row(y + t * ldy + h * hd, rstd ? rstd + t * nh + h : NULL, x + t * ldx + h * hd,
+                           w, hd, eps);
+}
+
+/* Not inlined: the one compiled body of a row, whoever calls it (the
+ * quantized products' fused input, kernels/qgemv.c, gives the same bits). */
+__attribute__((noinline)) void pt__rmsnorm_row(float *yr, float *rstd, const float *xr, const float *w,
+                                               size_t hd, float eps)
+{
+    float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
-            for (size_t i = 0; i < hd; i++)
-                ss += xr[i] * xr[i];
-            float rs = 1.0f / sqrtf(ss / (float)hd + eps);
-            if (rstd)
-                rstd[t * nh + h] = rs;
+    for (size_t i = 0; i < hd; i++)
+        ss += xr[i] * xr[i];
+    float rs = 1.0f / sqrtf(ss / (float)hd + eps);
+    if (rstd)
+        *rstd = rs;
 #pragma omp simd
-            for (size_t i = 0; i < hd; i++)
-                yr[i] = xr[i] * rs * w[i];
-        }
+    for (size_t i = 0; i < hd; i++)
+        yr[i] = xr[i] * rs * w[i];
 }
 
 /* Its backward: dw first (so dx may alias dy), then dx, set or added to. */
@@ -188,14 +194,17 @@ void pt__swiglu_forward(float *h, const float *g, const float *u, size_t rows, s
 {
     int nt = loop_threads(rows * n * 4);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        const float *gr = g + r * ld, *ur = u + r * ld;
-        float *hr = h + r * n;
+    for (size_t r = 0; r < rows; r++)
+        pt__swiglu_row(h + r * n, g + r * ld, u + r * ld, n);
+}
+
+/* Not inlined, as pt__rmsnorm_row. */
+__attribute__((noinline)) void pt__swiglu_row(float *hr, const float *gr, const float *ur, size_t n)
+{
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            float gi = gr[i];
-            hr[i] = gi / (1.0f + pt__vexpf(-gi)) * ur[i];
-        }
+    for (size_t i = 0; i < n; i++) {
+        float gi = gr[i];
+        hr[i] = gi / (1.0f + pt__vexpf(-gi)) * ur[i];
     }
 }
 

@@ -16,6 +16,9 @@
 /* y may alias x.  rstd (rows) receives rsqrt(mean(x^2)+eps) when non-NULL. */
 void pt__rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, size_t rows,
                         size_t d, float eps);
+/* One vector of hd values (y may alias x; rstd: where its rstd goes, or
+ * NULL): what pt__rmsnorm_forward computes for each row, bit for bit. */
+void pt__rmsnorm_row(float *y, float *rstd, const float *x, const float *w, size_t hd, float eps);
 /* dx (+)= d/dx, dw += d/dw.  x is the forward input, rstd its saved value.
  * accumulate_dx: add into dx instead of overwriting it.  dw may be NULL. */
 void pt__rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
@@ -50,6 +53,8 @@ void pt__rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const flo
 /* rows x n: h is contiguous (row stride n); g and u have row stride ld (so
  * they can be the two halves of one [rows, 2n] gate|up buffer). */
 void pt__swiglu_forward(float *h, const float *g, const float *u, size_t rows, size_t n, size_t ld);
+/* One row of n: what pt__swiglu_forward computes for each row, bit for bit. */
+void pt__swiglu_row(float *h, const float *g, const float *u, size_t n);
 /* From dh (contiguous rows x n): dg and du (row stride ld), overwritten. */
 void pt__swiglu_backward(float *dg, float *du, const float *dh, const float *g, const float *u,
                         size_t rows, size_t n, size_t ld);

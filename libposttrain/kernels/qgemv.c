@@ -12,6 +12,7 @@
 #include "io/gguf.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
+#include "kernels/ops.h"
 
 #include <float.h>
 #include <omp.h>
@@ -410,8 +411,32 @@ static int seg_check(int type, size_t k, const qtype **t)
  * per block size, then one parallel region in which the threads first
  * quantize the rows of x, then share the tasks (QGEMV_BLOCK rows of W) of
  * all segments. */
+/* Row i of pre's output made from x (kernels/qgemv.h); returns it. */
+static const float *pre_row(const pt_qpre *pre, const float *x, size_t ldx, size_t i, size_t k)
+{
+    float *o = pre->out + i * pre->ldo;
+    if (pre->kind == PT_QPRE_RMSNORM)
+        pt__rmsnorm_row(o, pre->rstd ? pre->rstd + i : NULL, x + i * ldx, pre->w, k, pre->eps);
+    else
+        pt__swiglu_row(o, x + i * ldx, pre->u + i * ldx, k);
+    return o;
+}
+
+void pt__qpre_apply(const pt_qpre *pre, const float *x, size_t ldx, size_t m, size_t k)
+{
+    if (pre->kind == PT_QPRE_RMSNORM && ldx == k && pre->ldo == k) {
+        pt__rmsnorm_forward(pre->out, pre->rstd, x, pre->w, m, k, pre->eps);
+    } else if (pre->kind == PT_QPRE_SWIGLU && pre->ldo == k) {
+        pt__swiglu_forward(pre->out, x, pre->u, m, k, ldx);
+    } else {
+        for (size_t i = 0; i < m; i++)
+            pre_row(pre, x, ldx, i, k);
+    }
+}
+
 static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
-                          const float *x, size_t ldx, float beta, float *y, size_t ldy)
+                          const float *x, size_t ldx, const pt_qpre *pre, float beta, float *y,
+                          size_t ldy)
 {
     if (nseg < 1 || nseg > SEG_MAX)
         return pt__err(PT_EINVAL, "pt__qgemv_segs: %d segments (1 to %d)", nseg, SEG_MAX);
@@ -439,8 +464,12 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     }
     if (!x || !y)
         return pt__err(PT_EINVAL, "pt__qgemv_rows: x, w or y is NULL");
-    if (m == 0 || n == 0)
-        return PT_OK;
+    if (m == 0 || n == 0 || k == 0) {
+        if (pre)
+            pt__qpre_apply(pre, x, ldx, m, k);
+        if (m == 0 || n == 0)
+            return PT_OK;
+    }
     if (k == 0) { /* an empty sum */
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < n; j++) {
@@ -475,10 +504,19 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
     const size_t nq = (size_t)nf * m;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
+        if (pre) { /* each row made (into pre->out), then quantized */
 #pragma omp for schedule(static)
-        for (size_t i = 0; i < nq; i++) {
-            const int f = fam[i / m];
-            act_row(&act[f], blks[f], i % m, k, x + (i % m) * ldx, ref);
+            for (size_t i = 0; i < m; i++) {
+                const float *xi = pre_row(pre, x, ldx, i, k);
+                for (int f = 0; f < nf; f++)
+                    act_row(&act[fam[f]], blks[fam[f]], i, k, xi, ref);
+            }
+        } else {
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < nq; i++) {
+                const int f = fam[i / m];
+                act_row(&act[f], blks[f], i % m, k, x + (i % m) * ldx, ref);
+            }
         }
         /* guided: long runs of adjacent tasks first (the kernels prefetch
          * the next task's rows), shrinking to 4 at the end, so that a core
@@ -510,13 +548,19 @@ static int qgemv_run(bool ref, int type, size_t m, size_t n, size_t k, float alp
     if (!w)
         return pt__err(PT_EINVAL, "pt__qgemv_rows: x, w or y is NULL");
     const pt_qseg seg = { type, w, n };
-    return qgemv_segs_run(ref, &seg, 1, m, k, alpha, x, ldx, beta, y, ldy);
+    return qgemv_segs_run(ref, &seg, 1, m, k, alpha, x, ldx, NULL, beta, y, ldy);
 }
 
 int pt__qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
                   size_t ldx, float beta, float *y, size_t ldy)
 {
-    return qgemv_segs_run(false, seg, nseg, m, k, alpha, x, ldx, beta, y, ldy);
+    return qgemv_segs_run(false, seg, nseg, m, k, alpha, x, ldx, NULL, beta, y, ldy);
+}
+
+int pt__qgemv_segs_pre(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
+                      size_t ldx, const pt_qpre *pre, float beta, float *y, size_t ldy)
+{
+    return qgemv_segs_run(false, seg, nseg, m, k, alpha, x, ldx, pre, beta, y, ldy);
 }
 
 int pt__qgemv_rows(int type, size_t m, size_t n, size_t k, float alpha, const float *x,

@@ -80,6 +80,30 @@ int pt__qgemv_rows_ref(int type, size_t m, size_t n, size_t k, float alpha, cons
 int pt__qgemv_segs(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
                   size_t ldx, float beta, float *y, size_t ldy);
 
+/* A product's input made row by row from x as the rows are quantized (in
+ * the product's parallel region, instead of an operation and a region of
+ * its own before it): RMSNorm of x's rows (weight w, eps; each row's rstd
+ * into rstd unless NULL), or SwiGLU of x's rows (the gate) and u's (the
+ * up, row stride ldx as x's).  The rows made go to out (row stride ldo),
+ * bit for bit what pt__rmsnorm_forward / pt__swiglu_forward write there. */
+enum { PT_QPRE_RMSNORM = 1, PT_QPRE_SWIGLU = 2 };
+typedef struct pt_qpre {
+    int kind;
+    const float *w;
+    float eps;
+    float *rstd;
+    const float *u;
+    float *out;
+    size_t ldo;
+} pt_qpre;
+/* pt__qgemv_segs on the rows pre makes of x (m rows of k values); pre->out
+ * holds them after.  On an error nothing is written (the caller may make
+ * them with pt__qpre_apply and run the product another way). */
+int pt__qgemv_segs_pre(const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha, const float *x,
+                      size_t ldx, const pt_qpre *pre, float beta, float *y, size_t ldy);
+/* pre's rows of x made alone (m rows of k values) into pre->out. */
+void pt__qpre_apply(const pt_qpre *pre, const float *x, size_t ldx, size_t m, size_t k);
+
 #if defined(__x86_64__) && defined(__F16C__)
 #include <immintrin.h>
 /* fp16 <-> float, IEEE (round to nearest even), as ggml's F16C path. */

@@ -215,11 +215,13 @@ void pt__layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io
     const size_t QKV = Q + 2 * KV;
     const int nh = c->num_attention_heads, nkv = c->num_key_value_heads, hd = c->head_dim;
     const float eps = (float)c->rms_norm_eps;
-    pt__rmsnorm_forward(io->xn, io->r1, io->x, w->ln1, n, H, eps);
-    /* q|k|v in one product: the three weights (and biases) are adjacent. */
+    /* q|k|v in one product: the three weights (and biases) are adjacent;
+     * its input, the norm of x, made within it (pt__linear_forward_pre) */
     pt_linear lqkv = lin_io(m, io, w->wq, w->bq, H, QKV);
     pt__lora_attach(&lqkv, m, l, PT_LORA_Q | PT_LORA_K | PT_LORA_V, io->lora_buf);
-    pt__linear_forward(&lqkv, io->qkv, QKV, io->xn, H, n, false);
+    const pt_qpre n1 = { .kind = PT_QPRE_RMSNORM, .w = w->ln1, .eps = eps, .rstd = io->r1, .out = io->xn,
+                         .ldo = H };
+    pt__linear_forward_pre(&lqkv, io->qkv, QKV, io->x, H, n, false, &n1);
     float *qp = io->qkv, *kp = io->qkv + Q;
     if (c->qk_norm) {
         for (size_t t = 0; t < n; t++)
@@ -242,15 +244,16 @@ void pt__layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io
     pt_linear lo = lin_io(m, io, w->wo, NULL, Q, H);
     pt__lora_attach(&lo, m, l, PT_LORA_O, io->lora_buf);
     pt__linear_forward(&lo, io->xmid, H, io->att, Q, n, true);
-    pt__rmsnorm_forward(io->xn, io->r2, io->xmid, w->ln2, n, H, eps);
     pt_linear lgu = lin_io(m, io, w->wg, NULL, H, 2 * I);
     pt__lora_attach(&lgu, m, l, PT_LORA_GATE | PT_LORA_UP, io->lora_buf);
-    pt__linear_forward(&lgu, io->gu, 2 * I, io->xn, H, n, false);
-    pt__swiglu_forward(io->h, io->gu, io->gu + I, n, I, 2 * I);
+    const pt_qpre n2 = { .kind = PT_QPRE_RMSNORM, .w = w->ln2, .eps = eps, .rstd = io->r2, .out = io->xn,
+                         .ldo = H };
+    pt__linear_forward_pre(&lgu, io->gu, 2 * I, io->xmid, H, n, false, &n2);
     pt__copy(io->out, io->xmid, n * H);
     pt_linear ld = lin_io(m, io, w->wd, NULL, I, H);
     pt__lora_attach(&ld, m, l, PT_LORA_DOWN, io->lora_buf);
-    pt__linear_forward(&ld, io->out, H, io->h, I, n, true);
+    const pt_qpre sw = { .kind = PT_QPRE_SWIGLU, .u = io->gu + I, .out = io->h, .ldo = I };
+    pt__linear_forward_pre(&ld, io->out, H, io->gu, 2 * I, n, true, &sw);
 }
 
 /* Layer l over the context's n rows: its input acts[l].x, its output

@@ -24,8 +24,9 @@ static void product(bool rowwise, size_t rows, size_t n, size_t k, float alpha, 
         pt__sgemm(false, true, rows, n, k, alpha, x, ldx, w, k, beta, y, ldy);
 }
 
-void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
-                       size_t rows, bool accumulate)
+/* The bias into y (set, or added when accumulating); the beta of the
+ * product that follows. */
+static float bias_in(const pt_linear *lin, float *y, size_t ldy, size_t rows, bool accumulate)
 {
     float beta = 0.0f;
     if (accumulate) {
@@ -38,13 +39,54 @@ void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float 
         pt__rows_set(y, lin->b, rows, lin->out, ldy);
         beta = 1.0f;
     }
+    return beta;
+}
+
+static void lora_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                         size_t rows);
+
+void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                       size_t rows, bool accumulate)
+{
+    const float beta = bias_in(lin, y, ldy, rows, accumulate);
     if (lin->q.nseg)
         pt__qgemm_segs_xwt(lin->rowwise, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
                           y, ldy);
     else
         product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
                 ldy);
-    /* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
+    lora_forward(lin, y, ldy, x, ldx, rows);
+}
+
+void pt__linear_forward_pre(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                           size_t rows, bool accumulate, const pt_qpre *pre)
+{
+    bool fused = lin->rowwise && lin->q.nseg > 0;
+    for (int s = 0; s < lin->q.nseg; s++)
+        fused = fused && pt__qgemv_supported(lin->q.seg[s].type);
+    if (fused) {
+        const float beta = bias_in(lin, y, ldy, rows, accumulate);
+        if (pt__qgemv_segs_pre(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, pre, beta, y,
+                               ldy) == PT_OK) {
+            lora_forward(lin, y, ldy, pre->out, pre->ldo, rows);
+            return;
+        }
+        /* (no memory for the fused product: nothing was written but the
+         * bias, which the product below must not add twice) */
+        pt__qpre_apply(pre, x, ldx, rows, lin->in);
+        pt__qgemm_segs_xwt(true, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, pre->out,
+                          pre->ldo, beta, y, ldy);
+        lora_forward(lin, y, ldy, pre->out, pre->ldo, rows);
+        return;
+    }
+    pt__qpre_apply(pre, x, ldx, rows, lin->in);
+    pt__linear_forward(lin, y, ldy, pre->out, pre->ldo, rows, accumulate);
+}
+
+/* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
+static void lora_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                         size_t rows)
+{
     for (int k = 0; k < lin->nlora; k++) {
         const pt_lora_slice *s = &lin->lora[k];
         float *t = lin->lora_scratch;

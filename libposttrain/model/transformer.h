@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/qgemv.h"
 #include "kernels/quant.h"
 #include "model/model.h"
 #include "model/schema.h"
@@ -148,6 +149,13 @@ typedef struct pt_linear {
 /* y[rows x out] (row stride ldy) = x W^T + b, or += when accumulate. */
 void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
                        size_t rows, bool accumulate);
+/* The same on the rows pre makes of x (kernels/qgemv.h: RMSNorm or SwiGLU,
+ * written to pre->out, the input the LoRA adapters and the backward read):
+ * made within the product's parallel region when the product runs on the
+ * quantized decoding kernels (rowwise), else made first (pt__qpre_apply)
+ * and the product run on them.  The same bits either way. */
+void pt__linear_forward_pre(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                           size_t rows, bool accumulate, const pt_qpre *pre);
 /* dW += dy^T x, db += colsum(dy), and dx = dy W (or += when accumulate_dx;
  * dx may be NULL).  The weight gradient is taken before dx is written, so dx
  * may alias x (not dy). */

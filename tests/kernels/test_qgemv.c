@@ -16,6 +16,7 @@
 #include "io/gguf.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
+#include "kernels/ops.h"
 #include "kernels/qgemv.h"
 #include "kernels/quant.h"
 
@@ -487,6 +488,82 @@ START_TEST(test_qgemv_segs)
 }
 END_TEST
 
+/* pt__qgemv_segs_pre: the product's input made from x within the product
+ * (RMSNorm of x's rows; SwiGLU of a gate|up buffer's halves) gives, bit
+ * for bit, the rows pt__rmsnorm_forward / pt__swiglu_forward make (and
+ * the norm's rstd) and the product pt__qgemv_segs computes on them, on
+ * every path, m = 1 .. 17, 1 and 2 threads, packed segments of a 32-value
+ * and a K-quant type (both kinds of quantized activations). */
+START_TEST(test_qgemv_segs_pre)
+{
+    const size_t k = 512, ldy = 40, ms[] = { 1, 5, 16, 17 };
+    const int types[2] = { PT_GGML_Q5_0, PT_GGML_Q4_K };
+    const size_t rows[2] = { 21, 16 };
+    pt_rng r;
+    pt__rng_seed(&r, 31);
+    pt_qseg seg[2];
+    uint8_t *w[2];
+    for (int s = 0; s < 2; s++) {
+        const size_t sz = rows[s] * (k / blk_of(types[s])) * bytes_of(types[s]);
+        w[s] = malloc(sz);
+        make_w(types[s], rows[s], k, &r, w[s]);
+        ck_assert_ok(pt__qpack(types[s], w[s], rows[s], k));
+        seg[s] = (pt_qseg){ types[s] | PT_QPACK, w[s], rows[s] };
+    }
+    float *nw = malloc(k * sizeof(float));
+    for (size_t i = 0; i < k; i++)
+        nw[i] = (float)(1.0 + 0.3 * pt__rng_normal(&r));
+    for (int l = 0; l < PT_CPU_LEVELS; l++) {
+        if (!use_path(l))
+            continue;
+        for (size_t mj = 0; mj < sizeof ms / sizeof ms[0]; mj++) {
+            const size_t m = ms[mj];
+            /* x: m rows of 2k (a gate|up buffer; its first half the norm's input) */
+            float *x = malloc(m * 2 * k * sizeof(float));
+            for (size_t i = 0; i < m * 2 * k; i++)
+                x[i] = (float)(2.0 * pt__rng_normal(&r));
+            for (int kind = PT_QPRE_RMSNORM; kind <= PT_QPRE_SWIGLU; kind++)
+                for (int nt = 1; nt <= 2; nt++) {
+                    ck_assert_ok(pt_set_num_threads(nt));
+                    float *o1 = malloc(m * k * sizeof(float)), *o2 = malloc(m * k * sizeof(float));
+                    float rs1[17], rs2[17], y1[17 * 40], y2[17 * 40];
+                    for (size_t i = 0; i < m * ldy; i++)
+                        y1[i] = y2[i] = (float)i;
+                    pt_qpre pre = { .kind = kind, .w = nw, .eps = 1e-5f, .rstd = rs1, .u = x + k,
+                                    .out = o1, .ldo = k };
+                    ck_assert_ok(pt__qgemv_segs_pre(seg, 2, m, k, 0.5f, x, 2 * k, &pre, 1.0f, y1, ldy));
+                    if (kind == PT_QPRE_RMSNORM)
+                        for (size_t i = 0; i < m; i++) /* rows of stride 2k: one at a time */
+                            pt__rmsnorm_forward(o2 + i * k, rs2 + i, x + i * 2 * k, nw, 1, k, 1e-5f);
+                    else
+                        pt__swiglu_forward(o2, x, x + k, m, k, 2 * k);
+                    ck_assert_ok(pt__qgemv_segs(seg, 2, m, k, 0.5f, o2, k, 1.0f, y2, ldy));
+                    ck_assert_msg(memcmp(o1, o2, m * k * sizeof(float)) == 0,
+                                  "%s rows on %s, m = %zu: differ from the op's", kind == 1 ? "norm" : "swiglu",
+                                  pt_cpu_path(), m);
+                    if (kind == PT_QPRE_RMSNORM)
+                        ck_assert(memcmp(rs1, rs2, m * sizeof(float)) == 0);
+                    ck_assert_msg(memcmp(y1, y2, m * ldy * sizeof(float)) == 0,
+                                  "%s product on %s, m = %zu, %d threads: differs", kind == 1 ? "norm" : "swiglu",
+                                  pt_cpu_path(), m, nt);
+                    /* the input made alone (the unfused path) is the same too */
+                    memset(o1, 0, m * k * sizeof(float));
+                    pt__qpre_apply(&pre, x, 2 * k, m, k);
+                    ck_assert(memcmp(o1, o2, m * k * sizeof(float)) == 0);
+                    free(o1);
+                    free(o2);
+                }
+            free(x);
+        }
+    }
+    ck_assert_ok(pt_set_cpu_path(NULL));
+    ck_assert_ok(pt_set_num_threads(2));
+    free(nw);
+    free(w[0]);
+    free(w[1]);
+}
+END_TEST
+
 START_TEST(test_qgemv_errors)
 {
     float x[256] = { 0 }, y[2] = { 0 };
@@ -539,6 +616,7 @@ int main(void)
     tcase_add_test(tc, test_qgemv_paths_equal_ref);
     tcase_add_test(tc, test_qgemv_rows_independent);
     tcase_add_test(tc, test_qgemv_segs);
+    tcase_add_test(tc, test_qgemv_segs_pre);
     tcase_add_test(tc, test_qgemv_errors);
     suite_add_tcase(s, tc);
     return pt_test_run(s);
