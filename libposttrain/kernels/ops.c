@@ -170,21 +170,24 @@ void pt__rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, co
 void pt__rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const float *cos_t,
                    const float *sin_t, bool inverse)
 {
-    size_t half = (size_t)hd / 2;
-    float sgn = inverse ? -1.0f : 1.0f;
+    const size_t half = (size_t)hd / 2;
+    const float sgn = inverse ? -1.0f : 1.0f;
     int nt = loop_threads(n * (size_t)nheads * (size_t)hd);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (size_t t = 0; t < n; t++) {
-        const float *c = cos_t + t * half, *s = sin_t + t * half;
-        for (int h = 0; h < nheads; h++) {
-            float *x1 = x + t * ld + (size_t)h * (size_t)hd, *x2 = x1 + half;
+    for (size_t t = 0; t < n; t++)
+        for (int h = 0; h < nheads; h++)
+            pt__rope_head(x + t * ld + (size_t)h * (size_t)hd, half, cos_t + t * half, sin_t + t * half, sgn);
+}
+
+/* Not inlined, as pt__rmsnorm_row. */
+__attribute__((noinline)) void pt__rope_head(float *x1, size_t half, const float *c, const float *s, float sgn)
+{
+    float *x2 = x1 + half;
 #pragma omp simd
-            for (size_t j = 0; j < half; j++) {
-                float a = x1[j], b = x2[j], sj = sgn * s[j];
-                x1[j] = a * c[j] - b * sj;
-                x2[j] = b * c[j] + a * sj;
-            }
-        }
+    for (size_t j = 0; j < half; j++) {
+        float a = x1[j], b = x2[j], sj = sgn * s[j];
+        x1[j] = a * c[j] - b * sj;
+        x2[j] = b * c[j] + a * sj;
     }
 }
 

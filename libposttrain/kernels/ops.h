@@ -48,6 +48,9 @@ void pt__rope_table(float *cos_t, float *sin_t, const int32_t *pos, size_t n, co
  * (which is the backward of the forward rotation). */
 void pt__rope_apply(float *x, size_t ld, size_t n, int nheads, int hd, const float *cos_t,
                    const float *sin_t, bool inverse);
+/* One head (2 half values) with one token's tables, sgn -1 for the inverse:
+ * what pt__rope_apply computes for each head, bit for bit. */
+void pt__rope_head(float *x, size_t half, const float *cos_t, const float *sin_t, float sgn);
 
 /* ---- SwiGLU: h = silu(g) * u ---------------------------------------------- */
 /* rows x n: h is contiguous (row stride n); g and u have row stride ld (so

@@ -230,7 +230,8 @@ void pt__layer_forward_qkv(const pt_model *m, int l, size_t n, const pt_layer_io
         pt__headnorm_forward(kp, QKV, io->rk, io->qkpre + Q, Q + KV, w->kn, n, nkv, hd, eps);
     }
     /* q's heads then k's, adjacent in each row (q_dim = nh hd): one pass */
-    pt__rope_apply(qp, QKV, n, nh + nkv, hd, io->cos_t, io->sin_t, false);
+    if (!io->rope_later)
+        pt__rope_apply(qp, QKV, n, nh + nkv, hd, io->cos_t, io->sin_t, false);
 }
 
 void pt__layer_forward_out(const pt_model *m, int l, size_t n, const pt_layer_io *io)

@@ -61,7 +61,7 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     const size_t hd = (size_t)c->head_dim, R = g->rows, S = (size_t)g->max_seq;
     const size_t B = (size_t)g->max_batch, T = (size_t)g->threads_cap;
     const size_t slots = (size_t)g->slots;
-    /* BF16: half the floats hold the values (cache_at's offsets) */
+    /* BF16: half the floats hold the values (pt__gen_cache_at's offsets) */
     const size_t ccols = g->kv16 ? (slots + 1) / 2 : slots;
     g->kc = pt__plan_at(p, base, cache_rows(g), ccols);
     g->vc = pt__plan_at(p, base, cache_rows(g), ccols);
@@ -98,16 +98,11 @@ static void lay_out(pt_generator *g, pt_planner *p, float *base)
     g->samp = pt__plan_at(p, base, T, g->samp_bytes / sizeof(float) + 16);
 }
 
-/* Bytes of one cached value: FP32, or BF16 (pt_generator_set_kv_cache). */
-static size_t cache_elem(const pt_generator *g)
-{
-    return g->kv16 ? sizeof(pt_bf16) : sizeof(float);
-}
 
 /* Bytes of one of the two caches (keys or values). */
 static size_t cache_bytes(const pt_generator *g)
 {
-    return cache_rows(g) * (size_t)g->slots * cache_elem(g);
+    return cache_rows(g) * (size_t)g->slots * pt__gen_cache_elem(g);
 }
 
 /* Plan and allocate g->block (the cache in g->kv16's type and every
@@ -214,99 +209,6 @@ void pt_generator_free(pt_generator *g)
 
 /* ---- the forward pieces -------------------------------------------------------- */
 
-static void *cache_at(const pt_generator *g, float *base, int l, int row, int kvh)
-{
-    const pt_model *m = g->model;
-    size_t nkv = (size_t)m->cfg.num_key_value_heads, hd = (size_t)m->cfg.head_dim;
-    const size_t at = ((((size_t)l * (size_t)g->max_batch + (size_t)row) * nkv + (size_t)kvh) *
-                       (size_t)g->slots) * hd;
-    return (char *)base + at * cache_elem(g);
-}
-
-/* n values (a head's key or value) into the cache at dst: copied, or
- * rounded to BF16. */
-static void cache_put(const pt_generator *g, void *dst, size_t p, const float *src, size_t n)
-{
-    if (g->kv16) { /* (not pt__f32_to_bf16_n: its parallel region costs more than a head) */
-        pt_bf16 *d = (pt_bf16 *)dst + p * n;
-        for (size_t i = 0; i < n; i++)
-            d[i] = pt__f32_to_bf16(src[i]);
-    } else
-        memcpy((float *)dst + p * n, src, n * sizeof(float));
-}
-
-/* Copy the keys and values of n tokens (qkv rows) of layer l into the cache:
- * token i to row rows[i] at position pos[i] (decode), or when rows == NULL
- * to row `row` at position i (prefill; only the last g->slots positions,
- * the ones a later token can see).  Position p is slot p % g->slots. */
-static void cache_store(pt_generator *g, int l, size_t n, const int32_t *rows, int row,
-                        const int32_t *pos)
-{
-    const pt_model *m = g->model;
-    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
-    const int nkv = m->cfg.num_key_value_heads;
-    const size_t hd = (size_t)m->cfg.head_dim, slots = (size_t)g->slots;
-    size_t first = !rows && n > slots ? n - slots : 0;
-    for (size_t i = first; i < n; i++) {
-        int r = rows ? rows[i] : row;
-        size_t p = (rows ? (size_t)pos[i] : i) % slots;
-        const float *k = g->qkv + i * QKV + Q, *v = k + KV;
-        for (int h = 0; h < nkv; h++) {
-            cache_put(g, cache_at(g, g->kc, l, r, h), p, k + (size_t)h * hd, hd);
-            cache_put(g, cache_at(g, g->vc, l, r, h), p, v + (size_t)h * hd, hd);
-        }
-    }
-}
-
-/* Keys a token at position pos attends to, all in the cache: pos + 1, or
- * the full ring. */
-static size_t visible_slots(const pt_generator *g, int pos)
-{
-    size_t len = (size_t)pos + 1;
-    return len < (size_t)g->slots ? len : (size_t)g->slots;
-}
-
-/* Attention of one new token per active row over its cached positions
- * (0..pos[i], or the ring's pos[i]-W+1..pos[i] in slot order): one task per
- * (row, kv head) covers the `group` query heads that share it, each cached
- * key and value read once for them all (kernels/attention.h's
- * pt__attn_decode): s = K q * scale, softmax, o = V^T s. */
-static void decode_attention(pt_generator *g, int l, int m_rows)
-{
-    const pt_model *m = g->model;
-    const pt_model_config *c = &m->cfg;
-    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
-    const int nkv = c->num_key_value_heads, group = c->num_attention_heads / nkv;
-    const size_t hd = (size_t)c->head_dim, ls = (size_t)g->slots;
-    const float scale = (float)(1.0 / sqrt((double)c->head_dim));
-    const size_t tasks = (size_t)m_rows * (size_t)nkv;
-    double work = 0.0;
-    for (int i = 0; i < m_rows; i++)
-        work += (double)visible_slots(g, g->pos[i]);
-    work *= (double)c->num_attention_heads * (double)hd * 4.0;
-    int nt = pt_get_num_threads();
-    if (work < 262144.0)
-        nt = 1;
-    if (nt > g->threads_cap)
-        nt = g->threads_cap;
-    if ((size_t)nt > tasks)
-        nt = (int)tasks;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (size_t t = 0; t < tasks; t++) {
-        int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
-        int row = g->active[i];
-        size_t len = visible_slots(g, g->pos[i]);
-        float *S = g->dec_scratch + (size_t)omp_get_thread_num() * (size_t)group * ls;
-        const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
-        const void *K = cache_at(g, g->kc, l, row, kvh), *Vc = cache_at(g, g->vc, l, row, kvh);
-        float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
-        if (g->kv16)
-            pt__attn_decode_bf16(o, q, group, hd, K, Vc, len, scale, S);
-        else
-            pt__attn_decode(o, q, group, hd, K, Vc, len, scale, S);
-    }
-}
-
 /* The final norm and the LM head for n hidden rows (x, row stride H) into
  * logits (n x V). */
 static void head_rows(pt_generator *g, const float *x, size_t n, float *logits)
@@ -362,7 +264,7 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
         pt_layer_io io = layer_io(g, x, y, rows);
         io.tiles_bf16 = tiles16;
         pt__layer_forward_qkv(m, l, n, &io);
-        cache_store(g, l, n, NULL, row, NULL);
+        pt__gen_cache_store(g, l, n, row);
         pt__attention_forward(g->att, g->lse, g->qkv, g->qkv + Q, g->qkv + Q + KV, &as,
                              g->attn_scratch);
         pt__layer_forward_out(m, l, n, &io);
@@ -393,9 +295,9 @@ static void forward_rows(pt_generator *g, int m_rows, const uint8_t *want, float
     float *x = g->x, *y = g->y;
     for (int l = 0; l < c->num_hidden_layers; l++) {
         pt_layer_io io = layer_io(g, x, y, true);
+        io.rope_later = true;
         pt__layer_forward_qkv(m, l, n, &io);
-        cache_store(g, l, n, g->active, 0, g->pos);
-        decode_attention(g, l, m_rows);
+        pt__gen_decode_attention(g, l, m_rows);
         pt__layer_forward_out(m, l, n, &io);
         float *t = x;
         x = y;
@@ -427,11 +329,11 @@ static void decode_step(pt_generator *g, int m_rows)
 static void cache_copy_row(pt_generator *g, int from, int to, int T)
 {
     const pt_model_config *c = &g->model->cfg;
-    const size_t bytes = visible_slots(g, T - 1) * (size_t)c->head_dim * cache_elem(g);
+    const size_t bytes = pt__gen_visible_slots(g, T - 1) * (size_t)c->head_dim * pt__gen_cache_elem(g);
     for (int l = 0; l < c->num_hidden_layers; l++)
         for (int h = 0; h < c->num_key_value_heads; h++) {
-            memcpy(cache_at(g, g->kc, l, to, h), cache_at(g, g->kc, l, from, h), bytes);
-            memcpy(cache_at(g, g->vc, l, to, h), cache_at(g, g->vc, l, from, h), bytes);
+            memcpy(pt__gen_cache_at(g, g->kc, l, to, h), pt__gen_cache_at(g, g->kc, l, from, h), bytes);
+            memcpy(pt__gen_cache_at(g, g->vc, l, to, h), pt__gen_cache_at(g, g->vc, l, from, h), bytes);
         }
 }
 

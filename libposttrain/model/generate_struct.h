@@ -33,6 +33,17 @@ struct pt_generator {
     int num_threads;           /* pt_generator_set_num_threads; 0: the process setting */
 };
 
+/* The KV cache (model/generate_cache.c): bytes of a cached value; where
+ * (layer l, cache row, kv head)'s slots start in the keys or values `base`;
+ * the keys and values of a prompt's n tokens stored in cache row `row`;
+ * the slots a token at pos sees; and a decode step's attention for layer l
+ * (q and k rotated, keys and values stored, then attended). */
+size_t pt__gen_cache_elem(const pt_generator *g);
+void *pt__gen_cache_at(const pt_generator *g, float *base, int l, int row, int kvh);
+void pt__gen_cache_store(pt_generator *g, int l, size_t n, int row);
+size_t pt__gen_visible_slots(const pt_generator *g, int pos);
+void pt__gen_decode_attention(pt_generator *g, int l, int m_rows);
+
 /* pt_generate's work, the generator taken by the caller; messages name
  * pt_generate. */
 int pt__generator_run(pt_generator *g, const int32_t *prompt_ids, const int32_t *prompt_lens, int batch,

@@ -202,6 +202,8 @@ typedef struct pt_layer_io {
     const float *cos_t, *sin_t; /* [n, hd/2] rotary tables */
     float *lora_buf;        /* pt__lora_scratch for n rows */
     bool rowwise;           /* projections row by row (decoding) */
+    bool rope_later;        /* q and k left unrotated: the decoding attention
+                             * rotates them (model/generate.c) */
     bool tiles_bf16;        /* a quantized weight's products through BF16 tiles
                              * (set only where the CPU has BF16 arithmetic) */
 } pt_layer_io;
