@@ -406,11 +406,6 @@ static int seg_check(int type, size_t k, const qtype **t)
     return PT_OK;
 }
 
-/* y[:, seg s's columns] = alpha W_s x + beta y for the segments one after
- * the other (the columns of y follow them): the activations quantized once
- * per block size, then one parallel region in which the threads first
- * quantize the rows of x, then share the tasks (QGEMV_BLOCK rows of W) of
- * all segments. */
 /* Row i of pre's output made from x (kernels/qgemv.h); returns it. */
 static const float *pre_row(const pt_qpre *pre, const float *x, size_t ldx, size_t i, size_t k)
 {
@@ -434,6 +429,11 @@ void pt__qpre_apply(const pt_qpre *pre, const float *x, size_t ldx, size_t m, si
     }
 }
 
+/* y[:, seg s's columns] = alpha W_s x + beta y for the segments one after
+ * the other (the columns of y follow them): the activations quantized once
+ * per block size, then one parallel region in which the threads first
+ * quantize the rows of x (made by pre first, when given), then share the
+ * tasks (QGEMV_BLOCK rows of W) of all segments. */
 static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
                           const float *x, size_t ldx, const pt_qpre *pre, float beta, float *y,
                           size_t ldy)
