@@ -45,16 +45,22 @@ static float bias_in(const pt_linear *lin, float *y, size_t ldy, size_t rows, bo
 static void lora_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
                          size_t rows);
 
-void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
-                       size_t rows, bool accumulate)
+/* y = x W^T + beta y: the weight's product, quantized or not. */
+static void base_product(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                         size_t rows, float beta)
 {
-    const float beta = bias_in(lin, y, ldy, rows, accumulate);
     if (lin->q.nseg)
         pt__qgemm_segs_xwt(lin->rowwise, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, beta,
                           y, ldy);
     else
         product(lin->rowwise, rows, lin->out, lin->in, 1.0f, x, ldx, lin->w, lin->w16, beta, y,
                 ldy);
+}
+
+void pt__linear_forward(const pt_linear *lin, float *y, size_t ldy, const float *x, size_t ldx,
+                       size_t rows, bool accumulate)
+{
+    base_product(lin, y, ldy, x, ldx, rows, bias_in(lin, y, ldy, rows, accumulate));
     lora_forward(lin, y, ldy, x, ldx, rows);
 }
 
@@ -64,23 +70,15 @@ void pt__linear_forward_pre(const pt_linear *lin, float *y, size_t ldy, const fl
     bool fused = lin->rowwise && lin->q.nseg > 0;
     for (int s = 0; s < lin->q.nseg; s++)
         fused = fused && pt__qgemv_supported(lin->q.seg[s].type);
-    if (fused) {
-        const float beta = bias_in(lin, y, ldy, rows, accumulate);
-        if (pt__qgemv_segs_pre(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, pre, beta, y,
-                               ldy) == PT_OK) {
-            lora_forward(lin, y, ldy, pre->out, pre->ldo, rows);
-            return;
-        }
-        /* (no memory for the fused product: nothing was written but the
-         * bias, which the product below must not add twice) */
+    const float beta = bias_in(lin, y, ldy, rows, accumulate);
+    /* unfused, or no memory for the fused product (which then wrote
+     * nothing): the input made first */
+    if (!fused || pt__qgemv_segs_pre(lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, x, ldx, pre, beta, y,
+                                     ldy) != PT_OK) {
         pt__qpre_apply(pre, x, ldx, rows, lin->in);
-        pt__qgemm_segs_xwt(true, lin->q.bf16, lin->q.seg, lin->q.nseg, rows, lin->in, 1.0f, pre->out,
-                          pre->ldo, beta, y, ldy);
-        lora_forward(lin, y, ldy, pre->out, pre->ldo, rows);
-        return;
+        base_product(lin, y, ldy, pre->out, pre->ldo, rows, beta);
     }
-    pt__qpre_apply(pre, x, ldx, rows, lin->in);
-    pt__linear_forward(lin, y, ldy, pre->out, pre->ldo, rows, accumulate);
+    lora_forward(lin, y, ldy, pre->out, pre->ldo, rows);
 }
 
 /* LoRA: t = x A^T [rows, r], then y[:, off:off+len] += scale * t B^T. */
