@@ -116,7 +116,7 @@ void pt__gen_decode_attention(pt_generator *g, int l, int m_rows)
     }
 }
 
-/* Task t of decode_attention: token t / nkv's query heads of kv head
+/* Task t of pt__gen_decode_attention: token t / nkv's query heads of kv head
  * t % nkv against its row's cache. */
 static void attend_task(pt_generator *g, size_t t, int l, float scale)
 {

@@ -24,7 +24,6 @@ typedef struct pt_sample_scratch {
     int32_t *idx;   /* [v] candidate ids */
     uint8_t *keep;  /* [v] 1 for the ids the filters keep */
     double *bs;     /* [v / 256 rounded up] the draw's sums of blocks of ids */
-    double total;   /* the sum of the weights of the last draw */
     float zmax;     /* max z, and the sum of e, of the last call */
     float sum;
 } pt_sample_scratch;

@@ -225,13 +225,18 @@ static double block_sum(const float *e, int i0, int i1)
  * dependent chain of a sum in order is V / DRAW_BLOCK additions instead
  * of V.  `last`: the id when rounding leaves the target past every
  * block (the last one of positive weight). */
+/* One past the last id of block b of the draw. */
+static int block_end(int b, int v)
+{
+    return (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
+}
+
 int32_t pt__sample_draw(const float *e, int v, double u, int32_t last, double *bs, double *total)
 {
     const int nb = (v + DRAW_BLOCK - 1) / DRAW_BLOCK;
     double t = 0.0;
     for (int b = 0; b < nb; b++) {
-        const int i1 = (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
-        bs[b] = block_sum(e, b * DRAW_BLOCK, i1);
+        bs[b] = block_sum(e, b * DRAW_BLOCK, block_end(b, v));
         t += bs[b];
     }
     *total = t;
@@ -242,8 +247,7 @@ int32_t pt__sample_draw(const float *e, int v, double u, int32_t last, double *b
             acc += bs[b];
             continue;
         }
-        const int i1 = (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
-        for (int i = b * DRAW_BLOCK; i < i1; i++) {
+        for (int i = b * DRAW_BLOCK; i < block_end(b, v); i++) {
             acc += (double)e[i];
             if (target < acc && e[i] > 0.0f)
                 return i;
@@ -283,8 +287,8 @@ int32_t pt__sample_token(float *logprob, const float *logits, int v, const pt_sa
         while (last > 0 && !sc->keep[last])
             last--;
     }
-    const int32_t tok = pt__sample_draw(e, v, pt__rng_uniform_double(rng), last, sc->bs, &sc->total);
-    const double total = sc->total;
+    double total;
+    const int32_t tok = pt__sample_draw(e, v, pt__rng_uniform_double(rng), last, sc->bs, &total);
     /* The log-probability under the distribution drawn from: softmax(z)
      * over the kept ids, renormalised (vLLM's processed logprobs, TRL's
      * sampling logprobs); unfiltered, the whole log_softmax(z). */
