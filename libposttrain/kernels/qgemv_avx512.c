@@ -143,7 +143,7 @@ QG_INLINE void qp_block(const int type, const uint8_t *g, __m512i *wt, float *wd
  * faster than unpacking row by row, Q5_0 the same; Q8_0 no faster that
  * way).  Scalar stores of the scales read back as one vector were slower:
  * the load waits for the 16 stores. */
-QG_INLINE void qw_chunk(const int type, const bool packed, const uint8_t *wrow, size_t rb, size_t len,
+QG_INLINE void qw_chunk(const int type, const uint8_t *wrow, size_t rb, size_t len,
                         size_t bytes, size_t b0, size_t nbc, __m512i *wt, float *wd, float *wm)
 {
     const bool min = qg_has_min(type), five = type == PT_GGML_Q5_0 || type == PT_GGML_Q5_1;
@@ -151,10 +151,6 @@ QG_INLINE void qw_chunk(const int type, const bool packed, const uint8_t *wrow, 
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)rb));
     for (size_t b = 0; b < nbc; b++) {
-        if (packed) {
-            qp_block(type, wrow + (b0 + b) * 16 * bytes, wt + b * 8, wd + b * 16, wm + b * 16);
-            continue;
-        }
         const uint8_t *bp = wrow + (b0 + b) * bytes;
         if (type == PT_GGML_Q8_0) {
             __m256i r[16];
@@ -209,6 +205,35 @@ QG_INLINE void qw_dpbusd_bcast(__m512i *acc, __m512i w, const int32_t *x)
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(w), "m"(*x));
 }
 
+/* Block bb of the 16 W rows (w, wdv, wmv: its weights, scales, mins) against
+ * rows i0 .. i0 + mc of x, into their accumulators acc[c][bb % 8]. */
+QG_INLINE void qw_block_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, size_t bb,
+                              const __m512i w[8], __m512 wdv, __m512 wmv, __m512 acc[16][8])
+{
+    const int sh = qg_offset_shift(type);
+    const bool min = qg_has_min(type);
+    const size_t e = bb % 8;
+    for (size_t c = 0; c < mc; c++) {
+        const size_t i = i0 + c, at = i * a->nbp + bb;
+        const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
+        for (int t = 0; t < 8; t += 4) {
+            qw_dpbusd_bcast(&s0, w[t], xb + t);
+            qw_dpbusd_bcast(&s1, w[t + 1], xb + t + 1);
+            qw_dpbusd_bcast(&s2, w[t + 2], xb + t + 2);
+            qw_dpbusd_bcast(&s3, w[t + 3], xb + t + 3);
+        }
+        __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+        if (sh)
+            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh)));
+        const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
+        acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), qw_acc_in(&acc[c][e], bb));
+        if (min)
+            acc[c][e] = _mm512_fmadd_ps(wmv, _mm512_set1_ps(a->s[at]), acc[c][e]);
+    }
+}
+
 /* Rows i0 .. i0 + mc (<= 16) of x against a chunk's blocks b0 .. b0 + nbc
  * (transposed in wt, wd, wm) into their accumulators acc[c][b % 8]: each
  * block's 8 weight vectors stay in registers for all the rows (whose 4
@@ -219,10 +244,9 @@ QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, 
 {
     /* next .. next + nbytes prefetched, spread over the chunk's blocks */
     const size_t per = (nbytes / 64 + nbc) / nbc;
-    const int sh = qg_offset_shift(type);
     const bool min = qg_has_min(type);
     for (size_t b = 0; b < nbc; b++) {
-        const size_t bb = b0 + b, e = b % 8;
+        const size_t bb = b0 + b;
         for (size_t o = b * per * 64; o < (b + 1) * per * 64 && o < nbytes; o += 64)
             _mm_prefetch((const char *)(next + o), _MM_HINT_T0);
         __m512i w[8];
@@ -230,25 +254,7 @@ QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, 
             w[t] = _mm512_load_si512((const void *)(wt + b * 8 + (size_t)t));
         const __m512 wdv = _mm512_load_ps(wd + b * 16);
         const __m512 wmv = min ? _mm512_load_ps(wm + b * 16) : _mm512_setzero_ps();
-        for (size_t c = 0; c < mc; c++) {
-            const size_t i = i0 + c, at = i * a->nbp + bb;
-            const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
-            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-            __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
-            for (int t = 0; t < 8; t += 4) {
-                qw_dpbusd_bcast(&s0, w[t], xb + t);
-                qw_dpbusd_bcast(&s1, w[t + 1], xb + t + 1);
-                qw_dpbusd_bcast(&s2, w[t + 2], xb + t + 2);
-                qw_dpbusd_bcast(&s3, w[t + 3], xb + t + 3);
-            }
-            __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
-            if (sh)
-                isum = _mm512_sub_epi32(isum, _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh)));
-            const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
-            acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), qw_acc_in(&acc[c][e], bb));
-            if (min)
-                acc[c][e] = _mm512_fmadd_ps(wmv, _mm512_set1_ps(a->s[at]), acc[c][e]);
-        }
+        qw_block_xrows(type, a, i0, mc, bb, w, wdv, wmv, acc);
     }
 }
 
@@ -508,6 +514,33 @@ QG_INLINE void qk_rows(const int type, const bool packed, const pt_qact *a, size
     }
 }
 
+/* A full packed group of 16 W rows (32-value blocks) against every row of
+ * x: each block unpacked into registers just before its rows of x. */
+QG_INLINE void qp_rows_fused(const int type, const pt_qact *a, const uint8_t *wrow, size_t rb,
+                             float alpha, float beta, float *y, size_t ldy)
+{
+    const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
+    const bool min = qg_has_min(type);
+    const uint8_t *next = wrow + 16 * rb;
+    const size_t per = (16 * rb / 64 + nb) / nb;
+    __m512 acc[16][8];
+    for (size_t i0 = 0; i0 < a->m; i0 += 16) {
+        const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
+        qw_acc_zero(acc, mc, nb);
+        for (size_t b = 0; b < nb; b++) {
+            for (size_t o = b * per * 64; i0 == 0 && o < (b + 1) * per * 64 && o < 16 * rb; o += 64)
+                _mm_prefetch((const char *)(next + o), _MM_HINT_T0);
+            __m512i w[8];
+            __attribute__((aligned(64))) float wd[16], wm[16];
+            qp_block(type, wrow + b * 16 * bytes, w, wd, wm);
+            qw_block_xrows(type, a, i0, mc, b, w, _mm512_load_ps(wd),
+                           min ? _mm512_load_ps(wm) : _mm512_setzero_ps(), acc);
+        }
+        for (size_t c = 0; c < mc; c++)
+            qw_store(acc[c], 16, alpha, beta, y + (i0 + c) * ldy);
+    }
+}
+
 /* len (<= 16) W rows against every row of x: W in chunks of QW_NB blocks
  * (transposed once when the row fits in one), x in groups of 16 rows. */
 QG_INLINE void qw_rows_any(const int type, const bool packed, const pt_qact *a, size_t len,
@@ -516,6 +549,10 @@ QG_INLINE void qw_rows_any(const int type, const bool packed, const pt_qact *a, 
 {
     if (qg_is_kquant(type)) {
         qk_rows(type, packed, a, len, wrow, rb, alpha, beta, y, ldy);
+        return;
+    }
+    if (packed) { /* (a full group: the packed kernels get no other) */
+        qp_rows_fused(type, a, wrow, rb, alpha, beta, y, ldy);
         return;
     }
     const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
@@ -534,7 +571,7 @@ QG_INLINE void qw_rows_any(const int type, const bool packed, const pt_qact *a, 
         for (size_t b0 = 0; b0 < nb; b0 += QW_NB) {
             const size_t nbc = nb - b0 < QW_NB ? nb - b0 : QW_NB;
             if (i0 == 0 || nb > QW_NB)
-                qw_chunk(type, packed, wrow, rb, len, bytes, b0, nbc, wt, wd, wm);
+                qw_chunk(type, wrow, rb, len, bytes, b0, nbc, wt, wd, wm);
             qw_xrows(type, a, i0, mc, b0, nbc, wt, wd, wm, acc, wrow + len * rb,
                      i0 == 0 && b0 == 0 ? 16 * rb : 0);
         }
