@@ -383,6 +383,7 @@ QG_INLINE void qk_chunk_packed(const int type, const uint8_t *wrow, size_t bytes
         if (type == PT_GGML_Q6_K) {
             const uint8_t *gd = g + 32; /* ql: words 0-31, qh: 32-47, scales: 48-51 */
             _mm512_store_ps(ch->dm[b], _mm512_setzero_ps());
+#pragma GCC unroll 64
             for (size_t st = 0; st < 64; st++) {
                 const size_t v = 4 * st, h = v / 128, q = v % 128 / 32, l = v % 32;
                 const __m512i ql = qp_word(gd, (64 * h + 32 * (q % 2) + l) / 4);
@@ -419,6 +420,7 @@ QG_INLINE void qk_chunk_packed(const int type, const uint8_t *wrow, size_t bytes
             const __m512i m = qp_byte(mn[s / 4], 8 * (s % 4));
             ch->pr[b][s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
         }
+#pragma GCC unroll 64
         for (size_t st = 0; st < 64; st++) { /* sub-block st / 8, its step st % 8 */
             const size_t sb = st / 8, t = st % 8;
             const __m512i q = qp_word(gd, qs0 + 8 * (sb / 2) + t);
@@ -435,21 +437,23 @@ QG_INLINE void qk_chunk_packed(const int type, const uint8_t *wrow, size_t bytes
 
 /* Rows 0 .. mc of x (<= 16) against a chunk's super-blocks b0 .. b0 + nbc
  * into acc[c][b % 8]. */
-QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, size_t nbc,
-                        const qk_chunk *ch, __m512 acc[16][8])
+QG_INLINE void qk_xrows_n(const int type, const pt_qact *a, size_t mc, size_t b0, size_t nbc,
+                          const qk_chunk *ch, __m512 acc[16][8])
 {
     const bool six = type == PT_GGML_Q6_K;
     const int nsub = six ? 16 : 8, steps = six ? 4 : 8; /* sub-blocks, 4-value steps of each */
     for (size_t b = 0; b < nbc; b++) {
         const size_t bb = b0 + b, e = bb % 8;
         __m512i is[16];
-        for (size_t c = 0; c < mc; c++)
+#pragma GCC unroll 16
+        for (size_t c = 0; c < 16; c++) /* (all 16: no warning on the ones past mc) */
             is[c] = _mm512_setzero_si512();
         for (int sb = 0; sb < nsub; sb++) {
             __m512i w[8];
             for (int t = 0; t < steps; t++)
                 w[t] = _mm512_load_si512((const void *)&ch->w[b][sb * steps + t]);
             const __m512i scv = _mm512_load_si512((const void *)&ch->sc[b][sb]);
+#pragma GCC unroll 16
             for (size_t c = 0; c < mc; c++) {
                 const int32_t *xb = (const int32_t *)(const void *)(a->q + c * a->kp + bb * PT_QK_K) + sb * steps;
                 __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -464,6 +468,7 @@ QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, 
         for (int p = 0; p < 8; p++)
             pr[p] = _mm512_load_si512((const void *)&ch->pr[b][p]);
         const __m512 dv = _mm512_load_ps(ch->d[b]), dmv = _mm512_load_ps(ch->dm[b]);
+#pragma GCC unroll 16
         for (size_t c = 0; c < mc; c++) {
             const size_t at = c * a->nbp + bb;
             const int32_t *bs = (const int32_t *)(const void *)(a->bsum + at * 16);
@@ -481,6 +486,17 @@ QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, 
             acc[c][e] = _mm512_fmadd_ps(nm, _mm512_cvtepi32_ps(j), acc[c][e]);
         }
     }
+}
+
+/* qk_xrows_n, its loops over the rows of x unrolled for 16 (their integer
+ * sums in registers, not on the stack) when mc is 16. */
+QG_INLINE void qk_xrows(const int type, const pt_qact *a, size_t mc, size_t b0, size_t nbc,
+                        const qk_chunk *ch, __m512 acc[16][8])
+{
+    if (mc == 16)
+        qk_xrows_n(type, a, 16, b0, nbc, ch, acc);
+    else
+        qk_xrows_n(type, a, mc, b0, nbc, ch, acc);
 }
 
 /* len (<= 16) W rows of super-blocks against every row of x, 16 rows of x
@@ -533,8 +549,8 @@ QG_INLINE void qp_rows_fused(const int type, const pt_qact *a, const uint8_t *wr
             __m512i w[8];
             __attribute__((aligned(64))) float wd[16], wm[16];
             qp_block(type, wrow + b * 16 * bytes, w, wd, wm);
-            qw_block_xrows(type, a, i0, mc, b, w, _mm512_load_ps(wd),
-                           min ? _mm512_load_ps(wm) : _mm512_setzero_ps(), acc);
+            const __m512 wdv = _mm512_load_ps(wd), wmv = min ? _mm512_load_ps(wm) : _mm512_setzero_ps();
+            qw_block_xrows(type, a, i0, mc, b, w, wdv, wmv, acc);
         }
         for (size_t c = 0; c < mc; c++)
             qw_store(acc[c], 16, alpha, beta, y + (i0 + c) * ldy);
