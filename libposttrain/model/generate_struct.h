@@ -7,6 +7,9 @@
 #include "model/transformer.h"
 #include "core/busy.h"
 
+/* Threads a decoding forward's tokens are split between at most. */
+#define PT_GEN_SPLIT_MAX 8
+
 struct pt_generator {
     pt_busy busy;              /* the public function using it (core/busy.h), or NULL */
     pt_model *model;
@@ -31,6 +34,9 @@ struct pt_generator {
     pt_generate_logits_fn hook;
     void *hook_payload;
     int num_threads;           /* pt_generator_set_num_threads; 0: the process setting */
+    double split_speed[PT_GEN_SPLIT_MAX]; /* tokens a second of each thread over its part of
+                                           * a split forward (model/generate.c's
+                                           * split_parts); 0: not measured yet */
 };
 
 /* The KV cache (model/generate_cache.c): bytes of a cached value; where

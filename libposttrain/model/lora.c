@@ -69,6 +69,11 @@ bool pt__lora_disabled(const pt_model *m)
     return m && m->lora && m->lora->disabled;
 }
 
+bool pt__lora_active(const pt_model *m)
+{
+    return m && m->lora && !m->lora->disabled;
+}
+
 int pt__lora_check_backward(const pt_model *m, const char *who)
 {
     if (pt__lora_disabled(m))

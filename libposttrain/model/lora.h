@@ -40,6 +40,8 @@ void pt__lora_attach(pt_linear *lin, const pt_model *m, int layer, unsigned mask
 int pt__lora_scratch(float **buf, size_t *cap, const pt_model *m, size_t rows);
 /* True when the model has adapters and they are switched off. */
 bool pt__lora_disabled(const pt_model *m);
+/* True when the model has adapters switched on (its forward uses them). */
+bool pt__lora_active(const pt_model *m);
 /* PT_ESTATE (naming `who`) when a backward would reach nothing trainable
  * because the adapters are switched off; PT_OK otherwise. */
 int pt__lora_check_backward(const pt_model *m, const char *who);

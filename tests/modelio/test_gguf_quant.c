@@ -18,6 +18,7 @@
 #include "io/gguf.h"
 #include "kernels/cpu.h"
 #include "model/generate_rows.h"
+#include "model/generate_struct.h"
 #include "model/model.h"
 #include "posttrain/gguf.h"
 #include "posttrain/lora.h"
@@ -627,6 +628,71 @@ START_TEST(prompt_tiles_bf16)
 }
 END_TEST
 
+/* Decoding 18 rows of a quantized model with 2 threads splits the rows
+ * between the threads (model/generate.c's split_parts: each runs the
+ * layers over its rows alone, in shares that follow the threads' measured
+ * speeds): the same tokens and log-probabilities, bit for bit, as 1 thread
+ * (no split) and as each row decoded alone, greedy and sampled. */
+static void decode_rows(pt_generator *g, const int32_t *prompts, const int32_t *lens, int B,
+                        const pt_generate_options *o, int32_t *tok, float *lp)
+{
+    int32_t n[32], fin[32];
+    ck_assert_ok(pt_generate(g, prompts, lens, B, o, tok, n, fin, lp));
+}
+
+START_TEST(decode_split_rows)
+{
+    enum { B = 18, M = 12 };
+    pt_model *m = load(DATA "stories192.q4_0.gguf", false);
+    int32_t lens[B], prompts[B * 16];
+    size_t off = 0;
+    for (int r = 0; r < B; r++) {
+        lens[r] = 1 + (r * 5) % 16;
+        for (int i = 0; i < lens[r]; i++)
+            prompts[off++] = k_ids[(r + i) % 16];
+    }
+    pt_generator *g = NULL, *g1 = NULL;
+    ck_assert_ok(pt_generator_create(&g, m, B, 32));
+    ck_assert_ok(pt_generator_create(&g1, m, 1, 32));
+    const int nt0 = pt_get_num_threads();
+    pt_generate_options o;
+    pt_generate_options_init(&o);
+    o.max_new_tokens = M;
+    o.n_stop_ids = 0;
+    o.seed = 77;
+    for (int mode = 0; mode < 2; mode++) {
+        o.temperature = mode ? 0.9f : 0.0f;
+        o.top_k = mode ? 40 : 0;
+        o.stream_offset = 0;
+        int32_t t2[B * M], t1[B * M], ta[M];
+        float l2[B * M], l1[B * M], la[M];
+        ck_assert_ok(pt_set_num_threads(2));
+        decode_rows(g, prompts, lens, B, &o, t2, l2);
+        if (g->threads_cap >= 2) /* (the split ran: its threads' speeds measured) */
+            ck_assert_msg(g->split_speed[0] > 0.0 && g->split_speed[1] > 0.0, "no split forward ran");
+        else
+            printf("decode_split_rows: one thread's scratch only, no split to test\n");
+        ck_assert_ok(pt_set_num_threads(1));
+        decode_rows(g, prompts, lens, B, &o, t1, l1);
+        ck_assert_msg(memcmp(t2, t1, sizeof t2) == 0, "mode %d: tokens differ, 2 threads vs 1", mode);
+        ck_assert_msg(memcmp(l2, l1, sizeof l2) == 0, "mode %d: log-probabilities differ", mode);
+        ck_assert_ok(pt_set_num_threads(2));
+        off = 0;
+        for (int r = 0; r < B; r++) {
+            o.stream_offset = (uint64_t)r;
+            decode_rows(g1, prompts + off, lens + r, 1, &o, ta, la);
+            ck_assert_msg(memcmp(ta, t2 + r * M, sizeof ta) == 0 && memcmp(la, l2 + r * M, sizeof la) == 0,
+                          "mode %d, row %d: not as decoded alone", mode, r);
+            off += (size_t)lens[r];
+        }
+    }
+    ck_assert_ok(pt_set_num_threads(nt0));
+    pt_generator_free(g);
+    pt_generator_free(g1);
+    pt_model_free(m);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pt_gguf_quant_XXXXXX");
@@ -642,6 +708,7 @@ int main(void)
     tcase_add_test(tc, lora_sft_equal_dequantized_twin);
     tcase_add_test(tc, bf16_products);
     tcase_add_test(tc, prompt_tiles_bf16);
+    tcase_add_test(tc, decode_split_rows);
     tcase_add_test(tc, full_finetune_and_writes_refused);
     tcase_add_test(tc, bad_files_refused);
     tcase_add_test(tc, quantize_on_load_as_llama_quantize);
