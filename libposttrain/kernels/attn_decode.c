@@ -15,6 +15,7 @@
  * or the other rows).  A BF16 cache (pt__attn_decode_bf16) is the same
  * with each key and value widened to FP32 (exactly) as it is read. */
 #include "kernels/attention.h"
+#include "kernels/cpu.h"
 #include "kernels/vexp.h"
 
 #include <math.h>
@@ -176,6 +177,64 @@ AD_INLINE void ad_pv(float *o, const float *p, const void *V, size_t hd, size_t 
     }
 }
 
+#if AD_AVX2
+#define AD512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
+
+/* Elements i .. i + 16 of a cache row as 16 floats (BF16 widened exactly). */
+AD512 AD_INLINE __m512 ad_ld16(const void *p, size_t i, bool b16)
+{
+    if (!b16)
+        return _mm512_loadu_ps((const float *)p + i);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)p + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* ad_pv for the G heads of a group at once on AVX-512 (hd a multiple of
+ * 64): o_h[d] = (sum over j in order of fma(p_h[j], V[j][d], .)) * inv[h],
+ * 16 lanes a vector, each value read once for the G heads (the AVX2 code
+ * reads them once a head).  Lane d's operations are ad_pv's: the same
+ * bits. */
+AD512 AD_INLINE void ad_pv512(float *o, const float *S, const void *V, const int G, size_t hd, size_t len,
+                              const float *inv, bool b16)
+{
+    for (size_t d0 = 0; d0 < hd; d0 += 64) {
+        __m512 acc[4][4];
+        for (int h = 0; h < G; h++)
+            for (int e = 0; e < 4; e++)
+                acc[h][e] = _mm512_setzero_ps();
+        for (size_t j = 0; j < len; j++) {
+            const void *v = ad_row(V, j, hd, b16);
+            __m512 vv[4];
+            for (int e = 0; e < 4; e++)
+                vv[e] = ad_ld16(v, d0 + 16 * (size_t)e, b16);
+            for (int h = 0; h < G; h++) {
+                const __m512 pj = _mm512_set1_ps(S[(size_t)h * len + j]);
+                for (int e = 0; e < 4; e++)
+                    acc[h][e] = _mm512_fmadd_ps(pj, vv[e], acc[h][e]);
+            }
+        }
+        for (int h = 0; h < G; h++)
+            for (int e = 0; e < 4; e++)
+                _mm512_storeu_ps(o + (size_t)h * hd + d0 + 16 * (size_t)e,
+                                 _mm512_mul_ps(acc[h][e], _mm512_set1_ps(inv[h])));
+    }
+}
+
+/* ad_pv512 for G = 1 .. 4 written out (the accumulators in registers);
+ * false for other groups. */
+AD512 static bool ad_pv_avx512(float *o, const float *S, const void *V, int group, size_t hd, size_t len,
+                               const float *inv, bool b16)
+{
+    switch (group) {
+    case 1: ad_pv512(o, S, V, 1, hd, len, inv, b16); return true;
+    case 2: ad_pv512(o, S, V, 2, hd, len, inv, b16); return true;
+    case 3: ad_pv512(o, S, V, 3, hd, len, inv, b16); return true;
+    case 4: ad_pv512(o, S, V, 4, hd, len, inv, b16); return true;
+    default: return false;
+    }
+}
+#endif
+
 AD_INLINE void attn_decode(float *o, const float *q, int group, size_t hd, const void *K,
                            const void *V, size_t len, float scale, float *S, bool vec, bool b16)
 {
@@ -183,12 +242,26 @@ AD_INLINE void attn_decode(float *o, const float *q, int group, size_t hd, const
      * L2 for the other heads), then their softmax and values */
     for (int h = 0; h < group; h++)
         ad_scores(S + (size_t)h * len, K, len, q + (size_t)h * hd, hd, scale, vec, h == 0, b16);
+#if AD_AVX2
+    /* AVX-512: every head's values at once, after the softmaxes */
+    const bool v512 = vec && group <= 4 && hd % 64 == 0 && pt__cpu_active() >= PT_CPU_AVX512;
+#else
+    const bool v512 = false;
+#endif
+    float inv[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
     for (int h = 0; h < group; h++) {
         float *Sh = S + (size_t)h * len;
         const float mx = pt__vmax(Sh, len);
-        const float inv = 1.0f / pt__vexp_sum(Sh, Sh, len, mx);
-        ad_pv(o + (size_t)h * hd, Sh, V, hd, len, inv, vec, b16);
+        const float r = 1.0f / pt__vexp_sum(Sh, Sh, len, mx);
+        if (v512)
+            inv[h] = r;
+        else
+            ad_pv(o + (size_t)h * hd, Sh, V, hd, len, r, vec, b16);
     }
+#if AD_AVX2
+    if (v512)
+        ad_pv_avx512(o, S, V, group, hd, len, inv, b16);
+#endif
 }
 
 void pt__attn_decode(float *o, const float *q, int group, size_t hd, const float *K, const float *V,

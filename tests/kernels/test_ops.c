@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/cpu.h"
 #include "kernels/ops.h"
 #include "kernels/vexp.h"
 
@@ -626,62 +627,74 @@ START_TEST(test_attn_decode)
     pt_rng r;
     pt__rng_seed(&r, 31);
     int checked = 0;
-    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
-        for (int group = 1; group <= 5; group++)
-            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-                const size_t hd = hds[hi], len = lens[li], G = (size_t)group;
-                float *q = malloc(G * hd * sizeof(float)), *K = malloc(len * hd * sizeof(float));
-                float *V = malloc(len * hd * sizeof(float)), *S = malloc(G * len * sizeof(float));
-                float *o = malloc(G * hd * sizeof(float)), *o2 = malloc(G * hd * sizeof(float));
-                fill(q, G * hd, &r, 1.0, 0.0);
-                fill(K, len * hd, &r, 1.0, 0.0);
-                fill(V, len * hd, &r, 1.0, 0.5);
-                const float scale = 1.0f / sqrtf((float)hd);
-                pt__attn_decode(o, q, group, hd, K, V, len, scale, S);
-                pt__attn_decode_ref(o2, q, group, hd, K, V, len, scale, S);
-                ck_assert_msg(memcmp(o, o2, G * hd * sizeof(float)) == 0,
-                              "pt__attn_decode hd=%zu group=%d len=%zu differs from its plain C code",
-                              hd, group, len);
-                /* a BF16 cache: the FP32 kernel's bits on the widened values */
-                uint16_t *K16 = malloc(len * hd * 2), *V16 = malloc(len * hd * 2);
-                float *Kw = malloc(len * hd * sizeof(float)), *Vw = malloc(len * hd * sizeof(float));
-                float *o3 = malloc(G * hd * sizeof(float));
-                for (size_t i = 0; i < len * hd; i++) {
-                    K16[i] = pt__f32_to_bf16(K[i]);
-                    V16[i] = pt__f32_to_bf16(V[i]);
-                    Kw[i] = pt__bf16_to_f32(K16[i]);
-                    Vw[i] = pt__bf16_to_f32(V16[i]);
-                }
-                pt__attn_decode(o3, q, group, hd, Kw, Vw, len, scale, S);
-                pt__attn_decode_bf16(o2, q, group, hd, K16, V16, len, scale, S);
-                ck_assert_msg(memcmp(o2, o3, G * hd * sizeof(float)) == 0,
-                              "pt__attn_decode_bf16 hd=%zu group=%d len=%zu: not the FP32 kernel on "
-                              "the widened cache", hd, group, len);
-                pt__attn_decode_bf16_ref(o2, q, group, hd, K16, V16, len, scale, S);
-                ck_assert_msg(memcmp(o2, o3, G * hd * sizeof(float)) == 0,
-                              "pt__attn_decode_bf16_ref hd=%zu group=%d len=%zu differs", hd, group,
-                              len);
-                free(K16); free(V16); free(Kw); free(Vw); free(o3);
-                for (size_t h = 0; h < G; h++) {
-                    double sc[77], mx = -INFINITY, sum = 0.0;
-                    for (size_t j = 0; j < len; j++) {
-                        sc[j] = dot_d(K + j * hd, q + h * hd, hd) / sqrt((double)hd);
-                        mx = fmax(mx, sc[j]);
+    /* every path the CPU runs (avx512 and above: the values of up to 4
+     * heads at once when hd is a multiple of 64) */
+    for (int l = 0; l < PT_CPU_LEVELS; l++) {
+        if (l > (int)pt__cpu_detected()) {
+            printf("test_attn_decode: path %s skipped (not on this CPU)\n",
+                   pt__cpu_level_str((pt_cpu_level)l));
+            continue;
+        }
+        ck_assert_ok(pt_set_cpu_path(pt__cpu_level_str((pt_cpu_level)l)));
+        printf("test_attn_decode: path %s\n", pt_cpu_path());
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+            for (int group = 1; group <= 5; group++)
+                for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                    const size_t hd = hds[hi], len = lens[li], G = (size_t)group;
+                    float *q = malloc(G * hd * sizeof(float)), *K = malloc(len * hd * sizeof(float));
+                    float *V = malloc(len * hd * sizeof(float)), *S = malloc(G * len * sizeof(float));
+                    float *o = malloc(G * hd * sizeof(float)), *o2 = malloc(G * hd * sizeof(float));
+                    fill(q, G * hd, &r, 1.0, 0.0);
+                    fill(K, len * hd, &r, 1.0, 0.0);
+                    fill(V, len * hd, &r, 1.0, 0.5);
+                    const float scale = 1.0f / sqrtf((float)hd);
+                    pt__attn_decode(o, q, group, hd, K, V, len, scale, S);
+                    pt__attn_decode_ref(o2, q, group, hd, K, V, len, scale, S);
+                    ck_assert_msg(memcmp(o, o2, G * hd * sizeof(float)) == 0,
+                                  "pt__attn_decode hd=%zu group=%d len=%zu differs from its plain C code",
+                                  hd, group, len);
+                    /* a BF16 cache: the FP32 kernel's bits on the widened values */
+                    uint16_t *K16 = malloc(len * hd * 2), *V16 = malloc(len * hd * 2);
+                    float *Kw = malloc(len * hd * sizeof(float)), *Vw = malloc(len * hd * sizeof(float));
+                    float *o3 = malloc(G * hd * sizeof(float));
+                    for (size_t i = 0; i < len * hd; i++) {
+                        K16[i] = pt__f32_to_bf16(K[i]);
+                        V16[i] = pt__f32_to_bf16(V[i]);
+                        Kw[i] = pt__bf16_to_f32(K16[i]);
+                        Vw[i] = pt__bf16_to_f32(V16[i]);
                     }
-                    for (size_t j = 0; j < len; j++)
-                        sum += (sc[j] = exp(sc[j] - mx));
-                    for (size_t d = 0; d < hd; d++) {
-                        double want = 0.0;
+                    pt__attn_decode(o3, q, group, hd, Kw, Vw, len, scale, S);
+                    pt__attn_decode_bf16(o2, q, group, hd, K16, V16, len, scale, S);
+                    ck_assert_msg(memcmp(o2, o3, G * hd * sizeof(float)) == 0,
+                                  "pt__attn_decode_bf16 hd=%zu group=%d len=%zu: not the FP32 kernel on "
+                                  "the widened cache", hd, group, len);
+                    pt__attn_decode_bf16_ref(o2, q, group, hd, K16, V16, len, scale, S);
+                    ck_assert_msg(memcmp(o2, o3, G * hd * sizeof(float)) == 0,
+                                  "pt__attn_decode_bf16_ref hd=%zu group=%d len=%zu differs", hd, group,
+                                  len);
+                    free(K16); free(V16); free(Kw); free(Vw); free(o3);
+                    for (size_t h = 0; h < G; h++) {
+                        double sc[77], mx = -INFINITY, sum = 0.0;
+                        for (size_t j = 0; j < len; j++) {
+                            sc[j] = dot_d(K + j * hd, q + h * hd, hd) / sqrt((double)hd);
+                            mx = fmax(mx, sc[j]);
+                        }
                         for (size_t j = 0; j < len; j++)
-                            want += sc[j] / sum * (double)V[j * hd + d];
-                        ck_assert_msg(fabs(o[h * hd + d] - want) <= 2e-6 + 2e-6 * fabs(want),
-                                      "pt__attn_decode hd=%zu group=%d len=%zu head %zu [%zu]: %.8g vs %.8g",
-                                      hd, group, len, h, d, (double)o[h * hd + d], want);
-                        checked++;
+                            sum += (sc[j] = exp(sc[j] - mx));
+                        for (size_t d = 0; d < hd; d++) {
+                            double want = 0.0;
+                            for (size_t j = 0; j < len; j++)
+                                want += sc[j] / sum * (double)V[j * hd + d];
+                            ck_assert_msg(fabs(o[h * hd + d] - want) <= 2e-6 + 2e-6 * fabs(want),
+                                          "pt__attn_decode hd=%zu group=%d len=%zu head %zu [%zu]: %.8g vs %.8g",
+                                          hd, group, len, h, d, (double)o[h * hd + d], want);
+                            checked++;
+                        }
                     }
+                    free(q); free(K); free(V); free(S); free(o); free(o2);
                 }
-                free(q); free(K); free(V); free(S); free(o); free(o2);
-            }
+    }
+    ck_assert_ok(pt_set_cpu_path(NULL));
     ck_assert_int_gt(checked, 0);
 }
 END_TEST
