@@ -221,16 +221,15 @@ AD512 AD_INLINE void ad_pv512(float *o, const float *S, const void *V, const int
 }
 
 /* ad_pv512 for G = 1 .. 4 written out (the accumulators in registers);
- * false for other groups. */
-AD512 static bool ad_pv_avx512(float *o, const float *S, const void *V, int group, size_t hd, size_t len,
+ * group is 1 .. 4 (attn_decode's v512). */
+AD512 static void ad_pv_avx512(float *o, const float *S, const void *V, int group, size_t hd, size_t len,
                                const float *inv, bool b16)
 {
     switch (group) {
-    case 1: ad_pv512(o, S, V, 1, hd, len, inv, b16); return true;
-    case 2: ad_pv512(o, S, V, 2, hd, len, inv, b16); return true;
-    case 3: ad_pv512(o, S, V, 3, hd, len, inv, b16); return true;
-    case 4: ad_pv512(o, S, V, 4, hd, len, inv, b16); return true;
-    default: return false;
+    case 1: ad_pv512(o, S, V, 1, hd, len, inv, b16); break;
+    case 2: ad_pv512(o, S, V, 2, hd, len, inv, b16); break;
+    case 3: ad_pv512(o, S, V, 3, hd, len, inv, b16); break;
+    default: ad_pv512(o, S, V, 4, hd, len, inv, b16); break;
     }
 }
 #endif

@@ -234,6 +234,14 @@ QG_INLINE void qw_block_xrows(const int type, const pt_qact *a, size_t i0, size_
     }
 }
 
+/* Block b's share of fetching next .. next + nbytes (the next task's rows)
+ * while a task runs: `per` lines a block. */
+QG_INLINE void qw_fetch_share(const uint8_t *next, size_t nbytes, size_t per, size_t b)
+{
+    for (size_t o = b * per * 64; o < (b + 1) * per * 64 && o < nbytes; o += 64)
+        _mm_prefetch((const char *)(next + o), _MM_HINT_T0);
+}
+
 /* Rows i0 .. i0 + mc (<= 16) of x against a chunk's blocks b0 .. b0 + nbc
  * (transposed in wt, wd, wm) into their accumulators acc[c][b % 8]: each
  * block's 8 weight vectors stay in registers for all the rows (whose 4
@@ -247,8 +255,7 @@ QG_INLINE void qw_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, 
     const bool min = qg_has_min(type);
     for (size_t b = 0; b < nbc; b++) {
         const size_t bb = b0 + b;
-        for (size_t o = b * per * 64; o < (b + 1) * per * 64 && o < nbytes; o += 64)
-            _mm_prefetch((const char *)(next + o), _MM_HINT_T0);
+        qw_fetch_share(next, nbytes, per, b);
         __m512i w[8];
         for (int t = 0; t < 8; t++)
             w[t] = _mm512_load_si512((const void *)(wt + b * 8 + (size_t)t));
@@ -544,8 +551,8 @@ QG_INLINE void qp_rows_fused(const int type, const pt_qact *a, const uint8_t *wr
         const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
         qw_acc_zero(acc, mc, nb);
         for (size_t b = 0; b < nb; b++) {
-            for (size_t o = b * per * 64; i0 == 0 && o < (b + 1) * per * 64 && o < 16 * rb; o += 64)
-                _mm_prefetch((const char *)(next + o), _MM_HINT_T0);
+            if (i0 == 0)
+                qw_fetch_share(next, 16 * rb, per, b);
             __m512i w[8];
             __attribute__((aligned(64))) float wd[16], wm[16];
             qp_block(type, wrow + b * 16 * bytes, w, wd, wm);

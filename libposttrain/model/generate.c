@@ -280,9 +280,9 @@ static int prefill(pt_generator *g, int row, const int32_t *ids, int T, float *l
 }
 
 /* The layers over n tokens (the generator's buffers from their first
- * row), from x (ping-ponging with y); returns the buffer holding the last
- * layer's output. */
-static float *layers_rows(pt_generator *g, int n, float *x, float *y)
+ * row), from x, ping-ponging with y: the last layer's output is in x for
+ * an even number of layers, else in y. */
+static void layers_rows(pt_generator *g, int n, float *x, float *y)
 {
     const pt_model *m = g->model;
     for (int l = 0; l < m->cfg.num_hidden_layers; l++) {
@@ -295,7 +295,6 @@ static float *layers_rows(pt_generator *g, int n, float *x, float *y)
         x = y;
         y = t;
     }
-    return x;
 }
 
 /* Rows a thread takes at least when the tokens are split between the
@@ -413,14 +412,12 @@ static void forward_rows(pt_generator *g, int m_rows, const uint8_t *want, float
             const double s = secs[p] > 0.0 ? (r[p + 1] - r[p]) / secs[p] : 0.0;
             g->split_speed[p] = g->split_speed[p] > 0.0 && s > 0.0 ? 0.5 * (g->split_speed[p] + s) : s;
         }
-        if (c->num_hidden_layers % 2) { /* (as layers_rows leaves them) */
-            float *t = x;
-            x = y;
-            y = t;
-        }
     } else {
-        x = layers_rows(g, m_rows, x, y);
-        y = x == g->x ? g->y : g->x;
+        layers_rows(g, m_rows, x, y);
+    }
+    if (c->num_hidden_layers % 2) { /* the output in y (layers_rows) */
+        x = g->y;
+        y = g->x;
     }
     if (!want) {
         head_rows(g, x, n, logits);

@@ -218,6 +218,12 @@ static double block_sum(const float *e, int i0, int i1)
     return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
+/* One past the last id of block b of the draw. */
+static int block_end(int b, int v)
+{
+    return (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
+}
+
 /* The id drawn with weights e[0 .. v) (>= 0) by u in [0, 1): the total is
  * the sum of the blocks' sums in order (*total), the target u * total is
  * found block by block (their sums, then the ids of the block it falls in
@@ -225,12 +231,6 @@ static double block_sum(const float *e, int i0, int i1)
  * dependent chain of a sum in order is V / DRAW_BLOCK additions instead
  * of V.  `last`: the id when rounding leaves the target past every
  * block (the last one of positive weight). */
-/* One past the last id of block b of the draw. */
-static int block_end(int b, int v)
-{
-    return (b + 1) * DRAW_BLOCK < v ? (b + 1) * DRAW_BLOCK : v;
-}
-
 int32_t pt__sample_draw(const float *e, int v, double u, int32_t last, double *bs, double *total)
 {
     const int nb = (v + DRAW_BLOCK - 1) / DRAW_BLOCK;
