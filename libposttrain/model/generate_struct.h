@@ -35,8 +35,8 @@ struct pt_generator {
     void *hook_payload;
     int num_threads;           /* pt_generator_set_num_threads; 0: the process setting */
     double split_speed[PT_GEN_SPLIT_MAX]; /* tokens a second of each thread over its part of
-                                           * a split forward (model/generate.c's
-                                           * split_parts); 0: not measured yet */
+                                           * a split forward (model/generate_split.c,
+                                           * pt__gen_split_parts); 0: not measured yet */
 };
 
 /* The KV cache (model/generate_cache.c): bytes of a cached value; where
@@ -49,6 +49,14 @@ void *pt__gen_cache_at(const pt_generator *g, float *base, int l, int row, int k
 void pt__gen_cache_store(pt_generator *g, int l, size_t n, int row);
 size_t pt__gen_visible_slots(const pt_generator *g, int pos);
 void pt__gen_decode_attention(pt_generator *g, int l, int m_rows);
+
+/* Split decoding (model/generate_split.c): the threads a forward of m_rows
+ * tokens is split between (1: not split); each thread's first token
+ * (r[parts] = m_rows), from their measured speeds; the generator seen from
+ * token r0 on by thread `part`. */
+int pt__gen_split_parts(const pt_generator *g, int m_rows);
+void pt__gen_split_bounds(const pt_generator *g, int m_rows, int parts, int *r);
+pt_generator pt__gen_part_view(const pt_generator *g, int r0, int part);
 
 /* pt_generate's work, the generator taken by the caller; messages name
  * pt_generate. */

@@ -629,7 +629,7 @@ START_TEST(prompt_tiles_bf16)
 END_TEST
 
 /* Decoding 18 rows of a quantized model with 2 threads splits the rows
- * between the threads (model/generate.c's split_parts: each runs the
+ * between the threads (model/generate_split.c's pt__gen_split_parts: each runs the
  * layers over its rows alone, in shares that follow the threads' measured
  * speeds): the same tokens and log-probabilities, bit for bit, as 1 thread
  * (no split) and as each row decoded alone, greedy and sampled. */
