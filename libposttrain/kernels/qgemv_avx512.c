@@ -216,17 +216,14 @@ QG_INLINE void qw_block_xrows(const int type, const pt_qact *a, size_t i0, size_
     for (size_t c = 0; c < mc; c++) {
         const size_t i = i0 + c, at = i * a->nbp + bb;
         const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
-        for (int t = 0; t < 8; t += 4) {
+        /* the offset's term first in one chain (no subtraction after) */
+        __m512i s0 = sh ? _mm512_set1_epi32((int32_t)(0u - ((uint32_t)a->sum[at] << sh))) : _mm512_setzero_si512();
+        __m512i s1 = _mm512_setzero_si512();
+        for (int t = 0; t < 8; t += 2) {
             qw_dpbusd_bcast(&s0, w[t], xb + t);
             qw_dpbusd_bcast(&s1, w[t + 1], xb + t + 1);
-            qw_dpbusd_bcast(&s2, w[t + 2], xb + t + 2);
-            qw_dpbusd_bcast(&s3, w[t + 3], xb + t + 3);
         }
-        __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
-        if (sh)
-            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh)));
+        const __m512i isum = _mm512_add_epi32(s0, s1);
         const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
         acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), qw_acc_in(&acc[c][e], bb));
         if (min)
