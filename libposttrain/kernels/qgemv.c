@@ -429,6 +429,50 @@ void pt__qpre_apply(const pt_qpre *pre, const float *x, size_t ldx, size_t m, si
     }
 }
 
+/* What the threads of pt__qgemv_segs share. */
+typedef struct segs_ctx {
+    bool ref;
+    const segrun *run;
+    int nseg;
+    size_t m, k;
+    float alpha;
+    const float *x;
+    size_t ldx;
+    const pt_qpre *pre;
+    float beta;
+    float *y;
+    size_t ldy;
+    const pt_qact *act;
+    uint8_t *buf; /* a group of 16 rows a thread, or NULL */
+    size_t bufrb;
+    int fam[2], nf; /* the activation kinds needed */
+} segs_ctx;
+
+/* Step i of the activations: with pre, row i made (into pre->out) then
+ * quantized to every kind; else row i % m quantized to kind i / m. */
+static void segs_quant(const segs_ctx *c, size_t i)
+{
+    static const size_t blks[2] = { PT_QK, PT_QK_K };
+    if (c->pre) {
+        const float *xi = pre_row(c->pre, c->x, c->ldx, i, c->k);
+        for (int f = 0; f < c->nf; f++)
+            act_row(&c->act[c->fam[f]], blks[c->fam[f]], i, c->k, xi, c->ref);
+        return;
+    }
+    const int f = c->fam[i / c->m];
+    act_row(&c->act[f], blks[f], i % c->m, c->k, c->x + (i % c->m) * c->ldx, c->ref);
+}
+
+/* Task b (QGEMV_BLOCK rows of W) on thread t. */
+static void segs_task(const segs_ctx *c, size_t b, int t)
+{
+    int s = 0;
+    while (s + 1 < c->nseg && c->run[s + 1].blk0 <= b)
+        s++;
+    seg_task(&c->run[s], c->act, b, c->alpha, c->beta, c->y, c->ldy, c->k,
+             c->buf ? c->buf + (size_t)t * QGEMV_BLOCK * c->bufrb : NULL);
+}
+
 /* y[:, seg s's columns] = alpha W_s x + beta y for the segments one after
  * the other (the columns of y follow them): the activations quantized once
  * per block size, then one parallel region in which the threads first
@@ -497,40 +541,37 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
         pt__free_aligned(act[1].q);
         return pt__err(PT_ENOMEM, "pt__qgemv_rows: no memory to unpack %d groups of rows", nt);
     }
-    int fam[2], nf = 0; /* the activation kinds needed */
-    for (int f = 0; f < 2; f++)
+    segs_ctx c = { ref, run, nseg, m, k, alpha, x, ldx, pre, beta, y, ldy, act, buf, bufrb, { 0, 0 }, 0 };
+    for (int f = 0; f < 2; f++) /* the activation kinds needed */
         if (need[f])
-            fam[nf++] = f;
-    const size_t nq = (size_t)nf * m;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        if (pre) { /* each row made (into pre->out), then quantized */
+            c.fam[c.nf++] = f;
+    /* the rows to make or quantize: each row once with pre (then all its
+     * kinds), else each row of each kind */
+    const size_t nq = pre ? m : (size_t)c.nf * m;
+    if (nt <= 1) {
+        /* one thread: no OpenMP region (libgomp ends a team of one's
+         * loops and region with a futex wake each, a system call: about a
+         * microsecond on the VM, three a product) */
+        for (size_t i = 0; i < nq; i++)
+            segs_quant(&c, i);
+        for (size_t b = 0; b < nblk; b++)
+            segs_task(&c, b, 0);
+    } else {
+#pragma omp parallel num_threads(nt)
+        {
 #pragma omp for schedule(static)
-            for (size_t i = 0; i < m; i++) {
-                const float *xi = pre_row(pre, x, ldx, i, k);
-                for (int f = 0; f < nf; f++)
-                    act_row(&act[fam[f]], blks[fam[f]], i, k, xi, ref);
-            }
-        } else {
-#pragma omp for schedule(static)
-            for (size_t i = 0; i < nq; i++) {
-                const int f = fam[i / m];
-                act_row(&act[f], blks[f], i % m, k, x + (i % m) * ldx, ref);
-            }
-        }
-        /* guided: long runs of adjacent tasks first (the kernels prefetch
-         * the next task's rows), shrinking to 4 at the end, so that a core
-         * slowed by its neighbours on the host does not keep the other
-         * waiting.  16-row decoding, 2 threads, Zen 5 VM: 1.08x faster
-         * than dynamic with nblk / 8 nt tasks a grab; dynamic with 4 or 8
-         * a grab was no faster (an atomic on a shared line a grab). */
+            for (size_t i = 0; i < nq; i++)
+                segs_quant(&c, i);
+            /* guided: long runs of adjacent tasks first (the kernels
+             * prefetch the next task's rows), shrinking to 4 at the end, so
+             * that a core slowed by its neighbours on the host does not
+             * keep the other waiting.  16-row decoding, 2 threads, Zen 5
+             * VM: 1.08x faster than dynamic with nblk / 8 nt tasks a grab;
+             * dynamic with 4 or 8 a grab was no faster (an atomic on a
+             * shared line a grab). */
 #pragma omp for schedule(guided, 4)
-        for (size_t b = 0; b < nblk; b++) {
-            int s = 0;
-            while (s + 1 < nseg && run[s + 1].blk0 <= b)
-                s++;
-            seg_task(&run[s], act, b, alpha, beta, y, ldy, k,
-                     buf ? buf + (size_t)omp_get_thread_num() * QGEMV_BLOCK * bufrb : NULL);
+            for (size_t b = 0; b < nblk; b++)
+                segs_task(&c, b, omp_get_thread_num());
         }
     }
     pt__free_aligned(buf);

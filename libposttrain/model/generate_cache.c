@@ -63,7 +63,8 @@ size_t pt__gen_visible_slots(const pt_generator *g, int pos)
     return len < (size_t)g->slots ? len : (size_t)g->slots;
 }
 
-static void attend_task(pt_generator *g, size_t t, int l, float scale);
+static void rope_store_task(pt_generator *g, size_t t, int l);
+static void attend_task(pt_generator *g, size_t t, int l, float scale, int thread);
 
 /* Attention of the step's tokens over their rows' cached positions
  * (0..pos[i], or the ring's pos[i]-W+1..pos[i] in slot order), in one
@@ -75,11 +76,9 @@ static void attend_task(pt_generator *g, size_t t, int l, float scale);
  * o = V^T s. */
 void pt__gen_decode_attention(pt_generator *g, int l, int m_rows)
 {
-    const pt_model *m = g->model;
-    const pt_model_config *c = &m->cfg;
-    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
-    const int nkv = c->num_key_value_heads, group = c->num_attention_heads / nkv;
-    const size_t hd = (size_t)c->head_dim, ls = (size_t)g->slots;
+    const pt_model_config *c = &g->model->cfg;
+    const int nkv = c->num_key_value_heads;
+    const size_t hd = (size_t)c->head_dim;
     const float scale = (float)(1.0 / sqrt((double)c->head_dim));
     const size_t tasks = (size_t)m_rows * (size_t)nkv;
     double work = 0.0;
@@ -93,32 +92,50 @@ void pt__gen_decode_attention(pt_generator *g, int l, int m_rows)
         nt = g->threads_cap;
     if ((size_t)nt > tasks)
         nt = (int)tasks;
-    const size_t half = hd / 2;
-#pragma omp parallel num_threads(nt) if (nt > 1)
+    if (nt <= 1) { /* no OpenMP region (libgomp: a futex wake a loop) */
+        for (size_t t = 0; t < tasks; t++)
+            rope_store_task(g, t, l);
+        for (size_t t = 0; t < tasks; t++)
+            attend_task(g, t, l, scale, 0);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
     {
         /* first every token's q and k heads rotated and its key and value
          * stored (a token may see the others' of its row: continued rows) */
 #pragma omp for schedule(static)
-        for (size_t t = 0; t < tasks; t++) {
-            const int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
-            float *qk = g->qkv + (size_t)i * QKV;
-            const float *ct = g->cos_t + (size_t)i * half, *st = g->sin_t + (size_t)i * half;
-            for (int h = kvh * group; h < (kvh + 1) * group; h++)
-                pt__rope_head(qk + (size_t)h * hd, half, ct, st, 1.0f);
-            pt__rope_head(qk + Q + (size_t)kvh * hd, half, ct, st, 1.0f);
-            const size_t p = (size_t)g->pos[i] % ls;
-            cache_put(g, pt__gen_cache_at(g, g->kc, l, g->active[i], kvh), p, qk + Q + (size_t)kvh * hd, hd);
-            cache_put(g, pt__gen_cache_at(g, g->vc, l, g->active[i], kvh), p, qk + Q + KV + (size_t)kvh * hd, hd);
-        }
+        for (size_t t = 0; t < tasks; t++)
+            rope_store_task(g, t, l);
 #pragma omp for schedule(dynamic, 1)
         for (size_t t = 0; t < tasks; t++)
-            attend_task(g, t, l, scale);
+            attend_task(g, t, l, scale, omp_get_thread_num());
     }
 }
 
+/* Task t of pt__gen_decode_attention's first loop: token t / nkv's query
+ * heads of kv head t % nkv and that key head rotated, its key and value
+ * stored. */
+static void rope_store_task(pt_generator *g, size_t t, int l)
+{
+    const pt_model *m = g->model;
+    const pt_model_config *c = &m->cfg;
+    const size_t Q = (size_t)m->q_dim, KV = (size_t)m->kv_dim, QKV = Q + 2 * KV;
+    const int nkv = c->num_key_value_heads, group = c->num_attention_heads / nkv;
+    const size_t hd = (size_t)c->head_dim, ls = (size_t)g->slots, half = hd / 2;
+    const int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv);
+    float *qk = g->qkv + (size_t)i * QKV;
+    const float *ct = g->cos_t + (size_t)i * half, *st = g->sin_t + (size_t)i * half;
+    for (int h = kvh * group; h < (kvh + 1) * group; h++)
+        pt__rope_head(qk + (size_t)h * hd, half, ct, st, 1.0f);
+    pt__rope_head(qk + Q + (size_t)kvh * hd, half, ct, st, 1.0f);
+    const size_t p = (size_t)g->pos[i] % ls;
+    cache_put(g, pt__gen_cache_at(g, g->kc, l, g->active[i], kvh), p, qk + Q + (size_t)kvh * hd, hd);
+    cache_put(g, pt__gen_cache_at(g, g->vc, l, g->active[i], kvh), p, qk + Q + KV + (size_t)kvh * hd, hd);
+}
+
 /* Task t of pt__gen_decode_attention: token t / nkv's query heads of kv head
- * t % nkv against its row's cache. */
-static void attend_task(pt_generator *g, size_t t, int l, float scale)
+ * t % nkv against its row's cache, in the scratch of team thread `thread`. */
+static void attend_task(pt_generator *g, size_t t, int l, float scale, int thread)
 {
     const pt_model *m = g->model;
     const pt_model_config *c = &m->cfg;
@@ -127,7 +144,7 @@ static void attend_task(pt_generator *g, size_t t, int l, float scale)
     const size_t hd = (size_t)c->head_dim, ls = (size_t)g->slots;
     const int i = (int)(t / (size_t)nkv), kvh = (int)(t % (size_t)nkv), row = g->active[i];
     const size_t len = pt__gen_visible_slots(g, g->pos[i]);
-    float *S = g->dec_scratch + (size_t)omp_get_thread_num() * (size_t)group * ls;
+    float *S = g->dec_scratch + (size_t)thread * (size_t)group * ls;
     const float *q = g->qkv + (size_t)i * QKV + (size_t)kvh * group * hd;
     const void *K = pt__gen_cache_at(g, g->kc, l, row, kvh), *Vc = pt__gen_cache_at(g, g->vc, l, row, kvh);
     float *o = g->att + (size_t)i * Q + (size_t)kvh * group * hd;
