@@ -248,6 +248,12 @@ static int run_batch(pt_model *m32, pt_model *m16, double bytes32, double bytes1
                                    : median_ratio(r32.t_dec, r16.t_dec, reps),
                twin ? median_ratio(r16.t_pre, r32.t_pre, reps)
                     : median_ratio(r32.t_pre, r16.t_pre, reps), reps);
+    if (twin) { /* each round's step times: the ratio is their median, not the medians' ratio */
+        printf("rounds (ms a decode step, quantized / fp32 twin):");
+        for (int k = 0; k < reps; k++)
+            printf(" %.2f/%.2f", 1e3 * r32.t_dec[k] / (N - 1), 1e3 * r16.t_dec[k] / (N - 1));
+        printf("\n");
+    }
     rc = 0;
 done:
     runner_close(&r32);
