@@ -60,7 +60,7 @@ for t in $types; do
         --new 65 --reps 3 --no-anchor --precision fp32,bf16 | grep -vE "^(matrix|anchor)"
     echo "ours against the same weights in FP32, 16 sequences, rounds alternating:"
     "$build/bench/bench_decode" --model "$tmp/model-$t.gguf" --twin "$tmp/model-f32.gguf" \
-        --batch 16 --prompt "$prompt" --new 33 --reps 5 | grep -E "^ours"
+        --batch 16 --prompt "$prompt" --new 33 --reps 5 | grep -E "^(ours|rounds)"
 done
 echo "== FP32 (ours, the same weights unquantized)"
 "$build/bench/bench_decode" --model "$tmp/model" --batch 1,16 --prompt "$prompt" --new 64 --reps 3 \
