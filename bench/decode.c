@@ -10,8 +10,13 @@
  * row), 128 new tokens, 2 threads, 3 repetitions (medians).  For each batch:
  *  - prefill tokens/s: B*P / time of pt_generate with max_new_tokens = 1
  *    (prompts plus one sampled token);
- *  - decode tokens/s (all rows): B*(N-1) / (time of the N-token call minus
- *    the prefill time): the N-1 tokens that come from decode steps;
+ *  - decode tokens/s (all rows): B*(N-1) / the time of the N-token call's
+ *    decode loop, from its first token's sampling to its last's (N-1
+ *    samplings and decode steps), read off the library's own polls of the
+ *    abort callback (once a prefill layer, once a token: the last N polls
+ *    are the loop's); not the call's time minus the prefill's, a small
+ *    difference of two large noisy times at long prompts (at 16 x 256
+ *    tokens the rounds' steps scattered from 4 to 22 ms that way);
  *  - GB/s of weight streaming: each decode step reads every weight once
  *    (4 bytes per parameter in FP32, 2 in BF16; a quantized GGUF --model:
  *    the bytes of its tensors as stored, blocks and scales, whatever the
@@ -79,7 +84,18 @@ typedef struct runner {
     int B, P, N;
     double step_bytes;
     double t_pre[16], t_dec[16];
+    double *stamp; /* the last N polls' times (a ring) */
+    int polls;
 } runner;
+
+/* The abort callback of a timed call: the time of each poll (the call
+ * never stops). */
+static int poll_stamp(void *payload)
+{
+    runner *r = payload;
+    r->stamp[r->polls++ % r->N] = bench_now();
+    return 0;
+}
 
 static void runner_close(runner *r)
 {
@@ -88,6 +104,7 @@ static void runner_close(runner *r)
     free(r->tok);
     free(r->cnt);
     free(r->lp);
+    free(r->stamp);
     pt_generator_free(r->g);
     memset(r, 0, sizeof *r);
 }
@@ -113,7 +130,8 @@ static int runner_open(runner *r, pt_model *model, double step_bytes, int B, int
     r->tok = malloc((size_t)B * N * sizeof *r->tok);
     r->cnt = malloc(B * sizeof *r->cnt);
     r->lp = malloc((size_t)B * N * sizeof *r->lp);
-    if (!r->prompts || !r->lens || !r->tok || !r->cnt || !r->lp)
+    r->stamp = malloc((size_t)N * sizeof *r->stamp);
+    if (!r->prompts || !r->lens || !r->tok || !r->cnt || !r->lp || !r->stamp)
         return 1;
     uint64_t s = 99;
     for (int i = 0; i < B * P; i++) {
@@ -139,9 +157,17 @@ static int runner_round(runner *r, int k)
     CHECK(pt_generate(r->g, r->prompts, r->lens, r->B, &r->o, r->tok, r->cnt, NULL, r->lp));
     r->t_pre[k] = bench_now() - t0;
     r->o.max_new_tokens = r->N;
-    t0 = bench_now();
-    CHECK(pt_generate(r->g, r->prompts, r->lens, r->B, &r->o, r->tok, r->cnt, NULL, r->lp));
-    r->t_dec[k] = bench_now() - t0 - r->t_pre[k];
+    r->polls = 0;
+    CHECK(pt_set_abort_callback(poll_stamp, r));
+    int st = pt_generate(r->g, r->prompts, r->lens, r->B, &r->o, r->tok, r->cnt, NULL, r->lp);
+    CHECK(pt_set_abort_callback(NULL, NULL));
+    CHECK(st);
+    if (r->polls < r->N) {
+        fprintf(stderr, "%d polls of the abort callback, fewer than the %d tokens\n", r->polls, r->N);
+        return 1;
+    }
+    /* from the loop's first poll to its last: N - 1 samplings and steps */
+    r->t_dec[k] = r->stamp[(r->polls - 1) % r->N] - r->stamp[(r->polls - r->N) % r->N];
     for (int b = 0; b < r->B; b++)
         if (r->cnt[b] != r->N) {
             fprintf(stderr, "row %d stopped after %d tokens\n", b, r->cnt[b]);
