@@ -377,21 +377,26 @@ typedef struct segrun {
 } segrun;
 
 /* Task b's kernel run: W's rows j0 .. j0 + len of segment r (a full
- * packed group without its kernel unpacked into buf first). */
-static void seg_task(const segrun *r, const pt_qact *act, size_t b, float alpha, float beta, float *y,
-                     size_t ldy, size_t k, uint8_t *buf)
+ * packed group without its kernel unpacked into buf first); with pair,
+ * task b + 1's too when both are full packed groups with their kernel
+ * (which takes two at once: len 32).  Returns the tasks run. */
+static size_t seg_task(const segrun *r, const pt_qact *act, size_t b, float alpha, float beta, float *y,
+                       size_t ldy, size_t k, uint8_t *buf, bool pair)
 {
     const size_t j0 = (b - r->blk0) * QGEMV_BLOCK;
-    const size_t len = r->rows - j0 < QGEMV_BLOCK ? r->rows - j0 : QGEMV_BLOCK;
+    size_t len = r->rows - j0 < QGEMV_BLOCK ? r->rows - j0 : QGEMV_BLOCK;
     const uint8_t *w = r->w + j0 * r->rb;
     pt_qgemv_fn *fn = r->fn;
     if (r->packed && len == QGEMV_BLOCK && r->pfn) {
         fn = r->pfn;
+        if (pair && r->rows - j0 >= 2 * QGEMV_BLOCK)
+            len = 2 * QGEMV_BLOCK;
     } else if (r->packed && len == QGEMV_BLOCK) {
         pt__qpack_rows(r->type | PT_QPACK, r->w, r->rows, k, j0, j0 + len, buf);
         w = buf;
     }
     fn(r->type, &act[r->act], len, w, r->rb, alpha, beta, y + r->off + j0, ldy);
+    return len > QGEMV_BLOCK ? 2 : 1;
 }
 
 #define SEG_MAX 8
@@ -463,14 +468,15 @@ static void segs_quant(const segs_ctx *c, size_t i)
     act_row(&c->act[f], blks[f], i % c->m, c->k, c->x + (i % c->m) * c->ldx, c->ref);
 }
 
-/* Task b (QGEMV_BLOCK rows of W) on thread t. */
-static void segs_task(const segs_ctx *c, size_t b, int t)
+/* Task b (QGEMV_BLOCK rows of W) on thread t, and b + 1 with pair when
+ * seg_task can take both at once; returns the tasks run. */
+static size_t segs_task(const segs_ctx *c, size_t b, int t, bool pair)
 {
     int s = 0;
     while (s + 1 < c->nseg && c->run[s + 1].blk0 <= b)
         s++;
-    seg_task(&c->run[s], c->act, b, c->alpha, c->beta, c->y, c->ldy, c->k,
-             c->buf ? c->buf + (size_t)t * QGEMV_BLOCK * c->bufrb : NULL);
+    return seg_task(&c->run[s], c->act, b, c->alpha, c->beta, c->y, c->ldy, c->k,
+                    c->buf ? c->buf + (size_t)t * QGEMV_BLOCK * c->bufrb : NULL, pair);
 }
 
 /* y[:, seg s's columns] = alpha W_s x + beta y for the segments one after
@@ -554,8 +560,8 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
          * microsecond on the VM, three a product) */
         for (size_t i = 0; i < nq; i++)
             segs_quant(&c, i);
-        for (size_t b = 0; b < nblk; b++)
-            segs_task(&c, b, 0);
+        for (size_t b = 0; b < nblk;) /* two packed groups at a time where they can */
+            b += segs_task(&c, b, 0, true);
     } else {
 #pragma omp parallel num_threads(nt)
         {
@@ -571,7 +577,7 @@ static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size
              * shared line a grab). */
 #pragma omp for schedule(guided, 4)
             for (size_t b = 0; b < nblk; b++)
-                segs_task(&c, b, omp_get_thread_num());
+                segs_task(&c, b, omp_get_thread_num(), false);
         }
     }
     pt__free_aligned(buf);

@@ -168,7 +168,9 @@ pt_qgemv_fn *pt__qgemv_vnni(int type);
 pt_qgemv_fn *pt__qgemv_vnni16(int type);
 #define PT_QGEMV_M16 8
 /* The same kernels on a full group of 16 rows packed (type | PT_QPACK,
- * kernels/quant.h): wrow is the group, len 16, any number of rows of x. */
+ * kernels/quant.h): wrow is the group, len 16, any number of rows of x;
+ * or len 32, two full groups one after the other (the 32-value types then
+ * broadcast each 4 bytes of x once for both groups). */
 pt_qgemv_fn *pt__qgemv_vnni16p(int type);
 /* kernels/qgemv_act.c: the activation quantizers on AVX2 (the same values
  * as the scalar ones in kernels/qgemv.c). */

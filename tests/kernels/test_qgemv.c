@@ -405,13 +405,15 @@ END_TEST
 /* pt__qgemv_segs over segments of mixed types (as a Q4_K_M file's q|k|v:
  * Q5_0, Q5_0, Q8_0; with a K-quant among them) gives, column for column,
  * the scalar reference of each segment alone, on every path, m = 1 .. 17
- * (both the m = 1 and the 16-row kernels), 1 and 2 threads. */
+ * (both the m = 1 and the 16-row kernels), 1 and 2 threads.  Packed, every
+ * segment has two full groups and more rows: one thread runs the two
+ * groups at once (len 32, kernels/qgemv.c's seg_task), every type so. */
 START_TEST(test_qgemv_segs)
 {
     static const int mix[][3] = { { PT_GGML_Q5_0, PT_GGML_Q5_0, PT_GGML_Q8_0 },
                                   { PT_GGML_Q4_0, PT_GGML_Q6_K, PT_GGML_Q4_1 },
                                   { PT_GGML_Q4_K, PT_GGML_Q5_1, PT_GGML_Q5_K } };
-    static const size_t rows[3] = { 37, 16, 5 }, ms[] = { 1, 4, 9, 16, 17 };
+    static const size_t rows[3] = { 37, 33, 35 }, ms[] = { 1, 4, 9, 16, 17 };
     for (int l = 0; l < PT_CPU_LEVELS; l++) {
         if (!use_path(l))
             continue;
@@ -422,7 +424,7 @@ START_TEST(test_qgemv_segs)
          * more blocks than the 16-row kernels take a chunk */
         for (size_t mi = 0; mi < 6; mi++) {
             const bool pk = mi >= 3;
-            const size_t k = pk ? 2048 : 512, ldx = k + 1, ldy = 61;
+            const size_t k = pk ? 2048 : 512, ldx = k + 1, ldy = 107;
             pt_qseg seg[3];
             uint8_t *w[3], *wp[3];
             for (int s = 0; s < 3; s++) {
