@@ -9,9 +9,14 @@
 #include <math.h>
 #include <stdbool.h>
 
-/* Rows a thread takes at least when the tokens are split between the
+/* Rows a thread has at least for the tokens to be split between the
  * threads (pt__gen_split_parts). */
 #define SPLIT_MIN_ROWS 8
+/* Rows a part takes at least once split (pt__gen_split_bounds): fewer than
+ * SPLIT_MIN_ROWS, so that a thread slower by a fifth or more gets fewer
+ * tokens (16 rows: 7 and 9 instead of 8 and 8; one thread's share was 33%
+ * slower than the other's in one run, 9% in another). */
+#define SPLIT_PART_MIN 6
 
 /* Parts the tokens of a forward are split into, one a thread, each thread
  * running the layers over its part alone (every product and attention of
@@ -47,7 +52,7 @@ int pt__gen_split_parts(const pt_generator *g, int m_rows)
 
 /* The first token of each of the `parts` threads' parts (r[parts] =
  * m_rows): in proportion to the threads' speeds in the last split forwards
- * (equal shares until measured), SPLIT_MIN_ROWS tokens a part at least.  A
+ * (equal shares until measured), SPLIT_PART_MIN tokens a part at least.  A
  * VM's cores can differ by a third in speed, the slower one changing
  * within minutes, and a thread cannot take over another's part. */
 void pt__gen_split_bounds(const pt_generator *g, int m_rows, int parts, int *r)
@@ -63,10 +68,10 @@ void pt__gen_split_bounds(const pt_generator *g, int m_rows, int parts, int *r)
     for (int p = 0; p < parts; p++) {
         at += known ? g->split_speed[p] / tot : 1.0 / parts;
         int e = p == parts - 1 ? m_rows : (int)lround(at * m_rows);
-        if (e < r[p] + SPLIT_MIN_ROWS)
-            e = r[p] + SPLIT_MIN_ROWS;
-        if (e > m_rows - (parts - 1 - p) * SPLIT_MIN_ROWS)
-            e = m_rows - (parts - 1 - p) * SPLIT_MIN_ROWS;
+        if (e < r[p] + SPLIT_PART_MIN)
+            e = r[p] + SPLIT_PART_MIN;
+        if (e > m_rows - (parts - 1 - p) * SPLIT_PART_MIN)
+            e = m_rows - (parts - 1 - p) * SPLIT_PART_MIN;
         r[p + 1] = e;
     }
 }
