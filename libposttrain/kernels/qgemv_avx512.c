@@ -584,20 +584,19 @@ QG_INLINE void qw_block_xrows2(const int type, const pt_qact *a, size_t i0, size
     for (size_t c = 0; c < mc; c++) {
         const size_t i = i0 + c, at = i * a->nbp + bb;
         const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
-        __m512i s[2][4];
+        __m512i s[2][2];
         for (int g = 0; g < 2; g++)
-            for (int u = 0; u < 4; u++)
+            for (int u = 0; u < 2; u++)
                 s[g][u] = _mm512_setzero_si512();
         for (int t = 0; t < 8; t++) {
             const __m512i xv = _mm512_set1_epi32(xb[t]);
-            qw_dpbusd_reg(&s[0][t % 4], w[0][t], xv);
-            qw_dpbusd_reg(&s[1][t % 4], w[1][t], xv);
+            qw_dpbusd_reg(&s[0][t % 2], w[0][t], xv);
+            qw_dpbusd_reg(&s[1][t % 2], w[1][t], xv);
         }
         const __m512 dx = _mm512_set1_ps(a->d[at]);
         const __m512i off = _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh));
         for (int g = 0; g < 2; g++) {
-            __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s[g][0], s[g][1]),
-                                            _mm512_add_epi32(s[g][2], s[g][3]));
+            __m512i isum = _mm512_add_epi32(s[g][0], s[g][1]);
             if (sh)
                 isum = _mm512_sub_epi32(isum, off);
             acc[g][c][e] = _mm512_fmadd_ps(_mm512_mul_ps(wd[g], dx), _mm512_cvtepi32_ps(isum),
