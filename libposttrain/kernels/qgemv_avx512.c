@@ -205,29 +205,42 @@ QG_INLINE void qw_dpbusd_bcast(__m512i *acc, __m512i w, const int32_t *x)
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(w), "m"(*x));
 }
 
+/* Block bb's float operations for row at / nbp of x on the 16 W rows'
+ * exact sums isum (before the offset's term), into *acc (kernels/qgemv.h's
+ * order): the offset's term, then fma(dw * dx, I, acc), then Q4_1/Q5_1's
+ * fma(mw, sx, acc). */
+QG_INLINE void qw_block_acc(const int type, const pt_qact *a, size_t at, size_t bb, __m512i isum,
+                            __m512 wdv, __m512 wmv, __m512 *acc)
+{
+    const int sh = qg_offset_shift(type);
+    if (sh)
+        isum = _mm512_sub_epi32(isum, _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh)));
+    const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
+    *acc = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), qw_acc_in(acc, bb));
+    if (qg_has_min(type))
+        *acc = _mm512_fmadd_ps(wmv, _mm512_set1_ps(a->s[at]), *acc);
+}
+
 /* Block bb of the 16 W rows (w, wdv, wmv: its weights, scales, mins) against
- * rows i0 .. i0 + mc of x, into their accumulators acc[c][bb % 8]. */
+ * rows i0 .. i0 + mc of x, into their accumulators acc[c][bb % 8]: the 8
+ * vpdpbusd in four chains (two were 2-4% slower in the step), x's 4 bytes
+ * broadcast by each from memory. */
 QG_INLINE void qw_block_xrows(const int type, const pt_qact *a, size_t i0, size_t mc, size_t bb,
                               const __m512i w[8], __m512 wdv, __m512 wmv, __m512 acc[16][8])
 {
-    const int sh = qg_offset_shift(type);
-    const bool min = qg_has_min(type);
-    const size_t e = bb % 8;
     for (size_t c = 0; c < mc; c++) {
-        const size_t i = i0 + c, at = i * a->nbp + bb;
+        const size_t i = i0 + c;
         const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
-        /* the offset's term first in one chain (no subtraction after) */
-        __m512i s0 = sh ? _mm512_set1_epi32((int32_t)(0u - ((uint32_t)a->sum[at] << sh))) : _mm512_setzero_si512();
-        __m512i s1 = _mm512_setzero_si512();
-        for (int t = 0; t < 8; t += 2) {
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
+        for (int t = 0; t < 8; t += 4) {
             qw_dpbusd_bcast(&s0, w[t], xb + t);
             qw_dpbusd_bcast(&s1, w[t + 1], xb + t + 1);
+            qw_dpbusd_bcast(&s2, w[t + 2], xb + t + 2);
+            qw_dpbusd_bcast(&s3, w[t + 3], xb + t + 3);
         }
-        const __m512i isum = _mm512_add_epi32(s0, s1);
-        const __m512 dd = _mm512_mul_ps(wdv, _mm512_set1_ps(a->d[at]));
-        acc[c][e] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(isum), qw_acc_in(&acc[c][e], bb));
-        if (min)
-            acc[c][e] = _mm512_fmadd_ps(wmv, _mm512_set1_ps(a->s[at]), acc[c][e]);
+        const __m512i isum = _mm512_add_epi32(_mm512_add_epi32(s0, s1), _mm512_add_epi32(s2, s3));
+        qw_block_acc(type, a, i * a->nbp + bb, bb, isum, wdv, wmv, &acc[c][bb % 8]);
     }
 }
 
@@ -534,33 +547,6 @@ QG_INLINE void qk_rows(const int type, const bool packed, const pt_qact *a, size
     }
 }
 
-/* A full packed group of 16 W rows (32-value blocks) against every row of
- * x: each block unpacked into registers just before its rows of x. */
-QG_INLINE void qp_rows_fused(const int type, const pt_qact *a, const uint8_t *wrow, size_t rb,
-                             float alpha, float beta, float *y, size_t ldy)
-{
-    const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
-    const bool min = qg_has_min(type);
-    const uint8_t *next = wrow + 16 * rb;
-    const size_t per = (16 * rb / 64 + nb) / nb;
-    __m512 acc[16][8];
-    for (size_t i0 = 0; i0 < a->m; i0 += 16) {
-        const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
-        qw_acc_zero(acc, mc, nb);
-        for (size_t b = 0; b < nb; b++) {
-            if (i0 == 0)
-                qw_fetch_share(next, 16 * rb, per, b);
-            __m512i w[8];
-            __attribute__((aligned(64))) float wd[16], wm[16];
-            qp_block(type, wrow + b * 16 * bytes, w, wd, wm);
-            const __m512 wdv = _mm512_load_ps(wd), wmv = min ? _mm512_load_ps(wm) : _mm512_setzero_ps();
-            qw_block_xrows(type, a, i0, mc, b, w, wdv, wmv, acc);
-        }
-        for (size_t c = 0; c < mc; c++)
-            qw_store(acc[c], 16, alpha, beta, y + (i0 + c) * ldy);
-    }
-}
-
 /* vpdpbusd with both sources in registers (the broadcast of x's 4 bytes
  * made once for two groups of W rows, not folded into each instruction as
  * a memory operand: on Zen 5 0.126 ns a register vpdpbusd, 0.169 with
@@ -572,17 +558,15 @@ QG_INLINE void qw_dpbusd_reg(__m512i *acc, __m512i w, __m512i x)
 
 /* Block bb of two packed groups (16 W rows each: w[0], w[1], their scales
  * and mins wd, wm) against rows i0 .. i0 + mc of x, into acc[g][c][bb % 8]:
- * each 4 bytes of x broadcast once for both groups.  Each group's
- * operations are qw_block_xrows': the same bits. */
+ * each 4 bytes of x broadcast once into a register for both groups, each
+ * group's block in two chains.  Each group's operations are
+ * qw_block_xrows': the same bits. */
 QG_INLINE void qw_block_xrows2(const int type, const pt_qact *a, size_t i0, size_t mc, size_t bb,
                                const __m512i w[2][8], const __m512 wd[2], const __m512 wm[2],
                                __m512 acc[2][16][8])
 {
-    const int sh = qg_offset_shift(type);
-    const bool min = qg_has_min(type);
-    const size_t e = bb % 8;
     for (size_t c = 0; c < mc; c++) {
-        const size_t i = i0 + c, at = i * a->nbp + bb;
+        const size_t i = i0 + c;
         const int32_t *xb = (const int32_t *)(const void *)(a->q + i * a->kp + bb * PT_QK);
         __m512i s[2][2];
         for (int g = 0; g < 2; g++)
@@ -593,49 +577,46 @@ QG_INLINE void qw_block_xrows2(const int type, const pt_qact *a, size_t i0, size
             qw_dpbusd_reg(&s[0][t % 2], w[0][t], xv);
             qw_dpbusd_reg(&s[1][t % 2], w[1][t], xv);
         }
-        const __m512 dx = _mm512_set1_ps(a->d[at]);
-        const __m512i off = _mm512_set1_epi32((int32_t)((uint32_t)a->sum[at] << sh));
-        for (int g = 0; g < 2; g++) {
-            __m512i isum = _mm512_add_epi32(s[g][0], s[g][1]);
-            if (sh)
-                isum = _mm512_sub_epi32(isum, off);
-            acc[g][c][e] = _mm512_fmadd_ps(_mm512_mul_ps(wd[g], dx), _mm512_cvtepi32_ps(isum),
-                                           qw_acc_in(&acc[g][c][e], bb));
-            if (min)
-                acc[g][c][e] = _mm512_fmadd_ps(wm[g], _mm512_set1_ps(a->s[at]), acc[g][c][e]);
-        }
+        for (int g = 0; g < 2; g++)
+            qw_block_acc(type, a, i * a->nbp + bb, bb, _mm512_add_epi32(s[g][0], s[g][1]), wd[g], wm[g],
+                         &acc[g][c][bb % 8]);
     }
 }
 
-/* Two full packed groups (32 W rows, the second right after the first) of
- * 32-value blocks against every row of x: qp_rows_fused on both at once. */
-QG_INLINE void qp_rows_fused2(const int type, const pt_qact *a, const uint8_t *wrow, size_t rb,
-                              float alpha, float beta, float *y, size_t ldy)
+/* G (1 or 2) full packed groups of 16 W rows (32-value blocks; the second
+ * right after the first) against every row of x: each block unpacked into
+ * registers just before its rows of x (qw_block_xrows; two groups at once
+ * by qw_block_xrows2, x's bytes broadcast once for both). */
+QG_INLINE void qp_rows_fused(const int type, const int G, const pt_qact *a, const uint8_t *wrow,
+                             size_t rb, float alpha, float beta, float *y, size_t ldy)
 {
-    const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
+    const size_t bytes = qg_block_bytes(type), nb = rb / bytes, gb = 16 * rb; /* a group's bytes */
     const bool min = qg_has_min(type);
-    const uint8_t *next = wrow + 32 * rb;
-    const size_t per = (32 * rb / 64 + nb) / nb;
+    const uint8_t *next = wrow + (size_t)G * gb;
+    const size_t per = ((size_t)G * gb / 64 + nb) / nb;
     __m512 acc[2][16][8];
     for (size_t i0 = 0; i0 < a->m; i0 += 16) {
         const size_t mc = a->m - i0 < 16 ? a->m - i0 : 16;
-        qw_acc_zero(acc[0], mc, nb);
-        qw_acc_zero(acc[1], mc, nb);
+        for (int g = 0; g < G; g++)
+            qw_acc_zero(acc[g], mc, nb);
         for (size_t b = 0; b < nb; b++) {
             if (i0 == 0)
-                qw_fetch_share(next, 32 * rb, per, b);
+                qw_fetch_share(next, (size_t)G * gb, per, b);
             __m512i w[2][8];
             __attribute__((aligned(64))) float d[2][16], mn[2][16];
             __m512 wd[2], wm[2];
-            for (int g = 0; g < 2; g++) {
-                qp_block(type, wrow + (size_t)g * 16 * rb + b * 16 * bytes, w[g], d[g], mn[g]);
+            for (int g = 0; g < G; g++) {
+                qp_block(type, wrow + (size_t)g * gb + b * 16 * bytes, w[g], d[g], mn[g]);
                 wd[g] = _mm512_load_ps(d[g]);
                 wm[g] = min ? _mm512_load_ps(mn[g]) : _mm512_setzero_ps();
             }
-            qw_block_xrows2(type, a, i0, mc, b, w, wd, wm, acc);
+            if (G == 1)
+                qw_block_xrows(type, a, i0, mc, b, w[0], wd[0], wm[0], acc[0]);
+            else
+                qw_block_xrows2(type, a, i0, mc, b, w, wd, wm, acc);
         }
         for (size_t c = 0; c < mc; c++)
-            for (int g = 0; g < 2; g++)
+            for (int g = 0; g < G; g++)
                 qw_store(acc[g][c], 16, alpha, beta, y + (i0 + c) * ldy + 16 * (size_t)g);
     }
 }
@@ -653,9 +634,9 @@ QG_INLINE void qw_rows_any(const int type, const bool packed, const pt_qact *a, 
     }
     if (packed) { /* full groups: one, or two (len 32) */
         if (len == 32)
-            qp_rows_fused2(type, a, wrow, rb, alpha, beta, y, ldy);
+            qp_rows_fused(type, 2, a, wrow, rb, alpha, beta, y, ldy);
         else
-            qp_rows_fused(type, a, wrow, rb, alpha, beta, y, ldy);
+            qp_rows_fused(type, 1, a, wrow, rb, alpha, beta, y, ldy);
         return;
     }
     const size_t bytes = qg_block_bytes(type), nb = rb / bytes;
