@@ -483,7 +483,8 @@ static size_t segs_task(const segs_ctx *c, size_t b, int t, bool pair)
  * the other (the columns of y follow them): the activations quantized once
  * per block size, then one parallel region in which the threads first
  * quantize the rows of x (made by pre first, when given), then share the
- * tasks (QGEMV_BLOCK rows of W) of all segments. */
+ * tasks (QGEMV_BLOCK rows of W) of all segments; on one thread the same
+ * loops without a region, full packed groups two at a time. */
 static int qgemv_segs_run(bool ref, const pt_qseg *seg, int nseg, size_t m, size_t k, float alpha,
                           const float *x, size_t ldx, const pt_qpre *pre, float beta, float *y,
                           size_t ldy)
